@@ -1,0 +1,211 @@
+package workflow
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// The payloads below are the contract between the ASL file and the stage Lambdas. The state
+// carries identifiers and control values only; every fact (amounts, seller task ids, the
+// current task token) lives in the ledger and is read from there.
+
+// ExecutionInput is the input of one MediaBuy execution, written by submit (or by the
+// previous execution when the wait loop continues as a new one).
+type ExecutionInput struct {
+	OperationID string    `json:"operation_id"`
+	Tenant      string    `json:"tenant"`
+	Config      RunConfig `json:"config"`
+	// Wait is set when this execution continues the wait loop of an earlier one.
+	Wait *WaitState `json:"wait,omitempty"`
+	// Generation counts continuations: 0 for the first execution of an operation.
+	Generation int `json:"generation"`
+}
+
+// RunConfig holds the timing knobs of one execution. They travel in the input so the tests can
+// shrink them and so the ASL reads every interval from a path.
+type RunConfig struct {
+	// ApprovalTimeoutSeconds is the approval SLA: the RequestApproval state's timeout.
+	ApprovalTimeoutSeconds int `json:"approval_timeout_seconds"`
+	// PollInitialSeconds is the first wait for the seller before a poll.
+	PollInitialSeconds int `json:"poll_initial_seconds"`
+	// PollMaxSeconds caps the backoff when the seller did not accept a webhook.
+	PollMaxSeconds int `json:"poll_max_seconds"`
+	// PollMaxWebhookSeconds caps the backoff when the seller accepted a webhook: polling is
+	// then only the safety net, so it may back off to hours.
+	PollMaxWebhookSeconds int `json:"poll_max_webhook_seconds"`
+	// DeadlineSeconds bounds the whole wait for the seller (24 h by default).
+	DeadlineSeconds int `json:"deadline_seconds"`
+	// LoopBudget is the number of wait-loop rounds one execution may run before it continues
+	// as a new execution, keeping its history far below the 25,000-event cap.
+	LoopBudget int `json:"loop_budget"`
+}
+
+// DefaultRunConfig returns the production timings.
+func DefaultRunConfig() RunConfig {
+	return RunConfig{
+		ApprovalTimeoutSeconds: 24 * 3600,
+		PollInitialSeconds:     30,
+		PollMaxSeconds:         15 * 60,
+		PollMaxWebhookSeconds:  4 * 3600,
+		DeadlineSeconds:        24 * 3600,
+		LoopBudget:             500,
+	}
+}
+
+// Validate reports the first knob that is out of range.
+func (c RunConfig) Validate() error {
+	checks := []struct {
+		name string
+		v    int
+	}{
+		{"approval_timeout_seconds", c.ApprovalTimeoutSeconds},
+		{"poll_initial_seconds", c.PollInitialSeconds},
+		{"poll_max_seconds", c.PollMaxSeconds},
+		{"poll_max_webhook_seconds", c.PollMaxWebhookSeconds},
+		{"deadline_seconds", c.DeadlineSeconds},
+		{"loop_budget", c.LoopBudget},
+	}
+	for _, ck := range checks {
+		if ck.v <= 0 {
+			return &InvalidInputError{Field: "config." + ck.name, Reason: "must be a positive integer"}
+		}
+	}
+	if c.PollMaxSeconds < c.PollInitialSeconds || c.PollMaxWebhookSeconds < c.PollInitialSeconds {
+		return &InvalidInputError{Field: "config.poll_max_seconds", Reason: "must not be below poll_initial_seconds"}
+	}
+	return nil
+}
+
+// StageInput is the input of a stage Lambda that needs only the operation.
+type StageInput struct {
+	OperationID string    `json:"operation_id"`
+	Tenant      string    `json:"tenant"`
+	Config      RunConfig `json:"config"`
+}
+
+// CallbackInput is the input of a waitForTaskToken stage (RequestApproval, AwaitSeller). The
+// token is stored in the ledger by the Lambda and never echoed in any output.
+type CallbackInput struct {
+	OperationID string    `json:"operation_id"`
+	Tenant      string    `json:"tenant"`
+	Config      RunConfig `json:"config"`
+	TaskToken   string    `json:"task_token"`
+	Wait        WaitState `json:"wait,omitzero"`
+	Reason      string    `json:"reason,omitempty"`
+}
+
+// GovernanceDecision is what CheckGovernance tells the state machine to do next.
+type GovernanceDecision string
+
+// The governance decisions a Choice state reads.
+const (
+	GovernanceProceed       GovernanceDecision = "proceed"        // approved, no person needed
+	GovernanceNeedsApproval GovernanceDecision = "needs_approval" // policy or conditions ask for a person
+	GovernanceDenied        GovernanceDecision = "denied"         // stop; nothing is spent
+	GovernancePending       GovernanceDecision = "pending"        // async review: wait and check again
+)
+
+// GovernanceOutput is the output of the CheckGovernance stage.
+type GovernanceOutput struct {
+	Decision GovernanceDecision `json:"decision"`
+	CheckID  string             `json:"check_id,omitempty"`
+	// ExpiresAt is when the governance approval lapses (RFC 3339); a later stage re-checks
+	// before spending if it has passed.
+	ExpiresAt string    `json:"expires_at,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	Wait      WaitState `json:"wait,omitzero"`
+}
+
+// SellerOutput is the output of CreateMediaBuy and PollSeller: where the seller task stands.
+type SellerOutput struct {
+	Status Status `json:"status"`
+	// Terminal mirrors Status.Terminal() so a Choice can read it.
+	Terminal bool `json:"terminal"`
+	// Next is the state of the wait loop; Next.IntervalSeconds feeds TimeoutSecondsPath.
+	Next WaitState `json:"next"`
+	// ContinueAsNew is true when this execution spent its loop budget: the state machine starts
+	// NextExecutionName with the same operation and ends.
+	ContinueAsNew     bool   `json:"continue_as_new"`
+	NextExecutionName string `json:"next_execution_name,omitempty"`
+	// DeadlineExceeded is true when the overall deadline passed before the seller finished.
+	DeadlineExceeded bool   `json:"deadline_exceeded"`
+	Reason           string `json:"reason,omitempty"`
+}
+
+// WaitState is the bookkeeping of the webhook-or-poll loop.
+type WaitState struct {
+	// IntervalSeconds is the next wait before polling (the AwaitSeller timeout).
+	IntervalSeconds int `json:"interval_seconds"`
+	// Round counts wait-loop rounds in this execution.
+	Round int `json:"round"`
+	// DeadlineUnix is the overall deadline of the wait, in Unix seconds.
+	DeadlineUnix int64 `json:"deadline_unix"`
+	// WebhookAccepted is true when the seller accepted our push notification config.
+	WebhookAccepted bool `json:"webhook_accepted"`
+}
+
+// StartWait returns the first wait state of a seller task started at now.
+func StartWait(cfg RunConfig, now time.Time, webhookAccepted bool) WaitState {
+	return WaitState{
+		IntervalSeconds: cfg.PollInitialSeconds,
+		DeadlineUnix:    now.Add(time.Duration(cfg.DeadlineSeconds) * time.Second).Unix(),
+		WebhookAccepted: webhookAccepted,
+	}
+}
+
+// Advance returns the wait state after one more unfinished round: the interval doubles up to
+// the cap (the long one when the seller accepted a webhook), with full jitter on the added
+// part so that many operations do not poll one seller in lockstep, and never past the
+// deadline. rnd returns a float in [0,1); nil means math/rand/v2.
+func (w WaitState) Advance(cfg RunConfig, now time.Time, rnd func() float64) WaitState {
+	if rnd == nil {
+		rnd = rand.Float64
+	}
+	limit := cfg.PollMaxSeconds
+	if w.WebhookAccepted {
+		limit = cfg.PollMaxWebhookSeconds
+	}
+	prev := max(w.IntervalSeconds, cfg.PollInitialSeconds)
+	next := min(prev*2, limit)
+	// Full jitter on the growth only: the interval stays within [prev, next].
+	next = prev + int(rnd()*float64(next-prev+1))
+	next = min(next, limit)
+	if left := w.DeadlineUnix - now.Unix(); left > 0 && int64(next) > left {
+		next = int(left)
+	}
+	next = max(next, 1)
+	out := w
+	out.IntervalSeconds = next
+	out.Round++
+	return out
+}
+
+// Expired reports whether the overall deadline has passed at now.
+func (w WaitState) Expired(now time.Time) bool {
+	return w.DeadlineUnix > 0 && now.Unix() >= w.DeadlineUnix
+}
+
+// ExecutionName returns the deterministic execution name for an operation's generation: the
+// operation id for the first execution, the id with a "-g<N>" suffix for each continuation.
+// Step Functions names are at most 80 characters; operation ids are far shorter.
+func ExecutionName(operationID string, generation int) string {
+	if generation == 0 {
+		return operationID
+	}
+	return fmt.Sprintf("%s-g%d", operationID, generation)
+}
+
+// OutcomeInput is the input of ReportOutcome and of the failure recorder: the operation and,
+// on a failure path, the Step Functions error that ended it (Error/Cause as a Catch writes them).
+type OutcomeInput struct {
+	OperationID string     `json:"operation_id"`
+	Tenant      string     `json:"tenant"`
+	Failure     *StepError `json:"failure,omitempty"`
+}
+
+// StepError is the {Error, Cause} object a Catch puts at its ResultPath.
+type StepError struct {
+	Error string `json:"Error"`
+	Cause string `json:"Cause"`
+}

@@ -1,0 +1,247 @@
+package workflow
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestTerminalStatusesNeverMove(t *testing.T) {
+	for _, s := range Statuses {
+		if !s.Terminal() {
+			continue
+		}
+		for _, to := range Statuses {
+			if CanMove(s, to) {
+				t.Errorf("terminal %s may move to %s", s, to)
+			}
+		}
+	}
+}
+
+func TestEveryLiveStatusCanEndAndReachCompletion(t *testing.T) {
+	for _, s := range Statuses {
+		if s.Terminal() {
+			continue
+		}
+		for _, end := range []Status{StatusFailed, StatusCanceled, StatusExpired} {
+			if !CanMove(s, end) {
+				t.Errorf("%s cannot move to %s", s, end)
+			}
+		}
+		if !reachable(s, StatusCompleted) {
+			t.Errorf("%s can never reach completed", s)
+		}
+	}
+}
+
+func reachable(from, to Status) bool {
+	seen := map[Status]bool{}
+	queue := []Status{from}
+	for len(queue) > 0 {
+		s := queue[0]
+		queue = queue[1:]
+		if s == to {
+			return true
+		}
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
+		queue = append(queue, Transitions[s]...)
+	}
+	return false
+}
+
+func TestTransitionTable(t *testing.T) {
+	tests := []struct {
+		from, to Status
+		ok       bool
+	}{
+		{StatusRequested, StatusCheckingGovernance, true},
+		{StatusCheckingGovernance, StatusCreating, true},
+		{StatusAwaitingApproval, StatusCheckingGovernance, true}, // token lapsed during approval
+		{StatusCreating, StatusSubmitted, true},
+		{StatusSubmitted, StatusWorking, true},
+		{StatusWorking, StatusCompleted, true},
+		{StatusInputRequired, StatusAwaitingApproval, true},
+		{StatusWorking, StatusSubmitted, false}, // a late "submitted" never overwrites "working"
+		{StatusCompleted, StatusWorking, false},
+		{StatusCreating, StatusCheckingGovernance, false},
+		{StatusRequested, StatusCompleted, false},
+		{StatusFailed, StatusCompleted, false},
+		{Status("bogus"), StatusCompleted, false},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s->%s", tt.from, tt.to), func(t *testing.T) {
+			if got := CanMove(tt.from, tt.to); got != tt.ok {
+				t.Fatalf("CanMove = %v, want %v", got, tt.ok)
+			}
+		})
+	}
+}
+
+func TestTransitionsNameOnlyDeclaredStatuses(t *testing.T) {
+	for from, tos := range Transitions {
+		if !from.Valid() {
+			t.Errorf("undeclared status %q in table", from)
+		}
+		for _, to := range tos {
+			if !to.Valid() {
+				t.Errorf("%s -> undeclared %q", from, to)
+			}
+			if to == from {
+				t.Errorf("%s moves to itself", from)
+			}
+		}
+	}
+}
+
+func TestPredecessors(t *testing.T) {
+	got := Predecessors(StatusWorking)
+	want := []Status{StatusAwaitingApproval, StatusCreating, StatusSubmitted, StatusInputRequired}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Predecessors(working) = %v, want %v", got, want)
+	}
+	if p := Predecessors(StatusRequested); len(p) != 0 {
+		t.Fatalf("requested has predecessors %v", p)
+	}
+}
+
+func TestParseStatus(t *testing.T) {
+	if s, err := ParseStatus("completed"); err != nil || s != StatusCompleted {
+		t.Fatalf("ParseStatus(completed) = %q, %v", s, err)
+	}
+	if _, err := ParseStatus("done"); err == nil {
+		t.Fatal("ParseStatus(done) succeeded")
+	}
+}
+
+func TestFromTaskStatus(t *testing.T) {
+	tests := map[string]Status{
+		"submitted": StatusSubmitted, "working": StatusWorking, "input-required": StatusInputRequired,
+		"completed": StatusCompleted, "failed": StatusFailed, "rejected": StatusRejected,
+		"canceled": StatusCanceled, "cancelled": StatusCanceled,
+	}
+	for in, want := range tests {
+		if got, ok := FromTaskStatus(in); !ok || got != want {
+			t.Errorf("FromTaskStatus(%q) = %q, %v; want %q", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{"auth-required", "unknown", "", "COMPLETED"} {
+		if _, ok := FromTaskStatus(in); ok {
+			t.Errorf("FromTaskStatus(%q) ok", in)
+		}
+	}
+}
+
+// errorType mirrors aws-lambda-go's lambda/errors.go: the reported errorType is the Go type
+// name of the returned error, the element's name for a pointer.
+func errorType(err error) string {
+	t := reflect.TypeOf(err)
+	if t.Kind() == reflect.Pointer {
+		return t.Elem().Name()
+	}
+	return t.Name()
+}
+
+func TestTaskErrorReturnsBareNamedTypes(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"bare transient", &TransientError{Reason: "x"}, "TransientError"},
+		{"wrapped terminal", fmt.Errorf("create: %w", &TerminalError{Code: "INVALID_REQUEST", Reason: "x"}), "TerminalError"},
+		{"double wrapped rejected", fmt.Errorf("a: %w", fmt.Errorf("b: %w", &ApprovalRejectedError{By: "u"})), "ApprovalRejectedError"},
+		{"joined deadline", errors.Join(errors.New("x"), &DeadlineExceededError{}), "DeadlineExceededError"},
+		{"not found", &NotFoundError{OperationID: "op"}, "NotFoundError"},
+		{"invalid input", fmt.Errorf("in: %w", &InvalidInputError{Field: "f"}), "InvalidInputError"},
+		{"unknown error becomes transient", errors.New("connection reset"), "TransientError"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := TaskError(tt.err)
+			if n := errorType(got); n != tt.want {
+				t.Fatalf("errorType = %s, want %s", n, tt.want)
+			}
+			if !slices.Contains(ErrorNames, errorType(got)) {
+				t.Fatalf("%s missing from ErrorNames", errorType(got))
+			}
+		})
+	}
+	if TaskError(nil) != nil {
+		t.Fatal("TaskError(nil) != nil")
+	}
+}
+
+func TestErrorNamesAreTheTypeNames(t *testing.T) {
+	want := []string{"TransientError", "TerminalError", "ApprovalRejectedError", "DeadlineExceededError", "NotFoundError", "InvalidInputError"}
+	if !slices.Equal(ErrorNames, want) {
+		t.Fatalf("ErrorNames = %v, want %v", ErrorNames, want)
+	}
+}
+
+func TestWaitBackoff(t *testing.T) {
+	cfg := RunConfig{PollInitialSeconds: 10, PollMaxSeconds: 60, PollMaxWebhookSeconds: 3600, DeadlineSeconds: 1000, LoopBudget: 10, ApprovalTimeoutSeconds: 1}
+	now := time.Unix(1_000_000, 0)
+	top := func() float64 { return 0.999999 }
+	bottom := func() float64 { return 0 }
+
+	w := StartWait(cfg, now, false)
+	if w.IntervalSeconds != 10 || w.DeadlineUnix != now.Unix()+1000 {
+		t.Fatalf("StartWait = %+v", w)
+	}
+	var seq []int
+	for range 5 {
+		w = w.Advance(cfg, now, top)
+		seq = append(seq, w.IntervalSeconds)
+	}
+	if want := []int{20, 40, 60, 60, 60}; !slices.Equal(seq, want) {
+		t.Fatalf("intervals with max jitter = %v, want %v", seq, want)
+	}
+	if w.Round != 5 {
+		t.Fatalf("Round = %d", w.Round)
+	}
+	// With the jitter at its floor the interval never shrinks.
+	if got := StartWait(cfg, now, false).Advance(cfg, now, bottom).IntervalSeconds; got != 10 {
+		t.Fatalf("floor jitter interval = %d, want 10", got)
+	}
+	// A seller that accepted a webhook backs off to the long cap.
+	wh := StartWait(cfg, now, true)
+	for range 12 {
+		wh = wh.Advance(cfg, now, top)
+	}
+	if wh.IntervalSeconds != 1000 { // capped by the deadline, not by 3600
+		t.Fatalf("webhook interval = %d, want 1000 (deadline)", wh.IntervalSeconds)
+	}
+	// Never past the deadline.
+	late := now.Add(995 * time.Second)
+	if got := StartWait(cfg, now, false).Advance(cfg, late, top).IntervalSeconds; got != 5 {
+		t.Fatalf("interval near deadline = %d, want 5", got)
+	}
+	if !w.Expired(now.Add(1000*time.Second)) || w.Expired(now) {
+		t.Fatal("Expired wrong")
+	}
+}
+
+func TestRunConfigValidate(t *testing.T) {
+	if err := DefaultRunConfig().Validate(); err != nil {
+		t.Fatalf("default config invalid: %v", err)
+	}
+	bad := DefaultRunConfig()
+	bad.LoopBudget = 0
+	var inv *InvalidInputError
+	if err := bad.Validate(); !errors.As(err, &inv) || inv.Field != "config.loop_budget" {
+		t.Fatalf("Validate = %v", err)
+	}
+}
+
+func TestExecutionName(t *testing.T) {
+	if ExecutionName("op-1", 0) != "op-1" || ExecutionName("op-1", 3) != "op-1-g3" {
+		t.Fatal("ExecutionName wrong")
+	}
+}
