@@ -1,0 +1,86 @@
+# buyflow — build, test and lint. `make help` lists the targets.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+GO        ?= go
+FUNCTIONS := $(notdir $(patsubst %/,%,$(dir $(wildcard functions/*/main.go))))
+TOOLS     := $(CURDIR)/.tools
+GOLANGCI_LINT_VERSION := v2.15.0
+GOLANGCI_LINT := $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+FUZZTIME  ?= 10s
+MAX_BOOTSTRAP_BYTES := 12582912
+LAMBDA_FLAGS := -trimpath -buildvcs=false -tags lambda.norpc -ldflags "-s -w"
+
+.PHONY: help
+help: ## list the targets
+	@grep -E '^[a-z%-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+# ---------------------------------------------------------------- build
+
+.PHONY: build
+build: $(addprefix build-,$(FUNCTIONS)) ## every functions/* -> bin/<name>/bootstrap (linux/arm64)
+	@for f in $(FUNCTIONS); do \
+	  size=$$(stat -c %s bin/$$f/bootstrap); \
+	  awk -v f="$$f" -v s="$$size" 'BEGIN { printf "  bin/%-12s bootstrap %6.2f MB\n", f, s/1048576 }'; \
+	  if [ "$$size" -gt $(MAX_BOOTSTRAP_BYTES) ]; then echo "bin/$$f/bootstrap is over 12 MB" >&2; exit 1; fi; \
+	done
+
+build-%:
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build $(LAMBDA_FLAGS) -o bin/$*/bootstrap ./functions/$*
+
+# ---------------------------------------------------------------- test
+
+# The Node tools the tests use (the official AdCP SDK as an interop peer, the ASL interpreter,
+# the CDK CLI), installed exactly as package-lock.json pins them.
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+.PHONY: deps
+deps: node_modules/.installed ## install the pinned Go modules and Node tools
+	$(GO) mod download
+
+.PHONY: test
+test: deps ## the whole suite: unit, adapter, contract, interop and workflow tests, fuzzing, build
+	BUYFLOW_NODE_TESTS=1 $(GO) test -race -count=1 -timeout 30m ./...
+	$(MAKE) --no-print-directory fuzz
+	$(MAKE) --no-print-directory build
+
+.PHONY: test-unit
+test-unit: ## the fast layer only: go test ./... without the Node-backed tests
+	$(GO) test -race ./...
+
+.PHONY: fuzz
+fuzz: ## run every Fuzz target for FUZZTIME (default 10s) each
+	@for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' internal | xargs -n1 dirname | sort -u); do \
+	  for target in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go | cut -d' ' -f2); do \
+	    echo "fuzz ./$$dir $$target ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) ./$$dir; \
+	  done; \
+	done
+
+.PHONY: bench
+bench: deps ## benchmarks, printed as tables
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# ---------------------------------------------------------------- lint
+
+$(GOLANGCI_LINT):
+	@mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	@mv $(TOOLS)/golangci-lint $@
+
+.PHONY: lint
+lint: $(GOLANGCI_LINT) tidy-check ## gofmt, go vet, golangci-lint (pinned), go mod tidy drift
+	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "not gofmt-formatted:"; echo "$$bad"; exit 1; fi
+	$(GO) vet ./...
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: tidy-check
+tidy-check: ## fail if go.mod/go.sum are not tidy
+	$(GO) mod tidy -diff
+
+.PHONY: clean
+clean: ## remove build outputs
+	rm -rf bin cdk.out

@@ -1,0 +1,140 @@
+// Package topology is the one description of the buyflow application: its functions, the
+// environment each reads, the HTTP routes, the ledger table and the state machine. The CDK
+// stack (infra/) and the local stack both read it, so the two cannot drift; a test in each
+// compares what it built with this description.
+//
+// It imports the standard library only, so Lambdas, infra and the local stack can all use it.
+package topology
+
+// Environment variable names the functions read. Values are supplied by the deployer (CDK or
+// the local stack); secrets are never values here, only the names of Secrets Manager secrets.
+const (
+	EnvTableName          = "BUYFLOW_TABLE_NAME"
+	EnvStateMachineARN    = "BUYFLOW_STATE_MACHINE_ARN"
+	EnvAgentsConfig       = "BUYFLOW_AGENTS"             // JSON agent registry (URLs, credential secret names)
+	EnvAgentsSecretPrefix = "BUYFLOW_AGENT_SECRET_PREFIX" // prefix of the agents' credential secrets
+	EnvLinkKeySecret      = "BUYFLOW_LINK_KEY_SECRET"     // name of the approval-link signing keys secret
+	EnvSlackSecret        = "BUYFLOW_SLACK_SECRET"        // name of the Slack bot token / webhook secret
+	EnvPublicBaseURL      = "BUYFLOW_PUBLIC_BASE_URL"     // the HTTP API's base URL, for links and webhooks
+	EnvApprovalPolicy     = "BUYFLOW_APPROVAL_POLICY"     // JSON: thresholds, approvers, escalation
+	EnvCallerURI          = "BUYFLOW_CALLER_URI"          // the `caller` URI sent to governance agents
+	EnvLocalTenantHeader  = "BUYFLOW_DEV_TENANT_HEADER"   // local stack only; never set by infra/
+)
+
+// Auth says how a route authenticates its caller.
+type Auth string
+
+// The route authentication kinds.
+const (
+	// AuthIAM routes use SigV4; the tenant comes from the caller's identity, never the body.
+	AuthIAM Auth = "iam"
+	// AuthSignature routes are public and authenticate each request by its signature
+	// (seller webhooks, signed approval links).
+	AuthSignature Auth = "signature"
+)
+
+// Function is one Lambda: one folder functions/<Name> with a main.go, one bootstrap.
+type Function struct {
+	Name        string
+	Description string
+	MemoryMB    int
+	// TimeoutSeconds bounds one invocation.
+	TimeoutSeconds int
+	// Env lists the variables the function reads (names from the Env* constants).
+	Env []string
+	// Placeholder is the ASL DefinitionSubstitutions key that receives this function's ARN,
+	// empty for functions the state machine does not invoke.
+	Placeholder string
+	// LedgerWrite is true when the function writes the ledger (every function reads it).
+	LedgerWrite bool
+	// StartsExecutions is true when the function calls StartExecution.
+	StartsExecutions bool
+	// CompletesTasks is true when the function calls SendTaskSuccess/SendTaskFailure.
+	CompletesTasks bool
+	// Secrets lists the env variables that name Secrets Manager secrets it may read.
+	Secrets []string
+}
+
+// Route is one HTTP API route.
+type Route struct {
+	Method   string
+	Path     string
+	Function string
+	Auth     Auth
+}
+
+// Application is the whole description.
+type Application struct {
+	Functions []Function
+	Routes    []Route
+	// StateMachineName is the Standard state machine's logical name.
+	StateMachineName string
+	// StateMachineFile is the ASL file, relative to the repository root.
+	StateMachineFile string
+}
+
+// Function returns the function named name and whether it exists.
+func (a Application) Function(name string) (Function, bool) {
+	for _, f := range a.Functions {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return Function{}, false
+}
+
+var agentEnv = []string{EnvTableName, EnvAgentsConfig, EnvAgentsSecretPrefix, EnvCallerURI, EnvPublicBaseURL}
+
+// App is buyflow.
+var App = Application{
+	StateMachineName: "MediaBuy",
+	StateMachineFile: "statemachine/mediabuy.asl.json",
+	Functions: []Function{
+		{
+			Name: "submit", Description: "POST/GET /v1/media-buys: validate, claim the key, lock, start the execution",
+			MemoryMB: 256, TimeoutSeconds: 15, LedgerWrite: true, StartsExecutions: true,
+			Env: []string{EnvTableName, EnvStateMachineARN, EnvAgentsConfig, EnvApprovalPolicy, EnvLocalTenantHeader},
+		},
+		{
+			Name: "governance", Description: "CheckGovernance, ReportOutcome and RecordFailure stages",
+			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, Placeholder: "GovernanceFunctionArn",
+			Env: append(append([]string{}, agentEnv...), EnvApprovalPolicy), Secrets: []string{EnvAgentsSecretPrefix},
+		},
+		{
+			Name: "notify", Description: "RequestApproval: records the approval and posts the Slack message",
+			MemoryMB: 256, TimeoutSeconds: 30, LedgerWrite: true, Placeholder: "NotifyFunctionArn",
+			Env:     []string{EnvTableName, EnvLinkKeySecret, EnvSlackSecret, EnvPublicBaseURL, EnvApprovalPolicy},
+			Secrets: []string{EnvLinkKeySecret, EnvSlackSecret},
+		},
+		{
+			Name: "approve", Description: "GET/POST /v1/approvals/{approval_id}: confirm page and decision",
+			MemoryMB: 256, TimeoutSeconds: 15, LedgerWrite: true, CompletesTasks: true,
+			Env:     []string{EnvTableName, EnvLinkKeySecret, EnvSlackSecret},
+			Secrets: []string{EnvLinkKeySecret, EnvSlackSecret},
+		},
+		{
+			Name: "create", Description: "CreateMediaBuy (write-ahead intent) and Compensate (cancel)",
+			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, Placeholder: "CreateFunctionArn",
+			Env: agentEnv, Secrets: []string{EnvAgentsSecretPrefix},
+		},
+		{
+			Name: "poll", Description: "AwaitSeller (parks the task token) and PollSeller",
+			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, Placeholder: "PollFunctionArn", CompletesTasks: true,
+			Env: append(append([]string{}, agentEnv...), EnvStateMachineARN), Secrets: []string{EnvAgentsSecretPrefix},
+		},
+		{
+			Name: "webhook", Description: "POST /v1/webhooks/adcp/{operation_id}: verify, dedupe, apply, wake",
+			MemoryMB: 256, TimeoutSeconds: 10, LedgerWrite: true, CompletesTasks: true,
+			Env: []string{EnvTableName, EnvAgentsConfig, EnvAgentsSecretPrefix}, Secrets: []string{EnvAgentsSecretPrefix},
+		},
+	},
+	Routes: []Route{
+		{Method: "POST", Path: "/v1/media-buys", Function: "submit", Auth: AuthIAM},
+		{Method: "GET", Path: "/v1/media-buys", Function: "submit", Auth: AuthIAM},
+		{Method: "GET", Path: "/v1/media-buys/{id}", Function: "submit", Auth: AuthIAM},
+		{Method: "GET", Path: "/v1/media-buys/{id}/events", Function: "submit", Auth: AuthIAM},
+		{Method: "POST", Path: "/v1/webhooks/adcp/{operation_id}", Function: "webhook", Auth: AuthSignature},
+		{Method: "GET", Path: "/v1/approvals/{approval_id}", Function: "approve", Auth: AuthSignature},
+		{Method: "POST", Path: "/v1/approvals/{approval_id}", Function: "approve", Auth: AuthSignature},
+	},
+}

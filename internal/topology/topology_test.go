@@ -1,0 +1,80 @@
+package topology
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestEveryRouteNamesAFunction(t *testing.T) {
+	seen := map[string]bool{}
+	for _, r := range App.Routes {
+		if _, ok := App.Function(r.Function); !ok {
+			t.Errorf("route %s %s names unknown function %q", r.Method, r.Path, r.Function)
+		}
+		key := r.Method + " " + r.Path
+		if seen[key] {
+			t.Errorf("route %s declared twice", key)
+		}
+		seen[key] = true
+		if r.Auth != AuthIAM && r.Auth != AuthSignature {
+			t.Errorf("route %s has unknown auth %q", key, r.Auth)
+		}
+		if !strings.HasPrefix(r.Path, "/v1/") {
+			t.Errorf("route %s is not versioned", key)
+		}
+	}
+}
+
+func TestFunctionsAreWellFormed(t *testing.T) {
+	names := map[string]bool{}
+	placeholders := map[string]bool{}
+	for _, f := range App.Functions {
+		if names[f.Name] {
+			t.Errorf("function %s declared twice", f.Name)
+		}
+		names[f.Name] = true
+		if f.Placeholder != "" {
+			if placeholders[f.Placeholder] {
+				t.Errorf("placeholder %s used twice", f.Placeholder)
+			}
+			placeholders[f.Placeholder] = true
+		}
+		if f.MemoryMB < 128 || f.TimeoutSeconds <= 0 || f.TimeoutSeconds > 900 {
+			t.Errorf("function %s: memory %d MB, timeout %d s out of range", f.Name, f.MemoryMB, f.TimeoutSeconds)
+		}
+		for _, s := range f.Secrets {
+			if !contains(f.Env, s) {
+				t.Errorf("function %s reads secret named by %s but does not get that variable", f.Name, s)
+			}
+		}
+		// The dev-only tenant header is for the submit API alone, and infra never sets it.
+		if contains(f.Env, EnvLocalTenantHeader) && f.Name != "submit" {
+			t.Errorf("function %s reads %s", f.Name, EnvLocalTenantHeader)
+		}
+	}
+}
+
+func TestRequiredFunctionsAreDeclared(t *testing.T) {
+	for _, name := range []string{"submit", "poll", "webhook", "approve"} {
+		if _, ok := App.Function(name); !ok {
+			t.Errorf("required function %s missing", name)
+		}
+	}
+}
+
+func TestStateMachineFileExists(t *testing.T) {
+	if _, err := os.Stat(filepath.Join("..", "..", App.StateMachineFile)); err != nil {
+		t.Skipf("state machine file not written yet: %v", err)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
