@@ -1,0 +1,278 @@
+package adcptest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+)
+
+// SchemaDirEnv names the environment variable that points at the AdCP JSON
+// Schemas (the directory holding core/, media-buy/, governance/, ...).
+const SchemaDirEnv = "BUYFLOW_ADCP_SCHEMAS"
+
+// schemaBase is the made-up origin under which the schema files are
+// registered. Every $id and $ref in the 3.1.19 set is an absolute path of the
+// form /schemas/3.1.19/<rel>, so it resolves against this origin.
+const schemaBase = "https://adcp.schemas.invalid/schemas/3.1.19/"
+
+// requestSchemas maps each tool the agents serve to its request schema.
+var requestSchemas = map[string]string{
+	"get_adcp_capabilities": "protocol/get-adcp-capabilities-request.json",
+	"create_media_buy":      "media-buy/create-media-buy-request.json",
+	"update_media_buy":      "media-buy/update-media-buy-request.json",
+	"get_media_buys":        "media-buy/get-media-buys-request.json",
+	"get_task_status":       "protocol/get-task-status-request.json",
+	"tasks/get":             "core/tasks-get-request.json",
+	"list_tasks":            "protocol/list-tasks-request.json",
+	"tasks/list":            "core/tasks-list-request.json",
+	"check_governance":      "governance/check-governance-request.json",
+	"report_plan_outcome":   "governance/report-plan-outcome-request.json",
+	"sync_plans":            "governance/sync-plans-request.json",
+}
+
+// FindSchemaDir returns the AdCP schema directory: $BUYFLOW_ADCP_SCHEMAS if
+// set, otherwise the first shared/adcp-schemas found beside the current
+// directory or one of its parents.
+func FindSchemaDir() (string, error) {
+	if d := os.Getenv(SchemaDirEnv); d != "" {
+		return d, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("find adcp schemas: %w", err)
+	}
+	for dir := wd; ; {
+		cand := filepath.Join(dir, "shared", "adcp-schemas")
+		if st, err := os.Stat(cand); err == nil && st.IsDir() {
+			return cand, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("find adcp schemas: no shared/adcp-schemas above %s and %s unset", wd, SchemaDirEnv)
+		}
+		dir = parent
+	}
+}
+
+// Validator validates AdCP payloads against the JSON Schemas with format
+// assertion on. It is safe for concurrent use.
+type Validator struct {
+	dir      string
+	mu       sync.Mutex
+	compiler *jsonschema.Compiler
+	compiled map[string]*jsonschema.Schema
+}
+
+var (
+	validatorsMu sync.Mutex
+	validators   = map[string]*Validator{}
+)
+
+// NewValidator returns the (process-wide, cached) validator for the schema
+// directory dir. An empty dir means FindSchemaDir.
+func NewValidator(dir string) (*Validator, error) {
+	if dir == "" {
+		d, err := FindSchemaDir()
+		if err != nil {
+			return nil, err
+		}
+		dir = d
+	}
+	validatorsMu.Lock()
+	defer validatorsMu.Unlock()
+	if v, ok := validators[dir]; ok {
+		return v, nil
+	}
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	c.DefaultDraft(jsonschema.Draft7)
+	n := 0
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".json") {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+		if err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		rel, _ := filepath.Rel(dir, p)
+		n++
+		return c.AddResource(schemaBase+filepath.ToSlash(rel), doc)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load adcp schemas from %s: %w", dir, err)
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("load adcp schemas: no .json files in %s", dir)
+	}
+	v := &Validator{dir: dir, compiler: c, compiled: map[string]*jsonschema.Schema{}}
+	validators[dir] = v
+	return v, nil
+}
+
+// Dir returns the schema directory the validator reads.
+func (v *Validator) Dir() string { return v.dir }
+
+func (v *Validator) schema(rel string) (*jsonschema.Schema, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if s, ok := v.compiled[rel]; ok {
+		return s, nil
+	}
+	s, err := v.compiler.Compile(schemaBase + rel)
+	if err != nil {
+		return nil, fmt.Errorf("compile %s: %w", rel, err)
+	}
+	v.compiled[rel] = s
+	return s, nil
+}
+
+// Validate checks raw JSON against the schema at rel (a path below the schema
+// directory, e.g. "media-buy/create-media-buy-request.json"). A schema
+// violation is returned as *SchemaError.
+func (v *Validator) Validate(rel string, raw []byte) error {
+	s, err := v.schema(rel)
+	if err != nil {
+		return err
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return &SchemaError{Schema: rel, Message: "body is not valid JSON: " + err.Error()}
+	}
+	if err := s.Validate(inst); err != nil {
+		var ve *jsonschema.ValidationError
+		if errors.As(err, &ve) {
+			return newSchemaError(rel, ve)
+		}
+		return err
+	}
+	return nil
+}
+
+// ValidateRequest validates the arguments of a call to tool against the
+// tool's request schema. Tools without a known schema pass.
+func (v *Validator) ValidateRequest(tool string, raw []byte) error {
+	rel, ok := requestSchemas[tool]
+	if !ok {
+		return nil
+	}
+	return v.Validate(rel, raw)
+}
+
+// SchemaIssue is one leaf schema violation.
+type SchemaIssue struct {
+	// Pointer is the RFC 6901 pointer of the offending value.
+	Pointer string `json:"pointer"`
+	// Message says what is wrong.
+	Message string `json:"message"`
+	// Keyword is the JSON Schema keyword that failed.
+	Keyword string `json:"keyword"`
+}
+
+// SchemaError reports a payload that its schema rejects.
+type SchemaError struct {
+	// Schema is the schema path below the schema directory.
+	Schema string
+	// Field is the first issue's location in JSONPath-lite form
+	// ("packages[0].budget"), as core/error.json's field wants it.
+	Field string
+	// Message summarises the first issue.
+	Message string
+	// Issues lists every leaf violation, most specific first.
+	Issues []SchemaIssue
+}
+
+func (e *SchemaError) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("%s: %s: %s", e.Schema, e.Field, e.Message)
+	}
+	return fmt.Sprintf("%s: %s", e.Schema, e.Message)
+}
+
+func newSchemaError(rel string, ve *jsonschema.ValidationError) *SchemaError {
+	var leaves []*jsonschema.ValidationError
+	var walk func(*jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			leaves = append(leaves, e)
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	se := &SchemaError{Schema: rel}
+	for _, l := range leaves {
+		loc := append([]string(nil), l.InstanceLocation...)
+		msg := l.Error()
+		if i := strings.LastIndex(msg, ": "); i >= 0 {
+			msg = msg[i+2:]
+		}
+		if r, ok := l.ErrorKind.(*kind.Required); ok && len(r.Missing) > 0 {
+			loc = append(loc, r.Missing[0])
+		}
+		kw := ""
+		if kp := l.ErrorKind.KeywordPath(); len(kp) > 0 {
+			kw = kp[len(kp)-1]
+		}
+		se.Issues = append(se.Issues, SchemaIssue{Pointer: pointer(loc), Message: msg, Keyword: kw})
+	}
+	// Deepest location first: it names the field most precisely.
+	sort.SliceStable(se.Issues, func(i, j int) bool {
+		return strings.Count(se.Issues[i].Pointer, "/") > strings.Count(se.Issues[j].Pointer, "/")
+	})
+	if len(se.Issues) > 0 {
+		se.Field = jsonPathLite(se.Issues[0].Pointer)
+		se.Message = se.Issues[0].Message
+	} else {
+		se.Message = ve.Error()
+	}
+	return se
+}
+
+func pointer(loc []string) string {
+	if len(loc) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, s := range loc {
+		b.WriteByte('/')
+		b.WriteString(strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1"))
+	}
+	return b.String()
+}
+
+// jsonPathLite turns "/packages/0/budget" into "packages[0].budget".
+func jsonPathLite(ptr string) string {
+	if ptr == "" {
+		return ""
+	}
+	var b strings.Builder
+	for _, seg := range strings.Split(ptr[1:], "/") {
+		seg = strings.ReplaceAll(strings.ReplaceAll(seg, "~1", "/"), "~0", "~")
+		if _, err := strconv.Atoi(seg); err == nil {
+			b.WriteString("[" + seg + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(seg)
+	}
+	return b.String()
+}

@@ -1,0 +1,509 @@
+package adcptest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// SellerBehavior is a scripted create/update outcome. The per-request tokens
+// are the same strings (see doc.go).
+type SellerBehavior string
+
+// Seller behaviours.
+const (
+	// SellerSync answers completed with the media buy inline.
+	SellerSync SellerBehavior = "sync"
+	// SellerAsyncComplete answers submitted; the task then goes working →
+	// completed (result: the create/update success body).
+	SellerAsyncComplete SellerBehavior = "async_complete"
+	// SellerAsyncFail answers submitted; the task then goes working → failed.
+	SellerAsyncFail SellerBehavior = "async_fail"
+	// SellerInputRequired answers input-required (reason APPROVAL_REQUIRED);
+	// the task then goes working → completed.
+	SellerInputRequired SellerBehavior = "input_required"
+	// SellerRejected answers rejected with errors[] and starts no task.
+	SellerRejected SellerBehavior = "rejected"
+)
+
+var sellerBehaviors = []string{string(SellerSync), string(SellerAsyncComplete), string(SellerAsyncFail), string(SellerInputRequired), string(SellerRejected)}
+
+// IdempotencyMode says what get_adcp_capabilities declares.
+type IdempotencyMode string
+
+// Idempotency declarations.
+const (
+	// IdempotencyDeclared declares {supported: true, replay_ttl_seconds} and
+	// replays (the default).
+	IdempotencyDeclared IdempotencyMode = ""
+	// IdempotencyUnsupported declares {supported: false} and never replays.
+	IdempotencyUnsupported IdempotencyMode = "unsupported"
+	// IdempotencyAbsent omits adcp.idempotency (a non-compliant seller a
+	// buyer must refuse to retry against) and never replays.
+	IdempotencyAbsent IdempotencyMode = "absent"
+)
+
+// PollTools selects which polling tool names an agent registers.
+type PollTools string
+
+// Polling tool sets.
+const (
+	// PollBoth registers get_task_status/list_tasks and tasks/get/tasks/list.
+	PollBoth PollTools = ""
+	// PollAliasOnly registers only get_task_status and list_tasks.
+	PollAliasOnly PollTools = "alias"
+	// PollLegacyOnly registers only tasks/get and tasks/list.
+	PollLegacyOnly PollTools = "legacy"
+)
+
+// SellerOptions configures a simulated seller. The zero value works: token
+// DefaultSellerToken, sync behaviour, 3.1, manual task advance.
+type SellerOptions struct {
+	// Token is the bearer credential buyers must send.
+	Token string
+	// Behavior is the default outcome of create_media_buy/update_media_buy
+	// when the request carries no behaviour token.
+	Behavior SellerBehavior
+	// Version is Version31 (default) or Version30.
+	Version string
+	// Now is the agent clock (default time.Now).
+	Now func() time.Time
+	// SchemaDir is the AdCP schema directory ("" = FindSchemaDir).
+	SchemaDir string
+	// Validator overrides SchemaDir with a ready validator.
+	Validator *Validator
+	// PollsPerStep advances an async task one step every N polls of it
+	// (0 = only Advance/Finish/StepInterval move tasks).
+	PollsPerStep int
+	// StepInterval advances tasks one step once this much agent-clock time
+	// has passed since their last change (checked on polls and by
+	// AdvanceDue; 0 = off).
+	StepInterval time.Duration
+	// Idempotency selects the capabilities declaration.
+	Idempotency IdempotencyMode
+	// ReplayTTL is the declared and enforced replay window (default 24 h).
+	ReplayTTL time.Duration
+	// PollTools selects the polling tool names.
+	PollTools PollTools
+	// RetryAfter is the retry_after (seconds) on RATE_LIMITED (default 1).
+	RetryAfter int
+	// SlowDelay is how long the "slow" token holds a request (default 2 s).
+	SlowDelay time.Duration
+	// RequireGovernanceContext makes create/update without
+	// governance_context fail with PERMISSION_DENIED.
+	RequireGovernanceContext bool
+
+	// HTTPClient delivers webhooks (default: a client with a 5 s timeout).
+	HTTPClient *http.Client
+	// WebhookSigner signs webhooks registered without authentication (the
+	// RFC 9421 default mode). Nil sends them unsigned.
+	WebhookSigner RequestSigner
+	// JWKS is served at /.well-known/jwks.json (default {"keys":[]}).
+	JWKS []byte
+	// WebhookFaults apply to every task's notifications.
+	WebhookFaults []WebhookFault
+	// WebhookDelay is the FaultDelay wait (default 50 ms).
+	WebhookDelay time.Duration
+	// WebhookMaxAttempts bounds delivery attempts per notification (default 3).
+	WebhookMaxAttempts int
+	// WebhookBackoff is the first retry wait, doubled each retry (default 5 ms).
+	WebhookBackoff time.Duration
+}
+
+// DefaultSellerToken is the bearer the seller accepts when none is configured.
+const DefaultSellerToken = "seller-test-token"
+
+// Seller is a simulated AdCP sales agent served over MCP (streamable HTTP)
+// at /mcp, with its webhook-signing JWKS at /.well-known/jwks.json.
+type Seller struct {
+	*agent
+	opts       SellerOptions
+	push       pushOptions
+	closing    chan struct{}
+	closeOnce  sync.Once
+	wg         sync.WaitGroup
+	buys       map[string]*mediaBuy
+	buyOrder   []string
+	deliveries []Delivery
+}
+
+type mediaBuy struct {
+	owner string
+	body  map[string]any // get_media_buys item
+}
+
+// NewSeller returns a seller; serve it with Start or as an http.Handler.
+func NewSeller(opts SellerOptions) *Seller {
+	if opts.Token == "" {
+		opts.Token = DefaultSellerToken
+	}
+	if opts.Behavior == "" {
+		opts.Behavior = SellerSync
+	}
+	if opts.ReplayTTL == 0 {
+		opts.ReplayTTL = 24 * time.Hour
+	}
+	s := &Seller{
+		agent: newAgent(commonOptions{
+			Name: "adcptest-seller", Token: opts.Token, Version: opts.Version, Now: opts.Now,
+			SchemaDir: opts.SchemaDir, Validator: opts.Validator, PollsPerStep: opts.PollsPerStep,
+			StepInterval: opts.StepInterval, SlowDelay: opts.SlowDelay, RetryAfter: opts.RetryAfter,
+			ReplayTTL: opts.ReplayTTL, IdempotencyOK: opts.Idempotency == IdempotencyDeclared,
+		}),
+		opts:    opts,
+		closing: make(chan struct{}),
+		buys:    map[string]*mediaBuy{},
+		push: pushOptions{
+			client: opts.HTTPClient, signer: opts.WebhookSigner, faults: opts.WebhookFaults,
+			delay: opts.WebhookDelay, maxAttempts: opts.WebhookMaxAttempts, backoff: opts.WebhookBackoff,
+		},
+	}
+	if s.push.client == nil {
+		s.push.client = &http.Client{Timeout: 5 * time.Second}
+	}
+	if s.push.delay == 0 {
+		s.push.delay = 50 * time.Millisecond
+	}
+	if s.push.maxAttempts <= 0 {
+		s.push.maxAttempts = 3
+	}
+	if s.push.backoff <= 0 {
+		s.push.backoff = 5 * time.Millisecond
+	}
+	s.route = s.notify
+	jwks := opts.JWKS
+	if jwks == nil {
+		jwks = []byte(`{"keys":[]}`)
+	}
+	s.mux.HandleFunc("/.well-known/jwks.json", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(jwks)
+	})
+
+	s.addTool("get_adcp_capabilities", "AdCP capabilities of this seller.", s.capabilities)
+	s.addTool("create_media_buy", "Create a media buy.", s.createMediaBuy)
+	s.addTool("update_media_buy", "Update, pause or cancel a media buy.", s.updateMediaBuy)
+	s.addTool("get_media_buys", "Read media buys.", s.getMediaBuys)
+	if opts.PollTools != PollLegacyOnly {
+		s.addTool("get_task_status", "Read an AdCP task.", s.poll)
+		s.addTool("list_tasks", "List AdCP tasks.", s.listTasks)
+	}
+	if opts.PollTools != PollAliasOnly {
+		s.addTool("tasks/get", "Read an AdCP task (legacy name).", s.poll)
+		s.addTool("tasks/list", "List AdCP tasks (legacy name).", s.listTasks)
+	}
+	return s
+}
+
+// Start serves the seller on 127.0.0.1 on a free port and returns its MCP
+// endpoint URL (…/mcp).
+func (s *Seller) Start() string { return s.start(s) + "/mcp" }
+
+// URL returns the MCP endpoint of a started seller.
+func (s *Seller) URL() string { return s.ts.URL + "/mcp" }
+
+// BaseURL returns the origin of a started seller (JWKS lives below it).
+func (s *Seller) BaseURL() string { return s.ts.URL }
+
+// Close stops webhook delivery (waiting for in-flight deliveries) and the
+// server started by Start.
+func (s *Seller) Close() {
+	s.closeOnce.Do(func() { close(s.closing) })
+	s.wg.Wait()
+	s.close()
+}
+
+func supportedVersions(v string) []string {
+	if v == Version30 {
+		return []string{"3.0"}
+	}
+	return []string{"3.0", "3.1"}
+}
+
+func (s *Seller) capabilities(_ context.Context, c *call) reply {
+	adcp := map[string]any{"major_versions": []int{3}, "supported_versions": supportedVersions(s.opts.Version)}
+	switch s.opts.Idempotency {
+	case IdempotencyDeclared:
+		adcp["idempotency"] = map[string]any{"supported": true, "replay_ttl_seconds": int(s.opts.ReplayTTL / time.Second)}
+	case IdempotencyUnsupported:
+		adcp["idempotency"] = map[string]any{"supported": false}
+	}
+	body := map[string]any{
+		"adcp":                adcp,
+		"supported_protocols": []string{"media_buy"},
+		"webhook_signing": map[string]any{
+			"supported":            s.push.signer != nil,
+			"profile":              "adcp/webhook-signing/v1",
+			"algorithms":           []string{"ed25519"},
+			"legacy_hmac_fallback": true,
+		},
+	}
+	return reply{body: body}
+}
+
+// behavior picks the scripted outcome: request token, else the default.
+func (s *Seller) behavior(c *call) SellerBehavior {
+	if b := c.script.first(sellerBehaviors...); b != "" {
+		return SellerBehavior(b)
+	}
+	if c.script.has("submitted") {
+		return SellerAsyncComplete
+	}
+	return s.opts.Behavior
+}
+
+// runScripted answers a create/update according to the behaviour: done
+// builds the success body (it runs at completion time for async tasks).
+func (s *Seller) runScripted(c *call, taskType string, done func() (map[string]any, *AdcpError)) reply {
+	if s.opts.RequireGovernanceContext && c.str("governance_context") == "" {
+		return reply{err: &AdcpError{Code: "PERMISSION_DENIED", Message: "this account is governed: a valid governance_context is required", Field: "governance_context", Recovery: "correctable"}}
+	}
+	pc, perr := parsePush(c.args)
+	if perr != nil {
+		return reply{err: perr}
+	}
+	b := s.behavior(c)
+	switch b {
+	case SellerRejected:
+		e := map[string]any{"code": "POLICY_VIOLATION", "message": "the publisher declined this buy", "recovery": "terminal"}
+		return reply{body: map[string]any{"status": "rejected", "message": "the publisher declined this buy", "errors": []any{e}}}
+	case SellerSync:
+		body, err := done()
+		if err != nil {
+			return reply{err: err}
+		}
+		return reply{body: body}
+	}
+
+	finish := func(status string) (map[string]any, *AdcpError) {
+		switch status {
+		case "completed":
+			body, err := done()
+			if err != nil {
+				return map[string]any{"errors": []any{err}}, err
+			}
+			return body, nil
+		case "failed":
+			e := &AdcpError{Code: "TERMS_REJECTED", Message: "the publisher declined the insertion order", Recovery: "terminal"}
+			return map[string]any{"errors": []any{e}}, e
+		case "input-required":
+			return map[string]any{"reason": "APPROVAL_REQUIRED"}, nil
+		}
+		return nil, nil
+	}
+	status, remaining, msg := "submitted", []string{"working", "completed"}, "queued for publisher review"
+	switch b {
+	case SellerAsyncFail:
+		remaining = []string{"working", "failed"}
+	case SellerInputRequired:
+		status, msg = "input-required", "buyer approval required: confirm the budget"
+	}
+	t := s.newTask(c, taskType, "media-buy", status, remaining, finish)
+	s.mu.Lock()
+	t.Push = pc
+	t.Message = msg
+	s.mu.Unlock()
+	body := map[string]any{"status": status, "task_id": t.ID, "message": msg}
+	if status == "input-required" {
+		res, _ := finish(status)
+		s.mu.Lock()
+		t.Result = res
+		s.mu.Unlock()
+		body["reason"] = "APPROVAL_REQUIRED"
+	}
+	return reply{body: body}
+}
+
+func (s *Seller) createMediaBuy(_ context.Context, c *call) reply {
+	return s.runScripted(c, "create_media_buy", func() (map[string]any, *AdcpError) {
+		return s.materialise(c), nil
+	})
+}
+
+// materialise registers the media buy a create describes and returns the
+// create success body.
+func (s *Seller) materialise(c *call) map[string]any {
+	id := s.nextID("mb")
+	now := s.now().Format(time.RFC3339)
+	currency := "USD"
+	total := 0.0
+	if tb, ok := c.args["total_budget"].(map[string]any); ok {
+		total, _ = tb["amount"].(float64)
+		if cur, ok := tb["currency"].(string); ok {
+			currency = cur
+		}
+	}
+	var pkgs []any
+	pkgsIn, _ := c.args["packages"].([]any)
+	sum := 0.0
+	for i, p := range pkgsIn {
+		pm, _ := p.(map[string]any)
+		out := map[string]any{"package_id": fmt.Sprintf("pkg_%s_%d", strings.TrimPrefix(id, "mb_"), i+1)}
+		for _, k := range []string{"product_id", "pricing_option_id", "budget", "pacing", "bid_price", "impressions", "context", "paused"} {
+			if v, ok := pm[k]; ok {
+				out[k] = v
+			}
+		}
+		if b, ok := pm["budget"].(float64); ok {
+			sum += b
+		}
+		pkgs = append(pkgs, out)
+	}
+	if total == 0 {
+		total = sum
+	}
+	if pkgs == nil {
+		pkgs = []any{map[string]any{"package_id": "pkg_" + strings.TrimPrefix(id, "mb_") + "_1"}}
+	}
+	mbStatus := "pending_creatives"
+	body := map[string]any{
+		"media_buy_id":     id,
+		"confirmed_at":     now,
+		"revision":         1,
+		"media_buy_status": mbStatus,
+		"currency":         currency,
+		"total_budget":     total,
+		"packages":         pkgs,
+	}
+	if c.version == Version30 {
+		delete(body, "media_buy_status")
+		body["status"] = mbStatus
+	}
+	item := map[string]any{
+		"media_buy_id": id, "status": mbStatus, "currency": currency, "total_budget": total,
+		"confirmed_at": now, "revision": 1, "packages": pkgs, "created_at": now, "updated_at": now,
+	}
+	for _, k := range []string{"start_time", "end_time"} {
+		if v, ok := c.args[k].(string); ok && v != "asap" {
+			item[k] = v
+		}
+	}
+	if ctx, ok := c.fields["context"]; ok {
+		item["context"] = ctx
+	}
+	s.mu.Lock()
+	s.buys[id] = &mediaBuy{owner: c.owner, body: item}
+	s.buyOrder = append(s.buyOrder, id)
+	s.mu.Unlock()
+	return body
+}
+
+func (s *Seller) updateMediaBuy(_ context.Context, c *call) reply {
+	id := c.str("media_buy_id")
+	s.mu.Lock()
+	mb, ok := s.buys[id]
+	if ok && mb.owner != c.owner {
+		ok = false
+	}
+	var cur map[string]any
+	if ok {
+		cur = mb.body
+	}
+	s.mu.Unlock()
+	if !ok {
+		return reply{err: &AdcpError{Code: "MEDIA_BUY_NOT_FOUND", Message: "no media buy " + id, Field: "media_buy_id", Recovery: "correctable"}}
+	}
+	s.mu.Lock()
+	rev, _ := cur["revision"].(int)
+	st, _ := cur["status"].(string)
+	s.mu.Unlock()
+	if r, ok := c.args["revision"].(float64); ok && int(r) != rev {
+		return reply{err: &AdcpError{Code: "CONFLICT", Message: fmt.Sprintf("revision %d is stale; current revision is %d", int(r), rev), Field: "revision", Recovery: "transient", Details: map[string]any{"current_revision": rev}}}
+	}
+	cancel, _ := c.args["canceled"].(bool)
+	if cancel && (st == "canceled" || st == "completed") {
+		return reply{err: &AdcpError{Code: "NOT_CANCELLABLE", Message: "media buy is already " + st, Field: "canceled", Recovery: "correctable"}}
+	}
+	return s.runScripted(c, "update_media_buy", func() (map[string]any, *AdcpError) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		newStatus, _ := mb.body["status"].(string)
+		if cancel {
+			newStatus = "canceled"
+			mb.body["cancellation"] = map[string]any{"canceled_at": s.now().Format(time.RFC3339), "canceled_by": "buyer"}
+			if r := c.str("cancellation_reason"); r != "" {
+				mb.body["cancellation"].(map[string]any)["reason"] = r
+			}
+		} else if p, ok := c.args["paused"].(bool); ok {
+			if p {
+				newStatus = "paused"
+			} else {
+				newStatus = "active"
+			}
+		}
+		for _, k := range []string{"start_time", "end_time"} {
+			if v, ok := c.args[k].(string); ok {
+				mb.body[k] = v
+			}
+		}
+		r := mb.body["revision"].(int) + 1
+		mb.body["revision"] = r
+		mb.body["status"] = newStatus
+		mb.body["updated_at"] = s.now().Format(time.RFC3339)
+		body := map[string]any{
+			"media_buy_id":        id,
+			"revision":            r,
+			"media_buy_status":    newStatus,
+			"implementation_date": s.now().Format(time.RFC3339),
+		}
+		if c.version == Version30 {
+			delete(body, "media_buy_status")
+			body["status"] = newStatus
+		}
+		return body, nil
+	})
+}
+
+func (s *Seller) getMediaBuys(_ context.Context, c *call) reply {
+	want := map[string]bool{}
+	if l, ok := c.args["media_buy_ids"].([]any); ok {
+		for _, v := range l {
+			if id, ok := v.(string); ok {
+				want[id] = true
+			}
+		}
+	}
+	statuses := map[string]bool{}
+	switch v := c.args["status_filter"].(type) {
+	case string:
+		statuses[v] = true
+	case []any:
+		for _, x := range v {
+			if s, ok := x.(string); ok {
+				statuses[s] = true
+			}
+		}
+	}
+	s.mu.Lock()
+	out := []any{}
+	for _, id := range s.buyOrder {
+		mb := s.buys[id]
+		if mb.owner != c.owner || len(want) > 0 && !want[id] {
+			continue
+		}
+		if st, _ := mb.body["status"].(string); len(statuses) > 0 && !statuses[st] {
+			continue
+		}
+		raw, _ := json.Marshal(mb.body)
+		var cp map[string]any
+		_ = json.Unmarshal(raw, &cp)
+		out = append(out, cp)
+	}
+	s.mu.Unlock()
+	return reply{body: map[string]any{"media_buys": out, "pagination": map[string]any{"has_more": false, "total_count": len(out)}}}
+}
+
+// MediaBuys returns snapshots (get_media_buys items) of every media buy.
+func (s *Seller) MediaBuys() []map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]map[string]any, 0, len(s.buyOrder))
+	for _, id := range s.buyOrder {
+		out = append(out, cloneMap(s.buys[id].body))
+	}
+	return out
+}
