@@ -1,0 +1,113 @@
+// Package sfn is buyflow's narrow door to Step Functions: start an execution under a
+// deterministic name, and complete a parked task token. A token that is already gone (the task
+// timed out, the execution ended, the token is stale) is one error, [ErrTaskGone], because
+// every caller treats those the same way: the ledger already holds the truth and the next
+// park will read it.
+package sfn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/aws/aws-sdk-go-v2/service/sfn/types"
+)
+
+// ErrTaskGone reports that a task token can no longer be completed: TaskTimedOut,
+// TaskDoesNotExist or InvalidToken.
+var ErrTaskGone = errors.New("sfn: task token is gone")
+
+// API is the part of the Step Functions client buyflow uses.
+type API interface {
+	StartExecution(ctx context.Context, in *sfn.StartExecutionInput, optFns ...func(*sfn.Options)) (*sfn.StartExecutionOutput, error)
+	DescribeExecution(ctx context.Context, in *sfn.DescribeExecutionInput, optFns ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error)
+	SendTaskSuccess(ctx context.Context, in *sfn.SendTaskSuccessInput, optFns ...func(*sfn.Options)) (*sfn.SendTaskSuccessOutput, error)
+	SendTaskFailure(ctx context.Context, in *sfn.SendTaskFailureInput, optFns ...func(*sfn.Options)) (*sfn.SendTaskFailureOutput, error)
+}
+
+var _ API = (*sfn.Client)(nil)
+
+// Client starts executions of one state machine and completes task tokens.
+type Client struct {
+	api             API
+	stateMachineARN string
+}
+
+// New returns a Client for the state machine stateMachineARN.
+func New(api API, stateMachineARN string) *Client {
+	return &Client{api: api, stateMachineARN: stateMachineARN}
+}
+
+// Start starts an execution named name with input marshalled to JSON and returns its ARN. A
+// retry after a partial failure converges: when an execution of that name already exists
+// (AWS returns it for the same input; some emulators answer ExecutionAlreadyExists), Start
+// returns the existing execution's ARN, built from the state machine ARN and the name.
+func (c *Client) Start(ctx context.Context, name string, input any) (string, error) {
+	body, err := json.Marshal(input)
+	if err != nil {
+		return "", fmt.Errorf("sfn: marshal input of %s: %w", name, err)
+	}
+	out, err := c.api.StartExecution(ctx, &sfn.StartExecutionInput{
+		StateMachineArn: aws.String(c.stateMachineARN),
+		Name:            aws.String(name),
+		Input:           aws.String(string(body)),
+	})
+	var exists *types.ExecutionAlreadyExists
+	switch {
+	case errors.As(err, &exists):
+		return ExecutionARN(c.stateMachineARN, name), nil
+	case err != nil:
+		return "", fmt.Errorf("sfn: start execution %s: %w", name, err)
+	}
+	return aws.ToString(out.ExecutionArn), nil
+}
+
+// ExecutionARN derives an execution's ARN from its state machine's ARN and its name
+// (arn:aws:states:region:account:stateMachine:Name → …:execution:Name:exec).
+func ExecutionARN(stateMachineARN, name string) string {
+	const marker = ":stateMachine:"
+	for i := 0; i+len(marker) <= len(stateMachineARN); i++ {
+		if stateMachineARN[i:i+len(marker)] == marker {
+			return stateMachineARN[:i] + ":execution:" + stateMachineARN[i+len(marker):] + ":" + name
+		}
+	}
+	return stateMachineARN + ":" + name
+}
+
+// Succeed completes the task parked under token with output marshalled to JSON.
+func (c *Client) Succeed(ctx context.Context, token string, output any) error {
+	body, err := json.Marshal(output)
+	if err != nil {
+		return fmt.Errorf("sfn: marshal task output: %w", err)
+	}
+	_, err = c.api.SendTaskSuccess(ctx, &sfn.SendTaskSuccessInput{TaskToken: aws.String(token), Output: aws.String(string(body))})
+	return taskErr("send task success", err)
+}
+
+// Fail fails the task parked under token with the error name errName (an ASL ErrorEquals name)
+// and a cause a person can read. The cause must not contain secrets: it lands in the
+// execution history.
+func (c *Client) Fail(ctx context.Context, token, errName, cause string) error {
+	_, err := c.api.SendTaskFailure(ctx, &sfn.SendTaskFailureInput{
+		TaskToken: aws.String(token), Error: aws.String(errName), Cause: aws.String(cause),
+	})
+	return taskErr("send task failure", err)
+}
+
+func taskErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var (
+		timedOut *types.TaskTimedOut
+		missing  *types.TaskDoesNotExist
+		invalid  *types.InvalidToken
+	)
+	if errors.As(err, &timedOut) || errors.As(err, &missing) || errors.As(err, &invalid) {
+		return fmt.Errorf("sfn: %s: %w (%w)", op, ErrTaskGone, err)
+	}
+	return fmt.Errorf("sfn: %s: %w", op, err)
+}
