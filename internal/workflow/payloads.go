@@ -20,6 +20,11 @@ type ExecutionInput struct {
 	Wait *WaitState `json:"wait,omitempty"`
 	// Generation counts continuations: 0 for the first execution of an operation.
 	Generation int `json:"generation"`
+	// StateMachineARN is the state machine this execution runs, written by submit: the wait loop
+	// continues as a new execution of it. It travels in the input because a Lambda that the
+	// state machine invokes must not reference the state machine back (a CloudFormation cycle)
+	// and kumo has no $$.StateMachine context.
+	StateMachineARN string `json:"state_machine_arn"`
 }
 
 // RunConfig holds the timing knobs of one execution. They travel in the input so the tests can
@@ -77,22 +82,112 @@ func (c RunConfig) Validate() error {
 	return nil
 }
 
-// StageInput is the input of a stage Lambda that needs only the operation.
+// Action names what a stage Lambda is asked to do; one function serves several actions and
+// reads this field of its input first.
+type Action string
+
+// The actions the state machine sends, by function: governance (check, report, fail), notify
+// (request, expire), create (create, cancel) and poll (park, poll).
+const (
+	ActionCheck   Action = "check"   // governance: CheckGovernance, also each async-review round
+	ActionReport  Action = "report"  // governance: ReportOutcome (completed)
+	ActionFail    Action = "fail"    // governance: RecordFailure (ledger + report failed)
+	ActionRequest Action = "request" // notify: RequestApproval, stores the task token
+	ActionExpire  Action = "expire"  // notify: ExpireApproval, after the approval SLA passed
+	ActionCreate  Action = "create"  // create: CreateMediaBuy
+	ActionCancel  Action = "cancel"  // create: Compensate (update_media_buy canceled: true)
+	ActionPark    Action = "park"    // poll: AwaitSeller, stores the task token
+	ActionPoll    Action = "poll"    // poll: PollSeller
+)
+
+// Actions lists every action in the order above.
+var Actions = []Action{
+	ActionCheck, ActionReport, ActionFail, ActionRequest, ActionExpire,
+	ActionCreate, ActionCancel, ActionPark, ActionPoll,
+}
+
+// StageInput is the input of a stage Lambda that needs only the operation (check, create,
+// cancel, expire).
 type StageInput struct {
+	Action      Action    `json:"action"`
 	OperationID string    `json:"operation_id"`
 	Tenant      string    `json:"tenant"`
 	Config      RunConfig `json:"config"`
+	// Reason says why the stage runs when one action serves several paths (expire: the
+	// approval's reason).
+	Reason string `json:"reason,omitempty"`
+}
+
+// PollInput is the input of PollSeller: the wait state of the round that just timed out and
+// the execution's generation, from which the poll computes the continuation's name.
+type PollInput struct {
+	Action      Action    `json:"action"`
+	OperationID string    `json:"operation_id"`
+	Tenant      string    `json:"tenant"`
+	Config      RunConfig `json:"config"`
+	Generation  int       `json:"generation"`
+	Wait        WaitState `json:"wait"`
 }
 
 // CallbackInput is the input of a waitForTaskToken stage (RequestApproval, AwaitSeller). The
 // token is stored in the ledger by the Lambda and never echoed in any output.
+//
+// AwaitSeller (park) also receives the last seller result: when it already needs a decision
+// (see [SellerOutput.NeedsDecision]) park completes its own token at once with it, so that
+// the loop has a single decision point after AwaitSeller and a round costs two state
+// transitions (AwaitSeller, PollSeller), not three.
 type CallbackInput struct {
-	OperationID string    `json:"operation_id"`
-	Tenant      string    `json:"tenant"`
-	Config      RunConfig `json:"config"`
-	TaskToken   string    `json:"task_token"`
-	Wait        WaitState `json:"wait,omitzero"`
-	Reason      string    `json:"reason,omitempty"`
+	Action      Action        `json:"action"`
+	OperationID string        `json:"operation_id"`
+	Tenant      string        `json:"tenant"`
+	Config      RunConfig     `json:"config"`
+	TaskToken   string        `json:"task_token"`
+	Wait        WaitState     `json:"wait,omitzero"`
+	Seller      *SellerOutput `json:"seller,omitempty"`
+	Reason      string        `json:"reason,omitempty"`
+}
+
+// ApprovalReason says why RequestApproval runs; RouteApproval reads it afterwards.
+type ApprovalReason string
+
+// The approval reasons.
+const (
+	// ApprovalForGovernance: policy or governance conditions ask a person before any spend.
+	ApprovalForGovernance ApprovalReason = "governance_needs_approval"
+	// ApprovalForSellerInput: the seller answered input-required on a created buy.
+	ApprovalForSellerInput ApprovalReason = "seller_input_required"
+)
+
+// ApprovalRequest is what a Pass state puts at $.approval_request before RequestApproval.
+type ApprovalRequest struct {
+	Reason ApprovalReason `json:"reason"`
+}
+
+// ApprovalOutput is the SendTaskSuccess output of RequestApproval, sent by the approve Lambda
+// (a rejection is SendTaskFailure with [ApprovalRejectedError] instead).
+type ApprovalOutput struct {
+	Decision   string `json:"decision"` // "approved"
+	ApprovalID string `json:"approval_id"`
+	DecidedBy  string `json:"decided_by,omitempty"`
+	// RecheckGovernance is true when the governance approval lapsed while the person decided:
+	// CheckGovernance runs again before anything is spent.
+	RecheckGovernance bool `json:"recheck_governance"`
+}
+
+// ApprovalExpiry is the output of ExpireApproval (notify, action expire).
+type ApprovalExpiry struct {
+	// Escalated is true when the approval was sent to the next approvers with a new SLA:
+	// RequestApproval runs again. False means the approval expired and the buy fails.
+	Escalated bool   `json:"escalated"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+// OutcomeOutput is the output of ReportOutcome.
+type OutcomeOutput struct {
+	// CompensationRequired is true when the governance agent's findings require an undo:
+	// Compensate cancels the buy.
+	CompensationRequired bool   `json:"compensation_required"`
+	Reason               string `json:"reason,omitempty"`
 }
 
 // GovernanceDecision is what CheckGovernance tells the state machine to do next.
@@ -117,7 +212,10 @@ type GovernanceOutput struct {
 	Wait      WaitState `json:"wait,omitzero"`
 }
 
-// SellerOutput is the output of CreateMediaBuy and PollSeller: where the seller task stands.
+// SellerOutput is the output of CreateMediaBuy, PollSeller and Compensate, and the
+// SendTaskSuccess output that completes AwaitSeller (sent by webhook, reconcile or park
+// itself): where the seller task stands. Whoever completes AwaitSeller sends Next as the wait
+// state park stored with the token, so the loop can go on from it.
 type SellerOutput struct {
 	Status Status `json:"status"`
 	// Terminal mirrors Status.Terminal() so a Choice can read it.
@@ -128,9 +226,18 @@ type SellerOutput struct {
 	// NextExecutionName with the same operation and ends.
 	ContinueAsNew     bool   `json:"continue_as_new"`
 	NextExecutionName string `json:"next_execution_name,omitempty"`
+	// NextGeneration is the continuation's generation (this one's plus one), set with
+	// ContinueAsNew; the state machine has no arithmetic without intrinsic functions.
+	NextGeneration int `json:"next_generation,omitempty"`
 	// DeadlineExceeded is true when the overall deadline passed before the seller finished.
 	DeadlineExceeded bool   `json:"deadline_exceeded"`
 	Reason           string `json:"reason,omitempty"`
+}
+
+// NeedsDecision reports whether the state machine must act on s rather than wait again: the
+// task ended, the seller needs input, the deadline passed or the loop budget is spent.
+func (s SellerOutput) NeedsDecision() bool {
+	return s.Terminal || s.Status == StatusInputRequired || s.DeadlineExceeded || s.ContinueAsNew
 }
 
 // WaitState is the bookkeeping of the webhook-or-poll loop.
@@ -197,8 +304,10 @@ func ExecutionName(operationID string, generation int) string {
 }
 
 // OutcomeInput is the input of ReportOutcome and of the failure recorder: the operation and,
-// on a failure path, the Step Functions error that ended it (Error/Cause as a Catch writes them).
+// on a failure path, the Step Functions error that ended it (Error/Cause as a Catch writes them,
+// or one of the Failure* names below when a state decided to stop).
 type OutcomeInput struct {
+	Action      Action     `json:"action"`
 	OperationID string     `json:"operation_id"`
 	Tenant      string     `json:"tenant"`
 	Failure     *StepError `json:"failure,omitempty"`
@@ -209,3 +318,14 @@ type StepError struct {
 	Error string `json:"Error"`
 	Cause string `json:"Cause"`
 }
+
+// The Error names of failures that the state machine itself decides (a Pass state writes them
+// at $.failure); failures raised by a Lambda carry one of [ErrorNames] or a States.* name.
+const (
+	FailureGovernanceDenied     = "GovernanceDenied"
+	FailureSellerDidNotComplete = "SellerDidNotComplete"
+	FailureUnexpectedDecision   = "UnexpectedGovernanceDecision"
+)
+
+// FailureNames lists the names above.
+var FailureNames = []string{FailureGovernanceDenied, FailureSellerDidNotComplete, FailureUnexpectedDecision}

@@ -1,0 +1,88 @@
+// Package statemachine holds the MediaBuy workflow: the Amazon States Language file
+// mediabuy.asl.json, the single source of truth that CDK deploys, the local stack deploys and
+// the workflow tests execute. The file uses JSONPath only, no intrinsic functions and no
+// $$.Execution, so kumo's engine runs it as AWS does.
+//
+// The file names its Lambda functions through ${Placeholder} definition substitutions;
+// [Placeholders] lists them and [Render] fills them in for deployers that do not substitute
+// themselves (the local stack, the tests).
+//
+// This package imports the standard library only: the Lambdas and the infra both import it.
+package statemachine
+
+import (
+	_ "embed"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Definition is the ASL text of the MediaBuy state machine, with its placeholders unresolved.
+//
+//go:embed mediabuy.asl.json
+var Definition string
+
+// The definition substitution names used in [Definition].
+const (
+	GovernanceFunctionARN = "GovernanceFunctionArn" // check, report, fail
+	NotifyFunctionARN     = "NotifyFunctionArn"     // request (waitForTaskToken), expire
+	CreateFunctionARN     = "CreateFunctionArn"     // create, cancel
+	PollFunctionARN       = "PollFunctionArn"       // park (waitForTaskToken), poll
+)
+
+// Placeholders lists every ${...} name that [Definition] uses, sorted; a deployer must supply
+// exactly these (CDK DefinitionSubstitutions).
+var Placeholders = []string{CreateFunctionARN, GovernanceFunctionARN, NotifyFunctionARN, PollFunctionARN}
+
+var placeholderRE = regexp.MustCompile(`\$\{([A-Za-z0-9_]+)\}`)
+
+// Render returns [Definition] with every ${Name} replaced by subs[Name]. It fails when subs
+// lacks a placeholder, names one that the definition does not use, or maps one to an empty
+// value.
+func Render(subs map[string]string) (string, error) {
+	var missing, extra, empty []string
+	for _, p := range Placeholders {
+		v, ok := subs[p]
+		switch {
+		case !ok:
+			missing = append(missing, p)
+		case v == "":
+			empty = append(empty, p)
+		}
+	}
+	for k := range subs {
+		if !slices.Contains(Placeholders, k) {
+			extra = append(extra, k)
+		}
+	}
+	if len(missing)+len(extra)+len(empty) > 0 {
+		slices.Sort(extra)
+		var parts []string
+		if len(missing) > 0 {
+			parts = append(parts, "missing "+strings.Join(missing, ", "))
+		}
+		if len(empty) > 0 {
+			parts = append(parts, "empty "+strings.Join(empty, ", "))
+		}
+		if len(extra) > 0 {
+			parts = append(parts, "unknown "+strings.Join(extra, ", "))
+		}
+		return "", fmt.Errorf("statemachine: render substitutions: %s", strings.Join(parts, "; "))
+	}
+	return placeholderRE.ReplaceAllStringFunc(Definition, func(m string) string {
+		return subs[m[2:len(m)-1]]
+	}), nil
+}
+
+// Used returns the placeholder names that appear in def, sorted and without duplicates.
+func Used(def string) []string {
+	var out []string
+	for _, m := range placeholderRE.FindAllStringSubmatch(def, -1) {
+		if !slices.Contains(out, m[1]) {
+			out = append(out, m[1])
+		}
+	}
+	slices.Sort(out)
+	return out
+}
