@@ -1,0 +1,311 @@
+package approval
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// pageCSS is the only style on the pages. It is inlined and allowed by hash in
+// SecurityHeaders, so it must be plain template text (no actions, no
+// comments: html/template passes it through byte for byte).
+const pageCSS = `
+:root{color-scheme:light;font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;line-height:1.5;color:#1a1a1a;background:#f4f4f5}
+body{margin:0;padding:1rem}
+main{max-width:40rem;margin:0 auto;background:#fff;border:1px solid #d4d4d8;border-radius:.5rem;padding:1.5rem}
+h1{font-size:1.5rem;margin:0 0 .75rem}
+dl{display:grid;grid-template-columns:minmax(8rem,max-content) 1fr;gap:.5rem 1rem;margin:1rem 0}
+dt{font-weight:600}
+dd{margin:0;overflow-wrap:anywhere;white-space:pre-wrap}
+label{display:block;font-weight:600;margin-top:1rem}
+textarea{box-sizing:border-box;width:100%;font:inherit;padding:.5rem;border:1px solid #52525b;border-radius:.25rem}
+.hint,.note{color:#3f3f46;font-size:.9rem}
+.actions{display:flex;flex-wrap:wrap;gap:.75rem;margin-top:1rem}
+button{font:inherit;font-weight:600;padding:.6rem 1.2rem;border:0;border-radius:.25rem;color:#fff;cursor:pointer}
+button.approve{background:#146c2e}
+button.reject{background:#a4161a}
+button:focus-visible,textarea:focus-visible{outline:3px solid #1d4ed8;outline-offset:2px}
+.error{border-left:4px solid #a4161a;padding:.5rem .75rem;background:#fef2f2}
+@media (max-width:30rem){dl{grid-template-columns:1fr}dd{margin-bottom:.5rem}button{width:100%}}
+`
+
+const layoutTmpl = `{{define "layout"}}<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="robots" content="noindex, nofollow">
+<meta name="referrer" content="no-referrer">
+<title>{{template "title" .}} · buyflow</title>
+<style>` + pageCSS + `</style>
+</head>
+<body>
+<main>
+{{template "body" .}}
+</main>
+</body>
+</html>
+{{end}}`
+
+const confirmTmpl = `{{define "title"}}Approve a media buy?{{end}}
+{{define "body"}}<h1>Approve a media buy?</h1>
+{{with .Approval}}<p>{{.Requester}} asks you to approve this media buy.</p>
+<dl>
+<dt>What</dt><dd>{{.Summary}}</dd>
+<dt>Seller</dt><dd>{{.Seller}}</dd>
+<dt>Amount</dt><dd>{{.Amount}}</dd>
+<dt>Why approval is needed</dt><dd>{{.Reason.Label}}{{with .ReasonText}}
+{{.}}{{end}}</dd>
+<dt>Requested by</dt><dd>{{.Requester}}</dd>
+<dt>Decide before</dt><dd><time datetime="{{rfc3339 .ExpiresAt}}">{{when .ExpiresAt}}</time></dd>
+<dt>Reference</dt><dd>{{.OperationID}}</dd>
+</dl>{{end}}
+{{with .Error}}<p class="error" role="alert">{{.}}</p>
+{{end}}<form method="post"{{with .Action}} action="{{.}}"{{end}}>
+{{range .Hidden}}<input type="hidden" name="{{.Name}}" value="{{.Value}}">
+{{end}}<label for="comment">Comment (optional)</label>
+<textarea id="comment" name="comment" rows="4" maxlength="{{.MaxComment}}" aria-describedby="comment-hint">{{.Comment}}</textarea>
+<p id="comment-hint" class="hint">Up to {{.MaxComment}} characters. It is kept in the audit log with your decision.</p>
+<div class="actions">
+<button type="submit" name="decision" value="approve" class="approve">Approve this buy</button>
+<button type="submit" name="decision" value="reject" class="reject">Reject this buy</button>
+</div>
+</form>
+<p class="note">You are deciding as {{.Approver}}. Nothing changes until you press Approve or Reject.</p>
+{{end}}`
+
+const resultTmpl = `{{define "title"}}{{.Title}}{{end}}
+{{define "body"}}<h1>{{.Title}}</h1>
+{{with .Line}}<p>{{.}}</p>
+{{end}}{{with .Page.Summary}}<p>Buy: {{.}}</p>
+{{end}}{{with .Page.Comment}}<p>Comment: {{.}}</p>
+{{end}}{{with .Hint}}<p class="note">{{.}}</p>
+{{end}}{{end}}`
+
+var funcs = template.FuncMap{
+	"when":    FormatTime,
+	"rfc3339": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+}
+
+var (
+	confirmTemplate = template.Must(template.Must(template.New("confirm").Funcs(funcs).Parse(layoutTmpl)).Parse(confirmTmpl))
+	resultTemplate  = template.Must(template.Must(template.New("result").Funcs(funcs).Parse(layoutTmpl)).Parse(resultTmpl))
+	styleHash       = func() string {
+		sum := sha256.Sum256([]byte(pageCSS))
+		return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
+	}()
+)
+
+// SecurityHeaders returns the response headers every approval page must be
+// served with: a CSP that allows nothing but the page's own inline style (by
+// hash) and posting the form to the same origin, no framing, no referrer (the
+// link's signature is in the query string), no caching and no sniffing. The
+// map is fresh on every call.
+func SecurityHeaders() map[string]string {
+	return map[string]string{
+		"Content-Type":            "text/html; charset=utf-8",
+		"Content-Security-Policy": "default-src 'none'; style-src " + styleHash + "; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+		"Referrer-Policy":         "no-referrer",
+		"Cache-Control":           "no-store",
+		"X-Content-Type-Options":  "nosniff",
+		"X-Frame-Options":         "DENY",
+		"X-Robots-Tag":            "noindex, nofollow",
+	}
+}
+
+// ConfirmPage is the data for the page a GET of a valid link shows.
+type ConfirmPage struct {
+	// Approval is what is being approved.
+	Approval Approval
+	// Approver is the verified approver the link is bound to.
+	Approver string
+	// Signed holds the link's verified query parameters; approver, exp, kid
+	// and sig are posted back as hidden fields.
+	Signed url.Values
+	// Action is the form's target. Empty posts back to the page's own URL
+	// (query included), which is what a link behind any stage prefix wants.
+	Action string
+	// Error, if set, is shown above the form (e.g. the comment was too long).
+	Error string
+	// Comment refills the comment box after an error.
+	Comment string
+}
+
+type hiddenField struct{ Name, Value string }
+
+// RenderConfirm writes the confirm page. It refuses to render a form that
+// could not be posted: every signed parameter must be present once.
+func RenderConfirm(w io.Writer, p ConfirmPage) error {
+	hidden := make([]hiddenField, 0, len(SignedParams))
+	for _, name := range SignedParams {
+		v := p.Signed[name]
+		if len(v) != 1 || v[0] == "" {
+			return fmt.Errorf("approval page: signed parameter %s missing", name)
+		}
+		hidden = append(hidden, hiddenField{name, v[0]})
+	}
+	data := struct {
+		ConfirmPage
+		Hidden     []hiddenField
+		MaxComment int
+	}{p, hidden, MaxCommentRunes}
+	return confirmTemplate.ExecuteTemplate(w, "layout", data)
+}
+
+// PageKind selects a result page.
+type PageKind string
+
+// Result page kinds.
+const (
+	PageApproved        PageKind = "approved"
+	PageRejected        PageKind = "rejected"
+	PageAlreadyApproved PageKind = "already_approved"
+	PageAlreadyRejected PageKind = "already_rejected"
+	PageExpired         PageKind = "expired"
+	PageInvalidLink     PageKind = "invalid_link"
+	PageSelfApproval    PageKind = "self_approval"
+	PageNotApprover     PageKind = "not_approver"
+	PageBadRequest      PageKind = "bad_request"
+)
+
+// ResultPage is the data for a page shown after a POST, or instead of the
+// form when there is nothing left to decide.
+type ResultPage struct {
+	Kind PageKind
+	// By is who decided (decided kinds).
+	By string
+	// At is when it was decided or when it expired; zero if unknown.
+	At time.Time
+	// Summary optionally names the buy.
+	Summary string
+	// Comment is the decider's comment, if any.
+	Comment string
+	// Detail is shown on PageBadRequest (e.g. "The comment is too long.").
+	Detail string
+}
+
+// StatusCode is the HTTP status to serve the page with.
+func (p ResultPage) StatusCode() int {
+	switch p.Kind {
+	case PageApproved, PageRejected:
+		return http.StatusOK
+	case PageAlreadyApproved, PageAlreadyRejected:
+		return http.StatusConflict
+	case PageExpired:
+		return http.StatusGone
+	case PageInvalidLink, PageSelfApproval, PageNotApprover:
+		return http.StatusForbidden
+	default:
+		return http.StatusBadRequest
+	}
+}
+
+// ResultFromOutcome is the result page for an outcome of Decide (or of Check
+// when it is not pending). Summary is taken from a.
+func ResultFromOutcome(o Outcome, a Approval) ResultPage {
+	p := ResultPage{By: o.By, At: o.At, Summary: a.Summary, Comment: o.Comment}
+	switch {
+	case o.Result == ResultDecided && o.Status == StatusApproved:
+		p.Kind = PageApproved
+	case o.Result == ResultDecided && o.Status == StatusRejected:
+		p.Kind = PageRejected
+	case o.Result == ResultAlreadyDecided && o.Status == StatusApproved:
+		p.Kind = PageAlreadyApproved
+	case o.Result == ResultAlreadyDecided && o.Status == StatusRejected:
+		p.Kind = PageAlreadyRejected
+	case o.Result == ResultExpired:
+		p = ResultPage{Kind: PageExpired, At: o.At, Summary: a.Summary}
+	default:
+		p = ResultPage{Kind: PageBadRequest}
+	}
+	return p
+}
+
+// ResultFromError is the result page for an error from Verify, Check, Decide
+// or ParseDecisionForm. For ErrExpired pass the Claims Verify returned as at,
+// via claims.Expires; otherwise at is ignored.
+func ResultFromError(err error, at time.Time) ResultPage {
+	switch {
+	case errors.Is(err, ErrExpired):
+		return ResultPage{Kind: PageExpired, At: at}
+	case errors.Is(err, ErrMalformed), errors.Is(err, ErrUnknownKey), errors.Is(err, ErrBadSignature),
+		errors.Is(err, ErrWrongApproval):
+		return ResultPage{Kind: PageInvalidLink}
+	case errors.Is(err, ErrSelfApproval):
+		return ResultPage{Kind: PageSelfApproval}
+	case errors.Is(err, ErrNotApprover):
+		return ResultPage{Kind: PageNotApprover}
+	case errors.Is(err, ErrCommentTooLong):
+		return ResultPage{Kind: PageBadRequest, Detail: fmt.Sprintf("The comment is too long: at most %d characters.", MaxCommentRunes)}
+	case errors.Is(err, ErrInvalidComment):
+		return ResultPage{Kind: PageBadRequest, Detail: "The comment has characters that cannot be stored."}
+	case errors.Is(err, ErrInvalidDecision):
+		return ResultPage{Kind: PageBadRequest, Detail: "Choose Approve or Reject."}
+	default:
+		return ResultPage{Kind: PageBadRequest, Detail: "The request could not be read. Open the link from Slack again."}
+	}
+}
+
+type resultView struct {
+	Page  ResultPage
+	Title string
+	Line  string
+	Hint  string
+}
+
+func (p ResultPage) view() resultView {
+	v := resultView{Page: p}
+	at := ""
+	if !p.At.IsZero() {
+		at = " at " + FormatTime(p.At)
+	}
+	switch p.Kind {
+	case PageApproved:
+		v.Title, v.Line = "Approved", fmt.Sprintf("Approved by %s%s.", p.By, at)
+		v.Hint = "The buy goes ahead. You can close this page."
+	case PageRejected:
+		v.Title, v.Line = "Rejected", fmt.Sprintf("Rejected by %s%s.", p.By, at)
+		v.Hint = "Nothing will be bought. You can close this page."
+	case PageAlreadyApproved:
+		v.Title, v.Line = "Already approved", fmt.Sprintf("Already approved by %s%s.", p.By, at)
+		v.Hint = "Your click did not change anything."
+	case PageAlreadyRejected:
+		v.Title, v.Line = "Already rejected", fmt.Sprintf("Already rejected by %s%s.", p.By, at)
+		v.Hint = "Your click did not change anything."
+	case PageExpired:
+		v.Title = "Expired"
+		if at != "" {
+			v.Line = "Expired" + at + "."
+		} else {
+			v.Line = "This approval link has expired."
+		}
+		v.Hint = "Nothing was decided. Ask the requester to submit the buy again if it is still needed."
+	case PageInvalidLink:
+		v.Title, v.Line = "This link is not valid", "This link is not valid."
+		v.Hint = "Open the link from the Slack message again; if it still fails, ask for a new one."
+	case PageSelfApproval:
+		v.Title, v.Line = "You cannot approve your own request", "You cannot approve your own request."
+		v.Hint = "Another approver has to decide this buy."
+	case PageNotApprover:
+		v.Title, v.Line = "You are not an approver", "You are not an approver of this request."
+		v.Hint = "Only the approvers named on the request can decide it."
+	default:
+		v.Title, v.Line = "The request could not be processed", p.Detail
+		if v.Line == "" {
+			v.Line = "The request could not be processed."
+		}
+		v.Hint = "Nothing was decided."
+	}
+	return v
+}
+
+// RenderResult writes a result page.
+func RenderResult(w io.Writer, p ResultPage) error {
+	return resultTemplate.ExecuteTemplate(w, "layout", p.view())
+}
