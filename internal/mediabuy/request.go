@@ -1,0 +1,261 @@
+package mediabuy
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"regexp"
+	"strings"
+)
+
+// SubmitRequest is the body of POST /v1/media-buys.
+type SubmitRequest struct {
+	// SellerID names a configured seller agent.
+	SellerID string `json:"seller_id"`
+	// Governance names the campaign's governance agent and plan.
+	Governance GovernanceRef `json:"governance"`
+	// Currency is the ISO 4217 code of every budget in MediaBuy.
+	Currency string `json:"currency"`
+	// RequireApproval asks for a human approval whatever the policy says.
+	RequireApproval bool `json:"require_approval,omitempty"`
+	// MediaBuy is the AdCP create_media_buy request without the fields buyflow owns
+	// (idempotency_key, push_notification_config, governance_context, adcp_version).
+	MediaBuy json.RawMessage `json:"media_buy"`
+}
+
+// GovernanceRef names a governance agent and the plan the buy belongs to.
+type GovernanceRef struct {
+	AgentID string `json:"agent_id"`
+	PlanID  string `json:"plan_id"`
+}
+
+// ValidatedRequest is a SubmitRequest that passed every check, with what buyflow derived.
+type ValidatedRequest struct {
+	SubmitRequest
+	// PONumber is media_buy.po_number: with the tenant and the seller, the business key.
+	PONumber string
+	// Budget is the buy's total budget as a decimal string in Currency.
+	Budget string
+	// BudgetMinor is Budget in minor units (cents), for policy thresholds.
+	BudgetMinor int64
+	// PayloadHash is the SHA-256 of the canonical request: the same key with another hash is
+	// a conflict.
+	PayloadHash string
+}
+
+// RequestError is a submit request that buyflow refuses; the HTTP layer answers it with
+// Status, a machine-readable Code, the offending Field (a JSON pointer into the body) and a
+// message a person understands.
+type RequestError struct {
+	Status  int
+	Code    string
+	Field   string
+	Message string
+}
+
+func (e *RequestError) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("%s at %s: %s", e.Code, e.Field, e.Message)
+	}
+	return e.Code + ": " + e.Message
+}
+
+func badRequest(code, field, format string, args ...any) *RequestError {
+	return &RequestError{Status: 400, Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+func unprocessable(code, field, format string, args ...any) *RequestError {
+	return &RequestError{Status: 422, Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// MaxBodyBytes bounds a submit body.
+const MaxBodyBytes = 256 << 10
+
+// reservedFields are create_media_buy fields buyflow sets itself.
+var reservedFields = []string{"idempotency_key", "push_notification_config", "governance_context", "adcp_version"}
+
+var currencyRE = regexp.MustCompile(`^[A-Z]{3}$`)
+
+// SchemaValidator validates an AdCP request body against the spec's schemas; it returns an
+// error carrying the offending JSON pointer ([FieldError]) for a violation.
+type SchemaValidator interface {
+	ValidateRequest(tool string, body []byte) error
+}
+
+// FieldError is implemented by schema errors that can name the offending field.
+type FieldError interface {
+	error
+	FieldPointer() string
+}
+
+// AgentLookup tells whether an agent id is configured with a role.
+type AgentLookup func(id string) (role string, ok bool)
+
+// placeholderKey stands in for the seller idempotency key while the buyer's media_buy is
+// schema-checked; the real key is generated once per intent by the create stage.
+const placeholderKey = "validation-placeholder-key-0000"
+
+// ParseSubmit decodes and validates a submit body. Every refusal is a *RequestError.
+func ParseSubmit(body []byte, agents AgentLookup, schema SchemaValidator) (*ValidatedRequest, error) {
+	if len(body) > MaxBodyBytes {
+		return nil, &RequestError{Status: 413, Code: "body_too_large", Message: fmt.Sprintf("the body is over %d bytes", MaxBodyBytes)}
+	}
+	var req SubmitRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return nil, decodeError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, badRequest("malformed_json", "", "the body must be one JSON object")
+	}
+
+	if req.SellerID == "" {
+		return nil, unprocessable("missing_field", "/seller_id", "seller_id is required")
+	}
+	if role, ok := agents(req.SellerID); !ok || role != "seller" {
+		return nil, unprocessable("unknown_seller", "/seller_id", "seller %q is not a configured seller agent", req.SellerID)
+	}
+	if req.Governance.AgentID == "" {
+		return nil, unprocessable("missing_field", "/governance/agent_id", "governance.agent_id is required: every buy is checked before any spend")
+	}
+	if role, ok := agents(req.Governance.AgentID); !ok || role != "governance" {
+		return nil, unprocessable("unknown_governance_agent", "/governance/agent_id", "%q is not a configured governance agent", req.Governance.AgentID)
+	}
+	if req.Governance.PlanID == "" {
+		return nil, unprocessable("missing_field", "/governance/plan_id", "governance.plan_id is required")
+	}
+	if !currencyRE.MatchString(req.Currency) {
+		return nil, unprocessable("invalid_currency", "/currency", "currency must be an ISO 4217 code such as USD")
+	}
+	if len(bytes.TrimSpace(req.MediaBuy)) == 0 || bytes.TrimSpace(req.MediaBuy)[0] != '{' {
+		return nil, unprocessable("missing_field", "/media_buy", "media_buy must be the create_media_buy request object")
+	}
+
+	var mb map[string]json.RawMessage
+	if err := json.Unmarshal(req.MediaBuy, &mb); err != nil {
+		return nil, badRequest("malformed_json", "/media_buy", "media_buy is not a JSON object: %v", err)
+	}
+	for _, f := range reservedFields {
+		if _, ok := mb[f]; ok {
+			return nil, unprocessable("reserved_field", "/media_buy/"+f, "%s is set by buyflow; leave it out", f)
+		}
+	}
+	if raw, ok := mb["plan_id"]; ok {
+		var plan string
+		if json.Unmarshal(raw, &plan) != nil || plan != req.Governance.PlanID {
+			return nil, unprocessable("plan_mismatch", "/media_buy/plan_id", "media_buy.plan_id must equal governance.plan_id")
+		}
+	}
+	var po string
+	if raw, ok := mb["po_number"]; !ok || json.Unmarshal(raw, &po) != nil || strings.TrimSpace(po) == "" {
+		return nil, unprocessable("missing_field", "/media_buy/po_number", "media_buy.po_number is required: it keys the one-active-buy lock")
+	}
+
+	// Schema-check what will be sent, with buyflow's fields in place.
+	candidate := make(map[string]json.RawMessage, len(mb)+2)
+	for k, v := range mb {
+		candidate[k] = v
+	}
+	candidate["idempotency_key"], _ = json.Marshal(placeholderKey)
+	candidate["plan_id"], _ = json.Marshal(req.Governance.PlanID)
+	candBody, err := json.Marshal(candidate)
+	if err != nil {
+		return nil, fmt.Errorf("mediabuy: marshal candidate request: %w", err)
+	}
+	if err := schema.ValidateRequest("create_media_buy", candBody); err != nil {
+		var fe FieldError
+		if errors.As(err, &fe) {
+			return nil, unprocessable("schema_violation", "/media_buy"+fe.FieldPointer(), "%s", fe.Error())
+		}
+		return nil, fmt.Errorf("mediabuy: validate media_buy: %w", err)
+	}
+
+	budget, err := totalBudget(mb)
+	if err != nil {
+		return nil, err
+	}
+	minor := new(big.Rat).Mul(budget, big.NewRat(100, 1))
+	if !minor.IsInt() || minor.Sign() <= 0 || !minor.Num().IsInt64() {
+		return nil, unprocessable("invalid_budget", "/media_buy", "the total budget must be positive with at most two decimals")
+	}
+
+	canon, err := canonical(body)
+	if err != nil {
+		return nil, fmt.Errorf("mediabuy: canonical body: %w", err)
+	}
+	sum := sha256.Sum256(canon)
+	return &ValidatedRequest{
+		SubmitRequest: req,
+		PONumber:      po,
+		Budget:        budget.FloatString(2),
+		BudgetMinor:   minor.Num().Int64(),
+		PayloadHash:   hex.EncodeToString(sum[:]),
+	}, nil
+}
+
+// totalBudget is total_budget.amount for a proposal buy, else the sum of package budgets.
+func totalBudget(mb map[string]json.RawMessage) (*big.Rat, error) {
+	if raw, ok := mb["total_budget"]; ok {
+		var tb struct {
+			Amount json.Number `json:"amount"`
+		}
+		if err := json.Unmarshal(raw, &tb); err != nil {
+			return nil, unprocessable("invalid_budget", "/media_buy/total_budget", "total_budget.amount must be a number")
+		}
+		r, ok := new(big.Rat).SetString(tb.Amount.String())
+		if !ok {
+			return nil, unprocessable("invalid_budget", "/media_buy/total_budget/amount", "not a number")
+		}
+		return r, nil
+	}
+	var pkgs []struct {
+		Budget json.Number `json:"budget"`
+	}
+	if err := json.Unmarshal(mb["packages"], &pkgs); err != nil || len(pkgs) == 0 {
+		return nil, unprocessable("invalid_budget", "/media_buy/packages", "packages with budgets (or proposal_id with total_budget) are required")
+	}
+	sum := new(big.Rat)
+	for i, p := range pkgs {
+		r, ok := new(big.Rat).SetString(p.Budget.String())
+		if !ok {
+			return nil, unprocessable("invalid_budget", fmt.Sprintf("/media_buy/packages/%d/budget", i), "budget must be a number")
+		}
+		sum.Add(sum, r)
+	}
+	return sum, nil
+}
+
+// canonical re-encodes JSON with sorted object keys and no insignificant space, so two bodies
+// that differ only in layout hash alike.
+func canonical(body []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(v) // maps marshal with sorted keys
+}
+
+func decodeError(err error) *RequestError {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return badRequest("malformed_json", "", "the body is not valid JSON (offset %d)", syn.Offset)
+	case errors.As(err, &typ):
+		return unprocessable("wrong_type", "/"+strings.ReplaceAll(typ.Field, ".", "/"), "%s must be a %s", typ.Field, typ.Type)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return badRequest("malformed_json", "", "the body is empty or truncated")
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return unprocessable("unknown_field", "/"+name, "unknown field %q", name)
+	}
+	return badRequest("malformed_json", "", "the body could not be read: %v", err)
+}
