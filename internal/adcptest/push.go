@@ -3,18 +3,16 @@ package adcptest
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/buyflow/buyflow/internal/webhook"
 )
 
 // RequestSigner signs an outgoing webhook request over its exact body bytes.
@@ -277,7 +275,10 @@ func (s *Seller) post(pc PushConfig, body []byte, corrupt bool) (int, http.Heade
 	req.Header.Set("User-Agent", "buyflow-adcptest-seller")
 	switch strings.ToUpper(pc.Scheme) {
 	case "HMAC-SHA256":
-		signHMAC(req, body, []byte(pc.Credentials), s.now())
+		hs := &webhook.HMACSigner{Secret: []byte(pc.Credentials), Now: s.now}
+		if err := hs.Sign(req, body); err != nil {
+			return 0, nil, fmt.Errorf("sign webhook: %w", err)
+		}
 	case "BEARER":
 		req.Header.Set("Authorization", "Bearer "+pc.Credentials)
 	default:
@@ -298,17 +299,6 @@ func (s *Seller) post(pc PushConfig, body []byte, corrupt bool) (int, http.Heade
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	resp.Body.Close()
 	return resp.StatusCode, sent, nil
-}
-
-// signHMAC applies the legacy AdCP HMAC-SHA256 scheme:
-// X-ADCP-Signature: sha256=hex(HMAC(secret, "<ts>.<raw body>")).
-func signHMAC(req *http.Request, body, secret []byte, now time.Time) {
-	ts := strconv.FormatInt(now.Unix(), 10)
-	mac := hmac.New(sha256.New, secret)
-	mac.Write([]byte(ts + "."))
-	mac.Write(body)
-	req.Header.Set("X-ADCP-Timestamp", ts)
-	req.Header.Set("X-ADCP-Signature", "sha256="+hex.EncodeToString(mac.Sum(nil)))
 }
 
 // corruptSignature flips one character of whichever credential header is

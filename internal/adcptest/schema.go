@@ -96,6 +96,7 @@ func NewValidator(dir string) (*Validator, error) {
 	c := jsonschema.NewCompiler()
 	c.AssertFormat()
 	c.DefaultDraft(jsonschema.Draft7)
+	c.UseRegexpEngine(compileRegexp)
 	n := 0
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".json") {
