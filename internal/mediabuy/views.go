@@ -1,0 +1,95 @@
+package mediabuy
+
+import (
+	"encoding/json"
+	"errors"
+)
+
+// Caller is who asks: the tenant (the buyer's account, from the caller's identity, never the
+// body) and the principal (a user or role), recorded as the requester.
+type Caller struct {
+	Tenant    string
+	Principal string
+}
+
+// Submitted is the answer to an accepted submit: 202 with the operation id and links.
+type Submitted struct {
+	OperationID string `json:"operation_id"`
+	Status      string `json:"status"`
+	// Replayed is true when the same Idempotency-Key and body were seen before.
+	Replayed bool  `json:"replayed"`
+	Links    Links `json:"links"`
+}
+
+// Links are the URLs (paths) a client follows after a submit.
+type Links struct {
+	Self   string `json:"self"`
+	Events string `json:"events"`
+}
+
+// LinksFor returns the links of operation id.
+func LinksFor(id string) Links {
+	return Links{Self: "/v1/media-buys/" + id, Events: "/v1/media-buys/" + id + "/events"}
+}
+
+// View is the API projection of an operation: what a buyer or finance may read. It never
+// carries a task token, a webhook token or a credential.
+type View struct {
+	OperationID   string          `json:"operation_id"`
+	Status        string          `json:"status"`
+	SellerID      string          `json:"seller_id"`
+	GovernanceID  string          `json:"governance_agent_id"`
+	PlanID        string          `json:"plan_id"`
+	PONumber      string          `json:"po_number"`
+	Budget        string          `json:"budget"`
+	Currency      string          `json:"currency"`
+	Requester     string          `json:"requester"`
+	SellerTaskID  string          `json:"seller_task_id,omitempty"`
+	MediaBuyID    string          `json:"media_buy_id,omitempty"`
+	Reason        string          `json:"reason,omitempty"`
+	CreatedAt     string          `json:"created_at"`
+	UpdatedAt     string          `json:"updated_at"`
+	Version       int64           `json:"version"`
+	MediaBuy      json.RawMessage `json:"media_buy,omitempty"`
+	ExecutionName string          `json:"execution_name,omitempty"`
+	Links         Links           `json:"links"`
+}
+
+// ListQuery filters and pages GET /v1/media-buys.
+type ListQuery struct {
+	Status string
+	Seller string
+	Limit  int
+	Cursor string
+}
+
+// ListPage is one page of operations, newest first.
+type ListPage struct {
+	Items      []View `json:"items"`
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// EventView is one entry of an operation's timeline.
+type EventView struct {
+	At     string          `json:"at"`
+	Type   string          `json:"type"`
+	Actor  string          `json:"actor,omitempty"`
+	From   string          `json:"from,omitempty"`
+	To     string          `json:"to,omitempty"`
+	Amount string          `json:"amount,omitempty"`
+	Detail json.RawMessage `json:"detail,omitempty"`
+}
+
+// EventPage is one page of a timeline, oldest first.
+type EventPage struct {
+	Items      []EventView `json:"items"`
+	NextCursor string      `json:"next_cursor,omitempty"`
+}
+
+// ErrNotFound reports an operation that does not exist for the caller's tenant (including
+// one that exists for another tenant: the answer is the same).
+var ErrNotFound = errors.New("media buy not found")
+
+// ErrKeyInUse reports a submit whose Idempotency-Key is still being processed by another
+// request: the client should retry shortly with the same key.
+var ErrKeyInUse = errors.New("idempotency key in use")
