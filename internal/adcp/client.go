@@ -1,0 +1,451 @@
+package adcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// mcpProtocolVersion is offered at initialize. It is the newest version that
+// uses the initialize handshake; the go-sdk's default (2026-07-28) would first
+// try server/discover, which 3.x sellers do not implement.
+const mcpProtocolVersion = "2025-11-25"
+
+// Credentials resolves a credential reference (a Secrets Manager secret name)
+// to the bearer token sent to an agent. Implementations should cache; the
+// value must never be logged.
+type Credentials interface {
+	Token(ctx context.Context, ref string) (string, error)
+}
+
+// CredentialsFunc adapts a function to Credentials.
+type CredentialsFunc func(ctx context.Context, ref string) (string, error)
+
+// Token calls f.
+func (f CredentialsFunc) Token(ctx context.Context, ref string) (string, error) { return f(ctx, ref) }
+
+// Options configures a Client.
+type Options struct {
+	Registry    *Registry   // required: the only agents ever called
+	Credentials Credentials // required
+	Validator   *Validator  // required: every request is validated before sending
+	// HTTPClient carries the MCP traffic; its Transport is wrapped to add auth.
+	// Default: a client with no timeout of its own (CallTimeout bounds calls).
+	HTTPClient *http.Client
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// NewKey makes idempotency keys for polls and reads (default UUID v4).
+	NewKey func() string
+	// CallTimeout bounds one tools/call including connection setup (default 30 s).
+	CallTimeout time.Duration
+	// CapabilitiesTTL bounds how long get_adcp_capabilities and tools/list
+	// answers are cached per agent (default 1 h).
+	CapabilitiesTTL time.Duration
+	// Version is reported as the MCP client version (default "dev").
+	Version string
+}
+
+// Client calls configured AdCP agents over MCP streamable HTTP. It is safe
+// for concurrent use; create one per process.
+type Client struct {
+	opts Options
+
+	mu    sync.Mutex
+	caps  map[string]cached[*Capabilities]
+	tools map[string]cached[map[string]bool]
+}
+
+type cached[T any] struct {
+	val T
+	at  time.Time
+}
+
+// New returns a Client.
+func New(opts Options) (*Client, error) {
+	var errs []error
+	if opts.Registry == nil {
+		errs = append(errs, errors.New("registry is required"))
+	}
+	if opts.Credentials == nil {
+		errs = append(errs, errors.New("credentials are required"))
+	}
+	if opts.Validator == nil {
+		errs = append(errs, errors.New("validator is required"))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("adcp: new client: %w", errors.Join(errs...))
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{}
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.NewKey == nil {
+		opts.NewKey = uuid.NewString
+	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = 30 * time.Second
+	}
+	if opts.CapabilitiesTTL <= 0 {
+		opts.CapabilitiesTTL = time.Hour
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	return &Client{opts: opts, caps: map[string]cached[*Capabilities]{}, tools: map[string]cached[map[string]bool]{}}, nil
+}
+
+// Send sends a mutating Intent to agent exactly as fixed: same key, same bytes.
+// The request is schema-validated first (a *ValidationError means nothing was
+// sent). The agent's capabilities are read (cached) before the call; a resend
+// (in.Attempt > 0) is refused with a terminal *Error when the agent declares
+// no replay window or the intent is older than it, and a transient failure of
+// a first attempt at such an agent is reported as terminal, because it cannot
+// be retried safely.
+//
+// Send returns the extracted Response even when the payload reports a failure;
+// use the typed helpers (CreateMediaBuy, ...) or Response.Failure to read it.
+func (c *Client) Send(ctx context.Context, agentID string, in Intent) (*Response, error) {
+	agent, err := c.opts.Registry.Agent(agentID)
+	if err != nil {
+		return nil, err
+	}
+	t, ok := tools[in.Task]
+	if !ok || !t.mutating {
+		return nil, fmt.Errorf("adcp: send: %q is not a mutating AdCP task", in.Task)
+	}
+	if err := checkIntentKey(in); err != nil {
+		return nil, err
+	}
+	if err := c.opts.Validator.ValidateRequest(in.Task, in.Body); err != nil {
+		return nil, err
+	}
+	caps, err := c.Capabilities(ctx, agentID)
+	if err != nil {
+		return nil, fmt.Errorf("adcp: %s at %s: read capabilities first: %w", in.Task, agentID, err)
+	}
+	window, hasWindow := caps.ReplayWindow()
+	if in.Attempt > 0 {
+		if !hasWindow {
+			return nil, noReplayWindow(agentID, in.Task, nil)
+		}
+		if age := c.opts.Now().Sub(in.Created); age >= window {
+			return nil, &Error{Kind: KindLocal, Agent: agentID, Tool: in.Task, Code: CodeReplayWindowPassed,
+				Recovery: RecoveryTerminal,
+				Message:  fmt.Sprintf("intent is %s old, past the agent's %s replay window; reconcile by reading state instead of resending", age.Round(time.Second), window)}
+		}
+	}
+	resp, err := c.callTool(ctx, agent, in.Task, json.RawMessage(in.Body))
+	if err != nil && !hasWindow && Decide(err) == DecisionRetry {
+		return nil, noReplayWindow(agentID, in.Task, err)
+	}
+	return resp, err
+}
+
+func noReplayWindow(agentID, tool string, cause error) *Error {
+	msg := "agent declares no adcp.idempotency.replay_ttl_seconds, so a mutating call cannot be retried safely"
+	if cause != nil {
+		msg = "outcome unknown and " + msg + "; reconcile by reading state"
+	}
+	return &Error{Kind: KindLocal, Agent: agentID, Tool: tool, Code: CodeNoReplayWindow,
+		Recovery: RecoveryTerminal, Message: msg, Err: cause}
+}
+
+// checkIntentKey makes sure the body carries the intent's key.
+func checkIntentKey(in Intent) error {
+	if in.Key == "" {
+		return fmt.Errorf("adcp: send %s: intent has no idempotency key", in.Task)
+	}
+	var probe struct {
+		Key string `json:"idempotency_key"`
+	}
+	if err := json.Unmarshal(in.Body, &probe); err != nil {
+		return &ValidationError{Tool: in.Task, Reason: "body is not a JSON object: " + err.Error(),
+			Issues: []Issue{{Reason: "body is not a JSON object"}}}
+	}
+	if probe.Key != in.Key {
+		return fmt.Errorf("adcp: send %s: body idempotency_key differs from the intent key", in.Task)
+	}
+	return nil
+}
+
+// Call sends a non-mutating task (a read, a poll, check_governance) with a
+// fresh idempotency key and adcp_version, after schema validation. req is a
+// typed request or anything that marshals to a JSON object.
+func (c *Client) Call(ctx context.Context, agentID, tool string, req any) (*Response, error) {
+	agent, err := c.opts.Registry.Agent(agentID)
+	if err != nil {
+		return nil, err
+	}
+	t, ok := tools[tool]
+	if !ok {
+		return nil, fmt.Errorf("adcp: call: unknown AdCP tool %q", tool)
+	}
+	if t.mutating {
+		return nil, fmt.Errorf("adcp: call: %s is mutating; build an Intent and use Send", tool)
+	}
+	m, err := toObject(req)
+	if err != nil {
+		return nil, fmt.Errorf("adcp: call %s: %w", tool, err)
+	}
+	key := ""
+	if !t.noKey {
+		key = c.opts.NewKey()
+	}
+	body, err := finishBody(m, key)
+	if err != nil {
+		return nil, fmt.Errorf("adcp: call %s: %w", tool, err)
+	}
+	if err := c.opts.Validator.ValidateRequest(tool, body); err != nil {
+		return nil, err
+	}
+	return c.callTool(ctx, agent, tool, json.RawMessage(body))
+}
+
+// Tools returns the names the agent lists in tools/list, cached per agent.
+func (c *Client) Tools(ctx context.Context, agentID string) (map[string]bool, error) {
+	agent, err := c.opts.Registry.Agent(agentID)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if e, ok := c.tools[agentID]; ok && c.opts.Now().Sub(e.at) < c.opts.CapabilitiesTTL {
+		c.mu.Unlock()
+		return e.val, nil
+	}
+	c.mu.Unlock()
+	names := map[string]bool{}
+	err = c.withSession(ctx, agent, "tools/list", func(ctx context.Context, s *mcp.ClientSession) error {
+		for tool, err := range s.Tools(ctx, nil) {
+			if err != nil {
+				return err
+			}
+			names[tool.Name] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.tools[agentID] = cached[map[string]bool]{val: names, at: c.opts.Now()}
+	c.mu.Unlock()
+	return names, nil
+}
+
+// pickTool returns the first of names the agent offers.
+func (c *Client) pickTool(ctx context.Context, agentID string, names ...string) (string, error) {
+	offered, err := c.Tools(ctx, agentID)
+	if err != nil {
+		return "", err
+	}
+	for _, n := range names {
+		if offered[n] {
+			return n, nil
+		}
+	}
+	return "", &Error{Kind: KindLocal, Agent: agentID, Tool: names[0], Code: CodeToolNotOffered,
+		Recovery: RecoveryTerminal, Message: fmt.Sprintf("agent offers none of %q", names)}
+}
+
+// PollTool returns the polling tool the agent offers: get_task_status when
+// listed, else the legacy tasks/get (or tasks_get).
+func (c *Client) PollTool(ctx context.Context, agentID string) (string, error) {
+	return c.pickTool(ctx, agentID, ToolGetTaskStatus, ToolTasksGet, ToolTasksGetUnderscore)
+}
+
+// ListTool returns list_tasks when listed, else the legacy tasks/list.
+func (c *Client) ListTool(ctx context.Context, agentID string) (string, error) {
+	return c.pickTool(ctx, agentID, ToolListTasks, ToolTasksList)
+}
+
+// callTool runs one tools/call on a fresh MCP session.
+func (c *Client) callTool(ctx context.Context, agent Agent, tool string, args json.RawMessage) (*Response, error) {
+	var res *mcp.CallToolResult
+	err := c.withSession(ctx, agent, tool, func(ctx context.Context, s *mcp.ClientSession) error {
+		var err error
+		res, err = s.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	resp, err := interpret(res)
+	if err != nil {
+		var ae *Error
+		if errors.As(err, &ae) {
+			ae.Agent, ae.Tool = agent.ID, tool
+		}
+		return nil, err
+	}
+	resp.Agent, resp.Tool = agent.ID, tool
+	return resp, nil
+}
+
+// withSession opens an MCP session to agent (initialize over streamable
+// HTTP, no standalone SSE stream), runs fn, and closes it. Sessions are not
+// reused: sellers may be stateless, and Lambdas are short-lived.
+func (c *Client) withSession(ctx context.Context, agent Agent, what string, fn func(context.Context, *mcp.ClientSession) error) error {
+	token, err := c.opts.Credentials.Token(ctx, agent.CredentialRef)
+	if err != nil {
+		// The error text of a resolver must not contain the secret; we add only the ref.
+		return &Error{Kind: KindLocal, Agent: agent.ID, Tool: what, Recovery: RecoveryTransient,
+			Message: "resolve credential " + agent.CredentialRef, Err: err}
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
+	defer cancel()
+	rt := &authTransport{base: c.opts.HTTPClient.Transport, token: token}
+	hc := *c.opts.HTTPClient
+	hc.Transport = rt
+	client := mcp.NewClient(&mcp.Implementation{Name: "buyflow", Version: c.opts.Version}, nil)
+	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint:             agent.MCPURL,
+		HTTPClient:           &hc,
+		MaxRetries:           -1,
+		DisableStandaloneSSE: true,
+	}, &mcp.ClientSessionOptions{ProtocolVersion: mcpProtocolVersion})
+	if err != nil {
+		return classify(ctx, err, rt, agent.ID, what)
+	}
+	defer sess.Close()
+	if err := fn(ctx, sess); err != nil {
+		return classify(ctx, err, rt, agent.ID, what)
+	}
+	return nil
+}
+
+// classify maps a session or call failure to *Error.
+func classify(ctx context.Context, err error, rt *authTransport, agentID, tool string) error {
+	e := &Error{Agent: agentID, Tool: tool, Err: err}
+	werr := wireError(err)
+	status, retryAfter := rt.last()
+	switch {
+	case werr != nil:
+		e.JSONRPCCode = werr.Code
+		var data struct {
+			AdCPError json.RawMessage `json:"adcp_error"`
+		}
+		if len(werr.Data) > 0 && json.Unmarshal(werr.Data, &data) == nil {
+			if d, ok := parseAdCPError(data.AdCPError); ok {
+				ae := errorFromDetail(d)
+				ae.Agent, ae.Tool, ae.JSONRPCCode, ae.HTTPStatus, ae.Err = agentID, tool, werr.Code, status, err
+				if ae.RetryAfter == 0 {
+					ae.RetryAfter = retryAfter
+				}
+				return ae
+			}
+		}
+		e.Kind, e.Message, e.HTTPStatus = KindJSONRPC, werr.Message, status
+		switch werr.Code {
+		case -32029, -32027: // AdCP rate limited / service unavailable
+			e.Recovery, e.RetryAfter = RecoveryTransient, retryAfter
+		case -32028: // AdCP auth missing
+			e.Recovery = RecoveryCorrectable
+		default:
+			e.Recovery = RecoveryTerminal
+		}
+		if status == http.StatusTooManyRequests || status >= 500 {
+			e.Recovery, e.RetryAfter = RecoveryTransient, retryAfter
+		}
+	case status == http.StatusTooManyRequests || status >= 500:
+		e.Kind, e.HTTPStatus, e.Recovery, e.RetryAfter = KindTransport, status, RecoveryTransient, retryAfter
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		e.Kind, e.HTTPStatus, e.Recovery = KindTransport, status, RecoveryTerminal
+		e.Message = "credential rejected"
+	case status >= 400:
+		e.Kind, e.HTTPStatus, e.Recovery = KindTransport, status, RecoveryTerminal
+	default:
+		// Connection failures, timeouts, broken streams: the request may or may
+		// not have reached the agent, which is what same-key retries are for.
+		e.Kind, e.Recovery = KindTransport, RecoveryTransient
+		if ctx.Err() != nil {
+			e.Message = "timed out or canceled"
+		}
+	}
+	return e
+}
+
+// codeRejected is the go-sdk's internal "rejected by transport" marker
+// (jsonrpc2.ErrRejected); it wraps transport failures and is not a peer's
+// JSON-RPC error.
+const codeRejected = -32005
+
+// wireError finds the peer's JSON-RPC error in err's tree, skipping the
+// go-sdk's transport-rejection marker.
+func wireError(err error) *jsonrpc.Error {
+	var found *jsonrpc.Error
+	var walk func(error)
+	walk = func(e error) {
+		if e == nil || found != nil {
+			return
+		}
+		if w, ok := e.(*jsonrpc.Error); ok && w.Code != codeRejected {
+			found = w
+			return
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
+		case interface{ Unwrap() []error }:
+			for _, x := range u.Unwrap() {
+				walk(x)
+			}
+		}
+	}
+	walk(err)
+	return found
+}
+
+// authTransport adds the bearer credential to every request and remembers the
+// last HTTP status (and Retry-After) it saw, so failures can be classified.
+type authTransport struct {
+	base  http.RoundTripper
+	token string
+
+	mu         sync.Mutex
+	status     int
+	retryAfter time.Duration
+}
+
+func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	r := req.Clone(req.Context())
+	r.Header.Set("Authorization", "Bearer "+t.token)
+	r.Header.Set("Accept", "application/json, text/event-stream")
+	base := t.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	resp, err := base.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	t.status = resp.StatusCode
+	t.retryAfter = 0
+	if v := resp.Header.Get("Retry-After"); v != "" {
+		if n, err := strconv.Atoi(v); err == nil {
+			t.retryAfter = clampRetryAfter(float64(n))
+		}
+	}
+	t.mu.Unlock()
+	return resp, nil
+}
+
+func (t *authTransport) last() (int, time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.status >= 200 && t.status < 300 {
+		return 0, 0
+	}
+	return t.status, t.retryAfter
+}

@@ -1,0 +1,294 @@
+package adcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Recovery is the AdCP recovery class of an error (core/error.json).
+type Recovery string
+
+// The three recovery classes of AdCP 3.1. Any other value read off the wire is
+// kept verbatim and treated as terminal.
+const (
+	RecoveryTransient   Recovery = "transient"
+	RecoveryCorrectable Recovery = "correctable"
+	RecoveryTerminal    Recovery = "terminal"
+)
+
+// ErrorKind says where an *Error came from.
+type ErrorKind string
+
+// Error kinds.
+const (
+	// KindAdCP is an error the agent reported in AdCP form: adcp_error on an
+	// isError tool result, error.data.adcp_error on a JSON-RPC error, or the
+	// payload's errors[] / a failed task's error.
+	KindAdCP ErrorKind = "adcp"
+	// KindTool is an isError tool result with no usable adcp_error (legacy or
+	// non-AdCP server). The spec vectors call this "generic_error".
+	KindTool ErrorKind = "tool"
+	// KindJSONRPC is a JSON-RPC error response without data.adcp_error.
+	KindJSONRPC ErrorKind = "jsonrpc"
+	// KindTransport is a failure to get an answer at all: connection errors,
+	// timeouts, HTTP 429/5xx and other non-2xx HTTP statuses.
+	KindTransport ErrorKind = "transport"
+	// KindProtocol is an answer this client cannot interpret as AdCP.
+	KindProtocol ErrorKind = "protocol"
+	// KindLocal is a refusal decided by this client before anything was sent.
+	KindLocal ErrorKind = "local"
+)
+
+// Local error codes this client uses for refusals of its own. They are not
+// part of the AdCP enum.
+const (
+	// CodeNoReplayWindow: a mutating call may not be retried because the agent
+	// declares no adcp.idempotency.replay_ttl_seconds.
+	CodeNoReplayWindow = "BUYFLOW_NO_REPLAY_WINDOW"
+	// CodeReplayWindowPassed: the intent is older than the agent's replay window,
+	// so a resend could execute twice. Reconcile (get_media_buys) instead.
+	CodeReplayWindowPassed = "BUYFLOW_REPLAY_WINDOW_PASSED"
+	// CodeToolNotOffered: the agent's tools/list lacks the tool this call needs.
+	CodeToolNotOffered = "BUYFLOW_TOOL_NOT_OFFERED"
+)
+
+// maxRetryAfter is the clamp the spec asks clients to apply to retry_after.
+const maxRetryAfter = time.Hour
+
+// Error is the one error type every failed AdCP call returns (wrapped or not;
+// use errors.As). Decide turns it into a retry decision.
+type Error struct {
+	Kind  ErrorKind // where the error came from
+	Agent string    // configured agent id
+	Tool  string    // MCP tool name called
+
+	Code       string          // AdCP error code; empty for generic errors
+	Message    string          // human-readable; untrusted text from the agent
+	Field      string          // offending field as reported by the agent
+	Suggestion string          // agent's hint
+	Recovery   Recovery        // as sent, or defaulted from the code (see RecoveryGiven)
+	RetryAfter time.Duration   // from retry_after or Retry-After, clamped to 1 h; 0 if none
+	Details    json.RawMessage // error.details verbatim
+	// RecoveryGiven is false when Recovery was inferred from the code.
+	RecoveryGiven bool
+	// Errors holds the payload's errors[] when the failure came with one.
+	Errors []ErrorDetail
+	// HTTPStatus is set for KindTransport errors that got an HTTP answer.
+	HTTPStatus int
+	// JSONRPCCode is set for JSON-RPC error responses.
+	JSONRPCCode int64
+	// Err is the underlying cause, if any.
+	Err error
+}
+
+// ErrorDetail is one AdCP error object (core/error.json) as it appears in a
+// payload's errors[] or as adcp_error.
+type ErrorDetail struct {
+	Code       string          `json:"code"`
+	Message    string          `json:"message,omitempty"`
+	Field      string          `json:"field,omitempty"`
+	Suggestion string          `json:"suggestion,omitempty"`
+	RetryAfter *float64        `json:"retry_after,omitempty"`
+	Recovery   string          `json:"recovery,omitempty"`
+	Severity   string          `json:"severity,omitempty"`
+	Details    json.RawMessage `json:"details,omitempty"`
+	Issues     json.RawMessage `json:"issues,omitempty"`
+}
+
+// Error implements error. Credentials never appear here; Message is the
+// agent's text and must be treated as untrusted.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("adcp")
+	if e.Tool != "" {
+		b.WriteString(": " + e.Tool)
+	}
+	if e.Agent != "" {
+		b.WriteString(" at " + e.Agent)
+	}
+	b.WriteString(": ")
+	switch {
+	case e.Code != "":
+		b.WriteString(e.Code)
+	case e.HTTPStatus != 0:
+		fmt.Fprintf(&b, "http %d", e.HTTPStatus)
+	case e.JSONRPCCode != 0:
+		fmt.Fprintf(&b, "json-rpc %d", e.JSONRPCCode)
+	default:
+		b.WriteString(string(e.Kind) + " error")
+	}
+	fmt.Fprintf(&b, " (%s)", e.Recovery)
+	if e.Message != "" {
+		b.WriteString(": " + e.Message)
+	}
+	if e.Field != "" {
+		b.WriteString(" [field " + e.Field + "]")
+	}
+	if e.Err != nil {
+		b.WriteString(": " + e.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the underlying cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Decision is what a caller does after a failed AdCP call.
+type Decision int
+
+// Decisions.
+const (
+	// DecisionNone: there was no error.
+	DecisionNone Decision = iota
+	// DecisionRetry: resend the same Intent (same key, same bytes) after
+	// RetryAfter or a bounded exponential backoff. Polls and reads simply
+	// repeat (they take fresh keys).
+	DecisionRetry
+	// DecisionFix: the request was wrong; fix it and send a new intent (a new
+	// key if the payload changes) or surface the problem to the caller.
+	DecisionFix
+	// DecisionStop: do not resend; escalate to a human or fail the operation.
+	DecisionStop
+)
+
+// String names the decision.
+func (d Decision) String() string {
+	switch d {
+	case DecisionNone:
+		return "none"
+	case DecisionRetry:
+		return "retry"
+	case DecisionFix:
+		return "fix"
+	case DecisionStop:
+		return "stop"
+	}
+	return fmt.Sprintf("decision(%d)", int(d))
+}
+
+// Decide is the one place that maps an error from this package to
+// retry-with-the-same-key, fix-and-resend, or stop.
+//
+//   - *ValidationError (our request broke the schema): fix.
+//   - *Error: by Recovery — transient: retry; correctable: fix; terminal or
+//     any unknown value: stop.
+//   - context cancellation or deadline not wrapped in *Error: retry.
+//   - anything else (configuration, unknown agent, programming errors): stop.
+func Decide(err error) Decision {
+	if err == nil {
+		return DecisionNone
+	}
+	var ve *ValidationError
+	if errors.As(err, &ve) {
+		return DecisionFix
+	}
+	var ae *Error
+	if errors.As(err, &ae) {
+		switch ae.Recovery {
+		case RecoveryTransient:
+			return DecisionRetry
+		case RecoveryCorrectable:
+			return DecisionFix
+		default:
+			return DecisionStop
+		}
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return DecisionRetry
+	}
+	return DecisionStop
+}
+
+// RetryAfter returns the wait an agent asked for, or 0.
+func RetryAfter(err error) time.Duration {
+	var ae *Error
+	if errors.As(err, &ae) {
+		return ae.RetryAfter
+	}
+	return 0
+}
+
+// DefaultRecovery is the recovery class the 3.1.19 error-code enum assigns to
+// code (plus the few newer codes the spec vectors pin). Codes outside the enum
+// (vendor codes) are terminal, as the spec's transport-error-mapping vectors
+// require.
+func DefaultRecovery(code string) Recovery {
+	if r, ok := defaultRecovery[code]; ok {
+		return r
+	}
+	if r, ok := newerCodeRecovery[code]; ok {
+		return r
+	}
+	return RecoveryTerminal
+}
+
+// newerCodeRecovery holds codes added after 3.1.19 whose canonical fallback
+// the spec's transport-error-mapping vectors pin (3.2 development tree).
+var newerCodeRecovery = map[string]Recovery{
+	"ACCOUNT_MOVED":             RecoveryCorrectable,
+	"ACCOUNT_IDENTITY_CONFLICT": RecoveryCorrectable,
+}
+
+// clampRetryAfter converts retry_after seconds to a duration in [1 s, 1 h].
+func clampRetryAfter(sec float64) time.Duration {
+	if sec <= 0 {
+		return 0
+	}
+	d := time.Duration(sec * float64(time.Second))
+	if d < time.Second {
+		d = time.Second
+	}
+	if d > maxRetryAfter {
+		d = maxRetryAfter
+	}
+	return d
+}
+
+// errorFromDetail builds a KindAdCP *Error from one AdCP error object,
+// defaulting the recovery from the code when the object has none.
+func errorFromDetail(d ErrorDetail) *Error {
+	e := &Error{
+		Kind:       KindAdCP,
+		Code:       d.Code,
+		Message:    d.Message,
+		Field:      d.Field,
+		Suggestion: d.Suggestion,
+		Details:    d.Details,
+	}
+	if d.Recovery != "" {
+		e.Recovery = Recovery(d.Recovery)
+		e.RecoveryGiven = true
+	} else {
+		e.Recovery = DefaultRecovery(d.Code)
+	}
+	if d.RetryAfter != nil {
+		e.RetryAfter = clampRetryAfter(*d.RetryAfter)
+	}
+	return e
+}
+
+// parseAdCPError decodes an adcp_error value. It reports false when the value
+// is not an object with a non-empty string code (the vectors require such
+// values to be ignored).
+func parseAdCPError(raw json.RawMessage) (ErrorDetail, bool) {
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &probe); err != nil {
+		return ErrorDetail{}, false
+	}
+	var code string
+	if err := json.Unmarshal(probe["code"], &code); err != nil || code == "" {
+		return ErrorDetail{}, false
+	}
+	var d ErrorDetail
+	if err := json.Unmarshal(raw, &d); err != nil {
+		// A mistyped optional field must not hide the code: keep what parses.
+		d = ErrorDetail{Code: code}
+		_ = json.Unmarshal(probe["message"], &d.Message)   // best effort; message is optional
+		_ = json.Unmarshal(probe["recovery"], &d.Recovery) // best effort; recovery is optional
+	}
+	return d, true
+}

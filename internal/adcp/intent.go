@@ -1,0 +1,158 @@
+package adcp
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// WireVersion is the release-precision AdCP version sent on every request.
+const WireVersion = "3.1"
+
+// wireMajor is the deprecated integer version, still sent through 3.x because
+// the version envelope says buyers SHOULD emit both.
+const wireMajor = 3
+
+// MCP tool names of the AdCP tasks this client calls.
+const (
+	ToolGetAdCPCapabilities = "get_adcp_capabilities"
+	ToolCheckGovernance     = "check_governance"
+	ToolCreateMediaBuy      = "create_media_buy"
+	ToolUpdateMediaBuy      = "update_media_buy"
+	ToolGetMediaBuys        = "get_media_buys"
+	ToolReportPlanOutcome   = "report_plan_outcome"
+	ToolSyncPlans           = "sync_plans"
+	ToolSyncGovernance      = "sync_governance"
+	// ToolGetTaskStatus is the 3.1 polling alias; ToolTasksGet the legacy name
+	// every 3.x agent keeps; ToolTasksGetUnderscore the @adcp/sdk spelling.
+	ToolGetTaskStatus      = "get_task_status"
+	ToolTasksGet           = "tasks/get"
+	ToolTasksGetUnderscore = "tasks_get"
+	// ToolListTasks is the 3.1 alias of legacy ToolTasksList.
+	ToolListTasks = "list_tasks"
+	ToolTasksList = "tasks/list"
+)
+
+// toolInfo says how a tool's requests are checked and keyed.
+type toolInfo struct {
+	schema   string // request schema, relative to the schema root
+	mutating bool   // needs an Intent: key and bytes fixed per intent
+	noKey    bool   // exempt from idempotency_key (get_adcp_capabilities)
+}
+
+var tools = map[string]toolInfo{
+	ToolGetAdCPCapabilities: {schema: "protocol/get-adcp-capabilities-request.json", noKey: true},
+	ToolCheckGovernance:     {schema: "governance/check-governance-request.json"},
+	ToolCreateMediaBuy:      {schema: "media-buy/create-media-buy-request.json", mutating: true},
+	ToolUpdateMediaBuy:      {schema: "media-buy/update-media-buy-request.json", mutating: true},
+	ToolGetMediaBuys:        {schema: "media-buy/get-media-buys-request.json"},
+	ToolReportPlanOutcome:   {schema: "governance/report-plan-outcome-request.json", mutating: true},
+	ToolSyncPlans:           {schema: "governance/sync-plans-request.json", mutating: true},
+	ToolSyncGovernance:      {schema: "account/sync-governance-request.json", mutating: true},
+	ToolGetTaskStatus:       {schema: "protocol/get-task-status-request.json"},
+	ToolTasksGet:            {schema: "core/tasks-get-request.json"},
+	ToolTasksGetUnderscore:  {schema: "core/tasks-get-request.json"},
+	ToolListTasks:           {schema: "protocol/list-tasks-request.json"},
+	ToolTasksList:           {schema: "core/tasks-list-request.json"},
+}
+
+// Mutating reports whether tool is a mutating AdCP task that must be sent
+// through an Intent.
+func Mutating(tool string) bool { return tools[tool].mutating }
+
+// Intent is one mutating call, fixed once: the idempotency key and the exact
+// argument bytes (envelope fields included) never change across retries.
+// Store it write-ahead (the ledger keeps Body verbatim) and hand the same
+// value to Client.Send on every attempt, bumping only Attempt.
+type Intent struct {
+	Task    string    // MCP tool name, e.g. ToolCreateMediaBuy
+	Key     string    // idempotency_key inside Body
+	Body    []byte    // exact tools/call arguments, compact JSON
+	Created time.Time // when the intent was fixed; bounds retries by the replay window
+	// Attempt is 0 for the first send and counts resends. A resend (Attempt > 0)
+	// is refused at an agent that declares no replay window.
+	Attempt int
+}
+
+// Retry returns a copy of in marked as the next attempt; Key and Body are
+// unchanged.
+func (in Intent) Retry() Intent {
+	in.Attempt++
+	return in
+}
+
+// NewIntent fixes a mutating request. req is a typed request (e.g.
+// CreateMediaBuyRequest) or any value that marshals to a JSON object. The
+// request's idempotency_key is kept if set, else a fresh UUID v4 is used;
+// adcp_version "3.1" (and the deprecated adcp_major_version 3) are added.
+// created is the caller's clock reading.
+//
+// The bytes are compact JSON with sorted keys and HTML-escaped strings, the
+// form encoding/json produces, so re-encoding them inside the JSON-RPC
+// envelope does not change them.
+func NewIntent(task string, req any, created time.Time) (Intent, error) {
+	t, ok := tools[task]
+	if !ok || !t.mutating {
+		return Intent{}, fmt.Errorf("adcp: new intent: %q is not a mutating AdCP task", task)
+	}
+	m, err := toObject(req)
+	if err != nil {
+		return Intent{}, fmt.Errorf("adcp: new intent for %s: %w", task, err)
+	}
+	var key string
+	if raw, ok := m["idempotency_key"]; ok {
+		if err := json.Unmarshal(raw, &key); err != nil {
+			return Intent{}, fmt.Errorf("adcp: new intent for %s: idempotency_key: %w", task, err)
+		}
+	}
+	if key == "" {
+		key = uuid.NewString()
+	}
+	body, err := finishBody(m, key)
+	if err != nil {
+		return Intent{}, fmt.Errorf("adcp: new intent for %s: %w", task, err)
+	}
+	return Intent{Task: task, Key: key, Body: body, Created: created}, nil
+}
+
+// toObject marshals v and decodes it as a JSON object.
+func toObject(v any) (map[string]json.RawMessage, error) {
+	var b []byte
+	switch x := v.(type) {
+	case json.RawMessage:
+		b = x
+	case []byte:
+		b = x
+	default:
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			return nil, fmt.Errorf("marshal request: %w", err)
+		}
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("request must be a JSON object: %w", err)
+	}
+	if m == nil {
+		m = map[string]json.RawMessage{}
+	}
+	return m, nil
+}
+
+// finishBody adds the envelope fields and marshals the arguments. An empty
+// key leaves idempotency_key out.
+func finishBody(m map[string]json.RawMessage, key string) ([]byte, error) {
+	if key != "" {
+		k, _ := json.Marshal(key) // marshalling a string cannot fail
+		m["idempotency_key"] = k
+	}
+	m["adcp_version"] = json.RawMessage(`"` + WireVersion + `"`)
+	m["adcp_major_version"] = json.RawMessage(fmt.Sprint(wireMajor))
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("marshal arguments: %w", err)
+	}
+	return b, nil
+}

@@ -1,0 +1,233 @@
+package adcp
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"sort"
+)
+
+// Role is what an agent does for buyflow.
+type Role string
+
+// Agent roles.
+const (
+	RoleSeller     Role = "seller"
+	RoleGovernance Role = "governance"
+)
+
+// WebhookMode is how an agent's webhooks are verified.
+type WebhookMode string
+
+// Webhook verification modes (brief §5.4). The mode is a switch, never a
+// fallback: a webhook signed another way is refused.
+const (
+	WebhookRFC9421 WebhookMode = "rfc9421"
+	WebhookHMAC    WebhookMode = "hmac"
+	WebhookBearer  WebhookMode = "bearer"
+)
+
+// Agent is one configured AdCP agent. Only configured agents are ever called.
+type Agent struct {
+	ID   string `json:"id"`
+	Role Role   `json:"role"`
+	// MCPURL is the agent's MCP streamable HTTP endpoint (https; http only on
+	// loopback, for tests and the local stack).
+	MCPURL string `json:"mcp_url"`
+	// CredentialRef names the bearer credential (a Secrets Manager secret
+	// name). The value is resolved through Credentials at call time.
+	CredentialRef string `json:"credential_ref"`
+	// Webhook says how this agent's webhooks are verified. Required for
+	// sellers, optional for governance agents.
+	Webhook *WebhookConfig `json:"webhook,omitempty"`
+}
+
+// WebhookConfig is an agent's webhook verification settings.
+type WebhookConfig struct {
+	Mode WebhookMode `json:"mode"`
+	// JWKSURI (https) or inline JWKS (a JWK Set object) for rfc9421; exactly one.
+	JWKSURI string          `json:"jwks_uri,omitempty"`
+	JWKS    json.RawMessage `json:"jwks,omitempty"`
+	// HMACSecretRef names the HMAC-SHA256 shared secret (mode hmac).
+	HMACSecretRef string `json:"hmac_secret_ref,omitempty"`
+	// BearerSecretRef names the expected bearer credential (mode bearer).
+	BearerSecretRef string `json:"bearer_secret_ref,omitempty"`
+}
+
+// RegistryConfig is the JSON configuration document of the agent registry.
+type RegistryConfig struct {
+	Agents []Agent `json:"agents"`
+}
+
+// Registry holds the configured agents. It is immutable after loading and
+// safe for concurrent use.
+type Registry struct {
+	agents map[string]Agent
+}
+
+// ErrUnknownAgent is returned (wrapped) for an agent id that is not configured.
+var ErrUnknownAgent = errors.New("adcp: unknown agent")
+
+var agentIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+
+// ParseRegistry decodes and validates a registry configuration document.
+// Unknown fields are rejected, and every problem is reported at once (the
+// returned error joins them).
+func ParseRegistry(data []byte) (*Registry, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var cfg RegistryConfig
+	if err := dec.Decode(&cfg); err != nil {
+		return nil, fmt.Errorf("adcp: registry config: %w", err)
+	}
+	return NewRegistry(cfg)
+}
+
+// NewRegistry validates cfg and builds a Registry, reporting all problems
+// together.
+func NewRegistry(cfg RegistryConfig) (*Registry, error) {
+	var errs []error
+	bad := func(i int, id, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("agents[%d] (%s): %s", i, id, fmt.Sprintf(format, args...)))
+	}
+	if len(cfg.Agents) == 0 {
+		errs = append(errs, errors.New("no agents configured"))
+	}
+	r := &Registry{agents: map[string]Agent{}}
+	for i, a := range cfg.Agents {
+		if !agentIDPattern.MatchString(a.ID) {
+			bad(i, a.ID, "id must match %s", agentIDPattern)
+		} else if _, dup := r.agents[a.ID]; dup {
+			bad(i, a.ID, "duplicate id")
+		}
+		switch a.Role {
+		case RoleSeller, RoleGovernance:
+		default:
+			bad(i, a.ID, "role %q is not seller or governance", a.Role)
+		}
+		if err := checkAgentURL(a.MCPURL, true); err != nil {
+			bad(i, a.ID, "mcp_url: %v", err)
+		}
+		if a.CredentialRef == "" {
+			bad(i, a.ID, "credential_ref is required")
+		}
+		if a.Webhook == nil {
+			if a.Role == RoleSeller {
+				bad(i, a.ID, "webhook verification settings are required for sellers")
+			}
+		} else {
+			for _, p := range a.Webhook.problems() {
+				bad(i, a.ID, "webhook: %s", p)
+			}
+		}
+		r.agents[a.ID] = a
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("adcp: invalid registry config: %w", errors.Join(errs...))
+	}
+	return r, nil
+}
+
+func (w *WebhookConfig) problems() []string {
+	var p []string
+	switch w.Mode {
+	case WebhookRFC9421:
+		hasInline := len(bytes.TrimSpace(w.JWKS)) > 0
+		switch {
+		case w.JWKSURI == "" && !hasInline:
+			p = append(p, "rfc9421 needs jwks_uri or jwks")
+		case w.JWKSURI != "" && hasInline:
+			p = append(p, "give jwks_uri or jwks, not both")
+		case w.JWKSURI != "":
+			if err := checkAgentURL(w.JWKSURI, true); err != nil {
+				p = append(p, "jwks_uri: "+err.Error())
+			}
+		default:
+			var set struct {
+				Keys []json.RawMessage `json:"keys"`
+			}
+			if err := json.Unmarshal(w.JWKS, &set); err != nil || len(set.Keys) == 0 {
+				p = append(p, "jwks must be a JWK Set with at least one key")
+			}
+		}
+		if w.HMACSecretRef != "" || w.BearerSecretRef != "" {
+			p = append(p, "rfc9421 takes no hmac_secret_ref or bearer_secret_ref")
+		}
+	case WebhookHMAC:
+		if w.HMACSecretRef == "" {
+			p = append(p, "hmac needs hmac_secret_ref")
+		}
+		if w.JWKSURI != "" || len(w.JWKS) > 0 || w.BearerSecretRef != "" {
+			p = append(p, "hmac takes only hmac_secret_ref")
+		}
+	case WebhookBearer:
+		if w.BearerSecretRef == "" {
+			p = append(p, "bearer needs bearer_secret_ref")
+		}
+		if w.JWKSURI != "" || len(w.JWKS) > 0 || w.HMACSecretRef != "" {
+			p = append(p, "bearer takes only bearer_secret_ref")
+		}
+	default:
+		p = append(p, fmt.Sprintf("mode %q is not rfc9421, hmac or bearer", w.Mode))
+	}
+	return p
+}
+
+// checkAgentURL accepts absolute https URLs, and http URLs on loopback hosts
+// when allowLoopbackHTTP is set.
+func checkAgentURL(s string, allowLoopbackHTTP bool) error {
+	if s == "" {
+		return errors.New("is required")
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("not a URL: %w", err)
+	}
+	if u.Host == "" {
+		return errors.New("must be absolute")
+	}
+	if u.User != nil {
+		return errors.New("must not carry credentials")
+	}
+	switch u.Scheme {
+	case "https":
+		return nil
+	case "http":
+		if allowLoopbackHTTP && isLoopback(u.Hostname()) {
+			return nil
+		}
+		return errors.New("http is allowed only on loopback")
+	}
+	return fmt.Errorf("scheme %q is not https", u.Scheme)
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Agent returns the configured agent id, or an error wrapping ErrUnknownAgent.
+func (r *Registry) Agent(id string) (Agent, error) {
+	a, ok := r.agents[id]
+	if !ok {
+		return Agent{}, fmt.Errorf("%w %q", ErrUnknownAgent, id)
+	}
+	return a, nil
+}
+
+// IDs returns the configured agent ids, sorted.
+func (r *Registry) IDs() []string {
+	ids := make([]string, 0, len(r.agents))
+	for id := range r.agents {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}

@@ -1,0 +1,305 @@
+package adcp
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+// SchemaVersion is the AdCP schema release requests are validated against.
+const SchemaVersion = "3.1.19"
+
+// EnvSchemaDir names the environment variable that overrides SchemaDir.
+const EnvSchemaDir = "BUYFLOW_ADCP_SCHEMAS"
+
+// schemaBase is the absolute URL the schema files are registered under. The
+// files' own $id values are "/schemas/3.1.19/<path>", which resolve against it.
+const schemaBase = "https://adcp.invalid/schemas/" + SchemaVersion + "/"
+
+// SchemaDir returns the directory holding the AdCP JSON Schemas: $BUYFLOW_ADCP_SCHEMAS
+// if set, else the first "shared/adcp-schemas" found walking up from the
+// working directory (the repo's sibling checkout of the shared material).
+func SchemaDir() (string, error) {
+	if d := os.Getenv(EnvSchemaDir); d != "" {
+		if _, err := os.Stat(filepath.Join(d, "enums", "error-code.json")); err != nil {
+			return "", fmt.Errorf("adcp: %s=%q is not an AdCP schema directory: %w", EnvSchemaDir, d, err)
+		}
+		return d, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("adcp: find schemas: %w", err)
+	}
+	for dir := wd; ; {
+		cand := filepath.Join(dir, "shared", "adcp-schemas")
+		if st, err := os.Stat(filepath.Join(cand, "enums", "error-code.json")); err == nil && !st.IsDir() {
+			return cand, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("adcp: no shared/adcp-schemas above %s; set %s", wd, EnvSchemaDir)
+		}
+		dir = parent
+	}
+}
+
+// ValidationError reports a request that breaks the AdCP schema. It is
+// returned before anything is sent.
+type ValidationError struct {
+	Tool    string  // MCP tool the request was for
+	Schema  string  // schema file, relative to the schema root
+	Pointer string  // JSON pointer of the first offending field, e.g. "/idempotency_key"
+	Reason  string  // what is wrong there
+	Issues  []Issue // every leaf violation, Pointer order
+}
+
+// Issue is one schema violation.
+type Issue struct {
+	Pointer string // RFC 6901 pointer into the request
+	Reason  string
+}
+
+// Error names the offending field.
+func (e *ValidationError) Error() string {
+	s := fmt.Sprintf("adcp: %s request invalid at %s: %s", e.Tool, pointerOrRoot(e.Pointer), e.Reason)
+	if n := len(e.Issues); n > 1 {
+		s += fmt.Sprintf(" (and %d more)", n-1)
+	}
+	return s
+}
+
+func pointerOrRoot(p string) string {
+	if p == "" {
+		return "/"
+	}
+	return p
+}
+
+// Validator validates outbound requests against the AdCP JSON Schemas with
+// format assertion on. Schemas compile on first use and are cached; a
+// Validator is safe for concurrent use.
+type Validator struct {
+	fsys fs.FS
+
+	mu       sync.Mutex
+	compiler *jsonschema.Compiler
+	compiled map[string]*jsonschema.Schema
+}
+
+// NewValidator returns a Validator reading schema files from fsys, whose root
+// is the schema release directory (it holds core/, enums/, media-buy/, ...).
+// Pass os.DirFS(dir) or an embed.FS sub-tree.
+func NewValidator(fsys fs.FS) (*Validator, error) {
+	if _, err := fs.Stat(fsys, "enums/error-code.json"); err != nil {
+		return nil, fmt.Errorf("adcp: schema fs has no enums/error-code.json: %w", err)
+	}
+	v := &Validator{fsys: fsys, compiled: map[string]*jsonschema.Schema{}}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft7)
+	c.AssertFormat()
+	c.UseLoader(fsLoader{fsys})
+	v.compiler = c
+	return v, nil
+}
+
+var (
+	sharedMu         sync.Mutex
+	sharedValidators = map[string]*Validator{}
+)
+
+// LoadValidator returns the process-wide Validator for the schema directory
+// dir, creating it on first use, so every Client in a process shares one set
+// of compiled schemas.
+func LoadValidator(dir string) (*Validator, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("adcp: schema dir %q: %w", dir, err)
+	}
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if v, ok := sharedValidators[abs]; ok {
+		return v, nil
+	}
+	v, err := NewValidator(os.DirFS(abs))
+	if err != nil {
+		return nil, err
+	}
+	sharedValidators[abs] = v
+	return v, nil
+}
+
+// schema compiles (once) and returns the schema at rel.
+func (v *Validator) schema(rel string) (*jsonschema.Schema, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if s, ok := v.compiled[rel]; ok {
+		return s, nil
+	}
+	s, err := v.compiler.Compile(schemaBase + rel)
+	if err != nil {
+		return nil, fmt.Errorf("adcp: compile schema %s: %w", rel, err)
+	}
+	v.compiled[rel] = s
+	return s, nil
+}
+
+// Precompile compiles the request schemas of every known tool now, so a
+// Lambda pays the cost at cold start rather than on its first call.
+func (v *Validator) Precompile() error {
+	seen := map[string]bool{}
+	for _, t := range tools {
+		if t.schema == "" || seen[t.schema] {
+			continue
+		}
+		seen[t.schema] = true
+		if _, err := v.schema(t.schema); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ValidateRequest validates body, the exact arguments object for tool, against
+// the tool's request schema. It returns a *ValidationError naming the first
+// offending field, or another error if the tool is unknown or the schema
+// cannot be compiled.
+func (v *Validator) ValidateRequest(tool string, body []byte) error {
+	t, ok := tools[tool]
+	if !ok {
+		return fmt.Errorf("adcp: no request schema known for tool %q", tool)
+	}
+	if t.schema == "" {
+		return nil
+	}
+	s, err := v.schema(t.schema)
+	if err != nil {
+		return err
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+	if err != nil {
+		return &ValidationError{Tool: tool, Schema: t.schema, Reason: "body is not JSON: " + err.Error(),
+			Issues: []Issue{{Reason: "body is not JSON"}}}
+	}
+	if _, ok := inst.(map[string]any); !ok {
+		return &ValidationError{Tool: tool, Schema: t.schema, Reason: "arguments must be a JSON object",
+			Issues: []Issue{{Reason: "arguments must be a JSON object"}}}
+	}
+	err = s.Validate(inst)
+	if err == nil {
+		return nil
+	}
+	var jve *jsonschema.ValidationError
+	if !errors.As(err, &jve) {
+		return fmt.Errorf("adcp: validate %s request: %w", tool, err)
+	}
+	issues := leafIssues(jve)
+	ve := &ValidationError{Tool: tool, Schema: t.schema, Issues: issues}
+	if len(issues) > 0 {
+		ve.Pointer, ve.Reason = issues[0].Pointer, issues[0].Reason
+	}
+	return ve
+}
+
+var printer = message.NewPrinter(language.English)
+
+// leafIssues flattens a validation error tree into its leaves, most specific
+// (deepest pointer) first.
+func leafIssues(root *jsonschema.ValidationError) []Issue {
+	var out []Issue
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) > 0 {
+			for _, c := range e.Causes {
+				walk(c)
+			}
+			return
+		}
+		p := jsonPointer(e.InstanceLocation)
+		if req, ok := e.ErrorKind.(*kind.Required); ok && len(req.Missing) > 0 {
+			p += "/" + escapePointer(req.Missing[0])
+		}
+		if dep, ok := e.ErrorKind.(*kind.Dependency); ok && len(dep.Missing) > 0 {
+			p += "/" + escapePointer(dep.Missing[0])
+		}
+		out = append(out, Issue{Pointer: p, Reason: e.ErrorKind.LocalizedString(printer)})
+	}
+	walk(root)
+	sort.SliceStable(out, func(i, j int) bool {
+		return strings.Count(out[i].Pointer, "/") > strings.Count(out[j].Pointer, "/")
+	})
+	return out
+}
+
+func jsonPointer(toks []string) string {
+	var b strings.Builder
+	for _, t := range toks {
+		b.WriteByte('/')
+		b.WriteString(escapePointer(t))
+	}
+	return b.String()
+}
+
+func escapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// fsLoader serves schema URLs under schemaBase from an fs.FS.
+type fsLoader struct{ fsys fs.FS }
+
+func (l fsLoader) Load(url string) (any, error) {
+	rel, ok := strings.CutPrefix(url, schemaBase)
+	if !ok {
+		return nil, fmt.Errorf("adcp: schema %s is outside %s", url, schemaBase)
+	}
+	rel = path.Clean(rel)
+	f, err := l.fsys.Open(rel)
+	if err != nil {
+		return nil, fmt.Errorf("adcp: open schema %s: %w", rel, err)
+	}
+	defer f.Close()
+	doc, err := jsonschema.UnmarshalJSON(f)
+	if err != nil {
+		return nil, fmt.Errorf("adcp: parse schema %s: %w", rel, err)
+	}
+	return doc, nil
+}
+
+// readErrorCodeMetadata reads enumMetadata recoveries from the schema fs; used
+// by tests to prove the generated table matches the schema file.
+func readErrorCodeMetadata(fsys fs.FS) (map[string]Recovery, error) {
+	b, err := fs.ReadFile(fsys, "enums/error-code.json")
+	if err != nil {
+		return nil, fmt.Errorf("adcp: read error-code enum: %w", err)
+	}
+	var doc struct {
+		Enum     []string                   `json:"enum"`
+		Metadata map[string]json.RawMessage `json:"enumMetadata"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("adcp: parse error-code enum: %w", err)
+	}
+	out := map[string]Recovery{}
+	for _, code := range doc.Enum {
+		var m struct {
+			Recovery string `json:"recovery"`
+		}
+		if err := json.Unmarshal(doc.Metadata[code], &m); err != nil {
+			return nil, fmt.Errorf("adcp: error-code %s metadata: %w", code, err)
+		}
+		out[code] = Recovery(m.Recovery)
+	}
+	return out, nil
+}
