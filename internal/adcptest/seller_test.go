@@ -55,13 +55,13 @@ func TestSellerCapabilities(t *testing.T) {
 func TestSellerCreateBehaviours(t *testing.T) {
 	tests := []struct {
 		name      string
-		sim       string        // per-request tokens
+		sim       string         // per-request tokens
 		def       SellerBehavior // agent default
-		first     string        // status of the create response
-		steps     []string      // statuses after each Advance
-		wantMB    bool          // completion carries media_buy_id
-		validate  bool          // first response validates as create-media-buy-response
-		errorCode string        // task error code when failed
+		first     string         // status of the create response
+		steps     []string       // statuses after each Advance
+		wantMB    bool           // completion carries media_buy_id
+		validate  bool           // first response validates as create-media-buy-response
+		errorCode string         // task error code when failed
 	}{
 		{name: "sync default", first: "completed", wantMB: true, validate: true},
 		{name: "async complete by token", sim: "async_complete", first: "submitted", steps: []string{"working", "completed"}, wantMB: true, validate: true},
