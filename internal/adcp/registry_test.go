@@ -1,0 +1,232 @@
+package adcp
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+)
+
+func TestParseRegistry(t *testing.T) {
+	good := `{"agents":[
+	 {"id":"seller-a","role":"seller","mcp_url":"https://seller.example/mcp","credential_ref":"buyflow/seller-a",
+	  "webhook":{"mode":"rfc9421","jwks_uri":"https://seller.example/.well-known/jwks.json"}},
+	 {"id":"seller-b","role":"seller","mcp_url":"http://127.0.0.1:4000/mcp","credential_ref":"buyflow/seller-b",
+	  "webhook":{"mode":"hmac","hmac_secret_ref":"buyflow/seller-b-hmac"}},
+	 {"id":"seller-c","role":"seller","mcp_url":"https://c.example/mcp","credential_ref":"buyflow/c",
+	  "webhook":{"mode":"rfc9421","jwks":{"keys":[{"kty":"OKP","crv":"Ed25519","x":"abc","kid":"k1"}]}}},
+	 {"id":"gov","role":"governance","mcp_url":"https://gov.example/mcp","credential_ref":"buyflow/gov"}
+	]}`
+	r, err := ParseRegistry([]byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(r.IDs(), ","); got != "gov,seller-a,seller-b,seller-c" {
+		t.Fatalf("ids %s", got)
+	}
+	a, err := r.Agent("seller-b")
+	if err != nil || a.Webhook.Mode != WebhookHMAC || a.CredentialRef != "buyflow/seller-b" {
+		t.Fatalf("agent %+v %v", a, err)
+	}
+	if _, err := r.Agent("seller-z"); !errors.Is(err, ErrUnknownAgent) {
+		t.Fatalf("got %v", err)
+	}
+
+	tests := []struct {
+		name string
+		doc  string
+		want []string // every fragment must appear in the one error
+	}{
+		{"all problems together", `{"agents":[
+		  {"id":"","role":"buyer","mcp_url":"http://seller.example/mcp","credential_ref":""},
+		  {"id":"s2","role":"seller","mcp_url":"https://s2.example/mcp","credential_ref":"x","webhook":{"mode":"hmac"}},
+		  {"id":"s2","role":"seller","mcp_url":"ftp://s2.example","credential_ref":"x","webhook":{"mode":"rfc9421"}},
+		  {"id":"s4","role":"seller","mcp_url":"https://user:pw@s4.example/mcp","credential_ref":"x","webhook":{"mode":"carrier-pigeon"}},
+		  {"id":"s5","role":"seller","mcp_url":"https://s5.example/mcp","credential_ref":"x","webhook":{"mode":"rfc9421","jwks_uri":"https://k","jwks":{"keys":[{}]}}},
+		  {"id":"s6","role":"seller","mcp_url":"https://s6.example/mcp","credential_ref":"x","webhook":{"mode":"bearer"}},
+		  {"id":"s7","role":"seller","mcp_url":"https://s7.example/mcp","credential_ref":"x"}
+		 ]}`,
+			[]string{"agents[0] ()", "id must match", `role "buyer"`, "http is allowed only on loopback", "credential_ref is required",
+				"webhook verification settings are required", "hmac needs hmac_secret_ref", "duplicate id", `scheme "ftp"`,
+				"rfc9421 needs jwks_uri or jwks", "must not carry credentials", `mode "carrier-pigeon"`, "not both", "bearer needs bearer_secret_ref"}},
+		{"unknown field", `{"agents":[{"id":"a","role":"seller","url":"https://x"}]}`, []string{"unknown field"}},
+		{"empty", `{"agents":[]}`, []string{"no agents configured"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseRegistry([]byte(tt.doc))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestDecide(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want Decision
+	}{
+		{"nil", nil, DecisionNone},
+		{"transient", &Error{Recovery: RecoveryTransient}, DecisionRetry},
+		{"correctable", &Error{Recovery: RecoveryCorrectable}, DecisionFix},
+		{"terminal", &Error{Recovery: RecoveryTerminal}, DecisionStop},
+		{"unknown recovery value", &Error{Recovery: "deferred"}, DecisionStop},
+		{"wrapped transient", errors.Join(errors.New("ctx"), &Error{Recovery: RecoveryTransient}), DecisionRetry},
+		{"validation", &ValidationError{Pointer: "/x"}, DecisionFix},
+		{"bare deadline", context.DeadlineExceeded, DecisionRetry},
+		{"unknown agent", ErrUnknownAgent, DecisionStop},
+		{"other", errors.New("boom"), DecisionStop},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Decide(tt.err); got != tt.want {
+				t.Fatalf("Decide = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDefaultRecovery(t *testing.T) {
+	tests := map[string]Recovery{
+		"RATE_LIMITED": RecoveryTransient, "SERVICE_UNAVAILABLE": RecoveryTransient, "CONFLICT": RecoveryTransient,
+		"IDEMPOTENCY_IN_FLIGHT": RecoveryTransient, "BUDGET_TOO_LOW": RecoveryCorrectable, "IDEMPOTENCY_CONFLICT": RecoveryCorrectable,
+		"AUTH_INVALID": RecoveryTerminal, "ACCOUNT_MOVED": RecoveryCorrectable, "X_VENDOR": RecoveryTerminal,
+	}
+	for code, want := range tests {
+		t.Run(code, func(t *testing.T) {
+			if got := DefaultRecovery(code); got != want {
+				t.Fatalf("got %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+// TestDefaultRecoveriesMatchSchema proves the generated table equals the
+// schema's enumMetadata.
+func TestDefaultRecoveriesMatchSchema(t *testing.T) {
+	dir, err := SchemaDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := readErrorCodeMetadata(os.DirFS(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want) != len(defaultRecovery) {
+		t.Fatalf("table has %d codes, schema %d", len(defaultRecovery), len(want))
+	}
+	for code, r := range want {
+		if defaultRecovery[code] != r {
+			t.Errorf("%s: table %q, schema %q", code, defaultRecovery[code], r)
+		}
+	}
+}
+
+func TestSchemaDir(t *testing.T) {
+	dir, err := SchemaDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("env override", func(t *testing.T) {
+		t.Setenv(EnvSchemaDir, dir)
+		got, err := SchemaDir()
+		if err != nil || got != dir {
+			t.Fatalf("got %q %v", got, err)
+		}
+	})
+	t.Run("env pointing nowhere", func(t *testing.T) {
+		t.Setenv(EnvSchemaDir, filepath.Join(t.TempDir(), "none"))
+		if _, err := SchemaDir(); err == nil || !strings.Contains(err.Error(), EnvSchemaDir) {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("shared validator", func(t *testing.T) {
+		a, err := LoadValidator(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := LoadValidator(dir + "/.")
+		if err != nil || a != b {
+			t.Fatalf("validators differ: %p %p %v", a, b, err)
+		}
+	})
+}
+
+// TestValidatorFromFS shows the loader works from any fs.FS (embedding).
+func TestValidatorFromFS(t *testing.T) {
+	fsys := fstest.MapFS{
+		"enums/error-code.json": {Data: []byte(`{"enum":[]}`)},
+		"core/tasks-get-request.json": {Data: []byte(`{"$schema":"http://json-schema.org/draft-07/schema#","$id":"/schemas/3.1.19/core/tasks-get-request.json",
+			"type":"object","required":["task_id"],"properties":{"task_id":{"type":"string"},"when":{"type":"string","format":"date-time"}},
+			"allOf":[{"$ref":"/schemas/3.1.19/core/version-envelope.json"}]}`)},
+		"core/version-envelope.json": {Data: []byte(`{"$schema":"http://json-schema.org/draft-07/schema#","$id":"/schemas/3.1.19/core/version-envelope.json",
+			"type":"object","properties":{"adcp_version":{"type":"string","pattern":"^\\d+\\.\\d+$"}}}`)},
+	}
+	v, err := NewValidator(fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.ValidateRequest(ToolTasksGet, []byte(`{"task_id":"t","adcp_version":"3.1","when":"2030-01-01T00:00:00Z"}`)); err != nil {
+		t.Fatal(err)
+	}
+	var ve *ValidationError
+	if err := v.ValidateRequest(ToolTasksGet, []byte(`{"task_id":"t","adcp_version":"three"}`)); !errors.As(err, &ve) || ve.Pointer != "/adcp_version" {
+		t.Fatalf("got %v", err)
+	}
+	if err := v.ValidateRequest(ToolTasksGet, []byte(`{"task_id":"t","when":"yesterday"}`)); !errors.As(err, &ve) || ve.Pointer != "/when" {
+		t.Fatalf("format not asserted: %v", err)
+	}
+	if _, err := NewValidator(fstest.MapFS{}); err == nil {
+		t.Fatal("empty fs accepted")
+	}
+}
+
+func TestPrecompile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles every request schema")
+	}
+	start := time.Now()
+	if err := testValidator(t).Precompile(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("precompiled in %v", time.Since(start))
+}
+
+func TestNewIntent(t *testing.T) {
+	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	req := validCreate()
+	req.IdempotencyKey = "fixed-key-0123456789"
+	in := mustIntent(t, ToolCreateMediaBuy, req, at)
+	if in.Key != "fixed-key-0123456789" || in.Created != at || in.Attempt != 0 {
+		t.Fatalf("intent %+v", in)
+	}
+	again := mustIntent(t, ToolCreateMediaBuy, req, at)
+	if string(again.Body) != string(in.Body) {
+		t.Fatalf("same request, different bytes")
+	}
+	if !strings.Contains(string(in.Body), `"adcp_version":"3.1"`) || !strings.Contains(string(in.Body), `"adcp_major_version":3`) {
+		t.Fatalf("body %s", in.Body)
+	}
+	if r := in.Retry(); r.Attempt != 1 || string(r.Body) != string(in.Body) || r.Key != in.Key {
+		t.Fatalf("retry %+v", r)
+	}
+	fresh := mustIntent(t, ToolCreateMediaBuy, validCreate(), at)
+	other := mustIntent(t, ToolCreateMediaBuy, validCreate(), at)
+	if fresh.Key == other.Key {
+		t.Fatal("two intents share a key")
+	}
+	if _, err := NewIntent(ToolCreateMediaBuy, []int{1}, at); err == nil {
+		t.Fatal("non-object accepted")
+	}
+}
