@@ -55,4 +55,3 @@ func TestParseConfig(t *testing.T) {
 		t.Error("empty config accepted")
 	}
 }
-
