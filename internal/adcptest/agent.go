@@ -98,6 +98,7 @@ type agent struct {
 	ts        *httptest.Server
 	route     func(*Task) // called after a task changes status (webhooks)
 
+	stepMu      sync.Mutex // serialises task transitions (Advance, Finish, AdvanceDue)
 	mu          sync.Mutex
 	calls       []Call
 	idem        map[string]*idemEntry
@@ -648,6 +649,12 @@ func (a *agent) newTask(c *call, typ, protocol, status string, remaining []strin
 // Advance moves task id one scripted step forward (e.g. submitted → working
 // → completed) and fires its webhook. It returns the new status.
 func (a *agent) Advance(id string) (string, error) {
+	a.stepMu.Lock()
+	defer a.stepMu.Unlock()
+	return a.advance(id)
+}
+
+func (a *agent) advance(id string) (string, error) {
 	a.mu.Lock()
 	t, ok := a.tasks[id]
 	if !ok {
@@ -668,6 +675,8 @@ func (a *agent) Advance(id string) (string, error) {
 
 // Finish forces task id to status (any task status), skipping the script.
 func (a *agent) Finish(id, status string) error {
+	a.stepMu.Lock()
+	defer a.stepMu.Unlock()
 	a.mu.Lock()
 	t, ok := a.tasks[id]
 	if ok {
@@ -688,6 +697,8 @@ func (a *agent) AdvanceDue() int {
 	if a.opts.StepInterval <= 0 {
 		return 0
 	}
+	a.stepMu.Lock()
+	defer a.stepMu.Unlock()
 	now := a.now()
 	var due []string
 	a.mu.Lock()
@@ -700,7 +711,7 @@ func (a *agent) AdvanceDue() int {
 	a.mu.Unlock()
 	n := 0
 	for _, id := range due {
-		if _, err := a.Advance(id); err == nil {
+		if _, err := a.advance(id); err == nil {
 			n++
 		}
 	}

@@ -1,0 +1,141 @@
+// Package adcptest provides simulated AdCP 3.1 agents — a seller (sales
+// agent) and a campaign-governance agent — as real MCP servers over
+// streamable HTTP (github.com/modelcontextprotocol/go-sdk), for Go tests
+// (Start binds 127.0.0.1 on a free port) and for the local stack (Serve).
+//
+// # Surface
+//
+// Seller tools: get_adcp_capabilities, create_media_buy, update_media_buy
+// (including canceled: true), get_media_buys, get_task_status and list_tasks
+// (3.1 aliases) and tasks/get and tasks/list (legacy names; PollTools picks
+// one set or both). Governance tools: get_adcp_capabilities, sync_plans,
+// check_governance, report_plan_outcome, get_task_status and tasks/get.
+// tools/list publishes every input schema as {"type":"object"}, as AdCP
+// agents do; shapes come from the AdCP JSON Schemas.
+//
+// # Invariants
+//
+//   - Auth: every tool call must carry Authorization: Bearer <token> (the
+//     legacy x-adcp-auth header is accepted too). Missing → isError with
+//     adcp_error AUTH_MISSING; wrong → AUTH_INVALID. The MCP handshake itself
+//     is not authenticated, so clients connect and then see the tool error.
+//   - Validation: every call's arguments are validated against the tool's
+//     request schema (format assertion on; schemas from $BUYFLOW_ADCP_SCHEMAS
+//     or the nearest shared/adcp-schemas above the working directory). A
+//     violation answers INVALID_REQUEST (recovery correctable) with field in
+//     JSONPath-lite form ("packages[0].budget") and issues[] as RFC 6901
+//     pointers, and is recorded in Call.ValidationError. Envelope fields
+//     (idempotency_key, context, governance_context, push_notification_config,
+//     adcp_version) are tolerated flat in the arguments on every tool.
+//   - Responses are flat 3.1: structuredContent holds the task body with
+//     status, adcp_version "3.1", timestamp and the request's context (echoed
+//     verbatim) at the root; content[0] is the same JSON as text. Errors set
+//     isError and carry adcp_error (core/error.json: code, message, recovery,
+//     field, retry_after, issues, details) plus status "failed".
+//   - Version: Version30 (or a request pinning adcp_version "3.0") switches
+//     to the 3.0 names: check_governance status (not verdict),
+//     report_plan_outcome status (not outcome_state), the media-buy status in
+//     the root status of a create/update success, no adcp_version. Another
+//     major answers VERSION_UNSUPPORTED.
+//   - Idempotency (seller, unless IdempotencyUnsupported/Absent; governance
+//     always): a call with idempotency_key is cached per (bearer, key) when it
+//     succeeds. The same key with the same canonical body (sorted-key JSON of
+//     the arguments minus idempotency_key, context, governance_context and
+//     push_notification_config.authentication.credentials) replays the cached
+//     response with replayed: true (same task_id, nothing re-executed); a
+//     different body answers IDEMPOTENCY_CONFLICT; a key older than the replay
+//     TTL answers IDEMPOTENCY_EXPIRED. Errors are never cached. Reads are
+//     cached too, so a poll that reuses a key gets a stale snapshot — buyers
+//     must use fresh keys per poll. get_adcp_capabilities is exempt.
+//   - Tasks are owned by the bearer that created them: polling another
+//     principal's task answers REFERENCE_NOT_FOUND. Statuses move only along
+//     the script (Advance) or as forced (Finish); terminal tasks never move.
+//     Inline (synchronous) results never produce a task or a webhook.
+//
+// # Scripted behaviour
+//
+// Each agent has a default behaviour (SellerOptions.Behavior,
+// GovernanceOptions.Behavior). A request overrides it with simulation
+// tokens, read from
+//
+//   - context.sim, a string: {"context": {"sim": "async_complete,wh_duplicate"}}
+//   - po_number starting with "sim:": "po_number": "sim:async_fail"
+//   - for check_governance, also the same two places inside payload (the
+//     proposed create_media_buy arguments), so one buyer-side field drives
+//     both agents end to end.
+//
+// Tokens are separated by ',', ' ', '+' or ';'; "tok*N" repeats a transient
+// fault N times. Each agent ignores tokens it does not know.
+//
+// Seller outcome tokens (create_media_buy, update_media_buy):
+//
+//	sync             completed inline (media_buy_id, confirmed_at, revision, packages)
+//	async_complete   submitted + task_id; steps: working → completed (result = success body)
+//	submitted        same as async_complete
+//	async_fail       submitted; steps: working → failed (error TERMS_REJECTED)
+//	input_required   input-required (reason APPROVAL_REQUIRED) + task_id; steps: working → completed
+//	rejected         rejected with errors[] (POLICY_VIOLATION), no task
+//
+// Governance outcome tokens (check_governance):
+//
+//	approved             verdict approved, check_id, governance_context (compact-JWS shaped, unsigned), expires_at
+//	denied               verdict denied with a critical finding
+//	conditions           verdict conditions, field packages[0].budget, required_value 80 % of it; a re-check
+//	                     whose payload has that value is approved
+//	conditions_advisory  verdict conditions without required_value; the 4th round for a plan/tool is denied
+//	async_review         submitted + task_id; one step later completed with result = approved verdict
+//	async_review_denied  as async_review, resolving denied
+//	outcome_findings     (report_plan_outcome) outcome_state findings with a critical finding
+//
+// Transient faults (any tool but get_adcp_capabilities; once per
+// idempotency_key unless "*N", every call when the request has no key):
+//
+//	rate_limited  isError RATE_LIMITED, recovery transient, retry_after (RetryAfter), details
+//	http_500      HTTP 500 before MCP sees the request
+//	http_503      HTTP 503 likewise
+//	slow          hold the request SlowDelay (client timeouts)
+//
+// Agent-wide equivalents: RateLimitNext(n), FailNextHTTP(n, status),
+// DelayNext(n, d).
+//
+// Webhook fault tokens (or SellerOptions.WebhookFaults): wh_drop (terminal
+// notification dropped), wh_drop_all, wh_duplicate (every notification twice,
+// same idempotency_key), wh_out_of_order (intermediate notifications held
+// until after the terminal one), wh_delay (WebhookDelay before each), and
+// wh_bad_signature (signature or bearer corrupted after signing).
+//
+// # Advancing tasks
+//
+// Async tasks move one scripted step per Advance(taskID); Finish(taskID,
+// status) forces any status. PollsPerStep advances a task after every N polls
+// of it (the Nth poll already sees the new status; governance defaults to 1,
+// the seller to manual). StepInterval advances tasks whose last change is
+// that old on the agent clock (Now), checked on every poll and list and by
+// AdvanceDue, which Serve runs on a ticker.
+//
+// # Push notifications
+//
+// When create_media_buy or update_media_buy goes async and carries
+// push_notification_config (url, operation_id — required here — token,
+// authentication), the seller POSTs a core/mcp-webhook-payload.json body on
+// every later status change (working, input-required, completed, failed,
+// canceled; never for submitted or inline results): idempotency_key (new per
+// event, stable across retries), notification_id, operation_id, task_id,
+// task_type, protocol, status, timestamp, message, token echo, result and
+// the create request's context. Signing follows the registration: with
+// authentication.schemes ["HMAC-SHA256"] the legacy X-ADCP-Signature /
+// X-ADCP-Timestamp over "<ts>.<raw body>"; with ["Bearer"] an Authorization
+// header; without authentication the RFC 9421 profile through
+// SellerOptions.WebhookSigner (NewWebhookKey makes one plus its JWKS, served
+// at /.well-known/jwks.json) — or unsigned if none is configured. Delivery
+// goes through SellerOptions.HTTPClient, in order per task, retrying non-2xx
+// (other than 4xx except 408/429) up to WebhookMaxAttempts with doubling
+// WebhookBackoff. Every attempt, and every dropped notification, is
+// recorded (Deliveries, WaitDeliveries).
+//
+// # Recording
+//
+// Calls and CallsTo return every tool call (tool, raw arguments, agent time,
+// auth result, validation error, injected fault, returned structuredContent,
+// error code, replayed).
+package adcptest
