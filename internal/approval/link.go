@@ -52,6 +52,9 @@ const (
 	MaxApproverLen = 256
 	// MaxKeyIDLen is the longest key id, in bytes.
 	MaxKeyIDLen = 64
+	// MaxLinkLifetime bounds how far ahead Sign accepts an expiry, so a
+	// leaked link cannot stay valid for long.
+	MaxLinkLifetime = 30 * 24 * time.Hour
 )
 
 const (
@@ -191,7 +194,8 @@ func NewSigner(keys KeySet, now func() time.Time) (*Signer, error) {
 //
 // approvalID must be 1-128 characters of A-Z a-z 0-9 _ -; approver must be
 // non-empty valid UTF-8 of at most 256 bytes with no control characters or
-// spaces; expires must be in the future.
+// spaces; expires must be in the future (after truncation to the second)
+// and at most MaxLinkLifetime away.
 func (s *Signer) Sign(baseURL, approvalID, approver string, expires time.Time) (string, error) {
 	base, err := url.Parse(strings.TrimSpace(baseURL))
 	if err != nil || (base.Scheme != "https" && base.Scheme != "http") || base.Host == "" ||
@@ -220,9 +224,13 @@ func (s *Signer) SignParams(approvalID, approver string, expires time.Time) (url
 	if !validApprover(approver) {
 		return nil, fmt.Errorf("approval link: approver id must be 1-%d bytes of printable UTF-8 without spaces", MaxApproverLen)
 	}
-	exp := expires.Unix()
-	if !expires.After(s.now()) || exp <= 0 {
+	exp := expires.Unix() // links carry whole seconds
+	now := s.now()
+	if exp <= 0 || !time.Unix(exp, 0).After(now) {
 		return nil, errors.New("approval link: expiry must be in the future")
+	}
+	if time.Unix(exp, 0).Sub(now) > MaxLinkLifetime {
+		return nil, fmt.Errorf("approval link: expiry is more than %s away", MaxLinkLifetime)
 	}
 	kid := s.keys.current
 	mac := computeMAC(s.keys.keys[kid], approvalID, approver, exp, kid)

@@ -147,6 +147,8 @@ func TestSignRefuses(t *testing.T) {
 		{"approver newline", "https://x", "apr1", "U1\nU2", t0.Add(time.Hour)},
 		{"approver space", "https://x", "apr1", "a b", t0.Add(time.Hour)},
 		{"expired", "https://x", "apr1", "U1", t0},
+		{"expires within the current second", "https://x", "apr1", "U1", t0.Add(900 * time.Millisecond)},
+		{"too far ahead", "https://x", "apr1", "U1", t0.Add(MaxLinkLifetime + time.Second)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -172,10 +172,13 @@ const (
 	PageSelfApproval    PageKind = "self_approval"
 	PageNotApprover     PageKind = "not_approver"
 	PageBadRequest      PageKind = "bad_request"
+	// PageUnavailable is for our own failures (ledger down, inconsistent item).
+	PageUnavailable PageKind = "unavailable"
 )
 
 // ResultPage is the data for a page shown after a POST, or instead of the
-// form when there is nothing left to decide.
+// form when there is nothing left to decide. Serve it with StatusCode and
+// SecurityHeaders.
 type ResultPage struct {
 	Kind PageKind
 	// By is who decided (decided kinds).
@@ -201,6 +204,8 @@ func (p ResultPage) StatusCode() int {
 		return http.StatusGone
 	case PageInvalidLink, PageSelfApproval, PageNotApprover:
 		return http.StatusForbidden
+	case PageUnavailable:
+		return http.StatusInternalServerError
 	default:
 		return http.StatusBadRequest
 	}
@@ -247,8 +252,12 @@ func ResultFromError(err error, at time.Time) ResultPage {
 		return ResultPage{Kind: PageBadRequest, Detail: "The comment has characters that cannot be stored."}
 	case errors.Is(err, ErrInvalidDecision):
 		return ResultPage{Kind: PageBadRequest, Detail: "Choose Approve or Reject."}
-	default:
+	case errors.Is(err, ErrBadForm):
 		return ResultPage{Kind: PageBadRequest, Detail: "The request could not be read. Open the link from Slack again."}
+	default:
+		// ErrInvalidState and anything unexpected: our fault. The error text
+		// stays in the logs, never on the page.
+		return ResultPage{Kind: PageUnavailable}
 	}
 }
 
@@ -295,6 +304,9 @@ func (p ResultPage) view() resultView {
 	case PageNotApprover:
 		v.Title, v.Line = "You are not an approver", "You are not an approver of this request."
 		v.Hint = "Only the approvers named on the request can decide it."
+	case PageUnavailable:
+		v.Title, v.Line = "Something went wrong", "Something went wrong on our side."
+		v.Hint = "Nothing was decided. Try the link again in a minute."
 	default:
 		v.Title, v.Line = "The request could not be processed", p.Detail
 		if v.Line == "" {

@@ -178,6 +178,7 @@ func TestRenderResultGolden(t *testing.T) {
 		{ResultPage{Kind: PageSelfApproval}, http.StatusForbidden, "You cannot approve your own request."},
 		{ResultPage{Kind: PageNotApprover}, http.StatusForbidden, "You are not an approver of this request."},
 		{ResultPage{Kind: PageBadRequest, Detail: "Choose Approve or Reject."}, http.StatusBadRequest, "Choose Approve or Reject."},
+		{ResultPage{Kind: PageUnavailable}, http.StatusInternalServerError, "Something went wrong on our side."},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.page.Kind), func(t *testing.T) {
@@ -237,7 +238,8 @@ func TestResultFromOutcomeAndError(t *testing.T) {
 		{"not approver", ResultFromError(ErrNotApprover, time.Time{}), PageNotApprover},
 		{"comment", ResultFromError(ErrCommentTooLong, time.Time{}), PageBadRequest},
 		{"form", ResultFromError(ErrBadForm, time.Time{}), PageBadRequest},
-		{"other", ResultFromError(errors.New("boom"), time.Time{}), PageBadRequest},
+		{"inconsistent item", ResultFromError(ErrInvalidState, time.Time{}), PageUnavailable},
+		{"other", ResultFromError(errors.New("boom"), time.Time{}), PageUnavailable},
 	}
 	for _, tt := range tests {
 		if tt.got.Kind != tt.want {
@@ -247,8 +249,9 @@ func TestResultFromOutcomeAndError(t *testing.T) {
 	if p := ResultFromError(ErrExpired, t0); !p.At.Equal(t0) {
 		t.Errorf("expired page lost its time: %+v", p)
 	}
-	if p := ResultFromError(errors.New("db password is hunter2"), time.Time{}); strings.Contains(p.Detail, "hunter2") {
-		t.Errorf("internal error text reached the page: %+v", p)
+	var buf bytes.Buffer
+	if err := RenderResult(&buf, ResultFromError(errors.New("db password is hunter2"), time.Time{})); err != nil || strings.Contains(buf.String(), "hunter2") {
+		t.Errorf("internal error text reached the page (%v)", err)
 	}
 }
 
