@@ -85,6 +85,8 @@ type commonOptions struct {
 	RetryAfter    int
 	ReplayTTL     time.Duration
 	IdempotencyOK bool
+	AuthHTTP      bool
+	SSE           bool
 }
 
 // agent is the machinery the seller and governance agents share: MCP
@@ -150,7 +152,7 @@ func newAgent(o commonOptions) *agent {
 	}
 	a.server = mcp.NewServer(&mcp.Implementation{Name: o.Name, Version: "3.1.19"}, nil)
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return a.server },
-		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: !o.SSE})
 	a.mux.Handle("/mcp", a.faultMiddleware(h))
 	return a
 }
@@ -507,13 +509,36 @@ func (a *agent) faultMiddleware(next http.Handler) http.Handler {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		var msg struct {
-			Method string `json:"method"`
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
 			Params struct {
 				Name      string          `json:"name"`
 				Arguments json.RawMessage `json:"arguments"`
 			} `json:"params"`
 		}
-		if json.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" || msg.Params.Name == "get_adcp_capabilities" {
+		parseErr := json.Unmarshal(body, &msg)
+		if a.opts.AuthHTTP {
+			tok, present := bearer(r.Header)
+			if !present || subtle.ConstantTimeCompare([]byte(tok), []byte(a.opts.Token)) != 1 {
+				code, jcode, text := "AUTH_INVALID", -32028, "bearer credential not recognised"
+				if !present {
+					code, text = "AUTH_MISSING", "no bearer credential on the request"
+				}
+				if msg.Method == "tools/call" {
+					a.record(Call{Tool: msg.Params.Name, Arguments: append(json.RawMessage(nil), msg.Params.Arguments...), Time: a.now(), Fault: "http_401", IsError: true, ErrorCode: code})
+				}
+				e, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": msg.ID, "error": map[string]any{
+					"code": jcode, "message": text,
+					"data": map[string]any{"adcp_error": AdcpError{Code: code, Message: text, Recovery: "terminal"}},
+				}})
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("WWW-Authenticate", `Bearer realm="adcp"`)
+				w.WriteHeader(http.StatusUnauthorized)
+				_, _ = w.Write(e)
+				return
+			}
+		}
+		if parseErr != nil || msg.Method != "tools/call" || msg.Params.Name == "get_adcp_capabilities" {
 			next.ServeHTTP(w, r)
 			return
 		}

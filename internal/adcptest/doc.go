@@ -19,6 +19,9 @@
 //     legacy x-adcp-auth header is accepted too). Missing → isError with
 //     adcp_error AUTH_MISSING; wrong → AUTH_INVALID. The MCP handshake itself
 //     is not authenticated, so clients connect and then see the tool error.
+//     With AuthHTTP the check moves before MCP: every POST without the token
+//     gets HTTP 401, WWW-Authenticate: Bearer and a JSON-RPC error -32028
+//     whose data.adcp_error names the code.
 //   - Validation: every call's arguments are validated against the tool's
 //     request schema (format assertion on; schemas from $BUYFLOW_ADCP_SCHEMAS
 //     or the nearest shared/adcp-schemas above the working directory). A
@@ -134,6 +137,9 @@
 // recorded (Deliveries, WaitDeliveries).
 //
 // # Recording
+//
+// Transport: stateless streamable HTTP (no Mcp-Session-Id; GET answers
+// 405), answering application/json by default or text/event-stream with SSE.
 //
 // Calls and CallsTo return every tool call (tool, raw arguments, agent time,
 // auth result, validation error, injected fault, returned structuredContent,

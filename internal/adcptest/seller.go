@@ -89,6 +89,13 @@ type SellerOptions struct {
 	ReplayTTL time.Duration
 	// PollTools selects the polling tool names.
 	PollTools PollTools
+	// AuthHTTP rejects unauthenticated MCP POSTs (the handshake included)
+	// with HTTP 401, WWW-Authenticate: Bearer and a JSON-RPC error -32028
+	// whose data carries adcp_error, instead of a tool-level isError.
+	AuthHTTP bool
+	// SSE answers MCP POSTs as text/event-stream (as @adcp/sdk does)
+	// instead of application/json.
+	SSE bool
 	// RetryAfter is the retry_after (seconds) on RATE_LIMITED (default 1).
 	RetryAfter int
 	// SlowDelay is how long the "slow" token holds a request (default 2 s).
@@ -152,7 +159,7 @@ func NewSeller(opts SellerOptions) *Seller {
 			Name: "adcptest-seller", Token: opts.Token, Version: opts.Version, Now: opts.Now,
 			SchemaDir: opts.SchemaDir, Validator: opts.Validator, PollsPerStep: opts.PollsPerStep,
 			StepInterval: opts.StepInterval, SlowDelay: opts.SlowDelay, RetryAfter: opts.RetryAfter,
-			ReplayTTL: opts.ReplayTTL, IdempotencyOK: opts.Idempotency == IdempotencyDeclared,
+			ReplayTTL: opts.ReplayTTL, AuthHTTP: opts.AuthHTTP, SSE: opts.SSE, IdempotencyOK: opts.Idempotency == IdempotencyDeclared,
 		}),
 		opts:    opts,
 		closing: make(chan struct{}),

@@ -1,10 +1,14 @@
 package adcptest
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func TestSellerCapabilities(t *testing.T) {
@@ -491,5 +495,63 @@ func TestPONumberScript(t *testing.T) {
 	a["po_number"] = "sim:async_complete,wh_duplicate"
 	if r := callT(t, cs, "create_media_buy", a); r.str("status") != "submitted" {
 		t.Errorf("po_number script ignored: %s", r.Raw)
+	}
+}
+
+func TestAuthHTTP(t *testing.T) {
+	s := NewSeller(SellerOptions{AuthHTTP: true})
+	url := s.Start()
+	t.Cleanup(s.Close)
+	for _, tok := range []string{"", "wrong-token"} {
+		c := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "0"}, nil)
+		hc := &http.Client{Transport: headerRT{token: tok, base: http.DefaultTransport}}
+		_, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: -1}, nil)
+		if err == nil || !strings.Contains(err.Error(), "401") && !strings.Contains(strings.ToLower(err.Error()), "unauthorized") {
+			t.Errorf("token %q: connect error = %v, want a 401", tok, err)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"get_media_buys","arguments":{}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		ID    int `json:"id"`
+		Error struct {
+			Code int `json:"code"`
+			Data struct {
+				AdcpError AdcpError `json:"adcp_error"`
+			} `json:"data"`
+		} `json:"error"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") == "" || body.ID != 7 || body.Error.Code != -32028 || body.Error.Data.AdcpError.Code != "AUTH_MISSING" {
+		t.Errorf("pre-dispatch 401: %d %+v", resp.StatusCode, body)
+	}
+	if c := s.CallsTo("get_media_buys"); len(c) != 1 || c[0].AuthOK || c[0].Fault != "http_401" {
+		t.Errorf("recorded: %+v", c)
+	}
+	// The right token passes.
+	cs := connect(t, url, DefaultSellerToken, 0)
+	if r := callT(t, cs, "get_media_buys", map[string]any{}); r.IsError {
+		t.Errorf("%s", r.Raw)
+	}
+}
+
+func TestSSEResponsesAndStandaloneStream(t *testing.T) {
+	s := NewSeller(SellerOptions{SSE: true})
+	url := s.Start()
+	t.Cleanup(s.Close)
+	c := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "0"}, nil)
+	hc := &http.Client{Transport: headerRT{token: DefaultSellerToken, base: http.DefaultTransport}}
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if r := callT(t, cs, "create_media_buy", createArgs("")); r.IsError || r.str("media_buy_id") == "" {
+		t.Errorf("%s", r.Raw)
 	}
 }
