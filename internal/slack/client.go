@@ -92,6 +92,9 @@ func buildOptions(opts []Option) options {
 	for _, f := range opts {
 		f(&o)
 	}
+	if o.hc == nil {
+		o.hc = &http.Client{Timeout: 10 * time.Second}
+	}
 	hc := *o.hc
 	// A redirect would resend the body elsewhere; Slack does not redirect.
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
@@ -99,8 +102,8 @@ func buildOptions(opts []Option) options {
 	return o
 }
 
-// BotClient talks to the Slack Web API with a bot token (xoxb-…). It needs
-// the chat:write scope (and im:write to DM users by id).
+// BotClient talks to the Slack Web API with a bot token (xoxb-…) and the
+// chat:write scope. Posting to a user id sends a direct message from the app.
 type BotClient struct {
 	token   string
 	baseURL string

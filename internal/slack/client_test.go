@@ -186,6 +186,9 @@ func TestBotClientRefusesBadInput(t *testing.T) {
 			t.Errorf("token %q accepted", tok)
 		}
 	}
+	if _, err := NewBotClient(botToken, WithHTTPClient(nil)); err != nil {
+		t.Errorf("nil http client: %v", err)
+	}
 	if _, err := NewBotClient(botToken, WithBaseURL("not a url")); err == nil {
 		t.Error("bad base url accepted")
 	}

@@ -122,7 +122,7 @@ func RequestMessage(a approval.Approval, reviews []Review) (Message, error) {
 	}
 	blocks = append(blocks, contextBlock(a, "Nothing is bought until an approver decides. The review page asks before it changes anything."))
 	return Message{
-		Text:   "Approval needed: " + plain(a.Summary, maxSummaryRunes) + " from " + plain(a.Seller, maxFieldRunes) + ", " + a.Amount.String(),
+		Text:   "Approval needed: " + plain(a.Summary, maxSummaryRunes) + " from " + plain(a.Seller, maxFieldRunes) + ", " + plain(a.Amount.String(), maxFieldRunes),
 		Blocks: blocks,
 	}, nil
 }

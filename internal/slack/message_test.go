@@ -102,13 +102,14 @@ func TestRequestMessageEscapes(t *testing.T) {
 	a.ReasonText = "<!here>"
 	a.Requester = "mallory <!everyone>"
 	a.OperationID = "<!subteam^S1>"
+	a.Amount.Currency = "<!here>"
 	m, err := RequestMessage(a, []Review{{Approver: "eve <!channel>", URL: reviewURL}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, _ := marshal(m)
 	s := string(b)
-	for _, bad := range []string{"<!channel", "<!here", "<!everyone", "<!subteam", "<https://evil", "<@U0EVIL", "<script"} {
+	for _, bad := range []string{"<!channel", "<!here", "<!HERE", "<!everyone", "<!subteam", "<https://evil", "<@U0EVIL", "<script"} {
 		if strings.Contains(s, bad) {
 			t.Errorf("unescaped %q in %s", bad, s)
 		}

@@ -53,7 +53,7 @@ type Sink struct {
 	seq     int
 }
 
-// NewSink returns an empty Sink reading the time from now.
+// NewSink returns an empty Sink reading the time from now (time.Now if nil).
 func NewSink(now func() time.Time) *Sink {
 	if now == nil {
 		now = time.Now
