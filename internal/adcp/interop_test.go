@@ -1,0 +1,202 @@
+package adcp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startInteropSeller runs interop/seller.mjs (a seller on @adcp/sdk 6.11.0's
+// own server framework) and returns its MCP URL.
+func startInteropSeller(t *testing.T, token string) string {
+	t.Helper()
+	if os.Getenv("BUYFLOW_NODE_TESTS") != "1" {
+		t.Skip("interop test needs Node and node_modules/@adcp/sdk; set BUYFLOW_NODE_TESTS=1 (make test does)")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("BUYFLOW_NODE_TESTS=1 but node is not on PATH: %v", err)
+	}
+	cmd := exec.Command(node, "interop/seller.mjs")
+	cmd.Env = append(os.Environ(), "BUYFLOW_INTEROP_TOKEN="+token, "BUYFLOW_INTEROP_DELAY_MS=300")
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start seller: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("seller stderr:\n%s", stderr.String())
+		}
+		_ = cmd.Process.Signal(syscall.SIGTERM) // best effort; Wait below reaps it
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill() // it ignored SIGTERM
+			<-done
+		}
+	})
+	urlc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if u, ok := strings.CutPrefix(sc.Text(), "LISTENING "); ok {
+				urlc <- u
+			}
+		}
+	}()
+	select {
+	case u := <-urlc:
+		return u
+	case <-time.After(60 * time.Second):
+		t.Fatal("seller did not print LISTENING within 60 s")
+	}
+	return ""
+}
+
+// lockedBuffer collects the seller's stderr; it is logged only on failure.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *lockedBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *lockedBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// TestInteropAdCPSDKSeller drives capabilities, a synchronous create, an
+// asynchronous create completed by polling tasks/get, a same-key replay and a
+// correctable error against @adcp/sdk's seller framework.
+func TestInteropAdCPSDKSeller(t *testing.T) {
+	const token = "tok-interop-0123456789abcdef"
+	url := startInteropSeller(t, token)
+	c := newTestClient(t, nil, map[string]string{"sdk": url})
+	c.opts.Credentials = CredentialsFunc(func(context.Context, string) (string, error) { return token, nil })
+	// The SDK validates requests against its bundled schemas and compiles
+	// them lazily: its first create_media_buy takes several seconds.
+	c.opts.CallTimeout = 45 * time.Second
+	ctx := context.Background()
+	account := AccountRef{AccountID: "acc_interop"}
+	create := func(path string, budget float64) CreateMediaBuyRequest {
+		return CreateMediaBuyRequest{
+			Account: account, Brand: BrandRef{Domain: "acme.example"},
+			StartTime: "asap", EndTime: "2030-01-31T23:59:59Z",
+			Packages: []PackageRequest{{ProductID: "prod_display", PricingOptionID: "cpm_5", Budget: budget,
+				Context: json.RawMessage(`{"buyer_ref":"li-1"}`)}},
+			Context: json.RawMessage(`{"path":"` + path + `"}`),
+		}
+	}
+
+	t.Run("capabilities", func(t *testing.T) {
+		caps, err := c.Capabilities(ctx, "sdk")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w, ok := caps.ReplayWindow(); !ok || w != 24*time.Hour {
+			t.Fatalf("replay window %v %v", w, ok)
+		}
+		t.Logf("supported_versions=%v major_versions=%v", caps.SupportedVersions, caps.MajorVersions)
+	})
+
+	t.Run("sync create", func(t *testing.T) {
+		in := mustIntent(t, ToolCreateMediaBuy, create("sync", 5000), time.Now())
+		r, err := c.CreateMediaBuy(ctx, "sdk", in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Shape != ShapeSuccess || r.MediaBuyID == "" || r.Status != StatusCompleted || r.MediaBuyStatus != "pending_creatives" {
+			t.Fatalf("result %+v\n%s", r, r.Raw)
+		}
+		if len(r.Packages) != 1 || r.Packages[0].PackageID == "" {
+			t.Fatalf("packages %+v", r.Packages)
+		}
+		t.Logf("sync body: %s", r.Raw)
+
+		// A resend of the same intent replays the cached answer.
+		again, err := c.CreateMediaBuy(ctx, "sdk", in.Retry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.MediaBuyID != r.MediaBuyID || !again.Replayed {
+			t.Fatalf("replay gave %s replayed=%v, want %s replayed", again.MediaBuyID, again.Replayed, r.MediaBuyID)
+		}
+	})
+
+	t.Run("async create completed by polling", func(t *testing.T) {
+		in := mustIntent(t, ToolCreateMediaBuy, create("async", 5000), time.Now())
+		r, err := c.CreateMediaBuy(ctx, "sdk", in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Shape != ShapeSubmitted || r.TaskID == "" {
+			t.Fatalf("result %+v\n%s", r, r.Raw)
+		}
+		tool, err := c.PollTool(ctx, "sdk")
+		if err != nil || tool != ToolTasksGet {
+			t.Fatalf("poll tool %q %v, want tasks/get", tool, err)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			ts, err := c.GetTaskStatus(ctx, "sdk", GetTaskStatusRequest{TaskID: r.TaskID, Account: &account, IncludeResult: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ts.Status.Terminal() {
+				if f := ts.Failure(); f != nil {
+					t.Fatalf("task failed: %v", f)
+				}
+				done, err := DecodeMediaBuy(ts.Result)
+				if err != nil || done.Shape != ShapeSuccess || done.MediaBuyID == "" {
+					t.Fatalf("completion %+v %v\n%s", done, err, ts.Raw)
+				}
+				t.Logf("poll answer: %s", ts.Raw)
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("task %s still %s", r.TaskID, ts.Status)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+
+	t.Run("correctable error", func(t *testing.T) {
+		in := mustIntent(t, ToolCreateMediaBuy, create("sync", 10), time.Now())
+		_, err := c.CreateMediaBuy(ctx, "sdk", in)
+		var ae *Error
+		if !errors.As(err, &ae) || ae.Code != "BUDGET_TOO_LOW" || Decide(err) != DecisionFix {
+			t.Fatalf("got %v", err)
+		}
+	})
+
+	t.Run("wrong credential", func(t *testing.T) {
+		bad := newTestClient(t, nil, map[string]string{"sdk": url})
+		_, err := bad.Capabilities(ctx, "sdk")
+		var ae *Error
+		if !errors.As(err, &ae) || ae.HTTPStatus != 401 || Decide(err) != DecisionStop {
+			t.Fatalf("got %v", err)
+		}
+	})
+}
