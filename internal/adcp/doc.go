@@ -81,11 +81,11 @@
 //     the SDK), so the interop test uses a 45 s call timeout.
 //  9. The success body still carries the deprecated valid_actions[].
 //  10. The tool name "tasks/get" breaks the MCP tool-name rules (the SDK
-//      warns); the go-sdk client calls it fine.
+//     warns); the go-sdk client calls it fine.
 //  11. (Not exercised by the interop seller.) Governance 3.0 peers answer
-//      check_governance with root "status" instead of "verdict" and
-//      report_plan_outcome with "status" instead of "outcome_state";
-//      DecodeGovernance / DecodeOutcome accept both.
+//     check_governance with root "status" instead of "verdict" and
+//     report_plan_outcome with "status" instead of "outcome_state";
+//     DecodeGovernance / DecodeOutcome accept both.
 //
 // Our 3.1 requests (adcp_version "3.1", adcp_major_version 3, keys on polls)
 // pass the SDK's strict 3.0.6 request validation.
