@@ -57,6 +57,7 @@ type APIError struct {
 	RetryAfter time.Duration
 }
 
+// Error names the operation and Slack's code; nothing secret.
 func (e *APIError) Error() string {
 	if e.RetryAfter > 0 {
 		return fmt.Sprintf("slack: %s: %s (retry after %s)", e.Op, e.Code, e.RetryAfter)
