@@ -104,6 +104,7 @@ type agent struct {
 	mu          sync.Mutex
 	calls       []Call
 	idem        map[string]*idemEntry
+	inFlight    map[string]bool
 	tasks       map[string]*Task
 	taskOrder   []string
 	faultCounts map[string]int
@@ -115,6 +116,7 @@ type agent struct {
 type httpFault struct {
 	status int
 	delay  time.Duration
+	after  bool // delay the response after the call ran (a lost response)
 }
 
 type idemEntry struct {
@@ -142,6 +144,7 @@ func newAgent(o commonOptions) *agent {
 	a := &agent{
 		opts:        o,
 		idem:        map[string]*idemEntry{},
+		inFlight:    map[string]bool{},
 		tasks:       map[string]*Task{},
 		faultCounts: map[string]int{},
 		mux:         http.NewServeMux(),
@@ -400,6 +403,28 @@ func (a *agent) handle(ctx context.Context, tool string, req *mcp.CallToolReques
 		}
 	}
 
+	if ikey != "" {
+		a.mu.Lock()
+		fk := "in_flight|" + key
+		busy := a.inFlight[ikey]
+		if !busy && c.script.count("in_flight") > a.faultCounts[fk] {
+			a.faultCounts[fk]++
+			busy = true
+			rec.Fault = "in_flight"
+		}
+		if !busy {
+			a.inFlight[ikey] = true
+		}
+		a.mu.Unlock()
+		if busy {
+			return finish(nil, &AdcpError{Code: "IDEMPOTENCY_IN_FLIGHT", Message: "a request with this idempotency_key is still being processed", Field: "idempotency_key", Recovery: "transient", RetryAfter: float64(a.opts.RetryAfter)}, false)
+		}
+		defer func() {
+			a.mu.Lock()
+			delete(a.inFlight, ikey)
+			a.mu.Unlock()
+		}()
+	}
 	r := fn(ctx, c)
 	if r.err != nil {
 		return finish(nil, r.err, false)
@@ -553,7 +578,7 @@ func (a *agent) faultMiddleware(next http.Handler) http.Handler {
 		if len(a.httpNext) > 0 {
 			f, a.httpNext = a.httpNext[0], a.httpNext[1:]
 		} else {
-			for _, tok := range []string{"http_500", "http_503", "slow"} {
+			for _, tok := range []string{"http_500", "http_503", "slow", "slow_commit"} {
 				n := sc.count(tok)
 				if n == 0 {
 					continue
@@ -570,6 +595,8 @@ func (a *agent) faultMiddleware(next http.Handler) http.Handler {
 					f.status = http.StatusServiceUnavailable
 				case "slow":
 					f.delay = a.opts.SlowDelay
+				case "slow_commit":
+					f.delay, f.after = a.opts.SlowDelay, true
 				}
 				break
 			}
@@ -578,6 +605,24 @@ func (a *agent) faultMiddleware(next http.Handler) http.Handler {
 		switch {
 		case f.status != 0:
 			name = "http_" + strconv.Itoa(f.status)
+		case f.after:
+			// The call runs (and is recorded by the tool wrapper); only the
+			// response is held back, as when a reply is lost after commit.
+			rec := httptest.NewRecorder()
+			next.ServeHTTP(rec, r)
+			t := time.NewTimer(f.delay)
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				t.Stop()
+				return
+			}
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(rec.Body.Bytes())
+			return
 		case f.delay != 0:
 			name = "slow"
 		default:
@@ -779,6 +824,16 @@ func (a *agent) setStatus(t *Task, status string) {
 	a.mu.Lock()
 	t.Status = status
 	t.UpdatedAt = now
+	switch {
+	case status == "working":
+		t.Message = "processing"
+	case status == "completed":
+		t.Message = "task completed"
+	case e != nil:
+		t.Message = e.Message
+	case status == "canceled":
+		t.Message = "task canceled"
+	}
 	t.polls = 0
 	if res != nil {
 		t.Result = res

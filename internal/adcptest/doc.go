@@ -47,7 +47,8 @@
 //     push_notification_config.authentication.credentials) replays the cached
 //     response with replayed: true (same task_id, nothing re-executed); a
 //     different body answers IDEMPOTENCY_CONFLICT; a key older than the replay
-//     TTL answers IDEMPOTENCY_EXPIRED. Errors are never cached. Reads are
+//     TTL answers IDEMPOTENCY_EXPIRED; a key whose first call is still
+//     running answers IDEMPOTENCY_IN_FLIGHT. Errors are never cached. Reads are
 //     cached too, so a poll that reuses a key gets a stale snapshot — buyers
 //     must use fresh keys per poll. get_adcp_capabilities is exempt.
 //   - Tasks are owned by the bearer that created them: polling another
@@ -96,7 +97,10 @@
 //	rate_limited  isError RATE_LIMITED, recovery transient, retry_after (RetryAfter), details
 //	http_500      HTTP 500 before MCP sees the request
 //	http_503      HTTP 503 likewise
-//	slow          hold the request SlowDelay (client timeouts)
+//	slow          hold the request SlowDelay before it runs (client timeouts; nothing happens)
+//	slow_commit   run the call, then hold the response SlowDelay (a lost response: the
+//	              retry with the same key gets the replay)
+//	in_flight     isError IDEMPOTENCY_IN_FLIGHT, recovery transient, retry_after (needs a key)
 //
 // Agent-wide equivalents: RateLimitNext(n), FailNextHTTP(n, status),
 // DelayNext(n, d).

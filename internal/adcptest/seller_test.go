@@ -381,6 +381,21 @@ func TestRateLimited(t *testing.T) {
 	}
 }
 
+func TestInFlight(t *testing.T) {
+	s, cs := startSeller(t, SellerOptions{})
+	args := createArgs("in_flight")
+	r := callT(t, cs, "create_media_buy", args)
+	if r.code() != "IDEMPOTENCY_IN_FLIGHT" || r.str("adcp_error.recovery") != "transient" || r.get("adcp_error.retry_after") == nil {
+		t.Fatalf("%s", r.Raw)
+	}
+	if r := callT(t, cs, "create_media_buy", args); r.IsError || r.str("media_buy_id") == "" {
+		t.Errorf("retry with the same key: %s", r.Raw)
+	}
+	if c := s.CallsTo("create_media_buy"); len(c) != 2 || c[0].Fault != "in_flight" {
+		t.Errorf("recorded: %+v", c)
+	}
+}
+
 func TestHTTPFaults(t *testing.T) {
 	t.Run("http_500 once per key", func(t *testing.T) {
 		s, cs := startSeller(t, SellerOptions{})
@@ -404,6 +419,23 @@ func TestHTTPFaults(t *testing.T) {
 			t.Fatal("503 not surfaced")
 		}
 		callT(t, cs, "get_media_buys", map[string]any{})
+	})
+	t.Run("slow_commit loses the response, the retry replays", func(t *testing.T) {
+		s := NewSeller(SellerOptions{SlowDelay: 2 * time.Second})
+		url := s.Start()
+		t.Cleanup(s.Close)
+		cs := connect(t, url, DefaultSellerToken, 300*time.Millisecond)
+		args := createArgs("slow_commit")
+		if _, err := callErr(cs, "create_media_buy", args); err == nil {
+			t.Fatal("slow_commit call did not time out")
+		}
+		if n := len(s.MediaBuys()); n != 1 {
+			t.Fatalf("media buys after the lost response = %d, want 1", n)
+		}
+		r := callT(t, cs, "create_media_buy", args)
+		if r.get("replayed") != true || r.str("media_buy_id") != s.MediaBuys()[0]["media_buy_id"] || len(s.MediaBuys()) != 1 {
+			t.Errorf("retry: %s", r.Raw)
+		}
 	})
 	t.Run("slow exceeds client timeout", func(t *testing.T) {
 		s := NewSeller(SellerOptions{SlowDelay: 2 * time.Second})
