@@ -18,6 +18,10 @@
 //     never put in an error (transport errors are unwrapped from *url.Error,
 //     which would quote the URL) and never printed by String, GoString or
 //     LogValue of any value here.
+//   - Links are personal. PostRequest with Direct sends each approver a
+//     direct message holding only their own link; Shared (a webhook posts to
+//     one channel) puts every approver's link in one message, which everyone
+//     in that channel can read: use it only for a private approvers' channel.
 //   - A webhook cannot edit what it posted, so WebhookClient.Update posts a
 //     follow-up message instead; BotClient.Update edits in place with the
 //     channel and ts returned by Post.
