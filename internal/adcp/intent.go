@@ -67,13 +67,13 @@ func Mutating(tool string) bool { return tools[tool].mutating }
 // Store it write-ahead (the ledger keeps Body verbatim) and hand the same
 // value to Client.Send on every attempt, bumping only Attempt.
 type Intent struct {
-	Task    string    // MCP tool name, e.g. ToolCreateMediaBuy
-	Key     string    // idempotency_key inside Body
-	Body    []byte    // exact tools/call arguments, compact JSON
-	Created time.Time // when the intent was fixed; bounds retries by the replay window
+	Task    string    `json:"task"`    // MCP tool name, e.g. ToolCreateMediaBuy
+	Key     string    `json:"key"`     // idempotency_key inside Body; a secret: log a prefix at most
+	Body    []byte    `json:"body"`    // exact tools/call arguments, compact JSON; store verbatim
+	Created time.Time `json:"created"` // when the intent was fixed; bounds resends by the replay window (zero = refuse resends)
 	// Attempt is 0 for the first send and counts resends. A resend (Attempt > 0)
 	// is refused at an agent that declares no replay window.
-	Attempt int
+	Attempt int `json:"attempt"`
 }
 
 // Retry returns a copy of in marked as the next attempt; Key and Body are
@@ -155,4 +155,13 @@ func finishBody(m map[string]json.RawMessage, key string) ([]byte, error) {
 		return nil, fmt.Errorf("marshal arguments: %w", err)
 	}
 	return b, nil
+}
+
+// ValidateIntent checks an intent's body against its task's request schema,
+// so a caller can refuse to store an intent that could never be sent.
+func (v *Validator) ValidateIntent(in Intent) error {
+	if !tools[in.Task].mutating {
+		return fmt.Errorf("adcp: validate intent: %q is not a mutating AdCP task", in.Task)
+	}
+	return v.ValidateRequest(in.Task, in.Body)
 }

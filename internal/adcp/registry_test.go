@@ -230,3 +230,20 @@ func TestNewIntent(t *testing.T) {
 		t.Fatal("non-object accepted")
 	}
 }
+
+func TestValidateIntent(t *testing.T) {
+	v := testValidator(t)
+	good := mustIntent(t, ToolCreateMediaBuy, validCreate(), time.Now())
+	if err := v.ValidateIntent(good); err != nil {
+		t.Fatal(err)
+	}
+	r := validCreate()
+	r.EndTime = ""
+	var ve *ValidationError
+	if err := v.ValidateIntent(mustIntent(t, ToolCreateMediaBuy, r, time.Now())); !errors.As(err, &ve) || ve.Pointer != "/end_time" {
+		t.Fatalf("got %v", err)
+	}
+	if err := v.ValidateIntent(Intent{Task: ToolGetMediaBuys}); err == nil {
+		t.Fatal("read task accepted")
+	}
+}
