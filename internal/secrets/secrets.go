@@ -1,0 +1,77 @@
+// Package secrets reads secrets from AWS Secrets Manager once per cold start and keeps them in
+// memory. Only secret names travel in configuration; values never reach a log line, an error
+// message or a state's input or output.
+package secrets
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
+)
+
+// ErrNotFound reports a secret that does not exist.
+var ErrNotFound = errors.New("secrets: no such secret")
+
+// API is the part of the Secrets Manager client used here.
+type API interface {
+	GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+}
+
+var _ API = (*secretsmanager.Client)(nil)
+
+// Store caches secret values by name. It is safe for concurrent use.
+type Store struct {
+	api API
+
+	mu     sync.Mutex
+	values map[string][]byte
+}
+
+// New returns a Store reading through api.
+func New(api API) *Store { return &Store{api: api, values: map[string][]byte{}} }
+
+// Get returns the value of the secret name (SecretString, or SecretBinary when the secret is
+// binary), fetching it on first use.
+func (s *Store) Get(ctx context.Context, name string) ([]byte, error) {
+	s.mu.Lock()
+	v, ok := s.values[name]
+	s.mu.Unlock()
+	if ok {
+		return v, nil
+	}
+	out, err := s.api.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(name)})
+	var nf *smtypes.ResourceNotFoundException
+	switch {
+	case errors.As(err, &nf):
+		return nil, fmt.Errorf("secrets: %s: %w", name, ErrNotFound)
+	case err != nil:
+		return nil, fmt.Errorf("secrets: read %s: %w", name, err)
+	}
+	switch {
+	case out.SecretString != nil:
+		v = []byte(*out.SecretString)
+	case out.SecretBinary != nil:
+		v = out.SecretBinary
+	default:
+		return nil, fmt.Errorf("secrets: %s has no value", name)
+	}
+	s.mu.Lock()
+	s.values[name] = v
+	s.mu.Unlock()
+	return v, nil
+}
+
+// Token returns the secret name as a string: the shape internal/adcp's Credentials wants,
+// where ref is the secret name.
+func (s *Store) Token(ctx context.Context, ref string) (string, error) {
+	v, err := s.Get(ctx, ref)
+	if err != nil {
+		return "", err
+	}
+	return string(v), nil
+}
