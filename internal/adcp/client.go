@@ -357,7 +357,7 @@ func classify(ctx context.Context, err error, rt *authTransport, agentID, tool s
 		if status == http.StatusTooManyRequests || status >= 500 {
 			e.Recovery, e.RetryAfter = RecoveryTransient, retryAfter
 		}
-	case status == http.StatusTooManyRequests || status >= 500:
+	case status == http.StatusTooManyRequests || status == http.StatusRequestTimeout || status >= 500:
 		e.Kind, e.HTTPStatus, e.Recovery, e.RetryAfter = KindTransport, status, RecoveryTransient, retryAfter
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		e.Kind, e.HTTPStatus, e.Recovery = KindTransport, status, RecoveryTerminal
