@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -164,6 +165,11 @@ func canonicalHostname(host string) (string, error) {
 		if ascii {
 			labels[i] = strings.ToLower(l)
 			continue
+		}
+		for _, r := range l {
+			if r < utf8.RuneSelf && !isHostByte(byte(r)) || r >= utf8.RuneSelf && !unicode.IsLetter(r) && !unicode.IsDigit(r) && !unicode.IsMark(r) {
+				return "", fmt.Errorf("%w: bad host character", errTargetURI)
+			}
 		}
 		enc, err := punycodeEncode(strings.ToLower(l))
 		if err != nil {

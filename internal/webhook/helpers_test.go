@@ -6,6 +6,8 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"testing"
 	"time"
 )
@@ -37,3 +39,7 @@ func testSigner(t testing.TB, alg string) *RFC9421Signer {
 	t.Helper()
 	return &RFC9421Signer{KeyID: "test-" + alg, Key: newKey(t, alg), Now: fixedClock(testNow)}
 }
+
+func hexString(b []byte) string { return hex.EncodeToString(b) }
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
