@@ -83,7 +83,7 @@ type catcher struct {
 	ResultPath  json.RawMessage `json:"ResultPath"`
 }
 
-func load(t *testing.T) machine {
+func load(t testing.TB) machine {
 	t.Helper()
 	var m machine
 	if err := json.Unmarshal([]byte(Definition), &m); err != nil {
