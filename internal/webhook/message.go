@@ -186,10 +186,16 @@ func signatureBase(si *SignatureInput, method, targetURI, authority string, h ht
 			if len(vals) > 1 && (c == "content-type" || c == "content-digest") {
 				return nil, fmt.Errorf("%w: multiple %s headers", ErrMalformedHeader, c)
 			}
-			for i := range vals {
-				vals[i] = strings.TrimSpace(vals[i])
+			// h.Values aliases the header map: never write into it.
+			if len(vals) == 1 {
+				v = strings.TrimSpace(vals[0])
+			} else {
+				parts := make([]string, len(vals))
+				for i, s := range vals {
+					parts[i] = strings.TrimSpace(s)
+				}
+				v = strings.Join(parts, ", ")
 			}
-			v = strings.Join(vals, ", ")
 		}
 		if !isPrintableASCII(v) {
 			return nil, fmt.Errorf("%w: component %q has non-ascii value", ErrMalformedHeader, c)
