@@ -13,8 +13,11 @@ import (
 type ReplayStore interface {
 	// Seen atomically records (keyID, nonce) until the given time and
 	// reports whether the pair was already recorded and not yet expired.
-	// It may return an error wrapping ErrRateAbuse when the per-key
-	// capacity is exhausted.
+	// Check and insert must be one atomic step shared by every process
+	// (for DynamoDB: a conditional put on attribute_not_exists or an
+	// expired TTL attribute). It may return an error wrapping ErrRateAbuse
+	// when the per-key capacity is exhausted; any other error is treated
+	// as a store failure (Code returns "", answer 5xx).
 	Seen(ctx context.Context, keyID, nonce string, until time.Time) (bool, error)
 }
 

@@ -52,8 +52,9 @@ type Config struct {
 	JWKSURL string
 	// JWKS is an inline JWK Set document (RFC 9421 mode).
 	JWKS []byte
-	// HTTPClient fetches JWKSURL; nil means a client with a 10 s timeout.
-	// Callers should give it the SSRF protections the spec asks for.
+	// HTTPClient fetches JWKSURL; nil means a client with a 10 s timeout
+	// that does not follow redirects. Callers should give it the SSRF
+	// protections the spec asks for (no private or metadata addresses).
 	HTTPClient *http.Client
 	// CacheTTL is how long fetched keys are used; 0 means DefaultCacheTTL.
 	// It is clamped to [1 min, 30 min].
@@ -133,7 +134,12 @@ func New(cfg Config) (*Verifier, error) {
 			ks.keys, ks.static = keys, true
 		}
 		if ks.client == nil {
-			ks.client = &http.Client{Timeout: 10 * time.Second}
+			ks.client = &http.Client{
+				Timeout: 10 * time.Second,
+				CheckRedirect: func(*http.Request, []*http.Request) error {
+					return http.ErrUseLastResponse // a redirect is a failed fetch
+				},
+			}
 		}
 		switch {
 		case ks.ttl == 0:

@@ -719,3 +719,39 @@ func TestParseSignatureInput(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifyDoesNotMutateRequest guards against writing into the caller's
+// header slices or body (Verify is called concurrently on shared values).
+func TestVerifyDoesNotMutateRequest(t *testing.T) {
+	s := testSigner(t, "ed")
+	req := signed(t, s, testURL, testBody)
+	req.Header["Content-Type"] = []string{"  application/json  "}
+	before := req.Header.Clone()
+	body := bytes.Clone(req.Body)
+	v := newVerifier(t, Config{JWKS: jwksOf(t, s), Now: fixedClock(testNow)})
+	if _, err := v.Verify(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	for k, vals := range before {
+		if strings.Join(req.Header[k], "\x00") != strings.Join(vals, "\x00") {
+			t.Errorf("header %s changed: %q → %q", k, vals, req.Header[k])
+		}
+	}
+	if !bytes.Equal(body, req.Body) {
+		t.Error("body changed")
+	}
+}
+
+func TestJWKSRedirectRefused(t *testing.T) {
+	s := testSigner(t, "ed")
+	js := newJWKSServer(t, jwksOf(t, s))
+	redirect := httptest.NewServer(http.RedirectHandler(js.URL, http.StatusFound))
+	defer redirect.Close()
+	v := newVerifier(t, Config{JWKSURL: redirect.URL, Now: fixedClock(testNow)})
+	if _, err := v.Verify(context.Background(), signed(t, s, testURL, testBody)); !errors.Is(err, ErrKeysUnavailable) {
+		t.Fatalf("Verify: %v, want ErrKeysUnavailable", err)
+	}
+	if js.fetches.Load() != 0 {
+		t.Error("redirect was followed")
+	}
+}
