@@ -1,0 +1,56 @@
+// Package dynamotest starts an in-process DynamoDB stand-in (kumo) for tests and creates the
+// ledger table in it from ledger.TableSchema, so every package's tests use the same table as the
+// CDK stack and the local stack.
+package dynamotest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/sivchari/kumo"
+
+	"github.com/buyflow/buyflow/internal/ledger"
+)
+
+var (
+	seq atomic.Int64
+	// server is shared by every Start in the process: kumo servers share their state anyway, and
+	// kumo.NewServer is not safe to call concurrently (it rewires package-level services).
+	server = sync.OnceValue(kumo.NewServer)
+)
+
+// Start starts the process's kumo server in-process (once), returns a DynamoDB client pointed at it (static dummy
+// credentials, region us-east-1, [KumoCompat]) and the name of a freshly created ledger table, unique to this
+// call (all kumo servers in one process share state). The table is deleted when the test ends; the
+// server lives until the process exits. Do not call kumo.NewServer elsewhere in the same test
+// binary while tests run in parallel.
+func Start(t testing.TB) (*dynamodb.Client, string) {
+	t.Helper()
+	srv := server()
+
+	client := dynamodb.New(dynamodb.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(srv.URL),
+		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
+	}, KumoCompat)
+	name := fmt.Sprintf("ledger-%d-%d", time.Now().UnixNano(), seq.Add(1))
+	ctx := context.Background()
+	if _, err := client.CreateTable(ctx, ledger.TableSchema(name)); err != nil {
+		t.Fatalf("dynamotest: create table %s: %v", name, err)
+	}
+	if _, err := client.UpdateTimeToLive(ctx, ledger.TimeToLive(name)); err != nil {
+		t.Fatalf("dynamotest: enable ttl on %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		// Best effort: the server goes away with the test anyway.
+		_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+	})
+	return client, name
+}

@@ -1,0 +1,148 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// Event types written by the ledger itself; callers add their own (call, webhook, poll, ...).
+const (
+	EventCreated    = "created"
+	EventTransition = "transition"
+	EventDecision   = "decision"
+)
+
+// Event is one entry of an operation's append-only audit timeline.
+type Event struct {
+	At   time.Time `dynamodbav:"at" json:"at"`
+	Type string    `dynamodbav:"type" json:"type"`
+	// Actor is who caused the event (a principal, "seller:<id>", "approver:<id>", "system").
+	Actor string          `dynamodbav:"actor,omitempty" json:"actor,omitempty"`
+	From  workflow.Status `dynamodbav:"from,omitempty" json:"from,omitempty"`
+	To    workflow.Status `dynamodbav:"to,omitempty" json:"to,omitempty"`
+	// Version is the operation version the event produced, when known.
+	Version  int64  `dynamodbav:"version,omitempty" json:"version,omitempty"`
+	Amount   string `dynamodbav:"amount,omitempty" json:"amount,omitempty"`
+	Currency string `dynamodbav:"currency,omitempty" json:"currency,omitempty"`
+	Reason   string `dynamodbav:"reason,omitempty" json:"reason,omitempty"`
+	// Detail is free-form JSON (call arguments summary, webhook task id, decision comment...).
+	Detail json.RawMessage `dynamodbav:"detail,omitempty" json:"detail,omitempty"`
+}
+
+type eventItem struct {
+	PK          string `dynamodbav:"pk"`
+	SK          string `dynamodbav:"sk"`
+	Tenant      string `dynamodbav:"tenant"`
+	OperationID string `dynamodbav:"operation_id"`
+	Event
+}
+
+func (s *Store) eventSK(at time.Time) string {
+	return skEventPfx + fmtTime(at) + "#" + s.NewID()
+}
+
+// eventPut builds the conditional Put of one event (attribute_not_exists: never overwritten).
+func (s *Store) eventPut(tenant, opID string, ev Event) (types.TransactWriteItem, error) {
+	in, err := s.eventInput(tenant, opID, ev)
+	if err != nil {
+		return types.TransactWriteItem{}, err
+	}
+	return types.TransactWriteItem{Put: &types.Put{
+		TableName: in.TableName, Item: in.Item, ConditionExpression: in.ConditionExpression,
+		ExpressionAttributeNames: in.ExpressionAttributeNames, ExpressionAttributeValues: in.ExpressionAttributeValues,
+	}}, nil
+}
+
+func (s *Store) eventInput(tenant, opID string, ev Event) (*dynamodb.PutItemInput, error) {
+	if ev.At.IsZero() {
+		ev.At = s.now()
+	}
+	ev.At = ev.At.UTC()
+	av, err := attributevalue.MarshalMap(eventItem{
+		PK: opPK(tenant, opID), SK: s.eventSK(ev.At), Tenant: tenant, OperationID: opID, Event: ev,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ledger: encode event of operation %s: %w", opID, err)
+	}
+	e, err := build(expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrPK))))
+	if err != nil {
+		return nil, err
+	}
+	return &dynamodb.PutItemInput{
+		TableName: aws.String(s.table), Item: av, ConditionExpression: e.Condition(),
+		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+	}, nil
+}
+
+// AppendEvent appends ev to the timeline of the tenant's operation opID (At defaults to now). It
+// does not check that the operation exists; the key embeds the tenant, so an event can only ever
+// be read back by the same tenant.
+func (s *Store) AppendEvent(ctx context.Context, tenant, opID string, ev Event) error {
+	if err := checkID("tenant", tenant); err != nil {
+		return err
+	}
+	if err := checkID("operation id", opID); err != nil {
+		return err
+	}
+	in, err := s.eventInput(tenant, opID, ev)
+	if err != nil {
+		return err
+	}
+	if _, err := s.api.PutItem(ctx, in); err != nil {
+		return fmt.Errorf("ledger: append %s event to operation %s: %w", ev.Type, opID, err)
+	}
+	return nil
+}
+
+// ListEvents returns the timeline of the tenant's operation opID in time order, one page at a
+// time. An operation of another tenant (or none) is ErrNotFound.
+func (s *Store) ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (Page[Event], error) {
+	if _, err := s.GetOperation(ctx, tenant, opID); err != nil {
+		return Page[Event]{}, fmt.Errorf("ledger: list events: %w", err)
+	}
+	pk := opPK(tenant, opID)
+	start, err := decodeCursor(cursor, func(k map[string]string) bool {
+		return k[AttrPK] == pk && strings.HasPrefix(k[AttrSK], skEventPfx) && onlyKeys(k, AttrPK, AttrSK)
+	})
+	if err != nil {
+		return Page[Event]{}, err
+	}
+	kc := expression.Key(AttrPK).Equal(expression.Value(pk)).And(expression.Key(AttrSK).BeginsWith(skEventPfx))
+	e, err := build(expression.NewBuilder().WithKeyCondition(kc))
+	if err != nil {
+		return Page[Event]{}, err
+	}
+	out, err := s.api.Query(ctx, &dynamodb.QueryInput{
+		TableName: aws.String(s.table), KeyConditionExpression: e.KeyCondition(),
+		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+		Limit: aws.Int32(int32(clampLimit(limit))), ExclusiveStartKey: start, ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return Page[Event]{}, fmt.Errorf("ledger: list events of operation %s: %w", opID, err)
+	}
+	var page Page[Event]
+	for _, item := range out.Items {
+		var it eventItem
+		if err := attributevalue.UnmarshalMap(item, &it); err != nil {
+			return Page[Event]{}, fmt.Errorf("ledger: decode event of operation %s: %w", opID, err)
+		}
+		page.Items = append(page.Items, it.Event)
+	}
+	if len(out.LastEvaluatedKey) > 0 {
+		if page.Cursor, err = encodeCursor(out.LastEvaluatedKey); err != nil {
+			return Page[Event]{}, err
+		}
+	}
+	return page, nil
+}

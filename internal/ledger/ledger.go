@@ -1,0 +1,197 @@
+package ledger
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// API is the part of the DynamoDB client the ledger uses; *dynamodb.Client satisfies it and tests
+// fake it with function types.
+type API interface {
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+}
+
+var _ API = (*dynamodb.Client)(nil)
+
+// Defaults for the Store's durations.
+const (
+	DefaultClaimTTL       = 24 * time.Hour
+	DefaultInProgressTTL  = 60 * time.Second
+	DefaultReceiptTTL     = 48 * time.Hour
+	MinReceiptTTL         = 24 * time.Hour
+	DefaultLockRetention  = 7 * 24 * time.Hour
+	DefaultListLimit      = 50
+	MaxListLimit          = 200
+	maxListRounds         = 10
+	maxIDLength           = 256
+	transactionCanceled   = "ConditionalCheckFailed"
+	transactionConflictCd = "TransactionConflict"
+)
+
+// Store is the ledger: every read and write of the buyflow table. Its zero value is not usable;
+// build it with New and adjust the exported fields before first use.
+type Store struct {
+	api   API
+	table string
+
+	// Now is the clock (UTC is applied on every use).
+	Now func() time.Time
+	// NewID returns random identifiers (claim owners, event key suffixes).
+	NewID func() string
+	// ClaimTTL is how long an idempotency claim is kept (and a COMPLETED response replayed).
+	ClaimTTL time.Duration
+	// InProgressTTL is how long an INPROGRESS claim blocks others before it may be reclaimed.
+	InProgressTTL time.Duration
+	// ReceiptTTL is how long webhook receipts are kept for deduplication (at least MinReceiptTTL).
+	ReceiptTTL time.Duration
+	// LockRetention is how long a released or expired lock item is kept (with its fence) before
+	// TTL may delete it.
+	LockRetention time.Duration
+}
+
+// New returns a Store over the table named table, with the system clock and default durations.
+func New(api API, table string) *Store {
+	return &Store{
+		api:           api,
+		table:         table,
+		Now:           time.Now,
+		NewID:         randomID,
+		ClaimTTL:      DefaultClaimTTL,
+		InProgressTTL: DefaultInProgressTTL,
+		ReceiptTTL:    DefaultReceiptTTL,
+		LockRetention: DefaultLockRetention,
+	}
+}
+
+// Table returns the name of the table the store uses.
+func (s *Store) Table() string { return s.table }
+
+func (s *Store) now() time.Time { return s.Now().UTC() }
+
+// Sentinel errors. Typed errors below match them with errors.Is.
+var (
+	// ErrNotFound reports a missing item (or one that belongs to another tenant).
+	ErrNotFound = errors.New("ledger: not found")
+	// ErrConflict reports a conditional write that lost: the item is not in the state the write
+	// required. The typed errors carry the current item.
+	ErrConflict = errors.New("ledger: conflict")
+	// ErrPayloadMismatch reports an idempotency key reused with another payload (HTTP 422).
+	ErrPayloadMismatch = errors.New("ledger: idempotency key reused with another payload")
+	// ErrContention reports a transaction that DynamoDB cancelled because another transaction
+	// touched the same item at the same time; retrying is safe.
+	ErrContention = errors.New("ledger: transaction conflict, retry")
+	// ErrInvalidCursor reports a pagination cursor that is malformed or belongs to another
+	// tenant or listing.
+	ErrInvalidCursor = errors.New("ledger: invalid cursor")
+	// ErrInvalidArgument reports an identifier or value the ledger refuses to store.
+	ErrInvalidArgument = errors.New("ledger: invalid argument")
+)
+
+// checkID refuses empty, over-long or '#'-bearing identifiers: '#' separates key segments, so
+// allowing it would let one tenant's key spell another's.
+func checkID(what, v string) error {
+	if v == "" || len(v) > maxIDLength || strings.Contains(v, "#") {
+		return fmt.Errorf("%w: %s %q must be 1-%d bytes without '#'", ErrInvalidArgument, what, v, maxIDLength)
+	}
+	return nil
+}
+
+// Key layout. Every tenant-owned item lives under "TENANT#<tenant>#...".
+const (
+	skOperation = "OP"
+	skClaim     = "IDEM"
+	skLock      = "LOCK"
+	skReceipt   = "RECEIPT"
+	skNonce     = "NONCE"
+	skApproval  = "APPROVAL"
+	skIntentPfx = "INTENT#"
+	skEventPfx  = "EV#"
+	tenantPfx   = "TENANT#"
+	pendingPfx  = "PENDING#"
+	// timeKey is a fixed-width, lexically sortable UTC timestamp (RFC3339 with nanoseconds).
+	timeKey = "2006-01-02T15:04:05.000000000Z"
+)
+
+func tenantPrefix(tenant string) string   { return tenantPfx + tenant + "#" }
+func opPK(tenant, id string) string       { return tenantPrefix(tenant) + "OP#" + id }
+func claimPK(tenant, key string) string   { return tenantPrefix(tenant) + "IDEM#" + hashHex(key) }
+func lockPK(name string) string           { return "LOCK#" + name }
+func approvalPK(id string) string         { return "APPROVAL#" + id }
+func tenantGSI(tenant string) string      { return tenantPfx + tenant }
+func pendingGSI(st string) string         { return pendingPfx + st }
+func nonceKey(keyID, nonce string) string { return "NONCE#" + hashHex(keyID+"\x00"+nonce) }
+func receiptPK(seller, key string) string {
+	return "RECEIPT#" + hashHex(seller+"\x00"+key)
+}
+
+func hashHex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+func key(pk, sk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		AttrPK: &types.AttributeValueMemberS{Value: pk},
+		AttrSK: &types.AttributeValueMemberS{Value: sk},
+	}
+}
+
+func fmtTime(t time.Time) string { return t.UTC().Format(timeKey) }
+
+// conditionFailed reports whether err is a failed condition, and returns the old item if
+// DynamoDB sent it (ALL_OLD); local stand-ins never do, so callers fall back to a consistent read.
+func conditionFailed(err error) (bool, map[string]types.AttributeValue) {
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return true, ccf.Item
+	}
+	return false, nil
+}
+
+// getItem reads one item with a consistent read; a missing item is ErrNotFound.
+func (s *Store) getItem(ctx context.Context, k map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            k,
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(out.Item) == 0 {
+		return nil, ErrNotFound
+	}
+	return out.Item, nil
+}
+
+// oldOrRead returns the item from a failed condition when DynamoDB sent it, or reads it.
+func (s *Store) oldOrRead(ctx context.Context, old, k map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
+	if len(old) > 0 {
+		return old, nil
+	}
+	return s.getItem(ctx, k)
+}
+
+// build finishes an expression builder, wrapping its (programming) errors.
+func build(b expression.Builder) (expression.Expression, error) {
+	e, err := b.Build()
+	if err != nil {
+		return e, fmt.Errorf("ledger: build expression: %w", err)
+	}
+	return e, nil
+}

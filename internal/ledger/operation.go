@@ -1,0 +1,710 @@
+package ledger
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/uuid"
+
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+func randomID() string { return uuid.NewString() }
+
+// Operation is the ledger's record of one media buy, for internal use: it carries the current
+// Step Functions task token, which must never leave AWS. Use [Operation.View] for the API.
+type Operation struct {
+	ID       string          `dynamodbav:"id"`
+	Tenant   string          `dynamodbav:"tenant"`
+	Status   workflow.Status `dynamodbav:"status"`
+	Version  int64           `dynamodbav:"version"`
+	SellerID string          `dynamodbav:"seller_id"`
+	// GovernanceAgentID names the configured governance agent of the campaign.
+	GovernanceAgentID string `dynamodbav:"governance_agent_id,omitempty"`
+	PONumber          string `dynamodbav:"po_number,omitempty"`
+	// BudgetTotal is the budget as a decimal string ("1500.00"); never a float.
+	BudgetTotal string `dynamodbav:"budget_total,omitempty"`
+	Currency    string `dynamodbav:"currency,omitempty"`
+	// Request is the submitted buy, as received (JSON).
+	Request             json.RawMessage `dynamodbav:"request,omitempty"`
+	SellerTaskID        string          `dynamodbav:"seller_task_id,omitempty"`
+	MediaBuyID          string          `dynamodbav:"media_buy_id,omitempty"`
+	GovernanceCheckID   string          `dynamodbav:"governance_check_id,omitempty"`
+	GovernanceContext   string          `dynamodbav:"governance_context,omitempty"`
+	GovernanceExpiresAt time.Time       `dynamodbav:"governance_expires_at,omitempty"`
+	// WebhookTokenHash is the SHA-256 (hex) of the per-operation webhook token; the token itself is
+	// never stored. See [HashToken].
+	WebhookTokenHash string    `dynamodbav:"webhook_token_hash,omitempty"`
+	Reason           string    `dynamodbav:"reason,omitempty"`
+	CreatedAt        time.Time `dynamodbav:"created_at"`
+	UpdatedAt        time.Time `dynamodbav:"updated_at"`
+	Deadline         time.Time `dynamodbav:"deadline,omitempty"`
+	ExecutionName    string    `dynamodbav:"execution_name,omitempty"`
+	// TaskToken is the Step Functions task token the workflow currently waits on (internal only).
+	TaskToken string `dynamodbav:"task_token,omitempty"`
+}
+
+// View is the API projection of an operation: every field but the task token.
+type View struct {
+	ID                  string          `json:"id"`
+	Tenant              string          `json:"tenant"`
+	Status              workflow.Status `json:"status"`
+	Version             int64           `json:"version"`
+	SellerID            string          `json:"seller_id"`
+	GovernanceAgentID   string          `json:"governance_agent_id,omitempty"`
+	PONumber            string          `json:"po_number,omitempty"`
+	BudgetTotal         string          `json:"budget_total,omitempty"`
+	Currency            string          `json:"currency,omitempty"`
+	Request             json.RawMessage `json:"request,omitempty"`
+	SellerTaskID        string          `json:"seller_task_id,omitempty"`
+	MediaBuyID          string          `json:"media_buy_id,omitempty"`
+	GovernanceCheckID   string          `json:"governance_check_id,omitempty"`
+	GovernanceExpiresAt *time.Time      `json:"governance_expires_at,omitempty"`
+	Reason              string          `json:"reason,omitempty"`
+	CreatedAt           time.Time       `json:"created_at"`
+	UpdatedAt           time.Time       `json:"updated_at"`
+	Deadline            *time.Time      `json:"deadline,omitempty"`
+}
+
+// View returns the API projection of o (no task token, no webhook token hash, no governance
+// context, no execution name).
+func (o *Operation) View() View {
+	opt := func(t time.Time) *time.Time {
+		if t.IsZero() {
+			return nil
+		}
+		return &t
+	}
+	return View{
+		ID: o.ID, Tenant: o.Tenant, Status: o.Status, Version: o.Version, SellerID: o.SellerID,
+		GovernanceAgentID: o.GovernanceAgentID, PONumber: o.PONumber, BudgetTotal: o.BudgetTotal,
+		Currency: o.Currency, Request: o.Request, SellerTaskID: o.SellerTaskID, MediaBuyID: o.MediaBuyID,
+		GovernanceCheckID: o.GovernanceCheckID, GovernanceExpiresAt: opt(o.GovernanceExpiresAt),
+		Reason: o.Reason, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt, Deadline: opt(o.Deadline),
+	}
+}
+
+// HashToken returns the hex SHA-256 of a per-operation webhook token, the only form stored.
+func HashToken(token string) string { return hashHex(token) }
+
+// Attribute names used in expressions.
+const (
+	attrStatus    = "status"
+	attrVersion   = "version"
+	attrUpdatedAt = "updated_at"
+	attrTaskToken = "task_token"
+	attrSellerID  = "seller_id"
+)
+
+// opItem is the stored shape of an operation: the fields plus keys and index attributes.
+type opItem struct {
+	PK     string `dynamodbav:"pk"`
+	SK     string `dynamodbav:"sk"`
+	GSI1PK string `dynamodbav:"gsi1pk,omitempty"`
+	GSI1SK string `dynamodbav:"gsi1sk,omitempty"`
+	GSI2PK string `dynamodbav:"gsi2pk"`
+	GSI2SK string `dynamodbav:"gsi2sk"`
+	Operation
+}
+
+func pendingSK(updated time.Time, tenant, id string) string {
+	return fmtTime(updated) + "#" + tenant + "#" + id
+}
+
+func decodeOp(item map[string]types.AttributeValue) (*Operation, error) {
+	var it opItem
+	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
+		return nil, fmt.Errorf("ledger: decode operation: %w", err)
+	}
+	op := it.Operation
+	return &op, nil
+}
+
+// CreateOperation stores a new operation in status requested (or op.Status when set and not
+// terminal) at version 1, with created/updated times from the clock. It fails with a
+// *ConflictError if the id is taken for the tenant, and records a "created" event in the same
+// transaction.
+func (s *Store) CreateOperation(ctx context.Context, op Operation) (*Operation, error) {
+	if err := checkID("tenant", op.Tenant); err != nil {
+		return nil, err
+	}
+	if err := checkID("operation id", op.ID); err != nil {
+		return nil, err
+	}
+	if err := checkID("seller id", op.SellerID); err != nil {
+		return nil, err
+	}
+	if op.Status == "" {
+		op.Status = workflow.StatusRequested
+	}
+	if !op.Status.Pending() {
+		return nil, fmt.Errorf("%w: new operation status %q must be pending", ErrInvalidArgument, op.Status)
+	}
+	now := s.now()
+	op.Version, op.CreatedAt, op.UpdatedAt, op.TaskToken = 1, now, now, ""
+	it := opItem{
+		PK: opPK(op.Tenant, op.ID), SK: skOperation,
+		GSI1PK: pendingGSI(string(op.Status)), GSI1SK: pendingSK(now, op.Tenant, op.ID),
+		GSI2PK: tenantGSI(op.Tenant), GSI2SK: fmtTime(now) + "#" + op.ID,
+		Operation: op,
+	}
+	av, err := attributevalue.MarshalMap(it)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: encode operation %s: %w", op.ID, err)
+	}
+	e, err := build(expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrPK))))
+	if err != nil {
+		return nil, err
+	}
+	evPut, err := s.eventPut(op.Tenant, op.ID, Event{
+		At: now, Type: EventCreated, To: op.Status, Version: 1,
+		Amount: op.BudgetTotal, Currency: op.Currency,
+	})
+	if err != nil {
+		return nil, err
+	}
+	_, err = s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Put: &types.Put{
+			TableName: aws.String(s.table), Item: av,
+			ConditionExpression:                 e.Condition(),
+			ExpressionAttributeNames:            e.Names(),
+			ExpressionAttributeValues:           e.Values(),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}},
+		evPut,
+	}})
+	if err != nil {
+		if failed, old, contention := canceledAt(err, 0); failed {
+			cur, rerr := s.oldOrRead(ctx, old, key(opPK(op.Tenant, op.ID), skOperation))
+			if rerr != nil {
+				return nil, fmt.Errorf("ledger: create operation %s: read existing: %w", op.ID, rerr)
+			}
+			existing, derr := decodeOp(cur)
+			if derr != nil {
+				return nil, derr
+			}
+			return nil, &ConflictError{What: "operation " + op.ID, Operation: existing}
+		} else if contention {
+			return nil, fmt.Errorf("ledger: create operation %s: %w", op.ID, ErrContention)
+		}
+		return nil, fmt.Errorf("ledger: create operation %s: %w", op.ID, err)
+	}
+	return &op, nil
+}
+
+// ConflictError reports a create whose key is already taken; Operation is the existing item when
+// the conflict is on an operation.
+type ConflictError struct {
+	What      string
+	Operation *Operation
+}
+
+func (e *ConflictError) Error() string { return fmt.Sprintf("ledger: %s already exists", e.What) }
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// canceledAt inspects a TransactWriteItems error: failed is true when the item at index i failed
+// its condition (old is the item if DynamoDB returned it), contention when the transaction lost a
+// race with another transaction.
+func canceledAt(err error, i int) (failed bool, old map[string]types.AttributeValue, contention bool) {
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		return false, nil, false
+	}
+	if i < len(tce.CancellationReasons) && aws.ToString(tce.CancellationReasons[i].Code) == transactionCanceled {
+		return true, tce.CancellationReasons[i].Item, false
+	}
+	for _, r := range tce.CancellationReasons {
+		if aws.ToString(r.Code) == transactionConflictCd {
+			return false, nil, true
+		}
+	}
+	return false, nil, false
+}
+
+// GetOperation returns the tenant's operation id (consistent read). Another tenant's operation is
+// ErrNotFound: the key embeds the tenant.
+func (s *Store) GetOperation(ctx context.Context, tenant, id string) (*Operation, error) {
+	if err := checkID("tenant", tenant); err != nil {
+		return nil, err
+	}
+	if err := checkID("operation id", id); err != nil {
+		return nil, err
+	}
+	item, err := s.getItem(ctx, key(opPK(tenant, id), skOperation))
+	if err != nil {
+		return nil, fmt.Errorf("ledger: get operation %s: %w", id, err)
+	}
+	return decodeOp(item)
+}
+
+// Changes are the fields a transition sets along with the status; nil fields are left as they
+// are. Event fields describe the audit event written in the same transaction.
+type Changes struct {
+	SellerTaskID        *string
+	MediaBuyID          *string
+	GovernanceCheckID   *string
+	GovernanceContext   *string
+	GovernanceExpiresAt *time.Time
+	WebhookTokenHash    *string
+	Reason              *string
+	Deadline            *time.Time
+	ExecutionName       *string
+
+	// From, when set, narrows the condition to exactly this current status (it must be a legal
+	// predecessor of the target) and is recorded in the event.
+	From workflow.Status
+	// Actor, EventType (default EventTransition) and Detail describe the audit event.
+	Actor     string
+	EventType string
+	Detail    json.RawMessage
+}
+
+// ConflictKind says why a transition's condition failed.
+type ConflictKind string
+
+// The kinds of transition conflict.
+const (
+	// ConflictTerminal: the operation is already in a terminal status.
+	ConflictTerminal ConflictKind = "terminal"
+	// ConflictIllegal: the current status may not move to the target.
+	ConflictIllegal ConflictKind = "illegal"
+	// ConflictVersion: the status allows the move but the version moved on.
+	ConflictVersion ConflictKind = "version"
+)
+
+// TransitionError reports a transition refused by its condition, with the current operation.
+type TransitionError struct {
+	Kind            ConflictKind
+	To              workflow.Status
+	ExpectedVersion int64
+	Current         *Operation
+}
+
+func (e *TransitionError) Error() string {
+	switch e.Kind {
+	case ConflictTerminal:
+		return fmt.Sprintf("ledger: operation %s is already %s (version %d), cannot move to %s",
+			e.Current.ID, e.Current.Status, e.Current.Version, e.To)
+	case ConflictIllegal:
+		return fmt.Sprintf("ledger: operation %s cannot move from %s to %s", e.Current.ID, e.Current.Status, e.To)
+	default:
+		return fmt.Sprintf("ledger: operation %s moved to version %d (expected %d)",
+			e.Current.ID, e.Current.Version, e.ExpectedVersion)
+	}
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *TransitionError) Is(target error) bool { return target == ErrConflict }
+
+// AnyVersion disables the version check of a transition.
+const AnyVersion int64 = -1
+
+// Transition moves the tenant's operation id to status to, forward only: the condition requires
+// the current status to be one of workflow.Predecessors(to) (or exactly ch.From when set) and, when
+// expectedVersion is not AnyVersion, the version to equal it. The version increments, updated_at
+// is set, the gsi1 keys follow the status (removed once terminal), the changes are applied, and an
+// audit event is written in the same transaction. A refused transition returns a
+// *TransitionError built from a consistent read of the current item; a missing operation returns
+// ErrNotFound. The returned operation is read after the commit and may include later writes.
+func (s *Store) Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch Changes) (*Operation, error) {
+	if err := checkID("tenant", tenant); err != nil {
+		return nil, err
+	}
+	if err := checkID("operation id", id); err != nil {
+		return nil, err
+	}
+	preds := workflow.Predecessors(to)
+	if ch.From != "" {
+		if !workflow.CanMove(ch.From, to) {
+			return nil, fmt.Errorf("%w: %s may not move to %s", ErrInvalidArgument, ch.From, to)
+		}
+		preds = []workflow.Status{ch.From}
+	}
+	if len(preds) == 0 {
+		return nil, fmt.Errorf("%w: no status may move to %q", ErrInvalidArgument, to)
+	}
+	now := s.now()
+	in, err := s.transitionInput(tenant, id, to, preds, expectedVersion, ch, now)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.api.TransactWriteItems(ctx, in); err != nil {
+		failed, old, contention := canceledAt(err, 0)
+		switch {
+		case failed:
+			return nil, s.transitionConflict(ctx, tenant, id, to, preds, expectedVersion, old)
+		case contention:
+			return nil, fmt.Errorf("ledger: transition operation %s to %s: %w", id, to, ErrContention)
+		}
+		return nil, fmt.Errorf("ledger: transition operation %s to %s: %w", id, to, err)
+	}
+	return s.GetOperation(ctx, tenant, id)
+}
+
+func (s *Store) transitionInput(tenant, id string, to workflow.Status, preds []workflow.Status, expectedVersion int64, ch Changes, now time.Time) (*dynamodb.TransactWriteItemsInput, error) {
+	cond := expression.Name(attrStatus).In(statusValue(preds[0]), statusOperands(preds[1:])...)
+	if len(preds) == 1 {
+		cond = expression.Name(attrStatus).Equal(statusValue(preds[0]))
+	}
+	if expectedVersion != AnyVersion {
+		cond = cond.And(expression.Name(attrVersion).Equal(expression.Value(expectedVersion)))
+	}
+	up := expression.Set(expression.Name(attrStatus), expression.Value(string(to))).
+		Set(expression.Name(attrVersion), expression.Name(attrVersion).Plus(expression.Value(1))).
+		Set(expression.Name(attrUpdatedAt), expression.Value(now))
+	if to.Terminal() {
+		up = up.Remove(expression.Name(AttrGSI1PK)).Remove(expression.Name(AttrGSI1SK))
+	} else {
+		up = up.Set(expression.Name(AttrGSI1PK), expression.Value(pendingGSI(string(to)))).
+			Set(expression.Name(AttrGSI1SK), expression.Value(pendingSK(now, tenant, id)))
+	}
+	up = ch.apply(up)
+	e, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(up))
+	if err != nil {
+		return nil, err
+	}
+	evType := ch.EventType
+	if evType == "" {
+		evType = EventTransition
+	}
+	ev := Event{At: now, Type: evType, Actor: ch.Actor, From: ch.From, To: to, Detail: ch.Detail}
+	if ch.Reason != nil {
+		ev.Reason = *ch.Reason
+	}
+	if expectedVersion != AnyVersion {
+		ev.Version = expectedVersion + 1
+	}
+	evPut, err := s.eventPut(tenant, id, ev)
+	if err != nil {
+		return nil, err
+	}
+	return &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Update: &types.Update{
+			TableName:                           aws.String(s.table),
+			Key:                                 key(opPK(tenant, id), skOperation),
+			ConditionExpression:                 e.Condition(),
+			UpdateExpression:                    e.Update(),
+			ExpressionAttributeNames:            e.Names(),
+			ExpressionAttributeValues:           e.Values(),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}},
+		evPut,
+	}}, nil
+}
+
+func statusValue(s workflow.Status) expression.OperandBuilder { return expression.Value(string(s)) }
+
+func statusOperands(ss []workflow.Status) []expression.OperandBuilder {
+	out := make([]expression.OperandBuilder, len(ss))
+	for i, s := range ss {
+		out[i] = statusValue(s)
+	}
+	return out
+}
+
+func (ch Changes) apply(up expression.UpdateBuilder) expression.UpdateBuilder {
+	setS := func(name string, v *string) {
+		if v != nil {
+			up = up.Set(expression.Name(name), expression.Value(*v))
+		}
+	}
+	setT := func(name string, v *time.Time) {
+		if v != nil {
+			up = up.Set(expression.Name(name), expression.Value(v.UTC()))
+		}
+	}
+	setS("seller_task_id", ch.SellerTaskID)
+	setS("media_buy_id", ch.MediaBuyID)
+	setS("governance_check_id", ch.GovernanceCheckID)
+	setS("governance_context", ch.GovernanceContext)
+	setT("governance_expires_at", ch.GovernanceExpiresAt)
+	setS("webhook_token_hash", ch.WebhookTokenHash)
+	setS("reason", ch.Reason)
+	setT("deadline", ch.Deadline)
+	setS("execution_name", ch.ExecutionName)
+	return up
+}
+
+// transitionConflict classifies a failed transition from the current item.
+func (s *Store) transitionConflict(ctx context.Context, tenant, id string, to workflow.Status, preds []workflow.Status, expected int64, old map[string]types.AttributeValue) error {
+	item, err := s.oldOrRead(ctx, old, key(opPK(tenant, id), skOperation))
+	if errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("ledger: transition operation %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("ledger: transition operation %s: read current: %w", id, err)
+	}
+	cur, err := decodeOp(item)
+	if err != nil {
+		return err
+	}
+	te := &TransitionError{To: to, ExpectedVersion: expected, Current: cur, Kind: ConflictVersion}
+	switch {
+	case cur.Status.Terminal():
+		te.Kind = ConflictTerminal
+	case !slices.Contains(preds, cur.Status):
+		te.Kind = ConflictIllegal
+	}
+	// Otherwise the status allows the move: the version differs, or the item changed between the
+	// write and the read; either way the caller must re-read and decide again.
+	return te
+}
+
+// SetTaskToken stores the task token the workflow now waits on and returns the operation as it
+// is after the write, so the caller can see a terminal status that arrived first (the
+// lost-wakeup race) and complete the token itself.
+func (s *Store) SetTaskToken(ctx context.Context, tenant, id, token string) (*Operation, error) {
+	if err := checkID("tenant", tenant); err != nil {
+		return nil, err
+	}
+	if err := checkID("operation id", id); err != nil {
+		return nil, err
+	}
+	if token == "" {
+		return nil, fmt.Errorf("%w: empty task token", ErrInvalidArgument)
+	}
+	e, err := build(expression.NewBuilder().
+		WithCondition(expression.AttributeExists(expression.Name(AttrPK))).
+		WithUpdate(expression.Set(expression.Name(attrTaskToken), expression.Value(token))))
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: key(opPK(tenant, id), skOperation),
+		ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
+		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+		ReturnValues: types.ReturnValueAllNew,
+	})
+	if err != nil {
+		if failed, _ := conditionFailed(err); failed {
+			return nil, fmt.Errorf("ledger: set task token of operation %s: %w", id, ErrNotFound)
+		}
+		return nil, fmt.Errorf("ledger: set task token of operation %s: %w", id, err)
+	}
+	return decodeOp(out.Attributes)
+}
+
+// ErrTokenMismatch reports a ClearTaskToken whose token is no longer the stored one (a newer
+// wait replaced it, or it was already cleared). It matches ErrConflict.
+var ErrTokenMismatch = fmt.Errorf("%w: task token is not the current one", ErrConflict)
+
+// ClearTaskToken removes the stored task token if it is still token.
+func (s *Store) ClearTaskToken(ctx context.Context, tenant, id, token string) error {
+	if err := checkID("tenant", tenant); err != nil {
+		return err
+	}
+	if err := checkID("operation id", id); err != nil {
+		return err
+	}
+	e, err := build(expression.NewBuilder().
+		WithCondition(expression.Name(attrTaskToken).Equal(expression.Value(token))).
+		WithUpdate(expression.Remove(expression.Name(attrTaskToken))))
+	if err != nil {
+		return err
+	}
+	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: key(opPK(tenant, id), skOperation),
+		ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
+		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+	})
+	if err != nil {
+		if failed, _ := conditionFailed(err); failed {
+			return fmt.Errorf("ledger: clear task token of operation %s: %w", id, ErrTokenMismatch)
+		}
+		return fmt.Errorf("ledger: clear task token of operation %s: %w", id, err)
+	}
+	return nil
+}
+
+// ListOptions filter and page a tenant's operations.
+type ListOptions struct {
+	Status   workflow.Status // optional
+	SellerID string          // optional
+	Limit    int             // default DefaultListLimit, at most MaxListLimit
+	Cursor   string          // from a previous page
+}
+
+// Page is one page of a listing; Cursor is empty on the last page.
+type Page[T any] struct {
+	Items  []T
+	Cursor string
+}
+
+// ListOperations lists the tenant's operations, newest first (gsi2), as API views. The cursor is
+// opaque (base64url of the last evaluated key) and is refused if it does not belong to the tenant.
+func (s *Store) ListOperations(ctx context.Context, tenant string, o ListOptions) (Page[View], error) {
+	if err := checkID("tenant", tenant); err != nil {
+		return Page[View]{}, err
+	}
+	limit := clampLimit(o.Limit)
+	start, err := decodeCursor(o.Cursor, func(k map[string]string) bool {
+		return len(k) >= 2 && strings.HasPrefix(k[AttrPK], tenantPrefix(tenant)+"OP#") && k[AttrSK] == skOperation &&
+			(k[AttrGSI2PK] == "" || k[AttrGSI2PK] == tenantGSI(tenant)) && onlyKeys(k, AttrPK, AttrSK, AttrGSI2PK, AttrGSI2SK)
+	})
+	if err != nil {
+		return Page[View]{}, err
+	}
+	b := expression.NewBuilder().WithKeyCondition(expression.Key(AttrGSI2PK).Equal(expression.Value(tenantGSI(tenant))))
+	var filter []expression.ConditionBuilder
+	if o.Status != "" {
+		filter = append(filter, expression.Name(attrStatus).Equal(expression.Value(string(o.Status))))
+	}
+	if o.SellerID != "" {
+		filter = append(filter, expression.Name(attrSellerID).Equal(expression.Value(o.SellerID)))
+	}
+	switch len(filter) {
+	case 1:
+		b = b.WithFilter(filter[0])
+	case 2:
+		b = b.WithFilter(filter[0].And(filter[1]))
+	}
+	e, err := build(b)
+	if err != nil {
+		return Page[View]{}, err
+	}
+	var page Page[View]
+	for round := 0; round < maxListRounds; round++ {
+		out, err := s.api.Query(ctx, &dynamodb.QueryInput{
+			TableName: aws.String(s.table), IndexName: aws.String(IndexTenant),
+			KeyConditionExpression: e.KeyCondition(), FilterExpression: e.Filter(),
+			ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+			ScanIndexForward: aws.Bool(false), Limit: aws.Int32(int32(limit - len(page.Items))),
+			ExclusiveStartKey: start,
+		})
+		if err != nil {
+			return Page[View]{}, fmt.Errorf("ledger: list operations of tenant %s: %w", tenant, err)
+		}
+		for _, item := range out.Items {
+			op, err := decodeOp(item)
+			if err != nil {
+				return Page[View]{}, err
+			}
+			if op.Tenant != tenant { // defence in depth: the key already scopes it
+				continue
+			}
+			page.Items = append(page.Items, op.View())
+		}
+		start = out.LastEvaluatedKey
+		if len(start) == 0 || len(page.Items) >= limit {
+			break
+		}
+	}
+	if len(start) > 0 {
+		if page.Cursor, err = encodeCursor(start); err != nil {
+			return Page[View]{}, err
+		}
+	}
+	return page, nil
+}
+
+// ListPending lists operations in a pending status whose last update is before updatedBefore,
+// oldest first (gsi1), for reconciliation. It is not tenant-scoped (the reconciler is internal)
+// and returns full operations.
+func (s *Store) ListPending(ctx context.Context, status workflow.Status, updatedBefore time.Time, limit int, cursor string) (Page[*Operation], error) {
+	if !status.Pending() {
+		return Page[*Operation]{}, fmt.Errorf("%w: %q is not a pending status", ErrInvalidArgument, status)
+	}
+	start, err := decodeCursor(cursor, func(k map[string]string) bool {
+		return k[AttrGSI1PK] == "" || k[AttrGSI1PK] == pendingGSI(string(status))
+	})
+	if err != nil {
+		return Page[*Operation]{}, err
+	}
+	kc := expression.Key(AttrGSI1PK).Equal(expression.Value(pendingGSI(string(status)))).
+		And(expression.Key(AttrGSI1SK).LessThan(expression.Value(fmtTime(updatedBefore))))
+	e, err := build(expression.NewBuilder().WithKeyCondition(kc))
+	if err != nil {
+		return Page[*Operation]{}, err
+	}
+	out, err := s.api.Query(ctx, &dynamodb.QueryInput{
+		TableName: aws.String(s.table), IndexName: aws.String(IndexPending),
+		KeyConditionExpression: e.KeyCondition(), ExpressionAttributeNames: e.Names(),
+		ExpressionAttributeValues: e.Values(), Limit: aws.Int32(int32(clampLimit(limit))),
+		ExclusiveStartKey: start,
+	})
+	if err != nil {
+		return Page[*Operation]{}, fmt.Errorf("ledger: list pending %s operations: %w", status, err)
+	}
+	var page Page[*Operation]
+	for _, item := range out.Items {
+		op, err := decodeOp(item)
+		if err != nil {
+			return Page[*Operation]{}, err
+		}
+		page.Items = append(page.Items, op)
+	}
+	if len(out.LastEvaluatedKey) > 0 {
+		if page.Cursor, err = encodeCursor(out.LastEvaluatedKey); err != nil {
+			return Page[*Operation]{}, err
+		}
+	}
+	return page, nil
+}
+
+func clampLimit(n int) int {
+	switch {
+	case n <= 0:
+		return DefaultListLimit
+	case n > MaxListLimit:
+		return MaxListLimit
+	}
+	return n
+}
+
+func onlyKeys(k map[string]string, allowed ...string) bool {
+	for name := range k {
+		if !slices.Contains(allowed, name) {
+			return false
+		}
+	}
+	return true
+}
+
+// encodeCursor turns a LastEvaluatedKey (string attributes only) into an opaque cursor.
+func encodeCursor(lek map[string]types.AttributeValue) (string, error) {
+	var m map[string]string
+	if err := attributevalue.UnmarshalMap(lek, &m); err != nil {
+		return "", fmt.Errorf("ledger: encode cursor: %w", err)
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return "", fmt.Errorf("ledger: encode cursor: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// decodeCursor parses a cursor and checks it with valid; an empty cursor is the first page.
+func decodeCursor(c string, valid func(map[string]string) bool) (map[string]types.AttributeValue, error) {
+	if c == "" {
+		return nil, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidCursor, err)
+	}
+	var m map[string]string
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidCursor, err)
+	}
+	if m[AttrPK] == "" || m[AttrSK] == "" || !valid(m) {
+		return nil, ErrInvalidCursor
+	}
+	av, err := attributevalue.MarshalMap(m)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidCursor, err)
+	}
+	return av, nil
+}

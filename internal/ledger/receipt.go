@@ -1,0 +1,108 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+)
+
+// Receipt is the deduplication record of one seller webhook delivery.
+type Receipt struct {
+	// SellerID is the authenticated sender (from the verified signature, never from the body).
+	SellerID       string    `dynamodbav:"seller_id"`
+	IdempotencyKey string    `dynamodbav:"idempotency_key"`
+	Tenant         string    `dynamodbav:"tenant,omitempty"`
+	OperationID    string    `dynamodbav:"operation_id,omitempty"`
+	TaskID         string    `dynamodbav:"task_id,omitempty"`
+	ReceivedAt     time.Time `dynamodbav:"received_at"`
+}
+
+type receiptItem struct {
+	PK  string `dynamodbav:"pk"`
+	SK  string `dynamodbav:"sk"`
+	TTL int64  `dynamodbav:"ttl"`
+	Receipt
+}
+
+// RecordReceipt stores the receipt of a webhook before any side effect, with
+// attribute_not_exists(pk) OR ttl < :now (TTL deletes lazily), kept for ReceiptTTL (at least 24 h).
+// duplicate is true when a live receipt for (seller, idempotency key) already exists; the caller
+// answers 2xx and does nothing else.
+func (s *Store) RecordReceipt(ctx context.Context, r Receipt) (duplicate bool, err error) {
+	if err := checkID("seller id", r.SellerID); err != nil {
+		return false, err
+	}
+	if r.IdempotencyKey == "" {
+		return false, fmt.Errorf("%w: empty webhook idempotency key", ErrInvalidArgument)
+	}
+	now := s.now()
+	if r.ReceivedAt.IsZero() {
+		r.ReceivedAt = now
+	}
+	ttl := s.ReceiptTTL
+	if ttl < MinReceiptTTL {
+		ttl = MinReceiptTTL
+	}
+	dup, err := s.putOnce(ctx, receiptItem{
+		PK: receiptPK(r.SellerID, r.IdempotencyKey), SK: skReceipt, TTL: now.Add(ttl).Unix(), Receipt: r,
+	}, now)
+	if err != nil {
+		return false, fmt.Errorf("ledger: record webhook receipt from %s: %w", r.SellerID, err)
+	}
+	return dup, nil
+}
+
+type nonceItem struct {
+	PK    string `dynamodbav:"pk"`
+	SK    string `dynamodbav:"sk"`
+	TTL   int64  `dynamodbav:"ttl"`
+	KeyID string `dynamodbav:"key_id"`
+}
+
+// SeenNonce records the RFC 9421 nonce of signing key keyID until until (the signature's
+// expiry) and reports whether it was already recorded and still live (a replay).
+func (s *Store) SeenNonce(ctx context.Context, keyID, nonce string, until time.Time) (bool, error) {
+	if keyID == "" || nonce == "" {
+		return false, fmt.Errorf("%w: key id and nonce are required", ErrInvalidArgument)
+	}
+	now := s.now()
+	exp := until.Unix()
+	if exp <= now.Unix() {
+		exp = now.Unix() + 1
+	}
+	seen, err := s.putOnce(ctx, nonceItem{PK: nonceKey(keyID, nonce), SK: skNonce, TTL: exp, KeyID: keyID}, now)
+	if err != nil {
+		return false, fmt.Errorf("ledger: record nonce of key %s: %w", keyID, err)
+	}
+	return seen, nil
+}
+
+// putOnce puts item unless a live item (ttl not passed) holds its key; it reports whether one did.
+func (s *Store) putOnce(ctx context.Context, item any, now time.Time) (exists bool, err error) {
+	av, err := attributevalue.MarshalMap(item)
+	if err != nil {
+		return false, fmt.Errorf("encode: %w", err)
+	}
+	cond := expression.AttributeNotExists(expression.Name(AttrPK)).
+		Or(expression.Name(AttrTTL).LessThan(expression.Value(now.Unix())))
+	e, err := build(expression.NewBuilder().WithCondition(cond))
+	if err != nil {
+		return false, err
+	}
+	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.table), Item: av, ConditionExpression: e.Condition(),
+		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+	})
+	if err != nil {
+		if failed, _ := conditionFailed(err); failed {
+			return true, nil
+		}
+		return false, err
+	}
+	return false, nil
+}

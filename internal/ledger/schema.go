@@ -1,0 +1,79 @@
+package ledger
+
+import (
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Attribute and index names of the ledger table. The CDK stack, the local stack and the tests
+// all create the table from [TableSchema], which is built from these names.
+const (
+	// AttrPK is the partition key attribute (string).
+	AttrPK = "pk"
+	// AttrSK is the sort key attribute (string).
+	AttrSK = "sk"
+	// AttrTTL is the time-to-live attribute (number, Unix seconds). DynamoDB deletes lazily, so
+	// every condition that depends on expiry checks its own expiry attribute too.
+	AttrTTL = "ttl"
+
+	// IndexPending (gsi1) lists pending operations by status and last update, for reconciliation.
+	// Sparse: only operations in a non-terminal status carry its keys.
+	IndexPending = "gsi1"
+	// AttrGSI1PK is gsi1's partition key: "PENDING#<status>".
+	AttrGSI1PK = "gsi1pk"
+	// AttrGSI1SK is gsi1's sort key: "<updated_at RFC3339Nano UTC>#<tenant>#<operation id>".
+	AttrGSI1SK = "gsi1sk"
+
+	// IndexTenant (gsi2) lists a tenant's operations by creation time.
+	IndexTenant = "gsi2"
+	// AttrGSI2PK is gsi2's partition key: "TENANT#<tenant>".
+	AttrGSI2PK = "gsi2pk"
+	// AttrGSI2SK is gsi2's sort key: "<created_at RFC3339Nano UTC>#<operation id>".
+	AttrGSI2SK = "gsi2sk"
+)
+
+// TableSchema returns the CreateTableInput of the ledger table named name: string keys pk/sk,
+// on-demand billing, and the two GSIs (projection ALL). The TTL attribute (AttrTTL) is not part of
+// CreateTable; enable it with UpdateTimeToLive (the CDK stack sets TimeToLiveAttribute).
+func TableSchema(name string) *dynamodb.CreateTableInput {
+	str := func(n string) types.AttributeDefinition {
+		return types.AttributeDefinition{AttributeName: aws.String(n), AttributeType: types.ScalarAttributeTypeS}
+	}
+	key := func(hash, rng string) []types.KeySchemaElement {
+		return []types.KeySchemaElement{
+			{AttributeName: aws.String(hash), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(rng), KeyType: types.KeyTypeRange},
+		}
+	}
+	gsi := func(name, hash, rng string) types.GlobalSecondaryIndex {
+		return types.GlobalSecondaryIndex{
+			IndexName:  aws.String(name),
+			KeySchema:  key(hash, rng),
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+		}
+	}
+	return &dynamodb.CreateTableInput{
+		TableName: aws.String(name),
+		AttributeDefinitions: []types.AttributeDefinition{
+			str(AttrPK), str(AttrSK), str(AttrGSI1PK), str(AttrGSI1SK), str(AttrGSI2PK), str(AttrGSI2SK),
+		},
+		KeySchema:   key(AttrPK, AttrSK),
+		BillingMode: types.BillingModePayPerRequest,
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{
+			gsi(IndexPending, AttrGSI1PK, AttrGSI1SK),
+			gsi(IndexTenant, AttrGSI2PK, AttrGSI2SK),
+		},
+	}
+}
+
+// TimeToLive returns the UpdateTimeToLiveInput that enables TTL on AttrTTL for the table name.
+func TimeToLive(name string) *dynamodb.UpdateTimeToLiveInput {
+	return &dynamodb.UpdateTimeToLiveInput{
+		TableName: aws.String(name),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{
+			AttributeName: aws.String(AttrTTL),
+			Enabled:       aws.Bool(true),
+		},
+	}
+}
