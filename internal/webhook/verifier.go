@@ -80,8 +80,8 @@ type Config struct {
 // Request is an inbound webhook as the Verifier sees it. From an API
 // Gateway HTTP API v2 event: Method = RequestContext.HTTP.Method,
 // URL = "https://" + RequestContext.DomainName + RawPath (+ "?" +
-// RawQueryString when non-empty), Header from Headers, Body the raw body
-// (base64-decoded when IsBase64Encoded).
+// RawQueryString when non-empty), Header from Headers (lowercase keys are
+// fine), Body the raw body (base64-decoded when IsBase64Encoded).
 type Request struct {
 	Method string
 	URL    string // absolute URL the seller posted to
@@ -189,10 +189,7 @@ func (v *Verifier) Verify(ctx context.Context, req Request) (Result, error) {
 	if len(req.Body) > MaxBodyBytes {
 		return Result{}, fmt.Errorf("%w: %d bytes", ErrBodyTooLarge, len(req.Body))
 	}
-	h := req.Header
-	if h == nil {
-		h = http.Header{}
-	}
+	h := canonicalHeader(req.Header)
 	has9421 := len(h.Values("Signature")) > 0 || len(h.Values("Signature-Input")) > 0
 	hasHMAC := len(h.Values("X-ADCP-Signature")) > 0 || len(h.Values("X-ADCP-Timestamp")) > 0
 	var (
@@ -229,6 +226,26 @@ func (v *Verifier) Verify(ctx context.Context, req Request) (Result, error) {
 		return Result{}, err
 	}
 	return res, nil
+}
+
+// canonicalHeader returns h, or a copy with canonical keys when a caller
+// filled the map directly with non-canonical keys (API Gateway v2 events
+// carry lowercase header names), so lookups cannot silently miss a header.
+func canonicalHeader(h http.Header) http.Header {
+	if h == nil {
+		return http.Header{}
+	}
+	for k := range h {
+		if http.CanonicalHeaderKey(k) != k {
+			c := make(http.Header, len(h))
+			for k, vals := range h {
+				ck := http.CanonicalHeaderKey(k)
+				c[ck] = append(c[ck], vals...)
+			}
+			return c
+		}
+	}
+	return h
 }
 
 // verify9421 follows the order of the profile's verifier checklist: cheap

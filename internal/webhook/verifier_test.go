@@ -755,3 +755,29 @@ func TestJWKSRedirectRefused(t *testing.T) {
 		t.Error("redirect was followed")
 	}
 }
+
+// TestLowercaseHeaderMap covers headers copied straight from an API Gateway
+// v2 event, whose keys are lowercase.
+func TestLowercaseHeaderMap(t *testing.T) {
+	s := testSigner(t, "es")
+	req := signed(t, s, testURL, testBody)
+	lower := http.Header{}
+	for k, v := range req.Header {
+		lower[strings.ToLower(k)] = v
+	}
+	req.Header = lower
+	v := newVerifier(t, Config{JWKS: jwksOf(t, s), Now: fixedClock(testNow)})
+	if _, err := v.Verify(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	hreq, _ := http.NewRequest(http.MethodPost, testURL, nil)
+	if err := (&HMACSigner{Secret: secret, Now: fixedClock(testNow)}).Sign(hreq, testBody); err != nil {
+		t.Fatal(err)
+	}
+	hl := http.Header{"x-adcp-signature": hreq.Header["X-Adcp-Signature"], "x-adcp-timestamp": hreq.Header["X-Adcp-Timestamp"]}
+	hv := newVerifier(t, Config{Mode: ModeHMAC, Secrets: [][]byte{secret}, Now: fixedClock(testNow)})
+	if _, err := hv.Verify(context.Background(), Request{Method: "POST", URL: testURL, Header: hl, Body: testBody}); err != nil {
+		t.Fatal(err)
+	}
+}
