@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -179,7 +180,7 @@ func (a *agent) start(h http.Handler) string {
 	if err != nil {
 		panic(fmt.Sprintf("adcptest: listen on loopback: %v", err))
 	}
-	a.ts.Listener.Close()
+	_ = a.ts.Listener.Close()
 	a.ts.Listener = ln
 	a.ts.Start()
 	return a.ts.URL
@@ -269,10 +270,6 @@ type reply struct {
 	err  *AdcpError     // tool-level error (isError)
 }
 
-func errReply(code, msg, recovery string) reply {
-	return reply{err: &AdcpError{Code: code, Message: msg, Recovery: recovery}}
-}
-
 type toolFunc func(ctx context.Context, c *call) reply
 
 var openObjectSchema = map[string]any{"type": "object", "properties": map[string]any{}}
@@ -333,7 +330,8 @@ func (a *agent) handle(ctx context.Context, tool string, req *mcp.CallToolReques
 	if err := a.validator.ValidateRequest(tool, raw); err != nil {
 		rec.ValidationError = err.Error()
 		e := &AdcpError{Code: "INVALID_REQUEST", Message: err.Error(), Recovery: "correctable"}
-		if se, ok := err.(*SchemaError); ok {
+		var se *SchemaError
+		if errors.As(err, &se) {
 			e.Field, e.Issues, e.Message = se.Field, se.Issues, "request does not match "+se.Schema+": "+se.Message
 		}
 		return finish(nil, e, false)
@@ -646,7 +644,7 @@ func (a *agent) faultMiddleware(next http.Handler) http.Handler {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(f.status)
-		fmt.Fprintf(w, `{"jsonrpc":"2.0","error":{"code":-32603,"message":"simulated HTTP %d"}}`, f.status)
+		_, _ = fmt.Fprintf(w, `{"jsonrpc":"2.0","error":{"code":-32603,"message":"simulated HTTP %d"}}`, f.status)
 	})
 }
 

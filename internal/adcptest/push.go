@@ -297,7 +297,7 @@ func (s *Seller) post(pc PushConfig, body []byte, corrupt bool) (int, http.Heade
 		return 0, sent, err
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	return resp.StatusCode, sent, nil
 }
 

@@ -181,8 +181,11 @@ func TestWebhookFaults(t *testing.T) {
 			}
 			id := callT(t, cs, "create_media_buy", withPush(createArgs(sim), rcv.srv.URL, hmacAuth)).str("task_id")
 			start := time.Now()
-			s.Advance(id)
-			s.Advance(id)
+			for range 2 {
+				if _, err := s.Advance(id); err != nil {
+					t.Fatal(err)
+				}
+			}
 			d := s.WaitDeliveries(tt.wantDeliv, 3*time.Second)
 			elapsed := time.Since(start)
 			time.Sleep(20 * time.Millisecond) // catch extra deliveries
@@ -213,7 +216,9 @@ func TestWebhookBearerMode(t *testing.T) {
 	s, cs := startSeller(t, SellerOptions{})
 	cred := strings.Repeat("b", 40)
 	id := callT(t, cs, "create_media_buy", withPush(createArgs("async_complete"), rcv.srv.URL, map[string]any{"schemes": []any{"Bearer"}, "credentials": cred})).str("task_id")
-	s.Finish(id, "completed")
+	if err := s.Finish(id, "completed"); err != nil {
+		t.Fatal(err)
+	}
 	s.WaitDeliveries(1, 2*time.Second)
 	got := rcv.all()
 	if len(got) != 1 || got[0].header.Get("Authorization") != "Bearer "+cred {
@@ -257,7 +262,9 @@ func TestWebhookRFC9421VerifiesAgainstServedJWKS(t *testing.T) {
 	}
 	for _, sim := range []string{"async_complete", "async_complete,wh_bad_signature"} {
 		id := callT(t, cs, "create_media_buy", withPush(createArgs(sim), rcv.URL+"/v1/webhooks/adcp/op", nil)).str("task_id")
-		s.Finish(id, "completed")
+		if err := s.Finish(id, "completed"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	d := s.WaitDeliveries(2, 3*time.Second)
 	if len(d) != 2 {

@@ -13,8 +13,7 @@ type script map[string]int
 // proposed payload.
 func parseScript(args map[string]any) script {
 	s := script{}
-	var read func(m map[string]any)
-	read = func(m map[string]any) {
+	read := func(m map[string]any) {
 		if m == nil {
 			return
 		}

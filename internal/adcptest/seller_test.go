@@ -548,7 +548,7 @@ func TestAuthHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var body struct {
 		ID    int `json:"id"`
 		Error struct {
@@ -582,7 +582,7 @@ func TestSSEResponsesAndStandaloneStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cs.Close()
+	defer func() { _ = cs.Close() }()
 	if r := callT(t, cs, "create_media_buy", createArgs("")); r.IsError || r.str("media_buy_id") == "" {
 		t.Errorf("%s", r.Raw)
 	}

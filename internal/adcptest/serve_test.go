@@ -41,7 +41,7 @@ func TestServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(b), `"keys"`) {
 		t.Errorf("jwks: %d %s", resp.StatusCode, b)
 	}
