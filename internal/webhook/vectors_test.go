@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -409,6 +410,61 @@ func TestCanonicalizationVectors(t *testing.T) {
 			}
 			if target != c.ExpectedTargetURI || authority != c.ExpectedAuthority {
 				t.Errorf("got (%q, %q), want (%q, %q)", target, authority, c.ExpectedTargetURI, c.ExpectedAuthority)
+			}
+		})
+	}
+}
+
+// TestReceiverEnvelopeVectorsSignatureLayer signs every payload of
+// webhook-receiver-envelope.json in both RFC 9421 and HMAC modes. The
+// authentication layer must accept all of them, retries included (a retry
+// carries a fresh nonce; deduplication by idempotency_key is the ledger's
+// job), and CheckJSON must pass them: the negatives are rejected by the
+// receiver's envelope validation, never with a webhook_signature_* code.
+func TestReceiverEnvelopeVectorsSignatureLayer(t *testing.T) {
+	var f struct {
+		Positive []struct {
+			ID      string          `json:"id"`
+			Payload json.RawMessage `json:"payload"`
+		} `json:"positive"`
+		Negative []struct {
+			ID      string          `json:"id"`
+			Payload json.RawMessage `json:"payload"`
+		} `json:"negative"`
+	}
+	readJSON(t, filepath.Join(vectorDir, "webhook-receiver-envelope.json"), &f)
+	payloads := map[string]json.RawMessage{}
+	for _, p := range f.Positive {
+		payloads["positive/"+p.ID] = p.Payload
+	}
+	for _, p := range f.Negative {
+		payloads["negative/"+p.ID] = p.Payload
+	}
+	if len(payloads) != 5 {
+		t.Fatalf("%d payloads, want 5", len(payloads))
+	}
+	s := testSigner(t, "ed")
+	v := newVerifier(t, Config{JWKS: jwksOf(t, s), Now: fixedClock(testNow)})
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	hv := newVerifier(t, Config{Mode: ModeHMAC, Secrets: [][]byte{secret}, Now: fixedClock(testNow)})
+	for id, raw := range payloads {
+		t.Run(id, func(t *testing.T) {
+			var body bytes.Buffer
+			if err := json.Compact(&body, raw); err != nil {
+				t.Fatal(err)
+			}
+			if err := CheckJSON(body.Bytes()); err != nil {
+				t.Fatalf("CheckJSON: %v", err)
+			}
+			if _, err := v.Verify(context.Background(), signed(t, s, testURL, body.Bytes())); err != nil {
+				t.Fatalf("rfc9421: %v", err)
+			}
+			req, _ := http.NewRequest(http.MethodPost, testURL, nil)
+			if err := (&HMACSigner{Secret: secret, Now: fixedClock(testNow)}).Sign(req, body.Bytes()); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := hv.Verify(context.Background(), Request{Method: "POST", URL: testURL, Header: req.Header, Body: body.Bytes()}); err != nil {
+				t.Fatalf("hmac: %v", err)
 			}
 		})
 	}
