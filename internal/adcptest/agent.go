@@ -60,14 +60,22 @@ type Call struct {
 
 // AdcpError is the core/error.json shape returned in adcp_error.
 type AdcpError struct {
-	Code       string         `json:"code"`
-	Message    string         `json:"message"`
-	Field      string         `json:"field,omitempty"`
-	Suggestion string         `json:"suggestion,omitempty"`
-	RetryAfter float64        `json:"retry_after,omitempty"`
-	Issues     []SchemaIssue  `json:"issues,omitempty"`
-	Details    map[string]any `json:"details,omitempty"`
-	Recovery   string         `json:"recovery,omitempty"`
+	// Code is the error code (enums/error-code.json, open vocabulary).
+	Code string `json:"code"`
+	// Message is the human-readable explanation.
+	Message string `json:"message"`
+	// Field is the offending field in JSONPath-lite form.
+	Field string `json:"field,omitempty"`
+	// Suggestion says how to fix the request.
+	Suggestion string `json:"suggestion,omitempty"`
+	// RetryAfter is the wait in seconds for transient errors (1–3600).
+	RetryAfter float64 `json:"retry_after,omitempty"`
+	// Issues lists schema violations (INVALID_REQUEST).
+	Issues []SchemaIssue `json:"issues,omitempty"`
+	// Details carries code-specific data (e.g. error-details/rate-limited.json).
+	Details map[string]any `json:"details,omitempty"`
+	// Recovery is transient, correctable or terminal.
+	Recovery string `json:"recovery,omitempty"`
 }
 
 func (e *AdcpError) Error() string { return strings.ToLower(e.Code) + ": " + e.Message }
@@ -652,23 +660,30 @@ func (a *agent) faultMiddleware(next http.Handler) http.Handler {
 
 // Task is the agent's view of one asynchronous AdCP task.
 type Task struct {
-	ID          string
-	Type        string // task_type, e.g. create_media_buy
-	Protocol    string // media-buy | governance
-	Status      string
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
-	CompletedAt time.Time
+	// ID is the task_id.
+	ID string
+	// Type is the task_type (create_media_buy, update_media_buy, check_governance).
+	Type string
+	// Protocol is media-buy or governance.
+	Protocol string
+	// Status is the current task status.
+	Status string
+	// CreatedAt, UpdatedAt and CompletedAt are on the agent clock;
+	// CompletedAt is zero until the task is terminal.
+	CreatedAt, UpdatedAt, CompletedAt time.Time
 	// Remaining is the scripted statuses still to come, in order.
 	Remaining []string
 	// Result is the completion artifact (set once terminal, or the interim
 	// body for input-required).
 	Result map[string]any
 	// Error is the task error for failed tasks.
-	Error   *AdcpError
+	Error *AdcpError
+	// Message is the human-readable status message.
 	Message string
+	// Context is the creating request's context, echoed on polls and webhooks.
 	Context json.RawMessage
-	Push    *PushConfig
+	// Push is the registered push_notification_config, nil if none.
+	Push *PushConfig
 
 	owner   string
 	polls   int
@@ -683,11 +698,15 @@ type Task struct {
 
 // PushConfig is the buyer's push_notification_config.
 type PushConfig struct {
-	URL         string `json:"url"`
+	// URL is where notifications are POSTed.
+	URL string `json:"url"`
+	// OperationID is echoed in every notification.
 	OperationID string `json:"operation_id,omitempty"`
-	Token       string `json:"token,omitempty"`
+	// Token is echoed in every notification.
+	Token string `json:"token,omitempty"`
 	// Scheme is "" (RFC 9421), "HMAC-SHA256" or "Bearer".
-	Scheme      string `json:"-"`
+	Scheme string `json:"-"`
+	// Credentials is the legacy HMAC secret or bearer credential.
 	Credentials string `json:"-"`
 }
 

@@ -46,10 +46,13 @@ var allFaults = []WebhookFault{FaultDrop, FaultDropAll, FaultDuplicate, FaultOut
 
 // Delivery is one recorded webhook POST attempt (or a dropped one).
 type Delivery struct {
-	TaskID         string
-	Status         string
+	// TaskID and Status are the task and status the notification reports.
+	TaskID, Status string
+	// IdempotencyKey is the payload's idempotency_key (stable across retries
+	// and duplicates of one notification).
 	IdempotencyKey string
-	URL            string
+	// URL is the push_notification_config.url posted to.
+	URL string
 	// Attempt counts from 1 for each distinct notification.
 	Attempt int
 	// StatusCode is the receiver's HTTP status (0 when the request failed or
@@ -61,9 +64,12 @@ type Delivery struct {
 	Dropped bool
 	// Faults lists the faults applied to this delivery.
 	Faults []WebhookFault
-	Body   json.RawMessage
+	// Body is the exact payload bytes sent.
+	Body json.RawMessage
+	// Header is the request header as sent (signature headers included).
 	Header http.Header
-	Time   time.Time
+	// Time is when the attempt was made (agent clock).
+	Time time.Time
 }
 
 type webhookEvent struct {
