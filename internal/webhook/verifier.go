@@ -73,6 +73,10 @@ type Config struct {
 	// rotation. Each must be at least 32 bytes.
 	Secrets [][]byte
 
+	// AllowHTTP accepts http:// target URIs on any host. Only for local
+	// stacks; by default only https and loopback http are accepted.
+	AllowHTTP bool
+
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -108,12 +112,13 @@ type Verifier struct {
 	replay      ReplayStore
 	revocations RevocationChecker
 	secrets     [][]byte
+	allowHTTP   bool
 	now         func() time.Time
 }
 
 // New returns a Verifier for cfg.
 func New(cfg Config) (*Verifier, error) {
-	v := &Verifier{mode: cfg.Mode, now: cfg.Now, replay: cfg.Replay, revocations: cfg.Revocations}
+	v := &Verifier{mode: cfg.Mode, now: cfg.Now, replay: cfg.Replay, revocations: cfg.Revocations, allowHTTP: cfg.AllowHTTP}
 	if v.now == nil {
 		v.now = time.Now
 	}
@@ -339,7 +344,7 @@ func (v *Verifier) verify9421(ctx context.Context, method, rawURL string, h http
 	if err != nil {
 		return Result{}, err
 	}
-	if !strings.HasPrefix(target, "https://") && !isLoopback(authority) {
+	if !strings.HasPrefix(target, "https://") && !isLoopback(authority) && !v.allowHTTP {
 		return Result{}, fmt.Errorf("%w: webhook url must be https", ErrTargetURIMalformed)
 	}
 	// Step 7: key. Step 8: purpose.

@@ -257,6 +257,8 @@ func TestVerifyRFC9421Cases(t *testing.T) {
 			r.Header.Set("Authorization", "Bearer x")
 		}), testNow, ErrModeMismatch},
 		{"http url", mutate(good, func(r *Request) { r.URL = strings.Replace(r.URL, "https:", "http:", 1) }), testNow, ErrTargetURIMalformed},
+		{"loopback http url", signed(t, ed, "http://127.0.0.1:8080/wh", testBody), testNow, nil},
+		{"localhost http url", signed(t, ed, "http://localhost/wh", testBody), testNow, nil},
 		{"multiple content types", mutate(good, func(r *Request) { r.Header.Add("Content-Type", "application/json") }), testNow, ErrMalformedHeader},
 		{"content digest absent", mutate(good, func(r *Request) { r.Header.Del("Content-Digest") }), testNow, ErrBadDigest},
 		{"body too large", mutate(good, func(r *Request) { r.Body = make([]byte, MaxBodyBytes+1) }), testNow, ErrBodyTooLarge},
@@ -779,5 +781,17 @@ func TestLowercaseHeaderMap(t *testing.T) {
 	hv := newVerifier(t, Config{Mode: ModeHMAC, Secrets: [][]byte{secret}, Now: fixedClock(testNow)})
 	if _, err := hv.Verify(context.Background(), Request{Method: "POST", URL: testURL, Header: hl, Body: testBody}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestAllowHTTP(t *testing.T) {
+	s := testSigner(t, "ed")
+	req := signed(t, s, "http://buyflow.local:4566/wh", testBody)
+	for _, allow := range []bool{false, true} {
+		v := newVerifier(t, Config{JWKS: jwksOf(t, s), Now: fixedClock(testNow), AllowHTTP: allow})
+		_, err := v.Verify(context.Background(), req)
+		if allow && err != nil || !allow && !errors.Is(err, ErrTargetURIMalformed) {
+			t.Errorf("AllowHTTP=%v: %v", allow, err)
+		}
 	}
 }
