@@ -136,6 +136,7 @@ func scenarios() []scenario {
 	continued.Generation = 1
 	w := wait(0)
 	continued.Wait = &w
+	continued.Seller = &workflow.Stage[workflow.SellerOutput]{Result: workflow.SellerOutput{Status: workflow.StatusWorking, Next: w}}
 
 	return []scenario{
 		{
@@ -438,6 +439,9 @@ func scenarios() []scenario {
 					p.Input.Tenant != "acct-1" || p.Input.Config != in.Config || p.Input.StateMachineARN != in.StateMachineARN {
 					t.Fatalf("continuation input %+v", p.Input)
 				}
+				if sel := p.Input.Seller; sel == nil || sel.Result.NeedsDecision() || sel.Result.Next != *p.Input.Wait || sel.Result.Status != workflow.StatusWorking {
+					t.Fatalf("continuation seller %+v: want the wait state with the loop flags cleared", sel)
+				}
 			},
 		},
 		{
@@ -447,7 +451,7 @@ func scenarios() []scenario {
 				"park": {completed}, "report": {reportClean},
 			},
 			status: "SUCCEEDED",
-			states: seq([]string{"IsContinuation", "ResumeWaitLoop", "AwaitSeller"}, okStates),
+			states: seq([]string{"IsContinuation", "AwaitSeller"}, okStates),
 			calls:  map[string]int{"check": 0, "create": 0},
 			check: func(t *testing.T, s summary) {
 				var in workflow.CallbackInput

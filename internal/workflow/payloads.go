@@ -18,6 +18,10 @@ type ExecutionInput struct {
 	Config      RunConfig `json:"config"`
 	// Wait is set when this execution continues the wait loop of an earlier one.
 	Wait *WaitState `json:"wait,omitempty"`
+	// Seller is set with Wait: the last seller result as the state machine keeps it, with the
+	// loop flags cleared (terminal, deadline_exceeded and continue_as_new false, next = Wait).
+	// The continuation starts at AwaitSeller with it.
+	Seller *Stage[SellerOutput] `json:"seller,omitempty"`
 	// Generation counts continuations: 0 for the first execution of an operation.
 	Generation int `json:"generation"`
 	// StateMachineARN is the state machine this execution runs, written by submit: the wait loop
@@ -104,6 +108,13 @@ const (
 var Actions = []Action{
 	ActionCheck, ActionReport, ActionFail, ActionRequest, ActionExpire,
 	ActionCreate, ActionCancel, ActionPark, ActionPoll,
+}
+
+// Stage is how the state machine keeps a stage's result in its state: a Task's ResultSelector
+// {"result.$": "$.Payload"} (a callback's {"result.$": "$"}) at ResultPath $.<stage>, so the
+// ASL reads e.g. $.seller.result.next.interval_seconds.
+type Stage[T any] struct {
+	Result T `json:"result"`
 }
 
 // StageInput is the input of a stage Lambda that needs only the operation (check, create,
