@@ -26,7 +26,8 @@
 //     bytes, keyid, alg, tag) → tag "adcp/webhook-signing/v1" → alg ed25519 or
 //     ecdsa-p256-sha256 → window (expires > created, expires − created ≤
 //     300 s, created ≤ now + 60 s, expires ≥ now − 60 s) → the five covered
-//     components → canonical @target-uri (https, or loopback http) → key by
+//     components → canonical @target-uri (https, loopback http, or any http
+//     with Config.AllowHTTP for local stacks) → key by
 //     keyid → key purpose (adcp_use webhook-signing or request-signing, use
 //     sig if present, key_ops contains verify, kty/crv/alg consistent with
 //     the signature's alg) → revocation → per-key replay cap → signature →

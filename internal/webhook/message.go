@@ -33,9 +33,9 @@ const (
 	MaxBodyBytes = 1 << 20
 )
 
-// CoveredComponents are the components every webhook signature must cover,
+// coveredComponents are the components every webhook signature must cover,
 // in the order the profile's signers emit them.
-var CoveredComponents = []string{"@method", "@target-uri", "@authority", "content-type", "content-digest"}
+var coveredComponents = []string{"@method", "@target-uri", "@authority", "content-type", "content-digest"}
 
 // SignatureInput is one parsed member of a Signature-Input header.
 type SignatureInput struct {

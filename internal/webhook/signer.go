@@ -77,7 +77,7 @@ func (s *RFC9421Signer) Sign(req *http.Request, body []byte) error {
 	req.Header.Set("Content-Digest", contentDigest(body))
 
 	created := now().Unix()
-	si := SignatureInput{Label: "sig1", Components: CoveredComponents}
+	si := SignatureInput{Label: "sig1", Components: coveredComponents}
 	si.params = []sfParam{
 		{"created", sfItem{kind: sfInteger, num: created}},
 		{"expires", sfItem{kind: sfInteger, num: created + int64(MaxWindow/time.Second)}},

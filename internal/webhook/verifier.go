@@ -327,7 +327,7 @@ func (v *Verifier) verify9421(ctx context.Context, method, rawURL string, h http
 		return Result{}, fmt.Errorf("%w: expired", ErrExpired)
 	}
 	// Step 6: covered components.
-	for _, c := range CoveredComponents {
+	for _, c := range coveredComponents {
 		found := false
 		for _, d := range si.Components {
 			if d == c {
