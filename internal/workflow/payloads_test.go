@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestSellerOutputNeedsDecision(t *testing.T) {
@@ -93,5 +94,30 @@ func TestCallbackInputCarriesSellerOnlyWhenSet(t *testing.T) {
 	var back CallbackInput
 	if err := json.Unmarshal(b, &back); err != nil || back.Seller == nil || back.Seller.Next.IntervalSeconds != 30 {
 		t.Fatalf("round trip = %+v, %v", back, err)
+	}
+}
+
+// IsContinuation routes on the presence of "seller": a first execution must not carry it (nor
+// wait), or it would skip governance.
+func TestFirstExecutionInputHasNoWaitLoopState(t *testing.T) {
+	b, err := json.Marshal(ExecutionInput{OperationID: "op", Tenant: "acct", Config: DefaultRunConfig(), StateMachineARN: "arn"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"seller", "wait"} {
+		if _, ok := m[k]; ok {
+			t.Fatalf("first execution input encodes %q: %s", k, b)
+		}
+	}
+	w := StartWait(DefaultRunConfig(), time.Unix(0, 0), true)
+	cont := ExecutionInput{OperationID: "op", Generation: 1, Wait: &w, Seller: &Stage[SellerOutput]{Result: SellerOutput{Status: StatusWorking, Next: w}}}
+	b, _ = json.Marshal(cont)
+	var back ExecutionInput
+	if err := json.Unmarshal(b, &back); err != nil || back.Seller == nil || back.Seller.Result.Next != w || back.Seller.Result.NeedsDecision() {
+		t.Fatalf("continuation round trip %+v, %v", back, err)
 	}
 }
