@@ -1,0 +1,148 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/aws/constructs-go/constructs/v10"
+)
+
+// Context keys the app reads (`cdk synth -c KEY=VALUE` or cdk.json "context"). Every key is
+// optional; the defaults make a production stack.
+const (
+	// CtxStackName names the stack (default "Buyflow"). It also prefixes the state machine and
+	// the secrets, so two stacks (prod and dev) can live in one account and region.
+	CtxStackName = "buyflow:stackName"
+	// CtxDev ("true") makes a dev stack: the table has no deletion protection and the table,
+	// secrets and log groups are destroyed with the stack. Default false: everything is retained.
+	CtxDev = "buyflow:dev"
+	// CtxAssetRoot is the folder holding <name>/bootstrap for every function (default "bin",
+	// what `make build` writes). Point it at another folder to synth without building.
+	CtxAssetRoot = "buyflow:assetRoot"
+	// CtxLogRetentionDays is the retention of every log group, in days (default 90); it must be
+	// a value CloudWatch Logs accepts (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, ...).
+	CtxLogRetentionDays = "buyflow:logRetentionDays"
+	// CtxTracing ("true") turns on X-Ray tracing for the functions and the state machine.
+	CtxTracing = "buyflow:tracing"
+	// CtxAlarmEmail, when set, subscribes that address to the alarm topic.
+	CtxAlarmEmail = "buyflow:alarmEmail"
+	// CtxAgents is the JSON agent registry handed to the functions as BUYFLOW_AGENTS
+	// (internal/adcp RegistryConfig: {"agents":[...]}; credential refs name secrets under the
+	// agents secret prefix). Default empty: the functions refuse to call any agent.
+	CtxAgents = "buyflow:agents"
+	// CtxApprovalPolicy is the JSON approval policy handed to the functions as
+	// BUYFLOW_APPROVAL_POLICY. Default empty: the functions' built-in policy.
+	CtxApprovalPolicy = "buyflow:approvalPolicy"
+	// CtxCallerURI is the `caller` URI sent to governance agents (default: the API's URL).
+	CtxCallerURI = "buyflow:callerUri"
+	// CtxThrottleRate and CtxThrottleBurst are the API stage's default throttling (requests per
+	// second, default 50, and burst, default 100).
+	CtxThrottleRate  = "buyflow:throttleRate"
+	CtxThrottleBurst = "buyflow:throttleBurst"
+	// CtxReconcileMinutes is the period of the reconciliation schedule, in minutes (default 5).
+	// It only applies when the topology declares a "reconcile" function.
+	CtxReconcileMinutes = "buyflow:reconcileMinutes"
+)
+
+// Config is the deploy-time configuration of one stack, read from the CDK context.
+type Config struct {
+	StackName        string
+	Dev              bool
+	AssetRoot        string
+	LogRetentionDays int
+	Tracing          bool
+	AlarmEmail       string
+	Agents           string
+	ApprovalPolicy   string
+	CallerURI        string
+	ThrottleRate     float64
+	ThrottleBurst    float64
+	ReconcileMinutes int
+}
+
+// DefaultConfig is the configuration with no context set.
+func DefaultConfig() Config {
+	return Config{
+		StackName:        "Buyflow",
+		AssetRoot:        "bin",
+		LogRetentionDays: 90,
+		ThrottleRate:     50,
+		ThrottleBurst:    100,
+		ReconcileMinutes: 5,
+	}
+}
+
+// ConfigFromContext reads the buyflow:* context keys from node over DefaultConfig. Values may
+// be JSON-typed (cdk.json) or strings (-c on the command line).
+func ConfigFromContext(node constructs.Node) (Config, error) {
+	cfg := DefaultConfig()
+	get := func(key string) (string, bool) {
+		v := node.TryGetContext(&key)
+		if v == nil {
+			return "", false
+		}
+		switch t := v.(type) {
+		case string:
+			return t, true
+		case bool:
+			return strconv.FormatBool(t), true
+		case float64:
+			return strconv.FormatFloat(t, 'f', -1, 64), true
+		default:
+			return fmt.Sprint(t), true
+		}
+	}
+	var errs []string
+	str := func(key string, dst *string) {
+		if v, ok := get(key); ok {
+			*dst = v
+		}
+	}
+	boolean := func(key string, dst *bool) {
+		if v, ok := get(key); ok {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("%s: %q is not a boolean", key, v))
+				return
+			}
+			*dst = b
+		}
+	}
+	number := func(key string, dst *float64) {
+		if v, ok := get(key); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f <= 0 {
+				errs = append(errs, fmt.Sprintf("%s: %q is not a positive number", key, v))
+				return
+			}
+			*dst = f
+		}
+	}
+	integer := func(key string, dst *int) {
+		if v, ok := get(key); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				errs = append(errs, fmt.Sprintf("%s: %q is not a positive integer", key, v))
+				return
+			}
+			*dst = n
+		}
+	}
+	str(CtxStackName, &cfg.StackName)
+	boolean(CtxDev, &cfg.Dev)
+	str(CtxAssetRoot, &cfg.AssetRoot)
+	integer(CtxLogRetentionDays, &cfg.LogRetentionDays)
+	boolean(CtxTracing, &cfg.Tracing)
+	str(CtxAlarmEmail, &cfg.AlarmEmail)
+	str(CtxAgents, &cfg.Agents)
+	str(CtxApprovalPolicy, &cfg.ApprovalPolicy)
+	str(CtxCallerURI, &cfg.CallerURI)
+	number(CtxThrottleRate, &cfg.ThrottleRate)
+	number(CtxThrottleBurst, &cfg.ThrottleBurst)
+	integer(CtxReconcileMinutes, &cfg.ReconcileMinutes)
+	if len(errs) > 0 {
+		return cfg, fmt.Errorf("context: %s", strings.Join(errs, "; "))
+	}
+	return cfg, nil
+}

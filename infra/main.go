@@ -1,0 +1,55 @@
+// Command infra is the buyflow CDK app: `cdk synth` / `cdk deploy` run it (cdk.json builds it
+// to bin/infra first). It reads the buyflow:* context keys (see config.go and README.md),
+// builds one stack from internal/topology and the ASL in statemachine/, and synthesizes it.
+//
+// Nothing imports this package: Lambdas must never link CDK.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/buyflow/buyflow/internal/topology"
+	"github.com/buyflow/buyflow/statemachine"
+)
+
+func main() {
+	defer jsii.Close()
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "infra:", err)
+		jsii.Close()
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	app := awscdk.NewApp(nil)
+	cfg, err := ConfigFromContext(app.Node())
+	if err != nil {
+		return err
+	}
+	_, err = NewBuyflowStack(app, cfg.StackName, &BuyflowStackProps{
+		StackProps: awscdk.StackProps{Env: env(), Description: jsii.String("buyflow: AdCP media buys (" + topology.App.StateMachineName + ")")},
+		App:        &topology.App,
+		Definition: statemachine.Definition,
+		Config:     cfg,
+	})
+	if err != nil {
+		return err
+	}
+	app.Synth(nil)
+	return nil
+}
+
+// env pins the stack to the CLI's account and region when they are known, and leaves it
+// environment-agnostic otherwise (offline synth).
+func env() *awscdk.Environment {
+	account, region := os.Getenv("CDK_DEFAULT_ACCOUNT"), os.Getenv("CDK_DEFAULT_REGION")
+	if account == "" || region == "" {
+		return nil
+	}
+	return &awscdk.Environment{Account: jsii.String(account), Region: jsii.String(region)}
+}

@@ -1,0 +1,620 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2authorizers"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsscheduler"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsschedulertargets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/topology"
+)
+
+// ReconcileFunction is the topology function name that, when declared, is invoked on a schedule
+// (EventBridge Scheduler, every Config.ReconcileMinutes).
+const ReconcileFunction = "reconcile"
+
+// SendTaskActions are the task-token callbacks. The IAM Service Authorization Reference lists
+// no resource type for them (no resource-level permissions, no condition keys), so they can
+// only be granted on "*". The token itself is the capability: it is unguessable and lives in
+// the ledger only. They are granted only to functions with CompletesTasks.
+var SendTaskActions = []string{"states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"}
+
+// BuyflowStackProps configures NewBuyflowStack.
+type BuyflowStackProps struct {
+	awscdk.StackProps
+	// App is the application; nil means topology.App.
+	App *topology.Application
+	// Definition is the ASL of the state machine with its ${Placeholders} unresolved
+	// (statemachine.Definition).
+	Definition string
+	// Config is the deploy-time configuration (ConfigFromContext). Its StackName is used when
+	// StackProps.StackName is nil.
+	Config Config
+}
+
+// BuyflowStack is the stack and the constructs tests and outputs need.
+type BuyflowStack struct {
+	awscdk.Stack
+	Table        awsdynamodb.Table
+	Functions    map[string]awslambda.Function
+	StateMachine awsstepfunctions.StateMachine
+	// StateMachineArn is the ARN built from the fixed state machine name, with no reference to
+	// the state machine resource: what functions and the state machine itself get, so that no
+	// function the state machine invokes depends on it.
+	StateMachineArn *string
+	Api             awsapigatewayv2.HttpApi
+	Stage           awsapigatewayv2.HttpStage
+	AlarmTopic      awssns.Topic
+	Secrets         map[string]awssecretsmanager.Secret
+}
+
+var placeholderRE = regexp.MustCompile(`\$\{([A-Za-z0-9_]+)\}`)
+
+// NewBuyflowStack builds the whole application from props.App: the ledger table, one Lambda per
+// function, the secrets, the state machine, the HTTP API, the alarms and the dashboard.
+func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackProps) (*BuyflowStack, error) {
+	if props == nil {
+		return nil, errors.New("infra: nil props")
+	}
+	app := topology.App
+	if props.App != nil {
+		app = *props.App
+	}
+	cfg := props.Config
+	sp := props.StackProps
+	if sp.StackName == nil {
+		sp.StackName = jsii.String(cfg.StackName)
+	}
+	stackName := *sp.StackName
+	if err := validate(app, props.Definition, stackName); err != nil {
+		return nil, err
+	}
+	retention, err := retentionDays(cfg.LogRetentionDays)
+	if err != nil {
+		return nil, err
+	}
+	removal := awscdk.RemovalPolicy_RETAIN
+	if cfg.Dev {
+		removal = awscdk.RemovalPolicy_DESTROY
+	}
+
+	stack := awscdk.NewStack(scope, &id, &sp)
+	b := &BuyflowStack{Stack: stack, Functions: map[string]awslambda.Function{}, Secrets: map[string]awssecretsmanager.Secret{}}
+	logGroup := func(id string) awslogs.LogGroup {
+		return awslogs.NewLogGroup(stack, jsii.String(id), &awslogs.LogGroupProps{Retention: retention, RemovalPolicy: removal})
+	}
+
+	// The ledger, from the same schema the local stack creates.
+	b.Table = newTable(stack, cfg, removal)
+
+	// The state machine's ARN from its fixed name: no reference to the resource, no cycle.
+	smName := stackName + "-" + app.StateMachineName
+	b.StateMachineArn = stack.FormatArn(&awscdk.ArnComponents{
+		Service: jsii.String("states"), Resource: jsii.String("stateMachine"),
+		ResourceName: jsii.String(smName), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+	})
+
+	// Secrets: named, so functions get plain names; the agents' credentials are created by the
+	// operator under a prefix.
+	linkSeed := awssecretsmanager.NewSecret(stack, jsii.String("LinkKeySeed"), &awssecretsmanager.SecretProps{
+		SecretName:  jsii.String(stackName + "/approval-link-key-seed"),
+		Description: jsii.String("Random seed of the first approval-link signing key (read only by CloudFormation)."),
+		// 64 characters of [A-Za-z0-9] are valid standard base64 of 48 bytes.
+		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
+			PasswordLength: jsii.Number(64), ExcludePunctuation: jsii.Bool(true), IncludeSpace: jsii.Bool(false),
+		},
+		RemovalPolicy: removal,
+	})
+	b.Secrets[topology.EnvLinkKeySecret] = awssecretsmanager.NewSecret(stack, jsii.String("LinkKeys"), &awssecretsmanager.SecretProps{
+		SecretName: jsii.String(stackName + "/approval-link-keys"),
+		Description: jsii.String(`Approval-link signing keys, {"current":"<kid>","keys":{"<kid>":"<base64>"}}. ` +
+			`Rotate by adding a key and switching "current" with put-secret-value.`),
+		// CloudFormation resolves the seed's dynamic reference; the key never appears in the template.
+		SecretStringValue: awscdk.SecretValue_UnsafePlainText(awscdk.Fn_Join(jsii.String(""), &[]*string{
+			jsii.String(`{"current":"k1","keys":{"k1":"`), linkSeed.SecretValue().UnsafeUnwrap(), jsii.String(`"}}`),
+		})),
+		RemovalPolicy: removal,
+	})
+	b.Secrets[topology.EnvSlackSecret] = awssecretsmanager.NewSecret(stack, jsii.String("Slack"), &awssecretsmanager.SecretProps{
+		SecretName:  jsii.String(stackName + "/slack"),
+		Description: jsii.String("Slack credentials for approval messages: a placeholder; set the real value with put-secret-value."),
+		SecretStringValue: awscdk.SecretValue_UnsafePlainText(jsii.String(
+			`{"placeholder":"replace this value with the Slack credentials (see internal/slack)"}`)),
+		RemovalPolicy: removal,
+	})
+	agentsPrefix := stackName + "/agents/"
+	agentsPrefixArn := stack.FormatArn(&awscdk.ArnComponents{
+		Service: jsii.String("secretsmanager"), Resource: jsii.String("secret"),
+		ResourceName: jsii.String(agentsPrefix + "*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+	})
+
+	// The HTTP API (its URL goes into the functions' environment; the API itself does not
+	// depend on any function, only its routes and integrations do).
+	b.Api = awsapigatewayv2.NewHttpApi(stack, jsii.String("Api"), &awsapigatewayv2.HttpApiProps{
+		ApiName:            jsii.String(stackName),
+		Description:        jsii.String("buyflow: media buys (IAM), seller webhooks and approval links (signed)"),
+		CreateDefaultStage: jsii.Bool(false),
+	})
+	apiLogs := logGroup("ApiAccessLogs")
+	b.Stage = awsapigatewayv2.NewHttpStage(stack, jsii.String("ApiStage"), &awsapigatewayv2.HttpStageProps{
+		HttpApi:    b.Api,
+		StageName:  jsii.String("$default"),
+		AutoDeploy: jsii.Bool(true),
+		Throttle:   &awsapigatewayv2.ThrottleSettings{RateLimit: jsii.Number(cfg.ThrottleRate), BurstLimit: jsii.Number(cfg.ThrottleBurst)},
+		AccessLogSettings: &accessLogSettings{
+			destination: awsapigatewayv2.NewLogGroupLogDestination(apiLogs),
+			format:      awsapigateway.AccessLogFormat_Custom(jsii.String(accessLogFormat)),
+		},
+	})
+	apiURL := b.Stage.Url()
+	callerURI := apiURL
+	if cfg.CallerURI != "" {
+		callerURI = jsii.String(cfg.CallerURI)
+	}
+
+	envValue := func(name string) (*string, error) {
+		switch name {
+		case topology.EnvTableName:
+			return b.Table.TableName(), nil
+		case topology.EnvStateMachineARN:
+			return b.StateMachineArn, nil
+		case topology.EnvAgentsConfig:
+			return jsii.String(cfg.Agents), nil
+		case topology.EnvAgentsSecretPrefix:
+			return jsii.String(agentsPrefix), nil
+		case topology.EnvLinkKeySecret, topology.EnvSlackSecret:
+			return b.Secrets[name].SecretName(), nil
+		case topology.EnvPublicBaseURL:
+			return apiURL, nil
+		case topology.EnvApprovalPolicy:
+			return jsii.String(cfg.ApprovalPolicy), nil
+		case topology.EnvCallerURI:
+			return callerURI, nil
+		}
+		return nil, fmt.Errorf("infra: no value for environment variable %s", name)
+	}
+
+	tracing := awslambda.Tracing_DISABLED
+	if cfg.Tracing {
+		tracing = awslambda.Tracing_ACTIVE
+	}
+	for _, f := range app.Functions {
+		env := map[string]*string{}
+		for _, name := range f.Env {
+			if name == topology.EnvLocalTenantHeader {
+				continue // local stack only: the tenant comes from the IAM identity here
+			}
+			v, err := envValue(name)
+			if err != nil {
+				return nil, fmt.Errorf("function %s: %w", f.Name, err)
+			}
+			env[name] = v
+		}
+		dir, err := filepath.Abs(filepath.Join(cfg.AssetRoot, f.Name))
+		if err != nil {
+			return nil, err
+		}
+		if _, err := os.Stat(filepath.Join(dir, "bootstrap")); err != nil {
+			return nil, fmt.Errorf("function %s: %s/bootstrap is missing: run `make build`, or set -c %s=DIR", f.Name, dir, CtxAssetRoot)
+		}
+		cid := pascal(f.Name)
+		fn := awslambda.NewFunction(stack, jsii.String(cid+"Function"), &awslambda.FunctionProps{
+			Description:           jsii.String(f.Description),
+			Runtime:               awslambda.Runtime_PROVIDED_AL2023(),
+			Architecture:          awslambda.Architecture_ARM_64(),
+			Handler:               jsii.String("bootstrap"),
+			Code:                  awslambda.Code_FromAsset(jsii.String(dir), nil),
+			MemorySize:            jsii.Number(float64(f.MemoryMB)),
+			Timeout:               awscdk.Duration_Seconds(jsii.Number(float64(f.TimeoutSeconds))),
+			Environment:           &env,
+			LoggingFormat:         awslambda.LoggingFormat_JSON,
+			ApplicationLogLevelV2: awslambda.ApplicationLogLevel_INFO,
+			SystemLogLevelV2:      awslambda.SystemLogLevel_WARN,
+			LogGroup:              logGroup(cid + "Logs"),
+			Tracing:               tracing,
+		})
+		b.Functions[f.Name] = fn
+
+		if f.LedgerWrite {
+			b.Table.GrantReadWriteData(fn)
+		} else {
+			b.Table.GrantReadData(fn)
+		}
+		if f.StartsExecutions {
+			awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+				Grantee: fn, Actions: jsii.Strings("states:StartExecution"), ResourceArns: &[]*string{b.StateMachineArn},
+			})
+		}
+		if f.CompletesTasks {
+			awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+				Grantee: fn, Actions: jsii.Strings(SendTaskActions...), ResourceArns: jsii.Strings("*"),
+			})
+		}
+		for _, s := range f.Secrets {
+			switch s {
+			case topology.EnvLinkKeySecret, topology.EnvSlackSecret:
+				b.Secrets[s].GrantRead(fn, nil)
+			case topology.EnvAgentsSecretPrefix:
+				awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+					Grantee: fn, Actions: jsii.Strings("secretsmanager:GetSecretValue"), ResourceArns: &[]*string{agentsPrefixArn},
+				})
+			default:
+				return nil, fmt.Errorf("function %s: no secret behind %s", f.Name, s)
+			}
+		}
+	}
+
+	// The state machine, from the one ASL file.
+	subs := map[string]*string{}
+	for _, f := range app.Functions {
+		if f.Placeholder != "" {
+			subs[f.Placeholder] = b.Functions[f.Name].FunctionArn()
+		}
+	}
+	b.StateMachine = awsstepfunctions.NewStateMachine(stack, jsii.String("StateMachine"), &awsstepfunctions.StateMachineProps{
+		StateMachineName:        jsii.String(smName),
+		StateMachineType:        awsstepfunctions.StateMachineType_STANDARD,
+		DefinitionBody:          awsstepfunctions.DefinitionBody_FromString(jsii.String(props.Definition)),
+		DefinitionSubstitutions: &subs,
+		Logs: &awsstepfunctions.LogOptions{
+			Destination:          logGroup("StateMachineLogs"),
+			Level:                awsstepfunctions.LogLevel_ALL,
+			IncludeExecutionData: jsii.Bool(false),
+		},
+		TracingEnabled: jsii.Bool(cfg.Tracing),
+	})
+	for _, f := range app.Functions {
+		if f.Placeholder != "" {
+			b.Functions[f.Name].GrantInvoke(b.StateMachine)
+		}
+	}
+	if usesStartExecution(props.Definition) {
+		// Continue-as-new: the state machine starts its next generation. Granted by the built
+		// ARN: a reference to the state machine from its own role policy is a cycle.
+		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+			Grantee: b.StateMachine, Actions: jsii.Strings("states:StartExecution"), ResourceArns: &[]*string{b.StateMachineArn},
+		})
+	}
+
+	// Routes.
+	iamAuth := awsapigatewayv2authorizers.NewHttpIamAuthorizer()
+	integrations := map[string]awsapigatewayv2integrations.HttpLambdaIntegration{}
+	for _, r := range app.Routes {
+		integ, ok := integrations[r.Function]
+		if !ok {
+			integ = awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String(pascal(r.Function)+"Integration"), b.Functions[r.Function], nil)
+			integrations[r.Function] = integ
+		}
+		opts := &awsapigatewayv2.AddRoutesOptions{
+			Path:        jsii.String(r.Path),
+			Methods:     &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.Method)},
+			Integration: integ,
+		}
+		if r.Auth == topology.AuthIAM {
+			opts.Authorizer = iamAuth
+		}
+		b.Api.AddRoutes(opts)
+	}
+
+	// The reconciliation sweep, when the topology has it.
+	if fn, ok := b.Functions[ReconcileFunction]; ok {
+		awsscheduler.NewSchedule(stack, jsii.String("ReconcileSchedule"), &awsscheduler.ScheduleProps{
+			Description: jsii.String("buyflow: wake operations whose seller task finished (list_tasks per seller)"),
+			Schedule:    awsscheduler.ScheduleExpression_Rate(awscdk.Duration_Minutes(jsii.Number(float64(cfg.ReconcileMinutes)))),
+			Target:      awsschedulertargets.NewLambdaInvoke(fn, nil),
+		})
+	}
+
+	b.addAlarms(app, cfg)
+
+	awscdk.NewCfnOutput(stack, jsii.String("ApiUrl"), &awscdk.CfnOutputProps{Value: apiURL, Description: jsii.String("HTTP API base URL")})
+	awscdk.NewCfnOutput(stack, jsii.String("TableName"), &awscdk.CfnOutputProps{Value: b.Table.TableName(), Description: jsii.String("ledger table")})
+	awscdk.NewCfnOutput(stack, jsii.String("StateMachineArn"), &awscdk.CfnOutputProps{Value: b.StateMachine.StateMachineArn(), Description: jsii.String("MediaBuy state machine")})
+	return b, nil
+}
+
+// newTable creates the ledger table from ledger.TableSchema.
+func newTable(stack awscdk.Stack, cfg Config, removal awscdk.RemovalPolicy) awsdynamodb.Table {
+	schema := ledger.TableSchema("")
+	attrType := map[string]awsdynamodb.AttributeType{}
+	for _, a := range schema.AttributeDefinitions {
+		t := awsdynamodb.AttributeType_STRING
+		switch a.AttributeType {
+		case types.ScalarAttributeTypeN:
+			t = awsdynamodb.AttributeType_NUMBER
+		case types.ScalarAttributeTypeB:
+			t = awsdynamodb.AttributeType_BINARY
+		}
+		attrType[*a.AttributeName] = t
+	}
+	keys := func(ks []types.KeySchemaElement) (pk, sk *awsdynamodb.Attribute) {
+		for _, k := range ks {
+			attr := &awsdynamodb.Attribute{Name: k.AttributeName, Type: attrType[*k.AttributeName]}
+			if k.KeyType == types.KeyTypeHash {
+				pk = attr
+			} else {
+				sk = attr
+			}
+		}
+		return pk, sk
+	}
+	pk, sk := keys(schema.KeySchema)
+	table := awsdynamodb.NewTable(stack, jsii.String("Ledger"), &awsdynamodb.TableProps{
+		PartitionKey:        pk,
+		SortKey:             sk,
+		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		TimeToLiveAttribute: jsii.String(ledger.AttrTTL),
+		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
+			PointInTimeRecoveryEnabled: jsii.Bool(true),
+		},
+		DeletionProtection: jsii.Bool(!cfg.Dev),
+		RemovalPolicy:      removal,
+	})
+	for _, g := range schema.GlobalSecondaryIndexes {
+		gpk, gsk := keys(g.KeySchema)
+		props := &awsdynamodb.GlobalSecondaryIndexProps{IndexName: g.IndexName, PartitionKey: gpk, SortKey: gsk}
+		if g.Projection != nil {
+			switch g.Projection.ProjectionType {
+			case types.ProjectionTypeKeysOnly:
+				props.ProjectionType = awsdynamodb.ProjectionType_KEYS_ONLY
+			case types.ProjectionTypeInclude:
+				props.ProjectionType = awsdynamodb.ProjectionType_INCLUDE
+				props.NonKeyAttributes = jsii.Strings(g.Projection.NonKeyAttributes...)
+			default:
+				props.ProjectionType = awsdynamodb.ProjectionType_ALL
+			}
+		}
+		table.AddGlobalSecondaryIndex(props)
+	}
+	return table
+}
+
+// addAlarms adds the alarm topic, the alarms and the dashboard.
+func (b *BuyflowStack) addAlarms(app topology.Application, cfg Config) {
+	stack := b.Stack
+	b.AlarmTopic = awssns.NewTopic(stack, jsii.String("AlarmTopic"), &awssns.TopicProps{
+		DisplayName: jsii.String("buyflow alarms"),
+		EnforceSSL:  jsii.Bool(true),
+	})
+	if cfg.AlarmEmail != "" {
+		b.AlarmTopic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(cfg.AlarmEmail), nil))
+	}
+	action := awscloudwatchactions.NewSnsAction(b.AlarmTopic)
+	period := awscdk.Duration_Minutes(jsii.Number(5))
+	sum := &awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String("Sum")}
+	alarm := func(id, desc string, m awscloudwatch.IMetric) {
+		a := awscloudwatch.NewAlarm(stack, jsii.String(id), &awscloudwatch.AlarmProps{
+			AlarmDescription:   jsii.String(desc),
+			Metric:             m,
+			Threshold:          jsii.Number(1),
+			EvaluationPeriods:  jsii.Number(1),
+			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+		})
+		a.AddAlarmAction(action)
+		a.AddOkAction(action)
+	}
+	sm := b.StateMachine
+	alarm("ExecutionsFailedAlarm", "MediaBuy executions failed (a buy stopped: read the Fail state's Error/Cause)", sm.MetricFailed(sum))
+	alarm("ExecutionsTimedOutAlarm", "MediaBuy executions timed out", sm.MetricTimedOut(sum))
+	alarm("ApiServerErrorsAlarm", "HTTP API answered 5xx", b.Api.MetricServerError(sum))
+
+	var errorMetrics, durationMetrics []awscloudwatch.IMetric
+	for _, f := range app.Functions {
+		fn := b.Functions[f.Name]
+		errs := fn.MetricErrors(&awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String("Sum"), Label: jsii.String(f.Name)})
+		alarm(pascal(f.Name)+"ErrorsAlarm", "Lambda "+f.Name+" errors", errs)
+		errorMetrics = append(errorMetrics, errs)
+		durationMetrics = append(durationMetrics, fn.MetricDuration(&awscloudwatch.MetricOptions{
+			Period: period, Statistic: jsii.String("p99"), Label: jsii.String(f.Name),
+		}))
+	}
+
+	widget := func(title string, left []awscloudwatch.IMetric) awscloudwatch.IWidget {
+		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
+			Title: jsii.String(title), Left: &left, Width: jsii.Number(12),
+		})
+	}
+	label := func(l string) *awscloudwatch.MetricOptions {
+		return &awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String("Sum"), Label: jsii.String(l)}
+	}
+	dash := awscloudwatch.NewDashboard(stack, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
+		DashboardName: jsii.String(*stack.StackName() + "-buyflow"),
+	})
+	dash.AddWidgets(
+		widget("Executions", []awscloudwatch.IMetric{
+			sm.MetricStarted(label("started")), sm.MetricSucceeded(label("succeeded")),
+			sm.MetricFailed(label("failed")), sm.MetricTimedOut(label("timed out")), sm.MetricAborted(label("aborted")),
+		}),
+		widget("API requests", []awscloudwatch.IMetric{
+			b.Api.MetricCount(label("requests")), b.Api.MetricClientError(label("4xx")), b.Api.MetricServerError(label("5xx")),
+		}),
+	)
+	dash.AddWidgets(
+		widget("Lambda errors", errorMetrics),
+		widget("Lambda duration p99 (ms)", durationMetrics),
+	)
+}
+
+// accessLogFormat is the HTTP API access log line. It has no query string: approval links carry
+// their signature there.
+var accessLogFormat = mustJSON(map[string]string{
+	"requestId":        "$context.requestId",
+	"ip":               "$context.identity.sourceIp",
+	"caller":           "$context.identity.caller",
+	"requestTime":      "$context.requestTime",
+	"routeKey":         "$context.routeKey",
+	"status":           "$context.status",
+	"protocol":         "$context.protocol",
+	"responseLength":   "$context.responseLength",
+	"responseLatency":  "$context.responseLatency",
+	"integrationError": "$context.integrationErrorMessage",
+	"error":            "$context.error.message",
+})
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// accessLogSettings implements awsapigatewayv2.IAccessLogSettings.
+type accessLogSettings struct {
+	destination awsapigatewayv2.IAccessLogDestination
+	format      awsapigateway.AccessLogFormat
+}
+
+func (a *accessLogSettings) Destination() awsapigatewayv2.IAccessLogDestination { return a.destination }
+func (a *accessLogSettings) Format() awsapigateway.AccessLogFormat              { return a.format }
+
+// validate checks what CloudFormation would only find at deploy time, or never.
+func validate(app topology.Application, definition, stackName string) error {
+	var errs []error
+	if definition == "" {
+		errs = append(errs, errors.New("infra: empty state machine definition"))
+	}
+	if app.StateMachineName == "" {
+		errs = append(errs, errors.New("infra: topology has no state machine name"))
+	}
+	placeholders := map[string]bool{}
+	for _, f := range app.Functions {
+		if f.Placeholder != "" {
+			placeholders[f.Placeholder] = true
+		}
+	}
+	for _, m := range placeholderRE.FindAllStringSubmatch(definition, -1) {
+		if !placeholders[m[1]] {
+			errs = append(errs, fmt.Errorf("infra: the definition uses ${%s}, which no topology function supplies", m[1]))
+			placeholders[m[1]] = true // report once
+		}
+	}
+	resources, err := taskResources(definition)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, r := range resources {
+		if !slices.Contains(supportedResources, r) {
+			errs = append(errs, fmt.Errorf("infra: the definition uses %s, which the stack does not grant the state machine", r))
+		}
+	}
+	for _, r := range app.Routes {
+		if _, ok := app.Function(r.Function); !ok {
+			errs = append(errs, fmt.Errorf("infra: route %s %s names unknown function %s", r.Method, r.Path, r.Function))
+		}
+	}
+	if stackName == "" || len(stackName)+1+len(app.StateMachineName) > 80 {
+		errs = append(errs, fmt.Errorf("infra: stack name %q: state machine names are at most 80 characters", stackName))
+	}
+	return errors.Join(errs...)
+}
+
+// supportedResources are the Task resources whose permissions the stack grants.
+var supportedResources = []string{
+	"arn:aws:states:::lambda:invoke",
+	"arn:aws:states:::lambda:invoke.waitForTaskToken",
+	"arn:aws:states:::states:startExecution",
+}
+
+func usesStartExecution(definition string) bool {
+	rs, _ := taskResources(definition)
+	return slices.Contains(rs, "arn:aws:states:::states:startExecution")
+}
+
+// taskResources returns the distinct Resource of every Task state, nested states included.
+func taskResources(definition string) ([]string, error) {
+	var doc any
+	if err := json.Unmarshal([]byte(definition), &doc); err != nil {
+		return nil, fmt.Errorf("infra: state machine definition is not JSON: %w", err)
+	}
+	var out []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch t := v.(type) {
+		case map[string]any:
+			if t["Type"] == "Task" {
+				if r, ok := t["Resource"].(string); ok && !slices.Contains(out, r) {
+					out = append(out, r)
+				}
+			}
+			for _, c := range t {
+				walk(c)
+			}
+		case []any:
+			for _, c := range t {
+				walk(c)
+			}
+		}
+	}
+	walk(doc)
+	slices.Sort(out)
+	return out, nil
+}
+
+func pascal(s string) string {
+	var b strings.Builder
+	up := true
+	for _, r := range s {
+		if r == '-' || r == '_' {
+			up = true
+			continue
+		}
+		if up {
+			b.WriteString(strings.ToUpper(string(r)))
+			up = false
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+var retentions = map[int]awslogs.RetentionDays{
+	1: awslogs.RetentionDays_ONE_DAY, 3: awslogs.RetentionDays_THREE_DAYS, 5: awslogs.RetentionDays_FIVE_DAYS,
+	7: awslogs.RetentionDays_ONE_WEEK, 14: awslogs.RetentionDays_TWO_WEEKS, 30: awslogs.RetentionDays_ONE_MONTH,
+	60: awslogs.RetentionDays_TWO_MONTHS, 90: awslogs.RetentionDays_THREE_MONTHS, 120: awslogs.RetentionDays_FOUR_MONTHS,
+	150: awslogs.RetentionDays_FIVE_MONTHS, 180: awslogs.RetentionDays_SIX_MONTHS, 365: awslogs.RetentionDays_ONE_YEAR,
+	400: awslogs.RetentionDays_THIRTEEN_MONTHS, 545: awslogs.RetentionDays_EIGHTEEN_MONTHS, 731: awslogs.RetentionDays_TWO_YEARS,
+	1096: awslogs.RetentionDays_THREE_YEARS, 1827: awslogs.RetentionDays_FIVE_YEARS, 2192: awslogs.RetentionDays_SIX_YEARS,
+	2557: awslogs.RetentionDays_SEVEN_YEARS, 2922: awslogs.RetentionDays_EIGHT_YEARS, 3288: awslogs.RetentionDays_NINE_YEARS,
+	3653: awslogs.RetentionDays_TEN_YEARS,
+}
+
+func retentionDays(days int) (awslogs.RetentionDays, error) {
+	if r, ok := retentions[days]; ok {
+		return r, nil
+	}
+	valid := make([]int, 0, len(retentions))
+	for d := range retentions {
+		valid = append(valid, d)
+	}
+	slices.Sort(valid)
+	return "", fmt.Errorf("infra: %s=%d: CloudWatch Logs accepts %v", CtxLogRetentionDays, days, valid)
+}
