@@ -1,0 +1,35 @@
+// Package approvals runs the human approval step: the notify stage's Request and Expire
+// actions and the approve Lambda's GET and POST of /v1/approvals/{approval_id}. It wires the
+// pure pieces of internal/approval (signed links, decision rules, pages) and internal/slack
+// (messages) to the ledger and to Step Functions through the narrow interfaces declared in
+// service.go (Ledger, Tasks, slack.Client, an injected clock).
+//
+// Invariants:
+//
+//   - The task token never leaves the ledger. It is stored on the approval item; links, Slack
+//     messages, pages, events, log lines and errors carry only the approval id, which is
+//     "apr_" + base64url(first 128 bits of SHA-256("buyflow-approval-id/v1\x00" + token)). The
+//     id derives from the token so that a retried Request converges on one approval; the token
+//     cannot be recovered from it.
+//   - Request is idempotent per task token: the approval is created once (attribute_not_exists),
+//     the operation moves to awaiting_approval unless it is already there, Slack is posted only
+//     while the approval records no message, and the approval_requested event is written once.
+//   - An operation's approvals are listed by its timeline: approval_requested events carry
+//     {approval_id, round, escalation}, approval_expired events {approval_id, escalated}. Expire
+//     acts on the latest round; the round after an expiry that escalated goes to the escalation
+//     approvers, and an escalated round that expires is never escalated again.
+//   - GET changes nothing: it verifies the link, reads the ledger and renders. Views are logged,
+//     not written. Only POST decides.
+//   - POST writes the ledger first (conditional pending → approved | rejected, which also
+//     requires the approval not to have expired) and only then calls SendTaskSuccess (output
+//     workflow.ApprovalOutput) or SendTaskFailure (error "ApprovalRejectedError"). A lost race
+//     shows what the ledger holds ("already approved by X at T", "expired at T"); a token that
+//     is gone is reported as "recorded, but too late", never as our error.
+//   - The requester gets no link and is refused (approval.ErrSelfApproval) if they use one.
+//   - Every decision attempt made by POST is an event: ledger.EventDecision for the one that
+//     decides, approval_refused for the others, with approver, source IP, user agent, key id,
+//     amount, decision and comment.
+//   - HandleHTTP never returns an error: every answer is an HTML page served with
+//     approval.SecurityHeaders; a link that fails verification (tampered, unknown key, expired)
+//     gets 403 and changes nothing.
+package approvals

@@ -1,0 +1,377 @@
+package approvals
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"net/http"
+	"net/url"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/sfn"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// RejectedErrorName is the SendTaskFailure error of a rejection: the Go type name of
+// workflow.ApprovalRejectedError, which the state machine's Catch matches.
+var RejectedErrorName = reflect.TypeOf(workflow.ApprovalRejectedError{}).Name()
+
+// client is where a request came from, for the audit trail.
+type client struct{ IP, UserAgent string }
+
+func clientOf(req events.APIGatewayV2HTTPRequest) client {
+	ua := req.RequestContext.HTTP.UserAgent
+	if ua == "" {
+		ua = header(req, "User-Agent")
+	}
+	return client{IP: req.RequestContext.HTTP.SourceIP, UserAgent: truncate(ua, 512)}
+}
+
+// HandleHTTP answers GET and POST /v1/approvals/{approval_id} (API Gateway HTTP API v2). GET
+// verifies the signed link and shows the confirm page or the truth; it writes nothing, so link
+// unfurlers and mail scanners cannot decide. POST verifies the signed fields the form posts
+// back, decides in the ledger first (pending → approved | rejected, conditionally) and only
+// then completes the task. Every answer is an HTML page with approval.SecurityHeaders; the
+// error is always nil, so a client fault never becomes a Lambda error.
+func (s *Service) HandleHTTP(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	id := req.PathParameters["approval_id"]
+	if id == "" {
+		id = lastSegment(req.RawPath)
+	}
+	switch m := strings.ToUpper(req.RequestContext.HTTP.Method); m {
+	case http.MethodGet, http.MethodHead:
+		resp := s.get(ctx, id, query(req), clientOf(req))
+		if m == http.MethodHead {
+			resp.Body = ""
+		}
+		return resp, nil
+	case http.MethodPost:
+		return s.postDecision(ctx, id, req), nil
+	default:
+		resp := resultPage(approval.ResultPage{Kind: approval.PageBadRequest, Detail: "Open the link from Slack."})
+		resp.StatusCode = http.StatusMethodNotAllowed
+		resp.Headers["Allow"] = "GET, POST"
+		return resp, nil
+	}
+}
+
+func (s *Service) get(ctx context.Context, id string, q url.Values, c client) events.APIGatewayV2HTTPResponse {
+	claims, err := s.cfg.Signer.Verify(id, q)
+	if err != nil {
+		s.log.InfoContext(ctx, "approval link refused", "approvalId", safeID(id), "sourceIp", c.IP, "err", err)
+		return linkError(err, claims)
+	}
+	a, op, resp, ok := s.load(ctx, id)
+	if !ok {
+		return resp
+	}
+	v := view(a, op)
+	o, err := approval.Check(v, claims.Approver, s.now())
+	s.log.InfoContext(ctx, "approval viewed", "approvalId", id, "operationId", a.OperationID, "approver", claims.Approver,
+		"sourceIp", c.IP, "userAgent", c.UserAgent, "result", outcomeName(o, err))
+	if err != nil {
+		return resultPage(approval.ResultFromError(err, time.Time{}))
+	}
+	if o.Result != approval.ResultPending {
+		return resultPage(approval.ResultFromOutcome(o, v))
+	}
+	return confirmPage(http.StatusOK, approval.ConfirmPage{Approval: v, Approver: claims.Approver, Signed: signed(q)})
+}
+
+func (s *Service) postDecision(ctx context.Context, id string, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+	c := clientOf(req)
+	body := []byte(req.Body)
+	if req.IsBase64Encoded {
+		b, err := base64.StdEncoding.DecodeString(req.Body)
+		if err != nil {
+			return resultPage(approval.ResultFromError(approval.ErrBadForm, time.Time{}))
+		}
+		body = b
+	}
+	d, posted, err := approval.ParseDecisionForm(body, header(req, "Content-Type"))
+	if err != nil {
+		return resultPage(approval.ResultFromError(err, time.Time{}))
+	}
+	claims, err := s.cfg.Signer.Verify(id, posted)
+	if err != nil {
+		s.log.InfoContext(ctx, "approval link refused", "approvalId", safeID(id), "sourceIp", c.IP, "err", err)
+		return linkError(err, claims)
+	}
+	a, op, resp, ok := s.load(ctx, id)
+	if !ok {
+		return resp
+	}
+	d.ApprovalID, d.Approver = id, claims.Approver
+	v := view(a, op)
+	o, err := approval.Decide(v, d, s.now())
+	audit := eventDetail{ApprovalID: id, Decision: string(d.Decision), SourceIP: c.IP, UserAgent: c.UserAgent, KeyID: claims.KeyID}
+	switch {
+	case errors.Is(err, approval.ErrInvalidDecision), errors.Is(err, approval.ErrCommentTooLong), errors.Is(err, approval.ErrInvalidComment):
+		// Nothing to record: ask again, keeping what they typed.
+		p := approval.ResultFromError(err, time.Time{})
+		return confirmPage(http.StatusBadRequest, approval.ConfirmPage{Approval: v, Approver: claims.Approver, Signed: signed(posted),
+			Error: p.Detail, Comment: truncate(d.Comment, approval.MaxCommentRunes)})
+	case err != nil:
+		audit.Outcome = outcomeName(o, err)
+		s.refused(ctx, a, claims.Approver, audit)
+		return resultPage(approval.ResultFromError(err, time.Time{}))
+	case o.Result != approval.ResultDecided:
+		// Already decided, or expired: the truth, and nothing written but the attempt. An
+		// approval past its expiry is marked expired by the workflow's timeout, not by a click.
+		audit.Outcome = outcomeName(o, nil)
+		s.refused(ctx, a, claims.Approver, audit)
+		return resultPage(approval.ResultFromOutcome(o, v))
+	}
+
+	decided, err := s.cfg.Ledger.Decide(ctx, id, ledger.Decision{Outcome: ledger.ApprovalStatus(o.Status), By: claims.Approver, Comment: o.Comment})
+	var de *ledger.DecisionError
+	switch {
+	case errors.As(err, &de):
+		// Someone else decided first (or it expired meanwhile): report what the ledger says.
+		cur := view(de.Current, op)
+		o2, err2 := approval.Check(cur, claims.Approver, s.now())
+		if err2 == nil && o2.Result == approval.ResultPending {
+			o2 = approval.Outcome{Result: approval.ResultExpired, Status: approval.StatusExpired, At: cur.ExpiresAt}
+		}
+		audit.Outcome = outcomeName(o2, err2)
+		s.refused(ctx, de.Current, claims.Approver, audit)
+		if err2 != nil {
+			return resultPage(approval.ResultFromError(err2, time.Time{}))
+		}
+		return resultPage(approval.ResultFromOutcome(o2, cur))
+	case err != nil:
+		s.log.ErrorContext(ctx, "approval decision not recorded", "approvalId", id, "err", err)
+		return resultPage(approval.ResultPage{Kind: approval.PageUnavailable})
+	}
+
+	task := s.complete(ctx, decided, op)
+	audit.Outcome, audit.Comment, audit.Task = string(decided.Status), decided.Comment, task
+	s.appendEvent(ctx, decided.Tenant, decided.OperationID, ledger.Event{
+		Type: ledger.EventDecision, Actor: "approver:" + claims.Approver,
+		Amount: decided.Amount, Currency: decided.Currency, Reason: decided.Reason, Detail: audit.raw(),
+	})
+	s.updateSlack(ctx, decided, op)
+	s.log.InfoContext(ctx, "approval decided", "approvalId", id, "operationId", decided.OperationID, "approver", claims.Approver,
+		"decision", decided.Status, "sourceIp", c.IP, "task", task)
+
+	dv := view(decided, op)
+	switch task {
+	case taskGone:
+		return messagePage(http.StatusGone, "Recorded, but too late",
+			fmt.Sprintf("Your decision (%s by %s at %s) is recorded, but the buy had already stopped waiting for it: the approval window closed or the buy was stopped.",
+				decided.Status, decided.Decider, approval.FormatTime(decided.DecidedAt)),
+			"Nothing will be bought on this approval. Ask the requester to submit the buy again if it is still needed.")
+	case taskFailed:
+		return messagePage(http.StatusBadGateway, "Recorded, not yet delivered",
+			fmt.Sprintf("Your decision (%s by %s at %s) is recorded, but it could not be handed to the workflow.",
+				decided.Status, decided.Decider, approval.FormatTime(decided.DecidedAt)),
+			"The operations team has been alerted. Do not click again: your decision stands.")
+	}
+	return resultPage(approval.ResultFromOutcome(approval.Outcome{
+		Result: approval.ResultDecided, Status: dv.Status, By: dv.DecidedBy, At: dv.DecidedAt, Comment: dv.Comment,
+	}, dv))
+}
+
+// Task delivery results, as the decision event records them.
+const (
+	taskDelivered = "delivered"
+	taskGone      = "gone"
+	taskFailed    = "failed"
+)
+
+// complete hands a recorded decision to Step Functions: SendTaskSuccess with the approval
+// output, or SendTaskFailure with ApprovalRejectedError. A few quick retries cover throttling;
+// a token that is gone is not retried.
+func (s *Service) complete(ctx context.Context, a *ledger.Approval, op *ledger.Operation) string {
+	if s.cfg.Tasks == nil {
+		s.log.ErrorContext(ctx, "no task completer configured", "approvalId", a.ID)
+		return taskFailed
+	}
+	call := func() error {
+		if a.Status == ledger.ApprovalApproved {
+			return s.cfg.Tasks.Succeed(ctx, a.TaskToken, workflow.ApprovalOutput{
+				Decision: string(ledger.ApprovalApproved), ApprovalID: a.ID, DecidedBy: a.Decider,
+				RecheckGovernance: op != nil && !op.GovernanceExpiresAt.IsZero() && !a.DecidedAt.Before(op.GovernanceExpiresAt),
+			})
+		}
+		return s.cfg.Tasks.Fail(ctx, a.TaskToken, RejectedErrorName, rejectionCause(a))
+	}
+	var err error
+	for attempt, wait := 0, 100*time.Millisecond; attempt < 3; attempt, wait = attempt+1, wait*4 {
+		if err = call(); err == nil {
+			return taskDelivered
+		}
+		if errors.Is(err, sfn.ErrTaskGone) {
+			s.log.WarnContext(ctx, "approval task already gone", "approvalId", a.ID, "operationId", a.OperationID)
+			return taskGone
+		}
+		if attempt < 2 {
+			select {
+			case <-ctx.Done():
+				attempt = 3
+			case <-time.After(wait):
+			}
+		}
+	}
+	s.log.ErrorContext(ctx, "approval decision recorded but not delivered to step functions", "approvalId", a.ID,
+		"operationId", a.OperationID, "err", err)
+	return taskFailed
+}
+
+// rejectionCause is the SendTaskFailure cause: readable, with no token or link.
+func rejectionCause(a *ledger.Approval) string {
+	cause := (&workflow.ApprovalRejectedError{ApprovalID: a.ID, By: a.Decider}).Error() + " at " + approval.FormatTime(a.DecidedAt)
+	if a.Comment != "" {
+		cause += ": " + truncate(a.Comment, 500)
+	}
+	return cause
+}
+
+// refused records a decision attempt that changed nothing.
+func (s *Service) refused(ctx context.Context, a *ledger.Approval, approver string, d eventDetail) {
+	s.appendEvent(ctx, a.Tenant, a.OperationID, ledger.Event{
+		Type: EventApprovalRefused, Actor: "approver:" + approver, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason, Detail: d.raw(),
+	})
+}
+
+// load reads the approval and its operation. When ok is false, resp is the page to serve.
+func (s *Service) load(ctx context.Context, id string) (a *ledger.Approval, op *ledger.Operation, resp events.APIGatewayV2HTTPResponse, ok bool) {
+	a, err := s.cfg.Ledger.GetApproval(ctx, id)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		// A validly signed link for an unknown id: treat it as any other invalid link.
+		return nil, nil, resultPage(approval.ResultPage{Kind: approval.PageInvalidLink}), false
+	case err != nil:
+		s.log.ErrorContext(ctx, "approval not readable", "approvalId", id, "err", err)
+		return nil, nil, resultPage(approval.ResultPage{Kind: approval.PageUnavailable}), false
+	}
+	op, err = s.cfg.Ledger.GetOperation(ctx, a.Tenant, a.OperationID)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		op = nil
+	case err != nil:
+		s.log.ErrorContext(ctx, "operation not readable", "approvalId", id, "operationId", a.OperationID, "err", err)
+		return nil, nil, resultPage(approval.ResultPage{Kind: approval.PageUnavailable}), false
+	}
+	return a, op, events.APIGatewayV2HTTPResponse{}, true
+}
+
+// linkError is the page for a link that does not verify: 403, whatever the reason, with the
+// expiry time when the link is authentic but expired.
+func linkError(err error, claims approval.Claims) events.APIGatewayV2HTTPResponse {
+	resp := resultPage(approval.ResultFromError(err, claims.Expires))
+	resp.StatusCode = http.StatusForbidden
+	return resp
+}
+
+func outcomeName(o approval.Outcome, err error) string {
+	switch {
+	case errors.Is(err, approval.ErrSelfApproval):
+		return "self_approval"
+	case errors.Is(err, approval.ErrNotApprover):
+		return "not_approver"
+	case err != nil:
+		return "error"
+	case o.Result == approval.ResultAlreadyDecided:
+		return "already_" + string(o.Status)
+	default:
+		return string(o.Result)
+	}
+}
+
+func resultPage(p approval.ResultPage) events.APIGatewayV2HTTPResponse {
+	return render(p.StatusCode(), func(w io.Writer) error { return approval.RenderResult(w, p) })
+}
+
+func confirmPage(status int, p approval.ConfirmPage) events.APIGatewayV2HTTPResponse {
+	return render(status, func(w io.Writer) error { return approval.RenderConfirm(w, p) })
+}
+
+var messageTmpl = template.Must(template.New("message").Parse(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.Title}}</title></head>
+<body><main><h1>{{.Title}}</h1><p>{{.Line}}</p><p>{{.Hint}}</p></main></body></html>
+`))
+
+// messagePage is a plain page for the two answers approval has no page kind for (a decision
+// recorded after the task was gone, or not yet delivered).
+func messagePage(status int, title, line, hint string) events.APIGatewayV2HTTPResponse {
+	return render(status, func(w io.Writer) error {
+		return messageTmpl.Execute(w, struct{ Title, Line, Hint string }{title, line, hint})
+	})
+}
+
+func render(status int, fn func(io.Writer) error) events.APIGatewayV2HTTPResponse {
+	var b bytes.Buffer
+	h := approval.SecurityHeaders()
+	if err := fn(&b); err != nil {
+		h["Content-Type"] = "text/plain; charset=utf-8"
+		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusInternalServerError, Headers: h, Body: "Something went wrong on our side. Nothing was decided.\n"}
+	}
+	return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: h, Body: b.String()}
+}
+
+// signed keeps only the signed link parameters, for the confirm form's hidden fields.
+func signed(q url.Values) url.Values {
+	out := url.Values{}
+	for _, k := range approval.SignedParams {
+		if v, ok := q[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// query returns the request's query parameters, keeping repeats (the raw query string is the
+// source; API Gateway joins repeated parameters with commas in the map).
+func query(req events.APIGatewayV2HTTPRequest) url.Values {
+	if req.RawQueryString != "" {
+		if q, err := url.ParseQuery(req.RawQueryString); err == nil {
+			return q
+		}
+		return url.Values{}
+	}
+	q := url.Values{}
+	for k, v := range req.QueryStringParameters {
+		q[k] = strings.Split(v, ",")
+	}
+	return q
+}
+
+func header(req events.APIGatewayV2HTTPRequest, name string) string {
+	if v, ok := req.Headers[strings.ToLower(name)]; ok {
+		return v
+	}
+	for k, v := range req.Headers {
+		if strings.EqualFold(k, name) {
+			return v
+		}
+	}
+	return ""
+}
+
+func lastSegment(p string) string {
+	p = strings.TrimRight(p, "/")
+	return p[strings.LastIndexByte(p, '/')+1:]
+}
+
+// safeID bounds an unverified id before it reaches a log line.
+func safeID(id string) string { return truncate(id, 64) }
+
+func truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n])
+}

@@ -1,0 +1,122 @@
+package approvals
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/slack"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// Notify is the notify Lambda's handler: it reads the payload's action and runs Request
+// ("request", output {}) or Expire ("expire", output workflow.ApprovalExpiry). Errors are
+// returned bare through workflow.TaskError, so their type names match the state machine's
+// ErrorEquals.
+func (s *Service) Notify(ctx context.Context, payload json.RawMessage) (any, error) {
+	var head struct {
+		Action workflow.Action `json:"action"`
+	}
+	if err := json.Unmarshal(payload, &head); err != nil {
+		return nil, &workflow.InvalidInputError{Field: "payload", Reason: "is not a JSON object"}
+	}
+	switch head.Action {
+	case workflow.ActionRequest:
+		var in workflow.CallbackInput
+		if err := json.Unmarshal(payload, &in); err != nil {
+			return nil, &workflow.InvalidInputError{Field: "payload", Reason: "does not match the request input"}
+		}
+		if err := s.Request(ctx, in); err != nil {
+			s.log.ErrorContext(ctx, "approval request failed", "operationId", in.OperationID, "err", err)
+			return nil, workflow.TaskError(err)
+		}
+		return struct{}{}, nil
+	case workflow.ActionExpire:
+		var in workflow.StageInput
+		if err := json.Unmarshal(payload, &in); err != nil {
+			return nil, &workflow.InvalidInputError{Field: "payload", Reason: "does not match the expire input"}
+		}
+		out, err := s.Expire(ctx, in)
+		if err != nil {
+			s.log.ErrorContext(ctx, "approval expiry failed", "operationId", in.OperationID, "err", err)
+			return nil, workflow.TaskError(err)
+		}
+		return out, nil
+	default:
+		return nil, &workflow.InvalidInputError{Field: "action", Reason: `must be "request" or "expire"`}
+	}
+}
+
+// SecretGetter reads a secret's value by name; *secrets.Store satisfies it (once per cold
+// start).
+type SecretGetter interface {
+	Get(ctx context.Context, name string) ([]byte, error)
+}
+
+// LoadSigner reads the link-signing keys from the secret name and returns a Signer on now.
+// Errors name the secret, never its value.
+func LoadSigner(ctx context.Context, sg SecretGetter, name string, now func() time.Time) (*approval.Signer, error) {
+	raw, err := sg.Get(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("approvals: link keys: %w", err)
+	}
+	keys, err := approval.ParseKeys(raw)
+	if err != nil {
+		return nil, fmt.Errorf("approvals: link keys from secret %s: %w", name, err)
+	}
+	return approval.NewSigner(keys, now)
+}
+
+// LoadSlack reads the Slack secret name and returns the client and how requests are
+// delivered: Direct (one DM per approver) for a bot token, Shared (one channel message) for
+// an incoming webhook.
+func LoadSlack(ctx context.Context, sg SecretGetter, name string, opts ...slack.Option) (slack.Client, slack.Delivery, error) {
+	raw, err := sg.Get(ctx, name)
+	if err != nil {
+		return nil, 0, fmt.Errorf("approvals: slack: %w", err)
+	}
+	cfg, err := slack.ParseConfig(raw)
+	if err != nil {
+		return nil, 0, fmt.Errorf("approvals: slack config from secret %s: %w", name, err)
+	}
+	c, err := slack.NewClient(cfg, opts...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("approvals: slack client: %w", err)
+	}
+	if cfg.Mode() == "webhook" {
+		return c, slack.Shared, nil
+	}
+	return c, slack.Direct, nil
+}
+
+// LoadEnv reads the required variables through getenv and reports every missing one together.
+func LoadEnv(getenv func(string) string, required ...string) (map[string]string, error) {
+	env := make(map[string]string, len(required))
+	var missing []string
+	for _, name := range required {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			missing = append(missing, name)
+		}
+		env[name] = v
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("config: missing environment variables: %s", strings.Join(missing, ", "))
+	}
+	return env, nil
+}
+
+// CheckBaseURL checks the public base URL links are built on: absolute http(s), no query,
+// fragment or user info.
+func CheckBaseURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return errors.New("config: public base url must be an absolute http(s) url without query, fragment or user info")
+	}
+	return nil
+}

@@ -1,0 +1,159 @@
+package approvals
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/buyflow/buyflow/internal/ledger"
+)
+
+// OnTimeout says what happens when an approval's SLA passes with no decision.
+type OnTimeout string
+
+// The timeout behaviours.
+const (
+	// TimeoutEscalate sends the approval once to the escalation approvers, then rejects.
+	TimeoutEscalate OnTimeout = "escalate"
+	// TimeoutReject fails the buy as expired at once.
+	TimeoutReject OnTimeout = "reject"
+)
+
+// Policy is the approval policy, parsed from BUYFLOW_APPROVAL_POLICY. It is immutable after
+// ParsePolicy.
+type Policy struct {
+	// Threshold is the budget at or above which a buy needs a person ("10000.00"); empty means
+	// the amount never requires approval by itself.
+	Threshold string
+	// Currency is the ISO 4217 code of Threshold.
+	Currency string
+	// Approvers decide first; EscalationApprovers decide after one timeout when OnTimeout is
+	// TimeoutEscalate.
+	Approvers           []string
+	EscalationApprovers []string
+	OnTimeout           OnTimeout
+	// EscalationTimeoutSeconds, when positive and shorter than the state's timeout, shortens
+	// the escalated approval's expiry in the ledger.
+	EscalationTimeoutSeconds int
+	// LinkTTLSeconds, when positive, caps how long a link stays valid (never past the
+	// approval's own expiry).
+	LinkTTLSeconds int
+
+	threshold *big.Rat
+}
+
+var (
+	decimalRE  = regexp.MustCompile(`^[0-9]{1,18}(\.[0-9]{1,6})?$`)
+	currencyRE = regexp.MustCompile(`^[A-Z]{3}$`)
+)
+
+// ParsePolicy parses the policy JSON:
+//
+//	{"threshold":"10000.00","currency":"USD","approvers":["U01","U02"],
+//	 "escalation_approvers":["U09"],"on_timeout":"escalate",
+//	 "escalation_timeout_seconds":3600,"link_ttl_seconds":86400}
+//
+// It reports every problem it finds together. on_timeout defaults to "reject".
+func ParsePolicy(raw []byte) (Policy, error) {
+	var in struct {
+		Threshold                string   `json:"threshold"`
+		Currency                 string   `json:"currency"`
+		Approvers                []string `json:"approvers"`
+		EscalationApprovers      []string `json:"escalation_approvers"`
+		OnTimeout                string   `json:"on_timeout"`
+		EscalationTimeoutSeconds int      `json:"escalation_timeout_seconds"`
+		LinkTTLSeconds           int      `json:"link_ttl_seconds"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return Policy{}, fmt.Errorf("approval policy: not a JSON object with threshold, currency, approvers, escalation_approvers, on_timeout, escalation_timeout_seconds, link_ttl_seconds: %w", err)
+	}
+	if dec.More() {
+		return Policy{}, errors.New("approval policy: trailing data after the JSON object")
+	}
+	p := Policy{
+		Threshold: strings.TrimSpace(in.Threshold), Currency: strings.ToUpper(strings.TrimSpace(in.Currency)),
+		Approvers: in.Approvers, EscalationApprovers: in.EscalationApprovers, OnTimeout: OnTimeout(in.OnTimeout),
+		EscalationTimeoutSeconds: in.EscalationTimeoutSeconds, LinkTTLSeconds: in.LinkTTLSeconds,
+	}
+	if p.OnTimeout == "" {
+		p.OnTimeout = TimeoutReject
+	}
+	var errs []error
+	if p.Threshold != "" {
+		if !decimalRE.MatchString(p.Threshold) {
+			errs = append(errs, fmt.Errorf("threshold %q must be a non-negative decimal string such as \"10000.00\"", p.Threshold))
+		} else {
+			p.threshold, _ = new(big.Rat).SetString(p.Threshold) // the pattern guarantees it parses
+		}
+		if !currencyRE.MatchString(p.Currency) {
+			errs = append(errs, fmt.Errorf("currency %q must be an ISO 4217 code such as USD", in.Currency))
+		}
+	}
+	if len(p.Approvers) == 0 {
+		errs = append(errs, errors.New("approvers must list at least one approver id"))
+	}
+	errs = append(errs, checkIDs("approvers", p.Approvers)...)
+	errs = append(errs, checkIDs("escalation_approvers", p.EscalationApprovers)...)
+	switch p.OnTimeout {
+	case TimeoutReject:
+	case TimeoutEscalate:
+		if len(p.EscalationApprovers) == 0 {
+			errs = append(errs, errors.New(`on_timeout "escalate" needs escalation_approvers`))
+		}
+	default:
+		errs = append(errs, fmt.Errorf(`on_timeout %q must be "escalate" or "reject"`, in.OnTimeout))
+	}
+	if p.EscalationTimeoutSeconds < 0 {
+		errs = append(errs, errors.New("escalation_timeout_seconds must not be negative"))
+	}
+	if p.LinkTTLSeconds < 0 {
+		errs = append(errs, errors.New("link_ttl_seconds must not be negative"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Policy{}, fmt.Errorf("approval policy: %w", err)
+	}
+	return p, nil
+}
+
+func checkIDs(field string, ids []string) []error {
+	var errs []error
+	for i, id := range ids {
+		if id == "" || len(id) > 256 || strings.ContainsAny(id, " \t\r\n#") {
+			errs = append(errs, fmt.Errorf("%s[%d] must be a non-empty id without spaces or '#'", field, i))
+		}
+		if slices.Index(ids, id) != i {
+			errs = append(errs, fmt.Errorf("%s[%d] repeats %q", field, i, id))
+		}
+	}
+	return errs
+}
+
+// Needs reports whether op's budget alone requires a human approval (budget ≥ threshold) and
+// why, in a sentence a person can read. It is pure. A budget it cannot compare (missing,
+// malformed or in another currency than the threshold) needs approval: the gate fails closed.
+// A policy without a threshold never requires approval by amount.
+func (p Policy) Needs(op *ledger.Operation) (bool, string) {
+	if p.threshold == nil || op == nil {
+		return false, ""
+	}
+	budget := strings.TrimSpace(op.BudgetTotal)
+	cur := strings.ToUpper(strings.TrimSpace(op.Currency))
+	if !decimalRE.MatchString(budget) {
+		return true, fmt.Sprintf("the budget %q cannot be compared with the approval threshold %s %s", budget, p.Threshold, p.Currency)
+	}
+	if cur != p.Currency {
+		return true, fmt.Sprintf("the budget is in %s but the approval threshold is in %s", cur, p.Currency)
+	}
+	b, _ := new(big.Rat).SetString(budget) // the pattern guarantees it parses
+	if b.Cmp(p.threshold) >= 0 {
+		return true, fmt.Sprintf("the budget %s %s is at or over the approval threshold %s %s", budget, cur, p.Threshold, p.Currency)
+	}
+	return false, ""
+}

@@ -1,0 +1,307 @@
+package approvals
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/slack"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// actorSystem is the actor of events the workflow causes; actorTimeout decides expiries.
+const (
+	actorSystem  = "system"
+	actorTimeout = "system:timeout"
+)
+
+// Request runs the notify stage's "request" action (RequestApproval, a waitForTaskToken task):
+// it stores the approval with the task token in the ledger, moves the operation to
+// awaiting_approval, posts the Slack request with one signed link per approver and records
+// the request on the timeline. The task stays parked; the approve Lambda completes it.
+//
+// A retry with the same task token converges on the same approval (its id derives from the
+// token) and posts to Slack only if no message was recorded yet. The round after an expiry
+// that escalated goes to the policy's escalation approvers.
+func (s *Service) Request(ctx context.Context, in workflow.CallbackInput) error {
+	if err := checkStage(in.OperationID, in.Tenant); err != nil {
+		return err
+	}
+	if in.TaskToken == "" {
+		return &workflow.InvalidInputError{Field: "task_token", Reason: "is required"}
+	}
+	if in.Config.ApprovalTimeoutSeconds <= 0 {
+		return &workflow.InvalidInputError{Field: "config.approval_timeout_seconds", Reason: "must be a positive integer"}
+	}
+	if s.cfg.Slack == nil || s.cfg.BaseURL == "" || len(s.cfg.Policy.Approvers) == 0 {
+		return &workflow.TerminalError{Code: "approval_not_configured", Reason: "the notify stage has no Slack client, public base URL or approvers"}
+	}
+	op, err := s.operation(ctx, in.Tenant, in.OperationID)
+	if err != nil {
+		return err
+	}
+	if op.Status.Terminal() {
+		return &workflow.TerminalError{Code: "operation_ended", Reason: fmt.Sprintf("operation %s is already %s; no approval is requested", op.ID, op.Status)}
+	}
+
+	id := ApprovalID(in.TaskToken)
+	h, err := s.history(ctx, in.Tenant, in.OperationID)
+	if err != nil {
+		return err
+	}
+	rd, known := h.byID(id)
+	if !known {
+		rd = round{ApprovalID: id}
+		if last, ok := h.latest(); ok {
+			rd.Round = last.Round + 1
+			rd.Escalation = last.Expired && last.Escalated
+		}
+	}
+	requester := s.cfg.RequesterOf(op)
+	group := s.cfg.Policy.Approvers
+	if rd.Escalation {
+		group = s.cfg.Policy.EscalationApprovers
+	}
+	// The requester may not approve their own buy, so they get no link.
+	approvers := slices.DeleteFunc(slices.Clone(group), func(a string) bool { return a == requester })
+	if len(approvers) == 0 {
+		return &workflow.TerminalError{Code: "no_approver", Reason: "no approver other than the requester is configured"}
+	}
+	now := s.now()
+	timeout := time.Duration(in.Config.ApprovalTimeoutSeconds) * time.Second
+	if et := time.Duration(s.cfg.Policy.EscalationTimeoutSeconds) * time.Second; rd.Escalation && et > 0 && et < timeout {
+		timeout = et
+	}
+
+	a, err := s.cfg.Ledger.GetApproval(ctx, id)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		a, err = s.cfg.Ledger.CreateApproval(ctx, ledger.Approval{
+			ID: id, Tenant: in.Tenant, OperationID: in.OperationID, TaskToken: in.TaskToken,
+			Approvers: approvers, Requester: requester, Amount: op.BudgetTotal, Currency: op.Currency,
+			Reason: string(s.reasonCode(in.Reason, op)), ExpiresAt: now.Add(timeout),
+		})
+		if errors.Is(err, ledger.ErrConflict) { // a concurrent retry created it first
+			a, err = s.cfg.Ledger.GetApproval(ctx, id)
+		}
+		if err != nil {
+			return fmt.Errorf("approvals: create approval for operation %s: %w", in.OperationID, err)
+		}
+	case err != nil:
+		return fmt.Errorf("approvals: read approval of operation %s: %w", in.OperationID, err)
+	}
+	if a.Tenant != in.Tenant || a.OperationID != in.OperationID || a.TaskToken != in.TaskToken {
+		return &workflow.TerminalError{Code: "approval_mismatch", Reason: fmt.Sprintf("approval %s belongs to another operation", id)}
+	}
+	if !known {
+		err := s.cfg.Ledger.AppendEvent(ctx, in.Tenant, in.OperationID, ledger.Event{
+			Type: EventApprovalRequested, Actor: actorSystem, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason,
+			Detail: eventDetail{ApprovalID: id, Round: rd.Round, Escalation: rd.Escalation, Approvers: a.Approvers}.raw(),
+		})
+		if err != nil {
+			return fmt.Errorf("approvals: record request of approval %s: %w", id, err)
+		}
+	}
+	if op.Status != workflow.StatusAwaitingApproval {
+		if err := s.awaitApproval(ctx, op, id); err != nil {
+			return err
+		}
+	}
+	if len(a.SlackMessages) == 0 && a.Status == ledger.ApprovalPending && now.Before(a.ExpiresAt) {
+		if err := s.post(ctx, a, op); err != nil {
+			return err
+		}
+	}
+	s.log.InfoContext(ctx, "approval requested", "operationId", in.OperationID, "approvalId", id,
+		"round", rd.Round, "escalation", rd.Escalation, "approvers", len(a.Approvers), "expiresAt", a.ExpiresAt)
+	return nil
+}
+
+// awaitApproval moves op to awaiting_approval. Another writer may have moved it there first
+// (a retry); any other refusal means the workflow and the ledger disagree.
+func (s *Service) awaitApproval(ctx context.Context, op *ledger.Operation, id string) error {
+	_, err := s.cfg.Ledger.Transition(ctx, op.Tenant, op.ID, workflow.StatusAwaitingApproval, ledger.AnyVersion, ledger.Changes{
+		Actor: actorSystem, Detail: eventDetail{ApprovalID: id}.raw(),
+	})
+	var te *ledger.TransitionError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &te) && te.Current != nil && te.Current.Status == workflow.StatusAwaitingApproval:
+		return nil
+	case errors.As(err, &te) && te.Current != nil:
+		return &workflow.TerminalError{Code: "illegal_transition", Reason: fmt.Sprintf("operation %s is %s and cannot await approval", op.ID, te.Current.Status)}
+	case errors.Is(err, ledger.ErrNotFound):
+		return &workflow.NotFoundError{OperationID: op.ID}
+	default:
+		return fmt.Errorf("approvals: move operation %s to awaiting_approval: %w", op.ID, err)
+	}
+}
+
+// post sends the request to Slack, one signed link per approver, and stores where it landed.
+// Nothing posted at all is an error (the stage retries); a partial post is logged and kept.
+func (s *Service) post(ctx context.Context, a *ledger.Approval, op *ledger.Operation) error {
+	now := s.now()
+	exp := a.ExpiresAt
+	if ttl := time.Duration(s.cfg.Policy.LinkTTLSeconds) * time.Second; ttl > 0 && now.Add(ttl).Before(exp) {
+		exp = now.Add(ttl)
+	}
+	if limit := now.Add(approval.MaxLinkLifetime); exp.After(limit) {
+		exp = limit
+	}
+	reviews := make([]slack.Review, 0, len(a.Approvers))
+	for _, who := range a.Approvers {
+		link, err := s.cfg.Signer.Sign(s.cfg.BaseURL, a.ID, who, exp)
+		if err != nil {
+			return &workflow.TerminalError{Code: "link_signing_failed", Reason: fmt.Sprintf("approval %s: %v", a.ID, err)}
+		}
+		reviews = append(reviews, slack.Review{Approver: who, URL: link})
+	}
+	refs, err := slack.PostRequest(ctx, s.cfg.Slack, view(a, op), reviews, s.cfg.Delivery)
+	if len(refs) == 0 {
+		if err == nil {
+			err = errors.New("nothing was posted")
+		}
+		return fmt.Errorf("approvals: post approval %s to slack: %w", a.ID, err)
+	}
+	if err != nil {
+		s.log.WarnContext(ctx, "approval request reached only some approvers", "approvalId", a.ID, "posted", len(refs), "err", err)
+	}
+	stored := make([]ledger.SlackRef, len(refs))
+	for i, r := range refs {
+		stored[i] = ledger.SlackRef{Channel: r.Channel, TS: r.TS}
+	}
+	if err := s.cfg.Ledger.SetSlackMessages(ctx, a.ID, stored); err != nil {
+		return fmt.Errorf("approvals: store slack messages of approval %s: %w", a.ID, err)
+	}
+	a.SlackMessages = stored
+	return nil
+}
+
+// reasonCode maps the state machine's reason to the reason shown to approvers.
+func (s *Service) reasonCode(reason string, op *ledger.Operation) approval.ReasonCode {
+	switch approval.ReasonCode(reason) {
+	case approval.ReasonSellerInputRequired, approval.ReasonPolicyThreshold, approval.ReasonGovernanceConditions:
+		return approval.ReasonCode(reason)
+	}
+	if needs, _ := s.cfg.Policy.Needs(op); needs {
+		return approval.ReasonPolicyThreshold
+	}
+	return approval.ReasonGovernanceConditions
+}
+
+// Expire runs the notify stage's "expire" action (ExpireApproval, after RequestApproval's
+// States.Timeout): it marks the operation's latest approval expired in the ledger (pending →
+// expired, conditionally), updates its Slack messages, records the expiry and says whether
+// the workflow asks again (escalated: once, to the escalation approvers, when the policy says
+// so) or gives up. An approval decided in a race with the timeout is reported as it is: the
+// workflow had stopped waiting, so it gives up and says why.
+func (s *Service) Expire(ctx context.Context, in workflow.StageInput) (workflow.ApprovalExpiry, error) {
+	if err := checkStage(in.OperationID, in.Tenant); err != nil {
+		return workflow.ApprovalExpiry{}, err
+	}
+	h, err := s.history(ctx, in.Tenant, in.OperationID)
+	if err != nil {
+		return workflow.ApprovalExpiry{}, err
+	}
+	last, ok := h.latest()
+	if !ok {
+		return workflow.ApprovalExpiry{Reason: "no approval request was recorded for this operation"}, nil
+	}
+	a, err := s.cfg.Ledger.Decide(ctx, last.ApprovalID, ledger.Decision{Outcome: ledger.ApprovalExpired, By: actorTimeout})
+	var de *ledger.DecisionError
+	fresh := err == nil
+	switch {
+	case err == nil:
+	case errors.As(err, &de) && de.Current.Status == ledger.ApprovalExpired:
+		a = de.Current // a retry of this action
+	case errors.As(err, &de) && de.Current.Status != ledger.ApprovalPending:
+		cur := de.Current
+		reason := fmt.Sprintf("approval %s was %s by %s at %s, after the approval window closed; the workflow had stopped waiting, so nothing is bought",
+			cur.ID, cur.Status, cur.Decider, approval.FormatTime(cur.DecidedAt))
+		if !last.Expired {
+			s.appendEvent(ctx, in.Tenant, in.OperationID, ledger.Event{
+				Type: EventApprovalExpired, Actor: actorTimeout, Amount: cur.Amount, Currency: cur.Currency, Reason: cur.Reason,
+				Detail: eventDetail{ApprovalID: cur.ID, Round: last.Round, Outcome: string(cur.Status), Note: "decided after the timeout"}.raw(),
+			})
+		}
+		return workflow.ApprovalExpiry{Reason: reason}, nil
+	case errors.Is(err, ledger.ErrNotFound):
+		return workflow.ApprovalExpiry{Reason: fmt.Sprintf("approval %s was never stored", last.ApprovalID)}, nil
+	default:
+		return workflow.ApprovalExpiry{}, fmt.Errorf("approvals: expire approval %s: %w", last.ApprovalID, err)
+	}
+
+	escalate := s.cfg.Policy.OnTimeout == TimeoutEscalate && !last.Escalation && len(s.cfg.Policy.EscalationApprovers) > 0
+	if last.Expired { // the event is already written: keep its answer
+		escalate = last.Escalated
+	} else {
+		err := s.cfg.Ledger.AppendEvent(ctx, in.Tenant, in.OperationID, ledger.Event{
+			Type: EventApprovalExpired, Actor: actorTimeout, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason,
+			Detail: eventDetail{ApprovalID: a.ID, Round: last.Round, Escalation: last.Escalation, Escalated: escalate}.raw(),
+		})
+		if err != nil {
+			return workflow.ApprovalExpiry{}, fmt.Errorf("approvals: record expiry of approval %s: %w", a.ID, err)
+		}
+	}
+	if fresh {
+		op, err := s.cfg.Ledger.GetOperation(ctx, in.Tenant, in.OperationID)
+		if err != nil {
+			op = nil // the status message is still worth sending without the seller
+		}
+		s.updateSlack(ctx, a, op)
+	}
+	reason := "approval expired at " + approval.FormatTime(a.ExpiresAt) + " with no decision"
+	if escalate {
+		reason += "; asking the escalation approvers"
+	}
+	s.log.InfoContext(ctx, "approval expired", "operationId", in.OperationID, "approvalId", a.ID, "escalated", escalate)
+	return workflow.ApprovalExpiry{Escalated: escalate, Reason: reason}, nil
+}
+
+// updateSlack replaces the request messages with the approval's final status. Failures are
+// logged: the ledger already holds the truth.
+func (s *Service) updateSlack(ctx context.Context, a *ledger.Approval, op *ledger.Operation) {
+	if s.cfg.Slack == nil || len(a.SlackMessages) == 0 {
+		return
+	}
+	refs := make([]slack.Ref, len(a.SlackMessages))
+	for i, r := range a.SlackMessages {
+		refs[i] = slack.Ref{Channel: r.Channel, TS: r.TS}
+	}
+	if err := slack.PostStatus(ctx, s.cfg.Slack, view(a, op), refs); err != nil {
+		s.log.WarnContext(ctx, "slack status update failed", "approvalId", a.ID, "err", err)
+	}
+}
+
+// appendEvent records an audit event whose loss must not change the answer; failures are logged.
+func (s *Service) appendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) {
+	if err := s.cfg.Ledger.AppendEvent(ctx, tenant, opID, ev); err != nil {
+		s.log.ErrorContext(ctx, "audit event not recorded", "operationId", opID, "type", ev.Type, "err", err)
+	}
+}
+
+func (s *Service) operation(ctx context.Context, tenant, id string) (*ledger.Operation, error) {
+	op, err := s.cfg.Ledger.GetOperation(ctx, tenant, id)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return nil, &workflow.NotFoundError{OperationID: id}
+	case err != nil:
+		return nil, fmt.Errorf("approvals: read operation %s: %w", id, err)
+	}
+	return op, nil
+}
+
+func checkStage(opID, tenant string) error {
+	if opID == "" {
+		return &workflow.InvalidInputError{Field: "operation_id", Reason: "is required"}
+	}
+	if tenant == "" {
+		return &workflow.InvalidInputError{Field: "tenant", Reason: "is required"}
+	}
+	return nil
+}

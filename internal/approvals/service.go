@@ -1,0 +1,273 @@
+package approvals
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/slack"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// Ledger is the part of the ledger the approval use cases need; *ledger.Store satisfies it.
+type Ledger interface {
+	CreateApproval(ctx context.Context, a ledger.Approval) (*ledger.Approval, error)
+	GetApproval(ctx context.Context, id string) (*ledger.Approval, error)
+	Decide(ctx context.Context, id string, d ledger.Decision) (*ledger.Approval, error)
+	SetSlackMessages(ctx context.Context, id string, refs []ledger.SlackRef) error
+	GetOperation(ctx context.Context, tenant, id string) (*ledger.Operation, error)
+	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch ledger.Changes) (*ledger.Operation, error)
+	AppendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) error
+	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (ledger.Page[ledger.Event], error)
+}
+
+var _ Ledger = (*ledger.Store)(nil)
+
+// Tasks completes parked Step Functions tasks; *sfn.Client satisfies it. A token that is gone
+// is reported as an error matching sfn.ErrTaskGone.
+type Tasks interface {
+	Succeed(ctx context.Context, token string, output any) error
+	Fail(ctx context.Context, token, errName, cause string) error
+}
+
+// Config holds what New needs. Ledger, Signer and Now are always required; the notify stage
+// also needs Slack, Policy and BaseURL; the approve Lambda needs Tasks and, to update the Slack
+// messages, Slack.
+type Config struct {
+	Ledger Ledger
+	Tasks  Tasks
+	// Slack posts and updates messages; Delivery says whether each approver gets a direct
+	// message (bot) or one shared message goes to a channel (webhook).
+	Slack    slack.Client
+	Delivery slack.Delivery
+	Signer   *approval.Signer
+	Policy   Policy
+	// BaseURL is the public root of the HTTP API the links point at.
+	BaseURL string
+	// Now is the clock; it must be the ledger's clock too.
+	Now func() time.Time
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// RequesterOf returns the buyer principal of an operation (who may not approve it). Nil
+	// reads the operation's Requester field.
+	RequesterOf func(*ledger.Operation) string
+}
+
+// Service runs the approval use cases: Request and Expire (notify stage) and the approve
+// Lambda's GET and POST. It is safe for concurrent use.
+type Service struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New checks cfg and returns a Service.
+func New(cfg Config) (*Service, error) {
+	var errs []error
+	if cfg.Ledger == nil {
+		errs = append(errs, errors.New("no ledger"))
+	}
+	if cfg.Signer == nil {
+		errs = append(errs, errors.New("no link signer"))
+	}
+	if cfg.Now == nil {
+		errs = append(errs, errors.New("no clock"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("approvals: %w", err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.RequesterOf == nil {
+		cfg.RequesterOf = requesterField
+	}
+	return &Service{cfg: cfg, log: cfg.Logger}, nil
+}
+
+func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
+
+// requesterField reads Operation.Requester. The field is being added to the ledger; reading it
+// by name keeps this package compiling before and after, and an operation without it has no
+// requester (self-approval is then only refused when the approval item names one).
+func requesterField(op *ledger.Operation) string {
+	if op == nil {
+		return ""
+	}
+	f := reflect.ValueOf(op).Elem().FieldByName("Requester")
+	if !f.IsValid() || f.Kind() != reflect.String {
+		return ""
+	}
+	return f.String()
+}
+
+// ApprovalID derives the approval id from the task token: 128 bits of its SHA-256 in base64url,
+// prefixed "apr_". A retried request with the same token finds the same approval; the token
+// itself cannot be recovered from the id.
+func ApprovalID(taskToken string) string {
+	sum := sha256.Sum256([]byte("buyflow-approval-id/v1\x00" + taskToken))
+	return "apr_" + base64.RawURLEncoding.EncodeToString(sum[:16])
+}
+
+// view converts a ledger approval and its operation into what the pages and Slack messages
+// show. It never copies the task token.
+func view(a *ledger.Approval, op *ledger.Operation) approval.Approval {
+	v := approval.Approval{
+		ID: a.ID, OperationID: a.OperationID, Tenant: a.Tenant,
+		Approvers: a.Approvers, EscalationApprovers: a.EscalationApprovers, Requester: a.Requester,
+		Amount: toMoney(a.Amount, a.Currency), Reason: approval.ReasonCode(a.Reason),
+		Status: approval.Status(a.Status), DecidedBy: a.Decider, DecidedAt: a.DecidedAt,
+		Comment: a.Comment, ExpiresAt: a.ExpiresAt,
+	}
+	v.Summary = "Media buy " + a.OperationID
+	if op != nil {
+		v.Seller = op.SellerID
+		if op.PONumber != "" {
+			v.Summary = "Media buy, PO " + op.PONumber
+		}
+	}
+	return v
+}
+
+// toMoney turns a decimal string into minor units of currency (rounded half up when it has
+// more decimals than the currency). An amount it cannot read is zero.
+func toMoney(amount, currency string) approval.Money {
+	m := approval.Money{Currency: currency}
+	r, ok := new(big.Rat).SetString(strings.TrimSpace(amount))
+	if !ok || !decimalRE.MatchString(strings.TrimSpace(amount)) {
+		return m
+	}
+	r.Mul(r, new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(minorDigits(currency))), nil)))
+	n := new(big.Int).Quo(new(big.Int).Add(new(big.Int).Mul(r.Num(), big.NewInt(2)), r.Denom()), new(big.Int).Mul(r.Denom(), big.NewInt(2)))
+	if n.IsInt64() {
+		m.Minor = n.Int64()
+	}
+	return m
+}
+
+// minorDigits asks approval.Money how many decimals it prints for currency, so the two never
+// disagree.
+func minorDigits(currency string) int {
+	s := approval.Money{Currency: currency}.String()
+	if i := strings.LastIndexByte(s, '.'); i >= 0 {
+		return len(s) - i - 1
+	}
+	return 0
+}
+
+// Event types this package appends to an operation's timeline (decisions use
+// ledger.EventDecision).
+const (
+	EventApprovalRequested = "approval_requested"
+	EventApprovalExpired   = "approval_expired"
+	EventApprovalRefused   = "approval_refused"
+)
+
+// eventDetail is the Detail JSON of this package's events.
+type eventDetail struct {
+	ApprovalID string   `json:"approval_id"`
+	Round      int      `json:"round"`
+	Escalation bool     `json:"escalation,omitempty"`
+	Approvers  []string `json:"approvers,omitempty"`
+	Escalated  bool     `json:"escalated,omitempty"`
+	Decision   string   `json:"decision,omitempty"`
+	Outcome    string   `json:"outcome,omitempty"`
+	Comment    string   `json:"comment,omitempty"`
+	SourceIP   string   `json:"source_ip,omitempty"`
+	UserAgent  string   `json:"user_agent,omitempty"`
+	KeyID      string   `json:"key_id,omitempty"`
+	Task       string   `json:"task,omitempty"`
+	Slack      string   `json:"slack,omitempty"`
+	Note       string   `json:"note,omitempty"`
+}
+
+func (d eventDetail) raw() json.RawMessage {
+	b, err := json.Marshal(d)
+	if err != nil {
+		return nil // cannot happen: strings, ints and bools only
+	}
+	return b
+}
+
+// round is one approval request of an operation, as its timeline records it.
+type round struct {
+	ApprovalID string
+	Round      int
+	Escalation bool
+	// Expired and Escalated come from the approval_expired event, if any.
+	Expired   bool
+	Escalated bool
+}
+
+// history reads the approval rounds of an operation from its timeline: the ledger keys
+// approvals by id alone, and the timeline is where an operation's approvals are listed.
+type history struct {
+	rounds []round // in round order
+}
+
+func (h history) byID(id string) (round, bool) {
+	for _, r := range h.rounds {
+		if r.ApprovalID == id {
+			return r, true
+		}
+	}
+	return round{}, false
+}
+
+func (h history) latest() (round, bool) {
+	if len(h.rounds) == 0 {
+		return round{}, false
+	}
+	return h.rounds[len(h.rounds)-1], true
+}
+
+func (s *Service) history(ctx context.Context, tenant, opID string) (history, error) {
+	var h history
+	idx := map[string]int{}
+	cursor := ""
+	for page := 0; page < 200; page++ {
+		p, err := s.cfg.Ledger.ListEvents(ctx, tenant, opID, ledger.MaxListLimit, cursor)
+		if err != nil {
+			return history{}, fmt.Errorf("approvals: read timeline of operation %s: %w", opID, err)
+		}
+		for _, ev := range p.Items {
+			if ev.Type != EventApprovalRequested && ev.Type != EventApprovalExpired {
+				continue
+			}
+			var d eventDetail
+			if err := json.Unmarshal(ev.Detail, &d); err != nil || d.ApprovalID == "" {
+				continue
+			}
+			i, ok := idx[d.ApprovalID]
+			if !ok {
+				idx[d.ApprovalID] = len(h.rounds)
+				h.rounds = append(h.rounds, round{ApprovalID: d.ApprovalID, Round: d.Round})
+				i = len(h.rounds) - 1
+			}
+			switch ev.Type {
+			case EventApprovalRequested:
+				h.rounds[i].Round, h.rounds[i].Escalation = d.Round, d.Escalation
+			case EventApprovalExpired:
+				h.rounds[i].Expired, h.rounds[i].Escalated = true, d.Escalated
+			}
+		}
+		if p.Cursor == "" {
+			break
+		}
+		cursor = p.Cursor
+	}
+	// Events written in the same instant may come back in any order: sort by round.
+	slices.SortStableFunc(h.rounds, func(a, b round) int { return cmp.Compare(a.Round, b.Round) })
+	return h, nil
+}
