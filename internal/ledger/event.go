@@ -48,8 +48,11 @@ type eventItem struct {
 	Event
 }
 
+// eventSK is "EV#<fixed-width RFC 3339 UTC>#<process sequence>-<random>": time order first; for
+// events of one process in the same nanosecond, write order; the random part keeps keys of
+// different processes apart.
 func (s *Store) eventSK(at time.Time) string {
-	return skEventPfx + fmtTime(at) + "#" + s.NewID()
+	return fmt.Sprintf("%s%s#%012d-%s", skEventPfx, fmtTime(at), s.seq.Add(1), s.NewID())
 }
 
 // eventPut builds the conditional Put of one event (attribute_not_exists: never overwritten).

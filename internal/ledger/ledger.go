@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -48,6 +49,7 @@ const (
 type Store struct {
 	api   API
 	table string
+	seq   atomic.Int64
 
 	// Now is the clock (UTC is applied on every use).
 	Now func() time.Time

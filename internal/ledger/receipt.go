@@ -106,3 +106,8 @@ func (s *Store) putOnce(ctx context.Context, item any, now time.Time) (exists bo
 	}
 	return false, nil
 }
+
+// Seen is SeenNonce under the name the webhook package's ReplayStore interface uses.
+func (s *Store) Seen(ctx context.Context, keyID, nonce string, until time.Time) (bool, error) {
+	return s.SeenNonce(ctx, keyID, nonce, until)
+}

@@ -1,0 +1,382 @@
+package ledger_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+func newOp(id string) ledger.Operation {
+	return ledger.Operation{
+		ID: id, Tenant: "acme", SellerID: "seller-1", PONumber: "PO-" + id,
+		BudgetTotal: "1500.00", Currency: "USD", Request: json.RawMessage(`{"po_number":"PO"}`),
+	}
+}
+
+func mustCreate(t *testing.T, s *ledger.Store, op ledger.Operation) *ledger.Operation {
+	t.Helper()
+	got, err := s.CreateOperation(context.Background(), op)
+	if err != nil {
+		t.Fatalf("create %s: %v", op.ID, err)
+	}
+	return got
+}
+
+func TestCreateOperation(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	created := mustCreate(t, s, newOp("op-1"))
+	if created.Version != 1 || created.Status != workflow.StatusRequested {
+		t.Fatalf("created = %+v", created)
+	}
+	got, err := s.GetOperation(ctx, "acme", "op-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.BudgetTotal != "1500.00" || string(got.Request) != `{"po_number":"PO"}` || !got.CreatedAt.Equal(created.CreatedAt) {
+		t.Fatalf("round trip: %+v", got)
+	}
+	_, err = s.CreateOperation(ctx, newOp("op-1"))
+	var ce *ledger.ConflictError
+	if !errors.As(err, &ce) || ce.Operation == nil || ce.Operation.ID != "op-1" || !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("duplicate create: err = %v", err)
+	}
+	bad := newOp("op#2")
+	if _, err := s.CreateOperation(ctx, bad); !errors.Is(err, ledger.ErrInvalidArgument) {
+		t.Fatalf("id with '#': err = %v", err)
+	}
+}
+
+func TestTransitionConflicts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tests := []struct {
+		name     string
+		setup    []workflow.Status // transitions applied first
+		to       workflow.Status
+		expected int64
+		kind     ledger.ConflictKind
+	}{
+		{"legal move with the right version", nil, workflow.StatusCheckingGovernance, 1, ""},
+		{"legal move with any version", nil, workflow.StatusCreating, ledger.AnyVersion, ""},
+		{"version moved", []workflow.Status{workflow.StatusCheckingGovernance}, workflow.StatusCreating, 1, ledger.ConflictVersion},
+		{"illegal from current status", nil, workflow.StatusWorking, ledger.AnyVersion, ledger.ConflictIllegal},
+		{"already terminal", []workflow.Status{workflow.StatusCreating, workflow.StatusCompleted}, workflow.StatusFailed, ledger.AnyVersion, ledger.ConflictTerminal},
+		{"late working never overwrites completed", []workflow.Status{workflow.StatusCreating, workflow.StatusCompleted}, workflow.StatusWorking, 3, ledger.ConflictTerminal},
+	}
+	s, _ := newStore(t)
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := fmt.Sprintf("op-%d", i)
+			mustCreate(t, s, newOp(id))
+			for _, st := range tt.setup {
+				if _, err := s.Transition(ctx, "acme", id, st, ledger.AnyVersion, ledger.Changes{}); err != nil {
+					t.Fatalf("setup %s: %v", st, err)
+				}
+			}
+			before, _ := s.GetOperation(ctx, "acme", id)
+			got, err := s.Transition(ctx, "acme", id, tt.to, tt.expected, ledger.Changes{MediaBuyID: ptr("mb-1")})
+			if tt.kind == "" {
+				if err != nil {
+					t.Fatalf("transition: %v", err)
+				}
+				if got.Status != tt.to || got.Version != before.Version+1 || got.MediaBuyID != "mb-1" {
+					t.Fatalf("after transition: %+v", got)
+				}
+				return
+			}
+			var te *ledger.TransitionError
+			if !errors.As(err, &te) || te.Kind != tt.kind || !errors.Is(err, ledger.ErrConflict) {
+				t.Fatalf("err = %v, want %s conflict", err, tt.kind)
+			}
+			if te.Current.Status != before.Status || te.Current.Version != before.Version {
+				t.Fatalf("conflict reports %s v%d, want %s v%d", te.Current.Status, te.Current.Version, before.Status, before.Version)
+			}
+			after, _ := s.GetOperation(ctx, "acme", id)
+			if after.Version != before.Version || after.Status != before.Status || after.MediaBuyID != "" {
+				t.Fatalf("refused transition changed the item: %+v", after)
+			}
+		})
+	}
+}
+
+// TestTransitionConcurrent races 50 writers over one operation: each reads, picks a legal next
+// status and transitions with the version it read. Every success must be counted in the version
+// (no lost update) and nothing may leave a terminal status.
+func TestTransitionConcurrent(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	mustCreate(t, s, newOp("op-race"))
+	var (
+		successes atomic.Int64
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		failures  []error
+		terminal  []workflow.Status
+	)
+	start := make(chan struct{})
+	for g := range 50 {
+		wg.Go(func() {
+			<-start
+			rng := rand.New(rand.NewPCG(uint64(g), 7))
+			for range 4 {
+				cur, err := s.GetOperation(ctx, "acme", "op-race")
+				if err != nil {
+					mu.Lock()
+					failures = append(failures, err)
+					mu.Unlock()
+					return
+				}
+				next := workflow.Transitions[cur.Status]
+				if len(next) == 0 {
+					next = []workflow.Status{workflow.StatusWorking} // must be refused
+				}
+				// Mostly live statuses, so the race runs for a while before it ends.
+				to := next[rng.IntN(len(next))]
+				if to.Terminal() && rng.IntN(20) != 0 {
+					to = next[0]
+				}
+				_, err = s.Transition(ctx, "acme", "op-race", to, cur.Version, ledger.Changes{})
+				var te *ledger.TransitionError
+				switch {
+				case err == nil:
+					successes.Add(1)
+					if to.Terminal() {
+						mu.Lock()
+						terminal = append(terminal, to)
+						mu.Unlock()
+					}
+				case errors.As(err, &te):
+					if cur.Status.Terminal() && te.Kind != ledger.ConflictTerminal {
+						mu.Lock()
+						failures = append(failures, fmt.Errorf("from terminal %s: kind %s", cur.Status, te.Kind))
+						mu.Unlock()
+					}
+				default:
+					mu.Lock()
+					failures = append(failures, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Fatalf("failures: %v", failures)
+	}
+	final, err := s.GetOperation(ctx, "acme", "op-race")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if final.Version != 1+successes.Load() {
+		t.Fatalf("version %d after %d successful transitions: lost update", final.Version, successes.Load())
+	}
+	if len(terminal) > 1 {
+		t.Fatalf("left a terminal status: reached %v", terminal)
+	}
+	if len(terminal) == 1 && final.Status != terminal[0] {
+		t.Fatalf("final status %s, want the terminal %s", final.Status, terminal[0])
+	}
+	// Every success wrote its event in the same transaction.
+	var events int
+	cursor := ""
+	for {
+		page, err := s.ListEvents(ctx, "acme", "op-race", 200, cursor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		events += len(page.Items)
+		if cursor = page.Cursor; cursor == "" {
+			break
+		}
+	}
+	if int64(events) != 1+successes.Load() {
+		t.Fatalf("%d events for 1 create + %d transitions", events, successes.Load())
+	}
+	t.Logf("%d successful transitions, final %s v%d", successes.Load(), final.Status, final.Version)
+}
+
+func TestCrossTenantIsNotFound(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	mustCreate(t, s, newOp("op-1"))
+	if _, err := s.GetOperation(ctx, "globex", "op-1"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("get: err = %v", err)
+	}
+	if _, err := s.Transition(ctx, "globex", "op-1", workflow.StatusCreating, ledger.AnyVersion, ledger.Changes{}); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("transition: err = %v", err)
+	}
+	if _, err := s.ListEvents(ctx, "globex", "op-1", 10, ""); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("events: err = %v", err)
+	}
+	if _, err := s.SetTaskToken(ctx, "globex", "op-1", "tok"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("set task token: err = %v", err)
+	}
+	if _, err := s.GetIntent(ctx, "globex", "op-1", "create_media_buy"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("intent: err = %v", err)
+	}
+	page, err := s.ListOperations(ctx, "globex", ledger.ListOptions{})
+	if err != nil || len(page.Items) != 0 {
+		t.Errorf("list: %v items, err = %v", len(page.Items), err)
+	}
+	// A cursor from acme's listing is refused for globex.
+	mustCreate(t, s, newOp("op-2"))
+	p, err := s.ListOperations(ctx, "acme", ledger.ListOptions{Limit: 1})
+	if err != nil || p.Cursor == "" {
+		t.Fatalf("acme page: %+v, %v", p, err)
+	}
+	if _, err := s.ListOperations(ctx, "globex", ledger.ListOptions{Cursor: p.Cursor}); !errors.Is(err, ledger.ErrInvalidCursor) {
+		t.Errorf("foreign cursor: err = %v", err)
+	}
+	if _, err := s.ListOperations(ctx, "acme", ledger.ListOptions{Cursor: "not-base64!"}); !errors.Is(err, ledger.ErrInvalidCursor) {
+		t.Errorf("garbage cursor: err = %v", err)
+	}
+	// The original tenant still sees everything.
+	if _, err := s.GetOperation(ctx, "acme", "op-1"); err != nil {
+		t.Errorf("own get: %v", err)
+	}
+}
+
+func TestTaskToken(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	mustCreate(t, s, newOp("op-1"))
+	op, err := s.SetTaskToken(ctx, "acme", "op-1", "token-1")
+	if err != nil || op.TaskToken != "token-1" {
+		t.Fatalf("set: %+v, %v", op, err)
+	}
+	b, _ := json.Marshal(op.View())
+	if strings.Contains(string(b), "token-1") || strings.Contains(string(b), "task_token") {
+		t.Fatalf("view leaks the task token: %s", b)
+	}
+	page, _ := s.ListOperations(ctx, "acme", ledger.ListOptions{})
+	b, _ = json.Marshal(page)
+	if strings.Contains(string(b), "token-1") {
+		t.Fatalf("listing leaks the task token: %s", b)
+	}
+	if _, err := s.SetTaskToken(ctx, "acme", "op-1", "token-2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ClearTaskToken(ctx, "acme", "op-1", "token-1"); !errors.Is(err, ledger.ErrTokenMismatch) || !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("clear stale token: err = %v", err)
+	}
+	if err := s.ClearTaskToken(ctx, "acme", "op-1", "token-2"); err != nil {
+		t.Fatalf("clear: %v", err)
+	}
+	got, _ := s.GetOperation(ctx, "acme", "op-1")
+	if got.TaskToken != "" {
+		t.Fatalf("token still stored: %q", got.TaskToken)
+	}
+	if err := s.ClearTaskToken(ctx, "acme", "op-1", "token-2"); !errors.Is(err, ledger.ErrTokenMismatch) {
+		t.Fatalf("second clear: err = %v", err)
+	}
+}
+
+func TestListOperationsPaginationAndFilters(t *testing.T) {
+	t.Parallel()
+	s, clk := newStore(t)
+	ctx := context.Background()
+	// 9 operations, one per second: sellers alternate, every third one is creating.
+	for i := range 9 {
+		op := newOp(fmt.Sprintf("op-%d", i))
+		op.SellerID = []string{"seller-a", "seller-b"}[i%2]
+		mustCreate(t, s, op)
+		if i%3 == 0 {
+			if _, err := s.Transition(ctx, "acme", op.ID, workflow.StatusCreating, 1, ledger.Changes{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clk.Advance(time.Second)
+	}
+	other := newOp("op-x")
+	other.Tenant = "globex"
+	mustCreate(t, s, other)
+
+	tests := []struct {
+		name string
+		opts ledger.ListOptions
+		want []string // newest first
+	}{
+		{"all", ledger.ListOptions{Limit: 2}, []string{"op-8", "op-7", "op-6", "op-5", "op-4", "op-3", "op-2", "op-1", "op-0"}},
+		{"by seller", ledger.ListOptions{Limit: 2, SellerID: "seller-b"}, []string{"op-7", "op-5", "op-3", "op-1"}},
+		{"by status", ledger.ListOptions{Limit: 2, Status: workflow.StatusCreating}, []string{"op-6", "op-3", "op-0"}},
+		{"by seller and status", ledger.ListOptions{Limit: 1, SellerID: "seller-a", Status: workflow.StatusCreating}, []string{"op-6", "op-0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			opts := tt.opts
+			for pages := 0; ; pages++ {
+				if pages > 20 {
+					t.Fatal("pagination does not end")
+				}
+				page, err := s.ListOperations(ctx, "acme", opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(page.Items) > opts.Limit {
+					t.Fatalf("page of %d items over limit %d", len(page.Items), opts.Limit)
+				}
+				for _, v := range page.Items {
+					got = append(got, v.ID)
+				}
+				if page.Cursor == "" {
+					break
+				}
+				opts.Cursor = page.Cursor
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestListPendingIsSparse(t *testing.T) {
+	t.Parallel()
+	s, clk := newStore(t)
+	ctx := context.Background()
+	for _, id := range []string{"op-1", "op-2", "op-3"} {
+		mustCreate(t, s, newOp(id))
+		if _, err := s.Transition(ctx, "acme", id, workflow.StatusCreating, 1, ledger.Changes{}); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Second)
+	}
+	if _, err := s.Transition(ctx, "acme", "op-2", workflow.StatusFailed, ledger.AnyVersion, ledger.Changes{Reason: ptr("seller down")}); err != nil {
+		t.Fatal(err)
+	}
+	page, err := s.ListPending(ctx, workflow.StatusCreating, clk.Now().Add(time.Minute), 10, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, op := range page.Items {
+		ids = append(ids, op.ID)
+	}
+	if !slices.Equal(ids, []string{"op-1", "op-3"}) {
+		t.Fatalf("pending creating = %v, want [op-1 op-3] (oldest first, terminal one gone)", ids)
+	}
+	failed, _ := s.GetOperation(ctx, "acme", "op-2")
+	if failed.Reason != "seller down" {
+		t.Fatalf("reason = %q", failed.Reason)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

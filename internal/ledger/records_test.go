@@ -1,0 +1,228 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+func TestIntentIsWrittenOnce(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	first := ledger.Intent{Tenant: "acme", OperationID: "op-1", Task: "create_media_buy", IdempotencyKey: "k-1", Request: []byte(`{"a":1}`)}
+	got, created, err := s.PutIntent(ctx, first)
+	if err != nil || !created {
+		t.Fatalf("first put: %v, created %v", err, created)
+	}
+	second := first
+	second.IdempotencyKey, second.Request = "k-2", []byte(`{"a":2}`)
+	got, created, err = s.PutIntent(ctx, second)
+	if err != nil || created || got.IdempotencyKey != "k-1" || string(got.Request) != `{"a":1}` {
+		t.Fatalf("second put: %+v, created %v, %v; want the first intent", got, created, err)
+	}
+	read, err := s.GetIntent(ctx, "acme", "op-1", "create_media_buy")
+	if err != nil || read.IdempotencyKey != "k-1" || string(read.Request) != `{"a":1}` {
+		t.Fatalf("get: %+v, %v", read, err)
+	}
+	if _, err := s.GetIntent(ctx, "acme", "op-1", "update_media_buy"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("missing intent: err = %v", err)
+	}
+}
+
+func TestWebhookReceiptDuplicate(t *testing.T) {
+	t.Parallel()
+	s, clk := newStore(t)
+	ctx := context.Background()
+	r := ledger.Receipt{SellerID: "seller-1", IdempotencyKey: "wh-1", OperationID: "op-1", TaskID: "task-1"}
+	steps := []struct {
+		name    string
+		advance time.Duration
+		r       ledger.Receipt
+		dup     bool
+	}{
+		{"first delivery", 0, r, false},
+		{"redelivery", time.Hour, r, true},
+		{"same key from another seller", 0, ledger.Receipt{SellerID: "seller-2", IdempotencyKey: "wh-1"}, false},
+		{"redelivery after 47 h", 46 * time.Hour, r, true},
+		{"after the receipt expired (TTL not yet run)", 2 * time.Hour, r, false},
+	}
+	for _, st := range steps {
+		clk.Advance(st.advance)
+		dup, err := s.RecordReceipt(ctx, st.r)
+		if err != nil || dup != st.dup {
+			t.Fatalf("%s: duplicate = %v, err = %v; want %v", st.name, dup, err, st.dup)
+		}
+	}
+}
+
+func TestSeenNonceReplay(t *testing.T) {
+	t.Parallel()
+	s, clk := newStore(t)
+	ctx := context.Background()
+	until := clk.Now().Add(5 * time.Minute)
+	for i, want := range []bool{false, true} {
+		seen, err := s.SeenNonce(ctx, "key-1", "nonce-1", until)
+		if err != nil || seen != want {
+			t.Fatalf("call %d: seen = %v, err = %v", i, seen, err)
+		}
+	}
+	if seen, _ := s.Seen(ctx, "key-2", "nonce-1", until); seen {
+		t.Fatal("same nonce under another key id reported as seen")
+	}
+	clk.Advance(6 * time.Minute)
+	if seen, _ := s.SeenNonce(ctx, "key-1", "nonce-1", clk.Now().Add(5*time.Minute)); seen {
+		t.Fatal("expired nonce still reported as seen")
+	}
+}
+
+func newApproval(id string, expires time.Time) ledger.Approval {
+	return ledger.Approval{
+		ID: id, Tenant: "acme", OperationID: "op-1", TaskToken: "tok-" + id,
+		Approvers: []string{"U1", "U2"}, Requester: "U9", Amount: "25000.00", Currency: "USD",
+		Reason: "budget over threshold", ExpiresAt: expires,
+	}
+}
+
+func TestApprovalDecidedOnce(t *testing.T) {
+	t.Parallel()
+	s, clk := newStore(t)
+	ctx := context.Background()
+	if _, err := s.CreateApproval(ctx, newApproval("ap-1", clk.Now().Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateApproval(ctx, newApproval("ap-1", clk.Now().Add(time.Hour))); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("duplicate create: err = %v", err)
+	}
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		wins    []*ledger.Approval
+		losers  []*ledger.DecisionError
+		unknown []error
+	)
+	decisions := []ledger.Decision{
+		{Outcome: ledger.ApprovalApproved, By: "U1", Comment: "ok"},
+		{Outcome: ledger.ApprovalRejected, By: "U2", Comment: "no"},
+	}
+	start := make(chan struct{})
+	for _, d := range decisions {
+		wg.Go(func() {
+			<-start
+			a, err := s.Decide(ctx, "ap-1", d)
+			mu.Lock()
+			defer mu.Unlock()
+			var de *ledger.DecisionError
+			switch {
+			case err == nil:
+				wins = append(wins, a)
+			case errors.As(err, &de):
+				losers = append(losers, de)
+			default:
+				unknown = append(unknown, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if len(unknown) > 0 || len(wins) != 1 || len(losers) != 1 {
+		t.Fatalf("wins %d, losers %d, errors %v", len(wins), len(losers), unknown)
+	}
+	w, l := wins[0], losers[0].Current
+	if w.TaskToken != "tok-ap-1" || w.DecidedAt.IsZero() {
+		t.Fatalf("winner record: %+v", w)
+	}
+	if l.Status != w.Status || l.Decider != w.Decider || !l.DecidedAt.Equal(w.DecidedAt) {
+		t.Fatalf("loser sees %s by %s at %s, winner %s by %s at %s", l.Status, l.Decider, l.DecidedAt, w.Status, w.Decider, w.DecidedAt)
+	}
+	got, err := s.GetApproval(ctx, "ap-1")
+	if err != nil || got.Tenant != "acme" || got.Status != w.Status {
+		t.Fatalf("get: %+v, %v", got, err)
+	}
+}
+
+func TestApprovalExpired(t *testing.T) {
+	t.Parallel()
+	s, clk := newStore(t)
+	ctx := context.Background()
+	expires := clk.Now().Add(time.Hour)
+	if _, err := s.CreateApproval(ctx, newApproval("ap-2", expires)); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Hour) // expires_at == now: too late
+	_, err := s.Decide(ctx, "ap-2", ledger.Decision{Outcome: ledger.ApprovalApproved, By: "U1"})
+	var de *ledger.DecisionError
+	if !errors.As(err, &de) || de.Current.Status != ledger.ApprovalPending || !de.Current.ExpiresAt.Equal(expires) {
+		t.Fatalf("late approve: err = %v", err)
+	}
+	a, err := s.Decide(ctx, "ap-2", ledger.Decision{Outcome: ledger.ApprovalExpired, By: "system"})
+	if err != nil || a.Status != ledger.ApprovalExpired {
+		t.Fatalf("expire: %+v, %v", a, err)
+	}
+	if _, err := s.Decide(ctx, "ap-2", ledger.Decision{Outcome: ledger.ApprovalExpired, By: "system"}); !errors.As(err, &de) || de.Current.Status != ledger.ApprovalExpired {
+		t.Fatalf("second expire: err = %v", err)
+	}
+	if _, err := s.Decide(ctx, "ap-missing", ledger.Decision{Outcome: ledger.ApprovalApproved, By: "U1"}); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("missing approval: err = %v", err)
+	}
+}
+
+func TestEventsOrderedAndPaginated(t *testing.T) {
+	t.Parallel()
+	s, clk := newStore(t)
+	ctx := context.Background()
+	mustCreate(t, s, newOp("op-1"))
+	want := []string{ledger.EventCreated}
+	for _, to := range []workflow.Status{workflow.StatusCheckingGovernance, workflow.StatusCreating} {
+		clk.Advance(time.Second)
+		if _, err := s.Transition(ctx, "acme", "op-1", to, ledger.AnyVersion, ledger.Changes{Actor: "system"}); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, ledger.EventTransition)
+		clk.Advance(10 * time.Millisecond)
+		if err := s.AppendEvent(ctx, "acme", "op-1", ledger.Event{Type: "call", Actor: "create", Detail: []byte(`{"tool":"x"}`)}); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, "call")
+	}
+	// Two events in the same nanosecond keep distinct keys.
+	if err := s.AppendEvent(ctx, "acme", "op-1", ledger.Event{Type: "poll"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendEvent(ctx, "acme", "op-1", ledger.Event{Type: "poll"}); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, "poll", "poll")
+
+	var got []ledger.Event
+	cursor := ""
+	for range 10 {
+		page, err := s.ListEvents(ctx, "acme", "op-1", 3, cursor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, page.Items...)
+		if cursor = page.Cursor; cursor == "" {
+			break
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d events, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if got[i].Type != want[i] {
+			t.Fatalf("event %d is %s, want %s", i, got[i].Type, want[i])
+		}
+		if i > 0 && got[i].At.Before(got[i-1].At) {
+			t.Fatalf("event %d at %s before %s", i, got[i].At, got[i-1].At)
+		}
+	}
+	if got[1].To != workflow.StatusCheckingGovernance || got[0].Amount != "1500.00" {
+		t.Fatalf("event fields: %+v %+v", got[0], got[1])
+	}
+}
