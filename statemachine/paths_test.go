@@ -227,6 +227,17 @@ func scenarios() []scenario {
 			calls:  map[string]int{"create": 0},
 		},
 		{
+			name: "async governance review passes the deadline",
+			results: map[string][]entry{
+				"check": {out(gov(workflow.GovernancePending)), fail("DeadlineExceededError", `{"operation_id":"op-1"}`)},
+				"fail":  {recorded},
+			},
+			status: "FAILED", error: "DeadlineExceeded",
+			states: seq([]string{"IsContinuation", "CheckGovernance", "GovernanceDecision", "WaitForGovernanceReview", "CheckGovernance"},
+				failureStates, []string{"DeadlinePassed"}),
+			calls: map[string]int{"create": 0},
+		},
+		{
 			name: "approval approved",
 			results: map[string][]entry{
 				"check": {out(gov(workflow.GovernanceNeedsApproval))}, "request": {approved},
@@ -245,6 +256,16 @@ func scenarios() []scenario {
 					t.Fatal("approval result not kept in the state")
 				}
 			},
+		},
+		{
+			name: "approval request retried after a TransientError (a new token each time)",
+			results: map[string][]entry{
+				"check": {out(gov(workflow.GovernanceNeedsApproval))}, "request": {fail("TransientError", "slack 503"), approved},
+				"create": {completed}, "park": {completed}, "report": {reportClean},
+			},
+			status:  "SUCCEEDED",
+			retries: map[string]int{"RequestApproval": 1},
+			calls:   map[string]int{"request": 2},
 		},
 		{
 			name: "approval rejected before any spend",
@@ -409,7 +430,7 @@ func scenarios() []scenario {
 			},
 			status: "FAILED", error: "DeadlineExceeded",
 			states: seq(prelude, []string{"AwaitSeller", "PollSeller", "AwaitSeller", "SellerTaskStatus", "SellerDeadlineExceeded"},
-				failureStates, []string{"SellerDeadlinePassed"}),
+				failureStates, []string{"DeadlinePassed"}),
 		},
 		{
 			name: "loop budget spent: continue as new under the computed name",

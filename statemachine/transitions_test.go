@@ -329,7 +329,7 @@ func percentile(sorted []int, p float64) int {
 func TestTransitionBudgets(t *testing.T) {
 	m := load(t)
 	const day = 24*time.Hour - time.Second // just inside the default 24 h deadline
-	runs := 300
+	runs := 120
 	if testing.Short() {
 		runs = 30
 	}
