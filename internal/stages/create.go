@@ -1,0 +1,272 @@
+package stages
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// WebhookPath is the path of the seller webhook route; the operation id follows it.
+const WebhookPath = "/v1/webhooks/adcp/"
+
+// CreateMediaBuy is the CreateMediaBuy stage: create_media_buy with the frozen bytes stored write-ahead (the
+// governance-checked payload plus plan_id, governance_context, push_notification_config and
+// our context echo). A retry sends the stored key and bytes; a lapsed claim is reconciled
+// with get_media_buys first. The output is the first SellerOutput of the wait loop:
+// completed (terminal), submitted, working or input_required.
+func (s *Service) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (workflow.SellerOutput, error) {
+	if err := in.Config.Validate(); err != nil {
+		return workflow.SellerOutput{}, err
+	}
+	op, err := s.load(ctx, in.Tenant, in.OperationID)
+	if err != nil {
+		return workflow.SellerOutput{}, err
+	}
+	req, err := parseRequest(op)
+	if err != nil {
+		return workflow.SellerOutput{}, err
+	}
+	now := s.now()
+	switch op.Status {
+	case workflow.StatusAwaitingApproval, workflow.StatusCheckingGovernance, workflow.StatusCreating:
+	case workflow.StatusRequested:
+		return workflow.SellerOutput{}, &workflow.TerminalError{Code: "not_checked", Reason: fmt.Sprintf("operation %s was never checked by governance; nothing is sent", op.ID)}
+	default:
+		// Already placed (a retry after the seller's answer was recorded) or ended.
+		return s.recorded(op, in.Config, now), nil
+	}
+	if op.GovernanceCheckID == "" {
+		return workflow.SellerOutput{}, &workflow.TerminalError{Code: "not_checked", Reason: fmt.Sprintf("operation %s has no governance check; nothing is sent", op.ID)}
+	}
+	if !op.GovernanceExpiresAt.IsZero() && !now.Before(op.GovernanceExpiresAt) {
+		// The state machine re-checks after a slow approval (RouteApproval); reaching here
+		// with a lapsed approval must not spend.
+		return workflow.SellerOutput{}, &workflow.TerminalError{Code: "governance_expired",
+			Reason: fmt.Sprintf("the governance approval %s expired at %s before the buy was placed", op.GovernanceCheckID, rfc3339(op.GovernanceExpiresAt))}
+	}
+	if op, _, err = s.move(ctx, op, workflow.StatusCreating, ledger.Changes{Actor: actorSystem}); err != nil {
+		return workflow.SellerOutput{}, err
+	}
+	if op.Status != workflow.StatusCreating {
+		return s.recorded(op, in.Config, now), nil
+	}
+
+	token, err := s.pushToken(ctx, op)
+	if err != nil {
+		return workflow.SellerOutput{}, err
+	}
+	intent, existed, err := s.fixIntent(ctx, op, intentCreate, adcp.ToolCreateMediaBuy, func() (adcp.Intent, error) {
+		return s.createIntent(ctx, op, req, token, now)
+	})
+	if err != nil {
+		return workflow.SellerOutput{}, err
+	}
+	if existed {
+		// A lapsed claim: an earlier attempt may have reached the seller. Look before resending.
+		if out, done, err := s.reconcile(ctx, op, req, in.Config, token, now); err != nil || done {
+			return out, err
+		}
+	}
+
+	res, err := s.adcp.CreateMediaBuy(ctx, req.SellerID, intent)
+	if err != nil {
+		s.event(ctx, op, ledger.Event{Type: EventSellerCall, Actor: sellerActor(req.SellerID), Reason: truncate(err.Error(), 500),
+			Detail: detail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "attempt": intent.Attempt, "error_code": errorCode(err), "decision": adcp.Decide(err).String()})})
+		s.log.WarnContext(ctx, "create_media_buy failed", "operationId", op.ID, "attempt", intent.Attempt, "code", errorCode(err), "decision", adcp.Decide(err).String())
+		return workflow.SellerOutput{}, callError("create_media_buy", err)
+	}
+	s.event(ctx, op, ledger.Event{Type: EventSellerCall, Actor: sellerActor(req.SellerID),
+		Detail: detail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "attempt": intent.Attempt, "shape": res.Shape, "status": res.Status,
+			"task_id": res.TaskID, "media_buy_id": res.MediaBuyID, "replayed": res.Replayed})})
+	return s.recordCreate(ctx, op, req, res, in.Config, token, now)
+}
+
+// createIntent builds the create_media_buy intent from the governance-checked payload.
+func (s *Service) createIntent(ctx context.Context, op *ledger.Operation, req *submitRequest, token string, now time.Time) (adcp.Intent, error) {
+	payload, err := s.checkedPayload(ctx, op, req)
+	if err != nil {
+		return adcp.Intent{}, err
+	}
+	m, err := decodeObject(payload)
+	if err != nil {
+		return adcp.Intent{}, &workflow.TerminalError{Code: "bad_checked_payload", Reason: err.Error()}
+	}
+	if op.GovernanceContext != "" {
+		m["governance_context"] = op.GovernanceContext
+	}
+	if s.cfg.PublicBaseURL == "" {
+		return adcp.Intent{}, &workflow.TerminalError{Code: "no_public_base_url", Reason: "the webhook URL cannot be built: no public base URL configured"}
+	}
+	m["push_notification_config"] = adcp.PushNotificationConfig{URL: s.cfg.PublicBaseURL + WebhookPath + op.ID, OperationID: op.ID, Token: token}
+	in, err := adcp.NewIntent(adcp.ToolCreateMediaBuy, m, now)
+	if err != nil {
+		return adcp.Intent{}, &workflow.TerminalError{Code: "bad_intent", Reason: err.Error()}
+	}
+	return in, nil
+}
+
+// checkedPayload returns the payload the governance check approved (conditions applied).
+func (s *Service) checkedPayload(ctx context.Context, op *ledger.Operation, req *submitRequest) ([]byte, error) {
+	li, err := s.ledger.GetIntent(ctx, op.Tenant, op.ID, intentCheckPrefix+op.GovernanceCheckID)
+	switch {
+	case err == nil:
+		return li.Request, nil
+	case errors.Is(err, ledger.ErrNotFound):
+		return basePayload(op, req)
+	default:
+		return nil, fmt.Errorf("stages: read checked payload of %s: %w", op.ID, err)
+	}
+}
+
+// reconcile looks for a media buy the seller created for this operation (our echoed
+// context.operation_id) before a resend. done means the buy exists and is recorded.
+func (s *Service) reconcile(ctx context.Context, op *ledger.Operation, req *submitRequest, cfg workflow.RunConfig, token string, now time.Time) (workflow.SellerOutput, bool, error) {
+	got, err := s.adcp.GetMediaBuys(ctx, req.SellerID, adcp.GetMediaBuysRequest{Account: req.account()})
+	if err != nil {
+		// A seller that cannot list falls back on its idempotency replay (same key, same bytes).
+		s.event(ctx, op, ledger.Event{Type: EventReconcile, Actor: sellerActor(req.SellerID), Reason: truncate(err.Error(), 300),
+			Detail: detail(map[string]any{"found": false, "error_code": errorCode(err)})})
+		if adcp.Decide(err) == adcp.DecisionRetry {
+			return workflow.SellerOutput{}, false, callError("get_media_buys", err)
+		}
+		return workflow.SellerOutput{}, false, nil
+	}
+	for _, mb := range got.MediaBuys {
+		var c struct {
+			OperationID string `json:"operation_id"`
+		}
+		if len(mb.Context) == 0 || json.Unmarshal(mb.Context, &c) != nil || c.OperationID != op.ID {
+			continue
+		}
+		s.event(ctx, op, ledger.Event{Type: EventReconcile, Actor: sellerActor(req.SellerID),
+			Detail: detail(map[string]any{"found": true, "media_buy_id": mb.MediaBuyID, "status": mb.Status})})
+		res := &adcp.MediaBuyResult{Shape: adcp.ShapeSuccess, Status: adcp.StatusCompleted, MediaBuyID: mb.MediaBuyID, MediaBuyStatus: mb.Status}
+		out, err := s.recordCreate(ctx, op, req, res, cfg, token, now)
+		return out, true, err
+	}
+	s.event(ctx, op, ledger.Event{Type: EventReconcile, Actor: sellerActor(req.SellerID), Detail: detail(map[string]any{"found": false})})
+	return workflow.SellerOutput{}, false, nil
+}
+
+// recordCreate records the seller's answer forward-only and returns the first wait output.
+func (s *Service) recordCreate(ctx context.Context, op *ledger.Operation, req *submitRequest, res *adcp.MediaBuyResult, cfg workflow.RunConfig, token string, now time.Time) (workflow.SellerOutput, error) {
+	var to workflow.Status
+	switch res.Shape {
+	case adcp.ShapeSuccess:
+		to = workflow.StatusCompleted
+	case adcp.ShapeSubmitted:
+		to = workflow.StatusSubmitted
+	case adcp.ShapeInterim:
+		st, ok := workflow.FromTaskStatus(string(res.Status))
+		if !ok {
+			return workflow.SellerOutput{}, &workflow.TerminalError{Code: "unexpected_status", Reason: fmt.Sprintf("create_media_buy answered status %q", res.Status)}
+		}
+		to = st
+	default:
+		return workflow.SellerOutput{}, &workflow.TerminalError{Code: "unexpected_shape", Reason: fmt.Sprintf("create_media_buy answer shape %q", res.Shape)}
+	}
+	hash := ledger.HashToken(token)
+	deadline := now.Add(time.Duration(cfg.DeadlineSeconds) * time.Second)
+	ch := ledger.Changes{WebhookTokenHash: &hash, Deadline: &deadline, Actor: sellerActor(req.SellerID), EventType: EventSellerCall,
+		Detail: detail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "task_id": res.TaskID, "media_buy_id": res.MediaBuyID, "media_buy_status": res.MediaBuyStatus})}
+	if res.TaskID != "" {
+		ch.SellerTaskID = &res.TaskID
+	}
+	if res.MediaBuyID != "" {
+		ch.MediaBuyID = &res.MediaBuyID
+	}
+	if to == workflow.StatusInputRequired && res.Message != "" {
+		r := truncate(res.Message, 1000)
+		ch.Reason = &r
+	}
+	cur, _, err := s.move(ctx, op, to, ch)
+	if err != nil {
+		return workflow.SellerOutput{}, err
+	}
+	s.log.InfoContext(ctx, "media buy placed", "operationId", op.ID, "status", cur.Status, "shape", res.Shape)
+	out := workflow.SellerOutput{Status: cur.Status, Terminal: cur.Status.Terminal(), Next: workflow.StartWait(cfg, now, true), Reason: cur.Reason}
+	return out, nil
+}
+
+// recorded is the output for an operation whose create was already recorded.
+func (s *Service) recorded(op *ledger.Operation, cfg workflow.RunConfig, now time.Time) workflow.SellerOutput {
+	return WakeOutput(op, workflow.WaitState{}, cfg, now)
+}
+
+// Cancel is Compensate: update_media_buy {media_buy_id, canceled: true, cancellation_reason}
+// as an intent fixed once, then the operation moves to canceled (an operation that already
+// ended, e.g. completed, keeps its status; the cancellation is an audit event).
+func (s *Service) Cancel(ctx context.Context, in workflow.StageInput) (workflow.SellerOutput, error) {
+	op, err := s.load(ctx, in.Tenant, in.OperationID)
+	if err != nil {
+		return workflow.SellerOutput{}, err
+	}
+	req, err := parseRequest(op)
+	if err != nil {
+		return workflow.SellerOutput{}, err
+	}
+	reason := "canceled by buyflow"
+	if in.Reason != "" {
+		reason = truncate(in.Reason, 500)
+	} else if op.Status == workflow.StatusCompleted {
+		reason = "governance findings required an undo"
+	} else {
+		reason = "the buyer's approver rejected the buy or the approval expired"
+	}
+	if op.MediaBuyID == "" && op.SellerTaskID != "" {
+		// A buy still in the seller's hands (input-required): learn its id if it has one.
+		if ts, err := s.adcp.GetTaskStatus(ctx, req.SellerID, adcp.GetTaskStatusRequest{TaskID: op.SellerTaskID, Account: req.account(), IncludeResult: true}); err == nil && len(ts.Result) > 0 {
+			if mb, derr := adcp.DecodeMediaBuy(ts.Result); derr == nil && mb.MediaBuyID != "" {
+				op.MediaBuyID = mb.MediaBuyID
+			}
+		}
+	}
+	if op.MediaBuyID == "" {
+		s.event(ctx, op, ledger.Event{Type: EventCancel, Actor: actorSystem, Reason: "no media buy at the seller to cancel"})
+		cur, err := s.endCanceled(ctx, op, reason)
+		if err != nil {
+			return workflow.SellerOutput{}, err
+		}
+		return workflow.SellerOutput{Status: cur.Status, Terminal: cur.Status.Terminal(), Reason: reason}, nil
+	}
+	intent, _, err := s.fixIntent(ctx, op, intentCancel, adcp.ToolUpdateMediaBuy, func() (adcp.Intent, error) {
+		acct := req.account()
+		if acct == nil {
+			acct = &adcp.AccountRef{}
+		}
+		return adcp.NewIntent(adcp.ToolUpdateMediaBuy, adcp.UpdateMediaBuyRequest{Account: *acct, MediaBuyID: op.MediaBuyID,
+			Canceled: true, CancellationReason: reason, GovernanceContext: op.GovernanceContext,
+			Context: json.RawMessage(fmt.Sprintf(`{"operation_id":%q}`, op.ID))}, s.now())
+	})
+	if err != nil {
+		return workflow.SellerOutput{}, err
+	}
+	res, err := s.adcp.UpdateMediaBuy(ctx, req.SellerID, intent)
+	if err != nil {
+		s.event(ctx, op, ledger.Event{Type: EventCancel, Actor: sellerActor(req.SellerID), Reason: truncate(err.Error(), 500),
+			Detail: detail(map[string]any{"media_buy_id": op.MediaBuyID, "error_code": errorCode(err)})})
+		return workflow.SellerOutput{}, callError("update_media_buy (cancel)", err)
+	}
+	s.event(ctx, op, ledger.Event{Type: EventCancel, Actor: sellerActor(req.SellerID), Reason: reason,
+		Detail: detail(map[string]any{"media_buy_id": op.MediaBuyID, "media_buy_status": res.MediaBuyStatus, "shape": res.Shape, "replayed": res.Replayed})})
+	cur, err := s.endCanceled(ctx, op, reason)
+	if err != nil {
+		return workflow.SellerOutput{}, err
+	}
+	s.log.InfoContext(ctx, "media buy canceled", "operationId", op.ID, "status", cur.Status)
+	return workflow.SellerOutput{Status: workflow.StatusCanceled, Terminal: true, Reason: reason}, nil
+}
+
+func (s *Service) endCanceled(ctx context.Context, op *ledger.Operation, reason string) (*ledger.Operation, error) {
+	if op.Status.Terminal() {
+		return op, nil
+	}
+	cur, _, err := s.move(ctx, op, workflow.StatusCanceled, ledger.Changes{Reason: &reason, Actor: actorSystem, EventType: EventCancel})
+	return cur, err
+}

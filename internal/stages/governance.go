@@ -1,0 +1,619 @@
+package stages
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/approvals"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// ReasonGovernanceConditions is the reason of a needs_approval decision caused by governance
+// conditions a machine cannot apply (or that did not converge within the rounds allowed).
+const ReasonGovernanceConditions = "governance_conditions"
+
+// reviewRecord is what an async governance review keeps between "check" rounds.
+type reviewRecord struct {
+	TaskID  string          `json:"task_id"`
+	Payload json.RawMessage `json:"payload"`
+	Round   int             `json:"round"`
+}
+
+// Check is CheckGovernance: check_governance with the exact create_media_buy arguments that
+// will be sent, applying machine-actionable conditions (at most MaxConditionRounds checks).
+// Output decisions: proceed (approved; the operation moves to creating with check_id,
+// governance_context and expires_at), needs_approval (policy threshold, require_approval, or
+// conditions a person must judge; the operation moves to awaiting_approval), denied (the
+// operation is rejected; nothing was spent), pending (async review; wait Wait.IntervalSeconds
+// and call Check again). An unreachable agent is a TransientError.
+func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.GovernanceOutput, error) {
+	if err := in.Config.Validate(); err != nil {
+		return workflow.GovernanceOutput{}, err
+	}
+	op, err := s.load(ctx, in.Tenant, in.OperationID)
+	if err != nil {
+		return workflow.GovernanceOutput{}, err
+	}
+	req, err := parseRequest(op)
+	if err != nil {
+		return workflow.GovernanceOutput{}, err
+	}
+	switch op.Status {
+	case workflow.StatusCreating, workflow.StatusSubmitted, workflow.StatusWorking, workflow.StatusInputRequired:
+		// A retry after this stage already let the buy through.
+		return workflow.GovernanceOutput{Decision: workflow.GovernanceProceed, CheckID: op.GovernanceCheckID, ExpiresAt: rfc3339(op.GovernanceExpiresAt)}, nil
+	case workflow.StatusRequested, workflow.StatusCheckingGovernance, workflow.StatusAwaitingApproval:
+	default:
+		return workflow.GovernanceOutput{}, &workflow.TerminalError{Code: "operation_ended", Reason: fmt.Sprintf("operation %s is %s; nothing to check", op.ID, op.Status)}
+	}
+
+	afterApproval := false
+	if op.Status != workflow.StatusRequested {
+		if afterApproval, err = s.approvalRequested(ctx, op); err != nil {
+			return workflow.GovernanceOutput{}, err
+		}
+	}
+	if op.Status == workflow.StatusAwaitingApproval && !afterApproval {
+		// This stage's own needs_approval answer, retried before any approval was requested.
+		return workflow.GovernanceOutput{Decision: workflow.GovernanceNeedsApproval, CheckID: op.GovernanceCheckID,
+			ExpiresAt: rfc3339(op.GovernanceExpiresAt), Reason: op.Reason}, nil
+	}
+	op, _, err = s.move(ctx, op, workflow.StatusCheckingGovernance, ledger.Changes{Actor: actorSystem,
+		Detail: detail(map[string]any{"after_approval": afterApproval})})
+	if err != nil {
+		return workflow.GovernanceOutput{}, err
+	}
+	if op.Status != workflow.StatusCheckingGovernance {
+		return workflow.GovernanceOutput{}, &workflow.TerminalError{Code: "operation_moved", Reason: fmt.Sprintf("operation %s is %s; not checking governance", op.ID, op.Status)}
+	}
+
+	review, reviewRound, err := s.pendingReview(ctx, op)
+	if err != nil {
+		return workflow.GovernanceOutput{}, err
+	}
+	var (
+		res     *adcp.GovernanceResult
+		payload []byte
+		round   int
+	)
+	if review != nil {
+		res, err = s.pollReview(ctx, op, req, review)
+		if err != nil {
+			return workflow.GovernanceOutput{}, err
+		}
+		if res == nil {
+			return s.pending(in.Config), nil
+		}
+		payload, round = review.Payload, review.Round
+	} else {
+		if payload, err = basePayload(op, req); err != nil {
+			return workflow.GovernanceOutput{}, err
+		}
+	}
+
+	for {
+		if res == nil {
+			round++
+			res, err = s.adcp.CheckGovernance(ctx, req.Governance.AgentID, adcp.CheckGovernanceRequest{
+				PlanID: req.Governance.PlanID, Caller: s.cfg.CallerURI, Tool: adcp.ToolCreateMediaBuy,
+				Payload: payload, PurchaseType: "media_buy",
+			})
+			if err != nil {
+				s.event(ctx, op, ledger.Event{Type: EventGovernanceCheck, Actor: governanceActor(req.Governance.AgentID),
+					Reason: truncate(err.Error(), 500), Detail: detail(map[string]any{"round": round, "error_code": errorCode(err)})})
+				s.log.WarnContext(ctx, "check_governance failed", "operationId", op.ID, "round", round, "code", errorCode(err), "decision", adcp.Decide(err).String())
+				return workflow.GovernanceOutput{}, callError("check_governance", err)
+			}
+			s.event(ctx, op, ledger.Event{Type: EventGovernanceCheck, Actor: governanceActor(req.Governance.AgentID),
+				Detail: detail(map[string]any{"round": round, "verdict": res.Verdict, "pending": res.Pending,
+					"check_id": res.CheckID, "conditions": len(res.Conditions), "findings": len(res.Findings)})})
+		}
+		if res.Pending {
+			rec, _ := json.Marshal(reviewRecord{TaskID: res.TaskID, Payload: payload, Round: round})
+			_, _, err := s.ledger.PutIntent(ctx, ledger.Intent{Tenant: op.Tenant, OperationID: op.ID,
+				Task: reviewName(op.Version, reviewRound+1), IdempotencyKey: res.TaskID, Request: rec, CreatedAt: s.now()})
+			if err != nil {
+				return workflow.GovernanceOutput{}, fmt.Errorf("stages: store governance review of %s: %w", op.ID, err)
+			}
+			s.log.InfoContext(ctx, "governance review pending", "operationId", op.ID, "round", round)
+			return s.pending(in.Config), nil
+		}
+		switch res.Verdict {
+		case adcp.VerdictApproved:
+			return s.approved(ctx, op, req, res, payload, afterApproval)
+		case adcp.VerdictDenied:
+			return s.denied(ctx, op, req, res)
+		case adcp.VerdictConditions:
+			actionable := len(res.Conditions) > 0
+			for _, c := range res.Conditions {
+				if len(bytes.TrimSpace(c.RequiredValue)) == 0 {
+					actionable = false
+				}
+			}
+			if !actionable || round >= s.cfg.MaxConditionRounds {
+				return s.needsApproval(ctx, op, req, res, payload, conditionsReason(res, round))
+			}
+			next, err := applyConditions(payload, res.Conditions)
+			if err != nil {
+				return s.needsApproval(ctx, op, req, res, payload, conditionsReason(res, round)+"; "+err.Error())
+			}
+			payload, res = next, nil
+		default:
+			return workflow.GovernanceOutput{}, &workflow.TerminalError{Code: "unknown_verdict", Reason: fmt.Sprintf("check_governance verdict %q", res.Verdict)}
+		}
+	}
+}
+
+func (s *Service) pending(cfg workflow.RunConfig) workflow.GovernanceOutput {
+	return workflow.GovernanceOutput{Decision: workflow.GovernancePending,
+		Wait: workflow.WaitState{IntervalSeconds: cfg.PollInitialSeconds}}
+}
+
+func reviewName(version int64, n int) string {
+	return fmt.Sprintf("%s%d#%d", intentReviewPrefix, version, n)
+}
+
+// pendingReview returns the latest async review recorded at the operation's current version
+// (and how many there are), or nil.
+func (s *Service) pendingReview(ctx context.Context, op *ledger.Operation) (*reviewRecord, int, error) {
+	var last *reviewRecord
+	n := 0
+	for i := 1; i <= s.cfg.MaxConditionRounds+1; i++ {
+		li, err := s.ledger.GetIntent(ctx, op.Tenant, op.ID, reviewName(op.Version, i))
+		if errors.Is(err, ledger.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, 0, fmt.Errorf("stages: read governance review of %s: %w", op.ID, err)
+		}
+		var rec reviewRecord
+		if err := json.Unmarshal(li.Request, &rec); err != nil {
+			return nil, 0, fmt.Errorf("stages: decode governance review of %s: %w", op.ID, err)
+		}
+		last, n = &rec, i
+	}
+	return last, n, nil
+}
+
+// pollReview polls the async review; nil means still pending. A review task that ended
+// without a verdict keeps the gate closed.
+func (s *Service) pollReview(ctx context.Context, op *ledger.Operation, req *submitRequest, rv *reviewRecord) (*adcp.GovernanceResult, error) {
+	ts, err := s.adcp.GetTaskStatus(ctx, req.Governance.AgentID, adcp.GetTaskStatusRequest{TaskID: rv.TaskID, IncludeResult: true})
+	if err != nil {
+		return nil, callError("governance review status", err)
+	}
+	s.event(ctx, op, ledger.Event{Type: EventGovernanceCheck, Actor: governanceActor(req.Governance.AgentID),
+		Detail: detail(map[string]any{"review_task_status": ts.Status})})
+	if !ts.Status.Terminal() {
+		return nil, nil
+	}
+	if ts.Status != adcp.StatusCompleted {
+		reason := "governance review ended " + string(ts.Status)
+		if f := ts.Failure(); f != nil {
+			reason += ": " + truncate(f.Error(), 300)
+		}
+		return nil, &workflow.TerminalError{Code: "governance_review_" + string(ts.Status), Reason: reason}
+	}
+	res, err := adcp.DecodeGovernance(ts.Result)
+	if err != nil {
+		return nil, callError("governance review result", err)
+	}
+	if res.Pending {
+		return nil, nil
+	}
+	return res, nil
+}
+
+// approvalRequested reports whether a person was asked to approve the operation after its last
+// move into awaiting_approval: then a "check" while awaiting (or checking) is the re-check the
+// state machine runs after that approval, not a retry of this stage's own needs_approval.
+func (s *Service) approvalRequested(ctx context.Context, op *ledger.Operation) (bool, error) {
+	requested := false
+	cursor := ""
+	for page := 0; page < 50; page++ {
+		p, err := s.ledger.ListEvents(ctx, op.Tenant, op.ID, ledger.MaxListLimit, cursor)
+		if err != nil {
+			return false, fmt.Errorf("stages: read timeline of %s: %w", op.ID, err)
+		}
+		for _, e := range p.Items {
+			switch {
+			case e.To == workflow.StatusAwaitingApproval:
+				requested = false
+			case e.Type == approvals.EventApprovalRequested:
+				requested = true
+			}
+		}
+		if p.Cursor == "" {
+			return requested, nil
+		}
+		cursor = p.Cursor
+	}
+	return requested, nil
+}
+
+func (s *Service) approved(ctx context.Context, op *ledger.Operation, req *submitRequest, res *adcp.GovernanceResult, payload []byte, afterApproval bool) (workflow.GovernanceOutput, error) {
+	needs, why := false, ""
+	if !afterApproval {
+		switch {
+		case req.RequireApproval:
+			needs, why = true, "the request asks for a human approval"
+		case s.policy != nil:
+			needs, why = s.policy.Needs(op)
+		}
+	}
+	to, decision := workflow.StatusCreating, workflow.GovernanceProceed
+	if needs {
+		to, decision = workflow.StatusAwaitingApproval, workflow.GovernanceNeedsApproval
+	}
+	return s.settle(ctx, op, req, res, payload, to, decision, why)
+}
+
+func (s *Service) needsApproval(ctx context.Context, op *ledger.Operation, req *submitRequest, res *adcp.GovernanceResult, payload []byte, why string) (workflow.GovernanceOutput, error) {
+	return s.settle(ctx, op, req, res, payload, workflow.StatusAwaitingApproval, workflow.GovernanceNeedsApproval, why)
+}
+
+// settle stores the checked payload and the check on the operation and moves it on.
+func (s *Service) settle(ctx context.Context, op *ledger.Operation, req *submitRequest, res *adcp.GovernanceResult, payload []byte, to workflow.Status, decision workflow.GovernanceDecision, why string) (workflow.GovernanceOutput, error) {
+	if res.CheckID != "" {
+		if _, _, err := s.ledger.PutIntent(ctx, ledger.Intent{Tenant: op.Tenant, OperationID: op.ID, Task: intentCheckPrefix + res.CheckID,
+			IdempotencyKey: res.CheckID, Request: payload, CreatedAt: s.now()}); err != nil {
+			return workflow.GovernanceOutput{}, fmt.Errorf("stages: store checked payload of %s: %w", op.ID, err)
+		}
+	}
+	tok, err := s.pushToken(ctx, op)
+	if err != nil {
+		return workflow.GovernanceOutput{}, err
+	}
+	hash := ledger.HashToken(tok)
+	ch := ledger.Changes{WebhookTokenHash: &hash, Actor: governanceActor(req.Governance.AgentID), EventType: EventGovernanceCheck,
+		Detail: detail(map[string]any{"verdict": res.Verdict, "check_id": res.CheckID, "expires_at": res.ExpiresAt, "decision": decision, "reason": why})}
+	if res.CheckID != "" {
+		ch.GovernanceCheckID = &res.CheckID
+	}
+	if res.GovernanceContext != "" {
+		ch.GovernanceContext = &res.GovernanceContext
+	}
+	exp, expErr := time.Parse(time.RFC3339, res.ExpiresAt)
+	if expErr == nil {
+		exp = exp.UTC()
+		ch.GovernanceExpiresAt = &exp
+	}
+	if why != "" {
+		r := truncate(why, 1000)
+		ch.Reason = &r
+	}
+	if decision == workflow.GovernanceProceed && (expErr != nil || !exp.After(s.now())) {
+		// A lapsed (or undated) approval is no approval.
+		return workflow.GovernanceOutput{}, &workflow.TerminalError{Code: "governance_expired", Reason: fmt.Sprintf("governance approval %s has no future expires_at (%q)", res.CheckID, res.ExpiresAt)}
+	}
+	cur, _, err := s.move(ctx, op, to, ch)
+	if err != nil {
+		return workflow.GovernanceOutput{}, err
+	}
+	if cur.Status != to {
+		return workflow.GovernanceOutput{}, &workflow.TerminalError{Code: "operation_moved", Reason: fmt.Sprintf("operation %s is %s, expected %s", op.ID, cur.Status, to)}
+	}
+	s.log.InfoContext(ctx, "governance checked", "operationId", op.ID, "verdict", res.Verdict, "decision", decision)
+	return workflow.GovernanceOutput{Decision: decision, CheckID: res.CheckID, ExpiresAt: res.ExpiresAt, Reason: why}, nil
+}
+
+func (s *Service) denied(ctx context.Context, op *ledger.Operation, req *submitRequest, res *adcp.GovernanceResult) (workflow.GovernanceOutput, error) {
+	reason := denialReason(res)
+	if _, _, err := s.move(ctx, op, workflow.StatusRejected, ledger.Changes{Reason: &reason, Actor: governanceActor(req.Governance.AgentID),
+		EventType: EventGovernanceCheck, Detail: detail(map[string]any{"verdict": res.Verdict, "check_id": res.CheckID, "findings": res.Findings})}); err != nil {
+		return workflow.GovernanceOutput{}, err
+	}
+	s.log.InfoContext(ctx, "governance denied", "operationId", op.ID, "findings", len(res.Findings))
+	return workflow.GovernanceOutput{Decision: workflow.GovernanceDenied, CheckID: res.CheckID, Reason: reason}, nil
+}
+
+// denialReason lists the findings in a sentence a person can read.
+func denialReason(res *adcp.GovernanceResult) string {
+	var b strings.Builder
+	b.WriteString("governance denied the buy")
+	if res.Explanation != "" {
+		b.WriteString(": " + truncate(res.Explanation, 300))
+	}
+	for i, f := range res.Findings {
+		if i == 5 {
+			fmt.Fprintf(&b, "; and %d more findings", len(res.Findings)-i)
+			break
+		}
+		fmt.Fprintf(&b, "; %s finding %s", f.Severity, f.CategoryID)
+		if f.PolicyID != "" {
+			fmt.Fprintf(&b, " (policy %s)", f.PolicyID)
+		}
+		if f.Explanation != "" {
+			b.WriteString(": " + truncate(f.Explanation, 200))
+		}
+	}
+	return truncate(b.String(), 1000)
+}
+
+func conditionsReason(res *adcp.GovernanceResult, round int) string {
+	var parts []string
+	for _, c := range res.Conditions {
+		p := c.Field
+		if len(c.RequiredValue) == 0 {
+			p += " (needs a person)"
+		}
+		if c.Reason != "" {
+			p += ": " + truncate(c.Reason, 200)
+		}
+		parts = append(parts, p)
+	}
+	return truncate(fmt.Sprintf("%s after %d round(s): %s", ReasonGovernanceConditions, round, strings.Join(parts, "; ")), 1000)
+}
+
+// basePayload is the create_media_buy arguments as checked: the buyer's media_buy with
+// plan_id and our context echo (operation_id). The seller call adds only the envelope fields
+// excluded from the idempotency hash or owned by transport (idempotency_key,
+// governance_context, push_notification_config, adcp_version).
+func basePayload(op *ledger.Operation, req *submitRequest) ([]byte, error) {
+	m, err := decodeObject(req.MediaBuy)
+	if err != nil {
+		return nil, &workflow.TerminalError{Code: "bad_stored_request", Reason: "media_buy: " + err.Error()}
+	}
+	m["plan_id"] = req.Governance.PlanID
+	ctxObj, _ := m["context"].(map[string]any)
+	if ctxObj == nil {
+		ctxObj = map[string]any{}
+	}
+	ctxObj["operation_id"] = op.ID
+	m["context"] = ctxObj
+	return json.Marshal(m)
+}
+
+func decodeObject(b []byte) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, errors.New("not a JSON object")
+	}
+	return m, nil
+}
+
+// applyConditions sets each condition's field (a dot path into the payload, "a.b[0].c" or
+// "a.b.0.c") to its required_value.
+func applyConditions(payload []byte, conds []adcp.Condition) ([]byte, error) {
+	m, err := decodeObject(payload)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range conds {
+		dec := json.NewDecoder(bytes.NewReader(c.RequiredValue))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return nil, fmt.Errorf("condition %s: required_value: %w", c.Field, err)
+		}
+		if err := setPath(m, strings.TrimPrefix(c.Field, "payload."), v); err != nil {
+			return nil, fmt.Errorf("condition %s: %w", c.Field, err)
+		}
+	}
+	return json.Marshal(m)
+}
+
+func pathTokens(path string) []string {
+	var out []string
+	for _, seg := range strings.Split(path, ".") {
+		for seg != "" {
+			i := strings.IndexByte(seg, '[')
+			if i < 0 {
+				out = append(out, seg)
+				break
+			}
+			if i > 0 {
+				out = append(out, seg[:i])
+			}
+			j := strings.IndexByte(seg[i:], ']')
+			if j < 0 {
+				out = append(out, seg[i:])
+				break
+			}
+			out = append(out, seg[i+1:i+j])
+			seg = seg[i+j+1:]
+		}
+	}
+	return out
+}
+
+func setPath(root map[string]any, path string, v any) error {
+	toks := pathTokens(path)
+	if len(toks) == 0 {
+		return errors.New("empty field path")
+	}
+	var cur any = root
+	for i, t := range toks {
+		last := i == len(toks)-1
+		switch c := cur.(type) {
+		case map[string]any:
+			if last {
+				c[t] = v
+				return nil
+			}
+			next, ok := c[t]
+			if !ok {
+				return fmt.Errorf("field path %q: %q not present", path, t)
+			}
+			cur = next
+		case []any:
+			n, err := strconv.Atoi(t)
+			if err != nil || n < 0 || n >= len(c) {
+				return fmt.Errorf("field path %q: index %q out of range", path, t)
+			}
+			if last {
+				c[n] = v
+				return nil
+			}
+			cur = c[n]
+		default:
+			return fmt.Errorf("field path %q: %q is not an object or array", path, t)
+		}
+	}
+	return nil
+}
+
+func rfc3339(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// Report is ReportOutcome: report_plan_outcome "completed" with the seller's response, sent as
+// an intent fixed once. CompensationRequired is true when the governance agent answers with
+// critical findings (the buy must be undone). The business-key lock is released.
+func (s *Service) Report(ctx context.Context, in workflow.OutcomeInput) (workflow.OutcomeOutput, error) {
+	op, err := s.load(ctx, in.Tenant, in.OperationID)
+	if err != nil {
+		return workflow.OutcomeOutput{}, err
+	}
+	req, err := parseRequest(op)
+	if err != nil {
+		return workflow.OutcomeOutput{}, err
+	}
+	if op.Status != workflow.StatusCompleted {
+		return workflow.OutcomeOutput{}, &workflow.TerminalError{Code: "not_completed", Reason: fmt.Sprintf("operation %s is %s; only a completed buy is reported completed", op.ID, op.Status)}
+	}
+	out := workflow.OutcomeOutput{}
+	if op.GovernanceCheckID != "" {
+		report, err := s.report(ctx, op, req, "completed", func(r *adcp.ReportPlanOutcomeRequest) {
+			sr := &adcp.SellerResponse{SellerReference: op.MediaBuyID}
+			if b, err := strconv.ParseFloat(op.BudgetTotal, 64); err == nil {
+				sr.CommittedBudget = &b
+			}
+			r.SellerResponse = sr
+		})
+		if err != nil {
+			return workflow.OutcomeOutput{}, err
+		}
+		out = undo(report)
+	}
+	if err := s.releaseLock(ctx, op); err != nil {
+		return workflow.OutcomeOutput{}, err
+	}
+	s.log.InfoContext(ctx, "outcome reported", "operationId", op.ID, "compensationRequired", out.CompensationRequired)
+	return out, nil
+}
+
+// undo says whether the governance answer requires the buy to be undone: findings with
+// critical severity.
+func undo(r *adcp.OutcomeResult) workflow.OutcomeOutput {
+	var crit []string
+	for _, f := range r.Findings {
+		if f.Severity == "critical" {
+			crit = append(crit, f.CategoryID+": "+truncate(f.Explanation, 200))
+		}
+	}
+	if len(crit) == 0 {
+		return workflow.OutcomeOutput{}
+	}
+	return workflow.OutcomeOutput{CompensationRequired: true, Reason: truncate("governance findings require an undo: "+strings.Join(crit, "; "), 1000)}
+}
+
+// report sends report_plan_outcome for outcome once (intent "report_plan_outcome#<outcome>").
+func (s *Service) report(ctx context.Context, op *ledger.Operation, req *submitRequest, outcome string, fill func(*adcp.ReportPlanOutcomeRequest)) (*adcp.OutcomeResult, error) {
+	in, _, err := s.fixIntent(ctx, op, intentReportPrefix+outcome, adcp.ToolReportPlanOutcome, func() (adcp.Intent, error) {
+		r := adcp.ReportPlanOutcomeRequest{PlanID: req.Governance.PlanID, CheckID: op.GovernanceCheckID, PurchaseType: "media_buy",
+			Outcome: outcome, GovernanceContext: op.GovernanceContext}
+		fill(&r)
+		return adcp.NewIntent(adcp.ToolReportPlanOutcome, r, s.now())
+	})
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.adcp.ReportPlanOutcome(ctx, req.Governance.AgentID, in)
+	if err != nil {
+		s.event(ctx, op, ledger.Event{Type: EventOutcomeReport, Actor: governanceActor(req.Governance.AgentID),
+			Reason: truncate(err.Error(), 500), Detail: detail(map[string]any{"outcome": outcome, "error_code": errorCode(err)})})
+		return nil, callError("report_plan_outcome", err)
+	}
+	s.event(ctx, op, ledger.Event{Type: EventOutcomeReport, Actor: governanceActor(req.Governance.AgentID),
+		Detail: detail(map[string]any{"outcome": outcome, "outcome_id": res.OutcomeID, "outcome_state": res.OutcomeState,
+			"findings": res.Findings, "committed_budget": res.CommittedBudget, "replayed": res.Replayed})})
+	return res, nil
+}
+
+// FailOutput is what RecordFailure returns (the state machine discards it: FailureKind reads
+// the failure the state input already carries).
+type FailOutput struct {
+	Status   workflow.Status `json:"status"`
+	Error    string          `json:"error"`
+	Reported bool            `json:"reported"`
+}
+
+// failureStatus maps a failure's Error name to the terminal status it records.
+func failureStatus(name string) workflow.Status {
+	switch name {
+	case workflow.FailureGovernanceDenied, "ApprovalRejectedError":
+		return workflow.StatusRejected
+	case "States.Timeout", "DeadlineExceededError":
+		return workflow.StatusExpired
+	}
+	return workflow.StatusFailed
+}
+
+// Fail is RecordFailure: record the reason on the operation (forward only; an operation that
+// already ended keeps its status and gets an event), report "failed" to governance when a
+// check exists and the buy did not complete, and release the business-key lock.
+func (s *Service) Fail(ctx context.Context, in workflow.OutcomeInput) (FailOutput, error) {
+	op, err := s.load(ctx, in.Tenant, in.OperationID)
+	if err != nil {
+		return FailOutput{}, err
+	}
+	f := workflow.StepError{Error: "Unknown"}
+	if in.Failure != nil && in.Failure.Error != "" {
+		f = *in.Failure
+	}
+	reason := truncate(strings.TrimSpace(f.Error+": "+f.Cause), 1000)
+	ev := detail(map[string]any{"error": f.Error})
+	if !op.Status.Terminal() {
+		if op, _, err = s.move(ctx, op, failureStatus(f.Error), ledger.Changes{Reason: &reason, Actor: actorSystem, EventType: EventFailure, Detail: ev}); err != nil {
+			return FailOutput{}, err
+		}
+	} else {
+		s.event(ctx, op, ledger.Event{Type: EventFailure, Actor: actorSystem, Reason: reason, Detail: ev})
+	}
+	out := FailOutput{Status: op.Status, Error: f.Error}
+	if op.GovernanceCheckID != "" && op.Status != workflow.StatusCompleted {
+		req, err := parseRequest(op)
+		if err != nil {
+			return FailOutput{}, err
+		}
+		code := f.Error
+		if len(code) > 64 {
+			code = code[:64]
+		}
+		_, err = s.report(ctx, op, req, "failed", func(r *adcp.ReportPlanOutcomeRequest) {
+			r.Error = &adcp.OutcomeError{Code: code, Message: truncate(reason, 1000)}
+		})
+		var te *workflow.TransientError
+		switch {
+		case errors.As(err, &te):
+			return FailOutput{}, err
+		case err != nil:
+			// A report the governance agent refuses for good must not hide the failure itself.
+			s.log.WarnContext(ctx, "failed outcome not reported", "operationId", op.ID, "err", err)
+		default:
+			out.Reported = true
+		}
+	}
+	if err := s.releaseLock(ctx, op); err != nil {
+		return FailOutput{}, err
+	}
+	s.log.InfoContext(ctx, "failure recorded", "operationId", op.ID, "status", op.Status, "error", f.Error, "reported", out.Reported)
+	return out, nil
+}

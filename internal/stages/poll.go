@@ -1,0 +1,194 @@
+package stages
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/sfn"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// WakeOutput is the SellerOutput that completes AwaitSeller from what the ledger holds: the
+// operation's (forward-only) status, Terminal, the wait state unchanged, and DeadlineExceeded
+// when the wait's deadline has passed and the seller neither finished nor needs input. The
+// webhook Lambda calls it after recording an update, and sends SendTaskSuccess with it to the
+// stored token when out.NeedsDecision() (a non-decision update needs no wake: the next poll
+// reads the ledger). Park computes the same output for the lost-wakeup race.
+//
+// wait is the wait state park stored with the token. A caller that does not have it (the
+// webhook: the ledger stores only the token) passes the zero WaitState; it is then rebuilt
+// from the operation: the first interval of cfg, the deadline recorded at create
+// (Operation.Deadline), webhook_accepted when a webhook token exists, round 0.
+func WakeOutput(op *ledger.Operation, wait workflow.WaitState, cfg workflow.RunConfig, now time.Time) workflow.SellerOutput {
+	if wait == (workflow.WaitState{}) {
+		wait = workflow.WaitState{IntervalSeconds: max(cfg.PollInitialSeconds, 1), WebhookAccepted: op.WebhookTokenHash != ""}
+		if !op.Deadline.IsZero() {
+			wait.DeadlineUnix = op.Deadline.Unix()
+		}
+	}
+	out := workflow.SellerOutput{Status: op.Status, Terminal: op.Status.Terminal(), Next: wait, Reason: op.Reason}
+	if !out.Terminal && op.Status != workflow.StatusInputRequired && wait.Expired(now) {
+		out.DeadlineExceeded = true
+	}
+	return out
+}
+
+// Park is AwaitSeller (waitForTaskToken): when the last seller result already needs a
+// decision it completes the token at once with it; otherwise it stores the token on the
+// operation, then completes it itself when the ledger already holds a newer status that needs
+// a decision (a webhook landed before the park) or the deadline passed. A token that is
+// already gone is not an error: whoever completed it had the ledger's truth.
+func (s *Service) Park(ctx context.Context, in workflow.CallbackInput) error {
+	if in.TaskToken == "" {
+		return &workflow.InvalidInputError{Field: "task_token", Reason: "required"}
+	}
+	if s.tasks == nil {
+		return &workflow.TerminalError{Code: "no_task_completer", Reason: "the poll stage has no Step Functions client"}
+	}
+	if in.Seller != nil && in.Seller.NeedsDecision() {
+		return s.complete(ctx, in.OperationID, in.TaskToken, *in.Seller, "decision pending")
+	}
+	if err := in.Config.Validate(); err != nil {
+		return err
+	}
+	if in.Tenant == "" || in.OperationID == "" {
+		return &workflow.InvalidInputError{Field: "operation_id", Reason: "operation_id and tenant are required"}
+	}
+	op, err := s.ledger.SetTaskToken(ctx, in.Tenant, in.OperationID, in.TaskToken)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return &workflow.NotFoundError{OperationID: in.OperationID}
+	}
+	if err != nil {
+		return fmt.Errorf("stages: park task token of %s: %w", in.OperationID, err)
+	}
+	var known workflow.Status
+	if in.Seller != nil {
+		known = in.Seller.Status
+	}
+	out := WakeOutput(op, in.Wait, in.Config, s.now())
+	if !out.NeedsDecision() || (op.Status == known && !out.DeadlineExceeded) {
+		s.log.InfoContext(ctx, "parked", "operationId", op.ID, "status", op.Status, "intervalSeconds", in.Wait.IntervalSeconds, "round", in.Wait.Round)
+		return nil
+	}
+	if err := s.ledger.ClearTaskToken(ctx, op.Tenant, op.ID, in.TaskToken); err != nil && !errors.Is(err, ledger.ErrTokenMismatch) {
+		s.log.WarnContext(ctx, "task token not cleared", "operationId", op.ID, "err", err)
+	}
+	return s.complete(ctx, op.ID, in.TaskToken, out, "ledger already newer")
+}
+
+func (s *Service) complete(ctx context.Context, opID, token string, out workflow.SellerOutput, why string) error {
+	err := s.tasks.Succeed(ctx, token, out)
+	switch {
+	case errors.Is(err, sfn.ErrTaskGone):
+		s.log.InfoContext(ctx, "wait already completed", "operationId", opID, "why", why)
+		return nil
+	case err != nil:
+		return &workflow.TransientError{Reason: fmt.Sprintf("complete the wait of %s: %v", opID, err)}
+	}
+	s.log.InfoContext(ctx, "wait completed by park", "operationId", opID, "status", out.Status, "why", why)
+	return nil
+}
+
+// PollSeller is the PollSeller stage: get_task_status / tasks/get for the seller task (fresh key per poll),
+// recorded forward only, and the next step of the loop: terminal, input_required, the deadline,
+// the end of this execution's loop budget (continue as new under a deterministic name), or the
+// next backed-off interval. A poll the seller answers with a transient error counts as "no
+// news" and backs off; one it refuses for good is a TerminalError.
+func (s *Service) PollSeller(ctx context.Context, in workflow.PollInput) (workflow.SellerOutput, error) {
+	if err := in.Config.Validate(); err != nil {
+		return workflow.SellerOutput{}, err
+	}
+	op, err := s.load(ctx, in.Tenant, in.OperationID)
+	if err != nil {
+		return workflow.SellerOutput{}, err
+	}
+	wait := in.Wait
+	if wait == (workflow.WaitState{}) {
+		wait = WakeOutput(op, wait, in.Config, s.now()).Next
+	}
+	if !op.Status.Terminal() {
+		if op, err = s.pollSeller(ctx, op); err != nil {
+			return workflow.SellerOutput{}, err
+		}
+	}
+	now := s.now()
+	out := WakeOutput(op, wait, in.Config, now)
+	if out.NeedsDecision() {
+		return out, nil
+	}
+	out.Next = wait.Advance(in.Config, now, s.cfg.Rand)
+	if out.Next.Round >= in.Config.LoopBudget {
+		out.ContinueAsNew = true
+		out.NextGeneration = in.Generation + 1
+		out.NextExecutionName = workflow.ExecutionName(op.ID, in.Generation+1)
+		out.Next.Round = 0
+		s.log.InfoContext(ctx, "loop budget spent", "operationId", op.ID, "nextExecution", out.NextExecutionName)
+	}
+	return out, nil
+}
+
+// pollSeller asks the seller about the operation's task and records the answer forward only.
+func (s *Service) pollSeller(ctx context.Context, op *ledger.Operation) (*ledger.Operation, error) {
+	req, err := parseRequest(op)
+	if err != nil {
+		return nil, err
+	}
+	if op.SellerTaskID == "" {
+		return nil, &workflow.TerminalError{Code: "no_seller_task", Reason: fmt.Sprintf("operation %s (%s) has no seller task to poll", op.ID, op.Status)}
+	}
+	ts, err := s.adcp.GetTaskStatus(ctx, req.SellerID, adcp.GetTaskStatusRequest{TaskID: op.SellerTaskID, Account: req.account(), IncludeResult: true})
+	if err != nil {
+		s.event(ctx, op, ledger.Event{Type: EventPoll, Actor: sellerActor(req.SellerID), Reason: truncate(err.Error(), 300),
+			Detail: detail(map[string]any{"task_id": op.SellerTaskID, "error_code": errorCode(err), "decision": adcp.Decide(err).String()})})
+		if adcp.Decide(err) == adcp.DecisionRetry {
+			s.log.WarnContext(ctx, "poll failed, backing off", "operationId", op.ID, "code", errorCode(err))
+			return op, nil
+		}
+		return nil, callError("get_task_status", err)
+	}
+	to, ok := workflow.FromTaskStatus(string(ts.Status))
+	ev := map[string]any{"task_id": op.SellerTaskID, "seller_status": ts.Status}
+	if !ok || to == op.Status {
+		// Unknown statuses (auth-required, unknown) and repeats change nothing.
+		s.event(ctx, op, ledger.Event{Type: EventPoll, Actor: sellerActor(req.SellerID), Detail: detail(ev)})
+		return op, nil
+	}
+	ch := ledger.Changes{Actor: sellerActor(req.SellerID), EventType: EventPoll}
+	switch to {
+	case workflow.StatusCompleted:
+		mb, derr := adcp.DecodeMediaBuy(ts.Result)
+		switch {
+		case derr != nil && mb != nil && mb.Shape == adcp.ShapeError:
+			to = workflow.StatusFailed
+			r := truncate("the seller completed the task with an error: "+derr.Error(), 1000)
+			ch.Reason = &r
+		case derr == nil && mb.MediaBuyID != "":
+			ch.MediaBuyID = &mb.MediaBuyID
+			ev["media_buy_id"] = mb.MediaBuyID
+		default:
+			// A completion without a readable artifact: record it; report needs the id, so say so.
+			r := "the seller completed the task without a readable media buy in its result"
+			ch.Reason = &r
+		}
+	case workflow.StatusFailed, workflow.StatusRejected, workflow.StatusCanceled:
+		r := "the seller ended the task " + string(ts.Status)
+		if f := ts.Failure(); f != nil {
+			r += ": " + f.Error()
+		}
+		r = truncate(r, 1000)
+		ch.Reason = &r
+	}
+	ch.Detail = detail(ev)
+	cur, moved, err := s.moveVia(ctx, op, to, ch)
+	if err != nil {
+		return nil, err
+	}
+	if !moved {
+		s.event(ctx, op, ledger.Event{Type: EventPoll, Actor: sellerActor(req.SellerID), Reason: "no change: the ledger already holds " + string(cur.Status), Detail: detail(ev)})
+	}
+	return cur, nil
+}

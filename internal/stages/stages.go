@@ -1,0 +1,369 @@
+package stages
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	mathrand "math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// Ledger is the part of the ledger the stages use; *ledger.Store satisfies it.
+type Ledger interface {
+	GetOperation(ctx context.Context, tenant, id string) (*ledger.Operation, error)
+	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch ledger.Changes) (*ledger.Operation, error)
+	SetTaskToken(ctx context.Context, tenant, id, token string) (*ledger.Operation, error)
+	ClearTaskToken(ctx context.Context, tenant, id, token string) error
+	PutIntent(ctx context.Context, in ledger.Intent) (*ledger.Intent, bool, error)
+	GetIntent(ctx context.Context, tenant, operationID, task string) (*ledger.Intent, error)
+	AppendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) error
+	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (ledger.Page[ledger.Event], error)
+	AcquireLock(ctx context.Context, name, owner string, ttl time.Duration) (ledger.Lease, error)
+	ReleaseLock(ctx context.Context, l ledger.Lease) error
+}
+
+var _ Ledger = (*ledger.Store)(nil)
+
+// AdCP is the part of the AdCP client the stages use; *adcp.Client satisfies it.
+type AdCP interface {
+	CheckGovernance(ctx context.Context, agentID string, req adcp.CheckGovernanceRequest) (*adcp.GovernanceResult, error)
+	GetTaskStatus(ctx context.Context, agentID string, req adcp.GetTaskStatusRequest) (*adcp.TaskStatusResult, error)
+	CreateMediaBuy(ctx context.Context, agentID string, in adcp.Intent) (*adcp.MediaBuyResult, error)
+	UpdateMediaBuy(ctx context.Context, agentID string, in adcp.Intent) (*adcp.MediaBuyResult, error)
+	GetMediaBuys(ctx context.Context, agentID string, req adcp.GetMediaBuysRequest) (*adcp.GetMediaBuysResult, error)
+	ReportPlanOutcome(ctx context.Context, agentID string, in adcp.Intent) (*adcp.OutcomeResult, error)
+}
+
+var _ AdCP = (*adcp.Client)(nil)
+
+// Tasks completes a parked Step Functions task token; *sfn.Client satisfies it. A token that
+// is already gone is an error matching sfn.ErrTaskGone.
+type Tasks interface {
+	Succeed(ctx context.Context, token string, output any) error
+}
+
+// Policy says whether an operation's budget alone needs a person; approvals.Policy satisfies it.
+type Policy interface {
+	Needs(op *ledger.Operation) (bool, string)
+}
+
+// Config holds a Service's settings. CallerURI is required by the governance stage,
+// PublicBaseURL by the create stage.
+type Config struct {
+	// CallerURI is the caller sent with check_governance (BUYFLOW_CALLER_URI).
+	CallerURI string
+	// PublicBaseURL is the HTTP API's root; seller webhooks go to
+	// <PublicBaseURL>/v1/webhooks/adcp/<operation id>.
+	PublicBaseURL string
+	// Now is the clock (default time.Now); it should be the ledger's clock too.
+	Now func() time.Time
+	// Rand returns floats in [0,1) for the poll jitter (default math/rand/v2).
+	Rand func() float64
+	// NewToken returns a fresh random webhook token (default 32 random bytes, hex).
+	NewToken func() (string, error)
+	// MaxConditionRounds bounds check_governance rounds with conditions (default 3).
+	MaxConditionRounds int
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Service runs the stages. It is safe for concurrent use.
+type Service struct {
+	ledger Ledger
+	adcp   AdCP
+	tasks  Tasks
+	policy Policy
+	cfg    Config
+	log    *slog.Logger
+}
+
+// New returns a Service. tasks may be nil for functions that complete no token (governance,
+// create); policy may be nil when no budget threshold applies.
+func New(l Ledger, a AdCP, tasks Tasks, policy Policy, cfg Config) *Service {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = mathrand.Float64
+	}
+	if cfg.NewToken == nil {
+		cfg.NewToken = randomToken
+	}
+	if cfg.MaxConditionRounds <= 0 {
+		cfg.MaxConditionRounds = 3
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	cfg.PublicBaseURL = strings.TrimRight(cfg.PublicBaseURL, "/")
+	return &Service{ledger: l, adcp: a, tasks: tasks, policy: policy, cfg: cfg, log: log}
+}
+
+func randomToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("stages: random token: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
+
+// Event types the stages append to an operation's timeline.
+const (
+	EventGovernanceCheck = "governance_check"
+	EventSellerCall      = "seller_call"
+	EventPoll            = "poll"
+	EventReconcile       = "reconcile"
+	EventOutcomeReport   = "outcome_report"
+	EventFailure         = "failure"
+	EventCancel          = "cancel"
+	EventLockReleased    = "lock_released"
+)
+
+// Intent task names in the ledger.
+const (
+	intentCreate       = "create_media_buy"
+	intentCancel       = "update_media_buy#cancel"
+	intentReportPrefix = "report_plan_outcome#"
+	intentPushToken    = "push_token"
+	intentCheckPrefix  = "check_governance#"
+	intentReviewPrefix = "check_governance#review#v"
+)
+
+// submitRequest mirrors the JSON submit stores in Operation.Request (mediabuy.SubmitRequest).
+type submitRequest struct {
+	SellerID   string `json:"seller_id"`
+	Governance struct {
+		AgentID string `json:"agent_id"`
+		PlanID  string `json:"plan_id"`
+	} `json:"governance"`
+	Currency        string          `json:"currency"`
+	RequireApproval bool            `json:"require_approval"`
+	MediaBuy        json.RawMessage `json:"media_buy"`
+}
+
+func parseRequest(op *ledger.Operation) (*submitRequest, error) {
+	var r submitRequest
+	if err := json.Unmarshal(op.Request, &r); err != nil {
+		return nil, &workflow.TerminalError{Code: "bad_stored_request", Reason: fmt.Sprintf("operation %s: stored request is not a submit request: %v", op.ID, err)}
+	}
+	if r.SellerID == "" {
+		r.SellerID = op.SellerID
+	}
+	if r.Governance.AgentID == "" {
+		r.Governance.AgentID = op.GovernanceAgentID
+	}
+	if len(bytes.TrimSpace(r.MediaBuy)) == 0 || r.Governance.PlanID == "" || r.Governance.AgentID == "" || r.SellerID == "" {
+		return nil, &workflow.TerminalError{Code: "bad_stored_request", Reason: fmt.Sprintf("operation %s: stored request lacks seller, governance agent, plan or media_buy", op.ID)}
+	}
+	return &r, nil
+}
+
+// account returns media_buy.account, for polls and reads at the seller.
+func (r *submitRequest) account() *adcp.AccountRef {
+	var mb struct {
+		Account *adcp.AccountRef `json:"account"`
+	}
+	if json.Unmarshal(r.MediaBuy, &mb) != nil {
+		return nil
+	}
+	return mb.Account
+}
+
+// load reads the tenant's operation, mapping a missing one to workflow.NotFoundError.
+func (s *Service) load(ctx context.Context, tenant, id string) (*ledger.Operation, error) {
+	if tenant == "" || id == "" {
+		return nil, &workflow.InvalidInputError{Field: "operation_id", Reason: "operation_id and tenant are required"}
+	}
+	op, err := s.ledger.GetOperation(ctx, tenant, id)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return nil, &workflow.NotFoundError{OperationID: id}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("stages: read operation %s: %w", id, err)
+	}
+	return op, nil
+}
+
+// move transitions op to to, forward only. A refused transition is "no change": it returns
+// the current operation and moved=false. A missing operation is a NotFoundError.
+func (s *Service) move(ctx context.Context, op *ledger.Operation, to workflow.Status, ch ledger.Changes) (cur *ledger.Operation, moved bool, err error) {
+	if op.Status == to {
+		return op, false, nil
+	}
+	next, err := s.ledger.Transition(ctx, op.Tenant, op.ID, to, ledger.AnyVersion, ch)
+	var te *ledger.TransitionError
+	switch {
+	case err == nil:
+		return next, true, nil
+	case errors.As(err, &te) && te.Current != nil:
+		return te.Current, false, nil
+	case errors.Is(err, ledger.ErrNotFound):
+		return nil, false, &workflow.NotFoundError{OperationID: op.ID}
+	case errors.Is(err, ledger.ErrContention):
+		return nil, false, &workflow.TransientError{Reason: fmt.Sprintf("operation %s: concurrent write, retry", op.ID)}
+	default:
+		return nil, false, fmt.Errorf("stages: move operation %s to %s: %w", op.ID, to, err)
+	}
+}
+
+// moveVia is move that, for a completion, also takes a legal intermediate step through
+// "working" when the direct move is not in the table (awaiting_approval → completed after a
+// seller's input-required was answered). A repeated input-required after that approval stays
+// "no change", so nobody is asked twice.
+func (s *Service) moveVia(ctx context.Context, op *ledger.Operation, to workflow.Status, ch ledger.Changes) (*ledger.Operation, bool, error) {
+	if to == workflow.StatusCompleted && !workflow.CanMove(op.Status, to) && op.Status != workflow.StatusWorking &&
+		workflow.CanMove(op.Status, workflow.StatusWorking) && workflow.CanMove(workflow.StatusWorking, to) {
+		mid, _, err := s.move(ctx, op, workflow.StatusWorking, ledger.Changes{Actor: ch.Actor, EventType: ch.EventType,
+			SellerTaskID: ch.SellerTaskID, Detail: ch.Detail})
+		if err != nil {
+			return nil, false, err
+		}
+		op = mid
+	}
+	return s.move(ctx, op, to, ch)
+}
+
+// event appends an audit event; a failure is logged, not returned: the event is a record of a
+// step that already happened and must not make the step run twice.
+func (s *Service) event(ctx context.Context, op *ledger.Operation, ev ledger.Event) {
+	if ev.Amount == "" && op.BudgetTotal != "" {
+		ev.Amount, ev.Currency = op.BudgetTotal, op.Currency
+	}
+	if err := s.ledger.AppendEvent(ctx, op.Tenant, op.ID, ev); err != nil {
+		s.log.WarnContext(ctx, "audit event not recorded", "operationId", op.ID, "eventType", ev.Type, "err", err)
+	}
+}
+
+func detail(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// callError turns a failed AdCP call into the workflow error the ASL matches: retry the same
+// intent (TransientError, with the agent's retry_after) or stop (TerminalError).
+func callError(what string, err error) error {
+	var ae *adcp.Error
+	errors.As(err, &ae)
+	switch adcp.Decide(err) {
+	case adcp.DecisionRetry:
+		return &workflow.TransientError{Reason: what + ": " + err.Error(), RetryAfterSeconds: int(adcp.RetryAfter(err) / time.Second)}
+	default:
+		code := "adcp_error"
+		if ae != nil && ae.Code != "" {
+			code = ae.Code
+		}
+		return &workflow.TerminalError{Code: code, Reason: what + ": " + err.Error()}
+	}
+}
+
+func errorCode(err error) string {
+	var ae *adcp.Error
+	if errors.As(err, &ae) {
+		return ae.Code
+	}
+	return ""
+}
+
+// fixIntent returns the operation's stored intent name, or builds, stores (write-ahead) and
+// returns a new one. existed is true when a stored intent was found: sending it is a resend.
+func (s *Service) fixIntent(ctx context.Context, op *ledger.Operation, name, tool string, build func() (adcp.Intent, error)) (in adcp.Intent, existed bool, err error) {
+	stored, err := s.ledger.GetIntent(ctx, op.Tenant, op.ID, name)
+	switch {
+	case err == nil:
+		return fromLedger(stored, tool), true, nil
+	case !errors.Is(err, ledger.ErrNotFound):
+		return adcp.Intent{}, false, fmt.Errorf("stages: read intent %s of %s: %w", name, op.ID, err)
+	}
+	in, err = build()
+	if err != nil {
+		return adcp.Intent{}, false, err
+	}
+	got, created, err := s.ledger.PutIntent(ctx, ledger.Intent{Tenant: op.Tenant, OperationID: op.ID, Task: name,
+		IdempotencyKey: in.Key, Request: in.Body, CreatedAt: in.Created})
+	if err != nil {
+		return adcp.Intent{}, false, fmt.Errorf("stages: store intent %s of %s: %w", name, op.ID, err)
+	}
+	if !created {
+		return fromLedger(got, tool), true, nil
+	}
+	return in, false, nil
+}
+
+// fromLedger rebuilds a stored intent as a resend (Attempt 1): same key, same bytes.
+func fromLedger(li *ledger.Intent, tool string) adcp.Intent {
+	return adcp.Intent{Task: tool, Key: li.IdempotencyKey, Body: li.Request, Created: li.CreatedAt, Attempt: 1}
+}
+
+// pushToken returns the operation's webhook token, creating it once.
+func (s *Service) pushToken(ctx context.Context, op *ledger.Operation) (string, error) {
+	stored, err := s.ledger.GetIntent(ctx, op.Tenant, op.ID, intentPushToken)
+	if err == nil {
+		return string(stored.Request), nil
+	}
+	if !errors.Is(err, ledger.ErrNotFound) {
+		return "", fmt.Errorf("stages: read webhook token of %s: %w", op.ID, err)
+	}
+	tok, err := s.cfg.NewToken()
+	if err != nil {
+		return "", err
+	}
+	got, _, err := s.ledger.PutIntent(ctx, ledger.Intent{Tenant: op.Tenant, OperationID: op.ID, Task: intentPushToken,
+		IdempotencyKey: "push-token-" + op.ID, Request: []byte(tok), CreatedAt: s.now()})
+	if err != nil {
+		return "", fmt.Errorf("stages: store webhook token of %s: %w", op.ID, err)
+	}
+	return string(got.Request), nil
+}
+
+// releaseLock ends the business-key lock submit took with owner = operation id. The lease's
+// fence is not stored on the operation, so the lock is re-acquired by the same owner (which
+// succeeds only while the lock is ours or free) and released at once; a lock held by another
+// operation is left alone.
+func (s *Service) releaseLock(ctx context.Context, op *ledger.Operation) error {
+	if op.PONumber == "" || op.SellerID == "" {
+		return nil
+	}
+	name := ledger.BusinessKeyLock(op.Tenant, op.SellerID, op.PONumber)
+	lease, err := s.ledger.AcquireLock(ctx, name, op.ID, time.Minute)
+	var held *ledger.LockHeldError
+	switch {
+	case errors.As(err, &held):
+		return nil
+	case err != nil:
+		return fmt.Errorf("stages: take business-key lock of %s to release it: %w", op.ID, err)
+	}
+	if err := s.ledger.ReleaseLock(ctx, lease); err != nil && !errors.Is(err, ledger.ErrLeaseLost) {
+		return fmt.Errorf("stages: release business-key lock of %s: %w", op.ID, err)
+	}
+	s.event(ctx, op, ledger.Event{Type: EventLockReleased, Actor: actorSystem})
+	return nil
+}
+
+const actorSystem = "system"
+
+func sellerActor(id string) string     { return "seller:" + id }
+func governanceActor(id string) string { return "governance:" + id }
+
+// truncate bounds untrusted text before it goes into the ledger or an output.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
