@@ -1,13 +1,3 @@
-// Package statemachine holds the MediaBuy workflow: the Amazon States Language file
-// mediabuy.asl.json, the single source of truth that CDK deploys, the local stack deploys and
-// the workflow tests execute. The file uses JSONPath only, no intrinsic functions and no
-// $$.Execution, so kumo's engine runs it as AWS does.
-//
-// The file names its Lambda functions through ${Placeholder} definition substitutions;
-// [Placeholders] lists them and [Render] fills them in for deployers that do not substitute
-// themselves (the local stack, the tests).
-//
-// This package imports the standard library only: the Lambdas and the infra both import it.
 package statemachine
 
 import (

@@ -1,0 +1,59 @@
+// Package statemachine holds the MediaBuy workflow: the Amazon States Language file
+// mediabuy.asl.json, the single source of truth that CDK deploys, the local stack deploys and
+// the workflow tests execute. This package imports the standard library only: the Lambdas and
+// the infra both import it.
+//
+// The file uses JSONPath only, no intrinsic functions, no context field but $$.Task.Token, no
+// Pass state with Parameters, and discards the startExecution output, so that kumo's engine
+// runs it as AWS does. It names its Lambda functions through ${Placeholder} definition
+// substitutions; [Placeholders] lists them and [Render] fills them in.
+//
+// # States
+//
+// A new buy: IsContinuation → CheckGovernance → GovernanceDecision → (proceed) CreateMediaBuy →
+// AwaitSeller ⇄ PollSeller → SellerTaskStatus → ReportOutcome → UndoRequired → MediaBuyCompleted.
+//
+//   - GovernanceDecision: pending → WaitForGovernanceReview (Wait, SecondsPath
+//     $.governance.result.wait.interval_seconds) → CheckGovernance; needs_approval →
+//     ApprovalForGovernance → RequestApproval; denied → GovernanceDenied; any other value →
+//     UnexpectedGovernanceDecision (fail closed).
+//   - RequestApproval (waitForTaskToken, TimeoutSecondsPath $.config.approval_timeout_seconds)
+//     → RouteApproval: seller input → PollSeller; recheck_governance → CheckGovernance; else
+//     CreateMediaBuy. ApprovalRejectedError → CancelIfPlaced; States.Timeout → ExpireApproval →
+//     EscalateOrGiveUp (escalated → RequestApproval, else CancelIfPlaced). CancelIfPlaced
+//     cancels (Compensate) only when a buy exists ($.seller present).
+//   - AwaitSeller (waitForTaskToken, TimeoutSecondsPath $.seller.result.next.interval_seconds):
+//     States.Timeout → PollSeller → AwaitSeller. A round costs two state transitions: the only
+//     decision point is SellerTaskStatus after AwaitSeller succeeds, which happens when a webhook
+//     (or reconcile) sends the task success, or at once when park sees that the seller result
+//     it was given already needs a decision ([workflow.SellerOutput.NeedsDecision]).
+//   - SellerTaskStatus: completed → ReportOutcome; other terminal → SellerDidNotComplete;
+//     deadline_exceeded → SellerDeadlineExceeded; input_required → ApprovalForSellerInput;
+//     continue_as_new → ContinueAsNewExecution (states:startExecution, Name
+//     $.seller.result.next_execution_name) → HandedOverToNextExecution; else PollSeller.
+//   - A continuation (its input has seller) goes from IsContinuation straight to AwaitSeller.
+//   - ReportOutcome → UndoRequired: compensation_required → Compensate → AfterCompensation →
+//     CanceledAfterGovernanceFindings.
+//   - Every failure (each Task's Catch States.ALL, and the Pass states that decide to stop)
+//     puts {Error, Cause} at $.failure → RecordFailure → FailureKind → one Fail state a person
+//     can read: DeniedByGovernance, RejectedByApprover, ApprovalExpired, DeadlinePassed,
+//     SellerTaskFailed, MediaBuyFailed; FailureNotRecorded when recording fails too.
+//
+// # Payload contract (Payload → output; outputs land at $.<stage>.result, see [workflow.Stage])
+//
+//	GovernanceFunctionArn check   StageInput                  → GovernanceOutput          $.governance
+//	                      report  OutcomeInput                → OutcomeOutput             $.outcome
+//	                      fail    OutcomeInput{failure}       → ignored                   (ResultPath null)
+//	NotifyFunctionArn     request CallbackInput{task_token, reason} → ApprovalOutput by SendTaskSuccess, or
+//	                              SendTaskFailure ApprovalRejectedError               $.approval
+//	                      expire  StageInput{reason}          → ApprovalExpiry            $.expiry
+//	CreateFunctionArn     create  StageInput                  → SellerOutput              $.seller
+//	                      cancel  StageInput                  → SellerOutput              $.compensation
+//	PollFunctionArn       park    CallbackInput{task_token, wait, seller} → SellerOutput by SendTaskSuccess
+//	                              (webhook, reconcile, or park itself)                 $.seller
+//	                      poll    PollInput{generation, wait} → SellerOutput              $.seller
+//
+// Every Lambda task retries the four Lambda service errors and TransientError with backoff,
+// MaxDelaySeconds and full jitter; other errors are caught and recorded. Callback tasks are
+// re-invoked on retry with a new token: request and park must overwrite the stored token.
+package statemachine
