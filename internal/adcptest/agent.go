@@ -84,6 +84,7 @@ func (e *AdcpError) Error() string { return strings.ToLower(e.Code) + ": " + e.M
 type commonOptions struct {
 	Name          string
 	Token         string
+	Tokens        []string
 	Version       string
 	Now           func() time.Time
 	SchemaDir     string
@@ -326,7 +327,7 @@ func (a *agent) handle(ctx context.Context, tool string, req *mcp.CallToolReques
 	if !present {
 		return finish(nil, &AdcpError{Code: "AUTH_MISSING", Message: "no bearer credential on the request", Recovery: "terminal"}, false)
 	}
-	if subtle.ConstantTimeCompare([]byte(tok), []byte(a.opts.Token)) != 1 {
+	if !a.tokenOK(tok) {
 		return finish(nil, &AdcpError{Code: "AUTH_INVALID", Message: "bearer credential not recognised", Recovery: "terminal"}, false)
 	}
 	rec.AuthOK = true
@@ -452,7 +453,9 @@ func (a *agent) envelope(c *call, body map[string]any, e *AdcpError) map[string]
 		out[k] = v
 	}
 	if e != nil {
+		// Two-layer error model: the envelope adcp_error and the payload errors[].
 		out["adcp_error"] = e
+		out["errors"] = []*AdcpError{e}
 		out["status"] = "failed"
 		if c.version == Version30 {
 			delete(out, "status")
@@ -471,6 +474,15 @@ func (a *agent) envelope(c *call, body map[string]any, e *AdcpError) map[string]
 		out["timestamp"] = c.now.Format(time.RFC3339)
 	}
 	return out
+}
+
+// tokenOK reports whether tok is one of the agent's bearer credentials.
+func (a *agent) tokenOK(tok string) bool {
+	ok := subtle.ConstantTimeCompare([]byte(tok), []byte(a.opts.Token)) == 1
+	for _, t := range a.opts.Tokens {
+		ok = subtle.ConstantTimeCompare([]byte(tok), []byte(t)) == 1 || ok
+	}
+	return ok
 }
 
 func bearer(h http.Header) (string, bool) {
@@ -550,7 +562,7 @@ func (a *agent) faultMiddleware(next http.Handler) http.Handler {
 		parseErr := json.Unmarshal(body, &msg)
 		if a.opts.AuthHTTP {
 			tok, present := bearer(r.Header)
-			if !present || subtle.ConstantTimeCompare([]byte(tok), []byte(a.opts.Token)) != 1 {
+			if !present || !a.tokenOK(tok) {
 				code, jcode, text := "AUTH_INVALID", -32028, "bearer credential not recognised"
 				if !present {
 					code, text = "AUTH_MISSING", "no bearer credential on the request"
@@ -637,7 +649,7 @@ func (a *agent) faultMiddleware(next http.Handler) http.Handler {
 		}
 		_, authOK := bearer(r.Header)
 		tok, _ := bearer(r.Header)
-		authOK = authOK && tok == a.opts.Token
+		authOK = authOK && a.tokenOK(tok)
 		a.record(Call{Tool: msg.Params.Name, Arguments: append(json.RawMessage(nil), msg.Params.Arguments...), Time: a.now(), AuthOK: authOK, Fault: name})
 		if f.delay > 0 {
 			t := time.NewTimer(f.delay)

@@ -34,7 +34,8 @@
 //     status, adcp_version "3.1", timestamp and the request's context (echoed
 //     verbatim) at the root; content[0] is the same JSON as text. Errors set
 //     isError and carry adcp_error (core/error.json: code, message, recovery,
-//     field, retry_after, issues, details) plus status "failed".
+//     field, retry_after, issues, details), the same error in errors[] (the
+//     two-layer model) and status "failed".
 //   - Version: Version30 (or a request pinning adcp_version "3.0") switches
 //     to the 3.0 names: check_governance status (not verdict),
 //     report_plan_outcome status (not outcome_state), the media-buy status in
@@ -51,7 +52,8 @@
 //     running answers IDEMPOTENCY_IN_FLIGHT. Errors are never cached. Reads are
 //     cached too, so a poll that reuses a key gets a stale snapshot — buyers
 //     must use fresh keys per poll. get_adcp_capabilities is exempt.
-//   - Tasks are owned by the bearer that created them: polling another
+//   - Principals: Token plus Tokens; each bearer is its own principal.
+//     Tasks are owned by the bearer that created them: polling another
 //     principal's task answers REFERENCE_NOT_FOUND. Statuses move only along
 //     the script (Advance) or as forced (Finish); terminal tasks never move.
 //     Inline (synchronous) results never produce a task or a webhook.
@@ -76,9 +78,10 @@
 //	sync             completed inline (media_buy_id, confirmed_at, revision, packages)
 //	async_complete   submitted + task_id; steps: working → completed (result = success body)
 //	submitted        same as async_complete
-//	async_fail       submitted; steps: working → failed (error TERMS_REJECTED)
+//	async_fail       submitted; steps: working → failed (error PRODUCT_UNAVAILABLE)
 //	input_required   input-required (reason APPROVAL_REQUIRED) + task_id; steps: working → completed
 //	rejected         rejected with errors[] (POLICY_VIOLATION), no task
+//	governance_denied  isError GOVERNANCE_DENIED (the seller's own execution check failed)
 //
 // Governance outcome tokens (check_governance):
 //

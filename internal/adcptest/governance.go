@@ -38,6 +38,8 @@ var govBehaviors = []string{string(GovApproved), string(GovDenied), string(GovCo
 type GovernanceOptions struct {
 	// Token is the bearer credential callers must send.
 	Token string
+	// Tokens are further accepted bearer credentials (separate principals).
+	Tokens []string
 	// Behavior is the default check_governance outcome (default approved).
 	Behavior GovernanceBehavior
 	// Version is Version31 (default) or Version30.
@@ -109,7 +111,7 @@ func NewGovernance(opts GovernanceOptions) *Governance {
 	}
 	g := &Governance{
 		agent: newAgent(commonOptions{
-			Name: "adcptest-governance", Token: opts.Token, Version: opts.Version, Now: opts.Now,
+			Name: "adcptest-governance", Token: opts.Token, Tokens: opts.Tokens, Version: opts.Version, Now: opts.Now,
 			SchemaDir: opts.SchemaDir, Validator: opts.Validator, PollsPerStep: polls,
 			StepInterval: opts.StepInterval, SlowDelay: opts.SlowDelay, RetryAfter: opts.RetryAfter,
 			ReplayTTL: opts.ReplayTTL, AuthHTTP: opts.AuthHTTP, SSE: opts.SSE, IdempotencyOK: true,

@@ -65,6 +65,9 @@ const (
 type SellerOptions struct {
 	// Token is the bearer credential buyers must send.
 	Token string
+	// Tokens are further accepted bearer credentials, each its own
+	// principal (tasks, media buys and idempotency keys are scoped per token).
+	Tokens []string
 	// Behavior is the default outcome of create_media_buy/update_media_buy
 	// when the request carries no behaviour token.
 	Behavior SellerBehavior
@@ -156,7 +159,7 @@ func NewSeller(opts SellerOptions) *Seller {
 	}
 	s := &Seller{
 		agent: newAgent(commonOptions{
-			Name: "adcptest-seller", Token: opts.Token, Version: opts.Version, Now: opts.Now,
+			Name: "adcptest-seller", Token: opts.Token, Tokens: opts.Tokens, Version: opts.Version, Now: opts.Now,
 			SchemaDir: opts.SchemaDir, Validator: opts.Validator, PollsPerStep: opts.PollsPerStep,
 			StepInterval: opts.StepInterval, SlowDelay: opts.SlowDelay, RetryAfter: opts.RetryAfter,
 			ReplayTTL: opts.ReplayTTL, AuthHTTP: opts.AuthHTTP, SSE: opts.SSE, IdempotencyOK: opts.Idempotency == IdempotencyDeclared,
@@ -273,6 +276,9 @@ func (s *Seller) runScripted(c *call, taskType string, done func() (map[string]a
 	if perr != nil {
 		return reply{err: perr}
 	}
+	if c.script.has("governance_denied") {
+		return reply{err: &AdcpError{Code: "GOVERNANCE_DENIED", Message: "the account's governance agent denied this purchase at execution", Recovery: "correctable"}}
+	}
 	b := s.behavior(c)
 	switch b {
 	case SellerRejected:
@@ -295,7 +301,7 @@ func (s *Seller) runScripted(c *call, taskType string, done func() (map[string]a
 			}
 			return body, nil
 		case "failed":
-			e := &AdcpError{Code: "TERMS_REJECTED", Message: "the publisher declined the insertion order", Recovery: "terminal"}
+			e := &AdcpError{Code: "PRODUCT_UNAVAILABLE", Message: "the inventory sold out during publisher review", Recovery: "correctable"}
 			return map[string]any{"errors": []any{e}}, e
 		case "input-required":
 			return map[string]any{"reason": "APPROVAL_REQUIRED"}, nil

@@ -70,7 +70,7 @@ func TestSellerCreateBehaviours(t *testing.T) {
 		{name: "sync default", first: "completed", wantMB: true, validate: true},
 		{name: "async complete by token", sim: "async_complete", first: "submitted", steps: []string{"working", "completed"}, wantMB: true, validate: true},
 		{name: "async complete by default", def: SellerAsyncComplete, first: "submitted", steps: []string{"working", "completed"}, wantMB: true, validate: true},
-		{name: "async fail", sim: "async_fail", first: "submitted", steps: []string{"working", "failed"}, validate: true, errorCode: "TERMS_REJECTED"},
+		{name: "async fail", sim: "async_fail", first: "submitted", steps: []string{"working", "failed"}, validate: true, errorCode: "PRODUCT_UNAVAILABLE"},
 		{name: "input required", sim: "input_required", first: "input-required", steps: []string{"working", "completed"}, wantMB: true},
 		{name: "rejected", sim: "rejected", first: "rejected", validate: true},
 		{name: "token beats default", sim: "sync", def: SellerAsyncFail, first: "completed", wantMB: true, validate: true},
@@ -586,4 +586,34 @@ func TestSSEResponsesAndStandaloneStream(t *testing.T) {
 	if r := callT(t, cs, "create_media_buy", createArgs("")); r.IsError || r.str("media_buy_id") == "" {
 		t.Errorf("%s", r.Raw)
 	}
+}
+
+func TestPrincipalsAndUnknownTask(t *testing.T) {
+	s := NewSeller(SellerOptions{Tokens: []string{"other-buyer-token"}})
+	url := s.Start()
+	t.Cleanup(s.Close)
+	a := connect(t, url, DefaultSellerToken, 0)
+	b := connect(t, url, "other-buyer-token", 0)
+	id := callT(t, a, "create_media_buy", createArgs("async_complete")).str("task_id")
+	if r := poll(t, b, "get_task_status", id); r.code() != "REFERENCE_NOT_FOUND" {
+		t.Errorf("other principal polled the task: %s", r.Raw)
+	}
+	if r := poll(t, a, "get_task_status", "task_nope"); r.code() != "REFERENCE_NOT_FOUND" {
+		t.Errorf("unknown task: %s", r.Raw)
+	}
+	if r := callT(t, b, "list_tasks", map[string]any{}); r.get("query_summary.total_matching") != float64(0) {
+		t.Errorf("list leaks tasks across principals: %s", r.Raw)
+	}
+	if r := poll(t, a, "get_task_status", id); r.IsError {
+		t.Errorf("owner poll: %s", r.Raw)
+	}
+}
+
+func TestGovernanceDeniedAtSeller(t *testing.T) {
+	_, cs := startSeller(t, SellerOptions{})
+	r := callT(t, cs, "create_media_buy", createArgs("governance_denied"))
+	if !r.IsError || r.code() != "GOVERNANCE_DENIED" {
+		t.Fatalf("%s", r.Raw)
+	}
+	mustValidate(t, "media-buy/create-media-buy-response.json", r.Raw)
 }
