@@ -49,7 +49,7 @@ func Start(t testing.TB) (*dynamodb.Client, string) {
 		t.Fatalf("dynamotest: enable ttl on %s: %v", name, err)
 	}
 	t.Cleanup(func() {
-		// Best effort: the server goes away with the test anyway.
+		// Best effort: a leftover table only costs memory in the shared server.
 		_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
 	})
 	return client, name

@@ -96,9 +96,10 @@ func (s *Store) Claim(ctx context.Context, tenant, idempotencyKey, payloadHash s
 	if err != nil {
 		return nil, fmt.Errorf("ledger: encode claim: %w", err)
 	}
-	cond := expression.AttributeNotExists(expression.Name(AttrPK)).
-		Or(expression.Name(AttrTTL).LessThan(expression.Value(now.Unix()))).
-		Or(expression.Name(attrStatus).Equal(expression.Value(string(ClaimInProgress))).
+	cond := expression.Or(
+		expression.AttributeNotExists(expression.Name(AttrPK)),
+		expression.Name(AttrTTL).LessThan(expression.Value(now.Unix())),
+		expression.Name(attrStatus).Equal(expression.Value(string(ClaimInProgress))).
 			And(expression.Name("in_progress_expiry").LessThan(expression.Value(now.UnixMilli()))))
 	e, err := build(expression.NewBuilder().WithCondition(cond))
 	if err != nil {

@@ -59,9 +59,10 @@ func (s *Store) AcquireLock(ctx context.Context, name, owner string, ttl time.Du
 	}
 	now := s.now()
 	exp := now.Add(ttl)
-	cond := expression.AttributeNotExists(expression.Name(AttrPK)).
-		Or(expression.Name("lease_expiry").LessThan(expression.Value(now.UnixMilli()))).
-		Or(expression.Name("owner").Equal(expression.Value(owner)))
+	cond := expression.Or(
+		expression.AttributeNotExists(expression.Name(AttrPK)),
+		expression.Name("lease_expiry").LessThan(expression.Value(now.UnixMilli())),
+		expression.Name("owner").Equal(expression.Value(owner)))
 	up := expression.Set(expression.Name("owner"), expression.Value(owner)).
 		Set(expression.Name("lease_expiry"), expression.Value(exp.UnixMilli())).
 		Set(expression.Name("lock_name"), expression.Value(name)).
