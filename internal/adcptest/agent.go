@@ -115,6 +115,7 @@ type agent struct {
 	calls       []Call
 	idem        map[string]*idemEntry
 	inFlight    map[string]bool
+	byPO        map[string]string
 	tasks       map[string]*Task
 	taskOrder   []string
 	faultCounts map[string]int
@@ -155,6 +156,7 @@ func newAgent(o commonOptions) *agent {
 		opts:        o,
 		idem:        map[string]*idemEntry{},
 		inFlight:    map[string]bool{},
+		byPO:        map[string]string{},
 		tasks:       map[string]*Task{},
 		faultCounts: map[string]int{},
 		mux:         http.NewServeMux(),
@@ -358,7 +360,7 @@ func (a *agent) handle(ctx context.Context, tool string, req *mcp.CallToolReques
 		return finish(nil, &AdcpError{Code: "VERSION_UNSUPPORTED", Message: "adcp_major_version " + strconv.Itoa(int(m)) + " is not supported", Field: "adcp_major_version", Recovery: "correctable"}, false)
 	}
 
-	c.script = parseScript(c.args)
+	c.script = a.parse(c.args)
 	key := c.str("idempotency_key")
 
 	if tool != "get_adcp_capabilities" {
@@ -587,7 +589,7 @@ func (a *agent) faultMiddleware(next http.Handler) http.Handler {
 		}
 		var args map[string]any
 		_ = json.Unmarshal(msg.Params.Arguments, &args)
-		sc := parseScript(args)
+		sc := a.parse(args)
 		key, _ := args["idempotency_key"].(string)
 
 		var f httpFault

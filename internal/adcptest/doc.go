@@ -66,6 +66,8 @@
 //
 //   - context.sim, a string: {"context": {"sim": "async_complete,wh_duplicate"}}
 //   - po_number starting with "sim:": "po_number": "sim:async_fail"
+//   - a script registered for a real po_number: seller.Script("PO-1001",
+//     "async_complete,wh_drop")
 //   - for check_governance, also the same two places inside payload (the
 //     proposed create_media_buy arguments), so one buyer-side field drives
 //     both agents end to end.

@@ -208,3 +208,11 @@ func TestGovernanceSchemaRejection(t *testing.T) {
 		t.Errorf("recorded: %+v", c)
 	}
 }
+
+func TestGovernanceScriptFromPayloadPO(t *testing.T) {
+	g, cs := startGov(t, GovernanceOptions{})
+	g.Script("PO-1001", "denied")
+	if r := callT(t, cs, "check_governance", checkArgs("", 1000)); r.str("verdict") != "denied" {
+		t.Errorf("payload po_number script ignored: %s", r.Raw)
+	}
+}

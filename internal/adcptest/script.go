@@ -8,10 +8,10 @@ import (
 // script is the set of simulation tokens a request carries (see doc.go).
 type script map[string]int
 
-// parseScript reads tokens from context.sim and from a po_number of the
-// form "sim:<tokens>", on the arguments and, for check_governance, on the
-// proposed payload.
-func parseScript(args map[string]any) script {
+// parseScript reads tokens from context.sim, from a po_number of the form
+// "sim:<tokens>" and from scripts registered for a po_number (byPO), on the
+// arguments and, for check_governance, on the proposed payload.
+func parseScript(args map[string]any, byPO map[string]string) script {
 	s := script{}
 	read := func(m map[string]any) {
 		if m == nil {
@@ -24,6 +24,8 @@ func parseScript(args map[string]any) script {
 		}
 		if po, ok := m["po_number"].(string); ok {
 			if v, ok := strings.CutPrefix(po, "sim:"); ok {
+				s.add(v)
+			} else if v, ok := byPO[po]; ok {
 				s.add(v)
 			}
 		}
@@ -60,4 +62,23 @@ func (s script) first(toks ...string) string {
 		}
 	}
 	return ""
+}
+
+// Script registers simulation tokens (same grammar as context.sim) for every
+// request whose po_number — or, for check_governance, whose payload's
+// po_number — equals po. Registering "" for po removes the script.
+func (a *agent) Script(po, tokens string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if tokens == "" {
+		delete(a.byPO, po)
+		return
+	}
+	a.byPO[po] = tokens
+}
+
+func (a *agent) parse(args map[string]any) script {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return parseScript(args, a.byPO)
 }

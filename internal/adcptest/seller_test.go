@@ -522,11 +522,22 @@ func TestRequireGovernanceContext(t *testing.T) {
 }
 
 func TestPONumberScript(t *testing.T) {
-	_, cs := startSeller(t, SellerOptions{})
+	s, cs := startSeller(t, SellerOptions{})
 	a := createArgs("")
 	a["po_number"] = "sim:async_complete,wh_duplicate"
 	if r := callT(t, cs, "create_media_buy", a); r.str("status") != "submitted" {
 		t.Errorf("po_number script ignored: %s", r.Raw)
+	}
+	s.Script("PO-7", "input_required")
+	a = createArgs("")
+	a["po_number"] = "PO-7"
+	if r := callT(t, cs, "create_media_buy", a); r.str("status") != "input-required" {
+		t.Errorf("registered script ignored: %s", r.Raw)
+	}
+	s.Script("PO-7", "")
+	a["idempotency_key"] = key()
+	if r := callT(t, cs, "create_media_buy", a); r.str("status") != "completed" {
+		t.Errorf("removed script still applies: %s", r.Raw)
 	}
 }
 
