@@ -1,0 +1,564 @@
+package approvals_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvals"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/sfn"
+	"github.com/buyflow/buyflow/internal/slack"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+func TestRequestCreatesApprovalAndPostsPersonalLinks(t *testing.T) {
+	e := newEnv(t, "")
+	tok := token(1)
+	if len(tok) < 1024 {
+		t.Fatalf("token is %d characters, want 1,024+", len(tok))
+	}
+	id := e.request(tok)
+
+	a := e.approval(id)
+	if a.Status != ledger.ApprovalPending || a.TaskToken != tok || a.Tenant != tenant || a.OperationID != opID {
+		t.Fatalf("approval = %+v", a)
+	}
+	if strings.Join(a.Approvers, ",") != "UALICE,UBOB" {
+		t.Errorf("approvers = %v, want the policy's approvers without the requester", a.Approvers)
+	}
+	if a.Requester != requester || a.Amount != "12500.00" || a.Currency != "USD" || a.Reason != string(approval.ReasonPolicyThreshold) {
+		t.Errorf("approval facts = requester %q amount %q %q reason %q", a.Requester, a.Amount, a.Currency, a.Reason)
+	}
+	if want := e.clk.Now().Add(timeout * time.Second); !a.ExpiresAt.Equal(want) {
+		t.Errorf("expires at %s, want %s", a.ExpiresAt, want)
+	}
+	if len(a.SlackMessages) != 2 {
+		t.Errorf("slack messages stored = %v", a.SlackMessages)
+	}
+	op, err := e.store.GetOperation(e.ctx, tenant, opID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op.Status != workflow.StatusAwaitingApproval {
+		t.Errorf("operation status = %s", op.Status)
+	}
+
+	msgs := e.sink.Messages()
+	if len(msgs) != 2 {
+		t.Fatalf("slack got %d messages, want one DM per approver", len(msgs))
+	}
+	for _, m := range msgs {
+		if strings.Contains(string(m.Body), tok[:40]) {
+			t.Errorf("slack message to %s carries the task token", m.Channel)
+		}
+		other := map[string]string{alice: bob, bob: alice}[m.Channel]
+		if other == "" {
+			t.Fatalf("message to unexpected channel %s", m.Channel)
+		}
+		if !strings.Contains(string(m.Body), "approver="+m.Channel) || strings.Contains(string(m.Body), "approver="+other) {
+			t.Errorf("message to %s does not carry only its own link", m.Channel)
+		}
+	}
+	u := e.link(id, alice)
+	if got := u.Scheme + "://" + u.Host + u.Path; got != baseURL+"/v1/approvals/"+id {
+		t.Errorf("link = %s", got)
+	}
+	if _, err := e.signer.Verify(id, u.Query()); err != nil {
+		t.Errorf("posted link does not verify: %v", err)
+	}
+	if evs := e.eventsOf(approvals.EventApprovalRequested); len(evs) != 1 || evs[0].Amount != "12500.00" {
+		t.Errorf("approval_requested events = %+v", evs)
+	}
+}
+
+func TestRequestRetryIsIdempotent(t *testing.T) {
+	e := newEnv(t, "")
+	tok := token(1)
+	id := e.request(tok)
+	before := e.snapshot(id)
+	if again := e.request(tok); again != id {
+		t.Fatalf("retry made approval %s, first was %s", again, id)
+	}
+	if after := e.snapshot(id); after != before {
+		t.Errorf("retry changed something:\nbefore %+v\nafter  %+v", before, after)
+	}
+}
+
+func TestRequestRetryAfterSlackFailurePostsOnce(t *testing.T) {
+	e := newEnv(t, "")
+	tok := token(1)
+	down := true
+	failing := slackFunc(func(m slack.Message) error {
+		if down {
+			return errors.New("slack is down")
+		}
+		return nil
+	})
+	svc, err := approvals.New(approvals.Config{Ledger: e.store, Slack: failing, Delivery: slack.Direct, Signer: e.signer,
+		Policy: e.policy, BaseURL: baseURL, Now: e.clk.Now, Logger: e.logger,
+		RequesterOf: func(*ledger.Operation) string { return requester }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := workflow.CallbackInput{Action: workflow.ActionRequest, OperationID: opID, Tenant: tenant,
+		Config: workflow.RunConfig{ApprovalTimeoutSeconds: timeout}, TaskToken: tok}
+	if err := svc.Request(e.ctx, in); err == nil {
+		t.Fatal("request succeeded with Slack down")
+	}
+	if msg := workflow.TaskError(svc.Request(e.ctx, in)).Error(); strings.Contains(msg, tok[:40]) {
+		t.Errorf("error carries the task token: %s", msg)
+	}
+	down = false
+	if err := svc.Request(e.ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Request(e.ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.eventsOf(approvals.EventApprovalRequested)); n != 1 {
+		t.Errorf("%d approval_requested events after retries, want 1", n)
+	}
+	if a := e.approval(approvals.ApprovalID(tok)); len(a.SlackMessages) != 2 {
+		t.Errorf("slack refs = %v", a.SlackMessages)
+	}
+}
+
+// slackFunc is a function-typed fake Slack client: it answers every post and update with f's error.
+type slackFunc func(slack.Message) error
+
+func (f slackFunc) Post(_ context.Context, m slack.Message) (slack.Ref, error) {
+	if err := f(m); err != nil {
+		return slack.Ref{}, err
+	}
+	return slack.Ref{Channel: m.Channel, TS: "1.000001"}, nil
+}
+
+func (f slackFunc) Update(_ context.Context, ref slack.Ref, m slack.Message) (slack.Ref, error) {
+	return ref, f(m)
+}
+
+func TestGetChangesNothing(t *testing.T) {
+	e := newEnv(t, "")
+	tok := token(1)
+	id := e.request(tok)
+	u := e.link(id, alice)
+	before := e.snapshot(id)
+	for _, ua := range []string{slackbotUA, "Mozilla/5.0"} {
+		resp := e.get(u, ua)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET = %d", resp.StatusCode)
+		}
+		for _, want := range []string{"Approve", "Reject", "PO-42", "USD 12,500.00", `name="sig"`} {
+			if !strings.Contains(resp.Body, want) {
+				t.Errorf("confirm page lacks %q", want)
+			}
+		}
+		if strings.Contains(resp.Body, tok[:40]) {
+			t.Error("confirm page carries the task token")
+		}
+	}
+	if after := e.snapshot(id); after != before {
+		t.Errorf("GET changed something:\nbefore %+v\nafter  %+v", before, after)
+	}
+}
+
+func TestApproveWritesLedgerFirstThenCompletesTaskOnce(t *testing.T) {
+	e := newEnv(t, "")
+	tok := token(1)
+	id := e.request(tok)
+	e.clk.Advance(10 * time.Minute)
+	e.tasks.onCall = func(c taskCall) error {
+		if a := e.approval(id); a.Status != ledger.ApprovalApproved {
+			t.Errorf("task completed while the ledger says %s", a.Status)
+		}
+		return nil
+	}
+	resp := e.post(e.link(id, alice), "approve", "fine by me")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Body, "Approved by UALICE at 2026-11-30 05:10 UTC") {
+		t.Fatalf("POST = %d %s", resp.StatusCode, resp.Body)
+	}
+	calls := e.tasks.Calls()
+	if len(calls) != 1 || calls[0].Kind != "success" || calls[0].Token != tok {
+		t.Fatalf("task calls = %+v", calls)
+	}
+	var out workflow.ApprovalOutput
+	if err := json.Unmarshal(calls[0].Output, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out != (workflow.ApprovalOutput{Decision: "approved", ApprovalID: id, DecidedBy: alice}) {
+		t.Errorf("task output = %+v", out)
+	}
+	a := e.approval(id)
+	if a.Status != ledger.ApprovalApproved || a.Decider != alice || a.Comment != "fine by me" {
+		t.Errorf("ledger = %+v", a)
+	}
+	evs := e.eventsOf(ledger.EventDecision)
+	if len(evs) != 1 {
+		t.Fatalf("decision events = %+v", evs)
+	}
+	var d map[string]any
+	_ = json.Unmarshal(evs[0].Detail, &d)
+	if evs[0].Actor != "approver:UALICE" || evs[0].Amount != "12500.00" || d["source_ip"] != "203.0.113.9" ||
+		d["user_agent"] != "Mozilla/5.0 test" || d["comment"] != "fine by me" || d["task"] != "delivered" {
+		t.Errorf("decision event = %+v %v", evs[0], d)
+	}
+	updates := 0
+	for _, m := range e.sink.Messages() {
+		if m.Kind == "chat.update" {
+			updates++
+			if !strings.Contains(m.Text, "Approved by") {
+				t.Errorf("update text = %q", m.Text)
+			}
+		}
+	}
+	if updates != 2 {
+		t.Errorf("%d slack updates, want 2", updates)
+	}
+}
+
+func TestRejectSendsApprovalRejectedError(t *testing.T) {
+	e := newEnv(t, "")
+	tok := token(1)
+	id := e.request(tok)
+	e.tasks.onCall = func(taskCall) error {
+		if a := e.approval(id); a.Status != ledger.ApprovalRejected {
+			t.Errorf("task failed while the ledger says %s", a.Status)
+		}
+		return nil
+	}
+	resp := e.post(e.link(id, bob), "reject", "too expensive")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Body, "Rejected by UBOB") {
+		t.Fatalf("POST = %d %s", resp.StatusCode, resp.Body)
+	}
+	calls := e.tasks.Calls()
+	if len(calls) != 1 || calls[0].Kind != "failure" || calls[0].Error != "ApprovalRejectedError" {
+		t.Fatalf("task calls = %+v", calls)
+	}
+	if c := calls[0].Cause; !strings.Contains(c, "rejected by UBOB") || !strings.Contains(c, "too expensive") || strings.Contains(c, tok[:40]) {
+		t.Errorf("cause = %q", c)
+	}
+}
+
+func TestDoubleClickCompletesTaskOnce(t *testing.T) {
+	e := newEnv(t, "")
+	id := e.request(token(1))
+	u := e.link(id, alice)
+	if resp := e.post(u, "approve", ""); resp.StatusCode != http.StatusOK {
+		t.Fatalf("first POST = %d", resp.StatusCode)
+	}
+	e.clk.Advance(time.Minute)
+	resp := e.post(u, "approve", "")
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(resp.Body, "Already approved by UALICE at 2026-11-30 05:00 UTC") {
+		t.Fatalf("second POST = %d %s", resp.StatusCode, resp.Body)
+	}
+	if n := len(e.tasks.Calls()); n != 1 {
+		t.Errorf("%d task calls, want 1", n)
+	}
+	if n := len(e.eventsOf(approvals.EventApprovalRefused)); n != 1 {
+		t.Errorf("%d refused events, want 1 for the second click", n)
+	}
+}
+
+func TestConcurrentApproversExactlyOneDecides(t *testing.T) {
+	e := newEnv(t, "")
+	id := e.request(token(1))
+	links := map[string]*url.URL{alice: e.link(id, alice), bob: e.link(id, bob)}
+	decisions := map[string]string{alice: "approve", bob: "reject"}
+	codes := map[string]int{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for who, u := range links {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp := e.post(u, decisions[who], "")
+			mu.Lock()
+			codes[who] = resp.StatusCode
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if n := len(e.tasks.Calls()); n != 1 {
+		t.Fatalf("%d task calls, want exactly 1", n)
+	}
+	a := e.approval(id)
+	winner, loser := a.Decider, map[string]string{alice: bob, bob: alice}[a.Decider]
+	if codes[winner] != http.StatusOK || codes[loser] != http.StatusConflict {
+		t.Errorf("codes = %v, winner %s", codes, winner)
+	}
+	if n := len(e.eventsOf(ledger.EventDecision)); n != 1 {
+		t.Errorf("%d decision events, want 1", n)
+	}
+}
+
+func TestOtherApproverAfterDecisionSeesTheTruth(t *testing.T) {
+	e := newEnv(t, "")
+	id := e.request(token(1))
+	e.post(e.link(id, alice), "approve", "")
+	e.clk.Advance(5 * time.Minute)
+	resp := e.get(e.link(id, bob), "Mozilla/5.0")
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(resp.Body, "Already approved by UALICE at 2026-11-30 05:00 UTC") {
+		t.Fatalf("GET = %d %s", resp.StatusCode, resp.Body)
+	}
+	resp = e.post(e.link(id, bob), "reject", "")
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(resp.Body, "Already approved by UALICE") {
+		t.Fatalf("POST = %d %s", resp.StatusCode, resp.Body)
+	}
+	if n := len(e.tasks.Calls()); n != 1 {
+		t.Errorf("%d task calls, want 1", n)
+	}
+}
+
+func TestBadLinksGet403AndChangeNothing(t *testing.T) {
+	e := newEnv(t, `{"threshold":"10000.00","currency":"USD","approvers":["UALICE","UBOB"],"link_ttl_seconds":60}`)
+	id := e.request(token(1))
+	good := e.link(id, alice)
+	otherKeys, _ := approval.ParseKeys([]byte(`{"current":"k2","keys":{"k2":"` + strings.Repeat("C", 42) + "A" + `"}}`))
+	otherSigner, _ := approval.NewSigner(otherKeys, e.clk.Now)
+	forged, _ := otherSigner.Sign(baseURL, id, alice, e.clk.Now().Add(time.Minute))
+	mutate := func(f func(q url.Values)) *url.URL {
+		u := *good
+		q := u.Query()
+		f(q)
+		u.RawQuery = q.Encode()
+		return &u
+	}
+	cases := []struct {
+		name    string
+		link    func() *url.URL
+		advance time.Duration
+		want    string
+	}{
+		{"other approver", func() *url.URL { return mutate(func(q url.Values) { q.Set("approver", bob) }) }, 0, "not valid"},
+		{"later expiry", func() *url.URL {
+			return mutate(func(q url.Values) { q.Set("exp", "9999999999") })
+		}, 0, "not valid"},
+		{"flipped signature", func() *url.URL {
+			return mutate(func(q url.Values) {
+				s := q.Get("sig")
+				q.Set("sig", map[bool]string{true: "B", false: "A"}[s[0] == 'A']+s[1:])
+			})
+		}, 0, "not valid"},
+		{"unknown key", func() *url.URL { return mutate(func(q url.Values) { q.Set("kid", "k9") }) }, 0, "not valid"},
+		{"missing signature", func() *url.URL { return mutate(func(q url.Values) { q.Del("sig") }) }, 0, "not valid"},
+		{"other key", func() *url.URL { u, _ := url.Parse(forged); return u }, 0, "not valid"},
+		{"expired link", func() *url.URL { return good }, 2 * time.Minute, "Expired at"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e.clk.Advance(tc.advance)
+			u := tc.link()
+			before := e.snapshot(id)
+			g := e.get(u, "Mozilla/5.0")
+			p := e.post(u, "approve", "")
+			for _, resp := range []struct {
+				code int
+				body string
+			}{{g.StatusCode, g.Body}, {p.StatusCode, p.Body}} {
+				if resp.code != http.StatusForbidden || !strings.Contains(resp.body, tc.want) {
+					t.Errorf("answer = %d, want 403 with %q: %.300s", resp.code, tc.want, resp.body)
+				}
+			}
+			if after := e.snapshot(id); after != before {
+				t.Errorf("a bad link changed something:\nbefore %+v\nafter  %+v", before, after)
+			}
+		})
+	}
+}
+
+func TestRequesterCannotApproveOwnBuy(t *testing.T) {
+	e := newEnv(t, "")
+	id := e.request(token(1))
+	u := e.signedLink(id, requester, e.clk.Now().Add(time.Hour))
+	before := e.snapshot(id)
+	g := e.get(u, "Mozilla/5.0")
+	if g.StatusCode != http.StatusForbidden || !strings.Contains(g.Body, "cannot approve your own") {
+		t.Errorf("GET = %d %.300s", g.StatusCode, g.Body)
+	}
+	beforePost := e.snapshot(id)
+	p := e.post(u, "approve", "")
+	if p.StatusCode != http.StatusForbidden || !strings.Contains(p.Body, "cannot approve your own") {
+		t.Errorf("POST = %d %.300s", p.StatusCode, p.Body)
+	}
+	if before != beforePost {
+		t.Errorf("GET changed something")
+	}
+	if a := e.approval(id); a.Status != ledger.ApprovalPending || len(e.tasks.Calls()) != 0 {
+		t.Errorf("self-approval changed the approval: %s, %d task calls", a.Status, len(e.tasks.Calls()))
+	}
+	evs := e.eventsOf(approvals.EventApprovalRefused)
+	if len(evs) != 1 || !strings.Contains(string(evs[0].Detail), "self_approval") {
+		t.Errorf("refused events = %+v", evs)
+	}
+}
+
+func TestClickAfterExpiryIsTruthful(t *testing.T) {
+	e := newEnv(t, "")
+	id := e.request(token(1))
+	u := e.link(id, alice)
+	e.clk.Advance(timeout*time.Second + time.Second)
+
+	// The SLA passed but the timeout has not run yet: the ledger refuses, nothing changes.
+	resp := e.post(u, "approve", "")
+	if resp.StatusCode == http.StatusOK || !strings.Contains(resp.Body, "Expired") {
+		t.Fatalf("POST before expire = %d %.300s", resp.StatusCode, resp.Body)
+	}
+	if a := e.approval(id); a.Status != ledger.ApprovalPending {
+		t.Errorf("ledger = %s", a.Status)
+	}
+
+	if exp := e.expire(); exp.Escalated {
+		t.Fatalf("expire = %+v, want give up", exp)
+	}
+	if a := e.approval(id); a.Status != ledger.ApprovalExpired {
+		t.Fatalf("ledger = %s after expire", a.Status)
+	}
+	fresh := e.signedLink(id, alice, e.clk.Now().Add(time.Hour))
+	resp = e.post(fresh, "approve", "")
+	if resp.StatusCode != http.StatusGone || !strings.Contains(resp.Body, "Expired at 2026-11-30 06:00 UTC") {
+		t.Fatalf("POST after expire = %d %.300s", resp.StatusCode, resp.Body)
+	}
+	if n := len(e.tasks.Calls()); n != 0 {
+		t.Errorf("%d task calls after expiry", n)
+	}
+}
+
+func TestTokenGoneIsReportedFromTheLedger(t *testing.T) {
+	e := newEnv(t, "")
+	id := e.request(token(1))
+	e.tasks.onCall = func(taskCall) error { return errors.Join(sfn.ErrTaskGone, errors.New("TaskTimedOut")) }
+	resp := e.post(e.link(id, alice), "approve", "")
+	if resp.StatusCode != http.StatusGone || !strings.Contains(resp.Body, "approved by UALICE") || !strings.Contains(resp.Body, "too late") {
+		t.Fatalf("POST = %d %.400s", resp.StatusCode, resp.Body)
+	}
+	if a := e.approval(id); a.Status != ledger.ApprovalApproved {
+		t.Errorf("ledger = %s, want approved", a.Status)
+	}
+	if n := len(e.tasks.Calls()); n != 1 {
+		t.Errorf("%d task calls, want 1 (a gone token is not retried)", n)
+	}
+	evs := e.eventsOf(ledger.EventDecision)
+	if len(evs) != 1 || !strings.Contains(string(evs[0].Detail), `"task":"gone"`) {
+		t.Errorf("decision events = %+v", evs)
+	}
+}
+
+func TestExpireEscalatesOnceThenRejects(t *testing.T) {
+	e := newEnv(t, `{"threshold":"10000.00","currency":"USD","approvers":["UALICE","UBOB"],"escalation_approvers":["UESC"],"on_timeout":"escalate","escalation_timeout_seconds":600}`)
+	first := e.request(token(1))
+	e.clk.Advance(timeout * time.Second)
+	exp := e.expire()
+	if !exp.Escalated {
+		t.Fatalf("first expiry = %+v, want escalated", exp)
+	}
+	if a := e.approval(first); a.Status != ledger.ApprovalExpired {
+		t.Errorf("first approval = %s", a.Status)
+	}
+	if again := e.expire(); again != exp {
+		t.Errorf("retried expire = %+v, first said %+v", again, exp)
+	}
+	updates := 0
+	for _, m := range e.sink.Messages() {
+		if m.Kind == "chat.update" && strings.Contains(m.Text, "Expired") {
+			updates++
+		}
+	}
+	if updates != 2 {
+		t.Errorf("%d expired updates in slack, want 2", updates)
+	}
+
+	// The state machine loops back to RequestApproval with a new token.
+	second := e.request(token(2))
+	a := e.approval(second)
+	if strings.Join(a.Approvers, ",") != escalator {
+		t.Errorf("escalated approvers = %v", a.Approvers)
+	}
+	if want := e.clk.Now().Add(600 * time.Second); !a.ExpiresAt.Equal(want) {
+		t.Errorf("escalated expiry = %s, want %s", a.ExpiresAt, want)
+	}
+	e.link(second, escalator)
+	e.clk.Advance(timeout * time.Second)
+	if exp := e.expire(); exp.Escalated {
+		t.Fatalf("second expiry = %+v, want give up", exp)
+	}
+	if a := e.approval(second); a.Status != ledger.ApprovalExpired {
+		t.Errorf("second approval = %s", a.Status)
+	}
+}
+
+func TestExpireRejectsWhenConfigured(t *testing.T) {
+	e := newEnv(t, "")
+	e.request(token(1))
+	e.clk.Advance(timeout * time.Second)
+	if exp := e.expire(); exp.Escalated || !strings.Contains(exp.Reason, "expired at") {
+		t.Fatalf("expire = %+v", exp)
+	}
+}
+
+func TestExpireAfterARaceReportsTheDecision(t *testing.T) {
+	e := newEnv(t, "")
+	id := e.request(token(1))
+	e.post(e.link(id, alice), "approve", "")
+	exp := e.expire()
+	if exp.Escalated || !strings.Contains(exp.Reason, "approved by UALICE") {
+		t.Fatalf("expire = %+v", exp)
+	}
+	if a := e.approval(id); a.Status != ledger.ApprovalApproved {
+		t.Errorf("ledger = %s", a.Status)
+	}
+}
+
+func TestApprovalAfterGovernanceLapsedAsksForARecheck(t *testing.T) {
+	e := newEnv(t, "")
+	lapse := e.clk.Now().Add(30 * time.Minute)
+	if _, err := e.store.Transition(e.ctx, tenant, opID, workflow.StatusAwaitingApproval, ledger.AnyVersion,
+		ledger.Changes{GovernanceExpiresAt: &lapse}); err != nil {
+		t.Fatal(err)
+	}
+	id := e.request(token(1))
+	e.clk.Advance(45 * time.Minute)
+	e.post(e.link(id, alice), "approve", "")
+	calls := e.tasks.Calls()
+	if len(calls) != 1 || !strings.Contains(string(calls[0].Output), `"recheck_governance":true`) {
+		t.Fatalf("task calls = %+v", calls)
+	}
+}
+
+func TestNotifyErrorsAreBareTypes(t *testing.T) {
+	e := newEnv(t, "")
+	cases := []struct {
+		name    string
+		payload string
+		want    string
+	}{
+		{"not json", `[`, "InvalidInputError"},
+		{"unknown action", `{"action":"dance"}`, "InvalidInputError"},
+		{"no token", `{"action":"request","operation_id":"op-1","tenant":"111122223333","config":{"approval_timeout_seconds":60}}`, "InvalidInputError"},
+		{"no timeout", `{"action":"request","operation_id":"op-1","tenant":"111122223333","task_token":"t"}`, "InvalidInputError"},
+		{"unknown operation", `{"action":"request","operation_id":"op-9","tenant":"111122223333","task_token":"t","config":{"approval_timeout_seconds":60}}`, "NotFoundError"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := e.svc.Notify(e.ctx, json.RawMessage(tc.payload))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if got := typeName(err); got != tc.want {
+				t.Errorf("error type %s (%v), want %s", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func typeName(err error) string {
+	return strings.TrimPrefix(fmt.Sprintf("%T", err), "*workflow.")
+}
