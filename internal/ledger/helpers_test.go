@@ -31,7 +31,8 @@ func (c *clock) Advance(d time.Duration) {
 func newStore(t *testing.T) (*ledger.Store, *clock) {
 	t.Helper()
 	client, table := dynamotest.Start(t)
-	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	// Far in the future: kumo's TTL reaper (real clock, every 30 s) must never delete test items.
+	clk := &clock{t: time.Date(2099, 1, 1, 12, 0, 0, 0, time.UTC)}
 	s := ledger.New(client, table)
 	s.Now = clk.Now
 	return s, clk

@@ -301,6 +301,10 @@ func (e *TransitionError) Error() string {
 	case ConflictIllegal:
 		return fmt.Sprintf("ledger: operation %s cannot move from %s to %s", e.Current.ID, e.Current.Status, e.To)
 	default:
+		if e.ExpectedVersion == AnyVersion {
+			return fmt.Sprintf("ledger: operation %s changed concurrently (now %s, version %d)",
+				e.Current.ID, e.Current.Status, e.Current.Version)
+		}
 		return fmt.Sprintf("ledger: operation %s moved to version %d (expected %d)",
 			e.Current.ID, e.Current.Version, e.ExpectedVersion)
 	}
@@ -618,7 +622,9 @@ func (s *Store) ListPending(ctx context.Context, status workflow.Status, updated
 		return Page[*Operation]{}, fmt.Errorf("%w: %q is not a pending status", ErrInvalidArgument, status)
 	}
 	start, err := decodeCursor(cursor, func(k map[string]string) bool {
-		return k[AttrGSI1PK] == "" || k[AttrGSI1PK] == pendingGSI(string(status))
+		return strings.HasPrefix(k[AttrPK], tenantPfx) && k[AttrSK] == skOperation &&
+			(k[AttrGSI1PK] == "" || k[AttrGSI1PK] == pendingGSI(string(status))) &&
+			onlyKeys(k, AttrPK, AttrSK, AttrGSI1PK, AttrGSI1SK)
 	})
 	if err != nil {
 		return Page[*Operation]{}, err

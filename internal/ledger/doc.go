@@ -1,0 +1,91 @@
+// Package ledger is buyflow's only durable state: one DynamoDB table (see [TableSchema]) holding
+// operations, idempotency claims, locks, seller intents, webhook receipts, replay nonces,
+// approvals and the audit timeline.
+//
+// Rules that hold for every item:
+//   - Every expression is built with feature/dynamodb/expression. Every write that can race is
+//     conditional; nothing reads and then writes. A failed condition is answered from the item
+//     DynamoDB returns with ReturnValuesOnConditionCheckFailure ALL_OLD, or, when it returns none
+//     (kumo and dynalite never do), from a consistent read.
+//   - Tenant-owned items live under pk "TENANT#<tenant>#...": a read with another tenant builds
+//     another key and gets ErrNotFound, never the item. Tenant, operation, seller and approval ids
+//     must be 1-256 bytes without '#' (ErrInvalidArgument), so one tenant's key can never spell
+//     another's. Free-form keys (Idempotency-Key, webhook idempotency_key, nonce, PO number) are
+//     stored as SHA-256 hex inside keys.
+//   - Timestamps inside sort keys use the fixed-width UTC layout 2006-01-02T15:04:05.000000000Z so
+//     they sort lexically; expiries that conditions compare are numbers (Unix s or ms).
+//   - ttl (Unix seconds) is the table's TTL attribute. DynamoDB deletes expired items lazily (up to
+//     days late), so every condition that depends on expiry compares the expiry itself.
+//
+// Item types (pk / sk; condition of each write; TTL):
+//
+//	operation        pk TENANT#<t>#OP#<id>  sk OP
+//	                 gsi1pk PENDING#<status>  gsi1sk <updated_at>#<t>#<id>   (only while pending; REMOVEd when terminal)
+//	                 gsi2pk TENANT#<t>        gsi2sk <created_at>#<id>
+//	  create         TransactWriteItems[Put attribute_not_exists(pk), Put created event]; version 1
+//	  transition     TransactWriteItems[Update, Put event attribute_not_exists(pk)]; Update condition
+//	                 status IN workflow.Predecessors(to) (or status = From) [AND version = :expected];
+//	                 SET status, version = version + 1, updated_at, gsi1 keys or REMOVE gsi1pk, gsi1sk,
+//	                 changed fields. Cancellation reason ConditionalCheckFailed → *TransitionError
+//	                 (terminal | illegal | version) with the current item; TransactionConflict →
+//	                 ErrContention; missing → ErrNotFound
+//	  task token     SetTaskToken: SET task_token if attribute_exists(pk), returns ALL_NEW;
+//	                 ClearTaskToken: REMOVE task_token if task_token = :token (else ErrTokenMismatch).
+//	                 The token is only in Operation, never in View (the API projection).
+//	  TTL            none (kept for finance)
+//
+//	idempotency      pk TENANT#<t>#IDEM#<sha256(Idempotency-Key)>  sk IDEM
+//	claim            Claim: Put if attribute_not_exists(pk) OR ttl < :now_s OR
+//	                 (status = INPROGRESS AND in_progress_expiry < :now_ms), ALL_OLD on failure;
+//	                 live record with another payload_hash → *PayloadMismatchError (HTTP 422), same
+//	                 hash → *ClaimExistsError (COMPLETED: replay response; INPROGRESS: 409)
+//	                 CompleteClaim: Update SET status = COMPLETED, operation_id, response, REMOVE
+//	                 in_progress_expiry if owner = :owner AND status = INPROGRESS
+//	                 ReleaseClaim: Delete if owner = :owner AND status = INPROGRESS
+//	  TTL            ttl = claimed + ClaimTTL (24 h); in_progress_expiry = claimed + InProgressTTL (60 s,
+//	                 independent of the Lambda's remaining time)
+//
+//	lock / lease     pk LOCK#<name>  sk LOCK   (names: BusinessKeyLock = PO#<t>#<seller>#<sha256(po)>,
+//	                 ReconcileLock = RECONCILE#<seller>, or any name)
+//	  acquire        Update if attribute_not_exists(pk) OR lease_expiry < :now_ms OR owner = :owner;
+//	                 SET owner, lease_expiry, lock_name, ttl ADD fence 1; returns ALL_NEW (the fence),
+//	                 on failure *LockHeldError with the holder
+//	  renew/release  Update if owner = :owner AND fence = :fence (else ErrLeaseLost); release sets
+//	                 lease_expiry = 0 and REMOVEs owner but keeps the item, so fences keep growing
+//	  TTL            ttl = lease expiry + LockRetention (7 days); after that the fence restarts at 1
+//
+//	seller intent    pk TENANT#<t>#OP#<id>  sk INTENT#<task>
+//	  put            Put if attribute_not_exists(pk); if present, the stored intent is returned
+//	                 (created = false) and the caller must reuse its bytes and idempotency_key
+//	  TTL            none
+//
+//	webhook receipt  pk RECEIPT#<sha256(seller \x00 idempotency_key)>  sk RECEIPT
+//	  put            Put if attribute_not_exists(pk) OR ttl < :now_s; failure = duplicate
+//	  TTL            ttl = received + ReceiptTTL (48 h default, never under 24 h)
+//
+//	replay nonce     pk NONCE#<sha256(key id \x00 nonce)>  sk NONCE
+//	  put            Put if attribute_not_exists(pk) OR ttl < :now_s; failure = replay
+//	  TTL            ttl = the signature's expiry (at least now + 1 s)
+//
+//	approval         pk APPROVAL#<id>  sk APPROVAL   (not tenant-keyed: links carry only the id;
+//	                 the item carries tenant, and callers check it)
+//	  create         Put if attribute_not_exists(pk), status pending
+//	  decide         Update SET status, decider, decided_at[, comment] if status = pending, and for
+//	                 approved/rejected also expires_at_ms > :now_ms; returns ALL_NEW (with the task
+//	                 token, for SendTask*); on failure *DecisionError with the current record
+//	  slack refs     Update SET slack_messages if attribute_exists(pk)
+//	  TTL            none (kept for finance)
+//
+//	event            pk TENANT#<t>#OP#<id>  sk EV#<at>#<process seq>-<uuid>
+//	  put            Put if attribute_not_exists(pk) (append-only; never updated or deleted);
+//	                 created and transition events are written in the same transaction as the
+//	                 operation change, so no transition exists without its event
+//	  read           Query pk = :op AND begins_with(sk, "EV#"), consistent, ascending (time order),
+//	                 after a consistent read proving the operation is the tenant's
+//	  TTL            none (kept for years)
+//
+// Listing: ListOperations queries gsi2 (newest first) with optional filters status and seller_id;
+// ListPending queries gsi1 for one pending status, updated before a time, oldest first. Cursors
+// are base64url(JSON(LastEvaluatedKey)) and are refused (ErrInvalidCursor) unless every key names
+// the same tenant (or listing) and only key attributes are present.
+package ledger
