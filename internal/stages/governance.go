@@ -75,9 +75,19 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 		return workflow.GovernanceOutput{}, &workflow.TerminalError{Code: "operation_moved", Reason: fmt.Sprintf("operation %s is %s; not checking governance", op.ID, op.Status)}
 	}
 
-	review, reviewRound, err := s.pendingReview(ctx, op)
+	review, reviewRound, since, err := s.pendingReview(ctx, op)
 	if err != nil {
 		return workflow.GovernanceOutput{}, err
+	}
+	if review != nil {
+		deadline := since.Add(time.Duration(in.Config.DeadlineSeconds) * time.Second)
+		if !s.now().Before(deadline) {
+			reason := fmt.Sprintf("the governance review started at %s did not finish by %s", rfc3339(since), rfc3339(deadline))
+			if _, _, err := s.move(ctx, op, workflow.StatusExpired, ledger.Changes{Reason: &reason, Actor: actorSystem, EventType: EventGovernanceCheck}); err != nil {
+				return workflow.GovernanceOutput{}, err
+			}
+			return workflow.GovernanceOutput{}, &workflow.DeadlineExceededError{OperationID: op.ID, Deadline: rfc3339(deadline)}
+		}
 	}
 	var (
 		res     *adcp.GovernanceResult
@@ -161,26 +171,27 @@ func reviewName(version int64, n int) string {
 	return fmt.Sprintf("%s%d#%d", intentReviewPrefix, version, n)
 }
 
-// pendingReview returns the latest async review recorded at the operation's current version
-// (and how many there are), or nil.
-func (s *Service) pendingReview(ctx context.Context, op *ledger.Operation) (*reviewRecord, int, error) {
-	var last *reviewRecord
-	n := 0
+// pendingReview returns the latest async review recorded at the operation's current version,
+// how many there are and when the first one started, or nil.
+func (s *Service) pendingReview(ctx context.Context, op *ledger.Operation) (last *reviewRecord, n int, since time.Time, err error) {
 	for i := 1; i <= s.cfg.MaxConditionRounds+1; i++ {
 		li, err := s.ledger.GetIntent(ctx, op.Tenant, op.ID, reviewName(op.Version, i))
 		if errors.Is(err, ledger.ErrNotFound) {
 			break
 		}
 		if err != nil {
-			return nil, 0, fmt.Errorf("stages: read governance review of %s: %w", op.ID, err)
+			return nil, 0, time.Time{}, fmt.Errorf("stages: read governance review of %s: %w", op.ID, err)
 		}
 		var rec reviewRecord
 		if err := json.Unmarshal(li.Request, &rec); err != nil {
-			return nil, 0, fmt.Errorf("stages: decode governance review of %s: %w", op.ID, err)
+			return nil, 0, time.Time{}, fmt.Errorf("stages: decode governance review of %s: %w", op.ID, err)
+		}
+		if i == 1 {
+			since = li.CreatedAt
 		}
 		last, n = &rec, i
 	}
-	return last, n, nil
+	return last, n, since, nil
 }
 
 // pollReview polls the async review; nil means still pending. A review task that ended
@@ -372,6 +383,21 @@ func basePayload(op *ledger.Operation, req *submitRequest) ([]byte, error) {
 	return json.Marshal(m)
 }
 
+// echoContext is the context object sent with our calls: the buyer's media_buy.context (if an
+// object) plus operation_id.
+func echoContext(op *ledger.Operation, req *submitRequest) json.RawMessage {
+	m, err := decodeObject(req.MediaBuy)
+	ctxObj := map[string]any{}
+	if err == nil {
+		if c, ok := m["context"].(map[string]any); ok {
+			ctxObj = c
+		}
+	}
+	ctxObj["operation_id"] = op.ID
+	b, _ := json.Marshal(ctxObj) // a map of decoded JSON values always marshals
+	return b
+}
+
 func decodeObject(b []byte) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
@@ -528,7 +554,7 @@ func undo(r *adcp.OutcomeResult) workflow.OutcomeOutput {
 func (s *Service) report(ctx context.Context, op *ledger.Operation, req *submitRequest, outcome string, fill func(*adcp.ReportPlanOutcomeRequest)) (*adcp.OutcomeResult, error) {
 	in, _, err := s.fixIntent(ctx, op, intentReportPrefix+outcome, adcp.ToolReportPlanOutcome, func() (adcp.Intent, error) {
 		r := adcp.ReportPlanOutcomeRequest{PlanID: req.Governance.PlanID, CheckID: op.GovernanceCheckID, PurchaseType: "media_buy",
-			Outcome: outcome, GovernanceContext: op.GovernanceContext}
+			Outcome: outcome, GovernanceContext: op.GovernanceContext, Context: echoContext(op, req)}
 		fill(&r)
 		return adcp.NewIntent(adcp.ToolReportPlanOutcome, r, s.now())
 	})
