@@ -428,9 +428,10 @@ func (b *BuyflowStack) addAlarms(app topology.Application, cfg Config) {
 	var errorMetrics, durationMetrics []awscloudwatch.IMetric
 	for _, f := range app.Functions {
 		fn := b.Functions[f.Name]
-		errs := fn.MetricErrors(&awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String("Sum"), Label: jsii.String(f.Name)})
-		alarm(pascal(f.Name)+"ErrorsAlarm", "Lambda "+f.Name+" errors", errs)
-		errorMetrics = append(errorMetrics, errs)
+		alarm(pascal(f.Name)+"ErrorsAlarm", "Lambda "+f.Name+" errors", fn.MetricErrors(sum))
+		errorMetrics = append(errorMetrics, fn.MetricErrors(&awscloudwatch.MetricOptions{
+			Period: period, Statistic: jsii.String("Sum"), Label: jsii.String(f.Name),
+		}))
 		durationMetrics = append(durationMetrics, fn.MetricDuration(&awscloudwatch.MetricOptions{
 			Period: period, Statistic: jsii.String("p99"), Label: jsii.String(f.Name),
 		}))

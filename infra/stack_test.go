@@ -1,0 +1,1058 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/topology"
+	"github.com/buyflow/buyflow/statemachine"
+)
+
+func TestMain(m *testing.M) {
+	os.Setenv("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+	if _, err := exec.LookPath("node"); err != nil {
+		fmt.Fprintln(os.Stderr, "infra tests need Node.js on PATH (jsii runs aws-cdk-lib in node):", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	jsii.Close()
+	os.Exit(code)
+}
+
+// synthesized is one synthesized stack: the constructs and the template as JSON.
+type synthesized struct {
+	stack *BuyflowStack
+	tpl   map[string]any
+}
+
+func (s synthesized) resources() map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for id, r := range s.tpl["Resources"].(map[string]any) {
+		out[id] = r.(map[string]any)
+	}
+	return out
+}
+
+func (s synthesized) ofType(typ string) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for id, r := range s.resources() {
+		if r["Type"] == typ {
+			out[id] = r
+		}
+	}
+	return out
+}
+
+func props(r map[string]any) map[string]any {
+	p, _ := r["Properties"].(map[string]any)
+	return p
+}
+
+// logicalID resolves a token that renders as {"Ref": id} or {"Fn::GetAtt": [id, attr]}.
+func (s synthesized) logicalID(t *testing.T, token *string) string {
+	t.Helper()
+	v := s.stack.Resolve(token)
+	m, ok := v.(map[string]any)
+	if !ok {
+		t.Fatalf("token resolves to %v, not a reference", v)
+	}
+	if ref, ok := m["Ref"].(string); ok {
+		return ref
+	}
+	if ga, ok := m["Fn::GetAtt"].([]any); ok {
+		return ga[0].(string)
+	}
+	t.Fatalf("token resolves to %v, not a Ref or GetAtt", v)
+	return ""
+}
+
+// cdkContext is cdk.json's context: the feature flags the real app runs with.
+func cdkContext(t *testing.T) map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "cdk.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Context map[string]any `json:"context"`
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatalf("cdk.json: %v", err)
+	}
+	if len(cfg.Context) < 50 {
+		t.Fatalf("cdk.json has %d context entries: the recommended feature flags are missing", len(cfg.Context))
+	}
+	return cfg.Context
+}
+
+// fakeAssets writes <dir>/<name>/bootstrap for every function of app.
+func fakeAssets(t *testing.T, app topology.Application) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, f := range app.Functions {
+		if err := os.MkdirAll(filepath.Join(dir, f.Name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f.Name, "bootstrap"), []byte("not a real binary: "+f.Name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+type variant struct {
+	app   topology.Application
+	extra map[string]any // context on top of cdk.json
+}
+
+// synth builds the stack for v the way main does: context from cdk.json (+ extra),
+// ConfigFromContext, statemachine.Definition, assets from a temp dir.
+func synth(t *testing.T, v variant) synthesized {
+	t.Helper()
+	s, err := trySynth(t, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func trySynth(t *testing.T, v variant) (synthesized, error) {
+	t.Helper()
+	ctx := cdkContext(t)
+	ctx[CtxAssetRoot] = fakeAssets(t, v.app)
+	for k, val := range v.extra {
+		ctx[k] = val
+	}
+	app := awscdk.NewApp(&awscdk.AppProps{Context: &ctx})
+	cfg, err := ConfigFromContext(app.Node())
+	if err != nil {
+		return synthesized{}, err
+	}
+	stack, err := NewBuyflowStack(app, cfg.StackName, &BuyflowStackProps{App: &v.app, Definition: statemachine.Definition, Config: cfg})
+	if err != nil {
+		return synthesized{}, err
+	}
+	tpl := assertions.Template_FromStack(stack.Stack, nil)
+	return synthesized{stack: stack, tpl: *tpl.ToJSON()}, nil
+}
+
+var (
+	defaultOnce  sync.Once
+	defaultSynth synthesized
+	defaultErr   error
+)
+
+// prod is the default (production) stack of topology.App, synthesized once.
+func prod(t *testing.T) synthesized {
+	t.Helper()
+	defaultOnce.Do(func() { defaultSynth, defaultErr = trySynth(t, variant{app: topology.App}) })
+	if defaultErr != nil {
+		t.Fatal(defaultErr)
+	}
+	return defaultSynth
+}
+
+func withFunction(app topology.Application, f topology.Function) topology.Application {
+	out := app
+	out.Functions = append(slices.Clone(app.Functions), f)
+	return out
+}
+
+func modify(app topology.Application, name string, change func(*topology.Function)) topology.Application {
+	out := app
+	out.Functions = slices.Clone(app.Functions)
+	for i := range out.Functions {
+		if out.Functions[i].Name == name {
+			change(&out.Functions[i])
+		}
+	}
+	return out
+}
+
+// ---------------------------------------------------------------- table
+
+func TestTableMatchesLedgerSchema(t *testing.T) {
+	s := prod(t)
+	tables := s.ofType("AWS::DynamoDB::Table")
+	if len(tables) != 1 {
+		t.Fatalf("%d tables, want 1", len(tables))
+	}
+	id := s.logicalID(t, s.stack.Table.TableName())
+	r := tables[id]
+	p := props(r)
+	schema := ledger.TableSchema("")
+
+	if p["BillingMode"] != "PAY_PER_REQUEST" {
+		t.Errorf("BillingMode = %v", p["BillingMode"])
+	}
+	if got := jsonOf(t, p["KeySchema"]); got != jsonOf(t, schema.KeySchema) {
+		t.Errorf("KeySchema = %s, want %s", got, jsonOf(t, schema.KeySchema))
+	}
+	if got, want := sortedJSON(t, p["AttributeDefinitions"]), sortedJSON(t, schema.AttributeDefinitions); got != want {
+		t.Errorf("AttributeDefinitions = %s, want %s", got, want)
+	}
+	var gsis []any
+	for _, g := range schema.GlobalSecondaryIndexes {
+		proj := map[string]any{"ProjectionType": string(g.Projection.ProjectionType)}
+		if len(g.Projection.NonKeyAttributes) > 0 {
+			proj["NonKeyAttributes"] = g.Projection.NonKeyAttributes
+		}
+		gsis = append(gsis, map[string]any{"IndexName": *g.IndexName, "KeySchema": g.KeySchema, "Projection": proj})
+	}
+	if got, want := sortedJSON(t, p["GlobalSecondaryIndexes"]), sortedJSON(t, gsis); got != want {
+		t.Errorf("GlobalSecondaryIndexes = %s, want %s", got, want)
+	}
+	if got := jsonOf(t, p["TimeToLiveSpecification"]); got != jsonOf(t, map[string]any{"AttributeName": ledger.AttrTTL, "Enabled": true}) {
+		t.Errorf("TimeToLiveSpecification = %s", got)
+	}
+	if got := jsonOf(t, p["PointInTimeRecoverySpecification"]); got != `{"PointInTimeRecoveryEnabled":true}` {
+		t.Errorf("PointInTimeRecoverySpecification = %s", got)
+	}
+	if _, ok := p["PointInTimeRecoveryEnabled"]; ok {
+		t.Error("uses the deprecated PointInTimeRecoveryEnabled")
+	}
+	if p["DeletionProtectionEnabled"] != true {
+		t.Errorf("DeletionProtectionEnabled = %v, want true", p["DeletionProtectionEnabled"])
+	}
+	if r["DeletionPolicy"] != "Retain" || r["UpdateReplacePolicy"] != "Retain" {
+		t.Errorf("DeletionPolicy/UpdateReplacePolicy = %v/%v, want Retain", r["DeletionPolicy"], r["UpdateReplacePolicy"])
+	}
+}
+
+func TestDevStackIsDisposable(t *testing.T) {
+	s := synth(t, variant{app: topology.App, extra: map[string]any{CtxDev: "true", CtxStackName: "BuyflowDev"}})
+	for id, r := range s.resources() {
+		switch r["Type"] {
+		case "AWS::DynamoDB::Table":
+			if props(r)["DeletionProtectionEnabled"] != false {
+				t.Errorf("%s: DeletionProtectionEnabled = %v in a dev stack", id, props(r)["DeletionProtectionEnabled"])
+			}
+			fallthrough
+		case "AWS::SecretsManager::Secret", "AWS::Logs::LogGroup":
+			if r["DeletionPolicy"] != "Delete" {
+				t.Errorf("%s (%s): DeletionPolicy = %v in a dev stack", id, r["Type"], r["DeletionPolicy"])
+			}
+		case "AWS::StepFunctions::StateMachine":
+			if props(r)["StateMachineName"] != "BuyflowDev-"+topology.App.StateMachineName {
+				t.Errorf("state machine name %v: not prefixed by the stack name", props(r)["StateMachineName"])
+			}
+		}
+	}
+}
+
+func TestProdStackRetainsData(t *testing.T) {
+	s := prod(t)
+	for id, r := range s.resources() {
+		switch r["Type"] {
+		case "AWS::DynamoDB::Table", "AWS::SecretsManager::Secret", "AWS::Logs::LogGroup":
+			if r["DeletionPolicy"] != "Retain" {
+				t.Errorf("%s (%s): DeletionPolicy = %v, want Retain", id, r["Type"], r["DeletionPolicy"])
+			}
+		}
+	}
+}
+
+// ---------------------------------------------------------------- functions
+
+func TestFunctionsMatchTopology(t *testing.T) {
+	s := prod(t)
+	lambdas := s.ofType("AWS::Lambda::Function")
+	if len(lambdas) != len(topology.App.Functions) {
+		t.Errorf("%d Lambda functions, topology has %d", len(lambdas), len(topology.App.Functions))
+	}
+	logGroups := s.ofType("AWS::Logs::LogGroup")
+	for _, f := range topology.App.Functions {
+		t.Run(f.Name, func(t *testing.T) {
+			fn, ok := s.stack.Functions[f.Name]
+			if !ok {
+				t.Fatal("not built")
+			}
+			p := props(lambdas[s.logicalID(t, fn.FunctionArn())])
+			if jsonOf(t, p["Architectures"]) != `["arm64"]` || p["Runtime"] != "provided.al2023" || p["Handler"] != "bootstrap" {
+				t.Errorf("Architectures %v, Runtime %v, Handler %v", p["Architectures"], p["Runtime"], p["Handler"])
+			}
+			if p["MemorySize"] != float64(f.MemoryMB) || p["Timeout"] != float64(f.TimeoutSeconds) {
+				t.Errorf("MemorySize %v, Timeout %v, want %d, %d", p["MemorySize"], p["Timeout"], f.MemoryMB, f.TimeoutSeconds)
+			}
+			lc, _ := p["LoggingConfig"].(map[string]any)
+			if lc["LogFormat"] != "JSON" {
+				t.Errorf("LoggingConfig = %v, want LogFormat JSON", lc)
+			}
+			if ref, _ := lc["LogGroup"].(map[string]any); ref == nil || logGroups[fmt.Sprint(ref["Ref"])] == nil {
+				t.Errorf("LoggingConfig.LogGroup = %v, want a Ref to a log group of the stack", lc["LogGroup"])
+			} else if props(logGroups[ref["Ref"].(string)])["RetentionInDays"] == nil {
+				t.Errorf("log group %v has no retention", ref["Ref"])
+			}
+			var got []string
+			if env, ok := p["Environment"].(map[string]any); ok {
+				for k := range env["Variables"].(map[string]any) {
+					got = append(got, k)
+				}
+			}
+			var want []string
+			for _, e := range f.Env {
+				if e != topology.EnvLocalTenantHeader {
+					want = append(want, e)
+				}
+			}
+			sort.Strings(got)
+			sort.Strings(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("environment %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// The dev-only tenant header would let a caller pick its tenant: no deployed function has it,
+// even when every function of the topology asks for it.
+func TestDevTenantHeaderIsNeverSet(t *testing.T) {
+	app := topology.App
+	app.Functions = slices.Clone(app.Functions)
+	for i := range app.Functions {
+		app.Functions[i].Env = append(slices.Clone(app.Functions[i].Env), topology.EnvLocalTenantHeader)
+	}
+	for name, s := range map[string]synthesized{"topology.App": prod(t), "every function asks": synth(t, variant{app: app})} {
+		for id, r := range s.ofType("AWS::Lambda::Function") {
+			env, _ := props(r)["Environment"].(map[string]any)
+			vars, _ := env["Variables"].(map[string]any)
+			if _, ok := vars[topology.EnvLocalTenantHeader]; ok {
+				t.Errorf("%s: %s sets %s", name, id, topology.EnvLocalTenantHeader)
+			}
+		}
+	}
+}
+
+// The state machine ARN handed to functions is built from the fixed name, never a reference to
+// the state machine resource.
+func TestStateMachineArnEnvIsBuiltFromTheName(t *testing.T) {
+	s := prod(t)
+	smID := s.logicalID(t, s.stack.StateMachine.StateMachineArn())
+	for _, f := range topology.App.Functions {
+		if !slices.Contains(f.Env, topology.EnvStateMachineARN) {
+			continue
+		}
+		fn := s.resources()[s.logicalID(t, s.stack.Functions[f.Name].FunctionArn())]
+		v := props(fn)["Environment"].(map[string]any)["Variables"].(map[string]any)[topology.EnvStateMachineARN]
+		raw := jsonOf(t, v)
+		if strings.Contains(raw, smID) {
+			t.Errorf("%s: %s references the state machine: %s", f.Name, topology.EnvStateMachineARN, raw)
+		}
+		if !strings.Contains(raw, ":stateMachine:Buyflow-"+topology.App.StateMachineName) {
+			t.Errorf("%s: %s = %s, want the ARN of Buyflow-%s", f.Name, topology.EnvStateMachineARN, raw, topology.App.StateMachineName)
+		}
+	}
+}
+
+func TestMissingBootstrapIsAClearError(t *testing.T) {
+	ctx := cdkContext(t)
+	root := fakeAssets(t, topology.App)
+	if err := os.Remove(filepath.Join(root, "poll", "bootstrap")); err != nil {
+		t.Fatal(err)
+	}
+	ctx[CtxAssetRoot] = root
+	app := awscdk.NewApp(&awscdk.AppProps{Context: &ctx})
+	cfg, err := ConfigFromContext(app.Node())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = NewBuyflowStack(app, "Buyflow", &BuyflowStackProps{App: &topology.App, Definition: statemachine.Definition, Config: cfg})
+	if err == nil || !strings.Contains(err.Error(), "poll") || !strings.Contains(err.Error(), CtxAssetRoot) {
+		t.Errorf("err = %v, want one naming poll and %s", err, CtxAssetRoot)
+	}
+}
+
+// ---------------------------------------------------------------- state machine
+
+func TestStateMachine(t *testing.T) {
+	s := prod(t)
+	sms := s.ofType("AWS::StepFunctions::StateMachine")
+	if len(sms) != 1 {
+		t.Fatalf("%d state machines, want 1", len(sms))
+	}
+	p := props(sms[s.logicalID(t, s.stack.StateMachine.StateMachineArn())])
+	if p["StateMachineType"] != "STANDARD" {
+		t.Errorf("StateMachineType = %v", p["StateMachineType"])
+	}
+	if p["StateMachineName"] != "Buyflow-"+topology.App.StateMachineName {
+		t.Errorf("StateMachineName = %v", p["StateMachineName"])
+	}
+	if p["DefinitionString"] != statemachine.Definition {
+		t.Error("DefinitionString is not statemachine.Definition verbatim")
+	}
+	subs, _ := p["DefinitionSubstitutions"].(map[string]any)
+	var keys []string
+	for k := range subs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	want := slices.Sorted(slices.Values(statemachine.Placeholders))
+	if !slices.Equal(keys, want) {
+		t.Errorf("DefinitionSubstitutions %v, statemachine.Placeholders %v", keys, want)
+	}
+	if used := statemachine.Used(statemachine.Definition); !slices.Equal(used, want) {
+		t.Errorf("the definition uses %v, statemachine.Placeholders says %v", used, want)
+	}
+	for _, f := range topology.App.Functions {
+		if f.Placeholder == "" {
+			continue
+		}
+		if got, want := jsonOf(t, subs[f.Placeholder]), jsonOf(t, s.stack.Resolve(s.stack.Functions[f.Name].FunctionArn())); got != want {
+			t.Errorf("%s = %s, want %s's ARN %s", f.Placeholder, got, f.Name, want)
+		}
+	}
+	lc, _ := p["LoggingConfiguration"].(map[string]any)
+	if lc["Level"] != "ALL" || lc["IncludeExecutionData"] != false {
+		t.Errorf("LoggingConfiguration = %v, want Level ALL, IncludeExecutionData false", lc)
+	}
+}
+
+func TestDefinitionValidation(t *testing.T) {
+	if err := validate(topology.App, statemachine.Definition, "Buyflow"); err != nil {
+		t.Errorf("statemachine.Definition: %v", err)
+	}
+	bad := strings.Replace(statemachine.Definition, "${PollFunctionArn}", "${ReconcileFunctionArn}", 1)
+	if err := validate(topology.App, bad, "Buyflow"); err == nil || !strings.Contains(err.Error(), "ReconcileFunctionArn") {
+		t.Errorf("unknown placeholder: err = %v", err)
+	}
+	sqs := strings.Replace(statemachine.Definition, "arn:aws:states:::lambda:invoke", "arn:aws:states:::sqs:sendMessage", 1)
+	if err := validate(topology.App, sqs, "Buyflow"); err == nil || !strings.Contains(err.Error(), "sqs:sendMessage") {
+		t.Errorf("ungranted task resource: err = %v", err)
+	}
+	if err := validate(topology.App, statemachine.Definition, strings.Repeat("x", 80)); err == nil {
+		t.Error("an 80-character stack name passed")
+	}
+}
+
+// ---------------------------------------------------------------- API
+
+func TestRoutesMatchTopology(t *testing.T) {
+	s := prod(t)
+	routes := s.ofType("AWS::ApiGatewayV2::Route")
+	integrations := s.ofType("AWS::ApiGatewayV2::Integration")
+	if len(routes) != len(topology.App.Routes) {
+		t.Errorf("%d routes, topology has %d", len(routes), len(topology.App.Routes))
+	}
+	byKey := map[string]map[string]any{}
+	for _, r := range routes {
+		byKey[fmt.Sprint(props(r)["RouteKey"])] = props(r)
+	}
+	for _, want := range topology.App.Routes {
+		key := want.Method + " " + want.Path
+		p, ok := byKey[key]
+		if !ok {
+			t.Errorf("route %s missing", key)
+			continue
+		}
+		auth := p["AuthorizationType"]
+		switch want.Auth {
+		case topology.AuthIAM:
+			if auth != "AWS_IAM" {
+				t.Errorf("%s: AuthorizationType %v, want AWS_IAM", key, auth)
+			}
+		case topology.AuthSignature:
+			if auth != nil && auth != "NONE" {
+				t.Errorf("%s: AuthorizationType %v, want NONE", key, auth)
+			}
+		}
+		// Target: "integrations/<Ref integration>"; the integration's URI is the function's ARN.
+		target := jsonOf(t, p["Target"])
+		fnID := s.logicalID(t, s.stack.Functions[want.Function].FunctionArn())
+		found := false
+		for id, integ := range integrations {
+			if strings.Contains(target, `"`+id+`"`) && strings.Contains(jsonOf(t, props(integ)["IntegrationUri"]), `"`+fnID+`"`) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s: target %s is not an integration of %s", key, target, want.Function)
+		}
+	}
+}
+
+func TestStageThrottlingAndAccessLogs(t *testing.T) {
+	s := prod(t)
+	stages := s.ofType("AWS::ApiGatewayV2::Stage")
+	if len(stages) != 1 {
+		t.Fatalf("%d stages, want 1", len(stages))
+	}
+	for _, st := range stages {
+		p := props(st)
+		rs, _ := p["DefaultRouteSettings"].(map[string]any)
+		if rs["ThrottlingRateLimit"] != float64(50) || rs["ThrottlingBurstLimit"] != float64(100) {
+			t.Errorf("DefaultRouteSettings = %v", rs)
+		}
+		al, _ := p["AccessLogSettings"].(map[string]any)
+		if al["DestinationArn"] == nil {
+			t.Errorf("AccessLogSettings = %v", al)
+		}
+		format := fmt.Sprint(al["Format"])
+		if !json.Valid([]byte(format)) || !strings.Contains(format, "$context.requestId") {
+			t.Errorf("access log format %s", format)
+		}
+		// Approval links carry their signature in the query string.
+		for _, leak := range []string{"querystring", "$context.path", "$context.identity.clientCert"} {
+			if strings.Contains(strings.ToLower(format), strings.ToLower(leak)) {
+				t.Errorf("access log format logs %s", leak)
+			}
+		}
+	}
+}
+
+// ---------------------------------------------------------------- IAM
+
+// wildcardResourceActions may be granted on "*": the task-token callbacks (no resource-level
+// permissions exist for them), the log-delivery actions Step Functions logging needs, and X-Ray.
+func wildcardResourceAllowed(action string) bool {
+	return slices.Contains(SendTaskActions, action) ||
+		strings.HasPrefix(action, "xray:") ||
+		slices.Contains([]string{
+			"logs:CreateLogDelivery", "logs:DeleteLogDelivery", "logs:DescribeLogGroups", "logs:DescribeResourcePolicies",
+			"logs:GetLogDelivery", "logs:ListLogDeliveries", "logs:PutResourcePolicy", "logs:UpdateLogDelivery",
+		}, action)
+}
+
+type statement struct {
+	actions   []string
+	resources []any
+	raw       string
+}
+
+// grantsByRole returns the statements of every inline policy, by role logical id.
+func (s synthesized) grantsByRole(t *testing.T) map[string][]statement {
+	t.Helper()
+	out := map[string][]statement{}
+	for id, pol := range s.ofType("AWS::IAM::Policy") {
+		p := props(pol)
+		doc, _ := p["PolicyDocument"].(map[string]any)
+		stmts, _ := doc["Statement"].([]any)
+		roles, _ := p["Roles"].([]any)
+		if len(roles) == 0 {
+			t.Errorf("policy %s attaches to no role", id)
+		}
+		for _, raw := range stmts {
+			st := raw.(map[string]any)
+			if st["Effect"] != "Allow" {
+				continue
+			}
+			var one statement
+			one.raw = jsonOf(t, st)
+			switch a := st["Action"].(type) {
+			case string:
+				one.actions = []string{a}
+			case []any:
+				for _, x := range a {
+					one.actions = append(one.actions, x.(string))
+				}
+			}
+			if rs, ok := st["Resource"].([]any); ok {
+				one.resources = rs
+			} else {
+				one.resources = []any{st["Resource"]}
+			}
+			if st["NotAction"] != nil || st["NotResource"] != nil {
+				t.Errorf("policy %s uses NotAction/NotResource: %s", id, one.raw)
+			}
+			for _, r := range roles {
+				ref, _ := r.(map[string]any)
+				out[fmt.Sprint(ref["Ref"])] = append(out[fmt.Sprint(ref["Ref"])], one)
+			}
+		}
+	}
+	return out
+}
+
+func (s synthesized) roleOf(t *testing.T, name string) string {
+	t.Helper()
+	return s.logicalID(t, s.stack.Functions[name].Role().RoleArn())
+}
+
+func actionsOf(stmts []statement) []string {
+	var out []string
+	for _, st := range stmts {
+		out = append(out, st.actions...)
+	}
+	return out
+}
+
+func TestIAMIsLeastPrivilege(t *testing.T) {
+	s := prod(t)
+	checkLeastPrivilege(t, s, topology.App)
+}
+
+func checkLeastPrivilege(t *testing.T, s synthesized, app topology.Application) {
+	t.Helper()
+	smID := s.logicalID(t, s.stack.StateMachine.StateMachineArn())
+	smRole := s.logicalID(t, s.stack.StateMachine.Role().RoleArn())
+
+	for id, r := range s.resources() {
+		switch r["Type"] {
+		case "AWS::IAM::Role":
+			for _, arn := range asSlice(props(r)["ManagedPolicyArns"]) {
+				if raw := jsonOf(t, arn); strings.Contains(raw, "FullAccess") || strings.Contains(raw, "AdministratorAccess") || strings.Contains(raw, "PowerUserAccess") {
+					t.Errorf("role %s has managed policy %s", id, raw)
+				}
+			}
+			if props(r)["Policies"] != nil {
+				t.Errorf("role %s has inline Policies outside AWS::IAM::Policy", id)
+			}
+		case "AWS::IAM::ManagedPolicy", "AWS::IAM::User", "AWS::IAM::Group":
+			t.Errorf("%s is a %s", id, r["Type"])
+		}
+	}
+
+	byRole := s.grantsByRole(t)
+	for role, stmts := range byRole {
+		for _, st := range stmts {
+			for _, a := range st.actions {
+				if strings.Contains(a, "*") {
+					t.Errorf("role %s: wildcard action %s", role, a)
+				}
+			}
+			for _, res := range st.resources {
+				if res == "*" {
+					for _, a := range st.actions {
+						if !wildcardResourceAllowed(a) {
+							t.Errorf("role %s: %s on *", role, a)
+						}
+					}
+				}
+			}
+			// StartExecution is granted by the built ARN, never by a reference to the state machine.
+			if slices.Contains(st.actions, "states:StartExecution") && strings.Contains(st.raw, `"`+smID+`"`) {
+				t.Errorf("role %s: StartExecution references the state machine resource (a cycle): %s", role, st.raw)
+			}
+		}
+	}
+
+	writes := []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
+	for _, f := range app.Functions {
+		role := s.roleOf(t, f.Name)
+		acts := actionsOf(byRole[role])
+		has := func(a string) bool { return slices.Contains(acts, a) }
+		if !has("dynamodb:GetItem") || !has("dynamodb:Query") {
+			t.Errorf("%s cannot read the ledger", f.Name)
+		}
+		for _, w := range writes {
+			if has(w) != f.LedgerWrite {
+				t.Errorf("%s: %s granted = %v, LedgerWrite = %v", f.Name, w, has(w), f.LedgerWrite)
+			}
+		}
+		if has("states:StartExecution") != f.StartsExecutions {
+			t.Errorf("%s: states:StartExecution granted = %v, StartsExecutions = %v", f.Name, has("states:StartExecution"), f.StartsExecutions)
+		}
+		for _, a := range SendTaskActions {
+			if has(a) != f.CompletesTasks {
+				t.Errorf("%s: %s granted = %v, CompletesTasks = %v", f.Name, a, has(a), f.CompletesTasks)
+			}
+		}
+		if has("secretsmanager:GetSecretValue") != (len(f.Secrets) > 0) {
+			t.Errorf("%s: GetSecretValue granted = %v, secrets %v", f.Name, has("secretsmanager:GetSecretValue"), f.Secrets)
+		}
+		for _, st := range byRole[role] {
+			if !slices.Contains(st.actions, "secretsmanager:GetSecretValue") {
+				continue
+			}
+			for _, res := range st.resources {
+				raw := jsonOf(t, res)
+				ok := false
+				for _, sec := range f.Secrets {
+					if sec == topology.EnvAgentsSecretPrefix {
+						ok = ok || strings.Contains(raw, ":secret:Buyflow/agents/*")
+					} else {
+						ok = ok || raw == jsonOf(t, s.stack.Resolve(s.stack.Secrets[sec].SecretArn()))
+					}
+				}
+				if !ok {
+					t.Errorf("%s may read secret %s, which none of %v names", f.Name, raw, f.Secrets)
+				}
+			}
+		}
+		for _, a := range acts {
+			if strings.HasPrefix(a, "lambda:") || strings.HasPrefix(a, "iam:") {
+				t.Errorf("%s: unexpected %s", f.Name, a)
+			}
+		}
+	}
+
+	// The state machine invokes exactly the functions with a placeholder.
+	var invoked []string
+	for _, st := range byRole[smRole] {
+		if slices.Contains(st.actions, "lambda:InvokeFunction") {
+			for _, res := range st.resources {
+				invoked = append(invoked, jsonOf(t, res))
+			}
+		}
+	}
+	for _, f := range app.Functions {
+		arn := jsonOf(t, s.stack.Resolve(s.stack.Functions[f.Name].FunctionArn()))
+		if slices.Contains(invoked, arn) != (f.Placeholder != "") {
+			t.Errorf("state machine may invoke %s = %v, placeholder %q", f.Name, slices.Contains(invoked, arn), f.Placeholder)
+		}
+	}
+	if usesStartExecution(statemachine.Definition) && !slices.Contains(actionsOf(byRole[smRole]), "states:StartExecution") {
+		t.Error("the definition starts executions but the state machine role may not")
+	}
+}
+
+func asSlice(v any) []any {
+	s, _ := v.([]any)
+	return s
+}
+
+// ---------------------------------------------------------------- cycles
+
+// subRE matches the ${Name} and ${Name.Attr} of Fn::Sub (not the ${!Literal} escapes).
+var subRE = regexp.MustCompile(`\$\{([^!}][^}]*)\}`)
+
+// dependencies returns, per resource, the logical ids it references through Ref, Fn::GetAtt,
+// Fn::Sub and DependsOn.
+func dependencies(resources map[string]any) map[string][]string {
+	deps := map[string][]string{}
+	for id, raw := range resources {
+		r, _ := raw.(map[string]any)
+		seen := map[string]bool{}
+		add := func(dep string) {
+			if _, ok := resources[dep]; ok && !seen[dep] {
+				seen[dep] = true
+				deps[id] = append(deps[id], dep)
+			}
+		}
+		var walk func(v any)
+		walk = func(v any) {
+			switch t := v.(type) {
+			case map[string]any:
+				if ref, ok := t["Ref"].(string); ok {
+					add(ref)
+				}
+				switch ga := t["Fn::GetAtt"].(type) {
+				case []any:
+					if len(ga) > 0 {
+						add(fmt.Sprint(ga[0]))
+					}
+				case string:
+					add(strings.SplitN(ga, ".", 2)[0])
+				}
+				if sub, ok := t["Fn::Sub"]; ok {
+					str, _ := sub.(string)
+					if arr, ok := sub.([]any); ok && len(arr) > 0 {
+						str, _ = arr[0].(string)
+					}
+					for _, m := range subRE.FindAllStringSubmatch(str, -1) {
+						add(strings.SplitN(m[1], ".", 2)[0])
+					}
+				}
+				for _, c := range t {
+					walk(c)
+				}
+			case []any:
+				for _, c := range t {
+					walk(c)
+				}
+			}
+		}
+		walk(r["Properties"])
+		switch d := r["DependsOn"].(type) {
+		case string:
+			add(d)
+		case []any:
+			for _, x := range d {
+				add(fmt.Sprint(x))
+			}
+		}
+		sort.Strings(deps[id])
+	}
+	return deps
+}
+
+// findCycle returns one dependency cycle, or nil.
+func findCycle(deps map[string][]string) []string {
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := map[string]int{}
+	var stack []string
+	var cycle []string
+	var visit func(n string) bool
+	visit = func(n string) bool {
+		color[n] = grey
+		stack = append(stack, n)
+		for _, d := range deps[n] {
+			switch color[d] {
+			case grey:
+				i := slices.Index(stack, d)
+				cycle = append(slices.Clone(stack[i:]), d)
+				return true
+			case white:
+				if visit(d) {
+					return true
+				}
+			}
+		}
+		stack = stack[:len(stack)-1]
+		color[n] = black
+		return false
+	}
+	ids := make([]string, 0, len(deps))
+	for id := range deps {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		if color[id] == white && visit(id) {
+			return cycle
+		}
+	}
+	return nil
+}
+
+func reaches(deps map[string][]string, from, to string) bool {
+	seen := map[string]bool{}
+	var walk func(n string) bool
+	walk = func(n string) bool {
+		if n == to {
+			return true
+		}
+		if seen[n] {
+			return false
+		}
+		seen[n] = true
+		for _, d := range deps[n] {
+			if walk(d) {
+				return true
+			}
+		}
+		return false
+	}
+	return walk(from)
+}
+
+func TestCycleDetector(t *testing.T) {
+	var res map[string]any
+	err := json.Unmarshal([]byte(`{
+		"Fn":   {"Properties": {"Env": {"Fn::Sub": "x ${SM.Name}"}}},
+		"SM":   {"Properties": {"Subs": {"A": {"Fn::GetAtt": ["Fn", "Arn"]}}}, "DependsOn": ["Pol"]},
+		"Pol":  {"Properties": {"Roles": [{"Ref": "Role"}]}},
+		"Role": {"Properties": {}},
+		"Other": {"Properties": {"X": {"Ref": "AWS::Region"}}, "DependsOn": "Role"}
+	}`), &res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := findCycle(dependencies(res)); len(c) == 0 {
+		t.Error("missed the Fn -> SM -> Fn cycle through Fn::Sub")
+	}
+	delete(res["Fn"].(map[string]any), "Properties")
+	if c := findCycle(dependencies(res)); c != nil {
+		t.Errorf("false cycle %v", c)
+	}
+	if !reaches(dependencies(res), "Other", "Role") || reaches(dependencies(res), "Role", "Other") {
+		t.Error("reaches is wrong")
+	}
+}
+
+// CloudFormation refuses a template with a dependency cycle at deploy time; synth does not.
+func TestTemplateHasNoDependencyCycle(t *testing.T) {
+	s := prod(t)
+	checkNoCycle(t, s, topology.App)
+}
+
+func checkNoCycle(t *testing.T, s synthesized, app topology.Application) {
+	t.Helper()
+	deps := dependencies(s.tpl["Resources"].(map[string]any))
+	if c := findCycle(deps); c != nil {
+		t.Fatalf("dependency cycle: %s", strings.Join(c, " -> "))
+	}
+	smID := s.logicalID(t, s.stack.StateMachine.StateMachineArn())
+	for _, f := range app.Functions {
+		id := s.logicalID(t, s.stack.Functions[f.Name].FunctionArn())
+		if f.Placeholder != "" && reaches(deps, id, smID) {
+			t.Errorf("%s is invoked by the state machine and depends on it", f.Name)
+		}
+	}
+}
+
+// A function the state machine invokes may also start executions (continue-as-new from a
+// Lambda): granted by the built ARN, it adds no cycle.
+func TestInvokedFunctionStartingExecutionsHasNoCycle(t *testing.T) {
+	app := modify(topology.App, "poll", func(f *topology.Function) { f.StartsExecutions = true })
+	s := synth(t, variant{app: app})
+	checkNoCycle(t, s, app)
+	checkLeastPrivilege(t, s, app)
+}
+
+// ---------------------------------------------------------------- schedule, alarms, outputs
+
+func TestReconcileSchedule(t *testing.T) {
+	if n := len(prod(t).ofType("AWS::Scheduler::Schedule")); n != 0 {
+		t.Errorf("%d schedules without a reconcile function", n)
+	}
+	app := withFunction(topology.App, topology.Function{
+		Name: ReconcileFunction, Description: "sweep", MemoryMB: 256, TimeoutSeconds: 120, LedgerWrite: true,
+		Env:     []string{topology.EnvTableName, topology.EnvAgentsConfig, topology.EnvAgentsSecretPrefix},
+		Secrets: []string{topology.EnvAgentsSecretPrefix}, CompletesTasks: true,
+	})
+	s := synth(t, variant{app: app, extra: map[string]any{CtxReconcileMinutes: "10"}})
+	schedules := s.ofType("AWS::Scheduler::Schedule")
+	if len(schedules) != 1 {
+		t.Fatalf("%d schedules, want 1", len(schedules))
+	}
+	fnID := s.logicalID(t, s.stack.Functions[ReconcileFunction].FunctionArn())
+	for _, sc := range schedules {
+		p := props(sc)
+		if p["ScheduleExpression"] != "rate(10 minutes)" {
+			t.Errorf("ScheduleExpression = %v", p["ScheduleExpression"])
+		}
+		if !strings.Contains(jsonOf(t, p["Target"]), `"`+fnID+`"`) {
+			t.Errorf("Target %s is not the reconcile function", jsonOf(t, p["Target"]))
+		}
+	}
+	checkNoCycle(t, s, app)
+	checkLeastPrivilege(t, s, app)
+}
+
+func TestAlarmsDashboardAndOutputs(t *testing.T) {
+	s := prod(t)
+	topicID := s.logicalID(t, s.stack.AlarmTopic.TopicArn())
+	type key struct{ ns, metric, dim string }
+	alarms := map[key]bool{}
+	for id, a := range s.ofType("AWS::CloudWatch::Alarm") {
+		p := props(a)
+		if !strings.Contains(jsonOf(t, p["AlarmActions"]), `"`+topicID+`"`) {
+			t.Errorf("alarm %s does not notify the alarm topic", id)
+		}
+		dims := jsonOf(t, p["Dimensions"])
+		alarms[key{fmt.Sprint(p["Namespace"]), fmt.Sprint(p["MetricName"]), dims}] = true
+	}
+	smDim := jsonOf(t, []any{map[string]any{"Name": "StateMachineArn", "Value": s.stack.Resolve(s.stack.StateMachine.StateMachineArn())}})
+	for _, m := range []string{"ExecutionsFailed", "ExecutionsTimedOut"} {
+		if !alarms[key{"AWS/States", m, smDim}] {
+			t.Errorf("no %s alarm on the state machine", m)
+		}
+	}
+	for _, f := range topology.App.Functions {
+		dim := jsonOf(t, []any{map[string]any{"Name": "FunctionName", "Value": s.stack.Resolve(s.stack.Functions[f.Name].FunctionName())}})
+		if !alarms[key{"AWS/Lambda", "Errors", dim}] {
+			t.Errorf("no Errors alarm on %s", f.Name)
+		}
+	}
+	api := false
+	for k := range alarms {
+		api = api || (k.ns == "AWS/ApiGateway" && k.metric == "5xx")
+	}
+	if !api {
+		t.Error("no API 5xx alarm")
+	}
+	if len(s.ofType("AWS::CloudWatch::Dashboard")) != 1 {
+		t.Error("no dashboard")
+	}
+	outputs, _ := s.tpl["Outputs"].(map[string]any)
+	for _, o := range []string{"ApiUrl", "TableName", "StateMachineArn"} {
+		if _, ok := outputs[o]; !ok {
+			t.Errorf("output %s missing", o)
+		}
+	}
+}
+
+func TestSecrets(t *testing.T) {
+	s := prod(t)
+	secrets := s.ofType("AWS::SecretsManager::Secret")
+	names := map[string]map[string]any{}
+	for _, sec := range secrets {
+		names[fmt.Sprint(props(sec)["Name"])] = props(sec)
+	}
+	for _, n := range []string{"Buyflow/approval-link-keys", "Buyflow/approval-link-key-seed", "Buyflow/slack"} {
+		if names[n] == nil {
+			t.Errorf("secret %s missing (have %v)", n, slices.Sorted(func(yield func(string) bool) {
+				for k := range names {
+					if !yield(k) {
+						return
+					}
+				}
+			}))
+		}
+	}
+	// The link keys are built from the generated seed by a dynamic reference: no key material
+	// in the template.
+	keys := jsonOf(t, names["Buyflow/approval-link-keys"]["SecretString"])
+	if !strings.Contains(keys, "{{resolve:secretsmanager:") || !strings.Contains(keys, `{\"current\":\"k1\",\"keys\":{\"k1\":\"`) {
+		t.Errorf("link keys SecretString = %s", keys)
+	}
+	if names["Buyflow/approval-link-key-seed"]["GenerateSecretString"] == nil {
+		t.Error("the link key seed is not generated")
+	}
+}
+
+func TestConfigFromContext(t *testing.T) {
+	ctx := map[string]any{
+		CtxDev: "true", CtxTracing: true, CtxLogRetentionDays: "30", CtxThrottleRate: float64(10),
+		CtxAlarmEmail: "ops@example.com", CtxStackName: "B2",
+	}
+	app := awscdk.NewApp(&awscdk.AppProps{Context: &ctx})
+	cfg, err := ConfigFromContext(app.Node())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := DefaultConfig()
+	want.Dev, want.Tracing, want.LogRetentionDays, want.ThrottleRate, want.AlarmEmail, want.StackName = true, true, 30, 10, "ops@example.com", "B2"
+	if !reflect.DeepEqual(cfg, want) {
+		t.Errorf("config %+v, want %+v", cfg, want)
+	}
+	bad := map[string]any{CtxDev: "yes please", CtxLogRetentionDays: "-1"}
+	app = awscdk.NewApp(&awscdk.AppProps{Context: &bad})
+	if _, err := ConfigFromContext(app.Node()); err == nil || !strings.Contains(err.Error(), CtxDev) || !strings.Contains(err.Error(), CtxLogRetentionDays) {
+		t.Errorf("err = %v", err)
+	}
+	if _, err := retentionDays(31); err == nil {
+		t.Error("31 days accepted")
+	}
+}
+
+// ---------------------------------------------------------------- helpers
+
+func jsonOf(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Round-trip through any so SDK structs and template maps compare alike.
+	var x any
+	if err := json.Unmarshal(b, &x); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = json.Marshal(x)
+	return string(b)
+}
+
+// sortedJSON renders a list with its elements sorted by their JSON.
+func sortedJSON(t *testing.T, v any) string {
+	t.Helper()
+	var list []any
+	if err := json.Unmarshal([]byte(jsonOf(t, v)), &list); err != nil {
+		t.Fatalf("not a list: %v", err)
+	}
+	var parts []string
+	for _, e := range list {
+		parts = append(parts, jsonOf(t, e))
+	}
+	sort.Strings(parts)
+	return "[" + strings.Join(parts, ",") + "]"
+}
