@@ -388,44 +388,44 @@ func (a *agent) handle(ctx context.Context, tool string, req *mcp.CallToolReques
 	if key != "" && tool != "get_adcp_capabilities" && a.opts.IdempotencyOK {
 		hash = canonicalHash(tool, c.args)
 		ikey = tok + "|" + key
+		// One critical section for lookup and in-flight claim, so a
+		// concurrent same-key call either replays or sees IN_FLIGHT.
 		a.mu.Lock()
 		ent := a.idem[ikey]
-		a.mu.Unlock()
-		if ent != nil {
-			switch {
-			case c.now.Sub(ent.at) > a.opts.ReplayTTL:
-				return finish(nil, &AdcpError{Code: "IDEMPOTENCY_EXPIRED", Message: "idempotency_key is past the replay window", Field: "idempotency_key", Recovery: "correctable"}, false)
-			case ent.hash != hash:
-				return finish(nil, &AdcpError{Code: "IDEMPOTENCY_CONFLICT", Message: "idempotency_key was used with a different request", Field: "idempotency_key", Recovery: "correctable"}, false)
-			default:
-				res := cloneMap(ent.result)
-				res["replayed"] = true
-				res["context"] = c.fields["context"] // echo this request's context
-				b, _ := json.Marshal(res)
-				rec.Result, rec.Replayed = b, true
-				a.record(rec)
-				return &mcp.CallToolResult{
-					Content:           []mcp.Content{&mcp.TextContent{Text: string(b)}},
-					StructuredContent: json.RawMessage(b),
-				}
+		busy := false
+		if ent == nil {
+			fk := "in_flight|" + key
+			busy = a.inFlight[ikey]
+			if !busy && c.script.count("in_flight") > a.faultCounts[fk] {
+				a.faultCounts[fk]++
+				busy = true
+				rec.Fault = "in_flight"
+			}
+			if !busy {
+				a.inFlight[ikey] = true
 			}
 		}
-	}
-
-	if ikey != "" {
-		a.mu.Lock()
-		fk := "in_flight|" + key
-		busy := a.inFlight[ikey]
-		if !busy && c.script.count("in_flight") > a.faultCounts[fk] {
-			a.faultCounts[fk]++
-			busy = true
-			rec.Fault = "in_flight"
-		}
-		if !busy {
-			a.inFlight[ikey] = true
-		}
 		a.mu.Unlock()
-		if busy {
+		switch {
+		case ent != nil && c.now.Sub(ent.at) > a.opts.ReplayTTL:
+			return finish(nil, &AdcpError{Code: "IDEMPOTENCY_EXPIRED", Message: "idempotency_key is past the replay window", Field: "idempotency_key", Recovery: "correctable"}, false)
+		case ent != nil && ent.hash != hash:
+			return finish(nil, &AdcpError{Code: "IDEMPOTENCY_CONFLICT", Message: "idempotency_key was used with a different request", Field: "idempotency_key", Recovery: "correctable"}, false)
+		case ent != nil:
+			res := cloneMap(ent.result)
+			res["replayed"] = true
+			delete(res, "context")
+			if ctxRaw, ok := c.fields["context"]; ok {
+				res["context"] = ctxRaw // echo this request's context
+			}
+			b, _ := json.Marshal(res)
+			rec.Result, rec.Replayed = b, true
+			a.record(rec)
+			return &mcp.CallToolResult{
+				Content:           []mcp.Content{&mcp.TextContent{Text: string(b)}},
+				StructuredContent: json.RawMessage(b),
+			}
+		case busy:
 			return finish(nil, &AdcpError{Code: "IDEMPOTENCY_IN_FLIGHT", Message: "a request with this idempotency_key is still being processed", Field: "idempotency_key", Recovery: "transient", RetryAfter: float64(a.opts.RetryAfter)}, false)
 		}
 		defer func() {

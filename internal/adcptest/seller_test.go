@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -627,4 +628,44 @@ func TestGovernanceDeniedAtSeller(t *testing.T) {
 		t.Fatalf("%s", r.Raw)
 	}
 	mustValidate(t, "media-buy/create-media-buy-response.json", r.Raw)
+}
+
+func TestConcurrentSameKey(t *testing.T) {
+	s, cs := startSeller(t, SellerOptions{})
+	args := createArgs("")
+	var wg sync.WaitGroup
+	codes := make([]string, 8)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := callErr(cs, "create_media_buy", args)
+			if err != nil {
+				codes[i] = err.Error()
+				return
+			}
+			switch {
+			case r.get("replayed") == true:
+				codes[i] = "replayed"
+			case r.IsError:
+				codes[i] = r.code()
+			default:
+				codes[i] = "created"
+			}
+		}()
+	}
+	wg.Wait()
+	created := 0
+	for _, c := range codes {
+		switch c {
+		case "created":
+			created++
+		case "replayed", "IDEMPOTENCY_IN_FLIGHT":
+		default:
+			t.Errorf("unexpected outcome %q", c)
+		}
+	}
+	if created != 1 || len(s.MediaBuys()) != 1 {
+		t.Errorf("created = %d, media buys = %d (%v)", created, len(s.MediaBuys()), codes)
+	}
 }
