@@ -57,6 +57,11 @@
 //     principal's task answers REFERENCE_NOT_FOUND. Statuses move only along
 //     the script (Advance) or as forced (Finish); terminal tasks never move.
 //     Inline (synchronous) results never produce a task or a webhook.
+//   - Known spec gap, kept faithfully: an async check_governance task reports
+//     task_type "check_governance", which the 3.1.19 task-type enum lacks, so
+//     its get_task_status response does not validate against the schema.
+//     Likewise an input-required create response matches none of the three
+//     create-media-buy-response shapes; buyers read status, message, reason.
 //
 // # Scripted behaviour
 //
@@ -68,7 +73,7 @@
 //   - po_number starting with "sim:": "po_number": "sim:async_fail"
 //   - a script registered for a real po_number: seller.Script("PO-1001",
 //     "async_complete,wh_drop")
-//   - for check_governance, also the same two places inside payload (the
+//   - for check_governance, also the same places inside payload (the
 //     proposed create_media_buy arguments), so one buyer-side field drives
 //     both agents end to end.
 //
