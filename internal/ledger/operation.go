@@ -32,7 +32,13 @@ type Operation struct {
 	SellerID string          `dynamodbav:"seller_id"`
 	// GovernanceAgentID names the configured governance agent of the campaign.
 	GovernanceAgentID string `dynamodbav:"governance_agent_id,omitempty"`
-	PONumber          string `dynamodbav:"po_number,omitempty"`
+	// PlanID is the governance plan the buy belongs to.
+	PlanID   string `dynamodbav:"plan_id,omitempty"`
+	PONumber string `dynamodbav:"po_number,omitempty"`
+	// Requester is the principal who submitted the buy; they may not approve it.
+	Requester string `dynamodbav:"requester,omitempty"`
+	// RequireApproval is true when the buyer asked for a human approval whatever the policy.
+	RequireApproval bool `dynamodbav:"require_approval,omitempty"`
 	// BudgetTotal is the budget as a decimal string ("1500.00"); never a float.
 	BudgetTotal string `dynamodbav:"budget_total,omitempty"`
 	Currency    string `dynamodbav:"currency,omitempty"`
@@ -63,7 +69,10 @@ type View struct {
 	Version             int64           `json:"version"`
 	SellerID            string          `json:"seller_id"`
 	GovernanceAgentID   string          `json:"governance_agent_id,omitempty"`
+	PlanID              string          `json:"plan_id,omitempty"`
 	PONumber            string          `json:"po_number,omitempty"`
+	Requester           string          `json:"requester,omitempty"`
+	RequireApproval     bool            `json:"require_approval,omitempty"`
 	BudgetTotal         string          `json:"budget_total,omitempty"`
 	Currency            string          `json:"currency,omitempty"`
 	Request             json.RawMessage `json:"request,omitempty"`
@@ -88,7 +97,8 @@ func (o *Operation) View() View {
 	}
 	return View{
 		ID: o.ID, Tenant: o.Tenant, Status: o.Status, Version: o.Version, SellerID: o.SellerID,
-		GovernanceAgentID: o.GovernanceAgentID, PONumber: o.PONumber, BudgetTotal: o.BudgetTotal,
+		GovernanceAgentID: o.GovernanceAgentID, PlanID: o.PlanID, PONumber: o.PONumber,
+		Requester: o.Requester, RequireApproval: o.RequireApproval, BudgetTotal: o.BudgetTotal,
 		Currency: o.Currency, Request: o.Request, SellerTaskID: o.SellerTaskID, MediaBuyID: o.MediaBuyID,
 		GovernanceCheckID: o.GovernanceCheckID, GovernanceExpiresAt: opt(o.GovernanceExpiresAt),
 		Reason: o.Reason, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt, Deadline: opt(o.Deadline),
