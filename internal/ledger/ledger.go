@@ -67,9 +67,10 @@ type Store struct {
 }
 
 // New returns a Store over the table named table, with the system clock and default durations.
+// Every request goes through PortableInput (same meaning on DynamoDB, correct on kumo).
 func New(api API, table string) *Store {
 	return &Store{
-		api:           api,
+		api:           portable{api},
 		table:         table,
 		Now:           time.Now,
 		NewID:         randomID,

@@ -1,4 +1,4 @@
-package dynamotest
+package ledger
 
 import (
 	"context"
@@ -7,29 +7,51 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go/middleware"
 )
 
-// KumoCompat is a client option that rewrites requests so that kumo v0.33.1 evaluates them as
-// DynamoDB does; AWS accepts the rewritten requests unchanged in meaning. It works around two
-// kumo defects hit by expressions that feature/dynamodb/expression builds:
+// PortableInput returns a copy of a DynamoDB input (PutItem, UpdateItem, DeleteItem, GetItem,
+// Query, Scan, TransactWriteItems; any other value is returned as is) whose expressions mean the
+// same to DynamoDB but are also evaluated correctly by kumo v0.33.1, the emulator of the local
+// stack and the tests. It works around two kumo defects hit by what feature/dynamodb/expression
+// builds:
 //
-//   - kumo only recognizes an update clause keyword (SET, REMOVE, ADD, DELETE) preceded by a
-//     space, but the builder separates clauses with "\n": "REMOVE #0\nSET #1 = :0" is silently
-//     mis-applied (neither clause takes effect). Newlines become spaces.
+//   - kumo recognizes an update clause keyword (SET, REMOVE, ADD, DELETE) only after a space, but
+//     the builder separates clauses with "\n": "REMOVE #0\nSET #1 = :0" is silently mis-applied
+//     (neither clause takes effect, and the write still succeeds). Whitespace runs become one
+//     space.
 //   - kumo substitutes name placeholders with strings.ReplaceAll in map order, so with 11 or more
 //     names "#1" may clobber "#10". Placeholders are renamed to prefix-free "#<n>_".
 //
-// Pass it to dynamodb.New or dynamodb.NewFromConfig when the endpoint is kumo (the local stack
-// should do the same).
-func KumoCompat(o *dynamodb.Options) {
-	o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
-		return st.Initialize.Add(middleware.InitializeMiddlewareFunc("KumoCompat",
-			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-				in.Parameters = rewrite(in.Parameters)
-				return next.HandleInitialize(ctx, in)
-			}), middleware.Before)
-	})
+// The caller's input and maps are not modified. Applying it twice is harmless.
+func PortableInput(params any) any { return rewrite(params) }
+
+// portable applies PortableInput to every request before it reaches the client.
+type portable struct{ api API }
+
+var _ API = portable{}
+
+func (p portable) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	return p.api.PutItem(ctx, rewrite(in).(*dynamodb.PutItemInput), opts...)
+}
+
+func (p portable) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	return p.api.UpdateItem(ctx, rewrite(in).(*dynamodb.UpdateItemInput), opts...)
+}
+
+func (p portable) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	return p.api.GetItem(ctx, rewrite(in).(*dynamodb.GetItemInput), opts...)
+}
+
+func (p portable) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	return p.api.DeleteItem(ctx, rewrite(in).(*dynamodb.DeleteItemInput), opts...)
+}
+
+func (p portable) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	return p.api.Query(ctx, rewrite(in).(*dynamodb.QueryInput), opts...)
+}
+
+func (p portable) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	return p.api.TransactWriteItems(ctx, rewrite(in).(*dynamodb.TransactWriteItemsInput), opts...)
 }
 
 var placeholder = regexp.MustCompile(`#[A-Za-z0-9_]+`)
@@ -40,6 +62,13 @@ type fixer struct{ names map[string]string }
 func newFixer(names map[string]string) *fixer {
 	if names == nil {
 		return nil
+	}
+	renamed := true
+	for k := range names {
+		renamed = renamed && strings.HasSuffix(k, "_")
+	}
+	if renamed { // already portable
+		return &fixer{}
 	}
 	out := make(map[string]string, len(names))
 	for k, v := range names {
@@ -53,7 +82,7 @@ func (f *fixer) expr(p *string) *string {
 		return nil
 	}
 	s := strings.Join(strings.Fields(*p), " ")
-	if f != nil {
+	if f != nil && f.names != nil {
 		s = placeholder.ReplaceAllStringFunc(s, func(m string) string {
 			if _, ok := f.names[m+"_"]; ok {
 				return m + "_"
@@ -65,7 +94,7 @@ func (f *fixer) expr(p *string) *string {
 }
 
 func (f *fixer) namesMap(orig map[string]string) map[string]string {
-	if f == nil {
+	if f == nil || f.names == nil {
 		return orig
 	}
 	return f.names
