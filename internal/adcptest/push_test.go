@@ -291,3 +291,40 @@ func TestWebhookRFC9421VerifiesAgainstServedJWKS(t *testing.T) {
 		t.Errorf("Signature-Input = %q", d[0].Header.Get("Signature-Input"))
 	}
 }
+
+func TestWebhookAsyncCancel(t *testing.T) {
+	rcv := newReceiver(t, nil)
+	clk := newClock()
+	s, cs := startSeller(t, SellerOptions{Now: clk.Now})
+	mb := callT(t, cs, "create_media_buy", createArgs("")).str("media_buy_id")
+	upd := withPush(map[string]any{
+		"idempotency_key": key(), "account": createArgs("")["account"], "media_buy_id": mb,
+		"canceled": true, "cancellation_reason": "governance findings", "context": map[string]any{"sim": "async_complete"},
+	}, rcv.srv.URL, hmacAuth)
+	r := callT(t, cs, "update_media_buy", upd)
+	if r.str("status") != "submitted" {
+		t.Fatalf("%s", r.Raw)
+	}
+	mustValidate(t, "media-buy/update-media-buy-response.json", r.Raw)
+	if err := s.Finish(r.str("task_id"), "completed"); err != nil {
+		t.Fatal(err)
+	}
+	s.WaitDeliveries(1, 2*time.Second)
+	got := rcv.all()
+	if len(got) != 1 {
+		t.Fatalf("received %d", len(got))
+	}
+	mustValidate(t, "core/mcp-webhook-payload.json", got[0].body)
+	var p map[string]any
+	_ = json.Unmarshal(got[0].body, &p)
+	res, _ := p["result"].(map[string]any)
+	if p["task_type"] != "update_media_buy" || res["media_buy_status"] != "canceled" || p["timestamp"] != clk.Now().Format(time.RFC3339Nano) {
+		t.Errorf("payload: %s", got[0].body)
+	}
+	if st := s.MediaBuys()[0]["status"]; st != "canceled" {
+		t.Errorf("media buy status = %v", st)
+	}
+	if c := s.Calls(); !c[0].Time.Equal(clk.Now()) {
+		t.Errorf("call time %v is not the agent clock", c[0].Time)
+	}
+}
