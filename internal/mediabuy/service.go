@@ -1,0 +1,231 @@
+package mediabuy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// Ledger is the part of the ledger the submit and read use cases need.
+type Ledger interface {
+	Claim(ctx context.Context, tenant, idempotencyKey, payloadHash string) (*ledger.Claim, error)
+	CompleteClaim(ctx context.Context, c *ledger.Claim, operationID string, response json.RawMessage) error
+	ReleaseClaim(ctx context.Context, c *ledger.Claim) error
+	AcquireLock(ctx context.Context, name, owner string, ttl time.Duration) (ledger.Lease, error)
+	CreateOperation(ctx context.Context, op ledger.Operation) (*ledger.Operation, error)
+	GetOperation(ctx context.Context, tenant, id string) (*ledger.Operation, error)
+	ListOperations(ctx context.Context, tenant string, o ledger.ListOptions) (ledger.Page[ledger.View], error)
+	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (ledger.Page[ledger.Event], error)
+}
+
+// Executions starts workflow executions under deterministic names.
+type Executions interface {
+	Start(ctx context.Context, name string, input any) (string, error)
+}
+
+var _ Ledger = (*ledger.Store)(nil)
+
+// Config holds the submit use case's settings.
+type Config struct {
+	// Run is the timing of every execution started (tests shrink it).
+	Run workflow.RunConfig
+	// StateMachineARN is the MediaBuy state machine; it travels in each execution's input so
+	// the wait loop can continue as a new execution.
+	StateMachineARN string
+	// LockTTL bounds how long an operation holds its business key when nothing releases it
+	// (the workflow releases it when the operation ends).
+	LockTTL time.Duration
+}
+
+// Service implements the buyer-facing use cases.
+type Service struct {
+	ledger Ledger
+	execs  Executions
+	agents AgentLookup
+	schema SchemaValidator
+	cfg    Config
+}
+
+// New returns the media-buy service.
+func New(l Ledger, e Executions, agents AgentLookup, schema SchemaValidator, cfg Config) *Service {
+	if cfg.LockTTL <= 0 {
+		cfg.LockTTL = time.Duration(cfg.Run.ApprovalTimeoutSeconds+cfg.Run.DeadlineSeconds)*time.Second + 24*time.Hour
+	}
+	return &Service{ledger: l, execs: e, agents: agents, schema: schema, cfg: cfg}
+}
+
+// OperationID derives the operation id from the tenant and the Idempotency-Key, so that every
+// retry of one request, even after a partial failure, names the same operation, business-key
+// lock owner and execution.
+func OperationID(tenant, idempotencyKey string) string {
+	sum := sha256.Sum256([]byte(tenant + "\x00" + idempotencyKey))
+	return "mb-" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:])[:26])
+}
+
+// Submit accepts a media buy: validate (nothing is written for a refused request), claim the
+// Idempotency-Key, take the business-key lock, create the operation, start its execution, and
+// complete the claim with the answer replayed to every retry.
+func (s *Service) Submit(ctx context.Context, c Caller, key string, body []byte) (Submitted, error) {
+	req, err := ParseSubmit(body, s.agents, s.schema)
+	if err != nil {
+		return Submitted{}, err
+	}
+	claim, err := s.ledger.Claim(ctx, c.Tenant, key, req.PayloadHash)
+	var exists *ledger.ClaimExistsError
+	switch {
+	case errors.Is(err, ledger.ErrPayloadMismatch):
+		return Submitted{}, unprocessable("idempotency_key_reused", "Idempotency-Key",
+			"this Idempotency-Key was already used for a different media buy; use a new key for a new buy")
+	case errors.As(err, &exists):
+		if exists.Existing.Status == ledger.ClaimCompleted {
+			var out Submitted
+			if err := json.Unmarshal(exists.Existing.Response, &out); err != nil {
+				return Submitted{}, fmt.Errorf("mediabuy: decode replayed response: %w", err)
+			}
+			out.Replayed = true
+			return out, nil
+		}
+		return Submitted{}, ErrKeyInUse
+	case err != nil:
+		return Submitted{}, fmt.Errorf("mediabuy: claim idempotency key: %w", err)
+	}
+
+	out, err := s.place(ctx, c, key, req)
+	if err != nil {
+		// Free the key at once so the client's retry runs again (and converges on the same
+		// operation id); a refusal leaves nothing behind.
+		if rerr := s.ledger.ReleaseClaim(ctx, claim); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("mediabuy: release claim: %w", rerr))
+		}
+		return Submitted{}, err
+	}
+	resp, err := json.Marshal(out)
+	if err != nil {
+		return Submitted{}, fmt.Errorf("mediabuy: encode response: %w", err)
+	}
+	if err := s.ledger.CompleteClaim(ctx, claim, out.OperationID, resp); err != nil {
+		// The operation and its execution exist; a retry converges on them.
+		return Submitted{}, fmt.Errorf("mediabuy: complete claim: %w", err)
+	}
+	return out, nil
+}
+
+func (s *Service) place(ctx context.Context, c Caller, key string, req *ValidatedRequest) (Submitted, error) {
+	id := OperationID(c.Tenant, key)
+	lockName := ledger.BusinessKeyLock(c.Tenant, req.SellerID, req.PONumber)
+	if _, err := s.ledger.AcquireLock(ctx, lockName, id, s.cfg.LockTTL); err != nil {
+		var held *ledger.LockHeldError
+		if errors.As(err, &held) {
+			return Submitted{}, &RequestError{Status: 409, Code: "active_buy_exists", Field: "/media_buy/po_number",
+				Message: fmt.Sprintf("media buy %s is still active for seller %s and PO number %s; wait for it to end or use another PO number",
+					held.Holder.Owner, req.SellerID, req.PONumber)}
+		}
+		return Submitted{}, fmt.Errorf("mediabuy: lock business key: %w", err)
+	}
+
+	stored, err := json.Marshal(req.SubmitRequest)
+	if err != nil {
+		return Submitted{}, fmt.Errorf("mediabuy: encode request: %w", err)
+	}
+	op := ledger.Operation{
+		ID: id, Tenant: c.Tenant, Status: workflow.StatusRequested,
+		SellerID: req.SellerID, GovernanceAgentID: req.Governance.AgentID, PlanID: req.Governance.PlanID,
+		PONumber: req.PONumber, BudgetTotal: req.Budget, Currency: req.Currency,
+		Requester: c.Principal, RequireApproval: req.RequireApproval,
+		Request: stored, ExecutionName: workflow.ExecutionName(id, 0),
+	}
+	if _, err := s.ledger.CreateOperation(ctx, op); err != nil && !errors.Is(err, ledger.ErrConflict) {
+		return Submitted{}, fmt.Errorf("mediabuy: create operation: %w", err)
+	}
+	in := workflow.ExecutionInput{OperationID: id, Tenant: c.Tenant, Config: s.cfg.Run, StateMachineARN: s.cfg.StateMachineARN}
+	if _, err := s.execs.Start(ctx, op.ExecutionName, in); err != nil {
+		return Submitted{}, fmt.Errorf("mediabuy: start execution: %w", err)
+	}
+	return Submitted{OperationID: id, Status: string(workflow.StatusRequested), Links: LinksFor(id)}, nil
+}
+
+// Get returns the tenant's operation id.
+func (s *Service) Get(ctx context.Context, tenant, id string) (View, error) {
+	op, err := s.ledger.GetOperation(ctx, tenant, id)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return View{}, ErrNotFound
+	}
+	if err != nil {
+		return View{}, fmt.Errorf("mediabuy: get %s: %w", id, err)
+	}
+	return viewOf(op.View()), nil
+}
+
+// List returns one page of the tenant's operations, newest first.
+func (s *Service) List(ctx context.Context, tenant string, q ListQuery) (ListPage, error) {
+	opts := ledger.ListOptions{SellerID: q.Seller, Limit: q.Limit, Cursor: q.Cursor}
+	if q.Status != "" {
+		st, err := workflow.ParseStatus(q.Status)
+		if err != nil {
+			return ListPage{}, &RequestError{Status: 400, Code: "invalid_status", Field: "status", Message: err.Error()}
+		}
+		opts.Status = st
+	}
+	page, err := s.ledger.ListOperations(ctx, tenant, opts)
+	if errors.Is(err, ledger.ErrInvalidCursor) {
+		return ListPage{}, &RequestError{Status: 400, Code: "invalid_cursor", Field: "cursor", Message: "the cursor is not one this listing returned"}
+	}
+	if err != nil {
+		return ListPage{}, fmt.Errorf("mediabuy: list: %w", err)
+	}
+	out := ListPage{Items: make([]View, 0, len(page.Items)), NextCursor: page.Cursor}
+	for _, v := range page.Items {
+		out.Items = append(out.Items, viewOf(v))
+	}
+	return out, nil
+}
+
+// Events returns one page of the operation's timeline, oldest first.
+func (s *Service) Events(ctx context.Context, tenant, id, cursor string, limit int) (EventPage, error) {
+	if _, err := s.Get(ctx, tenant, id); err != nil {
+		return EventPage{}, err
+	}
+	page, err := s.ledger.ListEvents(ctx, tenant, id, limit, cursor)
+	if errors.Is(err, ledger.ErrInvalidCursor) {
+		return EventPage{}, &RequestError{Status: 400, Code: "invalid_cursor", Field: "cursor", Message: "the cursor is not one this listing returned"}
+	}
+	if err != nil {
+		return EventPage{}, fmt.Errorf("mediabuy: events of %s: %w", id, err)
+	}
+	out := EventPage{Items: make([]EventView, 0, len(page.Items)), NextCursor: page.Cursor}
+	for _, e := range page.Items {
+		ev := EventView{At: e.At.UTC().Format(time.RFC3339Nano), Type: e.Type, Actor: e.Actor,
+			From: string(e.From), To: string(e.To), Detail: e.Detail}
+		if e.Amount != "" {
+			ev.Amount = strings.TrimSpace(e.Amount + " " + e.Currency)
+		}
+		if e.Reason != "" && len(ev.Detail) == 0 {
+			ev.Detail, _ = json.Marshal(map[string]string{"reason": e.Reason})
+		}
+		out.Items = append(out.Items, ev)
+	}
+	return out, nil
+}
+
+func viewOf(v ledger.View) View {
+	out := View{
+		OperationID: v.ID, Status: string(v.Status), SellerID: v.SellerID, GovernanceID: v.GovernanceAgentID,
+		PlanID: v.PlanID, PONumber: v.PONumber, Budget: v.BudgetTotal, Currency: v.Currency, Requester: v.Requester,
+		SellerTaskID: v.SellerTaskID, MediaBuyID: v.MediaBuyID, Reason: v.Reason, Version: v.Version,
+		CreatedAt: v.CreatedAt.UTC().Format(time.RFC3339Nano), UpdatedAt: v.UpdatedAt.UTC().Format(time.RFC3339Nano),
+		Links: LinksFor(v.ID),
+	}
+	var req SubmitRequest
+	if json.Unmarshal(v.Request, &req) == nil {
+		out.MediaBuy = req.MediaBuy
+	}
+	return out
+}

@@ -1,0 +1,244 @@
+package mediabuy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/dynamotest"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// recordingExecutions is a fake Step Functions: it records every start by name and can fail.
+type recordingExecutions struct {
+	mu     sync.Mutex
+	starts map[string][]workflow.ExecutionInput
+	fail   error
+}
+
+func (r *recordingExecutions) Start(_ context.Context, name string, input any) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail != nil {
+		return "", r.fail
+	}
+	if r.starts == nil {
+		r.starts = map[string][]workflow.ExecutionInput{}
+	}
+	r.starts[name] = append(r.starts[name], input.(workflow.ExecutionInput))
+	return "arn:exec:" + name, nil
+}
+
+func newService(t *testing.T) (*Service, *ledger.Store, *recordingExecutions) {
+	t.Helper()
+	client, table := dynamotest.Start(t)
+	store := ledger.New(client, table)
+	execs := &recordingExecutions{}
+	cfg := Config{Run: workflow.DefaultRunConfig(), StateMachineARN: "arn:aws:states:us-east-1:000000000000:stateMachine:MediaBuy"}
+	return New(store, execs, agents, schemas(t), cfg), store, execs
+}
+
+var acme = Caller{Tenant: "acme", Principal: "arn:aws:sts::111122223333:assumed-role/Buyer/alice"}
+
+func TestSubmitCreatesOperationAndStartsExecution(t *testing.T) {
+	svc, store, execs := newService(t)
+	ctx := context.Background()
+	out, err := svc.Submit(ctx, acme, "key-000001", marshal(t, example(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.OperationID != OperationID("acme", "key-000001") || out.Replayed || out.Links.Self != "/v1/media-buys/"+out.OperationID {
+		t.Fatalf("out = %+v", out)
+	}
+	op, err := store.GetOperation(ctx, "acme", out.OperationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op.Status != workflow.StatusRequested || op.BudgetTotal != "20000.50" || op.Currency != "USD" ||
+		op.Requester != acme.Principal || op.PlanID != "plan-spring-2027" || op.SellerID != "sim-seller" {
+		t.Fatalf("op = %+v", op)
+	}
+	in := execs.starts[out.OperationID]
+	if len(in) != 1 || in[0].OperationID != out.OperationID || in[0].Tenant != "acme" || in[0].StateMachineARN == "" {
+		t.Fatalf("starts = %+v", execs.starts)
+	}
+	v, err := svc.Get(ctx, "acme", out.OperationID)
+	if err != nil || v.Status != "requested" || len(v.MediaBuy) == 0 {
+		t.Fatalf("Get = %+v, %v", v, err)
+	}
+}
+
+func TestSubmitIsIdempotent(t *testing.T) {
+	svc, _, execs := newService(t)
+	ctx := context.Background()
+	body := marshal(t, example(t))
+	first, err := svc.Submit(ctx, acme, "key-000002", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := svc.Submit(ctx, acme, "key-000002", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.OperationID != first.OperationID || !again.Replayed {
+		t.Fatalf("again = %+v", again)
+	}
+	other := example(t)
+	other["currency"] = "EUR"
+	_, err = svc.Submit(ctx, acme, "key-000002", marshal(t, other))
+	var re *RequestError
+	if !errors.As(err, &re) || re.Status != 422 || re.Code != "idempotency_key_reused" {
+		t.Fatalf("other body: %v", err)
+	}
+	if n := len(execs.starts[first.OperationID]); n != 1 {
+		t.Fatalf("execution started %d times", n)
+	}
+}
+
+func TestConcurrentIdenticalSubmitsMakeOneOperation(t *testing.T) {
+	svc, store, execs := newService(t)
+	ctx := context.Background()
+	body := marshal(t, example(t))
+	var wg sync.WaitGroup
+	results := make([]error, 20)
+	ids := make([]string, 20)
+	for i := range 20 {
+		wg.Go(func() {
+			out, err := svc.Submit(ctx, acme, "key-concurrent", body)
+			results[i], ids[i] = err, out.OperationID
+		})
+	}
+	wg.Wait()
+	want := OperationID("acme", "key-concurrent")
+	for i, err := range results {
+		if err != nil && !errors.Is(err, ErrKeyInUse) {
+			t.Fatalf("submit %d: %v", i, err)
+		}
+		if err == nil && ids[i] != want {
+			t.Fatalf("submit %d got %s", i, ids[i])
+		}
+	}
+	if len(execs.starts) != 1 || len(execs.starts[want]) != 1 {
+		t.Fatalf("starts = %v", execs.starts)
+	}
+	page, err := store.ListOperations(ctx, "acme", ledger.ListOptions{})
+	if err != nil || len(page.Items) != 1 {
+		t.Fatalf("operations = %d, %v", len(page.Items), err)
+	}
+}
+
+func TestRefusedSubmitLeavesNothing(t *testing.T) {
+	svc, store, execs := newService(t)
+	ctx := context.Background()
+	bad := example(t)
+	delete(mb(bad), "brand")
+	if _, err := svc.Submit(ctx, acme, "key-refused", marshal(t, bad)); err == nil {
+		t.Fatal("accepted an invalid buy")
+	}
+	page, err := store.ListOperations(ctx, "acme", ledger.ListOptions{})
+	if err != nil || len(page.Items) != 0 || len(execs.starts) != 0 {
+		t.Fatalf("refusal left %d operations, %d starts (%v)", len(page.Items), len(execs.starts), err)
+	}
+	// The key was never claimed: a corrected body under the same key goes through.
+	if _, err := svc.Submit(ctx, acme, "key-refused", marshal(t, example(t))); err != nil {
+		t.Fatalf("corrected resubmit: %v", err)
+	}
+}
+
+func TestStartFailureFreesTheKeyAndRetryConverges(t *testing.T) {
+	svc, store, execs := newService(t)
+	ctx := context.Background()
+	body := marshal(t, example(t))
+	execs.fail = errors.New("states: throttled")
+	if _, err := svc.Submit(ctx, acme, "key-retry", body); err == nil {
+		t.Fatal("submit succeeded while the start failed")
+	}
+	execs.fail = nil
+	out, err := svc.Submit(ctx, acme, "key-retry", body)
+	if err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if out.Replayed || out.OperationID != OperationID("acme", "key-retry") {
+		t.Fatalf("retry = %+v", out)
+	}
+	page, _ := store.ListOperations(ctx, "acme", ledger.ListOptions{})
+	if len(page.Items) != 1 {
+		t.Fatalf("%d operations after a retry", len(page.Items))
+	}
+}
+
+func TestOneActiveBuyPerPONumber(t *testing.T) {
+	svc, _, _ := newService(t)
+	ctx := context.Background()
+	if _, err := svc.Submit(ctx, acme, "key-po-1", marshal(t, example(t))); err != nil {
+		t.Fatal(err)
+	}
+	second := example(t)
+	mb(second)["context"] = map[string]any{"campaign": "another"}
+	_, err := svc.Submit(ctx, acme, "key-po-2", marshal(t, second))
+	var re *RequestError
+	if !errors.As(err, &re) || re.Status != 409 || re.Code != "active_buy_exists" {
+		t.Fatalf("second buy with the same PO: %v", err)
+	}
+	// Another tenant may use the same PO number.
+	if _, err := svc.Submit(ctx, Caller{Tenant: "globex", Principal: "p"}, "key-po-2", marshal(t, second)); err != nil {
+		t.Fatalf("other tenant: %v", err)
+	}
+}
+
+func TestReadsAreTenantScoped(t *testing.T) {
+	svc, _, _ := newService(t)
+	ctx := context.Background()
+	out, err := svc.Submit(ctx, acme, "key-scope", marshal(t, example(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Get(ctx, "globex", out.OperationID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("cross-tenant Get: %v", err)
+	}
+	if _, err := svc.Events(ctx, "globex", out.OperationID, "", 10); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("cross-tenant Events: %v", err)
+	}
+	page, err := svc.List(ctx, "globex", ListQuery{})
+	if err != nil || len(page.Items) != 0 {
+		t.Fatalf("cross-tenant List: %d, %v", len(page.Items), err)
+	}
+	evs, err := svc.Events(ctx, "acme", out.OperationID, "", 10)
+	if err != nil || len(evs.Items) == 0 {
+		t.Fatalf("own events: %+v, %v", evs, err)
+	}
+}
+
+func TestListFiltersAndPages(t *testing.T) {
+	svc, _, _ := newService(t)
+	ctx := context.Background()
+	for i := range 3 {
+		m := example(t)
+		mb(m)["po_number"] = fmt.Sprintf("PO-%d", i)
+		if _, err := svc.Submit(ctx, acme, fmt.Sprintf("key-list-%d", i), marshal(t, m)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	page, err := svc.List(ctx, "acme", ListQuery{Limit: 2, Status: "requested", Seller: "sim-seller"})
+	if err != nil || len(page.Items) != 2 || page.NextCursor == "" {
+		t.Fatalf("page 1 = %+v, %v", page, err)
+	}
+	rest, err := svc.List(ctx, "acme", ListQuery{Limit: 2, Cursor: page.NextCursor, Status: "requested", Seller: "sim-seller"})
+	if err != nil || len(rest.Items) != 1 {
+		t.Fatalf("page 2 = %+v, %v", rest, err)
+	}
+	if _, err := svc.List(ctx, "acme", ListQuery{Status: "done"}); err == nil {
+		t.Fatal("accepted an unknown status")
+	}
+	var re *RequestError
+	if _, err := svc.List(ctx, "acme", ListQuery{Cursor: "garbage"}); !errors.As(err, &re) || re.Code != "invalid_cursor" {
+		t.Fatalf("bad cursor: %v", err)
+	}
+	_ = json.Valid
+}
