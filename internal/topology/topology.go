@@ -19,6 +19,7 @@ const (
 	EnvApprovalPolicy     = "BUYFLOW_APPROVAL_POLICY"     // JSON: thresholds, approvers, escalation
 	EnvCallerURI          = "BUYFLOW_CALLER_URI"          // the `caller` URI sent to governance agents
 	EnvLocalTenantHeader  = "BUYFLOW_DEV_TENANT_HEADER"   // local stack only; never set by infra/
+	EnvRunConfig          = "BUYFLOW_RUN_CONFIG"          // optional JSON workflow.RunConfig (timings)
 )
 
 // Auth says how a route authenticates its caller.
@@ -93,7 +94,7 @@ var App = Application{
 		{
 			Name: "submit", Description: "POST/GET /v1/media-buys: validate, claim the key, lock, start the execution",
 			MemoryMB: 256, TimeoutSeconds: 15, LedgerWrite: true, StartsExecutions: true,
-			Env: []string{EnvTableName, EnvStateMachineARN, EnvAgentsConfig, EnvApprovalPolicy, EnvLocalTenantHeader},
+			Env: []string{EnvTableName, EnvStateMachineARN, EnvAgentsConfig, EnvRunConfig, EnvLocalTenantHeader},
 		},
 		{
 			Name: "governance", Description: "CheckGovernance, ReportOutcome and RecordFailure stages",
