@@ -11,7 +11,7 @@ package topology
 const (
 	EnvTableName          = "BUYFLOW_TABLE_NAME"
 	EnvStateMachineARN    = "BUYFLOW_STATE_MACHINE_ARN"
-	EnvAgentsConfig       = "BUYFLOW_AGENTS"             // JSON agent registry (URLs, credential secret names)
+	EnvAgentsConfig       = "BUYFLOW_AGENTS"              // JSON agent registry (URLs, credential secret names)
 	EnvAgentsSecretPrefix = "BUYFLOW_AGENT_SECRET_PREFIX" // prefix of the agents' credential secrets
 	EnvLinkKeySecret      = "BUYFLOW_LINK_KEY_SECRET"     // name of the approval-link signing keys secret
 	EnvSlackSecret        = "BUYFLOW_SLACK_SECRET"        // name of the Slack bot token / webhook secret
