@@ -289,6 +289,26 @@ func (e *env) link(id, approver string) *url.URL {
 	return nil
 }
 
+// link2 finds approver's link for approval id in a raw Slack message body.
+func (e *env) link2(body []byte, id, approver string) *url.URL {
+	e.t.Helper()
+	var msg slack.Message
+	if err := json.Unmarshal(body, &msg); err != nil {
+		e.t.Fatal(err)
+	}
+	for _, b := range msg.Blocks {
+		if b.Accessory != nil && strings.Contains(b.Accessory.URL, "/v1/approvals/"+id+"?") && strings.Contains(b.Accessory.URL, "approver="+approver+"&") {
+			u, err := url.Parse(b.Accessory.URL)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			return u
+		}
+	}
+	e.t.Fatalf("no link for %s in the message", approver)
+	return nil
+}
+
 // signedLink signs a link directly (for people who were never sent one).
 func (e *env) signedLink(id, approver string, exp time.Time) *url.URL {
 	e.t.Helper()

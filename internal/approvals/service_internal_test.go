@@ -1,0 +1,45 @@
+package approvals
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/ledger"
+)
+
+func TestRequesterFieldReadsTheOperation(t *testing.T) {
+	t.Parallel()
+	op := &ledger.Operation{ID: "op-1"}
+	f := reflect.ValueOf(op).Elem().FieldByName("Requester")
+	if !f.IsValid() {
+		if got := requesterField(op); got != "" {
+			t.Fatalf("requesterField = %q without the field", got)
+		}
+		t.Skip("ledger.Operation has no Requester field yet")
+	}
+	f.SetString("URITA")
+	if got := requesterField(op); got != "URITA" {
+		t.Fatalf("requesterField = %q", got)
+	}
+}
+
+func TestToMoney(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		amount, currency string
+		want             approval.Money
+	}{
+		{"12500.00", "USD", approval.Money{Minor: 1250000, Currency: "USD"}},
+		{"12500", "USD", approval.Money{Minor: 1250000, Currency: "USD"}},
+		{"1000000", "JPY", approval.Money{Minor: 1000000, Currency: "JPY"}},
+		{"1.2505", "KWD", approval.Money{Minor: 1251, Currency: "KWD"}},
+		{"0.005", "USD", approval.Money{Minor: 1, Currency: "USD"}},
+		{"oops", "USD", approval.Money{Currency: "USD"}},
+	}
+	for _, tc := range cases {
+		if got := toMoney(tc.amount, tc.currency); got != tc.want {
+			t.Errorf("toMoney(%q, %q) = %+v, want %+v", tc.amount, tc.currency, got, tc.want)
+		}
+	}
+}
