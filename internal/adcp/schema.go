@@ -81,6 +81,9 @@ func (e *ValidationError) Error() string {
 	return s
 }
 
+// FieldPointer returns the JSON pointer of the first offending field ("" for the root).
+func (e *ValidationError) FieldPointer() string { return e.Pointer }
+
 func pointerOrRoot(p string) string {
 	if p == "" {
 		return "/"

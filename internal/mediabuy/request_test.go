@@ -32,24 +32,8 @@ func schemas(t *testing.T) SchemaValidator {
 	if validatorErr != nil {
 		t.Fatalf("load AdCP schemas: %v", validatorErr)
 	}
-	return pointerValidator{validator}
+	return validator
 }
-
-// pointerValidator adapts adcp.ValidationError to FieldError, as the submit wiring does.
-type pointerValidator struct{ v *adcp.Validator }
-
-func (p pointerValidator) ValidateRequest(tool string, body []byte) error {
-	err := p.v.ValidateRequest(tool, body)
-	var ve *adcp.ValidationError
-	if errors.As(err, &ve) {
-		return schemaFieldError{ve}
-	}
-	return err
-}
-
-type schemaFieldError struct{ *adcp.ValidationError }
-
-func (e schemaFieldError) FieldPointer() string { return e.Pointer }
 
 func agents(id string) (string, bool) {
 	switch id {

@@ -1,0 +1,84 @@
+// Command submit is the buyer-facing API: POST /v1/media-buys (validate, claim the
+// Idempotency-Key, lock the PO number, create the operation, start the execution) and the
+// tenant-scoped reads GET /v1/media-buys, /v1/media-buys/{id} and /v1/media-buys/{id}/events.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
+
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/adcpschemas"
+	"github.com/buyflow/buyflow/internal/config"
+	"github.com/buyflow/buyflow/internal/httpapi"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/logging"
+	"github.com/buyflow/buyflow/internal/mediabuy"
+	"github.com/buyflow/buyflow/internal/sfn"
+	"github.com/buyflow/buyflow/internal/topology"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+func main() {
+	slog.SetDefault(logging.New())
+	if err := run(context.Background(), os.Getenv); err != nil {
+		slog.Error("cold start failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, getenv func(string) string) error {
+	env := config.New(getenv)
+	table := env.Required(topology.EnvTableName)
+	smARN := env.Required(topology.EnvStateMachineARN)
+	devHeader := env.Optional(topology.EnvLocalTenantHeader, "")
+	agentsJSON := env.Required(topology.EnvAgentsConfig)
+	run := workflow.DefaultRunConfig()
+	env.JSON(topology.EnvRunConfig, false, &run)
+	env.Check(topology.EnvRunConfig, run.Validate())
+	var registry *adcp.Registry
+	if agentsJSON != "" {
+		var err error
+		registry, err = adcp.ParseRegistry([]byte(agentsJSON))
+		env.Check(topology.EnvAgentsConfig, err)
+	}
+	if err := env.Err(); err != nil {
+		return err
+	}
+
+	validator, err := adcp.NewValidator(adcpschemas.FS())
+	if err != nil {
+		return fmt.Errorf("load AdCP schemas: %w", err)
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("load aws config: %w", err)
+	}
+	svc := mediabuy.New(
+		ledger.New(dynamodb.NewFromConfig(awsCfg), table),
+		sfn.New(sfnapi.NewFromConfig(awsCfg), smARN),
+		agentLookup(registry),
+		validator,
+		mediabuy.Config{Run: run, StateMachineARN: smARN},
+	)
+	lambda.Start(httpapi.MediaBuysHandler(svc, devHeader, slog.Default()))
+	return nil
+}
+
+// agentLookup answers which configured agent an id names and in which role.
+func agentLookup(r *adcp.Registry) mediabuy.AgentLookup {
+	return func(id string) (string, bool) {
+		a, err := r.Agent(id)
+		if err != nil {
+			return "", false
+		}
+		return string(a.Role), true
+	}
+}
