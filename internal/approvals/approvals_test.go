@@ -104,8 +104,7 @@ func TestRequestRetryAfterSlackFailurePostsOnce(t *testing.T) {
 		return nil
 	})
 	svc, err := approvals.New(approvals.Config{Ledger: e.store, Slack: failing, Delivery: slack.Direct, Signer: e.signer,
-		Policy: e.policy, BaseURL: baseURL, Now: e.clk.Now, Logger: e.logger,
-		RequesterOf: func(*ledger.Operation) string { return requester }})
+		Policy: e.policy, BaseURL: baseURL, Now: e.clk.Now, Logger: e.logger})
 	if err != nil {
 		t.Fatal(err)
 	}

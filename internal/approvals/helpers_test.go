@@ -179,7 +179,6 @@ func newEnv(t *testing.T, policyJSON string) *env {
 	svc, err := approvals.New(approvals.Config{
 		Ledger: store, Tasks: tasks, Slack: sl, Delivery: slack.Direct, Signer: signer, Policy: policy,
 		BaseURL: baseURL, Now: clk.Now, Logger: logger,
-		RequesterOf: func(*ledger.Operation) string { return requester },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +192,7 @@ func (e *env) createOperation(id string, st workflow.Status) *ledger.Operation {
 	e.t.Helper()
 	op, err := e.store.CreateOperation(e.ctx, ledger.Operation{
 		ID: id, Tenant: tenant, Status: st, SellerID: "sports-network", PONumber: "PO-42",
-		BudgetTotal: "12500.00", Currency: "USD",
+		BudgetTotal: "12500.00", Currency: "USD", Requester: requester,
 	})
 	if err != nil {
 		e.t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/approvals"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/slack"
 )
 
@@ -73,8 +72,7 @@ func TestWebhookDeliveryPostsOneSharedMessageAndAFollowUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc, err := approvals.New(approvals.Config{Ledger: e.store, Tasks: e.tasks, Slack: hook, Delivery: slack.Shared,
-		Signer: e.signer, Policy: e.policy, BaseURL: baseURL, Now: e.clk.Now, Logger: e.logger,
-		RequesterOf: func(*ledger.Operation) string { return requester }})
+		Signer: e.signer, Policy: e.policy, BaseURL: baseURL, Now: e.clk.Now, Logger: e.logger})
 	if err != nil {
 		t.Fatal(err)
 	}

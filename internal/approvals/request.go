@@ -61,7 +61,7 @@ func (s *Service) Request(ctx context.Context, in workflow.CallbackInput) error 
 			rd.Escalation = last.Expired && last.Escalated
 		}
 	}
-	requester := s.cfg.RequesterOf(op)
+	requester := op.Requester
 	group := s.cfg.Policy.Approvers
 	if rd.Escalation {
 		group = s.cfg.Policy.EscalationApprovers
@@ -106,10 +106,8 @@ func (s *Service) Request(ctx context.Context, in workflow.CallbackInput) error 
 			return fmt.Errorf("approvals: record request of approval %s: %w", id, err)
 		}
 	}
-	if op.Status != workflow.StatusAwaitingApproval {
-		if err := s.awaitApproval(ctx, op, id); err != nil {
-			return err
-		}
+	if err := s.awaitApproval(ctx, op, id); err != nil {
+		return err
 	}
 	if len(a.SlackMessages) == 0 && a.Status == ledger.ApprovalPending && now.Before(a.ExpiresAt) {
 		if err := s.post(ctx, a, op); err != nil {
@@ -121,9 +119,18 @@ func (s *Service) Request(ctx context.Context, in workflow.CallbackInput) error 
 	return nil
 }
 
-// awaitApproval moves op to awaiting_approval. Another writer may have moved it there first
-// (a retry); any other refusal means the workflow and the ledger disagree.
+// awaitApproval moves op to awaiting_approval when that move is legal from where it is.
+// Already being there (a retry, an escalation round) is fine; an operation that ended meanwhile
+// is a terminal error; any other status is left as it is and logged, since the approval itself
+// is already stored and the workflow decides what happens next.
 func (s *Service) awaitApproval(ctx context.Context, op *ledger.Operation, id string) error {
+	if op.Status == workflow.StatusAwaitingApproval {
+		return nil
+	}
+	if !workflow.CanMove(op.Status, workflow.StatusAwaitingApproval) {
+		s.log.WarnContext(ctx, "operation cannot move to awaiting_approval; left as it is", "operationId", op.ID, "status", op.Status)
+		return nil
+	}
 	_, err := s.cfg.Ledger.Transition(ctx, op.Tenant, op.ID, workflow.StatusAwaitingApproval, ledger.AnyVersion, ledger.Changes{
 		Actor: actorSystem, Detail: eventDetail{ApprovalID: id}.raw(),
 	})
@@ -133,8 +140,11 @@ func (s *Service) awaitApproval(ctx context.Context, op *ledger.Operation, id st
 		return nil
 	case errors.As(err, &te) && te.Current != nil && te.Current.Status == workflow.StatusAwaitingApproval:
 		return nil
+	case errors.As(err, &te) && te.Current != nil && te.Current.Status.Terminal():
+		return &workflow.TerminalError{Code: "operation_ended", Reason: fmt.Sprintf("operation %s is already %s; no approval is requested", op.ID, te.Current.Status)}
 	case errors.As(err, &te) && te.Current != nil:
-		return &workflow.TerminalError{Code: "illegal_transition", Reason: fmt.Sprintf("operation %s is %s and cannot await approval", op.ID, te.Current.Status)}
+		s.log.WarnContext(ctx, "operation moved elsewhere; left as it is", "operationId", op.ID, "status", te.Current.Status)
+		return nil
 	case errors.Is(err, ledger.ErrNotFound):
 		return &workflow.NotFoundError{OperationID: op.ID}
 	default:
@@ -191,8 +201,15 @@ func (s *Service) reasonCode(reason string, op *ledger.Operation) approval.Reaso
 	if needs, _ := s.cfg.Policy.Needs(op); needs {
 		return approval.ReasonPolicyThreshold
 	}
+	if op.RequireApproval {
+		return ReasonBuyerRequested
+	}
 	return approval.ReasonGovernanceConditions
 }
+
+// ReasonBuyerRequested is the reason code of an approval the buyer asked for in the submit
+// request (require_approval); approval.ReasonCode.Label has a generic sentence for it.
+const ReasonBuyerRequested approval.ReasonCode = "buyer_requested"
 
 // Expire runs the notify stage's "expire" action (ExpireApproval, after RequestApproval's
 // States.Timeout): it marks the operation's latest approval expired in the ledger (pending →

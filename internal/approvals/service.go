@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
-	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -60,9 +59,6 @@ type Config struct {
 	Now func() time.Time
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
-	// RequesterOf returns the buyer principal of an operation (who may not approve it). Nil
-	// reads the operation's Requester field.
-	RequesterOf func(*ledger.Operation) string
 }
 
 // Service runs the approval use cases: Request and Expire (notify stage) and the approve
@@ -90,27 +86,10 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.RequesterOf == nil {
-		cfg.RequesterOf = requesterField
-	}
 	return &Service{cfg: cfg, log: cfg.Logger}, nil
 }
 
 func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
-
-// requesterField reads Operation.Requester. The field is being added to the ledger; reading it
-// by name keeps this package compiling before and after, and an operation without it has no
-// requester (self-approval is then only refused when the approval item names one).
-func requesterField(op *ledger.Operation) string {
-	if op == nil {
-		return ""
-	}
-	f := reflect.ValueOf(op).Elem().FieldByName("Requester")
-	if !f.IsValid() || f.Kind() != reflect.String {
-		return ""
-	}
-	return f.String()
-}
 
 // ApprovalID derives the approval id from the task token: 128 bits of its SHA-256 in base64url,
 // prefixed "apr_". A retried request with the same token finds the same approval; the token
