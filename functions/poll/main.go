@@ -1,0 +1,62 @@
+// Command poll is the seller wait-loop Lambda of the MediaBuy state machine: action "park"
+// (AwaitSeller, stores the task token) and "poll" (PollSeller).
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
+
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/logging"
+	"github.com/buyflow/buyflow/internal/secrets"
+	"github.com/buyflow/buyflow/internal/sfn"
+	"github.com/buyflow/buyflow/internal/stages"
+	"github.com/buyflow/buyflow/internal/topology"
+)
+
+func main() {
+	slog.SetDefault(logging.New())
+	if err := run(context.Background(), os.Getenv); err != nil {
+		slog.Error("cold start failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, getenv func(string) string) error {
+	env, err := stages.LoadEnv("poll", getenv)
+	if err != nil {
+		return err
+	}
+	schemaDir, err := adcp.SchemaDir()
+	if err != nil {
+		return fmt.Errorf("find AdCP schemas: %w", err)
+	}
+	validator, err := adcp.LoadValidator(schemaDir)
+	if err != nil {
+		return fmt.Errorf("load AdCP schemas: %w", err)
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("load aws config: %w", err)
+	}
+	client, err := stages.NewAgentClient(env[topology.EnvAgentsConfig], env[topology.EnvAgentsSecretPrefix],
+		secrets.New(secretsmanager.NewFromConfig(awsCfg)), validator)
+	if err != nil {
+		return err
+	}
+	tasks := sfn.New(sfnapi.NewFromConfig(awsCfg), env[topology.EnvStateMachineARN])
+	svc := stages.New(ledger.New(dynamodb.NewFromConfig(awsCfg), env[topology.EnvTableName]), client, tasks, nil,
+		stages.Config{CallerURI: env[topology.EnvCallerURI], PublicBaseURL: env[topology.EnvPublicBaseURL], Now: time.Now})
+	lambda.Start(svc.Poll) // blocks
+	return nil
+}
