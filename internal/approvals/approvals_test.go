@@ -561,3 +561,71 @@ func TestNotifyErrorsAreBareTypes(t *testing.T) {
 func typeName(err error) string {
 	return strings.TrimPrefix(fmt.Sprintf("%T", err), "*workflow.")
 }
+
+func TestRequestForAnEndedOperationIsTerminal(t *testing.T) {
+	e := newEnv(t, "")
+	if _, err := e.store.Transition(e.ctx, tenant, opID, workflow.StatusCanceled, ledger.AnyVersion, ledger.Changes{}); err != nil {
+		t.Fatal(err)
+	}
+	payload, _ := json.Marshal(map[string]any{
+		"action": "request", "operation_id": opID, "tenant": tenant,
+		"config": map[string]any{"approval_timeout_seconds": timeout}, "task_token": token(1),
+	})
+	_, err := e.svc.Notify(e.ctx, payload)
+	if got := typeName(err); got != "TerminalError" {
+		t.Fatalf("error %T %v, want TerminalError", err, err)
+	}
+	if len(e.sink.Messages()) != 0 {
+		t.Error("slack was told about an ended operation")
+	}
+}
+
+func TestRequestReasons(t *testing.T) {
+	cases := []struct {
+		name, budget, reason string
+		requireApproval      bool
+		want                 string
+	}{
+		{"over threshold", "12500.00", "governance_needs_approval", false, "policy_threshold"},
+		{"governance conditions", "500.00", "governance_needs_approval", false, "governance_conditions"},
+		{"buyer asked", "500.00", "governance_needs_approval", true, "buyer_requested"},
+		{"seller input", "500.00", "seller_input_required", false, "seller_input_required"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, "")
+			op, err := e.store.CreateOperation(e.ctx, ledger.Operation{ID: "op-2", Tenant: tenant, SellerID: "s", BudgetTotal: tc.budget,
+				Currency: "USD", Requester: requester, RequireApproval: tc.requireApproval})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok := token(3)
+			err = e.svc.Request(e.ctx, workflow.CallbackInput{Action: workflow.ActionRequest, OperationID: op.ID, Tenant: tenant,
+				Config: workflow.RunConfig{ApprovalTimeoutSeconds: timeout}, TaskToken: tok, Reason: tc.reason})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a := e.approval(approvals.ApprovalID(tok)); a.Reason != tc.want {
+				t.Errorf("reason = %q, want %q", a.Reason, tc.want)
+			}
+		})
+	}
+}
+
+func TestBadFormAsksAgainAndChangesNothing(t *testing.T) {
+	e := newEnv(t, "")
+	id := e.request(token(1))
+	u := e.link(id, alice)
+	before := e.snapshot(id)
+	resp := e.post(u, "maybe", "")
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(resp.Body, "Choose Approve or Reject") || !strings.Contains(resp.Body, `name="sig"`) {
+		t.Fatalf("POST = %d %.400s", resp.StatusCode, resp.Body)
+	}
+	resp = e.post(u, "approve", strings.Repeat("é", approval.MaxCommentRunes+1))
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(resp.Body, "too long") {
+		t.Fatalf("POST = %d %.400s", resp.StatusCode, resp.Body)
+	}
+	if after := e.snapshot(id); after != before {
+		t.Errorf("a bad form changed something:\nbefore %+v\nafter  %+v", before, after)
+	}
+}
