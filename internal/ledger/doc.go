@@ -3,6 +3,9 @@
 // approvals and the audit timeline.
 //
 // Rules that hold for every item:
+//   - Every request passes through [PortableInput] (single-spaced expressions, prefix-free name
+//     placeholders): the same meaning on DynamoDB, and the only form kumo (the local stack's and
+//     the tests' emulator) evaluates correctly.
 //   - Every expression is built with feature/dynamodb/expression. Every write that can race is
 //     conditional; nothing reads and then writes. A failed condition is answered from the item
 //     DynamoDB returns with ReturnValuesOnConditionCheckFailure ALL_OLD, or, when it returns none
@@ -29,6 +32,9 @@
 //	                 changed fields. Cancellation reason ConditionalCheckFailed → *TransitionError
 //	                 (terminal | illegal | version) with the current item; TransactionConflict →
 //	                 ErrContention; missing → ErrNotFound
+//	  update fields  UpdateFields: the same transaction without a status change; condition status IN
+//	                 (every pending status) [AND version = :expected]; SET version + 1, updated_at,
+//	                 gsi1sk, changed fields; an "update" event
 //	  task token     SetTaskToken: SET task_token if attribute_exists(pk), returns ALL_NEW;
 //	                 ClearTaskToken: REMOVE task_token if task_token = :token (else ErrTokenMismatch).
 //	                 The token is only in Operation, never in View (the API projection).

@@ -20,6 +20,7 @@ import (
 const (
 	EventCreated    = "created"
 	EventTransition = "transition"
+	EventUpdate     = "update"
 	EventDecision   = "decision"
 )
 

@@ -306,6 +306,10 @@ type TransitionError struct {
 func (e *TransitionError) Error() string {
 	switch e.Kind {
 	case ConflictTerminal:
+		if e.To == "" {
+			return fmt.Sprintf("ledger: operation %s is already %s (version %d), cannot be updated",
+				e.Current.ID, e.Current.Status, e.Current.Version)
+		}
 		return fmt.Sprintf("ledger: operation %s is already %s (version %d), cannot move to %s",
 			e.Current.ID, e.Current.Status, e.Current.Version, e.To)
 	case ConflictIllegal:
@@ -368,6 +372,46 @@ func (s *Store) Transition(ctx context.Context, tenant, id string, to workflow.S
 	return s.GetOperation(ctx, tenant, id)
 }
 
+// UpdateFields applies changes to the tenant's pending operation without moving its status
+// (a seller task id, a governance check, a deadline): condition status IN (every pending status)
+// (or status = ch.From when set) and, unless expectedVersion is AnyVersion, version = expected.
+// Like Transition it increments the version, refreshes updated_at and the gsi1 sort key, writes
+// an "update" event in the same transaction, and reports a refusal as a *TransitionError (kind
+// terminal or version) or ErrNotFound.
+func (s *Store) UpdateFields(ctx context.Context, tenant, id string, expectedVersion int64, ch Changes) (*Operation, error) {
+	if err := checkID("tenant", tenant); err != nil {
+		return nil, err
+	}
+	if err := checkID("operation id", id); err != nil {
+		return nil, err
+	}
+	var preds []workflow.Status
+	for _, st := range workflow.Statuses {
+		if st.Pending() && (ch.From == "" || st == ch.From) {
+			preds = append(preds, st)
+		}
+	}
+	if len(preds) == 0 {
+		return nil, fmt.Errorf("%w: %q is not a pending status", ErrInvalidArgument, ch.From)
+	}
+	in, err := s.transitionInput(tenant, id, "", preds, expectedVersion, ch, s.now())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.api.TransactWriteItems(ctx, in); err != nil {
+		failed, old, contention := canceledAt(err, 0)
+		switch {
+		case failed:
+			return nil, s.transitionConflict(ctx, tenant, id, "", preds, expectedVersion, old)
+		case contention:
+			return nil, fmt.Errorf("ledger: update operation %s: %w", id, ErrContention)
+		}
+		return nil, fmt.Errorf("ledger: update operation %s: %w", id, err)
+	}
+	return s.GetOperation(ctx, tenant, id)
+}
+
+// transitionInput builds the transaction of a transition (to set) or of an UpdateFields (to "").
 func (s *Store) transitionInput(tenant, id string, to workflow.Status, preds []workflow.Status, expectedVersion int64, ch Changes, now time.Time) (*dynamodb.TransactWriteItemsInput, error) {
 	cond := expression.Name(attrStatus).In(statusValue(preds[0]), statusOperands(preds[1:])...)
 	if len(preds) == 1 {
@@ -376,13 +420,17 @@ func (s *Store) transitionInput(tenant, id string, to workflow.Status, preds []w
 	if expectedVersion != AnyVersion {
 		cond = cond.And(expression.Name(attrVersion).Equal(expression.Value(expectedVersion)))
 	}
-	up := expression.Set(expression.Name(attrStatus), expression.Value(string(to))).
-		Set(expression.Name(attrVersion), expression.Name(attrVersion).Plus(expression.Value(1))).
+	up := expression.Set(expression.Name(attrVersion), expression.Name(attrVersion).Plus(expression.Value(1))).
 		Set(expression.Name(attrUpdatedAt), expression.Value(now))
-	if to.Terminal() {
+	switch {
+	case to == "": // UpdateFields: the status stays (pending), only the gsi1 time moves
+		up = up.Set(expression.Name(AttrGSI1SK), expression.Value(pendingSK(now, tenant, id)))
+	case to.Terminal():
+		up = up.Set(expression.Name(attrStatus), expression.Value(string(to)))
 		up = up.Remove(expression.Name(AttrGSI1PK)).Remove(expression.Name(AttrGSI1SK))
-	} else {
-		up = up.Set(expression.Name(AttrGSI1PK), expression.Value(pendingGSI(string(to)))).
+	default:
+		up = up.Set(expression.Name(attrStatus), expression.Value(string(to))).
+			Set(expression.Name(AttrGSI1PK), expression.Value(pendingGSI(string(to)))).
 			Set(expression.Name(AttrGSI1SK), expression.Value(pendingSK(now, tenant, id)))
 	}
 	up = ch.apply(up)
@@ -391,7 +439,11 @@ func (s *Store) transitionInput(tenant, id string, to workflow.Status, preds []w
 		return nil, err
 	}
 	evType := ch.EventType
-	if evType == "" {
+	switch {
+	case evType != "":
+	case to == "":
+		evType = EventUpdate
+	default:
 		evType = EventTransition
 	}
 	ev := Event{At: now, Type: evType, Actor: ch.Actor, From: ch.From, To: to, Detail: ch.Detail}

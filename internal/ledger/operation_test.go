@@ -380,3 +380,48 @@ func TestListPendingIsSparse(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestUpdateFields(t *testing.T) {
+	t.Parallel()
+	s, clk := newStore(t)
+	ctx := context.Background()
+	mustCreate(t, s, newOp("op-1"))
+	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusWorking, ledger.AnyVersion, ledger.Changes{}); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("requested → working must be illegal: %v", err)
+	}
+	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCreating, 1, ledger.Changes{}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Minute)
+	got, err := s.UpdateFields(ctx, "acme", "op-1", 2, ledger.Changes{SellerTaskID: ptr("task-9"), Actor: "poll"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != workflow.StatusCreating || got.Version != 3 || got.SellerTaskID != "task-9" || !got.UpdatedAt.Equal(clk.Now()) {
+		t.Fatalf("after update: %+v", got)
+	}
+	var te *ledger.TransitionError
+	if _, err := s.UpdateFields(ctx, "acme", "op-1", 2, ledger.Changes{}); !errors.As(err, &te) || te.Kind != ledger.ConflictVersion {
+		t.Fatalf("stale version: %v", err)
+	}
+	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCanceled, 3, ledger.Changes{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpdateFields(ctx, "acme", "op-1", ledger.AnyVersion, ledger.Changes{MediaBuyID: ptr("x")}); !errors.As(err, &te) || te.Kind != ledger.ConflictTerminal {
+		t.Fatalf("update of a terminal operation: %v", err)
+	}
+	if _, err := s.UpdateFields(ctx, "globex", "op-1", ledger.AnyVersion, ledger.Changes{}); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("cross-tenant update: %v", err)
+	}
+	page, err := s.ListEvents(ctx, "acme", "op-1", 10, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, ev := range page.Items {
+		types = append(types, ev.Type)
+	}
+	if want := []string{"created", "transition", "update", "transition"}; !slices.Equal(types, want) {
+		t.Fatalf("events %v, want %v", types, want)
+	}
+}
