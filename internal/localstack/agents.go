@@ -1,0 +1,182 @@
+package localstack
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/adcptest"
+)
+
+// The simulated agents' ids, as examples/media-buy.json names them.
+const (
+	SellerID     = "sim-seller"
+	GovernanceID = "sim-governance"
+)
+
+// AgentSecretPrefix prefixes the names of the agents' credential secrets.
+const AgentSecretPrefix = "buyflow/agents/"
+
+// AgentsFile is the document BUYFLOW_AGENTS=<file> points at to use real agents: the agent
+// registry (internal/adcp RegistryConfig) plus the credential values by credential_ref, which
+// the local stack stores as secrets. Credentials never travel in the functions' environment.
+//
+//	{"agents": [{"id": "acme-sales", "role": "seller", "mcp_url": "https://…/mcp",
+//	             "credential_ref": "buyflow/agents/acme-sales", "webhook": {…}}, …],
+//	 "credentials": {"buyflow/agents/acme-sales": "<bearer token>"}}
+type AgentsFile struct {
+	Agents      []adcp.Agent      `json:"agents"`
+	Credentials map[string]string `json:"credentials"`
+}
+
+// agents is what the stack's functions are told about agents.
+type agents struct {
+	registry    []byte            // BUYFLOW_AGENTS
+	credentials map[string]string // secret name → value
+
+	seller     *adcptest.Seller
+	governance *adcptest.Governance
+	sellerURL  string
+	govURL     string
+	srv        *server
+	stopTick   func()
+}
+
+func (a *agents) close() {
+	if a.stopTick != nil {
+		a.stopTick()
+	}
+	if a.srv != nil {
+		a.srv.close()
+	}
+	if a.seller != nil {
+		a.seller.Close()
+	}
+	if a.governance != nil {
+		a.governance.Close()
+	}
+}
+
+// loadAgentsFile reads a real-agents file and checks its registry.
+func loadAgentsFile(path string) (*agents, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("localstack: agents file: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var f AgentsFile
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("localstack: agents file %s: %w", path, err)
+	}
+	reg, err := json.Marshal(adcp.RegistryConfig{Agents: f.Agents})
+	if err != nil {
+		return nil, fmt.Errorf("localstack: agents file %s: %w", path, err)
+	}
+	if _, err := adcp.ParseRegistry(reg); err != nil {
+		return nil, fmt.Errorf("localstack: agents file %s: %w", path, err)
+	}
+	var missing []error
+	for _, ag := range f.Agents {
+		if _, ok := f.Credentials[ag.CredentialRef]; !ok {
+			missing = append(missing, fmt.Errorf("agent %s: no credentials[%q]", ag.ID, ag.CredentialRef))
+		}
+	}
+	if err := errors.Join(missing...); err != nil {
+		return nil, fmt.Errorf("localstack: agents file %s: %w", path, err)
+	}
+	return &agents{registry: reg, credentials: f.Credentials}, nil
+}
+
+// startSimulatedAgents serves a simulated seller and governance agent on one loopback port and
+// describes them in a registry. The seller signs its webhooks (RFC 9421) with a fresh key whose
+// JWKS the registry carries inline; tasks advance every step on their own.
+func startSimulatedAgents(sellerOpts adcptest.SellerOptions, govOpts adcptest.GovernanceOptions, step time.Duration) (*agents, error) {
+	sellerTok, err := randomHex(16)
+	if err != nil {
+		return nil, err
+	}
+	govTok, err := randomHex(16)
+	if err != nil {
+		return nil, err
+	}
+	signer, jwks, err := adcptest.NewWebhookKey("buyflow-local-seller", nil)
+	if err != nil {
+		return nil, fmt.Errorf("localstack: seller webhook key: %w", err)
+	}
+	sellerOpts.Token = sellerTok
+	sellerOpts.WebhookSigner, sellerOpts.JWKS = signer, jwks
+	if sellerOpts.Behavior == "" {
+		sellerOpts.Behavior = adcptest.SellerAsyncComplete
+	}
+	if sellerOpts.StepInterval == 0 {
+		sellerOpts.StepInterval = step
+	}
+	govOpts.Token = govTok
+	if govOpts.StepInterval == 0 {
+		govOpts.StepInterval = step
+	}
+	a := &agents{seller: adcptest.NewSeller(sellerOpts), governance: adcptest.NewGovernance(govOpts)}
+
+	mux := http.NewServeMux()
+	mux.Handle("/seller/", http.StripPrefix("/seller", a.seller))
+	mux.Handle("/governance/", http.StripPrefix("/governance", a.governance))
+	ln, err := listen("127.0.0.1:0")
+	if err != nil {
+		a.close()
+		return nil, err
+	}
+	a.srv = serve(ln, mux)
+	a.sellerURL = a.srv.url() + "/seller/mcp"
+	a.govURL = a.srv.url() + "/governance/mcp"
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				a.seller.AdvanceDue()
+				a.governance.AdvanceDue()
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	a.stopTick = func() { cancel(); <-done }
+
+	reg := adcp.RegistryConfig{Agents: []adcp.Agent{
+		{ID: SellerID, Role: adcp.RoleSeller, MCPURL: a.sellerURL, CredentialRef: AgentSecretPrefix + SellerID,
+			Webhook: &adcp.WebhookConfig{Mode: adcp.WebhookRFC9421, JWKS: jwks}},
+		{ID: GovernanceID, Role: adcp.RoleGovernance, MCPURL: a.govURL, CredentialRef: AgentSecretPrefix + GovernanceID},
+	}}
+	if a.registry, err = json.Marshal(reg); err != nil {
+		a.close()
+		return nil, fmt.Errorf("localstack: agent registry: %w", err)
+	}
+	if _, err := adcp.ParseRegistry(a.registry); err != nil {
+		a.close()
+		return nil, fmt.Errorf("localstack: agent registry: %w", err)
+	}
+	a.credentials = map[string]string{AgentSecretPrefix + SellerID: sellerTok, AgentSecretPrefix + GovernanceID: govTok}
+	return a, nil
+}
+
+func randomHex(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("localstack: random: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}

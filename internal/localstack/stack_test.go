@@ -1,0 +1,74 @@
+package localstack_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/localstack"
+	"github.com/buyflow/buyflow/internal/topology"
+)
+
+// TestStackPlumbing starts the stack with a stand-in bootstrap (testdata/echo) behind every
+// function and calls a route through the HTTP API: processes, runtime API polling, the
+// emulator proxy and the API front all work. It needs 127.0.0.1:4566, so it runs only with
+// BUYFLOW_E2E=1, like the end-to-end suite, and takes turns with it for the port.
+func TestStackPlumbing(t *testing.T) {
+	if os.Getenv("BUYFLOW_E2E") != "1" {
+		t.Skip("the local stack owns 127.0.0.1:4566; set BUYFLOW_E2E=1 to run it (make test does)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bin := t.TempDir()
+	echo := filepath.Join(bin, "echo")
+	if out, err := runGo(ctx, "build", "-tags", "lambda.norpc", "-o", echo, "./testdata/echo"); err != nil {
+		t.Fatalf("build echo: %v\n%s", err, out)
+	}
+	raw, err := os.ReadFile(echo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range topology.App.Functions {
+		if err := os.MkdirAll(filepath.Join(bin, f.Name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(localstack.BootstrapPath(bin, f.Name), raw, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := localstack.Start(ctx, localstack.Options{BinDir: bin, Log: testWriter{t}, PortWait: 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+
+	resp, err := http.Get(st.APIURL + "/v1/approvals/ap-123?t=x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET approval: %s: %s", resp.Status, body)
+	}
+	var ev struct {
+		RouteKey       string            `json:"routeKey"`
+		PathParameters map[string]string `json:"pathParameters"`
+	}
+	if err := json.Unmarshal(body, &ev); err != nil {
+		t.Fatalf("decode event: %v: %s", err, body)
+	}
+	if ev.RouteKey != "GET /v1/approvals/{approval_id}" || ev.PathParameters["approval_id"] != "ap-123" {
+		t.Errorf("event = %+v, want the approve route with approval_id ap-123", ev)
+	}
+	for _, f := range topology.App.Functions {
+		if st.ColdStarts[f.Name] <= 0 {
+			t.Errorf("no cold start recorded for %s", f.Name)
+		}
+	}
+}
