@@ -629,3 +629,56 @@ func TestBadFormAsksAgainAndChangesNothing(t *testing.T) {
 		t.Errorf("a bad form changed something:\nbefore %+v\nafter  %+v", before, after)
 	}
 }
+
+func TestDeciderRetriesAHandOverThatFailed(t *testing.T) {
+	e := newEnv(t, "")
+	tok := token(1)
+	id := e.request(tok)
+	u := e.link(id, alice)
+	down := true
+	e.tasks.onCall = func(taskCall) error {
+		if down {
+			return errors.New("states: throttled")
+		}
+		return nil
+	}
+	resp := e.post(u, "approve", "")
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(resp.Body, "recorded") {
+		t.Fatalf("POST while Step Functions fails = %d %.400s", resp.StatusCode, resp.Body)
+	}
+	if a := e.approval(id); a.Status != ledger.ApprovalApproved {
+		t.Fatalf("ledger = %s", a.Status)
+	}
+	failed := len(e.tasks.Calls())
+	if failed != 3 {
+		t.Errorf("%d attempts, want 3", failed)
+	}
+
+	// Another approver learns the truth and cannot retry it for them.
+	e.clk.Advance(time.Minute)
+	if resp := e.post(e.link(id, bob), "approve", ""); resp.StatusCode != http.StatusConflict {
+		t.Errorf("other approver = %d", resp.StatusCode)
+	}
+	if n := len(e.tasks.Calls()); n != failed {
+		t.Errorf("another approver's click called Step Functions")
+	}
+
+	down = false
+	e.clk.Advance(time.Minute)
+	resp = e.post(u, "approve", "")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Body, "Approved by UALICE at 2026-11-30 05:00 UTC") {
+		t.Fatalf("retry = %d %.400s", resp.StatusCode, resp.Body)
+	}
+	calls := e.tasks.Calls()
+	if len(calls) != failed+1 || calls[len(calls)-1].Kind != "success" || calls[len(calls)-1].Token != tok {
+		t.Fatalf("task calls = %d", len(calls))
+	}
+	// Delivered now: a further click is only the truth.
+	e.clk.Advance(time.Minute)
+	if resp := e.post(u, "approve", ""); resp.StatusCode != http.StatusConflict {
+		t.Errorf("click after delivery = %d", resp.StatusCode)
+	}
+	if n := len(e.tasks.Calls()); n != failed+1 {
+		t.Errorf("%d task calls after a delivered decision, want %d", n, failed+1)
+	}
+}

@@ -24,7 +24,9 @@
 //     requires the approval not to have expired) and only then calls SendTaskSuccess (output
 //     workflow.ApprovalOutput) or SendTaskFailure (error "ApprovalRejectedError"). A lost race
 //     shows what the ledger holds ("already approved by X at T", "expired at T"); a token that
-//     is gone is reported as "recorded, but too late", never as our error.
+//     is gone is reported as "recorded, but too late", never as our error. A hand-over that
+//     failed for another reason (after three quick attempts) is recorded as task "failed" on the
+//     decision event; the decider's next POST retries it, anyone else's only reads the truth.
 //   - The requester gets no link and is refused (approval.ErrSelfApproval) if they use one.
 //   - Every decision attempt made by POST is an event: ledger.EventDecision for the one that
 //     decides, approval_refused for the others, with approver, source IP, user agent, key id,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -125,6 +126,9 @@ func (s *Service) postDecision(ctx context.Context, id string, req events.APIGat
 		audit.Outcome = outcomeName(o, err)
 		s.refused(ctx, a, claims.Approver, audit)
 		return resultPage(approval.ResultFromError(err, time.Time{}))
+	case o.Result == approval.ResultAlreadyDecided && o.By == claims.Approver && s.undelivered(ctx, a):
+		// The decider clicks again after their decision could not be handed over: try again.
+		return s.deliver(ctx, a, op, claims.Approver, audit)
 	case o.Result != approval.ResultDecided:
 		// Already decided, or expired: the truth, and nothing written but the attempt. An
 		// approval past its expiry is marked expired by the workflow's timeout, not by a click.
@@ -154,15 +158,23 @@ func (s *Service) postDecision(ctx context.Context, id string, req events.APIGat
 		return resultPage(approval.ResultPage{Kind: approval.PageUnavailable})
 	}
 
+	return s.deliver(ctx, decided, op, claims.Approver, audit)
+}
+
+// deliver hands a decision recorded in the ledger to Step Functions, records the decision event
+// with the delivery result, updates Slack and answers the decider.
+func (s *Service) deliver(ctx context.Context, decided *ledger.Approval, op *ledger.Operation, approver string, audit eventDetail) events.APIGatewayV2HTTPResponse {
 	task := s.complete(ctx, decided, op)
 	audit.Outcome, audit.Comment, audit.Task = string(decided.Status), decided.Comment, task
 	s.appendEvent(ctx, decided.Tenant, decided.OperationID, ledger.Event{
-		Type: ledger.EventDecision, Actor: "approver:" + claims.Approver,
+		Type: ledger.EventDecision, Actor: "approver:" + approver,
 		Amount: decided.Amount, Currency: decided.Currency, Reason: decided.Reason, Detail: audit.raw(),
 	})
-	s.updateSlack(ctx, decided, op)
-	s.log.InfoContext(ctx, "approval decided", "approvalId", id, "operationId", decided.OperationID, "approver", claims.Approver,
-		"decision", decided.Status, "sourceIp", c.IP, "task", task)
+	if task != taskFailed {
+		s.updateSlack(ctx, decided, op)
+	}
+	s.log.InfoContext(ctx, "approval decided", "approvalId", decided.ID, "operationId", decided.OperationID, "approver", approver,
+		"decision", decided.Status, "sourceIp", audit.SourceIP, "task", task)
 
 	dv := view(decided, op)
 	switch task {
@@ -173,13 +185,38 @@ func (s *Service) postDecision(ctx context.Context, id string, req events.APIGat
 			"Nothing will be bought on this approval. Ask the requester to submit the buy again if it is still needed.")
 	case taskFailed:
 		return messagePage(http.StatusBadGateway, "Recorded, not yet delivered",
-			fmt.Sprintf("Your decision (%s by %s at %s) is recorded, but it could not be handed to the workflow.",
+			fmt.Sprintf("Your decision (%s by %s at %s) is recorded, but it could not be handed to the workflow yet.",
 				decided.Status, decided.Decider, approval.FormatTime(decided.DecidedAt)),
-			"The operations team has been alerted. Do not click again: your decision stands.")
+			"Your decision stands and nobody else can change it. Submit the form again in a minute to retry the hand-over.")
 	}
 	return resultPage(approval.ResultFromOutcome(approval.Outcome{
 		Result: approval.ResultDecided, Status: dv.Status, By: dv.DecidedBy, At: dv.DecidedAt, Comment: dv.Comment,
 	}, dv))
+}
+
+// undelivered reports whether the latest decision event of a says its hand-over to Step
+// Functions failed. Read errors count as delivered: the answer is then the plain truth.
+func (s *Service) undelivered(ctx context.Context, a *ledger.Approval) bool {
+	last := ""
+	cursor := ""
+	for page := 0; page < 200; page++ {
+		p, err := s.cfg.Ledger.ListEvents(ctx, a.Tenant, a.OperationID, ledger.MaxListLimit, cursor)
+		if err != nil {
+			s.log.WarnContext(ctx, "timeline not readable", "approvalId", a.ID, "err", err)
+			return false
+		}
+		for _, ev := range p.Items {
+			var d eventDetail
+			if ev.Type == ledger.EventDecision && json.Unmarshal(ev.Detail, &d) == nil && d.ApprovalID == a.ID {
+				last = d.Task
+			}
+		}
+		if p.Cursor == "" {
+			break
+		}
+		cursor = p.Cursor
+	}
+	return last == taskFailed
 }
 
 // Task delivery results, as the decision event records them.
