@@ -1,0 +1,34 @@
+// Package webhookrx receives AdCP seller webhooks (POST /v1/webhooks/adcp/{operation_id},
+// API Gateway HTTP API v2): the use case behind functions/webhook.
+//
+// Order of a delivery, and what each step may store:
+//
+//  1. Refusals that need no key and store nothing: a method other than POST (405), a
+//     Content-Type other than application/json (415), a body over 1 MB (413), measured on the
+//     raw bytes (base64-decoded when API Gateway encoded them).
+//  2. The operation is found by id alone (Operations; the route carries no tenant). An unknown
+//     or malformed id is answered by a decoy RFC 9421 verifier whose key nobody holds, so the
+//     401 is the one a seller's verifier would give and says nothing about which operations
+//     exist.
+//  3. The operation's seller's verifier (RFC 9421, HMAC or Bearer, never a fallback) checks the
+//     raw bytes against the exact target URI (BUYFLOW_PUBLIC_BASE_URL + the path from
+//     /v1/webhooks/adcp/ when configured, else https://<domainName><rawPath>, plus ?rawQuery).
+//     A failure is 401 with WWW-Authenticate: Signature error="<code>" and nothing stored (the
+//     verifier records the (keyid, nonce) pair only after every check passed).
+//  4. The payload (core/mcp-webhook-payload.json) is parsed; operation_id must equal the path's,
+//     and the token echo must hash to the operation's WebhookTokenHash (constant-time compare).
+//     A refusal here stores nothing but the transport nonce of an authentic request.
+//  5. The receipt (authenticated seller id = the operation's seller, idempotency_key) is written
+//     with a conditional put before any side effect; a live receipt means duplicate: 200, nothing
+//     else.
+//  6. The update is applied forward only (workflow.FromTaskStatus; media_buy_id from the result
+//     via adcp.DecodeMediaBuy). A transition the ledger refuses (an older or equal status) is
+//     "stale" and leaves an audit event; a delivery about another task type or task id, or a
+//     status without lifecycle meaning, is "ignored" and leaves an audit event.
+//  7. When the applied status needs the state machine (stages.WakeOutput(...).NeedsDecision()),
+//     the parked token is cleared (conditional: one waker wins) and completed with the wake
+//     output. A gone token is fine; a failed wake is logged: the ledger holds the truth and the
+//     wait's timeout polls it.
+//  8. 200 {"outcome": "..."}; one structured log line per delivery (operationId, seller, status,
+//     outcome, httpStatus, code). Tokens, signatures and bodies are never logged.
+package webhookrx

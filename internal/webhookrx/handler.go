@@ -1,0 +1,268 @@
+package webhookrx
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/buyflow/buyflow/internal/httpapi"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/stages"
+	"github.com/buyflow/buyflow/internal/webhook"
+)
+
+// Outcome is what became of one delivery; it is logged and answered.
+type Outcome string
+
+// The outcomes of a delivery.
+const (
+	// OutcomeApplied: the update moved the operation forward.
+	OutcomeApplied Outcome = "applied"
+	// OutcomeDuplicate: a live receipt for (seller, idempotency_key) exists; nothing was done.
+	OutcomeDuplicate Outcome = "duplicate"
+	// OutcomeStale: the ledger already holds this status or a newer one; an event records it.
+	OutcomeStale Outcome = "stale"
+	// OutcomeIgnored: an authenticated, deduplicated delivery that does not concern the
+	// operation's lifecycle (another task type or task id, a status without lifecycle meaning);
+	// an event records it.
+	OutcomeIgnored Outcome = "ignored"
+	// OutcomeRefused: the delivery was refused (4xx) and nothing was stored.
+	OutcomeRefused Outcome = "refused"
+	// OutcomeError: a dependency failed (5xx); the seller retries.
+	OutcomeError Outcome = "error"
+)
+
+// Answer is the body of a 2xx answer.
+type Answer struct {
+	Outcome Outcome `json:"outcome"`
+}
+
+// HandleHTTP answers POST /v1/webhooks/adcp/{operation_id} (API Gateway HTTP API, payload
+// 2.0). The error is always nil: every answer, refusals included, is a response.
+func (s *Service) HandleHTTP(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	r := s.handle(ctx, req)
+	attrs := []any{"operationId", r.opID, "seller", r.seller, "status", r.status, "outcome", r.outcome, "httpStatus", r.resp.StatusCode}
+	if r.code != "" {
+		attrs = append(attrs, "code", r.code)
+	}
+	if r.err != nil {
+		attrs = append(attrs, "err", r.err.Error())
+		s.log.WarnContext(ctx, "webhook delivery", attrs...)
+	} else {
+		s.log.InfoContext(ctx, "webhook delivery", attrs...)
+	}
+	return r.resp, nil
+}
+
+// result is one handled delivery, for the answer and the log line.
+type result struct {
+	resp                     events.APIGatewayV2HTTPResponse
+	opID, seller, status     string
+	outcome                  Outcome
+	code                     string
+	err                      error // logged (never a token or a signature)
+}
+
+func (r *result) refuse(status int, code, message string) result {
+	r.resp, r.outcome, r.code = httpapi.Error(status, code, message, ""), OutcomeRefused, code
+	return *r
+}
+
+func (r *result) fail(code string, err error) result {
+	r.resp = httpapi.Error(http.StatusServiceUnavailable, code, "the webhook could not be processed now; retry later", "")
+	r.resp.Headers["Retry-After"] = "5"
+	r.outcome, r.code, r.err = OutcomeError, code, err
+	return *r
+}
+
+func (r *result) ok(o Outcome) result {
+	r.resp, r.outcome = httpapi.JSON(http.StatusOK, Answer{Outcome: o}), o
+	return *r
+}
+
+func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) result {
+	r := &result{opID: operationIDOf(req)}
+	if !ValidOperationID(r.opID) {
+		r.opID = "" // never log what an anonymous caller put in the path
+	}
+	if m := req.RequestContext.HTTP.Method; m != "" && !strings.EqualFold(m, http.MethodPost) {
+		out := r.refuse(http.StatusMethodNotAllowed, "method_not_allowed", "use POST")
+		out.resp.Headers["Allow"] = http.MethodPost
+		return out
+	}
+	// Cheap refusals first, before any key is fetched or any signature is checked.
+	if !isJSON(httpapi.Header(req, "Content-Type")) {
+		return r.refuse(http.StatusUnsupportedMediaType, "unsupported_media_type", "webhooks must be application/json")
+	}
+	body, ok := rawBody(req)
+	if !ok {
+		return r.refuse(http.StatusRequestEntityTooLarge, "body_too_large", "webhook bodies are limited to 1 MB")
+	}
+	if body == nil {
+		return r.refuse(http.StatusBadRequest, "body_malformed", "the body is not valid base64")
+	}
+	wreq := webhook.Request{Method: http.MethodPost, URL: s.targetURL(req), Header: headers(req), Body: body}
+
+	var op *ledger.Operation
+	if r.opID != "" {
+		found, err := s.cfg.Operations.FindOperation(ctx, r.opID)
+		switch {
+		case err == nil:
+			op = found
+		case !errors.Is(err, ledger.ErrNotFound):
+			return r.fail("ledger_unavailable", err)
+		}
+	}
+	if op == nil {
+		// Unknown operation: answer as a 9421 seller's verifier would, revealing nothing.
+		_, err := s.decoy.Verify(ctx, wreq)
+		if webhook.Code(err) == "" || errors.Is(err, webhook.ErrBodyMalformed) {
+			err = webhook.ErrUnknownKey
+		}
+		return s.authFailure(r, err)
+	}
+	r.seller = op.SellerID
+	v := s.cfg.Verifiers[op.SellerID]
+	if v == nil {
+		return r.fail("seller_not_configured", errors.New("no webhook verifier for the operation's seller"))
+	}
+	if _, err := v.Verify(ctx, wreq); err != nil {
+		return s.authFailure(r, err)
+	}
+
+	d, err := ParseDelivery(body)
+	if err != nil {
+		var de *DeliveryError
+		errors.As(err, &de)
+		return r.refuse(http.StatusBadRequest, "invalid_payload", de.Error())
+	}
+	r.status = d.Status
+	if d.OperationID != op.ID {
+		return r.refuse(http.StatusBadRequest, "operation_mismatch", "the payload's operation_id is not the one in the URL")
+	}
+	if !tokenMatches(d.Token, op.WebhookTokenHash) {
+		return r.refuse(http.StatusForbidden, "token_mismatch", "the token does not echo the one registered for this operation")
+	}
+
+	// Mark the event processed before any side effect (brief §5.5).
+	dup, err := s.cfg.Ledger.RecordReceipt(ctx, ledger.Receipt{SellerID: op.SellerID, IdempotencyKey: d.IdempotencyKey,
+		Tenant: op.Tenant, OperationID: op.ID, TaskID: d.TaskID, ReceivedAt: s.now()})
+	if err != nil {
+		return r.fail("ledger_unavailable", err)
+	}
+	if dup {
+		return r.ok(OutcomeDuplicate)
+	}
+	outcome, cur, err := s.apply(ctx, op, d)
+	if err != nil {
+		if rel, ok := s.cfg.Ledger.(ReceiptReleaser); ok {
+			if rerr := rel.ReleaseReceipt(ctx, op.SellerID, d.IdempotencyKey); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+		}
+		return r.fail("ledger_unavailable", err)
+	}
+	if outcome == OutcomeApplied {
+		if werr := s.wake(ctx, cur); werr != nil {
+			// The ledger holds the update; the wait's timeout polls and finds it.
+			r.err = werr
+		}
+	}
+	return r.ok(outcome)
+}
+
+// authFailure answers a verification error: 401 with WWW-Authenticate for a verdict on the
+// request, 413/400 for the body, 503 when keys or the replay store are unavailable.
+func (s *Service) authFailure(r *result, err error) result {
+	code := webhook.Code(err)
+	switch {
+	case errors.Is(err, webhook.ErrBodyTooLarge):
+		return r.refuse(http.StatusRequestEntityTooLarge, "body_too_large", "webhook bodies are limited to 1 MB")
+	case errors.Is(err, webhook.ErrBodyMalformed):
+		return r.refuse(http.StatusBadRequest, code, "the body must be one JSON object without duplicate keys")
+	case code == "":
+		return r.fail("verification_unavailable", err)
+	}
+	out := r.refuse(http.StatusUnauthorized, code, "the webhook signature was not accepted")
+	out.resp.Headers["WWW-Authenticate"] = webhook.WWWAuthenticate(err)
+	return out
+}
+
+// operationIDOf returns the {operation_id} path parameter, or the last segment of the path.
+func operationIDOf(req events.APIGatewayV2HTTPRequest) string {
+	if id := req.PathParameters["operation_id"]; id != "" {
+		return id
+	}
+	p := req.RawPath
+	return p[strings.LastIndexByte(p, '/')+1:]
+}
+
+// isJSON reports whether a Content-Type is application/json (parameters such as charset are
+// allowed).
+func isJSON(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "application/json"
+}
+
+// rawBody returns the exact bytes the seller sent (base64-decoded when API Gateway encoded
+// them). ok is false when they exceed webhook.MaxBodyBytes; a nil body with ok means the
+// base64 is invalid.
+func rawBody(req events.APIGatewayV2HTTPRequest) (body []byte, ok bool) {
+	if !req.IsBase64Encoded {
+		if len(req.Body) > webhook.MaxBodyBytes {
+			return nil, false
+		}
+		return []byte(req.Body), true
+	}
+	if base64.StdEncoding.DecodedLen(len(req.Body)) > webhook.MaxBodyBytes+3 {
+		return nil, false
+	}
+	b, err := base64.StdEncoding.DecodeString(req.Body)
+	if err != nil {
+		return nil, true
+	}
+	if len(b) > webhook.MaxBodyBytes {
+		return nil, false
+	}
+	return b, true
+}
+
+// headers converts API Gateway's (lower-cased, comma-joined) headers to an http.Header.
+func headers(req events.APIGatewayV2HTTPRequest) http.Header {
+	h := make(http.Header, len(req.Headers))
+	for k, v := range req.Headers {
+		h.Set(k, v)
+	}
+	return h
+}
+
+// targetURL rebuilds the absolute URL the seller posted to, which its signature covers.
+func (s *Service) targetURL(req events.APIGatewayV2HTTPRequest) string {
+	path := req.RawPath
+	if path == "" {
+		path = req.RequestContext.HTTP.Path
+	}
+	// The $default stage is served at the root; some emulators still prefix it.
+	if rest, ok := strings.CutPrefix(path, "/$default/"); ok && req.RequestContext.Stage == "$default" {
+		path = "/" + rest
+	}
+	var u string
+	if i := strings.Index(path, stages.WebhookPath); s.cfg.PublicBaseURL != "" && i >= 0 {
+		u = s.cfg.PublicBaseURL + path[i:]
+	} else {
+		host := req.RequestContext.DomainName
+		if host == "" {
+			host = httpapi.Header(req, "Host")
+		}
+		u = "https://" + host + path
+	}
+	if req.RawQueryString != "" {
+		u += "?" + req.RawQueryString
+	}
+	return u
+}

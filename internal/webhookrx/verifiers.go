@@ -1,0 +1,103 @@
+package webhookrx
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/webhook"
+)
+
+// Secrets returns a secret's value by name; *secrets.Store satisfies it.
+type Secrets interface {
+	Get(ctx context.Context, name string) ([]byte, error)
+}
+
+// VerifierOptions are shared by the verifiers of every agent.
+type VerifierOptions struct {
+	// Replay records RFC 9421 (keyid, nonce) pairs for every process: the ledger in
+	// production (*ledger.Store satisfies webhook.ReplayStore).
+	Replay webhook.ReplayStore
+	// HTTPClient fetches jwks_uri documents (nil: the webhook package's default).
+	HTTPClient *http.Client
+	// AllowHTTP accepts http:// target URIs (local stacks only).
+	AllowHTTP bool
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+// BuildVerifiers builds one verifier per agent of reg that has webhook settings, reading HMAC
+// and bearer secrets once. A secret is either the raw value or a JSON object
+// {"current": "…", "previous": "…"} during a rotation. Every problem is reported together.
+func BuildVerifiers(ctx context.Context, reg *adcp.Registry, sec Secrets, o VerifierOptions) (map[string]Verifier, error) {
+	out := map[string]Verifier{}
+	var errs []error
+	for _, id := range reg.IDs() {
+		a, err := reg.Agent(id)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if a.Webhook == nil {
+			continue
+		}
+		cfg := webhook.Config{Replay: o.Replay, HTTPClient: o.HTTPClient, AllowHTTP: o.AllowHTTP, Now: o.Now}
+		ref := ""
+		switch a.Webhook.Mode {
+		case adcp.WebhookRFC9421:
+			cfg.Mode, cfg.JWKSURL, cfg.JWKS = webhook.ModeRFC9421, a.Webhook.JWKSURI, a.Webhook.JWKS
+		case adcp.WebhookHMAC:
+			cfg.Mode, ref = webhook.ModeHMAC, a.Webhook.HMACSecretRef
+		case adcp.WebhookBearer:
+			cfg.Mode, ref = webhook.ModeBearer, a.Webhook.BearerSecretRef
+		default:
+			errs = append(errs, fmt.Errorf("agent %s: webhook mode %q", id, a.Webhook.Mode))
+			continue
+		}
+		if ref != "" {
+			if sec == nil {
+				errs = append(errs, fmt.Errorf("agent %s: no secret store for %s", id, a.Webhook.Mode))
+				continue
+			}
+			raw, err := sec.Get(ctx, ref)
+			if err != nil {
+				// The error names the secret, never its value.
+				errs = append(errs, fmt.Errorf("agent %s: webhook secret %s: %w", id, ref, err))
+				continue
+			}
+			cfg.Secrets = splitSecret(raw)
+		}
+		v, err := webhook.New(cfg)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("agent %s: webhook verifier: %w", id, err))
+			continue
+		}
+		out[id] = v
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("webhookrx: build verifiers: %w", errors.Join(errs...))
+	}
+	return out, nil
+}
+
+// splitSecret returns the secrets a stored value holds: current first, then previous.
+func splitSecret(raw []byte) [][]byte {
+	raw = bytes.TrimSpace(raw)
+	var rot struct {
+		Current  string `json:"current"`
+		Previous string `json:"previous"`
+	}
+	if len(raw) > 0 && raw[0] == '{' && json.Unmarshal(raw, &rot) == nil && rot.Current != "" {
+		out := [][]byte{[]byte(rot.Current)}
+		if rot.Previous != "" {
+			out = append(out, []byte(rot.Previous))
+		}
+		return out
+	}
+	return [][]byte{raw}
+}
