@@ -61,11 +61,11 @@ func (s *Service) HandleHTTP(ctx context.Context, req events.APIGatewayV2HTTPReq
 
 // result is one handled delivery, for the answer and the log line.
 type result struct {
-	resp                     events.APIGatewayV2HTTPResponse
-	opID, seller, status     string
-	outcome                  Outcome
-	code                     string
-	err                      error // logged (never a token or a signature)
+	resp                 events.APIGatewayV2HTTPResponse
+	opID, seller, status string
+	outcome              Outcome
+	code                 string
+	err                  error // logged (never a token or a signature)
 }
 
 func (r *result) refuse(status int, code, message string) result {
