@@ -127,7 +127,9 @@ func (s *Service) postDecision(ctx context.Context, id string, req events.APIGat
 		s.refused(ctx, a, claims.Approver, audit)
 		return resultPage(approval.ResultFromError(err, time.Time{}))
 	case o.Result == approval.ResultAlreadyDecided && o.By == claims.Approver && s.undelivered(ctx, a):
-		// The decider clicks again after their decision could not be handed over: try again.
+		// The decider clicks again after their decision could not be handed over: hand the
+		// recorded decision over again, whatever this click says.
+		audit.Note = "retry of a failed hand-over"
 		return s.deliver(ctx, a, op, claims.Approver, audit)
 	case o.Result != approval.ResultDecided:
 		// Already decided, or expired: the truth, and nothing written but the attempt. An
