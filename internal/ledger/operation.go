@@ -761,18 +761,18 @@ func decodeCursor(c string, valid func(map[string]string) bool) (map[string]type
 	}
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidCursor, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidCursor, err)
 	}
 	var m map[string]string
 	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidCursor, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidCursor, err)
 	}
 	if m[AttrPK] == "" || m[AttrSK] == "" || !valid(m) {
 		return nil, ErrInvalidCursor
 	}
 	av, err := attributevalue.MarshalMap(m)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidCursor, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidCursor, err)
 	}
 	return av, nil
 }

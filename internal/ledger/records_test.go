@@ -16,13 +16,13 @@ func TestIntentIsWrittenOnce(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
 	first := ledger.Intent{Tenant: "acme", OperationID: "op-1", Task: "create_media_buy", IdempotencyKey: "k-1", Request: []byte(`{"a":1}`)}
-	got, created, err := s.PutIntent(ctx, first)
+	_, created, err := s.PutIntent(ctx, first)
 	if err != nil || !created {
 		t.Fatalf("first put: %v, created %v", err, created)
 	}
 	second := first
 	second.IdempotencyKey, second.Request = "k-2", []byte(`{"a":2}`)
-	got, created, err = s.PutIntent(ctx, second)
+	got, created, err := s.PutIntent(ctx, second)
 	if err != nil || created || got.IdempotencyKey != "k-1" || string(got.Request) != `{"a":1}` {
 		t.Fatalf("second put: %+v, created %v, %v; want the first intent", got, created, err)
 	}
