@@ -140,9 +140,16 @@ func TestApprovalDecidedOnce(t *testing.T) {
 	if l.Status != w.Status || l.Decider != w.Decider || !l.DecidedAt.Equal(w.DecidedAt) {
 		t.Fatalf("loser sees %s by %s at %s, winner %s by %s at %s", l.Status, l.Decider, l.DecidedAt, w.Status, w.Decider, w.DecidedAt)
 	}
+	refs := []ledger.SlackRef{{Channel: "C1", TS: "1.2"}}
+	if err := s.SetSlackMessages(ctx, "ap-1", refs); err != nil {
+		t.Fatal(err)
+	}
 	got, err := s.GetApproval(ctx, "ap-1")
-	if err != nil || got.Tenant != "acme" || got.Status != w.Status {
+	if err != nil || got.Tenant != "acme" || got.Status != w.Status || len(got.SlackMessages) != 1 || got.SlackMessages[0] != refs[0] {
 		t.Fatalf("get: %+v, %v", got, err)
+	}
+	if err := s.SetSlackMessages(ctx, "ap-missing", refs); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("slack refs of a missing approval: %v", err)
 	}
 }
 
