@@ -208,6 +208,34 @@ func TestTransitionConcurrent(t *testing.T) {
 		t.Fatalf("%d events for 1 create + %d transitions", events, successes.Load())
 	}
 	t.Logf("%d successful transitions, final %s v%d", successes.Load(), final.Status, final.Version)
+
+	// Phase 2: end the operation, then 50 concurrent late updates (the "late working" webhook)
+	// must all be refused as terminal and change nothing.
+	if !final.Status.Terminal() {
+		if final, err = s.Transition(ctx, "acme", "op-race", workflow.StatusCanceled, final.Version, ledger.Changes{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var refused atomic.Int64
+	for g := range 50 {
+		wg.Go(func() {
+			to := []workflow.Status{workflow.StatusWorking, workflow.StatusCompleted, workflow.StatusFailed}[g%3]
+			_, err := s.Transition(ctx, "acme", "op-race", to, ledger.AnyVersion, ledger.Changes{})
+			var te *ledger.TransitionError
+			if errors.As(err, &te) && te.Kind == ledger.ConflictTerminal {
+				refused.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	after, err := s.GetOperation(ctx, "acme", "op-race")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refused.Load() != 50 || after.Status != final.Status || after.Version != final.Version {
+		t.Fatalf("late updates: %d/50 refused as terminal; %s v%d became %s v%d",
+			refused.Load(), final.Status, final.Version, after.Status, after.Version)
+	}
 }
 
 func TestCrossTenantIsNotFound(t *testing.T) {
