@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
-	"github.com/buyflow/buyflow/internal/approvals"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -19,6 +18,11 @@ import (
 // ReasonGovernanceConditions is the reason of a needs_approval decision caused by governance
 // conditions a machine cannot apply (or that did not converge within the rounds allowed).
 const ReasonGovernanceConditions = "governance_conditions"
+
+// eventApprovalRequested is the event type the notify stage appends when it asks a person
+// (approvals.EventApprovalRequested; a test keeps them equal without linking the approvals
+// package into every stage binary).
+const eventApprovalRequested = "approval_requested"
 
 // reviewRecord is what an async governance review keeps between "check" rounds.
 type reviewRecord struct {
@@ -238,7 +242,7 @@ func (s *Service) approvalRequested(ctx context.Context, op *ledger.Operation) (
 			switch {
 			case e.To == workflow.StatusAwaitingApproval:
 				requested = false
-			case e.Type == approvals.EventApprovalRequested:
+			case e.Type == eventApprovalRequested:
 				requested = true
 			}
 		}

@@ -330,3 +330,9 @@ func TestFailMapsFailureKinds(t *testing.T) {
 		}
 	}
 }
+
+func TestApprovalRequestedEventNameMatchesNotify(t *testing.T) {
+	if stages.EventApprovalRequested != approvals.EventApprovalRequested {
+		t.Fatalf("stages reads %q, notify writes %q", stages.EventApprovalRequested, approvals.EventApprovalRequested)
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/buyflow/buyflow/internal/adcp"
-	"github.com/buyflow/buyflow/internal/approvals"
 	"github.com/buyflow/buyflow/internal/topology"
 )
 
@@ -18,14 +17,22 @@ func LoadEnv(fn string, getenv func(string) string) (map[string]string, error) {
 	if !ok {
 		return nil, fmt.Errorf("config: no function %q in the topology", fn)
 	}
-	env, err := approvals.LoadEnv(getenv, f.Env...)
-	if err != nil {
-		return nil, err
+	env := make(map[string]string, len(f.Env))
+	var missing []string
+	for _, name := range f.Env {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			missing = append(missing, name)
+		}
+		env[name] = v
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("config: missing environment variables: %s", strings.Join(missing, ", "))
 	}
 	var errs []error
 	if v, ok := env[topology.EnvPublicBaseURL]; ok {
-		if err := approvals.CheckBaseURL(v); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", topology.EnvPublicBaseURL, err))
+		if u, err := url.Parse(v); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			errs = append(errs, fmt.Errorf("config: %s must be an absolute http(s) URL without query, fragment or user info", topology.EnvPublicBaseURL))
 		}
 	}
 	if v, ok := env[topology.EnvCallerURI]; ok {
