@@ -386,3 +386,5 @@ func opWithoutIndex(id string) ledger.Operation {
 	return ledger.Operation{ID: id, Tenant: tenant, SellerID: seller9421, Status: workflow.StatusSubmitted,
 		SellerTaskID: "task-" + id, WebhookTokenHash: ledger.HashToken(token(id))}
 }
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
