@@ -290,3 +290,18 @@ func TestSecurityHeaders(t *testing.T) {
 		t.Error("SecurityHeaders returns a shared map")
 	}
 }
+
+func TestRenderMessageEscapes(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	if err := RenderMessage(&buf, "Recorded, <b>late</b>", `x "y" & z`, "hint"); err != nil {
+		t.Fatal(err)
+	}
+	html := buf.String()
+	checkPage(t, html)
+	for _, want := range []string{"<title>Recorded, &lt;b&gt;late&lt;/b&gt; · buyflow</title>", "<p>x &#34;y&#34; &amp; z</p>", `<p class="note">hint</p>`} {
+		if !strings.Contains(html, want) {
+			t.Errorf("page lacks %q:\n%s", want, html)
+		}
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html/template"
 	"io"
 	"net/http"
 	"net/url"
@@ -336,17 +335,11 @@ func confirmPage(status int, p approval.ConfirmPage) events.APIGatewayV2HTTPResp
 	return render(status, func(w io.Writer) error { return approval.RenderConfirm(w, p) })
 }
 
-var messageTmpl = template.Must(template.New("message").Parse(`<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{{.Title}}</title></head>
-<body><main><h1>{{.Title}}</h1><p>{{.Line}}</p><p>{{.Hint}}</p></main></body></html>
-`))
-
 // messagePage is a plain page for the two answers approval has no page kind for (a decision
 // recorded after the task was gone, or not yet delivered).
 func messagePage(status int, title, line, hint string) events.APIGatewayV2HTTPResponse {
 	return render(status, func(w io.Writer) error {
-		return messageTmpl.Execute(w, struct{ Title, Line, Hint string }{title, line, hint})
+		return approval.RenderMessage(w, title, line, hint)
 	})
 }
 
