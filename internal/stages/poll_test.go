@@ -244,3 +244,34 @@ func TestHandlersRefuseBadInput(t *testing.T) {
 	_, err = handle(t, e.svc.Create, workflow.StageInput{Action: workflow.ActionCreate, OperationID: "x", Tenant: tenant})
 	wantBare(t, err, "InvalidInputError")
 }
+
+func TestPollAfterSellerInputApprovedDoesNotAskAgain(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	op, out := e.placed("approved,input_required")
+	// notify moved the operation to awaiting_approval; the approver said yes.
+	if _, err := e.store.Transition(context.Background(), tenant, op.ID, workflow.StatusAwaitingApproval, ledger.AnyVersion,
+		ledger.Changes{Actor: "system"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.svc.PollSeller(context.Background(), pollIn(op, out.Next, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.NeedsDecision() || got.Status != workflow.StatusAwaitingApproval {
+		t.Fatalf("output = %+v: a seller still saying input-required must not ask the approver again", got)
+	}
+	task := e.seller.Tasks()[0].ID
+	for range 2 { // working, completed
+		if _, err := e.seller.Advance(task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err = e.svc.PollSeller(context.Background(), pollIn(op, got.Next, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != workflow.StatusCompleted || !got.Terminal || e.op(op.ID).MediaBuyID == "" {
+		t.Fatalf("output = %+v, operation %+v", got, e.op(op.ID))
+	}
+}
