@@ -1,6 +1,7 @@
 package localstack
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -113,6 +114,10 @@ func signalGroup(cmd *exec.Cmd, sig syscall.Signal) {
 // BootstrapPath returns binDir/<fn>/bootstrap.
 func BootstrapPath(binDir, fn string) string { return filepath.Join(binDir, fn, "bootstrap") }
 
+// noiseChecksum marks the AWS SDK's warning about kumo's DynamoDB CRC32 header, logged on every
+// call; it says nothing about buyflow.
+var noiseChecksum = []byte("response did not match expected checksum")
+
 // prefixWriter prefixes each line written to w with prefix. It is safe for concurrent use
 // through one shared mutex.
 type prefixWriter struct {
@@ -131,7 +136,12 @@ func (pw *prefixWriter) Write(b []byte) (int, error) {
 		if i < 0 {
 			break
 		}
-		if _, err := fmt.Fprintf(pw.w, "%s%s\n", pw.prefix, pw.buf[:i]); err != nil {
+		line := pw.buf[:i]
+		if bytes.Contains(line, noiseChecksum) {
+			pw.buf = pw.buf[i+1:]
+			continue
+		}
+		if _, err := fmt.Fprintf(pw.w, "%s%s\n", pw.prefix, line); err != nil {
 			return len(b), nil // a failed log write must not kill the child's pipe
 		}
 		pw.buf = pw.buf[i+1:]

@@ -93,7 +93,8 @@ func newEmulatorProxy(target string, trace *Trace) (*emulatorProxy, error) {
 			}
 			return nil
 		},
-		Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second},
+		Transport:    &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second},
+		ErrorHandler: proxyError,
 	}
 	return p, nil
 }
@@ -196,7 +197,8 @@ func newAPIFront(kumoURL string, trace *Trace) (*apiFront, error) {
 			r.Out.Host = f.apiID.Load().(string) + ".execute-api.localhost"
 			r.SetXForwarded()
 		},
-		Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second},
+		Transport:    &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second},
+		ErrorHandler: proxyError,
 	}
 	return f, nil
 }
@@ -216,4 +218,13 @@ func (f *apiFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func discard(resp *http.Response) {
 	_, _ = io.Copy(io.Discard, resp.Body) // nothing to do with a failed drain
 	_ = resp.Body.Close()
+}
+
+// proxyError answers 502 for a failed upstream call, quietly when the client went away (long
+// polls end that way on shutdown).
+func proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) || r.Context().Err() != nil {
+		return
+	}
+	http.Error(w, "local stack: emulator unreachable: "+err.Error(), http.StatusBadGateway)
 }

@@ -1,0 +1,209 @@
+// Command buyflow-local runs buyflow on this machine with no AWS account and no Docker: an
+// embedded AWS emulator (kumo), the real Lambda bootstraps, the same state machine and HTTP API
+// as the CDK stack, simulated seller and governance agents and a fake Slack.
+//
+//	go run ./cmd/buyflow-local [--bin bin/host] [--demo] [--verbose]
+//
+// It prints one line a script can wait for,
+//
+//	buyflow local stack ready api=<url> slack=<url>
+//
+// and runs until interrupted. With --demo it submits examples/media-buy.json, follows the buy,
+// approves it from the Slack link like a person would, and prints the timeline. Set
+// BUYFLOW_AGENTS=<file> to use real agents instead of the simulated ones (see
+// localstack.AgentsFile for the format).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/localstack"
+	"github.com/buyflow/buyflow/internal/localstack/apiclient"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "buyflow-local:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("buyflow-local", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	bin := fs.String("bin", "", "folder with <function>/bootstrap built for this host (default: build them into a temporary folder)")
+	demo := fs.Bool("demo", false, "submit examples/media-buy.json, approve it from Slack and print the timeline")
+	exit := fs.Bool("exit", false, "stop after the demo instead of serving until interrupted")
+	verbose := fs.Bool("verbose", false, "print the functions' logs (default: to a file, named at start)")
+	apiAddr := fs.String("api-addr", "127.0.0.1:0", "listen address of the HTTP API (loopback only)")
+	example := fs.String("example", "examples/media-buy.json", "the request the demo submits")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	root, err := localstack.FindRepoRoot(wd)
+	if err != nil {
+		return err
+	}
+
+	opts := localstack.Options{RepoRoot: root, APIAddr: *apiAddr}
+	if f := getenv("BUYFLOW_AGENTS"); f != "" {
+		if strings.HasPrefix(strings.TrimSpace(f), "{") {
+			return errors.New("BUYFLOW_AGENTS must name a file (the agents and their credentials), not hold JSON")
+		}
+		opts.AgentsFile = f
+	}
+	tmp, err := os.MkdirTemp("", "buyflow-local-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(tmp) }() // best effort: a temp folder
+
+	if *verbose {
+		opts.Log = stderr
+	} else {
+		logPath := filepath.Join(tmp, "functions.log")
+		lf, err := os.Create(logPath)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = lf.Close() }() // log file: nothing to do on a failed close
+		opts.Log = lf
+		fmt.Fprintf(stderr, "function logs: %s (--verbose prints them here)\n", logPath)
+	}
+	opts.BinDir = *bin
+	if opts.BinDir == "" {
+		opts.BinDir = filepath.Join(tmp, "bin")
+		fmt.Fprintln(stderr, "building the functions for this host…")
+		if err := localstack.Build(ctx, root, opts.BinDir, nil); err != nil {
+			return err
+		}
+	}
+
+	start := time.Now()
+	st, err := localstack.Start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	fmt.Fprintf(stderr, "started in %s (kumo at %s, seller %s, governance %s)\n",
+		time.Since(start).Round(time.Millisecond), st.EmulatorURL, orNone(st.SellerURL), orNone(st.GovernanceURL))
+	fmt.Fprintf(stdout, "buyflow local stack ready api=%s slack=%s\n", st.APIURL, st.SlackURL)
+	fmt.Fprintf(stderr, "try: curl -s -H '%s: demo' %s/v1/media-buys   (Ctrl-C stops everything)\n", st.TenantHeader, st.APIURL)
+
+	if *demo {
+		body, err := os.ReadFile(filepath.Join(root, *example))
+		if err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+		if err := runDemo(ctx, st, body, stdout); err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+		if *exit {
+			return nil
+		}
+	}
+	<-ctx.Done()
+	fmt.Fprintln(stderr, "stopping…")
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(real agents)"
+	}
+	return s
+}
+
+// runDemo submits body as tenant "demo", prints every status, approves from the Slack link when
+// the buy waits for a person, and prints the timeline.
+func runDemo(ctx context.Context, st *localstack.Stack, body []byte, out io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	c := &apiclient.Client{BaseURL: st.APIURL, TenantHeader: st.TenantHeader, Tenant: "demo"}
+	key := fmt.Sprintf("demo-%d", time.Now().UnixNano())
+	sub, status, err := c.Submit(ctx, key, body)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "submitted %s (HTTP %d, Idempotency-Key %s): %s\n", sub.OperationID, status, key, sub.Status)
+	approved := map[string]bool{}
+	op, err := c.Wait(ctx, sub.OperationID, 250*time.Millisecond, func(op apiclient.Operation) bool {
+		if apiclient.Terminal(op.Status) {
+			return true
+		}
+		if op.Status == "awaiting_approval" {
+			approve(ctx, st, out, approved)
+		}
+		return false
+	}, func(op apiclient.Operation) {
+		line := fmt.Sprintf("  status %-20s", op.Status)
+		if op.Reason != "" {
+			line += " " + op.Reason
+		}
+		fmt.Fprintln(out, strings.TrimRight(line, " "))
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "final status %s", op.Status)
+	if op.MediaBuyID != "" {
+		fmt.Fprintf(out, " (seller media buy %s)", op.MediaBuyID)
+	}
+	fmt.Fprintln(out)
+	events, err := c.Events(ctx, sub.OperationID)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "timeline:")
+	for _, e := range events {
+		line := fmt.Sprintf("  %s  %-26s", e.At, e.Type)
+		if e.From != "" || e.To != "" {
+			line += fmt.Sprintf(" %s → %s", e.From, e.To)
+		}
+		if e.Actor != "" {
+			line += "  by " + e.Actor
+		}
+		fmt.Fprintln(out, strings.TrimRight(line, " "))
+	}
+	return nil
+}
+
+// approve opens every new approval link in the fake Slack and approves, as a person would.
+func approve(ctx context.Context, st *localstack.Stack, out io.Writer, done map[string]bool) {
+	msgs, err := apiclient.SlackMessages(ctx, nil, st.SlackURL)
+	if err != nil {
+		fmt.Fprintln(out, "  (slack:", err, ")")
+		return
+	}
+	for _, link := range apiclient.ApprovalLinks(msgs, st.APIURL) {
+		if done[link] {
+			continue
+		}
+		done[link] = true
+		fmt.Fprintf(out, "  approval requested in Slack; opening %s\n", link)
+		code, heading, err := apiclient.Decide(ctx, &http.Client{Timeout: 30 * time.Second}, link, "approve", "approved by the local demo")
+		if err != nil {
+			fmt.Fprintf(out, "  approval failed: %v\n", err)
+			continue
+		}
+		fmt.Fprintf(out, "  approved: HTTP %d %s\n", code, heading)
+	}
+}

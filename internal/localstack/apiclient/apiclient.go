@@ -1,0 +1,423 @@
+// Package apiclient is a small client of buyflow's HTTP API, as a buyer (and an approver in a
+// browser) uses it: submit, read, list and follow events, and decide an approval from its
+// signed link. The local demo, the end-to-end suite and the buyflow CLI share it. It speaks
+// HTTP only; against a deployed stack it signs requests with SigV4 (Signer), against the local
+// stack it names the tenant in the dev-only header.
+package apiclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Client calls one buyflow HTTP API.
+type Client struct {
+	// BaseURL is the API's root, e.g. http://127.0.0.1:41234 or https://abc.execute-api.…/.
+	BaseURL string
+	// HTTP is the client used (default: 30 s timeout).
+	HTTP *http.Client
+	// TenantHeader and Tenant name the caller on a local stack (dev-only header); empty for a
+	// deployed stack, where the caller's IAM identity is the tenant.
+	TenantHeader, Tenant string
+	// Sign, when set, signs every request to BaseURL (SigV4 for IAM routes); body is the exact
+	// request body.
+	Sign func(r *http.Request, body []byte) error
+}
+
+// Links are the links of an operation.
+type Links struct {
+	Self   string `json:"self"`
+	Events string `json:"events"`
+}
+
+// Submitted is the answer to a submit.
+type Submitted struct {
+	OperationID string `json:"operation_id"`
+	Status      string `json:"status"`
+	Replayed    bool   `json:"replayed"`
+	Links       Links  `json:"links"`
+}
+
+// Operation is one media buy as GET /v1/media-buys/{id} shows it.
+type Operation struct {
+	OperationID   string          `json:"operation_id"`
+	Status        string          `json:"status"`
+	SellerID      string          `json:"seller_id"`
+	GovernanceID  string          `json:"governance_agent_id"`
+	PlanID        string          `json:"plan_id"`
+	PONumber      string          `json:"po_number"`
+	Budget        string          `json:"budget"`
+	Currency      string          `json:"currency"`
+	Requester     string          `json:"requester"`
+	SellerTaskID  string          `json:"seller_task_id,omitempty"`
+	MediaBuyID    string          `json:"media_buy_id,omitempty"`
+	Reason        string          `json:"reason,omitempty"`
+	CreatedAt     string          `json:"created_at"`
+	UpdatedAt     string          `json:"updated_at"`
+	Version       int64           `json:"version"`
+	MediaBuy      json.RawMessage `json:"media_buy,omitempty"`
+	ExecutionName string          `json:"execution_name,omitempty"`
+	Links         Links           `json:"links"`
+}
+
+// Page is one page of operations.
+type Page struct {
+	Items      []Operation `json:"items"`
+	NextCursor string      `json:"next_cursor,omitempty"`
+}
+
+// Event is one timeline entry.
+type Event struct {
+	At     string          `json:"at"`
+	Type   string          `json:"type"`
+	Actor  string          `json:"actor,omitempty"`
+	From   string          `json:"from,omitempty"`
+	To     string          `json:"to,omitempty"`
+	Amount string          `json:"amount,omitempty"`
+	Detail json.RawMessage `json:"detail,omitempty"`
+}
+
+// EventPage is one page of events.
+type EventPage struct {
+	Items      []Event `json:"items"`
+	NextCursor string  `json:"next_cursor,omitempty"`
+}
+
+// Problem is the API's error body.
+type Problem struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+		Field   string `json:"field,omitempty"`
+	} `json:"error"`
+}
+
+// StatusError is an answer other than the one expected.
+type StatusError struct {
+	Status  int
+	Code    string // the problem code, when the body is a Problem
+	Message string
+	Body    []byte
+}
+
+func (e *StatusError) Error() string {
+	if e.Code != "" {
+		return fmt.Sprintf("HTTP %d %s: %s", e.Status, e.Code, e.Message)
+	}
+	return fmt.Sprintf("HTTP %d: %s", e.Status, strings.TrimSpace(string(truncate(e.Body, 300))))
+}
+
+// StatusOf returns the HTTP status of a *StatusError in err's chain, or 0.
+func StatusOf(err error) int {
+	var se *StatusError
+	if errors.As(err, &se) {
+		return se.Status
+	}
+	return 0
+}
+
+// Terminal reports whether an operation status is final.
+func Terminal(status string) bool {
+	switch status {
+	case "completed", "failed", "rejected", "canceled", "expired":
+		return true
+	}
+	return false
+}
+
+// Do sends one request to path (relative to BaseURL) and returns the status, headers and body.
+func (c *Client) Do(ctx context.Context, method, path string, header http.Header, body []byte) (int, http.Header, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.BaseURL, "/")+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("apiclient: %s %s: %w", method, path, err)
+	}
+	for k, vs := range header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	if c.TenantHeader != "" && c.Tenant != "" && req.Header.Get(c.TenantHeader) == "" {
+		req.Header.Set(c.TenantHeader, c.Tenant)
+	}
+	if c.Sign != nil {
+		if err := c.Sign(req, body); err != nil {
+			return 0, nil, nil, fmt.Errorf("apiclient: sign %s %s: %w", method, path, err)
+		}
+	}
+	resp, err := c.httpClient().Do(req)
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("apiclient: %s %s: %w", method, path, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("apiclient: %s %s: read: %w", method, path, err)
+	}
+	return resp.StatusCode, resp.Header, b, nil
+}
+
+func (c *Client) httpClient() *http.Client {
+	if c.HTTP != nil {
+		return c.HTTP
+	}
+	return &http.Client{Timeout: 30 * time.Second}
+}
+
+// Submit posts a media buy with an Idempotency-Key. It returns the answer for 200/201/202 and
+// a *StatusError otherwise.
+func (c *Client) Submit(ctx context.Context, key string, body []byte) (Submitted, int, error) {
+	h := http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {key}}
+	status, _, b, err := c.Do(ctx, http.MethodPost, "/v1/media-buys", h, body)
+	if err != nil {
+		return Submitted{}, 0, err
+	}
+	var out Submitted
+	if err := decode(status, b, &out, http.StatusOK, http.StatusCreated, http.StatusAccepted); err != nil {
+		return Submitted{}, status, err
+	}
+	return out, status, nil
+}
+
+// Get reads one operation.
+func (c *Client) Get(ctx context.Context, id string) (Operation, error) {
+	status, _, b, err := c.Do(ctx, http.MethodGet, "/v1/media-buys/"+url.PathEscape(id), nil, nil)
+	if err != nil {
+		return Operation{}, err
+	}
+	var out Operation
+	return out, decode(status, b, &out, http.StatusOK)
+}
+
+// List reads one page of the caller's operations (limit 0: the API's default).
+func (c *Client) List(ctx context.Context, limit int, cursor string) (Page, error) {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	path := "/v1/media-buys"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	status, _, b, err := c.Do(ctx, http.MethodGet, path, nil, nil)
+	if err != nil {
+		return Page{}, err
+	}
+	var out Page
+	return out, decode(status, b, &out, http.StatusOK)
+}
+
+// Events reads the whole timeline of an operation, following cursors.
+func (c *Client) Events(ctx context.Context, id string) ([]Event, error) {
+	var all []Event
+	cursor := ""
+	for range 100 {
+		path := "/v1/media-buys/" + url.PathEscape(id) + "/events"
+		if cursor != "" {
+			path += "?cursor=" + url.QueryEscape(cursor)
+		}
+		status, _, b, err := c.Do(ctx, http.MethodGet, path, nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		var page EventPage
+		if err := decode(status, b, &page, http.StatusOK); err != nil {
+			return nil, err
+		}
+		all = append(all, page.Items...)
+		if page.NextCursor == "" {
+			return all, nil
+		}
+		cursor = page.NextCursor
+	}
+	return all, errors.New("apiclient: events: more than 100 pages")
+}
+
+// Wait polls an operation every interval until until(op) is true (nil: a terminal status),
+// calling seen for every status change; it returns the last operation read.
+func (c *Client) Wait(ctx context.Context, id string, interval time.Duration, until func(Operation) bool, seen func(Operation)) (Operation, error) {
+	if until == nil {
+		until = func(op Operation) bool { return Terminal(op.Status) }
+	}
+	last := ""
+	for {
+		op, err := c.Get(ctx, id)
+		if err != nil {
+			return op, err
+		}
+		if op.Status != last && seen != nil {
+			seen(op)
+		}
+		last = op.Status
+		if until(op) {
+			return op, nil
+		}
+		select {
+		case <-ctx.Done():
+			return op, fmt.Errorf("apiclient: wait for %s (last status %s): %w", id, op.Status, ctx.Err())
+		case <-time.After(interval):
+		}
+	}
+}
+
+func decode(status int, b []byte, out any, ok ...int) error {
+	for _, s := range ok {
+		if status == s {
+			if err := json.Unmarshal(b, out); err != nil {
+				return fmt.Errorf("apiclient: decode answer: %w: %s", err, truncate(b, 200))
+			}
+			return nil
+		}
+	}
+	se := &StatusError{Status: status, Body: b}
+	var p Problem
+	if json.Unmarshal(b, &p) == nil && p.Error.Code != "" {
+		se.Code, se.Message = p.Error.Code, p.Error.Message
+	}
+	return se
+}
+
+func truncate(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
+}
+
+var (
+	hiddenRE = regexp.MustCompile(`<input type="hidden" name="([^"]*)" value="([^"]*)">`)
+	actionRE = regexp.MustCompile(`<form method="post"(?: action="([^"]*)")?>`)
+	titleRE  = regexp.MustCompile(`(?s)<h1[^>]*>(.*?)</h1>`)
+)
+
+// Decide opens an approval link as a browser would (GET the confirm page) and submits its form
+// with decision ("approve" or "reject") and comment. It returns the result page's status and
+// heading. The link is absolute; it need not be under BaseURL (no tenant header, no signing:
+// approval links authenticate by their signature).
+func Decide(ctx context.Context, hc *http.Client, link, decision, comment string) (int, string, error) {
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	get, err := http.NewRequestWithContext(ctx, http.MethodGet, link, nil)
+	if err != nil {
+		return 0, "", fmt.Errorf("apiclient: approval link: %w", err)
+	}
+	resp, err := hc.Do(get)
+	if err != nil {
+		return 0, "", fmt.Errorf("apiclient: open approval link: %w", err)
+	}
+	page, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	_ = resp.Body.Close()
+	if err != nil {
+		return 0, "", fmt.Errorf("apiclient: read approval page: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return resp.StatusCode, heading(page), fmt.Errorf("apiclient: approval page: HTTP %d: %s", resp.StatusCode, heading(page))
+	}
+	m := actionRE.FindSubmatch(page)
+	if m == nil {
+		return resp.StatusCode, heading(page), fmt.Errorf("apiclient: approval page has no decision form: %s", heading(page))
+	}
+	target := link
+	if len(m[1]) > 0 {
+		base, _ := url.Parse(link) // parsed by NewRequest above
+		ref, err := url.Parse(html.UnescapeString(string(m[1])))
+		if err != nil {
+			return 0, "", fmt.Errorf("apiclient: approval form action: %w", err)
+		}
+		target = base.ResolveReference(ref).String()
+	}
+	form := url.Values{}
+	for _, h := range hiddenRE.FindAllSubmatch(page, -1) {
+		form.Add(html.UnescapeString(string(h[1])), html.UnescapeString(string(h[2])))
+	}
+	form.Set("decision", decision)
+	if comment != "" {
+		form.Set("comment", comment)
+	}
+	post, err := http.NewRequestWithContext(ctx, http.MethodPost, target, strings.NewReader(form.Encode()))
+	if err != nil {
+		return 0, "", fmt.Errorf("apiclient: approval form: %w", err)
+	}
+	post.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err = hc.Do(post)
+	if err != nil {
+		return 0, "", fmt.Errorf("apiclient: post decision: %w", err)
+	}
+	result, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	_ = resp.Body.Close()
+	if err != nil {
+		return resp.StatusCode, "", fmt.Errorf("apiclient: read decision result: %w", err)
+	}
+	return resp.StatusCode, heading(result), nil
+}
+
+func heading(page []byte) string {
+	if m := titleRE.FindSubmatch(page); m != nil {
+		return strings.TrimSpace(html.UnescapeString(regexp.MustCompile(`<[^>]+>`).ReplaceAllString(string(m[1]), "")))
+	}
+	return strings.TrimSpace(string(truncate(page, 120)))
+}
+
+// SlackMessage is one message the local stack's fake Slack recorded.
+type SlackMessage struct {
+	Seq     int             `json:"seq"`
+	Kind    string          `json:"kind"`
+	Channel string          `json:"channel"`
+	Text    string          `json:"text"`
+	Body    json.RawMessage `json:"body"`
+}
+
+// SlackMessages lists what the fake Slack at slackURL recorded.
+func SlackMessages(ctx context.Context, hc *http.Client, slackURL string) ([]SlackMessage, error) {
+	if hc == nil {
+		hc = &http.Client{Timeout: 10 * time.Second}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(slackURL, "/")+"/messages", nil)
+	if err != nil {
+		return nil, fmt.Errorf("apiclient: slack messages: %w", err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("apiclient: slack messages: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var out []SlackMessage
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return nil, fmt.Errorf("apiclient: slack messages: %w", err)
+	}
+	return out, nil
+}
+
+// ApprovalLinks returns every approval link (<apiURL>/v1/approvals/…) in the messages, oldest
+// first, without duplicates (a message updated after a decision repeats its link).
+func ApprovalLinks(msgs []SlackMessage, apiURL string) []string {
+	re := regexp.MustCompile(regexp.QuoteMeta(strings.TrimRight(apiURL, "/")) + `/v1/approvals/[^\s"<>|\\]+`)
+	var out []string
+	seen := map[string]bool{}
+	for _, m := range msgs {
+		// The body is JSON: links inside it have & escaped as \u0026.
+		text := strings.ReplaceAll(string(m.Body)+" "+m.Text, `\u0026`, "&")
+		for _, l := range re.FindAllString(text, -1) {
+			l = html.UnescapeString(l)
+			if !seen[l] {
+				seen[l] = true
+				out = append(out, l)
+			}
+		}
+	}
+	return out
+}
