@@ -34,6 +34,9 @@ const (
 	// CtxApprovalPolicy is the JSON approval policy handed to the functions as
 	// BUYFLOW_APPROVAL_POLICY. Default empty: the functions' built-in policy.
 	CtxApprovalPolicy = "buyflow:approvalPolicy"
+	// CtxRunConfig is the JSON workflow.RunConfig (timings: poll intervals, deadlines) handed to
+	// the functions as BUYFLOW_RUN_CONFIG. Default empty: the built-in timings.
+	CtxRunConfig = "buyflow:runConfig"
 	// CtxCallerURI is the `caller` URI sent to governance agents (default: the API's URL).
 	CtxCallerURI = "buyflow:callerUri"
 	// CtxThrottleRate and CtxThrottleBurst are the API stage's default throttling (requests per
@@ -55,6 +58,7 @@ type Config struct {
 	AlarmEmail       string
 	Agents           string
 	ApprovalPolicy   string
+	RunConfig        string
 	CallerURI        string
 	ThrottleRate     float64
 	ThrottleBurst    float64
@@ -137,6 +141,7 @@ func ConfigFromContext(node constructs.Node) (Config, error) {
 	str(CtxAlarmEmail, &cfg.AlarmEmail)
 	str(CtxAgents, &cfg.Agents)
 	str(CtxApprovalPolicy, &cfg.ApprovalPolicy)
+	str(CtxRunConfig, &cfg.RunConfig)
 	str(CtxCallerURI, &cfg.CallerURI)
 	number(CtxThrottleRate, &cfg.ThrottleRate)
 	number(CtxThrottleBurst, &cfg.ThrottleBurst)

@@ -196,6 +196,8 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 			return jsii.String(cfg.ApprovalPolicy), nil
 		case topology.EnvCallerURI:
 			return callerURI, nil
+		case topology.EnvRunConfig:
+			return jsii.String(cfg.RunConfig), nil
 		}
 		return nil, fmt.Errorf("infra: no value for environment variable %s", name)
 	}

@@ -118,6 +118,11 @@ func fakeAssets(t *testing.T, app topology.Application) string {
 type variant struct {
 	app   topology.Application
 	extra map[string]any // context on top of cdk.json
+	// mutate, when set, changes the constructs before synthesis.
+	mutate func(*BuyflowStack)
+	// rawTemplate turns off the cycle check of the assertions library, for the test that
+	// proves this file's own check.
+	rawTemplate bool
 }
 
 // synth builds the stack for v the way main does: context from cdk.json (+ extra),
@@ -131,8 +136,14 @@ func synth(t *testing.T, v variant) synthesized {
 	return s
 }
 
-func trySynth(t *testing.T, v variant) (synthesized, error) {
+func trySynth(t *testing.T, v variant) (_ synthesized, err error) {
 	t.Helper()
+	// jsii turns a JavaScript exception (a failed validation) into a panic.
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("synth: %v", r)
+		}
+	}()
 	ctx := cdkContext(t)
 	ctx[CtxAssetRoot] = fakeAssets(t, v.app)
 	for k, val := range v.extra {
@@ -147,7 +158,10 @@ func trySynth(t *testing.T, v variant) (synthesized, error) {
 	if err != nil {
 		return synthesized{}, err
 	}
-	tpl := assertions.Template_FromStack(stack.Stack, nil)
+	if v.mutate != nil {
+		v.mutate(stack)
+	}
+	tpl := assertions.Template_FromStack(stack.Stack, &assertions.TemplateParsingOptions{SkipCyclicalDependenciesCheck: jsii.Bool(v.rawTemplate)})
 	return synthesized{stack: stack, tpl: *tpl.ToJSON()}, nil
 }
 
@@ -886,6 +900,31 @@ func checkNoCycle(t *testing.T, s synthesized, app topology.Application) {
 		if f.Placeholder != "" && reaches(deps, id, smID) {
 			t.Errorf("%s is invoked by the state machine and depends on it", f.Name)
 		}
+	}
+}
+
+// The trap TESTING.md describes: a function the state machine invokes that references the state
+// machine back. With cdk.json's flags (@aws-cdk/core:validateAgainstDefaultRules) synthesis
+// refuses it, so does the assertions library's template parser, and so does this file's own walk
+// of Ref/GetAtt/Sub/DependsOn when both are off.
+func TestCycleInTheTemplateIsCaught(t *testing.T) {
+	backRef := func(b *BuyflowStack) {
+		b.Functions["poll"].AddEnvironment(jsii.String("BACK_REF"), b.StateMachine.StateMachineArn(), nil)
+	}
+	s := synth(t, variant{app: topology.App, mutate: backRef, rawTemplate: true,
+		extra: map[string]any{"@aws-cdk/core:validateAgainstDefaultRules": false}})
+	c := findCycle(dependencies(s.tpl["Resources"].(map[string]any)))
+	smID := s.logicalID(t, s.stack.StateMachine.StateMachineArn())
+	if !slices.Contains(c, smID) {
+		t.Errorf("cycle %v does not go through the state machine %s", c, smID)
+	}
+	_, err := trySynth(t, variant{app: topology.App, mutate: backRef})
+	if err == nil || !strings.Contains(err.Error(), "Validation failed") {
+		t.Errorf("with cdk.json's flags: err = %v, want a failed validation", err)
+	}
+	_, err = trySynth(t, variant{app: topology.App, mutate: backRef, extra: map[string]any{"@aws-cdk/core:validateAgainstDefaultRules": false}})
+	if err == nil || !strings.Contains(err.Error(), "dependency cycle") {
+		t.Errorf("assertions.Template_FromStack: err = %v, want a dependency cycle", err)
 	}
 }
 
