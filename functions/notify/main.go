@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/buyflow/buyflow/internal/awsenv"
 
 	"github.com/buyflow/buyflow/internal/approvals"
 	"github.com/buyflow/buyflow/internal/ledger"
@@ -42,7 +42,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err := approvals.CheckBaseURL(env[topology.EnvPublicBaseURL]); err != nil {
 		return err
 	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	awsCfg, err := awsenv.Load(getenv)
 	if err != nil {
 		return fmt.Errorf("load aws config: %w", err)
 	}
