@@ -66,7 +66,31 @@ func TestRequiredFunctionsAreDeclared(t *testing.T) {
 
 func TestStateMachineFileExists(t *testing.T) {
 	if _, err := os.Stat(filepath.Join("..", "..", App.StateMachineFile)); err != nil {
-		t.Skipf("state machine file not written yet: %v", err)
+		t.Fatalf("state machine file: %v", err)
+	}
+}
+
+// TestFunctionsMatchTheFolders keeps the description and functions/* equal: every described
+// function has a main.go, and every folder is described (so CDK and the local stack deploy it).
+func TestFunctionsMatchTheFolders(t *testing.T) {
+	entries, err := os.ReadDir(filepath.Join("..", "..", "functions"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	folders := map[string]bool{}
+	for _, e := range entries {
+		if e.IsDir() {
+			folders[e.Name()] = true
+		}
+	}
+	for _, f := range App.Functions {
+		if _, err := os.Stat(filepath.Join("..", "..", "functions", f.Name, "main.go")); err != nil {
+			t.Errorf("function %s has no functions/%s/main.go", f.Name, f.Name)
+		}
+		delete(folders, f.Name)
+	}
+	for name := range folders {
+		t.Errorf("functions/%s is not described in topology.App", name)
 	}
 }
 
