@@ -1,0 +1,99 @@
+package e2e
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// readable reports whether a failure reason reads as a sentence: not empty, not JSON, not an
+// engine's error chain.
+func readable(reason string) bool {
+	r := strings.TrimSpace(reason)
+	return len(r) >= 10 && !strings.ContainsAny(r[:1], "{[") && !strings.Contains(r, "States.") &&
+		!strings.Contains(r, "errorType") && !strings.Contains(r, "unexpected status")
+}
+
+// An asynchronous seller completes the buy and says so by webhook: the workflow resumes on the
+// webhook, before its first poll.
+func TestAsyncBuyCompletedByWebhook(t *testing.T) {
+	c := begin(t)
+	sub := submit(t, c, buy{PO: po(t), Sim: "async_complete"})
+	if sub.Status != "requested" {
+		t.Errorf("submit status %s, want requested", sub.Status)
+	}
+	op := finished(t, c, sub.OperationID, "completed")
+	if op.MediaBuyID == "" {
+		t.Errorf("completed without a seller media buy id: %+v", op)
+	}
+	evs := timeline(t, c, sub.OperationID)
+	done, ok := reached(evs, "completed")
+	if !ok {
+		t.Fatalf("no event reaches completed: %v", types(evs))
+	}
+	if done.Type == "poll" || done.Type == "reconcile" {
+		t.Errorf("completed by %q, want the seller's webhook (timeline %v)", done.Type, types(evs))
+	}
+}
+
+// Every webhook is lost: polling alone completes the buy.
+func TestCompletedByPollingWhenWebhooksDropped(t *testing.T) {
+	c := begin(t)
+	sub := submit(t, c, buy{PO: po(t), Sim: "async_complete,wh_drop_all"})
+	finished(t, c, sub.OperationID, "completed")
+	evs := timeline(t, c, sub.OperationID)
+	done, ok := reached(evs, "completed")
+	if !ok {
+		t.Fatalf("no event reaches completed: %v", types(evs))
+	}
+	if done.Type != "poll" {
+		t.Errorf("completed by %q, want poll (timeline %v)", done.Type, types(evs))
+	}
+}
+
+// The seller's task fails: the buy fails with a reason a person can read.
+func TestSellerFailureHasReadableReason(t *testing.T) {
+	c := begin(t)
+	for _, tc := range []struct {
+		sim    string
+		status []string
+	}{
+		{"async_fail", []string{"failed"}},           // the seller's task fails after it was accepted
+		{"rejected", []string{"failed", "rejected"}}, // the seller refuses the create outright
+	} {
+		t.Run(tc.sim, func(t *testing.T) {
+			t.Parallel()
+			sub := submit(t, c, buy{PO: po(t), Sim: tc.sim})
+			op := waitFor(t, c, sub.OperationID, 90*time.Second, nil)
+			if !slices.Contains(tc.status, op.Status) {
+				t.Errorf("final status %s, want one of %v", op.Status, tc.status)
+			}
+			if !readable(op.Reason) {
+				t.Errorf("reason %q is not a sentence a person can read", op.Reason)
+				logTimeline(t, c, sub.OperationID)
+			}
+		})
+	}
+}
+
+// The governance agent denies: nothing is spent and the buy is rejected.
+func TestGovernanceDenied(t *testing.T) {
+	c := begin(t)
+	sub := submit(t, c, buy{PO: po(t), Sim: "denied"})
+	op := finished(t, c, sub.OperationID, "rejected")
+	if op.Reason == "" {
+		t.Error("rejected without a reason")
+	}
+	evs := timeline(t, c, sub.OperationID)
+	if slices.Contains(types(evs), "seller_call") {
+		t.Errorf("the seller was called after a denial: %v", types(evs))
+	}
+	if suite.local != nil {
+		for _, call := range suite.local.Seller.CallsTo("create_media_buy") {
+			if strings.Contains(string(call.Arguments), op.PONumber) {
+				t.Errorf("the seller got create_media_buy for denied PO %s", op.PONumber)
+			}
+		}
+	}
+}

@@ -1,0 +1,179 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/localstack"
+	"github.com/buyflow/buyflow/internal/localstack/apiclient"
+)
+
+// buy describes one request built from examples/media-buy.json.
+type buy struct {
+	// PO is the purchase order number (unique per test: an active PO locks its seller).
+	PO string
+	// Budgets are the package budgets (default 3000 and 2000: under the approval threshold).
+	Budgets []float64
+	// Sim is the simulated agents' script (context.sim), e.g. "async_complete,wh_drop_all".
+	Sim string
+	// RequireApproval asks for a person whatever the budget.
+	RequireApproval bool
+}
+
+// body renders b as a submit body.
+func (b buy) body(t *testing.T) []byte {
+	t.Helper()
+	root, err := localstack.FindRepoRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(root, "examples", "media-buy.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req map[string]any
+	if err := json.Unmarshal(raw, &req); err != nil {
+		t.Fatal(err)
+	}
+	mb := req["media_buy"].(map[string]any)
+	mb["po_number"] = b.PO
+	budgets := b.Budgets
+	if budgets == nil {
+		budgets = []float64{3000, 2000}
+	}
+	pkgs := mb["packages"].([]any)
+	for i := range pkgs {
+		if i < len(budgets) {
+			pkgs[i].(map[string]any)["budget"] = budgets[i]
+		}
+	}
+	mb["packages"] = pkgs[:min(len(pkgs), len(budgets))]
+	ctx, _ := mb["context"].(map[string]any)
+	if ctx == nil {
+		ctx = map[string]any{}
+	}
+	if b.Sim != "" {
+		ctx["sim"] = b.Sim
+	}
+	mb["context"] = ctx
+	if b.RequireApproval {
+		req["require_approval"] = true
+	}
+	out, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func po(t *testing.T) string { return "PO-E2E-" + strings.ToUpper(randomID(t)) }
+
+// submit posts b and fails the test unless it is accepted.
+func submit(t *testing.T, c *apiclient.Client, b buy) apiclient.Submitted {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sub, _, err := c.Submit(ctx, "key-"+randomID(t), b.body(t))
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	if sub.OperationID == "" {
+		t.Fatalf("submit: no operation id in %+v", sub)
+	}
+	return sub
+}
+
+// waitFor polls the operation until until is true (nil: a terminal status) and returns it.
+func waitFor(t *testing.T, c *apiclient.Client, id string, timeout time.Duration, until func(apiclient.Operation) bool) apiclient.Operation {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var seen []string
+	op, err := c.Wait(ctx, id, 200*time.Millisecond, until, func(op apiclient.Operation) { seen = append(seen, op.Status) })
+	if err != nil {
+		t.Fatalf("operation %s: %v (statuses seen: %s)", id, err, strings.Join(seen, " → "))
+	}
+	t.Logf("operation %s: %s", id, strings.Join(seen, " → "))
+	return op
+}
+
+// finished waits for a terminal status and checks it.
+func finished(t *testing.T, c *apiclient.Client, id, want string) apiclient.Operation {
+	t.Helper()
+	op := waitFor(t, c, id, 90*time.Second, nil)
+	if op.Status != want {
+		t.Errorf("final status %s (reason %q), want %s", op.Status, op.Reason, want)
+		logTimeline(t, c, id)
+	}
+	return op
+}
+
+// timeline reads the operation's events.
+func timeline(t *testing.T, c *apiclient.Client, id string) []apiclient.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	evs, err := c.Events(ctx, id)
+	if err != nil {
+		t.Fatalf("events of %s: %v", id, err)
+	}
+	return evs
+}
+
+func logTimeline(t *testing.T, c *apiclient.Client, id string) {
+	t.Helper()
+	for _, e := range timeline(t, c, id) {
+		t.Logf("  %s %-20s %s→%s %s %s", e.At, e.Type, e.From, e.To, e.Actor, e.Detail)
+	}
+}
+
+func types(evs []apiclient.Event) []string {
+	var out []string
+	for _, e := range evs {
+		out = append(out, e.Type)
+	}
+	return out
+}
+
+// reached returns the event that moved the operation to status, if any.
+func reached(evs []apiclient.Event, status string) (apiclient.Event, bool) {
+	i := slices.IndexFunc(evs, func(e apiclient.Event) bool { return e.To == status })
+	if i < 0 {
+		return apiclient.Event{}, false
+	}
+	return evs[i], true
+}
+
+// approvalLink waits for the Slack message of the operation's approval and returns its link.
+func approvalLink(t *testing.T, op apiclient.Operation) string {
+	t.Helper()
+	if suite.slackURL == "" {
+		t.Skip("no Slack sink to read approval links from (set BUYFLOW_E2E_SLACK_URL)")
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		msgs, err := apiclient.SlackMessages(context.Background(), nil, suite.slackURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mine []apiclient.SlackMessage
+		for _, m := range msgs {
+			s := string(m.Body) + m.Text
+			if strings.Contains(s, op.OperationID) || strings.Contains(s, op.PONumber) {
+				mine = append(mine, m)
+			}
+		}
+		if links := apiclient.ApprovalLinks(mine, suite.api); len(links) > 0 {
+			return links[len(links)-1]
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("no approval link for %s (PO %s) in Slack after 20 s", op.OperationID, op.PONumber)
+	return ""
+}
