@@ -1,0 +1,83 @@
+package webhookrx_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/webhookrx"
+)
+
+// docExample is the example payload of adcp:docs/building/by-layer/L3/webhooks.mdx (brief §5.3).
+const docExample = `{"idempotency_key":"whk_01HW9D3H8FZP2N6R8T0V4X6Z9B","task_id":"task_456",
+ "operation_id":"cd51e063-0000-4000-8000-000000000001","task_type":"create_media_buy","status":"completed",
+ "timestamp":"2025-01-22T10:30:00Z","message":"Media buy created successfully",
+ "result":{"media_buy_id":"mb_12345","packages":[{"package_id":"pkg_001","context":{"line_item":"li_ctv_sports"}}]}}`
+
+func TestParseDelivery(t *testing.T) {
+	d, err := webhookrx.ParseDelivery([]byte(docExample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.IdempotencyKey != "whk_01HW9D3H8FZP2N6R8T0V4X6Z9B" || d.TaskID != "task_456" || d.Status != "completed" ||
+		!d.Timestamp.Equal(time.Date(2025, 1, 22, 10, 30, 0, 0, time.UTC)) || !strings.Contains(string(d.Result), "mb_12345") {
+		t.Fatalf("parsed %+v", d)
+	}
+	valid := `{"idempotency_key":"k_0123456789abcdef","operation_id":"op-1","task_id":"t","task_type":"create_media_buy","status":"working","timestamp":"2025-01-22T10:30:00.5+02:00"`
+	cases := []struct {
+		name, body, field string
+	}{
+		{"short key", strings.Replace(valid, "k_0123456789abcdef", "short", 1) + "}", "idempotency_key"},
+		{"key with space", strings.Replace(valid, "k_0123456789abcdef", "k 0123456789abcdef", 1) + "}", "idempotency_key"},
+		{"operation id with #", strings.Replace(valid, `"op-1"`, `"op#1"`, 1) + "}", "operation_id"},
+		{"no task id", strings.Replace(valid, `"task_id":"t",`, "", 1) + "}", "task_id"},
+		{"no task type", strings.Replace(valid, `"task_type":"create_media_buy",`, "", 1) + "}", "task_type"},
+		{"no status", strings.Replace(valid, `"status":"working",`, "", 1) + "}", "status"},
+		{"no timestamp", strings.Replace(valid, `,"timestamp":"2025-01-22T10:30:00.5+02:00"`, "", 1) + "}", "timestamp"},
+		{"date only", strings.Replace(valid, "2025-01-22T10:30:00.5+02:00", "2025-01-22", 1) + "}", "timestamp"},
+		{"short token", valid + `,"token":"abc"}`, "token"},
+		{"array", `[` + valid + `}]`, "body"},
+		{"trailing data", valid + `} {}`, "body"},
+		{"wrong type", strings.Replace(valid, `"status":"working"`, `"status":3`, 1) + "}", "body"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := webhookrx.ParseDelivery([]byte(c.body))
+			var de *webhookrx.DeliveryError
+			if !errors.As(err, &de) || de.Field != c.field || !errors.Is(err, webhookrx.ErrInvalidDelivery) {
+				t.Fatalf("err = %v, want a DeliveryError on %s", err, c.field)
+			}
+		})
+	}
+	d, err = webhookrx.ParseDelivery([]byte(valid + `,"token":"0123456789abcdef","extra":{"x":1}}`))
+	if err != nil || d.Token != "0123456789abcdef" || d.Timestamp.Location() != time.UTC {
+		t.Fatalf("valid with token and unknown field: %+v, %v", d, err)
+	}
+}
+
+// FuzzParseDelivery: ParseDelivery never panics, and what it accepts satisfies the schema's
+// patterns the receiver relies on (keys that can go into ledger keys, a bounded token).
+func FuzzParseDelivery(f *testing.F) {
+	f.Add([]byte(docExample))
+	f.Add([]byte(`{"idempotency_key":"k_0123456789abcdef","operation_id":"op-1","task_id":"t","task_type":"create_media_buy","status":"working","timestamp":"2025-01-22T10:30:00Z","token":"0123456789abcdef"}`))
+	f.Add([]byte(`{"idempotency_key":"k_0123456789abcdef","operation_id":"op-1","task_id":"t","task_type":"x","status":"failed","timestamp":"2025-01-22T10:30:00Z","result":{"errors":[{"code":"X"}]},"message":"\u00ff"}`))
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`null`))
+	f.Add([]byte(`{"timestamp":null}`))
+	f.Add([]byte(`{"idempotency_key":"` + strings.Repeat("a", 256) + `"}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		d, err := webhookrx.ParseDelivery(body)
+		if err != nil {
+			if d != nil || !errors.Is(err, webhookrx.ErrInvalidDelivery) {
+				t.Fatalf("error %v with delivery %v", err, d)
+			}
+			return
+		}
+		if len(d.IdempotencyKey) < 16 || len(d.IdempotencyKey) > 255 || !webhookrx.ValidOperationID(d.OperationID) ||
+			strings.Contains(d.IdempotencyKey, "#") || d.TaskID == "" || d.Status == "" || d.TaskType == "" ||
+			(d.Token != "" && (len(d.Token) < 16 || len(d.Token) > 4096)) || len(d.Message) > 4096 || d.Timestamp.Location() != time.UTC {
+			t.Fatalf("accepted an invalid delivery: %+v", d)
+		}
+	})
+}
