@@ -27,7 +27,7 @@ type buy struct {
 }
 
 // body renders b as a submit body.
-func (b buy) body(t *testing.T) []byte {
+func (b buy) body(t testing.TB) []byte {
 	t.Helper()
 	root, err := localstack.FindRepoRoot(".")
 	if err != nil {
@@ -115,7 +115,7 @@ func finished(t *testing.T, c *apiclient.Client, id, want string) apiclient.Oper
 }
 
 // timeline reads the operation's events.
-func timeline(t *testing.T, c *apiclient.Client, id string) []apiclient.Event {
+func timeline(t testing.TB, c *apiclient.Client, id string) []apiclient.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -125,7 +125,7 @@ func begin(t *testing.T) *apiclient.Client {
 
 // client returns a client for tenant (ignored on a deployed stack, where the caller's
 // identity is the tenant).
-func client(t *testing.T, tenant string) *apiclient.Client {
+func client(t testing.TB, tenant string) *apiclient.Client {
 	t.Helper()
 	c := &apiclient.Client{BaseURL: suite.api, Sign: suite.sign, HTTP: &http.Client{Timeout: 30 * time.Second}}
 	if suite.local != nil {
@@ -134,7 +134,7 @@ func client(t *testing.T, tenant string) *apiclient.Client {
 	return c
 }
 
-func randomID(t *testing.T) string {
+func randomID(t testing.TB) string {
 	t.Helper()
 	b := make([]byte, 5)
 	if _, err := rand.Read(b); err != nil {

@@ -321,13 +321,8 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	schemaDir := findSchemaDir(o.RepoRoot)
 	waitCtx, cancel := context.WithTimeout(ctx, o.StartTimeout)
 	defer cancel()
-	type started struct {
-		fn     string
-		first  *instance
-		insts  []*instance
-		polled <-chan struct{}
-	}
-	var all []started
+	// One function at a time (its instances together), so that each cold start is measured
+	// without the others competing for the CPU.
 	for _, f := range topology.App.Functions {
 		env, err := functionEnv(f, values)
 		if err != nil {
@@ -340,25 +335,19 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 			env[k] = v
 		}
 		polled := proxy.expect(f.Name, o.Instances)
-		s := started{fn: f.Name, polled: polled}
+		var insts []*instance
 		for range o.Instances {
 			out := io.Writer(&prefixWriter{mu: &logMu, w: o.Log, prefix: fmt.Sprintf("%-10s| ", f.Name)})
 			in, err := ps.start(f.Name, BootstrapPath(o.BinDir, f.Name), o.RepoRoot, env, out)
 			if err != nil {
 				return nil, err
 			}
-			if s.first == nil {
-				s.first = in
-			}
-			s.insts = append(s.insts, in)
+			insts = append(insts, in)
 		}
-		all = append(all, s)
-	}
-	for _, s := range all {
-		if err := waitAllPolled(waitCtx, s.insts, s.polled); err != nil {
+		if err := waitAllPolled(waitCtx, insts, polled); err != nil {
 			return nil, err
 		}
-		st.ColdStarts[s.fn] = proxy.firstPoll(s.fn).Sub(s.first.started)
+		st.ColdStarts[f.Name] = proxy.firstPoll(f.Name).Sub(insts[0].started)
 	}
 	return st, nil
 }

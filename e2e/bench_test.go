@@ -1,0 +1,133 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/localstack"
+	"github.com/buyflow/buyflow/internal/topology"
+)
+
+// BenchmarkWebhookToResume measures, on the local stack, the time from the seller's terminal
+// webhook reaching the API to the workflow's next step (the ReportOutcome invocation), for b.N
+// asynchronous buys run five at a time. It reports p50 and p99 in milliseconds:
+//
+//	BUYFLOW_E2E=1 go test -run '^$' -bench WebhookToResume -benchtime 50x ./e2e
+func BenchmarkWebhookToResume(b *testing.B) {
+	if skip != "" {
+		b.Skip(skip)
+	}
+	if suite.local == nil {
+		b.Skip("needs the local stack's request trace")
+	}
+	c := client(b, "bench"+randomID(b))
+	ids := make([]string, b.N)
+	var (
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, 5)
+		mu   sync.Mutex
+		errs []string
+	)
+	b.ResetTimer()
+	for i := range b.N {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			body := buy{PO: fmt.Sprintf("PO-BENCH-%d-%d", time.Now().UnixNano(), i), Sim: "async_complete"}.body(b)
+			sub, _, err := c.Submit(ctx, fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), i), body)
+			if err == nil {
+				ids[i] = sub.OperationID
+				_, err = c.Wait(ctx, sub.OperationID, 100*time.Millisecond, nil, nil)
+			}
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err.Error())
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	if len(errs) > 0 {
+		b.Fatalf("%d buys failed: %s", len(errs), strings.Join(errs, "; "))
+	}
+	var lat []time.Duration
+	polled := 0
+	for _, id := range ids {
+		done, _ := reached(timeline(b, c, id), "completed")
+		if done.Type == "poll" || done.Type == "reconcile" {
+			polled++
+			continue
+		}
+		if d, ok := webhookToResume(suite.local.Trace.For(id)); ok {
+			lat = append(lat, d)
+		} else {
+			polled++
+		}
+	}
+	if len(lat) == 0 {
+		b.Fatalf("no buy resumed on a webhook (%d completed by polling): is functions/webhook verifying and waking?", polled)
+	}
+	slices.Sort(lat)
+	p50, p99 := percentile(lat, 50), percentile(lat, 99)
+	b.ReportMetric(ms(p50), "p50-ms")
+	b.ReportMetric(ms(p99), "p99-ms")
+	b.ReportMetric(0, "ns/op")
+	b.Logf("seller webhook → workflow resumed over %d buys (%d completed by polling instead): p50 %s, p99 %s, max %s",
+		len(lat), polled, p50.Round(time.Microsecond), p99.Round(time.Microsecond), lat[len(lat)-1].Round(time.Microsecond))
+}
+
+// BenchmarkColdStart reports, per function, the local stack's cold start: from starting the
+// bootstrap process to its first poll of the runtime API (Lambda's Init Duration).
+//
+//	BUYFLOW_E2E=1 go test -run '^$' -bench ColdStart -benchtime 1x ./e2e
+func BenchmarkColdStart(b *testing.B) {
+	if skip != "" {
+		b.Skip(skip)
+	}
+	if suite.local == nil {
+		b.Skip("needs the local stack")
+	}
+	var lines []string
+	for _, f := range topology.App.Functions {
+		d := suite.local.ColdStarts[f.Name]
+		b.ReportMetric(ms(d), f.Name+"-init-ms")
+		lines = append(lines, fmt.Sprintf("%s %s", f.Name, d.Round(100*time.Microsecond)))
+	}
+	b.ReportMetric(0, "ns/op")
+	b.Logf("cold start (process start → first runtime poll): %s", strings.Join(lines, ", "))
+}
+
+// webhookToResume is the time from the last webhook before the first ReportOutcome invocation
+// to that invocation.
+func webhookToResume(evs []localstack.TraceEvent) (time.Duration, bool) {
+	var last time.Time
+	for _, e := range evs {
+		switch {
+		case e.Kind == localstack.TraceWebhook:
+			last = e.At
+		case e.Kind == localstack.TraceInvoke && e.Action == "report":
+			if last.IsZero() {
+				return 0, false
+			}
+			return e.At.Sub(last), true
+		}
+	}
+	return 0, false
+}
+
+func percentile(sorted []time.Duration, p int) time.Duration {
+	i := (len(sorted)*p + 99) / 100
+	return sorted[min(max(i-1, 0), len(sorted)-1)]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
