@@ -79,7 +79,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if *verbose {
 		opts.Log = stderr
 	} else {
-		logPath := filepath.Join(tmp, "functions.log")
+		logPath := filepath.Join(os.TempDir(), "buyflow-local-functions.log")
 		lf, err := os.Create(logPath)
 		if err != nil {
 			return err

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,4 +72,31 @@ func TestStackPlumbing(t *testing.T) {
 			t.Errorf("no cold start recorded for %s", f.Name)
 		}
 	}
+	if n := len(running(t, bin)); n != len(topology.App.Functions)*2 {
+		t.Errorf("%d bootstrap processes run, want 2 per function", n)
+	}
+	st.Close()
+	if left := running(t, bin); len(left) > 0 {
+		t.Errorf("processes left after Close: %v", left)
+	}
+	if _, err := http.Get("http://127.0.0.1:4566/"); err == nil {
+		t.Error("127.0.0.1:4566 still answers after Close")
+	}
+}
+
+// running lists the pids of processes whose executable lies under dir (Linux /proc).
+func running(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	var out []string
+	for _, e := range entries {
+		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+		if err == nil && strings.HasPrefix(exe, dir+string(filepath.Separator)) {
+			out = append(out, e.Name()+" "+exe)
+		}
+	}
+	return out
 }
