@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/approvals"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/logging"
@@ -40,11 +41,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	schemaDir, err := adcp.SchemaDir()
-	if err != nil {
-		return fmt.Errorf("find AdCP schemas: %w", err)
-	}
-	validator, err := adcp.LoadValidator(schemaDir)
+	validator, err := adcp.NewValidator(adcpschemas.FS())
 	if err != nil {
 		return fmt.Errorf("load AdCP schemas: %w", err)
 	}

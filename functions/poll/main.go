@@ -16,6 +16,7 @@ import (
 	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/logging"
 	"github.com/buyflow/buyflow/internal/secrets"
@@ -37,11 +38,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	schemaDir, err := adcp.SchemaDir()
-	if err != nil {
-		return fmt.Errorf("find AdCP schemas: %w", err)
-	}
-	validator, err := adcp.LoadValidator(schemaDir)
+	validator, err := adcp.NewValidator(adcpschemas.FS())
 	if err != nil {
 		return fmt.Errorf("load AdCP schemas: %w", err)
 	}
