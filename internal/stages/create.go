@@ -45,10 +45,9 @@ func (s *Service) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (w
 		return workflow.SellerOutput{}, &workflow.TerminalError{Code: "not_checked", Reason: fmt.Sprintf("operation %s has no governance check; nothing is sent", op.ID)}
 	}
 	if !op.GovernanceExpiresAt.IsZero() && !now.Before(op.GovernanceExpiresAt) {
-		// The state machine re-checks after a slow approval (RouteApproval); reaching here
-		// with a lapsed approval must not spend.
-		return workflow.SellerOutput{}, &workflow.TerminalError{Code: "governance_expired",
-			Reason: fmt.Sprintf("the governance approval %s expired at %s before the buy was placed", op.GovernanceCheckID, rfc3339(op.GovernanceExpiresAt))}
+		if op, err = s.recheck(ctx, op, req); err != nil {
+			return workflow.SellerOutput{}, err
+		}
 	}
 	if op, _, err = s.move(ctx, op, workflow.StatusCreating, ledger.Changes{Actor: actorSystem}); err != nil {
 		return workflow.SellerOutput{}, err
@@ -85,6 +84,44 @@ func (s *Service) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (w
 		Detail: detail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "attempt": intent.Attempt, "shape": res.Shape, "status": res.Status,
 			"task_id": res.TaskID, "media_buy_id": res.MediaBuyID, "replayed": res.Replayed})})
 	return s.recordCreate(ctx, op, req, res, in.Config, token, now)
+}
+
+// recheck runs check_governance again, with the payload that was checked, when the approval
+// lapsed between the check and the create. The state machine re-checks after an approval that
+// outlived the token (RouteApproval), but an approval decided just before the expiry reaches
+// here after it; a lapsed approval is no approval. Only an operation that has not started to
+// create (awaiting_approval, checking_governance) can take a new check; anything but a fresh
+// "approved" keeps the gate closed.
+func (s *Service) recheck(ctx context.Context, op *ledger.Operation, req *submitRequest) (*ledger.Operation, error) {
+	lapsed := &workflow.TerminalError{Code: "governance_expired",
+		Reason: fmt.Sprintf("the governance approval %s expired at %s before the buy was placed", op.GovernanceCheckID, rfc3339(op.GovernanceExpiresAt))}
+	if op.Status != workflow.StatusAwaitingApproval && op.Status != workflow.StatusCheckingGovernance {
+		return nil, lapsed
+	}
+	payload, err := s.checkedPayload(ctx, op, req)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.adcp.CheckGovernance(ctx, req.Governance.AgentID, adcp.CheckGovernanceRequest{
+		PlanID: req.Governance.PlanID, Caller: s.cfg.CallerURI, Tool: adcp.ToolCreateMediaBuy, Payload: payload, PurchaseType: "media_buy",
+	})
+	if err != nil {
+		return nil, callError("check_governance (re-check before spend)", err)
+	}
+	s.event(ctx, op, ledger.Event{Type: EventGovernanceCheck, Actor: governanceActor(req.Governance.AgentID),
+		Detail: detail(map[string]any{"recheck": true, "verdict": res.Verdict, "pending": res.Pending, "check_id": res.CheckID})})
+	if res.Pending || res.Verdict != adcp.VerdictApproved {
+		lapsed.Code = "governance_recheck_not_approved"
+		lapsed.Reason += fmt.Sprintf("; the re-check answered %q", res.Verdict)
+		if res.Pending {
+			lapsed.Reason += " (review pending)"
+		}
+		return nil, lapsed
+	}
+	if _, err := s.settle(ctx, op, req, res, payload, workflow.StatusCreating, workflow.GovernanceProceed, ""); err != nil {
+		return nil, err
+	}
+	return s.load(ctx, op.Tenant, op.ID)
 }
 
 // createIntent builds the create_media_buy intent from the governance-checked payload.

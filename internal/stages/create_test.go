@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/ledger"
@@ -229,6 +230,29 @@ func TestCreateRateLimitedIsTransientThenSucceeds(t *testing.T) {
 	calls := e.seller.CallsTo("create_media_buy")
 	if len(calls) != 2 || !jsonEqual(calls[0].Arguments, calls[1].Arguments) {
 		t.Fatalf("%d calls; the retry must resend the same bytes", len(calls))
+	}
+}
+
+func TestCreateRechecksLapsedGovernanceAfterApproval(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{policy: policyFunc(func(*ledger.Operation) (bool, string) { return true, "over the threshold" })})
+	op := e.newOp("approved,sync", false)
+	first := e.check(op)
+	if first.Decision != workflow.GovernanceNeedsApproval {
+		t.Fatalf("check = %+v", first)
+	}
+	// The approval is decided just before the token lapses; create runs just after.
+	e.clock.Advance(e.op(op.ID).GovernanceExpiresAt.Sub(e.clock.Now()) + time.Second)
+	out := e.create(op)
+	if out.Status != workflow.StatusCompleted {
+		t.Fatalf("output = %+v", out)
+	}
+	got := e.op(op.ID)
+	if n := len(e.gov.CallsTo("check_governance")); n != 2 || got.GovernanceCheckID == first.CheckID {
+		t.Fatalf("%d checks, check id %s (first %s): want a re-check before spend", n, got.GovernanceCheckID, first.CheckID)
+	}
+	if args := lastArgs(t, e.seller.CallsTo("create_media_buy")); args["governance_context"] != got.GovernanceContext {
+		t.Fatal("the seller did not get the re-checked governance_context")
 	}
 }
 

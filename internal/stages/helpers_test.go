@@ -130,6 +130,12 @@ func newEnv(t *testing.T, o envOptions) *env {
 	clk := &clock{}
 	store := ledger.New(db, table)
 	store.Now = clk.Now
+	if o.seller.Now == nil {
+		o.seller.Now = clk.Now
+	}
+	if o.gov.Now == nil {
+		o.gov.Now = clk.Now
+	}
 
 	seller := adcptest.NewSeller(o.seller)
 	seller.Start()
