@@ -28,6 +28,16 @@
 //   - An async governance review is remembered under intent "check_governance#review#v<version>"
 //     (the operation's version does not move while the review is pending), and polled with
 //     get_task_status on the governance agent on every later "check".
+//   - A "check" while the operation awaits approval is the state machine's re-check after that
+//     approval (RouteApproval) only when the notify stage asked a person after the operation's
+//     last move into awaiting_approval (an "approval_requested" event); otherwise it is a retry
+//     of this stage's own needs_approval and answers it again without asking the agent. The
+//     re-check after an approval does not ask for another one.
+//   - Create never spends on a lapsed approval: when GovernanceExpiresAt has passed it re-checks
+//     the stored payload first (operation still awaiting_approval) or stops (TerminalError).
+//   - Park completes its own token when the last seller result already needs a decision, or when
+//     the ledger holds a newer status that does (the lost-wakeup race); WakeOutput is the one
+//     function that turns the ledger into that output, shared with the webhook.
 //   - Task tokens, credentials, webhook tokens and governance_context never appear in a log
 //     line, an audit event or a task output.
 package stages
