@@ -17,10 +17,10 @@ import (
 )
 
 func main() {
-	defer jsii.Close()
-	if err := run(); err != nil {
+	err := run()
+	jsii.Close()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "infra:", err)
-		jsii.Close()
 		os.Exit(1)
 	}
 }

@@ -24,7 +24,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	os.Setenv("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+	if err := os.Setenv("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	if _, err := exec.LookPath("node"); err != nil {
 		fmt.Fprintln(os.Stderr, "infra tests need Node.js on PATH (jsii runs aws-cdk-lib in node):", err)
 		os.Exit(1)
