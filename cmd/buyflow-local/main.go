@@ -36,13 +36,14 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "buyflow-local:", err)
+		_, _ = fmt.Fprintln(os.Stderr, "buyflow-local:", err) // nowhere left to report a failed write
 		stop()
 		os.Exit(1)
 	}
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	so, se := &printer{w: stdout}, &printer{w: stderr}
 	fs := flag.NewFlagSet("buyflow-local", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	bin := fs.String("bin", "", "folder with <function>/bootstrap built for this host (default: build them into a temporary folder)")
@@ -86,12 +87,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		defer func() { _ = lf.Close() }() // log file: nothing to do on a failed close
 		opts.Log = lf
-		fmt.Fprintf(stderr, "function logs: %s (--verbose prints them here)\n", logPath)
+		se.printf("function logs: %s (--verbose prints them here)\n", logPath)
 	}
 	opts.BinDir = *bin
 	if opts.BinDir == "" {
 		opts.BinDir = filepath.Join(tmp, "bin")
-		fmt.Fprintln(stderr, "building the functions for this host…")
+		se.println("building the functions for this host…")
 		if err := localstack.Build(ctx, root, opts.BinDir, nil); err != nil {
 			return err
 		}
@@ -103,10 +104,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	defer st.Close()
-	fmt.Fprintf(stderr, "started in %s (kumo at %s, seller %s, governance %s)\n",
+	se.printf("started in %s (kumo at %s, seller %s, governance %s)\n",
 		time.Since(start).Round(time.Millisecond), st.EmulatorURL, orNone(st.SellerURL), orNone(st.GovernanceURL))
-	fmt.Fprintf(stdout, "buyflow local stack ready api=%s slack=%s\n", st.APIURL, st.SlackURL)
-	fmt.Fprintf(stderr, "try: curl -s -H '%s: demo' %s/v1/media-buys   (Ctrl-C stops everything)\n", st.TenantHeader, st.APIURL)
+	so.printf("buyflow local stack ready api=%s slack=%s\n", st.APIURL, st.SlackURL)
+	if so.err != nil {
+		return fmt.Errorf("print the ready line: %w", so.err)
+	}
+	se.printf("try: curl -s -H '%s: demo' %s/v1/media-buys   (Ctrl-C stops everything)\n", st.TenantHeader, st.APIURL)
 
 	if *demo {
 		body, err := os.ReadFile(filepath.Join(root, *example))
@@ -121,7 +125,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}
 	<-ctx.Done()
-	fmt.Fprintln(stderr, "stopping…")
+	se.println("stopping…")
 	return nil
 }
 
@@ -134,7 +138,8 @@ func orNone(s string) string {
 
 // runDemo submits body as tenant "demo", prints every status, approves from the Slack link when
 // the buy waits for a person, and prints the timeline.
-func runDemo(ctx context.Context, st *localstack.Stack, body []byte, out io.Writer) error {
+func runDemo(ctx context.Context, st *localstack.Stack, body []byte, w io.Writer) error {
+	out := &printer{w: w}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	c := &apiclient.Client{BaseURL: st.APIURL, TenantHeader: st.TenantHeader, Tenant: "demo"}
@@ -143,7 +148,7 @@ func runDemo(ctx context.Context, st *localstack.Stack, body []byte, out io.Writ
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "submitted %s (HTTP %d, Idempotency-Key %s): %s\n", sub.OperationID, status, key, sub.Status)
+	out.printf("submitted %s (HTTP %d, Idempotency-Key %s): %s\n", sub.OperationID, status, key, sub.Status)
 	approved := map[string]bool{}
 	op, err := c.Wait(ctx, sub.OperationID, 250*time.Millisecond, func(op apiclient.Operation) bool {
 		if apiclient.Terminal(op.Status) {
@@ -158,21 +163,21 @@ func runDemo(ctx context.Context, st *localstack.Stack, body []byte, out io.Writ
 		if op.Reason != "" {
 			line += " " + op.Reason
 		}
-		fmt.Fprintln(out, strings.TrimRight(line, " "))
+		out.println(strings.TrimRight(line, " "))
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "final status %s", op.Status)
+	out.printf("final status %s", op.Status)
 	if op.MediaBuyID != "" {
-		fmt.Fprintf(out, " (seller media buy %s)", op.MediaBuyID)
+		out.printf(" (seller media buy %s)", op.MediaBuyID)
 	}
-	fmt.Fprintln(out)
+	out.println()
 	events, err := c.Events(ctx, sub.OperationID)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(out, "timeline:")
+	out.println("timeline:")
 	for _, e := range events {
 		line := fmt.Sprintf("  %s  %-26s", e.At, e.Type)
 		if e.From != "" || e.To != "" {
@@ -181,16 +186,16 @@ func runDemo(ctx context.Context, st *localstack.Stack, body []byte, out io.Writ
 		if e.Actor != "" {
 			line += "  by " + e.Actor
 		}
-		fmt.Fprintln(out, strings.TrimRight(line, " "))
+		out.println(strings.TrimRight(line, " "))
 	}
-	return nil
+	return out.err
 }
 
 // approve opens every new approval link in the fake Slack and approves, as a person would.
-func approve(ctx context.Context, st *localstack.Stack, out io.Writer, done map[string]bool) {
+func approve(ctx context.Context, st *localstack.Stack, out *printer, done map[string]bool) {
 	msgs, err := apiclient.SlackMessages(ctx, nil, st.SlackURL)
 	if err != nil {
-		fmt.Fprintln(out, "  (slack:", err, ")")
+		out.println("  (slack:", err, ")")
 		return
 	}
 	for _, link := range apiclient.ApprovalLinks(msgs, st.APIURL) {
@@ -198,12 +203,30 @@ func approve(ctx context.Context, st *localstack.Stack, out io.Writer, done map[
 			continue
 		}
 		done[link] = true
-		fmt.Fprintf(out, "  approval requested in Slack; opening %s\n", link)
+		out.printf("  approval requested in Slack; opening %s\n", link)
 		code, heading, err := apiclient.Decide(ctx, &http.Client{Timeout: 30 * time.Second}, link, "approve", "approved by the local demo")
 		if err != nil {
-			fmt.Fprintf(out, "  approval failed: %v\n", err)
+			out.printf("  approval failed: %v\n", err)
 			continue
 		}
-		fmt.Fprintf(out, "  approved: HTTP %d %s\n", code, heading)
+		out.printf("  approved: HTTP %d %s\n", code, heading)
+	}
+}
+
+// printer writes to w and keeps the first write error, so a report checks it once.
+type printer struct {
+	w   io.Writer
+	err error
+}
+
+func (p *printer) printf(format string, a ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintf(p.w, format, a...)
+	}
+}
+
+func (p *printer) println(a ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintln(p.w, a...)
 	}
 }

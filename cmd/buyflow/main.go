@@ -58,9 +58,10 @@ func main() {
 
 // run executes one command and returns the exit code: 0 success, 1 failure, 2 usage.
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	se := &printer{w: stderr}
 	fs := flag.NewFlagSet("buyflow", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	fs.Usage = func() { se.printf("%s", usage) }
 	endpoint := fs.String("endpoint", getenv("BUYFLOW_ENDPOINT"), "the API's base URL")
 	tenant := fs.String("tenant", getenv("BUYFLOW_TENANT"), "tenant name on a local stack (dev-only header)")
 	tenantHeader := fs.String("tenant-header", orDefault(getenv("BUYFLOW_TENANT_HEADER"), "X-Buyflow-Tenant"), "the local stack's tenant header")
@@ -73,7 +74,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return 2
 	}
 	if *endpoint == "" {
-		fmt.Fprintln(stderr, "buyflow: no endpoint: pass --endpoint or set BUYFLOW_ENDPOINT (the local stack prints it as api=…)")
+		se.println("buyflow: no endpoint: pass --endpoint or set BUYFLOW_ENDPOINT (the local stack prints it as api=…)")
 		return 2
 	}
 	c := &apiclient.Client{BaseURL: strings.TrimRight(*endpoint, "/")}
@@ -82,15 +83,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	} else if !loopback(*endpoint) {
 		sign, err := sigV4(ctx)
 		if err != nil {
-			fmt.Fprintln(stderr, "buyflow:", err)
+			se.println("buyflow:", err)
 			return 1
 		}
 		c.Sign = sign
 	} else {
-		fmt.Fprintln(stderr, "buyflow: a local stack needs --tenant (or BUYFLOW_TENANT)")
+		se.println("buyflow: a local stack needs --tenant (or BUYFLOW_TENANT)")
 		return 2
 	}
-	cmd := cli{c: c, json: *asJSON, out: stdout, err: stderr, in: stdin}
+	cmd := cli{c: c, json: *asJSON, out: &printer{w: stdout}, err: se, in: stdin}
 	var err error
 	switch name, rest := fs.Arg(0), fs.Args()[1:]; name {
 	case "submit":
@@ -102,17 +103,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	case "list":
 		err = cmd.list(ctx, rest)
 	default:
-		fmt.Fprintf(stderr, "buyflow: unknown command %q\n", name)
+		se.printf("buyflow: unknown command %q\n", name)
 		fs.Usage()
 		return 2
 	}
 	var ue usageError
 	switch {
 	case errors.As(err, &ue):
-		fmt.Fprintln(stderr, "buyflow:", err)
+		se.println("buyflow:", err)
 		return 2
 	case err != nil:
-		fmt.Fprintln(stderr, "buyflow:", err)
+		se.println("buyflow:", err)
 		return 1
 	}
 	return 0
@@ -126,13 +127,13 @@ type cli struct {
 	c    *apiclient.Client
 	json bool
 	in   io.Reader
-	out  io.Writer
-	err  io.Writer
+	out  *printer
+	err  *printer
 }
 
 func (c cli) submit(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("submit", flag.ContinueOnError)
-	fs.SetOutput(c.err)
+	fs.SetOutput(c.err.w)
 	key := fs.String("key", "", "Idempotency-Key (default: derived from the body)")
 	wait := fs.Bool("wait", false, "follow the buy to a final status")
 	if err := fs.Parse(args); err != nil {
@@ -160,7 +161,7 @@ func (c cli) submit(ctx context.Context, args []string) error {
 		return err
 	}
 	if c.json {
-		if err := writeJSON(c.out, sub); err != nil {
+		if err := writeJSON(c.out.w, sub); err != nil {
 			return err
 		}
 	} else {
@@ -168,7 +169,7 @@ func (c cli) submit(ctx context.Context, args []string) error {
 		if sub.Replayed {
 			replay = " (already submitted with this key: same buy)"
 		}
-		fmt.Fprintf(c.out, "submitted %s: %s (HTTP %d, Idempotency-Key %s)%s\n", sub.OperationID, sub.Status, status, *key, replay)
+		c.out.printf("submitted %s: %s (HTTP %d, Idempotency-Key %s)%s\n", sub.OperationID, sub.Status, status, *key, replay)
 	}
 	if *wait {
 		return c.follow(ctx, sub.OperationID)
@@ -178,7 +179,7 @@ func (c cli) submit(ctx context.Context, args []string) error {
 
 func (c cli) status(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(c.err)
+	fs.SetOutput(c.err.w)
 	wait := fs.Bool("wait", false, "follow the buy to a final status")
 	if err := fs.Parse(args); err != nil {
 		return usageError("status: " + err.Error())
@@ -200,7 +201,7 @@ func (c cli) status(ctx context.Context, args []string) error {
 func (c cli) follow(ctx context.Context, id string) error {
 	start := time.Now()
 	op, err := c.c.Wait(ctx, id, 500*time.Millisecond, nil, func(op apiclient.Operation) {
-		fmt.Fprintf(c.err, "  %6.1fs  %s\n", time.Since(start).Seconds(), op.Status)
+		c.err.printf("  %6.1fs  %s\n", time.Since(start).Seconds(), op.Status)
 	})
 	if err != nil {
 		return err
@@ -210,12 +211,13 @@ func (c cli) follow(ctx context.Context, id string) error {
 
 func (c cli) printOperation(op apiclient.Operation) error {
 	if c.json {
-		return writeJSON(c.out, op)
+		return writeJSON(c.out.w, op)
 	}
-	tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(c.out.w, 0, 4, 2, ' ', 0)
+	tp := &printer{w: tw}
 	row := func(k, v string) {
 		if v != "" {
-			fmt.Fprintf(tw, "%s\t%s\n", k, v)
+			tp.printf("%s\t%s\n", k, v)
 		}
 	}
 	row("operation", op.OperationID)
@@ -230,7 +232,7 @@ func (c cli) printOperation(op apiclient.Operation) error {
 	row("requester", op.Requester)
 	row("created", op.CreatedAt)
 	row("updated", op.UpdatedAt)
-	return tw.Flush()
+	return errors.Join(tp.err, tw.Flush())
 }
 
 func (c cli) events(ctx context.Context, args []string) error {
@@ -242,23 +244,24 @@ func (c cli) events(ctx context.Context, args []string) error {
 		return err
 	}
 	if c.json {
-		return writeJSON(c.out, evs)
+		return writeJSON(c.out.w, evs)
 	}
-	tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "AT\tEVENT\tSTATUS\tBY\tAMOUNT")
+	tw := tabwriter.NewWriter(c.out.w, 0, 4, 2, ' ', 0)
+	tp := &printer{w: tw}
+	tp.println("AT\tEVENT\tSTATUS\tBY\tAMOUNT")
 	for _, e := range evs {
 		moved := ""
 		if e.To != "" {
 			moved = strings.TrimSpace(e.From + " → " + e.To)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.At, e.Type, moved, e.Actor, e.Amount)
+		tp.printf("%s\t%s\t%s\t%s\t%s\n", e.At, e.Type, moved, e.Actor, e.Amount)
 	}
-	return tw.Flush()
+	return errors.Join(tp.err, tw.Flush())
 }
 
 func (c cli) list(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("list", flag.ContinueOnError)
-	fs.SetOutput(c.err)
+	fs.SetOutput(c.err.w)
 	limit := fs.Int("limit", 0, "page size (default: the API's)")
 	cursor := fs.String("cursor", "", "the next_cursor of the previous page")
 	if err := fs.Parse(args); err != nil {
@@ -269,19 +272,20 @@ func (c cli) list(ctx context.Context, args []string) error {
 		return err
 	}
 	if c.json {
-		return writeJSON(c.out, page)
+		return writeJSON(c.out.w, page)
 	}
-	tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "OPERATION\tSTATUS\tSELLER\tPO NUMBER\tBUDGET\tCREATED")
+	tw := tabwriter.NewWriter(c.out.w, 0, 4, 2, ' ', 0)
+	tp := &printer{w: tw}
+	tp.println("OPERATION\tSTATUS\tSELLER\tPO NUMBER\tBUDGET\tCREATED")
 	for _, op := range page.Items {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", op.OperationID, op.Status, op.SellerID, op.PONumber,
+		tp.printf("%s\t%s\t%s\t%s\t%s\t%s\n", op.OperationID, op.Status, op.SellerID, op.PONumber,
 			strings.TrimSpace(op.Budget+" "+op.Currency), op.CreatedAt)
 	}
-	if err := tw.Flush(); err != nil {
+	if err := errors.Join(tp.err, tw.Flush()); err != nil {
 		return err
 	}
 	if page.NextCursor != "" {
-		fmt.Fprintf(c.out, "more: buyflow list --cursor %s\n", page.NextCursor)
+		c.out.printf("more: buyflow list --cursor %s\n", page.NextCursor)
 	}
 	return nil
 }
@@ -330,4 +334,22 @@ func sigV4(ctx context.Context) (func(*http.Request, []byte) error, error) {
 		sum := sha256.Sum256(body)
 		return signer.SignHTTP(r.Context(), creds, r, hex.EncodeToString(sum[:]), "execute-api", cfg.Region, time.Now())
 	}, nil
+}
+
+// printer writes to w and keeps the first write error, so a report checks it once.
+type printer struct {
+	w   io.Writer
+	err error
+}
+
+func (p *printer) printf(format string, a ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintf(p.w, format, a...)
+	}
+}
+
+func (p *printer) println(a ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintln(p.w, a...)
+	}
 }

@@ -155,7 +155,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
-			return nil, fmt.Errorf("%w: %s is taken (another buyflow local stack, LocalStack or a kumo test run?); kumo's Step Functions and API Gateway call Lambda there, so stop that first: %v",
+			return nil, fmt.Errorf("%w: %s is taken (another buyflow local stack, LocalStack or a kumo test run?); kumo's Step Functions and API Gateway call Lambda there, so stop that first: %w",
 				ErrPortTaken, o.EmulatorAddr, err)
 		}
 		return nil, err
@@ -464,7 +464,10 @@ func waitAllPolled(ctx context.Context, insts []*instance, polled <-chan struct{
 	case <-polled:
 		return nil
 	case in := <-exited:
-		return fmt.Errorf("localstack: function %s exited before it polled for work (%v); its log is above", in.fn, in.err)
+		if in.err != nil {
+			return fmt.Errorf("localstack: function %s exited before it polled for work (its log is above): %w", in.fn, in.err)
+		}
+		return fmt.Errorf("localstack: function %s exited before it polled for work (its log is above)", in.fn)
 	case <-ctx.Done():
 		return fmt.Errorf("localstack: function %s did not poll for work in time: %w", insts[0].fn, ctx.Err())
 	}

@@ -79,7 +79,8 @@ func TestStackPlumbing(t *testing.T) {
 	if left := running(t, bin); len(left) > 0 {
 		t.Errorf("processes left after Close: %v", left)
 	}
-	if _, err := http.Get("http://127.0.0.1:4566/"); err == nil {
+	if resp, err := http.Get("http://127.0.0.1:4566/"); err == nil {
+		_ = resp.Body.Close()
 		t.Error("127.0.0.1:4566 still answers after Close")
 	}
 }
