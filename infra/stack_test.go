@@ -272,6 +272,29 @@ func TestDevStackIsDisposable(t *testing.T) {
 	}
 }
 
+func TestTracingIsOptional(t *testing.T) {
+	on := synth(t, variant{app: topology.App, extra: map[string]any{CtxTracing: "true"}})
+	for name, c := range map[string]struct {
+		s    synthesized
+		want bool
+	}{"default": {prod(t), false}, "buyflow:tracing=true": {on, true}} {
+		for id, r := range c.s.ofType("AWS::Lambda::Function") {
+			tc, _ := props(r)["TracingConfig"].(map[string]any)
+			if got := tc["Mode"] == "Active"; got != c.want {
+				t.Errorf("%s: %s TracingConfig %v", name, id, tc)
+			}
+		}
+		for id, r := range c.s.ofType("AWS::StepFunctions::StateMachine") {
+			tc, _ := props(r)["TracingConfiguration"].(map[string]any)
+			if got := tc["Enabled"] == true; got != c.want {
+				t.Errorf("%s: %s TracingConfiguration %v", name, id, tc)
+			}
+		}
+	}
+	checkLeastPrivilege(t, on, topology.App)
+	checkNoCycle(t, on, topology.App)
+}
+
 func TestProdStackRetainsData(t *testing.T) {
 	s := prod(t)
 	for id, r := range s.resources() {
