@@ -92,7 +92,7 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 		sp.StackName = jsii.String(cfg.StackName)
 	}
 	stackName := *sp.StackName
-	if err := validate(app, props.Definition, stackName); err != nil {
+	if err := validate(app, props.Definition, stackName, cfg); err != nil {
 		return nil, err
 	}
 	retention, err := retentionDays(cfg.LogRetentionDays)
@@ -105,6 +105,7 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 	}
 
 	stack := awscdk.NewStack(scope, &id, &sp)
+	warnUnsetConfig(stack, cfg)
 	b := &BuyflowStack{Stack: stack, Functions: map[string]awslambda.Function{}, Secrets: map[string]awssecretsmanager.Secret{}}
 	logGroup := func(id string) awslogs.LogGroup {
 		return awslogs.NewLogGroup(stack, jsii.String(id), &awslogs.LogGroupProps{Retention: retention, RemovalPolicy: removal})
@@ -142,11 +143,12 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 		RemovalPolicy: removal,
 	})
 	b.Secrets[topology.EnvSlackSecret] = awssecretsmanager.NewSecret(stack, jsii.String("Slack"), &awssecretsmanager.SecretProps{
-		SecretName:  jsii.String(stackName + "/slack"),
-		Description: jsii.String("Slack credentials for approval messages: a placeholder; set the real value with put-secret-value."),
-		SecretStringValue: awscdk.SecretValue_UnsafePlainText(jsii.String(
-			`{"placeholder":"replace this value with the Slack credentials (see internal/slack)"}`)),
-		RemovalPolicy: removal,
+		SecretName: jsii.String(stackName + "/slack"),
+		Description: jsii.String(`Slack for approval messages, {"bot_token":"xoxb-..."} or {"webhook_url":"https://hooks.slack.com/..."}: ` +
+			`a placeholder until set with put-secret-value.`),
+		// Not a secret: the functions refuse it with "set exactly one of bot_token and webhook_url".
+		SecretStringValue: awscdk.SecretValue_UnsafePlainText(jsii.String(`{"bot_token":"","webhook_url":""}`)),
+		RemovalPolicy:     removal,
 	})
 	agentsPrefix := stackName + "/agents/"
 	agentsPrefixArn := stack.FormatArn(&awscdk.ArnComponents{
@@ -498,9 +500,32 @@ type accessLogSettings struct {
 func (a *accessLogSettings) Destination() awsapigatewayv2.IAccessLogDestination { return a.destination }
 func (a *accessLogSettings) Format() awsapigateway.AccessLogFormat              { return a.format }
 
+// requiredConfig are the deployment settings with no sensible default: without them the
+// functions that read them refuse to start. Synth still works (offline checks, diffs) but warns.
+var requiredConfig = []struct{ key, env string }{
+	{CtxAgents, topology.EnvAgentsConfig},
+	{CtxApprovalPolicy, topology.EnvApprovalPolicy},
+}
+
+func warnUnsetConfig(stack awscdk.Stack, cfg Config) {
+	values := map[string]string{CtxAgents: cfg.Agents, CtxApprovalPolicy: cfg.ApprovalPolicy}
+	for _, r := range requiredConfig {
+		if strings.TrimSpace(values[r.key]) == "" {
+			awscdk.Annotations_Of(stack).AddWarningV2(jsii.String("buyflow:unset:"+r.key), jsii.String(fmt.Sprintf(
+				"context %s is not set: %s will be empty and the functions that read it will refuse to start (set it with -c %s=JSON or in cdk.context.json)",
+				r.key, r.env, r.key)), nil)
+		}
+	}
+}
+
 // validate checks what CloudFormation would only find at deploy time, or never.
-func validate(app topology.Application, definition, stackName string) error {
+func validate(app topology.Application, definition, stackName string, cfg Config) error {
 	var errs []error
+	for key, v := range map[string]string{CtxAgents: cfg.Agents, CtxApprovalPolicy: cfg.ApprovalPolicy, CtxRunConfig: cfg.RunConfig} {
+		if v = strings.TrimSpace(v); v != "" && (!json.Valid([]byte(v)) || !strings.HasPrefix(v, "{")) {
+			errs = append(errs, fmt.Errorf("infra: context %s is not a JSON object", key))
+		}
+	}
 	if definition == "" {
 		errs = append(errs, errors.New("infra: empty state machine definition"))
 	}

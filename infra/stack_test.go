@@ -463,18 +463,18 @@ func TestStateMachine(t *testing.T) {
 }
 
 func TestDefinitionValidation(t *testing.T) {
-	if err := validate(topology.App, statemachine.Definition, "Buyflow"); err != nil {
+	if err := validate(topology.App, statemachine.Definition, "Buyflow", DefaultConfig()); err != nil {
 		t.Errorf("statemachine.Definition: %v", err)
 	}
 	bad := strings.Replace(statemachine.Definition, "${PollFunctionArn}", "${ReconcileFunctionArn}", 1)
-	if err := validate(topology.App, bad, "Buyflow"); err == nil || !strings.Contains(err.Error(), "ReconcileFunctionArn") {
+	if err := validate(topology.App, bad, "Buyflow", DefaultConfig()); err == nil || !strings.Contains(err.Error(), "ReconcileFunctionArn") {
 		t.Errorf("unknown placeholder: err = %v", err)
 	}
 	sqs := strings.Replace(statemachine.Definition, "arn:aws:states:::lambda:invoke", "arn:aws:states:::sqs:sendMessage", 1)
-	if err := validate(topology.App, sqs, "Buyflow"); err == nil || !strings.Contains(err.Error(), "sqs:sendMessage") {
+	if err := validate(topology.App, sqs, "Buyflow", DefaultConfig()); err == nil || !strings.Contains(err.Error(), "sqs:sendMessage") {
 		t.Errorf("ungranted task resource: err = %v", err)
 	}
-	if err := validate(topology.App, statemachine.Definition, strings.Repeat("x", 80)); err == nil {
+	if err := validate(topology.App, statemachine.Definition, strings.Repeat("x", 80), DefaultConfig()); err == nil {
 		t.Error("an 80-character stack name passed")
 	}
 }
@@ -1062,6 +1062,37 @@ func TestSecrets(t *testing.T) {
 	}
 	if names["Buyflow/approval-link-key-seed"]["GenerateSecretString"] == nil {
 		t.Error("the link key seed is not generated")
+	}
+}
+
+// Agents and the approval policy have no default: synth warns when they are unset, refuses JSON
+// that does not parse, and passes them through when set.
+func TestDeploymentConfig(t *testing.T) {
+	ann := assertions.Annotations_FromStack(prod(t).stack.Stack)
+	for _, key := range []string{CtxAgents, CtxApprovalPolicy} {
+		if w := ann.FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String(key))); len(*w) == 0 {
+			t.Errorf("no warning for unset %s", key)
+		}
+	}
+	agents := `{"agents":[{"id":"seller1","role":"seller","mcp_url":"https://seller.example/mcp","credential_ref":"Buyflow/agents/seller1"}]}`
+	policy := `{"threshold":"10000.00","currency":"USD","approvers":["U123"],"on_timeout":"reject"}`
+	s := synth(t, variant{app: topology.App, extra: map[string]any{CtxAgents: agents, CtxApprovalPolicy: policy}})
+	if w := assertions.Annotations_FromStack(s.stack.Stack).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("buyflow:"))); len(*w) != 0 {
+		t.Errorf("warnings with the config set: %d", len(*w))
+	}
+	for _, f := range topology.App.Functions {
+		vars := props(s.resources()[s.logicalID(t, s.stack.Functions[f.Name].FunctionArn())])["Environment"].(map[string]any)["Variables"].(map[string]any)
+		if slices.Contains(f.Env, topology.EnvAgentsConfig) && vars[topology.EnvAgentsConfig] != agents {
+			t.Errorf("%s: %s = %v", f.Name, topology.EnvAgentsConfig, vars[topology.EnvAgentsConfig])
+		}
+		if slices.Contains(f.Env, topology.EnvApprovalPolicy) && vars[topology.EnvApprovalPolicy] != policy {
+			t.Errorf("%s: %s = %v", f.Name, topology.EnvApprovalPolicy, vars[topology.EnvApprovalPolicy])
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.ApprovalPolicy = `{"threshold":`
+	if err := validate(topology.App, statemachine.Definition, "Buyflow", cfg); err == nil || !strings.Contains(err.Error(), CtxApprovalPolicy) {
+		t.Errorf("malformed policy: err = %v", err)
 	}
 }
 
