@@ -1,22 +1,65 @@
 // Package adcpschemas embeds the AdCP 3.1.19 JSON Schemas that buyflow validates every outbound
-// request against, so that a deployed Lambda carries them. The files are a verbatim copy of
-// ../shared/adcp-schemas made by scripts/vendor-adcp-schemas.sh (see PROVENANCE.md); a test
-// fails while the copy and its source differ.
+// request against, so that a deployed Lambda carries them. schemas.tar.gz is a verbatim,
+// reproducible pack of ../shared/adcp-schemas made by scripts/vendor-adcp-schemas.sh (see
+// PROVENANCE.md); a test fails while the pack and its source differ.
 package adcpschemas
 
 import (
-	"embed"
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
 	"io/fs"
+	"sync"
+	"testing/fstest"
+	"time"
 )
 
-//go:embed all:schemas
-var files embed.FS
+//go:embed schemas.tar.gz
+var packed []byte
 
-// FS returns the schema tree, rooted at the schema root (core/, media-buy/, …).
-func FS() fs.FS {
-	sub, err := fs.Sub(files, "schemas")
+var (
+	once     sync.Once
+	unpacked fs.FS
+	err      error
+)
+
+// FS returns the schema tree rooted at the schema root (core/, media-buy/, …), unpacked in
+// memory on first use.
+func FS() (fs.FS, error) {
+	once.Do(func() { unpacked, err = unpack(packed) })
+	return unpacked, err
+}
+
+func unpack(data []byte) (fs.FS, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(data))
 	if err != nil {
-		panic(err) // the embedded directory is fixed at build time
+		return nil, fmt.Errorf("adcpschemas: open pack: %w", err)
 	}
-	return sub
+	files := fstest.MapFS{}
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("adcpschemas: read pack: %w", err)
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		body, err := io.ReadAll(tr)
+		if err != nil {
+			return nil, fmt.Errorf("adcpschemas: read %s: %w", h.Name, err)
+		}
+		files[h.Name] = &fstest.MapFile{Data: body, Mode: 0o444, ModTime: time.Unix(0, 0)}
+	}
+	if len(files) == 0 {
+		return nil, errors.New("adcpschemas: the pack is empty")
+	}
+	return files, nil
 }
