@@ -77,6 +77,8 @@ func (s *Service) Park(ctx context.Context, in workflow.CallbackInput) error {
 	if err := s.ledger.ClearTaskToken(ctx, op.Tenant, op.ID, in.TaskToken); err != nil && !errors.Is(err, ledger.ErrTokenMismatch) {
 		s.log.WarnContext(ctx, "task token not cleared", "operationId", op.ID, "err", err)
 	}
+	s.event(ctx, op, ledger.Event{Type: EventWake, Actor: actorSystem,
+		Detail: detail(map[string]any{"by": "park", "status": out.Status, "known": known, "deadline_exceeded": out.DeadlineExceeded})})
 	return s.complete(ctx, op.ID, in.TaskToken, out, "ledger already newer")
 }
 

@@ -2,6 +2,7 @@ package stages_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -72,6 +73,15 @@ func TestParkAfterWebhookCompletesTokenItself(t *testing.T) {
 	}
 	if e.op(op.ID).TaskToken != "" {
 		t.Fatal("the completed token is still stored")
+	}
+	evs := events(t, e, op.ID)
+	if last := evs[len(evs)-1]; last.Type != stages.EventWake {
+		t.Fatalf("last event %s, want the park's wake", last.Type)
+	}
+	for _, ev := range evs {
+		if strings.Contains(string(ev.Detail), "token-1") {
+			t.Fatalf("event %s carries the task token", ev.Type)
+		}
 	}
 }
 

@@ -130,6 +130,7 @@ const (
 	EventFailure         = "failure"
 	EventCancel          = "cancel"
 	EventLockReleased    = "lock_released"
+	EventWake            = "wake"
 )
 
 // Intent task names in the ledger.
