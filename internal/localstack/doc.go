@@ -20,6 +20,9 @@
 //   - A bootstrap polls kumo at AWS_LAMBDA_RUNTIME_API=<addr>/_runtime/<function>; kumo hands one
 //     invocation to each waiting poll, so Options.Instances processes per function give that much
 //     concurrency. Start waits until every process has polled once before it returns.
+//   - kumo's Secrets Manager writes under a read lock (GetSecretValue sets LastAccessedDate): the
+//     functions' AWS calls go through the proxy, which serializes Secrets Manager calls, so that
+//     a test binary built with -race (kumo runs in it) does not report kumo's race.
 //   - kumo routes AWS REST calls by the SigV4 credential scope: the Lambda and API Gateway calls
 //     here are signed with dummy credentials.
 //

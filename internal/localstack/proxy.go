@@ -62,6 +62,10 @@ func (s *server) close() {
 type emulatorProxy struct {
 	rp    *httputil.ReverseProxy
 	trace *Trace
+	// secrets serializes Secrets Manager calls: kumo's GetSecretValue writes LastAccessedDate
+	// under a read lock, a data race (and a -race failure) when two functions read a secret
+	// at once.
+	secrets sync.Mutex
 
 	mu      sync.Mutex
 	polls   map[string]int
@@ -107,6 +111,9 @@ func (p *emulatorProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/invocations"):
 		p.traceInvoke(r)
+	case strings.HasPrefix(r.Header.Get("X-Amz-Target"), "secretsmanager."):
+		p.secrets.Lock()
+		defer p.secrets.Unlock()
 	}
 	p.rp.ServeHTTP(w, r)
 }

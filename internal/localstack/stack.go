@@ -331,7 +331,8 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		if schemaDir != "" {
 			env["BUYFLOW_ADCP_SCHEMAS"] = schemaDir
 		}
-		for k, v := range lambdaEnv(f, emu.URL, o.EmulatorAddr) {
+		// The functions' AWS calls go through the proxy too (see emulatorProxy.secrets).
+		for k, v := range lambdaEnv(f, "http://"+o.EmulatorAddr, o.EmulatorAddr) {
 			env[k] = v
 		}
 		polled := proxy.expect(f.Name, o.Instances)
