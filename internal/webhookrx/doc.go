@@ -31,4 +31,12 @@
 //     wait's timeout polls it.
 //  8. 200 {"outcome": "..."}; one structured log line per delivery (operationId, seller, status,
 //     outcome, httpStatus, code). Tokens, signatures and bodies are never logged.
+//
+// Known limits: ordering is by the ledger's forward-only transition table, not yet by the
+// seller's timestamp, so a late working after input-required (a legal move in both directions)
+// is applied; the ledger would need the seller's last event time on the operation, compared in
+// the transition's condition. After the receipt, a ledger failure is answered 5xx and the
+// seller's retry is then a duplicate unless the Ledger implements ReceiptReleaser; the wait's
+// timeout poll recovers the update either way. IndexFinder is a stand-in until the ledger
+// writes the OPIDX item (see finder.go).
 package webhookrx
