@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/buyflow/buyflow/internal/awsenv"
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
@@ -36,11 +36,15 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	validator, err := adcp.NewValidator(adcpschemas.FS())
+	schemas, err := adcpschemas.FS()
+	if err != nil {
+		return err
+	}
+	validator, err := adcp.NewValidator(schemas)
 	if err != nil {
 		return fmt.Errorf("load AdCP schemas: %w", err)
 	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	awsCfg, err := awsenv.Load(getenv)
 	if err != nil {
 		return fmt.Errorf("load aws config: %w", err)
 	}
