@@ -93,6 +93,12 @@ func (c restClient) createFunction(ctx context.Context, name, description string
 	return out.FunctionArn, nil
 }
 
+// updateEnvironment replaces a function's recorded environment.
+func (c restClient) updateEnvironment(ctx context.Context, name string, env map[string]string) error {
+	return c.call(ctx, "lambda", http.MethodPut, "/2015-03-31/functions/"+name+"/configuration",
+		map[string]any{"Environment": map[string]any{"Variables": env}}, nil)
+}
+
 // stubZip is an empty zip archive (the end-of-central-directory record alone).
 var stubZip = []byte{0x50, 0x4b, 0x05, 0x06, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 

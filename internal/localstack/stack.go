@@ -105,8 +105,8 @@ type Stack struct {
 	EmulatorURL string
 	// TenantHeader names the dev-only tenant header.
 	TenantHeader string
-	// TableName and StateMachineARN name what Start created.
-	TableName, StateMachineARN string
+	// TableName, StateMachineARN and APIID name what Start created.
+	TableName, StateMachineARN, APIID string
 	// Seller, Governance and Slack are the in-process stand-ins (Seller and Governance are nil
 	// with real agents).
 	Seller     *adcptest.Seller
@@ -117,6 +117,9 @@ type Stack struct {
 	ColdStarts map[string]time.Duration
 	// Trace records webhooks received and Lambda invocations, for latency measurements.
 	Trace *Trace
+
+	rest restClient
+	sfn  *sfn.Client
 
 	closeOnce sync.Once
 	closers   []func()
@@ -223,6 +226,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	sm := secretsmanager.NewFromConfig(awsCfg, func(o *secretsmanager.Options) { o.BaseEndpoint = endpoint })
 	sf := sfn.NewFromConfig(awsCfg, func(o *sfn.Options) { o.BaseEndpoint = endpoint })
 	rest := restClient{base: emu.URL, http: &http.Client{Timeout: 30 * time.Second}}
+	st.rest, st.sfn = rest, sf
 
 	if _, err := ddb.CreateTable(ctx, ledger.TableSchema(names.table)); err != nil {
 		return nil, fmt.Errorf("localstack: create table: %w", err)
@@ -299,6 +303,18 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	st.StateMachineARN = aws.ToString(created.StateMachineArn)
 	values[topology.EnvStateMachineARN] = st.StateMachineARN
+	for _, f := range topology.App.Functions {
+		if !slices.Contains(f.Env, topology.EnvStateMachineARN) {
+			continue
+		}
+		env, err := functionEnv(f, values)
+		if err != nil {
+			return nil, err
+		}
+		if err := rest.updateEnvironment(ctx, f.Name, env); err != nil {
+			return nil, err
+		}
+	}
 
 	var routes []apiRoute
 	for _, r := range topology.App.Routes {
@@ -313,6 +329,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	front.apiID.Store(api.ID)
+	st.APIID = api.ID
 
 	// The processes.
 	ps := &procs{}

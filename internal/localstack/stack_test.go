@@ -7,12 +7,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/buyflow/buyflow/internal/localstack"
 	"github.com/buyflow/buyflow/internal/topology"
+	"github.com/buyflow/buyflow/statemachine"
 )
 
 // TestStackPlumbing starts the stack with a stand-in bootstrap (testdata/echo) behind every
@@ -72,6 +74,7 @@ func TestStackPlumbing(t *testing.T) {
 			t.Errorf("no cold start recorded for %s", f.Name)
 		}
 	}
+	checkAgreesWithTopology(ctx, t, st)
 	if n := len(running(t, bin)); n != len(topology.App.Functions)*2 {
 		t.Errorf("%d bootstrap processes run, want 2 per function", n)
 	}
@@ -100,4 +103,59 @@ func running(t *testing.T, dir string) []string {
 		}
 	}
 	return out
+}
+
+// checkAgreesWithTopology reads back what the emulator holds and compares it with the one
+// application description: every function with exactly its environment names, every route
+// to its function (payload 2.0, IAM where declared), and the state machine rendered from the
+// same ASL with the functions' ARNs.
+func checkAgreesWithTopology(ctx context.Context, t *testing.T, st *localstack.Stack) {
+	t.Helper()
+	d, err := st.Deployed(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Functions) != len(topology.App.Functions) {
+		t.Errorf("emulator has %d functions, topology %d", len(d.Functions), len(topology.App.Functions))
+	}
+	subs := map[string]string{}
+	for _, f := range topology.App.Functions {
+		got, ok := d.Functions[f.Name]
+		if !ok {
+			t.Errorf("function %s is not deployed", f.Name)
+			continue
+		}
+		want := slices.Clone(f.Env)
+		slices.Sort(want)
+		if !slices.Equal(got.Env, want) {
+			t.Errorf("function %s env %v, topology %v", f.Name, got.Env, want)
+		}
+		if f.Placeholder != "" {
+			subs[f.Placeholder] = got.ARN
+		}
+	}
+	if len(d.Routes) != len(topology.App.Routes) {
+		t.Errorf("emulator has %d routes, topology %d", len(d.Routes), len(topology.App.Routes))
+	}
+	for _, r := range topology.App.Routes {
+		got, ok := d.Routes[r.Method+" "+r.Path]
+		if !ok {
+			t.Errorf("route %s %s is not deployed", r.Method, r.Path)
+			continue
+		}
+		wantAuth := "NONE"
+		if r.Auth == topology.AuthIAM {
+			wantAuth = "AWS_IAM"
+		}
+		if got.FunctionARN != d.Functions[r.Function].ARN || got.PayloadFormatVersion != "2.0" || got.AuthorizationType != wantAuth {
+			t.Errorf("route %s %s = %+v, want function %s, payload 2.0, auth %s", r.Method, r.Path, got, r.Function, wantAuth)
+		}
+	}
+	def, err := statemachine.Render(subs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Definition != def {
+		t.Error("the deployed state machine is not statemachine.Render of the deployed functions' ARNs")
+	}
 }
