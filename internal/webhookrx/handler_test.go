@@ -1,6 +1,7 @@
 package webhookrx_test
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/sfn"
 	"github.com/buyflow/buyflow/internal/webhook"
 	"github.com/buyflow/buyflow/internal/webhookrx"
@@ -380,5 +382,39 @@ func TestFallbackFindsPendingOperationWithoutIndexItem(t *testing.T) {
 	resp := e.deliver("op-legacy", seller9421, payload("op-legacy", "working", key("a")), signOpts{})
 	if resp.StatusCode != http.StatusOK || outcome(t, resp) != webhookrx.OutcomeApplied {
 		t.Fatalf("answer = %d %s", resp.StatusCode, resp.Body)
+	}
+}
+
+// failingLedger fails every transition and records receipt releases.
+type failingLedger struct {
+	webhookrx.Ledger
+	released []string
+}
+
+func (f *failingLedger) Transition(context.Context, string, string, workflow.Status, int64, ledger.Changes) (*ledger.Operation, error) {
+	return nil, errors.New("dynamodb: service unavailable")
+}
+
+func (f *failingLedger) ReleaseReceipt(_ context.Context, sellerID, key string) error {
+	f.released = append(f.released, sellerID+"/"+key)
+	return nil
+}
+
+func TestLedgerFailureAfterTheReceiptIs503AndReleasesIt(t *testing.T) {
+	var fl *failingLedger
+	e := newEnvWith(t, func(c *webhookrx.Config) {
+		fl = &failingLedger{Ledger: c.Ledger}
+		c.Ledger = fl
+	})
+	e.op("op-1", seller9421, true)
+	resp := e.deliver("op-1", seller9421, payload("op-1", "completed", key("a")), signOpts{})
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Headers["Retry-After"] == "" || strings.Contains(resp.Body, "dynamodb") {
+		t.Fatalf("answer = %d %v %s, want 503 with Retry-After and no internal detail", resp.StatusCode, resp.Headers, resp.Body)
+	}
+	if len(fl.released) != 1 || fl.released[0] != seller9421+"/"+key("a") {
+		t.Fatalf("released %v", fl.released)
+	}
+	if n := len(e.tasks.Calls()); n != 0 {
+		t.Fatalf("%d wakes", n)
 	}
 }
