@@ -64,6 +64,27 @@ fuzz: ## run every Fuzz target for FUZZTIME (default 10s) each
 bench: deps ## benchmarks, printed as tables
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+# ---------------------------------------------------------------- deploy (CDK)
+
+CDK := JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 npx --no-install cdk
+
+.PHONY: synth
+synth: deps ## cdk synth (cdk.json builds the Lambdas and bin/infra first)
+	$(CDK) synth -q
+
+.PHONY: synth-check
+synth-check: deps ## synth offline with placeholder bootstraps, without building the Lambdas
+	d=$$(mktemp -d); for f in $(FUNCTIONS); do mkdir -p $$d/$$f; echo x > $$d/$$f/bootstrap; done; \
+	$(CDK) synth -q --build "go build -o bin/infra ./infra" -c buyflow:assetRoot=$$d; rm -rf $$d
+
+.PHONY: diff
+diff: deps ## cdk diff against the deployed stack
+	$(CDK) diff
+
+.PHONY: deploy
+deploy: deps ## cdk deploy (asks before widening IAM)
+	$(CDK) deploy --require-approval broadening
+
 # ---------------------------------------------------------------- lint
 
 $(GOLANGCI_LINT):
