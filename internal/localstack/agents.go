@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/adcptest"
 )
 
@@ -48,6 +49,7 @@ type agents struct {
 	govURL     string
 	srv        *server
 	stopTick   func()
+	cleanup    func()
 }
 
 func (a *agents) close() {
@@ -63,6 +65,41 @@ func (a *agents) close() {
 	if a.governance != nil {
 		a.governance.Close()
 	}
+	if a.cleanup != nil {
+		a.cleanup()
+	}
+}
+
+// schemaValidator returns the simulated agents' request validator: from the shared schema
+// folder when there is one (adcptest.FindSchemaDir), else from the schemas embedded in the
+// functions (internal/adcpschemas), unpacked into a temporary folder that cleanup removes.
+func schemaValidator() (*adcptest.Validator, func(), error) {
+	if dir, err := adcptest.FindSchemaDir(); err == nil {
+		v, err := adcptest.NewValidator(dir)
+		if err != nil {
+			return nil, nil, fmt.Errorf("localstack: agent schemas: %w", err)
+		}
+		return v, func() {}, nil
+	}
+	fsys, err := adcpschemas.FS()
+	if err != nil {
+		return nil, nil, fmt.Errorf("localstack: agent schemas: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "buyflow-adcp-schemas-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("localstack: agent schemas: %w", err)
+	}
+	cleanup := func() { _ = os.RemoveAll(dir) } // a temporary folder
+	if err := os.CopyFS(dir, fsys); err != nil {
+		cleanup()
+		return nil, nil, fmt.Errorf("localstack: unpack agent schemas: %w", err)
+	}
+	v, err := adcptest.NewValidator(dir)
+	if err != nil {
+		cleanup()
+		return nil, nil, fmt.Errorf("localstack: agent schemas: %w", err)
+	}
+	return v, cleanup, nil
 }
 
 // loadAgentsFile reads a real-agents file and checks its registry.
@@ -124,7 +161,21 @@ func startSimulatedAgents(sellerOpts adcptest.SellerOptions, govOpts adcptest.Go
 	if govOpts.StepInterval == 0 {
 		govOpts.StepInterval = step
 	}
-	a := &agents{seller: adcptest.NewSeller(sellerOpts), governance: adcptest.NewGovernance(govOpts)}
+	a := &agents{}
+	if sellerOpts.Validator == nil || govOpts.Validator == nil {
+		v, cleanup, err := schemaValidator()
+		if err != nil {
+			return nil, err
+		}
+		a.cleanup = cleanup
+		if sellerOpts.Validator == nil {
+			sellerOpts.Validator = v
+		}
+		if govOpts.Validator == nil {
+			govOpts.Validator = v
+		}
+	}
+	a.seller, a.governance = adcptest.NewSeller(sellerOpts), adcptest.NewGovernance(govOpts)
 
 	mux := http.NewServeMux()
 	mux.Handle("/seller/", http.StripPrefix("/seller", a.seller))
