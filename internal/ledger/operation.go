@@ -184,6 +184,10 @@ func (s *Store) CreateOperation(ctx context.Context, op Operation) (*Operation, 
 	if err != nil {
 		return nil, err
 	}
+	idx, err := attributevalue.MarshalMap(opIndexItem{PK: opIndexPK(op.ID), SK: skOpIndex, Tenant: op.Tenant, OperationID: op.ID})
+	if err != nil {
+		return nil, fmt.Errorf("ledger: encode operation index %s: %w", op.ID, err)
+	}
 	_, err = s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 		{Put: &types.Put{
 			TableName: aws.String(s.table), Item: av,
@@ -193,8 +197,20 @@ func (s *Store) CreateOperation(ctx context.Context, op Operation) (*Operation, 
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		}},
 		evPut,
+		{Put: &types.Put{
+			TableName: aws.String(s.table), Item: idx,
+			ConditionExpression:       e.Condition(),
+			ExpressionAttributeNames:  e.Names(),
+			ExpressionAttributeValues: e.Values(),
+		}},
 	}})
 	if err != nil {
+		if failed, _, _ := canceledAt(err, 2); failed {
+			if held, _, _ := canceledAt(err, 0); !held {
+				// The id is another tenant's: refuse without revealing that operation.
+				return nil, &ConflictError{What: "operation id " + op.ID}
+			}
+		}
 		if failed, old, contention := canceledAt(err, 0); failed {
 			cur, rerr := s.oldOrRead(ctx, old, key(opPK(op.Tenant, op.ID), skOperation))
 			if rerr != nil {
@@ -242,6 +258,38 @@ func canceledAt(err error, i int) (failed bool, old map[string]types.AttributeVa
 		}
 	}
 	return false, nil, false
+}
+
+// opIndexItem maps an operation id, which is all a seller's webhook URL carries, to the one
+// tenant that owns it. CreateOperation writes it in the same transaction as the operation
+// (attribute_not_exists(pk)), so ids are unique across tenants; it is never updated.
+type opIndexItem struct {
+	PK          string `dynamodbav:"pk"`
+	SK          string `dynamodbav:"sk"`
+	Tenant      string `dynamodbav:"tenant"`
+	OperationID string `dynamodbav:"operation_id"`
+}
+
+const skOpIndex = "OPIDX"
+
+func opIndexPK(id string) string { return "OPIDX#" + id }
+
+// FindOperation returns the operation id whatever its tenant, for callers that authenticate by
+// other means than the tenant (a seller's signed webhook names only the operation). Callers
+// must not reveal the operation to anyone but its tenant and its seller.
+func (s *Store) FindOperation(ctx context.Context, id string) (*Operation, error) {
+	if err := checkID("operation id", id); err != nil {
+		return nil, err
+	}
+	item, err := s.getItem(ctx, key(opIndexPK(id), skOpIndex))
+	if err != nil {
+		return nil, fmt.Errorf("ledger: find operation %s: %w", id, err)
+	}
+	var idx opIndexItem
+	if err := attributevalue.UnmarshalMap(item, &idx); err != nil || idx.Tenant == "" {
+		return nil, fmt.Errorf("ledger: operation index %s is unreadable", id)
+	}
+	return s.GetOperation(ctx, idx.Tenant, id)
 }
 
 // GetOperation returns the tenant's operation id (consistent read). Another tenant's operation is

@@ -453,3 +453,29 @@ func TestUpdateFields(t *testing.T) {
 		t.Fatalf("events %v, want %v", types, want)
 	}
 }
+
+func TestFindOperationByIDAlone(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	mustCreate(t, s, newOp("op-find"))
+	got, err := s.FindOperation(ctx, "op-find")
+	if err != nil || got.Tenant != "acme" || got.ID != "op-find" {
+		t.Fatalf("FindOperation = %+v, %v", got, err)
+	}
+	if _, err := s.FindOperation(ctx, "op-missing"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("missing: %v", err)
+	}
+	// The id is unique across tenants: another tenant cannot create it, and learns nothing of
+	// the existing operation.
+	other := newOp("op-find")
+	other.Tenant = "globex"
+	_, err = s.CreateOperation(ctx, other)
+	var ce *ledger.ConflictError
+	if !errors.As(err, &ce) || ce.Operation != nil {
+		t.Fatalf("cross-tenant create: err = %v (%+v)", err, ce)
+	}
+	if _, err := s.GetOperation(ctx, "globex", "op-find"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("globex sees the operation: %v", err)
+	}
+}

@@ -57,6 +57,22 @@ func (s *Store) RecordReceipt(ctx context.Context, r Receipt) (duplicate bool, e
 	return dup, nil
 }
 
+// ReleaseReceipt deletes the receipt of (sellerID, idempotencyKey) so that the seller's retry
+// is applied again: the webhook receiver calls it when the update could not be recorded after
+// the receipt was written.
+func (s *Store) ReleaseReceipt(ctx context.Context, sellerID, idempotencyKey string) error {
+	if err := checkID("seller id", sellerID); err != nil {
+		return err
+	}
+	_, err := s.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: aws.String(s.table), Key: key(receiptPK(sellerID, idempotencyKey), skReceipt),
+	})
+	if err != nil {
+		return fmt.Errorf("ledger: release webhook receipt from %s: %w", sellerID, err)
+	}
+	return nil
+}
+
 type nonceItem struct {
 	PK    string `dynamodbav:"pk"`
 	SK    string `dynamodbav:"sk"`

@@ -233,3 +233,22 @@ func TestEventsOrderedAndPaginated(t *testing.T) {
 		t.Fatalf("event fields: %+v %+v", got[0], got[1])
 	}
 }
+
+func TestReleasedReceiptIsAppliedAgain(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	r := ledger.Receipt{SellerID: "seller-1", IdempotencyKey: "wh-release"}
+	if dup, err := s.RecordReceipt(ctx, r); err != nil || dup {
+		t.Fatalf("first: %v %v", dup, err)
+	}
+	if err := s.ReleaseReceipt(ctx, "seller-1", "wh-release"); err != nil {
+		t.Fatal(err)
+	}
+	if dup, err := s.RecordReceipt(ctx, r); err != nil || dup {
+		t.Fatalf("after release: duplicate = %v, err = %v", dup, err)
+	}
+	if dup, err := s.RecordReceipt(ctx, r); err != nil || !dup {
+		t.Fatalf("redelivery: duplicate = %v, err = %v", dup, err)
+	}
+}
