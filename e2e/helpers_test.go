@@ -177,3 +177,18 @@ func approvalLink(t *testing.T, op apiclient.Operation) string {
 	t.Fatalf("no approval link for %s (PO %s) in Slack after 20 s", op.OperationID, op.PONumber)
 	return ""
 }
+
+// settled returns the timeline once the workflow has finished its work after the final status
+// (the outcome report and the PO lock release follow a webhook's status change by a few
+// milliseconds), or after 15 s.
+func settled(t testing.TB, c *apiclient.Client, id string) []apiclient.Event {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		evs := timeline(t, c, id)
+		if slices.Contains(types(evs), "lock_released") || time.Now().After(deadline) {
+			return evs
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -82,7 +82,7 @@ func TestConcurrentIdenticalSubmits(t *testing.T) {
 	}
 	finished(t, c, id, "completed")
 	created, sellerCalls := 0, 0
-	for _, e := range timeline(t, c, id) {
+	for _, e := range settled(t, c, id) {
 		switch {
 		case e.Type == "created":
 			created++

@@ -18,7 +18,7 @@ func TestTimelineListsEveryStage(t *testing.T) {
 	}
 	decide(t, op, "approve")
 	finished(t, c, sub.OperationID, "completed")
-	evs := timeline(t, c, sub.OperationID)
+	evs := settled(t, c, sub.OperationID)
 	got := types(evs)
 	for _, want := range []string{"created", "governance_check", "approval_requested", "decision", "seller_call", "outcome_report", "lock_released"} {
 		if !slices.Contains(got, want) {
