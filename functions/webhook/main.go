@@ -74,7 +74,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return err
 	}
 	svc, err := webhookrx.New(webhookrx.Config{
-		Ledger: store, Operations: webhookrx.NewIndexFinder(ddb, table, store), Verifiers: verifiers,
+		Ledger: store, Operations: store, Verifiers: verifiers,
 		// Completing a task needs no state machine ARN.
 		Tasks:     sfn.New(sfnapi.NewFromConfig(awsCfg), ""),
 		RunConfig: runCfg, PublicBaseURL: publicBase, Now: time.Now,

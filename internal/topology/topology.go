@@ -126,7 +126,8 @@ var App = Application{
 		{
 			Name: "webhook", Description: "POST /v1/webhooks/adcp/{operation_id}: verify, dedupe, apply, wake",
 			MemoryMB: 256, TimeoutSeconds: 10, LedgerWrite: true, CompletesTasks: true,
-			Env: []string{EnvTableName, EnvAgentsConfig, EnvAgentsSecretPrefix}, Secrets: []string{EnvAgentsSecretPrefix},
+			Env:     []string{EnvTableName, EnvAgentsConfig, EnvAgentsSecretPrefix, EnvPublicBaseURL, EnvRunConfig},
+			Secrets: []string{EnvAgentsSecretPrefix},
 		},
 	},
 	Routes: []Route{

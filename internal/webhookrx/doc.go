@@ -37,6 +37,5 @@
 // is applied; the ledger would need the seller's last event time on the operation, compared in
 // the transition's condition. After the receipt, a ledger failure is answered 5xx and the
 // seller's retry is then a duplicate unless the Ledger implements ReceiptReleaser; the wait's
-// timeout poll recovers the update either way. IndexFinder is a stand-in until the ledger
-// writes the OPIDX item (see finder.go).
+// timeout poll recovers the update either way.
 package webhookrx

@@ -374,17 +374,6 @@ func TestIgnoredDeliveriesLeaveAnEvent(t *testing.T) {
 	}
 }
 
-func TestFallbackFindsPendingOperationWithoutIndexItem(t *testing.T) {
-	e := newEnv(t)
-	if _, err := e.store.CreateOperation(e.ctx, opWithoutIndex("op-legacy")); err != nil {
-		t.Fatal(err)
-	}
-	resp := e.deliver("op-legacy", seller9421, payload("op-legacy", "working", key("a")), signOpts{})
-	if resp.StatusCode != http.StatusOK || outcome(t, resp) != webhookrx.OutcomeApplied {
-		t.Fatalf("answer = %d %s", resp.StatusCode, resp.Body)
-	}
-}
-
 // failingLedger fails every transition and records receipt releases.
 type failingLedger struct {
 	webhookrx.Ledger

@@ -19,7 +19,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -153,7 +152,7 @@ func newEnvWith(t testing.TB, adjust func(*webhookrx.Config)) *env {
 	e := &env{t: t, ctx: context.Background(), clock: clk, api: api, table: table, store: store, tasks: &completer{}, key: key, logBuf: &syncBuffer{}}
 	var w io.Writer = e.logBuf
 	cfg := webhookrx.Config{
-		Ledger: store, Operations: webhookrx.NewIndexFinder(api, table, store),
+		Ledger: store, Operations: store,
 		Verifiers: map[string]webhookrx.Verifier{seller9421: v9421, sellerHMAC: vHMAC},
 		Tasks:     e.tasks.tasks(), Now: clk.Now,
 		Logger: slog.New(slog.NewJSONHandler(w, nil)),
@@ -180,25 +179,12 @@ func (e *env) op(id, seller string, parked bool) *ledger.Operation {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.index(id, tenant)
 	if parked {
 		if op, err = e.store.SetTaskToken(e.ctx, tenant, id, "sfn-token-"+id); err != nil {
 			e.t.Fatal(err)
 		}
 	}
 	return op
-}
-
-// index writes the OPIDX#<id> item ledger.CreateOperation is asked to write.
-func (e *env) index(id, tnt string) {
-	e.t.Helper()
-	item, err := attributevalue.MarshalMap(map[string]string{ledger.AttrPK: webhookrx.IndexPKPrefix + id, ledger.AttrSK: webhookrx.IndexSK, "tenant": tnt, "operation_id": id})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if _, err := e.api.PutItem(e.ctx, &dynamodb.PutItemInput{TableName: aws.String(e.table), Item: item}); err != nil {
-		e.t.Fatal(err)
-	}
 }
 
 func token(id string) string { return "tok-" + id + "-0123456789" }
@@ -379,12 +365,6 @@ func (e *env) count(prefix string) int {
 		}
 		start = out.LastEvaluatedKey
 	}
-}
-
-// opWithoutIndex is an operation as the ledger creates it today (no OPIDX item).
-func opWithoutIndex(id string) ledger.Operation {
-	return ledger.Operation{ID: id, Tenant: tenant, SellerID: seller9421, Status: workflow.StatusSubmitted,
-		SellerTaskID: "task-" + id, WebhookTokenHash: ledger.HashToken(token(id))}
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -23,11 +23,14 @@ type Ledger interface {
 	ClearTaskToken(ctx context.Context, tenant, id, token string) error
 }
 
-var _ Ledger = (*ledger.Store)(nil)
+var (
+	_ Ledger     = (*ledger.Store)(nil)
+	_ Operations = (*ledger.Store)(nil)
+)
 
 // Operations finds an operation by its id alone: the webhook route is public and carries no
-// tenant. It returns an error matching ledger.ErrNotFound for an unknown id. IndexFinder
-// implements it until the ledger offers the lookup itself.
+// tenant. It returns an error matching ledger.ErrNotFound for an unknown id; *ledger.Store
+// implements it through its operation-id index.
 type Operations interface {
 	FindOperation(ctx context.Context, id string) (*ledger.Operation, error)
 }
