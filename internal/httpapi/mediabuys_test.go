@@ -26,7 +26,9 @@ type fakeMediaBuys struct {
 func (f fakeMediaBuys) Submit(_ context.Context, c mediabuy.Caller, k string, b []byte) (mediabuy.Submitted, error) {
 	return f.submit(c, k, b)
 }
-func (f fakeMediaBuys) Get(_ context.Context, t, id string) (mediabuy.View, error) { return f.get(t, id) }
+func (f fakeMediaBuys) Get(_ context.Context, t, id string) (mediabuy.View, error) {
+	return f.get(t, id)
+}
 func (f fakeMediaBuys) List(_ context.Context, t string, q mediabuy.ListQuery) (mediabuy.ListPage, error) {
 	return f.list(t, q)
 }
