@@ -317,7 +317,9 @@ func (c *Client) withSession(ctx context.Context, agent Agent, what string, fn f
 	if err != nil {
 		return classify(ctx, err, rt, agent.ID, what)
 	}
-	defer sess.Close()
+	// The call's outcome is decided by fn; a failure to end the session
+	// afterwards (the DELETE may not reach the agent) changes nothing for it.
+	defer func() { _ = sess.Close() }()
 	if err := fn(ctx, sess); err != nil {
 		return classify(ctx, err, rt, agent.ID, what)
 	}
@@ -389,11 +391,14 @@ func wireError(err error) *jsonrpc.Error {
 		if e == nil || found != nil {
 			return
 		}
-		if w, ok := e.(*jsonrpc.Error); ok && w.Code != codeRejected {
-			found = w
-			return
-		}
-		switch u := e.(type) {
+		// This walk is the unwrapping: errors.As would stop at the first
+		// *jsonrpc.Error, which is often the rejection marker the SDK wraps
+		// ahead of the peer's error ("%w: %w", ErrRejected, err).
+		switch u := e.(type) { //nolint:errorlint // manual tree walk; each node is inspected on purpose
+		case *jsonrpc.Error: // has no Unwrap
+			if u.Code != codeRejected {
+				found = u
+			}
 		case interface{ Unwrap() error }:
 			walk(u.Unwrap())
 		case interface{ Unwrap() []error }:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
@@ -370,7 +371,7 @@ func TestWireEnvelope(t *testing.T) {
 		if h.Get("Authorization") != "Bearer "+testToken {
 			t.Errorf("Authorization = %q", h.Get("Authorization"))
 		}
-		if r := h.Get("Accept"); h.Get("Content-Type") == "application/json" && !(strings.Contains(r, "application/json") && strings.Contains(r, "text/event-stream")) {
+		if r := h.Get("Accept"); h.Get("Content-Type") == "application/json" && (!strings.Contains(r, "application/json") || !strings.Contains(r, "text/event-stream")) {
 			t.Errorf("Accept = %q", r)
 		}
 	}
@@ -557,5 +558,24 @@ func TestCancelAndOutcomeOverTheWire(t *testing.T) {
 	s, err := c.SyncPlans(ctx, "s1", sp)
 	if err != nil || len(s.Plans) != 1 || s.Plans[0].Status != "active" {
 		t.Fatalf("sync_plans: %+v %v", s, err)
+	}
+}
+
+// TestWireErrorSkipsRejectionMarker pins why wireError walks the tree itself:
+// the SDK wraps the peer's error behind its rejection marker, where errors.As
+// would stop.
+func TestWireErrorSkipsRejectionMarker(t *testing.T) {
+	marker := &jsonrpc.Error{Code: codeRejected, Message: "rejected by transport"}
+	peer := &jsonrpc.Error{Code: -32029, Message: "rate limited"}
+	for name, err := range map[string]error{
+		"chain":  fmt.Errorf("tools/call: %w: %w", marker, peer),
+		"joined": errors.Join(marker, fmt.Errorf("wrapped: %w", peer)),
+	} {
+		if got := wireError(err); got != peer {
+			t.Errorf("%s: wireError = %v, want the peer's error", name, got)
+		}
+	}
+	if got := wireError(fmt.Errorf("%w: write to closed stream", marker)); got != nil {
+		t.Errorf("marker alone: wireError = %v, want nil", got)
 	}
 }
