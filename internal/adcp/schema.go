@@ -272,7 +272,7 @@ func (l fsLoader) Load(url string) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("adcp: open schema %s: %w", rel, err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only; the document is fully read before Close
 	doc, err := jsonschema.UnmarshalJSON(f)
 	if err != nil {
 		return nil, fmt.Errorf("adcp: parse schema %s: %w", rel, err)

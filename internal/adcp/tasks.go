@@ -3,6 +3,7 @@ package adcp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -167,14 +168,14 @@ func DecodeMediaBuy(body json.RawMessage) (*MediaBuyResult, error) {
 	if r.MediaBuyStatus == "" && resp.LegacyStatus != "" {
 		r.MediaBuyStatus = resp.LegacyStatus
 	}
-	switch {
-	case resp.Status == StatusSubmitted:
+	switch resp.Status {
+	case StatusSubmitted:
 		r.Shape = ShapeSubmitted
 		if r.TaskID == "" {
 			return r, &Error{Kind: KindProtocol, Recovery: RecoveryTerminal, Message: "submitted answer without task_id"}
 		}
 		return r, nil
-	case resp.Status == StatusWorking || resp.Status == StatusInputRequired:
+	case StatusWorking, StatusInputRequired:
 		r.Shape = ShapeInterim
 		return r, nil
 	}
@@ -218,7 +219,8 @@ func (c *Client) sendMediaBuy(ctx context.Context, agentID string, in Intent, to
 
 // tag fills the agent and tool of an *Error that lacks them.
 func tag(err error, agentID, tool string) error {
-	if ae, ok := err.(*Error); ok && ae.Agent == "" {
+	var ae *Error
+	if errors.As(err, &ae) && ae.Agent == "" {
 		ae.Agent, ae.Tool = agentID, tool
 	}
 	return err
