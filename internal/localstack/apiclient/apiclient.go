@@ -175,18 +175,34 @@ func (c *Client) httpClient() *http.Client {
 }
 
 // Submit posts a media buy with an Idempotency-Key. It returns the answer for 200/201/202 and
-// a *StatusError otherwise.
+// a *StatusError otherwise. While the API answers 409 idempotency_key_in_use (an earlier
+// delivery of the same request is still running: Go's transport itself resends a request that
+// carries an Idempotency-Key when a kept-alive connection fails), it retries with the same key
+// after Retry-After, as the API asks, for up to a minute.
 func (c *Client) Submit(ctx context.Context, key string, body []byte) (Submitted, int, error) {
 	h := http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {key}}
-	status, _, b, err := c.Do(ctx, http.MethodPost, "/v1/media-buys", h, body)
-	if err != nil {
-		return Submitted{}, 0, err
+	deadline := time.Now().Add(time.Minute)
+	for {
+		status, header, b, err := c.Do(ctx, http.MethodPost, "/v1/media-buys", h, body)
+		if err != nil {
+			return Submitted{}, 0, err
+		}
+		var out Submitted
+		err = decode(status, b, &out, http.StatusOK, http.StatusCreated, http.StatusAccepted)
+		var se *StatusError
+		if !errors.As(err, &se) || se.Code != "idempotency_key_in_use" || time.Now().After(deadline) {
+			return out, status, err
+		}
+		wait := time.Second
+		if s, perr := strconv.Atoi(header.Get("Retry-After")); perr == nil && s > 0 && s <= 5 {
+			wait = time.Duration(s) * time.Second
+		}
+		select {
+		case <-ctx.Done():
+			return out, status, err
+		case <-time.After(wait):
+		}
 	}
-	var out Submitted
-	if err := decode(status, b, &out, http.StatusOK, http.StatusCreated, http.StatusAccepted); err != nil {
-		return Submitted{}, status, err
-	}
-	return out, status, nil
 }
 
 // Get reads one operation.

@@ -80,3 +80,23 @@ func TestSubmitErrors(t *testing.T) {
 		t.Errorf("status %d, err %v; want a 422 StatusError naming the code", status, err)
 	}
 }
+
+func TestSubmitRetriesKeyInUse(t *testing.T) {
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls++
+		if calls == 1 {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusConflict)
+			_, _ = io.WriteString(w, `{"error":{"code":"idempotency_key_in_use","message":"retry"}}`)
+			return
+		}
+		_, _ = io.WriteString(w, `{"operation_id":"mb-1","status":"requested","replayed":true}`)
+	}))
+	defer srv.Close()
+	c := &Client{BaseURL: srv.URL}
+	sub, status, err := c.Submit(context.Background(), "k1", []byte(`{}`))
+	if err != nil || status != 200 || sub.OperationID != "mb-1" || calls != 2 {
+		t.Errorf("submit = %+v %d %v after %d calls; want the replay after one retry", sub, status, err, calls)
+	}
+}
