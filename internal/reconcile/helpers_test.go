@@ -1,0 +1,326 @@
+package reconcile_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
+
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/adcptest"
+	"github.com/buyflow/buyflow/internal/dynamotest"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/reconcile"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+const (
+	tenant   = "tenant-1"
+	sellerID = "seller-a"
+	smARN    = "arn:aws:states:us-east-1:123456789012:stateMachine:MediaBuy"
+)
+
+var opSeq atomic.Int64
+
+// clock is the ledger's, the seller's and the sweep's clock: real time plus an offset.
+type clock struct {
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset).UTC()
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.offset += d
+	c.mu.Unlock()
+}
+
+// completion is one recorded Succeed.
+type completion struct {
+	Token  string
+	Output workflow.SellerOutput
+}
+
+type tasksFunc func(ctx context.Context, token string, output any) error
+
+func (f tasksFunc) Succeed(ctx context.Context, token string, output any) error {
+	return f(ctx, token, output)
+}
+
+type executionsFunc func(ctx context.Context, in *sfnapi.DescribeExecutionInput, optFns ...func(*sfnapi.Options)) (*sfnapi.DescribeExecutionOutput, error)
+
+func (f executionsFunc) DescribeExecution(ctx context.Context, in *sfnapi.DescribeExecutionInput, optFns ...func(*sfnapi.Options)) (*sfnapi.DescribeExecutionOutput, error) {
+	return f(ctx, in, optFns...)
+}
+
+// hookAdCP wraps the real client; beforeList runs before every listing call.
+type hookAdCP struct {
+	reconcile.AdCP
+	beforeList func()
+}
+
+func (h *hookAdCP) Call(ctx context.Context, agentID, tool string, req any) (*adcp.Response, error) {
+	if h.beforeList != nil && (tool == adcp.ToolListTasks || tool == adcp.ToolTasksList) {
+		h.beforeList()
+	}
+	return h.AdCP.Call(ctx, agentID, tool, req)
+}
+
+type env struct {
+	t      *testing.T
+	db     *dynamodb.Client
+	table  string
+	store  *ledger.Store
+	seller *adcptest.Seller
+	client *adcp.Client
+	api    *hookAdCP
+	clock  *clock
+	out    bytes.Buffer // EMF lines of every run
+
+	mu          sync.Mutex
+	completions []completion
+}
+
+func newEnv(t *testing.T, so adcptest.SellerOptions) *env {
+	t.Helper()
+	db, table := dynamotest.Start(t)
+	clk := &clock{}
+	store := ledger.New(db, table)
+	store.Now = clk.Now
+	so.Now = clk.Now
+	seller := adcptest.NewSeller(so)
+	seller.Start()
+	t.Cleanup(seller.Close)
+	reg, err := adcp.NewRegistry(adcp.RegistryConfig{Agents: []adcp.Agent{
+		{ID: sellerID, Role: adcp.RoleSeller, MCPURL: seller.URL(), CredentialRef: "cred/seller",
+			Webhook: &adcp.WebhookConfig{Mode: adcp.WebhookHMAC, HMACSecretRef: "hmac/seller"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := adcp.SchemaDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := adcp.LoadValidator(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := adcp.New(adcp.Options{Registry: reg, Validator: v, CallTimeout: 5 * time.Second, Now: clk.Now,
+		Credentials: adcp.CredentialsFunc(func(context.Context, string) (string, error) { return adcptest.DefaultSellerToken, nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, db: db, table: table, store: store, seller: seller, client: client, api: &hookAdCP{AdCP: client}, clock: clk}
+}
+
+// cfg is the sweep's configuration in the tests; change it before calling svc.
+func (e *env) cfg() reconcile.Config {
+	var mu sync.Mutex
+	return reconcile.Config{
+		Ledger: e.store, AdCP: e.api, Progress: &reconcile.TableProgress{API: e.db, Table: e.table, Now: e.clock.Now},
+		Tasks: tasksFunc(func(_ context.Context, token string, output any) error {
+			out, ok := output.(workflow.SellerOutput)
+			if !ok {
+				return fmt.Errorf("unexpected output %T", output)
+			}
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			e.completions = append(e.completions, completion{Token: token, Output: out})
+			return nil
+		}),
+		Grace: 10 * time.Minute, StaleAfter: 30 * time.Minute, DeadlineSlack: 15 * time.Minute,
+		Metrics: &lockedWriter{w: &e.out, mu: &mu}, Now: e.clock.Now,
+		Deadline: func(context.Context) time.Time { return e.clock.Now().Add(time.Hour) },
+	}
+}
+
+type lockedWriter struct {
+	w  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (e *env) svc(cfg reconcile.Config) *reconcile.Service {
+	e.t.Helper()
+	s, err := reconcile.New(cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return s
+}
+
+func (e *env) run(cfg reconcile.Config) reconcile.Summary {
+	e.t.Helper()
+	sum, err := e.svc(cfg).Run(context.Background())
+	if err != nil {
+		e.t.Fatalf("run: %v", err)
+	}
+	return sum
+}
+
+func (e *env) completed() []completion {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.completions)
+}
+
+// createRequest is a schema-valid create_media_buy whose context carries the operation id, as
+// the create stage sends it; sim drives the simulated seller.
+func createRequest(opID, sim string) map[string]any {
+	return map[string]any{
+		"account": map[string]any{"account_id": "acc_1"}, "brand": map[string]any{"domain": "acme.example"},
+		"start_time": "asap", "end_time": "2030-01-31T23:59:59Z", "po_number": "PO-" + opID,
+		"packages": []any{map[string]any{"product_id": "prod_1", "pricing_option_id": "cpm_1", "budget": 5000}},
+		"context":  map[string]any{"operation_id": opID, "sim": sim},
+	}
+}
+
+// sellerTask places an async create_media_buy at the seller and returns its task id.
+func (e *env) sellerTask(opID string) string {
+	e.t.Helper()
+	in, err := adcp.NewIntent(adcp.ToolCreateMediaBuy, createRequest(opID, "submitted"), e.clock.Now())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	res, err := e.client.CreateMediaBuy(context.Background(), sellerID, in)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if res.TaskID == "" {
+		e.t.Fatalf("create answered %s without a task", res.Status)
+	}
+	return res.TaskID
+}
+
+// newOp stores an operation waiting on taskID (status st) with a parked task token.
+func (e *env) newOp(st workflow.Status, taskID string, mutate func(*ledger.Operation)) *ledger.Operation {
+	e.t.Helper()
+	id := fmt.Sprintf("mb-rec-%d", opSeq.Add(1))
+	req, err := json.Marshal(map[string]any{"seller_id": sellerID, "media_buy": createRequest(id, "submitted")})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	op := ledger.Operation{ID: id, Tenant: tenant, Status: st, SellerID: sellerID, SellerTaskID: taskID,
+		BudgetTotal: "5000.00", Currency: "USD", Request: req, ExecutionName: workflow.ExecutionName(id, 0)}
+	if mutate != nil {
+		mutate(&op)
+	}
+	ctx := context.Background()
+	if _, err := e.store.CreateOperation(ctx, op); err != nil {
+		e.t.Fatal(err)
+	}
+	got, err := e.store.SetTaskToken(ctx, tenant, id, "token-"+id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return got
+}
+
+func (e *env) op(id string) *ledger.Operation {
+	e.t.Helper()
+	op, err := e.store.GetOperation(context.Background(), tenant, id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return op
+}
+
+func (e *env) events(id string) []ledger.Event {
+	e.t.Helper()
+	page, err := e.store.ListEvents(context.Background(), tenant, id, 200, "")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return page.Items
+}
+
+// orphanEvents reads the orphan pseudo-operation's events straight from the table, as the
+// runbook's query does.
+func (e *env) orphanEvents() []map[string]types.AttributeValue {
+	e.t.Helper()
+	out, err := e.db.Query(context.Background(), &dynamodb.QueryInput{
+		TableName:              aws.String(e.table),
+		KeyConditionExpression: aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": &types.AttributeValueMemberS{Value: "TENANT#" + reconcile.OrphanTenant + "#OP#" + reconcile.OrphanOperation},
+		},
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return out.Items
+}
+
+// emf parses every metric line written so far and returns value per (metric, dimension value).
+func (e *env) emf() map[string]float64 {
+	e.t.Helper()
+	got := map[string]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(e.out.Bytes()))
+	for sc.Scan() {
+		var line map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			e.t.Fatalf("EMF line %q: %v", sc.Text(), err)
+		}
+		aws, _ := line["_aws"].(map[string]any)
+		if _, ok := aws["Timestamp"].(float64); !ok {
+			e.t.Fatalf("no _aws.Timestamp in %s", sc.Text())
+		}
+		dirs, _ := aws["CloudWatchMetrics"].([]any)
+		if len(dirs) == 0 {
+			e.t.Fatalf("no CloudWatchMetrics in %s", sc.Text())
+		}
+		for _, d := range dirs {
+			dir := d.(map[string]any)
+			if dir["Namespace"] != metrics.Namespace {
+				e.t.Errorf("Namespace %v", dir["Namespace"])
+			}
+			sets, _ := dir["Dimensions"].([]any)
+			if len(sets) != 1 {
+				e.t.Fatalf("Dimensions %v", dir["Dimensions"])
+			}
+			var dimVal string
+			for _, k := range sets[0].([]any) {
+				v, ok := line[k.(string)].(string)
+				if !ok {
+					e.t.Errorf("dimension %v is not a root string", k)
+				}
+				dimVal += v
+			}
+			for _, m := range dir["Metrics"].([]any) {
+				name := m.(map[string]any)["Name"].(string)
+				switch v := line[name].(type) {
+				case float64:
+					got[name+"/"+dimVal] += v
+				case []any:
+					got[name+"/"+dimVal] += float64(len(v))
+				default:
+					e.t.Errorf("metric %s value %v at the root", name, line[name])
+				}
+			}
+		}
+	}
+	return got
+}

@@ -1,0 +1,414 @@
+package reconcile_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+
+	"github.com/buyflow/buyflow/internal/adcptest"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/reconcile"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+func TestTerminalTaskIsRecordedAndWakesTheWorkflow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, adcptest.SellerOptions{})
+	task := e.sellerTask("x")
+	op := e.newOp(workflow.StatusSubmitted, task, nil)
+	waiting := e.newOp(workflow.StatusSubmitted, e.sellerTask("y"), nil) // still submitted at the seller
+	if err := e.seller.Finish(task, "completed"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.cfg()
+
+	// Not listed any more, but within the grace period: not polled yet (the next sweep is).
+	if sum := e.run(cfg); len(sum.Findings) != 0 || e.op(op.ID).Status != workflow.StatusSubmitted {
+		t.Fatalf("within the grace period: %+v", sum)
+	}
+	e.clock.Advance(11 * time.Minute)
+	sum := e.run(cfg)
+
+	got := e.op(op.ID)
+	if got.Status != workflow.StatusCompleted || got.MediaBuyID == "" {
+		t.Fatalf("operation %s, media buy %q; want completed with the seller's media buy", got.Status, got.MediaBuyID)
+	}
+	if got.TaskToken != "" {
+		t.Error("the woken token is still stored")
+	}
+	c := e.completed()
+	if len(c) != 1 || c[0].Token != "token-"+op.ID || c[0].Output.Status != workflow.StatusCompleted || !c[0].Output.Terminal {
+		t.Fatalf("completions %+v, want one terminal completion of %s", c, op.ID)
+	}
+	if e.op(waiting.ID).Status != workflow.StatusSubmitted {
+		t.Error("an operation the seller still lists as submitted moved")
+	}
+	if sum.Findings[reconcile.KindLostUpdate] != 1 || !slices.Equal(sum.Reconciled, []string{sellerID}) {
+		t.Errorf("summary %+v", sum)
+	}
+	evs := e.events(op.ID)
+	if !slices.ContainsFunc(evs, func(ev ledger.Event) bool {
+		return ev.Type == reconcile.EventReconcile && ev.To == workflow.StatusCompleted
+	}) ||
+		!slices.ContainsFunc(evs, func(ev ledger.Event) bool { return ev.Type == "wake" }) {
+		t.Errorf("events %+v lack the reconcile transition and the wake", evs)
+	}
+	m := e.emf()
+	if m["ReconcileFindings/"+reconcile.KindLostUpdate] != 1 || m["PendingOperations/submitted"] != 4 || m["SellerTaskDuration/completed"] <= 0 {
+		t.Errorf("metrics %v", m)
+	}
+	// Two sweeps counted two pending operations each. Only the operation the seller did not list
+	// was polled.
+	if n := len(e.seller.CallsTo("get_task_status")); n != 1 {
+		t.Errorf("%d direct polls, want 1", n)
+	}
+}
+
+func TestUnknownTaskFailsAfterTheGracePeriod(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, adcptest.SellerOptions{})
+	op := e.newOp(workflow.StatusSubmitted, "task-the-seller-never-had", nil)
+	cfg := e.cfg()
+
+	// Within the grace period nothing happens: the seller's list may lag.
+	e.run(cfg)
+	if got := e.op(op.ID); got.Status != workflow.StatusSubmitted {
+		t.Fatalf("failed within the grace period: %s", got.Status)
+	}
+
+	e.clock.Advance(11 * time.Minute)
+	sum := e.run(cfg)
+	got := e.op(op.ID)
+	if got.Status != workflow.StatusFailed || !strings.Contains(got.Reason, "does not know task task-the-seller-never-had") {
+		t.Fatalf("operation %s (%q), want failed with a readable reason", got.Status, got.Reason)
+	}
+	c := e.completed()
+	if len(c) != 1 || c[0].Output.Status != workflow.StatusFailed || !c[0].Output.Terminal {
+		t.Fatalf("completions %+v, want the token woken with the failure", c)
+	}
+	if sum.Findings[reconcile.KindUnknownTask] != 1 {
+		t.Errorf("findings %v", sum.Findings)
+	}
+	if m := e.emf(); m["ReconcileFindings/"+reconcile.KindUnknownTask] != 1 {
+		t.Errorf("metrics %v", m)
+	}
+	if n := len(e.seller.CallsTo("get_task_status")); n != 1 {
+		t.Errorf("%d direct polls, want 1 (only after the grace period)", n)
+	}
+}
+
+func TestOrphanIsRecordedOnceAndNeverAdopted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, adcptest.SellerOptions{})
+	known := e.sellerTask("mb-known")
+	e.newOp(workflow.StatusSubmitted, known, nil)
+	orphan := e.sellerTask("mb-ghost") // a create whose operation the ledger does not have
+	cfg := e.cfg()
+
+	if sum := e.run(cfg); sum.Findings[reconcile.KindOrphan] != 0 {
+		t.Fatalf("a task younger than the grace period is an orphan: %v", sum.Findings)
+	}
+	e.clock.Advance(11 * time.Minute)
+	sum := e.run(cfg)
+	if sum.Findings[reconcile.KindOrphan] != 1 {
+		t.Fatalf("findings %v, want one orphan", sum.Findings)
+	}
+	items := e.orphanEvents()
+	if len(items) != 1 {
+		t.Fatalf("%d orphan events, want 1", len(items))
+	}
+	var ev ledger.Event
+	if err := attributevalue.UnmarshalMap(items[0], &ev); err != nil {
+		t.Fatal(err)
+	}
+	var d map[string]any
+	if err := json.Unmarshal(ev.Detail, &d); err != nil {
+		t.Fatal(err)
+	}
+	if ev.Type != reconcile.EventOrphan || d["task_id"] != orphan || d["seller"] != sellerID || !strings.Contains(ev.Reason, "decide by hand") {
+		t.Errorf("orphan event %+v detail %v", ev, d)
+	}
+
+	// The next sweep counts it again (the alarm stays up) but records it only once a day.
+	sum = e.run(cfg)
+	if sum.Findings[reconcile.KindOrphan] != 1 || len(e.orphanEvents()) != 1 {
+		t.Errorf("second sweep: findings %v, %d events", sum.Findings, len(e.orphanEvents()))
+	}
+	// Never adopted, never canceled: no mutating call reached the seller.
+	for _, tool := range []string{"update_media_buy"} {
+		if n := len(e.seller.CallsTo(tool)); n != 0 {
+			t.Errorf("%d %s calls", n, tool)
+		}
+	}
+	if task, _ := e.seller.Task(orphan); task.Status != "submitted" {
+		t.Errorf("orphan task is %s", task.Status)
+	}
+	if len(e.completed()) != 0 {
+		t.Error("an orphan woke a workflow")
+	}
+}
+
+func TestEndedExecutionIsMarked(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, adcptest.SellerOptions{})
+	op := e.newOp(workflow.StatusSubmitted, e.sellerTask("z"), nil)
+	running := e.newOp(workflow.StatusSubmitted, e.sellerTask("w"), nil)
+	var mu sync.Mutex
+	var described []string
+	cfg := e.cfg()
+	cfg.StateMachineARN = smARN
+	cfg.Executions = executionsFunc(func(_ context.Context, in *sfnapi.DescribeExecutionInput, _ ...func(*sfnapi.Options)) (*sfnapi.DescribeExecutionOutput, error) {
+		arn := aws.ToString(in.ExecutionArn)
+		mu.Lock()
+		described = append(described, arn)
+		mu.Unlock()
+		name := arn[strings.LastIndex(arn, ":")+1:]
+		switch name {
+		case workflow.ExecutionName(op.ID, 0): // handed over to the next generation
+			return &sfnapi.DescribeExecutionOutput{Status: sfntypes.ExecutionStatusSucceeded}, nil
+		case workflow.ExecutionName(op.ID, 1): // which failed
+			return &sfnapi.DescribeExecutionOutput{Status: sfntypes.ExecutionStatusFailed, StopDate: aws.Time(time.Now())}, nil
+		case workflow.ExecutionName(running.ID, 0):
+			return &sfnapi.DescribeExecutionOutput{Status: sfntypes.ExecutionStatusRunning}, nil
+		}
+		return nil, &sfntypes.ExecutionDoesNotExist{Message: aws.String("no " + name)}
+	})
+
+	// Recently updated operations are not described.
+	e.run(cfg)
+	if len(described) != 0 {
+		t.Fatalf("described %v before StaleAfter", described)
+	}
+	e.clock.Advance(31 * time.Minute)
+	sum := e.run(cfg)
+	got := e.op(op.ID)
+	if !strings.Contains(got.Reason, "execution "+workflow.ExecutionName(op.ID, 1)+" ended FAILED") || got.Status != workflow.StatusSubmitted {
+		t.Fatalf("operation %s reason %q", got.Status, got.Reason)
+	}
+	if r := e.op(running.ID).Reason; r != "" {
+		t.Errorf("running operation marked: %q", r)
+	}
+	if sum.Findings[reconcile.KindExecutionEnded] != 1 {
+		t.Errorf("findings %v", sum.Findings)
+	}
+	updates := func() int {
+		n := 0
+		for _, ev := range e.events(op.ID) {
+			if ev.Type == reconcile.EventReconcile {
+				n++
+			}
+		}
+		return n
+	}
+	if updates() != 1 {
+		t.Fatalf("%d reconcile events, want 1", updates())
+	}
+	// Marked once; still counted on the next sweep.
+	sum = e.run(cfg)
+	if updates() != 1 || sum.Findings[reconcile.KindExecutionEnded] != 1 {
+		t.Errorf("second sweep: %d events, findings %v", updates(), sum.Findings)
+	}
+	if m := e.emf(); m["ReconcileFindings/"+reconcile.KindExecutionEnded] != 2 {
+		t.Errorf("metrics %v", m)
+	}
+}
+
+func TestDeadlinePassedIsMarked(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, adcptest.SellerOptions{})
+	past := e.clock.Now().Add(-time.Hour)
+	op := e.newOp(workflow.StatusSubmitted, e.sellerTask("d"), func(o *ledger.Operation) { o.Deadline = past })
+	sum := e.run(e.cfg())
+	got := e.op(op.ID)
+	if !strings.Contains(got.Reason, "after its deadline") || got.Status != workflow.StatusSubmitted {
+		t.Fatalf("operation %s reason %q", got.Status, got.Reason)
+	}
+	if sum.Findings[reconcile.KindDeadlinePassed] != 1 {
+		t.Errorf("findings %v", sum.Findings)
+	}
+	if m := e.emf(); m["Timeouts/operation_deadline"] != 1 || m["ReconcileFindings/"+reconcile.KindDeadlinePassed] != 1 {
+		t.Errorf("metrics %v", m)
+	}
+}
+
+func TestListingIsPaginatedOnBothToolNames(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		tools adcptest.PollTools
+		tool  string
+	}{
+		{"alias", adcptest.PollAliasOnly, "list_tasks"},
+		{"legacy", adcptest.PollLegacyOnly, "tasks/list"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, adcptest.SellerOptions{PollTools: tc.tools})
+			for i := range 5 {
+				e.newOp(workflow.StatusSubmitted, e.sellerTask("p"+string(rune('a'+i))), nil)
+			}
+			cfg := e.cfg()
+			cfg.PageSize = 2
+			e.clock.Advance(11 * time.Minute) // past the grace period: an unlisted operation would be polled
+			sum := e.run(cfg)
+			calls := e.seller.CallsTo(tc.tool)
+			if len(calls) != 3 {
+				t.Fatalf("%d %s calls, want 3 pages of 2", len(calls), tc.tool)
+			}
+			var cursors []string
+			for _, c := range calls {
+				var args struct {
+					Filters struct {
+						Statuses        []string `json:"statuses"`
+						ContextContains string   `json:"context_contains"`
+					} `json:"filters"`
+					Pagination struct {
+						MaxResults int    `json:"max_results"`
+						Cursor     string `json:"cursor"`
+					} `json:"pagination"`
+				}
+				if err := json.Unmarshal(c.Arguments, &args); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(args.Filters.Statuses, []string{"submitted", "working", "input-required"}) || args.Pagination.MaxResults != 2 {
+					t.Errorf("list args %s", c.Arguments)
+				}
+				cursors = append(cursors, args.Pagination.Cursor)
+			}
+			if !slices.Equal(cursors, []string{"", "off:2", "off:4"}) {
+				t.Errorf("cursors %q", cursors)
+			}
+			if n := len(e.seller.CallsTo("get_task_status")) + len(e.seller.CallsTo("tasks/get")); n != 0 {
+				t.Errorf("%d direct polls of listed tasks", n)
+			}
+			if len(sum.Findings) != 0 || !slices.Equal(sum.Reconciled, []string{sellerID}) {
+				t.Errorf("summary %+v", sum)
+			}
+		})
+	}
+}
+
+func TestLeaseHeldByAnotherRunSkipsTheSeller(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, adcptest.SellerOptions{})
+	e.newOp(workflow.StatusSubmitted, e.sellerTask("l"), nil)
+	ctx := context.Background()
+	if _, err := e.store.AcquireLock(ctx, ledger.ReconcileLock(sellerID), "someone-else", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	sum := e.run(e.cfg())
+	if !slices.Equal(sum.Skipped, []string{sellerID}) || len(sum.Reconciled) != 0 {
+		t.Errorf("summary %+v", sum)
+	}
+	if n := len(e.seller.CallsTo("list_tasks")); n != 0 {
+		t.Errorf("%d listings under another run's lease", n)
+	}
+}
+
+func TestTwoConcurrentRunsNeverReconcileOneSellerTogether(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, adcptest.SellerOptions{})
+	e.newOp(workflow.StatusSubmitted, e.sellerTask("c"), nil)
+	inside, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	e.api.beforeList = func() {
+		once.Do(func() {
+			close(inside)
+			<-release
+		})
+	}
+	cfg := e.cfg()
+	first := make(chan reconcile.Summary, 1)
+	go func() {
+		sum, err := e.svc(cfg).Run(context.Background())
+		if err != nil {
+			t.Error(err)
+		}
+		first <- sum
+	}()
+	<-inside // the first run holds the lease and is listing
+	second := e.run(cfg)
+	close(release)
+	one := <-first
+	if !slices.Equal(one.Reconciled, []string{sellerID}) || !slices.Equal(second.Skipped, []string{sellerID}) || len(second.Reconciled) != 0 {
+		t.Errorf("first %+v, second %+v: want one reconciled and one skipped", one, second)
+	}
+	// The lease was released: a third run reconciles.
+	if third := e.run(cfg); !slices.Equal(third.Reconciled, []string{sellerID}) {
+		t.Errorf("third %+v", third)
+	}
+}
+
+func TestTimeBudgetStopsAndTheNextRunResumesFromTheCursor(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, adcptest.SellerOptions{})
+	for i := range 5 {
+		e.newOp(workflow.StatusSubmitted, e.sellerTask("b"+string(rune('a'+i))), nil)
+	}
+	e.api.beforeList = func() { e.clock.Advance(time.Minute) } // every page costs a minute
+	cfg := e.cfg()
+	cfg.PageSize = 2
+	start := e.clock.Now()
+	cfg.Deadline = func(context.Context) time.Time { return start.Add(90 * time.Second) }
+
+	sum := e.run(cfg)
+	if !slices.Equal(sum.Incomplete, []string{sellerID}) || len(sum.Reconciled) != 0 {
+		t.Fatalf("first run %+v, want the seller incomplete", sum)
+	}
+	if n := len(e.seller.CallsTo("list_tasks")); n != 2 {
+		t.Fatalf("%d pages before the budget ran out, want 2", n)
+	}
+	p, err := (&reconcile.TableProgress{API: e.db, Table: e.table}).GetProgress(context.Background(), sellerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Phase != reconcile.PhaseList || p.ListCursor != "off:4" || !p.LastPass.IsZero() || p.Fence < 1 {
+		t.Fatalf("stored progress %+v, want the list cursor off:4", p)
+	}
+
+	cfg.Deadline = func(context.Context) time.Time { return e.clock.Now().Add(time.Hour) }
+	sum = e.run(cfg)
+	if !slices.Equal(sum.Reconciled, []string{sellerID}) {
+		t.Fatalf("second run %+v", sum)
+	}
+	calls := e.seller.CallsTo("list_tasks")
+	if len(calls) != 3 || !strings.Contains(string(calls[2].Arguments), `"cursor":"off:4"`) {
+		t.Fatalf("resumed listing %d calls, last %s", len(calls), calls[len(calls)-1].Arguments)
+	}
+	p, err = (&reconcile.TableProgress{API: e.db, Table: e.table}).GetProgress(context.Background(), sellerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Phase != "" || p.ListCursor != "" || p.LastPass.IsZero() {
+		t.Errorf("progress after a complete pass %+v", p)
+	}
+}
+
+func TestProgressRefusesAStaleFence(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, adcptest.SellerOptions{})
+	ps := &reconcile.TableProgress{API: e.db, Table: e.table}
+	ctx := context.Background()
+	if err := ps.PutProgress(ctx, reconcile.Progress{Seller: sellerID, Fence: 5, Phase: reconcile.PhaseList, ListCursor: "off:8"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ps.PutProgress(ctx, reconcile.Progress{Seller: sellerID, Fence: 4}); err != reconcile.ErrStaleFence {
+		t.Fatalf("stale fence: %v", err)
+	}
+	if err := ps.PutProgress(ctx, reconcile.Progress{Seller: sellerID, Fence: 5, ListCursor: "off:10", Phase: reconcile.PhaseList}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := ps.GetProgress(ctx, sellerID)
+	if err != nil || p.ListCursor != "off:10" {
+		t.Errorf("progress %+v, %v", p, err)
+	}
+}

@@ -1,0 +1,376 @@
+package reconcile
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"time"
+
+	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
+
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// Finding kinds (the Kind dimension of metrics.ReconcileFindings).
+const (
+	KindLostUpdate     = "lost_update"
+	KindUnknownTask    = "unknown_task"
+	KindOrphan         = "orphan"
+	KindExecutionEnded = "execution_ended"
+	KindDeadlinePassed = "deadline_passed"
+)
+
+// Event types the sweep appends.
+const (
+	// EventReconcile is the type of every event on an operation (applied update, failure, mark).
+	EventReconcile = "reconcile"
+	// EventOrphan is the type of an orphan event on the orphan pseudo-operation.
+	EventOrphan = "orphan"
+)
+
+// The pseudo-operation that holds orphan events. Tenants are AWS account ids (or the dev
+// header's value on a local stack), so no real tenant is named like this.
+const (
+	OrphanTenant    = "_reconcile"
+	OrphanOperation = "orphans"
+)
+
+// Actor is the actor of the events the sweep writes on its own account.
+const Actor = "system:reconcile"
+
+// markPrefix starts every reason the sweep marks an operation with.
+const markPrefix = "reconcile: "
+
+// Ledger is the part of the ledger the sweep uses; *ledger.Store satisfies it.
+type Ledger interface {
+	ListPending(ctx context.Context, status workflow.Status, updatedBefore time.Time, limit int, cursor string) (ledger.Page[*ledger.Operation], error)
+	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch ledger.Changes) (*ledger.Operation, error)
+	UpdateFields(ctx context.Context, tenant, id string, expectedVersion int64, ch ledger.Changes) (*ledger.Operation, error)
+	AppendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) error
+	ClearTaskToken(ctx context.Context, tenant, id, token string) error
+	AcquireLock(ctx context.Context, name, owner string, ttl time.Duration) (ledger.Lease, error)
+	ReleaseLock(ctx context.Context, l ledger.Lease) error
+}
+
+// AdCP is the part of the AdCP client the sweep uses; *adcp.Client satisfies it. Listing goes
+// through Call with the tool ListTool names, because the sweep filters on fields
+// adcp.ListTasksRequest does not carry (context_contains).
+type AdCP interface {
+	ListTool(ctx context.Context, agentID string) (string, error)
+	Call(ctx context.Context, agentID, tool string, req any) (*adcp.Response, error)
+	GetTaskStatus(ctx context.Context, agentID string, req adcp.GetTaskStatusRequest) (*adcp.TaskStatusResult, error)
+}
+
+// Tasks completes parked task tokens; *sfn.Client satisfies it.
+type Tasks interface {
+	Succeed(ctx context.Context, token string, output any) error
+}
+
+// Executions describes Step Functions executions; the SDK's *sfn.Client satisfies it.
+type Executions interface {
+	DescribeExecution(ctx context.Context, in *sfnapi.DescribeExecutionInput, optFns ...func(*sfnapi.Options)) (*sfnapi.DescribeExecutionOutput, error)
+}
+
+var (
+	_ Ledger = (*ledger.Store)(nil)
+	_ AdCP   = (*adcp.Client)(nil)
+)
+
+// Config wires a Service. Ledger, AdCP, Tasks and Progress are required.
+type Config struct {
+	Ledger   Ledger
+	AdCP     AdCP
+	Tasks    Tasks
+	Progress ProgressStore
+	// Executions and StateMachineARN enable the "execution ended" check; without them it is
+	// skipped.
+	Executions      Executions
+	StateMachineARN string
+	// RunConfig rebuilds the wait state of a woken operation (stages.WakeOutput).
+	RunConfig workflow.RunConfig
+
+	// Statuses are the operation statuses compared with the sellers (default submitted,
+	// working, input_required, creating). Every pending status is read, so that a task any
+	// pending operation waits on is never an orphan.
+	Statuses []workflow.Status
+	// Grace is how long an operation may wait on a task the seller does not list before it is
+	// polled directly (and failed if the seller does not know it), and how old an unknown
+	// seller task must be before it is an orphan (default 10 min).
+	Grace time.Duration
+	// StaleAfter is how long an operation must go without an update before its execution is
+	// described (default 30 min).
+	StaleAfter time.Duration
+	// DeadlineSlack is how long past its deadline a pending operation may be before it is
+	// marked (default 15 min: the workflow's own timeout normally ends it first).
+	DeadlineSlack time.Duration
+	// OrphanRenotify is how often one orphan task is recorded again (default 24 h).
+	OrphanRenotify time.Duration
+	// PageSize is list_tasks' max_results (default 100, the spec's maximum).
+	PageSize int
+	// MaxGenerations bounds how many continue-as-new generations are followed (default 100).
+	MaxGenerations int
+	// Margin is kept free before the Lambda deadline (default 15 s).
+	Margin time.Duration
+	// MaxRun bounds a run whose context has no deadline (default 2 min).
+	MaxRun time.Duration
+	// Deadline returns when the sweep must have stopped; default: ctx's deadline minus Margin,
+	// or now + MaxRun.
+	Deadline func(ctx context.Context) time.Time
+
+	// Metrics receives the EMF lines (the function's stdout); nil discards them.
+	Metrics io.Writer
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// NewID names the run (the lease owner); default random.
+	NewID  func() string
+	Logger *slog.Logger
+}
+
+// Service runs reconciliation sweeps.
+type Service struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New checks cfg and fills its defaults.
+func New(cfg Config) (*Service, error) {
+	var missing []string
+	if cfg.Ledger == nil {
+		missing = append(missing, "Ledger")
+	}
+	if cfg.AdCP == nil {
+		missing = append(missing, "AdCP")
+	}
+	if cfg.Tasks == nil {
+		missing = append(missing, "Tasks")
+	}
+	if cfg.Progress == nil {
+		missing = append(missing, "Progress")
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("reconcile: missing %v", missing)
+	}
+	if len(cfg.Statuses) == 0 {
+		cfg.Statuses = []workflow.Status{workflow.StatusSubmitted, workflow.StatusWorking, workflow.StatusInputRequired, workflow.StatusCreating}
+	}
+	for _, st := range cfg.Statuses {
+		if !st.Pending() {
+			return nil, fmt.Errorf("reconcile: %q is not a pending status", st)
+		}
+	}
+	if cfg.RunConfig == (workflow.RunConfig{}) {
+		cfg.RunConfig = workflow.DefaultRunConfig()
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&cfg.Grace, 10*time.Minute)
+	def(&cfg.StaleAfter, 30*time.Minute)
+	def(&cfg.DeadlineSlack, 15*time.Minute)
+	def(&cfg.OrphanRenotify, 24*time.Hour)
+	def(&cfg.Margin, 15*time.Second)
+	def(&cfg.MaxRun, 2*time.Minute)
+	if cfg.PageSize <= 0 || cfg.PageSize > 100 {
+		cfg.PageSize = 100
+	}
+	if cfg.MaxGenerations <= 0 {
+		cfg.MaxGenerations = 100
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = io.Discard
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.NewID == nil {
+		cfg.NewID = randomID
+	}
+	if cfg.Deadline == nil {
+		margin, maxRun, now := cfg.Margin, cfg.MaxRun, cfg.Now
+		cfg.Deadline = func(ctx context.Context) time.Time {
+			if d, ok := ctx.Deadline(); ok {
+				return d.Add(-margin)
+			}
+			return now().Add(maxRun)
+		}
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Service{cfg: cfg, log: log}, nil
+}
+
+// Summary is what one run did; it is the Lambda's output (no ids of operations, no tokens).
+type Summary struct {
+	RunID   string         `json:"run_id"`
+	Pending map[string]int `json:"pending"`
+	// Reconciled are the sellers whose pass completed; Incomplete those stopped by the time
+	// budget (resumed next run); Skipped those another run held; Deferred those not reached.
+	Reconciled []string       `json:"reconciled"`
+	Incomplete []string       `json:"incomplete,omitempty"`
+	Skipped    []string       `json:"skipped,omitempty"`
+	Deferred   []string       `json:"deferred,omitempty"`
+	Failed     []string       `json:"failed,omitempty"`
+	Findings   map[string]int `json:"findings"`
+	// Partial is true when the ledger could not be read completely within the budget.
+	Partial bool `json:"partial,omitempty"`
+}
+
+// Handle is the Lambda handler: the EventBridge Scheduler event is ignored (every run sweeps
+// everything it can within its budget).
+func (s *Service) Handle(ctx context.Context, _ json.RawMessage) (Summary, error) {
+	return s.Run(ctx)
+}
+
+// run is the state of one sweep.
+type run struct {
+	id       string
+	deadline time.Time
+	rec      *metrics.Recorder
+	sum      *Summary
+}
+
+func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
+
+func (r *run) out(now time.Time) bool { return !now.Before(r.deadline) }
+
+func (r *run) finding(kind string) {
+	r.sum.Findings[kind]++
+	r.rec.Count(metrics.ReconcileFindings, metrics.Dims{"Kind": kind}, 1)
+}
+
+// Run sweeps once. It returns an error only when the ledger cannot be read at all; a failing
+// seller is reported in the summary (Failed) and the logs.
+func (s *Service) Run(ctx context.Context) (Summary, error) {
+	r := &run{id: s.cfg.NewID(), deadline: s.cfg.Deadline(ctx),
+		rec: metrics.New(s.cfg.Metrics, metrics.Namespace, s.cfg.Now),
+		sum: &Summary{Pending: map[string]int{}, Findings: map[string]int{}, Reconciled: []string{}}}
+	r.sum.RunID = r.id
+	defer func() {
+		if err := r.rec.Flush(); err != nil {
+			s.log.WarnContext(ctx, "metrics not written", "err", err)
+		}
+	}()
+
+	bySeller, err := s.readPending(ctx, r)
+	if err != nil {
+		return *r.sum, err
+	}
+	sellers := make([]string, 0, len(bySeller))
+	for id := range bySeller {
+		sellers = append(sellers, id)
+	}
+	progress := map[string]Progress{}
+	for _, id := range sellers {
+		p, err := s.cfg.Progress.GetProgress(ctx, id)
+		if err != nil {
+			s.log.WarnContext(ctx, "reconcile progress not read", "seller", id, "err", err)
+		}
+		progress[id] = p
+	}
+	// Least recently completed first, so a seller the budget cut off goes first next time.
+	slices.SortFunc(sellers, func(a, b string) int {
+		return cmp.Or(progress[a].LastPass.Compare(progress[b].LastPass), cmp.Compare(a, b))
+	})
+
+	for _, seller := range sellers {
+		if r.out(s.now()) {
+			r.sum.Deferred = append(r.sum.Deferred, seller)
+			continue
+		}
+		s.sweepSellerLeased(ctx, r, seller, bySeller[seller], progress[seller])
+	}
+	s.log.InfoContext(ctx, "reconciliation sweep", "runId", r.id, "pending", r.sum.Pending, "reconciled", len(r.sum.Reconciled),
+		"incomplete", r.sum.Incomplete, "skipped", r.sum.Skipped, "deferred", r.sum.Deferred, "failed", r.sum.Failed,
+		"findings", r.sum.Findings, "partial", r.sum.Partial)
+	return *r.sum, nil
+}
+
+// readPending reads every pending operation, counts them by status and groups them by seller.
+func (s *Service) readPending(ctx context.Context, r *run) (map[string][]*ledger.Operation, error) {
+	bySeller := map[string][]*ledger.Operation{}
+	before := s.now().Add(time.Second)
+	for _, st := range workflow.Statuses {
+		if !st.Pending() {
+			continue
+		}
+		n, cursor := 0, ""
+		for {
+			if r.out(s.now()) {
+				r.sum.Partial = true
+				break
+			}
+			page, err := s.cfg.Ledger.ListPending(ctx, st, before, ledger.MaxListLimit, cursor)
+			if err != nil {
+				return nil, fmt.Errorf("reconcile: read pending %s operations: %w", st, err)
+			}
+			for _, op := range page.Items {
+				n++
+				if op.SellerID != "" {
+					bySeller[op.SellerID] = append(bySeller[op.SellerID], op)
+				}
+			}
+			if page.Cursor == "" {
+				break
+			}
+			cursor = page.Cursor
+		}
+		r.sum.Pending[string(st)] = n
+		r.rec.Count(metrics.PendingOperations, metrics.Dims{"Stage": string(st)}, n)
+	}
+	return bySeller, nil
+}
+
+// sweepSellerLeased holds the seller's lease around one pass.
+func (s *Service) sweepSellerLeased(ctx context.Context, r *run, seller string, ops []*ledger.Operation, prog Progress) {
+	// The lease outlives the budget a little, so it never lapses while this run still works;
+	// the run releases it as soon as the pass stops.
+	ttl := r.deadline.Sub(s.now()) + s.cfg.Margin
+	lease, err := s.cfg.Ledger.AcquireLock(ctx, ledger.ReconcileLock(seller), r.id, ttl)
+	var held *ledger.LockHeldError
+	switch {
+	case errors.As(err, &held):
+		s.log.InfoContext(ctx, "seller reconciled by another run", "seller", seller, "until", held.Holder.ExpiresAt)
+		r.sum.Skipped = append(r.sum.Skipped, seller)
+		return
+	case err != nil:
+		s.log.ErrorContext(ctx, "reconcile lease not acquired", "seller", seller, "err", err)
+		r.sum.Failed = append(r.sum.Failed, seller)
+		return
+	}
+	defer func() {
+		// A fresh context: the lease must be released even when ctx is done.
+		if err := s.cfg.Ledger.ReleaseLock(context.WithoutCancel(ctx), lease); err != nil {
+			s.log.WarnContext(ctx, "reconcile lease not released", "seller", seller, "err", err)
+		}
+	}()
+	complete, err := s.sweepSeller(ctx, r, seller, ops, prog, lease.Fence)
+	switch {
+	case err != nil:
+		s.log.ErrorContext(ctx, "seller not reconciled", "seller", seller, "err", err)
+		r.sum.Failed = append(r.sum.Failed, seller)
+	case complete:
+		r.sum.Reconciled = append(r.sum.Reconciled, seller)
+	default:
+		r.sum.Incomplete = append(r.sum.Incomplete, seller)
+	}
+}
+
+func randomID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return "reconcile-" + hex.EncodeToString(b[:])
+}
