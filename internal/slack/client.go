@@ -194,7 +194,9 @@ func (c *BotClient) call(ctx context.Context, method string, body any) (Ref, err
 	if err != nil {
 		return Ref{}, transportError(method, err)
 	}
-	defer resp.Body.Close()
+	// The body is read (up to the limit) before Close; a Close error cannot
+	// change what Slack answered.
+	defer func() { _ = resp.Body.Close() }()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
 	if err != nil {
 		return Ref{}, transportError(method, err)
@@ -259,7 +261,9 @@ func (c *WebhookClient) Post(ctx context.Context, m Message) (Ref, error) {
 	if err != nil {
 		return Ref{}, transportError("webhook", err)
 	}
-	defer resp.Body.Close()
+	// The body is read (up to the limit) before Close; a Close error cannot
+	// change what Slack answered.
+	defer func() { _ = resp.Body.Close() }()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
 	if err != nil {
 		return Ref{}, transportError("webhook", err)

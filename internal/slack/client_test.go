@@ -71,13 +71,14 @@ func TestBotClientPostAndUpdate(t *testing.T) {
 	t.Parallel()
 	srv, got := recorder(t, func(w http.ResponseWriter, path string) {
 		w.Header().Set("Content-Type", "application/json")
+		// A failed write shows up as the client's error, which the test checks.
 		switch path {
 		case "/api/chat.postMessage":
-			fmt.Fprint(w, `{"ok":true,"channel":"D0DM00001","ts":"1796000000.000100","message":{}}`)
+			_, _ = fmt.Fprint(w, `{"ok":true,"channel":"D0DM00001","ts":"1796000000.000100","message":{}}`)
 		case "/api/chat.update":
-			fmt.Fprint(w, `{"ok":true,"channel":"D0DM00001","ts":"1796000000.000100","text":"x"}`)
+			_, _ = fmt.Fprint(w, `{"ok":true,"channel":"D0DM00001","ts":"1796000000.000100","text":"x"}`)
 		default:
-			fmt.Fprint(w, `{"ok":false,"error":"unknown_method"}`)
+			_, _ = fmt.Fprint(w, `{"ok":false,"error":"unknown_method"}`)
 		}
 	})
 	c, err := NewBotClient(botToken, WithBaseURL(srv.URL+"/api"))
@@ -159,7 +160,7 @@ func TestBotClientErrors(t *testing.T) {
 					w.Header().Set(k, v)
 				}
 				w.WriteHeader(tt.status)
-				fmt.Fprint(w, tt.body)
+				_, _ = fmt.Fprint(w, tt.body) // a failed write shows up as the client's error
 			}))
 			defer srv.Close()
 			c, err := NewBotClient(botToken, WithBaseURL(srv.URL+"/api/"), WithHTTPClient(srv.Client()))
@@ -228,7 +229,7 @@ func TestWebhookClient(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		w.WriteHeader(status)
-		fmt.Fprint(w, body)
+		_, _ = fmt.Fprint(w, body) // a failed write shows up as the client's error
 	})
 	c, err := NewWebhookClient(srv.URL + webhookPath)
 	if err != nil {
