@@ -314,7 +314,7 @@ func validApprovalID(s string) bool {
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+		if !isIDByte(c) {
 			return false
 		}
 	}
@@ -327,11 +327,16 @@ func validKeyID(s string) bool {
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+		if !isIDByte(c) && c != '.' {
 			return false
 		}
 	}
 	return true
+}
+
+// isIDByte reports whether c is an ASCII letter, digit, '_' or '-'.
+func isIDByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 }
 
 func validApprover(s string) bool {
