@@ -3,7 +3,6 @@ package stages_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -331,5 +330,3 @@ func events(t *testing.T, e *env, opID string) []ledger.Event {
 	}
 	return p.Items
 }
-
-func isNotFound(err error) bool { return errors.Is(err, ledger.ErrNotFound) }

@@ -115,11 +115,10 @@ func TestPollWorkingBacksOff(t *testing.T) {
 		t.Fatalf("status = %s", e.op(op.ID).Status)
 	}
 	// Each poll takes a fresh idempotency key.
-	polls := e.seller.CallsTo("get_task_status")
 	if _, err := e.svc.PollSeller(context.Background(), pollIn(op, got.Next, 0)); err != nil {
 		t.Fatal(err)
 	}
-	polls = e.seller.CallsTo("get_task_status")
+	polls := e.seller.CallsTo("get_task_status")
 	if len(polls) != 2 || lastArgs(t, polls[:1])["idempotency_key"] == lastArgs(t, polls)["idempotency_key"] {
 		t.Fatal("polls reuse an idempotency key")
 	}
