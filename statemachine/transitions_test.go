@@ -123,7 +123,7 @@ func walk(t testing.TB, m machine, input map[string]any, s *sim) (entered []stri
 			}
 			name = st.Next
 		case "Pass":
-			var result any = raw["Result"]
+			result := raw["Result"]
 			if p, ok := raw["Parameters"]; ok {
 				result = eval(doc, p)
 			}
