@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"os/exec"
@@ -129,7 +130,8 @@ func TestInteropADCPSDKVerifiesOurSigner(t *testing.T) {
 }
 
 func stderrOf(err error) []byte {
-	if ee, ok := err.(*exec.ExitError); ok {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
 		return ee.Stderr
 	}
 	return nil

@@ -110,7 +110,8 @@ func (ks *keySet) fetch(ctx context.Context) (map[string]*verifyKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrKeysUnavailable, err)
 	}
-	defer resp.Body.Close()
+	// Only read from; a Close error cannot change the keys we parsed.
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%w: jwks answered %d", ErrKeysUnavailable, resp.StatusCode)
 	}

@@ -130,7 +130,7 @@ func (p *sfParser) parseKey() (string, error) {
 	if p.pos >= len(p.s) {
 		return "", p.errf("expected key")
 	}
-	if c := p.s[p.pos]; !(c >= 'a' && c <= 'z' || c == '*') {
+	if c := p.s[p.pos]; (c < 'a' || c > 'z') && c != '*' {
 		return "", p.errf("bad key start %q", c)
 	}
 	p.pos++
@@ -318,8 +318,7 @@ func (p *sfParser) parseBytes() (sfItem, error) {
 			p.pos++
 			return sfItem{kind: sfBytes, text: raw}, nil
 		}
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			c == '+' || c == '/' || c == '=' || c == '-' || c == '_') {
+		if !isByteSeqChar(c) {
 			return sfItem{}, p.errf("bad byte sequence character")
 		}
 		p.pos++
@@ -338,6 +337,13 @@ func appendSFString(b []byte, s string) []byte {
 		b = append(b, s[i])
 	}
 	return append(b, '"')
+}
+
+// isByteSeqChar reports whether c may appear inside an sf-binary: the base64
+// alphabet, its padding, and (leniently) the base64url characters.
+func isByteSeqChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+		c == '+' || c == '/' || c == '=' || c == '-' || c == '_'
 }
 
 func isPrintableASCII(s string) bool {

@@ -10,9 +10,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -120,7 +120,7 @@ func TestRoundTripHTTP(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close() // only the status is checked
 		if resp.StatusCode != http.StatusNoContent {
 			t.Errorf("%s: status %d, %s", path, resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
 		}
@@ -361,7 +361,7 @@ func newJWKSServer(t *testing.T, doc []byte) *jwksServer {
 		js.mu.Lock()
 		defer js.mu.Unlock()
 		w.WriteHeader(js.status)
-		w.Write(js.doc)
+		_, _ = w.Write(js.doc) // a failed write surfaces as the verifier's fetch error
 	}))
 	t.Cleanup(js.Close)
 	return js
@@ -517,7 +517,15 @@ func TestSignerWithVectorKeys(t *testing.T) {
 			} else {
 				x, _ := base64.RawURLEncoding.DecodeString(k.X)
 				y, _ := base64.RawURLEncoding.DecodeString(k.Y)
-				s.Key = &ecdsa.PrivateKey{PublicKey: ecdsa.PublicKey{Curve: elliptic.P256(), X: new(big.Int).SetBytes(x), Y: new(big.Int).SetBytes(y)}, D: new(big.Int).SetBytes(d)}
+				key, err := ecdsa.ParseRawPrivateKey(elliptic.P256(), d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// The public key is derived from d; it must be the vector's x, y.
+				if pub, err := key.PublicKey.Bytes(); err != nil || !bytes.Equal(pub, slices.Concat([]byte{4}, x, y)) {
+					t.Fatalf("public key from d = %x (%v), want the vector's x, y", pub, err)
+				}
+				s.Key = key
 			}
 			doc, _ := json.Marshal(map[string]any{"keys": []json.RawMessage{keys[kid]}})
 			v := newVerifier(t, Config{JWKS: doc, Now: fixedClock(testNow)})
