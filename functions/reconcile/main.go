@@ -44,6 +44,8 @@ func run(_ context.Context, getenv func(string) string) error {
 	agentsJSON := env.Required(topology.EnvAgentsConfig)
 	secretPrefix := env.Required(topology.EnvAgentsSecretPrefix)
 	stateMachineARN := env.Required(topology.EnvStateMachineARN)
+	// The caller URI is listed for the agents' sake (the sweep sends no governance call).
+	_ = env.Optional(topology.EnvCallerURI, "")
 	runCfg := workflow.DefaultRunConfig()
 	env.JSON(topology.EnvRunConfig, false, &runCfg)
 	env.Check(topology.EnvRunConfig, runCfg.Validate())

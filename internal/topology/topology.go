@@ -129,6 +129,12 @@ var App = Application{
 			Env:     []string{EnvTableName, EnvAgentsConfig, EnvAgentsSecretPrefix, EnvPublicBaseURL, EnvRunConfig},
 			Secrets: []string{EnvAgentsSecretPrefix},
 		},
+		{
+			Name: "reconcile", Description: "Scheduled sweep: pending operations vs each seller's list_tasks; wakes, fails, records orphans, marks stuck buys",
+			MemoryMB: 256, TimeoutSeconds: 300, LedgerWrite: true, CompletesTasks: true,
+			Env:     []string{EnvTableName, EnvAgentsConfig, EnvAgentsSecretPrefix, EnvStateMachineARN, EnvCallerURI, EnvRunConfig},
+			Secrets: []string{EnvAgentsSecretPrefix},
+		},
 	},
 	Routes: []Route{
 		{Method: "POST", Path: "/v1/media-buys", Function: "submit", Auth: AuthIAM},
