@@ -74,6 +74,14 @@ func (f executionsFunc) DescribeExecution(ctx context.Context, in *sfnapi.Descri
 type hookAdCP struct {
 	reconcile.AdCP
 	beforeList func()
+	noListing  bool // ListTool answers CodeToolNotOffered, like a 3.0 peer with tasks/get only
+}
+
+func (h *hookAdCP) ListTool(ctx context.Context, agentID string) (string, error) {
+	if h.noListing {
+		return "", &adcp.Error{Kind: adcp.KindLocal, Agent: agentID, Tool: adcp.ToolListTasks, Code: adcp.CodeToolNotOffered, Recovery: adcp.RecoveryTerminal}
+	}
+	return h.AdCP.ListTool(ctx, agentID)
 }
 
 func (h *hookAdCP) Call(ctx context.Context, agentID, tool string, req any) (*adcp.Response, error) {

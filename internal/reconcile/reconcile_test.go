@@ -14,6 +14,7 @@ import (
 	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
+	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcptest"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/reconcile"
@@ -411,4 +412,72 @@ func TestProgressRefusesAStaleFence(t *testing.T) {
 	if err != nil || p.ListCursor != "off:10" {
 		t.Errorf("progress %+v, %v", p, err)
 	}
+}
+
+func TestSellerWithoutListingIsPolledOnlyForStaleOperations(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, adcptest.SellerOptions{})
+	e.api.noListing = true
+	task := e.sellerTask("n")
+	op := e.newOp(workflow.StatusSubmitted, task, nil)
+	if err := e.seller.Finish(task, "completed"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.cfg()
+	e.clock.Advance(11 * time.Minute) // past Grace, not StaleAfter
+	if sum := e.run(cfg); len(sum.Failed) != 0 || len(e.seller.CallsTo("get_task_status")) != 0 {
+		t.Fatalf("summary %+v, %d polls: a seller without listing must not be polled before StaleAfter", sum, len(e.seller.CallsTo("get_task_status")))
+	}
+	e.clock.Advance(20 * time.Minute)
+	sum := e.run(cfg)
+	if got := e.op(op.ID); got.Status != workflow.StatusCompleted || sum.Findings[reconcile.KindLostUpdate] != 1 {
+		t.Fatalf("operation %s, summary %+v", got.Status, sum)
+	}
+}
+
+func TestTimeBudgetStopsInTheComparePhaseAndResumesAfterTheLastOperation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, adcptest.SellerOptions{})
+	var ops []*ledger.Operation
+	for range 3 {
+		ops = append(ops, e.newOp(workflow.StatusSubmitted, "gone-"+e.sellerTask("q"), nil)) // unknown tasks: each is polled
+	}
+	e.clock.Advance(11 * time.Minute)
+	cfg := e.cfg()
+	start := e.clock.Now()
+	// The listing is free; every direct poll costs a minute; the budget allows two.
+	cfg.Deadline = func(context.Context) time.Time { return start.Add(90 * time.Second) }
+	cfg.AdCP = &pollCost{hookAdCP: e.api, clock: e.clock}
+	sum := e.run(cfg)
+	if !slices.Equal(sum.Incomplete, []string{sellerID}) || sum.Findings[reconcile.KindUnknownTask] != 2 {
+		t.Fatalf("first run %+v", sum)
+	}
+	p, err := (&reconcile.TableProgress{API: e.db, Table: e.table}).GetProgress(context.Background(), sellerID)
+	if err != nil || p.Phase != reconcile.PhaseCompare || p.AfterOp == "" {
+		t.Fatalf("progress %+v, %v", p, err)
+	}
+	cfg.Deadline = func(context.Context) time.Time { return e.clock.Now().Add(time.Hour) }
+	sum = e.run(cfg)
+	if !slices.Equal(sum.Reconciled, []string{sellerID}) || sum.Findings[reconcile.KindUnknownTask] != 1 {
+		t.Fatalf("second run %+v", sum)
+	}
+	for _, op := range ops {
+		if got := e.op(op.ID); got.Status != workflow.StatusFailed {
+			t.Errorf("%s is %s", op.ID, got.Status)
+		}
+	}
+	if n := len(e.seller.CallsTo("get_task_status")); n != 3 {
+		t.Errorf("%d polls, want each operation polled once", n)
+	}
+}
+
+// pollCost advances the clock a minute per direct poll.
+type pollCost struct {
+	*hookAdCP
+	clock *clock
+}
+
+func (p *pollCost) GetTaskStatus(ctx context.Context, agentID string, req adcp.GetTaskStatusRequest) (*adcp.TaskStatusResult, error) {
+	p.clock.Advance(time.Minute)
+	return p.hookAdCP.GetTaskStatus(ctx, agentID, req)
 }

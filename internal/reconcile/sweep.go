@@ -145,6 +145,7 @@ func (s *Service) putProgress(ctx context.Context, p Progress) error {
 // where the budget stopped it.
 func (s *Service) sweepGroup(ctx context.Context, r *run, seller string, g *group, known map[string]bool, from Progress) (*Progress, error) {
 	seen := map[string]listedTask{}
+	listed := true
 	if from.Phase != PhaseCompare {
 		cursor := from.ListCursor
 		for {
@@ -152,6 +153,14 @@ func (s *Service) sweepGroup(ctx context.Context, r *run, seller string, g *grou
 				return &Progress{Phase: PhaseList, ListCursor: cursor}, nil
 			}
 			page, err := s.list(ctx, seller, g.account, cursor)
+			var ae *adcp.Error
+			if errors.As(err, &ae) && ae.Code == adcp.CodeToolNotOffered {
+				// A seller without list_tasks / tasks/list (some 3.0 peers): no orphan detection,
+				// and only operations quiet for StaleAfter are polled directly.
+				s.log.WarnContext(ctx, "seller offers no task listing; polling stale operations directly", "seller", seller)
+				listed = false
+				break
+			}
 			if err != nil {
 				r.rec.Count(metrics.AdcpErrors, metrics.Dims{"Code": errorCode(err)}, 1)
 				return nil, fmt.Errorf("list tasks at %s: %w", seller, err)
@@ -178,7 +187,7 @@ func (s *Service) sweepGroup(ctx context.Context, r *run, seller string, g *grou
 		if r.out(s.now()) {
 			return &Progress{Phase: PhaseCompare, AfterOp: lastBefore(g.ops, op)}, nil
 		}
-		s.compare(ctx, r, seller, g.account, op, seen)
+		s.compare(ctx, r, seller, g.account, op, seen, listed)
 	}
 	return nil, nil
 }
@@ -223,16 +232,20 @@ func (s *Service) list(ctx context.Context, seller string, account *adcp.Account
 }
 
 // compare checks one operation against the listing, its execution and its deadline.
-func (s *Service) compare(ctx context.Context, r *run, seller string, account *adcp.AccountRef, op *ledger.Operation, seen map[string]listedTask) {
+// listed is false when the seller offers no listing: seen is then empty.
+func (s *Service) compare(ctx context.Context, r *run, seller string, account *adcp.AccountRef, op *ledger.Operation, seen map[string]listedTask, listed bool) {
 	now := s.now()
 	if op.SellerTaskID != "" {
-		t, listed := seen[op.SellerTaskID]
+		t, found := seen[op.SellerTaskID]
 		poll := false
-		if listed {
+		switch {
+		case found:
 			st, ok := workflow.FromTaskStatus(t.Status)
 			poll = ok && st != op.Status
-		} else {
+		case listed:
 			poll = now.Sub(op.UpdatedAt) >= s.cfg.Grace
+		default:
+			poll = now.Sub(op.UpdatedAt) >= s.cfg.StaleAfter
 		}
 		if poll {
 			var err error
