@@ -160,7 +160,8 @@ func runDemo(ctx context.Context, st *localstack.Stack, body []byte, w io.Writer
 		return false
 	}, func(op apiclient.Operation) {
 		line := fmt.Sprintf("  status %-20s", op.Status)
-		if op.Reason != "" {
+		// The reason belongs to the status that set it: a wait for a person or a failure.
+		if op.Reason != "" && (op.Status == "awaiting_approval" || (apiclient.Terminal(op.Status) && op.Status != "completed")) {
 			line += " " + op.Reason
 		}
 		out.println(strings.TrimRight(line, " "))
