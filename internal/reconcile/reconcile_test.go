@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -402,7 +403,7 @@ func TestProgressRefusesAStaleFence(t *testing.T) {
 	if err := ps.PutProgress(ctx, reconcile.Progress{Seller: sellerID, Fence: 5, Phase: reconcile.PhaseList, ListCursor: "off:8"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ps.PutProgress(ctx, reconcile.Progress{Seller: sellerID, Fence: 4}); err != reconcile.ErrStaleFence {
+	if err := ps.PutProgress(ctx, reconcile.Progress{Seller: sellerID, Fence: 4}); !errors.Is(err, reconcile.ErrStaleFence) {
 		t.Fatalf("stale fence: %v", err)
 	}
 	if err := ps.PutProgress(ctx, reconcile.Progress{Seller: sellerID, Fence: 5, ListCursor: "off:10", Phase: reconcile.PhaseList}); err != nil {
