@@ -14,7 +14,7 @@ LAMBDA_FLAGS := -trimpath -buildvcs=false -tags lambda.norpc -ldflags "-s -w"
 
 .PHONY: help
 help: ## list the targets
-	@grep -E '^[a-z%-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9%-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 # ---------------------------------------------------------------- build
 
@@ -29,6 +29,35 @@ build: $(addprefix build-,$(FUNCTIONS)) ## every functions/* -> bin/<name>/boots
 build-%:
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build $(LAMBDA_FLAGS) -o bin/$*/bootstrap ./functions/$*
 
+# ---------------------------------------------------------------- local stack (no AWS, no Docker)
+
+HOST_BIN := bin/host
+
+.PHONY: build-host
+build-host: ## every functions/* -> bin/host/<name>/bootstrap for this machine (the local stack runs them)
+	@for f in $(FUNCTIONS); do CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -tags lambda.norpc -o $(HOST_BIN)/$$f/bootstrap ./functions/$$f || exit 1; done
+
+.PHONY: local
+local: build-host ## THE MAIN JOB: local stack + a demo media buy through every stage; Ctrl-C stops it
+	$(GO) run ./cmd/buyflow-local --bin $(HOST_BIN) --demo
+
+.PHONY: local-serve
+local-serve: build-host ## the local stack without the demo
+	$(GO) run ./cmd/buyflow-local --bin $(HOST_BIN)
+
+.PHONY: e2e
+e2e: build-host ## end-to-end suite over HTTP (local stack; BUYFLOW_E2E_ENDPOINT=<url> for LocalStack/AWS)
+	BUYFLOW_E2E=1 BUYFLOW_E2E_BIN=$(CURDIR)/$(HOST_BIN) $(GO) test -count=1 -timeout 15m ./e2e ./internal/localstack
+
+.PHONY: bench-local
+bench-local: build-host ## webhook-to-resume latency and cold starts on the local stack
+	BUYFLOW_E2E=1 BUYFLOW_E2E_BIN=$(CURDIR)/$(HOST_BIN) $(GO) test -run '^$$' -bench . -benchtime 50x ./e2e
+
+.PHONY: localstack-deploy
+localstack-deploy: deps build ## deploy the CDK app to LocalStack (needs Docker, LocalStack and LOCALSTACK_AUTH_TOKEN)
+	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 npx --no-install cdklocal bootstrap
+	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 npx --no-install cdklocal deploy --require-approval never -c buyflow:dev=true
+
 # ---------------------------------------------------------------- test
 
 # The Node tools the tests use (the official AdCP SDK as an interop peer, the ASL interpreter,
@@ -42,8 +71,8 @@ deps: node_modules/.installed ## install the pinned Go modules and Node tools
 	$(GO) mod download
 
 .PHONY: test
-test: deps ## the whole suite: unit, adapter, contract, interop and workflow tests, fuzzing, build
-	BUYFLOW_NODE_TESTS=1 $(GO) test -race -count=1 -timeout 30m ./...
+test: deps ## the whole suite: unit, adapter, contract, interop, workflow and end-to-end tests, fuzzing, build
+	BUYFLOW_NODE_TESTS=1 BUYFLOW_E2E=1 $(GO) test -race -count=1 -timeout 45m ./...
 	$(MAKE) --no-print-directory fuzz
 	$(MAKE) --no-print-directory build
 
