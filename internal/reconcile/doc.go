@@ -31,6 +31,10 @@
 //     continue-as-new generations) is no longer RUNNING, or whose deadline passed more than
 //     DeadlineSlack ago: marked (reason + "update" event via ledger.UpdateFields, at most once
 //     per reason) and counted (execution_ended, deadline_passed; the latter also Timeouts).
+//     A seller that offers no listing tool (CodeToolNotOffered: some 3.0 peers) gets no orphan
+//     detection, and only its operations quiet for StaleAfter are polled directly. A
+//     DescribeExecution refused with AccessDeniedException turns the execution check off for
+//     the rest of the run (one error line, not one per operation).
 //  5. Progress is stored per seller in the ledger table (item pk "RECONCILE#<seller>",
 //     sk "PROGRESS"), written only with the holder's lease fence (condition: no item, or
 //     stored fence <= ours), so a stale holder cannot rewind a newer one.

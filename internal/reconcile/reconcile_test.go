@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcptest"
@@ -481,4 +483,23 @@ type pollCost struct {
 func (p *pollCost) GetTaskStatus(ctx context.Context, agentID string, req adcp.GetTaskStatusRequest) (*adcp.TaskStatusResult, error) {
 	p.clock.Advance(time.Minute)
 	return p.hookAdCP.GetTaskStatus(ctx, agentID, req)
+}
+
+func TestDescribeExecutionDeniedTurnsTheCheckOffForTheRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, adcptest.SellerOptions{})
+	e.newOp(workflow.StatusSubmitted, e.sellerTask("a"), nil)
+	e.newOp(workflow.StatusSubmitted, e.sellerTask("b"), nil)
+	var calls atomic.Int64
+	cfg := e.cfg()
+	cfg.StateMachineARN = smARN
+	cfg.Executions = executionsFunc(func(context.Context, *sfnapi.DescribeExecutionInput, ...func(*sfnapi.Options)) (*sfnapi.DescribeExecutionOutput, error) {
+		calls.Add(1)
+		return nil, &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized to perform states:DescribeExecution"}
+	})
+	e.clock.Advance(31 * time.Minute)
+	sum := e.run(cfg)
+	if calls.Load() != 1 || !slices.Equal(sum.Reconciled, []string{sellerID}) || len(sum.Findings) != 0 {
+		t.Errorf("%d DescribeExecution calls, summary %+v; want one refused call and a completed pass", calls.Load(), sum)
+	}
 }

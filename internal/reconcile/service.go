@@ -241,6 +241,9 @@ type run struct {
 	deadline time.Time
 	rec      *metrics.Recorder
 	sum      *Summary
+	// noDescribe is set once Step Functions refused DescribeExecution (a missing IAM grant):
+	// the check is skipped for the rest of the run instead of failing once per operation.
+	noDescribe bool
 }
 
 func (s *Service) now() time.Time { return s.cfg.Now().UTC() }

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/aws/smithy-go"
+
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
@@ -271,11 +273,17 @@ func (s *Service) checkStuck(ctx context.Context, r *run, op *ledger.Operation, 
 		return
 	}
 	marked := len(op.Reason) >= len(markPrefix) && op.Reason[:len(markPrefix)] == markPrefix
-	if s.cfg.Executions == nil || s.cfg.StateMachineARN == "" || op.ExecutionName == "" ||
+	if s.cfg.Executions == nil || s.cfg.StateMachineARN == "" || op.ExecutionName == "" || r.noDescribe ||
 		(now.Sub(op.UpdatedAt) < s.cfg.StaleAfter && !marked) {
 		return
 	}
 	ended, err := s.executionEnded(ctx, op)
+	var api smithy.APIError
+	if errors.As(err, &api) && api.ErrorCode() == "AccessDeniedException" {
+		s.log.ErrorContext(ctx, "DescribeExecution is not allowed: the execution check is off for this run (grant states:DescribeExecution on the state machine's executions)", "err", err)
+		r.noDescribe = true
+		return
+	}
 	if err != nil {
 		s.log.WarnContext(ctx, "execution not described", "operationId", op.ID, "err", err)
 		return
