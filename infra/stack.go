@@ -120,6 +120,11 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 		Service: jsii.String("states"), Resource: jsii.String("stateMachine"),
 		ResourceName: jsii.String(smName), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
 	})
+	// Its executions (…:execution:<name>:<execution>), for functions that read their state.
+	executionsArn := stack.FormatArn(&awscdk.ArnComponents{
+		Service: jsii.String("states"), Resource: jsii.String("execution"),
+		ResourceName: jsii.String(smName + ":*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+	})
 
 	// Secrets: named, so functions get plain names; the agents' credentials are created by the
 	// operator under a prefix.
@@ -253,6 +258,11 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 		if f.StartsExecutions {
 			awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
 				Grantee: fn, Actions: jsii.Strings("states:StartExecution"), ResourceArns: &[]*string{b.StateMachineArn},
+			})
+		}
+		if f.DescribesExecutions {
+			awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+				Grantee: fn, Actions: jsii.Strings("states:DescribeExecution"), ResourceArns: &[]*string{executionsArn},
 			})
 		}
 		if f.CompletesTasks {

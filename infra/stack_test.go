@@ -693,6 +693,9 @@ func checkLeastPrivilege(t *testing.T, s synthesized, app topology.Application) 
 				t.Errorf("%s: %s granted = %v, LedgerWrite = %v", f.Name, w, has(w), f.LedgerWrite)
 			}
 		}
+		if has("states:DescribeExecution") != f.DescribesExecutions {
+			t.Errorf("%s: states:DescribeExecution granted = %v, DescribesExecutions = %v", f.Name, has("states:DescribeExecution"), f.DescribesExecutions)
+		}
 		if has("states:StartExecution") != f.StartsExecutions {
 			t.Errorf("%s: states:StartExecution granted = %v, StartsExecutions = %v", f.Name, has("states:StartExecution"), f.StartsExecutions)
 		}
@@ -966,14 +969,15 @@ func TestInvokedFunctionStartingExecutionsHasNoCycle(t *testing.T) {
 // ---------------------------------------------------------------- schedule, alarms, outputs
 
 func TestReconcileSchedule(t *testing.T) {
-	if n := len(prod(t).ofType("AWS::Scheduler::Schedule")); n != 0 {
+	without := topology.App
+	without.Functions = slices.DeleteFunc(slices.Clone(topology.App.Functions), func(f topology.Function) bool { return f.Name == ReconcileFunction })
+	if n := len(synth(t, variant{app: without}).ofType("AWS::Scheduler::Schedule")); n != 0 {
 		t.Errorf("%d schedules without a reconcile function", n)
 	}
-	app := withFunction(topology.App, topology.Function{
-		Name: ReconcileFunction, Description: "sweep", MemoryMB: 256, TimeoutSeconds: 120, LedgerWrite: true,
-		Env:     []string{topology.EnvTableName, topology.EnvAgentsConfig, topology.EnvAgentsSecretPrefix},
-		Secrets: []string{topology.EnvAgentsSecretPrefix}, CompletesTasks: true,
-	})
+	app := topology.App
+	if _, ok := app.Function(ReconcileFunction); !ok {
+		t.Fatal("the topology has no reconcile function")
+	}
 	s := synth(t, variant{app: app, extra: map[string]any{CtxReconcileMinutes: "10"}})
 	schedules := s.ofType("AWS::Scheduler::Schedule")
 	if len(schedules) != 1 {

@@ -52,6 +52,9 @@ type Function struct {
 	StartsExecutions bool
 	// CompletesTasks is true when the function calls SendTaskSuccess/SendTaskFailure.
 	CompletesTasks bool
+	// DescribesExecutions is true when the function reads the state of executions
+	// (states:DescribeExecution), e.g. to find an operation whose execution ended.
+	DescribesExecutions bool
 	// Secrets lists the env variables that name Secrets Manager secrets it may read.
 	Secrets []string
 }
@@ -131,7 +134,7 @@ var App = Application{
 		},
 		{
 			Name: "reconcile", Description: "Scheduled sweep: pending operations vs each seller's list_tasks; wakes, fails, records orphans, marks stuck buys",
-			MemoryMB: 256, TimeoutSeconds: 300, LedgerWrite: true, CompletesTasks: true,
+			MemoryMB: 256, TimeoutSeconds: 300, LedgerWrite: true, CompletesTasks: true, DescribesExecutions: true,
 			Env:     []string{EnvTableName, EnvAgentsConfig, EnvAgentsSecretPrefix, EnvStateMachineARN, EnvCallerURI, EnvRunConfig},
 			Secrets: []string{EnvAgentsSecretPrefix},
 		},
