@@ -25,7 +25,8 @@
 //	operation        pk TENANT#<t>#OP#<id>  sk OP
 //	                 gsi1pk PENDING#<status>  gsi1sk <updated_at>#<t>#<id>   (only while pending; REMOVEd when terminal)
 //	                 gsi2pk TENANT#<t>        gsi2sk <created_at>#<id>
-//	  create         TransactWriteItems[Put attribute_not_exists(pk), Put created event]; version 1
+//	  create         TransactWriteItems[Put attribute_not_exists(pk), Put created event, Put
+//	                 operation index]; version 1
 //	  transition     TransactWriteItems[Update, Put event attribute_not_exists(pk)]; Update condition
 //	                 status IN workflow.Predecessors(to) (or status = From) [AND version = :expected];
 //	                 SET status, version = version + 1, updated_at, gsi1 keys or REMOVE gsi1pk, gsi1sk,
@@ -39,6 +40,12 @@
 //	                 ClearTaskToken: REMOVE task_token if task_token = :token (else ErrTokenMismatch).
 //	                 The token is only in Operation, never in View (the API projection).
 //	  TTL            none (kept for finance)
+//
+//	operation index  pk OPIDX#<id>  sk OPIDX   {tenant, operation_id}
+//	  create         Put if attribute_not_exists(pk), in the operation's create transaction: ids are
+//	                 unique across tenants; FindOperation reads it (the public webhook route names
+//	                 only the operation) and then the tenant's operation
+//	  TTL            none
 //
 //	idempotency      pk TENANT#<t>#IDEM#<sha256(Idempotency-Key)>  sk IDEM
 //	claim            Claim: Put if attribute_not_exists(pk) OR ttl < :now_s OR
