@@ -1,0 +1,402 @@
+package approvals_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/chromedp/chromedp"
+
+	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// The browser test drives the real confirm page in headless Chromium. It needs the Debian
+// chromium package, so it runs only when BUYFLOW_BROWSER_TESTS=1 (make test sets it).
+const (
+	browserTestsEnv = "BUYFLOW_BROWSER_TESTS"
+	artifactsEnv    = "BUYFLOW_ARTIFACTS"
+	chromiumPath    = "/usr/bin/chromium"
+)
+
+func TestBrowserApproveFromConfirmPage(t *testing.T) {
+	if os.Getenv(browserTestsEnv) != "1" {
+		t.Skipf("browser test skipped: set %s=1 to run it (needs Chromium at %s: apt-get install -y chromium)", browserTestsEnv, chromiumPath)
+	}
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Fatalf("%s=1 but Chromium is not installed at %s (apt-get install -y chromium): %v", browserTestsEnv, chromiumPath, err)
+	}
+
+	e := newEnv(t, "")
+	tok := token(1)
+	id := e.request(tok)
+	srv, seen := serveApprovals(t, e)
+
+	// The link Slack got, pointed at the test server: the signature covers the approval id,
+	// the approver, the expiry and the key id, not the host, so only the origin changes.
+	slackLink := e.link(id, alice)
+	link := srv.URL + slackLink.EscapedPath() + "?" + slackLink.RawQuery
+
+	ctx := newBrowser(t)
+	console := collectConsole(t, ctx)
+
+	resp, err := chromedp.Run(ctx, chromedp.NavigateResponse(link))
+	if err != nil {
+		t.Fatalf("open the confirm page: %v", err)
+	}
+	if resp.Status != http.StatusOK {
+		t.Fatalf("confirm page status %d", resp.Status)
+	}
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS("button.approve"))); err != nil {
+		t.Fatalf("confirm page has no Approve button: %v", err)
+	}
+	title, err := chromedp.Run(ctx, chromedp.Title())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if title != "Approve a media buy? · buyflow" {
+		t.Errorf("confirm page title = %q", title)
+	}
+	text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("main")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	amount := approval.Money{Minor: 1250000, Currency: "USD"}.String()
+	for _, want := range []string{
+		"Approve a media buy?", requester + " asks you to approve this media buy.", "Media buy, PO PO-42", "sports-network",
+		amount, approval.ReasonCode(e.approval(id).Reason).Label(), approval.FormatTime(e.approval(id).ExpiresAt), opID,
+		"Comment (optional)", "Approve this buy", "Reject this buy", "You are deciding as " + alice + ".",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("confirm page lacks %q; it reads:\n%s", want, text)
+		}
+	}
+	// The inline style is allowed by its hash in the CSP: if the browser refused it, the
+	// buttons would be unstyled (and the console would say so, checked at the end).
+	bg, err := chromedp.Run(ctx, chromedp.Evaluate[string](`getComputedStyle(document.querySelector("button.approve")).backgroundColor`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bg != "rgb(20, 108, 46)" {
+		t.Errorf("Approve button background = %q: the page style was not applied (CSP hash?)", bg)
+	}
+	// Viewing changes nothing.
+	if a := e.approval(id); a.Status != ledger.ApprovalPending {
+		t.Fatalf("after the GET the approval is %s", a.Status)
+	}
+
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	path := writeArtifact(t, "approval-confirm.png", shot)
+	t.Logf("confirm page screenshot: %s", path)
+
+	const comment = "Looks right — go ahead"
+	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.ID("comment"), comment)); err != nil {
+		t.Fatalf("type a comment: %v", err)
+	}
+	resp, err = chromedp.RunResponse(ctx, chromedp.Click(`//button[normalize-space()="Approve this buy"]`, chromedp.NodeVisible))
+	if err != nil {
+		t.Fatalf("click Approve: %v", err)
+	}
+	if resp.Status != http.StatusOK {
+		t.Errorf("result page status %d", resp.Status)
+	}
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(`//h1[normalize-space()="Approved"]`)); err != nil {
+		t.Fatalf("no Approved page after the click: %v", err)
+	}
+	text, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS("main")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	decidedAt := e.clk.Now()
+	for _, want := range []string{"Approved by " + alice + " at " + approval.FormatTime(decidedAt) + ".", "Comment: " + comment, "The buy goes ahead."} {
+		if !strings.Contains(text, want) {
+			t.Errorf("result page lacks %q; it reads:\n%s", want, text)
+		}
+	}
+	if shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
+		t.Logf("result page screenshot: %s", writeArtifact(t, "approval-approved.png", shot))
+	} else {
+		t.Errorf("screenshot of the result page: %v", err)
+	}
+
+	// The ledger decided first, and the workflow got exactly one SendTaskSuccess.
+	a := e.approval(id)
+	if a.Status != ledger.ApprovalApproved || a.Decider != alice || a.Comment != comment || !a.DecidedAt.Equal(decidedAt) {
+		t.Errorf("ledger approval = status %s by %q at %s comment %q", a.Status, a.Decider, a.DecidedAt, a.Comment)
+	}
+	calls := e.tasks.Calls()
+	if len(calls) != 1 || calls[0].Kind != "success" || calls[0].Token != tok {
+		t.Fatalf("task calls = %+v, want one SendTaskSuccess for the token", calls)
+	}
+	var out workflow.ApprovalOutput
+	if err := json.Unmarshal(calls[0].Output, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Decision != string(ledger.ApprovalApproved) || out.ApprovalID != id || out.DecidedBy != alice {
+		t.Errorf("task output = %+v", out)
+	}
+	if evs := e.eventsOf(ledger.EventDecision); len(evs) != 1 {
+		t.Errorf("decision events = %+v, want one", evs)
+	}
+
+	// The browser sent one GET and one POST for the approval; the POST came back to the
+	// link's own URL with the signed fields in the form.
+	if got := seen.String(); got != "GET 200, POST 200" {
+		t.Errorf("approval requests = %s, want one GET and one POST", got)
+	}
+	for _, m := range console.messages() {
+		if m.IsException() || m.Source == "security" || strings.Contains(m.Text, "Content Security Policy") {
+			t.Errorf("browser console: %s (source %q)", m, m.Source)
+		} else {
+			t.Logf("browser console: %s (source %q)", m, m.Source)
+		}
+	}
+}
+
+// newBrowser starts headless Chromium and returns a tab's context. Cleanup closes the tab and
+// the browser and waits for the process to exit before the profile directory is removed.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	profile := t.TempDir() // registered first, so it is removed after the browser is gone
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Headless,
+		chromedp.NoSandbox, // the tests run as root in CI
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(profile),
+		chromedp.WindowSize(1024, 768),
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	t.Cleanup(cancelAlloc) // cancels and waits for the browser process
+	tabCtx, cancelTab := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf), chromedp.WithErrorf(t.Logf))
+	t.Cleanup(cancelTab)
+	// Start the browser now, so a browser that cannot start fails here.
+	if err := chromedp.Do(tabCtx); err != nil {
+		t.Fatalf("start Chromium (%s): %v", chromiumPath, err)
+	}
+	return tabCtx
+}
+
+// consoleLog collects what the page writes to the browser console, the browser log included
+// (CSP violations are reported there).
+type consoleLog struct {
+	mu   sync.Mutex
+	msgs []chromedp.ConsoleMessage
+}
+
+func collectConsole(t *testing.T, ctx context.Context) *consoleLog {
+	t.Helper()
+	c := &consoleLog{}
+	ctx, cancel := context.WithCancel(ctx)
+	msgs := chromedp.Console(ctx) // subscribes now, before the first navigation
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			c.mu.Lock()
+			c.msgs = append(c.msgs, m)
+			c.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return c
+}
+
+func (c *consoleLog) messages() []chromedp.ConsoleMessage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]chromedp.ConsoleMessage(nil), c.msgs...)
+}
+
+// requestLog records the approval requests the test server answered, as "METHOD status".
+type requestLog struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (l *requestLog) add(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seen = append(l.seen, s)
+}
+
+func (l *requestLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.seen, ", ")
+}
+
+// serveApprovals serves the approve handler on 127.0.0.1 the way API Gateway's HTTP API
+// (payload v2) invokes the Lambda: the route /prod/v1/approvals/{approval_id} (the stage
+// prefix of baseURL), everything else 404.
+func serveApprovals(t *testing.T, e *env) (*httptest.Server, *requestLog) {
+	t.Helper()
+	prefix := strings.TrimPrefix(baseURL, "https://api.example.com") + "/v1/approvals/"
+	seen := &requestLog{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, ok := strings.CutPrefix(r.URL.Path, prefix)
+		if !ok || id == "" || strings.Contains(id, "/") {
+			http.NotFound(w, r)
+			return
+		}
+		req, err := toAPIGatewayRequest(r, map[string]string{"approval_id": id})
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		resp, err := e.svc.HandleHTTP(r.Context(), req)
+		if err != nil {
+			t.Errorf("HandleHTTP returned an error: %v", err)
+			http.Error(w, "internal error", http.StatusInternalServerError)
+			return
+		}
+		seen.add(r.Method + " " + strconv.Itoa(resp.StatusCode))
+		if err := writeAPIGatewayResponse(w, resp); err != nil {
+			t.Errorf("write response: %v", err)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv, seen
+}
+
+// toAPIGatewayRequest converts a net/http request into the event API Gateway's HTTP API
+// sends: lower-case header names with repeated values joined by commas, the raw query string,
+// a text body as is and any other body base64-encoded.
+func toAPIGatewayRequest(r *http.Request, pathParams map[string]string) (events.APIGatewayV2HTTPRequest, error) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		return events.APIGatewayV2HTTPRequest{}, err
+	}
+	headers := make(map[string]string, len(r.Header)+1)
+	for k, v := range r.Header {
+		headers[strings.ToLower(k)] = strings.Join(v, ",")
+	}
+	headers["host"] = r.Host
+	ip, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		ip = r.RemoteAddr
+	}
+	req := events.APIGatewayV2HTTPRequest{
+		Version: "2.0", RouteKey: r.Method + " /v1/approvals/{approval_id}",
+		RawPath: r.URL.EscapedPath(), RawQueryString: r.URL.RawQuery,
+		Headers: headers, PathParameters: pathParams,
+	}
+	if r.URL.RawQuery != "" {
+		req.QueryStringParameters = map[string]string{}
+		for k, v := range r.URL.Query() {
+			req.QueryStringParameters[k] = strings.Join(v, ",")
+		}
+	}
+	if utf8.Valid(body) {
+		req.Body = string(body)
+	} else {
+		req.Body, req.IsBase64Encoded = base64.StdEncoding.EncodeToString(body), true
+	}
+	req.RequestContext.Stage = "$default"
+	req.RequestContext.DomainName = r.Host
+	req.RequestContext.HTTP = events.APIGatewayV2HTTPRequestContextHTTPDescription{
+		Method: r.Method, Path: r.URL.Path, Protocol: r.Proto, SourceIP: ip, UserAgent: r.UserAgent(),
+	}
+	return req, nil
+}
+
+// writeAPIGatewayResponse writes a payload v2 response to w.
+func writeAPIGatewayResponse(w http.ResponseWriter, resp events.APIGatewayV2HTTPResponse) error {
+	for k, v := range resp.Headers {
+		w.Header().Set(k, v)
+	}
+	for k, vs := range resp.MultiValueHeaders {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	for _, c := range resp.Cookies {
+		w.Header().Add("Set-Cookie", c)
+	}
+	body := []byte(resp.Body)
+	if resp.IsBase64Encoded {
+		b, err := base64.StdEncoding.DecodeString(resp.Body)
+		if err != nil {
+			return err
+		}
+		body = b
+	}
+	status := resp.StatusCode
+	if status == 0 {
+		status = http.StatusOK
+	}
+	w.WriteHeader(status)
+	_, err := w.Write(body)
+	return err
+}
+
+// writeArtifact writes a test artifact to $BUYFLOW_ARTIFACTS, or to artifacts/ at the root
+// of the repository (git ignores it), and returns its path.
+func writeArtifact(t *testing.T, name string, data []byte) string {
+	t.Helper()
+	dir := os.Getenv(artifactsEnv)
+	if dir == "" {
+		root, err := repoRoot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir = filepath.Join(root, "artifacts")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path, err := filepath.Abs(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// repoRoot is the nearest directory up from the working directory that holds go.mod.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
