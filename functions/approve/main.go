@@ -18,6 +18,7 @@ import (
 	"github.com/buyflow/buyflow/internal/approvals"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/logging"
+	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/secrets"
 	"github.com/buyflow/buyflow/internal/sfn"
 	"github.com/buyflow/buyflow/internal/topology"
@@ -49,15 +50,29 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
+	rec := metrics.New(os.Stdout, metrics.Namespace, time.Now)
 	svc, err := approvals.New(approvals.Config{
 		Ledger: ledger.New(dynamodb.NewFromConfig(awsCfg), env[topology.EnvTableName]),
 		// Completing a task needs no state machine ARN; approve only sends task results.
 		Tasks: sfn.New(sfnapi.NewFromConfig(awsCfg), ""),
-		Slack: sl, Delivery: delivery, Signer: signer, Now: time.Now,
+		Slack: sl, Delivery: delivery, Signer: signer, Now: time.Now, Metrics: rec,
 	})
 	if err != nil {
 		return err
 	}
-	lambda.Start(svc.HandleHTTP) // blocks
+	lambda.Start(flushing(rec, svc.HandleHTTP)) // blocks
 	return nil
+}
+
+// flushing wraps a handler so that the metrics rec collected during one invocation are written
+// (EMF lines on stdout) when it returns, on every path.
+func flushing[In, Out any](rec *metrics.Recorder, h func(context.Context, In) (Out, error)) func(context.Context, In) (Out, error) {
+	return func(ctx context.Context, in In) (Out, error) {
+		defer func() {
+			if err := rec.Flush(); err != nil {
+				slog.WarnContext(ctx, "metrics not written", "err", err)
+			}
+		}()
+		return h(ctx, in)
+	}
 }

@@ -34,4 +34,9 @@
 //   - HandleHTTP never returns an error: every answer is an HTML page served with
 //     approval.SecurityHeaders; a link that fails verification (tampered, unknown key, expired)
 //     gets 403 and changes nothing.
+//   - Metrics (Config.Metrics, CloudWatch EMF, flushed once per invocation by the function):
+//     a decision the ledger takes records ApprovalDecided and ApprovalLatency (request stored →
+//     decision) by Outcome, and ApprovalRejected for a rejection; an expiry Expire takes records
+//     Timeouts{Kind=approval}. Retried hand-overs, lost races, refused clicks and retried
+//     expiries record nothing.
 package approvals

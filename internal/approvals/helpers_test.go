@@ -19,6 +19,7 @@ import (
 	"github.com/buyflow/buyflow/internal/approvals"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/slack"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -111,6 +112,9 @@ type env struct {
 	policy approvals.Policy
 	logger *slog.Logger
 	logs   *syncBuffer
+	// rec is the service's metrics recorder; its EMF lines go to emf when flushed.
+	rec *metrics.Recorder
+	emf *syncBuffer
 }
 
 // syncBuffer collects log output from concurrent handlers.
@@ -176,14 +180,17 @@ func newEnv(t *testing.T, policyJSON string) *env {
 			t.Log(out)
 		}
 	})
+	emf := &syncBuffer{}
+	rec := metrics.New(emf, metrics.Namespace, clk.Now)
 	svc, err := approvals.New(approvals.Config{
 		Ledger: store, Tasks: tasks, Slack: sl, Delivery: slack.Direct, Signer: signer, Policy: policy,
-		BaseURL: baseURL, Now: clk.Now, Logger: logger,
+		BaseURL: baseURL, Now: clk.Now, Metrics: rec, Logger: logger,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, ctx: context.Background(), clk: clk, store: store, sink: sink, tasks: tasks, signer: signer, svc: svc, policy: policy, logger: logger, logs: logs}
+	e := &env{t: t, ctx: context.Background(), clk: clk, store: store, sink: sink, tasks: tasks, signer: signer, svc: svc, policy: policy,
+		logger: logger, logs: logs, rec: rec, emf: emf}
 	e.createOperation(opID, workflow.StatusCheckingGovernance)
 	return e
 }

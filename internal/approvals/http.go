@@ -158,6 +158,7 @@ func (s *Service) postDecision(ctx context.Context, id string, req events.APIGat
 		s.log.ErrorContext(ctx, "approval decision not recorded", "approvalId", id, "err", err)
 		return resultPage(approval.ResultPage{Kind: approval.PageUnavailable})
 	}
+	s.recordDecision(decided)
 
 	return s.deliver(ctx, decided, op, claims.Approver, audit)
 }

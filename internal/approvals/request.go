@@ -234,6 +234,7 @@ func (s *Service) Expire(ctx context.Context, in workflow.StageInput) (workflow.
 	fresh := err == nil
 	switch {
 	case err == nil:
+		s.recordExpiry() // here, so a failure below and its retry count it once
 	case errors.As(err, &de) && de.Current.Status == ledger.ApprovalExpired:
 		a = de.Current // a retry of this action
 	case errors.As(err, &de) && de.Current.Status != ledger.ApprovalPending:

@@ -16,6 +16,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/slack"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -57,6 +58,10 @@ type Config struct {
 	BaseURL string
 	// Now is the clock; it must be the ledger's clock too.
 	Now func() time.Time
+	// Metrics receives the approval metrics (metrics.ApprovalLatency, MetricApprovalDecided
+	// and metrics.ApprovalRejected from a decision, metrics.Timeouts from an expiry). The
+	// function's wiring flushes it once per invocation; nil records nothing.
+	Metrics *metrics.Recorder
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
