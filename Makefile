@@ -66,13 +66,27 @@ node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
+# Headless Chromium for the approval page's browser test (Debian's package; root installs it).
+CHROMIUM := /usr/bin/chromium
+
+.PHONY: chromium
+chromium:
+	@if [ ! -x $(CHROMIUM) ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing Debian's chromium for the browser test"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else \
+	    echo "the browser test needs Chromium at $(CHROMIUM): install it (Debian: apt-get install chromium) and run make test again" >&2; exit 1; \
+	  fi; \
+	fi
+
 .PHONY: deps
-deps: node_modules/.installed ## install the pinned Go modules and Node tools
+deps: node_modules/.installed chromium ## install the pinned Go modules, Node tools and Chromium
 	$(GO) mod download
 
 .PHONY: test
-test: deps ## the whole suite: unit, adapter, contract, interop, workflow and end-to-end tests, fuzzing, build
-	BUYFLOW_NODE_TESTS=1 BUYFLOW_E2E=1 $(GO) test -race -count=1 -timeout 45m ./...
+test: deps ## the whole suite: unit, adapter, contract, interop, workflow, browser and end-to-end tests, fuzzing, build
+	BUYFLOW_NODE_TESTS=1 BUYFLOW_E2E=1 BUYFLOW_BROWSER_TESTS=1 $(GO) test -race -count=1 -timeout 45m ./...
 	$(MAKE) --no-print-directory fuzz
 	$(MAKE) --no-print-directory build
 
