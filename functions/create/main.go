@@ -18,6 +18,7 @@ import (
 	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/logging"
+	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/secrets"
 	"github.com/buyflow/buyflow/internal/stages"
 	"github.com/buyflow/buyflow/internal/topology"
@@ -54,8 +55,22 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return err
 	}
 
+	rec := metrics.New(os.Stdout, metrics.Namespace, time.Now)
 	svc := stages.New(ledger.New(dynamodb.NewFromConfig(awsCfg), env[topology.EnvTableName]), client, nil, nil,
-		stages.Config{CallerURI: env[topology.EnvCallerURI], PublicBaseURL: env[topology.EnvPublicBaseURL], Now: time.Now})
-	lambda.Start(svc.Create) // blocks
+		stages.Config{CallerURI: env[topology.EnvCallerURI], PublicBaseURL: env[topology.EnvPublicBaseURL], Now: time.Now, Metrics: rec})
+	lambda.Start(flushing(rec, svc.Create)) // blocks
 	return nil
+}
+
+// flushing wraps a handler so that the metrics rec collected during one invocation are written
+// (EMF lines on stdout) when it returns, on every path.
+func flushing[In, Out any](rec *metrics.Recorder, h func(context.Context, In) (Out, error)) func(context.Context, In) (Out, error) {
+	return func(ctx context.Context, in In) (Out, error) {
+		defer func() {
+			if err := rec.Flush(); err != nil {
+				slog.WarnContext(ctx, "metrics not written", "err", err)
+			}
+		}()
+		return h(ctx, in)
+	}
 }

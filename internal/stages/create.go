@@ -9,6 +9,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -75,6 +76,7 @@ func (s *Service) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (w
 
 	res, err := s.adcp.CreateMediaBuy(ctx, req.SellerID, intent)
 	if err != nil {
+		s.countAdcpError(err)
 		s.event(ctx, op, ledger.Event{Type: EventSellerCall, Actor: sellerActor(req.SellerID), Reason: truncate(err.Error(), 500),
 			Detail: detail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "attempt": intent.Attempt, "error_code": errorCode(err), "decision": adcp.Decide(err).String()})})
 		s.log.WarnContext(ctx, "create_media_buy failed", "operationId", op.ID, "attempt", intent.Attempt, "code", errorCode(err), "decision", adcp.Decide(err).String())
@@ -106,11 +108,15 @@ func (s *Service) recheck(ctx context.Context, op *ledger.Operation, req *submit
 		PlanID: req.Governance.PlanID, Caller: s.cfg.CallerURI, Tool: adcp.ToolCreateMediaBuy, Payload: payload, PurchaseType: "media_buy",
 	})
 	if err != nil {
+		s.countAdcpError(err)
 		return nil, callError("check_governance (re-check before spend)", err)
 	}
 	s.event(ctx, op, ledger.Event{Type: EventGovernanceCheck, Actor: governanceActor(req.Governance.AgentID),
 		Detail: detail(map[string]any{"recheck": true, "verdict": res.Verdict, "pending": res.Pending, "check_id": res.CheckID})})
 	if res.Pending || res.Verdict != adcp.VerdictApproved {
+		if res.Verdict == adcp.VerdictDenied && !res.Pending {
+			s.cfg.Metrics.Count(metrics.GovernanceDenied, nil, 1)
+		}
 		lapsed.Code = "governance_recheck_not_approved"
 		lapsed.Reason += fmt.Sprintf("; the re-check answered %q", res.Verdict)
 		if res.Pending {
@@ -166,6 +172,7 @@ func (s *Service) checkedPayload(ctx context.Context, op *ledger.Operation, req 
 func (s *Service) reconcile(ctx context.Context, op *ledger.Operation, req *submitRequest, cfg workflow.RunConfig, token string, now time.Time) (workflow.SellerOutput, bool, error) {
 	got, err := s.adcp.GetMediaBuys(ctx, req.SellerID, adcp.GetMediaBuysRequest{Account: req.account()})
 	if err != nil {
+		s.countAdcpError(err)
 		// A seller that cannot list falls back on its idempotency replay (same key, same bytes).
 		s.event(ctx, op, ledger.Event{Type: EventReconcile, Actor: sellerActor(req.SellerID), Reason: truncate(err.Error(), 300),
 			Detail: detail(map[string]any{"found": false, "error_code": errorCode(err)})})
@@ -258,7 +265,11 @@ func (s *Service) Cancel(ctx context.Context, in workflow.StageInput) (workflow.
 	}
 	if op.MediaBuyID == "" && op.SellerTaskID != "" {
 		// A buy still in the seller's hands (input-required): learn its id if it has one.
-		if ts, err := s.adcp.GetTaskStatus(ctx, req.SellerID, adcp.GetTaskStatusRequest{TaskID: op.SellerTaskID, Account: req.account(), IncludeResult: true}); err == nil && len(ts.Result) > 0 {
+		ts, err := s.adcp.GetTaskStatus(ctx, req.SellerID, adcp.GetTaskStatusRequest{TaskID: op.SellerTaskID, Account: req.account(), IncludeResult: true})
+		switch {
+		case err != nil:
+			s.countAdcpError(err) // best effort: the cancel goes on without the id
+		case len(ts.Result) > 0:
 			if mb, derr := adcp.DecodeMediaBuy(ts.Result); derr == nil && mb.MediaBuyID != "" {
 				op.MediaBuyID = mb.MediaBuyID
 			}
@@ -286,6 +297,7 @@ func (s *Service) Cancel(ctx context.Context, in workflow.StageInput) (workflow.
 	}
 	res, err := s.adcp.UpdateMediaBuy(ctx, req.SellerID, intent)
 	if err != nil {
+		s.countAdcpError(err)
 		s.event(ctx, op, ledger.Event{Type: EventCancel, Actor: sellerActor(req.SellerID), Reason: truncate(err.Error(), 500),
 			Detail: detail(map[string]any{"media_buy_id": op.MediaBuyID, "error_code": errorCode(err)})})
 		return workflow.SellerOutput{}, callError("update_media_buy (cancel)", err)

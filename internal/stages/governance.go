@@ -12,6 +12,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -87,8 +88,12 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 		deadline := since.Add(time.Duration(in.Config.DeadlineSeconds) * time.Second)
 		if !s.now().Before(deadline) {
 			reason := fmt.Sprintf("the governance review started at %s did not finish by %s", rfc3339(since), rfc3339(deadline))
-			if _, _, err := s.move(ctx, op, workflow.StatusExpired, ledger.Changes{Reason: &reason, Actor: actorSystem, EventType: EventGovernanceCheck}); err != nil {
+			_, moved, err := s.move(ctx, op, workflow.StatusExpired, ledger.Changes{Reason: &reason, Actor: actorSystem, EventType: EventGovernanceCheck})
+			if err != nil {
 				return workflow.GovernanceOutput{}, err
+			}
+			if moved {
+				s.cfg.Metrics.Count(metrics.Timeouts, metrics.Dims{"Kind": TimeoutKindGovernanceReview}, 1)
 			}
 			return workflow.GovernanceOutput{}, &workflow.DeadlineExceededError{OperationID: op.ID, Deadline: rfc3339(deadline)}
 		}
@@ -121,6 +126,7 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 				Payload: payload, PurchaseType: "media_buy",
 			})
 			if err != nil {
+				s.countAdcpError(err)
 				s.event(ctx, op, ledger.Event{Type: EventGovernanceCheck, Actor: governanceActor(req.Governance.AgentID),
 					Reason: truncate(err.Error(), 500), Detail: detail(map[string]any{"round": round, "error_code": errorCode(err)})})
 				s.log.WarnContext(ctx, "check_governance failed", "operationId", op.ID, "round", round, "code", errorCode(err), "decision", adcp.Decide(err).String())
@@ -203,6 +209,7 @@ func (s *Service) pendingReview(ctx context.Context, op *ledger.Operation) (last
 func (s *Service) pollReview(ctx context.Context, op *ledger.Operation, req *submitRequest, rv *reviewRecord) (*adcp.GovernanceResult, error) {
 	ts, err := s.adcp.GetTaskStatus(ctx, req.Governance.AgentID, adcp.GetTaskStatusRequest{TaskID: rv.TaskID, IncludeResult: true})
 	if err != nil {
+		s.countAdcpError(err)
 		return nil, callError("governance review status", err)
 	}
 	s.event(ctx, op, ledger.Event{Type: EventGovernanceCheck, Actor: governanceActor(req.Governance.AgentID),
@@ -219,6 +226,7 @@ func (s *Service) pollReview(ctx context.Context, op *ledger.Operation, req *sub
 	}
 	res, err := adcp.DecodeGovernance(ts.Result)
 	if err != nil {
+		s.countAdcpError(err)
 		return nil, callError("governance review result", err)
 	}
 	if res.Pending {
@@ -322,9 +330,13 @@ func (s *Service) settle(ctx context.Context, op *ledger.Operation, req *submitR
 
 func (s *Service) denied(ctx context.Context, op *ledger.Operation, req *submitRequest, res *adcp.GovernanceResult) (workflow.GovernanceOutput, error) {
 	reason := denialReason(res)
-	if _, _, err := s.move(ctx, op, workflow.StatusRejected, ledger.Changes{Reason: &reason, Actor: governanceActor(req.Governance.AgentID),
-		EventType: EventGovernanceCheck, Detail: detail(map[string]any{"verdict": res.Verdict, "check_id": res.CheckID, "findings": res.Findings})}); err != nil {
+	_, moved, err := s.move(ctx, op, workflow.StatusRejected, ledger.Changes{Reason: &reason, Actor: governanceActor(req.Governance.AgentID),
+		EventType: EventGovernanceCheck, Detail: detail(map[string]any{"verdict": res.Verdict, "check_id": res.CheckID, "findings": res.Findings})})
+	if err != nil {
 		return workflow.GovernanceOutput{}, err
+	}
+	if moved {
+		s.cfg.Metrics.Count(metrics.GovernanceDenied, nil, 1)
 	}
 	s.log.InfoContext(ctx, "governance denied", "operationId", op.ID, "findings", len(res.Findings))
 	return workflow.GovernanceOutput{Decision: workflow.GovernanceDenied, CheckID: res.CheckID, Reason: reason}, nil
@@ -567,6 +579,7 @@ func (s *Service) report(ctx context.Context, op *ledger.Operation, req *submitR
 	}
 	res, err := s.adcp.ReportPlanOutcome(ctx, req.Governance.AgentID, in)
 	if err != nil {
+		s.countAdcpError(err)
 		s.event(ctx, op, ledger.Event{Type: EventOutcomeReport, Actor: governanceActor(req.Governance.AgentID),
 			Reason: truncate(err.Error(), 500), Detail: detail(map[string]any{"outcome": outcome, "error_code": errorCode(err)})})
 		return nil, callError("report_plan_outcome", err)
@@ -669,4 +682,48 @@ func (s *Service) Fail(ctx context.Context, in workflow.OutcomeInput) (FailOutpu
 	}
 	s.log.InfoContext(ctx, "failure recorded", "operationId", op.ID, "status", op.Status, "error", f.Error, "reported", out.Reported)
 	return out, nil
+}
+
+// TimeoutKindGovernanceReview is the Kind of metrics.Timeouts recorded when an async governance
+// review did not finish by the operation's deadline.
+const TimeoutKindGovernanceReview = "governance_review"
+
+// countAdcpError records a failed AdCP call (or an agent answer that could not be read) in
+// metrics.AdcpErrors by Code.
+func (s *Service) countAdcpError(err error) {
+	s.cfg.Metrics.Count(metrics.AdcpErrors, metrics.Dims{"Code": adcpErrorCode(err)}, 1)
+}
+
+// adcpErrorCode names a failed AdCP call for the Code dimension of metrics.AdcpErrors, with
+// bounded cardinality: the agent's AdCP error code when it looks like one (at most 64 letters,
+// digits, '_', '-' or '.'), "invalid_code" when it does not, the error's kind (transport,
+// protocol, tool, jsonrpc, local) for an error without a code, "unknown_agent" for an agent
+// that is not configured, and "other" for anything else.
+func adcpErrorCode(err error) string {
+	var ae *adcp.Error
+	switch {
+	case errors.As(err, &ae) && ae.Code != "":
+		if !metricSafe(ae.Code) {
+			return "invalid_code"
+		}
+		return ae.Code
+	case errors.As(err, &ae) && ae.Kind != "":
+		return string(ae.Kind)
+	case errors.Is(err, adcp.ErrUnknownAgent):
+		return "unknown_agent"
+	}
+	return "other"
+}
+
+func metricSafe(code string) bool {
+	if len(code) > 64 {
+		return false
+	}
+	for _, c := range code {
+		ok := c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.'
+		if !ok {
+			return false
+		}
+	}
+	return true
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -73,6 +74,9 @@ type Config struct {
 	NewToken func() (string, error)
 	// MaxConditionRounds bounds check_governance rounds with conditions (default 3).
 	MaxConditionRounds int
+	// Metrics receives the stages' metrics (GovernanceDenied, AdcpErrors by Code, Timeouts by
+	// Kind, ...); the function's wiring flushes it once per invocation. Nil records nothing.
+	Metrics *metrics.Recorder
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }

@@ -1,0 +1,220 @@
+package stages_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"maps"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/adcptest"
+	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/stages"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// emfSink is where a test's recorder writes; flush parses what one invocation recorded.
+type emfSink struct {
+	t   *testing.T
+	rec *metrics.Recorder
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *emfSink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+// withMetrics rebuilds the env's service with a metrics recorder (no task completer: the
+// governance and create stages complete no token).
+func (e *env) withMetrics() *emfSink {
+	e.t.Helper()
+	sink := &emfSink{t: e.t}
+	sink.rec = metrics.New(sink, metrics.Namespace, e.clock.Now)
+	e.svc = stages.New(e.led, e.api, nil, e.policy, stages.Config{CallerURI: callerURI, PublicBaseURL: baseURL,
+		Now: e.clock.Now, Rand: func() float64 { return 0.99 }, Metrics: sink.rec})
+	return sink
+}
+
+// emfPoint is one metric of one EMF line.
+type emfPoint struct {
+	Dims  map[string]string
+	Unit  string
+	Value any
+}
+
+// flush writes what the recorder holds and returns it by metric name, checking each line's
+// EMF shape: _aws.Timestamp, one directive in the Buyflow namespace, dimension keys that are
+// root strings and declared metrics present at the root.
+func (s *emfSink) flush() map[string][]emfPoint {
+	s.t.Helper()
+	if err := s.rec.Flush(); err != nil {
+		s.t.Fatal(err)
+	}
+	s.mu.Lock()
+	out := s.buf.String()
+	s.buf.Reset()
+	s.mu.Unlock()
+	got := map[string][]emfPoint{}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		var root map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &root); err != nil {
+			s.t.Fatalf("EMF line %q: %v", sc.Text(), err)
+		}
+		var head struct {
+			AWS struct {
+				Timestamp         *int64 `json:"Timestamp"`
+				CloudWatchMetrics []struct {
+					Namespace  string     `json:"Namespace"`
+					Dimensions [][]string `json:"Dimensions"`
+					Metrics    []struct{ Name, Unit string }
+				} `json:"CloudWatchMetrics"`
+			} `json:"_aws"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &head); err != nil || head.AWS.Timestamp == nil || len(head.AWS.CloudWatchMetrics) != 1 {
+			s.t.Fatalf("EMF line without _aws.Timestamp and one directive: %s", sc.Text())
+		}
+		d := head.AWS.CloudWatchMetrics[0]
+		if d.Namespace != metrics.Namespace || len(d.Dimensions) != 1 {
+			s.t.Fatalf("EMF directive %+v", d)
+		}
+		dims := map[string]string{}
+		for _, k := range d.Dimensions[0] {
+			v, ok := root[k].(string)
+			if !ok {
+				s.t.Fatalf("dimension %q is not a root string in %s", k, sc.Text())
+			}
+			dims[k] = v
+		}
+		for _, m := range d.Metrics {
+			v, ok := root[m.Name]
+			if !ok {
+				s.t.Fatalf("metric %s declared but absent in %s", m.Name, sc.Text())
+			}
+			got[m.Name] = append(got[m.Name], emfPoint{Dims: dims, Unit: m.Unit, Value: v})
+		}
+	}
+	return got
+}
+
+// wantCount asserts the count metric name with exactly dims (nil: none) is n.
+func wantCount(t *testing.T, got map[string][]emfPoint, name string, dims map[string]string, n float64) {
+	t.Helper()
+	if dims == nil {
+		dims = map[string]string{}
+	}
+	for _, p := range got[name] {
+		if maps.Equal(p.Dims, dims) {
+			if p.Value != n || p.Unit != metrics.UnitCount {
+				t.Errorf("%s%v = %v %s, want %v Count", name, dims, p.Value, p.Unit, n)
+			}
+			return
+		}
+	}
+	t.Errorf("%s%v missing; recorded %v", name, dims, got)
+}
+
+func TestGovernanceDenialRecordsGovernanceDenied(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	m := e.withMetrics()
+	op := e.newOp("denied", false)
+	if out := e.check(op); out.Decision != workflow.GovernanceDenied {
+		t.Fatalf("output = %+v", out)
+	}
+	got := m.flush()
+	wantCount(t, got, metrics.GovernanceDenied, nil, 1)
+	if len(got) != 1 {
+		t.Errorf("a denial recorded %v, want only GovernanceDenied", got)
+	}
+	// A retried check of the rejected operation is no second denial.
+	_, err := handle(t, e.svc.Governance, stageIn(op, workflow.ActionCheck))
+	wantBare(t, err, "TerminalError")
+	if got := m.flush(); len(got) != 0 {
+		t.Errorf("a retried check recorded %v", got)
+	}
+}
+
+func TestApprovedCheckRecordsNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	m := e.withMetrics()
+	if out := e.check(e.newOp("approved", false)); out.Decision != workflow.GovernanceProceed {
+		t.Fatalf("output = %+v", out)
+	}
+	if got := m.flush(); len(got) != 0 {
+		t.Errorf("an approved check recorded %v", got)
+	}
+}
+
+func TestCheckFailureRecordsAdcpErrorByCode(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	m := e.withMetrics()
+	op := e.newOp("approved", false)
+	e.gov.FailNextHTTP(10, 503)
+	_, err := handle(t, e.svc.Governance, stageIn(op, workflow.ActionCheck))
+	wantBare(t, err, "TransientError")
+	// An HTTP 503 carries no AdCP code: the error kind names it.
+	wantCount(t, m.flush(), metrics.AdcpErrors, map[string]string{"Code": "transport"}, 1)
+}
+
+func TestAsyncReviewDeadlineRecordsTimeout(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{gov: adcptest.GovernanceOptions{PollsPerStep: -1}})
+	m := e.withMetrics()
+	op := e.newOp("async_review", false)
+	if out := e.check(op); out.Decision != workflow.GovernancePending {
+		t.Fatalf("output = %+v", out)
+	}
+	if got := m.flush(); len(got) != 0 {
+		t.Errorf("a pending review recorded %v", got)
+	}
+	e.clock.Advance(time.Duration(cfg().DeadlineSeconds+1) * time.Second)
+	_, err := handle(t, e.svc.Governance, stageIn(op, workflow.ActionCheck))
+	wantBare(t, err, "DeadlineExceededError")
+	wantCount(t, m.flush(), metrics.Timeouts, map[string]string{"Kind": stages.TimeoutKindGovernanceReview}, 1)
+}
+
+func TestCreateFailureRecordsAdcpErrorByCode(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	m := e.withMetrics()
+	op := e.newOp("approved,sync", false)
+	e.check(op)
+	m.flush()
+	e.seller.RateLimitNext(1)
+	_, err := handle(t, e.svc.Create, stageIn(op, workflow.ActionCreate))
+	wantBare(t, err, "TransientError")
+	got := m.flush()
+	wantCount(t, got, metrics.AdcpErrors, map[string]string{"Code": "RATE_LIMITED"}, 1)
+	if len(got[metrics.AdcpErrors]) != 1 {
+		t.Errorf("AdcpErrors = %+v, want one code", got[metrics.AdcpErrors])
+	}
+	// The retry succeeds and records nothing.
+	if out := e.create(op); out.Status != workflow.StatusCompleted {
+		t.Fatalf("output = %+v", out)
+	}
+	if got := m.flush(); len(got) != 0 {
+		t.Errorf("a successful create recorded %v", got)
+	}
+}
+
+func TestCancelFailureRecordsAdcpErrorByCode(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	m := e.withMetrics()
+	op, _ := e.placed("approved,sync")
+	m.flush()
+	e.seller.RateLimitNext(1)
+	_, err := e.svc.Cancel(context.Background(), stageIn(op, workflow.ActionCancel))
+	wantBare(t, err, "TransientError")
+	wantCount(t, m.flush(), metrics.AdcpErrors, map[string]string{"Code": "RATE_LIMITED"}, 1)
+}
