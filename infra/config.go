@@ -23,9 +23,11 @@ const (
 	// CtxLogRetentionDays is the retention of every log group, in days (default 90); it must be
 	// a value CloudWatch Logs accepts (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, ...).
 	CtxLogRetentionDays = "buyflow:logRetentionDays"
-	// CtxTracing ("true") turns on X-Ray tracing for the functions and the state machine.
+	// CtxTracing turns X-Ray tracing for the functions and the state machine on (default) or off
+	// ("false"; cdk-nag's AwsSolutions-SF2 is then suppressed as the operator's choice).
 	CtxTracing = "buyflow:tracing"
-	// CtxAlarmEmail, when set, subscribes that address to the alarm topic.
+	// CtxAlarmEmail, when set, subscribes that address to the alarm topic. It must be a plain
+	// address (ops@example.com), checked at synth.
 	CtxAlarmEmail = "buyflow:alarmEmail"
 	// CtxAgents is the JSON agent registry handed to the functions as BUYFLOW_AGENTS
 	// (internal/adcp RegistryConfig: {"agents":[...]}; credential refs name secrets under the
@@ -70,6 +72,7 @@ func DefaultConfig() Config {
 	return Config{
 		StackName:        "Buyflow",
 		AssetRoot:        "bin",
+		Tracing:          true,
 		LogRetentionDays: 90,
 		ThrottleRate:     50,
 		ThrottleBurst:    100,

@@ -1,6 +1,7 @@
 // Command infra is the buyflow CDK app: `cdk synth` / `cdk deploy` run it (cdk.json builds it
 // to bin/infra first). It reads the buyflow:* context keys (see config.go and README.md),
-// builds one stack from internal/topology and the ASL in statemachine/, and synthesizes it.
+// builds one stack from internal/topology and the ASL in statemachine/, checks it with cdk-nag's
+// AwsSolutions rules, and synthesizes it.
 //
 // Nothing imports this package: Lambdas must never link CDK.
 package main
@@ -11,6 +12,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/buyflow/buyflow/internal/topology"
 	"github.com/buyflow/buyflow/statemachine"
@@ -40,6 +42,10 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// cdk-nag: every AwsSolutions rule, on everything in the app. With cdk.json's
+	// @aws-cdk/core:annotationsInValidationReport, an unsuppressed error fails the synth (the
+	// suppressions, each with its reason, are in nag.go and next to their constructs).
+	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(nil), nil)
 	app.Synth(nil)
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/mail"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -31,8 +32,11 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/approvals"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/topology"
+	"github.com/buyflow/buyflow/internal/workflow"
 )
 
 // ReconcileFunction is the topology function name that, when declared, is invoked on a schedule
@@ -44,6 +48,14 @@ const ReconcileFunction = "reconcile"
 // only be granted on "*". The token itself is the capability: it is unguessable and lives in
 // the ledger only. They are granted only to functions with CompletesTasks.
 var SendTaskActions = []string{"states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"}
+
+// LedgerReadActions and LedgerWriteActions are the DynamoDB actions granted on the ledger table
+// and its indexes (by name): read to every function, write to those with LedgerWrite.
+// ConditionCheckItem is what a condition check inside TransactWriteItems needs.
+var (
+	LedgerReadActions  = []string{"dynamodb:BatchGetItem", "dynamodb:ConditionCheckItem", "dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:Query", "dynamodb:Scan"}
+	LedgerWriteActions = []string{"dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}
+)
 
 // BuyflowStackProps configures NewBuyflowStack.
 type BuyflowStackProps struct {
@@ -137,6 +149,7 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 		},
 		RemovalPolicy: removal,
 	})
+	suppress(linkSeed, "AwsSolutions-SMG4", reasonLinkSeedRotation)
 	b.Secrets[topology.EnvLinkKeySecret] = awssecretsmanager.NewSecret(stack, jsii.String("LinkKeys"), &awssecretsmanager.SecretProps{
 		SecretName: jsii.String(stackName + "/approval-link-keys"),
 		Description: jsii.String(`Approval-link signing keys, {"current":"<kid>","keys":{"<kid>":"<base64>"}}. ` +
@@ -147,6 +160,7 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 		})),
 		RemovalPolicy: removal,
 	})
+	suppress(b.Secrets[topology.EnvLinkKeySecret], "AwsSolutions-SMG4", reasonLinkKeysRotation)
 	b.Secrets[topology.EnvSlackSecret] = awssecretsmanager.NewSecret(stack, jsii.String("Slack"), &awssecretsmanager.SecretProps{
 		SecretName: jsii.String(stackName + "/slack"),
 		Description: jsii.String(`Slack for approval messages, {"bot_token":"xoxb-..."} or {"webhook_url":"https://hooks.slack.com/..."}: ` +
@@ -155,6 +169,7 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 		SecretStringValue: awscdk.SecretValue_UnsafePlainText(jsii.String(`{"bot_token":"","webhook_url":""}`)),
 		RemovalPolicy:     removal,
 	})
+	suppress(b.Secrets[topology.EnvSlackSecret], "AwsSolutions-SMG4", reasonSlackRotation)
 	agentsPrefix := stackName + "/agents/"
 	agentsPrefixArn := stack.FormatArn(&awscdk.ArnComponents{
 		Service: jsii.String("secretsmanager"), Resource: jsii.String("secret"),
@@ -209,6 +224,12 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 		return nil, fmt.Errorf("infra: no value for environment variable %s", name)
 	}
 
+	// The ledger's ARNs: the table and each of its indexes by name (no index/* wildcard).
+	ledgerArns := []*string{b.Table.TableArn()}
+	for _, g := range ledger.TableSchema("").GlobalSecondaryIndexes {
+		ledgerArns = append(ledgerArns, awscdk.Fn_Join(jsii.String(""), &[]*string{b.Table.TableArn(), jsii.String("/index/" + *g.IndexName)}))
+	}
+
 	tracing := awslambda.Tracing_DISABLED
 	if cfg.Tracing {
 		tracing = awslambda.Tracing_ACTIVE
@@ -233,6 +254,14 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 			return nil, fmt.Errorf("function %s: %s/bootstrap is missing: run `make build`, or set -c %s=DIR", f.Name, dir, CtxAssetRoot)
 		}
 		cid := pascal(f.Name)
+		// Its own role: writes to its own log group only (no AWSLambdaBasicExecutionRole, whose
+		// logs actions are on *), plus the grants below.
+		role := awsiam.NewRole(stack, jsii.String(cid+"Role"), &awsiam.RoleProps{
+			AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+			Description: jsii.String("buyflow " + f.Name + " function"),
+		})
+		logs := logGroup(cid + "Logs")
+		logs.GrantWrite(role)
 		fn := awslambda.NewFunction(stack, jsii.String(cid+"Function"), &awslambda.FunctionProps{
 			Description:           jsii.String(f.Description),
 			Runtime:               awslambda.Runtime_PROVIDED_AL2023(),
@@ -245,16 +274,19 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 			LoggingFormat:         awslambda.LoggingFormat_JSON,
 			ApplicationLogLevelV2: awslambda.ApplicationLogLevel_INFO,
 			SystemLogLevelV2:      awslambda.SystemLogLevel_WARN,
-			LogGroup:              logGroup(cid + "Logs"),
+			LogGroup:              logs,
+			Role:                  role,
 			Tracing:               tracing,
 		})
 		b.Functions[f.Name] = fn
 
+		ledgerActions := LedgerReadActions
 		if f.LedgerWrite {
-			b.Table.GrantReadWriteData(fn)
-		} else {
-			b.Table.GrantReadData(fn)
+			ledgerActions = append(slices.Clone(LedgerReadActions), LedgerWriteActions...)
 		}
+		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+			Grantee: fn, Actions: jsii.Strings(ledgerActions...), ResourceArns: &ledgerArns,
+		})
 		if f.StartsExecutions {
 			awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
 				Grantee: fn, Actions: jsii.Strings("states:StartExecution"), ResourceArns: &[]*string{b.StateMachineArn},
@@ -264,6 +296,7 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 			awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
 				Grantee: fn, Actions: jsii.Strings("states:DescribeExecution"), ResourceArns: &[]*string{executionsArn},
 			})
+			suppress(role, "AwsSolutions-IAM5", reasonExecutions, arnFinding("states", "execution", smName+":*"))
 		}
 		if f.CompletesTasks {
 			awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
@@ -278,9 +311,21 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 				awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
 					Grantee: fn, Actions: jsii.Strings("secretsmanager:GetSecretValue"), ResourceArns: &[]*string{agentsPrefixArn},
 				})
+				suppress(role, "AwsSolutions-IAM5", reasonAgentsPrefix, arnFinding("secretsmanager", "secret", agentsPrefix+"*"))
 			default:
 				return nil, fmt.Errorf("function %s: no secret behind %s", f.Name, s)
 			}
+		}
+		// The only grants on "*": task-token callbacks and X-Ray.
+		var onStar []string
+		if f.CompletesTasks {
+			onStar = append(onStar, reasonSendTask)
+		}
+		if cfg.Tracing {
+			onStar = append(onStar, reasonXRay)
+		}
+		if len(onStar) > 0 {
+			suppress(role, "AwsSolutions-IAM5", strings.Join(onStar, " "), "Resource::*")
 		}
 	}
 
@@ -303,11 +348,22 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 		},
 		TracingEnabled: jsii.Bool(cfg.Tracing),
 	})
+	// Explicit invoke grants on the unqualified ARNs the definition names (fn.GrantInvoke would
+	// add <arn>:* for every version and alias).
 	for _, f := range app.Functions {
 		if f.Placeholder != "" {
-			b.Functions[f.Name].GrantInvoke(b.StateMachine)
+			awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+				Grantee: b.StateMachine, Actions: jsii.Strings("lambda:InvokeFunction"), ResourceArns: &[]*string{b.Functions[f.Name].FunctionArn()},
+			})
 		}
 	}
+	smStar := reasonLogDelivery
+	if cfg.Tracing {
+		smStar += " " + reasonXRay
+	} else {
+		suppress(b.StateMachine.Node().DefaultChild(), "AwsSolutions-SF2", reasonNoXRayStateMachine)
+	}
+	suppress(b.StateMachine.Role(), "AwsSolutions-IAM5", smStar, "Resource::*")
 	if usesStartExecution(props.Definition) {
 		// Continue-as-new: the state machine starts its next generation. Granted by the built
 		// ARN: a reference to the state machine from its own role policy is a cycle.
@@ -333,16 +389,28 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 		if r.Auth == topology.AuthIAM {
 			opts.Authorizer = iamAuth
 		}
-		b.Api.AddRoutes(opts)
+		for _, route := range *b.Api.AddRoutes(opts) {
+			if r.Auth != topology.AuthIAM {
+				suppress(route.Node().DefaultChild(), "AwsSolutions-APIG4", reasonPublicRoute)
+			}
+		}
 	}
 
 	// The reconciliation sweep, when the topology has it.
 	if fn, ok := b.Functions[ReconcileFunction]; ok {
+		schedRole := awsiam.NewRole(stack, jsii.String("ReconcileScheduleRole"), &awsiam.RoleProps{
+			AssumedBy: awsiam.NewServicePrincipal(jsii.String("scheduler.amazonaws.com"), &awsiam.ServicePrincipalOpts{
+				Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": stack.Account()}},
+			}),
+			Description: jsii.String("buyflow: EventBridge Scheduler invokes the reconcile function"),
+		})
 		awsscheduler.NewSchedule(stack, jsii.String("ReconcileSchedule"), &awsscheduler.ScheduleProps{
 			Description: jsii.String("buyflow: wake operations whose seller task finished (list_tasks per seller)"),
 			Schedule:    awsscheduler.ScheduleExpression_Rate(awscdk.Duration_Minutes(jsii.Number(float64(cfg.ReconcileMinutes)))),
-			Target:      awsschedulertargets.NewLambdaInvoke(fn, nil),
+			Target:      awsschedulertargets.NewLambdaInvoke(fn, &awsschedulertargets.ScheduleTargetBaseProps{Role: schedRole}),
 		})
+		// After the schedule: the target adds the role's policy when it binds.
+		suppress(schedRole, "AwsSolutions-IAM5", reasonSchedulerInvoke, `/^Resource::<`+pascal(ReconcileFunction)+`Function[0-9A-F]{8}\.Arn>:\*$/`)
 	}
 
 	b.addAlarms(app, cfg)
@@ -536,6 +604,9 @@ func validate(app topology.Application, definition, stackName string, cfg Config
 			errs = append(errs, fmt.Errorf("infra: context %s is not a JSON object", key))
 		}
 	}
+	if len(errs) == 0 {
+		errs = append(errs, validateConfig(cfg, stackName)...)
+	}
 	if definition == "" {
 		errs = append(errs, errors.New("infra: empty state machine definition"))
 	}
@@ -655,4 +726,62 @@ func retentionDays(days int) (awslogs.RetentionDays, error) {
 	}
 	slices.Sort(valid)
 	return "", fmt.Errorf("infra: %s=%d: CloudWatch Logs accepts %v", CtxLogRetentionDays, days, valid)
+}
+
+// maxApprovalTimeoutSeconds is the longest approval SLA a Standard execution can wait for: an
+// execution lasts at most one year.
+const maxApprovalTimeoutSeconds = 365 * 24 * 3600
+
+// validateConfig parses the JSON settings with the functions' own parsers (so a value that a
+// function would refuse at cold start fails synth instead) and checks the alarm e-mail.
+func validateConfig(cfg Config, stackName string) []error {
+	var errs []error
+	bad := func(key string, err error) { errs = append(errs, fmt.Errorf("infra: context %s: %w", key, err)) }
+	if v := strings.TrimSpace(cfg.Agents); v != "" {
+		if _, err := adcp.ParseRegistry([]byte(v)); err != nil {
+			bad(CtxAgents, err)
+		} else {
+			// The functions may read secrets under <stack>/agents/ only.
+			var doc adcp.RegistryConfig
+			_ = json.Unmarshal([]byte(v), &doc) // ParseRegistry accepted it
+			prefix := stackName + "/agents/"
+			for _, a := range doc.Agents {
+				refs := map[string]string{"credential_ref": a.CredentialRef}
+				if a.Webhook != nil {
+					refs["webhook.hmac_secret_ref"], refs["webhook.bearer_secret_ref"] = a.Webhook.HMACSecretRef, a.Webhook.BearerSecretRef
+				}
+				for field, ref := range refs {
+					if ref != "" && !strings.HasPrefix(ref, prefix) {
+						bad(CtxAgents, fmt.Errorf("agent %s: %s %q is not under %s (the only secrets the functions may read)", a.ID, field, ref, prefix))
+					}
+				}
+			}
+		}
+	}
+	if v := strings.TrimSpace(cfg.ApprovalPolicy); v != "" {
+		if _, err := approvals.ParsePolicy([]byte(v)); err != nil {
+			bad(CtxApprovalPolicy, err)
+		}
+	}
+	if v := strings.TrimSpace(cfg.RunConfig); v != "" {
+		run := workflow.DefaultRunConfig()
+		dec := json.NewDecoder(strings.NewReader(v))
+		dec.DisallowUnknownFields()
+		switch err := dec.Decode(&run); {
+		case err != nil:
+			bad(CtxRunConfig, err)
+		case run.Validate() != nil:
+			bad(CtxRunConfig, run.Validate())
+		case run.ApprovalTimeoutSeconds > maxApprovalTimeoutSeconds:
+			bad(CtxRunConfig, fmt.Errorf("approval_timeout_seconds (the approval SLA) %d is over one year (%d), the longest a Standard execution runs",
+				run.ApprovalTimeoutSeconds, maxApprovalTimeoutSeconds))
+		}
+	}
+	if v := cfg.AlarmEmail; v != "" {
+		addr, err := mail.ParseAddress(v)
+		if err != nil || addr.Name != "" || addr.Address != v || !strings.Contains(v[strings.LastIndex(v, "@")+1:], ".") {
+			bad(CtxAlarmEmail, fmt.Errorf("%q is not a plain e-mail address such as ops@example.com", v))
+		}
+	}
+	return errs
 }

@@ -273,11 +273,11 @@ func TestDevStackIsDisposable(t *testing.T) {
 }
 
 func TestTracingIsOptional(t *testing.T) {
-	on := synth(t, variant{app: topology.App, extra: map[string]any{CtxTracing: "true"}})
+	off := synth(t, variant{app: topology.App, extra: map[string]any{CtxTracing: "false"}})
 	for name, c := range map[string]struct {
 		s    synthesized
 		want bool
-	}{"default": {prod(t), false}, "buyflow:tracing=true": {on, true}} {
+	}{"default": {prod(t), true}, "buyflow:tracing=false": {off, false}} {
 		for id, r := range c.s.ofType("AWS::Lambda::Function") {
 			tc, _ := props(r)["TracingConfig"].(map[string]any)
 			if got := tc["Mode"] == "Active"; got != c.want {
@@ -291,8 +291,8 @@ func TestTracingIsOptional(t *testing.T) {
 			}
 		}
 	}
-	checkLeastPrivilege(t, on, topology.App)
-	checkNoCycle(t, on, topology.App)
+	checkLeastPrivilege(t, off, topology.App)
+	checkNoCycle(t, off, topology.App)
 }
 
 func TestProdStackRetainsData(t *testing.T) {
@@ -680,6 +680,24 @@ func checkLeastPrivilege(t *testing.T, s synthesized, app topology.Application) 
 		}
 	}
 
+	// No managed policy on any role (AWSLambdaBasicExecutionRole's logs actions are on *), no
+	// index/* on the ledger, no <function>:* for the state machine.
+	for id, r := range s.ofType("AWS::IAM::Role") {
+		if arns := asSlice(props(r)["ManagedPolicyArns"]); len(arns) > 0 {
+			t.Errorf("role %s has managed policies %s", id, jsonOf(t, arns))
+		}
+	}
+	for role, stmts := range byRole {
+		for _, st := range stmts {
+			if strings.Contains(st.raw, "/index/*") {
+				t.Errorf("role %s: grant on every index: %s", role, st.raw)
+			}
+			if role == smRole && slices.Contains(st.actions, "lambda:InvokeFunction") && strings.Contains(st.raw, ":*") {
+				t.Errorf("state machine may invoke every version and alias: %s", st.raw)
+			}
+		}
+	}
+
 	writes := []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
 	for _, f := range app.Functions {
 		role := s.roleOf(t, f.Name)
@@ -692,6 +710,16 @@ func checkLeastPrivilege(t *testing.T, s synthesized, app topology.Application) 
 			if has(w) != f.LedgerWrite {
 				t.Errorf("%s: %s granted = %v, LedgerWrite = %v", f.Name, w, has(w), f.LedgerWrite)
 			}
+		}
+		// Logs: its own log group only.
+		logGroup := jsonOf(t, s.stack.Resolve(s.stack.Functions[f.Name].LogGroup().LogGroupArn()))
+		for _, st := range byRole[role] {
+			if slices.Contains(st.actions, "logs:PutLogEvents") && jsonOf(t, st.resources) != "["+logGroup+"]" {
+				t.Errorf("%s may write logs to %s, not only its log group %s", f.Name, jsonOf(t, st.resources), logGroup)
+			}
+		}
+		if !has("logs:PutLogEvents") || !has("logs:CreateLogStream") {
+			t.Errorf("%s cannot write to its log group", f.Name)
 		}
 		if has("states:DescribeExecution") != f.DescribesExecutions {
 			t.Errorf("%s: states:DescribeExecution granted = %v, DescribesExecutions = %v", f.Name, has("states:DescribeExecution"), f.DescribesExecutions)
@@ -1078,7 +1106,8 @@ func TestDeploymentConfig(t *testing.T) {
 			t.Errorf("no warning for unset %s", key)
 		}
 	}
-	agents := `{"agents":[{"id":"seller1","role":"seller","mcp_url":"https://seller.example/mcp","credential_ref":"Buyflow/agents/seller1"}]}`
+	agents := `{"agents":[{"id":"seller1","role":"seller","mcp_url":"https://seller.example/mcp","credential_ref":"Buyflow/agents/seller1",` +
+		`"webhook":{"mode":"hmac","hmac_secret_ref":"Buyflow/agents/seller1-webhook"}}]}`
 	policy := `{"threshold":"10000.00","currency":"USD","approvers":["U123"],"on_timeout":"reject"}`
 	s := synth(t, variant{app: topology.App, extra: map[string]any{CtxAgents: agents, CtxApprovalPolicy: policy}})
 	if w := assertions.Annotations_FromStack(s.stack.Stack).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("buyflow:"))); len(*w) != 0 {
@@ -1097,6 +1126,46 @@ func TestDeploymentConfig(t *testing.T) {
 	cfg.ApprovalPolicy = `{"threshold":`
 	if err := validate(topology.App, statemachine.Definition, "Buyflow", cfg); err == nil || !strings.Contains(err.Error(), CtxApprovalPolicy) {
 		t.Errorf("malformed policy: err = %v", err)
+	}
+}
+
+// The JSON settings are checked with the functions' own parsers, the approval SLA against the
+// longest execution, and the alarm e-mail is a plain address: each mistake fails synth naming
+// its key.
+func TestConfigValidation(t *testing.T) {
+	good := DefaultConfig()
+	good.Agents = `{"agents":[{"id":"gov","role":"governance","mcp_url":"https://gov.example/mcp","credential_ref":"Buyflow/agents/gov"}]}`
+	good.ApprovalPolicy = `{"threshold":"10000.00","currency":"USD","approvers":["U123"]}`
+	good.RunConfig = `{"approval_timeout_seconds":3600}`
+	good.AlarmEmail = "ops@example.com"
+	if err := validate(topology.App, statemachine.Definition, "Buyflow", good); err != nil {
+		t.Fatalf("valid config refused: %v", err)
+	}
+	for name, c := range map[string]struct {
+		change func(*Config)
+		key    string
+		want   string
+	}{
+		"seller without webhook": {func(c *Config) {
+			c.Agents = `{"agents":[{"id":"s","role":"seller","mcp_url":"https://s.example/mcp","credential_ref":"Buyflow/agents/s"}]}`
+		}, CtxAgents, "webhook"},
+		"credential outside the prefix": {func(c *Config) { c.Agents = strings.Replace(c.Agents, "Buyflow/agents/gov", "other/gov", 1) }, CtxAgents, "not under Buyflow/agents/"},
+		"unknown agent field":           {func(c *Config) { c.Agents = `{"agents":[],"extra":1}` }, CtxAgents, "extra"},
+		"policy without approvers":      {func(c *Config) { c.ApprovalPolicy = `{"threshold":"1.00","currency":"USD"}` }, CtxApprovalPolicy, "approvers"},
+		"policy bad on_timeout":         {func(c *Config) { c.ApprovalPolicy = `{"approvers":["U1"],"on_timeout":"later"}` }, CtxApprovalPolicy, "on_timeout"},
+		"zero approval SLA":             {func(c *Config) { c.RunConfig = `{"approval_timeout_seconds":0}` }, CtxRunConfig, "approval_timeout_seconds"},
+		"approval SLA over a year":      {func(c *Config) { c.RunConfig = `{"approval_timeout_seconds":40000000}` }, CtxRunConfig, "one year"},
+		"unknown run config field":      {func(c *Config) { c.RunConfig = `{"approval_sla":3600}` }, CtxRunConfig, "approval_sla"},
+		"e-mail with a display name":    {func(c *Config) { c.AlarmEmail = "Ops <ops@example.com>" }, CtxAlarmEmail, "plain e-mail"},
+		"e-mail without a domain":       {func(c *Config) { c.AlarmEmail = "ops" }, CtxAlarmEmail, "plain e-mail"},
+		"e-mail without a dot":          {func(c *Config) { c.AlarmEmail = "ops@localhost" }, CtxAlarmEmail, "plain e-mail"},
+	} {
+		cfg := good
+		c.change(&cfg)
+		err := validate(topology.App, statemachine.Definition, "Buyflow", cfg)
+		if err == nil || !strings.Contains(err.Error(), c.key) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want one naming %s and %q", name, err, c.key, c.want)
+		}
 	}
 }
 
