@@ -133,7 +133,8 @@ func (s *Service) PollSeller(ctx context.Context, in workflow.PollInput) (workfl
 	return out, nil
 }
 
-// pollSeller asks the seller about the operation's task and records the answer forward only.
+// pollSeller asks the seller about the operation's task and records the answer forward only
+// (RecordTaskStatus); a repeat, an unmapped status and a refused move leave a poll event.
 func (s *Service) pollSeller(ctx context.Context, op *ledger.Operation) (*ledger.Operation, error) {
 	req, err := parseRequest(op)
 	if err != nil {
@@ -152,45 +153,38 @@ func (s *Service) pollSeller(ctx context.Context, op *ledger.Operation) (*ledger
 		}
 		return nil, callError("get_task_status", err)
 	}
-	to, ok := workflow.FromTaskStatus(string(ts.Status))
+	actor := sellerActor(req.SellerID)
 	ev := map[string]any{"task_id": op.SellerTaskID, "seller_status": ts.Status}
-	if !ok || to == op.Status {
-		// Unknown statuses (auth-required, unknown) and repeats change nothing.
-		s.event(ctx, op, ledger.Event{Type: EventPoll, Actor: sellerActor(req.SellerID), Detail: detail(ev)})
-		return op, nil
-	}
-	ch := ledger.Changes{Actor: sellerActor(req.SellerID), EventType: EventPoll}
-	switch to {
-	case workflow.StatusCompleted:
-		mb, derr := adcp.DecodeMediaBuy(ts.Result)
-		switch {
-		case derr != nil && mb != nil && mb.Shape == adcp.ShapeError:
-			to = workflow.StatusFailed
-			r := truncate("the seller completed the task with an error: "+derr.Error(), 1000)
-			ch.Reason = &r
-		case derr == nil && mb.MediaBuyID != "":
-			ch.MediaBuyID = &mb.MediaBuyID
-			ev["media_buy_id"] = mb.MediaBuyID
-		default:
-			// A completion without a readable artifact: record it; report needs the id, so say so.
-			r := "the seller completed the task without a readable media buy in its result"
-			ch.Reason = &r
-		}
-	case workflow.StatusFailed, workflow.StatusRejected, workflow.StatusCanceled:
-		r := "the seller ended the task " + string(ts.Status)
-		if f := ts.Failure(); f != nil {
-			r += ": " + f.Error()
-		}
-		r = truncate(r, 1000)
-		ch.Reason = &r
-	}
-	ch.Detail = detail(ev)
-	cur, moved, err := s.moveVia(ctx, op, to, ch)
+	u := TaskUpdateFrom(ts)
+	u.TaskID, u.Actor, u.EventType, u.Detail, u.SkipRepeat = op.SellerTaskID, actor, EventPoll, ev, true
+	rec, err := RecordTaskStatus(ctx, s.taskDeps(), op, u)
 	if err != nil {
-		return nil, err
+		return nil, moveError(op, err)
 	}
-	if !moved {
-		s.event(ctx, op, ledger.Event{Type: EventPoll, Actor: sellerActor(req.SellerID), Reason: "no change: the ledger already holds " + string(cur.Status), Detail: detail(ev)})
+	switch rec.Outcome {
+	case TaskUnmapped, TaskRepeat:
+		// Unknown statuses (auth-required, unknown) and repeats change nothing.
+		s.event(ctx, op, ledger.Event{Type: EventPoll, Actor: actor, Detail: detail(ev)})
+	case TaskStale:
+		s.event(ctx, op, ledger.Event{Type: EventPoll, Actor: actor, Reason: "no change: the ledger already holds " + string(rec.Op.Status), Detail: detail(ev)})
 	}
-	return cur, nil
+	return rec.Op, nil
+}
+
+// taskDeps is what the shared task-update code needs from the poll stage: the stage's ledger,
+// no retry of a lost transaction race (moveError makes it a TransientError the ASL retries).
+func (s *Service) taskDeps() TaskDeps {
+	return TaskDeps{Ledger: s.ledger, Tasks: s.tasks, Now: s.now, Log: s.log}
+}
+
+// moveError maps a failed RecordTaskStatus to the stage's errors, as move does.
+func moveError(op *ledger.Operation, err error) error {
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return &workflow.NotFoundError{OperationID: op.ID}
+	case errors.Is(err, ledger.ErrContention):
+		return &workflow.TransientError{Reason: fmt.Sprintf("operation %s: concurrent write, retry", op.ID)}
+	default:
+		return fmt.Errorf("stages: %w", err)
+	}
 }

@@ -224,23 +224,6 @@ func (s *Service) move(ctx context.Context, op *ledger.Operation, to workflow.St
 	}
 }
 
-// moveVia is move that, for a completion, also takes a legal intermediate step through
-// "working" when the direct move is not in the table (awaiting_approval → completed after a
-// seller's input-required was answered). A repeated input-required after that approval stays
-// "no change", so nobody is asked twice.
-func (s *Service) moveVia(ctx context.Context, op *ledger.Operation, to workflow.Status, ch ledger.Changes) (*ledger.Operation, bool, error) {
-	if to == workflow.StatusCompleted && !workflow.CanMove(op.Status, to) && op.Status != workflow.StatusWorking &&
-		workflow.CanMove(op.Status, workflow.StatusWorking) && workflow.CanMove(workflow.StatusWorking, to) {
-		mid, _, err := s.move(ctx, op, workflow.StatusWorking, ledger.Changes{Actor: ch.Actor, EventType: ch.EventType,
-			SellerTaskID: ch.SellerTaskID, Detail: ch.Detail})
-		if err != nil {
-			return nil, false, err
-		}
-		op = mid
-	}
-	return s.move(ctx, op, to, ch)
-}
-
 // event appends an audit event; a failure is logged, not returned: the event is a record of a
 // step that already happened and must not make the step run twice.
 func (s *Service) event(ctx context.Context, op *ledger.Operation, ev ledger.Event) {

@@ -1,0 +1,283 @@
+package stages
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/sfn"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// TaskLedger is the part of the ledger RecordTaskStatus, Move and Wake use; *ledger.Store
+// satisfies it, and so do the ledgers of the stages, the webhook receiver and the
+// reconciliation sweep.
+type TaskLedger interface {
+	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch ledger.Changes) (*ledger.Operation, error)
+	AppendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) error
+	ClearTaskToken(ctx context.Context, tenant, id, token string) error
+}
+
+var _ TaskLedger = (*ledger.Store)(nil)
+
+// TaskDeps is what RecordTaskStatus, Move and Wake need from their caller: the poll stage, the
+// webhook receiver and the reconciliation sweep each build one.
+type TaskDeps struct {
+	// Ledger records the transitions and events, and clears the parked token.
+	Ledger TaskLedger
+	// Tasks completes the parked token; only Wake uses it.
+	Tasks Tasks
+	// Metrics receives SellerTaskDuration when a task reaches a terminal status; nil emits
+	// nothing.
+	Metrics *metrics.Recorder
+	// ContentionRetries bounds the retries of a transition that lost a transaction race (with
+	// a short back-off); 0 retries none and returns the error (matching ledger.ErrContention).
+	ContentionRetries int
+	// WakeActor, when set, makes Wake append a wake event after it completed a token (actor
+	// WakeActor, detail {"by": WakeBy, "status": ...}); when empty Wake appends none.
+	WakeActor, WakeBy string
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Log defaults to slog.Default().
+	Log *slog.Logger
+}
+
+func (d TaskDeps) now() time.Time {
+	if d.Now == nil {
+		return time.Now().UTC()
+	}
+	return d.Now().UTC()
+}
+
+func (d TaskDeps) log() *slog.Logger {
+	if d.Log == nil {
+		return slog.Default()
+	}
+	return d.Log
+}
+
+// TaskUpdate is one seller report about an operation's task: a poll answer, a webhook
+// delivery or a reconciliation poll.
+type TaskUpdate struct {
+	// Status is the AdCP task status as the seller sent it (mapped with workflow.FromTaskStatus).
+	Status string
+	// TaskID is the seller's task id; it is recorded when the operation has none yet.
+	TaskID string
+	// Result is the task's result; for a completed task, the create_media_buy response
+	// (adcp.DecodeMediaBuy).
+	Result json.RawMessage
+	// Message is the seller's text: appended to the reason of an ended task (failed, rejected,
+	// canceled), and the reason of an input-required one.
+	Message string
+	// CreatedAt is when the seller created the task (RFC 3339, as AdCP sends it). When it
+	// parses, reaching a terminal status emits SellerTaskDuration.
+	CreatedAt string
+	// Actor and EventType label the transition and its audit event.
+	Actor, EventType string
+	// Detail is the transition's event detail. RecordTaskStatus adds media_buy_id to this map
+	// (so a caller's own no-change event carries it too); nil starts an empty one.
+	Detail map[string]any
+	// SkipRepeat answers a status equal to the operation's with TaskRepeat before the result
+	// is read, writing nothing: a poller seeing the same answer again has no news. Without it
+	// the repeat goes to the transition and comes back TaskStale (the webhook records it).
+	SkipRepeat bool
+}
+
+// TaskUpdateFrom returns the update a get_task_status / tasks/get answer reports: its status,
+// result, creation time, and the task's failure as the message. The caller adds the task id,
+// actor, event type and detail.
+func TaskUpdateFrom(ts *adcp.TaskStatusResult) TaskUpdate {
+	u := TaskUpdate{Status: string(ts.Status), Result: ts.Result, CreatedAt: ts.CreatedAt}
+	if f := ts.Failure(); f != nil {
+		u.Message = f.Error()
+	}
+	return u
+}
+
+// TaskOutcome is what RecordTaskStatus did with an update.
+type TaskOutcome int
+
+// The outcomes of RecordTaskStatus.
+const (
+	// TaskApplied: the operation moved forward.
+	TaskApplied TaskOutcome = iota + 1
+	// TaskStale: the ledger refused the move (it holds this status or a newer one); nothing
+	// was written. The caller records it as it sees fit.
+	TaskStale
+	// TaskRepeat: with SkipRepeat, the status is the operation's; nothing was written.
+	TaskRepeat
+	// TaskUnmapped: a status without lifecycle meaning (auth-required, unknown); nothing was
+	// written.
+	TaskUnmapped
+)
+
+// TaskRecord is the result of RecordTaskStatus.
+type TaskRecord struct {
+	// Op is the operation as it now is: after the transition, the ledger's current one when
+	// the move was refused, the given one when nothing was tried.
+	Op *ledger.Operation
+	// Outcome says what was done.
+	Outcome TaskOutcome
+	// To is the status the update asked for, after the result was read (a completion whose
+	// result is an error is failed); empty for TaskUnmapped.
+	To workflow.Status
+}
+
+// RecordTaskStatus records a seller's task update on op, forward only: the AdCP status mapped
+// with workflow.FromTaskStatus, media_buy_id (or the error) read from a completion's result
+// with adcp.DecodeMediaBuy, the seller task id recorded when the operation has none, a reason
+// for an ended, failed-on-completion or input-required task, and a legal step through working
+// when the transition table needs it (Move). A transition the ledger refuses is TaskStale,
+// never an error. When the task reached a terminal status, SellerTaskDuration is emitted (by
+// raw AdCP status) if deps.Metrics is set and u.CreatedAt parses.
+//
+// The only errors are the ledger's (wrapped, matching ledger.ErrNotFound, ledger.ErrContention
+// and the like) and ctx's. Waking the workflow is Wake's job.
+func RecordTaskStatus(ctx context.Context, deps TaskDeps, op *ledger.Operation, u TaskUpdate) (TaskRecord, error) {
+	to, ok := workflow.FromTaskStatus(u.Status)
+	switch {
+	case !ok:
+		return TaskRecord{Op: op, Outcome: TaskUnmapped}, nil
+	case u.SkipRepeat && to == op.Status:
+		return TaskRecord{Op: op, Outcome: TaskRepeat, To: to}, nil
+	}
+	if u.Detail == nil {
+		u.Detail = map[string]any{}
+	}
+	ch := ledger.Changes{Actor: u.Actor, EventType: u.EventType}
+	if op.SellerTaskID == "" && u.TaskID != "" {
+		ch.SellerTaskID = &u.TaskID
+	}
+	switch to {
+	case workflow.StatusCompleted:
+		mb, derr := adcp.DecodeMediaBuy(u.Result)
+		switch {
+		case derr != nil && mb != nil && mb.Shape == adcp.ShapeError:
+			to = workflow.StatusFailed
+			r := truncate("the seller completed the task with an error: "+derr.Error(), 1000)
+			ch.Reason = &r
+		case derr == nil && mb.MediaBuyID != "":
+			ch.MediaBuyID = &mb.MediaBuyID
+			u.Detail["media_buy_id"] = mb.MediaBuyID
+		default:
+			// A completion without a readable artifact: record it; report needs the id, so say so.
+			r := "the seller completed the task without a readable media buy in its result"
+			ch.Reason = &r
+		}
+	case workflow.StatusFailed, workflow.StatusRejected, workflow.StatusCanceled:
+		r := "the seller ended the task " + u.Status
+		if u.Message != "" {
+			r += ": " + u.Message
+		}
+		r = truncate(r, 1000)
+		ch.Reason = &r
+	case workflow.StatusInputRequired:
+		if u.Message != "" {
+			r := truncate(u.Message, 1000)
+			ch.Reason = &r
+		}
+	}
+	ch.Detail = detail(u.Detail)
+
+	cur, moved, err := moveVia(ctx, deps, op, to, ch)
+	if err != nil {
+		return TaskRecord{Op: op, To: to}, err
+	}
+	if !moved {
+		return TaskRecord{Op: cur, Outcome: TaskStale, To: to}, nil
+	}
+	if to.Terminal() && deps.Metrics != nil {
+		if created, perr := time.Parse(time.RFC3339, u.CreatedAt); perr == nil {
+			deps.Metrics.Duration(metrics.SellerTaskDuration, metrics.Dims{"Status": u.Status}, deps.now().Sub(created))
+		}
+	}
+	return TaskRecord{Op: cur, Outcome: TaskApplied, To: to}, nil
+}
+
+// Move transitions op to to, forward only. A refused transition is "no change": it returns the
+// ledger's current operation and moved=false. A transaction race is retried up to
+// deps.ContentionRetries times; any other failure is returned wrapped ("move operation <id> to
+// <status>: ..."), with a nil operation.
+func Move(ctx context.Context, deps TaskDeps, op *ledger.Operation, to workflow.Status, ch ledger.Changes) (cur *ledger.Operation, moved bool, err error) {
+	if op.Status == to {
+		return op, false, nil
+	}
+	for attempt := 0; ; attempt++ {
+		next, err := deps.Ledger.Transition(ctx, op.Tenant, op.ID, to, ledger.AnyVersion, ch)
+		var te *ledger.TransitionError
+		switch {
+		case err == nil:
+			return next, true, nil
+		case errors.As(err, &te) && te.Current != nil:
+			return te.Current, false, nil
+		case errors.Is(err, ledger.ErrContention) && attempt < deps.ContentionRetries:
+			select {
+			case <-ctx.Done():
+				return nil, false, ctx.Err()
+			case <-time.After(time.Duration(attempt+1) * 10 * time.Millisecond):
+			}
+		default:
+			return nil, false, fmt.Errorf("move operation %s to %s: %w", op.ID, to, err)
+		}
+	}
+}
+
+// moveVia is Move that, for a completion the table does not allow directly (awaiting_approval
+// → completed after the seller's input-required was answered), takes the legal step through
+// working first. A repeated input-required after that approval stays "no change", so nobody is
+// asked twice.
+func moveVia(ctx context.Context, deps TaskDeps, op *ledger.Operation, to workflow.Status, ch ledger.Changes) (*ledger.Operation, bool, error) {
+	if to == workflow.StatusCompleted && !workflow.CanMove(op.Status, to) && op.Status != workflow.StatusWorking &&
+		workflow.CanMove(op.Status, workflow.StatusWorking) && workflow.CanMove(workflow.StatusWorking, to) {
+		mid, _, err := Move(ctx, deps, op, workflow.StatusWorking, ledger.Changes{Actor: ch.Actor, EventType: ch.EventType,
+			SellerTaskID: ch.SellerTaskID, Detail: ch.Detail})
+		if err != nil {
+			return nil, false, err
+		}
+		op = mid
+	}
+	return Move(ctx, deps, op, to, ch)
+}
+
+// Wake completes the parked AwaitSeller token stored on op when the ledger's state needs the
+// state machine to act (WakeOutput(op, wait, cfg, now).NeedsDecision()); woken says it did.
+// The token is cleared first (conditional on the stored value), so that of a park, a poll,
+// webhooks and a sweep racing for it exactly one completes it; a token someone else cleared or
+// replaced is left alone. A token Step Functions no longer knows (sfn.ErrTaskGone) is fine:
+// whoever completed it had the ledger's truth. Any other failure to complete is returned
+// (wrapped); the ledger holds the truth and the wait's timeout polls it. After a completion a
+// wake event is appended when deps.WakeActor is set.
+func Wake(ctx context.Context, deps TaskDeps, op *ledger.Operation, wait workflow.WaitState, cfg workflow.RunConfig, now time.Time) (woken bool, err error) {
+	out := WakeOutput(op, wait, cfg, now)
+	if !out.NeedsDecision() || op.TaskToken == "" {
+		return false, nil
+	}
+	switch err := deps.Ledger.ClearTaskToken(ctx, op.Tenant, op.ID, op.TaskToken); {
+	case errors.Is(err, ledger.ErrTokenMismatch):
+		return false, nil // someone else completed or replaced the wait
+	case err != nil:
+		// Wake anyway: a double completion is answered "gone", a missed one costs a poll interval.
+		deps.log().WarnContext(ctx, "task token not cleared", "operationId", op.ID, "err", err)
+	}
+	err = deps.Tasks.Succeed(ctx, op.TaskToken, out)
+	switch {
+	case errors.Is(err, sfn.ErrTaskGone):
+		deps.log().InfoContext(ctx, "wait already completed", "operationId", op.ID)
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("wake the wait of %s: %w", op.ID, err)
+	}
+	if deps.WakeActor != "" {
+		if err := deps.Ledger.AppendEvent(ctx, op.Tenant, op.ID, ledger.Event{Type: EventWake, Actor: deps.WakeActor,
+			Detail: detail(map[string]any{"by": deps.WakeBy, "status": out.Status})}); err != nil {
+			deps.log().WarnContext(ctx, "wake event not recorded", "operationId", op.ID, "err", err)
+		}
+	}
+	return true, nil
+}
