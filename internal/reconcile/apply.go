@@ -48,52 +48,22 @@ func (s *Service) pollAndApply(ctx context.Context, r *run, seller string, accou
 	return s.apply(ctx, r, seller, op, ts)
 }
 
-// apply records a polled task status the way the webhook and the poll stage do (same mapping,
-// same forward-only moves, same wake), with event type "reconcile".
+// apply records a polled task status the way the webhook and the poll stage do
+// (stages.RecordTaskStatus: same mapping, same forward-only moves; a repeat is no news), with
+// event type "reconcile", and wakes the workflow (stages.Wake) when it must act.
 func (s *Service) apply(ctx context.Context, r *run, seller string, op *ledger.Operation, ts *adcp.TaskStatusResult) (*ledger.Operation, error) {
-	to, ok := workflow.FromTaskStatus(string(ts.Status))
-	if !ok || to == op.Status {
-		return op, nil
-	}
-	ev := map[string]any{"task_id": op.SellerTaskID, "seller_status": ts.Status, "source": "reconcile"}
-	ch := ledger.Changes{Actor: "seller:" + seller, EventType: EventReconcile}
-	switch to {
-	case workflow.StatusCompleted:
-		mb, derr := adcp.DecodeMediaBuy(ts.Result)
-		switch {
-		case derr != nil && mb != nil && mb.Shape == adcp.ShapeError:
-			to = workflow.StatusFailed
-			reason := truncate("the seller completed the task with an error: "+derr.Error(), 1000)
-			ch.Reason = &reason
-		case derr == nil && mb.MediaBuyID != "":
-			ch.MediaBuyID = &mb.MediaBuyID
-			ev["media_buy_id"] = mb.MediaBuyID
-		default:
-			reason := "the seller completed the task without a readable media buy in its result"
-			ch.Reason = &reason
-		}
-	case workflow.StatusFailed, workflow.StatusRejected, workflow.StatusCanceled:
-		reason := "the seller ended the task " + string(ts.Status)
-		if f := ts.Failure(); f != nil {
-			reason += ": " + f.Error()
-		}
-		reason = truncate(reason, 1000)
-		ch.Reason = &reason
-	}
-	ch.Detail = detail(ev)
-	cur, moved, err := s.moveVia(ctx, op, to, ch)
+	u := stages.TaskUpdateFrom(ts)
+	u.TaskID, u.Actor, u.EventType, u.SkipRepeat = op.SellerTaskID, "seller:"+seller, EventReconcile, true
+	u.Detail = map[string]any{"task_id": op.SellerTaskID, "seller_status": ts.Status, "source": "reconcile"}
+	rec, err := stages.RecordTaskStatus(ctx, s.taskDeps(r), op, u)
 	if err != nil {
 		return op, err
 	}
-	if !moved {
-		return cur, nil
+	if rec.Outcome != stages.TaskApplied {
+		return rec.Op, nil
 	}
+	cur := rec.Op
 	r.finding(KindLostUpdate)
-	if to.Terminal() {
-		if created, perr := time.Parse(time.RFC3339, ts.CreatedAt); perr == nil {
-			r.rec.Duration(metrics.SellerTaskDuration, metrics.Dims{"Status": string(ts.Status)}, s.now().Sub(created))
-		}
-	}
 	s.log.WarnContext(ctx, "seller update recorded by reconciliation (a webhook was lost or late)", "operationId", op.ID,
 		"seller", seller, "from", op.Status, "to", cur.Status)
 	s.wake(ctx, cur)
@@ -107,7 +77,7 @@ func (s *Service) failUnknown(ctx context.Context, r *run, seller string, op *le
 		seller, op.SellerTaskID, codeNotFound, s.now().Sub(op.UpdatedAt).Round(time.Minute)), 1000)
 	ch := ledger.Changes{Reason: &reason, Actor: Actor, EventType: EventReconcile,
 		Detail: detail(map[string]any{"task_id": op.SellerTaskID, "finding": KindUnknownTask})}
-	cur, moved, err := s.move(ctx, op, workflow.StatusFailed, ch)
+	cur, moved, err := stages.Move(ctx, s.taskDeps(r), op, workflow.StatusFailed, ch)
 	if err != nil {
 		return op, err
 	}
@@ -120,74 +90,29 @@ func (s *Service) failUnknown(ctx context.Context, r *run, seller string, op *le
 	return cur, nil
 }
 
-// move transitions op to to, forward only; a refused transition returns the current operation
-// and moved=false. A transaction race is retried.
-func (s *Service) move(ctx context.Context, op *ledger.Operation, to workflow.Status, ch ledger.Changes) (*ledger.Operation, bool, error) {
-	if op.Status == to {
-		return op, false, nil
+// taskDeps is what the shared task-update code needs from the sweep: a transition that lost a
+// transaction race is retried (contentionRetries), SellerTaskDuration goes to the run's
+// recorder (none when r is nil), and a wake leaves a wake event by the sweep.
+func (s *Service) taskDeps(r *run) stages.TaskDeps {
+	d := stages.TaskDeps{Ledger: s.cfg.Ledger, Tasks: s.cfg.Tasks, ContentionRetries: contentionRetries,
+		WakeActor: Actor, WakeBy: "reconcile", Now: s.now, Log: s.log}
+	if r != nil {
+		d.Metrics = r.rec
 	}
-	for attempt := 0; ; attempt++ {
-		next, err := s.cfg.Ledger.Transition(ctx, op.Tenant, op.ID, to, ledger.AnyVersion, ch)
-		var te *ledger.TransitionError
-		switch {
-		case err == nil:
-			return next, true, nil
-		case errors.As(err, &te) && te.Current != nil:
-			return te.Current, false, nil
-		case errors.Is(err, ledger.ErrContention) && attempt < contentionRetries:
-			select {
-			case <-ctx.Done():
-				return op, false, ctx.Err()
-			case <-time.After(time.Duration(attempt+1) * 10 * time.Millisecond):
-			}
-		default:
-			return op, false, fmt.Errorf("move operation %s to %s: %w", op.ID, to, err)
-		}
-	}
-}
-
-// moveVia takes the legal step through working for a completion the table does not allow
-// directly (awaiting_approval → completed), as the webhook and the poll stage do.
-func (s *Service) moveVia(ctx context.Context, op *ledger.Operation, to workflow.Status, ch ledger.Changes) (*ledger.Operation, bool, error) {
-	if to == workflow.StatusCompleted && !workflow.CanMove(op.Status, to) && op.Status != workflow.StatusWorking &&
-		workflow.CanMove(op.Status, workflow.StatusWorking) && workflow.CanMove(workflow.StatusWorking, to) {
-		mid, _, err := s.move(ctx, op, workflow.StatusWorking, ledger.Changes{Actor: ch.Actor, EventType: ch.EventType, Detail: ch.Detail})
-		if err != nil {
-			return op, false, err
-		}
-		op = mid
-	}
-	return s.move(ctx, op, to, ch)
+	return d
 }
 
 // wake completes the parked AwaitSeller token when the operation needs the state machine
-// (stages.WakeOutput, as the webhook does). Clearing the token first makes one waker win.
+// (stages.Wake, as the webhook does). A failure is logged: the ledger holds the truth and the
+// wait's own timeout polls it.
 func (s *Service) wake(ctx context.Context, op *ledger.Operation) {
-	out := stages.WakeOutput(op, workflow.WaitState{}, s.cfg.RunConfig, s.now())
-	if !out.NeedsDecision() || op.TaskToken == "" {
-		return
-	}
-	switch err := s.cfg.Ledger.ClearTaskToken(ctx, op.Tenant, op.ID, op.TaskToken); {
-	case errors.Is(err, ledger.ErrTokenMismatch):
-		return // someone else completed or replaced the wait
-	case err != nil:
-		s.log.WarnContext(ctx, "task token not cleared", "operationId", op.ID, "err", err)
-	}
-	err := s.cfg.Tasks.Succeed(ctx, op.TaskToken, out)
+	woken, err := stages.Wake(ctx, s.taskDeps(nil), op, workflow.WaitState{}, s.cfg.RunConfig, s.now())
 	switch {
-	case errors.Is(err, sfn.ErrTaskGone):
-		s.log.InfoContext(ctx, "wait already completed", "operationId", op.ID)
-		return
 	case err != nil:
-		// The ledger holds the truth; the wait's own timeout polls it.
 		s.log.WarnContext(ctx, "workflow not woken", "operationId", op.ID, "err", err)
-		return
+	case woken:
+		s.log.InfoContext(ctx, "workflow woken by reconciliation", "operationId", op.ID, "status", op.Status)
 	}
-	if err := s.cfg.Ledger.AppendEvent(ctx, op.Tenant, op.ID, ledger.Event{Type: stages.EventWake, Actor: Actor,
-		Detail: detail(map[string]any{"by": "reconcile", "status": out.Status})}); err != nil {
-		s.log.WarnContext(ctx, "wake event not recorded", "operationId", op.ID, "err", err)
-	}
-	s.log.InfoContext(ctx, "workflow woken by reconciliation", "operationId", op.ID, "status", out.Status)
 }
 
 // mark records a reason on a stuck operation (ledger.UpdateFields: reason + an "update" event)
