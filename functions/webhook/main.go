@@ -21,6 +21,7 @@ import (
 	"github.com/buyflow/buyflow/internal/config"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/logging"
+	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/secrets"
 	"github.com/buyflow/buyflow/internal/sfn"
 	"github.com/buyflow/buyflow/internal/topology"
@@ -73,15 +74,29 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
+	rec := metrics.New(os.Stdout, metrics.Namespace, time.Now)
 	svc, err := webhookrx.New(webhookrx.Config{
 		Ledger: store, Operations: store, Verifiers: verifiers,
 		// Completing a task needs no state machine ARN.
 		Tasks:     sfn.New(sfnapi.NewFromConfig(awsCfg), ""),
-		RunConfig: runCfg, PublicBaseURL: publicBase, Now: time.Now,
+		RunConfig: runCfg, PublicBaseURL: publicBase, Now: time.Now, Metrics: rec,
 	})
 	if err != nil {
 		return err
 	}
-	lambda.Start(svc.HandleHTTP) // blocks
+	lambda.Start(flushing(rec, svc.HandleHTTP)) // blocks
 	return nil
+}
+
+// flushing wraps a handler so that the metrics rec collected during one invocation are written
+// (EMF lines on stdout) when it returns, on every path.
+func flushing[In, Out any](rec *metrics.Recorder, h func(context.Context, In) (Out, error)) func(context.Context, In) (Out, error) {
+	return func(ctx context.Context, in In) (Out, error) {
+		defer func() {
+			if err := rec.Flush(); err != nil {
+				slog.WarnContext(ctx, "metrics not written", "err", err)
+			}
+		}()
+		return h(ctx, in)
+	}
 }

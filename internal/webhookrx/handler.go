@@ -12,6 +12,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/stages"
 	"github.com/buyflow/buyflow/internal/webhook"
 )
@@ -156,6 +157,7 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return r.fail("ledger_unavailable", err)
 	}
 	if dup {
+		s.cfg.Metrics.Count(metrics.WebhookDuplicates, nil, 1)
 		return r.ok(OutcomeDuplicate)
 	}
 	outcome, cur, err := s.apply(ctx, op, d)
@@ -177,7 +179,8 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 }
 
 // authFailure answers a verification error: 401 with WWW-Authenticate for a verdict on the
-// request, 413/400 for the body, 503 when keys or the replay store are unavailable.
+// request (counted in WebhookSignatureFailures by its code, unknown operations included), 413/400
+// for the body, 503 when keys or the replay store are unavailable.
 func (s *Service) authFailure(r *result, err error) result {
 	code := webhook.Code(err)
 	switch {
@@ -188,6 +191,7 @@ func (s *Service) authFailure(r *result, err error) result {
 	case code == "":
 		return r.fail("verification_unavailable", err)
 	}
+	s.cfg.Metrics.Count(metrics.WebhookSignatureFailures, metrics.Dims{"Code": code}, 1)
 	out := r.refuse(http.StatusUnauthorized, code, "the webhook signature was not accepted")
 	out.resp.Headers["WWW-Authenticate"] = webhook.WWWAuthenticate(err)
 	return out

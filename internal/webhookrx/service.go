@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/webhook"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -73,6 +74,10 @@ type Config struct {
 	PublicBaseURL string
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Metrics receives the receiver's metrics (WebhookSignatureFailures by Code,
+	// WebhookDuplicates, ...); the function's wiring flushes it once per invocation. Nil
+	// records nothing.
+	Metrics *metrics.Recorder
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }

@@ -1,0 +1,170 @@
+package webhookrx_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"maps"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/webhookrx"
+)
+
+// emfPoint is one metric of one EMF line.
+type emfPoint struct {
+	Dims  map[string]string
+	Unit  string
+	Value any
+}
+
+// metricsEnv is newEnv with a recorder writing to emf.
+func metricsEnv(t *testing.T) (*env, *metrics.Recorder, *syncBuffer) {
+	t.Helper()
+	emf := &syncBuffer{}
+	var rec *metrics.Recorder
+	e := newEnvWith(t, func(c *webhookrx.Config) {
+		rec = metrics.New(emf, metrics.Namespace, c.Now)
+		c.Metrics = rec
+	})
+	return e, rec, emf
+}
+
+// flushEMF flushes rec (one invocation's metrics) and returns what it wrote to emf by metric
+// name, checking each line's EMF shape: _aws.Timestamp, one directive in the Buyflow
+// namespace, dimension keys that are root strings and declared metrics present at the root.
+func flushEMF(t *testing.T, rec *metrics.Recorder, emf *syncBuffer) map[string][]emfPoint {
+	t.Helper()
+	if err := rec.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	out := emf.String()
+	emf.mu.Lock()
+	emf.b.Reset()
+	emf.mu.Unlock()
+	got := map[string][]emfPoint{}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		var root map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &root); err != nil {
+			t.Fatalf("EMF line %q: %v", sc.Text(), err)
+		}
+		var head struct {
+			AWS struct {
+				Timestamp         *int64 `json:"Timestamp"`
+				CloudWatchMetrics []struct {
+					Namespace  string     `json:"Namespace"`
+					Dimensions [][]string `json:"Dimensions"`
+					Metrics    []struct{ Name, Unit string }
+				} `json:"CloudWatchMetrics"`
+			} `json:"_aws"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &head); err != nil || head.AWS.Timestamp == nil || len(head.AWS.CloudWatchMetrics) != 1 {
+			t.Fatalf("EMF line without _aws.Timestamp and one directive: %s", sc.Text())
+		}
+		d := head.AWS.CloudWatchMetrics[0]
+		if d.Namespace != metrics.Namespace || len(d.Dimensions) != 1 {
+			t.Fatalf("EMF directive %+v", d)
+		}
+		dims := map[string]string{}
+		for _, k := range d.Dimensions[0] {
+			v, ok := root[k].(string)
+			if !ok {
+				t.Fatalf("dimension %q is not a root string in %s", k, sc.Text())
+			}
+			dims[k] = v
+		}
+		for _, m := range d.Metrics {
+			v, ok := root[m.Name]
+			if !ok {
+				t.Fatalf("metric %s declared but absent in %s", m.Name, sc.Text())
+			}
+			got[m.Name] = append(got[m.Name], emfPoint{Dims: dims, Unit: m.Unit, Value: v})
+		}
+	}
+	return got
+}
+
+// wantCount asserts the count metric name with exactly dims (nil: none) is n and is the only
+// series of name.
+func wantCount(t *testing.T, got map[string][]emfPoint, name string, dims map[string]string, n float64) {
+	t.Helper()
+	if dims == nil {
+		dims = map[string]string{}
+	}
+	ps := got[name]
+	if len(ps) != 1 || !maps.Equal(ps[0].Dims, dims) || ps[0].Value != n || ps[0].Unit != metrics.UnitCount {
+		t.Errorf("%s = %+v, want one series %v = %v Count", name, ps, dims, n)
+	}
+}
+
+func TestSignatureFailuresRecordTheirCode(t *testing.T) {
+	cases := []struct {
+		name, id, seller string
+		opts             signOpts
+		code             string
+	}{
+		{"9421 corrupted signature", "op-1", seller9421, signOpts{badSig: true}, "webhook_signature_invalid"},
+		{"hmac expired", "op-1", sellerHMAC, signOpts{at: time.Date(2099, 1, 1, 11, 50, 0, 0, time.UTC)}, "webhook_signature_window_invalid"},
+		{"mode mismatch", "op-1", seller9421, signOpts{mode: "hmac"}, "webhook_mode_mismatch"},
+		{"unknown operation", "op-404", seller9421, signOpts{}, "webhook_signature_key_unknown"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e, rec, emf := metricsEnv(t)
+			e.op("op-1", c.seller, true)
+			resp := e.deliver(c.id, c.seller, payload(c.id, "completed", key("a")), c.opts)
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("answer = %d %s", resp.StatusCode, resp.Body)
+			}
+			got := flushEMF(t, rec, emf)
+			wantCount(t, got, metrics.WebhookSignatureFailures, map[string]string{"Code": c.code}, 1)
+			if len(got) != 1 {
+				t.Errorf("a refused signature recorded %v", got)
+			}
+		})
+	}
+}
+
+func TestOtherRefusalsAreNoSignatureFailures(t *testing.T) {
+	e, rec, emf := metricsEnv(t)
+	e.op("op-1", seller9421, true)
+	p := payload("op-1", "completed", key("a"))
+	p["token"] = "tok-op-2-0123456789"
+	if resp := e.deliver("op-1", seller9421, p, signOpts{}); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("token mismatch = %d %s", resp.StatusCode, resp.Body)
+	}
+	req := e.request("op-1", seller9421, []byte(`{}`), signOpts{})
+	req.Headers["content-type"] = "text/plain"
+	if resp := e.post(req); resp.StatusCode != http.StatusUnsupportedMediaType {
+		t.Fatalf("text/plain = %d", resp.StatusCode)
+	}
+	if got := flushEMF(t, rec, emf); len(got) != 0 {
+		t.Errorf("403 and 415 refusals recorded %v", got)
+	}
+}
+
+func TestDuplicatesAreCounted(t *testing.T) {
+	e, rec, emf := metricsEnv(t)
+	e.op("op-1", sellerHMAC, true)
+	for i := range 3 {
+		resp := e.deliver("op-1", sellerHMAC, payload("op-1", "working", key("a")), signOpts{})
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("delivery %d = %d %s", i, resp.StatusCode, resp.Body)
+		}
+		got := flushEMF(t, rec, emf)
+		if i == 0 {
+			if _, ok := got[metrics.WebhookDuplicates]; ok {
+				t.Errorf("the first delivery counted as a duplicate: %v", got)
+			}
+		} else {
+			wantCount(t, got, metrics.WebhookDuplicates, nil, 1)
+		}
+		if _, ok := got[metrics.WebhookSignatureFailures]; ok {
+			t.Errorf("delivery %d recorded a signature failure: %v", i, got)
+		}
+		e.clock.Advance(time.Second)
+	}
+}
