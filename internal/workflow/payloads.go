@@ -285,9 +285,12 @@ func (w WaitState) Advance(cfg RunConfig, now time.Time, rnd func() float64) Wai
 		limit = cfg.PollMaxWebhookSeconds
 	}
 	prev := max(w.IntervalSeconds, cfg.PollInitialSeconds)
-	next := min(prev*2, limit)
-	// Full jitter on the growth only: the interval stays within [prev, next].
-	next = prev + int(rnd()*float64(next-prev+1))
+	// Jitter on the top half of the growth: the interval grows by 1.5x to 2x. Many operations
+	// then never poll one seller in lockstep, and the loop still reaches its cap in few rounds
+	// (full jitter, 1x to 2x, grows 1.5x on average and costs a 24-hour buy ~14 more transitions).
+	hi := min(prev*2, limit)
+	lo := min(prev+prev/2, hi)
+	next := lo + int(rnd()*float64(hi-lo+1))
 	next = min(next, limit)
 	if left := w.DeadlineUnix - now.Unix(); left > 0 && int64(next) > left {
 		next = int(left)

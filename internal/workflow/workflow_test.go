@@ -206,9 +206,9 @@ func TestWaitBackoff(t *testing.T) {
 	if w.Round != 5 {
 		t.Fatalf("Round = %d", w.Round)
 	}
-	// With the jitter at its floor the interval never shrinks.
-	if got := StartWait(cfg, now, false).Advance(cfg, now, bottom).IntervalSeconds; got != 10 {
-		t.Fatalf("floor jitter interval = %d, want 10", got)
+	// With the jitter at its floor the interval still grows by half.
+	if got := StartWait(cfg, now, false).Advance(cfg, now, bottom).IntervalSeconds; got != 15 {
+		t.Fatalf("floor jitter interval = %d, want 15", got)
 	}
 	// A seller that accepted a webhook backs off to the long cap.
 	wh := StartWait(cfg, now, true)
