@@ -63,19 +63,6 @@ func run(ctx context.Context, getenv func(string) string) error {
 	rec := metrics.New(os.Stdout, metrics.Namespace, time.Now)
 	svc := stages.New(ledger.New(dynamodb.NewFromConfig(awsCfg), env[topology.EnvTableName]), client, nil, policy,
 		stages.Config{CallerURI: env[topology.EnvCallerURI], PublicBaseURL: env[topology.EnvPublicBaseURL], Now: time.Now, Metrics: rec})
-	lambda.Start(flushing(rec, svc.Governance)) // blocks
+	lambda.Start(metrics.Flushing(rec, svc.Governance)) // blocks
 	return nil
-}
-
-// flushing wraps a handler so that the metrics rec collected during one invocation are written
-// (EMF lines on stdout) when it returns, on every path.
-func flushing[In, Out any](rec *metrics.Recorder, h func(context.Context, In) (Out, error)) func(context.Context, In) (Out, error) {
-	return func(ctx context.Context, in In) (Out, error) {
-		defer func() {
-			if err := rec.Flush(); err != nil {
-				slog.WarnContext(ctx, "metrics not written", "err", err)
-			}
-		}()
-		return h(ctx, in)
-	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/logging"
+	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/secrets"
 	"github.com/buyflow/buyflow/internal/sfn"
 	"github.com/buyflow/buyflow/internal/stages"
@@ -56,8 +57,9 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return err
 	}
 	tasks := sfn.New(sfnapi.NewFromConfig(awsCfg), env[topology.EnvStateMachineARN])
+	rec := metrics.New(os.Stdout, metrics.Namespace, time.Now)
 	svc := stages.New(ledger.New(dynamodb.NewFromConfig(awsCfg), env[topology.EnvTableName]), client, tasks, nil,
-		stages.Config{CallerURI: env[topology.EnvCallerURI], PublicBaseURL: env[topology.EnvPublicBaseURL], Now: time.Now})
-	lambda.Start(svc.Poll) // blocks
+		stages.Config{CallerURI: env[topology.EnvCallerURI], PublicBaseURL: env[topology.EnvPublicBaseURL], Now: time.Now, Metrics: rec})
+	lambda.Start(metrics.Flushing(rec, svc.Poll)) // blocks
 	return nil
 }

@@ -84,19 +84,6 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	lambda.Start(flushing(rec, svc.HandleHTTP)) // blocks
+	lambda.Start(metrics.Flushing(rec, svc.HandleHTTP)) // blocks
 	return nil
-}
-
-// flushing wraps a handler so that the metrics rec collected during one invocation are written
-// (EMF lines on stdout) when it returns, on every path.
-func flushing[In, Out any](rec *metrics.Recorder, h func(context.Context, In) (Out, error)) func(context.Context, In) (Out, error) {
-	return func(ctx context.Context, in In) (Out, error) {
-		defer func() {
-			if err := rec.Flush(); err != nil {
-				slog.WarnContext(ctx, "metrics not written", "err", err)
-			}
-		}()
-		return h(ctx, in)
-	}
 }

@@ -174,7 +174,7 @@ func (s *Service) pollSeller(ctx context.Context, op *ledger.Operation) (*ledger
 // taskDeps is what the shared task-update code needs from the poll stage: the stage's ledger,
 // no retry of a lost transaction race (moveError makes it a TransientError the ASL retries).
 func (s *Service) taskDeps() TaskDeps {
-	return TaskDeps{Ledger: s.ledger, Tasks: s.tasks, Now: s.now, Log: s.log}
+	return TaskDeps{Ledger: s.ledger, Tasks: s.tasks, Metrics: s.cfg.Metrics, Now: s.now, Log: s.log}
 }
 
 // moveError maps a failed RecordTaskStatus to the stage's errors, as move does.

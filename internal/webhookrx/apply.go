@@ -83,7 +83,7 @@ func (s *Service) wake(ctx context.Context, op *ledger.Operation) error {
 // taskDeps is what the shared task-update code needs from the receiver: a transition that lost
 // a transaction race is retried (contentionRetries), no metrics.
 func (s *Service) taskDeps() stages.TaskDeps {
-	return stages.TaskDeps{Ledger: s.cfg.Ledger, Tasks: s.cfg.Tasks, ContentionRetries: contentionRetries, Now: s.now, Log: s.log}
+	return stages.TaskDeps{Ledger: s.cfg.Ledger, Tasks: s.cfg.Tasks, Metrics: s.cfg.Metrics, ContentionRetries: contentionRetries, Now: s.now, Log: s.log}
 }
 
 // event appends an audit event to the operation's timeline. A failure is logged, not

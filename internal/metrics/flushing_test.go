@@ -1,4 +1,4 @@
-package main
+package metrics_test
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ func TestFlushingWritesEachInvocationsMetrics(t *testing.T) {
 	var buf bytes.Buffer
 	rec := metrics.New(&buf, metrics.Namespace, nil)
 	boom := errors.New("boom")
-	h := lambda.NewHandler(flushing(rec, func(_ context.Context, in json.RawMessage) (any, error) {
+	h := lambda.NewHandler(metrics.Flushing(rec, func(_ context.Context, in json.RawMessage) (any, error) {
 		rec.Count(metrics.AdcpErrors, metrics.Dims{"Code": "RATE_LIMITED"}, 1)
 		if string(in) == `"fail"` {
 			return nil, boom
