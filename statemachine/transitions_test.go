@@ -33,30 +33,46 @@ type sim struct {
 	rnd        func() float64
 	polls      int
 	parks      int
+	webhooks   int            // completion webhooks delivered (each wakes a parked AwaitSeller)
+	calls      map[string]int // task invocations by kind (see costOf in cost_test.go)
+}
+
+// call counts one task invocation of the given kind.
+func (s *sim) call(kind string) {
+	if s.calls == nil {
+		s.calls = map[string]int{}
+	}
+	s.calls[kind]++
 }
 
 // lambda answers a Task the way the stage Lambdas will: it returns the task result or an error
 // name (States.Timeout for a callback whose timeout elapsed).
 func (s *sim) lambda(state string, resource string, params map[string]any) (any, string) {
 	if strings.HasPrefix(resource, startExecution) {
+		s.call(callStartExecution)
 		return map[string]any{"ExecutionArn": "arn:aws:states:::execution:MediaBuy:" + params["Name"].(string)}, ""
 	}
 	payload := params["Payload"].(map[string]any)
 	switch workflow.Action(payload["action"].(string)) {
 	case workflow.ActionCheck:
+		s.call(string(workflow.ActionCheck))
 		return envelope(workflow.GovernanceOutput{Decision: workflow.GovernanceProceed}), ""
 	case workflow.ActionCreate:
+		s.call(string(workflow.ActionCreate))
 		return envelope(workflow.SellerOutput{Status: workflow.StatusSubmitted, Next: workflow.StartWait(s.cfg, s.now, s.webhook)}), ""
 	case workflow.ActionPark:
 		s.parks++
 		var in workflow.CallbackInput
 		convert(payload, &in)
 		if in.Seller != nil && in.Seller.NeedsDecision() {
+			s.call(callParkDecided)
 			return *in.Seller, "" // park completes its own token at once
 		}
+		s.call(string(workflow.ActionPark))
 		due := s.now.Add(time.Duration(in.Wait.IntervalSeconds) * time.Second)
 		if s.webhook && !s.completeAt.After(due) {
 			s.now = maxTime(s.now, s.completeAt)
+			s.webhooks++
 			return workflow.SellerOutput{Status: workflow.StatusCompleted, Terminal: true, Next: in.Wait}, ""
 		}
 		s.now = due
@@ -67,10 +83,13 @@ func (s *sim) lambda(state string, resource string, params map[string]any) (any,
 		convert(payload, &in)
 		switch {
 		case !s.now.Before(s.completeAt):
+			s.call(callPollCompleted)
 			return envelope(workflow.SellerOutput{Status: workflow.StatusCompleted, Terminal: true, Next: in.Wait}), ""
 		case in.Wait.Expired(s.now):
+			s.call(callPollDeadline)
 			return envelope(workflow.SellerOutput{Status: workflow.StatusWorking, DeadlineExceeded: true, Next: in.Wait}), ""
 		}
+		s.call(string(workflow.ActionPoll))
 		next := in.Wait.Advance(s.cfg, s.now, s.rnd)
 		if next.Round >= s.cfg.LoopBudget {
 			next.Round = 0
@@ -79,7 +98,13 @@ func (s *sim) lambda(state string, resource string, params map[string]any) (any,
 		}
 		return envelope(workflow.SellerOutput{Status: workflow.StatusWorking, Next: next}), ""
 	case workflow.ActionReport:
+		s.call(string(workflow.ActionReport))
 		return envelope(workflow.OutcomeOutput{}), ""
+	case workflow.ActionCancel, workflow.ActionFail, workflow.ActionExpire:
+		// The failure and compensation paths (a deadline, say): the buy is canceled, the
+		// failure recorded, an expired approval not escalated.
+		s.call(payload["action"].(string))
+		return envelope(map[string]any{"status": workflow.StatusCanceled, "terminal": true, "escalated": false}), ""
 	}
 	panic(fmt.Sprintf("%s: the simulation does not expect action %v", state, payload["action"]))
 }
@@ -120,6 +145,9 @@ func walk(t testing.TB, m machine, input map[string]any, s *sim) (entered []stri
 		case "Wait":
 			if st.SecondsPath != "" {
 				s.now = s.now.Add(time.Duration(toInt(get(doc, st.SecondsPath))) * time.Second)
+			}
+			if st.Seconds != nil {
+				s.now = s.now.Add(time.Duration(*st.Seconds) * time.Second)
 			}
 			name = st.Next
 		case "Pass":
@@ -297,14 +325,24 @@ func toInt(v any) int {
 
 type measure struct {
 	transitions, executions, polls, parks int
+	events                                int // history events, all executions (see historyEvents)
+	maxEvents                             int // history events of the longest execution (cap 25,000)
+	webhooks                              int
+	calls                                 map[string]int
 	end                                   string
 }
 
 // simulate runs an operation, continuations included, until it ends.
 func simulate(t testing.TB, m machine, webhook bool, after time.Duration, rnd func() float64) measure {
 	t.Helper()
+	return simulateWith(t, m, workflow.DefaultRunConfig(), webhook, after, rnd)
+}
+
+// simulateWith is simulate with the given run configuration.
+func simulateWith(t testing.TB, m machine, cfg workflow.RunConfig, webhook bool, after time.Duration, rnd func() float64) measure {
+	t.Helper()
 	start := time.Unix(1_800_000_000, 0)
-	s := &sim{cfg: workflow.DefaultRunConfig(), now: start, completeAt: start.Add(after), webhook: webhook, rnd: rnd}
+	s := &sim{cfg: cfg, now: start, completeAt: start.Add(after), webhook: webhook, rnd: rnd}
 	in := workflow.ExecutionInput{OperationID: "op-1", Tenant: "acct-1", Config: s.cfg, StateMachineARN: "arn:sm"}
 	input := normalize(in).(map[string]any)
 	var res measure
@@ -312,13 +350,16 @@ func simulate(t testing.TB, m machine, webhook bool, after time.Duration, rnd fu
 		res.executions++
 		entered, end, next := walk(t, m, input, s)
 		res.transitions += len(entered)
+		ev := historyEvents(m, entered)
+		res.events += ev
+		res.maxEvents = max(res.maxEvents, ev)
 		res.end = end
 		if next == nil {
 			break
 		}
 		input = next
 	}
-	res.polls, res.parks = s.polls, s.parks
+	res.polls, res.parks, res.webhooks, res.calls = s.polls, s.parks, s.webhooks, s.calls
 	return res
 }
 

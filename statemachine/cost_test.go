@@ -1,0 +1,362 @@
+package statemachine
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// The cost half of DESIGN.md "Budgets" (issue 4): for a buy completed by webhook after 24 h,
+// one completed after 24 h by polling alone and, for comparison, a naive fixed 60-second
+// polling loop, the state transitions and the execution history events counted from the
+// executed paths (the walker in transitions_test.go), and the cost per 1,000 buys at list
+// price. Budgets are measured, not asserted: an excess prints an OVER BUDGET line. Note that at
+// $0.025 per 1,000 transitions the 40-transition budget alone is $1.00 per 1,000 buys, the
+// whole cost budget: a buy that waits 24 h cannot meet both. Run with
+//
+//	go test -count=1 -run 'Transition|Cost' -v ./statemachine/
+//	go test -run '^$' -bench 'Transition|Cost' ./statemachine/
+
+// Call kinds the simulated stages record (sim.call) besides the workflow.Action names.
+const (
+	callStartExecution = "startExecution"  // ContinueAsNewExecution (states:startExecution)
+	callParkDecided    = "park(decided)"   // AwaitSeller with a result that already needs a decision
+	callPollCompleted  = "poll(completed)" // PollSeller that finds the task completed
+	callPollDeadline   = "poll(deadline)"  // PollSeller past the deadline
+	callSubmit         = "api:submit"      // POST /media-buys (API Lambda), outside the workflow
+	callRead           = "api:read"        // GET /media-buys/{id} (API Lambda), outside the workflow
+	callWebhook        = "webhook"         // the seller's completion webhook (webhook Lambda)
+)
+
+// readsPerBuy is the number of status reads a buyer makes per buy (assumption: the submit
+// response, then two GETs).
+const readsPerBuy = 2
+
+// Step Functions Standard history events per state entered, by state type, as the execution
+// history records them (HistoryEvent.type, Step Functions API reference,
+// https://docs.aws.amazon.com/step-functions/latest/apireference/API_HistoryEvent.html):
+//
+//	state type                              events                                                   n
+//	Task lambda:invoke (request-response)   TaskStateEntered, TaskScheduled, TaskStarted,            5
+//	                                        TaskSucceeded | TaskFailed | TaskTimedOut, TaskStateExited
+//	Task states:startExecution              as lambda:invoke                                         5
+//	Task *.waitForTaskToken (callback)      TaskStateEntered, TaskScheduled, TaskStarted,            6
+//	                                        TaskSubmitted, TaskSucceeded | TaskFailed | TaskTimedOut,
+//	                                        TaskStateExited
+//	Choice                                  ChoiceStateEntered, ChoiceStateExited                    2
+//	Pass                                    PassStateEntered, PassStateExited                        2
+//	Wait                                    WaitStateEntered, WaitStateExited                        2
+//	Succeed                                 SucceedStateEntered, SucceedStateExited                  2
+//	Fail                                    FailStateEntered                                         1
+//	per execution                           ExecutionStarted, ExecutionSucceeded | ExecutionFailed   2
+//
+// A Task whose error a Catch handles is counted with its TaskStateExited (an upper bound).
+// Retries (a TaskFailed, TaskScheduled, TaskStarted per attempt) do not happen in the
+// simulation. The hard cap is 25,000 events per execution.
+func stateEvents(st state) int {
+	switch st.Type {
+	case "Task":
+		if strings.HasSuffix(st.Resource, waitForToken) {
+			return 6
+		}
+		return 5
+	case "Fail":
+		return 1
+	}
+	return 2 // Choice, Pass, Wait, Succeed
+}
+
+// historyEvents counts the history events of one execution that entered these states.
+func historyEvents(m machine, entered []string) int {
+	n := 2 // ExecutionStarted, ExecutionSucceeded/Failed
+	for _, name := range entered {
+		n += stateEvents(m.States[name])
+	}
+	return n
+}
+
+// List prices (us-east-1, 2026), free tiers ignored.
+const (
+	usdPerTransition = 0.025 / 1000 // Step Functions Standard, per state transition
+	usdPerRequest    = 0.20 / 1e6   // Lambda, per request
+	usdPerGBSecond   = 0.0000133334 // Lambda arm64, per GB-s
+	lambdaGB         = 0.25         // 256 MB every function
+	usdPerWRU        = 0.625 / 1e6  // DynamoDB on-demand, per write request unit
+	usdPerRRU        = 0.125 / 1e6  // DynamoDB on-demand, per read request unit
+	usdPerAPIRequest = 1.00 / 1e6   // API Gateway HTTP API, per request (≤ 512 KB)
+	buysPerBatch     = 1000         // the budget's unit
+	budgetUSD        = 1.0          // DESIGN.md: ≤ $1 per 1,000 buys, all four services
+	consistentRead   = 1.0          // RRU of a consistent GetItem of an item ≤ 4 KB
+	opWrite          = 2.0          // WRU of one write of the operation item (≤ 2 KB)
+	smallWrite       = 1.0          // WRU of an event, intent, receipt, nonce, claim, lock, approval (≤ 1 KB)
+	intentWrite      = 2.0          // PutIntent of frozen request bytes (≤ 2 KB)
+	// The operation item is in both GSIs (projection ALL; gsi1 only while pending): a write that
+	// keeps the index keys also writes both index copies; a status move changes gsi1's keys
+	// (delete + put there) and updates gsi2. Transactions bill 2x on the table, not on indexes.
+	opIndexCopies   = 2 * opWrite                            // gsi1 + gsi2 copy updates
+	opMoveIndexes   = 2*opWrite + opWrite                    // gsi1 delete + put, gsi2 update (upper bound: a terminal move only deletes from gsi1)
+	transition      = 2*(opWrite+smallWrite) + opMoveIndexes // ledger Transition: TransactWriteItems[Update op, Put event]
+	createOperation = 2*(opWrite+2*smallWrite) + 2*opWrite   // ledger CreateOperation: [Put op, Put event, Put index] + gsi1, gsi2 puts
+	setTaskToken    = opWrite + opIndexCopies                // UpdateItem SET task_token
+	clearTaskToken  = opWrite + opWrite                      // UpdateItem REMOVE task_token once terminal (gsi2 only)
+	durationDefault = 100 * time.Millisecond
+)
+
+// unitCost is what one invocation of a kind costs besides its state transitions: Lambda
+// duration (0: not a Lambda) and DynamoDB request units. The counts follow what the code does
+// (internal/stages, internal/mediabuy, internal/webhookrx), with the item sizes above; they are
+// estimates, not measurements.
+type unitCost struct {
+	lambda   time.Duration
+	rru, wru float64
+	what     string
+}
+
+var costOf = map[string]unitCost{
+	callSubmit: {durationDefault, 0, smallWrite + smallWrite + createOperation + smallWrite,
+		"mediabuy.Submit: Claim put, AcquireLock update, CreateOperation txn, CompleteClaim update"},
+	string(workflow.ActionCheck): {time.Second, 2 * consistentRead, transition + smallWrite + intentWrite + smallWrite + transition,
+		"stages.Check: load, move checking (txn), check event, check intent, push-token get+put, settle move (txn); 1 s governance call"},
+	string(workflow.ActionCreate): {2 * time.Second, 4 * consistentRead, transition + smallWrite + intentWrite + transition,
+		"stages.CreateMediaBuy: load, move creating (txn), push-token get, intent get+put, checked-payload get, seller_call event, record move (txn); 2 s seller call"},
+	string(workflow.ActionPark): {durationDefault, 0, setTaskToken,
+		"stages.Park: SetTaskToken update (ALL_NEW)"},
+	callParkDecided: {durationDefault, 0, 0,
+		"stages.Park with a decided result: SendTaskSuccess only"},
+	string(workflow.ActionPoll): {300 * time.Millisecond, consistentRead, smallWrite,
+		"stages.PollSeller, no news: load, get_task_status (300 ms), poll event"},
+	callPollCompleted: {300 * time.Millisecond, consistentRead, transition + clearTaskToken,
+		"stages.PollSeller, completed: load, get_task_status, RecordTaskStatus move (txn), ClearTaskToken"},
+	callPollDeadline: {300 * time.Millisecond, consistentRead, smallWrite,
+		"stages.PollSeller past the deadline: load, get_task_status, poll event"},
+	callWebhook: {durationDefault, 2 * consistentRead, smallWrite + smallWrite + transition + clearTaskToken + smallWrite,
+		"webhookrx: FindOperation (index+op), nonce put, receipt put, RecordTaskStatus move (txn), ClearTaskToken, wake event, SendTaskSuccess"},
+	string(workflow.ActionReport): {500 * time.Millisecond, consistentRead, smallWrite,
+		"stages.Report: load, report_plan_outcome (500 ms), outcome event"},
+	string(workflow.ActionFail): {500 * time.Millisecond, consistentRead, transition,
+		"stages.Fail: load, move failed (txn), report failed"},
+	string(workflow.ActionCancel): {2 * time.Second, consistentRead, smallWrite + transition,
+		"stages.Cancel: load, update_media_buy canceled (2 s), cancel event, move canceled (txn)"},
+	string(workflow.ActionExpire): {durationDefault, consistentRead, smallWrite,
+		"approvals expire: load, approval update"},
+	string(workflow.ActionRequest): {500 * time.Millisecond, consistentRead, smallWrite + setTaskToken,
+		"approvals request: load, approval put, SetTaskToken; Slack (500 ms)"},
+	callStartExecution: {0, 0, 0, "states:startExecution: no Lambda, no ledger write"},
+	callRead:           {durationDefault, consistentRead, 0, "GET /media-buys/{id}: GetOperation"},
+}
+
+// buyCost is one buy's bill, in dollars, with the counts it comes from.
+type buyCost struct {
+	transitions, events, invocations, gbSeconds, rru, wru, apiRequests float64
+	sfn, lambda, dynamo, api                                           float64
+}
+
+func (c buyCost) total() float64 { return c.sfn + c.lambda + c.dynamo + c.api }
+
+// costOfBuy prices one simulated buy: its workflow calls plus the submit, the status reads
+// and the webhooks, all through API Gateway and Lambda.
+func costOfBuy(t testing.TB, r measure) buyCost {
+	t.Helper()
+	calls := map[string]int{callSubmit: 1, callRead: readsPerBuy, callWebhook: r.webhooks}
+	for k, n := range r.calls {
+		calls[k] += n
+	}
+	c := buyCost{transitions: float64(r.transitions), events: float64(r.events), apiRequests: float64(1 + readsPerBuy + r.webhooks)}
+	for k, n := range calls {
+		u, ok := costOf[k]
+		if !ok {
+			t.Fatalf("no cost assumption for %q calls", k)
+		}
+		if u.lambda > 0 {
+			c.invocations += float64(n)
+			c.gbSeconds += float64(n) * u.lambda.Seconds() * lambdaGB
+		}
+		c.rru += float64(n) * u.rru
+		c.wru += float64(n) * u.wru
+	}
+	c.sfn = c.transitions * usdPerTransition
+	c.lambda = c.invocations*usdPerRequest + c.gbSeconds*usdPerGBSecond
+	c.dynamo = c.rru*usdPerRRU + c.wru*usdPerWRU
+	c.api = c.apiRequests * usdPerAPIRequest
+	return c
+}
+
+func (c buyCost) add(o buyCost) buyCost {
+	return buyCost{c.transitions + o.transitions, c.events + o.events, c.invocations + o.invocations, c.gbSeconds + o.gbSeconds,
+		c.rru + o.rru, c.wru + o.wru, c.apiRequests + o.apiRequests, c.sfn + o.sfn, c.lambda + o.lambda, c.dynamo + o.dynamo, c.api + o.api}
+}
+
+func (c buyCost) scale(f float64) buyCost {
+	return buyCost{c.transitions * f, c.events * f, c.invocations * f, c.gbSeconds * f, c.rru * f, c.wru * f, c.apiRequests * f,
+		c.sfn * f, c.lambda * f, c.dynamo * f, c.api * f}
+}
+
+// fixedLoopASL is the comparison: the same prelude and ending, and a fixed 60-second polling
+// loop (Wait 60 s → PollSeller → Choice) instead of the webhook-or-backoff wait.
+const fixedLoopASL = `{
+  "StartAt": "CheckGovernance",
+  "States": {
+    "CheckGovernance": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke",
+      "Parameters": {"FunctionName": "gov", "Payload": {"action": "check", "operation_id.$": "$.operation_id", "tenant.$": "$.tenant", "config.$": "$.config"}},
+      "ResultSelector": {"result.$": "$.Payload"}, "ResultPath": "$.governance", "Next": "GovernanceDecision"},
+    "GovernanceDecision": {"Type": "Choice",
+      "Choices": [{"Variable": "$.governance.result.decision", "StringEquals": "proceed", "Next": "CreateMediaBuy"}],
+      "Default": "Stopped"},
+    "CreateMediaBuy": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke",
+      "Parameters": {"FunctionName": "create", "Payload": {"action": "create", "operation_id.$": "$.operation_id", "tenant.$": "$.tenant", "config.$": "$.config"}},
+      "ResultSelector": {"result.$": "$.Payload"}, "ResultPath": "$.seller", "Next": "WaitOneMinute"},
+    "WaitOneMinute": {"Type": "Wait", "Seconds": 60, "Next": "PollSeller"},
+    "PollSeller": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke",
+      "Parameters": {"FunctionName": "poll", "Payload": {"action": "poll", "operation_id.$": "$.operation_id", "tenant.$": "$.tenant", "config.$": "$.config", "generation.$": "$.generation", "wait.$": "$.seller.result.next"}},
+      "ResultSelector": {"result.$": "$.Payload"}, "ResultPath": "$.seller", "Next": "SellerDone"},
+    "SellerDone": {"Type": "Choice",
+      "Choices": [{"Variable": "$.seller.result.terminal", "BooleanEquals": true, "Next": "ReportOutcome"}],
+      "Default": "WaitOneMinute"},
+    "ReportOutcome": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke",
+      "Parameters": {"FunctionName": "gov", "Payload": {"action": "report", "operation_id.$": "$.operation_id", "tenant.$": "$.tenant"}},
+      "ResultSelector": {"result.$": "$.Payload"}, "ResultPath": "$.outcome", "Next": "MediaBuyCompleted"},
+    "MediaBuyCompleted": {"Type": "Succeed"},
+    "Stopped": {"Type": "Fail", "Error": "Stopped"}
+  }
+}`
+
+func loadASL(t testing.TB, text string) machine {
+	t.Helper()
+	var m machine
+	if err := json.Unmarshal([]byte(text), &m); err != nil {
+		t.Fatalf("ASL does not parse: %v", err)
+	}
+	var raw struct {
+		States map[string]map[string]any `json:"States"`
+	}
+	if err := json.Unmarshal([]byte(text), &raw); err != nil {
+		t.Fatalf("ASL does not parse: %v", err)
+	}
+	m.raw = raw.States
+	return m
+}
+
+// costCase is one row of the table.
+type costCase struct {
+	name    string
+	fixed   bool // the fixed 60-second loop (deterministic: one run)
+	webhook bool
+	after   time.Duration
+	budget  int // transition budget, 0 for none
+}
+
+const simulatedDay = 24*time.Hour - time.Second // just inside the default 24 h deadline
+
+var costCases = []costCase{
+	{"webhook after 24 h", false, true, simulatedDay, budgetWebhook},
+	{"polling only, 24 h", false, false, simulatedDay, budgetNoWebhook},
+	{"fixed 60 s polling loop, 24 h", true, false, simulatedDay, 0},
+	{"(info) webhook after 10 min", false, true, 10 * time.Minute, 0},
+}
+
+// runCase simulates one buy of c with the seeded random source r.
+func runCase(t testing.TB, c costCase, asl, fixed machine, r func() float64) measure {
+	t.Helper()
+	if c.fixed {
+		cfg := workflow.DefaultRunConfig()
+		cfg.LoopBudget = 1 << 30 // the naive loop never continues as new (1,440 rounds ≈ 13,000 events)
+		return simulateWith(t, fixed, cfg, false, c.after, r)
+	}
+	return simulate(t, asl, c.webhook, c.after, r)
+}
+
+func TestCostPer1000Buys(t *testing.T) {
+	asl, fixed := load(t), loadASL(t, fixedLoopASL)
+	runs := 60
+	if testing.Short() {
+		runs = 20
+	}
+	t.Logf("per 1,000 buys at list price, mean of %d seeded runs (fixed loop: 1 run, deterministic); transitions p50/mean per buy", runs)
+	t.Logf("%-30s %11s %8s %7s %8s %7s %6s %8s %8s %8s %8s %8s %8s %8s",
+		"case", "transitions", "budget", "events", "max/exec", "execs", "λ inv", "RRU", "WRU", "SFN $", "Lambda $", "Dynamo $", "APIGW $", "total $")
+	var over []string
+	for _, c := range costCases {
+		n := runs
+		if c.fixed {
+			n = 1
+		}
+		var sum buyCost
+		var counts []int
+		execs, maxEvents := 0, 0
+		for seed := range uint64(n) {
+			res := runCase(t, c, asl, fixed, rand.New(rand.NewPCG(seed, 42)).Float64)
+			if res.end != "MediaBuyCompleted" {
+				t.Fatalf("%s: ended in %s", c.name, res.end)
+			}
+			counts = append(counts, res.transitions)
+			execs += res.executions
+			maxEvents = max(maxEvents, res.maxEvents)
+			sum = sum.add(costOfBuy(t, res))
+		}
+		slices.Sort(counts)
+		mean := sum.scale(1 / float64(n))
+		per := mean.scale(buysPerBatch)
+		budget := "-"
+		if c.budget > 0 {
+			budget = fmt.Sprintf("≤ %d", c.budget)
+		}
+		t.Logf("%-30s %5d/%5.0f %8s %7.0f %8d %7.2f %6.0f %8.0f %8.0f %8.3f %8.3f %8.3f %8.3f %8.3f",
+			c.name, percentile(counts, 0.5), mean.transitions, budget, mean.events, maxEvents, float64(execs)/float64(n),
+			mean.invocations, mean.rru, mean.wru, per.sfn, per.lambda, per.dynamo, per.api, per.total())
+		if p50 := percentile(counts, 0.5); c.budget > 0 && p50 > c.budget {
+			over = append(over, fmt.Sprintf("OVER BUDGET: %s: median %d transitions > %d", c.name, p50, c.budget))
+		}
+		if per.total() > budgetUSD {
+			over = append(over, fmt.Sprintf("OVER BUDGET: %s: $%.3f per 1,000 buys > $%.2f (Step Functions alone $%.3f)", c.name, per.total(), budgetUSD, per.sfn))
+		}
+		if maxEvents > 25_000 {
+			t.Errorf("%s: %d history events in one execution, over the 25,000 cap", c.name, maxEvents)
+		}
+	}
+	for _, line := range over {
+		t.Log(line) // DESIGN.md: budgets are measured, not asserted
+	}
+	t.Logf("assumptions: 256 MB arm64 Lambdas, %d status reads per buy, no retries, free tiers ignored; per invocation:", readsPerBuy)
+	kinds := make([]string, 0, len(costOf))
+	for k := range costOf {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	for _, k := range kinds {
+		u := costOf[k]
+		t.Logf("  %-16s λ %5s  RRU %3.0f  WRU %3.0f  %s", k, u.lambda, u.rru, u.wru, u.what)
+	}
+
+	// The fixed loop spends 3 states and 9 events per minute (Wait 2, PollSeller 5, Choice 2)
+	// after a prelude and ending of 5 states and 21 events (the execution's 2, CheckGovernance,
+	// CreateMediaBuy and ReportOutcome 5 each, GovernanceDecision and MediaBuyCompleted 2 each).
+	cfg := workflow.DefaultRunConfig()
+	cfg.LoopBudget = 1 << 30
+	res := simulateWith(t, fixed, cfg, false, time.Hour, rand.New(rand.NewPCG(3, 3)).Float64)
+	if res.polls != 60 || res.transitions != 5+3*res.polls || res.events != 21+9*res.polls {
+		t.Errorf("fixed loop, 1 h: %d polls, %d transitions, %d events; want 60, %d, %d", res.polls, res.transitions, res.events, 5+3*60, 21+9*60)
+	}
+}
+
+func BenchmarkCost(b *testing.B) {
+	asl, fixed := load(b), loadASL(b, fixedLoopASL)
+	for _, c := range costCases {
+		b.Run(strings.NewReplacer(" ", "_", ",", "", "(", "", ")", "").Replace(c.name), func(b *testing.B) {
+			r := rand.New(rand.NewPCG(1, 2))
+			var sum buyCost
+			for b.Loop() {
+				sum = sum.add(costOfBuy(b, runCase(b, c, asl, fixed, r.Float64)))
+			}
+			mean := sum.scale(1 / float64(b.N))
+			b.ReportMetric(mean.transitions, "transitions/op")
+			b.ReportMetric(mean.events, "events/op")
+			b.ReportMetric(mean.total()*buysPerBatch, "usd_per_1000/op")
+		})
+	}
+}
