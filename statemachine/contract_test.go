@@ -519,6 +519,7 @@ type document struct {
 	Outcome            workflow.Stage[workflow.OutcomeOutput]    `json:"outcome"`
 	Compensation       workflow.Stage[workflow.SellerOutput]     `json:"compensation"`
 	Failure            workflow.StepError                        `json:"failure"`
+	CancelError        workflow.StepError                        `json:"cancel_error"`
 	WaitTimeout        workflow.StepError                        `json:"wait_timeout"`
 	RecordFailureError workflow.StepError                        `json:"record_failure_error"`
 }

@@ -28,9 +28,14 @@
 //     (or reconcile) sends the task success, or at once when park sees that the seller result
 //     it was given already needs a decision ([workflow.SellerOutput.NeedsDecision]).
 //   - SellerTaskStatus: completed → ReportOutcome; other terminal → SellerDidNotComplete;
-//     deadline_exceeded → SellerDeadlineExceeded; input_required → ApprovalForSellerInput;
-//     continue_as_new → ContinueAsNewExecution (states:startExecution, Name
-//     $.seller.result.next_execution_name) → HandedOverToNextExecution; else PollSeller.
+//     deadline_exceeded → SellerDeadlineExceeded → CancelAfterDeadline; input_required →
+//     ApprovalForSellerInput; continue_as_new → ContinueAsNewExecution (states:startExecution,
+//     Name $.seller.result.next_execution_name) → HandedOverToNextExecution; else PollSeller.
+//   - CancelAfterDeadline cancels the buy at the seller (create function, action cancel, the
+//     deadline as its reason; the operation ends canceled with that reason), then RecordFailure
+//     records DeadlineExceededError and reports failed to governance. A failed cancel (Catch
+//     States.ALL at $.cancel_error) goes through DeadlineCancelFailed, which rewrites the cause
+//     to say the buy may still be live at the seller, to RecordFailure (the operation ends expired).
 //   - A continuation (its input has seller) goes from IsContinuation straight to AwaitSeller.
 //   - ReportOutcome → UndoRequired: compensation_required → Compensate → AfterCompensation →
 //     CanceledAfterGovernanceFindings.
@@ -48,7 +53,7 @@
 //	                              SendTaskFailure ApprovalRejectedError               $.approval
 //	                      expire  StageInput{reason}          → ApprovalExpiry            $.expiry
 //	CreateFunctionArn     create  StageInput                  → SellerOutput              $.seller
-//	                      cancel  StageInput                  → SellerOutput              $.compensation
+//	                      cancel  StageInput{reason}          → SellerOutput              $.compensation
 //	PollFunctionArn       park    CallbackInput{task_token, wait, seller} → SellerOutput by SendTaskSuccess
 //	                              (webhook, reconcile, or park itself)                 $.seller
 //	                      poll    PollInput{generation, wait} → SellerOutput              $.seller

@@ -424,13 +424,53 @@ func scenarios() []scenario {
 			name: "deadline exceeded while waiting",
 			results: map[string][]entry{
 				"check": {proceed}, "create": {submitted},
-				"park": {timeout, out(workflow.SellerOutput{Status: workflow.StatusWorking, DeadlineExceeded: true, Next: wait(1)})},
-				"poll": {out(workflow.SellerOutput{Status: workflow.StatusWorking, DeadlineExceeded: true, Next: wait(1)})},
-				"fail": {recorded},
+				"park":   {timeout, out(workflow.SellerOutput{Status: workflow.StatusWorking, DeadlineExceeded: true, Next: wait(1)})},
+				"poll":   {out(workflow.SellerOutput{Status: workflow.StatusWorking, DeadlineExceeded: true, Next: wait(1)})},
+				"cancel": {out(seller(workflow.StatusCanceled, 1))},
+				"fail":   {recorded},
 			},
 			status: "FAILED", error: "DeadlineExceeded",
-			states: seq(prelude, []string{"AwaitSeller", "PollSeller", "AwaitSeller", "SellerTaskStatus", "SellerDeadlineExceeded"},
-				failureStates, []string{"DeadlinePassed"}),
+			states: seq(prelude, []string{"AwaitSeller", "PollSeller", "AwaitSeller", "SellerTaskStatus", "SellerDeadlineExceeded",
+				"CancelAfterDeadline"}, failureStates, []string{"DeadlinePassed"}),
+			calls: map[string]int{"create": 1, "poll": 1, "park": 2, "cancel": 1, "fail": 1, "report": 0},
+			check: func(t *testing.T, s summary) {
+				// The cancel says why (the seller and the ledger get the deadline as the reason),
+				// and the failure recorded after it is still the deadline.
+				var c workflow.StageInput
+				mustDecode(t, s.payloads("cancel")[0], &c)
+				if c.Action != workflow.ActionCancel || !strings.Contains(c.Reason, "deadline") {
+					t.Fatalf("cancel input %+v: want the deadline as the reason", c)
+				}
+				var in workflow.OutcomeInput
+				mustDecode(t, s.payloads("fail")[0], &in)
+				if in.Failure == nil || in.Failure.Error != "DeadlineExceededError" || strings.Contains(in.Failure.Cause, "cancel") {
+					t.Fatalf("fail input %+v: want the deadline", in)
+				}
+				if !strings.Contains(s.Cause, "canceled") {
+					t.Fatalf("cause %q does not say the buy was canceled", s.Cause)
+				}
+			},
+		},
+		{
+			name: "deadline exceeded, the cancel fails: the deadline is still recorded",
+			results: map[string][]entry{
+				"check": {proceed}, "create": {submitted},
+				"park":   {out(workflow.SellerOutput{Status: workflow.StatusWorking, DeadlineExceeded: true, Next: wait(0)})},
+				"cancel": {fail("TransientError", "seller 503"), fail("TerminalError", `{"code":"NOT_CANCELLABLE"}`)},
+				"fail":   {recorded},
+			},
+			status: "FAILED", error: "DeadlineExceeded",
+			states: seq(prelude, []string{"AwaitSeller", "SellerTaskStatus", "SellerDeadlineExceeded", "CancelAfterDeadline",
+				"DeadlineCancelFailed"}, failureStates, []string{"DeadlinePassed"}),
+			calls:   map[string]int{"cancel": 2, "fail": 1, "report": 0},
+			retries: map[string]int{"CancelAfterDeadline": 1},
+			check: func(t *testing.T, s summary) {
+				var in workflow.OutcomeInput
+				mustDecode(t, s.payloads("fail")[0], &in)
+				if in.Failure == nil || in.Failure.Error != "DeadlineExceededError" || !strings.Contains(in.Failure.Cause, "canceling it at the seller failed") {
+					t.Fatalf("fail input %+v: want the deadline, with the failed cancel in the cause", in)
+				}
+			},
 		},
 		{
 			name: "loop budget spent: continue as new under the computed name",
