@@ -165,7 +165,16 @@ func TestGetChangesNothing(t *testing.T) {
 			t.Error("confirm page carries the task token")
 		}
 	}
-	if after := e.snapshot(id); after != before {
+	// The only write is the audit trail: one approval_viewed event per GET, with who, from where
+	// and with which user agent (the unfurler's included).
+	after := e.snapshot(id)
+	if views := e.eventsOf(approvals.EventApprovalViewed); len(views) != 2 {
+		t.Errorf("%d approval_viewed events, want 2", len(views))
+	} else if !strings.Contains(string(views[0].Detail), slackbotUA) || views[0].Actor != "approver:"+alice {
+		t.Errorf("view event = %+v %s", views[0], views[0].Detail)
+	}
+	after.events -= 2
+	if after != before {
 		t.Errorf("GET changed something:\nbefore %+v\nafter  %+v", before, after)
 	}
 }
@@ -388,6 +397,12 @@ func TestRequesterCannotApproveOwnBuy(t *testing.T) {
 	if p.StatusCode != http.StatusForbidden || !strings.Contains(p.Body, "cannot approve your own") {
 		t.Errorf("POST = %d %.300s", p.StatusCode, p.Body)
 	}
+	// The GET only leaves its audit event, which says what the page said.
+	views := e.eventsOf(approvals.EventApprovalViewed)
+	if len(views) != 1 || !strings.Contains(string(views[0].Detail), "self_approval") {
+		t.Errorf("view events = %+v", views)
+	}
+	beforePost.events--
 	if before != beforePost {
 		t.Errorf("GET changed something")
 	}

@@ -30,7 +30,9 @@
 //   - The requester gets no link and is refused (approval.ErrSelfApproval) if they use one.
 //   - Every decision attempt made by POST is an event: ledger.EventDecision for the one that
 //     decides, approval_refused for the others, with approver, source IP, user agent, key id,
-//     amount, decision and comment.
+//     amount, decision and comment. Every GET of a validly signed link is an approval_viewed
+//     event (approver, source IP, user agent, key id, what the page said): audit only, it never
+//     changes the approval, so an unfurler's fetch is visible but decides nothing.
 //   - HandleHTTP never returns an error: every answer is an HTML page served with
 //     approval.SecurityHeaders; a link that fails verification (tampered, unknown key, expired)
 //     gets 403 and changes nothing.

@@ -38,8 +38,8 @@ func clientOf(req events.APIGatewayV2HTTPRequest) client {
 }
 
 // HandleHTTP answers GET and POST /v1/approvals/{approval_id} (API Gateway HTTP API v2). GET
-// verifies the signed link and shows the confirm page or the truth; it writes nothing, so link
-// unfurlers and mail scanners cannot decide. POST verifies the signed fields the form posts
+// verifies the signed link and shows the confirm page or the truth; it decides nothing (it only
+// appends an approval_viewed audit event), so link unfurlers and mail scanners cannot decide. POST verifies the signed fields the form posts
 // back, decides in the ledger first (pending → approved | rejected, conditionally) and only
 // then completes the task. Every answer is an HTML page with approval.SecurityHeaders; the
 // error is always nil, so a client fault never becomes a Lambda error.
@@ -79,6 +79,10 @@ func (s *Service) get(ctx context.Context, id string, q url.Values, c client) ev
 	o, err := approval.Check(v, claims.Approver, s.now())
 	s.log.InfoContext(ctx, "approval viewed", "approvalId", id, "operationId", a.OperationID, "approver", claims.Approver,
 		"sourceIp", c.IP, "userAgent", c.UserAgent, "result", outcomeName(o, err))
+	s.appendEvent(ctx, a.Tenant, a.OperationID, ledger.Event{
+		Type: EventApprovalViewed, Actor: "approver:" + claims.Approver, Amount: a.Amount, Currency: a.Currency,
+		Detail: eventDetail{ApprovalID: id, Outcome: outcomeName(o, err), SourceIP: c.IP, UserAgent: c.UserAgent, KeyID: claims.KeyID}.raw(),
+	})
 	if err != nil {
 		return resultPage(approval.ResultFromError(err, time.Time{}))
 	}

@@ -156,6 +156,10 @@ const (
 	EventApprovalRequested = "approval_requested"
 	EventApprovalExpired   = "approval_expired"
 	EventApprovalRefused   = "approval_refused"
+	// EventApprovalViewed records a GET of a validly signed link: who the link is for, from
+	// where, with which user agent (a Slack unfurler or mail scanner shows up here), and what
+	// the page said. It is audit only: it never changes the approval.
+	EventApprovalViewed = "approval_viewed"
 )
 
 // eventDetail is the Detail JSON of this package's events.
