@@ -179,7 +179,8 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 }
 
 // authFailure answers a verification error: 401 with WWW-Authenticate for a verdict on the
-// request (counted in WebhookSignatureFailures by its code, unknown operations included), 413/400
+// request (counted in WebhookSignatureFailures by its code and once with no dimension, unknown
+// operations included), 413/400
 // for the body, 503 when keys or the replay store are unavailable.
 func (s *Service) authFailure(r *result, err error) result {
 	code := webhook.Code(err)
@@ -192,6 +193,9 @@ func (s *Service) authFailure(r *result, err error) result {
 		return r.fail("verification_unavailable", err)
 	}
 	s.cfg.Metrics.Count(metrics.WebhookSignatureFailures, metrics.Dims{"Code": code}, 1)
+	// Also with no dimension: the series the alarm reads (an alarm needs one exact dimension
+	// set, and Code varies).
+	s.cfg.Metrics.Count(metrics.WebhookSignatureFailures, nil, 1)
 	out := r.refuse(http.StatusUnauthorized, code, "the webhook signature was not accepted")
 	out.resp.Headers["WWW-Authenticate"] = webhook.WWWAuthenticate(err)
 	return out

@@ -3,6 +3,7 @@ package webhookrx_test
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
 	"strings"
@@ -120,7 +121,19 @@ func TestSignatureFailuresRecordTheirCode(t *testing.T) {
 				t.Fatalf("answer = %d %s", resp.StatusCode, resp.Body)
 			}
 			got := flushEMF(t, rec, emf)
-			wantCount(t, got, metrics.WebhookSignatureFailures, map[string]string{"Code": c.code}, 1)
+			// Two series of the one metric: by Code (the dashboard) and with no dimension
+			// (the alarm, which needs one exact dimension set).
+			ps := got[metrics.WebhookSignatureFailures]
+			byDims := map[string]emfPoint{}
+			for _, p := range ps {
+				byDims[fmt.Sprint(p.Dims)] = p
+			}
+			for _, dims := range []map[string]string{{"Code": c.code}, {}} {
+				p, ok := byDims[fmt.Sprint(dims)]
+				if len(ps) != 2 || !ok || p.Value != 1.0 || p.Unit != metrics.UnitCount {
+					t.Errorf("%s = %+v, want %v = 1 Count among two series", metrics.WebhookSignatureFailures, ps, dims)
+				}
+			}
 			if len(got) != 1 {
 				t.Errorf("a refused signature recorded %v", got)
 			}
