@@ -58,10 +58,6 @@ func FromError(log *slog.Logger, requestID string, err error) events.APIGatewayV
 		return Error(re.Status, re.Code, re.Message, re.Field)
 	case errors.Is(err, mediabuy.ErrNotFound):
 		return Error(404, "not_found", "no media buy with that id", "")
-	case errors.Is(err, mediabuy.ErrKeyInUse):
-		resp := Error(409, "idempotency_key_in_use", "a request with this Idempotency-Key is still being processed; retry shortly with the same key", "")
-		resp.Headers["Retry-After"] = "2"
-		return resp
 	}
 	log.Error("request failed", "requestId", requestID, "err", err)
 	return Error(500, "internal", "buyflow could not complete the request; it is safe to retry with the same Idempotency-Key (request "+requestID+")", "")

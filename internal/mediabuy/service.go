@@ -93,7 +93,13 @@ func (s *Service) Submit(ctx context.Context, c Caller, key string, body []byte)
 			out.Replayed = true
 			return out, nil
 		}
-		return Submitted{}, ErrKeyInUse
+		// Another attempt of this very request (same tenant, key and body) holds the claim: it
+		// is still running, or it died mid-way (a client's transport may also resend a request
+		// whose connection broke). Every step of place converges on the same operation — the
+		// id derives from the key, the lock's owner is that id, the create is conditional and
+		// the execution is named after it — so run them too rather than make the client wait
+		// out the claim. The claim's owner completes it.
+		return s.place(ctx, c, key, req)
 	case err != nil:
 		return Submitted{}, fmt.Errorf("mediabuy: claim idempotency key: %w", err)
 	}

@@ -89,7 +89,3 @@ type EventPage struct {
 // ErrNotFound reports an operation that does not exist for the caller's tenant (including
 // one that exists for another tenant: the answer is the same).
 var ErrNotFound = errors.New("media buy not found")
-
-// ErrKeyInUse reports a submit whose Idempotency-Key is still being processed by another
-// request: the client should retry shortly with the same key.
-var ErrKeyInUse = errors.New("idempotency key in use")
