@@ -51,7 +51,7 @@
 //	claim            Claim: Put if attribute_not_exists(pk) OR ttl < :now_s OR
 //	                 (status = INPROGRESS AND in_progress_expiry < :now_ms), ALL_OLD on failure;
 //	                 live record with another payload_hash → *PayloadMismatchError (HTTP 422), same
-//	                 hash → *ClaimExistsError (COMPLETED: replay response; INPROGRESS: 409)
+//	                 hash → *ClaimExistsError (COMPLETED: replay; INPROGRESS: another attempt runs)
 //	                 CompleteClaim: Update SET status = COMPLETED, operation_id, response, REMOVE
 //	                 in_progress_expiry if owner = :owner AND status = INPROGRESS
 //	                 ReleaseClaim: Delete if owner = :owner AND status = INPROGRESS

@@ -48,8 +48,8 @@ type claimItem struct {
 }
 
 // ClaimExistsError reports an idempotency key held by a live record with the same payload:
-// Existing.Status COMPLETED means replay Existing.Response; INPROGRESS means the first request is
-// still running (answer 409 and let the client retry).
+// Existing.Status COMPLETED means replay Existing.Response; INPROGRESS means another attempt of
+// the request is running (or died before completing the claim).
 type ClaimExistsError struct{ Existing *Claim }
 
 func (e *ClaimExistsError) Error() string {
