@@ -255,3 +255,38 @@ func TestListFiltersAndPages(t *testing.T) {
 	}
 	_ = json.Valid
 }
+
+// A first attempt that claimed the key and died (or is stalled) does not make the retry wait:
+// the retry runs the converging steps and answers with the same operation.
+func TestRetryAfterAStalledFirstAttemptConverges(t *testing.T) {
+	svc, store, execs := newService(t)
+	ctx := context.Background()
+	body := marshal(t, example(t))
+	req, err := ParseSubmit(body, agents, schemas(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Claim(ctx, "acme", "key-stalled", req.PayloadHash); err != nil {
+		t.Fatalf("the stalled attempt's claim: %v", err)
+	}
+	out, err := svc.Submit(ctx, acme, "key-stalled", body)
+	if err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if out.OperationID != OperationID("acme", "key-stalled") {
+		t.Fatalf("retry = %+v", out)
+	}
+	if _, err := store.GetOperation(ctx, "acme", out.OperationID); err != nil {
+		t.Fatalf("operation: %v", err)
+	}
+	if len(execs.starts[out.OperationID]) != 1 {
+		t.Fatalf("executions = %v", execs.starts)
+	}
+	// Another body under the held key is still refused.
+	other := example(t)
+	other["currency"] = "EUR"
+	var re *RequestError
+	if _, err := svc.Submit(ctx, acme, "key-stalled", marshal(t, other)); !errors.As(err, &re) || re.Status != 422 {
+		t.Fatalf("other body: %v", err)
+	}
+}
