@@ -35,6 +35,7 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/approvals"
 	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/topology"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -83,6 +84,7 @@ type BuyflowStack struct {
 	Api             awsapigatewayv2.HttpApi
 	Stage           awsapigatewayv2.HttpStage
 	AlarmTopic      awssns.Topic
+	Dashboard       awscloudwatch.Dashboard
 	Secrets         map[string]awssecretsmanager.Secret
 }
 
@@ -477,7 +479,16 @@ func newTable(stack awscdk.Stack, cfg Config, removal awscdk.RemovalPolicy) awsd
 	return table
 }
 
-// addAlarms adds the alarm topic, the alarms and the dashboard.
+// Alarm thresholds on buyflow's own (EMF) metrics, per 5-minute period.
+const (
+	// approvalsPastSLAThreshold: one approval that expired past its SLA is worth a page.
+	approvalsPastSLAThreshold = 1
+	// webhookSignatureFailuresThreshold: a few refused signatures happen (a seller's clock,
+	// a retry after a key rotation); five in five minutes is a broken integration or an attack.
+	webhookSignatureFailuresThreshold = 5
+)
+
+// addAlarms adds the alarm topic, the alarms, the dashboard and its URL output.
 func (b *BuyflowStack) addAlarms(app topology.Application, cfg Config) {
 	stack := b.Stack
 	b.AlarmTopic = awssns.NewTopic(stack, jsii.String("AlarmTopic"), &awssns.TopicProps{
@@ -490,11 +501,11 @@ func (b *BuyflowStack) addAlarms(app topology.Application, cfg Config) {
 	action := awscloudwatchactions.NewSnsAction(b.AlarmTopic)
 	period := awscdk.Duration_Minutes(jsii.Number(5))
 	sum := &awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String("Sum")}
-	alarm := func(id, desc string, m awscloudwatch.IMetric) {
+	alarmAt := func(id, desc string, m awscloudwatch.IMetric, threshold float64) {
 		a := awscloudwatch.NewAlarm(stack, jsii.String(id), &awscloudwatch.AlarmProps{
 			AlarmDescription:   jsii.String(desc),
 			Metric:             m,
-			Threshold:          jsii.Number(1),
+			Threshold:          jsii.Number(threshold),
 			EvaluationPeriods:  jsii.Number(1),
 			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
 			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
@@ -502,16 +513,52 @@ func (b *BuyflowStack) addAlarms(app topology.Application, cfg Config) {
 		a.AddAlarmAction(action)
 		a.AddOkAction(action)
 	}
+	alarm := func(id, desc string, m awscloudwatch.IMetric) { alarmAt(id, desc, m, 1) }
+	// buyflow's own metrics (internal/metrics, embedded metric format).
+	custom := func(name string, dims map[string]*string, statistic, label string) awscloudwatch.Metric {
+		props := &awscloudwatch.MetricProps{
+			Namespace: jsii.String(metrics.Namespace), MetricName: jsii.String(name),
+			Period: period, Statistic: jsii.String(statistic),
+		}
+		if label != "" { // an alarm's metric has none: with a label CDK renders it as a metric math query
+			props.Label = jsii.String(label)
+		}
+		if dims != nil {
+			props.DimensionsMap = &dims
+		}
+		return awscloudwatch.NewMetric(props)
+	}
+	// search graphs every series of a metric over its one dimension (Code, Stage, Kind...),
+	// each labelled prefix + the dimension's value (a dynamic label).
+	search := func(name, dim, statistic, prefix string) awscloudwatch.SearchExpression {
+		return awscloudwatch.NewSearchExpression(&awscloudwatch.SearchExpressionProps{
+			Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,%s} MetricName="%s"', '%s', %d)`,
+				metrics.Namespace, dim, name, statistic, 300)),
+			Label:  jsii.String(prefix + "${PROP('Dim." + dim + "')}"),
+			Period: period,
+		})
+	}
+
 	sm := b.StateMachine
 	alarm("ExecutionsFailedAlarm", "MediaBuy executions failed (a buy stopped: read the Fail state's Error/Cause)", sm.MetricFailed(sum))
 	alarm("ExecutionsTimedOutAlarm", "MediaBuy executions timed out", sm.MetricTimedOut(sum))
 	alarm("ApiServerErrorsAlarm", "HTTP API answered 5xx", b.Api.MetricServerError(sum))
+	approvalTimeouts := map[string]*string{"Kind": jsii.String(approvals.TimeoutKindApproval)}
+	alarmAt("ApprovalsPastSlaAlarm", "Approvals expired past their SLA (Buyflow Timeouts, Kind=approval): the buy followed the policy's on_timeout",
+		custom(metrics.Timeouts, approvalTimeouts, "Sum", ""), approvalsPastSLAThreshold)
+	alarmAt("WebhookSignatureFailuresAlarm", fmt.Sprintf(
+		"At least %d seller webhooks refused with 401 in 5 minutes (Buyflow WebhookSignatureFailures; the dashboard splits them by Code)",
+		webhookSignatureFailuresThreshold), custom(metrics.WebhookSignatureFailures, nil, "Sum", ""), webhookSignatureFailuresThreshold)
 
-	var errorMetrics, durationMetrics []awscloudwatch.IMetric
+	var errorMetrics, throttleMetrics, durationMetrics []awscloudwatch.IMetric
 	for _, f := range app.Functions {
 		fn := b.Functions[f.Name]
 		alarm(pascal(f.Name)+"ErrorsAlarm", "Lambda "+f.Name+" errors", fn.MetricErrors(sum))
+		alarm(pascal(f.Name)+"ThrottlesAlarm", "Lambda "+f.Name+" throttled (account or reserved concurrency)", fn.MetricThrottles(sum))
 		errorMetrics = append(errorMetrics, fn.MetricErrors(&awscloudwatch.MetricOptions{
+			Period: period, Statistic: jsii.String("Sum"), Label: jsii.String(f.Name),
+		}))
+		throttleMetrics = append(throttleMetrics, fn.MetricThrottles(&awscloudwatch.MetricOptions{
 			Period: period, Statistic: jsii.String("Sum"), Label: jsii.String(f.Name),
 		}))
 		durationMetrics = append(durationMetrics, fn.MetricDuration(&awscloudwatch.MetricOptions{
@@ -527,9 +574,13 @@ func (b *BuyflowStack) addAlarms(app topology.Application, cfg Config) {
 	label := func(l string) *awscloudwatch.MetricOptions {
 		return &awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String("Sum"), Label: jsii.String(l)}
 	}
-	dash := awscloudwatch.NewDashboard(stack, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
+	outcome := func(o ledger.ApprovalStatus) map[string]*string {
+		return map[string]*string{"Outcome": jsii.String(string(o))}
+	}
+	b.Dashboard = awscloudwatch.NewDashboard(stack, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
 		DashboardName: jsii.String(*stack.StackName() + "-buyflow"),
 	})
+	dash := b.Dashboard
 	dash.AddWidgets(
 		widget("Executions", []awscloudwatch.IMetric{
 			sm.MetricStarted(label("started")), sm.MetricSucceeded(label("succeeded")),
@@ -541,8 +592,53 @@ func (b *BuyflowStack) addAlarms(app topology.Application, cfg Config) {
 	)
 	dash.AddWidgets(
 		widget("Lambda errors", errorMetrics),
-		widget("Lambda duration p99 (ms)", durationMetrics),
+		widget("Lambda throttles", throttleMetrics),
 	)
+	dash.AddWidgets(
+		widget("Lambda duration p99 (ms)", durationMetrics),
+		widget("Approval latency (ms)", []awscloudwatch.IMetric{
+			custom(metrics.ApprovalLatency, outcome(ledger.ApprovalApproved), "p50", "approved p50"),
+			custom(metrics.ApprovalLatency, outcome(ledger.ApprovalApproved), "p90", "approved p90"),
+			custom(metrics.ApprovalLatency, outcome(ledger.ApprovalRejected), "p50", "rejected p50"),
+			custom(metrics.ApprovalLatency, outcome(ledger.ApprovalRejected), "p90", "rejected p90"),
+		}),
+	)
+	dash.AddWidgets(
+		widget("Approvals decided, rejected, past SLA", []awscloudwatch.IMetric{
+			custom(approvals.MetricApprovalDecided, outcome(ledger.ApprovalApproved), "Sum", "approved"),
+			custom(approvals.MetricApprovalDecided, outcome(ledger.ApprovalRejected), "Sum", "rejected"),
+			custom(metrics.ApprovalRejected, nil, "Sum", "rejected (all)"),
+			custom(metrics.Timeouts, approvalTimeouts, "Sum", "expired past SLA"),
+		}),
+		widget("Governance denied", []awscloudwatch.IMetric{custom(metrics.GovernanceDenied, nil, "Sum", "denied")}),
+	)
+	dash.AddWidgets(
+		widget("AdCP errors by code", []awscloudwatch.IMetric{search(metrics.AdcpErrors, "Code", "Sum", "")}),
+		widget("Webhooks: signature failures and duplicates", []awscloudwatch.IMetric{
+			custom(metrics.WebhookSignatureFailures, nil, "Sum", "signature failures"),
+			custom(metrics.WebhookDuplicates, nil, "Sum", "duplicates"),
+			search(metrics.WebhookSignatureFailures, "Code", "Sum", "signature failures "),
+		}),
+	)
+	dash.AddWidgets(
+		widget("Pending operations by stage", []awscloudwatch.IMetric{search(metrics.PendingOperations, "Stage", "Maximum", "")}),
+		widget("Reconcile findings by kind", []awscloudwatch.IMetric{search(metrics.ReconcileFindings, "Kind", "Sum", "")}),
+	)
+	dash.AddWidgets(
+		widget("Seller task duration by status (ms)", []awscloudwatch.IMetric{
+			search(metrics.SellerTaskDuration, "Status", "p50", "p50 "), search(metrics.SellerTaskDuration, "Status", "p90", "p90 "),
+		}),
+		widget("Timeouts by kind", []awscloudwatch.IMetric{search(metrics.Timeouts, "Kind", "Sum", "")}),
+	)
+
+	region := stack.Region()
+	awscdk.NewCfnOutput(stack, jsii.String("DashboardUrl"), &awscdk.CfnOutputProps{
+		Value: awscdk.Fn_Join(jsii.String(""), &[]*string{
+			jsii.String("https://"), region, jsii.String(".console.aws.amazon.com/cloudwatch/home?region="), region,
+			jsii.String("#dashboards:name="), dash.DashboardName(),
+		}),
+		Description: jsii.String("CloudWatch dashboard (ops and finance)"),
+	})
 }
 
 // accessLogFormat is the HTTP API access log line. It has no query string: approval links carry

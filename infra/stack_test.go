@@ -18,7 +18,9 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/buyflow/buyflow/internal/approvals"
 	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/topology"
 	"github.com/buyflow/buyflow/statemachine"
 )
@@ -1029,26 +1031,52 @@ func TestAlarmsDashboardAndOutputs(t *testing.T) {
 	s := prod(t)
 	topicID := s.logicalID(t, s.stack.AlarmTopic.TopicArn())
 	type key struct{ ns, metric, dim string }
-	alarms := map[key]bool{}
+	alarms := map[key]map[string]any{}
 	for id, a := range s.ofType("AWS::CloudWatch::Alarm") {
 		p := props(a)
-		if !strings.Contains(jsonOf(t, p["AlarmActions"]), `"`+topicID+`"`) {
-			t.Errorf("alarm %s does not notify the alarm topic", id)
+		for _, actions := range []string{"AlarmActions", "OKActions"} {
+			if !strings.Contains(jsonOf(t, p[actions]), `"`+topicID+`"`) {
+				t.Errorf("alarm %s: %s do not notify the alarm topic", id, actions)
+			}
 		}
 		dims := jsonOf(t, p["Dimensions"])
-		alarms[key{fmt.Sprint(p["Namespace"]), fmt.Sprint(p["MetricName"]), dims}] = true
+		k := key{fmt.Sprint(p["Namespace"]), fmt.Sprint(p["MetricName"]), dims}
+		if _, dup := alarms[k]; dup {
+			t.Errorf("two alarms on %v", k)
+		}
+		alarms[k] = p
+	}
+	// want checks one alarm: a Sum over 5 minutes, >= threshold, missing data not breaching.
+	want := func(k key, threshold float64) {
+		t.Helper()
+		p, ok := alarms[k]
+		if !ok {
+			t.Errorf("no alarm on %s %s %s", k.ns, k.metric, k.dim)
+			return
+		}
+		if p["Threshold"] != threshold || p["Statistic"] != "Sum" || p["Period"] != 300.0 || p["EvaluationPeriods"] != 1.0 ||
+			p["ComparisonOperator"] != "GreaterThanOrEqualToThreshold" || p["TreatMissingData"] != "notBreaching" {
+			t.Errorf("alarm on %s %s %s: Threshold %v Statistic %v Period %v EvaluationPeriods %v %v %v, want Sum over 300 s >= %v once, notBreaching",
+				k.ns, k.metric, k.dim, p["Threshold"], p["Statistic"], p["Period"], p["EvaluationPeriods"], p["ComparisonOperator"], p["TreatMissingData"], threshold)
+		}
 	}
 	smDim := jsonOf(t, []any{map[string]any{"Name": "StateMachineArn", "Value": s.stack.Resolve(s.stack.StateMachine.StateMachineArn())}})
 	for _, m := range []string{"ExecutionsFailed", "ExecutionsTimedOut"} {
-		if !alarms[key{"AWS/States", m, smDim}] {
-			t.Errorf("no %s alarm on the state machine", m)
-		}
+		want(key{"AWS/States", m, smDim}, 1)
 	}
 	for _, f := range topology.App.Functions {
 		dim := jsonOf(t, []any{map[string]any{"Name": "FunctionName", "Value": s.stack.Resolve(s.stack.Functions[f.Name].FunctionName())}})
-		if !alarms[key{"AWS/Lambda", "Errors", dim}] {
-			t.Errorf("no Errors alarm on %s", f.Name)
-		}
+		want(key{"AWS/Lambda", "Errors", dim}, 1)
+		want(key{"AWS/Lambda", "Throttles", dim}, 1)
+	}
+	// Approvals past SLA: internal/approvals records Timeouts{Kind=approval} on an expiry.
+	want(key{"Buyflow", "Timeouts", `[{"Name":"Kind","Value":"approval"}]`}, 1)
+	// Webhook signature failures: the dimensionless series internal/webhookrx records next to
+	// the one by Code (an alarm needs one exact dimension set).
+	want(key{"Buyflow", "WebhookSignatureFailures", "null"}, 5)
+	if metrics.Namespace != "Buyflow" || metrics.Timeouts != "Timeouts" || approvals.TimeoutKindApproval != "approval" ||
+		metrics.WebhookSignatureFailures != "WebhookSignatureFailures" {
+		t.Error("the metric names the alarms read changed: update this test and infra/README.md")
 	}
 	api := false
 	for k := range alarms {
@@ -1057,15 +1085,142 @@ func TestAlarmsDashboardAndOutputs(t *testing.T) {
 	if !api {
 		t.Error("no API 5xx alarm")
 	}
-	if len(s.ofType("AWS::CloudWatch::Dashboard")) != 1 {
-		t.Error("no dashboard")
+	// Nothing else: 2 execution alarms, API 5xx, 2 on buyflow metrics, errors and throttles per function.
+	if n := 5 + 2*len(topology.App.Functions); len(alarms) != n {
+		t.Errorf("%d alarms, want %d", len(alarms), n)
 	}
+
+	dashboards := s.ofType("AWS::CloudWatch::Dashboard")
+	if len(dashboards) != 1 {
+		t.Fatalf("%d dashboards, want 1", len(dashboards))
+	}
+	dashID := s.logicalID(t, s.stack.Dashboard.DashboardName())
+	widgets := dashboardWidgets(t, props(dashboards[dashID])["DashboardBody"])
+	type metricWant struct {
+		title string
+		// metric is [namespace, name, dim, value, ...] and stat, or expression and its label
+		// in stat.
+		metric     []string
+		stat       string
+		expression string
+	}
+	// A SEARCH, and its label in stat: a dynamic label, one per series.
+	search := func(name, dim, stat string) string {
+		return `SEARCH('{Buyflow,` + dim + `} MetricName="` + name + `"', '` + stat + `', 300)`
+	}
+	byDim := func(prefix, dim string) string { return prefix + "${PROP('Dim." + dim + "')}" }
+	for _, w := range []metricWant{
+		{title: "Approval latency (ms)", metric: []string{"Buyflow", "ApprovalLatency", "Outcome", "approved"}, stat: "p50"},
+		{title: "Approval latency (ms)", metric: []string{"Buyflow", "ApprovalLatency", "Outcome", "approved"}, stat: "p90"},
+		{title: "Approval latency (ms)", metric: []string{"Buyflow", "ApprovalLatency", "Outcome", "rejected"}, stat: "p50"},
+		{title: "Approval latency (ms)", metric: []string{"Buyflow", "ApprovalLatency", "Outcome", "rejected"}, stat: "p90"},
+		{title: "Approvals decided, rejected, past SLA", metric: []string{"Buyflow", "ApprovalDecided", "Outcome", "approved"}, stat: "Sum"},
+		{title: "Approvals decided, rejected, past SLA", metric: []string{"Buyflow", "ApprovalDecided", "Outcome", "rejected"}, stat: "Sum"},
+		{title: "Approvals decided, rejected, past SLA", metric: []string{"Buyflow", "ApprovalRejected"}, stat: "Sum"},
+		{title: "Approvals decided, rejected, past SLA", metric: []string{"Buyflow", "Timeouts", "Kind", "approval"}, stat: "Sum"},
+		{title: "Governance denied", metric: []string{"Buyflow", "GovernanceDenied"}, stat: "Sum"},
+		{title: "AdCP errors by code", expression: search("AdcpErrors", "Code", "Sum"), stat: byDim("", "Code")},
+		{title: "Webhooks: signature failures and duplicates", metric: []string{"Buyflow", "WebhookSignatureFailures"}, stat: "Sum"},
+		{title: "Webhooks: signature failures and duplicates", metric: []string{"Buyflow", "WebhookDuplicates"}, stat: "Sum"},
+		{title: "Webhooks: signature failures and duplicates", expression: search("WebhookSignatureFailures", "Code", "Sum"), stat: byDim("signature failures ", "Code")},
+		{title: "Pending operations by stage", expression: search("PendingOperations", "Stage", "Maximum"), stat: byDim("", "Stage")},
+		{title: "Reconcile findings by kind", expression: search("ReconcileFindings", "Kind", "Sum"), stat: byDim("", "Kind")},
+		{title: "Seller task duration by status (ms)", expression: search("SellerTaskDuration", "Status", "p50"), stat: byDim("p50 ", "Status")},
+		{title: "Seller task duration by status (ms)", expression: search("SellerTaskDuration", "Status", "p90"), stat: byDim("p90 ", "Status")},
+		{title: "Timeouts by kind", expression: search("Timeouts", "Kind", "Sum"), stat: byDim("", "Kind")},
+	} {
+		found := false
+		for _, m := range widgets[w.title] {
+			opts, _ := m[len(m)-1].(map[string]any)
+			if w.expression != "" {
+				found = found || (len(m) == 1 && opts["expression"] == w.expression && opts["label"] == w.stat)
+				continue
+			}
+			if len(m) != len(w.metric)+1 || opts["stat"] != w.stat {
+				continue
+			}
+			same := true
+			for i, v := range w.metric {
+				same = same && m[i] == v
+			}
+			found = found || same
+		}
+		if !found {
+			t.Errorf("dashboard widget %q has no %v %s%s (it has %v)", w.title, w.metric, w.stat, w.expression, widgets[w.title])
+		}
+	}
+	for _, title := range []string{"Executions", "API requests", "Lambda errors", "Lambda throttles", "Lambda duration p99 (ms)"} {
+		if len(widgets[title]) == 0 {
+			t.Errorf("no dashboard widget %q", title)
+		}
+	}
+	if n := len(widgets["Lambda throttles"]); n != len(topology.App.Functions) {
+		t.Errorf("Lambda throttles widget has %d metrics, want one per function (%d)", n, len(topology.App.Functions))
+	}
+
 	outputs, _ := s.tpl["Outputs"].(map[string]any)
-	for _, o := range []string{"ApiUrl", "TableName", "StateMachineArn"} {
+	for _, o := range []string{"ApiUrl", "TableName", "StateMachineArn", "DashboardUrl"} {
 		if _, ok := outputs[o]; !ok {
 			t.Errorf("output %s missing", o)
 		}
 	}
+	url, _ := outputs["DashboardUrl"].(map[string]any)
+	region := map[string]any{"Ref": "AWS::Region"}
+	wantURL := jsonOf(t, map[string]any{"Fn::Join": []any{"", []any{
+		"https://", region, ".console.aws.amazon.com/cloudwatch/home?region=", region, "#dashboards:name=", map[string]any{"Ref": dashID},
+	}}})
+	if got := jsonOf(t, url["Value"]); got != wantURL {
+		t.Errorf("DashboardUrl = %s, want %s", got, wantURL)
+	}
+	if name := props(dashboards[dashID])["DashboardName"]; name != "Buyflow-buyflow" {
+		t.Errorf("DashboardName = %v, want Buyflow-buyflow", name)
+	}
+}
+
+// dashboardWidgets parses a DashboardBody (a string, or an Fn::Join whose references sit inside
+// JSON strings) and returns each graph widget's metrics by title.
+func dashboardWidgets(t *testing.T, body any) map[string][][]any {
+	t.Helper()
+	var text string
+	switch b := body.(type) {
+	case string:
+		text = b
+	case map[string]any:
+		join, _ := b["Fn::Join"].([]any)
+		if len(join) != 2 || join[0] != "" {
+			t.Fatalf("DashboardBody %s is not an Fn::Join on \"\"", jsonOf(t, b))
+		}
+		var sb strings.Builder
+		for _, part := range asSlice(join[1]) {
+			if str, ok := part.(string); ok {
+				sb.WriteString(str)
+			} else {
+				sb.WriteString("TOKEN") // a Ref or GetAtt, inside a JSON string
+			}
+		}
+		text = sb.String()
+	default:
+		t.Fatalf("DashboardBody is %T", body)
+	}
+	var doc struct {
+		Widgets []struct {
+			Properties struct {
+				Title   string  `json:"title"`
+				Metrics [][]any `json:"metrics"`
+			} `json:"properties"`
+		} `json:"widgets"`
+	}
+	if err := json.Unmarshal([]byte(text), &doc); err != nil {
+		t.Fatalf("DashboardBody: %v\n%s", err, text)
+	}
+	out := map[string][][]any{}
+	for _, w := range doc.Widgets {
+		if _, dup := out[w.Properties.Title]; dup {
+			t.Errorf("two dashboard widgets titled %q", w.Properties.Title)
+		}
+		out[w.Properties.Title] = w.Properties.Metrics
+	}
+	return out
 }
 
 func TestSecrets(t *testing.T) {
