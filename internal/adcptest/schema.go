@@ -14,11 +14,12 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+
+	"github.com/buyflow/buyflow/internal/adcp"
 )
 
-// SchemaDirEnv names the environment variable that points at the AdCP JSON
-// Schemas (the directory holding core/, media-buy/, governance/, ...).
-const SchemaDirEnv = "BUYFLOW_ADCP_SCHEMAS"
+// SchemaDirEnv names the environment variable that points at the AdCP JSON Schemas.
+const SchemaDirEnv = adcp.EnvSchemaDir
 
 // schemaBase is the made-up origin under which the schema files are
 // registered. Every $id and $ref in the 3.1.19 set is an absolute path of the
@@ -40,29 +41,9 @@ var requestSchemas = map[string]string{
 	"sync_plans":            "governance/sync-plans-request.json",
 }
 
-// FindSchemaDir returns the AdCP schema directory: $BUYFLOW_ADCP_SCHEMAS if
-// set, otherwise the first shared/adcp-schemas found beside the current
-// directory or one of its parents.
-func FindSchemaDir() (string, error) {
-	if d := os.Getenv(SchemaDirEnv); d != "" {
-		return d, nil
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("find adcp schemas: %w", err)
-	}
-	for dir := wd; ; {
-		cand := filepath.Join(dir, "shared", "adcp-schemas")
-		if st, err := os.Stat(cand); err == nil && st.IsDir() {
-			return cand, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("find adcp schemas: no shared/adcp-schemas above %s and %s unset", wd, SchemaDirEnv)
-		}
-		dir = parent
-	}
-}
+// FindSchemaDir returns the AdCP schema directory, found as internal/adcp finds it
+// ($BUYFLOW_ADCP_SCHEMAS, else the first shared/adcp-schemas above the working directory).
+func FindSchemaDir() (string, error) { return adcp.SchemaDir() }
 
 // Validator validates AdCP payloads against the JSON Schemas with format
 // assertion on. It is safe for concurrent use.
