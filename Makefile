@@ -95,13 +95,8 @@ test-unit: ## the fast layer only: go test ./... without the Node-backed tests
 	$(GO) test -race ./...
 
 .PHONY: fuzz
-fuzz: ## run every Fuzz target for FUZZTIME (default 10s) each
-	@for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' internal | xargs -n1 dirname | sort -u); do \
-	  for target in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go | cut -d' ' -f2); do \
-	    echo "fuzz ./$$dir $$target ($(FUZZTIME))"; \
-	    $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) ./$$dir; \
-	  done; \
-	done
+fuzz: ## run every Fuzz target for FUZZTIME (default 10s) each (scripts/fuzz.sh)
+	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
 
 .PHONY: bench
 bench: deps ## benchmarks, printed as tables
