@@ -1,18 +1,16 @@
 package stages_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"maps"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcptest"
 	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/metrics/metricstest"
 	"github.com/buyflow/buyflow/internal/stages"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -43,11 +41,7 @@ func (e *env) withMetrics() *emfSink {
 }
 
 // emfPoint is one metric of one EMF line.
-type emfPoint struct {
-	Dims  map[string]string
-	Unit  string
-	Value any
-}
+type emfPoint = metricstest.Point
 
 // flush writes what the recorder holds and returns it by metric name, checking each line's
 // EMF shape: _aws.Timestamp, one directive in the Buyflow namespace, dimension keys that are
@@ -61,47 +55,7 @@ func (s *emfSink) flush() map[string][]emfPoint {
 	out := s.buf.String()
 	s.buf.Reset()
 	s.mu.Unlock()
-	got := map[string][]emfPoint{}
-	sc := bufio.NewScanner(strings.NewReader(out))
-	for sc.Scan() {
-		var root map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &root); err != nil {
-			s.t.Fatalf("EMF line %q: %v", sc.Text(), err)
-		}
-		var head struct {
-			AWS struct {
-				Timestamp         *int64 `json:"Timestamp"`
-				CloudWatchMetrics []struct {
-					Namespace  string     `json:"Namespace"`
-					Dimensions [][]string `json:"Dimensions"`
-					Metrics    []struct{ Name, Unit string }
-				} `json:"CloudWatchMetrics"`
-			} `json:"_aws"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &head); err != nil || head.AWS.Timestamp == nil || len(head.AWS.CloudWatchMetrics) != 1 {
-			s.t.Fatalf("EMF line without _aws.Timestamp and one directive: %s", sc.Text())
-		}
-		d := head.AWS.CloudWatchMetrics[0]
-		if d.Namespace != metrics.Namespace || len(d.Dimensions) != 1 {
-			s.t.Fatalf("EMF directive %+v", d)
-		}
-		dims := map[string]string{}
-		for _, k := range d.Dimensions[0] {
-			v, ok := root[k].(string)
-			if !ok {
-				s.t.Fatalf("dimension %q is not a root string in %s", k, sc.Text())
-			}
-			dims[k] = v
-		}
-		for _, m := range d.Metrics {
-			v, ok := root[m.Name]
-			if !ok {
-				s.t.Fatalf("metric %s declared but absent in %s", m.Name, sc.Text())
-			}
-			got[m.Name] = append(got[m.Name], emfPoint{Dims: dims, Unit: m.Unit, Value: v})
-		}
-	}
-	return got
+	return metricstest.Parse(s.t, out)
 }
 
 // wantCount asserts the count metric name with exactly dims (nil: none) is n.

@@ -1,25 +1,19 @@
 package webhookrx_test
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/metrics/metricstest"
 	"github.com/buyflow/buyflow/internal/webhookrx"
 )
 
 // emfPoint is one metric of one EMF line.
-type emfPoint struct {
-	Dims  map[string]string
-	Unit  string
-	Value any
-}
+type emfPoint = metricstest.Point
 
 // metricsEnv is newEnv with a recorder writing to emf.
 func metricsEnv(t *testing.T) (*env, *metrics.Recorder, *syncBuffer) {
@@ -45,47 +39,7 @@ func flushEMF(t *testing.T, rec *metrics.Recorder, emf *syncBuffer) map[string][
 	emf.mu.Lock()
 	emf.b.Reset()
 	emf.mu.Unlock()
-	got := map[string][]emfPoint{}
-	sc := bufio.NewScanner(strings.NewReader(out))
-	for sc.Scan() {
-		var root map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &root); err != nil {
-			t.Fatalf("EMF line %q: %v", sc.Text(), err)
-		}
-		var head struct {
-			AWS struct {
-				Timestamp         *int64 `json:"Timestamp"`
-				CloudWatchMetrics []struct {
-					Namespace  string     `json:"Namespace"`
-					Dimensions [][]string `json:"Dimensions"`
-					Metrics    []struct{ Name, Unit string }
-				} `json:"CloudWatchMetrics"`
-			} `json:"_aws"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &head); err != nil || head.AWS.Timestamp == nil || len(head.AWS.CloudWatchMetrics) != 1 {
-			t.Fatalf("EMF line without _aws.Timestamp and one directive: %s", sc.Text())
-		}
-		d := head.AWS.CloudWatchMetrics[0]
-		if d.Namespace != metrics.Namespace || len(d.Dimensions) != 1 {
-			t.Fatalf("EMF directive %+v", d)
-		}
-		dims := map[string]string{}
-		for _, k := range d.Dimensions[0] {
-			v, ok := root[k].(string)
-			if !ok {
-				t.Fatalf("dimension %q is not a root string in %s", k, sc.Text())
-			}
-			dims[k] = v
-		}
-		for _, m := range d.Metrics {
-			v, ok := root[m.Name]
-			if !ok {
-				t.Fatalf("metric %s declared but absent in %s", m.Name, sc.Text())
-			}
-			got[m.Name] = append(got[m.Name], emfPoint{Dims: dims, Unit: m.Unit, Value: v})
-		}
-	}
-	return got
+	return metricstest.Parse(t, out)
 }
 
 // wantCount asserts the count metric name with exactly dims (nil: none) is n and is the only
