@@ -2,9 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,16 +12,7 @@ import (
 )
 
 // buy describes one request built from examples/media-buy.json.
-type buy struct {
-	// PO is the purchase order number (unique per test: an active PO locks its seller).
-	PO string
-	// Budgets are the package budgets (default 3000 and 2000: under the approval threshold).
-	Budgets []float64
-	// Sim is the simulated agents' script (context.sim), e.g. "async_complete,wh_drop_all".
-	Sim string
-	// RequireApproval asks for a person whatever the budget.
-	RequireApproval bool
-}
+type buy apiclient.Buy
 
 // body renders b as a submit body.
 func (b buy) body(t testing.TB) []byte {
@@ -33,39 +21,7 @@ func (b buy) body(t testing.TB) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(filepath.Join(root, "examples", "media-buy.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var req map[string]any
-	if err := json.Unmarshal(raw, &req); err != nil {
-		t.Fatal(err)
-	}
-	mb := req["media_buy"].(map[string]any)
-	mb["po_number"] = b.PO
-	budgets := b.Budgets
-	if budgets == nil {
-		budgets = []float64{3000, 2000}
-	}
-	pkgs := mb["packages"].([]any)
-	for i := range pkgs {
-		if i < len(budgets) {
-			pkgs[i].(map[string]any)["budget"] = budgets[i]
-		}
-	}
-	mb["packages"] = pkgs[:min(len(pkgs), len(budgets))]
-	ctx, _ := mb["context"].(map[string]any)
-	if ctx == nil {
-		ctx = map[string]any{}
-	}
-	if b.Sim != "" {
-		ctx["sim"] = b.Sim
-	}
-	mb["context"] = ctx
-	if b.RequireApproval {
-		req["require_approval"] = true
-	}
-	out, err := json.Marshal(req)
+	out, err := apiclient.Buy(b).Body(root)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,3 +54,8 @@ func Start(t testing.TB) (*dynamodb.Client, string) {
 	})
 	return client, name
 }
+
+// Endpoint starts the process's kumo server (once) and returns its URL, for tests that run
+// other processes against it (kumo serves DynamoDB, Secrets Manager and more on that one URL).
+// Tables such callers create are theirs to name uniquely and to delete.
+func Endpoint() string { return server().URL }

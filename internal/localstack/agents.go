@@ -231,3 +231,37 @@ func randomHex(n int) (string, error) {
 	}
 	return hex.EncodeToString(b), nil
 }
+
+// SimulatedAgents are the local stack's simulated seller and governance agent, for other test
+// harnesses that run the functions (statemachine/stagepaths): served on one loopback port,
+// tasks advancing on their own, the seller's webhooks RFC 9421-signed.
+type SimulatedAgents struct {
+	Seller     *adcptest.Seller
+	Governance *adcptest.Governance
+	// SellerURL and GovernanceURL are the agents' MCP endpoints.
+	SellerURL, GovernanceURL string
+	// Registry is the agent registry (BUYFLOW_AGENTS) naming them SellerID and GovernanceID.
+	Registry []byte
+	// Credentials maps each agent's credential secret name (AgentSecretPrefix + id) to its
+	// bearer token; store them in Secrets Manager.
+	Credentials map[string]string
+
+	a *agents
+}
+
+// Close stops both agents and their ticker.
+func (s *SimulatedAgents) Close() { s.a.close() }
+
+// StartSimulatedAgents starts the agents as Start does (step: the task step interval, default
+// 300 ms when zero and the options leave it unset).
+func StartSimulatedAgents(seller adcptest.SellerOptions, governance adcptest.GovernanceOptions, step time.Duration) (*SimulatedAgents, error) {
+	if step <= 0 {
+		step = 300 * time.Millisecond
+	}
+	a, err := startSimulatedAgents(seller, governance, step)
+	if err != nil {
+		return nil, err
+	}
+	return &SimulatedAgents{Seller: a.seller, Governance: a.governance, SellerURL: a.sellerURL, GovernanceURL: a.govURL,
+		Registry: a.registry, Credentials: a.credentials, a: a}, nil
+}

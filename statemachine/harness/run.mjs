@@ -23,31 +23,14 @@
 // action), retries (per state), payloads, leaks, exhausted, unused (entries left per action),
 // output}.
 //
-// Later the same scenarios will be re-run with the real Go bootstraps behind an adapter that
-// sends each lambda:invoke to the function's bootstrap (the stage Lambdas are not written yet).
+// live.mjs runs the same ASL with the real Go bootstraps behind every Task instead
+// (statemachine/stagepaths).
 import fs from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { StateMachine } from 'aws-local-stepfunctions';
+import { loadDefinition, namedError as named, stripTimeout } from './definition.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const aslPath = path.join(here, '..', 'mediabuy.asl.json');
 const TOKEN = 'TASK-TOKEN-6f1c0e2a-never-in-state';
-const definition = JSON.parse(
-  fs.readFileSync(aslPath, 'utf8').replace(/\$\{(\w+)\}/g, (_, name) => `arn:aws:lambda:us-east-1:123456789012:function:${name}`),
-);
-
-// aws-local-stepfunctions 3.0.0 resolves TimeoutSecondsPath against the effective input (after
-// Parameters) instead of the state input as AWS does. In the copy run here, each such path is
-// therefore also copied into Parameters (as __timeout_seconds) and the state reads it from there;
-// this keeps the check that the path resolves to an integer >= 1 on the real state input. The
-// handler strips the field before it records the call.
-for (const state of Object.values(definition.States)) {
-  if (state.Type === 'Task' && state.TimeoutSecondsPath && state.Parameters) {
-    state.Parameters['__timeout_seconds.$'] = state.TimeoutSecondsPath;
-    state.TimeoutSecondsPath = '$.__timeout_seconds';
-  }
-}
+const definition = loadDefinition();
 
 async function runScenario(scenario) {
   const calls = {};
@@ -55,12 +38,6 @@ async function runScenario(scenario) {
   const leaks = [];
   const exhausted = [];
   const queues = structuredClone(scenario.results ?? {});
-
-  function named(name, message) {
-    const err = new Error(message ?? '');
-    err.name = name;
-    return err;
-  }
 
   function next(action, state) {
     calls[action] = (calls[action] ?? 0) + 1;
@@ -89,8 +66,7 @@ async function runScenario(scenario) {
     if (resource.startsWith('arn:aws:states:::lambda:invoke')) {
       const callback = resource.endsWith('.waitForTaskToken');
       taskResourceLocalHandlers[name] = async (rawInput) => {
-        // The emulator reads __timeout_seconds from this same object after the call: copy it.
-        const { __timeout_seconds: _, ...input } = rawInput;
+        const { input } = stripTimeout(rawInput);
         const payload = input.Payload ?? {};
         const action = payload.action ?? '(none)';
         payloads.push({ state: name, action, function: String(input.FunctionName).split(':').pop(), payload });

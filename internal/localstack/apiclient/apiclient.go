@@ -15,6 +15,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -436,4 +438,57 @@ func ApprovalLinks(msgs []SlackMessage, apiURL string) []string {
 		}
 	}
 	return out
+}
+
+// Buy describes a submit request built from examples/media-buy.json, as the test suites
+// submit them.
+type Buy struct {
+	// PO is the purchase order number (unique per test: an active PO locks its seller).
+	PO string
+	// Budgets are the package budgets (default 3000 and 2000: under the approval threshold).
+	Budgets []float64
+	// Sim is the simulated agents' script (context.sim), e.g. "async_complete,wh_drop_all".
+	Sim string
+	// RequireApproval asks for a person whatever the budget.
+	RequireApproval bool
+}
+
+// Body renders b from <repoRoot>/examples/media-buy.json.
+func (b Buy) Body(repoRoot string) ([]byte, error) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "examples", "media-buy.json"))
+	if err != nil {
+		return nil, fmt.Errorf("apiclient: example buy: %w", err)
+	}
+	var req map[string]any
+	if err := json.Unmarshal(raw, &req); err != nil {
+		return nil, fmt.Errorf("apiclient: example buy: %w", err)
+	}
+	mb, ok := req["media_buy"].(map[string]any)
+	if !ok {
+		return nil, errors.New("apiclient: example buy: no media_buy object")
+	}
+	mb["po_number"] = b.PO
+	budgets := b.Budgets
+	if budgets == nil {
+		budgets = []float64{3000, 2000}
+	}
+	pkgs, _ := mb["packages"].([]any)
+	for i := range pkgs {
+		if p, ok := pkgs[i].(map[string]any); ok && i < len(budgets) {
+			p["budget"] = budgets[i]
+		}
+	}
+	mb["packages"] = pkgs[:min(len(pkgs), len(budgets))]
+	ctx, _ := mb["context"].(map[string]any)
+	if ctx == nil {
+		ctx = map[string]any{}
+	}
+	if b.Sim != "" {
+		ctx["sim"] = b.Sim
+	}
+	mb["context"] = ctx
+	if b.RequireApproval {
+		req["require_approval"] = true
+	}
+	return json.Marshal(req)
 }

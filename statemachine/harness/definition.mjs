@@ -1,0 +1,45 @@
+// The ASL file as both harnesses run it in aws-local-stepfunctions 3.0.0.
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+
+// FUNCTION_ARN is the ARN every ${placeholder} of the ASL becomes: name is the placeholder
+// (the topology's function placeholder), so a handler can tell the functions apart.
+export const functionARN = (name) => `arn:aws:lambda:us-east-1:123456789012:function:${name}`;
+
+// loadDefinition reads statemachine/mediabuy.asl.json, substitutes every ${Name} with
+// substitute(Name) (default functionARN) and applies the emulator workaround below.
+//
+// aws-local-stepfunctions 3.0.0 resolves TimeoutSecondsPath against the effective input (after
+// Parameters) instead of the state input as AWS does. Each such path is therefore also copied
+// into Parameters (as __timeout_seconds) and the state reads it from there; this keeps the
+// check that the path resolves to an integer >= 1 on the real state input. Handlers must strip
+// the field (stripTimeout) before they use the input, and must not remove it from the object
+// the emulator passed: it reads it again after the call.
+export function loadDefinition(substitute = functionARN) {
+  const definition = JSON.parse(
+    fs.readFileSync(path.join(here, '..', 'mediabuy.asl.json'), 'utf8').replace(/\$\{(\w+)\}/g, (_, name) => substitute(name)),
+  );
+  for (const state of Object.values(definition.States)) {
+    if (state.Type === 'Task' && state.TimeoutSecondsPath && state.Parameters) {
+      state.Parameters['__timeout_seconds.$'] = state.TimeoutSecondsPath;
+      state.TimeoutSecondsPath = '$.__timeout_seconds';
+    }
+  }
+  return definition;
+}
+
+// stripTimeout returns a copy of a handler's input without the workaround's field, and the
+// timeout it carried (seconds, or undefined).
+export function stripTimeout(rawInput) {
+  const { __timeout_seconds: timeout, ...input } = rawInput;
+  return { input, timeout };
+}
+
+export function namedError(name, message) {
+  const err = new Error(message ?? '');
+  err.name = name;
+  return err;
+}

@@ -1,0 +1,238 @@
+package stagepaths
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/adcptest"
+	"github.com/buyflow/buyflow/internal/localstack/apiclient"
+)
+
+// buyRun is one scenario: a tenant of its own, one buy, its executions.
+type buyRun struct {
+	t      *testing.T
+	tenant string
+	client *apiclient.Client
+	po     string
+	op     string
+}
+
+// begin starts a parallel scenario under a fresh tenant whose executions run with baseRun
+// patched by patch (workflow.RunConfig JSON field names).
+func begin(t *testing.T, patch map[string]any) *buyRun {
+	t.Helper()
+	if sys == nil {
+		t.Skip(skipWhy)
+	}
+	t.Parallel()
+	r := &buyRun{t: t, tenant: fmt.Sprintf("%012d", rand.Int64N(1e12)), po: fmt.Sprintf("PO-SP-%08X", rand.Uint32())}
+	r.client = &apiclient.Client{BaseURL: sys.apiURL, TenantHeader: callerAccountHeader, Tenant: r.tenant}
+	if patch == nil {
+		patch = map[string]any{}
+	}
+	body, _ := json.Marshal(patch)
+	req, _ := http.NewRequest(http.MethodPut, sys.harness+"/_harness/tenants/"+r.tenant, bytes.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	t.Cleanup(func() {
+		if t.Failed() && r.op != "" {
+			for _, l := range sys.logs.matching(r.op) {
+				t.Log(l)
+			}
+		}
+	})
+	return r
+}
+
+// submit posts the buy (PO set to the scenario's) through the HTTP API and returns the
+// operation id; the execution is named after it.
+func (r *buyRun) submit(b apiclient.Buy) string {
+	r.t.Helper()
+	b.PO = r.po
+	body, err := b.Body(sys.root)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sub, code, err := r.client.Submit(ctx, "key-"+r.po, body)
+	if err != nil {
+		r.t.Fatalf("submit: HTTP %d: %v", code, err)
+	}
+	r.op = sub.OperationID
+	return r.op
+}
+
+// execution is one execution's summary from the harness.
+type execution struct {
+	Name        string           `json:"name"`
+	Status      string           `json:"status"`
+	Error       string           `json:"error"`
+	Cause       string           `json:"cause"`
+	States      []string         `json:"states"`
+	Retries     map[string]int   `json:"retries"`
+	Invocations []invocationInfo `json:"invocations"`
+	Leaks       []string         `json:"leaks"`
+	Input       json.RawMessage  `json:"input"`
+	Output      json.RawMessage  `json:"output"`
+}
+
+type invocationInfo struct {
+	State    string `json:"state"`
+	Action   string `json:"action"`
+	Function string `json:"function"`
+	Callback bool   `json:"callback"`
+	Result   string `json:"result"`
+}
+
+// finish waits for the buy's execution and every execution it handed over to, checks that no
+// task token leaked into any state's output, and returns them, first to last.
+func (r *buyRun) finish(wait time.Duration) []execution {
+	r.t.Helper()
+	hc := &http.Client{Timeout: wait + 10*time.Second}
+	resp, err := hc.Get(fmt.Sprintf("%s/_harness/executions/%s?wait_ms=%d", sys.harness, r.op, wait.Milliseconds()))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		r.t.Fatalf("execution %s: HTTP %d %s", r.op, resp.StatusCode, b)
+	}
+	var exs []execution
+	if err := json.Unmarshal(b, &exs); err != nil {
+		r.t.Fatalf("execution %s: %v: %s", r.op, err, b)
+	}
+	for _, ex := range exs {
+		if len(ex.Leaks) > 0 {
+			r.t.Errorf("execution %s leaked task tokens: %v", ex.Name, ex.Leaks)
+		}
+		r.t.Logf("execution %s: %s %s: %s", ex.Name, ex.Status, ex.Error, strings.Join(ex.States, " > "))
+	}
+	return exs
+}
+
+// operation is the buy as GET /v1/media-buys/{id} shows it.
+func (r *buyRun) operation() apiclient.Operation {
+	r.t.Helper()
+	op, err := r.client.Get(context.Background(), r.op)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return op
+}
+
+// timeline is the buy's event types, in order, from GET /v1/media-buys/{id}/events.
+func (r *buyRun) timeline() []string {
+	r.t.Helper()
+	evs, err := r.client.Events(context.Background(), r.op)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.Type
+	}
+	return out
+}
+
+// sellerCalls returns the seller's recorded calls of tool for this buy: calls whose arguments
+// name its PO or operation, or one of the seller tasks its create calls started.
+func (r *buyRun) sellerCalls(tool string) []adcptest.Call {
+	return mine(sys.agents.Seller.Calls(), tool, r.keys(sys.agents.Seller.Calls()))
+}
+
+// governanceCalls is sellerCalls for the governance agent.
+func (r *buyRun) governanceCalls(tool string) []adcptest.Call {
+	return mine(sys.agents.Governance.Calls(), tool, r.keys(sys.agents.Governance.Calls()))
+}
+
+// keys are the strings that mark a call as this buy's: the PO, the operation id and the task
+// and check ids the agent answered to calls that carried them.
+func (r *buyRun) keys(calls []adcptest.Call) []string {
+	keys := []string{r.po}
+	if r.op != "" {
+		keys = append(keys, r.op)
+	}
+	for _, c := range calls {
+		if !containsAny(c.Arguments, keys) {
+			continue
+		}
+		var res struct {
+			TaskID  string `json:"task_id"`
+			CheckID string `json:"check_id"`
+		}
+		_ = json.Unmarshal(c.Result, &res)
+		for _, id := range []string{res.TaskID, res.CheckID} {
+			if id != "" && !slices.Contains(keys, id) {
+				keys = append(keys, `"`+id+`"`)
+			}
+		}
+	}
+	return keys
+}
+
+func mine(calls []adcptest.Call, tool string, keys []string) []adcptest.Call {
+	var out []adcptest.Call
+	for _, c := range calls {
+		if (tool == "" || c.Tool == tool) && containsAny(c.Arguments, keys) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func containsAny(b []byte, keys []string) bool {
+	for _, k := range keys {
+		if bytes.Contains(b, []byte(k)) {
+			return true
+		}
+	}
+	return false
+}
+
+func tools(calls []adcptest.Call) []string {
+	out := make([]string, len(calls))
+	for i, c := range calls {
+		out[i] = c.Tool
+		if c.Fault != "" {
+			out[i] += "(" + c.Fault + ")"
+		} else if c.ErrorCode != "" {
+			out[i] += "(" + c.ErrorCode + ")"
+		}
+	}
+	return out
+}
+
+// actions lists "<state>:<result>" for every invocation of the executions.
+func actions(exs []execution) []string {
+	var out []string
+	for _, ex := range exs {
+		for _, in := range ex.Invocations {
+			out = append(out, in.State+":"+in.Result)
+		}
+	}
+	return out
+}
+
+func count(ss []string, s string) int {
+	n := 0
+	for _, x := range ss {
+		if x == s {
+			n++
+		}
+	}
+	return n
+}
