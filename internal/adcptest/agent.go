@@ -805,7 +805,7 @@ func (a *agent) AdvanceDue() int {
 	a.mu.Lock()
 	for _, id := range a.taskOrder {
 		t := a.tasks[id]
-		if len(t.Remaining) > 0 && now.Sub(t.UpdatedAt) >= a.opts.StepInterval {
+		if len(t.Remaining) > 0 && !t.script.has("hold") && now.Sub(t.UpdatedAt) >= a.opts.StepInterval {
 			due = append(due, id)
 		}
 	}
@@ -893,7 +893,7 @@ func (a *agent) poll(_ context.Context, c *call) reply {
 		ok = false
 	}
 	advance := false
-	if ok && len(t.Remaining) > 0 && a.opts.PollsPerStep > 0 {
+	if ok && len(t.Remaining) > 0 && a.opts.PollsPerStep > 0 && !t.script.has("hold") {
 		t.polls++
 		advance = t.polls >= a.opts.PollsPerStep
 	}

@@ -100,6 +100,7 @@
 //	async_review         submitted + task_id; one step later completed with result = approved verdict
 //	async_review_denied  as async_review, resolving denied
 //	outcome_findings     (report_plan_outcome) outcome_state findings with a critical finding
+//	short_ttl            the verdict's expires_at (and token exp) is 1 s away instead of TokenTTL
 //
 // Transient faults (any tool but get_adcp_capabilities; once per
 // idempotency_key unless "*N", every call when the request has no key):
@@ -114,6 +115,10 @@
 //
 // Agent-wide equivalents: RateLimitNext(n), FailNextHTTP(n, status),
 // DelayNext(n, d).
+//
+// Either agent: hold keeps the tasks a request starts where they are: neither StepInterval
+// nor PollsPerStep advances them; only Advance and Finish do (a test decides when the seller
+// is done).
 //
 // Webhook fault tokens (or SellerOptions.WebhookFaults): wh_drop (terminal
 // notification dropped), wh_drop_all, wh_duplicate (every notification twice,

@@ -232,6 +232,10 @@ func (g *Governance) checkGovernance(_ context.Context, c *call) reply {
 
 // verdict builds a check_governance body for a synchronous behaviour.
 func (g *Governance) verdict(c *call, b GovernanceBehavior) map[string]any {
+	ttl := g.opts.TokenTTL
+	if c.script.has("short_ttl") {
+		ttl = time.Second
+	}
 	planID := c.str("plan_id")
 	tool := c.str("tool")
 	now := g.now()
@@ -262,7 +266,7 @@ func (g *Governance) verdict(c *call, b GovernanceBehavior) map[string]any {
 		body["verdict"] = "conditions"
 		body["explanation"] = "budget exceeds the plan's per-seller allocation"
 		body["conditions"] = []any{map[string]any{"field": "packages[0].budget", "required_value": want, "reason": "reduce the package budget to the allocation"}}
-		body["expires_at"] = now.Add(g.opts.TokenTTL).Format(time.RFC3339)
+		body["expires_at"] = now.Add(ttl).Format(time.RFC3339)
 	case GovConditionsAdvisory:
 		g.mu.Lock()
 		g.rounds[rkey]++
@@ -275,11 +279,11 @@ func (g *Governance) verdict(c *call, b GovernanceBehavior) map[string]any {
 		body["verdict"] = "conditions"
 		body["explanation"] = "targeting needs a person's review"
 		body["conditions"] = []any{map[string]any{"field": "packages[0].targeting_overlay", "reason": "confirm the audience excludes minors"}}
-		body["expires_at"] = now.Add(g.opts.TokenTTL).Format(time.RFC3339)
+		body["expires_at"] = now.Add(ttl).Format(time.RFC3339)
 	}
 	switch b {
 	case GovApproved:
-		exp := now.Add(g.opts.TokenTTL)
+		exp := now.Add(ttl)
 		body["verdict"] = "approved"
 		body["explanation"] = "within plan budget and policy"
 		body["expires_at"] = exp.Format(time.RFC3339)

@@ -42,6 +42,12 @@ func TestGovernanceVerdicts(t *testing.T) {
 				t.Errorf("governance_context is not compact-JWS shaped: %s", r.str("governance_context"))
 			}
 		}},
+		{name: "short-lived approval", sim: "short_ttl", verdict: "approved", check: func(t *testing.T, r result) {
+			exp, err := time.Parse(time.RFC3339, r.str("expires_at"))
+			if err != nil || time.Until(exp) > 2*time.Second {
+				t.Errorf("expires_at = %s, want within 1 s", r.str("expires_at"))
+			}
+		}},
 		{name: "denied by token", sim: "denied", verdict: "denied", check: func(t *testing.T, r result) {
 			if f, _ := r.get("findings").([]any); len(f) == 0 || r.get("governance_context") != nil {
 				t.Errorf("denial: %s", r.Raw)

@@ -168,6 +168,31 @@ func TestSellerStepInterval(t *testing.T) {
 	}
 }
 
+// A held task moves only when the test says so: neither the step interval nor polls advance it.
+func TestSellerHoldToken(t *testing.T) {
+	clk := newClock()
+	s, cs := startSeller(t, SellerOptions{StepInterval: time.Minute, PollsPerStep: 1, Now: clk.Now})
+	id := callT(t, cs, "create_media_buy", createArgs("async_complete,hold")).str("task_id")
+	for range 3 {
+		clk.Add(time.Minute)
+		if n := s.AdvanceDue(); n != 0 {
+			t.Fatalf("AdvanceDue moved %d held tasks", n)
+		}
+		if st := poll(t, cs, "get_task_status", id).str("status"); st != "submitted" {
+			t.Fatalf("held task is %s, want submitted", st)
+		}
+	}
+	if st, err := s.Advance(id); err != nil || st != "working" {
+		t.Fatalf("Advance = %s, %v", st, err)
+	}
+	if err := s.Finish(id, "completed"); err != nil {
+		t.Fatal(err)
+	}
+	if st := poll(t, cs, "get_task_status", id).str("status"); st != "completed" {
+		t.Errorf("status = %s after Finish, want completed", st)
+	}
+}
+
 func TestSellerPollToolsOption(t *testing.T) {
 	tests := []struct {
 		opt        PollTools
