@@ -289,7 +289,7 @@ func (w WaitState) Advance(cfg RunConfig, now time.Time, rnd func() float64) Wai
 	// then never poll one seller in lockstep, and the loop still reaches its cap in few rounds
 	// (full jitter, 1x to 2x, grows 1.5x on average and costs a 24-hour buy ~14 more transitions).
 	hi := min(prev*2, limit)
-	lo := min(prev+prev/2, hi)
+	lo := min(prev+(prev+1)/2, hi) // ceil(1.5 × prev): a 1 s interval grows too
 	next := lo + int(rnd()*float64(hi-lo+1))
 	next = min(next, limit)
 	if left := w.DeadlineUnix - now.Unix(); left > 0 && int64(next) > left {
