@@ -244,8 +244,11 @@ func (s *Service) recorded(op *ledger.Operation, cfg workflow.RunConfig, now tim
 }
 
 // Cancel is Compensate: update_media_buy {media_buy_id, canceled: true, cancellation_reason}
-// as an intent fixed once, then the operation moves to canceled (an operation that already
-// ended, e.g. completed, keeps its status; the cancellation is an audit event).
+// as an intent fixed once; the cancellation is an audit event. A completed operation moves to
+// canceled (the undo after governance findings: nothing follows it). Any other operation keeps
+// its status: on those paths (deadline, an approval of the seller's input-required request
+// rejected or expired) RecordFailure follows and records the status that says why (expired,
+// rejected), with the cancel in the timeline.
 func (s *Service) Cancel(ctx context.Context, in workflow.StageInput) (workflow.SellerOutput, error) {
 	op, err := s.load(ctx, in.Tenant, in.OperationID)
 	if err != nil {
@@ -309,11 +312,11 @@ func (s *Service) Cancel(ctx context.Context, in workflow.StageInput) (workflow.
 		return workflow.SellerOutput{}, err
 	}
 	s.log.InfoContext(ctx, "media buy canceled", "operationId", op.ID, "status", cur.Status)
-	return workflow.SellerOutput{Status: workflow.StatusCanceled, Terminal: true, Reason: reason}, nil
+	return workflow.SellerOutput{Status: cur.Status, Terminal: cur.Status.Terminal(), Reason: reason}, nil
 }
 
 func (s *Service) endCanceled(ctx context.Context, op *ledger.Operation, reason string) (*ledger.Operation, error) {
-	if op.Status.Terminal() {
+	if op.Status != workflow.StatusCompleted {
 		return op, nil
 	}
 	cur, _, err := s.move(ctx, op, workflow.StatusCanceled, ledger.Changes{Reason: &reason, Actor: actorSystem, EventType: EventCancel})

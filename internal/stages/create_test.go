@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/stages"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -288,6 +290,10 @@ func TestCancelCompensates(t *testing.T) {
 	if st := e.seller.MediaBuys()[0]["status"]; st != "canceled" {
 		t.Fatalf("seller media buy status = %v", st)
 	}
+	// The ledger says what the seller now holds: the completed buy is canceled.
+	if got := e.op(op.ID); got.Status != workflow.StatusCanceled || got.Reason == "" {
+		t.Fatalf("operation after compensation: %s (reason %q), want canceled with a reason", got.Status, got.Reason)
+	}
 	// A repeated compensation resends the same intent.
 	if _, err := e.svc.Cancel(context.Background(), stageIn(op, workflow.ActionCancel)); err != nil {
 		t.Fatal(err)
@@ -298,7 +304,9 @@ func TestCancelCompensates(t *testing.T) {
 	}
 }
 
-func TestCancelBeforeCompletionCancelsOperation(t *testing.T) {
+// Before completion the cancel is recorded but the status is left to RecordFailure, which
+// follows on every such path and says why (expired, rejected).
+func TestCancelBeforeCompletionLeavesStatusToFailure(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	op, _ := e.placed("approved,input_required")
@@ -306,8 +314,15 @@ func TestCancelBeforeCompletionCancelsOperation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Status != workflow.StatusCanceled || e.op(op.ID).Status != workflow.StatusCanceled {
-		t.Fatalf("output = %+v, status %s", out, e.op(op.ID).Status)
+	if out.Status != workflow.StatusInputRequired || out.Terminal || e.op(op.ID).Status != workflow.StatusInputRequired {
+		t.Fatalf("output = %+v, status %s: want input_required left for RecordFailure", out, e.op(op.ID).Status)
+	}
+	evs, err := e.store.ListEvents(context.Background(), op.Tenant, op.ID, 100, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(evs.Items, func(ev ledger.Event) bool { return ev.Type == stages.EventCancel }) {
+		t.Fatal("no cancel event")
 	}
 }
 

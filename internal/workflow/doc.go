@@ -3,7 +3,9 @@
 // sends and receives, and the error types whose Go type names are the ASL ErrorEquals names.
 //
 // Invariants:
-//   - A terminal status (completed, failed, rejected, canceled, expired) never changes again.
+//   - A terminal status (completed, failed, rejected, canceled, expired) never changes again,
+//     with one exception: completed → canceled, when buyflow cancels at the seller a buy the
+//     seller had completed (compensation).
 //   - Transitions only move along [Transitions]; the ledger enforces this with a condition on the
 //     current status (one of the legal predecessors) and on the version.
 //   - Payloads carry identifiers and control values only: never a task token in an output, never

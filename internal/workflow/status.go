@@ -37,7 +37,7 @@ var Statuses = []Status{
 var endings = []Status{StatusFailed, StatusRejected, StatusCanceled, StatusExpired}
 
 // Transitions is the legal transition table: the statuses each status may move to. A status
-// absent from the table (every terminal one) has no successor.
+// absent from the table (every terminal one but completed) has no successor.
 var Transitions = map[Status][]Status{
 	StatusRequested:          with(StatusCheckingGovernance, StatusAwaitingApproval, StatusCreating),
 	StatusCheckingGovernance: with(StatusAwaitingApproval, StatusCreating),
@@ -48,6 +48,10 @@ var Transitions = map[Status][]Status{
 	StatusSubmitted:        with(StatusWorking, StatusInputRequired, StatusCompleted),
 	StatusWorking:          with(StatusInputRequired, StatusCompleted),
 	StatusInputRequired:    with(StatusAwaitingApproval, StatusSubmitted, StatusWorking, StatusCompleted),
+	// The one move out of a terminal status: a buy the seller completed that buyflow then
+	// canceled at the seller (Compensate: governance findings required an undo, or the approval
+	// of a seller's input-required request was rejected or expired after the seller went on).
+	StatusCompleted: {StatusCanceled},
 }
 
 func with(next ...Status) []Status { return append(next, endings...) }
