@@ -596,21 +596,23 @@ func TestRequestForAnEndedOperationIsTerminal(t *testing.T) {
 }
 
 func TestRequestReasons(t *testing.T) {
+	const said = "buyer approval required: confirm the budget" // the operation's recorded reason
 	cases := []struct {
 		name, budget, reason string
 		requireApproval      bool
 		want                 string
+		wantText             string // what the approvers read under the reason
 	}{
-		{"over threshold", "12500.00", "governance_needs_approval", false, "policy_threshold"},
-		{"governance conditions", "500.00", "governance_needs_approval", false, "governance_conditions"},
-		{"buyer asked", "500.00", "governance_needs_approval", true, "buyer_requested"},
-		{"seller input", "500.00", "seller_input_required", false, "seller_input_required"},
+		{"over threshold", "12500.00", "governance_needs_approval", false, "policy_threshold", ""},
+		{"governance conditions", "500.00", "governance_needs_approval", false, "governance_conditions", said},
+		{"buyer asked", "500.00", "governance_needs_approval", true, "buyer_requested", ""},
+		{"seller input", "500.00", "seller_input_required", false, "seller_input_required", said},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, "")
 			op, err := e.store.CreateOperation(e.ctx, ledger.Operation{ID: "op-2", Tenant: tenant, SellerID: "s", BudgetTotal: tc.budget,
-				Currency: "USD", Requester: requester, RequireApproval: tc.requireApproval})
+				Currency: "USD", Requester: requester, RequireApproval: tc.requireApproval, Reason: said})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -620,8 +622,17 @@ func TestRequestReasons(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if a := e.approval(approvals.ApprovalID(tok)); a.Reason != tc.want {
-				t.Errorf("reason = %q, want %q", a.Reason, tc.want)
+			a := e.approval(approvals.ApprovalID(tok))
+			if a.Reason != tc.want || a.ReasonText != tc.wantText {
+				t.Errorf("reason = %q, %q; want %q, %q", a.Reason, a.ReasonText, tc.want, tc.wantText)
+			}
+			// The approvers read the seller's (or governance's) words in Slack.
+			msgs := e.sink.Messages()
+			if n := len(msgs); n == 0 {
+				t.Fatal("nothing posted to Slack")
+			}
+			if got := strings.Contains(string(msgs[len(msgs)-1].Body), said); got != (tc.wantText != "") {
+				t.Errorf("Slack message carries the recorded reason: %v, want %v", got, tc.wantText != "")
 			}
 		})
 	}

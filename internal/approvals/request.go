@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/buyflow/buyflow/internal/approval"
@@ -80,10 +81,11 @@ func (s *Service) Request(ctx context.Context, in workflow.CallbackInput) error 
 	a, err := s.cfg.Ledger.GetApproval(ctx, id)
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
+		code := s.reasonCode(in.Reason, op)
 		a, err = s.cfg.Ledger.CreateApproval(ctx, ledger.Approval{
 			ID: id, Tenant: in.Tenant, OperationID: in.OperationID, TaskToken: in.TaskToken,
 			Approvers: approvers, Requester: requester, Amount: op.BudgetTotal, Currency: op.Currency,
-			Reason: string(s.reasonCode(in.Reason, op)), ExpiresAt: now.Add(timeout),
+			Reason: string(code), ReasonText: reasonText(code, op), ExpiresAt: now.Add(timeout),
 		})
 		if errors.Is(err, ledger.ErrConflict) { // a concurrent retry created it first
 			a, err = s.cfg.Ledger.GetApproval(ctx, id)
@@ -205,6 +207,17 @@ func (s *Service) reasonCode(reason string, op *ledger.Operation) approval.Reaso
 		return ReasonBuyerRequested
 	}
 	return approval.ReasonGovernanceConditions
+}
+
+// reasonText is what the approvers read under the reason: the operation's recorded reason
+// when it carries the words of the party that asked (the seller's input-required message, the
+// governance agent's conditions), frozen into the approval when it is requested.
+func reasonText(code approval.ReasonCode, op *ledger.Operation) string {
+	switch code {
+	case approval.ReasonSellerInputRequired, approval.ReasonGovernanceConditions:
+		return truncate(strings.TrimSpace(op.Reason), 500)
+	}
+	return ""
 }
 
 // ReasonBuyerRequested is the reason code of an approval the buyer asked for in the submit

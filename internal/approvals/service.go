@@ -110,7 +110,7 @@ func view(a *ledger.Approval, op *ledger.Operation) approval.Approval {
 	v := approval.Approval{
 		ID: a.ID, OperationID: a.OperationID, Tenant: a.Tenant,
 		Approvers: a.Approvers, EscalationApprovers: a.EscalationApprovers, Requester: a.Requester,
-		Amount: toMoney(a.Amount, a.Currency), Reason: approval.ReasonCode(a.Reason),
+		Amount: toMoney(a.Amount, a.Currency), Reason: approval.ReasonCode(a.Reason), ReasonText: a.ReasonText,
 		Status: approval.Status(a.Status), DecidedBy: a.Decider, DecidedAt: a.DecidedAt,
 		Comment: a.Comment, ExpiresAt: a.ExpiresAt,
 	}

@@ -34,23 +34,26 @@ type SlackRef struct {
 // the id), so callers must compare Tenant with the caller's tenant where one is known. TaskToken
 // is internal: it never leaves AWS.
 type Approval struct {
-	ID                  string         `dynamodbav:"approval_id"`
-	Tenant              string         `dynamodbav:"tenant"`
-	OperationID         string         `dynamodbav:"operation_id"`
-	TaskToken           string         `dynamodbav:"task_token"`
-	Approvers           []string       `dynamodbav:"approvers,omitempty"`
-	EscalationApprovers []string       `dynamodbav:"escalation_approvers,omitempty"`
-	Requester           string         `dynamodbav:"requester,omitempty"`
-	Amount              string         `dynamodbav:"amount,omitempty"`
-	Currency            string         `dynamodbav:"currency,omitempty"`
-	Reason              string         `dynamodbav:"reason,omitempty"`
-	ExpiresAt           time.Time      `dynamodbav:"expires_at"`
-	Status              ApprovalStatus `dynamodbav:"status"`
-	Decider             string         `dynamodbav:"decider,omitempty"`
-	DecidedAt           time.Time      `dynamodbav:"decided_at,omitempty"`
-	Comment             string         `dynamodbav:"comment,omitempty"`
-	SlackMessages       []SlackRef     `dynamodbav:"slack_messages,omitempty"`
-	CreatedAt           time.Time      `dynamodbav:"created_at"`
+	ID                  string   `dynamodbav:"approval_id"`
+	Tenant              string   `dynamodbav:"tenant"`
+	OperationID         string   `dynamodbav:"operation_id"`
+	TaskToken           string   `dynamodbav:"task_token"`
+	Approvers           []string `dynamodbav:"approvers,omitempty"`
+	EscalationApprovers []string `dynamodbav:"escalation_approvers,omitempty"`
+	Requester           string   `dynamodbav:"requester,omitempty"`
+	Amount              string   `dynamodbav:"amount,omitempty"`
+	Currency            string   `dynamodbav:"currency,omitempty"`
+	Reason              string   `dynamodbav:"reason,omitempty"`
+	// ReasonText is what the party that asked for the approval said (the seller's
+	// input-required message, the governance agent's conditions), shown to the approvers.
+	ReasonText    string         `dynamodbav:"reason_text,omitempty"`
+	ExpiresAt     time.Time      `dynamodbav:"expires_at"`
+	Status        ApprovalStatus `dynamodbav:"status"`
+	Decider       string         `dynamodbav:"decider,omitempty"`
+	DecidedAt     time.Time      `dynamodbav:"decided_at,omitempty"`
+	Comment       string         `dynamodbav:"comment,omitempty"`
+	SlackMessages []SlackRef     `dynamodbav:"slack_messages,omitempty"`
+	CreatedAt     time.Time      `dynamodbav:"created_at"`
 }
 
 type approvalItem struct {
