@@ -236,3 +236,83 @@ func count(ss []string, s string) int {
 	}
 	return n
 }
+
+// eventually waits up to timeout for cond, checking every 100 ms.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within %v", what, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// sellerTask waits for the buy's create_media_buy and returns the seller task it started.
+func (r *buyRun) sellerTask() string {
+	r.t.Helper()
+	var id string
+	eventually(r.t, 30*time.Second, "seller task", func() bool {
+		for _, c := range r.sellerCalls("create_media_buy") {
+			var res struct {
+				TaskID string `json:"task_id"`
+			}
+			if json.Unmarshal(c.Result, &res) == nil && res.TaskID != "" {
+				id = res.TaskID
+				return true
+			}
+		}
+		return false
+	})
+	return id
+}
+
+// slackMessages returns the fake Slack's messages about this buy.
+func (r *buyRun) slackMessages() []apiclient.SlackMessage {
+	r.t.Helper()
+	msgs, err := apiclient.SlackMessages(context.Background(), nil, sys.slackURL)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var out []apiclient.SlackMessage
+	for _, m := range msgs {
+		if strings.Contains(string(m.Body)+m.Text, r.op) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// approvalLink waits for the Slack message asking for this buy's approval and returns its link.
+func (r *buyRun) approvalLink() string {
+	r.t.Helper()
+	var link string
+	eventually(r.t, 30*time.Second, "approval link in Slack", func() bool {
+		links := apiclient.ApprovalLinks(r.slackMessages(), sys.apiURL)
+		if len(links) > 0 {
+			link = links[len(links)-1]
+		}
+		return link != ""
+	})
+	return link
+}
+
+// decide opens the buy's approval link from Slack and submits decision, as the approver would.
+func (r *buyRun) decide(decision string) {
+	r.t.Helper()
+	if code, heading := decideLink(r.t, r.approvalLink(), decision); code != http.StatusOK {
+		r.t.Fatalf("%s: result page HTTP %d %q", decision, code, heading)
+	}
+}
+
+// decideLink submits decision from link and returns the result page's status and heading.
+func decideLink(t *testing.T, link, decision string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	code, heading, err := apiclient.Decide(ctx, &http.Client{Timeout: 30 * time.Second}, link, decision, "stagepaths: "+decision)
+	if err != nil {
+		t.Fatalf("%s from the Slack link: %v", decision, err)
+	}
+	return code, heading
+}

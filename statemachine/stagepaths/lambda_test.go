@@ -32,7 +32,7 @@ import (
 type lambdaService struct {
 	mu     sync.Mutex
 	fns    map[string]*function
-	faults map[string]int // "<function>\x00<operation id>" → service errors still to answer
+	faults map[string]int // "<function>\x00<tenant>" → service errors still to answer
 	procs  []*exec.Cmd
 	logs   *logBook
 }
@@ -87,18 +87,18 @@ func (l *lambdaService) fn(nameOrARN string) *function {
 	return l.fns[name]
 }
 
-// inject makes the next n invocations of fn for operationID fail with a Lambda service error
-// before the function sees them.
-func (l *lambdaService) inject(fn, operationID string, n int) {
+// inject makes the next n invocations of fn whose payload names tenant fail with a Lambda
+// service error before the function sees them.
+func (l *lambdaService) inject(fn, tenant string, n int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.faults[fn+"\x00"+operationID] += n
+	l.faults[fn+"\x00"+tenant] += n
 }
 
-func (l *lambdaService) takeFault(fn, operationID string) bool {
+func (l *lambdaService) takeFault(fn, tenant string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	k := fn + "\x00" + operationID
+	k := fn + "\x00" + tenant
 	if l.faults[k] > 0 {
 		l.faults[k]--
 		return true
@@ -231,10 +231,10 @@ func (l *lambdaService) invokeAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var head struct {
-		OperationID string `json:"operation_id"`
+		Tenant string `json:"tenant"`
 	}
 	_ = json.Unmarshal(payload, &head)
-	if head.OperationID != "" && l.takeFault(f.name, head.OperationID) {
+	if head.Tenant != "" && l.takeFault(f.name, head.Tenant) {
 		lambdaError(w, http.StatusInternalServerError, "ServiceException", "injected by the test: the Lambda service failed")
 		return
 	}
