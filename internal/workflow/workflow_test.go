@@ -211,13 +211,22 @@ func TestWaitBackoff(t *testing.T) {
 	if got := StartWait(cfg, now, false).Advance(cfg, now, bottom).IntervalSeconds; got != 15 {
 		t.Fatalf("floor jitter interval = %d, want 15", got)
 	}
-	// A seller that accepted a webhook backs off to the long cap.
+	// A seller that accepted a webhook backs off faster (3x to 4x) to the long cap.
 	wh := StartWait(cfg, now, true)
-	for range 12 {
-		wh = wh.Advance(cfg, now, top)
+	var whSeq []int
+	for range 5 {
+		wh = wh.Advance(cfg, now, bottom)
+		whSeq = append(whSeq, wh.IntervalSeconds)
 	}
-	if wh.IntervalSeconds != 1000 { // capped by the deadline, not by 3600
-		t.Fatalf("webhook interval = %d, want 1000 (deadline)", wh.IntervalSeconds)
+	if want := []int{30, 90, 270, 810, 1000}; !slices.Equal(whSeq, want) { // capped by the deadline, not by 3600
+		t.Fatalf("webhook intervals with floor jitter = %v, want %v", whSeq, want)
+	}
+	if got := StartWait(cfg, now, true).Advance(cfg, now, top).IntervalSeconds; got != 40 {
+		t.Fatalf("webhook interval with max jitter = %d, want 40", got)
+	}
+	one := RunConfig{PollInitialSeconds: 1, PollMaxSeconds: 9, PollMaxWebhookSeconds: 9, DeadlineSeconds: 100}
+	if got := StartWait(one, now, false).Advance(one, now, bottom).IntervalSeconds; got != 2 {
+		t.Fatalf("a 1 s interval grew to %d, want 2", got)
 	}
 	// Never past the deadline.
 	late := now.Add(995 * time.Second)
