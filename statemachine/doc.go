@@ -32,13 +32,15 @@
 //     ApprovalForSellerInput; continue_as_new → ContinueAsNewExecution (states:startExecution,
 //     Name $.seller.result.next_execution_name) → HandedOverToNextExecution; else PollSeller.
 //   - CancelAfterDeadline cancels the buy at the seller (create function, action cancel, the
-//     deadline as its reason; the operation ends canceled with that reason), then RecordFailure
-//     records DeadlineExceededError and reports failed to governance. A failed cancel (Catch
+//     deadline as its reason; a cancel event in the timeline), then RecordFailure records
+//     DeadlineExceededError, ends the operation expired and reports failed to governance. A
+//     failed cancel (Catch
 //     States.ALL at $.cancel_error) goes through DeadlineCancelFailed, which rewrites the cause
 //     to say the buy may still be live at the seller, to RecordFailure (the operation ends expired).
 //   - A continuation (its input has seller) goes from IsContinuation straight to AwaitSeller.
-//   - ReportOutcome → UndoRequired: compensation_required → Compensate → AfterCompensation →
-//     CanceledAfterGovernanceFindings.
+//   - ReportOutcome → UndoRequired: compensation_required → Compensate (the completed
+//     operation moves to canceled) → AfterCompensation → CanceledAfterGovernanceFindings.
+//     Compensate on the way to RecordFailure (CancelIfPlaced) leaves the status to it.
 //   - Every failure (each Task's Catch States.ALL, and the Pass states that decide to stop)
 //     puts {Error, Cause} at $.failure → RecordFailure → FailureKind → one Fail state a person
 //     can read: DeniedByGovernance, RejectedByApprover, ApprovalExpired, DeadlinePassed,

@@ -18,10 +18,9 @@ import (
 // aws-local-stepfunctions 3.0.0 through harness/run.mjs, with each Lambda task answered by a
 // scenario. They own Retry, Catch, error names, timeouts and the order of states.
 //
-// The stage Lambdas are not written yet, so the scenarios stand in for them. Later the same
-// scenarios will be re-run with the real Go bootstraps behind the adapter that sends each
-// lambda:invoke to a function's bootstrap; the scenario outputs are then the fixtures that the
-// Lambdas' own tests must produce.
+// Scripted results reach corners the real stages rarely produce (an unexpected governance
+// decision, a failed cancel, a failure the recorder cannot record). statemachine/stagepaths
+// runs the same ASL with the real Go bootstraps behind every Task, one test per path.
 //
 // They need Node (>= 20) and the root node_modules; set BUYFLOW_NODE_TESTS=1 (make test does).
 
