@@ -186,12 +186,6 @@ func prod(t *testing.T) synthesized {
 	return defaultSynth
 }
 
-func withFunction(app topology.Application, f topology.Function) topology.Application {
-	out := app
-	out.Functions = append(slices.Clone(app.Functions), f)
-	return out
-}
-
 func modify(app topology.Application, name string, change func(*topology.Function)) topology.Application {
 	out := app
 	out.Functions = slices.Clone(app.Functions)

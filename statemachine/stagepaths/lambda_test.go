@@ -43,16 +43,6 @@ type function struct {
 	timeout  time.Duration
 	queue    chan *invocation
 	inflight sync.Map // request id → *invocation
-	// Invocations counts invocations answered, by action (the payload's "action", or the
-	// HTTP route for API Gateway events).
-	mu      sync.Mutex
-	answers []answered
-}
-
-type answered struct {
-	Action      string
-	OperationID string
-	Error       string // errorType of a function error, "" on success
 }
 
 type invocation struct {
@@ -190,18 +180,6 @@ func (l *lambdaService) Invoke(ctx context.Context, f *function, payload []byte)
 	case <-ctx.Done():
 		return outcome{}, ctx.Err()
 	}
-	var head struct {
-		Action      string `json:"action"`
-		OperationID string `json:"operation_id"`
-		RouteKey    string `json:"routeKey"`
-	}
-	_ = json.Unmarshal(payload, &head)
-	if head.Action == "" {
-		head.Action = head.RouteKey
-	}
-	f.mu.Lock()
-	f.answers = append(f.answers, answered{Action: head.Action, OperationID: head.OperationID, Error: out.errType})
-	f.mu.Unlock()
 	return out, nil
 }
 
@@ -323,23 +301,6 @@ func (l *lambdaService) runtime(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// answers returns what fn answered for operationID, in order.
-func (l *lambdaService) answers(fn, operationID string) []answered {
-	f := l.fn(fn)
-	if f == nil {
-		return nil
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []answered
-	for _, a := range f.answers {
-		if a.OperationID == operationID {
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
 func newID() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
@@ -353,7 +314,9 @@ type logBook struct {
 	lines []string
 }
 
-func (b *logBook) writer(fn string) io.Writer { return &logWriter{book: b, prefix: fmt.Sprintf("%-10s| ", fn)} }
+func (b *logBook) writer(fn string) io.Writer {
+	return &logWriter{book: b, prefix: fmt.Sprintf("%-10s| ", fn)}
+}
 
 // matching returns the lines containing s.
 func (b *logBook) matching(s string) []string {
