@@ -8,7 +8,7 @@ FUNCTIONS := $(notdir $(patsubst %/,%,$(dir $(wildcard functions/*/main.go))))
 TOOLS     := $(CURDIR)/.tools
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)
-FUZZTIME  ?= 10s
+FUZZTIME  ?=
 MAX_BOOTSTRAP_BYTES := 12582912
 LAMBDA_FLAGS := -trimpath -buildvcs=false -tags lambda.norpc -ldflags "-s -w"
 
@@ -95,7 +95,7 @@ test-unit: ## the fast layer only: go test ./... without the Node-backed tests
 	$(GO) test -race ./...
 
 .PHONY: fuzz
-fuzz: ## run every Fuzz target for FUZZTIME (default 10s) each (scripts/fuzz.sh)
+fuzz: ## run every Fuzz target for its execution count, or FUZZTIME (e.g. 30s, 1000000x), each (scripts/fuzz.sh)
 	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
 
 .PHONY: bench

@@ -214,9 +214,10 @@ func TestSubmittedNoWebhookPollsWithBackoff(t *testing.T) {
 	if n := count(actions([]execution{ex}), "AwaitSeller:States.Timeout"); n < 4 {
 		t.Errorf("%d AwaitSeller timeouts, want >= 4", n)
 	}
-	at := polls()
+	// From the create to the first poll: the initial 1 s; the last gap is at the 4 s cap.
+	at := append([]time.Time{r.sellerCalls("create_media_buy")[0].Time}, polls()...)
 	first, last := at[1].Sub(at[0]), at[len(at)-1].Sub(at[len(at)-2])
-	t.Logf("poll gaps: first %v, last %v", first, last)
+	t.Logf("gaps before each poll: first %v, last %v", first, last)
 	if last < first+time.Second {
 		t.Errorf("poll gaps did not grow: first %v, last %v", first, last)
 	}
