@@ -2,11 +2,8 @@ package approvals_test
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,11 +13,10 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unicode/utf8"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/chromedp/chromedp"
 
+	"github.com/buyflow/buyflow/internal/apigwtest"
 	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -267,7 +263,7 @@ func serveApprovals(t *testing.T, e *env) (*httptest.Server, *requestLog) {
 			http.NotFound(w, r)
 			return
 		}
-		req, err := toAPIGatewayRequest(r, map[string]string{"approval_id": id})
+		req, err := apigwtest.Request(r, r.Method+" /v1/approvals/{approval_id}", map[string]string{"approval_id": id})
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -279,83 +275,12 @@ func serveApprovals(t *testing.T, e *env) (*httptest.Server, *requestLog) {
 			return
 		}
 		seen.add(r.Method + " " + strconv.Itoa(resp.StatusCode))
-		if err := writeAPIGatewayResponse(w, resp); err != nil {
+		if err := apigwtest.WriteResponse(w, resp); err != nil {
 			t.Errorf("write response: %v", err)
 		}
 	}))
 	t.Cleanup(srv.Close)
 	return srv, seen
-}
-
-// toAPIGatewayRequest converts a net/http request into the event API Gateway's HTTP API
-// sends: lower-case header names with repeated values joined by commas, the raw query string,
-// a text body as is and any other body base64-encoded.
-func toAPIGatewayRequest(r *http.Request, pathParams map[string]string) (events.APIGatewayV2HTTPRequest, error) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	if err != nil {
-		return events.APIGatewayV2HTTPRequest{}, err
-	}
-	headers := make(map[string]string, len(r.Header)+1)
-	for k, v := range r.Header {
-		headers[strings.ToLower(k)] = strings.Join(v, ",")
-	}
-	headers["host"] = r.Host
-	ip, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		ip = r.RemoteAddr
-	}
-	req := events.APIGatewayV2HTTPRequest{
-		Version: "2.0", RouteKey: r.Method + " /v1/approvals/{approval_id}",
-		RawPath: r.URL.EscapedPath(), RawQueryString: r.URL.RawQuery,
-		Headers: headers, PathParameters: pathParams,
-	}
-	if r.URL.RawQuery != "" {
-		req.QueryStringParameters = map[string]string{}
-		for k, v := range r.URL.Query() {
-			req.QueryStringParameters[k] = strings.Join(v, ",")
-		}
-	}
-	if utf8.Valid(body) {
-		req.Body = string(body)
-	} else {
-		req.Body, req.IsBase64Encoded = base64.StdEncoding.EncodeToString(body), true
-	}
-	req.RequestContext.Stage = "$default"
-	req.RequestContext.DomainName = r.Host
-	req.RequestContext.HTTP = events.APIGatewayV2HTTPRequestContextHTTPDescription{
-		Method: r.Method, Path: r.URL.Path, Protocol: r.Proto, SourceIP: ip, UserAgent: r.UserAgent(),
-	}
-	return req, nil
-}
-
-// writeAPIGatewayResponse writes a payload v2 response to w.
-func writeAPIGatewayResponse(w http.ResponseWriter, resp events.APIGatewayV2HTTPResponse) error {
-	for k, v := range resp.Headers {
-		w.Header().Set(k, v)
-	}
-	for k, vs := range resp.MultiValueHeaders {
-		for _, v := range vs {
-			w.Header().Add(k, v)
-		}
-	}
-	for _, c := range resp.Cookies {
-		w.Header().Add("Set-Cookie", c)
-	}
-	body := []byte(resp.Body)
-	if resp.IsBase64Encoded {
-		b, err := base64.StdEncoding.DecodeString(resp.Body)
-		if err != nil {
-			return err
-		}
-		body = b
-	}
-	status := resp.StatusCode
-	if status == 0 {
-		status = http.StatusOK
-	}
-	w.WriteHeader(status)
-	_, err := w.Write(body)
-	return err
 }
 
 // writeArtifact writes a test artifact to $BUYFLOW_ARTIFACTS, or to artifacts/ at the root

@@ -57,6 +57,20 @@ func TestLambdasNeverLinkCDK(t *testing.T) {
 	}
 }
 
+// Test-support packages (simulated agents, emulators, event converters) never reach a Lambda.
+func TestLambdasNeverLinkTestSupport(t *testing.T) {
+	support := []string{"/internal/adcptest", "/internal/dynamotest", "/internal/apigwtest", "/internal/metrics/metricstest", "/internal/localstack"}
+	for path, p := range list(t, "./functions/...") {
+		for _, d := range p.Deps {
+			for _, s := range support {
+				if d == module+s || strings.HasPrefix(d, module+s+"/") {
+					t.Errorf("%s links the test-support package %s", path, d)
+				}
+			}
+		}
+	}
+}
+
 func TestNothingImportsInfraOrFunctions(t *testing.T) {
 	for path, p := range list(t, "./...") {
 		if strings.HasPrefix(path, module+"/infra") {
