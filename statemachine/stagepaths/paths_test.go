@@ -57,6 +57,14 @@ func wantCalls(t *testing.T, who string, got []string, want ...string) {
 	}
 }
 
+// wantReport checks that governance heard exactly one report_plan_outcome, with outcome.
+func (r *buyRun) wantReport(outcome string) {
+	r.t.Helper()
+	if reports := r.governanceCalls("report_plan_outcome"); len(reports) != 1 || arg(r.t, reports[0].Arguments, "outcome") != outcome {
+		r.t.Errorf("governance heard %v, want one report_plan_outcome %s", tools(reports), outcome)
+	}
+}
+
 // arg decodes one argument of a recorded call.
 func arg(t *testing.T, raw json.RawMessage, name string) any {
 	t.Helper()
@@ -353,10 +361,7 @@ func TestSellerFailed(t *testing.T) {
 	if !strings.Contains(op.Reason, "sold out") {
 		t.Errorf("reason %q does not carry the seller's explanation", op.Reason)
 	}
-	reports := r.governanceCalls("report_plan_outcome")
-	if len(reports) != 1 || arg(t, reports[0].Arguments, "outcome") != "failed" {
-		t.Errorf("governance heard %v, want one report_plan_outcome failed", tools(reports))
-	}
+	r.wantReport("failed")
 }
 
 // Transient faults: the seller answers 503 twice (the create stage returns TransientError, the
@@ -399,9 +404,7 @@ func TestPermanentErrorCaught(t *testing.T) {
 	if !strings.Contains(op.Reason, "POLICY_VIOLATION") {
 		t.Errorf("reason %q does not name the seller's error", op.Reason)
 	}
-	if reports := r.governanceCalls("report_plan_outcome"); len(reports) != 1 || arg(t, reports[0].Arguments, "outcome") != "failed" {
-		t.Errorf("governance heard %v, want one report_plan_outcome failed", tools(reports))
-	}
+	r.wantReport("failed")
 }
 
 // The seller never finishes within the deadline: the workflow cancels and reports.
@@ -423,9 +426,7 @@ func TestDeadlineExceededCancelsAndReports(t *testing.T) {
 	if !slices.Contains(tl, "cancel") {
 		t.Errorf("timeline %v has no cancel", tl)
 	}
-	if reports := r.governanceCalls("report_plan_outcome"); len(reports) != 1 || arg(t, reports[0].Arguments, "outcome") != "failed" {
-		t.Errorf("governance heard %v, want one report_plan_outcome failed", tools(reports))
-	}
+	r.wantReport("failed")
 }
 
 // The governance agent's outcome findings require an undo: the buy is canceled at the seller
