@@ -263,7 +263,7 @@ func start() (*system, error) {
 		topology.EnvLocalTenantHeader:  "", // tenants come from the IAM identity, as on AWS
 		topology.EnvRunConfig:          string(runCfg),
 	}
-	s.lambda.stopOnClose(s)
+	s.onClose(func() { s.lambda.stop(3 * time.Second) })
 	for _, f := range topology.App.Functions {
 		n, ok := instances[f.Name]
 		if !ok {
@@ -290,8 +290,6 @@ func start() (*system, error) {
 	}
 	return s, nil
 }
-
-func (l *lambdaService) stopOnClose(s *system) { s.onClose(func() { l.stop(3 * time.Second) }) }
 
 func randomHex(n int) string {
 	b := make([]byte, n)
