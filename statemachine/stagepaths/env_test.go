@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -173,10 +174,18 @@ func start() (*system, error) {
 	var sfnProxy atomic.Pointer[httputil.ReverseProxy] // set once the harness runs
 	kumoTarget, _ := url.Parse(kumoURL)
 	kumoProxy := httputil.NewSingleHostReverseProxy(kumoTarget)
+	var secretsMu sync.Mutex
 	awsMux := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case strings.HasPrefix(r.URL.Path, "/_runtime/"), strings.HasPrefix(r.URL.Path, "/2015-03-31/functions/"):
 			s.lambda.ServeHTTP(w, r)
+		case strings.HasPrefix(r.Header.Get("X-Amz-Target"), "secretsmanager."):
+			// kumo's GetSecretValue writes LastAccessedDate under a read lock: concurrent reads
+			// are a data race (a -race failure in this process). The local stack serializes
+			// them the same way (internal/localstack/proxy.go).
+			secretsMu.Lock()
+			defer secretsMu.Unlock()
+			kumoProxy.ServeHTTP(w, r)
 		case strings.HasPrefix(r.Header.Get("X-Amz-Target"), "AWSStepFunctions."):
 			if p := sfnProxy.Load(); p != nil {
 				p.ServeHTTP(w, r)
