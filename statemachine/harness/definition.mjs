@@ -5,8 +5,8 @@ import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
-// FUNCTION_ARN is the ARN every ${placeholder} of the ASL becomes: name is the placeholder
-// (the topology's function placeholder), so a handler can tell the functions apart.
+// functionARN is the ARN every ${Placeholder} of the ASL becomes by default: name is the
+// placeholder itself, so a handler can tell the functions apart.
 export const functionARN = (name) => `arn:aws:lambda:us-east-1:123456789012:function:${name}`;
 
 // loadDefinition reads statemachine/mediabuy.asl.json, substitutes every ${Name} with
