@@ -54,6 +54,10 @@ type Approval struct {
 	Comment       string         `dynamodbav:"comment,omitempty"`
 	SlackMessages []SlackRef     `dynamodbav:"slack_messages,omitempty"`
 	CreatedAt     time.Time      `dynamodbav:"created_at"`
+	// DecisionID is the random id of the Decide that recorded the decision (internal): a
+	// decision whose response was lost is retried by the SDK and then fails its own condition;
+	// finding its id here tells the ledger the decision is in.
+	DecisionID string `dynamodbav:"decision_id,omitempty"`
 }
 
 type approvalItem struct {
@@ -154,9 +158,11 @@ func (s *Store) Decide(ctx context.Context, id string, d Decision) (*Approval, e
 	if d.Outcome != ApprovalExpired {
 		cond = cond.And(expression.Name("expires_at_ms").GreaterThan(expression.Value(now.UnixMilli())))
 	}
+	decision := s.NewID()
 	up := expression.Set(expression.Name(attrStatus), expression.Value(string(d.Outcome))).
 		Set(expression.Name("decider"), expression.Value(d.By)).
-		Set(expression.Name("decided_at"), expression.Value(now))
+		Set(expression.Name("decided_at"), expression.Value(now)).
+		Set(expression.Name("decision_id"), expression.Value(decision))
 	if d.Comment != "" {
 		up = up.Set(expression.Name("comment"), expression.Value(d.Comment))
 	}
@@ -187,6 +193,9 @@ func (s *Store) Decide(ctx context.Context, id string, d Decision) (*Approval, e
 		cur, derr := decodeApproval(item)
 		if derr != nil {
 			return nil, derr
+		}
+		if cur.DecisionID == decision {
+			return cur, nil // this very decision, retried by the SDK after its response was lost
 		}
 		return nil, &DecisionError{Current: cur}
 	}

@@ -104,6 +104,11 @@ func (s *Store) AppendEvent(ctx context.Context, tenant, opID string, ev Event) 
 		return err
 	}
 	if _, err := s.api.PutItem(ctx, in); err != nil {
+		if failed, _ := conditionFailed(err); failed {
+			// The key ends in a random id, so only this very put can hold it: the SDK retried
+			// it after its response was lost, and the event is stored.
+			return nil
+		}
 		return fmt.Errorf("ledger: append %s event to operation %s: %w", ev.Type, opID, err)
 	}
 	return nil

@@ -129,6 +129,10 @@ func (s *Store) Claim(ctx context.Context, tenant, idempotencyKey, payloadHash s
 	if err := attributevalue.UnmarshalMap(item, &existing); err != nil {
 		return nil, fmt.Errorf("ledger: decode claim: %w", err)
 	}
+	if existing.Owner == c.Owner {
+		// Our own put, retried by the SDK after its response was lost (owners are random).
+		return &c, nil
+	}
 	if existing.PayloadHash != payloadHash {
 		return nil, &PayloadMismatchError{Existing: &existing.Claim}
 	}
@@ -147,16 +151,25 @@ func (s *Store) CompleteClaim(ctx context.Context, c *Claim, operationID string,
 	if err != nil {
 		return err
 	}
+	k := key(claimPK(c.Tenant, c.Key), skClaim)
 	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: key(claimPK(c.Tenant, c.Key), skClaim),
+		TableName: aws.String(s.table), Key: k,
 		ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
 		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err != nil {
-		if failed, _ := conditionFailed(err); failed {
+		failed, old := conditionFailed(err)
+		if !failed {
+			return fmt.Errorf("ledger: complete claim: %w", err)
+		}
+		// Completed by this very call, retried by the SDK after its response was lost?
+		item, rerr := s.oldOrRead(ctx, old, k)
+		var cur claimItem
+		if rerr != nil || attributevalue.UnmarshalMap(item, &cur) != nil ||
+			cur.Owner != c.Owner || cur.Status != ClaimCompleted || cur.OperationID != operationID {
 			return fmt.Errorf("ledger: complete claim: no longer ours: %w", ErrConflict)
 		}
-		return fmt.Errorf("ledger: complete claim: %w", err)
 	}
 	c.Status, c.OperationID, c.Response, c.InProgressExpiry = ClaimCompleted, operationID, response, 0
 	return nil
@@ -174,10 +187,16 @@ func (s *Store) ReleaseClaim(ctx context.Context, c *Claim) error {
 		ConditionExpression: e.Condition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
 	})
 	if err != nil {
-		if failed, _ := conditionFailed(err); failed {
-			return fmt.Errorf("ledger: release claim: no longer ours: %w", ErrConflict)
+		failed, _ := conditionFailed(err)
+		if !failed {
+			return fmt.Errorf("ledger: release claim: %w", err)
 		}
-		return fmt.Errorf("ledger: release claim: %w", err)
+		// Gone: released by this very call, retried by the SDK after its response was lost (or
+		// expired); either way nothing holds the key for us any more.
+		if _, rerr := s.getItem(ctx, key(claimPK(c.Tenant, c.Key), skClaim)); errors.Is(rerr, ErrNotFound) {
+			return nil
+		}
+		return fmt.Errorf("ledger: release claim: no longer ours: %w", ErrConflict)
 	}
 	return nil
 }

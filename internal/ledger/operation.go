@@ -59,6 +59,10 @@ type Operation struct {
 	ExecutionName    string    `dynamodbav:"execution_name,omitempty"`
 	// TaskToken is the Step Functions task token the workflow currently waits on (internal only).
 	TaskToken string `dynamodbav:"task_token,omitempty"`
+	// LastWrite is the random id of the last Transition or UpdateFields (internal only): a write
+	// whose response was lost is retried by the SDK and then fails its own condition; finding
+	// its id here tells the ledger the write is in.
+	LastWrite string `dynamodbav:"last_write,omitempty"`
 }
 
 // View is the API projection of an operation: every field but the task token.
@@ -402,8 +406,8 @@ func (s *Store) Transition(ctx context.Context, tenant, id string, to workflow.S
 	if len(preds) == 0 {
 		return nil, fmt.Errorf("%w: no status may move to %q", ErrInvalidArgument, to)
 	}
-	now := s.now()
-	in, err := s.transitionInput(tenant, id, to, preds, expectedVersion, ch, now)
+	write := s.NewID()
+	in, err := s.transitionInput(tenant, id, to, preds, expectedVersion, ch, s.now(), write)
 	if err != nil {
 		return nil, err
 	}
@@ -411,7 +415,11 @@ func (s *Store) Transition(ctx context.Context, tenant, id string, to workflow.S
 		failed, old, contention := canceledAt(err, 0)
 		switch {
 		case failed:
-			return nil, s.transitionConflict(ctx, tenant, id, to, preds, expectedVersion, old)
+			err := s.transitionConflict(ctx, tenant, id, to, preds, expectedVersion, old)
+			if te, ok := errors.AsType[*TransitionError](err); ok && te.Current.LastWrite == write {
+				return te.Current, nil // this very write, retried by the SDK after its response was lost
+			}
+			return nil, err
 		case contention:
 			return nil, fmt.Errorf("ledger: transition operation %s to %s: %w", id, to, ErrContention)
 		}
@@ -442,7 +450,8 @@ func (s *Store) UpdateFields(ctx context.Context, tenant, id string, expectedVer
 	if len(preds) == 0 {
 		return nil, fmt.Errorf("%w: %q is not a pending status", ErrInvalidArgument, ch.From)
 	}
-	in, err := s.transitionInput(tenant, id, "", preds, expectedVersion, ch, s.now())
+	write := s.NewID()
+	in, err := s.transitionInput(tenant, id, "", preds, expectedVersion, ch, s.now(), write)
 	if err != nil {
 		return nil, err
 	}
@@ -450,7 +459,11 @@ func (s *Store) UpdateFields(ctx context.Context, tenant, id string, expectedVer
 		failed, old, contention := canceledAt(err, 0)
 		switch {
 		case failed:
-			return nil, s.transitionConflict(ctx, tenant, id, "", preds, expectedVersion, old)
+			err := s.transitionConflict(ctx, tenant, id, "", preds, expectedVersion, old)
+			if te, ok := errors.AsType[*TransitionError](err); ok && te.Current.LastWrite == write {
+				return te.Current, nil // this very write, retried by the SDK after its response was lost
+			}
+			return nil, err
 		case contention:
 			return nil, fmt.Errorf("ledger: update operation %s: %w", id, ErrContention)
 		}
@@ -460,7 +473,7 @@ func (s *Store) UpdateFields(ctx context.Context, tenant, id string, expectedVer
 }
 
 // transitionInput builds the transaction of a transition (to set) or of an UpdateFields (to "").
-func (s *Store) transitionInput(tenant, id string, to workflow.Status, preds []workflow.Status, expectedVersion int64, ch Changes, now time.Time) (*dynamodb.TransactWriteItemsInput, error) {
+func (s *Store) transitionInput(tenant, id string, to workflow.Status, preds []workflow.Status, expectedVersion int64, ch Changes, now time.Time, write string) (*dynamodb.TransactWriteItemsInput, error) {
 	cond := expression.Name(attrStatus).In(statusValue(preds[0]), statusOperands(preds[1:])...)
 	if len(preds) == 1 {
 		cond = expression.Name(attrStatus).Equal(statusValue(preds[0]))
@@ -469,7 +482,8 @@ func (s *Store) transitionInput(tenant, id string, to workflow.Status, preds []w
 		cond = cond.And(expression.Name(attrVersion).Equal(expression.Value(expectedVersion)))
 	}
 	up := expression.Set(expression.Name(attrVersion), expression.Name(attrVersion).Plus(expression.Value(1))).
-		Set(expression.Name(attrUpdatedAt), expression.Value(now))
+		Set(expression.Name(attrUpdatedAt), expression.Value(now)).
+		Set(expression.Name("last_write"), expression.Value(write))
 	switch {
 	case to == "": // UpdateFields: the status stays (pending), only the gsi1 time moves
 		up = up.Set(expression.Name(AttrGSI1SK), expression.Value(pendingSK(now, tenant, id)))
@@ -623,22 +637,36 @@ func (s *Store) ClearTaskToken(ctx context.Context, tenant, id, token string) er
 	if err := checkID("operation id", id); err != nil {
 		return err
 	}
+	// The clear leaves its random id in token_cleared_by, so that a clear retried by the SDK
+	// after its response was lost is recognised as this one: the caller won the wake.
+	clear := s.NewID()
 	e, err := build(expression.NewBuilder().
 		WithCondition(expression.Name(attrTaskToken).Equal(expression.Value(token))).
-		WithUpdate(expression.Remove(expression.Name(attrTaskToken))))
+		WithUpdate(expression.Remove(expression.Name(attrTaskToken)).Set(expression.Name("token_cleared_by"), expression.Value(clear))))
 	if err != nil {
 		return err
 	}
+	k := key(opPK(tenant, id), skOperation)
 	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: key(opPK(tenant, id), skOperation),
+		TableName: aws.String(s.table), Key: k,
 		ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
 		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err != nil {
-		if failed, _ := conditionFailed(err); failed {
-			return fmt.Errorf("ledger: clear task token of operation %s: %w", id, ErrTokenMismatch)
+		failed, old := conditionFailed(err)
+		if !failed {
+			return fmt.Errorf("ledger: clear task token of operation %s: %w", id, err)
 		}
-		return fmt.Errorf("ledger: clear task token of operation %s: %w", id, err)
+		if item, rerr := s.oldOrRead(ctx, old, k); rerr == nil {
+			var cur struct {
+				ClearedBy string `dynamodbav:"token_cleared_by"`
+			}
+			if attributevalue.UnmarshalMap(item, &cur) == nil && cur.ClearedBy == clear {
+				return nil
+			}
+		}
+		return fmt.Errorf("ledger: clear task token of operation %s: %w", id, ErrTokenMismatch)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // Receipt is the deduplication record of one seller webhook delivery.
@@ -26,6 +28,9 @@ type receiptItem struct {
 	PK  string `dynamodbav:"pk"`
 	SK  string `dynamodbav:"sk"`
 	TTL int64  `dynamodbav:"ttl"`
+	// Writer is random per put: a failed condition on an item that carries our writer is our
+	// own put, retried by the SDK after its response was lost, not a duplicate.
+	Writer string `dynamodbav:"writer"`
 	Receipt
 }
 
@@ -48,9 +53,10 @@ func (s *Store) RecordReceipt(ctx context.Context, r Receipt) (duplicate bool, e
 	if ttl < MinReceiptTTL {
 		ttl = MinReceiptTTL
 	}
+	w := s.NewID()
 	dup, err := s.putOnce(ctx, receiptItem{
-		PK: receiptPK(r.SellerID, r.IdempotencyKey), SK: skReceipt, TTL: now.Add(ttl).Unix(), Receipt: r,
-	}, now)
+		PK: receiptPK(r.SellerID, r.IdempotencyKey), SK: skReceipt, TTL: now.Add(ttl).Unix(), Writer: w, Receipt: r,
+	}, key(receiptPK(r.SellerID, r.IdempotencyKey), skReceipt), w, now)
 	if err != nil {
 		return false, fmt.Errorf("ledger: record webhook receipt from %s: %w", r.SellerID, err)
 	}
@@ -74,10 +80,11 @@ func (s *Store) ReleaseReceipt(ctx context.Context, sellerID, idempotencyKey str
 }
 
 type nonceItem struct {
-	PK    string `dynamodbav:"pk"`
-	SK    string `dynamodbav:"sk"`
-	TTL   int64  `dynamodbav:"ttl"`
-	KeyID string `dynamodbav:"key_id"`
+	PK     string `dynamodbav:"pk"`
+	SK     string `dynamodbav:"sk"`
+	TTL    int64  `dynamodbav:"ttl"`
+	KeyID  string `dynamodbav:"key_id"`
+	Writer string `dynamodbav:"writer"` // as receiptItem.Writer
 }
 
 // SeenNonce records the RFC 9421 nonce of signing key keyID until until (the signature's
@@ -91,15 +98,19 @@ func (s *Store) SeenNonce(ctx context.Context, keyID, nonce string, until time.T
 	if exp <= now.Unix() {
 		exp = now.Unix() + 1
 	}
-	seen, err := s.putOnce(ctx, nonceItem{PK: nonceKey(keyID, nonce), SK: skNonce, TTL: exp, KeyID: keyID}, now)
+	w := s.NewID()
+	seen, err := s.putOnce(ctx, nonceItem{PK: nonceKey(keyID, nonce), SK: skNonce, TTL: exp, KeyID: keyID, Writer: w},
+		key(nonceKey(keyID, nonce), skNonce), w, now)
 	if err != nil {
 		return false, fmt.Errorf("ledger: record nonce of key %s: %w", keyID, err)
 	}
 	return seen, nil
 }
 
-// putOnce puts item unless a live item (ttl not passed) holds its key; it reports whether one did.
-func (s *Store) putOnce(ctx context.Context, item any, now time.Time) (exists bool, err error) {
+// putOnce puts item (stored under k, with writer in its "writer" attribute) unless a live item
+// (ttl not passed) holds its key; it reports whether one did. An item holding our writer is our
+// own put, retried by the SDK after its response was lost: not a duplicate.
+func (s *Store) putOnce(ctx context.Context, item any, k map[string]types.AttributeValue, writer string, now time.Time) (exists bool, err error) {
 	av, err := attributevalue.MarshalMap(item)
 	if err != nil {
 		return false, fmt.Errorf("encode: %w", err)
@@ -113,14 +124,29 @@ func (s *Store) putOnce(ctx context.Context, item any, now time.Time) (exists bo
 	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(s.table), Item: av, ConditionExpression: e.Condition(),
 		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	if err != nil {
-		if failed, _ := conditionFailed(err); failed {
-			return true, nil
-		}
+	if err == nil {
+		return false, nil
+	}
+	failed, old := conditionFailed(err)
+	if !failed {
 		return false, err
 	}
-	return false, nil
+	cur, err := s.oldOrRead(ctx, old, k)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return true, nil // held a moment ago, released since: still not ours to record
+	case err != nil:
+		return false, fmt.Errorf("read existing: %w", err)
+	}
+	var held struct {
+		Writer string `dynamodbav:"writer"`
+	}
+	if attributevalue.UnmarshalMap(cur, &held) == nil && held.Writer == writer {
+		return false, nil
+	}
+	return true, nil
 }
 
 // Seen is SeenNonce under the name the webhook package's ReplayStore interface uses.

@@ -1,0 +1,144 @@
+package ledger_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/buyflow/buyflow/internal/dynamotest"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// lostResponses sends every write twice and answers the second result: the first write is
+// applied but its response is lost, and the SDK retries the very same request. This happens
+// on AWS (a connection closed while a 200 body is read; aws/aws-sdk-go-v2#1825) and was seen
+// here on the emulators, where it made conditional writes fail their own condition.
+type lostResponses struct {
+	ledger.API
+}
+
+func (l lostResponses) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	_, _ = l.API.PutItem(ctx, in, opts...)
+	return l.API.PutItem(ctx, in, opts...)
+}
+
+func (l lostResponses) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	_, _ = l.API.UpdateItem(ctx, in, opts...)
+	return l.API.UpdateItem(ctx, in, opts...)
+}
+
+func (l lostResponses) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	_, _ = l.API.DeleteItem(ctx, in, opts...)
+	return l.API.DeleteItem(ctx, in, opts...)
+}
+
+func (l lostResponses) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	_, _ = l.API.TransactWriteItems(ctx, in, opts...)
+	return l.API.TransactWriteItems(ctx, in, opts...)
+}
+
+// Every write the workflow relies on succeeds when its first response is lost and the SDK
+// retries it: the retry finds the write's own mark and reports success, never a conflict.
+func TestWritesSurviveARetryAfterALostResponse(t *testing.T) {
+	t.Parallel()
+	client, table := dynamotest.Start(t)
+	s := ledger.New(lostResponses{client}, table)
+	ctx := context.Background()
+
+	op, err := s.CreateOperation(ctx, newOp("op-r"))
+	if err != nil && !errors.Is(err, ledger.ErrConflict) {
+		t.Fatal(err)
+	}
+	if op, err = s.GetOperation(ctx, "acme", "op-r"); err != nil {
+		t.Fatal(err)
+	}
+	moved, err := s.Transition(ctx, "acme", "op-r", workflow.StatusCheckingGovernance, op.Version, ledger.Changes{Actor: "test"})
+	if err != nil || moved.Status != workflow.StatusCheckingGovernance || moved.Version != op.Version+1 {
+		t.Fatalf("transition: %+v, %v", moved, err)
+	}
+	reason := "r"
+	if _, err := s.UpdateFields(ctx, "acme", "op-r", moved.Version, ledger.Changes{Reason: &reason}); err != nil {
+		t.Fatalf("update fields: %v", err)
+	}
+	if _, err := s.SetTaskToken(ctx, "acme", "op-r", "tok-1"); err != nil {
+		t.Fatalf("set task token: %v", err)
+	}
+	if err := s.ClearTaskToken(ctx, "acme", "op-r", "tok-1"); err != nil {
+		t.Fatalf("clear task token: %v", err)
+	}
+	if err := s.ClearTaskToken(ctx, "acme", "op-r", "tok-1"); !errors.Is(err, ledger.ErrTokenMismatch) {
+		t.Fatalf("a second waker's clear: err = %v, want ErrTokenMismatch", err)
+	}
+	if err := s.AppendEvent(ctx, "acme", "op-r", ledger.Event{Type: "note"}); err != nil {
+		t.Fatalf("append event: %v", err)
+	}
+	evs, err := s.ListEvents(ctx, "acme", "op-r", 100, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if notes := countType(evs.Items, "note"); notes != 1 {
+		t.Errorf("%d note events, want 1", notes)
+	}
+
+	if _, err := s.CreateApproval(ctx, newApproval("ap-r", time.Now().Add(time.Hour))); err != nil && !errors.Is(err, ledger.ErrConflict) {
+		t.Fatal(err)
+	}
+	a, err := s.Decide(ctx, "ap-r", ledger.Decision{Outcome: ledger.ApprovalRejected, By: "U1", Comment: "no"})
+	if err != nil || a.Status != ledger.ApprovalRejected || a.Decider != "U1" {
+		t.Fatalf("decide: %+v, %v", a, err)
+	}
+	// Someone else's later decision is still refused.
+	var de *ledger.DecisionError
+	if _, err := s.Decide(ctx, "ap-r", ledger.Decision{Outcome: ledger.ApprovalApproved, By: "U2"}); !errors.As(err, &de) {
+		t.Fatalf("second decider: err = %v, want a DecisionError", err)
+	}
+
+	c, err := s.Claim(ctx, "acme", "key-r", "hash")
+	if err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	if err := s.CompleteClaim(ctx, c, "op-r", json.RawMessage(`{"ok":true}`)); err != nil {
+		t.Fatalf("complete claim: %v", err)
+	}
+	c2, err := s.Claim(ctx, "acme", "key-r2", "hash")
+	if err != nil {
+		t.Fatalf("claim 2: %v", err)
+	}
+	if err := s.ReleaseClaim(ctx, c2); err != nil {
+		t.Fatalf("release claim: %v", err)
+	}
+	// A claim held by another request is still refused.
+	if _, err := s.Claim(ctx, "acme", "key-r", "hash"); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("claim of a completed key: err = %v, want a conflict", err)
+	}
+
+	dup, err := s.RecordReceipt(ctx, ledger.Receipt{SellerID: "seller-1", IdempotencyKey: "wh-1"})
+	if err != nil || dup {
+		t.Fatalf("receipt: duplicate %v, %v", dup, err)
+	}
+	if dup, err := s.RecordReceipt(ctx, ledger.Receipt{SellerID: "seller-1", IdempotencyKey: "wh-1"}); err != nil || !dup {
+		t.Fatalf("a real duplicate delivery: duplicate %v, %v", dup, err)
+	}
+	seen, err := s.SeenNonce(ctx, "kid", "n-1", time.Now().Add(time.Minute))
+	if err != nil || seen {
+		t.Fatalf("nonce: seen %v, %v", seen, err)
+	}
+	if seen, err := s.SeenNonce(ctx, "kid", "n-1", time.Now().Add(time.Minute)); err != nil || !seen {
+		t.Fatalf("a replayed nonce: seen %v, %v", seen, err)
+	}
+}
+
+func countType(evs []ledger.Event, typ string) int {
+	n := 0
+	for _, e := range evs {
+		if e.Type == typ {
+			n++
+		}
+	}
+	return n
+}
