@@ -8,9 +8,12 @@ package awsenv
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 )
 
@@ -38,6 +41,11 @@ func Load(getenv func(string) string) (aws.Config, error) {
 		Region:      region,
 		Credentials: aws.NewCredentialsCache(credentials.NewStaticCredentialsProvider(key, secret, getenv("AWS_SESSION_TOKEN"))),
 	}
+	cfg.Retryer = func() aws.Retryer {
+		return retry.NewStandard(func(o *retry.StandardOptions) {
+			o.Retryables = append(o.Retryables, retry.IsErrorRetryableFunc(cutResponse))
+		})
+	}
 	if ep := getenv("AWS_ENDPOINT_URL"); ep != "" {
 		if !strings.HasPrefix(ep, "http://") && !strings.HasPrefix(ep, "https://") {
 			return aws.Config{}, fmt.Errorf("awsenv: AWS_ENDPOINT_URL %q is not an http(s) URL", ep)
@@ -45,6 +53,20 @@ func Load(getenv func(string) string) (aws.Config, error) {
 		cfg.BaseEndpoint = aws.String(ep)
 	}
 	return cfg, nil
+}
+
+// cutResponse makes a response cut off while its body was read retryable: a 200 whose body
+// ends early ("unexpected EOF") or whose connection closed under it ("use of closed network
+// connection"; aws/aws-sdk-go-v2#1825). The standard retryer leaves both to the caller because
+// the request may have been applied. buyflow's writes are safe to send again: every conditional
+// write in internal/ledger recognises its own earlier success, Step Functions names executions
+// and answers a second SendTask* as a gone token, which every caller already handles.
+func cutResponse(err error) aws.Ternary {
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		strings.Contains(err.Error(), "unexpected EOF") || strings.Contains(err.Error(), "use of closed network connection") {
+		return aws.TrueTernary
+	}
+	return aws.UnknownTernary
 }
 
 func first(getenv func(string) string, names ...string) string {

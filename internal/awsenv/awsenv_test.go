@@ -2,6 +2,9 @@ package awsenv
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -39,5 +42,26 @@ func TestLoadReportsEverythingMissing(t *testing.T) {
 	}
 	if _, err := Load(env(map[string]string{"AWS_REGION": "r", "AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "s", "AWS_ENDPOINT_URL": "localhost"})); err == nil {
 		t.Fatal("accepted an endpoint without a scheme")
+	}
+}
+
+// A response cut off while its body was read is retried (every buyflow write is safe to send
+// again); an ordinary error is left to the standard rules.
+func TestCutResponsesAreRetryable(t *testing.T) {
+	cfg, err := Load(env(map[string]string{"AWS_REGION": "r", "AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "s"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cfg.Retryer()
+	for _, e := range []error{
+		fmt.Errorf("deserialization failed: %w", io.ErrUnexpectedEOF),
+		errors.New("https response error StatusCode: 200, deserialization failed, read tcp 127.0.0.1:1->127.0.0.1:2: use of closed network connection"),
+	} {
+		if !r.IsErrorRetryable(e) {
+			t.Errorf("%v: not retryable", e)
+		}
+	}
+	if r.IsErrorRetryable(errors.New("ConditionalCheckFailedException: the conditional request failed")) {
+		t.Error("an ordinary error became retryable")
 	}
 }
