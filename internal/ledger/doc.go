@@ -15,6 +15,12 @@
 //     must be 1-256 bytes without '#' (ErrInvalidArgument), so one tenant's key can never spell
 //     another's. Free-form keys (Idempotency-Key, webhook idempotency_key, nonce, PO number) are
 //     stored as SHA-256 hex inside keys.
+//   - Every conditional write survives a retry of itself: the SDK sends a write again when its
+//     response was lost (a 200 whose body read failed), and the retry then fails its own
+//     condition. Each write leaves a random id the retry recognises (last_write on transitions
+//     and field updates, decision_id on decisions, writer on receipts and nonces,
+//     token_cleared_by on token clears, the owner on claims; events have random keys) and then
+//     reports the success it had.
 //   - Timestamps inside sort keys use the fixed-width UTC layout 2006-01-02T15:04:05.000000000Z so
 //     they sort lexically; expiries that conditions compare are numbers (Unix s or ms).
 //   - ttl (Unix seconds) is the table's TTL attribute. DynamoDB deletes expired items lazily (up to
