@@ -466,6 +466,29 @@ func TestTokenGoneIsReportedFromTheLedger(t *testing.T) {
 	}
 }
 
+// A token that answers gone because an earlier send of this very decision went through (the
+// SDK retried a send whose response was lost): the workflow has moved on as the decision says,
+// so the approver sees the decision, not "too late".
+func TestTokenGoneAfterTheWorkflowTookTheDecision(t *testing.T) {
+	e := newEnv(t, "")
+	id := e.request(token(1))
+	e.tasks.onCall = func(taskCall) error {
+		// The first send was delivered: the workflow moved the buy on to the create.
+		if _, err := e.store.Transition(e.ctx, tenant, opID, workflow.StatusCreating, ledger.AnyVersion, ledger.Changes{Actor: "system"}); err != nil {
+			t.Error(err)
+		}
+		return errors.Join(sfn.ErrTaskGone, errors.New("TaskTimedOut"))
+	}
+	resp := e.post(e.link(id, alice), "approve", "")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Body, "Approved by UALICE") {
+		t.Fatalf("POST = %d %.400s", resp.StatusCode, resp.Body)
+	}
+	evs := e.eventsOf(ledger.EventDecision)
+	if len(evs) != 1 || !strings.Contains(string(evs[0].Detail), `"task":"delivered"`) {
+		t.Errorf("decision events = %+v", evs)
+	}
+}
+
 func TestExpireEscalatesOnceThenRejects(t *testing.T) {
 	e := newEnv(t, `{"threshold":"10000.00","currency":"USD","approvers":["UALICE","UBOB"],"escalation_approvers":["UESC"],"on_timeout":"escalate","escalation_timeout_seconds":600}`)
 	first := e.request(token(1))

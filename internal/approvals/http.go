@@ -255,6 +255,12 @@ func (s *Service) complete(ctx context.Context, a *ledger.Approval, op *ledger.O
 			return taskDelivered
 		}
 		if errors.Is(err, sfn.ErrTaskGone) {
+			if s.workflowTook(ctx, a) {
+				// An earlier send (this loop's, or the SDK's own retry of one whose response was
+				// lost) delivered the decision: the workflow has acted on it.
+				s.log.InfoContext(ctx, "approval task gone after the workflow took the decision", "approvalId", a.ID, "operationId", a.OperationID)
+				return taskDelivered
+			}
 			s.log.WarnContext(ctx, "approval task already gone", "approvalId", a.ID, "operationId", a.OperationID)
 			return taskGone
 		}
@@ -269,6 +275,41 @@ func (s *Service) complete(ctx context.Context, a *ledger.Approval, op *ledger.O
 	s.log.ErrorContext(ctx, "approval decision recorded but not delivered to step functions", "approvalId", a.ID,
 		"operationId", a.OperationID, "err", err)
 	return taskFailed
+}
+
+// goneRecheck is how long workflowTook watches the operation before it calls a token gone.
+const goneRecheck = 2 * time.Second
+
+// workflowTook reports whether the workflow acted on decision a although its task token
+// answers gone: the operation leaves awaiting_approval the way a's decision sends it (an
+// approval to the governance re-check, the create or the seller task; a rejection to
+// rejected) within goneRecheck. A token that timed out (the buy expired) or that another path
+// ended answers false.
+func (s *Service) workflowTook(ctx context.Context, a *ledger.Approval) bool {
+	deadline := time.Now().Add(goneRecheck)
+	for {
+		op, err := s.cfg.Ledger.GetOperation(ctx, a.Tenant, a.OperationID)
+		if err != nil {
+			return false
+		}
+		switch {
+		case a.Status == ledger.ApprovalRejected && op.Status == workflow.StatusRejected:
+			return true
+		case a.Status == ledger.ApprovalApproved && op.Status.Pending() && op.Status != workflow.StatusAwaitingApproval,
+			a.Status == ledger.ApprovalApproved && op.Status == workflow.StatusCompleted:
+			return true
+		case op.Status.Terminal():
+			return false
+		}
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // rejectionCause is the SendTaskFailure cause: readable, with no token or link.
