@@ -8,14 +8,13 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+
+	"github.com/buyflow/buyflow/internal/jsonnum"
 )
 
 // MaxMinor bounds an amount: 10^15 minor units (ten trillion dollars, a quadrillion yen). No
 // media buy comes near it; a sum of amounts under it cannot overflow an int64.
 const MaxMinor = 1_000_000_000_000_000
-
-// maxLiteral bounds the length of a decimal literal Parse reads, before it reads it.
-const maxLiteral = 64
 
 // Amount is an exact amount: Minor units of Currency.
 type Amount struct {
@@ -49,6 +48,9 @@ type Error struct {
 	Currency string
 	// Digits is the currency's minor unit (for TooPrecise).
 	Digits int
+	// Err says why a literal is not a number (for NotANumber), when it is one but over
+	// jsonnum's bounds.
+	Err error
 }
 
 func (e *Error) Error() string {
@@ -69,13 +71,17 @@ func (e *Error) Error() string {
 	case TooLarge:
 		return fmt.Sprintf("%s is larger than any amount buyflow accepts", lit)
 	}
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %v", lit, e.Err)
+	}
 	return fmt.Sprintf("%q is not a decimal number", lit)
 }
 
 // Parse reads a JSON number literal (such as "15000", "5000.5" or "1.5e3") as an exact
 // amount in currency. It refuses a currency that is not ISO 4217, a negative amount, an amount
 // with more decimals than the currency's minor unit (nothing is rounded), and one over
-// MaxMinor. The literal's size is bounded before any arithmetic, so no input makes it slow.
+// MaxMinor. The literal is bounded (jsonnum.Split) before any arithmetic, so no input makes it
+// slow.
 func Parse(literal, currency string) (Amount, error) {
 	digits, ok := MinorUnits(currency)
 	if !ok {
@@ -84,17 +90,17 @@ func Parse(literal, currency string) (Amount, error) {
 	fail := func(r Reason) (Amount, error) {
 		return Amount{}, &Error{Reason: r, Literal: literal, Currency: currency, Digits: digits}
 	}
-	mant, exp, neg, ok := splitLiteral(literal)
-	if !ok {
-		return fail(NotANumber)
+	d, err := jsonnum.Split(literal)
+	if err != nil {
+		return Amount{}, &Error{Reason: NotANumber, Literal: literal, Currency: currency, Err: err}
 	}
-	// value = mant × 10^exp; in minor units it is mant × 10^(exp+digits).
-	shift := exp + digits
-	mant = strings.TrimLeft(mant, "0")
+	// value = digits × 10^exp; in minor units it is digits × 10^(exp+minor unit).
+	shift := d.Exp + digits
+	mant := strings.TrimLeft(d.Digits, "0")
 	if mant == "" {
 		return Amount{Currency: currency}, nil // zero, whatever its sign or exponent
 	}
-	if neg {
+	if d.Negative {
 		return fail(Negative)
 	}
 	for shift < 0 {
@@ -111,57 +117,6 @@ func Parse(literal, currency string) (Amount, error) {
 		return fail(TooLarge)
 	}
 	return Amount{Minor: n, Currency: currency}, nil
-}
-
-// splitLiteral splits a JSON number literal into its significant digits (integer and fraction
-// digits run together), the power of ten that scales them, and its sign. It reads only the
-// JSON number grammar and at most maxLiteral bytes, and bounds the exponent.
-func splitLiteral(s string) (mant string, exp int, neg, ok bool) {
-	if len(s) == 0 || len(s) > maxLiteral {
-		return "", 0, false, false
-	}
-	if s[0] == '-' {
-		neg, s = true, s[1:]
-	}
-	intPart, rest := leadingDigits(s)
-	if intPart == "" || (len(intPart) > 1 && intPart[0] == '0') {
-		return "", 0, false, false
-	}
-	frac := ""
-	if strings.HasPrefix(rest, ".") {
-		frac, rest = leadingDigits(rest[1:])
-		if frac == "" {
-			return "", 0, false, false
-		}
-	}
-	if rest != "" {
-		if rest[0] != 'e' && rest[0] != 'E' {
-			return "", 0, false, false
-		}
-		rest = rest[1:]
-		sign := 1
-		if rest != "" && (rest[0] == '+' || rest[0] == '-') {
-			if rest[0] == '-' {
-				sign = -1
-			}
-			rest = rest[1:]
-		}
-		e, tail := leadingDigits(rest)
-		if e == "" || tail != "" || len(e) > 3 {
-			return "", 0, false, false
-		}
-		n, _ := strconv.Atoi(e)
-		exp = sign * n
-	}
-	return intPart + frac, exp - len(frac), neg, true
-}
-
-func leadingDigits(s string) (digits, rest string) {
-	i := 0
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	return s[:i], s[i:]
 }
 
 // Add returns a + b. Both must be in the same currency; the sum of two amounts under
