@@ -16,6 +16,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/jsonnum"
 )
 
 // SchemaDirEnv names the environment variable that points at the AdCP JSON Schemas.
@@ -130,6 +131,10 @@ func (v *Validator) Validate(rel string, raw []byte) error {
 	s, err := v.schema(rel)
 	if err != nil {
 		return err
+	}
+	// The schema library panics on numbers math/big refuses (see internal/jsonnum).
+	if err := jsonnum.Check(raw); err != nil {
+		return &SchemaError{Schema: rel, Message: "body has a number out of bounds or is not JSON: " + err.Error()}
 	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {

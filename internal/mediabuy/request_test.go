@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/money"
 )
 
 var (
@@ -72,7 +73,7 @@ func TestParseSubmitAcceptsTheExample(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ParseSubmit: %v", err)
 	}
-	if got.Budget != "20000.50" || got.BudgetMinor != 2000050 || got.PONumber != "PO-2027-0042" {
+	if got.Amount != (money.Amount{Minor: 2000050, Currency: "USD"}) || got.Amount.Decimal() != "20000.50" || got.PONumber != "PO-2027-0042" {
 		t.Fatalf("derived = %+v", got)
 	}
 	if len(got.PayloadHash) != 64 {
@@ -118,6 +119,7 @@ func TestParseSubmitRefusals(t *testing.T) {
 		status int
 		code   string
 		field  string
+		exact  bool
 	}{
 		{name: "not json", raw: `{"seller_id":`, status: 400, code: "malformed_json"},
 		{name: "two objects", raw: `{} {}`, status: 400, code: "malformed_json"},
@@ -144,8 +146,9 @@ func TestParseSubmitRefusals(t *testing.T) {
 				p.(map[string]any)["budget"] = 0
 			}
 		}, status: 422, code: "invalid_budget", field: "/media_buy"},
-		{name: "sub-cent budget", edit: func(m map[string]any) { mb(m)["packages"].([]any)[0].(map[string]any)["budget"] = 1.001 }, status: 422, code: "invalid_budget", field: "/media_buy"},
+		{name: "sub-cent budget", edit: func(m map[string]any) { pkg(m, 0)["budget"] = 1.001 }, status: 422, code: "invalid_budget", field: "/media_buy/packages/0/budget"},
 	}
+	tests = append(tests, amountRefusals...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			body := []byte(tt.raw)
@@ -162,7 +165,7 @@ func TestParseSubmitRefusals(t *testing.T) {
 			if re.Status != tt.status || re.Code != tt.code {
 				t.Fatalf("got %d %s (%s), want %d %s", re.Status, re.Code, re.Message, tt.status, tt.code)
 			}
-			if !strings.HasPrefix(re.Field, tt.field) {
+			if re.Field != tt.field && (tt.exact || !strings.HasPrefix(re.Field, tt.field)) {
 				t.Fatalf("field = %q, want prefix %q", re.Field, tt.field)
 			}
 			if re.Message == "" {
@@ -181,3 +184,7 @@ func TestParseSubmitRefusesHugeBodies(t *testing.T) {
 }
 
 func mb(m map[string]any) map[string]any { return m["media_buy"].(map[string]any) }
+
+func pkg(m map[string]any, i int) map[string]any {
+	return mb(m)["packages"].([]any)[i].(map[string]any)
+}

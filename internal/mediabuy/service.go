@@ -144,7 +144,7 @@ func (s *Service) place(ctx context.Context, c Caller, key string, req *Validate
 	op := ledger.Operation{
 		ID: id, Tenant: c.Tenant, Status: workflow.StatusRequested,
 		SellerID: req.SellerID, GovernanceAgentID: req.Governance.AgentID, PlanID: req.Governance.PlanID,
-		PONumber: req.PONumber, BudgetTotal: req.Budget, Currency: req.Currency,
+		PONumber: req.PONumber, BudgetTotal: req.Amount.Decimal(), Currency: req.Currency,
 		Requester: c.Principal, RequireApproval: req.RequireApproval,
 		Request: stored, ExecutionName: workflow.ExecutionName(id, 0),
 	}

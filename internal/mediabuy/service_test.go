@@ -290,3 +290,37 @@ func TestRetryAfterAStalledFirstAttemptConverges(t *testing.T) {
 		t.Fatalf("other body: %v", err)
 	}
 }
+
+// TestAmountRefusalsLeaveNothing submits every amount refusal through the use case: each is
+// refused with its code and field, leaves no operation and starts no execution (nothing can be
+// approved or spent), and leaves its Idempotency-Key free for the corrected buy, which then
+// records the amount the seller is asked to commit.
+func TestAmountRefusalsLeaveNothing(t *testing.T) {
+	svc, store, execs := newService(t)
+	ctx := context.Background()
+	for i, tt := range amountRefusals {
+		body := []byte(tt.raw)
+		if tt.edit != nil {
+			m := example(t)
+			tt.edit(m)
+			body = marshal(t, m)
+		}
+		_, err := svc.Submit(ctx, acme, fmt.Sprintf("key-amount-%d", i), body)
+		var re *RequestError
+		if !errors.As(err, &re) || re.Code != tt.code || re.Field != tt.field {
+			t.Errorf("%s: err = %v, want %s at %s", tt.name, err, tt.code, tt.field)
+		}
+	}
+	page, err := store.ListOperations(ctx, "acme", ledger.ListOptions{})
+	if err != nil || len(page.Items) != 0 || execs.calls != 0 {
+		t.Fatalf("refusals left %d operations, %d starts (%v)", len(page.Items), execs.calls, err)
+	}
+	out, err := svc.Submit(ctx, acme, "key-amount-0", marshal(t, example(t)))
+	if err != nil {
+		t.Fatalf("corrected buy under a refused key: %v", err)
+	}
+	op, err := store.GetOperation(ctx, "acme", out.OperationID)
+	if err != nil || op.BudgetTotal != "20000.50" || op.Currency != "USD" {
+		t.Fatalf("operation = %+v, %v", op, err)
+	}
+}
