@@ -20,7 +20,7 @@ var (
 )
 
 // schemas returns the real AdCP 3.1.19 schema validator, compiled once for the package.
-func schemas(t *testing.T) SchemaValidator {
+func schemas(t testing.TB) SchemaValidator {
 	t.Helper()
 	validatorOnce.Do(func() {
 		dir, err := adcp.SchemaDir()
@@ -46,7 +46,7 @@ func agents(id string) (string, bool) {
 	return "", false
 }
 
-func example(t *testing.T) map[string]any {
+func example(t testing.TB) map[string]any {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("..", "..", "examples", "media-buy.json"))
 	if err != nil {
@@ -59,7 +59,7 @@ func example(t *testing.T) map[string]any {
 	return m
 }
 
-func marshal(t *testing.T, v any) []byte {
+func marshal(t testing.TB, v any) []byte {
 	t.Helper()
 	b, err := json.Marshal(v)
 	if err != nil {
