@@ -52,6 +52,9 @@ const (
 	WebhookDuplicates = "WebhookDuplicates"
 	// ReconcileFindings counts what a reconciliation sweep found, by Kind.
 	ReconcileFindings = "ReconcileFindings"
+	// HandlerPanics counts panics recovered at a handler's boundary (a bug: the request got a
+	// 500 or the task an error instead of the process ending), by Function.
+	HandlerPanics = "HandlerPanics"
 )
 
 // Units (the EMF / CloudWatch spellings).

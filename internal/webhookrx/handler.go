@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"mime"
 	"net/http"
 	"strings"
 
@@ -97,7 +96,7 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return out
 	}
 	// Cheap refusals first, before any key is fetched or any signature is checked.
-	if !isJSON(httpapi.Header(req, "Content-Type")) {
+	if !httpapi.IsJSON(httpapi.Header(req, "Content-Type")) {
 		return r.refuse(http.StatusUnsupportedMediaType, "unsupported_media_type", "webhooks must be application/json")
 	}
 	body, ok := rawBody(req)
@@ -208,13 +207,6 @@ func operationIDOf(req events.APIGatewayV2HTTPRequest) string {
 	}
 	p := req.RawPath
 	return p[strings.LastIndexByte(p, '/')+1:]
-}
-
-// isJSON reports whether a Content-Type is application/json (parameters such as charset are
-// allowed).
-func isJSON(ct string) bool {
-	mt, _, err := mime.ParseMediaType(ct)
-	return err == nil && mt == "application/json"
 }
 
 // rawBody returns the exact bytes the seller sent (base64-decoded when API Gateway encoded
