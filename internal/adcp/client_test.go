@@ -546,9 +546,9 @@ func TestCancelAndOutcomeOverTheWire(t *testing.T) {
 	if !strings.Contains(string(agent.Calls(ToolUpdateMediaBuy)[0].Args), `"canceled":true`) {
 		t.Fatalf("cancel args %s", agent.Calls(ToolUpdateMediaBuy)[0].Args)
 	}
-	budget := 5000.0
+	budget := json.Number("5000.00")
 	out := mustIntent(t, ToolReportPlanOutcome, ReportPlanOutcomeRequest{PlanID: "p1", CheckID: "c1", Outcome: "completed",
-		SellerResponse: &SellerResponse{SellerReference: "mb_1", CommittedBudget: &budget}, GovernanceContext: "eyJ.a.b"}, time.Now())
+		SellerResponse: &SellerResponse{SellerReference: "mb_1", CommittedBudget: budget}, GovernanceContext: "eyJ.a.b"}, time.Now())
 	o, err := c.ReportPlanOutcome(ctx, "s1", out)
 	if err != nil || o.OutcomeState != "accepted" {
 		t.Fatalf("outcome: %+v %v", o, err)

@@ -222,6 +222,9 @@ func interpret(res *mcp.CallToolResult) (*Response, error) {
 
 // responseFromBody reads the envelope fields of a flat payload.
 func responseFromBody(body json.RawMessage) (*Response, error) {
+	if err := boundAnswer(body); err != nil {
+		return nil, err
+	}
 	var env envelope
 	if err := json.Unmarshal(body, &env); err != nil {
 		// A mistyped envelope field: keep going with a tolerant read of status.

@@ -22,6 +22,16 @@ func boundNumbers(tool, schema string, body []byte) error {
 	return nil
 }
 
+// boundAnswer refuses an agent's answer that holds a number over jsonnum's bounds, before
+// anything decodes it: a protocol error, terminal, like any other answer buyflow cannot read.
+func boundAnswer(body []byte) error {
+	var ne *jsonnum.Error
+	if err := jsonnum.Check(body); errors.As(err, &ne) {
+		return &Error{Kind: KindProtocol, Recovery: RecoveryTerminal, Err: fmt.Errorf("decode payload: %w", ne)}
+	}
+	return nil
+}
+
 // validateRecovering runs the schema library, turning a panic inside it (a defect of the
 // library on some input nobody has found yet) into an error instead of the process's end.
 func validateRecovering(s *jsonschema.Schema, inst any) (err error) {

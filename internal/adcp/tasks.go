@@ -337,7 +337,7 @@ func (c *Client) CheckGovernance(ctx context.Context, agentID string, req CheckG
 // SellerResponse is report_plan_outcome's seller_response.
 type SellerResponse struct {
 	SellerReference  string            `json:"seller_reference,omitempty"`
-	CommittedBudget  *float64          `json:"committed_budget,omitempty"`
+	CommittedBudget  json.Number       `json:"committed_budget,omitempty"` // exact, never a float
 	Packages         []json.RawMessage `json:"packages,omitempty"`
 	PlannedDelivery  json.RawMessage   `json:"planned_delivery,omitempty"`
 	CreativeDeadline string            `json:"creative_deadline,omitempty"`
@@ -369,7 +369,7 @@ type OutcomeResult struct {
 	TaskID          string
 	OutcomeID       string
 	OutcomeState    string // "outcome_state" (3.1) or root "status" (3.0): accepted | findings
-	CommittedBudget *float64
+	CommittedBudget *json.Number
 	Findings        []Finding
 	PlanSummary     json.RawMessage
 	Replayed        bool
@@ -388,7 +388,7 @@ func DecodeOutcome(body json.RawMessage) (*OutcomeResult, error) {
 	var w struct {
 		OutcomeID       string          `json:"outcome_id"`
 		OutcomeState    string          `json:"outcome_state"`
-		CommittedBudget *float64        `json:"committed_budget"`
+		CommittedBudget *json.Number    `json:"committed_budget"`
 		Findings        []Finding       `json:"findings"`
 		PlanSummary     json.RawMessage `json:"plan_summary"`
 		Errors          []ErrorDetail   `json:"errors"`

@@ -534,9 +534,8 @@ func (s *Service) Report(ctx context.Context, in workflow.OutcomeInput) (workflo
 	if op.GovernanceCheckID != "" {
 		report, err := s.report(ctx, op, req, "completed", func(r *adcp.ReportPlanOutcomeRequest) {
 			sr := &adcp.SellerResponse{SellerReference: op.MediaBuyID}
-			if b, err := strconv.ParseFloat(op.BudgetTotal, 64); err == nil {
-				sr.CommittedBudget = &b
-			}
+			// The ledger's exact decimal, the amount that was approved and bought.
+			sr.CommittedBudget = json.Number(op.BudgetTotal)
 			r.SellerResponse = sr
 		})
 		if err != nil {
