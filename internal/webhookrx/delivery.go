@@ -75,6 +75,9 @@ func ValidOperationID(id string) bool { return operationIDPattern.MatchString(id
 // fields of core/mcp-webhook-payload.json and their patterns; unknown fields are allowed
 // (forward compatibility) and nothing is re-serialised.
 func ParseDelivery(body []byte) (*Delivery, error) {
+	if err := boundNumbers(body); err != nil {
+		return nil, err
+	}
 	var wire struct {
 		Delivery
 		Timestamp *string `json:"timestamp"`
