@@ -100,7 +100,7 @@ func TestInteropAdCPSDKSeller(t *testing.T) {
 	c.opts.CallTimeout = 45 * time.Second
 	ctx := context.Background()
 	account := AccountRef{AccountID: "acc_interop"}
-	create := func(path string, budget float64) CreateMediaBuyRequest {
+	create := func(path string, budget json.Number) CreateMediaBuyRequest {
 		return CreateMediaBuyRequest{
 			Account: account, Brand: BrandRef{Domain: "acme.example"},
 			StartTime: "asap", EndTime: "2030-01-31T23:59:59Z",
@@ -122,7 +122,7 @@ func TestInteropAdCPSDKSeller(t *testing.T) {
 	})
 
 	t.Run("sync create", func(t *testing.T) {
-		in := mustIntent(t, ToolCreateMediaBuy, create("sync", 5000), time.Now())
+		in := mustIntent(t, ToolCreateMediaBuy, create("sync", "5000"), time.Now())
 		r, err := c.CreateMediaBuy(ctx, "sdk", in)
 		if err != nil {
 			t.Fatal(err)
@@ -146,7 +146,7 @@ func TestInteropAdCPSDKSeller(t *testing.T) {
 	})
 
 	t.Run("async create completed by polling", func(t *testing.T) {
-		in := mustIntent(t, ToolCreateMediaBuy, create("async", 5000), time.Now())
+		in := mustIntent(t, ToolCreateMediaBuy, create("async", "5000"), time.Now())
 		r, err := c.CreateMediaBuy(ctx, "sdk", in)
 		if err != nil {
 			t.Fatal(err)
@@ -183,7 +183,7 @@ func TestInteropAdCPSDKSeller(t *testing.T) {
 	})
 
 	t.Run("correctable error", func(t *testing.T) {
-		in := mustIntent(t, ToolCreateMediaBuy, create("sync", 10), time.Now())
+		in := mustIntent(t, ToolCreateMediaBuy, create("sync", "10"), time.Now())
 		_, err := c.CreateMediaBuy(ctx, "sdk", in)
 		var ae *Error
 		if !errors.As(err, &ae) || ae.Code != "BUDGET_TOO_LOW" || Decide(err) != DecisionFix {

@@ -22,10 +22,11 @@ type BrandRef struct {
 	BrandID string `json:"brand_id,omitempty"`
 }
 
-// Money is {amount, currency} as used by total_budget in requests.
+// Money is {amount, currency} as used by total_budget in requests. Amounts are JSON numbers
+// kept as written (exact decimals), never floats.
 type Money struct {
-	Amount   float64 `json:"amount"`
-	Currency string  `json:"currency"`
+	Amount   json.Number `json:"amount"`
+	Currency string      `json:"currency"`
 }
 
 // FormatID is core/format-id.json.
@@ -47,8 +48,8 @@ type PushNotificationConfig struct {
 type PackageRequest struct {
 	ProductID       string          `json:"product_id,omitempty"`
 	PricingOptionID string          `json:"pricing_option_id,omitempty"`
-	Budget          float64         `json:"budget"`
-	BidPrice        *float64        `json:"bid_price,omitempty"`
+	Budget          json.Number     `json:"budget"`
+	BidPrice        json.Number     `json:"bid_price,omitempty"`
 	Pacing          string          `json:"pacing,omitempty"`
 	Impressions     *float64        `json:"impressions,omitempty"`
 	StartTime       string          `json:"start_time,omitempty"`
@@ -104,7 +105,7 @@ type UpdateMediaBuyRequest struct {
 type Package struct {
 	PackageID string          `json:"package_id"`
 	ProductID string          `json:"product_id,omitempty"`
-	Budget    *float64        `json:"budget,omitempty"`
+	Budget    json.Number     `json:"budget,omitempty"`
 	Context   json.RawMessage `json:"context,omitempty"`
 }
 
