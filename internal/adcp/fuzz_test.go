@@ -49,21 +49,28 @@ func fuzzDecoder[T any](f *testing.F, decode func(json.RawMessage) (*T, error)) 
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		v, err := decode(body)
-		if err != nil {
-			var ae *Error
-			if !errors.As(err, &ae) {
-				t.Fatalf("refusal %v (%T) is not an *adcp.Error", err, err)
-			}
-			return
-		}
-		if v == nil {
-			t.Fatal("no result and no error")
-		}
-		var ne *jsonnum.Error
-		if err := jsonnum.Check(body); errors.As(err, &ne) {
-			t.Fatalf("accepted an answer with %v", ne)
-		}
+		checkAnswer(t, v != nil, err, body)
 	})
+}
+
+// checkAnswer checks one decoded answer: a refusal is an *Error; otherwise there is a result,
+// and the body it was read from holds no number over jsonnum's bounds.
+func checkAnswer(t *testing.T, ok bool, err error, body []byte) {
+	t.Helper()
+	if err != nil {
+		var ae *Error
+		if !errors.As(err, &ae) {
+			t.Fatalf("refusal %v (%T) is not an *adcp.Error", err, err)
+		}
+		return
+	}
+	if !ok {
+		t.Fatal("no result and no error")
+	}
+	var ne *jsonnum.Error
+	if errors.As(jsonnum.Check(body), &ne) {
+		t.Fatalf("accepted an answer with %v", ne)
+	}
 }
 
 func FuzzDecodeMediaBuy(f *testing.F)   { fuzzDecoder(f, DecodeMediaBuy) }
@@ -105,19 +112,10 @@ func FuzzInterpret(f *testing.F) {
 			res.StructuredContent = obj
 		}
 		resp, err := interpret(res)
-		if err != nil {
-			var ae *Error
-			if !errors.As(err, &ae) {
-				t.Fatalf("refusal %v (%T) is not an *adcp.Error", err, err)
-			}
-			return
+		var body []byte
+		if resp != nil {
+			body = resp.Body
 		}
-		if resp == nil {
-			t.Fatal("no response and no error")
-		}
-		var ne *jsonnum.Error
-		if err := jsonnum.Check(resp.Body); errors.As(err, &ne) {
-			t.Fatalf("extracted a body with %v", ne)
-		}
+		checkAnswer(t, resp != nil, err, body)
 	})
 }

@@ -23,15 +23,7 @@ func proposal(m map[string]any, amount any, currency string) {
 
 // amountRefusals are the ways a request's amounts can disagree with what the seller is asked
 // to commit, each refused with its code and the field that carries it (exact).
-var amountRefusals = []struct {
-	name   string
-	edit   func(m map[string]any)
-	raw    string
-	status int
-	code   string
-	field  string
-	exact  bool
-}{
+var amountRefusals = []refusal{
 	{name: "total_budget under the packages (the approval bypass)", edit: func(m map[string]any) {
 		pkg(m, 0)["budget"], pkg(m, 1)["budget"] = 15000, 15000
 		mb(m)["total_budget"] = map[string]any{"amount": 100, "currency": "USD"}

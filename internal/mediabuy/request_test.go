@@ -111,16 +111,20 @@ func TestParseSubmitHashIgnoresLayout(t *testing.T) {
 	}
 }
 
+// refusal is a submit body (the example with edit applied, or raw) and the refusal it gets:
+// field is the JSON pointer, a prefix of the answer's unless exact.
+type refusal struct {
+	name   string
+	edit   func(m map[string]any)
+	raw    string
+	status int
+	code   string
+	field  string
+	exact  bool
+}
+
 func TestParseSubmitRefusals(t *testing.T) {
-	tests := []struct {
-		name   string
-		edit   func(m map[string]any)
-		raw    string
-		status int
-		code   string
-		field  string
-		exact  bool
-	}{
+	tests := []refusal{
 		{name: "not json", raw: `{"seller_id":`, status: 400, code: "malformed_json"},
 		{name: "two objects", raw: `{} {}`, status: 400, code: "malformed_json"},
 		{name: "unknown top-level field", edit: func(m map[string]any) { m["tenant"] = "other" }, status: 422, code: "unknown_field", field: "/tenant"},
