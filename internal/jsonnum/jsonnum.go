@@ -130,7 +130,25 @@ func pointerOrRoot(p string) string {
 // Check reads the JSON document doc and returns an *Error for the first number over the
 // bounds. A document that is not one JSON value returns the decoder's error (callers report it as they
 // report malformed JSON); Check does not otherwise judge the document.
-func Check(doc []byte) error {
+func Check(doc []byte) error { return walk(doc, false) }
+
+// CheckUnique is Check that also refuses an object holding a key twice, with a
+// *DuplicateKeyError: readers disagree on which of the two counts (encoding/json keeps the
+// last, others the first or refuse), so a budget written twice could be one amount to buyflow
+// and another to a seller or governance agent.
+func CheckUnique(doc []byte) error { return walk(doc, true) }
+
+// DuplicateKeyError is an object in a JSON document with a key twice.
+type DuplicateKeyError struct {
+	// Pointer is the JSON pointer of the second occurrence.
+	Pointer string
+}
+
+func (e *DuplicateKeyError) Error() string {
+	return fmt.Sprintf("the key at %s appears twice in its object", e.Pointer)
+}
+
+func walk(doc []byte, unique bool) error {
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.UseNumber()
 	var stack []container // the open objects and arrays, outermost first
@@ -151,6 +169,15 @@ func Check(doc []byte) error {
 		}
 		if key, ok := tok.(string); ok && top != nil && top.object && top.wantKey {
 			top.key, top.wantKey = key, false
+			if unique {
+				if top.seen[key] {
+					return &DuplicateKeyError{Pointer: pointer(stack)}
+				}
+				if top.seen == nil {
+					top.seen = map[string]bool{}
+				}
+				top.seen[key] = true
+			}
 			continue
 		}
 		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
@@ -202,9 +229,10 @@ func end(dec *json.Decoder) error {
 // container is an open object or array and where Check is in it.
 type container struct {
 	object  bool
-	wantKey bool   // object: the next string is a key
-	key     string // object: the key of the value being read
-	index   int    // array: the index of the value being read
+	wantKey bool            // object: the next string is a key
+	key     string          // object: the key of the value being read
+	index   int             // array: the index of the value being read
+	seen    map[string]bool // object, with CheckUnique: the keys read so far
 }
 
 func (c *container) valueRead() { c.wantKey = c.object }

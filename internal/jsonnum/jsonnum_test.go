@@ -57,6 +57,25 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+func TestCheckUnique(t *testing.T) {
+	for doc, pointer := range map[string]string{
+		`{"packages":[{"budget":1,"product_id":"p","budget":30000}]}`: "/packages/0/budget",
+		`{"a":1,"b":{"a":2},"a":3}`:                                   "/a",
+		`[{"x":1},{"x":2,"y":{"x":3,"x":4}}]`:                         "/1/y/x",
+	} {
+		var de *DuplicateKeyError
+		if err := CheckUnique([]byte(doc)); !errors.As(err, &de) || de.Pointer != pointer {
+			t.Errorf("CheckUnique(%s) = %v, want a duplicate at %s", doc, err, pointer)
+		}
+		if err := Check([]byte(doc)); err != nil {
+			t.Errorf("Check(%s) = %v: only CheckUnique judges keys", doc, err)
+		}
+	}
+	if err := CheckUnique([]byte(`{"a":{"k":1},"b":{"k":2},"c":[{"k":3},{"k":4}]}`)); err != nil {
+		t.Errorf("the same key in different objects: %v", err)
+	}
+}
+
 func TestSplit(t *testing.T) {
 	for lit, want := range map[string]Decimal{
 		"15000":   {Digits: "15000"},

@@ -78,6 +78,8 @@ var amountRefusals = []refusal{
 		status: 422, code: "number_out_of_range", field: "/media_buy/ext/x/0", exact: true},
 	{name: "a huge total_budget", edit: func(m map[string]any) { proposal(m, raw("2E9999999"), "USD") },
 		status: 422, code: "number_out_of_range", field: "/media_buy/total_budget/amount", exact: true},
+	{name: "a budget written twice", raw: `{"seller_id":"sim-seller","currency":"USD","media_buy":{"packages":[{"budget":1,"product_id":"p","budget":30000}]}}`,
+		status: 422, code: "duplicate_key", field: "/media_buy/packages/0/budget", exact: true},
 	{name: "forty-one digits", raw: `{"seller_id":"sim-seller","currency":"USD","media_buy":{"packages":[{"budget":` + strings.Repeat("9", 41) + `}]}}`,
 		status: 422, code: "number_out_of_range", field: "/media_buy/packages/0/budget", exact: true},
 }

@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"testing"
 
+	"github.com/buyflow/buyflow/internal/jsonnum"
 	"github.com/buyflow/buyflow/internal/money"
 )
 
@@ -38,6 +39,9 @@ func FuzzParseSubmit(f *testing.F) {
 				t.Fatalf("refusal %v is not a 4xx RequestError", err)
 			}
 			return
+		}
+		if err := jsonnum.CheckUnique(body); err != nil {
+			t.Fatalf("accepted a body with %v", err)
 		}
 		if got.Amount.Currency != got.Currency || got.Amount.Minor <= 0 || got.Amount.Minor > money.MaxMinor {
 			t.Fatalf("amount %+v for currency %s", got.Amount, got.Currency)

@@ -104,10 +104,15 @@ func ParseSubmit(body []byte, agents AgentLookup, schema SchemaValidator) (*Vali
 		return nil, &RequestError{Status: 413, Code: "body_too_large", Message: fmt.Sprintf("the body is over %d bytes", MaxBodyBytes)}
 	}
 	// Numbers first: the decoders and the schema library below read them into big numbers,
-	// and one of them panics on an exponent math/big refuses.
+	// and one of them panics on an exponent math/big refuses. A key written twice is refused
+	// too: the seller's or governance agent's parser may keep the other one.
 	var numErr *jsonnum.Error
-	if err := jsonnum.Check(body); errors.As(err, &numErr) {
+	var dupErr *jsonnum.DuplicateKeyError
+	switch err := jsonnum.CheckUnique(body); {
+	case errors.As(err, &numErr):
 		return nil, unprocessable("number_out_of_range", numErr.Pointer, "%v", numErr.Err)
+	case errors.As(err, &dupErr):
+		return nil, unprocessable("duplicate_key", dupErr.Pointer, "%v; send each field once", dupErr)
 	}
 	var req SubmitRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
