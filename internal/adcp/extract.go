@@ -184,14 +184,14 @@ func extractToolError(res *mcp.CallToolResult) *Error {
 }
 
 // textObject returns the text of a text content item when it is a JSON object
-// of at most maxTextJSON bytes.
+// of at most maxTextJSON bytes whose numbers are within bounds.
 func textObject(c mcp.Content) json.RawMessage {
 	tc, ok := c.(*mcp.TextContent)
 	if !ok || len(tc.Text) > maxTextJSON {
 		return nil
 	}
 	t := bytes.TrimSpace([]byte(tc.Text))
-	if len(t) == 0 || t[0] != '{' || !json.Valid(t) {
+	if len(t) == 0 || t[0] != '{' || !json.Valid(t) || boundAnswer(t) != nil {
 		return nil
 	}
 	return t
