@@ -208,3 +208,20 @@ func at(t *testing.T, doc []byte, p string) (json.Number, bool) {
 	n, ok := v.(json.Number)
 	return n, ok
 }
+
+// BenchmarkCheckUnique measures the walk the submit adds before anything else reads the
+// body: a typical buy, and one of 256 KiB (the submit's limit) made of packages.
+func BenchmarkCheckUnique(b *testing.B) {
+	pkg := `{"product_id":"ctv-premium-us","pricing_option_id":"cpm-fixed-usd","budget":15000.5,"bid_price":12.5,"context":{"n":[1,2,3]}}`
+	for _, size := range []int{1, 1800} {
+		doc := []byte(`{"seller_id":"s","currency":"USD","media_buy":{"packages":[` + strings.TrimSuffix(strings.Repeat(pkg+",", size), ",") + `]}}`)
+		b.Run(strconv.Itoa(len(doc))+"B", func(b *testing.B) {
+			b.SetBytes(int64(len(doc)))
+			for b.Loop() {
+				if err := CheckUnique(doc); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -81,3 +81,15 @@ func FuzzParseSubmit(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkParseSubmit measures the whole submit parse of the example buy (bounds, decode,
+// schema validation, amount, hash), for comparison with jsonnum's BenchmarkCheckUnique.
+func BenchmarkParseSubmit(b *testing.B) {
+	body := marshal(b, example(b))
+	v := schemas(b)
+	for b.Loop() {
+		if _, err := ParseSubmit(body, agents, v); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
