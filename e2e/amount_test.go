@@ -16,16 +16,25 @@ import (
 )
 
 // The amount on the approval page, in the Slack message, in governance's check, on the
-// operation and on every timeline event is one number for one request, for a buy with packages
-// and for a proposal buy (no packages, total_budget): 15,000.25 USD, over the local threshold.
+// operation and on every timeline event is one number for one request: for a buy with packages,
+// for a proposal buy (no packages, total_budget), and for a proposal in a currency with three
+// decimals (the threshold is in USD, so it needs a person whatever its amount).
 func TestTheApprovedAmountIsTheBoughtAmount(t *testing.T) {
-	for _, mode := range []string{"packages", "proposal"} {
-		t.Run(mode, func(t *testing.T) {
+	for _, tc := range []struct {
+		name, currency, total string // total: a proposal buy's total_budget.amount
+		ledger, shown         string
+		minor                 int64
+	}{
+		{name: "packages", currency: "USD", ledger: "15000.25", shown: "USD 15,000.25", minor: 1500025},
+		{name: "proposal", currency: "USD", total: "15000.25", ledger: "15000.25", shown: "USD 15,000.25", minor: 1500025},
+		{name: "proposal in KWD", currency: "KWD", total: "15000.125", ledger: "15000.125", shown: "KWD 15,000.125", minor: 15000125},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			c := begin(t)
 			b := buy{PO: po(t), Budgets: []float64{12000, 3000.25}, Sim: "async_complete"}
 			body := b.body(t)
-			if mode == "proposal" {
-				body = asProposal(t, body, "15000.25", "USD")
+			if tc.total != "" {
+				body = asProposal(t, body, tc.total, tc.currency)
 			}
 			sub, _, err := c.Submit(context.Background(), "key-"+randomID(t), body)
 			if err != nil {
@@ -35,26 +44,26 @@ func TestTheApprovedAmountIsTheBoughtAmount(t *testing.T) {
 			if op.Status != "awaiting_approval" {
 				t.Fatalf("status %s (reason %q), want awaiting_approval", op.Status, op.Reason)
 			}
-			if op.Budget != "15000.25" || op.Currency != "USD" {
-				t.Errorf("operation records %s %s, want 15000.25 USD", op.Budget, op.Currency)
+			if op.Budget != tc.ledger || op.Currency != tc.currency {
+				t.Errorf("operation records %s %s, want %s %s", op.Budget, op.Currency, tc.ledger, tc.currency)
 			}
 
-			const shown = "USD 15,000.25" // approval.Money's form
 			link := approvalLink(t, op)
-			if msg := slackText(t, op); !strings.Contains(msg, shown) {
-				t.Errorf("the Slack message does not show %s:\n%s", shown, msg)
+			if msg := slackText(t, op); !strings.Contains(msg, tc.shown) {
+				t.Errorf("the Slack message does not show %s:\n%s", tc.shown, msg)
 			}
 			page := get(t, http.MethodGet, link)
-			if !strings.Contains(page, shown) {
-				t.Errorf("the approval page does not show %s", shown)
+			if !strings.Contains(page, tc.shown) {
+				t.Errorf("the approval page does not show %s", tc.shown)
 			}
 			if head := get(t, http.MethodHead, link); head != "" {
 				t.Errorf("HEAD on the approval link returned a body: %.100q", head)
 			}
 
 			if suite.local != nil {
-				if got := governanceAmount(t, b.PO); got != (money.Amount{Minor: 1500025, Currency: "USD"}) {
-					t.Errorf("governance was asked about %+v, want 15000.25 USD", got)
+				want := money.Amount{Minor: tc.minor, Currency: tc.currency}
+				if got := governanceAmount(t, b.PO, tc.currency); got != want {
+					t.Errorf("governance was asked about %+v, want %+v", got, want)
 				}
 			}
 
@@ -64,8 +73,8 @@ func TestTheApprovedAmountIsTheBoughtAmount(t *testing.T) {
 			for _, e := range timeline(t, c, sub.OperationID) {
 				if e.Amount != "" {
 					n++
-					if e.Amount != "15000.25 USD" {
-						t.Errorf("timeline %s shows %s, want 15000.25 USD", e.Type, e.Amount)
+					if e.Amount != tc.ledger+" "+tc.currency {
+						t.Errorf("timeline %s shows %s, want %s %s", e.Type, e.Amount, tc.ledger, tc.currency)
 					}
 				}
 			}
@@ -76,8 +85,8 @@ func TestTheApprovedAmountIsTheBoughtAmount(t *testing.T) {
 	}
 }
 
-// asProposal rewrites a submit body as a proposal buy: no packages, proposal_id and
-// total_budget (the amount written as given, not through a float).
+// asProposal rewrites a submit body as a proposal buy in currency: no packages, proposal_id
+// and total_budget (the amount written as given, not through a float).
 func asProposal(t *testing.T, body []byte, amount, currency string) []byte {
 	t.Helper()
 	var req map[string]json.RawMessage
@@ -88,6 +97,7 @@ func asProposal(t *testing.T, body []byte, amount, currency string) []byte {
 	if err := json.Unmarshal(req["media_buy"], &mb); err != nil {
 		t.Fatal(err)
 	}
+	req["currency"] = json.RawMessage(`"` + currency + `"`)
 	delete(mb, "packages")
 	mb["proposal_id"] = json.RawMessage(`"prop-e2e"`)
 	mb["total_budget"] = json.RawMessage(`{"amount":` + amount + `,"currency":"` + currency + `"}`)
@@ -144,8 +154,8 @@ func get(t *testing.T, method, url string) string {
 }
 
 // governanceAmount reads what the simulated governance agent was asked to check for the PO:
-// the sum of the payload's package budgets, or its total_budget, exactly.
-func governanceAmount(t *testing.T, po string) money.Amount {
+// the sum of the payload's package budgets (in currency), or its total_budget, exactly.
+func governanceAmount(t *testing.T, po, currency string) money.Amount {
 	t.Helper()
 	for _, call := range suite.local.Governance.CallsTo("check_governance") {
 		var args struct {
@@ -172,9 +182,9 @@ func governanceAmount(t *testing.T, po string) money.Amount {
 			}
 			return a
 		}
-		sum := money.Amount{Currency: "USD"}
+		sum := money.Amount{Currency: currency}
 		for _, p := range args.Payload.Packages {
-			a, err := money.Parse(p.Budget.String(), "USD")
+			a, err := money.Parse(p.Budget.String(), currency)
 			if err != nil {
 				t.Fatalf("governance package budget: %v", err)
 			}
