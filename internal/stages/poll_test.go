@@ -169,8 +169,12 @@ func TestPollSellerFailedIsTerminal(t *testing.T) {
 	if err != nil || res.Status != workflow.StatusFailed || !res.Reported {
 		t.Fatalf("fail = %+v, %v", res, err)
 	}
-	if args := lastArgs(t, e.gov.CallsTo("report_plan_outcome")); args["outcome"] != "failed" {
-		t.Fatalf("report = %v", args)
+	args := lastArgs(t, e.gov.CallsTo("report_plan_outcome"))
+	if rerr, _ := args["error"].(map[string]any); args["outcome"] != "failed" || rerr["code"] != "PRODUCT_UNAVAILABLE" {
+		t.Fatalf("report = %v, want the seller's code", args)
+	}
+	if o := e.op(op.ID); o.ErrorCode != "PRODUCT_UNAVAILABLE" || !strings.Contains(o.Reason, "PRODUCT_UNAVAILABLE") {
+		t.Fatalf("operation reason %q code %q", o.Reason, o.ErrorCode)
 	}
 }
 

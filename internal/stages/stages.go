@@ -260,6 +260,19 @@ func callError(what string, err error) error {
 	}
 }
 
+// failureCode is the code of a failed buy's report to governance: the seller's AdCP code
+// when the seller ended the task (recorded on the operation) or refused a call (the
+// TerminalError's code in the Catch's cause), else the failure's name.
+func failureCode(op *ledger.Operation, f workflow.StepError) string {
+	if op.ErrorCode != "" {
+		return op.ErrorCode
+	}
+	if code := workflow.TerminalErrorCode(f.Cause); code != "" {
+		return code
+	}
+	return f.Error
+}
+
 func errorCode(err error) string {
 	var ae *adcp.Error
 	if errors.As(err, &ae) {

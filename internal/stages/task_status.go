@@ -163,7 +163,7 @@ func RecordTaskStatus(ctx context.Context, deps TaskDeps, op *ledger.Operation, 
 			r := truncate("the seller completed the task with an error: "+derr.Error(), 1000)
 			ch.Reason = &r
 			if code := errorCode(derr); code != "" {
-				u.Detail["error_code"] = code
+				u.Detail["error_code"], ch.ErrorCode = code, &code
 			}
 		case derr == nil && endedMediaBuy(mb):
 			// The task completed, but the seller declined or ended the buy it created.
@@ -191,7 +191,7 @@ func RecordTaskStatus(ctx context.Context, deps TaskDeps, op *ledger.Operation, 
 		if f != nil {
 			r += " (" + f.Error() + ")"
 			if f.Code != "" {
-				u.Detail["error_code"] = f.Code
+				u.Detail["error_code"], ch.ErrorCode = f.Code, &f.Code
 			}
 		}
 		r = truncate(r, 1000)
