@@ -252,3 +252,29 @@ func TestReleasedReceiptIsAppliedAgain(t *testing.T) {
 		t.Fatalf("redelivery: duplicate = %v, err = %v", dup, err)
 	}
 }
+
+// TestSellerWebhookEvidenceMovesForward: the seller's last verified webhook only moves forward,
+// and a seller never heard from has none.
+func TestSellerWebhookEvidenceMovesForward(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	if got, err := s.LastSellerWebhook(ctx, "acme-sales"); err != nil || !got.IsZero() {
+		t.Fatalf("never heard from: %v, %v", got, err)
+	}
+	t1 := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	for _, at := range []time.Time{t1, t1.Add(-time.Hour), t1.Add(time.Minute), t1} {
+		if err := s.RecordSellerWebhook(ctx, "acme-sales", at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := s.LastSellerWebhook(ctx, "acme-sales"); err != nil || !got.Equal(t1.Add(time.Minute)) {
+		t.Fatalf("last = %v, %v; want %v", got, err, t1.Add(time.Minute))
+	}
+	if got, _ := s.LastSellerWebhook(ctx, "other-seller"); !got.IsZero() {
+		t.Fatalf("another seller has %v", got)
+	}
+	if err := s.RecordSellerWebhook(ctx, "bad#id", t1); !errors.Is(err, ledger.ErrInvalidArgument) {
+		t.Fatalf("bad id: %v", err)
+	}
+}

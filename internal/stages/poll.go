@@ -122,6 +122,10 @@ func (s *Service) PollSeller(ctx context.Context, in workflow.PollInput) (workfl
 	if out.NeedsDecision() {
 		return out, nil
 	}
+	// The long cap needs evidence that the seller's webhooks arrive, not only that it took the
+	// push config: re-read each round, so a seller whose webhooks start or stop arriving moves
+	// between the caps.
+	wait.WebhookAccepted = s.webhooksArrive(ctx, op.SellerID, now)
 	out.Next = wait.Advance(in.Config, now, s.cfg.Rand)
 	if out.Next.Round >= in.Config.LoopBudget {
 		out.ContinueAsNew = true

@@ -95,6 +95,34 @@ func TestWakeOutputWithoutWaitRebuildsFromOperation(t *testing.T) {
 	}
 }
 
+// TestPollCapFollowsWebhookEvidence: a seller that accepted the push config but whose
+// webhooks never arrived keeps the short cap; one whose webhooks are verified backs off to the
+// long one, decided again each round.
+func TestPollCapFollowsWebhookEvidence(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	op, out := e.placed("approved,async_complete")
+	wait := out.Next
+	wait.IntervalSeconds = cfg().PollMaxSeconds // at the short cap already
+	got, err := e.svc.PollSeller(context.Background(), pollIn(op, wait, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Next.WebhookAccepted || got.Next.IntervalSeconds > cfg().PollMaxSeconds {
+		t.Fatalf("without evidence: next %+v, want at most the short cap %d s", got.Next, cfg().PollMaxSeconds)
+	}
+	if err := e.store.RecordSellerWebhook(context.Background(), sellerID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	got, err = e.svc.PollSeller(context.Background(), pollIn(op, wait, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Next.WebhookAccepted || got.Next.IntervalSeconds <= cfg().PollMaxSeconds {
+		t.Fatalf("with a verified webhook: next %+v, want past the short cap", got.Next)
+	}
+}
+
 func TestPollWorkingBacksOff(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})

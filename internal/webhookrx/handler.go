@@ -175,12 +175,11 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	if err != nil {
 		return r.fail("ledger_unavailable", err)
 	}
+	s.accepted(ctx, op.SellerID)
 	if dup {
-		s.cfg.Metrics.Count(metrics.WebhookAccepted, metrics.Dims{"Seller": op.SellerID}, 1)
 		s.cfg.Metrics.Count(metrics.WebhookDuplicates, nil, 1)
 		return r.ok(OutcomeDuplicate)
 	}
-	s.cfg.Metrics.Count(metrics.WebhookAccepted, metrics.Dims{"Seller": op.SellerID}, 1)
 	if syncEcho {
 		s.event(ctx, op, ledger.Event{Type: EventWebhook, Actor: "seller:" + op.SellerID,
 			Reason: "acknowledged: the completion of a synchronous create, already recorded", Detail: deliveryDetail(d)})
@@ -225,6 +224,16 @@ func (s *Service) authFailure(r *result, err error) result {
 	out := r.refuse(http.StatusUnauthorized, code, "the webhook signature was not accepted")
 	out.resp.Headers["WWW-Authenticate"] = webhook.WWWAuthenticate(err)
 	return out
+}
+
+// accepted counts an authenticated, correlated delivery in WebhookAccepted and records it as
+// the seller's last verified webhook: the evidence that lets its buys' polling back off. A
+// failed record is logged; the delivery goes on.
+func (s *Service) accepted(ctx context.Context, sellerID string) {
+	s.cfg.Metrics.Count(metrics.WebhookAccepted, metrics.Dims{"Seller": sellerID}, 1)
+	if err := s.cfg.Ledger.RecordSellerWebhook(ctx, sellerID, s.now()); err != nil {
+		s.log.WarnContext(ctx, "seller webhook evidence not recorded", "seller", sellerID, "err", err)
+	}
 }
 
 // countRejected counts a refused delivery in WebhookRejected: by Code, by Seller when the

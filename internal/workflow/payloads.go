@@ -259,7 +259,8 @@ type WaitState struct {
 	Round int `json:"round"`
 	// DeadlineUnix is the overall deadline of the wait, in Unix seconds.
 	DeadlineUnix int64 `json:"deadline_unix"`
-	// WebhookAccepted is true when the seller accepted our push notification config.
+	// WebhookAccepted is true when the seller's webhooks are known to arrive (one passed
+	// verification recently); polling then backs off to the long cap.
 	WebhookAccepted bool `json:"webhook_accepted"`
 }
 
