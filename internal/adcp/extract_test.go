@@ -269,3 +269,19 @@ func TestDecodeGovernanceAndOutcome(t *testing.T) {
 		}
 	})
 }
+
+// A seller that already declares AdCP 3.2 (and drops the deprecated major_versions) is read
+// like a 3.1 one: buyflow keeps its 3.1 pin, which the seller still lists.
+func TestCapabilitiesOfA32Seller(t *testing.T) {
+	caps, err := decodeCapabilities(json.RawMessage(`{"adcp":{"supported_versions":["3.1","3.2"],
+		"idempotency":{"supported":true,"replay_ttl_seconds":86400}},"supported_protocols":["media_buy"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !caps.SupportsVersion(WireVersion) || !caps.SupportsVersion("3.2") || len(caps.MajorVersions) != 0 {
+		t.Fatalf("versions %v %v", caps.SupportedVersions, caps.MajorVersions)
+	}
+	if w, ok := caps.ReplayWindow(); !ok || w != 24*time.Hour {
+		t.Fatalf("replay window %v %v", w, ok)
+	}
+}
