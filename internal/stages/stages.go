@@ -261,10 +261,10 @@ func callError(what string, err error) error {
 	}
 }
 
-// WebhookEvidenceWindow is how recent a seller's last verified webhook must be for its buys'
-// polling to back off to the long cap (RunConfig.PollMaxWebhookSeconds): a seller that accepts
-// a push config but whose webhooks never arrive (refused, lost, misaddressed) keeps the short
-// cap, so its buys do not wait hours for a poll.
+// WebhookEvidenceWindow is how recent a seller's last verified webhook must be for the polling
+// of its buys to back off to the long cap (RunConfig.PollMaxWebhookSeconds): a seller that
+// accepts a push config but whose webhooks never arrive (refused, lost, misaddressed) keeps the
+// short cap, so its buys do not wait hours for a poll.
 const WebhookEvidenceWindow = 24 * time.Hour
 
 // webhooksArrive reports whether the seller's webhooks are known to reach buyflow: one passed
