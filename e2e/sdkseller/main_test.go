@@ -10,21 +10,17 @@
 package sdkseller
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/adcp/interop"
 	"github.com/buyflow/buyflow/internal/localstack"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -90,18 +86,18 @@ func run(m *testing.M) int {
 	}
 	defer func() { _ = os.RemoveAll(tmp) }() // a temporary folder
 
-	seller, err := startSeller(root)
+	seller, err := startSeller()
 	if err != nil {
 		return fail(err)
 	}
-	defer seller.stop()
+	defer seller.Stop()
 	suite.seller = seller
 
 	agentsFile := filepath.Join(tmp, "agents.json")
 	doc := map[string]any{
 		"agents": []map[string]any{{
-			"id": sellerID, "role": "seller", "mcp_url": seller.base + "/mcp", "credential_ref": localstack.AgentSecretPrefix + sellerID,
-			"webhook": map[string]any{"mode": "rfc9421", "jwks_uri": seller.base + "/.well-known/jwks.json"},
+			"id": sellerID, "role": "seller", "mcp_url": seller.Base + "/mcp", "credential_ref": localstack.AgentSecretPrefix + sellerID,
+			"webhook": map[string]any{"mode": "rfc9421", "jwks_uri": seller.Base + "/.well-known/jwks.json"},
 		}},
 		"credentials": map[string]string{localstack.AgentSecretPrefix + sellerID: sellerToken},
 		"simulated":   []string{"governance"},
@@ -143,66 +139,21 @@ func run(m *testing.M) int {
 		if suite.logPath != "" {
 			fmt.Fprintf(os.Stderr, "sdkseller: the functions' logs are in %s (BUYFLOW_E2E_VERBOSE=1 streams them)\n", suite.logPath)
 		}
-		fmt.Fprintf(os.Stderr, "sdkseller: seller stderr:\n%s\n", seller.stderr.String())
+		fmt.Fprintf(os.Stderr, "sdkseller: seller stderr:\n%s\n", seller.Stderr())
 	}
 	return code
 }
 
 // sdkSeller is the Node seller process.
-type sdkSeller struct {
-	base   string // http://127.0.0.1:<port>
-	cmd    *exec.Cmd
-	stderr *lockedBuffer
-}
+type sdkSeller struct{ *interop.Seller }
 
 // startSeller runs internal/adcp/interop/seller.mjs with signed webhooks on loopback.
-func startSeller(root string) (*sdkSeller, error) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		return nil, fmt.Errorf("node is not on PATH: %w", err)
-	}
-	cmd := exec.Command(node, filepath.Join("internal", "adcp", "interop", "seller.mjs"))
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "BUYFLOW_INTEROP_TOKEN="+sellerToken, "BUYFLOW_INTEROP_WEBHOOKS=1",
-		"ADCP_DECISIONING_ALLOW_HTTP_WEBHOOKS=1", "NODE_ENV=test", fmt.Sprintf("BUYFLOW_INTEROP_DELAY_MS=%d", sellerDelay.Milliseconds()))
-	s := &sdkSeller{cmd: cmd, stderr: &lockedBuffer{}}
-	cmd.Stderr = s.stderr
-	out, err := cmd.StdoutPipe()
+func startSeller() (*sdkSeller, error) {
+	s, err := interop.Start(interop.Options{Token: sellerToken, Delay: sellerDelay, Webhooks: true})
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start seller: %w", err)
-	}
-	urlc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "LISTENING "); ok {
-				urlc <- u
-			}
-		}
-	}()
-	select {
-	case u := <-urlc:
-		s.base = strings.TrimSuffix(u, "/mcp")
-		return s, nil
-	case <-time.After(60 * time.Second):
-		s.stop()
-		return nil, fmt.Errorf("seller did not print LISTENING within 60 s: %s", s.stderr.String())
-	}
-}
-
-func (s *sdkSeller) stop() {
-	_ = s.cmd.Process.Signal(syscall.SIGTERM) // best effort; Wait below reaps it
-	done := make(chan struct{})
-	go func() { _ = s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		_ = s.cmd.Process.Kill() // it ignored SIGTERM
-		<-done
-	}
+	return &sdkSeller{s}, nil
 }
 
 // recorded is the seller's own record (GET /recorded).
@@ -243,7 +194,7 @@ type sentWebhook struct {
 
 func (s *sdkSeller) recorded(t testing.TB) recorded {
 	t.Helper()
-	resp, err := http.Get(s.base + "/recorded")
+	resp, err := http.Get(s.Base + "/recorded")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,22 +204,4 @@ func (s *sdkSeller) recorded(t testing.TB) recorded {
 		t.Fatal(err)
 	}
 	return r
-}
-
-// lockedBuffer collects the seller's stderr.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (w *lockedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }
