@@ -32,8 +32,9 @@ func tokenMatches(token, storedHash string) bool {
 }
 
 // apply records d on op, forward only (stages.RecordTaskStatus). A status the ledger refuses
-// (older than, or equal to, what it holds) is stale; a delivery about another task, or with a
-// status without lifecycle meaning, is ignored; both leave an event. The returned operation is
+// (older than, or equal to, what it holds) is stale; a delivery about another task type, or
+// with a status without lifecycle meaning, is ignored; both leave an event (the handler has
+// refused one about another task of the same type). The returned operation is
 // the one after the transition (with the parked task token, if any).
 func (s *Service) apply(ctx context.Context, op *ledger.Operation, d *Delivery) (Outcome, *ledger.Operation, error) {
 	actor := "seller:" + op.SellerID

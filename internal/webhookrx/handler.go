@@ -29,8 +29,8 @@ const (
 	// OutcomeStale: the ledger already holds this status or a newer one; an event records it.
 	OutcomeStale Outcome = "stale"
 	// OutcomeIgnored: an authenticated, deduplicated delivery that does not concern the
-	// operation's lifecycle (another task type or task id, a status without lifecycle meaning);
-	// an event records it.
+	// operation's lifecycle (another task type, a status without lifecycle meaning); an event
+	// records it.
 	OutcomeIgnored Outcome = "ignored"
 	// OutcomeAcknowledged: the completion webhook a 3.0 seller sends after a synchronous create
 	// (task id sync-…, a task buyflow never saw); an event records it, nothing else changes.
