@@ -111,11 +111,3 @@ func detail(v any) json.RawMessage {
 	}
 	return b
 }
-
-// truncate bounds untrusted text before it goes into the ledger.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
