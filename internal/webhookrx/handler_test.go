@@ -433,6 +433,21 @@ func TestCorrelationByWhatTheSignatureCovers(t *testing.T) {
 			t.Fatalf("wrong token = %d %s", resp.StatusCode, resp.Body)
 		}
 	})
+	t.Run("a delivery ahead of the create's recorded answer is answered 503", func(t *testing.T) {
+		e := newEnv(t)
+		if _, err := e.store.CreateOperation(e.ctx, ledger.Operation{ID: "op-1", Tenant: tenant, SellerID: seller9421,
+			Status: workflow.StatusCreating, BudgetTotal: "1500.00", Currency: "USD"}); err != nil {
+			t.Fatal(err)
+		}
+		p := payload("op-1", "completed", key("f"))
+		resp := e.deliver("op-1", seller9421, p, signOpts{})
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Headers["Retry-After"] == "" {
+			t.Fatalf("answer = %d %v %s", resp.StatusCode, resp.Headers, resp.Body)
+		}
+		if e.hasReceipt(seller9421, key("f")) || e.get("op-1").Status != workflow.StatusCreating {
+			t.Fatal("the early delivery was stored")
+		}
+	})
 	t.Run("another task after a synchronous create is refused", func(t *testing.T) {
 		e := newEnv(t)
 		e.syncOp("op-1", seller9421, "mb-sync")
