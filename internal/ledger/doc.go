@@ -84,7 +84,8 @@
 //
 //	seller webhooks  pk SELLER#<seller>  sk WEBHOOKS   (not tenant-keyed: one per seller)
 //	  record         Update SET last_verified_at if attribute_not_exists(last_verified_at) OR
-//	                 last_verified_at < :at; failure = a newer time is recorded (forward only)
+//	                 last_verified_at < :at - SellerWebhookResolution (1 min); failure = a time
+//	                 that recent is recorded (forward only, at most one write a minute)
 //	  TTL            none
 //
 //	replay nonce     pk NONCE#<sha256(key id \x00 nonce)>  sk NONCE

@@ -254,7 +254,7 @@ func TestReleasedReceiptIsAppliedAgain(t *testing.T) {
 }
 
 // TestSellerWebhookEvidenceMovesForward: the seller's last verified webhook only moves forward,
-// and a seller never heard from has none.
+// by steps of at least SellerWebhookResolution, and a seller never heard from has none.
 func TestSellerWebhookEvidenceMovesForward(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
@@ -263,13 +263,20 @@ func TestSellerWebhookEvidenceMovesForward(t *testing.T) {
 		t.Fatalf("never heard from: %v, %v", got, err)
 	}
 	t1 := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-	for _, at := range []time.Time{t1, t1.Add(-time.Hour), t1.Add(time.Minute), t1} {
-		if err := s.RecordSellerWebhook(ctx, "acme-sales", at); err != nil {
+	step := ledger.SellerWebhookResolution
+	for _, tc := range []struct{ at, want time.Time }{
+		{t1, t1},
+		{t1.Add(-time.Hour), t1},             // late: never backwards
+		{t1.Add(step / 2), t1},               // within the resolution: not rewritten
+		{t1.Add(2 * step), t1.Add(2 * step)}, // past it: forward
+		{t1, t1.Add(2 * step)},
+	} {
+		if err := s.RecordSellerWebhook(ctx, "acme-sales", tc.at); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if got, err := s.LastSellerWebhook(ctx, "acme-sales"); err != nil || !got.Equal(t1.Add(time.Minute)) {
-		t.Fatalf("last = %v, %v; want %v", got, err, t1.Add(time.Minute))
+		if got, err := s.LastSellerWebhook(ctx, "acme-sales"); err != nil || !got.Equal(tc.want) {
+			t.Fatalf("after %v: last = %v, %v; want %v", tc.at, got, err, tc.want)
+		}
 	}
 	if got, _ := s.LastSellerWebhook(ctx, "other-seller"); !got.IsZero() {
 		t.Fatalf("another seller has %v", got)

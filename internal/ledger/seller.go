@@ -19,16 +19,23 @@ const (
 	attrLastVerified = "last_verified_at"
 )
 
+// SellerWebhookResolution is how stale the recorded time of a seller's last verified webhook
+// may be: one item per seller takes every webhook of that seller, so it is rewritten at most
+// this often (a storm of webhooks does not make it a hot item), which is nothing against the
+// day-long window the evidence is read with.
+const SellerWebhookResolution = time.Minute
+
 // RecordSellerWebhook notes that a webhook from sellerID passed verification and correlation
-// at at. It only moves forward (a delivery processed late does not turn the time back). This
-// is the evidence that the seller's webhooks arrive, which decides how far polling may back off.
+// at at. It only moves forward (a delivery processed late does not turn the time back), by
+// steps of at least SellerWebhookResolution. This is the evidence that the seller's webhooks
+// arrive, which decides how far polling may back off.
 func (s *Store) RecordSellerWebhook(ctx context.Context, sellerID string, at time.Time) error {
 	if err := checkID("seller id", sellerID); err != nil {
 		return err
 	}
 	v := fmtTime(at)
 	cond := expression.AttributeNotExists(expression.Name(attrLastVerified)).
-		Or(expression.Name(attrLastVerified).LessThan(expression.Value(v)))
+		Or(expression.Name(attrLastVerified).LessThan(expression.Value(fmtTime(at.Add(-SellerWebhookResolution)))))
 	e, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(expression.Set(expression.Name(attrLastVerified), expression.Value(v))))
 	if err != nil {
 		return err
@@ -39,7 +46,7 @@ func (s *Store) RecordSellerWebhook(ctx context.Context, sellerID string, at tim
 		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
 	})
 	if failed, _ := conditionFailed(err); failed {
-		return nil // a newer time is already recorded
+		return nil // a time at most SellerWebhookResolution older, or newer, is recorded
 	}
 	if err != nil {
 		return fmt.Errorf("ledger: record webhook of seller %s: %w", sellerID, err)
