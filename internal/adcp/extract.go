@@ -151,15 +151,14 @@ func extractSuccess(res *mcp.CallToolResult) json.RawMessage {
 }
 
 // extractToolError implements the error path for isError results: a valid
-// adcp_error from structuredContent, else from a JSON text item; otherwise a
-// generic KindTool error carrying the first text.
+// adcp_error, else the first fatal errors[] entry (the spec's Error arm, as
+// the official SDK sends it), from structuredContent, else from a JSON text
+// item; otherwise a generic KindTool error carrying the first text.
 func extractToolError(res *mcp.CallToolResult) *Error {
 	if obj, ok := res.StructuredContent.(map[string]any); ok {
-		if v, ok := obj["adcp_error"]; ok {
-			if raw, err := json.Marshal(v); err == nil {
-				if d, ok := parseAdCPError(raw); ok {
-					return errorFromDetail(d)
-				}
+		if raw, err := json.Marshal(obj); err == nil {
+			if e := toolErrorFrom(raw); e != nil {
+				return e
 			}
 		}
 	}
@@ -169,11 +168,8 @@ func extractToolError(res *mcp.CallToolResult) *Error {
 			firstText = tc.Text
 		}
 		if obj := textObject(c); obj != nil {
-			var m map[string]json.RawMessage
-			if json.Unmarshal(obj, &m) == nil {
-				if d, ok := parseAdCPError(m["adcp_error"]); ok {
-					return errorFromDetail(d)
-				}
+			if e := toolErrorFrom(obj); e != nil {
+				return e
 			}
 		}
 	}
@@ -181,6 +177,24 @@ func extractToolError(res *mcp.CallToolResult) *Error {
 		firstText = firstText[:500]
 	}
 	return &Error{Kind: KindTool, Recovery: RecoveryTerminal, Message: firstText}
+}
+
+// toolErrorFrom reads the error of one isError payload object: adcp_error
+// first, then errors[]; nil when it holds neither. A mistyped errors[] is
+// skipped rather than hiding a valid adcp_error.
+func toolErrorFrom(obj json.RawMessage) *Error {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(obj, &m) != nil {
+		return nil
+	}
+	if d, ok := parseAdCPError(m["adcp_error"]); ok {
+		return errorFromDetail(d)
+	}
+	var errs []ErrorDetail
+	if json.Unmarshal(m["errors"], &errs) != nil {
+		return nil
+	}
+	return failureFromEnvelope(envelope{Errors: errs})
 }
 
 // textObject returns the text of a text content item when it is a JSON object

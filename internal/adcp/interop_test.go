@@ -1,18 +1,14 @@
 package adcp
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/buyflow/buyflow/internal/adcp/interop"
 )
 
 // startInteropSeller runs interop/seller.mjs (a seller on @adcp/sdk 6.11.0's
@@ -22,69 +18,17 @@ func startInteropSeller(t *testing.T, token string) string {
 	if os.Getenv("BUYFLOW_NODE_TESTS") != "1" {
 		t.Skip("interop test needs Node and node_modules/@adcp/sdk; set BUYFLOW_NODE_TESTS=1 (make test does)")
 	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("BUYFLOW_NODE_TESTS=1 but node is not on PATH: %v", err)
-	}
-	cmd := exec.Command(node, "interop/seller.mjs")
-	cmd.Env = append(os.Environ(), "BUYFLOW_INTEROP_TOKEN="+token, "BUYFLOW_INTEROP_DELAY_MS=300")
-	stderr := &lockedBuffer{}
-	cmd.Stderr = stderr
-	out, err := cmd.StdoutPipe()
+	s, err := interop.Start(interop.Options{Token: token, Delay: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start seller: %v", err)
-	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("seller stderr:\n%s", stderr.String())
+			t.Logf("seller stderr:\n%s", s.Stderr())
 		}
-		_ = cmd.Process.Signal(syscall.SIGTERM) // best effort; Wait below reaps it
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill() // it ignored SIGTERM
-			<-done
-		}
+		s.Stop()
 	})
-	urlc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "LISTENING "); ok {
-				urlc <- u
-			}
-		}
-	}()
-	select {
-	case u := <-urlc:
-		return u
-	case <-time.After(60 * time.Second):
-		t.Fatal("seller did not print LISTENING within 60 s")
-	}
-	return ""
-}
-
-// lockedBuffer collects the seller's stderr; it is logged only on failure.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *lockedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
+	return s.MCPURL()
 }
 
 // TestInteropAdCPSDKSeller drives capabilities, a synchronous create, an

@@ -138,18 +138,30 @@ type MediaBuyResult struct {
 	Raw            json.RawMessage
 }
 
+// mediaBuyStatuses is enums/media-buy-status.json. Three of its values
+// (completed, rejected, canceled) are task statuses too.
+var mediaBuyStatuses = map[string]bool{"pending_creatives": true, "pending_start": true, "active": true,
+	"paused": true, "completed": true, "rejected": true, "canceled": true}
+
 // DecodeMediaBuy decodes a create_media_buy / update_media_buy body — a
 // synchronous answer, a poll's result, or a webhook's result — following the
 // documented dispatch: submitted first, then errors, then the success fields.
-// It tolerates 3.0 peers that put the media-buy status in the top-level
-// status with no envelope status. For the error arm it returns the result and
-// an *Error built from the first non-warning error.
+// For the error arm it returns the result and an *Error built from the first
+// non-warning error.
+//
+// The root status is read in the vocabulary of the answer's version: with
+// media_buy_status (3.1, 3.2) it is the task status, and 3.2 may leave it out;
+// without media_buy_status, an answer that carries a media buy and no error
+// is the success arm, whose root status is the media buy's (3.0, and 3.1's
+// deprecated form). So a 3.0 cancel answered "canceled" is a canceled buy in a
+// completed task, never a canceled task.
 func DecodeMediaBuy(body json.RawMessage) (*MediaBuyResult, error) {
 	resp, err := responseFromBody(body)
 	if err != nil {
 		return nil, err
 	}
 	var w struct {
+		Status         string          `json:"status"`
 		MediaBuyID     string          `json:"media_buy_id"`
 		MediaBuyStatus string          `json:"media_buy_status"`
 		ConfirmedAt    *string         `json:"confirmed_at"`
@@ -165,6 +177,9 @@ func DecodeMediaBuy(body json.RawMessage) (*MediaBuyResult, error) {
 		Status: resp.Status, TaskID: resp.TaskID, Message: resp.Message, Replayed: resp.Replayed,
 		MediaBuyID: w.MediaBuyID, MediaBuyStatus: w.MediaBuyStatus, ConfirmedAt: w.ConfirmedAt,
 		Revision: w.Revision, Packages: w.Packages, Errors: w.Errors, Raw: body,
+	}
+	if r.MediaBuyStatus == "" && w.MediaBuyID != "" && mediaBuyStatuses[w.Status] && !hasFatal(w.AdCPError, w.Errors) {
+		r.MediaBuyStatus, r.Status, resp.Status = w.Status, StatusCompleted, StatusCompleted
 	}
 	if r.MediaBuyStatus == "" && resp.LegacyStatus != "" {
 		r.MediaBuyStatus = resp.LegacyStatus
@@ -193,6 +208,11 @@ func DecodeMediaBuy(body json.RawMessage) (*MediaBuyResult, error) {
 	}
 	r.Shape = ShapeSuccess
 	return r, nil
+}
+
+// hasFatal reports whether a payload carries an error that fails the call.
+func hasFatal(adcpError json.RawMessage, errs []ErrorDetail) bool {
+	return failureFromEnvelope(envelope{AdCPError: adcpError, Errors: errs}) != nil
 }
 
 // CreateMediaBuy sends a create_media_buy Intent and decodes the answer.
@@ -513,16 +533,30 @@ func (t *TaskStatusResult) Failure() *Error {
 	if t.Error != nil && t.Error.Code != "" {
 		return errorFromDetail(*t.Error)
 	}
-	if len(t.Result) > 0 {
-		if r, err := responseFromBody(t.Result); err == nil {
-			var env envelope
-			_ = json.Unmarshal(r.Body, &env) // Result decoded as an object just above
-			if e := failureFromEnvelope(env); e != nil {
-				return e
-			}
-		}
+	if e := ResultFailure(t.Result); e != nil {
+		return e
 	}
 	return &Error{Kind: KindAdCP, Recovery: RecoveryTerminal, Message: "task " + string(t.Status) + " without an error object"}
+}
+
+// ResultFailure returns the error a task's result reports (its adcp_error,
+// else its first fatal errors[] entry, with code and recovery), or nil. A
+// webhook's result and a poll's result carry the failure of a task this way.
+func ResultFailure(result json.RawMessage) *Error {
+	if len(result) == 0 {
+		return nil
+	}
+	var env envelope
+	if json.Unmarshal(result, &env) != nil {
+		// A mistyped envelope field must not hide the error objects.
+		var m map[string]json.RawMessage
+		if json.Unmarshal(result, &m) != nil {
+			return nil
+		}
+		env.AdCPError = m["adcp_error"]
+		_ = json.Unmarshal(m["errors"], &env.Errors) // best effort: adcp_error may still be there
+	}
+	return failureFromEnvelope(env)
 }
 
 // GetTaskStatus polls a task through the tool the agent offers

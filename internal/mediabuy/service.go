@@ -209,12 +209,9 @@ func (s *Service) Events(ctx context.Context, tenant, id, cursor string, limit i
 	out := EventPage{Items: make([]EventView, 0, len(page.Items)), NextCursor: page.Cursor}
 	for _, e := range page.Items {
 		ev := EventView{At: e.At.UTC().Format(time.RFC3339Nano), Type: e.Type, Actor: e.Actor,
-			From: string(e.From), To: string(e.To), Detail: e.Detail}
+			From: string(e.From), To: string(e.To), Reason: e.Reason, Detail: e.Detail}
 		if e.Amount != "" {
 			ev.Amount = strings.TrimSpace(e.Amount + " " + e.Currency)
-		}
-		if e.Reason != "" && len(ev.Detail) == 0 {
-			ev.Detail, _ = json.Marshal(map[string]string{"reason": e.Reason})
 		}
 		out.Items = append(out.Items, ev)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -224,6 +225,30 @@ func TestReadsAreTenantScoped(t *testing.T) {
 	evs, err := svc.Events(ctx, "acme", out.OperationID, "", 10)
 	if err != nil || len(evs.Items) == 0 {
 		t.Fatalf("own events: %+v, %v", evs, err)
+	}
+}
+
+// TestEventsKeepReasonAndDetail: an event with both a reason and details shows both (a
+// failed cancel's reason is the seller's error, its details the call).
+func TestEventsKeepReasonAndDetail(t *testing.T) {
+	svc, store, _ := newService(t)
+	ctx := context.Background()
+	out, err := svc.Submit(ctx, acme, "key-reason", marshal(t, example(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const reason = "adcp: update_media_buy at sim-seller: MEDIA_BUY_NOT_FOUND (terminal)"
+	if err := store.AppendEvent(ctx, "acme", out.OperationID, ledger.Event{Type: "cancel", Actor: "seller:sim-seller",
+		Reason: reason, Detail: json.RawMessage(`{"error_code":"MEDIA_BUY_NOT_FOUND"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := svc.Events(ctx, "acme", out.OperationID, "", 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := evs.Items[len(evs.Items)-1]
+	if last.Type != "cancel" || last.Reason != reason || !strings.Contains(string(last.Detail), "MEDIA_BUY_NOT_FOUND") {
+		t.Fatalf("event %+v", last)
 	}
 }
 

@@ -48,6 +48,13 @@ const (
 	AdcpErrors = "AdcpErrors"
 	// WebhookSignatureFailures counts webhooks refused with 401.
 	WebhookSignatureFailures = "WebhookSignatureFailures"
+	// WebhookRejected counts webhooks refused with a 4xx (signature, payload, token, task or
+	// operation mismatch), by Code, by Seller when the operation is known, and with no
+	// dimension.
+	WebhookRejected = "WebhookRejected"
+	// WebhookAccepted counts authenticated webhooks answered 2xx (duplicates included), by
+	// Seller: next to WebhookRejected by Seller it shows a seller whose webhooks are all refused.
+	WebhookAccepted = "WebhookAccepted"
 	// WebhookDuplicates counts webhook deliveries answered as duplicates.
 	WebhookDuplicates = "WebhookDuplicates"
 	// ReconcileFindings counts what a reconciliation sweep found, by Kind.

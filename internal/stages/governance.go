@@ -658,7 +658,7 @@ func (s *Service) Fail(ctx context.Context, in workflow.OutcomeInput) (FailOutpu
 		if err != nil {
 			return FailOutput{}, err
 		}
-		code := f.Error
+		code := failureCode(op, f)
 		if len(code) > 64 {
 			code = code[:64]
 		}

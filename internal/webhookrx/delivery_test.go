@@ -63,6 +63,8 @@ func FuzzParseDelivery(f *testing.F) {
 	f.Add([]byte(docExample))
 	f.Add([]byte(`{"idempotency_key":"k_0123456789abcdef","operation_id":"op-1","task_id":"t","task_type":"create_media_buy","status":"working","timestamp":"2025-01-22T10:30:00Z","token":"0123456789abcdef"}`))
 	f.Add([]byte(`{"idempotency_key":"k_0123456789abcdef","operation_id":"op-1","task_id":"t","task_type":"x","status":"failed","timestamp":"2025-01-22T10:30:00Z","result":{"errors":[{"code":"X"}]},"message":"\u00ff"}`))
+	// A 3.0 seller's delivery (the official SDK's): no operation_id.
+	f.Add([]byte(`{"idempotency_key":"evt_f35b6e21b44749adbd410b3c","task_id":"sync-31aa505f","task_type":"create_media_buy","status":"completed","timestamp":"2026-12-01T08:06:09.354Z","token":"0123456789abcdef","result":{"media_buy_id":"mb_1","status":"pending_creatives"}}`))
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`null`))
 	f.Add([]byte(`{"timestamp":null}`))
@@ -82,7 +84,7 @@ func FuzzParseDelivery(f *testing.F) {
 		if errors.As(jsonnum.Check(body), &ne) {
 			t.Fatalf("accepted a delivery with %v", ne)
 		}
-		if len(d.IdempotencyKey) < 16 || len(d.IdempotencyKey) > 255 || !webhookrx.ValidOperationID(d.OperationID) ||
+		if len(d.IdempotencyKey) < 16 || len(d.IdempotencyKey) > 255 || (d.OperationID != "" && !webhookrx.ValidOperationID(d.OperationID)) ||
 			strings.Contains(d.IdempotencyKey, "#") || d.TaskID == "" || d.Status == "" || d.TaskType == "" ||
 			(d.Token != "" && (len(d.Token) < 16 || len(d.Token) > 4096)) || len(d.Message) > 4096 || d.Timestamp.Location() != time.UTC {
 			t.Fatalf("accepted an invalid delivery: %+v", d)
