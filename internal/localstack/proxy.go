@@ -75,6 +75,7 @@ const statesCallerHeader = "X-Buyflow-Local-Caller"
 type emulatorProxy struct {
 	rp     *httputil.ReverseProxy
 	states atomic.Pointer[httputil.ReverseProxy]
+	crash  atomic.Pointer[crashPoint]
 	trace  *Trace
 	kumo   string
 	// secrets serializes Secrets Manager calls: kumo's GetSecretValue writes LastAccessedDate
@@ -87,9 +88,14 @@ type emulatorProxy struct {
 	waiters map[string][]pollWaiter
 	first   map[string]time.Time
 	// inflight maps a process (its runtime key, fn~n) to the request id of the invocation it
-	// took and has not answered yet.
+	// took and has not answered yet; dead holds the keys of processes that exited or are
+	// being killed.
 	inflight map[string]string
+	dead     map[string]bool
 }
+
+// errProcessGone is the exit reason given for an invocation handed to a process already dead.
+var errProcessGone = errors.New("the process had exited when the invocation reached it")
 
 // runtimeKey is the context key carrying the runtime key of a runtime-API request.
 type runtimeKey struct{}
@@ -104,7 +110,7 @@ func newEmulatorProxy(target string, trace *Trace) (*emulatorProxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("localstack: emulator url: %w", err)
 	}
-	p := &emulatorProxy{trace: trace, kumo: target, polls: map[string]int{}, waiters: map[string][]pollWaiter{}, first: map[string]time.Time{}, inflight: map[string]string{}}
+	p := &emulatorProxy{trace: trace, kumo: target, polls: map[string]int{}, waiters: map[string][]pollWaiter{}, first: map[string]time.Time{}, inflight: map[string]string{}, dead: map[string]bool{}}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(u)
@@ -115,8 +121,17 @@ func newEmulatorProxy(target string, trace *Trace) (*emulatorProxy, error) {
 			if key, ok := resp.Request.Context().Value(runtimeKey{}).(string); ok && strings.HasSuffix(resp.Request.URL.Path, "/invocation/next") {
 				if id := resp.Header.Get("Lambda-Runtime-Aws-Request-Id"); id != "" && resp.StatusCode == http.StatusOK {
 					p.mu.Lock()
-					p.inflight[key] = id
+					dead := p.dead[key]
+					if !dead {
+						p.inflight[key] = id
+					}
 					p.mu.Unlock()
+					if dead {
+						// kumo handed an invocation to the poll of a process that has just
+						// died: fail it now, as a crashed sandbox, not at the function's timeout.
+						go p.failInvocation(key, id, errProcessGone)
+						return errProcessGone
+					}
 				}
 			}
 			// Step Functions reads a function error as the Lambda API reports it; kumo's API
@@ -136,6 +151,9 @@ func newEmulatorProxy(target string, trace *Trace) (*emulatorProxy, error) {
 func (p *emulatorProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, "/_runtime/") {
 		r = p.runtimeRequest(r)
+	}
+	if cp := p.crash.Load(); cp != nil && r.Header.Get("X-Amz-Target") == cp.Target && callerFunction(r) == cp.Function && p.crashes(w, r, cp) {
+		return
 	}
 	switch {
 	case strings.HasPrefix(r.Header.Get("X-Amz-Target"), "AWSStepFunctions."):
@@ -163,6 +181,45 @@ func (p *emulatorProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p.rp.ServeHTTP(w, r)
 }
+
+// callerFunction names the function that signed r: each function's processes sign with the
+// access key id "local-<function>" (lambdaEnv), as each Lambda has its own role on AWS.
+func callerFunction(r *http.Request) string {
+	_, rest, ok := strings.Cut(r.Header.Get("Authorization"), "Credential=")
+	if !ok {
+		return ""
+	}
+	akid, _, _ := strings.Cut(rest, "/")
+	fn, ok := strings.CutPrefix(akid, creds.AccessKeyID+"-")
+	if !ok {
+		return ""
+	}
+	return fn
+}
+
+// crashes fires cp if r's body matches it, and reports whether it did (r is then handled).
+func (p *emulatorProxy) crashes(w http.ResponseWriter, r *http.Request, cp *crashPoint) bool {
+	body, err := io.ReadAll(r.Body)
+	_ = r.Body.Close() // replaced below
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil || !bytes.Contains(body, []byte(cp.BodyContains)) || !p.crash.CompareAndSwap(cp, nil) {
+		return false
+	}
+	if cp.AfterAnswer {
+		p.rp.ServeHTTP(&discardResponse{header: http.Header{}}, r)
+	}
+	cp.kill()
+	close(cp.fired)
+	http.Error(w, "local stack: crash injected", http.StatusBadGateway) // nobody is listening any more
+	return true
+}
+
+// discardResponse is a ResponseWriter that drops the answer (the caller has been killed).
+type discardResponse struct{ header http.Header }
+
+func (d *discardResponse) Header() http.Header         { return d.header }
+func (d *discardResponse) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discardResponse) WriteHeader(int)             {}
 
 // signLambda signs a Lambda API request with the stack's dummy credentials; r.Body must be
 // rewindable (traceInvoke made it so).
@@ -207,10 +264,23 @@ func (p *emulatorProxy) processExited(key string, exitErr error) {
 	p.mu.Lock()
 	id, ok := p.inflight[key]
 	delete(p.inflight, key)
+	p.dead[key] = true
 	p.mu.Unlock()
-	if !ok {
-		return
+	if ok {
+		p.failInvocation(key, id, exitErr)
 	}
+}
+
+// markDead records that the process named key is about to be killed: an invocation kumo
+// hands to its poll from now on fails at once.
+func (p *emulatorProxy) markDead(key string) {
+	p.mu.Lock()
+	p.dead[key] = true
+	p.mu.Unlock()
+}
+
+// failInvocation answers invocation id, held by the process named key, with Runtime.ExitError.
+func (p *emulatorProxy) failInvocation(key, id string, exitErr error) {
 	fn, _, _ := strings.Cut(key, "~")
 	why := "exit status 0"
 	if exitErr != nil {

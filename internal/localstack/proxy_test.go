@@ -100,6 +100,20 @@ func TestEmulatorProxy(t *testing.T) {
 	}
 	p.processExited("submit~2", errors.New("signal: killed"))
 	p.processExited("submit~1", errors.New("signal: killed"))
+	// A poll of the dead process that kumo still answers: that invocation fails at once too.
+	if resp, err := http.Get(front.URL + "/_runtime/submit~1/2018-06-01/runtime/invocation/next"); err == nil {
+		discard(resp)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		mu.Lock()
+		n := len(exitErrors)
+		mu.Unlock()
+		if n >= 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	for _, path := range upstreamPaths {
@@ -107,8 +121,9 @@ func TestEmulatorProxy(t *testing.T) {
 			t.Errorf("kumo saw the process number in %s", path)
 		}
 	}
-	if len(exitErrors) != 1 || !strings.HasPrefix(exitErrors[0], "/_runtime/submit/2018-06-01/runtime/invocation/req-1/error Runtime.ExitError ") ||
-		!strings.Contains(exitErrors[0], `"errorType":"Runtime.ExitError"`) || !strings.Contains(exitErrors[0], "signal: killed") {
-		t.Errorf("exit errors posted = %q, want one Runtime.ExitError for submit~1's invocation", exitErrors)
+	if len(exitErrors) != 2 || !strings.HasPrefix(exitErrors[0], "/_runtime/submit/2018-06-01/runtime/invocation/req-1/error Runtime.ExitError ") ||
+		!strings.Contains(exitErrors[0], `"errorType":"Runtime.ExitError"`) || !strings.Contains(exitErrors[0], "signal: killed") ||
+		!strings.Contains(exitErrors[1], errProcessGone.Error()) {
+		t.Errorf("exit errors posted = %q, want a Runtime.ExitError for submit~1's invocation, then one for the invocation handed to it after its death", exitErrors)
 	}
 }

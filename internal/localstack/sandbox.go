@@ -63,6 +63,7 @@ func (s *Stack) Kill(fn string) int {
 	}
 	s.procs.mu.Unlock()
 	for _, in := range live {
+		s.proxy.markDead(in.key)
 		signalGroup(in.cmd, syscall.SIGKILL)
 	}
 	return len(live)
@@ -92,4 +93,28 @@ func (s *Stack) scheduleSweep(every time.Duration, log io.Writer) func() {
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+// CrashPoint names the moment a test crashes a function: the next AWS call of Function whose
+// X-Amz-Target is Target (e.g. "AWSStepFunctions.SendTaskSuccess") and whose body contains
+// BodyContains. Every process of the function is killed before the call goes out, or, with
+// AfterAnswer, once the emulator has answered it and before the answer reaches the process
+// (the write happened; the function never learns it).
+type CrashPoint struct {
+	Function, Target, BodyContains string
+	AfterAnswer                    bool
+}
+
+// CrashAt arms p (replacing any armed point) and returns a channel closed when it fired.
+func (s *Stack) CrashAt(p CrashPoint) <-chan struct{} {
+	cp := &crashPoint{CrashPoint: p, fired: make(chan struct{}), kill: func() { s.Kill(p.Function) }}
+	s.proxy.crash.Store(cp)
+	return cp.fired
+}
+
+// crashPoint is an armed CrashPoint.
+type crashPoint struct {
+	CrashPoint
+	fired chan struct{}
+	kill  func()
 }

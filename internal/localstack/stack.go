@@ -128,6 +128,7 @@ type Stack struct {
 	rest  restClient
 	sfn   *sfn.Client
 	procs *procs
+	proxy *emulatorProxy
 
 	mu       sync.Mutex
 	restarts map[string]int
@@ -181,6 +182,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		_ = emuLn.Close()
 		return nil, err
 	}
+	st.proxy = proxy
 	emuSrv := serve(emuLn, proxy)
 	st.closers = append(st.closers, emuSrv.close)
 	st.EmulatorURL = emuSrv.url()
@@ -498,7 +500,7 @@ func lambdaEnv(f topology.Function, emulatorURL string) map[string]string {
 		"AWS_ENDPOINT_URL":                emulatorURL,
 		"AWS_REGION":                      Region,
 		"AWS_DEFAULT_REGION":              Region,
-		"AWS_ACCESS_KEY_ID":               creds.AccessKeyID,
+		"AWS_ACCESS_KEY_ID":               creds.AccessKeyID + "-" + f.Name, // names the caller (callerFunction)
 		"AWS_SECRET_ACCESS_KEY":           creds.SecretAccessKey,
 		"AWS_EC2_METADATA_DISABLED":       "true",
 		"AWS_CONFIG_FILE":                 os.DevNull,
