@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
+	"github.com/buyflow/buyflow/internal/localstack"
 	"github.com/buyflow/buyflow/internal/localstack/apiclient"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -290,5 +291,35 @@ func checkWithCLI(t *testing.T, operationID string, events int) {
 	}
 	if len(doc.Events) != events || doc.Events[0].Type != "ExecutionStarted" {
 		t.Errorf("the AWS CLI read %d events (first %+v), the SDK %d", len(doc.Events), doc.Events[:min(1, len(doc.Events))], events)
+	}
+}
+
+// The local stack invokes the reconciliation sweep on a schedule, as EventBridge Scheduler does
+// on AWS: two sweeps about SweepEvery (10 s) apart.
+func TestSweepIsScheduled(t *testing.T) {
+	begin(t)
+	if suite.local == nil {
+		t.Skip("the schedule is the local stack's")
+	}
+	sweeps := func() []time.Time {
+		var at []time.Time
+		for _, e := range suite.local.Trace.Events() {
+			if e.Kind == localstack.TraceInvoke && e.Function == "reconcile" {
+				at = append(at, e.At)
+			}
+		}
+		return at
+	}
+	n := len(sweeps())
+	deadline := time.Now().Add(30 * time.Second)
+	for len(sweeps()) < n+2 && time.Now().Before(deadline) {
+		time.Sleep(500 * time.Millisecond)
+	}
+	at := sweeps()
+	if len(at) < n+2 {
+		t.Fatalf("%d sweeps in 30 s, want 2", len(at)-n)
+	}
+	if gap := at[len(at)-1].Sub(at[len(at)-2]); gap < 8*time.Second || gap > 14*time.Second {
+		t.Errorf("sweeps %s apart, want about 10 s", gap)
 	}
 }
