@@ -127,3 +127,32 @@ func TestEmulatorProxy(t *testing.T) {
 		t.Errorf("exit errors posted = %q, want a Runtime.ExitError for submit~1's invocation, then one for the invocation handed to it after its death", exitErrors)
 	}
 }
+
+// FuzzRuntimeAndCaller feeds arbitrary paths and Authorization headers to the proxy's parsing of
+// runtime-API paths (/_runtime/<function>~<n>/…) and of the caller's access key id: no panic,
+// the process number never reaches kumo, and a caller is named only from a local-<fn> key.
+func FuzzRuntimeAndCaller(f *testing.F) {
+	f.Add("/_runtime/submit~1/2018-06-01/runtime/invocation/next", "AWS4-HMAC-SHA256 Credential=local-approve/20261201/us-east-1/states/aws4_request, SignedHeaders=host, Signature=x")
+	f.Add("/_runtime/~/x", "Credential=")
+	f.Add("/_runtime/a~b~c/2018-06-01/runtime/invocation/id/response", "Credential=local-/")
+	f.Fuzz(func(t *testing.T, path, auth string) {
+		p, err := newEmulatorProxy("http://127.0.0.1:1", newTrace(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := http.NewRequest(http.MethodGet, "http://127.0.0.1:4566/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.URL.Path = path
+		r.Header.Set("Authorization", auth)
+		out := p.runtimeRequest(r)
+		key := segmentAfter(path, "_runtime")
+		if fn, _, numbered := strings.Cut(key, "~"); numbered && strings.Contains(out.URL.Path, "/_runtime/"+key+"/") && key != fn {
+			t.Errorf("path %q still names the process after the rewrite: %q", path, out.URL.Path)
+		}
+		if fn := callerFunction(r); fn != "" && !strings.Contains(auth, "Credential="+creds.AccessKeyID+"-"+fn) {
+			t.Errorf("caller %q read from %q", fn, auth)
+		}
+	})
+}
