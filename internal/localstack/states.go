@@ -27,6 +27,10 @@ const (
 // statesAccount is the account in the ARNs the local Step Functions hands out.
 const statesAccount = "000000000000"
 
+// statesMaxStates bounds one execution's states entered, near AWS's 25,000-event history cap
+// (about three events per state here); the workflow continues as a new execution long before.
+const statesMaxStates = 8000
+
 // statesProcess is the running local Step Functions.
 type statesProcess struct {
 	url   string
@@ -45,7 +49,7 @@ func startStates(repoRoot, lambdaURL, cfgDir string, out io.Writer, wait time.Du
 	if st, err := os.Stat(filepath.Join(repoRoot, statesEngine)); err != nil || !st.IsDir() {
 		return nil, fmt.Errorf("localstack: the local Step Functions needs %s: run `npm ci` in %s (make local does)", statesEngine, repoRoot)
 	}
-	cfg, err := json.Marshal(map[string]string{"lambda_url": lambdaURL, "region": Region, "account": statesAccount})
+	cfg, err := json.Marshal(map[string]any{"lambda_url": lambdaURL, "region": Region, "account": statesAccount, "max_states": statesMaxStates})
 	if err != nil {
 		return nil, fmt.Errorf("localstack: states config: %w", err)
 	}

@@ -10,6 +10,7 @@
 //            "functions": {"GovernanceFunctionArn": "arn:aws:lambda:…:function:governance", …},
 //                                                          ASL file, deployed at start
 //            "retry_interval_ms": 20,                      optional: Retry pauses (default: the ASL's)
+//            "max_states": 2000,                            optional: abort an execution after that many states
 //            "region": "us-east-1", "account": "000000000000"}   for CreateStateMachine's ARNs
 //
 // It listens on 127.0.0.1 (a free port) and prints {"url": "http://127.0.0.1:PORT"} as its first
@@ -61,6 +62,9 @@ const REGION = config.region ?? 'us-east-1';
 const ACCOUNT = config.account ?? '000000000000';
 const MARKER = 'HARNESS-MARKER-TOKEN';
 const TOKEN_PREFIX = 'AQC'; // every issued token starts so; the leak check looks for issued tokens
+// A runaway loop ends the execution (aborted) after this many states entered; AWS fails an
+// execution at 25,000 history events, roughly 8,000 of this ASL's states.
+const MAX_STATES = config.max_states ?? 2000;
 // setTimeout's ceiling (about 24.8 days) stands for "no engine timeout" on a Task without one.
 const NO_TIMEOUT_SECONDS = 2147483;
 
@@ -267,7 +271,7 @@ async function run(ex) {
         case 'StateEntered':
           ex.states.push(ev.state.name);
           historyEvent(ex, `${stateEvent(ev.state.type)}StateEntered`, { name: ev.state.name, input: json(ev.state.input), inputDetails: noTruncation });
-          if (ex.states.length > 2000) execution.abort();
+          if (ex.states.length > MAX_STATES) execution.abort();
           break;
         case 'StateExited':
           checkLeak(ex, `${ev.state.name} output`, ev.state.output);
