@@ -28,7 +28,10 @@
 //     413, an HTTP API request body over 6 MB API Gateway's 413 (kumo answers 500).
 //   - Execute-api is virtual-hosted ({api}.execute-api.localhost), a name the Go resolver does
 //     not know. Start serves the API on its own loopback port (Stack.APIURL) and forwards each
-//     request to kumo with that Host.
+//     request to kumo with that Host. kumo breaks a tie between a route and a greedy one
+//     ({proxy+}) at random; API Gateway picks the more specific route. Start therefore also
+//     creates a twin API without the greedy routes, and the front sends it every request a
+//     more specific route matches.
 //   - A bootstrap polls kumo through the proxy (above); kumo hands one
 //     invocation to each waiting poll, so Options.Instances processes per function give that much
 //     concurrency. Start waits until every process has polled once before it returns.

@@ -381,6 +381,57 @@ type apiFront struct {
 	apiID  atomic.Value // string
 	rp     *httputil.ReverseProxy
 	trace  *Trace
+	// specific are the routes without a greedy path segment, served by the API specificID
+	// (setRoutes).
+	specific   atomic.Pointer[[]apiRoute]
+	specificID atomic.Value // string
+}
+
+// apiHostKey carries the API id a request is forwarded to.
+type apiHostKey struct{}
+
+// setRoutes records the non-greedy routes and the API that has only those.
+func (f *apiFront) setRoutes(specific []apiRoute, apiID string) {
+	f.specific.Store(&specific)
+	f.specificID.Store(apiID)
+}
+
+// apiFor returns the API a request goes to: the one without greedy routes when a more
+// specific route matches it (API Gateway prefers it; kumo would choose at random).
+func (f *apiFront) apiFor(method, path string) string {
+	if rs := f.specific.Load(); rs != nil {
+		for _, r := range *rs {
+			if (r.Method == method || r.Method == "ANY") && templateMatches(r.Path, path) {
+				return f.specificID.Load().(string)
+			}
+		}
+	}
+	return f.apiID.Load().(string)
+}
+
+// greedy reports whether a route path ends in a greedy {name+} segment.
+func greedy(template string) bool { return strings.HasSuffix(template, "+}") }
+
+// templateMatches reports whether a non-greedy route path (/v1/x/{id}) matches path segment by
+// segment.
+func templateMatches(template, path string) bool {
+	ts := strings.Split(strings.Trim(template, "/"), "/")
+	ps := strings.Split(strings.Trim(path, "/"), "/")
+	if len(ts) != len(ps) {
+		return false
+	}
+	for i, t := range ts {
+		if strings.HasPrefix(t, "{") && strings.HasSuffix(t, "}") {
+			if ps[i] == "" {
+				return false
+			}
+			continue
+		}
+		if t != ps[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func newAPIFront(kumoURL string, trace *Trace) (*apiFront, error) {
@@ -393,7 +444,8 @@ func newAPIFront(kumoURL string, trace *Trace) (*apiFront, error) {
 	f.rp = &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(f.target)
-			r.Out.Host = f.apiID.Load().(string) + ".execute-api.localhost"
+			id, _ := r.In.Context().Value(apiHostKey{}).(string)
+			r.Out.Host = id + ".execute-api.localhost"
 			r.SetXForwarded()
 		},
 		Transport:    &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second},
@@ -429,7 +481,7 @@ func (f *apiFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/v1/webhooks/") {
 		f.trace.add(TraceEvent{Kind: TraceWebhook, OperationID: r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]})
 	}
-	f.rp.ServeHTTP(w, r)
+	f.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), apiHostKey{}, f.apiFor(r.Method, r.URL.Path))))
 }
 
 // tooLarge answers as API Gateway does for a request it cannot pass to Lambda for its size.

@@ -156,3 +156,29 @@ func FuzzRuntimeAndCaller(f *testing.F) {
 		}
 	})
 }
+
+// A request a specific route matches goes to the API without greedy routes; API Gateway picks
+// the most specific route, kumo breaks such a tie at random.
+func TestAPIFrontPrefersTheSpecificRoute(t *testing.T) {
+	f, err := newAPIFront("http://127.0.0.1:1", newTrace(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.apiID.Store("all")
+	f.setRoutes([]apiRoute{
+		{Method: "GET", Path: "/v1/approvals/{approval_id}"},
+		{Method: "ANY", Path: "/v1/media-buys"},
+	}, "specific")
+	for _, tc := range []struct{ method, path, want string }{
+		{"GET", "/v1/approvals/ap-1", "specific"},
+		{"PUT", "/v1/approvals/ap-1", "all"},     // only ANY /v1/approvals/{proxy+} takes it
+		{"GET", "/v1/approvals/ap-1/x", "all"},   // deeper: only the greedy route
+		{"GET", "/v1/approvals/", "all"},         // an empty id is no match
+		{"DELETE", "/v1/media-buys", "specific"}, // ANY on a specific path
+		{"GET", "/v1/media-buys/mb-1", "all"},
+	} {
+		if got := f.apiFor(tc.method, tc.path); got != tc.want {
+			t.Errorf("%s %s went to %s, want %s", tc.method, tc.path, got, tc.want)
+		}
+	}
+}

@@ -365,6 +365,22 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// kumo breaks a tie between a route and a greedy one ({proxy+}) at random, where API
+	// Gateway picks the more specific route: a twin API without the greedy routes serves the
+	// requests a more specific route matches (see apiFront).
+	var specific []apiRoute
+	for _, r := range routes {
+		if !greedy(r.Path) {
+			specific = append(specific, r)
+		}
+	}
+	twin := api
+	if len(specific) < len(routes) {
+		if twin, err = rest.createHTTPAPI(ctx, names.api+"-specific", specific); err != nil {
+			return nil, err
+		}
+	}
+	front.setRoutes(specific, twin.ID)
 	front.apiID.Store(api.ID)
 	st.APIID = api.ID
 
