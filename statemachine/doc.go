@@ -4,8 +4,9 @@
 // the infra both import it.
 //
 // The file uses JSONPath only, no intrinsic functions, no context field but $$.Task.Token, no
-// Pass state with Parameters, and discards the startExecution output, so that kumo's engine
-// runs it as AWS does. It names its Lambda functions through ${Placeholder} definition
+// Pass state with Parameters, and discards the startExecution output, so that the offline
+// interpreters run it as AWS does (aws-local-stepfunctions, which the local stack and the
+// workflow tests run, and kumo's engine). It names its Lambda functions through ${Placeholder} definition
 // substitutions; [Placeholders] lists them and [Render] fills them in.
 //
 // # States
