@@ -38,11 +38,11 @@ build-host: ## every functions/* -> bin/host/<name>/bootstrap for this machine (
 	@for f in $(FUNCTIONS); do CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -tags lambda.norpc -o $(HOST_BIN)/$$f/bootstrap ./functions/$$f || exit 1; done
 
 .PHONY: local
-local: build-host ## THE MAIN JOB: local stack + a demo media buy through every stage; Ctrl-C stops it
+local: build-host node_modules/.installed ## THE MAIN JOB: local stack + a demo media buy through every stage; Ctrl-C stops it
 	$(GO) run ./cmd/buyflow-local --bin $(HOST_BIN) --demo
 
 .PHONY: local-serve
-local-serve: build-host ## the local stack without the demo
+local-serve: build-host node_modules/.installed ## the local stack without the demo
 	$(GO) run ./cmd/buyflow-local --bin $(HOST_BIN)
 
 .PHONY: e2e
@@ -50,7 +50,7 @@ e2e: build-host node_modules/.installed ## end-to-end suites over HTTP (local st
 	BUYFLOW_E2E=1 BUYFLOW_NODE_TESTS=1 BUYFLOW_E2E_BIN=$(CURDIR)/$(HOST_BIN) $(GO) test -count=1 -timeout 15m ./e2e/... ./internal/localstack
 
 .PHONY: bench-local
-bench-local: build-host ## webhook-to-resume latency and cold starts on the local stack
+bench-local: build-host node_modules/.installed ## webhook-to-resume latency and cold starts on the local stack
 	BUYFLOW_E2E=1 BUYFLOW_E2E_BIN=$(CURDIR)/$(HOST_BIN) $(GO) test -run '^$$' -bench . -benchtime 50x ./e2e
 
 .PHONY: localstack-deploy

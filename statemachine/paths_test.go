@@ -411,6 +411,39 @@ func scenarios() []scenario {
 			calls: map[string]int{"create": 1},
 		},
 		{
+			name: "a crashed create is retried: the retry finds the buy",
+			results: map[string][]entry{
+				"check": {proceed}, "create": {fail("Runtime.ExitError", `{"errorType":"Runtime.ExitError","errorMessage":"signal: killed"}`), completed},
+				"park": {completed}, "report": {reportClean},
+			},
+			status:  "SUCCEEDED",
+			retries: map[string]int{"CreateMediaBuy": 1},
+			calls:   map[string]int{"create": 2, "report": 1},
+			avoids:  []string{"RecordFailure"},
+		},
+		{
+			name: "a step fails but the ledger records the buy completed: it ends completed",
+			results: map[string][]entry{
+				"check": {proceed}, "create": {fail("TerminalError", "the answer was lost")},
+				"fail": {out(workflow.OutcomeOutput{Status: workflow.StatusCompleted})},
+			},
+			status: "SUCCEEDED",
+			states: seq(prelude, failureStates, []string{"UndoRequired", "MediaBuyCompleted"}),
+			calls:  map[string]int{"create": 1, "fail": 1},
+			avoids: []string{"ReportOutcome"},
+		},
+		{
+			name: "completed after all, and governance's findings require an undo",
+			results: map[string][]entry{
+				"check": {proceed}, "create": {fail("TerminalError", "the answer was lost")},
+				"fail":   {out(workflow.OutcomeOutput{Status: workflow.StatusCompleted, CompensationRequired: true, Reason: "critical finding"})},
+				"cancel": {out(seller(workflow.StatusCanceled, 0))},
+			},
+			status: "FAILED", error: "CanceledAfterGovernanceFindings",
+			states: seq(prelude, failureStates, []string{"UndoRequired", "Compensate", "AfterCompensation", "CanceledAfterGovernanceFindings"}),
+			calls:  map[string]int{"cancel": 1, "fail": 1},
+		},
+		{
 			name: "recording the failure fails too",
 			results: map[string][]entry{
 				"check": {fail("TerminalError", "misconfigured")}, "fail": times(fail("TransientError", "ledger throttled"), 6),

@@ -104,7 +104,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	defer st.Close()
-	se.printf("started in %s (kumo at %s, seller %s, governance %s)\n",
+	se.printf("started in %s (AWS endpoint %s, seller %s, governance %s)\n",
 		time.Since(start).Round(time.Millisecond), st.EmulatorURL, orNone(st.SellerURL), orNone(st.GovernanceURL))
 	so.printf("buyflow local stack ready api=%s slack=%s\n", st.APIURL, st.SlackURL)
 	if so.err != nil {
