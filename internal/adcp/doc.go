@@ -43,8 +43,8 @@
 //     Options.CapabilitiesTTL against the injected clock. The polling tool is
 //     get_task_status when listed, else tasks/get (else tasks_get); listing is
 //     list_tasks, else tasks/list.
-//   - Schemas load from an fs.FS (NewValidator), so a Lambda can embed a vendored
-//     copy; LoadValidator(SchemaDir()) shares compiled schemas per process.
+//   - Schemas load from an fs.FS (NewValidator): the copy embedded by
+//     internal/adcpschemas, or a folder it is pointed at.
 //   - MCP sessions are opened per call (initialize, call, close) with no
 //     standalone SSE stream, so stateless sellers that answer every POST as SSE
 //     and issue no Mcp-Session-Id work.
