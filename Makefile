@@ -94,6 +94,14 @@ test: deps ## the whole suite: unit, adapter, contract, interop, workflow, brows
 test-unit: ## the fast layer only: go test ./... without the Node-backed tests
 	$(GO) test -race ./...
 
+# The upstream AdCP reference material the schemas and test vectors were copied from; nothing
+# else in the build, the tests or the local stack reads it.
+UPSTREAM ?= ../shared
+
+.PHONY: vendor-check
+vendor-check: ## check the vendored AdCP schemas and test vectors against UPSTREAM (default ../shared)
+	scripts/vendor-check.sh $(UPSTREAM)
+
 .PHONY: fuzz
 fuzz: ## run every Fuzz target for its execution count, or FUZZTIME (e.g. 30s, 1000000x), each (scripts/fuzz.sh)
 	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
