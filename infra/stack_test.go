@@ -964,8 +964,8 @@ func checkNoCycle(t *testing.T, s synthesized, app topology.Application) {
 	}
 }
 
-// The trap TESTING.md describes: a function the state machine invokes that references the state
-// machine back. With cdk.json's flags (@aws-cdk/core:validateAgainstDefaultRules) synthesis
+// A known CloudFormation trap: a function the state machine invokes that references the state
+// machine back (the state machine needs the function's ARN first, so the stack has a cycle). With cdk.json's flags (@aws-cdk/core:validateAgainstDefaultRules) synthesis
 // refuses it, so does the assertions library's template parser, and so does this file's own walk
 // of Ref/GetAtt/Sub/DependsOn when both are off.
 func TestCycleInTheTemplateIsCaught(t *testing.T) {

@@ -90,8 +90,8 @@
 // Our 3.1 requests (adcp_version "3.1", adcp_major_version 3, keys on polls)
 // pass the SDK's strict 3.0.6 request validation.
 //
-// The spec vectors disagree with the buyer brief on one point: the brief says
-// unknown error codes default to transient, the transport-error-mapping
+// The spec vectors disagree with a common reading of the error model on one
+// point: that reading says unknown error codes default to transient, the transport-error-mapping
 // vectors say an unknown code without recovery escalates (terminal). This
 // package follows the vectors.
 package adcp

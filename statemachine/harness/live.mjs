@@ -1,4 +1,4 @@
-// Live harness for statemachine/mediabuy.asl.json (TESTING.md, layer 2, with the real stage
+// Live harness for statemachine/mediabuy.asl.json (test layer 2 in docs/ARCHITECTURE.md, with the real stage
 // Lambdas): aws-local-stepfunctions 3.0.0 is the Step Functions engine, and every Task state
 // calls a real Go bootstrap through a Lambda Invoke endpoint. statemachine/stagepaths starts it.
 //
