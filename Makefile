@@ -71,9 +71,21 @@ localstack-deploy: deps build ## deploy the CDK app to LocalStack (needs Docker,
 
 # The Node tools the tests use (the official AdCP SDK as an interop peer, the ASL interpreter,
 # the CDK CLI), installed exactly as package-lock.json pins them.
-node_modules/.installed: package.json package-lock.json
+node_modules/.installed: package.json package-lock.json | node
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
+
+# Node.js 20+ and npm (Debian's packages; root installs them). make test-unit needs neither.
+.PHONY: node
+node:
+	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing Debian's nodejs and npm for the Node-backed tests"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
+	  else \
+	    echo "make test needs Node.js 20+ and npm on PATH: install them (Debian: apt-get install nodejs npm) and run make test again" >&2; exit 1; \
+	  fi; \
+	fi
 
 # Headless Chromium for the approval page's browser test (Debian's package; root installs it).
 CHROMIUM := /usr/bin/chromium
