@@ -80,7 +80,7 @@ func TestTemplatesPassCfnLint(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", v.name, err)
 		}
-		src := filepath.Join(*awscdk.Stage_Of(stack.Stack).Outdir(), *stack.Stack.TemplateFile())
+		src := filepath.Join(*awscdk.Stage_Of(stack.Stack).Outdir(), *stack.TemplateFile())
 		body, err := os.ReadFile(src)
 		if err != nil {
 			t.Fatal(err)

@@ -63,7 +63,7 @@ func NewValidator(dir string) (*Validator, error) {
 	if v, ok := validators[key]; ok {
 		return v, nil
 	}
-	var fsys fs.FS = os.DirFS(dir)
+	fsys := os.DirFS(dir)
 	if dir == "" {
 		var err error
 		if fsys, err = adcpschemas.FS(); err != nil {
