@@ -12,9 +12,10 @@ import (
 // started it: make catches SIGINT, waits for its child and then kills itself with SIGINT
 // (exit 130) whatever the child returned, so a clean Ctrl-C would still end `make local` as
 // interrupted. The stack stops on Ctrl-C as before, exits 0, and make sees an ordinary 0.
-// It returns the function that gives the terminal back to the group that had it. Without a
-// controlling terminal, or when not in the terminal's foreground (started with &), it changes
-// nothing.
+// While it owns the terminal, Ctrl-Z (SIGTSTP) is ignored: it would stop the stack alone and
+// leave make waiting on it with no prompt to resume it from. It returns the function that gives
+// the terminal back to the group that had it. Without a controlling terminal, or when not in the
+// terminal's foreground (started with &), it changes nothing.
 func ownTerminal() (restore func()) {
 	nothing := func() {}
 	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
@@ -39,9 +40,10 @@ func ownTerminal() (restore func()) {
 		_ = tty.Close()
 		return nothing
 	}
+	signal.Ignore(syscall.SIGTSTP)
 	return func() {
 		_ = setForegroundGroup(fd, orig) // best effort: the shell takes the terminal back when make ends
-		signal.Reset(syscall.SIGTTOU)
+		signal.Reset(syscall.SIGTTOU, syscall.SIGTSTP)
 		_ = tty.Close()
 	}
 }
