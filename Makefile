@@ -55,8 +55,8 @@ local-serve: build-host build-local ## the local stack without the demo
 	$(LOCAL_STACK) --bin $(HOST_BIN)
 
 .PHONY: e2e
-e2e: build-host ## end-to-end suite over HTTP (local stack; BUYFLOW_E2E_ENDPOINT=<url> for LocalStack/AWS)
-	BUYFLOW_E2E=1 BUYFLOW_E2E_BIN=$(CURDIR)/$(HOST_BIN) $(GO) test -count=1 -timeout 15m ./e2e ./internal/localstack
+e2e: build-host node_modules/.installed ## end-to-end suites over HTTP (local stack, and with an official-SDK seller; BUYFLOW_E2E_ENDPOINT=<url> for LocalStack/AWS)
+	BUYFLOW_E2E=1 BUYFLOW_NODE_TESTS=1 BUYFLOW_E2E_BIN=$(CURDIR)/$(HOST_BIN) $(GO) test -count=1 -timeout 15m ./e2e/... ./internal/localstack
 
 .PHONY: bench-local
 bench-local: build-host ## webhook-to-resume latency and cold starts on the local stack

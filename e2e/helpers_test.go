@@ -85,7 +85,7 @@ func timeline(t testing.TB, c *apiclient.Client, id string) []apiclient.Event {
 func logTimeline(t *testing.T, c *apiclient.Client, id string) {
 	t.Helper()
 	for _, e := range timeline(t, c, id) {
-		t.Logf("  %s %-20s %s→%s %s %s", e.At, e.Type, e.From, e.To, e.Actor, e.Detail)
+		t.Logf("  %s %-20s %s→%s %s %s %s", e.At, e.Type, e.From, e.To, e.Actor, e.Reason, e.Detail)
 	}
 }
 

@@ -550,6 +550,25 @@ func (b *BuyflowStack) addAlarms(app topology.Application, cfg Config) {
 		"At least %d seller webhooks refused with 401 in 5 minutes (Buyflow WebhookSignatureFailures; the dashboard splits them by Code)",
 		webhookSignatureFailuresThreshold), custom(metrics.WebhookSignatureFailures, nil, "Sum", ""), webhookSignatureFailuresThreshold)
 
+	// A seller whose webhooks are all refused (a 3.0/3.1 mismatch, a wrong key, a changed URL):
+	// its buys still finish by polling, so nothing else would show it. One alarm per configured
+	// seller: refusals and no accepted webhook over 15 minutes.
+	for _, id := range sellerIDs(cfg.Agents) {
+		seller := map[string]*string{"Seller": jsii.String(id)}
+		window := awscdk.Duration_Minutes(jsii.Number(15))
+		over := func(name string) awscloudwatch.IMetric {
+			return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{Namespace: jsii.String(metrics.Namespace), MetricName: jsii.String(name),
+				DimensionsMap: &seller, Period: window, Statistic: jsii.String("Sum")})
+		}
+		allRefused := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+			Expression:   jsii.String("IF(FILL(rejected, 0) > 0 AND FILL(accepted, 0) == 0, 1, 0)"),
+			UsingMetrics: &map[string]awscloudwatch.IMetric{"rejected": over(metrics.WebhookRejected), "accepted": over(metrics.WebhookAccepted)},
+			Period:       window,
+			Label:        jsii.String("webhooks of " + id + " all refused"),
+		})
+		alarm("WebhooksAllRefused"+pascal(id)+"Alarm", fmt.Sprintf("Every webhook of seller %s was refused for 15 minutes (Buyflow WebhookRejected by Seller, none in WebhookAccepted): its buys finish only by polling; WebhookRejected by Code says why", id), allRefused)
+	}
+
 	var errorMetrics, throttleMetrics, durationMetrics []awscloudwatch.IMetric
 	for _, f := range app.Functions {
 		fn := b.Functions[f.Name]
@@ -619,6 +638,7 @@ func (b *BuyflowStack) addAlarms(app topology.Application, cfg Config) {
 			custom(metrics.WebhookDuplicates, nil, "Sum", "duplicates"),
 			search(metrics.WebhookSignatureFailures, "Code", "Sum", "signature failures "),
 		}),
+		widget("Webhooks refused by code", []awscloudwatch.IMetric{search(metrics.WebhookRejected, "Code", "Sum", "")}),
 	)
 	dash.AddWidgets(
 		widget("Pending operations by stage", []awscloudwatch.IMetric{search(metrics.PendingOperations, "Stage", "Maximum", "")}),
@@ -781,6 +801,22 @@ func taskResources(definition string) ([]string, error) {
 	walk(doc)
 	slices.Sort(out)
 	return out, nil
+}
+
+// sellerIDs returns the ids of the seller agents in the agents setting (none when it is unset;
+// validateConfig has refused one that does not parse).
+func sellerIDs(agents string) []string {
+	var doc adcp.RegistryConfig
+	if json.Unmarshal([]byte(agents), &doc) != nil {
+		return nil
+	}
+	var ids []string
+	for _, a := range doc.Agents {
+		if a.Role == adcp.RoleSeller {
+			ids = append(ids, a.ID)
+		}
+	}
+	return ids
 }
 
 func pascal(s string) string {

@@ -1279,6 +1279,19 @@ func TestDeploymentConfig(t *testing.T) {
 			t.Errorf("%s: %s = %v", f.Name, topology.EnvApprovalPolicy, vars[topology.EnvApprovalPolicy])
 		}
 	}
+	// The seller gets an alarm of its own for webhooks that are all refused.
+	found := false
+	for _, a := range s.ofType("AWS::CloudWatch::Alarm") {
+		p := props(a)
+		m := jsonOf(t, p["Metrics"])
+		if strings.Contains(m, `"IF(FILL(rejected, 0) \u003e 0 AND FILL(accepted, 0) == 0, 1, 0)"`) || strings.Contains(m, `IF(FILL(rejected, 0) > 0 AND FILL(accepted, 0) == 0, 1, 0)`) {
+			found = strings.Contains(m, `"MetricName":"WebhookRejected"`) && strings.Contains(m, `"MetricName":"WebhookAccepted"`) &&
+				strings.Contains(m, `{"Name":"Seller","Value":"seller1"}`) && p["Threshold"] == 1.0
+		}
+	}
+	if !found {
+		t.Error("no all-webhooks-refused alarm for seller1 on WebhookRejected and WebhookAccepted by Seller")
+	}
 	cfg := DefaultConfig()
 	cfg.ApprovalPolicy = `{"threshold":`
 	if err := validate(topology.App, statemachine.Definition, "Buyflow", cfg); err == nil || !strings.Contains(err.Error(), CtxApprovalPolicy) {

@@ -11,8 +11,8 @@
 // and runs until interrupted: Ctrl-C (SIGINT) or SIGTERM stops everything it started and exits
 // 0, also when it interrupts the start or the demo. With --demo it submits examples/media-buy.json, follows the buy,
 // approves it from the Slack link like a person would, and prints the timeline. Set
-// BUYFLOW_AGENTS=<file> to use real agents instead of the simulated ones (see
-// localstack.AgentsFile for the format).
+// BUYFLOW_AGENTS=<file> to use real agents instead of the simulated ones, keeping any of the
+// simulated ones the file lists (see localstack.AgentsFile for the format).
 package main
 
 import (

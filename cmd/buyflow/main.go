@@ -248,13 +248,13 @@ func (c cli) events(ctx context.Context, args []string) error {
 	}
 	tw := tabwriter.NewWriter(c.out.w, 0, 4, 2, ' ', 0)
 	tp := &printer{w: tw}
-	tp.println("AT\tEVENT\tSTATUS\tBY\tAMOUNT")
+	tp.println("AT\tEVENT\tSTATUS\tBY\tAMOUNT\tREASON")
 	for _, e := range evs {
 		moved := ""
 		if e.To != "" {
 			moved = strings.TrimSpace(e.From + " → " + e.To)
 		}
-		tp.printf("%s\t%s\t%s\t%s\t%s\n", e.At, e.Type, moved, e.Actor, e.Amount)
+		tp.printf("%s\t%s\t%s\t%s\t%s\t%s\n", e.At, e.Type, moved, e.Actor, e.Amount, e.Reason)
 	}
 	return errors.Join(tp.err, tw.Flush())
 }

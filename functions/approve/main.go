@@ -16,6 +16,7 @@ import (
 	"github.com/buyflow/buyflow/internal/awsenv"
 
 	"github.com/buyflow/buyflow/internal/approvals"
+	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/logging"
 	"github.com/buyflow/buyflow/internal/metrics"
@@ -60,6 +61,6 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	lambda.Start(metrics.Flushing(rec, svc.HandleHTTP)) // blocks
+	lambda.Start(metrics.Flushing(rec, httpapi.Recovering(rec, svc.HandleHTTP))) // blocks
 	return nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/buyflow/buyflow/internal/config"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/logging"
+	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/reconcile"
 	"github.com/buyflow/buyflow/internal/secrets"
 	"github.com/buyflow/buyflow/internal/sfn"
@@ -79,6 +80,7 @@ func run(_ context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	lambda.Start(svc.Handle) // blocks
+	// The sweep writes its own metrics; this recorder only carries a recovered panic's count.
+	lambda.Start(metrics.Flushing(metrics.New(os.Stdout, metrics.Namespace, time.Now), svc.Handle)) // blocks
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -21,6 +22,7 @@ import (
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/logging"
 	"github.com/buyflow/buyflow/internal/mediabuy"
+	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/sfn"
 	"github.com/buyflow/buyflow/internal/topology"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -72,7 +74,8 @@ func run(ctx context.Context, getenv func(string) string) error {
 		validator,
 		mediabuy.Config{Run: run, StateMachineARN: smARN},
 	)
-	lambda.Start(httpapi.MediaBuysHandler(svc, devHeader, slog.Default()))
+	rec := metrics.New(os.Stdout, metrics.Namespace, time.Now)
+	lambda.Start(metrics.Flushing(rec, httpapi.Recovering(rec, httpapi.MediaBuysHandler(svc, devHeader, slog.Default())))) // blocks
 	return nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/awsenv"
 	"github.com/buyflow/buyflow/internal/config"
+	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/logging"
 	"github.com/buyflow/buyflow/internal/metrics"
@@ -84,6 +85,6 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	lambda.Start(metrics.Flushing(rec, svc.HandleHTTP)) // blocks
+	lambda.Start(metrics.Flushing(rec, httpapi.Recovering(rec, svc.HandleHTTP))) // blocks
 	return nil
 }

@@ -341,7 +341,7 @@ func classify(ctx context.Context, err error, rt *authTransport, agentID, tool s
 			if d, ok := parseAdCPError(data.AdCPError); ok {
 				ae := errorFromDetail(d)
 				ae.Agent, ae.Tool, ae.JSONRPCCode, ae.HTTPStatus, ae.Err = agentID, tool, werr.Code, status, err
-				if ae.RetryAfter == 0 {
+				if ae.RetryAfter == 0 && ae.Recovery == RecoveryTransient {
 					ae.RetryAfter = retryAfter
 				}
 				return ae

@@ -408,6 +408,21 @@ func TestErrorPaths(t *testing.T) {
 		{name: "isError with vendor code and explicit recovery", tool: func(json.RawMessage) (*mcp.CallToolResult, error) {
 			return toolError(`{"code":"X_VENDOR","message":"x","recovery":"transient","retry_after":7200}`)
 		}, wantKind: KindAdCP, wantCode: "X_VENDOR", wantDecision: DecisionRetry, wantRetry: time.Hour},
+		{name: "isError Error arm errors[] keeps code and recovery", tool: func(json.RawMessage) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{IsError: true, StructuredContent: map[string]any{"errors": []any{
+				map[string]any{"code": "W", "message": "w", "severity": "warning"},
+				map[string]any{"code": "BUDGET_TOO_LOW", "message": "low", "recovery": "correctable", "retry_after": 30}}},
+				Content: []mcp.Content{&mcp.TextContent{Text: "BUDGET_TOO_LOW: low"}}}, nil
+		}, wantKind: KindAdCP, wantCode: "BUDGET_TOO_LOW", wantDecision: DecisionFix},
+		{name: "isError errors[] in JSON text", tool: func(json.RawMessage) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: `{"errors":[{"code":"PRODUCT_NOT_FOUND","message":"gone"}]}`}}}, nil
+		}, wantKind: KindAdCP, wantCode: "PRODUCT_NOT_FOUND", wantDecision: DecisionFix},
+		{name: "integer retry_after on a transient error", tool: func(json.RawMessage) (*mcp.CallToolResult, error) {
+			return toolError(`{"code":"SERVICE_UNAVAILABLE","message":"x","retry_after":12}`)
+		}, wantKind: KindAdCP, wantCode: "SERVICE_UNAVAILABLE", wantDecision: DecisionRetry, wantRetry: 12 * time.Second},
+		{name: "retry_after ignored on a terminal error", tool: func(json.RawMessage) (*mcp.CallToolResult, error) {
+			return toolError(`{"code":"ACCOUNT_SUSPENDED","message":"x","retry_after":12}`)
+		}, wantKind: KindAdCP, wantCode: "ACCOUNT_SUSPENDED", wantDecision: DecisionStop},
 		{name: "isError without adcp_error", tool: func(json.RawMessage) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "boom"}}}, nil
 		}, wantKind: KindTool, wantDecision: DecisionStop},
@@ -546,9 +561,9 @@ func TestCancelAndOutcomeOverTheWire(t *testing.T) {
 	if !strings.Contains(string(agent.Calls(ToolUpdateMediaBuy)[0].Args), `"canceled":true`) {
 		t.Fatalf("cancel args %s", agent.Calls(ToolUpdateMediaBuy)[0].Args)
 	}
-	budget := 5000.0
+	budget := json.Number("5000.00")
 	out := mustIntent(t, ToolReportPlanOutcome, ReportPlanOutcomeRequest{PlanID: "p1", CheckID: "c1", Outcome: "completed",
-		SellerResponse: &SellerResponse{SellerReference: "mb_1", CommittedBudget: &budget}, GovernanceContext: "eyJ.a.b"}, time.Now())
+		SellerResponse: &SellerResponse{SellerReference: "mb_1", CommittedBudget: budget}, GovernanceContext: "eyJ.a.b"}, time.Now())
 	o, err := c.ReportPlanOutcome(ctx, "s1", out)
 	if err != nil || o.OutcomeState != "accepted" {
 		t.Fatalf("outcome: %+v %v", o, err)

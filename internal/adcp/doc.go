@@ -29,8 +29,8 @@
 //     CodeReplayWindowPassed when the intent is older than the window. A first
 //     attempt that fails transiently at such an agent is reported as terminal.
 //   - Results are extracted per the MCP extraction rules: isError → error path
-//     (structuredContent.adcp_error, else adcp_error in JSON text, else a generic
-//     KindTool error); otherwise structuredContent when it is an object that is
+//     (structuredContent.adcp_error, else its first fatal errors[] entry, the
+//     spec's Error arm; the same in JSON text; else a generic KindTool error); otherwise structuredContent when it is an object that is
 //     not only adcp_error, else the first content[].text (≤ 1 MB) that parses as
 //     such an object. A missing status means completed.
 //   - Every failure is an *Error (errors.As) or a *ValidationError; Decide(err)
@@ -38,7 +38,8 @@
 //     stop. Missing recovery values default from enums/error-code.json
 //     (enumMetadata); codes outside the enum are terminal. Transport failures,
 //     timeouts and HTTP 429/5xx are transient; retry_after / Retry-After are
-//     clamped to [1 s, 1 h].
+//     clamped to [1 s, 1 h] and kept only on transient errors (a wait before a
+//     retry means nothing for a call that is not retried).
 //   - Capabilities and tools/list answers are cached per agent for
 //     Options.CapabilitiesTTL against the injected clock. The polling tool is
 //     get_task_status when listed, else tasks/get (else tasks_get); listing is
@@ -71,9 +72,11 @@
 //  5. tasks/get puts the completion artifact in result whether or not
 //     include_result is sent, never returns progress, and does not echo
 //     context.
-//  6. Errors arrive only as adcp_error on isError results (structuredContent
-//     plus a JSON copy in content[0].text), never as payload errors[];
-//     issues[] use "schemaId" instead of "schema_id" (kept raw in Details).
+//  6. A thrown error arrives as adcp_error on an isError result
+//     (structuredContent plus a JSON copy in content[0].text); issues[] use
+//     "schemaId" instead of "schema_id" (kept raw in Details). A platform that
+//     returns the Error arm (errors[]) also answers isError, with errors[] in
+//     structuredContent and no adcp_error: its code and recovery are kept.
 //  7. A successful content[0].text is a human summary, not JSON; only
 //     structuredContent carries the payload.
 //  8. Every POST is answered as SSE, statelessly (no Mcp-Session-Id); the
@@ -82,13 +85,28 @@
 //  9. The success body still carries the deprecated valid_actions[].
 //  10. The tool name "tasks/get" breaks the MCP tool-name rules (the SDK
 //     warns); the go-sdk client calls it fine.
-//  11. (Not exercised by the interop seller.) Governance 3.0 peers answer
+//  11. update_media_buy answers the media-buy status at the root
+//     ("canceled" after canceled: true). Three media-buy statuses (completed,
+//     rejected, canceled) are task statuses too; DecodeMediaBuy reads a root
+//     status as the buy's whenever the answer has a media buy, no error and no
+//     media_buy_status, so a cancel that worked is never a canceled task.
+//  12. (Not exercised by the interop seller.) Governance 3.0 peers answer
 //     check_governance with root "status" instead of "verdict" and
 //     report_plan_outcome with "status" instead of "outcome_state";
 //     DecodeGovernance / DecodeOutcome accept both.
 //
 // Our 3.1 requests (adcp_version "3.1", adcp_major_version 3, keys on polls)
 // pass the SDK's strict 3.0.6 request validation.
+//
+// # Sellers that declare AdCP 3.2
+//
+// buyflow keeps its 3.1 pin (WireVersion) with a seller whose
+// supported_versions lists "3.2". What the 3.2 migration notes change on the
+// answers buyflow reads is tolerated: the deprecated root media-buy status of
+// create/update successes is removed, so media_buy_status is read when the
+// root status is absent (the envelope then defaults to completed); retry_after
+// may come as an integer (it is read as a number either way) and is applied
+// only to transient errors; major_versions may be absent.
 //
 // The spec vectors disagree with a common reading of the error model on one
 // point: that reading says unknown error codes default to transient, the transport-error-mapping

@@ -203,10 +203,11 @@ func Decide(err error) Decision {
 	return DecisionStop
 }
 
-// RetryAfter returns the wait an agent asked for, or 0.
+// RetryAfter returns the wait an agent asked for before a retry, or 0; only a
+// transient error has one.
 func RetryAfter(err error) time.Duration {
 	var ae *Error
-	if errors.As(err, &ae) {
+	if errors.As(err, &ae) && ae.Recovery == RecoveryTransient {
 		return ae.RetryAfter
 	}
 	return 0
@@ -265,7 +266,9 @@ func errorFromDetail(d ErrorDetail) *Error {
 	} else {
 		e.Recovery = DefaultRecovery(d.Code)
 	}
-	if d.RetryAfter != nil {
+	// retry_after (seconds; 3.2 sellers send integers) is a hint for when to
+	// resend, which only a transient error gets.
+	if d.RetryAfter != nil && e.Recovery == RecoveryTransient {
 		e.RetryAfter = clampRetryAfter(*d.RetryAfter)
 	}
 	return e

@@ -43,7 +43,7 @@ func Example() {
 		Brand:     adcp.BrandRef{Domain: "acme.example"},
 		StartTime: "asap",
 		EndTime:   "2030-01-31T23:59:59Z",
-		Packages: []adcp.PackageRequest{{ProductID: "prod_1", PricingOptionID: "cpm_1", Budget: 5000,
+		Packages: []adcp.PackageRequest{{ProductID: "prod_1", PricingOptionID: "cpm_1", Budget: "5000",
 			Context: json.RawMessage(`{"buyer_ref":"li-1"}`)}},
 		PlanID:            "plan_1",
 		GovernanceContext: "eyJhbGciOi...",

@@ -151,15 +151,14 @@ func extractSuccess(res *mcp.CallToolResult) json.RawMessage {
 }
 
 // extractToolError implements the error path for isError results: a valid
-// adcp_error from structuredContent, else from a JSON text item; otherwise a
-// generic KindTool error carrying the first text.
+// adcp_error, else the first fatal errors[] entry (the spec's Error arm, as
+// the official SDK sends it), from structuredContent, else from a JSON text
+// item; otherwise a generic KindTool error carrying the first text.
 func extractToolError(res *mcp.CallToolResult) *Error {
 	if obj, ok := res.StructuredContent.(map[string]any); ok {
-		if v, ok := obj["adcp_error"]; ok {
-			if raw, err := json.Marshal(v); err == nil {
-				if d, ok := parseAdCPError(raw); ok {
-					return errorFromDetail(d)
-				}
+		if raw, err := json.Marshal(obj); err == nil {
+			if e := toolErrorFrom(raw); e != nil {
+				return e
 			}
 		}
 	}
@@ -169,11 +168,8 @@ func extractToolError(res *mcp.CallToolResult) *Error {
 			firstText = tc.Text
 		}
 		if obj := textObject(c); obj != nil {
-			var m map[string]json.RawMessage
-			if json.Unmarshal(obj, &m) == nil {
-				if d, ok := parseAdCPError(m["adcp_error"]); ok {
-					return errorFromDetail(d)
-				}
+			if e := toolErrorFrom(obj); e != nil {
+				return e
 			}
 		}
 	}
@@ -183,15 +179,33 @@ func extractToolError(res *mcp.CallToolResult) *Error {
 	return &Error{Kind: KindTool, Recovery: RecoveryTerminal, Message: firstText}
 }
 
+// toolErrorFrom reads the error of one isError payload object: adcp_error
+// first, then errors[]; nil when it holds neither. A mistyped errors[] is
+// skipped rather than hiding a valid adcp_error.
+func toolErrorFrom(obj json.RawMessage) *Error {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(obj, &m) != nil {
+		return nil
+	}
+	if d, ok := parseAdCPError(m["adcp_error"]); ok {
+		return errorFromDetail(d)
+	}
+	var errs []ErrorDetail
+	if json.Unmarshal(m["errors"], &errs) != nil {
+		return nil
+	}
+	return failureFromEnvelope(envelope{Errors: errs})
+}
+
 // textObject returns the text of a text content item when it is a JSON object
-// of at most maxTextJSON bytes.
+// of at most maxTextJSON bytes whose numbers are within bounds.
 func textObject(c mcp.Content) json.RawMessage {
 	tc, ok := c.(*mcp.TextContent)
 	if !ok || len(tc.Text) > maxTextJSON {
 		return nil
 	}
 	t := bytes.TrimSpace([]byte(tc.Text))
-	if len(t) == 0 || t[0] != '{' || !json.Valid(t) {
+	if len(t) == 0 || t[0] != '{' || !json.Valid(t) || boundAnswer(t) != nil {
 		return nil
 	}
 	return t
@@ -222,6 +236,9 @@ func interpret(res *mcp.CallToolResult) (*Response, error) {
 
 // responseFromBody reads the envelope fields of a flat payload.
 func responseFromBody(body json.RawMessage) (*Response, error) {
+	if err := boundAnswer(body); err != nil {
+		return nil, err
+	}
 	var env envelope
 	if err := json.Unmarshal(body, &env); err != nil {
 		// A mistyped envelope field: keep going with a tolerant read of status.

@@ -202,6 +202,13 @@ func TestDecodeMediaBuy(t *testing.T) {
 		{"failed with adcp_error", `{"status":"failed","adcp_error":{"code":"PRODUCT_NOT_FOUND","message":"gone"},"errors":[{"code":"PRODUCT_NOT_FOUND","message":"gone"}]}`, ShapeError, "", "PRODUCT_NOT_FOUND", ""},
 		{"working interim", `{"status":"working","percentage":40}`, ShapeInterim, "", "", ""},
 		{"success with warning", `{"media_buy_id":"mb1","confirmed_at":null,"revision":1,"packages":[],"errors":[{"code":"W","message":"w","severity":"warning"}]}`, ShapeSuccess, "", "", ""},
+		// The media-buy statuses that are task statuses too, in a 3.0 answer: the buy's, not the task's.
+		{"3.0 cancel answered canceled", `{"media_buy_id":"mb1","status":"canceled","revision":2}`, ShapeSuccess, "canceled", "", ""},
+		{"3.0 media buy completed", `{"media_buy_id":"mb1","status":"completed","revision":2}`, ShapeSuccess, "completed", "", ""},
+		{"3.0 media buy rejected", `{"media_buy_id":"mb1","status":"rejected","revision":2}`, ShapeSuccess, "rejected", "", ""},
+		{"3.1 canceled buy in a completed task", `{"status":"completed","media_buy_id":"mb1","media_buy_status":"canceled"}`, ShapeSuccess, "canceled", "", ""},
+		{"3.2 without root status", `{"media_buy_id":"mb1","media_buy_status":"pending_start","revision":1}`, ShapeSuccess, "pending_start", "", ""},
+		{"3.1 task rejected with a buy id and media_buy_status", `{"status":"rejected","media_buy_id":"mb1","media_buy_status":"rejected","errors":[{"code":"POLICY_VIOLATION","message":"no"}]}`, ShapeError, "rejected", "POLICY_VIOLATION", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -214,6 +221,9 @@ func TestDecodeMediaBuy(t *testing.T) {
 				if !errors.As(err, &ae) || ae.Code != tt.wantErr {
 					t.Fatalf("error %v, want code %s", err, tt.wantErr)
 				}
+			}
+			if tt.wantShape == ShapeSuccess && r.Status != StatusCompleted {
+				t.Fatalf("success with task status %q", r.Status)
 			}
 			if r.Shape != tt.wantShape || r.MediaBuyStatus != tt.wantStatus || r.TaskID != tt.wantTask {
 				t.Fatalf("got shape %s status %q task %q, want %s %q %q", r.Shape, r.MediaBuyStatus, r.TaskID, tt.wantShape, tt.wantStatus, tt.wantTask)
@@ -258,4 +268,20 @@ func TestDecodeGovernanceAndOutcome(t *testing.T) {
 			t.Fatalf("got %+v, %v", o, err)
 		}
 	})
+}
+
+// A seller that already declares AdCP 3.2 (and drops the deprecated major_versions) is read
+// like a 3.1 one: buyflow keeps its 3.1 pin, which the seller still lists.
+func TestCapabilitiesOfA32Seller(t *testing.T) {
+	caps, err := decodeCapabilities(json.RawMessage(`{"adcp":{"supported_versions":["3.1","3.2"],
+		"idempotency":{"supported":true,"replay_ttl_seconds":86400}},"supported_protocols":["media_buy"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !caps.SupportsVersion(WireVersion) || !caps.SupportsVersion("3.2") || len(caps.MajorVersions) != 0 {
+		t.Fatalf("versions %v %v", caps.SupportedVersions, caps.MajorVersions)
+	}
+	if w, ok := caps.ReplayWindow(); !ok || w != 24*time.Hour {
+		t.Fatalf("replay window %v %v", w, ok)
+	}
 }

@@ -1,18 +1,14 @@
 package adcp
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/buyflow/buyflow/internal/adcp/interop"
 )
 
 // startInteropSeller runs interop/seller.mjs (a seller on @adcp/sdk 6.11.0's
@@ -22,69 +18,17 @@ func startInteropSeller(t *testing.T, token string) string {
 	if os.Getenv("BUYFLOW_NODE_TESTS") != "1" {
 		t.Skip("interop test needs Node and node_modules/@adcp/sdk; set BUYFLOW_NODE_TESTS=1 (make test does)")
 	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("BUYFLOW_NODE_TESTS=1 but node is not on PATH: %v", err)
-	}
-	cmd := exec.Command(node, "interop/seller.mjs")
-	cmd.Env = append(os.Environ(), "BUYFLOW_INTEROP_TOKEN="+token, "BUYFLOW_INTEROP_DELAY_MS=300")
-	stderr := &lockedBuffer{}
-	cmd.Stderr = stderr
-	out, err := cmd.StdoutPipe()
+	s, err := interop.Start(interop.Options{Token: token, Delay: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start seller: %v", err)
-	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("seller stderr:\n%s", stderr.String())
+			t.Logf("seller stderr:\n%s", s.Stderr())
 		}
-		_ = cmd.Process.Signal(syscall.SIGTERM) // best effort; Wait below reaps it
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill() // it ignored SIGTERM
-			<-done
-		}
+		s.Stop()
 	})
-	urlc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "LISTENING "); ok {
-				urlc <- u
-			}
-		}
-	}()
-	select {
-	case u := <-urlc:
-		return u
-	case <-time.After(60 * time.Second):
-		t.Fatal("seller did not print LISTENING within 60 s")
-	}
-	return ""
-}
-
-// lockedBuffer collects the seller's stderr; it is logged only on failure.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *lockedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
+	return s.MCPURL()
 }
 
 // TestInteropAdCPSDKSeller drives capabilities, a synchronous create, an
@@ -100,7 +44,7 @@ func TestInteropAdCPSDKSeller(t *testing.T) {
 	c.opts.CallTimeout = 45 * time.Second
 	ctx := context.Background()
 	account := AccountRef{AccountID: "acc_interop"}
-	create := func(path string, budget float64) CreateMediaBuyRequest {
+	create := func(path string, budget json.Number) CreateMediaBuyRequest {
 		return CreateMediaBuyRequest{
 			Account: account, Brand: BrandRef{Domain: "acme.example"},
 			StartTime: "asap", EndTime: "2030-01-31T23:59:59Z",
@@ -122,7 +66,7 @@ func TestInteropAdCPSDKSeller(t *testing.T) {
 	})
 
 	t.Run("sync create", func(t *testing.T) {
-		in := mustIntent(t, ToolCreateMediaBuy, create("sync", 5000), time.Now())
+		in := mustIntent(t, ToolCreateMediaBuy, create("sync", "5000"), time.Now())
 		r, err := c.CreateMediaBuy(ctx, "sdk", in)
 		if err != nil {
 			t.Fatal(err)
@@ -146,7 +90,7 @@ func TestInteropAdCPSDKSeller(t *testing.T) {
 	})
 
 	t.Run("async create completed by polling", func(t *testing.T) {
-		in := mustIntent(t, ToolCreateMediaBuy, create("async", 5000), time.Now())
+		in := mustIntent(t, ToolCreateMediaBuy, create("async", "5000"), time.Now())
 		r, err := c.CreateMediaBuy(ctx, "sdk", in)
 		if err != nil {
 			t.Fatal(err)
@@ -183,7 +127,7 @@ func TestInteropAdCPSDKSeller(t *testing.T) {
 	})
 
 	t.Run("correctable error", func(t *testing.T) {
-		in := mustIntent(t, ToolCreateMediaBuy, create("sync", 10), time.Now())
+		in := mustIntent(t, ToolCreateMediaBuy, create("sync", "10"), time.Now())
 		_, err := c.CreateMediaBuy(ctx, "sdk", in)
 		var ae *Error
 		if !errors.As(err, &ae) || ae.Code != "BUDGET_TOO_LOW" || Decide(err) != DecisionFix {

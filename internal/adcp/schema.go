@@ -133,6 +133,9 @@ func (v *Validator) ValidateRequest(tool string, body []byte) error {
 	if err != nil {
 		return err
 	}
+	if err := boundNumbers(tool, t.schema, body); err != nil {
+		return err
+	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
 	if err != nil {
 		return &ValidationError{Tool: tool, Schema: t.schema, Reason: "body is not JSON: " + err.Error(),
@@ -142,7 +145,7 @@ func (v *Validator) ValidateRequest(tool string, body []byte) error {
 		return &ValidationError{Tool: tool, Schema: t.schema, Reason: "arguments must be a JSON object",
 			Issues: []Issue{{Reason: "arguments must be a JSON object"}}}
 	}
-	err = s.Validate(inst)
+	err = validateRecovering(s, inst)
 	if err == nil {
 		return nil
 	}

@@ -211,7 +211,7 @@ func validCreate() CreateMediaBuyRequest {
 		Brand:     BrandRef{Domain: "acme.example"},
 		StartTime: "asap",
 		EndTime:   "2030-01-31T23:59:59Z",
-		Packages: []PackageRequest{{ProductID: "prod_1", PricingOptionID: "cpm_1", Budget: 5000,
+		Packages: []PackageRequest{{ProductID: "prod_1", PricingOptionID: "cpm_1", Budget: "5000",
 			Context: json.RawMessage(`{"buyer_ref":"li-1 & <x>"}`)}},
 		Context: json.RawMessage(`{"operation":"op-1"}`),
 	}

@@ -22,10 +22,11 @@ type BrandRef struct {
 	BrandID string `json:"brand_id,omitempty"`
 }
 
-// Money is {amount, currency} as used by total_budget in requests.
+// Money is {amount, currency} as used by total_budget in requests. Amounts are JSON numbers
+// kept as written (exact decimals), never floats.
 type Money struct {
-	Amount   float64 `json:"amount"`
-	Currency string  `json:"currency"`
+	Amount   json.Number `json:"amount"`
+	Currency string      `json:"currency"`
 }
 
 // FormatID is core/format-id.json.
@@ -47,8 +48,8 @@ type PushNotificationConfig struct {
 type PackageRequest struct {
 	ProductID       string          `json:"product_id,omitempty"`
 	PricingOptionID string          `json:"pricing_option_id,omitempty"`
-	Budget          float64         `json:"budget"`
-	BidPrice        *float64        `json:"bid_price,omitempty"`
+	Budget          json.Number     `json:"budget"`
+	BidPrice        json.Number     `json:"bid_price,omitempty"`
 	Pacing          string          `json:"pacing,omitempty"`
 	Impressions     *float64        `json:"impressions,omitempty"`
 	StartTime       string          `json:"start_time,omitempty"`
@@ -104,7 +105,7 @@ type UpdateMediaBuyRequest struct {
 type Package struct {
 	PackageID string          `json:"package_id"`
 	ProductID string          `json:"product_id,omitempty"`
-	Budget    *float64        `json:"budget,omitempty"`
+	Budget    json.Number     `json:"budget,omitempty"`
 	Context   json.RawMessage `json:"context,omitempty"`
 }
 
@@ -137,18 +138,30 @@ type MediaBuyResult struct {
 	Raw            json.RawMessage
 }
 
+// mediaBuyStatuses is enums/media-buy-status.json. Three of its values
+// (completed, rejected, canceled) are task statuses too.
+var mediaBuyStatuses = map[string]bool{"pending_creatives": true, "pending_start": true, "active": true,
+	"paused": true, "completed": true, "rejected": true, "canceled": true}
+
 // DecodeMediaBuy decodes a create_media_buy / update_media_buy body — a
 // synchronous answer, a poll's result, or a webhook's result — following the
 // documented dispatch: submitted first, then errors, then the success fields.
-// It tolerates 3.0 peers that put the media-buy status in the top-level
-// status with no envelope status. For the error arm it returns the result and
-// an *Error built from the first non-warning error.
+// For the error arm it returns the result and an *Error built from the first
+// non-warning error.
+//
+// The root status is read in the vocabulary of the answer's version: with
+// media_buy_status (3.1, 3.2) it is the task status, and 3.2 may leave it out;
+// without media_buy_status, an answer that carries a media buy and no error
+// is the success arm, whose root status is the media buy's (3.0, and 3.1's
+// deprecated form). So a 3.0 cancel answered "canceled" is a canceled buy in a
+// completed task, never a canceled task.
 func DecodeMediaBuy(body json.RawMessage) (*MediaBuyResult, error) {
 	resp, err := responseFromBody(body)
 	if err != nil {
 		return nil, err
 	}
 	var w struct {
+		Status         string          `json:"status"`
 		MediaBuyID     string          `json:"media_buy_id"`
 		MediaBuyStatus string          `json:"media_buy_status"`
 		ConfirmedAt    *string         `json:"confirmed_at"`
@@ -164,6 +177,9 @@ func DecodeMediaBuy(body json.RawMessage) (*MediaBuyResult, error) {
 		Status: resp.Status, TaskID: resp.TaskID, Message: resp.Message, Replayed: resp.Replayed,
 		MediaBuyID: w.MediaBuyID, MediaBuyStatus: w.MediaBuyStatus, ConfirmedAt: w.ConfirmedAt,
 		Revision: w.Revision, Packages: w.Packages, Errors: w.Errors, Raw: body,
+	}
+	if r.MediaBuyStatus == "" && w.MediaBuyID != "" && mediaBuyStatuses[w.Status] && !hasFatal(w.AdCPError, w.Errors) {
+		r.MediaBuyStatus, r.Status, resp.Status = w.Status, StatusCompleted, StatusCompleted
 	}
 	if r.MediaBuyStatus == "" && resp.LegacyStatus != "" {
 		r.MediaBuyStatus = resp.LegacyStatus
@@ -192,6 +208,11 @@ func DecodeMediaBuy(body json.RawMessage) (*MediaBuyResult, error) {
 	}
 	r.Shape = ShapeSuccess
 	return r, nil
+}
+
+// hasFatal reports whether a payload carries an error that fails the call.
+func hasFatal(adcpError json.RawMessage, errs []ErrorDetail) bool {
+	return failureFromEnvelope(envelope{AdCPError: adcpError, Errors: errs}) != nil
 }
 
 // CreateMediaBuy sends a create_media_buy Intent and decodes the answer.
@@ -337,7 +358,7 @@ func (c *Client) CheckGovernance(ctx context.Context, agentID string, req CheckG
 // SellerResponse is report_plan_outcome's seller_response.
 type SellerResponse struct {
 	SellerReference  string            `json:"seller_reference,omitempty"`
-	CommittedBudget  *float64          `json:"committed_budget,omitempty"`
+	CommittedBudget  json.Number       `json:"committed_budget,omitempty"` // exact, never a float
 	Packages         []json.RawMessage `json:"packages,omitempty"`
 	PlannedDelivery  json.RawMessage   `json:"planned_delivery,omitempty"`
 	CreativeDeadline string            `json:"creative_deadline,omitempty"`
@@ -369,7 +390,7 @@ type OutcomeResult struct {
 	TaskID          string
 	OutcomeID       string
 	OutcomeState    string // "outcome_state" (3.1) or root "status" (3.0): accepted | findings
-	CommittedBudget *float64
+	CommittedBudget *json.Number
 	Findings        []Finding
 	PlanSummary     json.RawMessage
 	Replayed        bool
@@ -388,7 +409,7 @@ func DecodeOutcome(body json.RawMessage) (*OutcomeResult, error) {
 	var w struct {
 		OutcomeID       string          `json:"outcome_id"`
 		OutcomeState    string          `json:"outcome_state"`
-		CommittedBudget *float64        `json:"committed_budget"`
+		CommittedBudget *json.Number    `json:"committed_budget"`
 		Findings        []Finding       `json:"findings"`
 		PlanSummary     json.RawMessage `json:"plan_summary"`
 		Errors          []ErrorDetail   `json:"errors"`
@@ -512,16 +533,30 @@ func (t *TaskStatusResult) Failure() *Error {
 	if t.Error != nil && t.Error.Code != "" {
 		return errorFromDetail(*t.Error)
 	}
-	if len(t.Result) > 0 {
-		if r, err := responseFromBody(t.Result); err == nil {
-			var env envelope
-			_ = json.Unmarshal(r.Body, &env) // Result decoded as an object just above
-			if e := failureFromEnvelope(env); e != nil {
-				return e
-			}
-		}
+	if e := ResultFailure(t.Result); e != nil {
+		return e
 	}
 	return &Error{Kind: KindAdCP, Recovery: RecoveryTerminal, Message: "task " + string(t.Status) + " without an error object"}
+}
+
+// ResultFailure returns the error a task's result reports (its adcp_error,
+// else its first fatal errors[] entry, with code and recovery), or nil. A
+// webhook's result and a poll's result carry the failure of a task this way.
+func ResultFailure(result json.RawMessage) *Error {
+	if len(result) == 0 {
+		return nil
+	}
+	var env envelope
+	if json.Unmarshal(result, &env) != nil {
+		// A mistyped envelope field must not hide the error objects.
+		var m map[string]json.RawMessage
+		if json.Unmarshal(result, &m) != nil {
+			return nil
+		}
+		env.AdCPError = m["adcp_error"]
+		_ = json.Unmarshal(m["errors"], &env.Errors) // best effort: adcp_error may still be there
+	}
+	return failureFromEnvelope(env)
 }
 
 // GetTaskStatus polls a task through the tool the agent offers

@@ -15,6 +15,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 
 	"github.com/buyflow/buyflow/internal/adcpschemas"
+	"github.com/buyflow/buyflow/internal/jsonnum"
 )
 
 // schemaBase is the made-up origin under which the schema files are
@@ -122,6 +123,10 @@ func (v *Validator) Validate(rel string, raw []byte) error {
 	s, err := v.schema(rel)
 	if err != nil {
 		return err
+	}
+	// The schema library panics on numbers math/big refuses (see internal/jsonnum).
+	if err := jsonnum.Check(raw); err != nil {
+		return &SchemaError{Schema: rel, Message: "body has a number out of bounds or is not JSON: " + err.Error()}
 	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {

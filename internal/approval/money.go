@@ -3,6 +3,8 @@ package approval
 import (
 	"strconv"
 	"strings"
+
+	"github.com/buyflow/buyflow/internal/money"
 )
 
 // Money is an amount in the currency's minor units (cents for USD, yen for
@@ -12,23 +14,16 @@ type Money struct {
 	Currency string
 }
 
-// minorDigits lists ISO 4217 currencies whose minor unit is not 2 digits.
-var minorDigits = map[string]int{
-	"BIF": 0, "CLP": 0, "DJF": 0, "GNF": 0, "ISK": 0, "JPY": 0, "KMF": 0, "KRW": 0,
-	"PYG": 0, "RWF": 0, "UGX": 0, "UYI": 0, "VND": 0, "VUV": 0, "XAF": 0, "XOF": 0, "XPF": 0,
-	"BHD": 3, "IQD": 3, "JOD": 3, "KWD": 3, "LYD": 3, "OMR": 3, "TND": 3,
-	"CLF": 4, "UYW": 4,
-}
-
 // String formats the amount with its currency code first and grouped
 // thousands, e.g. "USD 12,500.00", "JPY 1,000,000", "KWD 1.250".
-// Currencies not listed as exceptions are assumed to have 2 minor digits.
+// The decimals are the currency's ISO 4217 minor unit; a code that is not ISO 4217 prints
+// with 2.
 func (m Money) String() string {
 	code := strings.ToUpper(strings.TrimSpace(m.Currency))
 	if code == "" {
 		code = "???"
 	}
-	digits, ok := minorDigits[code]
+	digits, ok := money.MinorUnits(code)
 	if !ok {
 		digits = 2
 	}

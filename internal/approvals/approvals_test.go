@@ -731,3 +731,31 @@ func TestDeciderRetriesAHandOverThatFailed(t *testing.T) {
 		t.Errorf("%d task calls after a delivered decision, want %d", n, failed+1)
 	}
 }
+
+// An amount the page cannot show exactly (more decimals than its currency has: stored before
+// the submit checked it, or written by hand) is never put before an approver: the request is
+// terminal, nothing is posted and no approval is created.
+func TestRequestRefusesAnInexactAmount(t *testing.T) {
+	e := newEnv(t, "")
+	const id = "op-inexact"
+	if _, err := e.store.CreateOperation(e.ctx, ledger.Operation{
+		ID: id, Tenant: tenant, Status: workflow.StatusAwaitingApproval, SellerID: "sports-network", PONumber: "PO-43",
+		BudgetTotal: "1000.50", Currency: "JPY", Requester: requester,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	payload, _ := json.Marshal(map[string]any{
+		"action": "request", "operation_id": id, "tenant": tenant,
+		"config": map[string]any{"approval_timeout_seconds": timeout}, "task_token": token(7),
+	})
+	_, err := e.svc.Notify(e.ctx, payload)
+	if got := typeName(err); got != "TerminalError" || !strings.Contains(err.Error(), "1000.50") {
+		t.Fatalf("error %T %v, want a TerminalError naming the amount", err, err)
+	}
+	if len(e.sink.Messages()) != 0 {
+		t.Error("slack was shown an inexact amount")
+	}
+	if _, err := e.store.GetApproval(e.ctx, approvals.ApprovalID(token(7))); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("an approval was created: %v", err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/money"
 )
 
 // OnTimeout says what happens when an approval's SLA passes with no decision.
@@ -47,10 +48,7 @@ type Policy struct {
 	threshold *big.Rat
 }
 
-var (
-	decimalRE  = regexp.MustCompile(`^[0-9]{1,18}(\.[0-9]{1,6})?$`)
-	currencyRE = regexp.MustCompile(`^[A-Z]{3}$`)
-)
+var decimalRE = regexp.MustCompile(`^[0-9]{1,18}(\.[0-9]{1,6})?$`)
 
 // ParsePolicy parses the policy JSON:
 //
@@ -92,7 +90,7 @@ func ParsePolicy(raw []byte) (Policy, error) {
 		} else {
 			p.threshold, _ = new(big.Rat).SetString(p.Threshold) // the pattern guarantees it parses
 		}
-		if !currencyRE.MatchString(p.Currency) {
+		if _, ok := money.MinorUnits(p.Currency); !ok {
 			errs = append(errs, fmt.Errorf("currency %q must be an ISO 4217 code such as USD", in.Currency))
 		}
 	}

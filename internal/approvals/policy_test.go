@@ -24,6 +24,7 @@ func TestParsePolicy(t *testing.T) {
 		{"escalate without group", `{"approvers":["U1"],"on_timeout":"escalate"}`, []string{"escalation_approvers"}},
 		{"repeated approver", `{"approvers":["U1","U1"]}`, []string{"repeats"}},
 		{"negative threshold", `{"threshold":"-5","currency":"USD","approvers":["U1"]}`, []string{"threshold"}},
+		{"threshold in a currency that does not exist", `{"threshold":"10000","currency":"ZZZ","approvers":["U1"]}`, []string{"currency"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

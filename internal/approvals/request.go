@@ -10,6 +10,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/slack"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -71,6 +72,11 @@ func (s *Service) Request(ctx context.Context, in workflow.CallbackInput) error 
 	approvers := slices.DeleteFunc(slices.Clone(group), func(a string) bool { return a == requester })
 	if len(approvers) == 0 {
 		return &workflow.TerminalError{Code: "no_approver", Reason: "no approver other than the requester is configured"}
+	}
+	// A person approves the exact amount that is bought; one the page cannot show exactly is
+	// never put before them.
+	if _, err := money.ParseDecimal(op.BudgetTotal, op.Currency); err != nil {
+		return &workflow.TerminalError{Code: "invalid_amount", Reason: fmt.Sprintf("the buy's amount %q %s cannot be shown exactly: %v", op.BudgetTotal, op.Currency, err)}
 	}
 	now := s.now()
 	timeout := time.Duration(in.Config.ApprovalTimeoutSeconds) * time.Second

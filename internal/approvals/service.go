@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"slices"
 	"strings"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/slack"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -124,30 +124,15 @@ func view(a *ledger.Approval, op *ledger.Operation) approval.Approval {
 	return v
 }
 
-// toMoney turns a decimal string into minor units of currency (rounded half up when it has
-// more decimals than the currency). An amount it cannot read is zero.
+// toMoney reads the ledger's decimal amount exactly (the submit stored it in the currency's
+// minor unit; nothing is rounded). An amount it cannot read is zero: a request for approval
+// refuses such an amount before any page or message shows it.
 func toMoney(amount, currency string) approval.Money {
-	m := approval.Money{Currency: currency}
-	r, ok := new(big.Rat).SetString(strings.TrimSpace(amount))
-	if !ok || !decimalRE.MatchString(strings.TrimSpace(amount)) {
-		return m
+	a, err := money.ParseDecimal(strings.TrimSpace(amount), currency)
+	if err != nil {
+		return approval.Money{Currency: currency}
 	}
-	r.Mul(r, new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(minorDigits(currency))), nil)))
-	n := new(big.Int).Quo(new(big.Int).Add(new(big.Int).Mul(r.Num(), big.NewInt(2)), r.Denom()), new(big.Int).Mul(r.Denom(), big.NewInt(2)))
-	if n.IsInt64() {
-		m.Minor = n.Int64()
-	}
-	return m
-}
-
-// minorDigits asks approval.Money how many decimals it prints for currency, so the two never
-// disagree.
-func minorDigits(currency string) int {
-	s := approval.Money{Currency: currency}.String()
-	if i := strings.LastIndexByte(s, '.'); i >= 0 {
-		return len(s) - i - 1
-	}
-	return 0
+	return approval.Money{Minor: a.Minor, Currency: currency}
 }
 
 // Event types this package appends to an operation's timeline (decisions use

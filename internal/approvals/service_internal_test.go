@@ -15,8 +15,11 @@ func TestToMoney(t *testing.T) {
 		{"12500.00", "USD", approval.Money{Minor: 1250000, Currency: "USD"}},
 		{"12500", "USD", approval.Money{Minor: 1250000, Currency: "USD"}},
 		{"1000000", "JPY", approval.Money{Minor: 1000000, Currency: "JPY"}},
-		{"1.2505", "KWD", approval.Money{Minor: 1251, Currency: "KWD"}},
-		{"0.005", "USD", approval.Money{Minor: 1, Currency: "USD"}},
+		{"1.250", "KWD", approval.Money{Minor: 1250, Currency: "KWD"}},
+		// Never rounded: an amount with more decimals than its currency is not shown at all.
+		{"1.2505", "KWD", approval.Money{Currency: "KWD"}},
+		{"1000.50", "JPY", approval.Money{Currency: "JPY"}},
+		{"0.005", "USD", approval.Money{Currency: "USD"}},
 		{"oops", "USD", approval.Money{Currency: "USD"}},
 	}
 	for _, tc := range cases {

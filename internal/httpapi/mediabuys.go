@@ -56,7 +56,7 @@ func MediaBuysHandler(svc MediaBuys, devHeader string, log *slog.Logger) Handler
 				return Error(http.StatusBadRequest, "missing_idempotency_key",
 					"send an Idempotency-Key header (8-255 of A-Z a-z 0-9 _ . : -), the same on every retry of this buy", "Idempotency-Key"), nil
 			}
-			if ct := Header(req, "Content-Type"); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") {
+			if ct := Header(req, "Content-Type"); ct != "" && !IsJSON(ct) {
 				return Error(http.StatusUnsupportedMediaType, "unsupported_media_type", "send the media buy as application/json", "Content-Type"), nil
 			}
 			body, err := Body(req)
@@ -108,6 +108,19 @@ func MediaBuysHandler(svc MediaBuys, devHeader string, log *slog.Logger) Handler
 		}
 		if isItem && !opIDRE.MatchString(id) {
 			return Error(http.StatusNotFound, "not_found", "no media buy with that id", ""), nil
+		}
+		// A path buyflow serves, with another method.
+		allow := ""
+		switch {
+		case path == "/v1/media-buys":
+			allow = "GET, POST"
+		case isItem && (rest == id || rest == id+"/events"):
+			allow = "GET"
+		}
+		if allow != "" {
+			resp := Error(http.StatusMethodNotAllowed, "method_not_allowed", method+" is not served here; use "+allow, "")
+			resp.Headers["Allow"] = allow
+			return resp, nil
 		}
 		return Error(http.StatusNotFound, "no_route", "no such route: "+method+" "+path, ""), nil
 	}

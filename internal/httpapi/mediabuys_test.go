@@ -136,7 +136,28 @@ func TestRefusals(t *testing.T) {
 			return r
 		}, 400, "invalid_limit"},
 		{"internal error hides detail", func() events.APIGatewayV2HTTPRequest { return iamRequest("GET", "/v1/media-buys") }, 500, "internal"},
-		{"unknown route", func() events.APIGatewayV2HTTPRequest { return iamRequest("DELETE", "/v1/media-buys") }, 404, "no_route"},
+		{"jsonp is not json", func() events.APIGatewayV2HTTPRequest {
+			r := iamRequest("POST", "/v1/media-buys")
+			r.Headers["idempotency-key"] = "key-12345678"
+			r.Headers["content-type"] = "application/jsonp"
+			return r
+		}, 415, "unsupported_media_type"},
+		{"json-seq is not json", func() events.APIGatewayV2HTTPRequest {
+			r := iamRequest("POST", "/v1/media-buys")
+			r.Headers["idempotency-key"] = "key-12345678"
+			r.Headers["Content-Type"] = "application/json-seq"
+			return r
+		}, 415, "unsupported_media_type"},
+		{"json with a charset is json", func() events.APIGatewayV2HTTPRequest {
+			r := iamRequest("POST", "/v1/media-buys")
+			r.Headers["idempotency-key"] = "key-12345678"
+			r.Headers["content-type"] = "Application/JSON; charset=utf-8"
+			return r
+		}, 422, "idempotency_key_reused"},
+		{"other method on the collection", func() events.APIGatewayV2HTTPRequest { return iamRequest("DELETE", "/v1/media-buys") }, 405, "method_not_allowed"},
+		{"other method on an item", func() events.APIGatewayV2HTTPRequest { return iamRequest("PUT", "/v1/media-buys/op-x") }, 405, "method_not_allowed"},
+		{"other method on events", func() events.APIGatewayV2HTTPRequest { return iamRequest("POST", "/v1/media-buys/op-x/events") }, 405, "method_not_allowed"},
+		{"unknown route under the prefix", func() events.APIGatewayV2HTTPRequest { return iamRequest("GET", "/v1/media-buys/op-x/nope") }, 404, "no_route"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -51,12 +51,15 @@ type Operation struct {
 	GovernanceExpiresAt time.Time       `dynamodbav:"governance_expires_at,omitempty"`
 	// WebhookTokenHash is the SHA-256 (hex) of the per-operation webhook token; the token itself is
 	// never stored. See [HashToken].
-	WebhookTokenHash string    `dynamodbav:"webhook_token_hash,omitempty"`
-	Reason           string    `dynamodbav:"reason,omitempty"`
-	CreatedAt        time.Time `dynamodbav:"created_at"`
-	UpdatedAt        time.Time `dynamodbav:"updated_at"`
-	Deadline         time.Time `dynamodbav:"deadline,omitempty"`
-	ExecutionName    string    `dynamodbav:"execution_name,omitempty"`
+	WebhookTokenHash string `dynamodbav:"webhook_token_hash,omitempty"`
+	Reason           string `dynamodbav:"reason,omitempty"`
+	// ErrorCode is the seller's AdCP error code for a task it ended (failed, rejected or an
+	// error as its result), kept for the failure report to governance.
+	ErrorCode     string    `dynamodbav:"error_code,omitempty"`
+	CreatedAt     time.Time `dynamodbav:"created_at"`
+	UpdatedAt     time.Time `dynamodbav:"updated_at"`
+	Deadline      time.Time `dynamodbav:"deadline,omitempty"`
+	ExecutionName string    `dynamodbav:"execution_name,omitempty"`
 	// TaskToken is the Step Functions task token the workflow currently waits on (internal only).
 	TaskToken string `dynamodbav:"task_token,omitempty"`
 	// LastWrite is the random id of the last Transition or UpdateFields (internal only): a write
@@ -322,6 +325,7 @@ type Changes struct {
 	GovernanceExpiresAt *time.Time
 	WebhookTokenHash    *string
 	Reason              *string
+	ErrorCode           *string
 	Deadline            *time.Time
 	ExecutionName       *string
 
@@ -561,6 +565,7 @@ func (ch Changes) apply(up expression.UpdateBuilder) expression.UpdateBuilder {
 	setT("governance_expires_at", ch.GovernanceExpiresAt)
 	setS("webhook_token_hash", ch.WebhookTokenHash)
 	setS("reason", ch.Reason)
+	setS("error_code", ch.ErrorCode)
 	setT("deadline", ch.Deadline)
 	setS("execution_name", ch.ExecutionName)
 	return up

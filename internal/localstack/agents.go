@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"time"
@@ -31,11 +32,20 @@ const AgentSecretPrefix = "buyflow/agents/"
 //
 //	{"agents": [{"id": "acme-sales", "role": "seller", "mcp_url": "https://…/mcp",
 //	             "credential_ref": "buyflow/agents/acme-sales", "webhook": {…}}, …],
-//	 "credentials": {"buyflow/agents/acme-sales": "<bearer token>"}}
+//	 "credentials": {"buyflow/agents/acme-sales": "<bearer token>"},
+//	 "simulated": ["governance"]}
+//
+// Simulated keeps some of the simulated agents next to the real ones: "seller" (as SellerID)
+// and "governance" (as GovernanceID). A real seller can so be tried with the simulated
+// governance agent, which no seller's test setup provides.
 type AgentsFile struct {
 	Agents      []adcp.Agent      `json:"agents"`
 	Credentials map[string]string `json:"credentials"`
+	Simulated   []string          `json:"simulated,omitempty"`
 }
+
+// The simulated agents an agents file can keep, by name, and the ids they serve as.
+var simulatedRoles = map[string]string{"seller": SellerID, "governance": GovernanceID}
 
 // agents is what the stack's functions are told about agents.
 type agents struct {
@@ -48,9 +58,15 @@ type agents struct {
 	govURL     string
 	srv        *server
 	stopTick   func()
+
+	simulated []string // of an agents file: the simulated agents to add (AgentsFile.Simulated)
+	sim       *agents  // the simulated agents started for them
 }
 
 func (a *agents) close() {
+	if a.sim != nil {
+		a.sim.close()
+	}
 	if a.stopTick != nil {
 		a.stopTick()
 	}
@@ -100,10 +116,70 @@ func loadAgentsFile(path string) (*agents, error) {
 			missing = append(missing, fmt.Errorf("agent %s: no credentials[%q]", ag.ID, ag.CredentialRef))
 		}
 	}
+	seen := map[string]bool{}
+	for _, name := range f.Simulated {
+		id, ok := simulatedRoles[name]
+		switch {
+		case !ok:
+			missing = append(missing, fmt.Errorf("simulated %q: not one of \"seller\", \"governance\"", name))
+		case seen[name]:
+			missing = append(missing, fmt.Errorf("simulated %q: listed twice", name))
+		}
+		seen[name] = true
+		for _, ag := range f.Agents {
+			if ag.ID == id {
+				missing = append(missing, fmt.Errorf("simulated %q: agent id %s is taken by a real agent", name, id))
+			}
+		}
+	}
 	if err := errors.Join(missing...); err != nil {
 		return nil, fmt.Errorf("localstack: agents file %s: %w", path, err)
 	}
-	return &agents{registry: reg, credentials: f.Credentials}, nil
+	return &agents{registry: reg, credentials: f.Credentials, simulated: f.Simulated}, nil
+}
+
+// addSimulated starts the simulated agents an agents file keeps (AgentsFile.Simulated) and adds
+// them to its registry and credentials; without any it does nothing.
+func (a *agents) addSimulated(sellerOpts adcptest.SellerOptions, govOpts adcptest.GovernanceOptions, step time.Duration) error {
+	if len(a.simulated) == 0 {
+		return nil
+	}
+	sim, err := startSimulatedAgents(sellerOpts, govOpts, step)
+	if err != nil {
+		return err
+	}
+	a.sim = sim
+	var reg, simReg adcp.RegistryConfig
+	if err := json.Unmarshal(a.registry, &reg); err != nil {
+		return fmt.Errorf("localstack: agent registry: %w", err)
+	}
+	if err := json.Unmarshal(sim.registry, &simReg); err != nil {
+		return fmt.Errorf("localstack: simulated agent registry: %w", err)
+	}
+	creds := maps.Clone(a.credentials)
+	for _, name := range a.simulated {
+		for _, ag := range simReg.Agents {
+			if ag.ID == simulatedRoles[name] {
+				reg.Agents = append(reg.Agents, ag)
+				creds[ag.CredentialRef] = sim.credentials[ag.CredentialRef]
+			}
+		}
+		switch name {
+		case "seller":
+			a.seller, a.sellerURL = sim.seller, sim.sellerURL
+		case "governance":
+			a.governance, a.govURL = sim.governance, sim.govURL
+		}
+	}
+	raw, err := json.Marshal(reg)
+	if err != nil {
+		return fmt.Errorf("localstack: agent registry: %w", err)
+	}
+	if _, err := adcp.ParseRegistry(raw); err != nil {
+		return fmt.Errorf("localstack: agent registry with simulated agents: %w", err)
+	}
+	a.registry, a.credentials = raw, creds
+	return nil
 }
 
 // startSimulatedAgents serves a simulated seller and governance agent on one loopback port and

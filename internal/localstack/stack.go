@@ -67,7 +67,7 @@ type Options struct {
 	// APIAddr is the HTTP API's listen address (default 127.0.0.1:0, a free port).
 	APIAddr string
 	// AgentsFile, when set, names an AgentsFile with real agents; the simulated agents are not
-	// started.
+	// started, except those the file keeps (AgentsFile.Simulated).
 	AgentsFile string
 	// Run is the workflow timing (default LocalRunConfig).
 	Run workflow.RunConfig
@@ -199,7 +199,11 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 
 	var ag *agents
 	if o.AgentsFile != "" {
-		ag, err = loadAgentsFile(o.AgentsFile)
+		if ag, err = loadAgentsFile(o.AgentsFile); err == nil {
+			if err = ag.addSimulated(o.Seller, o.Governance, o.AgentStep); err != nil {
+				ag.close()
+			}
+		}
 	} else {
 		ag, err = startSimulatedAgents(o.Seller, o.Governance, o.AgentStep)
 	}

@@ -8,9 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
-	"regexp"
 	"strings"
+
+	"github.com/buyflow/buyflow/internal/jsonnum"
+	"github.com/buyflow/buyflow/internal/money"
 )
 
 // SubmitRequest is the body of POST /v1/media-buys.
@@ -19,7 +20,7 @@ type SubmitRequest struct {
 	SellerID string `json:"seller_id"`
 	// Governance names the campaign's governance agent and plan.
 	Governance GovernanceRef `json:"governance"`
-	// Currency is the ISO 4217 code of every budget in MediaBuy.
+	// Currency is the ISO 4217 code of every amount in MediaBuy.
 	Currency string `json:"currency"`
 	// RequireApproval asks for a human approval whatever the policy says.
 	RequireApproval bool `json:"require_approval,omitempty"`
@@ -39,10 +40,9 @@ type ValidatedRequest struct {
 	SubmitRequest
 	// PONumber is media_buy.po_number: with the tenant and the seller, the business key.
 	PONumber string
-	// Budget is the buy's total budget as a decimal string in Currency.
-	Budget string
-	// BudgetMinor is Budget in minor units (cents), for policy thresholds.
-	BudgetMinor int64
+	// Amount is the amount of the buy (see buyAmount): what policy, governance, the approver,
+	// the ledger and the timeline all see.
+	Amount money.Amount
 	// PayloadHash is the SHA-256 of the canonical request: the same key with another hash is
 	// a conflict.
 	PayloadHash string
@@ -79,8 +79,6 @@ const MaxBodyBytes = 256 << 10
 // reservedFields are create_media_buy fields buyflow sets itself.
 var reservedFields = []string{"idempotency_key", "push_notification_config", "governance_context", "adcp_version"}
 
-var currencyRE = regexp.MustCompile(`^[A-Z]{3}$`)
-
 // SchemaValidator validates an AdCP request body against the spec's schemas; it returns an
 // error carrying the offending JSON pointer ([FieldError]) for a violation.
 type SchemaValidator interface {
@@ -104,6 +102,17 @@ const placeholderKey = "validation-placeholder-key-0000"
 func ParseSubmit(body []byte, agents AgentLookup, schema SchemaValidator) (*ValidatedRequest, error) {
 	if len(body) > MaxBodyBytes {
 		return nil, &RequestError{Status: 413, Code: "body_too_large", Message: fmt.Sprintf("the body is over %d bytes", MaxBodyBytes)}
+	}
+	// Numbers first: the decoders and the schema library below read them into big numbers,
+	// and one of them panics on an exponent math/big refuses. A key written twice is refused
+	// too: the seller's or governance agent's parser may keep the other one.
+	var numErr *jsonnum.Error
+	var dupErr *jsonnum.DuplicateKeyError
+	switch err := jsonnum.CheckUnique(body); {
+	case errors.As(err, &numErr):
+		return nil, unprocessable("number_out_of_range", numErr.Pointer, "%v", numErr.Err)
+	case errors.As(err, &dupErr):
+		return nil, unprocessable("duplicate_key", dupErr.Pointer, "%v; send each field once", dupErr)
 	}
 	var req SubmitRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -130,8 +139,8 @@ func ParseSubmit(body []byte, agents AgentLookup, schema SchemaValidator) (*Vali
 	if req.Governance.PlanID == "" {
 		return nil, unprocessable("missing_field", "/governance/plan_id", "governance.plan_id is required")
 	}
-	if !currencyRE.MatchString(req.Currency) {
-		return nil, unprocessable("invalid_currency", "/currency", "currency must be an ISO 4217 code such as USD")
+	if _, ok := money.MinorUnits(req.Currency); !ok {
+		return nil, unprocessable("invalid_currency", "/currency", "%q is not an ISO 4217 currency code (such as USD, EUR or JPY)", req.Currency)
 	}
 	if len(bytes.TrimSpace(req.MediaBuy)) == 0 || bytes.TrimSpace(req.MediaBuy)[0] != '{' {
 		return nil, unprocessable("missing_field", "/media_buy", "media_buy must be the create_media_buy request object")
@@ -176,13 +185,9 @@ func ParseSubmit(body []byte, agents AgentLookup, schema SchemaValidator) (*Vali
 		return nil, fmt.Errorf("mediabuy: validate media_buy: %w", err)
 	}
 
-	budget, err := totalBudget(mb)
+	amount, err := buyAmount(mb, req.Currency)
 	if err != nil {
 		return nil, err
-	}
-	minor := new(big.Rat).Mul(budget, big.NewRat(100, 1))
-	if !minor.IsInt() || minor.Sign() <= 0 || !minor.Num().IsInt64() {
-		return nil, unprocessable("invalid_budget", "/media_buy", "the total budget must be positive with at most two decimals")
 	}
 
 	canon, err := canonical(body)
@@ -193,42 +198,9 @@ func ParseSubmit(body []byte, agents AgentLookup, schema SchemaValidator) (*Vali
 	return &ValidatedRequest{
 		SubmitRequest: req,
 		PONumber:      po,
-		Budget:        budget.FloatString(2),
-		BudgetMinor:   minor.Num().Int64(),
+		Amount:        amount,
 		PayloadHash:   hex.EncodeToString(sum[:]),
 	}, nil
-}
-
-// totalBudget is total_budget.amount for a proposal buy, else the sum of package budgets.
-func totalBudget(mb map[string]json.RawMessage) (*big.Rat, error) {
-	if raw, ok := mb["total_budget"]; ok {
-		var tb struct {
-			Amount json.Number `json:"amount"`
-		}
-		if err := json.Unmarshal(raw, &tb); err != nil {
-			return nil, unprocessable("invalid_budget", "/media_buy/total_budget", "total_budget.amount must be a number")
-		}
-		r, ok := new(big.Rat).SetString(tb.Amount.String())
-		if !ok {
-			return nil, unprocessable("invalid_budget", "/media_buy/total_budget/amount", "not a number")
-		}
-		return r, nil
-	}
-	var pkgs []struct {
-		Budget json.Number `json:"budget"`
-	}
-	if err := json.Unmarshal(mb["packages"], &pkgs); err != nil || len(pkgs) == 0 {
-		return nil, unprocessable("invalid_budget", "/media_buy/packages", "packages with budgets (or proposal_id with total_budget) are required")
-	}
-	sum := new(big.Rat)
-	for i, p := range pkgs {
-		r, ok := new(big.Rat).SetString(p.Budget.String())
-		if !ok {
-			return nil, unprocessable("invalid_budget", fmt.Sprintf("/media_buy/packages/%d/budget", i), "budget must be a number")
-		}
-		sum.Add(sum, r)
-	}
-	return sum, nil
 }
 
 // canonical re-encodes JSON with sorted object keys and no insignificant space, so two bodies

@@ -11,6 +11,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
+	"github.com/buyflow/buyflow/internal/money"
 )
 
 var (
@@ -20,7 +21,7 @@ var (
 )
 
 // schemas returns the real AdCP 3.1.19 schema validator, compiled once for the package.
-func schemas(t *testing.T) SchemaValidator {
+func schemas(t testing.TB) SchemaValidator {
 	t.Helper()
 	validatorOnce.Do(func() {
 		schemas, err := adcpschemas.FS()
@@ -46,7 +47,7 @@ func agents(id string) (string, bool) {
 	return "", false
 }
 
-func example(t *testing.T) map[string]any {
+func example(t testing.TB) map[string]any {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("..", "..", "examples", "media-buy.json"))
 	if err != nil {
@@ -59,7 +60,7 @@ func example(t *testing.T) map[string]any {
 	return m
 }
 
-func marshal(t *testing.T, v any) []byte {
+func marshal(t testing.TB, v any) []byte {
 	t.Helper()
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -73,7 +74,7 @@ func TestParseSubmitAcceptsTheExample(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ParseSubmit: %v", err)
 	}
-	if got.Budget != "20000.50" || got.BudgetMinor != 2000050 || got.PONumber != "PO-2027-0042" {
+	if got.Amount != (money.Amount{Minor: 2000050, Currency: "USD"}) || got.Amount.Decimal() != "20000.50" || got.PONumber != "PO-2027-0042" {
 		t.Fatalf("derived = %+v", got)
 	}
 	if len(got.PayloadHash) != 64 {
@@ -111,15 +112,20 @@ func TestParseSubmitHashIgnoresLayout(t *testing.T) {
 	}
 }
 
+// refusal is a submit body (the example with edit applied, or raw) and the refusal it gets:
+// field is the JSON pointer, a prefix of the answer's unless exact.
+type refusal struct {
+	name   string
+	edit   func(m map[string]any)
+	raw    string
+	status int
+	code   string
+	field  string
+	exact  bool
+}
+
 func TestParseSubmitRefusals(t *testing.T) {
-	tests := []struct {
-		name   string
-		edit   func(m map[string]any)
-		raw    string
-		status int
-		code   string
-		field  string
-	}{
+	tests := []refusal{
 		{name: "not json", raw: `{"seller_id":`, status: 400, code: "malformed_json"},
 		{name: "two objects", raw: `{} {}`, status: 400, code: "malformed_json"},
 		{name: "unknown top-level field", edit: func(m map[string]any) { m["tenant"] = "other" }, status: 422, code: "unknown_field", field: "/tenant"},
@@ -145,8 +151,9 @@ func TestParseSubmitRefusals(t *testing.T) {
 				p.(map[string]any)["budget"] = 0
 			}
 		}, status: 422, code: "invalid_budget", field: "/media_buy"},
-		{name: "sub-cent budget", edit: func(m map[string]any) { mb(m)["packages"].([]any)[0].(map[string]any)["budget"] = 1.001 }, status: 422, code: "invalid_budget", field: "/media_buy"},
+		{name: "sub-cent budget", edit: func(m map[string]any) { pkg(m, 0)["budget"] = 1.001 }, status: 422, code: "invalid_budget", field: "/media_buy/packages/0/budget"},
 	}
+	tests = append(tests, amountRefusals...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			body := []byte(tt.raw)
@@ -163,7 +170,7 @@ func TestParseSubmitRefusals(t *testing.T) {
 			if re.Status != tt.status || re.Code != tt.code {
 				t.Fatalf("got %d %s (%s), want %d %s", re.Status, re.Code, re.Message, tt.status, tt.code)
 			}
-			if !strings.HasPrefix(re.Field, tt.field) {
+			if re.Field != tt.field && (tt.exact || !strings.HasPrefix(re.Field, tt.field)) {
 				t.Fatalf("field = %q, want prefix %q", re.Field, tt.field)
 			}
 			if re.Message == "" {
@@ -182,3 +189,7 @@ func TestParseSubmitRefusesHugeBodies(t *testing.T) {
 }
 
 func mb(m map[string]any) map[string]any { return m["media_buy"].(map[string]any) }
+
+func pkg(m map[string]any, i int) map[string]any {
+	return mb(m)["packages"].([]any)[i].(map[string]any)
+}

@@ -144,7 +144,7 @@ func (s *Service) place(ctx context.Context, c Caller, key string, req *Validate
 	op := ledger.Operation{
 		ID: id, Tenant: c.Tenant, Status: workflow.StatusRequested,
 		SellerID: req.SellerID, GovernanceAgentID: req.Governance.AgentID, PlanID: req.Governance.PlanID,
-		PONumber: req.PONumber, BudgetTotal: req.Budget, Currency: req.Currency,
+		PONumber: req.PONumber, BudgetTotal: req.Amount.Decimal(), Currency: req.Currency,
 		Requester: c.Principal, RequireApproval: req.RequireApproval,
 		Request: stored, ExecutionName: workflow.ExecutionName(id, 0),
 	}
@@ -209,12 +209,9 @@ func (s *Service) Events(ctx context.Context, tenant, id, cursor string, limit i
 	out := EventPage{Items: make([]EventView, 0, len(page.Items)), NextCursor: page.Cursor}
 	for _, e := range page.Items {
 		ev := EventView{At: e.At.UTC().Format(time.RFC3339Nano), Type: e.Type, Actor: e.Actor,
-			From: string(e.From), To: string(e.To), Detail: e.Detail}
+			From: string(e.From), To: string(e.To), Reason: e.Reason, Detail: e.Detail}
 		if e.Amount != "" {
 			ev.Amount = strings.TrimSpace(e.Amount + " " + e.Currency)
-		}
-		if e.Reason != "" && len(ev.Detail) == 0 {
-			ev.Detail, _ = json.Marshal(map[string]string{"reason": e.Reason})
 		}
 		out.Items = append(out.Items, ev)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -227,6 +228,30 @@ func TestReadsAreTenantScoped(t *testing.T) {
 	}
 }
 
+// TestEventsKeepReasonAndDetail: an event with both a reason and details shows both (a
+// failed cancel's reason is the seller's error, its details the call).
+func TestEventsKeepReasonAndDetail(t *testing.T) {
+	svc, store, _ := newService(t)
+	ctx := context.Background()
+	out, err := svc.Submit(ctx, acme, "key-reason", marshal(t, example(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const reason = "adcp: update_media_buy at sim-seller: MEDIA_BUY_NOT_FOUND (terminal)"
+	if err := store.AppendEvent(ctx, "acme", out.OperationID, ledger.Event{Type: "cancel", Actor: "seller:sim-seller",
+		Reason: reason, Detail: json.RawMessage(`{"error_code":"MEDIA_BUY_NOT_FOUND"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := svc.Events(ctx, "acme", out.OperationID, "", 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := evs.Items[len(evs.Items)-1]
+	if last.Type != "cancel" || last.Reason != reason || !strings.Contains(string(last.Detail), "MEDIA_BUY_NOT_FOUND") {
+		t.Fatalf("event %+v", last)
+	}
+}
+
 func TestListFiltersAndPages(t *testing.T) {
 	svc, _, _ := newService(t)
 	ctx := context.Background()
@@ -288,5 +313,39 @@ func TestRetryAfterAStalledFirstAttemptConverges(t *testing.T) {
 	var re *RequestError
 	if _, err := svc.Submit(ctx, acme, "key-stalled", marshal(t, other)); !errors.As(err, &re) || re.Status != 422 {
 		t.Fatalf("other body: %v", err)
+	}
+}
+
+// TestAmountRefusalsLeaveNothing submits every amount refusal through the use case: each is
+// refused with its code and field, leaves no operation and starts no execution (nothing can be
+// approved or spent), and leaves its Idempotency-Key free for the corrected buy, which then
+// records the amount the seller is asked to commit.
+func TestAmountRefusalsLeaveNothing(t *testing.T) {
+	svc, store, execs := newService(t)
+	ctx := context.Background()
+	for i, tt := range amountRefusals {
+		body := []byte(tt.raw)
+		if tt.edit != nil {
+			m := example(t)
+			tt.edit(m)
+			body = marshal(t, m)
+		}
+		_, err := svc.Submit(ctx, acme, fmt.Sprintf("key-amount-%d", i), body)
+		var re *RequestError
+		if !errors.As(err, &re) || re.Code != tt.code || re.Field != tt.field {
+			t.Errorf("%s: err = %v, want %s at %s", tt.name, err, tt.code, tt.field)
+		}
+	}
+	page, err := store.ListOperations(ctx, "acme", ledger.ListOptions{})
+	if err != nil || len(page.Items) != 0 || execs.calls != 0 {
+		t.Fatalf("refusals left %d operations, %d starts (%v)", len(page.Items), execs.calls, err)
+	}
+	out, err := svc.Submit(ctx, acme, "key-amount-0", marshal(t, example(t)))
+	if err != nil {
+		t.Fatalf("corrected buy under a refused key: %v", err)
+	}
+	op, err := store.GetOperation(ctx, "acme", out.OperationID)
+	if err != nil || op.BudgetTotal != "20000.50" || op.Currency != "USD" {
+		t.Fatalf("operation = %+v, %v", op, err)
 	}
 }

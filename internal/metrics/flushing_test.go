@@ -58,3 +58,23 @@ func TestFlushingWritesEachInvocationsMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestFlushingRecoversAPanic invokes a panicking handler through the Lambda library (whose own
+// handling of a panic ends the process): the invocation returns a PanicError, the process goes
+// on, and the panic is counted in the flushed metrics.
+func TestFlushingRecoversAPanic(t *testing.T) {
+	var buf bytes.Buffer
+	rec := metrics.New(&buf, metrics.Namespace, nil)
+	h := lambda.NewHandler(metrics.Flushing(rec, func(_ context.Context, in json.RawMessage) (any, error) {
+		var m map[string]int
+		m["boom"]++ // assignment to a nil map
+		return nil, nil
+	}))
+	_, err := h.Invoke(context.Background(), []byte(`{}`))
+	if err == nil || !strings.Contains(err.Error(), "panicked") {
+		t.Fatalf("err = %v, want the recovered panic", err)
+	}
+	if !strings.Contains(buf.String(), `"HandlerPanics":1`) {
+		t.Fatalf("metrics = %s, want HandlerPanics 1", buf.String())
+	}
+}

@@ -48,10 +48,20 @@ const (
 	AdcpErrors = "AdcpErrors"
 	// WebhookSignatureFailures counts webhooks refused with 401.
 	WebhookSignatureFailures = "WebhookSignatureFailures"
+	// WebhookRejected counts webhooks refused with a 4xx (signature, payload, token, task or
+	// operation mismatch), by Code, by Seller when the operation is known, and with no
+	// dimension.
+	WebhookRejected = "WebhookRejected"
+	// WebhookAccepted counts authenticated webhooks answered 2xx (duplicates included), by
+	// Seller: next to WebhookRejected by Seller it shows a seller whose webhooks are all refused.
+	WebhookAccepted = "WebhookAccepted"
 	// WebhookDuplicates counts webhook deliveries answered as duplicates.
 	WebhookDuplicates = "WebhookDuplicates"
 	// ReconcileFindings counts what a reconciliation sweep found, by Kind.
 	ReconcileFindings = "ReconcileFindings"
+	// HandlerPanics counts panics recovered at a handler's boundary (a bug: the request got a
+	// 500 or the task an error instead of the process ending), by Function.
+	HandlerPanics = "HandlerPanics"
 )
 
 // Units (the EMF / CloudWatch spellings).

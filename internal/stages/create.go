@@ -201,9 +201,13 @@ func (s *Service) reconcile(ctx context.Context, op *ledger.Operation, req *subm
 // recordCreate records the seller's answer forward-only and returns the first wait output.
 func (s *Service) recordCreate(ctx context.Context, op *ledger.Operation, req *submitRequest, res *adcp.MediaBuyResult, cfg workflow.RunConfig, token string, now time.Time) (workflow.SellerOutput, error) {
 	var to workflow.Status
+	var reason string
 	switch res.Shape {
 	case adcp.ShapeSuccess:
 		to = workflow.StatusCompleted
+		if endedMediaBuy(res) {
+			to, reason = workflow.StatusRejected, "the seller answered media buy "+res.MediaBuyID+" with status "+res.MediaBuyStatus
+		}
 	case adcp.ShapeSubmitted:
 		to = workflow.StatusSubmitted
 	case adcp.ShapeInterim:
@@ -226,7 +230,10 @@ func (s *Service) recordCreate(ctx context.Context, op *ledger.Operation, req *s
 		ch.MediaBuyID = &res.MediaBuyID
 	}
 	if to == workflow.StatusInputRequired && res.Message != "" {
-		r := truncate(res.Message, 1000)
+		reason = res.Message
+	}
+	if reason != "" {
+		r := truncate(reason, 1000)
 		ch.Reason = &r
 	}
 	cur, _, err := s.move(ctx, op, to, ch)
@@ -234,7 +241,7 @@ func (s *Service) recordCreate(ctx context.Context, op *ledger.Operation, req *s
 		return workflow.SellerOutput{}, err
 	}
 	s.log.InfoContext(ctx, "media buy placed", "operationId", op.ID, "status", cur.Status, "shape", res.Shape)
-	out := workflow.SellerOutput{Status: cur.Status, Terminal: cur.Status.Terminal(), Next: workflow.StartWait(cfg, now, true), Reason: cur.Reason}
+	out := workflow.SellerOutput{Status: cur.Status, Terminal: cur.Status.Terminal(), Next: workflow.StartWait(cfg, now, s.webhooksArrive(ctx, req.SellerID, now)), Reason: cur.Reason}
 	return out, nil
 }
 

@@ -40,7 +40,7 @@ func TestCreateSyncWriteAheadAndFrozenBytes(t *testing.T) {
 	if !sawIntent.Load() {
 		t.Fatal("create_media_buy was not called")
 	}
-	if !out.Terminal || out.Status != workflow.StatusCompleted || !out.Next.WebhookAccepted || out.Next.IntervalSeconds != cfg().PollInitialSeconds {
+	if !out.Terminal || out.Status != workflow.StatusCompleted || out.Next.WebhookAccepted || out.Next.IntervalSeconds != cfg().PollInitialSeconds {
 		t.Fatalf("output = %+v", out)
 	}
 	got := e.op(op.ID)
@@ -96,9 +96,17 @@ func TestCreateAsyncSubmitted(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	op, out := e.placed("approved,async_complete")
-	if out.Terminal || out.Status != workflow.StatusSubmitted || out.NeedsDecision() || !out.Next.WebhookAccepted ||
+	// No webhook from this seller has ever been verified: accepting the push config is no
+	// evidence that its webhooks arrive, so the wait keeps the short polling cap.
+	if out.Terminal || out.Status != workflow.StatusSubmitted || out.NeedsDecision() || out.Next.WebhookAccepted ||
 		out.Next.DeadlineUnix == 0 || out.Next.Round != 0 {
 		t.Fatalf("output = %+v", out)
+	}
+	if err := e.store.RecordSellerWebhook(context.Background(), sellerID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, second := e.placed("approved,async_complete"); !second.Next.WebhookAccepted {
+		t.Fatalf("after a verified webhook from the seller: output = %+v", second)
 	}
 	if op.Status != workflow.StatusSubmitted || op.SellerTaskID == "" {
 		t.Fatalf("operation = %+v", op)

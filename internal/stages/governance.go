@@ -534,9 +534,8 @@ func (s *Service) Report(ctx context.Context, in workflow.OutcomeInput) (workflo
 	if op.GovernanceCheckID != "" {
 		report, err := s.report(ctx, op, req, "completed", func(r *adcp.ReportPlanOutcomeRequest) {
 			sr := &adcp.SellerResponse{SellerReference: op.MediaBuyID}
-			if b, err := strconv.ParseFloat(op.BudgetTotal, 64); err == nil {
-				sr.CommittedBudget = &b
-			}
+			// The ledger's exact decimal, the amount that was approved and bought.
+			sr.CommittedBudget = json.Number(op.BudgetTotal)
 			r.SellerResponse = sr
 		})
 		if err != nil {
@@ -659,7 +658,7 @@ func (s *Service) Fail(ctx context.Context, in workflow.OutcomeInput) (FailOutpu
 		if err != nil {
 			return FailOutput{}, err
 		}
-		code := f.Error
+		code := failureCode(op, f)
 		if len(code) > 64 {
 			code = code[:64]
 		}

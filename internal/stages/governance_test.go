@@ -302,6 +302,10 @@ func TestFailRecordsReasonReportsAndReleasesLock(t *testing.T) {
 	if args["outcome"] != "failed" || args["check_id"] != got.GovernanceCheckID {
 		t.Fatalf("report args = %v", args)
 	}
+	// The report names the seller's code, not the Lambda's error type.
+	if rerr, _ := args["error"].(map[string]any); rerr["code"] != "TERMS_REJECTED" {
+		t.Fatalf("report error = %v", args["error"])
+	}
 	if _, err := e.store.AcquireLock(context.Background(), ledger.BusinessKeyLock(tenant, sellerID, op.PONumber), "other-op", time.Minute); err != nil {
 		t.Fatalf("lock still held: %v", err)
 	}

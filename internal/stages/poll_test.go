@@ -95,6 +95,34 @@ func TestWakeOutputWithoutWaitRebuildsFromOperation(t *testing.T) {
 	}
 }
 
+// TestPollCapFollowsWebhookEvidence: a seller that accepted the push config but whose
+// webhooks never arrived keeps the short cap; one whose webhooks are verified backs off to the
+// long one, decided again each round.
+func TestPollCapFollowsWebhookEvidence(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	op, out := e.placed("approved,async_complete")
+	wait := out.Next
+	wait.IntervalSeconds = cfg().PollMaxSeconds // at the short cap already
+	got, err := e.svc.PollSeller(context.Background(), pollIn(op, wait, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Next.WebhookAccepted || got.Next.IntervalSeconds > cfg().PollMaxSeconds {
+		t.Fatalf("without evidence: next %+v, want at most the short cap %d s", got.Next, cfg().PollMaxSeconds)
+	}
+	if err := e.store.RecordSellerWebhook(context.Background(), sellerID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	got, err = e.svc.PollSeller(context.Background(), pollIn(op, wait, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Next.WebhookAccepted || got.Next.IntervalSeconds <= cfg().PollMaxSeconds {
+		t.Fatalf("with a verified webhook: next %+v, want past the short cap", got.Next)
+	}
+}
+
 func TestPollWorkingBacksOff(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
@@ -169,8 +197,12 @@ func TestPollSellerFailedIsTerminal(t *testing.T) {
 	if err != nil || res.Status != workflow.StatusFailed || !res.Reported {
 		t.Fatalf("fail = %+v, %v", res, err)
 	}
-	if args := lastArgs(t, e.gov.CallsTo("report_plan_outcome")); args["outcome"] != "failed" {
-		t.Fatalf("report = %v", args)
+	args := lastArgs(t, e.gov.CallsTo("report_plan_outcome"))
+	if rerr, _ := args["error"].(map[string]any); args["outcome"] != "failed" || rerr["code"] != "PRODUCT_UNAVAILABLE" {
+		t.Fatalf("report = %v, want the seller's code", args)
+	}
+	if o := e.op(op.ID); o.ErrorCode != "PRODUCT_UNAVAILABLE" || !strings.Contains(o.Reason, "PRODUCT_UNAVAILABLE") {
+		t.Fatalf("operation reason %q code %q", o.Reason, o.ErrorCode)
 	}
 }
 

@@ -75,6 +75,10 @@ type TaskUpdate struct {
 	// Message is the seller's text: appended to the reason of an ended task (failed, rejected,
 	// canceled), and the reason of an input-required one.
 	Message string
+	// Failure is the seller's error for an ended task (a poll's error object). When nil it is
+	// read from Result (adcp.ResultFailure: a webhook carries it there). Its code and recovery
+	// go into the reason, and its code into the event detail as error_code.
+	Failure *adcp.Error
 	// CreatedAt is when the seller created the task (RFC 3339, as AdCP sends it). When it
 	// parses, reaching a terminal status emits SellerTaskDuration.
 	CreatedAt string
@@ -93,11 +97,7 @@ type TaskUpdate struct {
 // result, creation time, and the task's failure as the message. The caller adds the task id,
 // actor, event type and detail.
 func TaskUpdateFrom(ts *adcp.TaskStatusResult) TaskUpdate {
-	u := TaskUpdate{Status: string(ts.Status), Result: ts.Result, CreatedAt: ts.CreatedAt}
-	if f := ts.Failure(); f != nil {
-		u.Message = f.Error()
-	}
-	return u
+	return TaskUpdate{Status: string(ts.Status), Result: ts.Result, CreatedAt: ts.CreatedAt, Failure: ts.Failure()}
 }
 
 // TaskOutcome is what RecordTaskStatus did with an update.
@@ -162,6 +162,15 @@ func RecordTaskStatus(ctx context.Context, deps TaskDeps, op *ledger.Operation, 
 			to = workflow.StatusFailed
 			r := truncate("the seller completed the task with an error: "+derr.Error(), 1000)
 			ch.Reason = &r
+			if code := errorCode(derr); code != "" {
+				u.Detail["error_code"], ch.ErrorCode = code, &code
+			}
+		case derr == nil && endedMediaBuy(mb):
+			// The task completed, but the seller declined or ended the buy it created.
+			to = workflow.StatusRejected
+			r := truncate("the seller answered media buy "+mb.MediaBuyID+" with status "+mb.MediaBuyStatus, 1000)
+			ch.Reason, ch.MediaBuyID = &r, &mb.MediaBuyID
+			u.Detail["media_buy_id"], u.Detail["media_buy_status"] = mb.MediaBuyID, mb.MediaBuyStatus
 		case derr == nil && mb.MediaBuyID != "":
 			ch.MediaBuyID = &mb.MediaBuyID
 			u.Detail["media_buy_id"] = mb.MediaBuyID
@@ -174,6 +183,16 @@ func RecordTaskStatus(ctx context.Context, deps TaskDeps, op *ledger.Operation, 
 		r := "the seller ended the task " + u.Status
 		if u.Message != "" {
 			r += ": " + u.Message
+		}
+		f := u.Failure
+		if f == nil {
+			f = adcp.ResultFailure(u.Result)
+		}
+		if f != nil {
+			r += " (" + f.Error() + ")"
+			if f.Code != "" {
+				u.Detail["error_code"], ch.ErrorCode = f.Code, &f.Code
+			}
 		}
 		r = truncate(r, 1000)
 		ch.Reason = &r
@@ -198,6 +217,13 @@ func RecordTaskStatus(ctx context.Context, deps TaskDeps, op *ledger.Operation, 
 		}
 	}
 	return TaskRecord{Op: cur, Outcome: TaskApplied, To: to}, nil
+}
+
+// endedMediaBuy reports whether a successful create answer reports a media buy the seller
+// already declined or ended (3.0 sellers answer with the buy's status, which can be rejected
+// or canceled).
+func endedMediaBuy(mb *adcp.MediaBuyResult) bool {
+	return mb.MediaBuyID != "" && (mb.MediaBuyStatus == "rejected" || mb.MediaBuyStatus == "canceled")
 }
 
 // Move transitions op to to, forward only. A refused transition is "no change": it returns the

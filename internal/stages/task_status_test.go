@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/sfn"
@@ -129,6 +130,10 @@ func TestRecordTaskStatus(t *testing.T) {
 			u:    stages.TaskUpdate{Status: "rejected", Message: "not in inventory"},
 			want: stages.TaskApplied, wantTo: workflow.StatusRejected, wantStatus: workflow.StatusRejected,
 			wantMoves: []workflow.Status{workflow.StatusRejected}, wantReason: "the seller ended the task rejected: not in inventory"},
+		{name: "a completed task with a rejected buy is rejected", from: workflow.StatusSubmitted, taskID: "task-1",
+			u:    stages.TaskUpdate{Status: "completed", Result: json.RawMessage(`{"media_buy_id":"mb-1","status":"rejected"}`)},
+			want: stages.TaskApplied, wantTo: workflow.StatusRejected, wantStatus: workflow.StatusRejected,
+			wantMoves: []workflow.Status{workflow.StatusRejected}, wantReason: "the seller answered media buy mb-1 with status rejected", wantMediaID: "mb-1"},
 		{name: "input-required carries the message", from: workflow.StatusWorking, taskID: "task-1",
 			u:    stages.TaskUpdate{Status: "input-required", Message: "confirm the flight dates"},
 			want: stages.TaskApplied, wantTo: workflow.StatusInputRequired, wantStatus: workflow.StatusInputRequired,
@@ -334,6 +339,49 @@ func TestWake(t *testing.T) {
 				if d := detailOf(t, ev.Detail); ev.Type != stages.EventWake || ev.Actor != tc.wakeActor || d["by"] != "test" || d["status"] != string(tc.status) {
 					t.Fatalf("wake event %+v", ev)
 				}
+			}
+		})
+	}
+}
+
+// TestRecordTaskStatusKeepsTheSellersCode: an ended task's error code and recovery reach the
+// reason and the event detail, whether the error came from a poll's error object or from the
+// result a webhook carries (either error shape).
+func TestRecordTaskStatusKeepsTheSellersCode(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		u    stages.TaskUpdate
+		want workflow.Status
+	}{
+		{"webhook result with errors[]", stages.TaskUpdate{Status: "failed", Message: "could not book",
+			Result: json.RawMessage(`{"errors":[{"code":"PRODUCT_UNAVAILABLE","message":"sold out","recovery":"correctable"}]}`)}, workflow.StatusFailed},
+		{"webhook result with adcp_error", stages.TaskUpdate{Status: "rejected",
+			Result: json.RawMessage(`{"adcp_error":{"code":"PRODUCT_UNAVAILABLE","message":"sold out"}}`)}, workflow.StatusRejected},
+		{"poll error object", stages.TaskUpdate{Status: "failed",
+			Failure: &adcp.Error{Kind: adcp.KindAdCP, Code: "PRODUCT_UNAVAILABLE", Recovery: adcp.RecoveryCorrectable, Message: "sold out"}}, workflow.StatusFailed},
+		{"completion whose result is the Error arm", stages.TaskUpdate{Status: "completed",
+			Result: json.RawMessage(`{"errors":[{"code":"PRODUCT_UNAVAILABLE","message":"sold out"}]}`)}, workflow.StatusFailed},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			op := ledger.Operation{Tenant: tenant, ID: "op-1", Status: workflow.StatusSubmitted, SellerTaskID: "task-1", Version: 3}
+			l := &fakeTaskLedger{transition: moves(op)}
+			tc.u.Actor, tc.u.EventType = "seller:"+sellerID, "webhook"
+			rec, err := stages.RecordTaskStatus(context.Background(), taskDeps(l), &op, tc.u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.To != tc.want || len(l.transitions) == 0 {
+				t.Fatalf("to %s (%d transitions), want %s", rec.To, len(l.transitions), tc.want)
+			}
+			ch := l.transitions[len(l.transitions)-1]
+			if ch.Reason == nil || !strings.Contains(*ch.Reason, "PRODUCT_UNAVAILABLE") || !strings.Contains(*ch.Reason, "sold out") {
+				t.Errorf("reason %v lacks the seller's code and message", ch.Reason)
+			}
+			if got := detailOf(t, ch.Detail)["error_code"]; got != "PRODUCT_UNAVAILABLE" {
+				t.Errorf("detail error_code %v", got)
 			}
 		})
 	}

@@ -146,6 +146,17 @@ var App = Application{
 		{Method: "GET", Path: "/v1/media-buys/{id}/events", Function: "submit", Auth: AuthIAM},
 		{Method: "POST", Path: "/v1/webhooks/adcp/{operation_id}", Function: "webhook", Auth: AuthSignature},
 		{Method: "GET", Path: "/v1/approvals/{approval_id}", Function: "approve", Auth: AuthSignature},
+		{Method: "HEAD", Path: "/v1/approvals/{approval_id}", Function: "approve", Auth: AuthSignature},
 		{Method: "POST", Path: "/v1/approvals/{approval_id}", Function: "approve", Auth: AuthSignature},
+		// Catch-alls after the routes above, so that any other method or path under buyflow's
+		// prefixes reaches the function that owns the prefix and gets buyflow's error shape
+		// (405 with Allow, or 404 no_route) instead of the gateway's {"message":"Not Found"}.
+		// API Gateway prefers a route with the request's method to ANY and a literal path to
+		// a greedy one; the local emulator takes the first of equally specific matches, hence
+		// the order.
+		{Method: "ANY", Path: "/v1/media-buys", Function: "submit", Auth: AuthIAM},
+		{Method: "ANY", Path: "/v1/media-buys/{proxy+}", Function: "submit", Auth: AuthIAM},
+		{Method: "ANY", Path: "/v1/webhooks/{proxy+}", Function: "webhook", Auth: AuthSignature},
+		{Method: "ANY", Path: "/v1/approvals/{proxy+}", Function: "approve", Auth: AuthSignature},
 	},
 }

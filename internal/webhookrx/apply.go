@@ -32,22 +32,16 @@ func tokenMatches(token, storedHash string) bool {
 }
 
 // apply records d on op, forward only (stages.RecordTaskStatus). A status the ledger refuses
-// (older than, or equal to, what it holds) is stale; a delivery about another task, or with a
-// status without lifecycle meaning, is ignored; both leave an event. The returned operation is
+// (older than, or equal to, what it holds) is stale; a delivery about another task type, or
+// with a status without lifecycle meaning, is ignored; both leave an event (the handler has
+// refused one about another task of the same type). The returned operation is
 // the one after the transition (with the parked task token, if any).
 func (s *Service) apply(ctx context.Context, op *ledger.Operation, d *Delivery) (Outcome, *ledger.Operation, error) {
 	actor := "seller:" + op.SellerID
-	ev := map[string]any{"task_id": d.TaskID, "task_type": d.TaskType, "seller_status": d.Status,
-		"idempotency_key": d.IdempotencyKey, "timestamp": d.Timestamp.Format(time.RFC3339Nano)}
-	if d.NotificationID != "" {
-		ev["notification_id"] = d.NotificationID
-	}
+	ev := deliveryFields(d)
 	var why string
-	switch {
-	case d.TaskType != taskCreateMediaBuy:
+	if d.TaskType != taskCreateMediaBuy {
 		why = "not a create_media_buy task"
-	case op.SellerTaskID != "" && d.TaskID != op.SellerTaskID:
-		why = "another task than the operation's (" + truncate(op.SellerTaskID, 255) + ")"
 	}
 	if why == "" {
 		rec, err := stages.RecordTaskStatus(ctx, s.taskDeps(), op, stages.TaskUpdate{Status: d.Status, TaskID: d.TaskID,
@@ -69,6 +63,18 @@ func (s *Service) apply(ctx context.Context, op *ledger.Operation, d *Delivery) 
 	s.event(ctx, op, ledger.Event{Type: EventWebhook, Actor: actor, Reason: "ignored: " + why, Detail: detail(ev)})
 	return OutcomeIgnored, op, nil
 }
+
+// deliveryFields is what the timeline keeps of a delivery (never its token).
+func deliveryFields(d *Delivery) map[string]any {
+	ev := map[string]any{"task_id": d.TaskID, "task_type": d.TaskType, "seller_status": d.Status,
+		"idempotency_key": d.IdempotencyKey, "timestamp": d.Timestamp.Format(time.RFC3339Nano)}
+	if d.NotificationID != "" {
+		ev["notification_id"] = d.NotificationID
+	}
+	return ev
+}
+
+func deliveryDetail(d *Delivery) json.RawMessage { return detail(deliveryFields(d)) }
 
 // wake completes the parked AwaitSeller token when the update needs the state machine to act
 // (stages.Wake: the token is cleared first, so one waker wins; a gone token is fine). The
@@ -104,12 +110,4 @@ func detail(v any) json.RawMessage {
 		return nil
 	}
 	return b
-}
-
-// truncate bounds untrusted text before it goes into the ledger.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

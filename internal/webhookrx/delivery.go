@@ -16,9 +16,10 @@ type Delivery struct {
 	// IdempotencyKey is the sender's dedup key: stable across retries of one event, new for
 	// every distinct event.
 	IdempotencyKey string `json:"idempotency_key"`
-	OperationID    string `json:"operation_id"`
-	TaskID         string `json:"task_id"`
-	TaskType       string `json:"task_type"`
+	// OperationID is the operation the seller echoes (AdCP 3.1); empty from 3.0 sellers.
+	OperationID string `json:"operation_id"`
+	TaskID      string `json:"task_id"`
+	TaskType    string `json:"task_type"`
 	// Status is the AdCP task status (submitted, working, input-required, completed, ...).
 	Status string `json:"status"`
 	// Timestamp is when the seller produced the event.
@@ -72,9 +73,13 @@ func ValidOperationID(id string) bool { return operationIDPattern.MatchString(id
 
 // ParseDelivery decodes and validates a webhook body that already passed signature
 // verification (so it is one JSON object without duplicate keys). It checks the required
-// fields of core/mcp-webhook-payload.json and their patterns; unknown fields are allowed
+// fields of core/mcp-webhook-payload.json and their patterns, operation_id excepted (3.0
+// sellers leave it out); unknown fields are allowed
 // (forward compatibility) and nothing is re-serialised.
 func ParseDelivery(body []byte) (*Delivery, error) {
+	if err := boundNumbers(body); err != nil {
+		return nil, err
+	}
 	var wire struct {
 		Delivery
 		Timestamp *string `json:"timestamp"`
@@ -90,8 +95,10 @@ func ParseDelivery(body []byte) (*Delivery, error) {
 	switch {
 	case !keyPattern.MatchString(d.IdempotencyKey):
 		return nil, &DeliveryError{Field: "idempotency_key", Reason: "must be 16-255 characters of [A-Za-z0-9_.:-]"}
-	case !operationIDPattern.MatchString(d.OperationID):
-		return nil, &DeliveryError{Field: "operation_id", Reason: "must be 1-255 characters of [A-Za-z0-9_.:-]"}
+	case d.OperationID != "" && !operationIDPattern.MatchString(d.OperationID):
+		// Optional: AdCP 3.0 sellers (the official SDK's included) do not send it; the URL path,
+		// which the signature covers, names the operation.
+		return nil, &DeliveryError{Field: "operation_id", Reason: "must be 1-255 characters of [A-Za-z0-9_.:-] when present"}
 	case d.TaskID == "" || len(d.TaskID) > maxIDLen:
 		return nil, &DeliveryError{Field: "task_id", Reason: "is required (at most 255 bytes)"}
 	case d.TaskType == "" || len(d.TaskType) > maxIDLen:
@@ -115,3 +122,8 @@ func ParseDelivery(body []byte) (*Delivery, error) {
 	}
 	return &d, nil
 }
+
+// syncTaskPrefix starts the task id 3.0 sellers built on the official SDK give the completion
+// webhook they send after a synchronous create: a task buyflow never saw, since the create
+// answered inline.
+const syncTaskPrefix = "sync-"

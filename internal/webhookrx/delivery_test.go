@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/jsonnum"
 	"github.com/buyflow/buyflow/internal/webhookrx"
 )
 
@@ -62,10 +63,15 @@ func FuzzParseDelivery(f *testing.F) {
 	f.Add([]byte(docExample))
 	f.Add([]byte(`{"idempotency_key":"k_0123456789abcdef","operation_id":"op-1","task_id":"t","task_type":"create_media_buy","status":"working","timestamp":"2025-01-22T10:30:00Z","token":"0123456789abcdef"}`))
 	f.Add([]byte(`{"idempotency_key":"k_0123456789abcdef","operation_id":"op-1","task_id":"t","task_type":"x","status":"failed","timestamp":"2025-01-22T10:30:00Z","result":{"errors":[{"code":"X"}]},"message":"\u00ff"}`))
+	// A 3.0 seller's delivery (the official SDK's): no operation_id.
+	f.Add([]byte(`{"idempotency_key":"evt_f35b6e21b44749adbd410b3c","task_id":"sync-31aa505f","task_type":"create_media_buy","status":"completed","timestamp":"2026-12-01T08:06:09.354Z","token":"0123456789abcdef","result":{"media_buy_id":"mb_1","status":"pending_creatives"}}`))
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`null`))
 	f.Add([]byte(`{"timestamp":null}`))
 	f.Add([]byte(`{"idempotency_key":"` + strings.Repeat("a", 256) + `"}`))
+	for _, n := range []string{"1e10000000", "-1e-10000000", "2E9999999"} {
+		f.Add([]byte(`{"idempotency_key":"k_0123456789abcdef","operation_id":"op-1","task_id":"t","task_type":"create_media_buy","status":"completed","timestamp":"2025-01-22T10:30:00Z","result":{"packages":[{"budget":` + n + `}]}}`))
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		d, err := webhookrx.ParseDelivery(body)
 		if err != nil {
@@ -74,10 +80,27 @@ func FuzzParseDelivery(f *testing.F) {
 			}
 			return
 		}
-		if len(d.IdempotencyKey) < 16 || len(d.IdempotencyKey) > 255 || !webhookrx.ValidOperationID(d.OperationID) ||
+		var ne *jsonnum.Error
+		if errors.As(jsonnum.Check(body), &ne) {
+			t.Fatalf("accepted a delivery with %v", ne)
+		}
+		if len(d.IdempotencyKey) < 16 || len(d.IdempotencyKey) > 255 || (d.OperationID != "" && !webhookrx.ValidOperationID(d.OperationID)) ||
 			strings.Contains(d.IdempotencyKey, "#") || d.TaskID == "" || d.Status == "" || d.TaskType == "" ||
 			(d.Token != "" && (len(d.Token) < 16 || len(d.Token) > 4096)) || len(d.Message) > 4096 || d.Timestamp.Location() != time.UTC {
 			t.Fatalf("accepted an invalid delivery: %+v", d)
 		}
 	})
+}
+
+// TestParseDeliveryBoundsNumbers: a delivery whose result holds a number the schema library
+// panics on is refused at that number, before anything decodes it.
+func TestParseDeliveryBoundsNumbers(t *testing.T) {
+	for _, n := range []string{"1e10000000", "-1e-10000000", "2E9999999"} {
+		body := `{"idempotency_key":"k_0123456789abcdef","operation_id":"op-1","task_id":"t","task_type":"create_media_buy","status":"completed","timestamp":"2025-01-22T10:30:00Z","result":{"packages":[{"budget":` + n + `}]}}`
+		_, err := webhookrx.ParseDelivery([]byte(body))
+		var de *webhookrx.DeliveryError
+		if !errors.As(err, &de) || de.Field != "/result/packages/0/budget" || !errors.Is(err, webhookrx.ErrInvalidDelivery) {
+			t.Errorf("%s: err = %v", n, err)
+		}
+	}
 }

@@ -15,15 +15,21 @@
 //     /v1/webhooks/adcp/ when configured, else https://<domainName><rawPath>, plus ?rawQuery).
 //     A failure is 401 with WWW-Authenticate: Signature error="<code>" and nothing stored (the
 //     verifier records the (keyid, nonce) pair only after every check passed).
-//  4. The payload (core/mcp-webhook-payload.json) is parsed; operation_id must equal the path's,
-//     and the token echo must hash to the operation's WebhookTokenHash (constant-time compare).
-//     A refusal here stores nothing but the transport nonce of an authentic request.
+//  4. The payload (core/mcp-webhook-payload.json) is parsed and correlated by what the
+//     signature covers: the URL path names the operation; a body operation_id (3.1; 3.0
+//     sellers leave it out) must equal it; the token echo must hash to the operation's
+//     WebhookTokenHash (constant-time compare; 503 while the create's answer, which records the
+//     hash, is not stored yet); task_id must be the operation's seller task. A sync-… task id
+//     for an operation created synchronously (the completion webhook a 3.0 seller sends after
+//     an inline answer) is acknowledged with 2xx and an event, changing nothing. A refusal here
+//     stores nothing but the transport nonce of an authentic request. Every 4xx is counted in
+//     WebhookRejected (by Code, by Seller); every authenticated 2xx in WebhookAccepted.
 //  5. The receipt (authenticated seller id = the operation's seller, idempotency_key) is written
 //     with a conditional put before any side effect; a live receipt means duplicate: 200, nothing
 //     else.
 //  6. The update is applied forward only (workflow.FromTaskStatus; media_buy_id from the result
 //     via adcp.DecodeMediaBuy). A transition the ledger refuses (an older or equal status) is
-//     "stale" and leaves an audit event; a delivery about another task type or task id, or a
+//     "stale" and leaves an audit event; a delivery about another task type, or a
 //     status without lifecycle meaning, is "ignored" and leaves an audit event.
 //  7. When the applied status needs the state machine (stages.WakeOutput(...).NeedsDecision()),
 //     the parked token is cleared (conditional: one waker wins) and completed with the wake

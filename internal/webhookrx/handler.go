@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"mime"
 	"net/http"
 	"strings"
 
@@ -29,9 +28,12 @@ const (
 	// OutcomeStale: the ledger already holds this status or a newer one; an event records it.
 	OutcomeStale Outcome = "stale"
 	// OutcomeIgnored: an authenticated, deduplicated delivery that does not concern the
-	// operation's lifecycle (another task type or task id, a status without lifecycle meaning);
-	// an event records it.
+	// operation's lifecycle (another task type, a status without lifecycle meaning); an event
+	// records it.
 	OutcomeIgnored Outcome = "ignored"
+	// OutcomeAcknowledged: the completion webhook a 3.0 seller sends after a synchronous create
+	// (task id sync-…, a task buyflow never saw); an event records it, nothing else changes.
+	OutcomeAcknowledged Outcome = "acknowledged"
 	// OutcomeRefused: the delivery was refused (4xx) and nothing was stored.
 	OutcomeRefused Outcome = "refused"
 	// OutcomeError: a dependency failed (5xx); the seller retries.
@@ -47,6 +49,9 @@ type Answer struct {
 // 2.0). The error is always nil: every answer, refusals included, is a response.
 func (s *Service) HandleHTTP(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	r := s.handle(ctx, req)
+	if r.refused {
+		s.countRejected(r)
+	}
 	attrs := []any{"operationId", r.opID, "seller", r.seller, "status", r.status, "outcome", r.outcome, "httpStatus", r.resp.StatusCode}
 	if r.code != "" {
 		attrs = append(attrs, "code", r.code)
@@ -67,10 +72,12 @@ type result struct {
 	outcome              Outcome
 	code                 string
 	err                  error // logged (never a token or a signature)
+	refused              bool  // a 4xx: counted in WebhookRejected
 }
 
 func (r *result) refuse(status int, code, message string) result {
 	r.resp, r.outcome, r.code = httpapi.Error(status, code, message, ""), OutcomeRefused, code
+	r.refused = true
 	return *r
 }
 
@@ -97,7 +104,7 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return out
 	}
 	// Cheap refusals first, before any key is fetched or any signature is checked.
-	if !isJSON(httpapi.Header(req, "Content-Type")) {
+	if !httpapi.IsJSON(httpapi.Header(req, "Content-Type")) {
 		return r.refuse(http.StatusUnsupportedMediaType, "unsupported_media_type", "webhooks must be application/json")
 	}
 	body, ok := rawBody(req)
@@ -143,11 +150,22 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return r.refuse(http.StatusBadRequest, "invalid_payload", de.Error())
 	}
 	r.status = d.Status
-	if d.OperationID != op.ID {
+	// Correlation by what the signature covers: the operation is the URL path's; a body
+	// operation_id (3.1) must agree, and the task must be the operation's.
+	if d.OperationID != "" && d.OperationID != op.ID {
 		return r.refuse(http.StatusBadRequest, "operation_mismatch", "the payload's operation_id is not the one in the URL")
 	}
-	if !tokenMatches(d.Token, op.WebhookTokenHash) {
+	syncEcho := isSyncEcho(op, d)
+	switch {
+	case op.WebhookTokenHash == "" && !syncEcho:
+		// The create registered a token, but its answer is not recorded yet (the seller was
+		// quicker than the create stage): the echo cannot be checked now, so the seller retries.
+		return r.fail("operation_not_ready", errors.New("the operation's webhook token is not recorded yet"))
+	case op.WebhookTokenHash != "" && !tokenMatches(d.Token, op.WebhookTokenHash):
 		return r.refuse(http.StatusForbidden, "token_mismatch", "the token does not echo the one registered for this operation")
+	case !syncEcho && op.SellerTaskID != "" && d.TaskID != op.SellerTaskID,
+		!syncEcho && op.SellerTaskID == "" && op.MediaBuyID != "":
+		return r.refuse(http.StatusBadRequest, "task_mismatch", "the payload's task_id is not the operation's seller task")
 	}
 
 	// Mark the event processed before any side effect, so a redelivery cannot repeat one.
@@ -156,9 +174,15 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	if err != nil {
 		return r.fail("ledger_unavailable", err)
 	}
+	s.accepted(ctx, op.SellerID)
 	if dup {
 		s.cfg.Metrics.Count(metrics.WebhookDuplicates, nil, 1)
 		return r.ok(OutcomeDuplicate)
+	}
+	if syncEcho {
+		s.event(ctx, op, ledger.Event{Type: EventWebhook, Actor: "seller:" + op.SellerID,
+			Reason: "acknowledged: the completion of a synchronous create, already recorded", Detail: deliveryDetail(d)})
+		return r.ok(OutcomeAcknowledged)
 	}
 	outcome, cur, err := s.apply(ctx, op, d)
 	if err != nil {
@@ -201,6 +225,34 @@ func (s *Service) authFailure(r *result, err error) result {
 	return out
 }
 
+// accepted counts an authenticated, correlated delivery in WebhookAccepted and records it as
+// the seller's last verified webhook: the evidence that lets its buys' polling back off. A
+// failed record is logged; the delivery goes on.
+func (s *Service) accepted(ctx context.Context, sellerID string) {
+	s.cfg.Metrics.Count(metrics.WebhookAccepted, metrics.Dims{"Seller": sellerID}, 1)
+	if err := s.cfg.Ledger.RecordSellerWebhook(ctx, sellerID, s.now()); err != nil {
+		s.log.WarnContext(ctx, "seller webhook evidence not recorded", "seller", sellerID, "err", err)
+	}
+}
+
+// countRejected counts a refused delivery in WebhookRejected: by Code, by Seller when the
+// operation is known (the per-seller alarm compares it with WebhookAccepted), and once with
+// no dimension.
+func (s *Service) countRejected(r result) {
+	s.cfg.Metrics.Count(metrics.WebhookRejected, metrics.Dims{"Code": r.code}, 1)
+	if r.seller != "" {
+		s.cfg.Metrics.Count(metrics.WebhookRejected, metrics.Dims{"Seller": r.seller}, 1)
+	}
+	s.cfg.Metrics.Count(metrics.WebhookRejected, nil, 1)
+}
+
+// isSyncEcho reports whether d is the completion webhook a 3.0 seller sends after a
+// synchronous create: a sync-… task id for an operation whose create was answered inline
+// (no seller task). It is acknowledged and changes nothing: the create's answer already did.
+func isSyncEcho(op *ledger.Operation, d *Delivery) bool {
+	return op.SellerTaskID == "" && strings.HasPrefix(d.TaskID, syncTaskPrefix)
+}
+
 // operationIDOf returns the {operation_id} path parameter, or the last segment of the path.
 func operationIDOf(req events.APIGatewayV2HTTPRequest) string {
 	if id := req.PathParameters["operation_id"]; id != "" {
@@ -208,13 +260,6 @@ func operationIDOf(req events.APIGatewayV2HTTPRequest) string {
 	}
 	p := req.RawPath
 	return p[strings.LastIndexByte(p, '/')+1:]
-}
-
-// isJSON reports whether a Content-Type is application/json (parameters such as charset are
-// allowed).
-func isJSON(ct string) bool {
-	mt, _, err := mime.ParseMediaType(ct)
-	return err == nil && mt == "application/json"
 }
 
 // rawBody returns the exact bytes the seller sent (base64-decoded when API Gateway encoded

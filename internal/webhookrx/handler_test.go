@@ -356,12 +356,10 @@ func TestFailedWakeIsStill2xx(t *testing.T) {
 func TestIgnoredDeliveriesLeaveAnEvent(t *testing.T) {
 	e := newEnv(t)
 	e.op("op-1", seller9421, true)
-	other := payload("op-1", "completed", key("t"))
-	other["task_id"] = "task-other"
 	auth := payload("op-1", "auth-required", key("u"))
 	tt := payload("op-1", "completed", key("v"))
 	tt["task_type"] = "update_media_buy"
-	for _, p := range []map[string]any{other, auth, tt} {
+	for _, p := range []map[string]any{auth, tt} {
 		if resp := e.deliver("op-1", seller9421, p, signOpts{}); resp.StatusCode != http.StatusOK || outcome(t, resp) != webhookrx.OutcomeIgnored {
 			t.Fatalf("answer = %d %s, want 200 ignored", resp.StatusCode, resp.Body)
 		}
@@ -369,9 +367,96 @@ func TestIgnoredDeliveriesLeaveAnEvent(t *testing.T) {
 	if op := e.get("op-1"); op.Status != workflow.StatusSubmitted {
 		t.Fatalf("operation moved to %s", op.Status)
 	}
-	if n := len(e.webhookEvents("op-1")); n != 3 {
-		t.Fatalf("%d events, want 3", n)
+	if n := len(e.webhookEvents("op-1")); n != 2 {
+		t.Fatalf("%d events, want 2", n)
 	}
+}
+
+// TestCorrelationByWhatTheSignatureCovers: the URL path names the operation, the body's
+// task_id must be its seller task, and a body operation_id (3.1) must agree when present.
+func TestCorrelationByWhatTheSignatureCovers(t *testing.T) {
+	t.Run("a 3.0 delivery without operation_id is applied", func(t *testing.T) {
+		e := newEnv(t)
+		e.op("op-1", seller9421, true)
+		p := payload("op-1", "completed", key("a"))
+		delete(p, "operation_id")
+		if resp := e.deliver("op-1", seller9421, p, signOpts{}); resp.StatusCode != http.StatusOK || outcome(t, resp) != webhookrx.OutcomeApplied {
+			t.Fatalf("answer = %d %s", resp.StatusCode, resp.Body)
+		}
+		if op := e.get("op-1"); op.Status != workflow.StatusCompleted || op.MediaBuyID != "mb-op-1" {
+			t.Fatalf("operation = %s %q", op.Status, op.MediaBuyID)
+		}
+		// The seller's webhooks are now known to arrive (its buys may poll at the long cap).
+		if last, err := e.store.LastSellerWebhook(e.ctx, seller9421); err != nil || !last.Equal(e.clock.Now().UTC()) {
+			t.Fatalf("last verified webhook %v, %v", last, err)
+		}
+	})
+	t.Run("another task is refused and nothing is stored", func(t *testing.T) {
+		e := newEnv(t)
+		e.op("op-1", seller9421, true)
+		p := payload("op-1", "completed", key("b"))
+		p["task_id"] = "task-other"
+		resp := e.deliver("op-1", seller9421, p, signOpts{})
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(resp.Body, "task_mismatch") {
+			t.Fatalf("answer = %d %s", resp.StatusCode, resp.Body)
+		}
+		if e.hasReceipt(seller9421, key("b")) || len(e.webhookEvents("op-1")) != 0 || e.get("op-1").Status != workflow.StatusSubmitted {
+			t.Fatal("a refused delivery left a trace")
+		}
+		if last, _ := e.store.LastSellerWebhook(e.ctx, seller9421); !last.IsZero() {
+			t.Fatalf("a refused delivery counts as evidence (%v)", last)
+		}
+	})
+	t.Run("the completion of a synchronous create is acknowledged and changes nothing", func(t *testing.T) {
+		e := newEnv(t)
+		synced := e.syncOp("op-1", seller9421, "mb-sync")
+		p := payload("op-1", "completed", key("c"))
+		delete(p, "operation_id")
+		p["task_id"] = "sync-6f1c2a8e-2b7d-4a53-9d3e-0c1a2b3c4d5e"
+		resp := e.deliver("op-1", seller9421, p, signOpts{})
+		if resp.StatusCode != http.StatusOK || outcome(t, resp) != webhookrx.OutcomeAcknowledged {
+			t.Fatalf("answer = %d %s", resp.StatusCode, resp.Body)
+		}
+		op := e.get("op-1")
+		if op.Version != synced.Version || op.SellerTaskID != "" || op.MediaBuyID != "mb-sync" {
+			t.Fatalf("the operation changed: %+v", op)
+		}
+		if evs := e.webhookEvents("op-1"); len(evs) != 1 || !strings.HasPrefix(evs[0].Reason, "acknowledged") {
+			t.Fatalf("events %+v", evs)
+		}
+		// A resend is a duplicate; a sync- id with the wrong token is still refused.
+		if resp := e.deliver("op-1", seller9421, p, signOpts{}); outcome(t, resp) != webhookrx.OutcomeDuplicate {
+			t.Fatalf("resend = %d %s", resp.StatusCode, resp.Body)
+		}
+		p["token"], p["idempotency_key"] = "tok-someone-else-0123", key("d")
+		if resp := e.deliver("op-1", seller9421, p, signOpts{}); resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("wrong token = %d %s", resp.StatusCode, resp.Body)
+		}
+	})
+	t.Run("a delivery ahead of the create's recorded answer is answered 503", func(t *testing.T) {
+		e := newEnv(t)
+		if _, err := e.store.CreateOperation(e.ctx, ledger.Operation{ID: "op-1", Tenant: tenant, SellerID: seller9421,
+			Status: workflow.StatusCreating, BudgetTotal: "1500.00", Currency: "USD"}); err != nil {
+			t.Fatal(err)
+		}
+		p := payload("op-1", "completed", key("f"))
+		resp := e.deliver("op-1", seller9421, p, signOpts{})
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Headers["Retry-After"] == "" {
+			t.Fatalf("answer = %d %v %s", resp.StatusCode, resp.Headers, resp.Body)
+		}
+		if e.hasReceipt(seller9421, key("f")) || e.get("op-1").Status != workflow.StatusCreating {
+			t.Fatal("the early delivery was stored")
+		}
+	})
+	t.Run("another task after a synchronous create is refused", func(t *testing.T) {
+		e := newEnv(t)
+		e.syncOp("op-1", seller9421, "mb-sync")
+		p := payload("op-1", "completed", key("e"))
+		p["task_id"] = "task-guess"
+		if resp := e.deliver("op-1", seller9421, p, signOpts{}); resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("answer = %d %s", resp.StatusCode, resp.Body)
+		}
+	})
 }
 
 // failingLedger fails every transition and records receipt releases.

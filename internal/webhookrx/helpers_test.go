@@ -187,6 +187,24 @@ func (e *env) op(id, seller string, parked bool) *ledger.Operation {
 	return op
 }
 
+// syncOp creates an operation whose create the seller answered inline: completed, a media
+// buy, no seller task.
+func (e *env) syncOp(id, seller, mediaBuyID string) *ledger.Operation {
+	e.t.Helper()
+	op, err := e.store.CreateOperation(e.ctx, ledger.Operation{ID: id, Tenant: tenant, SellerID: seller, Status: workflow.StatusCreating,
+		BudgetTotal: "1500.00", Currency: "USD"})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	hash, deadline := ledger.HashToken(token(id)), e.clock.Now().Add(24*time.Hour)
+	op, err = e.store.Transition(e.ctx, tenant, id, workflow.StatusCompleted, op.Version, ledger.Changes{MediaBuyID: &mediaBuyID,
+		WebhookTokenHash: &hash, Deadline: &deadline, Actor: "seller:" + seller})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return op
+}
+
 func token(id string) string { return "tok-" + id + "-0123456789" }
 
 // payload is a webhook body for the operation id with the given status and idempotency key.

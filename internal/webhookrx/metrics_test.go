@@ -88,7 +88,18 @@ func TestSignatureFailuresRecordTheirCode(t *testing.T) {
 					t.Errorf("%s = %+v, want %v = 1 Count among two series", metrics.WebhookSignatureFailures, ps, dims)
 				}
 			}
-			if len(got) != 1 {
+			// And every refusal in WebhookRejected, by Code, by Seller when the operation is known.
+			want := map[string]bool{fmt.Sprint(map[string]string{"Code": c.code}): true, fmt.Sprint(map[string]string{}): true}
+			if c.id == "op-1" {
+				want[fmt.Sprint(map[string]string{"Seller": c.seller})] = true
+			}
+			rej := got[metrics.WebhookRejected]
+			for _, p := range rej {
+				if !want[fmt.Sprint(p.Dims)] || p.Value != 1.0 {
+					t.Errorf("%s has %+v", metrics.WebhookRejected, p)
+				}
+			}
+			if len(rej) != len(want) || len(got) != 2 {
 				t.Errorf("a refused signature recorded %v", got)
 			}
 		})
@@ -108,8 +119,19 @@ func TestOtherRefusalsAreNoSignatureFailures(t *testing.T) {
 	if resp := e.post(req); resp.StatusCode != http.StatusUnsupportedMediaType {
 		t.Fatalf("text/plain = %d", resp.StatusCode)
 	}
-	if got := flushEMF(t, rec, emf); len(got) != 0 {
+	got := flushEMF(t, rec, emf)
+	if _, ok := got[metrics.WebhookSignatureFailures]; ok || len(got) != 1 {
 		t.Errorf("403 and 415 refusals recorded %v", got)
+	}
+	want := map[string]float64{"map[Code:token_mismatch]": 1, "map[Code:unsupported_media_type]": 1, "map[Seller:" + seller9421 + "]": 1, "map[]": 2}
+	for _, p := range got[metrics.WebhookRejected] {
+		if want[fmt.Sprint(p.Dims)] != p.Value {
+			t.Errorf("%s %v = %v", metrics.WebhookRejected, p.Dims, p.Value)
+		}
+		delete(want, fmt.Sprint(p.Dims))
+	}
+	if len(want) != 0 {
+		t.Errorf("%s lacks %v", metrics.WebhookRejected, want)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 )
 
 // The error types below are returned bare by the stage Lambdas; their Go type names are the
@@ -37,6 +38,20 @@ func (e *TerminalError) Error() string {
 		return fmt.Sprintf("terminal: %s: %s", e.Code, e.Reason)
 	}
 	return "terminal: " + e.Reason
+}
+
+// TerminalErrorCode returns the Code of a TerminalError from its message as a Catch records
+// it (the Error() text), or "" when the message is not one with a code.
+func TerminalErrorCode(message string) string {
+	rest, ok := strings.CutPrefix(message, "terminal: ")
+	if !ok {
+		return ""
+	}
+	code, _, ok := strings.Cut(rest, ": ")
+	if !ok || code == "" || strings.ContainsAny(code, " \t\n") {
+		return ""
+	}
+	return code
 }
 
 // ApprovalRejectedError is sent by the approve Lambda (SendTaskFailure) when an approver

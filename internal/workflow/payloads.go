@@ -38,10 +38,10 @@ type RunConfig struct {
 	ApprovalTimeoutSeconds int `json:"approval_timeout_seconds"`
 	// PollInitialSeconds is the first wait for the seller before a poll.
 	PollInitialSeconds int `json:"poll_initial_seconds"`
-	// PollMaxSeconds caps the backoff when the seller did not accept a webhook.
+	// PollMaxSeconds caps the backoff while the seller's webhooks are not known to arrive.
 	PollMaxSeconds int `json:"poll_max_seconds"`
-	// PollMaxWebhookSeconds caps the backoff when the seller accepted a webhook: polling is
-	// then only the safety net, so it may back off to hours.
+	// PollMaxWebhookSeconds caps the backoff when the seller's webhooks are known to arrive:
+	// polling is then only the safety net, so it may back off to hours.
 	PollMaxWebhookSeconds int `json:"poll_max_webhook_seconds"`
 	// DeadlineSeconds bounds the whole wait for the seller (24 h by default).
 	DeadlineSeconds int `json:"deadline_seconds"`
@@ -259,7 +259,8 @@ type WaitState struct {
 	Round int `json:"round"`
 	// DeadlineUnix is the overall deadline of the wait, in Unix seconds.
 	DeadlineUnix int64 `json:"deadline_unix"`
-	// WebhookAccepted is true when the seller accepted our push notification config.
+	// WebhookAccepted is true when the seller's webhooks are known to arrive (one passed
+	// verification recently); polling then backs off to the long cap.
 	WebhookAccepted bool `json:"webhook_accepted"`
 }
 
@@ -273,7 +274,7 @@ func StartWait(cfg RunConfig, now time.Time, webhookAccepted bool) WaitState {
 }
 
 // Advance returns the wait state after one more unfinished round: the interval doubles up to
-// the cap (the long one when the seller accepted a webhook), with full jitter on the added
+// the cap (the long one when the seller's webhooks are known to arrive), with full jitter on the added
 // part so that many operations do not poll one seller in lockstep, and never past the
 // deadline. rnd returns a float in [0,1); nil means math/rand/v2.
 func (w WaitState) Advance(cfg RunConfig, now time.Time, rnd func() float64) WaitState {
@@ -288,7 +289,7 @@ func (w WaitState) Advance(cfg RunConfig, now time.Time, rnd func() float64) Wai
 	// Jitter on the top half of the growth: the interval grows by 1.5x to 2x. Many operations
 	// then never poll one seller in lockstep, and the loop still reaches its cap in few rounds
 	// (full jitter, 1x to 2x, grows 1.5x on average and costs a 24-hour buy ~14 more transitions).
-	// When the seller accepted a webhook, polling is only the safety net behind the webhook and
+	// When the seller's webhooks arrive, polling is only the safety net behind the webhook and
 	// the reconciliation sweep: it grows 3x to 4x, reaching its long cap in about five rounds
 	// (a buy completed by webhook after 24 h then costs ~29 transitions instead of ~39, which
 	// keeps it within the $1 per 1,000 buys of docs/ARCHITECTURE.md).

@@ -255,3 +255,16 @@ func TestExecutionName(t *testing.T) {
 		t.Fatal("ExecutionName wrong")
 	}
 }
+
+func TestTerminalErrorCode(t *testing.T) {
+	for msg, want := range map[string]string{
+		(&TerminalError{Code: "BUDGET_TOO_LOW", Reason: "create_media_buy: adcp: low"}).Error(): "BUDGET_TOO_LOW",
+		(&TerminalError{Reason: "no code: here"}).Error():                                       "",
+		"transient: RATE_LIMITED: slow":                                                         "",
+		"terminal: ":                                                                            "",
+	} {
+		if got := TerminalErrorCode(msg); got != want {
+			t.Errorf("TerminalErrorCode(%q) = %q, want %q", msg, got, want)
+		}
+	}
+}

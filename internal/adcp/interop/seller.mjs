@@ -5,13 +5,28 @@
 // Usage: node internal/adcp/interop/seller.mjs
 //   env BUYFLOW_INTEROP_TOKEN  bearer token the seller accepts (required)
 //   env BUYFLOW_INTEROP_DELAY_MS  how long an async create stays submitted (default 300)
+//   env BUYFLOW_INTEROP_WEBHOOKS=1  sign webhooks (RFC 9421, Ed25519, the framework's own
+//     emitter) with a fresh key served at /.well-known/jwks.json, and post them to the
+//     request's push_notification_config.url (loopback http allowed: the process must also
+//     have ADCP_DECISIONING_ALLOW_HTTP_WEBHOOKS=1)
 // It binds 127.0.0.1 on a free port and prints one line to stdout:
 //   LISTENING http://127.0.0.1:<port>/mcp
 //
-// create_media_buy answers synchronously unless the request's context says
-// {"path":"async"}; then it hands off to a background task (status
-// submitted + task_id) that completes after the delay and is read back
-// through the framework's tasks/get tool.
+// create_media_buy answers by the scenario in the request's context ("sdk", or "path" for
+// the client interop test):
+//   sync (default)  an inline media buy (status pending_creatives)
+//   async           a background task (submitted + task_id) that completes after the delay
+//                   with an active buy, read back through tasks/get or its webhook
+//   async_fail      the same task, failed after the delay with PRODUCT_UNAVAILABLE
+//   async_lost      async, but its webhooks are dropped before they leave (a lost webhook:
+//                   only polling finds the completion)
+//   error_arm       the spec's Error arm: errors[] with POLICY_VIOLATION
+//   throw           a thrown AdcpError BUDGET_TOO_LOW (as is any budget under 100)
+//
+// GET /recorded returns what the seller saw and did, for tests that assert on the seller's
+// side: creates (one per create the framework ran, replays excluded), updates, and every
+// webhook attempt (url, headers, body, HTTP status, or dropped: true).
+import { generateKeyPairSync } from 'node:crypto';
 import {
   AdcpError,
   createAdcpServerFromPlatform,
@@ -41,6 +56,48 @@ const ACCOUNT = {
 
 const buys = new Map();
 let seq = 0;
+
+// What the seller saw and did (GET /recorded).
+const recorded = { creates: [], updates: [], webhooks: [] };
+// The webhook URLs of creates whose webhooks are dropped (scenario async_lost).
+const lostURLs = new Set();
+
+function scenarioOf(req) {
+  return req.context?.sdk ?? req.context?.path ?? 'sync';
+}
+
+const webhooksOn = process.env.BUYFLOW_INTEROP_WEBHOOKS === '1';
+let jwks = { keys: [] };
+let webhooks;
+if (webhooksOn) {
+  const { publicKey, privateKey } = generateKeyPairSync('ed25519');
+  const kid = 'buyflow-interop-sdk-seller';
+  const meta = { kid, alg: 'EdDSA', use: 'sig', adcp_use: 'webhook-signing' };
+  jwks = { keys: [{ ...publicKey.export({ format: 'jwk' }), ...meta, key_ops: ['verify'] }] };
+  webhooks = {
+    signerKey: { keyid: kid, alg: 'ed25519', privateKey: { ...privateKey.export({ format: 'jwk' }), ...meta } },
+    // One attempt per event is enough on loopback; a refused webhook stays refused.
+    retries: { maxAttempts: 2, initialDelayMs: 200, maxDelayMs: 500 },
+    // Records every attempt, and drops those of tasks whose webhooks are to be lost.
+    fetch: async (url, init) => {
+      const body = typeof init?.body === 'string' ? init.body : Buffer.from(init?.body ?? '').toString('utf8');
+      const headers = Object.fromEntries(new Headers(init?.headers ?? {}).entries());
+      let taskId;
+      try {
+        taskId = JSON.parse(body).task_id;
+      } catch {}
+      const at = Date.now();
+      if (lostURLs.has(String(url))) {
+        recorded.webhooks.push({ at, url: String(url), task_id: taskId, headers, body, dropped: true });
+        return new Response('{}', { status: 200, headers: { 'content-type': 'application/json' } });
+      }
+      const res = await fetch(url, init);
+      const text = await res.clone().text();
+      recorded.webhooks.push({ at, url: String(url), task_id: taskId, headers, body, status: res.status, answer: text });
+      return res;
+    },
+  };
+}
 
 function makeBuy(req, status) {
   seq += 1;
@@ -93,25 +150,51 @@ const platform = {
       ],
     }),
     createMediaBuy: (req, ctx) => {
+      const scenario = scenarioOf(req);
+      const create = {
+        at: Date.now(),
+        scenario,
+        idempotency_key: req.idempotency_key,
+        operation_id: req.context?.operation_id,
+        push_url: req.push_notification_config?.url,
+      };
+      recorded.creates.push(create);
       const total = (req.packages ?? []).reduce((s, p) => s + (p.budget ?? 0), 0);
-      if (total < 100) {
+      if (total < 100 || scenario === 'throw') {
         throw new AdcpError('BUDGET_TOO_LOW', {
           recovery: 'correctable',
           message: 'total package budget below 100',
           field: 'packages[0].budget',
         });
       }
-      if (req.context?.path === 'async') {
-        return Promise.resolve(
-          ctx.handoffToTask(async () => {
-            await new Promise(r => setTimeout(r, delayMs));
-            return makeBuy(req, 'active');
-          })
-        );
+      if (scenario === 'error_arm') {
+        return Promise.resolve({
+          errors: [{ code: 'POLICY_VIOLATION', message: 'the publisher declined this creative category', recovery: 'terminal' }],
+        });
       }
-      return Promise.resolve(makeBuy(req, 'pending_creatives'));
+      if (scenario.startsWith('async')) {
+        if (scenario === 'async_lost' && create.push_url) lostURLs.add(create.push_url);
+        const handoff = ctx.handoffToTask(async () => {
+          await new Promise(r => setTimeout(r, delayMs));
+          create.finished_at = Date.now();
+          if (scenario === 'async_fail') {
+            throw new AdcpError('PRODUCT_UNAVAILABLE', {
+              recovery: 'correctable',
+              message: 'the inventory sold out during review',
+            });
+          }
+          const buy = makeBuy(req, 'active');
+          create.media_buy_id = buy.media_buy_id;
+          return buy;
+        });
+        return Promise.resolve(handoff);
+      }
+      const buy = makeBuy(req, 'pending_creatives');
+      create.media_buy_id = buy.media_buy_id;
+      return Promise.resolve(buy);
     },
     updateMediaBuy: async (buyId, patch) => {
+      recorded.updates.push({ at: Date.now(), media_buy_id: buyId, canceled: patch.canceled === true });
       const buy = buys.get(buyId);
       if (!buy) {
         throw new AdcpError('MEDIA_BUY_NOT_FOUND', { recovery: 'terminal', message: `media buy ${buyId} not found` });
@@ -154,6 +237,7 @@ const server = serve(
       // AdCP 3.0.6 schemas, so the interop run also proves our 3.1 requests
       // are acceptable to a 3.0 peer.
       validation: { requests: 'strict' },
+      ...(webhooksOn ? { webhooks, allowPrivateWebhookUrls: true } : {}),
     }),
   {
     port: 0,
@@ -163,6 +247,20 @@ const server = serve(
     readinessCheck: () => new Promise(() => {}),
   }
 );
+
+// serve() routes only /mcp; the JWKS and the record are served in front of it.
+const mcpHandlers = server.listeners('request');
+server.removeAllListeners('request');
+server.on('request', (req, res) => {
+  const path = (req.url ?? '').split('?')[0];
+  if (req.method === 'GET' && (path === '/.well-known/jwks.json' || path === '/recorded')) {
+    const doc = path === '/recorded' ? recorded : jwks;
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(doc));
+    return;
+  }
+  for (const h of mcpHandlers) h.call(server, req, res);
+});
 
 server.listen(0, '127.0.0.1', () => {
   const { port } = server.address();

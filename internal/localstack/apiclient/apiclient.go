@@ -87,6 +87,7 @@ type Event struct {
 	From   string          `json:"from,omitempty"`
 	To     string          `json:"to,omitempty"`
 	Amount string          `json:"amount,omitempty"`
+	Reason string          `json:"reason,omitempty"`
 	Detail json.RawMessage `json:"detail,omitempty"`
 }
 

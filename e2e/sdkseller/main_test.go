@@ -1,0 +1,207 @@
+// Package sdkseller is the system-level interop suite against a seller nobody here wrote: the
+// local stack (kumo, the real bootstraps, the same state machine and HTTP API) with a seller
+// on the official @adcp/sdk 6.11.0 server framework (internal/adcp/interop/seller.mjs, AdCP
+// 3.0.6) next to the simulated governance agent, driven through HTTP only. The seller signs
+// its own webhooks (RFC 9421) and records what it saw and did (GET /recorded), so the tests
+// assert on the seller's side as well as on buyflow's.
+//
+// It needs BUYFLOW_E2E=1 and BUYFLOW_NODE_TESTS=1 (make test sets both), Node and
+// node_modules/@adcp/sdk; BUYFLOW_E2E_BIN names prebuilt host bootstraps (make build-host).
+package sdkseller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/adcp/interop"
+	"github.com/buyflow/buyflow/internal/localstack"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// sellerID and governanceID are the agents' ids in the stack's registry.
+const (
+	sellerID     = "sdk-seller"
+	governanceID = localstack.GovernanceID
+	sellerToken  = "tok-sdk-seller-0123456789abcdef"
+	// sellerDelay is how long an async task stays submitted at the seller.
+	sellerDelay = 1500 * time.Millisecond
+)
+
+// runConfig: the first poll 3 s after the create, so a webhook (the seller finishes after
+// sellerDelay) wins the race when it arrives; polls at most every 3 s.
+var runConfig = workflow.RunConfig{
+	ApprovalTimeoutSeconds: 30,
+	PollInitialSeconds:     3,
+	PollMaxSeconds:         3,
+	PollMaxWebhookSeconds:  3,
+	DeadlineSeconds:        180,
+	LoopBudget:             100,
+}
+
+var (
+	suite struct {
+		api     string
+		local   *localstack.Stack
+		seller  *sdkSeller
+		logPath string
+	}
+	skip string
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	switch {
+	case os.Getenv("BUYFLOW_E2E") != "1" || os.Getenv("BUYFLOW_NODE_TESTS") != "1":
+		skip = "SDK seller suite: set BUYFLOW_E2E=1 and BUYFLOW_NODE_TESTS=1 (make test does); it starts the local stack and a Node seller"
+		return m.Run()
+	case os.Getenv("BUYFLOW_E2E_ENDPOINT") != "":
+		skip = "SDK seller suite: runs on the local stack only (the seller must reach the API on loopback)"
+		return m.Run()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	fail := func(err error) int {
+		fmt.Fprintln(os.Stderr, "sdkseller:", err)
+		return 1
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return fail(err)
+	}
+	root, err := localstack.FindRepoRoot(wd)
+	if err != nil {
+		return fail(err)
+	}
+	tmp, err := os.MkdirTemp("", "buyflow-sdkseller-")
+	if err != nil {
+		return fail(err)
+	}
+	defer func() { _ = os.RemoveAll(tmp) }() // a temporary folder
+
+	seller, err := startSeller()
+	if err != nil {
+		return fail(err)
+	}
+	defer seller.Stop()
+	suite.seller = seller
+
+	agentsFile := filepath.Join(tmp, "agents.json")
+	doc := map[string]any{
+		"agents": []map[string]any{{
+			"id": sellerID, "role": "seller", "mcp_url": seller.Base + "/mcp", "credential_ref": localstack.AgentSecretPrefix + sellerID,
+			"webhook": map[string]any{"mode": "rfc9421", "jwks_uri": seller.Base + "/.well-known/jwks.json"},
+		}},
+		"credentials": map[string]string{localstack.AgentSecretPrefix + sellerID: sellerToken},
+		"simulated":   []string{"governance"},
+	}
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return fail(err)
+	}
+	if err := os.WriteFile(agentsFile, raw, 0o600); err != nil {
+		return fail(err)
+	}
+
+	bin := os.Getenv("BUYFLOW_E2E_BIN")
+	if bin == "" {
+		bin = filepath.Join(tmp, "bin")
+		if err := localstack.Build(ctx, root, bin, nil); err != nil {
+			return fail(err)
+		}
+	}
+	var logw io.Writer = os.Stderr
+	if os.Getenv("BUYFLOW_E2E_VERBOSE") != "1" {
+		suite.logPath = filepath.Join(os.TempDir(), "buyflow-sdkseller-functions.log")
+		f, err := os.Create(suite.logPath)
+		if err != nil {
+			return fail(err)
+		}
+		defer func() { _ = f.Close() }() // log file
+		logw = f
+	}
+	st, err := localstack.Start(ctx, localstack.Options{BinDir: bin, RepoRoot: root, AgentsFile: agentsFile, Run: runConfig,
+		Instances: 3, Log: logw, PortWait: 8 * time.Minute})
+	if err != nil {
+		return fail(err)
+	}
+	defer st.Close()
+	suite.api, suite.local = st.APIURL, st
+	code := m.Run()
+	if code != 0 {
+		if suite.logPath != "" {
+			fmt.Fprintf(os.Stderr, "sdkseller: the functions' logs are in %s (BUYFLOW_E2E_VERBOSE=1 streams them)\n", suite.logPath)
+		}
+		fmt.Fprintf(os.Stderr, "sdkseller: seller stderr:\n%s\n", seller.Stderr())
+	}
+	return code
+}
+
+// sdkSeller is the Node seller process.
+type sdkSeller struct{ *interop.Seller }
+
+// startSeller runs internal/adcp/interop/seller.mjs with signed webhooks on loopback.
+func startSeller() (*sdkSeller, error) {
+	s, err := interop.Start(interop.Options{Token: sellerToken, Delay: sellerDelay, Webhooks: true})
+	if err != nil {
+		return nil, err
+	}
+	return &sdkSeller{s}, nil
+}
+
+// recorded is the seller's own record (GET /recorded).
+type recorded struct {
+	Creates  []sellerCreate `json:"creates"`
+	Updates  []sellerUpdate `json:"updates"`
+	Webhooks []sentWebhook  `json:"webhooks"`
+}
+
+// sellerCreate is one create_media_buy the seller ran (replays excluded). Times are Unix ms.
+type sellerCreate struct {
+	At             int64  `json:"at"`
+	Scenario       string `json:"scenario"`
+	IdempotencyKey string `json:"idempotency_key"`
+	OperationID    string `json:"operation_id"`
+	PushURL        string `json:"push_url"`
+	MediaBuyID     string `json:"media_buy_id"`
+	FinishedAt     int64  `json:"finished_at"` // when an async task finished
+}
+
+// sellerUpdate is one update_media_buy the seller ran.
+type sellerUpdate struct {
+	MediaBuyID string `json:"media_buy_id"`
+	Canceled   bool   `json:"canceled"`
+}
+
+// sentWebhook is one webhook attempt as the seller recorded it.
+type sentWebhook struct {
+	At      int64             `json:"at"`
+	URL     string            `json:"url"`
+	TaskID  string            `json:"task_id"`
+	Headers map[string]string `json:"headers"`
+	Body    string            `json:"body"`
+	Status  int               `json:"status"`
+	Answer  string            `json:"answer"`
+	Dropped bool              `json:"dropped"`
+}
+
+func (s *sdkSeller) recorded(t testing.TB) recorded {
+	t.Helper()
+	resp, err := http.Get(s.Base + "/recorded")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }() // read fully below
+	var r recorded
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
