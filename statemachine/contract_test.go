@@ -16,8 +16,8 @@ import (
 )
 
 // The contract tests read mediabuy.asl.json as data and check it against the rules in
-// DESIGN.md ("The workflow"), TESTING.md (what kumo and aws-local-stepfunctions run) and the Go
-// payload types in internal/workflow, so that the ASL and the Lambdas cannot drift apart.
+// docs/ARCHITECTURE.md ("The workflow"), what kumo and aws-local-stepfunctions can run, and the
+// Go payload types in internal/workflow, so that the ASL and the Lambdas cannot drift apart.
 
 const (
 	lambdaInvoke    = "arn:aws:states:::lambda:invoke"
@@ -414,7 +414,7 @@ func TestCallbackTasksHaveATimeoutAndTheToken(t *testing.T) {
 	}
 }
 
-// The states kumo must run may not use what kumo lacks (TESTING.md): intrinsic functions,
+// The states kumo must run may not use what kumo lacks: intrinsic functions,
 // $$.Execution (or any context field but $$.Task.Token), JSONata and Assign.
 func TestNothingKumoCannotRun(t *testing.T) {
 	if strings.Contains(Definition, "$$.Execution") {

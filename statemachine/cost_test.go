@@ -12,7 +12,7 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// The cost half of DESIGN.md "Budgets" (issue 4): for a buy completed by webhook after 24 h,
+// The cost half of docs/ARCHITECTURE.md "Budgets": for a buy completed by webhook after 24 h,
 // one completed after 24 h by polling alone and, for comparison, a naive fixed 60-second
 // polling loop, the state transitions and the execution history events counted from the
 // executed paths (the walker in transitions_test.go), and the cost per 1,000 buys at list
@@ -91,7 +91,7 @@ const (
 	usdPerRRU        = 0.125 / 1e6  // DynamoDB on-demand, per read request unit
 	usdPerAPIRequest = 1.00 / 1e6   // API Gateway HTTP API, per request (≤ 512 KB)
 	buysPerBatch     = 1000         // the budget's unit
-	budgetUSD        = 1.0          // DESIGN.md: ≤ $1 per 1,000 buys, all four services
+	budgetUSD        = 1.0          // ≤ $1 per 1,000 buys, all four services
 	consistentRead   = 1.0          // RRU of a consistent GetItem of an item ≤ 4 KB
 	opWrite          = 2.0          // WRU of one write of the operation item (≤ 2 KB)
 	smallWrite       = 1.0          // WRU of an event, intent, receipt, nonce, claim, lock, approval (≤ 1 KB)
@@ -320,7 +320,7 @@ func TestCostPer1000Buys(t *testing.T) {
 		}
 	}
 	for _, line := range over {
-		t.Log(line) // DESIGN.md: budgets are measured, not asserted
+		t.Log(line) // budgets are measured, not asserted
 	}
 	t.Logf("assumptions: 256 MB arm64 Lambdas, %d status reads per buy, no retries, free tiers ignored; per invocation:", readsPerBuy)
 	kinds := make([]string, 0, len(costOf))

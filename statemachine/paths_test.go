@@ -14,7 +14,7 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// Path tests (TESTING.md, layer 2): every path of mediabuy.asl.json executed in
+// Path tests (test layer 2, docs/ARCHITECTURE.md): every path of mediabuy.asl.json executed in
 // aws-local-stepfunctions 3.0.0 through harness/run.mjs, with each Lambda task answered by a
 // scenario. They own Retry, Catch, error names, timeouts and the order of states.
 //

@@ -26,6 +26,7 @@ import (
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	"github.com/sivchari/kumo"
 
+	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/adcptest"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/slack"
@@ -390,7 +391,9 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	st.procs = ps
 	st.closers = append(st.closers, func() { ps.stopAll(3 * time.Second) })
 	ps.exited = func(in *instance) { st.replace(ps, proxy, in, logTo(in.spec.fn)) }
-	schemaDir := findSchemaDir(o.RepoRoot)
+	// The functions read the embedded schemas; an override the stack was started with reaches
+	// them too.
+	schemaDir := os.Getenv(adcpschemas.EnvOverride)
 	waitCtx, cancel := context.WithTimeout(ctx, o.StartTimeout)
 	defer cancel()
 	// One function at a time (its instances together), so that each cold start is measured
@@ -549,23 +552,6 @@ func waitAllPolled(ctx context.Context, insts []*instance, polled <-chan struct{
 		return fmt.Errorf("localstack: function %s exited before it polled for work (its log is above)", in.spec.fn)
 	case <-ctx.Done():
 		return fmt.Errorf("localstack: function %s did not poll for work in time: %w", insts[0].spec.fn, ctx.Err())
-	}
-}
-
-// findSchemaDir returns <repo>/../shared/adcp-schemas or the nearest shared/adcp-schemas
-// above repoRoot, or "".
-func findSchemaDir(repoRoot string) string {
-	if d := os.Getenv("BUYFLOW_ADCP_SCHEMAS"); d != "" {
-		return d
-	}
-	for d := repoRoot; ; d = filepath.Dir(d) {
-		p := filepath.Join(d, "shared", "adcp-schemas")
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			return p
-		}
-		if filepath.Dir(d) == d {
-			return ""
-		}
 	}
 }
 

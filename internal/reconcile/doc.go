@@ -1,5 +1,5 @@
 // Package reconcile is the reconciliation sweep behind functions/reconcile (EventBridge
-// Scheduler, every few minutes): the second polling layer of DESIGN.md step 4, whose cost grows
+// Scheduler, every few minutes): the second polling layer of the seller wait (docs/ARCHITECTURE.md, workflow step 5), whose cost grows
 // with sellers, not with open buys. It compares the ledger's pending operations with what each
 // seller reports through list_tasks (or legacy tasks/list) and repairs or reports every gap.
 //

@@ -298,7 +298,7 @@ func (w WaitState) Advance(cfg RunConfig, now time.Time, rnd func() float64) Wai
 	// When the seller's webhooks arrive, polling is only the safety net behind the webhook and
 	// the reconciliation sweep: it grows 3x to 4x, reaching its long cap in about five rounds
 	// (a buy completed by webhook after 24 h then costs ~29 transitions instead of ~39, which
-	// keeps it within the $1 per 1,000 buys of DESIGN.md).
+	// keeps it within the $1 per 1,000 buys of docs/ARCHITECTURE.md).
 	hi := min(prev*2, limit)
 	lo := min(prev+(prev+1)/2, hi) // ceil(1.5 × prev): a 1 s interval grows too
 	if w.WebhookAccepted {
