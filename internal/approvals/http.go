@@ -76,6 +76,11 @@ func (s *Service) get(ctx context.Context, id string, q url.Values, c client) ev
 		return resp
 	}
 	v := view(a, op)
+	if v.Purchase, err = s.purchase(ctx, op); err != nil {
+		// Part of a buy is never shown as if it were all of it.
+		s.log.ErrorContext(ctx, "approval page: what is bought cannot be read", "approvalId", id, "operationId", a.OperationID, "err", err)
+		return resultPage(approval.ResultPage{Kind: approval.PageUnavailable})
+	}
 	o, err := approval.Check(v, claims.Approver, s.now())
 	s.log.InfoContext(ctx, "approval viewed", "approvalId", id, "operationId", a.OperationID, "approver", claims.Approver,
 		"sourceIp", c.IP, "userAgent", c.UserAgent, "result", outcomeName(o, err))
@@ -121,8 +126,13 @@ func (s *Service) postDecision(ctx context.Context, id string, req events.APIGat
 	audit := eventDetail{ApprovalID: id, Decision: string(d.Decision), SourceIP: c.IP, UserAgent: c.UserAgent, KeyID: claims.KeyID}
 	switch {
 	case errors.Is(err, approval.ErrInvalidDecision), errors.Is(err, approval.ErrCommentTooLong), errors.Is(err, approval.ErrInvalidComment):
-		// Nothing to record: ask again, keeping what they typed.
+		// Nothing to record: ask again, keeping what they typed, showing the buy as the GET did.
 		p := approval.ResultFromError(err, time.Time{})
+		var perr error
+		if v.Purchase, perr = s.purchase(ctx, op); perr != nil {
+			s.log.ErrorContext(ctx, "approval page: what is bought cannot be read", "approvalId", id, "operationId", a.OperationID, "err", perr)
+			return resultPage(approval.ResultPage{Kind: approval.PageUnavailable})
+		}
 		return confirmPage(http.StatusBadRequest, approval.ConfirmPage{Approval: v, Approver: claims.Approver, Signed: signed(posted),
 			Error: p.Detail, Comment: truncate(d.Comment, approval.MaxCommentRunes)})
 	case err != nil:

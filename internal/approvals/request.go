@@ -84,13 +84,19 @@ func (s *Service) Request(ctx context.Context, in workflow.CallbackInput) error 
 		timeout = et
 	}
 
+	// Who is asked next if nobody decides in time, so the buyer's view can say so.
+	var escalateTo []string
+	if !rd.Escalation && s.cfg.Policy.OnTimeout == TimeoutEscalate {
+		escalateTo = slices.DeleteFunc(slices.Clone(s.cfg.Policy.EscalationApprovers), func(a string) bool { return a == requester })
+	}
+
 	a, err := s.cfg.Ledger.GetApproval(ctx, id)
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
 		code := s.reasonCode(in.Reason, op)
 		a, err = s.cfg.Ledger.CreateApproval(ctx, ledger.Approval{
 			ID: id, Tenant: in.Tenant, OperationID: in.OperationID, TaskToken: in.TaskToken,
-			Approvers: approvers, Requester: requester, Amount: op.BudgetTotal, Currency: op.Currency,
+			Approvers: approvers, EscalationApprovers: escalateTo, Requester: requester, Amount: op.BudgetTotal, Currency: op.Currency,
 			Reason: string(code), ReasonText: reasonText(code, op), ExpiresAt: now.Add(timeout),
 		})
 		if errors.Is(err, ledger.ErrConflict) { // a concurrent retry created it first
@@ -179,7 +185,12 @@ func (s *Service) post(ctx context.Context, a *ledger.Approval, op *ledger.Opera
 		}
 		reviews = append(reviews, slack.Review{Approver: who, URL: link})
 	}
-	refs, err := slack.PostRequest(ctx, s.cfg.Slack, view(a, op), reviews, s.cfg.Delivery)
+	v := view(a, op)
+	var err error
+	if v.Purchase, err = s.purchase(ctx, op); err != nil {
+		return err
+	}
+	refs, err := slack.PostRequest(ctx, s.cfg.Slack, v, reviews, s.cfg.Delivery)
 	if len(refs) == 0 {
 		if err == nil {
 			err = errors.New("nothing was posted")
