@@ -70,7 +70,23 @@ type Operation struct {
 	Version       int64           `json:"version"`
 	MediaBuy      json.RawMessage `json:"media_buy,omitempty"`
 	ExecutionName string          `json:"execution_name,omitempty"`
+	Approval      *Approval       `json:"approval,omitempty"`
 	Links         Links           `json:"links"`
+}
+
+// Approval is a buy's latest approval request as GET /v1/media-buys/{id} shows it.
+type Approval struct {
+	ApprovalID  string   `json:"approval_id"`
+	Status      string   `json:"status"`
+	Approvers   []string `json:"approvers"`
+	RequestedAt string   `json:"requested_at"`
+	ExpiresAt   string   `json:"expires_at"`
+	Reason      string   `json:"reason,omitempty"`
+	Round       int      `json:"round"`
+	Escalation  bool     `json:"escalation,omitempty"`
+	EscalatesTo []string `json:"escalates_to,omitempty"`
+	DecidedBy   string   `json:"decided_by,omitempty"`
+	DecidedAt   string   `json:"decided_at,omitempty"`
 }
 
 // Page is one page of operations.
