@@ -45,22 +45,34 @@ func (c cli) follow(ctx context.Context, id string) error {
 	start := time.Now()
 	stageStart := start
 	lastStatus, lastApproval := "", ""
+	approvalChanged := func(op apiclient.Operation) bool {
+		a := op.Approval
+		return a != nil && a.ApprovalID+a.Status != lastApproval
+	}
+	printApproval := func(a *apiclient.Approval) {
+		lastApproval = a.ApprovalID + a.Status
+		c.err.printf("  %7s  %s\n", "", approvalLine(a))
+		if a.Status == "pending" {
+			c.printReviewLinks(ctx, a)
+		}
+	}
 	watch := func(op apiclient.Operation) bool {
 		now := time.Now()
+		// A decision comes before the status it leads to; a new request after the status
+		// that waits for it.
+		if approvalChanged(op) && op.Approval.Status != "pending" {
+			printApproval(op.Approval)
+		}
 		if op.Status != lastStatus {
-			took := ""
+			line := fmt.Sprintf("%-20s", op.Status)
 			if lastStatus != "" {
-				took = fmt.Sprintf("  (%s took %s)", lastStatus, seconds(now.Sub(stageStart)))
+				line += fmt.Sprintf("  (%s took %s)", lastStatus, seconds(now.Sub(stageStart)))
 			}
-			c.err.printf("  %7s  %-20s%s\n", "+"+seconds(now.Sub(start)), op.Status, took)
+			c.err.printf("  %7s  %s\n", "+"+seconds(now.Sub(start)), strings.TrimRight(line, " "))
 			lastStatus, stageStart = op.Status, now
 		}
-		if a := op.Approval; a != nil && a.ApprovalID+a.Status != lastApproval {
-			lastApproval = a.ApprovalID + a.Status
-			c.err.printf("  %7s  %s\n", "", approvalLine(a))
-			if a.Status == "pending" {
-				c.printReviewLinks(ctx, a)
-			}
+		if approvalChanged(op) {
+			printApproval(op.Approval)
 		}
 		return apiclient.Terminal(op.Status)
 	}
@@ -130,7 +142,7 @@ func approvalLine(a *apiclient.Approval) string {
 		if len(a.EscalatesTo) > 0 {
 			return s + "; then asks " + orList(a.EscalatesTo)
 		}
-		return s + "; then the buy is rejected"
+		return s + "; if nobody decides, the buy expires"
 	case "approved", "rejected":
 		return a.Status + " by " + a.DecidedBy + " at " + when(a.DecidedAt)
 	case "expired":
