@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvals"
 	"github.com/buyflow/buyflow/internal/localstack/apiclient"
 	"github.com/buyflow/buyflow/internal/mediabuy"
 	"github.com/buyflow/buyflow/internal/slack"
@@ -191,4 +192,70 @@ func toClient(t *testing.T, a *mediabuy.ApprovalView) *apiclient.Approval {
 		t.Fatal(err)
 	}
 	return &out
+}
+
+// inboxAPI answers the approver routes with the approvals package's own response types, for
+// the approver named by the dev principal header.
+type inboxAPI struct{ list approvals.InboxPage }
+
+func (a inboxAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	if r.Header.Get("X-Buyflow-Tenant") != "acme" || r.Header.Get("X-Buyflow-Principal") != "dev:approver" {
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = w.Write([]byte(`{"error":{"code":"not_an_approver","message":"your IAM identity is not mapped to an approver"}}`))
+		return
+	}
+	switch r.URL.Path {
+	case approvals.InboxPrefix:
+		_ = json.NewEncoder(w).Encode(a.list)
+	case approvals.InboxPrefix + "/apr_1":
+		_ = json.NewEncoder(w).Encode(approvals.InboxApproval{InboxItem: a.list.Items[0], Flight: "2026-01-05 → 2026-03-29",
+			Packages: []approvals.InboxPackage{{Product: "ctv_premium_sports", Flight: "2026-01-05 → 2026-03-29", Budget: "USD 6,000.00"},
+				{Product: "display_run_of_site", Flight: "2026-01-05 → 2026-02-28", Budget: "USD 6,500.00"}},
+			Governance: &approvals.InboxGovernance{Verdict: "conditions", Label: "Approved with 1 condition",
+				Conditions: []approvals.InboxCondition{{Field: "packages[1].end_time", Reason: "ends with February", NeedsPerson: true}}},
+			ReviewURL: "http://127.0.0.1/v1/approvals/apr_1?approver=U0LOCALAPPROVER&exp=1&kid=k1&sig=x"})
+	default:
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"error":{"code":"not_found","message":"no approval with that id is waiting for you"}}`))
+	}
+}
+
+func TestApprovalsListsAndOpens(t *testing.T) {
+	api := inboxAPI{list: approvals.InboxPage{Approver: "U0LOCALAPPROVER", Items: []approvals.InboxItem{{ApprovalID: "apr_1", OperationID: "mb-2",
+		Summary: "Media buy, PO PO-2", Seller: "sim-seller", Amount: "USD 12,500.00", Reason: "The amount is over the approval threshold set by policy.",
+		Requester: "dev:buyer", ExpiresAt: "2026-12-01T14:05:00Z"}}}}
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	cases := []struct {
+		name      string
+		principal string
+		args      []string
+		code      int
+		want      []string
+	}{
+		{"list", "dev:approver", []string{"approvals"}, 0, []string{"apr_1", "Media buy, PO PO-2", "sim-seller", "USD 12,500.00", "2026-12-01 14:05 UTC", "dev:buyer", "buyflow approvals <approval>"}},
+		{"open", "dev:approver", []string{"approvals", "apr_1"}, 0, []string{"ctv_premium_sports", "2026-01-05 → 2026-02-28", "USD 6,500.00", "total", "USD 12,500.00",
+			"governance: Approved with 1 condition", "packages[1].end_time: ends with February (needs your judgement)",
+			"decide on the review page (your own link): http://127.0.0.1/v1/approvals/apr_1?approver=U0LOCALAPPROVER"}},
+		{"open unknown", "dev:approver", []string{"approvals", "apr_9"}, 1, nil},
+		{"not an approver", "dev:buyer", []string{"approvals"}, 1, nil},
+		{"two ids", "dev:approver", []string{"approvals", "a", "b"}, 2, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			env := func(k string) string {
+				return map[string]string{"BUYFLOW_ENDPOINT": srv.URL, "BUYFLOW_TENANT": "acme", "BUYFLOW_PRINCIPAL": tc.principal}[k]
+			}
+			var out, errOut bytes.Buffer
+			if code := run(context.Background(), tc.args, env, nil, &out, &errOut); code != tc.code {
+				t.Fatalf("exit %d, want %d\n%s%s", code, tc.code, out.String(), errOut.String())
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("stdout lacks %q:\n%s", w, out.String())
+				}
+			}
+		})
+	}
 }

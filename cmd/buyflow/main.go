@@ -5,6 +5,7 @@
 //	buyflow [flags] status [--wait] <operation-id>
 //	buyflow [flags] events <operation-id>
 //	buyflow [flags] list [--limit N] [--cursor C]
+//	buyflow [flags] approvals [<approval-id>]
 //
 // Flags (before the command): --endpoint (or BUYFLOW_ENDPOINT) is the API's base URL;
 // --tenant (or BUYFLOW_TENANT) names the tenant on a local stack through its dev-only header;
@@ -42,7 +43,7 @@ import (
 	"github.com/buyflow/buyflow/internal/money"
 )
 
-const usage = `usage: buyflow [--endpoint URL] [--tenant T] [--slack URL] [--json] <command> [args]
+const usage = `usage: buyflow [--endpoint URL] [--tenant T] [--principal P] [--slack URL] [--json] <command> [args]
 
 commands:
   submit [--key K] [--wait] FILE   submit a media buy (FILE "-" reads stdin); the Idempotency-Key
@@ -50,6 +51,8 @@ commands:
   status [--wait] ID               show a media buy (--wait follows it to a final status)
   events ID                        show a media buy's timeline
   list [--limit N] [--cursor C]    list your media buys, newest first
+  approvals [ID]                   list the approvals waiting for you (as an approver), or open
+                                   one: what it buys, what governance said, your review link
 
 --wait prints each status with the time since it started and how long the stage before took,
 who is asked to approve and until when (with --slack, the local fake Slack's review links), and
@@ -59,7 +62,8 @@ exit codes: 0 success (with --wait: the buy completed), 1 the command failed, 2 
 with --wait a buy that ended otherwise exits 3 failed, 4 rejected, 5 canceled, 6 expired
 
 environment: BUYFLOW_ENDPOINT, BUYFLOW_TENANT, BUYFLOW_TENANT_HEADER (default X-Buyflow-Tenant),
-BUYFLOW_SLACK_URL (the local stack prints it as slack=…)
+BUYFLOW_PRINCIPAL (who you are within the tenant on a local stack; the local approver is
+dev:approver), BUYFLOW_SLACK_URL (the local stack prints it as slack=…)
 `
 
 func main() {
@@ -81,6 +85,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	tenant := fs.String("tenant", getenv("BUYFLOW_TENANT"), "tenant name on a local stack (dev-only header)")
 	tenantHeader := fs.String("tenant-header", orDefault(getenv("BUYFLOW_TENANT_HEADER"), "X-Buyflow-Tenant"), "the local stack's tenant header")
 	asJSON := fs.Bool("json", false, "print JSON")
+	principal := fs.String("principal", getenv("BUYFLOW_PRINCIPAL"), "who you are within the tenant on a local stack (dev-only header)")
 	slackURL := fs.String("slack", getenv("BUYFLOW_SLACK_URL"), "the local stack's fake Slack (its review links are printed by --wait)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -95,7 +100,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	c := &apiclient.Client{BaseURL: strings.TrimRight(*endpoint, "/")}
 	if *tenant != "" {
-		c.TenantHeader, c.Tenant = *tenantHeader, *tenant
+		c.TenantHeader, c.Tenant, c.Principal = *tenantHeader, *tenant, *principal
 	} else if !loopback(*endpoint) {
 		sign, err := sigV4(ctx)
 		if err != nil {
@@ -118,6 +123,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		err = cmd.events(ctx, rest)
 	case "list":
 		err = cmd.list(ctx, rest)
+	case "approvals":
+		err = cmd.approvals(ctx, rest)
 	default:
 		se.printf("buyflow: unknown command %q\n", name)
 		fs.Usage()

@@ -44,6 +44,9 @@ func clientOf(req events.APIGatewayV2HTTPRequest) client {
 // then completes the task. Every answer is an HTML page with approval.SecurityHeaders; the
 // error is always nil, so a client fault never becomes a Lambda error.
 func (s *Service) HandleHTTP(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	if strings.Contains(req.RawPath, "/v1/approver/") || strings.HasSuffix(strings.TrimRight(req.RawPath, "/"), InboxPrefix) {
+		return s.HandleInbox(ctx, req), nil
+	}
 	id := req.PathParameters["approval_id"]
 	if id == "" {
 		id = lastSegment(req.RawPath)

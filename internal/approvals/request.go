@@ -169,14 +169,7 @@ func (s *Service) awaitApproval(ctx context.Context, op *ledger.Operation, id st
 // post sends the request to Slack, one signed link per approver, and stores where it landed.
 // Nothing posted at all is an error (the stage retries); a partial post is logged and kept.
 func (s *Service) post(ctx context.Context, a *ledger.Approval, op *ledger.Operation) error {
-	now := s.now()
-	exp := a.ExpiresAt
-	if ttl := time.Duration(s.cfg.Policy.LinkTTLSeconds) * time.Second; ttl > 0 && now.Add(ttl).Before(exp) {
-		exp = now.Add(ttl)
-	}
-	if limit := now.Add(approval.MaxLinkLifetime); exp.After(limit) {
-		exp = limit
-	}
+	exp := s.linkExpiry(a)
 	reviews := make([]slack.Review, 0, len(a.Approvers))
 	for _, who := range a.Approvers {
 		link, err := s.cfg.Signer.Sign(s.cfg.BaseURL, a.ID, who, exp)
@@ -209,6 +202,20 @@ func (s *Service) post(ctx context.Context, a *ledger.Approval, op *ledger.Opera
 	}
 	a.SlackMessages = stored
 	return nil
+}
+
+// linkExpiry is when a review link signed now for a stops working: the approval's expiry,
+// capped by the policy's link TTL and the longest lifetime a link may have.
+func (s *Service) linkExpiry(a *ledger.Approval) time.Time {
+	now := s.now()
+	exp := a.ExpiresAt
+	if ttl := time.Duration(s.cfg.Policy.LinkTTLSeconds) * time.Second; ttl > 0 && now.Add(ttl).Before(exp) {
+		exp = now.Add(ttl)
+	}
+	if limit := now.Add(approval.MaxLinkLifetime); exp.After(limit) {
+		exp = limit
+	}
+	return exp
 }
 
 // reasonCode maps the state machine's reason to the reason shown to approvers.

@@ -29,6 +29,7 @@ type Ledger interface {
 	Decide(ctx context.Context, id string, d ledger.Decision) (*ledger.Approval, error)
 	SetSlackMessages(ctx context.Context, id string, refs []ledger.SlackRef) error
 	GetOperation(ctx context.Context, tenant, id string) (*ledger.Operation, error)
+	ListOperations(ctx context.Context, tenant string, o ledger.ListOptions) (ledger.Page[ledger.View], error)
 	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch ledger.Changes) (*ledger.Operation, error)
 	AppendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) error
 	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (ledger.Page[ledger.Event], error)
@@ -45,7 +46,7 @@ type Tasks interface {
 
 // Config holds what New needs. Ledger, Signer and Now are always required; the notify stage
 // also needs Slack, Policy and BaseURL; the approve Lambda needs Tasks and, to update the Slack
-// messages, Slack.
+// messages, Slack, and for the approver routes Policy (its identities) and BaseURL.
 type Config struct {
 	Ledger Ledger
 	Tasks  Tasks
@@ -57,6 +58,9 @@ type Config struct {
 	Policy   Policy
 	// BaseURL is the public root of the HTTP API the links point at.
 	BaseURL string
+	// DevTenantHeader, on the local stack only, names the header the approver routes take the
+	// tenant from (with X-Buyflow-Principal for the principal), as the buyer routes do.
+	DevTenantHeader string
 	// Now is the clock; it must be the ledger's clock too.
 	Now func() time.Time
 	// Metrics receives the approval metrics (metrics.ApprovalLatency, MetricApprovalDecided
