@@ -42,7 +42,8 @@ func clientOf(req events.APIGatewayV2HTTPRequest) client {
 // appends an approval_viewed audit event), so link unfurlers and mail scanners cannot decide. POST verifies the signed fields the form posts
 // back, decides in the ledger first (pending → approved | rejected, conditionally) and only
 // then completes the task. Every answer is an HTML page with approval.SecurityHeaders; the
-// error is always nil, so a client fault never becomes a Lambda error.
+// error is always nil, so a client fault never becomes a Lambda error. Requests under
+// /v1/approver/ are the IAM-authorized approver routes and go to HandleInbox (JSON).
 func (s *Service) HandleHTTP(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	if strings.Contains(req.RawPath, "/v1/approver/") || strings.HasSuffix(strings.TrimRight(req.RawPath, "/"), InboxPrefix) {
 		return s.HandleInbox(ctx, req), nil
