@@ -5,11 +5,16 @@
 //	buyflow [flags] status [--wait] <operation-id>
 //	buyflow [flags] events <operation-id>
 //	buyflow [flags] list [--limit N] [--cursor C]
+//	buyflow [flags] approvals [<approval-id>]
 //
 // Flags (before the command): --endpoint (or BUYFLOW_ENDPOINT) is the API's base URL;
 // --tenant (or BUYFLOW_TENANT) names the tenant on a local stack through its dev-only header;
 // against any other endpoint requests are SigV4-signed with the default AWS credentials;
-// --json prints the API's JSON instead of text.
+// --slack (or BUYFLOW_SLACK_URL) is the local stack's fake Slack, whose review links --wait
+// prints; --json prints the API's JSON instead of text.
+//
+// Exit codes: 0 success (with --wait: the buy completed), 1 the command failed, 2 bad usage;
+// with --wait, a buy that ended otherwise: 3 failed, 4 rejected, 5 canceled, 6 expired.
 package main
 
 import (
@@ -33,10 +38,12 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 
+	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/localstack/apiclient"
+	"github.com/buyflow/buyflow/internal/money"
 )
 
-const usage = `usage: buyflow [--endpoint URL] [--tenant T] [--json] <command> [args]
+const usage = `usage: buyflow [--endpoint URL] [--tenant T] [--principal P] [--slack URL] [--json] <command> [args]
 
 commands:
   submit [--key K] [--wait] FILE   submit a media buy (FILE "-" reads stdin); the Idempotency-Key
@@ -44,8 +51,19 @@ commands:
   status [--wait] ID               show a media buy (--wait follows it to a final status)
   events ID                        show a media buy's timeline
   list [--limit N] [--cursor C]    list your media buys, newest first
+  approvals [ID]                   list the approvals waiting for you (as an approver), or open
+                                   one: what it buys, what governance said, your review link
 
-environment: BUYFLOW_ENDPOINT, BUYFLOW_TENANT, BUYFLOW_TENANT_HEADER (default X-Buyflow-Tenant)
+--wait prints each status with the time since it started and how long the stage before took,
+who is asked to approve and until when (with --slack, the local fake Slack's review links), and
+the time per stage by the ledger's clock.
+
+exit codes: 0 success (with --wait: the buy completed), 1 the command failed, 2 bad usage;
+with --wait a buy that ended otherwise exits 3 failed, 4 rejected, 5 canceled, 6 expired
+
+environment: BUYFLOW_ENDPOINT, BUYFLOW_TENANT, BUYFLOW_TENANT_HEADER (default X-Buyflow-Tenant),
+BUYFLOW_PRINCIPAL (who you are within the tenant on a local stack; the local approver is
+dev:approver), BUYFLOW_SLACK_URL (the local stack prints it as slack=…)
 `
 
 func main() {
@@ -56,7 +74,8 @@ func main() {
 	os.Exit(code)
 }
 
-// run executes one command and returns the exit code: 0 success, 1 failure, 2 usage.
+// run executes one command and returns the exit code: 0 success, 1 failure, 2 usage, and for
+// a followed buy that did not complete the code of its final status (see exitCodes).
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	se := &printer{w: stderr}
 	fs := flag.NewFlagSet("buyflow", flag.ContinueOnError)
@@ -66,6 +85,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	tenant := fs.String("tenant", getenv("BUYFLOW_TENANT"), "tenant name on a local stack (dev-only header)")
 	tenantHeader := fs.String("tenant-header", orDefault(getenv("BUYFLOW_TENANT_HEADER"), "X-Buyflow-Tenant"), "the local stack's tenant header")
 	asJSON := fs.Bool("json", false, "print JSON")
+	principal := fs.String("principal", getenv("BUYFLOW_PRINCIPAL"), "who you are within the tenant on a local stack (dev-only header)")
+	slackURL := fs.String("slack", getenv("BUYFLOW_SLACK_URL"), "the local stack's fake Slack (its review links are printed by --wait)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -79,7 +100,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	c := &apiclient.Client{BaseURL: strings.TrimRight(*endpoint, "/")}
 	if *tenant != "" {
-		c.TenantHeader, c.Tenant = *tenantHeader, *tenant
+		c.TenantHeader, c.Tenant, c.Principal = *tenantHeader, *tenant, *principal
 	} else if !loopback(*endpoint) {
 		sign, err := sigV4(ctx)
 		if err != nil {
@@ -91,7 +112,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		se.println("buyflow: a local stack needs --tenant (or BUYFLOW_TENANT)")
 		return 2
 	}
-	cmd := cli{c: c, json: *asJSON, out: &printer{w: stdout}, err: se, in: stdin}
+	cmd := cli{c: c, json: *asJSON, out: &printer{w: stdout}, err: se, in: stdin, slackURL: strings.TrimRight(*slackURL, "/")}
 	var err error
 	switch name, rest := fs.Arg(0), fs.Args()[1:]; name {
 	case "submit":
@@ -102,13 +123,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		err = cmd.events(ctx, rest)
 	case "list":
 		err = cmd.list(ctx, rest)
+	case "approvals":
+		err = cmd.approvals(ctx, rest)
 	default:
 		se.printf("buyflow: unknown command %q\n", name)
 		fs.Usage()
 		return 2
 	}
 	var ue usageError
+	var fin finalStatus
 	switch {
+	case errors.As(err, &fin):
+		return fin.code()
 	case errors.As(err, &ue):
 		se.println("buyflow:", err)
 		return 2
@@ -124,11 +150,12 @@ type usageError string
 func (e usageError) Error() string { return string(e) }
 
 type cli struct {
-	c    *apiclient.Client
-	json bool
-	in   io.Reader
-	out  *printer
-	err  *printer
+	c        *apiclient.Client
+	json     bool
+	in       io.Reader
+	out      *printer
+	err      *printer
+	slackURL string
 }
 
 func (c cli) submit(ctx context.Context, args []string) error {
@@ -197,18 +224,6 @@ func (c cli) status(ctx context.Context, args []string) error {
 	return c.printOperation(op)
 }
 
-// follow prints every status change until a final status, then the operation.
-func (c cli) follow(ctx context.Context, id string) error {
-	start := time.Now()
-	op, err := c.c.Wait(ctx, id, 500*time.Millisecond, nil, func(op apiclient.Operation) {
-		c.err.printf("  %6.1fs  %s\n", time.Since(start).Seconds(), op.Status)
-	})
-	if err != nil {
-		return err
-	}
-	return c.printOperation(op)
-}
-
 func (c cli) printOperation(op apiclient.Operation) error {
 	if c.json {
 		return writeJSON(c.out.w, op)
@@ -223,10 +238,13 @@ func (c cli) printOperation(op apiclient.Operation) error {
 	row("operation", op.OperationID)
 	row("status", op.Status)
 	row("reason", op.Reason)
+	if op.Approval != nil {
+		row("approval", approvalLine(op.Approval))
+	}
 	row("seller", op.SellerID)
 	row("governance", op.GovernanceID+" / plan "+op.PlanID)
 	row("po number", op.PONumber)
-	row("budget", strings.TrimSpace(op.Budget+" "+op.Currency))
+	row("budget", amount(op))
 	row("seller task", op.SellerTaskID)
 	row("media buy", op.MediaBuyID)
 	row("requester", op.Requester)
@@ -279,7 +297,7 @@ func (c cli) list(ctx context.Context, args []string) error {
 	tp.println("OPERATION\tSTATUS\tSELLER\tPO NUMBER\tBUDGET\tCREATED")
 	for _, op := range page.Items {
 		tp.printf("%s\t%s\t%s\t%s\t%s\t%s\n", op.OperationID, op.Status, op.SellerID, op.PONumber,
-			strings.TrimSpace(op.Budget+" "+op.Currency), op.CreatedAt)
+			amount(op), op.CreatedAt)
 	}
 	if err := errors.Join(tp.err, tw.Flush()); err != nil {
 		return err
@@ -288,6 +306,15 @@ func (c cli) list(ctx context.Context, args []string) error {
 		c.out.printf("more: buyflow list --cursor %s\n", page.NextCursor)
 	}
 	return nil
+}
+
+// amount shows a buy's amount as the approval page and Slack do ("USD 20,000.50").
+func amount(op apiclient.Operation) string {
+	a, err := money.ParseDecimal(op.Budget, op.Currency)
+	if err != nil {
+		return strings.TrimSpace(op.Budget + " " + op.Currency)
+	}
+	return approval.Money{Minor: a.Minor, Currency: a.Currency}.String()
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -67,7 +67,7 @@ func TestCommands(t *testing.T) {
 	}{
 		{"submit", []string{"submit", req}, 0, []string{"submitted mb-1: requested (HTTP 202, Idempotency-Key cli-"}},
 		{"submit json", []string{"--json", "submit", req}, 0, []string{`"operation_id": "mb-1"`}},
-		{"status", []string{"status", "mb-1"}, 0, []string{"completed", "20000.50 USD", "mb_9"}},
+		{"status", []string{"status", "mb-1"}, 0, []string{"completed", "USD 20,000.50", "mb_9"}},
 		{"status wait", []string{"status", "--wait", "mb-1"}, 0, []string{"completed"}},
 		{"events", []string{"events", "mb-1"}, 0, []string{"created", "submitted → completed", "seller:sim-seller"}},
 		{"events json", []string{"--json", "events", "mb-1"}, 0, []string{`"type": "poll"`}},

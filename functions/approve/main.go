@@ -1,5 +1,6 @@
 // Command approve serves GET and POST /v1/approvals/{approval_id}: the confirm page and the
-// ledger-first decision that resumes the parked RequestApproval task.
+// ledger-first decision that resumes the parked RequestApproval task; and the IAM-authorized
+// approver routes under /v1/approver/approvals (the approvals waiting for the caller).
 package main
 
 import (
@@ -34,8 +35,16 @@ func main() {
 }
 
 func run(ctx context.Context, getenv func(string) string) error {
-	env, err := approvals.LoadEnv(getenv, topology.EnvTableName, topology.EnvLinkKeySecret, topology.EnvSlackSecret)
+	env, err := approvals.LoadEnv(getenv, topology.EnvTableName, topology.EnvLinkKeySecret, topology.EnvSlackSecret,
+		topology.EnvPublicBaseURL, topology.EnvApprovalPolicy)
 	if err != nil {
+		return err
+	}
+	policy, err := approvals.ParsePolicy([]byte(env[topology.EnvApprovalPolicy]))
+	if err != nil {
+		return err
+	}
+	if err := approvals.CheckBaseURL(env[topology.EnvPublicBaseURL]); err != nil {
 		return err
 	}
 	awsCfg, err := awsenv.Load(getenv)
@@ -57,6 +66,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 		// Completing a task needs no state machine ARN; approve only sends task results.
 		Tasks: sfn.New(sfnapi.NewFromConfig(awsCfg), ""),
 		Slack: sl, Delivery: delivery, Signer: signer, Now: time.Now, Metrics: rec,
+		Policy: policy, BaseURL: env[topology.EnvPublicBaseURL], DevTenantHeader: getenv(topology.EnvLocalTenantHeader),
 	})
 	if err != nil {
 		return err

@@ -91,6 +91,8 @@ type Approval struct {
 	DecidedAt           time.Time
 	Comment             string
 	ExpiresAt           time.Time
+	// Purchase is what is bought, from the payload the seller will receive.
+	Purchase Purchase
 }
 
 // Decision is what an approver chose.

@@ -23,6 +23,18 @@ func pendingApproval() Approval {
 		ReasonText:          "Budget over USD 10,000.00",
 		Status:              StatusPending,
 		ExpiresAt:           t0.Add(24 * time.Hour),
+		Purchase: Purchase{
+			Start: "2026-01-05T00:00:00Z", End: "2026-03-29T23:59:59Z",
+			Packages: []Package{
+				{Product: "ctv_premium_sports", Start: "2026-01-05T00:00:00Z", End: "2026-03-29T23:59:59Z", Budget: Money{Minor: 600000, Currency: "USD"}},
+				{Product: "olv_highlights", Start: "2026-01-05T00:00:00Z", End: "2026-03-29T23:59:59Z", Budget: Money{Minor: 425000, Currency: "USD"}},
+				{Product: "display <run> & site", Start: "2026-01-05T00:00:00Z", End: "2026-02-28T23:59:59Z", Budget: Money{Minor: 225000, Currency: "USD"}},
+			},
+			Governance: Verdict{Verdict: "conditions", Conditions: []Condition{
+				{Field: "packages[2].end_time", Reason: "Display must end with the February flight"},
+				{Field: "packages[1].targeting_overlay", Reason: "US and Canada only", NeedsPerson: true},
+			}},
+		},
 	}
 }
 

@@ -32,7 +32,15 @@ button.approve{background:#146c2e}
 button.reject{background:#a4161a}
 button:focus-visible,textarea:focus-visible{outline:3px solid #1d4ed8;outline-offset:2px}
 .error{border-left:4px solid #a4161a;padding:.5rem .75rem;background:#fef2f2}
-@media (max-width:30rem){dl{grid-template-columns:1fr}dd{margin-bottom:.5rem}button{width:100%}}
+h2{font-size:1.15rem;margin:1.5rem 0 .5rem}
+table{border-collapse:collapse;width:100%;margin:.5rem 0}
+caption{text-align:left;font-size:.9rem;color:#3f3f46;padding-bottom:.25rem}
+th,td{text-align:left;padding:.4rem .5rem;border-bottom:1px solid #d4d4d8;vertical-align:top;overflow-wrap:break-word}
+td.num,th.num{text-align:right;white-space:nowrap}
+.d{white-space:nowrap}
+tfoot th,tfoot td{border-bottom:0;border-top:2px solid #52525b;font-weight:600}
+ul.conditions{margin:.25rem 0;padding-left:1.25rem}
+@media (max-width:30rem){dl{grid-template-columns:1fr}dd{margin-bottom:.5rem}button{width:100%}main{padding:1rem}th,td{padding:.35rem .25rem;font-size:.9rem}}
 `
 
 // The pages are written with a few string writers and one escaper instead of html/template:
@@ -145,6 +153,7 @@ func RenderConfirm(w io.Writer, p ConfirmPage) error {
 		b.WriteString("<dt>Requested by</dt><dd>" + esc(a.Requester) + "</dd>\n")
 		b.WriteString("<dt>Decide before</dt><dd><time datetime=\"" + esc(a.ExpiresAt.UTC().Format(time.RFC3339)) + "\">" + esc(FormatTime(a.ExpiresAt)) + "</time></dd>\n")
 		b.WriteString("<dt>Reference</dt><dd>" + esc(a.OperationID) + "</dd>\n</dl>\n")
+		writePurchase(b, a)
 		if p.Error != "" {
 			b.WriteString("<p class=\"error\" role=\"alert\">" + esc(p.Error) + "</p>\n")
 		}
@@ -166,6 +175,76 @@ func RenderConfirm(w io.Writer, p ConfirmPage) error {
 		b.WriteString("</div>\n</form>\n")
 		b.WriteString("<p class=\"note\">You are deciding as " + esc(p.Approver) + ". Nothing changes until you press Approve or Reject.</p>\n")
 	})
+}
+
+// writePurchase writes what is bought (one table row per package, long lists folded, the
+// total) and what governance said, each under its own heading.
+func writePurchase(b *strings.Builder, a Approval) {
+	pu := a.Purchase
+	b.WriteString("<section aria-labelledby=\"bought\">\n<h2 id=\"bought\">What is bought</h2>\n")
+	if f := pu.Flight(); f != "" {
+		b.WriteString("<p>Flight: " + esc(f) + "</p>\n")
+	}
+	if pu.ProposalID != "" && len(pu.Packages) == 0 {
+		b.WriteString("<p>The seller's proposal " + esc(pu.ProposalID) + ", for " + esc(a.Amount.String()) + " in total.</p>\n")
+	}
+	if len(pu.Packages) > 0 {
+		shown, folded := pu.Shown()
+		n := strconv.Itoa(len(pu.Packages))
+		b.WriteString("<table>\n<caption>" + n + " package" + plural(len(pu.Packages)) + " from " + esc(a.Seller) + "</caption>\n")
+		b.WriteString("<thead><tr><th scope=\"col\">Product</th><th scope=\"col\">Flight</th><th scope=\"col\" class=\"num\">Budget</th></tr></thead>\n<tbody>\n")
+		for _, pk := range shown {
+			b.WriteString("<tr><td>" + breakable(pk.Product) + "</td><td>" + flightHTML(pk.Start, pk.End) + "</td><td class=\"num\">" + esc(pk.Budget.String()) + "</td></tr>\n")
+		}
+		if folded > 0 {
+			b.WriteString("<tr><td colspan=\"2\">and " + strconv.Itoa(folded) + " more packages</td><td class=\"num\">" + esc(pu.Folded().String()) + "</td></tr>\n")
+		}
+		b.WriteString("</tbody>\n<tfoot><tr><th scope=\"row\" colspan=\"2\">Total</th><td class=\"num\">" + esc(a.Amount.String()) + "</td></tr></tfoot>\n</table>\n")
+	}
+	b.WriteString("</section>\n")
+	g := pu.Governance
+	if g.Verdict == "" {
+		return
+	}
+	b.WriteString("<section aria-labelledby=\"governance\">\n<h2 id=\"governance\">What governance said</h2>\n")
+	b.WriteString("<p>" + esc(g.Label()) + "</p>\n")
+	if len(g.Conditions) > 0 {
+		b.WriteString("<ul class=\"conditions\" aria-label=\"Governance conditions\">\n")
+		for _, c := range g.Conditions {
+			b.WriteString("<li><strong>" + esc(c.Field) + "</strong>")
+			if c.Reason != "" {
+				b.WriteString(": " + esc(c.Reason))
+			}
+			if c.NeedsPerson {
+				b.WriteString(" (needs your judgement)")
+			}
+			b.WriteString("</li>\n")
+		}
+		b.WriteString("</ul>\n")
+	}
+	b.WriteString("</section>\n")
+}
+
+// breakable escapes a product id and lets a narrow screen wrap it after its separators
+// (ctv_premium_sports) rather than inside a word.
+func breakable(s string) string {
+	return strings.NewReplacer("_", "_<wbr>", "-", "-<wbr>", ".", ".<wbr>", "/", "/<wbr>").Replace(esc(s))
+}
+
+// flightHTML is flight with each date kept on one line, so a narrow screen wraps at the arrow.
+func flightHTML(start, end string) string {
+	f := flight(start, end)
+	if s, e := day(start), day(end); s != "" && e != "" {
+		return "<span class=\"d\">" + esc(s) + " →</span> <span class=\"d\">" + esc(e) + "</span>"
+	}
+	return esc(f)
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }
 
 // PageKind selects a result page.

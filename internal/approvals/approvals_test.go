@@ -635,7 +635,8 @@ func TestRequestReasons(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, "")
 			op, err := e.store.CreateOperation(e.ctx, ledger.Operation{ID: "op-2", Tenant: tenant, SellerID: "s", BudgetTotal: tc.budget,
-				Currency: "USD", Requester: requester, RequireApproval: tc.requireApproval, Reason: said})
+				Currency: "USD", Requester: requester, RequireApproval: tc.requireApproval, Reason: said,
+				Request: []byte(`{"media_buy":{"proposal_id":"prop-1","total_budget":{"amount":` + tc.budget + `,"currency":"USD"}}}`)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -96,12 +96,31 @@ func TestBrowserApproveFromConfirmPage(t *testing.T) {
 		t.Fatalf("after the GET the approval is %s", a.Status)
 	}
 
-	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatalf("screenshot: %v", err)
+	// What is bought, at a desktop and at a phone width: every package row of the payload
+	// governance checked (the display package ends in February, as the applied condition
+	// says, not in March as submitted), the total, the verdict and both conditions.
+	for _, width := range []struct {
+		name          string
+		width, height int64
+		mobile        bool
+	}{{"desktop", 1024, 768, false}, {"phone", 390, 844, true}} {
+		opts := []chromedp.EmulateViewportOption{chromedp.EmulateScale(1)}
+		if width.mobile {
+			opts = append(opts, chromedp.EmulatePortrait, chromedp.EmulateMobile, chromedp.EmulateTouch)
+		}
+		if err := chromedp.Do(ctx, chromedp.EmulateViewport(width.width, width.height, opts...)); err != nil {
+			t.Fatalf("%s: set the viewport: %v", width.name, err)
+		}
+		checkWhatIsBought(t, ctx, width.name)
+		shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("%s: screenshot: %v", width.name, err)
+		}
+		t.Logf("confirm page screenshot (%s): %s", width.name, writeArtifact(t, "approval-confirm-"+width.name+".png", shot))
 	}
-	path := writeArtifact(t, "approval-confirm.png", shot)
-	t.Logf("confirm page screenshot: %s", path)
+	if err := chromedp.Do(ctx, chromedp.EmulateReset()); err != nil {
+		t.Fatal(err)
+	}
 
 	const comment = "Looks right — go ahead"
 	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.ID("comment"), comment)); err != nil {
@@ -163,6 +182,57 @@ func TestBrowserApproveFromConfirmPage(t *testing.T) {
 			t.Errorf("browser console: %s (source %q)", m, m.Source)
 		} else {
 			t.Logf("browser console: %s (source %q)", m, m.Source)
+		}
+	}
+}
+
+// checkWhatIsBought reads the package table and the governance section as the browser lays
+// them out, and fails unless they show the test buy exactly and fit the viewport.
+func checkWhatIsBought(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	rows, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("table tbody tr")).map(r => Array.from(r.cells).map(c => c.innerText.trim()).join(" | "))`))
+	if err != nil {
+		t.Fatalf("%s: read the package rows: %v", name, err)
+	}
+	usd := func(minor int64) string { return approval.Money{Minor: minor, Currency: "USD"}.String() }
+	want := []string{
+		"ctv_premium_sports | 2026-01-05 → 2026-03-29 | " + usd(600000),
+		"olv_highlights | 2026-01-05 → 2026-03-29 | " + usd(425000),
+		"display_run_of_site | 2026-01-05 → 2026-02-28 | " + usd(225000),
+	}
+	if strings.Join(rows, "\n") != strings.Join(want, "\n") {
+		t.Errorf("%s: package rows =\n%s\nwant\n%s", name, strings.Join(rows, "\n"), strings.Join(want, "\n"))
+	}
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[
+		document.querySelector("table caption").innerText.trim(),
+		Array.from(document.querySelectorAll("thead th")).map(h => h.getAttribute("scope") + ":" + h.innerText.trim()).join(","),
+		document.querySelector("tfoot tr").innerText.replace(/\s+/g, " ").trim(),
+		document.querySelector("#governance").innerText.trim(),
+		document.querySelector("section[aria-labelledby=governance] p").innerText.trim(),
+		Array.from(document.querySelectorAll("ul.conditions li")).map(l => l.innerText.trim()).join("\n"),
+		String(document.documentElement.scrollWidth <= window.innerWidth),
+	]`))
+	if err != nil {
+		t.Fatalf("%s: read the page: %v", name, err)
+	}
+	wantAll := []string{
+		"3 packages from sports-network",
+		"col:Product,col:Flight,col:Budget",
+		"Total " + usd(1250000),
+		"What governance said",
+		"Approved with 2 conditions",
+		"packages[2].end_time: Display must end with the February flight\n" +
+			"packages[1].targeting_overlay: Highlights may only run in the US and Canada: confirm the seller's geo targeting (needs your judgement)",
+		"true",
+	}
+	labels := []string{"caption", "column headers", "total row", "governance heading", "verdict", "conditions", "fits the width"}
+	for i := range wantAll {
+		if i >= len(got) || got[i] != wantAll[i] {
+			g := ""
+			if i < len(got) {
+				g = got[i]
+			}
+			t.Errorf("%s: %s = %q, want %q", name, labels[i], g, wantAll[i])
 		}
 	}
 }

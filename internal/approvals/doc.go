@@ -36,6 +36,15 @@
 //   - HandleHTTP never returns an error: every answer is an HTML page served with
 //     approval.SecurityHeaders; a link that fails verification (tampered, unknown key, expired)
 //     gets 403 and changes nothing.
+//   - The approver routes (HandleInbox, GET /v1/approver/approvals[/{approval_id}], IAM) take
+//     the tenant from the caller's verified account and the approver from Policy.Identities
+//     (an IAM user ARN, or a role ARN for all its sessions; never a session ARN). They show
+//     only pending, unexpired approvals of that tenant that name the approver and that the
+//     approver did not request; every other id is the same 404. They read and sign, never
+//     decide: the review link they return leads to the same confirm page and POST.
+//   - What a page or message shows as bought is the payload the governance check stored (the
+//     bytes the create stage sends) and the check's verdict from the timeline; a payload that
+//     cannot be read exactly is never shown in part.
 //   - Metrics (Config.Metrics, CloudWatch EMF, flushed once per invocation by the function):
 //     a decision the ledger takes records ApprovalDecided and ApprovalLatency (request stored →
 //     decision) by Outcome, and ApprovalRejected for a rejection; an expiry Expire takes records

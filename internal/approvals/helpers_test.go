@@ -200,12 +200,42 @@ func (e *env) createOperation(id string, st workflow.Status) *ledger.Operation {
 	op, err := e.store.CreateOperation(e.ctx, ledger.Operation{
 		ID: id, Tenant: tenant, Status: st, SellerID: "sports-network", PONumber: "PO-42",
 		BudgetTotal: "12500.00", Currency: "USD", Requester: requester,
+		Request: []byte(`{"seller_id":"sports-network","currency":"USD","media_buy":` + submittedBuy + `}`), GovernanceCheckID: checkID,
 	})
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	// What the governance stage stores when a check answers with conditions: the payload it
+	// checked (one condition applied) and the check's event.
+	if _, _, err := e.store.PutIntent(e.ctx, ledger.Intent{Tenant: tenant, OperationID: id, Task: ledger.CheckedIntentPrefix + checkID,
+		IdempotencyKey: checkID, Request: []byte(checkedBuy), CreatedAt: e.clk.Now()}); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.store.AppendEvent(e.ctx, tenant, id, ledger.Event{Type: ledger.EventGovernanceCheck, Actor: "governance:gov",
+		Detail: []byte(governanceDetail)}); err != nil {
+		e.t.Fatal(err)
+	}
 	return op
 }
+
+// The buy of every test: three packages adding up to USD 12,500.00, checked by governance with
+// two conditions, one applied by the governance stage (the display package ends in February),
+// one for a person to judge.
+const (
+	checkID      = "chk-7"
+	submittedBuy = `{"po_number":"PO-42","start_time":"2026-01-05T00:00:00Z","end_time":"2026-03-29T23:59:59Z","packages":[` +
+		`{"product_id":"ctv_premium_sports","pricing_option_id":"cpm","budget":6000},` +
+		`{"product_id":"olv_highlights","pricing_option_id":"cpm","budget":4250.00},` +
+		`{"product_id":"display_run_of_site","pricing_option_id":"cpm","budget":2250}]}`
+	checkedBuy = `{"po_number":"PO-42","plan_id":"plan-q1","start_time":"2026-01-05T00:00:00Z","end_time":"2026-03-29T23:59:59Z","packages":[` +
+		`{"product_id":"ctv_premium_sports","pricing_option_id":"cpm","budget":6000},` +
+		`{"product_id":"olv_highlights","pricing_option_id":"cpm","budget":4250.00},` +
+		`{"product_id":"display_run_of_site","pricing_option_id":"cpm","budget":2250,"end_time":"2026-02-28T23:59:59Z"}],` +
+		`"context":{"operation_id":"op-1"}}`
+	governanceDetail = `{"verdict":"conditions","check_id":"chk-7","decision":"needs_approval","conditions":[` +
+		`{"field":"packages[2].end_time","required_value":"2026-02-28T23:59:59Z","reason":"Display must end with the February flight"},` +
+		`{"field":"packages[1].targeting_overlay","reason":"Highlights may only run in the US and Canada: confirm the seller's geo targeting"}]}`
+)
 
 // token returns a task token of the size Step Functions really sends (over 1,024 characters).
 func token(n int) string {

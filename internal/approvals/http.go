@@ -42,8 +42,12 @@ func clientOf(req events.APIGatewayV2HTTPRequest) client {
 // appends an approval_viewed audit event), so link unfurlers and mail scanners cannot decide. POST verifies the signed fields the form posts
 // back, decides in the ledger first (pending → approved | rejected, conditionally) and only
 // then completes the task. Every answer is an HTML page with approval.SecurityHeaders; the
-// error is always nil, so a client fault never becomes a Lambda error.
+// error is always nil, so a client fault never becomes a Lambda error. Requests under
+// /v1/approver/ are the IAM-authorized approver routes and go to HandleInbox (JSON).
 func (s *Service) HandleHTTP(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	if strings.Contains(req.RawPath, "/v1/approver/") || strings.HasSuffix(strings.TrimRight(req.RawPath, "/"), InboxPrefix) {
+		return s.HandleInbox(ctx, req), nil
+	}
 	id := req.PathParameters["approval_id"]
 	if id == "" {
 		id = lastSegment(req.RawPath)
@@ -76,6 +80,11 @@ func (s *Service) get(ctx context.Context, id string, q url.Values, c client) ev
 		return resp
 	}
 	v := view(a, op)
+	if v.Purchase, err = s.purchase(ctx, op); err != nil {
+		// Part of a buy is never shown as if it were all of it.
+		s.log.ErrorContext(ctx, "approval page: what is bought cannot be read", "approvalId", id, "operationId", a.OperationID, "err", err)
+		return resultPage(approval.ResultPage{Kind: approval.PageUnavailable})
+	}
 	o, err := approval.Check(v, claims.Approver, s.now())
 	s.log.InfoContext(ctx, "approval viewed", "approvalId", id, "operationId", a.OperationID, "approver", claims.Approver,
 		"sourceIp", c.IP, "userAgent", c.UserAgent, "result", outcomeName(o, err))
@@ -121,8 +130,13 @@ func (s *Service) postDecision(ctx context.Context, id string, req events.APIGat
 	audit := eventDetail{ApprovalID: id, Decision: string(d.Decision), SourceIP: c.IP, UserAgent: c.UserAgent, KeyID: claims.KeyID}
 	switch {
 	case errors.Is(err, approval.ErrInvalidDecision), errors.Is(err, approval.ErrCommentTooLong), errors.Is(err, approval.ErrInvalidComment):
-		// Nothing to record: ask again, keeping what they typed.
+		// Nothing to record: ask again, keeping what they typed, showing the buy as the GET did.
 		p := approval.ResultFromError(err, time.Time{})
+		var perr error
+		if v.Purchase, perr = s.purchase(ctx, op); perr != nil {
+			s.log.ErrorContext(ctx, "approval page: what is bought cannot be read", "approvalId", id, "operationId", a.OperationID, "err", perr)
+			return resultPage(approval.ResultPage{Kind: approval.PageUnavailable})
+		}
 		return confirmPage(http.StatusBadRequest, approval.ConfirmPage{Approval: v, Approver: claims.Approver, Signed: signed(posted),
 			Error: p.Detail, Comment: truncate(d.Comment, approval.MaxCommentRunes)})
 	case err != nil:

@@ -44,6 +44,11 @@ type Policy struct {
 	// LinkTTLSeconds, when positive, caps how long a link stays valid (never past the
 	// approval's own expiry).
 	LinkTTLSeconds int
+	// Identities maps the IAM principal an approver calls the API with (an IAM user ARN, or a
+	// role ARN standing for every session of that role) to their approver id, so that the
+	// IAM-authorized approver routes know who is asking. A session ARN is refused: whoever
+	// assumes a role names the session.
+	Identities map[string]string
 
 	threshold *big.Rat
 }
@@ -59,13 +64,14 @@ var decimalRE = regexp.MustCompile(`^[0-9]{1,18}(\.[0-9]{1,6})?$`)
 // It reports every problem it finds together. on_timeout defaults to "reject".
 func ParsePolicy(raw []byte) (Policy, error) {
 	var in struct {
-		Threshold                string   `json:"threshold"`
-		Currency                 string   `json:"currency"`
-		Approvers                []string `json:"approvers"`
-		EscalationApprovers      []string `json:"escalation_approvers"`
-		OnTimeout                string   `json:"on_timeout"`
-		EscalationTimeoutSeconds int      `json:"escalation_timeout_seconds"`
-		LinkTTLSeconds           int      `json:"link_ttl_seconds"`
+		Threshold                string            `json:"threshold"`
+		Currency                 string            `json:"currency"`
+		Approvers                []string          `json:"approvers"`
+		EscalationApprovers      []string          `json:"escalation_approvers"`
+		OnTimeout                string            `json:"on_timeout"`
+		EscalationTimeoutSeconds int               `json:"escalation_timeout_seconds"`
+		LinkTTLSeconds           int               `json:"link_ttl_seconds"`
+		Identities               map[string]string `json:"identities"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -79,6 +85,7 @@ func ParsePolicy(raw []byte) (Policy, error) {
 		Threshold: strings.TrimSpace(in.Threshold), Currency: strings.ToUpper(strings.TrimSpace(in.Currency)),
 		Approvers: in.Approvers, EscalationApprovers: in.EscalationApprovers, OnTimeout: OnTimeout(in.OnTimeout),
 		EscalationTimeoutSeconds: in.EscalationTimeoutSeconds, LinkTTLSeconds: in.LinkTTLSeconds,
+		Identities: in.Identities,
 	}
 	if p.OnTimeout == "" {
 		p.OnTimeout = TimeoutReject
@@ -114,10 +121,39 @@ func ParsePolicy(raw []byte) (Policy, error) {
 	if p.LinkTTLSeconds < 0 {
 		errs = append(errs, errors.New("link_ttl_seconds must not be negative"))
 	}
+	for principal, id := range p.Identities {
+		if !identityRE.MatchString(principal) {
+			errs = append(errs, fmt.Errorf("identities: %q must be an IAM user or role ARN such as arn:aws:iam::111122223333:role/ApproverAlice (or a dev: principal on the local stack)", principal))
+		}
+		if !slices.Contains(p.Approvers, id) && !slices.Contains(p.EscalationApprovers, id) {
+			errs = append(errs, fmt.Errorf("identities: %q maps to %q, which is neither an approver nor an escalation approver", principal, id))
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return Policy{}, fmt.Errorf("approval policy: %w", err)
 	}
 	return p, nil
+}
+
+// identityRE accepts the principals API Gateway reports for IAM callers, and the local stack's
+// dev: principals (its emulator carries no IAM identity; the CDK stack never enables them).
+var identityRE = regexp.MustCompile(`^(arn:aws[a-z-]*:iam::[0-9]{12}:(user|role)/[A-Za-z0-9+=,.@_/-]{1,512}|dev:[A-Za-z0-9._-]{1,64})$`)
+
+var assumedRoleRE = regexp.MustCompile(`^arn:(aws[a-z-]*):sts::([0-9]{12}):assumed-role/([A-Za-z0-9+=,.@_-]{1,64})/[^/]+$`)
+
+// ApproverFor returns the approver id of the IAM principal API Gateway verified for a request:
+// the identity configured for that exact user ARN, or, for an assumed-role session, the one
+// configured for the role (every session of the role is that approver, so each approver
+// needs a role of their own).
+func (p Policy) ApproverFor(principal string) (string, bool) {
+	if id, ok := p.Identities[principal]; ok && principal != "" {
+		return id, true
+	}
+	if m := assumedRoleRE.FindStringSubmatch(principal); m != nil {
+		id, ok := p.Identities["arn:"+m[1]+":iam::"+m[2]+":role/"+m[3]]
+		return id, ok
+	}
+	return "", false
 }
 
 func checkIDs(field string, ids []string) []error {

@@ -84,13 +84,19 @@ func (s *Service) Request(ctx context.Context, in workflow.CallbackInput) error 
 		timeout = et
 	}
 
+	// Who is asked next if nobody decides in time, so the buyer's view can say so.
+	var escalateTo []string
+	if !rd.Escalation && s.cfg.Policy.OnTimeout == TimeoutEscalate {
+		escalateTo = slices.DeleteFunc(slices.Clone(s.cfg.Policy.EscalationApprovers), func(a string) bool { return a == requester })
+	}
+
 	a, err := s.cfg.Ledger.GetApproval(ctx, id)
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
 		code := s.reasonCode(in.Reason, op)
 		a, err = s.cfg.Ledger.CreateApproval(ctx, ledger.Approval{
 			ID: id, Tenant: in.Tenant, OperationID: in.OperationID, TaskToken: in.TaskToken,
-			Approvers: approvers, Requester: requester, Amount: op.BudgetTotal, Currency: op.Currency,
+			Approvers: approvers, EscalationApprovers: escalateTo, Requester: requester, Amount: op.BudgetTotal, Currency: op.Currency,
 			Reason: string(code), ReasonText: reasonText(code, op), ExpiresAt: now.Add(timeout),
 		})
 		if errors.Is(err, ledger.ErrConflict) { // a concurrent retry created it first
@@ -163,14 +169,7 @@ func (s *Service) awaitApproval(ctx context.Context, op *ledger.Operation, id st
 // post sends the request to Slack, one signed link per approver, and stores where it landed.
 // Nothing posted at all is an error (the stage retries); a partial post is logged and kept.
 func (s *Service) post(ctx context.Context, a *ledger.Approval, op *ledger.Operation) error {
-	now := s.now()
-	exp := a.ExpiresAt
-	if ttl := time.Duration(s.cfg.Policy.LinkTTLSeconds) * time.Second; ttl > 0 && now.Add(ttl).Before(exp) {
-		exp = now.Add(ttl)
-	}
-	if limit := now.Add(approval.MaxLinkLifetime); exp.After(limit) {
-		exp = limit
-	}
+	exp := s.linkExpiry(a)
 	reviews := make([]slack.Review, 0, len(a.Approvers))
 	for _, who := range a.Approvers {
 		link, err := s.cfg.Signer.Sign(s.cfg.BaseURL, a.ID, who, exp)
@@ -179,7 +178,12 @@ func (s *Service) post(ctx context.Context, a *ledger.Approval, op *ledger.Opera
 		}
 		reviews = append(reviews, slack.Review{Approver: who, URL: link})
 	}
-	refs, err := slack.PostRequest(ctx, s.cfg.Slack, view(a, op), reviews, s.cfg.Delivery)
+	v := view(a, op)
+	var err error
+	if v.Purchase, err = s.purchase(ctx, op); err != nil {
+		return err
+	}
+	refs, err := slack.PostRequest(ctx, s.cfg.Slack, v, reviews, s.cfg.Delivery)
 	if len(refs) == 0 {
 		if err == nil {
 			err = errors.New("nothing was posted")
@@ -198,6 +202,20 @@ func (s *Service) post(ctx context.Context, a *ledger.Approval, op *ledger.Opera
 	}
 	a.SlackMessages = stored
 	return nil
+}
+
+// linkExpiry is when a review link signed now for a stops working: the approval's expiry,
+// capped by the policy's link TTL and the longest lifetime a link may have.
+func (s *Service) linkExpiry(a *ledger.Approval) time.Time {
+	now := s.now()
+	exp := a.ExpiresAt
+	if ttl := time.Duration(s.cfg.Policy.LinkTTLSeconds) * time.Second; ttl > 0 && now.Add(ttl).Before(exp) {
+		exp = now.Add(ttl)
+	}
+	if limit := now.Add(approval.MaxLinkLifetime); exp.After(limit) {
+		exp = limit
+	}
+	return exp
 }
 
 // reasonCode maps the state machine's reason to the reason shown to approvers.

@@ -25,9 +25,11 @@ import (
 type Ledger interface {
 	CreateApproval(ctx context.Context, a ledger.Approval) (*ledger.Approval, error)
 	GetApproval(ctx context.Context, id string) (*ledger.Approval, error)
+	GetIntent(ctx context.Context, tenant, operationID, task string) (*ledger.Intent, error)
 	Decide(ctx context.Context, id string, d ledger.Decision) (*ledger.Approval, error)
 	SetSlackMessages(ctx context.Context, id string, refs []ledger.SlackRef) error
 	GetOperation(ctx context.Context, tenant, id string) (*ledger.Operation, error)
+	ListOperations(ctx context.Context, tenant string, o ledger.ListOptions) (ledger.Page[ledger.View], error)
 	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch ledger.Changes) (*ledger.Operation, error)
 	AppendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) error
 	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (ledger.Page[ledger.Event], error)
@@ -44,7 +46,7 @@ type Tasks interface {
 
 // Config holds what New needs. Ledger, Signer and Now are always required; the notify stage
 // also needs Slack, Policy and BaseURL; the approve Lambda needs Tasks and, to update the Slack
-// messages, Slack.
+// messages, Slack, and for the approver routes Policy (its identities) and BaseURL.
 type Config struct {
 	Ledger Ledger
 	Tasks  Tasks
@@ -56,6 +58,9 @@ type Config struct {
 	Policy   Policy
 	// BaseURL is the public root of the HTTP API the links point at.
 	BaseURL string
+	// DevTenantHeader, on the local stack only, names the header the approver routes take the
+	// tenant from (with X-Buyflow-Principal for the principal), as the buyer routes do.
+	DevTenantHeader string
 	// Now is the clock; it must be the ledger's clock too.
 	Now func() time.Time
 	// Metrics receives the approval metrics (metrics.ApprovalLatency, MetricApprovalDecided
@@ -138,7 +143,7 @@ func toMoney(amount, currency string) approval.Money {
 // Event types this package appends to an operation's timeline (decisions use
 // ledger.EventDecision).
 const (
-	EventApprovalRequested = "approval_requested"
+	EventApprovalRequested = ledger.EventApprovalRequested
 	EventApprovalExpired   = "approval_expired"
 	EventApprovalRefused   = "approval_refused"
 	// EventApprovalViewed records a GET of a validly signed link: who the link is for, from
@@ -208,37 +213,29 @@ func (h history) latest() (round, bool) {
 func (s *Service) history(ctx context.Context, tenant, opID string) (history, error) {
 	var h history
 	idx := map[string]int{}
-	cursor := ""
-	for page := 0; page < 200; page++ {
-		p, err := s.cfg.Ledger.ListEvents(ctx, tenant, opID, ledger.MaxListLimit, cursor)
-		if err != nil {
-			return history{}, fmt.Errorf("approvals: read timeline of operation %s: %w", opID, err)
+	err := s.eachEvent(ctx, tenant, opID, func(ev ledger.Event) {
+		if ev.Type != EventApprovalRequested && ev.Type != EventApprovalExpired {
+			return
 		}
-		for _, ev := range p.Items {
-			if ev.Type != EventApprovalRequested && ev.Type != EventApprovalExpired {
-				continue
-			}
-			var d eventDetail
-			if err := json.Unmarshal(ev.Detail, &d); err != nil || d.ApprovalID == "" {
-				continue
-			}
-			i, ok := idx[d.ApprovalID]
-			if !ok {
-				idx[d.ApprovalID] = len(h.rounds)
-				h.rounds = append(h.rounds, round{ApprovalID: d.ApprovalID, Round: d.Round})
-				i = len(h.rounds) - 1
-			}
-			switch ev.Type {
-			case EventApprovalRequested:
-				h.rounds[i].Round, h.rounds[i].Escalation = d.Round, d.Escalation
-			case EventApprovalExpired:
-				h.rounds[i].Expired, h.rounds[i].Escalated = true, d.Escalated
-			}
+		var d eventDetail
+		if err := json.Unmarshal(ev.Detail, &d); err != nil || d.ApprovalID == "" {
+			return
 		}
-		if p.Cursor == "" {
-			break
+		i, ok := idx[d.ApprovalID]
+		if !ok {
+			idx[d.ApprovalID] = len(h.rounds)
+			h.rounds = append(h.rounds, round{ApprovalID: d.ApprovalID, Round: d.Round})
+			i = len(h.rounds) - 1
 		}
-		cursor = p.Cursor
+		switch ev.Type {
+		case EventApprovalRequested:
+			h.rounds[i].Round, h.rounds[i].Escalation = d.Round, d.Escalation
+		case EventApprovalExpired:
+			h.rounds[i].Expired, h.rounds[i].Escalated = true, d.Escalated
+		}
+	})
+	if err != nil {
+		return history{}, err
 	}
 	// Events written in the same instant may come back in any order: sort by round.
 	slices.SortStableFunc(h.rounds, func(a, b round) int { return cmp.Compare(a.Round, b.Round) })

@@ -24,6 +24,15 @@ const (
 	EventDecision   = "decision"
 )
 
+// Event types that one package writes and another reads, named here so both use one word:
+// the governance stage's check (its detail carries verdict, decision and conditions), read by
+// the approval page; the approval request (its detail carries approval_id), read by the buy's
+// projection to find the buy's approval.
+const (
+	EventGovernanceCheck   = "governance_check"
+	EventApprovalRequested = "approval_requested"
+)
+
 // Event is one entry of an operation's append-only audit timeline.
 type Event struct {
 	At   time.Time `dynamodbav:"at" json:"at"`

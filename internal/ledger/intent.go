@@ -24,6 +24,11 @@ type Intent struct {
 	CreatedAt      time.Time `dynamodbav:"created_at"`
 }
 
+// CheckedIntentPrefix, followed by a governance check id, names the intent that holds the
+// create_media_buy payload that check approved (conditions applied): what the create stage
+// sends, and so what an approver is shown.
+const CheckedIntentPrefix = "check_governance#"
+
 type intentItem struct {
 	PK string `dynamodbav:"pk"`
 	SK string `dynamodbav:"sk"`

@@ -39,8 +39,9 @@ import (
 // tenant from (kumo's API Gateway carries no IAM identity).
 const DefaultTenantHeader = "X-Buyflow-Tenant"
 
-// DefaultApprovalPolicy makes every buy of 10,000 USD or more wait for a person.
-const DefaultApprovalPolicy = `{"threshold":"10000.00","currency":"USD","approvers":["U0LOCALAPPROVER"],"on_timeout":"reject"}`
+// DefaultApprovalPolicy makes every buy of 10,000 USD or more wait for a person; the principal
+// dev:approver (X-Buyflow-Principal) is that person on the approver routes.
+const DefaultApprovalPolicy = `{"threshold":"10000.00","currency":"USD","approvers":["U0LOCALAPPROVER"],"on_timeout":"reject","identities":{"dev:approver":"U0LOCALAPPROVER"}}`
 
 // LocalRunConfig returns timings that make a buy finish in seconds: a first poll after 1 s,
 // polls backing off to 3 s, a 60 s approval window and a 5 min seller deadline.

@@ -24,6 +24,7 @@ type Ledger interface {
 	GetOperation(ctx context.Context, tenant, id string) (*ledger.Operation, error)
 	ListOperations(ctx context.Context, tenant string, o ledger.ListOptions) (ledger.Page[ledger.View], error)
 	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (ledger.Page[ledger.Event], error)
+	GetApproval(ctx context.Context, id string) (*ledger.Approval, error)
 }
 
 // Executions starts workflow executions under deterministic names.
@@ -167,7 +168,15 @@ func (s *Service) Get(ctx context.Context, tenant, id string) (View, error) {
 	if err != nil {
 		return View{}, fmt.Errorf("mediabuy: get %s: %w", id, err)
 	}
-	return viewOf(op.View()), nil
+	v := viewOf(op.View())
+	a, err := s.latestApproval(ctx, tenant, id)
+	switch {
+	case err == nil:
+		v.Approval = a
+	case !errors.Is(err, errNoApproval):
+		return View{}, err
+	}
+	return v, nil
 }
 
 // List returns one page of the tenant's operations, newest first.
@@ -196,8 +205,10 @@ func (s *Service) List(ctx context.Context, tenant string, q ListQuery) (ListPag
 
 // Events returns one page of the operation's timeline, oldest first.
 func (s *Service) Events(ctx context.Context, tenant, id, cursor string, limit int) (EventPage, error) {
-	if _, err := s.Get(ctx, tenant, id); err != nil {
-		return EventPage{}, err
+	if _, err := s.ledger.GetOperation(ctx, tenant, id); errors.Is(err, ledger.ErrNotFound) {
+		return EventPage{}, ErrNotFound
+	} else if err != nil {
+		return EventPage{}, fmt.Errorf("mediabuy: get %s: %w", id, err)
 	}
 	page, err := s.ledger.ListEvents(ctx, tenant, id, limit, cursor)
 	if errors.Is(err, ledger.ErrInvalidCursor) {

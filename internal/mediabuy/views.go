@@ -52,7 +52,10 @@ type View struct {
 	Version       int64           `json:"version"`
 	MediaBuy      json.RawMessage `json:"media_buy,omitempty"`
 	ExecutionName string          `json:"execution_name,omitempty"`
-	Links         Links           `json:"links"`
+	// Approval is the buy's latest approval request, when a person was asked (GET of one buy
+	// only; listings leave it out).
+	Approval *ApprovalView `json:"approval,omitempty"`
+	Links    Links         `json:"links"`
 }
 
 // ListQuery filters and pages GET /v1/media-buys.

@@ -75,6 +75,10 @@ const (
 	maxSummaryRunes = 500
 	maxFieldRunes   = 300
 	maxCommentRunes = 500
+	// A package line is at most ~220 runes before escaping, and a section lists at most
+	// approval.MaxShownPackages of them (or maxConditions conditions of ~250): under 3000.
+	maxProductRunes = 100
+	maxConditions   = 5
 )
 
 var slackUserID = regexp.MustCompile(`^[UW][A-Z0-9]{2,20}$`)
@@ -95,8 +99,9 @@ func RequestMessage(a approval.Approval, reviews []Review) (Message, error) {
 		header("Approval needed: media buy"),
 		section(bold(a.Summary, maxSummaryRunes)),
 		fields(a),
-		section("*Why approval is needed*\n" + escape(reasonLine(a), maxFieldRunes*2)),
 	}
+	blocks = append(blocks, purchaseBlocks(a)...)
+	blocks = append(blocks, section("*Why approval is needed*\n"+escape(reasonLine(a), maxFieldRunes*2)))
 	for i, r := range reviews {
 		u, err := url.Parse(r.URL)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(r.URL) > maxURLLen {
@@ -164,6 +169,58 @@ func StatusMessage(a approval.Approval) (Message, error) {
 			contextBlock(a, ""),
 		},
 	}, nil
+}
+
+// purchaseBlocks shows what is bought (one line per package, long lists folded, the total)
+// and what governance said. Slack has no tables; each line is short enough for a phone.
+func purchaseBlocks(a approval.Approval) []Block {
+	pu := a.Purchase
+	var out []Block
+	var b strings.Builder
+	switch {
+	case len(pu.Packages) > 0:
+		shown, folded := pu.Shown()
+		b.WriteString("*What is bought* (" + strconv.Itoa(len(pu.Packages)) + " package")
+		if len(pu.Packages) > 1 {
+			b.WriteString("s")
+		}
+		b.WriteString(")")
+		for _, pk := range shown {
+			b.WriteString("\n• " + escape(pk.Product, maxProductRunes) + " · " + escape(pk.Flight(), 60) + " · " + escape(pk.Budget.String(), 60))
+		}
+		if folded > 0 {
+			b.WriteString("\n• and " + strconv.Itoa(folded) + " more packages · " + escape(pu.Folded().String(), 60))
+		}
+		b.WriteString("\n*Total* " + escape(a.Amount.String(), 60))
+	case pu.ProposalID != "":
+		b.WriteString("*What is bought*\nThe seller's proposal " + escape(pu.ProposalID, maxProductRunes) + ", " + escape(a.Amount.String(), 60) + " in total")
+		if f := pu.Flight(); f != "" {
+			b.WriteString(" · " + escape(f, 60))
+		}
+	}
+	if b.Len() > 0 {
+		out = append(out, section(b.String()))
+	}
+	g := pu.Governance
+	if g.Verdict == "" {
+		return out
+	}
+	b.Reset()
+	b.WriteString("*Governance:* " + escape(g.Label(), 60))
+	for i, c := range g.Conditions {
+		if i == maxConditions {
+			b.WriteString("\n• and " + strconv.Itoa(len(g.Conditions)-i) + " more conditions (see the review page)")
+			break
+		}
+		b.WriteString("\n• " + escape(c.Field, maxProductRunes))
+		if c.Reason != "" {
+			b.WriteString(": " + escape(c.Reason, maxFieldRunes/2))
+		}
+		if c.NeedsPerson {
+			b.WriteString(" _(needs your judgement)_")
+		}
+	}
+	return append(out, section(b.String()))
 }
 
 func header(s string) Block {

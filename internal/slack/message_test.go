@@ -44,6 +44,24 @@ func goldenJSON(t *testing.T, name string, v any) {
 	}
 }
 
+// threePackages is the buy the approval page's browser test shows too: three packages, the
+// display one ending early, and governance's verdict with two conditions.
+func threePackages() approval.Purchase {
+	const start, end = "2026-01-05T00:00:00Z", "2026-03-29T23:59:59Z"
+	return approval.Purchase{
+		Start: start, End: end,
+		Packages: []approval.Package{
+			{Product: "ctv_premium_sports", Start: start, End: end, Budget: approval.Money{Minor: 600000, Currency: "USD"}},
+			{Product: "olv_highlights", Start: start, End: end, Budget: approval.Money{Minor: 425000, Currency: "USD"}},
+			{Product: "display_run_of_site", Start: start, End: "2026-02-28T23:59:59Z", Budget: approval.Money{Minor: 225000, Currency: "USD"}},
+		},
+		Governance: approval.Verdict{Verdict: "conditions", Conditions: []approval.Condition{
+			{Field: "packages[2].end_time", Reason: "Display must end with the February flight"},
+			{Field: "packages[1].targeting_overlay", Reason: "Highlights may only run in the US and Canada: confirm the seller's geo targeting", NeedsPerson: true},
+		}},
+	}
+}
+
 func sampleApproval() approval.Approval {
 	return approval.Approval{
 		ID:                  "apr_01HZY",
@@ -58,6 +76,7 @@ func sampleApproval() approval.Approval {
 		Reason:              approval.ReasonPolicyThreshold,
 		ReasonText:          "Budget over USD 10,000.00",
 		Status:              approval.StatusPending,
+		Purchase:            threePackages(),
 		ExpiresAt:           t0.Add(24 * time.Hour),
 	}
 }

@@ -297,7 +297,8 @@ func (s *Service) settle(ctx context.Context, op *ledger.Operation, req *submitR
 	}
 	hash := ledger.HashToken(tok)
 	ch := ledger.Changes{WebhookTokenHash: &hash, Actor: governanceActor(req.Governance.AgentID), EventType: EventGovernanceCheck,
-		Detail: detail(map[string]any{"verdict": res.Verdict, "check_id": res.CheckID, "expires_at": res.ExpiresAt, "decision": decision, "reason": why})}
+		Detail: detail(map[string]any{"verdict": res.Verdict, "check_id": res.CheckID, "expires_at": res.ExpiresAt, "decision": decision, "reason": why,
+			"conditions": res.Conditions})}
 	if res.CheckID != "" {
 		ch.GovernanceCheckID = &res.CheckID
 	}

@@ -127,7 +127,7 @@ func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
 
 // Event types the stages append to an operation's timeline.
 const (
-	EventGovernanceCheck = "governance_check"
+	EventGovernanceCheck = ledger.EventGovernanceCheck
 	EventSellerCall      = "seller_call"
 	EventPoll            = "poll"
 	EventReconcile       = "reconcile"
@@ -144,7 +144,7 @@ const (
 	intentCancel       = "update_media_buy#cancel"
 	intentReportPrefix = "report_plan_outcome#"
 	intentPushToken    = "push_token"
-	intentCheckPrefix  = "check_governance#"
+	intentCheckPrefix  = ledger.CheckedIntentPrefix
 	intentReviewPrefix = "check_governance#review#v"
 )
 

@@ -111,9 +111,9 @@ var App = Application{
 			Secrets: []string{EnvLinkKeySecret, EnvSlackSecret},
 		},
 		{
-			Name: "approve", Description: "GET/POST /v1/approvals/{approval_id}: confirm page and decision",
+			Name: "approve", Description: "GET/POST /v1/approvals/{approval_id}: confirm page and decision; GET /v1/approver/approvals: the caller's approvals",
 			MemoryMB: 256, TimeoutSeconds: 15, LedgerWrite: true, CompletesTasks: true,
-			Env:     []string{EnvTableName, EnvLinkKeySecret, EnvSlackSecret},
+			Env:     []string{EnvTableName, EnvLinkKeySecret, EnvSlackSecret, EnvPublicBaseURL, EnvApprovalPolicy, EnvLocalTenantHeader},
 			Secrets: []string{EnvLinkKeySecret, EnvSlackSecret},
 		},
 		{
@@ -148,6 +148,10 @@ var App = Application{
 		{Method: "GET", Path: "/v1/approvals/{approval_id}", Function: "approve", Auth: AuthSignature},
 		{Method: "HEAD", Path: "/v1/approvals/{approval_id}", Function: "approve", Auth: AuthSignature},
 		{Method: "POST", Path: "/v1/approvals/{approval_id}", Function: "approve", Auth: AuthSignature},
+		// An approver who prefers a terminal lists what waits for them and opens one (IAM: the
+		// approver is the caller's verified identity, mapped by the approval policy).
+		{Method: "GET", Path: "/v1/approver/approvals", Function: "approve", Auth: AuthIAM},
+		{Method: "GET", Path: "/v1/approver/approvals/{approval_id}", Function: "approve", Auth: AuthIAM},
 		// Catch-alls after the routes above, so that any other method or path under buyflow's
 		// prefixes reaches the function that owns the prefix and gets buyflow's error shape
 		// (405 with Allow, or 404 no_route) instead of the gateway's {"message":"Not Found"}.
@@ -158,5 +162,6 @@ var App = Application{
 		{Method: "ANY", Path: "/v1/media-buys/{proxy+}", Function: "submit", Auth: AuthIAM},
 		{Method: "ANY", Path: "/v1/webhooks/{proxy+}", Function: "webhook", Auth: AuthSignature},
 		{Method: "ANY", Path: "/v1/approvals/{proxy+}", Function: "approve", Auth: AuthSignature},
+		{Method: "ANY", Path: "/v1/approver/{proxy+}", Function: "approve", Auth: AuthIAM},
 	},
 }

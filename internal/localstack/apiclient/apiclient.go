@@ -32,6 +32,9 @@ type Client struct {
 	// TenantHeader and Tenant name the caller on a local stack (dev-only header); empty for a
 	// deployed stack, where the caller's IAM identity is the tenant.
 	TenantHeader, Tenant string
+	// Principal names the caller within the tenant on a local stack (the dev-only
+	// X-Buyflow-Principal header, sent with the tenant header), e.g. an approver's identity.
+	Principal string
 	// Sign, when set, signs every request to BaseURL (SigV4 for IAM routes); body is the exact
 	// request body.
 	Sign func(r *http.Request, body []byte) error
@@ -70,7 +73,23 @@ type Operation struct {
 	Version       int64           `json:"version"`
 	MediaBuy      json.RawMessage `json:"media_buy,omitempty"`
 	ExecutionName string          `json:"execution_name,omitempty"`
+	Approval      *Approval       `json:"approval,omitempty"`
 	Links         Links           `json:"links"`
+}
+
+// Approval is a buy's latest approval request as GET /v1/media-buys/{id} shows it.
+type Approval struct {
+	ApprovalID  string   `json:"approval_id"`
+	Status      string   `json:"status"`
+	Approvers   []string `json:"approvers"`
+	RequestedAt string   `json:"requested_at"`
+	ExpiresAt   string   `json:"expires_at"`
+	Reason      string   `json:"reason,omitempty"`
+	Round       int      `json:"round"`
+	Escalation  bool     `json:"escalation,omitempty"`
+	EscalatesTo []string `json:"escalates_to,omitempty"`
+	DecidedBy   string   `json:"decided_by,omitempty"`
+	DecidedAt   string   `json:"decided_at,omitempty"`
 }
 
 // Page is one page of operations.
@@ -152,6 +171,9 @@ func (c *Client) Do(ctx context.Context, method, path string, header http.Header
 	}
 	if c.TenantHeader != "" && c.Tenant != "" && req.Header.Get(c.TenantHeader) == "" {
 		req.Header.Set(c.TenantHeader, c.Tenant)
+		if c.Principal != "" {
+			req.Header.Set("X-Buyflow-Principal", c.Principal)
+		}
 	}
 	if c.Sign != nil {
 		if err := c.Sign(req, body); err != nil {
@@ -263,6 +285,68 @@ func (c *Client) Events(ctx context.Context, id string) ([]Event, error) {
 		cursor = page.NextCursor
 	}
 	return all, errors.New("apiclient: events: more than 100 pages")
+}
+
+// Inbox is GET /v1/approver/approvals: the approvals waiting for the caller.
+type Inbox struct {
+	Approver string       `json:"approver"`
+	Items    []InboxEntry `json:"items"`
+}
+
+// InboxEntry is one approval waiting for the caller.
+type InboxEntry struct {
+	ApprovalID  string `json:"approval_id"`
+	OperationID string `json:"operation_id"`
+	Summary     string `json:"summary"`
+	Seller      string `json:"seller_id"`
+	Amount      string `json:"amount"`
+	Reason      string `json:"reason"`
+	Requester   string `json:"requester"`
+	ExpiresAt   string `json:"expires_at"`
+	Escalation  bool   `json:"escalation,omitempty"`
+}
+
+// OpenedApproval is GET /v1/approver/approvals/{id}: one approval waiting for the caller, what
+// it buys, what governance said, and the caller's own review link.
+type OpenedApproval struct {
+	InboxEntry
+	Flight     string `json:"flight,omitempty"`
+	ProposalID string `json:"proposal_id,omitempty"`
+	Packages   []struct {
+		Product string `json:"product_id"`
+		Flight  string `json:"flight"`
+		Budget  string `json:"budget"`
+	} `json:"packages,omitempty"`
+	Governance *struct {
+		Verdict    string `json:"verdict"`
+		Label      string `json:"label"`
+		Conditions []struct {
+			Field       string `json:"field"`
+			Reason      string `json:"reason,omitempty"`
+			NeedsPerson bool   `json:"needs_person,omitempty"`
+		} `json:"conditions,omitempty"`
+	} `json:"governance,omitempty"`
+	ReviewURL string `json:"review_url"`
+}
+
+// Approvals lists the approvals waiting for the caller.
+func (c *Client) Approvals(ctx context.Context) (Inbox, error) {
+	status, _, b, err := c.Do(ctx, http.MethodGet, "/v1/approver/approvals", nil, nil)
+	if err != nil {
+		return Inbox{}, err
+	}
+	var out Inbox
+	return out, decode(status, b, &out, http.StatusOK)
+}
+
+// OpenApproval reads one approval waiting for the caller.
+func (c *Client) OpenApproval(ctx context.Context, id string) (OpenedApproval, error) {
+	status, _, b, err := c.Do(ctx, http.MethodGet, "/v1/approver/approvals/"+url.PathEscape(id), nil, nil)
+	if err != nil {
+		return OpenedApproval{}, err
+	}
+	var out OpenedApproval
+	return out, decode(status, b, &out, http.StatusOK)
 }
 
 // Wait polls an operation every interval until until(op) is true (nil: a terminal status),

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"text/tabwriter"
+)
+
+// approvals lists the approvals waiting for the caller, or opens one: what it buys, what
+// governance said, and the caller's own review link to decide it on the confirm page.
+func (c cli) approvals(ctx context.Context, args []string) error {
+	switch len(args) {
+	case 0:
+		inbox, err := c.c.Approvals(ctx)
+		if err != nil {
+			return err
+		}
+		if c.json {
+			return writeJSON(c.out.w, inbox)
+		}
+		if len(inbox.Items) == 0 {
+			c.out.printf("no approval is waiting for %s\n", inbox.Approver)
+			return c.out.err
+		}
+		tw := tabwriter.NewWriter(c.out.w, 0, 4, 2, ' ', 0)
+		tp := &printer{w: tw}
+		tp.println("APPROVAL\tBUY\tSELLER\tAMOUNT\tDECIDE BEFORE\tREQUESTED BY")
+		for _, a := range inbox.Items {
+			tp.printf("%s\t%s\t%s\t%s\t%s\t%s\n", a.ApprovalID, a.Summary, a.Seller, a.Amount, when(a.ExpiresAt), a.Requester)
+		}
+		if err := errors.Join(tp.err, tw.Flush()); err != nil {
+			return err
+		}
+		c.out.printf("open one: buyflow approvals <approval>\n")
+		return c.out.err
+	case 1:
+		a, err := c.c.OpenApproval(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		if c.json {
+			return writeJSON(c.out.w, a)
+		}
+		tw := tabwriter.NewWriter(c.out.w, 0, 4, 2, ' ', 0)
+		tp := &printer{w: tw}
+		tp.printf("approval\t%s\nbuy\t%s (%s)\nseller\t%s\namount\t%s\nwhy\t%s\nrequested by\t%s\ndecide before\t%s\n",
+			a.ApprovalID, a.Summary, a.OperationID, a.Seller, a.Amount, a.Reason, a.Requester, when(a.ExpiresAt))
+		if a.Flight != "" {
+			tp.printf("flight\t%s\n", a.Flight)
+		}
+		if a.ProposalID != "" {
+			tp.printf("proposal\t%s\n", a.ProposalID)
+		}
+		if err := errors.Join(tp.err, tw.Flush()); err != nil {
+			return err
+		}
+		if len(a.Packages) > 0 {
+			tw = tabwriter.NewWriter(c.out.w, 0, 4, 2, ' ', 0)
+			tp = &printer{w: tw}
+			tp.println("\nPRODUCT\tFLIGHT\tBUDGET")
+			for _, p := range a.Packages {
+				tp.printf("%s\t%s\t%s\n", p.Product, p.Flight, p.Budget)
+			}
+			tp.printf("total\t\t%s\n", a.Amount)
+			if err := errors.Join(tp.err, tw.Flush()); err != nil {
+				return err
+			}
+		}
+		if g := a.Governance; g != nil {
+			c.out.printf("\ngovernance: %s\n", g.Label)
+			for _, cond := range g.Conditions {
+				line := "  - " + cond.Field
+				if cond.Reason != "" {
+					line += ": " + cond.Reason
+				}
+				if cond.NeedsPerson {
+					line += " (needs your judgement)"
+				}
+				c.out.println(line)
+			}
+		}
+		c.out.printf("\ndecide on the review page (your own link): %s\n", a.ReviewURL)
+		return c.out.err
+	}
+	return usageError("approvals takes at most one approval id")
+}
