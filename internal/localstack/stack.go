@@ -39,14 +39,13 @@ const DefaultTenantHeader = "X-Buyflow-Tenant"
 // DefaultApprovalPolicy makes every buy of 10,000 USD or more wait for a person.
 const DefaultApprovalPolicy = `{"threshold":"10000.00","currency":"USD","approvers":["U0LOCALAPPROVER"],"on_timeout":"reject"}`
 
-// LocalRunConfig returns timings that make a buy finish in seconds: a first poll after 1 s,
-// polls backing off to 3 s, a 60 s approval window and a 5 min seller deadline.
+// LocalRunConfig returns timings that make a buy finish in seconds: a safety-net poll every
+// 3 s (without waiting for the sweep), a 60 s approval window and a 5 min seller deadline.
 func LocalRunConfig() workflow.RunConfig {
 	return workflow.RunConfig{
 		ApprovalTimeoutSeconds: 60,
 		PollInitialSeconds:     1,
 		PollMaxSeconds:         3,
-		PollMaxWebhookSeconds:  3,
 		DeadlineSeconds:        300,
 		LoopBudget:             100,
 	}
