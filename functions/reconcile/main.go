@@ -16,7 +16,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
 
-	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/awsenv"
 	"github.com/buyflow/buyflow/internal/config"
@@ -53,14 +52,8 @@ func run(_ context.Context, getenv func(string) string) error {
 	if err := env.Err(); err != nil {
 		return err
 	}
-	schemas, err := adcpschemas.FS()
-	if err != nil {
-		return err
-	}
-	validator, err := adcp.NewValidator(schemas)
-	if err != nil {
-		return fmt.Errorf("load AdCP schemas: %w", err)
-	}
+	// Unpacked and compiled on the first validation, off the cold path.
+	validator := adcpschemas.Validator()
 	awsCfg, err := awsenv.Load(getenv)
 	if err != nil {
 		return fmt.Errorf("load aws config: %w", err)

@@ -9,7 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
 
-	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/awsenv"
 	"github.com/buyflow/buyflow/internal/ledger"
@@ -37,14 +36,8 @@ func FromEnv(fn string, getenv func(string) string, parsePolicy func([]byte) (Po
 			return nil, nil, err
 		}
 	}
-	schemas, err := adcpschemas.FS()
-	if err != nil {
-		return nil, nil, err
-	}
-	validator, err := adcp.NewValidator(schemas)
-	if err != nil {
-		return nil, nil, fmt.Errorf("load AdCP schemas: %w", err)
-	}
+	// Unpacked and compiled on the first validation, off the cold path.
+	validator := adcpschemas.Validator()
 	awsCfg, err := awsenv.Load(getenv)
 	if err != nil {
 		return nil, nil, fmt.Errorf("load aws config: %w", err)
