@@ -98,8 +98,9 @@ func (s *Service) complete(ctx context.Context, opID, token string, out workflow
 // PollSeller is the PollSeller stage: get_task_status / tasks/get for the seller task (fresh key per poll),
 // recorded forward only, and the next step of the loop: terminal, input_required, the deadline,
 // the end of this execution's loop budget (continue as new under a deterministic name), or the
-// next backed-off interval. A poll the seller answers with a transient error counts as "no
-// news" and backs off; one it refuses for good is a TerminalError.
+// next safety-net interval (workflow.WaitState.Advance). A poll the seller answers with a
+// transient error counts as "no news" and waits another interval; one it refuses for good is
+// a TerminalError.
 func (s *Service) PollSeller(ctx context.Context, in workflow.PollInput) (workflow.SellerOutput, error) {
 	if err := in.Config.Validate(); err != nil {
 		return workflow.SellerOutput{}, err
