@@ -37,20 +37,29 @@ HOST_BIN := bin/host
 build-host: ## every functions/* -> bin/host/<name>/bootstrap for this machine (the local stack runs them)
 	@for f in $(FUNCTIONS); do CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -tags lambda.norpc -o $(HOST_BIN)/$$f/bootstrap ./functions/$$f || exit 1; done
 
+# The local stack runs as a built binary, not through `go run`: go run exits 1 when it is
+# interrupted whatever the program returns, so Ctrl-C would read as a failure. The binary exits 0
+# once it has stopped everything, and make reports no error.
+LOCAL_STACK := bin/buyflow-local
+
+.PHONY: build-local
+build-local:
+	$(GO) build -trimpath -buildvcs=false -o $(LOCAL_STACK) ./cmd/buyflow-local
+
 .PHONY: local
-local: build-host ## THE MAIN JOB: local stack + a demo media buy through every stage; Ctrl-C stops it
-	$(GO) run ./cmd/buyflow-local --bin $(HOST_BIN) --demo
+local: build-host build-local node_modules/.installed ## THE MAIN JOB: local stack + a demo media buy through every stage; Ctrl-C stops it
+	$(LOCAL_STACK) --bin $(HOST_BIN) --demo
 
 .PHONY: local-serve
-local-serve: build-host ## the local stack without the demo
-	$(GO) run ./cmd/buyflow-local --bin $(HOST_BIN)
+local-serve: build-host build-local node_modules/.installed ## the local stack without the demo
+	$(LOCAL_STACK) --bin $(HOST_BIN)
 
 .PHONY: e2e
 e2e: build-host node_modules/.installed ## end-to-end suites over HTTP (local stack, and with an official-SDK seller; BUYFLOW_E2E_ENDPOINT=<url> for LocalStack/AWS)
 	BUYFLOW_E2E=1 BUYFLOW_NODE_TESTS=1 BUYFLOW_E2E_BIN=$(CURDIR)/$(HOST_BIN) $(GO) test -count=1 -timeout 15m ./e2e/... ./internal/localstack
 
 .PHONY: bench-local
-bench-local: build-host ## webhook-to-resume latency, sweep detection latency, cold starts alone, on the local stack
+bench-local: build-host node_modules/.installed ## webhook-to-resume latency, sweep detection latency, cold starts alone, on the local stack
 	BUYFLOW_E2E=1 BUYFLOW_E2E_BIN=$(CURDIR)/$(HOST_BIN) $(GO) test -p 1 -run '^$$' -bench . -benchtime 50x ./e2e ./e2e/waiting
 
 .PHONY: localstack-deploy
@@ -62,9 +71,21 @@ localstack-deploy: deps build ## deploy the CDK app to LocalStack (needs Docker,
 
 # The Node tools the tests use (the official AdCP SDK as an interop peer, the ASL interpreter,
 # the CDK CLI), installed exactly as package-lock.json pins them.
-node_modules/.installed: package.json package-lock.json
+node_modules/.installed: package.json package-lock.json | node
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
+
+# Node.js 20+ and npm (Debian's packages; root installs them). make test-unit needs neither.
+.PHONY: node
+node:
+	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing Debian's nodejs and npm for the Node-backed tests"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
+	  else \
+	    echo "make test needs Node.js 20+ and npm on PATH: install them (Debian: apt-get install nodejs npm) and run make test again" >&2; exit 1; \
+	  fi; \
+	fi
 
 # Headless Chromium for the approval page's browser test (Debian's package; root installs it).
 CHROMIUM := /usr/bin/chromium
@@ -84,8 +105,20 @@ chromium:
 deps: node_modules/.installed chromium ## install the pinned Go modules, Node tools and Chromium
 	$(GO) mod download
 
+# cfn-lint lints every synthesized template variant (infra/cfnlint_test.go). It is a Python tool
+# that make cannot install offline (PyPI), so make test skips the lint with one line where it is
+# missing, and .ci/run requires it (BUYFLOW_CFN_LINT=1 turns that skip into a failure).
+CFN_LINT_VERSION := 1.51.0
+
+.PHONY: cfn-lint
+cfn-lint: ## check that cfn-lint $(CFN_LINT_VERSION) is on PATH (pip install cfn-lint==$(CFN_LINT_VERSION))
+	@v=$$(cfn-lint --version 2>/dev/null) || { echo "cfn-lint is not on PATH: pip install cfn-lint==$(CFN_LINT_VERSION)" >&2; exit 1; }; \
+	if [ "$$v" != "cfn-lint $(CFN_LINT_VERSION)" ]; then echo "$$v is installed; the template lint was reviewed with $(CFN_LINT_VERSION): pip install cfn-lint==$(CFN_LINT_VERSION)" >&2; exit 1; fi; \
+	echo "$$v"
+
 .PHONY: test
-test: deps ## the whole suite: unit, adapter, contract, interop, workflow, browser and end-to-end tests, fuzzing, build
+test: deps ## the whole suite: unit, adapter, contract, interop, workflow, browser and end-to-end tests, cfn-lint, fuzzing, build
+	@command -v cfn-lint >/dev/null || echo "make test: cfn-lint is not on PATH, so the template lint is skipped (pip install cfn-lint==$(CFN_LINT_VERSION); .ci/run requires it)"
 	BUYFLOW_NODE_TESTS=1 BUYFLOW_E2E=1 BUYFLOW_BROWSER_TESTS=1 $(GO) test -race -count=1 -timeout 45m ./...
 	$(MAKE) --no-print-directory fuzz
 	$(MAKE) --no-print-directory build
@@ -93,6 +126,14 @@ test: deps ## the whole suite: unit, adapter, contract, interop, workflow, brows
 .PHONY: test-unit
 test-unit: ## the fast layer only: go test ./... without the Node-backed tests
 	$(GO) test -race ./...
+
+# The upstream AdCP reference material the schemas and test vectors were copied from; nothing
+# else in the build, the tests or the local stack reads it.
+UPSTREAM ?= ../shared
+
+.PHONY: vendor-check
+vendor-check: ## check the vendored AdCP schemas and test vectors against UPSTREAM (default ../shared)
+	scripts/vendor-check.sh $(UPSTREAM)
 
 .PHONY: fuzz
 fuzz: ## run every Fuzz target for its execution count, or FUZZTIME (e.g. 30s, 1000000x), each (scripts/fuzz.sh)

@@ -1,4 +1,4 @@
-// Package e2e is buyflow's end-to-end suite (TESTING.md, layer 3): it drives a whole
+// Package e2e is buyflow's end-to-end suite (test layer 3 in docs/ARCHITECTURE.md): it drives a whole
 // deployment through its HTTP API only — submit, read, list, the timeline, and the approval
 // links a person would open from Slack.
 //

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/e2e/e2etest"
 	"github.com/buyflow/buyflow/internal/localstack"
 	"github.com/buyflow/buyflow/internal/localstack/apiclient"
 )
@@ -70,25 +71,6 @@ func finished(t *testing.T, c *apiclient.Client, id, want string) apiclient.Oper
 	return op
 }
 
-// timeline reads the operation's events.
-func timeline(t testing.TB, c *apiclient.Client, id string) []apiclient.Event {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	evs, err := c.Events(ctx, id)
-	if err != nil {
-		t.Fatalf("events of %s: %v", id, err)
-	}
-	return evs
-}
-
-func logTimeline(t *testing.T, c *apiclient.Client, id string) {
-	t.Helper()
-	for _, e := range timeline(t, c, id) {
-		t.Logf("  %s %-20s %s→%s %s %s %s", e.At, e.Type, e.From, e.To, e.Actor, e.Reason, e.Detail)
-	}
-}
-
 func types(evs []apiclient.Event) []string {
 	var out []string
 	for _, e := range evs {
@@ -148,3 +130,10 @@ func settled(t testing.TB, c *apiclient.Client, id string) []apiclient.Event {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// The helpers both end-to-end suites use.
+var (
+	randomID    = e2etest.RandomID
+	timeline    = e2etest.Timeline
+	logTimeline = e2etest.LogTimeline
+)

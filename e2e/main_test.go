@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -131,13 +129,4 @@ func client(t testing.TB, tenant string) *apiclient.Client {
 		c.TenantHeader, c.Tenant = suite.local.TenantHeader, tenant
 	}
 	return c
-}
-
-func randomID(t testing.TB) string {
-	t.Helper()
-	b := make([]byte, 5)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
 }

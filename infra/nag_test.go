@@ -86,13 +86,12 @@ func synthWithNag(t *testing.T, v nagVariant) (_ *BuyflowStack, err error) {
 	return stack, nil
 }
 
-var awsSolutions = assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))
-
 // nagFindings lists cdk-nag's errors and warnings. The Go binding marks every field of
 // cxapi.SynthesisMessage deprecated (its definition moved to @aws-cdk/cloud-assembly-api, which
 // has no Go binding), so the reads below are exempt from staticcheck's SA1019.
 func nagFindings(stack awscdk.Stack) (errs, warns []string) {
 	ann := assertions.Annotations_FromStack(stack)
+	awsSolutions := assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))
 	for _, m := range *ann.FindError(jsii.String("*"), awsSolutions) {
 		errs = append(errs, fmt.Sprintf("%s: %v", *m.Id, m.Entry.Data)) //nolint:staticcheck // see above
 	}

@@ -25,14 +25,22 @@ import (
 	"github.com/buyflow/buyflow/statemachine"
 )
 
+// TestMain runs the tests only where Node.js is: jsii runs aws-cdk-lib in node, and the first
+// jsii call without it panics. So no jsii call may run before this check (no package-level
+// variable built with jsii). Without node the package is skipped, unless BUYFLOW_NODE_TESTS=1
+// (make test) says the Node-backed tests must run.
 func TestMain(m *testing.M) {
 	if err := os.Setenv("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	if _, err := exec.LookPath("node"); err != nil {
-		fmt.Fprintln(os.Stderr, "infra tests need Node.js on PATH (jsii runs aws-cdk-lib in node):", err)
-		os.Exit(1)
+		if os.Getenv("BUYFLOW_NODE_TESTS") == "1" {
+			fmt.Fprintln(os.Stderr, "BUYFLOW_NODE_TESTS=1 but the CDK tests cannot run: jsii needs Node.js on PATH:", err)
+			os.Exit(1)
+		}
+		fmt.Println("infra: skipped: the CDK tests need Node.js on PATH (jsii runs aws-cdk-lib in node); make test requires it")
+		os.Exit(0)
 	}
 	code := m.Run()
 	jsii.Close()
@@ -956,8 +964,8 @@ func checkNoCycle(t *testing.T, s synthesized, app topology.Application) {
 	}
 }
 
-// The trap TESTING.md describes: a function the state machine invokes that references the state
-// machine back. With cdk.json's flags (@aws-cdk/core:validateAgainstDefaultRules) synthesis
+// A known CloudFormation trap: a function the state machine invokes that references the state
+// machine back (the state machine needs the function's ARN first, so the stack has a cycle). With cdk.json's flags (@aws-cdk/core:validateAgainstDefaultRules) synthesis
 // refuses it, so does the assertions library's template parser, and so does this file's own walk
 // of Ref/GetAtt/Sub/DependsOn when both are off.
 func TestCycleInTheTemplateIsCaught(t *testing.T) {

@@ -3,8 +3,8 @@
 # the Lambdas can embed them (a deployed function has no ../shared). The files are packed
 # verbatim into a reproducible gzip'd tar (2.4 MB of JSON is ~10x smaller packed, which keeps
 # every bootstrap under its 12 MB budget); PROVENANCE.md records where they came from and a
-# digest of every file. Run it again when the shared schemas change: a test fails while the
-# archive and ../shared/adcp-schemas differ.
+# digest of every file (a test checks the pack against them). Run it again when the upstream
+# schemas change: `make vendor-check` fails while the archive and ../shared/adcp-schemas differ.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 src=${1:-$root/../shared/adcp-schemas}

@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// The static check of issue 4 item 4: npm asl-validator (pinned in the root package.json) reads
+// The static check: npm asl-validator (pinned in the root package.json) reads
 // the rendered definition (every ${Placeholder} replaced by a Lambda ARN, as CDK deploys it)
 // against the Amazon States Language schema, with its ARN and JSONPath checks on. The
 // project's own rules are the contract tests. It needs Node and the root node_modules, and runs

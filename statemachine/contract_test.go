@@ -16,8 +16,8 @@ import (
 )
 
 // The contract tests read mediabuy.asl.json as data and check it against the rules in
-// DESIGN.md ("The workflow"), TESTING.md (what kumo and aws-local-stepfunctions run) and the Go
-// payload types in internal/workflow, so that the ASL and the Lambdas cannot drift apart.
+// docs/ARCHITECTURE.md ("The workflow"), what kumo and aws-local-stepfunctions can run, and the
+// Go payload types in internal/workflow, so that the ASL and the Lambdas cannot drift apart.
 
 const (
 	lambdaInvoke    = "arn:aws:states:::lambda:invoke"
@@ -29,12 +29,16 @@ const (
 	maxRetryAttempt = 10
 )
 
-// lambdaServiceErrors are the Lambda service errors every Lambda task must retry (DESIGN.md).
+// lambdaServiceErrors are the Lambda service errors every Lambda task must retry, and the
+// error of a sandbox whose runtime died mid-invocation (Runtime.ExitError): every stage is
+// safe to run again, and a crash after a seller committed a buy must reach the stage's
+// reconciliation (a retried create finds the buy) rather than fail the execution.
 var lambdaServiceErrors = []string{
 	"Lambda.ServiceException",
 	"Lambda.AWSLambdaException",
 	"Lambda.SdkClientException",
 	"Lambda.TooManyRequestsException",
+	"Runtime.ExitError",
 }
 
 type machine struct {
@@ -361,9 +365,9 @@ func TestErrorNamesAreKnown(t *testing.T) {
 		for _, e := range names {
 			switch {
 			case slices.Contains(workflow.ErrorNames, e):
-			case strings.HasPrefix(e, "States.") || strings.HasPrefix(e, "Lambda."):
+			case strings.HasPrefix(e, "States.") || strings.HasPrefix(e, "Lambda.") || e == "Runtime.ExitError":
 			default:
-				t.Errorf("%s: ErrorEquals %q is neither a workflow.ErrorNames type nor a States.*/Lambda.* name", where, e)
+				t.Errorf("%s: ErrorEquals %q is neither a workflow.ErrorNames type nor a States.*/Lambda.*/Runtime.ExitError name", where, e)
 			}
 			if e == statesAll && (!last || len(names) != 1) {
 				t.Errorf("%s: States.ALL must be alone and in the last Retry/Catch entry", where)
@@ -410,7 +414,7 @@ func TestCallbackTasksHaveATimeoutAndTheToken(t *testing.T) {
 	}
 }
 
-// The states kumo must run may not use what kumo lacks (TESTING.md): intrinsic functions,
+// The states kumo must run may not use what kumo lacks: intrinsic functions,
 // $$.Execution (or any context field but $$.Task.Token), JSONata and Assign.
 func TestNothingKumoCannotRun(t *testing.T) {
 	if strings.Contains(Definition, "$$.Execution") {

@@ -12,7 +12,7 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// The cost half of DESIGN.md "Budgets": for a buy completed by webhook after 24 h, one
+// The cost half of docs/ARCHITECTURE.md "Budgets": for a buy completed by webhook after 24 h, one
 // completed after 24 h with no webhooks (the sweep wakes it, or, with the sweep down, the
 // per-buy safety net polls) and, for comparison, a naive fixed 60-second polling loop, the
 // state transitions and the execution history events counted from the executed paths (the
@@ -91,7 +91,7 @@ const (
 	usdPerRRU        = 0.125 / 1e6  // DynamoDB on-demand, per read request unit
 	usdPerAPIRequest = 1.00 / 1e6   // API Gateway HTTP API, per request (≤ 512 KB)
 	buysPerBatch     = 1000         // the budget's unit
-	budgetUSD        = 1.0          // DESIGN.md: ≤ $1 per 1,000 buys, all four services
+	budgetUSD        = 1.0          // ≤ $1 per 1,000 buys, all four services
 	consistentRead   = 1.0          // RRU of a consistent GetItem of an item ≤ 4 KB
 	opWrite          = 2.0          // WRU of one write of the operation item (≤ 2 KB)
 	smallWrite       = 1.0          // WRU of an event, intent, receipt, nonce, claim, lock, approval (≤ 1 KB)
@@ -374,7 +374,7 @@ func TestCostPer1000Buys(t *testing.T) {
 	}
 }
 
-// BenchmarkCostTable prints the cost table of DESIGN.md's budgets and the sweep's table (`make
+// BenchmarkCostTable prints the cost table of docs/ARCHITECTURE.md's budgets and the sweep's table (`make
 // bench`).
 func BenchmarkCostTable(b *testing.B) {
 	lines, over := costTable(b, 60)

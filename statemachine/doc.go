@@ -4,8 +4,9 @@
 // the infra both import it.
 //
 // The file uses JSONPath only, no intrinsic functions, no context field but $$.Task.Token, no
-// Pass state with Parameters, and discards the startExecution output, so that kumo's engine
-// runs it as AWS does. It names its Lambda functions through ${Placeholder} definition
+// Pass state with Parameters, and discards the startExecution output, so that the offline
+// interpreters run it as AWS does (aws-local-stepfunctions, which the local stack and the
+// workflow tests run, and kumo's engine). It names its Lambda functions through ${Placeholder} definition
 // substitutions; [Placeholders] lists them and [Render] fills them in.
 //
 // # States
@@ -45,12 +46,17 @@
 //     puts {Error, Cause} at $.failure → RecordFailure → FailureKind → one Fail state a person
 //     can read: DeniedByGovernance, RejectedByApprover, ApprovalExpired, DeadlinePassed,
 //     SellerTaskFailed, MediaBuyFailed; FailureNotRecorded when recording fails too.
+//   - Unless the ledger records the buy completed (the seller completed it and a webhook, a
+//     poll or the sweep recorded it while a step failed): RecordFailure then reports it
+//     completed and answers status completed, and FailureKind goes to UndoRequired, so the
+//     execution ends as the ledger says (MediaBuyCompleted, or Compensate →
+//     AfterCompensation → CanceledAfterGovernanceFindings).
 //
 // # Payload contract (Payload → output; outputs land at $.<stage>.result, see [workflow.Stage])
 //
 //	GovernanceFunctionArn check   StageInput                  → GovernanceOutput          $.governance
 //	                      report  OutcomeInput                → OutcomeOutput             $.outcome
-//	                      fail    OutcomeInput{failure}       → ignored                   (ResultPath null)
+//	                      fail    OutcomeInput{failure}       → OutcomeOutput{status}     $.outcome
 //	NotifyFunctionArn     request CallbackInput{task_token, reason} → ApprovalOutput by SendTaskSuccess, or
 //	                              SendTaskFailure ApprovalRejectedError               $.approval
 //	                      expire  StageInput{reason}          → ApprovalExpiry            $.expiry
@@ -60,7 +66,8 @@
 //	                              (webhook, reconcile, or park itself)                 $.seller
 //	                      poll    PollInput{generation, wait} → SellerOutput              $.seller
 //
-// Every Lambda task retries the four Lambda service errors and TransientError with backoff,
+// Every Lambda task retries the four Lambda service errors, Runtime.ExitError (a sandbox that
+// died mid-invocation: every stage is safe to run again) and TransientError with backoff,
 // MaxDelaySeconds and full jitter; other errors are caught and recorded. Callback tasks are
 // re-invoked on retry with a new token: request and park must overwrite the stored token.
 package statemachine

@@ -14,7 +14,7 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// Path tests (TESTING.md, layer 2): every path of mediabuy.asl.json executed in
+// Path tests (test layer 2, docs/ARCHITECTURE.md): every path of mediabuy.asl.json executed in
 // aws-local-stepfunctions 3.0.0 through harness/run.mjs, with each Lambda task answered by a
 // scenario. They own Retry, Catch, error names, timeouts and the order of states.
 //
@@ -409,6 +409,39 @@ func scenarios() []scenario {
 			},
 			status: "FAILED", error: "MediaBuyFailed",
 			calls: map[string]int{"create": 1},
+		},
+		{
+			name: "a crashed create is retried: the retry finds the buy",
+			results: map[string][]entry{
+				"check": {proceed}, "create": {fail("Runtime.ExitError", `{"errorType":"Runtime.ExitError","errorMessage":"signal: killed"}`), completed},
+				"park": {completed}, "report": {reportClean},
+			},
+			status:  "SUCCEEDED",
+			retries: map[string]int{"CreateMediaBuy": 1},
+			calls:   map[string]int{"create": 2, "report": 1},
+			avoids:  []string{"RecordFailure"},
+		},
+		{
+			name: "a step fails but the ledger records the buy completed: it ends completed",
+			results: map[string][]entry{
+				"check": {proceed}, "create": {fail("TerminalError", "the answer was lost")},
+				"fail": {out(workflow.OutcomeOutput{Status: workflow.StatusCompleted})},
+			},
+			status: "SUCCEEDED",
+			states: seq(prelude, failureStates, []string{"UndoRequired", "MediaBuyCompleted"}),
+			calls:  map[string]int{"create": 1, "fail": 1},
+			avoids: []string{"ReportOutcome"},
+		},
+		{
+			name: "completed after all, and governance's findings require an undo",
+			results: map[string][]entry{
+				"check": {proceed}, "create": {fail("TerminalError", "the answer was lost")},
+				"fail":   {out(workflow.OutcomeOutput{Status: workflow.StatusCompleted, CompensationRequired: true, Reason: "critical finding"})},
+				"cancel": {out(seller(workflow.StatusCanceled, 0))},
+			},
+			status: "FAILED", error: "CanceledAfterGovernanceFindings",
+			states: seq(prelude, failureStates, []string{"UndoRequired", "Compensate", "AfterCompensation", "CanceledAfterGovernanceFindings"}),
+			calls:  map[string]int{"cancel": 1, "fail": 1},
 		},
 		{
 			name: "recording the failure fails too",

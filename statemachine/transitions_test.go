@@ -12,7 +12,7 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// The transition budgets of DESIGN.md ("Budgets"), measured on the ASL file itself: a small
+// The transition budgets of docs/ARCHITECTURE.md ("Budgets"), measured on the ASL file itself: a small
 // walker below executes mediabuy.asl.json (Choice, Pass, Wait, Task with ResultSelector,
 // ResultPath and Catch: the subset the file uses) against simulated stage Lambdas that follow
 // the workflow package's wait policy (StartWait, Advance with jitter) under a simulated
@@ -432,7 +432,7 @@ func transitionTable(tb testing.TB, m machine, runs int) (lines, over []string) 
 		mid := simulate(tb, m, c.wake, simulatedDay, func() float64 { return 0.5 }).transitions
 		lines = append(lines, fmt.Sprintf("%-52s %8d %6d %6d %6.1f %6d %6d %6d  %d / %d", c.name, c.budget, counts[0], percentile(counts, 0.5),
 			float64(sum)/float64(len(counts)), percentile(counts, 0.95), counts[len(counts)-1], polls/len(counts), top, mid))
-		// DESIGN.md: budgets are measured, not asserted by timed tests. Report the excess loudly
+		// Budgets are measured, not asserted by timed tests. Report the excess loudly
 		// rather than fail the build on a policy number that belongs to internal/workflow.
 		if p50 := percentile(counts, 0.5); p50 > c.budget {
 			over = append(over, fmt.Sprintf("OVER BUDGET: %s: median %d transitions > %d (the wait policy in workflow.WaitState.Advance)", c.name, p50, c.budget))
@@ -471,7 +471,7 @@ func TestTransitionBudgets(t *testing.T) {
 	}
 }
 
-// BenchmarkTransitions prints the transition table of DESIGN.md's budgets (`make bench`).
+// BenchmarkTransitions prints the transition table of docs/ARCHITECTURE.md's budgets (`make bench`).
 func BenchmarkTransitions(b *testing.B) {
 	m := load(b)
 	lines, over := transitionTable(b, m, 120)

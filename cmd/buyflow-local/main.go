@@ -8,7 +8,8 @@
 //
 //	buyflow local stack ready api=<url> slack=<url>
 //
-// and runs until interrupted. With --demo it submits examples/media-buy.json, follows the buy,
+// and runs until interrupted: Ctrl-C (SIGINT) or SIGTERM stops everything it started and exits
+// 0, also when it interrupts the start or the demo. With --demo it submits examples/media-buy.json, follows the buy,
 // approves it from the Slack link like a person would, and prints the timeline. Set
 // BUYFLOW_AGENTS=<file> to use real agents instead of the simulated ones, keeping any of the
 // simulated ones the file lists (see localstack.AgentsFile for the format).
@@ -34,12 +35,22 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
-		_, _ = fmt.Fprintln(os.Stderr, "buyflow-local:", err) // nowhere left to report a failed write
-		stop()
-		os.Exit(1)
+	giveBack := ownTerminal()
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	interrupted := ctx.Err() != nil
+	giveBack()
+	stop()
+	if err == nil {
+		return
 	}
+	// nowhere left to report a failed write
+	if interrupted {
+		// Stopping is how the stack ends, whatever it was doing; run has stopped what it started.
+		_, _ = fmt.Fprintln(os.Stderr, "buyflow-local: stopped:", err)
+		return
+	}
+	_, _ = fmt.Fprintln(os.Stderr, "buyflow-local:", err)
+	os.Exit(1)
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -52,6 +63,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	verbose := fs.Bool("verbose", false, "print the functions' logs (default: to a file, named at start)")
 	apiAddr := fs.String("api-addr", "127.0.0.1:0", "listen address of the HTTP API (loopback only)")
 	example := fs.String("example", "examples/media-buy.json", "the request the demo submits")
+	portWait := fs.Duration("port-wait", 0, "wait up to this long for a taken emulator port to become free (as test runs take turns)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -64,7 +76,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 
-	opts := localstack.Options{RepoRoot: root, APIAddr: *apiAddr}
+	opts := localstack.Options{RepoRoot: root, APIAddr: *apiAddr, PortWait: *portWait}
 	if f := getenv("BUYFLOW_AGENTS"); f != "" {
 		if strings.HasPrefix(strings.TrimSpace(f), "{") {
 			return errors.New("BUYFLOW_AGENTS must name a file (the agents and their credentials), not hold JSON")
@@ -104,7 +116,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	defer st.Close()
-	se.printf("started in %s (kumo at %s, seller %s, governance %s)\n",
+	se.printf("started in %s (AWS endpoint %s, seller %s, governance %s)\n",
 		time.Since(start).Round(time.Millisecond), st.EmulatorURL, orNone(st.SellerURL), orNone(st.GovernanceURL))
 	so.printf("buyflow local stack ready api=%s slack=%s\n", st.APIURL, st.SlackURL)
 	if so.err != nil {

@@ -3,8 +3,6 @@ package sdkseller
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -14,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/e2e/e2etest"
 	"github.com/buyflow/buyflow/internal/localstack/apiclient"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -26,15 +25,6 @@ func begin(t *testing.T) *apiclient.Client {
 	}
 	return &apiclient.Client{BaseURL: suite.api, HTTP: &http.Client{Timeout: 30 * time.Second},
 		TenantHeader: suite.local.TenantHeader, Tenant: "t" + randomID(t)}
-}
-
-func randomID(t testing.TB) string {
-	t.Helper()
-	b := make([]byte, 5)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
 }
 
 // body is a submit for the SDK seller: scenario selects what its create does (seller.mjs), sim
@@ -94,24 +84,6 @@ func finished(t testing.TB, c *apiclient.Client, id, want string) apiclient.Oper
 		t.Fatalf("operation %s ended %s (reason %q), want %s", id, op.Status, op.Reason, want)
 	}
 	return op
-}
-
-func timeline(t testing.TB, c *apiclient.Client, id string) []apiclient.Event {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	evs, err := c.Events(ctx, id)
-	if err != nil {
-		t.Fatalf("events of %s: %v", id, err)
-	}
-	return evs
-}
-
-func logTimeline(t testing.TB, c *apiclient.Client, id string) {
-	t.Helper()
-	for _, e := range timeline(t, c, id) {
-		t.Logf("  %s %-16s %s→%s %s %q %s", e.At, e.Type, e.From, e.To, e.Actor, e.Reason, e.Detail)
-	}
 }
 
 // reached returns the event that moved the operation to status.
@@ -482,3 +454,10 @@ func TestLatencyWebhookVersusPolling(t *testing.T) {
 	t.Logf("  polling only: p50 %v  p90 %v  max %v", pct(polled, fin, .5), pct(polled, fin, .9), pct(polled, fin, 1))
 	t.Logf("webhook sent by the seller -> terminal status: p50 %v  p90 %v  max %v", pct(webhooks, wh, .5), pct(webhooks, wh, .9), pct(webhooks, wh, 1))
 }
+
+// The helpers both end-to-end suites use.
+var (
+	randomID    = e2etest.RandomID
+	timeline    = e2etest.Timeline
+	logTimeline = e2etest.LogTimeline
+)

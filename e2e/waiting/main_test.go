@@ -70,6 +70,11 @@ func run(m *testing.M) int {
 			return 1
 		}
 	}
+	cadence, err := localCadence()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "waiting:", err)
+		return 1
+	}
 	logPath = filepath.Join(os.TempDir(), "buyflow-waiting-functions.log")
 	f, err := os.Create(logPath)
 	if err != nil {
@@ -80,7 +85,7 @@ func run(m *testing.M) int {
 	var logw io.Writer = f
 	st, err := localstack.Start(ctx, localstack.Options{
 		BinDir: binDir, RepoRoot: root, Run: runConfig, Instances: 2, Log: logw, PortWait: 5 * time.Minute,
-		AgentStep: time.Second,
+		AgentStep: time.Second, SweepEvery: cadence,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "waiting:", err)

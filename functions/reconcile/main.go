@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
 
+	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/awsenv"
 	"github.com/buyflow/buyflow/internal/config"
@@ -53,7 +54,7 @@ func run(_ context.Context, getenv func(string) string) error {
 		return err
 	}
 	// Unpacked and compiled on the first validation, off the cold path.
-	validator := adcpschemas.Validator()
+	validator := adcp.NewLazyValidator(adcpschemas.FS)
 	awsCfg, err := awsenv.Load(getenv)
 	if err != nil {
 		return fmt.Errorf("load aws config: %w", err)

@@ -56,7 +56,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	}
 
 	// Unpacked and compiled on the first validation, off the cold path.
-	validator := adcpschemas.Validator()
+	validator := adcp.NewLazyValidator(adcpschemas.FS)
 	awsCfg, err := awsenv.Load(getenv)
 	if err != nil {
 		return fmt.Errorf("load aws config: %w", err)

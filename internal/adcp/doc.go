@@ -44,8 +44,8 @@
 //     Options.CapabilitiesTTL against the injected clock. The polling tool is
 //     get_task_status when listed, else tasks/get (else tasks_get); listing is
 //     list_tasks, else tasks/list.
-//   - Schemas load from an fs.FS (NewValidator), so a Lambda can embed a vendored
-//     copy; LoadValidator(SchemaDir()) shares compiled schemas per process.
+//   - Schemas load from an fs.FS (NewValidator): the copy embedded by
+//     internal/adcpschemas, or a folder it is pointed at.
 //   - MCP sessions are opened per call (initialize, call, close) with no
 //     standalone SSE stream, so stateless sellers that answer every POST as SSE
 //     and issue no Mcp-Session-Id work.
@@ -108,8 +108,8 @@
 // may come as an integer (it is read as a number either way) and is applied
 // only to transient errors; major_versions may be absent.
 //
-// The spec vectors disagree with the buyer brief on one point: the brief says
-// unknown error codes default to transient, the transport-error-mapping
+// The spec vectors disagree with a common reading of the error model on one
+// point: that reading says unknown error codes default to transient, the transport-error-mapping
 // vectors say an unknown code without recovery escalates (terminal). This
 // package follows the vectors.
 package adcp

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/adcpschemas"
 )
 
 // Example shows the calling pattern of a stage Lambda: fix the intent once
@@ -20,11 +21,11 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	dir, err := adcp.SchemaDir()
+	schemas, err := adcpschemas.FS() // the AdCP schemas embedded in every function
 	if err != nil {
 		panic(err)
 	}
-	v, err := adcp.LoadValidator(dir)
+	v, err := adcp.NewValidator(schemas)
 	if err != nil {
 		panic(err)
 	}

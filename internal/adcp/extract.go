@@ -8,7 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// maxTextJSON is the largest content[].text item parsed as JSON (brief §1.3).
+// maxTextJSON is the largest content[].text item parsed as JSON.
 const maxTextJSON = 1 << 20
 
 // TaskStatus is an AdCP task status (enums/task-status.json).

@@ -23,7 +23,7 @@ const (
 // WebhookMode is how an agent's webhooks are verified.
 type WebhookMode string
 
-// Webhook verification modes (brief §5.4). The mode is a switch, never a
+// Webhook verification modes. The mode is a switch, never a
 // fallback: a webhook signed another way is refused.
 const (
 	WebhookRFC9421 WebhookMode = "rfc9421"

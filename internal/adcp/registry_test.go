@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
 	"time"
+
+	"github.com/buyflow/buyflow/internal/adcpschemas"
 )
 
 func TestParseRegistry(t *testing.T) {
@@ -116,11 +116,11 @@ func TestDefaultRecovery(t *testing.T) {
 // TestDefaultRecoveriesMatchSchema proves the generated table equals the
 // schema's enumMetadata.
 func TestDefaultRecoveriesMatchSchema(t *testing.T) {
-	dir, err := SchemaDir()
+	schemas, err := adcpschemas.FS()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := readErrorCodeMetadata(os.DirFS(dir))
+	want, err := readErrorCodeMetadata(schemas)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,36 +132,6 @@ func TestDefaultRecoveriesMatchSchema(t *testing.T) {
 			t.Errorf("%s: table %q, schema %q", code, defaultRecovery[code], r)
 		}
 	}
-}
-
-func TestSchemaDir(t *testing.T) {
-	dir, err := SchemaDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Run("env override", func(t *testing.T) {
-		t.Setenv(EnvSchemaDir, dir)
-		got, err := SchemaDir()
-		if err != nil || got != dir {
-			t.Fatalf("got %q %v", got, err)
-		}
-	})
-	t.Run("env pointing nowhere", func(t *testing.T) {
-		t.Setenv(EnvSchemaDir, filepath.Join(t.TempDir(), "none"))
-		if _, err := SchemaDir(); err == nil || !strings.Contains(err.Error(), EnvSchemaDir) {
-			t.Fatalf("got %v", err)
-		}
-	})
-	t.Run("shared validator", func(t *testing.T) {
-		a, err := LoadValidator(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := LoadValidator(dir + "/.")
-		if err != nil || a != b {
-			t.Fatalf("validators differ: %p %p %v", a, b, err)
-		}
-	})
 }
 
 // TestValidatorFromFS shows the loader works from any fs.FS (embedding).

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -22,39 +20,9 @@ import (
 // SchemaVersion is the AdCP schema release requests are validated against.
 const SchemaVersion = "3.1.19"
 
-// EnvSchemaDir names the environment variable that overrides SchemaDir.
-const EnvSchemaDir = "BUYFLOW_ADCP_SCHEMAS"
-
 // schemaBase is the absolute URL the schema files are registered under. The
 // files' own $id values are "/schemas/3.1.19/<path>", which resolve against it.
 const schemaBase = "https://adcp.invalid/schemas/" + SchemaVersion + "/"
-
-// SchemaDir returns the directory holding the AdCP JSON Schemas: $BUYFLOW_ADCP_SCHEMAS
-// if set, else the first "shared/adcp-schemas" found walking up from the
-// working directory (the repo's sibling checkout of the shared material).
-func SchemaDir() (string, error) {
-	if d := os.Getenv(EnvSchemaDir); d != "" {
-		if _, err := os.Stat(filepath.Join(d, "enums", "error-code.json")); err != nil {
-			return "", fmt.Errorf("adcp: %s=%q is not an AdCP schema directory: %w", EnvSchemaDir, d, err)
-		}
-		return d, nil
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("adcp: find schemas: %w", err)
-	}
-	for dir := wd; ; {
-		cand := filepath.Join(dir, "shared", "adcp-schemas")
-		if st, err := os.Stat(filepath.Join(cand, "enums", "error-code.json")); err == nil && !st.IsDir() {
-			return cand, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("adcp: no shared/adcp-schemas above %s; set %s", wd, EnvSchemaDir)
-		}
-		dir = parent
-	}
-}
 
 // ValidationError reports a request that breaks the AdCP schema. It is
 // returned before anything is sent.
@@ -146,32 +114,6 @@ func (v *Validator) compilerLocked() (*jsonschema.Compiler, error) {
 	c.UseLoader(fsLoader{fsys})
 	v.compiler = c
 	return c, nil
-}
-
-var (
-	sharedMu         sync.Mutex
-	sharedValidators = map[string]*Validator{}
-)
-
-// LoadValidator returns the process-wide Validator for the schema directory
-// dir, creating it on first use, so every Client in a process shares one set
-// of compiled schemas.
-func LoadValidator(dir string) (*Validator, error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, fmt.Errorf("adcp: schema dir %q: %w", dir, err)
-	}
-	sharedMu.Lock()
-	defer sharedMu.Unlock()
-	if v, ok := sharedValidators[abs]; ok {
-		return v, nil
-	}
-	v, err := NewValidator(os.DirFS(abs))
-	if err != nil {
-		return nil, err
-	}
-	sharedValidators[abs] = v
-	return v, nil
 }
 
 // schema compiles (once) and returns the schema at rel.

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/buyflow/buyflow/internal/adcpschemas"
 )
 
 // toolFunc is a fake tool: it gets the raw arguments and returns a result or
@@ -156,11 +158,11 @@ func (c *fakeClock) Advance(d time.Duration) {
 }
 
 var testValidatorOnce = sync.OnceValues(func() (*Validator, error) {
-	dir, err := SchemaDir()
+	schemas, err := adcpschemas.FS()
 	if err != nil {
 		return nil, err
 	}
-	return LoadValidator(dir)
+	return NewValidator(schemas)
 })
 
 func testValidator(t *testing.T) *Validator {

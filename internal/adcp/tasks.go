@@ -110,7 +110,7 @@ type Package struct {
 }
 
 // ResponseShape says which of the three response arms a create/update
-// answer is (brief §3.2).
+// answer is.
 type ResponseShape string
 
 // Response shapes.

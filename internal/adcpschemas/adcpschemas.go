@@ -1,7 +1,9 @@
 // Package adcpschemas embeds the AdCP 3.1.19 JSON Schemas that buyflow validates every outbound
-// request against, so that a deployed Lambda carries them. schemas.tar.gz is a verbatim,
-// reproducible pack of ../shared/adcp-schemas made by scripts/vendor-adcp-schemas.sh (see
-// PROVENANCE.md); a test fails while the pack and its source differ.
+// request against, so that a deployed Lambda, the tests and the local stack carry them and read
+// nothing outside the repository. schemas.tar.gz is a verbatim, reproducible pack of the upstream
+// schema release made by scripts/vendor-adcp-schemas.sh; PROVENANCE.md records its file count and
+// tree digest, which a test checks against the pack, and `make vendor-check` compares the pack
+// with the upstream folder where one is at hand.
 package adcpschemas
 
 import (
@@ -13,11 +15,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing/fstest"
 	"time"
-
-	"github.com/buyflow/buyflow/internal/adcp"
 )
 
 //go:embed schemas.tar.gz
@@ -29,16 +31,32 @@ var (
 	err      error
 )
 
-// FS returns the schema tree rooted at the schema root (core/, media-buy/, …), unpacked in
-// memory on first use.
-func FS() (fs.FS, error) {
+// EnvOverride names the environment variable that points FS at a schema folder on disk instead
+// of the embedded pack (to try a newer schema release before vendoring it).
+const EnvOverride = "BUYFLOW_ADCP_SCHEMAS"
+
+// FS returns the schema tree every validator uses, rooted at the schema root (core/, enums/,
+// media-buy/, …): the folder named by $BUYFLOW_ADCP_SCHEMAS when it is set, else the embedded
+// pack.
+func FS() (fs.FS, error) { return fromEnv(os.Getenv) }
+
+func fromEnv(getenv func(string) string) (fs.FS, error) {
+	dir := getenv(EnvOverride)
+	if dir == "" {
+		return Embedded()
+	}
+	if _, err := os.Stat(filepath.Join(dir, "enums", "error-code.json")); err != nil {
+		return nil, fmt.Errorf("adcpschemas: %s=%q is not an AdCP schema folder: %w", EnvOverride, dir, err)
+	}
+	return os.DirFS(dir), nil
+}
+
+// Embedded returns the embedded pack, unpacked in memory on first use, whatever the environment
+// says.
+func Embedded() (fs.FS, error) {
 	once.Do(func() { unpacked, err = unpack(packed) })
 	return unpacked, err
 }
-
-// Validator returns a validator over the embedded schemas that unpacks them on its first
-// validation: unpacking costs ~15 ms of CPU, which a function's cold start does not pay.
-func Validator() *adcp.Validator { return adcp.NewLazyValidator(FS) }
 
 func unpack(data []byte) (fs.FS, error) {
 	zr, err := gzip.NewReader(bytes.NewReader(data))

@@ -23,8 +23,8 @@
 //     gets HTTP 401, WWW-Authenticate: Bearer and a JSON-RPC error -32028
 //     whose data.adcp_error names the code.
 //   - Validation: every call's arguments are validated against the tool's
-//     request schema (format assertion on; schemas from $BUYFLOW_ADCP_SCHEMAS
-//     or the nearest shared/adcp-schemas above the working directory). A
+//     request schema (format assertion on; the schemas embedded by
+//     internal/adcpschemas, or the folder $BUYFLOW_ADCP_SCHEMAS names). A
 //     violation answers INVALID_REQUEST (recovery correctable) with field in
 //     JSONPath-lite form ("packages[0].budget") and issues[] as RFC 6901
 //     pointers, and is recorded in Call.ValidationError. Envelope fields

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,12 +14,9 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 
-	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/jsonnum"
 )
-
-// SchemaDirEnv names the environment variable that points at the AdCP JSON Schemas.
-const SchemaDirEnv = adcp.EnvSchemaDir
 
 // schemaBase is the made-up origin under which the schema files are
 // registered. Every $id and $ref in the 3.1.19 set is an absolute path of the
@@ -42,14 +38,9 @@ var requestSchemas = map[string]string{
 	"sync_plans":            "governance/sync-plans-request.json",
 }
 
-// FindSchemaDir returns the AdCP schema directory, found as internal/adcp finds it
-// ($BUYFLOW_ADCP_SCHEMAS, else the first shared/adcp-schemas above the working directory).
-func FindSchemaDir() (string, error) { return adcp.SchemaDir() }
-
 // Validator validates AdCP payloads against the JSON Schemas with format
 // assertion on. It is safe for concurrent use.
 type Validator struct {
-	dir      string
 	mu       sync.Mutex
 	compiler *jsonschema.Compiler
 	compiled map[string]*jsonschema.Schema
@@ -61,30 +52,35 @@ var (
 )
 
 // NewValidator returns the (process-wide, cached) validator for the schema
-// directory dir. An empty dir means FindSchemaDir.
+// folder dir. An empty dir means the schemas the functions use
+// (adcpschemas.FS: the embedded copy, unless $BUYFLOW_ADCP_SCHEMAS names a folder).
 func NewValidator(dir string) (*Validator, error) {
+	key := dir
 	if dir == "" {
-		d, err := FindSchemaDir()
-		if err != nil {
-			return nil, err
-		}
-		dir = d
+		key = "env:" + os.Getenv(adcpschemas.EnvOverride)
 	}
 	validatorsMu.Lock()
 	defer validatorsMu.Unlock()
-	if v, ok := validators[dir]; ok {
+	if v, ok := validators[key]; ok {
 		return v, nil
+	}
+	fsys := os.DirFS(dir)
+	if dir == "" {
+		var err error
+		if fsys, err = adcpschemas.FS(); err != nil {
+			return nil, err
+		}
 	}
 	c := jsonschema.NewCompiler()
 	c.AssertFormat()
 	c.DefaultDraft(jsonschema.Draft7)
 	c.UseRegexpEngine(compileRegexp)
 	n := 0
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".json") {
 			return err
 		}
-		b, err := os.ReadFile(p)
+		b, err := fs.ReadFile(fsys, p)
 		if err != nil {
 			return err
 		}
@@ -92,23 +88,19 @@ func NewValidator(dir string) (*Validator, error) {
 		if err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
-		rel, _ := filepath.Rel(dir, p)
 		n++
-		return c.AddResource(schemaBase+filepath.ToSlash(rel), doc)
+		return c.AddResource(schemaBase+p, doc)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("load adcp schemas from %s: %w", dir, err)
+		return nil, fmt.Errorf("load adcp schemas (%s): %w", key, err)
 	}
 	if n == 0 {
-		return nil, fmt.Errorf("load adcp schemas: no .json files in %s", dir)
+		return nil, fmt.Errorf("load adcp schemas: no .json files in %s", key)
 	}
-	v := &Validator{dir: dir, compiler: c, compiled: map[string]*jsonschema.Schema{}}
-	validators[dir] = v
+	v := &Validator{compiler: c, compiled: map[string]*jsonschema.Schema{}}
+	validators[key] = v
 	return v, nil
 }
-
-// Dir returns the schema directory the validator reads.
-func (v *Validator) Dir() string { return v.dir }
 
 func (v *Validator) schema(rel string) (*jsonschema.Schema, error) {
 	v.mu.Lock()

@@ -75,7 +75,7 @@ type SellerOptions struct {
 	Version string
 	// Now is the agent clock (default time.Now).
 	Now func() time.Time
-	// SchemaDir is the AdCP schema directory ("" = FindSchemaDir).
+	// SchemaDir is an AdCP schema folder ("" = the schemas the functions use).
 	SchemaDir string
 	// Validator overrides SchemaDir with a ready validator.
 	Validator *Validator

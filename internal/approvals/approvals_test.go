@@ -759,3 +759,36 @@ func TestRequestRefusesAnInexactAmount(t *testing.T) {
 		t.Errorf("an approval was created: %v", err)
 	}
 }
+
+// The approve process died after the decision was written and before it was handed over (no
+// decision event yet): the decider's next click hands the recorded decision over, once.
+func TestDeciderRetriesAHandOverLostInACrash(t *testing.T) {
+	e := newEnv(t, "")
+	tok := token(1)
+	id := e.request(tok)
+	if _, err := e.store.Decide(e.ctx, id, ledger.Decision{Outcome: ledger.ApprovalApproved, By: alice}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.eventsOf(ledger.EventDecision)); n != 0 {
+		t.Fatalf("%d decision events before the hand-over, want 0", n)
+	}
+	e.clk.Advance(time.Minute)
+	resp := e.post(e.link(id, alice), "approve", "")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Body, "Approved by UALICE") {
+		t.Fatalf("click after the crash = %d %.400s", resp.StatusCode, resp.Body)
+	}
+	calls := e.tasks.Calls()
+	if len(calls) != 1 || calls[0].Kind != "success" || calls[0].Token != tok {
+		t.Fatalf("task calls = %+v, want one success for the token", calls)
+	}
+	if n := len(e.eventsOf(ledger.EventDecision)); n != 1 {
+		t.Errorf("%d decision events, want 1", n)
+	}
+	e.clk.Advance(time.Minute)
+	if resp := e.post(e.link(id, alice), "approve", ""); resp.StatusCode != http.StatusConflict {
+		t.Errorf("click after delivery = %d", resp.StatusCode)
+	}
+	if n := len(e.tasks.Calls()); n != 1 {
+		t.Errorf("%d task calls after a delivered decision, want 1", n)
+	}
+}

@@ -201,9 +201,11 @@ func (s *Service) deliver(ctx context.Context, decided *ledger.Approval, op *led
 }
 
 // undelivered reports whether the latest decision event of a says its hand-over to Step
-// Functions failed. Read errors count as delivered: the answer is then the plain truth.
+// Functions failed, or whether a decided approval has no decision event at all: the decider's
+// process died between recording the decision and handing it over (the event follows the
+// hand-over). Read errors count as delivered: the answer is then the plain truth.
 func (s *Service) undelivered(ctx context.Context, a *ledger.Approval) bool {
-	last := ""
+	last, found := "", false
 	cursor := ""
 	for page := 0; page < 200; page++ {
 		p, err := s.cfg.Ledger.ListEvents(ctx, a.Tenant, a.OperationID, ledger.MaxListLimit, cursor)
@@ -214,7 +216,7 @@ func (s *Service) undelivered(ctx context.Context, a *ledger.Approval) bool {
 		for _, ev := range p.Items {
 			var d eventDetail
 			if ev.Type == ledger.EventDecision && json.Unmarshal(ev.Detail, &d) == nil && d.ApprovalID == a.ID {
-				last = d.Task
+				last, found = d.Task, true
 			}
 		}
 		if p.Cursor == "" {
@@ -222,7 +224,7 @@ func (s *Service) undelivered(ctx context.Context, a *ledger.Approval) bool {
 		}
 		cursor = p.Cursor
 	}
-	return last == taskFailed
+	return !found || last == taskFailed
 }
 
 // Task delivery results, as the decision event records them.

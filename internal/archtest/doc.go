@@ -1,3 +1,3 @@
 // Package archtest guards the import graph: Lambdas never link CDK, leaf packages stay leaves,
-// and the direction of dependencies in STYLE.md holds. It has tests only.
+// and dependencies point from the Lambdas down to leaf packages, never back. It has tests only.
 package archtest

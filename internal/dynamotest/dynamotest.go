@@ -28,16 +28,21 @@ var (
 
 // Start starts the process's kumo server in-process (once), returns a DynamoDB client pointed at it (static dummy
 // credentials, region us-east-1, [KumoCompat]) and the name of a freshly created ledger table, unique to this
-// call (all kumo servers in one process share state). The table is deleted when the test ends; the
+// call (all kumo servers in one process share state). During the second run of [RunBoth] the client and
+// table are moto's instead. The table is deleted when the test ends; the
 // server lives until the process exits. Do not call kumo.NewServer elsewhere in the same test
 // binary while tests run in parallel.
 func Start(t testing.TB) (*dynamodb.Client, string) {
 	t.Helper()
-	srv := server()
-
+	endpoint := ""
+	if Current() == Moto {
+		endpoint, _ = motoURL.Load().(string)
+	} else {
+		endpoint = server().URL
+	}
 	client := dynamodb.New(dynamodb.Options{
 		Region:       "us-east-1",
-		BaseEndpoint: aws.String(srv.URL),
+		BaseEndpoint: aws.String(endpoint),
 		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
 	}, KumoCompat)
 	name := fmt.Sprintf("ledger-%d-%d", time.Now().UnixNano(), seq.Add(1))

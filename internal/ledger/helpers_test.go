@@ -27,7 +27,8 @@ func (c *clock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// newStore returns a Store over a fresh kumo table with a clock starting at a fixed instant.
+// newStore returns a Store over a fresh table (kumo, or moto in the second run) with a clock
+// starting at a fixed instant.
 func newStore(t *testing.T) (*ledger.Store, *clock) {
 	t.Helper()
 	client, table := dynamotest.Start(t)

@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
 )
 
 func TestClaimConcurrentOneWinner(t *testing.T) {
+	dynamotest.SkipOnMoto(t, motoNotIsolated)
 	s, _ := newStore(t)
 	ctx := context.Background()
 	const n = 50

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
 )
 
@@ -65,6 +66,7 @@ func TestLockExpiryAndFencing(t *testing.T) {
 }
 
 func TestLockConcurrentOneWinner(t *testing.T) {
+	dynamotest.SkipOnMoto(t, motoNotIsolated)
 	t.Parallel()
 	s, _ := newStore(t)
 	ctx := context.Background()

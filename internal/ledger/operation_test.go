@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -116,6 +117,7 @@ func TestTransitionConflicts(t *testing.T) {
 // status and transitions with the version it read. Every success must be counted in the version
 // (no lost update) and nothing may leave a terminal status.
 func TestTransitionConcurrent(t *testing.T) {
+	dynamotest.SkipOnMoto(t, motoNotIsolated)
 	t.Parallel()
 	s, _ := newStore(t)
 	ctx := context.Background()

@@ -7,11 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
 func TestIntentIsWrittenOnce(t *testing.T) {
+	dynamotest.SkipOnMoto(t, motoNotIsolated)
 	t.Parallel()
 	s, _ := newStore(t)
 	ctx := context.Background()
@@ -90,6 +92,7 @@ func newApproval(id string, expires time.Time) ledger.Approval {
 }
 
 func TestApprovalDecidedOnce(t *testing.T) {
+	dynamotest.SkipOnMoto(t, motoNotIsolated)
 	t.Parallel()
 	s, clk := newStore(t)
 	ctx := context.Background()

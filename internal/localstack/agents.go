@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
-	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/adcptest"
 )
 
@@ -59,7 +58,6 @@ type agents struct {
 	govURL     string
 	srv        *server
 	stopTick   func()
-	cleanup    func()
 
 	simulated []string // of an agents file: the simulated agents to add (AgentsFile.Simulated)
 	sim       *agents  // the simulated agents started for them
@@ -81,41 +79,16 @@ func (a *agents) close() {
 	if a.governance != nil {
 		a.governance.Close()
 	}
-	if a.cleanup != nil {
-		a.cleanup()
-	}
 }
 
-// schemaValidator returns the simulated agents' request validator: from the shared schema
-// folder when there is one (adcptest.FindSchemaDir), else from the schemas embedded in the
-// functions (internal/adcpschemas), unpacked into a temporary folder that cleanup removes.
-func schemaValidator() (*adcptest.Validator, func(), error) {
-	if dir, err := adcptest.FindSchemaDir(); err == nil {
-		v, err := adcptest.NewValidator(dir)
-		if err != nil {
-			return nil, nil, fmt.Errorf("localstack: agent schemas: %w", err)
-		}
-		return v, func() {}, nil
-	}
-	fsys, err := adcpschemas.FS()
+// schemaValidator returns the simulated agents' request validator, over the schemas the
+// functions embed (or the folder $BUYFLOW_ADCP_SCHEMAS names).
+func schemaValidator() (*adcptest.Validator, error) {
+	v, err := adcptest.NewValidator("")
 	if err != nil {
-		return nil, nil, fmt.Errorf("localstack: agent schemas: %w", err)
+		return nil, fmt.Errorf("localstack: agent schemas: %w", err)
 	}
-	dir, err := os.MkdirTemp("", "buyflow-adcp-schemas-")
-	if err != nil {
-		return nil, nil, fmt.Errorf("localstack: agent schemas: %w", err)
-	}
-	cleanup := func() { _ = os.RemoveAll(dir) } // a temporary folder
-	if err := os.CopyFS(dir, fsys); err != nil {
-		cleanup()
-		return nil, nil, fmt.Errorf("localstack: unpack agent schemas: %w", err)
-	}
-	v, err := adcptest.NewValidator(dir)
-	if err != nil {
-		cleanup()
-		return nil, nil, fmt.Errorf("localstack: agent schemas: %w", err)
-	}
-	return v, cleanup, nil
+	return v, nil
 }
 
 // loadAgentsFile reads a real-agents file and checks its registry.
@@ -239,11 +212,10 @@ func startSimulatedAgents(sellerOpts adcptest.SellerOptions, govOpts adcptest.Go
 	}
 	a := &agents{}
 	if sellerOpts.Validator == nil || govOpts.Validator == nil {
-		v, cleanup, err := schemaValidator()
+		v, err := schemaValidator()
 		if err != nil {
 			return nil, err
 		}
-		a.cleanup = cleanup
 		if sellerOpts.Validator == nil {
 			sellerOpts.Validator = v
 		}

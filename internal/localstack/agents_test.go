@@ -41,16 +41,15 @@ func TestLoadAgentsFileRefusesMissingCredential(t *testing.T) {
 	}
 }
 
-// Without a shared schema folder (a fresh clone), the simulated agents validate with the
-// schemas embedded in the functions.
+// The simulated agents validate with the schemas embedded in the functions, wherever the
+// stack runs from.
 func TestSchemaValidatorFromEmbeddedSchemas(t *testing.T) {
 	t.Setenv("BUYFLOW_ADCP_SCHEMAS", "")
 	t.Chdir(t.TempDir())
-	v, cleanup, err := schemaValidator()
+	v, err := schemaValidator()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cleanup()
 	if err := v.ValidateRequest("create_media_buy", []byte(`{"packages":"not a list"}`)); err == nil {
 		t.Error("an invalid create_media_buy passed validation")
 	}

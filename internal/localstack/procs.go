@@ -15,13 +15,26 @@ import (
 	"time"
 )
 
-// instance is one running bootstrap process.
+// instance is one running bootstrap process (one Lambda sandbox).
 type instance struct {
-	fn      string
+	spec procSpec
+	// key names the process in the runtime API (<function>~<n>): the emulator proxy knows
+	// which invocation it holds.
+	key     string
 	cmd     *exec.Cmd
 	started time.Time
 	done    chan struct{}
 	err     error // set before done closes
+}
+
+// procSpec is how to start a function's processes.
+type procSpec struct {
+	fn, bin, dir string
+	// env is the process environment but AWS_LAMBDA_RUNTIME_API, which start derives from
+	// runtimeAddr and the process key.
+	env         map[string]string
+	runtimeAddr string
+	out         io.Writer
 }
 
 // procs owns every child process of the stack.
@@ -29,29 +42,49 @@ type procs struct {
 	mu      sync.Mutex
 	all     []*instance
 	closing bool
+	n       int
+	// exited, when set, is called (in its own goroutine) for every process that exits while
+	// the stack is not closing.
+	exited func(*instance)
 }
 
-// start runs bin with env (and nothing inherited but PATH and HOME) in its own process group,
-// with its output to out.
-func (p *procs) start(fn, bin, dir string, env map[string]string, out io.Writer) (*instance, error) {
+// start runs a new process of spec (nothing inherited but PATH, HOME and TMPDIR) in its own
+// process group.
+func (p *procs) start(spec procSpec) (*instance, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closing {
 		return nil, errors.New("localstack: stack is closing")
 	}
-	cmd := exec.Command(bin)
-	cmd.Dir = dir
+	p.n++
+	key := fmt.Sprintf("%s~%d", spec.fn, p.n)
+	env := make(map[string]string, len(spec.env)+1)
+	for k, v := range spec.env {
+		env[k] = v
+	}
+	env["AWS_LAMBDA_RUNTIME_API"] = spec.runtimeAddr + "/_runtime/" + key
+	cmd := exec.Command(spec.bin)
+	cmd.Dir = spec.dir
 	cmd.Env = environ(env)
-	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Stdout, cmd.Stderr = spec.out, spec.out
 	cmd.SysProcAttr = sysProcAttr()
-	inst := &instance{fn: fn, cmd: cmd, done: make(chan struct{})}
+	inst := &instance{spec: spec, key: key, cmd: cmd, done: make(chan struct{})}
 	inst.started = time.Now()
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("localstack: start %s (%s): %w", fn, bin, err)
+		return nil, fmt.Errorf("localstack: start %s (%s): %w", spec.fn, spec.bin, err)
 	}
 	go func() {
 		inst.err = cmd.Wait()
 		close(inst.done)
+		p.mu.Lock()
+		hook := p.exited
+		if p.closing {
+			hook = nil
+		}
+		p.mu.Unlock()
+		if hook != nil {
+			hook(inst)
+		}
 	}()
 	p.all = append(p.all, inst)
 	return inst, nil

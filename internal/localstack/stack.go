@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,6 +26,7 @@ import (
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	"github.com/sivchari/kumo"
 
+	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/adcptest"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/slack"
@@ -87,6 +90,9 @@ type Options struct {
 	AgentStep  time.Duration
 	// StartTimeout bounds the wait for every function to poll (default 60 s).
 	StartTimeout time.Duration
+	// SweepEvery is the cadence of the reconciliation sweep (the reconcile function), as the
+	// EventBridge schedule runs it on AWS (default 10 s; negative: never).
+	SweepEvery time.Duration
 	// PortWait, when positive, waits up to that long for a taken emulator port to become free
 	// (test packages that each start a stack then take turns) instead of failing at once.
 	PortWait time.Duration
@@ -100,7 +106,9 @@ type Stack struct {
 	SlackURL string
 	// SellerURL and GovernanceURL are the agents' MCP endpoints.
 	SellerURL, GovernanceURL string
-	// EmulatorURL is kumo's own address; AWS SDK clients may use it as their endpoint.
+	// EmulatorURL is the AWS endpoint of the stack (DynamoDB, Secrets Manager, Lambda and API
+	// Gateway in kumo, Step Functions in the local engine): AWS SDK clients and
+	// `aws --endpoint-url` may use it.
 	EmulatorURL string
 	// TenantHeader names the dev-only tenant header.
 	TenantHeader string
@@ -117,8 +125,13 @@ type Stack struct {
 	// Trace records webhooks received and Lambda invocations, for latency measurements.
 	Trace *Trace
 
-	rest restClient
-	sfn  *sfn.Client
+	rest  restClient
+	sfn   *sfn.Client
+	procs *procs
+	proxy *emulatorProxy
+
+	mu       sync.Mutex
+	restarts map[string]int
 
 	closeOnce sync.Once
 	closers   []func()
@@ -138,7 +151,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	st := &Stack{TenantHeader: o.TenantHeader, Trace: newTrace(20000), ColdStarts: map[string]time.Duration{}}
+	st := &Stack{TenantHeader: o.TenantHeader, Trace: newTrace(20000), ColdStarts: map[string]time.Duration{}, restarts: map[string]int{}}
 	defer func() {
 		if err != nil {
 			st.Close()
@@ -164,14 +177,35 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	emu := kumo.NewServer()
 	st.closers = append(st.closers, emu.Close)
-	st.EmulatorURL = emu.URL
 	proxy, err := newEmulatorProxy(emu.URL, st.Trace)
 	if err != nil {
 		_ = emuLn.Close()
 		return nil, err
 	}
+	st.proxy = proxy
 	emuSrv := serve(emuLn, proxy)
 	st.closers = append(st.closers, emuSrv.close)
+	st.EmulatorURL = emuSrv.url()
+	var logMu sync.Mutex
+	logTo := func(name string) io.Writer {
+		return &prefixWriter{mu: &logMu, w: o.Log, prefix: fmt.Sprintf("%-10s| ", name)}
+	}
+
+	cfgDir, err := os.MkdirTemp("", "buyflow-local-states-")
+	if err != nil {
+		return nil, fmt.Errorf("localstack: %w", err)
+	}
+	st.closers = append(st.closers, func() { _ = os.RemoveAll(cfgDir) }) // a temp folder
+	states, err := startStates(o.RepoRoot, st.EmulatorURL, cfgDir, logTo("states"), o.StartTimeout)
+	if err != nil {
+		return nil, err
+	}
+	st.closers = append(st.closers, states.close)
+	statesURL, err := url.Parse(states.url)
+	if err != nil {
+		return nil, fmt.Errorf("localstack: states url: %w", err)
+	}
+	proxy.states.Store(httputil.NewSingleHostReverseProxy(statesURL))
 
 	apiLn, err := listen(o.APIAddr)
 	if err != nil {
@@ -227,7 +261,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	endpoint := aws.String(emu.URL)
 	ddb := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.BaseEndpoint = endpoint })
 	sm := secretsmanager.NewFromConfig(awsCfg, func(o *secretsmanager.Options) { o.BaseEndpoint = endpoint })
-	sf := sfn.NewFromConfig(awsCfg, func(o *sfn.Options) { o.BaseEndpoint = endpoint })
+	sf := sfn.NewFromConfig(awsCfg, func(o *sfn.Options) { o.BaseEndpoint = aws.String(st.EmulatorURL) })
 	rest := restClient{base: emu.URL, http: &http.Client{Timeout: 30 * time.Second}}
 	st.rest, st.sfn = rest, sf
 
@@ -331,14 +365,34 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// kumo breaks a tie between a route and a greedy one ({proxy+}) at random, where API
+	// Gateway picks the more specific route: a twin API without the greedy routes serves the
+	// requests a more specific route matches (see apiFront).
+	var specific []apiRoute
+	for _, r := range routes {
+		if !greedy(r.Path) {
+			specific = append(specific, r)
+		}
+	}
+	twin := api
+	if len(specific) < len(routes) {
+		if twin, err = rest.createHTTPAPI(ctx, names.api+"-specific", specific); err != nil {
+			return nil, err
+		}
+	}
+	front.setRoutes(specific, twin.ID)
 	front.apiID.Store(api.ID)
 	st.APIID = api.ID
 
-	// The processes.
+	// The processes. One that exits is replaced by a new one (a new sandbox, with its cold
+	// start), as Lambda does.
 	ps := &procs{}
+	st.procs = ps
 	st.closers = append(st.closers, func() { ps.stopAll(3 * time.Second) })
-	var logMu sync.Mutex
-	schemaDir := findSchemaDir(o.RepoRoot)
+	ps.exited = func(in *instance) { st.replace(ps, proxy, in, logTo(in.spec.fn)) }
+	// The functions read the embedded schemas; an override the stack was started with reaches
+	// them too.
+	schemaDir := os.Getenv(adcpschemas.EnvOverride)
 	waitCtx, cancel := context.WithTimeout(ctx, o.StartTimeout)
 	defer cancel()
 	// One function at a time (its instances together), so that each cold start is measured
@@ -352,14 +406,14 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 			env["BUYFLOW_ADCP_SCHEMAS"] = schemaDir
 		}
 		// The functions' AWS calls go through the proxy too (see emulatorProxy.secrets).
-		for k, v := range lambdaEnv(f, "http://"+o.EmulatorAddr, o.EmulatorAddr) {
+		for k, v := range lambdaEnv(f, "http://"+o.EmulatorAddr) {
 			env[k] = v
 		}
 		polled := proxy.expect(f.Name, o.Instances)
+		spec := procSpec{fn: f.Name, bin: BootstrapPath(o.BinDir, f.Name), dir: o.RepoRoot, env: env, runtimeAddr: o.EmulatorAddr, out: logTo(f.Name)}
 		var insts []*instance
 		for range o.Instances {
-			out := io.Writer(&prefixWriter{mu: &logMu, w: o.Log, prefix: fmt.Sprintf("%-10s| ", f.Name)})
-			in, err := ps.start(f.Name, BootstrapPath(o.BinDir, f.Name), o.RepoRoot, env, out)
+			in, err := ps.start(spec)
 			if err != nil {
 				return nil, err
 			}
@@ -369,6 +423,9 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 			return nil, err
 		}
 		st.ColdStarts[f.Name] = proxy.firstPoll(f.Name).Sub(insts[0].started)
+	}
+	if o.SweepEvery > 0 {
+		st.closers = append(st.closers, st.scheduleSweep(o.SweepEvery, logTo("schedule")))
 	}
 	return st, nil
 }
@@ -430,6 +487,9 @@ func (o *Options) defaults() error {
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = 60 * time.Second
 	}
+	if o.SweepEvery == 0 {
+		o.SweepEvery = 10 * time.Second
+	}
 	return nil
 }
 
@@ -447,10 +507,10 @@ func functionEnv(f topology.Function, values map[string]string) (map[string]stri
 	return env, nil
 }
 
-// lambdaEnv is what the Lambda service would set, pointed at kumo.
-func lambdaEnv(f topology.Function, emulatorURL, emulatorAddr string) map[string]string {
+// lambdaEnv is what the Lambda service would set, pointed at kumo (procs.start adds
+// AWS_LAMBDA_RUNTIME_API, which names each process).
+func lambdaEnv(f topology.Function, emulatorURL string) map[string]string {
 	return map[string]string{
-		"AWS_LAMBDA_RUNTIME_API":          emulatorAddr + "/_runtime/" + f.Name,
 		"AWS_LAMBDA_FUNCTION_NAME":        f.Name,
 		"AWS_LAMBDA_FUNCTION_VERSION":     "$LATEST",
 		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": fmt.Sprint(f.MemoryMB),
@@ -458,7 +518,7 @@ func lambdaEnv(f topology.Function, emulatorURL, emulatorAddr string) map[string
 		"AWS_ENDPOINT_URL":                emulatorURL,
 		"AWS_REGION":                      Region,
 		"AWS_DEFAULT_REGION":              Region,
-		"AWS_ACCESS_KEY_ID":               creds.AccessKeyID,
+		"AWS_ACCESS_KEY_ID":               creds.AccessKeyID + "-" + f.Name, // names the caller (callerFunction)
 		"AWS_SECRET_ACCESS_KEY":           creds.SecretAccessKey,
 		"AWS_EC2_METADATA_DISABLED":       "true",
 		"AWS_CONFIG_FILE":                 os.DevNull,
@@ -486,28 +546,11 @@ func waitAllPolled(ctx context.Context, insts []*instance, polled <-chan struct{
 		return nil
 	case in := <-exited:
 		if in.err != nil {
-			return fmt.Errorf("localstack: function %s exited before it polled for work (its log is above): %w", in.fn, in.err)
+			return fmt.Errorf("localstack: function %s exited before it polled for work (its log is above): %w", in.spec.fn, in.err)
 		}
-		return fmt.Errorf("localstack: function %s exited before it polled for work (its log is above)", in.fn)
+		return fmt.Errorf("localstack: function %s exited before it polled for work (its log is above)", in.spec.fn)
 	case <-ctx.Done():
-		return fmt.Errorf("localstack: function %s did not poll for work in time: %w", insts[0].fn, ctx.Err())
-	}
-}
-
-// findSchemaDir returns <repo>/../shared/adcp-schemas or the nearest shared/adcp-schemas
-// above repoRoot, or "".
-func findSchemaDir(repoRoot string) string {
-	if d := os.Getenv("BUYFLOW_ADCP_SCHEMAS"); d != "" {
-		return d
-	}
-	for d := repoRoot; ; d = filepath.Dir(d) {
-		p := filepath.Join(d, "shared", "adcp-schemas")
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			return p
-		}
-		if filepath.Dir(d) == d {
-			return ""
-		}
+		return fmt.Errorf("localstack: function %s did not poll for work in time: %w", insts[0].spec.fn, ctx.Err())
 	}
 }
 

@@ -78,6 +78,47 @@ func TestStackPlumbing(t *testing.T) {
 	if n := len(running(t, bin)); n != len(topology.App.Functions)*2 {
 		t.Errorf("%d bootstrap processes run, want 2 per function", n)
 	}
+
+	// A crash of every process of a function: the stack starts new ones and the route works.
+	if n := st.Kill("approve"); n != 2 {
+		t.Errorf("killed %d approve processes, want 2", n)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for st.Restarts("approve") < 2 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := st.Restarts("approve"); got != 2 {
+		t.Fatalf("%d approve processes restarted, want 2", got)
+	}
+	for {
+		resp, err := http.Get(st.APIURL + "/v1/approvals/ap-456?t=x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		discardBody(resp)
+		if resp.StatusCode == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET approval after the restart: %s", resp.Status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := len(running(t, bin)); n != len(topology.App.Functions)*2 {
+		t.Errorf("%d bootstrap processes run after the restart, want 2 per function", n)
+	}
+
+	// A body Lambda cannot take gets API Gateway's 413, not a 500.
+	big := strings.NewReader(strings.Repeat("x", localstack.MaxInvokePayload+1))
+	resp, err = http.Post(st.APIURL+"/v1/media-buys", "application/json", big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), "Request Entity Too Large") {
+		t.Errorf("a 6 MB body answered %s %q, want 413 Request Entity Too Large", resp.Status, body)
+	}
 	st.Close()
 	if left := running(t, bin); len(left) > 0 {
 		t.Errorf("processes left after Close: %v", left)
@@ -86,6 +127,11 @@ func TestStackPlumbing(t *testing.T) {
 		_ = resp.Body.Close()
 		t.Error("127.0.0.1:4566 still answers after Close")
 	}
+}
+
+func discardBody(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
 }
 
 // running lists the pids of processes whose executable lies under dir (Linux /proc).

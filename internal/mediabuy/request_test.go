@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/money"
 )
 
@@ -23,12 +24,12 @@ var (
 func schemas(t testing.TB) SchemaValidator {
 	t.Helper()
 	validatorOnce.Do(func() {
-		dir, err := adcp.SchemaDir()
+		schemas, err := adcpschemas.FS()
 		if err != nil {
 			validatorErr = err
 			return
 		}
-		validator, validatorErr = adcp.LoadValidator(dir)
+		validator, validatorErr = adcp.NewValidator(schemas)
 	})
 	if validatorErr != nil {
 		t.Fatalf("load AdCP schemas: %v", validatorErr)

@@ -18,6 +18,7 @@ import (
 	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/adcptest"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
@@ -123,11 +124,7 @@ func newEnv(t *testing.T, so adcptest.SellerOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := adcp.SchemaDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := adcp.LoadValidator(dir)
+	v, err := schemaValidator()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,3 +329,12 @@ func (e *env) emf() map[string]float64 {
 	}
 	return got
 }
+
+// schemaValidator compiles the embedded AdCP schemas once for the package's tests.
+var schemaValidator = sync.OnceValues(func() (*adcp.Validator, error) {
+	schemas, err := adcpschemas.FS()
+	if err != nil {
+		return nil, err
+	}
+	return adcp.NewValidator(schemas)
+})

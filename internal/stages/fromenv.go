@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
 
+	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/awsenv"
 	"github.com/buyflow/buyflow/internal/ledger"
@@ -37,7 +38,7 @@ func FromEnv(fn string, getenv func(string) string, parsePolicy func([]byte) (Po
 		}
 	}
 	// Unpacked and compiled on the first validation, off the cold path.
-	validator := adcpschemas.Validator()
+	validator := adcp.NewLazyValidator(adcpschemas.FS)
 	awsCfg, err := awsenv.Load(getenv)
 	if err != nil {
 		return nil, nil, fmt.Errorf("load aws config: %w", err)

@@ -532,12 +532,7 @@ func (s *Service) Report(ctx context.Context, in workflow.OutcomeInput) (workflo
 	}
 	out := workflow.OutcomeOutput{}
 	if op.GovernanceCheckID != "" {
-		report, err := s.report(ctx, op, req, "completed", func(r *adcp.ReportPlanOutcomeRequest) {
-			sr := &adcp.SellerResponse{SellerReference: op.MediaBuyID}
-			// The ledger's exact decimal, the amount that was approved and bought.
-			sr.CommittedBudget = json.Number(op.BudgetTotal)
-			r.SellerResponse = sr
-		})
+		report, err := s.reportCompleted(ctx, op, req)
 		if err != nil {
 			return workflow.OutcomeOutput{}, err
 		}
@@ -548,6 +543,17 @@ func (s *Service) Report(ctx context.Context, in workflow.OutcomeInput) (workflo
 	}
 	s.log.InfoContext(ctx, "outcome reported", "operationId", op.ID, "compensationRequired", out.CompensationRequired)
 	return out, nil
+}
+
+// reportCompleted reports a completed buy with the seller's response (intent
+// "report_plan_outcome#completed", fixed once whichever stage sends it).
+func (s *Service) reportCompleted(ctx context.Context, op *ledger.Operation, req *submitRequest) (*adcp.OutcomeResult, error) {
+	return s.report(ctx, op, req, "completed", func(r *adcp.ReportPlanOutcomeRequest) {
+		sr := &adcp.SellerResponse{SellerReference: op.MediaBuyID}
+		// The ledger's exact decimal, the amount that was approved and bought.
+		sr.CommittedBudget = json.Number(op.BudgetTotal)
+		r.SellerResponse = sr
+	})
 }
 
 // undo says whether the governance answer requires the buy to be undone: findings with
@@ -589,12 +595,12 @@ func (s *Service) report(ctx context.Context, op *ledger.Operation, req *submitR
 	return res, nil
 }
 
-// FailOutput is what RecordFailure returns (the state machine discards it: FailureKind reads
-// the failure the state input already carries).
+// FailOutput is what RecordFailure returns; the state machine reads the OutcomeOutput part
+// (FailureKind ends a buy the ledger records as completed as completed).
 type FailOutput struct {
-	Status   workflow.Status `json:"status"`
-	Error    string          `json:"error"`
-	Reported bool            `json:"reported"`
+	workflow.OutcomeOutput
+	Error    string `json:"error"`
+	Reported bool   `json:"reported"`
 }
 
 // readableFailure turns the {Error, Cause} a Catch recorded into a name and a sentence a person
@@ -631,9 +637,14 @@ func failureStatus(name string) workflow.Status {
 	return workflow.StatusFailed
 }
 
-// Fail is RecordFailure: record the reason on the operation (forward only; an operation that
-// already ended keeps its status and gets an event), report "failed" to governance when a
-// check exists and the buy did not complete, and release the business-key lock.
+// Fail is RecordFailure: record the reason on the operation (forward only), report "failed" to
+// governance when a check exists, and release the business-key lock.
+//
+// An operation that already ended keeps its status and gets no event after its terminal one
+// (the failure is logged). One the ledger records as completed (the seller completed the buy
+// and a webhook, a poll or the sweep saw it, while a step failed, e.g. a crashed create) is
+// reported completed, with the same fixed intent as ReportOutcome, so governance learns of the
+// buy exactly once; the output's Status tells the state machine to end it as completed.
 func (s *Service) Fail(ctx context.Context, in workflow.OutcomeInput) (FailOutput, error) {
 	op, err := s.load(ctx, in.Tenant, in.OperationID)
 	if err != nil {
@@ -644,36 +655,45 @@ func (s *Service) Fail(ctx context.Context, in workflow.OutcomeInput) (FailOutpu
 		f = readableFailure(*in.Failure)
 	}
 	reason := truncate(strings.TrimSpace(f.Error+": "+f.Cause), 1000)
-	ev := detail(map[string]any{"error": f.Error})
 	if !op.Status.Terminal() {
+		ev := detail(map[string]any{"error": f.Error})
 		if op, _, err = s.move(ctx, op, failureStatus(f.Error), ledger.Changes{Reason: &reason, Actor: actorSystem, EventType: EventFailure, Detail: ev}); err != nil {
 			return FailOutput{}, err
 		}
 	} else {
-		s.event(ctx, op, ledger.Event{Type: EventFailure, Actor: actorSystem, Reason: reason, Detail: ev})
+		s.log.WarnContext(ctx, "failure after the operation ended", "operationId", op.ID, "status", op.Status, "error", f.Error, "reason", reason)
 	}
-	out := FailOutput{Status: op.Status, Error: f.Error}
-	if op.GovernanceCheckID != "" && op.Status != workflow.StatusCompleted {
+	out := FailOutput{OutcomeOutput: workflow.OutcomeOutput{Status: op.Status}, Error: f.Error}
+	if op.GovernanceCheckID != "" {
 		req, err := parseRequest(op)
 		if err != nil {
 			return FailOutput{}, err
 		}
-		code := failureCode(op, f)
-		if len(code) > 64 {
-			code = code[:64]
+		var report *adcp.OutcomeResult
+		if op.Status == workflow.StatusCompleted {
+			report, err = s.reportCompleted(ctx, op, req)
+		} else {
+			code := failureCode(op, f)
+			if len(code) > 64 {
+				code = code[:64]
+			}
+			report, err = s.report(ctx, op, req, "failed", func(r *adcp.ReportPlanOutcomeRequest) {
+				r.Error = &adcp.OutcomeError{Code: code, Message: truncate(reason, 1000)}
+			})
 		}
-		_, err = s.report(ctx, op, req, "failed", func(r *adcp.ReportPlanOutcomeRequest) {
-			r.Error = &adcp.OutcomeError{Code: code, Message: truncate(reason, 1000)}
-		})
 		var te *workflow.TransientError
 		switch {
 		case errors.As(err, &te):
 			return FailOutput{}, err
 		case err != nil:
 			// A report the governance agent refuses for good must not hide the failure itself.
-			s.log.WarnContext(ctx, "failed outcome not reported", "operationId", op.ID, "err", err)
+			s.log.WarnContext(ctx, "outcome not reported", "operationId", op.ID, "status", op.Status, "err", err)
 		default:
 			out.Reported = true
+			if op.Status == workflow.StatusCompleted {
+				u := undo(report)
+				out.CompensationRequired, out.Reason = u.CompensationRequired, u.Reason
+			}
 		}
 	}
 	if err := s.releaseLock(ctx, op); err != nil {

@@ -3,6 +3,7 @@ package stages_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -338,5 +339,74 @@ func TestFailMapsFailureKinds(t *testing.T) {
 func TestApprovalRequestedEventNameMatchesNotify(t *testing.T) {
 	if stages.EventApprovalRequested != approvals.EventApprovalRequested {
 		t.Fatalf("stages reads %q, notify writes %q", stages.EventApprovalRequested, approvals.EventApprovalRequested)
+	}
+}
+
+// A step failed (its answer lost in a crash), but the seller completed the buy and the ledger
+// recorded it: RecordFailure reports "completed" (not "failed"), appends nothing after the
+// terminal status but the outcome report and the lock release, and tells the state machine
+// the buy completed. A later ReportOutcome resends the same intent: governance counts one
+// outcome.
+func TestFailOnACompletedBuyReportsItCompleted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	op, _ := e.placed("approved,sync")
+	if op.Status != workflow.StatusCompleted {
+		t.Fatalf("placed status %s, want completed", op.Status)
+	}
+	before := len(events(t, e, op.ID))
+	in := workflow.OutcomeInput{Action: workflow.ActionFail, OperationID: op.ID, Tenant: tenant,
+		Failure: &workflow.StepError{Error: "Runtime.ExitError", Cause: `{"errorType":"Runtime.ExitError","errorMessage":"signal: killed"}`}}
+	raw, err := handle(t, e.svc.Governance, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := raw.(stages.FailOutput); out.Status != workflow.StatusCompleted || !out.Reported || out.CompensationRequired {
+		t.Fatalf("output = %+v, want completed, reported, no compensation", out)
+	}
+	got := e.op(op.ID)
+	if got.Status != workflow.StatusCompleted || got.Reason != "" {
+		t.Fatalf("operation = %+v, want it completed with no failure reason", got)
+	}
+	var added []string
+	for _, ev := range events(t, e, op.ID)[before:] {
+		added = append(added, ev.Type)
+	}
+	if !slices.Equal(added, []string{stages.EventOutcomeReport, stages.EventLockReleased}) {
+		t.Fatalf("events after completed: %v, want only the outcome report and the lock release", added)
+	}
+	calls := e.gov.CallsTo("report_plan_outcome")
+	if len(calls) != 1 || lastArgs(t, calls)["outcome"] != "completed" {
+		t.Fatalf("report_plan_outcome calls %d (%v), want one 'completed'", len(calls), lastArgs(t, calls))
+	}
+	if _, err := e.svc.Report(context.Background(), workflow.OutcomeInput{OperationID: op.ID, Tenant: tenant}); err != nil {
+		t.Fatal(err)
+	}
+	calls = e.gov.CallsTo("report_plan_outcome")
+	if len(calls) != 2 || string(calls[0].Arguments) != string(calls[1].Arguments) || !calls[1].Replayed {
+		t.Fatalf("ReportOutcome after RecordFailure must resend the same intent (a replay): %d calls", len(calls))
+	}
+}
+
+// A failure recorded for an operation that already failed appends no second failure event.
+func TestFailAfterTheEndAppendsNoFailureEvent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	op := e.newOp("approved", false)
+	in := workflow.OutcomeInput{OperationID: op.ID, Tenant: tenant, Failure: &workflow.StepError{Error: "TerminalError", Cause: "no"}}
+	if _, err := e.svc.Fail(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Fail(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, ev := range events(t, e, op.ID) {
+		if ev.Type == stages.EventFailure {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d failure events, want 1", n)
 	}
 }

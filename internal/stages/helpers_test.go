@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/adcptest"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
@@ -151,11 +152,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := adcp.SchemaDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := adcp.LoadValidator(dir)
+	v, err := schemaValidator()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,3 +333,12 @@ func events(t *testing.T, e *env, opID string) []ledger.Event {
 	}
 	return p.Items
 }
+
+// schemaValidator compiles the embedded AdCP schemas once for the package's tests.
+var schemaValidator = sync.OnceValues(func() (*adcp.Validator, error) {
+	schemas, err := adcpschemas.FS()
+	if err != nil {
+		return nil, err
+	}
+	return adcp.NewValidator(schemas)
+})

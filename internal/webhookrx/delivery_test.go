@@ -10,7 +10,7 @@ import (
 	"github.com/buyflow/buyflow/internal/webhookrx"
 )
 
-// docExample is the example payload of adcp:docs/building/by-layer/L3/webhooks.mdx (brief §5.3).
+// docExample is the example payload of adcp:docs/building/by-layer/L3/webhooks.mdx .
 const docExample = `{"idempotency_key":"whk_01HW9D3H8FZP2N6R8T0V4X6Z9B","task_id":"task_456",
  "operation_id":"cd51e063-0000-4000-8000-000000000001","task_type":"create_media_buy","status":"completed",
  "timestamp":"2025-01-22T10:30:00Z","message":"Media buy created successfully",

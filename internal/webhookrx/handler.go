@@ -168,7 +168,7 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return r.refuse(http.StatusBadRequest, "task_mismatch", "the payload's task_id is not the operation's seller task")
 	}
 
-	// Mark the event processed before any side effect (brief §5.5).
+	// Mark the event processed before any side effect, so a redelivery cannot repeat one.
 	dup, err := s.cfg.Ledger.RecordReceipt(ctx, ledger.Receipt{SellerID: op.SellerID, IdempotencyKey: d.IdempotencyKey,
 		Tenant: op.Tenant, OperationID: op.ID, TaskID: d.TaskID, ReceivedAt: s.now()})
 	if err != nil {

@@ -192,12 +192,18 @@ type ApprovalExpiry struct {
 	Reason    string `json:"reason,omitempty"`
 }
 
-// OutcomeOutput is the output of ReportOutcome.
+// OutcomeOutput is the output of ReportOutcome, and the part of RecordFailure's output the
+// state machine reads (both write it at $.outcome).
 type OutcomeOutput struct {
 	// CompensationRequired is true when the governance agent's findings require an undo:
 	// Compensate cancels the buy.
 	CompensationRequired bool   `json:"compensation_required"`
 	Reason               string `json:"reason,omitempty"`
+	// Status is set by RecordFailure: the operation's status after it. StatusCompleted means
+	// the seller completed the buy although a step failed (a crash after the seller committed,
+	// with the webhook or a poll recording the completion): the buy was reported completed and
+	// the execution ends as completed, not failed.
+	Status Status `json:"status,omitempty"`
 }
 
 // GovernanceDecision is what CheckGovernance tells the state machine to do next.

@@ -19,9 +19,19 @@ export const functionARN = (name) => `arn:aws:lambda:us-east-1:123456789012:func
 // the field (stripTimeout) before they use the input, and must not remove it from the object
 // the emulator passed: it reads it again after the call.
 export function loadDefinition(substitute = functionARN) {
-  const definition = JSON.parse(
-    fs.readFileSync(path.join(here, '..', 'mediabuy.asl.json'), 'utf8').replace(/\$\{(\w+)\}/g, (_, name) => substitute(name)),
-  );
+  return prepareDefinition(renderDefinition(substitute));
+}
+
+// renderDefinition returns the text of statemachine/mediabuy.asl.json with every ${Name}
+// replaced by substitute(Name), as the deployers render it.
+export function renderDefinition(substitute = functionARN) {
+  return fs.readFileSync(path.join(here, '..', 'mediabuy.asl.json'), 'utf8').replace(/\$\{(\w+)\}/g, (_, name) => substitute(name));
+}
+
+// prepareDefinition parses an ASL text (placeholders already substituted, as CreateStateMachine
+// receives it) and applies the workaround above.
+export function prepareDefinition(text) {
+  const definition = JSON.parse(text);
   for (const state of Object.values(definition.States)) {
     if (state.Type === 'Task' && state.TimeoutSecondsPath && state.Parameters) {
       state.Parameters['__timeout_seconds.$'] = state.TimeoutSecondsPath;

@@ -1,4 +1,4 @@
-// Path-test harness for statemachine/mediabuy.asl.json (TESTING.md, layer 2).
+// Path-test harness for statemachine/mediabuy.asl.json (test layer 2 in docs/ARCHITECTURE.md).
 //
 // Usage: node -r ./statemachine/harness/polyfill.cjs statemachine/harness/run.mjs <scenario.json>...
 //

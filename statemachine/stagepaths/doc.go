@@ -1,4 +1,4 @@
-// Package stagepaths holds the workflow tests of TESTING.md's layer 2 with the real stage
+// Package stagepaths holds the workflow tests (test layer 2 in docs/ARCHITECTURE.md) with the real stage
 // Lambdas: statemachine/mediabuy.asl.json runs in aws-local-stepfunctions 3.0.0
 // (statemachine/harness/live.mjs), and every Task state invokes the real Go bootstrap of its
 // function, built for this host and run as processes behind a Lambda runtime API, against the

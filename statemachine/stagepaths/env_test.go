@@ -28,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
+	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/adcptest"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
@@ -283,8 +284,8 @@ func start() (*system, error) {
 			"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_EC2_METADATA_DISABLED": "true",
 			"AWS_CONFIG_FILE": os.DevNull, "AWS_SHARED_CREDENTIALS_FILE": os.DevNull, "TZ": "UTC",
 		}
-		if dir, err := adcptest.FindSchemaDir(); err == nil {
-			env["BUYFLOW_ADCP_SCHEMAS"] = dir
+		if dir := os.Getenv(adcpschemas.EnvOverride); dir != "" {
+			env[adcpschemas.EnvOverride] = dir
 		}
 		for _, name := range f.Env {
 			v, ok := values[name]

@@ -12,7 +12,7 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// One test per path of mediabuy.asl.json (issue 4, item 3). Each asserts the states entered,
+// One test per path of mediabuy.asl.json. Each asserts the states entered,
 // what the stage invocations answered, the AdCP calls the agents recorded and the ledger as
 // the read API shows it.
 

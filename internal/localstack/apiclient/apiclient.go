@@ -327,35 +327,52 @@ var (
 // heading. The link is absolute; it need not be under BaseURL (no tenant header, no signing:
 // approval links authenticate by their signature).
 func Decide(ctx context.Context, hc *http.Client, link, decision, comment string) (int, string, error) {
+	form, code, head, err := OpenApproval(ctx, hc, link)
+	if err != nil {
+		return code, head, err
+	}
+	return form.Submit(ctx, hc, decision, comment)
+}
+
+// ApprovalForm is the decision form of an approval's confirm page, as a browser holds it: it
+// can be submitted again (the browser's resubmit) without opening the page again.
+type ApprovalForm struct {
+	target string
+	fields url.Values
+}
+
+// OpenApproval GETs the confirm page of an approval link and returns its decision form, or the
+// page's status and heading when it has none (already decided, expired, …).
+func OpenApproval(ctx context.Context, hc *http.Client, link string) (*ApprovalForm, int, string, error) {
 	if hc == nil {
 		hc = &http.Client{Timeout: 30 * time.Second}
 	}
 	get, err := http.NewRequestWithContext(ctx, http.MethodGet, link, nil)
 	if err != nil {
-		return 0, "", fmt.Errorf("apiclient: approval link: %w", err)
+		return nil, 0, "", fmt.Errorf("apiclient: approval link: %w", err)
 	}
 	resp, err := hc.Do(get)
 	if err != nil {
-		return 0, "", fmt.Errorf("apiclient: open approval link: %w", err)
+		return nil, 0, "", fmt.Errorf("apiclient: open approval link: %w", err)
 	}
 	page, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	_ = resp.Body.Close()
 	if err != nil {
-		return 0, "", fmt.Errorf("apiclient: read approval page: %w", err)
+		return nil, 0, "", fmt.Errorf("apiclient: read approval page: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return resp.StatusCode, heading(page), fmt.Errorf("apiclient: approval page: HTTP %d: %s", resp.StatusCode, heading(page))
+		return nil, resp.StatusCode, heading(page), fmt.Errorf("apiclient: approval page: HTTP %d: %s", resp.StatusCode, heading(page))
 	}
 	m := actionRE.FindSubmatch(page)
 	if m == nil {
-		return resp.StatusCode, heading(page), fmt.Errorf("apiclient: approval page has no decision form: %s", heading(page))
+		return nil, resp.StatusCode, heading(page), fmt.Errorf("apiclient: approval page has no decision form: %s", heading(page))
 	}
 	target := link
 	if len(m[1]) > 0 {
 		base, _ := url.Parse(link) // parsed by NewRequest above
 		ref, err := url.Parse(html.UnescapeString(string(m[1])))
 		if err != nil {
-			return 0, "", fmt.Errorf("apiclient: approval form action: %w", err)
+			return nil, 0, "", fmt.Errorf("apiclient: approval form action: %w", err)
 		}
 		target = base.ResolveReference(ref).String()
 	}
@@ -363,16 +380,29 @@ func Decide(ctx context.Context, hc *http.Client, link, decision, comment string
 	for _, h := range hiddenRE.FindAllSubmatch(page, -1) {
 		form.Add(html.UnescapeString(string(h[1])), html.UnescapeString(string(h[2])))
 	}
+	return &ApprovalForm{target: target, fields: form}, resp.StatusCode, heading(page), nil
+}
+
+// Submit posts the form with decision and comment and returns the result page's status and
+// heading.
+func (f *ApprovalForm) Submit(ctx context.Context, hc *http.Client, decision, comment string) (int, string, error) {
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	form := url.Values{}
+	for k, v := range f.fields {
+		form[k] = append([]string(nil), v...)
+	}
 	form.Set("decision", decision)
 	if comment != "" {
 		form.Set("comment", comment)
 	}
-	post, err := http.NewRequestWithContext(ctx, http.MethodPost, target, strings.NewReader(form.Encode()))
+	post, err := http.NewRequestWithContext(ctx, http.MethodPost, f.target, strings.NewReader(form.Encode()))
 	if err != nil {
 		return 0, "", fmt.Errorf("apiclient: approval form: %w", err)
 	}
 	post.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err = hc.Do(post)
+	resp, err := hc.Do(post)
 	if err != nil {
 		return 0, "", fmt.Errorf("apiclient: post decision: %w", err)
 	}

@@ -1,0 +1,202 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+
+	"github.com/buyflow/buyflow/internal/adcptest"
+	"github.com/buyflow/buyflow/internal/localstack"
+	"github.com/buyflow/buyflow/internal/localstack/apiclient"
+)
+
+// Crash injection on the local stack: a function's processes are killed at the worst moment
+// (the stack replaces them, as Lambda starts new sandboxes), and the buy must still end with
+// one create at the seller, one decision, one outcome report, a ledger that tells the truth and
+// an execution status that agrees with it; the function serves again afterwards. Like the
+// fault tests, these do not run in parallel (a crash kills every process of the function).
+
+// callsFor returns the agent's calls of tool whose arguments mention po, split into originals
+// and idempotent replays.
+func callsFor(calls []adcptest.Call, po string) (originals, replays int) {
+	for _, c := range calls {
+		if !strings.Contains(string(c.Arguments), po) || c.Fault != "" || c.IsError {
+			continue
+		}
+		if c.Replayed {
+			replays++
+		} else {
+			originals++
+		}
+	}
+	return originals, replays
+}
+
+// reportsFor lists the outcomes of the report_plan_outcome calls governance received for the
+// operation (its id is in the echoed context); a replay is the same report, not counted.
+func reportsFor(calls []adcptest.Call, operationID string) []string {
+	var out []string
+	for _, c := range calls {
+		var a struct {
+			Outcome string `json:"outcome"`
+		}
+		if c.Replayed || c.Fault != "" || !strings.Contains(string(c.Arguments), operationID) || json.Unmarshal(c.Arguments, &a) != nil {
+			continue
+		}
+		out = append(out, a.Outcome)
+	}
+	return out
+}
+
+// wantConsistent checks a buy after a crash: completed in the ledger and in Step Functions,
+// one create at the seller, one outcome report ("completed"), nothing after the terminal
+// status but the outcome report and the lock release.
+func wantConsistent(t *testing.T, c *apiclient.Client, id string) {
+	t.Helper()
+	op := finished(t, c, id, "completed")
+	evs := settled(t, c, id)
+	if n, _ := callsFor(suite.local.Seller.CallsTo("create_media_buy"), op.PONumber); n != 1 {
+		t.Errorf("%d creates at the seller (not counting replays), want 1", n)
+	}
+	if got := reportsFor(suite.local.Governance.CallsTo("report_plan_outcome"), id); !slices.Equal(got, []string{"completed"}) {
+		t.Errorf("outcome reports %v, want one completed", got)
+	}
+	end := slices.IndexFunc(evs, func(e apiclient.Event) bool { return e.To == "completed" })
+	for _, e := range evs[end+1:] {
+		if e.Type != "outcome_report" && e.Type != "lock_released" {
+			t.Errorf("event %s after completed", e.Type)
+		}
+	}
+	if slices.Contains(types(evs), "failure") {
+		t.Errorf("a failure event in the timeline of a completed buy: %v", types(evs))
+	}
+	h := finalHistory(t, id)
+	if last := h[len(h)-1]; last.Type != sfntypes.HistoryEventTypeExecutionSucceeded {
+		t.Errorf("execution ended %s for a buy the ledger records completed:%s", last.Type, summarize(h))
+	}
+}
+
+// servesAgain checks that fn was given new processes and that a fresh buy goes through them.
+func servesAgain(t *testing.T, c *apiclient.Client, fn string, killed int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for suite.local.Restarts(fn) < killed && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := suite.local.Restarts(fn); got < killed {
+		t.Errorf("%d new %s processes after %d were killed", got, fn, killed)
+	}
+	sub := submit(t, c, buy{PO: po(t), Sim: "async_complete"})
+	finished(t, c, sub.OperationID, "completed")
+}
+
+// The create process is killed after the seller committed the buy and before its answer came
+// back (the seller holds the answer): the invocation fails with Runtime.ExitError, the retried
+// create finds the buy, and the seller's webhooks complete it.
+func TestCrashCreateAfterTheSellerCommitted(t *testing.T) {
+	c := localOnly(t)
+	before := suite.local.Restarts("create")
+	p := po(t)
+	sub := submit(t, c, buy{PO: p, Sim: "async_complete,slow_commit"})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if n, _ := callsFor(suite.local.Seller.CallsTo("create_media_buy"), p); n > 0 {
+			break // committed; the answer is held
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the seller got no create_media_buy within 30 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	killed := suite.local.Kill("create")
+	if killed == 0 {
+		t.Fatal("no create process to kill")
+	}
+	wantConsistent(t, c, sub.OperationID)
+	h := finalHistory(t, sub.OperationID)
+	if got := taskAttempts(h, "CreateMediaBuy"); len(got) < 2 || got[0] != "Runtime.ExitError" || got[len(got)-1] != "ok" {
+		t.Errorf("CreateMediaBuy attempts %v, want Runtime.ExitError first and a retry that succeeds", got)
+	}
+	servesAgain(t, c, "create", before+killed)
+}
+
+// The approve process is killed after the decision is written and before SendTaskSuccess: the
+// approver sees an error and clicks again, which hands the recorded decision over.
+func TestCrashApproveBeforeTheHandOver(t *testing.T) {
+	c := localOnly(t)
+	before := suite.local.Restarts("approve")
+	sub := submit(t, c, buy{PO: po(t), RequireApproval: true, Sim: "async_complete"})
+	op := waitFor(t, c, sub.OperationID, 30*time.Second, awaitingApproval)
+	if op.Status != "awaiting_approval" {
+		t.Fatalf("status %s, want awaiting_approval", op.Status)
+	}
+	link := approvalLink(t, op)
+	fired := suite.local.CrashAt(localstack.CrashPoint{Function: "approve", Target: "AWSStepFunctions.SendTaskSuccess"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	hc := &http.Client{Timeout: 30 * time.Second}
+	form, _, _, err := apiclient.OpenApproval(ctx, hc, link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, heading, err := form.Submit(ctx, hc, "approve", "e2e: approve, crashed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-fired:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the crash point never fired (the click answered %d %q)", code, heading)
+	}
+	if code < 500 {
+		t.Errorf("the crashed click answered %d %q, want a server error", code, heading)
+	}
+	// The approver resubmits the form (the browser showed an error); the new sandbox serves it.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		code, heading, err = form.Submit(ctx, hc, "approve", "e2e: approve again")
+		if err == nil && code == http.StatusOK {
+			break
+		}
+		t.Logf("click after the crash: %d %q %v", code, heading, err)
+		if time.Now().After(deadline) {
+			t.Fatalf("the click after the crash answered %d %q (%v)", code, heading, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	wantConsistent(t, c, sub.OperationID)
+	evs := timeline(t, c, sub.OperationID)
+	decided := 0
+	for _, e := range evs {
+		if e.Type == "decision" {
+			decided++
+		}
+	}
+	if decided != 1 {
+		t.Errorf("%d decision events, want 1: %v", decided, types(evs))
+	}
+	servesAgain(t, c, "approve", before+1)
+}
+
+// The webhook process is killed after the webhook's receipt is written and before the update
+// is applied: the seller's retry is a duplicate of a receipt, so the poll (or the sweep) must
+// find the completion.
+func TestCrashWebhookAfterTheReceipt(t *testing.T) {
+	c := localOnly(t)
+	before := suite.local.Restarts("webhook")
+	fired := suite.local.CrashAt(localstack.CrashPoint{Function: "webhook", Target: "DynamoDB_20120810.PutItem", BodyContains: "RECEIPT#", AfterAnswer: true})
+	sub := submit(t, c, buy{PO: po(t), Sim: "async_complete"})
+	select {
+	case <-fired:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no webhook receipt was written within 30 s")
+	}
+	wantConsistent(t, c, sub.OperationID)
+	servesAgain(t, c, "webhook", before+1)
+}

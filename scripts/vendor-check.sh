@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Checks that what the repository vendors from the AdCP reference material is still an
+# unmodified copy of it: the schema pack (internal/adcpschemas/schemas.tar.gz, made by
+# scripts/vendor-adcp-schemas.sh) against the upstream schema folder, and every test-vector
+# file under testdata/ against the upstream vectors it was copied from (the testdata READMEs
+# list the same mapping). `make vendor-check` runs it; .ci/run runs it only where the upstream
+# checkout sits beside the repository, since nothing else in the build needs it.
+#
+# Usage: scripts/vendor-check.sh [UPSTREAM]   (default: ../shared beside the checkout, holding
+# adcp-schemas/ and adcp-test-vectors/)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+upstream=${1:-$root/../shared}
+schemas=$upstream/adcp-schemas
+vectors=$upstream/adcp-test-vectors
+for d in "$schemas" "$vectors"; do
+  [ -d "$d" ] || { echo "vendor-check: no upstream folder $d (pass the folder holding adcp-schemas/ and adcp-test-vectors/)" >&2; exit 2; }
+done
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+bad=0
+
+tar -xzf "$root/internal/adcpschemas/schemas.tar.gz" -C "$tmp"
+if ! diff -r "$schemas" "$tmp" >"$tmp.diff" 2>&1; then
+  echo "vendor-check: internal/adcpschemas/schemas.tar.gz differs from $schemas:" >&2
+  head -40 "$tmp.diff" >&2
+  echo "  refresh it with scripts/vendor-adcp-schemas.sh $schemas" >&2
+  bad=1
+fi
+rm -f "$tmp.diff"
+
+# vendored path (under the repository) ← upstream path (under adcp-test-vectors/)
+while read -r ours theirs; do
+  if ! diff -r "$root/$ours" "$vectors/$theirs" >/dev/null 2>&1; then
+    echo "vendor-check: $ours differs from $vectors/$theirs (copy it again, unmodified)" >&2
+    bad=1
+  fi
+done <<'MAP'
+internal/adcp/testdata/mcp-response-extraction.json static/test-vectors/mcp-response-extraction.json
+internal/adcp/testdata/transport-error-mapping.json static/test-vectors/transport-error-mapping.json
+internal/webhook/testdata/vectors/LICENSE LICENSE
+internal/webhook/testdata/vectors/webhook-signing static/compliance/source/test-vectors/webhook-signing
+internal/webhook/testdata/vectors/webhook-hmac-sha256.json static/test-vectors/webhook-hmac-sha256.json
+internal/webhook/testdata/vectors/webhook-receiver-envelope.json static/compliance/source/test-vectors/webhook-receiver-envelope.json
+internal/webhook/testdata/vectors/canonicalization.json static/compliance/source/test-vectors/request-signing/canonicalization.json
+MAP
+
+[ "$bad" = 0 ] || exit 1
+echo "vendor-check: the schema pack ($(tar -tzf "$root/internal/adcpschemas/schemas.tar.gz" | wc -l) files) and the test vectors match $upstream"
