@@ -59,8 +59,8 @@ e2e: build-host node_modules/.installed ## end-to-end suites over HTTP (local st
 	BUYFLOW_E2E=1 BUYFLOW_NODE_TESTS=1 BUYFLOW_E2E_BIN=$(CURDIR)/$(HOST_BIN) $(GO) test -count=1 -timeout 15m ./e2e/... ./internal/localstack
 
 .PHONY: bench-local
-bench-local: build-host node_modules/.installed ## webhook-to-resume latency and cold starts on the local stack
-	BUYFLOW_E2E=1 BUYFLOW_E2E_BIN=$(CURDIR)/$(HOST_BIN) $(GO) test -run '^$$' -bench . -benchtime 50x ./e2e
+bench-local: build-host node_modules/.installed ## webhook-to-resume latency, sweep detection latency, cold starts alone, on the local stack
+	BUYFLOW_E2E=1 BUYFLOW_E2E_BIN=$(CURDIR)/$(HOST_BIN) $(GO) test -p 1 -run '^$$' -bench . -benchtime 50x ./e2e ./e2e/waiting
 
 .PHONY: localstack-deploy
 localstack-deploy: deps build ## deploy the CDK app to LocalStack (needs Docker, LocalStack and LOCALSTACK_AUTH_TOKEN)
@@ -140,7 +140,7 @@ fuzz: ## run every Fuzz target for its execution count, or FUZZTIME (e.g. 30s, 1
 	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
 
 .PHONY: bench
-bench: deps ## benchmarks, printed as tables
+bench: deps ## benchmarks, printed as tables (cost, transitions, sweep); make bench-local for the local stack's
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 # ---------------------------------------------------------------- deploy (CDK)

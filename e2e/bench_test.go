@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/localstack"
-	"github.com/buyflow/buyflow/internal/topology"
 )
 
 // BenchmarkWebhookToResume measures, on the local stack, the time from the seller's terminal
@@ -84,27 +83,6 @@ func BenchmarkWebhookToResume(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 	b.Logf("seller webhook → workflow resumed over %d buys (%d completed by polling instead): p50 %s, p99 %s, max %s",
 		len(lat), polled, p50.Round(time.Microsecond), p99.Round(time.Microsecond), lat[len(lat)-1].Round(time.Microsecond))
-}
-
-// BenchmarkColdStart reports, per function, the local stack's cold start: from starting the
-// bootstrap process to its first poll of the runtime API (Lambda's Init Duration).
-//
-//	BUYFLOW_E2E=1 go test -run '^$' -bench ColdStart -benchtime 1x ./e2e
-func BenchmarkColdStart(b *testing.B) {
-	if skip != "" {
-		b.Skip(skip)
-	}
-	if suite.local == nil {
-		b.Skip("needs the local stack")
-	}
-	var lines []string
-	for _, f := range topology.App.Functions {
-		d := suite.local.ColdStarts[f.Name]
-		b.ReportMetric(ms(d), f.Name+"-init-ms")
-		lines = append(lines, fmt.Sprintf("%s %s", f.Name, d.Round(100*time.Microsecond)))
-	}
-	b.ReportMetric(0, "ns/op")
-	b.Logf("cold start (process start → first runtime poll): %s", strings.Join(lines, ", "))
 }
 
 // webhookToResume is the time from the last webhook before the first ReportOutcome invocation

@@ -34,7 +34,6 @@ var runConfig = workflow.RunConfig{
 	ApprovalTimeoutSeconds: 10,
 	PollInitialSeconds:     2,
 	PollMaxSeconds:         3,
-	PollMaxWebhookSeconds:  3,
 	DeadlineSeconds:        120,
 	LoopBudget:             100,
 }

@@ -45,7 +45,8 @@ const (
 	// second, default 50, and burst, default 100).
 	CtxThrottleRate  = "buyflow:throttleRate"
 	CtxThrottleBurst = "buyflow:throttleBurst"
-	// CtxReconcileMinutes is the period of the reconciliation schedule, in minutes (default 5).
+	// CtxReconcileMinutes is the period of the reconciliation schedule, in minutes (default 1:
+	// the sweep is how a buy without webhooks learns that its seller finished).
 	// It only applies when the topology declares a "reconcile" function.
 	CtxReconcileMinutes = "buyflow:reconcileMinutes"
 )
@@ -76,7 +77,7 @@ func DefaultConfig() Config {
 		LogRetentionDays: 90,
 		ThrottleRate:     50,
 		ThrottleBurst:    100,
-		ReconcileMinutes: 5,
+		ReconcileMinutes: 1,
 	}
 }
 

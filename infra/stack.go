@@ -407,7 +407,7 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 			Description: jsii.String("buyflow: EventBridge Scheduler invokes the reconcile function"),
 		})
 		awsscheduler.NewSchedule(stack, jsii.String("ReconcileSchedule"), &awsscheduler.ScheduleProps{
-			Description: jsii.String("buyflow: wake operations whose seller task finished (list_tasks per seller)"),
+			Description: jsii.String("buyflow: read every pending seller task and wake the operations whose task moved on"),
 			Schedule:    awsscheduler.ScheduleExpression_Rate(awscdk.Duration_Minutes(jsii.Number(float64(cfg.ReconcileMinutes)))),
 			Target:      awsschedulertargets.NewLambdaInvoke(fn, &awsschedulertargets.ScheduleTargetBaseProps{Role: schedRole}),
 		})

@@ -12,26 +12,26 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// The cost half of docs/ARCHITECTURE.md "Budgets": for a buy completed by webhook after 24 h,
-// one completed after 24 h by polling alone and, for comparison, a naive fixed 60-second
-// polling loop, the state transitions and the execution history events counted from the
-// executed paths (the walker in transitions_test.go), and the cost per 1,000 buys at list
-// price. Budgets are measured, not asserted: an excess prints an OVER BUDGET line. Note that at
-// $0.025 per 1,000 transitions the 40-transition budget alone is $1.00 per 1,000 buys, the
-// whole cost budget: a buy that waits 24 h cannot meet both. Run with
+// The cost half of docs/ARCHITECTURE.md "Budgets": for a buy completed by webhook after 24 h, one
+// completed after 24 h with no webhooks (the sweep wakes it, or, with the sweep down, the
+// per-buy safety net polls) and, for comparison, a naive fixed 60-second polling loop, the
+// state transitions and the execution history events counted from the executed paths (the
+// walker in transitions_test.go), and the cost per 1,000 buys at list price, the
+// reconciliation sweep's share included (sweepShare). Budgets are measured, not asserted: an
+// excess prints an OVER BUDGET line. The tables print through `make bench`:
 //
-//	go test -count=1 -run 'Transition|Cost' -v ./statemachine/
-//	go test -run '^$' -bench 'Transition|Cost' ./statemachine/
+//	go test -run '^$' -bench 'Transition|Cost|Sweep' ./statemachine/
 
 // Call kinds the simulated stages record (sim.call) besides the workflow.Action names.
 const (
-	callStartExecution = "startExecution"  // ContinueAsNewExecution (states:startExecution)
-	callParkDecided    = "park(decided)"   // AwaitSeller with a result that already needs a decision
-	callPollCompleted  = "poll(completed)" // PollSeller that finds the task completed
-	callPollDeadline   = "poll(deadline)"  // PollSeller past the deadline
-	callSubmit         = "api:submit"      // POST /media-buys (API Lambda), outside the workflow
-	callRead           = "api:read"        // GET /media-buys/{id} (API Lambda), outside the workflow
-	callWebhook        = "webhook"         // the seller's completion webhook (webhook Lambda)
+	callStartExecution = "startExecution"   // ContinueAsNewExecution (states:startExecution)
+	callParkDecided    = "park(decided)"    // AwaitSeller with a result that already needs a decision
+	callPollCompleted  = "poll(completed)"  // PollSeller that finds the task completed
+	callPollDeadline   = "poll(deadline)"   // PollSeller past the deadline
+	callSubmit         = "api:submit"       // POST /media-buys (API Lambda), outside the workflow
+	callRead           = "api:read"         // GET /media-buys/{id} (API Lambda), outside the workflow
+	callWebhook        = "webhook"          // the seller's completion webhook (webhook Lambda)
+	callSweepWake      = "sweep(completed)" // the sweep records a finished task and wakes the buy
 )
 
 // readsPerBuy is the number of status reads a buyer makes per buy (assumption: the submit
@@ -149,21 +149,23 @@ var costOf = map[string]unitCost{
 		"approvals request: load, approval put, SetTaskToken; Slack (500 ms)"},
 	callStartExecution: {0, 0, 0, "states:startExecution: no Lambda, no ledger write"},
 	callRead:           {durationDefault, consistentRead, 0, "GET /media-buys/{id}: GetOperation"},
+	callSweepWake: {0, 0, transition + clearTaskToken + smallWrite,
+		"reconcile apply: RecordTaskStatus move (txn), ClearTaskToken, wake event, SendTaskSuccess (its Lambda time is the sweep's)"},
 }
 
 // buyCost is one buy's bill, in dollars, with the counts it comes from.
 type buyCost struct {
 	transitions, events, invocations, gbSeconds, rru, wru, apiRequests float64
-	sfn, lambda, dynamo, api                                           float64
+	sfn, lambda, dynamo, api, sweep                                    float64
 }
 
-func (c buyCost) total() float64 { return c.sfn + c.lambda + c.dynamo + c.api }
+func (c buyCost) total() float64 { return c.sfn + c.lambda + c.dynamo + c.api + c.sweep }
 
 // costOfBuy prices one simulated buy: its workflow calls plus the submit, the status reads
 // and the webhooks, all through API Gateway and Lambda.
 func costOfBuy(t testing.TB, r measure) buyCost {
 	t.Helper()
-	calls := map[string]int{callSubmit: 1, callRead: readsPerBuy, callWebhook: r.webhooks}
+	calls := map[string]int{callSubmit: 1, callRead: readsPerBuy, callWebhook: r.webhooks, callSweepWake: r.sweepWakes}
 	for k, n := range r.calls {
 		calls[k] += n
 	}
@@ -189,12 +191,13 @@ func costOfBuy(t testing.TB, r measure) buyCost {
 
 func (c buyCost) add(o buyCost) buyCost {
 	return buyCost{c.transitions + o.transitions, c.events + o.events, c.invocations + o.invocations, c.gbSeconds + o.gbSeconds,
-		c.rru + o.rru, c.wru + o.wru, c.apiRequests + o.apiRequests, c.sfn + o.sfn, c.lambda + o.lambda, c.dynamo + o.dynamo, c.api + o.api}
+		c.rru + o.rru, c.wru + o.wru, c.apiRequests + o.apiRequests, c.sfn + o.sfn, c.lambda + o.lambda, c.dynamo + o.dynamo, c.api + o.api,
+		c.sweep + o.sweep}
 }
 
 func (c buyCost) scale(f float64) buyCost {
 	return buyCost{c.transitions * f, c.events * f, c.invocations * f, c.gbSeconds * f, c.rru * f, c.wru * f, c.apiRequests * f,
-		c.sfn * f, c.lambda * f, c.dynamo * f, c.api * f}
+		c.sfn * f, c.lambda * f, c.dynamo * f, c.api * f, c.sweep * f}
 }
 
 // fixedLoopASL is the comparison: the same prelude and ending, and a fixed 60-second polling
@@ -226,6 +229,15 @@ const fixedLoopASL = `{
   }
 }`
 
+// printTable writes a benchmark's table to stdout: b.Log keeps only a benchmark's first ten
+// lines.
+func printTable(lines []string) {
+	for _, line := range lines {
+		fmt.Println(line)
+	}
+	fmt.Println()
+}
+
 func loadASL(t testing.TB, text string) machine {
 	t.Helper()
 	var m machine
@@ -244,20 +256,31 @@ func loadASL(t testing.TB, text string) machine {
 
 // costCase is one row of the table.
 type costCase struct {
-	name    string
-	fixed   bool // the fixed 60-second loop (deterministic: one run)
-	webhook bool
-	after   time.Duration
-	budget  int // transition budget, 0 for none
+	name  string
+	fixed bool // the fixed 60-second loop (deterministic: one run)
+	wake  waker
+	after time.Duration
+	// sweep is the fleet whose sweep the buy shares (nil: the sweep is down or not counted).
+	sweep  *sweepFleet
+	budget int // transition budget, 0 for none
 }
 
-const simulatedDay = 24*time.Hour - time.Second // just inside the default 24 h deadline
+// The fleets of the sweep table: 1,000 and 10,000 pending buys over 10 sellers, with and
+// without list_tasks.
+var (
+	fleet1kListed   = &sweepFleet{pending: 1000, sellers: 10, listing: true}
+	fleet1kUnlisted = &sweepFleet{pending: 1000, sellers: 10, listing: false}
+	sweepFleets     = []*sweepFleet{fleet1kListed, fleet1kUnlisted,
+		{pending: 10000, sellers: 10, listing: true}, {pending: 10000, sellers: 10, listing: false}}
+)
 
 var costCases = []costCase{
-	{"webhook after 24 h", false, true, simulatedDay, budgetWebhook},
-	{"polling only, 24 h", false, false, simulatedDay, budgetNoWebhook},
-	{"fixed 60 s polling loop, 24 h", true, false, simulatedDay, 0},
-	{"(info) webhook after 10 min", false, true, 10 * time.Minute, 0},
+	{"webhook after 24 h", false, wakeWebhook, simulatedDay, fleet1kUnlisted, budgetWebhook},
+	{"no webhooks, 24 h, list_tasks", false, wakeSweep, simulatedDay, fleet1kListed, budgetNoWebhook},
+	{"no webhooks, 24 h, no list_tasks", false, wakeSweep, simulatedDay, fleet1kUnlisted, budgetNoWebhook},
+	{"no webhooks, 24 h, sweep down", false, wakeNone, simulatedDay, nil, budgetNoWebhook},
+	{"fixed 60 s polling loop, 24 h", true, wakeNone, simulatedDay, nil, 0},
+	{"(info) webhook after 10 min", false, wakeWebhook, 10 * time.Minute, fleet1kUnlisted, 0},
 }
 
 // runCase simulates one buy of c with the seeded random source r.
@@ -266,21 +289,18 @@ func runCase(t testing.TB, c costCase, asl, fixed machine, r func() float64) mea
 	if c.fixed {
 		cfg := workflow.DefaultRunConfig()
 		cfg.LoopBudget = 1 << 30 // the naive loop never continues as new (1,440 rounds ≈ 13,000 events)
-		return simulateWith(t, fixed, cfg, false, c.after, r)
+		return simulateWith(t, fixed, cfg, wakeNone, c.after, r)
 	}
-	return simulate(t, asl, c.webhook, c.after, r)
+	return simulate(t, asl, c.wake, c.after, r)
 }
 
-func TestCostPer1000Buys(t *testing.T) {
-	asl, fixed := load(t), loadASL(t, fixedLoopASL)
-	runs := 60
-	if testing.Short() {
-		runs = 20
-	}
-	t.Logf("per 1,000 buys at list price, mean of %d seeded runs (fixed loop: 1 run, deterministic); transitions p50/mean per buy", runs)
-	t.Logf("%-30s %11s %8s %7s %8s %7s %6s %8s %8s %8s %8s %8s %8s %8s",
-		"case", "transitions", "budget", "events", "max/exec", "execs", "λ inv", "RRU", "WRU", "SFN $", "Lambda $", "Dynamo $", "APIGW $", "total $")
-	var over []string
+// costTable prices runs seeded buys of every case; it returns the printed table and the OVER
+// BUDGET lines.
+func costTable(tb testing.TB, runs int) (lines, over []string) {
+	asl, fixed := load(tb), loadASL(tb, fixedLoopASL)
+	lines = append(lines, fmt.Sprintf("per 1,000 buys at list price, mean of %d seeded runs (fixed loop: 1 run, deterministic); transitions p50/mean per buy; sweep: the buy's share of a fleet of 1,000 pending buys over 10 sellers", runs),
+		fmt.Sprintf("%-34s %11s %6s %7s %8s %5s %6s %6s %6s %8s %8s %8s %8s %8s %8s",
+			"case", "transitions", "budget", "events", "max/exec", "execs", "λ inv", "RRU", "WRU", "SFN $", "Lambda $", "Dynamo $", "APIGW $", "sweep $", "total $"))
 	for _, c := range costCases {
 		n := runs
 		if c.fixed {
@@ -290,14 +310,18 @@ func TestCostPer1000Buys(t *testing.T) {
 		var counts []int
 		execs, maxEvents := 0, 0
 		for seed := range uint64(n) {
-			res := runCase(t, c, asl, fixed, rand.New(rand.NewPCG(seed, 42)).Float64)
+			res := runCase(tb, c, asl, fixed, rand.New(rand.NewPCG(seed, 42)).Float64)
 			if res.end != "MediaBuyCompleted" {
-				t.Fatalf("%s: ended in %s", c.name, res.end)
+				tb.Fatalf("%s: ended in %s", c.name, res.end)
 			}
 			counts = append(counts, res.transitions)
 			execs += res.executions
 			maxEvents = max(maxEvents, res.maxEvents)
-			sum = sum.add(costOfBuy(t, res))
+			bc := costOfBuy(tb, res)
+			if c.sweep != nil {
+				bc.sweep = c.sweep.cost().usdPerBuyDay * c.after.Hours() / 24
+			}
+			sum = sum.add(bc)
 		}
 		slices.Sort(counts)
 		mean := sum.scale(1 / float64(n))
@@ -306,9 +330,9 @@ func TestCostPer1000Buys(t *testing.T) {
 		if c.budget > 0 {
 			budget = fmt.Sprintf("≤ %d", c.budget)
 		}
-		t.Logf("%-30s %5d/%5.0f %8s %7.0f %8d %7.2f %6.0f %8.0f %8.0f %8.3f %8.3f %8.3f %8.3f %8.3f",
+		lines = append(lines, fmt.Sprintf("%-34s %5d/%5.0f %6s %7.0f %8d %5.2f %6.0f %6.0f %6.0f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f",
 			c.name, percentile(counts, 0.5), mean.transitions, budget, mean.events, maxEvents, float64(execs)/float64(n),
-			mean.invocations, mean.rru, mean.wru, per.sfn, per.lambda, per.dynamo, per.api, per.total())
+			mean.invocations, mean.rru, mean.wru, per.sfn, per.lambda, per.dynamo, per.api, per.sweep, per.total()))
 		if p50 := percentile(counts, 0.5); c.budget > 0 && p50 > c.budget {
 			over = append(over, fmt.Sprintf("OVER BUDGET: %s: median %d transitions > %d", c.name, p50, c.budget))
 		}
@@ -316,13 +340,10 @@ func TestCostPer1000Buys(t *testing.T) {
 			over = append(over, fmt.Sprintf("OVER BUDGET: %s: $%.3f per 1,000 buys > $%.2f (Step Functions alone $%.3f)", c.name, per.total(), budgetUSD, per.sfn))
 		}
 		if maxEvents > 25_000 {
-			t.Errorf("%s: %d history events in one execution, over the 25,000 cap", c.name, maxEvents)
+			tb.Errorf("%s: %d history events in one execution, over the 25,000 cap", c.name, maxEvents)
 		}
 	}
-	for _, line := range over {
-		t.Log(line) // budgets are measured, not asserted
-	}
-	t.Logf("assumptions: 256 MB arm64 Lambdas, %d status reads per buy, no retries, free tiers ignored; per invocation:", readsPerBuy)
+	lines = append(lines, fmt.Sprintf("assumptions: 256 MB arm64 Lambdas, %d status reads per buy, no retries, free tiers ignored; per invocation:", readsPerBuy))
 	kinds := make([]string, 0, len(costOf))
 	for k := range costOf {
 		kinds = append(kinds, k)
@@ -330,20 +351,42 @@ func TestCostPer1000Buys(t *testing.T) {
 	slices.Sort(kinds)
 	for _, k := range kinds {
 		u := costOf[k]
-		t.Logf("  %-16s λ %5s  RRU %3.0f  WRU %3.0f  %s", k, u.lambda, u.rru, u.wru, u.what)
+		lines = append(lines, fmt.Sprintf("  %-16s λ %5s  RRU %3.0f  WRU %3.0f  %s", k, u.lambda, u.rru, u.wru, u.what))
 	}
+	return lines, over
+}
 
+func TestCostPer1000Buys(t *testing.T) {
 	// The fixed loop spends 3 states and 9 events per minute (Wait 2, PollSeller 5, Choice 2)
 	// after a prelude and ending of 5 states and 21 events (the execution's 2, CheckGovernance,
 	// CreateMediaBuy and ReportOutcome 5 each, GovernanceDecision and MediaBuyCompleted 2 each).
+	fixed := loadASL(t, fixedLoopASL)
 	cfg := workflow.DefaultRunConfig()
 	cfg.LoopBudget = 1 << 30
-	res := simulateWith(t, fixed, cfg, false, time.Hour, rand.New(rand.NewPCG(3, 3)).Float64)
+	res := simulateWith(t, fixed, cfg, wakeNone, time.Hour, rand.New(rand.NewPCG(3, 3)).Float64)
 	if res.polls != 60 || res.transitions != 5+3*res.polls || res.events != 21+9*res.polls {
 		t.Errorf("fixed loop, 1 h: %d polls, %d transitions, %d events; want 60, %d, %d", res.polls, res.transitions, res.events, 5+3*60, 21+9*60)
 	}
+	// Every case prices and ends (the table itself prints through make bench).
+	_, over := costTable(t, 5)
+	for _, line := range over {
+		t.Log(line)
+	}
 }
 
+// BenchmarkCostTable prints the cost table of docs/ARCHITECTURE.md's budgets and the sweep's table (`make
+// bench`).
+func BenchmarkCostTable(b *testing.B) {
+	lines, over := costTable(b, 60)
+	lines = append(lines, "")
+	lines = append(lines, sweepTable()...)
+	printTable(append(lines, over...))
+	for b.Loop() {
+		_ = fleet1kUnlisted.cost()
+	}
+}
+
+// BenchmarkCost reports each case's mean as metrics.
 func BenchmarkCost(b *testing.B) {
 	asl, fixed := load(b), loadASL(b, fixedLoopASL)
 	for _, c := range costCases {
@@ -351,7 +394,11 @@ func BenchmarkCost(b *testing.B) {
 			r := rand.New(rand.NewPCG(1, 2))
 			var sum buyCost
 			for b.Loop() {
-				sum = sum.add(costOfBuy(b, runCase(b, c, asl, fixed, r.Float64)))
+				bc := costOfBuy(b, runCase(b, c, asl, fixed, r.Float64))
+				if c.sweep != nil {
+					bc.sweep = c.sweep.cost().usdPerBuyDay * c.after.Hours() / 24
+				}
+				sum = sum.add(bc)
 			}
 			mean := sum.scale(1 / float64(b.N))
 			b.ReportMetric(mean.transitions, "transitions/op")

@@ -47,14 +47,14 @@ func testInput() workflow.ExecutionInput {
 		Tenant:      "acct-1",
 		Config: workflow.RunConfig{
 			ApprovalTimeoutSeconds: 60, PollInitialSeconds: 1, PollMaxSeconds: 2,
-			PollMaxWebhookSeconds: 4, DeadlineSeconds: 60, LoopBudget: 5,
+			DeadlineSeconds: 60, LoopBudget: 5,
 		},
 		StateMachineARN: "arn:aws:states:us-east-1:123456789012:stateMachine:MediaBuy",
 	}
 }
 
 func wait(round int) workflow.WaitState {
-	return workflow.WaitState{IntervalSeconds: 1, Round: round, DeadlineUnix: deadline, WebhookAccepted: true}
+	return workflow.WaitState{IntervalSeconds: 1, Round: round, DeadlineUnix: deadline}
 }
 
 func seller(status workflow.Status, round int) workflow.SellerOutput {

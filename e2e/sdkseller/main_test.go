@@ -40,7 +40,6 @@ var runConfig = workflow.RunConfig{
 	ApprovalTimeoutSeconds: 30,
 	PollInitialSeconds:     3,
 	PollMaxSeconds:         3,
-	PollMaxWebhookSeconds:  3,
 	DeadlineSeconds:        180,
 	LoopBudget:             100,
 }

@@ -385,13 +385,15 @@ func get(t testing.TB, c *apiclient.Client, id string) apiclient.Operation {
 
 // TestLatencyWebhookVersusPolling measures, over 20 buys each, how long after the seller
 // finished a task buyflow's ledger held the terminal status: with the seller's webhooks, and
-// with them lost before they left (polling alone). It asserts which path finished each buy;
-// the figures are logged (timing budgets are not asserted).
+// with them lost before they left (the buy's own safety-net poll or the reconciliation sweep,
+// whichever reads the task first: this seller has no list_tasks, so the sweep reads each
+// pending task). It asserts which path finished each buy; the figures are logged (timing
+// budgets are not asserted).
 func TestLatencyWebhookVersusPolling(t *testing.T) {
 	const buys = 20
 	c := begin(t)
 	type sample struct{ afterFinish, afterWebhook time.Duration }
-	measure := func(scenario, wantBy string) []sample {
+	measure := func(scenario string, wantBy ...string) []sample {
 		ids := make([]string, buys)
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, 4)
@@ -411,8 +413,8 @@ func TestLatencyWebhookVersusPolling(t *testing.T) {
 		for _, id := range ids {
 			evs := timeline(t, c, id)
 			e := reached(t, evs, "completed")
-			if e.Type != wantBy {
-				t.Errorf("%s: %s completed by %s, want %s", scenario, id, e.Type, wantBy)
+			if !slices.Contains(wantBy, e.Type) {
+				t.Errorf("%s: %s completed by %s, want one of %v", scenario, id, e.Type, wantBy)
 				continue
 			}
 			at, err := time.Parse(time.RFC3339Nano, e.At)
@@ -435,7 +437,7 @@ func TestLatencyWebhookVersusPolling(t *testing.T) {
 		return out
 	}
 	webhooks := measure("async", "webhook")
-	polled := measure("async_lost", "poll")
+	polled := measure("async_lost", "poll", "reconcile")
 	pct := func(ss []sample, f func(sample) time.Duration, p float64) time.Duration {
 		ds := make([]time.Duration, 0, len(ss))
 		for _, s := range ss {
@@ -449,9 +451,9 @@ func TestLatencyWebhookVersusPolling(t *testing.T) {
 	}
 	fin := func(s sample) time.Duration { return s.afterFinish }
 	wh := func(s sample) time.Duration { return s.afterWebhook }
-	t.Logf("seller task finished -> terminal status in the ledger, %d buys each (poll after %d s, then every %d s):", buys, runConfig.PollInitialSeconds, runConfig.PollMaxSeconds)
+	t.Logf("seller task finished -> terminal status in the ledger, %d buys each (safety-net poll every %d s, sweep every 10 s):", buys, runConfig.PollMaxSeconds)
 	t.Logf("  webhook:      p50 %v  p90 %v  max %v", pct(webhooks, fin, .5), pct(webhooks, fin, .9), pct(webhooks, fin, 1))
-	t.Logf("  polling only: p50 %v  p90 %v  max %v", pct(polled, fin, .5), pct(polled, fin, .9), pct(polled, fin, 1))
+	t.Logf("  no webhook:   p50 %v  p90 %v  max %v", pct(polled, fin, .5), pct(polled, fin, .9), pct(polled, fin, 1))
 	t.Logf("webhook sent by the seller -> terminal status: p50 %v  p90 %v  max %v", pct(webhooks, wh, .5), pct(webhooks, wh, .9), pct(webhooks, wh, 1))
 }
 

@@ -1,6 +1,6 @@
-// Command reconcile is the reconciliation sweep, invoked by EventBridge Scheduler: it compares
-// the ledger's pending operations with each seller's list_tasks, records lost updates and
-// wakes the workflow, fails operations whose task the seller does not know, records orphans
+// Command reconcile is the reconciliation sweep, invoked by EventBridge Scheduler every minute:
+// it reads the status of every pending seller task (list_tasks, else task by task), records
+// what moved on and wakes the workflow, fails operations whose task the seller does not know, records orphans
 // and marks stuck operations (internal/reconcile; runbook in internal/reconcile/RUNBOOK.md).
 package main
 
@@ -53,14 +53,8 @@ func run(_ context.Context, getenv func(string) string) error {
 	if err := env.Err(); err != nil {
 		return err
 	}
-	schemas, err := adcpschemas.FS()
-	if err != nil {
-		return err
-	}
-	validator, err := adcp.NewValidator(schemas)
-	if err != nil {
-		return fmt.Errorf("load AdCP schemas: %w", err)
-	}
+	// Unpacked and compiled on the first validation, off the cold path.
+	validator := adcp.NewLazyValidator(adcpschemas.FS)
 	awsCfg, err := awsenv.Load(getenv)
 	if err != nil {
 		return fmt.Errorf("load aws config: %w", err)

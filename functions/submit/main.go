@@ -55,14 +55,8 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return err
 	}
 
-	schemas, err := adcpschemas.FS()
-	if err != nil {
-		return err
-	}
-	validator, err := adcp.NewValidator(schemas)
-	if err != nil {
-		return fmt.Errorf("load AdCP schemas: %w", err)
-	}
+	// Unpacked and compiled on the first validation, off the cold path.
+	validator := adcp.NewLazyValidator(adcpschemas.FS)
 	awsCfg, err := awsenv.Load(getenv)
 	if err != nil {
 		return fmt.Errorf("load aws config: %w", err)

@@ -3,6 +3,7 @@ package adcp
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -159,6 +160,41 @@ func TestValidatorFromFS(t *testing.T) {
 	}
 	if _, err := NewValidator(fstest.MapFS{}); err == nil {
 		t.Fatal("empty fs accepted")
+	}
+}
+
+// TestLazyValidatorOpensOnFirstValidation: the schema tree is opened by the first validation,
+// once, and a tree that cannot be opened fails validations instead of the constructor.
+func TestLazyValidatorOpensOnFirstValidation(t *testing.T) {
+	fsys := fstest.MapFS{
+		"enums/error-code.json": {Data: []byte(`{"enum":[]}`)},
+		"core/tasks-get-request.json": {Data: []byte(`{"$schema":"http://json-schema.org/draft-07/schema#","$id":"/schemas/3.1.19/core/tasks-get-request.json",
+			"type":"object","required":["task_id"],"properties":{"task_id":{"type":"string"}}}`)},
+	}
+	opened := 0
+	v := NewLazyValidator(func() (fs.FS, error) { opened++; return fsys, nil })
+	if opened != 0 {
+		t.Fatal("opened at construction")
+	}
+	for range 2 {
+		if err := v.ValidateRequest(ToolTasksGet, []byte(`{"task_id":"t"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ve *ValidationError
+	if err := v.ValidateRequest(ToolTasksGet, []byte(`{}`)); !errors.As(err, &ve) {
+		t.Fatalf("missing task_id: %v", err)
+	}
+	if opened != 1 {
+		t.Fatalf("opened %d times, want once", opened)
+	}
+	broken := NewLazyValidator(func() (fs.FS, error) { return nil, errors.New("pack corrupt") })
+	if err := broken.ValidateRequest(ToolTasksGet, []byte(`{"task_id":"t"}`)); err == nil || !strings.Contains(err.Error(), "pack corrupt") {
+		t.Fatalf("unopenable tree: %v", err)
+	}
+	empty := NewLazyValidator(func() (fs.FS, error) { return fstest.MapFS{}, nil })
+	if err := empty.ValidateRequest(ToolTasksGet, []byte(`{"task_id":"t"}`)); err == nil {
+		t.Fatal("a tree without the schemas validated")
 	}
 }
 

@@ -63,10 +63,10 @@ func pointerOrRoot(p string) string {
 // format assertion on. Schemas compile on first use and are cached; a
 // Validator is safe for concurrent use.
 type Validator struct {
-	fsys fs.FS
+	open func() (fs.FS, error)
 
 	mu       sync.Mutex
-	compiler *jsonschema.Compiler
+	compiler *jsonschema.Compiler // nil until the first compile
 	compiled map[string]*jsonschema.Schema
 }
 
@@ -74,16 +74,46 @@ type Validator struct {
 // is the schema release directory (it holds core/, enums/, media-buy/, ...).
 // Pass os.DirFS(dir) or an embed.FS sub-tree.
 func NewValidator(fsys fs.FS) (*Validator, error) {
-	if _, err := fs.Stat(fsys, "enums/error-code.json"); err != nil {
-		return nil, fmt.Errorf("adcp: schema fs has no enums/error-code.json: %w", err)
+	if err := checkSchemaFS(fsys); err != nil {
+		return nil, err
 	}
-	v := &Validator{fsys: fsys, compiled: map[string]*jsonschema.Schema{}}
+	return NewLazyValidator(func() (fs.FS, error) { return fsys, nil }), nil
+}
+
+// NewLazyValidator returns a Validator that calls open on its first
+// validation, not now: a Lambda whose schemas are an embedded archive does
+// not unpack it on its cold path (most invocations validate nothing). An
+// error from open, or a tree that is not a schema release, is the error of
+// every validation.
+func NewLazyValidator(open func() (fs.FS, error)) *Validator {
+	return &Validator{open: open, compiled: map[string]*jsonschema.Schema{}}
+}
+
+func checkSchemaFS(fsys fs.FS) error {
+	if _, err := fs.Stat(fsys, "enums/error-code.json"); err != nil {
+		return fmt.Errorf("adcp: schema fs has no enums/error-code.json: %w", err)
+	}
+	return nil
+}
+
+// compilerLocked opens the schema tree once; v.mu is held.
+func (v *Validator) compilerLocked() (*jsonschema.Compiler, error) {
+	if v.compiler != nil {
+		return v.compiler, nil
+	}
+	fsys, err := v.open()
+	if err != nil {
+		return nil, fmt.Errorf("adcp: open schemas: %w", err)
+	}
+	if err := checkSchemaFS(fsys); err != nil {
+		return nil, err
+	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft7)
 	c.AssertFormat()
 	c.UseLoader(fsLoader{fsys})
 	v.compiler = c
-	return v, nil
+	return c, nil
 }
 
 // schema compiles (once) and returns the schema at rel.
@@ -93,7 +123,11 @@ func (v *Validator) schema(rel string) (*jsonschema.Schema, error) {
 	if s, ok := v.compiled[rel]; ok {
 		return s, nil
 	}
-	s, err := v.compiler.Compile(schemaBase + rel)
+	c, err := v.compilerLocked()
+	if err != nil {
+		return nil, err
+	}
+	s, err := c.Compile(schemaBase + rel)
 	if err != nil {
 		return nil, fmt.Errorf("adcp: compile schema %s: %w", rel, err)
 	}
@@ -101,8 +135,9 @@ func (v *Validator) schema(rel string) (*jsonschema.Schema, error) {
 	return s, nil
 }
 
-// Precompile compiles the request schemas of every known tool now, so a
-// Lambda pays the cost at cold start rather than on its first call.
+// Precompile compiles the request schemas of every known tool now. The
+// functions do not call it (a cold start would pay ~70 ms of CPU for tools
+// the invocation never calls); it proves that a schema release compiles.
 func (v *Validator) Precompile() error {
 	seen := map[string]bool{}
 	for _, t := range tools {

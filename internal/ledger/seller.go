@@ -28,7 +28,8 @@ const SellerWebhookResolution = time.Minute
 // RecordSellerWebhook notes that a webhook from sellerID passed verification and correlation
 // at at. It only moves forward (a delivery processed late does not turn the time back), by
 // steps of at least SellerWebhookResolution. This is the evidence that the seller's webhooks
-// arrive, which decides how far polling may back off.
+// arrive (LastSellerWebhook); the per-buy wait no longer depends on it, since the
+// reconciliation sweep reads every pending task each minute whatever the seller sends.
 func (s *Store) RecordSellerWebhook(ctx context.Context, sellerID string, at time.Time) error {
 	if err := checkID("seller id", sellerID); err != nil {
 		return err

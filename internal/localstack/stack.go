@@ -43,14 +43,13 @@ const DefaultTenantHeader = "X-Buyflow-Tenant"
 // dev:approver (X-Buyflow-Principal) is that person on the approver routes.
 const DefaultApprovalPolicy = `{"threshold":"10000.00","currency":"USD","approvers":["U0LOCALAPPROVER"],"on_timeout":"reject","identities":{"dev:approver":"U0LOCALAPPROVER"}}`
 
-// LocalRunConfig returns timings that make a buy finish in seconds: a first poll after 1 s,
-// polls backing off to 3 s, a 60 s approval window and a 5 min seller deadline.
+// LocalRunConfig returns timings that make a buy finish in seconds: a safety-net poll every
+// 3 s (without waiting for the sweep), a 60 s approval window and a 5 min seller deadline.
 func LocalRunConfig() workflow.RunConfig {
 	return workflow.RunConfig{
 		ApprovalTimeoutSeconds: 60,
 		PollInitialSeconds:     1,
 		PollMaxSeconds:         3,
-		PollMaxWebhookSeconds:  3,
 		DeadlineSeconds:        300,
 		LoopBudget:             100,
 	}

@@ -31,6 +31,9 @@ type Progress struct {
 	ListCursor string    `dynamodbav:"list_cursor,omitempty"`
 	AfterOp    string    `dynamodbav:"after_op,omitempty"`
 	LastPass   time.Time `dynamodbav:"last_pass,omitempty"`
+	// NotBefore is set when the seller's retry_after reaches past the run that got it: no run
+	// calls the seller before then.
+	NotBefore time.Time `dynamodbav:"not_before,omitempty"`
 	// Fence is the reconcile lease fence of the run that wrote it.
 	Fence     int64     `dynamodbav:"fence"`
 	UpdatedAt time.Time `dynamodbav:"updated_at"`

@@ -35,11 +35,7 @@ func TestTerminalTaskIsRecordedAndWakesTheWorkflow(t *testing.T) {
 	}
 	cfg := e.cfg()
 
-	// Not listed any more, but within the grace period: not polled yet (the next sweep is).
-	if sum := e.run(cfg); len(sum.Findings) != 0 || e.op(op.ID).Status != workflow.StatusSubmitted {
-		t.Fatalf("within the grace period: %+v", sum)
-	}
-	e.clock.Advance(11 * time.Minute)
+	// Not listed any more: read at once (no grace period), recorded and woken in this run.
 	sum := e.run(cfg)
 
 	got := e.op(op.ID)
@@ -67,13 +63,15 @@ func TestTerminalTaskIsRecordedAndWakesTheWorkflow(t *testing.T) {
 		t.Errorf("events %+v lack the reconcile transition and the wake", evs)
 	}
 	m := e.emf()
-	if m["ReconcileFindings/"+reconcile.KindLostUpdate] != 1 || m["PendingOperations/submitted"] != 4 || m["SellerTaskDuration/completed"] <= 0 {
+	if m["ReconcileFindings/"+reconcile.KindLostUpdate] != 1 || m["PendingOperations/submitted"] != 2 || m["SellerTaskDuration/completed"] <= 0 {
 		t.Errorf("metrics %v", m)
 	}
-	// Two sweeps counted two pending operations each. Only the operation the seller did not list
-	// was polled.
+	// Only the operation the seller did not list was polled; a second run finds nothing new.
 	if n := len(e.seller.CallsTo("get_task_status")); n != 1 {
 		t.Errorf("%d direct polls, want 1", n)
+	}
+	if again := e.run(cfg); len(again.Findings) != 0 || len(e.seller.CallsTo("get_task_status")) != 1 || len(e.completed()) != 1 {
+		t.Errorf("second run %+v, %d polls: want nothing more", again, len(e.seller.CallsTo("get_task_status")))
 	}
 }
 
@@ -83,7 +81,8 @@ func TestUnknownTaskFailsAfterTheGracePeriod(t *testing.T) {
 	op := e.newOp(workflow.StatusSubmitted, "task-the-seller-never-had", nil)
 	cfg := e.cfg()
 
-	// Within the grace period nothing happens: the seller's list may lag.
+	// Within the grace period the task is read, and nothing happens: the seller's records may
+	// lag.
 	e.run(cfg)
 	if got := e.op(op.ID); got.Status != workflow.StatusSubmitted {
 		t.Fatalf("failed within the grace period: %s", got.Status)
@@ -105,8 +104,8 @@ func TestUnknownTaskFailsAfterTheGracePeriod(t *testing.T) {
 	if m := e.emf(); m["ReconcileFindings/"+reconcile.KindUnknownTask] != 1 {
 		t.Errorf("metrics %v", m)
 	}
-	if n := len(e.seller.CallsTo("get_task_status")); n != 1 {
-		t.Errorf("%d direct polls, want 1 (only after the grace period)", n)
+	if n := len(e.seller.CallsTo("get_task_status")); n != 2 {
+		t.Errorf("%d direct polls, want 2 (one a run)", n)
 	}
 }
 
@@ -417,24 +416,38 @@ func TestProgressRefusesAStaleFence(t *testing.T) {
 	}
 }
 
-func TestSellerWithoutListingIsPolledOnlyForStaleOperations(t *testing.T) {
+// TestSellerWithoutListingIsReadEveryRun: a seller without list_tasks (the official SDK's) has
+// every pending task read on every run, so a lost webhook is found within one cadence, not
+// after StaleAfter; a task read with the ledger's status changes nothing.
+func TestSellerWithoutListingIsReadEveryRun(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, adcptest.SellerOptions{})
 	e.api.noListing = true
-	task := e.sellerTask("n")
+	task, other := e.sellerTask("n"), e.sellerTask("m")
 	op := e.newOp(workflow.StatusSubmitted, task, nil)
+	waiting := e.newOp(workflow.StatusSubmitted, other, nil)
+	cfg := e.cfg()
+	if sum := e.run(cfg); len(sum.Failed) != 0 || len(e.seller.CallsTo("get_task_status")) != 2 || len(sum.Findings) != 0 {
+		t.Fatalf("summary %+v, %d reads; want both tasks read and nothing changed", sum, len(e.seller.CallsTo("get_task_status")))
+	}
 	if err := e.seller.Finish(task, "completed"); err != nil {
 		t.Fatal(err)
 	}
-	cfg := e.cfg()
-	e.clock.Advance(11 * time.Minute) // past Grace, not StaleAfter
-	if sum := e.run(cfg); len(sum.Failed) != 0 || len(e.seller.CallsTo("get_task_status")) != 0 {
-		t.Fatalf("summary %+v, %d polls: a seller without listing must not be polled before StaleAfter", sum, len(e.seller.CallsTo("get_task_status")))
-	}
-	e.clock.Advance(20 * time.Minute)
+	e.clock.Advance(time.Minute) // one cadence, far below Grace and StaleAfter
 	sum := e.run(cfg)
 	if got := e.op(op.ID); got.Status != workflow.StatusCompleted || sum.Findings[reconcile.KindLostUpdate] != 1 {
 		t.Fatalf("operation %s, summary %+v", got.Status, sum)
+	}
+	if c := e.completed(); len(c) != 1 || c[0].Output.Status != workflow.StatusCompleted {
+		t.Fatalf("completions %+v, want the finished buy woken", c)
+	}
+	if got := e.op(waiting.ID); got.Status != workflow.StatusSubmitted || got.Version != waiting.Version {
+		t.Fatalf("the unfinished buy moved: %+v", got)
+	}
+	// The finished one is no longer pending: only the other is read again.
+	e.run(cfg)
+	if n := len(e.seller.CallsTo("get_task_status")); n != 5 {
+		t.Errorf("%d reads after three runs, want 5", n)
 	}
 }
 
@@ -451,6 +464,7 @@ func TestTimeBudgetStopsInTheComparePhaseAndResumesAfterTheLastOperation(t *test
 	// The listing is free; every direct poll costs a minute; the budget allows two.
 	cfg.Deadline = func(context.Context) time.Time { return start.Add(90 * time.Second) }
 	cfg.AdCP = &pollCost{hookAdCP: e.api, clock: e.clock}
+	cfg.PollConcurrency = 1 // one poll at a time: the clock moves a minute each
 	sum := e.run(cfg)
 	if !slices.Equal(sum.Incomplete, []string{sellerID}) || sum.Findings[reconcile.KindUnknownTask] != 2 {
 		t.Fatalf("first run %+v", sum)
@@ -497,6 +511,7 @@ func TestDescribeExecutionDeniedTurnsTheCheckOffForTheRun(t *testing.T) {
 		calls.Add(1)
 		return nil, &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized to perform states:DescribeExecution"}
 	})
+	cfg.PollConcurrency = 1 // with more, the operations compared together are each refused once
 	e.clock.Advance(31 * time.Minute)
 	sum := e.run(cfg)
 	if calls.Load() != 1 || !slices.Equal(sum.Reconciled, []string{sellerID}) || len(sum.Findings) != 0 {

@@ -11,6 +11,8 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
@@ -86,6 +88,13 @@ var (
 	_ AdCP   = (*adcp.Client)(nil)
 )
 
+// The per-seller budget and the sellers swept at once, unless Config says otherwise.
+const (
+	DefaultPollConcurrency   = 4
+	DefaultPollRate          = 10.0 // reads started per second and seller
+	DefaultSellerConcurrency = 16
+)
+
 // Config wires a Service. Ledger, AdCP, Tasks and Progress are required.
 type Config struct {
 	Ledger   Ledger
@@ -103,8 +112,8 @@ type Config struct {
 	// working, input_required, creating). Every pending status is read, so that a task any
 	// pending operation waits on is never an orphan.
 	Statuses []workflow.Status
-	// Grace is how long an operation may wait on a task the seller does not list before it is
-	// polled directly (and failed if the seller does not know it), and how old an unknown
+	// Grace is how long an operation may wait on a task the seller does not know
+	// (REFERENCE_NOT_FOUND: its records may lag) before it is failed, and how old an unknown
 	// seller task must be before it is an orphan (default 10 min).
 	Grace time.Duration
 	// StaleAfter is how long an operation must go without an update before its execution is
@@ -117,6 +126,16 @@ type Config struct {
 	OrphanRenotify time.Duration
 	// PageSize is list_tasks' max_results (default 100, the spec's maximum).
 	PageSize int
+	// PollConcurrency bounds one seller's direct status reads in flight, PollRate their starts
+	// per second (defaults DefaultPollConcurrency, DefaultPollRate): a run reads every pending
+	// task a seller does not list, so this is the load the sweep puts on a seller without
+	// list_tasks.
+	PollConcurrency int
+	PollRate        float64
+	// SellerConcurrency is how many sellers one run sweeps at once (default
+	// DefaultSellerConcurrency): a run's time, the Lambda's GB-seconds, is then the slowest
+	// seller's pass, not their sum.
+	SellerConcurrency int
 	// MaxGenerations bounds how many continue-as-new generations are followed (default 100).
 	MaxGenerations int
 	// Margin is kept free before the Lambda deadline (default 15 s).
@@ -185,6 +204,15 @@ func New(cfg Config) (*Service, error) {
 	if cfg.PageSize <= 0 || cfg.PageSize > 100 {
 		cfg.PageSize = 100
 	}
+	if cfg.PollConcurrency <= 0 {
+		cfg.PollConcurrency = DefaultPollConcurrency
+	}
+	if cfg.PollRate <= 0 {
+		cfg.PollRate = DefaultPollRate
+	}
+	if cfg.SellerConcurrency <= 0 {
+		cfg.SellerConcurrency = DefaultSellerConcurrency
+	}
 	if cfg.MaxGenerations <= 0 {
 		cfg.MaxGenerations = 100
 	}
@@ -235,15 +263,23 @@ func (s *Service) Handle(ctx context.Context, _ json.RawMessage) (Summary, error
 	return s.Run(ctx)
 }
 
-// run is the state of one sweep.
+// run is the state of one sweep; sellers are swept concurrently, so sum is written under mu.
 type run struct {
 	id       string
 	deadline time.Time
 	rec      *metrics.Recorder
+	mu       sync.Mutex
 	sum      *Summary
 	// noDescribe is set once Step Functions refused DescribeExecution (a missing IAM grant):
 	// the check is skipped for the rest of the run instead of failing once per operation.
-	noDescribe bool
+	noDescribe atomic.Bool
+}
+
+// note appends seller to one of the summary's seller lists.
+func (r *run) note(list *[]string, seller string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	*list = append(*list, seller)
 }
 
 func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
@@ -251,7 +287,9 @@ func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
 func (r *run) out(now time.Time) bool { return !now.Before(r.deadline) }
 
 func (r *run) finding(kind string) {
+	r.mu.Lock()
 	r.sum.Findings[kind]++
+	r.mu.Unlock()
 	r.rec.Count(metrics.ReconcileFindings, metrics.Dims{"Kind": kind}, 1)
 }
 
@@ -289,12 +327,29 @@ func (s *Service) Run(ctx context.Context) (Summary, error) {
 		return cmp.Or(progress[a].LastPass.Compare(progress[b].LastPass), cmp.Compare(a, b))
 	})
 
+	slots := make(chan struct{}, s.cfg.SellerConcurrency)
+	var wg sync.WaitGroup
 	for _, seller := range sellers {
+		slots <- struct{}{}
 		if r.out(s.now()) {
-			r.sum.Deferred = append(r.sum.Deferred, seller)
+			<-slots
+			r.note(&r.sum.Deferred, seller)
 			continue
 		}
-		s.sweepSellerLeased(ctx, r, seller, bySeller[seller], progress[seller])
+		if nb := progress[seller].NotBefore; s.now().Before(nb) {
+			<-slots
+			s.log.InfoContext(ctx, "seller not called before its retry_after", "seller", seller, "notBefore", nb)
+			r.note(&r.sum.Deferred, seller)
+			continue
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			s.sweepSellerLeased(ctx, r, seller, bySeller[seller], progress[seller])
+		})
+	}
+	wg.Wait()
+	for _, l := range []*[]string{&r.sum.Reconciled, &r.sum.Incomplete, &r.sum.Skipped, &r.sum.Deferred, &r.sum.Failed} {
+		slices.Sort(*l) // the order the sellers finished in says nothing
 	}
 	s.log.InfoContext(ctx, "reconciliation sweep", "runId", r.id, "pending", r.sum.Pending, "reconciled", len(r.sum.Reconciled),
 		"incomplete", r.sum.Incomplete, "skipped", r.sum.Skipped, "deferred", r.sum.Deferred, "failed", r.sum.Failed,
@@ -347,11 +402,11 @@ func (s *Service) sweepSellerLeased(ctx context.Context, r *run, seller string, 
 	switch {
 	case errors.As(err, &held):
 		s.log.InfoContext(ctx, "seller reconciled by another run", "seller", seller, "until", held.Holder.ExpiresAt)
-		r.sum.Skipped = append(r.sum.Skipped, seller)
+		r.note(&r.sum.Skipped, seller)
 		return
 	case err != nil:
 		s.log.ErrorContext(ctx, "reconcile lease not acquired", "seller", seller, "err", err)
-		r.sum.Failed = append(r.sum.Failed, seller)
+		r.note(&r.sum.Failed, seller)
 		return
 	}
 	defer func() {
@@ -364,11 +419,11 @@ func (s *Service) sweepSellerLeased(ctx context.Context, r *run, seller string, 
 	switch {
 	case err != nil:
 		s.log.ErrorContext(ctx, "seller not reconciled", "seller", seller, "err", err)
-		r.sum.Failed = append(r.sum.Failed, seller)
+		r.note(&r.sum.Failed, seller)
 	case complete:
-		r.sum.Reconciled = append(r.sum.Reconciled, seller)
+		r.note(&r.sum.Reconciled, seller)
 	default:
-		r.sum.Incomplete = append(r.sum.Incomplete, seller)
+		r.note(&r.sum.Incomplete, seller)
 	}
 }
 

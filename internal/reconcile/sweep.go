@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/smithy-go"
@@ -109,6 +111,8 @@ func (s *Service) sweepSeller(ctx context.Context, r *run, seller string, ops []
 	}
 	slices.SortFunc(groups, func(a, b *group) int { return cmp.Compare(a.key, b.key) })
 
+	budget := newPollBudget(s.cfg.PollConcurrency, s.cfg.PollRate, s.now, r.deadline)
+	ps := &sellerPass{seller: seller, budget: budget, lastPass: prog.LastPass}
 	start, resume := 0, Progress{}
 	if prog.Phase != "" {
 		if i := slices.IndexFunc(groups, func(g *group) bool { return g.key == prog.Account }); i >= 0 {
@@ -122,12 +126,15 @@ func (s *Service) sweepSeller(ctx context.Context, r *run, seller string, ops []
 		if i == start {
 			from = resume
 		}
-		stop, err := s.sweepGroup(ctx, r, seller, g, known, from)
+		stop, err := s.sweepGroup(ctx, r, ps, g, known, from)
 		if err != nil {
 			return false, err
 		}
 		if stop != nil {
 			stop.Seller, stop.Account, stop.Fence, stop.LastPass = seller, g.key, fence, prog.LastPass
+			if until, past := budget.pausedPastRun(); past {
+				stop.NotBefore = until
+			}
 			return false, s.putProgress(ctx, *stop)
 		}
 	}
@@ -144,10 +151,10 @@ func (s *Service) putProgress(ctx context.Context, p Progress) error {
 }
 
 // sweepGroup lists the group's pending tasks at the seller and compares. A non-nil stop is
-// where the budget stopped it.
-func (s *Service) sweepGroup(ctx context.Context, r *run, seller string, g *group, known map[string]bool, from Progress) (*Progress, error) {
+// where the time budget (or a seller's retry_after reaching past the run) stopped it.
+func (s *Service) sweepGroup(ctx context.Context, r *run, ps *sellerPass, g *group, known map[string]bool, from Progress) (*Progress, error) {
+	seller := ps.seller
 	seen := map[string]listedTask{}
-	listed := true
 	if from.Phase != PhaseCompare {
 		cursor := from.ListCursor
 		for {
@@ -157,11 +164,16 @@ func (s *Service) sweepGroup(ctx context.Context, r *run, seller string, g *grou
 			page, err := s.list(ctx, seller, g.account, cursor)
 			var ae *adcp.Error
 			if errors.As(err, &ae) && ae.Code == adcp.CodeToolNotOffered {
-				// A seller without list_tasks / tasks/list (some 3.0 peers): no orphan detection,
-				// and only operations quiet for StaleAfter are polled directly.
-				s.log.WarnContext(ctx, "seller offers no task listing; polling stale operations directly", "seller", seller)
-				listed = false
+				// A seller without list_tasks / tasks/list (some 3.0 peers, the official SDK's):
+				// no orphan detection, and every pending task is read directly.
+				s.log.InfoContext(ctx, "seller offers no task listing; reading each pending task", "seller", seller)
 				break
+			}
+			if errors.As(err, &ae) && ae.RetryAfter > 0 {
+				r.rec.Count(metrics.AdcpErrors, metrics.Dims{"Code": errorCode(err)}, 1)
+				ps.budget.pause(ae.RetryAfter)
+				s.log.WarnContext(ctx, "seller asked to retry the listing later", "seller", seller, "retryAfter", ae.RetryAfter)
+				return &Progress{Phase: PhaseList, ListCursor: cursor}, nil
 			}
 			if err != nil {
 				r.rec.Count(metrics.AdcpErrors, metrics.Dims{"Code": errorCode(err)}, 1)
@@ -179,17 +191,31 @@ func (s *Service) sweepGroup(ctx context.Context, r *run, seller string, g *grou
 			cursor = page.Cursor
 		}
 	}
+	todo := make([]*ledger.Operation, 0, len(g.ops))
 	for _, op := range g.ops {
 		if from.Phase == PhaseCompare && opKey(op) <= from.AfterOp {
 			continue
 		}
-		if !slices.Contains(s.cfg.Statuses, op.Status) {
-			continue
+		if slices.Contains(s.cfg.Statuses, op.Status) {
+			todo = append(todo, op)
 		}
+	}
+	// PollConcurrency operations at a time, so that the stored cursor (the last operation of
+	// an unbroken prefix) never skips one that was not compared.
+	for first := 0; first < len(todo); first += s.cfg.PollConcurrency {
+		batch := todo[first:min(first+s.cfg.PollConcurrency, len(todo))]
 		if r.out(s.now()) {
-			return &Progress{Phase: PhaseCompare, AfterOp: lastBefore(g.ops, op)}, nil
+			return &Progress{Phase: PhaseCompare, AfterOp: lastBefore(g.ops, batch[0])}, nil
 		}
-		s.compare(ctx, r, seller, g.account, op, seen, listed)
+		done := make([]bool, len(batch))
+		var wg sync.WaitGroup
+		for i, op := range batch {
+			wg.Go(func() { done[i] = s.compare(ctx, r, ps, g.account, op, seen) })
+		}
+		wg.Wait()
+		if i := slices.Index(done, false); i >= 0 {
+			return &Progress{Phase: PhaseCompare, AfterOp: lastBefore(g.ops, batch[i])}, nil
+		}
 	}
 	return nil, nil
 }
@@ -233,38 +259,65 @@ func (s *Service) list(ctx context.Context, seller string, account *adcp.Account
 	return &listPage{Tasks: body.Tasks, HasMore: body.Pagination.HasMore, Cursor: body.Pagination.Cursor}, nil
 }
 
-// compare checks one operation against the listing, its execution and its deadline.
-// listed is false when the seller offers no listing: seen is then empty.
-func (s *Service) compare(ctx context.Context, r *run, seller string, account *adcp.AccountRef, op *ledger.Operation, seen map[string]listedTask, listed bool) {
+// compare checks one operation against the listing (seen; empty for a seller without one),
+// its execution and its deadline. The
+// task is read directly (within the seller's budget) unless the listing shows it with the
+// ledger's status: a task the listing of pending tasks leaves out has usually ended, and a
+// seller without a listing is read task by task. compare returns false when the operation was
+// not compared: the budget left no turn for the read in this run, or the seller answered it
+// with a retry_after.
+func (s *Service) compare(ctx context.Context, r *run, ps *sellerPass, account *adcp.AccountRef, op *ledger.Operation, seen map[string]listedTask) bool {
 	now := s.now()
 	if op.SellerTaskID != "" {
-		t, found := seen[op.SellerTaskID]
-		poll := false
-		switch {
-		case found:
+		poll := true
+		if t, found := seen[op.SellerTaskID]; found {
 			st, ok := workflow.FromTaskStatus(t.Status)
 			poll = ok && st != op.Status
-		case listed:
-			poll = now.Sub(op.UpdatedAt) >= s.cfg.Grace
-		default:
-			poll = now.Sub(op.UpdatedAt) >= s.cfg.StaleAfter
 		}
 		if poll {
-			var err error
-			if op, err = s.pollAndApply(ctx, r, seller, account, op); err != nil {
-				s.log.ErrorContext(ctx, "reconcile: operation not updated", "operationId", op.ID, "seller", seller, "err", err)
-				return
+			cur, err := s.readWithin(ctx, r, ps, account, op)
+			if errors.Is(err, errNoTurn) {
+				return false
 			}
-			if op.Status.Terminal() || !slices.Contains(s.cfg.Statuses, op.Status) {
-				return
+			if err != nil {
+				s.log.ErrorContext(ctx, "reconcile: operation not updated", "operationId", op.ID, "seller", ps.seller, "err", err)
+				return true
+			}
+			if op = cur; op.Status.Terminal() || !slices.Contains(s.cfg.Statuses, op.Status) {
+				return true
 			}
 		}
 	}
-	s.checkStuck(ctx, r, op, now)
+	s.checkStuck(ctx, r, op, now, ps.lastPass)
+	return true
+}
+
+// errNoTurn is readWithin's "the seller's budget left no turn in this run".
+var errNoTurn = errors.New("reconcile: no turn left for the seller in this run")
+
+// readWithin reads op's task within the seller's budget (pollAndApply). A retry_after pauses
+// the seller's reads and the read is tried again after it, if that is still within the run;
+// otherwise errNoTurn: the operation was not compared, and a run that stops there resumes with
+// it.
+func (s *Service) readWithin(ctx context.Context, r *run, ps *sellerPass, account *adcp.AccountRef, op *ledger.Operation) (*ledger.Operation, error) {
+	for {
+		if !ps.budget.acquire(ctx) {
+			return op, errNoTurn
+		}
+		cur, err := s.pollAndApply(ctx, r, ps.seller, account, op)
+		ps.budget.release()
+		var ae *adcp.Error
+		if !errors.As(err, &ae) || ae.RetryAfter <= 0 {
+			return cur, err
+		}
+		ps.budget.pause(ae.RetryAfter)
+		s.log.WarnContext(ctx, "seller asked to retry later", "seller", ps.seller, "retryAfter", ae.RetryAfter)
+	}
 }
 
 // checkStuck marks an operation whose execution ended or whose deadline passed long ago.
-func (s *Service) checkStuck(ctx context.Context, r *run, op *ledger.Operation, now time.Time) {
+// lastPass is when the seller's previous pass completed (zero: none).
+func (s *Service) checkStuck(ctx context.Context, r *run, op *ledger.Operation, now, lastPass time.Time) {
 	if !op.Deadline.IsZero() && now.Sub(op.Deadline) >= s.cfg.DeadlineSlack {
 		r.finding(KindDeadlinePassed)
 		r.rec.Count(metrics.Timeouts, metrics.Dims{"Kind": "operation_deadline"}, 1)
@@ -272,16 +325,18 @@ func (s *Service) checkStuck(ctx context.Context, r *run, op *ledger.Operation, 
 			markPrefix, op.Status, op.Deadline.Format(time.RFC3339)), nil)
 		return
 	}
-	marked := len(op.Reason) >= len(markPrefix) && op.Reason[:len(markPrefix)] == markPrefix
-	if s.cfg.Executions == nil || s.cfg.StateMachineARN == "" || op.ExecutionName == "" || r.noDescribe ||
-		(now.Sub(op.UpdatedAt) < s.cfg.StaleAfter && !marked) {
+	if s.cfg.Executions == nil || s.cfg.StateMachineARN == "" || op.ExecutionName == "" || r.noDescribe.Load() ||
+		!s.executionCheckDue(op, now, lastPass) {
 		return
 	}
 	ended, err := s.executionEnded(ctx, op)
 	var api smithy.APIError
 	if errors.As(err, &api) && api.ErrorCode() == "AccessDeniedException" {
-		s.log.ErrorContext(ctx, "DescribeExecution is not allowed: the execution check is off for this run (grant states:DescribeExecution on the state machine's executions)", "err", err)
-		r.noDescribe = true
+		// Operations are compared concurrently: the ones already describing get refused too,
+		// but only the first says so.
+		if r.noDescribe.CompareAndSwap(false, true) {
+			s.log.ErrorContext(ctx, "DescribeExecution is not allowed: the execution check is off for this run (grant states:DescribeExecution on the state machine's executions)", "err", err)
+		}
 		return
 	}
 	if err != nil {
@@ -294,6 +349,32 @@ func (s *Service) checkStuck(ctx context.Context, r *run, op *ledger.Operation, 
 	r.finding(KindExecutionEnded)
 	s.mark(ctx, op, KindExecutionEnded, fmt.Sprintf("%sthe workflow execution %s ended %s while the operation is still %s; redrive it or fail the operation (see the reconcile runbook)",
 		markPrefix, ended.Name, ended.Status, op.Status), map[string]any{"execution": ended.Name, "execution_status": ended.Status, "stopped_at": ended.StoppedAt})
+}
+
+// executionCheckDue says whether this pass describes op's execution: once each StaleAfter of
+// quiet (the pass that crosses a multiple of it since the seller's last pass), not on every
+// run, so that DescribeExecution calls (throttled per account) grow with pending operations
+// per StaleAfter, not per cadence. A marked operation (rare: it is stuck) is checked on every
+// pass, so that its finding is counted while it lasts and the alarm stays up.
+func (s *Service) executionCheckDue(op *ledger.Operation, now, lastPass time.Time) bool {
+	if strings.HasPrefix(op.Reason, markPrefix) {
+		return true
+	}
+	quiet := now.Sub(op.UpdatedAt)
+	if quiet < s.cfg.StaleAfter {
+		return false
+	}
+	if lastPass.IsZero() || !lastPass.After(op.UpdatedAt) || lastPass.After(now) {
+		return true
+	}
+	return quiet/s.cfg.StaleAfter != lastPass.Sub(op.UpdatedAt)/s.cfg.StaleAfter
+}
+
+// sellerPass is one seller's pass of a run.
+type sellerPass struct {
+	seller   string
+	budget   *pollBudget
+	lastPass time.Time // when the seller's previous pass completed
 }
 
 // errorCode names an AdCP failure for the AdcpErrors Code dimension (bounded: the AdCP code,

@@ -241,7 +241,7 @@ func (s *Service) recordCreate(ctx context.Context, op *ledger.Operation, req *s
 		return workflow.SellerOutput{}, err
 	}
 	s.log.InfoContext(ctx, "media buy placed", "operationId", op.ID, "status", cur.Status, "shape", res.Shape)
-	out := workflow.SellerOutput{Status: cur.Status, Terminal: cur.Status.Terminal(), Next: workflow.StartWait(cfg, now, s.webhooksArrive(ctx, req.SellerID, now)), Reason: cur.Reason}
+	out := workflow.SellerOutput{Status: cur.Status, Terminal: cur.Status.Terminal(), Next: workflow.StartWait(cfg, now, s.cfg.Rand), Reason: cur.Reason}
 	return out, nil
 }
 

@@ -37,14 +37,8 @@ func FromEnv(fn string, getenv func(string) string, parsePolicy func([]byte) (Po
 			return nil, nil, err
 		}
 	}
-	schemas, err := adcpschemas.FS()
-	if err != nil {
-		return nil, nil, err
-	}
-	validator, err := adcp.NewValidator(schemas)
-	if err != nil {
-		return nil, nil, fmt.Errorf("load AdCP schemas: %w", err)
-	}
+	// Unpacked and compiled on the first validation, off the cold path.
+	validator := adcp.NewLazyValidator(adcpschemas.FS)
 	awsCfg, err := awsenv.Load(getenv)
 	if err != nil {
 		return nil, nil, fmt.Errorf("load aws config: %w", err)

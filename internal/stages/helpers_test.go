@@ -236,11 +236,17 @@ func (e *env) op(id string) *ledger.Operation {
 	return op
 }
 
+// safetyNet reports whether seconds is one jittered safety-net interval of cfg() (0.75x to 1x
+// PollMaxSeconds).
+func safetyNet(seconds int) bool {
+	m := cfg().PollMaxSeconds
+	return seconds >= m-m/4 && seconds <= m
+}
+
 func cfg() workflow.RunConfig {
 	c := workflow.DefaultRunConfig()
 	c.PollInitialSeconds = 10
 	c.PollMaxSeconds = 600
-	c.PollMaxWebhookSeconds = 3600
 	c.LoopBudget = 50
 	return c
 }

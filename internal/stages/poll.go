@@ -21,12 +21,11 @@ import (
 //
 // wait is the wait state park stored with the token. A caller that does not have it (the
 // webhook: the ledger stores only the token) passes the zero WaitState; it is then rebuilt
-// from the operation: the first interval of cfg, the deadline recorded at create
-// (Operation.Deadline), webhook_accepted when a webhook token exists (the webhook that wakes
-// it is the evidence; PollSeller decides the cap again from the ledger), round 0.
+// from the operation: the safety net's interval of cfg, the deadline recorded at create
+// (Operation.Deadline), round 0.
 func WakeOutput(op *ledger.Operation, wait workflow.WaitState, cfg workflow.RunConfig, now time.Time) workflow.SellerOutput {
 	if wait == (workflow.WaitState{}) {
-		wait = workflow.WaitState{IntervalSeconds: max(cfg.PollInitialSeconds, 1), WebhookAccepted: op.WebhookTokenHash != ""}
+		wait = workflow.WaitState{IntervalSeconds: max(cfg.PollMaxSeconds, 1)}
 		if !op.Deadline.IsZero() {
 			wait.DeadlineUnix = op.Deadline.Unix()
 		}
@@ -99,8 +98,9 @@ func (s *Service) complete(ctx context.Context, opID, token string, out workflow
 // PollSeller is the PollSeller stage: get_task_status / tasks/get for the seller task (fresh key per poll),
 // recorded forward only, and the next step of the loop: terminal, input_required, the deadline,
 // the end of this execution's loop budget (continue as new under a deterministic name), or the
-// next backed-off interval. A poll the seller answers with a transient error counts as "no
-// news" and backs off; one it refuses for good is a TerminalError.
+// next safety-net interval (workflow.WaitState.Advance). A poll the seller answers with a
+// transient error counts as "no news" and waits another interval; one it refuses for good is
+// a TerminalError.
 func (s *Service) PollSeller(ctx context.Context, in workflow.PollInput) (workflow.SellerOutput, error) {
 	if err := in.Config.Validate(); err != nil {
 		return workflow.SellerOutput{}, err
@@ -123,10 +123,6 @@ func (s *Service) PollSeller(ctx context.Context, in workflow.PollInput) (workfl
 	if out.NeedsDecision() {
 		return out, nil
 	}
-	// The long cap needs evidence that the seller's webhooks arrive, not only that it took the
-	// push config: re-read each round, so a seller whose webhooks start or stop arriving moves
-	// between the caps.
-	wait.WebhookAccepted = s.webhooksArrive(ctx, op.SellerID, now)
 	out.Next = wait.Advance(in.Config, now, s.cfg.Rand)
 	if out.Next.Round >= in.Config.LoopBudget {
 		out.ContinueAsNew = true

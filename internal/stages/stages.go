@@ -31,7 +31,6 @@ type Ledger interface {
 	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (ledger.Page[ledger.Event], error)
 	AcquireLock(ctx context.Context, name, owner string, ttl time.Duration) (ledger.Lease, error)
 	ReleaseLock(ctx context.Context, l ledger.Lease) error
-	LastSellerWebhook(ctx context.Context, sellerID string) (time.Time, error)
 }
 
 var _ Ledger = (*ledger.Store)(nil)
@@ -259,24 +258,6 @@ func callError(what string, err error) error {
 		}
 		return &workflow.TerminalError{Code: code, Reason: what + ": " + err.Error()}
 	}
-}
-
-// WebhookEvidenceWindow is how recent a seller's last verified webhook must be for the polling
-// of its buys to back off to the long cap (RunConfig.PollMaxWebhookSeconds): a seller that
-// accepts a push config but whose webhooks never arrive (refused, lost, misaddressed) keeps the
-// short cap, so its buys do not wait hours for a poll.
-const WebhookEvidenceWindow = 24 * time.Hour
-
-// webhooksArrive reports whether the seller's webhooks are known to reach buyflow: one passed
-// verification within WebhookEvidenceWindow. A failed read says no (the short cap is the safe
-// side).
-func (s *Service) webhooksArrive(ctx context.Context, sellerID string, now time.Time) bool {
-	last, err := s.ledger.LastSellerWebhook(ctx, sellerID)
-	if err != nil {
-		s.log.WarnContext(ctx, "seller webhook evidence not read", "seller", sellerID, "err", err)
-		return false
-	}
-	return !last.IsZero() && now.Sub(last) < WebhookEvidenceWindow
 }
 
 // failureCode is the code of a failed buy's report to governance: the seller's AdCP code

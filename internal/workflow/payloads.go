@@ -36,13 +36,14 @@ type ExecutionInput struct {
 type RunConfig struct {
 	// ApprovalTimeoutSeconds is the approval SLA: the RequestApproval state's timeout.
 	ApprovalTimeoutSeconds int `json:"approval_timeout_seconds"`
-	// PollInitialSeconds is the first wait for the seller before a poll.
+	// PollInitialSeconds is the interval between the rounds of an async governance review.
 	PollInitialSeconds int `json:"poll_initial_seconds"`
-	// PollMaxSeconds caps the backoff while the seller's webhooks are not known to arrive.
+	// PollMaxSeconds is the per-buy safety net's interval: how long AwaitSeller waits for a
+	// wake (a webhook, or the reconciliation sweep that reads every pending task's status each
+	// minute) before PollSeller asks the seller itself. The sweep is how a buy normally learns
+	// the seller's progress, so this is hours in production, the same whether or not the seller
+	// sends webhooks: it only matters while the sweep is down.
 	PollMaxSeconds int `json:"poll_max_seconds"`
-	// PollMaxWebhookSeconds caps the backoff when the seller's webhooks are known to arrive:
-	// polling is then only the safety net, so it may back off to hours.
-	PollMaxWebhookSeconds int `json:"poll_max_webhook_seconds"`
 	// DeadlineSeconds bounds the whole wait for the seller (24 h by default).
 	DeadlineSeconds int `json:"deadline_seconds"`
 	// LoopBudget is the number of wait-loop rounds one execution may run before it continues
@@ -55,8 +56,7 @@ func DefaultRunConfig() RunConfig {
 	return RunConfig{
 		ApprovalTimeoutSeconds: 24 * 3600,
 		PollInitialSeconds:     30,
-		PollMaxSeconds:         15 * 60,
-		PollMaxWebhookSeconds:  4 * 3600,
+		PollMaxSeconds:         4 * 3600,
 		DeadlineSeconds:        24 * 3600,
 		LoopBudget:             500,
 	}
@@ -71,7 +71,6 @@ func (c RunConfig) Validate() error {
 		{"approval_timeout_seconds", c.ApprovalTimeoutSeconds},
 		{"poll_initial_seconds", c.PollInitialSeconds},
 		{"poll_max_seconds", c.PollMaxSeconds},
-		{"poll_max_webhook_seconds", c.PollMaxWebhookSeconds},
 		{"deadline_seconds", c.DeadlineSeconds},
 		{"loop_budget", c.LoopBudget},
 	}
@@ -80,7 +79,7 @@ func (c RunConfig) Validate() error {
 			return &InvalidInputError{Field: "config." + ck.name, Reason: "must be a positive integer"}
 		}
 	}
-	if c.PollMaxSeconds < c.PollInitialSeconds || c.PollMaxWebhookSeconds < c.PollInitialSeconds {
+	if c.PollMaxSeconds < c.PollInitialSeconds {
 		return &InvalidInputError{Field: "config.poll_max_seconds", Reason: "must not be below poll_initial_seconds"}
 	}
 	return nil
@@ -265,56 +264,42 @@ type WaitState struct {
 	Round int `json:"round"`
 	// DeadlineUnix is the overall deadline of the wait, in Unix seconds.
 	DeadlineUnix int64 `json:"deadline_unix"`
-	// WebhookAccepted is true when the seller's webhooks are known to arrive (one passed
-	// verification recently); polling then backs off to the long cap.
-	WebhookAccepted bool `json:"webhook_accepted"`
 }
 
-// StartWait returns the first wait state of a seller task started at now.
-func StartWait(cfg RunConfig, now time.Time, webhookAccepted bool) WaitState {
-	return WaitState{
-		IntervalSeconds: cfg.PollInitialSeconds,
-		DeadlineUnix:    now.Add(time.Duration(cfg.DeadlineSeconds) * time.Second).Unix(),
-		WebhookAccepted: webhookAccepted,
-	}
+// StartWait returns the first wait state of a seller task started at now: the first safety-net
+// round is already a full one (see [RunConfig.PollMaxSeconds]).
+func StartWait(cfg RunConfig, now time.Time, rnd func() float64) WaitState {
+	w := WaitState{DeadlineUnix: now.Add(time.Duration(cfg.DeadlineSeconds) * time.Second).Unix()}
+	w.IntervalSeconds = w.interval(cfg, now, rnd)
+	return w
 }
 
-// Advance returns the wait state after one more unfinished round: the interval doubles up to
-// the cap (the long one when the seller's webhooks are known to arrive), with full jitter on the added
-// part so that many operations do not poll one seller in lockstep, and never past the
-// deadline. rnd returns a float in [0,1); nil means math/rand/v2.
+// Advance returns the wait state after one more unfinished round. The interval is the safety
+// net's, with jitter on its last quarter (0.75x to 1x PollMaxSeconds) so that the buys of one
+// seller placed together do not poll it in lockstep, and never past the deadline. rnd returns a
+// float in [0,1); nil means math/rand/v2.
+//
+// There is no backoff from a short first interval: the sweep notices a seller's progress
+// within a minute, and every safety-net round costs the buy two state transitions (AwaitSeller,
+// PollSeller), so a 24-hour wait costs four to five rounds.
 func (w WaitState) Advance(cfg RunConfig, now time.Time, rnd func() float64) WaitState {
+	out := w
+	out.IntervalSeconds = w.interval(cfg, now, rnd)
+	out.Round++
+	return out
+}
+
+func (w WaitState) interval(cfg RunConfig, now time.Time, rnd func() float64) int {
 	if rnd == nil {
 		rnd = rand.Float64
 	}
-	limit := cfg.PollMaxSeconds
-	if w.WebhookAccepted {
-		limit = cfg.PollMaxWebhookSeconds
-	}
-	prev := max(w.IntervalSeconds, cfg.PollInitialSeconds)
-	// Jitter on the top half of the growth: the interval grows by 1.5x to 2x. Many operations
-	// then never poll one seller in lockstep, and the loop still reaches its cap in few rounds
-	// (full jitter, 1x to 2x, grows 1.5x on average and costs a 24-hour buy ~14 more transitions).
-	// When the seller's webhooks arrive, polling is only the safety net behind the webhook and
-	// the reconciliation sweep: it grows 3x to 4x, reaching its long cap in about five rounds
-	// (a buy completed by webhook after 24 h then costs ~29 transitions instead of ~39, which
-	// keeps it within the $1 per 1,000 buys of docs/ARCHITECTURE.md).
-	hi := min(prev*2, limit)
-	lo := min(prev+(prev+1)/2, hi) // ceil(1.5 × prev): a 1 s interval grows too
-	if w.WebhookAccepted {
-		hi = min(prev*4, limit)
-		lo = min(prev*3, hi)
-	}
-	next := lo + int(rnd()*float64(hi-lo+1))
-	next = min(next, limit)
+	full := cfg.PollMaxSeconds
+	next := full - int(rnd()*float64(full/4+1))
+	next = min(next, full)
 	if left := w.DeadlineUnix - now.Unix(); left > 0 && int64(next) > left {
 		next = int(left)
 	}
-	next = max(next, 1)
-	out := w
-	out.IntervalSeconds = next
-	out.Round++
-	return out
+	return max(next, 1)
 }
 
 // Expired reports whether the overall deadline has passed at now.

@@ -186,52 +186,44 @@ func TestErrorNamesAreTheTypeNames(t *testing.T) {
 	}
 }
 
-func TestWaitBackoff(t *testing.T) {
-	cfg := RunConfig{PollInitialSeconds: 10, PollMaxSeconds: 60, PollMaxWebhookSeconds: 3600, DeadlineSeconds: 1000, LoopBudget: 10, ApprovalTimeoutSeconds: 1}
+func TestWaitSafetyNet(t *testing.T) {
+	cfg := RunConfig{PollInitialSeconds: 10, PollMaxSeconds: 400, DeadlineSeconds: 1000, LoopBudget: 10, ApprovalTimeoutSeconds: 1}
 	now := time.Unix(1_000_000, 0)
 	top := func() float64 { return 0.999999 }
 	bottom := func() float64 { return 0 }
 
-	w := StartWait(cfg, now, false)
-	if w.IntervalSeconds != 10 || w.DeadlineUnix != now.Unix()+1000 {
+	// The first round is a full safety-net round: no short first poll, no backoff.
+	w := StartWait(cfg, now, bottom)
+	if w.IntervalSeconds != 400 || w.DeadlineUnix != now.Unix()+1000 || w.Round != 0 {
 		t.Fatalf("StartWait = %+v", w)
 	}
+	// Jitter takes at most a quarter off.
+	if got := StartWait(cfg, now, top).IntervalSeconds; got != 300 {
+		t.Fatalf("interval with max jitter = %d, want 300", got)
+	}
 	var seq []int
-	for range 5 {
-		w = w.Advance(cfg, now, top)
+	for range 3 {
+		w = w.Advance(cfg, now, bottom)
 		seq = append(seq, w.IntervalSeconds)
 	}
-	if want := []int{20, 40, 60, 60, 60}; !slices.Equal(seq, want) {
-		t.Fatalf("intervals with max jitter = %v, want %v", seq, want)
+	if want := []int{400, 400, 400}; !slices.Equal(seq, want) || w.Round != 3 {
+		t.Fatalf("intervals = %v (round %d), want %v", seq, w.Round, want)
 	}
-	if w.Round != 5 {
-		t.Fatalf("Round = %d", w.Round)
+	for range 200 {
+		if got := w.Advance(cfg, now, nil).IntervalSeconds; got < 300 || got > 400 {
+			t.Fatalf("random jitter gave %d, outside [300, 400]", got)
+		}
 	}
-	// With the jitter at its floor the interval still grows by half.
-	if got := StartWait(cfg, now, false).Advance(cfg, now, bottom).IntervalSeconds; got != 15 {
-		t.Fatalf("floor jitter interval = %d, want 15", got)
+	one := RunConfig{PollInitialSeconds: 1, PollMaxSeconds: 1, DeadlineSeconds: 100}
+	if got := StartWait(one, now, top).IntervalSeconds; got != 1 {
+		t.Fatalf("a 1 s safety net waits %d, want 1", got)
 	}
-	// A seller that accepted a webhook backs off faster (3x to 4x) to the long cap.
-	wh := StartWait(cfg, now, true)
-	var whSeq []int
-	for range 5 {
-		wh = wh.Advance(cfg, now, bottom)
-		whSeq = append(whSeq, wh.IntervalSeconds)
-	}
-	if want := []int{30, 90, 270, 810, 1000}; !slices.Equal(whSeq, want) { // capped by the deadline, not by 3600
-		t.Fatalf("webhook intervals with floor jitter = %v, want %v", whSeq, want)
-	}
-	if got := StartWait(cfg, now, true).Advance(cfg, now, top).IntervalSeconds; got != 40 {
-		t.Fatalf("webhook interval with max jitter = %d, want 40", got)
-	}
-	one := RunConfig{PollInitialSeconds: 1, PollMaxSeconds: 9, PollMaxWebhookSeconds: 9, DeadlineSeconds: 100}
-	if got := StartWait(one, now, false).Advance(one, now, bottom).IntervalSeconds; got != 2 {
-		t.Fatalf("a 1 s interval grew to %d, want 2", got)
-	}
-	// Never past the deadline.
-	late := now.Add(995 * time.Second)
-	if got := StartWait(cfg, now, false).Advance(cfg, late, top).IntervalSeconds; got != 5 {
+	// Never past the deadline, never below one second.
+	if got := w.Advance(cfg, now.Add(995*time.Second), bottom).IntervalSeconds; got != 5 {
 		t.Fatalf("interval near deadline = %d, want 5", got)
+	}
+	if got := w.Advance(cfg, now.Add(2000*time.Second), bottom).IntervalSeconds; got != 400 {
+		t.Fatalf("interval past the deadline = %d, want 400 (the deadline is decided by Expired)", got)
 	}
 	if !w.Expired(now.Add(1000*time.Second)) || w.Expired(now) {
 		t.Fatal("Expired wrong")

@@ -47,7 +47,7 @@ const (
 
 // baseRun is the deployment's timing (BUYFLOW_RUN_CONFIG); scenarios patch it per tenant.
 var baseRun = workflow.RunConfig{
-	ApprovalTimeoutSeconds: 30, PollInitialSeconds: 1, PollMaxSeconds: 2, PollMaxWebhookSeconds: 2,
+	ApprovalTimeoutSeconds: 30, PollInitialSeconds: 1, PollMaxSeconds: 2,
 	DeadlineSeconds: 60, LoopBudget: 100,
 }
 

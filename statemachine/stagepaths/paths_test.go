@@ -186,7 +186,7 @@ func TestAsyncGovernanceReview(t *testing.T) {
 // The seller answers submitted and later completes by webhook: the webhook wakes AwaitSeller
 // before its first poll is due.
 func TestSubmittedThenWebhookWakes(t *testing.T) {
-	r := begin(t, map[string]any{"poll_initial_seconds": 10, "poll_max_seconds": 10, "poll_max_webhook_seconds": 10})
+	r := begin(t, map[string]any{"poll_initial_seconds": 10, "poll_max_seconds": 10})
 	r.submit(apiclient.Buy{Sim: "async_complete"})
 	ex := only(t, r.finish(60*time.Second))
 	path(t, ex, "SUCCEEDED", "", seq(prelude, []string{"CreateMediaBuy", "AwaitSeller"}, completes)...)
@@ -203,10 +203,11 @@ func TestSubmittedThenWebhookWakes(t *testing.T) {
 	}
 }
 
-// No webhook arrives (the seller drops them all): AwaitSeller times out, PollSeller polls with
-// growing intervals until the seller is done.
-func TestSubmittedNoWebhookPollsWithBackoff(t *testing.T) {
-	r := begin(t, map[string]any{"poll_initial_seconds": 1, "poll_max_seconds": 4, "poll_max_webhook_seconds": 4})
+// No webhook arrives (the seller drops them all) and no sweep runs: the per-buy safety net
+// still finishes the buy. AwaitSeller times out every poll_max_seconds (jittered down by at
+// most a quarter) and PollSeller polls until the seller is done.
+func TestSubmittedNoWebhookNoSweepCompletesThroughTheSafetyNet(t *testing.T) {
+	r := begin(t, map[string]any{"poll_initial_seconds": 1, "poll_max_seconds": 4})
 	r.submit(apiclient.Buy{Sim: "async_complete,hold,wh_drop_all"})
 	task := r.sellerTask()
 	polls := func() []time.Time {
@@ -232,12 +233,12 @@ func TestSubmittedNoWebhookPollsWithBackoff(t *testing.T) {
 	if n := count(actions([]execution{ex}), "AwaitSeller:States.Timeout"); n < 4 {
 		t.Errorf("%d AwaitSeller timeouts, want >= 4", n)
 	}
-	// From the create to the first poll: the initial 1 s; the last gap is at the 4 s cap.
+	// Every gap, the first one included, is one safety-net interval: 3 to 4 s.
 	at := append([]time.Time{r.sellerCalls("create_media_buy")[0].Time}, polls()...)
-	first, last := at[1].Sub(at[0]), at[len(at)-1].Sub(at[len(at)-2])
-	t.Logf("gaps before each poll: first %v, last %v", first, last)
-	if last < first+time.Second {
-		t.Errorf("poll gaps did not grow: first %v, last %v", first, last)
+	for i := 1; i < len(at); i++ {
+		if gap := at[i].Sub(at[i-1]); gap < 2500*time.Millisecond || gap > 6*time.Second {
+			t.Errorf("gap before poll %d: %v, want one safety-net interval (3-4 s)", i, gap)
+		}
 	}
 	wantStatus(t, r.operation(), "completed")
 	if tl := r.timeline(); slices.Contains(tl, "webhook") || !slices.Contains(tl, "poll") {
@@ -455,7 +456,7 @@ func TestOutcomeFindingsCompensate(t *testing.T) {
 // The loop budget is spent: the execution continues as a new one under a deterministic name,
 // which follows the same seller task to its end without a second create.
 func TestHistoryBudgetContinuesAsNew(t *testing.T) {
-	r := begin(t, map[string]any{"loop_budget": 2, "poll_initial_seconds": 1, "poll_max_seconds": 1, "poll_max_webhook_seconds": 1})
+	r := begin(t, map[string]any{"loop_budget": 2, "poll_initial_seconds": 1, "poll_max_seconds": 1})
 	r.submit(apiclient.Buy{Sim: "async_complete,hold,wh_drop_all"})
 	task := r.sellerTask()
 	eventually(t, 40*time.Second, "five seller polls", func() bool {

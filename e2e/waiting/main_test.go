@@ -1,0 +1,107 @@
+// Package waiting holds the local-stack benchmarks of how a buy waits for its seller: how soon
+// the reconciliation sweep notices a seller that finished without a webhook, and what each
+// function's cold start costs when it starts alone. It runs its own local stack, whose per-buy
+// safety net is far longer than the measurement, so that only the sweep can notice:
+//
+//	make build-host
+//	BUYFLOW_E2E=1 BUYFLOW_E2E_BIN=$PWD/bin/host go test -run '^$' -bench . -benchtime 50x ./e2e/waiting
+package waiting
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/localstack"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+var (
+	stack   *localstack.Stack
+	binDir  string
+	skip    string
+	logPath string
+)
+
+// runConfig: the safety net polls after 15 minutes, so every buy of the detection benchmark is
+// noticed by the sweep (a poll would show as "by poll" in its table).
+var runConfig = workflow.RunConfig{
+	ApprovalTimeoutSeconds: 60,
+	PollInitialSeconds:     1,
+	PollMaxSeconds:         900,
+	DeadlineSeconds:        1800,
+	LoopBudget:             100,
+}
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	if os.Getenv("BUYFLOW_E2E") != "1" {
+		skip = "local-stack benchmarks: set BUYFLOW_E2E=1 (make bench-local does)"
+		return m.Run()
+	}
+	// The package holds benchmarks only: without -bench there is nothing to start a stack for.
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
+		return m.Run()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	wd, err := os.Getwd()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "waiting:", err)
+		return 1
+	}
+	root, err := localstack.FindRepoRoot(wd)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "waiting:", err)
+		return 1
+	}
+	binDir = os.Getenv("BUYFLOW_E2E_BIN")
+	if binDir == "" {
+		tmp, err := os.MkdirTemp("", "buyflow-waiting-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "waiting:", err)
+			return 1
+		}
+		defer func() { _ = os.RemoveAll(tmp) }() // temp folder, best effort
+		binDir = filepath.Join(tmp, "bin")
+		if err := localstack.Build(ctx, root, binDir, nil); err != nil {
+			fmt.Fprintln(os.Stderr, "waiting:", err)
+			return 1
+		}
+	}
+	cadence, err := localCadence()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "waiting:", err)
+		return 1
+	}
+	logPath = filepath.Join(os.TempDir(), "buyflow-waiting-functions.log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "waiting:", err)
+		return 1
+	}
+	defer func() { _ = f.Close() }() // log file
+	var logw io.Writer = f
+	st, err := localstack.Start(ctx, localstack.Options{
+		BinDir: binDir, RepoRoot: root, Run: runConfig, Instances: 2, Log: logw, PortWait: 5 * time.Minute,
+		AgentStep: time.Second, SweepEvery: cadence,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "waiting:", err)
+		return 1
+	}
+	defer st.Close()
+	stack = st
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "waiting: the functions' logs are in %s\n", logPath)
+	}
+	return code
+}

@@ -1,0 +1,184 @@
+package reconcile_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/adcptest"
+	"github.com/buyflow/buyflow/internal/reconcile"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// readHook wraps the seller's get_task_status: it records when each read started, how many
+// were in flight at most, and answers the reads fail says to fail with that error.
+type readHook struct {
+	*hookAdCP
+	hold time.Duration
+
+	mu       sync.Mutex
+	starts   []time.Time
+	inFlight int
+	maxIn    int
+	fail     func(n int) error
+}
+
+func (h *readHook) GetTaskStatus(ctx context.Context, agentID string, req adcp.GetTaskStatusRequest) (*adcp.TaskStatusResult, error) {
+	h.mu.Lock()
+	h.starts = append(h.starts, time.Now())
+	n := len(h.starts)
+	h.inFlight++
+	h.maxIn = max(h.maxIn, h.inFlight)
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.inFlight--
+		h.mu.Unlock()
+	}()
+	time.Sleep(h.hold)
+	if h.fail != nil {
+		if err := h.fail(n); err != nil {
+			return nil, err
+		}
+	}
+	return h.hookAdCP.GetTaskStatus(ctx, agentID, req)
+}
+
+func (h *readHook) reads() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.starts)
+}
+
+// TestDirectReadsStayWithinTheSellersBudget: every pending task of a seller without a listing
+// is read, never more than PollConcurrency at once nor faster than PollRate.
+func TestDirectReadsStayWithinTheSellersBudget(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, adcptest.SellerOptions{})
+	e.api.noListing = true
+	for i := range 9 {
+		e.newOp(workflow.StatusSubmitted, e.sellerTask(fmt.Sprintf("r%d", i)), nil)
+	}
+	hook := &readHook{hookAdCP: e.api, hold: 30 * time.Millisecond}
+	cfg := e.cfg()
+	cfg.AdCP, cfg.PollConcurrency, cfg.PollRate = hook, 2, 40 // one start every 25 ms
+	if sum := e.run(cfg); !slices.Equal(sum.Reconciled, []string{sellerID}) {
+		t.Fatalf("summary %+v", sum)
+	}
+	if hook.reads() != 9 || hook.maxIn > 2 {
+		t.Fatalf("%d reads, at most %d in flight; want 9 reads, at most 2 at once", hook.reads(), hook.maxIn)
+	}
+	for i := 1; i < len(hook.starts); i++ {
+		if gap := hook.starts[i].Sub(hook.starts[i-1]); gap < 20*time.Millisecond {
+			t.Errorf("reads %d and %d started %s apart, faster than 40 a second", i-1, i, gap)
+		}
+	}
+}
+
+// TestRetryAfterPastTheRunDefersTheSeller: a seller that answers with a retry_after longer than
+// the run is not called again, by this run or the next, until it has passed.
+func TestRetryAfterPastTheRunDefersTheSeller(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, adcptest.SellerOptions{})
+	e.api.noListing = true
+	task := e.sellerTask("ra")
+	op := e.newOp(workflow.StatusSubmitted, task, nil)
+	e.newOp(workflow.StatusSubmitted, e.sellerTask("rb"), nil)
+	e.newOp(workflow.StatusSubmitted, e.sellerTask("rc"), nil)
+	if err := e.seller.Finish(task, "completed"); err != nil {
+		t.Fatal(err)
+	}
+	hook := &readHook{hookAdCP: e.api, fail: func(n int) error {
+		if n == 1 {
+			return &adcp.Error{Kind: adcp.KindTool, Agent: sellerID, Tool: adcp.ToolGetTaskStatus, Code: "RATE_LIMITED",
+				Recovery: adcp.RecoveryTransient, RecoveryGiven: true, RetryAfter: 2 * time.Hour}
+		}
+		return nil
+	}}
+	cfg := e.cfg() // each run may take an hour: the retry_after reaches past it
+	cfg.AdCP, cfg.PollConcurrency = hook, 1
+
+	sum := e.run(cfg)
+	if hook.reads() != 1 || !slices.Equal(sum.Incomplete, []string{sellerID}) {
+		t.Fatalf("first run: %d reads, summary %+v; want one refused read and the seller incomplete", hook.reads(), sum)
+	}
+	p, err := (&reconcile.TableProgress{API: e.db, Table: e.table}).GetProgress(context.Background(), sellerID)
+	if err != nil || p.NotBefore.Sub(e.clock.Now()) < 119*time.Minute {
+		t.Fatalf("progress %+v, %v; want not_before two hours on", p, err)
+	}
+	e.clock.Advance(time.Hour)
+	if sum := e.run(cfg); hook.reads() != 1 || !slices.Equal(sum.Deferred, []string{sellerID}) {
+		t.Fatalf("within the retry_after: %d reads, summary %+v; want the seller deferred", hook.reads(), sum)
+	}
+	e.clock.Advance(61 * time.Minute)
+	sum = e.run(cfg)
+	if hook.reads() != 4 || !slices.Equal(sum.Reconciled, []string{sellerID}) || e.op(op.ID).Status != workflow.StatusCompleted {
+		t.Fatalf("after the retry_after: %d reads, summary %+v, operation %s", hook.reads(), sum, e.op(op.ID).Status)
+	}
+}
+
+// TestShortRetryAfterIsWaitedOutWithinTheRun: a retry_after that ends before the run does
+// delays the seller's next read by that long, and the refused read is made again.
+func TestShortRetryAfterIsWaitedOutWithinTheRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, adcptest.SellerOptions{})
+	e.api.noListing = true
+	task := e.sellerTask("sa")
+	op := e.newOp(workflow.StatusSubmitted, task, nil)
+	if err := e.seller.Finish(task, "completed"); err != nil {
+		t.Fatal(err)
+	}
+	hook := &readHook{hookAdCP: e.api, fail: func(n int) error {
+		if n == 1 {
+			return &adcp.Error{Kind: adcp.KindTransport, Agent: sellerID, Tool: adcp.ToolGetTaskStatus, HTTPStatus: 429,
+				Recovery: adcp.RecoveryTransient, RetryAfter: 300 * time.Millisecond}
+		}
+		return nil
+	}}
+	cfg := e.cfg()
+	cfg.AdCP = hook
+	sum := e.run(cfg)
+	if hook.reads() != 2 || !slices.Equal(sum.Reconciled, []string{sellerID}) || e.op(op.ID).Status != workflow.StatusCompleted {
+		t.Fatalf("%d reads, summary %+v, operation %s; want the read made again and the buy completed", hook.reads(), sum, e.op(op.ID).Status)
+	}
+	if gap := hook.starts[1].Sub(hook.starts[0]); gap < 250*time.Millisecond {
+		t.Errorf("the read was made again %s later, before the retry_after", gap)
+	}
+}
+
+// TestQuietExecutionIsDescribedOncePerStaleAfter: sweeping every minute does not describe
+// every quiet operation's execution every minute, only once each StaleAfter of quiet.
+func TestQuietExecutionIsDescribedOncePerStaleAfter(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, adcptest.SellerOptions{})
+	e.newOp(workflow.StatusSubmitted, e.sellerTask("qa"), nil)
+	var calls atomic.Int64
+	cfg := e.cfg()
+	cfg.StateMachineARN = smARN
+	cfg.Executions = executionsFunc(func(context.Context, *sfnapi.DescribeExecutionInput, ...func(*sfnapi.Options)) (*sfnapi.DescribeExecutionOutput, error) {
+		calls.Add(1)
+		return &sfnapi.DescribeExecutionOutput{Status: sfntypes.ExecutionStatusRunning}, nil
+	})
+	e.clock.Advance(31 * time.Minute)
+	e.run(cfg)
+	for range 5 { // five more one-minute runs
+		e.clock.Advance(time.Minute)
+		e.run(cfg)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("%d DescribeExecution calls in six runs within one StaleAfter, want 1", n)
+	}
+	e.clock.Advance(25 * time.Minute) // past 60 min of quiet
+	e.run(cfg)
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("%d DescribeExecution calls after another StaleAfter, want 2", n)
+	}
+}
