@@ -82,12 +82,6 @@
 //	  put            Put if attribute_not_exists(pk) OR ttl < :now_s; failure = duplicate
 //	  TTL            ttl = received + ReceiptTTL (48 h default, never under 24 h)
 //
-//	seller webhooks  pk SELLER#<seller>  sk WEBHOOKS   (not tenant-keyed: one per seller)
-//	  record         Update SET last_verified_at if attribute_not_exists(last_verified_at) OR
-//	                 last_verified_at < :at - SellerWebhookResolution (1 min); failure = a time
-//	                 that recent is recorded (forward only, at most one write a minute)
-//	  TTL            none
-//
 //	replay nonce     pk NONCE#<sha256(key id \x00 nonce)>  sk NONCE
 //	  put            Put if attribute_not_exists(pk) OR ttl < :now_s; failure = replay
 //	  TTL            ttl = the signature's expiry (at least now + 1 s)

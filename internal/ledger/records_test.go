@@ -255,36 +255,3 @@ func TestReleasedReceiptIsAppliedAgain(t *testing.T) {
 		t.Fatalf("redelivery: duplicate = %v, err = %v", dup, err)
 	}
 }
-
-// TestSellerWebhookEvidenceMovesForward: the seller's last verified webhook only moves forward,
-// by steps of at least SellerWebhookResolution, and a seller never heard from has none.
-func TestSellerWebhookEvidenceMovesForward(t *testing.T) {
-	t.Parallel()
-	s, _ := newStore(t)
-	ctx := context.Background()
-	if got, err := s.LastSellerWebhook(ctx, "acme-sales"); err != nil || !got.IsZero() {
-		t.Fatalf("never heard from: %v, %v", got, err)
-	}
-	t1 := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-	step := ledger.SellerWebhookResolution
-	for _, tc := range []struct{ at, want time.Time }{
-		{t1, t1},
-		{t1.Add(-time.Hour), t1},             // late: never backwards
-		{t1.Add(step / 2), t1},               // within the resolution: not rewritten
-		{t1.Add(2 * step), t1.Add(2 * step)}, // past it: forward
-		{t1, t1.Add(2 * step)},
-	} {
-		if err := s.RecordSellerWebhook(ctx, "acme-sales", tc.at); err != nil {
-			t.Fatal(err)
-		}
-		if got, err := s.LastSellerWebhook(ctx, "acme-sales"); err != nil || !got.Equal(tc.want) {
-			t.Fatalf("after %v: last = %v, %v; want %v", tc.at, got, err, tc.want)
-		}
-	}
-	if got, _ := s.LastSellerWebhook(ctx, "other-seller"); !got.IsZero() {
-		t.Fatalf("another seller has %v", got)
-	}
-	if err := s.RecordSellerWebhook(ctx, "bad#id", t1); !errors.Is(err, ledger.ErrInvalidArgument) {
-		t.Fatalf("bad id: %v", err)
-	}
-}

@@ -225,14 +225,10 @@ func (s *Service) authFailure(r *result, err error) result {
 	return out
 }
 
-// accepted counts an authenticated, correlated delivery in WebhookAccepted and records it as
-// the seller's last verified webhook: the evidence that lets its buys' polling back off. A
-// failed record is logged; the delivery goes on.
+// accepted counts an authenticated, correlated delivery in WebhookAccepted by seller: the
+// per-seller alarm fires when a seller's deliveries are refused and none is accepted.
 func (s *Service) accepted(ctx context.Context, sellerID string) {
 	s.cfg.Metrics.Count(metrics.WebhookAccepted, metrics.Dims{"Seller": sellerID}, 1)
-	if err := s.cfg.Ledger.RecordSellerWebhook(ctx, sellerID, s.now()); err != nil {
-		s.log.WarnContext(ctx, "seller webhook evidence not recorded", "seller", sellerID, "err", err)
-	}
 }
 
 // countRejected counts a refused delivery in WebhookRejected: by Code, by Seller when the

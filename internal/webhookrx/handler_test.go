@@ -386,10 +386,6 @@ func TestCorrelationByWhatTheSignatureCovers(t *testing.T) {
 		if op := e.get("op-1"); op.Status != workflow.StatusCompleted || op.MediaBuyID != "mb-op-1" {
 			t.Fatalf("operation = %s %q", op.Status, op.MediaBuyID)
 		}
-		// The seller's webhooks are now known to arrive (its buys may poll at the long cap).
-		if last, err := e.store.LastSellerWebhook(e.ctx, seller9421); err != nil || !last.Equal(e.clock.Now().UTC()) {
-			t.Fatalf("last verified webhook %v, %v", last, err)
-		}
 	})
 	t.Run("another task is refused and nothing is stored", func(t *testing.T) {
 		e := newEnv(t)
@@ -402,9 +398,6 @@ func TestCorrelationByWhatTheSignatureCovers(t *testing.T) {
 		}
 		if e.hasReceipt(seller9421, key("b")) || len(e.webhookEvents("op-1")) != 0 || e.get("op-1").Status != workflow.StatusSubmitted {
 			t.Fatal("a refused delivery left a trace")
-		}
-		if last, _ := e.store.LastSellerWebhook(e.ctx, seller9421); !last.IsZero() {
-			t.Fatalf("a refused delivery counts as evidence (%v)", last)
 		}
 	})
 	t.Run("the completion of a synchronous create is acknowledged and changes nothing", func(t *testing.T) {

@@ -22,7 +22,6 @@ type Ledger interface {
 	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch ledger.Changes) (*ledger.Operation, error)
 	AppendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) error
 	ClearTaskToken(ctx context.Context, tenant, id, token string) error
-	RecordSellerWebhook(ctx context.Context, sellerID string, at time.Time) error
 }
 
 var (
