@@ -25,7 +25,9 @@ func TestStackPlumbing(t *testing.T) {
 	if os.Getenv("BUYFLOW_E2E") != "1" {
 		t.Skip("the local stack owns 127.0.0.1:4566; set BUYFLOW_E2E=1 to run it (make test does)")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// The context covers the port wait below (the other suites hold the port in turn) and the
+	// run itself.
+	ctx, cancel := context.WithTimeout(context.Background(), 7*time.Minute)
 	defer cancel()
 	bin := t.TempDir()
 	echo := filepath.Join(bin, "echo")
