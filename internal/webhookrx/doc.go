@@ -42,6 +42,6 @@
 // seller's timestamp, so a late working after input-required (a legal move in both directions)
 // is applied; the ledger would need the seller's last event time on the operation, compared in
 // the transition's condition. After the receipt, a ledger failure is answered 5xx and the
-// seller's retry is then a duplicate unless the Ledger implements ReceiptReleaser; the wait's
-// timeout poll recovers the update either way.
+// receipt is released, so the seller's retry applies the update; if the release fails too, the
+// retry is taken for a duplicate and the wait's timeout poll recovers the update.
 package webhookrx

@@ -186,10 +186,8 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	}
 	outcome, cur, err := s.apply(ctx, op, d)
 	if err != nil {
-		if rel, ok := s.cfg.Ledger.(ReceiptReleaser); ok {
-			if rerr := rel.ReleaseReceipt(ctx, op.SellerID, d.IdempotencyKey); rerr != nil {
-				err = errors.Join(err, rerr)
-			}
+		if rerr := s.cfg.Ledger.ReleaseReceipt(ctx, op.SellerID, d.IdempotencyKey); rerr != nil {
+			err = errors.Join(err, rerr)
 		}
 		return r.fail("ledger_unavailable", err)
 	}

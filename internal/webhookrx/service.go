@@ -19,6 +19,10 @@ import (
 // Ledger is the part of the ledger the receiver writes; *ledger.Store satisfies it.
 type Ledger interface {
 	RecordReceipt(ctx context.Context, r ledger.Receipt) (duplicate bool, err error)
+	// ReleaseReceipt deletes a receipt RecordReceipt stored, so that a delivery whose update
+	// could not be recorded (a ledger failure after the receipt) is answered 5xx and applied by
+	// the seller's retry instead of being taken for a duplicate.
+	ReleaseReceipt(ctx context.Context, sellerID, idempotencyKey string) error
 	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch ledger.Changes) (*ledger.Operation, error)
 	AppendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) error
 	ClearTaskToken(ctx context.Context, tenant, id, token string) error
@@ -47,13 +51,6 @@ var _ Verifier = (*webhook.Verifier)(nil)
 // already gone is an error matching sfn.ErrTaskGone.
 type Tasks interface {
 	Succeed(ctx context.Context, token string, output any) error
-}
-
-// ReceiptReleaser is optionally implemented by a Ledger that can delete a receipt it stored,
-// so that a delivery whose update could not be recorded (a ledger failure after the receipt)
-// is answered 5xx and applied by the seller's retry instead of being taken for a duplicate.
-type ReceiptReleaser interface {
-	ReleaseReceipt(ctx context.Context, sellerID, idempotencyKey string) error
 }
 
 // Config holds a Service's dependencies and settings.
