@@ -67,9 +67,12 @@ func wantConsistent(t *testing.T, c *apiclient.Client, id string) {
 	if got := reportsFor(suite.local.Governance.CallsTo("report_plan_outcome"), id); !slices.Equal(got, []string{"completed"}) {
 		t.Errorf("outcome reports %v, want one completed", got)
 	}
+	// After the terminal status only the documented events follow: the wake that hands the
+	// status to the parked execution (when the webhook finds it parked), the outcome report
+	// and the lock release.
 	end := slices.IndexFunc(evs, func(e apiclient.Event) bool { return e.To == "completed" })
 	for _, e := range evs[end+1:] {
-		if e.Type != "outcome_report" && e.Type != "lock_released" {
+		if e.Type != "wake" && e.Type != "outcome_report" && e.Type != "lock_released" {
 			t.Errorf("event %s after completed", e.Type)
 		}
 	}
