@@ -1,6 +1,6 @@
 // Command submit is the buyer-facing API: POST /v1/media-buys (validate, claim the
-// Idempotency-Key, lock the PO number, create the operation, start the execution) and the
-// tenant-scoped reads GET /v1/media-buys, /v1/media-buys/{id} and /v1/media-buys/{id}/events.
+// Idempotency-Key, lock the PO number, create the operation, start the execution), POST
+// /v1/campaigns (the same for every leg of a campaign) and the tenant-scoped reads of both.
 package main
 
 import (
@@ -17,6 +17,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
+	"github.com/buyflow/buyflow/internal/campaign"
 	"github.com/buyflow/buyflow/internal/config"
 	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/ledger"
@@ -61,15 +62,13 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return fmt.Errorf("load aws config: %w", err)
 	}
-	svc := mediabuy.New(
-		ledger.New(dynamodb.NewFromConfig(awsCfg), table),
-		sfn.New(sfnapi.NewFromConfig(awsCfg), smARN),
-		agentLookup(registry),
-		validator,
-		mediabuy.Config{Run: run, StateMachineARN: smARN},
-	)
+	store := ledger.New(dynamodb.NewFromConfig(awsCfg), table)
+	sellers := agentLookup(registry)
+	buys := mediabuy.New(store, sfn.New(sfnapi.NewFromConfig(awsCfg), smARN), sellers, validator,
+		mediabuy.Config{Run: run, StateMachineARN: smARN})
+	campaigns := campaign.New(store, buys, sellers, validator)
 	rec := metrics.New(os.Stdout, metrics.Namespace, time.Now)
-	lambda.Start(metrics.Flushing(rec, httpapi.Recovering(rec, httpapi.MediaBuysHandler(svc, devHeader, slog.Default())))) // blocks
+	lambda.Start(metrics.Flushing(rec, httpapi.Recovering(rec, httpapi.BuyerAPI(buys, campaigns, devHeader, slog.Default())))) // blocks
 	return nil
 }
 

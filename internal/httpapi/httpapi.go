@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/buyflow/buyflow/internal/campaign"
 	"github.com/buyflow/buyflow/internal/mediabuy"
 )
 
@@ -58,6 +59,8 @@ func FromError(log *slog.Logger, requestID string, err error) events.APIGatewayV
 		return Error(re.Status, re.Code, re.Message, re.Field)
 	case errors.Is(err, mediabuy.ErrNotFound):
 		return Error(404, "not_found", "no media buy with that id", "")
+	case errors.Is(err, campaign.ErrNotFound):
+		return Error(404, "not_found", "no campaign with that id", "")
 	}
 	log.Error("request failed", "requestId", requestID, "err", err)
 	return Error(500, "internal", "buyflow could not complete the request; it is safe to retry with the same Idempotency-Key (request "+requestID+")", "")

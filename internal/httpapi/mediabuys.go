@@ -37,11 +37,7 @@ func MediaBuysHandler(svc MediaBuys, devHeader string, log *slog.Logger) Handler
 		if err != nil {
 			return Error(http.StatusForbidden, "no_identity", "the request carries no caller identity; sign it with SigV4", ""), nil
 		}
-		method := req.RequestContext.HTTP.Method
-		path := strings.TrimSuffix(req.RawPath, "/")
-		if s := req.RequestContext.Stage; s != "" && s != "$default" {
-			path = strings.TrimPrefix(path, "/"+s)
-		}
+		method, path := req.RequestContext.HTTP.Method, routePath(req)
 		id := req.PathParameters["id"]
 		rest, isItem := strings.CutPrefix(path, "/v1/media-buys/")
 		if isItem && id == "" {
@@ -51,17 +47,9 @@ func MediaBuysHandler(svc MediaBuys, devHeader string, log *slog.Logger) Handler
 
 		switch {
 		case method == http.MethodPost && path == "/v1/media-buys":
-			key := Header(req, "Idempotency-Key")
-			if !idemKeyRE.MatchString(key) {
-				return Error(http.StatusBadRequest, "missing_idempotency_key",
-					"send an Idempotency-Key header (8-255 of A-Z a-z 0-9 _ . : -), the same on every retry of this buy", "Idempotency-Key"), nil
-			}
-			if ct := Header(req, "Content-Type"); ct != "" && !IsJSON(ct) {
-				return Error(http.StatusUnsupportedMediaType, "unsupported_media_type", "send the media buy as application/json", "Content-Type"), nil
-			}
-			body, err := Body(req)
-			if err != nil {
-				return Error(http.StatusBadRequest, "malformed_body", "the body could not be decoded", ""), nil
+			key, body, refused := submission(req, "media buy")
+			if refused != nil {
+				return *refused, nil
 			}
 			out, err := svc.Submit(ctx, caller, key, body)
 			if err != nil {
@@ -124,6 +112,36 @@ func MediaBuysHandler(svc MediaBuys, devHeader string, log *slog.Logger) Handler
 		}
 		return Error(http.StatusNotFound, "no_route", "no such route: "+method+" "+path, ""), nil
 	}
+}
+
+// routePath is the request's path without a trailing slash or a named stage.
+func routePath(req events.APIGatewayV2HTTPRequest) string {
+	path := strings.TrimSuffix(req.RawPath, "/")
+	if s := req.RequestContext.Stage; s != "" && s != "$default" {
+		path = strings.TrimPrefix(path, "/"+s)
+	}
+	return path
+}
+
+// submission reads what every submit route needs: the Idempotency-Key and a JSON body. what
+// names the thing submitted in the refusals ("media buy", "campaign").
+func submission(req events.APIGatewayV2HTTPRequest, what string) (string, []byte, *events.APIGatewayV2HTTPResponse) {
+	key := Header(req, "Idempotency-Key")
+	if !idemKeyRE.MatchString(key) {
+		resp := Error(http.StatusBadRequest, "missing_idempotency_key",
+			"send an Idempotency-Key header (8-255 of A-Z a-z 0-9 _ . : -), the same on every retry of this "+what, "Idempotency-Key")
+		return "", nil, &resp
+	}
+	if ct := Header(req, "Content-Type"); ct != "" && !IsJSON(ct) {
+		resp := Error(http.StatusUnsupportedMediaType, "unsupported_media_type", "send the "+what+" as application/json", "Content-Type")
+		return "", nil, &resp
+	}
+	body, err := Body(req)
+	if err != nil {
+		resp := Error(http.StatusBadRequest, "malformed_body", "the body could not be decoded", "")
+		return "", nil, &resp
+	}
+	return key, body, nil
 }
 
 func limitParam(req events.APIGatewayV2HTTPRequest) (int, *events.APIGatewayV2HTTPResponse) {

@@ -95,7 +95,7 @@ var App = Application{
 	StateMachineFile: "statemachine/mediabuy.asl.json",
 	Functions: []Function{
 		{
-			Name: "submit", Description: "POST/GET /v1/media-buys: validate, claim the key, lock, start the execution",
+			Name: "submit", Description: "POST/GET /v1/media-buys and /v1/campaigns: validate, claim the key, lock, start the executions",
 			MemoryMB: 256, TimeoutSeconds: 15, LedgerWrite: true, StartsExecutions: true,
 			Env: []string{EnvTableName, EnvStateMachineARN, EnvAgentsConfig, EnvRunConfig, EnvLocalTenantHeader},
 		},
@@ -144,6 +144,10 @@ var App = Application{
 		{Method: "GET", Path: "/v1/media-buys", Function: "submit", Auth: AuthIAM},
 		{Method: "GET", Path: "/v1/media-buys/{id}", Function: "submit", Auth: AuthIAM},
 		{Method: "GET", Path: "/v1/media-buys/{id}/events", Function: "submit", Auth: AuthIAM},
+		{Method: "POST", Path: "/v1/campaigns", Function: "submit", Auth: AuthIAM},
+		{Method: "GET", Path: "/v1/campaigns", Function: "submit", Auth: AuthIAM},
+		{Method: "GET", Path: "/v1/campaigns/{id}", Function: "submit", Auth: AuthIAM},
+		{Method: "GET", Path: "/v1/campaigns/{id}/events", Function: "submit", Auth: AuthIAM},
 		{Method: "POST", Path: "/v1/webhooks/adcp/{operation_id}", Function: "webhook", Auth: AuthSignature},
 		{Method: "GET", Path: "/v1/approvals/{approval_id}", Function: "approve", Auth: AuthSignature},
 		{Method: "HEAD", Path: "/v1/approvals/{approval_id}", Function: "approve", Auth: AuthSignature},
@@ -160,6 +164,8 @@ var App = Application{
 		// the order.
 		{Method: "ANY", Path: "/v1/media-buys", Function: "submit", Auth: AuthIAM},
 		{Method: "ANY", Path: "/v1/media-buys/{proxy+}", Function: "submit", Auth: AuthIAM},
+		{Method: "ANY", Path: "/v1/campaigns", Function: "submit", Auth: AuthIAM},
+		{Method: "ANY", Path: "/v1/campaigns/{proxy+}", Function: "submit", Auth: AuthIAM},
 		{Method: "ANY", Path: "/v1/webhooks/{proxy+}", Function: "webhook", Auth: AuthSignature},
 		{Method: "ANY", Path: "/v1/approvals/{proxy+}", Function: "approve", Auth: AuthSignature},
 		{Method: "ANY", Path: "/v1/approver/{proxy+}", Function: "approve", Auth: AuthIAM},
