@@ -41,6 +41,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	env := config.New(getenv)
 	table := env.Required(topology.EnvTableName)
 	smARN := env.Required(topology.EnvStateMachineARN)
+	campaignsARN := env.Required(topology.EnvCampaignsARN)
 	devHeader := env.Optional(topology.EnvLocalTenantHeader, "")
 	agentsJSON := env.Required(topology.EnvAgentsConfig)
 	run := workflow.DefaultRunConfig()
@@ -64,9 +65,11 @@ func run(ctx context.Context, getenv func(string) string) error {
 	}
 	store := ledger.New(dynamodb.NewFromConfig(awsCfg), table)
 	sellers := agentLookup(registry)
-	buys := mediabuy.New(store, sfn.New(sfnapi.NewFromConfig(awsCfg), smARN), sellers, validator,
+	sfnClient := sfnapi.NewFromConfig(awsCfg)
+	buys := mediabuy.New(store, sfn.New(sfnClient, smARN), sellers, validator,
 		mediabuy.Config{Run: run, StateMachineARN: smARN})
-	campaigns := campaign.New(store, buys, sellers, validator)
+	campaigns := campaign.New(store, buys, sfn.New(sfnClient, campaignsARN), sellers, validator,
+		campaign.Config{Run: run, MediaBuyStateMachineARN: smARN})
 	rec := metrics.New(os.Stdout, metrics.Namespace, time.Now)
 	lambda.Start(metrics.Flushing(rec, httpapi.Recovering(rec, httpapi.BuyerAPI(buys, campaigns, devHeader, slog.Default())))) // blocks
 	return nil

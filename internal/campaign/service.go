@@ -27,7 +27,7 @@ var _ Ledger = (*ledger.Store)(nil)
 
 // Buys is what a campaign needs from the media-buy use cases: a leg is a media buy.
 type Buys interface {
-	PlaceAll(ctx context.Context, c mediabuy.Caller, keys []string, reqs []*mediabuy.ValidatedRequest) ([]mediabuy.Submitted, error)
+	PlaceAll(ctx context.Context, c mediabuy.Caller, keys []string, reqs []*mediabuy.ValidatedRequest) ([]mediabuy.Placed, error)
 	Get(ctx context.Context, tenant, id string) (mediabuy.View, error)
 	Events(ctx context.Context, tenant, id, cursor string, limit int) (mediabuy.EventPage, error)
 }
@@ -38,13 +38,42 @@ var _ Buys = (*mediabuy.Service)(nil)
 type Service struct {
 	ledger Ledger
 	buys   Buys
+	execs  mediabuy.Executions
 	agents mediabuy.AgentLookup
 	schema mediabuy.SchemaValidator
+	cfg    Config
 }
 
-// New returns the campaign service. agents is the seller lookup a single buy's submit uses.
-func New(l Ledger, buys Buys, agents mediabuy.AgentLookup, schema mediabuy.SchemaValidator) *Service {
-	return &Service{ledger: l, buys: buys, agents: agents, schema: schema}
+// Config holds the campaign use case's settings.
+type Config struct {
+	// Run is the timing of every leg's execution (tests shrink it); it travels in the campaign
+	// execution's input for the cancels of compensation.
+	Run workflow.RunConfig
+	// MediaBuyStateMachineARN is the state machine every leg runs as a child execution of.
+	MediaBuyStateMachineARN string
+}
+
+// New returns the campaign service. execs starts Campaign executions; agents is the seller
+// lookup a single buy's submit uses.
+func New(l Ledger, buys Buys, execs mediabuy.Executions, agents mediabuy.AgentLookup, schema mediabuy.SchemaValidator, cfg Config) *Service {
+	return &Service{ledger: l, buys: buys, execs: execs, agents: agents, schema: schema, cfg: cfg}
+}
+
+// ExecutionInput is the input of a Campaign execution (statemachine/campaign.asl.json).
+type ExecutionInput struct {
+	CampaignID              string             `json:"campaign_id"`
+	Tenant                  string             `json:"tenant"`
+	Config                  workflow.RunConfig `json:"config"`
+	MediaBuyStateMachineARN string             `json:"media_buy_state_machine_arn"`
+	Legs                    []LegInput         `json:"legs"`
+}
+
+// LegInput is one leg's child execution: its name and input, as a single buy's submit would
+// start it.
+type LegInput struct {
+	OperationID   string                  `json:"operation_id"`
+	ExecutionName string                  `json:"execution_name"`
+	Input         workflow.ExecutionInput `json:"input"`
 }
 
 // ErrNotFound reports a campaign that does not exist for the caller's tenant (including one of
@@ -78,15 +107,22 @@ func (s *Service) place(ctx context.Context, c mediabuy.Caller, key string, v *V
 		ID: id, Tenant: c.Tenant, Name: v.Name, GovernanceAgentID: v.Governance.AgentID, PlanID: v.Governance.PlanID,
 		Policy: string(v.Policy), BudgetTotal: v.Total.Decimal(), Currency: v.Total.Currency, Requester: c.Principal,
 	}
+	in := ExecutionInput{CampaignID: id, Tenant: c.Tenant, Config: s.cfg.Run, MediaBuyStateMachineARN: s.cfg.MediaBuyStateMachineARN}
 	out := Submitted{CampaignID: id, Status: Running, Links: LinksFor(id)}
 	for i, b := range v.Buys {
+		p := placed[i]
 		rec.Legs = append(rec.Legs, ledger.CampaignLeg{
-			OperationID: placed[i].OperationID, SellerID: b.SellerID, PONumber: b.PONumber, Amount: b.Amount.Decimal(),
+			OperationID: p.OperationID, SellerID: b.SellerID, PONumber: b.PONumber, Amount: b.Amount.Decimal(),
 		})
-		out.Legs = append(out.Legs, SubmittedLeg{OperationID: placed[i].OperationID, SellerID: b.SellerID, Links: placed[i].Links})
+		in.Legs = append(in.Legs, LegInput{OperationID: p.OperationID, ExecutionName: p.ExecutionName, Input: p.Input})
+		out.Legs = append(out.Legs, SubmittedLeg{OperationID: p.OperationID, SellerID: b.SellerID, Links: p.Links})
 	}
 	if _, err := s.ledger.CreateCampaign(ctx, rec); err != nil && !errors.Is(err, ledger.ErrConflict) {
 		return Submitted{}, fmt.Errorf("campaign: record %s: %w", id, err)
+	}
+	// Named after the campaign: a retry of this submit starts the same execution.
+	if _, err := s.execs.Start(ctx, id, in); err != nil {
+		return Submitted{}, fmt.Errorf("campaign: start execution: %w", err)
 	}
 	return out, nil
 }

@@ -15,16 +15,16 @@ import (
 // executions is a fake Step Functions that records the executions started, by name.
 type executions struct {
 	mu     sync.Mutex
-	starts map[string]workflow.ExecutionInput
+	starts map[string]any
 }
 
 func (e *executions) Start(_ context.Context, name string, input any) (string, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.starts == nil {
-		e.starts = map[string]workflow.ExecutionInput{}
+		e.starts = map[string]any{}
 	}
-	e.starts[name] = input.(workflow.ExecutionInput)
+	e.starts[name] = input
 	return "arn:exec:" + name, nil
 }
 
@@ -35,10 +35,11 @@ func (e *executions) count() int {
 }
 
 type fixture struct {
-	svc   *Service
-	buys  *mediabuy.Service
-	store *ledger.Store
-	execs *executions
+	svc       *Service
+	buys      *mediabuy.Service
+	store     *ledger.Store
+	execs     *executions // MediaBuy executions (single buys)
+	campaigns *executions // Campaign executions
 }
 
 func newFixture(t *testing.T) fixture {
@@ -46,9 +47,13 @@ func newFixture(t *testing.T) fixture {
 	client, table := dynamotest.Start(t)
 	store := ledger.New(client, table)
 	execs := &executions{}
-	buys := mediabuy.New(store, execs, agents, schemas(t), mediabuy.Config{Run: workflow.DefaultRunConfig(), StateMachineARN: "arn:aws:states:us-east-1:000000000000:stateMachine:MediaBuy"})
-	return fixture{svc: New(store, buys, agents, schemas(t)), buys: buys, store: store, execs: execs}
+	buys := mediabuy.New(store, execs, agents, schemas(t), mediabuy.Config{Run: workflow.DefaultRunConfig(), StateMachineARN: mediaBuyARN})
+	campaigns := &executions{}
+	svc := New(store, buys, campaigns, agents, schemas(t), Config{Run: workflow.DefaultRunConfig(), MediaBuyStateMachineARN: mediaBuyARN})
+	return fixture{svc: svc, buys: buys, store: store, execs: execs, campaigns: campaigns}
 }
+
+const mediaBuyARN = "arn:aws:states:us-east-1:000000000000:stateMachine:MediaBuy"
 
 var acme = mediabuy.Caller{Tenant: "acme", Principal: "arn:aws:iam::111122223333:user/alice"}
 
@@ -62,6 +67,15 @@ func TestSubmitPlacesEveryLegAsAMediaBuy(t *testing.T) {
 	if out.CampaignID != ID("acme", "campaign-key-1") || len(out.Legs) != 3 || out.Replayed || out.Status != Running {
 		t.Fatalf("submitted = %+v", out)
 	}
+	// One Campaign execution, named after the campaign, carries each leg's child execution:
+	// the name and input a single buy's submit would start.
+	if f.execs.count() != 0 || f.campaigns.count() != 1 {
+		t.Fatalf("%d media-buy and %d campaign executions started", f.execs.count(), f.campaigns.count())
+	}
+	in, ok := f.campaigns.starts[out.CampaignID].(ExecutionInput)
+	if !ok || in.Tenant != "acme" || in.MediaBuyStateMachineARN != mediaBuyARN || len(in.Legs) != 3 {
+		t.Fatalf("campaign execution input = %+v", f.campaigns.starts)
+	}
 	for i, l := range out.Legs {
 		op, err := f.store.GetOperation(ctx, "acme", l.OperationID)
 		if err != nil {
@@ -70,8 +84,10 @@ func TestSubmitPlacesEveryLegAsAMediaBuy(t *testing.T) {
 		if op.SellerID != []string{"sim-seller", "sim-seller-2", "sim-seller-3"}[i] || op.PlanID != "plan-spring-2027" || op.Requester != acme.Principal {
 			t.Fatalf("leg %d operation = %+v", i, op)
 		}
-		if _, ok := f.execs.starts[op.ExecutionName]; !ok {
-			t.Fatalf("leg %d: no execution %s started", i, op.ExecutionName)
+		leg := in.Legs[i]
+		if leg.OperationID != op.ID || leg.ExecutionName != op.ExecutionName || leg.Input.OperationID != op.ID ||
+			leg.Input.StateMachineARN != mediaBuyARN || leg.Input.Tenant != "acme" {
+			t.Fatalf("leg %d child execution = %+v", i, leg)
 		}
 	}
 	v, err := f.svc.Get(ctx, "acme", out.CampaignID)
@@ -85,8 +101,8 @@ func TestSubmitPlacesEveryLegAsAMediaBuy(t *testing.T) {
 
 	// The same key and body replays the answer; another body under the key is refused.
 	again, err := f.svc.Submit(ctx, acme, "campaign-key-1", marshal(t, example(t)))
-	if err != nil || !again.Replayed || again.CampaignID != out.CampaignID || f.execs.count() != 3 {
-		t.Fatalf("replay = %+v, %v (%d executions)", again, err, f.execs.count())
+	if err != nil || !again.Replayed || again.CampaignID != out.CampaignID || f.campaigns.count() != 1 {
+		t.Fatalf("replay = %+v, %v (%d executions)", again, err, f.campaigns.count())
 	}
 	other := example(t)
 	other["name"] = "another"
@@ -153,8 +169,8 @@ func TestLockedLegRefusesTheCampaign(t *testing.T) {
 	if !errors.As(err, &re) || re.Status != 409 || re.Code != "active_buy_exists" {
 		t.Fatalf("locked leg: err = %v", err)
 	}
-	if f.execs.count() != 1 {
-		t.Fatalf("%d executions started, want only the single buy's", f.execs.count())
+	if f.execs.count() != 1 || f.campaigns.count() != 0 {
+		t.Fatalf("%d media-buy and %d campaign executions started, want only the single buy's", f.execs.count(), f.campaigns.count())
 	}
 	for i := range 2 {
 		if _, err := f.store.GetOperation(ctx, "acme", mediabuy.OperationID("acme", legKey("campaign-key-3", i))); !errors.Is(err, ledger.ErrNotFound) {
@@ -171,7 +187,7 @@ func TestLockedLegRefusesTheCampaign(t *testing.T) {
 func assertNothingStored(t *testing.T, f fixture) {
 	t.Helper()
 	ctx := context.Background()
-	if n := f.execs.count(); n != 0 {
+	if n := f.execs.count() + f.campaigns.count(); n != 0 {
 		t.Fatalf("%d executions started", n)
 	}
 	ops, err := f.store.ListOperations(ctx, "acme", ledger.ListOptions{})

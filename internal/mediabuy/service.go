@@ -93,11 +93,19 @@ func (s *Service) place(ctx context.Context, c Caller, key string, req *Validate
 	return s.start(ctx, c, id, req)
 }
 
+// Placed is a buy whose operation exists, and the execution that is to run it.
+type Placed struct {
+	Submitted
+	ExecutionName string
+	Input         workflow.ExecutionInput
+}
+
 // PlaceAll places buys that are submitted together (the legs of a campaign), each under the
-// operation id its key derives. Every business-key lock is taken before any operation is
-// created, and the ones taken are released when another is held, so a refused group leaves no
-// buy behind. A retry with the same keys converges on the same operations and executions.
-func (s *Service) PlaceAll(ctx context.Context, c Caller, keys []string, reqs []*ValidatedRequest) ([]Submitted, error) {
+// operation id its key derives, and returns the executions that are to run them: the caller's
+// own workflow starts them. Every business-key lock is taken before any operation is created,
+// and the ones taken are released when another is held, so a refused group leaves no buy
+// behind. A retry with the same keys converges on the same operations.
+func (s *Service) PlaceAll(ctx context.Context, c Caller, keys []string, reqs []*ValidatedRequest) ([]Placed, error) {
 	if len(keys) != len(reqs) {
 		return nil, fmt.Errorf("mediabuy: place all: %d keys for %d requests", len(keys), len(reqs))
 	}
@@ -114,13 +122,13 @@ func (s *Service) PlaceAll(ctx context.Context, c Caller, keys []string, reqs []
 		}
 		leases = append(leases, l)
 	}
-	out := make([]Submitted, len(reqs))
+	out := make([]Placed, len(reqs))
 	for i, req := range reqs {
-		sub, err := s.start(ctx, c, OperationID(c.Tenant, keys[i]), req)
+		p, err := s.record(ctx, c, OperationID(c.Tenant, keys[i]), req)
 		if err != nil {
 			return nil, err
 		}
-		out[i] = sub
+		out[i] = p
 	}
 	return out, nil
 }
@@ -141,11 +149,23 @@ func (s *Service) lock(ctx context.Context, c Caller, id string, req *ValidatedR
 	return l, nil
 }
 
-// start creates the operation (a retry finds it created) and starts its execution.
+// start records the operation and starts its execution.
 func (s *Service) start(ctx context.Context, c Caller, id string, req *ValidatedRequest) (Submitted, error) {
+	p, err := s.record(ctx, c, id, req)
+	if err != nil {
+		return Submitted{}, err
+	}
+	if _, err := s.execs.Start(ctx, p.ExecutionName, p.Input); err != nil {
+		return Submitted{}, fmt.Errorf("mediabuy: start execution: %w", err)
+	}
+	return p.Submitted, nil
+}
+
+// record creates the operation (a retry finds it created) and names its execution.
+func (s *Service) record(ctx context.Context, c Caller, id string, req *ValidatedRequest) (Placed, error) {
 	stored, err := json.Marshal(req.SubmitRequest)
 	if err != nil {
-		return Submitted{}, fmt.Errorf("mediabuy: encode request: %w", err)
+		return Placed{}, fmt.Errorf("mediabuy: encode request: %w", err)
 	}
 	op := ledger.Operation{
 		ID: id, Tenant: c.Tenant, Status: workflow.StatusRequested,
@@ -155,13 +175,13 @@ func (s *Service) start(ctx context.Context, c Caller, id string, req *Validated
 		Request: stored, ExecutionName: workflow.ExecutionName(id, 0),
 	}
 	if _, err := s.ledger.CreateOperation(ctx, op); err != nil && !errors.Is(err, ledger.ErrConflict) {
-		return Submitted{}, fmt.Errorf("mediabuy: create operation: %w", err)
+		return Placed{}, fmt.Errorf("mediabuy: create operation: %w", err)
 	}
-	in := workflow.ExecutionInput{OperationID: id, Tenant: c.Tenant, Config: s.cfg.Run, StateMachineARN: s.cfg.StateMachineARN}
-	if _, err := s.execs.Start(ctx, op.ExecutionName, in); err != nil {
-		return Submitted{}, fmt.Errorf("mediabuy: start execution: %w", err)
-	}
-	return Submitted{OperationID: id, Status: string(workflow.StatusRequested), Links: LinksFor(id)}, nil
+	return Placed{
+		Submitted:     Submitted{OperationID: id, Status: string(workflow.StatusRequested), Links: LinksFor(id)},
+		ExecutionName: op.ExecutionName,
+		Input:         workflow.ExecutionInput{OperationID: id, Tenant: c.Tenant, Config: s.cfg.Run, StateMachineARN: s.cfg.StateMachineARN},
+	}, nil
 }
 
 // Get returns the tenant's operation id.

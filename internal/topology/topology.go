@@ -11,15 +11,16 @@ package topology
 const (
 	EnvTableName          = "BUYFLOW_TABLE_NAME"
 	EnvStateMachineARN    = "BUYFLOW_STATE_MACHINE_ARN"
-	EnvAgentsConfig       = "BUYFLOW_AGENTS"              // JSON agent registry (URLs, credential secret names)
-	EnvAgentsSecretPrefix = "BUYFLOW_AGENT_SECRET_PREFIX" // prefix of the agents' credential secrets
-	EnvLinkKeySecret      = "BUYFLOW_LINK_KEY_SECRET"     // name of the approval-link signing keys secret
-	EnvSlackSecret        = "BUYFLOW_SLACK_SECRET"        // name of the Slack bot token / webhook secret
-	EnvPublicBaseURL      = "BUYFLOW_PUBLIC_BASE_URL"     // the HTTP API's base URL, for links and webhooks
-	EnvApprovalPolicy     = "BUYFLOW_APPROVAL_POLICY"     // JSON: thresholds, approvers, escalation
-	EnvCallerURI          = "BUYFLOW_CALLER_URI"          // the `caller` URI sent to governance agents
-	EnvLocalTenantHeader  = "BUYFLOW_DEV_TENANT_HEADER"   // local stack only; never set by infra/
-	EnvRunConfig          = "BUYFLOW_RUN_CONFIG"          // optional JSON workflow.RunConfig (timings)
+	EnvCampaignsARN       = "BUYFLOW_CAMPAIGN_STATE_MACHINE_ARN" // the Campaign state machine (submit starts it)
+	EnvAgentsConfig       = "BUYFLOW_AGENTS"                     // JSON agent registry (URLs, credential secret names)
+	EnvAgentsSecretPrefix = "BUYFLOW_AGENT_SECRET_PREFIX"        // prefix of the agents' credential secrets
+	EnvLinkKeySecret      = "BUYFLOW_LINK_KEY_SECRET"            // name of the approval-link signing keys secret
+	EnvSlackSecret        = "BUYFLOW_SLACK_SECRET"               // name of the Slack bot token / webhook secret
+	EnvPublicBaseURL      = "BUYFLOW_PUBLIC_BASE_URL"            // the HTTP API's base URL, for links and webhooks
+	EnvApprovalPolicy     = "BUYFLOW_APPROVAL_POLICY"            // JSON: thresholds, approvers, escalation
+	EnvCallerURI          = "BUYFLOW_CALLER_URI"                 // the `caller` URI sent to governance agents
+	EnvLocalTenantHeader  = "BUYFLOW_DEV_TENANT_HEADER"          // local stack only; never set by infra/
+	EnvRunConfig          = "BUYFLOW_RUN_CONFIG"                 // optional JSON workflow.RunConfig (timings)
 )
 
 // Auth says how a route authenticates its caller.
@@ -75,6 +76,10 @@ type Application struct {
 	StateMachineName string
 	// StateMachineFile is the ASL file, relative to the repository root.
 	StateMachineFile string
+	// CampaignStateMachineName and CampaignStateMachineFile are the Campaign state machine's:
+	// a Map over a campaign's legs, each a child execution of the MediaBuy state machine.
+	CampaignStateMachineName string
+	CampaignStateMachineFile string
 }
 
 // Function returns the function named name and whether it exists.
@@ -91,13 +96,20 @@ var agentEnv = []string{EnvTableName, EnvAgentsConfig, EnvAgentsSecretPrefix, En
 
 // App is buyflow.
 var App = Application{
-	StateMachineName: "MediaBuy",
-	StateMachineFile: "statemachine/mediabuy.asl.json",
+	StateMachineName:         "MediaBuy",
+	StateMachineFile:         "statemachine/mediabuy.asl.json",
+	CampaignStateMachineName: "Campaign",
+	CampaignStateMachineFile: "statemachine/campaign.asl.json",
 	Functions: []Function{
 		{
 			Name: "submit", Description: "POST/GET /v1/media-buys and /v1/campaigns: validate, claim the key, lock, start the executions",
 			MemoryMB: 256, TimeoutSeconds: 15, LedgerWrite: true, StartsExecutions: true,
-			Env: []string{EnvTableName, EnvStateMachineARN, EnvAgentsConfig, EnvRunConfig, EnvLocalTenantHeader},
+			Env: []string{EnvTableName, EnvStateMachineARN, EnvCampaignsARN, EnvAgentsConfig, EnvRunConfig, EnvLocalTenantHeader},
+		},
+		{
+			Name: "campaign", Description: "The Campaign state machine's tasks: a leg's status, and settling the partial-failure policy",
+			MemoryMB: 256, TimeoutSeconds: 30, Placeholder: "CampaignFunctionArn",
+			Env: []string{EnvTableName},
 		},
 		{
 			Name: "governance", Description: "CheckGovernance, ReportOutcome and RecordFailure stages",
