@@ -1,6 +1,6 @@
 // Command campaign is the Lambda of the Campaign state machine: action "leg" (a leg's status)
 // and "settle" (the campaign's outcome and, under all_or_nothing, the placed legs to cancel).
-// It reads the ledger only.
+// It reads the ledger and writes only a campaign's final status.
 package main
 
 import (

@@ -178,6 +178,13 @@ func (s *Service) view(ctx context.Context, rec *ledger.Campaign) (View, error) 
 	}
 	o := Decide(rec.Currency, states)
 	out.Status, out.Planned, out.Committed = o.Status, planned.Decimal(), o.Committed.Decimal()
+	switch {
+	case rec.Outcome != "":
+		out.Status = Status(rec.Outcome)
+	case Policy(rec.Policy) == AllOrNothing && o.Status == PartiallyCompleted:
+		// The Campaign execution is canceling the placed legs: not final yet.
+		out.Status = Running
+	}
 	for _, sa := range o.BySeller {
 		out.BySeller = append(out.BySeller, SellerView{SellerID: sa.SellerID, Committed: sa.Amount.Decimal()})
 	}

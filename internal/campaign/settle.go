@@ -49,16 +49,19 @@ type Compensation struct {
 	Reason      string `json:"reason"`
 }
 
-// Facts is what the campaign function reads: the campaign and its legs' operations.
+// Facts is what the campaign function reads (the campaign and its legs' operations) and the
+// one thing it writes: the campaign's final status.
 type Facts interface {
 	GetCampaign(ctx context.Context, tenant, id string) (*ledger.Campaign, error)
 	GetOperation(ctx context.Context, tenant, id string) (*ledger.Operation, error)
+	SettleCampaign(ctx context.Context, tenant, id, outcome string) error
 }
 
 var _ Facts = (*ledger.Store)(nil)
 
-// Settler serves the campaign state machine's Lambda tasks. It only reads: every leg's facts
-// are written by its own media buy's stages, and the cancels by the create function.
+// Settler serves the campaign state machine's Lambda tasks. Every leg's facts are written by its
+// own media buy's stages and the cancels by the create function; the Settler writes only the
+// campaign's final status.
 type Settler struct {
 	facts Facts
 }
@@ -140,12 +143,21 @@ func (s *Settler) Settle(ctx context.Context, tenant, id string) (Settled, error
 	}
 	o := Decide(rec.Currency, states)
 	out := Settled{Status: o.Status, Committed: o.Committed.Decimal(), Currency: rec.Currency, Compensate: []Compensation{}}
-	if Policy(rec.Policy) == AllOrNothing && o.Status != Completed {
+	if Policy(rec.Policy) == AllOrNothing && o.Status == PartiallyCompleted && rec.Outcome == "" {
 		for i, st := range states {
 			if st.Status == workflow.StatusCompleted {
 				out.Compensate = append(out.Compensate, Compensation{OperationID: rec.Legs[i].OperationID, Reason: why})
 			}
 		}
+		return out, nil // the outcome follows the cancels
+	}
+	if o.Status == Running {
+		return out, nil // a leg that could not start: nothing is final to record
+	}
+	// Nothing is left to do: this is the campaign's outcome (a cancel that failed leaves its leg
+	// committed, and the outcome says so).
+	if err := s.facts.SettleCampaign(ctx, tenant, id, string(o.Status)); err != nil && !errors.Is(err, ledger.ErrConflict) {
+		return Settled{}, &workflow.TransientError{Reason: "record the outcome of campaign " + id + ": " + err.Error()}
 	}
 	return out, nil
 }

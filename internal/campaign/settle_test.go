@@ -96,3 +96,41 @@ func TestSettlerRefusesBadPayloads(t *testing.T) {
 		t.Errorf("unknown leg: err = %v", err)
 	}
 }
+
+// Under all_or_nothing a campaign whose legs ended mixed is still running (its placed legs are
+// being canceled) until the Campaign execution records the outcome; best_effort's outcome is
+// recorded at the first settle.
+func TestOutcomeIsRecordedWhenNothingIsLeftToDo(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	out := submitAndEnd(t, f, AllOrNothing, workflow.StatusCompleted, workflow.StatusFailed, workflow.StatusCompleted)
+	settle(t, f, out)
+	v, err := f.svc.Get(ctx, "acme", out.CampaignID)
+	if err != nil || v.Status != Running || v.Committed != "13500.00" {
+		t.Fatalf("while the cancels run: %+v, %v", v, err)
+	}
+	for _, i := range []int{0, 2} {
+		reason := "canceled by the campaign"
+		op, _ := f.store.GetOperation(ctx, "acme", out.Legs[i].OperationID)
+		if _, err := f.store.Transition(ctx, "acme", op.ID, workflow.StatusCanceled, op.Version, ledger.Changes{Reason: &reason}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := settle(t, f, out); s.Status != Failed || len(s.Compensate) != 0 {
+		t.Fatalf("after the cancels: %+v", s)
+	}
+	rec, err := f.store.GetCampaign(ctx, "acme", out.CampaignID)
+	if err != nil || rec.Outcome != string(Failed) {
+		t.Fatalf("recorded outcome = %+v, %v", rec, err)
+	}
+	if v, _ := f.svc.Get(ctx, "acme", out.CampaignID); v.Status != Failed || v.Committed != "0.00" {
+		t.Fatalf("after the outcome: %+v", v)
+	}
+
+	g := newFixture(t)
+	be := submitAndEnd(t, g, BestEffort, workflow.StatusCompleted, workflow.StatusFailed, workflow.StatusCompleted)
+	settle(t, g, be)
+	if rec, err := g.store.GetCampaign(ctx, "acme", be.CampaignID); err != nil || rec.Outcome != string(PartiallyCompleted) {
+		t.Fatalf("best_effort outcome = %+v, %v", rec, err)
+	}
+}

@@ -31,6 +31,10 @@ type Campaign struct {
 	Requester   string        `dynamodbav:"requester,omitempty"`
 	Legs        []CampaignLeg `dynamodbav:"legs"`
 	CreatedAt   time.Time     `dynamodbav:"created_at"`
+	// Outcome is the final status the Campaign execution recorded once nothing was left to do
+	// (no cancel pending); empty while it runs.
+	Outcome   string    `dynamodbav:"outcome,omitempty"`
+	SettledAt time.Time `dynamodbav:"settled_at,omitempty"`
 }
 
 // CampaignLeg is one media buy of a campaign.
@@ -90,6 +94,38 @@ func (s *Store) CreateCampaign(ctx context.Context, c Campaign) (*Campaign, erro
 		return nil, fmt.Errorf("ledger: create campaign %s: %w", c.ID, err)
 	}
 	return &c, nil
+}
+
+// SettleCampaign records the campaign's final status, once: the condition is
+//
+//	attribute_exists(pk) AND (attribute_not_exists(outcome) OR outcome = :outcome)
+//
+// so a retry of the same settle succeeds and another outcome is a conflict (ErrConflict).
+func (s *Store) SettleCampaign(ctx context.Context, tenant, id, outcome string) error {
+	if checkID("tenant", tenant) != nil || checkID("campaign id", id) != nil || outcome == "" {
+		return fmt.Errorf("%w: tenant, campaign id and outcome are required", ErrInvalidArgument)
+	}
+	cond := expression.AttributeExists(expression.Name(AttrPK)).And(expression.Or(
+		expression.AttributeNotExists(expression.Name("outcome")),
+		expression.Name("outcome").Equal(expression.Value(outcome))))
+	up := expression.Set(expression.Name("outcome"), expression.Value(outcome)).
+		Set(expression.Name("settled_at"), expression.Value(s.now()))
+	e, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(up))
+	if err != nil {
+		return err
+	}
+	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: key(campaignPK(tenant, id), skCampaign),
+		ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
+		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+	})
+	if failed, _ := conditionFailed(err); failed {
+		return &ConflictError{What: "campaign " + id + " outcome"}
+	}
+	if err != nil {
+		return fmt.Errorf("ledger: settle campaign %s: %w", id, err)
+	}
+	return nil
 }
 
 // GetCampaign returns the tenant's campaign id; another tenant's id is ErrNotFound.

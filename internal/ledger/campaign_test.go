@@ -89,3 +89,33 @@ func TestListCampaignsNewestFirstWithCursor(t *testing.T) {
 		t.Fatalf("a campaign cursor in the operations listing: err = %v", err)
 	}
 }
+
+// The outcome is recorded once: the same again is a retry, another one a conflict, and an
+// unknown campaign is not created by it.
+func TestSettleCampaignOnce(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	if _, err := s.CreateCampaign(ctx, newCampaign("acme", "cp-1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SettleCampaign(ctx, "acme", "cp-1", "failed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SettleCampaign(ctx, "acme", "cp-1", "failed"); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if err := s.SettleCampaign(ctx, "acme", "cp-1", "completed"); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("another outcome: err = %v", err)
+	}
+	got, err := s.GetCampaign(ctx, "acme", "cp-1")
+	if err != nil || got.Outcome != "failed" || got.SettledAt.IsZero() {
+		t.Fatalf("campaign = %+v, %v", got, err)
+	}
+	if err := s.SettleCampaign(ctx, "other", "cp-1", "failed"); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("another tenant's campaign: err = %v", err)
+	}
+	if _, err := s.GetCampaign(ctx, "other", "cp-1"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("settle created another tenant's item: %v", err)
+	}
+}

@@ -108,7 +108,7 @@ var App = Application{
 		},
 		{
 			Name: "campaign", Description: "The Campaign state machine's tasks: a leg's status, and settling the partial-failure policy",
-			MemoryMB: 256, TimeoutSeconds: 30, Placeholder: "CampaignFunctionArn",
+			MemoryMB: 256, TimeoutSeconds: 30, LedgerWrite: true, Placeholder: "CampaignFunctionArn",
 			Env: []string{EnvTableName},
 		},
 		{

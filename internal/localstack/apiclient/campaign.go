@@ -14,11 +14,18 @@ import (
 
 // CampaignSubmitted is the answer to a campaign submit.
 type CampaignSubmitted struct {
-	CampaignID string      `json:"campaign_id"`
-	Status     string      `json:"status"`
-	Replayed   bool        `json:"replayed"`
-	Legs       []Submitted `json:"legs"`
-	Links      Links       `json:"links"`
+	CampaignID string         `json:"campaign_id"`
+	Status     string         `json:"status"`
+	Replayed   bool           `json:"replayed"`
+	Legs       []SubmittedLeg `json:"legs"`
+	Links      Links          `json:"links"`
+}
+
+// SubmittedLeg names one leg's media buy.
+type SubmittedLeg struct {
+	OperationID string `json:"operation_id"`
+	SellerID    string `json:"seller_id"`
+	Links       Links  `json:"links"`
 }
 
 // Campaign is one campaign as GET /v1/campaigns/{id} shows it.
