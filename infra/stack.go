@@ -813,7 +813,7 @@ func (b *BuyflowStack) addCampaigns(app topology.Application, definition, name, 
 			Grantee: sm, Actions: jsii.Strings("lambda:InvokeFunction"), ResourceArns: &[]*string{subs[p]},
 		})
 	}
-	rule := b.Stack.FormatArn(&awscdk.ArnComponents{
+	rule := b.FormatArn(&awscdk.ArnComponents{
 		Service: jsii.String("events"), Resource: jsii.String("rule"),
 		ResourceName: jsii.String("StepFunctionsGetEventsForStepFunctionsExecutionRule"), ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
 	})

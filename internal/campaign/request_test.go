@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,8 @@ import (
 	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/mediabuy"
 )
+
+var campaignIDShape = regexp.MustCompile(`^cp-[a-z2-7]{26}$`)
 
 var (
 	validatorOnce sync.Once
@@ -157,8 +160,12 @@ func TestParseRefusesBadJSON(t *testing.T) {
 
 // The ids derive from the tenant and key; no Idempotency-Key a header can carry names a leg.
 func TestIDsDeriveFromTenantAndKey(t *testing.T) {
-	if ID("acme", "k-00000001") != ID("acme", "k-00000001") || ID("acme", "k-00000001") == ID("other", "k-00000001") {
+	first, again := ID("acme", "k-00000001"), ID("acme", "k-00000001")
+	if first != again || first == ID("other", "k-00000001") || first == ID("acme", "k-00000002") {
 		t.Fatal("campaign id does not derive from tenant and key alone")
+	}
+	if !campaignIDShape.MatchString(first) {
+		t.Fatalf("campaign id %q is not cp- and 26 base32 letters", first)
 	}
 	leg0 := mediabuy.OperationID("acme", legKey("k-00000001", 0))
 	if leg0 == mediabuy.OperationID("acme", "k-00000001") || leg0 == mediabuy.OperationID("acme", legKey("k-00000001", 1)) {
