@@ -101,7 +101,7 @@ func TestCampaignTasks(t *testing.T) {
 		t.Errorf("campaign.asl.json uses %v, CampaignPlaceholders says %v", used, CampaignPlaceholders)
 	}
 	actions := map[string][]string{
-		"${" + CampaignFunctionARN + "}": {campaign.ActionLeg, campaign.ActionSettle},
+		"${" + CampaignFunctionARN + "}": {campaign.ActionLeg, campaign.ActionSettle, campaign.ActionSyncPlans, campaign.ActionClose},
 		"${" + CreateFunctionARN + "}":   {string(workflow.ActionCancel)},
 	}
 	children := 0
@@ -168,7 +168,7 @@ func TestCampaignInputMatchesTheGoType(t *testing.T) {
 	var fields map[string]any
 	_ = json.Unmarshal(in, &fields)
 	leg := fields["legs"].([]any)[0].(map[string]any)
-	for _, path := range []string{"$.legs", "$.tenant", "$.media_buy_state_machine_arn", "$.campaign_id", "$.config"} {
+	for _, path := range []string{"$.legs", "$.tenant", "$.media_buy_state_machine_arn", "$.campaign_id", "$.config", "$.sync_plan"} {
 		if !strings.Contains(CampaignDefinition, `"`+path+`"`) {
 			t.Errorf("the definition never reads %s", path)
 		}

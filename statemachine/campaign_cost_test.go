@@ -146,15 +146,15 @@ func unitOf(tb testing.TB, kind string, n float64) buyCost {
 
 func TestCampaignCostRow(t *testing.T) {
 	states := walkCampaign(t, campaignLegs, map[string]string{"CampaignOutcome": "CampaignCompleted"})
-	// PlaceLegs, three states per leg (RunLeg, LegHandedOver, LegEnded), then Settle,
+	// PushPlan, PlaceLegs, three states per leg (RunLeg, LegHandedOver, LegEnded), then Settle,
 	// NeedsCompensation, CampaignOutcome, CampaignCompleted.
-	if want := 1 + 3*campaignLegs + 4; len(states) != want {
+	if want := 2 + 3*campaignLegs + 4; len(states) != want {
 		t.Errorf("the campaign's own happy path enters %d states, want %d: %v", len(states), want, states)
 	}
 	// all_or_nothing after a failed leg: the cancels add a Map of two states per placed leg and
 	// a second settle.
 	comp := walkCampaign(t, 2, map[string]string{"NeedsCompensation": "CompensateLegs"})
-	if n := len(comp); n != 1+3*2+2+1+2*2+1+2 {
+	if n := len(comp); n != 2+3*2+2+1+2*2+1+2 {
 		t.Errorf("compensation path: %d states: %v", n, comp)
 	}
 	t.Log(campaignRow(t, 2))

@@ -1,6 +1,7 @@
-// Command campaign is the Lambda of the Campaign state machine: action "leg" (a leg's status)
-// and "settle" (the campaign's outcome and, under all_or_nothing, the placed legs to cancel).
-// It reads the ledger and writes only a campaign's final status.
+// Command campaign is the Lambda of the Campaign state machine: action "sync_plans" (push the
+// campaign's plan to its governance agent), "close" (fail the legs that never started when that
+// failed), "leg" (a leg's status) and "settle" (the campaign's outcome and, under
+// all_or_nothing, the placed legs to cancel).
 package main
 
 import (
@@ -10,12 +11,17 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/awsenv"
 	"github.com/buyflow/buyflow/internal/campaign"
 	"github.com/buyflow/buyflow/internal/config"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/logging"
+	"github.com/buyflow/buyflow/internal/secrets"
+	"github.com/buyflow/buyflow/internal/stages"
 	"github.com/buyflow/buyflow/internal/topology"
 )
 
@@ -30,6 +36,8 @@ func main() {
 func run(getenv func(string) string) error {
 	env := config.New(getenv)
 	table := env.Required(topology.EnvTableName)
+	agents := env.Required(topology.EnvAgentsConfig)
+	prefix := env.Optional(topology.EnvAgentsSecretPrefix, "")
 	if err := env.Err(); err != nil {
 		return err
 	}
@@ -37,6 +45,11 @@ func run(getenv func(string) string) error {
 	if err != nil {
 		return fmt.Errorf("load aws config: %w", err)
 	}
-	lambda.Start(campaign.NewSettler(ledger.New(dynamodb.NewFromConfig(awsCfg), table)).Handle) // blocks
+	// Unpacked and compiled on the first validation, off the cold path.
+	client, err := stages.NewAgentClient(agents, prefix, secrets.New(secretsmanager.NewFromConfig(awsCfg)), adcp.NewLazyValidator(adcpschemas.FS))
+	if err != nil {
+		return err
+	}
+	lambda.Start(campaign.NewSettler(ledger.New(dynamodb.NewFromConfig(awsCfg), table), client).Handle) // blocks
 	return nil
 }

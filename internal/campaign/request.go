@@ -47,6 +47,13 @@ type Request struct {
 	RequireApproval bool `json:"require_approval,omitempty"`
 	// Legs are the media buys, one per seller (or several with distinct PO numbers).
 	Legs []Leg `json:"legs"`
+	// Plan, when set, is the governance plan (AdCP governance plan: brand, objectives, budget,
+	// flight, policies) that buyflow pushes with sync_plans before the first check, for a
+	// governance agent that expects the buyer to register it. Its plan_id is governance.plan_id;
+	// its budget is the campaign's total_budget.
+	Plan json.RawMessage `json:"plan,omitempty"`
+	// Context is echoed by the governance agent on sync_plans (AdCP context).
+	Context json.RawMessage `json:"context,omitempty"`
 }
 
 // Budget is an amount with its currency, as the body carries it (a JSON number).
@@ -74,6 +81,9 @@ type Validated struct {
 	Planned money.Amount
 	// PayloadHash is the SHA-256 of the canonical body.
 	PayloadHash string
+	// SyncPlans is the sync_plans request for Plan (without its idempotency_key), schema-checked;
+	// nil without a plan.
+	SyncPlans map[string]json.RawMessage
 }
 
 func refuse(status int, code, field, format string, args ...any) *mediabuy.RequestError {
@@ -162,6 +172,11 @@ func Parse(body []byte, agents mediabuy.AgentLookup, schema mediabuy.SchemaValid
 		}
 		out.Buys = append(out.Buys, buy)
 	}
+	if len(req.Plan) > 0 {
+		if out.SyncPlans, err = planRequest(req, total, schema); err != nil {
+			return nil, err
+		}
+	}
 	canon, err := mediabuy.Canonical(body)
 	if err != nil {
 		return nil, fmt.Errorf("campaign: canonical body: %w", err)
@@ -169,6 +184,70 @@ func Parse(body []byte, agents mediabuy.AgentLookup, schema mediabuy.SchemaValid
 	sum := sha256.Sum256(canon)
 	out.PayloadHash = hex.EncodeToString(sum[:])
 	return out, nil
+}
+
+// planPlaceholderKey stands in for sync_plans' idempotency key while the request is
+// schema-checked; the campaign's own key is fixed when the campaign is placed.
+const planPlaceholderKey = "validation-placeholder-key-0000"
+
+// planRequest builds the sync_plans request for the campaign's plan and checks it against the
+// schema: its plan_id is the campaign's, its budget the campaign's total.
+func planRequest(req Request, total money.Amount, schema mediabuy.SchemaValidator) (map[string]json.RawMessage, error) {
+	var plan map[string]json.RawMessage
+	if err := json.Unmarshal(req.Plan, &plan); err != nil || plan == nil {
+		return nil, refuse(422, "wrong_type", "/plan", "plan must be an object (the AdCP governance plan)")
+	}
+	if raw, ok := plan["plan_id"]; ok {
+		var id string
+		if json.Unmarshal(raw, &id) != nil || id != req.Governance.PlanID {
+			return nil, refuse(422, "plan_mismatch", "/plan/plan_id", "plan.plan_id must equal governance.plan_id")
+		}
+	}
+	plan["plan_id"], _ = json.Marshal(req.Governance.PlanID)
+	var budget struct {
+		Total    json.RawMessage `json:"total"`
+		Currency string          `json:"currency"`
+	}
+	if raw, ok := plan["budget"]; ok && json.Unmarshal(raw, &budget) == nil {
+		if budget.Currency != total.Currency {
+			return nil, refuse(422, "currency_mismatch", "/plan/budget/currency", "plan.budget.currency must be the campaign's %s", total.Currency)
+		}
+		a, err := mediabuy.AmountAt(budget.Total, total.Currency, "/plan/budget/total", "invalid_budget")
+		if err != nil {
+			return nil, err
+		}
+		if a != total {
+			return nil, refuse(422, "budget_mismatch", "/plan/budget/total",
+				"plan.budget.total is %s %s but the campaign's total_budget is %s %s; they must be equal", a.Decimal(), a.Currency, total.Decimal(), total.Currency)
+		}
+	}
+	planBytes, err := json.Marshal(plan)
+	if err != nil {
+		return nil, fmt.Errorf("campaign: encode plan: %w", err)
+	}
+	sync := map[string]json.RawMessage{"plans": json.RawMessage("[" + string(planBytes) + "]")}
+	if len(req.Context) > 0 {
+		sync["context"] = req.Context
+	}
+	candidate := make(map[string]json.RawMessage, len(sync)+1)
+	for k, v := range sync {
+		candidate[k] = v
+	}
+	candidate["idempotency_key"], _ = json.Marshal(planPlaceholderKey)
+	candBody, err := json.Marshal(candidate)
+	if err != nil {
+		return nil, fmt.Errorf("campaign: encode sync_plans: %w", err)
+	}
+	if err := schema.ValidateRequest("sync_plans", candBody); err != nil {
+		var fe mediabuy.FieldError
+		if errors.As(err, &fe) {
+			// The schema's pointer is into the request; the plan is its plans[0].
+			field := strings.Replace(fe.FieldPointer(), "/plans/0", "/plan", 1)
+			return nil, refuse(422, "schema_violation", field, "%s", fe.Error())
+		}
+		return nil, fmt.Errorf("campaign: validate plan: %w", err)
+	}
+	return sync, nil
 }
 
 // legError points a single buy's refusal into the campaign body: the buy's /media_buy/... and

@@ -73,6 +73,8 @@ func marshal(t testing.TB, v any) []byte {
 	return b
 }
 
+func plan(m map[string]any) map[string]any { return m["plan"].(map[string]any) }
+
 func leg(m map[string]any, i int) map[string]any { return m["legs"].([]any)[i].(map[string]any) }
 
 func legBuy(m map[string]any, i int) map[string]any { return leg(m, i)["media_buy"].(map[string]any) }
@@ -84,6 +86,11 @@ func TestParseAcceptsTheExample(t *testing.T) {
 	}
 	if len(v.Buys) != 3 || v.Total.Decimal() != "30000.00" || v.Planned.Decimal() != "22500.00" || v.Policy != AllOrNothing {
 		t.Fatalf("validated = %+v (planned %s)", v, v.Planned.Decimal())
+	}
+	// The plan is pushed under the campaign's plan id, and is what the schema accepts.
+	var plans []map[string]any
+	if err := json.Unmarshal(v.SyncPlans["plans"], &plans); err != nil || len(plans) != 1 || plans[0]["plan_id"] != "plan-spring-2027" {
+		t.Fatalf("sync_plans plans = %s (%v)", v.SyncPlans["plans"], err)
 	}
 	// Each leg carries the buy's own amount (mediabuy's one definition) and the plan.
 	if v.Buys[0].Amount.Decimal() != "8500.25" || v.Buys[1].SellerID != "sim-seller-2" || v.Buys[2].Governance.PlanID != "plan-spring-2027" {
@@ -128,6 +135,13 @@ func TestParseRefusals(t *testing.T) {
 		{"leg without PO", func(m map[string]any) { delete(legBuy(m, 1), "po_number") }, 422, "missing_field", "/legs/1/media_buy/po_number"},
 		{"leg schema violation", func(m map[string]any) { legBuy(m, 0)["start_time"] = "soon" }, 422, "schema_violation", "/legs/0/media_buy"},
 		{"leg plan differs", func(m map[string]any) { legBuy(m, 2)["plan_id"] = "other" }, 422, "plan_mismatch", "/legs/2/media_buy/plan_id"},
+		{"plan of another id", func(m map[string]any) { plan(m)["plan_id"] = "other" }, 422, "plan_mismatch", "/plan/plan_id"},
+		{"plan budget differs from the total", func(m map[string]any) { plan(m)["budget"].(map[string]any)["total"] = 29999 },
+			422, "budget_mismatch", "/plan/budget/total"},
+		{"plan budget in another currency", func(m map[string]any) { plan(m)["budget"].(map[string]any)["currency"] = "EUR" },
+			422, "currency_mismatch", "/plan/budget/currency"},
+		{"plan without objectives", func(m map[string]any) { delete(plan(m), "objectives") }, 422, "schema_violation", "/plan"},
+		{"plan not an object", func(m map[string]any) { m["plan"] = []any{1} }, 422, "wrong_type", "/plan"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/mediabuy"
 	"github.com/buyflow/buyflow/internal/money"
@@ -51,11 +52,16 @@ type Config struct {
 	Run workflow.RunConfig
 	// MediaBuyStateMachineARN is the state machine every leg runs as a child execution of.
 	MediaBuyStateMachineARN string
+	// Now is the clock (default time.Now).
+	Now func() time.Time
 }
 
 // New returns the campaign service. execs starts Campaign executions; agents is the seller
 // lookup a single buy's submit uses.
 func New(l Ledger, buys Buys, execs mediabuy.Executions, agents mediabuy.AgentLookup, schema mediabuy.SchemaValidator, cfg Config) *Service {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	return &Service{ledger: l, buys: buys, execs: execs, agents: agents, schema: schema, cfg: cfg}
 }
 
@@ -65,7 +71,9 @@ type ExecutionInput struct {
 	Tenant                  string             `json:"tenant"`
 	Config                  workflow.RunConfig `json:"config"`
 	MediaBuyStateMachineARN string             `json:"media_buy_state_machine_arn"`
-	Legs                    []LegInput         `json:"legs"`
+	// SyncPlan is true when the campaign pushes its plan (sync_plans) before the legs start.
+	SyncPlan bool       `json:"sync_plan"`
+	Legs     []LegInput `json:"legs"`
 }
 
 // LegInput is one leg's child execution: its name and input, as a single buy's submit would
@@ -107,7 +115,15 @@ func (s *Service) place(ctx context.Context, c mediabuy.Caller, key string, v *V
 		ID: id, Tenant: c.Tenant, Name: v.Name, GovernanceAgentID: v.Governance.AgentID, PlanID: v.Governance.PlanID,
 		Policy: string(v.Policy), BudgetTotal: v.Total.Decimal(), Currency: v.Total.Currency, Requester: c.Principal,
 	}
-	in := ExecutionInput{CampaignID: id, Tenant: c.Tenant, Config: s.cfg.Run, MediaBuyStateMachineARN: s.cfg.MediaBuyStateMachineARN}
+	if v.SyncPlans != nil {
+		intent, err := planIntent(id, v.SyncPlans, s.cfg.Now())
+		if err != nil {
+			return Submitted{}, err
+		}
+		rec.PlanIntent = intent
+	}
+	in := ExecutionInput{CampaignID: id, Tenant: c.Tenant, Config: s.cfg.Run, MediaBuyStateMachineARN: s.cfg.MediaBuyStateMachineARN,
+		SyncPlan: rec.PlanIntent != nil}
 	out := Submitted{CampaignID: id, Status: Running, Links: LinksFor(id)}
 	for i, b := range v.Buys {
 		p := placed[i]
@@ -125,6 +141,25 @@ func (s *Service) place(ctx context.Context, c mediabuy.Caller, key string, v *V
 		return Submitted{}, fmt.Errorf("campaign: start execution: %w", err)
 	}
 	return out, nil
+}
+
+// planIntent fixes the campaign's sync_plans request. Its idempotency key derives from the
+// campaign id, so a submit retried before the campaign was stored fixes the same request.
+func planIntent(id string, req map[string]json.RawMessage, now time.Time) ([]byte, error) {
+	body := make(map[string]json.RawMessage, len(req)+1)
+	for k, v := range req {
+		body[k] = v
+	}
+	body["idempotency_key"], _ = json.Marshal("sync-plans-" + id)
+	intent, err := adcp.NewIntent(adcp.ToolSyncPlans, body, now)
+	if err != nil {
+		return nil, fmt.Errorf("campaign: sync_plans intent: %w", err)
+	}
+	b, err := json.Marshal(intent)
+	if err != nil {
+		return nil, fmt.Errorf("campaign: encode sync_plans intent: %w", err)
+	}
+	return b, nil
 }
 
 func (s *Service) campaign(ctx context.Context, tenant, id string) (*ledger.Campaign, error) {

@@ -2,10 +2,13 @@ package campaign
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 
+	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/mediabuy"
@@ -73,8 +76,19 @@ func TestSubmitPlacesEveryLegAsAMediaBuy(t *testing.T) {
 		t.Fatalf("%d media-buy and %d campaign executions started", f.execs.count(), f.campaigns.count())
 	}
 	in, ok := f.campaigns.starts[out.CampaignID].(ExecutionInput)
-	if !ok || in.Tenant != "acme" || in.MediaBuyStateMachineARN != mediaBuyARN || len(in.Legs) != 3 {
+	if !ok || in.Tenant != "acme" || in.MediaBuyStateMachineARN != mediaBuyARN || len(in.Legs) != 3 || !in.SyncPlan {
 		t.Fatalf("campaign execution input = %+v", f.campaigns.starts)
+	}
+	// The plan's sync_plans request is frozen with the campaign, before anything calls it.
+	rec, err := f.store.GetCampaign(ctx, "acme", out.CampaignID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var intent adcp.Intent
+	if err := json.Unmarshal(rec.PlanIntent, &intent); err != nil || intent.Task != adcp.ToolSyncPlans ||
+		intent.Key != "sync-plans-"+out.CampaignID || !strings.Contains(string(intent.Body), `"plan_id":"plan-spring-2027"`) ||
+		!strings.Contains(string(intent.Body), `"idempotency_key":"sync-plans-`+out.CampaignID+`"`) {
+		t.Fatalf("plan intent = %+v (%v): %s", intent, err, intent.Body)
 	}
 	for i, l := range out.Legs {
 		op, err := f.store.GetOperation(ctx, "acme", l.OperationID)

@@ -30,7 +30,11 @@ type Campaign struct {
 	Currency    string        `dynamodbav:"currency"`
 	Requester   string        `dynamodbav:"requester,omitempty"`
 	Legs        []CampaignLeg `dynamodbav:"legs"`
-	CreatedAt   time.Time     `dynamodbav:"created_at"`
+	// PlanIntent is the frozen sync_plans request (an adcp.Intent as JSON: task, idempotency key,
+	// exact bytes) when the campaign pushes its plan: written with the campaign, before the
+	// call, and sent as is by every attempt.
+	PlanIntent []byte    `dynamodbav:"plan_intent,omitempty"`
+	CreatedAt  time.Time `dynamodbav:"created_at"`
 	// Outcome is the final status the Campaign execution recorded once nothing was left to do
 	// (no cancel pending); empty while it runs.
 	Outcome   string    `dynamodbav:"outcome,omitempty"`

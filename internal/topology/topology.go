@@ -107,9 +107,9 @@ var App = Application{
 			Env: []string{EnvTableName, EnvStateMachineARN, EnvCampaignsARN, EnvAgentsConfig, EnvRunConfig, EnvLocalTenantHeader},
 		},
 		{
-			Name: "campaign", Description: "The Campaign state machine's tasks: a leg's status, and settling the partial-failure policy",
-			MemoryMB: 256, TimeoutSeconds: 30, LedgerWrite: true, Placeholder: "CampaignFunctionArn",
-			Env: []string{EnvTableName},
+			Name: "campaign", Description: "The Campaign state machine's tasks: sync_plans, a leg's status, settling the partial-failure policy",
+			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, Placeholder: "CampaignFunctionArn",
+			Env: []string{EnvTableName, EnvAgentsConfig, EnvAgentsSecretPrefix}, Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "governance", Description: "CheckGovernance, ReportOutcome and RecordFailure stages",

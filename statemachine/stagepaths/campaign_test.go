@@ -108,7 +108,7 @@ func (r *campaignRun) wantLegs(c apiclient.Campaign, statuses ...string) {
 var legStates = []string{"RunLeg", "LegHandedOver", "LegEnded"}
 
 func campaignStates(legs int, tail ...string) []string {
-	out := []string{"PlaceLegs"}
+	out := []string{"PushPlan", "PlaceLegs"}
 	for range legs {
 		out = append(out, legStates...)
 	}
@@ -267,5 +267,82 @@ func TestCampaignOverItsTotalIsRefused(t *testing.T) {
 		if n := len(r.legCalls(i, "")); n != 0 {
 			t.Errorf("seller %s got %d calls", campaignSellers[i], n)
 		}
+	}
+}
+
+// syncPlansCalls are the governance agent's sync_plans calls for this campaign (by the
+// idempotency key its submit fixed).
+func (r *campaignRun) syncPlansCalls() []adcptest.Call {
+	var out []adcptest.Call
+	for _, c := range sys.agents.Governance.CallsTo("sync_plans") {
+		if strings.Contains(string(c.Arguments), `"sync-plans-`+r.sub.CampaignID+`"`) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// A campaign that carries its plan pushes it (sync_plans, under the campaign's plan id) before
+// the first leg's check_governance.
+func TestCampaignPushesItsPlanBeforeTheFirstCheck(t *testing.T) {
+	r := beginCampaign(t, "best_effort")
+	r.spec.Plan = true
+	r.submitCampaign()
+	ex := only(t, r.finish(90*time.Second))
+	if ex.Status != "SUCCEEDED" || !slices.Equal(ex.States[:3], []string{"PushPlan", "SyncPlan", "PlaceLegs"}) {
+		t.Fatalf("campaign ended %s %s: %v", ex.Status, ex.Error, ex.States)
+	}
+	syncs := r.syncPlansCalls()
+	if len(syncs) != 1 {
+		t.Fatalf("%d sync_plans calls, want 1", len(syncs))
+	}
+	var args struct {
+		Plans []struct {
+			PlanID string `json:"plan_id"`
+			Budget struct {
+				Total float64 `json:"total"`
+			} `json:"budget"`
+		} `json:"plans"`
+	}
+	if err := json.Unmarshal(syncs[0].Arguments, &args); err != nil || len(args.Plans) != 1 ||
+		args.Plans[0].PlanID != "plan-spring-2027" || args.Plans[0].Budget.Total != 6000 {
+		t.Errorf("sync_plans arguments %s (%v)", syncs[0].Arguments, err)
+	}
+	for i, leg := range r.sub.Legs {
+		checks := r.governanceCallsOf(leg.OperationID, r.spec.Legs[i].PO, "check_governance")
+		if len(checks) == 0 || !checks[0].Time.After(syncs[0].Time) {
+			t.Errorf("leg %d: check_governance before the plan was pushed (%d checks)", i, len(checks))
+		}
+	}
+	r.wantLegs(r.campaign(), "completed", "completed", "completed")
+}
+
+// A plan the governance agent cannot take stops the campaign before any check or spend: every
+// leg fails with the reason, and its PO number is free again.
+func TestCampaignStopsWhenItsPlanCannotBePushed(t *testing.T) {
+	r := beginCampaign(t, "best_effort")
+	r.spec.Plan, r.spec.Sim = true, "http_500*100"
+	r.submitCampaign()
+	ex := only(t, r.finish(120*time.Second))
+	if ex.Status != "FAILED" || ex.Error != "CampaignFailed" || !slices.Contains(ex.States, "CloseLegs") || slices.Contains(ex.States, "PlaceLegs") {
+		t.Fatalf("campaign ended %s %s: %v", ex.Status, ex.Error, ex.States)
+	}
+	cp := r.campaign()
+	r.wantLegs(cp, "failed", "failed", "failed")
+	if cp.Status != "failed" || !strings.Contains(cp.Legs[0].Reason, "plan could not be pushed") {
+		t.Errorf("campaign %s, leg 0 reason %q", cp.Status, cp.Legs[0].Reason)
+	}
+	for i, leg := range r.sub.Legs {
+		if n := len(r.governanceCallsOf(leg.OperationID, r.spec.Legs[i].PO, "check_governance")) + len(r.legCalls(i, "")); n != 0 {
+			t.Errorf("leg %d: %d calls at governance or its seller", i, n)
+		}
+	}
+	// The PO numbers are free: a buy with leg 0's PO is accepted.
+	body, err := apiclient.Buy{PO: r.spec.Legs[0].PO}.Body(sys.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, code, err := r.client.Submit(context.Background(), "key-single-"+r.spec.Legs[0].PO, body); err != nil || code != 202 {
+		t.Errorf("a buy with a closed leg's PO number: HTTP %d %v", code, err)
 	}
 }

@@ -121,6 +121,10 @@ func (c *Client) CampaignEvents(ctx context.Context, id string) ([]CampaignEvent
 // submit them: each leg is the example's first leg with its seller, PO, budget and script.
 type CampaignSpec struct {
 	Policy string
+	// Plan includes the example's governance plan (pushed with sync_plans), its budget the total.
+	Plan bool
+	// Sim is the simulated governance agent's script on sync_plans (the campaign's context.sim).
+	Sim string
 	// Total is the campaign's total budget (default: the sum of the legs' budgets).
 	Total float64
 	Legs  []LegSpec
@@ -146,6 +150,7 @@ func (s CampaignSpec) Body(repoRoot string) ([]byte, error) {
 		Governance  json.RawMessage              `json:"governance"`
 		TotalBudget map[string]any               `json:"total_budget"`
 		Policy      string                       `json:"policy"`
+		Plan        map[string]any               `json:"plan"`
 		Legs        []map[string]json.RawMessage `json:"legs"`
 	}
 	if err := json.Unmarshal(raw, &req); err != nil || len(req.Legs) == 0 {
@@ -178,6 +183,16 @@ func (s CampaignSpec) Body(repoRoot string) ([]byte, error) {
 	if policy == "" {
 		policy = req.Policy
 	}
-	return json.Marshal(map[string]any{"name": req.Name, "governance": req.Governance, "total_budget": req.TotalBudget,
-		"policy": policy, "legs": legs})
+	out := map[string]any{"name": req.Name, "governance": req.Governance, "total_budget": req.TotalBudget,
+		"policy": policy, "legs": legs}
+	if s.Plan && req.Plan != nil {
+		if budget, ok := req.Plan["budget"].(map[string]any); ok {
+			budget["total"] = total
+		}
+		out["plan"] = req.Plan
+	}
+	if s.Sim != "" {
+		out["context"] = map[string]any{"sim": s.Sim}
+	}
+	return json.Marshal(out)
 }
