@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // The campaign row of the cost table: a campaign of campaignLegs legs, each a media buy
 // completed by webhook after 24 h (the buy's own row, simulated per leg), plus the Campaign
-// execution's own states (walked on campaign.asl.json), its settle invocation, and the submit
-// and reads of the campaign API.
+// execution's own states (walked on campaign.asl.json, its plan pushed), its sync_plans and
+// settle invocations, and the submit and reads of the campaign API.
 const campaignLegs = 5
 
 // Calls of the campaign API and function (costOf's units).
@@ -19,6 +20,7 @@ const (
 	callCampaignLeg    = "api:campaign-leg"    // per leg of the submit: AcquireLock, CreateOperation
 	callCampaignRead   = "api:campaign-read"   // GET /v1/campaigns/{id}: the campaign and its legs' operations
 	callSettle         = "campaign:settle"     // the campaign function's settle: campaign + legs read, outcome write
+	callSyncPlans      = "campaign:sync_plans" // the campaign function's sync_plans of the campaign's plan
 )
 
 var campaignCostOf = map[string]unitCost{
@@ -27,7 +29,8 @@ var campaignCostOf = map[string]unitCost{
 	callCampaignLeg: {0, 0, smallWrite + createOperation, "per leg: AcquireLock update, CreateOperation txn"},
 	callCampaignRead: {durationDefault, consistentRead * (1 + campaignLegs) * 2, 0,
 		"GET /v1/campaigns/{id}: the campaign, every leg's operation and its latest approval"},
-	callSettle: {durationDefault, consistentRead * (1 + campaignLegs), 2 * smallWrite, "settle: campaign + legs read, outcome update (item + gsi2)"},
+	callSettle:    {durationDefault, consistentRead * (1 + campaignLegs), 2 * smallWrite, "settle: campaign + legs read, outcome update (item + gsi2)"},
+	callSyncPlans: {500 * time.Millisecond, consistentRead, 0, "sync_plans: campaign read, the governance call (500 ms)"},
 }
 
 // walkCampaign returns the states a Campaign execution of legs legs enters when every leg
@@ -88,7 +91,7 @@ func walkCampaign(t testing.TB, legs int, pick map[string]string) []string {
 // legs each) and returns the table's line: transitions per campaign and $ per 1,000 campaigns.
 func campaignRow(tb testing.TB, runs int) string {
 	asl := load(tb)
-	states := walkCampaign(tb, campaignLegs, map[string]string{"CampaignOutcome": "CampaignCompleted"})
+	states := walkCampaign(tb, campaignLegs, map[string]string{"PushPlan": "SyncPlan", "CampaignOutcome": "CampaignCompleted"})
 	if states[len(states)-1] != "CampaignCompleted" {
 		tb.Fatalf("the happy path ends in %s", states[len(states)-1])
 	}
@@ -110,13 +113,14 @@ func campaignRow(tb testing.TB, runs int) string {
 		own := buyCost{transitions: float64(len(states)), apiRequests: 1 + readsPerBuy}
 		own.sfn = own.transitions * usdPerTransition
 		own.api = own.apiRequests * usdPerAPIRequest
-		c = c.add(own).add(unitOf(tb, callCampaignSubmit, 1)).add(unitOf(tb, callCampaignRead, readsPerBuy)).add(unitOf(tb, callSettle, 1))
+		c = c.add(own).add(unitOf(tb, callCampaignSubmit, 1)).add(unitOf(tb, callCampaignRead, readsPerBuy)).add(unitOf(tb, callSettle, 1)).
+			add(unitOf(tb, callSyncPlans, 1))
 		sum = sum.add(c)
 	}
 	mean := sum.scale(1 / float64(runs))
 	per := mean.scale(buysPerBatch)
 	return fmt.Sprintf("%-34s %5s/%5.0f %6s %7.0f %8s %5d %6.0f %6.0f %6.0f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f",
-		fmt.Sprintf("%d-leg campaign, webhooks, 24 h", campaignLegs), "-", mean.transitions, "-", mean.events, "-", campaignLegs+1,
+		fmt.Sprintf("%d-leg campaign, plan, webhooks, 24 h", campaignLegs), "-", mean.transitions, "-", mean.events, "-", campaignLegs+1,
 		mean.invocations, mean.rru, mean.wru, per.sfn, per.lambda, per.dynamo, per.api, per.sweep, per.total())
 }
 

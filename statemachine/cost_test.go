@@ -344,7 +344,7 @@ func costTable(tb testing.TB, runs int) (lines, over []string) {
 		}
 	}
 	lines = append(lines, campaignRow(tb, max(runs/campaignLegs, 1)),
-		fmt.Sprintf("  (the campaign row is per 1,000 campaigns of %d legs: each leg a buy completed by webhook after 24 h, plus the Campaign execution's own states, its settle, and the campaign's submit and %d reads; events: the legs' executions only)", campaignLegs, readsPerBuy))
+		fmt.Sprintf("  (the campaign row is per 1,000 campaigns of %d legs: each leg a buy completed by webhook after 24 h, plus the Campaign execution's own states, its sync_plans and settle, and the campaign's submit and %d reads; events: the legs' executions only)", campaignLegs, readsPerBuy))
 	lines = append(lines, fmt.Sprintf("assumptions: 256 MB arm64 Lambdas, %d status reads per buy, no retries, free tiers ignored; per invocation:", readsPerBuy))
 	kinds := make([]string, 0, len(costOf)+len(campaignCostOf))
 	for k := range costOf {
