@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -32,6 +33,30 @@ const (
 	EventGovernanceCheck   = "governance_check"
 	EventApprovalRequested = "approval_requested"
 )
+
+// EventDetail encodes v as an event's Detail; a value that does not encode leaves no detail
+// (the event is a record of a step that already happened and must not fail it).
+func EventDetail(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// Clip bounds untrusted text (a seller's message, an error) to at most n bytes before it goes
+// into an event, a reason or an output, cutting at a character boundary and marking the cut
+// with "…".
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
 
 // Event is one entry of an operation's append-only audit timeline.
 type Event struct {

@@ -16,8 +16,8 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/sellertask"
 	"github.com/buyflow/buyflow/internal/sfn"
-	"github.com/buyflow/buyflow/internal/stages"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -49,17 +49,17 @@ func (s *Service) pollAndApply(ctx context.Context, r *run, seller string, accou
 }
 
 // apply records a polled task status the way the webhook and the poll stage do
-// (stages.RecordTaskStatus: same mapping, same forward-only moves; a repeat is no news), with
-// event type "reconcile", and wakes the workflow (stages.Wake) when it must act.
+// (sellertask.RecordStatus: same mapping, same forward-only moves; a repeat is no news), with
+// event type "reconcile", and wakes the workflow (sellertask.Wake) when it must act.
 func (s *Service) apply(ctx context.Context, r *run, seller string, op *ledger.Operation, ts *adcp.TaskStatusResult) (*ledger.Operation, error) {
-	u := stages.TaskUpdateFrom(ts)
+	u := sellertask.UpdateFrom(ts)
 	u.TaskID, u.Actor, u.EventType, u.SkipRepeat = op.SellerTaskID, "seller:"+seller, EventReconcile, true
 	u.Detail = map[string]any{"task_id": op.SellerTaskID, "seller_status": ts.Status, "source": "reconcile"}
-	rec, err := stages.RecordTaskStatus(ctx, s.taskDeps(r), op, u)
+	rec, err := sellertask.RecordStatus(ctx, s.taskDeps(r), op, u)
 	if err != nil {
 		return op, err
 	}
-	if rec.Outcome != stages.TaskApplied {
+	if rec.Outcome != sellertask.Applied {
 		return rec.Op, nil
 	}
 	cur := rec.Op
@@ -77,7 +77,7 @@ func (s *Service) failUnknown(ctx context.Context, r *run, seller string, op *le
 		seller, op.SellerTaskID, codeNotFound, s.now().Sub(op.UpdatedAt).Round(time.Minute)), 1000)
 	ch := ledger.Changes{Reason: &reason, Actor: Actor, EventType: EventReconcile,
 		Detail: detail(map[string]any{"task_id": op.SellerTaskID, "finding": KindUnknownTask})}
-	cur, moved, err := stages.Move(ctx, s.taskDeps(r), op, workflow.StatusFailed, ch)
+	cur, moved, err := sellertask.Move(ctx, s.taskDeps(r), op, workflow.StatusFailed, ch)
 	if err != nil {
 		return op, err
 	}
@@ -93,8 +93,8 @@ func (s *Service) failUnknown(ctx context.Context, r *run, seller string, op *le
 // taskDeps is what the shared task-update code needs from the sweep: a transition that lost a
 // transaction race is retried (contentionRetries), SellerTaskDuration goes to the run's
 // recorder (none when r is nil), and a wake leaves a wake event by the sweep.
-func (s *Service) taskDeps(r *run) stages.TaskDeps {
-	d := stages.TaskDeps{Ledger: s.cfg.Ledger, Tasks: s.cfg.Tasks, ContentionRetries: contentionRetries,
+func (s *Service) taskDeps(r *run) sellertask.Deps {
+	d := sellertask.Deps{Ledger: s.cfg.Ledger, Tasks: s.cfg.Tasks, ContentionRetries: contentionRetries,
 		WakeActor: Actor, WakeBy: "reconcile", Now: s.now, Log: s.log}
 	if r != nil {
 		d.Metrics = r.rec
@@ -103,10 +103,10 @@ func (s *Service) taskDeps(r *run) stages.TaskDeps {
 }
 
 // wake completes the parked AwaitSeller token when the operation needs the state machine
-// (stages.Wake, as the webhook does). A failure is logged: the ledger holds the truth and the
+// (sellertask.Wake, as the webhook does). A failure is logged: the ledger holds the truth and the
 // wait's own timeout polls it.
 func (s *Service) wake(ctx context.Context, op *ledger.Operation) {
-	woken, err := stages.Wake(ctx, s.taskDeps(nil), op, workflow.WaitState{}, s.cfg.RunConfig, s.now())
+	woken, err := sellertask.Wake(ctx, s.taskDeps(nil), op, workflow.WaitState{}, s.cfg.RunConfig, s.now())
 	switch {
 	case err != nil:
 		s.log.WarnContext(ctx, "workflow not woken", "operationId", op.ID, "err", err)

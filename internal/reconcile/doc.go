@@ -24,7 +24,7 @@
 //     PollConcurrency reads at once, PollRate a second, none before a retry_after it sent (a
 //     short one is waited out and the read made again; one past the run stops the pass there).
 //     A status the seller moved on (a terminal one above all: a lost webhook) is recorded
-//     forward only and the parked AwaitSeller token is woken with stages.WakeOutput — the
+//     forward only and the parked AwaitSeller token is woken with sellertask.WakeOutput — the
 //     webhook's path (finding lost_update). A read with the ledger's status writes nothing.
 //     - The direct poll answers REFERENCE_NOT_FOUND and the operation waited longer than
 //     Grace: the operation moves to failed with a readable reason, its token is woken so the

@@ -105,7 +105,7 @@ type Config struct {
 	// skipped.
 	Executions      Executions
 	StateMachineARN string
-	// RunConfig rebuilds the wait state of a woken operation (stages.WakeOutput).
+	// RunConfig rebuilds the wait state of a woken operation (sellertask.WakeOutput).
 	RunConfig workflow.RunConfig
 
 	// Statuses are the operation statuses compared with the sellers (default submitted,

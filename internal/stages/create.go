@@ -10,11 +10,10 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/sellertask"
+	"github.com/buyflow/buyflow/internal/topology"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
-
-// WebhookPath is the path of the seller webhook route; the operation id follows it.
-const WebhookPath = "/v1/webhooks/adcp/"
 
 // CreateMediaBuy is the CreateMediaBuy stage: create_media_buy with the frozen bytes stored write-ahead (the
 // governance-checked payload plus plan_id, governance_context, push_notification_config and
@@ -146,7 +145,7 @@ func (s *Service) createIntent(ctx context.Context, op *ledger.Operation, req *s
 	if s.cfg.PublicBaseURL == "" {
 		return adcp.Intent{}, &workflow.TerminalError{Code: "no_public_base_url", Reason: "the webhook URL cannot be built: no public base URL configured"}
 	}
-	m["push_notification_config"] = adcp.PushNotificationConfig{URL: s.cfg.PublicBaseURL + WebhookPath + op.ID, OperationID: op.ID, Token: token}
+	m["push_notification_config"] = adcp.PushNotificationConfig{URL: s.cfg.PublicBaseURL + topology.WebhookPathPrefix + op.ID, OperationID: op.ID, Token: token}
 	in, err := adcp.NewIntent(adcp.ToolCreateMediaBuy, m, now)
 	if err != nil {
 		return adcp.Intent{}, &workflow.TerminalError{Code: "bad_intent", Reason: err.Error()}
@@ -205,7 +204,7 @@ func (s *Service) recordCreate(ctx context.Context, op *ledger.Operation, req *s
 	switch res.Shape {
 	case adcp.ShapeSuccess:
 		to = workflow.StatusCompleted
-		if endedMediaBuy(res) {
+		if sellertask.EndedMediaBuy(res) {
 			to, reason = workflow.StatusRejected, "the seller answered media buy "+res.MediaBuyID+" with status "+res.MediaBuyStatus
 		}
 	case adcp.ShapeSubmitted:
@@ -247,7 +246,7 @@ func (s *Service) recordCreate(ctx context.Context, op *ledger.Operation, req *s
 
 // recorded is the output for an operation whose create was already recorded.
 func (s *Service) recorded(op *ledger.Operation, cfg workflow.RunConfig, now time.Time) workflow.SellerOutput {
-	return WakeOutput(op, workflow.WaitState{}, cfg, now)
+	return sellertask.WakeOutput(op, workflow.WaitState{}, cfg, now)
 }
 
 // Cancel is Compensate: update_media_buy {media_buy_id, canceled: true, cancellation_reason}

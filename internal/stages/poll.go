@@ -4,38 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/sellertask"
 	"github.com/buyflow/buyflow/internal/sfn"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
-
-// WakeOutput is the SellerOutput that completes AwaitSeller from what the ledger holds: the
-// operation's (forward-only) status, Terminal, the wait state unchanged, and DeadlineExceeded
-// when the wait's deadline has passed and the seller neither finished nor needs input. The
-// webhook Lambda calls it after recording an update, and sends SendTaskSuccess with it to the
-// stored token when out.NeedsDecision() (a non-decision update needs no wake: the next poll
-// reads the ledger). Park computes the same output for the lost-wakeup race.
-//
-// wait is the wait state park stored with the token. A caller that does not have it (the
-// webhook: the ledger stores only the token) passes the zero WaitState; it is then rebuilt
-// from the operation: the safety net's interval of cfg, the deadline recorded at create
-// (Operation.Deadline), round 0.
-func WakeOutput(op *ledger.Operation, wait workflow.WaitState, cfg workflow.RunConfig, now time.Time) workflow.SellerOutput {
-	if wait == (workflow.WaitState{}) {
-		wait = workflow.WaitState{IntervalSeconds: max(cfg.PollMaxSeconds, 1)}
-		if !op.Deadline.IsZero() {
-			wait.DeadlineUnix = op.Deadline.Unix()
-		}
-	}
-	out := workflow.SellerOutput{Status: op.Status, Terminal: op.Status.Terminal(), Next: wait, Reason: op.Reason}
-	if !out.Terminal && op.Status != workflow.StatusInputRequired && wait.Expired(now) {
-		out.DeadlineExceeded = true
-	}
-	return out
-}
 
 // Park is AwaitSeller (waitForTaskToken): when the last seller result already needs a
 // decision it completes the token at once with it; otherwise it stores the token on the
@@ -69,7 +44,7 @@ func (s *Service) Park(ctx context.Context, in workflow.CallbackInput) error {
 	if in.Seller != nil {
 		known = in.Seller.Status
 	}
-	out := WakeOutput(op, in.Wait, in.Config, s.now())
+	out := sellertask.WakeOutput(op, in.Wait, in.Config, s.now())
 	if !out.NeedsDecision() || (op.Status == known && !out.DeadlineExceeded) {
 		s.log.InfoContext(ctx, "parked", "operationId", op.ID, "status", op.Status, "intervalSeconds", in.Wait.IntervalSeconds, "round", in.Wait.Round)
 		return nil
@@ -111,7 +86,7 @@ func (s *Service) PollSeller(ctx context.Context, in workflow.PollInput) (workfl
 	}
 	wait := in.Wait
 	if wait == (workflow.WaitState{}) {
-		wait = WakeOutput(op, wait, in.Config, s.now()).Next
+		wait = sellertask.WakeOutput(op, wait, in.Config, s.now()).Next
 	}
 	if !op.Status.Terminal() {
 		if op, err = s.pollSeller(ctx, op); err != nil {
@@ -119,7 +94,7 @@ func (s *Service) PollSeller(ctx context.Context, in workflow.PollInput) (workfl
 		}
 	}
 	now := s.now()
-	out := WakeOutput(op, wait, in.Config, now)
+	out := sellertask.WakeOutput(op, wait, in.Config, now)
 	if out.NeedsDecision() {
 		return out, nil
 	}
@@ -156,17 +131,17 @@ func (s *Service) pollSeller(ctx context.Context, op *ledger.Operation) (*ledger
 	}
 	actor := sellerActor(req.SellerID)
 	ev := map[string]any{"task_id": op.SellerTaskID, "seller_status": ts.Status}
-	u := TaskUpdateFrom(ts)
+	u := sellertask.UpdateFrom(ts)
 	u.TaskID, u.Actor, u.EventType, u.Detail, u.SkipRepeat = op.SellerTaskID, actor, EventPoll, ev, true
-	rec, err := RecordTaskStatus(ctx, s.taskDeps(), op, u)
+	rec, err := sellertask.RecordStatus(ctx, s.taskDeps(), op, u)
 	if err != nil {
 		return nil, moveError(op, err)
 	}
 	switch rec.Outcome {
-	case TaskUnmapped, TaskRepeat:
+	case sellertask.Unmapped, sellertask.Repeat:
 		// Unknown statuses (auth-required, unknown) and repeats change nothing.
 		s.event(ctx, op, ledger.Event{Type: EventPoll, Actor: actor, Detail: detail(ev)})
-	case TaskStale:
+	case sellertask.Stale:
 		s.event(ctx, op, ledger.Event{Type: EventPoll, Actor: actor, Reason: "no change: the ledger already holds " + string(rec.Op.Status), Detail: detail(ev)})
 	}
 	return rec.Op, nil
@@ -174,8 +149,8 @@ func (s *Service) pollSeller(ctx context.Context, op *ledger.Operation) (*ledger
 
 // taskDeps is what the shared task-update code needs from the poll stage: the stage's ledger,
 // no retry of a lost transaction race (moveError makes it a TransientError the ASL retries).
-func (s *Service) taskDeps() TaskDeps {
-	return TaskDeps{Ledger: s.ledger, Tasks: s.tasks, Metrics: s.cfg.Metrics, Now: s.now, Log: s.log}
+func (s *Service) taskDeps() sellertask.Deps {
+	return sellertask.Deps{Ledger: s.ledger, Tasks: s.tasks, Metrics: s.cfg.Metrics, Now: s.now, Log: s.log}
 }
 
 // moveError maps a failed RecordTaskStatus to the stage's errors, as move does.

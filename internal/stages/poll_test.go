@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/ledger"
-	"github.com/buyflow/buyflow/internal/stages"
+	"github.com/buyflow/buyflow/internal/sellertask"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -68,14 +68,14 @@ func TestParkAfterWebhookCompletesTokenItself(t *testing.T) {
 		t.Fatalf("completions = %+v", c)
 	}
 	// The webhook computes the same output from the ledger.
-	if w := stages.WakeOutput(e.op(op.ID), out.Next, cfg(), e.clock.Now()); w != c[0].Output {
+	if w := sellertask.WakeOutput(e.op(op.ID), out.Next, cfg(), e.clock.Now()); w != c[0].Output {
 		t.Fatalf("WakeOutput = %+v, park sent %+v", w, c[0].Output)
 	}
 	if e.op(op.ID).TaskToken != "" {
 		t.Fatal("the completed token is still stored")
 	}
 	evs := events(t, e, op.ID)
-	if last := evs[len(evs)-1]; last.Type != stages.EventWake {
+	if last := evs[len(evs)-1]; last.Type != sellertask.EventWake {
 		t.Fatalf("last event %s, want the park's wake", last.Type)
 	}
 	for _, ev := range evs {
@@ -89,7 +89,7 @@ func TestWakeOutputWithoutWaitRebuildsFromOperation(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	op, out := e.placed("approved,async_complete")
-	w := stages.WakeOutput(op, workflow.WaitState{}, cfg(), e.clock.Now())
+	w := sellertask.WakeOutput(op, workflow.WaitState{}, cfg(), e.clock.Now())
 	if w.Next.DeadlineUnix != out.Next.DeadlineUnix || w.Next.IntervalSeconds != cfg().PollMaxSeconds || w.NeedsDecision() {
 		t.Fatalf("WakeOutput = %+v, create said %+v", w, out)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/sellertask"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -134,7 +135,7 @@ const (
 	EventFailure         = "failure"
 	EventCancel          = "cancel"
 	EventLockReleased    = "lock_released"
-	EventWake            = "wake"
+	EventWake            = sellertask.EventWake
 )
 
 // Intent task names in the ledger.

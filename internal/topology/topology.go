@@ -22,6 +22,11 @@ const (
 	EnvRunConfig          = "BUYFLOW_RUN_CONFIG"          // optional JSON workflow.RunConfig (timings)
 )
 
+// WebhookPathPrefix is the path of the seller webhook route up to the operation id that ends
+// it: the create stage registers <public base URL><WebhookPathPrefix><operation id> with the
+// seller, and the receiver checks a signature's target URI against it.
+const WebhookPathPrefix = "/v1/webhooks/adcp/"
+
 // Auth says how a route authenticates its caller.
 type Auth string
 

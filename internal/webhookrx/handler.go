@@ -12,7 +12,7 @@ import (
 	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
-	"github.com/buyflow/buyflow/internal/stages"
+	"github.com/buyflow/buyflow/internal/topology"
 	"github.com/buyflow/buyflow/internal/webhook"
 )
 
@@ -299,7 +299,7 @@ func (s *Service) targetURL(req events.APIGatewayV2HTTPRequest) string {
 		path = "/" + rest
 	}
 	var u string
-	if i := strings.Index(path, stages.WebhookPath); s.cfg.PublicBaseURL != "" && i >= 0 {
+	if i := strings.Index(path, topology.WebhookPathPrefix); s.cfg.PublicBaseURL != "" && i >= 0 {
 		u = s.cfg.PublicBaseURL + path[i:]
 	} else {
 		host := req.RequestContext.DomainName

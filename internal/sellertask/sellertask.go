@@ -1,4 +1,4 @@
-package stages
+package sellertask
 
 import (
 	"context"
@@ -15,22 +15,31 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// TaskLedger is the part of the ledger RecordTaskStatus, Move and Wake use; *ledger.Store
+// Ledger is the part of the ledger RecordStatus, Move and Wake use; *ledger.Store
 // satisfies it, and so do the ledgers of the stages, the webhook receiver and the
 // reconciliation sweep.
-type TaskLedger interface {
+type Ledger interface {
 	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch ledger.Changes) (*ledger.Operation, error)
 	AppendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) error
 	ClearTaskToken(ctx context.Context, tenant, id, token string) error
 }
 
-var _ TaskLedger = (*ledger.Store)(nil)
+var _ Ledger = (*ledger.Store)(nil)
 
-// TaskDeps is what RecordTaskStatus, Move and Wake need from their caller: the poll stage, the
+// Tasks completes a parked Step Functions task token; *sfn.Client satisfies it. A token that
+// is already gone is an error matching sfn.ErrTaskGone.
+type Tasks interface {
+	Succeed(ctx context.Context, token string, output any) error
+}
+
+// EventWake is the type of the event Wake appends after it completed a parked token.
+const EventWake = "wake"
+
+// Deps is what RecordStatus, Move and Wake need from their caller: the poll stage, the
 // webhook receiver and the reconciliation sweep each build one.
-type TaskDeps struct {
+type Deps struct {
 	// Ledger records the transitions and events, and clears the parked token.
-	Ledger TaskLedger
+	Ledger Ledger
 	// Tasks completes the parked token; only Wake uses it.
 	Tasks Tasks
 	// Metrics receives SellerTaskDuration when a task reaches a terminal status; nil emits
@@ -48,23 +57,23 @@ type TaskDeps struct {
 	Log *slog.Logger
 }
 
-func (d TaskDeps) now() time.Time {
+func (d Deps) now() time.Time {
 	if d.Now == nil {
 		return time.Now().UTC()
 	}
 	return d.Now().UTC()
 }
 
-func (d TaskDeps) log() *slog.Logger {
+func (d Deps) log() *slog.Logger {
 	if d.Log == nil {
 		return slog.Default()
 	}
 	return d.Log
 }
 
-// TaskUpdate is one seller report about an operation's task: a poll answer, a webhook
+// Update is one seller report about an operation's task: a poll answer, a webhook
 // delivery or a reconciliation poll.
-type TaskUpdate struct {
+type Update struct {
 	// Status is the AdCP task status as the seller sent it (mapped with workflow.FromTaskStatus).
 	Status string
 	// TaskID is the seller's task id; it is recorded when the operation has none yet.
@@ -84,68 +93,68 @@ type TaskUpdate struct {
 	CreatedAt string
 	// Actor and EventType label the transition and its audit event.
 	Actor, EventType string
-	// Detail is the transition's event detail. RecordTaskStatus adds media_buy_id to this map
+	// Detail is the transition's event detail. RecordStatus adds media_buy_id to this map
 	// (so a caller's own no-change event carries it too); nil starts an empty one.
 	Detail map[string]any
-	// SkipRepeat answers a status equal to the operation's with TaskRepeat before the result
+	// SkipRepeat answers a status equal to the operation's with Repeat before the result
 	// is read, writing nothing: a poller seeing the same answer again has no news. Without it
-	// the repeat goes to the transition and comes back TaskStale (the webhook records it).
+	// the repeat goes to the transition and comes back Stale (the webhook records it).
 	SkipRepeat bool
 }
 
-// TaskUpdateFrom returns the update a get_task_status / tasks/get answer reports: its status,
+// UpdateFrom returns the update a get_task_status / tasks/get answer reports: its status,
 // result, creation time, and the task's failure as the message. The caller adds the task id,
 // actor, event type and detail.
-func TaskUpdateFrom(ts *adcp.TaskStatusResult) TaskUpdate {
-	return TaskUpdate{Status: string(ts.Status), Result: ts.Result, CreatedAt: ts.CreatedAt, Failure: ts.Failure()}
+func UpdateFrom(ts *adcp.TaskStatusResult) Update {
+	return Update{Status: string(ts.Status), Result: ts.Result, CreatedAt: ts.CreatedAt, Failure: ts.Failure()}
 }
 
-// TaskOutcome is what RecordTaskStatus did with an update.
-type TaskOutcome int
+// Outcome is what RecordStatus did with an update.
+type Outcome int
 
-// The outcomes of RecordTaskStatus.
+// The outcomes of RecordStatus.
 const (
-	// TaskApplied: the operation moved forward.
-	TaskApplied TaskOutcome = iota + 1
-	// TaskStale: the ledger refused the move (it holds this status or a newer one); nothing
+	// Applied: the operation moved forward.
+	Applied Outcome = iota + 1
+	// Stale: the ledger refused the move (it holds this status or a newer one); nothing
 	// was written. The caller records it as it sees fit.
-	TaskStale
-	// TaskRepeat: with SkipRepeat, the status is the operation's; nothing was written.
-	TaskRepeat
-	// TaskUnmapped: a status without lifecycle meaning (auth-required, unknown); nothing was
+	Stale
+	// Repeat: with SkipRepeat, the status is the operation's; nothing was written.
+	Repeat
+	// Unmapped: a status without lifecycle meaning (auth-required, unknown); nothing was
 	// written.
-	TaskUnmapped
+	Unmapped
 )
 
-// TaskRecord is the result of RecordTaskStatus.
-type TaskRecord struct {
+// Recorded is the result of RecordStatus.
+type Recorded struct {
 	// Op is the operation as it now is: after the transition, the ledger's current one when
 	// the move was refused, the given one when nothing was tried.
 	Op *ledger.Operation
 	// Outcome says what was done.
-	Outcome TaskOutcome
+	Outcome Outcome
 	// To is the status the update asked for, after the result was read (a completion whose
-	// result is an error is failed); empty for TaskUnmapped.
+	// result is an error is failed); empty for Unmapped.
 	To workflow.Status
 }
 
-// RecordTaskStatus records a seller's task update on op, forward only: the AdCP status mapped
+// RecordStatus records a seller's task update on op, forward only: the AdCP status mapped
 // with workflow.FromTaskStatus, media_buy_id (or the error) read from a completion's result
 // with adcp.DecodeMediaBuy, the seller task id recorded when the operation has none, a reason
 // for an ended, failed-on-completion or input-required task, and a legal step through working
-// when the transition table needs it (Move). A transition the ledger refuses is TaskStale,
+// when the transition table needs it (Move). A transition the ledger refuses is Stale,
 // never an error. When the task reached a terminal status, SellerTaskDuration is emitted (by
 // raw AdCP status) if deps.Metrics is set and u.CreatedAt parses.
 //
 // The only errors are the ledger's (wrapped, matching ledger.ErrNotFound, ledger.ErrContention
 // and the like) and ctx's. Waking the workflow is Wake's job.
-func RecordTaskStatus(ctx context.Context, deps TaskDeps, op *ledger.Operation, u TaskUpdate) (TaskRecord, error) {
+func RecordStatus(ctx context.Context, deps Deps, op *ledger.Operation, u Update) (Recorded, error) {
 	to, ok := workflow.FromTaskStatus(u.Status)
 	switch {
 	case !ok:
-		return TaskRecord{Op: op, Outcome: TaskUnmapped}, nil
+		return Recorded{Op: op, Outcome: Unmapped}, nil
 	case u.SkipRepeat && to == op.Status:
-		return TaskRecord{Op: op, Outcome: TaskRepeat, To: to}, nil
+		return Recorded{Op: op, Outcome: Repeat, To: to}, nil
 	}
 	if u.Detail == nil {
 		u.Detail = map[string]any{}
@@ -160,15 +169,15 @@ func RecordTaskStatus(ctx context.Context, deps TaskDeps, op *ledger.Operation, 
 		switch {
 		case derr != nil && mb != nil && mb.Shape == adcp.ShapeError:
 			to = workflow.StatusFailed
-			r := truncate("the seller completed the task with an error: "+derr.Error(), 1000)
+			r := ledger.Clip("the seller completed the task with an error: "+derr.Error(), 1000)
 			ch.Reason = &r
-			if code := errorCode(derr); code != "" {
+			if code := adcpCode(derr); code != "" {
 				u.Detail["error_code"], ch.ErrorCode = code, &code
 			}
-		case derr == nil && endedMediaBuy(mb):
+		case derr == nil && EndedMediaBuy(mb):
 			// The task completed, but the seller declined or ended the buy it created.
 			to = workflow.StatusRejected
-			r := truncate("the seller answered media buy "+mb.MediaBuyID+" with status "+mb.MediaBuyStatus, 1000)
+			r := ledger.Clip("the seller answered media buy "+mb.MediaBuyID+" with status "+mb.MediaBuyStatus, 1000)
 			ch.Reason, ch.MediaBuyID = &r, &mb.MediaBuyID
 			u.Detail["media_buy_id"], u.Detail["media_buy_status"] = mb.MediaBuyID, mb.MediaBuyStatus
 		case derr == nil && mb.MediaBuyID != "":
@@ -194,35 +203,35 @@ func RecordTaskStatus(ctx context.Context, deps TaskDeps, op *ledger.Operation, 
 				u.Detail["error_code"], ch.ErrorCode = f.Code, &f.Code
 			}
 		}
-		r = truncate(r, 1000)
+		r = ledger.Clip(r, 1000)
 		ch.Reason = &r
 	case workflow.StatusInputRequired:
 		if u.Message != "" {
-			r := truncate(u.Message, 1000)
+			r := ledger.Clip(u.Message, 1000)
 			ch.Reason = &r
 		}
 	}
-	ch.Detail = detail(u.Detail)
+	ch.Detail = ledger.EventDetail(u.Detail)
 
 	cur, moved, err := moveVia(ctx, deps, op, to, ch)
 	if err != nil {
-		return TaskRecord{Op: op, To: to}, err
+		return Recorded{Op: op, To: to}, err
 	}
 	if !moved {
-		return TaskRecord{Op: cur, Outcome: TaskStale, To: to}, nil
+		return Recorded{Op: cur, Outcome: Stale, To: to}, nil
 	}
 	if to.Terminal() && deps.Metrics != nil {
 		if created, perr := time.Parse(time.RFC3339, u.CreatedAt); perr == nil {
 			deps.Metrics.Duration(metrics.SellerTaskDuration, metrics.Dims{"Status": u.Status}, deps.now().Sub(created))
 		}
 	}
-	return TaskRecord{Op: cur, Outcome: TaskApplied, To: to}, nil
+	return Recorded{Op: cur, Outcome: Applied, To: to}, nil
 }
 
-// endedMediaBuy reports whether a successful create answer reports a media buy the seller
+// EndedMediaBuy reports whether a successful create answer reports a media buy the seller
 // already declined or ended (3.0 sellers answer with the buy's status, which can be rejected
 // or canceled).
-func endedMediaBuy(mb *adcp.MediaBuyResult) bool {
+func EndedMediaBuy(mb *adcp.MediaBuyResult) bool {
 	return mb.MediaBuyID != "" && (mb.MediaBuyStatus == "rejected" || mb.MediaBuyStatus == "canceled")
 }
 
@@ -230,7 +239,7 @@ func endedMediaBuy(mb *adcp.MediaBuyResult) bool {
 // ledger's current operation and moved=false. A transaction race is retried up to
 // deps.ContentionRetries times; any other failure is returned wrapped ("move operation <id> to
 // <status>: ..."), with a nil operation.
-func Move(ctx context.Context, deps TaskDeps, op *ledger.Operation, to workflow.Status, ch ledger.Changes) (cur *ledger.Operation, moved bool, err error) {
+func Move(ctx context.Context, deps Deps, op *ledger.Operation, to workflow.Status, ch ledger.Changes) (cur *ledger.Operation, moved bool, err error) {
 	if op.Status == to {
 		return op, false, nil
 	}
@@ -258,7 +267,7 @@ func Move(ctx context.Context, deps TaskDeps, op *ledger.Operation, to workflow.
 // → completed after the seller's input-required was answered), takes the legal step through
 // working first. A repeated input-required after that approval stays "no change", so nobody is
 // asked twice.
-func moveVia(ctx context.Context, deps TaskDeps, op *ledger.Operation, to workflow.Status, ch ledger.Changes) (*ledger.Operation, bool, error) {
+func moveVia(ctx context.Context, deps Deps, op *ledger.Operation, to workflow.Status, ch ledger.Changes) (*ledger.Operation, bool, error) {
 	if to == workflow.StatusCompleted && !workflow.CanMove(op.Status, to) && op.Status != workflow.StatusWorking &&
 		workflow.CanMove(op.Status, workflow.StatusWorking) && workflow.CanMove(workflow.StatusWorking, to) {
 		mid, _, err := Move(ctx, deps, op, workflow.StatusWorking, ledger.Changes{Actor: ch.Actor, EventType: ch.EventType,
@@ -279,7 +288,7 @@ func moveVia(ctx context.Context, deps TaskDeps, op *ledger.Operation, to workfl
 // whoever completed it had the ledger's truth. Any other failure to complete is returned
 // (wrapped); the ledger holds the truth and the wait's timeout polls it. After a completion a
 // wake event is appended when deps.WakeActor is set.
-func Wake(ctx context.Context, deps TaskDeps, op *ledger.Operation, wait workflow.WaitState, cfg workflow.RunConfig, now time.Time) (woken bool, err error) {
+func Wake(ctx context.Context, deps Deps, op *ledger.Operation, wait workflow.WaitState, cfg workflow.RunConfig, now time.Time) (woken bool, err error) {
 	out := WakeOutput(op, wait, cfg, now)
 	if !out.NeedsDecision() || op.TaskToken == "" {
 		return false, nil
@@ -301,9 +310,43 @@ func Wake(ctx context.Context, deps TaskDeps, op *ledger.Operation, wait workflo
 	}
 	if deps.WakeActor != "" {
 		if err := deps.Ledger.AppendEvent(ctx, op.Tenant, op.ID, ledger.Event{Type: EventWake, Actor: deps.WakeActor,
-			Detail: detail(map[string]any{"by": deps.WakeBy, "status": out.Status})}); err != nil {
+			Detail: ledger.EventDetail(map[string]any{"by": deps.WakeBy, "status": out.Status})}); err != nil {
 			deps.log().WarnContext(ctx, "wake event not recorded", "operationId", op.ID, "err", err)
 		}
 	}
 	return true, nil
+}
+
+// WakeOutput is the SellerOutput that completes AwaitSeller from what the ledger holds: the
+// operation's (forward-only) status, Terminal, the wait state unchanged, and DeadlineExceeded
+// when the wait's deadline has passed and the seller neither finished nor needs input. The
+// webhook Lambda calls it after recording an update, and sends SendTaskSuccess with it to the
+// stored token when out.NeedsDecision() (a non-decision update needs no wake: the next poll
+// reads the ledger). Park computes the same output for the lost-wakeup race.
+//
+// wait is the wait state park stored with the token. A caller that does not have it (the
+// webhook: the ledger stores only the token) passes the zero WaitState; it is then rebuilt
+// from the operation: the safety net's interval of cfg, the deadline recorded at create
+// (Operation.Deadline), round 0.
+func WakeOutput(op *ledger.Operation, wait workflow.WaitState, cfg workflow.RunConfig, now time.Time) workflow.SellerOutput {
+	if wait == (workflow.WaitState{}) {
+		wait = workflow.WaitState{IntervalSeconds: max(cfg.PollMaxSeconds, 1)}
+		if !op.Deadline.IsZero() {
+			wait.DeadlineUnix = op.Deadline.Unix()
+		}
+	}
+	out := workflow.SellerOutput{Status: op.Status, Terminal: op.Status.Terminal(), Next: wait, Reason: op.Reason}
+	if !out.Terminal && op.Status != workflow.StatusInputRequired && wait.Expired(now) {
+		out.DeadlineExceeded = true
+	}
+	return out
+}
+
+// adcpCode is the AdCP error code err carries, or "".
+func adcpCode(err error) string {
+	var ae *adcp.Error
+	if errors.As(err, &ae) {
+		return ae.Code
+	}
+	return ""
 }

@@ -1,4 +1,4 @@
-package stages_test
+package sellertask_test
 
 import (
 	"bytes"
@@ -15,12 +15,12 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/sellertask"
 	"github.com/buyflow/buyflow/internal/sfn"
-	"github.com/buyflow/buyflow/internal/stages"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// fakeTaskLedger is a function-typed stages.TaskLedger that records what it was asked.
+// fakeTaskLedger is a function-typed sellertask.Ledger that records what it was asked.
 type fakeTaskLedger struct {
 	transition func(to workflow.Status, ch ledger.Changes) (*ledger.Operation, error)
 	clear      func(token string) error
@@ -80,8 +80,8 @@ func moves(op ledger.Operation) func(workflow.Status, ledger.Changes) (*ledger.O
 
 var taskNow = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-func taskDeps(l *fakeTaskLedger) stages.TaskDeps {
-	return stages.TaskDeps{Ledger: l, Now: func() time.Time { return taskNow }, Log: slog.New(slog.DiscardHandler)}
+func taskDeps(l *fakeTaskLedger) sellertask.Deps {
+	return sellertask.Deps{Ledger: l, Now: func() time.Time { return taskNow }, Log: slog.New(slog.DiscardHandler)}
 }
 
 func detailOf(t *testing.T, raw json.RawMessage) map[string]any {
@@ -101,8 +101,8 @@ func TestRecordTaskStatus(t *testing.T) {
 		name        string
 		from        workflow.Status
 		taskID      string // the operation's seller task id
-		u           stages.TaskUpdate
-		want        stages.TaskOutcome
+		u           sellertask.Update
+		want        sellertask.Outcome
 		wantTo      workflow.Status
 		wantStatus  workflow.Status
 		wantMoves   []workflow.Status
@@ -111,50 +111,50 @@ func TestRecordTaskStatus(t *testing.T) {
 		wantTaskID  string // SellerTaskID sent with the last transition; "" for none
 	}{
 		{name: "completion with a media buy", from: workflow.StatusSubmitted, taskID: "task-1",
-			u:    stages.TaskUpdate{Status: "completed", TaskID: "task-1", Result: success},
-			want: stages.TaskApplied, wantTo: workflow.StatusCompleted, wantStatus: workflow.StatusCompleted,
+			u:    sellertask.Update{Status: "completed", TaskID: "task-1", Result: success},
+			want: sellertask.Applied, wantTo: workflow.StatusCompleted, wantStatus: workflow.StatusCompleted,
 			wantMoves: []workflow.Status{workflow.StatusCompleted}, wantMediaID: "mb-1"},
 		{name: "completion with an error result fails", from: workflow.StatusWorking, taskID: "task-1",
-			u:    stages.TaskUpdate{Status: "completed", Result: failure},
-			want: stages.TaskApplied, wantTo: workflow.StatusFailed, wantStatus: workflow.StatusFailed,
+			u:    sellertask.Update{Status: "completed", Result: failure},
+			want: sellertask.Applied, wantTo: workflow.StatusFailed, wantStatus: workflow.StatusFailed,
 			wantMoves: []workflow.Status{workflow.StatusFailed}, wantReason: "the seller completed the task with an error: "},
 		{name: "completion without a readable result", from: workflow.StatusWorking, taskID: "task-1",
-			u:    stages.TaskUpdate{Status: "completed", Result: json.RawMessage(`{"status":"completed"}`)},
-			want: stages.TaskApplied, wantTo: workflow.StatusCompleted, wantStatus: workflow.StatusCompleted,
+			u:    sellertask.Update{Status: "completed", Result: json.RawMessage(`{"status":"completed"}`)},
+			want: sellertask.Applied, wantTo: workflow.StatusCompleted, wantStatus: workflow.StatusCompleted,
 			wantMoves: []workflow.Status{workflow.StatusCompleted}, wantReason: "the seller completed the task without a readable media buy"},
 		{name: "completion after an approval goes through working", from: workflow.StatusAwaitingApproval, taskID: "task-1",
-			u:    stages.TaskUpdate{Status: "completed", Result: success},
-			want: stages.TaskApplied, wantTo: workflow.StatusCompleted, wantStatus: workflow.StatusCompleted,
+			u:    sellertask.Update{Status: "completed", Result: success},
+			want: sellertask.Applied, wantTo: workflow.StatusCompleted, wantStatus: workflow.StatusCompleted,
 			wantMoves: []workflow.Status{workflow.StatusWorking, workflow.StatusCompleted}, wantMediaID: "mb-1"},
 		{name: "ended task carries the message", from: workflow.StatusSubmitted, taskID: "task-1",
-			u:    stages.TaskUpdate{Status: "rejected", Message: "not in inventory"},
-			want: stages.TaskApplied, wantTo: workflow.StatusRejected, wantStatus: workflow.StatusRejected,
+			u:    sellertask.Update{Status: "rejected", Message: "not in inventory"},
+			want: sellertask.Applied, wantTo: workflow.StatusRejected, wantStatus: workflow.StatusRejected,
 			wantMoves: []workflow.Status{workflow.StatusRejected}, wantReason: "the seller ended the task rejected: not in inventory"},
 		{name: "a completed task with a rejected buy is rejected", from: workflow.StatusSubmitted, taskID: "task-1",
-			u:    stages.TaskUpdate{Status: "completed", Result: json.RawMessage(`{"media_buy_id":"mb-1","status":"rejected"}`)},
-			want: stages.TaskApplied, wantTo: workflow.StatusRejected, wantStatus: workflow.StatusRejected,
+			u:    sellertask.Update{Status: "completed", Result: json.RawMessage(`{"media_buy_id":"mb-1","status":"rejected"}`)},
+			want: sellertask.Applied, wantTo: workflow.StatusRejected, wantStatus: workflow.StatusRejected,
 			wantMoves: []workflow.Status{workflow.StatusRejected}, wantReason: "the seller answered media buy mb-1 with status rejected", wantMediaID: "mb-1"},
 		{name: "input-required carries the message", from: workflow.StatusWorking, taskID: "task-1",
-			u:    stages.TaskUpdate{Status: "input-required", Message: "confirm the flight dates"},
-			want: stages.TaskApplied, wantTo: workflow.StatusInputRequired, wantStatus: workflow.StatusInputRequired,
+			u:    sellertask.Update{Status: "input-required", Message: "confirm the flight dates"},
+			want: sellertask.Applied, wantTo: workflow.StatusInputRequired, wantStatus: workflow.StatusInputRequired,
 			wantMoves: []workflow.Status{workflow.StatusInputRequired}, wantReason: "confirm the flight dates"},
 		{name: "the first task id is recorded", from: workflow.StatusCreating,
-			u:    stages.TaskUpdate{Status: "working", TaskID: "task-9"},
-			want: stages.TaskApplied, wantTo: workflow.StatusWorking, wantStatus: workflow.StatusWorking,
+			u:    sellertask.Update{Status: "working", TaskID: "task-9"},
+			want: sellertask.Applied, wantTo: workflow.StatusWorking, wantStatus: workflow.StatusWorking,
 			wantMoves: []workflow.Status{workflow.StatusWorking}, wantTaskID: "task-9"},
 		{name: "an older status is stale", from: workflow.StatusCompleted, taskID: "task-1",
-			u:    stages.TaskUpdate{Status: "working"},
-			want: stages.TaskStale, wantTo: workflow.StatusWorking, wantStatus: workflow.StatusCompleted,
+			u:    sellertask.Update{Status: "working"},
+			want: sellertask.Stale, wantTo: workflow.StatusWorking, wantStatus: workflow.StatusCompleted,
 			wantMoves: []workflow.Status{workflow.StatusWorking}},
 		{name: "a repeat goes to the transition and is stale", from: workflow.StatusWorking, taskID: "task-1",
-			u:    stages.TaskUpdate{Status: "working"},
-			want: stages.TaskStale, wantTo: workflow.StatusWorking, wantStatus: workflow.StatusWorking},
+			u:    sellertask.Update{Status: "working"},
+			want: sellertask.Stale, wantTo: workflow.StatusWorking, wantStatus: workflow.StatusWorking},
 		{name: "a skipped repeat writes nothing", from: workflow.StatusWorking, taskID: "task-1",
-			u:    stages.TaskUpdate{Status: "working", SkipRepeat: true},
-			want: stages.TaskRepeat, wantTo: workflow.StatusWorking, wantStatus: workflow.StatusWorking},
+			u:    sellertask.Update{Status: "working", SkipRepeat: true},
+			want: sellertask.Repeat, wantTo: workflow.StatusWorking, wantStatus: workflow.StatusWorking},
 		{name: "a status without lifecycle meaning writes nothing", from: workflow.StatusWorking, taskID: "task-1",
-			u:    stages.TaskUpdate{Status: "auth-required"},
-			want: stages.TaskUnmapped, wantStatus: workflow.StatusWorking},
+			u:    sellertask.Update{Status: "auth-required"},
+			want: sellertask.Unmapped, wantStatus: workflow.StatusWorking},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -164,7 +164,7 @@ func TestRecordTaskStatus(t *testing.T) {
 			tc.u.Actor, tc.u.EventType = "seller:"+sellerID, "test"
 			ev := map[string]any{"task_id": "task-1"}
 			tc.u.Detail = ev
-			rec, err := stages.RecordTaskStatus(context.Background(), taskDeps(l), &op, tc.u)
+			rec, err := sellertask.RecordStatus(context.Background(), taskDeps(l), &op, tc.u)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -227,11 +227,11 @@ func TestRecordTaskStatusContention(t *testing.T) {
 			}}
 			deps := taskDeps(l)
 			deps.ContentionRetries = retries
-			rec, err := stages.RecordTaskStatus(context.Background(), deps, &op, stages.TaskUpdate{Status: "working"})
+			rec, err := sellertask.RecordStatus(context.Background(), deps, &op, sellertask.Update{Status: "working"})
 			switch {
 			case retries == 0 && (!errors.Is(err, ledger.ErrContention) || len(l.tos) != 1):
 				t.Fatalf("without retries: err %v after %d transitions, want ErrContention after 1", err, len(l.tos))
-			case retries == 2 && (err != nil || rec.Outcome != stages.TaskApplied || len(l.tos) != 3):
+			case retries == 2 && (err != nil || rec.Outcome != sellertask.Applied || len(l.tos) != 3):
 				t.Fatalf("with 2 retries: %v, %v after %d transitions; want applied after 3", rec.Outcome, err, len(l.tos))
 			}
 		})
@@ -262,7 +262,7 @@ func TestRecordTaskStatusSellerTaskDuration(t *testing.T) {
 			rec := metrics.New(&buf, metrics.Namespace, func() time.Time { return taskNow })
 			deps := taskDeps(&fakeTaskLedger{transition: moves(op)})
 			deps.Metrics = rec
-			if _, err := stages.RecordTaskStatus(context.Background(), deps, &op, stages.TaskUpdate{Status: tc.status,
+			if _, err := sellertask.RecordStatus(context.Background(), deps, &op, sellertask.Update{Status: tc.status,
 				Result: json.RawMessage(`{"status":"completed","media_buy_id":"mb-1"}`), CreatedAt: tc.createdAt}); err != nil {
 				t.Fatal(err)
 			}
@@ -279,8 +279,8 @@ func TestRecordTaskStatusSellerTaskDuration(t *testing.T) {
 	t.Run("no recorder", func(t *testing.T) {
 		t.Parallel()
 		op := ledger.Operation{Tenant: tenant, ID: "op-1", Status: workflow.StatusWorking, SellerTaskID: "task-1"}
-		if _, err := stages.RecordTaskStatus(context.Background(), taskDeps(&fakeTaskLedger{transition: moves(op)}), &op,
-			stages.TaskUpdate{Status: "failed", CreatedAt: created}); err != nil {
+		if _, err := sellertask.RecordStatus(context.Background(), taskDeps(&fakeTaskLedger{transition: moves(op)}), &op,
+			sellertask.Update{Status: "failed", CreatedAt: created}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -322,7 +322,7 @@ func TestWake(t *testing.T) {
 				calls = append(calls, completion{Token: token, Output: output.(workflow.SellerOutput)})
 				return tc.succeed
 			})
-			woken, err := stages.Wake(context.Background(), deps, op, workflow.WaitState{}, cfg(), taskNow)
+			woken, err := sellertask.Wake(context.Background(), deps, op, workflow.WaitState{}, cfg(), taskNow)
 			if woken != tc.want || !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
 				t.Fatalf("Wake = %v, %v; want %v, %v", woken, err, tc.want, tc.wantErr)
 			}
@@ -330,13 +330,13 @@ func TestWake(t *testing.T) {
 				t.Fatalf("%d completions, %d events; want %d, %d", len(calls), len(l.events), tc.wantCalls, tc.wantEvents)
 			}
 			if tc.wantCalls > 0 {
-				if calls[0].Token != "tok" || calls[0].Output != stages.WakeOutput(op, workflow.WaitState{}, cfg(), taskNow) || len(l.cleared) != 1 {
+				if calls[0].Token != "tok" || calls[0].Output != sellertask.WakeOutput(op, workflow.WaitState{}, cfg(), taskNow) || len(l.cleared) != 1 {
 					t.Fatalf("completion %+v, cleared %v", calls[0], l.cleared)
 				}
 			}
 			if tc.wantEvents > 0 {
 				ev := l.events[0]
-				if d := detailOf(t, ev.Detail); ev.Type != stages.EventWake || ev.Actor != tc.wakeActor || d["by"] != "test" || d["status"] != string(tc.status) {
+				if d := detailOf(t, ev.Detail); ev.Type != sellertask.EventWake || ev.Actor != tc.wakeActor || d["by"] != "test" || d["status"] != string(tc.status) {
 					t.Fatalf("wake event %+v", ev)
 				}
 			}
@@ -351,16 +351,16 @@ func TestRecordTaskStatusKeepsTheSellersCode(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
-		u    stages.TaskUpdate
+		u    sellertask.Update
 		want workflow.Status
 	}{
-		{"webhook result with errors[]", stages.TaskUpdate{Status: "failed", Message: "could not book",
+		{"webhook result with errors[]", sellertask.Update{Status: "failed", Message: "could not book",
 			Result: json.RawMessage(`{"errors":[{"code":"PRODUCT_UNAVAILABLE","message":"sold out","recovery":"correctable"}]}`)}, workflow.StatusFailed},
-		{"webhook result with adcp_error", stages.TaskUpdate{Status: "rejected",
+		{"webhook result with adcp_error", sellertask.Update{Status: "rejected",
 			Result: json.RawMessage(`{"adcp_error":{"code":"PRODUCT_UNAVAILABLE","message":"sold out"}}`)}, workflow.StatusRejected},
-		{"poll error object", stages.TaskUpdate{Status: "failed",
+		{"poll error object", sellertask.Update{Status: "failed",
 			Failure: &adcp.Error{Kind: adcp.KindAdCP, Code: "PRODUCT_UNAVAILABLE", Recovery: adcp.RecoveryCorrectable, Message: "sold out"}}, workflow.StatusFailed},
-		{"completion whose result is the Error arm", stages.TaskUpdate{Status: "completed",
+		{"completion whose result is the Error arm", sellertask.Update{Status: "completed",
 			Result: json.RawMessage(`{"errors":[{"code":"PRODUCT_UNAVAILABLE","message":"sold out"}]}`)}, workflow.StatusFailed},
 	}
 	for _, tc := range tests {
@@ -369,7 +369,7 @@ func TestRecordTaskStatusKeepsTheSellersCode(t *testing.T) {
 			op := ledger.Operation{Tenant: tenant, ID: "op-1", Status: workflow.StatusSubmitted, SellerTaskID: "task-1", Version: 3}
 			l := &fakeTaskLedger{transition: moves(op)}
 			tc.u.Actor, tc.u.EventType = "seller:"+sellerID, "webhook"
-			rec, err := stages.RecordTaskStatus(context.Background(), taskDeps(l), &op, tc.u)
+			rec, err := sellertask.RecordStatus(context.Background(), taskDeps(l), &op, tc.u)
 			if err != nil {
 				t.Fatal(err)
 			}
