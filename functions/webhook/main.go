@@ -69,7 +69,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	ddb := dynamodb.NewFromConfig(awsCfg)
 	store := ledger.New(ddb, table)
 	// Verifiers are built once per cold start: secrets read now, JWKS fetched and cached by
-	// internal/webhook, (keyid, nonce) replays recorded in the ledger for every instance.
+	// internal/webhookauth, (keyid, nonce) replays recorded in the ledger for every instance.
 	verifiers, err := webhookrx.BuildVerifiers(ctx, registry, secrets.New(secretsmanager.NewFromConfig(awsCfg)),
 		webhookrx.VerifierOptions{Replay: store, AllowHTTP: strings.HasPrefix(publicBase, "http://"), Now: time.Now})
 	if err != nil {

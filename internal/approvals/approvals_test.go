@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/approvals"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/sfn"
@@ -35,7 +35,7 @@ func TestRequestCreatesApprovalAndPostsPersonalLinks(t *testing.T) {
 	if strings.Join(a.Approvers, ",") != "UALICE,UBOB" {
 		t.Errorf("approvers = %v, want the policy's approvers without the requester", a.Approvers)
 	}
-	if a.Requester != requester || a.Amount != "12500.00" || a.Currency != "USD" || a.Reason != string(approval.ReasonPolicyThreshold) {
+	if a.Requester != requester || a.Amount != "12500.00" || a.Currency != "USD" || a.Reason != string(approvalcore.ReasonPolicyThreshold) {
 		t.Errorf("approval facts = requester %q amount %q %q reason %q", a.Requester, a.Amount, a.Currency, a.Reason)
 	}
 	if want := e.clk.Now().Add(timeout * time.Second); !a.ExpiresAt.Equal(want) {
@@ -330,8 +330,8 @@ func TestBadLinksGet403AndChangeNothing(t *testing.T) {
 	e := newEnv(t, `{"threshold":"10000.00","currency":"USD","approvers":["UALICE","UBOB"],"link_ttl_seconds":60}`)
 	id := e.request(token(1))
 	good := e.link(id, alice)
-	otherKeys, _ := approval.ParseKeys([]byte(`{"current":"k2","keys":{"k2":"` + strings.Repeat("C", 42) + "A" + `"}}`))
-	otherSigner, _ := approval.NewSigner(otherKeys, e.clk.Now)
+	otherKeys, _ := approvalcore.ParseKeys([]byte(`{"current":"k2","keys":{"k2":"` + strings.Repeat("C", 42) + "A" + `"}}`))
+	otherSigner, _ := approvalcore.NewSigner(otherKeys, e.clk.Now)
 	forged, _ := otherSigner.Sign(baseURL, id, alice, e.clk.Now().Add(time.Minute))
 	mutate := func(f func(q url.Values)) *url.URL {
 		u := *good
@@ -671,7 +671,7 @@ func TestBadFormAsksAgainAndChangesNothing(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(resp.Body, "Choose Approve or Reject") || !strings.Contains(resp.Body, `name="sig"`) {
 		t.Fatalf("POST = %d %.400s", resp.StatusCode, resp.Body)
 	}
-	resp = e.post(u, "approve", strings.Repeat("é", approval.MaxCommentRunes+1))
+	resp = e.post(u, "approve", strings.Repeat("é", approvalcore.MaxCommentRunes+1))
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(resp.Body, "too long") {
 		t.Fatalf("POST = %d %.400s", resp.StatusCode, resp.Body)
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/approvals"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
@@ -107,7 +107,7 @@ type env struct {
 	store  *ledger.Store
 	sink   *slack.Sink
 	tasks  *fakeTasks
-	signer *approval.Signer
+	signer *approvalcore.Signer
 	svc    *approvals.Service
 	policy approvals.Policy
 	logger *slog.Logger
@@ -157,11 +157,11 @@ func newEnv(t *testing.T, policyJSON string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := approval.ParseKeys([]byte(testKeys))
+	keys, err := approvalcore.ParseKeys([]byte(testKeys))
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer, err := approval.NewSigner(keys, clk.Now)
+	signer, err := approvalcore.NewSigner(keys, clk.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +381,7 @@ func (e *env) get(u *url.URL, ua string) events.APIGatewayV2HTTPResponse {
 func (e *env) post(u *url.URL, decision, comment string) events.APIGatewayV2HTTPResponse {
 	e.t.Helper()
 	form := url.Values{}
-	for _, k := range approval.SignedParams {
+	for _, k := range approvalcore.SignedParams {
 		form[k] = u.Query()[k]
 	}
 	form.Set("decision", decision)
@@ -409,7 +409,7 @@ func (e *env) post(u *url.URL, decision, comment string) events.APIGatewayV2HTTP
 // checkPage asserts what every approval page carries: HTML and the security headers.
 func checkPage(t *testing.T, resp events.APIGatewayV2HTTPResponse) {
 	t.Helper()
-	for k, v := range approval.SecurityHeaders() {
+	for k, v := range approvalcore.SecurityHeaders() {
 		if resp.Headers[k] != v {
 			t.Errorf("header %s = %q, want %q", k, resp.Headers[k], v)
 		}

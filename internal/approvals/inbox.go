@@ -10,7 +10,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -173,7 +173,7 @@ func (s *Service) waitingFor(ctx context.Context, tenant, opID, approver string)
 
 // open returns one approval waiting for approver, with what is bought and a fresh review link.
 func (s *Service) open(ctx context.Context, tenant, approver, id string) (InboxApproval, error) {
-	if len(id) > approval.MaxApprovalIDLen {
+	if len(id) > approvalcore.MaxApprovalIDLen {
 		return InboxApproval{}, ledger.ErrNotFound
 	}
 	a, err := s.cfg.Ledger.GetApproval(ctx, id)
@@ -222,7 +222,7 @@ func inboxItem(a *ledger.Approval, rd round, seller, po string) InboxItem {
 	}
 	return InboxItem{
 		ApprovalID: a.ID, OperationID: a.OperationID, Summary: summary, Seller: seller,
-		Amount: toMoney(a.Amount, a.Currency).String(), Reason: approval.ReasonCode(a.Reason).Label(),
+		Amount: toMoney(a.Amount, a.Currency).String(), Reason: approvalcore.ReasonCode(a.Reason).Label(),
 		Requester: a.Requester, ExpiresAt: a.ExpiresAt.UTC().Format(time.RFC3339), Escalation: rd.Escalation,
 	}
 }

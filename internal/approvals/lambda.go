@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/slack"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -60,16 +60,16 @@ type SecretGetter interface {
 
 // LoadSigner reads the link-signing keys from the secret name and returns a Signer on now.
 // Errors name the secret, never its value.
-func LoadSigner(ctx context.Context, sg SecretGetter, name string, now func() time.Time) (*approval.Signer, error) {
+func LoadSigner(ctx context.Context, sg SecretGetter, name string, now func() time.Time) (*approvalcore.Signer, error) {
 	raw, err := sg.Get(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("approvals: link keys: %w", err)
 	}
-	keys, err := approval.ParseKeys(raw)
+	keys, err := approvalcore.ParseKeys(raw)
 	if err != nil {
 		return nil, fmt.Errorf("approvals: link keys from secret %s: %w", name, err)
 	}
-	return approval.NewSigner(keys, now)
+	return approvalcore.NewSigner(keys, now)
 }
 
 // LoadSlack reads the Slack secret name and returns the client and how requests are

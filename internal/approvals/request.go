@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/slack"
@@ -212,41 +212,41 @@ func (s *Service) linkExpiry(a *ledger.Approval) time.Time {
 	if ttl := time.Duration(s.cfg.Policy.LinkTTLSeconds) * time.Second; ttl > 0 && now.Add(ttl).Before(exp) {
 		exp = now.Add(ttl)
 	}
-	if limit := now.Add(approval.MaxLinkLifetime); exp.After(limit) {
+	if limit := now.Add(approvalcore.MaxLinkLifetime); exp.After(limit) {
 		exp = limit
 	}
 	return exp
 }
 
 // reasonCode maps the state machine's reason to the reason shown to approvers.
-func (s *Service) reasonCode(reason string, op *ledger.Operation) approval.ReasonCode {
-	switch approval.ReasonCode(reason) {
-	case approval.ReasonSellerInputRequired, approval.ReasonPolicyThreshold, approval.ReasonGovernanceConditions:
-		return approval.ReasonCode(reason)
+func (s *Service) reasonCode(reason string, op *ledger.Operation) approvalcore.ReasonCode {
+	switch approvalcore.ReasonCode(reason) {
+	case approvalcore.ReasonSellerInputRequired, approvalcore.ReasonPolicyThreshold, approvalcore.ReasonGovernanceConditions:
+		return approvalcore.ReasonCode(reason)
 	}
 	if needs, _ := s.cfg.Policy.Needs(op); needs {
-		return approval.ReasonPolicyThreshold
+		return approvalcore.ReasonPolicyThreshold
 	}
 	if op.RequireApproval {
 		return ReasonBuyerRequested
 	}
-	return approval.ReasonGovernanceConditions
+	return approvalcore.ReasonGovernanceConditions
 }
 
 // reasonText is what the approvers read under the reason: the operation's recorded reason
 // when it carries the words of the party that asked (the seller's input-required message, the
 // governance agent's conditions), frozen into the approval when it is requested.
-func reasonText(code approval.ReasonCode, op *ledger.Operation) string {
+func reasonText(code approvalcore.ReasonCode, op *ledger.Operation) string {
 	switch code {
-	case approval.ReasonSellerInputRequired, approval.ReasonGovernanceConditions:
+	case approvalcore.ReasonSellerInputRequired, approvalcore.ReasonGovernanceConditions:
 		return truncate(strings.TrimSpace(op.Reason), 500)
 	}
 	return ""
 }
 
 // ReasonBuyerRequested is the reason code of an approval the buyer asked for in the submit
-// request (require_approval); approval.ReasonCode.Label has a generic sentence for it.
-const ReasonBuyerRequested approval.ReasonCode = "buyer_requested"
+// request (require_approval); approvalcore.ReasonCode.Label has a generic sentence for it.
+const ReasonBuyerRequested approvalcore.ReasonCode = "buyer_requested"
 
 // Expire runs the notify stage's "expire" action (ExpireApproval, after RequestApproval's
 // States.Timeout): it marks the operation's latest approval expired in the ledger (pending →
@@ -277,7 +277,7 @@ func (s *Service) Expire(ctx context.Context, in workflow.StageInput) (workflow.
 	case errors.As(err, &de) && de.Current.Status != ledger.ApprovalPending:
 		cur := de.Current
 		reason := fmt.Sprintf("approval %s was %s by %s at %s, after the approval window closed; the workflow had stopped waiting, so nothing is bought",
-			cur.ID, cur.Status, cur.Decider, approval.FormatTime(cur.DecidedAt))
+			cur.ID, cur.Status, cur.Decider, approvalcore.FormatTime(cur.DecidedAt))
 		if !last.Expired {
 			s.appendEvent(ctx, in.Tenant, in.OperationID, ledger.Event{
 				Type: EventApprovalExpired, Actor: actorTimeout, Amount: cur.Amount, Currency: cur.Currency, Reason: cur.Reason,
@@ -310,7 +310,7 @@ func (s *Service) Expire(ctx context.Context, in workflow.StageInput) (workflow.
 		}
 		s.updateSlack(ctx, a, op)
 	}
-	reason := "approval expired at " + approval.FormatTime(a.ExpiresAt) + " with no decision"
+	reason := "approval expired at " + approvalcore.FormatTime(a.ExpiresAt) + " with no decision"
 	if escalate {
 		reason += "; asking the escalation approvers"
 	}

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/money"
@@ -54,7 +54,7 @@ type Config struct {
 	// message (bot) or one shared message goes to a channel (webhook).
 	Slack    slack.Client
 	Delivery slack.Delivery
-	Signer   *approval.Signer
+	Signer   *approvalcore.Signer
 	Policy   Policy
 	// BaseURL is the public root of the HTTP API the links point at.
 	BaseURL string
@@ -111,12 +111,12 @@ func ApprovalID(taskToken string) string {
 
 // view converts a ledger approval and its operation into what the pages and Slack messages
 // show. It never copies the task token.
-func view(a *ledger.Approval, op *ledger.Operation) approval.Approval {
-	v := approval.Approval{
+func view(a *ledger.Approval, op *ledger.Operation) approvalcore.Approval {
+	v := approvalcore.Approval{
 		ID: a.ID, OperationID: a.OperationID, Tenant: a.Tenant,
 		Approvers: a.Approvers, EscalationApprovers: a.EscalationApprovers, Requester: a.Requester,
-		Amount: toMoney(a.Amount, a.Currency), Reason: approval.ReasonCode(a.Reason), ReasonText: a.ReasonText,
-		Status: approval.Status(a.Status), DecidedBy: a.Decider, DecidedAt: a.DecidedAt,
+		Amount: toMoney(a.Amount, a.Currency), Reason: approvalcore.ReasonCode(a.Reason), ReasonText: a.ReasonText,
+		Status: approvalcore.Status(a.Status), DecidedBy: a.Decider, DecidedAt: a.DecidedAt,
 		Comment: a.Comment, ExpiresAt: a.ExpiresAt,
 	}
 	v.Summary = "Media buy " + a.OperationID
@@ -132,12 +132,12 @@ func view(a *ledger.Approval, op *ledger.Operation) approval.Approval {
 // toMoney reads the ledger's decimal amount exactly (the submit stored it in the currency's
 // minor unit; nothing is rounded). An amount it cannot read is zero: a request for approval
 // refuses such an amount before any page or message shows it.
-func toMoney(amount, currency string) approval.Money {
+func toMoney(amount, currency string) approvalcore.Money {
 	a, err := money.ParseDecimal(strings.TrimSpace(amount), currency)
 	if err != nil {
-		return approval.Money{Currency: currency}
+		return approvalcore.Money{Currency: currency}
 	}
-	return approval.Money{Minor: a.Minor, Currency: currency}
+	return approvalcore.Money{Minor: a.Minor, Currency: currency}
 }
 
 // Event types this package appends to an operation's timeline (decisions use

@@ -59,7 +59,7 @@ func TestLambdasNeverLinkCDK(t *testing.T) {
 
 // Test-support packages (simulated agents, emulators, event converters) never reach a Lambda.
 func TestLambdasNeverLinkTestSupport(t *testing.T) {
-	support := []string{"/internal/adcptest", "/internal/dynamotest", "/internal/apigwtest", "/internal/metrics/metricstest", "/internal/localstack"}
+	support := []string{"/internal/adcptest", "/internal/dynamotest", "/internal/apigwtest", "/internal/metrics/metricstest", "/internal/devstack"}
 	for path, p := range list(t, "./functions/...") {
 		for _, d := range p.Deps {
 			for _, s := range support {
@@ -88,10 +88,10 @@ func TestLeafPackagesImportOnlyTheStandardLibrary(t *testing.T) {
 	leaves := map[string][]string{
 		"./internal/workflow": nil,
 		// The approval page prints amounts with the currencies' minor units, from the money leaf.
-		"./internal/approval": {module + "/internal/money"},
-		"./internal/webhook":  {"github.com/go-jose/go-jose/v4"},
-		"./internal/money":    {module + "/internal/jsonnum"},
-		"./internal/jsonnum":  nil,
+		"./internal/approvalcore": {module + "/internal/money"},
+		"./internal/webhookauth":  {"github.com/go-jose/go-jose/v4"},
+		"./internal/money":        {module + "/internal/jsonnum"},
+		"./internal/jsonnum":      nil,
 	}
 	for pattern, allowed := range leaves {
 		t.Run(pattern, func(t *testing.T) {
