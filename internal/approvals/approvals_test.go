@@ -103,7 +103,7 @@ func TestRequestRetryAfterSlackFailurePostsOnce(t *testing.T) {
 		}
 		return nil
 	})
-	svc, err := approvals.New(approvals.Config{Ledger: e.store, Slack: failing, Delivery: slack.Direct, Signer: e.signer,
+	svc, err := approvals.NewNotifier(approvals.Config{Ledger: e.store, Slack: failing, Delivery: slack.Direct, Signer: e.signer,
 		Policy: e.policy, BaseURL: baseURL, Now: e.clk.Now, Logger: e.logger})
 	if err != nil {
 		t.Fatal(err)
@@ -585,7 +585,7 @@ func TestNotifyErrorsAreBareTypes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := e.svc.Notify(e.ctx, json.RawMessage(tc.payload))
+			_, err := e.notifier.Notify(e.ctx, json.RawMessage(tc.payload))
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -609,7 +609,7 @@ func TestRequestForAnEndedOperationIsTerminal(t *testing.T) {
 		"action": "request", "operation_id": opID, "tenant": tenant,
 		"config": map[string]any{"approval_timeout_seconds": timeout}, "task_token": token(1),
 	})
-	_, err := e.svc.Notify(e.ctx, payload)
+	_, err := e.notifier.Notify(e.ctx, payload)
 	if got := typeName(err); got != "TerminalError" {
 		t.Fatalf("error %T %v, want TerminalError", err, err)
 	}
@@ -641,7 +641,7 @@ func TestRequestReasons(t *testing.T) {
 				t.Fatal(err)
 			}
 			tok := token(3)
-			err = e.svc.Request(e.ctx, workflow.CallbackInput{Action: workflow.ActionRequest, OperationID: op.ID, Tenant: tenant,
+			err = e.notifier.Request(e.ctx, workflow.CallbackInput{Action: workflow.ActionRequest, OperationID: op.ID, Tenant: tenant,
 				Config: workflow.RunConfig{ApprovalTimeoutSeconds: timeout}, TaskToken: tok, Reason: tc.reason})
 			if err != nil {
 				t.Fatal(err)
@@ -749,7 +749,7 @@ func TestRequestRefusesAnInexactAmount(t *testing.T) {
 		"action": "request", "operation_id": id, "tenant": tenant,
 		"config": map[string]any{"approval_timeout_seconds": timeout}, "task_token": token(7),
 	})
-	_, err := e.svc.Notify(e.ctx, payload)
+	_, err := e.notifier.Notify(e.ctx, payload)
 	if got := typeName(err); got != "TerminalError" || !strings.Contains(err.Error(), "1000.50") {
 		t.Fatalf("error %T %v, want a TerminalError naming the amount", err, err)
 	}

@@ -338,7 +338,7 @@ func serveApprovals(t *testing.T, e *env) (*httptest.Server, *requestLog) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		resp, err := e.svc.HandleHTTP(r.Context(), req)
+		resp, err := e.approver.HandleHTTP(r.Context(), req)
 		if err != nil {
 			t.Errorf("HandleHTTP returned an error: %v", err)
 			http.Error(w, "internal error", http.StatusInternalServerError)

@@ -36,7 +36,7 @@
 //   - HandleHTTP never returns an error: every answer is an HTML page served with
 //     approvalcore.SecurityHeaders; a link that fails verification (tampered, unknown key, expired)
 //     gets 403 and changes nothing.
-//   - The approver routes (HandleInbox, GET /v1/approver/approvals[/{approval_id}], IAM) take
+//   - The approver routes (GET /v1/approver/approvals[/{approval_id}], IAM) take
 //     the tenant from the caller's verified account and the approver from Policy.Identities
 //     (an IAM user ARN, or a role ARN for all its sessions; never a session ARN). They show
 //     only pending, unexpired approvals of that tenant that name the approver and that the

@@ -43,10 +43,10 @@ func clientOf(req events.APIGatewayV2HTTPRequest) client {
 // back, decides in the ledger first (pending → approved | rejected, conditionally) and only
 // then completes the task. Every answer is an HTML page with approvalcore.SecurityHeaders; the
 // error is always nil, so a client fault never becomes a Lambda error. Requests under
-// /v1/approver/ are the IAM-authorized approver routes and go to HandleInbox (JSON).
-func (s *Service) HandleHTTP(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+// /v1/approver/ are the IAM-authorized approver routes and go to handleInbox (JSON).
+func (s *Approver) HandleHTTP(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	if strings.Contains(req.RawPath, "/v1/approver/") || strings.HasSuffix(strings.TrimRight(req.RawPath, "/"), InboxPrefix) {
-		return s.HandleInbox(ctx, req), nil
+		return s.handleInbox(ctx, req), nil
 	}
 	id := req.PathParameters["approval_id"]
 	if id == "" {
@@ -69,7 +69,7 @@ func (s *Service) HandleHTTP(ctx context.Context, req events.APIGatewayV2HTTPReq
 	}
 }
 
-func (s *Service) get(ctx context.Context, id string, q url.Values, c client) events.APIGatewayV2HTTPResponse {
+func (s *service) get(ctx context.Context, id string, q url.Values, c client) events.APIGatewayV2HTTPResponse {
 	claims, err := s.cfg.Signer.Verify(id, q)
 	if err != nil {
 		s.log.InfoContext(ctx, "approval link refused", "approvalId", safeID(id), "sourceIp", c.IP, "err", err)
@@ -101,7 +101,7 @@ func (s *Service) get(ctx context.Context, id string, q url.Values, c client) ev
 	return confirmPage(http.StatusOK, approvalcore.ConfirmPage{Approval: v, Approver: claims.Approver, Signed: signed(q)})
 }
 
-func (s *Service) postDecision(ctx context.Context, id string, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+func (s *service) postDecision(ctx context.Context, id string, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
 	c := clientOf(req)
 	body := []byte(req.Body)
 	if req.IsBase64Encoded {
@@ -183,7 +183,7 @@ func (s *Service) postDecision(ctx context.Context, id string, req events.APIGat
 
 // deliver hands a decision recorded in the ledger to Step Functions, records the decision event
 // with the delivery result, updates Slack and answers the decider.
-func (s *Service) deliver(ctx context.Context, decided *ledger.Approval, op *ledger.Operation, approver string, audit eventDetail) events.APIGatewayV2HTTPResponse {
+func (s *service) deliver(ctx context.Context, decided *ledger.Approval, op *ledger.Operation, approver string, audit eventDetail) events.APIGatewayV2HTTPResponse {
 	task := s.complete(ctx, decided, op)
 	audit.Outcome, audit.Comment, audit.Task = string(decided.Status), decided.Comment, task
 	s.appendEvent(ctx, decided.Tenant, decided.OperationID, ledger.Event{
@@ -218,7 +218,7 @@ func (s *Service) deliver(ctx context.Context, decided *ledger.Approval, op *led
 // Functions failed, or whether a decided approval has no decision event at all: the decider's
 // process died between recording the decision and handing it over (the event follows the
 // hand-over). Read errors count as delivered: the answer is then the plain truth.
-func (s *Service) undelivered(ctx context.Context, a *ledger.Approval) bool {
+func (s *service) undelivered(ctx context.Context, a *ledger.Approval) bool {
 	last, found := "", false
 	cursor := ""
 	for page := 0; page < 200; page++ {
@@ -251,19 +251,15 @@ const (
 // complete hands a recorded decision to Step Functions: SendTaskSuccess with the approval
 // output, or SendTaskFailure with ApprovalRejectedError. A few quick retries cover throttling;
 // a token that is gone is not retried.
-func (s *Service) complete(ctx context.Context, a *ledger.Approval, op *ledger.Operation) string {
-	if s.cfg.Tasks == nil {
-		s.log.ErrorContext(ctx, "no task completer configured", "approvalId", a.ID)
-		return taskFailed
-	}
+func (s *service) complete(ctx context.Context, a *ledger.Approval, op *ledger.Operation) string {
 	call := func() error {
 		if a.Status == ledger.ApprovalApproved {
-			return s.cfg.Tasks.Succeed(ctx, a.TaskToken, workflow.ApprovalOutput{
+			return s.tasks.Succeed(ctx, a.TaskToken, workflow.ApprovalOutput{
 				Decision: string(ledger.ApprovalApproved), ApprovalID: a.ID, DecidedBy: a.Decider,
 				RecheckGovernance: op != nil && !op.GovernanceExpiresAt.IsZero() && !a.DecidedAt.Before(op.GovernanceExpiresAt),
 			})
 		}
-		return s.cfg.Tasks.Fail(ctx, a.TaskToken, RejectedErrorName, rejectionCause(a))
+		return s.tasks.Fail(ctx, a.TaskToken, RejectedErrorName, rejectionCause(a))
 	}
 	var err error
 	for attempt, wait := 0, 100*time.Millisecond; attempt < 3; attempt, wait = attempt+1, wait*4 {
@@ -301,7 +297,7 @@ const goneRecheck = 2 * time.Second
 // approval to the governance re-check, the create or the seller task; a rejection to
 // rejected) within goneRecheck. A token that timed out (the buy expired) or that another path
 // ended answers false.
-func (s *Service) workflowTook(ctx context.Context, a *ledger.Approval) bool {
+func (s *service) workflowTook(ctx context.Context, a *ledger.Approval) bool {
 	deadline := time.Now().Add(goneRecheck)
 	for {
 		op, err := s.cfg.Ledger.GetOperation(ctx, a.Tenant, a.OperationID)
@@ -338,14 +334,14 @@ func rejectionCause(a *ledger.Approval) string {
 }
 
 // refused records a decision attempt that changed nothing.
-func (s *Service) refused(ctx context.Context, a *ledger.Approval, approver string, d eventDetail) {
+func (s *service) refused(ctx context.Context, a *ledger.Approval, approver string, d eventDetail) {
 	s.appendEvent(ctx, a.Tenant, a.OperationID, ledger.Event{
 		Type: EventApprovalRefused, Actor: "approver:" + approver, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason, Detail: d.raw(),
 	})
 }
 
 // load reads the approval and its operation. When ok is false, resp is the page to serve.
-func (s *Service) load(ctx context.Context, id string) (a *ledger.Approval, op *ledger.Operation, resp events.APIGatewayV2HTTPResponse, ok bool) {
+func (s *service) load(ctx context.Context, id string) (a *ledger.Approval, op *ledger.Operation, resp events.APIGatewayV2HTTPResponse, ok bool) {
 	a, err := s.cfg.Ledger.GetApproval(ctx, id)
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):

@@ -18,7 +18,7 @@ const TimeoutKindApproval = "approval"
 // ApprovalLatency sample (request stored → decision, both on the ledger's clock) by Outcome,
 // and one ApprovalRejected for a rejection. It runs once per decision, never for a retried
 // hand-over or a lost race.
-func (s *Service) recordDecision(a *ledger.Approval) {
+func (s *service) recordDecision(a *ledger.Approval) {
 	outcome := metrics.Dims{"Outcome": string(a.Status)}
 	s.cfg.Metrics.Count(MetricApprovalDecided, outcome, 1)
 	if !a.CreatedAt.IsZero() && !a.DecidedAt.Before(a.CreatedAt) {
@@ -30,6 +30,6 @@ func (s *Service) recordDecision(a *ledger.Approval) {
 }
 
 // recordExpiry records an approval this call marked expired (not a retry that found it so).
-func (s *Service) recordExpiry() {
+func (s *service) recordExpiry() {
 	s.cfg.Metrics.Count(metrics.Timeouts, metrics.Dims{"Kind": TimeoutKindApproval}, 1)
 }

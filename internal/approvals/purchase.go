@@ -16,7 +16,7 @@ import (
 // are write-once); an operation that no check stored a payload for shows the submitted
 // media_buy, which is what the create stage then sends. The verdict and conditions come from
 // the check's event on the timeline.
-func (s *Service) purchase(ctx context.Context, op *ledger.Operation) (approvalcore.Purchase, error) {
+func (s *service) purchase(ctx context.Context, op *ledger.Operation) (approvalcore.Purchase, error) {
 	payload, err := s.checkedPayload(ctx, op)
 	if err != nil {
 		return approvalcore.Purchase{}, err
@@ -31,7 +31,7 @@ func (s *Service) purchase(ctx context.Context, op *ledger.Operation) (approvalc
 	return p, nil
 }
 
-func (s *Service) checkedPayload(ctx context.Context, op *ledger.Operation) ([]byte, error) {
+func (s *service) checkedPayload(ctx context.Context, op *ledger.Operation) ([]byte, error) {
 	if op.GovernanceCheckID != "" {
 		in, err := s.cfg.Ledger.GetIntent(ctx, op.Tenant, op.ID, ledger.CheckedIntentPrefix+op.GovernanceCheckID)
 		switch {
@@ -52,7 +52,7 @@ func (s *Service) checkedPayload(ctx context.Context, op *ledger.Operation) ([]b
 
 // verdict returns what the operation's latest governance check that decided (proceed or
 // needs_approval) said.
-func (s *Service) verdict(ctx context.Context, op *ledger.Operation) (approvalcore.Verdict, error) {
+func (s *service) verdict(ctx context.Context, op *ledger.Operation) (approvalcore.Verdict, error) {
 	var v approvalcore.Verdict
 	err := s.eachEvent(ctx, op.Tenant, op.ID, func(ev ledger.Event) {
 		if ev.Type != ledger.EventGovernanceCheck {
@@ -80,7 +80,7 @@ func (s *Service) verdict(ctx context.Context, op *ledger.Operation) (approvalco
 }
 
 // eachEvent calls fn on every event of the operation's timeline, oldest first.
-func (s *Service) eachEvent(ctx context.Context, tenant, opID string, fn func(ledger.Event)) error {
+func (s *service) eachEvent(ctx context.Context, tenant, opID string, fn func(ledger.Event)) error {
 	cursor := ""
 	for page := 0; page < 200; page++ {
 		p, err := s.cfg.Ledger.ListEvents(ctx, tenant, opID, ledger.MaxListLimit, cursor)

@@ -20,7 +20,7 @@ import (
 // our context echo). A retry sends the stored key and bytes; a lapsed claim is reconciled
 // with get_media_buys first. The output is the first SellerOutput of the wait loop:
 // completed (terminal), submitted, working or input_required.
-func (s *Service) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (workflow.SellerOutput, error) {
+func (s *Create) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (workflow.SellerOutput, error) {
 	if err := in.Config.Validate(); err != nil {
 		return workflow.SellerOutput{}, err
 	}
@@ -93,7 +93,7 @@ func (s *Service) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (w
 // here after it; a lapsed approval is no approval. Only an operation that has not started to
 // create (awaiting_approval, checking_governance) can take a new check; anything but a fresh
 // "approved" keeps the gate closed.
-func (s *Service) recheck(ctx context.Context, op *ledger.Operation, req *submitRequest) (*ledger.Operation, error) {
+func (s *Create) recheck(ctx context.Context, op *ledger.Operation, req *submitRequest) (*ledger.Operation, error) {
 	lapsed := &workflow.TerminalError{Code: "governance_expired",
 		Reason: fmt.Sprintf("the governance approval %s expired at %s before the buy was placed", op.GovernanceCheckID, rfc3339(op.GovernanceExpiresAt))}
 	if op.Status != workflow.StatusAwaitingApproval && op.Status != workflow.StatusCheckingGovernance {
@@ -104,7 +104,7 @@ func (s *Service) recheck(ctx context.Context, op *ledger.Operation, req *submit
 		return nil, err
 	}
 	res, err := s.adcp.CheckGovernance(ctx, req.Governance.AgentID, adcp.CheckGovernanceRequest{
-		PlanID: req.Governance.PlanID, Caller: s.cfg.CallerURI, Tool: adcp.ToolCreateMediaBuy, Payload: payload, PurchaseType: "media_buy",
+		PlanID: req.Governance.PlanID, Caller: s.callerURI, Tool: adcp.ToolCreateMediaBuy, Payload: payload, PurchaseType: "media_buy",
 	})
 	if err != nil {
 		s.countAdcpError(err)
@@ -114,7 +114,7 @@ func (s *Service) recheck(ctx context.Context, op *ledger.Operation, req *submit
 		Detail: detail(map[string]any{"recheck": true, "verdict": res.Verdict, "pending": res.Pending, "check_id": res.CheckID})})
 	if res.Pending || res.Verdict != adcp.VerdictApproved {
 		if res.Verdict == adcp.VerdictDenied && !res.Pending {
-			s.cfg.Metrics.Count(metrics.GovernanceDenied, nil, 1)
+			s.metrics.Count(metrics.GovernanceDenied, nil, 1)
 		}
 		lapsed.Code = "governance_recheck_not_approved"
 		lapsed.Reason += fmt.Sprintf("; the re-check answered %q", res.Verdict)
@@ -130,7 +130,7 @@ func (s *Service) recheck(ctx context.Context, op *ledger.Operation, req *submit
 }
 
 // createIntent builds the create_media_buy intent from the governance-checked payload.
-func (s *Service) createIntent(ctx context.Context, op *ledger.Operation, req *submitRequest, token string, now time.Time) (adcp.Intent, error) {
+func (s *Create) createIntent(ctx context.Context, op *ledger.Operation, req *submitRequest, token string, now time.Time) (adcp.Intent, error) {
 	payload, err := s.checkedPayload(ctx, op, req)
 	if err != nil {
 		return adcp.Intent{}, err
@@ -142,10 +142,10 @@ func (s *Service) createIntent(ctx context.Context, op *ledger.Operation, req *s
 	if op.GovernanceContext != "" {
 		m["governance_context"] = op.GovernanceContext
 	}
-	if s.cfg.PublicBaseURL == "" {
+	if s.publicBaseURL == "" {
 		return adcp.Intent{}, &workflow.TerminalError{Code: "no_public_base_url", Reason: "the webhook URL cannot be built: no public base URL configured"}
 	}
-	m["push_notification_config"] = adcp.PushNotificationConfig{URL: s.cfg.PublicBaseURL + topology.WebhookPathPrefix + op.ID, OperationID: op.ID, Token: token}
+	m["push_notification_config"] = adcp.PushNotificationConfig{URL: s.publicBaseURL + topology.WebhookPathPrefix + op.ID, OperationID: op.ID, Token: token}
 	in, err := adcp.NewIntent(adcp.ToolCreateMediaBuy, m, now)
 	if err != nil {
 		return adcp.Intent{}, &workflow.TerminalError{Code: "bad_intent", Reason: err.Error()}
@@ -154,7 +154,7 @@ func (s *Service) createIntent(ctx context.Context, op *ledger.Operation, req *s
 }
 
 // checkedPayload returns the payload the governance check approved (conditions applied).
-func (s *Service) checkedPayload(ctx context.Context, op *ledger.Operation, req *submitRequest) ([]byte, error) {
+func (s *Create) checkedPayload(ctx context.Context, op *ledger.Operation, req *submitRequest) ([]byte, error) {
 	li, err := s.ledger.GetIntent(ctx, op.Tenant, op.ID, intentCheckPrefix+op.GovernanceCheckID)
 	switch {
 	case err == nil:
@@ -168,7 +168,7 @@ func (s *Service) checkedPayload(ctx context.Context, op *ledger.Operation, req 
 
 // reconcile looks for a media buy the seller created for this operation (our echoed
 // context.operation_id) before a resend. done means the buy exists and is recorded.
-func (s *Service) reconcile(ctx context.Context, op *ledger.Operation, req *submitRequest, cfg workflow.RunConfig, token string, now time.Time) (workflow.SellerOutput, bool, error) {
+func (s *Create) reconcile(ctx context.Context, op *ledger.Operation, req *submitRequest, cfg workflow.RunConfig, token string, now time.Time) (workflow.SellerOutput, bool, error) {
 	got, err := s.adcp.GetMediaBuys(ctx, req.SellerID, adcp.GetMediaBuysRequest{Account: req.account()})
 	if err != nil {
 		s.countAdcpError(err)
@@ -198,7 +198,7 @@ func (s *Service) reconcile(ctx context.Context, op *ledger.Operation, req *subm
 }
 
 // recordCreate records the seller's answer forward-only and returns the first wait output.
-func (s *Service) recordCreate(ctx context.Context, op *ledger.Operation, req *submitRequest, res *adcp.MediaBuyResult, cfg workflow.RunConfig, token string, now time.Time) (workflow.SellerOutput, error) {
+func (s *Create) recordCreate(ctx context.Context, op *ledger.Operation, req *submitRequest, res *adcp.MediaBuyResult, cfg workflow.RunConfig, token string, now time.Time) (workflow.SellerOutput, error) {
 	var to workflow.Status
 	var reason string
 	switch res.Shape {
@@ -240,12 +240,12 @@ func (s *Service) recordCreate(ctx context.Context, op *ledger.Operation, req *s
 		return workflow.SellerOutput{}, err
 	}
 	s.log.InfoContext(ctx, "media buy placed", "operationId", op.ID, "status", cur.Status, "shape", res.Shape)
-	out := workflow.SellerOutput{Status: cur.Status, Terminal: cur.Status.Terminal(), Next: workflow.StartWait(cfg, now, s.cfg.Rand), Reason: cur.Reason}
+	out := workflow.SellerOutput{Status: cur.Status, Terminal: cur.Status.Terminal(), Next: workflow.StartWait(cfg, now, s.rand), Reason: cur.Reason}
 	return out, nil
 }
 
 // recorded is the output for an operation whose create was already recorded.
-func (s *Service) recorded(op *ledger.Operation, cfg workflow.RunConfig, now time.Time) workflow.SellerOutput {
+func (s *Create) recorded(op *ledger.Operation, cfg workflow.RunConfig, now time.Time) workflow.SellerOutput {
 	return sellertask.WakeOutput(op, workflow.WaitState{}, cfg, now)
 }
 
@@ -255,7 +255,7 @@ func (s *Service) recorded(op *ledger.Operation, cfg workflow.RunConfig, now tim
 // its status: on those paths (deadline, an approval of the seller's input-required request
 // rejected or expired) RecordFailure follows and records the status that says why (expired,
 // rejected), with the cancel in the timeline.
-func (s *Service) Cancel(ctx context.Context, in workflow.StageInput) (workflow.SellerOutput, error) {
+func (s *Create) Cancel(ctx context.Context, in workflow.StageInput) (workflow.SellerOutput, error) {
 	op, err := s.load(ctx, in.Tenant, in.OperationID)
 	if err != nil {
 		return workflow.SellerOutput{}, err
@@ -321,7 +321,7 @@ func (s *Service) Cancel(ctx context.Context, in workflow.StageInput) (workflow.
 	return workflow.SellerOutput{Status: cur.Status, Terminal: cur.Status.Terminal(), Reason: reason}, nil
 }
 
-func (s *Service) endCanceled(ctx context.Context, op *ledger.Operation, reason string) (*ledger.Operation, error) {
+func (s *Create) endCanceled(ctx context.Context, op *ledger.Operation, reason string) (*ledger.Operation, error) {
 	if op.Status != workflow.StatusCompleted {
 		return op, nil
 	}

@@ -135,7 +135,7 @@ func TestCreateRetryAfterCrashReusesKeyAndBytes(t *testing.T) {
 	e.check(op)
 	crashOnce(e, workflow.StatusSubmitted)
 
-	_, err := handle(t, e.svc.Create, stageIn(op, workflow.ActionCreate))
+	_, err := handle(t, e.createStage.Handle, stageIn(op, workflow.ActionCreate))
 	wantBare(t, err, "TransientError")
 	out := e.create(op)
 	if out.Status != workflow.StatusSubmitted {
@@ -163,7 +163,7 @@ func TestCreateLapsedClaimReconciledWithoutResend(t *testing.T) {
 	e.check(op)
 	crashOnce(e, workflow.StatusCompleted)
 
-	if _, err := e.svc.CreateMediaBuy(context.Background(), stageIn(op, workflow.ActionCreate)); err == nil {
+	if _, err := e.createStage.CreateMediaBuy(context.Background(), stageIn(op, workflow.ActionCreate)); err == nil {
 		t.Fatal("the simulated crash did not fail the first attempt")
 	}
 	out := e.create(op)
@@ -207,7 +207,7 @@ func TestCreateIdempotencyConflictIsTerminal(t *testing.T) {
 		IdempotencyKey: ours.Key, Request: ours.Body, CreatedAt: ours.Created}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = handle(t, e.svc.Create, stageIn(op, workflow.ActionCreate))
+	_, err = handle(t, e.createStage.Handle, stageIn(op, workflow.ActionCreate))
 	wantBare(t, err, "TerminalError")
 	if !strings.Contains(err.Error(), "IDEMPOTENCY_CONFLICT") {
 		t.Fatalf("err = %v", err)
@@ -221,7 +221,7 @@ func TestCreateRateLimitedIsTransientThenSucceeds(t *testing.T) {
 	e.check(op)
 	e.seller.RateLimitNext(1)
 
-	_, err := handle(t, e.svc.Create, stageIn(op, workflow.ActionCreate))
+	_, err := handle(t, e.createStage.Handle, stageIn(op, workflow.ActionCreate))
 	wantBare(t, err, "TransientError")
 	var te *workflow.TransientError
 	if !errors.As(err, &te) || te.RetryAfterSeconds < 1 {
@@ -266,7 +266,7 @@ func TestCreateGovernanceExpiredSendsNothing(t *testing.T) {
 	op := e.newOp("approved,sync", false)
 	e.check(op)
 	e.clock.Advance(e.op(op.ID).GovernanceExpiresAt.Sub(e.clock.Now()) + 1)
-	_, err := handle(t, e.svc.Create, stageIn(op, workflow.ActionCreate))
+	_, err := handle(t, e.createStage.Handle, stageIn(op, workflow.ActionCreate))
 	wantBare(t, err, "TerminalError")
 	if n := len(e.seller.Calls()); n != 0 {
 		t.Fatalf("seller saw %d calls", n)
@@ -278,7 +278,7 @@ func TestCancelCompensates(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	op, _ := e.placed("approved,sync")
 
-	raw, err := handle(t, e.svc.Create, stageIn(op, workflow.ActionCancel))
+	raw, err := handle(t, e.createStage.Handle, stageIn(op, workflow.ActionCancel))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func TestCancelCompensates(t *testing.T) {
 		t.Fatalf("operation after compensation: %s (reason %q), want canceled with a reason", got.Status, got.Reason)
 	}
 	// A repeated compensation resends the same intent.
-	if _, err := e.svc.Cancel(context.Background(), stageIn(op, workflow.ActionCancel)); err != nil {
+	if _, err := e.createStage.Cancel(context.Background(), stageIn(op, workflow.ActionCancel)); err != nil {
 		t.Fatal(err)
 	}
 	calls := e.seller.CallsTo("update_media_buy")
@@ -312,7 +312,7 @@ func TestCancelBeforeCompletionLeavesStatusToFailure(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	op, _ := e.placed("approved,input_required")
-	out, err := e.svc.Cancel(context.Background(), stageIn(op, workflow.ActionCancel))
+	out, err := e.createStage.Cancel(context.Background(), stageIn(op, workflow.ActionCancel))
 	if err != nil {
 		t.Fatal(err)
 	}

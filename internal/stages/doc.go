@@ -1,8 +1,9 @@
 // Package stages implements the use cases behind the MediaBuy state machine's Lambda tasks:
 // the governance stage (check, report, fail), the create stage (create, cancel) and the poll
-// stage (park, poll). The functions under functions/ only wire a Service and hand it the raw
-// task payload; Service.Governance, Service.Create and Service.Poll dispatch on "action" and
-// return errors through workflow.TaskError, so each errorType is a name the ASL matches.
+// stage (park, poll), one type per Lambda (Governance, Create, Poll), each built with exactly
+// what its Lambda gives it. The functions under functions/ only wire one and hand it the raw
+// task payload; each Handle dispatches on "action" and returns errors through
+// workflow.TaskError, so each errorType is a name the ASL matches.
 //
 // # Invariants
 //

@@ -39,7 +39,7 @@ type reviewRecord struct {
 // conditions a person must judge; the operation moves to awaiting_approval), denied (the
 // operation is rejected; nothing was spent), pending (async review; wait Wait.IntervalSeconds
 // and call Check again). An unreachable agent is a TransientError.
-func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.GovernanceOutput, error) {
+func (s *Governance) Check(ctx context.Context, in workflow.StageInput) (workflow.GovernanceOutput, error) {
 	if err := in.Config.Validate(); err != nil {
 		return workflow.GovernanceOutput{}, err
 	}
@@ -93,7 +93,7 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 				return workflow.GovernanceOutput{}, err
 			}
 			if moved {
-				s.cfg.Metrics.Count(metrics.Timeouts, metrics.Dims{"Kind": TimeoutKindGovernanceReview}, 1)
+				s.metrics.Count(metrics.Timeouts, metrics.Dims{"Kind": TimeoutKindGovernanceReview}, 1)
 			}
 			return workflow.GovernanceOutput{}, &workflow.DeadlineExceededError{OperationID: op.ID, Deadline: rfc3339(deadline)}
 		}
@@ -122,7 +122,7 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 		if res == nil {
 			round++
 			res, err = s.adcp.CheckGovernance(ctx, req.Governance.AgentID, adcp.CheckGovernanceRequest{
-				PlanID: req.Governance.PlanID, Caller: s.cfg.CallerURI, Tool: adcp.ToolCreateMediaBuy,
+				PlanID: req.Governance.PlanID, Caller: s.callerURI, Tool: adcp.ToolCreateMediaBuy,
 				Payload: payload, PurchaseType: "media_buy",
 			})
 			if err != nil {
@@ -158,7 +158,7 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 					actionable = false
 				}
 			}
-			if !actionable || round >= s.cfg.MaxConditionRounds {
+			if !actionable || round >= s.maxConditionRounds {
 				return s.needsApproval(ctx, op, req, res, payload, conditionsReason(res, round))
 			}
 			next, err := applyConditions(payload, res.Conditions)
@@ -172,7 +172,7 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 	}
 }
 
-func (s *Service) pending(cfg workflow.RunConfig) workflow.GovernanceOutput {
+func (s *Governance) pending(cfg workflow.RunConfig) workflow.GovernanceOutput {
 	return workflow.GovernanceOutput{Decision: workflow.GovernancePending,
 		Wait: workflow.WaitState{IntervalSeconds: cfg.PollInitialSeconds}}
 }
@@ -183,8 +183,8 @@ func reviewName(version int64, n int) string {
 
 // pendingReview returns the latest async review recorded at the operation's current version,
 // how many there are and when the first one started, or nil.
-func (s *Service) pendingReview(ctx context.Context, op *ledger.Operation) (last *reviewRecord, n int, since time.Time, err error) {
-	for i := 1; i <= s.cfg.MaxConditionRounds+1; i++ {
+func (s *Governance) pendingReview(ctx context.Context, op *ledger.Operation) (last *reviewRecord, n int, since time.Time, err error) {
+	for i := 1; i <= s.maxConditionRounds+1; i++ {
 		li, err := s.ledger.GetIntent(ctx, op.Tenant, op.ID, reviewName(op.Version, i))
 		if errors.Is(err, ledger.ErrNotFound) {
 			break
@@ -206,7 +206,7 @@ func (s *Service) pendingReview(ctx context.Context, op *ledger.Operation) (last
 
 // pollReview polls the async review; nil means still pending. A review task that ended
 // without a verdict keeps the gate closed.
-func (s *Service) pollReview(ctx context.Context, op *ledger.Operation, req *submitRequest, rv *reviewRecord) (*adcp.GovernanceResult, error) {
+func (s *Governance) pollReview(ctx context.Context, op *ledger.Operation, req *submitRequest, rv *reviewRecord) (*adcp.GovernanceResult, error) {
 	ts, err := s.adcp.GetTaskStatus(ctx, req.Governance.AgentID, adcp.GetTaskStatusRequest{TaskID: rv.TaskID, IncludeResult: true})
 	if err != nil {
 		s.countAdcpError(err)
@@ -238,7 +238,7 @@ func (s *Service) pollReview(ctx context.Context, op *ledger.Operation, req *sub
 // approvalRequested reports whether a person was asked to approve the operation after its last
 // move into awaiting_approval: then a "check" while awaiting (or checking) is the re-check the
 // state machine runs after that approval, not a retry of this stage's own needs_approval.
-func (s *Service) approvalRequested(ctx context.Context, op *ledger.Operation) (bool, error) {
+func (s *Governance) approvalRequested(ctx context.Context, op *ledger.Operation) (bool, error) {
 	requested := false
 	cursor := ""
 	for page := 0; page < 50; page++ {
@@ -262,7 +262,7 @@ func (s *Service) approvalRequested(ctx context.Context, op *ledger.Operation) (
 	return requested, nil
 }
 
-func (s *Service) approved(ctx context.Context, op *ledger.Operation, req *submitRequest, res *adcp.GovernanceResult, payload []byte, afterApproval bool) (workflow.GovernanceOutput, error) {
+func (s *Governance) approved(ctx context.Context, op *ledger.Operation, req *submitRequest, res *adcp.GovernanceResult, payload []byte, afterApproval bool) (workflow.GovernanceOutput, error) {
 	needs, why := false, ""
 	if !afterApproval {
 		switch {
@@ -279,12 +279,12 @@ func (s *Service) approved(ctx context.Context, op *ledger.Operation, req *submi
 	return s.settle(ctx, op, req, res, payload, to, decision, why)
 }
 
-func (s *Service) needsApproval(ctx context.Context, op *ledger.Operation, req *submitRequest, res *adcp.GovernanceResult, payload []byte, why string) (workflow.GovernanceOutput, error) {
+func (s *Governance) needsApproval(ctx context.Context, op *ledger.Operation, req *submitRequest, res *adcp.GovernanceResult, payload []byte, why string) (workflow.GovernanceOutput, error) {
 	return s.settle(ctx, op, req, res, payload, workflow.StatusAwaitingApproval, workflow.GovernanceNeedsApproval, why)
 }
 
 // settle stores the checked payload and the check on the operation and moves it on.
-func (s *Service) settle(ctx context.Context, op *ledger.Operation, req *submitRequest, res *adcp.GovernanceResult, payload []byte, to workflow.Status, decision workflow.GovernanceDecision, why string) (workflow.GovernanceOutput, error) {
+func (s *stage) settle(ctx context.Context, op *ledger.Operation, req *submitRequest, res *adcp.GovernanceResult, payload []byte, to workflow.Status, decision workflow.GovernanceDecision, why string) (workflow.GovernanceOutput, error) {
 	if res.CheckID != "" {
 		if _, _, err := s.ledger.PutIntent(ctx, ledger.Intent{Tenant: op.Tenant, OperationID: op.ID, Task: intentCheckPrefix + res.CheckID,
 			IdempotencyKey: res.CheckID, Request: payload, CreatedAt: s.now()}); err != nil {
@@ -329,7 +329,7 @@ func (s *Service) settle(ctx context.Context, op *ledger.Operation, req *submitR
 	return workflow.GovernanceOutput{Decision: decision, CheckID: res.CheckID, ExpiresAt: res.ExpiresAt, Reason: why}, nil
 }
 
-func (s *Service) denied(ctx context.Context, op *ledger.Operation, req *submitRequest, res *adcp.GovernanceResult) (workflow.GovernanceOutput, error) {
+func (s *Governance) denied(ctx context.Context, op *ledger.Operation, req *submitRequest, res *adcp.GovernanceResult) (workflow.GovernanceOutput, error) {
 	reason := denialReason(res)
 	_, moved, err := s.move(ctx, op, workflow.StatusRejected, ledger.Changes{Reason: &reason, Actor: governanceActor(req.Governance.AgentID),
 		EventType: EventGovernanceCheck, Detail: detail(map[string]any{"verdict": res.Verdict, "check_id": res.CheckID, "findings": res.Findings})})
@@ -337,7 +337,7 @@ func (s *Service) denied(ctx context.Context, op *ledger.Operation, req *submitR
 		return workflow.GovernanceOutput{}, err
 	}
 	if moved {
-		s.cfg.Metrics.Count(metrics.GovernanceDenied, nil, 1)
+		s.metrics.Count(metrics.GovernanceDenied, nil, 1)
 	}
 	s.log.InfoContext(ctx, "governance denied", "operationId", op.ID, "findings", len(res.Findings))
 	return workflow.GovernanceOutput{Decision: workflow.GovernanceDenied, CheckID: res.CheckID, Reason: reason}, nil
@@ -519,7 +519,7 @@ func rfc3339(t time.Time) string {
 // Report is ReportOutcome: report_plan_outcome "completed" with the seller's response, sent as
 // an intent fixed once. CompensationRequired is true when the governance agent answers with
 // critical findings (the buy must be undone). The business-key lock is released.
-func (s *Service) Report(ctx context.Context, in workflow.OutcomeInput) (workflow.OutcomeOutput, error) {
+func (s *Governance) Report(ctx context.Context, in workflow.OutcomeInput) (workflow.OutcomeOutput, error) {
 	op, err := s.load(ctx, in.Tenant, in.OperationID)
 	if err != nil {
 		return workflow.OutcomeOutput{}, err
@@ -548,7 +548,7 @@ func (s *Service) Report(ctx context.Context, in workflow.OutcomeInput) (workflo
 
 // reportCompleted reports a completed buy with the seller's response (intent
 // "report_plan_outcome#completed", fixed once whichever stage sends it).
-func (s *Service) reportCompleted(ctx context.Context, op *ledger.Operation, req *submitRequest) (*adcp.OutcomeResult, error) {
+func (s *Governance) reportCompleted(ctx context.Context, op *ledger.Operation, req *submitRequest) (*adcp.OutcomeResult, error) {
 	return s.report(ctx, op, req, "completed", func(r *adcp.ReportPlanOutcomeRequest) {
 		sr := &adcp.SellerResponse{SellerReference: op.MediaBuyID}
 		// The ledger's exact decimal, the amount that was approved and bought.
@@ -573,7 +573,7 @@ func undo(r *adcp.OutcomeResult) workflow.OutcomeOutput {
 }
 
 // report sends report_plan_outcome for outcome once (intent "report_plan_outcome#<outcome>").
-func (s *Service) report(ctx context.Context, op *ledger.Operation, req *submitRequest, outcome string, fill func(*adcp.ReportPlanOutcomeRequest)) (*adcp.OutcomeResult, error) {
+func (s *Governance) report(ctx context.Context, op *ledger.Operation, req *submitRequest, outcome string, fill func(*adcp.ReportPlanOutcomeRequest)) (*adcp.OutcomeResult, error) {
 	in, _, err := s.fixIntent(ctx, op, intentReportPrefix+outcome, adcp.ToolReportPlanOutcome, func() (adcp.Intent, error) {
 		r := adcp.ReportPlanOutcomeRequest{PlanID: req.Governance.PlanID, CheckID: op.GovernanceCheckID, PurchaseType: "media_buy",
 			Outcome: outcome, GovernanceContext: op.GovernanceContext, Context: echoContext(op, req)}
@@ -646,7 +646,7 @@ func failureStatus(name string) workflow.Status {
 // and a webhook, a poll or the sweep saw it, while a step failed, e.g. a crashed create) is
 // reported completed, with the same fixed intent as ReportOutcome, so governance learns of the
 // buy exactly once; the output's Status tells the state machine to end it as completed.
-func (s *Service) Fail(ctx context.Context, in workflow.OutcomeInput) (FailOutput, error) {
+func (s *Governance) Fail(ctx context.Context, in workflow.OutcomeInput) (FailOutput, error) {
 	op, err := s.load(ctx, in.Tenant, in.OperationID)
 	if err != nil {
 		return FailOutput{}, err
@@ -710,8 +710,8 @@ const TimeoutKindGovernanceReview = "governance_review"
 
 // countAdcpError records a failed AdCP call (or an agent answer that could not be read) in
 // metrics.AdcpErrors by Code.
-func (s *Service) countAdcpError(err error) {
-	s.cfg.Metrics.Count(metrics.AdcpErrors, metrics.Dims{"Code": adcpErrorCode(err)}, 1)
+func (s *stage) countAdcpError(err error) {
+	s.metrics.Count(metrics.AdcpErrors, metrics.Dims{"Code": adcpErrorCode(err)}, 1)
 }
 
 // adcpErrorCode names a failed AdCP call for the Code dimension of metrics.AdcpErrors, with

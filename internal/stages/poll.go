@@ -17,12 +17,9 @@ import (
 // operation, then completes it itself when the ledger already holds a newer status that needs
 // a decision (a webhook landed before the park) or the deadline passed. A token that is
 // already gone is not an error: whoever completed it had the ledger's truth.
-func (s *Service) Park(ctx context.Context, in workflow.CallbackInput) error {
+func (s *Poll) Park(ctx context.Context, in workflow.CallbackInput) error {
 	if in.TaskToken == "" {
 		return &workflow.InvalidInputError{Field: "task_token", Reason: "required"}
-	}
-	if s.tasks == nil {
-		return &workflow.TerminalError{Code: "no_task_completer", Reason: "the poll stage has no Step Functions client"}
 	}
 	if in.Seller != nil && in.Seller.NeedsDecision() {
 		return s.complete(ctx, in.OperationID, in.TaskToken, *in.Seller, "decision pending")
@@ -57,7 +54,7 @@ func (s *Service) Park(ctx context.Context, in workflow.CallbackInput) error {
 	return s.complete(ctx, op.ID, in.TaskToken, out, "ledger already newer")
 }
 
-func (s *Service) complete(ctx context.Context, opID, token string, out workflow.SellerOutput, why string) error {
+func (s *Poll) complete(ctx context.Context, opID, token string, out workflow.SellerOutput, why string) error {
 	err := s.tasks.Succeed(ctx, token, out)
 	switch {
 	case errors.Is(err, sfn.ErrTaskGone):
@@ -76,7 +73,7 @@ func (s *Service) complete(ctx context.Context, opID, token string, out workflow
 // next safety-net interval (workflow.WaitState.Advance). A poll the seller answers with a
 // transient error counts as "no news" and waits another interval; one it refuses for good is
 // a TerminalError.
-func (s *Service) PollSeller(ctx context.Context, in workflow.PollInput) (workflow.SellerOutput, error) {
+func (s *Poll) PollSeller(ctx context.Context, in workflow.PollInput) (workflow.SellerOutput, error) {
 	if err := in.Config.Validate(); err != nil {
 		return workflow.SellerOutput{}, err
 	}
@@ -98,7 +95,7 @@ func (s *Service) PollSeller(ctx context.Context, in workflow.PollInput) (workfl
 	if out.NeedsDecision() {
 		return out, nil
 	}
-	out.Next = wait.Advance(in.Config, now, s.cfg.Rand)
+	out.Next = wait.Advance(in.Config, now, s.rand)
 	if out.Next.Round >= in.Config.LoopBudget {
 		out.ContinueAsNew = true
 		out.NextGeneration = in.Generation + 1
@@ -111,7 +108,7 @@ func (s *Service) PollSeller(ctx context.Context, in workflow.PollInput) (workfl
 
 // pollSeller asks the seller about the operation's task and records the answer forward only
 // (RecordTaskStatus); a repeat, an unmapped status and a refused move leave a poll event.
-func (s *Service) pollSeller(ctx context.Context, op *ledger.Operation) (*ledger.Operation, error) {
+func (s *Poll) pollSeller(ctx context.Context, op *ledger.Operation) (*ledger.Operation, error) {
 	req, err := parseRequest(op)
 	if err != nil {
 		return nil, err
@@ -149,8 +146,8 @@ func (s *Service) pollSeller(ctx context.Context, op *ledger.Operation) (*ledger
 
 // taskDeps is what the shared task-update code needs from the poll stage: the stage's ledger,
 // no retry of a lost transaction race (moveError makes it a TransientError the ASL retries).
-func (s *Service) taskDeps() sellertask.Deps {
-	return sellertask.Deps{Ledger: s.ledger, Tasks: s.tasks, Metrics: s.cfg.Metrics, Now: s.now, Log: s.log}
+func (s *Poll) taskDeps() sellertask.Deps {
+	return sellertask.Deps{Ledger: s.ledger, Tasks: s.tasks, Metrics: s.metrics, Now: s.now, Log: s.log}
 }
 
 // moveError maps a failed RecordTaskStatus to the stage's errors, as move does.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
@@ -101,25 +100,4 @@ func splitSecret(raw []byte) [][]byte {
 		return out
 	}
 	return [][]byte{raw}
-}
-
-// CheckSecretRefs reports every webhook secret reference of reg that does not lie under
-// prefix: the function may read only the secrets under it.
-func CheckSecretRefs(reg *adcp.Registry, prefix string) error {
-	var errs []error
-	for _, id := range reg.IDs() {
-		a, err := reg.Agent(id)
-		if err != nil {
-			return err
-		}
-		if a.Webhook == nil {
-			continue
-		}
-		for _, ref := range []string{a.Webhook.HMACSecretRef, a.Webhook.BearerSecretRef} {
-			if ref != "" && !strings.HasPrefix(ref, prefix) {
-				errs = append(errs, fmt.Errorf("agent %s: webhook secret %s is not under %s", id, ref, prefix))
-			}
-		}
-	}
-	return errors.Join(errs...)
 }
