@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"github.com/buyflow/buyflow/functions/internal/agents"
 	"github.com/buyflow/buyflow/functions/internal/wire"
@@ -33,11 +31,10 @@ func run(_ context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
+	stateMachine := c.Tasks()
 	svc, err := reconcile.New(reconcile.Config{
-		Ledger: c.Ledger(), AdCP: client, Tasks: c.Tasks(),
-		Progress:   &reconcile.TableProgress{API: dynamodb.NewFromConfig(c.AWS), Table: c.Env.TableName, Now: time.Now},
-		Executions: sfnapi.NewFromConfig(c.AWS), StateMachineARN: c.Env.StateMachineARN, RunConfig: c.Env.Run,
-		Metrics: os.Stdout, Now: time.Now,
+		Ledger: c.Ledger(), AdCP: client, Tasks: stateMachine, Executions: stateMachine,
+		RunConfig: c.Env.Run, Metrics: os.Stdout, Now: time.Now,
 	})
 	if err != nil {
 		return err

@@ -75,7 +75,7 @@ func TestRequestCreatesApprovalAndPostsPersonalLinks(t *testing.T) {
 	if _, err := e.signer.Verify(id, u.Query()); err != nil {
 		t.Errorf("posted link does not verify: %v", err)
 	}
-	if evs := e.eventsOf(approvals.EventApprovalRequested); len(evs) != 1 || evs[0].Amount != "12500.00" {
+	if evs := e.eventsOf(ledger.EventApprovalRequested); len(evs) != 1 || evs[0].Amount != "12500.00" {
 		t.Errorf("approval_requested events = %+v", evs)
 	}
 }
@@ -123,7 +123,7 @@ func TestRequestRetryAfterSlackFailurePostsOnce(t *testing.T) {
 	if err := svc.Request(e.ctx, in); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(e.eventsOf(approvals.EventApprovalRequested)); n != 1 {
+	if n := len(e.eventsOf(ledger.EventApprovalRequested)); n != 1 {
 		t.Errorf("%d approval_requested events after retries, want 1", n)
 	}
 	if a := e.approval(approvals.ApprovalID(tok)); len(a.SlackMessages) != 2 {
@@ -168,7 +168,7 @@ func TestGetChangesNothing(t *testing.T) {
 	// The only write is the audit trail: one approval_viewed event per GET, with who, from where
 	// and with which user agent (the unfurler's included).
 	after := e.snapshot(id)
-	if views := e.eventsOf(approvals.EventApprovalViewed); len(views) != 2 {
+	if views := e.eventsOf(ledger.EventApprovalViewed); len(views) != 2 {
 		t.Errorf("%d approval_viewed events, want 2", len(views))
 	} else if !strings.Contains(string(views[0].Detail), slackbotUA) || views[0].Actor != "approver:"+alice {
 		t.Errorf("view event = %+v %s", views[0], views[0].Detail)
@@ -271,7 +271,7 @@ func TestDoubleClickCompletesTaskOnce(t *testing.T) {
 	if n := len(e.tasks.Calls()); n != 1 {
 		t.Errorf("%d task calls, want 1", n)
 	}
-	if n := len(e.eventsOf(approvals.EventApprovalRefused)); n != 1 {
+	if n := len(e.eventsOf(ledger.EventApprovalRefused)); n != 1 {
 		t.Errorf("%d refused events, want 1 for the second click", n)
 	}
 }
@@ -398,7 +398,7 @@ func TestRequesterCannotApproveOwnBuy(t *testing.T) {
 		t.Errorf("POST = %d %.300s", p.StatusCode, p.Body)
 	}
 	// The GET only leaves its audit event, which says what the page said.
-	views := e.eventsOf(approvals.EventApprovalViewed)
+	views := e.eventsOf(ledger.EventApprovalViewed)
 	if len(views) != 1 || !strings.Contains(string(views[0].Detail), "self_approval") {
 		t.Errorf("view events = %+v", views)
 	}
@@ -409,7 +409,7 @@ func TestRequesterCannotApproveOwnBuy(t *testing.T) {
 	if a := e.approval(id); a.Status != ledger.ApprovalPending || len(e.tasks.Calls()) != 0 {
 		t.Errorf("self-approval changed the approval: %s, %d task calls", a.Status, len(e.tasks.Calls()))
 	}
-	evs := e.eventsOf(approvals.EventApprovalRefused)
+	evs := e.eventsOf(ledger.EventApprovalRefused)
 	if len(evs) != 1 || !strings.Contains(string(evs[0].Detail), "self_approval") {
 		t.Errorf("refused events = %+v", evs)
 	}

@@ -89,7 +89,7 @@ func (s *service) get(ctx context.Context, id string, q url.Values, c client) ev
 	s.log.InfoContext(ctx, "approval viewed", "approvalId", id, "operationId", a.OperationID, "approver", claims.Approver,
 		"sourceIp", c.IP, "userAgent", c.UserAgent, "result", outcomeName(o, err))
 	s.appendEvent(ctx, a.Tenant, a.OperationID, ledger.Event{
-		Type: EventApprovalViewed, Actor: "approver:" + claims.Approver, Amount: a.Amount, Currency: a.Currency,
+		Type: ledger.EventApprovalViewed, Actor: "approver:" + claims.Approver, Amount: a.Amount, Currency: a.Currency,
 		Detail: eventDetail{ApprovalID: id, Outcome: outcomeName(o, err), SourceIP: c.IP, UserAgent: c.UserAgent, KeyID: claims.KeyID}.raw(),
 	})
 	if err != nil {
@@ -336,7 +336,7 @@ func rejectionCause(a *ledger.Approval) string {
 // refused records a decision attempt that changed nothing.
 func (s *service) refused(ctx context.Context, a *ledger.Approval, approver string, d eventDetail) {
 	s.appendEvent(ctx, a.Tenant, a.OperationID, ledger.Event{
-		Type: EventApprovalRefused, Actor: "approver:" + approver, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason, Detail: d.raw(),
+		Type: ledger.EventApprovalRefused, Actor: "approver:" + approver, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason, Detail: d.raw(),
 	})
 }
 

@@ -110,7 +110,7 @@ func (s *Notifier) Request(ctx context.Context, in workflow.CallbackInput) error
 	}
 	if !known {
 		err := s.cfg.Ledger.AppendEvent(ctx, in.Tenant, in.OperationID, ledger.Event{
-			Type: EventApprovalRequested, Actor: actorSystem, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason,
+			Type: ledger.EventApprovalRequested, Actor: actorSystem, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason,
 			Detail: eventDetail{ApprovalID: id, Round: rd.Round, Escalation: rd.Escalation, Approvers: a.Approvers}.raw(),
 		})
 		if err != nil {
@@ -277,7 +277,7 @@ func (s *Notifier) Expire(ctx context.Context, in workflow.StageInput) (workflow
 			cur.ID, cur.Status, cur.Decider, approvalcore.FormatTime(cur.DecidedAt))
 		if !last.Expired {
 			s.appendEvent(ctx, in.Tenant, in.OperationID, ledger.Event{
-				Type: EventApprovalExpired, Actor: actorTimeout, Amount: cur.Amount, Currency: cur.Currency, Reason: cur.Reason,
+				Type: ledger.EventApprovalExpired, Actor: actorTimeout, Amount: cur.Amount, Currency: cur.Currency, Reason: cur.Reason,
 				Detail: eventDetail{ApprovalID: cur.ID, Round: last.Round, Outcome: string(cur.Status), Note: "decided after the timeout"}.raw(),
 			})
 		}
@@ -293,7 +293,7 @@ func (s *Notifier) Expire(ctx context.Context, in workflow.StageInput) (workflow
 		escalate = last.Escalated
 	} else {
 		err := s.cfg.Ledger.AppendEvent(ctx, in.Tenant, in.OperationID, ledger.Event{
-			Type: EventApprovalExpired, Actor: actorTimeout, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason,
+			Type: ledger.EventApprovalExpired, Actor: actorTimeout, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason,
 			Detail: eventDetail{ApprovalID: a.ID, Round: last.Round, Escalation: last.Escalation, Escalated: escalate}.raw(),
 		})
 		if err != nil {

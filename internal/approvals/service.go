@@ -188,18 +188,6 @@ func toMoney(amount, currency string) approvalcore.Money {
 	return approvalcore.Money{Minor: a.Minor, Currency: currency}
 }
 
-// Event types this package appends to an operation's timeline (decisions use
-// ledger.EventDecision).
-const (
-	EventApprovalRequested = ledger.EventApprovalRequested
-	EventApprovalExpired   = "approval_expired"
-	EventApprovalRefused   = "approval_refused"
-	// EventApprovalViewed records a GET of a validly signed link: who the link is for, from
-	// where, with which user agent (a Slack unfurler or mail scanner shows up here), and what
-	// the page said. It is audit only: it never changes the approval.
-	EventApprovalViewed = "approval_viewed"
-)
-
 // eventDetail is the Detail JSON of this package's events.
 type eventDetail struct {
 	ApprovalID string   `json:"approval_id"`
@@ -262,7 +250,7 @@ func (s *service) history(ctx context.Context, tenant, opID string) (history, er
 	var h history
 	idx := map[string]int{}
 	err := s.eachEvent(ctx, tenant, opID, func(ev ledger.Event) {
-		if ev.Type != EventApprovalRequested && ev.Type != EventApprovalExpired {
+		if ev.Type != ledger.EventApprovalRequested && ev.Type != ledger.EventApprovalExpired {
 			return
 		}
 		var d eventDetail
@@ -276,9 +264,9 @@ func (s *service) history(ctx context.Context, tenant, opID string) (history, er
 			i = len(h.rounds) - 1
 		}
 		switch ev.Type {
-		case EventApprovalRequested:
+		case ledger.EventApprovalRequested:
 			h.rounds[i].Round, h.rounds[i].Escalation = d.Round, d.Escalation
-		case EventApprovalExpired:
+		case ledger.EventApprovalExpired:
 			h.rounds[i].Expired, h.rounds[i].Escalated = true, d.Escalated
 		}
 	})

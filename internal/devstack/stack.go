@@ -260,7 +260,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return creds, nil }),
 	}
 	endpoint := aws.String(emu.URL)
-	ddb := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.BaseEndpoint = endpoint })
+	ddb := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.BaseEndpoint = endpoint }, ledger.EmulatorCompat)
 	sm := secretsmanager.NewFromConfig(awsCfg, func(o *secretsmanager.Options) { o.BaseEndpoint = endpoint })
 	sf := sfn.NewFromConfig(awsCfg, func(o *sfn.Options) { o.BaseEndpoint = aws.String(st.EmulatorURL) })
 	rest := restClient{base: emu.URL, http: &http.Client{Timeout: 30 * time.Second}}

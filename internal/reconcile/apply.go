@@ -9,10 +9,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
-	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
-
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
@@ -53,7 +49,7 @@ func (s *Service) pollAndApply(ctx context.Context, r *run, seller string, accou
 // event type "reconcile", and wakes the workflow (sellertask.Wake) when it must act.
 func (s *Service) apply(ctx context.Context, r *run, seller string, op *ledger.Operation, ts *adcp.TaskStatusResult) (*ledger.Operation, error) {
 	u := sellertask.UpdateFrom(ts)
-	u.TaskID, u.Actor, u.EventType, u.SkipRepeat = op.SellerTaskID, "seller:"+seller, EventReconcile, true
+	u.TaskID, u.Actor, u.EventType, u.SkipRepeat = op.SellerTaskID, "seller:"+seller, ledger.EventReconcile, true
 	u.Detail = map[string]any{"task_id": op.SellerTaskID, "seller_status": ts.Status, "source": "reconcile"}
 	rec, err := sellertask.RecordStatus(ctx, s.taskDeps(r), op, u)
 	if err != nil {
@@ -75,7 +71,7 @@ func (s *Service) apply(ctx context.Context, r *run, seller string, op *ledger.O
 func (s *Service) failUnknown(ctx context.Context, r *run, seller string, op *ledger.Operation) (*ledger.Operation, error) {
 	reason := truncate(fmt.Sprintf("the seller %s does not know task %s (not in list_tasks, get_task_status answered %s) after waiting %s; nothing was adopted or canceled",
 		seller, op.SellerTaskID, codeNotFound, s.now().Sub(op.UpdatedAt).Round(time.Minute)), 1000)
-	ch := ledger.Changes{Reason: &reason, Actor: Actor, EventType: EventReconcile,
+	ch := ledger.Changes{Reason: &reason, Actor: Actor, EventType: ledger.EventReconcile,
 		Detail: detail(map[string]any{"task_id": op.SellerTaskID, "finding": KindUnknownTask})}
 	cur, moved, err := sellertask.Move(ctx, s.taskDeps(r), op, workflow.StatusFailed, ch)
 	if err != nil {
@@ -129,7 +125,7 @@ func (s *Service) mark(ctx context.Context, op *ledger.Operation, kind, reason s
 		d[k] = v
 	}
 	_, err := s.cfg.Ledger.UpdateFields(ctx, op.Tenant, op.ID, op.Version, ledger.Changes{Reason: &reason, Actor: Actor,
-		EventType: EventReconcile, Detail: detail(d)})
+		EventType: ledger.EventReconcile, Detail: detail(d)})
 	var te *ledger.TransitionError
 	if err != nil && !errors.As(err, &te) {
 		s.log.WarnContext(ctx, "stuck operation not marked", "operationId", op.ID, "err", err)
@@ -161,7 +157,7 @@ func (s *Service) orphan(ctx context.Context, r *run, seller string, t listedTas
 	}
 	s.log.WarnContext(ctx, "orphan seller task", "seller", seller, "taskId", t.TaskID, "taskStatus", t.Status,
 		"operationId", c.OperationID, "createdAt", t.CreatedAt)
-	ev := ledger.Event{Type: EventOrphan, Actor: "seller:" + seller,
+	ev := ledger.Event{Type: ledger.EventOrphan, Actor: "seller:" + seller,
 		Reason: truncate(fmt.Sprintf("seller %s has a %s task %s (%s, created %s) carrying buyflow's context that no pending operation waits on; decide by hand (see the reconcile runbook)",
 			seller, t.TaskType, t.TaskID, t.Status, t.CreatedAt), 1000),
 		Detail: detail(map[string]any{"seller": seller, "task_id": t.TaskID, "task_type": t.TaskType, "status": t.Status,
@@ -179,48 +175,41 @@ type endedExecution struct {
 }
 
 // executionEnded follows the operation's executions through their continue-as-new
-// generations (workflow.ExecutionName) and returns the last one if it is not RUNNING, or nil.
+// generations (workflow.ExecutionName) and returns the last one if it is not running, or nil.
 func (s *Service) executionEnded(ctx context.Context, op *ledger.Operation) (*endedExecution, error) {
 	if op.ExecutionName != workflow.ExecutionName(op.ID, 0) {
 		// A name this package cannot follow: judge that one execution.
-		return s.describe(ctx, op.ExecutionName)
+		e, err := s.cfg.Executions.Describe(ctx, op.ExecutionName)
+		if err != nil || e.Running() {
+			return nil, err
+		}
+		return ended(e), nil
 	}
 	var last *endedExecution
 	for g := 0; g < s.cfg.MaxGenerations; g++ {
 		name := workflow.ExecutionName(op.ID, g)
-		out, err := s.cfg.Executions.DescribeExecution(ctx, &sfnapi.DescribeExecutionInput{ExecutionArn: aws.String(sfn.ExecutionARN(s.cfg.StateMachineARN, name))})
-		var missing *sfntypes.ExecutionDoesNotExist
+		e, err := s.cfg.Executions.Describe(ctx, name)
 		switch {
-		case errors.As(err, &missing) && g > 0:
+		case errors.Is(err, sfn.ErrNoExecution) && g > 0:
 			return last, nil // the chain ends with last
-		case errors.As(err, &missing):
+		case errors.Is(err, sfn.ErrNoExecution):
 			return &endedExecution{Name: name, Status: "DOES_NOT_EXIST"}, nil // never started
 		case err != nil:
-			return nil, fmt.Errorf("describe execution %s: %w", name, err)
-		case out.Status == sfntypes.ExecutionStatusRunning || out.Status == sfntypes.ExecutionStatusPendingRedrive:
+			return nil, err
+		case e.Running():
 			return nil, nil
 		}
-		last = &endedExecution{Name: name, Status: string(out.Status)}
-		if out.StopDate != nil {
-			last.StoppedAt = out.StopDate.UTC().Format(time.RFC3339)
-		}
+		last = ended(e)
 	}
 	return last, nil
 }
 
-func (s *Service) describe(ctx context.Context, name string) (*endedExecution, error) {
-	out, err := s.cfg.Executions.DescribeExecution(ctx, &sfnapi.DescribeExecutionInput{ExecutionArn: aws.String(sfn.ExecutionARN(s.cfg.StateMachineARN, name))})
-	if err != nil {
-		return nil, fmt.Errorf("describe execution %s: %w", name, err)
+func ended(e sfn.Execution) *endedExecution {
+	out := &endedExecution{Name: e.Name, Status: e.Status}
+	if !e.StoppedAt.IsZero() {
+		out.StoppedAt = e.StoppedAt.Format(time.RFC3339)
 	}
-	if out.Status == sfntypes.ExecutionStatusRunning || out.Status == sfntypes.ExecutionStatusPendingRedrive {
-		return nil, nil
-	}
-	e := &endedExecution{Name: name, Status: string(out.Status)}
-	if out.StopDate != nil {
-		e.StoppedAt = out.StopDate.UTC().Format(time.RFC3339)
-	}
-	return e, nil
+	return out
 }
 
 func detail(v any) json.RawMessage {

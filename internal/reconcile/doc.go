@@ -42,8 +42,8 @@
 //     SDK's) gets no orphan detection. A
 //     DescribeExecution refused with AccessDeniedException turns the execution check off for
 //     the rest of the run (one error line, not one per operation).
-//  5. Progress is stored per seller in the ledger table (item pk "RECONCILE#<seller>",
-//     sk "PROGRESS"), written only with the holder's lease fence (condition: no item, or
+//  5. Progress is stored per seller in the ledger (ledger.SweepProgress, item pk
+//     "RECONCILE#<seller>", sk "PROGRESS"), written only with the holder's lease fence (condition: no item, or
 //     stored fence <= ours), so a stale holder cannot rewind a newer one.
 //
 // # Time budget

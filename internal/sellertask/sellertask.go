@@ -32,9 +32,6 @@ type Tasks interface {
 	Succeed(ctx context.Context, token string, output any) error
 }
 
-// EventWake is the type of the event Wake appends after it completed a parked token.
-const EventWake = "wake"
-
 // Deps is what RecordStatus, Move and Wake need from their caller: the poll stage, the
 // webhook receiver and the reconciliation sweep each build one.
 type Deps struct {
@@ -309,7 +306,7 @@ func Wake(ctx context.Context, deps Deps, op *ledger.Operation, wait workflow.Wa
 		return false, fmt.Errorf("wake the wait of %s: %w", op.ID, err)
 	}
 	if deps.WakeActor != "" {
-		if err := deps.Ledger.AppendEvent(ctx, op.Tenant, op.ID, ledger.Event{Type: EventWake, Actor: deps.WakeActor,
+		if err := deps.Ledger.AppendEvent(ctx, op.Tenant, op.ID, ledger.Event{Type: ledger.EventWake, Actor: deps.WakeActor,
 			Detail: ledger.EventDetail(map[string]any{"by": deps.WakeBy, "status": out.Status})}); err != nil {
 			deps.log().WarnContext(ctx, "wake event not recorded", "operationId", op.ID, "err", err)
 		}

@@ -336,7 +336,7 @@ func TestWake(t *testing.T) {
 			}
 			if tc.wantEvents > 0 {
 				ev := l.events[0]
-				if d := detailOf(t, ev.Detail); ev.Type != sellertask.EventWake || ev.Actor != tc.wakeActor || d["by"] != "test" || d["status"] != string(tc.status) {
+				if d := detailOf(t, ev.Detail); ev.Type != ledger.EventWake || ev.Actor != tc.wakeActor || d["by"] != "test" || d["status"] != string(tc.status) {
 					t.Fatalf("wake event %+v", ev)
 				}
 			}

@@ -76,12 +76,12 @@ func (s *Create) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (wo
 	res, err := s.adcp.CreateMediaBuy(ctx, req.SellerID, intent)
 	if err != nil {
 		s.countAdcpError(err)
-		s.event(ctx, op, ledger.Event{Type: EventSellerCall, Actor: sellerActor(req.SellerID), Reason: truncate(err.Error(), 500),
+		s.event(ctx, op, ledger.Event{Type: ledger.EventSellerCall, Actor: sellerActor(req.SellerID), Reason: truncate(err.Error(), 500),
 			Detail: detail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "attempt": intent.Attempt, "error_code": errorCode(err), "decision": adcp.Decide(err).String()})})
 		s.log.WarnContext(ctx, "create_media_buy failed", "operationId", op.ID, "attempt", intent.Attempt, "code", errorCode(err), "decision", adcp.Decide(err).String())
 		return workflow.SellerOutput{}, callError("create_media_buy", err)
 	}
-	s.event(ctx, op, ledger.Event{Type: EventSellerCall, Actor: sellerActor(req.SellerID),
+	s.event(ctx, op, ledger.Event{Type: ledger.EventSellerCall, Actor: sellerActor(req.SellerID),
 		Detail: detail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "attempt": intent.Attempt, "shape": res.Shape, "status": res.Status,
 			"task_id": res.TaskID, "media_buy_id": res.MediaBuyID, "replayed": res.Replayed})})
 	return s.recordCreate(ctx, op, req, res, in.Config, token, now)
@@ -110,7 +110,7 @@ func (s *Create) recheck(ctx context.Context, op *ledger.Operation, req *submitR
 		s.countAdcpError(err)
 		return nil, callError("check_governance (re-check before spend)", err)
 	}
-	s.event(ctx, op, ledger.Event{Type: EventGovernanceCheck, Actor: governanceActor(req.Governance.AgentID),
+	s.event(ctx, op, ledger.Event{Type: ledger.EventGovernanceCheck, Actor: governanceActor(req.Governance.AgentID),
 		Detail: detail(map[string]any{"recheck": true, "verdict": res.Verdict, "pending": res.Pending, "check_id": res.CheckID})})
 	if res.Pending || res.Verdict != adcp.VerdictApproved {
 		if res.Verdict == adcp.VerdictDenied && !res.Pending {
@@ -173,7 +173,7 @@ func (s *Create) reconcile(ctx context.Context, op *ledger.Operation, req *submi
 	if err != nil {
 		s.countAdcpError(err)
 		// A seller that cannot list falls back on its idempotency replay (same key, same bytes).
-		s.event(ctx, op, ledger.Event{Type: EventReconcile, Actor: sellerActor(req.SellerID), Reason: truncate(err.Error(), 300),
+		s.event(ctx, op, ledger.Event{Type: ledger.EventLapsedClaimCheck, Actor: sellerActor(req.SellerID), Reason: truncate(err.Error(), 300),
 			Detail: detail(map[string]any{"found": false, "error_code": errorCode(err)})})
 		if adcp.Decide(err) == adcp.DecisionRetry {
 			return workflow.SellerOutput{}, false, callError("get_media_buys", err)
@@ -187,13 +187,13 @@ func (s *Create) reconcile(ctx context.Context, op *ledger.Operation, req *submi
 		if len(mb.Context) == 0 || json.Unmarshal(mb.Context, &c) != nil || c.OperationID != op.ID {
 			continue
 		}
-		s.event(ctx, op, ledger.Event{Type: EventReconcile, Actor: sellerActor(req.SellerID),
+		s.event(ctx, op, ledger.Event{Type: ledger.EventLapsedClaimCheck, Actor: sellerActor(req.SellerID),
 			Detail: detail(map[string]any{"found": true, "media_buy_id": mb.MediaBuyID, "status": mb.Status})})
 		res := &adcp.MediaBuyResult{Shape: adcp.ShapeSuccess, Status: adcp.StatusCompleted, MediaBuyID: mb.MediaBuyID, MediaBuyStatus: mb.Status}
 		out, err := s.recordCreate(ctx, op, req, res, cfg, token, now)
 		return out, true, err
 	}
-	s.event(ctx, op, ledger.Event{Type: EventReconcile, Actor: sellerActor(req.SellerID), Detail: detail(map[string]any{"found": false})})
+	s.event(ctx, op, ledger.Event{Type: ledger.EventLapsedClaimCheck, Actor: sellerActor(req.SellerID), Detail: detail(map[string]any{"found": false})})
 	return workflow.SellerOutput{}, false, nil
 }
 
@@ -220,7 +220,7 @@ func (s *Create) recordCreate(ctx context.Context, op *ledger.Operation, req *su
 	}
 	hash := ledger.HashToken(token)
 	deadline := now.Add(time.Duration(cfg.DeadlineSeconds) * time.Second)
-	ch := ledger.Changes{WebhookTokenHash: &hash, Deadline: &deadline, Actor: sellerActor(req.SellerID), EventType: EventSellerCall,
+	ch := ledger.Changes{WebhookTokenHash: &hash, Deadline: &deadline, Actor: sellerActor(req.SellerID), EventType: ledger.EventSellerCall,
 		Detail: detail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "task_id": res.TaskID, "media_buy_id": res.MediaBuyID, "media_buy_status": res.MediaBuyStatus})}
 	if res.TaskID != "" {
 		ch.SellerTaskID = &res.TaskID
@@ -285,7 +285,7 @@ func (s *Create) Cancel(ctx context.Context, in workflow.StageInput) (workflow.S
 		}
 	}
 	if op.MediaBuyID == "" {
-		s.event(ctx, op, ledger.Event{Type: EventCancel, Actor: actorSystem, Reason: "no media buy at the seller to cancel"})
+		s.event(ctx, op, ledger.Event{Type: ledger.EventCancel, Actor: actorSystem, Reason: "no media buy at the seller to cancel"})
 		cur, err := s.endCanceled(ctx, op, reason)
 		if err != nil {
 			return workflow.SellerOutput{}, err
@@ -307,11 +307,11 @@ func (s *Create) Cancel(ctx context.Context, in workflow.StageInput) (workflow.S
 	res, err := s.adcp.UpdateMediaBuy(ctx, req.SellerID, intent)
 	if err != nil {
 		s.countAdcpError(err)
-		s.event(ctx, op, ledger.Event{Type: EventCancel, Actor: sellerActor(req.SellerID), Reason: truncate(err.Error(), 500),
+		s.event(ctx, op, ledger.Event{Type: ledger.EventCancel, Actor: sellerActor(req.SellerID), Reason: truncate(err.Error(), 500),
 			Detail: detail(map[string]any{"media_buy_id": op.MediaBuyID, "error_code": errorCode(err)})})
 		return workflow.SellerOutput{}, callError("update_media_buy (cancel)", err)
 	}
-	s.event(ctx, op, ledger.Event{Type: EventCancel, Actor: sellerActor(req.SellerID), Reason: reason,
+	s.event(ctx, op, ledger.Event{Type: ledger.EventCancel, Actor: sellerActor(req.SellerID), Reason: reason,
 		Detail: detail(map[string]any{"media_buy_id": op.MediaBuyID, "media_buy_status": res.MediaBuyStatus, "shape": res.Shape, "replayed": res.Replayed})})
 	cur, err := s.endCanceled(ctx, op, reason)
 	if err != nil {
@@ -325,6 +325,6 @@ func (s *Create) endCanceled(ctx context.Context, op *ledger.Operation, reason s
 	if op.Status != workflow.StatusCompleted {
 		return op, nil
 	}
-	cur, _, err := s.move(ctx, op, workflow.StatusCanceled, ledger.Changes{Reason: &reason, Actor: actorSystem, EventType: EventCancel})
+	cur, _, err := s.move(ctx, op, workflow.StatusCanceled, ledger.Changes{Reason: &reason, Actor: actorSystem, EventType: ledger.EventCancel})
 	return cur, err
 }

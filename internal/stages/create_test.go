@@ -13,7 +13,6 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/ledger"
-	"github.com/buyflow/buyflow/internal/stages"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -177,6 +176,19 @@ func TestCreateLapsedClaimReconciledWithoutResend(t *testing.T) {
 	if len(buys) != 1 || e.op(op.ID).MediaBuyID != buys[0]["media_buy_id"] {
 		t.Fatalf("media buys = %v, recorded %q", buys, e.op(op.ID).MediaBuyID)
 	}
+	// Finance tells the create stage's check apart from the sweep's events.
+	checks := 0
+	for _, ev := range events(t, e, op.ID) {
+		switch ev.Type {
+		case ledger.EventLapsedClaimCheck:
+			checks++
+		case ledger.EventReconcile:
+			t.Errorf("the create stage wrote a sweep event: %+v", ev)
+		}
+	}
+	if checks != 1 {
+		t.Errorf("%d lapsed_claim_check events, want 1", checks)
+	}
 }
 
 func TestCreateIdempotencyConflictIsTerminal(t *testing.T) {
@@ -323,7 +335,7 @@ func TestCancelBeforeCompletionLeavesStatusToFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.ContainsFunc(evs.Items, func(ev ledger.Event) bool { return ev.Type == stages.EventCancel }) {
+	if !slices.ContainsFunc(evs.Items, func(ev ledger.Event) bool { return ev.Type == ledger.EventCancel }) {
 		t.Fatal("no cancel event")
 	}
 }

@@ -20,11 +20,6 @@ import (
 // conditions a machine cannot apply (or that did not converge within the rounds allowed).
 const ReasonGovernanceConditions = "governance_conditions"
 
-// eventApprovalRequested is the event type the notify stage appends when it asks a person
-// (approvals.EventApprovalRequested; a test keeps them equal without linking the approvals
-// package into every stage binary).
-const eventApprovalRequested = "approval_requested"
-
 // reviewRecord is what an async governance review keeps between "check" rounds.
 type reviewRecord struct {
 	TaskID  string          `json:"task_id"`
@@ -88,12 +83,12 @@ func (s *Governance) Check(ctx context.Context, in workflow.StageInput) (workflo
 		deadline := since.Add(time.Duration(in.Config.DeadlineSeconds) * time.Second)
 		if !s.now().Before(deadline) {
 			reason := fmt.Sprintf("the governance review started at %s did not finish by %s", rfc3339(since), rfc3339(deadline))
-			_, moved, err := s.move(ctx, op, workflow.StatusExpired, ledger.Changes{Reason: &reason, Actor: actorSystem, EventType: EventGovernanceCheck})
+			_, moved, err := s.move(ctx, op, workflow.StatusExpired, ledger.Changes{Reason: &reason, Actor: actorSystem, EventType: ledger.EventGovernanceCheck})
 			if err != nil {
 				return workflow.GovernanceOutput{}, err
 			}
 			if moved {
-				s.metrics.Count(metrics.Timeouts, metrics.Dims{"Kind": TimeoutKindGovernanceReview}, 1)
+				s.metrics.Count(metrics.Timeouts, metrics.Dims{"Kind": metrics.TimeoutGovernanceReview}, 1)
 			}
 			return workflow.GovernanceOutput{}, &workflow.DeadlineExceededError{OperationID: op.ID, Deadline: rfc3339(deadline)}
 		}
@@ -127,12 +122,12 @@ func (s *Governance) Check(ctx context.Context, in workflow.StageInput) (workflo
 			})
 			if err != nil {
 				s.countAdcpError(err)
-				s.event(ctx, op, ledger.Event{Type: EventGovernanceCheck, Actor: governanceActor(req.Governance.AgentID),
+				s.event(ctx, op, ledger.Event{Type: ledger.EventGovernanceCheck, Actor: governanceActor(req.Governance.AgentID),
 					Reason: truncate(err.Error(), 500), Detail: detail(map[string]any{"round": round, "error_code": errorCode(err)})})
 				s.log.WarnContext(ctx, "check_governance failed", "operationId", op.ID, "round", round, "code", errorCode(err), "decision", adcp.Decide(err).String())
 				return workflow.GovernanceOutput{}, callError("check_governance", err)
 			}
-			s.event(ctx, op, ledger.Event{Type: EventGovernanceCheck, Actor: governanceActor(req.Governance.AgentID),
+			s.event(ctx, op, ledger.Event{Type: ledger.EventGovernanceCheck, Actor: governanceActor(req.Governance.AgentID),
 				Detail: detail(map[string]any{"round": round, "verdict": res.Verdict, "pending": res.Pending,
 					"check_id": res.CheckID, "conditions": len(res.Conditions), "findings": len(res.Findings)})})
 		}
@@ -212,7 +207,7 @@ func (s *Governance) pollReview(ctx context.Context, op *ledger.Operation, req *
 		s.countAdcpError(err)
 		return nil, callError("governance review status", err)
 	}
-	s.event(ctx, op, ledger.Event{Type: EventGovernanceCheck, Actor: governanceActor(req.Governance.AgentID),
+	s.event(ctx, op, ledger.Event{Type: ledger.EventGovernanceCheck, Actor: governanceActor(req.Governance.AgentID),
 		Detail: detail(map[string]any{"review_task_status": ts.Status})})
 	if !ts.Status.Terminal() {
 		return nil, nil
@@ -250,7 +245,7 @@ func (s *Governance) approvalRequested(ctx context.Context, op *ledger.Operation
 			switch {
 			case e.To == workflow.StatusAwaitingApproval:
 				requested = false
-			case e.Type == eventApprovalRequested:
+			case e.Type == ledger.EventApprovalRequested:
 				requested = true
 			}
 		}
@@ -296,7 +291,7 @@ func (s *stage) settle(ctx context.Context, op *ledger.Operation, req *submitReq
 		return workflow.GovernanceOutput{}, err
 	}
 	hash := ledger.HashToken(tok)
-	ch := ledger.Changes{WebhookTokenHash: &hash, Actor: governanceActor(req.Governance.AgentID), EventType: EventGovernanceCheck,
+	ch := ledger.Changes{WebhookTokenHash: &hash, Actor: governanceActor(req.Governance.AgentID), EventType: ledger.EventGovernanceCheck,
 		Detail: detail(map[string]any{"verdict": res.Verdict, "check_id": res.CheckID, "expires_at": res.ExpiresAt, "decision": decision, "reason": why,
 			"conditions": res.Conditions})}
 	if res.CheckID != "" {
@@ -332,7 +327,7 @@ func (s *stage) settle(ctx context.Context, op *ledger.Operation, req *submitReq
 func (s *Governance) denied(ctx context.Context, op *ledger.Operation, req *submitRequest, res *adcp.GovernanceResult) (workflow.GovernanceOutput, error) {
 	reason := denialReason(res)
 	_, moved, err := s.move(ctx, op, workflow.StatusRejected, ledger.Changes{Reason: &reason, Actor: governanceActor(req.Governance.AgentID),
-		EventType: EventGovernanceCheck, Detail: detail(map[string]any{"verdict": res.Verdict, "check_id": res.CheckID, "findings": res.Findings})})
+		EventType: ledger.EventGovernanceCheck, Detail: detail(map[string]any{"verdict": res.Verdict, "check_id": res.CheckID, "findings": res.Findings})})
 	if err != nil {
 		return workflow.GovernanceOutput{}, err
 	}
@@ -586,11 +581,11 @@ func (s *Governance) report(ctx context.Context, op *ledger.Operation, req *subm
 	res, err := s.adcp.ReportPlanOutcome(ctx, req.Governance.AgentID, in)
 	if err != nil {
 		s.countAdcpError(err)
-		s.event(ctx, op, ledger.Event{Type: EventOutcomeReport, Actor: governanceActor(req.Governance.AgentID),
+		s.event(ctx, op, ledger.Event{Type: ledger.EventOutcomeReport, Actor: governanceActor(req.Governance.AgentID),
 			Reason: truncate(err.Error(), 500), Detail: detail(map[string]any{"outcome": outcome, "error_code": errorCode(err)})})
 		return nil, callError("report_plan_outcome", err)
 	}
-	s.event(ctx, op, ledger.Event{Type: EventOutcomeReport, Actor: governanceActor(req.Governance.AgentID),
+	s.event(ctx, op, ledger.Event{Type: ledger.EventOutcomeReport, Actor: governanceActor(req.Governance.AgentID),
 		Detail: detail(map[string]any{"outcome": outcome, "outcome_id": res.OutcomeID, "outcome_state": res.OutcomeState,
 			"findings": res.Findings, "committed_budget": res.CommittedBudget, "replayed": res.Replayed})})
 	return res, nil
@@ -658,7 +653,7 @@ func (s *Governance) Fail(ctx context.Context, in workflow.OutcomeInput) (FailOu
 	reason := truncate(strings.TrimSpace(f.Error+": "+f.Cause), 1000)
 	if !op.Status.Terminal() {
 		ev := detail(map[string]any{"error": f.Error})
-		if op, _, err = s.move(ctx, op, failureStatus(f.Error), ledger.Changes{Reason: &reason, Actor: actorSystem, EventType: EventFailure, Detail: ev}); err != nil {
+		if op, _, err = s.move(ctx, op, failureStatus(f.Error), ledger.Changes{Reason: &reason, Actor: actorSystem, EventType: ledger.EventFailure, Detail: ev}); err != nil {
 			return FailOutput{}, err
 		}
 	} else {
@@ -703,10 +698,6 @@ func (s *Governance) Fail(ctx context.Context, in workflow.OutcomeInput) (FailOu
 	s.log.InfoContext(ctx, "failure recorded", "operationId", op.ID, "status", op.Status, "error", f.Error, "reported", out.Reported)
 	return out, nil
 }
-
-// TimeoutKindGovernanceReview is the Kind of metrics.Timeouts recorded when an async governance
-// review did not finish by the operation's deadline.
-const TimeoutKindGovernanceReview = "governance_review"
 
 // countAdcpError records a failed AdCP call (or an agent answer that could not be read) in
 // metrics.AdcpErrors by Code.

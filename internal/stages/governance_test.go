@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcptest"
-	"github.com/buyflow/buyflow/internal/approvals"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/stages"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -156,7 +155,7 @@ func TestCheckPolicyThresholdNeedsApprovalOnce(t *testing.T) {
 	}
 	// notify asks a person; after the approval the state machine re-checks (a lapsed token):
 	// the re-check does not ask again.
-	if err := e.store.AppendEvent(context.Background(), tenant, op.ID, ledger.Event{Type: approvals.EventApprovalRequested, Actor: "system"}); err != nil {
+	if err := e.store.AppendEvent(context.Background(), tenant, op.ID, ledger.Event{Type: ledger.EventApprovalRequested, Actor: "system"}); err != nil {
 		t.Fatal(err)
 	}
 	re := e.check(op)
@@ -336,12 +335,6 @@ func TestFailMapsFailureKinds(t *testing.T) {
 	}
 }
 
-func TestApprovalRequestedEventNameMatchesNotify(t *testing.T) {
-	if stages.EventApprovalRequested != approvals.EventApprovalRequested {
-		t.Fatalf("stages reads %q, notify writes %q", stages.EventApprovalRequested, approvals.EventApprovalRequested)
-	}
-}
-
 // A step failed (its answer lost in a crash), but the seller completed the buy and the ledger
 // recorded it: RecordFailure reports "completed" (not "failed"), appends nothing after the
 // terminal status but the outcome report and the lock release, and tells the state machine
@@ -372,7 +365,7 @@ func TestFailOnACompletedBuyReportsItCompleted(t *testing.T) {
 	for _, ev := range events(t, e, op.ID)[before:] {
 		added = append(added, ev.Type)
 	}
-	if !slices.Equal(added, []string{stages.EventOutcomeReport, stages.EventLockReleased}) {
+	if !slices.Equal(added, []string{ledger.EventOutcomeReport, ledger.EventLockReleased}) {
 		t.Fatalf("events after completed: %v, want only the outcome report and the lock release", added)
 	}
 	calls := e.gov.CallsTo("report_plan_outcome")
@@ -402,7 +395,7 @@ func TestFailAfterTheEndAppendsNoFailureEvent(t *testing.T) {
 	}
 	n := 0
 	for _, ev := range events(t, e, op.ID) {
-		if ev.Type == stages.EventFailure {
+		if ev.Type == ledger.EventFailure {
 			n++
 		}
 	}

@@ -132,7 +132,7 @@ func TestAsyncReviewDeadlineRecordsTimeout(t *testing.T) {
 	e.clock.Advance(time.Duration(cfg().DeadlineSeconds+1) * time.Second)
 	_, err := handle(t, e.govStage.Handle, stageIn(op, workflow.ActionCheck))
 	wantBare(t, err, "DeadlineExceededError")
-	wantCount(t, m.flush(), metrics.Timeouts, map[string]string{"Kind": stages.TimeoutKindGovernanceReview}, 1)
+	wantCount(t, m.flush(), metrics.Timeouts, map[string]string{"Kind": metrics.TimeoutGovernanceReview}, 1)
 }
 
 func TestCreateFailureRecordsAdcpErrorByCode(t *testing.T) {

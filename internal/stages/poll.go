@@ -49,7 +49,7 @@ func (s *Poll) Park(ctx context.Context, in workflow.CallbackInput) error {
 	if err := s.ledger.ClearTaskToken(ctx, op.Tenant, op.ID, in.TaskToken); err != nil && !errors.Is(err, ledger.ErrTokenMismatch) {
 		s.log.WarnContext(ctx, "task token not cleared", "operationId", op.ID, "err", err)
 	}
-	s.event(ctx, op, ledger.Event{Type: EventWake, Actor: actorSystem,
+	s.event(ctx, op, ledger.Event{Type: ledger.EventWake, Actor: actorSystem,
 		Detail: detail(map[string]any{"by": "park", "status": out.Status, "known": known, "deadline_exceeded": out.DeadlineExceeded})})
 	return s.complete(ctx, op.ID, in.TaskToken, out, "ledger already newer")
 }
@@ -118,7 +118,7 @@ func (s *Poll) pollSeller(ctx context.Context, op *ledger.Operation) (*ledger.Op
 	}
 	ts, err := s.adcp.GetTaskStatus(ctx, req.SellerID, adcp.GetTaskStatusRequest{TaskID: op.SellerTaskID, Account: req.account(), IncludeResult: true})
 	if err != nil {
-		s.event(ctx, op, ledger.Event{Type: EventPoll, Actor: sellerActor(req.SellerID), Reason: truncate(err.Error(), 300),
+		s.event(ctx, op, ledger.Event{Type: ledger.EventPoll, Actor: sellerActor(req.SellerID), Reason: truncate(err.Error(), 300),
 			Detail: detail(map[string]any{"task_id": op.SellerTaskID, "error_code": errorCode(err), "decision": adcp.Decide(err).String()})})
 		if adcp.Decide(err) == adcp.DecisionRetry {
 			s.log.WarnContext(ctx, "poll failed, backing off", "operationId", op.ID, "code", errorCode(err))
@@ -129,7 +129,7 @@ func (s *Poll) pollSeller(ctx context.Context, op *ledger.Operation) (*ledger.Op
 	actor := sellerActor(req.SellerID)
 	ev := map[string]any{"task_id": op.SellerTaskID, "seller_status": ts.Status}
 	u := sellertask.UpdateFrom(ts)
-	u.TaskID, u.Actor, u.EventType, u.Detail, u.SkipRepeat = op.SellerTaskID, actor, EventPoll, ev, true
+	u.TaskID, u.Actor, u.EventType, u.Detail, u.SkipRepeat = op.SellerTaskID, actor, ledger.EventPoll, ev, true
 	rec, err := sellertask.RecordStatus(ctx, s.taskDeps(), op, u)
 	if err != nil {
 		return nil, moveError(op, err)
@@ -137,9 +137,9 @@ func (s *Poll) pollSeller(ctx context.Context, op *ledger.Operation) (*ledger.Op
 	switch rec.Outcome {
 	case sellertask.Unmapped, sellertask.Repeat:
 		// Unknown statuses (auth-required, unknown) and repeats change nothing.
-		s.event(ctx, op, ledger.Event{Type: EventPoll, Actor: actor, Detail: detail(ev)})
+		s.event(ctx, op, ledger.Event{Type: ledger.EventPoll, Actor: actor, Detail: detail(ev)})
 	case sellertask.Stale:
-		s.event(ctx, op, ledger.Event{Type: EventPoll, Actor: actor, Reason: "no change: the ledger already holds " + string(rec.Op.Status), Detail: detail(ev)})
+		s.event(ctx, op, ledger.Event{Type: ledger.EventPoll, Actor: actor, Reason: "no change: the ledger already holds " + string(rec.Op.Status), Detail: detail(ev)})
 	}
 	return rec.Op, nil
 }

@@ -75,7 +75,7 @@ func TestParkAfterWebhookCompletesTokenItself(t *testing.T) {
 		t.Fatal("the completed token is still stored")
 	}
 	evs := events(t, e, op.ID)
-	if last := evs[len(evs)-1]; last.Type != sellertask.EventWake {
+	if last := evs[len(evs)-1]; last.Type != ledger.EventWake {
 		t.Fatalf("last event %s, want the park's wake", last.Type)
 	}
 	for _, ev := range evs {

@@ -163,19 +163,6 @@ func randomToken() (string, error) {
 
 func (s *stage) now() time.Time { return s.clock().UTC() }
 
-// Event types the stages append to an operation's timeline.
-const (
-	EventGovernanceCheck = ledger.EventGovernanceCheck
-	EventSellerCall      = "seller_call"
-	EventPoll            = "poll"
-	EventReconcile       = "reconcile"
-	EventOutcomeReport   = "outcome_report"
-	EventFailure         = "failure"
-	EventCancel          = "cancel"
-	EventLockReleased    = "lock_released"
-	EventWake            = sellertask.EventWake
-)
-
 // Intent task names in the ledger.
 const (
 	intentCreate       = "create_media_buy"
@@ -391,7 +378,7 @@ func (s *stage) releaseLock(ctx context.Context, op *ledger.Operation) error {
 	if err := s.ledger.ReleaseLock(ctx, lease); err != nil && !errors.Is(err, ledger.ErrLeaseLost) {
 		return fmt.Errorf("stages: release business-key lock of %s: %w", op.ID, err)
 	}
-	s.event(ctx, op, ledger.Event{Type: EventLockReleased, Actor: actorSystem})
+	s.event(ctx, op, ledger.Event{Type: ledger.EventLockReleased, Actor: actorSystem})
 	return nil
 }
 

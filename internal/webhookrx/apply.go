@@ -12,10 +12,6 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// EventWebhook is the event type of every webhook the receiver records (applied, stale or
-// ignored).
-const EventWebhook = "webhook"
-
 // taskCreateMediaBuy is the only task buyflow registers a push_notification_config for.
 const taskCreateMediaBuy = "create_media_buy"
 
@@ -45,7 +41,7 @@ func (s *Service) apply(ctx context.Context, op *ledger.Operation, d *Delivery) 
 	}
 	if why == "" {
 		rec, err := sellertask.RecordStatus(ctx, s.taskDeps(), op, sellertask.Update{Status: d.Status, TaskID: d.TaskID,
-			Result: d.Result, Message: d.Message, Actor: actor, EventType: EventWebhook, Detail: ev})
+			Result: d.Result, Message: d.Message, Actor: actor, EventType: ledger.EventWebhook, Detail: ev})
 		switch {
 		case err != nil:
 			return OutcomeError, nil, fmt.Errorf("webhookrx: %w", err)
@@ -54,13 +50,13 @@ func (s *Service) apply(ctx context.Context, op *ledger.Operation, d *Delivery) 
 		case rec.Outcome == sellertask.Stale:
 			cur := rec.Op
 			ev["current_status"] = cur.Status
-			s.event(ctx, cur, ledger.Event{Type: EventWebhook, Actor: actor, From: cur.Status, To: rec.To,
+			s.event(ctx, cur, ledger.Event{Type: ledger.EventWebhook, Actor: actor, From: cur.Status, To: rec.To,
 				Reason: "stale: the ledger already holds " + string(cur.Status), Detail: detail(ev)})
 			return OutcomeStale, cur, nil
 		}
 		why = "a task status without lifecycle meaning" // sellertask.Unmapped
 	}
-	s.event(ctx, op, ledger.Event{Type: EventWebhook, Actor: actor, Reason: "ignored: " + why, Detail: detail(ev)})
+	s.event(ctx, op, ledger.Event{Type: ledger.EventWebhook, Actor: actor, Reason: "ignored: " + why, Detail: detail(ev)})
 	return OutcomeIgnored, op, nil
 }
 

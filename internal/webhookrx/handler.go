@@ -180,7 +180,7 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return r.ok(OutcomeDuplicate)
 	}
 	if syncEcho {
-		s.event(ctx, op, ledger.Event{Type: EventWebhook, Actor: "seller:" + op.SellerID,
+		s.event(ctx, op, ledger.Event{Type: ledger.EventWebhook, Actor: "seller:" + op.SellerID,
 			Reason: "acknowledged: the completion of a synchronous create, already recorded", Detail: deliveryDetail(d)})
 		return r.ok(OutcomeAcknowledged)
 	}

@@ -337,7 +337,7 @@ func (e *env) webhookEvents(id string) []ledger.Event {
 			e.t.Fatal(err)
 		}
 		for _, ev := range p.Items {
-			if ev.Type == webhookrx.EventWebhook {
+			if ev.Type == ledger.EventWebhook {
 				out = append(out, ev)
 			}
 		}

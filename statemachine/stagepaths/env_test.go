@@ -131,7 +131,7 @@ func start() (*system, error) {
 	// DynamoDB and Secrets Manager: kumo, in this process.
 	kumoURL := dynamotest.Endpoint()
 	awsCfg := aws.Config{Region: region, Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")}
-	s.ddb = dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(kumoURL) }, dynamotest.KumoCompat)
+	s.ddb = dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(kumoURL) }, ledger.EmulatorCompat)
 	sm := secretsmanager.NewFromConfig(awsCfg, func(o *secretsmanager.Options) { o.BaseEndpoint = aws.String(kumoURL) })
 	suffix := randomHex(4)
 	s.table = "buyflow-stagepaths-" + suffix

@@ -67,13 +67,22 @@ func Load(fn string, getenv func(string) string, parse ...func(config.Env) error
 	return &Cold{Env: env, AWS: awsCfg, Metrics: metrics.New(os.Stdout, metrics.Namespace, time.Now)}, nil
 }
 
-// Ledger is the DynamoDB ledger in the function's table.
+// Ledger is the DynamoDB ledger in the function's table. On an emulator endpoint
+// (AWS_ENDPOINT_URL, the local stack) its client carries ledger.EmulatorCompat; DynamoDB itself
+// gets the requests as built.
 func (c *Cold) Ledger() *ledger.Store {
-	return ledger.New(dynamodb.NewFromConfig(c.AWS), c.Env.TableName)
+	return ledger.New(dynamodb.NewFromConfig(c.AWS, c.dynamoOptions()...), c.Env.TableName)
+}
+
+func (c *Cold) dynamoOptions() []func(*dynamodb.Options) {
+	if c.AWS.BaseEndpoint == nil {
+		return nil
+	}
+	return []func(*dynamodb.Options){ledger.EmulatorCompat}
 }
 
 // Tasks is the Step Functions client: executions of the function's state machine (when it
-// declares one) and the parked task tokens it completes.
+// declares one: starting, describing) and the parked task tokens it completes.
 func (c *Cold) Tasks() *sfn.Client {
 	return sfn.New(sfnapi.NewFromConfig(c.AWS), c.Env.StateMachineARN)
 }
