@@ -30,7 +30,7 @@ func run(_ context.Context, getenv func(string) string) error {
 	validator := adcp.NewLazyValidator(adcpschemas.FS)
 	svc := mediabuy.New(c.Ledger(), c.Tasks(), agentLookup(reg), validator,
 		mediabuy.Config{Run: c.Env.Run, StateMachineARN: c.Env.StateMachineARN})
-	lambda.Start(metrics.Flushing(c.Metrics, httpapi.Recovering(c.Metrics, httpapi.MediaBuysHandler(svc, c.Env.DevTenantHeader, slog.Default())))) // blocks
+	lambda.Start(metrics.Flushing(c.Metrics, httpapi.Recovering(c.Metrics, mediabuy.HTTPHandler(svc, c.Env.DevTenantHeader, slog.Default())))) // blocks
 	return nil
 }
 

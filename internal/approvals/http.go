@@ -34,7 +34,7 @@ func clientOf(req events.APIGatewayV2HTTPRequest) client {
 	if ua == "" {
 		ua = header(req, "User-Agent")
 	}
-	return client{IP: req.RequestContext.HTTP.SourceIP, UserAgent: truncate(ua, 512)}
+	return client{IP: req.RequestContext.HTTP.SourceIP, UserAgent: ledger.Clip(ua, 512)}
 }
 
 // HandleHTTP answers GET and POST /v1/approvals/{approval_id} (API Gateway HTTP API v2). GET
@@ -138,7 +138,7 @@ func (s *service) postDecision(ctx context.Context, id string, req events.APIGat
 			return resultPage(approvalcore.ResultPage{Kind: approvalcore.PageUnavailable})
 		}
 		return confirmPage(http.StatusBadRequest, approvalcore.ConfirmPage{Approval: v, Approver: claims.Approver, Signed: signed(posted),
-			Error: p.Detail, Comment: truncate(d.Comment, approvalcore.MaxCommentRunes)})
+			Error: p.Detail, Comment: firstRunes(d.Comment, approvalcore.MaxCommentRunes)})
 	case err != nil:
 		audit.Outcome = outcomeName(o, err)
 		s.refused(ctx, a, claims.Approver, audit)
@@ -328,7 +328,7 @@ func (s *service) workflowTook(ctx context.Context, a *ledger.Approval) bool {
 func rejectionCause(a *ledger.Approval) string {
 	cause := (&workflow.ApprovalRejectedError{ApprovalID: a.ID, By: a.Decider}).Error() + " at " + approvalcore.FormatTime(a.DecidedAt)
 	if a.Comment != "" {
-		cause += ": " + truncate(a.Comment, 500)
+		cause += ": " + ledger.Clip(a.Comment, 500)
 	}
 	return cause
 }
@@ -456,9 +456,12 @@ func lastSegment(p string) string {
 }
 
 // safeID bounds an unverified id before it reaches a log line.
-func safeID(id string) string { return truncate(id, 64) }
+func safeID(id string) string { return ledger.Clip(id, 64) }
 
-func truncate(s string, n int) string {
+// firstRunes keeps the first n characters of a comment the form refused, so the page shows
+// what the approver typed within the limit the form counts in characters (ledger.Clip bounds
+// stored text in bytes and marks the cut).
+func firstRunes(s string, n int) string {
 	r := []rune(s)
 	if len(r) <= n {
 		return s

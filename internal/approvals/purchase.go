@@ -72,7 +72,7 @@ func (s *service) verdict(ctx context.Context, op *ledger.Operation) (approvalco
 		}
 		v = approvalcore.Verdict{Verdict: d.Verdict}
 		for _, c := range d.Conditions {
-			v.Conditions = append(v.Conditions, approvalcore.Condition{Field: truncate(c.Field, 200), Reason: truncate(c.Reason, 300),
+			v.Conditions = append(v.Conditions, approvalcore.Condition{Field: ledger.Clip(c.Field, 200), Reason: ledger.Clip(c.Reason, 300),
 				NeedsPerson: len(bytes.TrimSpace(c.RequiredValue)) == 0 || string(bytes.TrimSpace(c.RequiredValue)) == "null"})
 		}
 	})

@@ -236,7 +236,7 @@ func (s *service) reasonCode(reason string, op *ledger.Operation) approvalcore.R
 func reasonText(code approvalcore.ReasonCode, op *ledger.Operation) string {
 	switch code {
 	case approvalcore.ReasonSellerInputRequired, approvalcore.ReasonGovernanceConditions:
-		return truncate(strings.TrimSpace(op.Reason), 500)
+		return ledger.Clip(strings.TrimSpace(op.Reason), 500)
 	}
 	return ""
 }

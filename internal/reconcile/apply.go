@@ -69,10 +69,10 @@ func (s *Service) apply(ctx context.Context, r *run, seller string, op *ledger.O
 // failUnknown fails an operation whose task the seller does not know, and wakes the workflow
 // so that it records the failure (report failed) and ends.
 func (s *Service) failUnknown(ctx context.Context, r *run, seller string, op *ledger.Operation) (*ledger.Operation, error) {
-	reason := truncate(fmt.Sprintf("the seller %s does not know task %s (not in list_tasks, get_task_status answered %s) after waiting %s; nothing was adopted or canceled",
+	reason := ledger.Clip(fmt.Sprintf("the seller %s does not know task %s (not in list_tasks, get_task_status answered %s) after waiting %s; nothing was adopted or canceled",
 		seller, op.SellerTaskID, codeNotFound, s.now().Sub(op.UpdatedAt).Round(time.Minute)), 1000)
 	ch := ledger.Changes{Reason: &reason, Actor: Actor, EventType: ledger.EventReconcile,
-		Detail: detail(map[string]any{"task_id": op.SellerTaskID, "finding": KindUnknownTask})}
+		Detail: ledger.EventDetail(map[string]any{"task_id": op.SellerTaskID, "finding": KindUnknownTask})}
 	cur, moved, err := sellertask.Move(ctx, s.taskDeps(r), op, workflow.StatusFailed, ch)
 	if err != nil {
 		return op, err
@@ -115,7 +115,7 @@ func (s *Service) wake(ctx context.Context, op *ledger.Operation) {
 // unless it already carries that reason. The version check makes it lose to any concurrent
 // change, which the next sweep looks at again.
 func (s *Service) mark(ctx context.Context, op *ledger.Operation, kind, reason string, extra map[string]any) {
-	reason = truncate(reason, 1000)
+	reason = ledger.Clip(reason, 1000)
 	s.log.ErrorContext(ctx, "operation stuck", "operationId", op.ID, "tenant", op.Tenant, "kind", kind, "status", op.Status)
 	if op.Reason == reason {
 		return
@@ -125,7 +125,7 @@ func (s *Service) mark(ctx context.Context, op *ledger.Operation, kind, reason s
 		d[k] = v
 	}
 	_, err := s.cfg.Ledger.UpdateFields(ctx, op.Tenant, op.ID, op.Version, ledger.Changes{Reason: &reason, Actor: Actor,
-		EventType: ledger.EventReconcile, Detail: detail(d)})
+		EventType: ledger.EventReconcile, Detail: ledger.EventDetail(d)})
 	var te *ledger.TransitionError
 	if err != nil && !errors.As(err, &te) {
 		s.log.WarnContext(ctx, "stuck operation not marked", "operationId", op.ID, "err", err)
@@ -158,9 +158,9 @@ func (s *Service) orphan(ctx context.Context, r *run, seller string, t listedTas
 	s.log.WarnContext(ctx, "orphan seller task", "seller", seller, "taskId", t.TaskID, "taskStatus", t.Status,
 		"operationId", c.OperationID, "createdAt", t.CreatedAt)
 	ev := ledger.Event{Type: ledger.EventOrphan, Actor: "seller:" + seller,
-		Reason: truncate(fmt.Sprintf("seller %s has a %s task %s (%s, created %s) carrying buyflow's context that no pending operation waits on; decide by hand (see the reconcile runbook)",
+		Reason: ledger.Clip(fmt.Sprintf("seller %s has a %s task %s (%s, created %s) carrying buyflow's context that no pending operation waits on; decide by hand (see the reconcile runbook)",
 			seller, t.TaskType, t.TaskID, t.Status, t.CreatedAt), 1000),
-		Detail: detail(map[string]any{"seller": seller, "task_id": t.TaskID, "task_type": t.TaskType, "status": t.Status,
+		Detail: ledger.EventDetail(map[string]any{"seller": seller, "task_id": t.TaskID, "task_type": t.TaskType, "status": t.Status,
 			"created_at": t.CreatedAt, "updated_at": t.UpdatedAt, "operation_id": c.OperationID})}
 	if err := s.cfg.Ledger.AppendEvent(ctx, OrphanTenant, OrphanOperation, ev); err != nil {
 		s.log.ErrorContext(ctx, "orphan not recorded", "seller", seller, "taskId", t.TaskID, "err", err)
@@ -210,20 +210,4 @@ func ended(e sfn.Execution) *endedExecution {
 		out.StoppedAt = e.StoppedAt.Format(time.RFC3339)
 	}
 	return out
-}
-
-func detail(v any) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil
-	}
-	return b
-}
-
-// truncate bounds untrusted text before it goes into the ledger.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

@@ -76,13 +76,13 @@ func (s *Create) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (wo
 	res, err := s.adcp.CreateMediaBuy(ctx, req.SellerID, intent)
 	if err != nil {
 		s.countAdcpError(err)
-		s.event(ctx, op, ledger.Event{Type: ledger.EventSellerCall, Actor: sellerActor(req.SellerID), Reason: truncate(err.Error(), 500),
-			Detail: detail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "attempt": intent.Attempt, "error_code": errorCode(err), "decision": adcp.Decide(err).String()})})
+		s.event(ctx, op, ledger.Event{Type: ledger.EventSellerCall, Actor: sellerActor(req.SellerID), Reason: ledger.Clip(err.Error(), 500),
+			Detail: ledger.EventDetail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "attempt": intent.Attempt, "error_code": errorCode(err), "decision": adcp.Decide(err).String()})})
 		s.log.WarnContext(ctx, "create_media_buy failed", "operationId", op.ID, "attempt", intent.Attempt, "code", errorCode(err), "decision", adcp.Decide(err).String())
 		return workflow.SellerOutput{}, callError("create_media_buy", err)
 	}
 	s.event(ctx, op, ledger.Event{Type: ledger.EventSellerCall, Actor: sellerActor(req.SellerID),
-		Detail: detail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "attempt": intent.Attempt, "shape": res.Shape, "status": res.Status,
+		Detail: ledger.EventDetail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "attempt": intent.Attempt, "shape": res.Shape, "status": res.Status,
 			"task_id": res.TaskID, "media_buy_id": res.MediaBuyID, "replayed": res.Replayed})})
 	return s.recordCreate(ctx, op, req, res, in.Config, token, now)
 }
@@ -111,7 +111,7 @@ func (s *Create) recheck(ctx context.Context, op *ledger.Operation, req *submitR
 		return nil, callError("check_governance (re-check before spend)", err)
 	}
 	s.event(ctx, op, ledger.Event{Type: ledger.EventGovernanceCheck, Actor: governanceActor(req.Governance.AgentID),
-		Detail: detail(map[string]any{"recheck": true, "verdict": res.Verdict, "pending": res.Pending, "check_id": res.CheckID})})
+		Detail: ledger.EventDetail(map[string]any{"recheck": true, "verdict": res.Verdict, "pending": res.Pending, "check_id": res.CheckID})})
 	if res.Pending || res.Verdict != adcp.VerdictApproved {
 		if res.Verdict == adcp.VerdictDenied && !res.Pending {
 			s.metrics.Count(metrics.GovernanceDenied, nil, 1)
@@ -173,8 +173,8 @@ func (s *Create) reconcile(ctx context.Context, op *ledger.Operation, req *submi
 	if err != nil {
 		s.countAdcpError(err)
 		// A seller that cannot list falls back on its idempotency replay (same key, same bytes).
-		s.event(ctx, op, ledger.Event{Type: ledger.EventLapsedClaimCheck, Actor: sellerActor(req.SellerID), Reason: truncate(err.Error(), 300),
-			Detail: detail(map[string]any{"found": false, "error_code": errorCode(err)})})
+		s.event(ctx, op, ledger.Event{Type: ledger.EventLapsedClaimCheck, Actor: sellerActor(req.SellerID), Reason: ledger.Clip(err.Error(), 300),
+			Detail: ledger.EventDetail(map[string]any{"found": false, "error_code": errorCode(err)})})
 		if adcp.Decide(err) == adcp.DecisionRetry {
 			return workflow.SellerOutput{}, false, callError("get_media_buys", err)
 		}
@@ -188,12 +188,12 @@ func (s *Create) reconcile(ctx context.Context, op *ledger.Operation, req *submi
 			continue
 		}
 		s.event(ctx, op, ledger.Event{Type: ledger.EventLapsedClaimCheck, Actor: sellerActor(req.SellerID),
-			Detail: detail(map[string]any{"found": true, "media_buy_id": mb.MediaBuyID, "status": mb.Status})})
+			Detail: ledger.EventDetail(map[string]any{"found": true, "media_buy_id": mb.MediaBuyID, "status": mb.Status})})
 		res := &adcp.MediaBuyResult{Shape: adcp.ShapeSuccess, Status: adcp.StatusCompleted, MediaBuyID: mb.MediaBuyID, MediaBuyStatus: mb.Status}
 		out, err := s.recordCreate(ctx, op, req, res, cfg, token, now)
 		return out, true, err
 	}
-	s.event(ctx, op, ledger.Event{Type: ledger.EventLapsedClaimCheck, Actor: sellerActor(req.SellerID), Detail: detail(map[string]any{"found": false})})
+	s.event(ctx, op, ledger.Event{Type: ledger.EventLapsedClaimCheck, Actor: sellerActor(req.SellerID), Detail: ledger.EventDetail(map[string]any{"found": false})})
 	return workflow.SellerOutput{}, false, nil
 }
 
@@ -221,7 +221,7 @@ func (s *Create) recordCreate(ctx context.Context, op *ledger.Operation, req *su
 	hash := ledger.HashToken(token)
 	deadline := now.Add(time.Duration(cfg.DeadlineSeconds) * time.Second)
 	ch := ledger.Changes{WebhookTokenHash: &hash, Deadline: &deadline, Actor: sellerActor(req.SellerID), EventType: ledger.EventSellerCall,
-		Detail: detail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "task_id": res.TaskID, "media_buy_id": res.MediaBuyID, "media_buy_status": res.MediaBuyStatus})}
+		Detail: ledger.EventDetail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "task_id": res.TaskID, "media_buy_id": res.MediaBuyID, "media_buy_status": res.MediaBuyStatus})}
 	if res.TaskID != "" {
 		ch.SellerTaskID = &res.TaskID
 	}
@@ -232,7 +232,7 @@ func (s *Create) recordCreate(ctx context.Context, op *ledger.Operation, req *su
 		reason = res.Message
 	}
 	if reason != "" {
-		r := truncate(reason, 1000)
+		r := ledger.Clip(reason, 1000)
 		ch.Reason = &r
 	}
 	cur, _, err := s.move(ctx, op, to, ch)
@@ -266,7 +266,7 @@ func (s *Create) Cancel(ctx context.Context, in workflow.StageInput) (workflow.S
 	}
 	reason := "canceled by buyflow"
 	if in.Reason != "" {
-		reason = truncate(in.Reason, 500)
+		reason = ledger.Clip(in.Reason, 500)
 	} else if op.Status == workflow.StatusCompleted {
 		reason = "governance findings required an undo"
 	} else {
@@ -307,12 +307,12 @@ func (s *Create) Cancel(ctx context.Context, in workflow.StageInput) (workflow.S
 	res, err := s.adcp.UpdateMediaBuy(ctx, req.SellerID, intent)
 	if err != nil {
 		s.countAdcpError(err)
-		s.event(ctx, op, ledger.Event{Type: ledger.EventCancel, Actor: sellerActor(req.SellerID), Reason: truncate(err.Error(), 500),
-			Detail: detail(map[string]any{"media_buy_id": op.MediaBuyID, "error_code": errorCode(err)})})
+		s.event(ctx, op, ledger.Event{Type: ledger.EventCancel, Actor: sellerActor(req.SellerID), Reason: ledger.Clip(err.Error(), 500),
+			Detail: ledger.EventDetail(map[string]any{"media_buy_id": op.MediaBuyID, "error_code": errorCode(err)})})
 		return workflow.SellerOutput{}, callError("update_media_buy (cancel)", err)
 	}
 	s.event(ctx, op, ledger.Event{Type: ledger.EventCancel, Actor: sellerActor(req.SellerID), Reason: reason,
-		Detail: detail(map[string]any{"media_buy_id": op.MediaBuyID, "media_buy_status": res.MediaBuyStatus, "shape": res.Shape, "replayed": res.Replayed})})
+		Detail: ledger.EventDetail(map[string]any{"media_buy_id": op.MediaBuyID, "media_buy_status": res.MediaBuyStatus, "shape": res.Shape, "replayed": res.Replayed})})
 	cur, err := s.endCanceled(ctx, op, reason)
 	if err != nil {
 		return workflow.SellerOutput{}, err

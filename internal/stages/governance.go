@@ -67,7 +67,7 @@ func (s *Governance) Check(ctx context.Context, in workflow.StageInput) (workflo
 			ExpiresAt: rfc3339(op.GovernanceExpiresAt), Reason: op.Reason}, nil
 	}
 	op, _, err = s.move(ctx, op, workflow.StatusCheckingGovernance, ledger.Changes{Actor: actorSystem,
-		Detail: detail(map[string]any{"after_approval": afterApproval})})
+		Detail: ledger.EventDetail(map[string]any{"after_approval": afterApproval})})
 	if err != nil {
 		return workflow.GovernanceOutput{}, err
 	}
@@ -123,12 +123,12 @@ func (s *Governance) Check(ctx context.Context, in workflow.StageInput) (workflo
 			if err != nil {
 				s.countAdcpError(err)
 				s.event(ctx, op, ledger.Event{Type: ledger.EventGovernanceCheck, Actor: governanceActor(req.Governance.AgentID),
-					Reason: truncate(err.Error(), 500), Detail: detail(map[string]any{"round": round, "error_code": errorCode(err)})})
+					Reason: ledger.Clip(err.Error(), 500), Detail: ledger.EventDetail(map[string]any{"round": round, "error_code": errorCode(err)})})
 				s.log.WarnContext(ctx, "check_governance failed", "operationId", op.ID, "round", round, "code", errorCode(err), "decision", adcp.Decide(err).String())
 				return workflow.GovernanceOutput{}, callError("check_governance", err)
 			}
 			s.event(ctx, op, ledger.Event{Type: ledger.EventGovernanceCheck, Actor: governanceActor(req.Governance.AgentID),
-				Detail: detail(map[string]any{"round": round, "verdict": res.Verdict, "pending": res.Pending,
+				Detail: ledger.EventDetail(map[string]any{"round": round, "verdict": res.Verdict, "pending": res.Pending,
 					"check_id": res.CheckID, "conditions": len(res.Conditions), "findings": len(res.Findings)})})
 		}
 		if res.Pending {
@@ -208,14 +208,14 @@ func (s *Governance) pollReview(ctx context.Context, op *ledger.Operation, req *
 		return nil, callError("governance review status", err)
 	}
 	s.event(ctx, op, ledger.Event{Type: ledger.EventGovernanceCheck, Actor: governanceActor(req.Governance.AgentID),
-		Detail: detail(map[string]any{"review_task_status": ts.Status})})
+		Detail: ledger.EventDetail(map[string]any{"review_task_status": ts.Status})})
 	if !ts.Status.Terminal() {
 		return nil, nil
 	}
 	if ts.Status != adcp.StatusCompleted {
 		reason := "governance review ended " + string(ts.Status)
 		if f := ts.Failure(); f != nil {
-			reason += ": " + truncate(f.Error(), 300)
+			reason += ": " + ledger.Clip(f.Error(), 300)
 		}
 		return nil, &workflow.TerminalError{Code: "governance_review_" + string(ts.Status), Reason: reason}
 	}
@@ -292,7 +292,7 @@ func (s *stage) settle(ctx context.Context, op *ledger.Operation, req *submitReq
 	}
 	hash := ledger.HashToken(tok)
 	ch := ledger.Changes{WebhookTokenHash: &hash, Actor: governanceActor(req.Governance.AgentID), EventType: ledger.EventGovernanceCheck,
-		Detail: detail(map[string]any{"verdict": res.Verdict, "check_id": res.CheckID, "expires_at": res.ExpiresAt, "decision": decision, "reason": why,
+		Detail: ledger.EventDetail(map[string]any{"verdict": res.Verdict, "check_id": res.CheckID, "expires_at": res.ExpiresAt, "decision": decision, "reason": why,
 			"conditions": res.Conditions})}
 	if res.CheckID != "" {
 		ch.GovernanceCheckID = &res.CheckID
@@ -306,7 +306,7 @@ func (s *stage) settle(ctx context.Context, op *ledger.Operation, req *submitReq
 		ch.GovernanceExpiresAt = &exp
 	}
 	if why != "" {
-		r := truncate(why, 1000)
+		r := ledger.Clip(why, 1000)
 		ch.Reason = &r
 	}
 	if decision == workflow.GovernanceProceed && (expErr != nil || !exp.After(s.now())) {
@@ -327,7 +327,7 @@ func (s *stage) settle(ctx context.Context, op *ledger.Operation, req *submitReq
 func (s *Governance) denied(ctx context.Context, op *ledger.Operation, req *submitRequest, res *adcp.GovernanceResult) (workflow.GovernanceOutput, error) {
 	reason := denialReason(res)
 	_, moved, err := s.move(ctx, op, workflow.StatusRejected, ledger.Changes{Reason: &reason, Actor: governanceActor(req.Governance.AgentID),
-		EventType: ledger.EventGovernanceCheck, Detail: detail(map[string]any{"verdict": res.Verdict, "check_id": res.CheckID, "findings": res.Findings})})
+		EventType: ledger.EventGovernanceCheck, Detail: ledger.EventDetail(map[string]any{"verdict": res.Verdict, "check_id": res.CheckID, "findings": res.Findings})})
 	if err != nil {
 		return workflow.GovernanceOutput{}, err
 	}
@@ -343,7 +343,7 @@ func denialReason(res *adcp.GovernanceResult) string {
 	var b strings.Builder
 	b.WriteString("governance denied the buy")
 	if res.Explanation != "" {
-		b.WriteString(": " + truncate(res.Explanation, 300))
+		b.WriteString(": " + ledger.Clip(res.Explanation, 300))
 	}
 	for i, f := range res.Findings {
 		if i == 5 {
@@ -355,10 +355,10 @@ func denialReason(res *adcp.GovernanceResult) string {
 			fmt.Fprintf(&b, " (policy %s)", f.PolicyID)
 		}
 		if f.Explanation != "" {
-			b.WriteString(": " + truncate(f.Explanation, 200))
+			b.WriteString(": " + ledger.Clip(f.Explanation, 200))
 		}
 	}
-	return truncate(b.String(), 1000)
+	return ledger.Clip(b.String(), 1000)
 }
 
 func conditionsReason(res *adcp.GovernanceResult, round int) string {
@@ -369,11 +369,11 @@ func conditionsReason(res *adcp.GovernanceResult, round int) string {
 			p += " (needs a person)"
 		}
 		if c.Reason != "" {
-			p += ": " + truncate(c.Reason, 200)
+			p += ": " + ledger.Clip(c.Reason, 200)
 		}
 		parts = append(parts, p)
 	}
-	return truncate(fmt.Sprintf("%s after %d round(s): %s", ReasonGovernanceConditions, round, strings.Join(parts, "; ")), 1000)
+	return ledger.Clip(fmt.Sprintf("%s after %d round(s): %s", ReasonGovernanceConditions, round, strings.Join(parts, "; ")), 1000)
 }
 
 // basePayload is the create_media_buy arguments as checked: the buyer's media_buy with
@@ -558,13 +558,13 @@ func undo(r *adcp.OutcomeResult) workflow.OutcomeOutput {
 	var crit []string
 	for _, f := range r.Findings {
 		if f.Severity == "critical" {
-			crit = append(crit, f.CategoryID+": "+truncate(f.Explanation, 200))
+			crit = append(crit, f.CategoryID+": "+ledger.Clip(f.Explanation, 200))
 		}
 	}
 	if len(crit) == 0 {
 		return workflow.OutcomeOutput{}
 	}
-	return workflow.OutcomeOutput{CompensationRequired: true, Reason: truncate("governance findings require an undo: "+strings.Join(crit, "; "), 1000)}
+	return workflow.OutcomeOutput{CompensationRequired: true, Reason: ledger.Clip("governance findings require an undo: "+strings.Join(crit, "; "), 1000)}
 }
 
 // report sends report_plan_outcome for outcome once (intent "report_plan_outcome#<outcome>").
@@ -582,11 +582,11 @@ func (s *Governance) report(ctx context.Context, op *ledger.Operation, req *subm
 	if err != nil {
 		s.countAdcpError(err)
 		s.event(ctx, op, ledger.Event{Type: ledger.EventOutcomeReport, Actor: governanceActor(req.Governance.AgentID),
-			Reason: truncate(err.Error(), 500), Detail: detail(map[string]any{"outcome": outcome, "error_code": errorCode(err)})})
+			Reason: ledger.Clip(err.Error(), 500), Detail: ledger.EventDetail(map[string]any{"outcome": outcome, "error_code": errorCode(err)})})
 		return nil, callError("report_plan_outcome", err)
 	}
 	s.event(ctx, op, ledger.Event{Type: ledger.EventOutcomeReport, Actor: governanceActor(req.Governance.AgentID),
-		Detail: detail(map[string]any{"outcome": outcome, "outcome_id": res.OutcomeID, "outcome_state": res.OutcomeState,
+		Detail: ledger.EventDetail(map[string]any{"outcome": outcome, "outcome_id": res.OutcomeID, "outcome_state": res.OutcomeState,
 			"findings": res.Findings, "committed_budget": res.CommittedBudget, "replayed": res.Replayed})})
 	return res, nil
 }
@@ -650,9 +650,9 @@ func (s *Governance) Fail(ctx context.Context, in workflow.OutcomeInput) (FailOu
 	if in.Failure != nil && in.Failure.Error != "" {
 		f = readableFailure(*in.Failure)
 	}
-	reason := truncate(strings.TrimSpace(f.Error+": "+f.Cause), 1000)
+	reason := ledger.Clip(strings.TrimSpace(f.Error+": "+f.Cause), 1000)
 	if !op.Status.Terminal() {
-		ev := detail(map[string]any{"error": f.Error})
+		ev := ledger.EventDetail(map[string]any{"error": f.Error})
 		if op, _, err = s.move(ctx, op, failureStatus(f.Error), ledger.Changes{Reason: &reason, Actor: actorSystem, EventType: ledger.EventFailure, Detail: ev}); err != nil {
 			return FailOutput{}, err
 		}
@@ -674,7 +674,7 @@ func (s *Governance) Fail(ctx context.Context, in workflow.OutcomeInput) (FailOu
 				code = code[:64]
 			}
 			report, err = s.report(ctx, op, req, "failed", func(r *adcp.ReportPlanOutcomeRequest) {
-				r.Error = &adcp.OutcomeError{Code: code, Message: truncate(reason, 1000)}
+				r.Error = &adcp.OutcomeError{Code: code, Message: ledger.Clip(reason, 1000)}
 			})
 		}
 		var te *workflow.TransientError

@@ -50,7 +50,7 @@ func (s *Poll) Park(ctx context.Context, in workflow.CallbackInput) error {
 		s.log.WarnContext(ctx, "task token not cleared", "operationId", op.ID, "err", err)
 	}
 	s.event(ctx, op, ledger.Event{Type: ledger.EventWake, Actor: actorSystem,
-		Detail: detail(map[string]any{"by": "park", "status": out.Status, "known": known, "deadline_exceeded": out.DeadlineExceeded})})
+		Detail: ledger.EventDetail(map[string]any{"by": "park", "status": out.Status, "known": known, "deadline_exceeded": out.DeadlineExceeded})})
 	return s.complete(ctx, op.ID, in.TaskToken, out, "ledger already newer")
 }
 
@@ -118,8 +118,8 @@ func (s *Poll) pollSeller(ctx context.Context, op *ledger.Operation) (*ledger.Op
 	}
 	ts, err := s.adcp.GetTaskStatus(ctx, req.SellerID, adcp.GetTaskStatusRequest{TaskID: op.SellerTaskID, Account: req.account(), IncludeResult: true})
 	if err != nil {
-		s.event(ctx, op, ledger.Event{Type: ledger.EventPoll, Actor: sellerActor(req.SellerID), Reason: truncate(err.Error(), 300),
-			Detail: detail(map[string]any{"task_id": op.SellerTaskID, "error_code": errorCode(err), "decision": adcp.Decide(err).String()})})
+		s.event(ctx, op, ledger.Event{Type: ledger.EventPoll, Actor: sellerActor(req.SellerID), Reason: ledger.Clip(err.Error(), 300),
+			Detail: ledger.EventDetail(map[string]any{"task_id": op.SellerTaskID, "error_code": errorCode(err), "decision": adcp.Decide(err).String()})})
 		if adcp.Decide(err) == adcp.DecisionRetry {
 			s.log.WarnContext(ctx, "poll failed, backing off", "operationId", op.ID, "code", errorCode(err))
 			return op, nil
@@ -137,9 +137,9 @@ func (s *Poll) pollSeller(ctx context.Context, op *ledger.Operation) (*ledger.Op
 	switch rec.Outcome {
 	case sellertask.Unmapped, sellertask.Repeat:
 		// Unknown statuses (auth-required, unknown) and repeats change nothing.
-		s.event(ctx, op, ledger.Event{Type: ledger.EventPoll, Actor: actor, Detail: detail(ev)})
+		s.event(ctx, op, ledger.Event{Type: ledger.EventPoll, Actor: actor, Detail: ledger.EventDetail(ev)})
 	case sellertask.Stale:
-		s.event(ctx, op, ledger.Event{Type: ledger.EventPoll, Actor: actor, Reason: "no change: the ledger already holds " + string(rec.Op.Status), Detail: detail(ev)})
+		s.event(ctx, op, ledger.Event{Type: ledger.EventPoll, Actor: actor, Reason: "no change: the ledger already holds " + string(rec.Op.Status), Detail: ledger.EventDetail(ev)})
 	}
 	return rec.Op, nil
 }
@@ -148,16 +148,4 @@ func (s *Poll) pollSeller(ctx context.Context, op *ledger.Operation) (*ledger.Op
 // no retry of a lost transaction race (moveError makes it a TransientError the ASL retries).
 func (s *Poll) taskDeps() sellertask.Deps {
 	return sellertask.Deps{Ledger: s.ledger, Tasks: s.tasks, Metrics: s.metrics, Now: s.now, Log: s.log}
-}
-
-// moveError maps a failed RecordTaskStatus to the stage's errors, as move does.
-func moveError(op *ledger.Operation, err error) error {
-	switch {
-	case errors.Is(err, ledger.ErrNotFound):
-		return &workflow.NotFoundError{OperationID: op.ID}
-	case errors.Is(err, ledger.ErrContention):
-		return &workflow.TransientError{Reason: fmt.Sprintf("operation %s: concurrent write, retry", op.ID)}
-	default:
-		return fmt.Errorf("stages: %w", err)
-	}
 }

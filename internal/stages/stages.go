@@ -228,25 +228,27 @@ func (s *stage) load(ctx context.Context, tenant, id string) (*ledger.Operation,
 	return op, nil
 }
 
-// move transitions op to to, forward only. A refused transition is "no change": it returns
+// move transitions op to to, forward only (sellertask.Move, no retry of a lost transaction
+// race: the ASL retries the TransientError). A refused transition is "no change": it returns
 // the current operation and moved=false. A missing operation is a NotFoundError.
 func (s *stage) move(ctx context.Context, op *ledger.Operation, to workflow.Status, ch ledger.Changes) (cur *ledger.Operation, moved bool, err error) {
-	if op.Status == to {
-		return op, false, nil
+	cur, moved, err = sellertask.Move(ctx, sellertask.Deps{Ledger: s.ledger, Log: s.log}, op, to, ch)
+	if err != nil {
+		return nil, false, moveError(op, err)
 	}
-	next, err := s.ledger.Transition(ctx, op.Tenant, op.ID, to, ledger.AnyVersion, ch)
-	var te *ledger.TransitionError
+	return cur, moved, nil
+}
+
+// moveError maps a failed sellertask call to the stage's errors: a missing operation is a
+// NotFoundError, a lost transaction race a TransientError the ASL retries.
+func moveError(op *ledger.Operation, err error) error {
 	switch {
-	case err == nil:
-		return next, true, nil
-	case errors.As(err, &te) && te.Current != nil:
-		return te.Current, false, nil
 	case errors.Is(err, ledger.ErrNotFound):
-		return nil, false, &workflow.NotFoundError{OperationID: op.ID}
+		return &workflow.NotFoundError{OperationID: op.ID}
 	case errors.Is(err, ledger.ErrContention):
-		return nil, false, &workflow.TransientError{Reason: fmt.Sprintf("operation %s: concurrent write, retry", op.ID)}
+		return &workflow.TransientError{Reason: fmt.Sprintf("operation %s: concurrent write, retry", op.ID)}
 	default:
-		return nil, false, fmt.Errorf("stages: move operation %s to %s: %w", op.ID, to, err)
+		return fmt.Errorf("stages: %w", err)
 	}
 }
 
@@ -259,14 +261,6 @@ func (s *stage) event(ctx context.Context, op *ledger.Operation, ev ledger.Event
 	if err := s.ledger.AppendEvent(ctx, op.Tenant, op.ID, ev); err != nil {
 		s.log.WarnContext(ctx, "audit event not recorded", "operationId", op.ID, "eventType", ev.Type, "err", err)
 	}
-}
-
-func detail(v any) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil
-	}
-	return b
 }
 
 // callError turns a failed AdCP call into the workflow error the ASL matches: retry the same
@@ -386,11 +380,3 @@ const actorSystem = "system"
 
 func sellerActor(id string) string     { return "seller:" + id }
 func governanceActor(id string) string { return "governance:" + id }
-
-// truncate bounds untrusted text before it goes into the ledger or an output.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}

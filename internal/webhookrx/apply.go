@@ -51,12 +51,12 @@ func (s *Service) apply(ctx context.Context, op *ledger.Operation, d *Delivery) 
 			cur := rec.Op
 			ev["current_status"] = cur.Status
 			s.event(ctx, cur, ledger.Event{Type: ledger.EventWebhook, Actor: actor, From: cur.Status, To: rec.To,
-				Reason: "stale: the ledger already holds " + string(cur.Status), Detail: detail(ev)})
+				Reason: "stale: the ledger already holds " + string(cur.Status), Detail: ledger.EventDetail(ev)})
 			return OutcomeStale, cur, nil
 		}
 		why = "a task status without lifecycle meaning" // sellertask.Unmapped
 	}
-	s.event(ctx, op, ledger.Event{Type: ledger.EventWebhook, Actor: actor, Reason: "ignored: " + why, Detail: detail(ev)})
+	s.event(ctx, op, ledger.Event{Type: ledger.EventWebhook, Actor: actor, Reason: "ignored: " + why, Detail: ledger.EventDetail(ev)})
 	return OutcomeIgnored, op, nil
 }
 
@@ -70,7 +70,7 @@ func deliveryFields(d *Delivery) map[string]any {
 	return ev
 }
 
-func deliveryDetail(d *Delivery) json.RawMessage { return detail(deliveryFields(d)) }
+func deliveryDetail(d *Delivery) json.RawMessage { return ledger.EventDetail(deliveryFields(d)) }
 
 // wake completes the parked AwaitSeller token when the update needs the state machine to act
 // (sellertask.Wake: the token is cleared first, so one waker wins; a gone token is fine). The
@@ -98,12 +98,4 @@ func (s *Service) event(ctx context.Context, op *ledger.Operation, ev ledger.Eve
 	if err := s.cfg.Ledger.AppendEvent(ctx, op.Tenant, op.ID, ev); err != nil {
 		s.log.WarnContext(ctx, "webhook event not recorded", "operationId", op.ID, "err", err)
 	}
-}
-
-func detail(v any) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil
-	}
-	return b
 }

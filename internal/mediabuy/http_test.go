@@ -1,6 +1,7 @@
-package httpapi
+package mediabuy_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -11,8 +12,11 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
 
+	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/mediabuy"
+	"github.com/buyflow/buyflow/internal/metrics"
 )
 
 // fakeMediaBuys is a function-typed fake of the use cases.
@@ -54,9 +58,9 @@ func iamRequest(method, path string) events.APIGatewayV2HTTPRequest {
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func problem(t *testing.T, resp events.APIGatewayV2HTTPResponse) ProblemDetail {
+func problem(t *testing.T, resp events.APIGatewayV2HTTPResponse) httpapi.ProblemDetail {
 	t.Helper()
-	var p Problem
+	var p httpapi.Problem
 	if err := json.Unmarshal([]byte(resp.Body), &p); err != nil {
 		t.Fatalf("body %q: %v", resp.Body, err)
 	}
@@ -76,7 +80,7 @@ func TestSubmitRoute(t *testing.T) {
 		}
 		return mediabuy.Submitted{OperationID: "op1", Status: "requested", Links: mediabuy.LinksFor("op1")}, nil
 	}}
-	h := MediaBuysHandler(svc, "", quiet)
+	h := mediabuy.HTTPHandler(svc, "", quiet)
 	req := iamRequest("POST", "/v1/media-buys")
 	req.Headers["idempotency-key"] = "key-12345678"
 	req.Headers["content-type"] = "application/json"
@@ -104,7 +108,7 @@ func TestRefusals(t *testing.T) {
 			return mediabuy.ListPage{}, errors.New("dynamodb: secret internal detail")
 		},
 	}
-	h := MediaBuysHandler(svc, "", quiet)
+	h := mediabuy.HTTPHandler(svc, "", quiet)
 	tests := []struct {
 		name   string
 		req    func() events.APIGatewayV2HTTPRequest
@@ -193,7 +197,7 @@ func TestReadRoutes(t *testing.T) {
 			return mediabuy.EventPage{Items: []mediabuy.EventView{{Type: "submitted"}}}, nil
 		},
 	}
-	h := MediaBuysHandler(svc, "", quiet)
+	h := mediabuy.HTTPHandler(svc, "", quiet)
 	r := iamRequest("GET", "/v1/media-buys")
 	r.QueryStringParameters = map[string]string{"status": "working", "seller_id": "s1", "limit": "5", "cursor": "c"}
 	for _, req := range []events.APIGatewayV2HTTPRequest{r, iamRequest("GET", "/v1/media-buys/op1"), iamRequest("GET", "/v1/media-buys/op1/events")} {
@@ -204,25 +208,42 @@ func TestReadRoutes(t *testing.T) {
 	}
 }
 
-func TestIdentifyDevHeaderOnlyWhenEnabled(t *testing.T) {
-	req := iamRequest("GET", "/v1/media-buys")
-	req.RequestContext.Authorizer = nil
-	req.Headers["x-buyflow-tenant"] = "acme"
-	if _, err := Identify(req, ""); !errors.Is(err, ErrNoIdentity) {
-		t.Fatalf("dev header honoured while disabled: %v", err)
-	}
-	c, err := Identify(req, "X-Buyflow-Tenant")
-	if err != nil || c.Tenant != "acme" {
-		t.Fatalf("Identify = %+v, %v", c, err)
-	}
-	req.Headers["x-buyflow-tenant"] = "../etc"
-	if _, err := Identify(req, "X-Buyflow-Tenant"); err == nil {
-		t.Fatal("accepted a bad tenant name")
-	}
-	// An IAM identity always wins over the header.
-	iam := iamRequest("GET", "/v1/media-buys")
-	iam.Headers["x-buyflow-tenant"] = "acme"
-	if c, _ := Identify(iam, "X-Buyflow-Tenant"); c.Tenant != "111122223333" {
-		t.Fatalf("tenant %q", c.Tenant)
+// TestRecoveringAnswersAPanic runs a handler whose use case panics through the Lambda library
+// (which ends the process on a panic it sees) twice: both requests get the documented 500,
+// the process survives, and each panic is counted.
+func TestRecoveringAnswersAPanic(t *testing.T) {
+	var out bytes.Buffer
+	rec := metrics.New(&out, metrics.Namespace, nil)
+	svc := fakeMediaBuys{list: func(string, mediabuy.ListQuery) (mediabuy.ListPage, error) {
+		var p *mediabuy.ListPage
+		return *p, nil // nil dereference
+	}}
+	h := lambda.NewHandler(metrics.Flushing(rec, httpapi.Recovering(rec, mediabuy.HTTPHandler(svc, "", quiet))))
+	for i := 0; i < 2; i++ {
+		out.Reset()
+		payload, err := json.Marshal(iamRequest("GET", "/v1/media-buys"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := h.Invoke(context.Background(), payload)
+		if err != nil {
+			t.Fatalf("invoke %d: %v", i, err)
+		}
+		var resp events.APIGatewayV2HTTPResponse
+		if err := json.Unmarshal(raw, &resp); err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 500 {
+			t.Fatalf("status %d: %s", resp.StatusCode, resp.Body)
+		}
+		if p := problem(t, resp); p.Code != "internal" || !strings.Contains(p.Message, "req-1") {
+			t.Fatalf("problem %+v", p)
+		}
+		if strings.Contains(resp.Body, "nil pointer") {
+			t.Fatal("the 500 body leaks the panic")
+		}
+		if !strings.Contains(out.String(), `"HandlerPanics":1`) {
+			t.Fatalf("metrics %s", out.String())
+		}
 	}
 }
