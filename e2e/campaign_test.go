@@ -8,18 +8,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/localstack"
-	"github.com/buyflow/buyflow/internal/localstack/apiclient"
+	"github.com/buyflow/buyflow/internal/apiclient"
+	"github.com/buyflow/buyflow/internal/devstack"
 )
 
 // campaignSellers are the local stack's three simulated sellers.
-var campaignSellers = append([]string{localstack.SellerID}, localstack.OtherSellerIDs...)
+var campaignSellers = append([]string{devstack.SellerID}, devstack.OtherSellerIDs...)
 
 // runCampaign posts a three-leg campaign (budgets 1000, 2000, 3000), leg i scripted with
 // sims[i], and waits for its final status.
 func runCampaign(t *testing.T, c *apiclient.Client, policy string, sims ...string) (apiclient.CampaignSubmitted, apiclient.Campaign) {
 	t.Helper()
-	root, err := localstack.FindRepoRoot(".")
+	root, err := devstack.FindRepoRoot(".")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/approval"
-	"github.com/buyflow/buyflow/internal/localstack/apiclient"
+	"github.com/buyflow/buyflow/internal/apiclient"
+	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/money"
 )
 
@@ -199,5 +199,5 @@ func showMoney(decimal, currency string) string {
 	if err != nil {
 		return strings.TrimSpace(decimal + " " + currency)
 	}
-	return approval.Money{Minor: a.Minor, Currency: a.Currency}.String()
+	return approvalcore.Money{Minor: a.Minor, Currency: a.Currency}.String()
 }

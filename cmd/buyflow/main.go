@@ -43,7 +43,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 
-	"github.com/buyflow/buyflow/internal/localstack/apiclient"
+	"github.com/buyflow/buyflow/internal/apiclient"
 )
 
 const usage = `usage: buyflow [--endpoint URL] [--tenant T] [--principal P] [--slack URL] [--json] <command> [args]

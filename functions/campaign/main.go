@@ -5,51 +5,29 @@
 package main
 
 import (
-	"fmt"
-	"log/slog"
-	"os"
+	"context"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
+	"github.com/buyflow/buyflow/functions/internal/agents"
+	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/adcp"
-	"github.com/buyflow/buyflow/internal/adcpschemas"
-	"github.com/buyflow/buyflow/internal/awsenv"
 	"github.com/buyflow/buyflow/internal/campaign"
-	"github.com/buyflow/buyflow/internal/config"
-	"github.com/buyflow/buyflow/internal/ledger"
-	"github.com/buyflow/buyflow/internal/logging"
-	"github.com/buyflow/buyflow/internal/secrets"
-	"github.com/buyflow/buyflow/internal/stages"
-	"github.com/buyflow/buyflow/internal/topology"
+	"github.com/buyflow/buyflow/internal/metrics"
 )
 
-func main() {
-	slog.SetDefault(logging.New())
-	if err := run(os.Getenv); err != nil {
-		slog.Error("cold start failed", "err", err)
-		os.Exit(1)
-	}
-}
+func main() { wire.Main(run) }
 
-func run(getenv func(string) string) error {
-	env := config.New(getenv)
-	table := env.Required(topology.EnvTableName)
-	agents := env.Required(topology.EnvAgentsConfig)
-	prefix := env.Optional(topology.EnvAgentsSecretPrefix, "")
-	if err := env.Err(); err != nil {
-		return err
-	}
-	awsCfg, err := awsenv.Load(getenv)
-	if err != nil {
-		return fmt.Errorf("load aws config: %w", err)
-	}
-	// Unpacked and compiled on the first validation, off the cold path.
-	client, err := stages.NewAgentClient(agents, prefix, secrets.New(secretsmanager.NewFromConfig(awsCfg)), adcp.NewLazyValidator(adcpschemas.FS))
+func run(_ context.Context, getenv func(string) string) error {
+	var reg *adcp.Registry
+	c, err := wire.Load("campaign", getenv, agents.Parse(&reg))
 	if err != nil {
 		return err
 	}
-	lambda.Start(campaign.NewSettler(ledger.New(dynamodb.NewFromConfig(awsCfg), table), client).Handle) // blocks
+	client, err := agents.Client(reg, c.Secrets())
+	if err != nil {
+		return err
+	}
+	lambda.Start(metrics.Flushing(c.Metrics, campaign.NewSettler(c.Ledger(), client).Handle)) // blocks
 	return nil
 }

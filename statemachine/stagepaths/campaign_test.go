@@ -12,14 +12,14 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcptest"
-	"github.com/buyflow/buyflow/internal/localstack"
-	"github.com/buyflow/buyflow/internal/localstack/apiclient"
+	"github.com/buyflow/buyflow/internal/apiclient"
+	"github.com/buyflow/buyflow/internal/devstack"
 )
 
 // The paths of campaign.asl.json: a campaign's legs run as child executions of the MediaBuy
 // state machine at three simulated sellers, then the partial-failure policy settles.
 
-var campaignSellers = append([]string{localstack.SellerID}, localstack.OtherSellerIDs...)
+var campaignSellers = append([]string{devstack.SellerID}, devstack.OtherSellerIDs...)
 
 // campaignRun is one campaign scenario: a tenant of its own, three legs.
 type campaignRun struct {
