@@ -1,6 +1,7 @@
 package mediabuy
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -37,14 +38,16 @@ func schemas(t testing.TB) SchemaValidator {
 	return validator
 }
 
-func agents(id string) (string, bool) {
+func agents(_ context.Context, id string) (Agent, bool, error) {
 	switch id {
 	case "sim-seller":
-		return "seller", true
+		return Agent{Role: "seller"}, true, nil
+	case "paused-seller":
+		return Agent{Role: "seller", Disabled: true}, true, nil
 	case "sim-governance":
-		return "governance", true
+		return Agent{Role: "governance"}, true, nil
 	}
-	return "", false
+	return Agent{}, false, nil
 }
 
 func example(t testing.TB) map[string]any {
@@ -70,7 +73,7 @@ func marshal(t testing.TB, v any) []byte {
 }
 
 func TestParseSubmitAcceptsTheExample(t *testing.T) {
-	got, err := ParseSubmit(marshal(t, example(t)), agents, schemas(t))
+	got, err := ParseSubmit(context.Background(), marshal(t, example(t)), agents, schemas(t))
 	if err != nil {
 		t.Fatalf("ParseSubmit: %v", err)
 	}
@@ -90,11 +93,11 @@ func TestParseSubmitHashIgnoresLayout(t *testing.T) {
 	if err := enc.Encode(example(t)); err != nil {
 		t.Fatal(err)
 	}
-	ra, err := ParseSubmit(a, agents, schemas(t))
+	ra, err := ParseSubmit(context.Background(), a, agents, schemas(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rb, err := ParseSubmit([]byte(pretty.String()), agents, schemas(t))
+	rb, err := ParseSubmit(context.Background(), []byte(pretty.String()), agents, schemas(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +106,7 @@ func TestParseSubmitHashIgnoresLayout(t *testing.T) {
 	}
 	other := example(t)
 	other["currency"] = "EUR"
-	rc, err := ParseSubmit(marshal(t, other), agents, schemas(t))
+	rc, err := ParseSubmit(context.Background(), marshal(t, other), agents, schemas(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +165,7 @@ func TestParseSubmitRefusals(t *testing.T) {
 				tt.edit(m)
 				body = marshal(t, m)
 			}
-			_, err := ParseSubmit(body, agents, schemas(t))
+			_, err := ParseSubmit(context.Background(), body, agents, schemas(t))
 			var re *RequestError
 			if !errors.As(err, &re) {
 				t.Fatalf("err = %v, want *RequestError", err)
@@ -181,7 +184,7 @@ func TestParseSubmitRefusals(t *testing.T) {
 }
 
 func TestParseSubmitRefusesHugeBodies(t *testing.T) {
-	_, err := ParseSubmit(make([]byte, MaxBodyBytes+1), agents, schemas(t))
+	_, err := ParseSubmit(context.Background(), make([]byte, MaxBodyBytes+1), agents, schemas(t))
 	var re *RequestError
 	if !errors.As(err, &re) || re.Status != 413 {
 		t.Fatalf("err = %v", err)

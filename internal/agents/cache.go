@@ -1,0 +1,163 @@
+package agents
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/adcp"
+)
+
+// Cache defaults. A change made through the API reaches every warm function within
+// DefaultTTL; an agent just added is found at once (a miss reloads, at most once every
+// DefaultMissGap, so unknown ids cannot hammer the table).
+const (
+	DefaultTTL     = 30 * time.Second
+	DefaultMissGap = 2 * time.Second
+)
+
+// Lister reads the whole registry; *Store satisfies it.
+type Lister interface {
+	List(ctx context.Context) ([]Record, error)
+}
+
+// Cache is a function's view of the registry: loaded whole at cold start (Load), reloaded
+// when older than TTL, and on a lookup of an id it does not know. When a reload fails it keeps
+// answering from what it has (a table outage must not stop open buys) and tries again at the
+// next lookup after MissGap. Safe for concurrent use.
+type Cache struct {
+	src Lister
+	// TTL is how long a load is fresh; MissGap the shortest gap between two reloads.
+	TTL, MissGap time.Duration
+	// Valid, when set, drops records it refuses (for example a credential outside the
+	// function's secret prefix), as if they were not in the registry.
+	Valid func(Record) error
+	// Now is the clock.
+	Now func() time.Time
+
+	loadMu   sync.Mutex // one reload at a time: concurrent misses cost one Query
+	mu       sync.RWMutex
+	byID     map[string]Record
+	loadedAt time.Time // last successful load; zero before the first
+	lastTry  time.Time // last attempt, successful or not
+}
+
+// NewCache returns a cache over src with the default TTL and miss gap.
+func NewCache(src Lister) *Cache {
+	return &Cache{src: src, TTL: DefaultTTL, MissGap: DefaultMissGap, Now: time.Now}
+}
+
+// Load reads the registry now. A function calls it at cold start, so that a missing table or
+// permission fails the start instead of the first buy.
+func (c *Cache) Load(ctx context.Context) error {
+	c.loadMu.Lock()
+	defer c.loadMu.Unlock()
+	return c.loadLocked(ctx)
+}
+
+func (c *Cache) loadLocked(ctx context.Context) error {
+	now := c.Now()
+	c.mu.Lock()
+	c.lastTry = now
+	c.mu.Unlock()
+	recs, err := c.src.List(ctx)
+	if err != nil {
+		return err
+	}
+	byID := make(map[string]Record, len(recs))
+	for _, r := range recs {
+		if c.Valid != nil && c.Valid(r) != nil {
+			continue
+		}
+		byID[r.ID] = r
+	}
+	c.mu.Lock()
+	c.byID, c.loadedAt = byID, now
+	c.mu.Unlock()
+	return nil
+}
+
+// reload loads again unless another caller did within MissGap (or, when onlyIfStale, within
+// TTL). It reports the load's error only when the cache has never loaded.
+func (c *Cache) reload(ctx context.Context, onlyIfStale bool) error {
+	c.loadMu.Lock()
+	defer c.loadMu.Unlock()
+	c.mu.RLock()
+	loadedAt, lastTry, loaded := c.loadedAt, c.lastTry, c.byID != nil
+	c.mu.RUnlock()
+	now := c.Now()
+	if onlyIfStale && loaded && now.Sub(loadedAt) < c.TTL {
+		return nil // another caller reloaded while this one waited
+	}
+	if !lastTry.IsZero() && now.Sub(lastTry) < c.MissGap {
+		if loaded {
+			return nil
+		}
+		return fmt.Errorf("agents: registry unavailable (last load failed less than %s ago)", c.MissGap)
+	}
+	if err := c.loadLocked(ctx); err != nil && !loaded {
+		return err
+	}
+	return nil
+}
+
+// Lookup returns the agent id names, disabled or not, or an error wrapping ErrUnknown (and
+// adcp.ErrUnknownAgent). Any other error means the registry could not be read: the caller
+// answers it as a temporary failure, never as an unknown agent.
+func (c *Cache) Lookup(ctx context.Context, id string) (Record, error) {
+	c.mu.RLock()
+	r, ok := c.byID[id]
+	stale := c.byID == nil || c.Now().Sub(c.loadedAt) >= c.TTL
+	c.mu.RUnlock()
+	if ok && !stale {
+		return r, nil
+	}
+	if err := c.reload(ctx, ok); err != nil {
+		return Record{}, err
+	}
+	c.mu.RLock()
+	r, ok = c.byID[id]
+	c.mu.RUnlock()
+	if !ok {
+		return Record{}, fmt.Errorf("%w %q", ErrUnknown, id)
+	}
+	return r, nil
+}
+
+// Agent returns the AdCP configuration of agent id, disabled or not: open work always
+// finishes. It satisfies adcp.Agents.
+func (c *Cache) Agent(ctx context.Context, id string) (adcp.Agent, error) {
+	r, err := c.Lookup(ctx, id)
+	if err != nil {
+		return adcp.Agent{}, err
+	}
+	return r.Agent, nil
+}
+
+// Refresh reloads now unless the last attempt was less than MissGap ago: for a caller that
+// learnt the registry may have changed (a webhook signed with a key id it does not know).
+func (c *Cache) Refresh(ctx context.Context) error { return c.reload(ctx, false) }
+
+// All returns every agent the cache holds, sorted by id, reloading first if it is stale.
+func (c *Cache) All(ctx context.Context) ([]Record, error) {
+	c.mu.RLock()
+	stale := c.byID == nil || c.Now().Sub(c.loadedAt) >= c.TTL
+	c.mu.RUnlock()
+	if stale {
+		if err := c.reload(ctx, true); err != nil {
+			return nil, err
+		}
+	}
+	c.mu.RLock()
+	out := make([]Record, 0, len(c.byID))
+	for _, r := range c.byID {
+		out = append(out, r)
+	}
+	c.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+var _ adcp.Agents = (*Cache)(nil)
