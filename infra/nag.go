@@ -25,6 +25,8 @@ const (
 		"execution names are per buy and not known at deploy time."
 	reasonSchedulerInvoke = "The EventBridge Scheduler Lambda target grants lambda:InvokeFunction on the reconcile function and its " +
 		"versions/aliases (<arn>:*) through fn.grantInvoke; the role is dedicated to this one schedule and this one function."
+	reasonSchedulerInvokeAgents = "The EventBridge Scheduler Lambda target grants lambda:InvokeFunction on the agents function and its " +
+		"versions/aliases (<arn>:*) through fn.grantInvoke; the role is dedicated to the capabilities schedule and this one function."
 	reasonNoXRayStateMachine = "buyflow:tracing=false: the operator turned X-Ray off for this stack (the default is on)."
 	reasonPublicRoute        = "Public by design: seller webhooks and approval links cannot sign with IAM. The function authenticates " +
 		"every request itself (webhook: the per-agent RFC 9421 signature, HMAC or bearer check configured in buyflow:agents; approval: HMAC-signed, " +

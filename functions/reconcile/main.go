@@ -39,10 +39,9 @@ func main() {
 	}
 }
 
-func run(_ context.Context, getenv func(string) string) error {
+func run(ctx context.Context, getenv func(string) string) error {
 	env := config.New(getenv)
 	table := env.Required(topology.EnvTableName)
-	agentsJSON := env.Required(topology.EnvAgentsConfig)
 	secretPrefix := env.Required(topology.EnvAgentsSecretPrefix)
 	stateMachineARN := env.Required(topology.EnvStateMachineARN)
 	// The caller URI is listed for the agents' sake (the sweep sends no governance call).
@@ -59,11 +58,11 @@ func run(_ context.Context, getenv func(string) string) error {
 	if err != nil {
 		return fmt.Errorf("load aws config: %w", err)
 	}
-	client, err := stages.NewAgentClient(agentsJSON, secretPrefix, secrets.New(secretsmanager.NewFromConfig(awsCfg)), validator)
+	ddb := dynamodb.NewFromConfig(awsCfg)
+	client, err := stages.NewAgentClient(ctx, ddb, table, secretPrefix, secrets.New(secretsmanager.NewFromConfig(awsCfg)), validator)
 	if err != nil {
 		return err
 	}
-	ddb := dynamodb.NewFromConfig(awsCfg)
 	sfnClient := sfnapi.NewFromConfig(awsCfg)
 	svc, err := reconcile.New(reconcile.Config{
 		Ledger: ledger.New(ddb, table), AdCP: client, Tasks: sfn.New(sfnClient, stateMachineARN),

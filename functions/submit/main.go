@@ -17,6 +17,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
+	"github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/config"
 	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/ledger"
@@ -41,16 +42,10 @@ func run(ctx context.Context, getenv func(string) string) error {
 	table := env.Required(topology.EnvTableName)
 	smARN := env.Required(topology.EnvStateMachineARN)
 	devHeader := env.Optional(topology.EnvLocalTenantHeader, "")
-	agentsJSON := env.Required(topology.EnvAgentsConfig)
+	secretPrefix := env.Required(topology.EnvAgentsSecretPrefix)
 	run := workflow.DefaultRunConfig()
 	env.JSON(topology.EnvRunConfig, false, &run)
 	env.Check(topology.EnvRunConfig, run.Validate())
-	var registry *adcp.Registry
-	if agentsJSON != "" {
-		var err error
-		registry, err = adcp.ParseRegistry([]byte(agentsJSON))
-		env.Check(topology.EnvAgentsConfig, err)
-	}
 	if err := env.Err(); err != nil {
 		return err
 	}
@@ -61,25 +56,19 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return fmt.Errorf("load aws config: %w", err)
 	}
+	ddb := dynamodb.NewFromConfig(awsCfg)
+	registry, err := agents.Open(ctx, ddb, table, secretPrefix)
+	if err != nil {
+		return err
+	}
 	svc := mediabuy.New(
-		ledger.New(dynamodb.NewFromConfig(awsCfg), table),
+		ledger.New(ddb, table),
 		sfn.New(sfnapi.NewFromConfig(awsCfg), smARN),
-		agentLookup(registry),
+		registry.Submittable,
 		validator,
 		mediabuy.Config{Run: run, StateMachineARN: smARN},
 	)
 	rec := metrics.New(os.Stdout, metrics.Namespace, time.Now)
 	lambda.Start(metrics.Flushing(rec, httpapi.Recovering(rec, httpapi.MediaBuysHandler(svc, devHeader, slog.Default())))) // blocks
 	return nil
-}
-
-// agentLookup answers which configured agent an id names and in which role.
-func agentLookup(r *adcp.Registry) mediabuy.AgentLookup {
-	return func(id string) (string, bool) {
-		a, err := r.Agent(id)
-		if err != nil {
-			return "", false
-		}
-		return string(a.Role), true
-	}
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
 
-	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/awsenv"
 	"github.com/buyflow/buyflow/internal/config"
 	"github.com/buyflow/buyflow/internal/httpapi"
@@ -41,7 +41,6 @@ func main() {
 func run(ctx context.Context, getenv func(string) string) error {
 	env := config.New(getenv)
 	table := env.Required(topology.EnvTableName)
-	agentsJSON := env.Required(topology.EnvAgentsConfig)
 	secretPrefix := env.Required(topology.EnvAgentsSecretPrefix)
 	// Optional until the topology passes them: the public root the create stage registered
 	// (exact target URIs behind custom domains; http for local stacks) and the timings.
@@ -49,15 +48,6 @@ func run(ctx context.Context, getenv func(string) string) error {
 	runCfg := workflow.DefaultRunConfig()
 	env.JSON(topology.EnvRunConfig, false, &runCfg)
 	env.Check(topology.EnvRunConfig, runCfg.Validate())
-	var registry *adcp.Registry
-	if agentsJSON != "" {
-		var err error
-		registry, err = adcp.ParseRegistry([]byte(agentsJSON))
-		env.Check(topology.EnvAgentsConfig, err)
-		if err == nil {
-			env.Check(topology.EnvAgentsConfig, webhookrx.CheckSecretRefs(registry, secretPrefix))
-		}
-	}
 	if err := env.Err(); err != nil {
 		return err
 	}
@@ -68,16 +58,18 @@ func run(ctx context.Context, getenv func(string) string) error {
 	}
 	ddb := dynamodb.NewFromConfig(awsCfg)
 	store := ledger.New(ddb, table)
-	// Verifiers are built once per cold start: secrets read now, JWKS fetched and cached by
-	// internal/webhook, (keyid, nonce) replays recorded in the ledger for every instance.
-	verifiers, err := webhookrx.BuildVerifiers(ctx, registry, secrets.New(secretsmanager.NewFromConfig(awsCfg)),
-		webhookrx.VerifierOptions{Replay: store, AllowHTTP: strings.HasPrefix(publicBase, "http://"), Now: time.Now})
+	registry, err := agents.Open(ctx, ddb, table, secretPrefix)
 	if err != nil {
 		return err
 	}
+	// A seller's verifier is built on its first webhook (secrets read then, JWKS fetched and
+	// cached by internal/webhook) and again when the registry changes its settings; (keyid,
+	// nonce) replays are recorded in the ledger for every instance.
+	verifiers := &webhookrx.RegistryVerifiers{Registry: registry, Secrets: secrets.New(secretsmanager.NewFromConfig(awsCfg)),
+		Options: webhookrx.VerifierOptions{Replay: store, AllowHTTP: strings.HasPrefix(publicBase, "http://"), Now: time.Now}}
 	rec := metrics.New(os.Stdout, metrics.Namespace, time.Now)
 	svc, err := webhookrx.New(webhookrx.Config{
-		Ledger: store, Operations: store, Verifiers: verifiers,
+		Ledger: store, Operations: store, Sellers: verifiers,
 		// Completing a task needs no state machine ARN.
 		Tasks:     sfn.New(sfnapi.NewFromConfig(awsCfg), ""),
 		RunConfig: runCfg, PublicBaseURL: publicBase, Now: time.Now, Metrics: rec,

@@ -2,12 +2,14 @@ package agents
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/mediabuy"
 )
 
 // Cache defaults. A change made through the API reaches every warm function within
@@ -161,3 +163,31 @@ func (c *Cache) All(ctx context.Context) ([]Record, error) {
 }
 
 var _ adcp.Agents = (*Cache)(nil)
+
+// Open is a function's registry at cold start: the store in table, cached, with every
+// record whose secrets lie outside secretPrefix (the only secrets the function may read)
+// left out, loaded once now so that a missing table or permission fails the cold start.
+func Open(ctx context.Context, api API, table, secretPrefix string) (*Cache, error) {
+	c := NewCache(NewStore(api, table))
+	c.Valid = func(r Record) error { return Validate(r, secretPrefix) }
+	if err := c.Load(ctx); err != nil {
+		return nil, fmt.Errorf("agents: load the registry from %s: %w", table, err)
+	}
+	return c, nil
+}
+
+// Submittable answers submit's question about an agent a new buy names (it satisfies
+// mediabuy.AgentLookup): its role and whether it is disabled; ok is false for an unknown id,
+// and an error means the registry could not be read.
+func (c *Cache) Submittable(ctx context.Context, id string) (mediabuy.Agent, bool, error) {
+	r, err := c.Lookup(ctx, id)
+	if errors.Is(err, ErrUnknown) {
+		return mediabuy.Agent{}, false, nil
+	}
+	if err != nil {
+		return mediabuy.Agent{}, false, err
+	}
+	return mediabuy.Agent{Role: string(r.Role), Disabled: r.Disabled}, true, nil
+}
+
+var _ mediabuy.AgentLookup = (*Cache)(nil).Submittable

@@ -312,3 +312,15 @@ func cloneAgent(a adcp.Agent) adcp.Agent {
 	}
 	return a
 }
+
+// Agent returns agent id's AdCP configuration read straight from the table (no cache): the
+// operator API probes an agent the moment it is stored. It satisfies adcp.Agents.
+func (s *Store) Agent(ctx context.Context, id string) (adcp.Agent, error) {
+	r, err := s.Get(ctx, id)
+	if err != nil {
+		return adcp.Agent{}, err
+	}
+	return r.Agent, nil
+}
+
+var _ adcp.Agents = (*Store)(nil)

@@ -1,6 +1,7 @@
 package stages
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"time"
@@ -27,6 +28,7 @@ import (
 // parsePolicy, when not nil, reads the approval policy from its variable after every variable
 // was checked.
 func FromEnv(fn string, getenv func(string) string, parsePolicy func([]byte) (Policy, error)) (*Service, *metrics.Recorder, error) {
+	ctx := context.Background()
 	env, err := LoadEnv(fn, getenv)
 	if err != nil {
 		return nil, nil, err
@@ -43,7 +45,8 @@ func FromEnv(fn string, getenv func(string) string, parsePolicy func([]byte) (Po
 	if err != nil {
 		return nil, nil, fmt.Errorf("load aws config: %w", err)
 	}
-	client, err := NewAgentClient(env[topology.EnvAgentsConfig], env[topology.EnvAgentsSecretPrefix],
+	ddb := dynamodb.NewFromConfig(awsCfg)
+	client, err := NewAgentClient(ctx, ddb, env[topology.EnvTableName], env[topology.EnvAgentsSecretPrefix],
 		secrets.New(secretsmanager.NewFromConfig(awsCfg)), validator)
 	if err != nil {
 		return nil, nil, err
@@ -53,7 +56,7 @@ func FromEnv(fn string, getenv func(string) string, parsePolicy func([]byte) (Po
 		tasks = sfn.New(sfnapi.NewFromConfig(awsCfg), env[topology.EnvStateMachineARN])
 	}
 	rec := metrics.New(os.Stdout, metrics.Namespace, time.Now)
-	svc := New(ledger.New(dynamodb.NewFromConfig(awsCfg), env[topology.EnvTableName]), client, tasks, policy,
+	svc := New(ledger.New(ddb, env[topology.EnvTableName]), client, tasks, policy,
 		Config{CallerURI: env[topology.EnvCallerURI], PublicBaseURL: env[topology.EnvPublicBaseURL], Now: time.Now, Metrics: rec})
 	return svc, rec, nil
 }

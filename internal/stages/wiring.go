@@ -1,12 +1,14 @@
 package stages
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
 	"strings"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/topology"
 )
 
@@ -46,29 +48,16 @@ func LoadEnv(fn string, getenv func(string) string) (map[string]string, error) {
 	return env, nil
 }
 
-// NewAgentClient builds a stage's AdCP client once per cold start: the agent registry from the
-// BUYFLOW_AGENTS document, whose credential references must all lie under secretPrefix (the
-// only secrets the function may read), bearer credentials resolved through creds (Secrets
-// Manager), and the request-schema validator v. v compiles each tool's schema on that tool's
-// first call, not here: compiling every request schema took ~70 ms of CPU, most of a cold
-// start, while an invocation calls one or two tools.
-func NewAgentClient(agentsJSON, secretPrefix string, creds adcp.Credentials, v *adcp.Validator) (*adcp.Client, error) {
-	reg, err := adcp.ParseRegistry([]byte(agentsJSON))
+// NewAgentClient builds a stage's AdCP client once per cold start: the agent registry read
+// from the store in table (internal/agents: cached, reloaded after a short TTL, agents whose
+// secrets lie outside secretPrefix left out: the function may read only those), bearer
+// credentials resolved through creds (Secrets Manager), and the request-schema validator v. v
+// compiles each tool's schema on that tool's first call, not here: compiling every request
+// schema took ~70 ms of CPU, most of a cold start, while an invocation calls one or two tools.
+func NewAgentClient(ctx context.Context, api agents.API, table, secretPrefix string, creds adcp.Credentials, v *adcp.Validator) (*adcp.Client, error) {
+	reg, err := agents.Open(ctx, api, table, secretPrefix)
 	if err != nil {
-		return nil, fmt.Errorf("config: %s: %w", topology.EnvAgentsConfig, err)
+		return nil, fmt.Errorf("config: %w", err)
 	}
-	var errs []error
-	for _, id := range reg.IDs() {
-		a, err := reg.Agent(id)
-		if err != nil {
-			return nil, err
-		}
-		if secretPrefix != "" && !strings.HasPrefix(a.CredentialRef, secretPrefix) {
-			errs = append(errs, fmt.Errorf("agent %s: credential_ref is not under %s", id, secretPrefix))
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("config: %s: %w", topology.EnvAgentsConfig, err)
-	}
-	return adcp.New(adcp.Options{Registry: reg, Credentials: creds, Validator: v})
+	return adcp.New(adcp.Options{Agents: reg, Credentials: creds, Validator: v})
 }
