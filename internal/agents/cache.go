@@ -2,6 +2,7 @@ package agents
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -20,9 +21,10 @@ const (
 	DefaultMissGap = 2 * time.Second
 )
 
-// Lister reads the whole registry; *Store satisfies it.
-type Lister interface {
-	List(ctx context.Context) ([]Record, error)
+// Source reads the whole registry: each agent's stored document by id, undecoded; *Store
+// satisfies it.
+type Source interface {
+	Documents(ctx context.Context) (map[string]string, error)
 }
 
 // Cache is a function's view of the registry: loaded whole at cold start (Load), reloaded
@@ -30,7 +32,7 @@ type Lister interface {
 // answering from what it has (a table outage must not stop open buys) and tries again at the
 // next lookup after MissGap. Safe for concurrent use.
 type Cache struct {
-	src Lister
+	src Source
 	// TTL is how long a load is fresh; MissGap the shortest gap between two reloads.
 	TTL, MissGap time.Duration
 	// Valid, when set, drops records it refuses (for example a credential outside the
@@ -41,13 +43,35 @@ type Cache struct {
 
 	loadMu   sync.Mutex // one reload at a time: concurrent misses cost one Query
 	mu       sync.RWMutex
-	byID     map[string]Record
+	byID     map[string]*entry
 	loadedAt time.Time // last successful load; zero before the first
 	lastTry  time.Time // last attempt, successful or not
 }
 
+// entry is one agent as loaded: its document, decoded and checked on first use (a function
+// uses a few of the agents it loads).
+type entry struct {
+	doc  string
+	once sync.Once
+	rec  Record
+	err  error
+}
+
+func (c *Cache) decoded(e *entry) (Record, error) {
+	e.once.Do(func() {
+		if err := json.Unmarshal([]byte(e.doc), &e.rec); err != nil {
+			e.err = fmt.Errorf("agents: decode stored agent: %w", err)
+			return
+		}
+		if c.Valid != nil {
+			e.err = c.Valid(e.rec)
+		}
+	})
+	return e.rec, e.err
+}
+
 // NewCache returns a cache over src with the default TTL and miss gap.
-func NewCache(src Lister) *Cache {
+func NewCache(src Source) *Cache {
 	return &Cache{src: src, TTL: DefaultTTL, MissGap: DefaultMissGap, Now: time.Now}
 }
 
@@ -64,16 +88,13 @@ func (c *Cache) loadLocked(ctx context.Context) error {
 	c.mu.Lock()
 	c.lastTry = now
 	c.mu.Unlock()
-	recs, err := c.src.List(ctx)
+	docs, err := c.src.Documents(ctx)
 	if err != nil {
 		return err
 	}
-	byID := make(map[string]Record, len(recs))
-	for _, r := range recs {
-		if c.Valid != nil && c.Valid(r) != nil {
-			continue
-		}
-		byID[r.ID] = r
+	byID := make(map[string]*entry, len(docs))
+	for id, doc := range docs {
+		byID[id] = &entry{doc: doc}
 	}
 	c.mu.Lock()
 	c.byID, c.loadedAt = byID, now
@@ -106,24 +127,28 @@ func (c *Cache) reload(ctx context.Context, onlyIfStale bool) error {
 }
 
 // Lookup returns the agent id names, disabled or not, or an error wrapping ErrUnknown (and
-// adcp.ErrUnknownAgent). Any other error means the registry could not be read: the caller
-// answers it as a temporary failure, never as an unknown agent.
+// adcp.ErrUnknownAgent). A stored agent that Valid refuses (or that does not decode) is
+// unknown too. Any other error means the registry could not be read: the caller answers it
+// as a temporary failure, never as an unknown agent.
 func (c *Cache) Lookup(ctx context.Context, id string) (Record, error) {
 	c.mu.RLock()
-	r, ok := c.byID[id]
+	e, ok := c.byID[id]
 	stale := c.byID == nil || c.Now().Sub(c.loadedAt) >= c.TTL
 	c.mu.RUnlock()
-	if ok && !stale {
-		return r, nil
+	if !ok || stale {
+		if err := c.reload(ctx, ok); err != nil {
+			return Record{}, err
+		}
+		c.mu.RLock()
+		e, ok = c.byID[id]
+		c.mu.RUnlock()
 	}
-	if err := c.reload(ctx, ok); err != nil {
-		return Record{}, err
-	}
-	c.mu.RLock()
-	r, ok = c.byID[id]
-	c.mu.RUnlock()
 	if !ok {
 		return Record{}, fmt.Errorf("%w %q", ErrUnknown, id)
+	}
+	r, err := c.decoded(e)
+	if err != nil {
+		return Record{}, fmt.Errorf("%w %q (%v)", ErrUnknown, id, err)
 	}
 	return r, nil
 }
@@ -142,7 +167,8 @@ func (c *Cache) Agent(ctx context.Context, id string) (adcp.Agent, error) {
 // learnt the registry may have changed (a webhook signed with a key id it does not know).
 func (c *Cache) Refresh(ctx context.Context) error { return c.reload(ctx, false) }
 
-// All returns every agent the cache holds, sorted by id, reloading first if it is stale.
+// All returns every agent the cache holds (those Valid accepts), sorted by id, reloading
+// first if it is stale.
 func (c *Cache) All(ctx context.Context) ([]Record, error) {
 	c.mu.RLock()
 	stale := c.byID == nil || c.Now().Sub(c.loadedAt) >= c.TTL
@@ -153,11 +179,17 @@ func (c *Cache) All(ctx context.Context) ([]Record, error) {
 		}
 	}
 	c.mu.RLock()
-	out := make([]Record, 0, len(c.byID))
-	for _, r := range c.byID {
-		out = append(out, r)
+	entries := make([]*entry, 0, len(c.byID))
+	for _, e := range c.byID {
+		entries = append(entries, e)
 	}
 	c.mu.RUnlock()
+	out := make([]Record, 0, len(entries))
+	for _, e := range entries {
+		if r, err := c.decoded(e); err == nil {
+			out = append(out, r)
+		}
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
 }

@@ -2,6 +2,7 @@ package agents_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -20,11 +21,19 @@ type listerFunc struct {
 	err   error
 }
 
-func (l *listerFunc) List(context.Context) ([]agents.Record, error) {
+func (l *listerFunc) Documents(context.Context) (map[string]string, error) {
 	l.loads.Add(1)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]agents.Record(nil), l.recs...), l.err
+	if l.err != nil {
+		return nil, l.err
+	}
+	out := map[string]string{}
+	for _, r := range l.recs {
+		b, _ := json.Marshal(r)
+		out[r.ID] = string(b)
+	}
+	return out, nil
 }
 
 func (l *listerFunc) set(err error, recs ...agents.Record) {
@@ -45,7 +54,7 @@ func (c *clock) advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func newCache(src agents.Lister) (*agents.Cache, *clock) {
+func newCache(src agents.Source) (*agents.Cache, *clock) {
 	clk := &clock{now: time.Date(2027, 3, 1, 12, 0, 0, 0, time.UTC)}
 	c := agents.NewCache(src)
 	c.Now = clk.Now

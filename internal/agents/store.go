@@ -84,7 +84,41 @@ func agentKey(id string) map[string]types.AttributeValue {
 
 // List returns every agent, sorted by id (a consistent read: a change is seen at once).
 func (s *Store) List(ctx context.Context) ([]Record, error) {
-	var out []Record
+	docs, err := s.docs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Record, 0, len(docs))
+	for _, d := range docs {
+		var r Record
+		if err := json.Unmarshal([]byte(d.doc), &r); err != nil {
+			return nil, fmt.Errorf("agents: decode stored agent %s: %w", d.id, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Documents returns every agent's stored document by id, undecoded: a function's cold start
+// reads the whole registry but decodes only the agents it uses (decoding 500 agents was a
+// third of the load's CPU).
+func (s *Store) Documents(ctx context.Context) (map[string]string, error) {
+	docs, err := s.docs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(docs))
+	for _, d := range docs {
+		out[d.id] = d.doc
+	}
+	return out, nil
+}
+
+type storedDoc struct{ id, doc string }
+
+// docs reads every agent item, in key (id) order.
+func (s *Store) docs(ctx context.Context) ([]storedDoc, error) {
+	var out []storedDoc
 	var start map[string]types.AttributeValue
 	for {
 		page, err := s.api.Query(ctx, &dynamodb.QueryInput{
@@ -103,11 +137,12 @@ func (s *Store) List(ctx context.Context) ([]Record, error) {
 			return nil, fmt.Errorf("agents: list: %w", err)
 		}
 		for _, it := range page.Items {
-			r, err := decodeRecord(it)
-			if err != nil {
-				return nil, err
+			sk, _ := it[ledger.AttrSK].(*types.AttributeValueMemberS)
+			doc, ok := it[attrDoc].(*types.AttributeValueMemberS)
+			if sk == nil || !ok {
+				return nil, errors.New("agents: stored item has no key or document")
 			}
-			out = append(out, r)
+			out = append(out, storedDoc{id: strings.TrimPrefix(sk.Value, skAgentPfx), doc: doc.Value})
 		}
 		if len(page.LastEvaluatedKey) == 0 {
 			return out, nil

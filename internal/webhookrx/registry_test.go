@@ -21,13 +21,13 @@ import (
 
 // countingLister counts the registry loads.
 type countingLister struct {
-	agents.Lister
+	agents.Source
 	loads atomic.Int32
 }
 
-func (c *countingLister) List(ctx context.Context) ([]agents.Record, error) {
+func (c *countingLister) Documents(ctx context.Context) (map[string]string, error) {
 	c.loads.Add(1)
-	return c.Lister.List(ctx)
+	return c.Source.Documents(ctx)
 }
 
 type testClock struct {
@@ -74,7 +74,7 @@ func TestRotatedInlineKeyIsPickedUpOnFirstUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := &testClock{now: time.Now()}
-	src := &countingLister{Lister: store}
+	src := &countingLister{Source: store}
 	cache := agents.NewCache(src)
 	cache.Now = clk.Now
 	if err := cache.Load(ctx); err != nil {
