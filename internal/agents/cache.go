@@ -14,23 +14,24 @@ import (
 )
 
 // Cache defaults. A change made through the API reaches every warm function within
-// DefaultTTL; an agent just added is found at once (a miss reloads, at most once every
-// DefaultMissGap, so unknown ids cannot hammer the table).
+// DefaultTTL; an agent just added is found at once (a miss reads that one agent, and an id
+// still unknown is not read again for DefaultMissGap, so unknown ids cannot hammer the table).
 const (
 	DefaultTTL     = 30 * time.Second
 	DefaultMissGap = 2 * time.Second
 )
 
-// Source reads the whole registry: each agent's stored document by id, undecoded; *Store
-// satisfies it.
+// Source reads the registry's stored documents, undecoded: all of them by id, or one (an
+// error wrapping ErrUnknown when it is not there); *Store satisfies it.
 type Source interface {
 	Documents(ctx context.Context) (map[string]string, error)
+	Document(ctx context.Context, id string) (string, error)
 }
 
 // Cache is a function's view of the registry: loaded whole at cold start (Load), reloaded
-// when older than TTL, and on a lookup of an id it does not know. When a reload fails it keeps
-// answering from what it has (a table outage must not stop open buys) and tries again at the
-// next lookup after MissGap. Safe for concurrent use.
+// when older than TTL; a lookup of an id it does not have reads that one agent. When a reload
+// fails it keeps answering from what it has (a table outage must not stop open buys) and
+// tries again at the next lookup after MissGap. Safe for concurrent use.
 type Cache struct {
 	src Source
 	// TTL is how long a load is fresh; MissGap the shortest gap between two reloads.
@@ -46,6 +47,7 @@ type Cache struct {
 	byID     map[string]*entry
 	loadedAt time.Time // last successful load; zero before the first
 	lastTry  time.Time // last attempt, successful or not
+	misses   map[string]time.Time
 }
 
 // entry is one agent as loaded: its document, decoded and checked on first use (a function
@@ -135,7 +137,7 @@ func (c *Cache) Lookup(ctx context.Context, id string) (Record, error) {
 	e, ok := c.byID[id]
 	stale := c.byID == nil || c.Now().Sub(c.loadedAt) >= c.TTL
 	c.mu.RUnlock()
-	if !ok || stale {
+	if stale {
 		if err := c.reload(ctx, ok); err != nil {
 			return Record{}, err
 		}
@@ -144,13 +146,48 @@ func (c *Cache) Lookup(ctx context.Context, id string) (Record, error) {
 		c.mu.RUnlock()
 	}
 	if !ok {
-		return Record{}, fmt.Errorf("%w %q", ErrUnknown, id)
+		var err error
+		if e, err = c.readOne(ctx, id); err != nil {
+			return Record{}, err
+		}
 	}
 	r, err := c.decoded(e)
 	if err != nil {
 		return Record{}, fmt.Errorf("%w %q (%v)", ErrUnknown, id, err)
 	}
 	return r, nil
+}
+
+// readOne reads agent id, which the cache does not have, and keeps it; an id found unknown
+// is not read again for MissGap.
+func (c *Cache) readOne(ctx context.Context, id string) (*entry, error) {
+	now := c.Now()
+	c.mu.RLock()
+	missed, seen := c.misses[id]
+	c.mu.RUnlock()
+	if seen && now.Sub(missed) < c.MissGap {
+		return nil, fmt.Errorf("%w %q", ErrUnknown, id)
+	}
+	doc, err := c.src.Document(ctx, id)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if errors.Is(err, ErrUnknown) {
+		if c.misses == nil || len(c.misses) > 10_000 {
+			c.misses = map[string]time.Time{} // bounded: forgetting a miss costs one read
+		}
+		c.misses[id] = now
+		return nil, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	delete(c.misses, id)
+	e := &entry{doc: doc}
+	if c.byID == nil {
+		c.byID = map[string]*entry{}
+	}
+	c.byID[id] = e
+	return e, nil
 }
 
 // Agent returns the AdCP configuration of agent id, disabled or not: open work always
@@ -208,11 +245,34 @@ func Open(ctx context.Context, api API, table, secretPrefix string) (*Cache, err
 	return c, nil
 }
 
+// Current reads agent id from the store now (one consistent read) and refreshes the cache with
+// it: for the decisions that must see the latest change at once, such as placing a new buy at
+// an agent an operator disabled a second ago. An unknown id is an error wrapping ErrUnknown.
+func (c *Cache) Current(ctx context.Context, id string) (Record, error) {
+	doc, err := c.src.Document(ctx, id)
+	if err != nil {
+		return Record{}, err
+	}
+	e := &entry{doc: doc}
+	r, err := c.decoded(e)
+	if err != nil {
+		return Record{}, fmt.Errorf("%w %q (%v)", ErrUnknown, id, err)
+	}
+	c.mu.Lock()
+	if c.byID == nil {
+		c.byID = map[string]*entry{}
+	}
+	c.byID[id] = e
+	c.mu.Unlock()
+	return r, nil
+}
+
 // Submittable answers submit's question about an agent a new buy names (it satisfies
-// mediabuy.AgentLookup): its role and whether it is disabled; ok is false for an unknown id,
-// and an error means the registry could not be read.
+// mediabuy.AgentLookup): its role and whether it is disabled, read now (Current: a disable
+// stops new buys at once, not after the TTL); ok is false for an unknown id, and an error
+// means the registry could not be read.
 func (c *Cache) Submittable(ctx context.Context, id string) (mediabuy.Agent, bool, error) {
-	r, err := c.Lookup(ctx, id)
+	r, err := c.Current(ctx, id)
 	if errors.Is(err, ErrUnknown) {
 		return mediabuy.Agent{}, false, nil
 	}

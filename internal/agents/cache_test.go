@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,9 +14,10 @@ import (
 	"github.com/buyflow/buyflow/internal/agents"
 )
 
-// listerFunc counts the loads and can fail them.
+// listerFunc counts the loads and single reads, and can fail them.
 type listerFunc struct {
 	loads atomic.Int32
+	reads atomic.Int32
 	mu    sync.Mutex
 	recs  []agents.Record
 	err   error
@@ -34,6 +36,22 @@ func (l *listerFunc) Documents(context.Context) (map[string]string, error) {
 		out[r.ID] = string(b)
 	}
 	return out, nil
+}
+
+func (l *listerFunc) Document(_ context.Context, id string) (string, error) {
+	l.reads.Add(1)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return "", l.err
+	}
+	for _, r := range l.recs {
+		if r.ID == id {
+			b, _ := json.Marshal(r)
+			return string(b), nil
+		}
+	}
+	return "", fmt.Errorf("%w %q", agents.ErrUnknown, id)
 }
 
 func (l *listerFunc) set(err error, recs ...agents.Record) {
@@ -69,32 +87,33 @@ func TestCacheTTLAndMiss(t *testing.T) {
 	if err := c.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
-	step := func(name, id string, wantErr error, wantLoads int32) {
+	step := func(name, id string, wantErr error, wantLoads, wantReads int32) {
 		t.Helper()
 		_, err := c.Lookup(ctx, id)
 		if wantErr == nil && err != nil || wantErr != nil && !errors.Is(err, wantErr) {
 			t.Fatalf("%s: %v, want %v", name, err, wantErr)
 		}
-		if got := src.loads.Load(); got != wantLoads {
-			t.Fatalf("%s: %d loads, want %d", name, got, wantLoads)
+		if l, r := src.loads.Load(), src.reads.Load(); l != wantLoads || r != wantReads {
+			t.Fatalf("%s: %d loads and %d reads, want %d and %d", name, l, r, wantLoads, wantReads)
 		}
 	}
-	step("cached", "acme", nil, 1)
-	step("a miss right after a load does not reload", "beta", agents.ErrUnknown, 1)
-	// An operator adds beta: the next lookup after the miss gap finds it without waiting out the TTL.
+	step("cached", "acme", nil, 1, 0)
+	// An operator adds beta right after the cold start: the next lookup reads it at once.
 	src.set(nil, seller("acme"), seller("beta"))
+	step("a miss reads that agent", "beta", nil, 1, 1)
+	step("then it is cached", "beta", nil, 1, 1)
+	step("an unknown id is read once", "nobody", adcp.ErrUnknownAgent, 1, 2)
+	step("and not again within the gap", "nobody", agents.ErrUnknown, 1, 2)
 	clk.advance(agents.DefaultMissGap)
-	step("a miss reloads", "beta", nil, 2)
-	step("unknown ids within the gap cost nothing", "nobody", adcp.ErrUnknownAgent, 2)
-	step("still cached", "acme", nil, 2)
+	step("after the gap it is read again", "nobody", agents.ErrUnknown, 1, 3)
 	// The table goes down: past the TTL, the cache keeps answering from what it has.
 	src.set(errors.New("table unavailable"))
 	clk.advance(agents.DefaultTTL)
-	step("stale, table down: served from the cache", "acme", nil, 3)
-	step("no hammering within the gap", "beta", nil, 3)
+	step("stale, table down: served from the cache", "acme", nil, 2, 3)
+	step("no hammering within the gap", "beta", nil, 2, 3)
 	src.set(nil, seller("acme"))
 	clk.advance(agents.DefaultMissGap)
-	step("table back: beta was removed", "beta", agents.ErrUnknown, 4)
+	step("table back: beta was removed", "beta", agents.ErrUnknown, 3, 4)
 }
 
 func TestCacheFirstLoadFailureIsAnError(t *testing.T) {
@@ -153,5 +172,33 @@ func TestCacheConcurrentMissesCostOneLoad(t *testing.T) {
 	wg.Wait()
 	if n := src.loads.Load(); n != 1 {
 		t.Fatalf("%d loads for 32 concurrent first lookups", n)
+	}
+}
+
+// TestSubmittableSeesADisableAtOnce: a new buy is checked against the agent as stored now,
+// not as a warm cache loaded it.
+func TestSubmittableSeesADisableAtOnce(t *testing.T) {
+	src := &listerFunc{}
+	src.set(nil, seller("acme"))
+	c, _ := newCache(src)
+	ctx := context.Background()
+	if a, ok, err := c.Submittable(ctx, "acme"); err != nil || !ok || a.Disabled || a.Role != "seller" {
+		t.Fatalf("Submittable = %+v, %v, %v", a, ok, err)
+	}
+	off := seller("acme")
+	off.Disabled = true
+	src.set(nil, off)
+	if a, ok, err := c.Submittable(ctx, "acme"); err != nil || !ok || !a.Disabled {
+		t.Fatalf("after the disable: %+v, %v, %v", a, ok, err)
+	}
+	if r, err := c.Lookup(ctx, "acme"); err != nil || !r.Disabled {
+		t.Fatalf("the cache did not keep what it read: %+v, %v", r, err)
+	}
+	if _, ok, err := c.Submittable(ctx, "nobody"); ok || err != nil {
+		t.Fatalf("unknown: %v, %v", ok, err)
+	}
+	src.set(errors.New("table unavailable"))
+	if _, _, err := c.Submittable(ctx, "acme"); err == nil {
+		t.Fatal("an unreadable registry answered")
 	}
 }

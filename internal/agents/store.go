@@ -114,6 +114,21 @@ func (s *Store) Documents(ctx context.Context) (map[string]string, error) {
 	return out, nil
 }
 
+// Document returns one agent's stored document, undecoded, or an error wrapping ErrUnknown.
+func (s *Store) Document(ctx context.Context, id string) (string, error) {
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), Key: agentKey(id), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return "", fmt.Errorf("agents: get %s: %w", id, err)
+	}
+	doc, ok := out.Item[attrDoc].(*types.AttributeValueMemberS)
+	if !ok {
+		return "", fmt.Errorf("%w %q", ErrUnknown, id)
+	}
+	return doc.Value, nil
+}
+
 type storedDoc struct{ id, doc string }
 
 // docs reads every agent item, in key (id) order.

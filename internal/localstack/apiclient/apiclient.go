@@ -569,6 +569,8 @@ type Buy struct {
 	Sim string
 	// RequireApproval asks for a person whatever the budget.
 	RequireApproval bool
+	// Seller, when set, replaces the example's seller_id.
+	Seller string
 }
 
 // Body renders b from <repoRoot>/examples/media-buy.json.
@@ -607,6 +609,9 @@ func (b Buy) Body(repoRoot string) ([]byte, error) {
 	mb["context"] = ctx
 	if b.RequireApproval {
 		req["require_approval"] = true
+	}
+	if b.Seller != "" {
+		req["seller_id"] = b.Seller
 	}
 	return json.Marshal(req)
 }
