@@ -19,7 +19,7 @@ const (
 		"X-Ray tracing needs them on *."
 	reasonLogDelivery = "Step Functions logging to CloudWatch Logs needs the vended-log delivery actions (logs:CreateLogDelivery, " +
 		"GetLogDelivery, ..., DescribeLogGroups, PutResourcePolicy), which support no resource-level permissions: CDK grants them on *."
-	reasonAgentsPrefix = "Agent credentials are operator-created secrets referenced by name from buyflow:agents; the grant is " +
+	reasonAgentsPrefix = "Agent credentials are operator-created secrets referenced by name from the agent registry; the grant is " +
 		"secretsmanager:GetSecretValue on this stack's <stack>/agents/* prefix only (secret ARNs also end in a random suffix)."
 	reasonExecutions = "states:DescribeExecution on the executions of this stack's one state machine (execution:<stack>-MediaBuy:*): " +
 		"execution names are per buy and not known at deploy time."

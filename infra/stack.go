@@ -404,19 +404,9 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 
 	// The reconciliation sweep, when the topology has it.
 	if fn, ok := b.Functions[ReconcileFunction]; ok {
-		schedRole := awsiam.NewRole(stack, jsii.String("ReconcileScheduleRole"), &awsiam.RoleProps{
-			AssumedBy: awsiam.NewServicePrincipal(jsii.String("scheduler.amazonaws.com"), &awsiam.ServicePrincipalOpts{
-				Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": stack.Account()}},
-			}),
-			Description: jsii.String("buyflow: EventBridge Scheduler invokes the reconcile function"),
-		})
-		awsscheduler.NewSchedule(stack, jsii.String("ReconcileSchedule"), &awsscheduler.ScheduleProps{
-			Description: jsii.String("buyflow: read every pending seller task and wake the operations whose task moved on"),
-			Schedule:    awsscheduler.ScheduleExpression_Rate(awscdk.Duration_Minutes(jsii.Number(float64(cfg.ReconcileMinutes)))),
-			Target:      awsschedulertargets.NewLambdaInvoke(fn, &awsschedulertargets.ScheduleTargetBaseProps{Role: schedRole}),
-		})
-		// After the schedule: the target adds the role's policy when it binds.
-		suppress(schedRole, "AwsSolutions-IAM5", reasonSchedulerInvoke, `/^Resource::<`+pascal(ReconcileFunction)+`Function[0-9A-F]{8}\.Arn>:\*$/`)
+		schedule(stack, "Reconcile", fn, ReconcileFunction, "the reconcile function", reasonSchedulerInvoke,
+			"buyflow: read every pending seller task and wake the operations whose task moved on",
+			awscdk.Duration_Minutes(jsii.Number(float64(cfg.ReconcileMinutes))), nil)
 	}
 
 	// The agent registry: the context's agents seed it on each deploy (a custom resource
@@ -430,21 +420,10 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 				Properties:   &map[string]any{agentops.SeedProperty: cfg.Agents},
 			})
 		}
-		capRole := awsiam.NewRole(stack, jsii.String("CapabilitiesScheduleRole"), &awsiam.RoleProps{
-			AssumedBy: awsiam.NewServicePrincipal(jsii.String("scheduler.amazonaws.com"), &awsiam.ServicePrincipalOpts{
-				Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": stack.Account()}},
-			}),
-			Description: jsii.String("buyflow: EventBridge Scheduler invokes the agents function's capabilities check"),
-		})
-		awsscheduler.NewSchedule(stack, jsii.String("CapabilitiesSchedule"), &awsscheduler.ScheduleProps{
-			Description: jsii.String("buyflow: call get_adcp_capabilities at every enabled agent and record what it supports"),
-			Schedule:    awsscheduler.ScheduleExpression_Rate(awscdk.Duration_Hours(jsii.Number(float64(cfg.CapabilitiesHours)))),
-			Target: awsschedulertargets.NewLambdaInvoke(fn, &awsschedulertargets.ScheduleTargetBaseProps{
-				Role:  capRole,
-				Input: awsscheduler.ScheduleTargetInput_FromObject(map[string]any{"action": agentops.ActionRefresh}),
-			}),
-		})
-		suppress(capRole, "AwsSolutions-IAM5", reasonSchedulerInvokeAgents, `/^Resource::<`+pascal(AgentsFunction)+`Function[0-9A-F]{8}\.Arn>:\*$/`)
+		schedule(stack, "Capabilities", fn, AgentsFunction, "the agents function's capabilities check", reasonSchedulerInvokeAgents,
+			"buyflow: call get_adcp_capabilities at every enabled agent and record what it supports",
+			awscdk.Duration_Hours(jsii.Number(float64(cfg.CapabilitiesHours))),
+			awsscheduler.ScheduleTargetInput_FromObject(map[string]any{"action": agentops.ActionRefresh}))
 	}
 
 	b.addAlarms(app, cfg)
@@ -853,6 +832,25 @@ func sellerIDs(agents string) []string {
 		}
 	}
 	return ids
+}
+
+// schedule invokes fn every period through EventBridge Scheduler, with a role of its own that
+// may invoke only fn (named function, id prefix of the constructs) and, when set, input.
+func schedule(stack awscdk.Stack, id string, fn awslambda.Function, function, what, reason, description string,
+	period awscdk.Duration, input awsscheduler.ScheduleTargetInput) {
+	role := awsiam.NewRole(stack, jsii.String(id+"ScheduleRole"), &awsiam.RoleProps{
+		AssumedBy: awsiam.NewServicePrincipal(jsii.String("scheduler.amazonaws.com"), &awsiam.ServicePrincipalOpts{
+			Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": stack.Account()}},
+		}),
+		Description: jsii.String("buyflow: EventBridge Scheduler invokes " + what),
+	})
+	awsscheduler.NewSchedule(stack, jsii.String(id+"Schedule"), &awsscheduler.ScheduleProps{
+		Description: jsii.String(description),
+		Schedule:    awsscheduler.ScheduleExpression_Rate(period),
+		Target:      awsschedulertargets.NewLambdaInvoke(fn, &awsschedulertargets.ScheduleTargetBaseProps{Role: role, Input: input}),
+	})
+	// After the schedule: the target adds the role's policy when it binds.
+	suppress(role, "AwsSolutions-IAM5", reason, `/^Resource::<`+pascal(function)+`Function[0-9A-F]{8}\.Arn>:\*$/`)
 }
 
 func pascal(s string) string {

@@ -134,6 +134,21 @@ type storedDoc struct{ id, doc string }
 // docs reads every agent item, in key (id) order.
 func (s *Store) docs(ctx context.Context) ([]storedDoc, error) {
 	var out []storedDoc
+	err := s.query(ctx, skAgentPfx, func(it map[string]types.AttributeValue) error {
+		sk, _ := it[ledger.AttrSK].(*types.AttributeValueMemberS)
+		doc, ok := it[attrDoc].(*types.AttributeValueMemberS)
+		if sk == nil || !ok {
+			return errors.New("agents: stored item has no key or document")
+		}
+		out = append(out, storedDoc{id: strings.TrimPrefix(sk.Value, skAgentPfx), doc: doc.Value})
+		return nil
+	})
+	return out, err
+}
+
+// query calls each for every item of the registry's partition whose sort key starts with
+// prefix, in key order, page after page (consistent reads: a change is seen at once).
+func (s *Store) query(ctx context.Context, prefix string, each func(map[string]types.AttributeValue) error) error {
 	var start map[string]types.AttributeValue
 	for {
 		page, err := s.api.Query(ctx, &dynamodb.QueryInput{
@@ -143,24 +158,21 @@ func (s *Store) docs(ctx context.Context) ([]storedDoc, error) {
 				"#pk": ledger.AttrPK, "#sk": ledger.AttrSK,
 			},
 			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":pk": &types.AttributeValueMemberS{Value: partition}, ":pfx": &types.AttributeValueMemberS{Value: skAgentPfx},
+				":pk": &types.AttributeValueMemberS{Value: partition}, ":pfx": &types.AttributeValueMemberS{Value: prefix},
 			},
 			ConsistentRead:    aws.Bool(true),
 			ExclusiveStartKey: start,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("agents: list: %w", err)
+			return fmt.Errorf("agents: query %s: %w", prefix, err)
 		}
 		for _, it := range page.Items {
-			sk, _ := it[ledger.AttrSK].(*types.AttributeValueMemberS)
-			doc, ok := it[attrDoc].(*types.AttributeValueMemberS)
-			if sk == nil || !ok {
-				return nil, errors.New("agents: stored item has no key or document")
+			if err := each(it); err != nil {
+				return err
 			}
-			out = append(out, storedDoc{id: strings.TrimPrefix(sk.Value, skAgentPfx), doc: doc.Value})
 		}
 		if len(page.LastEvaluatedKey) == 0 {
-			return out, nil
+			return nil
 		}
 		start = page.LastEvaluatedKey
 	}
@@ -252,35 +264,15 @@ func (s *Store) Seed(ctx context.Context, seed []adcp.Agent, actor string) ([]st
 // History returns an agent's audit trail, oldest first.
 func (s *Store) History(ctx context.Context, id string) ([]Event, error) {
 	var out []Event
-	var start map[string]types.AttributeValue
-	for {
-		page, err := s.api.Query(ctx, &dynamodb.QueryInput{
-			TableName:              aws.String(s.table),
-			KeyConditionExpression: aws.String("#pk = :pk AND begins_with(#sk, :pfx)"),
-			ExpressionAttributeNames: map[string]string{
-				"#pk": ledger.AttrPK, "#sk": ledger.AttrSK,
-			},
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":pk": &types.AttributeValueMemberS{Value: partition}, ":pfx": &types.AttributeValueMemberS{Value: skEventPfx + id + "#"},
-			},
-			ConsistentRead:    aws.Bool(true),
-			ExclusiveStartKey: start,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("agents: history %s: %w", id, err)
+	err := s.query(ctx, skEventPfx+id+"#", func(it map[string]types.AttributeValue) error {
+		var ev Event
+		if err := decodeDoc(it, &ev); err != nil {
+			return err
 		}
-		for _, it := range page.Items {
-			var ev Event
-			if err := decodeDoc(it, &ev); err != nil {
-				return nil, err
-			}
-			out = append(out, ev)
-		}
-		if len(page.LastEvaluatedKey) == 0 {
-			return out, nil
-		}
-		start = page.LastEvaluatedKey
-	}
+		out = append(out, ev)
+		return nil
+	})
+	return out, err
 }
 
 // write puts r, conditioned on the stored version being prev (0: no agent yet), together with

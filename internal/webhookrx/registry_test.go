@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,18 +27,6 @@ type countingLister struct {
 func (c *countingLister) Documents(ctx context.Context) (map[string]string, error) {
 	c.loads.Add(1)
 	return c.Source.Documents(ctx)
-}
-
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
 }
 
 func inlineJWKS(t *testing.T, keys map[string]ed25519.PrivateKey) json.RawMessage {
@@ -73,7 +60,7 @@ func TestRotatedInlineKeyIsPickedUpOnFirstUse(t *testing.T) {
 	if _, err := store.Add(ctx, seller, "ops", agents.ActionAdded); err != nil {
 		t.Fatal(err)
 	}
-	clk := &testClock{now: time.Now()}
+	clk := &clock{t: time.Now()}
 	src := &countingLister{Source: store}
 	cache := agents.NewCache(src)
 	cache.Now = clk.Now
