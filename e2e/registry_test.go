@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -56,6 +57,28 @@ func TestAgentAddedThroughTheAPIIsUsedByTheNextBuy(t *testing.T) {
 	done, ok := reached(timeline(t, c, sub.OperationID), "completed")
 	if !ok || (done.Type == "poll" || done.Type == "reconcile") {
 		t.Errorf("completed by %q, want the new seller's webhook", done.Type)
+	}
+	// An update goes through the same route table (PATCH), and the trail says who did what.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ops := client(t, "ops")
+	ops.Principal = localstack.LocalOperator
+	if _, err := ops.ChangeAgent(ctx, http.MethodPatch, agentops.Prefix+"/"+seller, []byte(`{"settings":{"sweep_reads_per_second":3}}`)); err != nil {
+		t.Fatalf("update: %v", err)
+	}
+	shown, err := ops.Agent(ctx, seller)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var trail []string
+	for _, h := range shown.History {
+		if h.Actor != localstack.LocalOperator {
+			t.Errorf("event %s by %q, want %s", h.Action, h.Actor, localstack.LocalOperator)
+		}
+		trail = append(trail, h.Action)
+	}
+	if string(shown.Settings) != `{"sweep_reads_per_second":3}` || !slices.Contains(trail, "added") || !slices.Contains(trail, "updated") {
+		t.Errorf("after the update: settings %s, trail %v", shown.Settings, trail)
 	}
 }
 

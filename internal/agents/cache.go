@@ -153,7 +153,7 @@ func (c *Cache) Lookup(ctx context.Context, id string) (Record, error) {
 	}
 	r, err := c.decoded(e)
 	if err != nil {
-		return Record{}, fmt.Errorf("%w %q (%v)", ErrUnknown, id, err)
+		return Record{}, fmt.Errorf("%w %q (%w)", ErrUnknown, id, err)
 	}
 	return r, nil
 }
@@ -256,7 +256,7 @@ func (c *Cache) Current(ctx context.Context, id string) (Record, error) {
 	e := &entry{doc: doc}
 	r, err := c.decoded(e)
 	if err != nil {
-		return Record{}, fmt.Errorf("%w %q (%v)", ErrUnknown, id, err)
+		return Record{}, fmt.Errorf("%w %q (%w)", ErrUnknown, id, err)
 	}
 	c.mu.Lock()
 	if c.byID == nil {
