@@ -31,9 +31,10 @@ const (
 	CtxAlarmEmail = "buyflow:alarmEmail"
 	// CtxAgents is the seed of the agent registry (internal/adcp RegistryConfig:
 	// {"agents":[...]}; credential refs name secrets under the agents secret prefix). A custom
-	// resource hands it to the agents function on each deploy, which adds the agents the
-	// registry does not have yet; operators add and change the others with `buyflow agents`
-	// (no deploy). It is in no function's environment. Default empty: no seed.
+	// resource hands it to the agents function on the first deploy and on each that changes
+	// it; the function adds the agents the registry does not have yet. Operators add and
+	// change agents with `buyflow agents` (no deploy). It is in no function's environment.
+	// Default empty: no seed.
 	CtxAgents = "buyflow:agents"
 	// CtxOperators is the JSON array of IAM principals (user or role ARNs) allowed to manage
 	// the agent registry through /v1/operator/agents. Default empty: nobody can (the seed

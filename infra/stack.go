@@ -409,7 +409,7 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 			awscdk.Duration_Minutes(jsii.Number(float64(cfg.ReconcileMinutes))), nil)
 	}
 
-	// The agent registry: the context's agents seed it on each deploy (a custom resource
+	// The agent registry: the context's agents seed it when they change (a custom resource
 	// served by the agents function itself, so the seed is in no environment), and a
 	// schedule checks every agent's capabilities.
 	if fn, ok := b.Functions[AgentsFunction]; ok {

@@ -57,10 +57,8 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return fmt.Errorf("load aws config: %w", err)
 	}
 	ddb := dynamodb.NewFromConfig(awsCfg)
-	registry, err := agents.Open(ctx, ddb, table, secretPrefix)
-	if err != nil {
-		return err
-	}
+	// Submit reads the agents a buy names as stored now (Cache.Current): no load at cold start.
+	registry := agents.ForFunction(ddb, table, secretPrefix)
 	svc := mediabuy.New(
 		ledger.New(ddb, table),
 		sfn.New(sfnapi.NewFromConfig(awsCfg), smARN),

@@ -141,8 +141,8 @@ func (s *Service) HandleHTTP(ctx context.Context, req events.APIGatewayV2HTTPReq
 	}
 	method := strings.ToUpper(req.RequestContext.HTTP.Method)
 	path := strings.TrimRight(req.RawPath, "/")
-	if !strings.HasPrefix(path, Prefix) {
-		return httpapi.Error(404, "no_route", "no such operator route", ""), nil
+	if path != Prefix && !strings.HasPrefix(path, Prefix+"/") {
+		return httpapi.Error(404, "no_route", "no such operator route: GET/POST "+Prefix, ""), nil
 	}
 	parts := strings.Split(strings.TrimPrefix(strings.TrimPrefix(path, Prefix), "/"), "/")
 	body, err := httpapi.Body(req)

@@ -174,6 +174,8 @@ func TestRefusals(t *testing.T) {
 		{"update to an invalid agent", "PATCH", agentops.Prefix + "/acme", `{"webhook":null}`, 422, "invalid_agent"},
 		{"unknown agent", "PATCH", agentops.Prefix + "/nobody", `{"mcp_url":"https://n.example/mcp"}`, 404, "not_found"},
 		{"unknown route", "DELETE", agentops.Prefix + "/acme", ``, 404, "no_route"},
+		{"a path that only starts like the prefix", "GET", agentops.Prefix + "acme", ``, 404, "no_route"},
+		{"another operator path", "GET", "/v1/operator/other", ``, 404, "no_route"},
 		{"unknown action", "POST", agentops.Prefix + "/acme/explode", ``, 404, "no_route"},
 		{"disable body not json", "POST", agentops.Prefix + "/acme/disable", `nope`, 400, "malformed_json"},
 	}

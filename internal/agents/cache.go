@@ -233,12 +233,19 @@ func (c *Cache) All(ctx context.Context) ([]Record, error) {
 
 var _ adcp.Agents = (*Cache)(nil)
 
-// Open is a function's registry at cold start: the store in table, cached, with every
-// record whose secrets lie outside secretPrefix (the only secrets the function may read)
-// left out, loaded once now so that a missing table or permission fails the cold start.
-func Open(ctx context.Context, api API, table, secretPrefix string) (*Cache, error) {
+// ForFunction is a function's registry: the store in table, cached, with every record whose
+// secrets lie outside secretPrefix (the only secrets the function may read) left out. It has
+// not read anything yet: a function that only asks Current (submit) needs no load.
+func ForFunction(api API, table, secretPrefix string) *Cache {
 	c := NewCache(NewStore(api, table))
 	c.Valid = func(r Record) error { return Validate(r, secretPrefix) }
+	return c
+}
+
+// Open is ForFunction loaded once now, at cold start, so that a missing table or permission
+// fails the cold start instead of the first invocation.
+func Open(ctx context.Context, api API, table, secretPrefix string) (*Cache, error) {
+	c := ForFunction(api, table, secretPrefix)
 	if err := c.Load(ctx); err != nil {
 		return nil, fmt.Errorf("agents: load the registry from %s: %w", table, err)
 	}
