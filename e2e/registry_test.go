@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/agentops"
-	"github.com/buyflow/buyflow/internal/localstack"
-	"github.com/buyflow/buyflow/internal/localstack/apiclient"
+	"github.com/buyflow/buyflow/internal/apiclient"
+	"github.com/buyflow/buyflow/internal/devstack"
 )
 
 // addSeller adds, through the operator API, a seller of its own for the test: the local
@@ -25,10 +25,10 @@ func addSeller(t *testing.T) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	op := client(t, "ops")
-	op.Principal = localstack.LocalOperator
-	sim, err := op.Agent(ctx, localstack.SellerID)
+	op.Principal = devstack.LocalOperator
+	sim, err := op.Agent(ctx, devstack.SellerID)
 	if err != nil {
-		t.Fatalf("show %s: %v", localstack.SellerID, err)
+		t.Fatalf("show %s: %v", devstack.SellerID, err)
 	}
 	a := sim.Agent
 	a.ID = "e2e-seller-" + randomID(t)
@@ -62,7 +62,7 @@ func TestAgentAddedThroughTheAPIIsUsedByTheNextBuy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ops := client(t, "ops")
-	ops.Principal = localstack.LocalOperator
+	ops.Principal = devstack.LocalOperator
 	if _, err := ops.ChangeAgent(ctx, http.MethodPatch, agentops.Prefix+"/"+seller, []byte(`{"settings":{"sweep_reads_per_second":3}}`)); err != nil {
 		t.Fatalf("update: %v", err)
 	}
@@ -72,8 +72,8 @@ func TestAgentAddedThroughTheAPIIsUsedByTheNextBuy(t *testing.T) {
 	}
 	var trail []string
 	for _, h := range shown.History {
-		if h.Actor != localstack.LocalOperator {
-			t.Errorf("event %s by %q, want %s", h.Action, h.Actor, localstack.LocalOperator)
+		if h.Actor != devstack.LocalOperator {
+			t.Errorf("event %s by %q, want %s", h.Action, h.Actor, devstack.LocalOperator)
 		}
 		trail = append(trail, h.Action)
 	}
@@ -94,7 +94,7 @@ func TestDisabledSellerRefusesNewBuysAndFinishesOpenOnes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ops := client(t, "ops")
-	ops.Principal = localstack.LocalOperator
+	ops.Principal = devstack.LocalOperator
 	if _, err := ops.ChangeAgent(ctx, http.MethodPost, agentops.Prefix+"/"+seller+"/disable", []byte(`{"reason":"e2e: paused"}`)); err != nil {
 		t.Fatalf("disable: %v", err)
 	}

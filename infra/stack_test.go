@@ -20,7 +20,6 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/agentops"
-	"github.com/buyflow/buyflow/internal/approvals"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/topology"
@@ -1113,7 +1112,7 @@ func TestAlarmsDashboardAndOutputs(t *testing.T) {
 	// Webhook signature failures: the dimensionless series internal/webhookrx records next to
 	// the one by Code (an alarm needs one exact dimension set).
 	want(key{"Buyflow", "WebhookSignatureFailures", "null"}, 5)
-	if metrics.Namespace != "Buyflow" || metrics.Timeouts != "Timeouts" || approvals.TimeoutKindApproval != "approval" ||
+	if metrics.Namespace != "Buyflow" || metrics.Timeouts != "Timeouts" || metrics.TimeoutApproval != "approval" ||
 		metrics.WebhookSignatureFailures != "WebhookSignatureFailures" {
 		t.Error("the metric names the alarms read changed: update this test and infra/README.md")
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -8,7 +9,7 @@ import (
 )
 
 func TestRunReportsEveryMissingVariable(t *testing.T) {
-	err := run(func(string) string { return "" })
+	err := run(context.Background(), func(string) string { return "" })
 	if err == nil {
 		t.Fatal("run started without configuration")
 	}
@@ -22,7 +23,7 @@ func TestRunReportsEveryMissingVariable(t *testing.T) {
 func TestRunRefusesASessionAsOperator(t *testing.T) {
 	env := map[string]string{topology.EnvTableName: "t", topology.EnvAgentsSecretPrefix: "buyflow/agents/",
 		topology.EnvOperators: `["arn:aws:sts::111122223333:assumed-role/Ops/alice"]`}
-	err := run(func(k string) string { return env[k] })
+	err := run(context.Background(), func(k string) string { return env[k] })
 	if err == nil || !strings.Contains(err.Error(), "operators[0]") {
 		t.Fatalf("err = %v, want the session ARN refused", err)
 	}

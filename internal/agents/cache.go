@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
-	"github.com/buyflow/buyflow/internal/mediabuy"
 )
 
 // Cache defaults. A change made through the API reaches every warm function within
@@ -273,20 +272,3 @@ func (c *Cache) Current(ctx context.Context, id string) (Record, error) {
 	c.mu.Unlock()
 	return r, nil
 }
-
-// Submittable answers submit's question about an agent a new buy names (it satisfies
-// mediabuy.AgentLookup): its role and whether it is disabled, read now (Current: a disable
-// stops new buys at once, not after the TTL); ok is false for an unknown id, and an error
-// means the registry could not be read.
-func (c *Cache) Submittable(ctx context.Context, id string) (mediabuy.Agent, bool, error) {
-	r, err := c.Current(ctx, id)
-	if errors.Is(err, ErrUnknown) {
-		return mediabuy.Agent{}, false, nil
-	}
-	if err != nil {
-		return mediabuy.Agent{}, false, err
-	}
-	return mediabuy.Agent{Role: string(r.Role), Disabled: r.Disabled}, true, nil
-}
-
-var _ mediabuy.AgentLookup = (*Cache)(nil).Submittable

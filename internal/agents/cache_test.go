@@ -175,30 +175,30 @@ func TestCacheConcurrentMissesCostOneLoad(t *testing.T) {
 	}
 }
 
-// TestSubmittableSeesADisableAtOnce: a new buy is checked against the agent as stored now,
-// not as a warm cache loaded it.
-func TestSubmittableSeesADisableAtOnce(t *testing.T) {
+// TestCurrentSeesADisableAtOnce: Current reads the agent as stored now, not as a warm cache
+// loaded it, and keeps what it read.
+func TestCurrentSeesADisableAtOnce(t *testing.T) {
 	src := &listerFunc{}
 	src.set(nil, seller("acme"))
 	c, _ := newCache(src)
 	ctx := context.Background()
-	if a, ok, err := c.Submittable(ctx, "acme"); err != nil || !ok || a.Disabled || a.Role != "seller" {
-		t.Fatalf("Submittable = %+v, %v, %v", a, ok, err)
+	if r, err := c.Current(ctx, "acme"); err != nil || r.Disabled || r.Role != "seller" {
+		t.Fatalf("Current = %+v, %v", r, err)
 	}
 	off := seller("acme")
 	off.Disabled = true
 	src.set(nil, off)
-	if a, ok, err := c.Submittable(ctx, "acme"); err != nil || !ok || !a.Disabled {
-		t.Fatalf("after the disable: %+v, %v, %v", a, ok, err)
+	if r, err := c.Current(ctx, "acme"); err != nil || !r.Disabled {
+		t.Fatalf("after the disable: %+v, %v", r, err)
 	}
 	if r, err := c.Lookup(ctx, "acme"); err != nil || !r.Disabled {
 		t.Fatalf("the cache did not keep what it read: %+v, %v", r, err)
 	}
-	if _, ok, err := c.Submittable(ctx, "nobody"); ok || err != nil {
-		t.Fatalf("unknown: %v, %v", ok, err)
+	if _, err := c.Current(ctx, "nobody"); !errors.Is(err, agents.ErrUnknown) {
+		t.Fatalf("unknown: %v", err)
 	}
 	src.set(errors.New("table unavailable"))
-	if _, _, err := c.Submittable(ctx, "acme"); err == nil {
-		t.Fatal("an unreadable registry answered")
+	if _, err := c.Current(ctx, "acme"); err == nil || errors.Is(err, agents.ErrUnknown) {
+		t.Fatalf("an unreadable registry answered %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"strings"
 
+	registry "github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/jsonnum"
 	"github.com/buyflow/buyflow/internal/money"
 )
@@ -106,6 +107,27 @@ type Agent struct {
 // does not have; an error means the registry could not be read (a temporary failure, never
 // reported as an unknown agent).
 type AgentLookup func(ctx context.Context, id string) (a Agent, ok bool, err error)
+
+// CurrentAgents reads an agent as stored now; the registry's cache (internal/agents)
+// satisfies it.
+type CurrentAgents interface {
+	Current(ctx context.Context, id string) (registry.Record, error)
+}
+
+// RegistryLookup answers AgentLookup from the agent registry, reading each agent as stored now:
+// a disable stops new buys at once, not after the cache's TTL.
+func RegistryLookup(r CurrentAgents) AgentLookup {
+	return func(ctx context.Context, id string) (Agent, bool, error) {
+		a, err := r.Current(ctx, id)
+		if errors.Is(err, registry.ErrUnknown) {
+			return Agent{}, false, nil
+		}
+		if err != nil {
+			return Agent{}, false, err
+		}
+		return Agent{Role: string(a.Role), Disabled: a.Disabled}, true, nil
+	}
+}
 
 // placeholderKey stands in for the seller idempotency key while the buyer's media_buy is
 // schema-checked; the real key is generated once per intent by the create stage.

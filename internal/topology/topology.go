@@ -22,6 +22,18 @@ const (
 	EnvRunConfig          = "BUYFLOW_RUN_CONFIG"          // optional JSON workflow.RunConfig (timings)
 )
 
+// Optional reports whether a function may run without the variable name: the local stack's
+// tenant header (never set by infra) and the run configuration (the defaults apply). Every
+// other variable a function declares is required.
+func Optional(name string) bool {
+	return name == EnvLocalTenantHeader || name == EnvRunConfig
+}
+
+// WebhookPathPrefix is the path of the seller webhook route up to the operation id that ends
+// it: the create stage registers <public base URL><WebhookPathPrefix><operation id> with the
+// seller, and the receiver checks a signature's target URI against it.
+const WebhookPathPrefix = "/v1/webhooks/adcp/"
+
 // Auth says how a route authenticates its caller.
 type Auth string
 
@@ -87,10 +99,13 @@ func (a Application) Function(name string) (Function, bool) {
 	return Function{}, false
 }
 
-// The agents every function calls are read from the agent registry in the ledger table
-// (internal/agents), never from the environment: the environment stays the same size whatever
-// the number of agents.
-var agentEnv = []string{EnvTableName, EnvAgentsSecretPrefix, EnvCallerURI, EnvPublicBaseURL}
+// agentEnv is what every function that calls agents reads: the ledger, which holds the agent
+// registry (internal/agents), and the prefix of the agents' secrets. The agents themselves are
+// never in the environment, which stays the same size whatever their number.
+var agentEnv = []string{EnvTableName, EnvAgentsSecretPrefix}
+
+// with returns agentEnv and more, in a fresh slice.
+func with(more ...string) []string { return append(append([]string{}, agentEnv...), more...) }
 
 // App is buyflow.
 var App = Application{
@@ -105,7 +120,7 @@ var App = Application{
 		{
 			Name: "governance", Description: "CheckGovernance, ReportOutcome and RecordFailure stages",
 			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, Placeholder: "GovernanceFunctionArn",
-			Env: append(append([]string{}, agentEnv...), EnvApprovalPolicy), Secrets: []string{EnvAgentsSecretPrefix},
+			Env: with(EnvCallerURI, EnvApprovalPolicy), Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "notify", Description: "RequestApproval: records the approval and posts the Slack message",
@@ -122,29 +137,29 @@ var App = Application{
 		{
 			Name: "create", Description: "CreateMediaBuy (write-ahead intent) and Compensate (cancel)",
 			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, Placeholder: "CreateFunctionArn",
-			Env: agentEnv, Secrets: []string{EnvAgentsSecretPrefix},
+			Env: with(EnvCallerURI, EnvPublicBaseURL), Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "poll", Description: "AwaitSeller (parks the task token) and PollSeller",
 			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, Placeholder: "PollFunctionArn", CompletesTasks: true,
-			Env: append(append([]string{}, agentEnv...), EnvStateMachineARN), Secrets: []string{EnvAgentsSecretPrefix},
+			Env: with(), Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "webhook", Description: "POST /v1/webhooks/adcp/{operation_id}: verify, dedupe, apply, wake",
 			MemoryMB: 256, TimeoutSeconds: 10, LedgerWrite: true, CompletesTasks: true,
-			Env:     []string{EnvTableName, EnvAgentsSecretPrefix, EnvPublicBaseURL, EnvRunConfig},
+			Env:     with(EnvPublicBaseURL, EnvRunConfig),
 			Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "reconcile", Description: "Scheduled sweep: pending operations vs each seller's list_tasks; wakes, fails, records orphans, marks stuck buys",
 			MemoryMB: 256, TimeoutSeconds: 300, LedgerWrite: true, CompletesTasks: true, DescribesExecutions: true,
-			Env:     []string{EnvTableName, EnvAgentsSecretPrefix, EnvStateMachineARN, EnvCallerURI, EnvRunConfig},
+			Env:     with(EnvStateMachineARN, EnvRunConfig),
 			Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "agents", Description: "/v1/operator/agents: the agent registry (add, update, disable, list, show); the deploy's seed; the scheduled capabilities check",
 			MemoryMB: 256, TimeoutSeconds: 300, LedgerWrite: true,
-			Env:     []string{EnvTableName, EnvAgentsSecretPrefix, EnvOperators, EnvLocalTenantHeader},
+			Env:     with(EnvOperators, EnvLocalTenantHeader),
 			Secrets: []string{EnvAgentsSecretPrefix},
 		},
 	},

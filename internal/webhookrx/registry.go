@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/agents"
-	"github.com/buyflow/buyflow/internal/webhook"
+	"github.com/buyflow/buyflow/internal/webhookauth"
 )
 
 // VerifierSource gives the verifier of a seller's webhooks. A nil verifier with a nil error
@@ -49,7 +49,7 @@ type RegistryVerifiers struct {
 
 type sellerVerifier struct {
 	settings    string // the webhook settings it was built from, as JSON
-	v           *webhook.Verifier
+	v           *webhookauth.Verifier
 	lastRefresh time.Time
 }
 
@@ -68,7 +68,7 @@ func (rv *RegistryVerifiers) Verifier(ctx context.Context, id string) (Verifier,
 }
 
 // current returns the verifier built from the seller's settings as the registry has them now.
-func (rv *RegistryVerifiers) current(ctx context.Context, id string) (*webhook.Verifier, error) {
+func (rv *RegistryVerifiers) current(ctx context.Context, id string) (*webhookauth.Verifier, error) {
 	r, err := rv.Registry.Lookup(ctx, id)
 	if err != nil {
 		return nil, err
@@ -127,16 +127,16 @@ type registryVerifier struct {
 	id string
 }
 
-func (r registryVerifier) Verify(ctx context.Context, req webhook.Request) (webhook.Result, error) {
+func (r registryVerifier) Verify(ctx context.Context, req webhookauth.Request) (webhookauth.Result, error) {
 	v, err := r.rv.current(ctx, r.id)
 	if err != nil {
-		return webhook.Result{}, err
+		return webhookauth.Result{}, err
 	}
 	if v == nil {
-		return webhook.Result{}, fmt.Errorf("%w: the seller has no webhook settings", webhook.ErrUnknownKey)
+		return webhookauth.Result{}, fmt.Errorf("%w: the seller has no webhook settings", webhookauth.ErrUnknownKey)
 	}
 	res, err := v.Verify(ctx, req)
-	if !errors.Is(err, webhook.ErrUnknownKey) || !r.rv.mayRefresh(r.id) {
+	if !errors.Is(err, webhookauth.ErrUnknownKey) || !r.rv.mayRefresh(r.id) {
 		return res, err
 	}
 	if rerr := r.rv.Registry.Refresh(ctx); rerr != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/dynamotest"
-	"github.com/buyflow/buyflow/internal/webhook"
+	"github.com/buyflow/buyflow/internal/webhookauth"
 	"github.com/buyflow/buyflow/internal/webhookrx"
 )
 
@@ -35,7 +35,7 @@ func inlineJWKS(t *testing.T, keys map[string]ed25519.PrivateKey) json.RawMessag
 		Keys []json.RawMessage `json:"keys"`
 	}
 	for kid, k := range keys {
-		jwk, err := webhook.PublicJWK(kid, k)
+		jwk, err := webhookauth.PublicJWK(kid, k)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,10 +77,10 @@ func TestRotatedInlineKeyIsPickedUpOnFirstUse(t *testing.T) {
 		body := []byte(`{"task_id":"t1","status":"completed"}`)
 		r, _ := http.NewRequest(http.MethodPost, "https://api.example.com/v1/webhooks/adcp/op-1", nil)
 		r.Header.Set("Content-Type", "application/json")
-		if err := (&webhook.RFC9421Signer{KeyID: kid, Key: key, Now: clk.Now}).Sign(r, body); err != nil {
+		if err := (&webhookauth.RFC9421Signer{KeyID: kid, Key: key, Now: clk.Now}).Sign(r, body); err != nil {
 			t.Fatal(err)
 		}
-		_, err = v.Verify(ctx, webhook.Request{Method: http.MethodPost, URL: r.URL.String(), Header: r.Header, Body: body})
+		_, err = v.Verify(ctx, webhookauth.Request{Method: http.MethodPost, URL: r.URL.String(), Header: r.Header, Body: body})
 		return err
 	}
 	if err := verify("k-2026", oldKey); err != nil {
@@ -101,13 +101,13 @@ func TestRotatedInlineKeyIsPickedUpOnFirstUse(t *testing.T) {
 	if got := src.loads.Load() - before; got != 1 {
 		t.Fatalf("%d registry loads for the new key id, want 1", got)
 	}
-	if err := verify("k-2026", oldKey); !errors.Is(err, webhook.ErrUnknownKey) {
+	if err := verify("k-2026", oldKey); !errors.Is(err, webhookauth.ErrUnknownKey) {
 		t.Fatalf("the retired key still verifies: %v", err)
 	}
 	_, forged, _ := ed25519.GenerateKey(rand.Reader)
 	before = src.loads.Load()
 	for range 5 {
-		if err := verify("forged", forged); !errors.Is(err, webhook.ErrUnknownKey) {
+		if err := verify("forged", forged); !errors.Is(err, webhookauth.ErrUnknownKey) {
 			t.Fatalf("forged key id: %v", err)
 		}
 	}

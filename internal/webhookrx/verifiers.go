@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
-	"github.com/buyflow/buyflow/internal/webhook"
+	"github.com/buyflow/buyflow/internal/webhookauth"
 )
 
 // Secrets returns a secret's value by name; *secrets.Store satisfies it.
@@ -21,8 +21,8 @@ type Secrets interface {
 // VerifierOptions are shared by the verifiers of every agent.
 type VerifierOptions struct {
 	// Replay records RFC 9421 (keyid, nonce) pairs for every process: the ledger in
-	// production (*ledger.Store satisfies webhook.ReplayStore).
-	Replay webhook.ReplayStore
+	// production (*ledger.Store satisfies webhookauth.ReplayStore).
+	Replay webhookauth.ReplayStore
 	// HTTPClient fetches jwks_uri documents (nil: the webhook package's default).
 	HTTPClient *http.Client
 	// AllowHTTP accepts http:// target URIs (local stacks only).
@@ -60,20 +60,20 @@ func BuildVerifiers(ctx context.Context, reg *adcp.Registry, sec Secrets, o Veri
 
 // buildVerifier builds agent a's verifier, reading its HMAC or bearer secret; nil for an
 // agent without webhook settings.
-func buildVerifier(ctx context.Context, a adcp.Agent, sec Secrets, o VerifierOptions) (*webhook.Verifier, error) {
+func buildVerifier(ctx context.Context, a adcp.Agent, sec Secrets, o VerifierOptions) (*webhookauth.Verifier, error) {
 	if a.Webhook == nil {
 		return nil, nil
 	}
 	id := a.ID
-	cfg := webhook.Config{Replay: o.Replay, HTTPClient: o.HTTPClient, AllowHTTP: o.AllowHTTP, Now: o.Now}
+	cfg := webhookauth.Config{Replay: o.Replay, HTTPClient: o.HTTPClient, AllowHTTP: o.AllowHTTP, Now: o.Now}
 	ref := ""
 	switch a.Webhook.Mode {
 	case adcp.WebhookRFC9421:
-		cfg.Mode, cfg.JWKSURL, cfg.JWKS = webhook.ModeRFC9421, a.Webhook.JWKSURI, a.Webhook.JWKS
+		cfg.Mode, cfg.JWKSURL, cfg.JWKS = webhookauth.ModeRFC9421, a.Webhook.JWKSURI, a.Webhook.JWKS
 	case adcp.WebhookHMAC:
-		cfg.Mode, ref = webhook.ModeHMAC, a.Webhook.HMACSecretRef
+		cfg.Mode, ref = webhookauth.ModeHMAC, a.Webhook.HMACSecretRef
 	case adcp.WebhookBearer:
-		cfg.Mode, ref = webhook.ModeBearer, a.Webhook.BearerSecretRef
+		cfg.Mode, ref = webhookauth.ModeBearer, a.Webhook.BearerSecretRef
 	default:
 		return nil, fmt.Errorf("agent %s: webhook mode %q", id, a.Webhook.Mode)
 	}
@@ -88,7 +88,7 @@ func buildVerifier(ctx context.Context, a adcp.Agent, sec Secrets, o VerifierOpt
 		}
 		cfg.Secrets = splitSecret(raw)
 	}
-	v, err := webhook.New(cfg)
+	v, err := webhookauth.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: webhook verifier: %w", id, err)
 	}
