@@ -68,15 +68,14 @@ func TestTheEmulatorWorkaroundIsInstalledOnlyOnAnEmulator(t *testing.T) {
 	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCreating, 1, ledger.Changes{}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCompleted, 2, ledger.Changes{
+	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCompleted, 2, ledger.Changes{
 		SellerTaskID: ptr("task-1"), MediaBuyID: ptr("mb-1"), GovernanceCheckID: ptr("chk-1"),
 		GovernanceContext: ptr("ctx"), GovernanceExpiresAt: &exp, WebhookTokenHash: ptr(ledger.HashToken("t")),
 		Reason: ptr("done"), Deadline: &exp, ExecutionName: ptr("exec-1"),
-	})
-	if err != nil {
+	}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err = s.GetOperation(ctx, "acme", "op-1"); err != nil || got.Status != workflow.StatusCompleted || got.MediaBuyID != "mb-1" ||
+	if got, err := s.GetOperation(ctx, "acme", "op-1"); err != nil || got.Status != workflow.StatusCompleted || got.MediaBuyID != "mb-1" ||
 		got.ExecutionName != "exec-1" || got.Reason != "done" || !got.Deadline.Equal(exp) {
 		t.Fatalf("stored %+v, %v; the emulator mis-applied the update", got, err)
 	}
