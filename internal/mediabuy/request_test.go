@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
+	registry "github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/money"
 )
 
@@ -195,4 +197,38 @@ func mb(m map[string]any) map[string]any { return m["media_buy"].(map[string]any
 
 func pkg(m map[string]any, i int) map[string]any {
 	return mb(m)["packages"].([]any)[i].(map[string]any)
+}
+
+// currentFunc is a function-typed fake of CurrentAgents.
+type currentFunc func(ctx context.Context, id string) (registry.Record, error)
+
+func (f currentFunc) Current(ctx context.Context, id string) (registry.Record, error) {
+	return f(ctx, id)
+}
+
+// TestRegistryLookup: a registry record becomes what submit needs; an unknown agent is not
+// ok (a 422 follows), and an unreadable registry is an error (never an unknown agent).
+func TestRegistryLookup(t *testing.T) {
+	outage := errors.New("table unavailable")
+	lookup := RegistryLookup(currentFunc(func(_ context.Context, id string) (registry.Record, error) {
+		switch id {
+		case "paused":
+			r := registry.Record{Disabled: true}
+			r.ID, r.Role = id, "seller"
+			return r, nil
+		case "down":
+			return registry.Record{}, outage
+		}
+		return registry.Record{}, fmt.Errorf("%w %q", registry.ErrUnknown, id)
+	}))
+	ctx := context.Background()
+	if a, ok, err := lookup(ctx, "paused"); !ok || err != nil || a.Role != "seller" || !a.Disabled {
+		t.Errorf("paused = %+v, %v, %v", a, ok, err)
+	}
+	if _, ok, err := lookup(ctx, "nobody"); ok || err != nil {
+		t.Errorf("unknown = %v, %v", ok, err)
+	}
+	if _, _, err := lookup(ctx, "down"); !errors.Is(err, outage) {
+		t.Errorf("outage = %v", err)
+	}
 }
