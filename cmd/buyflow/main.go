@@ -10,6 +10,7 @@
 //	buyflow [flags] campaign status [--wait] <campaign-id>
 //	buyflow [flags] campaign events <campaign-id>
 //	buyflow [flags] campaign list
+//	buyflow [flags] agents list|show|add|update|disable|enable|check …
 //
 // Flags (before the command): --endpoint (or BUYFLOW_ENDPOINT) is the API's base URL;
 // --tenant (or BUYFLOW_TENANT) names the tenant on a local stack through its dev-only header;
@@ -61,6 +62,9 @@ commands:
   campaign status [--wait] ID      show a campaign: every leg's status and amount, the totals
   campaign events ID               show a campaign's timeline, every leg's events included
   campaign list                    list your campaigns, newest first
+  agents SUBCOMMAND                manage the agent registry (as an operator): list, show ID,
+                                   add FILE, update ID FILE, disable ID [--reason R], enable ID,
+                                   check ID; every change is in the agent's audit trail
 
 --wait prints each status with the time since it started and how long the stage before took,
 who is asked to approve and until when (with --slack, the local fake Slack's review links), and
@@ -72,7 +76,7 @@ a campaign exits 3 failed, 5 canceled, 7 partially completed
 
 environment: BUYFLOW_ENDPOINT, BUYFLOW_TENANT, BUYFLOW_TENANT_HEADER (default X-Buyflow-Tenant),
 BUYFLOW_PRINCIPAL (who you are within the tenant on a local stack; the local approver is
-dev:approver), BUYFLOW_SLACK_URL (the local stack prints it as slack=…)
+dev:approver, the local operator dev:operator), BUYFLOW_SLACK_URL (the local stack prints it as slack=…)
 `
 
 func main() {
@@ -136,6 +140,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		err = cmd.approvals(ctx, rest)
 	case "campaign":
 		err = cmd.campaign(ctx, rest)
+	case "agents":
+		err = cmd.agents(ctx, rest)
 	default:
 		se.printf("buyflow: unknown command %q\n", name)
 		fs.Usage()

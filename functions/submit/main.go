@@ -11,10 +11,10 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
 
-	"github.com/buyflow/buyflow/functions/internal/agents"
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
+	registry "github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/campaign"
 	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/mediabuy"
@@ -25,14 +25,16 @@ import (
 func main() { wire.Main(run) }
 
 func run(_ context.Context, getenv func(string) string) error {
-	var reg *adcp.Registry
-	c, err := wire.Load("submit", getenv, agents.Parse(&reg))
+	c, err := wire.Load("submit", getenv)
 	if err != nil {
 		return err
 	}
 	// Unpacked and compiled on the first validation, off the cold path.
 	validator := adcp.NewLazyValidator(adcpschemas.FS)
-	sellers, store := agentLookup(reg), c.Ledger()
+	// Submit reads the agents a buy names as stored now (Cache.Current): no load at cold start.
+	// A campaign's legs are looked up the same way.
+	reg := registry.ForFunction(c.DynamoDB(), c.Env.TableName, c.Env.AgentSecretPrefix)
+	sellers, store := mediabuy.RegistryLookup(reg), c.Ledger()
 	buys := mediabuy.New(store, c.Tasks(), sellers, validator,
 		mediabuy.Config{Run: c.Env.Run, StateMachineARN: c.Env.StateMachineARN})
 	campaigns := campaign.New(store, buys, sfn.New(sfnapi.NewFromConfig(c.AWS), c.Env.CampaignStateMachineARN), sellers, validator,
@@ -41,16 +43,4 @@ func run(_ context.Context, getenv func(string) string) error {
 		mediabuy.HTTPHandler(buys, c.Env.DevTenantHeader, slog.Default()))
 	lambda.Start(metrics.Flushing(c.Metrics, httpapi.Recovering(c.Metrics, api))) // blocks
 	return nil
-}
-
-// agentLookup answers which configured agent an id names and in which role: the one seller
-// lookup of a single buy and of a campaign's legs.
-func agentLookup(r *adcp.Registry) mediabuy.AgentLookup {
-	return func(id string) (string, bool) {
-		a, err := r.Agent(id)
-		if err != nil {
-			return "", false
-		}
-		return string(a.Role), true
-	}
 }

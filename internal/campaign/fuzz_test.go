@@ -2,6 +2,7 @@ package campaign
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"testing"
 
@@ -23,7 +24,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(bytes.Replace(base, []byte(`"sim-seller-3"`), []byte(`"sim-seller-3","currency":"EUR"`), 1))
 	v := schemas(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		got, err := Parse(body, agents, v)
+		got, err := Parse(context.Background(), body, agents, v)
 		if err != nil {
 			var re *mediabuy.RequestError
 			if !errors.As(err, &re) || re.Status < 400 || re.Status > 499 || re.Code == "" || re.Message == "" {

@@ -2,6 +2,7 @@ package campaign
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/base32"
 	"encoding/hex"
@@ -93,7 +94,7 @@ func refuse(status int, code, field, format string, args ...any) *mediabuy.Reque
 // Parse decodes and validates a campaign body; every refusal is a *mediabuy.RequestError naming
 // the field. Each leg goes through mediabuy.ParseSubmit with the campaign's governance and
 // currency, so a leg is refused for exactly what a single buy would be refused for.
-func Parse(body []byte, agents mediabuy.AgentLookup, schema mediabuy.SchemaValidator) (*Validated, error) {
+func Parse(ctx context.Context, body []byte, agents mediabuy.AgentLookup, schema mediabuy.SchemaValidator) (*Validated, error) {
 	if len(body) > MaxBodyBytes {
 		return nil, refuse(413, "body_too_large", "", "the body is over %d bytes", MaxBodyBytes)
 	}
@@ -151,7 +152,7 @@ func Parse(body []byte, agents mediabuy.AgentLookup, schema mediabuy.SchemaValid
 		if err != nil {
 			return nil, fmt.Errorf("campaign: encode leg %d: %w", i, err)
 		}
-		buy, err := mediabuy.ParseSubmit(one, agents, schema)
+		buy, err := mediabuy.ParseSubmit(ctx, one, agents, schema)
 		var re *mediabuy.RequestError
 		if errors.As(err, &re) {
 			return nil, legError(re, field, i)

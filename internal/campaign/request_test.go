@@ -1,6 +1,7 @@
 package campaign
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -40,14 +41,14 @@ func schemas(t testing.TB) mediabuy.SchemaValidator {
 	return validator
 }
 
-func agents(id string) (string, bool) {
+func agents(_ context.Context, id string) (mediabuy.Agent, bool, error) {
 	switch id {
 	case "sim-seller", "sim-seller-2", "sim-seller-3":
-		return "seller", true
+		return mediabuy.Agent{Role: "seller"}, true, nil
 	case "sim-governance":
-		return "governance", true
+		return mediabuy.Agent{Role: "governance"}, true, nil
 	}
-	return "", false
+	return mediabuy.Agent{}, false, nil
 }
 
 // example is examples/campaign.json as a mutable map.
@@ -80,7 +81,7 @@ func leg(m map[string]any, i int) map[string]any { return m["legs"].([]any)[i].(
 func legBuy(m map[string]any, i int) map[string]any { return leg(m, i)["media_buy"].(map[string]any) }
 
 func TestParseAcceptsTheExample(t *testing.T) {
-	v, err := Parse(marshal(t, example(t)), agents, schemas(t))
+	v, err := Parse(context.Background(), marshal(t, example(t)), agents, schemas(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestParseRefusals(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			m := example(t)
 			c.edit(m)
-			_, err := Parse(marshal(t, m), agents, schemas(t))
+			_, err := Parse(context.Background(), marshal(t, m), agents, schemas(t))
 			var re *mediabuy.RequestError
 			if !errors.As(err, &re) {
 				t.Fatalf("err = %v, want a RequestError", err)
@@ -161,13 +162,13 @@ func TestParseRefusals(t *testing.T) {
 
 func TestParseRefusesBadJSON(t *testing.T) {
 	for _, body := range []string{``, `{`, `[]`, `{"legs": 1}`, `{} {}`, `{"policy":"best_effort","policy":"all_or_nothing"}`} {
-		_, err := Parse([]byte(body), agents, schemas(t))
+		_, err := Parse(context.Background(), []byte(body), agents, schemas(t))
 		var re *mediabuy.RequestError
 		if !errors.As(err, &re) || re.Status < 400 || re.Status > 499 {
 			t.Errorf("%q: err = %v, want a 4xx", body, err)
 		}
 	}
-	if _, err := Parse(make([]byte, MaxBodyBytes+1), agents, schemas(t)); err == nil {
+	if _, err := Parse(context.Background(), make([]byte, MaxBodyBytes+1), agents, schemas(t)); err == nil {
 		t.Error("an oversized body was accepted")
 	}
 }

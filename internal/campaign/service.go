@@ -92,7 +92,7 @@ var ErrNotFound = errors.New("campaign not found")
 // claim the Idempotency-Key, place every leg as a media buy, record the campaign, and complete
 // the claim with the answer replayed to every retry.
 func (s *Service) Submit(ctx context.Context, c mediabuy.Caller, key string, body []byte) (Submitted, error) {
-	v, err := Parse(body, s.agents, s.schema)
+	v, err := Parse(ctx, body, s.agents, s.schema)
 	if err != nil {
 		return Submitted{}, err
 	}

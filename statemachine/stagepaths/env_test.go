@@ -149,6 +149,9 @@ func start() (*system, error) {
 		return s, err
 	}
 	s.onClose(s.agents.Close)
+	if err := devstack.SeedAgents(ctx, s.ddb, s.table, s.agents.Registry); err != nil {
+		return s, err
+	}
 	s.sink = slack.NewSink(nil)
 	slackSrv := httptest.NewServer(s.sink)
 	s.onClose(slackSrv.Close)
@@ -266,7 +269,7 @@ func start() (*system, error) {
 		topology.EnvTableName:          s.table,
 		topology.EnvStateMachineARN:    stateMachineARN,
 		topology.EnvCampaignsARN:       campaignsARN,
-		topology.EnvAgentsConfig:       string(s.agents.Registry),
+		topology.EnvOperators:          `["` + devstack.LocalOperator + `"]`,
 		topology.EnvAgentsSecretPrefix: devstack.AgentSecretPrefix,
 		topology.EnvLinkKeySecret:      "buyflow/link-keys-" + suffix,
 		topology.EnvSlackSecret:        "buyflow/slack-" + suffix,
