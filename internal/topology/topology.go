@@ -11,16 +11,16 @@ package topology
 const (
 	EnvTableName          = "BUYFLOW_TABLE_NAME"
 	EnvStateMachineARN    = "BUYFLOW_STATE_MACHINE_ARN"
-	EnvAgentsSecretPrefix = "BUYFLOW_AGENT_SECRET_PREFIX" // prefix of the agents' credential secrets
+	EnvAgentsSecretPrefix = "BUYFLOW_AGENT_SECRET_PREFIX"        // prefix of the agents' credential secrets
 	EnvCampaignsARN       = "BUYFLOW_CAMPAIGN_STATE_MACHINE_ARN" // the Campaign state machine (submit starts it)
-	EnvOperators          = "BUYFLOW_OPERATORS"           // JSON array: the IAM principals who manage the agent registry
-	EnvLinkKeySecret      = "BUYFLOW_LINK_KEY_SECRET"     // name of the approval-link signing keys secret
-	EnvSlackSecret        = "BUYFLOW_SLACK_SECRET"        // name of the Slack bot token / webhook secret
-	EnvPublicBaseURL      = "BUYFLOW_PUBLIC_BASE_URL"     // the HTTP API's base URL, for links and webhooks
-	EnvApprovalPolicy     = "BUYFLOW_APPROVAL_POLICY"     // JSON: thresholds, approvers, escalation
-	EnvCallerURI          = "BUYFLOW_CALLER_URI"          // the `caller` URI sent to governance agents
-	EnvLocalTenantHeader  = "BUYFLOW_DEV_TENANT_HEADER"   // local stack only; never set by infra/
-	EnvRunConfig          = "BUYFLOW_RUN_CONFIG"          // optional JSON workflow.RunConfig (timings)
+	EnvOperators          = "BUYFLOW_OPERATORS"                  // JSON array: the IAM principals who manage the agent registry
+	EnvLinkKeySecret      = "BUYFLOW_LINK_KEY_SECRET"            // name of the approval-link signing keys secret
+	EnvSlackSecret        = "BUYFLOW_SLACK_SECRET"               // name of the Slack bot token / webhook secret
+	EnvPublicBaseURL      = "BUYFLOW_PUBLIC_BASE_URL"            // the HTTP API's base URL, for links and webhooks
+	EnvApprovalPolicy     = "BUYFLOW_APPROVAL_POLICY"            // JSON: thresholds, approvers, escalation
+	EnvCallerURI          = "BUYFLOW_CALLER_URI"                 // the `caller` URI sent to governance agents
+	EnvLocalTenantHeader  = "BUYFLOW_DEV_TENANT_HEADER"          // local stack only; never set by infra/
+	EnvRunConfig          = "BUYFLOW_RUN_CONFIG"                 // optional JSON workflow.RunConfig (timings)
 )
 
 // Optional reports whether a function may run without the variable name: the local stack's
