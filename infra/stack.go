@@ -8,7 +8,6 @@ import (
 	"net/mail"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -40,6 +39,7 @@ import (
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/topology"
 	"github.com/buyflow/buyflow/internal/workflow"
+	"github.com/buyflow/buyflow/statemachine"
 )
 
 // ReconcileFunction is the topology function name that, when declared, is invoked on a schedule
@@ -99,8 +99,6 @@ type BuyflowStack struct {
 	Dashboard       awscloudwatch.Dashboard
 	Secrets         map[string]awssecretsmanager.Secret
 }
-
-var placeholderRE = regexp.MustCompile(`\$\{([A-Za-z0-9_]+)\}`)
 
 // NewBuyflowStack builds the whole application from props.App: the ledger table, one Lambda per
 // function, the secrets, the state machine, the HTTP API, the alarms and the dashboard.
@@ -766,10 +764,9 @@ func validate(app topology.Application, definition, stackName string, cfg Config
 			placeholders[f.Placeholder] = true
 		}
 	}
-	for _, m := range placeholderRE.FindAllStringSubmatch(definition, -1) {
-		if !placeholders[m[1]] {
-			errs = append(errs, fmt.Errorf("infra: the definition uses ${%s}, which no topology function supplies", m[1]))
-			placeholders[m[1]] = true // report once
+	for _, name := range statemachine.Used(definition) {
+		if !placeholders[name] {
+			errs = append(errs, fmt.Errorf("infra: the definition uses ${%s}, which no topology function supplies", name))
 		}
 	}
 	resources, err := taskResources(definition)
@@ -794,13 +791,10 @@ func validate(app topology.Application, definition, stackName string, cfg Config
 
 // substitutions maps every placeholder definition uses to its function's ARN.
 func (b *BuyflowStack) substitutions(app topology.Application, definition string) map[string]*string {
-	used := map[string]bool{}
-	for _, m := range placeholderRE.FindAllStringSubmatch(definition, -1) {
-		used[m[1]] = true
-	}
+	used := statemachine.Used(definition)
 	subs := map[string]*string{}
 	for _, f := range app.Functions {
-		if f.Placeholder != "" && used[f.Placeholder] {
+		if f.Placeholder != "" && slices.Contains(used, f.Placeholder) {
 			subs[f.Placeholder] = b.Functions[f.Name].FunctionArn()
 		}
 	}
