@@ -1,6 +1,8 @@
 // Command submit is the buyer-facing API: POST /v1/media-buys (validate, claim the
 // Idempotency-Key, lock the PO number, create the operation, start the execution) and the
-// tenant-scoped reads GET /v1/media-buys, /v1/media-buys/{id} and /v1/media-buys/{id}/events.
+// tenant-scoped reads GET /v1/media-buys, /v1/media-buys/{id} and /v1/media-buys/{id}/events;
+// changes to a placed buy (PATCH /v1/media-buys/{id}, POST /v1/media-buys/{id}/cancel) and its
+// delivery (GET /v1/media-buys/{id}/delivery).
 package main
 
 import (
@@ -23,6 +25,7 @@ import (
 	"github.com/buyflow/buyflow/internal/logging"
 	"github.com/buyflow/buyflow/internal/mediabuy"
 	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/modification"
 	"github.com/buyflow/buyflow/internal/sfn"
 	"github.com/buyflow/buyflow/internal/topology"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -61,15 +64,19 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return fmt.Errorf("load aws config: %w", err)
 	}
+	store := ledger.New(dynamodb.NewFromConfig(awsCfg), table)
+	execs := sfn.New(sfnapi.NewFromConfig(awsCfg), smARN)
 	svc := mediabuy.New(
-		ledger.New(dynamodb.NewFromConfig(awsCfg), table),
-		sfn.New(sfnapi.NewFromConfig(awsCfg), smARN),
+		store,
+		execs,
 		agentLookup(registry),
 		validator,
 		mediabuy.Config{Run: run, StateMachineARN: smARN},
 	)
+	changes := modification.NewRequests(store, execs, modification.RequestConfig{Run: run, StateMachineARN: smARN})
 	rec := metrics.New(os.Stdout, metrics.Namespace, time.Now)
-	lambda.Start(metrics.Flushing(rec, httpapi.Recovering(rec, httpapi.MediaBuysHandler(svc, devHeader, slog.Default())))) // blocks
+	h := httpapi.ChangesHandler(changes, httpapi.MediaBuysHandler(svc, devHeader, slog.Default()), devHeader, slog.Default())
+	lambda.Start(metrics.Flushing(rec, httpapi.Recovering(rec, h))) // blocks
 	return nil
 }
 

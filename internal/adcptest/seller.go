@@ -427,6 +427,22 @@ func (s *Seller) updateMediaBuy(_ context.Context, c *call) reply {
 	if r, ok := c.args["revision"].(float64); ok && int(r) != rev {
 		return reply{err: &AdcpError{Code: "CONFLICT", Message: fmt.Sprintf("revision %d is stale; current revision is %d", int(r), rev), Field: "revision", Recovery: "transient", Details: map[string]any{"current_revision": rev}}}
 	}
+	if ups, ok := c.args["packages"].([]any); ok {
+		s.mu.Lock()
+		known := map[any]bool{}
+		pkgs, _ := cur["packages"].([]any)
+		for _, p := range pkgs {
+			if pm, _ := p.(map[string]any); pm != nil {
+				known[pm["package_id"]] = true
+			}
+		}
+		s.mu.Unlock()
+		for _, u := range ups {
+			if um, _ := u.(map[string]any); um == nil || !known[um["package_id"]] {
+				return reply{err: &AdcpError{Code: "PACKAGE_NOT_FOUND", Message: fmt.Sprintf("media buy %s has no package %v", id, um["package_id"]), Field: "packages", Recovery: "correctable"}}
+			}
+		}
+	}
 	cancel, _ := c.args["canceled"].(bool)
 	if cancel && (st == "canceled" || st == "completed") {
 		return reply{err: &AdcpError{Code: "NOT_CANCELLABLE", Message: "media buy is already " + st, Field: "canceled", Recovery: "correctable"}}
@@ -452,6 +468,28 @@ func (s *Seller) updateMediaBuy(_ context.Context, c *call) reply {
 			if v, ok := c.args[k].(string); ok {
 				mb.body[k] = v
 			}
+		}
+		// Package budgets (PATCH semantics: the packages named change, the others keep theirs).
+		ups, _ := c.args["packages"].([]any)
+		pkgs, _ := mb.body["packages"].([]any)
+		for _, u := range ups {
+			um, _ := u.(map[string]any)
+			for _, p := range pkgs {
+				if pm, _ := p.(map[string]any); pm != nil && pm["package_id"] == um["package_id"] {
+					if b, ok := um["budget"]; ok {
+						pm["budget"] = b
+					}
+				}
+			}
+		}
+		if len(ups) > 0 {
+			total := 0.0
+			for _, p := range pkgs {
+				pm, _ := p.(map[string]any)
+				b, _ := pm["budget"].(float64)
+				total += b
+			}
+			mb.body["total_budget"] = total
 		}
 		r := mb.body["revision"].(int) + 1
 		mb.body["revision"] = r

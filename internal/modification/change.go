@@ -46,7 +46,13 @@ type Change struct {
 	EndTime string `json:"end_time,omitempty"`
 	// Reason is why the buyer changes the buy: required for a cancellation, optional otherwise.
 	Reason string `json:"reason,omitempty"`
+	// Context is the buyer's own correlation data, echoed to the seller in update_media_buy's
+	// context beside buyflow's operation and change ids.
+	Context json.RawMessage `json:"context,omitempty"`
 }
+
+// MaxContextBytes bounds the buyer's context.
+const MaxContextBytes = 4 << 10
 
 // PackageBudget is a new budget for one of the seller's packages.
 type PackageBudget struct {
@@ -60,14 +66,16 @@ type patchBody struct {
 		Total    json.Number     `json:"total"`
 		Packages []PackageBudget `json:"packages"`
 	} `json:"budget"`
-	EndTime *string `json:"end_time"`
-	Paused  *bool   `json:"paused"`
-	Reason  *string `json:"reason"`
+	EndTime *string         `json:"end_time"`
+	Paused  *bool           `json:"paused"`
+	Reason  *string         `json:"reason"`
+	Context json.RawMessage `json:"context"`
 }
 
 // cancelBody is the body of POST /v1/media-buys/{id}/cancel.
 type cancelBody struct {
-	Reason *string `json:"reason"`
+	Reason  *string         `json:"reason"`
+	Context json.RawMessage `json:"context"`
 }
 
 func badRequest(code, field, format string, args ...any) *mediabuy.RequestError {
@@ -88,6 +96,7 @@ func ParsePatch(body []byte) (Change, error) {
 		return Change{}, err
 	}
 	var c Change
+	var err error
 	n := 0
 	if b.Budget != nil {
 		n++
@@ -144,11 +153,12 @@ func ParsePatch(body []byte) (Change, error) {
 		return Change{}, unprocessable("several_changes", "", "send one change per request (budget, end_time or paused): each is its own governance check and workflow run")
 	}
 	if b.Reason != nil {
-		r, err := reason(*b.Reason, "/reason")
-		if err != nil {
+		if c.Reason, err = reason(*b.Reason, "/reason"); err != nil {
 			return Change{}, err
 		}
-		c.Reason = r
+	}
+	if c.Context, err = buyerContext(b.Context); err != nil {
+		return Change{}, err
 	}
 	return c, nil
 }
@@ -169,7 +179,36 @@ func ParseCancel(body []byte) (Change, error) {
 	if r == "" {
 		return Change{}, unprocessable("reason_required", "/reason", "a cancellation needs a reason: the seller and governance both receive it")
 	}
-	return Change{Kind: KindCancel, Reason: r}, nil
+	ctx, err := buyerContext(b.Context)
+	if err != nil {
+		return Change{}, err
+	}
+	return Change{Kind: KindCancel, Reason: r, Context: ctx}, nil
+}
+
+// buyerContext checks the buyer's context: a JSON object of at most MaxContextBytes whose keys
+// do not take buyflow's own (operation_id, change_id).
+func buyerContext(raw json.RawMessage) (json.RawMessage, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if len(raw) > MaxContextBytes {
+		return nil, unprocessable("invalid_context", "/context", "context is over %d bytes", MaxContextBytes)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		return nil, unprocessable("invalid_context", "/context", "context must be a JSON object")
+	}
+	for _, k := range []string{"operation_id", "change_id"} {
+		if _, ok := m[k]; ok {
+			return nil, unprocessable("invalid_context", "/context/"+k, "context.%s is buyflow's own key", k)
+		}
+	}
+	var out bytes.Buffer
+	if err := json.Compact(&out, raw); err != nil {
+		return nil, unprocessable("invalid_context", "/context", "context must be a JSON object")
+	}
+	return out.Bytes(), nil
 }
 
 func reason(s, field string) (string, error) {

@@ -141,8 +141,7 @@ func (p Planned) Increase() money.Amount {
 func Plan(b Buy, c Change, changeID string, now time.Time) (Planned, error) {
 	p := Planned{Change: c, Before: b.Total(), State: b.State, Packages: append([]Package(nil), b.Packages...)}
 	rev := b.Revision
-	p.Args = adcp.UpdateMediaBuyRequest{Account: b.Account, MediaBuyID: b.MediaBuyID,
-		Context: json.RawMessage(fmt.Sprintf(`{"operation_id":%q,"change_id":%q}`, b.OperationID, changeID))}
+	p.Args = adcp.UpdateMediaBuyRequest{Account: b.Account, MediaBuyID: b.MediaBuyID, Context: echo(c.Context, b.OperationID, changeID)}
 	if rev > 0 {
 		p.Args.Revision = &rev
 	}
@@ -180,6 +179,19 @@ func Plan(b Buy, c Change, changeID string, now time.Time) (Planned, error) {
 	}
 	p.After = Buy{Currency: b.Currency, Packages: p.Packages}.Total()
 	return p, nil
+}
+
+// echo is update_media_buy's context: the buyer's context with buyflow's operation and change
+// ids, so that the seller's answers and the timeline name the same change.
+func echo(buyer json.RawMessage, operationID, changeID string) json.RawMessage {
+	m := map[string]json.RawMessage{}
+	if len(buyer) > 0 {
+		_ = json.Unmarshal(buyer, &m) // checked by ParsePatch / ParseCancel
+	}
+	m["operation_id"], _ = json.Marshal(operationID)
+	m["change_id"], _ = json.Marshal(changeID)
+	out, _ := json.Marshal(m)
+	return out
 }
 
 func planBudget(p *Planned, b Buy, c Change) error {

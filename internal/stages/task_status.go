@@ -165,8 +165,9 @@ func RecordTaskStatus(ctx context.Context, deps TaskDeps, op *ledger.Operation, 
 			if code := errorCode(derr); code != "" {
 				u.Detail["error_code"], ch.ErrorCode = code, &code
 			}
-		case derr == nil && endedMediaBuy(mb):
-			// The task completed, but the seller declined or ended the buy it created.
+		case derr == nil && endedMediaBuy(mb) && op.Kind != ledger.KindModification:
+			// The task completed, but the seller declined or ended the buy it created. (For a
+			// change to a placed buy, a canceled media buy is what a cancellation completes with.)
 			to = workflow.StatusRejected
 			r := truncate("the seller answered media buy "+mb.MediaBuyID+" with status "+mb.MediaBuyStatus, 1000)
 			ch.Reason, ch.MediaBuyID = &r, &mb.MediaBuyID
