@@ -54,6 +54,13 @@ commands:
   approvals [ID]                   list the approvals waiting for you (as an approver), or open
                                    one: what it buys, what governance said, your review link
 
+changing a placed buy (each is its own workflow run; --reason, --key K, --wait):
+  budget ID TOTAL | PKG=AMOUNT...  a new budget: the total of a one-package buy, or per package
+  end-date ID TIME                 a new end of the flight (RFC 3339)
+  pause ID / resume ID             pause or resume delivery
+  cancel ID REASON...              cancel the buy (final)
+  delivery ID                      what the buy delivered and spent against the approved budget
+
 --wait prints each status with the time since it started and how long the stage before took,
 who is asked to approve and until when (with --slack, the local fake Slack's review links), and
 the time per stage by the ledger's clock.
@@ -125,7 +132,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		err = cmd.list(ctx, rest)
 	case "approvals":
 		err = cmd.approvals(ctx, rest)
+	case "delivery":
+		err = cmd.delivery(ctx, rest)
 	default:
+		if changeVerbs[name] {
+			err = cmd.change(ctx, name, rest)
+			break
+		}
 		se.printf("buyflow: unknown command %q\n", name)
 		fs.Usage()
 		return 2
@@ -245,6 +258,10 @@ func (c cli) printOperation(op apiclient.Operation) error {
 	row("governance", op.GovernanceID+" / plan "+op.PlanID)
 	row("po number", op.PONumber)
 	row("budget", amount(op))
+	currentRows(row, op.Current)
+	if op.Kind != "" {
+		row("change", op.Kind+" of "+op.BuyID+": "+string(op.Change))
+	}
 	row("seller task", op.SellerTaskID)
 	row("media buy", op.MediaBuyID)
 	row("requester", op.Requester)
