@@ -1,7 +1,8 @@
 // Command reconcile is the reconciliation sweep, invoked by EventBridge Scheduler every minute:
 // it reads the status of every pending seller task (list_tasks, else task by task), records
 // what moved on and wakes the workflow, fails operations whose task the seller does not know, records orphans
-// and marks stuck operations (internal/reconcile; runbook in internal/reconcile/RUNBOOK.md).
+// and marks stuck operations (internal/reconcile; runbook in internal/reconcile/RUNBOOK.md); then
+// it reads the delivery of the live buys that are due (internal/delivery).
 package main
 
 import (
@@ -20,6 +21,7 @@ import (
 	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/awsenv"
 	"github.com/buyflow/buyflow/internal/config"
+	"github.com/buyflow/buyflow/internal/delivery"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/logging"
 	"github.com/buyflow/buyflow/internal/metrics"
@@ -74,7 +76,10 @@ func run(_ context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	// The sweep writes its own metrics; this recorder only carries a recovered panic's count.
-	lambda.Start(metrics.Flushing(metrics.New(os.Stdout, metrics.Namespace, time.Now), svc.Handle)) // blocks
+	// The sweep writes its own metrics; this recorder carries a recovered panic's count and the
+	// delivery read's SpendOverBudget.
+	rec := metrics.New(os.Stdout, metrics.Namespace, time.Now)
+	reader := delivery.New(ledger.New(ddb, table), client, delivery.Config{Every: time.Duration(runCfg.DeliveryReadMinutes) * time.Minute, Metrics: rec})
+	lambda.Start(metrics.Flushing(rec, delivery.AfterSweep(svc.Handle, reader))) // blocks
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/workflow"
 )
 
 func initialBuy() ledger.BuyState {
@@ -131,5 +132,63 @@ func TestDeliverySnapshotsAreKeptOncePerAsOfNewestFirst(t *testing.T) {
 	}
 	if other, err := s.ListDeliverySnapshots(ctx, "other", "op-1", 10); err != nil || len(other) != 0 {
 		t.Fatalf("another tenant: %+v %v", other, err)
+	}
+}
+
+func TestCompletedOperationsAreListedLiveUntilRetiredOrCanceled(t *testing.T) {
+	t.Parallel()
+	s, clk := newStore(t)
+	ctx := context.Background()
+	for _, id := range []string{"op-live", "op-canceled", "op-pending"} {
+		mustCreate(t, s, newOp(id))
+		if _, err := s.Transition(ctx, "acme", id, workflow.StatusCreating, ledger.AnyVersion, ledger.Changes{}); err != nil {
+			t.Fatal(err)
+		}
+		if id == "op-pending" {
+			continue
+		}
+		if _, err := s.Transition(ctx, "acme", id, workflow.StatusCompleted, ledger.AnyVersion, ledger.Changes{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Transition(ctx, "acme", "op-canceled", workflow.StatusCanceled, ledger.AnyVersion, ledger.Changes{}); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(at time.Time) []string {
+		t.Helper()
+		ops, err := s.ListLiveDue(ctx, at, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, op := range ops {
+			out = append(out, op.ID)
+		}
+		return out
+	}
+	clk.Advance(time.Second)
+	if got := ids(clk.Now()); len(got) != 1 || got[0] != "op-live" {
+		t.Fatalf("live and due: %v, want only op-live (the canceled and the pending ones are not live)", got)
+	}
+	if err := s.ScheduleDeliveryRead(ctx, "acme", "op-live", clk.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(clk.Now()); len(got) != 0 {
+		t.Fatalf("after scheduling the next read in an hour: %v due now", got)
+	}
+	if got := ids(clk.Now().Add(2 * time.Hour)); len(got) != 1 {
+		t.Fatalf("two hours later: %v, want op-live due", got)
+	}
+	if err := s.ScheduleDeliveryRead(ctx, "acme", "op-canceled", clk.Now()); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("scheduling a canceled operation: %v", err)
+	}
+	if err := s.RetireLive(ctx, "acme", "op-live"); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(clk.Now().Add(2 * time.Hour)); len(got) != 0 {
+		t.Fatalf("after retiring: %v", got)
+	}
+	if pending, err := s.ListPending(ctx, workflow.StatusCreating, clk.Now().Add(time.Hour), 10, ""); err != nil || len(pending.Items) != 1 {
+		t.Fatalf("the pending list still holds only the pending operation: %+v %v", pending.Items, err)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/buyflow/buyflow/internal/workflow"
 )
 
 // DeliverySnapshot is what a seller reported a live buy delivered, as of a moment: one read of
@@ -107,4 +109,77 @@ func (s *Store) ListDeliverySnapshots(ctx context.Context, tenant, opID string, 
 		snaps = append(snaps, it.DeliverySnapshot)
 	}
 	return snaps, nil
+}
+
+// liveGSI is gsi1's partition of completed operations (live buys, and changes until the
+// delivery reader retires them), sorted by when each is due for its next delivery read.
+const liveGSI = "LIVE"
+
+// ListLiveDue returns up to limit completed operations whose next delivery read is due at or
+// before dueBefore, the longest overdue first (gsi1 "LIVE"). It is not tenant-scoped: the delivery
+// reader is internal. A buy completed before this index existed is not listed.
+func (s *Store) ListLiveDue(ctx context.Context, dueBefore time.Time, limit int) ([]*Operation, error) {
+	kc := expression.Key(AttrGSI1PK).Equal(expression.Value(liveGSI)).
+		And(expression.Key(AttrGSI1SK).LessThan(expression.Value(fmtTime(dueBefore) + "$"))) // "$" sorts after the "#" that follows the time: due at dueBefore counts
+	e, err := build(expression.NewBuilder().WithKeyCondition(kc))
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.api.Query(ctx, &dynamodb.QueryInput{
+		TableName: aws.String(s.table), IndexName: aws.String(IndexPending),
+		KeyConditionExpression: e.KeyCondition(), ExpressionAttributeNames: e.Names(),
+		ExpressionAttributeValues: e.Values(), Limit: aws.Int32(int32(clampLimit(limit))),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ledger: list live operations: %w", err)
+	}
+	ops := make([]*Operation, 0, len(out.Items))
+	for _, item := range out.Items {
+		op, err := decodeOp(item)
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, op)
+	}
+	return ops, nil
+}
+
+// ScheduleDeliveryRead sets when the tenant's live operation id is next due for a delivery
+// read: condition status = completed and still listed live. An operation that left the list
+// (canceled, retired) is ErrConflict.
+func (s *Store) ScheduleDeliveryRead(ctx context.Context, tenant, id string, next time.Time) error {
+	return s.updateLive(ctx, tenant, id, expression.Set(expression.Name(AttrGSI1SK), expression.Value(pendingSK(next, tenant, id))))
+}
+
+// RetireLive takes the tenant's operation id off the live list (a change, or a buy that will
+// deliver no more): condition still listed live.
+func (s *Store) RetireLive(ctx context.Context, tenant, id string) error {
+	return s.updateLive(ctx, tenant, id, expression.Remove(expression.Name(AttrGSI1PK)).Remove(expression.Name(AttrGSI1SK)))
+}
+
+func (s *Store) updateLive(ctx context.Context, tenant, id string, up expression.UpdateBuilder) error {
+	if err := checkID("tenant", tenant); err != nil {
+		return err
+	}
+	if err := checkID("operation id", id); err != nil {
+		return err
+	}
+	cond := expression.Name(attrStatus).Equal(expression.Value(string(workflow.StatusCompleted))).
+		And(expression.Name(AttrGSI1PK).Equal(expression.Value(liveGSI)))
+	e, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(up))
+	if err != nil {
+		return err
+	}
+	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: key(opPK(tenant, id), skOperation),
+		ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
+		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+	})
+	if failed, _ := conditionFailed(err); failed {
+		return fmt.Errorf("ledger: operation %s is not live: %w", id, ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("ledger: update live operation %s: %w", id, err)
+	}
+	return nil
 }

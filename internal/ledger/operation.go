@@ -503,6 +503,12 @@ func (s *Store) transitionInput(tenant, id string, to workflow.Status, preds []w
 	switch {
 	case to == "": // UpdateFields: the status stays (pending), only the gsi1 time moves
 		up = up.Set(expression.Name(AttrGSI1SK), expression.Value(pendingSK(now, tenant, id)))
+	case to == workflow.StatusCompleted:
+		// A completed operation leaves the pending lists for the live one, due for its first
+		// delivery read at once (ListLiveDue).
+		up = up.Set(expression.Name(attrStatus), expression.Value(string(to))).
+			Set(expression.Name(AttrGSI1PK), expression.Value(liveGSI)).
+			Set(expression.Name(AttrGSI1SK), expression.Value(pendingSK(now, tenant, id)))
 	case to.Terminal():
 		up = up.Set(expression.Name(attrStatus), expression.Value(string(to)))
 		up = up.Remove(expression.Name(AttrGSI1PK)).Remove(expression.Name(AttrGSI1SK))

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/delivery"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/mediabuy"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -219,7 +220,7 @@ func (s *Requests) Delivery(ctx context.Context, tenant, buyID string, limit int
 	d.Snapshots = append(d.Snapshots, snaps...)
 	if len(snaps) > 0 {
 		d.Spend = snaps[0].Spend
-		d.OverBudget = OverBudget(snaps[0].Spend, d.Approved, buy.Currency)
+		d.OverBudget = delivery.OverBudget(snaps[0].Spend, d.Approved)
 	}
 	return d, nil
 }

@@ -74,6 +74,10 @@ type RunConfig struct {
 	// LoopBudget is the number of wait-loop rounds one execution may run before it continues
 	// as a new execution, keeping its history far below the 25,000-event cap.
 	LoopBudget int `json:"loop_budget"`
+	// DeliveryReadMinutes is how often the scheduled delivery read asks a seller what one live
+	// buy delivered (0: every 60 minutes). The reconcile function reads it; executions carry it
+	// along unused.
+	DeliveryReadMinutes int `json:"delivery_read_minutes,omitempty"`
 }
 
 // DefaultRunConfig returns the production timings.
