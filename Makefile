@@ -56,7 +56,7 @@ local-serve: build-host build-local node_modules/.installed ## the local stack w
 
 .PHONY: e2e
 e2e: build-host node_modules/.installed ## end-to-end suites over HTTP (local stack, and with an official-SDK seller; BUYFLOW_E2E_ENDPOINT=<url> for LocalStack/AWS)
-	BUYFLOW_E2E=1 BUYFLOW_NODE_TESTS=1 BUYFLOW_E2E_BIN=$(CURDIR)/$(HOST_BIN) $(GO) test -count=1 -timeout 15m ./e2e/... ./internal/localstack
+	BUYFLOW_E2E=1 BUYFLOW_NODE_TESTS=1 BUYFLOW_E2E_BIN=$(CURDIR)/$(HOST_BIN) $(GO) test -count=1 -timeout 15m ./e2e/... ./internal/devstack
 
 .PHONY: bench-local
 bench-local: build-host node_modules/.installed ## webhook-to-resume latency, sweep detection latency, cold starts alone, on the local stack

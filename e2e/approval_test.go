@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/localstack/apiclient"
+	"github.com/buyflow/buyflow/internal/apiclient"
 )
 
 func awaitingApproval(op apiclient.Operation) bool {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/localstack/apiclient"
+	"github.com/buyflow/buyflow/internal/apiclient"
 )
 
 // The buyer's projection says who is asked until when, the approver finds the buy in their

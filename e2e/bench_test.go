@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/localstack"
+	"github.com/buyflow/buyflow/internal/devstack"
 )
 
 // BenchmarkWebhookToResume measures, on the local stack, the time from the seller's terminal
@@ -87,13 +87,13 @@ func BenchmarkWebhookToResume(b *testing.B) {
 
 // webhookToResume is the time from the last webhook before the first ReportOutcome invocation
 // to that invocation.
-func webhookToResume(evs []localstack.TraceEvent) (time.Duration, bool) {
+func webhookToResume(evs []devstack.TraceEvent) (time.Duration, bool) {
 	var last time.Time
 	for _, e := range evs {
 		switch {
-		case e.Kind == localstack.TraceWebhook:
+		case e.Kind == devstack.TraceWebhook:
 			last = e.At
-		case e.Kind == localstack.TraceInvoke && e.Action == "report":
+		case e.Kind == devstack.TraceInvoke && e.Action == "report":
 			if last.IsZero() {
 				return 0, false
 			}

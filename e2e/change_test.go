@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/localstack/apiclient"
+	"github.com/buyflow/buyflow/internal/apiclient"
 )
 
 // A buy is created, increased, paused, resumed and canceled over HTTP, each change its own run;

@@ -12,8 +12,8 @@ import (
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
 	"github.com/buyflow/buyflow/internal/adcptest"
-	"github.com/buyflow/buyflow/internal/localstack"
-	"github.com/buyflow/buyflow/internal/localstack/apiclient"
+	"github.com/buyflow/buyflow/internal/apiclient"
+	"github.com/buyflow/buyflow/internal/devstack"
 )
 
 // Crash injection on the local stack: a function's processes are killed at the worst moment
@@ -140,7 +140,7 @@ func TestCrashApproveBeforeTheHandOver(t *testing.T) {
 		t.Fatalf("status %s, want awaiting_approval", op.Status)
 	}
 	link := approvalLink(t, op)
-	fired := suite.local.CrashAt(localstack.CrashPoint{Function: "approve", Target: "AWSStepFunctions.SendTaskSuccess"})
+	fired := suite.local.CrashAt(devstack.CrashPoint{Function: "approve", Target: "AWSStepFunctions.SendTaskSuccess"})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	hc := &http.Client{Timeout: 30 * time.Second}
@@ -193,7 +193,7 @@ func TestCrashApproveBeforeTheHandOver(t *testing.T) {
 func TestCrashWebhookAfterTheReceipt(t *testing.T) {
 	c := localOnly(t)
 	before := suite.local.Restarts("webhook")
-	fired := suite.local.CrashAt(localstack.CrashPoint{Function: "webhook", Target: "DynamoDB_20120810.PutItem", BodyContains: "RECEIPT#", AfterAnswer: true})
+	fired := suite.local.CrashAt(devstack.CrashPoint{Function: "webhook", Target: "DynamoDB_20120810.PutItem", BodyContains: "RECEIPT#", AfterAnswer: true})
 	sub := submit(t, c, buy{PO: po(t), Sim: "async_complete"})
 	select {
 	case <-fired:

@@ -5,7 +5,7 @@
 // The endpoint comes from the environment:
 //
 //   - BUYFLOW_E2E_ENDPOINT unset: TestMain builds every functions/* bootstrap for this host
-//     (or takes them from BUYFLOW_E2E_BIN) and starts the local stack (internal/localstack):
+//     (or takes them from BUYFLOW_E2E_BIN) and starts the local stack (internal/devstack):
 //     kumo, the real bootstraps, the simulated seller and governance agents and a fake Slack.
 //     The tenant is named in the dev-only header, so two tenants can be compared.
 //   - BUYFLOW_E2E_ENDPOINT=<url>: a deployed stack (LocalStack via cdklocal, or AWS). Requests

@@ -15,8 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
-	"github.com/buyflow/buyflow/internal/localstack"
-	"github.com/buyflow/buyflow/internal/localstack/apiclient"
+	"github.com/buyflow/buyflow/internal/apiclient"
+	"github.com/buyflow/buyflow/internal/devstack"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -304,7 +304,7 @@ func TestSweepIsScheduled(t *testing.T) {
 	sweeps := func() []time.Time {
 		var at []time.Time
 		for _, e := range suite.local.Trace.Events() {
-			if e.Kind == localstack.TraceInvoke && e.Function == "reconcile" {
+			if e.Kind == devstack.TraceInvoke && e.Function == "reconcile" {
 				at = append(at, e.At)
 			}
 		}

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/e2e/e2etest"
-	"github.com/buyflow/buyflow/internal/localstack"
-	"github.com/buyflow/buyflow/internal/localstack/apiclient"
+	"github.com/buyflow/buyflow/internal/apiclient"
+	"github.com/buyflow/buyflow/internal/devstack"
 )
 
 // buy describes one request built from examples/media-buy.json.
@@ -18,7 +18,7 @@ type buy apiclient.Buy
 // body renders b as a submit body.
 func (b buy) body(t testing.TB) []byte {
 	t.Helper()
-	root, err := localstack.FindRepoRoot(".")
+	root, err := devstack.FindRepoRoot(".")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/localstack/apiclient"
+	"github.com/buyflow/buyflow/internal/apiclient"
 )
 
 // The same Idempotency-Key and body name the same operation; another body is refused.

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/localstack"
-	"github.com/buyflow/buyflow/internal/localstack/apiclient"
+	"github.com/buyflow/buyflow/internal/apiclient"
+	"github.com/buyflow/buyflow/internal/devstack"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -20,7 +20,7 @@ var (
 	suite struct {
 		api      string
 		slackURL string
-		local    *localstack.Stack
+		local    *devstack.Stack
 		sign     func(*http.Request, []byte) error
 		logPath  string
 	}
@@ -70,7 +70,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	root, err := localstack.FindRepoRoot(wd)
+	root, err := devstack.FindRepoRoot(wd)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
@@ -78,7 +78,7 @@ func run(m *testing.M) int {
 	bin := os.Getenv("BUYFLOW_E2E_BIN")
 	if bin == "" {
 		bin = filepath.Join(tmp, "bin")
-		if err := localstack.Build(ctx, root, bin, nil); err != nil {
+		if err := devstack.Build(ctx, root, bin, nil); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e:", err)
 			return 1
 		}
@@ -94,7 +94,7 @@ func run(m *testing.M) int {
 		defer func() { _ = f.Close() }() // log file
 		logw = f
 	}
-	st, err := localstack.Start(ctx, localstack.Options{
+	st, err := devstack.Start(ctx, devstack.Options{
 		BinDir: bin, RepoRoot: root, Run: runConfig, Instances: 4, Log: logw, PortWait: 5 * time.Minute,
 	})
 	if err != nil {

@@ -543,7 +543,7 @@ func (b *BuyflowStack) addAlarms(app topology.Application, cfg Config) {
 	alarm("ExecutionsFailedAlarm", "MediaBuy executions failed (a buy stopped: read the Fail state's Error/Cause)", sm.MetricFailed(sum))
 	alarm("ExecutionsTimedOutAlarm", "MediaBuy executions timed out", sm.MetricTimedOut(sum))
 	alarm("ApiServerErrorsAlarm", "HTTP API answered 5xx", b.Api.MetricServerError(sum))
-	approvalTimeouts := map[string]*string{"Kind": jsii.String(approvals.TimeoutKindApproval)}
+	approvalTimeouts := map[string]*string{"Kind": jsii.String(metrics.TimeoutApproval)}
 	alarmAt("ApprovalsPastSlaAlarm", "Approvals expired past their SLA (Buyflow Timeouts, Kind=approval): the buy followed the policy's on_timeout",
 		custom(metrics.Timeouts, approvalTimeouts, "Sum", ""), approvalsPastSLAThreshold)
 	alarmAt("WebhookSignatureFailuresAlarm", fmt.Sprintf(
@@ -626,8 +626,8 @@ func (b *BuyflowStack) addAlarms(app topology.Application, cfg Config) {
 	)
 	dash.AddWidgets(
 		widget("Approvals decided, rejected, past SLA", []awscloudwatch.IMetric{
-			custom(approvals.MetricApprovalDecided, outcome(ledger.ApprovalApproved), "Sum", "approved"),
-			custom(approvals.MetricApprovalDecided, outcome(ledger.ApprovalRejected), "Sum", "rejected"),
+			custom(metrics.ApprovalDecided, outcome(ledger.ApprovalApproved), "Sum", "approved"),
+			custom(metrics.ApprovalDecided, outcome(ledger.ApprovalRejected), "Sum", "rejected"),
 			custom(metrics.ApprovalRejected, nil, "Sum", "rejected (all)"),
 			custom(metrics.Timeouts, approvalTimeouts, "Sum", "expired past SLA"),
 		}),

@@ -18,7 +18,6 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/buyflow/buyflow/internal/approvals"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/topology"
@@ -1079,7 +1078,7 @@ func TestAlarmsDashboardAndOutputs(t *testing.T) {
 	// Spend past the approved budget: the dimensionless series internal/delivery records next
 	// to the one by Seller; the first one pages.
 	want(key{"Buyflow", "SpendOverBudget", "null"}, 1)
-	if metrics.Namespace != "Buyflow" || metrics.Timeouts != "Timeouts" || approvals.TimeoutKindApproval != "approval" ||
+	if metrics.Namespace != "Buyflow" || metrics.Timeouts != "Timeouts" || metrics.TimeoutApproval != "approval" ||
 		metrics.WebhookSignatureFailures != "WebhookSignatureFailures" || metrics.SpendOverBudget != "SpendOverBudget" {
 		t.Error("the metric names the alarms read changed: update this test and infra/README.md")
 	}

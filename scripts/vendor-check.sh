@@ -38,11 +38,11 @@ while read -r ours theirs; do
 done <<'MAP'
 internal/adcp/testdata/mcp-response-extraction.json static/test-vectors/mcp-response-extraction.json
 internal/adcp/testdata/transport-error-mapping.json static/test-vectors/transport-error-mapping.json
-internal/webhook/testdata/vectors/LICENSE LICENSE
-internal/webhook/testdata/vectors/webhook-signing static/compliance/source/test-vectors/webhook-signing
-internal/webhook/testdata/vectors/webhook-hmac-sha256.json static/test-vectors/webhook-hmac-sha256.json
-internal/webhook/testdata/vectors/webhook-receiver-envelope.json static/compliance/source/test-vectors/webhook-receiver-envelope.json
-internal/webhook/testdata/vectors/canonicalization.json static/compliance/source/test-vectors/request-signing/canonicalization.json
+internal/webhookauth/testdata/vectors/LICENSE LICENSE
+internal/webhookauth/testdata/vectors/webhook-signing static/compliance/source/test-vectors/webhook-signing
+internal/webhookauth/testdata/vectors/webhook-hmac-sha256.json static/test-vectors/webhook-hmac-sha256.json
+internal/webhookauth/testdata/vectors/webhook-receiver-envelope.json static/compliance/source/test-vectors/webhook-receiver-envelope.json
+internal/webhookauth/testdata/vectors/canonicalization.json static/compliance/source/test-vectors/request-signing/canonicalization.json
 MAP
 
 [ "$bad" = 0 ] || exit 1

@@ -12,7 +12,7 @@
 // 0, also when it interrupts the start or the demo. With --demo it submits examples/media-buy.json, follows the buy,
 // approves it from the Slack link like a person would, and prints the timeline. Set
 // BUYFLOW_AGENTS=<file> to use real agents instead of the simulated ones, keeping any of the
-// simulated ones the file lists (see localstack.AgentsFile for the format).
+// simulated ones the file lists (see devstack.AgentsFile for the format).
 package main
 
 import (
@@ -29,8 +29,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/localstack"
-	"github.com/buyflow/buyflow/internal/localstack/apiclient"
+	"github.com/buyflow/buyflow/internal/apiclient"
+	"github.com/buyflow/buyflow/internal/devstack"
 )
 
 func main() {
@@ -71,12 +71,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	root, err := localstack.FindRepoRoot(wd)
+	root, err := devstack.FindRepoRoot(wd)
 	if err != nil {
 		return err
 	}
 
-	opts := localstack.Options{RepoRoot: root, APIAddr: *apiAddr, PortWait: *portWait}
+	opts := devstack.Options{RepoRoot: root, APIAddr: *apiAddr, PortWait: *portWait}
 	if f := getenv("BUYFLOW_AGENTS"); f != "" {
 		if strings.HasPrefix(strings.TrimSpace(f), "{") {
 			return errors.New("BUYFLOW_AGENTS must name a file (the agents and their credentials), not hold JSON")
@@ -105,13 +105,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if opts.BinDir == "" {
 		opts.BinDir = filepath.Join(tmp, "bin")
 		se.println("building the functions for this host…")
-		if err := localstack.Build(ctx, root, opts.BinDir, nil); err != nil {
+		if err := devstack.Build(ctx, root, opts.BinDir, nil); err != nil {
 			return err
 		}
 	}
 
 	start := time.Now()
-	st, err := localstack.Start(ctx, opts)
+	st, err := devstack.Start(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -150,7 +150,7 @@ func orNone(s string) string {
 
 // runDemo submits body as tenant "demo", prints every status, approves from the Slack link when
 // the buy waits for a person, and prints the timeline.
-func runDemo(ctx context.Context, st *localstack.Stack, body []byte, w io.Writer) error {
+func runDemo(ctx context.Context, st *devstack.Stack, body []byte, w io.Writer) error {
 	out := &printer{w: w}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
@@ -205,7 +205,7 @@ func runDemo(ctx context.Context, st *localstack.Stack, body []byte, w io.Writer
 }
 
 // approve opens every new approval link in the fake Slack and approves, as a person would.
-func approve(ctx context.Context, st *localstack.Stack, out *printer, done map[string]bool) {
+func approve(ctx context.Context, st *devstack.Stack, out *printer, done map[string]bool) {
 	msgs, err := apiclient.SlackMessages(ctx, nil, st.SlackURL)
 	if err != nil {
 		out.println("  (slack:", err, ")")

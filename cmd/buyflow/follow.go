@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/approval"
-	"github.com/buyflow/buyflow/internal/localstack/apiclient"
+	"github.com/buyflow/buyflow/internal/apiclient"
+	"github.com/buyflow/buyflow/internal/approvalcore"
 )
 
 // Exit codes of a command that follows a buy to its final status (submit --wait, status
@@ -204,5 +204,5 @@ func when(ts string) string {
 	if err != nil {
 		return ts
 	}
-	return approval.FormatTime(t)
+	return approvalcore.FormatTime(t)
 }

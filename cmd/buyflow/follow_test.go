@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/apiclient"
+	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/approvals"
-	"github.com/buyflow/buyflow/internal/localstack/apiclient"
 	"github.com/buyflow/buyflow/internal/mediabuy"
 	"github.com/buyflow/buyflow/internal/slack"
 )
@@ -162,8 +162,8 @@ func TestWaitPrintsTheLocalSlackReviewLinks(t *testing.T) {
 	}
 	link := srv.URL + "/v1/approvals/apr_1?approver=U123&exp=1764597900&kid=k1&sig=abc"
 	other := srv.URL + "/v1/approvals/apr_0?approver=U999&exp=1764597900&kid=k1&sig=def"
-	a := approval.Approval{ID: "apr_1", OperationID: "mb-2", Seller: "sim-seller", Summary: "Media buy, PO PO-2", Requester: "URITA",
-		Amount: approval.Money{Minor: 2000000, Currency: "USD"}, ExpiresAt: t0.Add(time.Hour), Status: approval.StatusPending}
+	a := approvalcore.Approval{ID: "apr_1", OperationID: "mb-2", Seller: "sim-seller", Summary: "Media buy, PO PO-2", Requester: "URITA",
+		Amount: approvalcore.Money{Minor: 2000000, Currency: "USD"}, ExpiresAt: t0.Add(time.Hour), Status: approvalcore.StatusPending}
 	for _, r := range []slack.Review{{Approver: "U999", URL: other}, {Approver: "U123", URL: link}} {
 		if _, err := slack.PostRequest(context.Background(), bot, a, []slack.Review{r}, slack.Direct); err != nil {
 			t.Fatal(err)

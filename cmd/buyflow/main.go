@@ -38,8 +38,8 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 
-	"github.com/buyflow/buyflow/internal/approval"
-	"github.com/buyflow/buyflow/internal/localstack/apiclient"
+	"github.com/buyflow/buyflow/internal/apiclient"
+	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/money"
 )
 
@@ -331,7 +331,7 @@ func amount(op apiclient.Operation) string {
 	if err != nil {
 		return strings.TrimSpace(op.Budget + " " + op.Currency)
 	}
-	return approval.Money{Minor: a.Minor, Currency: a.Currency}.String()
+	return approvalcore.Money{Minor: a.Minor, Currency: a.Currency}.String()
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -21,14 +21,14 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp/interop"
-	"github.com/buyflow/buyflow/internal/localstack"
+	"github.com/buyflow/buyflow/internal/devstack"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
 // sellerID and governanceID are the agents' ids in the stack's registry.
 const (
 	sellerID     = "sdk-seller"
-	governanceID = localstack.GovernanceID
+	governanceID = devstack.GovernanceID
 	sellerToken  = "tok-sdk-seller-0123456789abcdef"
 	// sellerDelay is how long an async task stays submitted at the seller.
 	sellerDelay = 1500 * time.Millisecond
@@ -47,7 +47,7 @@ var runConfig = workflow.RunConfig{
 var (
 	suite struct {
 		api     string
-		local   *localstack.Stack
+		local   *devstack.Stack
 		seller  *sdkSeller
 		logPath string
 	}
@@ -75,7 +75,7 @@ func run(m *testing.M) int {
 	if err != nil {
 		return fail(err)
 	}
-	root, err := localstack.FindRepoRoot(wd)
+	root, err := devstack.FindRepoRoot(wd)
 	if err != nil {
 		return fail(err)
 	}
@@ -95,10 +95,10 @@ func run(m *testing.M) int {
 	agentsFile := filepath.Join(tmp, "agents.json")
 	doc := map[string]any{
 		"agents": []map[string]any{{
-			"id": sellerID, "role": "seller", "mcp_url": seller.Base + "/mcp", "credential_ref": localstack.AgentSecretPrefix + sellerID,
+			"id": sellerID, "role": "seller", "mcp_url": seller.Base + "/mcp", "credential_ref": devstack.AgentSecretPrefix + sellerID,
 			"webhook": map[string]any{"mode": "rfc9421", "jwks_uri": seller.Base + "/.well-known/jwks.json"},
 		}},
-		"credentials": map[string]string{localstack.AgentSecretPrefix + sellerID: sellerToken},
+		"credentials": map[string]string{devstack.AgentSecretPrefix + sellerID: sellerToken},
 		"simulated":   []string{"governance"},
 	}
 	raw, err := json.Marshal(doc)
@@ -112,7 +112,7 @@ func run(m *testing.M) int {
 	bin := os.Getenv("BUYFLOW_E2E_BIN")
 	if bin == "" {
 		bin = filepath.Join(tmp, "bin")
-		if err := localstack.Build(ctx, root, bin, nil); err != nil {
+		if err := devstack.Build(ctx, root, bin, nil); err != nil {
 			return fail(err)
 		}
 	}
@@ -126,7 +126,7 @@ func run(m *testing.M) int {
 		defer func() { _ = f.Close() }() // log file
 		logw = f
 	}
-	st, err := localstack.Start(ctx, localstack.Options{BinDir: bin, RepoRoot: root, AgentsFile: agentsFile, Run: runConfig,
+	st, err := devstack.Start(ctx, devstack.Options{BinDir: bin, RepoRoot: root, AgentsFile: agentsFile, Run: runConfig,
 		Instances: 3, Log: logw, PortWait: 8 * time.Minute})
 	if err != nil {
 		return fail(err)

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/e2e/e2etest"
-	"github.com/buyflow/buyflow/internal/localstack/apiclient"
+	"github.com/buyflow/buyflow/internal/apiclient"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/localstack"
+	"github.com/buyflow/buyflow/internal/devstack"
 	"github.com/buyflow/buyflow/internal/topology"
 )
 
@@ -61,7 +61,7 @@ func BenchmarkColdStart(b *testing.B) {
 		var wall, cpu []time.Duration
 		var rss int64
 		for range coldStartRuns {
-			w, c, r, err := startOnce(localstack.BootstrapPath(binDir, f.Name), env, polled)
+			w, c, r, err := startOnce(devstack.BootstrapPath(binDir, f.Name), env, polled)
 			if err != nil {
 				b.Fatalf("%s: %v", f.Name, err)
 			}
@@ -88,7 +88,7 @@ func BenchmarkColdStart(b *testing.B) {
 func startOnce(bin string, env []string, polled <-chan struct{}) (wall, cpu time.Duration, peakRSS int64, err error) {
 	cmd := exec.Command(bin)
 	cmd.Env = env
-	if root, err := localstack.FindRepoRoot("."); err == nil {
+	if root, err := devstack.FindRepoRoot("."); err == nil {
 		cmd.Dir = root // where the stack runs its functions
 	}
 	var out bytes.Buffer
@@ -156,7 +156,7 @@ func statusKB(pid int, key string) (int64, error) {
 // stackEnv is the environment of one of the stack's processes of fn: a child of this process
 // running fn's bootstrap.
 func stackEnv(fn string) ([]string, error) {
-	want, err := filepath.Abs(localstack.BootstrapPath(binDir, fn))
+	want, err := filepath.Abs(devstack.BootstrapPath(binDir, fn))
 	if err != nil {
 		return nil, err
 	}

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/localstack"
-	"github.com/buyflow/buyflow/internal/localstack/apiclient"
+	"github.com/buyflow/buyflow/internal/apiclient"
+	"github.com/buyflow/buyflow/internal/devstack"
 )
 
 // productionCadence is the sweep's schedule in production (infra's buyflow:reconcileMinutes).
@@ -64,7 +64,7 @@ func BenchmarkDetection(b *testing.B) {
 
 	c := &apiclient.Client{BaseURL: stack.APIURL, HTTP: &http.Client{Timeout: 30 * time.Second},
 		TenantHeader: stack.TenantHeader, Tenant: fmt.Sprintf("detect-%d", time.Now().UnixNano())}
-	root, err := localstack.FindRepoRoot(".")
+	root, err := devstack.FindRepoRoot(".")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -17,12 +17,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/localstack"
+	"github.com/buyflow/buyflow/internal/devstack"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
 var (
-	stack   *localstack.Stack
+	stack   *devstack.Stack
 	binDir  string
 	skip    string
 	logPath string
@@ -57,7 +57,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "waiting:", err)
 		return 1
 	}
-	root, err := localstack.FindRepoRoot(wd)
+	root, err := devstack.FindRepoRoot(wd)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "waiting:", err)
 		return 1
@@ -71,7 +71,7 @@ func run(m *testing.M) int {
 		}
 		defer func() { _ = os.RemoveAll(tmp) }() // temp folder, best effort
 		binDir = filepath.Join(tmp, "bin")
-		if err := localstack.Build(ctx, root, binDir, nil); err != nil {
+		if err := devstack.Build(ctx, root, binDir, nil); err != nil {
 			fmt.Fprintln(os.Stderr, "waiting:", err)
 			return 1
 		}
@@ -89,7 +89,7 @@ func run(m *testing.M) int {
 	}
 	defer func() { _ = f.Close() }() // log file
 	var logw io.Writer = f
-	st, err := localstack.Start(ctx, localstack.Options{
+	st, err := devstack.Start(ctx, devstack.Options{
 		BinDir: binDir, RepoRoot: root, Run: runConfig, Instances: 2, Log: logw, PortWait: 5 * time.Minute,
 		AgentStep: time.Second, SweepEvery: cadence,
 	})

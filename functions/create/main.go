@@ -3,29 +3,30 @@
 package main
 
 import (
-	"log/slog"
-	"os"
+	"context"
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/buyflow/buyflow/internal/logging"
+	"github.com/buyflow/buyflow/functions/internal/agents"
+	"github.com/buyflow/buyflow/functions/internal/wire"
+	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/stages"
 )
 
-func main() {
-	slog.SetDefault(logging.New())
-	if err := run(os.Getenv); err != nil {
-		slog.Error("cold start failed", "err", err)
-		os.Exit(1)
-	}
-}
+func main() { wire.Main(run) }
 
-func run(getenv func(string) string) error {
-	svc, rec, err := stages.FromEnv("create", getenv, nil)
+func run(_ context.Context, getenv func(string) string) error {
+	var reg *adcp.Registry
+	c, err := wire.Load("create", getenv, agents.Parse(&reg))
 	if err != nil {
 		return err
 	}
-	lambda.Start(metrics.Flushing(rec, svc.Create)) // blocks
+	client, err := agents.Client(reg, c.Secrets())
+	if err != nil {
+		return err
+	}
+	create := stages.NewCreate(c.Ledger(), client, c.Env.CallerURI, c.Env.PublicBaseURL, stages.Options{Metrics: c.Metrics})
+	lambda.Start(metrics.Flushing(c.Metrics, create.Handle)) // blocks
 	return nil
 }

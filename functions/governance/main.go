@@ -3,32 +3,35 @@
 package main
 
 import (
-	"log/slog"
-	"os"
+	"context"
 
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"github.com/buyflow/buyflow/functions/internal/agents"
+	"github.com/buyflow/buyflow/functions/internal/wire"
+	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/approvals"
-	"github.com/buyflow/buyflow/internal/logging"
+	"github.com/buyflow/buyflow/internal/config"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/stages"
 )
 
-func main() {
-	slog.SetDefault(logging.New())
-	if err := run(os.Getenv); err != nil {
-		slog.Error("cold start failed", "err", err)
-		os.Exit(1)
-	}
-}
+func main() { wire.Main(run) }
 
-func run(getenv func(string) string) error {
-	svc, rec, err := stages.FromEnv("governance", getenv, func(raw []byte) (stages.Policy, error) {
-		return approvals.ParsePolicy(raw)
-	})
+func run(_ context.Context, getenv func(string) string) error {
+	var reg *adcp.Registry
+	var policy approvals.Policy
+	c, err := wire.Load("governance", getenv,
+		agents.Parse(&reg),
+		func(env config.Env) (err error) { policy, err = approvals.ParsePolicy(env.ApprovalPolicy); return err })
 	if err != nil {
 		return err
 	}
-	lambda.Start(metrics.Flushing(rec, svc.Governance)) // blocks
+	client, err := agents.Client(reg, c.Secrets())
+	if err != nil {
+		return err
+	}
+	governance := stages.NewGovernance(c.Ledger(), client, policy, c.Env.CallerURI, stages.Options{Metrics: c.Metrics})
+	lambda.Start(metrics.Flushing(c.Metrics, governance.Handle)) // blocks
 	return nil
 }

@@ -4,21 +4,39 @@
 package main
 
 import (
-	"log/slog"
-	"os"
+	"context"
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/buyflow/buyflow/internal/logging"
-	"github.com/buyflow/buyflow/internal/modifyfn"
+	"github.com/buyflow/buyflow/functions/internal/agents"
+	"github.com/buyflow/buyflow/functions/internal/wire"
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/approvals"
+	"github.com/buyflow/buyflow/internal/config"
+	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/modification"
 )
 
-func main() {
-	slog.SetDefault(logging.New())
-	svc, err := modifyfn.FromEnv(os.Getenv)
+func main() { wire.Main(run) }
+
+func run(_ context.Context, getenv func(string) string) error {
+	var reg *adcp.Registry
+	var policy approvals.Policy
+	c, err := wire.Load(modification.Function, getenv,
+		agents.Parse(&reg),
+		func(env config.Env) (err error) { policy, err = approvals.ParsePolicy(env.ApprovalPolicy); return err })
 	if err != nil {
-		slog.Error("cold start failed", "err", err)
-		os.Exit(1)
+		return err
 	}
-	lambda.Start(svc.Handle)
+	client, err := agents.Client(reg, c.Secrets())
+	if err != nil {
+		return err
+	}
+	threshold, err := modification.IncreaseThreshold(policy.Threshold, policy.Currency)
+	if err != nil {
+		return err
+	}
+	svc := modification.New(c.Ledger(), client, threshold, modification.Config{CallerURI: c.Env.CallerURI, PublicBaseURL: c.Env.PublicBaseURL})
+	lambda.Start(metrics.Flushing(c.Metrics, svc.Handle)) // blocks
+	return nil
 }

@@ -26,7 +26,7 @@ func TestRunRefusesCredentialsOutsideThePrefix(t *testing.T) {
 	env := map[string]string{topology.EnvTableName: "t", topology.EnvAgentsConfig: agents, topology.EnvAgentsSecretPrefix: "buyflow/agents/",
 		topology.EnvStateMachineARN: "arn:aws:states:us-east-1:123456789012:stateMachine:MediaBuy", "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
 	err := run(context.Background(), func(k string) string { return env[k] })
-	if err == nil || !strings.Contains(err.Error(), "agent acme: credential_ref is not under buyflow/agents/") {
+	if err == nil || !strings.Contains(err.Error(), "agent acme: credential_ref other/acme is not under buyflow/agents/") {
 		t.Fatalf("err = %v, want the agent whose credential lies outside the prefix named", err)
 	}
 }

@@ -5,86 +5,42 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
 
+	"github.com/buyflow/buyflow/functions/internal/agents"
+	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/adcp"
-	"github.com/buyflow/buyflow/internal/awsenv"
-	"github.com/buyflow/buyflow/internal/config"
 	"github.com/buyflow/buyflow/internal/httpapi"
-	"github.com/buyflow/buyflow/internal/ledger"
-	"github.com/buyflow/buyflow/internal/logging"
 	"github.com/buyflow/buyflow/internal/metrics"
-	"github.com/buyflow/buyflow/internal/secrets"
-	"github.com/buyflow/buyflow/internal/sfn"
-	"github.com/buyflow/buyflow/internal/topology"
 	"github.com/buyflow/buyflow/internal/webhookrx"
-	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-func main() {
-	slog.SetDefault(logging.New())
-	if err := run(context.Background(), os.Getenv); err != nil {
-		slog.Error("cold start failed", "err", err)
-		os.Exit(1)
-	}
-}
+func main() { wire.Main(run) }
 
 func run(ctx context.Context, getenv func(string) string) error {
-	env := config.New(getenv)
-	table := env.Required(topology.EnvTableName)
-	agentsJSON := env.Required(topology.EnvAgentsConfig)
-	secretPrefix := env.Required(topology.EnvAgentsSecretPrefix)
-	// Optional until the topology passes them: the public root the create stage registered
-	// (exact target URIs behind custom domains; http for local stacks) and the timings.
-	publicBase := env.Optional(topology.EnvPublicBaseURL, "")
-	runCfg := workflow.DefaultRunConfig()
-	env.JSON(topology.EnvRunConfig, false, &runCfg)
-	env.Check(topology.EnvRunConfig, runCfg.Validate())
-	var registry *adcp.Registry
-	if agentsJSON != "" {
-		var err error
-		registry, err = adcp.ParseRegistry([]byte(agentsJSON))
-		env.Check(topology.EnvAgentsConfig, err)
-		if err == nil {
-			env.Check(topology.EnvAgentsConfig, webhookrx.CheckSecretRefs(registry, secretPrefix))
-		}
-	}
-	if err := env.Err(); err != nil {
+	var reg *adcp.Registry
+	c, err := wire.Load("webhook", getenv, agents.Parse(&reg))
+	if err != nil {
 		return err
 	}
-
-	awsCfg, err := awsenv.Load(getenv)
-	if err != nil {
-		return fmt.Errorf("load aws config: %w", err)
-	}
-	ddb := dynamodb.NewFromConfig(awsCfg)
-	store := ledger.New(ddb, table)
+	store := c.Ledger()
 	// Verifiers are built once per cold start: secrets read now, JWKS fetched and cached by
-	// internal/webhook, (keyid, nonce) replays recorded in the ledger for every instance.
-	verifiers, err := webhookrx.BuildVerifiers(ctx, registry, secrets.New(secretsmanager.NewFromConfig(awsCfg)),
-		webhookrx.VerifierOptions{Replay: store, AllowHTTP: strings.HasPrefix(publicBase, "http://"), Now: time.Now})
+	// internal/webhookauth, (keyid, nonce) replays recorded in the ledger for every instance.
+	verifiers, err := webhookrx.BuildVerifiers(ctx, reg, c.Secrets(), webhookrx.VerifierOptions{
+		Replay: store, AllowHTTP: strings.HasPrefix(c.Env.PublicBaseURL, "http://"), Now: time.Now})
 	if err != nil {
 		return err
 	}
-	rec := metrics.New(os.Stdout, metrics.Namespace, time.Now)
 	svc, err := webhookrx.New(webhookrx.Config{
-		Ledger: store, Operations: store, Verifiers: verifiers,
-		// Completing a task needs no state machine ARN.
-		Tasks:     sfn.New(sfnapi.NewFromConfig(awsCfg), ""),
-		RunConfig: runCfg, PublicBaseURL: publicBase, Now: time.Now, Metrics: rec,
+		Ledger: store, Operations: store, Verifiers: verifiers, Tasks: c.Tasks(),
+		RunConfig: c.Env.Run, PublicBaseURL: c.Env.PublicBaseURL, Now: time.Now, Metrics: c.Metrics,
 	})
 	if err != nil {
 		return err
 	}
-	lambda.Start(metrics.Flushing(rec, httpapi.Recovering(rec, svc.HandleHTTP))) // blocks
+	lambda.Start(metrics.Flushing(c.Metrics, httpapi.Recovering(c.Metrics, svc.HandleHTTP))) // blocks
 	return nil
 }

@@ -12,11 +12,11 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/buyflow/buyflow/internal/webhook"
+	"github.com/buyflow/buyflow/internal/webhookauth"
 )
 
 // RequestSigner signs an outgoing webhook request over its exact body bytes.
-// *webhook.RFC9421Signer and *webhook.HMACSigner satisfy it.
+// *webhookauth.RFC9421Signer and *webhookauth.HMACSigner satisfy it.
 type RequestSigner interface {
 	Sign(req *http.Request, body []byte) error
 }
@@ -281,7 +281,7 @@ func (s *Seller) post(pc PushConfig, body []byte, corrupt bool) (int, http.Heade
 	req.Header.Set("User-Agent", "buyflow-adcptest-seller")
 	switch strings.ToUpper(pc.Scheme) {
 	case "HMAC-SHA256":
-		hs := &webhook.HMACSigner{Secret: []byte(pc.Credentials), Now: s.now}
+		hs := &webhookauth.HMACSigner{Secret: []byte(pc.Credentials), Now: s.now}
 		if err := hs.Sign(req, body); err != nil {
 			return 0, nil, fmt.Errorf("sign webhook: %w", err)
 		}

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/webhook"
+	"github.com/buyflow/buyflow/internal/webhookauth"
 )
 
 const hmacSecret = "0123456789abcdef0123456789abcdef-hmac"
@@ -227,7 +227,7 @@ func TestWebhookBearerMode(t *testing.T) {
 }
 
 // TestWebhookRFC9421VerifiesAgainstServedJWKS signs with the default (RFC
-// 9421) mode and verifies with internal/webhook against the JWKS the seller
+// 9421) mode and verifies with internal/webhookauth against the JWKS the seller
 // serves at /.well-known/jwks.json.
 func TestWebhookRFC9421VerifiesAgainstServedJWKS(t *testing.T) {
 	signer, jwks, err := NewWebhookKey("adcptest-2026", nil)
@@ -236,7 +236,7 @@ func TestWebhookRFC9421VerifiesAgainstServedJWKS(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var results []error
-	var v *webhook.Verifier
+	var v *webhookauth.Verifier
 	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		_, err := v.VerifyHTTP(context.Background(), r, b)
@@ -244,7 +244,7 @@ func TestWebhookRFC9421VerifiesAgainstServedJWKS(t *testing.T) {
 		results = append(results, err)
 		mu.Unlock()
 		if err != nil {
-			w.Header().Set("WWW-Authenticate", webhook.WWWAuthenticate(err))
+			w.Header().Set("WWW-Authenticate", webhookauth.WWWAuthenticate(err))
 			w.WriteHeader(http.StatusUnauthorized)
 			return
 		}
@@ -253,7 +253,7 @@ func TestWebhookRFC9421VerifiesAgainstServedJWKS(t *testing.T) {
 	t.Cleanup(rcv.Close)
 
 	s, cs := startSeller(t, SellerOptions{WebhookSigner: signer, JWKS: jwks})
-	v, err = webhook.New(webhook.Config{Mode: webhook.ModeRFC9421, JWKSURL: s.BaseURL() + "/.well-known/jwks.json"})
+	v, err = webhookauth.New(webhookauth.Config{Mode: webhookauth.ModeRFC9421, JWKSURL: s.BaseURL() + "/.well-known/jwks.json"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/webhook"
+	"github.com/buyflow/buyflow/internal/webhookauth"
 )
 
 // NewWebhookKey generates an Ed25519 webhook-signing key with key id kid and
@@ -18,10 +18,10 @@ func NewWebhookKey(kid string, now func() time.Time) (RequestSigner, []byte, err
 	if err != nil {
 		return nil, nil, fmt.Errorf("generate webhook key: %w", err)
 	}
-	jwk, err := webhook.PublicJWK(kid, priv)
+	jwk, err := webhookauth.PublicJWK(kid, priv)
 	if err != nil {
 		return nil, nil, fmt.Errorf("webhook jwk: %w", err)
 	}
 	jwks := append(append([]byte(`{"keys":[`), jwk...), "]}"...)
-	return &webhook.RFC9421Signer{KeyID: kid, Key: priv, Now: now}, jwks, nil
+	return &webhookauth.RFC9421Signer{KeyID: kid, Key: priv, Now: now}, jwks, nil
 }

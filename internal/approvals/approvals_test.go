@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/approvals"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/sfn"
@@ -35,7 +35,7 @@ func TestRequestCreatesApprovalAndPostsPersonalLinks(t *testing.T) {
 	if strings.Join(a.Approvers, ",") != "UALICE,UBOB" {
 		t.Errorf("approvers = %v, want the policy's approvers without the requester", a.Approvers)
 	}
-	if a.Requester != requester || a.Amount != "12500.00" || a.Currency != "USD" || a.Reason != string(approval.ReasonPolicyThreshold) {
+	if a.Requester != requester || a.Amount != "12500.00" || a.Currency != "USD" || a.Reason != string(approvalcore.ReasonPolicyThreshold) {
 		t.Errorf("approval facts = requester %q amount %q %q reason %q", a.Requester, a.Amount, a.Currency, a.Reason)
 	}
 	if want := e.clk.Now().Add(timeout * time.Second); !a.ExpiresAt.Equal(want) {
@@ -75,7 +75,7 @@ func TestRequestCreatesApprovalAndPostsPersonalLinks(t *testing.T) {
 	if _, err := e.signer.Verify(id, u.Query()); err != nil {
 		t.Errorf("posted link does not verify: %v", err)
 	}
-	if evs := e.eventsOf(approvals.EventApprovalRequested); len(evs) != 1 || evs[0].Amount != "12500.00" {
+	if evs := e.eventsOf(ledger.EventApprovalRequested); len(evs) != 1 || evs[0].Amount != "12500.00" {
 		t.Errorf("approval_requested events = %+v", evs)
 	}
 }
@@ -103,7 +103,7 @@ func TestRequestRetryAfterSlackFailurePostsOnce(t *testing.T) {
 		}
 		return nil
 	})
-	svc, err := approvals.New(approvals.Config{Ledger: e.store, Slack: failing, Delivery: slack.Direct, Signer: e.signer,
+	svc, err := approvals.NewNotifier(approvals.Config{Ledger: e.store, Slack: failing, Delivery: slack.Direct, Signer: e.signer,
 		Policy: e.policy, BaseURL: baseURL, Now: e.clk.Now, Logger: e.logger})
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +123,7 @@ func TestRequestRetryAfterSlackFailurePostsOnce(t *testing.T) {
 	if err := svc.Request(e.ctx, in); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(e.eventsOf(approvals.EventApprovalRequested)); n != 1 {
+	if n := len(e.eventsOf(ledger.EventApprovalRequested)); n != 1 {
 		t.Errorf("%d approval_requested events after retries, want 1", n)
 	}
 	if a := e.approval(approvals.ApprovalID(tok)); len(a.SlackMessages) != 2 {
@@ -168,7 +168,7 @@ func TestGetChangesNothing(t *testing.T) {
 	// The only write is the audit trail: one approval_viewed event per GET, with who, from where
 	// and with which user agent (the unfurler's included).
 	after := e.snapshot(id)
-	if views := e.eventsOf(approvals.EventApprovalViewed); len(views) != 2 {
+	if views := e.eventsOf(ledger.EventApprovalViewed); len(views) != 2 {
 		t.Errorf("%d approval_viewed events, want 2", len(views))
 	} else if !strings.Contains(string(views[0].Detail), slackbotUA) || views[0].Actor != "approver:"+alice {
 		t.Errorf("view event = %+v %s", views[0], views[0].Detail)
@@ -271,7 +271,7 @@ func TestDoubleClickCompletesTaskOnce(t *testing.T) {
 	if n := len(e.tasks.Calls()); n != 1 {
 		t.Errorf("%d task calls, want 1", n)
 	}
-	if n := len(e.eventsOf(approvals.EventApprovalRefused)); n != 1 {
+	if n := len(e.eventsOf(ledger.EventApprovalRefused)); n != 1 {
 		t.Errorf("%d refused events, want 1 for the second click", n)
 	}
 }
@@ -330,8 +330,8 @@ func TestBadLinksGet403AndChangeNothing(t *testing.T) {
 	e := newEnv(t, `{"threshold":"10000.00","currency":"USD","approvers":["UALICE","UBOB"],"link_ttl_seconds":60}`)
 	id := e.request(token(1))
 	good := e.link(id, alice)
-	otherKeys, _ := approval.ParseKeys([]byte(`{"current":"k2","keys":{"k2":"` + strings.Repeat("C", 42) + "A" + `"}}`))
-	otherSigner, _ := approval.NewSigner(otherKeys, e.clk.Now)
+	otherKeys, _ := approvalcore.ParseKeys([]byte(`{"current":"k2","keys":{"k2":"` + strings.Repeat("C", 42) + "A" + `"}}`))
+	otherSigner, _ := approvalcore.NewSigner(otherKeys, e.clk.Now)
 	forged, _ := otherSigner.Sign(baseURL, id, alice, e.clk.Now().Add(time.Minute))
 	mutate := func(f func(q url.Values)) *url.URL {
 		u := *good
@@ -398,7 +398,7 @@ func TestRequesterCannotApproveOwnBuy(t *testing.T) {
 		t.Errorf("POST = %d %.300s", p.StatusCode, p.Body)
 	}
 	// The GET only leaves its audit event, which says what the page said.
-	views := e.eventsOf(approvals.EventApprovalViewed)
+	views := e.eventsOf(ledger.EventApprovalViewed)
 	if len(views) != 1 || !strings.Contains(string(views[0].Detail), "self_approval") {
 		t.Errorf("view events = %+v", views)
 	}
@@ -409,7 +409,7 @@ func TestRequesterCannotApproveOwnBuy(t *testing.T) {
 	if a := e.approval(id); a.Status != ledger.ApprovalPending || len(e.tasks.Calls()) != 0 {
 		t.Errorf("self-approval changed the approval: %s, %d task calls", a.Status, len(e.tasks.Calls()))
 	}
-	evs := e.eventsOf(approvals.EventApprovalRefused)
+	evs := e.eventsOf(ledger.EventApprovalRefused)
 	if len(evs) != 1 || !strings.Contains(string(evs[0].Detail), "self_approval") {
 		t.Errorf("refused events = %+v", evs)
 	}
@@ -585,7 +585,7 @@ func TestNotifyErrorsAreBareTypes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := e.svc.Notify(e.ctx, json.RawMessage(tc.payload))
+			_, err := e.notifier.Notify(e.ctx, json.RawMessage(tc.payload))
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -609,7 +609,7 @@ func TestRequestForAnEndedOperationIsTerminal(t *testing.T) {
 		"action": "request", "operation_id": opID, "tenant": tenant,
 		"config": map[string]any{"approval_timeout_seconds": timeout}, "task_token": token(1),
 	})
-	_, err := e.svc.Notify(e.ctx, payload)
+	_, err := e.notifier.Notify(e.ctx, payload)
 	if got := typeName(err); got != "TerminalError" {
 		t.Fatalf("error %T %v, want TerminalError", err, err)
 	}
@@ -641,7 +641,7 @@ func TestRequestReasons(t *testing.T) {
 				t.Fatal(err)
 			}
 			tok := token(3)
-			err = e.svc.Request(e.ctx, workflow.CallbackInput{Action: workflow.ActionRequest, OperationID: op.ID, Tenant: tenant,
+			err = e.notifier.Request(e.ctx, workflow.CallbackInput{Action: workflow.ActionRequest, OperationID: op.ID, Tenant: tenant,
 				Config: workflow.RunConfig{ApprovalTimeoutSeconds: timeout}, TaskToken: tok, Reason: tc.reason})
 			if err != nil {
 				t.Fatal(err)
@@ -671,7 +671,7 @@ func TestBadFormAsksAgainAndChangesNothing(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(resp.Body, "Choose Approve or Reject") || !strings.Contains(resp.Body, `name="sig"`) {
 		t.Fatalf("POST = %d %.400s", resp.StatusCode, resp.Body)
 	}
-	resp = e.post(u, "approve", strings.Repeat("é", approval.MaxCommentRunes+1))
+	resp = e.post(u, "approve", strings.Repeat("é", approvalcore.MaxCommentRunes+1))
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(resp.Body, "too long") {
 		t.Fatalf("POST = %d %.400s", resp.StatusCode, resp.Body)
 	}
@@ -749,7 +749,7 @@ func TestRequestRefusesAnInexactAmount(t *testing.T) {
 		"action": "request", "operation_id": id, "tenant": tenant,
 		"config": map[string]any{"approval_timeout_seconds": timeout}, "task_token": token(7),
 	})
-	_, err := e.svc.Notify(e.ctx, payload)
+	_, err := e.notifier.Notify(e.ctx, payload)
 	if got := typeName(err); got != "TerminalError" || !strings.Contains(err.Error(), "1000.50") {
 		t.Fatalf("error %T %v, want a TerminalError naming the amount", err, err)
 	}

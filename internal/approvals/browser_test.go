@@ -17,7 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/buyflow/buyflow/internal/apigwtest"
-	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -72,10 +72,10 @@ func TestBrowserApproveFromConfirmPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	amount := approval.Money{Minor: 1250000, Currency: "USD"}.String()
+	amount := approvalcore.Money{Minor: 1250000, Currency: "USD"}.String()
 	for _, want := range []string{
 		"Approve a media buy?", requester + " asks you to approve this media buy.", "Media buy, PO PO-42", "sports-network",
-		amount, approval.ReasonCode(e.approval(id).Reason).Label(), approval.FormatTime(e.approval(id).ExpiresAt), opID,
+		amount, approvalcore.ReasonCode(e.approval(id).Reason).Label(), approvalcore.FormatTime(e.approval(id).ExpiresAt), opID,
 		"Comment (optional)", "Approve this buy", "Reject this buy", "You are deciding as " + alice + ".",
 	} {
 		if !strings.Contains(text, want) {
@@ -141,7 +141,7 @@ func TestBrowserApproveFromConfirmPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	decidedAt := e.clk.Now()
-	for _, want := range []string{"Approved by " + alice + " at " + approval.FormatTime(decidedAt) + ".", "Comment: " + comment, "The buy goes ahead."} {
+	for _, want := range []string{"Approved by " + alice + " at " + approvalcore.FormatTime(decidedAt) + ".", "Comment: " + comment, "The buy goes ahead."} {
 		if !strings.Contains(text, want) {
 			t.Errorf("result page lacks %q; it reads:\n%s", want, text)
 		}
@@ -194,7 +194,7 @@ func checkWhatIsBought(t *testing.T, ctx context.Context, name string) {
 	if err != nil {
 		t.Fatalf("%s: read the package rows: %v", name, err)
 	}
-	usd := func(minor int64) string { return approval.Money{Minor: minor, Currency: "USD"}.String() }
+	usd := func(minor int64) string { return approvalcore.Money{Minor: minor, Currency: "USD"}.String() }
 	want := []string{
 		"ctv_premium_sports | 2026-01-05 → 2026-03-29 | " + usd(600000),
 		"olv_highlights | 2026-01-05 → 2026-03-29 | " + usd(425000),
@@ -338,7 +338,7 @@ func serveApprovals(t *testing.T, e *env) (*httptest.Server, *requestLog) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		resp, err := e.svc.HandleHTTP(r.Context(), req)
+		resp, err := e.approver.HandleHTTP(r.Context(), req)
 		if err != nil {
 			t.Errorf("HandleHTTP returned an error: %v", err)
 			http.Error(w, "internal error", http.StatusInternalServerError)

@@ -1,6 +1,6 @@
 // Package approvals runs the human approval step: the notify stage's Request and Expire
 // actions and the approve Lambda's GET and POST of /v1/approvals/{approval_id}. It wires the
-// pure pieces of internal/approval (signed links, decision rules, pages) and internal/slack
+// pure pieces of internal/approvalcore (signed links, decision rules, pages) and internal/slack
 // (messages) to the ledger and to Step Functions through the narrow interfaces declared in
 // service.go (Ledger, Tasks, slack.Client, an injected clock).
 //
@@ -27,16 +27,16 @@
 //     is gone is reported as "recorded, but too late", never as our error. A hand-over that
 //     failed for another reason (after three quick attempts) is recorded as task "failed" on the
 //     decision event; the decider's next POST retries it, anyone else's only reads the truth.
-//   - The requester gets no link and is refused (approval.ErrSelfApproval) if they use one.
+//   - The requester gets no link and is refused (approvalcore.ErrSelfApproval) if they use one.
 //   - Every decision attempt made by POST is an event: ledger.EventDecision for the one that
 //     decides, approval_refused for the others, with approver, source IP, user agent, key id,
 //     amount, decision and comment. Every GET of a validly signed link is an approval_viewed
 //     event (approver, source IP, user agent, key id, what the page said): audit only, it never
 //     changes the approval, so an unfurler's fetch is visible but decides nothing.
 //   - HandleHTTP never returns an error: every answer is an HTML page served with
-//     approval.SecurityHeaders; a link that fails verification (tampered, unknown key, expired)
+//     approvalcore.SecurityHeaders; a link that fails verification (tampered, unknown key, expired)
 //     gets 403 and changes nothing.
-//   - The approver routes (HandleInbox, GET /v1/approver/approvals[/{approval_id}], IAM) take
+//   - The approver routes (GET /v1/approver/approvals[/{approval_id}], IAM) take
 //     the tenant from the caller's verified account and the approver from Policy.Identities
 //     (an IAM user ARN, or a role ARN for all its sessions; never a session ARN). They show
 //     only pending, unexpired approvals of that tenant that name the approver and that the

@@ -15,7 +15,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/approvals"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
@@ -107,14 +107,30 @@ type env struct {
 	store  *ledger.Store
 	sink   *slack.Sink
 	tasks  *fakeTasks
-	signer *approval.Signer
-	svc    *approvals.Service
-	policy approvals.Policy
-	logger *slog.Logger
-	logs   *syncBuffer
+	signer *approvalcore.Signer
+	// notifier and approver are the two Lambdas' use cases over the same ledger and Slack.
+	notifier *approvals.Notifier
+	approver *approvals.Approver
+	policy   approvals.Policy
+	logger   *slog.Logger
+	logs     *syncBuffer
 	// rec is the service's metrics recorder; its EMF lines go to emf when flushed.
 	rec *metrics.Recorder
 	emf *syncBuffer
+}
+
+// build makes the env's notify and approve use cases from cfg, with the env's task completer.
+func (e *env) build(cfg approvals.Config) {
+	e.t.Helper()
+	n, err := approvals.NewNotifier(cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	a, err := approvals.NewApprover(cfg, e.tasks, "")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.notifier, e.approver = n, a
 }
 
 // syncBuffer collects log output from concurrent handlers.
@@ -157,11 +173,11 @@ func newEnv(t *testing.T, policyJSON string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := approval.ParseKeys([]byte(testKeys))
+	keys, err := approvalcore.ParseKeys([]byte(testKeys))
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer, err := approval.NewSigner(keys, clk.Now)
+	signer, err := approvalcore.NewSigner(keys, clk.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,15 +198,12 @@ func newEnv(t *testing.T, policyJSON string) *env {
 	})
 	emf := &syncBuffer{}
 	rec := metrics.New(emf, metrics.Namespace, clk.Now)
-	svc, err := approvals.New(approvals.Config{
-		Ledger: store, Tasks: tasks, Slack: sl, Delivery: slack.Direct, Signer: signer, Policy: policy,
+	e := &env{t: t, ctx: context.Background(), clk: clk, store: store, sink: sink, tasks: tasks, signer: signer, policy: policy,
+		logger: logger, logs: logs, rec: rec, emf: emf}
+	e.build(approvals.Config{
+		Ledger: store, Slack: sl, Delivery: slack.Direct, Signer: signer, Policy: policy,
 		BaseURL: baseURL, Now: clk.Now, Metrics: rec, Logger: logger,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, ctx: context.Background(), clk: clk, store: store, sink: sink, tasks: tasks, signer: signer, svc: svc, policy: policy,
-		logger: logger, logs: logs, rec: rec, emf: emf}
 	e.createOperation(opID, workflow.StatusCheckingGovernance)
 	return e
 }
@@ -249,7 +262,7 @@ func (e *env) request(tok string) string {
 		"config": map[string]any{"approval_timeout_seconds": timeout}, "task_token": tok,
 		"reason": string(workflow.ApprovalForGovernance),
 	})
-	if _, err := e.svc.Notify(e.ctx, payload); err != nil {
+	if _, err := e.notifier.Notify(e.ctx, payload); err != nil {
 		e.t.Fatalf("request: %v", err)
 	}
 	return approvals.ApprovalID(tok)
@@ -261,7 +274,7 @@ func (e *env) expire() workflow.ApprovalExpiry {
 		"action": "expire", "operation_id": opID, "tenant": tenant,
 		"config": map[string]any{"approval_timeout_seconds": timeout}, "reason": string(workflow.ApprovalForGovernance),
 	})
-	out, err := e.svc.Notify(e.ctx, payload)
+	out, err := e.notifier.Notify(e.ctx, payload)
 	if err != nil {
 		e.t.Fatalf("expire: %v", err)
 	}
@@ -369,7 +382,7 @@ func (e *env) get(u *url.URL, ua string) events.APIGatewayV2HTTPResponse {
 	req.RequestContext.HTTP.Method = "GET"
 	req.RequestContext.HTTP.SourceIP = "198.51.100.7"
 	req.RequestContext.HTTP.UserAgent = ua
-	resp, err := e.svc.HandleHTTP(e.ctx, req)
+	resp, err := e.approver.HandleHTTP(e.ctx, req)
 	if err != nil {
 		e.t.Fatalf("HandleHTTP returned an error: %v", err)
 	}
@@ -381,7 +394,7 @@ func (e *env) get(u *url.URL, ua string) events.APIGatewayV2HTTPResponse {
 func (e *env) post(u *url.URL, decision, comment string) events.APIGatewayV2HTTPResponse {
 	e.t.Helper()
 	form := url.Values{}
-	for _, k := range approval.SignedParams {
+	for _, k := range approvalcore.SignedParams {
 		form[k] = u.Query()[k]
 	}
 	form.Set("decision", decision)
@@ -398,7 +411,7 @@ func (e *env) post(u *url.URL, decision, comment string) events.APIGatewayV2HTTP
 	req.RequestContext.HTTP.Method = "POST"
 	req.RequestContext.HTTP.SourceIP = "203.0.113.9"
 	req.RequestContext.HTTP.UserAgent = "Mozilla/5.0 test"
-	resp, err := e.svc.HandleHTTP(e.ctx, req)
+	resp, err := e.approver.HandleHTTP(e.ctx, req)
 	if err != nil {
 		e.t.Fatalf("HandleHTTP returned an error: %v", err)
 	}
@@ -409,7 +422,7 @@ func (e *env) post(u *url.URL, decision, comment string) events.APIGatewayV2HTTP
 // checkPage asserts what every approval page carries: HTML and the security headers.
 func checkPage(t *testing.T, resp events.APIGatewayV2HTTPResponse) {
 	t.Helper()
-	for k, v := range approval.SecurityHeaders() {
+	for k, v := range approvalcore.SecurityHeaders() {
 		if resp.Headers[k] != v {
 			t.Errorf("header %s = %q, want %q", k, resp.Headers[k], v)
 		}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/sfn"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -34,19 +34,19 @@ func clientOf(req events.APIGatewayV2HTTPRequest) client {
 	if ua == "" {
 		ua = header(req, "User-Agent")
 	}
-	return client{IP: req.RequestContext.HTTP.SourceIP, UserAgent: truncate(ua, 512)}
+	return client{IP: req.RequestContext.HTTP.SourceIP, UserAgent: ledger.Clip(ua, 512)}
 }
 
 // HandleHTTP answers GET and POST /v1/approvals/{approval_id} (API Gateway HTTP API v2). GET
 // verifies the signed link and shows the confirm page or the truth; it decides nothing (it only
 // appends an approval_viewed audit event), so link unfurlers and mail scanners cannot decide. POST verifies the signed fields the form posts
 // back, decides in the ledger first (pending → approved | rejected, conditionally) and only
-// then completes the task. Every answer is an HTML page with approval.SecurityHeaders; the
+// then completes the task. Every answer is an HTML page with approvalcore.SecurityHeaders; the
 // error is always nil, so a client fault never becomes a Lambda error. Requests under
-// /v1/approver/ are the IAM-authorized approver routes and go to HandleInbox (JSON).
-func (s *Service) HandleHTTP(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+// /v1/approver/ are the IAM-authorized approver routes and go to handleInbox (JSON).
+func (s *Approver) HandleHTTP(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	if strings.Contains(req.RawPath, "/v1/approver/") || strings.HasSuffix(strings.TrimRight(req.RawPath, "/"), InboxPrefix) {
-		return s.HandleInbox(ctx, req), nil
+		return s.handleInbox(ctx, req), nil
 	}
 	id := req.PathParameters["approval_id"]
 	if id == "" {
@@ -62,14 +62,14 @@ func (s *Service) HandleHTTP(ctx context.Context, req events.APIGatewayV2HTTPReq
 	case http.MethodPost:
 		return s.postDecision(ctx, id, req), nil
 	default:
-		resp := resultPage(approval.ResultPage{Kind: approval.PageBadRequest, Detail: "Open the link from Slack."})
+		resp := resultPage(approvalcore.ResultPage{Kind: approvalcore.PageBadRequest, Detail: "Open the link from Slack."})
 		resp.StatusCode = http.StatusMethodNotAllowed
 		resp.Headers["Allow"] = "GET, POST"
 		return resp, nil
 	}
 }
 
-func (s *Service) get(ctx context.Context, id string, q url.Values, c client) events.APIGatewayV2HTTPResponse {
+func (s *service) get(ctx context.Context, id string, q url.Values, c client) events.APIGatewayV2HTTPResponse {
 	claims, err := s.cfg.Signer.Verify(id, q)
 	if err != nil {
 		s.log.InfoContext(ctx, "approval link refused", "approvalId", safeID(id), "sourceIp", c.IP, "err", err)
@@ -83,37 +83,37 @@ func (s *Service) get(ctx context.Context, id string, q url.Values, c client) ev
 	if v.Purchase, err = s.purchase(ctx, op); err != nil {
 		// Part of a buy is never shown as if it were all of it.
 		s.log.ErrorContext(ctx, "approval page: what is bought cannot be read", "approvalId", id, "operationId", a.OperationID, "err", err)
-		return resultPage(approval.ResultPage{Kind: approval.PageUnavailable})
+		return resultPage(approvalcore.ResultPage{Kind: approvalcore.PageUnavailable})
 	}
-	o, err := approval.Check(v, claims.Approver, s.now())
+	o, err := approvalcore.Check(v, claims.Approver, s.now())
 	s.log.InfoContext(ctx, "approval viewed", "approvalId", id, "operationId", a.OperationID, "approver", claims.Approver,
 		"sourceIp", c.IP, "userAgent", c.UserAgent, "result", outcomeName(o, err))
 	s.appendEvent(ctx, a.Tenant, a.OperationID, ledger.Event{
-		Type: EventApprovalViewed, Actor: "approver:" + claims.Approver, Amount: a.Amount, Currency: a.Currency,
+		Type: ledger.EventApprovalViewed, Actor: "approver:" + claims.Approver, Amount: a.Amount, Currency: a.Currency,
 		Detail: eventDetail{ApprovalID: id, Outcome: outcomeName(o, err), SourceIP: c.IP, UserAgent: c.UserAgent, KeyID: claims.KeyID}.raw(),
 	})
 	if err != nil {
-		return resultPage(approval.ResultFromError(err, time.Time{}))
+		return resultPage(approvalcore.ResultFromError(err, time.Time{}))
 	}
-	if o.Result != approval.ResultPending {
-		return resultPage(approval.ResultFromOutcome(o, v))
+	if o.Result != approvalcore.ResultPending {
+		return resultPage(approvalcore.ResultFromOutcome(o, v))
 	}
-	return confirmPage(http.StatusOK, approval.ConfirmPage{Approval: v, Approver: claims.Approver, Signed: signed(q)})
+	return confirmPage(http.StatusOK, approvalcore.ConfirmPage{Approval: v, Approver: claims.Approver, Signed: signed(q)})
 }
 
-func (s *Service) postDecision(ctx context.Context, id string, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+func (s *service) postDecision(ctx context.Context, id string, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
 	c := clientOf(req)
 	body := []byte(req.Body)
 	if req.IsBase64Encoded {
 		b, err := base64.StdEncoding.DecodeString(req.Body)
 		if err != nil {
-			return resultPage(approval.ResultFromError(approval.ErrBadForm, time.Time{}))
+			return resultPage(approvalcore.ResultFromError(approvalcore.ErrBadForm, time.Time{}))
 		}
 		body = b
 	}
-	d, posted, err := approval.ParseDecisionForm(body, header(req, "Content-Type"))
+	d, posted, err := approvalcore.ParseDecisionForm(body, header(req, "Content-Type"))
 	if err != nil {
-		return resultPage(approval.ResultFromError(err, time.Time{}))
+		return resultPage(approvalcore.ResultFromError(err, time.Time{}))
 	}
 	claims, err := s.cfg.Signer.Verify(id, posted)
 	if err != nil {
@@ -126,34 +126,34 @@ func (s *Service) postDecision(ctx context.Context, id string, req events.APIGat
 	}
 	d.ApprovalID, d.Approver = id, claims.Approver
 	v := view(a, op)
-	o, err := approval.Decide(v, d, s.now())
+	o, err := approvalcore.Decide(v, d, s.now())
 	audit := eventDetail{ApprovalID: id, Decision: string(d.Decision), SourceIP: c.IP, UserAgent: c.UserAgent, KeyID: claims.KeyID}
 	switch {
-	case errors.Is(err, approval.ErrInvalidDecision), errors.Is(err, approval.ErrCommentTooLong), errors.Is(err, approval.ErrInvalidComment):
+	case errors.Is(err, approvalcore.ErrInvalidDecision), errors.Is(err, approvalcore.ErrCommentTooLong), errors.Is(err, approvalcore.ErrInvalidComment):
 		// Nothing to record: ask again, keeping what they typed, showing the buy as the GET did.
-		p := approval.ResultFromError(err, time.Time{})
+		p := approvalcore.ResultFromError(err, time.Time{})
 		var perr error
 		if v.Purchase, perr = s.purchase(ctx, op); perr != nil {
 			s.log.ErrorContext(ctx, "approval page: what is bought cannot be read", "approvalId", id, "operationId", a.OperationID, "err", perr)
-			return resultPage(approval.ResultPage{Kind: approval.PageUnavailable})
+			return resultPage(approvalcore.ResultPage{Kind: approvalcore.PageUnavailable})
 		}
-		return confirmPage(http.StatusBadRequest, approval.ConfirmPage{Approval: v, Approver: claims.Approver, Signed: signed(posted),
-			Error: p.Detail, Comment: truncate(d.Comment, approval.MaxCommentRunes)})
+		return confirmPage(http.StatusBadRequest, approvalcore.ConfirmPage{Approval: v, Approver: claims.Approver, Signed: signed(posted),
+			Error: p.Detail, Comment: firstRunes(d.Comment, approvalcore.MaxCommentRunes)})
 	case err != nil:
 		audit.Outcome = outcomeName(o, err)
 		s.refused(ctx, a, claims.Approver, audit)
-		return resultPage(approval.ResultFromError(err, time.Time{}))
-	case o.Result == approval.ResultAlreadyDecided && o.By == claims.Approver && s.undelivered(ctx, a):
+		return resultPage(approvalcore.ResultFromError(err, time.Time{}))
+	case o.Result == approvalcore.ResultAlreadyDecided && o.By == claims.Approver && s.undelivered(ctx, a):
 		// The decider clicks again after their decision could not be handed over: hand the
 		// recorded decision over again, whatever this click says.
 		audit.Note = "retry of a failed hand-over"
 		return s.deliver(ctx, a, op, claims.Approver, audit)
-	case o.Result != approval.ResultDecided:
+	case o.Result != approvalcore.ResultDecided:
 		// Already decided, or expired: the truth, and nothing written but the attempt. An
 		// approval past its expiry is marked expired by the workflow's timeout, not by a click.
 		audit.Outcome = outcomeName(o, nil)
 		s.refused(ctx, a, claims.Approver, audit)
-		return resultPage(approval.ResultFromOutcome(o, v))
+		return resultPage(approvalcore.ResultFromOutcome(o, v))
 	}
 
 	decided, err := s.cfg.Ledger.Decide(ctx, id, ledger.Decision{Outcome: ledger.ApprovalStatus(o.Status), By: claims.Approver, Comment: o.Comment})
@@ -162,19 +162,19 @@ func (s *Service) postDecision(ctx context.Context, id string, req events.APIGat
 	case errors.As(err, &de):
 		// Someone else decided first (or it expired meanwhile): report what the ledger says.
 		cur := view(de.Current, op)
-		o2, err2 := approval.Check(cur, claims.Approver, s.now())
-		if err2 == nil && o2.Result == approval.ResultPending {
-			o2 = approval.Outcome{Result: approval.ResultExpired, Status: approval.StatusExpired, At: cur.ExpiresAt}
+		o2, err2 := approvalcore.Check(cur, claims.Approver, s.now())
+		if err2 == nil && o2.Result == approvalcore.ResultPending {
+			o2 = approvalcore.Outcome{Result: approvalcore.ResultExpired, Status: approvalcore.StatusExpired, At: cur.ExpiresAt}
 		}
 		audit.Outcome = outcomeName(o2, err2)
 		s.refused(ctx, de.Current, claims.Approver, audit)
 		if err2 != nil {
-			return resultPage(approval.ResultFromError(err2, time.Time{}))
+			return resultPage(approvalcore.ResultFromError(err2, time.Time{}))
 		}
-		return resultPage(approval.ResultFromOutcome(o2, cur))
+		return resultPage(approvalcore.ResultFromOutcome(o2, cur))
 	case err != nil:
 		s.log.ErrorContext(ctx, "approval decision not recorded", "approvalId", id, "err", err)
-		return resultPage(approval.ResultPage{Kind: approval.PageUnavailable})
+		return resultPage(approvalcore.ResultPage{Kind: approvalcore.PageUnavailable})
 	}
 	s.recordDecision(decided)
 
@@ -183,7 +183,7 @@ func (s *Service) postDecision(ctx context.Context, id string, req events.APIGat
 
 // deliver hands a decision recorded in the ledger to Step Functions, records the decision event
 // with the delivery result, updates Slack and answers the decider.
-func (s *Service) deliver(ctx context.Context, decided *ledger.Approval, op *ledger.Operation, approver string, audit eventDetail) events.APIGatewayV2HTTPResponse {
+func (s *service) deliver(ctx context.Context, decided *ledger.Approval, op *ledger.Operation, approver string, audit eventDetail) events.APIGatewayV2HTTPResponse {
 	task := s.complete(ctx, decided, op)
 	audit.Outcome, audit.Comment, audit.Task = string(decided.Status), decided.Comment, task
 	s.appendEvent(ctx, decided.Tenant, decided.OperationID, ledger.Event{
@@ -201,16 +201,16 @@ func (s *Service) deliver(ctx context.Context, decided *ledger.Approval, op *led
 	case taskGone:
 		return messagePage(http.StatusGone, "Recorded, but too late",
 			fmt.Sprintf("Your decision (%s by %s at %s) is recorded, but the buy had already stopped waiting for it: the approval window closed or the buy was stopped.",
-				decided.Status, decided.Decider, approval.FormatTime(decided.DecidedAt)),
+				decided.Status, decided.Decider, approvalcore.FormatTime(decided.DecidedAt)),
 			"Nothing will be bought on this approval. Ask the requester to submit the buy again if it is still needed.")
 	case taskFailed:
 		return messagePage(http.StatusBadGateway, "Recorded, not yet delivered",
 			fmt.Sprintf("Your decision (%s by %s at %s) is recorded, but it could not be handed to the workflow yet.",
-				decided.Status, decided.Decider, approval.FormatTime(decided.DecidedAt)),
+				decided.Status, decided.Decider, approvalcore.FormatTime(decided.DecidedAt)),
 			"Your decision stands and nobody else can change it. Submit the form again in a minute to retry the hand-over.")
 	}
-	return resultPage(approval.ResultFromOutcome(approval.Outcome{
-		Result: approval.ResultDecided, Status: dv.Status, By: dv.DecidedBy, At: dv.DecidedAt, Comment: dv.Comment,
+	return resultPage(approvalcore.ResultFromOutcome(approvalcore.Outcome{
+		Result: approvalcore.ResultDecided, Status: dv.Status, By: dv.DecidedBy, At: dv.DecidedAt, Comment: dv.Comment,
 	}, dv))
 }
 
@@ -218,7 +218,7 @@ func (s *Service) deliver(ctx context.Context, decided *ledger.Approval, op *led
 // Functions failed, or whether a decided approval has no decision event at all: the decider's
 // process died between recording the decision and handing it over (the event follows the
 // hand-over). Read errors count as delivered: the answer is then the plain truth.
-func (s *Service) undelivered(ctx context.Context, a *ledger.Approval) bool {
+func (s *service) undelivered(ctx context.Context, a *ledger.Approval) bool {
 	last, found := "", false
 	cursor := ""
 	for page := 0; page < 200; page++ {
@@ -251,19 +251,15 @@ const (
 // complete hands a recorded decision to Step Functions: SendTaskSuccess with the approval
 // output, or SendTaskFailure with ApprovalRejectedError. A few quick retries cover throttling;
 // a token that is gone is not retried.
-func (s *Service) complete(ctx context.Context, a *ledger.Approval, op *ledger.Operation) string {
-	if s.cfg.Tasks == nil {
-		s.log.ErrorContext(ctx, "no task completer configured", "approvalId", a.ID)
-		return taskFailed
-	}
+func (s *service) complete(ctx context.Context, a *ledger.Approval, op *ledger.Operation) string {
 	call := func() error {
 		if a.Status == ledger.ApprovalApproved {
-			return s.cfg.Tasks.Succeed(ctx, a.TaskToken, workflow.ApprovalOutput{
+			return s.tasks.Succeed(ctx, a.TaskToken, workflow.ApprovalOutput{
 				Decision: string(ledger.ApprovalApproved), ApprovalID: a.ID, DecidedBy: a.Decider,
 				RecheckGovernance: op != nil && !op.GovernanceExpiresAt.IsZero() && !a.DecidedAt.Before(op.GovernanceExpiresAt),
 			})
 		}
-		return s.cfg.Tasks.Fail(ctx, a.TaskToken, RejectedErrorName, rejectionCause(a))
+		return s.tasks.Fail(ctx, a.TaskToken, RejectedErrorName, rejectionCause(a))
 	}
 	var err error
 	for attempt, wait := 0, 100*time.Millisecond; attempt < 3; attempt, wait = attempt+1, wait*4 {
@@ -301,7 +297,7 @@ const goneRecheck = 2 * time.Second
 // approval to the governance re-check, the create or the seller task; a rejection to
 // rejected) within goneRecheck. A token that timed out (the buy expired) or that another path
 // ended answers false.
-func (s *Service) workflowTook(ctx context.Context, a *ledger.Approval) bool {
+func (s *service) workflowTook(ctx context.Context, a *ledger.Approval) bool {
 	deadline := time.Now().Add(goneRecheck)
 	for {
 		op, err := s.cfg.Ledger.GetOperation(ctx, a.Tenant, a.OperationID)
@@ -330,30 +326,30 @@ func (s *Service) workflowTook(ctx context.Context, a *ledger.Approval) bool {
 
 // rejectionCause is the SendTaskFailure cause: readable, with no token or link.
 func rejectionCause(a *ledger.Approval) string {
-	cause := (&workflow.ApprovalRejectedError{ApprovalID: a.ID, By: a.Decider}).Error() + " at " + approval.FormatTime(a.DecidedAt)
+	cause := (&workflow.ApprovalRejectedError{ApprovalID: a.ID, By: a.Decider}).Error() + " at " + approvalcore.FormatTime(a.DecidedAt)
 	if a.Comment != "" {
-		cause += ": " + truncate(a.Comment, 500)
+		cause += ": " + ledger.Clip(a.Comment, 500)
 	}
 	return cause
 }
 
 // refused records a decision attempt that changed nothing.
-func (s *Service) refused(ctx context.Context, a *ledger.Approval, approver string, d eventDetail) {
+func (s *service) refused(ctx context.Context, a *ledger.Approval, approver string, d eventDetail) {
 	s.appendEvent(ctx, a.Tenant, a.OperationID, ledger.Event{
-		Type: EventApprovalRefused, Actor: "approver:" + approver, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason, Detail: d.raw(),
+		Type: ledger.EventApprovalRefused, Actor: "approver:" + approver, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason, Detail: d.raw(),
 	})
 }
 
 // load reads the approval and its operation. When ok is false, resp is the page to serve.
-func (s *Service) load(ctx context.Context, id string) (a *ledger.Approval, op *ledger.Operation, resp events.APIGatewayV2HTTPResponse, ok bool) {
+func (s *service) load(ctx context.Context, id string) (a *ledger.Approval, op *ledger.Operation, resp events.APIGatewayV2HTTPResponse, ok bool) {
 	a, err := s.cfg.Ledger.GetApproval(ctx, id)
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
 		// A validly signed link for an unknown id: treat it as any other invalid link.
-		return nil, nil, resultPage(approval.ResultPage{Kind: approval.PageInvalidLink}), false
+		return nil, nil, resultPage(approvalcore.ResultPage{Kind: approvalcore.PageInvalidLink}), false
 	case err != nil:
 		s.log.ErrorContext(ctx, "approval not readable", "approvalId", id, "err", err)
-		return nil, nil, resultPage(approval.ResultPage{Kind: approval.PageUnavailable}), false
+		return nil, nil, resultPage(approvalcore.ResultPage{Kind: approvalcore.PageUnavailable}), false
 	}
 	op, err = s.cfg.Ledger.GetOperation(ctx, a.Tenant, a.OperationID)
 	switch {
@@ -361,53 +357,53 @@ func (s *Service) load(ctx context.Context, id string) (a *ledger.Approval, op *
 		op = nil
 	case err != nil:
 		s.log.ErrorContext(ctx, "operation not readable", "approvalId", id, "operationId", a.OperationID, "err", err)
-		return nil, nil, resultPage(approval.ResultPage{Kind: approval.PageUnavailable}), false
+		return nil, nil, resultPage(approvalcore.ResultPage{Kind: approvalcore.PageUnavailable}), false
 	}
 	return a, op, events.APIGatewayV2HTTPResponse{}, true
 }
 
 // linkError is the page for a link that does not verify: 403, whatever the reason, with the
 // expiry time when the link is authentic but expired.
-func linkError(err error, claims approval.Claims) events.APIGatewayV2HTTPResponse {
-	resp := resultPage(approval.ResultFromError(err, claims.Expires))
+func linkError(err error, claims approvalcore.Claims) events.APIGatewayV2HTTPResponse {
+	resp := resultPage(approvalcore.ResultFromError(err, claims.Expires))
 	resp.StatusCode = http.StatusForbidden
 	return resp
 }
 
-func outcomeName(o approval.Outcome, err error) string {
+func outcomeName(o approvalcore.Outcome, err error) string {
 	switch {
-	case errors.Is(err, approval.ErrSelfApproval):
+	case errors.Is(err, approvalcore.ErrSelfApproval):
 		return "self_approval"
-	case errors.Is(err, approval.ErrNotApprover):
+	case errors.Is(err, approvalcore.ErrNotApprover):
 		return "not_approver"
 	case err != nil:
 		return "error"
-	case o.Result == approval.ResultAlreadyDecided:
+	case o.Result == approvalcore.ResultAlreadyDecided:
 		return "already_" + string(o.Status)
 	default:
 		return string(o.Result)
 	}
 }
 
-func resultPage(p approval.ResultPage) events.APIGatewayV2HTTPResponse {
-	return render(p.StatusCode(), func(w io.Writer) error { return approval.RenderResult(w, p) })
+func resultPage(p approvalcore.ResultPage) events.APIGatewayV2HTTPResponse {
+	return render(p.StatusCode(), func(w io.Writer) error { return approvalcore.RenderResult(w, p) })
 }
 
-func confirmPage(status int, p approval.ConfirmPage) events.APIGatewayV2HTTPResponse {
-	return render(status, func(w io.Writer) error { return approval.RenderConfirm(w, p) })
+func confirmPage(status int, p approvalcore.ConfirmPage) events.APIGatewayV2HTTPResponse {
+	return render(status, func(w io.Writer) error { return approvalcore.RenderConfirm(w, p) })
 }
 
 // messagePage is a plain page for the two answers approval has no page kind for (a decision
 // recorded after the task was gone, or not yet delivered).
 func messagePage(status int, title, line, hint string) events.APIGatewayV2HTTPResponse {
 	return render(status, func(w io.Writer) error {
-		return approval.RenderMessage(w, title, line, hint)
+		return approvalcore.RenderMessage(w, title, line, hint)
 	})
 }
 
 func render(status int, fn func(io.Writer) error) events.APIGatewayV2HTTPResponse {
 	var b bytes.Buffer
-	h := approval.SecurityHeaders()
+	h := approvalcore.SecurityHeaders()
 	if err := fn(&b); err != nil {
 		h["Content-Type"] = "text/plain; charset=utf-8"
 		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusInternalServerError, Headers: h, Body: "Something went wrong on our side. Nothing was decided.\n"}
@@ -418,7 +414,7 @@ func render(status int, fn func(io.Writer) error) events.APIGatewayV2HTTPRespons
 // signed keeps only the signed link parameters, for the confirm form's hidden fields.
 func signed(q url.Values) url.Values {
 	out := url.Values{}
-	for _, k := range approval.SignedParams {
+	for _, k := range approvalcore.SignedParams {
 		if v, ok := q[k]; ok {
 			out[k] = v
 		}
@@ -460,9 +456,12 @@ func lastSegment(p string) string {
 }
 
 // safeID bounds an unverified id before it reaches a log line.
-func safeID(id string) string { return truncate(id, 64) }
+func safeID(id string) string { return ledger.Clip(id, 64) }
 
-func truncate(s string, n int) string {
+// firstRunes keeps the first n characters of a comment the form refused, so the page shows
+// what the approver typed within the limit the form counts in characters (ledger.Clip bounds
+// stored text in bytes and marks the cut).
+func firstRunes(s string, n int) string {
 	r := []rune(s)
 	if len(r) <= n {
 		return s

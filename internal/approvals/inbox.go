@@ -10,7 +10,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -78,13 +78,13 @@ type InboxPage struct {
 // API Gateway verified them (the local stack's dev headers stand in where its emulator has no
 // IAM identity). An approver sees only pending approvals of their tenant that name them; any
 // other approval id is "not found", the same answer as one that does not exist.
-func (s *Service) HandleInbox(ctx context.Context, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+func (s *service) handleInbox(ctx context.Context, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
 	if m := strings.ToUpper(req.RequestContext.HTTP.Method); m != "GET" {
 		resp := httpapi.Error(405, "method_not_allowed", "the approver routes are read-only: decide on the review page", "")
 		resp.Headers["Allow"] = "GET"
 		return resp
 	}
-	caller, err := httpapi.Identify(req, s.cfg.DevTenantHeader)
+	caller, err := httpapi.Identify(req, s.devTenantHeader)
 	if err != nil {
 		return httpapi.Error(401, "no_identity", "sign the request with SigV4 (IAM)", "")
 	}
@@ -123,7 +123,7 @@ func (s *Service) HandleInbox(ctx context.Context, req events.APIGatewayV2HTTPRe
 // name approver. Buys are found by status (the ledger's status index), approvals by each buy's
 // timeline: the ledger keeps no index of approvals by approver, and a tenant has few buys
 // waiting for a person at once.
-func (s *Service) inbox(ctx context.Context, tenant, approver string) ([]InboxItem, error) {
+func (s *service) inbox(ctx context.Context, tenant, approver string) ([]InboxItem, error) {
 	items := []InboxItem{}
 	cursor := ""
 	for page := 0; page < 50; page++ {
@@ -151,7 +151,7 @@ func (s *Service) inbox(ctx context.Context, tenant, approver string) ([]InboxIt
 
 // waitingFor returns the operation's latest approval when it is pending, unexpired, of this
 // tenant's operation and addressed to approver; otherwise ledger.ErrNotFound.
-func (s *Service) waitingFor(ctx context.Context, tenant, opID, approver string) (*ledger.Approval, round, error) {
+func (s *service) waitingFor(ctx context.Context, tenant, opID, approver string) (*ledger.Approval, round, error) {
 	h, err := s.history(ctx, tenant, opID)
 	if err != nil {
 		return nil, round{}, err
@@ -172,8 +172,8 @@ func (s *Service) waitingFor(ctx context.Context, tenant, opID, approver string)
 }
 
 // open returns one approval waiting for approver, with what is bought and a fresh review link.
-func (s *Service) open(ctx context.Context, tenant, approver, id string) (InboxApproval, error) {
-	if len(id) > approval.MaxApprovalIDLen {
+func (s *service) open(ctx context.Context, tenant, approver, id string) (InboxApproval, error) {
+	if len(id) > approvalcore.MaxApprovalIDLen {
 		return InboxApproval{}, ledger.ErrNotFound
 	}
 	a, err := s.cfg.Ledger.GetApproval(ctx, id)
@@ -222,7 +222,7 @@ func inboxItem(a *ledger.Approval, rd round, seller, po string) InboxItem {
 	}
 	return InboxItem{
 		ApprovalID: a.ID, OperationID: a.OperationID, Summary: summary, Seller: seller,
-		Amount: toMoney(a.Amount, a.Currency).String(), Reason: approval.ReasonCode(a.Reason).Label(),
+		Amount: toMoney(a.Amount, a.Currency).String(), Reason: approvalcore.ReasonCode(a.Reason).Label(),
 		Requester: a.Requester, ExpiresAt: a.ExpiresAt.UTC().Format(time.RFC3339), Escalation: rd.Escalation,
 	}
 }

@@ -32,7 +32,7 @@ func TestApproverInboxListsOnlyWhatWaitsForTheCaller(t *testing.T) {
 
 	list := func(account, user string) (int, approvals.InboxPage) {
 		t.Helper()
-		resp, err := e.svc.HandleHTTP(e.ctx, iamGet(approvals.InboxPrefix, account, user, nil))
+		resp, err := e.approver.HandleHTTP(e.ctx, iamGet(approvals.InboxPrefix, account, user, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,14 +72,14 @@ func TestApproverInboxListsOnlyWhatWaitsForTheCaller(t *testing.T) {
 	}
 	anon := iamGet(approvals.InboxPrefix, "", "", nil)
 	anon.RequestContext.Authorizer = nil
-	if resp, _ := e.svc.HandleHTTP(e.ctx, anon); resp.StatusCode != 401 {
+	if resp, _ := e.approver.HandleHTTP(e.ctx, anon); resp.StatusCode != 401 {
 		t.Errorf("no identity: %d", resp.StatusCode)
 	}
 
 	// Alice opens it: what is bought, governance's verdict, and her own review link.
 	open := func(account, user, apr string) (int, approvals.InboxApproval) {
 		t.Helper()
-		resp, err := e.svc.HandleHTTP(e.ctx, iamGet(approvals.InboxPrefix+"/"+apr, account, user, map[string]string{"approval_id": apr}))
+		resp, err := e.approver.HandleHTTP(e.ctx, iamGet(approvals.InboxPrefix+"/"+apr, account, user, map[string]string{"approval_id": apr}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,7 +131,7 @@ func TestApproverInboxHidesExpiredApprovals(t *testing.T) {
 	e := newEnv(t, inboxPolicy)
 	e.request(token(22))
 	e.clk.Advance(time.Duration(timeout+1) * time.Second)
-	resp, _ := e.svc.HandleHTTP(e.ctx, iamGet(approvals.InboxPrefix, tenant, "arn:aws:iam::111122223333:user/alice", nil))
+	resp, _ := e.approver.HandleHTTP(e.ctx, iamGet(approvals.InboxPrefix, tenant, "arn:aws:iam::111122223333:user/alice", nil))
 	if resp.StatusCode != 200 || strings.Contains(resp.Body, "apr_") {
 		t.Errorf("after the expiry: %d %s", resp.StatusCode, resp.Body)
 	}

@@ -3,13 +3,10 @@ package approvals
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net/url"
-	"strings"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/slack"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -18,7 +15,7 @@ import (
 // ("request", output {}) or Expire ("expire", output workflow.ApprovalExpiry). Errors are
 // returned bare through workflow.TaskError, so their type names match the state machine's
 // ErrorEquals.
-func (s *Service) Notify(ctx context.Context, payload json.RawMessage) (any, error) {
+func (s *Notifier) Notify(ctx context.Context, payload json.RawMessage) (any, error) {
 	var head struct {
 		Action workflow.Action `json:"action"`
 	}
@@ -60,16 +57,16 @@ type SecretGetter interface {
 
 // LoadSigner reads the link-signing keys from the secret name and returns a Signer on now.
 // Errors name the secret, never its value.
-func LoadSigner(ctx context.Context, sg SecretGetter, name string, now func() time.Time) (*approval.Signer, error) {
+func LoadSigner(ctx context.Context, sg SecretGetter, name string, now func() time.Time) (*approvalcore.Signer, error) {
 	raw, err := sg.Get(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("approvals: link keys: %w", err)
 	}
-	keys, err := approval.ParseKeys(raw)
+	keys, err := approvalcore.ParseKeys(raw)
 	if err != nil {
 		return nil, fmt.Errorf("approvals: link keys from secret %s: %w", name, err)
 	}
-	return approval.NewSigner(keys, now)
+	return approvalcore.NewSigner(keys, now)
 }
 
 // LoadSlack reads the Slack secret name and returns the client and how requests are
@@ -94,29 +91,17 @@ func LoadSlack(ctx context.Context, sg SecretGetter, name string, opts ...slack.
 	return c, slack.Direct, nil
 }
 
-// LoadEnv reads the required variables through getenv and reports every missing one together.
-func LoadEnv(getenv func(string) string, required ...string) (map[string]string, error) {
-	env := make(map[string]string, len(required))
-	var missing []string
-	for _, name := range required {
-		v := strings.TrimSpace(getenv(name))
-		if v == "" {
-			missing = append(missing, name)
-		}
-		env[name] = v
+// FromSecrets is the part of a Config both approval Lambdas read from Secrets Manager once per
+// cold start: the link signer (on time.Now) from the keys secret linkKeys, the Slack client and
+// its delivery from the secret slackSecret. The caller fills in the rest.
+func FromSecrets(ctx context.Context, sg SecretGetter, linkKeys, slackSecret string) (Config, error) {
+	signer, err := LoadSigner(ctx, sg, linkKeys, time.Now)
+	if err != nil {
+		return Config{}, err
 	}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("config: missing environment variables: %s", strings.Join(missing, ", "))
+	sl, delivery, err := LoadSlack(ctx, sg, slackSecret)
+	if err != nil {
+		return Config{}, err
 	}
-	return env, nil
-}
-
-// CheckBaseURL checks the public base URL links are built on: absolute http(s), no query,
-// fragment or user info.
-func CheckBaseURL(s string) error {
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return errors.New("config: public base url must be an absolute http(s) url without query, fragment or user info")
-	}
-	return nil
+	return Config{Signer: signer, Slack: sl, Delivery: delivery}, nil
 }

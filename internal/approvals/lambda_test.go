@@ -50,19 +50,6 @@ func TestLoadSecrets(t *testing.T) {
 	}
 }
 
-func TestLoadEnvReportsEveryMissingVariable(t *testing.T) {
-	t.Parallel()
-	getenv := func(k string) string { return map[string]string{"A": "1"}[k] }
-	_, err := approvals.LoadEnv(getenv, "A", "B", "C")
-	if err == nil || !strings.Contains(err.Error(), "B, C") {
-		t.Fatalf("LoadEnv = %v", err)
-	}
-	env, err := approvals.LoadEnv(getenv, "A")
-	if err != nil || env["A"] != "1" {
-		t.Fatalf("LoadEnv = %v, %v", env, err)
-	}
-}
-
 func TestWebhookDeliveryPostsOneSharedMessageAndAFollowUp(t *testing.T) {
 	e := newEnv(t, "")
 	srv := httptest.NewServer(e.sink)
@@ -71,12 +58,8 @@ func TestWebhookDeliveryPostsOneSharedMessageAndAFollowUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := approvals.New(approvals.Config{Ledger: e.store, Tasks: e.tasks, Slack: hook, Delivery: slack.Shared,
+	e.build(approvals.Config{Ledger: e.store, Slack: hook, Delivery: slack.Shared,
 		Signer: e.signer, Policy: e.policy, BaseURL: baseURL, Now: e.clk.Now, Logger: e.logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.svc = svc
 	id := e.request(token(1))
 	msgs := e.sink.Messages()
 	if len(msgs) != 1 || msgs[0].Kind != "webhook" {
@@ -96,8 +79,16 @@ func TestWebhookDeliveryPostsOneSharedMessageAndAFollowUp(t *testing.T) {
 
 func TestNewRefusesIncompleteConfig(t *testing.T) {
 	t.Parallel()
-	_, err := approvals.New(approvals.Config{})
-	if err == nil || !strings.Contains(err.Error(), "no ledger") || !strings.Contains(err.Error(), "no link signer") || !strings.Contains(err.Error(), "no clock") {
-		t.Fatalf("New(empty) = %v, want every missing piece named", err)
+	_, err := approvals.NewNotifier(approvals.Config{})
+	for _, want := range []string{"no ledger", "no link signer", "no clock", "no Slack client", "no public base URL", "no approvers"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("NewNotifier(empty) = %v, want %q named", err, want)
+		}
+	}
+	_, err = approvals.NewApprover(approvals.Config{}, nil, "")
+	for _, want := range []string{"no ledger", "no link signer", "no clock", "no task completer"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("NewApprover(empty) = %v, want %q named", err, want)
+		}
 	}
 }

@@ -5,22 +5,13 @@ import (
 	"github.com/buyflow/buyflow/internal/metrics"
 )
 
-// MetricApprovalDecided counts the decisions a person made, by Outcome (approved or
-// rejected); the rejection rate is ApprovalDecided{Outcome=rejected} over the sum of both
-// outcomes (or metrics.ApprovalRejected over that sum). Expiries are metrics.Timeouts with
-// Kind=approval, not decisions.
-const MetricApprovalDecided = "ApprovalDecided"
-
-// TimeoutKindApproval is the Kind of metrics.Timeouts an approval expiry records.
-const TimeoutKindApproval = "approval"
-
 // recordDecision records a decision the ledger just took: one ApprovalDecided and one
 // ApprovalLatency sample (request stored → decision, both on the ledger's clock) by Outcome,
 // and one ApprovalRejected for a rejection. It runs once per decision, never for a retried
 // hand-over or a lost race.
-func (s *Service) recordDecision(a *ledger.Approval) {
+func (s *service) recordDecision(a *ledger.Approval) {
 	outcome := metrics.Dims{"Outcome": string(a.Status)}
-	s.cfg.Metrics.Count(MetricApprovalDecided, outcome, 1)
+	s.cfg.Metrics.Count(metrics.ApprovalDecided, outcome, 1)
 	if !a.CreatedAt.IsZero() && !a.DecidedAt.Before(a.CreatedAt) {
 		s.cfg.Metrics.Duration(metrics.ApprovalLatency, outcome, a.DecidedAt.Sub(a.CreatedAt))
 	}
@@ -30,6 +21,6 @@ func (s *Service) recordDecision(a *ledger.Approval) {
 }
 
 // recordExpiry records an approval this call marked expired (not a retry that found it so).
-func (s *Service) recordExpiry() {
-	s.cfg.Metrics.Count(metrics.Timeouts, metrics.Dims{"Kind": TimeoutKindApproval}, 1)
+func (s *service) recordExpiry() {
+	s.cfg.Metrics.Count(metrics.Timeouts, metrics.Dims{"Kind": metrics.TimeoutApproval}, 1)
 }

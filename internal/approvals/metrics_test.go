@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/approvals"
 	"github.com/buyflow/buyflow/internal/metrics"
 )
 
@@ -34,7 +33,7 @@ func TestDecisionRecordsLatencyAndOutcome(t *testing.T) {
 			if p, ok := point(got, metrics.ApprovalLatency, outcome); !ok || p.Value != 90000.0 || p.Unit != metrics.UnitMilliseconds {
 				t.Errorf("ApprovalLatency{Outcome=%s} = %+v (found %v), want 90000 ms", c.outcome, p, ok)
 			}
-			if p, ok := point(got, approvals.MetricApprovalDecided, outcome); !ok || p.Value != 1.0 || p.Unit != metrics.UnitCount {
+			if p, ok := point(got, metrics.ApprovalDecided, outcome); !ok || p.Value != 1.0 || p.Unit != metrics.UnitCount {
 				t.Errorf("ApprovalDecided{Outcome=%s} = %+v (found %v), want 1", c.outcome, p, ok)
 			}
 			p, ok := point(got, metrics.ApprovalRejected, nil)
@@ -64,7 +63,7 @@ func TestRepeatedClicksAndRetriedHandOversCountOneDecision(t *testing.T) {
 		t.Fatalf("POST while Step Functions fails = %d", resp.StatusCode)
 	}
 	got := e.flushEMF()
-	if p, ok := point(got, approvals.MetricApprovalDecided, map[string]string{"Outcome": "approved"}); !ok || p.Value != 1.0 {
+	if p, ok := point(got, metrics.ApprovalDecided, map[string]string{"Outcome": "approved"}); !ok || p.Value != 1.0 {
 		t.Errorf("ApprovalDecided = %+v (found %v), want 1 for the recorded decision", p, ok)
 	}
 
@@ -94,7 +93,7 @@ func TestExpiryRecordsOneApprovalTimeout(t *testing.T) {
 	e.clk.Advance(timeout * time.Second)
 	e.expire()
 	got := e.flushEMF()
-	if p, ok := point(got, metrics.Timeouts, map[string]string{"Kind": approvals.TimeoutKindApproval}); !ok || p.Value != 1.0 || p.Unit != metrics.UnitCount {
+	if p, ok := point(got, metrics.Timeouts, map[string]string{"Kind": metrics.TimeoutApproval}); !ok || p.Value != 1.0 || p.Unit != metrics.UnitCount {
 		t.Errorf("Timeouts{Kind=approval} = %+v (found %v), want 1", p, ok)
 	}
 	if len(got) != 1 {

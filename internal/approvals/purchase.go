@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/ledger"
 )
 
@@ -16,22 +16,22 @@ import (
 // are write-once); an operation that no check stored a payload for shows the submitted
 // media_buy, which is what the create stage then sends. The verdict and conditions come from
 // the check's event on the timeline.
-func (s *Service) purchase(ctx context.Context, op *ledger.Operation) (approval.Purchase, error) {
+func (s *service) purchase(ctx context.Context, op *ledger.Operation) (approvalcore.Purchase, error) {
 	payload, err := s.checkedPayload(ctx, op)
 	if err != nil {
-		return approval.Purchase{}, err
+		return approvalcore.Purchase{}, err
 	}
-	p, err := approval.ParsePurchase(payload, op.Currency)
+	p, err := approvalcore.ParsePurchase(payload, op.Currency)
 	if err != nil {
-		return approval.Purchase{}, fmt.Errorf("approvals: what operation %s buys: %w", op.ID, err)
+		return approvalcore.Purchase{}, fmt.Errorf("approvals: what operation %s buys: %w", op.ID, err)
 	}
 	if p.Governance, err = s.verdict(ctx, op); err != nil {
-		return approval.Purchase{}, err
+		return approvalcore.Purchase{}, err
 	}
 	return p, nil
 }
 
-func (s *Service) checkedPayload(ctx context.Context, op *ledger.Operation) ([]byte, error) {
+func (s *service) checkedPayload(ctx context.Context, op *ledger.Operation) ([]byte, error) {
 	if op.GovernanceCheckID != "" {
 		in, err := s.cfg.Ledger.GetIntent(ctx, op.Tenant, op.ID, ledger.CheckedIntentPrefix+op.GovernanceCheckID)
 		switch {
@@ -52,8 +52,8 @@ func (s *Service) checkedPayload(ctx context.Context, op *ledger.Operation) ([]b
 
 // verdict returns what the operation's latest governance check that decided (proceed or
 // needs_approval) said.
-func (s *Service) verdict(ctx context.Context, op *ledger.Operation) (approval.Verdict, error) {
-	var v approval.Verdict
+func (s *service) verdict(ctx context.Context, op *ledger.Operation) (approvalcore.Verdict, error) {
+	var v approvalcore.Verdict
 	err := s.eachEvent(ctx, op.Tenant, op.ID, func(ev ledger.Event) {
 		if ev.Type != ledger.EventGovernanceCheck {
 			return
@@ -70,9 +70,9 @@ func (s *Service) verdict(ctx context.Context, op *ledger.Operation) (approval.V
 		if json.Unmarshal(ev.Detail, &d) != nil || d.Decision == "" || d.Verdict == "" {
 			return
 		}
-		v = approval.Verdict{Verdict: d.Verdict}
+		v = approvalcore.Verdict{Verdict: d.Verdict}
 		for _, c := range d.Conditions {
-			v.Conditions = append(v.Conditions, approval.Condition{Field: truncate(c.Field, 200), Reason: truncate(c.Reason, 300),
+			v.Conditions = append(v.Conditions, approvalcore.Condition{Field: ledger.Clip(c.Field, 200), Reason: ledger.Clip(c.Reason, 300),
 				NeedsPerson: len(bytes.TrimSpace(c.RequiredValue)) == 0 || string(bytes.TrimSpace(c.RequiredValue)) == "null"})
 		}
 	})
@@ -80,7 +80,7 @@ func (s *Service) verdict(ctx context.Context, op *ledger.Operation) (approval.V
 }
 
 // eachEvent calls fn on every event of the operation's timeline, oldest first.
-func (s *Service) eachEvent(ctx context.Context, tenant, opID string, fn func(ledger.Event)) error {
+func (s *service) eachEvent(ctx context.Context, tenant, opID string, fn func(ledger.Event)) error {
 	cursor := ""
 	for page := 0; page < 200; page++ {
 		p, err := s.cfg.Ledger.ListEvents(ctx, tenant, opID, ledger.MaxListLimit, cursor)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/slack"
@@ -29,7 +29,7 @@ const (
 // A retry with the same task token converges on the same approval (its id derives from the
 // token) and posts to Slack only if no message was recorded yet. The round after an expiry
 // that escalated goes to the policy's escalation approvers.
-func (s *Service) Request(ctx context.Context, in workflow.CallbackInput) error {
+func (s *Notifier) Request(ctx context.Context, in workflow.CallbackInput) error {
 	if err := checkStage(in.OperationID, in.Tenant); err != nil {
 		return err
 	}
@@ -38,9 +38,6 @@ func (s *Service) Request(ctx context.Context, in workflow.CallbackInput) error 
 	}
 	if in.Config.ApprovalTimeoutSeconds <= 0 {
 		return &workflow.InvalidInputError{Field: "config.approval_timeout_seconds", Reason: "must be a positive integer"}
-	}
-	if s.cfg.Slack == nil || s.cfg.BaseURL == "" || len(s.cfg.Policy.Approvers) == 0 {
-		return &workflow.TerminalError{Code: "approval_not_configured", Reason: "the notify stage has no Slack client, public base URL or approvers"}
 	}
 	op, err := s.operation(ctx, in.Tenant, in.OperationID)
 	if err != nil {
@@ -113,7 +110,7 @@ func (s *Service) Request(ctx context.Context, in workflow.CallbackInput) error 
 	}
 	if !known {
 		err := s.cfg.Ledger.AppendEvent(ctx, in.Tenant, in.OperationID, ledger.Event{
-			Type: EventApprovalRequested, Actor: actorSystem, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason,
+			Type: ledger.EventApprovalRequested, Actor: actorSystem, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason,
 			Detail: eventDetail{ApprovalID: id, Round: rd.Round, Escalation: rd.Escalation, Approvers: a.Approvers}.raw(),
 		})
 		if err != nil {
@@ -137,7 +134,7 @@ func (s *Service) Request(ctx context.Context, in workflow.CallbackInput) error 
 // Already being there (a retry, an escalation round) is fine; an operation that ended meanwhile
 // is a terminal error; any other status is left as it is and logged, since the approval itself
 // is already stored and the workflow decides what happens next.
-func (s *Service) awaitApproval(ctx context.Context, op *ledger.Operation, id string) error {
+func (s *service) awaitApproval(ctx context.Context, op *ledger.Operation, id string) error {
 	if op.Status == workflow.StatusAwaitingApproval {
 		return nil
 	}
@@ -168,7 +165,7 @@ func (s *Service) awaitApproval(ctx context.Context, op *ledger.Operation, id st
 
 // post sends the request to Slack, one signed link per approver, and stores where it landed.
 // Nothing posted at all is an error (the stage retries); a partial post is logged and kept.
-func (s *Service) post(ctx context.Context, a *ledger.Approval, op *ledger.Operation) error {
+func (s *service) post(ctx context.Context, a *ledger.Approval, op *ledger.Operation) error {
 	exp := s.linkExpiry(a)
 	reviews := make([]slack.Review, 0, len(a.Approvers))
 	for _, who := range a.Approvers {
@@ -206,47 +203,47 @@ func (s *Service) post(ctx context.Context, a *ledger.Approval, op *ledger.Opera
 
 // linkExpiry is when a review link signed now for a stops working: the approval's expiry,
 // capped by the policy's link TTL and the longest lifetime a link may have.
-func (s *Service) linkExpiry(a *ledger.Approval) time.Time {
+func (s *service) linkExpiry(a *ledger.Approval) time.Time {
 	now := s.now()
 	exp := a.ExpiresAt
 	if ttl := time.Duration(s.cfg.Policy.LinkTTLSeconds) * time.Second; ttl > 0 && now.Add(ttl).Before(exp) {
 		exp = now.Add(ttl)
 	}
-	if limit := now.Add(approval.MaxLinkLifetime); exp.After(limit) {
+	if limit := now.Add(approvalcore.MaxLinkLifetime); exp.After(limit) {
 		exp = limit
 	}
 	return exp
 }
 
 // reasonCode maps the state machine's reason to the reason shown to approvers.
-func (s *Service) reasonCode(reason string, op *ledger.Operation) approval.ReasonCode {
-	switch approval.ReasonCode(reason) {
-	case approval.ReasonSellerInputRequired, approval.ReasonPolicyThreshold, approval.ReasonGovernanceConditions:
-		return approval.ReasonCode(reason)
+func (s *service) reasonCode(reason string, op *ledger.Operation) approvalcore.ReasonCode {
+	switch approvalcore.ReasonCode(reason) {
+	case approvalcore.ReasonSellerInputRequired, approvalcore.ReasonPolicyThreshold, approvalcore.ReasonGovernanceConditions:
+		return approvalcore.ReasonCode(reason)
 	}
 	if needs, _ := s.cfg.Policy.Needs(op); needs {
-		return approval.ReasonPolicyThreshold
+		return approvalcore.ReasonPolicyThreshold
 	}
 	if op.RequireApproval {
 		return ReasonBuyerRequested
 	}
-	return approval.ReasonGovernanceConditions
+	return approvalcore.ReasonGovernanceConditions
 }
 
 // reasonText is what the approvers read under the reason: the operation's recorded reason
 // when it carries the words of the party that asked (the seller's input-required message, the
 // governance agent's conditions), frozen into the approval when it is requested.
-func reasonText(code approval.ReasonCode, op *ledger.Operation) string {
+func reasonText(code approvalcore.ReasonCode, op *ledger.Operation) string {
 	switch code {
-	case approval.ReasonSellerInputRequired, approval.ReasonGovernanceConditions:
-		return truncate(strings.TrimSpace(op.Reason), 500)
+	case approvalcore.ReasonSellerInputRequired, approvalcore.ReasonGovernanceConditions:
+		return ledger.Clip(strings.TrimSpace(op.Reason), 500)
 	}
 	return ""
 }
 
 // ReasonBuyerRequested is the reason code of an approval the buyer asked for in the submit
-// request (require_approval); approval.ReasonCode.Label has a generic sentence for it.
-const ReasonBuyerRequested approval.ReasonCode = "buyer_requested"
+// request (require_approval); approvalcore.ReasonCode.Label has a generic sentence for it.
+const ReasonBuyerRequested approvalcore.ReasonCode = "buyer_requested"
 
 // Expire runs the notify stage's "expire" action (ExpireApproval, after RequestApproval's
 // States.Timeout): it marks the operation's latest approval expired in the ledger (pending →
@@ -254,7 +251,7 @@ const ReasonBuyerRequested approval.ReasonCode = "buyer_requested"
 // the workflow asks again (escalated: once, to the escalation approvers, when the policy says
 // so) or gives up. An approval decided in a race with the timeout is reported as it is: the
 // workflow had stopped waiting, so it gives up and says why.
-func (s *Service) Expire(ctx context.Context, in workflow.StageInput) (workflow.ApprovalExpiry, error) {
+func (s *Notifier) Expire(ctx context.Context, in workflow.StageInput) (workflow.ApprovalExpiry, error) {
 	if err := checkStage(in.OperationID, in.Tenant); err != nil {
 		return workflow.ApprovalExpiry{}, err
 	}
@@ -277,10 +274,10 @@ func (s *Service) Expire(ctx context.Context, in workflow.StageInput) (workflow.
 	case errors.As(err, &de) && de.Current.Status != ledger.ApprovalPending:
 		cur := de.Current
 		reason := fmt.Sprintf("approval %s was %s by %s at %s, after the approval window closed; the workflow had stopped waiting, so nothing is bought",
-			cur.ID, cur.Status, cur.Decider, approval.FormatTime(cur.DecidedAt))
+			cur.ID, cur.Status, cur.Decider, approvalcore.FormatTime(cur.DecidedAt))
 		if !last.Expired {
 			s.appendEvent(ctx, in.Tenant, in.OperationID, ledger.Event{
-				Type: EventApprovalExpired, Actor: actorTimeout, Amount: cur.Amount, Currency: cur.Currency, Reason: cur.Reason,
+				Type: ledger.EventApprovalExpired, Actor: actorTimeout, Amount: cur.Amount, Currency: cur.Currency, Reason: cur.Reason,
 				Detail: eventDetail{ApprovalID: cur.ID, Round: last.Round, Outcome: string(cur.Status), Note: "decided after the timeout"}.raw(),
 			})
 		}
@@ -296,7 +293,7 @@ func (s *Service) Expire(ctx context.Context, in workflow.StageInput) (workflow.
 		escalate = last.Escalated
 	} else {
 		err := s.cfg.Ledger.AppendEvent(ctx, in.Tenant, in.OperationID, ledger.Event{
-			Type: EventApprovalExpired, Actor: actorTimeout, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason,
+			Type: ledger.EventApprovalExpired, Actor: actorTimeout, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason,
 			Detail: eventDetail{ApprovalID: a.ID, Round: last.Round, Escalation: last.Escalation, Escalated: escalate}.raw(),
 		})
 		if err != nil {
@@ -310,7 +307,7 @@ func (s *Service) Expire(ctx context.Context, in workflow.StageInput) (workflow.
 		}
 		s.updateSlack(ctx, a, op)
 	}
-	reason := "approval expired at " + approval.FormatTime(a.ExpiresAt) + " with no decision"
+	reason := "approval expired at " + approvalcore.FormatTime(a.ExpiresAt) + " with no decision"
 	if escalate {
 		reason += "; asking the escalation approvers"
 	}
@@ -320,7 +317,7 @@ func (s *Service) Expire(ctx context.Context, in workflow.StageInput) (workflow.
 
 // updateSlack replaces the request messages with the approval's final status. Failures are
 // logged: the ledger already holds the truth.
-func (s *Service) updateSlack(ctx context.Context, a *ledger.Approval, op *ledger.Operation) {
+func (s *service) updateSlack(ctx context.Context, a *ledger.Approval, op *ledger.Operation) {
 	if s.cfg.Slack == nil || len(a.SlackMessages) == 0 {
 		return
 	}
@@ -334,13 +331,13 @@ func (s *Service) updateSlack(ctx context.Context, a *ledger.Approval, op *ledge
 }
 
 // appendEvent records an audit event whose loss must not change the answer; failures are logged.
-func (s *Service) appendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) {
+func (s *service) appendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) {
 	if err := s.cfg.Ledger.AppendEvent(ctx, tenant, opID, ev); err != nil {
 		s.log.ErrorContext(ctx, "audit event not recorded", "operationId", opID, "type", ev.Type, "err", err)
 	}
 }
 
-func (s *Service) operation(ctx context.Context, tenant, id string) (*ledger.Operation, error) {
+func (s *service) operation(ctx context.Context, tenant, id string) (*ledger.Operation, error) {
 	op, err := s.cfg.Ledger.GetOperation(ctx, tenant, id)
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/money"
@@ -44,23 +44,20 @@ type Tasks interface {
 	Fail(ctx context.Context, token, errName, cause string) error
 }
 
-// Config holds what New needs. Ledger, Signer and Now are always required; the notify stage
-// also needs Slack, Policy and BaseURL; the approve Lambda needs Tasks and, to update the Slack
-// messages, Slack, and for the approver routes Policy (its identities) and BaseURL.
+// Config holds what both approval Lambdas need: the ledger, the Slack client (notify posts the
+// request, approve updates it after a decision), the link signer, the approval policy (notify
+// picks the approvers, approve maps the IAM callers of the approver routes), the public root
+// of the links and the clock.
 type Config struct {
 	Ledger Ledger
-	Tasks  Tasks
 	// Slack posts and updates messages; Delivery says whether each approver gets a direct
 	// message (bot) or one shared message goes to a channel (webhook).
 	Slack    slack.Client
 	Delivery slack.Delivery
-	Signer   *approval.Signer
+	Signer   *approvalcore.Signer
 	Policy   Policy
 	// BaseURL is the public root of the HTTP API the links point at.
 	BaseURL string
-	// DevTenantHeader, on the local stack only, names the header the approver routes take the
-	// tenant from (with X-Buyflow-Principal for the principal), as the buyer routes do.
-	DevTenantHeader string
 	// Now is the clock; it must be the ledger's clock too.
 	Now func() time.Time
 	// Metrics receives the approval metrics (metrics.ApprovalLatency, MetricApprovalDecided
@@ -71,15 +68,62 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Service runs the approval use cases: Request and Expire (notify stage) and the approve
-// Lambda's GET and POST. It is safe for concurrent use.
-type Service struct {
+// service is what the notify and approve use cases share.
+type service struct {
 	cfg Config
 	log *slog.Logger
+	// tasks completes the parked RequestApproval token (approve only).
+	tasks Tasks
+	// devTenantHeader, on the local stack only, names the header the approver routes take the
+	// tenant from (with X-Buyflow-Principal for the principal), as the buyer routes do.
+	devTenantHeader string
 }
 
-// New checks cfg and returns a Service.
-func New(cfg Config) (*Service, error) {
+// Notifier is the notify Lambda's use case: Request and Expire (Notify dispatches the payload).
+// It is safe for concurrent use.
+type Notifier struct{ *service }
+
+// Approver is the approve Lambda's use case: the confirm page, the decision and the approver
+// routes (HandleHTTP). It is safe for concurrent use.
+type Approver struct{ *service }
+
+// NewNotifier checks cfg and returns the notify stage: it needs the Slack client, the public
+// base URL and a policy with approvers on top of what both Lambdas need.
+func NewNotifier(cfg Config) (*Notifier, error) {
+	errs := cfg.problems()
+	if cfg.Slack == nil {
+		errs = append(errs, errors.New("no Slack client"))
+	}
+	if cfg.BaseURL == "" {
+		errs = append(errs, errors.New("no public base URL"))
+	}
+	if len(cfg.Policy.Approvers) == 0 {
+		errs = append(errs, errors.New("no approvers in the policy"))
+	}
+	s, err := newService(cfg, errs)
+	if err != nil {
+		return nil, err
+	}
+	return &Notifier{s}, nil
+}
+
+// NewApprover checks cfg and returns the approve Lambda's use case; tasks completes the parked
+// RequestApproval token after a decision. devTenantHeader is set on the local stack only.
+func NewApprover(cfg Config, tasks Tasks, devTenantHeader string) (*Approver, error) {
+	errs := cfg.problems()
+	if tasks == nil {
+		errs = append(errs, errors.New("no task completer"))
+	}
+	s, err := newService(cfg, errs)
+	if err != nil {
+		return nil, err
+	}
+	s.tasks, s.devTenantHeader = tasks, devTenantHeader
+	return &Approver{s}, nil
+}
+
+// problems lists what both Lambdas need and cfg lacks.
+func (cfg Config) problems() []error {
 	var errs []error
 	if cfg.Ledger == nil {
 		errs = append(errs, errors.New("no ledger"))
@@ -90,16 +134,20 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Now == nil {
 		errs = append(errs, errors.New("no clock"))
 	}
-	if err := errors.Join(errs...); err != nil {
+	return errs
+}
+
+func newService(cfg Config, problems []error) (*service, error) {
+	if err := errors.Join(problems...); err != nil {
 		return nil, fmt.Errorf("approvals: %w", err)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Service{cfg: cfg, log: cfg.Logger}, nil
+	return &service{cfg: cfg, log: cfg.Logger}, nil
 }
 
-func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
+func (s *service) now() time.Time { return s.cfg.Now().UTC() }
 
 // ApprovalID derives the approval id from the task token: 128 bits of its SHA-256 in base64url,
 // prefixed "apr_". A retried request with the same token finds the same approval; the token
@@ -111,12 +159,12 @@ func ApprovalID(taskToken string) string {
 
 // view converts a ledger approval and its operation into what the pages and Slack messages
 // show. It never copies the task token.
-func view(a *ledger.Approval, op *ledger.Operation) approval.Approval {
-	v := approval.Approval{
+func view(a *ledger.Approval, op *ledger.Operation) approvalcore.Approval {
+	v := approvalcore.Approval{
 		ID: a.ID, OperationID: a.OperationID, Tenant: a.Tenant,
 		Approvers: a.Approvers, EscalationApprovers: a.EscalationApprovers, Requester: a.Requester,
-		Amount: toMoney(a.Amount, a.Currency), Reason: approval.ReasonCode(a.Reason), ReasonText: a.ReasonText,
-		Status: approval.Status(a.Status), DecidedBy: a.Decider, DecidedAt: a.DecidedAt,
+		Amount: toMoney(a.Amount, a.Currency), Reason: approvalcore.ReasonCode(a.Reason), ReasonText: a.ReasonText,
+		Status: approvalcore.Status(a.Status), DecidedBy: a.Decider, DecidedAt: a.DecidedAt,
 		Comment: a.Comment, ExpiresAt: a.ExpiresAt,
 	}
 	v.Summary = "Media buy " + a.OperationID
@@ -132,25 +180,13 @@ func view(a *ledger.Approval, op *ledger.Operation) approval.Approval {
 // toMoney reads the ledger's decimal amount exactly (the submit stored it in the currency's
 // minor unit; nothing is rounded). An amount it cannot read is zero: a request for approval
 // refuses such an amount before any page or message shows it.
-func toMoney(amount, currency string) approval.Money {
+func toMoney(amount, currency string) approvalcore.Money {
 	a, err := money.ParseDecimal(strings.TrimSpace(amount), currency)
 	if err != nil {
-		return approval.Money{Currency: currency}
+		return approvalcore.Money{Currency: currency}
 	}
-	return approval.Money{Minor: a.Minor, Currency: currency}
+	return approvalcore.Money{Minor: a.Minor, Currency: currency}
 }
-
-// Event types this package appends to an operation's timeline (decisions use
-// ledger.EventDecision).
-const (
-	EventApprovalRequested = ledger.EventApprovalRequested
-	EventApprovalExpired   = "approval_expired"
-	EventApprovalRefused   = "approval_refused"
-	// EventApprovalViewed records a GET of a validly signed link: who the link is for, from
-	// where, with which user agent (a Slack unfurler or mail scanner shows up here), and what
-	// the page said. It is audit only: it never changes the approval.
-	EventApprovalViewed = "approval_viewed"
-)
 
 // eventDetail is the Detail JSON of this package's events.
 type eventDetail struct {
@@ -210,11 +246,11 @@ func (h history) latest() (round, bool) {
 	return h.rounds[len(h.rounds)-1], true
 }
 
-func (s *Service) history(ctx context.Context, tenant, opID string) (history, error) {
+func (s *service) history(ctx context.Context, tenant, opID string) (history, error) {
 	var h history
 	idx := map[string]int{}
 	err := s.eachEvent(ctx, tenant, opID, func(ev ledger.Event) {
-		if ev.Type != EventApprovalRequested && ev.Type != EventApprovalExpired {
+		if ev.Type != ledger.EventApprovalRequested && ev.Type != ledger.EventApprovalExpired {
 			return
 		}
 		var d eventDetail
@@ -228,9 +264,9 @@ func (s *Service) history(ctx context.Context, tenant, opID string) (history, er
 			i = len(h.rounds) - 1
 		}
 		switch ev.Type {
-		case EventApprovalRequested:
+		case ledger.EventApprovalRequested:
 			h.rounds[i].Round, h.rounds[i].Escalation = d.Round, d.Escalation
-		case EventApprovalExpired:
+		case ledger.EventApprovalExpired:
 			h.rounds[i].Expired, h.rounds[i].Escalated = true, d.Escalated
 		}
 	})

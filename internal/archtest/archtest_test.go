@@ -3,7 +3,12 @@ package archtest
 import (
 	"bytes"
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -59,7 +64,7 @@ func TestLambdasNeverLinkCDK(t *testing.T) {
 
 // Test-support packages (simulated agents, emulators, event converters) never reach a Lambda.
 func TestLambdasNeverLinkTestSupport(t *testing.T) {
-	support := []string{"/internal/adcptest", "/internal/dynamotest", "/internal/apigwtest", "/internal/metrics/metricstest", "/internal/localstack"}
+	support := []string{"/internal/adcptest", "/internal/dynamotest", "/internal/apigwtest", "/internal/metrics/metricstest", "/internal/devstack"}
 	for path, p := range list(t, "./functions/...") {
 		for _, d := range p.Deps {
 			for _, s := range support {
@@ -77,6 +82,10 @@ func TestNothingImportsInfraOrFunctions(t *testing.T) {
 			continue
 		}
 		for _, d := range p.Imports {
+			// The Lambdas share their wiring under functions/internal (Go keeps it theirs).
+			if strings.HasPrefix(path, module+"/functions/") && strings.HasPrefix(d, module+"/functions/internal/") {
+				continue
+			}
 			if strings.HasPrefix(d, module+"/infra") || strings.HasPrefix(d, module+"/functions/") {
 				t.Errorf("%s imports %s", path, d)
 			}
@@ -88,10 +97,10 @@ func TestLeafPackagesImportOnlyTheStandardLibrary(t *testing.T) {
 	leaves := map[string][]string{
 		"./internal/workflow": nil,
 		// The approval page prints amounts with the currencies' minor units, from the money leaf.
-		"./internal/approval": {module + "/internal/money"},
-		"./internal/webhook":  {"github.com/go-jose/go-jose/v4"},
-		"./internal/money":    {module + "/internal/jsonnum"},
-		"./internal/jsonnum":  nil,
+		"./internal/approvalcore": {module + "/internal/money"},
+		"./internal/webhookauth":  {"github.com/go-jose/go-jose/v4"},
+		"./internal/money":        {module + "/internal/jsonnum"},
+		"./internal/jsonnum":      nil,
 	}
 	for pattern, allowed := range leaves {
 		t.Run(pattern, func(t *testing.T) {
@@ -127,5 +136,104 @@ func TestAdapterPackagesStayOutOfEachOther(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The layers, top-down: functions/* (wiring) → one use case per Lambda → shared kernels →
+// adapters → leaves. A use case's package serves its Lambdas alone.
+var (
+	useCases = []string{
+		module + "/internal/mediabuy",  // submit
+		module + "/internal/stages",    // governance, create, poll
+		module + "/internal/approvals", // notify, approve
+		module + "/internal/webhookrx", // webhook
+		module + "/internal/reconcile", // reconcile
+	}
+	// Kernels and adapters the use cases share; none of them may reach a use case.
+	shared = []string{
+		"./internal/sellertask", "./internal/httpapi", "./internal/ledger", "./internal/sfn", "./internal/adcp",
+		"./internal/slack", "./internal/secrets", "./internal/metrics", "./internal/config", "./internal/topology",
+		"./internal/approvalcore", "./internal/webhookauth", "./internal/money", "./internal/jsonnum",
+		"./internal/workflow", "./internal/logging",
+	}
+)
+
+func isUseCase(path string) bool { return slices.Contains(useCases, path) }
+
+func TestNoUseCaseImportsAnother(t *testing.T) {
+	for path, p := range list(t, useCases...) {
+		for _, d := range p.Deps {
+			if isUseCase(d) && d != path {
+				t.Errorf("%s depends on the use case %s: a use case serves its own Lambdas; share a kernel instead", path, d)
+			}
+		}
+	}
+}
+
+func TestSharedPackagesReachNoUseCase(t *testing.T) {
+	for path, p := range list(t, shared...) {
+		for _, d := range p.Deps {
+			if isUseCase(d) {
+				t.Errorf("%s depends on the use case %s: kernels and adapters sit below the use cases", path, d)
+			}
+		}
+	}
+}
+
+// The state-machine stages and the sweep are not HTTP handlers.
+func TestTaskUseCasesDoNotImportHTTP(t *testing.T) {
+	for path, p := range list(t, "./internal/stages", "./internal/reconcile", "./internal/sellertask") {
+		for _, d := range p.Deps {
+			if d == module+"/internal/httpapi" || d == "github.com/aws/aws-lambda-go/events" {
+				t.Errorf("%s depends on %s", path, d)
+			}
+		}
+	}
+}
+
+// Only functions/* and cmd/* build AWS clients (and the local stack and the test emulators,
+// which stand in for AWS); every package below receives a narrow interface or a client.
+func TestOnlyWiringBuildsAWSClients(t *testing.T) {
+	allowed := []string{"functions/", "cmd/", "internal/devstack/", "internal/dynamotest/", "infra/"}
+	root := "../.."
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if rel == "node_modules" || rel == ".git" || rel == "bin" || rel == "cdk.out" || strings.HasPrefix(rel, ".") && rel != "." {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") ||
+			slices.ContainsFunc(allowed, func(a string) bool { return strings.HasPrefix(rel, a) }) {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			if sel, ok := call.Fun.(*ast.SelectorExpr); ok && (sel.Sel.Name == "NewFromConfig" || sel.Sel.Name == "LoadDefaultConfig") {
+				t.Errorf("%s builds an AWS client (%s): only functions/* and cmd/* do", rel, sel.Sel.Name)
+			}
+			return true
+		})
+		for _, imp := range f.Imports {
+			if p := strings.Trim(imp.Path.Value, `"`); p == "github.com/aws/aws-sdk-go-v2/config" {
+				t.Errorf("%s imports %s", rel, p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,3 +1,7 @@
-// Package archtest guards the import graph: Lambdas never link CDK, leaf packages stay leaves,
-// and dependencies point from the Lambdas down to leaf packages, never back. It has tests only.
+// Package archtest guards the import graph, which reads top-down: functions/* (wiring, the only
+// code besides cmd/* that builds AWS clients) → one use-case package per Lambda (mediabuy,
+// stages, approvals, webhookrx, reconcile), none importing another → shared kernels
+// (sellertask, httpapi) → adapters (ledger, sfn, adcp, slack, secrets) → leaves (workflow,
+// money, jsonnum, approvalcore, webhookauth). Lambdas never link CDK or test support. It has
+// tests only.
 package archtest

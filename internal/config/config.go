@@ -1,69 +1,141 @@
-// Package config reads a function's environment once per cold start and reports every
-// problem together, so a misconfigured deployment fails its first invocation with one clear
-// message instead of one variable at a time.
+// Package config is the one reader of a function's environment: Load reads exactly the
+// variables internal/topology declares for that function, once per cold start, into a typed
+// Env, and reports every problem together, so a misconfigured deployment fails its first
+// invocation with one clear message instead of one variable at a time (or, worse, a failed
+// execution in production when a variable is read late).
 package config
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
+
+	"github.com/buyflow/buyflow/internal/topology"
+	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// Env collects values and problems from getenv.
+// Env is what one function reads from its environment. A field whose variable topology does
+// not declare for the function stays empty.
 type Env struct {
-	getenv   func(string) string
-	problems []string
+	// Function is the function's name in the topology.
+	Function string
+	// TableName is the ledger table (BUYFLOW_TABLE_NAME).
+	TableName string
+	// StateMachineARN is the MediaBuy state machine (BUYFLOW_STATE_MACHINE_ARN).
+	StateMachineARN string
+	// Agents is the agent registry document (BUYFLOW_AGENTS), parsed by adcp.ParseRegistry.
+	Agents []byte
+	// AgentSecretPrefix is the prefix every agent secret must lie under
+	// (BUYFLOW_AGENT_SECRET_PREFIX): the only secrets the function's role may read.
+	AgentSecretPrefix string
+	// LinkKeySecret names the approval-link signing keys secret (BUYFLOW_LINK_KEY_SECRET).
+	LinkKeySecret string
+	// SlackSecret names the Slack bot token or webhook secret (BUYFLOW_SLACK_SECRET).
+	SlackSecret string
+	// PublicBaseURL is the HTTP API's root, without a trailing slash, for links and webhooks
+	// (BUYFLOW_PUBLIC_BASE_URL): an absolute http(s) URL without query, fragment or user info.
+	PublicBaseURL string
+	// ApprovalPolicy is the approval policy document (BUYFLOW_APPROVAL_POLICY), parsed by
+	// approvals.ParsePolicy.
+	ApprovalPolicy []byte
+	// CallerURI is the caller sent to governance agents (BUYFLOW_CALLER_URI), an absolute URI.
+	CallerURI string
+	// DevTenantHeader, on the local stack only, names the header the tenant is taken from
+	// (BUYFLOW_DEV_TENANT_HEADER); optional, never set by infra.
+	DevTenantHeader string
+	// Run is the workflow's timings (BUYFLOW_RUN_CONFIG, optional): the defaults with what the
+	// variable sets, validated.
+	Run workflow.RunConfig
 }
 
-// New returns an Env reading through getenv (os.Getenv in main, a map in tests).
-func New(getenv func(string) string) *Env { return &Env{getenv: getenv} }
-
-// Required returns the variable name, recording a problem when it is empty.
-func (e *Env) Required(name string) string {
-	v := strings.TrimSpace(e.getenv(name))
-	if v == "" {
-		e.problems = append(e.problems, name+" is not set")
+// Load reads the variables topology declares for the function fn through getenv (os.Getenv in
+// a Lambda, a map in tests) and returns every problem at once: missing required variables,
+// URLs that are not, a run configuration that does not decode or validate. With an error, the
+// Env still holds every well-formed value, so that a caller parsing one of them (a registry, a
+// policy) reports its problems together with these.
+func Load(fn string, getenv func(string) string) (Env, error) {
+	f, ok := topology.App.Function(fn)
+	if !ok {
+		return Env{}, fmt.Errorf("config: no function %q in the topology", fn)
 	}
-	return v
-}
-
-// Optional returns the variable name or def when it is empty.
-func (e *Env) Optional(name, def string) string {
-	if v := strings.TrimSpace(e.getenv(name)); v != "" {
-		return v
-	}
-	return def
-}
-
-// JSON decodes the variable name into v when it is set (strictly: unknown fields are a
-// problem), recording a problem when it is required and empty or does not decode.
-func (e *Env) JSON(name string, required bool, v any) {
-	raw := strings.TrimSpace(e.getenv(name))
-	if raw == "" {
-		if required {
-			e.problems = append(e.problems, name+" is not set")
+	env := Env{Function: fn, Run: workflow.DefaultRunConfig()}
+	var missing []string
+	var errs []error
+	for _, name := range f.Env {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			if !topology.Optional(name) {
+				missing = append(missing, name)
+			}
+			continue
 		}
-		return
+		if err := env.set(name, v); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
 	}
-	dec := json.NewDecoder(strings.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		e.problems = append(e.problems, fmt.Sprintf("%s is not valid: %v", name, err))
+	if len(missing) > 0 {
+		errs = append([]error{fmt.Errorf("missing environment variables: %s", strings.Join(missing, ", "))}, errs...)
 	}
+	if err := errors.Join(errs...); err != nil {
+		return env, fmt.Errorf("config of %s: %w", fn, err)
+	}
+	return env, nil
 }
 
-// Check records err as a problem with the variable name when err is not nil.
-func (e *Env) Check(name string, err error) {
-	if err != nil {
-		e.problems = append(e.problems, fmt.Sprintf("%s: %v", name, err))
+// set stores the value v of the variable name, checking its form.
+func (e *Env) set(name, v string) error {
+	switch name {
+	case topology.EnvTableName:
+		e.TableName = v
+	case topology.EnvStateMachineARN:
+		e.StateMachineARN = v
+	case topology.EnvAgentsConfig:
+		e.Agents = []byte(v)
+	case topology.EnvAgentsSecretPrefix:
+		e.AgentSecretPrefix = v
+	case topology.EnvLinkKeySecret:
+		e.LinkKeySecret = v
+	case topology.EnvSlackSecret:
+		e.SlackSecret = v
+	case topology.EnvApprovalPolicy:
+		e.ApprovalPolicy = []byte(v)
+	case topology.EnvLocalTenantHeader:
+		e.DevTenantHeader = v
+	case topology.EnvPublicBaseURL:
+		if err := checkBaseURL(v); err != nil {
+			return err
+		}
+		e.PublicBaseURL = strings.TrimRight(v, "/")
+	case topology.EnvCallerURI:
+		if u, err := url.Parse(v); err != nil || u.Scheme == "" {
+			return errors.New("must be an absolute URI")
+		}
+		e.CallerURI = v
+	case topology.EnvRunConfig:
+		run := e.Run
+		dec := json.NewDecoder(strings.NewReader(v))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&run); err != nil {
+			return fmt.Errorf("is not a run configuration: %w", err)
+		}
+		if err := run.Validate(); err != nil {
+			return err
+		}
+		e.Run = run
+	default:
+		return errors.New("topology declares it but config does not know it")
 	}
+	return nil
 }
 
-// Err returns every recorded problem as one error, or nil.
-func (e *Env) Err() error {
-	if len(e.problems) == 0 {
-		return nil
+// checkBaseURL checks a public base URL that links and webhook addresses are built on: absolute
+// http(s), no query, fragment or user info.
+func checkBaseURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return errors.New("must be an absolute http(s) URL without query, fragment or user info")
 	}
-	return errors.New("configuration: " + strings.Join(e.problems, "; "))
+	return nil
 }

@@ -3,37 +3,94 @@ package config
 import (
 	"strings"
 	"testing"
+
+	"github.com/buyflow/buyflow/internal/topology"
 )
 
-func TestReportsEveryProblemTogether(t *testing.T) {
-	vars := map[string]string{"SET": " value ", "BAD_JSON": "{nope", "UNKNOWN_FIELD": `{"b":1}`, "GOOD_JSON": `{"a":2}`}
-	e := New(func(k string) string { return vars[k] })
-	if e.Required("SET") != "value" || e.Optional("MISSING_OPT", "d") != "d" {
-		t.Fatal("values wrong")
+func TestLoadReportsEveryMissingVariableOfEveryFunction(t *testing.T) {
+	t.Parallel()
+	for _, f := range topology.App.Functions {
+		_, err := Load(f.Name, func(string) string { return "" })
+		if err == nil {
+			t.Fatalf("%s: loaded without configuration", f.Name)
+		}
+		for _, name := range f.Env {
+			if named := strings.Contains(err.Error(), name); named == topology.Optional(name) {
+				t.Errorf("%s: %v: names %s = %v, but it is optional = %v", f.Name, err, name, named, topology.Optional(name))
+			}
+		}
 	}
-	e.Required("MISSING_A")
-	e.Required("MISSING_B")
-	var v struct{ A int }
-	e.JSON("BAD_JSON", true, &v)
-	e.JSON("UNKNOWN_FIELD", false, &v)
-	e.JSON("GOOD_JSON", true, &v)
-	e.JSON("ABSENT_JSON", false, &v)
-	if v.A != 2 {
-		t.Fatalf("decoded %+v", v)
+}
+
+func TestLoadReportsEveryProblemTogether(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		topology.EnvTableName: "t", topology.EnvAgentsConfig: `{"agents":[]}`, topology.EnvAgentsSecretPrefix: "buyflow/agents/",
+		topology.EnvCallerURI: "not a uri", topology.EnvPublicBaseURL: "https://api.example/?q=1",
+		topology.EnvRunConfig: `{"poll_max_seconds":-1}`,
 	}
-	err := e.Err()
+	env[topology.EnvTableName] = " "
+	_, err := Load("create", func(k string) string { return env[k] })
 	if err == nil {
 		t.Fatal("no error")
 	}
-	for _, want := range []string{"MISSING_A is not set", "MISSING_B is not set", "BAD_JSON is not valid", "UNKNOWN_FIELD is not valid"} {
+	for _, want := range []string{topology.EnvCallerURI, topology.EnvPublicBaseURL, "missing environment variables: " + topology.EnvTableName} {
 		if !strings.Contains(err.Error(), want) {
-			t.Errorf("%q missing from %q", want, err)
+			t.Errorf("%q does not name %q", err, want)
 		}
 	}
-	if strings.Contains(err.Error(), "ABSENT_JSON") || strings.Contains(err.Error(), "GOOD_JSON") {
-		t.Errorf("unexpected problem in %q", err)
+	// create does not declare the run configuration: a bad one is not its problem.
+	if strings.Contains(err.Error(), topology.EnvRunConfig) {
+		t.Errorf("%q names a variable create does not read", err)
 	}
-	if New(func(string) string { return "x" }).Err() != nil {
-		t.Fatal("error without problems")
+	env[topology.EnvTableName] = "t"
+	_, err = Load("webhook", func(k string) string { return env[k] })
+	if err == nil || !strings.Contains(err.Error(), topology.EnvRunConfig) {
+		t.Errorf("webhook: err = %v, want the run configuration refused", err)
+	}
+	env[topology.EnvRunConfig] = `{"poll_max_secs":60}`
+	if _, err = Load("webhook", func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "unknown field") {
+		t.Errorf("webhook: err = %v, want an unknown run configuration field refused", err)
+	}
+}
+
+func TestLoadReadsOnlyWhatTopologyDeclares(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		topology.EnvTableName: " ledger ", topology.EnvAgentsConfig: `{"agents":[]}`, topology.EnvAgentsSecretPrefix: "buyflow/agents/",
+		topology.EnvCallerURI: "https://buyflow.example/agent", topology.EnvPublicBaseURL: "https://api.example/",
+		topology.EnvStateMachineARN: "arn:aws:states:us-east-1:123456789012:stateMachine:MediaBuy",
+		topology.EnvRunConfig:       `{"poll_max_seconds":120}`, topology.EnvSlackSecret: "slack",
+	}
+	got, err := Load("create", func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.TableName != "ledger" || got.PublicBaseURL != "https://api.example" || got.CallerURI != env[topology.EnvCallerURI] ||
+		string(got.Agents) != env[topology.EnvAgentsConfig] || got.AgentSecretPrefix != "buyflow/agents/" {
+		t.Errorf("create = %+v", got)
+	}
+	// create declares neither the state machine, the Slack secret nor the run configuration.
+	if got.StateMachineARN != "" || got.SlackSecret != "" || got.Run.PollMaxSeconds == 120 {
+		t.Errorf("create read variables it does not declare: %+v", got)
+	}
+	got, err = Load("webhook", func(k string) string { return env[k] })
+	if err != nil || got.Run.PollMaxSeconds != 120 || got.Run.PollInitialSeconds == 0 {
+		t.Errorf("webhook = %+v, %v; want the defaults with poll_max_seconds 120", got.Run, err)
+	}
+	if _, err := Load("nobody", func(string) string { return "x" }); err == nil {
+		t.Error("a function outside the topology loaded")
+	}
+}
+
+func TestEveryDeclaredVariableIsKnown(t *testing.T) {
+	t.Parallel()
+	for _, f := range topology.App.Functions {
+		for _, name := range f.Env {
+			var e Env
+			if err := e.set(name, "x"); err != nil && strings.Contains(err.Error(), "does not know it") {
+				t.Errorf("%s declares %s, which Load cannot read", f.Name, name)
+			}
+		}
 	}
 }

@@ -27,7 +27,7 @@ var (
 )
 
 // Start starts the process's kumo server in-process (once), returns a DynamoDB client pointed at it (static dummy
-// credentials, region us-east-1, [KumoCompat]) and the name of a freshly created ledger table, unique to this
+// credentials, region us-east-1, [ledger.EmulatorCompat]) and the name of a freshly created ledger table, unique to this
 // call (all kumo servers in one process share state). During the second run of [RunBoth] the client and
 // table are moto's instead. The table is deleted when the test ends; the
 // server lives until the process exits. Do not call kumo.NewServer elsewhere in the same test
@@ -44,7 +44,7 @@ func Start(t testing.TB) (*dynamodb.Client, string) {
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(endpoint),
 		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
-	}, KumoCompat)
+	}, ledger.EmulatorCompat)
 	name := fmt.Sprintf("ledger-%d-%d", time.Now().UnixNano(), seq.Add(1))
 	ctx := context.Background()
 	if _, err := client.CreateTable(ctx, ledger.TableSchema(name)); err != nil {

@@ -15,9 +15,10 @@ import (
 	"github.com/buyflow/buyflow/internal/ledger"
 )
 
-// TestKumoCompat checks the two expression shapes kumo mis-evaluates without KumoCompat: a
-// multi-clause update as the expression builder renders it, and more than ten names.
-func TestKumoCompat(t *testing.T) {
+// TestEmulatorCompat checks the two expression shapes kumo mis-evaluates without
+// ledger.EmulatorCompat, which Start installs: a multi-clause update as the expression builder
+// renders it, and more than ten names.
+func TestEmulatorCompat(t *testing.T) {
 	client, table := dynamotest.Start(t)
 	ctx := context.Background()
 	key := map[string]types.AttributeValue{

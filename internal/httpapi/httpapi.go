@@ -1,7 +1,8 @@
-// Package httpapi adapts API Gateway HTTP API (payload 2.0) events to buyflow's use cases:
-// decode, identify the caller, call, encode. It owns the one mapping from errors to HTTP
-// statuses; a client fault is always an answer with a machine-readable code and a message a
-// person understands, never a Lambda error (which API Gateway would turn into a bare 500).
+// Package httpapi is the API Gateway HTTP API (payload 2.0) plumbing the HTTP Lambdas' use
+// cases share: the error body every refused request gets (a machine-readable code and a
+// message a person understands, never a Lambda error, which API Gateway would turn into a bare
+// 500), JSON answers, the body, headers, the caller's identity and the panic boundary. It
+// knows no use case.
 package httpapi
 
 import (
@@ -9,13 +10,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"regexp"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
-
-	"github.com/buyflow/buyflow/internal/mediabuy"
 )
 
 // Problem is the error body of every refused request.
@@ -48,21 +46,6 @@ func Error(status int, code, message, field string) events.APIGatewayV2HTTPRespo
 	return JSON(status, Problem{Error: ProblemDetail{Code: code, Message: message, Field: field}})
 }
 
-// FromError maps an error to its response: the use cases' typed errors become 4xx with their
-// code; anything else is logged (with the request id, never the error's text in the body)
-// and answered 500.
-func FromError(log *slog.Logger, requestID string, err error) events.APIGatewayV2HTTPResponse {
-	var re *mediabuy.RequestError
-	switch {
-	case errors.As(err, &re):
-		return Error(re.Status, re.Code, re.Message, re.Field)
-	case errors.Is(err, mediabuy.ErrNotFound):
-		return Error(404, "not_found", "no media buy with that id", "")
-	}
-	log.Error("request failed", "requestId", requestID, "err", err)
-	return Error(500, "internal", "buyflow could not complete the request; it is safe to retry with the same Idempotency-Key (request "+requestID+")", "")
-}
-
 // Body returns the raw request body, decoding API Gateway's base64 form.
 func Body(req events.APIGatewayV2HTTPRequest) ([]byte, error) {
 	if req.IsBase64Encoded {
@@ -91,6 +74,12 @@ func Header(req events.APIGatewayV2HTTPRequest, name string) string {
 
 var devTenantRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
+// Caller is who sent a request: the tenant (an AWS account) and the principal in it.
+type Caller struct {
+	Tenant    string
+	Principal string
+}
+
 // ErrNoIdentity reports a request that carries no caller identity.
 var ErrNoIdentity = errors.New("no caller identity")
 
@@ -98,13 +87,13 @@ var ErrNoIdentity = errors.New("no caller identity")
 // and the principal its user or role ARN. devHeader, when non-empty, names a header from which
 // a local, dev-only deployment takes the tenant instead (the CDK stack never sets it; the
 // local stack's emulator carries no IAM identity).
-func Identify(req events.APIGatewayV2HTTPRequest, devHeader string) (mediabuy.Caller, error) {
+func Identify(req events.APIGatewayV2HTTPRequest, devHeader string) (Caller, error) {
 	if iam := req.RequestContext.Authorizer; iam != nil && iam.IAM != nil && iam.IAM.AccountID != "" {
 		principal := iam.IAM.UserARN
 		if principal == "" {
 			principal = iam.IAM.CallerID
 		}
-		return mediabuy.Caller{Tenant: iam.IAM.AccountID, Principal: principal}, nil
+		return Caller{Tenant: iam.IAM.AccountID, Principal: principal}, nil
 	}
 	if devHeader != "" {
 		tenant := Header(req, devHeader)
@@ -113,8 +102,8 @@ func Identify(req events.APIGatewayV2HTTPRequest, devHeader string) (mediabuy.Ca
 			if principal == "" {
 				principal = "dev:" + tenant
 			}
-			return mediabuy.Caller{Tenant: tenant, Principal: principal}, nil
+			return Caller{Tenant: tenant, Principal: principal}, nil
 		}
 	}
-	return mediabuy.Caller{}, ErrNoIdentity
+	return Caller{}, ErrNoIdentity
 }

@@ -10,6 +10,9 @@ import (
 	"github.com/buyflow/buyflow/internal/metrics"
 )
 
+// Handler is a Lambda handler for API Gateway HTTP API events.
+type Handler func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
+
 // Recovering wraps an HTTP handler so that a panic in it is answered like any other failure:
 // a 500 in the documented {"error":{…}} shape, logged with its stack and counted as
 // metrics.HandlerPanics (metrics.Recovered). The process goes on serving.

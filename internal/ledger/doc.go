@@ -1,11 +1,13 @@
 // Package ledger is buyflow's only durable state: one DynamoDB table (see [TableSchema]) holding
 // operations, idempotency claims, locks, seller intents, webhook receipts, replay nonces,
-// approvals and the audit timeline.
+// approvals, the reconciliation sweep's progress per seller and the audit timeline (whose event
+// types are listed in event.go, finance's contract).
 //
 // Rules that hold for every item:
-//   - Every request passes through [PortableInput] (single-spaced expressions, prefix-free name
-//     placeholders): the same meaning on DynamoDB, and the only form kumo (the local stack's and
-//     the tests' emulator) evaluates correctly.
+//   - On an emulator, the client carries [EmulatorCompat] (single-spaced expressions,
+//     prefix-free name placeholders): the same meaning on DynamoDB, and the only form kumo (the
+//     local stack's and the tests' emulator) evaluates correctly. It is installed once, where the
+//     client is built for an emulator endpoint.
 //   - Every expression is built with feature/dynamodb/expression. Every write that can race is
 //     conditional; nothing reads and then writes. A failed condition is answered from the item
 //     DynamoDB returns with ReturnValuesOnConditionCheckFailure ALL_OLD, or, when it returns none
@@ -111,6 +113,11 @@
 //	  put            Put if attribute_not_exists(pk): one snapshot per reported as-of
 //	  read           Query begins_with(sk, "DELIVERY#"), consistent, newest first
 //	  TTL            none (kept for finance)
+//
+//	sweep progress   pk RECONCILE#<seller>  sk PROGRESS   (SweepProgress)
+//	  put            Put if attribute_not_exists(pk) OR fence <= :fence (the sweep lease's fence),
+//	                 else ErrStaleFence: a run whose lease was taken over cannot rewind a newer one
+//	  TTL            none
 //
 //	event            pk TENANT#<t>#OP#<id>  sk EV#<at>#<process seq>-<uuid>
 //	  put            Put if attribute_not_exists(pk) (append-only; never updated or deleted);

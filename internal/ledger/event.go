@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -16,22 +17,68 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// Event types written by the ledger itself; callers add their own (call, webhook, poll, ...).
+// The event types of an operation's timeline: finance's contract, so every writer names its
+// events from this one list.
 const (
-	EventCreated    = "created"
-	EventTransition = "transition"
-	EventUpdate     = "update"
-	EventDecision   = "decision"
+	// Written by the ledger itself.
+	EventCreated    = "created"    // the operation was created (submit)
+	EventTransition = "transition" // a status change without a more specific type
+	EventUpdate     = "update"     // fields changed without a status change
+	EventDecision   = "decision"   // an approver's decision (approve)
+
+	// The governance stage.
+	EventGovernanceCheck = "governance_check" // detail: verdict, decision, conditions; read by the approval page
+	EventOutcomeReport   = "outcome_report"   // report_plan_outcome sent
+	EventFailure         = "failure"          // the workflow's Catch recorded a failure
+	EventLockReleased    = "lock_released"    // the business-key (PO number) lock was released
+
+	// The create stage.
+	EventSellerCall       = "seller_call"        // create_media_buy (or its resend) answered
+	EventLapsedClaimCheck = "lapsed_claim_check" // get_media_buys asked whether a lapsed create was executed
+	EventCancel           = "cancel"             // update_media_buy cancel (compensation)
+
+	// The seller wait: the poll stage, the webhook receiver and the sweep.
+	EventPoll    = "poll"    // a get_task_status answer or failure
+	EventWebhook = "webhook" // a seller webhook (applied, stale or ignored)
+	EventWake    = "wake"    // a parked AwaitSeller token was completed; detail.by says who
+
+	// The reconciliation sweep.
+	EventReconcile = "reconcile" // an update applied, a failure or a stuck mark by the sweep
+	EventOrphan    = "orphan"    // a seller task no operation waits on (on the orphan pseudo-operation)
+
+	// The approval step (notify, approve).
+	EventApprovalRequested = "approval_requested" // detail: approval_id; read by the buy's projection and the governance stage
+	EventApprovalExpired   = "approval_expired"
+	EventApprovalRefused   = "approval_refused"
+	// EventApprovalViewed records a GET of a validly signed link: who the link is for, from
+	// where, with which user agent (a Slack unfurler or mail scanner shows up here), and what
+	// the page said. It is audit only: it never changes the approval.
+	EventApprovalViewed = "approval_viewed"
 )
 
-// Event types that one package writes and another reads, named here so both use one word:
-// the governance stage's check (its detail carries verdict, decision and conditions), read by
-// the approval page; the approval request (its detail carries approval_id), read by the buy's
-// projection to find the buy's approval.
-const (
-	EventGovernanceCheck   = "governance_check"
-	EventApprovalRequested = "approval_requested"
-)
+// EventDetail encodes v as an event's Detail; a value that does not encode leaves no detail
+// (the event is a record of a step that already happened and must not fail it).
+func EventDetail(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// Clip bounds untrusted text (a seller's message, an error) to at most n bytes before it goes
+// into an event, a reason or an output, cutting at a character boundary and marking the cut
+// with "…".
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
 
 // Event is one entry of an operation's append-only audit timeline.
 type Event struct {

@@ -67,10 +67,10 @@ type Store struct {
 }
 
 // New returns a Store over the table named table, with the system clock and default durations.
-// Every request goes through PortableInput (same meaning on DynamoDB, correct on kumo).
+// On an emulator, api is a client with EmulatorCompat.
 func New(api API, table string) *Store {
 	return &Store{
-		api:           portable{api},
+		api:           api,
 		table:         table,
 		Now:           time.Now,
 		NewID:         randomID,

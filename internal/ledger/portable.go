@@ -7,10 +7,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
 )
 
-// PortableInput returns a copy of a DynamoDB input (PutItem, UpdateItem, DeleteItem, GetItem,
-// Query, Scan, TransactWriteItems; any other value is returned as is) whose expressions mean the
+// EmulatorCompat is the DynamoDB client option that rewrites every request (PutItem, UpdateItem,
+// DeleteItem, GetItem, Query, Scan, TransactWriteItems) to a copy whose expressions mean the
 // same to DynamoDB but are also evaluated correctly by kumo v0.33.1, the emulator of the local
 // stack and the tests. It works around two kumo defects hit by what feature/dynamodb/expression
 // builds:
@@ -22,36 +23,17 @@ import (
 //   - kumo substitutes name placeholders with strings.ReplaceAll in map order, so with 11 or more
 //     names "#1" may clobber "#10". Placeholders are renamed to prefix-free "#<n>_".
 //
-// The caller's input and maps are not modified. Applying it twice is harmless.
-func PortableInput(params any) any { return rewrite(params) }
-
-// portable applies PortableInput to every request before it reaches the client.
-type portable struct{ api API }
-
-var _ API = portable{}
-
-func (p portable) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	return p.api.PutItem(ctx, rewrite(in).(*dynamodb.PutItemInput), opts...)
-}
-
-func (p portable) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	return p.api.UpdateItem(ctx, rewrite(in).(*dynamodb.UpdateItemInput), opts...)
-}
-
-func (p portable) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	return p.api.GetItem(ctx, rewrite(in).(*dynamodb.GetItemInput), opts...)
-}
-
-func (p portable) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	return p.api.DeleteItem(ctx, rewrite(in).(*dynamodb.DeleteItemInput), opts...)
-}
-
-func (p portable) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	return p.api.Query(ctx, rewrite(in).(*dynamodb.QueryInput), opts...)
-}
-
-func (p portable) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	return p.api.TransactWriteItems(ctx, rewrite(in).(*dynamodb.TransactWriteItemsInput), opts...)
+// The caller's input and maps are not modified; applying it twice is harmless. It is installed
+// once, on the client of an emulator endpoint (functions/internal/wire when AWS_ENDPOINT_URL is
+// set, internal/dynamotest, the local stack): requests to DynamoDB itself go out as built.
+func EmulatorCompat(o *dynamodb.Options) {
+	o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
+		return st.Initialize.Add(middleware.InitializeMiddlewareFunc("EmulatorCompat",
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				in.Parameters = rewrite(in.Parameters)
+				return next.HandleInitialize(ctx, in)
+			}), middleware.Before)
+	})
 }
 
 var placeholder = regexp.MustCompile(`#[A-Za-z0-9_]+`)

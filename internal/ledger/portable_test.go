@@ -15,15 +15,15 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// TestStoreIsPortableOnAPlainClient runs a terminal transition with every change set (a SET +
-// REMOVE update with more than ten names) through a client without dynamotest.KumoCompat, as the
-// local stack's Lambdas do: the Store's own PortableInput must make kumo apply it fully.
-func TestStoreIsPortableOnAPlainClient(t *testing.T) {
+// TestStoreIsPortableWithEmulatorCompat runs a terminal transition with every change set (a SET
+// + REMOVE update with more than ten names) through a fresh client with only EmulatorCompat, as
+// the local stack's Lambdas get it: kumo must apply it fully.
+func TestStoreIsPortableWithEmulatorCompat(t *testing.T) {
 	t.Parallel()
 	client, table := dynamotest.Start(t)
 	opts := client.Options()
-	opts.APIOptions = nil // drop KumoCompat
-	s := ledger.New(dynamodb.New(opts), table)
+	opts.APIOptions = nil // drop what Start installed
+	s := ledger.New(dynamodb.New(opts, ledger.EmulatorCompat), table)
 	clk := &clock{t: time.Date(2099, 1, 1, 12, 0, 0, 0, time.UTC)}
 	s.Now = clk.Now
 	ctx := context.Background()

@@ -35,6 +35,10 @@ const (
 	PendingOperations = "PendingOperations"
 	// ApprovalLatency is the time from the approval request to the decision, by Outcome.
 	ApprovalLatency = "ApprovalLatency"
+	// ApprovalDecided counts the decisions a person made, by Outcome (approved or rejected); the
+	// rejection rate is ApprovalDecided{Outcome=rejected} over the sum of both outcomes (or
+	// ApprovalRejected over that sum). Expiries are Timeouts with Kind=approval, not decisions.
+	ApprovalDecided = "ApprovalDecided"
 	// ApprovalRejected counts rejected approvals (rejection rate = this / approval decisions).
 	ApprovalRejected = "ApprovalRejected"
 	// GovernanceDenied counts governance denials.
@@ -65,6 +69,16 @@ const (
 	// SpendOverBudget counts delivery reads whose reported spend is above the buy's approved
 	// budget (dimension Seller); an alarm pages on the first.
 	SpendOverBudget = "SpendOverBudget"
+)
+
+// The Kind dimension of Timeouts.
+const (
+	// TimeoutApproval: an approval request expired without a decision.
+	TimeoutApproval = "approval"
+	// TimeoutGovernanceReview: an async governance review passed its deadline.
+	TimeoutGovernanceReview = "governance_review"
+	// TimeoutOperationDeadline: the sweep found an operation still pending after its deadline.
+	TimeoutOperationDeadline = "operation_deadline"
 )
 
 // Units (the EMF / CloudWatch spellings).

@@ -332,3 +332,25 @@ func truncate(s string, n int) string {
 	}
 	return s[:n]
 }
+
+// Function is the topology name of the function that runs a change's stages.
+const Function = "modify"
+
+// thresholdPolicy asks a person for a budget increase above a fixed amount.
+type thresholdPolicy struct{ threshold money.Amount }
+
+func (p thresholdPolicy) IncreaseThreshold() money.Amount { return p.threshold }
+
+// IncreaseThreshold is the Policy of the approval policy's threshold (a decimal in currency):
+// the amount at which a new buy needs a person is the amount of new spend a change may add
+// alone. An empty threshold is no policy (nil).
+func IncreaseThreshold(threshold, currency string) (Policy, error) {
+	if threshold == "" {
+		return nil, nil
+	}
+	amt, err := money.ParseDecimal(threshold, currency)
+	if err != nil {
+		return nil, fmt.Errorf("config: the approval policy's threshold: %w", err)
+	}
+	return thresholdPolicy{threshold: amt}, nil
+}

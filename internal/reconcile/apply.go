@@ -9,15 +9,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
-	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
-
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/sellertask"
 	"github.com/buyflow/buyflow/internal/sfn"
-	"github.com/buyflow/buyflow/internal/stages"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -49,17 +45,17 @@ func (s *Service) pollAndApply(ctx context.Context, r *run, seller string, accou
 }
 
 // apply records a polled task status the way the webhook and the poll stage do
-// (stages.RecordTaskStatus: same mapping, same forward-only moves; a repeat is no news), with
-// event type "reconcile", and wakes the workflow (stages.Wake) when it must act.
+// (sellertask.RecordStatus: same mapping, same forward-only moves; a repeat is no news), with
+// event type "reconcile", and wakes the workflow (sellertask.Wake) when it must act.
 func (s *Service) apply(ctx context.Context, r *run, seller string, op *ledger.Operation, ts *adcp.TaskStatusResult) (*ledger.Operation, error) {
-	u := stages.TaskUpdateFrom(ts)
-	u.TaskID, u.Actor, u.EventType, u.SkipRepeat = op.SellerTaskID, "seller:"+seller, EventReconcile, true
+	u := sellertask.UpdateFrom(ts)
+	u.TaskID, u.Actor, u.EventType, u.SkipRepeat = op.SellerTaskID, "seller:"+seller, ledger.EventReconcile, true
 	u.Detail = map[string]any{"task_id": op.SellerTaskID, "seller_status": ts.Status, "source": "reconcile"}
-	rec, err := stages.RecordTaskStatus(ctx, s.taskDeps(r), op, u)
+	rec, err := sellertask.RecordStatus(ctx, s.taskDeps(r), op, u)
 	if err != nil {
 		return op, err
 	}
-	if rec.Outcome != stages.TaskApplied {
+	if rec.Outcome != sellertask.Applied {
 		return rec.Op, nil
 	}
 	cur := rec.Op
@@ -73,11 +69,11 @@ func (s *Service) apply(ctx context.Context, r *run, seller string, op *ledger.O
 // failUnknown fails an operation whose task the seller does not know, and wakes the workflow
 // so that it records the failure (report failed) and ends.
 func (s *Service) failUnknown(ctx context.Context, r *run, seller string, op *ledger.Operation) (*ledger.Operation, error) {
-	reason := truncate(fmt.Sprintf("the seller %s does not know task %s (not in list_tasks, get_task_status answered %s) after waiting %s; nothing was adopted or canceled",
+	reason := ledger.Clip(fmt.Sprintf("the seller %s does not know task %s (not in list_tasks, get_task_status answered %s) after waiting %s; nothing was adopted or canceled",
 		seller, op.SellerTaskID, codeNotFound, s.now().Sub(op.UpdatedAt).Round(time.Minute)), 1000)
-	ch := ledger.Changes{Reason: &reason, Actor: Actor, EventType: EventReconcile,
-		Detail: detail(map[string]any{"task_id": op.SellerTaskID, "finding": KindUnknownTask})}
-	cur, moved, err := stages.Move(ctx, s.taskDeps(r), op, workflow.StatusFailed, ch)
+	ch := ledger.Changes{Reason: &reason, Actor: Actor, EventType: ledger.EventReconcile,
+		Detail: ledger.EventDetail(map[string]any{"task_id": op.SellerTaskID, "finding": KindUnknownTask})}
+	cur, moved, err := sellertask.Move(ctx, s.taskDeps(r), op, workflow.StatusFailed, ch)
 	if err != nil {
 		return op, err
 	}
@@ -93,8 +89,8 @@ func (s *Service) failUnknown(ctx context.Context, r *run, seller string, op *le
 // taskDeps is what the shared task-update code needs from the sweep: a transition that lost a
 // transaction race is retried (contentionRetries), SellerTaskDuration goes to the run's
 // recorder (none when r is nil), and a wake leaves a wake event by the sweep.
-func (s *Service) taskDeps(r *run) stages.TaskDeps {
-	d := stages.TaskDeps{Ledger: s.cfg.Ledger, Tasks: s.cfg.Tasks, ContentionRetries: contentionRetries,
+func (s *Service) taskDeps(r *run) sellertask.Deps {
+	d := sellertask.Deps{Ledger: s.cfg.Ledger, Tasks: s.cfg.Tasks, ContentionRetries: contentionRetries,
 		WakeActor: Actor, WakeBy: "reconcile", Now: s.now, Log: s.log}
 	if r != nil {
 		d.Metrics = r.rec
@@ -103,10 +99,10 @@ func (s *Service) taskDeps(r *run) stages.TaskDeps {
 }
 
 // wake completes the parked AwaitSeller token when the operation needs the state machine
-// (stages.Wake, as the webhook does). A failure is logged: the ledger holds the truth and the
+// (sellertask.Wake, as the webhook does). A failure is logged: the ledger holds the truth and the
 // wait's own timeout polls it.
 func (s *Service) wake(ctx context.Context, op *ledger.Operation) {
-	woken, err := stages.Wake(ctx, s.taskDeps(nil), op, workflow.WaitState{}, s.cfg.RunConfig, s.now())
+	woken, err := sellertask.Wake(ctx, s.taskDeps(nil), op, workflow.WaitState{}, s.cfg.RunConfig, s.now())
 	switch {
 	case err != nil:
 		s.log.WarnContext(ctx, "workflow not woken", "operationId", op.ID, "err", err)
@@ -119,7 +115,7 @@ func (s *Service) wake(ctx context.Context, op *ledger.Operation) {
 // unless it already carries that reason. The version check makes it lose to any concurrent
 // change, which the next sweep looks at again.
 func (s *Service) mark(ctx context.Context, op *ledger.Operation, kind, reason string, extra map[string]any) {
-	reason = truncate(reason, 1000)
+	reason = ledger.Clip(reason, 1000)
 	s.log.ErrorContext(ctx, "operation stuck", "operationId", op.ID, "tenant", op.Tenant, "kind", kind, "status", op.Status)
 	if op.Reason == reason {
 		return
@@ -129,7 +125,7 @@ func (s *Service) mark(ctx context.Context, op *ledger.Operation, kind, reason s
 		d[k] = v
 	}
 	_, err := s.cfg.Ledger.UpdateFields(ctx, op.Tenant, op.ID, op.Version, ledger.Changes{Reason: &reason, Actor: Actor,
-		EventType: EventReconcile, Detail: detail(d)})
+		EventType: ledger.EventReconcile, Detail: ledger.EventDetail(d)})
 	var te *ledger.TransitionError
 	if err != nil && !errors.As(err, &te) {
 		s.log.WarnContext(ctx, "stuck operation not marked", "operationId", op.ID, "err", err)
@@ -161,10 +157,10 @@ func (s *Service) orphan(ctx context.Context, r *run, seller string, t listedTas
 	}
 	s.log.WarnContext(ctx, "orphan seller task", "seller", seller, "taskId", t.TaskID, "taskStatus", t.Status,
 		"operationId", c.OperationID, "createdAt", t.CreatedAt)
-	ev := ledger.Event{Type: EventOrphan, Actor: "seller:" + seller,
-		Reason: truncate(fmt.Sprintf("seller %s has a %s task %s (%s, created %s) carrying buyflow's context that no pending operation waits on; decide by hand (see the reconcile runbook)",
+	ev := ledger.Event{Type: ledger.EventOrphan, Actor: "seller:" + seller,
+		Reason: ledger.Clip(fmt.Sprintf("seller %s has a %s task %s (%s, created %s) carrying buyflow's context that no pending operation waits on; decide by hand (see the reconcile runbook)",
 			seller, t.TaskType, t.TaskID, t.Status, t.CreatedAt), 1000),
-		Detail: detail(map[string]any{"seller": seller, "task_id": t.TaskID, "task_type": t.TaskType, "status": t.Status,
+		Detail: ledger.EventDetail(map[string]any{"seller": seller, "task_id": t.TaskID, "task_type": t.TaskType, "status": t.Status,
 			"created_at": t.CreatedAt, "updated_at": t.UpdatedAt, "operation_id": c.OperationID})}
 	if err := s.cfg.Ledger.AppendEvent(ctx, OrphanTenant, OrphanOperation, ev); err != nil {
 		s.log.ErrorContext(ctx, "orphan not recorded", "seller", seller, "taskId", t.TaskID, "err", err)
@@ -179,62 +175,39 @@ type endedExecution struct {
 }
 
 // executionEnded follows the operation's executions through their continue-as-new
-// generations (workflow.ExecutionName) and returns the last one if it is not RUNNING, or nil.
+// generations (workflow.ExecutionName) and returns the last one if it is not running, or nil.
 func (s *Service) executionEnded(ctx context.Context, op *ledger.Operation) (*endedExecution, error) {
 	if op.ExecutionName != workflow.ExecutionName(op.ID, 0) {
 		// A name this package cannot follow: judge that one execution.
-		return s.describe(ctx, op.ExecutionName)
+		e, err := s.cfg.Executions.Describe(ctx, op.ExecutionName)
+		if err != nil || e.Running() {
+			return nil, err
+		}
+		return ended(e), nil
 	}
 	var last *endedExecution
 	for g := 0; g < s.cfg.MaxGenerations; g++ {
 		name := workflow.ExecutionName(op.ID, g)
-		out, err := s.cfg.Executions.DescribeExecution(ctx, &sfnapi.DescribeExecutionInput{ExecutionArn: aws.String(sfn.ExecutionARN(s.cfg.StateMachineARN, name))})
-		var missing *sfntypes.ExecutionDoesNotExist
+		e, err := s.cfg.Executions.Describe(ctx, name)
 		switch {
-		case errors.As(err, &missing) && g > 0:
+		case errors.Is(err, sfn.ErrNoExecution) && g > 0:
 			return last, nil // the chain ends with last
-		case errors.As(err, &missing):
+		case errors.Is(err, sfn.ErrNoExecution):
 			return &endedExecution{Name: name, Status: "DOES_NOT_EXIST"}, nil // never started
 		case err != nil:
-			return nil, fmt.Errorf("describe execution %s: %w", name, err)
-		case out.Status == sfntypes.ExecutionStatusRunning || out.Status == sfntypes.ExecutionStatusPendingRedrive:
+			return nil, err
+		case e.Running():
 			return nil, nil
 		}
-		last = &endedExecution{Name: name, Status: string(out.Status)}
-		if out.StopDate != nil {
-			last.StoppedAt = out.StopDate.UTC().Format(time.RFC3339)
-		}
+		last = ended(e)
 	}
 	return last, nil
 }
 
-func (s *Service) describe(ctx context.Context, name string) (*endedExecution, error) {
-	out, err := s.cfg.Executions.DescribeExecution(ctx, &sfnapi.DescribeExecutionInput{ExecutionArn: aws.String(sfn.ExecutionARN(s.cfg.StateMachineARN, name))})
-	if err != nil {
-		return nil, fmt.Errorf("describe execution %s: %w", name, err)
+func ended(e sfn.Execution) *endedExecution {
+	out := &endedExecution{Name: e.Name, Status: e.Status}
+	if !e.StoppedAt.IsZero() {
+		out.StoppedAt = e.StoppedAt.Format(time.RFC3339)
 	}
-	if out.Status == sfntypes.ExecutionStatusRunning || out.Status == sfntypes.ExecutionStatusPendingRedrive {
-		return nil, nil
-	}
-	e := &endedExecution{Name: name, Status: string(out.Status)}
-	if out.StopDate != nil {
-		e.StoppedAt = out.StopDate.UTC().Format(time.RFC3339)
-	}
-	return e, nil
-}
-
-func detail(v any) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil
-	}
-	return b
-}
-
-// truncate bounds untrusted text before it goes into the ledger.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
+	return out
 }

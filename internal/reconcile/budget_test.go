@@ -14,7 +14,6 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcptest"
-	"github.com/buyflow/buyflow/internal/reconcile"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -110,7 +109,7 @@ func TestRetryAfterPastTheRunDefersTheSeller(t *testing.T) {
 	if hook.reads() != 1 || !slices.Equal(sum.Incomplete, []string{sellerID}) {
 		t.Fatalf("first run: %d reads, summary %+v; want one refused read and the seller incomplete", hook.reads(), sum)
 	}
-	p, err := (&reconcile.TableProgress{API: e.db, Table: e.table}).GetProgress(context.Background(), sellerID)
+	p, err := e.store.GetProgress(context.Background(), sellerID)
 	if err != nil || p.NotBefore.Sub(e.clock.Now()) < 119*time.Minute {
 		t.Fatalf("progress %+v, %v; want not_before two hours on", p, err)
 	}
@@ -162,8 +161,7 @@ func TestQuietExecutionIsDescribedOncePerStaleAfter(t *testing.T) {
 	e.newOp(workflow.StatusSubmitted, e.sellerTask("qa"), nil)
 	var calls atomic.Int64
 	cfg := e.cfg()
-	cfg.StateMachineARN = smARN
-	cfg.Executions = executionsFunc(func(context.Context, *sfnapi.DescribeExecutionInput, ...func(*sfnapi.Options)) (*sfnapi.DescribeExecutionOutput, error) {
+	cfg.Executions = executions(func(context.Context, *sfnapi.DescribeExecutionInput, ...func(*sfnapi.Options)) (*sfnapi.DescribeExecutionOutput, error) {
 		calls.Add(1)
 		return &sfnapi.DescribeExecutionOutput{Status: sfntypes.ExecutionStatusRunning}, nil
 	})

@@ -24,7 +24,7 @@
 //     PollConcurrency reads at once, PollRate a second, none before a retry_after it sent (a
 //     short one is waited out and the read made again; one past the run stops the pass there).
 //     A status the seller moved on (a terminal one above all: a lost webhook) is recorded
-//     forward only and the parked AwaitSeller token is woken with stages.WakeOutput — the
+//     forward only and the parked AwaitSeller token is woken with sellertask.WakeOutput — the
 //     webhook's path (finding lost_update). A read with the ledger's status writes nothing.
 //     - The direct poll answers REFERENCE_NOT_FOUND and the operation waited longer than
 //     Grace: the operation moves to failed with a readable reason, its token is woken so the
@@ -42,8 +42,8 @@
 //     SDK's) gets no orphan detection. A
 //     DescribeExecution refused with AccessDeniedException turns the execution check off for
 //     the rest of the run (one error line, not one per operation).
-//  5. Progress is stored per seller in the ledger table (item pk "RECONCILE#<seller>",
-//     sk "PROGRESS"), written only with the holder's lease fence (condition: no item, or
+//  5. Progress is stored per seller in the ledger (ledger.SweepProgress, item pk
+//     "RECONCILE#<seller>", sk "PROGRESS"), written only with the holder's lease fence (condition: no item, or
 //     stored fence <= ours), so a stale holder cannot rewind a newer one.
 //
 // # Time budget

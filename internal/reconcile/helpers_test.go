@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -24,6 +25,7 @@ import (
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/reconcile"
+	"github.com/buyflow/buyflow/internal/sfn"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -65,11 +67,28 @@ func (f tasksFunc) Succeed(ctx context.Context, token string, output any) error 
 	return f(ctx, token, output)
 }
 
+// executionsFunc answers DescribeExecution as Step Functions would; executions wraps it in the
+// real sfn.Client the sweep is given.
 type executionsFunc func(ctx context.Context, in *sfnapi.DescribeExecutionInput, optFns ...func(*sfnapi.Options)) (*sfnapi.DescribeExecutionOutput, error)
 
 func (f executionsFunc) DescribeExecution(ctx context.Context, in *sfnapi.DescribeExecutionInput, optFns ...func(*sfnapi.Options)) (*sfnapi.DescribeExecutionOutput, error) {
 	return f(ctx, in, optFns...)
 }
+
+func (executionsFunc) StartExecution(context.Context, *sfnapi.StartExecutionInput, ...func(*sfnapi.Options)) (*sfnapi.StartExecutionOutput, error) {
+	return nil, errors.New("the sweep starts no execution")
+}
+
+func (executionsFunc) SendTaskSuccess(context.Context, *sfnapi.SendTaskSuccessInput, ...func(*sfnapi.Options)) (*sfnapi.SendTaskSuccessOutput, error) {
+	return nil, errors.New("tasks are completed through Config.Tasks")
+}
+
+func (executionsFunc) SendTaskFailure(context.Context, *sfnapi.SendTaskFailureInput, ...func(*sfnapi.Options)) (*sfnapi.SendTaskFailureOutput, error) {
+	return nil, errors.New("the sweep fails no task")
+}
+
+// executions is the sweep's view of the state machine smARN, answered by f.
+func executions(f executionsFunc) *sfn.Client { return sfn.New(f, smARN) }
 
 // hookAdCP wraps the real client; beforeList runs before every listing call.
 type hookAdCP struct {
@@ -140,7 +159,7 @@ func newEnv(t *testing.T, so adcptest.SellerOptions) *env {
 func (e *env) cfg() reconcile.Config {
 	var mu sync.Mutex
 	return reconcile.Config{
-		Ledger: e.store, AdCP: e.api, Progress: &reconcile.TableProgress{API: e.db, Table: e.table, Now: e.clock.Now},
+		Ledger: e.store, AdCP: e.api,
 		Tasks: tasksFunc(func(_ context.Context, token string, output any) error {
 			out, ok := output.(workflow.SellerOutput)
 			if !ok {

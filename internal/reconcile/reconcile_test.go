@@ -57,7 +57,7 @@ func TestTerminalTaskIsRecordedAndWakesTheWorkflow(t *testing.T) {
 	}
 	evs := e.events(op.ID)
 	if !slices.ContainsFunc(evs, func(ev ledger.Event) bool {
-		return ev.Type == reconcile.EventReconcile && ev.To == workflow.StatusCompleted
+		return ev.Type == ledger.EventReconcile && ev.To == workflow.StatusCompleted
 	}) ||
 		!slices.ContainsFunc(evs, func(ev ledger.Event) bool { return ev.Type == "wake" }) {
 		t.Errorf("events %+v lack the reconcile transition and the wake", evs)
@@ -137,7 +137,7 @@ func TestOrphanIsRecordedOnceAndNeverAdopted(t *testing.T) {
 	if err := json.Unmarshal(ev.Detail, &d); err != nil {
 		t.Fatal(err)
 	}
-	if ev.Type != reconcile.EventOrphan || d["task_id"] != orphan || d["seller"] != sellerID || !strings.Contains(ev.Reason, "decide by hand") {
+	if ev.Type != ledger.EventOrphan || d["task_id"] != orphan || d["seller"] != sellerID || !strings.Contains(ev.Reason, "decide by hand") {
 		t.Errorf("orphan event %+v detail %v", ev, d)
 	}
 
@@ -168,8 +168,7 @@ func TestEndedExecutionIsMarked(t *testing.T) {
 	var mu sync.Mutex
 	var described []string
 	cfg := e.cfg()
-	cfg.StateMachineARN = smARN
-	cfg.Executions = executionsFunc(func(_ context.Context, in *sfnapi.DescribeExecutionInput, _ ...func(*sfnapi.Options)) (*sfnapi.DescribeExecutionOutput, error) {
+	cfg.Executions = executions(func(_ context.Context, in *sfnapi.DescribeExecutionInput, _ ...func(*sfnapi.Options)) (*sfnapi.DescribeExecutionOutput, error) {
 		arn := aws.ToString(in.ExecutionArn)
 		mu.Lock()
 		described = append(described, arn)
@@ -206,7 +205,7 @@ func TestEndedExecutionIsMarked(t *testing.T) {
 	updates := func() int {
 		n := 0
 		for _, ev := range e.events(op.ID) {
-			if ev.Type == reconcile.EventReconcile {
+			if ev.Type == ledger.EventReconcile {
 				n++
 			}
 		}
@@ -370,11 +369,11 @@ func TestTimeBudgetStopsAndTheNextRunResumesFromTheCursor(t *testing.T) {
 	if n := len(e.seller.CallsTo("list_tasks")); n != 2 {
 		t.Fatalf("%d pages before the budget ran out, want 2", n)
 	}
-	p, err := (&reconcile.TableProgress{API: e.db, Table: e.table}).GetProgress(context.Background(), sellerID)
+	p, err := e.store.GetProgress(context.Background(), sellerID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Phase != reconcile.PhaseList || p.ListCursor != "off:4" || !p.LastPass.IsZero() || p.Fence < 1 {
+	if p.Phase != ledger.PhaseList || p.ListCursor != "off:4" || !p.LastPass.IsZero() || p.Fence < 1 {
 		t.Fatalf("stored progress %+v, want the list cursor off:4", p)
 	}
 
@@ -387,7 +386,7 @@ func TestTimeBudgetStopsAndTheNextRunResumesFromTheCursor(t *testing.T) {
 	if len(calls) != 3 || !strings.Contains(string(calls[2].Arguments), `"cursor":"off:4"`) {
 		t.Fatalf("resumed listing %d calls, last %s", len(calls), calls[len(calls)-1].Arguments)
 	}
-	p, err = (&reconcile.TableProgress{API: e.db, Table: e.table}).GetProgress(context.Background(), sellerID)
+	p, err = e.store.GetProgress(context.Background(), sellerID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,15 +398,15 @@ func TestTimeBudgetStopsAndTheNextRunResumesFromTheCursor(t *testing.T) {
 func TestProgressRefusesAStaleFence(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, adcptest.SellerOptions{})
-	ps := &reconcile.TableProgress{API: e.db, Table: e.table}
+	ps := e.store
 	ctx := context.Background()
-	if err := ps.PutProgress(ctx, reconcile.Progress{Seller: sellerID, Fence: 5, Phase: reconcile.PhaseList, ListCursor: "off:8"}); err != nil {
+	if err := ps.PutProgress(ctx, ledger.SweepProgress{Seller: sellerID, Fence: 5, Phase: ledger.PhaseList, ListCursor: "off:8"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ps.PutProgress(ctx, reconcile.Progress{Seller: sellerID, Fence: 4}); !errors.Is(err, reconcile.ErrStaleFence) {
+	if err := ps.PutProgress(ctx, ledger.SweepProgress{Seller: sellerID, Fence: 4}); !errors.Is(err, ledger.ErrStaleFence) {
 		t.Fatalf("stale fence: %v", err)
 	}
-	if err := ps.PutProgress(ctx, reconcile.Progress{Seller: sellerID, Fence: 5, ListCursor: "off:10", Phase: reconcile.PhaseList}); err != nil {
+	if err := ps.PutProgress(ctx, ledger.SweepProgress{Seller: sellerID, Fence: 5, ListCursor: "off:10", Phase: ledger.PhaseList}); err != nil {
 		t.Fatal(err)
 	}
 	p, err := ps.GetProgress(ctx, sellerID)
@@ -469,8 +468,8 @@ func TestTimeBudgetStopsInTheComparePhaseAndResumesAfterTheLastOperation(t *test
 	if !slices.Equal(sum.Incomplete, []string{sellerID}) || sum.Findings[reconcile.KindUnknownTask] != 2 {
 		t.Fatalf("first run %+v", sum)
 	}
-	p, err := (&reconcile.TableProgress{API: e.db, Table: e.table}).GetProgress(context.Background(), sellerID)
-	if err != nil || p.Phase != reconcile.PhaseCompare || p.AfterOp == "" {
+	p, err := e.store.GetProgress(context.Background(), sellerID)
+	if err != nil || p.Phase != ledger.PhaseCompare || p.AfterOp == "" {
 		t.Fatalf("progress %+v, %v", p, err)
 	}
 	cfg.Deadline = func(context.Context) time.Time { return e.clock.Now().Add(time.Hour) }
@@ -506,8 +505,7 @@ func TestDescribeExecutionDeniedTurnsTheCheckOffForTheRun(t *testing.T) {
 	e.newOp(workflow.StatusSubmitted, e.sellerTask("b"), nil)
 	var calls atomic.Int64
 	cfg := e.cfg()
-	cfg.StateMachineARN = smARN
-	cfg.Executions = executionsFunc(func(context.Context, *sfnapi.DescribeExecutionInput, ...func(*sfnapi.Options)) (*sfnapi.DescribeExecutionOutput, error) {
+	cfg.Executions = executions(func(context.Context, *sfnapi.DescribeExecutionInput, ...func(*sfnapi.Options)) (*sfnapi.DescribeExecutionOutput, error) {
 		calls.Add(1)
 		return nil, &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized to perform states:DescribeExecution"}
 	})

@@ -15,11 +15,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
-
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/sfn"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -30,14 +29,6 @@ const (
 	KindOrphan         = "orphan"
 	KindExecutionEnded = "execution_ended"
 	KindDeadlinePassed = "deadline_passed"
-)
-
-// Event types the sweep appends.
-const (
-	// EventReconcile is the type of every event on an operation (applied update, failure, mark).
-	EventReconcile = "reconcile"
-	// EventOrphan is the type of an orphan event on the orphan pseudo-operation.
-	EventOrphan = "orphan"
 )
 
 // The pseudo-operation that holds orphan events. Tenants are AWS account ids (or the dev
@@ -62,6 +53,9 @@ type Ledger interface {
 	ClearTaskToken(ctx context.Context, tenant, id, token string) error
 	AcquireLock(ctx context.Context, name, owner string, ttl time.Duration) (ledger.Lease, error)
 	ReleaseLock(ctx context.Context, l ledger.Lease) error
+	// GetProgress and PutProgress keep where each seller's pass stopped between runs.
+	GetProgress(ctx context.Context, seller string) (ledger.SweepProgress, error)
+	PutProgress(ctx context.Context, p ledger.SweepProgress) error
 }
 
 // AdCP is the part of the AdCP client the sweep uses; *adcp.Client satisfies it. Listing goes
@@ -78,9 +72,9 @@ type Tasks interface {
 	Succeed(ctx context.Context, token string, output any) error
 }
 
-// Executions describes Step Functions executions; the SDK's *sfn.Client satisfies it.
+// Executions describes the state machine's executions; *sfn.Client satisfies it.
 type Executions interface {
-	DescribeExecution(ctx context.Context, in *sfnapi.DescribeExecutionInput, optFns ...func(*sfnapi.Options)) (*sfnapi.DescribeExecutionOutput, error)
+	Describe(ctx context.Context, name string) (sfn.Execution, error)
 }
 
 var (
@@ -95,17 +89,14 @@ const (
 	DefaultSellerConcurrency = 16
 )
 
-// Config wires a Service. Ledger, AdCP, Tasks and Progress are required.
+// Config wires a Service. Ledger, AdCP and Tasks are required.
 type Config struct {
-	Ledger   Ledger
-	AdCP     AdCP
-	Tasks    Tasks
-	Progress ProgressStore
-	// Executions and StateMachineARN enable the "execution ended" check; without them it is
-	// skipped.
-	Executions      Executions
-	StateMachineARN string
-	// RunConfig rebuilds the wait state of a woken operation (stages.WakeOutput).
+	Ledger Ledger
+	AdCP   AdCP
+	Tasks  Tasks
+	// Executions enables the "execution ended" check; without it the check is skipped.
+	Executions Executions
+	// RunConfig rebuilds the wait state of a woken operation (sellertask.WakeOutput).
 	RunConfig workflow.RunConfig
 
 	// Statuses are the operation statuses compared with the sellers (default submitted,
@@ -172,9 +163,6 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.Tasks == nil {
 		missing = append(missing, "Tasks")
-	}
-	if cfg.Progress == nil {
-		missing = append(missing, "Progress")
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("reconcile: missing %v", missing)
@@ -314,9 +302,9 @@ func (s *Service) Run(ctx context.Context) (Summary, error) {
 	for id := range bySeller {
 		sellers = append(sellers, id)
 	}
-	progress := map[string]Progress{}
+	progress := map[string]ledger.SweepProgress{}
 	for _, id := range sellers {
-		p, err := s.cfg.Progress.GetProgress(ctx, id)
+		p, err := s.cfg.Ledger.GetProgress(ctx, id)
 		if err != nil {
 			s.log.WarnContext(ctx, "reconcile progress not read", "seller", id, "err", err)
 		}
@@ -393,7 +381,7 @@ func (s *Service) readPending(ctx context.Context, r *run) (map[string][]*ledger
 }
 
 // sweepSellerLeased holds the seller's lease around one pass.
-func (s *Service) sweepSellerLeased(ctx context.Context, r *run, seller string, ops []*ledger.Operation, prog Progress) {
+func (s *Service) sweepSellerLeased(ctx context.Context, r *run, seller string, ops []*ledger.Operation, prog ledger.SweepProgress) {
 	// The lease outlives the budget a little, so it never lapses while this run still works;
 	// the run releases it as soon as the pass stops.
 	ttl := r.deadline.Sub(s.now()) + s.cfg.Margin

@@ -93,7 +93,7 @@ func accountOf(op *ledger.Operation) (*adcp.AccountRef, string) {
 
 // sweepSeller runs (or resumes) one seller's pass under the lease fence. complete is false
 // when the budget stopped it; the progress then says where to resume.
-func (s *Service) sweepSeller(ctx context.Context, r *run, seller string, ops []*ledger.Operation, prog Progress, fence int64) (complete bool, err error) {
+func (s *Service) sweepSeller(ctx context.Context, r *run, seller string, ops []*ledger.Operation, prog ledger.SweepProgress, fence int64) (complete bool, err error) {
 	known := map[string]bool{}
 	byKey := map[string]*group{}
 	for _, op := range ops {
@@ -117,7 +117,7 @@ func (s *Service) sweepSeller(ctx context.Context, r *run, seller string, ops []
 
 	budget := newPollBudget(s.cfg.PollConcurrency, s.cfg.PollRate, s.now, r.deadline)
 	ps := &sellerPass{seller: seller, budget: budget, lastPass: prog.LastPass}
-	start, resume := 0, Progress{}
+	start, resume := 0, ledger.SweepProgress{}
 	if prog.Phase != "" {
 		if i := slices.IndexFunc(groups, func(g *group) bool { return g.key == prog.Account }); i >= 0 {
 			start, resume = i, prog
@@ -126,7 +126,7 @@ func (s *Service) sweepSeller(ctx context.Context, r *run, seller string, ops []
 	}
 	for i := start; i < len(groups); i++ {
 		g := groups[i]
-		from := Progress{}
+		from := ledger.SweepProgress{}
 		if i == start {
 			from = resume
 		}
@@ -142,12 +142,12 @@ func (s *Service) sweepSeller(ctx context.Context, r *run, seller string, ops []
 			return false, s.putProgress(ctx, *stop)
 		}
 	}
-	return true, s.putProgress(ctx, Progress{Seller: seller, Fence: fence, LastPass: s.now()})
+	return true, s.putProgress(ctx, ledger.SweepProgress{Seller: seller, Fence: fence, LastPass: s.now()})
 }
 
-func (s *Service) putProgress(ctx context.Context, p Progress) error {
-	err := s.cfg.Progress.PutProgress(ctx, p)
-	if errors.Is(err, ErrStaleFence) {
+func (s *Service) putProgress(ctx context.Context, p ledger.SweepProgress) error {
+	err := s.cfg.Ledger.PutProgress(ctx, p)
+	if errors.Is(err, ledger.ErrStaleFence) {
 		s.log.WarnContext(ctx, "reconcile progress not stored: a newer lease holder wrote it", "seller", p.Seller)
 		return nil
 	}
@@ -156,14 +156,14 @@ func (s *Service) putProgress(ctx context.Context, p Progress) error {
 
 // sweepGroup lists the group's pending tasks at the seller and compares. A non-nil stop is
 // where the time budget (or a seller's retry_after reaching past the run) stopped it.
-func (s *Service) sweepGroup(ctx context.Context, r *run, ps *sellerPass, g *group, known map[string]bool, from Progress) (*Progress, error) {
+func (s *Service) sweepGroup(ctx context.Context, r *run, ps *sellerPass, g *group, known map[string]bool, from ledger.SweepProgress) (*ledger.SweepProgress, error) {
 	seller := ps.seller
 	seen := map[string]listedTask{}
-	if from.Phase != PhaseCompare {
+	if from.Phase != ledger.PhaseCompare {
 		cursor := from.ListCursor
 		for {
 			if r.out(s.now()) {
-				return &Progress{Phase: PhaseList, ListCursor: cursor}, nil
+				return &ledger.SweepProgress{Phase: ledger.PhaseList, ListCursor: cursor}, nil
 			}
 			page, err := s.list(ctx, seller, g.account, cursor)
 			var ae *adcp.Error
@@ -177,7 +177,7 @@ func (s *Service) sweepGroup(ctx context.Context, r *run, ps *sellerPass, g *gro
 				r.rec.Count(metrics.AdcpErrors, metrics.Dims{"Code": errorCode(err)}, 1)
 				ps.budget.pause(ae.RetryAfter)
 				s.log.WarnContext(ctx, "seller asked to retry the listing later", "seller", seller, "retryAfter", ae.RetryAfter)
-				return &Progress{Phase: PhaseList, ListCursor: cursor}, nil
+				return &ledger.SweepProgress{Phase: ledger.PhaseList, ListCursor: cursor}, nil
 			}
 			if err != nil {
 				r.rec.Count(metrics.AdcpErrors, metrics.Dims{"Code": errorCode(err)}, 1)
@@ -197,7 +197,7 @@ func (s *Service) sweepGroup(ctx context.Context, r *run, ps *sellerPass, g *gro
 	}
 	todo := make([]*ledger.Operation, 0, len(g.ops))
 	for _, op := range g.ops {
-		if from.Phase == PhaseCompare && opKey(op) <= from.AfterOp {
+		if from.Phase == ledger.PhaseCompare && opKey(op) <= from.AfterOp {
 			continue
 		}
 		if slices.Contains(s.cfg.Statuses, op.Status) {
@@ -209,7 +209,7 @@ func (s *Service) sweepGroup(ctx context.Context, r *run, ps *sellerPass, g *gro
 	for first := 0; first < len(todo); first += s.cfg.PollConcurrency {
 		batch := todo[first:min(first+s.cfg.PollConcurrency, len(todo))]
 		if r.out(s.now()) {
-			return &Progress{Phase: PhaseCompare, AfterOp: lastBefore(g.ops, batch[0])}, nil
+			return &ledger.SweepProgress{Phase: ledger.PhaseCompare, AfterOp: lastBefore(g.ops, batch[0])}, nil
 		}
 		done := make([]bool, len(batch))
 		var wg sync.WaitGroup
@@ -218,7 +218,7 @@ func (s *Service) sweepGroup(ctx context.Context, r *run, ps *sellerPass, g *gro
 		}
 		wg.Wait()
 		if i := slices.Index(done, false); i >= 0 {
-			return &Progress{Phase: PhaseCompare, AfterOp: lastBefore(g.ops, batch[i])}, nil
+			return &ledger.SweepProgress{Phase: ledger.PhaseCompare, AfterOp: lastBefore(g.ops, batch[i])}, nil
 		}
 	}
 	return nil, nil
@@ -325,12 +325,12 @@ func (s *Service) readWithin(ctx context.Context, r *run, ps *sellerPass, accoun
 func (s *Service) checkStuck(ctx context.Context, r *run, op *ledger.Operation, now, lastPass time.Time) {
 	if !op.Deadline.IsZero() && now.Sub(op.Deadline) >= s.cfg.DeadlineSlack {
 		r.finding(KindDeadlinePassed)
-		r.rec.Count(metrics.Timeouts, metrics.Dims{"Kind": "operation_deadline"}, 1)
+		r.rec.Count(metrics.Timeouts, metrics.Dims{"Kind": metrics.TimeoutOperationDeadline}, 1)
 		s.mark(ctx, op, KindDeadlinePassed, fmt.Sprintf("%sstill %s after its deadline %s; the workflow should have ended it (see the reconcile runbook)",
 			markPrefix, op.Status, op.Deadline.Format(time.RFC3339)), nil)
 		return
 	}
-	if s.cfg.Executions == nil || s.cfg.StateMachineARN == "" || op.ExecutionName == "" || r.noDescribe.Load() ||
+	if s.cfg.Executions == nil || op.ExecutionName == "" || r.noDescribe.Load() ||
 		!s.executionCheckDue(op, now, lastPass) {
 		return
 	}

@@ -1,5 +1,5 @@
-// Package sfn is buyflow's narrow door to Step Functions: start an execution under a
-// deterministic name, and complete a parked task token. A token that is already gone (the task
+// Package sfn is buyflow's narrow door to Step Functions, the only package that calls it: start
+// an execution under a deterministic name, describe one, and complete a parked task token. A token that is already gone (the task
 // timed out, the execution ended, the token is stale) is one error, [ErrTaskGone], because
 // every caller treats those the same way: the ledger already holds the truth and the next
 // park will read it.
@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
@@ -75,6 +76,43 @@ func ExecutionARN(stateMachineARN, name string) string {
 		}
 	}
 	return stateMachineARN + ":" + name
+}
+
+// Execution is one execution of the state machine as Describe reports it.
+type Execution struct {
+	Name string
+	// Status is Step Functions' execution status: RUNNING, SUCCEEDED, FAILED, TIMED_OUT,
+	// ABORTED or PENDING_REDRIVE.
+	Status string
+	// StoppedAt is when it ended; zero while it runs.
+	StoppedAt time.Time
+}
+
+// Running reports whether the execution still runs or waits for a redrive.
+func (e Execution) Running() bool {
+	return e.Status == string(types.ExecutionStatusRunning) || e.Status == string(types.ExecutionStatusPendingRedrive)
+}
+
+// ErrNoExecution reports that no execution of that name was ever started.
+var ErrNoExecution = errors.New("sfn: no such execution")
+
+// Describe reads the execution named name of the client's state machine. A name never started
+// is an error matching ErrNoExecution; a refused call keeps the service's error (an
+// AccessDeniedException is a smithy.APIError).
+func (c *Client) Describe(ctx context.Context, name string) (Execution, error) {
+	out, err := c.api.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: aws.String(ExecutionARN(c.stateMachineARN, name))})
+	var missing *types.ExecutionDoesNotExist
+	switch {
+	case errors.As(err, &missing):
+		return Execution{}, fmt.Errorf("sfn: describe execution %s: %w (%w)", name, ErrNoExecution, err)
+	case err != nil:
+		return Execution{}, fmt.Errorf("sfn: describe execution %s: %w", name, err)
+	}
+	e := Execution{Name: name, Status: string(out.Status)}
+	if out.StopDate != nil {
+		e.StoppedAt = out.StopDate.UTC()
+	}
+	return e, nil
 }
 
 // Succeed completes the task parked under token with output marshalled to JSON.

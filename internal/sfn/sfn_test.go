@@ -3,7 +3,9 @@ package sfn
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
@@ -12,17 +14,18 @@ import (
 
 // fakeAPI is a function-typed fake: each test sets the calls it expects.
 type fakeAPI struct {
-	start   func(*sfn.StartExecutionInput) (*sfn.StartExecutionOutput, error)
-	success func(*sfn.SendTaskSuccessInput) error
-	failure func(*sfn.SendTaskFailureInput) error
+	start    func(*sfn.StartExecutionInput) (*sfn.StartExecutionOutput, error)
+	describe func(*sfn.DescribeExecutionInput) (*sfn.DescribeExecutionOutput, error)
+	success  func(*sfn.SendTaskSuccessInput) error
+	failure  func(*sfn.SendTaskFailureInput) error
 }
 
 func (f fakeAPI) StartExecution(_ context.Context, in *sfn.StartExecutionInput, _ ...func(*sfn.Options)) (*sfn.StartExecutionOutput, error) {
 	return f.start(in)
 }
 
-func (f fakeAPI) DescribeExecution(context.Context, *sfn.DescribeExecutionInput, ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error) {
-	return nil, errors.New("not used")
+func (f fakeAPI) DescribeExecution(_ context.Context, in *sfn.DescribeExecutionInput, _ ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error) {
+	return f.describe(in)
 }
 
 func (f fakeAPI) SendTaskSuccess(_ context.Context, in *sfn.SendTaskSuccessInput, _ ...func(*sfn.Options)) (*sfn.SendTaskSuccessOutput, error) {
@@ -90,5 +93,40 @@ func TestTaskGone(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestDescribeNamesTheExecutionOfTheStateMachine(t *testing.T) {
+	stopped := time.Date(2026, 11, 30, 12, 0, 0, 0, time.FixedZone("x", 3600))
+	answers := map[string]*sfn.DescribeExecutionOutput{
+		"arn:aws:states:us-east-1:123456789012:execution:MediaBuy:op-1":     {Status: types.ExecutionStatusRunning},
+		"arn:aws:states:us-east-1:123456789012:execution:MediaBuy:op-1--g1": {Status: types.ExecutionStatusFailed, StopDate: &stopped},
+		"arn:aws:states:us-east-1:123456789012:execution:MediaBuy:op-2":     {Status: types.ExecutionStatusPendingRedrive},
+	}
+	denied := errors.New("AccessDeniedException")
+	c := New(fakeAPI{describe: func(in *sfn.DescribeExecutionInput) (*sfn.DescribeExecutionOutput, error) {
+		switch out, ok := answers[aws.ToString(in.ExecutionArn)]; {
+		case ok:
+			return out, nil
+		case strings.HasSuffix(aws.ToString(in.ExecutionArn), ":denied"):
+			return nil, denied
+		}
+		return nil, &types.ExecutionDoesNotExist{Message: aws.String("no")}
+	}}, smARN)
+	ctx := context.Background()
+	if e, err := c.Describe(ctx, "op-1"); err != nil || !e.Running() || e.Name != "op-1" || !e.StoppedAt.IsZero() {
+		t.Fatalf("Describe(op-1) = %+v, %v", e, err)
+	}
+	if e, err := c.Describe(ctx, "op-1--g1"); err != nil || e.Running() || e.Status != "FAILED" || !e.StoppedAt.Equal(stopped) || e.StoppedAt.Location() != time.UTC {
+		t.Fatalf("Describe(op-1--g1) = %+v, %v", e, err)
+	}
+	if e, err := c.Describe(ctx, "op-2"); err != nil || !e.Running() {
+		t.Fatalf("Describe(op-2) = %+v, %v; a pending redrive still runs", e, err)
+	}
+	if _, err := c.Describe(ctx, "never"); !errors.Is(err, ErrNoExecution) {
+		t.Fatalf("Describe(never) = %v, want ErrNoExecution", err)
+	}
+	if _, err := c.Describe(ctx, "denied"); !errors.Is(err, denied) || errors.Is(err, ErrNoExecution) {
+		t.Fatalf("Describe(denied) = %v, want the service's error kept", err)
 	}
 }

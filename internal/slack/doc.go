@@ -6,8 +6,8 @@
 // Invariants:
 //
 //   - A message carries a per-approver review link (a signed approval link,
-//     see internal/approval) and never the Step Functions task token; the
-//     builders only see approval.Approval, which has no token.
+//     see internal/approvalcore) and never the Step Functions task token; the
+//     builders only see approvalcore.Approval, which has no token.
 //   - Everything that comes from a user (summary, seller, reason, comment,
 //     ids) is escaped for mrkdwn (&, <, >), so it cannot mention @channel,
 //     forge a link or break out of its field; it is also truncated so every

@@ -12,7 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvalcore"
 )
 
 // Message is a Slack message as chat.postMessage, chat.update and incoming
@@ -76,7 +76,7 @@ const (
 	maxFieldRunes   = 300
 	maxCommentRunes = 500
 	// A package line is at most ~220 runes before escaping, and a section lists at most
-	// approval.MaxShownPackages of them (or maxConditions conditions of ~250): under 3000.
+	// approvalcore.MaxShownPackages of them (or maxConditions conditions of ~250): under 3000.
 	maxProductRunes = 100
 	maxConditions   = 5
 )
@@ -88,7 +88,7 @@ var slackUserID = regexp.MustCompile(`^[UW][A-Z0-9]{2,20}$`)
 // Review button per entry in reviews. For direct messages pass one Review
 // (the recipient's); for a shared channel pass all approvers' reviews, and
 // note that everyone in the channel then sees every approver's link.
-func RequestMessage(a approval.Approval, reviews []Review) (Message, error) {
+func RequestMessage(a approvalcore.Approval, reviews []Review) (Message, error) {
 	if len(reviews) == 0 {
 		return Message{}, errors.New("slack: request message needs at least one review link")
 	}
@@ -135,24 +135,24 @@ func RequestMessage(a approval.Approval, reviews []Review) (Message, error) {
 // StatusMessage builds the message that replaces a request once the
 // approval is decided or expired (bot), or follows it (webhook). It carries
 // no review link. It refuses a pending approval.
-func StatusMessage(a approval.Approval) (Message, error) {
+func StatusMessage(a approvalcore.Approval) (Message, error) {
 	var title, line, text string
 	switch a.Status {
-	case approval.StatusApproved, approval.StatusRejected:
+	case approvalcore.StatusApproved, approvalcore.StatusRejected:
 		if a.DecidedBy == "" || a.DecidedAt.IsZero() {
 			return Message{}, errors.New("slack: decided approval has no decider or time")
 		}
 		verb := "Approved"
-		if a.Status == approval.StatusRejected {
+		if a.Status == approvalcore.StatusRejected {
 			verb = "Rejected"
 		}
 		title = verb + ": media buy"
 		line = "*" + verb + "* by " + person(a.DecidedBy) + " at " + date(a.DecidedAt) + "."
-		text = verb + " by " + person(a.DecidedBy) + " at " + approval.FormatTime(a.DecidedAt) + ": " + plain(a.Summary, maxSummaryRunes)
-	case approval.StatusExpired:
+		text = verb + " by " + person(a.DecidedBy) + " at " + approvalcore.FormatTime(a.DecidedAt) + ": " + plain(a.Summary, maxSummaryRunes)
+	case approvalcore.StatusExpired:
 		title = "Expired: media buy"
 		line = "*Expired* at " + date(a.ExpiresAt) + " with no decision. Nothing was bought."
-		text = "Expired at " + approval.FormatTime(a.ExpiresAt) + ": " + plain(a.Summary, maxSummaryRunes)
+		text = "Expired at " + approvalcore.FormatTime(a.ExpiresAt) + ": " + plain(a.Summary, maxSummaryRunes)
 	default:
 		return Message{}, fmt.Errorf("slack: status message needs a decided or expired approval, not %q", plain(string(a.Status), 32))
 	}
@@ -173,7 +173,7 @@ func StatusMessage(a approval.Approval) (Message, error) {
 
 // purchaseBlocks shows what is bought (one line per package, long lists folded, the total)
 // and what governance said. Slack has no tables; each line is short enough for a phone.
-func purchaseBlocks(a approval.Approval) []Block {
+func purchaseBlocks(a approvalcore.Approval) []Block {
 	pu := a.Purchase
 	var out []Block
 	var b strings.Builder
@@ -231,7 +231,7 @@ func section(mrkdwn string) Block {
 	return Block{Type: "section", Text: &Text{Type: "mrkdwn", Text: mrkdwn}}
 }
 
-func fields(a approval.Approval) Block {
+func fields(a approvalcore.Approval) Block {
 	return Block{Type: "section", Fields: []Text{
 		{Type: "mrkdwn", Text: "*Seller*\n" + escape(a.Seller, maxFieldRunes)},
 		{Type: "mrkdwn", Text: "*Amount*\n" + escape(a.Amount.String(), maxFieldRunes)},
@@ -240,7 +240,7 @@ func fields(a approval.Approval) Block {
 	}}
 }
 
-func contextBlock(a approval.Approval, note string) Block {
+func contextBlock(a approvalcore.Approval, note string) Block {
 	ref := "Reference: " + escape(a.OperationID, maxFieldRunes) + " · approval " + escape(a.ID, maxFieldRunes)
 	els := []Text{{Type: "mrkdwn", Text: ref}}
 	if note != "" {
@@ -249,7 +249,7 @@ func contextBlock(a approval.Approval, note string) Block {
 	return Block{Type: "context", Elements: els}
 }
 
-func reasonLine(a approval.Approval) string {
+func reasonLine(a approvalcore.Approval) string {
 	s := a.Reason.Label()
 	if t := strings.TrimSpace(a.ReasonText); t != "" {
 		s += " " + truncate(t, maxFieldRunes)
@@ -285,7 +285,7 @@ func date(t time.Time) string {
 	if t.IsZero() {
 		return "_(not set)_"
 	}
-	return "<!date^" + strconv.FormatInt(t.Unix(), 10) + "^{date_short_pretty} {time}|" + approval.FormatTime(t) + ">"
+	return "<!date^" + strconv.FormatInt(t.Unix(), 10) + "^{date_short_pretty} {time}|" + approvalcore.FormatTime(t) + ">"
 }
 
 // escape truncates s to max runes and escapes the three characters Slack's

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvalcore"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -46,24 +46,24 @@ func goldenJSON(t *testing.T, name string, v any) {
 
 // threePackages is the buy the approval page's browser test shows too: three packages, the
 // display one ending early, and governance's verdict with two conditions.
-func threePackages() approval.Purchase {
+func threePackages() approvalcore.Purchase {
 	const start, end = "2026-01-05T00:00:00Z", "2026-03-29T23:59:59Z"
-	return approval.Purchase{
+	return approvalcore.Purchase{
 		Start: start, End: end,
-		Packages: []approval.Package{
-			{Product: "ctv_premium_sports", Start: start, End: end, Budget: approval.Money{Minor: 600000, Currency: "USD"}},
-			{Product: "olv_highlights", Start: start, End: end, Budget: approval.Money{Minor: 425000, Currency: "USD"}},
-			{Product: "display_run_of_site", Start: start, End: "2026-02-28T23:59:59Z", Budget: approval.Money{Minor: 225000, Currency: "USD"}},
+		Packages: []approvalcore.Package{
+			{Product: "ctv_premium_sports", Start: start, End: end, Budget: approvalcore.Money{Minor: 600000, Currency: "USD"}},
+			{Product: "olv_highlights", Start: start, End: end, Budget: approvalcore.Money{Minor: 425000, Currency: "USD"}},
+			{Product: "display_run_of_site", Start: start, End: "2026-02-28T23:59:59Z", Budget: approvalcore.Money{Minor: 225000, Currency: "USD"}},
 		},
-		Governance: approval.Verdict{Verdict: "conditions", Conditions: []approval.Condition{
+		Governance: approvalcore.Verdict{Verdict: "conditions", Conditions: []approvalcore.Condition{
 			{Field: "packages[2].end_time", Reason: "Display must end with the February flight"},
 			{Field: "packages[1].targeting_overlay", Reason: "Highlights may only run in the US and Canada: confirm the seller's geo targeting", NeedsPerson: true},
 		}},
 	}
 }
 
-func sampleApproval() approval.Approval {
-	return approval.Approval{
+func sampleApproval() approvalcore.Approval {
+	return approvalcore.Approval{
 		ID:                  "apr_01HZY",
 		OperationID:         "op_7f3a",
 		Tenant:              "acct_1",
@@ -71,11 +71,11 @@ func sampleApproval() approval.Approval {
 		EscalationApprovers: []string{"U0CFO0003"},
 		Requester:           "U0RITA004",
 		Seller:              "Example Sports Network",
-		Amount:              approval.Money{Minor: 1250000, Currency: "USD"},
+		Amount:              approvalcore.Money{Minor: 1250000, Currency: "USD"},
 		Summary:             "Q1 video campaign, 3 packages",
-		Reason:              approval.ReasonPolicyThreshold,
+		Reason:              approvalcore.ReasonPolicyThreshold,
 		ReasonText:          "Budget over USD 10,000.00",
-		Status:              approval.StatusPending,
+		Status:              approvalcore.StatusPending,
 		Purchase:            threePackages(),
 		ExpiresAt:           t0.Add(24 * time.Hour),
 	}
@@ -195,12 +195,12 @@ func TestRequestMessageRefuses(t *testing.T) {
 func TestStatusMessageGolden(t *testing.T) {
 	t.Parallel()
 	approved := sampleApproval()
-	approved.Status, approved.DecidedBy, approved.DecidedAt, approved.Comment = approval.StatusApproved, "U0BOB0002", t0.Add(2*time.Hour), "Fits the plan.\nGo."
+	approved.Status, approved.DecidedBy, approved.DecidedAt, approved.Comment = approvalcore.StatusApproved, "U0BOB0002", t0.Add(2*time.Hour), "Fits the plan.\nGo."
 	rejected := sampleApproval()
-	rejected.Status, rejected.DecidedBy, rejected.DecidedAt = approval.StatusRejected, "cfo@example.com", t0.Add(3*time.Hour)
+	rejected.Status, rejected.DecidedBy, rejected.DecidedAt = approvalcore.StatusRejected, "cfo@example.com", t0.Add(3*time.Hour)
 	expired := sampleApproval()
-	expired.Status = approval.StatusExpired
-	for name, a := range map[string]approval.Approval{"approved": approved, "rejected": rejected, "expired": expired} {
+	expired.Status = approvalcore.StatusExpired
+	for name, a := range map[string]approvalcore.Approval{"approved": approved, "rejected": rejected, "expired": expired} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			m, err := StatusMessage(a)
@@ -218,7 +218,7 @@ func TestStatusMessageGolden(t *testing.T) {
 		t.Error("pending approval accepted")
 	}
 	broken := sampleApproval()
-	broken.Status = approval.StatusApproved
+	broken.Status = approvalcore.StatusApproved
 	if _, err := StatusMessage(broken); err == nil {
 		t.Error("decided approval with no decider accepted")
 	}

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvalcore"
 )
 
 // Delivery says how approval requests reach approvers.
@@ -25,7 +25,7 @@ const (
 // posts one message per review to review.Approver; with Shared one message
 // with all reviews. It posts every message it can and returns the errors
 // of the others joined (wrapped with the approver's position, not the link).
-func PostRequest(ctx context.Context, c Client, a approval.Approval, reviews []Review, d Delivery) ([]Ref, error) {
+func PostRequest(ctx context.Context, c Client, a approvalcore.Approval, reviews []Review, d Delivery) ([]Ref, error) {
 	if d == Shared {
 		m, err := RequestMessage(a, reviews)
 		if err != nil {
@@ -66,7 +66,7 @@ func PostRequest(ctx context.Context, c Client, a approval.Approval, reviews []R
 // PostStatus tells the approvers how a ended: each message at a non-zero Ref
 // is updated in place; if there are zero Refs among refs (a webhook), one
 // follow-up is posted for all of them. Errors are joined.
-func PostStatus(ctx context.Context, c Client, a approval.Approval, refs []Ref) error {
+func PostStatus(ctx context.Context, c Client, a approvalcore.Approval, refs []Ref) error {
 	m, err := StatusMessage(a)
 	if err != nil {
 		return err

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvalcore"
 )
 
 // fakeClient is a Client made of functions, one per table case.
@@ -93,7 +93,7 @@ func TestPostRequestSharedAndStatusThroughSink(t *testing.T) {
 		t.Fatalf("PostRequest = %+v, %v", refs, err)
 	}
 	a := sampleApproval()
-	a.Status, a.DecidedBy, a.DecidedAt = approval.StatusApproved, "U0BOB0002", t0
+	a.Status, a.DecidedBy, a.DecidedAt = approvalcore.StatusApproved, "U0BOB0002", t0
 	if err := PostStatus(ctx, hook, a, refs); err != nil {
 		t.Fatal(err)
 	}

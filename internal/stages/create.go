@@ -10,18 +10,17 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/sellertask"
+	"github.com/buyflow/buyflow/internal/topology"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
-
-// WebhookPath is the path of the seller webhook route; the operation id follows it.
-const WebhookPath = "/v1/webhooks/adcp/"
 
 // CreateMediaBuy is the CreateMediaBuy stage: create_media_buy with the frozen bytes stored write-ahead (the
 // governance-checked payload plus plan_id, governance_context, push_notification_config and
 // our context echo). A retry sends the stored key and bytes; a lapsed claim is reconciled
 // with get_media_buys first. The output is the first SellerOutput of the wait loop:
 // completed (terminal), submitted, working or input_required.
-func (s *Service) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (workflow.SellerOutput, error) {
+func (s *Create) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (workflow.SellerOutput, error) {
 	if err := in.Config.Validate(); err != nil {
 		return workflow.SellerOutput{}, err
 	}
@@ -77,13 +76,13 @@ func (s *Service) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (w
 	res, err := s.adcp.CreateMediaBuy(ctx, req.SellerID, intent)
 	if err != nil {
 		s.countAdcpError(err)
-		s.event(ctx, op, ledger.Event{Type: EventSellerCall, Actor: sellerActor(req.SellerID), Reason: truncate(err.Error(), 500),
-			Detail: detail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "attempt": intent.Attempt, "error_code": errorCode(err), "decision": adcp.Decide(err).String()})})
+		s.event(ctx, op, ledger.Event{Type: ledger.EventSellerCall, Actor: sellerActor(req.SellerID), Reason: ledger.Clip(err.Error(), 500),
+			Detail: ledger.EventDetail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "attempt": intent.Attempt, "error_code": errorCode(err), "decision": adcp.Decide(err).String()})})
 		s.log.WarnContext(ctx, "create_media_buy failed", "operationId", op.ID, "attempt", intent.Attempt, "code", errorCode(err), "decision", adcp.Decide(err).String())
 		return workflow.SellerOutput{}, callError("create_media_buy", err)
 	}
-	s.event(ctx, op, ledger.Event{Type: EventSellerCall, Actor: sellerActor(req.SellerID),
-		Detail: detail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "attempt": intent.Attempt, "shape": res.Shape, "status": res.Status,
+	s.event(ctx, op, ledger.Event{Type: ledger.EventSellerCall, Actor: sellerActor(req.SellerID),
+		Detail: ledger.EventDetail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "attempt": intent.Attempt, "shape": res.Shape, "status": res.Status,
 			"task_id": res.TaskID, "media_buy_id": res.MediaBuyID, "replayed": res.Replayed})})
 	return s.recordCreate(ctx, op, req, res, in.Config, token, now)
 }
@@ -94,7 +93,7 @@ func (s *Service) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (w
 // here after it; a lapsed approval is no approval. Only an operation that has not started to
 // create (awaiting_approval, checking_governance) can take a new check; anything but a fresh
 // "approved" keeps the gate closed.
-func (s *Service) recheck(ctx context.Context, op *ledger.Operation, req *submitRequest) (*ledger.Operation, error) {
+func (s *Create) recheck(ctx context.Context, op *ledger.Operation, req *submitRequest) (*ledger.Operation, error) {
 	lapsed := &workflow.TerminalError{Code: "governance_expired",
 		Reason: fmt.Sprintf("the governance approval %s expired at %s before the buy was placed", op.GovernanceCheckID, rfc3339(op.GovernanceExpiresAt))}
 	if op.Status != workflow.StatusAwaitingApproval && op.Status != workflow.StatusCheckingGovernance {
@@ -105,17 +104,17 @@ func (s *Service) recheck(ctx context.Context, op *ledger.Operation, req *submit
 		return nil, err
 	}
 	res, err := s.adcp.CheckGovernance(ctx, req.Governance.AgentID, adcp.CheckGovernanceRequest{
-		PlanID: req.Governance.PlanID, Caller: s.cfg.CallerURI, Tool: adcp.ToolCreateMediaBuy, Payload: payload, PurchaseType: "media_buy",
+		PlanID: req.Governance.PlanID, Caller: s.callerURI, Tool: adcp.ToolCreateMediaBuy, Payload: payload, PurchaseType: "media_buy",
 	})
 	if err != nil {
 		s.countAdcpError(err)
 		return nil, callError("check_governance (re-check before spend)", err)
 	}
-	s.event(ctx, op, ledger.Event{Type: EventGovernanceCheck, Actor: governanceActor(req.Governance.AgentID),
-		Detail: detail(map[string]any{"recheck": true, "verdict": res.Verdict, "pending": res.Pending, "check_id": res.CheckID})})
+	s.event(ctx, op, ledger.Event{Type: ledger.EventGovernanceCheck, Actor: governanceActor(req.Governance.AgentID),
+		Detail: ledger.EventDetail(map[string]any{"recheck": true, "verdict": res.Verdict, "pending": res.Pending, "check_id": res.CheckID})})
 	if res.Pending || res.Verdict != adcp.VerdictApproved {
 		if res.Verdict == adcp.VerdictDenied && !res.Pending {
-			s.cfg.Metrics.Count(metrics.GovernanceDenied, nil, 1)
+			s.metrics.Count(metrics.GovernanceDenied, nil, 1)
 		}
 		lapsed.Code = "governance_recheck_not_approved"
 		lapsed.Reason += fmt.Sprintf("; the re-check answered %q", res.Verdict)
@@ -131,7 +130,7 @@ func (s *Service) recheck(ctx context.Context, op *ledger.Operation, req *submit
 }
 
 // createIntent builds the create_media_buy intent from the governance-checked payload.
-func (s *Service) createIntent(ctx context.Context, op *ledger.Operation, req *submitRequest, token string, now time.Time) (adcp.Intent, error) {
+func (s *Create) createIntent(ctx context.Context, op *ledger.Operation, req *submitRequest, token string, now time.Time) (adcp.Intent, error) {
 	payload, err := s.checkedPayload(ctx, op, req)
 	if err != nil {
 		return adcp.Intent{}, err
@@ -143,10 +142,10 @@ func (s *Service) createIntent(ctx context.Context, op *ledger.Operation, req *s
 	if op.GovernanceContext != "" {
 		m["governance_context"] = op.GovernanceContext
 	}
-	if s.cfg.PublicBaseURL == "" {
+	if s.publicBaseURL == "" {
 		return adcp.Intent{}, &workflow.TerminalError{Code: "no_public_base_url", Reason: "the webhook URL cannot be built: no public base URL configured"}
 	}
-	m["push_notification_config"] = adcp.PushNotificationConfig{URL: s.cfg.PublicBaseURL + WebhookPath + op.ID, OperationID: op.ID, Token: token}
+	m["push_notification_config"] = adcp.PushNotificationConfig{URL: s.publicBaseURL + topology.WebhookPathPrefix + op.ID, OperationID: op.ID, Token: token}
 	in, err := adcp.NewIntent(adcp.ToolCreateMediaBuy, m, now)
 	if err != nil {
 		return adcp.Intent{}, &workflow.TerminalError{Code: "bad_intent", Reason: err.Error()}
@@ -155,7 +154,7 @@ func (s *Service) createIntent(ctx context.Context, op *ledger.Operation, req *s
 }
 
 // checkedPayload returns the payload the governance check approved (conditions applied).
-func (s *Service) checkedPayload(ctx context.Context, op *ledger.Operation, req *submitRequest) ([]byte, error) {
+func (s *Create) checkedPayload(ctx context.Context, op *ledger.Operation, req *submitRequest) ([]byte, error) {
 	li, err := s.ledger.GetIntent(ctx, op.Tenant, op.ID, intentCheckPrefix+op.GovernanceCheckID)
 	switch {
 	case err == nil:
@@ -169,13 +168,13 @@ func (s *Service) checkedPayload(ctx context.Context, op *ledger.Operation, req 
 
 // reconcile looks for a media buy the seller created for this operation (our echoed
 // context.operation_id) before a resend. done means the buy exists and is recorded.
-func (s *Service) reconcile(ctx context.Context, op *ledger.Operation, req *submitRequest, cfg workflow.RunConfig, token string, now time.Time) (workflow.SellerOutput, bool, error) {
+func (s *Create) reconcile(ctx context.Context, op *ledger.Operation, req *submitRequest, cfg workflow.RunConfig, token string, now time.Time) (workflow.SellerOutput, bool, error) {
 	got, err := s.adcp.GetMediaBuys(ctx, req.SellerID, adcp.GetMediaBuysRequest{Account: req.account()})
 	if err != nil {
 		s.countAdcpError(err)
 		// A seller that cannot list falls back on its idempotency replay (same key, same bytes).
-		s.event(ctx, op, ledger.Event{Type: EventReconcile, Actor: sellerActor(req.SellerID), Reason: truncate(err.Error(), 300),
-			Detail: detail(map[string]any{"found": false, "error_code": errorCode(err)})})
+		s.event(ctx, op, ledger.Event{Type: ledger.EventLapsedClaimCheck, Actor: sellerActor(req.SellerID), Reason: ledger.Clip(err.Error(), 300),
+			Detail: ledger.EventDetail(map[string]any{"found": false, "error_code": errorCode(err)})})
 		if adcp.Decide(err) == adcp.DecisionRetry {
 			return workflow.SellerOutput{}, false, callError("get_media_buys", err)
 		}
@@ -188,24 +187,24 @@ func (s *Service) reconcile(ctx context.Context, op *ledger.Operation, req *subm
 		if len(mb.Context) == 0 || json.Unmarshal(mb.Context, &c) != nil || c.OperationID != op.ID {
 			continue
 		}
-		s.event(ctx, op, ledger.Event{Type: EventReconcile, Actor: sellerActor(req.SellerID),
-			Detail: detail(map[string]any{"found": true, "media_buy_id": mb.MediaBuyID, "status": mb.Status})})
+		s.event(ctx, op, ledger.Event{Type: ledger.EventLapsedClaimCheck, Actor: sellerActor(req.SellerID),
+			Detail: ledger.EventDetail(map[string]any{"found": true, "media_buy_id": mb.MediaBuyID, "status": mb.Status})})
 		res := &adcp.MediaBuyResult{Shape: adcp.ShapeSuccess, Status: adcp.StatusCompleted, MediaBuyID: mb.MediaBuyID, MediaBuyStatus: mb.Status}
 		out, err := s.recordCreate(ctx, op, req, res, cfg, token, now)
 		return out, true, err
 	}
-	s.event(ctx, op, ledger.Event{Type: EventReconcile, Actor: sellerActor(req.SellerID), Detail: detail(map[string]any{"found": false})})
+	s.event(ctx, op, ledger.Event{Type: ledger.EventLapsedClaimCheck, Actor: sellerActor(req.SellerID), Detail: ledger.EventDetail(map[string]any{"found": false})})
 	return workflow.SellerOutput{}, false, nil
 }
 
 // recordCreate records the seller's answer forward-only and returns the first wait output.
-func (s *Service) recordCreate(ctx context.Context, op *ledger.Operation, req *submitRequest, res *adcp.MediaBuyResult, cfg workflow.RunConfig, token string, now time.Time) (workflow.SellerOutput, error) {
+func (s *Create) recordCreate(ctx context.Context, op *ledger.Operation, req *submitRequest, res *adcp.MediaBuyResult, cfg workflow.RunConfig, token string, now time.Time) (workflow.SellerOutput, error) {
 	var to workflow.Status
 	var reason string
 	switch res.Shape {
 	case adcp.ShapeSuccess:
 		to = workflow.StatusCompleted
-		if endedMediaBuy(res) {
+		if sellertask.EndedMediaBuy(res) {
 			to, reason = workflow.StatusRejected, "the seller answered media buy "+res.MediaBuyID+" with status "+res.MediaBuyStatus
 		}
 	case adcp.ShapeSubmitted:
@@ -221,8 +220,8 @@ func (s *Service) recordCreate(ctx context.Context, op *ledger.Operation, req *s
 	}
 	hash := ledger.HashToken(token)
 	deadline := now.Add(time.Duration(cfg.DeadlineSeconds) * time.Second)
-	ch := ledger.Changes{WebhookTokenHash: &hash, Deadline: &deadline, Actor: sellerActor(req.SellerID), EventType: EventSellerCall,
-		Detail: detail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "task_id": res.TaskID, "media_buy_id": res.MediaBuyID, "media_buy_status": res.MediaBuyStatus})}
+	ch := ledger.Changes{WebhookTokenHash: &hash, Deadline: &deadline, Actor: sellerActor(req.SellerID), EventType: ledger.EventSellerCall,
+		Detail: ledger.EventDetail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "task_id": res.TaskID, "media_buy_id": res.MediaBuyID, "media_buy_status": res.MediaBuyStatus})}
 	if res.TaskID != "" {
 		ch.SellerTaskID = &res.TaskID
 	}
@@ -233,7 +232,7 @@ func (s *Service) recordCreate(ctx context.Context, op *ledger.Operation, req *s
 		reason = res.Message
 	}
 	if reason != "" {
-		r := truncate(reason, 1000)
+		r := ledger.Clip(reason, 1000)
 		ch.Reason = &r
 	}
 	cur, _, err := s.move(ctx, op, to, ch)
@@ -241,13 +240,13 @@ func (s *Service) recordCreate(ctx context.Context, op *ledger.Operation, req *s
 		return workflow.SellerOutput{}, err
 	}
 	s.log.InfoContext(ctx, "media buy placed", "operationId", op.ID, "status", cur.Status, "shape", res.Shape)
-	out := workflow.SellerOutput{Status: cur.Status, Terminal: cur.Status.Terminal(), Next: workflow.StartWait(cfg, now, s.cfg.Rand), Reason: cur.Reason}
+	out := workflow.SellerOutput{Status: cur.Status, Terminal: cur.Status.Terminal(), Next: workflow.StartWait(cfg, now, s.rand), Reason: cur.Reason}
 	return out, nil
 }
 
 // recorded is the output for an operation whose create was already recorded.
-func (s *Service) recorded(op *ledger.Operation, cfg workflow.RunConfig, now time.Time) workflow.SellerOutput {
-	return WakeOutput(op, workflow.WaitState{}, cfg, now)
+func (s *Create) recorded(op *ledger.Operation, cfg workflow.RunConfig, now time.Time) workflow.SellerOutput {
+	return sellertask.WakeOutput(op, workflow.WaitState{}, cfg, now)
 }
 
 // Cancel is Compensate: update_media_buy {media_buy_id, canceled: true, cancellation_reason}
@@ -256,7 +255,7 @@ func (s *Service) recorded(op *ledger.Operation, cfg workflow.RunConfig, now tim
 // its status: on those paths (deadline, an approval of the seller's input-required request
 // rejected or expired) RecordFailure follows and records the status that says why (expired,
 // rejected), with the cancel in the timeline.
-func (s *Service) Cancel(ctx context.Context, in workflow.StageInput) (workflow.SellerOutput, error) {
+func (s *Create) Cancel(ctx context.Context, in workflow.StageInput) (workflow.SellerOutput, error) {
 	op, err := s.load(ctx, in.Tenant, in.OperationID)
 	if err != nil {
 		return workflow.SellerOutput{}, err
@@ -267,7 +266,7 @@ func (s *Service) Cancel(ctx context.Context, in workflow.StageInput) (workflow.
 	}
 	reason := "canceled by buyflow"
 	if in.Reason != "" {
-		reason = truncate(in.Reason, 500)
+		reason = ledger.Clip(in.Reason, 500)
 	} else if op.Status == workflow.StatusCompleted {
 		reason = "governance findings required an undo"
 	} else {
@@ -286,7 +285,7 @@ func (s *Service) Cancel(ctx context.Context, in workflow.StageInput) (workflow.
 		}
 	}
 	if op.MediaBuyID == "" {
-		s.event(ctx, op, ledger.Event{Type: EventCancel, Actor: actorSystem, Reason: "no media buy at the seller to cancel"})
+		s.event(ctx, op, ledger.Event{Type: ledger.EventCancel, Actor: actorSystem, Reason: "no media buy at the seller to cancel"})
 		cur, err := s.endCanceled(ctx, op, reason)
 		if err != nil {
 			return workflow.SellerOutput{}, err
@@ -308,12 +307,12 @@ func (s *Service) Cancel(ctx context.Context, in workflow.StageInput) (workflow.
 	res, err := s.adcp.UpdateMediaBuy(ctx, req.SellerID, intent)
 	if err != nil {
 		s.countAdcpError(err)
-		s.event(ctx, op, ledger.Event{Type: EventCancel, Actor: sellerActor(req.SellerID), Reason: truncate(err.Error(), 500),
-			Detail: detail(map[string]any{"media_buy_id": op.MediaBuyID, "error_code": errorCode(err)})})
+		s.event(ctx, op, ledger.Event{Type: ledger.EventCancel, Actor: sellerActor(req.SellerID), Reason: ledger.Clip(err.Error(), 500),
+			Detail: ledger.EventDetail(map[string]any{"media_buy_id": op.MediaBuyID, "error_code": errorCode(err)})})
 		return workflow.SellerOutput{}, callError("update_media_buy (cancel)", err)
 	}
-	s.event(ctx, op, ledger.Event{Type: EventCancel, Actor: sellerActor(req.SellerID), Reason: reason,
-		Detail: detail(map[string]any{"media_buy_id": op.MediaBuyID, "media_buy_status": res.MediaBuyStatus, "shape": res.Shape, "replayed": res.Replayed})})
+	s.event(ctx, op, ledger.Event{Type: ledger.EventCancel, Actor: sellerActor(req.SellerID), Reason: reason,
+		Detail: ledger.EventDetail(map[string]any{"media_buy_id": op.MediaBuyID, "media_buy_status": res.MediaBuyStatus, "shape": res.Shape, "replayed": res.Replayed})})
 	cur, err := s.endCanceled(ctx, op, reason)
 	if err != nil {
 		return workflow.SellerOutput{}, err
@@ -322,10 +321,10 @@ func (s *Service) Cancel(ctx context.Context, in workflow.StageInput) (workflow.
 	return workflow.SellerOutput{Status: cur.Status, Terminal: cur.Status.Terminal(), Reason: reason}, nil
 }
 
-func (s *Service) endCanceled(ctx context.Context, op *ledger.Operation, reason string) (*ledger.Operation, error) {
+func (s *Create) endCanceled(ctx context.Context, op *ledger.Operation, reason string) (*ledger.Operation, error) {
 	if op.Status != workflow.StatusCompleted {
 		return op, nil
 	}
-	cur, _, err := s.move(ctx, op, workflow.StatusCanceled, ledger.Changes{Reason: &reason, Actor: actorSystem, EventType: EventCancel})
+	cur, _, err := s.move(ctx, op, workflow.StatusCanceled, ledger.Changes{Reason: &reason, Actor: actorSystem, EventType: ledger.EventCancel})
 	return cur, err
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/ledger"
-	"github.com/buyflow/buyflow/internal/stages"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -135,7 +134,7 @@ func TestCreateRetryAfterCrashReusesKeyAndBytes(t *testing.T) {
 	e.check(op)
 	crashOnce(e, workflow.StatusSubmitted)
 
-	_, err := handle(t, e.svc.Create, stageIn(op, workflow.ActionCreate))
+	_, err := handle(t, e.createStage.Handle, stageIn(op, workflow.ActionCreate))
 	wantBare(t, err, "TransientError")
 	out := e.create(op)
 	if out.Status != workflow.StatusSubmitted {
@@ -163,7 +162,7 @@ func TestCreateLapsedClaimReconciledWithoutResend(t *testing.T) {
 	e.check(op)
 	crashOnce(e, workflow.StatusCompleted)
 
-	if _, err := e.svc.CreateMediaBuy(context.Background(), stageIn(op, workflow.ActionCreate)); err == nil {
+	if _, err := e.createStage.CreateMediaBuy(context.Background(), stageIn(op, workflow.ActionCreate)); err == nil {
 		t.Fatal("the simulated crash did not fail the first attempt")
 	}
 	out := e.create(op)
@@ -176,6 +175,19 @@ func TestCreateLapsedClaimReconciledWithoutResend(t *testing.T) {
 	buys := e.seller.MediaBuys()
 	if len(buys) != 1 || e.op(op.ID).MediaBuyID != buys[0]["media_buy_id"] {
 		t.Fatalf("media buys = %v, recorded %q", buys, e.op(op.ID).MediaBuyID)
+	}
+	// Finance tells the create stage's check apart from the sweep's events.
+	checks := 0
+	for _, ev := range events(t, e, op.ID) {
+		switch ev.Type {
+		case ledger.EventLapsedClaimCheck:
+			checks++
+		case ledger.EventReconcile:
+			t.Errorf("the create stage wrote a sweep event: %+v", ev)
+		}
+	}
+	if checks != 1 {
+		t.Errorf("%d lapsed_claim_check events, want 1", checks)
 	}
 }
 
@@ -207,7 +219,7 @@ func TestCreateIdempotencyConflictIsTerminal(t *testing.T) {
 		IdempotencyKey: ours.Key, Request: ours.Body, CreatedAt: ours.Created}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = handle(t, e.svc.Create, stageIn(op, workflow.ActionCreate))
+	_, err = handle(t, e.createStage.Handle, stageIn(op, workflow.ActionCreate))
 	wantBare(t, err, "TerminalError")
 	if !strings.Contains(err.Error(), "IDEMPOTENCY_CONFLICT") {
 		t.Fatalf("err = %v", err)
@@ -221,7 +233,7 @@ func TestCreateRateLimitedIsTransientThenSucceeds(t *testing.T) {
 	e.check(op)
 	e.seller.RateLimitNext(1)
 
-	_, err := handle(t, e.svc.Create, stageIn(op, workflow.ActionCreate))
+	_, err := handle(t, e.createStage.Handle, stageIn(op, workflow.ActionCreate))
 	wantBare(t, err, "TransientError")
 	var te *workflow.TransientError
 	if !errors.As(err, &te) || te.RetryAfterSeconds < 1 {
@@ -266,7 +278,7 @@ func TestCreateGovernanceExpiredSendsNothing(t *testing.T) {
 	op := e.newOp("approved,sync", false)
 	e.check(op)
 	e.clock.Advance(e.op(op.ID).GovernanceExpiresAt.Sub(e.clock.Now()) + 1)
-	_, err := handle(t, e.svc.Create, stageIn(op, workflow.ActionCreate))
+	_, err := handle(t, e.createStage.Handle, stageIn(op, workflow.ActionCreate))
 	wantBare(t, err, "TerminalError")
 	if n := len(e.seller.Calls()); n != 0 {
 		t.Fatalf("seller saw %d calls", n)
@@ -278,7 +290,7 @@ func TestCancelCompensates(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	op, _ := e.placed("approved,sync")
 
-	raw, err := handle(t, e.svc.Create, stageIn(op, workflow.ActionCancel))
+	raw, err := handle(t, e.createStage.Handle, stageIn(op, workflow.ActionCancel))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +309,7 @@ func TestCancelCompensates(t *testing.T) {
 		t.Fatalf("operation after compensation: %s (reason %q), want canceled with a reason", got.Status, got.Reason)
 	}
 	// A repeated compensation resends the same intent.
-	if _, err := e.svc.Cancel(context.Background(), stageIn(op, workflow.ActionCancel)); err != nil {
+	if _, err := e.createStage.Cancel(context.Background(), stageIn(op, workflow.ActionCancel)); err != nil {
 		t.Fatal(err)
 	}
 	calls := e.seller.CallsTo("update_media_buy")
@@ -312,7 +324,7 @@ func TestCancelBeforeCompletionLeavesStatusToFailure(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	op, _ := e.placed("approved,input_required")
-	out, err := e.svc.Cancel(context.Background(), stageIn(op, workflow.ActionCancel))
+	out, err := e.createStage.Cancel(context.Background(), stageIn(op, workflow.ActionCancel))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +335,7 @@ func TestCancelBeforeCompletionLeavesStatusToFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.ContainsFunc(evs.Items, func(ev ledger.Event) bool { return ev.Type == stages.EventCancel }) {
+	if !slices.ContainsFunc(evs.Items, func(ev ledger.Event) bool { return ev.Type == ledger.EventCancel }) {
 		t.Fatal("no cancel event")
 	}
 }

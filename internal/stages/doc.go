@@ -1,8 +1,9 @@
 // Package stages implements the use cases behind the MediaBuy state machine's Lambda tasks:
 // the governance stage (check, report, fail), the create stage (create, cancel) and the poll
-// stage (park, poll). The functions under functions/ only wire a Service and hand it the raw
-// task payload; Service.Governance, Service.Create and Service.Poll dispatch on "action" and
-// return errors through workflow.TaskError, so each errorType is a name the ASL matches.
+// stage (park, poll), one type per Lambda (Governance, Create, Poll), each built with exactly
+// what its Lambda gives it. The functions under functions/ only wire one and hand it the raw
+// task payload; each Handle dispatches on "action" and returns errors through
+// workflow.TaskError, so each errorType is a name the ASL matches.
 //
 // # Invariants
 //
@@ -36,14 +37,10 @@
 //   - Create never spends on a lapsed approval: when GovernanceExpiresAt has passed it re-checks
 //     the stored payload first (operation still awaiting_approval) or stops (TerminalError).
 //   - Park completes its own token when the last seller result already needs a decision, or when
-//     the ledger holds a newer status that does (the lost-wakeup race); WakeOutput is the one
-//     function that turns the ledger into that output, shared with the webhook.
-//   - A seller's task update is recorded by one function for the poll stage, the webhook
-//     receiver and the reconciliation sweep (RecordTaskStatus: mapping, result decoding, the
-//     step through working, stale as "no change", SellerTaskDuration), and a parked wait is
-//     woken by one (Wake: clear the token first so one waker wins, then SendTaskSuccess). What
-//     differs per caller (event type and actor, retries of a lost race, how a stale or repeated
-//     status is recorded, which deliveries are ignored) is a parameter or stays in the caller.
+//     the ledger holds a newer status that does (the lost-wakeup race); sellertask.WakeOutput is the
+//     one function that turns the ledger into that output, shared with the webhook.
+//   - A seller's task update is recorded, and a parked wait woken, by internal/sellertask,
+//     which the poll stage shares with the webhook receiver and the reconciliation sweep.
 //   - Task tokens, credentials, webhook tokens and governance_context never appear in a log
 //     line, an audit event or a task output.
 package stages

@@ -20,11 +20,6 @@ import (
 // conditions a machine cannot apply (or that did not converge within the rounds allowed).
 const ReasonGovernanceConditions = "governance_conditions"
 
-// eventApprovalRequested is the event type the notify stage appends when it asks a person
-// (approvals.EventApprovalRequested; a test keeps them equal without linking the approvals
-// package into every stage binary).
-const eventApprovalRequested = "approval_requested"
-
 // reviewRecord is what an async governance review keeps between "check" rounds.
 type reviewRecord struct {
 	TaskID  string          `json:"task_id"`
@@ -39,7 +34,7 @@ type reviewRecord struct {
 // conditions a person must judge; the operation moves to awaiting_approval), denied (the
 // operation is rejected; nothing was spent), pending (async review; wait Wait.IntervalSeconds
 // and call Check again). An unreachable agent is a TransientError.
-func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.GovernanceOutput, error) {
+func (s *Governance) Check(ctx context.Context, in workflow.StageInput) (workflow.GovernanceOutput, error) {
 	if err := in.Config.Validate(); err != nil {
 		return workflow.GovernanceOutput{}, err
 	}
@@ -72,7 +67,7 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 			ExpiresAt: rfc3339(op.GovernanceExpiresAt), Reason: op.Reason}, nil
 	}
 	op, _, err = s.move(ctx, op, workflow.StatusCheckingGovernance, ledger.Changes{Actor: actorSystem,
-		Detail: detail(map[string]any{"after_approval": afterApproval})})
+		Detail: ledger.EventDetail(map[string]any{"after_approval": afterApproval})})
 	if err != nil {
 		return workflow.GovernanceOutput{}, err
 	}
@@ -88,12 +83,12 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 		deadline := since.Add(time.Duration(in.Config.DeadlineSeconds) * time.Second)
 		if !s.now().Before(deadline) {
 			reason := fmt.Sprintf("the governance review started at %s did not finish by %s", rfc3339(since), rfc3339(deadline))
-			_, moved, err := s.move(ctx, op, workflow.StatusExpired, ledger.Changes{Reason: &reason, Actor: actorSystem, EventType: EventGovernanceCheck})
+			_, moved, err := s.move(ctx, op, workflow.StatusExpired, ledger.Changes{Reason: &reason, Actor: actorSystem, EventType: ledger.EventGovernanceCheck})
 			if err != nil {
 				return workflow.GovernanceOutput{}, err
 			}
 			if moved {
-				s.cfg.Metrics.Count(metrics.Timeouts, metrics.Dims{"Kind": TimeoutKindGovernanceReview}, 1)
+				s.metrics.Count(metrics.Timeouts, metrics.Dims{"Kind": metrics.TimeoutGovernanceReview}, 1)
 			}
 			return workflow.GovernanceOutput{}, &workflow.DeadlineExceededError{OperationID: op.ID, Deadline: rfc3339(deadline)}
 		}
@@ -122,18 +117,18 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 		if res == nil {
 			round++
 			res, err = s.adcp.CheckGovernance(ctx, req.Governance.AgentID, adcp.CheckGovernanceRequest{
-				PlanID: req.Governance.PlanID, Caller: s.cfg.CallerURI, Tool: adcp.ToolCreateMediaBuy,
+				PlanID: req.Governance.PlanID, Caller: s.callerURI, Tool: adcp.ToolCreateMediaBuy,
 				Payload: payload, PurchaseType: "media_buy",
 			})
 			if err != nil {
 				s.countAdcpError(err)
-				s.event(ctx, op, ledger.Event{Type: EventGovernanceCheck, Actor: governanceActor(req.Governance.AgentID),
-					Reason: truncate(err.Error(), 500), Detail: detail(map[string]any{"round": round, "error_code": errorCode(err)})})
+				s.event(ctx, op, ledger.Event{Type: ledger.EventGovernanceCheck, Actor: governanceActor(req.Governance.AgentID),
+					Reason: ledger.Clip(err.Error(), 500), Detail: ledger.EventDetail(map[string]any{"round": round, "error_code": errorCode(err)})})
 				s.log.WarnContext(ctx, "check_governance failed", "operationId", op.ID, "round", round, "code", errorCode(err), "decision", adcp.Decide(err).String())
 				return workflow.GovernanceOutput{}, callError("check_governance", err)
 			}
-			s.event(ctx, op, ledger.Event{Type: EventGovernanceCheck, Actor: governanceActor(req.Governance.AgentID),
-				Detail: detail(map[string]any{"round": round, "verdict": res.Verdict, "pending": res.Pending,
+			s.event(ctx, op, ledger.Event{Type: ledger.EventGovernanceCheck, Actor: governanceActor(req.Governance.AgentID),
+				Detail: ledger.EventDetail(map[string]any{"round": round, "verdict": res.Verdict, "pending": res.Pending,
 					"check_id": res.CheckID, "conditions": len(res.Conditions), "findings": len(res.Findings)})})
 		}
 		if res.Pending {
@@ -158,7 +153,7 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 					actionable = false
 				}
 			}
-			if !actionable || round >= s.cfg.MaxConditionRounds {
+			if !actionable || round >= s.maxConditionRounds {
 				return s.needsApproval(ctx, op, req, res, payload, conditionsReason(res, round))
 			}
 			next, err := applyConditions(payload, res.Conditions)
@@ -172,7 +167,7 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 	}
 }
 
-func (s *Service) pending(cfg workflow.RunConfig) workflow.GovernanceOutput {
+func (s *Governance) pending(cfg workflow.RunConfig) workflow.GovernanceOutput {
 	return workflow.GovernanceOutput{Decision: workflow.GovernancePending,
 		Wait: workflow.WaitState{IntervalSeconds: cfg.PollInitialSeconds}}
 }
@@ -183,8 +178,8 @@ func reviewName(version int64, n int) string {
 
 // pendingReview returns the latest async review recorded at the operation's current version,
 // how many there are and when the first one started, or nil.
-func (s *Service) pendingReview(ctx context.Context, op *ledger.Operation) (last *reviewRecord, n int, since time.Time, err error) {
-	for i := 1; i <= s.cfg.MaxConditionRounds+1; i++ {
+func (s *Governance) pendingReview(ctx context.Context, op *ledger.Operation) (last *reviewRecord, n int, since time.Time, err error) {
+	for i := 1; i <= s.maxConditionRounds+1; i++ {
 		li, err := s.ledger.GetIntent(ctx, op.Tenant, op.ID, reviewName(op.Version, i))
 		if errors.Is(err, ledger.ErrNotFound) {
 			break
@@ -206,21 +201,21 @@ func (s *Service) pendingReview(ctx context.Context, op *ledger.Operation) (last
 
 // pollReview polls the async review; nil means still pending. A review task that ended
 // without a verdict keeps the gate closed.
-func (s *Service) pollReview(ctx context.Context, op *ledger.Operation, req *submitRequest, rv *reviewRecord) (*adcp.GovernanceResult, error) {
+func (s *Governance) pollReview(ctx context.Context, op *ledger.Operation, req *submitRequest, rv *reviewRecord) (*adcp.GovernanceResult, error) {
 	ts, err := s.adcp.GetTaskStatus(ctx, req.Governance.AgentID, adcp.GetTaskStatusRequest{TaskID: rv.TaskID, IncludeResult: true})
 	if err != nil {
 		s.countAdcpError(err)
 		return nil, callError("governance review status", err)
 	}
-	s.event(ctx, op, ledger.Event{Type: EventGovernanceCheck, Actor: governanceActor(req.Governance.AgentID),
-		Detail: detail(map[string]any{"review_task_status": ts.Status})})
+	s.event(ctx, op, ledger.Event{Type: ledger.EventGovernanceCheck, Actor: governanceActor(req.Governance.AgentID),
+		Detail: ledger.EventDetail(map[string]any{"review_task_status": ts.Status})})
 	if !ts.Status.Terminal() {
 		return nil, nil
 	}
 	if ts.Status != adcp.StatusCompleted {
 		reason := "governance review ended " + string(ts.Status)
 		if f := ts.Failure(); f != nil {
-			reason += ": " + truncate(f.Error(), 300)
+			reason += ": " + ledger.Clip(f.Error(), 300)
 		}
 		return nil, &workflow.TerminalError{Code: "governance_review_" + string(ts.Status), Reason: reason}
 	}
@@ -238,7 +233,7 @@ func (s *Service) pollReview(ctx context.Context, op *ledger.Operation, req *sub
 // approvalRequested reports whether a person was asked to approve the operation after its last
 // move into awaiting_approval: then a "check" while awaiting (or checking) is the re-check the
 // state machine runs after that approval, not a retry of this stage's own needs_approval.
-func (s *Service) approvalRequested(ctx context.Context, op *ledger.Operation) (bool, error) {
+func (s *Governance) approvalRequested(ctx context.Context, op *ledger.Operation) (bool, error) {
 	requested := false
 	cursor := ""
 	for page := 0; page < 50; page++ {
@@ -250,7 +245,7 @@ func (s *Service) approvalRequested(ctx context.Context, op *ledger.Operation) (
 			switch {
 			case e.To == workflow.StatusAwaitingApproval:
 				requested = false
-			case e.Type == eventApprovalRequested:
+			case e.Type == ledger.EventApprovalRequested:
 				requested = true
 			}
 		}
@@ -262,7 +257,7 @@ func (s *Service) approvalRequested(ctx context.Context, op *ledger.Operation) (
 	return requested, nil
 }
 
-func (s *Service) approved(ctx context.Context, op *ledger.Operation, req *submitRequest, res *adcp.GovernanceResult, payload []byte, afterApproval bool) (workflow.GovernanceOutput, error) {
+func (s *Governance) approved(ctx context.Context, op *ledger.Operation, req *submitRequest, res *adcp.GovernanceResult, payload []byte, afterApproval bool) (workflow.GovernanceOutput, error) {
 	needs, why := false, ""
 	if !afterApproval {
 		switch {
@@ -279,12 +274,12 @@ func (s *Service) approved(ctx context.Context, op *ledger.Operation, req *submi
 	return s.settle(ctx, op, req, res, payload, to, decision, why)
 }
 
-func (s *Service) needsApproval(ctx context.Context, op *ledger.Operation, req *submitRequest, res *adcp.GovernanceResult, payload []byte, why string) (workflow.GovernanceOutput, error) {
+func (s *Governance) needsApproval(ctx context.Context, op *ledger.Operation, req *submitRequest, res *adcp.GovernanceResult, payload []byte, why string) (workflow.GovernanceOutput, error) {
 	return s.settle(ctx, op, req, res, payload, workflow.StatusAwaitingApproval, workflow.GovernanceNeedsApproval, why)
 }
 
 // settle stores the checked payload and the check on the operation and moves it on.
-func (s *Service) settle(ctx context.Context, op *ledger.Operation, req *submitRequest, res *adcp.GovernanceResult, payload []byte, to workflow.Status, decision workflow.GovernanceDecision, why string) (workflow.GovernanceOutput, error) {
+func (s *stage) settle(ctx context.Context, op *ledger.Operation, req *submitRequest, res *adcp.GovernanceResult, payload []byte, to workflow.Status, decision workflow.GovernanceDecision, why string) (workflow.GovernanceOutput, error) {
 	if res.CheckID != "" {
 		if _, _, err := s.ledger.PutIntent(ctx, ledger.Intent{Tenant: op.Tenant, OperationID: op.ID, Task: intentCheckPrefix + res.CheckID,
 			IdempotencyKey: res.CheckID, Request: payload, CreatedAt: s.now()}); err != nil {
@@ -296,8 +291,8 @@ func (s *Service) settle(ctx context.Context, op *ledger.Operation, req *submitR
 		return workflow.GovernanceOutput{}, err
 	}
 	hash := ledger.HashToken(tok)
-	ch := ledger.Changes{WebhookTokenHash: &hash, Actor: governanceActor(req.Governance.AgentID), EventType: EventGovernanceCheck,
-		Detail: detail(map[string]any{"verdict": res.Verdict, "check_id": res.CheckID, "expires_at": res.ExpiresAt, "decision": decision, "reason": why,
+	ch := ledger.Changes{WebhookTokenHash: &hash, Actor: governanceActor(req.Governance.AgentID), EventType: ledger.EventGovernanceCheck,
+		Detail: ledger.EventDetail(map[string]any{"verdict": res.Verdict, "check_id": res.CheckID, "expires_at": res.ExpiresAt, "decision": decision, "reason": why,
 			"conditions": res.Conditions})}
 	if res.CheckID != "" {
 		ch.GovernanceCheckID = &res.CheckID
@@ -311,7 +306,7 @@ func (s *Service) settle(ctx context.Context, op *ledger.Operation, req *submitR
 		ch.GovernanceExpiresAt = &exp
 	}
 	if why != "" {
-		r := truncate(why, 1000)
+		r := ledger.Clip(why, 1000)
 		ch.Reason = &r
 	}
 	if decision == workflow.GovernanceProceed && (expErr != nil || !exp.After(s.now())) {
@@ -329,15 +324,15 @@ func (s *Service) settle(ctx context.Context, op *ledger.Operation, req *submitR
 	return workflow.GovernanceOutput{Decision: decision, CheckID: res.CheckID, ExpiresAt: res.ExpiresAt, Reason: why}, nil
 }
 
-func (s *Service) denied(ctx context.Context, op *ledger.Operation, req *submitRequest, res *adcp.GovernanceResult) (workflow.GovernanceOutput, error) {
+func (s *Governance) denied(ctx context.Context, op *ledger.Operation, req *submitRequest, res *adcp.GovernanceResult) (workflow.GovernanceOutput, error) {
 	reason := denialReason(res)
 	_, moved, err := s.move(ctx, op, workflow.StatusRejected, ledger.Changes{Reason: &reason, Actor: governanceActor(req.Governance.AgentID),
-		EventType: EventGovernanceCheck, Detail: detail(map[string]any{"verdict": res.Verdict, "check_id": res.CheckID, "findings": res.Findings})})
+		EventType: ledger.EventGovernanceCheck, Detail: ledger.EventDetail(map[string]any{"verdict": res.Verdict, "check_id": res.CheckID, "findings": res.Findings})})
 	if err != nil {
 		return workflow.GovernanceOutput{}, err
 	}
 	if moved {
-		s.cfg.Metrics.Count(metrics.GovernanceDenied, nil, 1)
+		s.metrics.Count(metrics.GovernanceDenied, nil, 1)
 	}
 	s.log.InfoContext(ctx, "governance denied", "operationId", op.ID, "findings", len(res.Findings))
 	return workflow.GovernanceOutput{Decision: workflow.GovernanceDenied, CheckID: res.CheckID, Reason: reason}, nil
@@ -348,7 +343,7 @@ func denialReason(res *adcp.GovernanceResult) string {
 	var b strings.Builder
 	b.WriteString("governance denied the buy")
 	if res.Explanation != "" {
-		b.WriteString(": " + truncate(res.Explanation, 300))
+		b.WriteString(": " + ledger.Clip(res.Explanation, 300))
 	}
 	for i, f := range res.Findings {
 		if i == 5 {
@@ -360,10 +355,10 @@ func denialReason(res *adcp.GovernanceResult) string {
 			fmt.Fprintf(&b, " (policy %s)", f.PolicyID)
 		}
 		if f.Explanation != "" {
-			b.WriteString(": " + truncate(f.Explanation, 200))
+			b.WriteString(": " + ledger.Clip(f.Explanation, 200))
 		}
 	}
-	return truncate(b.String(), 1000)
+	return ledger.Clip(b.String(), 1000)
 }
 
 func conditionsReason(res *adcp.GovernanceResult, round int) string {
@@ -374,11 +369,11 @@ func conditionsReason(res *adcp.GovernanceResult, round int) string {
 			p += " (needs a person)"
 		}
 		if c.Reason != "" {
-			p += ": " + truncate(c.Reason, 200)
+			p += ": " + ledger.Clip(c.Reason, 200)
 		}
 		parts = append(parts, p)
 	}
-	return truncate(fmt.Sprintf("%s after %d round(s): %s", ReasonGovernanceConditions, round, strings.Join(parts, "; ")), 1000)
+	return ledger.Clip(fmt.Sprintf("%s after %d round(s): %s", ReasonGovernanceConditions, round, strings.Join(parts, "; ")), 1000)
 }
 
 // basePayload is the create_media_buy arguments as checked: the buyer's media_buy with
@@ -519,7 +514,7 @@ func rfc3339(t time.Time) string {
 // Report is ReportOutcome: report_plan_outcome "completed" with the seller's response, sent as
 // an intent fixed once. CompensationRequired is true when the governance agent answers with
 // critical findings (the buy must be undone). The business-key lock is released.
-func (s *Service) Report(ctx context.Context, in workflow.OutcomeInput) (workflow.OutcomeOutput, error) {
+func (s *Governance) Report(ctx context.Context, in workflow.OutcomeInput) (workflow.OutcomeOutput, error) {
 	op, err := s.load(ctx, in.Tenant, in.OperationID)
 	if err != nil {
 		return workflow.OutcomeOutput{}, err
@@ -548,7 +543,7 @@ func (s *Service) Report(ctx context.Context, in workflow.OutcomeInput) (workflo
 
 // reportCompleted reports a completed buy with the seller's response (intent
 // "report_plan_outcome#completed", fixed once whichever stage sends it).
-func (s *Service) reportCompleted(ctx context.Context, op *ledger.Operation, req *submitRequest) (*adcp.OutcomeResult, error) {
+func (s *Governance) reportCompleted(ctx context.Context, op *ledger.Operation, req *submitRequest) (*adcp.OutcomeResult, error) {
 	return s.report(ctx, op, req, "completed", func(r *adcp.ReportPlanOutcomeRequest) {
 		sr := &adcp.SellerResponse{SellerReference: op.MediaBuyID}
 		// The ledger's exact decimal, the amount that was approved and bought.
@@ -563,17 +558,17 @@ func undo(r *adcp.OutcomeResult) workflow.OutcomeOutput {
 	var crit []string
 	for _, f := range r.Findings {
 		if f.Severity == "critical" {
-			crit = append(crit, f.CategoryID+": "+truncate(f.Explanation, 200))
+			crit = append(crit, f.CategoryID+": "+ledger.Clip(f.Explanation, 200))
 		}
 	}
 	if len(crit) == 0 {
 		return workflow.OutcomeOutput{}
 	}
-	return workflow.OutcomeOutput{CompensationRequired: true, Reason: truncate("governance findings require an undo: "+strings.Join(crit, "; "), 1000)}
+	return workflow.OutcomeOutput{CompensationRequired: true, Reason: ledger.Clip("governance findings require an undo: "+strings.Join(crit, "; "), 1000)}
 }
 
 // report sends report_plan_outcome for outcome once (intent "report_plan_outcome#<outcome>").
-func (s *Service) report(ctx context.Context, op *ledger.Operation, req *submitRequest, outcome string, fill func(*adcp.ReportPlanOutcomeRequest)) (*adcp.OutcomeResult, error) {
+func (s *Governance) report(ctx context.Context, op *ledger.Operation, req *submitRequest, outcome string, fill func(*adcp.ReportPlanOutcomeRequest)) (*adcp.OutcomeResult, error) {
 	in, _, err := s.fixIntent(ctx, op, intentReportPrefix+outcome, adcp.ToolReportPlanOutcome, func() (adcp.Intent, error) {
 		r := adcp.ReportPlanOutcomeRequest{PlanID: req.Governance.PlanID, CheckID: op.GovernanceCheckID, PurchaseType: "media_buy",
 			Outcome: outcome, GovernanceContext: op.GovernanceContext, Context: echoContext(op, req)}
@@ -586,12 +581,12 @@ func (s *Service) report(ctx context.Context, op *ledger.Operation, req *submitR
 	res, err := s.adcp.ReportPlanOutcome(ctx, req.Governance.AgentID, in)
 	if err != nil {
 		s.countAdcpError(err)
-		s.event(ctx, op, ledger.Event{Type: EventOutcomeReport, Actor: governanceActor(req.Governance.AgentID),
-			Reason: truncate(err.Error(), 500), Detail: detail(map[string]any{"outcome": outcome, "error_code": errorCode(err)})})
+		s.event(ctx, op, ledger.Event{Type: ledger.EventOutcomeReport, Actor: governanceActor(req.Governance.AgentID),
+			Reason: ledger.Clip(err.Error(), 500), Detail: ledger.EventDetail(map[string]any{"outcome": outcome, "error_code": errorCode(err)})})
 		return nil, callError("report_plan_outcome", err)
 	}
-	s.event(ctx, op, ledger.Event{Type: EventOutcomeReport, Actor: governanceActor(req.Governance.AgentID),
-		Detail: detail(map[string]any{"outcome": outcome, "outcome_id": res.OutcomeID, "outcome_state": res.OutcomeState,
+	s.event(ctx, op, ledger.Event{Type: ledger.EventOutcomeReport, Actor: governanceActor(req.Governance.AgentID),
+		Detail: ledger.EventDetail(map[string]any{"outcome": outcome, "outcome_id": res.OutcomeID, "outcome_state": res.OutcomeState,
 			"findings": res.Findings, "committed_budget": res.CommittedBudget, "replayed": res.Replayed})})
 	return res, nil
 }
@@ -646,7 +641,7 @@ func failureStatus(name string) workflow.Status {
 // and a webhook, a poll or the sweep saw it, while a step failed, e.g. a crashed create) is
 // reported completed, with the same fixed intent as ReportOutcome, so governance learns of the
 // buy exactly once; the output's Status tells the state machine to end it as completed.
-func (s *Service) Fail(ctx context.Context, in workflow.OutcomeInput) (FailOutput, error) {
+func (s *Governance) Fail(ctx context.Context, in workflow.OutcomeInput) (FailOutput, error) {
 	op, err := s.load(ctx, in.Tenant, in.OperationID)
 	if err != nil {
 		return FailOutput{}, err
@@ -655,10 +650,10 @@ func (s *Service) Fail(ctx context.Context, in workflow.OutcomeInput) (FailOutpu
 	if in.Failure != nil && in.Failure.Error != "" {
 		f = readableFailure(*in.Failure)
 	}
-	reason := truncate(strings.TrimSpace(f.Error+": "+f.Cause), 1000)
+	reason := ledger.Clip(strings.TrimSpace(f.Error+": "+f.Cause), 1000)
 	if !op.Status.Terminal() {
-		ev := detail(map[string]any{"error": f.Error})
-		if op, _, err = s.move(ctx, op, failureStatus(f.Error), ledger.Changes{Reason: &reason, Actor: actorSystem, EventType: EventFailure, Detail: ev}); err != nil {
+		ev := ledger.EventDetail(map[string]any{"error": f.Error})
+		if op, _, err = s.move(ctx, op, failureStatus(f.Error), ledger.Changes{Reason: &reason, Actor: actorSystem, EventType: ledger.EventFailure, Detail: ev}); err != nil {
 			return FailOutput{}, err
 		}
 	} else {
@@ -679,7 +674,7 @@ func (s *Service) Fail(ctx context.Context, in workflow.OutcomeInput) (FailOutpu
 				code = code[:64]
 			}
 			report, err = s.report(ctx, op, req, "failed", func(r *adcp.ReportPlanOutcomeRequest) {
-				r.Error = &adcp.OutcomeError{Code: code, Message: truncate(reason, 1000)}
+				r.Error = &adcp.OutcomeError{Code: code, Message: ledger.Clip(reason, 1000)}
 			})
 		}
 		var te *workflow.TransientError
@@ -704,14 +699,10 @@ func (s *Service) Fail(ctx context.Context, in workflow.OutcomeInput) (FailOutpu
 	return out, nil
 }
 
-// TimeoutKindGovernanceReview is the Kind of metrics.Timeouts recorded when an async governance
-// review did not finish by the operation's deadline.
-const TimeoutKindGovernanceReview = "governance_review"
-
 // countAdcpError records a failed AdCP call (or an agent answer that could not be read) in
 // metrics.AdcpErrors by Code.
-func (s *Service) countAdcpError(err error) {
-	s.cfg.Metrics.Count(metrics.AdcpErrors, metrics.Dims{"Code": adcpErrorCode(err)}, 1)
+func (s *stage) countAdcpError(err error) {
+	s.metrics.Count(metrics.AdcpErrors, metrics.Dims{"Code": adcpErrorCode(err)}, 1)
 }
 
 // adcpErrorCode names a failed AdCP call for the Code dimension of metrics.AdcpErrors, with

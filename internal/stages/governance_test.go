@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcptest"
-	"github.com/buyflow/buyflow/internal/approvals"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/stages"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -79,7 +78,7 @@ func TestCreateBeforeCheckSendsNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	op := e.newOp("approved", false)
-	_, err := handle(t, e.svc.Create, stageIn(op, workflow.ActionCreate))
+	_, err := handle(t, e.createStage.Handle, stageIn(op, workflow.ActionCreate))
 	wantBare(t, err, "TerminalError")
 	if n := len(e.seller.Calls()); n != 0 {
 		t.Fatalf("seller saw %d calls", n)
@@ -156,7 +155,7 @@ func TestCheckPolicyThresholdNeedsApprovalOnce(t *testing.T) {
 	}
 	// notify asks a person; after the approval the state machine re-checks (a lapsed token):
 	// the re-check does not ask again.
-	if err := e.store.AppendEvent(context.Background(), tenant, op.ID, ledger.Event{Type: approvals.EventApprovalRequested, Actor: "system"}); err != nil {
+	if err := e.store.AppendEvent(context.Background(), tenant, op.ID, ledger.Event{Type: ledger.EventApprovalRequested, Actor: "system"}); err != nil {
 		t.Fatal(err)
 	}
 	re := e.check(op)
@@ -217,7 +216,7 @@ func TestCheckAsyncReviewDeadline(t *testing.T) {
 		t.Fatalf("output = %+v", out)
 	}
 	e.clock.Advance(time.Duration(cfg().DeadlineSeconds+1) * time.Second)
-	_, err := handle(t, e.svc.Governance, stageIn(op, workflow.ActionCheck))
+	_, err := handle(t, e.govStage.Handle, stageIn(op, workflow.ActionCheck))
 	wantBare(t, err, "DeadlineExceededError")
 	if got := e.op(op.ID); got.Status != workflow.StatusExpired {
 		t.Fatalf("status = %s", got.Status)
@@ -230,7 +229,7 @@ func TestCheckUnreachableGovernanceIsTransient(t *testing.T) {
 	op := e.newOp("approved", false)
 	e.gov.FailNextHTTP(10, 503)
 
-	_, err := handle(t, e.svc.Governance, stageIn(op, workflow.ActionCheck))
+	_, err := handle(t, e.govStage.Handle, stageIn(op, workflow.ActionCheck))
 	wantBare(t, err, "TransientError")
 	if got := e.op(op.ID); got.Status != workflow.StatusCheckingGovernance || got.GovernanceCheckID != "" {
 		t.Fatalf("operation = %+v; the gate must stay closed", got)
@@ -242,7 +241,7 @@ func TestReportCompletedReleasesLock(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	op, _ := e.placed("approved,sync")
 
-	raw, err := handle(t, e.svc.Governance, workflow.OutcomeInput{Action: workflow.ActionReport, OperationID: op.ID, Tenant: tenant})
+	raw, err := handle(t, e.govStage.Handle, workflow.OutcomeInput{Action: workflow.ActionReport, OperationID: op.ID, Tenant: tenant})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +253,7 @@ func TestReportCompletedReleasesLock(t *testing.T) {
 	if args["outcome"] != "completed" || args["check_id"] != op.GovernanceCheckID || sr["seller_reference"] != op.MediaBuyID || sr["committed_budget"] != 5000.0 {
 		t.Fatalf("report args = %v", args)
 	}
-	if _, err := e.svc.Report(context.Background(), workflow.OutcomeInput{OperationID: op.ID, Tenant: tenant}); err != nil {
+	if _, err := e.govStage.Report(context.Background(), workflow.OutcomeInput{OperationID: op.ID, Tenant: tenant}); err != nil {
 		t.Fatal(err)
 	}
 	calls := e.gov.CallsTo("report_plan_outcome")
@@ -271,7 +270,7 @@ func TestReportFindingsRequireCompensation(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	op, _ := e.placed("approved,sync,outcome_findings")
-	out, err := e.svc.Report(context.Background(), workflow.OutcomeInput{OperationID: op.ID, Tenant: tenant})
+	out, err := e.govStage.Report(context.Background(), workflow.OutcomeInput{OperationID: op.ID, Tenant: tenant})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +287,7 @@ func TestFailRecordsReasonReportsAndReleasesLock(t *testing.T) {
 
 	in := workflow.OutcomeInput{Action: workflow.ActionFail, OperationID: op.ID, Tenant: tenant,
 		Failure: &workflow.StepError{Error: "TerminalError", Cause: `{"errorMessage":"terminal: TERMS_REJECTED: no"}`}}
-	raw, err := handle(t, e.svc.Governance, in)
+	raw, err := handle(t, e.govStage.Handle, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +310,7 @@ func TestFailRecordsReasonReportsAndReleasesLock(t *testing.T) {
 		t.Fatalf("lock still held: %v", err)
 	}
 	// Recording again tolerates the terminal status.
-	if _, err := e.svc.Fail(context.Background(), in); err != nil {
+	if _, err := e.govStage.Fail(context.Background(), in); err != nil {
 		t.Fatalf("second fail: %v", err)
 	}
 }
@@ -325,7 +324,7 @@ func TestFailMapsFailureKinds(t *testing.T) {
 		"States.TaskFailed": workflow.StatusFailed,
 	} {
 		op := e.newOp("approved", false)
-		out, err := e.svc.Fail(context.Background(), workflow.OutcomeInput{OperationID: op.ID, Tenant: tenant,
+		out, err := e.govStage.Fail(context.Background(), workflow.OutcomeInput{OperationID: op.ID, Tenant: tenant,
 			Failure: &workflow.StepError{Error: name, Cause: "because"}})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -333,12 +332,6 @@ func TestFailMapsFailureKinds(t *testing.T) {
 		if out.Status != want || out.Reported {
 			t.Fatalf("%s: output = %+v, want %s and nothing reported (no check)", name, out, want)
 		}
-	}
-}
-
-func TestApprovalRequestedEventNameMatchesNotify(t *testing.T) {
-	if stages.EventApprovalRequested != approvals.EventApprovalRequested {
-		t.Fatalf("stages reads %q, notify writes %q", stages.EventApprovalRequested, approvals.EventApprovalRequested)
 	}
 }
 
@@ -357,7 +350,7 @@ func TestFailOnACompletedBuyReportsItCompleted(t *testing.T) {
 	before := len(events(t, e, op.ID))
 	in := workflow.OutcomeInput{Action: workflow.ActionFail, OperationID: op.ID, Tenant: tenant,
 		Failure: &workflow.StepError{Error: "Runtime.ExitError", Cause: `{"errorType":"Runtime.ExitError","errorMessage":"signal: killed"}`}}
-	raw, err := handle(t, e.svc.Governance, in)
+	raw, err := handle(t, e.govStage.Handle, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,14 +365,14 @@ func TestFailOnACompletedBuyReportsItCompleted(t *testing.T) {
 	for _, ev := range events(t, e, op.ID)[before:] {
 		added = append(added, ev.Type)
 	}
-	if !slices.Equal(added, []string{stages.EventOutcomeReport, stages.EventLockReleased}) {
+	if !slices.Equal(added, []string{ledger.EventOutcomeReport, ledger.EventLockReleased}) {
 		t.Fatalf("events after completed: %v, want only the outcome report and the lock release", added)
 	}
 	calls := e.gov.CallsTo("report_plan_outcome")
 	if len(calls) != 1 || lastArgs(t, calls)["outcome"] != "completed" {
 		t.Fatalf("report_plan_outcome calls %d (%v), want one 'completed'", len(calls), lastArgs(t, calls))
 	}
-	if _, err := e.svc.Report(context.Background(), workflow.OutcomeInput{OperationID: op.ID, Tenant: tenant}); err != nil {
+	if _, err := e.govStage.Report(context.Background(), workflow.OutcomeInput{OperationID: op.ID, Tenant: tenant}); err != nil {
 		t.Fatal(err)
 	}
 	calls = e.gov.CallsTo("report_plan_outcome")
@@ -394,15 +387,15 @@ func TestFailAfterTheEndAppendsNoFailureEvent(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	op := e.newOp("approved", false)
 	in := workflow.OutcomeInput{OperationID: op.ID, Tenant: tenant, Failure: &workflow.StepError{Error: "TerminalError", Cause: "no"}}
-	if _, err := e.svc.Fail(context.Background(), in); err != nil {
+	if _, err := e.govStage.Fail(context.Background(), in); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.Fail(context.Background(), in); err != nil {
+	if _, err := e.govStage.Fail(context.Background(), in); err != nil {
 		t.Fatal(err)
 	}
 	n := 0
 	for _, ev := range events(t, e, op.ID) {
-		if ev.Type == stages.EventFailure {
+		if ev.Type == ledger.EventFailure {
 			n++
 		}
 	}

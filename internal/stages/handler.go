@@ -9,17 +9,17 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// Governance handles the governance function's payload: actions check, report and fail.
+// Handle handles the governance function's payload: actions check, report and fail.
 // Errors come back bare (workflow.TaskError), so the ASL's ErrorEquals match them.
-func (s *Service) Governance(ctx context.Context, raw json.RawMessage) (any, error) {
-	out, err := s.governance(ctx, raw)
+func (s *Governance) Handle(ctx context.Context, raw json.RawMessage) (any, error) {
+	out, err := s.handle(ctx, raw)
 	if err != nil {
 		return nil, workflow.TaskError(err)
 	}
 	return out, nil
 }
 
-func (s *Service) governance(ctx context.Context, raw json.RawMessage) (any, error) {
+func (s *Governance) handle(ctx context.Context, raw json.RawMessage) (any, error) {
 	action, err := actionOf(raw)
 	if err != nil {
 		return nil, err
@@ -47,16 +47,16 @@ func (s *Service) governance(ctx context.Context, raw json.RawMessage) (any, err
 	return nil, unknownAction(action, "check, report, fail")
 }
 
-// Create handles the create function's payload: actions create and cancel.
-func (s *Service) Create(ctx context.Context, raw json.RawMessage) (any, error) {
-	out, err := s.create(ctx, raw)
+// Handle handles the create function's payload: actions create and cancel.
+func (s *Create) Handle(ctx context.Context, raw json.RawMessage) (any, error) {
+	out, err := s.handle(ctx, raw)
 	if err != nil {
 		return nil, workflow.TaskError(err)
 	}
 	return out, nil
 }
 
-func (s *Service) create(ctx context.Context, raw json.RawMessage) (any, error) {
+func (s *Create) handle(ctx context.Context, raw json.RawMessage) (any, error) {
 	action, err := actionOf(raw)
 	if err != nil {
 		return nil, err
@@ -74,16 +74,16 @@ func (s *Service) create(ctx context.Context, raw json.RawMessage) (any, error) 
 	return nil, unknownAction(action, "create, cancel")
 }
 
-// Poll handles the poll function's payload: actions park and poll.
-func (s *Service) Poll(ctx context.Context, raw json.RawMessage) (any, error) {
-	out, err := s.poll(ctx, raw)
+// Handle handles the poll function's payload: actions park and poll.
+func (s *Poll) Handle(ctx context.Context, raw json.RawMessage) (any, error) {
+	out, err := s.handle(ctx, raw)
 	if err != nil {
 		return nil, workflow.TaskError(err)
 	}
 	return out, nil
 }
 
-func (s *Service) poll(ctx context.Context, raw json.RawMessage) (any, error) {
+func (s *Poll) handle(ctx context.Context, raw json.RawMessage) (any, error) {
 	action, err := actionOf(raw)
 	if err != nil {
 		return nil, err

@@ -115,7 +115,18 @@ type env struct {
 
 	mu          sync.Mutex
 	completions []completion
-	svc         *stages.Service
+	tasks       stages.Tasks
+	govStage    *stages.Governance
+	createStage *stages.Create
+	pollStage   *stages.Poll
+}
+
+// build makes the three stages over the env's ledger and agents, each with what its Lambda
+// gives it.
+func (e *env) build(o stages.Options) {
+	e.govStage = stages.NewGovernance(e.led, e.api, e.policy, callerURI, o)
+	e.createStage = stages.NewCreate(e.led, e.api, callerURI, baseURL, o)
+	e.pollStage = stages.NewPoll(e.led, e.api, e.tasks, o)
 }
 
 type envOptions struct {
@@ -178,12 +189,8 @@ func newEnv(t *testing.T, o envOptions) *env {
 		e.completions = append(e.completions, completion{Token: token, Output: out})
 		return nil
 	})
-	var pol stages.Policy
-	if o.policy != nil {
-		pol = o.policy
-	}
-	e.svc = stages.New(e.led, e.api, tasks, pol, stages.Config{CallerURI: callerURI, PublicBaseURL: baseURL,
-		Now: clk.Now, Rand: func() float64 { return 0.99 }})
+	e.tasks = tasks
+	e.build(stages.Options{Now: clk.Now, Rand: func() float64 { return 0.99 }})
 	return e
 }
 
@@ -257,7 +264,7 @@ func stageIn(op *ledger.Operation, a workflow.Action) workflow.StageInput {
 
 func (e *env) check(op *ledger.Operation) workflow.GovernanceOutput {
 	e.t.Helper()
-	out, err := e.svc.Check(context.Background(), stageIn(op, workflow.ActionCheck))
+	out, err := e.govStage.Check(context.Background(), stageIn(op, workflow.ActionCheck))
 	if err != nil {
 		e.t.Fatalf("check: %v", err)
 	}
@@ -266,7 +273,7 @@ func (e *env) check(op *ledger.Operation) workflow.GovernanceOutput {
 
 func (e *env) create(op *ledger.Operation) workflow.SellerOutput {
 	e.t.Helper()
-	out, err := e.svc.CreateMediaBuy(context.Background(), stageIn(op, workflow.ActionCreate))
+	out, err := e.createStage.CreateMediaBuy(context.Background(), stageIn(op, workflow.ActionCreate))
 	if err != nil {
 		e.t.Fatalf("create: %v", err)
 	}

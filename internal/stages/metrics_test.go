@@ -29,14 +29,12 @@ func (s *emfSink) Write(p []byte) (int, error) {
 	return s.buf.Write(p)
 }
 
-// withMetrics rebuilds the env's service with a metrics recorder (no task completer: the
-// governance and create stages complete no token).
+// withMetrics rebuilds the env's stages with a metrics recorder.
 func (e *env) withMetrics() *emfSink {
 	e.t.Helper()
 	sink := &emfSink{t: e.t}
 	sink.rec = metrics.New(sink, metrics.Namespace, e.clock.Now)
-	e.svc = stages.New(e.led, e.api, nil, e.policy, stages.Config{CallerURI: callerURI, PublicBaseURL: baseURL,
-		Now: e.clock.Now, Rand: func() float64 { return 0.99 }, Metrics: sink.rec})
+	e.build(stages.Options{Now: e.clock.Now, Rand: func() float64 { return 0.99 }, Metrics: sink.rec})
 	return sink
 }
 
@@ -89,7 +87,7 @@ func TestGovernanceDenialRecordsGovernanceDenied(t *testing.T) {
 		t.Errorf("a denial recorded %v, want only GovernanceDenied", got)
 	}
 	// A retried check of the rejected operation is no second denial.
-	_, err := handle(t, e.svc.Governance, stageIn(op, workflow.ActionCheck))
+	_, err := handle(t, e.govStage.Handle, stageIn(op, workflow.ActionCheck))
 	wantBare(t, err, "TerminalError")
 	if got := m.flush(); len(got) != 0 {
 		t.Errorf("a retried check recorded %v", got)
@@ -114,7 +112,7 @@ func TestCheckFailureRecordsAdcpErrorByCode(t *testing.T) {
 	m := e.withMetrics()
 	op := e.newOp("approved", false)
 	e.gov.FailNextHTTP(10, 503)
-	_, err := handle(t, e.svc.Governance, stageIn(op, workflow.ActionCheck))
+	_, err := handle(t, e.govStage.Handle, stageIn(op, workflow.ActionCheck))
 	wantBare(t, err, "TransientError")
 	// An HTTP 503 carries no AdCP code: the error kind names it.
 	wantCount(t, m.flush(), metrics.AdcpErrors, map[string]string{"Code": "transport"}, 1)
@@ -132,9 +130,9 @@ func TestAsyncReviewDeadlineRecordsTimeout(t *testing.T) {
 		t.Errorf("a pending review recorded %v", got)
 	}
 	e.clock.Advance(time.Duration(cfg().DeadlineSeconds+1) * time.Second)
-	_, err := handle(t, e.svc.Governance, stageIn(op, workflow.ActionCheck))
+	_, err := handle(t, e.govStage.Handle, stageIn(op, workflow.ActionCheck))
 	wantBare(t, err, "DeadlineExceededError")
-	wantCount(t, m.flush(), metrics.Timeouts, map[string]string{"Kind": stages.TimeoutKindGovernanceReview}, 1)
+	wantCount(t, m.flush(), metrics.Timeouts, map[string]string{"Kind": metrics.TimeoutGovernanceReview}, 1)
 }
 
 func TestCreateFailureRecordsAdcpErrorByCode(t *testing.T) {
@@ -145,7 +143,7 @@ func TestCreateFailureRecordsAdcpErrorByCode(t *testing.T) {
 	e.check(op)
 	m.flush()
 	e.seller.RateLimitNext(1)
-	_, err := handle(t, e.svc.Create, stageIn(op, workflow.ActionCreate))
+	_, err := handle(t, e.createStage.Handle, stageIn(op, workflow.ActionCreate))
 	wantBare(t, err, "TransientError")
 	got := m.flush()
 	wantCount(t, got, metrics.AdcpErrors, map[string]string{"Code": "RATE_LIMITED"}, 1)
@@ -168,7 +166,7 @@ func TestCancelFailureRecordsAdcpErrorByCode(t *testing.T) {
 	op, _ := e.placed("approved,sync")
 	m.flush()
 	e.seller.RateLimitNext(1)
-	_, err := e.svc.Cancel(context.Background(), stageIn(op, workflow.ActionCancel))
+	_, err := e.createStage.Cancel(context.Background(), stageIn(op, workflow.ActionCancel))
 	wantBare(t, err, "TransientError")
 	wantCount(t, m.flush(), metrics.AdcpErrors, map[string]string{"Code": "RATE_LIMITED"}, 1)
 }

@@ -4,50 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/sellertask"
 	"github.com/buyflow/buyflow/internal/sfn"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
-
-// WakeOutput is the SellerOutput that completes AwaitSeller from what the ledger holds: the
-// operation's (forward-only) status, Terminal, the wait state unchanged, and DeadlineExceeded
-// when the wait's deadline has passed and the seller neither finished nor needs input. The
-// webhook Lambda calls it after recording an update, and sends SendTaskSuccess with it to the
-// stored token when out.NeedsDecision() (a non-decision update needs no wake: the next poll
-// reads the ledger). Park computes the same output for the lost-wakeup race.
-//
-// wait is the wait state park stored with the token. A caller that does not have it (the
-// webhook: the ledger stores only the token) passes the zero WaitState; it is then rebuilt
-// from the operation: the safety net's interval of cfg, the deadline recorded at create
-// (Operation.Deadline), round 0.
-func WakeOutput(op *ledger.Operation, wait workflow.WaitState, cfg workflow.RunConfig, now time.Time) workflow.SellerOutput {
-	if wait == (workflow.WaitState{}) {
-		wait = workflow.WaitState{IntervalSeconds: max(cfg.PollMaxSeconds, 1)}
-		if !op.Deadline.IsZero() {
-			wait.DeadlineUnix = op.Deadline.Unix()
-		}
-	}
-	out := workflow.SellerOutput{Status: op.Status, Terminal: op.Status.Terminal(), Next: wait, Reason: op.Reason}
-	if !out.Terminal && op.Status != workflow.StatusInputRequired && wait.Expired(now) {
-		out.DeadlineExceeded = true
-	}
-	return out
-}
 
 // Park is AwaitSeller (waitForTaskToken): when the last seller result already needs a
 // decision it completes the token at once with it; otherwise it stores the token on the
 // operation, then completes it itself when the ledger already holds a newer status that needs
 // a decision (a webhook landed before the park) or the deadline passed. A token that is
 // already gone is not an error: whoever completed it had the ledger's truth.
-func (s *Service) Park(ctx context.Context, in workflow.CallbackInput) error {
+func (s *Poll) Park(ctx context.Context, in workflow.CallbackInput) error {
 	if in.TaskToken == "" {
 		return &workflow.InvalidInputError{Field: "task_token", Reason: "required"}
-	}
-	if s.tasks == nil {
-		return &workflow.TerminalError{Code: "no_task_completer", Reason: "the poll stage has no Step Functions client"}
 	}
 	if in.Seller != nil && in.Seller.NeedsDecision() {
 		return s.complete(ctx, in.OperationID, in.TaskToken, *in.Seller, "decision pending")
@@ -69,7 +41,7 @@ func (s *Service) Park(ctx context.Context, in workflow.CallbackInput) error {
 	if in.Seller != nil {
 		known = in.Seller.Status
 	}
-	out := WakeOutput(op, in.Wait, in.Config, s.now())
+	out := sellertask.WakeOutput(op, in.Wait, in.Config, s.now())
 	if !out.NeedsDecision() || (op.Status == known && !out.DeadlineExceeded) {
 		s.log.InfoContext(ctx, "parked", "operationId", op.ID, "status", op.Status, "intervalSeconds", in.Wait.IntervalSeconds, "round", in.Wait.Round)
 		return nil
@@ -77,12 +49,12 @@ func (s *Service) Park(ctx context.Context, in workflow.CallbackInput) error {
 	if err := s.ledger.ClearTaskToken(ctx, op.Tenant, op.ID, in.TaskToken); err != nil && !errors.Is(err, ledger.ErrTokenMismatch) {
 		s.log.WarnContext(ctx, "task token not cleared", "operationId", op.ID, "err", err)
 	}
-	s.event(ctx, op, ledger.Event{Type: EventWake, Actor: actorSystem,
-		Detail: detail(map[string]any{"by": "park", "status": out.Status, "known": known, "deadline_exceeded": out.DeadlineExceeded})})
+	s.event(ctx, op, ledger.Event{Type: ledger.EventWake, Actor: actorSystem,
+		Detail: ledger.EventDetail(map[string]any{"by": "park", "status": out.Status, "known": known, "deadline_exceeded": out.DeadlineExceeded})})
 	return s.complete(ctx, op.ID, in.TaskToken, out, "ledger already newer")
 }
 
-func (s *Service) complete(ctx context.Context, opID, token string, out workflow.SellerOutput, why string) error {
+func (s *Poll) complete(ctx context.Context, opID, token string, out workflow.SellerOutput, why string) error {
 	err := s.tasks.Succeed(ctx, token, out)
 	switch {
 	case errors.Is(err, sfn.ErrTaskGone):
@@ -101,7 +73,7 @@ func (s *Service) complete(ctx context.Context, opID, token string, out workflow
 // next safety-net interval (workflow.WaitState.Advance). A poll the seller answers with a
 // transient error counts as "no news" and waits another interval; one it refuses for good is
 // a TerminalError.
-func (s *Service) PollSeller(ctx context.Context, in workflow.PollInput) (workflow.SellerOutput, error) {
+func (s *Poll) PollSeller(ctx context.Context, in workflow.PollInput) (workflow.SellerOutput, error) {
 	if err := in.Config.Validate(); err != nil {
 		return workflow.SellerOutput{}, err
 	}
@@ -111,7 +83,7 @@ func (s *Service) PollSeller(ctx context.Context, in workflow.PollInput) (workfl
 	}
 	wait := in.Wait
 	if wait == (workflow.WaitState{}) {
-		wait = WakeOutput(op, wait, in.Config, s.now()).Next
+		wait = sellertask.WakeOutput(op, wait, in.Config, s.now()).Next
 	}
 	if !op.Status.Terminal() {
 		if op, err = s.pollSeller(ctx, op); err != nil {
@@ -119,11 +91,11 @@ func (s *Service) PollSeller(ctx context.Context, in workflow.PollInput) (workfl
 		}
 	}
 	now := s.now()
-	out := WakeOutput(op, wait, in.Config, now)
+	out := sellertask.WakeOutput(op, wait, in.Config, now)
 	if out.NeedsDecision() {
 		return out, nil
 	}
-	out.Next = wait.Advance(in.Config, now, s.cfg.Rand)
+	out.Next = wait.Advance(in.Config, now, s.rand)
 	if out.Next.Round >= in.Config.LoopBudget {
 		out.ContinueAsNew = true
 		out.NextGeneration = in.Generation + 1
@@ -136,7 +108,7 @@ func (s *Service) PollSeller(ctx context.Context, in workflow.PollInput) (workfl
 
 // pollSeller asks the seller about the operation's task and records the answer forward only
 // (RecordTaskStatus); a repeat, an unmapped status and a refused move leave a poll event.
-func (s *Service) pollSeller(ctx context.Context, op *ledger.Operation) (*ledger.Operation, error) {
+func (s *Poll) pollSeller(ctx context.Context, op *ledger.Operation) (*ledger.Operation, error) {
 	req, err := parseRequest(op)
 	if err != nil {
 		return nil, err
@@ -146,8 +118,8 @@ func (s *Service) pollSeller(ctx context.Context, op *ledger.Operation) (*ledger
 	}
 	ts, err := s.adcp.GetTaskStatus(ctx, req.SellerID, adcp.GetTaskStatusRequest{TaskID: op.SellerTaskID, Account: req.account(), IncludeResult: true})
 	if err != nil {
-		s.event(ctx, op, ledger.Event{Type: EventPoll, Actor: sellerActor(req.SellerID), Reason: truncate(err.Error(), 300),
-			Detail: detail(map[string]any{"task_id": op.SellerTaskID, "error_code": errorCode(err), "decision": adcp.Decide(err).String()})})
+		s.event(ctx, op, ledger.Event{Type: ledger.EventPoll, Actor: sellerActor(req.SellerID), Reason: ledger.Clip(err.Error(), 300),
+			Detail: ledger.EventDetail(map[string]any{"task_id": op.SellerTaskID, "error_code": errorCode(err), "decision": adcp.Decide(err).String()})})
 		if adcp.Decide(err) == adcp.DecisionRetry {
 			s.log.WarnContext(ctx, "poll failed, backing off", "operationId", op.ID, "code", errorCode(err))
 			return op, nil
@@ -156,36 +128,24 @@ func (s *Service) pollSeller(ctx context.Context, op *ledger.Operation) (*ledger
 	}
 	actor := sellerActor(req.SellerID)
 	ev := map[string]any{"task_id": op.SellerTaskID, "seller_status": ts.Status}
-	u := TaskUpdateFrom(ts)
-	u.TaskID, u.Actor, u.EventType, u.Detail, u.SkipRepeat = op.SellerTaskID, actor, EventPoll, ev, true
-	rec, err := RecordTaskStatus(ctx, s.taskDeps(), op, u)
+	u := sellertask.UpdateFrom(ts)
+	u.TaskID, u.Actor, u.EventType, u.Detail, u.SkipRepeat = op.SellerTaskID, actor, ledger.EventPoll, ev, true
+	rec, err := sellertask.RecordStatus(ctx, s.taskDeps(), op, u)
 	if err != nil {
 		return nil, moveError(op, err)
 	}
 	switch rec.Outcome {
-	case TaskUnmapped, TaskRepeat:
+	case sellertask.Unmapped, sellertask.Repeat:
 		// Unknown statuses (auth-required, unknown) and repeats change nothing.
-		s.event(ctx, op, ledger.Event{Type: EventPoll, Actor: actor, Detail: detail(ev)})
-	case TaskStale:
-		s.event(ctx, op, ledger.Event{Type: EventPoll, Actor: actor, Reason: "no change: the ledger already holds " + string(rec.Op.Status), Detail: detail(ev)})
+		s.event(ctx, op, ledger.Event{Type: ledger.EventPoll, Actor: actor, Detail: ledger.EventDetail(ev)})
+	case sellertask.Stale:
+		s.event(ctx, op, ledger.Event{Type: ledger.EventPoll, Actor: actor, Reason: "no change: the ledger already holds " + string(rec.Op.Status), Detail: ledger.EventDetail(ev)})
 	}
 	return rec.Op, nil
 }
 
 // taskDeps is what the shared task-update code needs from the poll stage: the stage's ledger,
 // no retry of a lost transaction race (moveError makes it a TransientError the ASL retries).
-func (s *Service) taskDeps() TaskDeps {
-	return TaskDeps{Ledger: s.ledger, Tasks: s.tasks, Metrics: s.cfg.Metrics, Now: s.now, Log: s.log}
-}
-
-// moveError maps a failed RecordTaskStatus to the stage's errors, as move does.
-func moveError(op *ledger.Operation, err error) error {
-	switch {
-	case errors.Is(err, ledger.ErrNotFound):
-		return &workflow.NotFoundError{OperationID: op.ID}
-	case errors.Is(err, ledger.ErrContention):
-		return &workflow.TransientError{Reason: fmt.Sprintf("operation %s: concurrent write, retry", op.ID)}
-	default:
-		return fmt.Errorf("stages: %w", err)
-	}
+func (s *Poll) taskDeps() sellertask.Deps {
+	return sellertask.Deps{Ledger: s.ledger, Tasks: s.tasks, Metrics: s.metrics, Now: s.now, Log: s.log}
 }

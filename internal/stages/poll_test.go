@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/ledger"
-	"github.com/buyflow/buyflow/internal/stages"
+	"github.com/buyflow/buyflow/internal/sellertask"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -26,7 +26,7 @@ func TestParkStoresToken(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	op, out := e.placed("approved,async_complete")
 
-	if _, err := handle(t, e.svc.Poll, parkIn(op, "token-1", out)); err != nil {
+	if _, err := handle(t, e.pollStage.Handle, parkIn(op, "token-1", out)); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.op(op.ID); got.TaskToken != "token-1" {
@@ -41,7 +41,7 @@ func TestParkCompletesAtOnceWhenDecisionPending(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	op, out := e.placed("approved,sync")
-	if err := e.svc.Park(context.Background(), parkIn(op, "token-1", out)); err != nil {
+	if err := e.pollStage.Park(context.Background(), parkIn(op, "token-1", out)); err != nil {
 		t.Fatal(err)
 	}
 	c := e.completed()
@@ -60,7 +60,7 @@ func TestParkAfterWebhookCompletesTokenItself(t *testing.T) {
 		ledger.Changes{MediaBuyID: &mb, Actor: "seller:" + sellerID, EventType: "webhook"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.svc.Park(context.Background(), parkIn(op, "token-1", out)); err != nil {
+	if err := e.pollStage.Park(context.Background(), parkIn(op, "token-1", out)); err != nil {
 		t.Fatal(err)
 	}
 	c := e.completed()
@@ -68,14 +68,14 @@ func TestParkAfterWebhookCompletesTokenItself(t *testing.T) {
 		t.Fatalf("completions = %+v", c)
 	}
 	// The webhook computes the same output from the ledger.
-	if w := stages.WakeOutput(e.op(op.ID), out.Next, cfg(), e.clock.Now()); w != c[0].Output {
+	if w := sellertask.WakeOutput(e.op(op.ID), out.Next, cfg(), e.clock.Now()); w != c[0].Output {
 		t.Fatalf("WakeOutput = %+v, park sent %+v", w, c[0].Output)
 	}
 	if e.op(op.ID).TaskToken != "" {
 		t.Fatal("the completed token is still stored")
 	}
 	evs := events(t, e, op.ID)
-	if last := evs[len(evs)-1]; last.Type != stages.EventWake {
+	if last := evs[len(evs)-1]; last.Type != ledger.EventWake {
 		t.Fatalf("last event %s, want the park's wake", last.Type)
 	}
 	for _, ev := range evs {
@@ -89,7 +89,7 @@ func TestWakeOutputWithoutWaitRebuildsFromOperation(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	op, out := e.placed("approved,async_complete")
-	w := stages.WakeOutput(op, workflow.WaitState{}, cfg(), e.clock.Now())
+	w := sellertask.WakeOutput(op, workflow.WaitState{}, cfg(), e.clock.Now())
 	if w.Next.DeadlineUnix != out.Next.DeadlineUnix || w.Next.IntervalSeconds != cfg().PollMaxSeconds || w.NeedsDecision() {
 		t.Fatalf("WakeOutput = %+v, create said %+v", w, out)
 	}
@@ -101,7 +101,7 @@ func TestPollSafetyNetInterval(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	op, out := e.placed("approved,async_complete")
-	got, err := e.svc.PollSeller(context.Background(), pollIn(op, out.Next, 0))
+	got, err := e.pollStage.PollSeller(context.Background(), pollIn(op, out.Next, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestPollWorkingWaitsAgain(t *testing.T) {
 	if _, err := e.seller.Advance(task); err != nil { // → working
 		t.Fatal(err)
 	}
-	raw, err := handle(t, e.svc.Poll, pollIn(op, out.Next, 0))
+	raw, err := handle(t, e.pollStage.Handle, pollIn(op, out.Next, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestPollWorkingWaitsAgain(t *testing.T) {
 		t.Fatalf("status = %s", e.op(op.ID).Status)
 	}
 	// Each poll takes a fresh idempotency key.
-	if _, err := e.svc.PollSeller(context.Background(), pollIn(op, got.Next, 0)); err != nil {
+	if _, err := e.pollStage.PollSeller(context.Background(), pollIn(op, got.Next, 0)); err != nil {
 		t.Fatal(err)
 	}
 	polls := e.seller.CallsTo("get_task_status")
@@ -149,7 +149,7 @@ func TestPollCompletedIsTerminal(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := e.svc.PollSeller(context.Background(), pollIn(op, out.Next, 0))
+	got, err := e.pollStage.PollSeller(context.Background(), pollIn(op, out.Next, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestPollSellerFailedIsTerminal(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := e.svc.PollSeller(context.Background(), pollIn(op, out.Next, 0))
+	got, err := e.pollStage.PollSeller(context.Background(), pollIn(op, out.Next, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestPollSellerFailedIsTerminal(t *testing.T) {
 		t.Fatalf("output = %+v", got)
 	}
 	// RecordFailure then reports failed to governance.
-	res, err := e.svc.Fail(context.Background(), workflow.OutcomeInput{OperationID: op.ID, Tenant: tenant,
+	res, err := e.govStage.Fail(context.Background(), workflow.OutcomeInput{OperationID: op.ID, Tenant: tenant,
 		Failure: &workflow.StepError{Error: workflow.FailureSellerDidNotComplete, Cause: "seller failed"}})
 	if err != nil || res.Status != workflow.StatusFailed || !res.Reported {
 		t.Fatalf("fail = %+v, %v", res, err)
@@ -212,7 +212,7 @@ func TestPollLateStatusNeverOverwritesNewer(t *testing.T) {
 			}
 		}
 	}
-	got, err := e.svc.PollSeller(context.Background(), pollIn(op, out.Next, 0))
+	got, err := e.pollStage.PollSeller(context.Background(), pollIn(op, out.Next, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestPollDeadlineExceeded(t *testing.T) {
 	op, out := e.placed("approved,async_complete")
 	wait := out.Next
 	wait.DeadlineUnix = e.clock.Now().Add(-time.Second).Unix()
-	got, err := e.svc.PollSeller(context.Background(), pollIn(op, wait, 0))
+	got, err := e.pollStage.PollSeller(context.Background(), pollIn(op, wait, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestPollDeadlineExceeded(t *testing.T) {
 		t.Fatalf("output = %+v, want deadline_exceeded", got)
 	}
 	// Park hands the same decision on at once.
-	if err := e.svc.Park(context.Background(), parkIn(op, "token-1", got)); err != nil {
+	if err := e.pollStage.Park(context.Background(), parkIn(op, "token-1", got)); err != nil {
 		t.Fatal(err)
 	}
 	if c := e.completed(); len(c) != 1 || !c[0].Output.DeadlineExceeded {
@@ -252,7 +252,7 @@ func TestPollLoopBudgetContinuesAsNew(t *testing.T) {
 	op, out := e.placed("approved,async_complete")
 	wait := out.Next
 	wait.Round = cfg().LoopBudget - 1
-	got, err := e.svc.PollSeller(context.Background(), pollIn(op, wait, 2))
+	got, err := e.pollStage.PollSeller(context.Background(), pollIn(op, wait, 2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,11 +265,11 @@ func TestPollLoopBudgetContinuesAsNew(t *testing.T) {
 func TestHandlersRefuseBadInput(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
-	_, err := handle(t, e.svc.Poll, map[string]any{"action": "nope"})
+	_, err := handle(t, e.pollStage.Handle, map[string]any{"action": "nope"})
 	wantBare(t, err, "InvalidInputError")
-	_, err = handle(t, e.svc.Governance, workflow.StageInput{Action: workflow.ActionCheck, OperationID: "missing", Tenant: tenant, Config: cfg()})
+	_, err = handle(t, e.govStage.Handle, workflow.StageInput{Action: workflow.ActionCheck, OperationID: "missing", Tenant: tenant, Config: cfg()})
 	wantBare(t, err, "NotFoundError")
-	_, err = handle(t, e.svc.Create, workflow.StageInput{Action: workflow.ActionCreate, OperationID: "x", Tenant: tenant})
+	_, err = handle(t, e.createStage.Handle, workflow.StageInput{Action: workflow.ActionCreate, OperationID: "x", Tenant: tenant})
 	wantBare(t, err, "InvalidInputError")
 }
 
@@ -282,7 +282,7 @@ func TestPollAfterSellerInputApprovedDoesNotAskAgain(t *testing.T) {
 		ledger.Changes{Actor: "system"}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := e.svc.PollSeller(context.Background(), pollIn(op, out.Next, 0))
+	got, err := e.pollStage.PollSeller(context.Background(), pollIn(op, out.Next, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +295,7 @@ func TestPollAfterSellerInputApprovedDoesNotAskAgain(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err = e.svc.PollSeller(context.Background(), pollIn(op, got.Next, 0))
+	got, err = e.pollStage.PollSeller(context.Background(), pollIn(op, got.Next, 0))
 	if err != nil {
 		t.Fatal(err)
 	}

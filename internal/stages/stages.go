@@ -16,6 +16,7 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/sellertask"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -49,23 +50,15 @@ var _ AdCP = (*adcp.Client)(nil)
 
 // Tasks completes a parked Step Functions task token; *sfn.Client satisfies it. A token that
 // is already gone is an error matching sfn.ErrTaskGone.
-type Tasks interface {
-	Succeed(ctx context.Context, token string, output any) error
-}
+type Tasks = sellertask.Tasks
 
 // Policy says whether an operation's budget alone needs a person; approvals.Policy satisfies it.
 type Policy interface {
 	Needs(op *ledger.Operation) (bool, string)
 }
 
-// Config holds a Service's settings. CallerURI is required by the governance stage,
-// PublicBaseURL by the create stage.
-type Config struct {
-	// CallerURI is the caller sent with check_governance (BUYFLOW_CALLER_URI).
-	CallerURI string
-	// PublicBaseURL is the HTTP API's root; seller webhooks go to
-	// <PublicBaseURL>/v1/webhooks/adcp/<operation id>.
-	PublicBaseURL string
+// Options are the knobs every stage has a default for; the zero Options is production's.
+type Options struct {
 	// Now is the clock (default time.Now); it should be the ledger's clock too.
 	Now func() time.Time
 	// Rand returns floats in [0,1) for the poll jitter (default math/rand/v2).
@@ -74,44 +67,90 @@ type Config struct {
 	NewToken func() (string, error)
 	// MaxConditionRounds bounds check_governance rounds with conditions (default 3).
 	MaxConditionRounds int
-	// Metrics receives the stages' metrics (GovernanceDenied, AdcpErrors by Code, Timeouts by
+	// Metrics receives the stage's metrics (GovernanceDenied, AdcpErrors by Code, Timeouts by
 	// Kind, ...); the function's wiring flushes it once per invocation. Nil records nothing.
 	Metrics *metrics.Recorder
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
 
-// Service runs the stages. It is safe for concurrent use.
-type Service struct {
-	ledger Ledger
-	adcp   AdCP
-	tasks  Tasks
-	policy Policy
-	cfg    Config
-	log    *slog.Logger
+// stage is what the three stage use cases share: the ledger, the AdCP client, the webhook
+// token every governance check records and the create stage registers, the clock and the
+// outputs.
+type stage struct {
+	ledger   Ledger
+	adcp     AdCP
+	clock    func() time.Time
+	newToken func() (string, error)
+	metrics  *metrics.Recorder
+	log      *slog.Logger
 }
 
-// New returns a Service. tasks may be nil for functions that complete no token (governance,
-// create); policy may be nil when no budget threshold applies.
-func New(l Ledger, a AdCP, tasks Tasks, policy Policy, cfg Config) *Service {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+func newStage(l Ledger, a AdCP, o Options) stage {
+	st := stage{ledger: l, adcp: a, clock: o.Now, newToken: o.NewToken, metrics: o.Metrics, log: o.Logger}
+	if st.clock == nil {
+		st.clock = time.Now
 	}
-	if cfg.Rand == nil {
-		cfg.Rand = mathrand.Float64
+	if st.newToken == nil {
+		st.newToken = randomToken
 	}
-	if cfg.NewToken == nil {
-		cfg.NewToken = randomToken
+	if st.log == nil {
+		st.log = slog.Default()
 	}
-	if cfg.MaxConditionRounds <= 0 {
-		cfg.MaxConditionRounds = 3
+	return st
+}
+
+// Governance is the governance function's use case: check, report and fail. It is safe for
+// concurrent use.
+type Governance struct {
+	stage
+	policy             Policy
+	callerURI          string
+	maxConditionRounds int
+}
+
+// NewGovernance returns the governance stage. callerURI is the caller sent with
+// check_governance (BUYFLOW_CALLER_URI); policy may be nil when no budget threshold applies.
+func NewGovernance(l Ledger, a AdCP, policy Policy, callerURI string, o Options) *Governance {
+	rounds := o.MaxConditionRounds
+	if rounds <= 0 {
+		rounds = 3
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
+	return &Governance{stage: newStage(l, a, o), policy: policy, callerURI: callerURI, maxConditionRounds: rounds}
+}
+
+// Create is the create function's use case: create and cancel. It is safe for concurrent use.
+type Create struct {
+	stage
+	callerURI     string
+	publicBaseURL string
+	rand          func() float64
+}
+
+// NewCreate returns the create stage. callerURI is the caller of the re-check of a lapsed
+// approval before spend; seller webhooks go to <publicBaseURL>/v1/webhooks/adcp/<operation id>.
+func NewCreate(l Ledger, a AdCP, callerURI, publicBaseURL string, o Options) *Create {
+	return &Create{stage: newStage(l, a, o), callerURI: callerURI, publicBaseURL: strings.TrimRight(publicBaseURL, "/"), rand: orMathRand(o.Rand)}
+}
+
+// Poll is the poll function's use case: park and poll. It is safe for concurrent use.
+type Poll struct {
+	stage
+	tasks Tasks
+	rand  func() float64
+}
+
+// NewPoll returns the poll stage; tasks completes the parked AwaitSeller token.
+func NewPoll(l Ledger, a AdCP, tasks Tasks, o Options) *Poll {
+	return &Poll{stage: newStage(l, a, o), tasks: tasks, rand: orMathRand(o.Rand)}
+}
+
+// orMathRand is r, or math/rand/v2 when r is nil: the jitter of the first and later waits.
+func orMathRand(r func() float64) func() float64 {
+	if r == nil {
+		return mathrand.Float64
 	}
-	cfg.PublicBaseURL = strings.TrimRight(cfg.PublicBaseURL, "/")
-	return &Service{ledger: l, adcp: a, tasks: tasks, policy: policy, cfg: cfg, log: log}
+	return r
 }
 
 func randomToken() (string, error) {
@@ -122,20 +161,7 @@ func randomToken() (string, error) {
 	return hex.EncodeToString(b), nil
 }
 
-func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
-
-// Event types the stages append to an operation's timeline.
-const (
-	EventGovernanceCheck = ledger.EventGovernanceCheck
-	EventSellerCall      = "seller_call"
-	EventPoll            = "poll"
-	EventReconcile       = "reconcile"
-	EventOutcomeReport   = "outcome_report"
-	EventFailure         = "failure"
-	EventCancel          = "cancel"
-	EventLockReleased    = "lock_released"
-	EventWake            = "wake"
-)
+func (s *stage) now() time.Time { return s.clock().UTC() }
 
 // Intent task names in the ledger.
 const (
@@ -188,7 +214,7 @@ func (r *submitRequest) account() *adcp.AccountRef {
 }
 
 // load reads the tenant's operation, mapping a missing one to workflow.NotFoundError.
-func (s *Service) load(ctx context.Context, tenant, id string) (*ledger.Operation, error) {
+func (s *stage) load(ctx context.Context, tenant, id string) (*ledger.Operation, error) {
 	if tenant == "" || id == "" {
 		return nil, &workflow.InvalidInputError{Field: "operation_id", Reason: "operation_id and tenant are required"}
 	}
@@ -202,45 +228,39 @@ func (s *Service) load(ctx context.Context, tenant, id string) (*ledger.Operatio
 	return op, nil
 }
 
-// move transitions op to to, forward only. A refused transition is "no change": it returns
+// move transitions op to to, forward only (sellertask.Move, no retry of a lost transaction
+// race: the ASL retries the TransientError). A refused transition is "no change": it returns
 // the current operation and moved=false. A missing operation is a NotFoundError.
-func (s *Service) move(ctx context.Context, op *ledger.Operation, to workflow.Status, ch ledger.Changes) (cur *ledger.Operation, moved bool, err error) {
-	if op.Status == to {
-		return op, false, nil
+func (s *stage) move(ctx context.Context, op *ledger.Operation, to workflow.Status, ch ledger.Changes) (cur *ledger.Operation, moved bool, err error) {
+	cur, moved, err = sellertask.Move(ctx, sellertask.Deps{Ledger: s.ledger, Log: s.log}, op, to, ch)
+	if err != nil {
+		return nil, false, moveError(op, err)
 	}
-	next, err := s.ledger.Transition(ctx, op.Tenant, op.ID, to, ledger.AnyVersion, ch)
-	var te *ledger.TransitionError
+	return cur, moved, nil
+}
+
+// moveError maps a failed sellertask call to the stage's errors: a missing operation is a
+// NotFoundError, a lost transaction race a TransientError the ASL retries.
+func moveError(op *ledger.Operation, err error) error {
 	switch {
-	case err == nil:
-		return next, true, nil
-	case errors.As(err, &te) && te.Current != nil:
-		return te.Current, false, nil
 	case errors.Is(err, ledger.ErrNotFound):
-		return nil, false, &workflow.NotFoundError{OperationID: op.ID}
+		return &workflow.NotFoundError{OperationID: op.ID}
 	case errors.Is(err, ledger.ErrContention):
-		return nil, false, &workflow.TransientError{Reason: fmt.Sprintf("operation %s: concurrent write, retry", op.ID)}
+		return &workflow.TransientError{Reason: fmt.Sprintf("operation %s: concurrent write, retry", op.ID)}
 	default:
-		return nil, false, fmt.Errorf("stages: move operation %s to %s: %w", op.ID, to, err)
+		return fmt.Errorf("stages: %w", err)
 	}
 }
 
 // event appends an audit event; a failure is logged, not returned: the event is a record of a
 // step that already happened and must not make the step run twice.
-func (s *Service) event(ctx context.Context, op *ledger.Operation, ev ledger.Event) {
+func (s *stage) event(ctx context.Context, op *ledger.Operation, ev ledger.Event) {
 	if ev.Amount == "" && op.BudgetTotal != "" {
 		ev.Amount, ev.Currency = op.BudgetTotal, op.Currency
 	}
 	if err := s.ledger.AppendEvent(ctx, op.Tenant, op.ID, ev); err != nil {
 		s.log.WarnContext(ctx, "audit event not recorded", "operationId", op.ID, "eventType", ev.Type, "err", err)
 	}
-}
-
-func detail(v any) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil
-	}
-	return b
 }
 
 // callError turns a failed AdCP call into the workflow error the ASL matches: retry the same
@@ -283,7 +303,7 @@ func errorCode(err error) string {
 
 // fixIntent returns the operation's stored intent name, or builds, stores (write-ahead) and
 // returns a new one. existed is true when a stored intent was found: sending it is a resend.
-func (s *Service) fixIntent(ctx context.Context, op *ledger.Operation, name, tool string, build func() (adcp.Intent, error)) (in adcp.Intent, existed bool, err error) {
+func (s *stage) fixIntent(ctx context.Context, op *ledger.Operation, name, tool string, build func() (adcp.Intent, error)) (in adcp.Intent, existed bool, err error) {
 	stored, err := s.ledger.GetIntent(ctx, op.Tenant, op.ID, name)
 	switch {
 	case err == nil:
@@ -312,7 +332,7 @@ func fromLedger(li *ledger.Intent, tool string) adcp.Intent {
 }
 
 // pushToken returns the operation's webhook token, creating it once.
-func (s *Service) pushToken(ctx context.Context, op *ledger.Operation) (string, error) {
+func (s *stage) pushToken(ctx context.Context, op *ledger.Operation) (string, error) {
 	stored, err := s.ledger.GetIntent(ctx, op.Tenant, op.ID, intentPushToken)
 	if err == nil {
 		return string(stored.Request), nil
@@ -320,7 +340,7 @@ func (s *Service) pushToken(ctx context.Context, op *ledger.Operation) (string, 
 	if !errors.Is(err, ledger.ErrNotFound) {
 		return "", fmt.Errorf("stages: read webhook token of %s: %w", op.ID, err)
 	}
-	tok, err := s.cfg.NewToken()
+	tok, err := s.newToken()
 	if err != nil {
 		return "", err
 	}
@@ -336,7 +356,7 @@ func (s *Service) pushToken(ctx context.Context, op *ledger.Operation) (string, 
 // fence is not stored on the operation, so the lock is re-acquired by the same owner (which
 // succeeds only while the lock is ours or free) and released at once; a lock held by another
 // operation is left alone.
-func (s *Service) releaseLock(ctx context.Context, op *ledger.Operation) error {
+func (s *stage) releaseLock(ctx context.Context, op *ledger.Operation) error {
 	if op.PONumber == "" || op.SellerID == "" {
 		return nil
 	}
@@ -352,7 +372,7 @@ func (s *Service) releaseLock(ctx context.Context, op *ledger.Operation) error {
 	if err := s.ledger.ReleaseLock(ctx, lease); err != nil && !errors.Is(err, ledger.ErrLeaseLost) {
 		return fmt.Errorf("stages: release business-key lock of %s: %w", op.ID, err)
 	}
-	s.event(ctx, op, ledger.Event{Type: EventLockReleased, Actor: actorSystem})
+	s.event(ctx, op, ledger.Event{Type: ledger.EventLockReleased, Actor: actorSystem})
 	return nil
 }
 
@@ -360,11 +380,3 @@ const actorSystem = "system"
 
 func sellerActor(id string) string     { return "seller:" + id }
 func governanceActor(id string) string { return "governance:" + id }
-
-// truncate bounds untrusted text before it goes into the ledger or an output.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}

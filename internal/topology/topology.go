@@ -22,6 +22,18 @@ const (
 	EnvRunConfig          = "BUYFLOW_RUN_CONFIG"          // optional JSON workflow.RunConfig (timings)
 )
 
+// Optional reports whether a function may run without the variable name: the local stack's
+// tenant header (never set by infra) and the run configuration (the defaults apply). Every
+// other variable a function declares is required.
+func Optional(name string) bool {
+	return name == EnvLocalTenantHeader || name == EnvRunConfig
+}
+
+// WebhookPathPrefix is the path of the seller webhook route up to the operation id that ends
+// it: the create stage registers <public base URL><WebhookPathPrefix><operation id> with the
+// seller, and the receiver checks a signature's target URI against it.
+const WebhookPathPrefix = "/v1/webhooks/adcp/"
+
 // Auth says how a route authenticates its caller.
 type Auth string
 
@@ -87,7 +99,12 @@ func (a Application) Function(name string) (Function, bool) {
 	return Function{}, false
 }
 
-var agentEnv = []string{EnvTableName, EnvAgentsConfig, EnvAgentsSecretPrefix, EnvCallerURI, EnvPublicBaseURL}
+// agentEnv is what every function that calls agents reads: the ledger and the agent registry
+// with the prefix of its secrets.
+var agentEnv = []string{EnvTableName, EnvAgentsConfig, EnvAgentsSecretPrefix}
+
+// with returns agentEnv and more, in a fresh slice.
+func with(more ...string) []string { return append(append([]string{}, agentEnv...), more...) }
 
 // App is buyflow.
 var App = Application{
@@ -102,7 +119,7 @@ var App = Application{
 		{
 			Name: "governance", Description: "CheckGovernance, ReportOutcome and RecordFailure stages",
 			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, Placeholder: "GovernanceFunctionArn",
-			Env: append(append([]string{}, agentEnv...), EnvApprovalPolicy), Secrets: []string{EnvAgentsSecretPrefix},
+			Env: with(EnvCallerURI, EnvApprovalPolicy), Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "notify", Description: "RequestApproval: records the approval and posts the Slack message",
@@ -119,28 +136,28 @@ var App = Application{
 		{
 			Name: "create", Description: "CreateMediaBuy (write-ahead intent) and Compensate (cancel)",
 			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, Placeholder: "CreateFunctionArn",
-			Env: agentEnv, Secrets: []string{EnvAgentsSecretPrefix},
+			Env: with(EnvCallerURI, EnvPublicBaseURL), Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "modify", Description: "A change to a placed buy: governance (phase modification), update_media_buy, the buy's new state",
 			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, Placeholder: "ModifyFunctionArn",
-			Env: append(append([]string{}, agentEnv...), EnvApprovalPolicy), Secrets: []string{EnvAgentsSecretPrefix},
+			Env: with(EnvCallerURI, EnvPublicBaseURL, EnvApprovalPolicy), Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "poll", Description: "AwaitSeller (parks the task token) and PollSeller",
 			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, Placeholder: "PollFunctionArn", CompletesTasks: true,
-			Env: append(append([]string{}, agentEnv...), EnvStateMachineARN), Secrets: []string{EnvAgentsSecretPrefix},
+			Env: with(), Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "webhook", Description: "POST /v1/webhooks/adcp/{operation_id}: verify, dedupe, apply, wake",
 			MemoryMB: 256, TimeoutSeconds: 10, LedgerWrite: true, CompletesTasks: true,
-			Env:     []string{EnvTableName, EnvAgentsConfig, EnvAgentsSecretPrefix, EnvPublicBaseURL, EnvRunConfig},
+			Env:     with(EnvPublicBaseURL, EnvRunConfig),
 			Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "reconcile", Description: "Scheduled sweep: pending operations vs each seller's list_tasks; wakes, fails, records orphans, marks stuck buys",
 			MemoryMB: 256, TimeoutSeconds: 300, LedgerWrite: true, CompletesTasks: true, DescribesExecutions: true,
-			Env:     []string{EnvTableName, EnvAgentsConfig, EnvAgentsSecretPrefix, EnvStateMachineARN, EnvCallerURI, EnvRunConfig},
+			Env:     with(EnvStateMachineARN, EnvRunConfig),
 			Secrets: []string{EnvAgentsSecretPrefix},
 		},
 	},

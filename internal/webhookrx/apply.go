@@ -8,13 +8,9 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/ledger"
-	"github.com/buyflow/buyflow/internal/stages"
+	"github.com/buyflow/buyflow/internal/sellertask"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
-
-// EventWebhook is the event type of every webhook the receiver records (applied, stale or
-// ignored).
-const EventWebhook = "webhook"
 
 // The tasks buyflow registers a push_notification_config for: a buy's create, and the update
 // of a change to a placed buy (an operation of kind modification).
@@ -35,7 +31,7 @@ func tokenMatches(token, storedHash string) bool {
 	return subtle.ConstantTimeCompare([]byte(ledger.HashToken(token)), []byte(storedHash)) == 1
 }
 
-// apply records d on op, forward only (stages.RecordTaskStatus). A status the ledger refuses
+// apply records d on op, forward only (sellertask.RecordStatus). A status the ledger refuses
 // (older than, or equal to, what it holds) is stale; a delivery about another task type, or
 // with a status without lifecycle meaning, is ignored; both leave an event (the handler has
 // refused one about another task of the same type). The returned operation is
@@ -52,23 +48,23 @@ func (s *Service) apply(ctx context.Context, op *ledger.Operation, d *Delivery) 
 		why = "not a " + want + " task"
 	}
 	if why == "" {
-		rec, err := stages.RecordTaskStatus(ctx, s.taskDeps(), op, stages.TaskUpdate{Status: d.Status, TaskID: d.TaskID,
-			Result: d.Result, Message: d.Message, Actor: actor, EventType: EventWebhook, Detail: ev})
+		rec, err := sellertask.RecordStatus(ctx, s.taskDeps(), op, sellertask.Update{Status: d.Status, TaskID: d.TaskID,
+			Result: d.Result, Message: d.Message, Actor: actor, EventType: ledger.EventWebhook, Detail: ev})
 		switch {
 		case err != nil:
 			return OutcomeError, nil, fmt.Errorf("webhookrx: %w", err)
-		case rec.Outcome == stages.TaskApplied:
+		case rec.Outcome == sellertask.Applied:
 			return OutcomeApplied, rec.Op, nil
-		case rec.Outcome == stages.TaskStale:
+		case rec.Outcome == sellertask.Stale:
 			cur := rec.Op
 			ev["current_status"] = cur.Status
-			s.event(ctx, cur, ledger.Event{Type: EventWebhook, Actor: actor, From: cur.Status, To: rec.To,
-				Reason: "stale: the ledger already holds " + string(cur.Status), Detail: detail(ev)})
+			s.event(ctx, cur, ledger.Event{Type: ledger.EventWebhook, Actor: actor, From: cur.Status, To: rec.To,
+				Reason: "stale: the ledger already holds " + string(cur.Status), Detail: ledger.EventDetail(ev)})
 			return OutcomeStale, cur, nil
 		}
-		why = "a task status without lifecycle meaning" // stages.TaskUnmapped
+		why = "a task status without lifecycle meaning" // sellertask.Unmapped
 	}
-	s.event(ctx, op, ledger.Event{Type: EventWebhook, Actor: actor, Reason: "ignored: " + why, Detail: detail(ev)})
+	s.event(ctx, op, ledger.Event{Type: ledger.EventWebhook, Actor: actor, Reason: "ignored: " + why, Detail: ledger.EventDetail(ev)})
 	return OutcomeIgnored, op, nil
 }
 
@@ -82,13 +78,13 @@ func deliveryFields(d *Delivery) map[string]any {
 	return ev
 }
 
-func deliveryDetail(d *Delivery) json.RawMessage { return detail(deliveryFields(d)) }
+func deliveryDetail(d *Delivery) json.RawMessage { return ledger.EventDetail(deliveryFields(d)) }
 
 // wake completes the parked AwaitSeller token when the update needs the state machine to act
-// (stages.Wake: the token is cleared first, so one waker wins; a gone token is fine). The
+// (sellertask.Wake: the token is cleared first, so one waker wins; a gone token is fine). The
 // webhook appends no wake event: its own event records the delivery.
 func (s *Service) wake(ctx context.Context, op *ledger.Operation) error {
-	if _, err := stages.Wake(ctx, s.taskDeps(), op, workflow.WaitState{}, s.cfg.RunConfig, s.now()); err != nil {
+	if _, err := sellertask.Wake(ctx, s.taskDeps(), op, workflow.WaitState{}, s.cfg.RunConfig, s.now()); err != nil {
 		return fmt.Errorf("webhookrx: %w", err)
 	}
 	return nil
@@ -96,8 +92,8 @@ func (s *Service) wake(ctx context.Context, op *ledger.Operation) error {
 
 // taskDeps is what the shared task-update code needs from the receiver: a transition that lost
 // a transaction race is retried (contentionRetries), no metrics.
-func (s *Service) taskDeps() stages.TaskDeps {
-	return stages.TaskDeps{Ledger: s.cfg.Ledger, Tasks: s.cfg.Tasks, Metrics: s.cfg.Metrics, ContentionRetries: contentionRetries, Now: s.now, Log: s.log}
+func (s *Service) taskDeps() sellertask.Deps {
+	return sellertask.Deps{Ledger: s.cfg.Ledger, Tasks: s.cfg.Tasks, Metrics: s.cfg.Metrics, ContentionRetries: contentionRetries, Now: s.now, Log: s.log}
 }
 
 // event appends an audit event to the operation's timeline. A failure is logged, not
@@ -110,12 +106,4 @@ func (s *Service) event(ctx context.Context, op *ledger.Operation, ev ledger.Eve
 	if err := s.cfg.Ledger.AppendEvent(ctx, op.Tenant, op.ID, ev); err != nil {
 		s.log.WarnContext(ctx, "webhook event not recorded", "operationId", op.ID, "err", err)
 	}
-}
-
-func detail(v any) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil
-	}
-	return b
 }

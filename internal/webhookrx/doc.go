@@ -31,7 +31,7 @@
 //     via adcp.DecodeMediaBuy). A transition the ledger refuses (an older or equal status) is
 //     "stale" and leaves an audit event; a delivery about another task type, or a
 //     status without lifecycle meaning, is "ignored" and leaves an audit event.
-//  7. When the applied status needs the state machine (stages.WakeOutput(...).NeedsDecision()),
+//  7. When the applied status needs the state machine (sellertask.WakeOutput(...).NeedsDecision()),
 //     the parked token is cleared (conditional: one waker wins) and completed with the wake
 //     output. A gone token is fine; a failed wake is logged: the ledger holds the truth and the
 //     wait's timeout polls it.

@@ -18,7 +18,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/buyflow/buyflow/internal/webhook"
+	"github.com/buyflow/buyflow/internal/webhookauth"
 	"github.com/buyflow/buyflow/internal/webhookrx"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -39,7 +39,7 @@ func writeFixture(t *testing.T, at time.Time) {
 	body := mustJSON(t, payload("op-fixture", "completed", key("fixture")))
 	hr, _ := http.NewRequest(http.MethodPost, "https://api.buyflow.example/v1/webhooks/adcp/op-fixture", bytes.NewReader(body))
 	hr.Header.Set("Content-Type", "application/json")
-	s := &webhook.RFC9421Signer{KeyID: "fixture-kid", Key: fixtureKey(), Now: func() time.Time { return at },
+	s := &webhookauth.RFC9421Signer{KeyID: "fixture-kid", Key: fixtureKey(), Now: func() time.Time { return at },
 		Nonce: func() string { return "bm9uY2Utb2YtdGhlLWZpeHR1cmU" }}
 	if err := s.Sign(hr, body); err != nil {
 		t.Fatal(err)
@@ -86,12 +86,12 @@ func TestAPIGatewayFixture(t *testing.T) {
 	if err := json.Unmarshal(raw, &req); err != nil {
 		t.Fatal(err)
 	}
-	jwk, err := webhook.PublicJWK("fixture-kid", fixtureKey())
+	jwk, err := webhookauth.PublicJWK("fixture-kid", fixtureKey())
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := newEnvWith(t, func(c *webhookrx.Config) {
-		v, err := webhook.New(webhook.Config{Mode: webhook.ModeRFC9421, JWKS: []byte(`{"keys":[` + string(jwk) + `]}`), Replay: c.Ledger.(webhook.ReplayStore), Now: c.Now})
+		v, err := webhookauth.New(webhookauth.Config{Mode: webhookauth.ModeRFC9421, JWKS: []byte(`{"keys":[` + string(jwk) + `]}`), Replay: c.Ledger.(webhookauth.ReplayStore), Now: c.Now})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,8 +12,8 @@ import (
 	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
-	"github.com/buyflow/buyflow/internal/stages"
-	"github.com/buyflow/buyflow/internal/webhook"
+	"github.com/buyflow/buyflow/internal/topology"
+	"github.com/buyflow/buyflow/internal/webhookauth"
 )
 
 // Outcome is what became of one delivery; it is logged and answered.
@@ -114,7 +114,7 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	if body == nil {
 		return r.refuse(http.StatusBadRequest, "body_malformed", "the body is not valid base64")
 	}
-	wreq := webhook.Request{Method: http.MethodPost, URL: s.targetURL(req), Header: headers(req), Body: body}
+	wreq := webhookauth.Request{Method: http.MethodPost, URL: s.targetURL(req), Header: headers(req), Body: body}
 
 	var op *ledger.Operation
 	if r.opID != "" {
@@ -129,8 +129,8 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	if op == nil {
 		// Unknown operation: answer as a 9421 seller's verifier would, revealing nothing.
 		_, err := s.decoy.Verify(ctx, wreq)
-		if webhook.Code(err) == "" || errors.Is(err, webhook.ErrBodyMalformed) {
-			err = webhook.ErrUnknownKey
+		if webhookauth.Code(err) == "" || errors.Is(err, webhookauth.ErrBodyMalformed) {
+			err = webhookauth.ErrUnknownKey
 		}
 		return s.authFailure(r, err)
 	}
@@ -180,7 +180,7 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return r.ok(OutcomeDuplicate)
 	}
 	if syncEcho {
-		s.event(ctx, op, ledger.Event{Type: EventWebhook, Actor: "seller:" + op.SellerID,
+		s.event(ctx, op, ledger.Event{Type: ledger.EventWebhook, Actor: "seller:" + op.SellerID,
 			Reason: "acknowledged: the completion of a synchronous create, already recorded", Detail: deliveryDetail(d)})
 		return r.ok(OutcomeAcknowledged)
 	}
@@ -205,11 +205,11 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 // operations included), 413/400
 // for the body, 503 when keys or the replay store are unavailable.
 func (s *Service) authFailure(r *result, err error) result {
-	code := webhook.Code(err)
+	code := webhookauth.Code(err)
 	switch {
-	case errors.Is(err, webhook.ErrBodyTooLarge):
+	case errors.Is(err, webhookauth.ErrBodyTooLarge):
 		return r.refuse(http.StatusRequestEntityTooLarge, "body_too_large", "webhook bodies are limited to 1 MB")
-	case errors.Is(err, webhook.ErrBodyMalformed):
+	case errors.Is(err, webhookauth.ErrBodyMalformed):
 		return r.refuse(http.StatusBadRequest, code, "the body must be one JSON object without duplicate keys")
 	case code == "":
 		return r.fail("verification_unavailable", err)
@@ -219,7 +219,7 @@ func (s *Service) authFailure(r *result, err error) result {
 	// set, and Code varies).
 	s.cfg.Metrics.Count(metrics.WebhookSignatureFailures, nil, 1)
 	out := r.refuse(http.StatusUnauthorized, code, "the webhook signature was not accepted")
-	out.resp.Headers["WWW-Authenticate"] = webhook.WWWAuthenticate(err)
+	out.resp.Headers["WWW-Authenticate"] = webhookauth.WWWAuthenticate(err)
 	return out
 }
 
@@ -257,23 +257,23 @@ func operationIDOf(req events.APIGatewayV2HTTPRequest) string {
 }
 
 // rawBody returns the exact bytes the seller sent (base64-decoded when API Gateway encoded
-// them). ok is false when they exceed webhook.MaxBodyBytes; a nil body with ok means the
+// them). ok is false when they exceed webhookauth.MaxBodyBytes; a nil body with ok means the
 // base64 is invalid.
 func rawBody(req events.APIGatewayV2HTTPRequest) (body []byte, ok bool) {
 	if !req.IsBase64Encoded {
-		if len(req.Body) > webhook.MaxBodyBytes {
+		if len(req.Body) > webhookauth.MaxBodyBytes {
 			return nil, false
 		}
 		return []byte(req.Body), true
 	}
-	if base64.StdEncoding.DecodedLen(len(req.Body)) > webhook.MaxBodyBytes+3 {
+	if base64.StdEncoding.DecodedLen(len(req.Body)) > webhookauth.MaxBodyBytes+3 {
 		return nil, false
 	}
 	b, err := base64.StdEncoding.DecodeString(req.Body)
 	if err != nil {
 		return nil, true
 	}
-	if len(b) > webhook.MaxBodyBytes {
+	if len(b) > webhookauth.MaxBodyBytes {
 		return nil, false
 	}
 	return b, true
@@ -299,7 +299,7 @@ func (s *Service) targetURL(req events.APIGatewayV2HTTPRequest) string {
 		path = "/" + rest
 	}
 	var u string
-	if i := strings.Index(path, stages.WebhookPath); s.cfg.PublicBaseURL != "" && i >= 0 {
+	if i := strings.Index(path, topology.WebhookPathPrefix); s.cfg.PublicBaseURL != "" && i >= 0 {
 		u = s.cfg.PublicBaseURL + path[i:]
 	} else {
 		host := req.RequestContext.DomainName

@@ -12,7 +12,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/sfn"
-	"github.com/buyflow/buyflow/internal/webhook"
+	"github.com/buyflow/buyflow/internal/webhookauth"
 	"github.com/buyflow/buyflow/internal/webhookrx"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -142,9 +142,9 @@ func TestCheapRefusalsComeBeforeVerification(t *testing.T) {
 	e := newEnv(t)
 	e.op("op-1", seller9421, true)
 	big := payload("op-1", "working", key("a"))
-	big["message"] = strings.Repeat("x", webhook.MaxBodyBytes)
+	big["message"] = strings.Repeat("x", webhookauth.MaxBodyBytes)
 	t.Run("413", func(t *testing.T) {
-		if n := len(mustJSON(t, big)); n <= webhook.MaxBodyBytes {
+		if n := len(mustJSON(t, big)); n <= webhookauth.MaxBodyBytes {
 			t.Fatalf("body of %d bytes is not too large", n)
 		}
 		// Signers refuse such bodies; sign a small one and send the big one.

@@ -24,7 +24,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
-	"github.com/buyflow/buyflow/internal/webhook"
+	"github.com/buyflow/buyflow/internal/webhookauth"
 	"github.com/buyflow/buyflow/internal/webhookrx"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -137,15 +137,15 @@ func newEnvWith(t testing.TB, adjust func(*webhookrx.Config)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jwk, err := webhook.PublicJWK("kid-1", key)
+	jwk, err := webhookauth.PublicJWK("kid-1", key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v9421, err := webhook.New(webhook.Config{Mode: webhook.ModeRFC9421, JWKS: []byte(`{"keys":[` + string(jwk) + `]}`), Replay: store, Now: clk.Now})
+	v9421, err := webhookauth.New(webhookauth.Config{Mode: webhookauth.ModeRFC9421, JWKS: []byte(`{"keys":[` + string(jwk) + `]}`), Replay: store, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	vHMAC, err := webhook.New(webhook.Config{Mode: webhook.ModeHMAC, Secrets: [][]byte{[]byte(hmacSecret)}, Now: clk.Now})
+	vHMAC, err := webhookauth.New(webhookauth.Config{Mode: webhookauth.ModeHMAC, Secrets: [][]byte{[]byte(hmacSecret)}, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,9 +262,9 @@ func (e *env) request(id, seller string, body []byte, o signOpts) events.APIGate
 		if o.wrongSecret {
 			secret = "ffffffffffffffffffffffffffffffff-other"
 		}
-		err = (&webhook.HMACSigner{Secret: []byte(secret), Now: now}).Sign(hr, body)
+		err = (&webhookauth.HMACSigner{Secret: []byte(secret), Now: now}).Sign(hr, body)
 	default:
-		err = (&webhook.RFC9421Signer{KeyID: "kid-1", Key: e.key, Now: now}).Sign(hr, body)
+		err = (&webhookauth.RFC9421Signer{KeyID: "kid-1", Key: e.key, Now: now}).Sign(hr, body)
 	}
 	if err != nil {
 		e.t.Fatal(err)
@@ -337,7 +337,7 @@ func (e *env) webhookEvents(id string) []ledger.Event {
 			e.t.Fatal(err)
 		}
 		for _, ev := range p.Items {
-			if ev.Type == webhookrx.EventWebhook {
+			if ev.Type == ledger.EventWebhook {
 				out = append(out, ev)
 			}
 		}

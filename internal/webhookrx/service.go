@@ -12,7 +12,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
-	"github.com/buyflow/buyflow/internal/webhook"
+	"github.com/buyflow/buyflow/internal/webhookauth"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -40,12 +40,12 @@ type Operations interface {
 	FindOperation(ctx context.Context, id string) (*ledger.Operation, error)
 }
 
-// Verifier authenticates a webhook for one seller; *webhook.Verifier satisfies it.
+// Verifier authenticates a webhook for one seller; *webhookauth.Verifier satisfies it.
 type Verifier interface {
-	Verify(ctx context.Context, req webhook.Request) (webhook.Result, error)
+	Verify(ctx context.Context, req webhookauth.Request) (webhookauth.Result, error)
 }
 
-var _ Verifier = (*webhook.Verifier)(nil)
+var _ Verifier = (*webhookauth.Verifier)(nil)
 
 // Tasks completes a parked Step Functions task token; *sfn.Client satisfies it. A token that is
 // already gone is an error matching sfn.ErrTaskGone.
@@ -122,12 +122,12 @@ func newDecoy(now func() time.Time) (Verifier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("webhookrx: decoy key: %w", err)
 	}
-	jwk, err := webhook.PublicJWK("decoy", key)
+	jwk, err := webhookauth.PublicJWK("decoy", key)
 	if err != nil {
 		return nil, fmt.Errorf("webhookrx: decoy key: %w", err)
 	}
-	v, err := webhook.New(webhook.Config{Mode: webhook.ModeRFC9421, JWKS: []byte(`{"keys":[` + string(jwk) + `]}`),
-		Replay: webhook.NewMemoryReplayStore(0, now), AllowHTTP: true, Now: now})
+	v, err := webhookauth.New(webhookauth.Config{Mode: webhookauth.ModeRFC9421, JWKS: []byte(`{"keys":[` + string(jwk) + `]}`),
+		Replay: webhookauth.NewMemoryReplayStore(0, now), AllowHTTP: true, Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("webhookrx: decoy verifier: %w", err)
 	}

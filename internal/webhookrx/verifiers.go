@@ -7,11 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
-	"github.com/buyflow/buyflow/internal/webhook"
+	"github.com/buyflow/buyflow/internal/webhookauth"
 )
 
 // Secrets returns a secret's value by name; *secrets.Store satisfies it.
@@ -22,8 +21,8 @@ type Secrets interface {
 // VerifierOptions are shared by the verifiers of every agent.
 type VerifierOptions struct {
 	// Replay records RFC 9421 (keyid, nonce) pairs for every process: the ledger in
-	// production (*ledger.Store satisfies webhook.ReplayStore).
-	Replay webhook.ReplayStore
+	// production (*ledger.Store satisfies webhookauth.ReplayStore).
+	Replay webhookauth.ReplayStore
 	// HTTPClient fetches jwks_uri documents (nil: the webhook package's default).
 	HTTPClient *http.Client
 	// AllowHTTP accepts http:// target URIs (local stacks only).
@@ -47,15 +46,15 @@ func BuildVerifiers(ctx context.Context, reg *adcp.Registry, sec Secrets, o Veri
 		if a.Webhook == nil {
 			continue
 		}
-		cfg := webhook.Config{Replay: o.Replay, HTTPClient: o.HTTPClient, AllowHTTP: o.AllowHTTP, Now: o.Now}
+		cfg := webhookauth.Config{Replay: o.Replay, HTTPClient: o.HTTPClient, AllowHTTP: o.AllowHTTP, Now: o.Now}
 		ref := ""
 		switch a.Webhook.Mode {
 		case adcp.WebhookRFC9421:
-			cfg.Mode, cfg.JWKSURL, cfg.JWKS = webhook.ModeRFC9421, a.Webhook.JWKSURI, a.Webhook.JWKS
+			cfg.Mode, cfg.JWKSURL, cfg.JWKS = webhookauth.ModeRFC9421, a.Webhook.JWKSURI, a.Webhook.JWKS
 		case adcp.WebhookHMAC:
-			cfg.Mode, ref = webhook.ModeHMAC, a.Webhook.HMACSecretRef
+			cfg.Mode, ref = webhookauth.ModeHMAC, a.Webhook.HMACSecretRef
 		case adcp.WebhookBearer:
-			cfg.Mode, ref = webhook.ModeBearer, a.Webhook.BearerSecretRef
+			cfg.Mode, ref = webhookauth.ModeBearer, a.Webhook.BearerSecretRef
 		default:
 			errs = append(errs, fmt.Errorf("agent %s: webhook mode %q", id, a.Webhook.Mode))
 			continue
@@ -73,7 +72,7 @@ func BuildVerifiers(ctx context.Context, reg *adcp.Registry, sec Secrets, o Veri
 			}
 			cfg.Secrets = splitSecret(raw)
 		}
-		v, err := webhook.New(cfg)
+		v, err := webhookauth.New(cfg)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("agent %s: webhook verifier: %w", id, err))
 			continue
@@ -101,25 +100,4 @@ func splitSecret(raw []byte) [][]byte {
 		return out
 	}
 	return [][]byte{raw}
-}
-
-// CheckSecretRefs reports every webhook secret reference of reg that does not lie under
-// prefix: the function may read only the secrets under it.
-func CheckSecretRefs(reg *adcp.Registry, prefix string) error {
-	var errs []error
-	for _, id := range reg.IDs() {
-		a, err := reg.Agent(id)
-		if err != nil {
-			return err
-		}
-		if a.Webhook == nil {
-			continue
-		}
-		for _, ref := range []string{a.Webhook.HMACSecretRef, a.Webhook.BearerSecretRef} {
-			if ref != "" && !strings.HasPrefix(ref, prefix) {
-				errs = append(errs, fmt.Errorf("agent %s: webhook secret %s is not under %s", id, ref, prefix))
-			}
-		}
-	}
-	return errors.Join(errs...)
 }

@@ -1,7 +1,7 @@
 // Live Step Functions for statemachine/mediabuy.asl.json, with the real stage Lambdas behind every
 // Task (test layer 2 in docs/ARCHITECTURE.md): aws-local-stepfunctions 3.0.0 is the engine, and
 // every Task state calls a real Go bootstrap through a Lambda Invoke endpoint. statemachine/stagepaths (workflow tests) and
-// internal/localstack (the local stack) start it.
+// internal/devstack (the local stack) start it.
 //
 // Usage: node -r ./statemachine/harness/polyfill.cjs statemachine/harness/live.mjs <config.json>
 //

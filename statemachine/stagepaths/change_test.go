@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/localstack/apiclient"
+	"github.com/buyflow/buyflow/internal/apiclient"
 )
 
 // The paths of a change to a placed buy: its own execution of mediabuy.asl.json, named after

@@ -30,9 +30,9 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/adcptest"
+	"github.com/buyflow/buyflow/internal/devstack"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
-	"github.com/buyflow/buyflow/internal/localstack"
 	"github.com/buyflow/buyflow/internal/slack"
 	"github.com/buyflow/buyflow/internal/topology"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -67,7 +67,7 @@ type system struct {
 	ddb       *dynamodb.Client
 	lambda    *lambdaService
 	logs      *logBook
-	agents    *localstack.SimulatedAgents
+	agents    *devstack.SimulatedAgents
 	sink      *slack.Sink
 	closeFunc []func()
 }
@@ -112,7 +112,7 @@ func start() (*system, error) {
 	if err != nil {
 		return nil, err
 	}
-	root, err := localstack.FindRepoRoot(wd)
+	root, err := devstack.FindRepoRoot(wd)
 	if err != nil {
 		return nil, err
 	}
@@ -124,14 +124,14 @@ func start() (*system, error) {
 		return s, err
 	}
 	s.onClose(func() { _ = os.RemoveAll(bin) }) // a temporary folder
-	if err := localstack.Build(ctx, root, bin, nil); err != nil {
+	if err := devstack.Build(ctx, root, bin, nil); err != nil {
 		return s, err
 	}
 
 	// DynamoDB and Secrets Manager: kumo, in this process.
 	kumoURL := dynamotest.Endpoint()
 	awsCfg := aws.Config{Region: region, Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")}
-	s.ddb = dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(kumoURL) }, dynamotest.KumoCompat)
+	s.ddb = dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(kumoURL) }, ledger.EmulatorCompat)
 	sm := secretsmanager.NewFromConfig(awsCfg, func(o *secretsmanager.Options) { o.BaseEndpoint = aws.String(kumoURL) })
 	suffix := randomHex(4)
 	s.table = "buyflow-stagepaths-" + suffix
@@ -143,7 +143,7 @@ func start() (*system, error) {
 	}
 
 	// The agents and Slack.
-	s.agents, err = localstack.StartSimulatedAgents(adcptest.SellerOptions{}, adcptest.GovernanceOptions{}, 300*time.Millisecond)
+	s.agents, err = devstack.StartSimulatedAgents(adcptest.SellerOptions{}, adcptest.GovernanceOptions{}, 300*time.Millisecond)
 	if err != nil {
 		return s, err
 	}
@@ -183,7 +183,7 @@ func start() (*system, error) {
 		case strings.HasPrefix(r.Header.Get("X-Amz-Target"), "secretsmanager."):
 			// kumo's GetSecretValue writes LastAccessedDate under a read lock: concurrent reads
 			// are a data race (a -race failure in this process). The local stack serializes
-			// them the same way (internal/localstack/proxy.go).
+			// them the same way (internal/devstack/proxy.go).
 			secretsMu.Lock()
 			defer secretsMu.Unlock()
 			kumoProxy.ServeHTTP(w, r)
@@ -264,7 +264,7 @@ func start() (*system, error) {
 		topology.EnvTableName:          s.table,
 		topology.EnvStateMachineARN:    stateMachineARN,
 		topology.EnvAgentsConfig:       string(s.agents.Registry),
-		topology.EnvAgentsSecretPrefix: localstack.AgentSecretPrefix,
+		topology.EnvAgentsSecretPrefix: devstack.AgentSecretPrefix,
 		topology.EnvLinkKeySecret:      "buyflow/link-keys-" + suffix,
 		topology.EnvSlackSecret:        "buyflow/slack-" + suffix,
 		topology.EnvPublicBaseURL:      s.apiURL,
@@ -294,7 +294,7 @@ func start() (*system, error) {
 			}
 			env[name] = v
 		}
-		if err := s.lambda.start(f.Name, localstack.BootstrapPath(bin, f.Name), root, awsAddr, env, n); err != nil {
+		if err := s.lambda.start(f.Name, devstack.BootstrapPath(bin, f.Name), root, awsAddr, env, n); err != nil {
 			return s, err
 		}
 	}

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcptest"
-	"github.com/buyflow/buyflow/internal/localstack/apiclient"
+	"github.com/buyflow/buyflow/internal/apiclient"
 )
 
 // buyRun is one scenario: a tenant of its own, one buy, its executions.

@@ -1,0 +1,100 @@
+package devstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/buyflow/buyflow/internal/topology"
+)
+
+// FindRepoRoot walks up from dir to the folder holding go.mod and statemachine/ (the buyflow
+// repository root).
+func FindRepoRoot(dir string) (string, error) {
+	d, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("localstack: find repository root: %w", err)
+	}
+	for {
+		if isFile(filepath.Join(d, "go.mod")) && isFile(filepath.Join(d, topology.App.StateMachineFile)) {
+			return d, nil
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return "", fmt.Errorf("localstack: no buyflow repository (go.mod and %s) above %s", topology.App.StateMachineFile, dir)
+		}
+		d = parent
+	}
+}
+
+func isFile(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}
+
+// MissingFunctions lists the topology functions that have no functions/<name>/main.go under
+// repoRoot.
+func MissingFunctions(repoRoot string) []string {
+	var missing []string
+	for _, f := range topology.App.Functions {
+		if !isFile(filepath.Join(repoRoot, "functions", f.Name, "main.go")) {
+			missing = append(missing, f.Name)
+		}
+	}
+	return missing
+}
+
+// Build compiles every topology function for the host into outDir/<name>/bootstrap, as
+// `go build -trimpath -tags lambda.norpc` does, two at a time. It fails, naming them, when a
+// function has no source folder, and otherwise reports every build failure together.
+func Build(ctx context.Context, repoRoot, outDir string, log io.Writer) error {
+	if missing := MissingFunctions(repoRoot); len(missing) > 0 {
+		return fmt.Errorf("localstack: the topology declares functions that have no functions/<name>/main.go yet: %s", strings.Join(missing, ", "))
+	}
+	goBin := "go"
+	if gr := os.Getenv("GOROOT"); gr != "" && isFile(filepath.Join(gr, "bin", "go")) {
+		goBin = filepath.Join(gr, "bin", "go")
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		sem  = make(chan struct{}, 2)
+	)
+	for _, f := range topology.App.Functions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			out := BootstrapPath(outDir, f.Name)
+			cmd := exec.CommandContext(ctx, goBin, "build", "-trimpath", "-buildvcs=false", "-tags", "lambda.norpc",
+				"-o", out, "./functions/"+f.Name)
+			cmd.Dir = repoRoot
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+			b, err := cmd.CombinedOutput()
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("build functions/%s: %w\n%s", f.Name, err, b))
+				mu.Unlock()
+				return
+			}
+			if log != nil {
+				mu.Lock()
+				_, _ = fmt.Fprintf(log, "built %s\n", out) // progress only
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return fmt.Errorf("localstack: %w", errors.Join(errs...))
+	}
+	return nil
+}

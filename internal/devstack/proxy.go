@@ -1,0 +1,515 @@
+package devstack
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+)
+
+// DefaultEmulatorAddr is where kumo's engines expect to reach Lambda (http://localhost:4566).
+const DefaultEmulatorAddr = "127.0.0.1:4566"
+
+// ErrPortTaken reports that the emulator port is owned by another process (another local stack,
+// a LocalStack container, a kumo test run).
+var ErrPortTaken = errors.New("localstack: the emulator port is in use")
+
+// server is one loopback HTTP server.
+type server struct {
+	ln  net.Listener
+	srv *http.Server
+}
+
+func listen(addr string) (net.Listener, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("localstack: listen %s: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return nil, fmt.Errorf("localstack: listen %s: not a loopback address", addr)
+	}
+	return net.Listen("tcp", addr)
+}
+
+func serve(ln net.Listener, h http.Handler) *server {
+	s := &server{ln: ln, srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
+	go func() { _ = s.srv.Serve(ln) }() // Serve returns ErrServerClosed on Close
+	return s
+}
+
+func (s *server) url() string { return "http://" + s.ln.Addr().String() }
+
+func (s *server) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := s.srv.Shutdown(ctx); err != nil {
+		_ = s.srv.Close() // long polls do not end by themselves
+	}
+}
+
+// MaxInvokePayload is the Lambda Invoke API's limit on a synchronous request's payload.
+const MaxInvokePayload = 6 << 20
+
+// statesCallerHeader marks the local Step Functions' Lambda invocations (see live.mjs).
+const statesCallerHeader = "X-Buyflow-Local-Caller"
+
+// emulatorProxy forwards Step Functions calls to the local Step Functions and everything else
+// to kumo. It turns function errors into HTTP 500 for kumo's API Gateway, counts the
+// runtime-API polls of each function, knows which process holds which invocation, and traces
+// invocations.
+type emulatorProxy struct {
+	rp     *httputil.ReverseProxy
+	states atomic.Pointer[httputil.ReverseProxy]
+	crash  atomic.Pointer[crashPoint]
+	trace  *Trace
+	kumo   string
+	// secrets serializes Secrets Manager calls: kumo's GetSecretValue writes LastAccessedDate
+	// under a read lock, a data race (and a -race failure) when two functions read a secret
+	// at once.
+	secrets sync.Mutex
+
+	mu      sync.Mutex
+	polls   map[string]int
+	waiters map[string][]pollWaiter
+	first   map[string]time.Time
+	// inflight maps a process (its runtime key, fn~n) to the request id of the invocation it
+	// took and has not answered yet; dead holds the keys of processes that exited or are
+	// being killed.
+	inflight map[string]string
+	dead     map[string]bool
+}
+
+// errProcessGone is the exit reason given for an invocation handed to a process already dead.
+var errProcessGone = errors.New("the process had exited when the invocation reached it")
+
+// runtimeKey is the context key carrying the runtime key of a runtime-API request.
+type runtimeKey struct{}
+
+type pollWaiter struct {
+	n  int
+	ch chan struct{}
+}
+
+func newEmulatorProxy(target string, trace *Trace) (*emulatorProxy, error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return nil, fmt.Errorf("localstack: emulator url: %w", err)
+	}
+	p := &emulatorProxy{trace: trace, kumo: target, polls: map[string]int{}, waiters: map[string][]pollWaiter{}, first: map[string]time.Time{}, inflight: map[string]string{}, dead: map[string]bool{}}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(u)
+			r.Out.Host = r.In.Host // kumo routes virtual hosts (execute-api) by Host
+		},
+		FlushInterval: -1,
+		ModifyResponse: func(resp *http.Response) error {
+			if key, ok := resp.Request.Context().Value(runtimeKey{}).(string); ok && strings.HasSuffix(resp.Request.URL.Path, "/invocation/next") {
+				if id := resp.Header.Get("Lambda-Runtime-Aws-Request-Id"); id != "" && resp.StatusCode == http.StatusOK {
+					p.mu.Lock()
+					dead := p.dead[key]
+					if !dead {
+						p.inflight[key] = id
+					}
+					p.mu.Unlock()
+					if dead {
+						// kumo handed an invocation to the poll of a process that has just
+						// died: fail it now, as a crashed sandbox, not at the function's timeout.
+						go p.failInvocation(key, id, errProcessGone)
+						return errProcessGone
+					}
+				}
+			}
+			// Step Functions reads a function error as the Lambda API reports it; kumo's API
+			// Gateway needs a 500 to answer 500, as API Gateway does for a function error.
+			if resp.Header.Get("X-Amz-Function-Error") != "" && resp.StatusCode == http.StatusOK && resp.Request.Header.Get(statesCallerHeader) == "" {
+				resp.StatusCode = http.StatusInternalServerError
+				resp.Status = "500 Internal Server Error"
+			}
+			return nil
+		},
+		Transport:    &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second},
+		ErrorHandler: proxyError,
+	}
+	return p, nil
+}
+
+func (p *emulatorProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/_runtime/") {
+		r = p.runtimeRequest(r)
+	}
+	if cp := p.crash.Load(); cp != nil && r.Header.Get("X-Amz-Target") == cp.Target && callerFunction(r) == cp.Function && p.crashes(w, r, cp) {
+		return
+	}
+	switch {
+	case strings.HasPrefix(r.Header.Get("X-Amz-Target"), "AWSStepFunctions."):
+		if sp := p.states.Load(); sp != nil {
+			sp.ServeHTTP(w, r)
+			return
+		}
+		http.Error(w, "the local Step Functions is still starting", http.StatusServiceUnavailable)
+		return
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/invocations"):
+		if !p.traceInvoke(w, r) {
+			return
+		}
+		if r.Header.Get("Authorization") == "" {
+			// kumo routes REST calls by the SigV4 credential scope; the local Step
+			// Functions does not sign.
+			if err := signLambda(r); err != nil {
+				http.Error(w, "local stack: "+err.Error(), http.StatusInternalServerError)
+				return
+			}
+		}
+	case strings.HasPrefix(r.Header.Get("X-Amz-Target"), "secretsmanager."):
+		p.secrets.Lock()
+		defer p.secrets.Unlock()
+	}
+	p.rp.ServeHTTP(w, r)
+}
+
+// callerFunction names the function that signed r: each function's processes sign with the
+// access key id "local-<function>" (lambdaEnv), as each Lambda has its own role on AWS.
+func callerFunction(r *http.Request) string {
+	_, rest, ok := strings.Cut(r.Header.Get("Authorization"), "Credential=")
+	if !ok {
+		return ""
+	}
+	akid, _, _ := strings.Cut(rest, "/")
+	fn, ok := strings.CutPrefix(akid, creds.AccessKeyID+"-")
+	if !ok {
+		return ""
+	}
+	return fn
+}
+
+// crashes fires cp if r's body matches it, and reports whether it did (r is then handled).
+func (p *emulatorProxy) crashes(w http.ResponseWriter, r *http.Request, cp *crashPoint) bool {
+	body, err := io.ReadAll(r.Body)
+	_ = r.Body.Close() // replaced below
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil || !bytes.Contains(body, []byte(cp.BodyContains)) || !p.crash.CompareAndSwap(cp, nil) {
+		return false
+	}
+	if cp.AfterAnswer {
+		p.rp.ServeHTTP(&discardResponse{header: http.Header{}}, r)
+	}
+	cp.kill()
+	close(cp.fired)
+	http.Error(w, "local stack: crash injected", http.StatusBadGateway) // nobody is listening any more
+	return true
+}
+
+// discardResponse is a ResponseWriter that drops the answer (the caller has been killed).
+type discardResponse struct{ header http.Header }
+
+func (d *discardResponse) Header() http.Header         { return d.header }
+func (d *discardResponse) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discardResponse) WriteHeader(int)             {}
+
+// signLambda signs a Lambda API request with the stack's dummy credentials; r.Body must be
+// rewindable (traceInvoke made it so).
+func signLambda(r *http.Request) error {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	sum := sha256.Sum256(body)
+	return v4.NewSigner().SignHTTP(r.Context(), creds, r, hex.EncodeToString(sum[:]), "lambda", Region, time.Now())
+}
+
+// runtimeRequest handles a runtime-API request of one process (/_runtime/<fn>~<n>/...): it
+// counts polls, forgets the process's invocation once answered, and strips the process number
+// (kumo routes by the function name).
+func (p *emulatorProxy) runtimeRequest(r *http.Request) *http.Request {
+	key := segmentAfter(r.URL.Path, "_runtime")
+	fn, _, numbered := strings.Cut(key, "~")
+	if !numbered {
+		return r
+	}
+	switch {
+	case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/runtime/invocation/next"):
+		p.polled(fn)
+		p.polled(key)
+	case r.Method == http.MethodPost && (strings.HasSuffix(r.URL.Path, "/response") || strings.HasSuffix(r.URL.Path, "/error")):
+		p.mu.Lock()
+		delete(p.inflight, key)
+		p.mu.Unlock()
+	}
+	r = r.WithContext(context.WithValue(r.Context(), runtimeKey{}, key))
+	r.URL.Path = strings.Replace(r.URL.Path, "/_runtime/"+key+"/", "/_runtime/"+fn+"/", 1)
+	r.URL.RawPath = ""
+	return r
+}
+
+// processExited answers the invocation a dead process held, as Lambda does when a runtime
+// exits mid-invocation: a Runtime.ExitError function error, at once (kumo alone would wait
+// for the function's timeout).
+func (p *emulatorProxy) processExited(key string, exitErr error) {
+	p.mu.Lock()
+	id, ok := p.inflight[key]
+	delete(p.inflight, key)
+	p.dead[key] = true
+	p.mu.Unlock()
+	if ok {
+		p.failInvocation(key, id, exitErr)
+	}
+}
+
+// markDead records that the process named key is about to be killed: an invocation kumo
+// hands to its poll from now on fails at once.
+func (p *emulatorProxy) markDead(key string) {
+	p.mu.Lock()
+	p.dead[key] = true
+	p.mu.Unlock()
+}
+
+// failInvocation answers invocation id, held by the process named key, with Runtime.ExitError.
+func (p *emulatorProxy) failInvocation(key, id string, exitErr error) {
+	fn, _, _ := strings.Cut(key, "~")
+	why := "exit status 0"
+	if exitErr != nil {
+		why = exitErr.Error()
+	}
+	doc, _ := json.Marshal(map[string]string{
+		"errorType":    "Runtime.ExitError",
+		"errorMessage": fmt.Sprintf("RequestId: %s Error: Runtime exited with error: %s", id, why),
+	})
+	req, err := http.NewRequest(http.MethodPost, p.kumo+"/_runtime/"+fn+"/2018-06-01/runtime/invocation/"+id+"/error", bytes.NewReader(doc))
+	if err != nil {
+		return
+	}
+	req.Header.Set("Lambda-Runtime-Function-Error-Type", "Runtime.ExitError")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		discard(resp)
+	}
+}
+
+// traceInvoke records an invocation with the operation id and action of its payload. A
+// payload over MaxInvokePayload gets Lambda's 413 (RequestEntityTooLargeException) and false.
+func (p *emulatorProxy) traceInvoke(w http.ResponseWriter, r *http.Request) bool {
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxInvokePayload+1))
+	_ = r.Body.Close() // replaced below
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return true // the forwarded call fails the same way
+	}
+	if len(body) > MaxInvokePayload {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Amzn-Errortype", "RequestEntityTooLargeException")
+		w.Header().Set("X-Amzn-Requestid", requestID())
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+		_, _ = fmt.Fprintf(w, `{"Type":"User","message":"Request must be smaller than %d bytes for the InvokeFunction operation"}`, MaxInvokePayload)
+		return false
+	}
+	var head struct {
+		OperationID string `json:"operation_id"`
+		Action      string `json:"action"`
+	}
+	_ = json.Unmarshal(body, &head) // API Gateway events have neither field
+	p.trace.add(TraceEvent{Kind: TraceInvoke, Function: segmentAfter(r.URL.Path, "functions"), OperationID: head.OperationID, Action: head.Action})
+	return true
+}
+
+// expect returns a channel closed once fn has polled n times in all.
+func (p *emulatorProxy) expect(fn string, n int) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ch := make(chan struct{})
+	if p.polls[fn] >= n {
+		close(ch)
+		return ch
+	}
+	p.waiters[fn] = append(p.waiters[fn], pollWaiter{n: n, ch: ch})
+	return ch
+}
+
+func (p *emulatorProxy) polled(fn string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.polls[fn]++
+	if p.polls[fn] == 1 {
+		p.first[fn] = time.Now()
+	}
+	keep := p.waiters[fn][:0]
+	for _, w := range p.waiters[fn] {
+		if p.polls[fn] >= w.n {
+			close(w.ch)
+		} else {
+			keep = append(keep, w)
+		}
+	}
+	p.waiters[fn] = keep
+}
+
+func (p *emulatorProxy) firstPoll(fn string) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.first[fn]
+}
+
+func segmentAfter(path, marker string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	for i, s := range parts {
+		if s == marker && i+1 < len(parts) {
+			return parts[i+1]
+		}
+	}
+	return ""
+}
+
+// apiFront serves the HTTP API on its own port: kumo's execute-api is virtual-hosted
+// ({api}.execute-api.localhost), which the Go resolver cannot resolve. It forwards to kumo with
+// that Host once the API exists.
+type apiFront struct {
+	target *url.URL
+	apiID  atomic.Value // string
+	rp     *httputil.ReverseProxy
+	trace  *Trace
+	// specific are the routes without a greedy path segment, served by the API specificID
+	// (setRoutes).
+	specific   atomic.Pointer[[]apiRoute]
+	specificID atomic.Value // string
+}
+
+// apiHostKey carries the API id a request is forwarded to.
+type apiHostKey struct{}
+
+// setRoutes records the non-greedy routes and the API that has only those.
+func (f *apiFront) setRoutes(specific []apiRoute, apiID string) {
+	f.specific.Store(&specific)
+	f.specificID.Store(apiID)
+}
+
+// apiFor returns the API a request goes to: the one without greedy routes when a more
+// specific route matches it (API Gateway prefers it; kumo would choose at random).
+func (f *apiFront) apiFor(method, path string) string {
+	if rs := f.specific.Load(); rs != nil {
+		for _, r := range *rs {
+			if (r.Method == method || r.Method == "ANY") && templateMatches(r.Path, path) {
+				return f.specificID.Load().(string)
+			}
+		}
+	}
+	return f.apiID.Load().(string)
+}
+
+// greedy reports whether a route path ends in a greedy {name+} segment.
+func greedy(template string) bool { return strings.HasSuffix(template, "+}") }
+
+// templateMatches reports whether a non-greedy route path (/v1/x/{id}) matches path segment by
+// segment.
+func templateMatches(template, path string) bool {
+	ts := strings.Split(strings.Trim(template, "/"), "/")
+	ps := strings.Split(strings.Trim(path, "/"), "/")
+	if len(ts) != len(ps) {
+		return false
+	}
+	for i, t := range ts {
+		if strings.HasPrefix(t, "{") && strings.HasSuffix(t, "}") {
+			if ps[i] == "" {
+				return false
+			}
+			continue
+		}
+		if t != ps[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func newAPIFront(kumoURL string, trace *Trace) (*apiFront, error) {
+	u, err := url.Parse(kumoURL)
+	if err != nil {
+		return nil, fmt.Errorf("localstack: emulator url: %w", err)
+	}
+	f := &apiFront{target: u, trace: trace}
+	f.apiID.Store("")
+	f.rp = &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(f.target)
+			id, _ := r.In.Context().Value(apiHostKey{}).(string)
+			r.Out.Host = id + ".execute-api.localhost"
+			r.SetXForwarded()
+		},
+		Transport:    &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second},
+		ErrorHandler: proxyError,
+	}
+	return f, nil
+}
+
+func (f *apiFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if f.apiID.Load().(string) == "" {
+		http.Error(w, "the local stack is still starting", http.StatusServiceUnavailable)
+		return
+	}
+	// A Lambda event carries the body, and Lambda refuses events over 6 MB: API Gateway answers
+	// without invoking the function (kumo's would answer "Internal server error").
+	if r.ContentLength > MaxInvokePayload {
+		tooLarge(w)
+		return
+	}
+	if r.Body != nil && r.ContentLength < 0 {
+		body, err := io.ReadAll(io.LimitReader(r.Body, MaxInvokePayload+1))
+		_ = r.Body.Close() // replaced below
+		if err != nil {
+			http.Error(w, "local stack: reading the request body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		if len(body) > MaxInvokePayload {
+			tooLarge(w)
+			return
+		}
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	}
+	if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/v1/webhooks/") {
+		f.trace.add(TraceEvent{Kind: TraceWebhook, OperationID: r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]})
+	}
+	f.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), apiHostKey{}, f.apiFor(r.Method, r.URL.Path))))
+}
+
+// tooLarge answers as API Gateway does for a request it cannot pass to Lambda for its size.
+func tooLarge(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Apigw-Requestid", requestID())
+	w.WriteHeader(http.StatusRequestEntityTooLarge)
+	_, _ = io.WriteString(w, `{"message":"Request Entity Too Large"}`)
+}
+
+// requestID returns a random AWS-style request id.
+func requestID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // crypto/rand does not fail on Linux
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+// discard reads and closes a response body.
+func discard(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, resp.Body) // nothing to do with a failed drain
+	_ = resp.Body.Close()
+}
+
+// proxyError answers 502 for a failed upstream call, quietly when the client went away (long
+// polls end that way on shutdown).
+func proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) || r.Context().Err() != nil {
+		return
+	}
+	http.Error(w, "local stack: emulator unreachable: "+err.Error(), http.StatusBadGateway)
+}

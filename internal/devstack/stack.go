@@ -1,0 +1,565 @@
+package devstack
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	"github.com/sivchari/kumo"
+
+	"github.com/buyflow/buyflow/internal/adcpschemas"
+	"github.com/buyflow/buyflow/internal/adcptest"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/slack"
+	"github.com/buyflow/buyflow/internal/topology"
+	"github.com/buyflow/buyflow/internal/workflow"
+	"github.com/buyflow/buyflow/statemachine"
+)
+
+// DefaultTenantHeader names the dev-only header the local stack's submit function takes the
+// tenant from (kumo's API Gateway carries no IAM identity).
+const DefaultTenantHeader = "X-Buyflow-Tenant"
+
+// DefaultApprovalPolicy makes every buy of 10,000 USD or more wait for a person; the principal
+// dev:approver (X-Buyflow-Principal) is that person on the approver routes.
+const DefaultApprovalPolicy = `{"threshold":"10000.00","currency":"USD","approvers":["U0LOCALAPPROVER"],"on_timeout":"reject","identities":{"dev:approver":"U0LOCALAPPROVER"}}`
+
+// LocalRunConfig returns timings that make a buy finish in seconds: a safety-net poll every
+// 3 s (without waiting for the sweep), a 60 s approval window and a 5 min seller deadline.
+func LocalRunConfig() workflow.RunConfig {
+	return workflow.RunConfig{
+		ApprovalTimeoutSeconds: 60,
+		PollInitialSeconds:     1,
+		PollMaxSeconds:         3,
+		DeadlineSeconds:        300,
+		LoopBudget:             100,
+	}
+}
+
+// Options configures Start. The zero value, with BinDir set, runs the simulated agents.
+type Options struct {
+	// BinDir holds <function>/bootstrap for every topology function, built for this host
+	// (Build writes them). Required.
+	BinDir string
+	// RepoRoot is the repository root the functions run in (default: found above the working
+	// directory).
+	RepoRoot string
+	// EmulatorAddr is where kumo's engines call Lambda (default 127.0.0.1:4566; they always
+	// call localhost:4566, so only tests of this package should change it).
+	EmulatorAddr string
+	// APIAddr is the HTTP API's listen address (default 127.0.0.1:0, a free port).
+	APIAddr string
+	// AgentsFile, when set, names an AgentsFile with real agents; the simulated agents are not
+	// started, except those the file keeps (AgentsFile.Simulated).
+	AgentsFile string
+	// Run is the workflow timing (default LocalRunConfig).
+	Run workflow.RunConfig
+	// ApprovalPolicy is the approval policy JSON (default DefaultApprovalPolicy).
+	ApprovalPolicy string
+	// TenantHeader is the dev-only tenant header (default DefaultTenantHeader).
+	TenantHeader string
+	// Instances is the number of bootstrap processes per function (default 2): kumo gives each
+	// waiting process one invocation, so this is each function's concurrency.
+	Instances int
+	// Log receives the functions' output, one line per log line prefixed with the function
+	// name (default: discarded).
+	Log io.Writer
+	// Seller and Governance are the simulated agents' options; Start sets their tokens and
+	// webhook key. The seller defaults to async_complete; both advance a task step every
+	// AgentStep (default 300 ms).
+	Seller     adcptest.SellerOptions
+	Governance adcptest.GovernanceOptions
+	AgentStep  time.Duration
+	// StartTimeout bounds the wait for every function to poll (default 60 s).
+	StartTimeout time.Duration
+	// SweepEvery is the cadence of the reconciliation sweep (the reconcile function), as the
+	// EventBridge schedule runs it on AWS (default 10 s; negative: never).
+	SweepEvery time.Duration
+	// PortWait, when positive, waits up to that long for a taken emulator port to become free
+	// (test packages that each start a stack then take turns) instead of failing at once.
+	PortWait time.Duration
+}
+
+// Stack is a running local stack.
+type Stack struct {
+	// APIURL is the HTTP API's base URL (no trailing slash).
+	APIURL string
+	// SlackURL is the fake Slack's base URL; GET SlackURL+"/messages" lists what was posted.
+	SlackURL string
+	// SellerURL and GovernanceURL are the agents' MCP endpoints.
+	SellerURL, GovernanceURL string
+	// EmulatorURL is the AWS endpoint of the stack (DynamoDB, Secrets Manager, Lambda and API
+	// Gateway in kumo, Step Functions in the local engine): AWS SDK clients and
+	// `aws --endpoint-url` may use it.
+	EmulatorURL string
+	// TenantHeader names the dev-only tenant header.
+	TenantHeader string
+	// TableName, StateMachineARN and APIID name what Start created.
+	TableName, StateMachineARN, APIID string
+	// Seller, Governance and Slack are the in-process stand-ins (Seller and Governance are nil
+	// with real agents).
+	Seller     *adcptest.Seller
+	Governance *adcptest.Governance
+	Slack      *slack.Sink
+	// ColdStarts is, per function, the time from starting its first process to its first poll
+	// of the runtime API (the bootstrap's init).
+	ColdStarts map[string]time.Duration
+	// Trace records webhooks received and Lambda invocations, for latency measurements.
+	Trace *Trace
+
+	rest  restClient
+	sfn   *sfn.Client
+	procs *procs
+	proxy *emulatorProxy
+
+	mu       sync.Mutex
+	restarts map[string]int
+
+	closeOnce sync.Once
+	closers   []func()
+}
+
+// Close stops every process and server of the stack and waits for the processes to exit.
+func (s *Stack) Close() {
+	s.closeOnce.Do(func() {
+		for i := len(s.closers) - 1; i >= 0; i-- {
+			s.closers[i]()
+		}
+	})
+}
+
+// Start builds the whole local stack; on error, everything it started is stopped again.
+func Start(ctx context.Context, o Options) (_ *Stack, err error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	st := &Stack{TenantHeader: o.TenantHeader, Trace: newTrace(20000), ColdStarts: map[string]time.Duration{}, restarts: map[string]int{}}
+	defer func() {
+		if err != nil {
+			st.Close()
+		}
+	}()
+
+	// The emulator port first: if another stack owns it, nothing else is started.
+	emuLn, err := listen(o.EmulatorAddr)
+	for wait := time.Now().Add(o.PortWait); err != nil && errors.Is(err, syscall.EADDRINUSE) && time.Now().Before(wait); {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+		emuLn, err = listen(o.EmulatorAddr)
+	}
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("%w: %s is taken (another buyflow local stack, LocalStack or a kumo test run?); kumo's Step Functions and API Gateway call Lambda there, so stop that first: %w",
+				ErrPortTaken, o.EmulatorAddr, err)
+		}
+		return nil, err
+	}
+	emu := kumo.NewServer()
+	st.closers = append(st.closers, emu.Close)
+	proxy, err := newEmulatorProxy(emu.URL, st.Trace)
+	if err != nil {
+		_ = emuLn.Close()
+		return nil, err
+	}
+	st.proxy = proxy
+	emuSrv := serve(emuLn, proxy)
+	st.closers = append(st.closers, emuSrv.close)
+	st.EmulatorURL = emuSrv.url()
+	var logMu sync.Mutex
+	logTo := func(name string) io.Writer {
+		return &prefixWriter{mu: &logMu, w: o.Log, prefix: fmt.Sprintf("%-10s| ", name)}
+	}
+
+	cfgDir, err := os.MkdirTemp("", "buyflow-local-states-")
+	if err != nil {
+		return nil, fmt.Errorf("localstack: %w", err)
+	}
+	st.closers = append(st.closers, func() { _ = os.RemoveAll(cfgDir) }) // a temp folder
+	states, err := startStates(o.RepoRoot, st.EmulatorURL, cfgDir, logTo("states"), o.StartTimeout)
+	if err != nil {
+		return nil, err
+	}
+	st.closers = append(st.closers, states.close)
+	statesURL, err := url.Parse(states.url)
+	if err != nil {
+		return nil, fmt.Errorf("localstack: states url: %w", err)
+	}
+	proxy.states.Store(httputil.NewSingleHostReverseProxy(statesURL))
+
+	apiLn, err := listen(o.APIAddr)
+	if err != nil {
+		return nil, err
+	}
+	front, err := newAPIFront(emu.URL, st.Trace)
+	if err != nil {
+		_ = apiLn.Close()
+		return nil, err
+	}
+	apiSrv := serve(apiLn, front)
+	st.closers = append(st.closers, apiSrv.close)
+	st.APIURL = apiSrv.url()
+
+	st.Slack = slack.NewSink(nil)
+	slackLn, err := listen("127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	slackSrv := serve(slackLn, st.Slack)
+	st.closers = append(st.closers, slackSrv.close)
+	st.SlackURL = slackSrv.url()
+
+	var ag *agents
+	if o.AgentsFile != "" {
+		if ag, err = loadAgentsFile(o.AgentsFile); err == nil {
+			if err = ag.addSimulated(o.Seller, o.Governance, o.AgentStep); err != nil {
+				ag.close()
+			}
+		}
+	} else {
+		ag, err = startSimulatedAgents(o.Seller, o.Governance, o.AgentStep)
+	}
+	if err != nil {
+		return nil, err
+	}
+	st.closers = append(st.closers, ag.close)
+	st.Seller, st.Governance, st.SellerURL, st.GovernanceURL = ag.seller, ag.governance, ag.sellerURL, ag.govURL
+
+	suffix, err := randomHex(4)
+	if err != nil {
+		return nil, err
+	}
+	names := struct{ table, linkKeys, slack, sm, api string }{
+		"buyflow-ledger-" + suffix, "buyflow/link-keys-" + suffix, "buyflow/slack-" + suffix,
+		topology.App.StateMachineName + "-" + suffix, "buyflow-" + suffix,
+	}
+	st.TableName = names.table
+	awsCfg := aws.Config{
+		Region:      Region,
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return creds, nil }),
+	}
+	endpoint := aws.String(emu.URL)
+	ddb := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.BaseEndpoint = endpoint }, ledger.EmulatorCompat)
+	sm := secretsmanager.NewFromConfig(awsCfg, func(o *secretsmanager.Options) { o.BaseEndpoint = endpoint })
+	sf := sfn.NewFromConfig(awsCfg, func(o *sfn.Options) { o.BaseEndpoint = aws.String(st.EmulatorURL) })
+	rest := restClient{base: emu.URL, http: &http.Client{Timeout: 30 * time.Second}}
+	st.rest, st.sfn = rest, sf
+
+	if _, err := ddb.CreateTable(ctx, ledger.TableSchema(names.table)); err != nil {
+		return nil, fmt.Errorf("localstack: create table: %w", err)
+	}
+	if _, err := ddb.UpdateTimeToLive(ctx, ledger.TimeToLive(names.table)); err != nil {
+		return nil, fmt.Errorf("localstack: enable ttl: %w", err)
+	}
+
+	linkKey := make([]byte, 32)
+	if _, err := rand.Read(linkKey); err != nil {
+		return nil, fmt.Errorf("localstack: link key: %w", err)
+	}
+	linkKeys, _ := json.Marshal(map[string]any{"current": "k1", "keys": map[string]string{"k1": base64.StdEncoding.EncodeToString(linkKey)}})
+	slackCfg, _ := json.Marshal(map[string]string{"bot_token": "xoxb-local", "base_url": st.SlackURL + "/api/"})
+	secretValues := map[string]string{names.linkKeys: string(linkKeys), names.slack: string(slackCfg)}
+	for k, v := range ag.credentials {
+		secretValues[k] = v
+	}
+	for _, name := range sortedKeys(secretValues) {
+		if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(name), SecretString: aws.String(secretValues[name])}); err != nil {
+			return nil, fmt.Errorf("localstack: create secret %s: %w", name, err)
+		}
+	}
+
+	runCfg, err := json.Marshal(o.Run)
+	if err != nil {
+		return nil, fmt.Errorf("localstack: run config: %w", err)
+	}
+	values := map[string]string{
+		topology.EnvTableName:          names.table,
+		topology.EnvAgentsConfig:       string(ag.registry),
+		topology.EnvAgentsSecretPrefix: AgentSecretPrefix,
+		topology.EnvLinkKeySecret:      names.linkKeys,
+		topology.EnvSlackSecret:        names.slack,
+		topology.EnvPublicBaseURL:      st.APIURL,
+		topology.EnvApprovalPolicy:     o.ApprovalPolicy,
+		topology.EnvCallerURI:          st.APIURL,
+		topology.EnvLocalTenantHeader:  o.TenantHeader,
+		topology.EnvRunConfig:          string(runCfg),
+	}
+
+	// Functions: registered in kumo (it needs them for invoke routing), then the state machine
+	// from their ARNs, then the processes, which need the state machine's ARN.
+	arns := map[string]string{}
+	for _, f := range topology.App.Functions {
+		env := map[string]string{}
+		for _, name := range f.Env { // recorded by kumo only; the state machine ARN comes later
+			if v, ok := values[name]; ok {
+				env[name] = v
+			}
+		}
+		arn, err := rest.createFunction(ctx, f.Name, f.Description, f.MemoryMB, f.TimeoutSeconds, env)
+		if err != nil {
+			return nil, err
+		}
+		arns[f.Name] = arn
+	}
+	subs := map[string]string{}
+	for _, f := range topology.App.Functions {
+		if f.Placeholder != "" {
+			subs[f.Placeholder] = arns[f.Name]
+		}
+	}
+	def, err := statemachine.Render(subs)
+	if err != nil {
+		return nil, fmt.Errorf("localstack: %w", err)
+	}
+	created, err := sf.CreateStateMachine(ctx, &sfn.CreateStateMachineInput{
+		Name: aws.String(names.sm), Definition: aws.String(def), Type: sfntypes.StateMachineTypeStandard,
+		RoleArn: aws.String("arn:aws:iam::000000000000:role/buyflow-local-states"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("localstack: create state machine: %w", err)
+	}
+	st.StateMachineARN = aws.ToString(created.StateMachineArn)
+	values[topology.EnvStateMachineARN] = st.StateMachineARN
+	for _, f := range topology.App.Functions {
+		if !slices.Contains(f.Env, topology.EnvStateMachineARN) {
+			continue
+		}
+		env, err := functionEnv(f, values)
+		if err != nil {
+			return nil, err
+		}
+		if err := rest.updateEnvironment(ctx, f.Name, env); err != nil {
+			return nil, err
+		}
+	}
+
+	var routes []apiRoute
+	for _, r := range topology.App.Routes {
+		arn, ok := arns[r.Function]
+		if !ok {
+			return nil, fmt.Errorf("localstack: route %s %s names function %s, which the topology does not declare", r.Method, r.Path, r.Function)
+		}
+		routes = append(routes, apiRoute{Method: r.Method, Path: r.Path, FunctionARN: arn, IAM: r.Auth == topology.AuthIAM})
+	}
+	api, err := rest.createHTTPAPI(ctx, names.api, routes)
+	if err != nil {
+		return nil, err
+	}
+	// kumo breaks a tie between a route and a greedy one ({proxy+}) at random, where API
+	// Gateway picks the more specific route: a twin API without the greedy routes serves the
+	// requests a more specific route matches (see apiFront).
+	var specific []apiRoute
+	for _, r := range routes {
+		if !greedy(r.Path) {
+			specific = append(specific, r)
+		}
+	}
+	twin := api
+	if len(specific) < len(routes) {
+		if twin, err = rest.createHTTPAPI(ctx, names.api+"-specific", specific); err != nil {
+			return nil, err
+		}
+	}
+	front.setRoutes(specific, twin.ID)
+	front.apiID.Store(api.ID)
+	st.APIID = api.ID
+
+	// The processes. One that exits is replaced by a new one (a new sandbox, with its cold
+	// start), as Lambda does.
+	ps := &procs{}
+	st.procs = ps
+	st.closers = append(st.closers, func() { ps.stopAll(3 * time.Second) })
+	ps.exited = func(in *instance) { st.replace(ps, proxy, in, logTo(in.spec.fn)) }
+	// The functions read the embedded schemas; an override the stack was started with reaches
+	// them too.
+	schemaDir := os.Getenv(adcpschemas.EnvOverride)
+	waitCtx, cancel := context.WithTimeout(ctx, o.StartTimeout)
+	defer cancel()
+	// One function at a time (its instances together), so that each cold start is measured
+	// without the others competing for the CPU.
+	for _, f := range topology.App.Functions {
+		env, err := functionEnv(f, values)
+		if err != nil {
+			return nil, err
+		}
+		if schemaDir != "" {
+			env["BUYFLOW_ADCP_SCHEMAS"] = schemaDir
+		}
+		// The functions' AWS calls go through the proxy too (see emulatorProxy.secrets).
+		for k, v := range lambdaEnv(f, "http://"+o.EmulatorAddr) {
+			env[k] = v
+		}
+		polled := proxy.expect(f.Name, o.Instances)
+		spec := procSpec{fn: f.Name, bin: BootstrapPath(o.BinDir, f.Name), dir: o.RepoRoot, env: env, runtimeAddr: o.EmulatorAddr, out: logTo(f.Name)}
+		var insts []*instance
+		for range o.Instances {
+			in, err := ps.start(spec)
+			if err != nil {
+				return nil, err
+			}
+			insts = append(insts, in)
+		}
+		if err := waitAllPolled(waitCtx, insts, polled); err != nil {
+			return nil, err
+		}
+		st.ColdStarts[f.Name] = proxy.firstPoll(f.Name).Sub(insts[0].started)
+	}
+	if o.SweepEvery > 0 {
+		st.closers = append(st.closers, st.scheduleSweep(o.SweepEvery, logTo("schedule")))
+	}
+	return st, nil
+}
+
+func (o *Options) defaults() error {
+	if o.BinDir == "" {
+		return errors.New("localstack: Options.BinDir is required (the folder holding <function>/bootstrap)")
+	}
+	bin, err := filepath.Abs(o.BinDir)
+	if err != nil {
+		return fmt.Errorf("localstack: bin dir: %w", err)
+	}
+	o.BinDir = bin
+	var missing []string
+	for _, f := range topology.App.Functions {
+		if !isFile(BootstrapPath(o.BinDir, f.Name)) {
+			missing = append(missing, f.Name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("localstack: no bootstrap in %s for %s (build them with devstack.Build or `make build-host`)", o.BinDir, strings.Join(missing, ", "))
+	}
+	if o.RepoRoot == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return fmt.Errorf("localstack: working directory: %w", err)
+		}
+		if o.RepoRoot, err = FindRepoRoot(wd); err != nil {
+			return err
+		}
+	}
+	if o.EmulatorAddr == "" {
+		o.EmulatorAddr = DefaultEmulatorAddr
+	}
+	if o.APIAddr == "" {
+		o.APIAddr = "127.0.0.1:0"
+	}
+	if o.Run == (workflow.RunConfig{}) {
+		o.Run = LocalRunConfig()
+	}
+	if err := o.Run.Validate(); err != nil {
+		return fmt.Errorf("localstack: run config: %w", err)
+	}
+	if o.ApprovalPolicy == "" {
+		o.ApprovalPolicy = DefaultApprovalPolicy
+	}
+	if o.TenantHeader == "" {
+		o.TenantHeader = DefaultTenantHeader
+	}
+	if o.Instances <= 0 {
+		o.Instances = 2
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if o.AgentStep <= 0 {
+		o.AgentStep = 300 * time.Millisecond
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 60 * time.Second
+	}
+	if o.SweepEvery == 0 {
+		o.SweepEvery = 10 * time.Second
+	}
+	return nil
+}
+
+// functionEnv returns the topology environment of f from values; a name without a value is an
+// error, as in the CDK stack.
+func functionEnv(f topology.Function, values map[string]string) (map[string]string, error) {
+	env := map[string]string{}
+	for _, name := range f.Env {
+		v, ok := values[name]
+		if !ok {
+			return nil, fmt.Errorf("localstack: function %s reads %s, which the local stack has no value for", f.Name, name)
+		}
+		env[name] = v
+	}
+	return env, nil
+}
+
+// lambdaEnv is what the Lambda service would set, pointed at kumo (procs.start adds
+// AWS_LAMBDA_RUNTIME_API, which names each process).
+func lambdaEnv(f topology.Function, emulatorURL string) map[string]string {
+	return map[string]string{
+		"AWS_LAMBDA_FUNCTION_NAME":        f.Name,
+		"AWS_LAMBDA_FUNCTION_VERSION":     "$LATEST",
+		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": fmt.Sprint(f.MemoryMB),
+		"AWS_LAMBDA_LOG_FORMAT":           "JSON",
+		"AWS_ENDPOINT_URL":                emulatorURL,
+		"AWS_REGION":                      Region,
+		"AWS_DEFAULT_REGION":              Region,
+		"AWS_ACCESS_KEY_ID":               creds.AccessKeyID + "-" + f.Name, // names the caller (callerFunction)
+		"AWS_SECRET_ACCESS_KEY":           creds.SecretAccessKey,
+		"AWS_EC2_METADATA_DISABLED":       "true",
+		"AWS_CONFIG_FILE":                 os.DevNull,
+		"AWS_SHARED_CREDENTIALS_FILE":     os.DevNull,
+		"TZ":                              "UTC",
+	}
+}
+
+// waitAllPolled waits until polled closes (every instance polled) or one instance exits.
+func waitAllPolled(ctx context.Context, insts []*instance, polled <-chan struct{}) error {
+	exited := make(chan *instance, len(insts))
+	stop := make(chan struct{})
+	defer close(stop)
+	for _, in := range insts {
+		go func() {
+			select {
+			case <-in.done:
+				exited <- in
+			case <-stop:
+			}
+		}()
+	}
+	select {
+	case <-polled:
+		return nil
+	case in := <-exited:
+		if in.err != nil {
+			return fmt.Errorf("localstack: function %s exited before it polled for work (its log is above): %w", in.spec.fn, in.err)
+		}
+		return fmt.Errorf("localstack: function %s exited before it polled for work (its log is above)", in.spec.fn)
+	case <-ctx.Done():
+		return fmt.Errorf("localstack: function %s did not poll for work in time: %w", insts[0].spec.fn, ctx.Err())
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

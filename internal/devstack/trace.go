@@ -1,0 +1,66 @@
+package devstack
+
+import (
+	"sync"
+	"time"
+)
+
+// The kinds of trace events.
+const (
+	// TraceWebhook is a POST to the seller webhook route, as the API received it.
+	TraceWebhook = "webhook"
+	// TraceInvoke is a Lambda invocation, as kumo's engines or API asked for it.
+	TraceInvoke = "invoke"
+)
+
+// TraceEvent is one traced request.
+type TraceEvent struct {
+	At   time.Time
+	Kind string
+	// Function is the invoked function (invocations only).
+	Function string
+	// OperationID is the operation the webhook is for, or the operation_id of a stage
+	// invocation's payload.
+	OperationID string
+	// Action is a stage invocation's action (workflow.Action).
+	Action string
+}
+
+// Trace is a bounded, concurrency-safe log of TraceEvents.
+type Trace struct {
+	mu     sync.Mutex
+	max    int
+	events []TraceEvent
+}
+
+func newTrace(max int) *Trace { return &Trace{max: max} }
+
+func (t *Trace) add(e TraceEvent) {
+	if e.At.IsZero() {
+		e.At = time.Now()
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.events) >= t.max {
+		t.events = t.events[1:]
+	}
+	t.events = append(t.events, e)
+}
+
+// Events returns a copy of the events so far, oldest first.
+func (t *Trace) Events() []TraceEvent {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]TraceEvent(nil), t.events...)
+}
+
+// For returns the events of one operation, oldest first.
+func (t *Trace) For(operationID string) []TraceEvent {
+	var out []TraceEvent
+	for _, e := range t.Events() {
+		if e.OperationID == operationID {
+			out = append(out, e)
+		}
+	}
+	return out
+}

@@ -1,4 +1,0 @@
-package stages
-
-// EventApprovalRequested exposes the notify stage's event name to the tests.
-const EventApprovalRequested = eventApprovalRequested
