@@ -29,10 +29,20 @@ const (
 	// CtxAlarmEmail, when set, subscribes that address to the alarm topic. It must be a plain
 	// address (ops@example.com), checked at synth.
 	CtxAlarmEmail = "buyflow:alarmEmail"
-	// CtxAgents is the JSON agent registry handed to the functions as BUYFLOW_AGENTS
-	// (internal/adcp RegistryConfig: {"agents":[...]}; credential refs name secrets under the
-	// agents secret prefix). Default empty: the functions refuse to call any agent.
+	// CtxAgents is the seed of the agent registry (internal/adcp RegistryConfig:
+	// {"agents":[...]}; credential refs name secrets under the agents secret prefix). A custom
+	// resource hands it to the agents function on the first deploy and on each that changes
+	// it; the function adds the agents the registry does not have yet. Operators add and
+	// change agents with `buyflow agents` (no deploy). It is in no function's environment.
+	// Default empty: no seed.
 	CtxAgents = "buyflow:agents"
+	// CtxOperators is the JSON array of IAM principals (user or role ARNs) allowed to manage
+	// the agent registry through /v1/operator/agents. Default empty: nobody can (the seed
+	// still loads).
+	CtxOperators = "buyflow:operators"
+	// CtxCapabilitiesHours is the period, in hours, of the scheduled get_adcp_capabilities
+	// check of every enabled agent (default 6).
+	CtxCapabilitiesHours = "buyflow:capabilitiesHours"
 	// CtxApprovalPolicy is the JSON approval policy handed to the functions as
 	// BUYFLOW_APPROVAL_POLICY. Default empty: the functions' built-in policy.
 	CtxApprovalPolicy = "buyflow:approvalPolicy"
@@ -53,31 +63,35 @@ const (
 
 // Config is the deploy-time configuration of one stack, read from the CDK context.
 type Config struct {
-	StackName        string
-	Dev              bool
-	AssetRoot        string
-	LogRetentionDays int
-	Tracing          bool
-	AlarmEmail       string
-	Agents           string
-	ApprovalPolicy   string
-	RunConfig        string
-	CallerURI        string
-	ThrottleRate     float64
-	ThrottleBurst    float64
-	ReconcileMinutes int
+	StackName         string
+	Dev               bool
+	AssetRoot         string
+	LogRetentionDays  int
+	Tracing           bool
+	AlarmEmail        string
+	Agents            string
+	Operators         string
+	CapabilitiesHours int
+	ApprovalPolicy    string
+	RunConfig         string
+	CallerURI         string
+	ThrottleRate      float64
+	ThrottleBurst     float64
+	ReconcileMinutes  int
 }
 
 // DefaultConfig is the configuration with no context set.
 func DefaultConfig() Config {
 	return Config{
-		StackName:        "Buyflow",
-		AssetRoot:        "bin",
-		Tracing:          true,
-		LogRetentionDays: 90,
-		ThrottleRate:     50,
-		ThrottleBurst:    100,
-		ReconcileMinutes: 1,
+		StackName:         "Buyflow",
+		AssetRoot:         "bin",
+		Tracing:           true,
+		LogRetentionDays:  90,
+		ThrottleRate:      50,
+		ThrottleBurst:     100,
+		ReconcileMinutes:  1,
+		Operators:         "[]",
+		CapabilitiesHours: 6,
 	}
 }
 
@@ -144,6 +158,8 @@ func ConfigFromContext(node constructs.Node) (Config, error) {
 	boolean(CtxTracing, &cfg.Tracing)
 	str(CtxAlarmEmail, &cfg.AlarmEmail)
 	str(CtxAgents, &cfg.Agents)
+	str(CtxOperators, &cfg.Operators)
+	integer(CtxCapabilitiesHours, &cfg.CapabilitiesHours)
 	str(CtxApprovalPolicy, &cfg.ApprovalPolicy)
 	str(CtxRunConfig, &cfg.RunConfig)
 	str(CtxCallerURI, &cfg.CallerURI)

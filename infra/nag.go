@@ -19,12 +19,14 @@ const (
 		"X-Ray tracing needs them on *."
 	reasonLogDelivery = "Step Functions logging to CloudWatch Logs needs the vended-log delivery actions (logs:CreateLogDelivery, " +
 		"GetLogDelivery, ..., DescribeLogGroups, PutResourcePolicy), which support no resource-level permissions: CDK grants them on *."
-	reasonAgentsPrefix = "Agent credentials are operator-created secrets referenced by name from buyflow:agents; the grant is " +
+	reasonAgentsPrefix = "Agent credentials are operator-created secrets referenced by name from the agent registry; the grant is " +
 		"secretsmanager:GetSecretValue on this stack's <stack>/agents/* prefix only (secret ARNs also end in a random suffix)."
 	reasonExecutions = "states:DescribeExecution on the executions of this stack's one state machine (execution:<stack>-MediaBuy:*): " +
 		"execution names are per buy and not known at deploy time."
 	reasonSchedulerInvoke = "The EventBridge Scheduler Lambda target grants lambda:InvokeFunction on the reconcile function and its " +
 		"versions/aliases (<arn>:*) through fn.grantInvoke; the role is dedicated to this one schedule and this one function."
+	reasonSchedulerInvokeAgents = "The EventBridge Scheduler Lambda target grants lambda:InvokeFunction on the agents function and its " +
+		"versions/aliases (<arn>:*) through fn.grantInvoke; the role is dedicated to the capabilities schedule and this one function."
 	reasonNoXRayStateMachine = "buyflow:tracing=false: the operator turned X-Ray off for this stack (the default is on)."
 	reasonPublicRoute        = "Public by design: seller webhooks and approval links cannot sign with IAM. The function authenticates " +
 		"every request itself (webhook: the per-agent RFC 9421 signature, HMAC or bearer check configured in buyflow:agents; approval: HMAC-signed, " +

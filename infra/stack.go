@@ -33,6 +33,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/agentops"
 	"github.com/buyflow/buyflow/internal/approvals"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
@@ -43,6 +44,9 @@ import (
 // ReconcileFunction is the topology function name that, when declared, is invoked on a schedule
 // (EventBridge Scheduler, every Config.ReconcileMinutes).
 const ReconcileFunction = "reconcile"
+
+// AgentsFunction is the function that owns the agent registry (its API, seed and schedule).
+const AgentsFunction = "agents"
 
 // SendTaskActions are the task-token callbacks. The IAM Service Authorization Reference lists
 // no resource type for them (no resource-level permissions, no condition keys), so they can
@@ -208,8 +212,8 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 			return b.Table.TableName(), nil
 		case topology.EnvStateMachineARN:
 			return b.StateMachineArn, nil
-		case topology.EnvAgentsConfig:
-			return jsii.String(cfg.Agents), nil
+		case topology.EnvOperators:
+			return jsii.String(cfg.Operators), nil
 		case topology.EnvAgentsSecretPrefix:
 			return jsii.String(agentsPrefix), nil
 		case topology.EnvLinkKeySecret, topology.EnvSlackSecret:
@@ -400,19 +404,26 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 
 	// The reconciliation sweep, when the topology has it.
 	if fn, ok := b.Functions[ReconcileFunction]; ok {
-		schedRole := awsiam.NewRole(stack, jsii.String("ReconcileScheduleRole"), &awsiam.RoleProps{
-			AssumedBy: awsiam.NewServicePrincipal(jsii.String("scheduler.amazonaws.com"), &awsiam.ServicePrincipalOpts{
-				Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": stack.Account()}},
-			}),
-			Description: jsii.String("buyflow: EventBridge Scheduler invokes the reconcile function"),
-		})
-		awsscheduler.NewSchedule(stack, jsii.String("ReconcileSchedule"), &awsscheduler.ScheduleProps{
-			Description: jsii.String("buyflow: read every pending seller task and wake the operations whose task moved on"),
-			Schedule:    awsscheduler.ScheduleExpression_Rate(awscdk.Duration_Minutes(jsii.Number(float64(cfg.ReconcileMinutes)))),
-			Target:      awsschedulertargets.NewLambdaInvoke(fn, &awsschedulertargets.ScheduleTargetBaseProps{Role: schedRole}),
-		})
-		// After the schedule: the target adds the role's policy when it binds.
-		suppress(schedRole, "AwsSolutions-IAM5", reasonSchedulerInvoke, `/^Resource::<`+pascal(ReconcileFunction)+`Function[0-9A-F]{8}\.Arn>:\*$/`)
+		schedule(stack, "Reconcile", fn, ReconcileFunction, "the reconcile function", reasonSchedulerInvoke,
+			"buyflow: read every pending seller task and wake the operations whose task moved on",
+			awscdk.Duration_Minutes(jsii.Number(float64(cfg.ReconcileMinutes))), nil)
+	}
+
+	// The agent registry: the context's agents seed it when they change (a custom resource
+	// served by the agents function itself, so the seed is in no environment), and a
+	// schedule checks every agent's capabilities.
+	if fn, ok := b.Functions[AgentsFunction]; ok {
+		if strings.TrimSpace(cfg.Agents) != "" {
+			awscdk.NewCustomResource(stack, jsii.String("AgentsSeed"), &awscdk.CustomResourceProps{
+				ServiceToken: fn.FunctionArn(),
+				ResourceType: jsii.String(agentops.SeedResourceType),
+				Properties:   &map[string]any{agentops.SeedProperty: cfg.Agents},
+			})
+		}
+		schedule(stack, "Capabilities", fn, AgentsFunction, "the agents function's capabilities check", reasonSchedulerInvokeAgents,
+			"buyflow: call get_adcp_capabilities at every enabled agent and record what it supports",
+			awscdk.Duration_Hours(jsii.Number(float64(cfg.CapabilitiesHours))),
+			awsscheduler.ScheduleTargetInput_FromObject(map[string]any{"action": agentops.ActionRefresh}))
 	}
 
 	b.addAlarms(app, cfg)
@@ -699,18 +710,22 @@ func (a *accessLogSettings) Format() awsapigateway.AccessLogFormat              
 // requiredConfig are the deployment settings with no sensible default: without them the
 // functions that read them refuse to start. Synth still works (offline checks, diffs) but warns.
 var requiredConfig = []struct{ key, env string }{
-	{CtxAgents, topology.EnvAgentsConfig},
 	{CtxApprovalPolicy, topology.EnvApprovalPolicy},
 }
 
 func warnUnsetConfig(stack awscdk.Stack, cfg Config) {
-	values := map[string]string{CtxAgents: cfg.Agents, CtxApprovalPolicy: cfg.ApprovalPolicy}
+	values := map[string]string{CtxApprovalPolicy: cfg.ApprovalPolicy}
 	for _, r := range requiredConfig {
 		if strings.TrimSpace(values[r.key]) == "" {
 			awscdk.Annotations_Of(stack).AddWarningV2(jsii.String("buyflow:unset:"+r.key), jsii.String(fmt.Sprintf(
 				"context %s is not set: %s will be empty and the functions that read it will refuse to start (set it with -c %s=JSON or in cdk.context.json)",
 				r.key, r.env, r.key)), nil)
 		}
+	}
+	if ops := strings.TrimSpace(cfg.Operators); ops == "" || ops == "[]" {
+		awscdk.Annotations_Of(stack).AddWarningV2(jsii.String("buyflow:unset:"+CtxOperators), jsii.String(fmt.Sprintf(
+			"context %s is not set: nobody can add, change or disable agents through the API (set it with -c %s='[\"arn:aws:iam::<account>:role/<operator>\"]')",
+			CtxOperators, CtxOperators)), nil)
 	}
 }
 
@@ -821,6 +836,25 @@ func sellerIDs(agents string) []string {
 	return ids
 }
 
+// schedule invokes fn every period through EventBridge Scheduler, with a role of its own that
+// may invoke only fn (named function, id prefix of the constructs) and, when set, input.
+func schedule(stack awscdk.Stack, id string, fn awslambda.Function, function, what, reason, description string,
+	period awscdk.Duration, input awsscheduler.ScheduleTargetInput) {
+	role := awsiam.NewRole(stack, jsii.String(id+"ScheduleRole"), &awsiam.RoleProps{
+		AssumedBy: awsiam.NewServicePrincipal(jsii.String("scheduler.amazonaws.com"), &awsiam.ServicePrincipalOpts{
+			Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": stack.Account()}},
+		}),
+		Description: jsii.String("buyflow: EventBridge Scheduler invokes " + what),
+	})
+	awsscheduler.NewSchedule(stack, jsii.String(id+"Schedule"), &awsscheduler.ScheduleProps{
+		Description: jsii.String(description),
+		Schedule:    awsscheduler.ScheduleExpression_Rate(period),
+		Target:      awsschedulertargets.NewLambdaInvoke(fn, &awsschedulertargets.ScheduleTargetBaseProps{Role: role, Input: input}),
+	})
+	// After the schedule: the target adds the role's policy when it binds.
+	suppress(role, "AwsSolutions-IAM5", reason, `/^Resource::<`+pascal(function)+`Function[0-9A-F]{8}\.Arn>:\*$/`)
+}
+
 func pascal(s string) string {
 	var b strings.Builder
 	up := true
@@ -891,6 +925,12 @@ func validateConfig(cfg Config, stackName string) []error {
 				}
 			}
 		}
+	}
+	var operators []string
+	if err := json.Unmarshal([]byte(cfg.Operators), &operators); err != nil {
+		bad(CtxOperators, fmt.Errorf("not a JSON array of IAM ARNs: %w", err))
+	} else if err := agentops.CheckOperators(operators); err != nil {
+		bad(CtxOperators, err)
 	}
 	if v := strings.TrimSpace(cfg.ApprovalPolicy); v != "" {
 		if _, err := approvals.ParsePolicy([]byte(v)); err != nil {

@@ -18,6 +18,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/agentops"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/topology"
@@ -999,10 +1001,45 @@ func TestInvokedFunctionStartingExecutionsHasNoCycle(t *testing.T) {
 
 // ---------------------------------------------------------------- schedule, alarms, outputs
 
+// sweepSchedules are the schedules of s but the agents function's capabilities check.
+func sweepSchedules(t *testing.T, s synthesized) map[string]map[string]any {
+	t.Helper()
+	out := s.ofType("AWS::Scheduler::Schedule")
+	agentsID := s.logicalID(t, s.stack.Functions[AgentsFunction].FunctionArn())
+	for id, sc := range out {
+		if strings.Contains(jsonOf(t, props(sc)["Target"]), `"`+agentsID+`"`) {
+			delete(out, id)
+		}
+	}
+	return out
+}
+
+// TestCapabilitiesSchedule: every few hours (buyflow:capabilitiesHours) the agents function
+// is invoked with the refresh action, by a role of its own.
+func TestCapabilitiesSchedule(t *testing.T) {
+	s := synth(t, variant{app: topology.App, extra: map[string]any{CtxCapabilitiesHours: "12"}})
+	agentsID := s.logicalID(t, s.stack.Functions[AgentsFunction].FunctionArn())
+	found := 0
+	for _, sc := range s.ofType("AWS::Scheduler::Schedule") {
+		p := props(sc)
+		target := jsonOf(t, p["Target"])
+		if !strings.Contains(target, `"`+agentsID+`"`) {
+			continue
+		}
+		found++
+		if p["ScheduleExpression"] != "rate(12 hours)" || !strings.Contains(target, agentops.ActionRefresh) {
+			t.Errorf("capabilities schedule %v, target %s", p["ScheduleExpression"], target)
+		}
+	}
+	if found != 1 {
+		t.Errorf("%d capabilities schedules, want 1", found)
+	}
+}
+
 func TestReconcileSchedule(t *testing.T) {
 	without := topology.App
 	without.Functions = slices.DeleteFunc(slices.Clone(topology.App.Functions), func(f topology.Function) bool { return f.Name == ReconcileFunction })
-	if n := len(synth(t, variant{app: without}).ofType("AWS::Scheduler::Schedule")); n != 0 {
+	if n := len(sweepSchedules(t, synth(t, variant{app: without}))); n != 0 {
 		t.Errorf("%d schedules without a reconcile function", n)
 	}
 	app := topology.App
@@ -1010,7 +1047,7 @@ func TestReconcileSchedule(t *testing.T) {
 		t.Fatal("the topology has no reconcile function")
 	}
 	s := synth(t, variant{app: app, extra: map[string]any{CtxReconcileMinutes: "10"}})
-	schedules := s.ofType("AWS::Scheduler::Schedule")
+	schedules := sweepSchedules(t, s)
 	if len(schedules) != 1 {
 		t.Fatalf("%d schedules, want 1", len(schedules))
 	}
@@ -1256,11 +1293,12 @@ func TestSecrets(t *testing.T) {
 	}
 }
 
-// Agents and the approval policy have no default: synth warns when they are unset, refuses JSON
-// that does not parse, and passes them through when set.
+// The approval policy and the operators have no default: synth warns when they are unset,
+// refuses JSON that does not parse, and passes them through when set. The agents seed is in
+// no function's environment: the seed's custom resource carries it.
 func TestDeploymentConfig(t *testing.T) {
 	ann := assertions.Annotations_FromStack(prod(t).stack.Stack)
-	for _, key := range []string{CtxAgents, CtxApprovalPolicy} {
+	for _, key := range []string{CtxOperators, CtxApprovalPolicy} {
 		if w := ann.FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String(key))); len(*w) == 0 {
 			t.Errorf("no warning for unset %s", key)
 		}
@@ -1268,14 +1306,20 @@ func TestDeploymentConfig(t *testing.T) {
 	agents := `{"agents":[{"id":"seller1","role":"seller","mcp_url":"https://seller.example/mcp","credential_ref":"Buyflow/agents/seller1",` +
 		`"webhook":{"mode":"hmac","hmac_secret_ref":"Buyflow/agents/seller1-webhook"}}]}`
 	policy := `{"threshold":"10000.00","currency":"USD","approvers":["U123"],"on_timeout":"reject"}`
-	s := synth(t, variant{app: topology.App, extra: map[string]any{CtxAgents: agents, CtxApprovalPolicy: policy}})
+	operators := `["arn:aws:iam::111122223333:role/BuyflowOperator"]`
+	s := synth(t, variant{app: topology.App, extra: map[string]any{CtxAgents: agents, CtxApprovalPolicy: policy, CtxOperators: operators}})
 	if w := assertions.Annotations_FromStack(s.stack.Stack).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("buyflow:"))); len(*w) != 0 {
 		t.Errorf("warnings with the config set: %d", len(*w))
 	}
 	for _, f := range topology.App.Functions {
 		vars := props(s.resources()[s.logicalID(t, s.stack.Functions[f.Name].FunctionArn())])["Environment"].(map[string]any)["Variables"].(map[string]any)
-		if slices.Contains(f.Env, topology.EnvAgentsConfig) && vars[topology.EnvAgentsConfig] != agents {
-			t.Errorf("%s: %s = %v", f.Name, topology.EnvAgentsConfig, vars[topology.EnvAgentsConfig])
+		for name, v := range vars {
+			if strings.Contains(fmt.Sprint(v), "seller1") {
+				t.Errorf("%s: %s carries the agents seed", f.Name, name)
+			}
+		}
+		if slices.Contains(f.Env, topology.EnvOperators) && vars[topology.EnvOperators] != operators {
+			t.Errorf("%s: %s = %v", f.Name, topology.EnvOperators, vars[topology.EnvOperators])
 		}
 		if slices.Contains(f.Env, topology.EnvApprovalPolicy) && vars[topology.EnvApprovalPolicy] != policy {
 			t.Errorf("%s: %s = %v", f.Name, topology.EnvApprovalPolicy, vars[topology.EnvApprovalPolicy])
@@ -1294,10 +1338,73 @@ func TestDeploymentConfig(t *testing.T) {
 	if !found {
 		t.Error("no all-webhooks-refused alarm for seller1 on WebhookRejected and WebhookAccepted by Seller")
 	}
+	seeds := s.ofType(agentops.SeedResourceType)
+	for _, r := range seeds {
+		if props(r)[agentops.SeedProperty] != agents {
+			t.Errorf("seed custom resource = %v", r)
+		}
+	}
+	if len(seeds) != 1 {
+		t.Errorf("%d seed custom resources, want 1", len(seeds))
+	}
+	if len(prod(t).ofType(agentops.SeedResourceType)) != 0 {
+		t.Error("a stack without a seed has a seed custom resource")
+	}
 	cfg := DefaultConfig()
 	cfg.ApprovalPolicy = `{"threshold":`
 	if err := validate(topology.App, statemachine.Definition, "Buyflow", cfg); err == nil || !strings.Contains(err.Error(), CtxApprovalPolicy) {
 		t.Errorf("malformed policy: err = %v", err)
+	}
+	cfg = DefaultConfig()
+	cfg.Operators = `["arn:aws:sts::111122223333:assumed-role/Ops/alice"]`
+	if err := validate(topology.App, statemachine.Definition, "Buyflow", cfg); err == nil || !strings.Contains(err.Error(), CtxOperators) {
+		t.Errorf("a session ARN as operator: err = %v", err)
+	}
+}
+
+// TestEnvironmentSizeDoesNotGrowWithAgents: Lambda allows 4 KB of environment per function.
+// The agents are read from the registry, and the seed travels in the seed's custom resource,
+// so each function's environment is the same size with no seed and with a seed of 200 agents
+// (more than ten times what fitted in the environment before), and far below 4 KB.
+func TestEnvironmentSizeDoesNotGrowWithAgents(t *testing.T) {
+	var doc adcp.RegistryConfig
+	for i := range 200 {
+		a := adcp.Agent{ID: fmt.Sprintf("governance-%03d", i), Role: adcp.RoleGovernance,
+			MCPURL: fmt.Sprintf("https://governance-%03d.example/mcp", i), CredentialRef: fmt.Sprintf("Buyflow/agents/governance-%03d", i)}
+		if i < 5 { // sellers get an alarm each: a handful is enough to see they are there
+			a.ID, a.Role = fmt.Sprintf("seller-%03d", i), adcp.RoleSeller
+			a.Webhook = &adcp.WebhookConfig{Mode: adcp.WebhookRFC9421, JWKSURI: fmt.Sprintf("https://seller-%03d.example/.well-known/jwks.json", i)}
+		}
+		doc.Agents = append(doc.Agents, a)
+	}
+	seed, _ := json.Marshal(doc)
+	if len(seed) < 25_000 {
+		t.Fatalf("the seed is only %d bytes", len(seed))
+	}
+	size := func(s synthesized) map[string]int {
+		out := map[string]int{}
+		for _, f := range topology.App.Functions {
+			vars := props(s.resources()[s.logicalID(t, s.stack.Functions[f.Name].FunctionArn())])["Environment"].(map[string]any)["Variables"].(map[string]any)
+			for k, v := range vars {
+				// Tokens (Ref, GetAtt) resolve to names and ARNs of at most ~150 bytes each.
+				n := len(jsonOf(t, v))
+				if _, ok := v.(string); !ok {
+					n = 150
+				}
+				out[f.Name] += len(k) + n
+			}
+		}
+		return out
+	}
+	without, with := size(prod(t)), size(synth(t, variant{app: topology.App, extra: map[string]any{CtxAgents: string(seed)}}))
+	for _, f := range topology.App.Functions {
+		if without[f.Name] != with[f.Name] {
+			t.Errorf("%s: environment %d bytes without a seed, %d with 200 agents", f.Name, without[f.Name], with[f.Name])
+		}
+		if with[f.Name] > 1024 {
+			t.Errorf("%s: environment %d bytes, over a quarter of Lambda's 4 KB", f.Name, with[f.Name])
+		}
+		t.Logf("%-10s environment ≤ %4d bytes of 4096", f.Name, with[f.Name])
 	}
 }
 

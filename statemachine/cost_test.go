@@ -120,8 +120,8 @@ type unitCost struct {
 }
 
 var costOf = map[string]unitCost{
-	callSubmit: {durationDefault, 0, smallWrite + smallWrite + createOperation + smallWrite,
-		"mediabuy.Submit: Claim put, AcquireLock update, CreateOperation txn, CompleteClaim update"},
+	callSubmit: {durationDefault, 2 * consistentRead, smallWrite + smallWrite + createOperation + smallWrite,
+		"mediabuy.Submit: the seller and governance agent read from the registry, Claim put, AcquireLock update, CreateOperation txn, CompleteClaim update"},
 	string(workflow.ActionCheck): {time.Second, 2 * consistentRead, transition + smallWrite + intentWrite + smallWrite + transition,
 		"stages.Check: load, move checking (txn), check event, check intent, push-token get+put, settle move (txn); 1 s governance call"},
 	string(workflow.ActionCreate): {2 * time.Second, 4 * consistentRead, transition + smallWrite + intentWrite + transition,

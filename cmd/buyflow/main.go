@@ -6,6 +6,7 @@
 //	buyflow [flags] events <operation-id>
 //	buyflow [flags] list [--limit N] [--cursor C]
 //	buyflow [flags] approvals [<approval-id>]
+//	buyflow [flags] agents list|show|add|update|disable|enable|check …
 //
 // Flags (before the command): --endpoint (or BUYFLOW_ENDPOINT) is the API's base URL;
 // --tenant (or BUYFLOW_TENANT) names the tenant on a local stack through its dev-only header;
@@ -53,6 +54,9 @@ commands:
   list [--limit N] [--cursor C]    list your media buys, newest first
   approvals [ID]                   list the approvals waiting for you (as an approver), or open
                                    one: what it buys, what governance said, your review link
+  agents SUBCOMMAND                manage the agent registry (as an operator): list, show ID,
+                                   add FILE, update ID FILE, disable ID [--reason R], enable ID,
+                                   check ID; every change is in the agent's audit trail
 
 changing a placed buy (each is its own workflow run; --reason, --key K, --wait):
   budget ID TOTAL | PKG=AMOUNT...  a new budget: the total of a one-package buy, or per package
@@ -70,7 +74,7 @@ with --wait a buy that ended otherwise exits 3 failed, 4 rejected, 5 canceled, 6
 
 environment: BUYFLOW_ENDPOINT, BUYFLOW_TENANT, BUYFLOW_TENANT_HEADER (default X-Buyflow-Tenant),
 BUYFLOW_PRINCIPAL (who you are within the tenant on a local stack; the local approver is
-dev:approver), BUYFLOW_SLACK_URL (the local stack prints it as slack=…)
+dev:approver, the local operator dev:operator), BUYFLOW_SLACK_URL (the local stack prints it as slack=…)
 `
 
 func main() {
@@ -134,6 +138,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		err = cmd.approvals(ctx, rest)
 	case "delivery":
 		err = cmd.delivery(ctx, rest)
+	case "agents":
+		err = cmd.agents(ctx, rest)
 	default:
 		if changeVerbs[name] {
 			err = cmd.change(ctx, name, rest)

@@ -9,16 +9,18 @@ import (
 
 	"github.com/buyflow/buyflow/functions/internal/agents"
 	"github.com/buyflow/buyflow/functions/internal/wire"
-	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/stages"
 )
 
 func main() { wire.Main(run) }
 
-func run(_ context.Context, getenv func(string) string) error {
-	var reg *adcp.Registry
-	c, err := wire.Load("create", getenv, agents.Parse(&reg))
+func run(ctx context.Context, getenv func(string) string) error {
+	c, err := wire.Load("create", getenv)
+	if err != nil {
+		return err
+	}
+	reg, err := agents.Registry(ctx, c)
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/buyflow/buyflow/functions/internal/agents"
 	"github.com/buyflow/buyflow/functions/internal/wire"
-	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/approvals"
 	"github.com/buyflow/buyflow/internal/config"
 	"github.com/buyflow/buyflow/internal/metrics"
@@ -19,12 +18,14 @@ import (
 
 func main() { wire.Main(run) }
 
-func run(_ context.Context, getenv func(string) string) error {
-	var reg *adcp.Registry
+func run(ctx context.Context, getenv func(string) string) error {
 	var policy approvals.Policy
 	c, err := wire.Load(modification.Function, getenv,
-		agents.Parse(&reg),
 		func(env config.Env) (err error) { policy, err = approvals.ParsePolicy(env.ApprovalPolicy); return err })
+	if err != nil {
+		return err
+	}
+	reg, err := agents.Registry(ctx, c)
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/buyflow/buyflow/functions/internal/agents"
 	"github.com/buyflow/buyflow/functions/internal/wire"
-	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/delivery"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/reconcile"
@@ -23,9 +22,12 @@ import (
 
 func main() { wire.Main(run) }
 
-func run(_ context.Context, getenv func(string) string) error {
-	var reg *adcp.Registry
-	c, err := wire.Load("reconcile", getenv, agents.Parse(&reg))
+func run(ctx context.Context, getenv func(string) string) error {
+	c, err := wire.Load("reconcile", getenv)
+	if err != nil {
+		return err
+	}
+	reg, err := agents.Registry(ctx, c)
 	if err != nil {
 		return err
 	}

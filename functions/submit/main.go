@@ -11,10 +11,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/buyflow/buyflow/functions/internal/agents"
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
+	registry "github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/mediabuy"
 	"github.com/buyflow/buyflow/internal/metrics"
@@ -24,28 +24,18 @@ import (
 func main() { wire.Main(run) }
 
 func run(_ context.Context, getenv func(string) string) error {
-	var reg *adcp.Registry
-	c, err := wire.Load("submit", getenv, agents.Parse(&reg))
+	c, err := wire.Load("submit", getenv)
 	if err != nil {
 		return err
 	}
 	// Unpacked and compiled on the first validation, off the cold path.
 	validator := adcp.NewLazyValidator(adcpschemas.FS)
-	svc := mediabuy.New(c.Ledger(), c.Tasks(), agentLookup(reg), validator,
+	// Submit reads the agents a buy names as stored now (Cache.Current): no load at cold start.
+	reg := registry.ForFunction(c.DynamoDB(), c.Env.TableName, c.Env.AgentSecretPrefix)
+	svc := mediabuy.New(c.Ledger(), c.Tasks(), mediabuy.RegistryLookup(reg), validator,
 		mediabuy.Config{Run: c.Env.Run, StateMachineARN: c.Env.StateMachineARN})
 	changes := modification.NewRequests(c.Ledger(), c.Tasks(), modification.RequestConfig{Run: c.Env.Run, StateMachineARN: c.Env.StateMachineARN})
 	buys := mediabuy.HTTPHandler(svc, c.Env.DevTenantHeader, slog.Default())
 	lambda.Start(metrics.Flushing(c.Metrics, httpapi.Recovering(c.Metrics, modification.HTTPHandler(changes, buys, c.Env.DevTenantHeader, slog.Default())))) // blocks
 	return nil
-}
-
-// agentLookup answers which configured agent an id names and in which role.
-func agentLookup(r *adcp.Registry) mediabuy.AgentLookup {
-	return func(id string) (string, bool) {
-		a, err := r.Agent(id)
-		if err != nil {
-			return "", false
-		}
-		return string(a.Role), true
-	}
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/buyflow/buyflow/functions/internal/agents"
 	"github.com/buyflow/buyflow/functions/internal/wire"
-	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/webhookrx"
@@ -21,21 +20,22 @@ import (
 func main() { wire.Main(run) }
 
 func run(ctx context.Context, getenv func(string) string) error {
-	var reg *adcp.Registry
-	c, err := wire.Load("webhook", getenv, agents.Parse(&reg))
+	c, err := wire.Load("webhook", getenv)
+	if err != nil {
+		return err
+	}
+	reg, err := agents.Registry(ctx, c)
 	if err != nil {
 		return err
 	}
 	store := c.Ledger()
-	// Verifiers are built once per cold start: secrets read now, JWKS fetched and cached by
-	// internal/webhookauth, (keyid, nonce) replays recorded in the ledger for every instance.
-	verifiers, err := webhookrx.BuildVerifiers(ctx, reg, c.Secrets(), webhookrx.VerifierOptions{
-		Replay: store, AllowHTTP: strings.HasPrefix(c.Env.PublicBaseURL, "http://"), Now: time.Now})
-	if err != nil {
-		return err
-	}
+	// A seller's verifier is built on its first webhook (secrets read then, JWKS fetched and
+	// cached by internal/webhookauth) and again when the registry changes its settings; (keyid,
+	// nonce) replays are recorded in the ledger for every instance.
+	verifiers := &webhookrx.RegistryVerifiers{Registry: reg, Secrets: c.Secrets(), Options: webhookrx.VerifierOptions{
+		Replay: store, AllowHTTP: strings.HasPrefix(c.Env.PublicBaseURL, "http://"), Now: time.Now}}
 	svc, err := webhookrx.New(webhookrx.Config{
-		Ledger: store, Operations: store, Verifiers: verifiers, Tasks: c.Tasks(),
+		Ledger: store, Operations: store, Sellers: verifiers, Tasks: c.Tasks(),
 		RunConfig: c.Env.Run, PublicBaseURL: c.Env.PublicBaseURL, Now: time.Now, Metrics: c.Metrics,
 	})
 	if err != nil {

@@ -35,7 +35,10 @@ func (f CredentialsFunc) Token(ctx context.Context, ref string) (string, error) 
 
 // Options configures a Client.
 type Options struct {
-	Registry    *Registry   // required: the only agents ever called
+	// Agents are the only agents ever called: a fixed *Registry, or a registry that changes
+	// while the process runs (internal/agents). Exactly one of Registry and Agents is set.
+	Registry    *Registry
+	Agents      Agents
 	Credentials Credentials // required
 	Validator   *Validator  // required: every request is validated before sending
 	// HTTPClient carries the MCP traffic; its Transport is wrapped to add auth.
@@ -72,8 +75,13 @@ type cached[T any] struct {
 // New returns a Client.
 func New(opts Options) (*Client, error) {
 	var errs []error
-	if opts.Registry == nil {
+	switch {
+	case opts.Registry == nil && opts.Agents == nil:
 		errs = append(errs, errors.New("registry is required"))
+	case opts.Registry != nil && opts.Agents != nil:
+		errs = append(errs, errors.New("set Registry or Agents, not both"))
+	case opts.Registry != nil:
+		opts.Agents = fixedAgents{opts.Registry}
 	}
 	if opts.Credentials == nil {
 		errs = append(errs, errors.New("credentials are required"))
@@ -116,7 +124,7 @@ func New(opts Options) (*Client, error) {
 // Send returns the extracted Response even when the payload reports a failure;
 // use the typed helpers (CreateMediaBuy, ...) or Response.Failure to read it.
 func (c *Client) Send(ctx context.Context, agentID string, in Intent) (*Response, error) {
-	agent, err := c.opts.Registry.Agent(agentID)
+	agent, err := c.opts.Agents.Agent(ctx, agentID)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +191,7 @@ func checkIntentKey(in Intent) error {
 // fresh idempotency key and adcp_version, after schema validation. req is a
 // typed request or anything that marshals to a JSON object.
 func (c *Client) Call(ctx context.Context, agentID, tool string, req any) (*Response, error) {
-	agent, err := c.opts.Registry.Agent(agentID)
+	agent, err := c.opts.Agents.Agent(ctx, agentID)
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +222,7 @@ func (c *Client) Call(ctx context.Context, agentID, tool string, req any) (*Resp
 
 // Tools returns the names the agent lists in tools/list, cached per agent.
 func (c *Client) Tools(ctx context.Context, agentID string) (map[string]bool, error) {
-	agent, err := c.opts.Registry.Agent(agentID)
+	agent, err := c.opts.Agents.Agent(ctx, agentID)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package adcp
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -212,6 +213,18 @@ func isLoopback(host string) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
+
+// Agents answers which agent an id names: a fixed *Registry (through Options.Registry) or a
+// registry that changes while the process runs (internal/agents). An unknown id is an error
+// wrapping ErrUnknownAgent; any other error means the registry could not be read.
+type Agents interface {
+	Agent(ctx context.Context, id string) (Agent, error)
+}
+
+// fixedAgents serves a fixed Registry as Agents.
+type fixedAgents struct{ r *Registry }
+
+func (f fixedAgents) Agent(_ context.Context, id string) (Agent, error) { return f.r.Agent(id) }
 
 // Agent returns the configured agent id, or an error wrapping ErrUnknownAgent.
 func (r *Registry) Agent(id string) (Agent, error) {

@@ -21,6 +21,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/buyflow/buyflow/internal/agentops"
+	"github.com/buyflow/buyflow/internal/agents"
 )
 
 // Client calls one buyflow HTTP API.
@@ -639,6 +642,8 @@ type Buy struct {
 	Sim string
 	// RequireApproval asks for a person whatever the budget.
 	RequireApproval bool
+	// Seller, when set, replaces the example's seller_id.
+	Seller string
 }
 
 // Body renders b from <repoRoot>/examples/media-buy.json.
@@ -678,5 +683,44 @@ func (b Buy) Body(repoRoot string) ([]byte, error) {
 	if b.RequireApproval {
 		req["require_approval"] = true
 	}
+	if b.Seller != "" {
+		req["seller_id"] = b.Seller
+	}
 	return json.Marshal(req)
+}
+
+// Agents lists the agent registry (operators only).
+func (c *Client) Agents(ctx context.Context) ([]agents.Record, error) {
+	status, _, b, err := c.Do(ctx, http.MethodGet, agentops.Prefix, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	var out agentops.List
+	return out.Agents, decode(status, b, &out, http.StatusOK)
+}
+
+// Agent reads one agent with its audit trail.
+func (c *Client) Agent(ctx context.Context, id string) (agentops.Shown, error) {
+	status, _, b, err := c.Do(ctx, http.MethodGet, agentops.Prefix+"/"+url.PathEscape(id), nil, nil)
+	if err != nil {
+		return agentops.Shown{}, err
+	}
+	var out agentops.Shown
+	return out, decode(status, b, &out, http.StatusOK)
+}
+
+// ChangeAgent sends one change of the registry: POST the body of an add to agentops.Prefix,
+// PATCH an update to Prefix/{id}, POST Prefix/{id}/disable|enable|capabilities. It returns
+// the agent as stored after the change.
+func (c *Client) ChangeAgent(ctx context.Context, method, path string, body []byte) (agents.Record, error) {
+	h := http.Header{}
+	if body != nil {
+		h.Set("Content-Type", "application/json")
+	}
+	status, _, b, err := c.Do(ctx, method, path, h, body)
+	if err != nil {
+		return agents.Record{}, err
+	}
+	var out agents.Record
+	return out, decode(status, b, &out, http.StatusOK, http.StatusCreated)
 }

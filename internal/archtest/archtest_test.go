@@ -148,13 +148,14 @@ var (
 		module + "/internal/approvals", // notify, approve
 		module + "/internal/webhookrx", // webhook
 		module + "/internal/reconcile", // reconcile
+		module + "/internal/agentops",  // agents
 	}
 	// Kernels and adapters the use cases share; none of them may reach a use case.
 	shared = []string{
 		"./internal/sellertask", "./internal/httpapi", "./internal/ledger", "./internal/sfn", "./internal/adcp",
 		"./internal/slack", "./internal/secrets", "./internal/metrics", "./internal/config", "./internal/topology",
 		"./internal/approvalcore", "./internal/webhookauth", "./internal/money", "./internal/jsonnum",
-		"./internal/workflow", "./internal/logging",
+		"./internal/workflow", "./internal/logging", "./internal/agents",
 	}
 )
 

@@ -25,8 +25,9 @@ type Env struct {
 	TableName string
 	// StateMachineARN is the MediaBuy state machine (BUYFLOW_STATE_MACHINE_ARN).
 	StateMachineARN string
-	// Agents is the agent registry document (BUYFLOW_AGENTS), parsed by adcp.ParseRegistry.
-	Agents []byte
+	// Operators are the IAM principals who may manage the agent registry (BUYFLOW_OPERATORS, a
+	// JSON array of user or role ARNs).
+	Operators []string
 	// AgentSecretPrefix is the prefix every agent secret must lie under
 	// (BUYFLOW_AGENT_SECRET_PREFIX): the only secrets the function's role may read.
 	AgentSecretPrefix string
@@ -91,8 +92,12 @@ func (e *Env) set(name, v string) error {
 		e.TableName = v
 	case topology.EnvStateMachineARN:
 		e.StateMachineARN = v
-	case topology.EnvAgentsConfig:
-		e.Agents = []byte(v)
+	case topology.EnvOperators:
+		var ops []string
+		if err := json.Unmarshal([]byte(v), &ops); err != nil {
+			return fmt.Errorf("is not a JSON array of IAM ARNs: %w", err)
+		}
+		e.Operators = ops
 	case topology.EnvAgentsSecretPrefix:
 		e.AgentSecretPrefix = v
 	case topology.EnvLinkKeySecret:

@@ -25,7 +25,7 @@ func TestLoadReportsEveryMissingVariableOfEveryFunction(t *testing.T) {
 func TestLoadReportsEveryProblemTogether(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{
-		topology.EnvTableName: "t", topology.EnvAgentsConfig: `{"agents":[]}`, topology.EnvAgentsSecretPrefix: "buyflow/agents/",
+		topology.EnvTableName: "t", topology.EnvAgentsSecretPrefix: "buyflow/agents/",
 		topology.EnvCallerURI: "not a uri", topology.EnvPublicBaseURL: "https://api.example/?q=1",
 		topology.EnvRunConfig: `{"poll_max_seconds":-1}`,
 	}
@@ -57,7 +57,7 @@ func TestLoadReportsEveryProblemTogether(t *testing.T) {
 func TestLoadReadsOnlyWhatTopologyDeclares(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{
-		topology.EnvTableName: " ledger ", topology.EnvAgentsConfig: `{"agents":[]}`, topology.EnvAgentsSecretPrefix: "buyflow/agents/",
+		topology.EnvTableName: " ledger ", topology.EnvOperators: `["arn:aws:iam::111122223333:role/Ops"]`, topology.EnvAgentsSecretPrefix: "buyflow/agents/",
 		topology.EnvCallerURI: "https://buyflow.example/agent", topology.EnvPublicBaseURL: "https://api.example/",
 		topology.EnvStateMachineARN: "arn:aws:states:us-east-1:123456789012:stateMachine:MediaBuy",
 		topology.EnvRunConfig:       `{"poll_max_seconds":120}`, topology.EnvSlackSecret: "slack",
@@ -67,8 +67,12 @@ func TestLoadReadsOnlyWhatTopologyDeclares(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got.TableName != "ledger" || got.PublicBaseURL != "https://api.example" || got.CallerURI != env[topology.EnvCallerURI] ||
-		string(got.Agents) != env[topology.EnvAgentsConfig] || got.AgentSecretPrefix != "buyflow/agents/" {
+		got.Operators != nil || got.AgentSecretPrefix != "buyflow/agents/" {
 		t.Errorf("create = %+v", got)
+	}
+	// Only the agents function reads the operators.
+	if got, err := Load("agents", func(k string) string { return env[k] }); err != nil || len(got.Operators) != 1 || got.Operators[0] != "arn:aws:iam::111122223333:role/Ops" {
+		t.Errorf("agents = %+v, %v", got, err)
 	}
 	// create declares neither the state machine, the Slack secret nor the run configuration.
 	if got.StateMachineARN != "" || got.SlackSecret != "" || got.Run.PollMaxSeconds == 120 {

@@ -15,6 +15,8 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcptest"
+	"github.com/buyflow/buyflow/internal/agentops"
+	agentstore "github.com/buyflow/buyflow/internal/agents"
 )
 
 // The simulated agents' ids, as examples/media-buy.json names them.
@@ -312,4 +314,22 @@ func StartSimulatedAgents(seller adcptest.SellerOptions, governance adcptest.Gov
 	}
 	return &SimulatedAgents{Seller: a.seller, Governance: a.governance, SellerURL: a.sellerURL, GovernanceURL: a.govURL,
 		Registry: a.registry, Credentials: a.credentials, a: a}, nil
+}
+
+// LocalOperator is the principal that manages the local stack's agent registry (the CLI's
+// --principal dev:operator, the dev header X-Buyflow-Principal).
+const LocalOperator = "dev:operator"
+
+// SeedAgents loads an agents document (internal/adcp RegistryConfig) into the registry store
+// in table, as the CDK stack's seed custom resource does on a deploy: agents the store has
+// already are left as they are.
+func SeedAgents(ctx context.Context, api agentstore.API, table string, registry []byte) error {
+	seed, err := agentops.ParseSeed(string(registry), AgentSecretPrefix)
+	if err != nil {
+		return fmt.Errorf("localstack: agents seed: %w", err)
+	}
+	if _, err := agentstore.NewStore(api, table).Seed(ctx, seed, agentops.ActorDeploy); err != nil {
+		return fmt.Errorf("localstack: agents seed: %w", err)
+	}
+	return nil
 }

@@ -272,6 +272,9 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if _, err := ddb.UpdateTimeToLive(ctx, ledger.TimeToLive(names.table)); err != nil {
 		return nil, fmt.Errorf("localstack: enable ttl: %w", err)
 	}
+	if err := SeedAgents(ctx, ddb, names.table, ag.registry); err != nil {
+		return nil, err
+	}
 
 	linkKey := make([]byte, 32)
 	if _, err := rand.Read(linkKey); err != nil {
@@ -295,7 +298,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	values := map[string]string{
 		topology.EnvTableName:          names.table,
-		topology.EnvAgentsConfig:       string(ag.registry),
+		topology.EnvOperators:          `["` + LocalOperator + `"]`,
 		topology.EnvAgentsSecretPrefix: AgentSecretPrefix,
 		topology.EnvLinkKeySecret:      names.linkKeys,
 		topology.EnvSlackSecret:        names.slack,

@@ -1,6 +1,7 @@
 package mediabuy
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -109,7 +110,7 @@ func TestParseSubmitAmount(t *testing.T) {
 			if tt.edit != nil {
 				tt.edit(m)
 			}
-			got, err := ParseSubmit(marshal(t, m), agents, schemas(t))
+			got, err := ParseSubmit(context.Background(), marshal(t, m), agents, schemas(t))
 			if err != nil {
 				t.Fatalf("ParseSubmit: %v", err)
 			}

@@ -2,6 +2,7 @@ package mediabuy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"math/big"
@@ -32,7 +33,7 @@ func FuzzParseSubmit(f *testing.F) {
 	f.Add(marshal(f, prop))
 	v := schemas(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		got, err := ParseSubmit(body, agents, v)
+		got, err := ParseSubmit(context.Background(), body, agents, v)
 		if err != nil {
 			var re *RequestError
 			if !errors.As(err, &re) || re.Status < 400 || re.Status > 499 || re.Code == "" || re.Message == "" {
@@ -88,7 +89,7 @@ func BenchmarkParseSubmit(b *testing.B) {
 	body := marshal(b, example(b))
 	v := schemas(b)
 	for b.Loop() {
-		if _, err := ParseSubmit(body, agents, v); err != nil {
+		if _, err := ParseSubmit(context.Background(), body, agents, v); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -2,6 +2,7 @@ package mediabuy
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"io"
 	"strings"
 
+	registry "github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/jsonnum"
 	"github.com/buyflow/buyflow/internal/money"
 )
@@ -46,6 +48,9 @@ type ValidatedRequest struct {
 	// PayloadHash is the SHA-256 of the canonical request: the same key with another hash is
 	// a conflict.
 	PayloadHash string
+	// refusal is set when an agent the buy names is disabled: the request is valid (a replay
+	// of an accepted one is answered as before) but a new buy is refused.
+	refusal *RequestError
 }
 
 // RequestError is a submit request that buyflow refuses; the HTTP layer answers it with
@@ -91,15 +96,45 @@ type FieldError interface {
 	FieldPointer() string
 }
 
-// AgentLookup tells whether an agent id is configured with a role.
-type AgentLookup func(id string) (role string, ok bool)
+// Agent is what submit needs to know of a configured agent.
+type Agent struct {
+	Role string // "seller" or "governance"
+	// Disabled agents take no new buys (their open buys finish).
+	Disabled bool
+}
+
+// AgentLookup tells what a configured agent id names. ok is false for an id the registry
+// does not have; an error means the registry could not be read (a temporary failure, never
+// reported as an unknown agent).
+type AgentLookup func(ctx context.Context, id string) (a Agent, ok bool, err error)
+
+// CurrentAgents reads an agent as stored now; the registry's cache (internal/agents)
+// satisfies it.
+type CurrentAgents interface {
+	Current(ctx context.Context, id string) (registry.Record, error)
+}
+
+// RegistryLookup answers AgentLookup from the agent registry, reading each agent as stored now:
+// a disable stops new buys at once, not after the cache's TTL.
+func RegistryLookup(r CurrentAgents) AgentLookup {
+	return func(ctx context.Context, id string) (Agent, bool, error) {
+		a, err := r.Current(ctx, id)
+		if errors.Is(err, registry.ErrUnknown) {
+			return Agent{}, false, nil
+		}
+		if err != nil {
+			return Agent{}, false, err
+		}
+		return Agent{Role: string(a.Role), Disabled: a.Disabled}, true, nil
+	}
+}
 
 // placeholderKey stands in for the seller idempotency key while the buyer's media_buy is
 // schema-checked; the real key is generated once per intent by the create stage.
 const placeholderKey = "validation-placeholder-key-0000"
 
 // ParseSubmit decodes and validates a submit body. Every refusal is a *RequestError.
-func ParseSubmit(body []byte, agents AgentLookup, schema SchemaValidator) (*ValidatedRequest, error) {
+func ParseSubmit(ctx context.Context, body []byte, agents AgentLookup, schema SchemaValidator) (*ValidatedRequest, error) {
 	if len(body) > MaxBodyBytes {
 		return nil, &RequestError{Status: 413, Code: "body_too_large", Message: fmt.Sprintf("the body is over %d bytes", MaxBodyBytes)}
 	}
@@ -127,14 +162,29 @@ func ParseSubmit(body []byte, agents AgentLookup, schema SchemaValidator) (*Vali
 	if req.SellerID == "" {
 		return nil, unprocessable("missing_field", "/seller_id", "seller_id is required")
 	}
-	if role, ok := agents(req.SellerID); !ok || role != "seller" {
+	seller, ok, err := agents(ctx, req.SellerID)
+	if err != nil {
+		return nil, fmt.Errorf("mediabuy: look up seller %s: %w", req.SellerID, err)
+	}
+	if !ok || seller.Role != "seller" {
 		return nil, unprocessable("unknown_seller", "/seller_id", "seller %q is not a configured seller agent", req.SellerID)
+	}
+	var refusal *RequestError
+	if seller.Disabled {
+		refusal = unprocessable("seller_disabled", "/seller_id", "seller %q is disabled: it takes no new buys (its open buys finish)", req.SellerID)
 	}
 	if req.Governance.AgentID == "" {
 		return nil, unprocessable("missing_field", "/governance/agent_id", "governance.agent_id is required: every buy is checked before any spend")
 	}
-	if role, ok := agents(req.Governance.AgentID); !ok || role != "governance" {
+	gov, ok, err := agents(ctx, req.Governance.AgentID)
+	if err != nil {
+		return nil, fmt.Errorf("mediabuy: look up governance agent %s: %w", req.Governance.AgentID, err)
+	}
+	if !ok || gov.Role != "governance" {
 		return nil, unprocessable("unknown_governance_agent", "/governance/agent_id", "%q is not a configured governance agent", req.Governance.AgentID)
+	}
+	if gov.Disabled && refusal == nil {
+		refusal = unprocessable("governance_agent_disabled", "/governance/agent_id", "governance agent %q is disabled: it checks no new buys", req.Governance.AgentID)
 	}
 	if req.Governance.PlanID == "" {
 		return nil, unprocessable("missing_field", "/governance/plan_id", "governance.plan_id is required")
@@ -200,6 +250,7 @@ func ParseSubmit(body []byte, agents AgentLookup, schema SchemaValidator) (*Vali
 		PONumber:      po,
 		Amount:        amount,
 		PayloadHash:   hex.EncodeToString(sum[:]),
+		refusal:       refusal,
 	}, nil
 }
 

@@ -1,8 +1,10 @@
 package mediabuy
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
+	registry "github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/money"
 )
 
@@ -37,14 +40,16 @@ func schemas(t testing.TB) SchemaValidator {
 	return validator
 }
 
-func agents(id string) (string, bool) {
+func agents(_ context.Context, id string) (Agent, bool, error) {
 	switch id {
 	case "sim-seller":
-		return "seller", true
+		return Agent{Role: "seller"}, true, nil
+	case "paused-seller":
+		return Agent{Role: "seller", Disabled: true}, true, nil
 	case "sim-governance":
-		return "governance", true
+		return Agent{Role: "governance"}, true, nil
 	}
-	return "", false
+	return Agent{}, false, nil
 }
 
 func example(t testing.TB) map[string]any {
@@ -70,7 +75,7 @@ func marshal(t testing.TB, v any) []byte {
 }
 
 func TestParseSubmitAcceptsTheExample(t *testing.T) {
-	got, err := ParseSubmit(marshal(t, example(t)), agents, schemas(t))
+	got, err := ParseSubmit(context.Background(), marshal(t, example(t)), agents, schemas(t))
 	if err != nil {
 		t.Fatalf("ParseSubmit: %v", err)
 	}
@@ -90,11 +95,11 @@ func TestParseSubmitHashIgnoresLayout(t *testing.T) {
 	if err := enc.Encode(example(t)); err != nil {
 		t.Fatal(err)
 	}
-	ra, err := ParseSubmit(a, agents, schemas(t))
+	ra, err := ParseSubmit(context.Background(), a, agents, schemas(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rb, err := ParseSubmit([]byte(pretty.String()), agents, schemas(t))
+	rb, err := ParseSubmit(context.Background(), []byte(pretty.String()), agents, schemas(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +108,7 @@ func TestParseSubmitHashIgnoresLayout(t *testing.T) {
 	}
 	other := example(t)
 	other["currency"] = "EUR"
-	rc, err := ParseSubmit(marshal(t, other), agents, schemas(t))
+	rc, err := ParseSubmit(context.Background(), marshal(t, other), agents, schemas(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +167,7 @@ func TestParseSubmitRefusals(t *testing.T) {
 				tt.edit(m)
 				body = marshal(t, m)
 			}
-			_, err := ParseSubmit(body, agents, schemas(t))
+			_, err := ParseSubmit(context.Background(), body, agents, schemas(t))
 			var re *RequestError
 			if !errors.As(err, &re) {
 				t.Fatalf("err = %v, want *RequestError", err)
@@ -181,7 +186,7 @@ func TestParseSubmitRefusals(t *testing.T) {
 }
 
 func TestParseSubmitRefusesHugeBodies(t *testing.T) {
-	_, err := ParseSubmit(make([]byte, MaxBodyBytes+1), agents, schemas(t))
+	_, err := ParseSubmit(context.Background(), make([]byte, MaxBodyBytes+1), agents, schemas(t))
 	var re *RequestError
 	if !errors.As(err, &re) || re.Status != 413 {
 		t.Fatalf("err = %v", err)
@@ -192,4 +197,38 @@ func mb(m map[string]any) map[string]any { return m["media_buy"].(map[string]any
 
 func pkg(m map[string]any, i int) map[string]any {
 	return mb(m)["packages"].([]any)[i].(map[string]any)
+}
+
+// currentFunc is a function-typed fake of CurrentAgents.
+type currentFunc func(ctx context.Context, id string) (registry.Record, error)
+
+func (f currentFunc) Current(ctx context.Context, id string) (registry.Record, error) {
+	return f(ctx, id)
+}
+
+// TestRegistryLookup: a registry record becomes what submit needs; an unknown agent is not
+// ok (a 422 follows), and an unreadable registry is an error (never an unknown agent).
+func TestRegistryLookup(t *testing.T) {
+	outage := errors.New("table unavailable")
+	lookup := RegistryLookup(currentFunc(func(_ context.Context, id string) (registry.Record, error) {
+		switch id {
+		case "paused":
+			r := registry.Record{Disabled: true}
+			r.ID, r.Role = id, "seller"
+			return r, nil
+		case "down":
+			return registry.Record{}, outage
+		}
+		return registry.Record{}, fmt.Errorf("%w %q", registry.ErrUnknown, id)
+	}))
+	ctx := context.Background()
+	if a, ok, err := lookup(ctx, "paused"); !ok || err != nil || a.Role != "seller" || !a.Disabled {
+		t.Errorf("paused = %+v, %v, %v", a, ok, err)
+	}
+	if _, ok, err := lookup(ctx, "nobody"); ok || err != nil {
+		t.Errorf("unknown = %v, %v", ok, err)
+	}
+	if _, _, err := lookup(ctx, "down"); !errors.Is(err, outage) {
+		t.Errorf("outage = %v", err)
+	}
 }

@@ -76,7 +76,7 @@ func OperationID(tenant, idempotencyKey string) string {
 // Idempotency-Key, take the business-key lock, create the operation, start its execution, and
 // complete the claim with the answer replayed to every retry.
 func (s *Service) Submit(ctx context.Context, c Caller, key string, body []byte) (Submitted, error) {
-	req, err := ParseSubmit(body, s.agents, s.schema)
+	req, err := ParseSubmit(ctx, body, s.agents, s.schema)
 	if err != nil {
 		return Submitted{}, err
 	}
@@ -127,6 +127,11 @@ func (s *Service) Submit(ctx context.Context, c Caller, key string, body []byte)
 }
 
 func (s *Service) place(ctx context.Context, c Caller, key string, req *ValidatedRequest) (Submitted, error) {
+	if req.refusal != nil {
+		// Checked after the claim: a retry of a buy accepted before the agent was disabled
+		// still gets its answer replayed; a new buy gets the refusal and leaves nothing behind.
+		return Submitted{}, req.refusal
+	}
 	id := OperationID(c.Tenant, key)
 	lockName := ledger.BusinessKeyLock(c.Tenant, req.SellerID, req.PONumber)
 	if _, err := s.ledger.AcquireLock(ctx, lockName, id, s.cfg.LockTTL); err != nil {

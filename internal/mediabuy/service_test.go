@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -287,7 +288,7 @@ func TestRetryAfterAStalledFirstAttemptConverges(t *testing.T) {
 	svc, store, execs := newService(t)
 	ctx := context.Background()
 	body := marshal(t, example(t))
-	req, err := ParseSubmit(body, agents, schemas(t))
+	req, err := ParseSubmit(context.Background(), body, agents, schemas(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,5 +348,64 @@ func TestAmountRefusalsLeaveNothing(t *testing.T) {
 	op, err := store.GetOperation(ctx, "acme", out.OperationID)
 	if err != nil || op.BudgetTotal != "20000.50" || op.Currency != "USD" {
 		t.Fatalf("operation = %+v, %v", op, err)
+	}
+}
+
+// TestDisabledSellerRefusesNewBuysAndReplaysAccepted: a buy accepted before its seller was
+// disabled is replayed to its retries; a new buy is refused with a 422 that names the field,
+// and leaves nothing behind (its key goes through once the seller is enabled again).
+func TestDisabledSellerRefusesNewBuysAndReplaysAccepted(t *testing.T) {
+	client, table := dynamotest.Start(t)
+	store := ledger.New(client, table)
+	execs := &recordingExecutions{}
+	var disabled atomic.Bool
+	lookup := func(ctx context.Context, id string) (Agent, bool, error) {
+		a, ok, err := agents(ctx, id)
+		if id == "sim-seller" {
+			a.Disabled = disabled.Load()
+		}
+		return a, ok, err
+	}
+	svc := New(store, execs, lookup, schemas(t), Config{Run: workflow.DefaultRunConfig(), StateMachineARN: "arn:sm"})
+	ctx := context.Background()
+	body := marshal(t, example(t))
+	first, err := svc.Submit(ctx, acme, "key-before", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disabled.Store(true)
+	again, err := svc.Submit(ctx, acme, "key-before", body)
+	if err != nil || !again.Replayed || again.OperationID != first.OperationID {
+		t.Fatalf("replay after disable = %+v, %v", again, err)
+	}
+	other := example(t)
+	mb(other)["po_number"] = "PO-OTHER"
+	_, err = svc.Submit(ctx, acme, "key-after", marshal(t, other))
+	var re *RequestError
+	if !errors.As(err, &re) || re.Status != 422 || re.Code != "seller_disabled" || re.Field != "/seller_id" {
+		t.Fatalf("new buy at a disabled seller: %v", err)
+	}
+	page, err := store.ListOperations(ctx, "acme", ledger.ListOptions{})
+	if err != nil || len(page.Items) != 1 || len(execs.starts) != 1 {
+		t.Fatalf("refusal left %d operations, %d starts (%v)", len(page.Items), len(execs.starts), err)
+	}
+	disabled.Store(false)
+	if out, err := svc.Submit(ctx, acme, "key-after", marshal(t, other)); err != nil || out.Replayed {
+		t.Fatalf("the refused key after enabling = %+v, %v", out, err)
+	}
+}
+
+// TestRegistryOutageIsNotAnUnknownSeller: a registry that cannot be read is a server-side
+// failure, never a 4xx that tells the buyer their seller does not exist.
+func TestRegistryOutageIsNotAnUnknownSeller(t *testing.T) {
+	client, table := dynamotest.Start(t)
+	lookup := func(context.Context, string) (Agent, bool, error) {
+		return Agent{}, false, errors.New("table unavailable")
+	}
+	svc := New(ledger.New(client, table), &recordingExecutions{}, lookup, schemas(t), Config{Run: workflow.DefaultRunConfig(), StateMachineARN: "arn:sm"})
+	_, err := svc.Submit(context.Background(), acme, "key-outage", marshal(t, example(t)))
+	var re *RequestError
+	if err == nil || errors.As(err, &re) {
+		t.Fatalf("outage answered %v", err)
 	}
 }

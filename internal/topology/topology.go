@@ -11,8 +11,8 @@ package topology
 const (
 	EnvTableName          = "BUYFLOW_TABLE_NAME"
 	EnvStateMachineARN    = "BUYFLOW_STATE_MACHINE_ARN"
-	EnvAgentsConfig       = "BUYFLOW_AGENTS"              // JSON agent registry (URLs, credential secret names)
 	EnvAgentsSecretPrefix = "BUYFLOW_AGENT_SECRET_PREFIX" // prefix of the agents' credential secrets
+	EnvOperators          = "BUYFLOW_OPERATORS"           // JSON array: the IAM principals who manage the agent registry
 	EnvLinkKeySecret      = "BUYFLOW_LINK_KEY_SECRET"     // name of the approval-link signing keys secret
 	EnvSlackSecret        = "BUYFLOW_SLACK_SECRET"        // name of the Slack bot token / webhook secret
 	EnvPublicBaseURL      = "BUYFLOW_PUBLIC_BASE_URL"     // the HTTP API's base URL, for links and webhooks
@@ -99,9 +99,10 @@ func (a Application) Function(name string) (Function, bool) {
 	return Function{}, false
 }
 
-// agentEnv is what every function that calls agents reads: the ledger and the agent registry
-// with the prefix of its secrets.
-var agentEnv = []string{EnvTableName, EnvAgentsConfig, EnvAgentsSecretPrefix}
+// agentEnv is what every function that calls agents reads: the ledger, which holds the agent
+// registry (internal/agents), and the prefix of the agents' secrets. The agents themselves are
+// never in the environment, which stays the same size whatever their number.
+var agentEnv = []string{EnvTableName, EnvAgentsSecretPrefix}
 
 // with returns agentEnv and more, in a fresh slice.
 func with(more ...string) []string { return append(append([]string{}, agentEnv...), more...) }
@@ -114,7 +115,7 @@ var App = Application{
 		{
 			Name: "submit", Description: "POST/GET /v1/media-buys: validate, claim the key, lock, start the execution",
 			MemoryMB: 256, TimeoutSeconds: 15, LedgerWrite: true, StartsExecutions: true,
-			Env: []string{EnvTableName, EnvStateMachineARN, EnvAgentsConfig, EnvRunConfig, EnvLocalTenantHeader},
+			Env: []string{EnvTableName, EnvStateMachineARN, EnvAgentsSecretPrefix, EnvRunConfig, EnvLocalTenantHeader},
 		},
 		{
 			Name: "governance", Description: "CheckGovernance, ReportOutcome and RecordFailure stages",
@@ -160,6 +161,12 @@ var App = Application{
 			Env:     with(EnvStateMachineARN, EnvRunConfig),
 			Secrets: []string{EnvAgentsSecretPrefix},
 		},
+		{
+			Name: "agents", Description: "/v1/operator/agents: the agent registry (add, update, disable, list, show); the deploy's seed; the scheduled capabilities check",
+			MemoryMB: 256, TimeoutSeconds: 300, LedgerWrite: true,
+			Env:     with(EnvOperators, EnvLocalTenantHeader),
+			Secrets: []string{EnvAgentsSecretPrefix},
+		},
 	},
 	Routes: []Route{
 		{Method: "POST", Path: "/v1/media-buys", Function: "submit", Auth: AuthIAM},
@@ -177,6 +184,13 @@ var App = Application{
 		// approver is the caller's verified identity, mapped by the approval policy).
 		{Method: "GET", Path: "/v1/approver/approvals", Function: "approve", Auth: AuthIAM},
 		{Method: "GET", Path: "/v1/approver/approvals/{approval_id}", Function: "approve", Auth: AuthIAM},
+		// Operators manage the agent registry (IAM: the caller must be one of the deployment's
+		// operators, every change an audit event naming them).
+		{Method: "GET", Path: "/v1/operator/agents", Function: "agents", Auth: AuthIAM},
+		{Method: "POST", Path: "/v1/operator/agents", Function: "agents", Auth: AuthIAM},
+		{Method: "GET", Path: "/v1/operator/agents/{agent_id}", Function: "agents", Auth: AuthIAM},
+		{Method: "PATCH", Path: "/v1/operator/agents/{agent_id}", Function: "agents", Auth: AuthIAM},
+		{Method: "POST", Path: "/v1/operator/agents/{agent_id}/{action}", Function: "agents", Auth: AuthIAM},
 		// Catch-alls after the routes above, so that any other method or path under buyflow's
 		// prefixes reaches the function that owns the prefix and gets buyflow's error shape
 		// (405 with Allow, or 404 no_route) instead of the gateway's {"message":"Not Found"}.
@@ -188,5 +202,6 @@ var App = Application{
 		{Method: "ANY", Path: "/v1/webhooks/{proxy+}", Function: "webhook", Auth: AuthSignature},
 		{Method: "ANY", Path: "/v1/approvals/{proxy+}", Function: "approve", Auth: AuthSignature},
 		{Method: "ANY", Path: "/v1/approver/{proxy+}", Function: "approve", Auth: AuthIAM},
+		{Method: "ANY", Path: "/v1/operator/{proxy+}", Function: "agents", Auth: AuthIAM},
 	},
 }

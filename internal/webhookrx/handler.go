@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
@@ -135,7 +136,10 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return s.authFailure(r, err)
 	}
 	r.seller = op.SellerID
-	v := s.cfg.Verifiers[op.SellerID]
+	v, err := s.verifier(ctx, op.SellerID)
+	if err != nil {
+		return r.fail("registry_unavailable", err)
+	}
 	if v == nil {
 		return r.fail("seller_not_configured", errors.New("no webhook verifier for the operation's seller"))
 	}
@@ -312,4 +316,16 @@ func (s *Service) targetURL(req events.APIGatewayV2HTTPRequest) string {
 		u += "?" + req.RawQueryString
 	}
 	return u
+}
+
+// verifier returns the operation's seller's verifier, nil when it has none.
+func (s *Service) verifier(ctx context.Context, sellerID string) (Verifier, error) {
+	if s.cfg.Sellers == nil {
+		return s.cfg.Verifiers[sellerID], nil
+	}
+	v, err := s.cfg.Sellers.Verifier(ctx, sellerID)
+	if errors.Is(err, adcp.ErrUnknownAgent) {
+		return nil, nil
+	}
+	return v, err
 }

@@ -57,8 +57,10 @@ type Tasks interface {
 type Config struct {
 	Ledger     Ledger
 	Operations Operations
-	// Verifiers holds one verifier per configured agent id (the operation's seller is used).
+	// Verifiers holds one verifier per configured agent id (the operation's seller is used);
+	// Sellers, when set instead, gives them from the agent registry (RegistryVerifiers).
 	Verifiers map[string]Verifier
+	Sellers   VerifierSource
 	Tasks     Tasks
 	// RunConfig is the workflow timing used to build the wake output (default
 	// workflow.DefaultRunConfig()); only the deadline and the first interval matter there.

@@ -43,46 +43,56 @@ func BuildVerifiers(ctx context.Context, reg *adcp.Registry, sec Secrets, o Veri
 			errs = append(errs, err)
 			continue
 		}
-		if a.Webhook == nil {
-			continue
-		}
-		cfg := webhookauth.Config{Replay: o.Replay, HTTPClient: o.HTTPClient, AllowHTTP: o.AllowHTTP, Now: o.Now}
-		ref := ""
-		switch a.Webhook.Mode {
-		case adcp.WebhookRFC9421:
-			cfg.Mode, cfg.JWKSURL, cfg.JWKS = webhookauth.ModeRFC9421, a.Webhook.JWKSURI, a.Webhook.JWKS
-		case adcp.WebhookHMAC:
-			cfg.Mode, ref = webhookauth.ModeHMAC, a.Webhook.HMACSecretRef
-		case adcp.WebhookBearer:
-			cfg.Mode, ref = webhookauth.ModeBearer, a.Webhook.BearerSecretRef
-		default:
-			errs = append(errs, fmt.Errorf("agent %s: webhook mode %q", id, a.Webhook.Mode))
-			continue
-		}
-		if ref != "" {
-			if sec == nil {
-				errs = append(errs, fmt.Errorf("agent %s: no secret store for %s", id, a.Webhook.Mode))
-				continue
-			}
-			raw, err := sec.Get(ctx, ref)
-			if err != nil {
-				// The error names the secret, never its value.
-				errs = append(errs, fmt.Errorf("agent %s: webhook secret %s: %w", id, ref, err))
-				continue
-			}
-			cfg.Secrets = splitSecret(raw)
-		}
-		v, err := webhookauth.New(cfg)
+		v, err := buildVerifier(ctx, a, sec, o)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("agent %s: webhook verifier: %w", id, err))
+			errs = append(errs, err)
 			continue
 		}
-		out[id] = v
+		if v != nil {
+			out[id] = v
+		}
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("webhookrx: build verifiers: %w", errors.Join(errs...))
 	}
 	return out, nil
+}
+
+// buildVerifier builds agent a's verifier, reading its HMAC or bearer secret; nil for an
+// agent without webhook settings.
+func buildVerifier(ctx context.Context, a adcp.Agent, sec Secrets, o VerifierOptions) (*webhookauth.Verifier, error) {
+	if a.Webhook == nil {
+		return nil, nil
+	}
+	id := a.ID
+	cfg := webhookauth.Config{Replay: o.Replay, HTTPClient: o.HTTPClient, AllowHTTP: o.AllowHTTP, Now: o.Now}
+	ref := ""
+	switch a.Webhook.Mode {
+	case adcp.WebhookRFC9421:
+		cfg.Mode, cfg.JWKSURL, cfg.JWKS = webhookauth.ModeRFC9421, a.Webhook.JWKSURI, a.Webhook.JWKS
+	case adcp.WebhookHMAC:
+		cfg.Mode, ref = webhookauth.ModeHMAC, a.Webhook.HMACSecretRef
+	case adcp.WebhookBearer:
+		cfg.Mode, ref = webhookauth.ModeBearer, a.Webhook.BearerSecretRef
+	default:
+		return nil, fmt.Errorf("agent %s: webhook mode %q", id, a.Webhook.Mode)
+	}
+	if ref != "" {
+		if sec == nil {
+			return nil, fmt.Errorf("agent %s: no secret store for %s", id, a.Webhook.Mode)
+		}
+		raw, err := sec.Get(ctx, ref)
+		if err != nil {
+			// The error names the secret, never its value.
+			return nil, fmt.Errorf("agent %s: webhook secret %s: %w", id, ref, err)
+		}
+		cfg.Secrets = splitSecret(raw)
+	}
+	v, err := webhookauth.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: webhook verifier: %w", id, err)
+	}
+	return v, nil
 }
 
 // splitSecret returns the secrets a stored value holds: current first, then previous.

@@ -148,6 +148,9 @@ func start() (*system, error) {
 		return s, err
 	}
 	s.onClose(s.agents.Close)
+	if err := devstack.SeedAgents(ctx, s.ddb, s.table, s.agents.Registry); err != nil {
+		return s, err
+	}
 	s.sink = slack.NewSink(nil)
 	slackSrv := httptest.NewServer(s.sink)
 	s.onClose(slackSrv.Close)
@@ -263,7 +266,7 @@ func start() (*system, error) {
 	values := map[string]string{
 		topology.EnvTableName:          s.table,
 		topology.EnvStateMachineARN:    stateMachineARN,
-		topology.EnvAgentsConfig:       string(s.agents.Registry),
+		topology.EnvOperators:          `["` + devstack.LocalOperator + `"]`,
 		topology.EnvAgentsSecretPrefix: devstack.AgentSecretPrefix,
 		topology.EnvLinkKeySecret:      "buyflow/link-keys-" + suffix,
 		topology.EnvSlackSecret:        "buyflow/slack-" + suffix,

@@ -2,48 +2,48 @@ package agents
 
 import (
 	"context"
-	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/adcp"
+	registry "github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/config"
+	"github.com/buyflow/buyflow/internal/dynamotest"
 )
 
-func TestRegistryRefusesEverySecretOutsideThePrefix(t *testing.T) {
-	t.Parallel()
-	env := config.Env{AgentSecretPrefix: "buyflow/agents/", Agents: []byte(`{"agents":[
-		{"id":"g","role":"governance","mcp_url":"https://gov.example/mcp","credential_ref":"elsewhere/g"},
-		{"id":"s","role":"seller","mcp_url":"https://s.example/mcp","credential_ref":"buyflow/agents/s",
-		 "webhook":{"mode":"hmac","hmac_secret_ref":"other/s-webhook"}},
-		{"id":"b","role":"seller","mcp_url":"https://b.example/mcp","credential_ref":"buyflow/agents/b",
-		 "webhook":{"mode":"bearer","bearer_secret_ref":"else/b-bearer"}},
-		{"id":"ok","role":"seller","mcp_url":"https://ok.example/mcp","credential_ref":"buyflow/agents/ok",
-		 "webhook":{"mode":"hmac","hmac_secret_ref":"buyflow/agents/ok-webhook"}}]}`)}
-	_, err := Registry(env)
-	if err == nil {
-		t.Fatal("a registry with secrets outside the prefix was accepted")
-	}
-	for _, want := range []string{"agent g: credential_ref elsewhere/g", "agent s: webhook secret other/s-webhook", "agent b: webhook bearer secret else/b-bearer"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("%v does not say %q", err, want)
+// TestRegistryLeavesOutSecretsOutsideThePrefix: the function's registry serves the agents
+// whose secrets its role may read, and answers for the others as for unknown agents.
+func TestRegistryLeavesOutSecretsOutsideThePrefix(t *testing.T) {
+	client, table := dynamotest.Start(t)
+	store := registry.NewStore(client, table)
+	ctx := context.Background()
+	for _, a := range []adcp.Agent{
+		{ID: "ok", Role: adcp.RoleGovernance, MCPURL: "https://ok.example/mcp", CredentialRef: "buyflow/agents/ok"},
+		{ID: "g", Role: adcp.RoleGovernance, MCPURL: "https://g.example/mcp", CredentialRef: "elsewhere/g"},
+		{ID: "s", Role: adcp.RoleSeller, MCPURL: "https://s.example/mcp", CredentialRef: "buyflow/agents/s",
+			Webhook: &adcp.WebhookConfig{Mode: adcp.WebhookHMAC, HMACSecretRef: "other/s-webhook"}},
+	} {
+		if _, err := store.Add(ctx, registry.Record{Agent: a}, "test", registry.ActionAdded); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if strings.Contains(err.Error(), "agent ok") {
-		t.Errorf("%v names an agent whose secrets are under the prefix", err)
+	c := &wire.Cold{Env: config.Env{TableName: table, AgentSecretPrefix: "buyflow/agents/"}, AWS: aws.Config{
+		Region: "us-east-1", BaseEndpoint: aws.String(dynamotest.Endpoint()),
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")}}
+	reg, err := Registry(ctx, c)
+	if err != nil {
+		t.Fatal(err)
 	}
-}
-
-func TestRegistryOfAnAbsentOrBadDocument(t *testing.T) {
-	t.Parallel()
-	if reg, err := Registry(config.Env{}); reg != nil || err != nil {
-		t.Fatalf("Registry(absent) = %v, %v; config.Load reports it missing", reg, err)
+	if _, err := reg.Agent(ctx, "ok"); err != nil {
+		t.Errorf("ok: %v", err)
 	}
-	if _, err := Registry(config.Env{Agents: []byte(`{"agents":`)}); err == nil || !strings.Contains(err.Error(), "BUYFLOW_AGENTS") {
-		t.Fatalf("Registry(bad) = %v", err)
-	}
-	reg, err := Registry(config.Env{AgentSecretPrefix: "p/", Agents: []byte(`{"agents":[{"id":"a","role":"governance","mcp_url":"https://a.example/mcp","credential_ref":"p/a"}]}`)})
-	if err != nil || len(reg.IDs()) != 1 {
-		t.Fatalf("Registry(good) = %v, %v", reg, err)
+	for _, id := range []string{"g", "s"} {
+		if _, err := reg.Agent(ctx, id); err == nil {
+			t.Errorf("%s, whose secrets lie outside the prefix, was served", id)
+		}
 	}
 	if _, err := Client(reg, adcp.CredentialsFunc(func(context.Context, string) (string, error) { return "token", nil })); err != nil {
 		t.Fatalf("Client = %v", err)

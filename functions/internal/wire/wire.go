@@ -71,7 +71,13 @@ func Load(fn string, getenv func(string) string, parse ...func(config.Env) error
 // (AWS_ENDPOINT_URL, the local stack) its client carries ledger.EmulatorCompat; DynamoDB itself
 // gets the requests as built.
 func (c *Cold) Ledger() *ledger.Store {
-	return ledger.New(dynamodb.NewFromConfig(c.AWS, c.dynamoOptions()...), c.Env.TableName)
+	return ledger.New(c.DynamoDB(), c.Env.TableName)
+}
+
+// DynamoDB is the client of the function's table, for the stores in it besides the ledger (the
+// agent registry), with the same emulator compatibility.
+func (c *Cold) DynamoDB() *dynamodb.Client {
+	return dynamodb.NewFromConfig(c.AWS, c.dynamoOptions()...)
 }
 
 func (c *Cold) dynamoOptions() []func(*dynamodb.Options) {

@@ -23,7 +23,7 @@ func TestLoadReportsConfigParseAndAWSProblemsTogether(t *testing.T) {
 	if err == nil {
 		t.Fatal("loaded without configuration")
 	}
-	for _, want := range []string{topology.EnvAgentsConfig, topology.EnvAgentsSecretPrefix, "a bad policy", "AWS_REGION", "AWS_ACCESS_KEY_ID"} {
+	for _, want := range []string{topology.EnvAgentsSecretPrefix, "a bad policy", "AWS_REGION", "AWS_ACCESS_KEY_ID"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%v does not name %q", err, want)
 		}
@@ -43,7 +43,7 @@ func TestTheEmulatorWorkaroundIsInstalledOnlyOnAnEmulator(t *testing.T) {
 	t.Parallel()
 	client, table := dynamotest.Start(t)
 	env := map[string]string{
-		topology.EnvTableName: table, topology.EnvAgentsConfig: `{"agents":[]}`, topology.EnvAgentsSecretPrefix: "p/",
+		topology.EnvTableName: table, topology.EnvAgentsSecretPrefix: "p/",
 		"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
 	}
 	onAWS, err := Load("poll", func(k string) string { return env[k] })
@@ -68,15 +68,14 @@ func TestTheEmulatorWorkaroundIsInstalledOnlyOnAnEmulator(t *testing.T) {
 	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCreating, 1, ledger.Changes{}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCompleted, 2, ledger.Changes{
+	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCompleted, 2, ledger.Changes{
 		SellerTaskID: ptr("task-1"), MediaBuyID: ptr("mb-1"), GovernanceCheckID: ptr("chk-1"),
 		GovernanceContext: ptr("ctx"), GovernanceExpiresAt: &exp, WebhookTokenHash: ptr(ledger.HashToken("t")),
 		Reason: ptr("done"), Deadline: &exp, ExecutionName: ptr("exec-1"),
-	})
-	if err != nil {
+	}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err = s.GetOperation(ctx, "acme", "op-1"); err != nil || got.Status != workflow.StatusCompleted || got.MediaBuyID != "mb-1" ||
+	if got, err := s.GetOperation(ctx, "acme", "op-1"); err != nil || got.Status != workflow.StatusCompleted || got.MediaBuyID != "mb-1" ||
 		got.ExecutionName != "exec-1" || got.Reason != "done" || !got.Deadline.Equal(exp) {
 		t.Fatalf("stored %+v, %v; the emulator mis-applied the update", got, err)
 	}

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/buyflow/buyflow/internal/agentops"
+	"github.com/buyflow/buyflow/internal/agents"
+)
+
+const agentsUsage = `agents list                        every agent of the registry
+agents show ID                     one agent: its settings, capabilities and audit trail
+agents add FILE                    add an agent (FILE: one agent's JSON, - for stdin)
+agents update ID FILE              replace the fields FILE names (mcp_url, credential_ref,
+                                   webhook, settings)
+agents disable ID [--reason R]     no new buys for it (its open buys finish)
+agents enable ID
+agents check ID                    call get_adcp_capabilities at it now`
+
+// agents manages the agent registry (the caller must be one of the deployment's operators).
+func (c cli) agents(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usageError("agents takes a subcommand:\n" + agentsUsage)
+	}
+	sub, args := args[0], args[1:]
+	one := func(n int) error {
+		if len(args) != n {
+			return usageError(fmt.Sprintf("agents %s: wrong number of arguments\n%s", sub, agentsUsage))
+		}
+		return nil
+	}
+	path := func(id string, action ...string) string {
+		return agentops.Prefix + "/" + strings.Join(append([]string{url.PathEscape(id)}, action...), "/")
+	}
+	switch sub {
+	case "list":
+		if err := one(0); err != nil {
+			return err
+		}
+		recs, err := c.c.Agents(ctx)
+		if err != nil {
+			return err
+		}
+		return c.printAgents(recs)
+	case "show":
+		if err := one(1); err != nil {
+			return err
+		}
+		a, err := c.c.Agent(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		return c.printAgent(a)
+	case "add":
+		if err := one(1); err != nil {
+			return err
+		}
+		body, err := c.readFile(args[0])
+		if err != nil {
+			return err
+		}
+		return c.changed(c.c.ChangeAgent(ctx, http.MethodPost, agentops.Prefix, body))
+	case "update":
+		if err := one(2); err != nil {
+			return err
+		}
+		body, err := c.readFile(args[1])
+		if err != nil {
+			return err
+		}
+		return c.changed(c.c.ChangeAgent(ctx, http.MethodPatch, path(args[0]), body))
+	case "disable":
+		fs := flag.NewFlagSet("agents disable", flag.ContinueOnError)
+		fs.SetOutput(c.err.w)
+		reason := fs.String("reason", "", "why (kept in the audit trail)")
+		// The id may come before or after --reason.
+		if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+			args = append(args[1:], args[0])
+		}
+		if err := fs.Parse(args); err != nil {
+			return usageError("agents disable: " + err.Error())
+		}
+		if fs.NArg() != 1 {
+			return usageError("agents disable takes one agent id")
+		}
+		body, _ := json.Marshal(agentops.Reason{Reason: *reason})
+		return c.changed(c.c.ChangeAgent(ctx, http.MethodPost, path(fs.Arg(0), "disable"), body))
+	case "enable", "check":
+		if err := one(1); err != nil {
+			return err
+		}
+		action := map[string]string{"enable": "enable", "check": "capabilities"}[sub]
+		return c.changed(c.c.ChangeAgent(ctx, http.MethodPost, path(args[0], action), nil))
+	}
+	return usageError(fmt.Sprintf("agents: unknown subcommand %q\n%s", sub, agentsUsage))
+}
+
+func (c cli) readFile(name string) ([]byte, error) {
+	var b []byte
+	var err error
+	if name == "-" {
+		b, err = io.ReadAll(io.LimitReader(c.in, agentops.MaxBodyBytes+1))
+	} else {
+		b, err = os.ReadFile(name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read agent: %w", err)
+	}
+	return b, nil
+}
+
+func (c cli) changed(r agents.Record, err error) error {
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return writeJSON(c.out.w, r)
+	}
+	return c.printAgent(agentops.Shown{Record: r})
+}
+
+func state(r agents.Record) string {
+	if r.Disabled {
+		return "disabled"
+	}
+	return "enabled"
+}
+
+func (c cli) printAgents(recs []agents.Record) error {
+	if c.json {
+		return writeJSON(c.out.w, agentops.List{Agents: recs})
+	}
+	if len(recs) == 0 {
+		c.out.println("the registry has no agents: add one with buyflow agents add FILE")
+		return c.out.err
+	}
+	tw := tabwriter.NewWriter(c.out.w, 0, 4, 2, ' ', 0)
+	tp := &printer{w: tw}
+	tp.println("AGENT\tROLE\tSTATE\tMCP URL\tCHECKED\tUPDATED BY")
+	for _, r := range recs {
+		checked := "never"
+		if r.Capabilities != nil {
+			checked = r.Capabilities.CheckedAt.UTC().Format("2006-01-02 15:04 UTC")
+			if r.Capabilities.Error != "" {
+				checked += " (failed)"
+			}
+		}
+		tp.printf("%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Role, state(r), r.MCPURL, checked, r.UpdatedBy)
+	}
+	return errors.Join(tp.err, tw.Flush())
+}
+
+func (c cli) printAgent(a agentops.Shown) error {
+	if c.json {
+		return writeJSON(c.out.w, a)
+	}
+	tw := tabwriter.NewWriter(c.out.w, 0, 4, 2, ' ', 0)
+	tp := &printer{w: tw}
+	tp.printf("agent\t%s\nrole\t%s\nstate\t%s\nmcp url\t%s\ncredential\t%s (Secrets Manager)\n", a.ID, a.Role, state(a.Record), a.MCPURL, a.CredentialRef)
+	if a.Disabled && a.DisabledReason != "" {
+		tp.printf("why disabled\t%s\n", a.DisabledReason)
+	}
+	if w := a.Webhook; w != nil {
+		keys := w.JWKSURI
+		if len(w.JWKS) > 0 {
+			keys = "inline JWKS"
+		}
+		tp.printf("webhooks\t%s %s\n", w.Mode, strings.TrimSpace(keys+" "+w.HMACSecretRef+w.BearerSecretRef))
+	}
+	if len(a.Settings) > 0 {
+		tp.printf("settings\t%s\n", a.Settings)
+	}
+	if cp := a.Capabilities; cp != nil {
+		tp.printf("checked\t%s\n", cp.CheckedAt.UTC().Format("2006-01-02 15:04 UTC"))
+		if cp.Error != "" {
+			tp.printf("check failed\t%s\n", cp.Error)
+		}
+		replay := "none declared: buyflow never resends a create to it"
+		if cp.ReplayTTLSeconds > 0 {
+			replay = fmt.Sprintf("%ds", cp.ReplayTTLSeconds)
+		}
+		tp.printf("adcp versions\t%s\nreplay window\t%s\ntools\t%s\n", strings.Join(cp.SupportedVersions, ", "), replay, strings.Join(cp.Tools, ", "))
+		if len(cp.WebhookSigning) > 0 {
+			tp.printf("webhook signing\t%s\n", cp.WebhookSigning)
+		}
+	}
+	tp.printf("version\t%d, updated %s by %s\n", a.Version, a.UpdatedAt.UTC().Format("2006-01-02 15:04 UTC"), a.UpdatedBy)
+	if err := errors.Join(tp.err, tw.Flush()); err != nil {
+		return err
+	}
+	if len(a.History) > 0 {
+		tw = tabwriter.NewWriter(c.out.w, 0, 4, 2, ' ', 0)
+		tp = &printer{w: tw}
+		tp.println("\nWHEN\tWHAT\tWHO\tDETAIL")
+		for _, h := range a.History {
+			tp.printf("%s\t%s\t%s\t%s\n", h.At.UTC().Format("2006-01-02 15:04:05 UTC"), h.Action, h.Actor, h.Detail)
+		}
+		return errors.Join(tp.err, tw.Flush())
+	}
+	return nil
+}

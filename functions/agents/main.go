@@ -1,0 +1,40 @@
+// Command agents serves the operators' agent registry: the IAM-only routes under
+// /v1/operator/agents (add, update, disable, enable, list, show, check capabilities), the
+// deploy's seed (a CloudFormation custom resource carrying the CDK context's agents) and the
+// scheduled get_adcp_capabilities check of every enabled agent.
+package main
+
+import (
+	"context"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/buyflow/buyflow/functions/internal/agents"
+	"github.com/buyflow/buyflow/functions/internal/wire"
+	"github.com/buyflow/buyflow/internal/agentops"
+	registry "github.com/buyflow/buyflow/internal/agents"
+	"github.com/buyflow/buyflow/internal/config"
+	"github.com/buyflow/buyflow/internal/metrics"
+)
+
+func main() { wire.Main(run) }
+
+func run(_ context.Context, getenv func(string) string) error {
+	c, err := wire.Load("agents", getenv, func(env config.Env) error { return agentops.CheckOperators(env.Operators) })
+	if err != nil {
+		return err
+	}
+	store := registry.NewStore(c.DynamoDB(), c.Env.TableName)
+	// The prober reads each agent straight from the store: it runs right after a change.
+	prober, err := agents.Client(store, c.Secrets())
+	if err != nil {
+		return err
+	}
+	svc, err := agentops.New(agentops.Config{Registry: store, Prober: prober, SecretPrefix: c.Env.AgentSecretPrefix,
+		Operators: c.Env.Operators, DevTenantHeader: c.Env.DevTenantHeader, Metrics: c.Metrics})
+	if err != nil {
+		return err
+	}
+	lambda.Start(metrics.Flushing(c.Metrics, svc.Invoke)) // blocks
+	return nil
+}
