@@ -172,10 +172,14 @@ $(GOLANGCI_LINT):
 	@mv $(TOOLS)/golangci-lint $@
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) tidy-check ## gofmt, go vet, golangci-lint (pinned), go mod tidy drift
+lint: $(GOLANGCI_LINT) tidy-check deadcode ## gofmt, go vet, golangci-lint (pinned), go mod tidy drift, dead code
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "not gofmt-formatted:"; echo "$$bad"; exit 1; fi
 	$(GO) vet ./...
 	$(GOLANGCI_LINT) run ./...
+
+.PHONY: deadcode
+deadcode: ## fail on functions no program reaches unless scripts/deadcode-kept.txt says why they stay
+	GO=$(GO) scripts/deadcode.sh
 
 .PHONY: tidy-check
 tidy-check: ## fail if go.mod/go.sum are not tidy

@@ -24,7 +24,9 @@ import (
 // of the local stack, and read the execution history through the Step Functions API, as
 // finance does in the console. They need the local stack (not BUYFLOW_E2E_ENDPOINT).
 // Agent-wide faults (FailNextHTTP) hit whatever call comes next, so those tests do not run in
-// parallel: Go runs them before every parallel test starts.
+// parallel: Go runs them before every parallel test starts. Even then the sweep and the polls of
+// earlier tests' buys still call the agents, so a test that counts attempts scripts its faults
+// for its own PO number (Script) instead.
 
 // localOnly skips unless the suite runs the local stack, and returns a client for a fresh tenant
 // without marking the test parallel.
@@ -145,17 +147,18 @@ func TestTransientFaultsAreRetried(t *testing.T) {
 		name   string
 		faults int
 		state  string
-		inject func(n int)
+		inject func(t *testing.T, po string, n int)
 	}{
-		{"seller once", 1, "CreateMediaBuy", func(n int) { suite.local.Seller.FailNextHTTP(n, 503) }},
-		{"seller three times", 3, "CreateMediaBuy", func(n int) { suite.local.Seller.FailNextHTTP(n, 503) }},
-		{"governance once", 1, "CheckGovernance", func(n int) { suite.local.Governance.FailNextHTTP(n, 503) }},
-		{"governance three times", 3, "CheckGovernance", func(n int) { suite.local.Governance.FailNextHTTP(n, 503) }},
+		{"seller once", 1, "CreateMediaBuy", failSellerCreates},
+		{"seller three times", 3, "CreateMediaBuy", failSellerCreates},
+		{"governance once", 1, "CheckGovernance", failNextGovernanceCalls},
+		{"governance three times", 3, "CheckGovernance", failNextGovernanceCalls},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := localOnly(t)
-			tc.inject(tc.faults)
-			sub := submit(t, c, buy{PO: po(t), Sim: "sync"})
+			order := po(t)
+			tc.inject(t, order, tc.faults)
+			sub := submit(t, c, buy{PO: order, Sim: "sync"})
 			finished(t, c, sub.OperationID, "completed")
 			h := finalHistory(t, sub.OperationID)
 			if last := h[len(h)-1]; last.Type != sfntypes.HistoryEventTypeExecutionSucceeded {
@@ -164,6 +167,21 @@ func TestTransientFaultsAreRetried(t *testing.T) {
 			wantRetried(t, h, tc.state, tc.faults)
 		})
 	}
+}
+
+// failSellerCreates makes the seller answer 503 to the first n create_media_buy attempts for po:
+// the attempts share one idempotency key, which the simulated seller counts by, and no other
+// buy's call (the sweep reads earlier tests' pending tasks) can take the faults.
+func failSellerCreates(t *testing.T, po string, n int) {
+	suite.local.Seller.Script(po, fmt.Sprintf("http_503*%d", n))
+	t.Cleanup(func() { suite.local.Seller.Script(po, "") })
+}
+
+// failNextGovernanceCalls makes governance answer 503 to its next n calls, whatever they are:
+// check_governance gets a fresh idempotency key per call, so a script for po would fail every
+// attempt. The sweep, which reads earlier buys' tasks while these tests run, never calls governance.
+func failNextGovernanceCalls(_ *testing.T, _ string, n int) {
+	suite.local.Governance.FailNextHTTP(n, 503)
 }
 
 // A permanent fault (governance refuses the credential: HTTP 403) is not retried: one attempt,

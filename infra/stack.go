@@ -7,7 +7,6 @@ import (
 	"net/mail"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -39,6 +38,7 @@ import (
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/topology"
 	"github.com/buyflow/buyflow/internal/workflow"
+	"github.com/buyflow/buyflow/statemachine"
 )
 
 // ReconcileFunction is the topology function name that, when declared, is invoked on a schedule
@@ -91,8 +91,6 @@ type BuyflowStack struct {
 	Dashboard       awscloudwatch.Dashboard
 	Secrets         map[string]awssecretsmanager.Secret
 }
-
-var placeholderRE = regexp.MustCompile(`\$\{([A-Za-z0-9_]+)\}`)
 
 // NewBuyflowStack builds the whole application from props.App: the ledger table, one Lambda per
 // function, the secrets, the state machine, the HTTP API, the alarms and the dashboard.
@@ -752,10 +750,9 @@ func validate(app topology.Application, definition, stackName string, cfg Config
 			placeholders[f.Placeholder] = true
 		}
 	}
-	for _, m := range placeholderRE.FindAllStringSubmatch(definition, -1) {
-		if !placeholders[m[1]] {
-			errs = append(errs, fmt.Errorf("infra: the definition uses ${%s}, which no topology function supplies", m[1]))
-			placeholders[m[1]] = true // report once
+	for _, name := range statemachine.Used(definition) {
+		if !placeholders[name] {
+			errs = append(errs, fmt.Errorf("infra: the definition uses ${%s}, which no topology function supplies", name))
 		}
 	}
 	resources, err := taskResources(definition)

@@ -2,7 +2,9 @@ package adcp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"strings"
 	"testing"
@@ -252,4 +254,30 @@ func TestValidateIntent(t *testing.T) {
 	if err := v.ValidateIntent(Intent{Task: ToolGetMediaBuys}); err == nil {
 		t.Fatal("read task accepted")
 	}
+}
+
+// readErrorCodeMetadata reads enumMetadata recoveries from the schema fs, to prove the generated table matches the schema file.
+func readErrorCodeMetadata(fsys fs.FS) (map[string]Recovery, error) {
+	b, err := fs.ReadFile(fsys, "enums/error-code.json")
+	if err != nil {
+		return nil, fmt.Errorf("adcp: read error-code enum: %w", err)
+	}
+	var doc struct {
+		Enum     []string                   `json:"enum"`
+		Metadata map[string]json.RawMessage `json:"enumMetadata"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("adcp: parse error-code enum: %w", err)
+	}
+	out := map[string]Recovery{}
+	for _, code := range doc.Enum {
+		var m struct {
+			Recovery string `json:"recovery"`
+		}
+		if err := json.Unmarshal(doc.Metadata[code], &m); err != nil {
+			return nil, fmt.Errorf("adcp: error-code %s metadata: %w", code, err)
+		}
+		out[code] = Recovery(m.Recovery)
+	}
+	return out, nil
 }

@@ -2,7 +2,6 @@ package adcp
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -258,31 +257,4 @@ func (l fsLoader) Load(url string) (any, error) {
 		return nil, fmt.Errorf("adcp: parse schema %s: %w", rel, err)
 	}
 	return doc, nil
-}
-
-// readErrorCodeMetadata reads enumMetadata recoveries from the schema fs; used
-// by tests to prove the generated table matches the schema file.
-func readErrorCodeMetadata(fsys fs.FS) (map[string]Recovery, error) {
-	b, err := fs.ReadFile(fsys, "enums/error-code.json")
-	if err != nil {
-		return nil, fmt.Errorf("adcp: read error-code enum: %w", err)
-	}
-	var doc struct {
-		Enum     []string                   `json:"enum"`
-		Metadata map[string]json.RawMessage `json:"enumMetadata"`
-	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, fmt.Errorf("adcp: parse error-code enum: %w", err)
-	}
-	out := map[string]Recovery{}
-	for _, code := range doc.Enum {
-		var m struct {
-			Recovery string `json:"recovery"`
-		}
-		if err := json.Unmarshal(doc.Metadata[code], &m); err != nil {
-			return nil, fmt.Errorf("adcp: error-code %s metadata: %w", code, err)
-		}
-		out[code] = Recovery(m.Recovery)
-	}
-	return out, nil
 }

@@ -249,7 +249,7 @@ func viewOf(v ledger.View) View {
 		PlanID: v.PlanID, PONumber: v.PONumber, Budget: v.BudgetTotal, Currency: v.Currency, Requester: v.Requester,
 		SellerTaskID: v.SellerTaskID, MediaBuyID: v.MediaBuyID, Reason: v.Reason, Version: v.Version,
 		CreatedAt: v.CreatedAt.UTC().Format(time.RFC3339Nano), UpdatedAt: v.UpdatedAt.UTC().Format(time.RFC3339Nano),
-		Kind: v.Kind, BuyID: v.ParentID, Change: v.Change, Links: LinksFor(v.ID),
+		Kind: v.Kind, BuyID: v.ParentID, Change: v.Change, Links: LinksFor(v.ID), ExecutionName: workflow.ExecutionName(v.ID, 0),
 	}
 	var req SubmitRequest
 	if json.Unmarshal(v.Request, &req) == nil {

@@ -84,6 +84,10 @@ func TestSubmitCreatesOperationAndStartsExecution(t *testing.T) {
 	if err != nil || v.Status != "requested" || len(v.MediaBuy) == 0 {
 		t.Fatalf("Get = %+v, %v", v, err)
 	}
+	// The runbook finds a buy's executions by this name: the one submit started.
+	if _, started := execs.starts[v.ExecutionName]; !started || len(execs.starts) != 1 {
+		t.Fatalf("execution name %q, submit started %v", v.ExecutionName, execs.starts)
+	}
 }
 
 func TestSubmitIsIdempotent(t *testing.T) {

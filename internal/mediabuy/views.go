@@ -37,23 +37,26 @@ func LinksFor(id string) Links {
 // View is the API projection of an operation: what a buyer or finance may read. It never
 // carries a task token, a webhook token or a credential.
 type View struct {
-	OperationID   string          `json:"operation_id"`
-	Status        string          `json:"status"`
-	SellerID      string          `json:"seller_id"`
-	GovernanceID  string          `json:"governance_agent_id"`
-	PlanID        string          `json:"plan_id"`
-	PONumber      string          `json:"po_number"`
-	Budget        string          `json:"budget"`
-	Currency      string          `json:"currency"`
-	Requester     string          `json:"requester"`
-	SellerTaskID  string          `json:"seller_task_id,omitempty"`
-	MediaBuyID    string          `json:"media_buy_id,omitempty"`
-	Reason        string          `json:"reason,omitempty"`
-	CreatedAt     string          `json:"created_at"`
-	UpdatedAt     string          `json:"updated_at"`
-	Version       int64           `json:"version"`
-	MediaBuy      json.RawMessage `json:"media_buy,omitempty"`
-	ExecutionName string          `json:"execution_name,omitempty"`
+	OperationID  string          `json:"operation_id"`
+	Status       string          `json:"status"`
+	SellerID     string          `json:"seller_id"`
+	GovernanceID string          `json:"governance_agent_id"`
+	PlanID       string          `json:"plan_id"`
+	PONumber     string          `json:"po_number"`
+	Budget       string          `json:"budget"`
+	Currency     string          `json:"currency"`
+	Requester    string          `json:"requester"`
+	SellerTaskID string          `json:"seller_task_id,omitempty"`
+	MediaBuyID   string          `json:"media_buy_id,omitempty"`
+	Reason       string          `json:"reason,omitempty"`
+	CreatedAt    string          `json:"created_at"`
+	UpdatedAt    string          `json:"updated_at"`
+	Version      int64           `json:"version"`
+	MediaBuy     json.RawMessage `json:"media_buy,omitempty"`
+	// ExecutionName is the buy's first Step Functions execution; its continuations (a long
+	// seller wait) are named <ExecutionName>-g<N> (workflow.ExecutionName), so an operator finds
+	// every execution of a buy from this one name.
+	ExecutionName string `json:"execution_name,omitempty"`
 	// Approval is the buy's latest approval request, when a person was asked (GET of one buy
 	// only; listings leave it out).
 	Approval *ApprovalView `json:"approval,omitempty"`

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/buyflow/buyflow/internal/webhookauth"
 )
 
 // Delivery is one AdCP task webhook (core/mcp-webhook-payload.json, the MCP envelope that every
@@ -72,11 +74,16 @@ const (
 func ValidOperationID(id string) bool { return operationIDPattern.MatchString(id) }
 
 // ParseDelivery decodes and validates a webhook body that already passed signature
-// verification (so it is one JSON object without duplicate keys). It checks the required
+// verification. It first runs webhookauth.CheckJSON (at most MaxBodyBytes, one JSON object, no
+// duplicate keys at any depth, which Go's decoder would silently resolve to the last one), then
+// bounds the numbers and checks the required
 // fields of core/mcp-webhook-payload.json and their patterns, operation_id excepted (3.0
 // sellers leave it out); unknown fields are allowed
 // (forward compatibility) and nothing is re-serialised.
 func ParseDelivery(body []byte) (*Delivery, error) {
+	if err := webhookauth.CheckJSON(body); err != nil {
+		return nil, &DeliveryError{Field: "body", Reason: "must be one JSON object without duplicate keys: " + err.Error()}
+	}
 	if err := boundNumbers(body); err != nil {
 		return nil, err
 	}

@@ -41,6 +41,9 @@ func TestParseDelivery(t *testing.T) {
 		{"array", `[` + valid + `}]`, "body"},
 		{"trailing data", valid + `} {}`, "body"},
 		{"wrong type", strings.Replace(valid, `"status":"working"`, `"status":3`, 1) + "}", "body"},
+		// encoding/json would keep the second status: a body two readers may read differently.
+		{"duplicate key", valid + `,"status":"completed"}`, "body"},
+		{"nested duplicate key", valid + `,"result":{"media_buy_id":"a","media_buy_id":"b"}}`, "body"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
