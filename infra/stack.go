@@ -574,6 +574,8 @@ func (b *BuyflowStack) addAlarms(app topology.Application, cfg Config) {
 	alarmAt("WebhookSignatureFailuresAlarm", fmt.Sprintf(
 		"At least %d seller webhooks refused with 401 in 5 minutes (Buyflow WebhookSignatureFailures; the dashboard splits them by Code)",
 		webhookSignatureFailuresThreshold), custom(metrics.WebhookSignatureFailures, nil, "Sum", ""), webhookSignatureFailuresThreshold)
+	alarm("SpendOverBudgetAlarm", "A live buy's reported spend passed its approved budget (Buyflow SpendOverBudget, by Seller on the dashboard; the buy's timeline has the delivery entry with spend and approved budget)",
+		custom(metrics.SpendOverBudget, nil, "Sum", ""))
 
 	// A seller whose webhooks are all refused (a 3.0/3.1 mismatch, a wrong key, a changed URL):
 	// its buys still finish by polling, so nothing else would show it. One alarm per configured

@@ -1155,8 +1155,11 @@ func TestAlarmsDashboardAndOutputs(t *testing.T) {
 	// Webhook signature failures: the dimensionless series internal/webhookrx records next to
 	// the one by Code (an alarm needs one exact dimension set).
 	want(key{"Buyflow", "WebhookSignatureFailures", "null"}, 5)
+	// Spend past the approved budget: the dimensionless series internal/delivery records next
+	// to the one by Seller; the first one pages.
+	want(key{"Buyflow", "SpendOverBudget", "null"}, 1)
 	if metrics.Namespace != "Buyflow" || metrics.Timeouts != "Timeouts" || metrics.TimeoutApproval != "approval" ||
-		metrics.WebhookSignatureFailures != "WebhookSignatureFailures" {
+		metrics.WebhookSignatureFailures != "WebhookSignatureFailures" || metrics.SpendOverBudget != "SpendOverBudget" {
 		t.Error("the metric names the alarms read changed: update this test and infra/README.md")
 	}
 	api := false
@@ -1166,8 +1169,8 @@ func TestAlarmsDashboardAndOutputs(t *testing.T) {
 	if !api {
 		t.Error("no API 5xx alarm")
 	}
-	// Nothing else: 2 execution alarms, API 5xx, 2 on buyflow metrics, errors and throttles per function.
-	if n := 5 + 2*len(topology.App.Functions); len(alarms) != n {
+	// Nothing else: 2 execution alarms, API 5xx, 3 on buyflow metrics, errors and throttles per function.
+	if n := 6 + 2*len(topology.App.Functions); len(alarms) != n {
 		t.Errorf("%d alarms, want %d", len(alarms), n)
 	}
 

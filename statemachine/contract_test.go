@@ -409,8 +409,8 @@ func TestCallbackTasksHaveATimeoutAndTheToken(t *testing.T) {
 			t.Errorf("%s: States.Timeout is not caught on its own", n)
 		}
 	}
-	if callbacks != 2 {
-		t.Fatalf("found %d waitForTaskToken states, want 2 (RequestApproval, AwaitSeller)", callbacks)
+	if callbacks != 3 {
+		t.Fatalf("found %d waitForTaskToken states, want 3 (RequestApproval, AwaitSeller, AwaitChangeSeller)", callbacks)
 	}
 }
 
@@ -509,12 +509,19 @@ var actionPayload = map[string]map[workflow.Action]reflect.Type{
 		workflow.ActionPark: reflect.TypeFor[workflow.CallbackInput](),
 		workflow.ActionPoll: reflect.TypeFor[workflow.PollInput](),
 	},
+	ModifyFunctionARN: {
+		workflow.ActionCheckChange: reflect.TypeFor[workflow.StageInput](),
+		workflow.ActionUpdate:      reflect.TypeFor[workflow.StageInput](),
+		workflow.ActionApply:       reflect.TypeFor[workflow.StageInput](),
+		workflow.ActionFailChange:  reflect.TypeFor[workflow.OutcomeInput](),
+	},
 }
 
 // document is the state the ASL carries from state to state: the execution input plus what each
 // stage adds at its ResultPath. Every JSONPath the ASL reads must resolve in it.
 type document struct {
 	workflow.ExecutionInput
+	Change             workflow.ChangeRef                        `json:"change"`
 	Governance         workflow.Stage[workflow.GovernanceOutput] `json:"governance"`
 	ApprovalRequest    workflow.ApprovalRequest                  `json:"approval_request"`
 	Approval           workflow.Stage[workflow.ApprovalOutput]   `json:"approval"`
@@ -522,6 +529,7 @@ type document struct {
 	Seller             workflow.Stage[workflow.SellerOutput]     `json:"seller"`
 	Outcome            workflow.Stage[workflow.OutcomeOutput]    `json:"outcome"`
 	Compensation       workflow.Stage[workflow.SellerOutput]     `json:"compensation"`
+	ChangeOutcome      workflow.Stage[workflow.ChangeOutcome]    `json:"change_outcome"`
 	Failure            workflow.StepError                        `json:"failure"`
 	CancelError        workflow.StepError                        `json:"cancel_error"`
 	WaitTimeout        workflow.StepError                        `json:"wait_timeout"`

@@ -29,6 +29,7 @@ const (
 	callPollCompleted  = "poll(completed)"  // PollSeller that finds the task completed
 	callPollDeadline   = "poll(deadline)"   // PollSeller past the deadline
 	callSubmit         = "api:submit"       // POST /media-buys (API Lambda), outside the workflow
+	callChangeRequest  = "api:change"       // PATCH /media-buys/{id} or POST .../cancel, outside the workflow
 	callRead           = "api:read"         // GET /media-buys/{id} (API Lambda), outside the workflow
 	callWebhook        = "webhook"          // the seller's completion webhook (webhook Lambda)
 	callSweepWake      = "sweep(completed)" // the sweep records a finished task and wakes the buy
@@ -147,6 +148,14 @@ var costOf = map[string]unitCost{
 		"approvals expire: load, approval update"},
 	string(workflow.ActionRequest): {500 * time.Millisecond, consistentRead, smallWrite + setTaskToken,
 		"approvals request: load, approval put, SetTaskToken; Slack (500 ms)"},
+	callChangeRequest: {durationDefault, 3 * consistentRead, 2*(smallWrite+smallWrite) + createOperation,
+		"modification.Requests.Submit: change and buy GetOperation, GetBuyState, BeginChange txn (buy state, event), CreateOperation txn"},
+	string(workflow.ActionCheckChange): {1300 * time.Millisecond, 4 * consistentRead, intentWrite + 2*transition + 2*smallWrite,
+		"modification.Check: change + buy + buy state + plan reads, get_media_buys (300 ms), plan put, move checking and creating (txns), 2 events; 1 s governance"},
+	string(workflow.ActionUpdate): {2 * time.Second, 3 * consistentRead, transition + smallWrite + intentWrite + 2*smallWrite,
+		"modification.Update: change + buy + plan reads, push-token and intent puts, 2 events (change, buy), record move (txn); 2 s seller call"},
+	string(workflow.ActionApply): {800 * time.Millisecond, 3 * consistentRead, 2*(smallWrite+smallWrite) + smallWrite + intentWrite + 2*smallWrite,
+		"modification.Apply: change + buy + plan reads, get_media_buys (300 ms), ApplyChange txn (buy state, event), change event, report intent, report_plan_outcome (500 ms), 2 events"},
 	callStartExecution: {0, 0, 0, "states:startExecution: no Lambda, no ledger write"},
 	callRead:           {durationDefault, consistentRead, 0, "GET /media-buys/{id}: GetOperation"},
 	callSweepWake: {0, 0, transition + clearTaskToken + smallWrite,
@@ -165,7 +174,11 @@ func (c buyCost) total() float64 { return c.sfn + c.lambda + c.dynamo + c.api + 
 // and the webhooks, all through API Gateway and Lambda.
 func costOfBuy(t testing.TB, r measure) buyCost {
 	t.Helper()
-	calls := map[string]int{callSubmit: 1, callRead: readsPerBuy, callWebhook: r.webhooks, callSweepWake: r.sweepWakes}
+	request := callSubmit
+	if r.change {
+		request = callChangeRequest
+	}
+	calls := map[string]int{request: 1, callRead: readsPerBuy, callWebhook: r.webhooks, callSweepWake: r.sweepWakes}
 	for k, n := range r.calls {
 		calls[k] += n
 	}
@@ -263,6 +276,8 @@ type costCase struct {
 	// sweep is the fleet whose sweep the buy shares (nil: the sweep is down or not counted).
 	sweep  *sweepFleet
 	budget int // transition budget, 0 for none
+	// change prices one change to a placed buy (PATCH, its own execution) instead of a buy.
+	change bool
 }
 
 // The fleets of the sweep table: 1,000 and 10,000 pending buys over 10 sellers, with and
@@ -275,17 +290,22 @@ var (
 )
 
 var costCases = []costCase{
-	{"webhook after 24 h", false, wakeWebhook, simulatedDay, fleet1kUnlisted, budgetWebhook},
-	{"no webhooks, 24 h, list_tasks", false, wakeSweep, simulatedDay, fleet1kListed, budgetNoWebhook},
-	{"no webhooks, 24 h, no list_tasks", false, wakeSweep, simulatedDay, fleet1kUnlisted, budgetNoWebhook},
-	{"no webhooks, 24 h, sweep down", false, wakeNone, simulatedDay, nil, budgetNoWebhook},
-	{"fixed 60 s polling loop, 24 h", true, wakeNone, simulatedDay, nil, 0},
-	{"(info) webhook after 10 min", false, wakeWebhook, 10 * time.Minute, fleet1kUnlisted, 0},
+	{"webhook after 24 h", false, wakeWebhook, simulatedDay, fleet1kUnlisted, budgetWebhook, false},
+	{"no webhooks, 24 h, list_tasks", false, wakeSweep, simulatedDay, fleet1kListed, budgetNoWebhook, false},
+	{"no webhooks, 24 h, no list_tasks", false, wakeSweep, simulatedDay, fleet1kUnlisted, budgetNoWebhook, false},
+	{"no webhooks, 24 h, sweep down", false, wakeNone, simulatedDay, nil, budgetNoWebhook, false},
+	{"fixed 60 s polling loop, 24 h", true, wakeNone, simulatedDay, nil, 0, false},
+	{"(info) webhook after 10 min", false, wakeWebhook, 10 * time.Minute, fleet1kUnlisted, 0, false},
+	{"change, webhook after 1 h", false, wakeWebhook, time.Hour, fleet1kUnlisted, budgetWebhook, true},
+	{"change, no webhooks, sweep 1 h", false, wakeSweep, time.Hour, fleet1kUnlisted, budgetNoWebhook, true},
 }
 
 // runCase simulates one buy of c with the seeded random source r.
 func runCase(t testing.TB, c costCase, asl, fixed machine, r func() float64) measure {
 	t.Helper()
+	if c.change {
+		return simulateChange(t, asl, c.wake, c.after, r)
+	}
 	if c.fixed {
 		cfg := workflow.DefaultRunConfig()
 		cfg.LoopBudget = 1 << 30 // the naive loop never continues as new (1,440 rounds ≈ 13,000 events)
@@ -311,8 +331,8 @@ func costTable(tb testing.TB, runs int) (lines, over []string) {
 		execs, maxEvents := 0, 0
 		for seed := range uint64(n) {
 			res := runCase(tb, c, asl, fixed, rand.New(rand.NewPCG(seed, 42)).Float64)
-			if res.end != "MediaBuyCompleted" {
-				tb.Fatalf("%s: ended in %s", c.name, res.end)
+			if want := map[bool]string{false: "MediaBuyCompleted", true: "ChangeApplied"}[c.change]; res.end != want {
+				tb.Fatalf("%s: ended in %s, want %s", c.name, res.end, want)
 			}
 			counts = append(counts, res.transitions)
 			execs += res.executions
@@ -345,7 +365,8 @@ func costTable(tb testing.TB, runs int) (lines, over []string) {
 	}
 	lines = append(lines, campaignRow(tb, max(runs/campaignLegs, 1)),
 		fmt.Sprintf("  (the campaign row is per 1,000 campaigns of %d legs: each leg a buy completed by webhook after 24 h, plus the Campaign execution's own states, its sync_plans and settle, and the campaign's submit and %d reads; events: the legs' executions only)", campaignLegs, readsPerBuy))
-	lines = append(lines, fmt.Sprintf("assumptions: 256 MB arm64 Lambdas, %d status reads per buy, no retries, free tiers ignored; per invocation:", readsPerBuy))
+	lines = append(lines, "change rows: per 1,000 changes to placed buys (PATCH, its own execution, update_media_buy answered async)",
+		fmt.Sprintf("assumptions: 256 MB arm64 Lambdas, %d status reads per buy, no retries, free tiers ignored; per invocation:", readsPerBuy))
 	kinds := make([]string, 0, len(costOf)+len(campaignCostOf))
 	for k := range costOf {
 		kinds = append(kinds, k)

@@ -19,11 +19,12 @@ const (
 	NotifyFunctionARN     = "NotifyFunctionArn"     // request (waitForTaskToken), expire
 	CreateFunctionARN     = "CreateFunctionArn"     // create, cancel
 	PollFunctionARN       = "PollFunctionArn"       // park (waitForTaskToken), poll
+	ModifyFunctionARN     = "ModifyFunctionArn"     // check_change, update, apply, fail_change
 )
 
 // Placeholders lists every ${...} name that [Definition] uses, sorted; a deployer must supply
 // exactly these (CDK DefinitionSubstitutions).
-var Placeholders = []string{CreateFunctionARN, GovernanceFunctionARN, NotifyFunctionARN, PollFunctionARN}
+var Placeholders = []string{CreateFunctionARN, GovernanceFunctionARN, ModifyFunctionARN, NotifyFunctionARN, PollFunctionARN}
 
 // CampaignDefinition is the ASL text of the Campaign state machine: a Map over the legs, each
 // a child execution of the MediaBuy state machine, then the partial-failure policy.

@@ -126,6 +126,15 @@ func (s *sim) lambda(state string, resource string, params map[string]any) (any,
 	case workflow.ActionReport:
 		s.call(string(workflow.ActionReport))
 		return envelope(workflow.OutcomeOutput{}), ""
+	case workflow.ActionCheckChange:
+		s.call(string(workflow.ActionCheckChange))
+		return envelope(workflow.GovernanceOutput{Decision: workflow.GovernanceProceed}), ""
+	case workflow.ActionUpdate:
+		s.call(string(workflow.ActionUpdate))
+		return envelope(workflow.SellerOutput{Status: workflow.StatusSubmitted, Next: workflow.StartWait(s.cfg, s.now, s.rnd)}), ""
+	case workflow.ActionApply:
+		s.call(string(workflow.ActionApply))
+		return envelope(workflow.ChangeOutcome{Outcome: "applied"}), ""
 	case workflow.ActionCancel, workflow.ActionFail, workflow.ActionExpire:
 		// The failure and compensation paths (a deadline, say): the buy is canceled, the
 		// failure recorded, an expired approval not escalated.
@@ -356,6 +365,7 @@ type measure struct {
 	webhooks, sweepWakes                  int
 	calls                                 map[string]int
 	end                                   string
+	change                                bool // a change to a placed buy, not a buy
 }
 
 // simulate runs an operation, continuations included, until it ends.
@@ -367,10 +377,27 @@ func simulate(t testing.TB, m machine, wake waker, after time.Duration, rnd func
 // simulateWith is simulate with the given run configuration.
 func simulateWith(t testing.TB, m machine, cfg workflow.RunConfig, wake waker, after time.Duration, rnd func() float64) measure {
 	t.Helper()
+	return simulateRun(t, m, cfg, false, wake, after, rnd)
+}
+
+// simulateChange runs one change to a placed buy (its own execution, the seller answering its
+// update asynchronously after after), with a change's 12-hour deadline.
+func simulateChange(t testing.TB, m machine, wake waker, after time.Duration, rnd func() float64) measure {
+	t.Helper()
+	cfg := workflow.DefaultRunConfig()
+	cfg.DeadlineSeconds = 12 * 3600
+	return simulateRun(t, m, cfg, true, wake, after, rnd)
+}
+
+func simulateRun(t testing.TB, m machine, cfg workflow.RunConfig, change bool, wake waker, after time.Duration, rnd func() float64) measure {
+	t.Helper()
 	start := time.Unix(1_800_000_000, 0)
 	s := &sim{cfg: cfg, now: start, completeAt: start.Add(after), wake: wake, rnd: rnd}
 	in := workflow.ExecutionInput{OperationID: "op-1", Tenant: "acct-1", Config: s.cfg, StateMachineARN: "arn:sm"}
 	input := normalize(in).(map[string]any)
+	if change {
+		input = normalize(workflow.ChangeExecutionInput{ExecutionInput: in, Change: workflow.ChangeRef{BuyID: "op-0", Kind: "budget"}}).(map[string]any)
+	}
 	var res measure
 	for {
 		res.executions++
@@ -386,6 +413,7 @@ func simulateWith(t testing.TB, m machine, cfg workflow.RunConfig, wake waker, a
 		input = next
 	}
 	res.polls, res.parks, res.webhooks, res.sweepWakes, res.calls = s.polls, s.parks, s.webhooks, s.sweepWakes, s.calls
+	res.change = change
 	return res
 }
 

@@ -66,6 +66,13 @@ commands:
                                    add FILE, update ID FILE, disable ID [--reason R], enable ID,
                                    check ID; every change is in the agent's audit trail
 
+changing a placed buy (each is its own workflow run; --reason, --key K, --wait):
+  budget ID TOTAL | PKG=AMOUNT...  a new budget: the total of a one-package buy, or per package
+  end-date ID TIME                 a new end of the flight (RFC 3339)
+  pause ID / resume ID             pause or resume delivery
+  cancel ID REASON...              cancel the buy (final)
+  delivery ID                      what the buy delivered and spent against the approved budget
+
 --wait prints each status with the time since it started and how long the stage before took,
 who is asked to approve and until when (with --slack, the local fake Slack's review links), and
 the time per stage by the ledger's clock.
@@ -140,9 +147,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		err = cmd.approvals(ctx, rest)
 	case "campaign":
 		err = cmd.campaign(ctx, rest)
+	case "delivery":
+		err = cmd.delivery(ctx, rest)
 	case "agents":
 		err = cmd.agents(ctx, rest)
 	default:
+		if changeVerbs[name] {
+			err = cmd.change(ctx, name, rest)
+			break
+		}
 		se.printf("buyflow: unknown command %q\n", name)
 		fs.Usage()
 		return 2
@@ -272,6 +285,10 @@ func (c cli) printOperation(op apiclient.Operation) error {
 	row("governance", op.GovernanceID+" / plan "+op.PlanID)
 	row("po number", op.PONumber)
 	row("budget", amount(op))
+	currentRows(row, op.Current)
+	if op.Kind != "" {
+		row("change", op.Kind+" of "+op.BuyID+": "+string(op.Change))
+	}
 	row("seller task", op.SellerTaskID)
 	row("media buy", op.MediaBuyID)
 	row("requester", op.Requester)

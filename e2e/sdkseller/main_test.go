@@ -36,6 +36,12 @@ const (
 
 // runConfig: the first poll 3 s after the create, so a webhook (the seller finishes after
 // sellerDelay) wins the race when it arrives; polls at most every 3 s.
+// sweepEvery is the reconciliation sweep's cadence here: production's minute, not the local
+// stack's 10 s. No test of this suite needs the sweep, and several assert which path (the
+// seller's webhook, the buy's own poll) finished a buy; a 10 s sweep on a loaded machine can
+// read the finished task first.
+const sweepEvery = time.Minute
+
 var runConfig = workflow.RunConfig{
 	ApprovalTimeoutSeconds: 30,
 	PollInitialSeconds:     3,
@@ -127,7 +133,7 @@ func run(m *testing.M) int {
 		logw = f
 	}
 	st, err := devstack.Start(ctx, devstack.Options{BinDir: bin, RepoRoot: root, AgentsFile: agentsFile, Run: runConfig,
-		Instances: 3, Log: logw, PortWait: 8 * time.Minute})
+		Instances: 3, Log: logw, PortWait: 8 * time.Minute, SweepEvery: sweepEvery})
 	if err != nil {
 		return fail(err)
 	}

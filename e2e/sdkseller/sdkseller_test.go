@@ -451,7 +451,7 @@ func TestLatencyWebhookVersusPolling(t *testing.T) {
 	}
 	fin := func(s sample) time.Duration { return s.afterFinish }
 	wh := func(s sample) time.Duration { return s.afterWebhook }
-	t.Logf("seller task finished -> terminal status in the ledger, %d buys each (safety-net poll every %d s, sweep every 10 s):", buys, runConfig.PollMaxSeconds)
+	t.Logf("seller task finished -> terminal status in the ledger, %d buys each (safety-net poll every %d s, sweep every %v):", buys, runConfig.PollMaxSeconds, sweepEvery)
 	t.Logf("  webhook:      p50 %v  p90 %v  max %v", pct(webhooks, fin, .5), pct(webhooks, fin, .9), pct(webhooks, fin, 1))
 	t.Logf("  no webhook:   p50 %v  p90 %v  max %v", pct(polled, fin, .5), pct(polled, fin, .9), pct(polled, fin, 1))
 	t.Logf("webhook sent by the seller -> terminal status: p50 %v  p90 %v  max %v", pct(webhooks, wh, .5), pct(webhooks, wh, .9), pct(webhooks, wh, 1))

@@ -2,7 +2,8 @@
 // it reads the status of every pending seller task (list_tasks, else task by task), records
 // what moved on and wakes the workflow, fails operations whose task the seller does not know,
 // records orphans and marks stuck operations (internal/reconcile; runbook in
-// internal/reconcile/RUNBOOK.md).
+// internal/reconcile/RUNBOOK.md); then it reads the delivery of the live buys that are due
+// (internal/delivery).
 package main
 
 import (
@@ -14,6 +15,7 @@ import (
 
 	"github.com/buyflow/buyflow/functions/internal/agents"
 	"github.com/buyflow/buyflow/functions/internal/wire"
+	"github.com/buyflow/buyflow/internal/delivery"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/reconcile"
 )
@@ -41,7 +43,9 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	// The sweep writes its own metrics; this recorder only carries a recovered panic's count.
-	lambda.Start(metrics.Flushing(c.Metrics, svc.Handle)) // blocks
+	// The sweep writes its own metrics; this recorder carries a recovered panic's count and the
+	// delivery read's SpendOverBudget.
+	reader := delivery.New(c.Ledger(), client, delivery.Config{Every: time.Duration(c.Env.Run.DeliveryReadMinutes) * time.Minute, Metrics: c.Metrics})
+	lambda.Start(metrics.Flushing(c.Metrics, delivery.AfterSweep(svc.Handle, reader))) // blocks
 	return nil
 }

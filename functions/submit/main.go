@@ -1,7 +1,9 @@
 // Command submit is the buyer-facing API: POST /v1/media-buys (validate, claim the
-// Idempotency-Key, lock the PO number, create the operation, start the execution), POST
-// /v1/campaigns (the same for every leg of a campaign, run by one Campaign execution) and the
-// tenant-scoped reads of both.
+// Idempotency-Key, lock the PO number, create the operation, start the execution) and the
+// tenant-scoped reads GET /v1/media-buys, /v1/media-buys/{id} and /v1/media-buys/{id}/events;
+// changes to a placed buy (PATCH /v1/media-buys/{id}, POST /v1/media-buys/{id}/cancel) and its
+// delivery (GET /v1/media-buys/{id}/delivery); POST/GET /v1/campaigns (every leg of a
+// campaign placed as a buy, run by one Campaign execution).
 package main
 
 import (
@@ -19,6 +21,7 @@ import (
 	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/mediabuy"
 	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/modification"
 	"github.com/buyflow/buyflow/internal/sfn"
 )
 
@@ -39,8 +42,9 @@ func run(_ context.Context, getenv func(string) string) error {
 		mediabuy.Config{Run: c.Env.Run, StateMachineARN: c.Env.StateMachineARN})
 	campaigns := campaign.New(store, buys, sfn.New(sfnapi.NewFromConfig(c.AWS), c.Env.CampaignStateMachineARN), sellers, validator,
 		campaign.Config{Run: c.Env.Run, MediaBuyStateMachineARN: c.Env.StateMachineARN})
+	changes := modification.NewRequests(c.Ledger(), c.Tasks(), modification.RequestConfig{Run: c.Env.Run, StateMachineARN: c.Env.StateMachineARN})
 	api := httpapi.Prefixed("/v1/campaigns", campaign.HTTPHandler(campaigns, c.Env.DevTenantHeader, slog.Default()),
-		mediabuy.HTTPHandler(buys, c.Env.DevTenantHeader, slog.Default()))
+		modification.HTTPHandler(changes, mediabuy.HTTPHandler(buys, c.Env.DevTenantHeader, slog.Default()), c.Env.DevTenantHeader, slog.Default()))
 	lambda.Start(metrics.Flushing(c.Metrics, httpapi.Recovering(c.Metrics, api))) // blocks
 	return nil
 }

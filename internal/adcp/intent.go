@@ -48,6 +48,7 @@ var tools = map[string]toolInfo{
 	ToolCreateMediaBuy:      {schema: "media-buy/create-media-buy-request.json", mutating: true},
 	ToolUpdateMediaBuy:      {schema: "media-buy/update-media-buy-request.json", mutating: true},
 	ToolGetMediaBuys:        {schema: "media-buy/get-media-buys-request.json"},
+	ToolGetMediaBuyDelivery: {}, // 3.1.19 ships no schema for it (see delivery.go)
 	ToolReportPlanOutcome:   {schema: "governance/report-plan-outcome-request.json", mutating: true},
 	ToolSyncPlans:           {schema: "governance/sync-plans-request.json", mutating: true},
 	ToolSyncGovernance:      {schema: "account/sync-governance-request.json", mutating: true},

@@ -139,6 +139,14 @@ type Seller struct {
 	buys       map[string]*mediaBuy
 	buyOrder   []string
 	deliveries []Delivery
+	// delivered is what get_media_buy_delivery reports per media buy (SetDelivered).
+	delivered map[string]delivered
+}
+
+// delivered is one media buy's reported delivery.
+type delivered struct {
+	impressions int64
+	spend       string // a JSON number literal, as a seller would send it
 }
 
 type mediaBuy struct {
@@ -198,6 +206,7 @@ func NewSeller(opts SellerOptions) *Seller {
 	s.addTool("create_media_buy", "Create a media buy.", s.createMediaBuy)
 	s.addTool("update_media_buy", "Update, pause or cancel a media buy.", s.updateMediaBuy)
 	s.addTool("get_media_buys", "Read media buys.", s.getMediaBuys)
+	s.addTool("get_media_buy_delivery", "Read what media buys delivered.", s.getMediaBuyDelivery)
 	if opts.PollTools != PollLegacyOnly {
 		s.addTool("get_task_status", "Read an AdCP task.", s.poll)
 		s.addTool("list_tasks", "List AdCP tasks.", s.listTasks)
@@ -427,6 +436,22 @@ func (s *Seller) updateMediaBuy(_ context.Context, c *call) reply {
 	if r, ok := c.args["revision"].(float64); ok && int(r) != rev {
 		return reply{err: &AdcpError{Code: "CONFLICT", Message: fmt.Sprintf("revision %d is stale; current revision is %d", int(r), rev), Field: "revision", Recovery: "transient", Details: map[string]any{"current_revision": rev}}}
 	}
+	if ups, ok := c.args["packages"].([]any); ok {
+		s.mu.Lock()
+		known := map[any]bool{}
+		pkgs, _ := cur["packages"].([]any)
+		for _, p := range pkgs {
+			if pm, _ := p.(map[string]any); pm != nil {
+				known[pm["package_id"]] = true
+			}
+		}
+		s.mu.Unlock()
+		for _, u := range ups {
+			if um, _ := u.(map[string]any); um == nil || !known[um["package_id"]] {
+				return reply{err: &AdcpError{Code: "PACKAGE_NOT_FOUND", Message: fmt.Sprintf("media buy %s has no package %v", id, um["package_id"]), Field: "packages", Recovery: "correctable"}}
+			}
+		}
+	}
 	cancel, _ := c.args["canceled"].(bool)
 	if cancel && (st == "canceled" || st == "completed") {
 		return reply{err: &AdcpError{Code: "NOT_CANCELLABLE", Message: "media buy is already " + st, Field: "canceled", Recovery: "correctable"}}
@@ -453,6 +478,28 @@ func (s *Seller) updateMediaBuy(_ context.Context, c *call) reply {
 				mb.body[k] = v
 			}
 		}
+		// Package budgets (PATCH semantics: the packages named change, the others keep theirs).
+		ups, _ := c.args["packages"].([]any)
+		pkgs, _ := mb.body["packages"].([]any)
+		for _, u := range ups {
+			um, _ := u.(map[string]any)
+			for _, p := range pkgs {
+				if pm, _ := p.(map[string]any); pm != nil && pm["package_id"] == um["package_id"] {
+					if b, ok := um["budget"]; ok {
+						pm["budget"] = b
+					}
+				}
+			}
+		}
+		if len(ups) > 0 {
+			total := 0.0
+			for _, p := range pkgs {
+				pm, _ := p.(map[string]any)
+				b, _ := pm["budget"].(float64)
+				total += b
+			}
+			mb.body["total_budget"] = total
+		}
 		r := mb.body["revision"].(int) + 1
 		mb.body["revision"] = r
 		mb.body["status"] = newStatus
@@ -471,7 +518,8 @@ func (s *Seller) updateMediaBuy(_ context.Context, c *call) reply {
 	})
 }
 
-func (s *Seller) getMediaBuys(_ context.Context, c *call) reply {
+// mediaBuyIDs is the set of media_buy_ids a read names (empty: all).
+func mediaBuyIDs(c *call) map[string]bool {
 	want := map[string]bool{}
 	if l, ok := c.args["media_buy_ids"].([]any); ok {
 		for _, v := range l {
@@ -480,6 +528,11 @@ func (s *Seller) getMediaBuys(_ context.Context, c *call) reply {
 			}
 		}
 	}
+	return want
+}
+
+func (s *Seller) getMediaBuys(_ context.Context, c *call) reply {
+	want := mediaBuyIDs(c)
 	statuses := map[string]bool{}
 	switch v := c.args["status_filter"].(type) {
 	case string:
@@ -508,6 +561,59 @@ func (s *Seller) getMediaBuys(_ context.Context, c *call) reply {
 	}
 	s.mu.Unlock()
 	return reply{body: map[string]any{"media_buys": out, "pagination": map[string]any{"has_more": false, "total_count": len(out)}}}
+}
+
+// SetDelivered makes get_media_buy_delivery report impressions and spend (a JSON number
+// literal such as "3150.25") for the media buy id; a buy never set reports nothing delivered.
+func (s *Seller) SetDelivered(mediaBuyID string, impressions int64, spend string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.delivered == nil {
+		s.delivered = map[string]delivered{}
+	}
+	s.delivered[mediaBuyID] = delivered{impressions: impressions, spend: spend}
+}
+
+// getMediaBuyDelivery reports, for the caller's media buys (those named, or all), what
+// SetDelivered set: totals and one row per package (the whole spend on the first), in the
+// shape of media-buy-delivery-webhook-result.json's media_buy_deliveries.
+func (s *Seller) getMediaBuyDelivery(_ context.Context, c *call) reply {
+	want := mediaBuyIDs(c)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rows := []any{}
+	currency := "USD"
+	for _, id := range s.buyOrder {
+		mb := s.buys[id]
+		if mb.owner != c.owner || len(want) > 0 && !want[id] {
+			continue
+		}
+		if cur, ok := mb.body["currency"].(string); ok {
+			currency = cur
+		}
+		d := s.delivered[id]
+		spend := json.Number(d.spend)
+		if spend == "" {
+			spend = "0"
+		}
+		var byPkg []any
+		pkgs, _ := mb.body["packages"].([]any)
+		for i, p := range pkgs {
+			pm, _ := p.(map[string]any)
+			ps := json.Number("0")
+			if i == 0 {
+				ps = spend
+			}
+			byPkg = append(byPkg, map[string]any{"package_id": pm["package_id"], "spend": ps, "pacing_index": 1})
+		}
+		st, _ := mb.body["status"].(string)
+		rows = append(rows, map[string]any{"media_buy_id": id, "status": st,
+			"totals": map[string]any{"impressions": d.impressions, "spend": spend}, "by_package": byPkg})
+	}
+	now := s.now().UTC()
+	return reply{body: map[string]any{"currency": currency,
+		"reporting_period":     map[string]any{"start": now.Add(-24 * time.Hour).Format(time.RFC3339), "end": now.Format(time.RFC3339)},
+		"media_buy_deliveries": rows}}
 }
 
 // MediaBuys returns snapshots (get_media_buys items) of every media buy.

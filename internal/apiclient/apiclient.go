@@ -77,7 +77,54 @@ type Operation struct {
 	MediaBuy      json.RawMessage `json:"media_buy,omitempty"`
 	ExecutionName string          `json:"execution_name,omitempty"`
 	Approval      *Approval       `json:"approval,omitempty"`
-	Links         Links           `json:"links"`
+	// Current is the placed buy after its changes; Kind, BuyID and Change describe a change.
+	Current *Current        `json:"current,omitempty"`
+	Kind    string          `json:"kind,omitempty"`
+	BuyID   string          `json:"media_buy_operation_id,omitempty"`
+	Change  json.RawMessage `json:"change,omitempty"`
+	Links   Links           `json:"links"`
+}
+
+// Current is a placed buy after its changes.
+type Current struct {
+	Revision int    `json:"revision"`
+	State    string `json:"state"`
+	Budget   string `json:"budget"`
+	Currency string `json:"currency"`
+	Packages []struct {
+		PackageID string `json:"package_id"`
+		Budget    string `json:"budget"`
+	} `json:"packages,omitempty"`
+	EndTime        string `json:"end_time,omitempty"`
+	ChangeInFlight string `json:"change_in_flight,omitempty"`
+	LastChangeID   string `json:"last_change_id,omitempty"`
+	LastOutcome    string `json:"last_outcome,omitempty"`
+	LastReason     string `json:"last_reason,omitempty"`
+}
+
+// ChangeAccepted is the answer to an accepted change.
+type ChangeAccepted struct {
+	ChangeID string `json:"change_id"`
+	BuyID    string `json:"media_buy_operation_id"`
+	Kind     string `json:"kind"`
+	Status   string `json:"status"`
+	Replayed bool   `json:"replayed"`
+}
+
+// Delivery is GET /v1/media-buys/{id}/delivery.
+type Delivery struct {
+	OperationID string `json:"operation_id"`
+	Currency    string `json:"currency"`
+	Approved    string `json:"approved_budget"`
+	Spend       string `json:"spend,omitempty"`
+	OverBudget  bool   `json:"over_budget"`
+	Snapshots   []struct {
+		AsOf        string `json:"as_of"`
+		Impressions int64  `json:"impressions"`
+		Spend       string `json:"spend"`
+		Approved    string `json:"approved"`
+		Pacing      string `json:"pacing,omitempty"`
+	} `json:"snapshots"`
 }
 
 // Approval is a buy's latest approval request as GET /v1/media-buys/{id} shows it.
@@ -238,6 +285,32 @@ func (c *Client) post(ctx context.Context, path, key string, body []byte, out an
 		case <-time.After(wait):
 		}
 	}
+}
+
+// Change sends a change to a placed buy: PATCH /v1/media-buys/{id} with body, or, when cancel
+// is true, POST /v1/media-buys/{id}/cancel. A refusal is a *StatusError (409 for a buy that
+// cannot take the change now).
+func (c *Client) Change(ctx context.Context, buyID, key string, body []byte, cancel bool) (ChangeAccepted, error) {
+	method, path := http.MethodPatch, "/v1/media-buys/"+url.PathEscape(buyID)
+	if cancel {
+		method, path = http.MethodPost, path+"/cancel"
+	}
+	status, _, b, err := c.Do(ctx, method, path, http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {key}}, body)
+	if err != nil {
+		return ChangeAccepted{}, err
+	}
+	var out ChangeAccepted
+	return out, decode(status, b, &out, http.StatusAccepted)
+}
+
+// Delivery reads what a buy delivered.
+func (c *Client) Delivery(ctx context.Context, buyID string) (Delivery, error) {
+	status, _, b, err := c.Do(ctx, http.MethodGet, "/v1/media-buys/"+url.PathEscape(buyID)+"/delivery", nil, nil)
+	if err != nil {
+		return Delivery{}, err
+	}
+	var out Delivery
+	return out, decode(status, b, &out, http.StatusOK)
 }
 
 // Get reads one operation.

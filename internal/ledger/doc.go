@@ -97,6 +97,23 @@
 //	  slack refs     Update SET slack_messages if attribute_exists(pk)
 //	  TTL            none (kept for finance)
 //
+//	buy state        pk TENANT#<t>#OP#<id>  sk BUY   (a placed buy after its changes)
+//	  begin change   Update SET change_id, change_kind, change_expires (unix s), the initial
+//	                 state's fields if_not_exists, if attribute_not_exists(pk) OR ((no change_id
+//	                 OR change_expires < :now_s OR change_id = :id) AND state <> canceled); on
+//	                 failure *ChangeRefusedError with the current state; event in the same
+//	                 transaction
+//	  apply change   Update SET revision, state, budget, packages, last_*; REMOVE change_* if
+//	                 change_id = :id AND revision <= :rev (forward-only; ErrStaleRevision)
+//	  end change     Update SET last_*; REMOVE change_* if change_id = :id (denied, rejected,
+//	                 failed, expired); a second apply or end of the same change is a no-op
+//	  TTL            none
+//
+//	delivery         pk TENANT#<t>#OP#<id>  sk DELIVERY#<as of>
+//	  put            Put if attribute_not_exists(pk): one snapshot per reported as-of
+//	  read           Query begins_with(sk, "DELIVERY#"), consistent, newest first
+//	  TTL            none (kept for finance)
+//
 //	sweep progress   pk RECONCILE#<seller>  sk PROGRESS   (SweepProgress)
 //	  put            Put if attribute_not_exists(pk) OR fence <= :fence (the sweep lease's fence),
 //	                 else ErrStaleFence: a run whose lease was taken over cannot rewind a newer one

@@ -194,7 +194,7 @@ func TestTransitionConditionAndConflictMapping(t *testing.T) {
 					t.Errorf("condition\n got %s\nwant %s", cond, wantCond)
 				}
 				up := readable(t, u.UpdateExpression, u.ExpressionAttributeNames, u.ExpressionAttributeValues)
-				for _, part := range []string{"REMOVE gsi1pk, gsi1sk", `status = "completed"`, "version = version + 1", `media_buy_id = "mb-1"`} {
+				for _, part := range []string{`gsi1pk = "LIVE"`, `status = "completed"`, "version = version + 1", `media_buy_id = "mb-1"`} {
 					if !strings.Contains(up, part) {
 						t.Errorf("update %q lacks %q", up, part)
 					}

@@ -62,6 +62,11 @@ type Operation struct {
 	ExecutionName string    `dynamodbav:"execution_name,omitempty"`
 	// TaskToken is the Step Functions task token the workflow currently waits on (internal only).
 	TaskToken string `dynamodbav:"task_token,omitempty"`
+	// Kind is KindModification for a change to a placed buy (empty for a buy itself); ParentID
+	// then names the buy's operation and Change holds the change as the buyer asked for it.
+	Kind     string          `dynamodbav:"kind,omitempty"`
+	ParentID string          `dynamodbav:"parent_id,omitempty"`
+	Change   json.RawMessage `dynamodbav:"change,omitempty"`
 	// LastWrite is the random id of the last Transition or UpdateFields (internal only): a write
 	// whose response was lost is retried by the SDK and then fails its own condition; finding
 	// its id here tells the ledger the write is in.
@@ -91,7 +96,13 @@ type View struct {
 	CreatedAt           time.Time       `json:"created_at"`
 	UpdatedAt           time.Time       `json:"updated_at"`
 	Deadline            *time.Time      `json:"deadline,omitempty"`
+	Kind                string          `json:"kind,omitempty"`
+	ParentID            string          `json:"parent_id,omitempty"`
+	Change              json.RawMessage `json:"change,omitempty"`
 }
+
+// KindModification is the Kind of an operation that changes a placed buy.
+const KindModification = "modification"
 
 // View returns the API projection of o (no task token, no webhook token hash, no governance
 // context, no execution name).
@@ -109,6 +120,7 @@ func (o *Operation) View() View {
 		Currency: o.Currency, Request: o.Request, SellerTaskID: o.SellerTaskID, MediaBuyID: o.MediaBuyID,
 		GovernanceCheckID: o.GovernanceCheckID, GovernanceExpiresAt: opt(o.GovernanceExpiresAt),
 		Reason: o.Reason, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt, Deadline: opt(o.Deadline),
+		Kind: o.Kind, ParentID: o.ParentID, Change: o.Change,
 	}
 }
 
@@ -491,6 +503,12 @@ func (s *Store) transitionInput(tenant, id string, to workflow.Status, preds []w
 	switch {
 	case to == "": // UpdateFields: the status stays (pending), only the gsi1 time moves
 		up = up.Set(expression.Name(AttrGSI1SK), expression.Value(pendingSK(now, tenant, id)))
+	case to == workflow.StatusCompleted:
+		// A completed operation leaves the pending lists for the live one, due for its first
+		// delivery read at once (ListLiveDue).
+		up = up.Set(expression.Name(attrStatus), expression.Value(string(to))).
+			Set(expression.Name(AttrGSI1PK), expression.Value(liveGSI)).
+			Set(expression.Name(AttrGSI1SK), expression.Value(pendingSK(now, tenant, id)))
 	case to.Terminal():
 		up = up.Set(expression.Name(attrStatus), expression.Value(string(to)))
 		up = up.Remove(expression.Name(AttrGSI1PK)).Remove(expression.Name(AttrGSI1SK))

@@ -26,6 +26,7 @@ type Ledger interface {
 	ListOperations(ctx context.Context, tenant string, o ledger.ListOptions) (ledger.Page[ledger.View], error)
 	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (ledger.Page[ledger.Event], error)
 	GetApproval(ctx context.Context, id string) (*ledger.Approval, error)
+	GetBuyState(ctx context.Context, tenant, opID string) (*ledger.BuyState, error)
 }
 
 // Executions starts workflow executions under deterministic names.
@@ -206,6 +207,14 @@ func (s *Service) Get(ctx context.Context, tenant, id string) (View, error) {
 	case !errors.Is(err, errNoApproval):
 		return View{}, err
 	}
+	switch st, err := s.ledger.GetBuyState(ctx, tenant, id); {
+	case err == nil:
+		v.Current = &CurrentView{Revision: st.Revision, State: st.State, Budget: st.BudgetTotal, Currency: st.Currency,
+			Packages: st.Packages, EndTime: st.EndTime, ChangeInFlight: st.ChangeID, LastChangeID: st.LastChangeID,
+			LastOutcome: st.LastOutcome, LastReason: st.LastReason, UpdatedAt: st.UpdatedAt.UTC().Format(time.RFC3339Nano)}
+	case !errors.Is(err, ledger.ErrNotFound):
+		return View{}, fmt.Errorf("mediabuy: get the state of %s: %w", id, err)
+	}
 	return v, nil
 }
 
@@ -265,7 +274,7 @@ func viewOf(v ledger.View) View {
 		PlanID: v.PlanID, PONumber: v.PONumber, Budget: v.BudgetTotal, Currency: v.Currency, Requester: v.Requester,
 		SellerTaskID: v.SellerTaskID, MediaBuyID: v.MediaBuyID, Reason: v.Reason, Version: v.Version,
 		CreatedAt: v.CreatedAt.UTC().Format(time.RFC3339Nano), UpdatedAt: v.UpdatedAt.UTC().Format(time.RFC3339Nano),
-		Links: LinksFor(v.ID), ExecutionName: workflow.ExecutionName(v.ID, 0),
+		Kind: v.Kind, BuyID: v.ParentID, Change: v.Change, Links: LinksFor(v.ID), ExecutionName: workflow.ExecutionName(v.ID, 0),
 	}
 	var req SubmitRequest
 	if json.Unmarshal(v.Request, &req) == nil {

@@ -3,6 +3,8 @@ package mediabuy
 import (
 	"encoding/json"
 	"errors"
+
+	"github.com/buyflow/buyflow/internal/ledger"
 )
 
 // Caller is who asks: the tenant (the buyer's account, from the caller's identity, never the
@@ -58,7 +60,30 @@ type View struct {
 	// Approval is the buy's latest approval request, when a person was asked (GET of one buy
 	// only; listings leave it out).
 	Approval *ApprovalView `json:"approval,omitempty"`
-	Links    Links         `json:"links"`
+	// Current is the placed buy as its changes left it (GET of one buy that was changed).
+	Current *CurrentView `json:"current,omitempty"`
+	// Kind is "modification" for a change to a placed buy: BuyID names the buy and Change is
+	// the change as the buyer asked for it.
+	Kind   string          `json:"kind,omitempty"`
+	BuyID  string          `json:"media_buy_operation_id,omitempty"`
+	Change json.RawMessage `json:"change,omitempty"`
+	Links  Links           `json:"links"`
+}
+
+// CurrentView is a placed buy after its changes: the seller's revision, the approved budget
+// and its packages, paused/active/canceled, the change in flight and how the last one ended.
+type CurrentView struct {
+	Revision       int                    `json:"revision"`
+	State          string                 `json:"state"`
+	Budget         string                 `json:"budget"`
+	Currency       string                 `json:"currency"`
+	Packages       []ledger.PackageBudget `json:"packages,omitempty"`
+	EndTime        string                 `json:"end_time,omitempty"`
+	ChangeInFlight string                 `json:"change_in_flight,omitempty"`
+	LastChangeID   string                 `json:"last_change_id,omitempty"`
+	LastOutcome    string                 `json:"last_outcome,omitempty"`
+	LastReason     string                 `json:"last_reason,omitempty"`
+	UpdatedAt      string                 `json:"updated_at"`
 }
 
 // ListQuery filters and pages GET /v1/media-buys.

@@ -66,6 +66,9 @@ const (
 	// HandlerPanics counts panics recovered at a handler's boundary (a bug: the request got a
 	// 500 or the task an error instead of the process ending), by Function.
 	HandlerPanics = "HandlerPanics"
+	// SpendOverBudget counts delivery reads whose reported spend is above the buy's approved
+	// budget (dimension Seller); an alarm pages on the first.
+	SpendOverBudget = "SpendOverBudget"
 )
 
 // The Kind dimension of Timeouts.

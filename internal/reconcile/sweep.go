@@ -23,8 +23,12 @@ import (
 // the sweep asks sellers only for tasks whose context contains it.
 const contextMarker = "operation_id"
 
-// taskCreateMediaBuy is the only seller task buyflow follows (and registers webhooks for).
-const taskCreateMediaBuy = "create_media_buy"
+// The seller tasks buyflow follows (and registers webhooks for): a buy's create, and the
+// update of a change to a placed buy.
+const (
+	taskCreateMediaBuy = "create_media_buy"
+	taskUpdateMediaBuy = "update_media_buy"
+)
 
 // pendingTaskStatuses are the AdCP task statuses the listing asks for.
 var pendingTaskStatuses = []string{string(adcp.StatusSubmitted), string(adcp.StatusWorking), string(adcp.StatusInputRequired)}
@@ -229,14 +233,15 @@ func lastBefore(ops []*ledger.Operation, op *ledger.Operation) string {
 	return opKey(ops[i-1])
 }
 
-// list reads one page of the seller's pending create_media_buy tasks carrying our context.
+// list reads one page of the seller's pending create_media_buy and update_media_buy tasks
+// carrying our context.
 func (s *Service) list(ctx context.Context, seller string, account *adcp.AccountRef, cursor string) (*listPage, error) {
 	tool, err := s.cfg.AdCP.ListTool(ctx, seller)
 	if err != nil {
 		return nil, err
 	}
 	req := listRequest{Account: account,
-		Filters:    listFilters{Statuses: pendingTaskStatuses, TaskTypes: []string{taskCreateMediaBuy}, ContextContains: contextMarker},
+		Filters:    listFilters{Statuses: pendingTaskStatuses, TaskTypes: []string{taskCreateMediaBuy, taskUpdateMediaBuy}, ContextContains: contextMarker},
 		Sort:       listSort{Field: "created_at", Direction: "asc"},
 		Pagination: adcp.Pagination{MaxResults: s.cfg.PageSize, Cursor: cursor}}
 	resp, err := s.cfg.AdCP.Call(ctx, seller, tool, req)

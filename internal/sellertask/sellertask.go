@@ -171,8 +171,9 @@ func RecordStatus(ctx context.Context, deps Deps, op *ledger.Operation, u Update
 			if code := adcpCode(derr); code != "" {
 				u.Detail["error_code"], ch.ErrorCode = code, &code
 			}
-		case derr == nil && EndedMediaBuy(mb):
-			// The task completed, but the seller declined or ended the buy it created.
+		case derr == nil && EndedMediaBuy(mb) && op.Kind != ledger.KindModification:
+			// The task completed, but the seller declined or ended the buy it created. (For a
+			// change to a placed buy, a canceled media buy is what a cancellation completes with.)
 			to = workflow.StatusRejected
 			r := ledger.Clip("the seller answered media buy "+mb.MediaBuyID+" with status "+mb.MediaBuyStatus, 1000)
 			ch.Reason, ch.MediaBuyID = &r, &mb.MediaBuyID

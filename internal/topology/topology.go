@@ -152,6 +152,11 @@ var App = Application{
 			Env: with(EnvCallerURI, EnvPublicBaseURL), Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
+			Name: "modify", Description: "A change to a placed buy: governance (phase modification), update_media_buy, the buy's new state",
+			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, Placeholder: "ModifyFunctionArn",
+			Env: with(EnvCallerURI, EnvPublicBaseURL, EnvApprovalPolicy), Secrets: []string{EnvAgentsSecretPrefix},
+		},
+		{
 			Name: "poll", Description: "AwaitSeller (parks the task token) and PollSeller",
 			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, Placeholder: "PollFunctionArn", CompletesTasks: true,
 			Env: with(), Secrets: []string{EnvAgentsSecretPrefix},
@@ -184,6 +189,9 @@ var App = Application{
 		{Method: "GET", Path: "/v1/campaigns", Function: "submit", Auth: AuthIAM},
 		{Method: "GET", Path: "/v1/campaigns/{id}", Function: "submit", Auth: AuthIAM},
 		{Method: "GET", Path: "/v1/campaigns/{id}/events", Function: "submit", Auth: AuthIAM},
+		{Method: "PATCH", Path: "/v1/media-buys/{id}", Function: "submit", Auth: AuthIAM},
+		{Method: "POST", Path: "/v1/media-buys/{id}/cancel", Function: "submit", Auth: AuthIAM},
+		{Method: "GET", Path: "/v1/media-buys/{id}/delivery", Function: "submit", Auth: AuthIAM},
 		{Method: "POST", Path: "/v1/webhooks/adcp/{operation_id}", Function: "webhook", Auth: AuthSignature},
 		{Method: "GET", Path: "/v1/approvals/{approval_id}", Function: "approve", Auth: AuthSignature},
 		{Method: "HEAD", Path: "/v1/approvals/{approval_id}", Function: "approve", Auth: AuthSignature},

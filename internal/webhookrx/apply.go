@@ -12,8 +12,12 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// taskCreateMediaBuy is the only task buyflow registers a push_notification_config for.
-const taskCreateMediaBuy = "create_media_buy"
+// The tasks buyflow registers a push_notification_config for: a buy's create, and the update
+// of a change to a placed buy (an operation of kind modification).
+const (
+	taskCreateMediaBuy = "create_media_buy"
+	taskUpdateMediaBuy = "update_media_buy"
+)
 
 // contentionRetries bounds the retries of a transition that lost a transaction race.
 const contentionRetries = 4
@@ -36,8 +40,12 @@ func (s *Service) apply(ctx context.Context, op *ledger.Operation, d *Delivery) 
 	actor := "seller:" + op.SellerID
 	ev := deliveryFields(d)
 	var why string
-	if d.TaskType != taskCreateMediaBuy {
-		why = "not a create_media_buy task"
+	want := taskCreateMediaBuy
+	if op.Kind == ledger.KindModification {
+		want = taskUpdateMediaBuy
+	}
+	if d.TaskType != want {
+		why = "not a " + want + " task"
 	}
 	if why == "" {
 		rec, err := sellertask.RecordStatus(ctx, s.taskDeps(), op, sellertask.Update{Status: d.Status, TaskID: d.TaskID,

@@ -31,6 +31,31 @@ type ExecutionInput struct {
 	StateMachineARN string `json:"state_machine_arn"`
 }
 
+// ChangeExecutionInput is the input of an execution that runs a change to a placed buy:
+// OperationID is the change's own operation, and the present change field sends the state
+// machine straight to CheckChange. A change never continues as a new execution (its deadline
+// ends its wait long before the loop budget), so the continuation's input has no change.
+type ChangeExecutionInput struct {
+	ExecutionInput
+	Change ChangeRef `json:"change"`
+}
+
+// ChangeRef names the buy a change execution changes and what the change does.
+type ChangeRef struct {
+	BuyID string `json:"buy_id"`
+	Kind  string `json:"kind"`
+}
+
+// ChangeOutcome is the output of ApplyChange and RecordChangeFailure (at $.change_outcome).
+type ChangeOutcome struct {
+	// Outcome is applied, denied, rejected, expired or failed.
+	Outcome string `json:"outcome"`
+	Reason  string `json:"reason,omitempty"`
+	// Revision and State are the buy's after the change.
+	Revision int    `json:"revision,omitempty"`
+	State    string `json:"state,omitempty"`
+}
+
 // RunConfig holds the timing knobs of one execution. They travel in the input so the tests can
 // shrink them and so the ASL reads every interval from a path.
 type RunConfig struct {
@@ -49,6 +74,10 @@ type RunConfig struct {
 	// LoopBudget is the number of wait-loop rounds one execution may run before it continues
 	// as a new execution, keeping its history far below the 25,000-event cap.
 	LoopBudget int `json:"loop_budget"`
+	// DeliveryReadMinutes is how often the scheduled delivery read asks a seller what one live
+	// buy delivered (0: every 60 minutes). The reconcile function reads it; executions carry it
+	// along unused.
+	DeliveryReadMinutes int `json:"delivery_read_minutes,omitempty"`
 }
 
 // DefaultRunConfig returns the production timings.
@@ -101,12 +130,19 @@ const (
 	ActionCancel  Action = "cancel"  // create: Compensate (update_media_buy canceled: true)
 	ActionPark    Action = "park"    // poll: AwaitSeller, stores the task token
 	ActionPoll    Action = "poll"    // poll: PollSeller
+
+	// modify: a change to a placed buy.
+	ActionCheckChange Action = "check_change" // CheckChange: governance, phase modification
+	ActionUpdate      Action = "update"       // UpdateMediaBuy: update_media_buy, write-ahead
+	ActionApply       Action = "apply"        // ApplyChange: the buy's new state, the report
+	ActionFailChange  Action = "fail_change"  // RecordChangeFailure: the change ends, the buy stays
 )
 
 // Actions lists every action in the order above.
 var Actions = []Action{
 	ActionCheck, ActionReport, ActionFail, ActionRequest, ActionExpire,
 	ActionCreate, ActionCancel, ActionPark, ActionPoll,
+	ActionCheckChange, ActionUpdate, ActionApply, ActionFailChange,
 }
 
 // Stage is how the state machine keeps a stage's result in its state: a Task's ResultSelector
@@ -339,7 +375,15 @@ const (
 	FailureGovernanceDenied     = "GovernanceDenied"
 	FailureSellerDidNotComplete = "SellerDidNotComplete"
 	FailureUnexpectedDecision   = "UnexpectedGovernanceDecision"
+
+	// A change to a placed buy ends on these without touching the buy.
+	FailureChangeDenied        = "ChangeDeniedByGovernance"
+	FailureChangeNeedsApproval = "ChangeNeedsApproval"
+	FailureChangeDeadline      = "ChangeDeadlinePassed"
+	FailureChangeInputRequired = "ChangeInputRequired"
+	FailureChangeWaitTooLong   = "ChangeWaitTooLong"
 )
 
 // FailureNames lists the names above.
-var FailureNames = []string{FailureGovernanceDenied, FailureSellerDidNotComplete, FailureUnexpectedDecision}
+var FailureNames = []string{FailureGovernanceDenied, FailureSellerDidNotComplete, FailureUnexpectedDecision,
+	FailureChangeDenied, FailureChangeNeedsApproval, FailureChangeDeadline, FailureChangeInputRequired, FailureChangeWaitTooLong}

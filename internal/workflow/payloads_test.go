@@ -38,8 +38,8 @@ func TestActionsAreDistinct(t *testing.T) {
 		}
 		seen[a] = true
 	}
-	if len(Actions) != 9 {
-		t.Fatalf("len(Actions) = %d, want 9", len(Actions))
+	if len(Actions) != 13 {
+		t.Fatalf("len(Actions) = %d, want 13", len(Actions))
 	}
 }
 

@@ -56,7 +56,7 @@ var baseRun = workflow.RunConfig{
 var approvalPolicy = `{"threshold":"10000.00","currency":"USD","approvers":["` + approver + `"],"on_timeout":"reject"}`
 
 // instances is each function's concurrency (scenarios run in parallel).
-var instances = map[string]int{"submit": 2, "campaign": 2, "governance": 3, "notify": 2, "approve": 2, "create": 3, "poll": 3, "webhook": 3}
+var instances = map[string]int{"submit": 2, "campaign": 2, "governance": 3, "notify": 2, "approve": 2, "create": 3, "poll": 3, "webhook": 3, "modify": 2}
 
 // sys is the running system every scenario shares.
 type system struct {

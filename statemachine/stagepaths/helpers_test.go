@@ -24,6 +24,8 @@ type buyRun struct {
 	client *apiclient.Client
 	po     string
 	op     string
+	// changes are the ids of the changes sent to the buy (their logs are the buy's too).
+	changes []string
 }
 
 // begin starts a parallel scenario under a fresh tenant whose executions run with baseRun
@@ -50,6 +52,11 @@ func begin(t *testing.T, patch map[string]any) *buyRun {
 		if t.Failed() && r.op != "" {
 			for _, l := range sys.logs.matching(r.op) {
 				t.Log(l)
+			}
+			for _, id := range r.changes {
+				for _, l := range sys.logs.matching(id) {
+					t.Log(l)
+				}
 			}
 		}
 	})
@@ -101,19 +108,25 @@ type invocationInfo struct {
 // task token leaked into any state's output, and returns them, first to last.
 func (r *buyRun) finish(wait time.Duration) []execution {
 	r.t.Helper()
+	return r.finishNamed(r.op, wait)
+}
+
+// finishNamed is finish for the execution named name (a change's runs under the change's id).
+func (r *buyRun) finishNamed(name string, wait time.Duration) []execution {
+	r.t.Helper()
 	hc := &http.Client{Timeout: wait + 10*time.Second}
-	resp, err := hc.Get(fmt.Sprintf("%s/_harness/executions/%s?wait_ms=%d", sys.harness, r.op, wait.Milliseconds()))
+	resp, err := hc.Get(fmt.Sprintf("%s/_harness/executions/%s?wait_ms=%d", sys.harness, name, wait.Milliseconds()))
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		r.t.Fatalf("execution %s: HTTP %d %s", r.op, resp.StatusCode, b)
+		r.t.Fatalf("execution %s: HTTP %d %s", name, resp.StatusCode, b)
 	}
 	var exs []execution
 	if err := json.Unmarshal(b, &exs); err != nil {
-		r.t.Fatalf("execution %s: %v: %s", r.op, err, b)
+		r.t.Fatalf("execution %s: %v: %s", name, err, b)
 	}
 	for _, ex := range exs {
 		if len(ex.Leaks) > 0 {

@@ -105,6 +105,7 @@ function makeBuy(req, status) {
   const buy = {
     media_buy_id: id,
     status,
+    currency: 'USD',
     confirmed_at: new Date().toISOString(),
     revision: 1,
     packages: (req.packages ?? []).map((p, i) => ({
@@ -194,12 +195,20 @@ const platform = {
       return Promise.resolve(buy);
     },
     updateMediaBuy: async (buyId, patch) => {
-      recorded.updates.push({ at: Date.now(), media_buy_id: buyId, canceled: patch.canceled === true });
+      recorded.updates.push({ at: Date.now(), media_buy_id: buyId, canceled: patch.canceled === true, paused: patch.paused });
       const buy = buys.get(buyId);
       if (!buy) {
         throw new AdcpError('MEDIA_BUY_NOT_FOUND', { recovery: 'terminal', message: `media buy ${buyId} not found` });
       }
       if (patch.canceled === true) buy.status = 'canceled';
+      else if (patch.paused === true) buy.status = 'paused';
+      else if (patch.paused === false) buy.status = 'active';
+      for (const up of patch.packages ?? []) {
+        const pkg = buy.packages.find(p => p.package_id === up.package_id);
+        if (!pkg) throw new AdcpError('PACKAGE_NOT_FOUND', { recovery: 'correctable', message: `package ${up.package_id} not found` });
+        if (up.budget !== undefined) pkg.budget = up.budget;
+      }
+      if (patch.end_time) buy.end_time = patch.end_time;
       buy.revision += 1;
       return { media_buy_id: buyId, status: buy.status, revision: buy.revision };
     },
@@ -210,7 +219,9 @@ const platform = {
       media_buy_deliveries: [],
     }),
     getMediaBuys: async req => ({
-      media_buys: [...buys.values()].filter(b => !req.media_buy_ids || req.media_buy_ids.includes(b.media_buy_id)),
+      media_buys: [...buys.values()]
+        .filter(b => !req.media_buy_ids || req.media_buy_ids.includes(b.media_buy_id))
+        .map(b => ({ ...b, total_budget: b.packages.reduce((sum, p) => sum + (p.budget ?? 0), 0) })),
     }),
   },
 };

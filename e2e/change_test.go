@@ -1,0 +1,103 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/apiclient"
+)
+
+// A buy is created, increased, paused, resumed and canceled over HTTP, each change its own run;
+// the buy's timeline lists every step with its amounts, a change after the cancellation is
+// refused, and its delivery is read on schedule.
+func TestBuyIncreasedPausedResumedCanceled(t *testing.T) {
+	c := begin(t)
+	sub := submit(t, c, buy{PO: po(t), Sim: "sync", Budgets: []float64{3000}})
+	finished(t, c, sub.OperationID, "completed")
+	steps := []struct {
+		body   string
+		cancel bool
+		state  string
+		budget string
+	}{
+		{`{"budget":{"total":3500},"reason":"strong first week","context":{"sim":"sync"}}`, false, "active", "3500.00"},
+		{`{"paused":true,"context":{"sim":"async_complete"}}`, false, "paused", "3500.00"},
+		{`{"paused":false,"context":{"sim":"sync"}}`, false, "active", "3500.00"},
+		{`{"reason":"campaign withdrawn","context":{"sim":"sync"}}`, true, "canceled", "3500.00"},
+	}
+	for i, st := range steps {
+		acc, err := c.Change(context.Background(), sub.OperationID, fmt.Sprintf("chg-key-%s-%d", randomID(t), i), []byte(st.body), st.cancel)
+		if err != nil {
+			t.Fatalf("change %s: %v", st.body, err)
+		}
+		finished(t, c, acc.ChangeID, "completed")
+		op := waitFor(t, c, sub.OperationID, 30*time.Second, func(op apiclient.Operation) bool {
+			return op.Current != nil && op.Current.LastChangeID == acc.ChangeID
+		})
+		if cur := op.Current; cur.State != st.state || cur.Budget != st.budget || cur.Revision != i+2 || cur.LastOutcome != "applied" {
+			t.Errorf("after %s: current %+v, want %s, %s, revision %d", st.body, cur, st.state, st.budget, i+2)
+		}
+	}
+	_, err := c.Change(context.Background(), sub.OperationID, "chg-key-after-"+randomID(t), []byte(`{"paused":false}`), false)
+	if apiclient.StatusOf(err) != 409 {
+		t.Errorf("a resume after the cancellation: %v, want 409", err)
+	}
+
+	evs := settled(t, c, sub.OperationID)
+	var applied []string
+	for _, e := range evs {
+		if e.Type == "modification_applied" {
+			applied = append(applied, e.Amount+" "+e.Reason)
+		}
+	}
+	want := []string{"3500.00 USD budget 3000.00 USD → 3500.00 USD", "3500.00 USD delivery paused", "3500.00 USD delivery resumed", "3500.00 USD buy canceled: campaign withdrawn"}
+	if !slices.Equal(applied, want) {
+		t.Errorf("the timeline's applied changes:\n got  %q\n want %q", applied, want)
+	}
+	for _, typ := range []string{"modification_requested", "modification_governance_check", "modification_seller_call", "modification_outcome_report"} {
+		if n := countType(evs, typ); n < len(steps) {
+			t.Errorf("the timeline has %d %s, want one per change (%d): %v", n, typ, len(steps), types(evs))
+		}
+	}
+}
+
+// The delivery read runs after each sweep: a live buy gets a snapshot soon after it completes.
+func TestDeliverySnapshotOfALiveBuy(t *testing.T) {
+	c := begin(t)
+	if suite.local == nil {
+		t.Skip("the simulated seller's delivery is the local stack's")
+	}
+	sub := submit(t, c, buy{PO: po(t), Sim: "sync", Budgets: []float64{3000}})
+	finished(t, c, sub.OperationID, "completed")
+	var d apiclient.Delivery
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var err error
+		if d, err = c.Delivery(context.Background(), sub.OperationID); err != nil {
+			t.Fatal(err)
+		}
+		if len(d.Snapshots) > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if len(d.Snapshots) == 0 || d.Approved != "3000.00" || d.Spend != "0" || d.OverBudget {
+		t.Fatalf("delivery %+v: want a snapshot of the simulated seller's report (nothing spent yet) against 3000.00", d)
+	}
+	if countType(settled(t, c, sub.OperationID), "delivery") == 0 {
+		t.Error("the timeline has no delivery entry")
+	}
+}
+
+func countType(evs []apiclient.Event, typ string) int {
+	n := 0
+	for _, e := range evs {
+		if e.Type == typ {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,43 @@
+// Command modify is the Lambda of a change to a placed buy, in the MediaBuy state machine:
+// actions check_change (governance, phase modification), update (update_media_buy, write-ahead
+// intent), apply (the buy's new state, forward-only) and fail_change.
+package main
+
+import (
+	"context"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/buyflow/buyflow/functions/internal/agents"
+	"github.com/buyflow/buyflow/functions/internal/wire"
+	"github.com/buyflow/buyflow/internal/approvals"
+	"github.com/buyflow/buyflow/internal/config"
+	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/modification"
+)
+
+func main() { wire.Main(run) }
+
+func run(ctx context.Context, getenv func(string) string) error {
+	var policy approvals.Policy
+	c, err := wire.Load(modification.Function, getenv,
+		func(env config.Env) (err error) { policy, err = approvals.ParsePolicy(env.ApprovalPolicy); return err })
+	if err != nil {
+		return err
+	}
+	reg, err := agents.Registry(ctx, c)
+	if err != nil {
+		return err
+	}
+	client, err := agents.Client(reg, c.Secrets())
+	if err != nil {
+		return err
+	}
+	threshold, err := modification.IncreaseThreshold(policy.Threshold, policy.Currency)
+	if err != nil {
+		return err
+	}
+	svc := modification.New(c.Ledger(), client, threshold, modification.Config{CallerURI: c.Env.CallerURI, PublicBaseURL: c.Env.PublicBaseURL})
+	lambda.Start(metrics.Flushing(c.Metrics, svc.Handle)) // blocks
+	return nil
+}

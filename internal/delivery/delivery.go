@@ -1,0 +1,280 @@
+// Package delivery reads what live buys delivered: on a cadence, get_media_buy_delivery for
+// every completed buy whose read is due (one call per seller and account, for all its due
+// buys), a delivery snapshot in the ledger per reported as-of (impressions, spend, pacing, and
+// the budget approved then), an event on the buy's timeline showing spend against the approved
+// budget, and the SpendOverBudget metric when a buy spent past it.
+package delivery
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"strconv"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/jsonnum"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/mediabuy"
+	"github.com/buyflow/buyflow/internal/metrics"
+)
+
+// Ledger is the part of the ledger the reader uses; *ledger.Store satisfies it.
+type Ledger interface {
+	ListLiveDue(ctx context.Context, dueBefore time.Time, limit int) ([]*ledger.Operation, error)
+	ScheduleDeliveryRead(ctx context.Context, tenant, id string, next time.Time) error
+	RetireLive(ctx context.Context, tenant, id string) error
+	GetBuyState(ctx context.Context, tenant, opID string) (*ledger.BuyState, error)
+	PutDeliverySnapshot(ctx context.Context, d ledger.DeliverySnapshot) (bool, error)
+	AppendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) error
+}
+
+var _ Ledger = (*ledger.Store)(nil)
+
+// AdCP is the part of the AdCP client the reader uses; *adcp.Client satisfies it.
+type AdCP interface {
+	GetMediaBuyDelivery(ctx context.Context, agentID string, req adcp.GetMediaBuyDeliveryRequest) (*adcp.DeliveryReport, error)
+}
+
+// Config holds a Reader's settings.
+type Config struct {
+	// Every is how often one buy's delivery is read (default 1 h; sellers report hourly at best).
+	Every time.Duration
+	// Batch bounds the buys read in one run (default 200); the rest are read on the next run.
+	Batch int
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Metrics receives SpendOverBudget; nil records nothing.
+	Metrics *metrics.Recorder
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Reader reads delivery; it is safe for one run at a time.
+type Reader struct {
+	ledger Ledger
+	adcp   AdCP
+	cfg    Config
+	log    *slog.Logger
+}
+
+// New returns a Reader.
+func New(l Ledger, a AdCP, cfg Config) *Reader {
+	if cfg.Every <= 0 {
+		cfg.Every = time.Hour
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 200
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Reader{ledger: l, adcp: a, cfg: cfg, log: log}
+}
+
+// EventDelivery is the timeline event of a new snapshot.
+const EventDelivery = "delivery"
+
+// Report is what one run did.
+type Report struct {
+	Read, Snapshots, OverBudget, Retired, Failed int
+}
+
+// group is the due buys of one seller and account: one call reads them all.
+type group struct {
+	seller  string
+	account adcp.AccountRef
+	buys    map[string]*ledger.Operation // media buy id → operation
+}
+
+// Run reads every buy that is due, at most Batch of them. A seller that fails is logged and
+// its buys are read again on the next run; the others go on.
+func (r *Reader) Run(ctx context.Context) (Report, error) {
+	var rep Report
+	now := r.cfg.Now().UTC()
+	ops, err := r.ledger.ListLiveDue(ctx, now, r.cfg.Batch)
+	if err != nil {
+		return rep, err
+	}
+	groups := map[string]*group{}
+	var order []string
+	for _, op := range ops {
+		if op.Kind == ledger.KindModification || op.MediaBuyID == "" {
+			r.retire(ctx, op, &rep) // a change delivers nothing; a buy without a seller id cannot be read
+			continue
+		}
+		if st, err := r.ledger.GetBuyState(ctx, op.Tenant, op.ID); err == nil && st.State == ledger.BuyStateCanceled {
+			r.retire(ctx, op, &rep)
+			continue
+		}
+		var req mediabuy.SubmitRequest
+		var mb struct {
+			Account adcp.AccountRef `json:"account"`
+		}
+		if json.Unmarshal(op.Request, &req) != nil || json.Unmarshal(req.MediaBuy, &mb) != nil {
+			r.retire(ctx, op, &rep)
+			continue
+		}
+		acct, _ := json.Marshal(mb.Account)
+		k := op.SellerID + "\x00" + string(acct)
+		g, ok := groups[k]
+		if !ok {
+			g = &group{seller: op.SellerID, account: mb.Account, buys: map[string]*ledger.Operation{}}
+			groups[k] = g
+			order = append(order, k)
+		}
+		g.buys[op.MediaBuyID] = op
+	}
+	for _, k := range order {
+		r.read(ctx, groups[k], now, &rep)
+	}
+	return rep, nil
+}
+
+func (r *Reader) retire(ctx context.Context, op *ledger.Operation, rep *Report) {
+	if err := r.ledger.RetireLive(ctx, op.Tenant, op.ID); err != nil && !errors.Is(err, ledger.ErrConflict) {
+		r.log.WarnContext(ctx, "live operation not retired", "operationId", op.ID, "err", err)
+		return
+	}
+	rep.Retired++
+}
+
+// read asks one seller for its due buys and records what it reports.
+func (r *Reader) read(ctx context.Context, g *group, now time.Time, rep *Report) {
+	ids := make([]string, 0, len(g.buys))
+	for id := range g.buys {
+		ids = append(ids, id)
+	}
+	res, err := r.adcp.GetMediaBuyDelivery(ctx, g.seller, adcp.GetMediaBuyDeliveryRequest{Account: &g.account, MediaBuyIDs: ids})
+	if err != nil {
+		rep.Failed += len(ids)
+		r.log.WarnContext(ctx, "delivery not read", "seller", g.seller, "buys", len(ids), "err", err)
+		return
+	}
+	asOf := now
+	if t, err := time.Parse(time.RFC3339, res.ReportingPeriod.End); err == nil {
+		asOf = t
+	}
+	for _, row := range res.MediaBuys {
+		op, ok := g.buys[row.MediaBuyID]
+		if !ok {
+			continue // a buy the seller reports that this read did not ask for
+		}
+		rep.Read++
+		if err := r.record(ctx, op, row, res.Currency, asOf, rep); err != nil {
+			rep.Failed++
+			r.log.WarnContext(ctx, "delivery not recorded", "operationId", op.ID, "err", err)
+			continue
+		}
+	}
+	for _, op := range g.buys {
+		if err := r.ledger.ScheduleDeliveryRead(ctx, op.Tenant, op.ID, now.Add(r.cfg.Every)); err != nil && !errors.Is(err, ledger.ErrConflict) {
+			r.log.WarnContext(ctx, "next delivery read not scheduled", "operationId", op.ID, "err", err)
+		}
+	}
+}
+
+// record stores one buy's reported delivery and, for a new snapshot, its timeline event.
+func (r *Reader) record(ctx context.Context, op *ledger.Operation, row adcp.MediaBuyDelivery, currency string, asOf time.Time, rep *Report) error {
+	if currency == "" {
+		currency = op.Currency
+	}
+	if currency != op.Currency {
+		return fmt.Errorf("the seller reports delivery in %s, the buy is in %s", currency, op.Currency)
+	}
+	spend, ok := decimal(row.Totals.Spend)
+	if !ok {
+		return fmt.Errorf("the seller reports spend %q, not a decimal amount of 0 or more", row.Totals.Spend)
+	}
+	impressions, _ := strconv.ParseInt(string(row.Totals.Impressions), 10, 64)
+	approved := op.BudgetTotal
+	if st, err := r.ledger.GetBuyState(ctx, op.Tenant, op.ID); err == nil {
+		approved = st.BudgetTotal
+	}
+	snap := ledger.DeliverySnapshot{Tenant: op.Tenant, OperationID: op.ID, MediaBuyID: op.MediaBuyID, AsOf: asOf,
+		Impressions: impressions, Spend: spend, Currency: op.Currency, Approved: approved}
+	if len(row.ByPackage) == 1 {
+		if p, ok := decimal(row.ByPackage[0].PacingIndex); ok {
+			snap.Pacing = p
+		}
+	}
+	created, err := r.ledger.PutDeliverySnapshot(ctx, snap)
+	if err != nil || !created {
+		return err
+	}
+	rep.Snapshots++
+	over := OverBudget(spend, approved)
+	reason := fmt.Sprintf("spent %s of the approved %s %s", spend, approved, op.Currency)
+	if over {
+		rep.OverBudget++
+		reason = fmt.Sprintf("spent %s %s, over the approved budget of %s", spend, op.Currency, approved)
+		if r.cfg.Metrics != nil {
+			r.cfg.Metrics.Count(metrics.SpendOverBudget, nil, 1) // the alarm's series
+			r.cfg.Metrics.Count(metrics.SpendOverBudget, metrics.Dims{"Seller": op.SellerID}, 1)
+		}
+		r.log.WarnContext(ctx, "spend over the approved budget", "operationId", op.ID, "spend", spend, "approved", approved, "currency", op.Currency)
+	}
+	detail, _ := json.Marshal(map[string]any{"as_of": asOf.Format(time.RFC3339), "impressions": impressions, "spend": spend,
+		"approved_budget": approved, "over_budget": over, "media_buy_status": row.Status})
+	return r.ledger.AppendEvent(ctx, op.Tenant, op.ID, ledger.Event{At: r.cfg.Now().UTC(), Type: EventDelivery, Actor: "seller:" + op.SellerID,
+		Amount: spend, Currency: op.Currency, Reason: reason, Detail: detail})
+}
+
+// decimal returns a seller's number literal as a plain decimal string (its exact value, in as
+// many decimals as it has), or false for one that is not a number of 0 or more.
+func decimal(n json.Number) (string, bool) {
+	// jsonnum bounds the literal (digits, exponent, magnitude) before any arithmetic, so no
+	// seller's "1e99999999" makes the read slow.
+	if _, err := jsonnum.Split(string(n)); err != nil {
+		return "", false
+	}
+	r, ok := new(big.Rat).SetString(string(n))
+	if !ok || r.Sign() < 0 {
+		return "", false
+	}
+	if r.IsInt() {
+		return r.RatString(), true
+	}
+	for digits := 1; digits <= 12; digits++ {
+		if s := r.FloatString(digits); mustEqual(s, r) {
+			return s, true
+		}
+	}
+	return r.FloatString(12), true
+}
+
+func mustEqual(s string, r *big.Rat) bool {
+	x, ok := new(big.Rat).SetString(s)
+	return ok && x.Cmp(r) == 0
+}
+
+// OverBudget reports whether spend is above approved, both decimal strings, compared exactly.
+// Amounts that do not parse are not over budget: they cannot be compared.
+func OverBudget(spend, approved string) bool {
+	s, ok1 := new(big.Rat).SetString(spend)
+	a, ok2 := new(big.Rat).SetString(approved)
+	return ok1 && ok2 && s.Cmp(a) > 0
+}
+
+// AfterSweep returns a scheduled handler that runs sweep, then the delivery read: the
+// reconcile function's one schedule drives both, and the read's own cadence (Config.Every)
+// decides which buys are due. A failed read is logged, never the sweep's failure.
+func AfterSweep[S any](sweep func(context.Context, json.RawMessage) (S, error), r *Reader) func(context.Context, json.RawMessage) (S, error) {
+	return func(ctx context.Context, in json.RawMessage) (S, error) {
+		out, err := sweep(ctx, in)
+		rep, derr := r.Run(ctx)
+		if derr != nil {
+			r.log.WarnContext(ctx, "delivery read failed", "err", derr)
+		} else if rep != (Report{}) {
+			r.log.InfoContext(ctx, "delivery read", "read", rep.Read, "snapshots", rep.Snapshots, "overBudget", rep.OverBudget, "retired", rep.Retired, "failed", rep.Failed)
+		}
+		return out, err
+	}
+}

@@ -1,0 +1,163 @@
+package delivery_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/adcpschemas"
+	"github.com/buyflow/buyflow/internal/adcptest"
+	"github.com/buyflow/buyflow/internal/delivery"
+	"github.com/buyflow/buyflow/internal/dynamotest"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// TestDeliveryReadsLiveBuysOnACadence places a buy at the simulated seller (a real MCP server),
+// records it completed in the ledger, and runs the reader against both: a snapshot and a
+// timeline entry per reported as-of, the next read an hour later, the over-budget metric when
+// the seller reports spend past the approved budget, and changes and canceled buys retired.
+func TestDeliveryReadsLiveBuysOnACadence(t *testing.T) {
+	db, table := dynamotest.Start(t)
+	clk := &clock{t: time.Date(2099, 3, 2, 12, 0, 0, 0, time.UTC)}
+	store := ledger.New(db, table)
+	store.Now = clk.Now
+	seller := adcptest.NewSeller(adcptest.SellerOptions{Now: clk.Now})
+	seller.Start()
+	t.Cleanup(seller.Close)
+	reg, err := adcp.NewRegistry(adcp.RegistryConfig{Agents: []adcp.Agent{{ID: "sim-seller", Role: adcp.RoleSeller, MCPURL: seller.URL(),
+		CredentialRef: "cred", Webhook: &adcp.WebhookConfig{Mode: adcp.WebhookHMAC, HMACSecretRef: "hmac"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := adcpschemas.FS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := adcp.NewValidator(fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := adcp.New(adcp.Options{Registry: reg, Validator: v, CallTimeout: 5 * time.Second,
+		Credentials: adcp.CredentialsFunc(func(context.Context, string) (string, error) { return adcptest.DefaultSellerToken, nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	account := adcp.AccountRef{AccountID: "acct-1"}
+	in, err := adcp.NewIntent(adcp.ToolCreateMediaBuy, adcp.CreateMediaBuyRequest{Account: account, Brand: adcp.BrandRef{Domain: "acme.example"},
+		StartTime: "asap", EndTime: "2099-04-01T00:00:00Z", Context: json.RawMessage(`{"sim":"sync"}`),
+		Packages: []adcp.PackageRequest{{ProductID: "p", PricingOptionID: "cpm", Budget: "3000"}}}, clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, err := client.CreateMediaBuy(ctx, "sim-seller", in)
+	if err != nil || created.MediaBuyID == "" {
+		t.Fatalf("create: %+v %v", created, err)
+	}
+
+	request := json.RawMessage(`{"seller_id":"sim-seller","currency":"USD","media_buy":{"account":{"account_id":"acct-1"}}}`)
+	place := func(id, kind string) {
+		t.Helper()
+		if _, err := store.CreateOperation(ctx, ledger.Operation{ID: id, Tenant: "acme", SellerID: "sim-seller", BudgetTotal: "3000.00", Currency: "USD",
+			Request: request, Kind: kind, ParentID: map[bool]string{true: "op-buy"}[kind != ""]}); err != nil {
+			t.Fatal(err)
+		}
+		mb := created.MediaBuyID
+		for _, to := range []workflow.Status{workflow.StatusCreating, workflow.StatusCompleted} {
+			if _, err := store.Transition(ctx, "acme", id, to, ledger.AnyVersion, ledger.Changes{MediaBuyID: &mb}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	place("op-buy", "")
+	place("chg-1", ledger.KindModification)
+
+	var out bytes.Buffer
+	rec := metrics.New(&out, metrics.Namespace, clk.Now)
+	r := delivery.New(store, client, delivery.Config{Every: time.Hour, Now: clk.Now, Metrics: rec})
+	seller.SetDelivered(created.MediaBuyID, 12000, "2999.995")
+	clk.Advance(time.Second)
+	rep, err := r.Run(ctx)
+	if err != nil || rep.Read != 1 || rep.Snapshots != 1 || rep.OverBudget != 0 || rep.Retired != 1 {
+		t.Fatalf("first run: %+v %v; want one read, one snapshot, the change retired", rep, err)
+	}
+	snaps, err := store.ListDeliverySnapshots(ctx, "acme", "op-buy", 10)
+	if err != nil || len(snaps) != 1 || snaps[0].Spend != "2999.995" || snaps[0].Impressions != 12000 || snaps[0].Approved != "3000.00" || snaps[0].Pacing != "1" {
+		t.Fatalf("snapshots %+v %v", snaps, err)
+	}
+	if rep, _ := r.Run(ctx); rep.Read != 0 {
+		t.Fatalf("a second run at once read %d buys; the next read is an hour away", rep.Read)
+	}
+
+	clk.Advance(time.Hour)
+	seller.SetDelivered(created.MediaBuyID, 15000, "3000.01")
+	if rep, err := r.Run(ctx); err != nil || rep.Snapshots != 1 || rep.OverBudget != 1 {
+		t.Fatalf("the over-budget run: %+v %v", rep, err)
+	}
+	if err := rec.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `"SpendOverBudget"`) || !strings.Contains(out.String(), `"Seller":"sim-seller"`) {
+		t.Fatalf("no SpendOverBudget metric for the seller in %s", out.String())
+	}
+	evs, err := store.ListEvents(ctx, "acme", "op-buy", 100, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	for _, e := range evs.Items {
+		if e.Type == delivery.EventDelivery {
+			reasons = append(reasons, e.Amount+": "+e.Reason)
+		}
+	}
+	if len(reasons) != 2 || !strings.Contains(reasons[0], "spent 2999.995 of the approved 3000.00 USD") || !strings.Contains(reasons[1], "over the approved budget of 3000.00") {
+		t.Fatalf("the timeline's delivery entries: %q", reasons)
+	}
+
+	// A buy canceled after placement delivers no more: it leaves the live list.
+	if _, err := store.BeginChange(ctx, ledger.BuyState{Tenant: "acme", OperationID: "op-buy", MediaBuyID: created.MediaBuyID, State: "active",
+		BudgetTotal: "3000.00", Currency: "USD"}, "chg-2", "cancel", clk.Now().Add(time.Hour), ledger.Event{Type: "modification_requested"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.ApplyChange(ctx, ledger.BuyState{Tenant: "acme", OperationID: "op-buy", MediaBuyID: created.MediaBuyID, Revision: 2,
+		State: ledger.BuyStateCanceled, BudgetTotal: "3000.00", Currency: "USD"}, "chg-2", ledger.Event{Type: "modification_applied"}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Hour)
+	if rep, err := r.Run(ctx); err != nil || rep.Read != 0 || rep.Retired != 1 {
+		t.Fatalf("after the cancellation: %+v %v", rep, err)
+	}
+	if live, _ := store.ListLiveDue(ctx, clk.Now().Add(48*time.Hour), 10); len(live) != 0 {
+		t.Fatalf("still live: %d", len(live))
+	}
+}
+
+func TestOverBudgetIsExact(t *testing.T) {
+	for _, c := range []struct {
+		spend, approved string
+		over            bool
+	}{{"3000.00", "3000.00", false}, {"3000.001", "3000.00", true}, {"2999.999999", "3000", false}, {"x", "1", false}, {"1", "", false}} {
+		if got := delivery.OverBudget(c.spend, c.approved); got != c.over {
+			t.Errorf("OverBudget(%s, %s) = %v", c.spend, c.approved, got)
+		}
+	}
+}

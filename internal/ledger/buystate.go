@@ -1,0 +1,283 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// BuyState is the ledger's record of a placed buy after its changes: the seller's revision,
+// the package budgets, paused/active/canceled, and the change in flight. It sits beside the
+// operation that placed the buy (the operation's status stays "completed"; a cancellation
+// after placement shows here and in the timeline). Every write is conditional: one change at
+// a time, the revision only moves forward, nothing follows a cancellation.
+type BuyState struct {
+	Tenant      string `dynamodbav:"tenant"`
+	OperationID string `dynamodbav:"operation_id"`
+	MediaBuyID  string `dynamodbav:"media_buy_id"`
+	// Revision is the seller's revision of the buy, sent as the expected revision of the next
+	// update.
+	Revision int    `dynamodbav:"revision"`
+	State    string `dynamodbav:"state"` // active | paused | canceled
+	// BudgetTotal is the sum of the package budgets (a decimal string, never a float).
+	BudgetTotal string          `dynamodbav:"budget_total"`
+	Currency    string          `dynamodbav:"currency"`
+	Packages    []PackageBudget `dynamodbav:"packages,omitempty"`
+	EndTime     string          `dynamodbav:"end_time,omitempty"`
+	// ChangeID names the change in flight (empty when none is); ChangeKind says what it does
+	// and ChangeExpires when its run's deadline has passed for certain: a change whose run died
+	// blocks the buy no longer than that.
+	ChangeID      string    `dynamodbav:"change_id,omitempty"`
+	ChangeKind    string    `dynamodbav:"change_kind,omitempty"`
+	ChangeExpires time.Time `dynamodbav:"change_expires,omitempty,unixtime"`
+	// LastChangeID, LastOutcome and LastReason say how the last change ended (applied, denied,
+	// rejected, failed, expired) and why.
+	LastChangeID string    `dynamodbav:"last_change_id,omitempty"`
+	LastOutcome  string    `dynamodbav:"last_outcome,omitempty"`
+	LastReason   string    `dynamodbav:"last_reason,omitempty"`
+	UpdatedAt    time.Time `dynamodbav:"updated_at"`
+}
+
+// PackageBudget is one seller package and its budget (a decimal string).
+type PackageBudget struct {
+	PackageID string `dynamodbav:"package_id" json:"package_id"`
+	Budget    string `dynamodbav:"budget" json:"budget"`
+}
+
+// BuyStateCanceled is the state after which a buy takes no change.
+const BuyStateCanceled = "canceled"
+
+const skBuyState = "BUY"
+
+type buyStateItem struct {
+	PK string `dynamodbav:"pk"`
+	SK string `dynamodbav:"sk"`
+	BuyState
+}
+
+// ChangeRefusedError is a BeginChange the buy's state refuses: a change is in flight, or the
+// buy is canceled. Current is the state as it is.
+type ChangeRefusedError struct {
+	Current  *BuyState
+	Canceled bool
+}
+
+func (e *ChangeRefusedError) Error() string {
+	if e.Canceled {
+		return fmt.Sprintf("ledger: media buy %s is canceled", e.Current.OperationID)
+	}
+	return fmt.Sprintf("ledger: media buy %s has change %s in flight", e.Current.OperationID, e.Current.ChangeID)
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *ChangeRefusedError) Is(target error) bool { return target == ErrConflict }
+
+// GetBuyState returns the tenant's buy state of operation opID, or ErrNotFound when the buy
+// has never been changed.
+func (s *Store) GetBuyState(ctx context.Context, tenant, opID string) (*BuyState, error) {
+	if err := checkID("tenant", tenant); err != nil {
+		return nil, err
+	}
+	if err := checkID("operation id", opID); err != nil {
+		return nil, err
+	}
+	item, err := s.getItem(ctx, key(opPK(tenant, opID), skBuyState))
+	if err != nil {
+		return nil, fmt.Errorf("ledger: get buy state of %s: %w", opID, err)
+	}
+	return decodeBuyState(item)
+}
+
+// BeginChange marks change changeID (of kind) in flight on the buy, creating the buy's state
+// from initial on its first change. Condition: no other change in flight (or the other one's
+// expiry has passed), and the buy not canceled. The same change begun again (a retry) succeeds.
+// A refusal is a *ChangeRefusedError with the current state. The event is written in the same
+// transaction.
+func (s *Store) BeginChange(ctx context.Context, initial BuyState, changeID, kind string, expires time.Time, ev Event) (*BuyState, error) {
+	tenant, opID := initial.Tenant, initial.OperationID
+	if err := checkID("tenant", tenant); err != nil {
+		return nil, err
+	}
+	if err := checkID("operation id", opID); err != nil {
+		return nil, err
+	}
+	if err := checkID("change id", changeID); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	free := expression.AttributeNotExists(expression.Name("change_id")).
+		Or(expression.Name("change_expires").LessThan(expression.Value(now.Unix()))).
+		Or(expression.Name("change_id").Equal(expression.Value(changeID)))
+	cond := expression.AttributeNotExists(expression.Name(AttrPK)).
+		Or(free.And(expression.Name("state").NotEqual(expression.Value(BuyStateCanceled))))
+	init := func(up expression.UpdateBuilder, name string, v any) expression.UpdateBuilder {
+		return up.Set(expression.Name(name), expression.IfNotExists(expression.Name(name), expression.Value(v)))
+	}
+	pkgs, err := attributevalue.Marshal(initial.Packages)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: encode packages of %s: %w", opID, err)
+	}
+	up := expression.Set(expression.Name("change_id"), expression.Value(changeID)).
+		Set(expression.Name("change_kind"), expression.Value(kind)).
+		Set(expression.Name("change_expires"), expression.Value(expires.Unix())).
+		Set(expression.Name(attrUpdatedAt), expression.Value(now))
+	up = init(up, "tenant", tenant)
+	up = init(up, "operation_id", opID)
+	up = init(up, "media_buy_id", initial.MediaBuyID)
+	up = init(up, "revision", initial.Revision)
+	up = init(up, "state", initial.State)
+	up = init(up, "budget_total", initial.BudgetTotal)
+	up = init(up, "currency", initial.Currency)
+	up = up.Set(expression.Name("packages"), expression.IfNotExists(expression.Name("packages"), expression.Value(pkgs)))
+	if initial.EndTime != "" {
+		up = init(up, "end_time", initial.EndTime)
+	}
+	in, err := s.buyStateTx(tenant, opID, cond, up, ev)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.api.TransactWriteItems(ctx, in); err != nil {
+		failed, old, contention := canceledAt(err, 0)
+		switch {
+		case failed:
+			item, rerr := s.oldOrRead(ctx, old, key(opPK(tenant, opID), skBuyState))
+			if rerr != nil {
+				return nil, fmt.Errorf("ledger: begin change %s of %s: read current: %w", changeID, opID, rerr)
+			}
+			cur, derr := decodeBuyState(item)
+			if derr != nil {
+				return nil, derr
+			}
+			return nil, &ChangeRefusedError{Current: cur, Canceled: cur.State == BuyStateCanceled}
+		case contention:
+			return nil, fmt.Errorf("ledger: begin change %s of %s: %w", changeID, opID, ErrContention)
+		}
+		return nil, fmt.Errorf("ledger: begin change %s of %s: %w", changeID, opID, err)
+	}
+	return s.GetBuyState(ctx, tenant, opID)
+}
+
+// ApplyChange records the buy after change changeID was applied by the seller and ends the
+// change: condition change_id = changeID and the stored revision not above next.Revision (the
+// revision only moves forward). Applying the same change twice is a no-op that returns the
+// state (a retry of a write whose response was lost). ev is written in the same transaction.
+func (s *Store) ApplyChange(ctx context.Context, next BuyState, changeID string, ev Event) (*BuyState, error) {
+	tenant, opID := next.Tenant, next.OperationID
+	if err := checkID("tenant", tenant); err != nil {
+		return nil, err
+	}
+	if err := checkID("operation id", opID); err != nil {
+		return nil, err
+	}
+	pkgs, err := attributevalue.Marshal(next.Packages)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: encode packages of %s: %w", opID, err)
+	}
+	cond := expression.Name("change_id").Equal(expression.Value(changeID)).
+		And(expression.Name("revision").LessThanEqual(expression.Value(next.Revision)))
+	up := expression.Set(expression.Name("revision"), expression.Value(next.Revision)).
+		Set(expression.Name("state"), expression.Value(next.State)).
+		Set(expression.Name("budget_total"), expression.Value(next.BudgetTotal)).
+		Set(expression.Name("packages"), expression.Value(pkgs)).
+		Set(expression.Name("last_change_id"), expression.Value(changeID)).
+		Set(expression.Name("last_outcome"), expression.Value("applied")).
+		Set(expression.Name("last_reason"), expression.Value(next.LastReason)).
+		Set(expression.Name(attrUpdatedAt), expression.Value(s.now())).
+		Remove(expression.Name("change_id")).Remove(expression.Name("change_kind")).Remove(expression.Name("change_expires"))
+	if next.EndTime != "" {
+		up = up.Set(expression.Name("end_time"), expression.Value(next.EndTime))
+	}
+	return s.endChange(ctx, tenant, opID, changeID, cond, up, ev)
+}
+
+// EndChange ends change changeID without changing the buy (denied, rejected, failed,
+// expired): condition change_id = changeID. Ending it twice is a no-op.
+func (s *Store) EndChange(ctx context.Context, tenant, opID, changeID, outcome, reason string, ev Event) (*BuyState, error) {
+	if err := checkID("tenant", tenant); err != nil {
+		return nil, err
+	}
+	if err := checkID("operation id", opID); err != nil {
+		return nil, err
+	}
+	cond := expression.Name("change_id").Equal(expression.Value(changeID))
+	up := expression.Set(expression.Name("last_change_id"), expression.Value(changeID)).
+		Set(expression.Name("last_outcome"), expression.Value(outcome)).
+		Set(expression.Name("last_reason"), expression.Value(reason)).
+		Set(expression.Name(attrUpdatedAt), expression.Value(s.now())).
+		Remove(expression.Name("change_id")).Remove(expression.Name("change_kind")).Remove(expression.Name("change_expires"))
+	return s.endChange(ctx, tenant, opID, changeID, cond, up, ev)
+}
+
+// ErrStaleRevision reports an ApplyChange whose revision is below the one recorded.
+var ErrStaleRevision = errors.New("ledger: the seller's revision is below the one recorded")
+
+func (s *Store) endChange(ctx context.Context, tenant, opID, changeID string, cond expression.ConditionBuilder, up expression.UpdateBuilder, ev Event) (*BuyState, error) {
+	in, err := s.buyStateTx(tenant, opID, cond, up, ev)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.api.TransactWriteItems(ctx, in); err != nil {
+		failed, old, contention := canceledAt(err, 0)
+		switch {
+		case failed:
+			item, rerr := s.oldOrRead(ctx, old, key(opPK(tenant, opID), skBuyState))
+			if rerr != nil {
+				return nil, fmt.Errorf("ledger: end change %s of %s: read current: %w", changeID, opID, rerr)
+			}
+			cur, derr := decodeBuyState(item)
+			if derr != nil {
+				return nil, derr
+			}
+			switch {
+			case cur.ChangeID == changeID:
+				return nil, fmt.Errorf("ledger: end change %s of %s: %w", changeID, opID, ErrStaleRevision)
+			case cur.LastChangeID == changeID:
+				return cur, nil // this very change, ended already
+			}
+			return nil, fmt.Errorf("ledger: end change %s of %s: it is not in flight (in flight: %q): %w", changeID, opID, cur.ChangeID, ErrConflict)
+		case contention:
+			return nil, fmt.Errorf("ledger: end change %s of %s: %w", changeID, opID, ErrContention)
+		}
+		return nil, fmt.Errorf("ledger: end change %s of %s: %w", changeID, opID, err)
+	}
+	return s.GetBuyState(ctx, tenant, opID)
+}
+
+// buyStateTx is the transaction of one conditional buy-state update and its event.
+func (s *Store) buyStateTx(tenant, opID string, cond expression.ConditionBuilder, up expression.UpdateBuilder, ev Event) (*dynamodb.TransactWriteItemsInput, error) {
+	e, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(up))
+	if err != nil {
+		return nil, err
+	}
+	if ev.At.IsZero() {
+		ev.At = s.now()
+	}
+	evPut, err := s.eventPut(tenant, opID, ev)
+	if err != nil {
+		return nil, err
+	}
+	return &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Update: &types.Update{
+			TableName: aws.String(s.table), Key: key(opPK(tenant, opID), skBuyState),
+			ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
+			ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}},
+		evPut,
+	}}, nil
+}
+
+func decodeBuyState(item map[string]types.AttributeValue) (*BuyState, error) {
+	var it buyStateItem
+	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
+		return nil, fmt.Errorf("ledger: decode buy state: %w", err)
+	}
+	return &it.BuyState, nil
+}

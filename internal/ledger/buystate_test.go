@@ -1,0 +1,194 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+func initialBuy() ledger.BuyState {
+	return ledger.BuyState{Tenant: "acme", OperationID: "op-1", MediaBuyID: "mb-1", Revision: 2, State: "active",
+		BudgetTotal: "20000.50", Currency: "USD",
+		Packages: []ledger.PackageBudget{{PackageID: "p1", Budget: "15000.00"}, {PackageID: "p2", Budget: "5000.50"}}}
+}
+
+func TestOneChangeAtATimeAndTheRevisionOnlyMovesForward(t *testing.T) {
+	t.Parallel()
+	s, clk := newStore(t)
+	ctx := context.Background()
+	if _, err := s.CreateOperation(ctx, newOp("op-1")); err != nil {
+		t.Fatal(err)
+	}
+	ev := ledger.Event{Type: "modification_requested"}
+	exp := clk.Now().Add(13 * time.Hour)
+
+	got, err := s.BeginChange(ctx, initialBuy(), "chg-1", "budget", exp, ev)
+	if err != nil || got.ChangeID != "chg-1" || got.Revision != 2 || len(got.Packages) != 2 || got.BudgetTotal != "20000.50" {
+		t.Fatalf("first change: %+v %v", got, err)
+	}
+	if _, err := s.BeginChange(ctx, initialBuy(), "chg-1", "budget", exp, ev); err != nil {
+		t.Fatalf("the same change begun again (a retry): %v", err)
+	}
+	_, err = s.BeginChange(ctx, initialBuy(), "chg-2", "pause", exp, ev)
+	var refused *ledger.ChangeRefusedError
+	if !errors.As(err, &refused) || refused.Canceled || refused.Current.ChangeID != "chg-1" || !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("second change in flight: %v", err)
+	}
+
+	next := initialBuy()
+	next.Revision, next.BudgetTotal = 3, "22000.50"
+	next.Packages[1].Budget = "7000.50"
+	if _, err := s.ApplyChange(ctx, next, "chg-2", ev); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("applying a change that is not in flight: %v", err)
+	}
+	stale := next
+	stale.Revision = 1
+	if _, err := s.ApplyChange(ctx, stale, "chg-1", ev); !errors.Is(err, ledger.ErrStaleRevision) {
+		t.Fatalf("a revision below the recorded one: %v", err)
+	}
+	got, err = s.ApplyChange(ctx, next, "chg-1", ev)
+	if err != nil || got.ChangeID != "" || got.Revision != 3 || got.BudgetTotal != "22000.50" || got.Packages[1].Budget != "7000.50" || got.LastOutcome != "applied" {
+		t.Fatalf("apply: %+v %v", got, err)
+	}
+	if again, err := s.ApplyChange(ctx, next, "chg-1", ev); err != nil || again.Revision != 3 {
+		t.Fatalf("apply retried: %+v %v", again, err)
+	}
+
+	// The initial state is only used the first time: a later change keeps the recorded one.
+	got, err = s.BeginChange(ctx, initialBuy(), "chg-3", "cancel", exp, ev)
+	if err != nil || got.Revision != 3 || got.BudgetTotal != "22000.50" {
+		t.Fatalf("third change: %+v %v", got, err)
+	}
+	canceled := *got
+	canceled.Revision, canceled.State = 4, ledger.BuyStateCanceled
+	if _, err := s.ApplyChange(ctx, canceled, "chg-3", ev); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.BeginChange(ctx, initialBuy(), "chg-4", "resume", clk.Now().Add(time.Hour), ev)
+	if !errors.As(err, &refused) || !refused.Canceled {
+		t.Fatalf("a change after the cancellation: %v", err)
+	}
+	// Every step is in the buy's timeline.
+	page, err := s.ListEvents(ctx, "acme", "op-1", 100, "")
+	mods := 0
+	for _, e := range page.Items {
+		if e.Type == ev.Type {
+			mods++
+		}
+	}
+	if err != nil || mods != 5 {
+		t.Fatalf("timeline: %d change events, %v", mods, err)
+	}
+}
+
+func TestAnEndedChangeFreesTheBuyAndAnExpiredOneStopsBlocking(t *testing.T) {
+	t.Parallel()
+	s, clk := newStore(t)
+	ctx := context.Background()
+	ev := ledger.Event{Type: "modification"}
+	if _, err := s.BeginChange(ctx, initialBuy(), "chg-1", "budget", clk.Now().Add(time.Hour), ev); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.EndChange(ctx, "acme", "op-1", "chg-1", "denied", "governance denied the increase", ev)
+	if err != nil || got.ChangeID != "" || got.Revision != 2 || got.LastOutcome != "denied" || got.LastReason == "" {
+		t.Fatalf("end: %+v %v", got, err)
+	}
+	if _, err := s.EndChange(ctx, "acme", "op-1", "chg-1", "denied", "again", ev); err != nil {
+		t.Fatalf("ending twice: %v", err)
+	}
+	if _, err := s.BeginChange(ctx, initialBuy(), "chg-2", "pause", clk.Now().Add(time.Hour), ev); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(2 * time.Hour) // chg-2's run died and its deadline passed
+	got, err = s.BeginChange(ctx, initialBuy(), "chg-3", "pause", clk.Now().Add(time.Hour), ev)
+	if err != nil || got.ChangeID != "chg-3" {
+		t.Fatalf("after the expiry of the change in flight: %+v %v", got, err)
+	}
+	if _, err := s.GetBuyState(ctx, "other", "op-1"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("another tenant reads %v", err)
+	}
+}
+
+func TestDeliverySnapshotsAreKeptOncePerAsOfNewestFirst(t *testing.T) {
+	t.Parallel()
+	s, clk := newStore(t)
+	ctx := context.Background()
+	at := clk.Now()
+	for i, spend := range []string{"100.00", "250.00", "250.00"} {
+		d := ledger.DeliverySnapshot{Tenant: "acme", OperationID: "op-1", MediaBuyID: "mb-1", AsOf: at.Add(time.Duration(min(i, 1)) * time.Hour),
+			Impressions: int64(1000 * (i + 1)), Spend: spend, Currency: "USD", Approved: "200.00"}
+		created, err := s.PutDeliverySnapshot(ctx, d)
+		if err != nil || created != (i < 2) {
+			t.Fatalf("snapshot %d: created %v, %v", i, created, err)
+		}
+	}
+	snaps, err := s.ListDeliverySnapshots(ctx, "acme", "op-1", 10)
+	if err != nil || len(snaps) != 2 || snaps[0].Spend != "250.00" || snaps[0].Impressions != 2000 || snaps[1].Spend != "100.00" {
+		t.Fatalf("snapshots: %+v %v", snaps, err)
+	}
+	if other, err := s.ListDeliverySnapshots(ctx, "other", "op-1", 10); err != nil || len(other) != 0 {
+		t.Fatalf("another tenant: %+v %v", other, err)
+	}
+}
+
+func TestCompletedOperationsAreListedLiveUntilRetiredOrCanceled(t *testing.T) {
+	t.Parallel()
+	s, clk := newStore(t)
+	ctx := context.Background()
+	for _, id := range []string{"op-live", "op-canceled", "op-pending"} {
+		mustCreate(t, s, newOp(id))
+		if _, err := s.Transition(ctx, "acme", id, workflow.StatusCreating, ledger.AnyVersion, ledger.Changes{}); err != nil {
+			t.Fatal(err)
+		}
+		if id == "op-pending" {
+			continue
+		}
+		if _, err := s.Transition(ctx, "acme", id, workflow.StatusCompleted, ledger.AnyVersion, ledger.Changes{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Transition(ctx, "acme", "op-canceled", workflow.StatusCanceled, ledger.AnyVersion, ledger.Changes{}); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(at time.Time) []string {
+		t.Helper()
+		ops, err := s.ListLiveDue(ctx, at, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, op := range ops {
+			out = append(out, op.ID)
+		}
+		return out
+	}
+	clk.Advance(time.Second)
+	if got := ids(clk.Now()); len(got) != 1 || got[0] != "op-live" {
+		t.Fatalf("live and due: %v, want only op-live (the canceled and the pending ones are not live)", got)
+	}
+	if err := s.ScheduleDeliveryRead(ctx, "acme", "op-live", clk.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(clk.Now()); len(got) != 0 {
+		t.Fatalf("after scheduling the next read in an hour: %v due now", got)
+	}
+	if got := ids(clk.Now().Add(2 * time.Hour)); len(got) != 1 {
+		t.Fatalf("two hours later: %v, want op-live due", got)
+	}
+	if err := s.ScheduleDeliveryRead(ctx, "acme", "op-canceled", clk.Now()); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("scheduling a canceled operation: %v", err)
+	}
+	if err := s.RetireLive(ctx, "acme", "op-live"); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(clk.Now().Add(2 * time.Hour)); len(got) != 0 {
+		t.Fatalf("after retiring: %v", got)
+	}
+	if pending, err := s.ListPending(ctx, workflow.StatusCreating, clk.Now().Add(time.Hour), 10, ""); err != nil || len(pending.Items) != 1 {
+		t.Fatalf("the pending list still holds only the pending operation: %+v %v", pending.Items, err)
+	}
+}

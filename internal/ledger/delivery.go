@@ -1,0 +1,185 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// DeliverySnapshot is what a seller reported a live buy delivered, as of a moment: one read of
+// get_media_buy_delivery. Snapshots are append-only, one per (buy, as-of): reading the same
+// report twice stores it once.
+type DeliverySnapshot struct {
+	Tenant      string `dynamodbav:"tenant" json:"-"`
+	OperationID string `dynamodbav:"operation_id" json:"operation_id"`
+	MediaBuyID  string `dynamodbav:"media_buy_id" json:"media_buy_id"`
+	// AsOf is the end of the reporting period the seller reported.
+	AsOf        time.Time `dynamodbav:"as_of" json:"as_of"`
+	Impressions int64     `dynamodbav:"impressions" json:"impressions"`
+	// Spend is exact (a decimal string in Currency).
+	Spend    string `dynamodbav:"spend" json:"spend"`
+	Currency string `dynamodbav:"currency" json:"currency"`
+	// Pacing is the seller's pacing index when it reports one (a decimal string, 1 = on pace).
+	Pacing string `dynamodbav:"pacing,omitempty" json:"pacing,omitempty"`
+	// Approved is the budget approved when the snapshot was read, for spend-against-budget.
+	Approved string    `dynamodbav:"approved" json:"approved"`
+	ReadAt   time.Time `dynamodbav:"read_at" json:"read_at"`
+}
+
+const skDeliveryPfx = "DELIVERY#"
+
+type deliveryItem struct {
+	PK string `dynamodbav:"pk"`
+	SK string `dynamodbav:"sk"`
+	DeliverySnapshot
+}
+
+// PutDeliverySnapshot stores d (attribute_not_exists: a report already stored for that as-of
+// is kept as it was) and reports whether it was new.
+func (s *Store) PutDeliverySnapshot(ctx context.Context, d DeliverySnapshot) (created bool, err error) {
+	if err := checkID("tenant", d.Tenant); err != nil {
+		return false, err
+	}
+	if err := checkID("operation id", d.OperationID); err != nil {
+		return false, err
+	}
+	if d.AsOf.IsZero() || d.Spend == "" || d.Currency == "" {
+		return false, fmt.Errorf("%w: a delivery snapshot needs as_of, spend and currency", ErrInvalidArgument)
+	}
+	if d.ReadAt.IsZero() {
+		d.ReadAt = s.now()
+	}
+	pk := opPK(d.Tenant, d.OperationID)
+	av, err := attributevalue.MarshalMap(deliveryItem{PK: pk, SK: skDeliveryPfx + fmtTime(d.AsOf), DeliverySnapshot: d})
+	if err != nil {
+		return false, fmt.Errorf("ledger: encode delivery snapshot of %s: %w", d.OperationID, err)
+	}
+	e, err := build(expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrPK))))
+	if err != nil {
+		return false, err
+	}
+	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.table), Item: av, ConditionExpression: e.Condition(),
+		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+	})
+	if err != nil {
+		if failed, _ := conditionFailed(err); failed {
+			return false, nil
+		}
+		return false, fmt.Errorf("ledger: put delivery snapshot of %s: %w", d.OperationID, err)
+	}
+	return true, nil
+}
+
+// ListDeliverySnapshots returns the newest limit snapshots of the tenant's buy opID, newest
+// first. Another tenant's buy has none.
+func (s *Store) ListDeliverySnapshots(ctx context.Context, tenant, opID string, limit int) ([]DeliverySnapshot, error) {
+	if err := checkID("tenant", tenant); err != nil {
+		return nil, err
+	}
+	if err := checkID("operation id", opID); err != nil {
+		return nil, err
+	}
+	kc := expression.Key(AttrPK).Equal(expression.Value(opPK(tenant, opID))).And(expression.Key(AttrSK).BeginsWith(skDeliveryPfx))
+	e, err := build(expression.NewBuilder().WithKeyCondition(kc))
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.api.Query(ctx, &dynamodb.QueryInput{
+		TableName: aws.String(s.table), KeyConditionExpression: e.KeyCondition(),
+		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+		Limit: aws.Int32(int32(clampLimit(limit))), ScanIndexForward: aws.Bool(false), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ledger: list delivery snapshots of %s: %w", opID, err)
+	}
+	snaps := make([]DeliverySnapshot, 0, len(out.Items))
+	for _, item := range out.Items {
+		var it deliveryItem
+		if err := attributevalue.UnmarshalMap(item, &it); err != nil {
+			return nil, fmt.Errorf("ledger: decode delivery snapshot of %s: %w", opID, err)
+		}
+		snaps = append(snaps, it.DeliverySnapshot)
+	}
+	return snaps, nil
+}
+
+// liveGSI is gsi1's partition of completed operations (live buys, and changes until the
+// delivery reader retires them), sorted by when each is due for its next delivery read.
+const liveGSI = "LIVE"
+
+// ListLiveDue returns up to limit completed operations whose next delivery read is due at or
+// before dueBefore, the longest overdue first (gsi1 "LIVE"). It is not tenant-scoped: the delivery
+// reader is internal. A buy completed before this index existed is not listed.
+func (s *Store) ListLiveDue(ctx context.Context, dueBefore time.Time, limit int) ([]*Operation, error) {
+	kc := expression.Key(AttrGSI1PK).Equal(expression.Value(liveGSI)).
+		And(expression.Key(AttrGSI1SK).LessThan(expression.Value(fmtTime(dueBefore) + "$"))) // "$" sorts after the "#" that follows the time: due at dueBefore counts
+	e, err := build(expression.NewBuilder().WithKeyCondition(kc))
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.api.Query(ctx, &dynamodb.QueryInput{
+		TableName: aws.String(s.table), IndexName: aws.String(IndexPending),
+		KeyConditionExpression: e.KeyCondition(), ExpressionAttributeNames: e.Names(),
+		ExpressionAttributeValues: e.Values(), Limit: aws.Int32(int32(clampLimit(limit))),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ledger: list live operations: %w", err)
+	}
+	ops := make([]*Operation, 0, len(out.Items))
+	for _, item := range out.Items {
+		op, err := decodeOp(item)
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, op)
+	}
+	return ops, nil
+}
+
+// ScheduleDeliveryRead sets when the tenant's live operation id is next due for a delivery
+// read: condition status = completed and still listed live. An operation that left the list
+// (canceled, retired) is ErrConflict.
+func (s *Store) ScheduleDeliveryRead(ctx context.Context, tenant, id string, next time.Time) error {
+	return s.updateLive(ctx, tenant, id, expression.Set(expression.Name(AttrGSI1SK), expression.Value(pendingSK(next, tenant, id))))
+}
+
+// RetireLive takes the tenant's operation id off the live list (a change, or a buy that will
+// deliver no more): condition still listed live.
+func (s *Store) RetireLive(ctx context.Context, tenant, id string) error {
+	return s.updateLive(ctx, tenant, id, expression.Remove(expression.Name(AttrGSI1PK)).Remove(expression.Name(AttrGSI1SK)))
+}
+
+func (s *Store) updateLive(ctx context.Context, tenant, id string, up expression.UpdateBuilder) error {
+	if err := checkID("tenant", tenant); err != nil {
+		return err
+	}
+	if err := checkID("operation id", id); err != nil {
+		return err
+	}
+	cond := expression.Name(attrStatus).Equal(expression.Value(string(workflow.StatusCompleted))).
+		And(expression.Name(AttrGSI1PK).Equal(expression.Value(liveGSI)))
+	e, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(up))
+	if err != nil {
+		return err
+	}
+	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: key(opPK(tenant, id), skOperation),
+		ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
+		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+	})
+	if failed, _ := conditionFailed(err); failed {
+		return fmt.Errorf("ledger: operation %s is not live: %w", id, ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("ledger: update live operation %s: %w", id, err)
+	}
+	return nil
+}

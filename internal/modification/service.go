@@ -1,0 +1,356 @@
+package modification
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/mediabuy"
+	"github.com/buyflow/buyflow/internal/money"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// Ledger is the part of the ledger the modification stages use; *ledger.Store satisfies it.
+type Ledger interface {
+	GetOperation(ctx context.Context, tenant, id string) (*ledger.Operation, error)
+	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch ledger.Changes) (*ledger.Operation, error)
+	PutIntent(ctx context.Context, in ledger.Intent) (*ledger.Intent, bool, error)
+	GetIntent(ctx context.Context, tenant, operationID, task string) (*ledger.Intent, error)
+	AppendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) error
+	GetBuyState(ctx context.Context, tenant, opID string) (*ledger.BuyState, error)
+	ApplyChange(ctx context.Context, next ledger.BuyState, changeID string, ev ledger.Event) (*ledger.BuyState, error)
+	EndChange(ctx context.Context, tenant, opID, changeID, outcome, reason string, ev ledger.Event) (*ledger.BuyState, error)
+}
+
+var _ Ledger = (*ledger.Store)(nil)
+
+// AdCP is the part of the AdCP client the modification stages use; *adcp.Client satisfies it.
+type AdCP interface {
+	CheckGovernance(ctx context.Context, agentID string, req adcp.CheckGovernanceRequest) (*adcp.GovernanceResult, error)
+	UpdateMediaBuy(ctx context.Context, agentID string, in adcp.Intent) (*adcp.MediaBuyResult, error)
+	GetMediaBuys(ctx context.Context, agentID string, req adcp.GetMediaBuysRequest) (*adcp.GetMediaBuysResult, error)
+	ReportPlanOutcome(ctx context.Context, agentID string, in adcp.Intent) (*adcp.OutcomeResult, error)
+}
+
+var _ AdCP = (*adcp.Client)(nil)
+
+// Policy says how much of a budget increase buyflow applies without a person.
+type Policy interface {
+	// IncreaseThreshold is the largest increase applied without an approval.
+	IncreaseThreshold() money.Amount
+}
+
+// Config holds a Service's settings.
+type Config struct {
+	// CallerURI is the caller sent with check_governance.
+	CallerURI string
+	// PublicBaseURL is the HTTP API's root: the seller's webhooks for a change go to
+	// <PublicBaseURL>/v1/webhooks/adcp/<change id>, as a buy's do.
+	PublicBaseURL string
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// NewToken returns a fresh random webhook token (default 32 random bytes, hex).
+	NewToken func() (string, error)
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Service runs the stages of one change: Check, Update, Apply and Fail.
+type Service struct {
+	ledger Ledger
+	adcp   AdCP
+	policy Policy
+	cfg    Config
+	log    *slog.Logger
+}
+
+// New returns a Service; policy may be nil (no increase needs a person).
+func New(l Ledger, a AdCP, policy Policy, cfg Config) *Service {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.NewToken == nil {
+		cfg.NewToken = func() (string, error) {
+			b := make([]byte, 32)
+			if _, err := rand.Read(b); err != nil {
+				return "", fmt.Errorf("modification: random token: %w", err)
+			}
+			return hex.EncodeToString(b), nil
+		}
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	cfg.PublicBaseURL = strings.TrimRight(cfg.PublicBaseURL, "/")
+	return &Service{ledger: l, adcp: a, policy: policy, cfg: cfg, log: log}
+}
+
+func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
+
+// Event types of a change, written to the timeline of the buy it changes (and of the change).
+const (
+	EventRequested  = "modification_requested"
+	EventGovernance = "modification_governance_check"
+	EventSellerCall = "modification_seller_call"
+	EventApplied    = "modification_applied"
+	EventEnded      = "modification_ended"
+	EventReported   = "modification_outcome_report"
+)
+
+// WebhookPath is the seller webhook route; the change id follows it.
+const WebhookPath = "/v1/webhooks/adcp/"
+
+// Intent names: the frozen plan (what governance checked), the update call, the push token
+// and the outcome report, each written before the call that uses it.
+const (
+	intentPlan   = "modification_plan"
+	intentUpdate = "update_media_buy#change"
+	intentToken  = "push_token"
+	intentReport = "report_plan_outcome#change"
+)
+
+// run is one change as the stages see it: the change's operation, the buy's operation and
+// the buyer's change.
+type run struct {
+	op     *ledger.Operation // the change
+	buy    *ledger.Operation // the placed buy
+	change Change
+	seller string
+	acct   adcp.AccountRef
+	gov    mediabuy.GovernanceRef
+}
+
+func (s *Service) load(ctx context.Context, tenant, id string) (*run, error) {
+	op, err := s.ledger.GetOperation(ctx, tenant, id)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return nil, &workflow.NotFoundError{OperationID: id}
+	}
+	if err != nil {
+		return nil, &workflow.TransientError{Reason: fmt.Sprintf("read change %s: %v", id, err)}
+	}
+	if op.Kind != ledger.KindModification || op.ParentID == "" {
+		return nil, &workflow.TerminalError{Code: "not_a_change", Reason: fmt.Sprintf("operation %s is not a change to a placed buy", id)}
+	}
+	buy, err := s.ledger.GetOperation(ctx, tenant, op.ParentID)
+	if err != nil {
+		return nil, &workflow.TransientError{Reason: fmt.Sprintf("read buy %s: %v", op.ParentID, err)}
+	}
+	r := &run{op: op, buy: buy, seller: buy.SellerID}
+	if err := json.Unmarshal(op.Change, &r.change); err != nil {
+		return nil, &workflow.TerminalError{Code: "bad_change", Reason: fmt.Sprintf("change %s: %v", id, err)}
+	}
+	var req mediabuy.SubmitRequest
+	if err := json.Unmarshal(buy.Request, &req); err != nil {
+		return nil, &workflow.TerminalError{Code: "bad_request", Reason: fmt.Sprintf("buy %s: %v", buy.ID, err)}
+	}
+	r.gov = req.Governance
+	var mb struct {
+		Account adcp.AccountRef `json:"account"`
+	}
+	if err := json.Unmarshal(req.MediaBuy, &mb); err != nil {
+		return nil, &workflow.TerminalError{Code: "bad_request", Reason: fmt.Sprintf("buy %s: %v", buy.ID, err)}
+	}
+	r.acct = mb.Account
+	return r, nil
+}
+
+// current reads the buy as the seller holds it now (its revision, packages and status), with
+// the ledger's record of the change in flight: the plan is made against the seller's truth,
+// and the revision sent with it makes a seller refuse a plan made on a stale view.
+func (s *Service) current(ctx context.Context, r *run) (Buy, error) {
+	b := Buy{OperationID: r.buy.ID, Status: r.buy.Status, MediaBuyID: r.buy.MediaBuyID, Currency: r.buy.Currency, Account: r.acct, State: StateActive}
+	st, err := s.ledger.GetBuyState(ctx, r.op.Tenant, r.buy.ID)
+	if err != nil {
+		return Buy{}, &workflow.TransientError{Reason: fmt.Sprintf("read the state of buy %s: %v", r.buy.ID, err)}
+	}
+	if st.ChangeID != r.op.ID {
+		return Buy{}, &workflow.TerminalError{Code: "change_not_in_flight", Reason: fmt.Sprintf("change %s is not the change in flight on buy %s (%q is)", r.op.ID, r.buy.ID, st.ChangeID)}
+	}
+	b.Revision, b.State, b.EndTime = st.Revision, State(st.State), st.EndTime
+	got, err := s.adcp.GetMediaBuys(ctx, r.seller, adcp.GetMediaBuysRequest{Account: &r.acct, MediaBuyIDs: []string{r.buy.MediaBuyID}})
+	if err != nil {
+		return Buy{}, callError("get_media_buys", err)
+	}
+	for _, mb := range got.MediaBuys {
+		if mb.MediaBuyID != r.buy.MediaBuyID {
+			continue
+		}
+		if mb.Revision > b.Revision {
+			b.Revision = mb.Revision
+		}
+		for _, p := range mb.Packages {
+			amt, err := money.Parse(string(p.Budget), b.Currency)
+			if p.Budget == "" || err != nil {
+				return Buy{}, &workflow.TerminalError{Code: "unreadable_package", Reason: fmt.Sprintf("the seller reports package %s of %s with budget %q: %v", p.PackageID, mb.MediaBuyID, p.Budget, err)}
+			}
+			b.Packages = append(b.Packages, Package{ID: p.PackageID, Budget: amt})
+		}
+		switch mb.Status {
+		case "paused":
+			b.State = StatePaused
+		case "canceled", "completed", "rejected":
+			b.State = StateCanceled
+		}
+		return b, nil
+	}
+	return Buy{}, &workflow.TerminalError{Code: "media_buy_not_found", Reason: fmt.Sprintf("the seller does not report media buy %s", r.buy.MediaBuyID)}
+}
+
+// frozenPlan is the plan stored write-ahead: what governance checks and the seller receives.
+type frozenPlan struct {
+	Args     adcp.UpdateMediaBuyRequest `json:"args"`
+	Before   string                     `json:"before"`
+	After    string                     `json:"after"`
+	Packages []ledger.PackageBudget     `json:"packages"`
+	State    State                      `json:"state"`
+	Revision int                        `json:"revision"`
+	Summary  string                     `json:"summary"`
+	EndTime  string                     `json:"end_time,omitempty"`
+}
+
+// plan fixes the change's plan once, against the seller's current buy: every later stage and
+// every retry reads the same one.
+func (s *Service) plan(ctx context.Context, r *run) (*frozenPlan, error) {
+	var fixed frozenPlan
+	switch got, err := s.ledger.GetIntent(ctx, r.op.Tenant, r.op.ID, intentPlan); {
+	case err == nil:
+		if err := json.Unmarshal(got.Request, &fixed); err != nil {
+			return nil, &workflow.TerminalError{Code: "bad_plan", Reason: err.Error()}
+		}
+		return &fixed, nil
+	case !errors.Is(err, ledger.ErrNotFound):
+		return nil, &workflow.TransientError{Reason: fmt.Sprintf("read the plan of %s: %v", r.op.ID, err)}
+	}
+	b, err := s.current(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	if err := Admit(b, r.change); err != nil {
+		// The seller's truth disagrees with what the API saw (the buy was paused or canceled
+		// at the seller): nothing is sent.
+		var ce *ConflictError
+		errors.As(err, &ce)
+		if ce.Code != CodeChangeInFlight {
+			return nil, &workflow.TerminalError{Code: ce.Code, Reason: ce.Message}
+		}
+	}
+	p, err := Plan(b, r.change, r.op.ID, s.now())
+	if err != nil {
+		var re *RequestError
+		if errors.As(err, &re) {
+			return nil, &workflow.TerminalError{Code: re.Code, Reason: re.Message}
+		}
+		return nil, err
+	}
+	f := frozenPlan{Args: p.Args, Before: p.Before.Decimal(), After: p.After.Decimal(), State: p.State, Revision: b.Revision, Summary: p.Summary, EndTime: b.EndTime}
+	if r.change.Kind == KindEndTime {
+		f.EndTime = r.change.EndTime
+	}
+	for _, pk := range p.Packages {
+		f.Packages = append(f.Packages, ledger.PackageBudget{PackageID: pk.ID, Budget: pk.Budget.Decimal()})
+	}
+	raw, err := json.Marshal(f)
+	if err != nil {
+		return nil, fmt.Errorf("modification: encode plan: %w", err)
+	}
+	stored, _, err := s.ledger.PutIntent(ctx, ledger.Intent{Tenant: r.op.Tenant, OperationID: r.op.ID, Task: intentPlan,
+		IdempotencyKey: "plan-" + r.op.ID, Request: raw, CreatedAt: s.now()})
+	if err != nil {
+		return nil, &workflow.TransientError{Reason: fmt.Sprintf("store the plan of %s: %v", r.op.ID, err)}
+	}
+	var out frozenPlan
+	if err := json.Unmarshal(stored.Request, &out); err != nil {
+		return nil, &workflow.TerminalError{Code: "bad_plan", Reason: err.Error()}
+	}
+	return &out, nil
+}
+
+// event appends ev to the timelines of the change and of the buy; a failed append is logged.
+func (s *Service) event(ctx context.Context, r *run, ev ledger.Event) {
+	if ev.At.IsZero() {
+		ev.At = s.now()
+	}
+	for _, id := range []string{r.op.ID, r.buy.ID} {
+		if err := s.ledger.AppendEvent(ctx, r.op.Tenant, id, ev); err != nil {
+			s.log.WarnContext(ctx, "event not recorded", "operationId", id, "type", ev.Type, "err", err)
+		}
+	}
+}
+
+func detail(m map[string]any) json.RawMessage {
+	b, _ := json.Marshal(m)
+	return b
+}
+
+// move transitions the change's operation forward; a refused move (the ledger holds this
+// status or a later one) returns the current operation.
+func (s *Service) move(ctx context.Context, r *run, to workflow.Status, ch ledger.Changes) (*ledger.Operation, error) {
+	if r.op.Status == to {
+		return r.op, nil
+	}
+	next, err := s.ledger.Transition(ctx, r.op.Tenant, r.op.ID, to, ledger.AnyVersion, ch)
+	var te *ledger.TransitionError
+	switch {
+	case err == nil:
+		r.op = next
+		return next, nil
+	case errors.As(err, &te) && te.Current != nil:
+		r.op = te.Current
+		return te.Current, nil
+	case errors.Is(err, ledger.ErrContention):
+		return nil, &workflow.TransientError{Reason: fmt.Sprintf("change %s: concurrent write, retry", r.op.ID)}
+	}
+	return nil, fmt.Errorf("modification: move change %s to %s: %w", r.op.ID, to, err)
+}
+
+// callError maps an AdCP call's error to the error the state machine matches: retry what
+// may pass, stop on the rest with the seller's code.
+func callError(what string, err error) error {
+	if adcp.Decide(err) == adcp.DecisionRetry {
+		return &workflow.TransientError{Reason: what + ": " + err.Error(), RetryAfterSeconds: int(adcp.RetryAfter(err) / time.Second)}
+	}
+	code := "adcp_error"
+	var ae *adcp.Error
+	if errors.As(err, &ae) && ae.Code != "" {
+		code = ae.Code
+	}
+	return &workflow.TerminalError{Code: code, Reason: what + ": " + err.Error()}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// Function is the topology name of the function that runs a change's stages.
+const Function = "modify"
+
+// thresholdPolicy asks a person for a budget increase above a fixed amount.
+type thresholdPolicy struct{ threshold money.Amount }
+
+func (p thresholdPolicy) IncreaseThreshold() money.Amount { return p.threshold }
+
+// IncreaseThreshold is the Policy of the approval policy's threshold (a decimal in currency):
+// the amount at which a new buy needs a person is the amount of new spend a change may add
+// alone. An empty threshold is no policy (nil).
+func IncreaseThreshold(threshold, currency string) (Policy, error) {
+	if threshold == "" {
+		return nil, nil
+	}
+	amt, err := money.ParseDecimal(threshold, currency)
+	if err != nil {
+		return nil, fmt.Errorf("config: the approval policy's threshold: %w", err)
+	}
+	return thresholdPolicy{threshold: amt}, nil
+}

@@ -1,0 +1,421 @@
+package modification
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/money"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// The actions of the modify function, as the state machine sends them.
+const (
+	ActionCheck  workflow.Action = "check_change" // CheckChange: governance, phase modification
+	ActionUpdate workflow.Action = "update"       // UpdateMediaBuy: the seller call
+	ActionApply  workflow.Action = "apply"        // ApplyChange: record the buy's new state, report
+	ActionFail   workflow.Action = "fail_change"  // RecordChangeFailure: end the change, report failed
+)
+
+// The outcomes of a change, recorded on the buy's state and read by the state machine.
+const (
+	OutcomeApplied  = "applied"
+	OutcomeDenied   = "denied"
+	OutcomeRejected = "rejected"
+	OutcomeExpired  = "expired"
+	OutcomeFailed   = "failed"
+)
+
+// Check is CheckChange: the plan is fixed against the seller's current buy, then
+// check_governance with phase "modification", tool update_media_buy and the exact arguments the
+// seller will receive. The decision says what the state machine does next: proceed, ask a
+// person (a budget increase over the policy's threshold, or conditions a person must judge),
+// wait for an async review, or stop (denied: the buy stays as it was).
+func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.GovernanceOutput, error) {
+	r, err := s.load(ctx, in.Tenant, in.OperationID)
+	if err != nil {
+		return workflow.GovernanceOutput{}, err
+	}
+	p, err := s.plan(ctx, r)
+	if err != nil {
+		return workflow.GovernanceOutput{}, err
+	}
+	payload, err := json.Marshal(p.Args)
+	if err != nil {
+		return workflow.GovernanceOutput{}, fmt.Errorf("modification: encode arguments: %w", err)
+	}
+	if _, err := s.move(ctx, r, workflow.StatusCheckingGovernance, ledger.Changes{Actor: "system"}); err != nil {
+		return workflow.GovernanceOutput{}, err
+	}
+	res, err := s.adcp.CheckGovernance(ctx, r.gov.AgentID, adcp.CheckGovernanceRequest{
+		PlanID: r.gov.PlanID, Caller: s.cfg.CallerURI, Tool: adcp.ToolUpdateMediaBuy, Payload: payload,
+		PurchaseType: "media_buy", Phase: "modification", ModificationSummary: truncate(p.Summary, 500),
+		GovernanceContext: r.buy.GovernanceContext,
+	})
+	if err != nil {
+		return workflow.GovernanceOutput{}, callError("check_governance (modification)", err)
+	}
+	out := workflow.GovernanceOutput{CheckID: res.CheckID, ExpiresAt: res.ExpiresAt, Reason: res.Explanation}
+	switch {
+	case res.Pending:
+		out.Decision = workflow.GovernancePending
+		out.Wait = workflow.WaitState{IntervalSeconds: max(in.Config.PollInitialSeconds, 1)}
+	case res.Verdict == adcp.VerdictApproved:
+		out.Decision = workflow.GovernanceProceed
+		if s.policy != nil {
+			after, _ := money.ParseDecimal(p.After, r.buy.Currency)
+			before, _ := money.ParseDecimal(p.Before, r.buy.Currency)
+			if need, why := NeedsApproval(Planned{Before: before, After: after}, s.policy.IncreaseThreshold()); need {
+				out.Decision, out.Reason = workflow.GovernanceNeedsApproval, why
+			}
+		}
+	case res.Verdict == adcp.VerdictConditions:
+		// Conditions on a change are for a person to judge: buyflow does not rewrite the
+		// buyer's change to meet them.
+		out.Decision, out.Reason = workflow.GovernanceNeedsApproval, "governance set conditions on the change"
+	case res.Verdict == adcp.VerdictDenied:
+		out.Decision = workflow.GovernanceDenied
+		if out.Reason == "" {
+			out.Reason = "governance denied the change"
+		}
+	default:
+		return workflow.GovernanceOutput{}, &workflow.TerminalError{Code: "unexpected_verdict", Reason: fmt.Sprintf("check_governance answered verdict %q", res.Verdict)}
+	}
+	s.event(ctx, r, ledger.Event{Type: EventGovernance, Actor: "governance:" + r.gov.AgentID, Amount: p.After, Currency: r.buy.Currency, Reason: truncate(out.Reason, 500),
+		Detail: detail(map[string]any{"change_id": r.op.ID, "kind": r.change.Kind, "verdict": res.Verdict, "pending": res.Pending, "check_id": res.CheckID,
+			"decision": out.Decision, "budget_before": p.Before, "budget_after": p.After})})
+	if res.CheckID != "" && !res.Pending {
+		ch := ledger.Changes{GovernanceCheckID: &res.CheckID, Actor: "governance:" + r.gov.AgentID}
+		if res.GovernanceContext != "" {
+			ch.GovernanceContext = &res.GovernanceContext
+		}
+		if t, err := time.Parse(time.RFC3339, res.ExpiresAt); err == nil {
+			ch.GovernanceExpiresAt = &t
+		}
+		next := workflow.StatusCreating
+		switch out.Decision {
+		case workflow.GovernanceNeedsApproval:
+			next = workflow.StatusAwaitingApproval
+			ch.Reason = &out.Reason
+		case workflow.GovernanceDenied:
+			// Denied: the change ends here, nothing is sent; RecordChangeFailure frees the buy.
+			next = workflow.StatusRejected
+			ch.Reason = &out.Reason
+		}
+		if _, err := s.move(ctx, r, next, ch); err != nil {
+			return workflow.GovernanceOutput{}, err
+		}
+	}
+	return out, nil
+}
+
+// Update is UpdateMediaBuy: update_media_buy with the governance-checked arguments, the seller
+// idempotency key and the frozen bytes written ahead (every retry sends the same), our webhook
+// for an async answer. The output starts the wait loop the buy's own create uses: a webhook,
+// the sweep or a poll completes it.
+func (s *Service) Update(ctx context.Context, in workflow.StageInput) (workflow.SellerOutput, error) {
+	if err := in.Config.Validate(); err != nil {
+		return workflow.SellerOutput{}, err
+	}
+	r, err := s.load(ctx, in.Tenant, in.OperationID)
+	if err != nil {
+		return workflow.SellerOutput{}, err
+	}
+	now := s.now()
+	switch r.op.Status {
+	case workflow.StatusCheckingGovernance, workflow.StatusAwaitingApproval, workflow.StatusCreating:
+	default:
+		// Already answered (a retry after the answer was recorded), or ended.
+		return s.waitOutput(r.op, in.Config, now), nil
+	}
+	if r.op.GovernanceCheckID == "" {
+		return workflow.SellerOutput{}, &workflow.TerminalError{Code: "not_checked", Reason: fmt.Sprintf("change %s has no governance check; nothing is sent", r.op.ID)}
+	}
+	p, err := s.plan(ctx, r)
+	if err != nil {
+		return workflow.SellerOutput{}, err
+	}
+	if _, err := s.move(ctx, r, workflow.StatusCreating, ledger.Changes{Actor: "system"}); err != nil {
+		return workflow.SellerOutput{}, err
+	}
+	token, err := s.fixed(ctx, r, intentToken, func() ([]byte, error) {
+		t, err := s.cfg.NewToken()
+		return []byte(t), err
+	})
+	if err != nil {
+		return workflow.SellerOutput{}, err
+	}
+	body, err := s.fixed(ctx, r, intentUpdate, func() ([]byte, error) {
+		args := p.Args
+		args.GovernanceContext = r.op.GovernanceContext
+		if s.cfg.PublicBaseURL == "" {
+			return nil, &workflow.TerminalError{Code: "no_public_base_url", Reason: "the webhook URL cannot be built: no public base URL configured"}
+		}
+		args.PushNotificationConfig = &adcp.PushNotificationConfig{URL: s.cfg.PublicBaseURL + WebhookPath + r.op.ID, OperationID: r.op.ID, Token: string(token)}
+		in, err := adcp.NewIntent(adcp.ToolUpdateMediaBuy, args, now)
+		if err != nil {
+			return nil, &workflow.TerminalError{Code: "bad_intent", Reason: err.Error()}
+		}
+		return json.Marshal(in)
+	})
+	if err != nil {
+		return workflow.SellerOutput{}, err
+	}
+	var intent adcp.Intent
+	if err := json.Unmarshal(body, &intent); err != nil {
+		return workflow.SellerOutput{}, &workflow.TerminalError{Code: "bad_intent", Reason: err.Error()}
+	}
+	res, err := s.adcp.UpdateMediaBuy(ctx, r.seller, intent)
+	if err != nil {
+		s.event(ctx, r, ledger.Event{Type: EventSellerCall, Actor: "seller:" + r.seller, Reason: truncate(err.Error(), 500),
+			Detail: detail(map[string]any{"change_id": r.op.ID, "tool": adcp.ToolUpdateMediaBuy, "error_code": errorCode(err), "decision": adcp.Decide(err).String()})})
+		return workflow.SellerOutput{}, callError("update_media_buy", err)
+	}
+	s.event(ctx, r, ledger.Event{Type: EventSellerCall, Actor: "seller:" + r.seller, Amount: p.After, Currency: r.buy.Currency,
+		Detail: detail(map[string]any{"change_id": r.op.ID, "tool": adcp.ToolUpdateMediaBuy, "shape": res.Shape, "status": res.Status,
+			"task_id": res.TaskID, "revision": res.Revision, "media_buy_status": res.MediaBuyStatus, "replayed": res.Replayed})})
+	var to workflow.Status
+	switch res.Shape {
+	case adcp.ShapeSuccess:
+		to = workflow.StatusCompleted
+	case adcp.ShapeSubmitted:
+		to = workflow.StatusSubmitted
+	case adcp.ShapeInterim:
+		st, ok := workflow.FromTaskStatus(string(res.Status))
+		if !ok {
+			return workflow.SellerOutput{}, &workflow.TerminalError{Code: "unexpected_status", Reason: fmt.Sprintf("update_media_buy answered status %q", res.Status)}
+		}
+		to = st
+	default:
+		return workflow.SellerOutput{}, &workflow.TerminalError{Code: "unexpected_shape", Reason: fmt.Sprintf("update_media_buy answer shape %q", res.Shape)}
+	}
+	hash := ledger.HashToken(string(token))
+	deadline := now.Add(time.Duration(in.Config.DeadlineSeconds) * time.Second)
+	ch := ledger.Changes{WebhookTokenHash: &hash, Deadline: &deadline, Actor: "seller:" + r.seller, EventType: EventSellerCall,
+		Detail: detail(map[string]any{"tool": adcp.ToolUpdateMediaBuy, "task_id": res.TaskID, "revision": res.Revision})}
+	if res.TaskID != "" {
+		ch.SellerTaskID = &res.TaskID
+	}
+	mbID := r.buy.MediaBuyID
+	ch.MediaBuyID = &mbID
+	if to == workflow.StatusInputRequired && res.Message != "" {
+		m := truncate(res.Message, 1000)
+		ch.Reason = &m
+	}
+	cur, err := s.move(ctx, r, to, ch)
+	if err != nil {
+		return workflow.SellerOutput{}, err
+	}
+	return s.waitOutput(cur, in.Config, now), nil
+}
+
+// waitOutput is the wait loop's state for the change as the ledger holds it.
+func (s *Service) waitOutput(op *ledger.Operation, cfg workflow.RunConfig, now time.Time) workflow.SellerOutput {
+	w := workflow.StartWait(cfg, now, nil)
+	if !op.Deadline.IsZero() {
+		w.DeadlineUnix = op.Deadline.Unix()
+	}
+	out := workflow.SellerOutput{Status: op.Status, Terminal: op.Status.Terminal(), Next: w, Reason: op.Reason}
+	if !out.Terminal && op.Status != workflow.StatusInputRequired && w.Expired(now) {
+		out.DeadlineExceeded = true
+	}
+	return out
+}
+
+// fixed returns the bytes stored under task for the change, storing build's the first time:
+// write-ahead, so a retry reuses them.
+func (s *Service) fixed(ctx context.Context, r *run, task string, build func() ([]byte, error)) ([]byte, error) {
+	b, err := build()
+	if err != nil {
+		return nil, err
+	}
+	got, _, err := s.ledger.PutIntent(ctx, ledger.Intent{Tenant: r.op.Tenant, OperationID: r.op.ID, Task: task,
+		IdempotencyKey: task + "-" + r.op.ID, Request: b, CreatedAt: s.now()})
+	if err != nil {
+		return nil, &workflow.TransientError{Reason: fmt.Sprintf("store %s of %s: %v", task, r.op.ID, err)}
+	}
+	return got.Request, nil
+}
+
+// ChangeOutcome is the output of ApplyChange and RecordChangeFailure.
+type ChangeOutcome = workflow.ChangeOutcome
+
+// Apply is ApplyChange, after the seller's task ended: a completed update records the buy's
+// new state forward-only (the seller's revision read back, the planned budget and state) and
+// reports completed to governance; a failed, rejected or canceled one leaves the buy as it
+// was, records the seller's reason and reports failed.
+func (s *Service) Apply(ctx context.Context, in workflow.StageInput) (ChangeOutcome, error) {
+	r, err := s.load(ctx, in.Tenant, in.OperationID)
+	if err != nil {
+		return ChangeOutcome{}, err
+	}
+	if r.op.Status != workflow.StatusCompleted {
+		reason := r.op.Reason
+		if reason == "" {
+			reason = "the seller ended the update " + string(r.op.Status)
+		}
+		return s.end(ctx, r, OutcomeFailed, reason, r.op.ErrorCode)
+	}
+	var p frozenPlan
+	if err := s.readFixed(ctx, r, intentPlan, &p); err != nil {
+		return ChangeOutcome{}, err
+	}
+	rev := p.Revision + 1
+	got, err := s.adcp.GetMediaBuys(ctx, r.seller, adcp.GetMediaBuysRequest{Account: &r.acct, MediaBuyIDs: []string{r.buy.MediaBuyID}})
+	if err != nil {
+		return ChangeOutcome{}, callError("get_media_buys (after the update)", err)
+	}
+	for _, mb := range got.MediaBuys {
+		if mb.MediaBuyID == r.buy.MediaBuyID && mb.Revision > 0 {
+			rev = mb.Revision
+		}
+	}
+	next := ledger.BuyState{Tenant: r.op.Tenant, OperationID: r.buy.ID, MediaBuyID: r.buy.MediaBuyID, Revision: rev, State: string(p.State),
+		BudgetTotal: p.After, Currency: r.buy.Currency, Packages: p.Packages, EndTime: p.EndTime, LastReason: r.change.Reason}
+	ev := ledger.Event{At: s.now(), Type: EventApplied, Actor: "seller:" + r.seller, Amount: p.After, Currency: r.buy.Currency, Reason: p.Summary,
+		Detail: detail(map[string]any{"change_id": r.op.ID, "kind": r.change.Kind, "budget_before": p.Before, "budget_after": p.After, "revision": rev, "state": p.State})}
+	st, err := s.ledger.ApplyChange(ctx, next, r.op.ID, ev)
+	switch {
+	case errors.Is(err, ledger.ErrStaleRevision):
+		return ChangeOutcome{}, &workflow.TerminalError{Code: "stale_revision", Reason: fmt.Sprintf("the seller reports revision %d, below the recorded one", rev)}
+	case err != nil:
+		return ChangeOutcome{}, &workflow.TransientError{Reason: fmt.Sprintf("record change %s: %v", r.op.ID, err)}
+	}
+	if err := s.ledger.AppendEvent(ctx, r.op.Tenant, r.op.ID, ev); err != nil {
+		s.log.WarnContext(ctx, "event not recorded", "operationId", r.op.ID, "err", err)
+	}
+	s.report(ctx, r, &adcp.SellerResponse{SellerReference: r.buy.MediaBuyID, CommittedBudget: json.Number(p.After)}, nil)
+	s.log.InfoContext(ctx, "change applied", "operationId", r.buy.ID, "changeId", r.op.ID, "kind", r.change.Kind, "revision", st.Revision)
+	return ChangeOutcome{Outcome: OutcomeApplied, Revision: st.Revision, State: st.State, Reason: p.Summary}, nil
+}
+
+// The failure names the state machine writes for a change, beside workflow's own.
+const (
+	failureRejected = "ApprovalRejectedError"
+	failureTimeout  = "States.Timeout"
+)
+
+// Fail is RecordChangeFailure: the change ends without touching the buy (denied, rejected,
+// expired or failed), the reason is recorded on the buy's state and both timelines, and
+// governance hears failed when a check exists.
+func (s *Service) Fail(ctx context.Context, in workflow.OutcomeInput) (ChangeOutcome, error) {
+	r, err := s.load(ctx, in.Tenant, in.OperationID)
+	if err != nil {
+		return ChangeOutcome{}, err
+	}
+	outcome, reason, code := OutcomeFailed, "the change failed", ""
+	if f := in.Failure; f != nil {
+		reason = truncate(f.Error+": "+f.Cause, 1000)
+		code = workflow.TerminalErrorCode(f.Cause)
+		switch f.Error {
+		case workflow.FailureChangeDenied:
+			outcome, reason = OutcomeDenied, "governance denied the change"
+		case failureRejected:
+			outcome, reason = OutcomeRejected, "the approver rejected the change"
+		case workflow.FailureChangeDeadline, failureTimeout:
+			outcome, reason = OutcomeExpired, "the change did not finish before its deadline"
+		case workflow.FailureChangeNeedsApproval:
+			reason = "the change needs a person's approval, which buyflow does not ask for changes yet; it was not applied"
+		}
+	}
+	// What a stage recorded on the change (governance's explanation, the seller's message) is
+	// the more precise reason.
+	if r.op.Reason != "" {
+		reason += ": " + r.op.Reason
+	}
+	return s.end(ctx, r, outcome, reason, code)
+}
+
+// end closes a change that did not apply.
+func (s *Service) end(ctx context.Context, r *run, outcome, reason, code string) (ChangeOutcome, error) {
+	to := workflow.StatusFailed
+	switch outcome {
+	case OutcomeRejected, OutcomeDenied:
+		to = workflow.StatusRejected
+	case OutcomeExpired:
+		to = workflow.StatusExpired
+	}
+	if !r.op.Status.Terminal() {
+		rs := truncate(reason, 1000)
+		ch := ledger.Changes{Reason: &rs, Actor: "system"}
+		if code != "" {
+			ch.ErrorCode = &code
+		}
+		if _, err := s.move(ctx, r, to, ch); err != nil {
+			return ChangeOutcome{}, err
+		}
+	}
+	ev := ledger.Event{At: s.now(), Type: EventEnded, Actor: "system", Reason: truncate(reason, 1000),
+		Detail: detail(map[string]any{"change_id": r.op.ID, "kind": r.change.Kind, "outcome": outcome, "error_code": code})}
+	st, err := s.ledger.EndChange(ctx, r.op.Tenant, r.buy.ID, r.op.ID, outcome, truncate(reason, 1000), ev)
+	if err != nil {
+		return ChangeOutcome{}, &workflow.TransientError{Reason: fmt.Sprintf("end change %s: %v", r.op.ID, err)}
+	}
+	if err := s.ledger.AppendEvent(ctx, r.op.Tenant, r.op.ID, ev); err != nil {
+		s.log.WarnContext(ctx, "event not recorded", "operationId", r.op.ID, "err", err)
+	}
+	if r.op.GovernanceCheckID != "" {
+		if code == "" {
+			code = outcome
+		}
+		s.report(ctx, r, nil, &adcp.OutcomeError{Code: code, Message: truncate(reason, 500)})
+	}
+	return ChangeOutcome{Outcome: outcome, Reason: reason, Revision: st.Revision, State: st.State}, nil
+}
+
+// report sends report_plan_outcome for the change (an intent fixed once); a failure is an
+// event, not an error: the buy's state is recorded either way.
+func (s *Service) report(ctx context.Context, r *run, resp *adcp.SellerResponse, failure *adcp.OutcomeError) {
+	if r.op.GovernanceCheckID == "" {
+		return
+	}
+	outcome := "completed"
+	if failure != nil {
+		outcome = "failed"
+	}
+	body, err := s.fixed(ctx, r, intentReport, func() ([]byte, error) {
+		in, err := adcp.NewIntent(adcp.ToolReportPlanOutcome, adcp.ReportPlanOutcomeRequest{PlanID: r.gov.PlanID, CheckID: r.op.GovernanceCheckID,
+			PurchaseType: "media_buy", Outcome: outcome, SellerResponse: resp, Error: failure, GovernanceContext: r.op.GovernanceContext,
+			Context: json.RawMessage(fmt.Sprintf(`{"operation_id":%q,"change_id":%q}`, r.buy.ID, r.op.ID))}, s.now())
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(in)
+	})
+	var in adcp.Intent
+	if err == nil {
+		err = json.Unmarshal(body, &in)
+	}
+	var res *adcp.OutcomeResult
+	if err == nil {
+		res, err = s.adcp.ReportPlanOutcome(ctx, r.gov.AgentID, in)
+	}
+	ev := ledger.Event{Type: EventReported, Actor: "governance:" + r.gov.AgentID, Detail: detail(map[string]any{"change_id": r.op.ID, "outcome": outcome})}
+	if err != nil {
+		ev.Reason = truncate(err.Error(), 500)
+		s.log.WarnContext(ctx, "change outcome not reported", "operationId", r.buy.ID, "changeId", r.op.ID, "err", err)
+	} else {
+		ev.Detail = detail(map[string]any{"change_id": r.op.ID, "outcome": outcome, "outcome_state": res.OutcomeState})
+	}
+	s.event(ctx, r, ev)
+}
+
+func (s *Service) readFixed(ctx context.Context, r *run, task string, v any) error {
+	got, err := s.ledger.GetIntent(ctx, r.op.Tenant, r.op.ID, task)
+	if err != nil {
+		return &workflow.TerminalError{Code: "no_plan", Reason: fmt.Sprintf("change %s has no %s: %v", r.op.ID, task, err)}
+	}
+	return json.Unmarshal(got.Request, v)
+}
+
+func errorCode(err error) string {
+	var ae *adcp.Error
+	if errors.As(err, &ae) {
+		return ae.Code
+	}
+	return ""
+}

@@ -1,0 +1,240 @@
+package stagepaths
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/apiclient"
+)
+
+// The paths of a change to a placed buy: its own execution of mediabuy.asl.json, named after
+// the change, with the real modify, poll and webhook bootstraps behind it.
+
+var (
+	changePrelude = []string{"IsContinuation", "CheckChange", "ChangeDecision"}
+	changeApplied = []string{"UpdateMediaBuy", "AwaitChangeSeller", "ChangeSellerStatus", "ApplyChange", "ChangeOutcome", "ChangeApplied"}
+)
+
+// placed submits a one-package buy of 3,000 USD that the seller completes inline, and waits
+// until it is placed.
+func placed(t *testing.T, patch map[string]any) *buyRun {
+	t.Helper()
+	r := begin(t, patch)
+	r.submit(apiclient.Buy{Sim: "sync", Budgets: []float64{3000}})
+	path(t, only(t, r.finish(60*time.Second)), "SUCCEEDED", "", seq(prelude, []string{"CreateMediaBuy", "AwaitSeller"}, completes)...)
+	return r
+}
+
+// change sends a change and returns its id; the 202 is required.
+func (r *buyRun) change(body string, cancel bool) string {
+	r.t.Helper()
+	acc, err := r.try(body, cancel)
+	if err != nil {
+		r.t.Fatalf("change %s: %v", body, err)
+	}
+	r.changes = append(r.changes, acc.ChangeID)
+	return acc.ChangeID
+}
+
+var changeSeq = 0
+
+func (r *buyRun) try(body string, cancel bool) (apiclient.ChangeAccepted, error) {
+	changeSeq++
+	return r.client.Change(context.Background(), r.op, fmt.Sprintf("chg-%s-%d", r.po, changeSeq), []byte(body), cancel)
+}
+
+// current is the buy after its changes, as GET /v1/media-buys/{id} shows it.
+func (r *buyRun) current() apiclient.Current {
+	r.t.Helper()
+	op := r.operation()
+	if op.Current == nil {
+		r.t.Fatalf("buy %s shows no current state", r.op)
+	}
+	return *op.Current
+}
+
+func wantCurrent(t *testing.T, c apiclient.Current, revision int, state, budget, outcome string) {
+	t.Helper()
+	if c.Revision != revision || c.State != state || c.Budget != budget || c.LastOutcome != outcome || c.ChangeInFlight != "" {
+		t.Errorf("current = %+v, want revision %d, %s, budget %s, last outcome %s, nothing in flight", c, revision, state, budget, outcome)
+	}
+}
+
+func TestChangeBudgetIncreaseApplied(t *testing.T) {
+	r := placed(t, nil)
+	id := r.change(`{"budget":{"total":3500},"reason":"strong first week","context":{"sim":"sync"}}`, false)
+	ex := only(t, r.finishNamed(id, 60*time.Second))
+	path(t, ex, "SUCCEEDED", "", seq(changePrelude, changeApplied)...)
+
+	checks := r.governanceCalls("check_governance")
+	if len(checks) != 2 {
+		t.Fatalf("governance heard %d checks, want the buy's and the change's", len(checks))
+	}
+	chk := checks[1].Arguments
+	if arg(t, chk, "phase") != "modification" || arg(t, chk, "tool") != "update_media_buy" {
+		t.Errorf("the change's check is %s: want phase modification, tool update_media_buy", chk)
+	}
+	updates := r.sellerCalls("update_media_buy")
+	if len(updates) != 1 {
+		t.Fatalf("seller heard %d update_media_buy, want 1", len(updates))
+	}
+	// Governance checked exactly what the seller received (beside the envelope fields).
+	payload, _ := arg(t, chk, "payload").(map[string]any)
+	sent := updates[0].Arguments
+	if fmt.Sprint(payload["packages"]) != fmt.Sprint(arg(t, sent, "packages")) || payload["media_buy_id"] != arg(t, sent, "media_buy_id") ||
+		fmt.Sprint(payload["revision"]) != fmt.Sprint(arg(t, sent, "revision")) {
+		t.Errorf("governance checked %v, the seller received %s", payload, sent)
+	}
+	if arg(t, sent, "idempotency_key") == nil || arg(t, sent, "governance_context") == nil {
+		t.Errorf("update_media_buy %s lacks the seller idempotency key or the governance context", sent)
+	}
+	c := r.current()
+	wantCurrent(t, c, 2, "active", "3500.00", "applied")
+	if len(c.Packages) != 1 || c.Packages[0].Budget != "3500.00" {
+		t.Errorf("packages %+v, want one at 3500.00", c.Packages)
+	}
+	reports := r.governanceCalls("report_plan_outcome")
+	if len(reports) != 2 || arg(t, reports[1].Arguments, "outcome") != "completed" {
+		t.Errorf("governance heard %v, want the change reported completed", tools(reports))
+	}
+	tl := r.timeline()
+	for _, want := range []string{"modification_requested", "modification_governance_check", "modification_seller_call", "modification_applied", "modification_outcome_report"} {
+		if !slices.Contains(tl, want) {
+			t.Errorf("the buy's timeline %v lacks %s", tl, want)
+		}
+	}
+}
+
+func TestChangeDeniedByGovernanceLeavesTheBuy(t *testing.T) {
+	r := placed(t, nil)
+	id := r.change(`{"budget":{"total":9000},"context":{"sim":"denied"}}`, false)
+	ex := only(t, r.finishNamed(id, 60*time.Second))
+	path(t, ex, "FAILED", "ChangeDeniedByGovernance", seq(changePrelude,
+		[]string{"ChangeDenied", "RecordChangeFailure", "ChangeFailureKind", "ChangeDeniedByGovernance"})...)
+	if n := len(r.sellerCalls("update_media_buy")); n != 0 {
+		t.Errorf("the seller heard %d update_media_buy after a denial", n)
+	}
+	c := r.current()
+	wantCurrent(t, c, 0, "active", "3000.00", "denied")
+	if c.LastReason == "" {
+		t.Error("the denial's reason is not on the buy")
+	}
+	if r.operation().Budget != "3000.00" {
+		t.Error("the buy's budget changed after a denial")
+	}
+}
+
+func TestChangeAsyncCompletesByWebhook(t *testing.T) {
+	r := placed(t, map[string]any{"poll_initial_seconds": 30, "poll_max_seconds": 30})
+	id := r.change(`{"paused":true,"context":{"sim":"async_complete"}}`, false)
+	ex := only(t, r.finishNamed(id, 60*time.Second))
+	path(t, ex, "SUCCEEDED", "", seq(changePrelude, changeApplied)...)
+	wantCurrent(t, r.current(), 2, "paused", "3000.00", "applied")
+	change, err := r.client.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if change.Kind != "modification" || change.BuyID != r.op || change.Status != "completed" || change.SellerTaskID == "" {
+		t.Errorf("the change reads %+v", change)
+	}
+	evs, err := r.client.Events(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, e := range evs {
+		types = append(types, e.Type)
+	}
+	if !slices.Contains(types, "webhook") || slices.Contains(types, "poll") {
+		t.Errorf("the change's timeline %v: want the seller's webhook and no poll", types)
+	}
+}
+
+func TestChangeSellerFailsKeepsTheBuy(t *testing.T) {
+	r := placed(t, map[string]any{"poll_initial_seconds": 30, "poll_max_seconds": 30})
+	id := r.change(`{"budget":{"total":4000},"context":{"sim":"async_fail"}}`, false)
+	ex := only(t, r.finishNamed(id, 60*time.Second))
+	path(t, ex, "FAILED", "SellerDidNotApplyChange", seq(changePrelude,
+		[]string{"UpdateMediaBuy", "AwaitChangeSeller", "ChangeSellerStatus", "ApplyChange", "ChangeOutcome", "ChangeNotApplied"})...)
+	c := r.current()
+	wantCurrent(t, c, 0, "active", "3000.00", "failed")
+	if c.LastReason == "" {
+		t.Error("the seller's reason is not on the buy")
+	}
+	reports := r.governanceCalls("report_plan_outcome")
+	if len(reports) != 2 || arg(t, reports[1].Arguments, "outcome") != "failed" {
+		t.Errorf("governance heard %v, want the change reported failed", tools(reports))
+	}
+}
+
+func TestPauseResumeCancelAndNothingAfter(t *testing.T) {
+	r := placed(t, nil)
+	steps := []struct {
+		body   string
+		cancel bool
+		state  string
+	}{
+		{`{"paused":true,"context":{"sim":"sync"}}`, false, "paused"},
+		{`{"paused":false}`, false, "active"}, // the seller's default: async, completed by webhook
+		{`{"reason":"campaign withdrawn","context":{"sim":"sync"}}`, true, "canceled"},
+	}
+	for i, st := range steps {
+		id := r.change(st.body, st.cancel)
+		ex := only(t, r.finishNamed(id, 60*time.Second))
+		ends(t, ex, "SUCCEEDED", "", "ApplyChange", "ChangeOutcome", "ChangeApplied")
+		wantCurrent(t, r.current(), i+2, st.state, "3000.00", "applied")
+	}
+	if got := r.sellerCalls("update_media_buy"); len(got) != 3 || arg(t, got[2].Arguments, "canceled") != true ||
+		arg(t, got[2].Arguments, "cancellation_reason") != "campaign withdrawn" {
+		t.Errorf("seller heard %d updates; the last: %s", len(got), got[len(got)-1].Arguments)
+	}
+	for _, body := range []string{`{"paused":false}`, `{"budget":{"total":1}}`} {
+		_, err := r.try(body, false)
+		if apiclient.StatusOf(err) != 409 || !containsCode(err, "buy_canceled") {
+			t.Errorf("%s after the cancellation: %v, want 409 buy_canceled", body, err)
+		}
+	}
+}
+
+func TestSecondChangeWhileOneIsInFlightRefused(t *testing.T) {
+	r := placed(t, map[string]any{"deadline_seconds": 4, "poll_initial_seconds": 1, "poll_max_seconds": 2})
+	id := r.change(`{"budget":{"total":3200},"context":{"sim":"async_complete,hold"}}`, false)
+	eventually(t, 30*time.Second, "update_media_buy at the seller", func() bool { return len(r.sellerCalls("update_media_buy")) > 0 })
+	_, err := r.try(`{"paused":true}`, false)
+	if apiclient.StatusOf(err) != 409 || !containsCode(err, "change_in_flight") {
+		t.Errorf("a second change while one is in flight: %v, want 409 change_in_flight", err)
+	}
+	// The held seller never answers: the change's deadline (shortened from 12 h) ends it and
+	// the buy is free again, as it was.
+	ex := only(t, r.finishNamed(id, 60*time.Second))
+	ends(t, ex, "FAILED", "ChangeDeadlinePassed", "ChangeSellerStatus", "ChangeDeadlineExceeded", "RecordChangeFailure", "ChangeFailureKind", "ChangeDeadlinePassed")
+	wantCurrent(t, r.current(), 0, "active", "3000.00", "expired")
+	if _, err := r.try(`{"paused":true}`, false); err != nil {
+		t.Errorf("a change after the expired one: %v", err)
+	}
+}
+
+func TestChangeToABuyNotPlacedRefused(t *testing.T) {
+	r := begin(t, map[string]any{"deadline_seconds": 3, "poll_initial_seconds": 1, "poll_max_seconds": 1})
+	r.submit(apiclient.Buy{Sim: "async_complete,hold", Budgets: []float64{3000}})
+	defer r.finish(60 * time.Second)
+	_, err := r.try(`{"paused":true}`, false)
+	if apiclient.StatusOf(err) != 409 || !containsCode(err, "not_placed") {
+		t.Errorf("a change before the buy is placed: %v, want 409 not_placed", err)
+	}
+	for body, code := range map[string]string{`{"paused":"yes"}`: "invalid_type", `{}`: "no_change", `{"paused":true,"budget":{"total":1}}`: "several_changes"} {
+		_, err := r.try(body, false)
+		if s := apiclient.StatusOf(err); s < 400 || s > 422 || !containsCode(err, code) {
+			t.Errorf("%s: %v, want a 4xx %s", body, err, code)
+		}
+	}
+}
+
+func containsCode(err error, code string) bool {
+	var se *apiclient.StatusError
+	return errors.As(err, &se) && se.Code == code
+}
