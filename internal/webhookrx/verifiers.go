@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -29,33 +28,6 @@ type VerifierOptions struct {
 	AllowHTTP bool
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
-}
-
-// BuildVerifiers builds one verifier per agent of reg that has webhook settings, reading HMAC
-// and bearer secrets once. A secret is either the raw value or a JSON object
-// {"current": "…", "previous": "…"} during a rotation. Every problem is reported together.
-func BuildVerifiers(ctx context.Context, reg *adcp.Registry, sec Secrets, o VerifierOptions) (map[string]Verifier, error) {
-	out := map[string]Verifier{}
-	var errs []error
-	for _, id := range reg.IDs() {
-		a, err := reg.Agent(id)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		v, err := buildVerifier(ctx, a, sec, o)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if v != nil {
-			out[id] = v
-		}
-	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("webhookrx: build verifiers: %w", errors.Join(errs...))
-	}
-	return out, nil
 }
 
 // buildVerifier builds agent a's verifier, reading its HMAC or bearer secret; nil for an
