@@ -50,6 +50,10 @@ build-local:
 local: build-host build-local node_modules/.installed ## THE MAIN JOB: local stack + a demo media buy through every stage; Ctrl-C stops it
 	$(LOCAL_STACK) --bin $(HOST_BIN) --demo
 
+.PHONY: local-campaign
+local-campaign: build-host build-local node_modules/.installed ## the local stack + a demo campaign across three simulated sellers; Ctrl-C stops it
+	$(LOCAL_STACK) --bin $(HOST_BIN) --campaign
+
 .PHONY: local-serve
 local-serve: build-host build-local node_modules/.installed ## the local stack without the demo
 	$(LOCAL_STACK) --bin $(HOST_BIN)

@@ -36,8 +36,8 @@ func run() error {
 	_, err = NewBuyflowStack(app, cfg.StackName, &BuyflowStackProps{
 		StackProps: awscdk.StackProps{Env: env(), Description: jsii.String("buyflow: AdCP media buys (" + topology.App.StateMachineName + ")")},
 		App:        &topology.App,
-		Definition: statemachine.Definition,
-		Config:     cfg,
+		Definition: statemachine.Definition, CampaignDefinition: statemachine.CampaignDefinition,
+		Config: cfg,
 	})
 	if err != nil {
 		return err

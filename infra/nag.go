@@ -23,6 +23,8 @@ const (
 		"secretsmanager:GetSecretValue on this stack's <stack>/agents/* prefix only (secret ARNs also end in a random suffix)."
 	reasonExecutions = "states:DescribeExecution on the executions of this stack's one state machine (execution:<stack>-MediaBuy:*): " +
 		"execution names are per buy and not known at deploy time."
+	reasonChildExecutions = "The Campaign state machine follows and stops the MediaBuy executions it starts for a campaign's legs " +
+		"(states:DescribeExecution/StopExecution on execution:<stack>-MediaBuy:*, as StartExecution.sync requires): their names are per leg."
 	reasonSchedulerInvoke = "The EventBridge Scheduler Lambda target grants lambda:InvokeFunction on the reconcile function and its " +
 		"versions/aliases (<arn>:*) through fn.grantInvoke; the role is dedicated to this one schedule and this one function."
 	reasonSchedulerInvokeAgents = "The EventBridge Scheduler Lambda target grants lambda:InvokeFunction on the agents function and its " +

@@ -73,7 +73,7 @@ func synthWithNag(t *testing.T, v nagVariant) (_ *BuyflowStack, err error) {
 		return nil, err
 	}
 	stack, err := NewBuyflowStack(app, cfg.StackName, &BuyflowStackProps{
-		StackProps: awscdk.StackProps{Env: v.env}, App: &topology.App, Definition: statemachine.Definition, Config: cfg,
+		StackProps: awscdk.StackProps{Env: v.env}, App: &topology.App, Definition: statemachine.Definition, CampaignDefinition: statemachine.CampaignDefinition, Config: cfg,
 	})
 	if err != nil {
 		return nil, err

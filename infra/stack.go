@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/mail"
 	"os"
 	"path/filepath"
@@ -70,6 +71,9 @@ type BuyflowStackProps struct {
 	// Definition is the ASL of the state machine with its ${Placeholders} unresolved
 	// (statemachine.Definition).
 	Definition string
+	// CampaignDefinition is the ASL of the Campaign state machine (statemachine.CampaignDefinition);
+	// empty deploys no campaigns (and no campaign routes may be in App).
+	CampaignDefinition string
 	// Config is the deploy-time configuration (ConfigFromContext). Its StackName is used when
 	// StackProps.StackName is nil.
 	Config Config
@@ -81,6 +85,10 @@ type BuyflowStack struct {
 	Table        awsdynamodb.Table
 	Functions    map[string]awslambda.Function
 	StateMachine awsstepfunctions.StateMachine
+	// CampaignStateMachine runs campaigns (nil without a CampaignDefinition).
+	CampaignStateMachine awsstepfunctions.StateMachine
+	// CampaignStateMachineArn is its ARN built from its fixed name, as StateMachineArn.
+	CampaignStateMachineArn *string
 	// StateMachineArn is the ARN built from the fixed state machine name, with no reference to
 	// the state machine resource: what functions and the state machine itself get, so that no
 	// function the state machine invokes depends on it.
@@ -135,6 +143,11 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 	b.StateMachineArn = stack.FormatArn(&awscdk.ArnComponents{
 		Service: jsii.String("states"), Resource: jsii.String("stateMachine"),
 		ResourceName: jsii.String(smName), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+	})
+	campaignsName := stackName + "-" + app.CampaignStateMachineName
+	b.CampaignStateMachineArn = stack.FormatArn(&awscdk.ArnComponents{
+		Service: jsii.String("states"), Resource: jsii.String("stateMachine"),
+		ResourceName: jsii.String(campaignsName), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
 	})
 	// Its executions (…:execution:<name>:<execution>), for functions that read their state.
 	executionsArn := stack.FormatArn(&awscdk.ArnComponents{
@@ -210,6 +223,8 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 			return b.Table.TableName(), nil
 		case topology.EnvStateMachineARN:
 			return b.StateMachineArn, nil
+		case topology.EnvCampaignsARN:
+			return b.CampaignStateMachineArn, nil
 		case topology.EnvOperators:
 			return jsii.String(cfg.Operators), nil
 		case topology.EnvAgentsSecretPrefix:
@@ -292,8 +307,12 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 			Grantee: fn, Actions: jsii.Strings(ledgerActions...), ResourceArns: &ledgerArns,
 		})
 		if f.StartsExecutions {
+			machines := []*string{b.StateMachineArn}
+			if slices.Contains(f.Env, topology.EnvCampaignsARN) {
+				machines = append(machines, b.CampaignStateMachineArn)
+			}
 			awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
-				Grantee: fn, Actions: jsii.Strings("states:StartExecution"), ResourceArns: &[]*string{b.StateMachineArn},
+				Grantee: fn, Actions: jsii.Strings("states:StartExecution"), ResourceArns: &machines,
 			})
 		}
 		if f.DescribesExecutions {
@@ -334,12 +353,7 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 	}
 
 	// The state machine, from the one ASL file.
-	subs := map[string]*string{}
-	for _, f := range app.Functions {
-		if f.Placeholder != "" {
-			subs[f.Placeholder] = b.Functions[f.Name].FunctionArn()
-		}
-	}
+	subs := b.substitutions(app, props.Definition)
 	b.StateMachine = awsstepfunctions.NewStateMachine(stack, jsii.String("StateMachine"), &awsstepfunctions.StateMachineProps{
 		StateMachineName:        jsii.String(smName),
 		StateMachineType:        awsstepfunctions.StateMachineType_STANDARD,
@@ -354,12 +368,10 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 	})
 	// Explicit invoke grants on the unqualified ARNs the definition names (fn.GrantInvoke would
 	// add <arn>:* for every version and alias).
-	for _, f := range app.Functions {
-		if f.Placeholder != "" {
-			awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
-				Grantee: b.StateMachine, Actions: jsii.Strings("lambda:InvokeFunction"), ResourceArns: &[]*string{b.Functions[f.Name].FunctionArn()},
-			})
-		}
+	for _, p := range slices.Sorted(maps.Keys(subs)) {
+		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+			Grantee: b.StateMachine, Actions: jsii.Strings("lambda:InvokeFunction"), ResourceArns: &[]*string{subs[p]},
+		})
 	}
 	smStar := reasonLogDelivery
 	if cfg.Tracing {
@@ -374,6 +386,10 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
 			Grantee: b.StateMachine, Actions: jsii.Strings("states:StartExecution"), ResourceArns: &[]*string{b.StateMachineArn},
 		})
+	}
+
+	if props.CampaignDefinition != "" {
+		b.addCampaigns(app, props.CampaignDefinition, campaignsName, smName, executionsArn, logGroup("CampaignStateMachineLogs"), cfg)
 	}
 
 	// Routes.
@@ -775,11 +791,68 @@ func validate(app topology.Application, definition, stackName string, cfg Config
 	return errors.Join(errs...)
 }
 
+// substitutions maps every placeholder definition uses to its function's ARN.
+func (b *BuyflowStack) substitutions(app topology.Application, definition string) map[string]*string {
+	used := statemachine.Used(definition)
+	subs := map[string]*string{}
+	for _, f := range app.Functions {
+		if f.Placeholder != "" && slices.Contains(used, f.Placeholder) {
+			subs[f.Placeholder] = b.Functions[f.Name].FunctionArn()
+		}
+	}
+	return subs
+}
+
+// addCampaigns adds the Campaign state machine: a Map over a campaign's legs, each a child
+// execution of the MediaBuy state machine (StartExecution.sync:2), then the campaign and
+// create functions settle the partial-failure policy. Its role may invoke the functions the
+// definition names, start MediaBuy executions, follow and stop them, and manage the one
+// EventBridge rule Step Functions uses to learn that a child execution ended.
+func (b *BuyflowStack) addCampaigns(app topology.Application, definition, name, mediaBuyName string, childExecutions *string, logs awslogs.LogGroup, cfg Config) {
+	subs := b.substitutions(app, definition)
+	b.CampaignStateMachine = awsstepfunctions.NewStateMachine(b.Stack, jsii.String("CampaignStateMachine"), &awsstepfunctions.StateMachineProps{
+		StateMachineName:        jsii.String(name),
+		StateMachineType:        awsstepfunctions.StateMachineType_STANDARD,
+		DefinitionBody:          awsstepfunctions.DefinitionBody_FromString(jsii.String(definition)),
+		DefinitionSubstitutions: &subs,
+		Logs:                    &awsstepfunctions.LogOptions{Destination: logs, Level: awsstepfunctions.LogLevel_ALL, IncludeExecutionData: jsii.Bool(false)},
+		TracingEnabled:          jsii.Bool(cfg.Tracing),
+	})
+	sm := b.CampaignStateMachine
+	for _, p := range slices.Sorted(maps.Keys(subs)) {
+		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+			Grantee: sm, Actions: jsii.Strings("lambda:InvokeFunction"), ResourceArns: &[]*string{subs[p]},
+		})
+	}
+	rule := b.FormatArn(&awscdk.ArnComponents{
+		Service: jsii.String("events"), Resource: jsii.String("rule"),
+		ResourceName: jsii.String("StepFunctionsGetEventsForStepFunctionsExecutionRule"), ArnFormat: awscdk.ArnFormat_SLASH_RESOURCE_NAME,
+	})
+	awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+		Grantee: sm, Actions: jsii.Strings("states:StartExecution"), ResourceArns: &[]*string{b.StateMachineArn},
+	})
+	awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+		Grantee: sm, Actions: jsii.Strings("states:DescribeExecution", "states:StopExecution"), ResourceArns: &[]*string{childExecutions},
+	})
+	awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+		Grantee: sm, Actions: jsii.Strings("events:PutTargets", "events:PutRule", "events:DescribeRule"), ResourceArns: &[]*string{rule},
+	})
+	star := reasonLogDelivery
+	if cfg.Tracing {
+		star += " " + reasonXRay
+	} else {
+		suppress(sm.Node().DefaultChild(), "AwsSolutions-SF2", reasonNoXRayStateMachine)
+	}
+	suppress(sm.Role(), "AwsSolutions-IAM5", star, "Resource::*")
+	suppress(sm.Role(), "AwsSolutions-IAM5", reasonChildExecutions, arnFinding("states", "execution", mediaBuyName+":*"))
+}
+
 // supportedResources are the Task resources whose permissions the stack grants.
 var supportedResources = []string{
 	"arn:aws:states:::lambda:invoke",
 	"arn:aws:states:::lambda:invoke.waitForTaskToken",
 	"arn:aws:states:::states:startExecution",
+	"arn:aws:states:::states:startExecution.sync:2",
 }
 
 func usesStartExecution(definition string) bool {

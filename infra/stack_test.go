@@ -16,6 +16,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/buyflow/buyflow/internal/adcp"
@@ -168,7 +169,7 @@ func trySynth(t *testing.T, v variant) (_ synthesized, err error) {
 	if err != nil {
 		return synthesized{}, err
 	}
-	stack, err := NewBuyflowStack(app, cfg.StackName, &BuyflowStackProps{App: &v.app, Definition: statemachine.Definition, Config: cfg})
+	stack, err := NewBuyflowStack(app, cfg.StackName, &BuyflowStackProps{App: &v.app, Definition: statemachine.Definition, CampaignDefinition: statemachine.CampaignDefinition, Config: cfg})
 	if err != nil {
 		return synthesized{}, err
 	}
@@ -270,7 +271,7 @@ func TestDevStackIsDisposable(t *testing.T) {
 				t.Errorf("%s (%s): DeletionPolicy = %v in a dev stack", id, r["Type"], r["DeletionPolicy"])
 			}
 		case "AWS::StepFunctions::StateMachine":
-			if props(r)["StateMachineName"] != "BuyflowDev-"+topology.App.StateMachineName {
+			if n := props(r)["StateMachineName"]; n != "BuyflowDev-"+topology.App.StateMachineName && n != "BuyflowDev-"+topology.App.CampaignStateMachineName {
 				t.Errorf("state machine name %v: not prefixed by the stack name", props(r)["StateMachineName"])
 			}
 		}
@@ -416,7 +417,7 @@ func TestMissingBootstrapIsAClearError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = NewBuyflowStack(app, "Buyflow", &BuyflowStackProps{App: &topology.App, Definition: statemachine.Definition, Config: cfg})
+	_, err = NewBuyflowStack(app, "Buyflow", &BuyflowStackProps{App: &topology.App, Definition: statemachine.Definition, CampaignDefinition: statemachine.CampaignDefinition, Config: cfg})
 	if err == nil || !strings.Contains(err.Error(), "poll") || !strings.Contains(err.Error(), CtxAssetRoot) {
 		t.Errorf("err = %v, want one naming poll and %s", err, CtxAssetRoot)
 	}
@@ -427,43 +428,58 @@ func TestMissingBootstrapIsAClearError(t *testing.T) {
 func TestStateMachine(t *testing.T) {
 	s := prod(t)
 	sms := s.ofType("AWS::StepFunctions::StateMachine")
-	if len(sms) != 1 {
-		t.Fatalf("%d state machines, want 1", len(sms))
+	if len(sms) != 2 {
+		t.Fatalf("%d state machines, want 2 (MediaBuy, Campaign)", len(sms))
 	}
-	p := props(sms[s.logicalID(t, s.stack.StateMachine.StateMachineArn())])
-	if p["StateMachineType"] != "STANDARD" {
-		t.Errorf("StateMachineType = %v", p["StateMachineType"])
+	for _, m := range []struct {
+		sm           awsstepfunctions.StateMachine
+		name, def    string
+		placeholders []string
+	}{
+		{s.stack.StateMachine, topology.App.StateMachineName, statemachine.Definition, statemachine.Placeholders},
+		{s.stack.CampaignStateMachine, topology.App.CampaignStateMachineName, statemachine.CampaignDefinition, statemachine.CampaignPlaceholders},
+	} {
+		p := props(sms[s.logicalID(t, m.sm.StateMachineArn())])
+		if p["StateMachineType"] != "STANDARD" {
+			t.Errorf("%s: StateMachineType = %v", m.name, p["StateMachineType"])
+		}
+		if p["StateMachineName"] != "Buyflow-"+m.name {
+			t.Errorf("StateMachineName = %v, want Buyflow-%s", p["StateMachineName"], m.name)
+		}
+		if p["DefinitionString"] != m.def {
+			t.Errorf("%s: DefinitionString is not the embedded definition verbatim", m.name)
+		}
+		subs, _ := p["DefinitionSubstitutions"].(map[string]any)
+		var keys []string
+		for k := range subs {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		want := slices.Sorted(slices.Values(m.placeholders))
+		if !slices.Equal(keys, want) {
+			t.Errorf("%s: DefinitionSubstitutions %v, placeholders %v", m.name, keys, want)
+		}
+		if used := statemachine.Used(m.def); !slices.Equal(used, want) {
+			t.Errorf("%s: the definition uses %v, its placeholders list says %v", m.name, used, want)
+		}
+		for _, f := range topology.App.Functions {
+			if f.Placeholder == "" || !slices.Contains(want, f.Placeholder) {
+				continue
+			}
+			if got, want := jsonOf(t, subs[f.Placeholder]), jsonOf(t, s.stack.Resolve(s.stack.Functions[f.Name].FunctionArn())); got != want {
+				t.Errorf("%s: %s = %s, want %s's ARN %s", m.name, f.Placeholder, got, f.Name, want)
+			}
+		}
+		lc, _ := p["LoggingConfiguration"].(map[string]any)
+		if lc["Level"] != "ALL" || lc["IncludeExecutionData"] != false {
+			t.Errorf("%s: LoggingConfiguration = %v, want Level ALL, IncludeExecutionData false", m.name, lc)
+		}
 	}
-	if p["StateMachineName"] != "Buyflow-"+topology.App.StateMachineName {
-		t.Errorf("StateMachineName = %v", p["StateMachineName"])
-	}
-	if p["DefinitionString"] != statemachine.Definition {
-		t.Error("DefinitionString is not statemachine.Definition verbatim")
-	}
-	subs, _ := p["DefinitionSubstitutions"].(map[string]any)
-	var keys []string
-	for k := range subs {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	want := slices.Sorted(slices.Values(statemachine.Placeholders))
-	if !slices.Equal(keys, want) {
-		t.Errorf("DefinitionSubstitutions %v, statemachine.Placeholders %v", keys, want)
-	}
-	if used := statemachine.Used(statemachine.Definition); !slices.Equal(used, want) {
-		t.Errorf("the definition uses %v, statemachine.Placeholders says %v", used, want)
-	}
+	// Every function with a placeholder is invoked by one of the two.
 	for _, f := range topology.App.Functions {
-		if f.Placeholder == "" {
-			continue
+		if f.Placeholder != "" && !slices.Contains(statemachine.Placeholders, f.Placeholder) && !slices.Contains(statemachine.CampaignPlaceholders, f.Placeholder) {
+			t.Errorf("function %s's placeholder %s is in neither definition", f.Name, f.Placeholder)
 		}
-		if got, want := jsonOf(t, subs[f.Placeholder]), jsonOf(t, s.stack.Resolve(s.stack.Functions[f.Name].FunctionArn())); got != want {
-			t.Errorf("%s = %s, want %s's ARN %s", f.Placeholder, got, f.Name, want)
-		}
-	}
-	lc, _ := p["LoggingConfiguration"].(map[string]any)
-	if lc["Level"] != "ALL" || lc["IncludeExecutionData"] != false {
-		t.Errorf("LoggingConfiguration = %v, want Level ALL, IncludeExecutionData false", lc)
 	}
 }
 
@@ -766,19 +782,46 @@ func checkLeastPrivilege(t *testing.T, s synthesized, app topology.Application) 
 		}
 	}
 
-	// The state machine invokes exactly the functions with a placeholder.
-	var invoked []string
-	for _, st := range byRole[smRole] {
-		if slices.Contains(st.actions, "lambda:InvokeFunction") {
-			for _, res := range st.resources {
-				invoked = append(invoked, jsonOf(t, res))
+	// Each state machine invokes exactly the functions its definition names.
+	campaignRole := s.logicalID(t, s.stack.CampaignStateMachine.Role().RoleArn())
+	for _, m := range []struct {
+		role         string
+		placeholders []string
+	}{{smRole, statemachine.Placeholders}, {campaignRole, statemachine.CampaignPlaceholders}} {
+		var invoked []string
+		for _, st := range byRole[m.role] {
+			if slices.Contains(st.actions, "lambda:InvokeFunction") {
+				for _, res := range st.resources {
+					invoked = append(invoked, jsonOf(t, res))
+				}
+			}
+		}
+		for _, f := range app.Functions {
+			arn := jsonOf(t, s.stack.Resolve(s.stack.Functions[f.Name].FunctionArn()))
+			if want := f.Placeholder != "" && slices.Contains(m.placeholders, f.Placeholder); slices.Contains(invoked, arn) != want {
+				t.Errorf("state machine role %s may invoke %s = %v, want %v", m.role, f.Name, slices.Contains(invoked, arn), want)
 			}
 		}
 	}
-	for _, f := range app.Functions {
-		arn := jsonOf(t, s.stack.Resolve(s.stack.Functions[f.Name].FunctionArn()))
-		if slices.Contains(invoked, arn) != (f.Placeholder != "") {
-			t.Errorf("state machine may invoke %s = %v, placeholder %q", f.Name, slices.Contains(invoked, arn), f.Placeholder)
+	// The Campaign state machine starts MediaBuy executions by the built ARN, follows and stops
+	// only MediaBuy executions, and manages only Step Functions' managed EventBridge rule.
+	for _, st := range byRole[campaignRole] {
+		raw := jsonOf(t, st.resources)
+		for _, a := range st.actions {
+			switch {
+			case a == "states:StartExecution":
+				if raw != "["+jsonOf(t, s.stack.Resolve(s.stack.StateMachineArn))+"]" {
+					t.Errorf("campaign state machine may start executions of %s", raw)
+				}
+			case a == "states:DescribeExecution", a == "states:StopExecution":
+				if !strings.Contains(raw, ":execution:Buyflow-"+app.StateMachineName+":*") || strings.Contains(raw, app.CampaignStateMachineName) {
+					t.Errorf("campaign state machine may %s on %s", a, raw)
+				}
+			case strings.HasPrefix(a, "events:"):
+				if !strings.Contains(raw, ":rule/StepFunctionsGetEventsForStepFunctionsExecutionRule") {
+					t.Errorf("campaign state machine may %s on %s", a, raw)
+				}
+			}
 		}
 	}
 	if usesStartExecution(statemachine.Definition) && !slices.Contains(actionsOf(byRole[smRole]), "states:StartExecution") {

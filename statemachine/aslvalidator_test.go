@@ -66,6 +66,21 @@ func TestASLValidator(t *testing.T) {
 		}
 	})
 
+	t.Run("rendered campaign definition", func(t *testing.T) {
+		subs := map[string]string{}
+		for _, p := range CampaignPlaceholders {
+			subs[p] = "arn:aws:lambda:us-east-1:123456789012:function:buyflow-" + p
+		}
+		campaign, err := RenderCampaign(subs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := validate(t, "campaign", campaign)
+		if err != nil || !strings.Contains(out, "is valid") {
+			t.Fatalf("asl-validator rejects the rendered campaign.asl.json (%v):\n%s", err, out)
+		}
+	})
+
 	// The check must bite: a transition to a state that does not exist is an error.
 	t.Run("a broken definition is rejected", func(t *testing.T) {
 		broken := strings.Replace(rendered, `"Next": "RecordFailure"`, `"Next": "NoSuchState"`, 1)

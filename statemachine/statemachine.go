@@ -26,14 +26,35 @@ const (
 // exactly these (CDK DefinitionSubstitutions).
 var Placeholders = []string{CreateFunctionARN, GovernanceFunctionARN, ModifyFunctionARN, NotifyFunctionARN, PollFunctionARN}
 
+// CampaignDefinition is the ASL text of the Campaign state machine: a Map over the legs, each
+// a child execution of the MediaBuy state machine, then the partial-failure policy.
+//
+//go:embed campaign.asl.json
+var CampaignDefinition string
+
+// CampaignFunctionARN is the campaign function's substitution name (leg, settle).
+const CampaignFunctionARN = "CampaignFunctionArn"
+
+// CampaignPlaceholders lists every ${...} name that [CampaignDefinition] uses, sorted.
+var CampaignPlaceholders = []string{CampaignFunctionARN, CreateFunctionARN}
+
 var placeholderRE = regexp.MustCompile(`\$\{([A-Za-z0-9_]+)\}`)
 
 // Render returns [Definition] with every ${Name} replaced by subs[Name]. It fails when subs
 // lacks a placeholder, names one that the definition does not use, or maps one to an empty
 // value.
 func Render(subs map[string]string) (string, error) {
+	return render(Definition, Placeholders, subs)
+}
+
+// RenderCampaign is [Render] for [CampaignDefinition].
+func RenderCampaign(subs map[string]string) (string, error) {
+	return render(CampaignDefinition, CampaignPlaceholders, subs)
+}
+
+func render(def string, placeholders []string, subs map[string]string) (string, error) {
 	var missing, extra, empty []string
-	for _, p := range Placeholders {
+	for _, p := range placeholders {
 		v, ok := subs[p]
 		switch {
 		case !ok:
@@ -43,7 +64,7 @@ func Render(subs map[string]string) (string, error) {
 		}
 	}
 	for k := range subs {
-		if !slices.Contains(Placeholders, k) {
+		if !slices.Contains(placeholders, k) {
 			extra = append(extra, k)
 		}
 	}
@@ -61,9 +82,21 @@ func Render(subs map[string]string) (string, error) {
 		}
 		return "", fmt.Errorf("statemachine: render substitutions: %s", strings.Join(parts, "; "))
 	}
-	return placeholderRE.ReplaceAllStringFunc(Definition, func(m string) string {
+	return placeholderRE.ReplaceAllStringFunc(def, func(m string) string {
 		return subs[m[2:len(m)-1]]
 	}), nil
+}
+
+// Only returns the entries of subs named in names: the substitutions of one definition out of
+// those of every function.
+func Only(subs map[string]string, names []string) map[string]string {
+	out := make(map[string]string, len(names))
+	for _, n := range names {
+		if v, ok := subs[n]; ok {
+			out[n] = v
+		}
+	}
+	return out
 }
 
 // Used returns the placeholder names that appear in def, sorted and without duplicates.

@@ -59,6 +59,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.SetOutput(stderr)
 	bin := fs.String("bin", "", "folder with <function>/bootstrap built for this host (default: build them into a temporary folder)")
 	demo := fs.Bool("demo", false, "submit examples/media-buy.json, approve it from Slack and print the timeline")
+	campaignDemo := fs.Bool("campaign", false, "submit examples/campaign.json (three legs at three simulated sellers) and print its legs, totals and timeline")
 	exit := fs.Bool("exit", false, "stop after the demo instead of serving until interrupted")
 	verbose := fs.Bool("verbose", false, "print the functions' logs (default: to a file, named at start)")
 	apiAddr := fs.String("api-addr", "127.0.0.1:0", "listen address of the HTTP API (loopback only)")
@@ -132,9 +133,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if err := runDemo(ctx, st, body, stdout); err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
-		if *exit {
-			return nil
+	}
+	if *campaignDemo {
+		body, err := os.ReadFile(filepath.Join(root, "examples", "campaign.json"))
+		if err != nil {
+			return fmt.Errorf("campaign demo: %w", err)
 		}
+		if err := runCampaignDemo(ctx, st, body, stdout); err != nil {
+			return fmt.Errorf("campaign demo: %w", err)
+		}
+	}
+	if (*demo || *campaignDemo) && *exit {
+		return nil
 	}
 	<-ctx.Done()
 	se.println("stopping…")
@@ -198,6 +208,67 @@ func runDemo(ctx context.Context, st *devstack.Stack, body []byte, w io.Writer) 
 		}
 		if e.Actor != "" {
 			line += "  by " + e.Actor
+		}
+		out.println(strings.TrimRight(line, " "))
+	}
+	return out.err
+}
+
+// runCampaignDemo submits a campaign as tenant "demo", prints every leg's status as it changes
+// (approving from Slack when a leg waits for a person), then the campaign's legs and totals and
+// its timeline.
+func runCampaignDemo(ctx context.Context, st *devstack.Stack, body []byte, w io.Writer) error {
+	out := &printer{w: w}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	c := &apiclient.Client{BaseURL: st.APIURL, TenantHeader: st.TenantHeader, Tenant: "demo"}
+	key := fmt.Sprintf("demo-campaign-%d", time.Now().UnixNano())
+	sub, status, err := c.SubmitCampaign(ctx, key, body)
+	if err != nil {
+		return err
+	}
+	out.printf("submitted campaign %s (HTTP %d, Idempotency-Key %s): %s, %d legs\n", sub.CampaignID, status, key, sub.Status, len(sub.Legs))
+	seen, approved := map[string]string{}, map[string]bool{}
+	var cp apiclient.Campaign
+	for {
+		if cp, err = c.GetCampaign(ctx, sub.CampaignID); err != nil {
+			return err
+		}
+		for _, l := range cp.Legs {
+			if seen[l.OperationID] != l.Status {
+				seen[l.OperationID] = l.Status
+				out.printf("  leg %-14s %-20s %s\n", l.SellerID, l.Status, l.OperationID)
+			}
+			if l.Status == "awaiting_approval" {
+				approve(ctx, st, out, approved)
+			}
+		}
+		if apiclient.CampaignTerminal(cp.Status) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("campaign %s still %s", sub.CampaignID, cp.Status)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	out.printf("final status %s (%s): committed %s of %s planned, total budget %s %s\n", cp.Status, cp.Policy, cp.Committed, cp.Planned, cp.TotalBudget, cp.Currency)
+	for _, s := range cp.BySeller {
+		out.printf("  %-14s committed %s %s\n", s.SellerID, s.Committed, cp.Currency)
+	}
+	events, err := c.CampaignEvents(ctx, sub.CampaignID)
+	if err != nil {
+		return err
+	}
+	out.println("timeline (every leg's events):")
+	for _, e := range events {
+		who := e.SellerID
+		if who == "" {
+			who = "campaign"
+		}
+		line := fmt.Sprintf("  %s  %-14s %-20s", e.At, who, e.Type)
+		if e.To != "" {
+			line += fmt.Sprintf(" %s → %s", e.From, e.To)
 		}
 		out.println(strings.TrimRight(line, " "))
 	}

@@ -21,11 +21,14 @@ const (
 	exitRejected  = 4
 	exitCanceled  = 5
 	exitExpired   = 6
+	// exitPartial is a campaign that kept some legs and not others.
+	exitPartial = 7
 )
 
 // exitCodes maps each final status to its exit code.
 var exitCodes = map[string]int{
 	"completed": exitCompleted, "failed": exitFailed, "rejected": exitRejected, "canceled": exitCanceled, "expired": exitExpired,
+	"partially_completed": exitPartial,
 }
 
 // finalStatus is returned by follow for a buy that ended in a status other than completed:

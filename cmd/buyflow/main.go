@@ -6,6 +6,10 @@
 //	buyflow [flags] events <operation-id>
 //	buyflow [flags] list [--limit N] [--cursor C]
 //	buyflow [flags] approvals [<approval-id>]
+//	buyflow [flags] campaign submit [--key K] [--wait] campaign.json
+//	buyflow [flags] campaign status [--wait] <campaign-id>
+//	buyflow [flags] campaign events <campaign-id>
+//	buyflow [flags] campaign list
 //	buyflow [flags] agents list|show|add|update|disable|enable|check …
 //
 // Flags (before the command): --endpoint (or BUYFLOW_ENDPOINT) is the API's base URL;
@@ -15,7 +19,8 @@
 // prints; --json prints the API's JSON instead of text.
 //
 // Exit codes: 0 success (with --wait: the buy completed), 1 the command failed, 2 bad usage;
-// with --wait, a buy that ended otherwise: 3 failed, 4 rejected, 5 canceled, 6 expired.
+// with --wait, a buy that ended otherwise: 3 failed, 4 rejected, 5 canceled, 6 expired; a
+// campaign: 3 failed, 5 canceled, 7 partially completed.
 package main
 
 import (
@@ -40,8 +45,6 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/buyflow/buyflow/internal/apiclient"
-	"github.com/buyflow/buyflow/internal/approvalcore"
-	"github.com/buyflow/buyflow/internal/money"
 )
 
 const usage = `usage: buyflow [--endpoint URL] [--tenant T] [--principal P] [--slack URL] [--json] <command> [args]
@@ -54,6 +57,11 @@ commands:
   list [--limit N] [--cursor C]    list your media buys, newest first
   approvals [ID]                   list the approvals waiting for you (as an approver), or open
                                    one: what it buys, what governance said, your review link
+  campaign submit [--key K] [--wait] FILE
+                                   submit a campaign: one plan across several sellers
+  campaign status [--wait] ID      show a campaign: every leg's status and amount, the totals
+  campaign events ID               show a campaign's timeline, every leg's events included
+  campaign list                    list your campaigns, newest first
   agents SUBCOMMAND                manage the agent registry (as an operator): list, show ID,
                                    add FILE, update ID FILE, disable ID [--reason R], enable ID,
                                    check ID; every change is in the agent's audit trail
@@ -70,7 +78,8 @@ who is asked to approve and until when (with --slack, the local fake Slack's rev
 the time per stage by the ledger's clock.
 
 exit codes: 0 success (with --wait: the buy completed), 1 the command failed, 2 bad usage;
-with --wait a buy that ended otherwise exits 3 failed, 4 rejected, 5 canceled, 6 expired
+with --wait a buy that ended otherwise exits 3 failed, 4 rejected, 5 canceled, 6 expired;
+a campaign exits 3 failed, 5 canceled, 7 partially completed
 
 environment: BUYFLOW_ENDPOINT, BUYFLOW_TENANT, BUYFLOW_TENANT_HEADER (default X-Buyflow-Tenant),
 BUYFLOW_PRINCIPAL (who you are within the tenant on a local stack; the local approver is
@@ -136,6 +145,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		err = cmd.list(ctx, rest)
 	case "approvals":
 		err = cmd.approvals(ctx, rest)
+	case "campaign":
+		err = cmd.campaign(ctx, rest)
 	case "delivery":
 		err = cmd.delivery(ctx, rest)
 	case "agents":
@@ -188,19 +199,9 @@ func (c cli) submit(ctx context.Context, args []string) error {
 	if fs.NArg() != 1 {
 		return usageError("submit takes one request file (or - for stdin)")
 	}
-	var body []byte
-	var err error
-	if fs.Arg(0) == "-" {
-		body, err = io.ReadAll(io.LimitReader(c.in, 1<<20))
-	} else {
-		body, err = os.ReadFile(fs.Arg(0))
-	}
+	body, err := c.readRequest(fs.Arg(0), key)
 	if err != nil {
-		return fmt.Errorf("read request: %w", err)
-	}
-	if *key == "" {
-		sum := sha256.Sum256(body)
-		*key = "cli-" + hex.EncodeToString(sum[:12])
+		return err
 	}
 	sub, status, err := c.c.Submit(ctx, *key, body)
 	if err != nil {
@@ -221,6 +222,26 @@ func (c cli) submit(ctx context.Context, args []string) error {
 		return c.follow(ctx, sub.OperationID)
 	}
 	return nil
+}
+
+// readRequest reads a request file (or stdin for "-"), and sets *key, when empty, to a hash of
+// the body: resubmitting the same file is the same request.
+func (c cli) readRequest(file string, key *string) ([]byte, error) {
+	var body []byte
+	var err error
+	if file == "-" {
+		body, err = io.ReadAll(io.LimitReader(c.in, 4<<20))
+	} else {
+		body, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read request: %w", err)
+	}
+	if *key == "" {
+		sum := sha256.Sum256(body)
+		*key = "cli-" + hex.EncodeToString(sum[:12])
+	}
+	return body, nil
 }
 
 func (c cli) status(ctx context.Context, args []string) error {
@@ -332,13 +353,7 @@ func (c cli) list(ctx context.Context, args []string) error {
 }
 
 // amount shows a buy's amount as the approval page and Slack do ("USD 20,000.50").
-func amount(op apiclient.Operation) string {
-	a, err := money.ParseDecimal(op.Budget, op.Currency)
-	if err != nil {
-		return strings.TrimSpace(op.Budget + " " + op.Currency)
-	}
-	return approvalcore.Money{Minor: a.Minor, Currency: a.Currency}.String()
-}
+func amount(op apiclient.Operation) string { return showMoney(op.Budget, op.Currency) }
 
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)

@@ -2,7 +2,8 @@
 // Idempotency-Key, lock the PO number, create the operation, start the execution) and the
 // tenant-scoped reads GET /v1/media-buys, /v1/media-buys/{id} and /v1/media-buys/{id}/events;
 // changes to a placed buy (PATCH /v1/media-buys/{id}, POST /v1/media-buys/{id}/cancel) and its
-// delivery (GET /v1/media-buys/{id}/delivery).
+// delivery (GET /v1/media-buys/{id}/delivery); POST/GET /v1/campaigns (every leg of a
+// campaign placed as a buy, run by one Campaign execution).
 package main
 
 import (
@@ -10,15 +11,18 @@ import (
 	"log/slog"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
 	registry "github.com/buyflow/buyflow/internal/agents"
+	"github.com/buyflow/buyflow/internal/campaign"
 	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/mediabuy"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/modification"
+	"github.com/buyflow/buyflow/internal/sfn"
 )
 
 func main() { wire.Main(run) }
@@ -31,11 +35,16 @@ func run(_ context.Context, getenv func(string) string) error {
 	// Unpacked and compiled on the first validation, off the cold path.
 	validator := adcp.NewLazyValidator(adcpschemas.FS)
 	// Submit reads the agents a buy names as stored now (Cache.Current): no load at cold start.
+	// A campaign's legs are looked up the same way.
 	reg := registry.ForFunction(c.DynamoDB(), c.Env.TableName, c.Env.AgentSecretPrefix)
-	svc := mediabuy.New(c.Ledger(), c.Tasks(), mediabuy.RegistryLookup(reg), validator,
+	sellers, store := mediabuy.RegistryLookup(reg), c.Ledger()
+	buys := mediabuy.New(store, c.Tasks(), sellers, validator,
 		mediabuy.Config{Run: c.Env.Run, StateMachineARN: c.Env.StateMachineARN})
+	campaigns := campaign.New(store, buys, sfn.New(sfnapi.NewFromConfig(c.AWS), c.Env.CampaignStateMachineARN), sellers, validator,
+		campaign.Config{Run: c.Env.Run, MediaBuyStateMachineARN: c.Env.StateMachineARN})
 	changes := modification.NewRequests(c.Ledger(), c.Tasks(), modification.RequestConfig{Run: c.Env.Run, StateMachineARN: c.Env.StateMachineARN})
-	buys := mediabuy.HTTPHandler(svc, c.Env.DevTenantHeader, slog.Default())
-	lambda.Start(metrics.Flushing(c.Metrics, httpapi.Recovering(c.Metrics, modification.HTTPHandler(changes, buys, c.Env.DevTenantHeader, slog.Default())))) // blocks
+	api := httpapi.Prefixed("/v1/campaigns", campaign.HTTPHandler(campaigns, c.Env.DevTenantHeader, slog.Default()),
+		modification.HTTPHandler(changes, mediabuy.HTTPHandler(buys, c.Env.DevTenantHeader, slog.Default()), c.Env.DevTenantHeader, slog.Default()))
+	lambda.Start(metrics.Flushing(c.Metrics, httpapi.Recovering(c.Metrics, api))) // blocks
 	return nil
 }

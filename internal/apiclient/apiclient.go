@@ -255,18 +255,25 @@ func (c *Client) httpClient() *http.Client {
 // carries an Idempotency-Key when a kept-alive connection fails), it retries with the same key
 // after Retry-After, as the API asks, for up to a minute.
 func (c *Client) Submit(ctx context.Context, key string, body []byte) (Submitted, int, error) {
+	var out Submitted
+	status, err := c.post(ctx, "/v1/media-buys", key, body, &out)
+	return out, status, err
+}
+
+// post submits body to path with an Idempotency-Key and decodes the answer into out (see
+// Submit for the retries).
+func (c *Client) post(ctx context.Context, path, key string, body []byte, out any) (int, error) {
 	h := http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {key}}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		status, header, b, err := c.Do(ctx, http.MethodPost, "/v1/media-buys", h, body)
+		status, header, b, err := c.Do(ctx, http.MethodPost, path, h, body)
 		if err != nil {
-			return Submitted{}, 0, err
+			return 0, err
 		}
-		var out Submitted
-		err = decode(status, b, &out, http.StatusOK, http.StatusCreated, http.StatusAccepted)
+		err = decode(status, b, out, http.StatusOK, http.StatusCreated, http.StatusAccepted)
 		var se *StatusError
 		if !errors.As(err, &se) || se.Code != "idempotency_key_in_use" || time.Now().After(deadline) {
-			return out, status, err
+			return status, err
 		}
 		wait := time.Second
 		if s, perr := strconv.Atoi(header.Get("Retry-After")); perr == nil && s > 0 && s <= 5 {
@@ -274,7 +281,7 @@ func (c *Client) Submit(ctx context.Context, key string, body []byte) (Submitted
 		}
 		select {
 		case <-ctx.Done():
-			return out, status, err
+			return status, err
 		case <-time.After(wait):
 		}
 	}

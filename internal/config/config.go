@@ -25,6 +25,8 @@ type Env struct {
 	TableName string
 	// StateMachineARN is the MediaBuy state machine (BUYFLOW_STATE_MACHINE_ARN).
 	StateMachineARN string
+	// CampaignStateMachineARN is the Campaign state machine (BUYFLOW_CAMPAIGN_STATE_MACHINE_ARN).
+	CampaignStateMachineARN string
 	// Operators are the IAM principals who may manage the agent registry (BUYFLOW_OPERATORS, a
 	// JSON array of user or role ARNs).
 	Operators []string
@@ -92,6 +94,8 @@ func (e *Env) set(name, v string) error {
 		e.TableName = v
 	case topology.EnvStateMachineARN:
 		e.StateMachineARN = v
+	case topology.EnvCampaignsARN:
+		e.CampaignStateMachineARN = v
 	case topology.EnvOperators:
 		var ops []string
 		if err := json.Unmarshal([]byte(v), &ops); err != nil {

@@ -25,6 +25,10 @@ const (
 	GovernanceID = "sim-governance"
 )
 
+// OtherSellerIDs are the other simulated sellers, as examples/campaign.json names them: a
+// campaign buys across several sellers.
+var OtherSellerIDs = []string{"sim-seller-2", "sim-seller-3"}
+
 // AgentSecretPrefix prefixes the names of the agents' credential secrets.
 const AgentSecretPrefix = "buyflow/agents/"
 
@@ -55,6 +59,7 @@ type agents struct {
 	credentials map[string]string // secret name → value
 
 	seller     *adcptest.Seller
+	others     map[string]*adcptest.Seller // the other simulated sellers, by id (OtherSellerIDs)
 	governance *adcptest.Governance
 	sellerURL  string
 	govURL     string
@@ -77,6 +82,9 @@ func (a *agents) close() {
 	}
 	if a.seller != nil {
 		a.seller.Close()
+	}
+	for _, o := range a.others {
+		o.Close()
 	}
 	if a.governance != nil {
 		a.governance.Close()
@@ -226,9 +234,16 @@ func startSimulatedAgents(sellerOpts adcptest.SellerOptions, govOpts adcptest.Go
 		}
 	}
 	a.seller, a.governance = adcptest.NewSeller(sellerOpts), adcptest.NewGovernance(govOpts)
+	a.others = map[string]*adcptest.Seller{}
+	for _, id := range OtherSellerIDs {
+		a.others[id] = adcptest.NewSeller(sellerOpts)
+	}
 
 	mux := http.NewServeMux()
 	mux.Handle("/seller/", http.StripPrefix("/seller", a.seller))
+	for id, o := range a.others {
+		mux.Handle("/"+id+"/", http.StripPrefix("/"+id, o))
+	}
 	mux.Handle("/governance/", http.StripPrefix("/governance", a.governance))
 	ln, err := listen("127.0.0.1:0")
 	if err != nil {
@@ -249,6 +264,9 @@ func startSimulatedAgents(sellerOpts adcptest.SellerOptions, govOpts adcptest.Go
 			select {
 			case <-t.C:
 				a.seller.AdvanceDue()
+				for _, o := range a.others {
+					o.AdvanceDue()
+				}
 				a.governance.AdvanceDue()
 			case <-ctx.Done():
 				return
@@ -262,6 +280,14 @@ func startSimulatedAgents(sellerOpts adcptest.SellerOptions, govOpts adcptest.Go
 			Webhook: &adcp.WebhookConfig{Mode: adcp.WebhookRFC9421, JWKS: jwks}},
 		{ID: GovernanceID, Role: adcp.RoleGovernance, MCPURL: a.govURL, CredentialRef: AgentSecretPrefix + GovernanceID},
 	}}
+	a.credentials = map[string]string{AgentSecretPrefix + SellerID: sellerTok, AgentSecretPrefix + GovernanceID: govTok}
+	// The other sellers take the same token and webhook key: one simulated seller deployment
+	// serving several seller agents, each its own MCP server with its own buys.
+	for _, id := range OtherSellerIDs {
+		reg.Agents = append(reg.Agents, adcp.Agent{ID: id, Role: adcp.RoleSeller, MCPURL: a.srv.url() + "/" + id + "/mcp",
+			CredentialRef: AgentSecretPrefix + id, Webhook: &adcp.WebhookConfig{Mode: adcp.WebhookRFC9421, JWKS: jwks}})
+		a.credentials[AgentSecretPrefix+id] = sellerTok
+	}
 	if a.registry, err = json.Marshal(reg); err != nil {
 		a.close()
 		return nil, fmt.Errorf("localstack: agent registry: %w", err)
@@ -270,7 +296,6 @@ func startSimulatedAgents(sellerOpts adcptest.SellerOptions, govOpts adcptest.Go
 		a.close()
 		return nil, fmt.Errorf("localstack: agent registry: %w", err)
 	}
-	a.credentials = map[string]string{AgentSecretPrefix + SellerID: sellerTok, AgentSecretPrefix + GovernanceID: govTok}
 	return a, nil
 }
 
@@ -286,7 +311,9 @@ func randomHex(n int) (string, error) {
 // harnesses that run the functions (statemachine/stagepaths): served on one loopback port,
 // tasks advancing on their own, the seller's webhooks RFC 9421-signed.
 type SimulatedAgents struct {
-	Seller     *adcptest.Seller
+	Seller *adcptest.Seller
+	// Others are the other simulated sellers, by id (OtherSellerIDs), for campaigns.
+	Others     map[string]*adcptest.Seller
 	Governance *adcptest.Governance
 	// SellerURL and GovernanceURL are the agents' MCP endpoints.
 	SellerURL, GovernanceURL string
@@ -312,7 +339,7 @@ func StartSimulatedAgents(seller adcptest.SellerOptions, governance adcptest.Gov
 	if err != nil {
 		return nil, err
 	}
-	return &SimulatedAgents{Seller: a.seller, Governance: a.governance, SellerURL: a.sellerURL, GovernanceURL: a.govURL,
+	return &SimulatedAgents{Seller: a.seller, Others: a.others, Governance: a.governance, SellerURL: a.sellerURL, GovernanceURL: a.govURL,
 		Registry: a.registry, Credentials: a.credentials, a: a}, nil
 }
 

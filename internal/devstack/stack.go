@@ -113,13 +113,15 @@ type Stack struct {
 	EmulatorURL string
 	// TenantHeader names the dev-only tenant header.
 	TenantHeader string
-	// TableName, StateMachineARN and APIID name what Start created.
-	TableName, StateMachineARN, APIID string
+	// TableName, StateMachineARN, CampaignStateMachineARN and APIID name what Start created.
+	TableName, StateMachineARN, CampaignStateMachineARN, APIID string
 	// Seller, Governance and Slack are the in-process stand-ins (Seller and Governance are nil
 	// with real agents).
 	Seller     *adcptest.Seller
 	Governance *adcptest.Governance
 	Slack      *slack.Sink
+	// OtherSellers are the other simulated sellers, by id (OtherSellerIDs; nil with real agents).
+	OtherSellers map[string]*adcptest.Seller
 	// ColdStarts is, per function, the time from starting its first process to its first poll
 	// of the runtime API (the bootstrap's init).
 	ColdStarts map[string]time.Duration
@@ -245,6 +247,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	st.closers = append(st.closers, ag.close)
 	st.Seller, st.Governance, st.SellerURL, st.GovernanceURL = ag.seller, ag.governance, ag.sellerURL, ag.govURL
+	st.OtherSellers = ag.others
 
 	suffix, err := randomHex(4)
 	if err != nil {
@@ -331,21 +334,34 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 			subs[f.Placeholder] = arns[f.Name]
 		}
 	}
-	def, err := statemachine.Render(subs)
+	def, err := statemachine.Render(statemachine.Only(subs, statemachine.Placeholders))
 	if err != nil {
 		return nil, fmt.Errorf("localstack: %w", err)
 	}
-	created, err := sf.CreateStateMachine(ctx, &sfn.CreateStateMachineInput{
-		Name: aws.String(names.sm), Definition: aws.String(def), Type: sfntypes.StateMachineTypeStandard,
-		RoleArn: aws.String("arn:aws:iam::000000000000:role/buyflow-local-states"),
-	})
+	campaignDef, err := statemachine.RenderCampaign(statemachine.Only(subs, statemachine.CampaignPlaceholders))
 	if err != nil {
-		return nil, fmt.Errorf("localstack: create state machine: %w", err)
+		return nil, fmt.Errorf("localstack: %w", err)
 	}
-	st.StateMachineARN = aws.ToString(created.StateMachineArn)
-	values[topology.EnvStateMachineARN] = st.StateMachineARN
+	for _, m := range []struct {
+		name, def string
+		arn       *string
+		env       string
+	}{
+		{names.sm, def, &st.StateMachineARN, topology.EnvStateMachineARN},
+		{topology.App.CampaignStateMachineName + "-" + suffix, campaignDef, &st.CampaignStateMachineARN, topology.EnvCampaignsARN},
+	} {
+		created, err := sf.CreateStateMachine(ctx, &sfn.CreateStateMachineInput{
+			Name: aws.String(m.name), Definition: aws.String(m.def), Type: sfntypes.StateMachineTypeStandard,
+			RoleArn: aws.String("arn:aws:iam::000000000000:role/buyflow-local-states"),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("localstack: create state machine %s: %w", m.name, err)
+		}
+		*m.arn = aws.ToString(created.StateMachineArn)
+		values[m.env] = *m.arn
+	}
 	for _, f := range topology.App.Functions {
-		if !slices.Contains(f.Env, topology.EnvStateMachineARN) {
+		if !slices.Contains(f.Env, topology.EnvStateMachineARN) && !slices.Contains(f.Env, topology.EnvCampaignsARN) {
 			continue
 		}
 		env, err := functionEnv(f, values)

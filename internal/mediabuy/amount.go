@@ -28,7 +28,7 @@ func buyAmount(mb map[string]json.RawMessage, currency string) (money.Amount, er
 	sum := money.Amount{Currency: currency}
 	for i, p := range pkgs {
 		field := fmt.Sprintf("/media_buy/packages/%d", i)
-		budget, err := amountAt(p["budget"], currency, field+"/budget", "invalid_budget")
+		budget, err := AmountAt(p["budget"], currency, field+"/budget", "invalid_budget")
 		if err != nil {
 			return money.Amount{}, err
 		}
@@ -39,7 +39,7 @@ func buyAmount(mb map[string]json.RawMessage, currency string) (money.Amount, er
 		// The bid is what each unit costs (a CPM, a CPC): it is money in the buy's currency
 		// too, and the seller honours it as sent.
 		if raw, ok := p["bid_price"]; ok {
-			if _, err := amountAt(raw, currency, field+"/bid_price", "invalid_price"); err != nil {
+			if _, err := AmountAt(raw, currency, field+"/bid_price", "invalid_price"); err != nil {
 				return money.Amount{}, err
 			}
 		}
@@ -58,7 +58,7 @@ func buyAmount(mb map[string]json.RawMessage, currency string) (money.Amount, er
 			return money.Amount{}, unprocessable("currency_mismatch", "/media_buy/total_budget/currency",
 				"total_budget.currency is %q but the buy's currency is %q: every amount in a buy is in its one currency", tb.Currency, currency)
 		}
-		a, err := amountAt(tb.Amount, currency, "/media_buy/total_budget/amount", "invalid_budget")
+		a, err := AmountAt(tb.Amount, currency, "/media_buy/total_budget/amount", "invalid_budget")
 		if err != nil {
 			return money.Amount{}, err
 		}
@@ -84,9 +84,9 @@ func buyAmount(mb map[string]json.RawMessage, currency string) (money.Amount, er
 	return sum, nil
 }
 
-// amountAt parses the JSON number raw as an amount in currency, or refuses it with code at
+// AmountAt parses the JSON number raw as an amount in currency, or refuses it with code at
 // field.
-func amountAt(raw json.RawMessage, currency, field, code string) (money.Amount, error) {
+func AmountAt(raw json.RawMessage, currency, field, code string) (money.Amount, error) {
 	var n json.Number
 	raw = bytes.TrimSpace(raw)
 	// json.Number also takes a quoted number; an amount is a JSON number.

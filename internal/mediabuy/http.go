@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
-	"strconv"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -22,10 +21,7 @@ type MediaBuys interface {
 	Events(ctx context.Context, tenant, id, cursor string, limit int) (EventPage, error)
 }
 
-var (
-	idemKeyRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{8,255}$`)
-	opIDRE    = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-)
+var opIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // MediaBuysHandler serves POST/GET /v1/media-buys, GET /v1/media-buys/{id} and
 // GET /v1/media-buys/{id}/events. devHeader is the dev-only tenant header (see httpapi.Identify).
@@ -36,11 +32,7 @@ func HTTPHandler(svc MediaBuys, devHeader string, log *slog.Logger) httpapi.Hand
 			return httpapi.Error(http.StatusForbidden, "no_identity", "the request carries no caller identity; sign it with SigV4", ""), nil
 		}
 		caller := Caller{Tenant: who.Tenant, Principal: who.Principal}
-		method := req.RequestContext.HTTP.Method
-		path := strings.TrimSuffix(req.RawPath, "/")
-		if s := req.RequestContext.Stage; s != "" && s != "$default" {
-			path = strings.TrimPrefix(path, "/"+s)
-		}
+		method, path := req.RequestContext.HTTP.Method, httpapi.Path(req)
 		id := req.PathParameters["id"]
 		rest, isItem := strings.CutPrefix(path, "/v1/media-buys/")
 		if isItem && id == "" {
@@ -50,17 +42,9 @@ func HTTPHandler(svc MediaBuys, devHeader string, log *slog.Logger) httpapi.Hand
 
 		switch {
 		case method == http.MethodPost && path == "/v1/media-buys":
-			key := httpapi.Header(req, "Idempotency-Key")
-			if !idemKeyRE.MatchString(key) {
-				return httpapi.Error(http.StatusBadRequest, "missing_idempotency_key",
-					"send an Idempotency-Key header (8-255 of A-Z a-z 0-9 _ . : -), the same on every retry of this buy", "Idempotency-Key"), nil
-			}
-			if ct := httpapi.Header(req, "Content-Type"); ct != "" && !httpapi.IsJSON(ct) {
-				return httpapi.Error(http.StatusUnsupportedMediaType, "unsupported_media_type", "send the media buy as application/json", "Content-Type"), nil
-			}
-			body, err := httpapi.Body(req)
-			if err != nil {
-				return httpapi.Error(http.StatusBadRequest, "malformed_body", "the body could not be decoded", ""), nil
+			key, body, refused := httpapi.Submission(req, "media buy")
+			if refused != nil {
+				return *refused, nil
 			}
 			out, err := svc.Submit(ctx, caller, key, body)
 			if err != nil {
@@ -76,7 +60,7 @@ func HTTPHandler(svc MediaBuys, devHeader string, log *slog.Logger) httpapi.Hand
 				Seller: req.QueryStringParameters["seller_id"],
 				Cursor: req.QueryStringParameters["cursor"],
 			}
-			limit, perr := limitParam(req)
+			limit, perr := httpapi.Limit(req)
 			if perr != nil {
 				return *perr, nil
 			}
@@ -95,7 +79,7 @@ func HTTPHandler(svc MediaBuys, devHeader string, log *slog.Logger) httpapi.Hand
 			return httpapi.JSON(http.StatusOK, v), nil
 
 		case method == http.MethodGet && isItem && opIDRE.MatchString(id) && rest == id+"/events":
-			limit, perr := limitParam(req)
+			limit, perr := httpapi.Limit(req)
 			if perr != nil {
 				return *perr, nil
 			}
@@ -125,19 +109,6 @@ func HTTPHandler(svc MediaBuys, devHeader string, log *slog.Logger) httpapi.Hand
 	}
 }
 
-func limitParam(req events.APIGatewayV2HTTPRequest) (int, *events.APIGatewayV2HTTPResponse) {
-	s := req.QueryStringParameters["limit"]
-	if s == "" {
-		return 25, nil
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > 100 {
-		resp := httpapi.Error(http.StatusBadRequest, "invalid_limit", "limit must be an integer from 1 to 100", "limit")
-		return 0, &resp
-	}
-	return n, nil
-}
-
 // fromError maps an error to its response: the use cases' typed errors become 4xx with their
 // code; anything else is logged (with the request id, never the error's text in the body)
 // and answered 500.
@@ -149,6 +120,5 @@ func fromError(log *slog.Logger, requestID string, err error) events.APIGatewayV
 	case errors.Is(err, ErrNotFound):
 		return httpapi.Error(404, "not_found", "no media buy with that id", "")
 	}
-	log.Error("request failed", "requestId", requestID, "err", err)
-	return httpapi.Error(500, "internal", "buyflow could not complete the request; it is safe to retry with the same Idempotency-Key (request "+requestID+")", "")
+	return httpapi.Unexpected(log, requestID, err)
 }

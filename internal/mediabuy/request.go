@@ -153,7 +153,7 @@ func ParseSubmit(ctx context.Context, body []byte, agents AgentLookup, schema Sc
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		return nil, decodeError(err)
+		return nil, DecodeError(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, badRequest("malformed_json", "", "the body must be one JSON object")
@@ -240,7 +240,7 @@ func ParseSubmit(ctx context.Context, body []byte, agents AgentLookup, schema Sc
 		return nil, err
 	}
 
-	canon, err := canonical(body)
+	canon, err := Canonical(body)
 	if err != nil {
 		return nil, fmt.Errorf("mediabuy: canonical body: %w", err)
 	}
@@ -254,9 +254,9 @@ func ParseSubmit(ctx context.Context, body []byte, agents AgentLookup, schema Sc
 	}, nil
 }
 
-// canonical re-encodes JSON with sorted object keys and no insignificant space, so two bodies
+// Canonical re-encodes JSON with sorted object keys and no insignificant space, so two bodies
 // that differ only in layout hash alike.
-func canonical(body []byte) ([]byte, error) {
+func Canonical(body []byte) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var v any
@@ -266,7 +266,8 @@ func canonical(body []byte) ([]byte, error) {
 	return json.Marshal(v) // maps marshal with sorted keys
 }
 
-func decodeError(err error) *RequestError {
+// DecodeError turns a JSON decoding error into the refusal that names what is wrong.
+func DecodeError(err error) *RequestError {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {

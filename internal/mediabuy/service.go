@@ -20,6 +20,7 @@ type Ledger interface {
 	CompleteClaim(ctx context.Context, c *ledger.Claim, operationID string, response json.RawMessage) error
 	ReleaseClaim(ctx context.Context, c *ledger.Claim) error
 	AcquireLock(ctx context.Context, name, owner string, ttl time.Duration) (ledger.Lease, error)
+	ReleaseLock(ctx context.Context, l ledger.Lease) error
 	CreateOperation(ctx context.Context, op ledger.Operation) (*ledger.Operation, error)
 	GetOperation(ctx context.Context, tenant, id string) (*ledger.Operation, error)
 	ListOperations(ctx context.Context, tenant string, o ledger.ListOptions) (ledger.Page[ledger.View], error)
@@ -80,50 +81,9 @@ func (s *Service) Submit(ctx context.Context, c Caller, key string, body []byte)
 	if err != nil {
 		return Submitted{}, err
 	}
-	claim, err := s.ledger.Claim(ctx, c.Tenant, key, req.PayloadHash)
-	var exists *ledger.ClaimExistsError
-	switch {
-	case errors.Is(err, ledger.ErrPayloadMismatch):
-		return Submitted{}, unprocessable("idempotency_key_reused", "Idempotency-Key",
-			"this Idempotency-Key was already used for a different media buy; use a new key for a new buy")
-	case errors.As(err, &exists):
-		if exists.Existing.Status == ledger.ClaimCompleted {
-			var out Submitted
-			if err := json.Unmarshal(exists.Existing.Response, &out); err != nil {
-				return Submitted{}, fmt.Errorf("mediabuy: decode replayed response: %w", err)
-			}
-			out.Replayed = true
-			return out, nil
-		}
-		// Another attempt of this very request (same tenant, key and body) holds the claim: it
-		// is still running, or it died mid-way (a client's transport may also resend a request
-		// whose connection broke). Every step of place converges on the same operation — the
-		// id derives from the key, the lock's owner is that id, the create is conditional and
-		// the execution is named after it — so run them too rather than make the client wait
-		// out the claim. The claim's owner completes it.
-		return s.place(ctx, c, key, req)
-	case err != nil:
-		return Submitted{}, fmt.Errorf("mediabuy: claim idempotency key: %w", err)
-	}
-
-	out, err := s.place(ctx, c, key, req)
-	if err != nil {
-		// Free the key at once so the client's retry runs again (and converges on the same
-		// operation id); a refusal leaves nothing behind.
-		if rerr := s.ledger.ReleaseClaim(ctx, claim); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("mediabuy: release claim: %w", rerr))
-		}
-		return Submitted{}, err
-	}
-	resp, err := json.Marshal(out)
-	if err != nil {
-		return Submitted{}, fmt.Errorf("mediabuy: encode response: %w", err)
-	}
-	if err := s.ledger.CompleteClaim(ctx, claim, out.OperationID, resp); err != nil {
-		// The operation and its execution exist; a retry converges on them.
-		return Submitted{}, fmt.Errorf("mediabuy: complete claim: %w", err)
-	}
-	return out, nil
+	return Once(ctx, s.ledger, c.Tenant, key, req.PayloadHash, "media buy",
+		func(out *Submitted) { out.Replayed = true },
+		func() (Submitted, error) { return s.place(ctx, c, key, req) })
 }
 
 func (s *Service) place(ctx context.Context, c Caller, key string, req *ValidatedRequest) (Submitted, error) {
@@ -133,20 +93,85 @@ func (s *Service) place(ctx context.Context, c Caller, key string, req *Validate
 		return Submitted{}, req.refusal
 	}
 	id := OperationID(c.Tenant, key)
+	if _, err := s.lock(ctx, c, id, req); err != nil {
+		return Submitted{}, err
+	}
+	return s.start(ctx, c, id, req)
+}
+
+// Placed is a buy whose operation exists, and the execution that is to run it.
+type Placed struct {
+	Submitted
+	ExecutionName string
+	Input         workflow.ExecutionInput
+}
+
+// PlaceAll places buys that are submitted together (the legs of a campaign), each under the
+// operation id its key derives, and returns the executions that are to run them: the caller's
+// own workflow starts them. Every business-key lock is taken before any operation is created,
+// and the ones taken are released when another is held, so a refused group leaves no buy
+// behind. A retry with the same keys converges on the same operations.
+func (s *Service) PlaceAll(ctx context.Context, c Caller, keys []string, reqs []*ValidatedRequest) ([]Placed, error) {
+	if len(keys) != len(reqs) {
+		return nil, fmt.Errorf("mediabuy: place all: %d keys for %d requests", len(keys), len(reqs))
+	}
+	leases := make([]ledger.Lease, 0, len(reqs))
+	for i, req := range reqs {
+		l, err := s.lock(ctx, c, OperationID(c.Tenant, keys[i]), req)
+		if err != nil {
+			for _, taken := range leases {
+				if rerr := s.ledger.ReleaseLock(ctx, taken); rerr != nil {
+					err = errors.Join(err, fmt.Errorf("mediabuy: release lock: %w", rerr))
+				}
+			}
+			return nil, err
+		}
+		leases = append(leases, l)
+	}
+	out := make([]Placed, len(reqs))
+	for i, req := range reqs {
+		p, err := s.record(ctx, c, OperationID(c.Tenant, keys[i]), req)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = p
+	}
+	return out, nil
+}
+
+// lock takes the business-key lock of one buy: one active buy per (tenant, seller, PO number).
+func (s *Service) lock(ctx context.Context, c Caller, id string, req *ValidatedRequest) (ledger.Lease, error) {
 	lockName := ledger.BusinessKeyLock(c.Tenant, req.SellerID, req.PONumber)
-	if _, err := s.ledger.AcquireLock(ctx, lockName, id, s.cfg.LockTTL); err != nil {
+	l, err := s.ledger.AcquireLock(ctx, lockName, id, s.cfg.LockTTL)
+	if err != nil {
 		var held *ledger.LockHeldError
 		if errors.As(err, &held) {
-			return Submitted{}, &RequestError{Status: 409, Code: "active_buy_exists", Field: "/media_buy/po_number",
+			return ledger.Lease{}, &RequestError{Status: 409, Code: "active_buy_exists", Field: "/media_buy/po_number",
 				Message: fmt.Sprintf("media buy %s is still active for seller %s and PO number %s; wait for it to end or use another PO number",
 					held.Holder.Owner, req.SellerID, req.PONumber)}
 		}
-		return Submitted{}, fmt.Errorf("mediabuy: lock business key: %w", err)
+		return ledger.Lease{}, fmt.Errorf("mediabuy: lock business key: %w", err)
 	}
+	return l, nil
+}
 
+// start records the operation and starts its execution.
+func (s *Service) start(ctx context.Context, c Caller, id string, req *ValidatedRequest) (Submitted, error) {
+	p, err := s.record(ctx, c, id, req)
+	if err != nil {
+		return Submitted{}, err
+	}
+	if _, err := s.execs.Start(ctx, p.ExecutionName, p.Input); err != nil {
+		return Submitted{}, fmt.Errorf("mediabuy: start execution: %w", err)
+	}
+	return p.Submitted, nil
+}
+
+// record creates the operation (a retry finds it created) and names its execution.
+func (s *Service) record(ctx context.Context, c Caller, id string, req *ValidatedRequest) (Placed, error) {
 	stored, err := json.Marshal(req.SubmitRequest)
 	if err != nil {
-		return Submitted{}, fmt.Errorf("mediabuy: encode request: %w", err)
+		return Placed{}, fmt.Errorf("mediabuy: encode request: %w", err)
 	}
 	op := ledger.Operation{
 		ID: id, Tenant: c.Tenant, Status: workflow.StatusRequested,
@@ -156,13 +181,13 @@ func (s *Service) place(ctx context.Context, c Caller, key string, req *Validate
 		Request: stored, ExecutionName: workflow.ExecutionName(id, 0),
 	}
 	if _, err := s.ledger.CreateOperation(ctx, op); err != nil && !errors.Is(err, ledger.ErrConflict) {
-		return Submitted{}, fmt.Errorf("mediabuy: create operation: %w", err)
+		return Placed{}, fmt.Errorf("mediabuy: create operation: %w", err)
 	}
-	in := workflow.ExecutionInput{OperationID: id, Tenant: c.Tenant, Config: s.cfg.Run, StateMachineARN: s.cfg.StateMachineARN}
-	if _, err := s.execs.Start(ctx, op.ExecutionName, in); err != nil {
-		return Submitted{}, fmt.Errorf("mediabuy: start execution: %w", err)
-	}
-	return Submitted{OperationID: id, Status: string(workflow.StatusRequested), Links: LinksFor(id)}, nil
+	return Placed{
+		Submitted:     Submitted{OperationID: id, Status: string(workflow.StatusRequested), Links: LinksFor(id)},
+		ExecutionName: op.ExecutionName,
+		Input:         workflow.ExecutionInput{OperationID: id, Tenant: c.Tenant, Config: s.cfg.Run, StateMachineARN: s.cfg.StateMachineARN},
+	}, nil
 }
 
 // Get returns the tenant's operation id.

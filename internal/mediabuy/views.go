@@ -121,3 +121,6 @@ type EventPage struct {
 // ErrNotFound reports an operation that does not exist for the caller's tenant (including
 // one that exists for another tenant: the answer is the same).
 var ErrNotFound = errors.New("media buy not found")
+
+// ID returns the operation id (the id an Idempotency-Key claim records).
+func (s Submitted) ID() string { return s.OperationID }

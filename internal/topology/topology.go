@@ -11,15 +11,16 @@ package topology
 const (
 	EnvTableName          = "BUYFLOW_TABLE_NAME"
 	EnvStateMachineARN    = "BUYFLOW_STATE_MACHINE_ARN"
-	EnvAgentsSecretPrefix = "BUYFLOW_AGENT_SECRET_PREFIX" // prefix of the agents' credential secrets
-	EnvOperators          = "BUYFLOW_OPERATORS"           // JSON array: the IAM principals who manage the agent registry
-	EnvLinkKeySecret      = "BUYFLOW_LINK_KEY_SECRET"     // name of the approval-link signing keys secret
-	EnvSlackSecret        = "BUYFLOW_SLACK_SECRET"        // name of the Slack bot token / webhook secret
-	EnvPublicBaseURL      = "BUYFLOW_PUBLIC_BASE_URL"     // the HTTP API's base URL, for links and webhooks
-	EnvApprovalPolicy     = "BUYFLOW_APPROVAL_POLICY"     // JSON: thresholds, approvers, escalation
-	EnvCallerURI          = "BUYFLOW_CALLER_URI"          // the `caller` URI sent to governance agents
-	EnvLocalTenantHeader  = "BUYFLOW_DEV_TENANT_HEADER"   // local stack only; never set by infra/
-	EnvRunConfig          = "BUYFLOW_RUN_CONFIG"          // optional JSON workflow.RunConfig (timings)
+	EnvAgentsSecretPrefix = "BUYFLOW_AGENT_SECRET_PREFIX"        // prefix of the agents' credential secrets
+	EnvCampaignsARN       = "BUYFLOW_CAMPAIGN_STATE_MACHINE_ARN" // the Campaign state machine (submit starts it)
+	EnvOperators          = "BUYFLOW_OPERATORS"                  // JSON array: the IAM principals who manage the agent registry
+	EnvLinkKeySecret      = "BUYFLOW_LINK_KEY_SECRET"            // name of the approval-link signing keys secret
+	EnvSlackSecret        = "BUYFLOW_SLACK_SECRET"               // name of the Slack bot token / webhook secret
+	EnvPublicBaseURL      = "BUYFLOW_PUBLIC_BASE_URL"            // the HTTP API's base URL, for links and webhooks
+	EnvApprovalPolicy     = "BUYFLOW_APPROVAL_POLICY"            // JSON: thresholds, approvers, escalation
+	EnvCallerURI          = "BUYFLOW_CALLER_URI"                 // the `caller` URI sent to governance agents
+	EnvLocalTenantHeader  = "BUYFLOW_DEV_TENANT_HEADER"          // local stack only; never set by infra/
+	EnvRunConfig          = "BUYFLOW_RUN_CONFIG"                 // optional JSON workflow.RunConfig (timings)
 )
 
 // Optional reports whether a function may run without the variable name: the local stack's
@@ -87,6 +88,10 @@ type Application struct {
 	StateMachineName string
 	// StateMachineFile is the ASL file, relative to the repository root.
 	StateMachineFile string
+	// CampaignStateMachineName and CampaignStateMachineFile are the Campaign state machine's:
+	// a Map over a campaign's legs, each a child execution of the MediaBuy state machine.
+	CampaignStateMachineName string
+	CampaignStateMachineFile string
 }
 
 // Function returns the function named name and whether it exists.
@@ -109,13 +114,20 @@ func with(more ...string) []string { return append(append([]string{}, agentEnv..
 
 // App is buyflow.
 var App = Application{
-	StateMachineName: "MediaBuy",
-	StateMachineFile: "statemachine/mediabuy.asl.json",
+	StateMachineName:         "MediaBuy",
+	StateMachineFile:         "statemachine/mediabuy.asl.json",
+	CampaignStateMachineName: "Campaign",
+	CampaignStateMachineFile: "statemachine/campaign.asl.json",
 	Functions: []Function{
 		{
-			Name: "submit", Description: "POST/GET /v1/media-buys: validate, claim the key, lock, start the execution",
+			Name: "submit", Description: "POST/GET /v1/media-buys and /v1/campaigns: validate, claim the key, lock, start the executions",
 			MemoryMB: 256, TimeoutSeconds: 15, LedgerWrite: true, StartsExecutions: true,
-			Env: []string{EnvTableName, EnvStateMachineARN, EnvAgentsSecretPrefix, EnvRunConfig, EnvLocalTenantHeader},
+			Env: []string{EnvTableName, EnvStateMachineARN, EnvCampaignsARN, EnvAgentsSecretPrefix, EnvRunConfig, EnvLocalTenantHeader},
+		},
+		{
+			Name: "campaign", Description: "The Campaign state machine's tasks: sync_plans, a leg's status, settling the partial-failure policy",
+			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, Placeholder: "CampaignFunctionArn",
+			Env: []string{EnvTableName, EnvAgentsSecretPrefix}, Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "governance", Description: "CheckGovernance, ReportOutcome and RecordFailure stages",
@@ -173,6 +185,10 @@ var App = Application{
 		{Method: "GET", Path: "/v1/media-buys", Function: "submit", Auth: AuthIAM},
 		{Method: "GET", Path: "/v1/media-buys/{id}", Function: "submit", Auth: AuthIAM},
 		{Method: "GET", Path: "/v1/media-buys/{id}/events", Function: "submit", Auth: AuthIAM},
+		{Method: "POST", Path: "/v1/campaigns", Function: "submit", Auth: AuthIAM},
+		{Method: "GET", Path: "/v1/campaigns", Function: "submit", Auth: AuthIAM},
+		{Method: "GET", Path: "/v1/campaigns/{id}", Function: "submit", Auth: AuthIAM},
+		{Method: "GET", Path: "/v1/campaigns/{id}/events", Function: "submit", Auth: AuthIAM},
 		{Method: "PATCH", Path: "/v1/media-buys/{id}", Function: "submit", Auth: AuthIAM},
 		{Method: "POST", Path: "/v1/media-buys/{id}/cancel", Function: "submit", Auth: AuthIAM},
 		{Method: "GET", Path: "/v1/media-buys/{id}/delivery", Function: "submit", Auth: AuthIAM},
@@ -199,6 +215,8 @@ var App = Application{
 		// the order.
 		{Method: "ANY", Path: "/v1/media-buys", Function: "submit", Auth: AuthIAM},
 		{Method: "ANY", Path: "/v1/media-buys/{proxy+}", Function: "submit", Auth: AuthIAM},
+		{Method: "ANY", Path: "/v1/campaigns", Function: "submit", Auth: AuthIAM},
+		{Method: "ANY", Path: "/v1/campaigns/{proxy+}", Function: "submit", Auth: AuthIAM},
 		{Method: "ANY", Path: "/v1/webhooks/{proxy+}", Function: "webhook", Auth: AuthSignature},
 		{Method: "ANY", Path: "/v1/approvals/{proxy+}", Function: "approve", Auth: AuthSignature},
 		{Method: "ANY", Path: "/v1/approver/{proxy+}", Function: "approve", Auth: AuthIAM},

@@ -22,10 +22,10 @@ export function loadDefinition(substitute = functionARN) {
   return prepareDefinition(renderDefinition(substitute));
 }
 
-// renderDefinition returns the text of statemachine/mediabuy.asl.json with every ${Name}
-// replaced by substitute(Name), as the deployers render it.
-export function renderDefinition(substitute = functionARN) {
-  return fs.readFileSync(path.join(here, '..', 'mediabuy.asl.json'), 'utf8').replace(/\$\{(\w+)\}/g, (_, name) => substitute(name));
+// renderDefinition returns the text of statemachine/<file> (default mediabuy.asl.json) with
+// every ${Name} replaced by substitute(Name), as the deployers render it.
+export function renderDefinition(substitute = functionARN, file = 'mediabuy.asl.json') {
+  return fs.readFileSync(path.join(here, '..', file), 'utf8').replace(/\$\{(\w+)\}/g, (_, name) => substitute(name));
 }
 
 // prepareDefinition parses an ASL text (placeholders already substituted, as CreateStateMachine

@@ -9,6 +9,8 @@
 //            "state_machine_arn": "arn:aws:states:…:stateMachine:MediaBuy",   optional: the
 //            "functions": {"GovernanceFunctionArn": "arn:aws:lambda:…:function:governance", …},
 //                                                          ASL file, deployed at start
+//            "campaign_state_machine_arn": "arn:aws:states:…:stateMachine:Campaign",  optional:
+//                                                          campaign.asl.json, deployed at start
 //            "retry_interval_ms": 20,                      optional: Retry pauses (default: the ASL's)
 //            "max_states": 2000,                            optional: abort an execution after that many states
 //            "region": "us-east-1", "account": "000000000000"}   for CreateStateMachine's ARNs
@@ -43,7 +45,10 @@
 //     on that token or for its TimeoutSecondsPath to elapse (the emulator's own timer raises
 //     States.Timeout); after that the token answers TaskTimedOut, after the execution ended
 //     TaskDoesNotExist. Tokens are 1,100 characters long, like AWS's long ones.
-//   - `states:startExecution` (continue-as-new) starts the next execution here, as StartExecution.
+//   - `states:startExecution` (continue-as-new) starts the next execution here, as StartExecution;
+//     `states:startExecution.sync:2` (a campaign's legs) starts a child and waits for its end,
+//     answering its parsed output, or failing with States.TaskFailed and the child's error and
+//     cause as AWS does. Tasks inside a Map state's item processor run like top-level ones.
 //   - Execution history has AWS's event types (ExecutionStarted, <Type>StateEntered/Exited,
 //     TaskScheduled, TaskStarted, TaskSubmitted, TaskSucceeded/Failed/TimedOut, ExecutionSucceeded/
 //     Failed/Aborted) and detail fields; a retry shows as a new TaskScheduled after TaskFailed,
@@ -74,25 +79,39 @@ const byName = new Map(); // execution name → its latest record (the /_harness
 const tokens = new Map(); // token → {state: 'pending'|'done'|'timedout'|'closed', resolve, reject, execution}
 const tenantConfig = new Map(); // tenant → config patch
 
+// eachState calls fn(name, state) for every state of a definition, the states of its Map
+// states' item processors included (the engine looks handlers up by state name at any depth).
+function eachState(definition, fn) {
+  for (const [name, state] of Object.entries(definition.States)) {
+    fn(name, state);
+    const inner = state.ItemProcessor ?? state.Iterator;
+    if (state.Type === 'Map' && inner) eachState(inner, fn);
+  }
+}
+
 function addMachine(arn, name, text, roleArn) {
   const definition = prepareDefinition(text);
-  for (const state of Object.values(definition.States)) {
+  eachState(definition, (_, state) => {
     if (state.Type === 'Task' && state.TimeoutSeconds === undefined && state.TimeoutSecondsPath === undefined) {
       state.TimeoutSeconds = NO_TIMEOUT_SECONDS;
     }
-  }
+  });
   const m = { arn, name, text, definition, engine: new StateMachine(definition), roleArn, created: Date.now() };
   machines.set(arn, m);
   return m;
 }
 
+const functionFor = (name) => {
+  const arn = config.functions?.[name];
+  if (!arn) throw new Error(`live harness: no function for placeholder ${name}`);
+  return arn;
+};
 if (config.state_machine_arn) {
-  const text = renderDefinition((name) => {
-    const arn = config.functions?.[name];
-    if (!arn) throw new Error(`live harness: no function for placeholder ${name}`);
-    return arn;
-  });
-  addMachine(config.state_machine_arn, lastSegment(config.state_machine_arn), text, '');
+  addMachine(config.state_machine_arn, lastSegment(config.state_machine_arn), renderDefinition(functionFor), '');
+}
+if (config.campaign_state_machine_arn) {
+  const text = renderDefinition(functionFor, 'campaign.asl.json');
+  addMachine(config.campaign_state_machine_arn, lastSegment(config.campaign_state_machine_arn), text, '');
 }
 
 function newToken() {
@@ -232,9 +251,9 @@ const stateEvent = (type) => (type === 'Task' ? 'Task' : type);
 async function run(ex) {
   const retryIntervalOverrides = {};
   const taskResourceLocalHandlers = {};
-  for (const [stateName, state] of Object.entries(ex.machine.definition.States)) {
+  eachState(ex.machine.definition, (stateName, state) => {
     if (state.Retry && typeof config.retry_interval_ms === 'number') retryIntervalOverrides[stateName] = config.retry_interval_ms;
-    if (state.Type !== 'Task') continue;
+    if (state.Type !== 'Task') return;
     if (state.Resource.startsWith('arn:aws:states:::lambda:invoke')) {
       const callback = state.Resource.endsWith('.waitForTaskToken');
       taskResourceLocalHandlers[stateName] = (raw) => (callback ? callbackTask(ex, stateName, raw) : lambdaTask(ex, stateName, raw));
@@ -256,8 +275,10 @@ async function run(ex) {
           throw named;
         }
       };
+    } else if (state.Resource === 'arn:aws:states:::states:startExecution.sync:2') {
+      taskResourceLocalHandlers[stateName] = (raw) => childTask(ex, stateName, raw);
     }
-  }
+  });
 
   historyEvent(ex, 'ExecutionStarted', { input: ex.inputText, inputDetails: noTruncation, roleArn: ex.machine.roleArn });
   const execution = ex.machine.engine.run(ex.input, {
@@ -406,6 +427,36 @@ async function callbackTask(ex, stateName, raw) {
   } finally {
     clearTimeout(timer);
   }
+}
+
+// childTask runs a child execution to its end (StartExecution.sync:2): its output, parsed, on
+// success; States.TaskFailed with the child's error and cause otherwise, as AWS reports it. A
+// child already running under that name and input is the one waited for (AWS's idempotent
+// StartExecution).
+async function childTask(ex, stateName, raw) {
+  await nextMacrotask();
+  const { input } = stripTimeout(raw);
+  ex.invocations.push({ state: stateName, function: 'states:startExecution.sync:2', action: 'startExecution' });
+  const attempt = openAttempt(ex, stateName, 'states', 'startExecution.sync:2', input);
+  let child;
+  try {
+    child = startExecution(input.StateMachineArn, input.Name, JSON.stringify(input.Input));
+  } catch (err) {
+    const named = namedError(`StepFunctions.${err.type ?? 'SfnException'}Exception`, err.message);
+    endAttempt(ex, attempt, 'TaskFailed', { error: named.name, cause: named.message });
+    throw named;
+  }
+  endAttempt(ex, attempt, 'TaskSubmitted', { output: json({ ExecutionArn: child.arn }), outputDetails: noTruncation });
+  await child.done;
+  const out = { ExecutionArn: child.arn, Name: child.name, Status: child.status, StartDate: child.startDate, StopDate: child.stopDate, Input: child.input };
+  if (child.status === 'SUCCEEDED') {
+    out.Output = child.output;
+    endAttempt(ex, attempt, 'TaskSucceeded', { output: json(out), outputDetails: noTruncation });
+    return out;
+  }
+  const cause = JSON.stringify({ ...out, Error: child.error ?? child.stopError, Cause: child.cause ?? child.stopCause });
+  endAttempt(ex, attempt, 'TaskFailed', { error: 'States.TaskFailed', cause });
+  throw namedError('States.TaskFailed', cause);
 }
 
 function lastSegment(arn) {

@@ -42,6 +42,7 @@ const (
 	region          = "us-east-1"
 	account         = "123456789012"
 	stateMachineARN = "arn:aws:states:" + region + ":" + account + ":stateMachine:MediaBuy"
+	campaignsARN    = "arn:aws:states:" + region + ":" + account + ":stateMachine:Campaign"
 	approver        = "U0STAGEPATHS"
 )
 
@@ -55,7 +56,7 @@ var baseRun = workflow.RunConfig{
 var approvalPolicy = `{"threshold":"10000.00","currency":"USD","approvers":["` + approver + `"],"on_timeout":"reject"}`
 
 // instances is each function's concurrency (scenarios run in parallel).
-var instances = map[string]int{"submit": 2, "governance": 3, "notify": 2, "approve": 2, "create": 3, "poll": 3, "webhook": 3, "modify": 2}
+var instances = map[string]int{"submit": 2, "campaign": 2, "governance": 3, "notify": 2, "approve": 2, "create": 3, "poll": 3, "webhook": 3, "modify": 2}
 
 // sys is the running system every scenario shares.
 type system struct {
@@ -221,7 +222,8 @@ func start() (*system, error) {
 	// The live harness: aws-local-stepfunctions with every Task calling the Lambda service.
 	cfgFile := filepath.Join(bin, "harness.json")
 	cfg, _ := json.Marshal(map[string]any{
-		"lambda_url": awsSrv.URL, "state_machine_arn": stateMachineARN, "functions": functions, "retry_interval_ms": 20,
+		"lambda_url": awsSrv.URL, "state_machine_arn": stateMachineARN, "campaign_state_machine_arn": campaignsARN,
+		"functions": functions, "retry_interval_ms": 20,
 	})
 	if err := os.WriteFile(cfgFile, cfg, 0o600); err != nil {
 		return s, err
@@ -266,6 +268,7 @@ func start() (*system, error) {
 	values := map[string]string{
 		topology.EnvTableName:          s.table,
 		topology.EnvStateMachineARN:    stateMachineARN,
+		topology.EnvCampaignsARN:       campaignsARN,
 		topology.EnvOperators:          `["` + devstack.LocalOperator + `"]`,
 		topology.EnvAgentsSecretPrefix: devstack.AgentSecretPrefix,
 		topology.EnvLinkKeySecret:      "buyflow/link-keys-" + suffix,

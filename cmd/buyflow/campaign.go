@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/apiclient"
+	"github.com/buyflow/buyflow/internal/approvalcore"
+	"github.com/buyflow/buyflow/internal/money"
+)
+
+// campaign runs buyflow campaign submit|status|events|list.
+func (c cli) campaign(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usageError("campaign takes submit, status, events or list")
+	}
+	switch sub, rest := args[0], args[1:]; sub {
+	case "submit":
+		return c.campaignSubmit(ctx, rest)
+	case "status":
+		fs := flag.NewFlagSet("campaign status", flag.ContinueOnError)
+		fs.SetOutput(c.err.w)
+		wait := fs.Bool("wait", false, "follow the campaign to a final status")
+		if err := fs.Parse(rest); err != nil {
+			return usageError("campaign status: " + err.Error())
+		}
+		if fs.NArg() != 1 {
+			return usageError("campaign status takes one campaign id")
+		}
+		if *wait {
+			return c.followCampaign(ctx, fs.Arg(0))
+		}
+		cp, err := c.c.GetCampaign(ctx, fs.Arg(0))
+		if err != nil {
+			return err
+		}
+		return c.printCampaign(cp)
+	case "events":
+		if len(rest) != 1 {
+			return usageError("campaign events takes one campaign id")
+		}
+		return c.campaignEvents(ctx, rest[0])
+	case "list":
+		list, err := c.c.ListCampaigns(ctx, 0)
+		if err != nil {
+			return err
+		}
+		if c.json {
+			return writeJSON(c.out.w, list)
+		}
+		tw := tabwriter.NewWriter(c.out.w, 0, 4, 2, ' ', 0)
+		tp := &printer{w: tw}
+		tp.println("CAMPAIGN\tSTATUS\tPOLICY\tLEGS\tCOMMITTED\tTOTAL\tCREATED")
+		for _, cp := range list {
+			tp.printf("%s\t%s\t%s\t%d\t%s\t%s\t%s\n", cp.CampaignID, cp.Status, cp.Policy, len(cp.Legs),
+				showMoney(cp.Committed, cp.Currency), showMoney(cp.TotalBudget, cp.Currency), cp.CreatedAt)
+		}
+		return errors.Join(tp.err, tw.Flush())
+	}
+	return usageError("campaign takes submit, status, events or list, not " + args[0])
+}
+
+func (c cli) campaignSubmit(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("campaign submit", flag.ContinueOnError)
+	fs.SetOutput(c.err.w)
+	key := fs.String("key", "", "Idempotency-Key (default: derived from the body)")
+	wait := fs.Bool("wait", false, "follow the campaign to a final status")
+	if err := fs.Parse(args); err != nil {
+		return usageError("campaign submit: " + err.Error())
+	}
+	if fs.NArg() != 1 {
+		return usageError("campaign submit takes one campaign file (or - for stdin)")
+	}
+	body, err := c.readRequest(fs.Arg(0), key)
+	if err != nil {
+		return err
+	}
+	sub, status, err := c.c.SubmitCampaign(ctx, *key, body)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		if err := writeJSON(c.out.w, sub); err != nil {
+			return err
+		}
+	} else {
+		replay := ""
+		if sub.Replayed {
+			replay = " (already submitted with this key: same campaign)"
+		}
+		c.out.printf("submitted campaign %s: %s, %d legs (HTTP %d, Idempotency-Key %s)%s\n", sub.CampaignID, sub.Status, len(sub.Legs), status, *key, replay)
+		for _, l := range sub.Legs {
+			c.out.printf("  leg %s at %s\n", l.OperationID, l.SellerID)
+		}
+	}
+	if *wait {
+		return c.followCampaign(ctx, sub.CampaignID)
+	}
+	return nil
+}
+
+// followCampaign prints every leg's status change with the time since it started following,
+// then the campaign; a campaign that did not complete exits with its code (exitCodes).
+func (c cli) followCampaign(ctx context.Context, id string) error {
+	start := time.Now()
+	last := map[string]string{}
+	for {
+		cp, err := c.c.GetCampaign(ctx, id)
+		if err != nil {
+			return err
+		}
+		for _, l := range cp.Legs {
+			if last[l.OperationID] != l.Status {
+				last[l.OperationID] = l.Status
+				c.err.printf("  %6.1fs  %-14s %-22s %s\n", time.Since(start).Seconds(), l.SellerID, l.Status, l.OperationID)
+			}
+		}
+		if apiclient.CampaignTerminal(cp.Status) {
+			if err := c.printCampaign(cp); err != nil {
+				return err
+			}
+			if cp.Status != "completed" {
+				return finalStatus{status: cp.Status}
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func (c cli) printCampaign(cp apiclient.Campaign) error {
+	if c.json {
+		return writeJSON(c.out.w, cp)
+	}
+	tw := tabwriter.NewWriter(c.out.w, 0, 4, 2, ' ', 0)
+	tp := &printer{w: tw}
+	row := func(k, v string) {
+		if v != "" {
+			tp.printf("%s\t%s\n", k, v)
+		}
+	}
+	row("campaign", cp.CampaignID)
+	row("name", cp.Name)
+	row("status", cp.Status)
+	row("policy", cp.Policy)
+	row("governance", cp.GovernanceID+" / plan "+cp.PlanID)
+	row("total budget", showMoney(cp.TotalBudget, cp.Currency))
+	row("planned", showMoney(cp.Planned, cp.Currency))
+	row("committed", showMoney(cp.Committed, cp.Currency))
+	for _, s := range cp.BySeller {
+		row("  "+s.SellerID, showMoney(s.Committed, cp.Currency))
+	}
+	row("requester", cp.Requester)
+	row("created", cp.CreatedAt)
+	tp.println()
+	tp.println("LEG\tSELLER\tPO NUMBER\tAMOUNT\tSTATUS\tREASON")
+	for _, l := range cp.Legs {
+		tp.printf("%s\t%s\t%s\t%s\t%s\t%s\n", l.OperationID, l.SellerID, l.PONumber, showMoney(l.Amount, cp.Currency), l.Status, l.Reason)
+	}
+	return errors.Join(tp.err, tw.Flush())
+}
+
+func (c cli) campaignEvents(ctx context.Context, id string) error {
+	evs, err := c.c.CampaignEvents(ctx, id)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return writeJSON(c.out.w, evs)
+	}
+	tw := tabwriter.NewWriter(c.out.w, 0, 4, 2, ' ', 0)
+	tp := &printer{w: tw}
+	tp.println("AT\tSELLER\tEVENT\tSTATUS\tBY\tAMOUNT\tREASON")
+	for _, e := range evs {
+		moved := ""
+		if e.To != "" {
+			moved = strings.TrimSpace(e.From + " → " + e.To)
+		}
+		seller := e.SellerID
+		if seller == "" {
+			seller = "(campaign)"
+		}
+		tp.printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.At, seller, e.Type, moved, e.Actor, e.Amount, e.Reason)
+	}
+	return errors.Join(tp.err, tw.Flush())
+}
+
+// showMoney shows a decimal amount as the approval page does ("USD 20,000.50").
+func showMoney(decimal, currency string) string {
+	a, err := money.ParseDecimal(decimal, currency)
+	if err != nil {
+		return strings.TrimSpace(decimal + " " + currency)
+	}
+	return approvalcore.Money{Minor: a.Minor, Currency: a.Currency}.String()
+}

@@ -1,0 +1,132 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/apiclient"
+	"github.com/buyflow/buyflow/internal/devstack"
+)
+
+// campaignSellers are the local stack's three simulated sellers.
+var campaignSellers = append([]string{devstack.SellerID}, devstack.OtherSellerIDs...)
+
+// runCampaign posts a three-leg campaign (budgets 1000, 2000, 3000), leg i scripted with
+// sims[i], and waits for its final status.
+func runCampaign(t *testing.T, c *apiclient.Client, policy string, sims ...string) (apiclient.CampaignSubmitted, apiclient.Campaign) {
+	t.Helper()
+	root, err := devstack.FindRepoRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := apiclient.CampaignSpec{Policy: policy}
+	tag := po(t)
+	for i, seller := range campaignSellers {
+		leg := apiclient.LegSpec{SellerID: seller, PO: fmt.Sprintf("%s-%d", tag, i), Budget: float64(1000 * (i + 1)), Sim: "async_complete"}
+		if i < len(sims) && sims[i] != "" {
+			leg.Sim = sims[i]
+		}
+		spec.Legs = append(spec.Legs, leg)
+	}
+	body, err := spec.Body(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sub, code, err := c.SubmitCampaign(ctx, "key-"+randomID(t), body)
+	if err != nil || code != 202 || len(sub.Legs) != 3 {
+		t.Fatalf("submit campaign: HTTP %d %+v: %v", code, sub, err)
+	}
+	for {
+		cp, err := c.GetCampaign(ctx, sub.CampaignID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if apiclient.CampaignTerminal(cp.Status) {
+			return sub, cp
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("campaign %s still %s: %+v", sub.CampaignID, cp.Status, cp.Legs)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+// A campaign across three sellers over HTTP: every leg's seller works asynchronously and says
+// so by a signed webhook, which completes the leg; the campaign completes with every seller's
+// committed amount.
+func TestCampaignAcrossThreeSellersCompletedByWebhooks(t *testing.T) {
+	c := begin(t)
+	sub, cp := runCampaign(t, c, "all_or_nothing")
+	if cp.Status != "completed" || cp.Committed != "6000.00" || len(cp.BySeller) != 3 {
+		t.Fatalf("campaign %s, committed %s: %+v", cp.Status, cp.Committed, cp.Legs)
+	}
+	for i, leg := range sub.Legs {
+		if cp.Legs[i].Status != "completed" || cp.Legs[i].SellerID != campaignSellers[i] || cp.Legs[i].MediaBuyID == "" {
+			t.Errorf("leg %d: %+v", i, cp.Legs[i])
+		}
+		evs := timeline(t, c, leg.OperationID)
+		done, ok := reached(evs, "completed")
+		if !ok || done.Type == "poll" || done.Type == "reconcile" {
+			t.Errorf("leg %d at %s completed by %q, want the seller's webhook (timeline %v)", i, campaignSellers[i], done.Type, types(evs))
+		}
+	}
+	evs, err := c.CampaignEvents(context.Background(), sub.CampaignID)
+	if err != nil || len(evs) == 0 || evs[0].At > evs[len(evs)-1].At {
+		t.Fatalf("campaign timeline: %d events, %v", len(evs), err)
+	}
+	list, err := c.ListCampaigns(context.Background(), 10)
+	if err != nil || len(list) != 1 || list[0].CampaignID != sub.CampaignID || list[0].Status != "completed" {
+		t.Errorf("list = %+v, %v", list, err)
+	}
+	// Another tenant does not see it.
+	if _, err := client(t, "t"+randomID(t)).GetCampaign(context.Background(), sub.CampaignID); apiclient.StatusOf(err) != 404 {
+		t.Errorf("another tenant's read: %v, want 404", err)
+	}
+}
+
+// The same campaign with one seller failing its task: all_or_nothing cancels the two placed
+// legs at their sellers, and the campaign fails with nothing committed.
+func TestCampaignWithAFailingSellerCancelsTheOthers(t *testing.T) {
+	c := begin(t)
+	_, cp := runCampaign(t, c, "all_or_nothing", "", "", "async_fail")
+	if cp.Status != "failed" || cp.Committed != "0.00" {
+		t.Fatalf("campaign %s, committed %s: %+v", cp.Status, cp.Committed, cp.Legs)
+	}
+	for i, want := range []string{"canceled", "canceled", "failed"} {
+		if cp.Legs[i].Status != want {
+			t.Errorf("leg %d at %s is %s (%s), want %s", i, cp.Legs[i].SellerID, cp.Legs[i].Status, cp.Legs[i].Reason, want)
+		}
+	}
+	if suite.local == nil {
+		return // a deployed stack's sellers are not ours to inspect
+	}
+	for i, seller := range campaignSellers[:2] {
+		s := suite.local.Seller
+		if i > 0 {
+			s = suite.local.OtherSellers[seller]
+		}
+		found := false
+		for _, call := range s.CallsTo("update_media_buy") {
+			var args struct {
+				MediaBuyID string `json:"media_buy_id"`
+				Canceled   bool   `json:"canceled"`
+			}
+			if json.Unmarshal(call.Arguments, &args) == nil && args.Canceled && args.MediaBuyID == cp.Legs[i].MediaBuyID {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("seller %s recorded no cancel of leg %d's media buy %s", seller, i, cp.Legs[i].MediaBuyID)
+		}
+	}
+	if !strings.Contains(cp.Legs[0].Reason, "all_or_nothing") {
+		t.Errorf("leg 0's reason %q does not say the campaign's policy canceled it", cp.Legs[0].Reason)
+	}
+}

@@ -1,0 +1,35 @@
+// Command campaign is the Lambda of the Campaign state machine: action "sync_plans" (push the
+// campaign's plan to its governance agent), "close" (fail the legs that never started when that
+// failed), "leg" (a leg's status) and "settle" (the campaign's outcome and, under
+// all_or_nothing, the placed legs to cancel).
+package main
+
+import (
+	"context"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/buyflow/buyflow/functions/internal/agents"
+	"github.com/buyflow/buyflow/functions/internal/wire"
+	"github.com/buyflow/buyflow/internal/campaign"
+	"github.com/buyflow/buyflow/internal/metrics"
+)
+
+func main() { wire.Main(run) }
+
+func run(ctx context.Context, getenv func(string) string) error {
+	c, err := wire.Load("campaign", getenv)
+	if err != nil {
+		return err
+	}
+	reg, err := agents.Registry(ctx, c)
+	if err != nil {
+		return err
+	}
+	client, err := agents.Client(reg, c.Secrets())
+	if err != nil {
+		return err
+	}
+	lambda.Start(metrics.Flushing(c.Metrics, campaign.NewSettler(c.Ledger(), client).Handle)) // blocks
+	return nil
+}

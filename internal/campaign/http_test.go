@@ -1,0 +1,131 @@
+package campaign
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/buyflow/buyflow/internal/httpapi"
+	"github.com/buyflow/buyflow/internal/mediabuy"
+)
+
+type fakeCampaigns struct {
+	submit func(mediabuy.Caller, string, []byte) (Submitted, error)
+	get    func(tenant, id string) (View, error)
+}
+
+func (f fakeCampaigns) Submit(_ context.Context, c mediabuy.Caller, k string, b []byte) (Submitted, error) {
+	return f.submit(c, k, b)
+}
+func (f fakeCampaigns) Get(_ context.Context, t, id string) (View, error) {
+	return f.get(t, id)
+}
+func (f fakeCampaigns) List(context.Context, string, int, string) (ListPage, error) {
+	return ListPage{Items: []View{}}, nil
+}
+func (f fakeCampaigns) Events(_ context.Context, t, id string) (EventPage, error) {
+	_, err := f.get(t, id)
+	return EventPage{}, err
+}
+
+const someCampaign = "cp-abcdefghijklmnopqrstuvwxyz"
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func iamRequest(method, path string) events.APIGatewayV2HTTPRequest {
+	return events.APIGatewayV2HTTPRequest{
+		Version: "2.0", RawPath: path, Headers: map[string]string{},
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			RequestID: "req-1", Stage: "$default",
+			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: path},
+			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+				IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{AccountID: "111122223333", UserARN: "arn:aws:iam::111122223333:user/alice"},
+			},
+		},
+	}
+}
+
+func problemCode(t *testing.T, resp events.APIGatewayV2HTTPResponse) string {
+	t.Helper()
+	var p httpapi.Problem
+	if err := json.Unmarshal([]byte(resp.Body), &p); err != nil || p.Error.Code == "" || p.Error.Message == "" {
+		t.Fatalf("not a problem body: %s", resp.Body)
+	}
+	return p.Error.Code
+}
+
+func TestCampaignRoutes(t *testing.T) {
+	var submitted string
+	cps := fakeCampaigns{
+		submit: func(c mediabuy.Caller, key string, body []byte) (Submitted, error) {
+			submitted = c.Tenant + " " + key + " " + string(body)
+			return Submitted{CampaignID: someCampaign, Status: Running, Links: LinksFor(someCampaign)}, nil
+		},
+		get: func(tenant, id string) (View, error) {
+			if tenant != "111122223333" || id != someCampaign {
+				return View{}, ErrNotFound
+			}
+			return View{CampaignID: id}, nil
+		},
+	}
+	// The submit function serves both prefixes; the media-buy side answers its own routes.
+	buys := httpapi.Handler(func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		return httpapi.Error(404, "not_found", "no media buy with that id", ""), nil
+	})
+	h := httpapi.Prefixed("/v1/campaigns", HTTPHandler(cps, "", quiet), buys)
+
+	req := iamRequest("POST", "/v1/campaigns")
+	req.Headers["idempotency-key"] = "campaign-0001"
+	req.Body = `{"legs":[]}`
+	resp, err := h(context.Background(), req)
+	if err != nil || resp.StatusCode != 202 || resp.Headers["Location"] != "/v1/campaigns/"+someCampaign {
+		t.Fatalf("submit: %+v %v", resp, err)
+	}
+	if submitted != `111122223333 campaign-0001 {"legs":[]}` {
+		t.Fatalf("submitted %q", submitted)
+	}
+	cases := []struct {
+		method, path string
+		status       int
+		code         string
+	}{
+		{"POST", "/v1/campaigns", 400, "missing_idempotency_key"},
+		{"GET", "/v1/campaigns/" + someCampaign, 200, ""},
+		{"GET", "/v1/campaigns/" + someCampaign + "/events", 200, ""},
+		{"GET", "/v1/campaigns", 200, ""},
+		{"GET", "/v1/campaigns/cp-zzzzzzzzzzzzzzzzzzzzzzzzzz", 404, "not_found"},
+		{"GET", "/v1/campaigns/cp-zzzzzzzzzzzzzzzzzzzzzzzzzz/events", 404, "not_found"},
+		{"GET", "/v1/campaigns/../media-buys", 404, "not_found"},
+		{"DELETE", "/v1/campaigns/" + someCampaign, 405, "method_not_allowed"},
+		{"PUT", "/v1/campaigns", 405, "method_not_allowed"},
+		{"GET", "/v1/campaigns/" + someCampaign + "/legs", 404, "no_route"},
+		{"GET", "/v1/media-buys/mb-x", 404, "not_found"},
+	}
+	for _, c := range cases {
+		resp, err := h(context.Background(), iamRequest(c.method, c.path))
+		if err != nil || resp.StatusCode != c.status {
+			t.Errorf("%s %s: %d %s %v, want %d", c.method, c.path, resp.StatusCode, resp.Body, err, c.status)
+			continue
+		}
+		if c.code != "" {
+			if got := problemCode(t, resp); got != c.code {
+				t.Errorf("%s %s: code %s, want %s", c.method, c.path, got, c.code)
+			}
+		}
+	}
+	// A failure that is not a refusal is a 500 that reveals nothing.
+	cps.get = func(string, string) (View, error) {
+		return View{}, errors.New("dynamodb: internal detail")
+	}
+	h = httpapi.Prefixed("/v1/campaigns", HTTPHandler(cps, "", quiet), buys)
+	resp, _ = h(context.Background(), iamRequest("GET", "/v1/campaigns/"+someCampaign))
+	if resp.StatusCode != 500 || strings.Contains(resp.Body, "internal detail") {
+		t.Fatalf("500: %+v", resp)
+	}
+}

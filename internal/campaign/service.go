@@ -1,0 +1,297 @@
+package campaign
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/mediabuy"
+	"github.com/buyflow/buyflow/internal/money"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// Ledger is the part of the ledger the campaign use cases need.
+type Ledger interface {
+	mediabuy.Claims
+	CreateCampaign(ctx context.Context, c ledger.Campaign) (*ledger.Campaign, error)
+	GetCampaign(ctx context.Context, tenant, id string) (*ledger.Campaign, error)
+	ListCampaigns(ctx context.Context, tenant string, limit int, cursor string) (ledger.Page[*ledger.Campaign], error)
+}
+
+var _ Ledger = (*ledger.Store)(nil)
+
+// Buys is what a campaign needs from the media-buy use cases: a leg is a media buy.
+type Buys interface {
+	PlaceAll(ctx context.Context, c mediabuy.Caller, keys []string, reqs []*mediabuy.ValidatedRequest) ([]mediabuy.Placed, error)
+	Get(ctx context.Context, tenant, id string) (mediabuy.View, error)
+	Events(ctx context.Context, tenant, id, cursor string, limit int) (mediabuy.EventPage, error)
+}
+
+var _ Buys = (*mediabuy.Service)(nil)
+
+// Service implements the campaign use cases.
+type Service struct {
+	ledger Ledger
+	buys   Buys
+	execs  mediabuy.Executions
+	agents mediabuy.AgentLookup
+	schema mediabuy.SchemaValidator
+	cfg    Config
+}
+
+// Config holds the campaign use case's settings.
+type Config struct {
+	// Run is the timing of every leg's execution (tests shrink it); it travels in the campaign
+	// execution's input for the cancels of compensation.
+	Run workflow.RunConfig
+	// MediaBuyStateMachineARN is the state machine every leg runs as a child execution of.
+	MediaBuyStateMachineARN string
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// New returns the campaign service. execs starts Campaign executions; agents is the seller
+// lookup a single buy's submit uses.
+func New(l Ledger, buys Buys, execs mediabuy.Executions, agents mediabuy.AgentLookup, schema mediabuy.SchemaValidator, cfg Config) *Service {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Service{ledger: l, buys: buys, execs: execs, agents: agents, schema: schema, cfg: cfg}
+}
+
+// ExecutionInput is the input of a Campaign execution (statemachine/campaign.asl.json).
+type ExecutionInput struct {
+	CampaignID              string             `json:"campaign_id"`
+	Tenant                  string             `json:"tenant"`
+	Config                  workflow.RunConfig `json:"config"`
+	MediaBuyStateMachineARN string             `json:"media_buy_state_machine_arn"`
+	// SyncPlan is true when the campaign pushes its plan (sync_plans) before the legs start.
+	SyncPlan bool       `json:"sync_plan"`
+	Legs     []LegInput `json:"legs"`
+}
+
+// LegInput is one leg's child execution: its name and input, as a single buy's submit would
+// start it.
+type LegInput struct {
+	OperationID   string                  `json:"operation_id"`
+	ExecutionName string                  `json:"execution_name"`
+	Input         workflow.ExecutionInput `json:"input"`
+}
+
+// ErrNotFound reports a campaign that does not exist for the caller's tenant (including one of
+// another tenant: the answer is the same).
+var ErrNotFound = errors.New("campaign not found")
+
+// Submit accepts a campaign: validate every leg (nothing is written for a refused campaign),
+// claim the Idempotency-Key, place every leg as a media buy, record the campaign, and complete
+// the claim with the answer replayed to every retry.
+func (s *Service) Submit(ctx context.Context, c mediabuy.Caller, key string, body []byte) (Submitted, error) {
+	v, err := Parse(ctx, body, s.agents, s.schema)
+	if err != nil {
+		return Submitted{}, err
+	}
+	return mediabuy.Once(ctx, s.ledger, c.Tenant, key, v.PayloadHash, "campaign",
+		func(out *Submitted) { out.Replayed = true },
+		func() (Submitted, error) { return s.place(ctx, c, key, v) })
+}
+
+func (s *Service) place(ctx context.Context, c mediabuy.Caller, key string, v *Validated) (Submitted, error) {
+	id := ID(c.Tenant, key)
+	keys := make([]string, len(v.Buys))
+	for i := range v.Buys {
+		keys[i] = legKey(key, i)
+	}
+	placed, err := s.buys.PlaceAll(ctx, c, keys, v.Buys)
+	if err != nil {
+		return Submitted{}, err
+	}
+	rec := ledger.Campaign{
+		ID: id, Tenant: c.Tenant, Name: v.Name, GovernanceAgentID: v.Governance.AgentID, PlanID: v.Governance.PlanID,
+		Policy: string(v.Policy), BudgetTotal: v.Total.Decimal(), Currency: v.Total.Currency, Requester: c.Principal,
+	}
+	if v.SyncPlans != nil {
+		intent, err := planIntent(id, v.SyncPlans, s.cfg.Now())
+		if err != nil {
+			return Submitted{}, err
+		}
+		rec.PlanIntent = intent
+	}
+	in := ExecutionInput{CampaignID: id, Tenant: c.Tenant, Config: s.cfg.Run, MediaBuyStateMachineARN: s.cfg.MediaBuyStateMachineARN,
+		SyncPlan: rec.PlanIntent != nil}
+	out := Submitted{CampaignID: id, Status: Running, Links: LinksFor(id)}
+	for i, b := range v.Buys {
+		p := placed[i]
+		rec.Legs = append(rec.Legs, ledger.CampaignLeg{
+			OperationID: p.OperationID, SellerID: b.SellerID, PONumber: b.PONumber, Amount: b.Amount.Decimal(),
+		})
+		in.Legs = append(in.Legs, LegInput{OperationID: p.OperationID, ExecutionName: p.ExecutionName, Input: p.Input})
+		out.Legs = append(out.Legs, SubmittedLeg{OperationID: p.OperationID, SellerID: b.SellerID, Links: p.Links})
+	}
+	if _, err := s.ledger.CreateCampaign(ctx, rec); err != nil && !errors.Is(err, ledger.ErrConflict) {
+		return Submitted{}, fmt.Errorf("campaign: record %s: %w", id, err)
+	}
+	// Named after the campaign: a retry of this submit starts the same execution.
+	if _, err := s.execs.Start(ctx, id, in); err != nil {
+		return Submitted{}, fmt.Errorf("campaign: start execution: %w", err)
+	}
+	return out, nil
+}
+
+// planIntent fixes the campaign's sync_plans request. Its idempotency key derives from the
+// campaign id, so a submit retried before the campaign was stored fixes the same request.
+func planIntent(id string, req map[string]json.RawMessage, now time.Time) ([]byte, error) {
+	body := make(map[string]json.RawMessage, len(req)+1)
+	for k, v := range req {
+		body[k] = v
+	}
+	body["idempotency_key"], _ = json.Marshal("sync-plans-" + id)
+	intent, err := adcp.NewIntent(adcp.ToolSyncPlans, body, now)
+	if err != nil {
+		return nil, fmt.Errorf("campaign: sync_plans intent: %w", err)
+	}
+	b, err := json.Marshal(intent)
+	if err != nil {
+		return nil, fmt.Errorf("campaign: encode sync_plans intent: %w", err)
+	}
+	return b, nil
+}
+
+func (s *Service) campaign(ctx context.Context, tenant, id string) (*ledger.Campaign, error) {
+	rec, err := s.ledger.GetCampaign(ctx, tenant, id)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("campaign: get %s: %w", id, err)
+	}
+	return rec, nil
+}
+
+// Get returns the tenant's campaign id with every leg's current status.
+func (s *Service) Get(ctx context.Context, tenant, id string) (View, error) {
+	rec, err := s.campaign(ctx, tenant, id)
+	if err != nil {
+		return View{}, err
+	}
+	return s.view(ctx, rec)
+}
+
+func (s *Service) view(ctx context.Context, rec *ledger.Campaign) (View, error) {
+	out := View{
+		CampaignID: rec.ID, Name: rec.Name, Policy: Policy(rec.Policy), GovernanceID: rec.GovernanceAgentID,
+		PlanID: rec.PlanID, Currency: rec.Currency, TotalBudget: rec.BudgetTotal, Requester: rec.Requester,
+		CreatedAt: rec.CreatedAt.UTC().Format(time.RFC3339Nano), Links: LinksFor(rec.ID),
+	}
+	planned := money.Amount{Currency: rec.Currency}
+	states := make([]LegState, 0, len(rec.Legs))
+	for _, leg := range rec.Legs {
+		amount, err := money.ParseDecimal(leg.Amount, rec.Currency)
+		if err != nil {
+			return View{}, fmt.Errorf("campaign: %s leg %s amount: %w", rec.ID, leg.OperationID, err)
+		}
+		planned = planned.Add(amount)
+		lv := LegView{OperationID: leg.OperationID, SellerID: leg.SellerID, PONumber: leg.PONumber, Amount: amount.Decimal(),
+			Links: mediabuy.LinksFor(leg.OperationID)}
+		st := workflow.StatusRequested
+		buy, err := s.buys.Get(ctx, rec.Tenant, leg.OperationID)
+		switch {
+		case err == nil:
+			st = workflow.Status(buy.Status)
+			lv.Reason, lv.MediaBuyID = buy.Reason, buy.MediaBuyID
+		case !errors.Is(err, mediabuy.ErrNotFound):
+			return View{}, fmt.Errorf("campaign: %s leg %s: %w", rec.ID, leg.OperationID, err)
+		}
+		lv.Status = string(st)
+		out.Legs = append(out.Legs, lv)
+		states = append(states, LegState{SellerID: leg.SellerID, Status: st, Amount: amount})
+	}
+	o := Decide(rec.Currency, states)
+	out.Status, out.Planned, out.Committed = o.Status, planned.Decimal(), o.Committed.Decimal()
+	switch {
+	case rec.Outcome != "":
+		out.Status = Status(rec.Outcome)
+	case Policy(rec.Policy) == AllOrNothing && o.Status == PartiallyCompleted:
+		// The Campaign execution is canceling the placed legs: not final yet.
+		out.Status = Running
+	}
+	for _, sa := range o.BySeller {
+		out.BySeller = append(out.BySeller, SellerView{SellerID: sa.SellerID, Committed: sa.Amount.Decimal()})
+	}
+	return out, nil
+}
+
+// List returns one page of the tenant's campaigns, newest first, each with its legs' statuses.
+func (s *Service) List(ctx context.Context, tenant string, limit int, cursor string) (ListPage, error) {
+	page, err := s.ledger.ListCampaigns(ctx, tenant, limit, cursor)
+	if errors.Is(err, ledger.ErrInvalidCursor) {
+		return ListPage{}, &mediabuy.RequestError{Status: 400, Code: "invalid_cursor", Field: "cursor", Message: "the cursor is not one this listing returned"}
+	}
+	if err != nil {
+		return ListPage{}, fmt.Errorf("campaign: list: %w", err)
+	}
+	out := ListPage{Items: make([]View, 0, len(page.Items)), NextCursor: page.Cursor}
+	for _, rec := range page.Items {
+		v, err := s.view(ctx, rec)
+		if err != nil {
+			return ListPage{}, err
+		}
+		out.Items = append(out.Items, v)
+	}
+	return out, nil
+}
+
+// maxLegEvents bounds the events read of one leg for a campaign's timeline; a leg's own
+// timeline (its events link) pages through the rest.
+const maxLegEvents = 500
+
+// Events returns the campaign's timeline, oldest first: the campaign's submission, then every
+// leg's events, each named by its operation and seller.
+func (s *Service) Events(ctx context.Context, tenant, id string) (EventPage, error) {
+	rec, err := s.campaign(ctx, tenant, id)
+	if err != nil {
+		return EventPage{}, err
+	}
+	detail, err := json.Marshal(map[string]any{"policy": rec.Policy, "legs": len(rec.Legs), "plan_id": rec.PlanID})
+	if err != nil {
+		return EventPage{}, fmt.Errorf("campaign: encode event detail: %w", err)
+	}
+	out := EventPage{Items: []EventView{{EventView: mediabuy.EventView{
+		At: rec.CreatedAt.UTC().Format(time.RFC3339Nano), Type: "campaign_submitted", Actor: rec.Requester,
+		Amount: rec.BudgetTotal + " " + rec.Currency, Detail: detail,
+	}}}}
+	for _, leg := range rec.Legs {
+		cursor := ""
+		for n := 0; n < maxLegEvents; {
+			page, err := s.buys.Events(ctx, tenant, leg.OperationID, cursor, 100)
+			if errors.Is(err, mediabuy.ErrNotFound) {
+				break
+			}
+			if err != nil {
+				return EventPage{}, fmt.Errorf("campaign: events of leg %s: %w", leg.OperationID, err)
+			}
+			for _, e := range page.Items {
+				out.Items = append(out.Items, EventView{OperationID: leg.OperationID, SellerID: leg.SellerID, EventView: e})
+			}
+			n += len(page.Items)
+			if cursor = page.NextCursor; cursor == "" {
+				break
+			}
+		}
+	}
+	slices.SortStableFunc(out.Items, func(a, b EventView) int { return cmp.Compare(at(a.At), at(b.At)) })
+	return out, nil
+}
+
+func at(s string) int64 {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return 0
+	}
+	return t.UnixNano()
+}

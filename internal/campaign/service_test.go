@@ -1,0 +1,215 @@
+package campaign
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/dynamotest"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/mediabuy"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// executions is a fake Step Functions that records the executions started, by name.
+type executions struct {
+	mu     sync.Mutex
+	starts map[string]any
+}
+
+func (e *executions) Start(_ context.Context, name string, input any) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.starts == nil {
+		e.starts = map[string]any{}
+	}
+	e.starts[name] = input
+	return "arn:exec:" + name, nil
+}
+
+func (e *executions) count() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.starts)
+}
+
+type fixture struct {
+	svc       *Service
+	buys      *mediabuy.Service
+	store     *ledger.Store
+	execs     *executions // MediaBuy executions (single buys)
+	campaigns *executions // Campaign executions
+}
+
+func newFixture(t *testing.T) fixture {
+	t.Helper()
+	client, table := dynamotest.Start(t)
+	store := ledger.New(client, table)
+	execs := &executions{}
+	buys := mediabuy.New(store, execs, agents, schemas(t), mediabuy.Config{Run: workflow.DefaultRunConfig(), StateMachineARN: mediaBuyARN})
+	campaigns := &executions{}
+	svc := New(store, buys, campaigns, agents, schemas(t), Config{Run: workflow.DefaultRunConfig(), MediaBuyStateMachineARN: mediaBuyARN})
+	return fixture{svc: svc, buys: buys, store: store, execs: execs, campaigns: campaigns}
+}
+
+const mediaBuyARN = "arn:aws:states:us-east-1:000000000000:stateMachine:MediaBuy"
+
+var acme = mediabuy.Caller{Tenant: "acme", Principal: "arn:aws:iam::111122223333:user/alice"}
+
+func TestSubmitPlacesEveryLegAsAMediaBuy(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	out, err := f.svc.Submit(ctx, acme, "campaign-key-1", marshal(t, example(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.CampaignID != ID("acme", "campaign-key-1") || len(out.Legs) != 3 || out.Replayed || out.Status != Running {
+		t.Fatalf("submitted = %+v", out)
+	}
+	// One Campaign execution, named after the campaign, carries each leg's child execution:
+	// the name and input a single buy's submit would start.
+	if f.execs.count() != 0 || f.campaigns.count() != 1 {
+		t.Fatalf("%d media-buy and %d campaign executions started", f.execs.count(), f.campaigns.count())
+	}
+	in, ok := f.campaigns.starts[out.CampaignID].(ExecutionInput)
+	if !ok || in.Tenant != "acme" || in.MediaBuyStateMachineARN != mediaBuyARN || len(in.Legs) != 3 || !in.SyncPlan {
+		t.Fatalf("campaign execution input = %+v", f.campaigns.starts)
+	}
+	// The plan's sync_plans request is frozen with the campaign, before anything calls it.
+	rec, err := f.store.GetCampaign(ctx, "acme", out.CampaignID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var intent adcp.Intent
+	if err := json.Unmarshal(rec.PlanIntent, &intent); err != nil || intent.Task != adcp.ToolSyncPlans ||
+		intent.Key != "sync-plans-"+out.CampaignID || !strings.Contains(string(intent.Body), `"plan_id":"plan-spring-2027"`) ||
+		!strings.Contains(string(intent.Body), `"idempotency_key":"sync-plans-`+out.CampaignID+`"`) {
+		t.Fatalf("plan intent = %+v (%v): %s", intent, err, intent.Body)
+	}
+	for i, l := range out.Legs {
+		op, err := f.store.GetOperation(ctx, "acme", l.OperationID)
+		if err != nil {
+			t.Fatalf("leg %d: %v", i, err)
+		}
+		if op.SellerID != []string{"sim-seller", "sim-seller-2", "sim-seller-3"}[i] || op.PlanID != "plan-spring-2027" || op.Requester != acme.Principal {
+			t.Fatalf("leg %d operation = %+v", i, op)
+		}
+		leg := in.Legs[i]
+		if leg.OperationID != op.ID || leg.ExecutionName != op.ExecutionName || leg.Input.OperationID != op.ID ||
+			leg.Input.StateMachineARN != mediaBuyARN || leg.Input.Tenant != "acme" {
+			t.Fatalf("leg %d child execution = %+v", i, leg)
+		}
+	}
+	v, err := f.svc.Get(ctx, "acme", out.CampaignID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Status != Running || v.TotalBudget != "30000.00" || v.Planned != "22500.00" || v.Committed != "0.00" ||
+		len(v.Legs) != 3 || v.Legs[0].Amount != "8500.25" || v.Legs[2].Status != "requested" || len(v.BySeller) != 3 {
+		t.Fatalf("view = %+v", v)
+	}
+
+	// The same key and body replays the answer; another body under the key is refused.
+	again, err := f.svc.Submit(ctx, acme, "campaign-key-1", marshal(t, example(t)))
+	if err != nil || !again.Replayed || again.CampaignID != out.CampaignID || f.campaigns.count() != 1 {
+		t.Fatalf("replay = %+v, %v (%d executions)", again, err, f.campaigns.count())
+	}
+	other := example(t)
+	other["name"] = "another"
+	_, err = f.svc.Submit(ctx, acme, "campaign-key-1", marshal(t, other))
+	var re *mediabuy.RequestError
+	if !errors.As(err, &re) || re.Status != 422 || re.Code != "idempotency_key_reused" {
+		t.Fatalf("same key, other body: err = %v", err)
+	}
+
+	// Another tenant does not see it.
+	if _, err := f.svc.Get(ctx, "other", out.CampaignID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("other tenant's get: err = %v", err)
+	}
+	if _, err := f.svc.Events(ctx, "other", out.CampaignID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("other tenant's events: err = %v", err)
+	}
+	page, err := f.svc.List(ctx, "acme", 10, "")
+	if err != nil || len(page.Items) != 1 || page.Items[0].CampaignID != out.CampaignID {
+		t.Fatalf("list = %+v, %v", page, err)
+	}
+	evs, err := f.svc.Events(ctx, "acme", out.CampaignID)
+	if err != nil || len(evs.Items) != 4 {
+		t.Fatalf("events = %+v, %v", evs, err)
+	}
+	// The legs' events name their operation and seller; the campaign's own names neither.
+	for _, e := range evs.Items {
+		if (e.Type == "campaign_submitted") != (e.OperationID == "" && e.SellerID == "") {
+			t.Errorf("event %+v", e)
+		}
+	}
+}
+
+// A refused campaign writes nothing: no claim (the key works for the corrected body), no
+// operation, no campaign, no execution.
+func TestRefusedCampaignLeavesNothing(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	over := example(t)
+	over["total_budget"].(map[string]any)["amount"] = 22499.99
+	_, err := f.svc.Submit(ctx, acme, "campaign-key-2", marshal(t, over))
+	var re *mediabuy.RequestError
+	if !errors.As(err, &re) || re.Code != "budget_over_total" {
+		t.Fatalf("over the total: err = %v", err)
+	}
+	assertNothingStored(t, f)
+	if _, err := f.svc.Submit(ctx, acme, "campaign-key-2", marshal(t, example(t))); err != nil {
+		t.Fatalf("the corrected body under the same key: %v", err)
+	}
+}
+
+// A leg whose PO number an active buy holds refuses the whole campaign, and the other legs'
+// locks are released: nothing of the campaign stays behind.
+func TestLockedLegRefusesTheCampaign(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	m := example(t)
+	single := map[string]any{"seller_id": "sim-seller-3", "currency": "USD",
+		"governance": m["governance"], "media_buy": legBuy(m, 2)}
+	if _, err := f.buys.Submit(ctx, acme, "single-buy-key", marshal(t, single)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.svc.Submit(ctx, acme, "campaign-key-3", marshal(t, m))
+	var re *mediabuy.RequestError
+	if !errors.As(err, &re) || re.Status != 409 || re.Code != "active_buy_exists" {
+		t.Fatalf("locked leg: err = %v", err)
+	}
+	if f.execs.count() != 1 || f.campaigns.count() != 0 {
+		t.Fatalf("%d media-buy and %d campaign executions started, want only the single buy's", f.execs.count(), f.campaigns.count())
+	}
+	for i := range 2 {
+		if _, err := f.store.GetOperation(ctx, "acme", mediabuy.OperationID("acme", legKey("campaign-key-3", i))); !errors.Is(err, ledger.ErrNotFound) {
+			t.Fatalf("leg %d operation exists: %v", i, err)
+		}
+	}
+	// The first two legs' PO numbers are free again.
+	legBuy(m, 2)["po_number"] = "PO-2027-0199"
+	if _, err := f.svc.Submit(ctx, acme, "campaign-key-4", marshal(t, m)); err != nil {
+		t.Fatalf("after the refusal: %v", err)
+	}
+}
+
+func assertNothingStored(t *testing.T, f fixture) {
+	t.Helper()
+	ctx := context.Background()
+	if n := f.execs.count() + f.campaigns.count(); n != 0 {
+		t.Fatalf("%d executions started", n)
+	}
+	ops, err := f.store.ListOperations(ctx, "acme", ledger.ListOptions{})
+	if err != nil || len(ops.Items) != 0 {
+		t.Fatalf("operations = %+v, %v", ops.Items, err)
+	}
+	cps, err := f.store.ListCampaigns(ctx, "acme", 10, "")
+	if err != nil || len(cps.Items) != 0 {
+		t.Fatalf("campaigns = %+v, %v", cps.Items, err)
+	}
+}

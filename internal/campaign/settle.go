@@ -1,0 +1,293 @@
+package campaign
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/money"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// The campaign function's actions (statemachine/campaign.asl.json).
+const (
+	// ActionLeg reads one leg's status (a leg whose media buy continued as a new execution).
+	ActionLeg = "leg"
+	// ActionSettle derives the campaign's outcome and, under all_or_nothing, the legs to cancel.
+	ActionSettle = "settle"
+	// ActionSyncPlans pushes the campaign's plan to its governance agent (sync_plans).
+	ActionSyncPlans = "sync_plans"
+	// ActionClose fails the legs that never started, after the plan could not be pushed.
+	ActionClose = "close"
+)
+
+// TaskInput is the campaign function's payload.
+type TaskInput struct {
+	Action      string `json:"action"`
+	Tenant      string `json:"tenant"`
+	CampaignID  string `json:"campaign_id,omitempty"`
+	OperationID string `json:"operation_id,omitempty"`
+	// Failure is why the legs are closed (ActionClose): the Catch of the step that failed.
+	Failure *workflow.StepError `json:"failure,omitempty"`
+}
+
+// PlanSynced answers ActionSyncPlans.
+type PlanSynced struct {
+	PlanID   string `json:"plan_id"`
+	Status   string `json:"status"`
+	Replayed bool   `json:"replayed"`
+}
+
+// Closed answers ActionClose: the legs failed before they started.
+type Closed struct {
+	Closed []string `json:"closed"`
+}
+
+// LegStatus answers ActionLeg.
+type LegStatus struct {
+	Status   workflow.Status `json:"status"`
+	Terminal bool            `json:"terminal"`
+}
+
+// Settled answers ActionSettle: the campaign's status, what it committed, and the legs to
+// cancel (all_or_nothing with a leg that did not complete).
+type Settled struct {
+	Status     Status         `json:"status"`
+	Committed  string         `json:"committed"`
+	Currency   string         `json:"currency"`
+	Compensate []Compensation `json:"compensate"`
+}
+
+// Compensation names one placed leg to cancel and why.
+type Compensation struct {
+	OperationID string `json:"operation_id"`
+	Reason      string `json:"reason"`
+}
+
+// Facts is what the campaign function reads (the campaign and its legs' operations) and the
+// one thing it writes: the campaign's final status.
+type Facts interface {
+	GetCampaign(ctx context.Context, tenant, id string) (*ledger.Campaign, error)
+	GetOperation(ctx context.Context, tenant, id string) (*ledger.Operation, error)
+	SettleCampaign(ctx context.Context, tenant, id, outcome string) error
+	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch ledger.Changes) (*ledger.Operation, error)
+	AcquireLock(ctx context.Context, name, owner string, ttl time.Duration) (ledger.Lease, error)
+	ReleaseLock(ctx context.Context, l ledger.Lease) error
+}
+
+// PlanSyncer sends a sync_plans intent to a governance agent (internal/adcp's client).
+type PlanSyncer interface {
+	SyncPlans(ctx context.Context, agentID string, in adcp.Intent) (*adcp.SyncPlansResult, error)
+}
+
+var _ Facts = (*ledger.Store)(nil)
+
+// Settler serves the campaign state machine's Lambda tasks. Every leg's facts are written by its
+// own media buy's stages and the cancels by the create function; the Settler writes only the
+// campaign's final status.
+type Settler struct {
+	facts  Facts
+	agents PlanSyncer
+}
+
+// NewSettler returns the campaign function's handler; agents pushes plans.
+func NewSettler(f Facts, agents PlanSyncer) *Settler { return &Settler{facts: f, agents: agents} }
+
+// Handle serves one task payload. Errors come back bare (workflow.TaskError) so the state
+// machine's Retry matches TransientError.
+func (s *Settler) Handle(ctx context.Context, raw json.RawMessage) (any, error) {
+	out, err := s.handle(ctx, raw)
+	if err != nil {
+		return nil, workflow.TaskError(err)
+	}
+	return out, nil
+}
+
+func (s *Settler) handle(ctx context.Context, raw json.RawMessage) (any, error) {
+	var in TaskInput
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return nil, &workflow.InvalidInputError{Field: "payload", Reason: err.Error()}
+	}
+	switch in.Action {
+	case ActionLeg:
+		op, err := s.operation(ctx, in.Tenant, in.OperationID)
+		if err != nil {
+			return nil, err
+		}
+		return LegStatus{Status: op.Status, Terminal: op.Status.Terminal()}, nil
+	case ActionSettle:
+		return s.Settle(ctx, in.Tenant, in.CampaignID)
+	case ActionSyncPlans:
+		return s.SyncPlans(ctx, in.Tenant, in.CampaignID)
+	case ActionClose:
+		return s.Close(ctx, in.Tenant, in.CampaignID, in.Failure)
+	}
+	return nil, &workflow.InvalidInputError{Field: "action", Reason: fmt.Sprintf("%q is not one of %s, %s, %s, %s", in.Action, ActionLeg, ActionSettle, ActionSyncPlans, ActionClose)}
+}
+
+func (s *Settler) operation(ctx context.Context, tenant, id string) (*ledger.Operation, error) {
+	op, err := s.facts.GetOperation(ctx, tenant, id)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return nil, &workflow.NotFoundError{OperationID: id}
+	}
+	if err != nil {
+		return nil, &workflow.TransientError{Reason: "read operation " + id + ": " + err.Error()}
+	}
+	return op, nil
+}
+
+func (s *Settler) campaign(ctx context.Context, tenant, id string) (*ledger.Campaign, error) {
+	rec, err := s.facts.GetCampaign(ctx, tenant, id)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return nil, &workflow.TerminalError{Code: "campaign_not_found", Reason: "no campaign " + id + " for tenant " + tenant}
+	}
+	if err != nil {
+		return nil, &workflow.TransientError{Reason: "read campaign " + id + ": " + err.Error()}
+	}
+	return rec, nil
+}
+
+// SyncPlans sends the campaign's frozen sync_plans request (the same key and bytes on every
+// attempt) to its governance agent. A plan the agent does not accept is a TerminalError: the
+// legs must not be checked against a plan the agent does not hold.
+func (s *Settler) SyncPlans(ctx context.Context, tenant, id string) (PlanSynced, error) {
+	rec, err := s.campaign(ctx, tenant, id)
+	if err != nil {
+		return PlanSynced{}, err
+	}
+	if len(rec.PlanIntent) == 0 {
+		return PlanSynced{}, &workflow.TerminalError{Code: "no_plan", Reason: "campaign " + id + " carries no plan to push"}
+	}
+	var intent adcp.Intent
+	if err := json.Unmarshal(rec.PlanIntent, &intent); err != nil {
+		return PlanSynced{}, &workflow.TerminalError{Code: "invalid_intent", Reason: "campaign " + id + ": " + err.Error()}
+	}
+	res, err := s.agents.SyncPlans(ctx, rec.GovernanceAgentID, intent)
+	if err != nil {
+		what := "sync_plans at " + rec.GovernanceAgentID
+		if adcp.Decide(err) == adcp.DecisionRetry {
+			return PlanSynced{}, &workflow.TransientError{Reason: what + ": " + err.Error(), RetryAfterSeconds: int(adcp.RetryAfter(err) / time.Second)}
+		}
+		return PlanSynced{}, &workflow.TerminalError{Code: "plan_not_synced", Reason: what + ": " + err.Error()}
+	}
+	for _, p := range res.Plans {
+		if p.PlanID != rec.PlanID {
+			continue
+		}
+		if p.Status != "active" {
+			return PlanSynced{}, &workflow.TerminalError{Code: "plan_not_synced",
+				Reason: fmt.Sprintf("governance agent %s holds plan %s as %q, not active", rec.GovernanceAgentID, rec.PlanID, p.Status)}
+		}
+		return PlanSynced{PlanID: p.PlanID, Status: p.Status, Replayed: res.Replayed}, nil
+	}
+	return PlanSynced{}, &workflow.TerminalError{Code: "plan_not_synced",
+		Reason: fmt.Sprintf("governance agent %s did not answer for plan %s", rec.GovernanceAgentID, rec.PlanID)}
+}
+
+// Close fails every leg that has not started (status requested), with the failure's cause as
+// the reason, and frees its PO number: nothing was sent to any seller. A leg that already
+// moved on is left to its own execution.
+func (s *Settler) Close(ctx context.Context, tenant, id string, failure *workflow.StepError) (Closed, error) {
+	rec, err := s.campaign(ctx, tenant, id)
+	if err != nil {
+		return Closed{}, err
+	}
+	reason := "the campaign's plan could not be pushed to its governance agent, so no leg was checked or sent to a seller"
+	if failure != nil && failure.Cause != "" {
+		reason += ": " + failure.Cause
+	}
+	out := Closed{Closed: []string{}}
+	for _, leg := range rec.Legs {
+		op, err := s.operation(ctx, tenant, leg.OperationID)
+		if err != nil {
+			return Closed{}, err
+		}
+		if op.Status == workflow.StatusRequested {
+			_, err := s.facts.Transition(ctx, tenant, op.ID, workflow.StatusFailed, op.Version, ledger.Changes{Reason: &reason, Actor: "system"})
+			if err != nil && !errors.Is(err, ledger.ErrConflict) {
+				return Closed{}, &workflow.TransientError{Reason: "fail leg " + op.ID + ": " + err.Error()}
+			}
+			if err == nil {
+				out.Closed = append(out.Closed, op.ID)
+			}
+		}
+		if err := s.releaseLock(ctx, tenant, leg); err != nil {
+			return Closed{}, err
+		}
+	}
+	return out, nil
+}
+
+// releaseLock frees the leg's business-key lock when the leg still holds it: the lock is
+// re-taken by its owner (the operation id; this succeeds only while it is the leg's or free)
+// and released at once, as a buy's own end does.
+func (s *Settler) releaseLock(ctx context.Context, tenant string, leg ledger.CampaignLeg) error {
+	lease, err := s.facts.AcquireLock(ctx, ledger.BusinessKeyLock(tenant, leg.SellerID, leg.PONumber), leg.OperationID, time.Minute)
+	var held *ledger.LockHeldError
+	switch {
+	case errors.As(err, &held):
+		return nil
+	case err != nil:
+		return &workflow.TransientError{Reason: "take the lock of leg " + leg.OperationID + ": " + err.Error()}
+	}
+	if err := s.facts.ReleaseLock(ctx, lease); err != nil && !errors.Is(err, ledger.ErrLeaseLost) {
+		return &workflow.TransientError{Reason: "release the lock of leg " + leg.OperationID + ": " + err.Error()}
+	}
+	return nil
+}
+
+// Settle derives the campaign's outcome from its legs' operations. Under all_or_nothing, a
+// campaign in which some leg ended without completing names every completed leg to cancel,
+// with the reason the cancel records at the seller and in the leg's timeline (the create
+// function bounds its length).
+func (s *Settler) Settle(ctx context.Context, tenant, id string) (Settled, error) {
+	rec, err := s.campaign(ctx, tenant, id)
+	if err != nil {
+		return Settled{}, err
+	}
+	states := make([]LegState, len(rec.Legs))
+	var why string
+	for i, leg := range rec.Legs {
+		op, err := s.operation(ctx, tenant, leg.OperationID)
+		if err != nil {
+			return Settled{}, err
+		}
+		amount, err := money.ParseDecimal(leg.Amount, rec.Currency)
+		if err != nil {
+			return Settled{}, &workflow.TerminalError{Code: "invalid_amount", Reason: fmt.Sprintf("campaign %s leg %s: %v", id, leg.OperationID, err)}
+		}
+		states[i] = LegState{SellerID: leg.SellerID, Status: op.Status, Amount: amount}
+		if why == "" && op.Status != workflow.StatusCompleted {
+			why = fmt.Sprintf("the campaign is all_or_nothing and its leg at %s (%s) ended %s", leg.SellerID, leg.OperationID, op.Status)
+			if op.Reason != "" {
+				why += ": " + op.Reason
+			}
+		}
+	}
+	o := Decide(rec.Currency, states)
+	out := Settled{Status: o.Status, Committed: o.Committed.Decimal(), Currency: rec.Currency, Compensate: []Compensation{}}
+	if Policy(rec.Policy) == AllOrNothing && o.Status == PartiallyCompleted && rec.Outcome == "" {
+		for i, st := range states {
+			if st.Status == workflow.StatusCompleted {
+				out.Compensate = append(out.Compensate, Compensation{OperationID: rec.Legs[i].OperationID, Reason: why})
+			}
+		}
+		return out, nil // the outcome follows the cancels
+	}
+	if o.Status == Running {
+		return out, nil // a leg that could not start: nothing is final to record
+	}
+	// Nothing is left to do: this is the campaign's outcome (a cancel that failed leaves its leg
+	// committed, and the outcome says so).
+	if err := s.facts.SettleCampaign(ctx, tenant, id, string(o.Status)); err != nil && !errors.Is(err, ledger.ErrConflict) {
+		return Settled{}, &workflow.TransientError{Reason: "record the outcome of campaign " + id + ": " + err.Error()}
+	}
+	return out, nil
+}

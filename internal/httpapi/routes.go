@@ -1,0 +1,78 @@
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// Path is the request's path without a trailing slash or a named stage.
+func Path(req events.APIGatewayV2HTTPRequest) string {
+	path := strings.TrimSuffix(req.RawPath, "/")
+	if s := req.RequestContext.Stage; s != "" && s != "$default" {
+		path = strings.TrimPrefix(path, "/"+s)
+	}
+	return path
+}
+
+// Prefixed serves the paths under prefix (the prefix itself included) with h and every other
+// path with next: one function behind several route prefixes.
+func Prefixed(prefix string, h, next Handler) Handler {
+	return func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		if p := Path(req); p == prefix || strings.HasPrefix(p, prefix+"/") {
+			return h(ctx, req)
+		}
+		return next(ctx, req)
+	}
+}
+
+var idemKeyRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{8,255}$`)
+
+// Submission reads what every submit route needs: the Idempotency-Key and the JSON body. what
+// names the thing submitted in the refusals ("media buy", "campaign"); a refusal is the
+// response to send.
+func Submission(req events.APIGatewayV2HTTPRequest, what string) (string, []byte, *events.APIGatewayV2HTTPResponse) {
+	key := Header(req, "Idempotency-Key")
+	if !idemKeyRE.MatchString(key) {
+		resp := Error(http.StatusBadRequest, "missing_idempotency_key",
+			"send an Idempotency-Key header (8-255 of A-Z a-z 0-9 _ . : -), the same on every retry of this "+what, "Idempotency-Key")
+		return "", nil, &resp
+	}
+	if ct := Header(req, "Content-Type"); ct != "" && !IsJSON(ct) {
+		resp := Error(http.StatusUnsupportedMediaType, "unsupported_media_type", "send the "+what+" as application/json", "Content-Type")
+		return "", nil, &resp
+	}
+	body, err := Body(req)
+	if err != nil {
+		resp := Error(http.StatusBadRequest, "malformed_body", "the body could not be decoded", "")
+		return "", nil, &resp
+	}
+	return key, body, nil
+}
+
+// Limit reads a listing's limit query parameter (default 25, at most 100); a refusal is the
+// response to send.
+func Limit(req events.APIGatewayV2HTTPRequest) (int, *events.APIGatewayV2HTTPResponse) {
+	s := req.QueryStringParameters["limit"]
+	if s == "" {
+		return 25, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 100 {
+		resp := Error(http.StatusBadRequest, "invalid_limit", "limit must be an integer from 1 to 100", "limit")
+		return 0, &resp
+	}
+	return n, nil
+}
+
+// Unexpected answers an error that is not a refusal: logged with the request id, never its
+// text in the body, and a 500 that says a retry with the same key is safe.
+func Unexpected(log *slog.Logger, requestID string, err error) events.APIGatewayV2HTTPResponse {
+	log.Error("request failed", "requestId", requestID, "err", err)
+	return Error(500, "internal", "buyflow could not complete the request; it is safe to retry with the same Idempotency-Key (request "+requestID+")", "")
+}

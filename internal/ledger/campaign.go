@@ -1,0 +1,203 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Campaign is the ledger's record of one campaign: one plan bought across several sellers. It
+// holds what the buyer asked for and which operation each leg is; every leg's status lives on its
+// own operation (the facts are written once), and a campaign's status is derived from them.
+type Campaign struct {
+	ID                string `dynamodbav:"id"`
+	Tenant            string `dynamodbav:"tenant"`
+	Name              string `dynamodbav:"name,omitempty"`
+	GovernanceAgentID string `dynamodbav:"governance_agent_id"`
+	PlanID            string `dynamodbav:"plan_id"`
+	// Policy is the partial-failure policy (best_effort or all_or_nothing).
+	Policy string `dynamodbav:"policy"`
+	// BudgetTotal is the campaign's total budget as a decimal string; never a float.
+	BudgetTotal string        `dynamodbav:"budget_total"`
+	Currency    string        `dynamodbav:"currency"`
+	Requester   string        `dynamodbav:"requester,omitempty"`
+	Legs        []CampaignLeg `dynamodbav:"legs"`
+	// PlanIntent is the frozen sync_plans request (an adcp.Intent as JSON: task, idempotency key,
+	// exact bytes) when the campaign pushes its plan: written with the campaign, before the
+	// call, and sent as is by every attempt.
+	PlanIntent []byte    `dynamodbav:"plan_intent,omitempty"`
+	CreatedAt  time.Time `dynamodbav:"created_at"`
+	// Outcome is the final status the Campaign execution recorded once nothing was left to do
+	// (no cancel pending); empty while it runs.
+	Outcome   string    `dynamodbav:"outcome,omitempty"`
+	SettledAt time.Time `dynamodbav:"settled_at,omitempty"`
+}
+
+// CampaignLeg is one media buy of a campaign.
+type CampaignLeg struct {
+	OperationID string `dynamodbav:"operation_id"`
+	SellerID    string `dynamodbav:"seller_id"`
+	PONumber    string `dynamodbav:"po_number"`
+	// Amount is the leg's amount (the buy's one amount) as a decimal string.
+	Amount string `dynamodbav:"amount"`
+}
+
+type campaignItem struct {
+	PK     string `dynamodbav:"pk"`
+	SK     string `dynamodbav:"sk"`
+	GSI2PK string `dynamodbav:"gsi2pk"`
+	GSI2SK string `dynamodbav:"gsi2sk"`
+	Campaign
+}
+
+const skCampaign = "CAMPAIGN"
+
+func campaignPK(tenant, id string) string { return tenantPrefix(tenant) + "CAMPAIGN#" + id }
+
+// campaignGSI is the gsi2 partition of a tenant's campaigns: apart from its operations' (so that
+// neither listing sees the other's items) and still scoped by the tenant.
+func campaignGSI(tenant string) string { return "CAMPAIGNS#" + tenant }
+
+// CreateCampaign stores a new campaign (conditional on its key being free). A campaign with the
+// same id already stored answers a *ConflictError: a retry of the same submit converges on it.
+func (s *Store) CreateCampaign(ctx context.Context, c Campaign) (*Campaign, error) {
+	if err := checkID("tenant", c.Tenant); err != nil {
+		return nil, err
+	}
+	if err := checkID("campaign id", c.ID); err != nil {
+		return nil, err
+	}
+	c.CreatedAt = s.now()
+	av, err := attributevalue.MarshalMap(campaignItem{
+		PK: campaignPK(c.Tenant, c.ID), SK: skCampaign,
+		GSI2PK: campaignGSI(c.Tenant), GSI2SK: fmtTime(c.CreatedAt) + "#" + c.ID, Campaign: c,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ledger: encode campaign %s: %w", c.ID, err)
+	}
+	e, err := build(expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrPK))))
+	if err != nil {
+		return nil, err
+	}
+	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.table), Item: av,
+		ConditionExpression: e.Condition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+	})
+	if failed, _ := conditionFailed(err); failed {
+		return nil, &ConflictError{What: "campaign " + c.ID}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ledger: create campaign %s: %w", c.ID, err)
+	}
+	return &c, nil
+}
+
+// SettleCampaign records the campaign's final status, once: the condition is
+//
+//	attribute_exists(pk) AND (attribute_not_exists(outcome) OR outcome = :outcome)
+//
+// so a retry of the same settle succeeds and another outcome is a conflict (ErrConflict).
+func (s *Store) SettleCampaign(ctx context.Context, tenant, id, outcome string) error {
+	if checkID("tenant", tenant) != nil || checkID("campaign id", id) != nil || outcome == "" {
+		return fmt.Errorf("%w: tenant, campaign id and outcome are required", ErrInvalidArgument)
+	}
+	cond := expression.AttributeExists(expression.Name(AttrPK)).And(expression.Or(
+		expression.AttributeNotExists(expression.Name("outcome")),
+		expression.Name("outcome").Equal(expression.Value(outcome))))
+	up := expression.Set(expression.Name("outcome"), expression.Value(outcome)).
+		Set(expression.Name("settled_at"), expression.Value(s.now()))
+	e, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(up))
+	if err != nil {
+		return err
+	}
+	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: key(campaignPK(tenant, id), skCampaign),
+		ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
+		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+	})
+	if failed, _ := conditionFailed(err); failed {
+		return &ConflictError{What: "campaign " + id + " outcome"}
+	}
+	if err != nil {
+		return fmt.Errorf("ledger: settle campaign %s: %w", id, err)
+	}
+	return nil
+}
+
+// GetCampaign returns the tenant's campaign id; another tenant's id is ErrNotFound.
+func (s *Store) GetCampaign(ctx context.Context, tenant, id string) (*Campaign, error) {
+	if checkID("tenant", tenant) != nil || checkID("campaign id", id) != nil {
+		return nil, ErrNotFound
+	}
+	item, err := s.getItem(ctx, key(campaignPK(tenant, id), skCampaign))
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("ledger: get campaign %s: %w", id, err)
+	}
+	return decodeCampaign(item, tenant)
+}
+
+func decodeCampaign(item map[string]types.AttributeValue, tenant string) (*Campaign, error) {
+	var it campaignItem
+	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
+		return nil, fmt.Errorf("ledger: decode campaign: %w", err)
+	}
+	if it.Tenant != tenant { // defence in depth: the key already scopes it
+		return nil, ErrNotFound
+	}
+	return &it.Campaign, nil
+}
+
+// ListCampaigns lists the tenant's campaigns, newest first (gsi2). The cursor is opaque and is
+// refused if it does not belong to this tenant's campaign listing.
+func (s *Store) ListCampaigns(ctx context.Context, tenant string, limit int, cursor string) (Page[*Campaign], error) {
+	if err := checkID("tenant", tenant); err != nil {
+		return Page[*Campaign]{}, err
+	}
+	start, err := decodeCursor(cursor, func(k map[string]string) bool {
+		return strings.HasPrefix(k[AttrPK], tenantPrefix(tenant)+"CAMPAIGN#") && k[AttrSK] == skCampaign &&
+			(k[AttrGSI2PK] == "" || k[AttrGSI2PK] == campaignGSI(tenant)) && onlyKeys(k, AttrPK, AttrSK, AttrGSI2PK, AttrGSI2SK)
+	})
+	if err != nil {
+		return Page[*Campaign]{}, err
+	}
+	e, err := build(expression.NewBuilder().WithKeyCondition(expression.Key(AttrGSI2PK).Equal(expression.Value(campaignGSI(tenant)))))
+	if err != nil {
+		return Page[*Campaign]{}, err
+	}
+	out, err := s.api.Query(ctx, &dynamodb.QueryInput{
+		TableName: aws.String(s.table), IndexName: aws.String(IndexTenant),
+		KeyConditionExpression: e.KeyCondition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+		ScanIndexForward: aws.Bool(false), Limit: aws.Int32(int32(clampLimit(limit))), ExclusiveStartKey: start,
+	})
+	if err != nil {
+		return Page[*Campaign]{}, fmt.Errorf("ledger: list campaigns of tenant %s: %w", tenant, err)
+	}
+	var page Page[*Campaign]
+	for _, item := range out.Items {
+		c, err := decodeCampaign(item, tenant)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return Page[*Campaign]{}, err
+		}
+		page.Items = append(page.Items, c)
+	}
+	if len(out.LastEvaluatedKey) > 0 {
+		if page.Cursor, err = encodeCursor(out.LastEvaluatedKey); err != nil {
+			return Page[*Campaign]{}, err
+		}
+	}
+	return page, nil
+}

@@ -1,0 +1,121 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/buyflow/buyflow/internal/ledger"
+)
+
+func newCampaign(tenant, id string) ledger.Campaign {
+	return ledger.Campaign{
+		ID: id, Tenant: tenant, GovernanceAgentID: "gov", PlanID: "plan-1", Policy: "best_effort",
+		BudgetTotal: "30000.00", Currency: "USD", Requester: "dev:" + tenant,
+		Legs: []ledger.CampaignLeg{
+			{OperationID: "mb-a", SellerID: "seller-a", PONumber: "PO-A", Amount: "10000.00"},
+			{OperationID: "mb-b", SellerID: "seller-b", PONumber: "PO-B", Amount: "20000.00"},
+		},
+	}
+}
+
+func TestCampaignRoundTripAndConflict(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	if _, err := s.CreateCampaign(ctx, newCampaign("acme", "cp-1")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetCampaign(ctx, "acme", "cp-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Legs) != 2 || got.Legs[1].Amount != "20000.00" || got.Legs[0].OperationID != "mb-a" || got.CreatedAt.IsZero() {
+		t.Fatalf("round trip: %+v", got)
+	}
+	_, err = s.CreateCampaign(ctx, newCampaign("acme", "cp-1"))
+	if !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("second create: err = %v, want a conflict", err)
+	}
+}
+
+// Another tenant's campaign, and one whose id tries to spell another key, are not found.
+func TestCampaignTenantIsolation(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	if _, err := s.CreateCampaign(ctx, newCampaign("acme", "cp-1")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ tenant, id string }{{"other", "cp-1"}, {"acme", "cp-1#x"}, {"acme#CAMPAIGN", "cp-1"}} {
+		if _, err := s.GetCampaign(ctx, c.tenant, c.id); !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("get %s/%s: err = %v, want not found", c.tenant, c.id, err)
+		}
+	}
+	page, err := s.ListCampaigns(ctx, "other", 10, "")
+	if err != nil || len(page.Items) != 0 {
+		t.Fatalf("other tenant's list = %+v, %v", page.Items, err)
+	}
+	// The campaign listing and the operations listing share an index and never mix.
+	ops, err := s.ListOperations(ctx, "acme", ledger.ListOptions{})
+	if err != nil || len(ops.Items) != 0 {
+		t.Fatalf("operations of acme = %+v, %v", ops.Items, err)
+	}
+}
+
+func TestListCampaignsNewestFirstWithCursor(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	for i := range 3 {
+		if _, err := s.CreateCampaign(ctx, newCampaign("acme", fmt.Sprintf("cp-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustCreate(t, s, newOp("op-1"))
+	first, err := s.ListCampaigns(ctx, "acme", 2, "")
+	if err != nil || len(first.Items) != 2 || first.Cursor == "" || first.Items[0].ID != "cp-2" {
+		t.Fatalf("first page = %+v, %v", first, err)
+	}
+	second, err := s.ListCampaigns(ctx, "acme", 2, first.Cursor)
+	if err != nil || len(second.Items) != 1 || second.Items[0].ID != "cp-0" {
+		t.Fatalf("second page = %+v, %v", second, err)
+	}
+	if _, err := s.ListCampaigns(ctx, "other", 2, first.Cursor); !errors.Is(err, ledger.ErrInvalidCursor) {
+		t.Fatalf("another tenant's cursor: err = %v", err)
+	}
+	if _, err := s.ListOperations(ctx, "acme", ledger.ListOptions{Cursor: first.Cursor}); !errors.Is(err, ledger.ErrInvalidCursor) {
+		t.Fatalf("a campaign cursor in the operations listing: err = %v", err)
+	}
+}
+
+// The outcome is recorded once: the same again is a retry, another one a conflict, and an
+// unknown campaign is not created by it.
+func TestSettleCampaignOnce(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	if _, err := s.CreateCampaign(ctx, newCampaign("acme", "cp-1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SettleCampaign(ctx, "acme", "cp-1", "failed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SettleCampaign(ctx, "acme", "cp-1", "failed"); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if err := s.SettleCampaign(ctx, "acme", "cp-1", "completed"); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("another outcome: err = %v", err)
+	}
+	got, err := s.GetCampaign(ctx, "acme", "cp-1")
+	if err != nil || got.Outcome != "failed" || got.SettledAt.IsZero() {
+		t.Fatalf("campaign = %+v, %v", got, err)
+	}
+	if err := s.SettleCampaign(ctx, "other", "cp-1", "failed"); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("another tenant's campaign: err = %v", err)
+	}
+	if _, err := s.GetCampaign(ctx, "other", "cp-1"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("settle created another tenant's item: %v", err)
+	}
+}
