@@ -131,32 +131,72 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 	stack := awscdk.NewStack(scope, &id, &sp)
 	warnUnsetConfig(stack, cfg)
 	b := &BuyflowStack{Stack: stack, Functions: map[string]awslambda.Function{}, Secrets: map[string]awssecretsmanager.Secret{}}
-	logGroup := func(id string) awslogs.LogGroup {
+	p := &stackParts{app: app, cfg: cfg, stackName: stackName, removal: removal}
+	p.logGroup = func(id string) awslogs.LogGroup {
 		return awslogs.NewLogGroup(stack, jsii.String(id), &awslogs.LogGroupProps{Retention: retention, RemovalPolicy: removal})
 	}
 
 	// The ledger, from the same schema the local stack creates.
 	b.Table = newTable(stack, cfg, removal)
+	b.addStateMachineArns(p)
+	b.addSecrets(p)
+	b.addAPI(p)
+	if err := b.addFunctions(p); err != nil {
+		return nil, err
+	}
+	b.addStateMachine(p, props.Definition)
+	if props.CampaignDefinition != "" {
+		b.addCampaigns(app, props.CampaignDefinition, p.campaignsName, p.smName, p.executionsArn, p.logGroup("CampaignStateMachineLogs"), cfg)
+	}
+	b.addRoutes(app)
+	b.addSchedules(p)
+	b.addAlarms(app, cfg)
+	b.addOutputs(p)
+	return b, nil
+}
 
-	// The state machine's ARN from its fixed name: no reference to the resource, no cycle.
-	smName := stackName + "-" + app.StateMachineName
+// stackParts is what NewBuyflowStack's steps share: the inputs, and the names and ARNs one
+// step makes and a later one uses.
+type stackParts struct {
+	app       topology.Application
+	cfg       Config
+	stackName string
+	removal   awscdk.RemovalPolicy
+	// logGroup creates a log group with the stack's retention and removal policy.
+	logGroup func(id string) awslogs.LogGroup
+
+	smName, campaignsName string  // the state machines' fixed names
+	executionsArn         *string // the MediaBuy state machine's executions
+	agentsPrefix          string  // the name prefix of the agents' credentials
+	agentsPrefixArn       *string
+	apiURL, callerURI     *string
+}
+
+// addStateMachineArns builds the state machines' ARNs from their fixed names: no reference to
+// the resources, so no cycle between the state machines and the functions they invoke.
+func (b *BuyflowStack) addStateMachineArns(p *stackParts) {
+	stack := b.Stack
+	p.smName = p.stackName + "-" + p.app.StateMachineName
 	b.StateMachineArn = stack.FormatArn(&awscdk.ArnComponents{
 		Service: jsii.String("states"), Resource: jsii.String("stateMachine"),
-		ResourceName: jsii.String(smName), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+		ResourceName: jsii.String(p.smName), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
 	})
-	campaignsName := stackName + "-" + app.CampaignStateMachineName
+	p.campaignsName = p.stackName + "-" + p.app.CampaignStateMachineName
 	b.CampaignStateMachineArn = stack.FormatArn(&awscdk.ArnComponents{
 		Service: jsii.String("states"), Resource: jsii.String("stateMachine"),
-		ResourceName: jsii.String(campaignsName), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+		ResourceName: jsii.String(p.campaignsName), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
 	})
 	// Its executions (…:execution:<name>:<execution>), for functions that read their state.
-	executionsArn := stack.FormatArn(&awscdk.ArnComponents{
+	p.executionsArn = stack.FormatArn(&awscdk.ArnComponents{
 		Service: jsii.String("states"), Resource: jsii.String("execution"),
-		ResourceName: jsii.String(smName + ":*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+		ResourceName: jsii.String(p.smName + ":*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
 	})
+}
 
-	// Secrets: named, so functions get plain names; the agents' credentials are created by the
-	// operator under a prefix.
+// addSecrets creates the secrets: named, so functions get plain names; the agents'
+// credentials are created by the operator under a prefix.
+func (b *BuyflowStack) addSecrets(p *stackParts) {
+	stack, stackName, removal := b.Stack, p.stackName, p.removal
 	linkSeed := awssecretsmanager.NewSecret(stack, jsii.String("LinkKeySeed"), &awssecretsmanager.SecretProps{
 		SecretName:  jsii.String(stackName + "/approval-link-key-seed"),
 		Description: jsii.String("Random seed of the first approval-link signing key (read only by CloudFormation)."),
@@ -187,20 +227,24 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 		RemovalPolicy:     removal,
 	})
 	suppress(b.Secrets[topology.EnvSlackSecret], "AwsSolutions-SMG4", reasonSlackRotation)
-	agentsPrefix := stackName + "/agents/"
-	agentsPrefixArn := stack.FormatArn(&awscdk.ArnComponents{
+	p.agentsPrefix = stackName + "/agents/"
+	p.agentsPrefixArn = stack.FormatArn(&awscdk.ArnComponents{
 		Service: jsii.String("secretsmanager"), Resource: jsii.String("secret"),
-		ResourceName: jsii.String(agentsPrefix + "*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
+		ResourceName: jsii.String(p.agentsPrefix + "*"), ArnFormat: awscdk.ArnFormat_COLON_RESOURCE_NAME,
 	})
+}
 
-	// The HTTP API (its URL goes into the functions' environment; the API itself does not
-	// depend on any function, only its routes and integrations do).
+// addAPI creates the HTTP API and its stage. It comes before the functions: its URL goes into
+// their environment (the API itself does not depend on any function, only its routes and
+// integrations do; see addRoutes).
+func (b *BuyflowStack) addAPI(p *stackParts) {
+	stack, cfg := b.Stack, p.cfg
 	b.Api = awsapigatewayv2.NewHttpApi(stack, jsii.String("Api"), &awsapigatewayv2.HttpApiProps{
-		ApiName:            jsii.String(stackName),
+		ApiName:            jsii.String(p.stackName),
 		Description:        jsii.String("buyflow: media buys (IAM), seller webhooks and approval links (signed)"),
 		CreateDefaultStage: jsii.Bool(false),
 	})
-	apiLogs := logGroup("ApiAccessLogs")
+	apiLogs := p.logGroup("ApiAccessLogs")
 	b.Stage = awsapigatewayv2.NewHttpStage(stack, jsii.String("ApiStage"), &awsapigatewayv2.HttpStageProps{
 		HttpApi:    b.Api,
 		StageName:  jsii.String("$default"),
@@ -211,156 +255,182 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 			format:      awsapigateway.AccessLogFormat_Custom(jsii.String(accessLogFormat)),
 		},
 	})
-	apiURL := b.Stage.Url()
-	callerURI := apiURL
+	p.apiURL = b.Stage.Url()
+	p.callerURI = p.apiURL
 	if cfg.CallerURI != "" {
-		callerURI = jsii.String(cfg.CallerURI)
+		p.callerURI = jsii.String(cfg.CallerURI)
 	}
+}
 
-	envValue := func(name string) (*string, error) {
-		switch name {
-		case topology.EnvTableName:
-			return b.Table.TableName(), nil
-		case topology.EnvStateMachineARN:
-			return b.StateMachineArn, nil
-		case topology.EnvCampaignsARN:
-			return b.CampaignStateMachineArn, nil
-		case topology.EnvOperators:
-			return jsii.String(cfg.Operators), nil
-		case topology.EnvAgentsSecretPrefix:
-			return jsii.String(agentsPrefix), nil
-		case topology.EnvLinkKeySecret, topology.EnvSlackSecret:
-			return b.Secrets[name].SecretName(), nil
-		case topology.EnvPublicBaseURL:
-			return apiURL, nil
-		case topology.EnvApprovalPolicy:
-			return jsii.String(cfg.ApprovalPolicy), nil
-		case topology.EnvCallerURI:
-			return callerURI, nil
-		case topology.EnvRunConfig:
-			return jsii.String(cfg.RunConfig), nil
-		}
-		return nil, fmt.Errorf("infra: no value for environment variable %s", name)
+// envValue is the value of the environment variable name in a function of the stack.
+func (b *BuyflowStack) envValue(p *stackParts, name string) (*string, error) {
+	cfg := p.cfg
+	switch name {
+	case topology.EnvTableName:
+		return b.Table.TableName(), nil
+	case topology.EnvStateMachineARN:
+		return b.StateMachineArn, nil
+	case topology.EnvCampaignsARN:
+		return b.CampaignStateMachineArn, nil
+	case topology.EnvOperators:
+		return jsii.String(cfg.Operators), nil
+	case topology.EnvAgentsSecretPrefix:
+		return jsii.String(p.agentsPrefix), nil
+	case topology.EnvLinkKeySecret, topology.EnvSlackSecret:
+		return b.Secrets[name].SecretName(), nil
+	case topology.EnvPublicBaseURL:
+		return p.apiURL, nil
+	case topology.EnvApprovalPolicy:
+		return jsii.String(cfg.ApprovalPolicy), nil
+	case topology.EnvCallerURI:
+		return p.callerURI, nil
+	case topology.EnvRunConfig:
+		return jsii.String(cfg.RunConfig), nil
 	}
+	return nil, fmt.Errorf("infra: no value for environment variable %s", name)
+}
 
+// addFunctions creates one Lambda per topology function, each with its own role and grants.
+func (b *BuyflowStack) addFunctions(p *stackParts) error {
 	// The ledger's ARNs: the table and each of its indexes by name (no index/* wildcard).
 	ledgerArns := []*string{b.Table.TableArn()}
 	for _, g := range ledger.TableSchema("").GlobalSecondaryIndexes {
 		ledgerArns = append(ledgerArns, awscdk.Fn_Join(jsii.String(""), &[]*string{b.Table.TableArn(), jsii.String("/index/" + *g.IndexName)}))
 	}
+	for _, f := range p.app.Functions {
+		fn, role, err := b.addFunction(p, f)
+		if err != nil {
+			return err
+		}
+		b.Functions[f.Name] = fn
+		if err := b.grantFunction(p, f, fn, role, ledgerArns); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
+// addFunction creates the function f with its environment, log group and role.
+func (b *BuyflowStack) addFunction(p *stackParts, f topology.Function) (awslambda.Function, awsiam.Role, error) {
+	stack, cfg := b.Stack, p.cfg
 	tracing := awslambda.Tracing_DISABLED
 	if cfg.Tracing {
 		tracing = awslambda.Tracing_ACTIVE
 	}
-	for _, f := range app.Functions {
-		env := map[string]*string{}
-		for _, name := range f.Env {
-			if name == topology.EnvLocalTenantHeader {
-				continue // local stack only: the tenant comes from the IAM identity here
-			}
-			v, err := envValue(name)
-			if err != nil {
-				return nil, fmt.Errorf("function %s: %w", f.Name, err)
-			}
-			env[name] = v
+	env := map[string]*string{}
+	for _, name := range f.Env {
+		if name == topology.EnvLocalTenantHeader {
+			continue // local stack only: the tenant comes from the IAM identity here
 		}
-		dir, err := filepath.Abs(filepath.Join(cfg.AssetRoot, f.Name))
+		v, err := b.envValue(p, name)
 		if err != nil {
-			return nil, err
+			return nil, nil, fmt.Errorf("function %s: %w", f.Name, err)
 		}
-		if _, err := os.Stat(filepath.Join(dir, "bootstrap")); err != nil {
-			return nil, fmt.Errorf("function %s: %s/bootstrap is missing: run `make build`, or set -c %s=DIR", f.Name, dir, CtxAssetRoot)
-		}
-		cid := pascal(f.Name)
-		// Its own role: writes to its own log group only (no AWSLambdaBasicExecutionRole, whose
-		// logs actions are on *), plus the grants below.
-		role := awsiam.NewRole(stack, jsii.String(cid+"Role"), &awsiam.RoleProps{
-			AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
-			Description: jsii.String("buyflow " + f.Name + " function"),
-		})
-		logs := logGroup(cid + "Logs")
-		logs.GrantWrite(role)
-		fn := awslambda.NewFunction(stack, jsii.String(cid+"Function"), &awslambda.FunctionProps{
-			Description:           jsii.String(f.Description),
-			Runtime:               awslambda.Runtime_PROVIDED_AL2023(),
-			Architecture:          awslambda.Architecture_ARM_64(),
-			Handler:               jsii.String("bootstrap"),
-			Code:                  awslambda.Code_FromAsset(jsii.String(dir), nil),
-			MemorySize:            jsii.Number(float64(f.MemoryMB)),
-			Timeout:               awscdk.Duration_Seconds(jsii.Number(float64(f.TimeoutSeconds))),
-			Environment:           &env,
-			LoggingFormat:         awslambda.LoggingFormat_JSON,
-			ApplicationLogLevelV2: awslambda.ApplicationLogLevel_INFO,
-			SystemLogLevelV2:      awslambda.SystemLogLevel_WARN,
-			LogGroup:              logs,
-			Role:                  role,
-			Tracing:               tracing,
-		})
-		b.Functions[f.Name] = fn
+		env[name] = v
+	}
+	dir, err := filepath.Abs(filepath.Join(cfg.AssetRoot, f.Name))
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bootstrap")); err != nil {
+		return nil, nil, fmt.Errorf("function %s: %s/bootstrap is missing: run `make build`, or set -c %s=DIR", f.Name, dir, CtxAssetRoot)
+	}
+	cid := pascal(f.Name)
+	// Its own role: writes to its own log group only (no AWSLambdaBasicExecutionRole, whose
+	// logs actions are on *), plus the grants of grantFunction.
+	role := awsiam.NewRole(stack, jsii.String(cid+"Role"), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+		Description: jsii.String("buyflow " + f.Name + " function"),
+	})
+	logs := p.logGroup(cid + "Logs")
+	logs.GrantWrite(role)
+	fn := awslambda.NewFunction(stack, jsii.String(cid+"Function"), &awslambda.FunctionProps{
+		Description:           jsii.String(f.Description),
+		Runtime:               awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture:          awslambda.Architecture_ARM_64(),
+		Handler:               jsii.String("bootstrap"),
+		Code:                  awslambda.Code_FromAsset(jsii.String(dir), nil),
+		MemorySize:            jsii.Number(float64(f.MemoryMB)),
+		Timeout:               awscdk.Duration_Seconds(jsii.Number(float64(f.TimeoutSeconds))),
+		Environment:           &env,
+		LoggingFormat:         awslambda.LoggingFormat_JSON,
+		ApplicationLogLevelV2: awslambda.ApplicationLogLevel_INFO,
+		SystemLogLevelV2:      awslambda.SystemLogLevel_WARN,
+		LogGroup:              logs,
+		Role:                  role,
+		Tracing:               tracing,
+	})
+	return fn, role, nil
+}
 
-		ledgerActions := LedgerReadActions
-		if f.LedgerWrite {
-			ledgerActions = append(slices.Clone(LedgerReadActions), LedgerWriteActions...)
+// grantFunction grants fn what its topology entry f declares (the ledger, the state machines,
+// task callbacks, secrets), with the nag suppressions of the grants that cannot be narrower.
+func (b *BuyflowStack) grantFunction(p *stackParts, f topology.Function, fn awslambda.Function, role awsiam.Role, ledgerArns []*string) error {
+	ledgerActions := LedgerReadActions
+	if f.LedgerWrite {
+		ledgerActions = append(slices.Clone(LedgerReadActions), LedgerWriteActions...)
+	}
+	awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+		Grantee: fn, Actions: jsii.Strings(ledgerActions...), ResourceArns: &ledgerArns,
+	})
+	if f.StartsExecutions {
+		machines := []*string{b.StateMachineArn}
+		if slices.Contains(f.Env, topology.EnvCampaignsARN) {
+			machines = append(machines, b.CampaignStateMachineArn)
 		}
 		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
-			Grantee: fn, Actions: jsii.Strings(ledgerActions...), ResourceArns: &ledgerArns,
+			Grantee: fn, Actions: jsii.Strings("states:StartExecution"), ResourceArns: &machines,
 		})
-		if f.StartsExecutions {
-			machines := []*string{b.StateMachineArn}
-			if slices.Contains(f.Env, topology.EnvCampaignsARN) {
-				machines = append(machines, b.CampaignStateMachineArn)
-			}
+	}
+	if f.DescribesExecutions {
+		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+			Grantee: fn, Actions: jsii.Strings("states:DescribeExecution"), ResourceArns: &[]*string{p.executionsArn},
+		})
+		suppress(role, "AwsSolutions-IAM5", reasonExecutions, arnFinding("states", "execution", p.smName+":*"))
+	}
+	if f.CompletesTasks {
+		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+			Grantee: fn, Actions: jsii.Strings(SendTaskActions...), ResourceArns: jsii.Strings("*"),
+		})
+	}
+	for _, s := range f.Secrets {
+		switch s {
+		case topology.EnvLinkKeySecret, topology.EnvSlackSecret:
+			b.Secrets[s].GrantRead(fn, nil)
+		case topology.EnvAgentsSecretPrefix:
 			awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
-				Grantee: fn, Actions: jsii.Strings("states:StartExecution"), ResourceArns: &machines,
+				Grantee: fn, Actions: jsii.Strings("secretsmanager:GetSecretValue"), ResourceArns: &[]*string{p.agentsPrefixArn},
 			})
-		}
-		if f.DescribesExecutions {
-			awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
-				Grantee: fn, Actions: jsii.Strings("states:DescribeExecution"), ResourceArns: &[]*string{executionsArn},
-			})
-			suppress(role, "AwsSolutions-IAM5", reasonExecutions, arnFinding("states", "execution", smName+":*"))
-		}
-		if f.CompletesTasks {
-			awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
-				Grantee: fn, Actions: jsii.Strings(SendTaskActions...), ResourceArns: jsii.Strings("*"),
-			})
-		}
-		for _, s := range f.Secrets {
-			switch s {
-			case topology.EnvLinkKeySecret, topology.EnvSlackSecret:
-				b.Secrets[s].GrantRead(fn, nil)
-			case topology.EnvAgentsSecretPrefix:
-				awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
-					Grantee: fn, Actions: jsii.Strings("secretsmanager:GetSecretValue"), ResourceArns: &[]*string{agentsPrefixArn},
-				})
-				suppress(role, "AwsSolutions-IAM5", reasonAgentsPrefix, arnFinding("secretsmanager", "secret", agentsPrefix+"*"))
-			default:
-				return nil, fmt.Errorf("function %s: no secret behind %s", f.Name, s)
-			}
-		}
-		// The only grants on "*": task-token callbacks and X-Ray.
-		var onStar []string
-		if f.CompletesTasks {
-			onStar = append(onStar, reasonSendTask)
-		}
-		if cfg.Tracing {
-			onStar = append(onStar, reasonXRay)
-		}
-		if len(onStar) > 0 {
-			suppress(role, "AwsSolutions-IAM5", strings.Join(onStar, " "), "Resource::*")
+			suppress(role, "AwsSolutions-IAM5", reasonAgentsPrefix, arnFinding("secretsmanager", "secret", p.agentsPrefix+"*"))
+		default:
+			return fmt.Errorf("function %s: no secret behind %s", f.Name, s)
 		}
 	}
+	// The only grants on "*": task-token callbacks and X-Ray.
+	var onStar []string
+	if f.CompletesTasks {
+		onStar = append(onStar, reasonSendTask)
+	}
+	if p.cfg.Tracing {
+		onStar = append(onStar, reasonXRay)
+	}
+	if len(onStar) > 0 {
+		suppress(role, "AwsSolutions-IAM5", strings.Join(onStar, " "), "Resource::*")
+	}
+	return nil
+}
 
-	// The state machine, from the one ASL file.
-	subs := b.substitutions(app, props.Definition)
-	b.StateMachine = awsstepfunctions.NewStateMachine(stack, jsii.String("StateMachine"), &awsstepfunctions.StateMachineProps{
-		StateMachineName:        jsii.String(smName),
+// addStateMachine creates the MediaBuy state machine from the one ASL file, with its grants.
+func (b *BuyflowStack) addStateMachine(p *stackParts, definition string) {
+	cfg := p.cfg
+	subs := b.substitutions(p.app, definition)
+	b.StateMachine = awsstepfunctions.NewStateMachine(b.Stack, jsii.String("StateMachine"), &awsstepfunctions.StateMachineProps{
+		StateMachineName:        jsii.String(p.smName),
 		StateMachineType:        awsstepfunctions.StateMachineType_STANDARD,
-		DefinitionBody:          awsstepfunctions.DefinitionBody_FromString(jsii.String(props.Definition)),
+		DefinitionBody:          awsstepfunctions.DefinitionBody_FromString(jsii.String(definition)),
 		DefinitionSubstitutions: &subs,
 		Logs: &awsstepfunctions.LogOptions{
-			Destination:          logGroup("StateMachineLogs"),
+			Destination:          p.logGroup("StateMachineLogs"),
 			Level:                awsstepfunctions.LogLevel_ALL,
 			IncludeExecutionData: jsii.Bool(false),
 		},
@@ -368,9 +438,9 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 	})
 	// Explicit invoke grants on the unqualified ARNs the definition names (fn.GrantInvoke would
 	// add <arn>:* for every version and alias).
-	for _, p := range slices.Sorted(maps.Keys(subs)) {
+	for _, ph := range slices.Sorted(maps.Keys(subs)) {
 		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
-			Grantee: b.StateMachine, Actions: jsii.Strings("lambda:InvokeFunction"), ResourceArns: &[]*string{subs[p]},
+			Grantee: b.StateMachine, Actions: jsii.Strings("lambda:InvokeFunction"), ResourceArns: &[]*string{subs[ph]},
 		})
 	}
 	smStar := reasonLogDelivery
@@ -380,19 +450,17 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 		suppress(b.StateMachine.Node().DefaultChild(), "AwsSolutions-SF2", reasonNoXRayStateMachine)
 	}
 	suppress(b.StateMachine.Role(), "AwsSolutions-IAM5", smStar, "Resource::*")
-	if usesStartExecution(props.Definition) {
+	if usesStartExecution(definition) {
 		// Continue-as-new: the state machine starts its next generation. Granted by the built
 		// ARN: a reference to the state machine from its own role policy is a cycle.
 		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
 			Grantee: b.StateMachine, Actions: jsii.Strings("states:StartExecution"), ResourceArns: &[]*string{b.StateMachineArn},
 		})
 	}
+}
 
-	if props.CampaignDefinition != "" {
-		b.addCampaigns(app, props.CampaignDefinition, campaignsName, smName, executionsArn, logGroup("CampaignStateMachineLogs"), cfg)
-	}
-
-	// Routes.
+// addRoutes adds app's routes to the HTTP API, one integration per function.
+func (b *BuyflowStack) addRoutes(app topology.Application) {
 	iamAuth := awsapigatewayv2authorizers.NewHttpIamAuthorizer()
 	integrations := map[string]awsapigatewayv2integrations.HttpLambdaIntegration{}
 	for _, r := range app.Routes {
@@ -415,7 +483,12 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 			}
 		}
 	}
+}
 
+// addSchedules adds the schedules of the functions the topology declares: the reconciliation
+// sweep and the agent registry's seed and capabilities check.
+func (b *BuyflowStack) addSchedules(p *stackParts) {
+	stack, cfg := b.Stack, p.cfg
 	// The reconciliation sweep, when the topology has it.
 	if fn, ok := b.Functions[ReconcileFunction]; ok {
 		schedule(stack, "Reconcile", fn, ReconcileFunction, "the reconcile function", reasonSchedulerInvoke,
@@ -439,13 +512,14 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 			awscdk.Duration_Hours(jsii.Number(float64(cfg.CapabilitiesHours))),
 			awsscheduler.ScheduleTargetInput_FromObject(map[string]any{"action": agentops.ActionRefresh}))
 	}
+}
 
-	b.addAlarms(app, cfg)
-
-	awscdk.NewCfnOutput(stack, jsii.String("ApiUrl"), &awscdk.CfnOutputProps{Value: apiURL, Description: jsii.String("HTTP API base URL")})
+// addOutputs adds the stack outputs: the API URL, the table and the state machine.
+func (b *BuyflowStack) addOutputs(p *stackParts) {
+	stack := b.Stack
+	awscdk.NewCfnOutput(stack, jsii.String("ApiUrl"), &awscdk.CfnOutputProps{Value: p.apiURL, Description: jsii.String("HTTP API base URL")})
 	awscdk.NewCfnOutput(stack, jsii.String("TableName"), &awscdk.CfnOutputProps{Value: b.Table.TableName(), Description: jsii.String("ledger table")})
 	awscdk.NewCfnOutput(stack, jsii.String("StateMachineArn"), &awscdk.CfnOutputProps{Value: b.StateMachine.StateMachineArn(), Description: jsii.String("MediaBuy state machine")})
-	return b, nil
 }
 
 // newTable creates the ledger table from ledger.TableSchema.

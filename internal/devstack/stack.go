@@ -155,66 +155,141 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	st := &Stack{TenantHeader: o.TenantHeader, Trace: newTrace(20000), ColdStarts: map[string]time.Duration{}, restarts: map[string]int{}}
+	// Each step below either adds what it started to st.closers or stops it itself before it
+	// returns an error, so this one Close stops everything started so far.
 	defer func() {
 		if err != nil {
 			st.Close()
 		}
 	}()
 
-	// The emulator port first: if another stack owns it, nothing else is started.
+	emuURL, err := st.startEmulator(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	var logMu sync.Mutex
+	logTo := func(name string) io.Writer {
+		return &prefixWriter{mu: &logMu, w: o.Log, prefix: fmt.Sprintf("%-10s| ", name)}
+	}
+	if err := st.startStepFunctions(o, logTo("states")); err != nil {
+		return nil, err
+	}
+	front, err := st.startAPIFront(o, emuURL)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.startSlack(); err != nil {
+		return nil, err
+	}
+	ag, err := st.startAgents(o)
+	if err != nil {
+		return nil, err
+	}
+
+	suffix, err := randomHex(4)
+	if err != nil {
+		return nil, err
+	}
+	names := stackNames{
+		"buyflow-ledger-" + suffix, "buyflow/link-keys-" + suffix, "buyflow/slack-" + suffix,
+		topology.App.StateMachineName + "-" + suffix, topology.App.CampaignStateMachineName + "-" + suffix, "buyflow-" + suffix,
+	}
+	st.TableName = names.table
+	ddb, sm := st.newClients(emuURL)
+	if err := st.createLedgerAndSecrets(ctx, ddb, sm, names, ag); err != nil {
+		return nil, err
+	}
+	values, err := st.functionValues(o, names)
+	if err != nil {
+		return nil, err
+	}
+
+	// Functions: registered in kumo (it needs them for invoke routing), then the state machine
+	// from their ARNs, then the processes, which need the state machine's ARN.
+	arns, err := st.createFunctions(ctx, values)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.createStateMachines(ctx, names, arns, values); err != nil {
+		return nil, err
+	}
+	if err := st.createAPI(ctx, front, names.api, arns); err != nil {
+		return nil, err
+	}
+	if err := st.startFunctions(ctx, o, values, logTo); err != nil {
+		return nil, err
+	}
+	if o.SweepEvery > 0 {
+		st.closers = append(st.closers, st.scheduleSweep(o.SweepEvery, logTo("schedule")))
+	}
+	return st, nil
+}
+
+// stackNames are the names of what Start creates in the emulators, each with the stack's
+// random suffix.
+type stackNames struct{ table, linkKeys, slack, sm, campaigns, api string }
+
+// startEmulator starts kumo behind the emulator proxy on o.EmulatorAddr and returns kumo's own
+// URL. The emulator port comes first: if another stack owns it, nothing else is started.
+func (st *Stack) startEmulator(ctx context.Context, o Options) (string, error) {
 	emuLn, err := listen(o.EmulatorAddr)
 	for wait := time.Now().Add(o.PortWait); err != nil && errors.Is(err, syscall.EADDRINUSE) && time.Now().Before(wait); {
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return "", ctx.Err()
 		case <-time.After(250 * time.Millisecond):
 		}
 		emuLn, err = listen(o.EmulatorAddr)
 	}
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
-			return nil, fmt.Errorf("%w: %s is taken (another buyflow local stack, LocalStack or a kumo test run?); kumo's Step Functions and API Gateway call Lambda there, so stop that first: %w",
+			return "", fmt.Errorf("%w: %s is taken (another buyflow local stack, LocalStack or a kumo test run?); kumo's Step Functions and API Gateway call Lambda there, so stop that first: %w",
 				ErrPortTaken, o.EmulatorAddr, err)
 		}
-		return nil, err
+		return "", err
 	}
 	emu := kumo.NewServer()
 	st.closers = append(st.closers, emu.Close)
 	proxy, err := newEmulatorProxy(emu.URL, st.Trace)
 	if err != nil {
 		_ = emuLn.Close()
-		return nil, err
+		return "", err
 	}
 	st.proxy = proxy
 	emuSrv := serve(emuLn, proxy)
 	st.closers = append(st.closers, emuSrv.close)
 	st.EmulatorURL = emuSrv.url()
-	var logMu sync.Mutex
-	logTo := func(name string) io.Writer {
-		return &prefixWriter{mu: &logMu, w: o.Log, prefix: fmt.Sprintf("%-10s| ", name)}
-	}
+	return emu.URL, nil
+}
 
+// startStepFunctions starts the local Step Functions engine and routes the proxy's Step
+// Functions requests to it.
+func (st *Stack) startStepFunctions(o Options, out io.Writer) error {
 	cfgDir, err := os.MkdirTemp("", "buyflow-local-states-")
 	if err != nil {
-		return nil, fmt.Errorf("localstack: %w", err)
+		return fmt.Errorf("localstack: %w", err)
 	}
 	st.closers = append(st.closers, func() { _ = os.RemoveAll(cfgDir) }) // a temp folder
-	states, err := startStates(o.RepoRoot, st.EmulatorURL, cfgDir, logTo("states"), o.StartTimeout)
+	states, err := startStates(o.RepoRoot, st.EmulatorURL, cfgDir, out, o.StartTimeout)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	st.closers = append(st.closers, states.close)
 	statesURL, err := url.Parse(states.url)
 	if err != nil {
-		return nil, fmt.Errorf("localstack: states url: %w", err)
+		return fmt.Errorf("localstack: states url: %w", err)
 	}
-	proxy.states.Store(httputil.NewSingleHostReverseProxy(statesURL))
+	st.proxy.states.Store(httputil.NewSingleHostReverseProxy(statesURL))
+	return nil
+}
 
+// startAPIFront serves the HTTP API on o.APIAddr; its routes are set by createAPI.
+func (st *Stack) startAPIFront(o Options, emuURL string) (*apiFront, error) {
 	apiLn, err := listen(o.APIAddr)
 	if err != nil {
 		return nil, err
 	}
-	front, err := newAPIFront(emu.URL, st.Trace)
+	front, err := newAPIFront(emuURL, st.Trace)
 	if err != nil {
 		_ = apiLn.Close()
 		return nil, err
@@ -222,17 +297,27 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	apiSrv := serve(apiLn, front)
 	st.closers = append(st.closers, apiSrv.close)
 	st.APIURL = apiSrv.url()
+	return front, nil
+}
 
+// startSlack serves the fake Slack on a free port.
+func (st *Stack) startSlack() error {
 	st.Slack = slack.NewSink(nil)
 	slackLn, err := listen("127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	slackSrv := serve(slackLn, st.Slack)
 	st.closers = append(st.closers, slackSrv.close)
 	st.SlackURL = slackSrv.url()
+	return nil
+}
 
+// startAgents starts the simulated agents, or loads o.AgentsFile's real ones (with the
+// simulated ones it names).
+func (st *Stack) startAgents(o Options) (*agents, error) {
 	var ag *agents
+	var err error
 	if o.AgentsFile != "" {
 		if ag, err = loadAgentsFile(o.AgentsFile); err == nil {
 			if err = ag.addSimulated(o.Seller, o.Governance, o.AgentStep); err != nil {
@@ -248,40 +333,41 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	st.closers = append(st.closers, ag.close)
 	st.Seller, st.Governance, st.SellerURL, st.GovernanceURL = ag.seller, ag.governance, ag.sellerURL, ag.govURL
 	st.OtherSellers = ag.others
+	return ag, nil
+}
 
-	suffix, err := randomHex(4)
-	if err != nil {
-		return nil, err
-	}
-	names := struct{ table, linkKeys, slack, sm, api string }{
-		"buyflow-ledger-" + suffix, "buyflow/link-keys-" + suffix, "buyflow/slack-" + suffix,
-		topology.App.StateMachineName + "-" + suffix, "buyflow-" + suffix,
-	}
-	st.TableName = names.table
+// newClients makes the AWS clients of the stack: st.rest and st.sfn, which the stack keeps,
+// and the DynamoDB and Secrets Manager clients createLedgerAndSecrets uses.
+func (st *Stack) newClients(emuURL string) (*dynamodb.Client, *secretsmanager.Client) {
 	awsCfg := aws.Config{
 		Region:      Region,
 		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return creds, nil }),
 	}
-	endpoint := aws.String(emu.URL)
+	endpoint := aws.String(emuURL)
 	ddb := dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.BaseEndpoint = endpoint }, ledger.EmulatorCompat)
 	sm := secretsmanager.NewFromConfig(awsCfg, func(o *secretsmanager.Options) { o.BaseEndpoint = endpoint })
 	sf := sfn.NewFromConfig(awsCfg, func(o *sfn.Options) { o.BaseEndpoint = aws.String(st.EmulatorURL) })
-	rest := restClient{base: emu.URL, http: &http.Client{Timeout: 30 * time.Second}}
+	rest := restClient{base: emuURL, http: &http.Client{Timeout: 30 * time.Second}}
 	st.rest, st.sfn = rest, sf
+	return ddb, sm
+}
 
+// createLedgerAndSecrets creates the ledger table (seeded with ag's registry) and the secrets
+// (the link keys, Slack and ag's credentials).
+func (st *Stack) createLedgerAndSecrets(ctx context.Context, ddb *dynamodb.Client, sm *secretsmanager.Client, names stackNames, ag *agents) error {
 	if _, err := ddb.CreateTable(ctx, ledger.TableSchema(names.table)); err != nil {
-		return nil, fmt.Errorf("localstack: create table: %w", err)
+		return fmt.Errorf("localstack: create table: %w", err)
 	}
 	if _, err := ddb.UpdateTimeToLive(ctx, ledger.TimeToLive(names.table)); err != nil {
-		return nil, fmt.Errorf("localstack: enable ttl: %w", err)
+		return fmt.Errorf("localstack: enable ttl: %w", err)
 	}
 	if err := SeedAgents(ctx, ddb, names.table, ag.registry); err != nil {
-		return nil, err
+		return err
 	}
 
 	linkKey := make([]byte, 32)
 	if _, err := rand.Read(linkKey); err != nil {
-		return nil, fmt.Errorf("localstack: link key: %w", err)
+		return fmt.Errorf("localstack: link key: %w", err)
 	}
 	linkKeys, _ := json.Marshal(map[string]any{"current": "k1", "keys": map[string]string{"k1": base64.StdEncoding.EncodeToString(linkKey)}})
 	slackCfg, _ := json.Marshal(map[string]string{"bot_token": "xoxb-local", "base_url": st.SlackURL + "/api/"})
@@ -291,15 +377,20 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	for _, name := range sortedKeys(secretValues) {
 		if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(name), SecretString: aws.String(secretValues[name])}); err != nil {
-			return nil, fmt.Errorf("localstack: create secret %s: %w", name, err)
+			return fmt.Errorf("localstack: create secret %s: %w", name, err)
 		}
 	}
+	return nil
+}
 
+// functionValues are the values of the functions' environment variables, but for the state
+// machines' ARNs, which createStateMachines adds.
+func (st *Stack) functionValues(o Options, names stackNames) (map[string]string, error) {
 	runCfg, err := json.Marshal(o.Run)
 	if err != nil {
 		return nil, fmt.Errorf("localstack: run config: %w", err)
 	}
-	values := map[string]string{
+	return map[string]string{
 		topology.EnvTableName:          names.table,
 		topology.EnvOperators:          `["` + LocalOperator + `"]`,
 		topology.EnvAgentsSecretPrefix: AgentSecretPrefix,
@@ -310,10 +401,11 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		topology.EnvCallerURI:          st.APIURL,
 		topology.EnvLocalTenantHeader:  o.TenantHeader,
 		topology.EnvRunConfig:          string(runCfg),
-	}
+	}, nil
+}
 
-	// Functions: registered in kumo (it needs them for invoke routing), then the state machine
-	// from their ARNs, then the processes, which need the state machine's ARN.
+// createFunctions registers every function in kumo and returns their ARNs by name.
+func (st *Stack) createFunctions(ctx context.Context, values map[string]string) (map[string]string, error) {
 	arns := map[string]string{}
 	for _, f := range topology.App.Functions {
 		env := map[string]string{}
@@ -322,12 +414,18 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 				env[name] = v
 			}
 		}
-		arn, err := rest.createFunction(ctx, f.Name, f.Description, f.MemoryMB, f.TimeoutSeconds, env)
+		arn, err := st.rest.createFunction(ctx, f.Name, f.Description, f.MemoryMB, f.TimeoutSeconds, env)
 		if err != nil {
 			return nil, err
 		}
 		arns[f.Name] = arn
 	}
+	return arns, nil
+}
+
+// createStateMachines creates the MediaBuy and Campaign state machines from the functions'
+// ARNs, adds their ARNs to values and updates the functions that need them.
+func (st *Stack) createStateMachines(ctx context.Context, names stackNames, arns, values map[string]string) error {
 	subs := map[string]string{}
 	for _, f := range topology.App.Functions {
 		if f.Placeholder != "" {
@@ -336,11 +434,11 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	def, err := statemachine.Render(statemachine.Only(subs, statemachine.Placeholders))
 	if err != nil {
-		return nil, fmt.Errorf("localstack: %w", err)
+		return fmt.Errorf("localstack: %w", err)
 	}
 	campaignDef, err := statemachine.RenderCampaign(statemachine.Only(subs, statemachine.CampaignPlaceholders))
 	if err != nil {
-		return nil, fmt.Errorf("localstack: %w", err)
+		return fmt.Errorf("localstack: %w", err)
 	}
 	for _, m := range []struct {
 		name, def string
@@ -348,14 +446,14 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		env       string
 	}{
 		{names.sm, def, &st.StateMachineARN, topology.EnvStateMachineARN},
-		{topology.App.CampaignStateMachineName + "-" + suffix, campaignDef, &st.CampaignStateMachineARN, topology.EnvCampaignsARN},
+		{names.campaigns, campaignDef, &st.CampaignStateMachineARN, topology.EnvCampaignsARN},
 	} {
-		created, err := sf.CreateStateMachine(ctx, &sfn.CreateStateMachineInput{
+		created, err := st.sfn.CreateStateMachine(ctx, &sfn.CreateStateMachineInput{
 			Name: aws.String(m.name), Definition: aws.String(m.def), Type: sfntypes.StateMachineTypeStandard,
 			RoleArn: aws.String("arn:aws:iam::000000000000:role/buyflow-local-states"),
 		})
 		if err != nil {
-			return nil, fmt.Errorf("localstack: create state machine %s: %w", m.name, err)
+			return fmt.Errorf("localstack: create state machine %s: %w", m.name, err)
 		}
 		*m.arn = aws.ToString(created.StateMachineArn)
 		values[m.env] = *m.arn
@@ -366,24 +464,28 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		}
 		env, err := functionEnv(f, values)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if err := rest.updateEnvironment(ctx, f.Name, env); err != nil {
-			return nil, err
+		if err := st.rest.updateEnvironment(ctx, f.Name, env); err != nil {
+			return err
 		}
 	}
+	return nil
+}
 
+// createAPI creates the HTTP API of the topology's routes in kumo and points front at it.
+func (st *Stack) createAPI(ctx context.Context, front *apiFront, name string, arns map[string]string) error {
 	var routes []apiRoute
 	for _, r := range topology.App.Routes {
 		arn, ok := arns[r.Function]
 		if !ok {
-			return nil, fmt.Errorf("localstack: route %s %s names function %s, which the topology does not declare", r.Method, r.Path, r.Function)
+			return fmt.Errorf("localstack: route %s %s names function %s, which the topology does not declare", r.Method, r.Path, r.Function)
 		}
 		routes = append(routes, apiRoute{Method: r.Method, Path: r.Path, FunctionARN: arn, IAM: r.Auth == topology.AuthIAM})
 	}
-	api, err := rest.createHTTPAPI(ctx, names.api, routes)
+	api, err := st.rest.createHTTPAPI(ctx, name, routes)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// kumo breaks a tie between a route and a greedy one ({proxy+}) at random, where API
 	// Gateway picks the more specific route: a twin API without the greedy routes serves the
@@ -396,16 +498,21 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	twin := api
 	if len(specific) < len(routes) {
-		if twin, err = rest.createHTTPAPI(ctx, names.api+"-specific", specific); err != nil {
-			return nil, err
+		if twin, err = st.rest.createHTTPAPI(ctx, name+"-specific", specific); err != nil {
+			return err
 		}
 	}
 	front.setRoutes(specific, twin.ID)
 	front.apiID.Store(api.ID)
 	st.APIID = api.ID
+	return nil
+}
 
-	// The processes. One that exits is replaced by a new one (a new sandbox, with its cold
-	// start), as Lambda does.
+// startFunctions starts o.Instances processes of every function and waits until each polls
+// the runtime API. One that exits is replaced by a new one (a new sandbox, with its cold
+// start), as Lambda does.
+func (st *Stack) startFunctions(ctx context.Context, o Options, values map[string]string, logTo func(string) io.Writer) error {
+	proxy := st.proxy
 	ps := &procs{}
 	st.procs = ps
 	st.closers = append(st.closers, func() { ps.stopAll(3 * time.Second) })
@@ -420,7 +527,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	for _, f := range topology.App.Functions {
 		env, err := functionEnv(f, values)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if schemaDir != "" {
 			env["BUYFLOW_ADCP_SCHEMAS"] = schemaDir
@@ -435,19 +542,16 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		for range o.Instances {
 			in, err := ps.start(spec)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			insts = append(insts, in)
 		}
 		if err := waitAllPolled(waitCtx, insts, polled); err != nil {
-			return nil, err
+			return err
 		}
 		st.ColdStarts[f.Name] = proxy.firstPoll(f.Name).Sub(insts[0].started)
 	}
-	if o.SweepEvery > 0 {
-		st.closers = append(st.closers, st.scheduleSweep(o.SweepEvery, logTo("schedule")))
-	}
-	return st, nil
+	return nil
 }
 
 func (o *Options) defaults() error {
