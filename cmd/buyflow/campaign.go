@@ -65,21 +65,11 @@ func (c cli) campaign(ctx context.Context, args []string) error {
 }
 
 func (c cli) campaignSubmit(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("campaign submit", flag.ContinueOnError)
-	fs.SetOutput(c.err.w)
-	key := fs.String("key", "", "Idempotency-Key (default: derived from the body)")
-	wait := fs.Bool("wait", false, "follow the campaign to a final status")
-	if err := fs.Parse(args); err != nil {
-		return usageError("campaign submit: " + err.Error())
-	}
-	if fs.NArg() != 1 {
-		return usageError("campaign submit takes one campaign file (or - for stdin)")
-	}
-	body, err := c.readRequest(fs.Arg(0), key)
+	in, err := c.readSubmission("campaign submit", "campaign", "campaign file", args)
 	if err != nil {
 		return err
 	}
-	sub, status, err := c.c.SubmitCampaign(ctx, *key, body)
+	sub, status, err := c.c.SubmitCampaign(ctx, in.key, in.body)
 	if err != nil {
 		return err
 	}
@@ -92,12 +82,12 @@ func (c cli) campaignSubmit(ctx context.Context, args []string) error {
 		if sub.Replayed {
 			replay = " (already submitted with this key: same campaign)"
 		}
-		c.out.printf("submitted campaign %s: %s, %d legs (HTTP %d, Idempotency-Key %s)%s\n", sub.CampaignID, sub.Status, len(sub.Legs), status, *key, replay)
+		c.out.printf("submitted campaign %s: %s, %d legs (HTTP %d, Idempotency-Key %s)%s\n", sub.CampaignID, sub.Status, len(sub.Legs), status, in.key, replay)
 		for _, l := range sub.Legs {
 			c.out.printf("  leg %s at %s\n", l.OperationID, l.SellerID)
 		}
 	}
-	if *wait {
+	if in.wait {
 		return c.followCampaign(ctx, sub.CampaignID)
 	}
 	return nil

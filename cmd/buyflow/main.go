@@ -188,22 +188,40 @@ type cli struct {
 	slackURL string
 }
 
-func (c cli) submit(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("submit", flag.ContinueOnError)
+// submission is what a submit verb reads from its arguments: the request body, its
+// Idempotency-Key and whether to follow the result.
+type submission struct {
+	body []byte
+	key  string
+	wait bool
+}
+
+// readSubmission parses a submit verb's flags (verb names it in errors; what is the thing
+// --wait follows, file what the one argument holds) and reads the request file.
+func (c cli) readSubmission(verb, what, file string, args []string) (submission, error) {
+	fs := flag.NewFlagSet(verb, flag.ContinueOnError)
 	fs.SetOutput(c.err.w)
 	key := fs.String("key", "", "Idempotency-Key (default: derived from the body)")
-	wait := fs.Bool("wait", false, "follow the buy to a final status")
+	wait := fs.Bool("wait", false, "follow the "+what+" to a final status")
 	if err := fs.Parse(args); err != nil {
-		return usageError("submit: " + err.Error())
+		return submission{}, usageError(verb + ": " + err.Error())
 	}
 	if fs.NArg() != 1 {
-		return usageError("submit takes one request file (or - for stdin)")
+		return submission{}, usageError(verb + " takes one " + file + " (or - for stdin)")
 	}
 	body, err := c.readRequest(fs.Arg(0), key)
 	if err != nil {
+		return submission{}, err
+	}
+	return submission{body: body, key: *key, wait: *wait}, nil
+}
+
+func (c cli) submit(ctx context.Context, args []string) error {
+	in, err := c.readSubmission("submit", "buy", "request file", args)
+	if err != nil {
 		return err
 	}
-	sub, status, err := c.c.Submit(ctx, *key, body)
+	sub, status, err := c.c.Submit(ctx, in.key, in.body)
 	if err != nil {
 		return err
 	}
@@ -216,9 +234,9 @@ func (c cli) submit(ctx context.Context, args []string) error {
 		if sub.Replayed {
 			replay = " (already submitted with this key: same buy)"
 		}
-		c.out.printf("submitted %s: %s (HTTP %d, Idempotency-Key %s)%s\n", sub.OperationID, sub.Status, status, *key, replay)
+		c.out.printf("submitted %s: %s (HTTP %d, Idempotency-Key %s)%s\n", sub.OperationID, sub.Status, status, in.key, replay)
 	}
-	if *wait {
+	if in.wait {
 		return c.follow(ctx, sub.OperationID)
 	}
 	return nil
