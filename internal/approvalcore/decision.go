@@ -56,6 +56,8 @@ const (
 	ReasonGovernanceConditions ReasonCode = "governance_conditions"
 	// ReasonSellerInputRequired: the seller answered input-required.
 	ReasonSellerInputRequired ReasonCode = "seller_input_required"
+	// ReasonCampaignLegs: legs of a campaign need a person; each leg says why (Leg.Why).
+	ReasonCampaignLegs ReasonCode = "campaign_legs"
 )
 
 // Label is a plain-language sentence for the reason code.
@@ -67,6 +69,8 @@ func (r ReasonCode) Label() string {
 		return "The governance agent set conditions that need a person to accept them."
 	case ReasonSellerInputRequired:
 		return "The seller asked for confirmation before going ahead."
+	case ReasonCampaignLegs:
+		return "Legs of this campaign need a person's approval; one decision covers every leg."
 	default:
 		return "This buy needs a person to approve it."
 	}
@@ -93,6 +97,32 @@ type Approval struct {
 	ExpiresAt           time.Time
 	// Purchase is what is bought, from the payload the seller will receive.
 	Purchase Purchase
+	// Legs are a campaign's media buys, when the approval decides a campaign: one decision
+	// for every leg. Amount is then their total.
+	Legs []Leg
+}
+
+// Leg is one media buy of a campaign, as its approver sees it.
+type Leg struct {
+	OperationID string
+	Seller      string
+	PONumber    string
+	Amount      Money
+	// Why is why this leg asks a person, or that it does not on its own.
+	Why string
+	// Governance is what the governance agent said of this leg.
+	Governance Verdict
+}
+
+// IsCampaign reports whether the approval decides a campaign's legs.
+func (a Approval) IsCampaign() bool { return len(a.Legs) > 0 }
+
+// Noun is what the approval decides, in words: "media buy" or "campaign".
+func (a Approval) Noun() string {
+	if a.IsCampaign() {
+		return "campaign"
+	}
+	return "media buy"
 }
 
 // Decision is what an approver chose.

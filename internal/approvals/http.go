@@ -79,8 +79,8 @@ func (s *service) get(ctx context.Context, id string, q url.Values, c client) ev
 	if !ok {
 		return resp
 	}
-	v := view(a, op)
-	if v.Purchase, err = s.purchase(ctx, op); err != nil {
+	v, err := s.review(ctx, a, op)
+	if err != nil {
 		// Part of a buy is never shown as if it were all of it.
 		s.log.ErrorContext(ctx, "approval page: what is bought cannot be read", "approvalId", id, "operationId", a.OperationID, "err", err)
 		return resultPage(approvalcore.ResultPage{Kind: approvalcore.PageUnavailable})
@@ -88,7 +88,7 @@ func (s *service) get(ctx context.Context, id string, q url.Values, c client) ev
 	o, err := approvalcore.Check(v, claims.Approver, s.now())
 	s.log.InfoContext(ctx, "approval viewed", "approvalId", id, "operationId", a.OperationID, "approver", claims.Approver,
 		"sourceIp", c.IP, "userAgent", c.UserAgent, "result", outcomeName(o, err))
-	s.appendEvent(ctx, a.Tenant, a.OperationID, ledger.Event{
+	s.appendEvent(ctx, a.Tenant, timelineOf(a), ledger.Event{
 		Type: ledger.EventApprovalViewed, Actor: "approver:" + claims.Approver, Amount: a.Amount, Currency: a.Currency,
 		Detail: eventDetail{ApprovalID: id, Outcome: outcomeName(o, err), SourceIP: c.IP, UserAgent: c.UserAgent, KeyID: claims.KeyID}.raw(),
 	})
@@ -132,8 +132,8 @@ func (s *service) postDecision(ctx context.Context, id string, req events.APIGat
 	case errors.Is(err, approvalcore.ErrInvalidDecision), errors.Is(err, approvalcore.ErrCommentTooLong), errors.Is(err, approvalcore.ErrInvalidComment):
 		// Nothing to record: ask again, keeping what they typed, showing the buy as the GET did.
 		p := approvalcore.ResultFromError(err, time.Time{})
-		var perr error
-		if v.Purchase, perr = s.purchase(ctx, op); perr != nil {
+		v, perr := s.review(ctx, a, op)
+		if perr != nil {
 			s.log.ErrorContext(ctx, "approval page: what is bought cannot be read", "approvalId", id, "operationId", a.OperationID, "err", perr)
 			return resultPage(approvalcore.ResultPage{Kind: approvalcore.PageUnavailable})
 		}
@@ -186,10 +186,17 @@ func (s *service) postDecision(ctx context.Context, id string, req events.APIGat
 func (s *service) deliver(ctx context.Context, decided *ledger.Approval, op *ledger.Operation, approver string, audit eventDetail) events.APIGatewayV2HTTPResponse {
 	task := s.complete(ctx, decided, op)
 	audit.Outcome, audit.Comment, audit.Task = string(decided.Status), decided.Comment, task
-	s.appendEvent(ctx, decided.Tenant, decided.OperationID, ledger.Event{
+	s.appendEvent(ctx, decided.Tenant, timelineOf(decided), ledger.Event{
 		Type: ledger.EventDecision, Actor: "approver:" + approver,
 		Amount: decided.Amount, Currency: decided.Currency, Reason: decided.Reason, Detail: audit.raw(),
 	})
+	// A campaign's decision applies to every leg: each leg's timeline records it too.
+	audit.CampaignID = decided.CampaignID
+	for _, leg := range s.legIDs(ctx, decided) {
+		s.appendEvent(ctx, decided.Tenant, leg, ledger.Event{
+			Type: ledger.EventDecision, Actor: "approver:" + approver, Reason: decided.Reason, Detail: audit.raw(),
+		})
+	}
 	if task != taskFailed {
 		s.updateSlack(ctx, decided, op)
 	}
@@ -222,7 +229,7 @@ func (s *service) undelivered(ctx context.Context, a *ledger.Approval) bool {
 	last, found := "", false
 	cursor := ""
 	for page := 0; page < 200; page++ {
-		p, err := s.cfg.Ledger.ListEvents(ctx, a.Tenant, a.OperationID, ledger.MaxListLimit, cursor)
+		p, err := s.cfg.Ledger.ListEvents(ctx, a.Tenant, timelineOf(a), ledger.MaxListLimit, cursor)
 		if err != nil {
 			s.log.WarnContext(ctx, "timeline not readable", "approvalId", a.ID, "err", err)
 			return false
@@ -299,8 +306,12 @@ const goneRecheck = 2 * time.Second
 // ended answers false.
 func (s *service) workflowTook(ctx context.Context, a *ledger.Approval) bool {
 	deadline := time.Now().Add(goneRecheck)
+	watched := a.OperationID
+	if legs := s.legIDs(ctx, a); len(legs) > 0 {
+		watched = legs[0] // a campaign's decision moves every leg the same way
+	}
 	for {
-		op, err := s.cfg.Ledger.GetOperation(ctx, a.Tenant, a.OperationID)
+		op, err := s.cfg.Ledger.GetOperation(ctx, a.Tenant, watched)
 		if err != nil {
 			return false
 		}
@@ -335,7 +346,7 @@ func rejectionCause(a *ledger.Approval) string {
 
 // refused records a decision attempt that changed nothing.
 func (s *service) refused(ctx context.Context, a *ledger.Approval, approver string, d eventDetail) {
-	s.appendEvent(ctx, a.Tenant, a.OperationID, ledger.Event{
+	s.appendEvent(ctx, a.Tenant, timelineOf(a), ledger.Event{
 		Type: ledger.EventApprovalRefused, Actor: "approver:" + approver, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason, Detail: d.raw(),
 	})
 }
@@ -350,6 +361,9 @@ func (s *service) load(ctx context.Context, id string) (a *ledger.Approval, op *
 	case err != nil:
 		s.log.ErrorContext(ctx, "approval not readable", "approvalId", id, "err", err)
 		return nil, nil, resultPage(approvalcore.ResultPage{Kind: approvalcore.PageUnavailable}), false
+	}
+	if a.CampaignID != "" {
+		return a, nil, events.APIGatewayV2HTTPResponse{}, true // a campaign's legs are read with its page
 	}
 	op, err = s.cfg.Ledger.GetOperation(ctx, a.Tenant, a.OperationID)
 	switch {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -30,7 +29,7 @@ const (
 // token) and posts to Slack only if no message was recorded yet. The round after an expiry
 // that escalated goes to the policy's escalation approvers.
 func (s *Notifier) Request(ctx context.Context, in workflow.CallbackInput) error {
-	if err := checkStage(in.OperationID, in.Tenant); err != nil {
+	if err := checkSubject(in.OperationID, in.CampaignID, in.Tenant); err != nil {
 		return err
 	}
 	if in.TaskToken == "" {
@@ -38,6 +37,9 @@ func (s *Notifier) Request(ctx context.Context, in workflow.CallbackInput) error
 	}
 	if in.Config.ApprovalTimeoutSeconds <= 0 {
 		return &workflow.InvalidInputError{Field: "config.approval_timeout_seconds", Reason: "must be a positive integer"}
+	}
+	if in.CampaignID != "" {
+		return s.requestCampaign(ctx, in)
 	}
 	op, err := s.operation(ctx, in.Tenant, in.OperationID)
 	if err != nil {
@@ -52,23 +54,11 @@ func (s *Notifier) Request(ctx context.Context, in workflow.CallbackInput) error
 	if err != nil {
 		return err
 	}
-	rd, known := h.byID(id)
-	if !known {
-		rd = round{ApprovalID: id}
-		if last, ok := h.latest(); ok {
-			rd.Round = last.Round + 1
-			rd.Escalation = last.Expired && last.Escalated
-		}
-	}
+	rd, known := h.roundOf(id)
 	requester := op.Requester
-	group := s.cfg.Policy.Approvers
-	if rd.Escalation {
-		group = s.cfg.Policy.EscalationApprovers
-	}
-	// The requester may not approve their own buy, so they get no link.
-	approvers := slices.DeleteFunc(slices.Clone(group), func(a string) bool { return a == requester })
-	if len(approvers) == 0 {
-		return &workflow.TerminalError{Code: "no_approver", Reason: "no approver other than the requester is configured"}
+	approvers, escalateTo, timeout, err := s.audience(rd, requester, in.Config)
+	if err != nil {
+		return err
 	}
 	// A person approves the exact amount that is bought; one the page cannot show exactly is
 	// never put before them.
@@ -76,34 +66,15 @@ func (s *Notifier) Request(ctx context.Context, in workflow.CallbackInput) error
 		return &workflow.TerminalError{Code: "invalid_amount", Reason: fmt.Sprintf("the buy's amount %q %s cannot be shown exactly: %v", op.BudgetTotal, op.Currency, err)}
 	}
 	now := s.now()
-	timeout := time.Duration(in.Config.ApprovalTimeoutSeconds) * time.Second
-	if et := time.Duration(s.cfg.Policy.EscalationTimeoutSeconds) * time.Second; rd.Escalation && et > 0 && et < timeout {
-		timeout = et
-	}
 
-	// Who is asked next if nobody decides in time, so the buyer's view can say so.
-	var escalateTo []string
-	if !rd.Escalation && s.cfg.Policy.OnTimeout == TimeoutEscalate {
-		escalateTo = slices.DeleteFunc(slices.Clone(s.cfg.Policy.EscalationApprovers), func(a string) bool { return a == requester })
-	}
-
-	a, err := s.cfg.Ledger.GetApproval(ctx, id)
-	switch {
-	case errors.Is(err, ledger.ErrNotFound):
-		code := s.reasonCode(in.Reason, op)
-		a, err = s.cfg.Ledger.CreateApproval(ctx, ledger.Approval{
-			ID: id, Tenant: in.Tenant, OperationID: in.OperationID, TaskToken: in.TaskToken,
-			Approvers: approvers, EscalationApprovers: escalateTo, Requester: requester, Amount: op.BudgetTotal, Currency: op.Currency,
-			Reason: string(code), ReasonText: reasonText(code, op), ExpiresAt: now.Add(timeout),
-		})
-		if errors.Is(err, ledger.ErrConflict) { // a concurrent retry created it first
-			a, err = s.cfg.Ledger.GetApproval(ctx, id)
-		}
-		if err != nil {
-			return fmt.Errorf("approvals: create approval for operation %s: %w", in.OperationID, err)
-		}
-	case err != nil:
-		return fmt.Errorf("approvals: read approval of operation %s: %w", in.OperationID, err)
+	code := s.reasonCode(in.Reason, op)
+	a, err := s.storeApproval(ctx, ledger.Approval{
+		ID: id, Tenant: in.Tenant, OperationID: in.OperationID, TaskToken: in.TaskToken,
+		Approvers: approvers, EscalationApprovers: escalateTo, Requester: requester, Amount: op.BudgetTotal, Currency: op.Currency,
+		Reason: string(code), ReasonText: reasonText(code, op), ExpiresAt: now.Add(timeout),
+	})
+	if err != nil {
+		return err
 	}
 	if a.Tenant != in.Tenant || a.OperationID != in.OperationID || a.TaskToken != in.TaskToken {
 		return &workflow.TerminalError{Code: "approval_mismatch", Reason: fmt.Sprintf("approval %s belongs to another operation", id)}
@@ -163,9 +134,19 @@ func (s *service) awaitApproval(ctx context.Context, op *ledger.Operation, id st
 	}
 }
 
-// post sends the request to Slack, one signed link per approver, and stores where it landed.
-// Nothing posted at all is an error (the stage retries); a partial post is logged and kept.
+// post sends a buy's request to Slack with what it buys.
 func (s *service) post(ctx context.Context, a *ledger.Approval, op *ledger.Operation) error {
+	v, err := s.review(ctx, a, op)
+	if err != nil {
+		return err
+	}
+	return s.postView(ctx, a, v)
+}
+
+// postView sends the request v to Slack, one signed link per approver, and stores where it
+// landed. Nothing posted at all is an error (the stage retries); a partial post is logged and
+// kept.
+func (s *service) postView(ctx context.Context, a *ledger.Approval, v approvalcore.Approval) error {
 	exp := s.linkExpiry(a)
 	reviews := make([]slack.Review, 0, len(a.Approvers))
 	for _, who := range a.Approvers {
@@ -174,11 +155,6 @@ func (s *service) post(ctx context.Context, a *ledger.Approval, op *ledger.Opera
 			return &workflow.TerminalError{Code: "link_signing_failed", Reason: fmt.Sprintf("approval %s: %v", a.ID, err)}
 		}
 		reviews = append(reviews, slack.Review{Approver: who, URL: link})
-	}
-	v := view(a, op)
-	var err error
-	if v.Purchase, err = s.purchase(ctx, op); err != nil {
-		return err
 	}
 	refs, err := slack.PostRequest(ctx, s.cfg.Slack, v, reviews, s.cfg.Delivery)
 	if len(refs) == 0 {
@@ -252,10 +228,15 @@ const ReasonBuyerRequested approvalcore.ReasonCode = "buyer_requested"
 // so) or gives up. An approval decided in a race with the timeout is reported as it is: the
 // workflow had stopped waiting, so it gives up and says why.
 func (s *Notifier) Expire(ctx context.Context, in workflow.StageInput) (workflow.ApprovalExpiry, error) {
-	if err := checkStage(in.OperationID, in.Tenant); err != nil {
+	if err := checkSubject(in.OperationID, in.CampaignID, in.Tenant); err != nil {
 		return workflow.ApprovalExpiry{}, err
 	}
-	h, err := s.history(ctx, in.Tenant, in.OperationID)
+	// A campaign's approval rounds are on the campaign's timeline.
+	timeline := in.OperationID
+	if in.CampaignID != "" {
+		timeline = in.CampaignID
+	}
+	h, err := s.history(ctx, in.Tenant, timeline)
 	if err != nil {
 		return workflow.ApprovalExpiry{}, err
 	}
@@ -276,7 +257,7 @@ func (s *Notifier) Expire(ctx context.Context, in workflow.StageInput) (workflow
 		reason := fmt.Sprintf("approval %s was %s by %s at %s, after the approval window closed; the workflow had stopped waiting, so nothing is bought",
 			cur.ID, cur.Status, cur.Decider, approvalcore.FormatTime(cur.DecidedAt))
 		if !last.Expired {
-			s.appendEvent(ctx, in.Tenant, in.OperationID, ledger.Event{
+			s.appendEvent(ctx, in.Tenant, timeline, ledger.Event{
 				Type: ledger.EventApprovalExpired, Actor: actorTimeout, Amount: cur.Amount, Currency: cur.Currency, Reason: cur.Reason,
 				Detail: eventDetail{ApprovalID: cur.ID, Round: last.Round, Outcome: string(cur.Status), Note: "decided after the timeout"}.raw(),
 			})
@@ -292,7 +273,7 @@ func (s *Notifier) Expire(ctx context.Context, in workflow.StageInput) (workflow
 	if last.Expired { // the event is already written: keep its answer
 		escalate = last.Escalated
 	} else {
-		err := s.cfg.Ledger.AppendEvent(ctx, in.Tenant, in.OperationID, ledger.Event{
+		err := s.cfg.Ledger.AppendEvent(ctx, in.Tenant, timeline, ledger.Event{
 			Type: ledger.EventApprovalExpired, Actor: actorTimeout, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason,
 			Detail: eventDetail{ApprovalID: a.ID, Round: last.Round, Escalation: last.Escalation, Escalated: escalate}.raw(),
 		})
@@ -301,9 +282,11 @@ func (s *Notifier) Expire(ctx context.Context, in workflow.StageInput) (workflow
 		}
 	}
 	if fresh {
-		op, err := s.cfg.Ledger.GetOperation(ctx, in.Tenant, in.OperationID)
-		if err != nil {
-			op = nil // the status message is still worth sending without the seller
+		var op *ledger.Operation
+		if in.OperationID != "" {
+			if op, err = s.cfg.Ledger.GetOperation(ctx, in.Tenant, in.OperationID); err != nil {
+				op = nil // the status message is still worth sending without the seller
+			}
 		}
 		s.updateSlack(ctx, a, op)
 	}
@@ -311,7 +294,7 @@ func (s *Notifier) Expire(ctx context.Context, in workflow.StageInput) (workflow
 	if escalate {
 		reason += "; asking the escalation approvers"
 	}
-	s.log.InfoContext(ctx, "approval expired", "operationId", in.OperationID, "approvalId", a.ID, "escalated", escalate)
+	s.log.InfoContext(ctx, "approval expired", "operationId", in.OperationID, "campaignId", in.CampaignID, "approvalId", a.ID, "escalated", escalate)
 	return workflow.ApprovalExpiry{Escalated: escalate, Reason: reason}, nil
 }
 
@@ -346,6 +329,18 @@ func (s *service) operation(ctx context.Context, tenant, id string) (*ledger.Ope
 		return nil, fmt.Errorf("approvals: read operation %s: %w", id, err)
 	}
 	return op, nil
+}
+
+// checkSubject checks the subject of an approval stage: exactly one of an operation and a
+// campaign, and the tenant.
+func checkSubject(opID, campaignID, tenant string) error {
+	if opID != "" && campaignID != "" {
+		return &workflow.InvalidInputError{Field: "campaign_id", Reason: "is exclusive with operation_id"}
+	}
+	if campaignID != "" {
+		return checkStage(campaignID, tenant)
+	}
+	return checkStage(opID, tenant)
 }
 
 func checkStage(opID, tenant string) error {

@@ -33,6 +33,8 @@ type Ledger interface {
 	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch ledger.Changes) (*ledger.Operation, error)
 	AppendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) error
 	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (ledger.Page[ledger.Event], error)
+	GetCampaign(ctx context.Context, tenant, id string) (*ledger.Campaign, error)
+	SetCampaignApproval(ctx context.Context, tenant, id, approvalID string) error
 }
 
 var _ Ledger = (*ledger.Store)(nil)
@@ -168,6 +170,9 @@ func view(a *ledger.Approval, op *ledger.Operation) approvalcore.Approval {
 		Comment: a.Comment, ExpiresAt: a.ExpiresAt,
 	}
 	v.Summary = "Media buy " + a.OperationID
+	if a.CampaignID != "" {
+		v.OperationID, v.Summary = a.CampaignID, "Campaign "+a.CampaignID
+	}
 	if op != nil {
 		v.Seller = op.SellerID
 		if op.PONumber != "" {
@@ -204,6 +209,8 @@ type eventDetail struct {
 	Task       string   `json:"task,omitempty"`
 	Slack      string   `json:"slack,omitempty"`
 	Note       string   `json:"note,omitempty"`
+	// CampaignID marks the request and the decision of a campaign's approval on its legs.
+	CampaignID string `json:"campaign_id,omitempty"`
 }
 
 func (d eventDetail) raw() json.RawMessage {
@@ -237,6 +244,20 @@ func (h history) byID(id string) (round, bool) {
 		}
 	}
 	return round{}, false
+}
+
+// roundOf is the round of approval id: the one h records (known), or the round after the
+// latest, on the escalation approvers when that one expired and escalated.
+func (h history) roundOf(id string) (rd round, known bool) {
+	if rd, ok := h.byID(id); ok {
+		return rd, true
+	}
+	rd = round{ApprovalID: id}
+	if last, ok := h.latest(); ok {
+		rd.Round = last.Round + 1
+		rd.Escalation = last.Expired && last.Escalated
+	}
+	return rd, false
 }
 
 func (h history) latest() (round, bool) {

@@ -21,6 +21,8 @@ type Ledger interface {
 	mediabuy.Claims
 	CreateCampaign(ctx context.Context, c ledger.Campaign) (*ledger.Campaign, error)
 	GetCampaign(ctx context.Context, tenant, id string) (*ledger.Campaign, error)
+	GetApproval(ctx context.Context, id string) (*ledger.Approval, error)
+	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (ledger.Page[ledger.Event], error)
 	ListCampaigns(ctx context.Context, tenant string, limit int, cursor string) (ledger.Page[*ledger.Campaign], error)
 }
 
@@ -212,6 +214,16 @@ func (s *Service) view(ctx context.Context, rec *ledger.Campaign) (View, error) 
 		states = append(states, LegState{SellerID: leg.SellerID, Status: st, Amount: amount})
 	}
 	o := Decide(rec.Currency, states)
+	if rec.ApprovalID != "" {
+		a, err := s.ledger.GetApproval(ctx, rec.ApprovalID)
+		if err != nil {
+			return View{}, fmt.Errorf("campaign: %s approval %s: %w", rec.ID, rec.ApprovalID, err)
+		}
+		if a.Tenant == rec.Tenant && a.CampaignID == rec.ID { // keyed by id alone: only the campaign's own
+			out.Approval = mediabuy.ApprovalViewOf(a)
+			o.Status = approvalOutcome(a, o.Status)
+		}
+	}
 	out.Status, out.Planned, out.Committed = o.Status, planned.Decimal(), o.Committed.Decimal()
 	switch {
 	case rec.Outcome != "":
@@ -250,8 +262,8 @@ func (s *Service) List(ctx context.Context, tenant string, limit int, cursor str
 // timeline (its events link) pages through the rest.
 const maxLegEvents = 500
 
-// Events returns the campaign's timeline, oldest first: the campaign's submission, then every
-// leg's events, each named by its operation and seller.
+// Events returns the campaign's timeline, oldest first: the campaign's submission and its own
+// events (its approval's), then every leg's events, each named by its operation and seller.
 func (s *Service) Events(ctx context.Context, tenant, id string) (EventPage, error) {
 	rec, err := s.campaign(ctx, tenant, id)
 	if err != nil {
@@ -265,6 +277,20 @@ func (s *Service) Events(ctx context.Context, tenant, id string) (EventPage, err
 		At: rec.CreatedAt.UTC().Format(time.RFC3339Nano), Type: "campaign_submitted", Actor: rec.Requester,
 		Amount: rec.BudgetTotal + " " + rec.Currency, Detail: detail,
 	}}}}
+	// The campaign's own timeline: its one approval's request, views and decision.
+	for cursor, n := "", 0; n < maxLegEvents; {
+		page, err := s.ledger.ListEvents(ctx, tenant, rec.ID, 100, cursor)
+		if err != nil {
+			return EventPage{}, fmt.Errorf("campaign: events of %s: %w", rec.ID, err)
+		}
+		for _, e := range page.Items {
+			out.Items = append(out.Items, EventView{EventView: mediabuy.EventViewOf(e)})
+		}
+		n += len(page.Items)
+		if cursor = page.Cursor; cursor == "" {
+			break
+		}
+	}
 	for _, leg := range rec.Legs {
 		cursor := ""
 		for n := 0; n < maxLegEvents; {

@@ -51,9 +51,12 @@ type View struct {
 	Committed   string       `json:"committed"`
 	BySeller    []SellerView `json:"committed_by_seller"`
 	Legs        []LegView    `json:"legs"`
-	Requester   string       `json:"requester,omitempty"`
-	CreatedAt   string       `json:"created_at"`
-	Links       Links        `json:"links"`
+	// Approval is the campaign's one approval, when policy asked a person: its decision
+	// applies to every leg.
+	Approval  *mediabuy.ApprovalView `json:"approval,omitempty"`
+	Requester string                 `json:"requester,omitempty"`
+	CreatedAt string                 `json:"created_at"`
+	Links     Links                  `json:"links"`
 }
 
 // SellerView is what one seller committed.

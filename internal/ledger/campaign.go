@@ -39,6 +39,9 @@ type Campaign struct {
 	// (no cancel pending); empty while it runs.
 	Outcome   string    `dynamodbav:"outcome,omitempty"`
 	SettledAt time.Time `dynamodbav:"settled_at,omitempty"`
+	// ApprovalID is the campaign's latest approval (one decision for every leg), when policy
+	// asked for one; the approval item holds its decision.
+	ApprovalID string `dynamodbav:"approval_id,omitempty"`
 }
 
 // CampaignLeg is one media buy of a campaign.
@@ -128,6 +131,31 @@ func (s *Store) SettleCampaign(ctx context.Context, tenant, id, outcome string) 
 	}
 	if err != nil {
 		return fmt.Errorf("ledger: settle campaign %s: %w", id, err)
+	}
+	return nil
+}
+
+// SetCampaignApproval records which approval decides the campaign (the latest round: an
+// escalation asks again under a new id). The condition is attribute_exists(pk).
+func (s *Store) SetCampaignApproval(ctx context.Context, tenant, id, approvalID string) error {
+	if checkID("tenant", tenant) != nil || checkID("campaign id", id) != nil || checkID("approval id", approvalID) != nil {
+		return fmt.Errorf("%w: tenant, campaign id and approval id are required", ErrInvalidArgument)
+	}
+	e, err := build(expression.NewBuilder().WithCondition(expression.AttributeExists(expression.Name(AttrPK))).
+		WithUpdate(expression.Set(expression.Name("approval_id"), expression.Value(approvalID))))
+	if err != nil {
+		return err
+	}
+	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: key(campaignPK(tenant, id), skCampaign),
+		ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
+		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+	})
+	if failed, _ := conditionFailed(err); failed {
+		return fmt.Errorf("ledger: set approval of campaign %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("ledger: set approval of campaign %s: %w", id, err)
 	}
 	return nil
 }

@@ -119,3 +119,56 @@ func TestSettleCampaignOnce(t *testing.T) {
 		t.Fatalf("settle created another tenant's item: %v", err)
 	}
 }
+
+// The campaign names its latest approval; another tenant's campaign and a missing one are not
+// found and nothing is written for them.
+func TestSetCampaignApproval(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	if _, err := s.CreateCampaign(ctx, newCampaign("acme", "cp-1")); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"apr_first", "apr_escalated"} {
+		if err := s.SetCampaignApproval(ctx, "acme", "cp-1", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.GetCampaign(ctx, "acme", "cp-1")
+	if err != nil || got.ApprovalID != "apr_escalated" || len(got.Legs) != 2 {
+		t.Fatalf("campaign = %+v, %v", got, err)
+	}
+	for _, c := range []struct{ tenant, id string }{{"other", "cp-1"}, {"acme", "cp-missing"}} {
+		if err := s.SetCampaignApproval(ctx, c.tenant, c.id, "apr_x"); !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("set approval of %s/%s: err = %v, want not found", c.tenant, c.id, err)
+		}
+	}
+	if _, err := s.GetCampaign(ctx, "other", "cp-1"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("the refused write created another tenant's campaign: %v", err)
+	}
+	if err := s.SetCampaignApproval(ctx, "acme", "cp-1", ""); !errors.Is(err, ledger.ErrInvalidArgument) {
+		t.Errorf("empty approval id: err = %v", err)
+	}
+}
+
+// A campaign's own timeline is read under its id, by its tenant only.
+func TestCampaignTimeline(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	if _, err := s.CreateCampaign(ctx, newCampaign("acme", "cp-1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendEvent(ctx, "acme", "cp-1", ledger.Event{Type: ledger.EventApprovalRequested, Actor: "system"}); err != nil {
+		t.Fatal(err)
+	}
+	page, err := s.ListEvents(ctx, "acme", "cp-1", 10, "")
+	if err != nil || len(page.Items) != 1 || page.Items[0].Type != ledger.EventApprovalRequested {
+		t.Fatalf("campaign timeline = %+v, %v", page.Items, err)
+	}
+	for _, c := range []struct{ tenant, id string }{{"other", "cp-1"}, {"acme", "cp-none"}} {
+		if _, err := s.ListEvents(ctx, c.tenant, c.id, 10, ""); !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("timeline of %s/%s: err = %v, want not found", c.tenant, c.id, err)
+		}
+	}
+}
