@@ -184,22 +184,36 @@ func (s *Service) Get(ctx context.Context, tenant, id string) (View, error) {
 	return s.view(ctx, rec)
 }
 
-func (s *Service) view(ctx context.Context, rec *ledger.Campaign) (View, error) {
+// summary is what the campaign item alone says of rec: everything but the legs' statuses and
+// what they committed; planned is the sum of the legs' amounts.
+func summary(rec *ledger.Campaign) (View, money.Amount, error) {
 	out := View{
 		CampaignID: rec.ID, Name: rec.Name, Policy: Policy(rec.Policy), GovernanceID: rec.GovernanceAgentID,
 		PlanID: rec.PlanID, Currency: rec.Currency, TotalBudget: rec.BudgetTotal, Requester: rec.Requester,
-		CreatedAt: rec.CreatedAt.UTC().Format(time.RFC3339Nano), Links: LinksFor(rec.ID),
+		CreatedAt: rec.CreatedAt.UTC().Format(time.RFC3339Nano), Links: LinksFor(rec.ID), Legs: make([]LegView, 0, len(rec.Legs)),
 	}
 	planned := money.Amount{Currency: rec.Currency}
-	states := make([]LegState, 0, len(rec.Legs))
 	for _, leg := range rec.Legs {
 		amount, err := money.ParseDecimal(leg.Amount, rec.Currency)
 		if err != nil {
-			return View{}, fmt.Errorf("campaign: %s leg %s amount: %w", rec.ID, leg.OperationID, err)
+			return View{}, money.Amount{}, fmt.Errorf("campaign: %s leg %s amount: %w", rec.ID, leg.OperationID, err)
 		}
 		planned = planned.Add(amount)
-		lv := LegView{OperationID: leg.OperationID, SellerID: leg.SellerID, PONumber: leg.PONumber, Amount: amount.Decimal(),
-			Links: mediabuy.LinksFor(leg.OperationID)}
+		out.Legs = append(out.Legs, LegView{OperationID: leg.OperationID, SellerID: leg.SellerID, PONumber: leg.PONumber, Amount: amount.Decimal(),
+			Links: mediabuy.LinksFor(leg.OperationID)})
+	}
+	return out, planned, nil
+}
+
+func (s *Service) view(ctx context.Context, rec *ledger.Campaign) (View, error) {
+	out, planned, err := summary(rec)
+	if err != nil {
+		return View{}, err
+	}
+	states := make([]LegState, 0, len(rec.Legs))
+	for i, leg := range rec.Legs {
+		amount, _ := money.ParseDecimal(leg.Amount, rec.Currency) // summary read it
+		lv := &out.Legs[i]
 		st := workflow.StatusRequested
 		buy, err := s.buys.Get(ctx, rec.Tenant, leg.OperationID)
 		switch {
@@ -210,7 +224,6 @@ func (s *Service) view(ctx context.Context, rec *ledger.Campaign) (View, error) 
 			return View{}, fmt.Errorf("campaign: %s leg %s: %w", rec.ID, leg.OperationID, err)
 		}
 		lv.Status = string(st)
-		out.Legs = append(out.Legs, lv)
 		states = append(states, LegState{SellerID: leg.SellerID, Status: st, Amount: amount})
 	}
 	o := Decide(rec.Currency, states)
@@ -238,7 +251,10 @@ func (s *Service) view(ctx context.Context, rec *ledger.Campaign) (View, error) 
 	return out, nil
 }
 
-// List returns one page of the tenant's campaigns, newest first, each with its legs' statuses.
+// List returns one page of the tenant's campaigns, newest first, from the campaign items
+// alone (one query, whatever the number of legs): each campaign's status is its recorded
+// outcome (running until it is settled), what it committed once settled, and its legs without
+// their statuses, which GET of one campaign reads.
 func (s *Service) List(ctx context.Context, tenant string, limit int, cursor string) (ListPage, error) {
 	page, err := s.ledger.ListCampaigns(ctx, tenant, limit, cursor)
 	if errors.Is(err, ledger.ErrInvalidCursor) {
@@ -249,9 +265,13 @@ func (s *Service) List(ctx context.Context, tenant string, limit int, cursor str
 	}
 	out := ListPage{Items: make([]View, 0, len(page.Items)), NextCursor: page.Cursor}
 	for _, rec := range page.Items {
-		v, err := s.view(ctx, rec)
+		v, planned, err := summary(rec)
 		if err != nil {
 			return ListPage{}, err
+		}
+		v.Status, v.Planned, v.Committed = Running, planned.Decimal(), ""
+		if rec.Outcome != "" {
+			v.Status, v.Committed = Status(rec.Outcome), rec.Committed
 		}
 		out.Items = append(out.Items, v)
 	}

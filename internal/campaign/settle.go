@@ -79,7 +79,7 @@ type Compensation struct {
 type Facts interface {
 	GetCampaign(ctx context.Context, tenant, id string) (*ledger.Campaign, error)
 	GetOperation(ctx context.Context, tenant, id string) (*ledger.Operation, error)
-	SettleCampaign(ctx context.Context, tenant, id, outcome string) error
+	SettleCampaign(ctx context.Context, tenant, id, outcome, committed string) error
 	GetApproval(ctx context.Context, id string) (*ledger.Approval, error)
 	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch ledger.Changes) (*ledger.Operation, error)
 	AcquireLock(ctx context.Context, name, owner string, ttl time.Duration) (ledger.Lease, error)
@@ -319,7 +319,7 @@ func (s *Settler) Settle(ctx context.Context, tenant, id string) (Settled, error
 	}
 	// Nothing is left to do: this is the campaign's outcome (a cancel that failed leaves its leg
 	// committed, and the outcome says so).
-	if err := s.facts.SettleCampaign(ctx, tenant, id, string(o.Status)); err != nil && !errors.Is(err, ledger.ErrConflict) {
+	if err := s.facts.SettleCampaign(ctx, tenant, id, string(o.Status), o.Committed.Decimal()); err != nil && !errors.Is(err, ledger.ErrConflict) {
 		return Settled{}, &workflow.TransientError{Reason: "record the outcome of campaign " + id + ": " + err.Error()}
 	}
 	return out, nil

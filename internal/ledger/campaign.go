@@ -39,6 +39,9 @@ type Campaign struct {
 	// (no cancel pending); empty while it runs.
 	Outcome   string    `dynamodbav:"outcome,omitempty"`
 	SettledAt time.Time `dynamodbav:"settled_at,omitempty"`
+	// Committed is what the legs committed in total (a decimal string), written with Outcome:
+	// the campaign list shows it without reading any leg.
+	Committed string `dynamodbav:"committed,omitempty"`
 	// ApprovalID is the campaign's latest approval (one decision for every leg), when policy
 	// asked for one; the approval item holds its decision.
 	ApprovalID string `dynamodbav:"approval_id,omitempty"`
@@ -103,19 +106,21 @@ func (s *Store) CreateCampaign(ctx context.Context, c Campaign) (*Campaign, erro
 	return &c, nil
 }
 
-// SettleCampaign records the campaign's final status, once: the condition is
+// SettleCampaign records the campaign's final status and what it committed, once: the
+// condition is
 //
 //	attribute_exists(pk) AND (attribute_not_exists(outcome) OR outcome = :outcome)
 //
 // so a retry of the same settle succeeds and another outcome is a conflict (ErrConflict).
-func (s *Store) SettleCampaign(ctx context.Context, tenant, id, outcome string) error {
-	if checkID("tenant", tenant) != nil || checkID("campaign id", id) != nil || outcome == "" {
-		return fmt.Errorf("%w: tenant, campaign id and outcome are required", ErrInvalidArgument)
+func (s *Store) SettleCampaign(ctx context.Context, tenant, id, outcome, committed string) error {
+	if checkID("tenant", tenant) != nil || checkID("campaign id", id) != nil || outcome == "" || committed == "" {
+		return fmt.Errorf("%w: tenant, campaign id, outcome and committed are required", ErrInvalidArgument)
 	}
 	cond := expression.AttributeExists(expression.Name(AttrPK)).And(expression.Or(
 		expression.AttributeNotExists(expression.Name("outcome")),
 		expression.Name("outcome").Equal(expression.Value(outcome))))
 	up := expression.Set(expression.Name("outcome"), expression.Value(outcome)).
+		Set(expression.Name("committed"), expression.Value(committed)).
 		Set(expression.Name("settled_at"), expression.Value(s.now()))
 	e, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(up))
 	if err != nil {

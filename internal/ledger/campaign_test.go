@@ -99,20 +99,20 @@ func TestSettleCampaignOnce(t *testing.T) {
 	if _, err := s.CreateCampaign(ctx, newCampaign("acme", "cp-1")); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SettleCampaign(ctx, "acme", "cp-1", "failed"); err != nil {
+	if err := s.SettleCampaign(ctx, "acme", "cp-1", "failed", "0.00"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SettleCampaign(ctx, "acme", "cp-1", "failed"); err != nil {
+	if err := s.SettleCampaign(ctx, "acme", "cp-1", "failed", "0.00"); err != nil {
 		t.Fatalf("retry: %v", err)
 	}
-	if err := s.SettleCampaign(ctx, "acme", "cp-1", "completed"); !errors.Is(err, ledger.ErrConflict) {
+	if err := s.SettleCampaign(ctx, "acme", "cp-1", "completed", "30000.00"); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("another outcome: err = %v", err)
 	}
 	got, err := s.GetCampaign(ctx, "acme", "cp-1")
-	if err != nil || got.Outcome != "failed" || got.SettledAt.IsZero() {
+	if err != nil || got.Outcome != "failed" || got.Committed != "0.00" || got.SettledAt.IsZero() {
 		t.Fatalf("campaign = %+v, %v", got, err)
 	}
-	if err := s.SettleCampaign(ctx, "other", "cp-1", "failed"); !errors.Is(err, ledger.ErrConflict) {
+	if err := s.SettleCampaign(ctx, "other", "cp-1", "failed", "0.00"); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("another tenant's campaign: err = %v", err)
 	}
 	if _, err := s.GetCampaign(ctx, "other", "cp-1"); !errors.Is(err, ledger.ErrNotFound) {
