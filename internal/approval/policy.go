@@ -1,0 +1,193 @@
+package approval
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/money"
+)
+
+// OnTimeout says what happens when an approval's SLA passes with no decision.
+type OnTimeout string
+
+// The timeout behaviours.
+const (
+	// TimeoutEscalate sends the approval once to the escalation approvers, then rejects.
+	TimeoutEscalate OnTimeout = "escalate"
+	// TimeoutReject fails the buy as expired at once.
+	TimeoutReject OnTimeout = "reject"
+)
+
+// Policy is the approval policy, parsed from BUYFLOW_APPROVAL_POLICY. It is immutable after
+// ParsePolicy.
+type Policy struct {
+	// Threshold is the budget at or above which a buy needs a person ("10000.00"); empty means
+	// the amount never requires approval by itself.
+	Threshold string
+	// Currency is the ISO 4217 code of Threshold.
+	Currency string
+	// Approvers decide first; EscalationApprovers decide after one timeout when OnTimeout is
+	// TimeoutEscalate.
+	Approvers           []string
+	EscalationApprovers []string
+	OnTimeout           OnTimeout
+	// EscalationTimeoutSeconds, when positive and shorter than the state's timeout, shortens
+	// the escalated approval's expiry in the ledger.
+	EscalationTimeoutSeconds int
+	// LinkTTLSeconds, when positive, caps how long a link stays valid (never past the
+	// approval's own expiry).
+	LinkTTLSeconds int
+	// Identities maps the IAM principal an approver calls the API with (an IAM user ARN, or a
+	// role ARN standing for every session of that role) to their approver id, so that the
+	// IAM-authorized approver routes know who is asking. A session ARN is refused: whoever
+	// assumes a role names the session.
+	Identities map[string]string
+
+	threshold *big.Rat
+}
+
+var decimalRE = regexp.MustCompile(`^[0-9]{1,18}(\.[0-9]{1,6})?$`)
+
+// ParsePolicy parses the policy JSON:
+//
+//	{"threshold":"10000.00","currency":"USD","approvers":["U01","U02"],
+//	 "escalation_approvers":["U09"],"on_timeout":"escalate",
+//	 "escalation_timeout_seconds":3600,"link_ttl_seconds":86400}
+//
+// It reports every problem it finds together. on_timeout defaults to "reject".
+func ParsePolicy(raw []byte) (Policy, error) {
+	var in struct {
+		Threshold                string            `json:"threshold"`
+		Currency                 string            `json:"currency"`
+		Approvers                []string          `json:"approvers"`
+		EscalationApprovers      []string          `json:"escalation_approvers"`
+		OnTimeout                string            `json:"on_timeout"`
+		EscalationTimeoutSeconds int               `json:"escalation_timeout_seconds"`
+		LinkTTLSeconds           int               `json:"link_ttl_seconds"`
+		Identities               map[string]string `json:"identities"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return Policy{}, fmt.Errorf("approval policy: not a JSON object with threshold, currency, approvers, escalation_approvers, on_timeout, escalation_timeout_seconds, link_ttl_seconds: %w", err)
+	}
+	if dec.More() {
+		return Policy{}, errors.New("approval policy: trailing data after the JSON object")
+	}
+	p := Policy{
+		Threshold: strings.TrimSpace(in.Threshold), Currency: strings.ToUpper(strings.TrimSpace(in.Currency)),
+		Approvers: in.Approvers, EscalationApprovers: in.EscalationApprovers, OnTimeout: OnTimeout(in.OnTimeout),
+		EscalationTimeoutSeconds: in.EscalationTimeoutSeconds, LinkTTLSeconds: in.LinkTTLSeconds,
+		Identities: in.Identities,
+	}
+	if p.OnTimeout == "" {
+		p.OnTimeout = TimeoutReject
+	}
+	var errs []error
+	if p.Threshold != "" {
+		if !decimalRE.MatchString(p.Threshold) {
+			errs = append(errs, fmt.Errorf("threshold %q must be a non-negative decimal string such as \"10000.00\"", p.Threshold))
+		} else {
+			p.threshold, _ = new(big.Rat).SetString(p.Threshold) // the pattern guarantees it parses
+		}
+		if _, ok := money.MinorUnits(p.Currency); !ok {
+			errs = append(errs, fmt.Errorf("currency %q must be an ISO 4217 code such as USD", in.Currency))
+		}
+	}
+	if len(p.Approvers) == 0 {
+		errs = append(errs, errors.New("approvers must list at least one approver id"))
+	}
+	errs = append(errs, checkIDs("approvers", p.Approvers)...)
+	errs = append(errs, checkIDs("escalation_approvers", p.EscalationApprovers)...)
+	switch p.OnTimeout {
+	case TimeoutReject:
+	case TimeoutEscalate:
+		if len(p.EscalationApprovers) == 0 {
+			errs = append(errs, errors.New(`on_timeout "escalate" needs escalation_approvers`))
+		}
+	default:
+		errs = append(errs, fmt.Errorf(`on_timeout %q must be "escalate" or "reject"`, in.OnTimeout))
+	}
+	if p.EscalationTimeoutSeconds < 0 {
+		errs = append(errs, errors.New("escalation_timeout_seconds must not be negative"))
+	}
+	if p.LinkTTLSeconds < 0 {
+		errs = append(errs, errors.New("link_ttl_seconds must not be negative"))
+	}
+	for principal, id := range p.Identities {
+		if !identityRE.MatchString(principal) {
+			errs = append(errs, fmt.Errorf("identities: %q must be an IAM user or role ARN such as arn:aws:iam::111122223333:role/ApproverAlice (or a dev: principal on the local stack)", principal))
+		}
+		if !slices.Contains(p.Approvers, id) && !slices.Contains(p.EscalationApprovers, id) {
+			errs = append(errs, fmt.Errorf("identities: %q maps to %q, which is neither an approver nor an escalation approver", principal, id))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Policy{}, fmt.Errorf("approval policy: %w", err)
+	}
+	return p, nil
+}
+
+// identityRE accepts the principals API Gateway reports for IAM callers, and the local stack's
+// dev: principals (its emulator carries no IAM identity; the CDK stack never enables them).
+var identityRE = regexp.MustCompile(`^(arn:aws[a-z-]*:iam::[0-9]{12}:(user|role)/[A-Za-z0-9+=,.@_/-]{1,512}|dev:[A-Za-z0-9._-]{1,64})$`)
+
+var assumedRoleRE = regexp.MustCompile(`^arn:(aws[a-z-]*):sts::([0-9]{12}):assumed-role/([A-Za-z0-9+=,.@_-]{1,64})/[^/]+$`)
+
+// ApproverFor returns the approver id of the IAM principal API Gateway verified for a request:
+// the identity configured for that exact user ARN, or, for an assumed-role session, the one
+// configured for the role (every session of the role is that approver, so each approver
+// needs a role of their own).
+func (p Policy) ApproverFor(principal string) (string, bool) {
+	if id, ok := p.Identities[principal]; ok && principal != "" {
+		return id, true
+	}
+	if m := assumedRoleRE.FindStringSubmatch(principal); m != nil {
+		id, ok := p.Identities["arn:"+m[1]+":iam::"+m[2]+":role/"+m[3]]
+		return id, ok
+	}
+	return "", false
+}
+
+func checkIDs(field string, ids []string) []error {
+	var errs []error
+	for i, id := range ids {
+		if id == "" || len(id) > 256 || strings.ContainsAny(id, " \t\r\n#") {
+			errs = append(errs, fmt.Errorf("%s[%d] must be a non-empty id without spaces or '#'", field, i))
+		}
+		if slices.Index(ids, id) != i {
+			errs = append(errs, fmt.Errorf("%s[%d] repeats %q", field, i, id))
+		}
+	}
+	return errs
+}
+
+// Needs reports whether op's budget alone requires a human approval (budget ≥ threshold) and
+// why, in a sentence a person can read. It is pure. A budget it cannot compare (missing,
+// malformed or in another currency than the threshold) needs approval: the gate fails closed.
+// A policy without a threshold never requires approval by amount.
+func (p Policy) Needs(op *ledger.Operation) (bool, string) {
+	if p.threshold == nil || op == nil {
+		return false, ""
+	}
+	budget := strings.TrimSpace(op.BudgetTotal)
+	cur := strings.ToUpper(strings.TrimSpace(op.Currency))
+	if !decimalRE.MatchString(budget) {
+		return true, fmt.Sprintf("the budget %q cannot be compared with the approval threshold %s %s", budget, p.Threshold, p.Currency)
+	}
+	if cur != p.Currency {
+		return true, fmt.Sprintf("the budget is in %s but the approval threshold is in %s", cur, p.Currency)
+	}
+	b, _ := new(big.Rat).SetString(budget) // the pattern guarantees it parses
+	if b.Cmp(p.threshold) >= 0 {
+		return true, fmt.Sprintf("the budget %s %s is at or over the approval threshold %s %s", budget, cur, p.Threshold, p.Currency)
+	}
+	return false, ""
+}

@@ -1,0 +1,101 @@
+package approval_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/ledger"
+)
+
+func TestParsePolicy(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		json    string
+		wantErr []string
+	}{
+		{"full", `{"threshold":"10000.00","currency":"usd","approvers":["U1","U2"],"escalation_approvers":["U9"],"on_timeout":"escalate","escalation_timeout_seconds":600,"link_ttl_seconds":3600}`, nil},
+		{"no threshold", `{"approvers":["U1"]}`, nil},
+		{"not json", `{`, []string{"not a JSON object"}},
+		{"unknown field", `{"approvers":["U1"],"treshold":"1"}`, []string{"treshold"}},
+		{"everything wrong", `{"threshold":"1e6","currency":"dollars","approvers":[],"on_timeout":"later","link_ttl_seconds":-1}`,
+			[]string{"threshold", "currency", "approvers must list", `on_timeout "later"`, "link_ttl_seconds"}},
+		{"escalate without group", `{"approvers":["U1"],"on_timeout":"escalate"}`, []string{"escalation_approvers"}},
+		{"repeated approver", `{"approvers":["U1","U1"]}`, []string{"repeats"}},
+		{"negative threshold", `{"threshold":"-5","currency":"USD","approvers":["U1"]}`, []string{"threshold"}},
+		{"threshold in a currency that does not exist", `{"threshold":"10000","currency":"ZZZ","approvers":["U1"]}`, []string{"currency"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, err := approval.ParsePolicy([]byte(tc.json))
+			if len(tc.wantErr) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.OnTimeout == "" {
+					t.Error("on_timeout has no default")
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("parsed %+v", p)
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestPolicyNeeds(t *testing.T) {
+	t.Parallel()
+	p, err := approval.ParsePolicy([]byte(`{"threshold":"10000.00","currency":"USD","approvers":["U1"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		budget, currency string
+		want             bool
+		why              string
+	}{
+		{"9999.99", "USD", false, ""},
+		{"10000", "USD", true, "at or over"},
+		{"10000.000001", "usd", true, "at or over"},
+		{"250000.00", "USD", true, "at or over"},
+		{"5.00", "EUR", true, "in EUR"},
+		{"", "USD", true, "cannot be compared"},
+		{"1,000.00", "USD", true, "cannot be compared"},
+	}
+	for _, tc := range cases {
+		got, why := p.Needs(&ledger.Operation{BudgetTotal: tc.budget, Currency: tc.currency})
+		if got != tc.want || !strings.Contains(why, tc.why) {
+			t.Errorf("Needs(%q %q) = %v %q, want %v with %q", tc.budget, tc.currency, got, why, tc.want, tc.why)
+		}
+	}
+	none, _ := approval.ParsePolicy([]byte(`{"approvers":["U1"]}`))
+	if got, _ := none.Needs(&ledger.Operation{BudgetTotal: "1000000000.00", Currency: "USD"}); got {
+		t.Error("a policy without a threshold asked for approval by amount")
+	}
+}
+
+func TestApprovalIDIsStableAndOpaque(t *testing.T) {
+	t.Parallel()
+	tok := token(7)
+	id := approval.ApprovalID(tok)
+	if id != approval.ApprovalID(tok) || id == approval.ApprovalID(token(8)) {
+		t.Fatal("approval id is not a function of the token")
+	}
+	if len(id) != 26 || !strings.HasPrefix(id, "apr_") || strings.Contains(tok, id[4:]) {
+		t.Errorf("approval id %q", id)
+	}
+}
+
+// token is a task token of Step Functions' shape and size.
+func token(n int) string {
+	return fmt.Sprintf("AQB%04d", n) + strings.Repeat("x9Z-_", 260)
+}

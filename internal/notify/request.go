@@ -1,0 +1,330 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvalcore"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/money"
+	"github.com/buyflow/buyflow/internal/slack"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// Notifier is the notify Lambda's use case: Request and Expire (Notify dispatches the payload).
+// It is safe for concurrent use.
+type Notifier struct{ *approval.Base }
+
+// New checks cfg and returns the notify stage: it needs the Slack client, the public
+// base URL and a policy with approvers on top of what both Lambdas need.
+func New(cfg approval.Config) (*Notifier, error) {
+	errs := cfg.Problems()
+	if cfg.Slack == nil {
+		errs = append(errs, errors.New("no Slack client"))
+	}
+	if cfg.BaseURL == "" {
+		errs = append(errs, errors.New("no public base URL"))
+	}
+	if len(cfg.Policy.Approvers) == 0 {
+		errs = append(errs, errors.New("no approvers in the policy"))
+	}
+	s, err := approval.NewBase(cfg, errs)
+	if err != nil {
+		return nil, err
+	}
+	return &Notifier{s}, nil
+}
+
+// actorSystem is the actor of events the workflow causes; actorTimeout decides expiries.
+const (
+	actorSystem  = "system"
+	actorTimeout = "system:timeout"
+)
+
+// Request runs the notify stage's "request" action (RequestApproval, a waitForTaskToken task):
+// it stores the approval with the task token in the ledger, moves the operation to
+// awaiting_approval, posts the Slack request with one signed link per approver and records
+// the request on the timeline. The task stays parked; the approve Lambda completes it.
+//
+// A retry with the same task token converges on the same approval (its id derives from the
+// token) and posts to Slack only if no message was recorded yet. The round after an expiry
+// that escalated goes to the policy's escalation approvers.
+func (s *Notifier) Request(ctx context.Context, in workflow.CallbackInput) error {
+	if err := checkSubject(in.OperationID, in.CampaignID, in.Tenant); err != nil {
+		return err
+	}
+	if in.TaskToken == "" {
+		return &workflow.InvalidInputError{Field: "task_token", Reason: "is required"}
+	}
+	if in.Config.ApprovalTimeoutSeconds <= 0 {
+		return &workflow.InvalidInputError{Field: "config.approval_timeout_seconds", Reason: "must be a positive integer"}
+	}
+	if in.CampaignID != "" {
+		return s.requestCampaign(ctx, in)
+	}
+	op, err := s.Operation(ctx, in.Tenant, in.OperationID)
+	if err != nil {
+		return err
+	}
+	if op.Status.Terminal() {
+		return &workflow.TerminalError{Code: "operation_ended", Reason: fmt.Sprintf("operation %s is already %s; no approval is requested", op.ID, op.Status)}
+	}
+
+	id := approval.ApprovalID(in.TaskToken)
+	h, err := s.History(ctx, in.Tenant, in.OperationID)
+	if err != nil {
+		return err
+	}
+	rd, known := h.RoundOf(id)
+	requester := op.Requester
+	approvers, escalateTo, timeout, err := s.audience(rd, requester, in.Config)
+	if err != nil {
+		return err
+	}
+	// A person approves the exact amount that is bought; one the page cannot show exactly is
+	// never put before them.
+	if _, err := money.ParseDecimal(op.BudgetTotal, op.Currency); err != nil {
+		return &workflow.TerminalError{Code: "invalid_amount", Reason: fmt.Sprintf("the buy's amount %q %s cannot be shown exactly: %v", op.BudgetTotal, op.Currency, err)}
+	}
+	now := s.Now()
+	code := s.reasonCode(in.Reason, op)
+	a, err := s.storeApproval(ctx, ledger.Approval{
+		ID: id, Tenant: in.Tenant, OperationID: in.OperationID, TaskToken: in.TaskToken,
+		Approvers: approvers, EscalationApprovers: escalateTo, Requester: requester, Amount: op.BudgetTotal, Currency: op.Currency,
+		Reason: string(code), ReasonText: reasonText(code, op), ExpiresAt: now.Add(timeout),
+	})
+	if err != nil {
+		return err
+	}
+	if a.Tenant != in.Tenant || a.OperationID != in.OperationID || a.TaskToken != in.TaskToken {
+		return &workflow.TerminalError{Code: "approval_mismatch", Reason: fmt.Sprintf("approval %s belongs to another operation", id)}
+	}
+	if !known {
+		err := s.Cfg.Ledger.AppendEvent(ctx, in.Tenant, in.OperationID, ledger.Event{
+			Type: ledger.EventApprovalRequested, Actor: actorSystem, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason,
+			Detail: approval.EventDetail{ApprovalID: id, Round: rd.Round, Escalation: rd.Escalation, Approvers: a.Approvers}.Raw(),
+		})
+		if err != nil {
+			return fmt.Errorf("notify: record request of approval %s: %w", id, err)
+		}
+	}
+	if err := s.awaitApproval(ctx, op, id); err != nil {
+		return err
+	}
+	if len(a.SlackMessages) == 0 && a.Status == ledger.ApprovalPending && now.Before(a.ExpiresAt) {
+		if err := s.post(ctx, a, op); err != nil {
+			return err
+		}
+	}
+	s.Log.InfoContext(ctx, "approval requested", "operationId", in.OperationID, "approvalId", id,
+		"round", rd.Round, "escalation", rd.Escalation, "approvers", len(a.Approvers), "expiresAt", a.ExpiresAt)
+	return nil
+}
+
+// awaitApproval moves op to awaiting_approval when that move is legal from where it is.
+// Already being there (a retry, an escalation round) is fine; an operation that ended meanwhile
+// is a terminal error; any other status is left as it is and logged, since the approval itself
+// is already stored and the workflow decides what happens next.
+func (s *Notifier) awaitApproval(ctx context.Context, op *ledger.Operation, id string) error {
+	if op.Status == workflow.StatusAwaitingApproval {
+		return nil
+	}
+	if !workflow.CanMove(op.Status, workflow.StatusAwaitingApproval) {
+		s.Log.WarnContext(ctx, "operation cannot move to awaiting_approval; left as it is", "operationId", op.ID, "status", op.Status)
+		return nil
+	}
+	_, err := s.Cfg.Ledger.Transition(ctx, op.Tenant, op.ID, workflow.StatusAwaitingApproval, ledger.AnyVersion, ledger.Changes{
+		Actor: actorSystem, Detail: approval.EventDetail{ApprovalID: id}.Raw(),
+	})
+	var te *ledger.TransitionError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &te) && te.Current != nil && te.Current.Status == workflow.StatusAwaitingApproval:
+		return nil
+	case errors.As(err, &te) && te.Current != nil && te.Current.Status.Terminal():
+		return &workflow.TerminalError{Code: "operation_ended", Reason: fmt.Sprintf("operation %s is already %s; no approval is requested", op.ID, te.Current.Status)}
+	case errors.As(err, &te) && te.Current != nil:
+		s.Log.WarnContext(ctx, "operation moved elsewhere; left as it is", "operationId", op.ID, "status", te.Current.Status)
+		return nil
+	case errors.Is(err, ledger.ErrNotFound):
+		return &workflow.NotFoundError{OperationID: op.ID}
+	default:
+		return fmt.Errorf("notify: move operation %s to awaiting_approval: %w", op.ID, err)
+	}
+}
+
+// post sends a buy's request to Slack with what it buys.
+func (s *Notifier) post(ctx context.Context, a *ledger.Approval, op *ledger.Operation) error {
+	v, err := s.Review(ctx, a, op)
+	if err != nil {
+		return err
+	}
+	return s.postView(ctx, a, v)
+}
+
+// postView sends the request v to Slack, one signed link per approver, and stores where it
+// landed. Nothing posted at all is an error (the stage retries); a partial post is logged and
+// kept.
+func (s *Notifier) postView(ctx context.Context, a *ledger.Approval, v approvalcore.Approval) error {
+	exp := s.LinkExpiry(a)
+	reviews := make([]slack.Review, 0, len(a.Approvers))
+	for _, who := range a.Approvers {
+		link, err := s.Cfg.Signer.Sign(s.Cfg.BaseURL, a.ID, who, exp)
+		if err != nil {
+			return &workflow.TerminalError{Code: "link_signing_failed", Reason: fmt.Sprintf("approval %s: %v", a.ID, err)}
+		}
+		reviews = append(reviews, slack.Review{Approver: who, URL: link})
+	}
+	refs, err := slack.PostRequest(ctx, s.Cfg.Slack, v, reviews, s.Cfg.Delivery)
+	if len(refs) == 0 {
+		if err == nil {
+			err = errors.New("nothing was posted")
+		}
+		return fmt.Errorf("notify: post approval %s to slack: %w", a.ID, err)
+	}
+	if err != nil {
+		s.Log.WarnContext(ctx, "approval request reached only some approvers", "approvalId", a.ID, "posted", len(refs), "err", err)
+	}
+	stored := make([]ledger.SlackRef, len(refs))
+	for i, r := range refs {
+		stored[i] = ledger.SlackRef{Channel: r.Channel, TS: r.TS}
+	}
+	if err := s.Cfg.Ledger.SetSlackMessages(ctx, a.ID, stored); err != nil {
+		return fmt.Errorf("notify: store slack messages of approval %s: %w", a.ID, err)
+	}
+	a.SlackMessages = stored
+	return nil
+}
+
+// reasonCode maps the state machine's reason to the reason shown to approvers.
+func (s *Notifier) reasonCode(reason string, op *ledger.Operation) approvalcore.ReasonCode {
+	switch approvalcore.ReasonCode(reason) {
+	case approvalcore.ReasonSellerInputRequired, approvalcore.ReasonPolicyThreshold, approvalcore.ReasonGovernanceConditions:
+		return approvalcore.ReasonCode(reason)
+	}
+	if needs, _ := s.Cfg.Policy.Needs(op); needs {
+		return approvalcore.ReasonPolicyThreshold
+	}
+	if op.RequireApproval {
+		return ReasonBuyerRequested
+	}
+	return approvalcore.ReasonGovernanceConditions
+}
+
+// reasonText is what the approvers read under the reason: the operation's recorded reason
+// when it carries the words of the party that asked (the seller's input-required message, the
+// governance agent's conditions), frozen into the approval when it is requested.
+func reasonText(code approvalcore.ReasonCode, op *ledger.Operation) string {
+	switch code {
+	case approvalcore.ReasonSellerInputRequired, approvalcore.ReasonGovernanceConditions:
+		return ledger.Clip(strings.TrimSpace(op.Reason), 500)
+	}
+	return ""
+}
+
+// ReasonBuyerRequested is the reason code of an approval the buyer asked for in the submit
+// request (require_approval); approvalcore.ReasonCode.Label has a generic sentence for it.
+const ReasonBuyerRequested approvalcore.ReasonCode = "buyer_requested"
+
+// Expire runs the notify stage's "expire" action (ExpireApproval, after RequestApproval's
+// States.Timeout): it marks the operation's latest approval expired in the ledger (pending →
+// expired, conditionally), updates its Slack messages, records the expiry and says whether
+// the workflow asks again (escalated: once, to the escalation approvers, when the policy says
+// so) or gives up. An approval decided in a race with the timeout is reported as it is: the
+// workflow had stopped waiting, so it gives up and says why.
+func (s *Notifier) Expire(ctx context.Context, in workflow.StageInput) (workflow.ApprovalExpiry, error) {
+	if err := checkSubject(in.OperationID, in.CampaignID, in.Tenant); err != nil {
+		return workflow.ApprovalExpiry{}, err
+	}
+	// A campaign's approval rounds are on the campaign's timeline.
+	timeline := in.OperationID
+	if in.CampaignID != "" {
+		timeline = in.CampaignID
+	}
+	h, err := s.History(ctx, in.Tenant, timeline)
+	if err != nil {
+		return workflow.ApprovalExpiry{}, err
+	}
+	last, ok := h.Latest()
+	if !ok {
+		return workflow.ApprovalExpiry{Reason: "no approval request was recorded for this operation"}, nil
+	}
+	a, err := s.Cfg.Ledger.Decide(ctx, last.ApprovalID, ledger.Decision{Outcome: ledger.ApprovalExpired, By: actorTimeout})
+	var de *ledger.DecisionError
+	fresh := err == nil
+	switch {
+	case err == nil:
+		s.recordExpiry() // here, so a failure below and its retry count it once
+	case errors.As(err, &de) && de.Current.Status == ledger.ApprovalExpired:
+		a = de.Current // a retry of this action
+	case errors.As(err, &de) && de.Current.Status != ledger.ApprovalPending:
+		cur := de.Current
+		reason := fmt.Sprintf("approval %s was %s by %s at %s, after the approval window closed; the workflow had stopped waiting, so nothing is bought",
+			cur.ID, cur.Status, cur.Decider, approvalcore.FormatTime(cur.DecidedAt))
+		if !last.Expired {
+			s.AppendEvent(ctx, in.Tenant, timeline, ledger.Event{
+				Type: ledger.EventApprovalExpired, Actor: actorTimeout, Amount: cur.Amount, Currency: cur.Currency, Reason: cur.Reason,
+				Detail: approval.EventDetail{ApprovalID: cur.ID, Round: last.Round, Outcome: string(cur.Status), Note: "decided after the timeout"}.Raw(),
+			})
+		}
+		return workflow.ApprovalExpiry{Reason: reason}, nil
+	case errors.Is(err, ledger.ErrNotFound):
+		return workflow.ApprovalExpiry{Reason: fmt.Sprintf("approval %s was never stored", last.ApprovalID)}, nil
+	default:
+		return workflow.ApprovalExpiry{}, fmt.Errorf("notify: expire approval %s: %w", last.ApprovalID, err)
+	}
+
+	escalate := s.Cfg.Policy.OnTimeout == approval.TimeoutEscalate && !last.Escalation && len(s.Cfg.Policy.EscalationApprovers) > 0
+	if last.Expired { // the event is already written: keep its answer
+		escalate = last.Escalated
+	} else {
+		err := s.Cfg.Ledger.AppendEvent(ctx, in.Tenant, timeline, ledger.Event{
+			Type: ledger.EventApprovalExpired, Actor: actorTimeout, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason,
+			Detail: approval.EventDetail{ApprovalID: a.ID, Round: last.Round, Escalation: last.Escalation, Escalated: escalate}.Raw(),
+		})
+		if err != nil {
+			return workflow.ApprovalExpiry{}, fmt.Errorf("notify: record expiry of approval %s: %w", a.ID, err)
+		}
+	}
+	if fresh {
+		var op *ledger.Operation
+		if in.OperationID != "" {
+			if op, err = s.Cfg.Ledger.GetOperation(ctx, in.Tenant, in.OperationID); err != nil {
+				op = nil // the status message is still worth sending without the seller
+			}
+		}
+		s.UpdateSlack(ctx, a, op)
+	}
+	reason := "approval expired at " + approvalcore.FormatTime(a.ExpiresAt) + " with no decision"
+	if escalate {
+		reason += "; asking the escalation approvers"
+	}
+	s.Log.InfoContext(ctx, "approval expired", "operationId", in.OperationID, "campaignId", in.CampaignID, "approvalId", a.ID, "escalated", escalate)
+	return workflow.ApprovalExpiry{Escalated: escalate, Reason: reason}, nil
+}
+
+// checkSubject checks the subject of an approval stage: exactly one of an operation and a
+// campaign, and the tenant.
+func checkSubject(opID, campaignID, tenant string) error {
+	if opID != "" && campaignID != "" {
+		return &workflow.InvalidInputError{Field: "campaign_id", Reason: "is exclusive with operation_id"}
+	}
+	if campaignID != "" {
+		return checkStage(campaignID, tenant)
+	}
+	return checkStage(opID, tenant)
+}
+
+func checkStage(opID, tenant string) error {
+	if opID == "" {
+		return &workflow.InvalidInputError{Field: "operation_id", Reason: "is required"}
+	}
+	if tenant == "" {
+		return &workflow.InvalidInputError{Field: "tenant", Reason: "is required"}
+	}
+	return nil
+}
