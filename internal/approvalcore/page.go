@@ -143,7 +143,11 @@ func RenderConfirm(w io.Writer, p ConfirmPage) error {
 		b.WriteString("<h1>" + title + "</h1>\n")
 		b.WriteString("<p>" + esc(a.Requester) + " asks you to approve this " + a.Noun() + ".</p>\n<dl>\n")
 		b.WriteString("<dt>What</dt><dd>" + esc(a.Summary) + "</dd>\n")
-		b.WriteString("<dt>Seller</dt><dd>" + esc(a.Seller) + "</dd>\n")
+		seller := "Seller"
+		if a.IsCampaign() {
+			seller = "Sellers"
+		}
+		b.WriteString("<dt>" + seller + "</dt><dd>" + esc(a.Seller) + "</dd>\n")
 		b.WriteString("<dt>Amount</dt><dd>" + esc(a.Amount.String()) + "</dd>\n")
 		b.WriteString("<dt>Why approval is needed</dt><dd>" + esc(a.Reason.Label()))
 		if a.ReasonText != "" {

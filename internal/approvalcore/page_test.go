@@ -328,7 +328,7 @@ func TestConfirmPageOfACampaign(t *testing.T) {
 	html := b.String()
 	checkPage(t, html)
 	for _, want := range []string{
-		"<h1>Approve a campaign?</h1>", "asks you to approve this campaign.", "2 legs</caption>",
+		"<h1>Approve a campaign?</h1>", "asks you to approve this campaign.", "<dt>Sellers</dt>", "2 legs</caption>",
 		"seller-<wbr>a", "PO-<wbr>A", "USD 20,000.50", "the budget is over the threshold", "Approved",
 		"&lt;seller-<wbr>b&gt;", "check &lt;b&gt; (needs your judgement)", "USD 10,000.00",
 		`<th scope="row" colspan="4">Total</th><td class="num">USD 30,000.50</td>`, "Approve this campaign", "Reject this campaign",
