@@ -122,15 +122,7 @@ func (s *Store) SettleCampaign(ctx context.Context, tenant, id, outcome, committ
 	up := expression.Set(expression.Name("outcome"), expression.Value(outcome)).
 		Set(expression.Name("committed"), expression.Value(committed)).
 		Set(expression.Name("settled_at"), expression.Value(s.now()))
-	e, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(up))
-	if err != nil {
-		return err
-	}
-	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: key(campaignPK(tenant, id), skCampaign),
-		ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
-		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-	})
+	err := s.updateCampaign(ctx, tenant, id, cond, up)
 	if failed, _ := conditionFailed(err); failed {
 		return &ConflictError{What: "campaign " + id + " outcome"}
 	}
@@ -146,8 +138,21 @@ func (s *Store) SetCampaignApproval(ctx context.Context, tenant, id, approvalID 
 	if checkID("tenant", tenant) != nil || checkID("campaign id", id) != nil || checkID("approval id", approvalID) != nil {
 		return fmt.Errorf("%w: tenant, campaign id and approval id are required", ErrInvalidArgument)
 	}
-	e, err := build(expression.NewBuilder().WithCondition(expression.AttributeExists(expression.Name(AttrPK))).
-		WithUpdate(expression.Set(expression.Name("approval_id"), expression.Value(approvalID))))
+	err := s.updateCampaign(ctx, tenant, id, expression.AttributeExists(expression.Name(AttrPK)),
+		expression.Set(expression.Name("approval_id"), expression.Value(approvalID)))
+	if failed, _ := conditionFailed(err); failed {
+		return fmt.Errorf("ledger: set approval of campaign %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("ledger: set approval of campaign %s: %w", id, err)
+	}
+	return nil
+}
+
+// updateCampaign applies up to the tenant's campaign id under cond; the caller reads a failed
+// condition from the error.
+func (s *Store) updateCampaign(ctx context.Context, tenant, id string, cond expression.ConditionBuilder, up expression.UpdateBuilder) error {
+	e, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(up))
 	if err != nil {
 		return err
 	}
@@ -156,13 +161,7 @@ func (s *Store) SetCampaignApproval(ctx context.Context, tenant, id, approvalID 
 		ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
 		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
 	})
-	if failed, _ := conditionFailed(err); failed {
-		return fmt.Errorf("ledger: set approval of campaign %s: %w", id, ErrNotFound)
-	}
-	if err != nil {
-		return fmt.Errorf("ledger: set approval of campaign %s: %w", id, err)
-	}
-	return nil
+	return err
 }
 
 // GetCampaign returns the tenant's campaign id; another tenant's id is ErrNotFound.

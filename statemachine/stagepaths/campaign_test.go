@@ -1,6 +1,7 @@
 package stagepaths
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -552,4 +553,38 @@ func TestCampaignLegInputRequiredAsksAboutThatLeg(t *testing.T) {
 		t.Errorf("leg 1's execution: %v", lex.States)
 	}
 	r.wantLegs(r.campaign(), "completed", "completed", "completed")
+}
+
+// Nobody decides in time: the campaign's approval expires (the local policy does not
+// escalate), nothing is created at any seller, every leg ends expired in its own execution and
+// the campaign reads canceled.
+func TestCampaignApprovalExpiredBuysNothing(t *testing.T) {
+	r := beginCampaign(t, "all_or_nothing")
+	body, _ := json.Marshal(map[string]any{"approval_timeout_seconds": 2})
+	req, _ := http.NewRequest(http.MethodPut, sys.harness+"/_harness/tenants/"+r.tenant, bytes.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	r.overThreshold(0)
+	r.submitCampaign()
+	r.campaignLink()
+	ex := only(t, r.finish(90*time.Second))
+	if ex.Status != "FAILED" || ex.Error != "CampaignCanceled" || !slices.Contains(ex.States, "ExpireCampaignApproval") || !slices.Contains(ex.States, "ReleaseRejectedLegs") {
+		t.Fatalf("campaign ended %s %s: %v", ex.Status, ex.Error, ex.States)
+	}
+	cp := r.campaign()
+	r.wantLegs(cp, "expired", "expired", "expired")
+	if cp.Status != "canceled" || cp.Approval == nil || cp.Approval.Status != "expired" {
+		t.Errorf("campaign %s, approval %+v", cp.Status, cp.Approval)
+	}
+	for i := range 3 {
+		if n := len(r.legCalls(i, "create_media_buy")); n != 0 {
+			t.Errorf("leg %d: %d create_media_buy calls after the expiry", i, n)
+		}
+		if lex := r.legExecution(i); lex.Status != "FAILED" || lex.Error != "ApprovalExpired" {
+			t.Errorf("leg %d's execution ended %s %s: %v", i, lex.Status, lex.Error, lex.States)
+		}
+	}
 }
