@@ -161,7 +161,7 @@ func (s *Governance) Check(ctx context.Context, in workflow.StageInput) (workflo
 			_, _, err := s.Ledger.PutIntent(ctx, ledger.Intent{Tenant: op.Tenant, OperationID: op.ID,
 				Task: reviewName(op.Version, reviewRound+1), IdempotencyKey: res.TaskID, Request: rec, CreatedAt: s.Now()})
 			if err != nil {
-				return workflow.GovernanceOutput{}, fmt.Errorf("stages: store governance review of %s: %w", op.ID, err)
+				return workflow.GovernanceOutput{}, fmt.Errorf("governance: store governance review of %s: %w", op.ID, err)
 			}
 			s.Log.InfoContext(ctx, "governance review pending", "operationId", op.ID, "round", round)
 			return s.pending(in.Config), nil
@@ -210,11 +210,11 @@ func (s *Governance) pendingReview(ctx context.Context, op *ledger.Operation) (l
 			break
 		}
 		if err != nil {
-			return nil, 0, time.Time{}, fmt.Errorf("stages: read governance review of %s: %w", op.ID, err)
+			return nil, 0, time.Time{}, fmt.Errorf("governance: read governance review of %s: %w", op.ID, err)
 		}
 		var rec reviewRecord
 		if err := json.Unmarshal(li.Request, &rec); err != nil {
-			return nil, 0, time.Time{}, fmt.Errorf("stages: stage.Decode governance review of %s: %w", op.ID, err)
+			return nil, 0, time.Time{}, fmt.Errorf("governance: decode governance review of %s: %w", op.ID, err)
 		}
 		if i == 1 {
 			since = li.CreatedAt
@@ -264,7 +264,7 @@ func (s *Governance) approvalRequested(ctx context.Context, op *ledger.Operation
 	for page := 0; page < 50; page++ {
 		p, err := s.Ledger.ListEvents(ctx, op.Tenant, op.ID, ledger.MaxListLimit, cursor)
 		if err != nil {
-			return false, fmt.Errorf("stages: read timeline of %s: %w", op.ID, err)
+			return false, fmt.Errorf("governance: read timeline of %s: %w", op.ID, err)
 		}
 		for _, e := range p.Items {
 			switch {
@@ -667,10 +667,10 @@ func (s *Governance) releaseLock(ctx context.Context, op *ledger.Operation) erro
 	case errors.As(err, &held):
 		return nil
 	case err != nil:
-		return fmt.Errorf("stages: take business-key lock of %s to release it: %w", op.ID, err)
+		return fmt.Errorf("governance: take business-key lock of %s to release it: %w", op.ID, err)
 	}
 	if err := s.Ledger.ReleaseLock(ctx, lease); err != nil && !errors.Is(err, ledger.ErrLeaseLost) {
-		return fmt.Errorf("stages: release business-key lock of %s: %w", op.ID, err)
+		return fmt.Errorf("governance: release business-key lock of %s: %w", op.ID, err)
 	}
 	s.Event(ctx, op, ledger.Event{Type: ledger.EventLockReleased, Actor: stage.ActorSystem})
 	return nil
