@@ -2,10 +2,7 @@ package notify
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
-	"time"
 
 	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/approvalcore"
@@ -31,25 +28,21 @@ func (s *Notifier) requestCampaign(ctx context.Context, in workflow.CallbackInpu
 		return err
 	}
 	id := approval.ApprovalID(in.TaskToken)
-	h, err := s.History(ctx, in.Tenant, in.CampaignID)
+	rd, known, err := s.roundOf(ctx, in.Tenant, in.CampaignID, id)
 	if err != nil {
 		return err
 	}
-	rd, known := h.RoundOf(id)
-	approvers, escalateTo, timeout, err := s.audience(rd, c.Record.Requester, in.Config)
-	if err != nil {
-		return err
+	approvers, escalateTo := s.approversFor(rd, c.Record.Requester)
+	if len(approvers) == 0 {
+		return &workflow.TerminalError{Code: "no_approver", Reason: "no approver other than the requester is configured"}
 	}
-	a, err := s.storeApproval(ctx, ledger.Approval{
+	a, err := s.createOnce(ctx, ledger.Approval{
 		ID: id, Tenant: in.Tenant, CampaignID: in.CampaignID, TaskToken: in.TaskToken,
 		Approvers: approvers, EscalationApprovers: escalateTo, Requester: c.Record.Requester, Amount: total.Decimal(), Currency: total.Currency,
-		Reason: string(approvalcore.ReasonCampaignLegs), ExpiresAt: s.Now().Add(timeout),
+		Reason: string(approvalcore.ReasonCampaignLegs), ExpiresAt: s.Now().Add(s.timeout(rd, in.Config)),
 	})
 	if err != nil {
 		return err
-	}
-	if a.Tenant != in.Tenant || a.CampaignID != in.CampaignID || a.TaskToken != in.TaskToken {
-		return &workflow.TerminalError{Code: "approval_mismatch", Reason: fmt.Sprintf("approval %s belongs to another subject", id)}
 	}
 	if err := s.Cfg.Ledger.SetCampaignApproval(ctx, in.Tenant, in.CampaignID, id); err != nil {
 		return fmt.Errorf("notify: name approval %s on campaign %s: %w", id, in.CampaignID, err)
@@ -96,46 +89,4 @@ func (s *Notifier) requestCampaign(ctx context.Context, in workflow.CallbackInpu
 	s.Log.InfoContext(ctx, "campaign approval requested", "campaignId", in.CampaignID, "approvalId", id,
 		"legs", len(c.Legs), "round", rd.Round, "escalation", rd.Escalation, "approvers", len(a.Approvers), "expiresAt", a.ExpiresAt)
 	return nil
-}
-
-// audience is who a round asks (the approvers, or the escalation approvers, never the
-// requester), who is asked next if nobody decides (so the buyer's view can say so), and the
-// round's timeout.
-func (s *Notifier) audience(rd approval.Round, requester string, cfg workflow.RunConfig) (approvers, escalateTo []string, timeout time.Duration, err error) {
-	group := s.Cfg.Policy.Approvers
-	if rd.Escalation {
-		group = s.Cfg.Policy.EscalationApprovers
-	}
-	// The requester may not approve their own buy, so they get no link.
-	approvers = slices.DeleteFunc(slices.Clone(group), func(a string) bool { return a == requester })
-	if len(approvers) == 0 {
-		return nil, nil, 0, &workflow.TerminalError{Code: "no_approver", Reason: "no approver other than the requester is configured"}
-	}
-	timeout = time.Duration(cfg.ApprovalTimeoutSeconds) * time.Second
-	if et := time.Duration(s.Cfg.Policy.EscalationTimeoutSeconds) * time.Second; rd.Escalation && et > 0 && et < timeout {
-		timeout = et
-	}
-	if !rd.Escalation && s.Cfg.Policy.OnTimeout == approval.TimeoutEscalate {
-		escalateTo = slices.DeleteFunc(slices.Clone(s.Cfg.Policy.EscalationApprovers), func(a string) bool { return a == requester })
-	}
-	return approvers, escalateTo, timeout, nil
-}
-
-// storeApproval creates the approval once, or reads the one a concurrent or earlier attempt
-// with the same token created.
-func (s *Notifier) storeApproval(ctx context.Context, want ledger.Approval) (*ledger.Approval, error) {
-	a, err := s.Cfg.Ledger.GetApproval(ctx, want.ID)
-	switch {
-	case errors.Is(err, ledger.ErrNotFound):
-		a, err = s.Cfg.Ledger.CreateApproval(ctx, want)
-		if errors.Is(err, ledger.ErrConflict) { // a concurrent retry created it first
-			a, err = s.Cfg.Ledger.GetApproval(ctx, want.ID)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("notify: create approval %s: %w", want.ID, err)
-		}
-	case err != nil:
-		return nil, fmt.Errorf("notify: read approval %s: %w", want.ID, err)
-	}
-	return a, nil
 }
