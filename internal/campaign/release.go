@@ -26,12 +26,8 @@ type Released struct {
 	Legs          []LegStart `json:"legs"`
 }
 
-// LegStart is one leg's child execution: its name, as submit fixed it, and its input.
-type LegStart struct {
-	OperationID   string                     `json:"operation_id"`
-	ExecutionName string                     `json:"execution_name"`
-	Input         workflow.LegExecutionInput `json:"input"`
-}
+// LegStart is a leg's child execution under the name submit fixed, with where it starts.
+type LegStart = LegExecution[workflow.LegExecutionInput]
 
 // ReleaseInput is what ActionRelease reads besides the campaign: the legs as submit started
 // them, their checks, and the campaign approval's answer when there was one (Approval when

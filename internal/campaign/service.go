@@ -78,13 +78,15 @@ type ExecutionInput struct {
 	Legs     []LegInput `json:"legs"`
 }
 
-// LegInput is one leg's child execution: its name and input, as a single buy's submit would
-// start it.
-type LegInput struct {
-	OperationID   string                  `json:"operation_id"`
-	ExecutionName string                  `json:"execution_name"`
-	Input         workflow.ExecutionInput `json:"input"`
+// LegExecution is one leg's child execution: its operation, its name and its input.
+type LegExecution[In any] struct {
+	OperationID   string `json:"operation_id"`
+	ExecutionName string `json:"execution_name"`
+	Input         In     `json:"input"`
 }
+
+// LegInput is a leg's child execution as a single buy's submit would start it.
+type LegInput = LegExecution[workflow.ExecutionInput]
 
 // ErrNotFound reports a campaign that does not exist for the caller's tenant (including one of
 // another tenant: the answer is the same).
