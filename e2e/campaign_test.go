@@ -161,7 +161,8 @@ func TestCampaignWithAFailingSellerCancelsTheOthers(t *testing.T) {
 func TestCampaignWithOneApprovalApprovedFromTheLink(t *testing.T) {
 	c := begin(t)
 	sub := submitCampaign(t, c, "all_or_nothing", []float64{12000, 2000, 3000})
-	decide(t, apiclient.Operation{OperationID: sub.CampaignID}, "approve")
+	// The campaign's Slack request names the campaign (its id stands in for the PO number).
+	decide(t, apiclient.Operation{OperationID: sub.CampaignID, PONumber: sub.CampaignID}, "approve")
 	cp := finishedCampaign(t, c, sub.CampaignID)
 	if cp.Status != "completed" || cp.Committed != "17000.00" || cp.Approval == nil || cp.Approval.Status != "approved" {
 		t.Fatalf("campaign %s, committed %s, approval %+v: %+v", cp.Status, cp.Committed, cp.Approval, cp.Legs)
