@@ -2,9 +2,12 @@ package notify_test
 
 import (
 	"encoding/json"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/ledger"
@@ -120,7 +123,7 @@ func TestDecisionOnACampaign(t *testing.T) {
 	tok := token(8)
 	id := e.requestCampaign(tok)
 	link := e.link(id, alice)
-	page := e.get(link, "Mozilla/5.0 test")
+	page := e.open(link)
 	if page.StatusCode != 200 || !strings.Contains(page.Body, "Approve a campaign?") || strings.Count(page.Body, "PO-<wbr>42") != 2 {
 		t.Fatalf("page HTTP %d:\n%s", page.StatusCode, page.Body)
 	}
@@ -190,4 +193,23 @@ func TestRequestNeedsOneSubject(t *testing.T) {
 	if len(e.sink.Messages()) != 0 {
 		t.Error("a refused request posted to Slack")
 	}
+}
+
+// open GETs approval link u as the approver's browser would.
+func (e *env) open(u *url.URL) events.APIGatewayV2HTTPResponse {
+	e.t.Helper()
+	id := u.Path[strings.LastIndexByte(u.Path, '/')+1:]
+	req := events.APIGatewayV2HTTPRequest{
+		RawPath: "/v1/approvals/" + id, RawQueryString: u.RawQuery,
+		PathParameters: map[string]string{"approval_id": id},
+		Headers:        map[string]string{"user-agent": "Mozilla/5.0 test"},
+	}
+	req.RequestContext.HTTP.Method = "GET"
+	req.RequestContext.HTTP.SourceIP = "198.51.100.7"
+	resp, err := e.approver.HandleHTTP(e.ctx, req)
+	if err != nil {
+		e.t.Fatalf("HandleHTTP returned an error: %v", err)
+	}
+	checkPage(e.t, resp)
+	return resp
 }
