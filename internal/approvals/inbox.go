@@ -39,11 +39,13 @@ type InboxItem struct {
 // it on the confirm page.
 type InboxApproval struct {
 	InboxItem
-	Flight     string           `json:"flight,omitempty"`
-	ProposalID string           `json:"proposal_id,omitempty"`
-	Packages   []InboxPackage   `json:"packages,omitempty"`
-	Governance *InboxGovernance `json:"governance,omitempty"`
-	ReviewURL  string           `json:"review_url"`
+	Flight     string         `json:"flight,omitempty"`
+	ProposalID string         `json:"proposal_id,omitempty"`
+	Packages   []InboxPackage `json:"packages,omitempty"`
+	// Changes are what a change to a placed buy changes, now and after (a change's approval).
+	Changes    []InboxChangeLine `json:"changes,omitempty"`
+	Governance *InboxGovernance  `json:"governance,omitempty"`
+	ReviewURL  string            `json:"review_url"`
 }
 
 // InboxPackage is one package of an opened approval.
@@ -51,6 +53,13 @@ type InboxPackage struct {
 	Product string `json:"product_id"`
 	Flight  string `json:"flight"`
 	Budget  string `json:"budget"`
+}
+
+// InboxChangeLine is one line of a change's approval: what changes, now and after.
+type InboxChangeLine struct {
+	What   string `json:"what"`
+	Before string `json:"before"`
+	After  string `json:"after"`
 }
 
 // InboxGovernance is governance's verdict on an opened approval.
@@ -139,7 +148,7 @@ func (s *service) inbox(ctx context.Context, tenant, approver string) ([]InboxIt
 			if err != nil {
 				return nil, err
 			}
-			items = append(items, inboxItem(a, rd, v.SellerID, v.PONumber))
+			items = append(items, inboxItem(a, rd, v.SellerID, summary(v.ID, v.PONumber, v.Kind, v.ParentID)))
 		}
 		if p.Cursor == "" {
 			break
@@ -202,9 +211,14 @@ func (s *service) open(ctx context.Context, tenant, approver, id string) (InboxA
 	if err != nil {
 		return InboxApproval{}, fmt.Errorf("approvals: sign review link of %s: %w", a.ID, err)
 	}
-	out := InboxApproval{InboxItem: inboxItem(a, rd, op.SellerID, op.PONumber), Flight: pu.Flight(), ProposalID: pu.ProposalID, ReviewURL: link}
+	out := InboxApproval{InboxItem: inboxItem(a, rd, op.SellerID, summary(op.ID, op.PONumber, op.Kind, op.ParentID)), Flight: pu.Flight(), ProposalID: pu.ProposalID, ReviewURL: link}
 	for _, pk := range pu.Packages {
 		out.Packages = append(out.Packages, InboxPackage{Product: pk.Product, Flight: pk.Flight(), Budget: pk.Budget.String()})
+	}
+	if c := pu.Change; c != nil {
+		for _, l := range c.Lines {
+			out.Changes = append(out.Changes, InboxChangeLine(l))
+		}
 	}
 	if g := pu.Governance; g.Verdict != "" {
 		out.Governance = &InboxGovernance{Verdict: g.Verdict, Label: g.Label()}
@@ -215,11 +229,7 @@ func (s *service) open(ctx context.Context, tenant, approver, id string) (InboxA
 	return out, nil
 }
 
-func inboxItem(a *ledger.Approval, rd round, seller, po string) InboxItem {
-	summary := "Media buy " + a.OperationID
-	if po != "" {
-		summary = "Media buy, PO " + po
-	}
+func inboxItem(a *ledger.Approval, rd round, seller, summary string) InboxItem {
 	return InboxItem{
 		ApprovalID: a.ID, OperationID: a.OperationID, Summary: summary, Seller: seller,
 		Amount: toMoney(a.Amount, a.Currency).String(), Reason: approvalcore.ReasonCode(a.Reason).Label(),

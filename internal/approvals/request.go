@@ -72,8 +72,12 @@ func (s *Notifier) Request(ctx context.Context, in workflow.CallbackInput) error
 	}
 	// A person approves the exact amount that is bought; one the page cannot show exactly is
 	// never put before them.
-	if _, err := money.ParseDecimal(op.BudgetTotal, op.Currency); err != nil {
-		return &workflow.TerminalError{Code: "invalid_amount", Reason: fmt.Sprintf("the buy's amount %q %s cannot be shown exactly: %v", op.BudgetTotal, op.Currency, err)}
+	amount, err := s.amount(ctx, op)
+	if err != nil {
+		return err
+	}
+	if _, err := money.ParseDecimal(amount, op.Currency); err != nil {
+		return &workflow.TerminalError{Code: "invalid_amount", Reason: fmt.Sprintf("the buy's amount %q %s cannot be shown exactly: %v", amount, op.Currency, err)}
 	}
 	now := s.now()
 	timeout := time.Duration(in.Config.ApprovalTimeoutSeconds) * time.Second
@@ -93,7 +97,7 @@ func (s *Notifier) Request(ctx context.Context, in workflow.CallbackInput) error
 		code := s.reasonCode(in.Reason, op)
 		a, err = s.cfg.Ledger.CreateApproval(ctx, ledger.Approval{
 			ID: id, Tenant: in.Tenant, OperationID: in.OperationID, TaskToken: in.TaskToken,
-			Approvers: approvers, EscalationApprovers: escalateTo, Requester: requester, Amount: op.BudgetTotal, Currency: op.Currency,
+			Approvers: approvers, EscalationApprovers: escalateTo, Requester: requester, Amount: amount, Currency: op.Currency,
 			Reason: string(code), ReasonText: reasonText(code, op), ExpiresAt: now.Add(timeout),
 		})
 		if errors.Is(err, ledger.ErrConflict) { // a concurrent retry created it first
@@ -128,6 +132,19 @@ func (s *Notifier) Request(ctx context.Context, in workflow.CallbackInput) error
 	s.log.InfoContext(ctx, "approval requested", "operationId", in.OperationID, "approvalId", id,
 		"round", rd.Round, "escalation", rd.Escalation, "approvers", len(a.Approvers), "expiresAt", a.ExpiresAt)
 	return nil
+}
+
+// amount is what the approver commits to: the buy's amount, or for a change to a placed buy
+// the buy's budget once changed, as the change's record holds it.
+func (s *service) amount(ctx context.Context, op *ledger.Operation) (string, error) {
+	if op.Kind != ledger.KindModification {
+		return op.BudgetTotal, nil
+	}
+	p, err := s.change(ctx, op)
+	if err != nil {
+		return "", err
+	}
+	return money.Amount{Minor: p.Change.After.Minor, Currency: p.Change.After.Currency}.Decimal(), nil
 }
 
 // awaitApproval moves op to awaiting_approval when that move is legal from where it is.
@@ -218,7 +235,8 @@ func (s *service) linkExpiry(a *ledger.Approval) time.Time {
 // reasonCode maps the state machine's reason to the reason shown to approvers.
 func (s *service) reasonCode(reason string, op *ledger.Operation) approvalcore.ReasonCode {
 	switch approvalcore.ReasonCode(reason) {
-	case approvalcore.ReasonSellerInputRequired, approvalcore.ReasonPolicyThreshold, approvalcore.ReasonGovernanceConditions:
+	case approvalcore.ReasonSellerInputRequired, approvalcore.ReasonPolicyThreshold, approvalcore.ReasonGovernanceConditions,
+		approvalcore.ReasonChangeNeedsApproval:
 		return approvalcore.ReasonCode(reason)
 	}
 	if needs, _ := s.cfg.Policy.Needs(op); needs {
@@ -235,7 +253,7 @@ func (s *service) reasonCode(reason string, op *ledger.Operation) approvalcore.R
 // governance agent's conditions), frozen into the approval when it is requested.
 func reasonText(code approvalcore.ReasonCode, op *ledger.Operation) string {
 	switch code {
-	case approvalcore.ReasonSellerInputRequired, approvalcore.ReasonGovernanceConditions:
+	case approvalcore.ReasonSellerInputRequired, approvalcore.ReasonGovernanceConditions, approvalcore.ReasonChangeNeedsApproval:
 		return ledger.Clip(strings.TrimSpace(op.Reason), 500)
 	}
 	return ""

@@ -170,11 +170,25 @@ func view(a *ledger.Approval, op *ledger.Operation) approvalcore.Approval {
 	v.Summary = "Media buy " + a.OperationID
 	if op != nil {
 		v.Seller = op.SellerID
-		if op.PONumber != "" {
-			v.Summary = "Media buy, PO " + op.PONumber
-		}
+		v.Summary = summary(op.ID, op.PONumber, op.Kind, op.ParentID)
 	}
 	return v
+}
+
+// summary names what an operation's approval is about in a few words: "Media buy, PO X", or
+// for a change "Change to media buy, PO X".
+func summary(opID, po, kind, parentID string) string {
+	s := "Media buy " + opID
+	if kind == ledger.KindModification {
+		s = "Change to media buy " + parentID
+	}
+	if po != "" {
+		s = "Media buy, PO " + po
+		if kind == ledger.KindModification {
+			s = "Change to media buy, PO " + po
+		}
+	}
+	return s
 }
 
 // toMoney reads the ledger's decimal amount exactly (the submit stored it in the currency's
