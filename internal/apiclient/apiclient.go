@@ -59,22 +59,24 @@ type Submitted struct {
 
 // Operation is one media buy as GET /v1/media-buys/{id} shows it.
 type Operation struct {
-	OperationID   string          `json:"operation_id"`
-	Status        string          `json:"status"`
-	SellerID      string          `json:"seller_id"`
-	GovernanceID  string          `json:"governance_agent_id"`
-	PlanID        string          `json:"plan_id"`
-	PONumber      string          `json:"po_number"`
-	Budget        string          `json:"budget"`
-	Currency      string          `json:"currency"`
-	Requester     string          `json:"requester"`
-	SellerTaskID  string          `json:"seller_task_id,omitempty"`
-	MediaBuyID    string          `json:"media_buy_id,omitempty"`
-	Reason        string          `json:"reason,omitempty"`
-	CreatedAt     string          `json:"created_at"`
-	UpdatedAt     string          `json:"updated_at"`
-	Version       int64           `json:"version"`
-	MediaBuy      json.RawMessage `json:"media_buy,omitempty"`
+	OperationID  string          `json:"operation_id"`
+	Status       string          `json:"status"`
+	SellerID     string          `json:"seller_id"`
+	GovernanceID string          `json:"governance_agent_id"`
+	PlanID       string          `json:"plan_id"`
+	PONumber     string          `json:"po_number"`
+	Budget       string          `json:"budget"`
+	Currency     string          `json:"currency"`
+	Requester    string          `json:"requester"`
+	SellerTaskID string          `json:"seller_task_id,omitempty"`
+	MediaBuyID   string          `json:"media_buy_id,omitempty"`
+	Reason       string          `json:"reason,omitempty"`
+	CreatedAt    string          `json:"created_at"`
+	UpdatedAt    string          `json:"updated_at"`
+	Version      int64           `json:"version"`
+	MediaBuy     json.RawMessage `json:"media_buy,omitempty"`
+	// Packages are the packages the seller placed: their ids name a per-package change.
+	Packages      []PackageBudget `json:"packages,omitempty"`
 	ExecutionName string          `json:"execution_name,omitempty"`
 	Approval      *Approval       `json:"approval,omitempty"`
 	// Current is the placed buy after its changes; Kind, BuyID and Change describe a change.
@@ -87,19 +89,22 @@ type Operation struct {
 
 // Current is a placed buy after its changes.
 type Current struct {
-	Revision int    `json:"revision"`
-	State    string `json:"state"`
-	Budget   string `json:"budget"`
-	Currency string `json:"currency"`
-	Packages []struct {
-		PackageID string `json:"package_id"`
-		Budget    string `json:"budget"`
-	} `json:"packages,omitempty"`
-	EndTime        string `json:"end_time,omitempty"`
-	ChangeInFlight string `json:"change_in_flight,omitempty"`
-	LastChangeID   string `json:"last_change_id,omitempty"`
-	LastOutcome    string `json:"last_outcome,omitempty"`
-	LastReason     string `json:"last_reason,omitempty"`
+	Revision       int             `json:"revision"`
+	State          string          `json:"state"`
+	Budget         string          `json:"budget"`
+	Currency       string          `json:"currency"`
+	Packages       []PackageBudget `json:"packages,omitempty"`
+	EndTime        string          `json:"end_time,omitempty"`
+	ChangeInFlight string          `json:"change_in_flight,omitempty"`
+	LastChangeID   string          `json:"last_change_id,omitempty"`
+	LastOutcome    string          `json:"last_outcome,omitempty"`
+	LastReason     string          `json:"last_reason,omitempty"`
+}
+
+// PackageBudget is one of the seller's packages and its budget (a decimal string).
+type PackageBudget struct {
+	PackageID string `json:"package_id"`
+	Budget    string `json:"budget"`
 }
 
 // ChangeAccepted is the answer to an accepted change.
