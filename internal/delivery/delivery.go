@@ -40,14 +40,24 @@ type AdCP interface {
 	GetMediaBuyDelivery(ctx context.Context, agentID string, req adcp.GetMediaBuyDeliveryRequest) (*adcp.DeliveryReport, error)
 }
 
+// The Reader's defaults: one read of each live buy an hour (sellers report hourly at best), at
+// most DefaultBatch buys a run, and DefaultBackfillScan ledger items scanned a run until the
+// backfill is done.
+const (
+	DefaultEvery        = time.Hour
+	DefaultBatch        = 200
+	DefaultBackfillScan = 1000
+)
+
 // Config holds a Reader's settings.
 type Config struct {
-	// Every is how often one buy's delivery is read (default 1 h; sellers report hourly at best).
+	// Every is how often one buy's delivery is read (default DefaultEvery).
 	Every time.Duration
-	// Batch bounds the buys read in one run (default 200); the rest are read on the next run.
+	// Batch bounds the buys read in one run (default DefaultBatch); the rest are read on the
+	// next run.
 	Batch int
 	// BackfillScan bounds the ledger items one run scans for buys completed before the live
-	// list existed (default 1000), until the backfill has covered the table once.
+	// list existed (default DefaultBackfillScan), until the backfill has covered the table once.
 	BackfillScan int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -71,13 +81,13 @@ type Reader struct {
 // New returns a Reader.
 func New(l Ledger, a AdCP, cfg Config) *Reader {
 	if cfg.Every <= 0 {
-		cfg.Every = time.Hour
+		cfg.Every = DefaultEvery
 	}
 	if cfg.Batch <= 0 {
-		cfg.Batch = 200
+		cfg.Batch = DefaultBatch
 	}
 	if cfg.BackfillScan <= 0 {
-		cfg.BackfillScan = 1000
+		cfg.BackfillScan = DefaultBackfillScan
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
