@@ -66,6 +66,17 @@ func (c cli) approvals(ctx context.Context, args []string) error {
 				return err
 			}
 		}
+		if len(a.Changes) > 0 {
+			tw = tabwriter.NewWriter(c.out.w, 0, 4, 2, ' ', 0)
+			tp = &printer{w: tw}
+			tp.println("\nWHAT CHANGES\tNOW\tAFTER THE CHANGE")
+			for _, l := range a.Changes {
+				tp.printf("%s\t%s\t%s\n", l.What, l.Before, l.After)
+			}
+			if err := errors.Join(tp.err, tw.Flush()); err != nil {
+				return err
+			}
+		}
 		if g := a.Governance; g != nil {
 			c.out.printf("\ngovernance: %s\n", g.Label)
 			for _, cond := range g.Conditions {

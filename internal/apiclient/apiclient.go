@@ -405,6 +405,12 @@ type OpenedApproval struct {
 		Flight  string `json:"flight"`
 		Budget  string `json:"budget"`
 	} `json:"packages,omitempty"`
+	// Changes are what a change to a placed buy changes (a change's approval).
+	Changes []struct {
+		What   string `json:"what"`
+		Before string `json:"before"`
+		After  string `json:"after"`
+	} `json:"changes,omitempty"`
 	Governance *struct {
 		Verdict    string `json:"verdict"`
 		Label      string `json:"label"`
