@@ -144,15 +144,7 @@ func TestChangeAsyncCompletesByWebhook(t *testing.T) {
 	if change.Kind != "modification" || change.BuyID != r.op || change.Status != "completed" || change.SellerTaskID == "" {
 		t.Errorf("the change reads %+v", change)
 	}
-	evs, err := r.client.Events(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var types []string
-	for _, e := range evs {
-		types = append(types, e.Type)
-	}
-	if !slices.Contains(types, "webhook") || slices.Contains(types, "poll") {
+	if types := r.timelineOf(id); !slices.Contains(types, "webhook") || slices.Contains(types, "poll") {
 		t.Errorf("the change's timeline %v: want the seller's webhook and no poll", types)
 	}
 }
@@ -283,17 +275,12 @@ func TestChangeBudgetIncreaseApprovedAndApplied(t *testing.T) {
 		t.Errorf("the seller heard %d update_media_buy, want 1", n)
 	}
 	wantCurrent(t, r.current(), 2, "active", "14000.25", "applied")
-	evs, err := r.client.Events(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var types []string
-	for _, e := range evs {
-		types = append(types, e.Type)
+	for _, e := range r.events(id) {
 		if e.Type == "approval_requested" && e.Amount != "14000.25 USD" {
 			t.Errorf("the approval asks about %s, want the budget after the change, 14000.25 USD", e.Amount)
 		}
 	}
+	types := r.timelineOf(id)
 	ai, di, si := slices.Index(types, "approval_requested"), slices.Index(types, "decision"), slices.Index(types, "modification_seller_call")
 	if ai < 0 || di < ai || si < di {
 		t.Errorf("the change's timeline %v: want approval_requested, then decision, then the seller call", types)
