@@ -265,7 +265,14 @@ func (s *Base) UpdateSlack(ctx context.Context, a *ledger.Approval, op *ledger.O
 	for i, r := range a.SlackMessages {
 		refs[i] = slack.Ref{Channel: r.Channel, TS: r.TS}
 	}
-	if err := slack.PostStatus(ctx, s.Cfg.Slack, View(a, op), refs); err != nil {
+	v := View(a, op)
+	if op != nil && op.Kind == ledger.KindModification {
+		// The status names what was decided ("Approved: change to a media buy").
+		if p, err := s.Purchase(ctx, op); err == nil {
+			v.Purchase = p
+		}
+	}
+	if err := slack.PostStatus(ctx, s.Cfg.Slack, v, refs); err != nil {
 		s.Log.WarnContext(ctx, "slack status update failed", "approvalId", a.ID, "err", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/buyflow/buyflow/internal/approvalcore"
 )
@@ -25,5 +26,19 @@ func TestRequestMessageOfAChangeListsEachLineNowAndAfter(t *testing.T) {
 		if !strings.Contains(string(raw), want) {
 			t.Errorf("the message lacks %q: %s", want, raw)
 		}
+	}
+}
+
+func TestStatusMessageOfAChangeNamesTheChange(t *testing.T) {
+	a := sampleApproval()
+	a.Purchase = approvalcore.Purchase{Change: &approvalcore.Change{BuyID: "mb-1", Kind: "pause",
+		Lines: []approvalcore.ChangeLine{{What: "Delivery", Before: "active", After: "paused"}}}}
+	a.Status, a.DecidedBy, a.DecidedAt = approvalcore.StatusRejected, "U0ALICE01", a.ExpiresAt.Add(-time.Hour)
+	m, err := StatusMessage(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw, _ := json.Marshal(m); !strings.Contains(string(raw), "Rejected: change to a media buy") {
+		t.Errorf("the status message does not name the change: %s", raw)
 	}
 }
