@@ -59,24 +59,23 @@ type Submitted struct {
 
 // Operation is one media buy as GET /v1/media-buys/{id} shows it.
 type Operation struct {
-	OperationID  string          `json:"operation_id"`
-	Status       string          `json:"status"`
-	SellerID     string          `json:"seller_id"`
-	GovernanceID string          `json:"governance_agent_id"`
-	PlanID       string          `json:"plan_id"`
-	PONumber     string          `json:"po_number"`
-	Budget       string          `json:"budget"`
-	Currency     string          `json:"currency"`
-	Requester    string          `json:"requester"`
-	SellerTaskID string          `json:"seller_task_id,omitempty"`
-	MediaBuyID   string          `json:"media_buy_id,omitempty"`
-	Reason       string          `json:"reason,omitempty"`
-	CreatedAt    string          `json:"created_at"`
-	UpdatedAt    string          `json:"updated_at"`
-	Version      int64           `json:"version"`
-	MediaBuy     json.RawMessage `json:"media_buy,omitempty"`
-	// Packages are the packages the seller placed: their ids name a per-package change.
-	Packages      []PackageBudget `json:"packages,omitempty"`
+	OperationID   string          `json:"operation_id"`
+	Status        string          `json:"status"`
+	SellerID      string          `json:"seller_id"`
+	GovernanceID  string          `json:"governance_agent_id"`
+	PlanID        string          `json:"plan_id"`
+	PONumber      string          `json:"po_number"`
+	Budget        string          `json:"budget"`
+	Currency      string          `json:"currency"`
+	Requester     string          `json:"requester"`
+	SellerTaskID  string          `json:"seller_task_id,omitempty"`
+	MediaBuyID    string          `json:"media_buy_id,omitempty"`
+	Reason        string          `json:"reason,omitempty"`
+	CreatedAt     string          `json:"created_at"`
+	UpdatedAt     string          `json:"updated_at"`
+	Version       int64           `json:"version"`
+	MediaBuy      json.RawMessage `json:"media_buy,omitempty"`
+	Packages      []PackageBudget `json:"packages,omitempty"` // the seller's, as placed: what a per-package change names
 	ExecutionName string          `json:"execution_name,omitempty"`
 	Approval      *Approval       `json:"approval,omitempty"`
 	// Current is the placed buy after its changes; Kind, BuyID and Change describe a change.

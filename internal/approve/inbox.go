@@ -40,13 +40,14 @@ type InboxItem struct {
 // it on the confirm page.
 type InboxApproval struct {
 	InboxItem
-	Flight     string         `json:"flight,omitempty"`
-	ProposalID string         `json:"proposal_id,omitempty"`
-	Packages   []InboxPackage `json:"packages,omitempty"`
+	Flight     string           `json:"flight,omitempty"`
+	ProposalID string           `json:"proposal_id,omitempty"`
+	Packages   []InboxPackage   `json:"packages,omitempty"`
+	Governance *InboxGovernance `json:"governance,omitempty"`
+	ReviewURL  string           `json:"review_url"`
+
 	// Changes are what a change to a placed buy changes, now and after (a change's approval).
-	Changes    []InboxChangeLine `json:"changes,omitempty"`
-	Governance *InboxGovernance  `json:"governance,omitempty"`
-	ReviewURL  string            `json:"review_url"`
+	Changes []InboxChangeLine `json:"changes,omitempty"`
 }
 
 // InboxPackage is one package of an opened approval.
