@@ -56,6 +56,9 @@ const (
 	ReasonGovernanceConditions ReasonCode = "governance_conditions"
 	// ReasonSellerInputRequired: the seller answered input-required.
 	ReasonSellerInputRequired ReasonCode = "seller_input_required"
+	// ReasonChangeNeedsApproval: a change to a placed buy needs a person by policy or
+	// governance (the reason text says which).
+	ReasonChangeNeedsApproval ReasonCode = "change_needs_approval"
 )
 
 // Label is a plain-language sentence for the reason code.
@@ -67,6 +70,8 @@ func (r ReasonCode) Label() string {
 		return "The governance agent set conditions that need a person to accept them."
 	case ReasonSellerInputRequired:
 		return "The seller asked for confirmation before going ahead."
+	case ReasonChangeNeedsApproval:
+		return "This change to a placed buy needs a person to approve it."
 	default:
 		return "This buy needs a person to approve it."
 	}

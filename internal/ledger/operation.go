@@ -67,6 +67,9 @@ type Operation struct {
 	Kind     string          `dynamodbav:"kind,omitempty"`
 	ParentID string          `dynamodbav:"parent_id,omitempty"`
 	Change   json.RawMessage `dynamodbav:"change,omitempty"`
+	// SellerPackages are the packages the seller placed, as its create_media_buy answer (or
+	// the task's completion) reported them: their ids are what a per-package change names.
+	SellerPackages []PackageBudget `dynamodbav:"seller_packages,omitempty"`
 	// LastWrite is the random id of the last Transition or UpdateFields (internal only): a write
 	// whose response was lost is retried by the SDK and then fails its own condition; finding
 	// its id here tells the ledger the write is in.
@@ -99,6 +102,7 @@ type View struct {
 	Kind                string          `json:"kind,omitempty"`
 	ParentID            string          `json:"parent_id,omitempty"`
 	Change              json.RawMessage `json:"change,omitempty"`
+	SellerPackages      []PackageBudget `json:"seller_packages,omitempty"`
 }
 
 // KindModification is the Kind of an operation that changes a placed buy.
@@ -120,7 +124,7 @@ func (o *Operation) View() View {
 		Currency: o.Currency, Request: o.Request, SellerTaskID: o.SellerTaskID, MediaBuyID: o.MediaBuyID,
 		GovernanceCheckID: o.GovernanceCheckID, GovernanceExpiresAt: opt(o.GovernanceExpiresAt),
 		Reason: o.Reason, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt, Deadline: opt(o.Deadline),
-		Kind: o.Kind, ParentID: o.ParentID, Change: o.Change,
+		Kind: o.Kind, ParentID: o.ParentID, Change: o.Change, SellerPackages: o.SellerPackages,
 	}
 }
 
@@ -340,6 +344,8 @@ type Changes struct {
 	ErrorCode           *string
 	Deadline            *time.Time
 	ExecutionName       *string
+	// SellerPackages, when not nil, records the seller's packages (the placed buy's ids).
+	SellerPackages []PackageBudget
 
 	// From, when set, narrows the condition to exactly this current status (it must be a legal
 	// predecessor of the target) and is recorded in the event.
@@ -586,6 +592,9 @@ func (ch Changes) apply(up expression.UpdateBuilder) expression.UpdateBuilder {
 	setS("error_code", ch.ErrorCode)
 	setT("deadline", ch.Deadline)
 	setS("execution_name", ch.ExecutionName)
+	if ch.SellerPackages != nil {
+		up = up.Set(expression.Name("seller_packages"), expression.Value(ch.SellerPackages))
+	}
 	return up
 }
 

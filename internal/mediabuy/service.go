@@ -275,6 +275,7 @@ func viewOf(v ledger.View) View {
 		SellerTaskID: v.SellerTaskID, MediaBuyID: v.MediaBuyID, Reason: v.Reason, Version: v.Version,
 		CreatedAt: v.CreatedAt.UTC().Format(time.RFC3339Nano), UpdatedAt: v.UpdatedAt.UTC().Format(time.RFC3339Nano),
 		Kind: v.Kind, BuyID: v.ParentID, Change: v.Change, Links: LinksFor(v.ID), ExecutionName: workflow.ExecutionName(v.ID, 0),
+		Packages: v.SellerPackages,
 	}
 	var req SubmitRequest
 	if json.Unmarshal(v.Request, &req) == nil {
