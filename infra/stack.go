@@ -104,6 +104,8 @@ type BuyflowStack struct {
 	// publish function could not publish.
 	EventBus        awsevents.EventBus
 	PublishFailures awssqs.Queue
+	// NotifyFailures keeps the status events the requester notifier failed on.
+	NotifyFailures awssqs.Queue
 }
 
 // NewBuyflowStack builds the whole application from props.App: the ledger table, one Lambda per
@@ -392,6 +394,11 @@ func (b *BuyflowStack) grantFunction(p *stackParts, f topology.Function, fn awsl
 	}
 	if f.ReadsLedgerStream {
 		b.addLedgerStream(p, fn)
+	}
+	if f.ConsumesStatusEvents {
+		if err := b.addRequesterRule(p, fn); err != nil {
+			return err
+		}
 	}
 	if f.StartsExecutions {
 		machines := []*string{b.StateMachineArn}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
 	"github.com/aws/jsii-runtime-go"
 
@@ -1195,11 +1196,14 @@ func TestAlarmsDashboardAndOutputs(t *testing.T) {
 	if !api {
 		t.Error("no API 5xx alarm")
 	}
-	// A status event that could not be published: its record in the failure queue pages.
-	want(key{"AWS/SQS", "ApproximateNumberOfMessagesVisible", jsonOf(t, []map[string]any{{"Name": "QueueName", "Value": s.stack.Resolve(s.stack.PublishFailures.QueueName())}})}, 1)
+	// A status event that could not be published, or a requester not told: what is left in
+	// either failure queue pages.
+	for _, q := range []awssqs.Queue{s.stack.PublishFailures, s.stack.NotifyFailures} {
+		want(key{"AWS/SQS", "ApproximateNumberOfMessagesVisible", jsonOf(t, []map[string]any{{"Name": "QueueName", "Value": s.stack.Resolve(q.QueueName())}})}, 1)
+	}
 	// Nothing else: 2 execution alarms, API 5xx, 3 on buyflow metrics, the status events'
 	// failure queue, errors and throttles per function.
-	if n := 7 + 2*len(topology.App.Functions); len(alarms) != n {
+	if n := 8 + 2*len(topology.App.Functions); len(alarms) != n {
 		t.Errorf("%d alarms, want %d", len(alarms), n)
 	}
 

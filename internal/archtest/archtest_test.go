@@ -154,6 +154,7 @@ var (
 		module + "/internal/reconcile",  // reconcile
 		module + "/internal/agentops",   // agents
 		module + "/internal/publish",    // publish
+		module + "/internal/inform",     // inform
 	}
 	// Kernels and adapters the use cases share; none of them may reach a use case.
 	shared = []string{

@@ -14,6 +14,7 @@ import (
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
 	"github.com/buyflow/buyflow/internal/statusevent"
+	"github.com/buyflow/buyflow/internal/topology"
 )
 
 // EventSink receives what the status event bus delivers to the local stack's own rule (every
@@ -149,4 +150,27 @@ func (st *Stack) invokeFunction(ctx context.Context, fn string, payload []byte) 
 		return false, nil, fmt.Errorf("invoke %s: %s: %s", fn, resp.Status, bytes.TrimSpace(out))
 	}
 	return resp.Header.Get("X-Amz-Function-Error") != "", out, nil
+}
+
+// createRequesterRule creates the status event bus's rule that invokes the requester notifier
+// (topology's RequesterRule pattern), as the CDK stack does; kumo invokes it asynchronously.
+func createRequesterRule(ctx context.Context, eb *eventbridge.Client, bus string, arns map[string]string) error {
+	for _, f := range topology.App.Functions {
+		if !f.ConsumesStatusEvents {
+			continue
+		}
+		name := "requester-notifications"
+		if _, err := eb.PutRule(ctx, &eventbridge.PutRuleInput{
+			Name: aws.String(name), EventBusName: aws.String(bus), EventPattern: aws.String(topology.App.RequesterRule),
+		}); err != nil {
+			return fmt.Errorf("localstack: create the requester rule: %w", err)
+		}
+		if _, err := eb.PutTargets(ctx, &eventbridge.PutTargetsInput{
+			Rule: aws.String(name), EventBusName: aws.String(bus),
+			Targets: []ebtypes.Target{{Id: aws.String(f.Name), Arn: aws.String(arns[f.Name])}},
+		}); err != nil {
+			return fmt.Errorf("localstack: target the requester notifier: %w", err)
+		}
+	}
+	return nil
 }

@@ -228,6 +228,9 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := createRequesterRule(ctx, eb, names.bus, arns); err != nil {
+		return nil, err
+	}
 	if err := st.createStateMachines(ctx, names, arns, values); err != nil {
 		return nil, err
 	}

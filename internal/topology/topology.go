@@ -76,6 +76,9 @@ type Function struct {
 	ReadsLedgerStream bool
 	// PutsEvents is true when the function puts events on the status event bus.
 	PutsEvents bool
+	// ConsumesStatusEvents is true for the function a rule on the status event bus invokes
+	// with Application.RequesterRule's pattern.
+	ConsumesStatusEvents bool
 }
 
 // StreamSource is how the ledger table's stream invokes its function: the same settings for
@@ -116,6 +119,9 @@ type Application struct {
 	CampaignStateMachineFile string
 	// LedgerStream is how the ledger's stream invokes the ReadsLedgerStream function.
 	LedgerStream StreamSource
+	// RequesterRule is the event pattern of the status event bus's rule that invokes the
+	// ConsumesStatusEvents function: a buy's events that carry a requester's Slack id.
+	RequesterRule string
 }
 
 // Function returns the function named name and whether it exists.
@@ -149,6 +155,7 @@ var App = Application{
 		RetryAttempts:            20,
 		MaxRecordAgeSeconds:      86400,
 	},
+	RequesterRule: `{"source":["buyflow"],"detail-type":["MediaBuy Status Changed"],"detail":{"notify":{"slack":[{"exists":true}]}}}`,
 	Functions: []Function{
 		{
 			Name: "submit", Description: "POST/GET /v1/media-buys and /v1/campaigns: validate, claim the key, lock, start the executions",
@@ -214,6 +221,11 @@ var App = Application{
 			Name: "publish", Description: "The ledger's stream: one status event on the event bus per status change of a buy, a change or a campaign",
 			MemoryMB: 128, TimeoutSeconds: 30, ReadsLedgerStream: true, PutsEvents: true,
 			Env: []string{EnvEventBusName, EnvPublicBaseURL},
+		},
+		{
+			Name: "inform", Description: "The requester notifier: the buy's status events, in Slack, for a submit that asked for them",
+			MemoryMB: 128, TimeoutSeconds: 30, LedgerWrite: true, ConsumesStatusEvents: true,
+			Env: []string{EnvTableName, EnvSlackSecret}, Secrets: []string{EnvSlackSecret},
 		},
 	},
 	Routes: []Route{
