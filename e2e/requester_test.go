@@ -41,6 +41,9 @@ func TestRequesterIsToldInSlack(t *testing.T) {
 			sub := submit(t, c, tc.buy)
 			if tc.decide != "" {
 				op := waitFor(t, c, sub.OperationID, 30*time.Second, awaitingApproval)
+				// As a person would: the requester is told it waits before anyone decides
+				// (a request told after its decision is dropped as stale).
+				requesterMessages(t, requester, 1)
 				decide(t, op, tc.decide)
 			}
 			finished(t, c, sub.OperationID, tc.final)

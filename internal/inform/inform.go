@@ -75,6 +75,10 @@ func (n *Notifier) Handle(ctx context.Context, raw json.RawMessage) error {
 		return nil
 	}
 	u, err := n.update(ctx, d, kind)
+	if errors.Is(err, errStale) {
+		n.log.InfoContext(ctx, "the approval was decided before its request was told; not told", "operationId", d.OperationID, "eventId", d.EventID)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -126,6 +130,11 @@ func kindOf(from, to workflow.Status) (slack.RequesterKind, bool) {
 	return "", false
 }
 
+// errStale reports a request for approval that was decided before the notifier got to it: the
+// bus does not keep order, and "waiting for X" after "approved by X" would mislead; the
+// decision's own message tells what happened.
+var errStale = errors.New("inform: the approval is already decided")
+
 // update gathers what the message says from the event and the ledger.
 func (n *Notifier) update(ctx context.Context, d statusevent.Detail, kind slack.RequesterKind) (slack.RequesterUpdate, error) {
 	op, err := n.ledger.GetOperation(ctx, d.Tenant, d.OperationID)
@@ -149,6 +158,8 @@ func (n *Notifier) update(ctx context.Context, d statusevent.Detail, kind slack.
 		return u, err
 	}
 	switch {
+	case kind == slack.KindAwaitingApproval && a.Status != ledger.ApprovalPending:
+		return u, errStale
 	case kind == slack.KindAwaitingApproval:
 		u.Approvers, u.Until = a.Approvers, a.ExpiresAt
 	case a.Status == ledger.ApprovalApproved && kind == slack.KindApproved, a.Status == ledger.ApprovalRejected && kind == slack.KindRejected:

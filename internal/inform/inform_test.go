@@ -92,8 +92,10 @@ func TestRequesterHearsEachStepOfTheirBuy(t *testing.T) {
 	ctx := context.Background()
 	f.buy(t, "op-1")
 	f.approval(t, "op-1", "ap-1")
-	if _, err := f.store.Decide(ctx, "ap-1", ledger.Decision{Outcome: ledger.ApprovalApproved, By: "U0APPROVER", Comment: "fine by me"}); err != nil {
-		t.Fatal(err)
+	decide := func() {
+		if _, err := f.store.Decide(ctx, "ap-1", ledger.Decision{Outcome: ledger.ApprovalApproved, By: "U0APPROVER", Comment: "fine by me"}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	steps := []struct {
 		raw  json.RawMessage
@@ -107,6 +109,9 @@ func TestRequesterHearsEachStepOfTheirBuy(t *testing.T) {
 	}
 	told := 0
 	for i, s := range steps {
+		if i == 2 {
+			decide() // the approver decides after the request was told
+		}
 		if err := f.n.Handle(ctx, s.raw); err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
@@ -171,6 +176,28 @@ func TestRequesterHearsRejectionsAndFailures(t *testing.T) {
 		if strings.Contains(string(msgs[before].Body), "<!channel>") {
 			t.Errorf("outside text reached Slack unescaped: %s", msgs[before].Body)
 		}
+	}
+}
+
+// The bus keeps no order: a request for approval that reaches the notifier after the decision
+// is not told ("waiting for X" after "approved by X" would mislead); the decision is.
+func TestStaleApprovalRequestIsNotTold(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	f.buy(t, "op-s")
+	f.approval(t, "op-s", "ap-s")
+	if _, err := f.store.Decide(ctx, "ap-s", ledger.Decision{Outcome: ledger.ApprovalApproved, By: "U0APPROVER"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.n.Handle(ctx, event(t, "op-s", 4, workflow.StatusAwaitingApproval, workflow.StatusCreating, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.n.Handle(ctx, event(t, "op-s", 3, workflow.StatusCheckingGovernance, workflow.StatusAwaitingApproval, nil)); err != nil {
+		t.Fatal(err)
+	}
+	msgs := f.messages(t)
+	if len(msgs) != 1 || !strings.Contains(msgs[0].Text, "Approved") {
+		t.Fatalf("messages = %+v, want the approval only", msgs)
 	}
 }
 
