@@ -67,3 +67,20 @@ func TestByRouteKey(t *testing.T) {
 		t.Errorf("handlers saw %q, want %q", got, want)
 	}
 }
+
+// The local emulator may hand a request to a catch-all route although a route of its method
+// serves it (a random tie-break API Gateway does not make): it is served as that route.
+func TestByRouteKeyServesACatchAllsRequestAsItsRoute(t *testing.T) {
+	var got string
+	h := httpapi.ByRouteKey(topology.App, map[string]httpapi.Handler{
+		"GET /v1/media-buys/{id}": func(_ context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+			got = req.RouteKey + " " + req.PathParameters["id"]
+			return httpapi.JSON(http.StatusOK, nil), nil
+		},
+	})
+	req := routed("GET", "/v1/media-buys/mb-9", true)
+	req.RouteKey, req.PathParameters = "ANY /v1/media-buys/{proxy+}", map[string]string{"proxy": "mb-9"}
+	if resp, err := h(context.Background(), req); err != nil || resp.StatusCode != http.StatusOK || got != "GET /v1/media-buys/{id} mb-9" {
+		t.Fatalf("= %d %v, the handler saw %q", resp.StatusCode, err, got)
+	}
+}
