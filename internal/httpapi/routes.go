@@ -40,13 +40,15 @@ func ByRouteKey(app topology.Application, tables ...map[string]Handler) Handler 
 			return h(ctx, req)
 		}
 		method, path := req.RequestContext.HTTP.Method, Path(req)
-		// A catch-all route got a request one of the table's routes serves: the local emulator
-		// breaks a tie between "POST /x" and "ANY /x" at random, where API Gateway picks the
-		// method's route. Serve it as that route, with its path parameters.
-		if r, params, ok := app.Match(method, path); ok {
-			if h, ok := handlers[r.Method+" "+r.Path]; ok && r.Method+" "+r.Path != req.RouteKey {
-				req.RouteKey, req.PathParameters = r.Method+" "+r.Path, params
-				return h(ctx, req)
+		if strings.HasPrefix(req.RouteKey, "ANY ") {
+			// API Gateway prefers a method's route to an ANY route of the same path; kumo (the
+			// local stack's emulator) ranks them alike and picks either. A catch-all is resolved
+			// against the table as API Gateway would have.
+			if r, params, ok := app.Match(method, path); ok && r.Method != "ANY" {
+				if h, ok := handlers[r.Method+" "+r.Path]; ok {
+					req.RouteKey, req.PathParameters = r.Method+" "+r.Path, params
+					return h(ctx, req)
+				}
 			}
 		}
 		if allow := app.Methods(path); len(allow) > 0 && !slices.Contains(allow, method) {
