@@ -661,6 +661,9 @@ type Buy struct {
 	RequireApproval bool
 	// Seller, when set, replaces the example's seller_id.
 	Seller string
+	// NotifySlack, when set, asks for the requester's notifications in this Slack user or
+	// channel id.
+	NotifySlack string
 }
 
 // Body renders b from <repoRoot>/examples/media-buy.json.
@@ -702,6 +705,9 @@ func (b Buy) Body(repoRoot string) ([]byte, error) {
 	}
 	if b.Seller != "" {
 		req["seller_id"] = b.Seller
+	}
+	if b.NotifySlack != "" {
+		req["notify"] = map[string]any{"slack": b.NotifySlack}
 	}
 	return json.Marshal(req)
 }

@@ -39,6 +39,9 @@ type Operation struct {
 	Requester string `dynamodbav:"requester,omitempty"`
 	// RequireApproval is true when the buyer asked for a human approval whatever the policy.
 	RequireApproval bool `dynamodbav:"require_approval,omitempty"`
+	// NotifySlack is the Slack user or channel id the requester asked to hear about the buy in
+	// (it rides on the buy's status events, and the requester notifier posts there).
+	NotifySlack string `dynamodbav:"notify_slack,omitempty"`
 	// BudgetTotal is the budget as a decimal string ("1500.00"); never a float.
 	BudgetTotal string `dynamodbav:"budget_total,omitempty"`
 	Currency    string `dynamodbav:"currency,omitempty"`
@@ -88,6 +91,7 @@ type View struct {
 	PONumber            string          `json:"po_number,omitempty"`
 	Requester           string          `json:"requester,omitempty"`
 	RequireApproval     bool            `json:"require_approval,omitempty"`
+	NotifySlack         string          `json:"notify_slack,omitempty"`
 	BudgetTotal         string          `json:"budget_total,omitempty"`
 	Currency            string          `json:"currency,omitempty"`
 	Request             json.RawMessage `json:"request,omitempty"`
@@ -120,7 +124,7 @@ func (o *Operation) View() View {
 	return View{
 		ID: o.ID, Tenant: o.Tenant, Status: o.Status, Version: o.Version, SellerID: o.SellerID,
 		GovernanceAgentID: o.GovernanceAgentID, PlanID: o.PlanID, PONumber: o.PONumber,
-		Requester: o.Requester, RequireApproval: o.RequireApproval, BudgetTotal: o.BudgetTotal,
+		Requester: o.Requester, RequireApproval: o.RequireApproval, NotifySlack: o.NotifySlack, BudgetTotal: o.BudgetTotal,
 		Currency: o.Currency, Request: o.Request, SellerTaskID: o.SellerTaskID, MediaBuyID: o.MediaBuyID,
 		GovernanceCheckID: o.GovernanceCheckID, GovernanceExpiresAt: opt(o.GovernanceExpiresAt),
 		Reason: o.Reason, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt, Deadline: opt(o.Deadline),

@@ -180,6 +180,9 @@ func (s *Service) record(ctx context.Context, c Caller, id string, req *Validate
 		Requester: c.Principal, RequireApproval: req.RequireApproval,
 		Request: stored, ExecutionName: workflow.ExecutionName(id, 0),
 	}
+	if req.Notify != nil {
+		op.NotifySlack = req.Notify.Slack
+	}
 	if _, err := s.ledger.CreateOperation(ctx, op); err != nil && !errors.Is(err, ledger.ErrConflict) {
 		return Placed{}, fmt.Errorf("mediabuy: create operation: %w", err)
 	}
