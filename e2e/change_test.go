@@ -64,6 +64,44 @@ func TestBuyIncreasedPausedResumedCanceled(t *testing.T) {
 	}
 }
 
+// A budget increase over the approval threshold waits for a person, who approves it from the
+// Slack link as for a buy; then the seller hears update_media_buy and the buy shows its new
+// budget, and the change's timeline holds the request and the decision.
+func TestChangeApprovedFromTheSlackLink(t *testing.T) {
+	c := begin(t)
+	sub := submit(t, c, buy{PO: po(t), Sim: "sync", Budgets: []float64{3000}})
+	finished(t, c, sub.OperationID, "completed")
+	// The buy's own run still reports its outcome after the status reads completed; the local
+	// emulator has cancelled a change's first transaction that raced that report (a 500).
+	settled(t, c, sub.OperationID)
+	acc, err := c.Change(context.Background(), sub.OperationID, "chg-key-approve-"+randomID(t),
+		[]byte(`{"budget":{"total":14000.25},"context":{"sim":"sync"}}`), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chg := waitFor(t, c, acc.ChangeID, 30*time.Second, awaitingApproval)
+	if chg.Status != "awaiting_approval" {
+		t.Fatalf("the change is %s (reason %q), want awaiting_approval", chg.Status, chg.Reason)
+	}
+	if op, err := c.Get(context.Background(), sub.OperationID); err != nil || (op.Current != nil && op.Current.Budget != "3000.00") {
+		t.Fatalf("before the approval the buy reads %+v (%v)", op.Current, err)
+	}
+	decide(t, chg, "approve")
+	finished(t, c, acc.ChangeID, "completed")
+	op := waitFor(t, c, sub.OperationID, 30*time.Second, func(op apiclient.Operation) bool {
+		return op.Current != nil && op.Current.LastChangeID == acc.ChangeID
+	})
+	if cur := op.Current; cur.Budget != "14000.25" || cur.LastOutcome != "applied" || cur.Revision != 2 {
+		t.Errorf("after the approved change: current %+v, want 14000.25, applied, revision 2", cur)
+	}
+	tl := types(timeline(t, c, acc.ChangeID))
+	for _, want := range []string{"approval_requested", "decision", "modification_seller_call"} {
+		if !slices.Contains(tl, want) {
+			t.Errorf("the change's timeline %v lacks %s", tl, want)
+		}
+	}
+}
+
 // The delivery read runs after each sweep: a live buy gets a snapshot soon after it completes.
 func TestDeliverySnapshotOfALiveBuy(t *testing.T) {
 	c := begin(t)
@@ -87,8 +125,13 @@ func TestDeliverySnapshotOfALiveBuy(t *testing.T) {
 	if len(d.Snapshots) == 0 || d.Approved != "3000.00" || d.Spend != "0" || d.OverBudget {
 		t.Fatalf("delivery %+v: want a snapshot of the simulated seller's report (nothing spent yet) against 3000.00", d)
 	}
-	if countType(settled(t, c, sub.OperationID), "delivery") == 0 {
-		t.Error("the timeline has no delivery entry")
+	// The reader writes the snapshot, then its timeline entry: a read between the two sees
+	// only the snapshot, so the entry is waited for.
+	for countType(settled(t, c, sub.OperationID), "delivery") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the timeline has no delivery entry")
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
 

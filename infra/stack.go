@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
@@ -27,6 +28,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -98,6 +100,12 @@ type BuyflowStack struct {
 	AlarmTopic      awssns.Topic
 	Dashboard       awscloudwatch.Dashboard
 	Secrets         map[string]awssecretsmanager.Secret
+	// EventBus carries the status events; PublishFailures keeps the ledger stream records the
+	// publish function could not publish.
+	EventBus        awsevents.EventBus
+	PublishFailures awssqs.Queue
+	// NotifyFailures keeps the status events the requester notifier failed on.
+	NotifyFailures awssqs.Queue
 }
 
 // NewBuyflowStack builds the whole application from props.App: the ledger table, one Lambda per
@@ -138,6 +146,7 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 
 	// The ledger, from the same schema the local stack creates.
 	b.Table = newTable(stack, cfg, removal)
+	b.addEventBus(p)
 	b.addStateMachineArns(p)
 	b.addSecrets(p)
 	b.addAPI(p)
@@ -151,6 +160,7 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 	b.addRoutes(app)
 	b.addSchedules(p)
 	b.addAlarms(app, cfg)
+	b.addStatusEventAlarm()
 	b.addOutputs(p)
 	return b, nil
 }
@@ -286,6 +296,8 @@ func (b *BuyflowStack) envValue(p *stackParts, name string) (*string, error) {
 		return p.callerURI, nil
 	case topology.EnvRunConfig:
 		return jsii.String(cfg.RunConfig), nil
+	case topology.EnvEventBusName:
+		return b.EventBus.EventBusName(), nil
 	}
 	return nil, fmt.Errorf("infra: no value for environment variable %s", name)
 }
@@ -370,9 +382,24 @@ func (b *BuyflowStack) grantFunction(p *stackParts, f topology.Function, fn awsl
 	if f.LedgerWrite {
 		ledgerActions = append(slices.Clone(LedgerReadActions), LedgerWriteActions...)
 	}
-	awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
-		Grantee: fn, Actions: jsii.Strings(ledgerActions...), ResourceArns: &ledgerArns,
-	})
+	// A function that is not told the table (the publisher, which reads the table's stream)
+	// gets nothing of it.
+	if slices.Contains(f.Env, topology.EnvTableName) {
+		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+			Grantee: fn, Actions: jsii.Strings(ledgerActions...), ResourceArns: &ledgerArns,
+		})
+	}
+	if f.PutsEvents {
+		b.EventBus.GrantPutEventsTo(fn, nil)
+	}
+	if f.ReadsLedgerStream {
+		b.addLedgerStream(p, fn)
+	}
+	if f.ConsumesStatusEvents {
+		if err := b.addRequesterRule(p, fn); err != nil {
+			return err
+		}
+	}
 	if f.StartsExecutions {
 		machines := []*string{b.StateMachineArn}
 		if slices.Contains(f.Env, topology.EnvCampaignsARN) {
@@ -406,13 +433,16 @@ func (b *BuyflowStack) grantFunction(p *stackParts, f topology.Function, fn awsl
 			return fmt.Errorf("function %s: no secret behind %s", f.Name, s)
 		}
 	}
-	// The only grants on "*": task-token callbacks and X-Ray.
+	// The only grants on "*": task-token callbacks, X-Ray and the stream listing.
 	var onStar []string
 	if f.CompletesTasks {
 		onStar = append(onStar, reasonSendTask)
 	}
 	if p.cfg.Tracing {
 		onStar = append(onStar, reasonXRay)
+	}
+	if f.ReadsLedgerStream {
+		onStar = append(onStar, reasonStreamList)
 	}
 	if len(onStar) > 0 {
 		suppress(role, "AwsSolutions-IAM5", strings.Join(onStar, " "), "Resource::*")
@@ -520,6 +550,7 @@ func (b *BuyflowStack) addOutputs(p *stackParts) {
 	awscdk.NewCfnOutput(stack, jsii.String("ApiUrl"), &awscdk.CfnOutputProps{Value: p.apiURL, Description: jsii.String("HTTP API base URL")})
 	awscdk.NewCfnOutput(stack, jsii.String("TableName"), &awscdk.CfnOutputProps{Value: b.Table.TableName(), Description: jsii.String("ledger table")})
 	awscdk.NewCfnOutput(stack, jsii.String("StateMachineArn"), &awscdk.CfnOutputProps{Value: b.StateMachine.StateMachineArn(), Description: jsii.String("MediaBuy state machine")})
+	awscdk.NewCfnOutput(stack, jsii.String("EventBusName"), &awscdk.CfnOutputProps{Value: b.EventBus.EventBusName(), Description: jsii.String("status events bus (detail-types MediaBuy Status Changed, MediaBuy Change Status Changed, Campaign Status Changed)")})
 }
 
 // newTable creates the ledger table from ledger.TableSchema.
@@ -558,6 +589,8 @@ func newTable(stack awscdk.Stack, cfg Config, removal awscdk.RemovalPolicy) awsd
 		},
 		DeletionProtection: jsii.Bool(!cfg.Dev),
 		RemovalPolicy:      removal,
+		// The status events are published from the stream (the publish function).
+		Stream: awsdynamodb.StreamViewType(schema.StreamSpecification.StreamViewType),
 	})
 	for _, g := range schema.GlobalSecondaryIndexes {
 		gpk, gsk := keys(g.KeySchema)

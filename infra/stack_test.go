@@ -16,6 +16,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
 	"github.com/aws/jsii-runtime-go"
 
@@ -581,7 +582,7 @@ func TestStageThrottlingAndAccessLogs(t *testing.T) {
 // permissions exist for them), the log-delivery actions Step Functions logging needs, and X-Ray.
 func wildcardResourceAllowed(action string) bool {
 	return slices.Contains(SendTaskActions, action) ||
-		strings.HasPrefix(action, "xray:") ||
+		strings.HasPrefix(action, "xray:") || action == "dynamodb:ListStreams" ||
 		slices.Contains([]string{
 			"logs:CreateLogDelivery", "logs:DeleteLogDelivery", "logs:DescribeLogGroups", "logs:DescribeResourcePolicies",
 			"logs:GetLogDelivery", "logs:ListLogDeliveries", "logs:PutResourcePolicy", "logs:UpdateLogDelivery",
@@ -724,8 +725,34 @@ func checkLeastPrivilege(t *testing.T, s synthesized, app topology.Application) 
 		role := s.roleOf(t, f.Name)
 		acts := actionsOf(byRole[role])
 		has := func(a string) bool { return slices.Contains(acts, a) }
-		if !has("dynamodb:GetItem") || !has("dynamodb:Query") {
-			t.Errorf("%s cannot read the ledger", f.Name)
+		if reads := slices.Contains(f.Env, topology.EnvTableName); has("dynamodb:GetItem") != reads || has("dynamodb:Query") != reads {
+			t.Errorf("%s: ledger reads granted = %v, table in its environment = %v", f.Name, has("dynamodb:GetItem"), reads)
+		}
+		// Status events: PutEvents on the stack's bus only, to the functions that put them;
+		// the stream's reads on the ledger's stream only, to the function it invokes.
+		busArn := jsonOf(t, s.stack.Resolve(s.stack.EventBus.EventBusArn()))
+		streamArn := jsonOf(t, s.stack.Resolve(s.stack.Table.TableStreamArn()))
+		for _, st := range byRole[role] {
+			for _, a := range st.actions {
+				raw := jsonOf(t, st.resources)
+				switch {
+				case strings.HasPrefix(a, "events:"):
+					if a != "events:PutEvents" || raw != "["+busArn+"]" || !f.PutsEvents {
+						t.Errorf("%s may %s on %s (PutsEvents %v)", f.Name, a, raw, f.PutsEvents)
+					}
+				case a == "dynamodb:ListStreams":
+					if !f.ReadsLedgerStream {
+						t.Errorf("%s may list streams", f.Name)
+					}
+				case a == "dynamodb:GetRecords", a == "dynamodb:GetShardIterator", a == "dynamodb:DescribeStream":
+					if raw != "["+streamArn+"]" || !f.ReadsLedgerStream {
+						t.Errorf("%s may %s on %s", f.Name, a, raw)
+					}
+				}
+			}
+		}
+		if has("events:PutEvents") != f.PutsEvents || has("dynamodb:GetRecords") != f.ReadsLedgerStream {
+			t.Errorf("%s: PutEvents %v (PutsEvents %v), GetRecords %v (ReadsLedgerStream %v)", f.Name, has("events:PutEvents"), f.PutsEvents, has("dynamodb:GetRecords"), f.ReadsLedgerStream)
 		}
 		for _, w := range writes {
 			if has(w) != f.LedgerWrite {
@@ -1169,8 +1196,14 @@ func TestAlarmsDashboardAndOutputs(t *testing.T) {
 	if !api {
 		t.Error("no API 5xx alarm")
 	}
-	// Nothing else: 2 execution alarms, API 5xx, 3 on buyflow metrics, errors and throttles per function.
-	if n := 6 + 2*len(topology.App.Functions); len(alarms) != n {
+	// A status event that could not be published, or a requester not told: what is left in
+	// either failure queue pages.
+	for _, q := range []awssqs.Queue{s.stack.PublishFailures, s.stack.NotifyFailures} {
+		want(key{"AWS/SQS", "ApproximateNumberOfMessagesVisible", jsonOf(t, []map[string]any{{"Name": "QueueName", "Value": s.stack.Resolve(q.QueueName())}})}, 1)
+	}
+	// Nothing else: 2 execution alarms, API 5xx, 3 on buyflow metrics, the status events'
+	// failure queue, errors and throttles per function.
+	if n := 8 + 2*len(topology.App.Functions); len(alarms) != n {
 		t.Errorf("%d alarms, want %d", len(alarms), n)
 	}
 

@@ -409,8 +409,8 @@ func TestCallbackTasksHaveATimeoutAndTheToken(t *testing.T) {
 			t.Errorf("%s: States.Timeout is not caught on its own", n)
 		}
 	}
-	if callbacks != 3 {
-		t.Fatalf("found %d waitForTaskToken states, want 3 (RequestApproval, AwaitSeller, AwaitChangeSeller)", callbacks)
+	if callbacks != 4 {
+		t.Fatalf("found %d waitForTaskToken states, want 4 (RequestApproval, AwaitSeller, RequestChangeApproval, AwaitChangeSeller)", callbacks)
 	}
 }
 

@@ -17,6 +17,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,12 +26,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/buyflow/buyflow/internal/apiclient"
 	"github.com/buyflow/buyflow/internal/devstack"
+	"github.com/buyflow/buyflow/internal/statusevent"
 )
 
 func main() {
@@ -166,6 +169,10 @@ func runDemo(ctx context.Context, st *devstack.Stack, body []byte, w io.Writer) 
 	defer cancel()
 	c := &apiclient.Client{BaseURL: st.APIURL, TenantHeader: st.TenantHeader, Tenant: "demo"}
 	key := fmt.Sprintf("demo-%d", time.Now().UnixNano())
+	body, requester, err := askToBeTold(body)
+	if err != nil {
+		return err
+	}
 	sub, status, err := c.Submit(ctx, key, body)
 	if err != nil {
 		return err
@@ -211,7 +218,90 @@ func runDemo(ctx context.Context, st *devstack.Stack, body []byte, w io.Writer) 
 		}
 		out.println(strings.TrimRight(line, " "))
 	}
+	printStatusEvents(ctx, st, out, sub.OperationID, op.Status)
+	printRequesterMessages(ctx, st, out, requester, op.Status)
 	return out.err
+}
+
+// demoRequester is the Slack user the demo buy asks to be told in.
+const demoRequester = "U0LOCALREQUESTER"
+
+// askToBeTold adds "notify": {"slack": demoRequester} to a submit body that names no one, and
+// returns the body and the id the requester's messages go to.
+func askToBeTold(body []byte) ([]byte, string, error) {
+	var req map[string]any
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, "", fmt.Errorf("the example is not a JSON object: %w", err)
+	}
+	if n, ok := req["notify"].(map[string]any); ok {
+		id, _ := n["slack"].(string)
+		return body, id, nil
+	}
+	req["notify"] = map[string]any{"slack": demoRequester}
+	out, err := json.Marshal(req)
+	return out, demoRequester, err
+}
+
+// printStatusEvents prints the buy's events as the bus delivered them to the local sink, once
+// the one into the final status is in.
+func printStatusEvents(ctx context.Context, st *devstack.Stack, out *printer, id, final string) {
+	wait, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	err := st.Events.WaitFor(wait, func(evs []statusevent.Event) bool {
+		return slices.ContainsFunc(evs, func(ev statusevent.Event) bool { return ev.Detail.OperationID == id && ev.Detail.To == final })
+	})
+	out.printf("status events on the bus %s (delivered to the local sink):\n", st.EventBusName)
+	for _, ev := range st.Events.Of(id) {
+		d := ev.Detail
+		out.printf("  %-24s #%d %s → %s  %s\n", ev.DetailType, d.Sequence, orStart(d.From), d.To, d.EventID)
+	}
+	if err != nil {
+		out.printf("  (the event into %s has not arrived: %v)\n", final, err)
+	}
+}
+
+func orStart(s string) string {
+	if s == "" {
+		return "(new)"
+	}
+	return s
+}
+
+// printRequesterMessages prints what the requester was told in Slack, once the message of the
+// final status is in.
+func printRequesterMessages(ctx context.Context, st *devstack.Stack, out *printer, requester, final string) {
+	if requester == "" {
+		return
+	}
+	var mine []apiclient.SlackMessage
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		msgs, err := apiclient.SlackMessages(ctx, nil, st.SlackURL)
+		if err != nil {
+			out.printf("requester messages: %v\n", err)
+			return
+		}
+		mine = mine[:0]
+		for _, m := range msgs {
+			if m.Channel == requester {
+				mine = append(mine, m)
+			}
+		}
+		if len(mine) > 0 && strings.Contains(strings.ToLower(mine[len(mine)-1].Text), finalWord(final)) {
+			break
+		}
+	}
+	out.printf("requester messages in Slack (%s):\n", requester)
+	for _, m := range mine {
+		out.printf("  %s\n", m.Text)
+	}
+}
+
+// finalWord is how the requester's last message names the final status.
+func finalWord(status string) string {
+	if status == "completed" {
+		return "placed"
+	}
+	return status
 }
 
 // runCampaignDemo submits a campaign as tenant "demo", prints every leg's status as it changes

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"text/tabwriter"
 )
 
@@ -55,14 +56,23 @@ func (c cli) approvals(ctx context.Context, args []string) error {
 			return err
 		}
 		if len(a.Packages) > 0 {
-			tw = tabwriter.NewWriter(c.out.w, 0, 4, 2, ' ', 0)
-			tp = &printer{w: tw}
-			tp.println("\nPRODUCT\tFLIGHT\tBUDGET")
-			for _, p := range a.Packages {
-				tp.printf("%s\t%s\t%s\n", p.Product, p.Flight, p.Budget)
+			err := tabulate(c.out.w, "\nPRODUCT\tFLIGHT\tBUDGET", func(tp *printer) {
+				for _, p := range a.Packages {
+					tp.printf("%s\t%s\t%s\n", p.Product, p.Flight, p.Budget)
+				}
+				tp.printf("total\t\t%s\n", a.Amount)
+			})
+			if err != nil {
+				return err
 			}
-			tp.printf("total\t\t%s\n", a.Amount)
-			if err := errors.Join(tp.err, tw.Flush()); err != nil {
+		}
+		if len(a.Changes) > 0 {
+			err := tabulate(c.out.w, "\nWHAT CHANGES\tNOW\tAFTER THE CHANGE", func(tp *printer) {
+				for _, l := range a.Changes {
+					tp.printf("%s\t%s\t%s\n", l.What, l.Before, l.After)
+				}
+			})
+			if err != nil {
 				return err
 			}
 		}
@@ -83,4 +93,13 @@ func (c cli) approvals(ctx context.Context, args []string) error {
 		return c.out.err
 	}
 	return usageError("approvals takes at most one approval id")
+}
+
+// tabulate writes a table: its header line, then the rows rows prints, in aligned columns.
+func tabulate(w io.Writer, header string, rows func(tp *printer)) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tp := &printer{w: tw}
+	tp.println(header)
+	rows(tp)
+	return errors.Join(tp.err, tw.Flush())
 }

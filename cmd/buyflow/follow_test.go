@@ -215,6 +215,11 @@ func (a inboxAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Governance: &approve.InboxGovernance{Verdict: "conditions", Label: "Approved with 1 condition",
 				Conditions: []approve.InboxCondition{{Field: "packages[1].end_time", Reason: "ends with February", NeedsPerson: true}}},
 			ReviewURL: "http://127.0.0.1/v1/approvals/apr_1?approver=U0LOCALAPPROVER&exp=1&kid=k1&sig=x"})
+	case approve.InboxPrefix + "/apr_change":
+		_ = json.NewEncoder(w).Encode(approve.InboxApproval{InboxItem: approve.InboxItem{ApprovalID: "apr_change", OperationID: "chg-1",
+			Summary: "Change to media buy mb-2", Seller: "sim-seller", Amount: "USD 14,000.25"},
+			Changes:   []approve.InboxChangeLine{{What: "Total budget", Before: "USD 3,000.00", After: "USD 14,000.25"}},
+			ReviewURL: "http://127.0.0.1/v1/approvals/apr_change?approver=U0LOCALAPPROVER&exp=1&kid=k1&sig=x"})
 	default:
 		w.WriteHeader(http.StatusNotFound)
 		_, _ = w.Write([]byte(`{"error":{"code":"not_found","message":"no approval with that id is waiting for you"}}`))
@@ -238,6 +243,8 @@ func TestApprovalsListsAndOpens(t *testing.T) {
 		{"open", "dev:approver", []string{"approvals", "apr_1"}, 0, []string{"ctv_premium_sports", "2026-01-05 → 2026-02-28", "USD 6,500.00", "total", "USD 12,500.00",
 			"governance: Approved with 1 condition", "packages[1].end_time: ends with February (needs your judgement)",
 			"decide on the review page (your own link): http://127.0.0.1/v1/approvals/apr_1?approver=U0LOCALAPPROVER"}},
+		{"open a change", "dev:approver", []string{"approvals", "apr_change"}, 0, []string{"Change to media buy mb-2", "WHAT CHANGES", "NOW", "AFTER THE CHANGE",
+			"Total budget  USD 3,000.00  USD 14,000.25"}},
 		{"open unknown", "dev:approver", []string{"approvals", "apr_9"}, 1, nil},
 		{"not an approver", "dev:buyer", []string{"approvals"}, 1, nil},
 		{"two ids", "dev:approver", []string{"approvals", "a", "b"}, 2, nil},

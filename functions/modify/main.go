@@ -33,11 +33,11 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	threshold, err := modification.IncreaseThreshold(policy.Threshold, policy.Currency)
+	changes, err := modification.NewPolicy(policy.ChangeIncreaseThreshold, policy.ChangeAnyThreshold, policy.Currency)
 	if err != nil {
 		return err
 	}
-	svc := modification.New(c.Ledger(), client, threshold, modification.Config{CallerURI: c.Env.CallerURI, PublicBaseURL: c.Env.PublicBaseURL})
+	svc := modification.New(c.Ledger(), client, changes, modification.Config{CallerURI: c.Env.CallerURI, PublicBaseURL: c.Env.PublicBaseURL})
 	lambda.Start(metrics.Flushing(c.Metrics, svc.Handle)) // blocks
 	return nil
 }

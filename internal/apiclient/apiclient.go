@@ -75,6 +75,7 @@ type Operation struct {
 	UpdatedAt     string          `json:"updated_at"`
 	Version       int64           `json:"version"`
 	MediaBuy      json.RawMessage `json:"media_buy,omitempty"`
+	Packages      []PackageBudget `json:"packages,omitempty"` // the seller's, as placed: what a per-package change names
 	ExecutionName string          `json:"execution_name,omitempty"`
 	Approval      *Approval       `json:"approval,omitempty"`
 	// Current is the placed buy after its changes; Kind, BuyID and Change describe a change.
@@ -87,19 +88,22 @@ type Operation struct {
 
 // Current is a placed buy after its changes.
 type Current struct {
-	Revision int    `json:"revision"`
-	State    string `json:"state"`
-	Budget   string `json:"budget"`
-	Currency string `json:"currency"`
-	Packages []struct {
-		PackageID string `json:"package_id"`
-		Budget    string `json:"budget"`
-	} `json:"packages,omitempty"`
-	EndTime        string `json:"end_time,omitempty"`
-	ChangeInFlight string `json:"change_in_flight,omitempty"`
-	LastChangeID   string `json:"last_change_id,omitempty"`
-	LastOutcome    string `json:"last_outcome,omitempty"`
-	LastReason     string `json:"last_reason,omitempty"`
+	Revision       int             `json:"revision"`
+	State          string          `json:"state"`
+	Budget         string          `json:"budget"`
+	Currency       string          `json:"currency"`
+	Packages       []PackageBudget `json:"packages,omitempty"`
+	EndTime        string          `json:"end_time,omitempty"`
+	ChangeInFlight string          `json:"change_in_flight,omitempty"`
+	LastChangeID   string          `json:"last_change_id,omitempty"`
+	LastOutcome    string          `json:"last_outcome,omitempty"`
+	LastReason     string          `json:"last_reason,omitempty"`
+}
+
+// PackageBudget is one of the seller's packages and its budget (a decimal string).
+type PackageBudget struct {
+	PackageID string `json:"package_id"`
+	Budget    string `json:"budget"`
 }
 
 // ChangeAccepted is the answer to an accepted change.
@@ -402,6 +406,12 @@ type OpenedApproval struct {
 		Flight  string `json:"flight"`
 		Budget  string `json:"budget"`
 	} `json:"packages,omitempty"`
+	// Changes are what a change to a placed buy changes (a change's approval).
+	Changes []struct {
+		What   string `json:"what"`
+		Before string `json:"before"`
+		After  string `json:"after"`
+	} `json:"changes,omitempty"`
 	Governance *struct {
 		Verdict    string `json:"verdict"`
 		Label      string `json:"label"`
@@ -653,6 +663,9 @@ type Buy struct {
 	RequireApproval bool
 	// Seller, when set, replaces the example's seller_id.
 	Seller string
+	// NotifySlack, when set, asks for the requester's notifications in this Slack user or
+	// channel id.
+	NotifySlack string
 }
 
 // Body renders b from <repoRoot>/examples/media-buy.json.
@@ -694,6 +707,9 @@ func (b Buy) Body(repoRoot string) ([]byte, error) {
 	}
 	if b.Seller != "" {
 		req["seller_id"] = b.Seller
+	}
+	if b.NotifySlack != "" {
+		req["notify"] = map[string]any{"slack": b.NotifySlack}
 	}
 	return json.Marshal(req)
 }

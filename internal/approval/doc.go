@@ -49,7 +49,10 @@
 //     decide: the review link they return leads to the same confirm page and POST.
 //   - What a page or message shows as bought is the payload the governance check stored (the
 //     bytes the create stage sends) and the check's verdict from the timeline; a payload that
-//     cannot be read exactly is never shown in part.
+//     cannot be read exactly is never shown in part. For a change to a placed buy (an
+//     operation of kind modification) it is the record the modify stage stored when it asked
+//     (ledger.ChangeReviewIntent: the buy, each line now and after, the verdict), and the
+//     approval's amount is the buy's budget after the change.
 //   - Metrics (Config.Metrics, CloudWatch EMF, flushed once per invocation by the function):
 //     a decision the ledger takes records ApprovalDecided and ApprovalLatency (request stored →
 //     decision) by Outcome, and ApprovalRejected for a rejection; an expiry Expire takes records

@@ -31,8 +31,13 @@ type Policy struct {
 	// Threshold is the budget at or above which a buy needs a person ("10000.00"); empty means
 	// the amount never requires approval by itself.
 	Threshold string
-	// Currency is the ISO 4217 code of Threshold.
+	// Currency is the ISO 4217 code of Threshold and of the change thresholds.
 	Currency string
+	// ChangeIncreaseThreshold is the largest budget increase a change to a placed buy makes
+	// without a person (Threshold when not configured); ChangeAnyThreshold, when set, is the
+	// budget from which every change to a buy needs a person.
+	ChangeIncreaseThreshold string
+	ChangeAnyThreshold      string
 	// Approvers decide first; EscalationApprovers decide after one timeout when OnTimeout is
 	// TimeoutEscalate.
 	Approvers           []string
@@ -59,7 +64,8 @@ var decimalRE = regexp.MustCompile(`^[0-9]{1,18}(\.[0-9]{1,6})?$`)
 //
 //	{"threshold":"10000.00","currency":"USD","approvers":["U01","U02"],
 //	 "escalation_approvers":["U09"],"on_timeout":"escalate",
-//	 "escalation_timeout_seconds":3600,"link_ttl_seconds":86400}
+//	 "escalation_timeout_seconds":3600,"link_ttl_seconds":86400,
+//	 "change_increase_threshold":"5000.00","change_any_threshold":"250000.00"}
 //
 // It reports every problem it finds together. on_timeout defaults to "reject".
 func ParsePolicy(raw []byte) (Policy, error) {
@@ -72,11 +78,13 @@ func ParsePolicy(raw []byte) (Policy, error) {
 		EscalationTimeoutSeconds int               `json:"escalation_timeout_seconds"`
 		LinkTTLSeconds           int               `json:"link_ttl_seconds"`
 		Identities               map[string]string `json:"identities"`
+		ChangeIncreaseThreshold  string            `json:"change_increase_threshold"`
+		ChangeAnyThreshold       string            `json:"change_any_threshold"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		return Policy{}, fmt.Errorf("approval policy: not a JSON object with threshold, currency, approvers, escalation_approvers, on_timeout, escalation_timeout_seconds, link_ttl_seconds: %w", err)
+		return Policy{}, fmt.Errorf("approval policy: not a JSON object with threshold, currency, approvers, escalation_approvers, on_timeout, escalation_timeout_seconds, link_ttl_seconds, identities, change_increase_threshold, change_any_threshold: %w", err)
 	}
 	if dec.More() {
 		return Policy{}, errors.New("approval policy: trailing data after the JSON object")
@@ -85,7 +93,11 @@ func ParsePolicy(raw []byte) (Policy, error) {
 		Threshold: strings.TrimSpace(in.Threshold), Currency: strings.ToUpper(strings.TrimSpace(in.Currency)),
 		Approvers: in.Approvers, EscalationApprovers: in.EscalationApprovers, OnTimeout: OnTimeout(in.OnTimeout),
 		EscalationTimeoutSeconds: in.EscalationTimeoutSeconds, LinkTTLSeconds: in.LinkTTLSeconds,
-		Identities: in.Identities,
+		Identities:              in.Identities,
+		ChangeIncreaseThreshold: strings.TrimSpace(in.ChangeIncreaseThreshold), ChangeAnyThreshold: strings.TrimSpace(in.ChangeAnyThreshold),
+	}
+	if p.ChangeIncreaseThreshold == "" {
+		p.ChangeIncreaseThreshold = p.Threshold
 	}
 	if p.OnTimeout == "" {
 		p.OnTimeout = TimeoutReject
@@ -99,6 +111,18 @@ func ParsePolicy(raw []byte) (Policy, error) {
 		}
 		if _, ok := money.MinorUnits(p.Currency); !ok {
 			errs = append(errs, fmt.Errorf("currency %q must be an ISO 4217 code such as USD", in.Currency))
+		}
+	}
+	for _, f := range [][2]string{{"change_increase_threshold", p.ChangeIncreaseThreshold}, {"change_any_threshold", p.ChangeAnyThreshold}} {
+		name, v := f[0], f[1]
+		if v == "" || v == p.Threshold {
+			continue
+		}
+		if !decimalRE.MatchString(v) {
+			errs = append(errs, fmt.Errorf("%s %q must be a non-negative decimal string such as \"5000.00\"", name, v))
+		}
+		if _, ok := money.MinorUnits(p.Currency); !ok {
+			errs = append(errs, fmt.Errorf("%s needs currency, an ISO 4217 code such as USD", name))
 		}
 	}
 	if len(p.Approvers) == 0 {

@@ -26,6 +26,9 @@ func TestParsePolicy(t *testing.T) {
 		{"repeated approver", `{"approvers":["U1","U1"]}`, []string{"repeats"}},
 		{"negative threshold", `{"threshold":"-5","currency":"USD","approvers":["U1"]}`, []string{"threshold"}},
 		{"threshold in a currency that does not exist", `{"threshold":"10000","currency":"ZZZ","approvers":["U1"]}`, []string{"currency"}},
+		{"change thresholds", `{"threshold":"10000","currency":"USD","approvers":["U1"],"change_increase_threshold":"500.50","change_any_threshold":"250000"}`, nil},
+		{"change thresholds wrong", `{"approvers":["U1"],"change_increase_threshold":"lots","change_any_threshold":"5"}`,
+			[]string{`change_increase_threshold "lots"`, "change_any_threshold needs currency"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -49,6 +52,19 @@ func TestParsePolicy(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A change's increase threshold is the buy's threshold unless the policy names its own.
+func TestChangeIncreaseThresholdDefaultsToTheBuysThreshold(t *testing.T) {
+	t.Parallel()
+	p, err := approval.ParsePolicy([]byte(`{"threshold":"10000.00","currency":"USD","approvers":["U1"]}`))
+	if err != nil || p.ChangeIncreaseThreshold != "10000.00" || p.ChangeAnyThreshold != "" {
+		t.Fatalf("%+v %v", p, err)
+	}
+	p, err = approval.ParsePolicy([]byte(`{"threshold":"10000.00","currency":"USD","approvers":["U1"],"change_increase_threshold":"0"}`))
+	if err != nil || p.ChangeIncreaseThreshold != "0" {
+		t.Fatalf("an explicit zero (every increase asks a person): %+v %v", p, err)
 	}
 }
 

@@ -17,6 +17,9 @@ import (
 // media_buy, which is what the create stage then sends. The verdict and conditions come from
 // the check's event on the timeline.
 func (s *Base) Purchase(ctx context.Context, op *ledger.Operation) (approvalcore.Purchase, error) {
+	if op.Kind == ledger.KindModification {
+		return s.change(ctx, op)
+	}
 	payload, err := s.checkedPayload(ctx, op)
 	if err != nil {
 		return approvalcore.Purchase{}, err
@@ -96,4 +99,18 @@ func (s *Base) eachEvent(ctx context.Context, tenant, opID string, fn func(ledge
 		cursor = p.Cursor
 	}
 	return nil
+}
+
+// change reads what the approver of a change to a placed buy decides: the record the modify
+// stage stored when it asked (write-once), with governance's verdict on the change.
+func (s *Base) change(ctx context.Context, op *ledger.Operation) (approvalcore.Purchase, error) {
+	in, err := s.Cfg.Ledger.GetIntent(ctx, op.Tenant, op.ID, ledger.ChangeReviewIntent)
+	if err != nil {
+		return approvalcore.Purchase{}, fmt.Errorf("approval: read what change %s does: %w", op.ID, err)
+	}
+	c, v, err := approvalcore.ParseChange(in.Request)
+	if err != nil {
+		return approvalcore.Purchase{}, fmt.Errorf("approval: what change %s does: %w", op.ID, err)
+	}
+	return approvalcore.Purchase{Change: &c, Governance: v}, nil
 }

@@ -124,11 +124,25 @@ func View(a *ledger.Approval, op *ledger.Operation) approvalcore.Approval {
 	}
 	if op != nil {
 		v.Seller = op.SellerID
-		if op.PONumber != "" {
-			v.Summary = "Media buy, PO " + op.PONumber
-		}
+		v.Summary = Summary(op.ID, op.PONumber, op.Kind, op.ParentID)
 	}
 	return v
+}
+
+// Summary names what an operation's approval is about in a few words: "Media buy, PO X", or
+// for a change "Change to media buy, PO X".
+func Summary(opID, po, kind, parentID string) string {
+	s := "Media buy " + opID
+	if kind == ledger.KindModification {
+		s = "Change to media buy " + parentID
+	}
+	if po != "" {
+		s = "Media buy, PO " + po
+		if kind == ledger.KindModification {
+			s = "Change to media buy, PO " + po
+		}
+	}
+	return s
 }
 
 // toMoney reads the ledger's decimal amount exactly (the submit stored it in the currency's
@@ -272,7 +286,14 @@ func (s *Base) UpdateSlack(ctx context.Context, a *ledger.Approval, op *ledger.O
 	for i, r := range a.SlackMessages {
 		refs[i] = slack.Ref{Channel: r.Channel, TS: r.TS}
 	}
-	if err := slack.PostStatus(ctx, s.Cfg.Slack, View(a, op), refs); err != nil {
+	v := View(a, op)
+	if op != nil && op.Kind == ledger.KindModification {
+		// The status names what was decided ("Approved: change to a media buy").
+		if p, err := s.Purchase(ctx, op); err == nil {
+			v.Purchase = p
+		}
+	}
+	if err := slack.PostStatus(ctx, s.Cfg.Slack, v, refs); err != nil {
 		s.Log.WarnContext(ctx, "slack status update failed", "approvalId", a.ID, "err", err)
 	}
 }

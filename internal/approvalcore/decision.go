@@ -56,6 +56,9 @@ const (
 	ReasonGovernanceConditions ReasonCode = "governance_conditions"
 	// ReasonSellerInputRequired: the seller answered input-required.
 	ReasonSellerInputRequired ReasonCode = "seller_input_required"
+	// ReasonChangeNeedsApproval: a change to a placed buy needs a person by policy or
+	// governance (the reason text says which).
+	ReasonChangeNeedsApproval ReasonCode = "change_needs_approval"
 	// ReasonCampaignLegs: legs of a campaign need a person; each leg says why (Leg.Why).
 	ReasonCampaignLegs ReasonCode = "campaign_legs"
 )
@@ -69,6 +72,8 @@ func (r ReasonCode) Label() string {
 		return "The governance agent set conditions that need a person to accept them."
 	case ReasonSellerInputRequired:
 		return "The seller asked for confirmation before going ahead."
+	case ReasonChangeNeedsApproval:
+		return "This change to a placed buy needs a person to approve it."
 	case ReasonCampaignLegs:
 		return "Legs of this campaign need a person's approval; one decision covers every leg."
 	default:
@@ -116,14 +121,6 @@ type Leg struct {
 
 // IsCampaign reports whether the approval decides a campaign's legs.
 func (a Approval) IsCampaign() bool { return len(a.Legs) > 0 }
-
-// Noun is what the approval decides, in words: "media buy" or "campaign".
-func (a Approval) Noun() string {
-	if a.IsCampaign() {
-		return "campaign"
-	}
-	return "media buy"
-}
 
 // Decision is what an approver chose.
 type Decision string

@@ -138,17 +138,17 @@ func RenderConfirm(w io.Writer, p ConfirmPage) error {
 		hidden = append(hidden, hiddenField{name, v[0]})
 	}
 	a := p.Approval
-	title := "Approve a " + a.Noun() + "?"
+	title := "Approve a " + a.Subject() + "?"
 	return writeLayout(w, title, func(b *strings.Builder) {
-		b.WriteString("<h1>" + title + "</h1>\n")
-		b.WriteString("<p>" + esc(a.Requester) + " asks you to approve this " + a.Noun() + ".</p>\n<dl>\n")
+		b.WriteString("<h1>" + esc(title) + "</h1>\n")
+		b.WriteString("<p>" + esc(a.Requester) + " asks you to approve this " + esc(a.Subject()) + ".</p>\n<dl>\n")
 		b.WriteString("<dt>What</dt><dd>" + esc(a.Summary) + "</dd>\n")
 		seller := "Seller"
 		if a.IsCampaign() {
 			seller = "Sellers"
 		}
 		b.WriteString("<dt>" + seller + "</dt><dd>" + esc(a.Seller) + "</dd>\n")
-		b.WriteString("<dt>Amount</dt><dd>" + esc(a.Amount.String()) + "</dd>\n")
+		b.WriteString("<dt>" + a.AmountLabel() + "</dt><dd>" + esc(a.Amount.String()) + "</dd>\n")
 		b.WriteString("<dt>Why approval is needed</dt><dd>" + esc(a.Reason.Label()))
 		if a.ReasonText != "" {
 			b.WriteString("\n" + esc(a.ReasonText))
@@ -178,12 +178,8 @@ func RenderConfirm(w io.Writer, p ConfirmPage) error {
 		b.WriteString("<textarea id=\"comment\" name=\"comment\" rows=\"4\" maxlength=\"" + maxLen + "\" aria-describedby=\"comment-hint\">" + esc(p.Comment) + "</textarea>\n")
 		b.WriteString("<p id=\"comment-hint\" class=\"hint\">Up to " + maxLen + " characters. It is kept in the audit log with your decision.</p>\n")
 		b.WriteString("<div class=\"actions\">\n")
-		what := "buy"
-		if a.IsCampaign() {
-			what = "campaign"
-		}
-		b.WriteString("<button type=\"submit\" name=\"decision\" value=\"approve\" class=\"approve\">Approve this " + what + "</button>\n")
-		b.WriteString("<button type=\"submit\" name=\"decision\" value=\"reject\" class=\"reject\">Reject this " + what + "</button>\n")
+		b.WriteString("<button type=\"submit\" name=\"decision\" value=\"approve\" class=\"approve\">Approve this " + a.decided() + "</button>\n")
+		b.WriteString("<button type=\"submit\" name=\"decision\" value=\"reject\" class=\"reject\">Reject this " + a.decided() + "</button>\n")
 		b.WriteString("</div>\n</form>\n")
 		b.WriteString("<p class=\"note\">You are deciding as " + esc(p.Approver) + ". Nothing changes until you press Approve or Reject.</p>\n")
 	})
@@ -193,6 +189,11 @@ func RenderConfirm(w io.Writer, p ConfirmPage) error {
 // total) and what governance said, each under its own heading.
 func writePurchase(b *strings.Builder, a Approval) {
 	pu := a.Purchase
+	if pu.Change != nil {
+		writeChange(b, *pu.Change)
+		writeGovernance(b, pu.Governance)
+		return
+	}
 	b.WriteString("<section aria-labelledby=\"bought\">\n<h2 id=\"bought\">What is bought</h2>\n")
 	if f := pu.Flight(); f != "" {
 		b.WriteString("<p>Flight: " + esc(f) + "</p>\n")
@@ -214,7 +215,11 @@ func writePurchase(b *strings.Builder, a Approval) {
 		b.WriteString("</tbody>\n<tfoot><tr><th scope=\"row\" colspan=\"2\">Total</th><td class=\"num\">" + esc(a.Amount.String()) + "</td></tr></tfoot>\n</table>\n")
 	}
 	b.WriteString("</section>\n")
-	g := pu.Governance
+	writeGovernance(b, pu.Governance)
+}
+
+// writeGovernance writes what governance said, under its own heading, when it was recorded.
+func writeGovernance(b *strings.Builder, g Verdict) {
 	if g.Verdict == "" {
 		return
 	}

@@ -23,6 +23,9 @@ type Purchase struct {
 	Start, End string
 	// Governance is what the governance agent said; zero when it was not recorded.
 	Governance Verdict
+	// Change, when set, is a change to a placed buy that the approver decides instead of a
+	// new buy (Packages, ProposalID and the flight are then empty).
+	Change *Change
 }
 
 // Package is one package of the buy.

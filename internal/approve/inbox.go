@@ -45,6 +45,9 @@ type InboxApproval struct {
 	Packages   []InboxPackage   `json:"packages,omitempty"`
 	Governance *InboxGovernance `json:"governance,omitempty"`
 	ReviewURL  string           `json:"review_url"`
+
+	// Changes are what a change to a placed buy changes, now and after (a change's approval).
+	Changes []InboxChangeLine `json:"changes,omitempty"`
 }
 
 // InboxPackage is one package of an opened approval.
@@ -52,6 +55,13 @@ type InboxPackage struct {
 	Product string `json:"product_id"`
 	Flight  string `json:"flight"`
 	Budget  string `json:"budget"`
+}
+
+// InboxChangeLine is one line of a change's approval: what changes, now and after.
+type InboxChangeLine struct {
+	What   string `json:"what"`
+	Before string `json:"before"`
+	After  string `json:"after"`
 }
 
 // InboxGovernance is governance's verdict on an opened approval.
@@ -140,7 +150,7 @@ func (s *Approver) inbox(ctx context.Context, tenant, approver string) ([]InboxI
 			if err != nil {
 				return nil, err
 			}
-			items = append(items, inboxItem(a, rd, v.SellerID, v.PONumber))
+			items = append(items, inboxItem(a, rd, v.SellerID, approval.Summary(v.ID, v.PONumber, v.Kind, v.ParentID)))
 		}
 		if p.Cursor == "" {
 			break
@@ -203,9 +213,14 @@ func (s *Approver) open(ctx context.Context, tenant, approver, id string) (Inbox
 	if err != nil {
 		return InboxApproval{}, fmt.Errorf("approve: sign review link of %s: %w", a.ID, err)
 	}
-	out := InboxApproval{InboxItem: inboxItem(a, rd, op.SellerID, op.PONumber), Flight: pu.Flight(), ProposalID: pu.ProposalID, ReviewURL: link}
+	out := InboxApproval{InboxItem: inboxItem(a, rd, op.SellerID, approval.Summary(op.ID, op.PONumber, op.Kind, op.ParentID)), Flight: pu.Flight(), ProposalID: pu.ProposalID, ReviewURL: link}
 	for _, pk := range pu.Packages {
 		out.Packages = append(out.Packages, InboxPackage{Product: pk.Product, Flight: pk.Flight(), Budget: pk.Budget.String()})
+	}
+	if c := pu.Change; c != nil {
+		for _, l := range c.Lines {
+			out.Changes = append(out.Changes, InboxChangeLine(l))
+		}
 	}
 	if g := pu.Governance; g.Verdict != "" {
 		out.Governance = &InboxGovernance{Verdict: g.Verdict, Label: g.Label()}
@@ -216,11 +231,7 @@ func (s *Approver) open(ctx context.Context, tenant, approver, id string) (Inbox
 	return out, nil
 }
 
-func inboxItem(a *ledger.Approval, rd approval.Round, seller, po string) InboxItem {
-	summary := "Media buy " + a.OperationID
-	if po != "" {
-		summary = "Media buy, PO " + po
-	}
+func inboxItem(a *ledger.Approval, rd approval.Round, seller, summary string) InboxItem {
 	return InboxItem{
 		ApprovalID: a.ID, OperationID: a.OperationID, Summary: summary, Seller: seller,
 		Amount: approval.ToMoney(a.Amount, a.Currency).String(), Reason: approvalcore.ReasonCode(a.Reason).Label(),

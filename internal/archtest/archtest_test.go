@@ -101,6 +101,8 @@ func TestLeafPackagesImportOnlyTheStandardLibrary(t *testing.T) {
 		"./internal/webhookauth":  {"github.com/go-jose/go-jose/v4"},
 		"./internal/money":        {module + "/internal/jsonnum"},
 		"./internal/jsonnum":      nil,
+		// The status events' contract, read by the publisher and by every consumer.
+		"./internal/statusevent": nil,
 	}
 	for pattern, allowed := range leaves {
 		t.Run(pattern, func(t *testing.T) {
@@ -152,13 +154,15 @@ var (
 		module + "/internal/webhook",    // webhook
 		module + "/internal/reconcile",  // reconcile
 		module + "/internal/agentops",   // agents
+		module + "/internal/publish",    // publish
+		module + "/internal/inform",     // inform
 	}
 	// Kernels and adapters the use cases share; none of them may reach a use case.
 	shared = []string{
 		"./internal/stage", "./internal/approval", "./internal/sellertask", "./internal/httpapi", "./internal/agents", "./internal/ledger", "./internal/sfn", "./internal/adcp",
 		"./internal/slack", "./internal/secrets", "./internal/metrics", "./internal/config", "./internal/topology",
 		"./internal/approvalcore", "./internal/webhookauth", "./internal/money", "./internal/jsonnum",
-		"./internal/workflow", "./internal/logging", "./internal/agents",
+		"./internal/workflow", "./internal/logging", "./internal/agents", "./internal/statusevent",
 	}
 )
 

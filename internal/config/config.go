@@ -48,6 +48,8 @@ type Env struct {
 	// DevTenantHeader, on the local stack only, names the header the tenant is taken from
 	// (BUYFLOW_DEV_TENANT_HEADER); optional, never set by infra.
 	DevTenantHeader string
+	// EventBusName is the status events' EventBridge bus (BUYFLOW_EVENT_BUS_NAME).
+	EventBusName string
 	// Run is the workflow's timings (BUYFLOW_RUN_CONFIG, optional): the defaults with what the
 	// variable sets, validated.
 	Run workflow.RunConfig
@@ -112,6 +114,8 @@ func (e *Env) set(name, v string) error {
 		e.ApprovalPolicy = []byte(v)
 	case topology.EnvLocalTenantHeader:
 		e.DevTenantHeader = v
+	case topology.EnvEventBusName:
+		e.EventBusName = v
 	case topology.EnvPublicBaseURL:
 		if err := checkBaseURL(v); err != nil {
 			return err

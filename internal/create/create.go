@@ -243,6 +243,7 @@ func (s *Create) recordCreate(ctx context.Context, op *ledger.Operation, req *st
 	}
 	if res.MediaBuyID != "" {
 		ch.MediaBuyID = &res.MediaBuyID
+		ch.SellerPackages = sellertask.SellerPackages(res.Packages, op.Currency)
 	}
 	if to == workflow.StatusInputRequired && res.Message != "" {
 		reason = res.Message

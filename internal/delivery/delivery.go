@@ -25,6 +25,7 @@ import (
 // Ledger is the part of the ledger the reader uses; *ledger.Store satisfies it.
 type Ledger interface {
 	ListLiveDue(ctx context.Context, dueBefore time.Time, limit int) ([]*ledger.Operation, error)
+	BackfillLive(ctx context.Context, scanLimit int) (added int, done bool, err error)
 	ScheduleDeliveryRead(ctx context.Context, tenant, id string, next time.Time) error
 	RetireLive(ctx context.Context, tenant, id string) error
 	GetBuyState(ctx context.Context, tenant, opID string) (*ledger.BuyState, error)
@@ -39,12 +40,25 @@ type AdCP interface {
 	GetMediaBuyDelivery(ctx context.Context, agentID string, req adcp.GetMediaBuyDeliveryRequest) (*adcp.DeliveryReport, error)
 }
 
+// The Reader's defaults: one read of each live buy an hour (sellers report hourly at best), at
+// most DefaultBatch buys a run, and DefaultBackfillScan ledger items scanned a run until the
+// backfill is done.
+const (
+	DefaultEvery        = time.Hour
+	DefaultBatch        = 200
+	DefaultBackfillScan = 1000
+)
+
 // Config holds a Reader's settings.
 type Config struct {
-	// Every is how often one buy's delivery is read (default 1 h; sellers report hourly at best).
+	// Every is how often one buy's delivery is read (default DefaultEvery).
 	Every time.Duration
-	// Batch bounds the buys read in one run (default 200); the rest are read on the next run.
+	// Batch bounds the buys read in one run (default DefaultBatch); the rest are read on the
+	// next run.
 	Batch int
+	// BackfillScan bounds the ledger items one run scans for buys completed before the live
+	// list existed (default DefaultBackfillScan), until the backfill has covered the table once.
+	BackfillScan int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Metrics receives SpendOverBudget; nil records nothing.
@@ -59,15 +73,21 @@ type Reader struct {
 	adcp   AdCP
 	cfg    Config
 	log    *slog.Logger
+	// backfilled is set once the ledger says the backfill is done: a warm function then stops
+	// asking.
+	backfilled bool
 }
 
 // New returns a Reader.
 func New(l Ledger, a AdCP, cfg Config) *Reader {
 	if cfg.Every <= 0 {
-		cfg.Every = time.Hour
+		cfg.Every = DefaultEvery
 	}
 	if cfg.Batch <= 0 {
-		cfg.Batch = 200
+		cfg.Batch = DefaultBatch
+	}
+	if cfg.BackfillScan <= 0 {
+		cfg.BackfillScan = DefaultBackfillScan
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -85,6 +105,8 @@ const EventDelivery = "delivery"
 // Report is what one run did.
 type Report struct {
 	Read, Snapshots, OverBudget, Retired, Failed int
+	// Backfilled counts the buys completed before the live list that this run listed live.
+	Backfilled int
 }
 
 // group is the due buys of one seller and account: one call reads them all.
@@ -94,11 +116,19 @@ type group struct {
 	buys    map[string]*ledger.Operation // media buy id → operation
 }
 
-// Run reads every buy that is due, at most Batch of them. A seller that fails is logged and
-// its buys are read again on the next run; the others go on.
+// Run first lists live, within BackfillScan, buys completed before the live list existed
+// (until the backfill is done), then reads every buy that is due, at most Batch of them. A
+// seller that fails is logged and its buys are read again on the next run; the others go on.
 func (r *Reader) Run(ctx context.Context) (Report, error) {
 	var rep Report
 	now := r.cfg.Now().UTC()
+	if !r.backfilled {
+		n, done, err := r.ledger.BackfillLive(ctx, r.cfg.BackfillScan)
+		if err != nil {
+			r.log.WarnContext(ctx, "live backfill failed; the next run goes on", "err", err)
+		}
+		rep.Backfilled, r.backfilled = n, done
+	}
 	ops, err := r.ledger.ListLiveDue(ctx, now, r.cfg.Batch)
 	if err != nil {
 		return rep, err
@@ -273,7 +303,8 @@ func AfterSweep[S any](sweep func(context.Context, json.RawMessage) (S, error), 
 		if derr != nil {
 			r.log.WarnContext(ctx, "delivery read failed", "err", derr)
 		} else if rep != (Report{}) {
-			r.log.InfoContext(ctx, "delivery read", "read", rep.Read, "snapshots", rep.Snapshots, "overBudget", rep.OverBudget, "retired", rep.Retired, "failed", rep.Failed)
+			r.log.InfoContext(ctx, "delivery read", "read", rep.Read, "snapshots", rep.Snapshots, "overBudget", rep.OverBudget, "retired", rep.Retired,
+				"failed", rep.Failed, "backfilled", rep.Backfilled)
 		}
 		return out, err
 	}

@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/adcptest"
@@ -90,6 +94,14 @@ func TestDeliveryReadsLiveBuysOnACadence(t *testing.T) {
 	}
 	place("op-buy", "")
 	place("chg-1", ledger.KindModification)
+	// op-buy was completed before the live list existed, as a deployment's older buys were: no
+	// gsi1 keys. The reader's backfill lists it before it reads.
+	if _, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(table),
+		Key: map[string]types.AttributeValue{ledger.AttrPK: &types.AttributeValueMemberS{Value: "TENANT#acme#OP#op-buy"},
+			ledger.AttrSK: &types.AttributeValueMemberS{Value: "OP"}},
+		UpdateExpression: aws.String("REMOVE " + ledger.AttrGSI1PK + ", " + ledger.AttrGSI1SK)}); err != nil {
+		t.Fatal(err)
+	}
 
 	var out bytes.Buffer
 	rec := metrics.New(&out, metrics.Namespace, clk.Now)
@@ -97,8 +109,8 @@ func TestDeliveryReadsLiveBuysOnACadence(t *testing.T) {
 	seller.SetDelivered(created.MediaBuyID, 12000, "2999.995")
 	clk.Advance(time.Second)
 	rep, err := r.Run(ctx)
-	if err != nil || rep.Read != 1 || rep.Snapshots != 1 || rep.OverBudget != 0 || rep.Retired != 1 {
-		t.Fatalf("first run: %+v %v; want one read, one snapshot, the change retired", rep, err)
+	if err != nil || rep.Backfilled != 1 || rep.Read != 1 || rep.Snapshots != 1 || rep.OverBudget != 0 || rep.Retired != 1 {
+		t.Fatalf("first run: %+v %v; want the old buy backfilled and read, one snapshot, the change retired", rep, err)
 	}
 	snaps, err := store.ListDeliverySnapshots(ctx, "acme", "op-buy", 10)
 	if err != nil || len(snaps) != 1 || snaps[0].Spend != "2999.995" || snaps[0].Impressions != 12000 || snaps[0].Approved != "3000.00" || snaps[0].Pacing != "1" {

@@ -78,6 +78,8 @@ type emulatorProxy struct {
 	crash  atomic.Pointer[crashPoint]
 	trace  *Trace
 	kumo   string
+	// stream taps the ledger table's writes (see streams.go), once the table exists.
+	stream atomic.Pointer[ledgerStream]
 	// secrets serializes Secrets Manager calls: kumo's GetSecretValue writes LastAccessedDate
 	// under a read lock, a data race (and a -race failure) when two functions read a secret
 	// at once.
@@ -178,6 +180,10 @@ func (p *emulatorProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(r.Header.Get("X-Amz-Target"), "secretsmanager."):
 		p.secrets.Lock()
 		defer p.secrets.Unlock()
+	case strings.HasPrefix(r.Header.Get("X-Amz-Target"), "DynamoDB_20120810."):
+		if s := p.stream.Load(); s != nil && s.tap(w, r, p.rp) {
+			return
+		}
 	}
 	p.rp.ServeHTTP(w, r)
 }

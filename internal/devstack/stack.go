@@ -21,6 +21,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
@@ -105,6 +106,11 @@ type Stack struct {
 	APIURL string
 	// SlackURL is the fake Slack's base URL; GET SlackURL+"/messages" lists what was posted.
 	SlackURL string
+	// EventBusName is the status event bus; Events receives what it delivers to the stack's
+	// own rule (every buyflow event), at EventSinkURL.
+	EventBusName string
+	Events       *EventSink
+	EventSinkURL string
 	// SellerURL and GovernanceURL are the agents' MCP endpoints.
 	SellerURL, GovernanceURL string
 	// EmulatorURL is the AWS endpoint of the stack (DynamoDB, Secrets Manager, Lambda and API
@@ -132,6 +138,8 @@ type Stack struct {
 	sfn   *sfn.Client
 	procs *procs
 	proxy *emulatorProxy
+	// streamMapping delivers the ledger stream to the function that reads it.
+	streamMapping *streamMapping
 
 	mu       sync.Mutex
 	restarts map[string]int
@@ -181,6 +189,9 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err := st.startSlack(); err != nil {
 		return nil, err
 	}
+	if err := st.startEventSink(); err != nil {
+		return nil, err
+	}
 	ag, err := st.startAgents(o)
 	if err != nil {
 		return nil, err
@@ -193,10 +204,17 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	names := stackNames{
 		"buyflow-ledger-" + suffix, "buyflow/link-keys-" + suffix, "buyflow/slack-" + suffix,
 		topology.App.StateMachineName + "-" + suffix, topology.App.CampaignStateMachineName + "-" + suffix, "buyflow-" + suffix,
+		"buyflow-status-events-" + suffix,
 	}
-	st.TableName = names.table
-	ddb, sm := st.newClients(emuURL)
+	st.TableName, st.EventBusName = names.table, names.bus
+	ddb, sm, eb := st.newClients(emuURL)
+	// The ledger stream's tap is in place before anything writes the table.
+	stream := newLedgerStream(emuURL, names.table)
+	st.proxy.stream.Store(stream)
 	if err := st.createLedgerAndSecrets(ctx, ddb, sm, names, ag); err != nil {
+		return nil, err
+	}
+	if err := createEventBus(ctx, eb, names.bus, st.EventSinkURL); err != nil {
 		return nil, err
 	}
 	values, err := st.functionValues(o, names)
@@ -210,6 +228,9 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := createRequesterRule(ctx, eb, names.bus, arns); err != nil {
+		return nil, err
+	}
 	if err := st.createStateMachines(ctx, names, arns, values); err != nil {
 		return nil, err
 	}
@@ -219,15 +240,60 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err := st.startFunctions(ctx, o, values, logTo); err != nil {
 		return nil, err
 	}
+	if err := st.startStreamMapping(stream, logTo("stream")); err != nil {
+		return nil, err
+	}
 	if o.SweepEvery > 0 {
 		st.closers = append(st.closers, st.scheduleSweep(o.SweepEvery, logTo("schedule")))
 	}
 	return st, nil
 }
 
+// startEventSink serves the status event sink on a free port.
+func (st *Stack) startEventSink() error {
+	st.Events = newEventSink()
+	ln, err := listen("127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := serve(ln, st.Events)
+	st.closers = append(st.closers, srv.close)
+	st.EventSinkURL = srv.url() + "/events"
+	return nil
+}
+
+// startStreamMapping runs the emulated event source mapping of the ledger stream (see
+// streams.go) until the stack closes.
+func (st *Stack) startStreamMapping(stream *ledgerStream, out io.Writer) error {
+	fn, err := streamFunction()
+	if err != nil {
+		return err
+	}
+	logf := func(format string, args ...any) { _, _ = fmt.Fprintf(out, format+"\n", args...) }
+	m, err := newStreamMapping(stream, topology.App.LedgerStream, func(ctx context.Context, payload []byte) (bool, []byte, error) {
+		return st.invokeFunction(ctx, fn, payload)
+	}, logf)
+	if err != nil {
+		return err
+	}
+	st.streamMapping = m
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.run(ctx)
+	}()
+	st.closers = append(st.closers, func() { cancel(); <-done })
+	return nil
+}
+
+// StreamFailures returns the ledger stream records the emulated mapping gave up on (the
+// failure queue's messages on AWS).
+func (st *Stack) StreamFailures() int { return len(st.streamMapping.Failed()) }
+
 // stackNames are the names of what Start creates in the emulators, each with the stack's
 // random suffix.
-type stackNames struct{ table, linkKeys, slack, sm, campaigns, api string }
+type stackNames struct{ table, linkKeys, slack, sm, campaigns, api, bus string }
 
 // startEmulator starts kumo behind the emulator proxy on o.EmulatorAddr and returns kumo's own
 // URL. The emulator port comes first: if another stack owns it, nothing else is started.
@@ -337,8 +403,9 @@ func (st *Stack) startAgents(o Options) (*agents, error) {
 }
 
 // newClients makes the AWS clients of the stack: st.rest and st.sfn, which the stack keeps,
-// and the DynamoDB and Secrets Manager clients createLedgerAndSecrets uses.
-func (st *Stack) newClients(emuURL string) (*dynamodb.Client, *secretsmanager.Client) {
+// the DynamoDB and Secrets Manager clients createLedgerAndSecrets uses and the EventBridge
+// client createEventBus uses.
+func (st *Stack) newClients(emuURL string) (*dynamodb.Client, *secretsmanager.Client, *eventbridge.Client) {
 	awsCfg := aws.Config{
 		Region:      Region,
 		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return creds, nil }),
@@ -348,8 +415,9 @@ func (st *Stack) newClients(emuURL string) (*dynamodb.Client, *secretsmanager.Cl
 	sm := secretsmanager.NewFromConfig(awsCfg, func(o *secretsmanager.Options) { o.BaseEndpoint = endpoint })
 	sf := sfn.NewFromConfig(awsCfg, func(o *sfn.Options) { o.BaseEndpoint = aws.String(st.EmulatorURL) })
 	rest := restClient{base: emuURL, http: &http.Client{Timeout: 30 * time.Second}}
+	eb := eventbridge.NewFromConfig(awsCfg, func(o *eventbridge.Options) { o.BaseEndpoint = endpoint })
 	st.rest, st.sfn = rest, sf
-	return ddb, sm
+	return ddb, sm, eb
 }
 
 // createLedgerAndSecrets creates the ledger table (seeded with ag's registry) and the secrets
@@ -401,6 +469,7 @@ func (st *Stack) functionValues(o Options, names stackNames) (map[string]string,
 		topology.EnvCallerURI:          st.APIURL,
 		topology.EnvLocalTenantHeader:  o.TenantHeader,
 		topology.EnvRunConfig:          string(runCfg),
+		topology.EnvEventBusName:       names.bus,
 	}, nil
 }
 

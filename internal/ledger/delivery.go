@@ -117,7 +117,8 @@ const liveGSI = "LIVE"
 
 // ListLiveDue returns up to limit completed operations whose next delivery read is due at or
 // before dueBefore, the longest overdue first (gsi1 "LIVE"). It is not tenant-scoped: the delivery
-// reader is internal. A buy completed before this index existed is not listed.
+// reader is internal. A buy completed before this index existed is listed once BackfillLive
+// has reached it.
 func (s *Store) ListLiveDue(ctx context.Context, dueBefore time.Time, limit int) ([]*Operation, error) {
 	kc := expression.Key(AttrGSI1PK).Equal(expression.Value(liveGSI)).
 		And(expression.Key(AttrGSI1SK).LessThan(expression.Value(fmtTime(dueBefore) + "$"))) // "$" sorts after the "#" that follows the time: due at dueBefore counts
@@ -154,7 +155,8 @@ func (s *Store) ScheduleDeliveryRead(ctx context.Context, tenant, id string, nex
 // RetireLive takes the tenant's operation id off the live list (a change, or a buy that will
 // deliver no more): condition still listed live.
 func (s *Store) RetireLive(ctx context.Context, tenant, id string) error {
-	return s.updateLive(ctx, tenant, id, expression.Remove(expression.Name(AttrGSI1PK)).Remove(expression.Name(AttrGSI1SK)))
+	return s.updateLive(ctx, tenant, id, expression.Remove(expression.Name(AttrGSI1PK)).Remove(expression.Name(AttrGSI1SK)).
+		Set(expression.Name(attrLiveRetired), expression.Value(true)))
 }
 
 func (s *Store) updateLive(ctx context.Context, tenant, id string, up expression.UpdateBuilder) error {

@@ -114,6 +114,13 @@
 //	  read           Query begins_with(sk, "DELIVERY#"), consistent, newest first
 //	  TTL            none (kept for finance)
 //
+//	live list        the operation's gsi1 keys LIVE / <next read>#<t>#<id>
+//	  retire         Update REMOVE gsi1 keys, SET live_retired if status = completed AND
+//	                 gsi1pk = LIVE (ErrConflict otherwise)
+//	  backfill       Scan (bounded per call, cursor in pk BACKFILL#LIVE sk PROGRESS, done
+//	                 once the table was covered); each find: Update SET gsi1 keys LIVE if
+//	                 status = completed AND no gsi1pk AND no kind AND no live_retired
+//
 //	sweep progress   pk RECONCILE#<seller>  sk PROGRESS   (SweepProgress)
 //	  put            Put if attribute_not_exists(pk) OR fence <= :fence (the sweep lease's fence),
 //	                 else ErrStaleFence: a run whose lease was taken over cannot rewind a newer one

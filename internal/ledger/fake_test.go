@@ -58,6 +58,11 @@ func (f *fakeAPI) DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func
 	return nil, nil
 }
 
+func (f *fakeAPI) Scan(context.Context, *dynamodb.ScanInput, ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	f.t.Fatal("unexpected Scan")
+	return nil, nil
+}
+
 func (f *fakeAPI) Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
 	f.t.Fatal("unexpected Query")
 	return nil, nil

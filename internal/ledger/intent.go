@@ -29,6 +29,11 @@ type Intent struct {
 // sends, and so what an approver is shown.
 const CheckedIntentPrefix = "check_governance#"
 
+// ChangeReviewIntent names the intent, on a change's operation, that holds what an approver
+// of the change is shown (an approvalcore.ChangeRecord: the buy, each line before and after,
+// governance's verdict), written once by the stage that asks for the approval.
+const ChangeReviewIntent = "approval_subject#change"
+
 type intentItem struct {
 	PK string `dynamodbav:"pk"`
 	SK string `dynamodbav:"sk"`

@@ -39,6 +39,9 @@ type Operation struct {
 	Requester string `dynamodbav:"requester,omitempty"`
 	// RequireApproval is true when the buyer asked for a human approval whatever the policy.
 	RequireApproval bool `dynamodbav:"require_approval,omitempty"`
+	// NotifySlack is the Slack user or channel id the requester asked to hear about the buy in
+	// (it rides on the buy's status events, and the requester notifier posts there).
+	NotifySlack string `dynamodbav:"notify_slack,omitempty"`
 	// BudgetTotal is the budget as a decimal string ("1500.00"); never a float.
 	BudgetTotal string `dynamodbav:"budget_total,omitempty"`
 	Currency    string `dynamodbav:"currency,omitempty"`
@@ -67,6 +70,9 @@ type Operation struct {
 	Kind     string          `dynamodbav:"kind,omitempty"`
 	ParentID string          `dynamodbav:"parent_id,omitempty"`
 	Change   json.RawMessage `dynamodbav:"change,omitempty"`
+	// SellerPackages are the packages the seller placed, as its create_media_buy answer (or
+	// the task's completion) reported them: their ids are what a per-package change names.
+	SellerPackages []PackageBudget `dynamodbav:"seller_packages,omitempty"`
 	// LastWrite is the random id of the last Transition or UpdateFields (internal only): a write
 	// whose response was lost is retried by the SDK and then fails its own condition; finding
 	// its id here tells the ledger the write is in.
@@ -85,6 +91,7 @@ type View struct {
 	PONumber            string          `json:"po_number,omitempty"`
 	Requester           string          `json:"requester,omitempty"`
 	RequireApproval     bool            `json:"require_approval,omitempty"`
+	NotifySlack         string          `json:"notify_slack,omitempty"`
 	BudgetTotal         string          `json:"budget_total,omitempty"`
 	Currency            string          `json:"currency,omitempty"`
 	Request             json.RawMessage `json:"request,omitempty"`
@@ -99,6 +106,7 @@ type View struct {
 	Kind                string          `json:"kind,omitempty"`
 	ParentID            string          `json:"parent_id,omitempty"`
 	Change              json.RawMessage `json:"change,omitempty"`
+	SellerPackages      []PackageBudget `json:"seller_packages,omitempty"`
 }
 
 // KindModification is the Kind of an operation that changes a placed buy.
@@ -116,11 +124,11 @@ func (o *Operation) View() View {
 	return View{
 		ID: o.ID, Tenant: o.Tenant, Status: o.Status, Version: o.Version, SellerID: o.SellerID,
 		GovernanceAgentID: o.GovernanceAgentID, PlanID: o.PlanID, PONumber: o.PONumber,
-		Requester: o.Requester, RequireApproval: o.RequireApproval, BudgetTotal: o.BudgetTotal,
+		Requester: o.Requester, RequireApproval: o.RequireApproval, NotifySlack: o.NotifySlack, BudgetTotal: o.BudgetTotal,
 		Currency: o.Currency, Request: o.Request, SellerTaskID: o.SellerTaskID, MediaBuyID: o.MediaBuyID,
 		GovernanceCheckID: o.GovernanceCheckID, GovernanceExpiresAt: opt(o.GovernanceExpiresAt),
 		Reason: o.Reason, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt, Deadline: opt(o.Deadline),
-		Kind: o.Kind, ParentID: o.ParentID, Change: o.Change,
+		Kind: o.Kind, ParentID: o.ParentID, Change: o.Change, SellerPackages: o.SellerPackages,
 	}
 }
 
@@ -340,6 +348,8 @@ type Changes struct {
 	ErrorCode           *string
 	Deadline            *time.Time
 	ExecutionName       *string
+	// SellerPackages, when not nil, records the seller's packages (the placed buy's ids).
+	SellerPackages []PackageBudget
 
 	// From, when set, narrows the condition to exactly this current status (it must be a legal
 	// predecessor of the target) and is recorded in the event.
@@ -586,6 +596,9 @@ func (ch Changes) apply(up expression.UpdateBuilder) expression.UpdateBuilder {
 	setS("error_code", ch.ErrorCode)
 	setT("deadline", ch.Deadline)
 	setS("execution_name", ch.ExecutionName)
+	if ch.SellerPackages != nil {
+		up = up.Set(expression.Name("seller_packages"), expression.Value(ch.SellerPackages))
+	}
 	return up
 }
 

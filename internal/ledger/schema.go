@@ -34,7 +34,9 @@ const (
 )
 
 // TableSchema returns the CreateTableInput of the ledger table named name: string keys pk/sk,
-// on-demand billing, and the two GSIs (projection ALL). The TTL attribute (AttrTTL) is not part of
+// on-demand billing, the two GSIs (projection ALL) and a stream of new and old images (the
+// status events are published from it: a transition is an operation whose status differs
+// between the two). The TTL attribute (AttrTTL) is not part of
 // CreateTable; enable it with UpdateTimeToLive (the CDK stack sets TimeToLiveAttribute).
 func TableSchema(name string) *dynamodb.CreateTableInput {
 	str := func(n string) types.AttributeDefinition {
@@ -64,6 +66,7 @@ func TableSchema(name string) *dynamodb.CreateTableInput {
 			gsi(IndexPending, AttrGSI1PK, AttrGSI1SK),
 			gsi(IndexTenant, AttrGSI2PK, AttrGSI2SK),
 		},
+		StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
 	}
 }
 

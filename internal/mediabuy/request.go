@@ -14,6 +14,7 @@ import (
 	registry "github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/jsonnum"
 	"github.com/buyflow/buyflow/internal/money"
+	"github.com/buyflow/buyflow/internal/statusevent"
 )
 
 // SubmitRequest is the body of POST /v1/media-buys.
@@ -26,6 +27,9 @@ type SubmitRequest struct {
 	Currency string `json:"currency"`
 	// RequireApproval asks for a human approval whatever the policy says.
 	RequireApproval bool `json:"require_approval,omitempty"`
+	// Notify asks buyflow to tell the requester, in Slack, when the buy waits for an approval,
+	// is approved or rejected, placed, failed or canceled.
+	Notify *statusevent.Notify `json:"notify,omitempty"`
 	// MediaBuy is the AdCP create_media_buy request without the fields buyflow owns
 	// (idempotency_key, push_notification_config, governance_context, adcp_version).
 	MediaBuy json.RawMessage `json:"media_buy"`
@@ -188,6 +192,11 @@ func ParseSubmit(ctx context.Context, body []byte, agents AgentLookup, schema Sc
 	}
 	if req.Governance.PlanID == "" {
 		return nil, unprocessable("missing_field", "/governance/plan_id", "governance.plan_id is required")
+	}
+	if req.Notify != nil {
+		if err := statusevent.CheckSlackID(req.Notify.Slack); err != nil {
+			return nil, unprocessable("invalid_notify", "/notify/slack", "notify.slack: %v", err)
+		}
 	}
 	if _, ok := money.MinorUnits(req.Currency); !ok {
 		return nil, unprocessable("invalid_currency", "/currency", "%q is not an ISO 4217 currency code (such as USD, EUR or JPY)", req.Currency)

@@ -180,6 +180,9 @@ func (s *Service) record(ctx context.Context, c Caller, id string, req *Validate
 		Requester: c.Principal, RequireApproval: req.RequireApproval,
 		Request: stored, ExecutionName: workflow.ExecutionName(id, 0),
 	}
+	if req.Notify != nil {
+		op.NotifySlack = req.Notify.Slack
+	}
 	if _, err := s.ledger.CreateOperation(ctx, op); err != nil && !errors.Is(err, ledger.ErrConflict) {
 		return Placed{}, fmt.Errorf("mediabuy: create operation: %w", err)
 	}
@@ -280,6 +283,7 @@ func viewOf(v ledger.View) View {
 		SellerTaskID: v.SellerTaskID, MediaBuyID: v.MediaBuyID, Reason: v.Reason, Version: v.Version,
 		CreatedAt: v.CreatedAt.UTC().Format(time.RFC3339Nano), UpdatedAt: v.UpdatedAt.UTC().Format(time.RFC3339Nano),
 		Kind: v.Kind, BuyID: v.ParentID, Change: v.Change, Links: LinksFor(v.ID), ExecutionName: workflow.ExecutionName(v.ID, 0),
+		Packages: v.SellerPackages,
 	}
 	var req SubmitRequest
 	if json.Unmarshal(v.Request, &req) == nil {

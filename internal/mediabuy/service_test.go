@@ -413,3 +413,29 @@ func TestRegistryOutageIsNotAnUnknownSeller(t *testing.T) {
 		t.Fatalf("outage answered %v", err)
 	}
 }
+
+// A submit that asks to be told in Slack keeps the id on the buy, where its status events
+// pick it up; one that does not ask keeps none.
+func TestSubmitKeepsTheRequestersSlackID(t *testing.T) {
+	svc, store, _ := newService(t)
+	ctx := context.Background()
+	body := example(t)
+	body["notify"] = map[string]any{"slack": "U024BE7LH"}
+	out, err := svc.Submit(ctx, acme, "key-000002", marshal(t, body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, err := store.GetOperation(ctx, "acme", out.OperationID)
+	if err != nil || op.NotifySlack != "U024BE7LH" {
+		t.Fatalf("op = %+v, %v", op, err)
+	}
+	other := example(t)
+	mb(other)["po_number"] = "PO-2027-0043"
+	quiet, err := svc.Submit(ctx, acme, "key-000003", marshal(t, other))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op, err := store.GetOperation(ctx, "acme", quiet.OperationID); err != nil || op.NotifySlack != "" {
+		t.Fatalf("op = %+v, %v", op, err)
+	}
+}

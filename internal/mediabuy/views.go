@@ -53,6 +53,9 @@ type View struct {
 	UpdatedAt    string          `json:"updated_at"`
 	Version      int64           `json:"version"`
 	MediaBuy     json.RawMessage `json:"media_buy,omitempty"`
+	// Packages are the packages the seller placed (its ids, and the budgets it reported):
+	// what a per-package budget change names.
+	Packages []ledger.PackageBudget `json:"packages,omitempty"`
 	// ExecutionName is the buy's first Step Functions execution; its continuations (a long
 	// seller wait) are named <ExecutionName>-g<N> (workflow.ExecutionName), so an operator finds
 	// every execution of a buy from this one name.

@@ -266,16 +266,61 @@ func packageIDs(ps []Package) string {
 // of this package need not import mediabuy to match it).
 type RequestError = mediabuy.RequestError
 
-// NeedsApproval says whether a person must approve p before it is sent, and why: a budget
-// increase above threshold (an increase is new spend; a decrease, a pause or a cancellation
-// spends nothing). A zero threshold asks for every increase.
-func NeedsApproval(p Planned, threshold money.Amount) (bool, string) {
-	inc := p.Increase()
-	if inc.Minor == 0 || threshold.Currency != inc.Currency || inc.Minor <= threshold.Minor {
-		if inc.Minor > 0 && threshold.Currency != "" && threshold.Currency != inc.Currency {
-			return true, fmt.Sprintf("the budget increase of %s %s is in another currency than the approval threshold (%s)", inc.Decimal(), inc.Currency, threshold.Currency)
+// Policy says which changes to a placed buy need a person before they are sent. The zero
+// Policy asks for none.
+type Policy struct {
+	// Increase, when set, is the largest budget increase sent without a person: an increase is
+	// new spend (a decrease, a pause or a cancellation spends nothing).
+	Increase *money.Amount
+	// Any, when set, makes every change to a buy whose budget, before or after the change, is
+	// at or over it need a person: a large buy is not changed by a script alone.
+	Any *money.Amount
+}
+
+// NewPolicy reads the change approval policy: increase and any are decimals in currency, each
+// empty for none.
+func NewPolicy(increase, any, currency string) (Policy, error) {
+	var p Policy
+	for _, f := range []struct {
+		raw  string
+		into **money.Amount
+		name string
+	}{{increase, &p.Increase, "change_increase_threshold"}, {any, &p.Any, "change_any_threshold"}} {
+		if f.raw == "" {
+			continue
 		}
-		return false, ""
+		amt, err := money.ParseDecimal(f.raw, currency)
+		if err != nil {
+			return Policy{}, fmt.Errorf("config: the approval policy's %s: %w", f.name, err)
+		}
+		*f.into = &amt
 	}
-	return true, fmt.Sprintf("the budget increase of %s %s is over the approval threshold of %s %s", inc.Decimal(), inc.Currency, threshold.Decimal(), threshold.Currency)
+	return p, nil
+}
+
+// Needs says whether a person must approve p before it is sent, and why in a sentence. An
+// amount in another currency than the policy's needs a person: the gate fails closed.
+func (pol Policy) Needs(p Planned) (bool, string) {
+	if a := pol.Any; a != nil {
+		largest := p.Before
+		if p.After.Minor > largest.Minor {
+			largest = p.After
+		}
+		switch {
+		case largest.Currency != a.Currency:
+			return true, fmt.Sprintf("the buy's budget is in %s and the approval policy's threshold for any change in %s", largest.Currency, a.Currency)
+		case largest.Minor >= a.Minor:
+			return true, fmt.Sprintf("the buy's budget of %s %s is at or over %s %s, from which every change needs a person", largest.Decimal(), largest.Currency, a.Decimal(), a.Currency)
+		}
+	}
+	inc := p.Increase()
+	switch t := pol.Increase; {
+	case t == nil || inc.Minor == 0:
+		return false, ""
+	case t.Currency != inc.Currency:
+		return true, fmt.Sprintf("the budget increase of %s %s is in another currency than the approval threshold (%s)", inc.Decimal(), inc.Currency, t.Currency)
+	case inc.Minor > t.Minor:
+		return true, fmt.Sprintf("the budget increase of %s %s is over the approval threshold of %s %s", inc.Decimal(), inc.Currency, t.Decimal(), t.Currency)
+	}
+	return false, ""
 }

@@ -222,8 +222,45 @@ func TestNeedsApprovalOnlyForAnIncreaseOverTheThreshold(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, why := NeedsApproval(p, threshold); got != want || (got && why == "") {
-			t.Errorf("%s: NeedsApproval = %v %q, want %v", body, got, why, want)
+		if got, why := (Policy{Increase: &threshold}).Needs(p); got != want || (got && why == "") {
+			t.Errorf("%s: Needs = %v %q, want %v", body, got, why, want)
 		}
+		if got, _ := (Policy{}).Needs(p); got {
+			t.Errorf("%s: the zero policy asks a person", body)
+		}
+	}
+}
+
+func TestPolicyForAnyChangeToALargeBuy(t *testing.T) {
+	b := placed(t) // 20,000.50 USD over two packages
+	for _, tc := range []struct {
+		any, currency string
+		body          string
+		want          bool
+	}{
+		{"20000.50", "USD", `{"paused":true}`, true}, // at the amount: every change needs a person
+		{"20000.51", "USD", `{"paused":true}`, false},
+		{"20000.51", "USD", `{"budget":{"packages":[{"package_id":"pkg-a","budget":15000.01}]}}`, true}, // the budget after counts
+		{"20000.51", "USD", `{"budget":{"packages":[{"package_id":"pkg-a","budget":1}]}}`, false},
+		{"1.00", "EUR", `{"paused":true}`, true}, // another currency: fail closed
+	} {
+		pol, err := NewPolicy("", tc.any, tc.currency)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := ParsePatch([]byte(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Plan(b, c, "chg-1", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, why := pol.Needs(p); got != tc.want || (got && why == "") {
+			t.Errorf("any %s %s, %s: Needs = %v %q, want %v", tc.any, tc.currency, tc.body, got, why, tc.want)
+		}
+	}
+	if _, err := NewPolicy("ten", "", "USD"); err == nil {
+		t.Error("NewPolicy accepted an increase threshold that is not money")
 	}
 }

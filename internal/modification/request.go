@@ -129,7 +129,7 @@ func (s *Requests) Submit(ctx context.Context, caller mediabuy.Caller, buyID, ke
 	}
 	b := Buy{OperationID: buy.ID, Status: buy.Status, MediaBuyID: buy.MediaBuyID, Currency: buy.Currency, State: StateActive}
 	initial := ledger.BuyState{Tenant: caller.Tenant, OperationID: buy.ID, MediaBuyID: buy.MediaBuyID, State: string(StateActive),
-		BudgetTotal: buy.BudgetTotal, Currency: buy.Currency}
+		BudgetTotal: buy.BudgetTotal, Currency: buy.Currency, Packages: buy.SellerPackages}
 	switch st, err := s.ledger.GetBuyState(ctx, caller.Tenant, buy.ID); {
 	case err == nil:
 		b.Revision, b.State = st.Revision, State(st.State)

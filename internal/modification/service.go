@@ -24,6 +24,7 @@ type Ledger interface {
 	PutIntent(ctx context.Context, in ledger.Intent) (*ledger.Intent, bool, error)
 	GetIntent(ctx context.Context, tenant, operationID, task string) (*ledger.Intent, error)
 	AppendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) error
+	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (ledger.Page[ledger.Event], error)
 	GetBuyState(ctx context.Context, tenant, opID string) (*ledger.BuyState, error)
 	ApplyChange(ctx context.Context, next ledger.BuyState, changeID string, ev ledger.Event) (*ledger.BuyState, error)
 	EndChange(ctx context.Context, tenant, opID, changeID, outcome, reason string, ev ledger.Event) (*ledger.BuyState, error)
@@ -40,12 +41,6 @@ type AdCP interface {
 }
 
 var _ AdCP = (*adcp.Client)(nil)
-
-// Policy says how much of a budget increase buyflow applies without a person.
-type Policy interface {
-	// IncreaseThreshold is the largest increase applied without an approval.
-	IncreaseThreshold() money.Amount
-}
 
 // Config holds a Service's settings.
 type Config struct {
@@ -71,7 +66,7 @@ type Service struct {
 	log    *slog.Logger
 }
 
-// New returns a Service; policy may be nil (no increase needs a person).
+// New returns a Service; the zero policy asks a person for no change.
 func New(l Ledger, a AdCP, policy Policy, cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -120,6 +115,8 @@ type run struct {
 	seller string
 	acct   adcp.AccountRef
 	gov    mediabuy.GovernanceRef
+	// bookedEnd is the flight's end as the buy was placed.
+	bookedEnd string
 }
 
 func (s *Service) load(ctx context.Context, tenant, id string) (*run, error) {
@@ -148,11 +145,12 @@ func (s *Service) load(ctx context.Context, tenant, id string) (*run, error) {
 	r.gov = req.Governance
 	var mb struct {
 		Account adcp.AccountRef `json:"account"`
+		EndTime string          `json:"end_time"`
 	}
 	if err := json.Unmarshal(req.MediaBuy, &mb); err != nil {
 		return nil, &workflow.TerminalError{Code: "bad_request", Reason: fmt.Sprintf("buy %s: %v", buy.ID, err)}
 	}
-	r.acct = mb.Account
+	r.acct, r.bookedEnd = mb.Account, mb.EndTime
 	return r, nil
 }
 
@@ -208,6 +206,11 @@ type frozenPlan struct {
 	Revision int                        `json:"revision"`
 	Summary  string                     `json:"summary"`
 	EndTime  string                     `json:"end_time,omitempty"`
+	// PackagesBefore, StateBefore and EndTimeBefore are the buy before the change, as the
+	// plan was made against it: what an approver sees as "now".
+	PackagesBefore []ledger.PackageBudget `json:"packages_before,omitempty"`
+	StateBefore    State                  `json:"state_before,omitempty"`
+	EndTimeBefore  string                 `json:"end_time_before,omitempty"`
 }
 
 // plan fixes the change's plan once, against the seller's current buy: every later stage and
@@ -244,7 +247,11 @@ func (s *Service) plan(ctx context.Context, r *run) (*frozenPlan, error) {
 		}
 		return nil, err
 	}
-	f := frozenPlan{Args: p.Args, Before: p.Before.Decimal(), After: p.After.Decimal(), State: p.State, Revision: b.Revision, Summary: p.Summary, EndTime: b.EndTime}
+	f := frozenPlan{Args: p.Args, Before: p.Before.Decimal(), After: p.After.Decimal(), State: p.State, Revision: b.Revision, Summary: p.Summary, EndTime: b.EndTime,
+		StateBefore: b.State, EndTimeBefore: orElse(b.EndTime, r.bookedEnd)}
+	for _, pk := range b.Packages {
+		f.PackagesBefore = append(f.PackagesBefore, ledger.PackageBudget{PackageID: pk.ID, Budget: pk.Budget.Decimal()})
+	}
 	if r.change.Kind == KindEndTime {
 		f.EndTime = r.change.EndTime
 	}
@@ -302,22 +309,3 @@ func (s *Service) move(ctx context.Context, r *run, to workflow.Status, ch ledge
 
 // Function is the topology name of the function that runs a change's stages.
 const Function = "modify"
-
-// thresholdPolicy asks a person for a budget increase above a fixed amount.
-type thresholdPolicy struct{ threshold money.Amount }
-
-func (p thresholdPolicy) IncreaseThreshold() money.Amount { return p.threshold }
-
-// IncreaseThreshold is the Policy of the approval policy's threshold (a decimal in currency):
-// the amount at which a new buy needs a person is the amount of new spend a change may add
-// alone. An empty threshold is no policy (nil).
-func IncreaseThreshold(threshold, currency string) (Policy, error) {
-	if threshold == "" {
-		return nil, nil
-	}
-	amt, err := money.ParseDecimal(threshold, currency)
-	if err != nil {
-		return nil, fmt.Errorf("config: the approval policy's threshold: %w", err)
-	}
-	return thresholdPolicy{threshold: amt}, nil
-}

@@ -28,7 +28,9 @@ const (
 	OutcomeDenied   = "denied"
 	OutcomeRejected = "rejected"
 	OutcomeExpired  = "expired"
-	OutcomeFailed   = "failed"
+	// OutcomeApprovalExpired: nobody decided on the change before its approval expired.
+	OutcomeApprovalExpired = "approval_expired"
+	OutcomeFailed          = "failed"
 )
 
 // Check is CheckChange: the plan is fixed against the seller's current buy, then
@@ -49,6 +51,8 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 	if err != nil {
 		return workflow.GovernanceOutput{}, fmt.Errorf("modification: encode arguments: %w", err)
 	}
+	// Only a change that waited for a person can have been approved by one.
+	afterApproval := r.op.Status == workflow.StatusAwaitingApproval
 	if _, err := s.move(ctx, r, workflow.StatusCheckingGovernance, ledger.Changes{Actor: "system"}); err != nil {
 		return workflow.GovernanceOutput{}, err
 	}
@@ -67,10 +71,17 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 		out.Wait = workflow.WaitState{IntervalSeconds: max(in.Config.PollInitialSeconds, 1)}
 	case res.Verdict == adcp.VerdictApproved:
 		out.Decision = workflow.GovernanceProceed
-		if s.policy != nil {
-			after, _ := money.ParseDecimal(p.After, r.buy.Currency)
-			before, _ := money.ParseDecimal(p.Before, r.buy.Currency)
-			if need, why := NeedsApproval(Planned{Before: before, After: after}, s.policy.IncreaseThreshold()); need {
+		after, _ := money.ParseDecimal(p.After, r.buy.Currency)
+		before, _ := money.ParseDecimal(p.Before, r.buy.Currency)
+		if need, why := s.policy.Needs(Planned{Before: before, After: after}); need {
+			// A re-check after a slow approval does not ask again for what a person approved.
+			approved := false
+			if afterApproval {
+				if approved, err = s.approvedByPerson(ctx, r); err != nil {
+					return workflow.GovernanceOutput{}, err
+				}
+			}
+			if !approved {
 				out.Decision, out.Reason = workflow.GovernanceNeedsApproval, why
 			}
 		}
@@ -100,6 +111,10 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 		next := workflow.StatusCreating
 		switch out.Decision {
 		case workflow.GovernanceNeedsApproval:
+			// What the approver is shown is stored before the workflow asks for them.
+			if err := s.storeReview(ctx, r, p, res); err != nil {
+				return workflow.GovernanceOutput{}, err
+			}
 			next = workflow.StatusAwaitingApproval
 			ch.Reason = &out.Reason
 		case workflow.GovernanceDenied:
@@ -316,17 +331,22 @@ func (s *Service) Fail(ctx context.Context, in workflow.OutcomeInput) (ChangeOut
 		case workflow.FailureChangeDenied:
 			outcome, reason = OutcomeDenied, "governance denied the change"
 		case failureRejected:
-			outcome, reason = OutcomeRejected, "the approver rejected the change"
+			// The cause names the approval, who rejected it, when, and their comment.
+			outcome, reason = OutcomeRejected, ledger.Clip("the approver rejected the change, which was not sent to the seller ("+f.Cause+")", 1000)
+		case workflow.FailureChangeApprovalExpired:
+			outcome, reason = OutcomeApprovalExpired, "nobody approved the change before its approval expired; it was not sent to the seller"
 		case workflow.FailureChangeDeadline, failureTimeout:
 			outcome, reason = OutcomeExpired, "the change did not finish before its deadline"
-		case workflow.FailureChangeNeedsApproval:
-			reason = "the change needs a person's approval, which buyflow does not ask for changes yet; it was not applied"
 		}
 	}
-	// What a stage recorded on the change (governance's explanation, the seller's message) is
-	// the more precise reason.
+	// What a stage recorded on the change (governance's explanation, the seller's message, why
+	// a person was asked) is the more precise reason.
 	if r.op.Reason != "" {
-		reason += ": " + r.op.Reason
+		sep := ": "
+		if outcome == OutcomeRejected || outcome == OutcomeApprovalExpired {
+			sep = "; a person was asked because "
+		}
+		reason += sep + r.op.Reason
 	}
 	return s.end(ctx, r, outcome, reason, code)
 }
@@ -337,7 +357,7 @@ func (s *Service) end(ctx context.Context, r *run, outcome, reason, code string)
 	switch outcome {
 	case OutcomeRejected, OutcomeDenied:
 		to = workflow.StatusRejected
-	case OutcomeExpired:
+	case OutcomeExpired, OutcomeApprovalExpired:
 		to = workflow.StatusExpired
 	}
 	if !r.op.Status.Terminal() {

@@ -79,12 +79,16 @@ func (s *Notifier) Request(ctx context.Context, in workflow.CallbackInput) error
 	}
 	// A person approves the exact amount that is bought; one the page cannot show exactly is
 	// never put before them.
-	if _, err := money.ParseDecimal(op.BudgetTotal, op.Currency); err != nil {
-		return &workflow.TerminalError{Code: "invalid_amount", Reason: fmt.Sprintf("the buy's amount %q %s cannot be shown exactly: %v", op.BudgetTotal, op.Currency, err)}
+	amount, err := s.amount(ctx, op)
+	if err != nil {
+		return err
+	}
+	if _, err := money.ParseDecimal(amount, op.Currency); err != nil {
+		return &workflow.TerminalError{Code: "invalid_amount", Reason: fmt.Sprintf("the buy's amount %q %s cannot be shown exactly: %v", amount, op.Currency, err)}
 	}
 	now := s.Now()
 	a, err := s.storeApproval(ctx, in, op, ledger.Approval{ID: id, Approvers: approvers, EscalationApprovers: escalateTo,
-		ExpiresAt: now.Add(s.timeout(rd, in.Config))})
+		Amount: amount, ExpiresAt: now.Add(s.timeout(rd, in.Config))})
 	if err != nil {
 		return err
 	}
@@ -108,6 +112,19 @@ func (s *Notifier) Request(ctx context.Context, in workflow.CallbackInput) error
 	s.Log.InfoContext(ctx, "approval requested", "operationId", in.OperationID, "approvalId", id,
 		"round", rd.Round, "escalation", rd.Escalation, "approvers", len(a.Approvers), "expiresAt", a.ExpiresAt)
 	return nil
+}
+
+// amount is what the approver commits to: the buy's amount, or for a change to a placed buy
+// the buy's budget once changed, as the change's record holds it.
+func (s *Notifier) amount(ctx context.Context, op *ledger.Operation) (string, error) {
+	if op.Kind != ledger.KindModification {
+		return op.BudgetTotal, nil
+	}
+	p, err := s.Purchase(ctx, op)
+	if err != nil {
+		return "", err
+	}
+	return money.Amount{Minor: p.Change.After.Minor, Currency: p.Change.After.Currency}.Decimal(), nil
 }
 
 // checkRequest refuses a request input the state machine could not have meant.
@@ -163,12 +180,12 @@ func (s *Notifier) timeout(rd approval.Round, cfg workflow.RunConfig) time.Durat
 }
 
 // storeApproval returns the approval of this task token, creating it once (a concurrent retry
-// may create it first) with want's id, approvers and expiry and the operation's amount,
+// may create it first) with want's id, approvers, amount and expiry and the operation's
 // requester and reason. An approval of that id for another operation or token is refused.
 func (s *Notifier) storeApproval(ctx context.Context, in workflow.CallbackInput, op *ledger.Operation, want ledger.Approval) (*ledger.Approval, error) {
 	code := s.reasonCode(in.Reason, op)
 	want.Tenant, want.OperationID, want.TaskToken = in.Tenant, in.OperationID, in.TaskToken
-	want.Requester, want.Amount, want.Currency = op.Requester, op.BudgetTotal, op.Currency
+	want.Requester, want.Currency = op.Requester, op.Currency
 	want.Reason, want.ReasonText = string(code), reasonText(code, op)
 	return s.createOnce(ctx, want)
 }
@@ -274,7 +291,8 @@ func (s *Notifier) postView(ctx context.Context, a *ledger.Approval, v approvalc
 // reasonCode maps the state machine's reason to the reason shown to approvers.
 func (s *Notifier) reasonCode(reason string, op *ledger.Operation) approvalcore.ReasonCode {
 	switch approvalcore.ReasonCode(reason) {
-	case approvalcore.ReasonSellerInputRequired, approvalcore.ReasonPolicyThreshold, approvalcore.ReasonGovernanceConditions:
+	case approvalcore.ReasonSellerInputRequired, approvalcore.ReasonPolicyThreshold, approvalcore.ReasonGovernanceConditions,
+		approvalcore.ReasonChangeNeedsApproval:
 		return approvalcore.ReasonCode(reason)
 	}
 	if needs, _ := s.Cfg.Policy.Needs(op); needs {
@@ -291,7 +309,7 @@ func (s *Notifier) reasonCode(reason string, op *ledger.Operation) approvalcore.
 // governance agent's conditions), frozen into the approval when it is requested.
 func reasonText(code approvalcore.ReasonCode, op *ledger.Operation) string {
 	switch code {
-	case approvalcore.ReasonSellerInputRequired, approvalcore.ReasonGovernanceConditions:
+	case approvalcore.ReasonSellerInputRequired, approvalcore.ReasonGovernanceConditions, approvalcore.ReasonChangeNeedsApproval:
 		return ledger.Clip(strings.TrimSpace(op.Reason), 500)
 	}
 	return ""

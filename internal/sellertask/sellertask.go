@@ -11,6 +11,7 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/sfn"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -181,6 +182,9 @@ func RecordStatus(ctx context.Context, deps Deps, op *ledger.Operation, u Update
 		case derr == nil && mb.MediaBuyID != "":
 			ch.MediaBuyID = &mb.MediaBuyID
 			u.Detail["media_buy_id"] = mb.MediaBuyID
+			if op.Kind != ledger.KindModification {
+				ch.SellerPackages = SellerPackages(mb.Packages, op.Currency)
+			}
 		default:
 			// A completion without a readable artifact: record it; report needs the id, so say so.
 			r := "the seller completed the task without a readable media buy in its result"
@@ -347,4 +351,22 @@ func adcpCode(err error) string {
 		return ae.Code
 	}
 	return ""
+}
+
+// SellerPackages is what the seller reports it placed, for the ledger: each package's id and
+// budget, the budget read exactly in the buy's currency (one the seller leaves out, or that is
+// not money in that currency, stays empty rather than guessed). Nil when no package has an id.
+func SellerPackages(pkgs []adcp.Package, currency string) []ledger.PackageBudget {
+	var out []ledger.PackageBudget
+	for _, p := range pkgs {
+		if p.PackageID == "" {
+			continue
+		}
+		pb := ledger.PackageBudget{PackageID: ledger.Clip(p.PackageID, 255)}
+		if amt, err := money.Parse(string(p.Budget), currency); p.Budget != "" && err == nil {
+			pb.Budget = amt.Decimal()
+		}
+		out = append(out, pb)
+	}
+	return out
 }

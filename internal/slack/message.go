@@ -96,7 +96,7 @@ func RequestMessage(a approvalcore.Approval, reviews []Review) (Message, error) 
 		return Message{}, fmt.Errorf("slack: request message takes at most %d review links, got %d", MaxReviews, len(reviews))
 	}
 	blocks := []Block{
-		header("Approval needed: " + a.Noun()),
+		header("Approval needed: " + a.Subject()),
 		section(bold(a.Summary, maxSummaryRunes)),
 		fields(a),
 	}
@@ -146,11 +146,11 @@ func StatusMessage(a approvalcore.Approval) (Message, error) {
 		if a.Status == approvalcore.StatusRejected {
 			verb = "Rejected"
 		}
-		title = verb + ": media buy"
+		title = verb + ": " + a.Subject()
 		line = "*" + verb + "* by " + person(a.DecidedBy) + " at " + date(a.DecidedAt) + "."
 		text = verb + " by " + person(a.DecidedBy) + " at " + approvalcore.FormatTime(a.DecidedAt) + ": " + plain(a.Summary, maxSummaryRunes)
 	case approvalcore.StatusExpired:
-		title = "Expired: media buy"
+		title = "Expired: " + a.Subject()
 		line = "*Expired* at " + date(a.ExpiresAt) + " with no decision. Nothing was bought."
 		text = "Expired at " + approvalcore.FormatTime(a.ExpiresAt) + ": " + plain(a.Summary, maxSummaryRunes)
 	default:
@@ -192,6 +192,8 @@ func purchaseBlocks(a approvalcore.Approval) []Block {
 			b.WriteString("\n• and " + strconv.Itoa(folded) + " more legs")
 		}
 		b.WriteString("\n*Total* " + escape(a.Amount.String(), 60))
+	case pu.Change != nil:
+		writeChange(&b, *pu.Change)
 	case len(pu.Packages) > 0:
 		shown, folded := pu.Shown()
 		b.WriteString("*What is bought* (" + strconv.Itoa(len(pu.Packages)) + " package")
@@ -215,11 +217,18 @@ func purchaseBlocks(a approvalcore.Approval) []Block {
 	if b.Len() > 0 {
 		out = append(out, section(b.String()))
 	}
-	g := pu.Governance
-	if g.Verdict == "" {
-		return out
+	if g := governanceBlock(pu.Governance); g != nil {
+		out = append(out, *g)
 	}
-	b.Reset()
+	return out
+}
+
+// governanceBlock is what governance said, or nil when it was not recorded.
+func governanceBlock(g approvalcore.Verdict) *Block {
+	if g.Verdict == "" {
+		return nil
+	}
+	var b strings.Builder
 	b.WriteString("*Governance:* " + escape(g.Label(), 60))
 	for i, c := range g.Conditions {
 		if i == maxConditions {
@@ -234,7 +243,8 @@ func purchaseBlocks(a approvalcore.Approval) []Block {
 			b.WriteString(" _(needs your judgement)_")
 		}
 	}
-	return append(out, section(b.String()))
+	blk := section(b.String())
+	return &blk
 }
 
 func header(s string) Block {

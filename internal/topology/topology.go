@@ -21,6 +21,7 @@ const (
 	EnvCallerURI          = "BUYFLOW_CALLER_URI"                 // the `caller` URI sent to governance agents
 	EnvLocalTenantHeader  = "BUYFLOW_DEV_TENANT_HEADER"          // local stack only; never set by infra/
 	EnvRunConfig          = "BUYFLOW_RUN_CONFIG"                 // optional JSON workflow.RunConfig (timings)
+	EnvEventBusName       = "BUYFLOW_EVENT_BUS_NAME"             // the status events' EventBridge bus
 )
 
 // Optional reports whether a function may run without the variable name: the local stack's
@@ -70,6 +71,30 @@ type Function struct {
 	DescribesExecutions bool
 	// Secrets lists the env variables that name Secrets Manager secrets it may read.
 	Secrets []string
+	// ReadsLedgerStream is true for the function the ledger table's stream invokes, through an
+	// event source mapping with Application.LedgerStream's settings.
+	ReadsLedgerStream bool
+	// PutsEvents is true when the function puts events on the status event bus.
+	PutsEvents bool
+	// ConsumesStatusEvents is true for the function a rule on the status event bus invokes
+	// with Application.RequesterRule's pattern.
+	ConsumesStatusEvents bool
+}
+
+// StreamSource is how the ledger table's stream invokes its function: the same settings for
+// the CDK event source mapping and the local stack's emulation of one.
+type StreamSource struct {
+	// FilterPattern selects the records that invoke the function (Lambda event filtering):
+	// inserts and modifications of operation and campaign items, the only items with a status.
+	FilterPattern string
+	// BatchSize and MaxBatchingWindowSeconds trade latency for invocations.
+	BatchSize                int
+	MaxBatchingWindowSeconds int
+	// RetryAttempts bounds the retries of a batch that keeps failing; the records then go to the
+	// failure destination (a queue), so one poison record never stops the stream.
+	RetryAttempts int
+	// MaxRecordAgeSeconds drops records older than this to the failure destination.
+	MaxRecordAgeSeconds int
 }
 
 // Route is one HTTP API route.
@@ -92,6 +117,11 @@ type Application struct {
 	// a Map over a campaign's legs, each a child execution of the MediaBuy state machine.
 	CampaignStateMachineName string
 	CampaignStateMachineFile string
+	// LedgerStream is how the ledger's stream invokes the ReadsLedgerStream function.
+	LedgerStream StreamSource
+	// RequesterRule is the event pattern of the status event bus's rule that invokes the
+	// ConsumesStatusEvents function: a buy's events that carry a requester's Slack id.
+	RequesterRule string
 }
 
 // Function returns the function named name and whether it exists.
@@ -118,6 +148,14 @@ var App = Application{
 	StateMachineFile:         "statemachine/mediabuy.asl.json",
 	CampaignStateMachineName: "Campaign",
 	CampaignStateMachineFile: "statemachine/campaign.asl.json",
+	LedgerStream: StreamSource{
+		FilterPattern:            `{"eventName":["INSERT","MODIFY"],"dynamodb":{"Keys":{"sk":{"S":["OP","CAMPAIGN"]}}}}`,
+		BatchSize:                100,
+		MaxBatchingWindowSeconds: 1,
+		RetryAttempts:            20,
+		MaxRecordAgeSeconds:      86400,
+	},
+	RequesterRule: `{"source":["buyflow"],"detail-type":["MediaBuy Status Changed"],"detail":{"notify":{"slack":[{"exists":true}]}}}`,
 	Functions: []Function{
 		{
 			Name: "submit", Description: "POST/GET /v1/media-buys and /v1/campaigns: validate, claim the key, lock, start the executions",
@@ -178,6 +216,16 @@ var App = Application{
 			MemoryMB: 256, TimeoutSeconds: 300, LedgerWrite: true,
 			Env:     with(EnvOperators, EnvLocalTenantHeader),
 			Secrets: []string{EnvAgentsSecretPrefix},
+		},
+		{
+			Name: "publish", Description: "The ledger's stream: one status event on the event bus per status change of a buy, a change or a campaign",
+			MemoryMB: 128, TimeoutSeconds: 30, ReadsLedgerStream: true, PutsEvents: true,
+			Env: []string{EnvEventBusName, EnvPublicBaseURL},
+		},
+		{
+			Name: "inform", Description: "The requester notifier: the buy's status events, in Slack, for a submit that asked for them",
+			MemoryMB: 128, TimeoutSeconds: 30, LedgerWrite: true, ConsumesStatusEvents: true,
+			Env: []string{EnvTableName, EnvSlackSecret}, Secrets: []string{EnvSlackSecret},
 		},
 	},
 	Routes: []Route{

@@ -78,7 +78,7 @@ type ChangeRef struct {
 
 // ChangeOutcome is the output of ApplyChange and RecordChangeFailure (at $.change_outcome).
 type ChangeOutcome struct {
-	// Outcome is applied, denied, rejected, expired or failed.
+	// Outcome is applied, denied, rejected, approval_expired, expired or failed.
 	Outcome string `json:"outcome"`
 	Reason  string `json:"reason,omitempty"`
 	// Revision and State are the buy's after the change.
@@ -413,11 +413,11 @@ const (
 	FailureUnexpectedDecision   = "UnexpectedGovernanceDecision"
 
 	// A change to a placed buy ends on these without touching the buy.
-	FailureChangeDenied        = "ChangeDeniedByGovernance"
-	FailureChangeNeedsApproval = "ChangeNeedsApproval"
-	FailureChangeDeadline      = "ChangeDeadlinePassed"
-	FailureChangeInputRequired = "ChangeInputRequired"
-	FailureChangeWaitTooLong   = "ChangeWaitTooLong"
+	FailureChangeDenied          = "ChangeDeniedByGovernance"
+	FailureChangeApprovalExpired = "ChangeApprovalExpired"
+	FailureChangeDeadline        = "ChangeDeadlinePassed"
+	FailureChangeInputRequired   = "ChangeInputRequired"
+	FailureChangeWaitTooLong     = "ChangeWaitTooLong"
 
 	// FailureCampaignCalledOff ends an all_or_nothing campaign's leg before it is bought,
 	// because another leg was denied or could not be checked.
@@ -426,5 +426,5 @@ const (
 
 // FailureNames lists the names above.
 var FailureNames = []string{FailureGovernanceDenied, FailureSellerDidNotComplete, FailureUnexpectedDecision,
-	FailureChangeDenied, FailureChangeNeedsApproval, FailureChangeDeadline, FailureChangeInputRequired, FailureChangeWaitTooLong,
+	FailureChangeDenied, FailureChangeApprovalExpired, FailureChangeDeadline, FailureChangeInputRequired, FailureChangeWaitTooLong,
 	FailureCampaignCalledOff}

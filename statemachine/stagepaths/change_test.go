@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,15 +144,7 @@ func TestChangeAsyncCompletesByWebhook(t *testing.T) {
 	if change.Kind != "modification" || change.BuyID != r.op || change.Status != "completed" || change.SellerTaskID == "" {
 		t.Errorf("the change reads %+v", change)
 	}
-	evs, err := r.client.Events(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var types []string
-	for _, e := range evs {
-		types = append(types, e.Type)
-	}
-	if !slices.Contains(types, "webhook") || slices.Contains(types, "poll") {
+	if types := r.timelineOf(id); !slices.Contains(types, "webhook") || slices.Contains(types, "poll") {
 		t.Errorf("the change's timeline %v: want the seller's webhook and no poll", types)
 	}
 }
@@ -237,4 +232,97 @@ func TestChangeToABuyNotPlacedRefused(t *testing.T) {
 func containsCode(err error, code string) bool {
 	var se *apiclient.StatusError
 	return errors.As(err, &se) && se.Code == code
+}
+
+// A change that needs a person asks through the buy's approval machinery before anything is
+// sent: the same notify function, Slack message, signed link and approve page.
+var changeAsked = []string{"ChangeNeedsApproval", "RequestChangeApproval"}
+
+// reviewPage opens the change's review link from Slack as an approver's browser would (a GET,
+// which decides nothing) and returns the page.
+func (r *buyRun) reviewPage(link string) string {
+	r.t.Helper()
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Get(link)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		r.t.Fatalf("the review page answers HTTP %d: %s", resp.StatusCode, b)
+	}
+	return string(b)
+}
+
+func TestChangeBudgetIncreaseApprovedAndApplied(t *testing.T) {
+	r := placed(t, nil)
+	// +11,000.25 USD: over the policy's 10,000.00 USD increase threshold.
+	id := r.change(`{"budget":{"total":14000.25},"reason":"strong first week","context":{"sim":"sync"}}`, false)
+	page := r.reviewPage(r.approvalLink())
+	for _, want := range []string{"Approve a change to a media buy?", "USD 3,000.00", "USD 14,000.25", "USD 11,000.25",
+		"is over the approval threshold of 10000.00 USD", "What governance said", r.op} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the review page lacks %q", want)
+		}
+	}
+	if n := len(r.sellerCalls("update_media_buy")); n != 0 {
+		t.Fatalf("the seller heard %d update_media_buy before the approval", n)
+	}
+	r.decide("approve")
+	ex := only(t, r.finishNamed(id, 60*time.Second))
+	path(t, ex, "SUCCEEDED", "", seq(changePrelude, changeAsked, []string{"RouteChangeApproval"}, changeApplied)...)
+	if n := len(r.sellerCalls("update_media_buy")); n != 1 {
+		t.Errorf("the seller heard %d update_media_buy, want 1", n)
+	}
+	wantCurrent(t, r.current(), 2, "active", "14000.25", "applied")
+	for _, e := range r.events(id) {
+		if e.Type == "approval_requested" && e.Amount != "14000.25 USD" {
+			t.Errorf("the approval asks about %s, want the budget after the change, 14000.25 USD", e.Amount)
+		}
+	}
+	types := r.timelineOf(id)
+	ai, di, si := slices.Index(types, "approval_requested"), slices.Index(types, "decision"), slices.Index(types, "modification_seller_call")
+	if ai < 0 || di < ai || si < di {
+		t.Errorf("the change's timeline %v: want approval_requested, then decision, then the seller call", types)
+	}
+}
+
+func TestChangeRejectedByTheApproverLeavesTheBuy(t *testing.T) {
+	r := placed(t, nil)
+	id := r.change(`{"budget":{"total":14000},"context":{"sim":"sync"}}`, false)
+	r.decide("reject")
+	ex := only(t, r.finishNamed(id, 60*time.Second))
+	path(t, ex, "FAILED", "ChangeRejectedByApprover", seq(changePrelude, changeAsked,
+		[]string{"RecordChangeFailure", "ChangeFailureKind", "ChangeRejectedByApprover"})...)
+	if n := len(r.sellerCalls("update_media_buy")); n != 0 {
+		t.Errorf("the seller heard %d update_media_buy after a rejection", n)
+	}
+	c := r.current()
+	wantCurrent(t, c, 0, "active", "3000.00", "rejected")
+	if !strings.Contains(c.LastReason, "rejected by "+approver) || !strings.Contains(c.LastReason, "stagepaths: reject") {
+		t.Errorf("the buy's last reason %q does not say who rejected the change and why", c.LastReason)
+	}
+	if r.operation().Budget != "3000.00" {
+		t.Error("the buy's budget changed after a rejection")
+	}
+	reports := r.governanceCalls("report_plan_outcome")
+	if len(reports) != 2 || arg(t, reports[1].Arguments, "outcome") != "failed" {
+		t.Errorf("governance heard %v, want the change reported failed", tools(reports))
+	}
+}
+
+func TestChangeApprovalExpiresLeavesTheBuy(t *testing.T) {
+	r := placed(t, map[string]any{"approval_timeout_seconds": 2})
+	id := r.change(`{"budget":{"total":14000},"context":{"sim":"sync"}}`, false)
+	ex := only(t, r.finishNamed(id, 60*time.Second))
+	path(t, ex, "FAILED", "ChangeApprovalExpired", seq(changePrelude, changeAsked,
+		[]string{"ExpireChangeApproval", "EscalateChangeOrGiveUp", "ChangeApprovalTimedOut", "RecordChangeFailure", "ChangeFailureKind", "ChangeApprovalExpired"})...)
+	if n := len(r.sellerCalls("update_media_buy")); n != 0 {
+		t.Errorf("the seller heard %d update_media_buy after the approval expired", n)
+	}
+	c := r.current()
+	wantCurrent(t, c, 0, "active", "3000.00", "approval_expired")
+	if !strings.Contains(c.LastReason, "approval expired") {
+		t.Errorf("the buy's last reason %q does not say the approval expired", c.LastReason)
+	}
 }

@@ -148,17 +148,27 @@ func (r *buyRun) operation() apiclient.Operation {
 }
 
 // timeline is the buy's event types, in order, from GET /v1/media-buys/{id}/events.
-func (r *buyRun) timeline() []string {
+func (r *buyRun) timeline() []string { return r.timelineOf(r.op) }
+
+// timelineOf is the event types of operation id's timeline (a change's, say), oldest first.
+func (r *buyRun) timelineOf(id string) []string {
 	r.t.Helper()
-	evs, err := r.client.Events(context.Background(), r.op)
-	if err != nil {
-		r.t.Fatal(err)
-	}
+	evs := r.events(id)
 	out := make([]string, len(evs))
 	for i, e := range evs {
 		out[i] = e.Type
 	}
 	return out
+}
+
+// events is operation id's timeline, oldest first.
+func (r *buyRun) events(id string) []apiclient.Event {
+	r.t.Helper()
+	evs, err := r.client.Events(context.Background(), id)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return evs
 }
 
 // sellerCalls returns the seller's recorded calls of tool for this buy: calls whose arguments

@@ -1,0 +1,246 @@
+package inform
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/dynamotest"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/slack"
+	"github.com/buyflow/buyflow/internal/statusevent"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+type fixture struct {
+	store *ledger.Store
+	sink  *slack.Sink
+	n     *Notifier
+}
+
+func setup(t *testing.T) fixture {
+	t.Helper()
+	client, table := dynamotest.Start(t)
+	store := ledger.New(client, table)
+	sink := slack.NewSink(nil)
+	srv := httptest.NewServer(sink)
+	t.Cleanup(srv.Close)
+	bot, err := slack.NewBotClient("xoxb-test", slack.WithBaseURL(srv.URL+"/api/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fixture{store: store, sink: sink, n: New(store, bot)}
+}
+
+// buy stores a buy that asked to be told in Slack user U024BE7LH.
+func (f fixture) buy(t *testing.T, id string) *ledger.Operation {
+	t.Helper()
+	op, err := f.store.CreateOperation(context.Background(), ledger.Operation{
+		ID: id, Tenant: "acme", SellerID: "seller-a", PONumber: "PO-" + id, BudgetTotal: "15000.00", Currency: "USD", NotifySlack: "U024BE7LH",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return op
+}
+
+// approval stores an approval of the buy, as the notify stage does, and its timeline event.
+func (f fixture) approval(t *testing.T, opID, id string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := f.store.CreateApproval(ctx, ledger.Approval{
+		ID: id, Tenant: "acme", OperationID: opID, TaskToken: "token", Approvers: []string{"U0APPROVER", "U0OTHER"},
+		ExpiresAt: time.Now().Add(time.Hour),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.AppendEvent(ctx, "acme", opID, ledger.Event{Type: ledger.EventApprovalRequested, Detail: json.RawMessage(`{"approval_id":"` + id + `"}`)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// event is the status event the bus delivers for opID's transition from → to at seq.
+func event(t *testing.T, opID string, seq int64, from, to workflow.Status, mutate func(*statusevent.Detail)) json.RawMessage {
+	t.Helper()
+	d := statusevent.Detail{
+		SchemaVersion: statusevent.SchemaVersion, EventID: statusevent.EventID(statusevent.KindMediaBuy, opID, seq), Kind: statusevent.KindMediaBuy,
+		OperationID: opID, Tenant: "acme", Sequence: seq, From: string(from), To: string(to), SellerID: "seller-a",
+		Amount: &statusevent.Amount{Value: "15000.00", Currency: "USD"}, OccurredAt: time.Now(),
+		Links: statusevent.Links{Self: "https://api.example.com/v1/media-buys/" + opID}, Notify: &statusevent.Notify{Slack: "U024BE7LH"},
+	}
+	if mutate != nil {
+		mutate(&d)
+	}
+	b, err := json.Marshal(statusevent.Event{ID: "eb-1", Source: statusevent.Source, DetailType: statusevent.DetailTypeMediaBuy, Time: time.Now(), Detail: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (f fixture) messages(t *testing.T) []slack.Record {
+	t.Helper()
+	return f.sink.Messages()
+}
+
+func TestRequesterHearsEachStepOfTheirBuy(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	f.buy(t, "op-1")
+	f.approval(t, "op-1", "ap-1")
+	decide := func() {
+		if _, err := f.store.Decide(ctx, "ap-1", ledger.Decision{Outcome: ledger.ApprovalApproved, By: "U0APPROVER", Comment: "fine by me"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	steps := []struct {
+		raw  json.RawMessage
+		want []string
+	}{
+		{event(t, "op-1", 2, workflow.StatusRequested, workflow.StatusCheckingGovernance, nil), nil},
+		{event(t, "op-1", 3, workflow.StatusCheckingGovernance, workflow.StatusAwaitingApproval, nil), []string{"Waiting for approval", "<@U0APPROVER>", "<@U0OTHER>", "<!date^"}},
+		{event(t, "op-1", 4, workflow.StatusAwaitingApproval, workflow.StatusCreating, nil), []string{"Approved", "by <@U0APPROVER>", "fine by me"}},
+		{event(t, "op-1", 5, workflow.StatusCreating, workflow.StatusSubmitted, nil), nil},
+		{event(t, "op-1", 6, workflow.StatusSubmitted, workflow.StatusCompleted, func(d *statusevent.Detail) { d.MediaBuyID = "mb-77" }), []string{"Placed", "mb-77", "seller-a"}},
+	}
+	told := 0
+	for i, s := range steps {
+		if i == 2 {
+			decide() // the approver decides after the request was told
+		}
+		if err := f.n.Handle(ctx, s.raw); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		msgs := f.messages(t)
+		if s.want == nil {
+			if len(msgs) != told {
+				t.Fatalf("step %d posted a message nobody asked for: %s", i, msgs[len(msgs)-1].Body)
+			}
+			continue
+		}
+		told++
+		if len(msgs) != told {
+			t.Fatalf("step %d: %d messages, want %d", i, len(msgs), told)
+		}
+		m := msgs[told-1]
+		if m.Channel != "U024BE7LH" || m.Kind != "chat.postMessage" {
+			t.Errorf("step %d went to %s by %s", i, m.Channel, m.Kind)
+		}
+		for _, w := range append(s.want, "PO-op-1", "USD 15,000.00") {
+			if !strings.Contains(string(m.Body), w) {
+				t.Errorf("step %d: the message lacks %q: %s", i, w, m.Body)
+			}
+		}
+	}
+	// The bus delivers at least once: the same event again posts nothing.
+	if err := f.n.Handle(ctx, steps[4].raw); err != nil || len(f.messages(t)) != told {
+		t.Errorf("a redelivered event posted again (%v): %d messages", err, len(f.messages(t)))
+	}
+}
+
+func TestRequesterHearsRejectionsAndFailures(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	f.buy(t, "op-r")
+	f.approval(t, "op-r", "ap-r")
+	if _, err := f.store.Decide(ctx, "ap-r", ledger.Decision{Outcome: ledger.ApprovalRejected, By: "U0OTHER", Comment: "too much"}); err != nil {
+		t.Fatal(err)
+	}
+	f.buy(t, "op-d")
+	f.buy(t, "op-f")
+	for _, tc := range []struct {
+		raw  json.RawMessage
+		want []string
+	}{
+		{event(t, "op-r", 4, workflow.StatusAwaitingApproval, workflow.StatusRejected, func(d *statusevent.Detail) { d.Reason = "RejectedByApprover" }), []string{"Rejected", "by <@U0OTHER>", "too much"}},
+		{event(t, "op-d", 3, workflow.StatusCheckingGovernance, workflow.StatusRejected, func(d *statusevent.Detail) { d.Reason = "Governance denied: <!channel> over the plan" }), []string{"Rejected", "Governance denied: &lt;!channel&gt; over the plan"}},
+		{event(t, "op-f", 5, workflow.StatusWorking, workflow.StatusFailed, func(d *statusevent.Detail) { d.Reason = "The seller ended the task: inventory gone" }), []string{"Failed", "inventory gone"}},
+	} {
+		before := len(f.messages(t))
+		if err := f.n.Handle(ctx, tc.raw); err != nil {
+			t.Fatal(err)
+		}
+		msgs := f.messages(t)
+		if len(msgs) != before+1 {
+			t.Fatalf("%d messages, want %d", len(msgs), before+1)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(string(msgs[before].Body), w) {
+				t.Errorf("the message lacks %q: %s", w, msgs[before].Body)
+			}
+		}
+		if strings.Contains(string(msgs[before].Body), "<!channel>") {
+			t.Errorf("outside text reached Slack unescaped: %s", msgs[before].Body)
+		}
+	}
+}
+
+// The bus keeps no order: a request for approval that reaches the notifier after the decision
+// is not told ("waiting for X" after "approved by X" would mislead); the decision is.
+func TestStaleApprovalRequestIsNotTold(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	f.buy(t, "op-s")
+	f.approval(t, "op-s", "ap-s")
+	if _, err := f.store.Decide(ctx, "ap-s", ledger.Decision{Outcome: ledger.ApprovalApproved, By: "U0APPROVER"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.n.Handle(ctx, event(t, "op-s", 4, workflow.StatusAwaitingApproval, workflow.StatusCreating, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.n.Handle(ctx, event(t, "op-s", 3, workflow.StatusCheckingGovernance, workflow.StatusAwaitingApproval, nil)); err != nil {
+		t.Fatal(err)
+	}
+	msgs := f.messages(t)
+	if len(msgs) != 1 || !strings.Contains(msgs[0].Text, "Approved") {
+		t.Fatalf("messages = %+v, want the approval only", msgs)
+	}
+}
+
+// Quiet where nothing was asked for, and for input that is not a status event.
+func TestQuietWhereNothingWasAsked(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	f.buy(t, "op-q")
+	for _, raw := range []json.RawMessage{
+		event(t, "op-q", 6, workflow.StatusSubmitted, workflow.StatusCompleted, func(d *statusevent.Detail) { d.Notify, d.MediaBuyID = nil, "mb-1" }),
+		json.RawMessage(`{"source":"aws.s3","detail-type":"Object Created","detail":{}}`),
+		json.RawMessage(`not json`),
+	} {
+		if err := f.n.Handle(ctx, raw); err != nil {
+			t.Errorf("Handle(%s) = %v", raw, err)
+		}
+	}
+	if n := len(f.messages(t)); n != 0 {
+		t.Errorf("%d messages posted, want none", n)
+	}
+}
+
+// A post that fails is an error (Lambda retries) and leaves no receipt, so the retry posts.
+func TestFailedPostIsRetried(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	f.buy(t, "op-x")
+	raw := event(t, "op-x", 6, workflow.StatusSubmitted, workflow.StatusFailed, func(d *statusevent.Detail) { d.Reason = "seller down" })
+	down := New(f.store, failingSlack{})
+	if err := down.Handle(ctx, raw); err == nil {
+		t.Fatal("a failed post was not reported")
+	}
+	if err := f.n.Handle(ctx, raw); err != nil || len(f.messages(t)) != 1 {
+		t.Fatalf("the retry: %v, %d messages", err, len(f.messages(t)))
+	}
+}
+
+type failingSlack struct{}
+
+func (failingSlack) Post(context.Context, slack.Message) (slack.Ref, error) {
+	return slack.Ref{}, errors.New("slack is down")
+}
+
+func (failingSlack) Update(context.Context, slack.Ref, slack.Message) (slack.Ref, error) {
+	return slack.Ref{}, errors.New("slack is down")
+}
