@@ -54,23 +54,17 @@ func TestGuardSeesEveryExchangeAndARefusalSendsNothing(t *testing.T) {
 	}
 
 	g.refuse = &UnavailableError{Agent: "s1", Since: clock.Now(), RetryAt: clock.Now().Add(20 * time.Second)}
-	requests := agent.requestCount()
+	requests := agent.Requests()
 	_, err = c.CreateMediaBuy(context.Background(), "s1", in.Retry())
 	var ae *Error
 	var u *UnavailableError
 	if !errors.As(err, &ae) || ae.Code != CodeAgentUnavailable || ae.Recovery != RecoveryTransient || ae.RetryAfter != 20*time.Second || !errors.As(err, &u) {
 		t.Fatalf("refused create: %#v", err)
 	}
-	if n := agent.requestCount(); n != requests {
+	if n := agent.Requests(); n != requests {
 		t.Fatalf("a refused call sent %d requests", n-requests)
 	}
 	if _, err := c.Tools(context.Background(), "s1"); !errors.As(err, &u) {
 		t.Fatalf("tools/list while refused: %v", err)
 	}
-}
-
-func (f *fakeAgent) requestCount() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.requests
 }

@@ -100,6 +100,9 @@ func (s *Governance) Check(ctx context.Context, in workflow.StageInput) (workflo
 	)
 	if review != nil {
 		res, err = s.pollReview(ctx, op, req, review)
+		if wait := s.unavailable(ctx, op, roleGovernance, adcp.ToolGetTaskStatus, err); wait != nil {
+			return workflow.GovernanceOutput{Decision: workflow.GovernanceAgentUnavailable, Unavailable: wait}, nil
+		}
 		if err != nil {
 			return workflow.GovernanceOutput{}, err
 		}
@@ -120,6 +123,9 @@ func (s *Governance) Check(ctx context.Context, in workflow.StageInput) (workflo
 				PlanID: req.Governance.PlanID, Caller: s.callerURI, Tool: adcp.ToolCreateMediaBuy,
 				Payload: payload, PurchaseType: "media_buy",
 			})
+			if wait := s.unavailable(ctx, op, roleGovernance, adcp.ToolCheckGovernance, err); wait != nil {
+				return workflow.GovernanceOutput{Decision: workflow.GovernanceAgentUnavailable, Unavailable: wait}, nil
+			}
 			if err != nil {
 				s.countAdcpError(err)
 				s.event(ctx, op, ledger.Event{Type: ledger.EventGovernanceCheck, Actor: governanceActor(req.Governance.AgentID),
@@ -203,6 +209,9 @@ func (s *Governance) pendingReview(ctx context.Context, op *ledger.Operation) (l
 // without a verdict keeps the gate closed.
 func (s *Governance) pollReview(ctx context.Context, op *ledger.Operation, req *submitRequest, rv *reviewRecord) (*adcp.GovernanceResult, error) {
 	ts, err := s.adcp.GetTaskStatus(ctx, req.Governance.AgentID, adcp.GetTaskStatusRequest{TaskID: rv.TaskID, IncludeResult: true})
+	if errors.As(err, new(*adcp.UnavailableError)) {
+		return nil, err // not sent: the caller waits for the agent's breaker
+	}
 	if err != nil {
 		s.countAdcpError(err)
 		return nil, callError("governance review status", err)

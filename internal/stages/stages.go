@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	mathrand "math/rand/v2"
 	"strings"
 	"time"
@@ -280,6 +281,24 @@ func callError(what string, err error) error {
 	}
 }
 
+// unavailable turns a call the agent's circuit breaker refused (nothing was sent) into the
+// wait the state machine runs before the stage again, recorded on the buy's timeline; it
+// returns nil for any other error. role is the agent's role for the buy (seller, governance).
+func (s *stage) unavailable(ctx context.Context, op *ledger.Operation, role, tool string, err error) *workflow.AgentUnavailable {
+	var u *adcp.UnavailableError
+	if !errors.As(err, &u) {
+		return nil
+	}
+	now := s.now()
+	wait := int(math.Ceil(u.RetryAt.Sub(now).Seconds()))
+	wait = max(wait, 1)
+	out := &workflow.AgentUnavailable{AgentID: u.Agent, Role: role, Since: rfc3339(u.Since), RetryInSeconds: wait}
+	s.event(ctx, op, ledger.Event{Type: ledger.EventAgentUnavailable, Actor: actorSystem, Reason: ledger.Clip(u.Error(), 500),
+		Detail: ledger.EventDetail(map[string]any{"agent_id": u.Agent, "role": role, "tool": tool, "since": out.Since, "retry_at": rfc3339(u.RetryAt)})})
+	s.log.InfoContext(ctx, "agent unavailable, waiting", "operationId", op.ID, "agent", u.Agent, "role", role, "retryInSeconds", wait)
+	return out
+}
+
 // failureCode is the code of a failed buy's report to governance: the seller's AdCP code
 // when the seller ended the task (recorded on the operation) or refused a call (the
 // TerminalError's code in the Catch's cause), else the failure's name.
@@ -377,6 +396,12 @@ func (s *stage) releaseLock(ctx context.Context, op *ledger.Operation) error {
 }
 
 const actorSystem = "system"
+
+// The roles of an agent for a buy, in AgentUnavailable.
+const (
+	roleSeller     = "seller"
+	roleGovernance = "governance"
+)
 
 func sellerActor(id string) string     { return "seller:" + id }
 func governanceActor(id string) string { return "governance:" + id }
