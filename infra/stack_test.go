@@ -1152,7 +1152,7 @@ func TestAlarmsDashboardAndOutputs(t *testing.T) {
 	}
 	// Approvals past SLA: internal/approvals records Timeouts{Kind=approval} on an expiry.
 	want(key{"Buyflow", "Timeouts", `[{"Name":"Kind","Value":"approval"}]`}, 1)
-	// Webhook signature failures: the dimensionless series internal/webhookrx records next to
+	// Webhook signature failures: the dimensionless series internal/webhook records next to
 	// the one by Code (an alarm needs one exact dimension set).
 	want(key{"Buyflow", "WebhookSignatureFailures", "null"}, 5)
 	// Spend past the approved budget: the dimensionless series internal/delivery records next

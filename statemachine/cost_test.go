@@ -116,7 +116,7 @@ const (
 
 // unitCost is what one invocation of a kind costs besides its state transitions: Lambda
 // duration (0: not a Lambda) and DynamoDB request units. The counts follow what the code does
-// (internal/stages, internal/mediabuy, internal/webhookrx), with the item sizes above; they are
+// (internal/governance, internal/create, internal/poll, internal/mediabuy, internal/webhook), with the item sizes above; they are
 // estimates, not measurements.
 type unitCost struct {
 	lambda   time.Duration
@@ -128,29 +128,29 @@ var costOf = map[string]unitCost{
 	callSubmit: {durationDefault, 2 * consistentRead, smallWrite + smallWrite + createOperation + smallWrite,
 		"mediabuy.Submit: the seller and governance agent read from the registry, Claim put, AcquireLock update, CreateOperation txn, CompleteClaim update"},
 	string(workflow.ActionCheck): {time.Second, 2*consistentRead + breakerRead, transition + smallWrite + intentWrite + smallWrite + transition,
-		"stages.Check: load, move checking (txn), breaker read, check event, check intent, push-token get+put, settle move (txn); 1 s governance call"},
+		"governance.Check: load, move checking (txn), breaker read, check event, check intent, push-token get+put, settle move (txn); 1 s governance call"},
 	string(workflow.ActionCreate): {2 * time.Second, 4*consistentRead + 2*breakerRead, transition + smallWrite + intentWrite + transition,
-		"stages.CreateMediaBuy: load, move creating (txn), push-token get, intent get+put, checked-payload get, breaker reads (capabilities, create), seller_call event, record move (txn); 2 s seller call"},
+		"create.CreateMediaBuy: load, move creating (txn), push-token get, intent get+put, checked-payload get, breaker reads (capabilities, create), seller_call event, record move (txn); 2 s seller call"},
 	callCreateRefused: {durationDefault, 4*consistentRead + breakerRead, transition + intentWrite + smallWrite,
-		"stages.CreateMediaBuy, the seller's breaker open: load, move creating (txn), push-token get, intent get+put, checked-payload get, breaker read, agent_unavailable event; no seller call"},
+		"create.CreateMediaBuy, the seller's breaker open: load, move creating (txn), push-token get, intent get+put, checked-payload get, breaker read, agent_unavailable event; no seller call"},
 	string(workflow.ActionPark): {durationDefault, 0, setTaskToken,
-		"stages.Park: SetTaskToken update (ALL_NEW)"},
+		"poll.Park: SetTaskToken update (ALL_NEW)"},
 	callParkDecided: {durationDefault, 0, 0,
-		"stages.Park with a decided result: SendTaskSuccess only"},
+		"poll.Park with a decided result: SendTaskSuccess only"},
 	string(workflow.ActionPoll): {300 * time.Millisecond, consistentRead + breakerRead, smallWrite,
-		"stages.PollSeller, no news: load, get_task_status (300 ms), poll event"},
+		"poll.PollSeller, no news: load, breaker read, get_task_status (300 ms), poll event"},
 	callPollCompleted: {300 * time.Millisecond, consistentRead + breakerRead, transition + clearTaskToken,
-		"stages.PollSeller, completed: load, get_task_status, RecordTaskStatus move (txn), ClearTaskToken"},
+		"poll.PollSeller, completed: load, breaker read, get_task_status, RecordTaskStatus move (txn), ClearTaskToken"},
 	callPollDeadline: {300 * time.Millisecond, consistentRead + breakerRead, smallWrite,
-		"stages.PollSeller past the deadline: load, get_task_status, poll event"},
+		"poll.PollSeller past the deadline: load, breaker read, get_task_status, poll event"},
 	callWebhook: {durationDefault, 2 * consistentRead, smallWrite + smallWrite + transition + clearTaskToken + smallWrite,
-		"webhookrx: FindOperation (index+op), nonce put, receipt put, RecordTaskStatus move (txn), ClearTaskToken, wake event, SendTaskSuccess"},
+		"webhook: FindOperation (index+op), nonce put, receipt put, RecordTaskStatus move (txn), ClearTaskToken, wake event, SendTaskSuccess"},
 	string(workflow.ActionReport): {500 * time.Millisecond, consistentRead + breakerRead, smallWrite,
-		"stages.Report: load, report_plan_outcome (500 ms), outcome event"},
+		"governance.Report: load, breaker read, report_plan_outcome (500 ms), outcome event"},
 	string(workflow.ActionFail): {500 * time.Millisecond, consistentRead + breakerRead, transition,
-		"stages.Fail: load, move failed (txn), report failed"},
+		"governance.Fail: load, move failed (txn), breaker read, report failed"},
 	string(workflow.ActionCancel): {2 * time.Second, consistentRead + breakerRead, smallWrite + transition,
-		"stages.Cancel: load, update_media_buy canceled (2 s), cancel event, move canceled (txn)"},
+		"create.Cancel: load, breaker read, update_media_buy canceled (2 s), cancel event, move canceled (txn)"},
 	string(workflow.ActionExpire): {durationDefault, consistentRead, smallWrite,
 		"approvals expire: load, approval update"},
 	string(workflow.ActionRequest): {500 * time.Millisecond, consistentRead, smallWrite + setTaskToken,

@@ -9,8 +9,9 @@ import (
 
 	"github.com/buyflow/buyflow/functions/internal/agents"
 	"github.com/buyflow/buyflow/functions/internal/wire"
+	"github.com/buyflow/buyflow/internal/create"
 	"github.com/buyflow/buyflow/internal/metrics"
-	"github.com/buyflow/buyflow/internal/stages"
+	"github.com/buyflow/buyflow/internal/stage"
 )
 
 func main() { wire.Main(run) }
@@ -28,7 +29,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	create := stages.NewCreate(c.Ledger(), client, c.Env.CallerURI, c.Env.PublicBaseURL, stages.Options{Metrics: c.Metrics})
-	lambda.Start(metrics.Flushing(c.Metrics, create.Handle)) // blocks
+	createStage := create.New(c.Ledger(), client, c.Env.CallerURI, c.Env.PublicBaseURL, stage.Options{Metrics: c.Metrics})
+	lambda.Start(metrics.Flushing(c.Metrics, createStage.Handle)) // blocks
 	return nil
 }

@@ -11,8 +11,9 @@ import (
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/approvals"
 	"github.com/buyflow/buyflow/internal/config"
+	"github.com/buyflow/buyflow/internal/governance"
 	"github.com/buyflow/buyflow/internal/metrics"
-	"github.com/buyflow/buyflow/internal/stages"
+	"github.com/buyflow/buyflow/internal/stage"
 )
 
 func main() { wire.Main(run) }
@@ -32,7 +33,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	governance := stages.NewGovernance(c.Ledger(), client, policy, c.Env.CallerURI, stages.Options{Metrics: c.Metrics})
-	lambda.Start(metrics.Flushing(c.Metrics, governance.Handle)) // blocks
+	governanceStage := governance.New(c.Ledger(), client, policy, c.Env.CallerURI, stage.Options{Metrics: c.Metrics})
+	lambda.Start(metrics.Flushing(c.Metrics, governanceStage.Handle)) // blocks
 	return nil
 }

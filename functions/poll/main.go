@@ -10,7 +10,8 @@ import (
 	"github.com/buyflow/buyflow/functions/internal/agents"
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/metrics"
-	"github.com/buyflow/buyflow/internal/stages"
+	"github.com/buyflow/buyflow/internal/poll"
+	"github.com/buyflow/buyflow/internal/stage"
 )
 
 func main() { wire.Main(run) }
@@ -28,7 +29,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	poll := stages.NewPoll(c.Ledger(), client, c.Tasks(), stages.Options{Metrics: c.Metrics})
-	lambda.Start(metrics.Flushing(c.Metrics, poll.Handle)) // blocks
+	pollStage := poll.New(c.Ledger(), client, c.Tasks(), stage.Options{Metrics: c.Metrics})
+	lambda.Start(metrics.Flushing(c.Metrics, pollStage.Handle)) // blocks
 	return nil
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/metrics"
-	"github.com/buyflow/buyflow/internal/webhookrx"
+	"github.com/buyflow/buyflow/internal/webhook"
 )
 
 func main() { wire.Main(run) }
@@ -32,9 +32,9 @@ func run(ctx context.Context, getenv func(string) string) error {
 	// A seller's verifier is built on its first webhook (secrets read then, JWKS fetched and
 	// cached by internal/webhookauth) and again when the registry changes its settings; (keyid,
 	// nonce) replays are recorded in the ledger for every instance.
-	verifiers := &webhookrx.RegistryVerifiers{Registry: reg, Secrets: c.Secrets(), Options: webhookrx.VerifierOptions{
+	verifiers := &webhook.RegistryVerifiers{Registry: reg, Secrets: c.Secrets(), Options: webhook.VerifierOptions{
 		Replay: store, AllowHTTP: strings.HasPrefix(c.Env.PublicBaseURL, "http://"), Now: time.Now}}
-	svc, err := webhookrx.New(webhookrx.Config{
+	svc, err := webhook.New(webhook.Config{
 		Ledger: store, Operations: store, Sellers: verifiers, Tasks: c.Tasks(),
 		RunConfig: c.Env.Run, PublicBaseURL: c.Env.PublicBaseURL, Now: time.Now, Metrics: c.Metrics,
 	})

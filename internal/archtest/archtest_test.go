@@ -143,16 +143,18 @@ func TestAdapterPackagesStayOutOfEachOther(t *testing.T) {
 // adapters → leaves. A use case's package serves its Lambdas alone.
 var (
 	useCases = []string{
-		module + "/internal/mediabuy",  // submit
-		module + "/internal/stages",    // governance, create, poll
-		module + "/internal/approvals", // notify, approve
-		module + "/internal/webhookrx", // webhook
-		module + "/internal/reconcile", // reconcile
-		module + "/internal/agentops",  // agents
+		module + "/internal/mediabuy",   // submit
+		module + "/internal/governance", // governance
+		module + "/internal/create",     // create
+		module + "/internal/poll",       // poll
+		module + "/internal/approvals",  // notify, approve
+		module + "/internal/webhook",    // webhook
+		module + "/internal/reconcile",  // reconcile
+		module + "/internal/agentops",   // agents
 	}
 	// Kernels and adapters the use cases share; none of them may reach a use case.
 	shared = []string{
-		"./internal/sellertask", "./internal/httpapi", "./internal/agents", "./internal/ledger", "./internal/sfn", "./internal/adcp",
+		"./internal/stage", "./internal/sellertask", "./internal/httpapi", "./internal/agents", "./internal/ledger", "./internal/sfn", "./internal/adcp",
 		"./internal/slack", "./internal/secrets", "./internal/metrics", "./internal/config", "./internal/topology",
 		"./internal/approvalcore", "./internal/webhookauth", "./internal/money", "./internal/jsonnum",
 		"./internal/workflow", "./internal/logging", "./internal/agents",
@@ -183,7 +185,7 @@ func TestSharedPackagesReachNoUseCase(t *testing.T) {
 
 // The state-machine stages and the sweep are not HTTP handlers.
 func TestTaskUseCasesDoNotImportHTTP(t *testing.T) {
-	for path, p := range list(t, "./internal/stages", "./internal/reconcile", "./internal/sellertask") {
+	for path, p := range list(t, "./internal/stage", "./internal/governance", "./internal/create", "./internal/poll", "./internal/reconcile", "./internal/sellertask") {
 		for _, d := range p.Deps {
 			if d == module+"/internal/httpapi" || d == "github.com/aws/aws-lambda-go/events" {
 				t.Errorf("%s depends on %s", path, d)

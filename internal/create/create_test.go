@@ -1,0 +1,351 @@
+package create_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+func TestCreateSyncWriteAheadAndFrozenBytes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	op := e.newOp("approved,sync", false)
+	e.check(op)
+
+	// The intent must be in the ledger, byte for byte, before the seller sees the call.
+	var sawIntent atomic.Bool
+	e.api.beforeCreate = func(in adcp.Intent) {
+		li, err := e.store.GetIntent(context.Background(), tenant, op.ID, "create_media_buy")
+		if err != nil {
+			t.Errorf("intent not stored before the call: %v", err)
+			return
+		}
+		if !bytes.Equal(li.Request, in.Body) || li.IdempotencyKey != in.Key {
+			t.Errorf("sent bytes differ from the stored intent")
+		}
+		sawIntent.Store(true)
+	}
+	out := e.create(op)
+	if !sawIntent.Load() {
+		t.Fatal("create_media_buy was not called")
+	}
+	if !out.Terminal || out.Status != workflow.StatusCompleted || !safetyNet(out.Next.IntervalSeconds) {
+		t.Fatalf("output = %+v", out)
+	}
+	got := e.op(op.ID)
+	if got.Status != workflow.StatusCompleted || got.MediaBuyID == "" || got.Deadline.IsZero() {
+		t.Fatalf("operation = %+v", got)
+	}
+
+	li, err := e.store.GetIntent(context.Background(), tenant, op.ID, "create_media_buy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := e.seller.CallsTo("create_media_buy")
+	if len(calls) != 1 {
+		t.Fatalf("%d create calls", len(calls))
+	}
+	// The seller received exactly the stored bytes (the MCP layer may only re-space them).
+	if !jsonEqual(calls[0].Arguments, li.Request) {
+		t.Fatalf("seller got\n%s\nstored\n%s", calls[0].Arguments, li.Request)
+	}
+	var args struct {
+		IdempotencyKey    string `json:"idempotency_key"`
+		PlanID            string `json:"plan_id"`
+		GovernanceContext string `json:"governance_context"`
+		Push              struct {
+			URL         string `json:"url"`
+			OperationID string `json:"operation_id"`
+			Token       string `json:"token"`
+		} `json:"push_notification_config"`
+		Context map[string]any `json:"context"`
+	}
+	if err := json.Unmarshal(li.Request, &args); err != nil {
+		t.Fatal(err)
+	}
+	if args.IdempotencyKey != li.IdempotencyKey || args.PlanID != planID || args.GovernanceContext != got.GovernanceContext ||
+		args.Push.URL != baseURL+"/v1/webhooks/adcp/"+op.ID || args.Push.OperationID != op.ID || args.Context["operation_id"] != op.ID {
+		t.Fatalf("create args = %s", li.Request)
+	}
+	if ledger.HashToken(args.Push.Token) != got.WebhookTokenHash || len(args.Push.Token) < 16 {
+		t.Fatal("the webhook token's hash is not the one stored on the operation")
+	}
+	for _, ev := range events(t, e, op.ID) {
+		if strings.Contains(string(ev.Detail), args.Push.Token) || strings.Contains(string(ev.Detail), got.GovernanceContext) || strings.Contains(ev.Reason, args.Push.Token) {
+			t.Fatalf("event %s leaks a secret: %s", ev.Type, ev.Detail)
+		}
+	}
+	// A create retried after the answer was recorded sends nothing.
+	if again := e.create(op); again.Status != workflow.StatusCompleted || len(e.seller.CallsTo("create_media_buy")) != 1 {
+		t.Fatalf("retry = %+v", again)
+	}
+}
+
+func TestCreateAsyncSubmitted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	op, out := e.placed("approved,async_complete")
+	// The first wait is a full safety-net round: the sweep, not a short first poll, notices a
+	// quick seller.
+	if out.Terminal || out.Status != workflow.StatusSubmitted || out.NeedsDecision() || !safetyNet(out.Next.IntervalSeconds) ||
+		out.Next.DeadlineUnix == 0 || out.Next.Round != 0 {
+		t.Fatalf("output = %+v", out)
+	}
+	if op.Status != workflow.StatusSubmitted || op.SellerTaskID == "" {
+		t.Fatalf("operation = %+v", op)
+	}
+}
+
+func TestCreateInputRequired(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	op, out := e.placed("approved,input_required")
+	if out.Status != workflow.StatusInputRequired || !out.NeedsDecision() || op.SellerTaskID == "" {
+		t.Fatalf("output = %+v, operation %+v", out, op)
+	}
+}
+
+// crashOnce makes the first transition to status to fail, as if the Lambda died after the
+// seller answered and before the answer was recorded.
+func crashOnce(e *env, to workflow.Status) {
+	var crashed atomic.Bool
+	e.led.transition = func(ctx context.Context, tn, id string, st workflow.Status, v int64, ch ledger.Changes) (*ledger.Operation, error) {
+		if st == to && crashed.CompareAndSwap(false, true) {
+			return nil, errors.New("lambda died")
+		}
+		return e.store.Transition(ctx, tn, id, st, v, ch)
+	}
+}
+
+func TestCreateRetryAfterCrashReusesKeyAndBytes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	op := e.newOp("approved,async_complete", false)
+	e.check(op)
+	crashOnce(e, workflow.StatusSubmitted)
+
+	_, err := handle(t, e.createStage.Handle, stageIn(op, workflow.ActionCreate))
+	wantBare(t, err, "TransientError")
+	out := e.create(op)
+	if out.Status != workflow.StatusSubmitted {
+		t.Fatalf("output = %+v", out)
+	}
+	calls := e.seller.CallsTo("create_media_buy")
+	if len(calls) != 2 || !jsonEqual(calls[0].Arguments, calls[1].Arguments) || !calls[1].Replayed {
+		t.Fatalf("want the same bytes resent and replayed; %d calls", len(calls))
+	}
+	if n := len(e.seller.CallsTo("get_media_buys")); n != 1 {
+		t.Fatalf("%d get_media_buys, want the lapsed claim reconciled first", n)
+	}
+	if n := len(e.seller.Tasks()); n != 1 {
+		t.Fatalf("%d seller tasks, want 1", n)
+	}
+	if got := e.op(op.ID); got.SellerTaskID != e.seller.Tasks()[0].ID {
+		t.Fatalf("task id = %q", got.SellerTaskID)
+	}
+}
+
+func TestCreateLapsedClaimReconciledWithoutResend(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	op := e.newOp("approved,sync", false)
+	e.check(op)
+	crashOnce(e, workflow.StatusCompleted)
+
+	if _, err := e.createStage.CreateMediaBuy(context.Background(), stageIn(op, workflow.ActionCreate)); err == nil {
+		t.Fatal("the simulated crash did not fail the first attempt")
+	}
+	out := e.create(op)
+	if !out.Terminal || out.Status != workflow.StatusCompleted {
+		t.Fatalf("output = %+v", out)
+	}
+	if n := len(e.seller.CallsTo("create_media_buy")); n != 1 {
+		t.Fatalf("%d create calls, want 1: the buy was found by get_media_buys", n)
+	}
+	buys := e.seller.MediaBuys()
+	if len(buys) != 1 || e.op(op.ID).MediaBuyID != buys[0]["media_buy_id"] {
+		t.Fatalf("media buys = %v, recorded %q", buys, e.op(op.ID).MediaBuyID)
+	}
+	// Finance tells the create stage's check apart from the sweep's events.
+	checks := 0
+	for _, ev := range events(t, e, op.ID) {
+		switch ev.Type {
+		case ledger.EventLapsedClaimCheck:
+			checks++
+		case ledger.EventReconcile:
+			t.Errorf("the create stage wrote a sweep event: %+v", ev)
+		}
+	}
+	if checks != 1 {
+		t.Errorf("%d lapsed_claim_check events, want 1", checks)
+	}
+}
+
+func TestCreateIdempotencyConflictIsTerminal(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	op := e.newOp("approved,sync", false)
+	e.check(op)
+	ctx := context.Background()
+
+	// Someone used our key at the seller with another body (e.g. a bug that re-planned).
+	const key = "conflict-key-0000000000000001"
+	in, err := adcp.NewIntent(adcp.ToolCreateMediaBuy, json.RawMessage(`{"idempotency_key":"`+key+`","account":{"account_id":"acc_1"},
+		"brand":{"domain":"acme.example"},"start_time":"asap","end_time":"2030-01-31T23:59:59Z",
+		"packages":[{"product_id":"prod_1","pricing_option_id":"cpm_1","budget":1}]}`), e.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.client.CreateMediaBuy(ctx, sellerID, in); err != nil {
+		t.Fatal(err)
+	}
+	ours, err := adcp.NewIntent(adcp.ToolCreateMediaBuy, json.RawMessage(`{"idempotency_key":"`+key+`","account":{"account_id":"acc_1"},
+		"brand":{"domain":"acme.example"},"start_time":"asap","end_time":"2030-01-31T23:59:59Z",
+		"packages":[{"product_id":"prod_1","pricing_option_id":"cpm_1","budget":5000}]}`), e.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.store.PutIntent(ctx, ledger.Intent{Tenant: tenant, OperationID: op.ID, Task: "create_media_buy",
+		IdempotencyKey: ours.Key, Request: ours.Body, CreatedAt: ours.Created}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = handle(t, e.createStage.Handle, stageIn(op, workflow.ActionCreate))
+	wantBare(t, err, "TerminalError")
+	if !strings.Contains(err.Error(), "IDEMPOTENCY_CONFLICT") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestCreateRateLimitedIsTransientThenSucceeds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	op := e.newOp("approved,sync", false)
+	e.check(op)
+	e.seller.RateLimitNext(1)
+
+	_, err := handle(t, e.createStage.Handle, stageIn(op, workflow.ActionCreate))
+	wantBare(t, err, "TransientError")
+	var te *workflow.TransientError
+	if !errors.As(err, &te) || te.RetryAfterSeconds < 1 {
+		t.Fatalf("err = %#v, want retry_after honoured", err)
+	}
+	out := e.create(op)
+	if out.Status != workflow.StatusCompleted {
+		t.Fatalf("output = %+v", out)
+	}
+	calls := e.seller.CallsTo("create_media_buy")
+	if len(calls) != 2 || !jsonEqual(calls[0].Arguments, calls[1].Arguments) {
+		t.Fatalf("%d calls; the retry must resend the same bytes", len(calls))
+	}
+}
+
+func TestCreateRechecksLapsedGovernanceAfterApproval(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{policy: policyFunc(func(*ledger.Operation) (bool, string) { return true, "over the threshold" })})
+	op := e.newOp("approved,sync", false)
+	first := e.check(op)
+	if first.Decision != workflow.GovernanceNeedsApproval {
+		t.Fatalf("check = %+v", first)
+	}
+	// The approval is decided just before the token lapses; create runs just after.
+	e.clock.Advance(e.op(op.ID).GovernanceExpiresAt.Sub(e.clock.Now()) + time.Second)
+	out := e.create(op)
+	if out.Status != workflow.StatusCompleted {
+		t.Fatalf("output = %+v", out)
+	}
+	got := e.op(op.ID)
+	if n := len(e.gov.CallsTo("check_governance")); n != 2 || got.GovernanceCheckID == first.CheckID {
+		t.Fatalf("%d checks, check id %s (first %s): want a re-check before spend", n, got.GovernanceCheckID, first.CheckID)
+	}
+	if args := lastArgs(t, e.seller.CallsTo("create_media_buy")); args["governance_context"] != got.GovernanceContext {
+		t.Fatal("the seller did not get the re-checked governance_context")
+	}
+}
+
+func TestCreateGovernanceExpiredSendsNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	op := e.newOp("approved,sync", false)
+	e.check(op)
+	e.clock.Advance(e.op(op.ID).GovernanceExpiresAt.Sub(e.clock.Now()) + 1)
+	_, err := handle(t, e.createStage.Handle, stageIn(op, workflow.ActionCreate))
+	wantBare(t, err, "TerminalError")
+	if n := len(e.seller.Calls()); n != 0 {
+		t.Fatalf("seller saw %d calls", n)
+	}
+}
+
+func TestCancelCompensates(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	op, _ := e.placed("approved,sync")
+
+	raw, err := handle(t, e.createStage.Handle, stageIn(op, workflow.ActionCancel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := raw.(workflow.SellerOutput); out.Status != workflow.StatusCanceled || !out.Terminal {
+		t.Fatalf("output = %+v", out)
+	}
+	args := lastArgs(t, e.seller.CallsTo("update_media_buy"))
+	if args["media_buy_id"] != op.MediaBuyID || args["canceled"] != true || args["cancellation_reason"] == "" {
+		t.Fatalf("update args = %v", args)
+	}
+	if st := e.seller.MediaBuys()[0]["status"]; st != "canceled" {
+		t.Fatalf("seller media buy status = %v", st)
+	}
+	// The ledger says what the seller now holds: the completed buy is canceled.
+	if got := e.op(op.ID); got.Status != workflow.StatusCanceled || got.Reason == "" {
+		t.Fatalf("operation after compensation: %s (reason %q), want canceled with a reason", got.Status, got.Reason)
+	}
+	// A repeated compensation resends the same intent.
+	if _, err := e.createStage.Cancel(context.Background(), stageIn(op, workflow.ActionCancel)); err != nil {
+		t.Fatal(err)
+	}
+	calls := e.seller.CallsTo("update_media_buy")
+	if len(calls) != 2 || !jsonEqual(calls[0].Arguments, calls[1].Arguments) {
+		t.Fatalf("%d update calls", len(calls))
+	}
+}
+
+// Before completion the cancel is recorded but the status is left to RecordFailure, which
+// follows on every such path and says why (expired, rejected).
+func TestCancelBeforeCompletionLeavesStatusToFailure(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	op, _ := e.placed("approved,input_required")
+	out, err := e.createStage.Cancel(context.Background(), stageIn(op, workflow.ActionCancel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != workflow.StatusInputRequired || out.Terminal || e.op(op.ID).Status != workflow.StatusInputRequired {
+		t.Fatalf("output = %+v, status %s: want input_required left for RecordFailure", out, e.op(op.ID).Status)
+	}
+	evs, err := e.store.ListEvents(context.Background(), op.Tenant, op.ID, 100, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(evs.Items, func(ev ledger.Event) bool { return ev.Type == ledger.EventCancel }) {
+		t.Fatal("no cancel event")
+	}
+}
+
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	xa, _ := json.Marshal(x)
+	ya, _ := json.Marshal(y)
+	return bytes.Equal(xa, ya)
+}

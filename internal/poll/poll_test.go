@@ -1,0 +1,305 @@
+package poll_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/sellertask"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+func pollIn(op *ledger.Operation, wait workflow.WaitState, gen int) workflow.PollInput {
+	return workflow.PollInput{Action: workflow.ActionPoll, OperationID: op.ID, Tenant: tenant, Config: cfg(), Generation: gen, Wait: wait}
+}
+
+func parkIn(op *ledger.Operation, token string, seller workflow.SellerOutput) workflow.CallbackInput {
+	return workflow.CallbackInput{Action: workflow.ActionPark, OperationID: op.ID, Tenant: tenant, Config: cfg(),
+		TaskToken: token, Wait: seller.Next, Seller: &seller}
+}
+
+func TestParkStoresToken(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	op, out := e.placed("approved,async_complete")
+
+	if _, err := handle(t, e.pollStage.Handle, parkIn(op, "token-1", out)); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.op(op.ID); got.TaskToken != "token-1" {
+		t.Fatalf("stored token = %q", got.TaskToken)
+	}
+	if c := e.completed(); len(c) != 0 {
+		t.Fatalf("completed %d tokens; nothing new happened", len(c))
+	}
+}
+
+func TestParkCompletesAtOnceWhenDecisionPending(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	op, out := e.placed("approved,sync")
+	if err := e.pollStage.Park(context.Background(), parkIn(op, "token-1", out)); err != nil {
+		t.Fatal(err)
+	}
+	c := e.completed()
+	if len(c) != 1 || c[0].Token != "token-1" || c[0].Output != out {
+		t.Fatalf("completions = %+v", c)
+	}
+}
+
+func TestParkAfterWebhookCompletesTokenItself(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	op, out := e.placed("approved,async_complete")
+	// The webhook recorded the completion before the park (the lost-wakeup race).
+	mb := "mb_from_webhook"
+	if _, err := e.store.Transition(context.Background(), tenant, op.ID, workflow.StatusCompleted, ledger.AnyVersion,
+		ledger.Changes{MediaBuyID: &mb, Actor: "seller:" + sellerID, EventType: "webhook"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.pollStage.Park(context.Background(), parkIn(op, "token-1", out)); err != nil {
+		t.Fatal(err)
+	}
+	c := e.completed()
+	if len(c) != 1 || c[0].Token != "token-1" || c[0].Output.Status != workflow.StatusCompleted || !c[0].Output.Terminal || c[0].Output.Next != out.Next {
+		t.Fatalf("completions = %+v", c)
+	}
+	// The webhook computes the same output from the ledger.
+	if w := sellertask.WakeOutput(e.op(op.ID), out.Next, cfg(), e.clock.Now()); w != c[0].Output {
+		t.Fatalf("WakeOutput = %+v, park sent %+v", w, c[0].Output)
+	}
+	if e.op(op.ID).TaskToken != "" {
+		t.Fatal("the completed token is still stored")
+	}
+	evs := events(t, e, op.ID)
+	if last := evs[len(evs)-1]; last.Type != ledger.EventWake {
+		t.Fatalf("last event %s, want the park's wake", last.Type)
+	}
+	for _, ev := range evs {
+		if strings.Contains(string(ev.Detail), "token-1") {
+			t.Fatalf("event %s carries the task token", ev.Type)
+		}
+	}
+}
+
+func TestWakeOutputWithoutWaitRebuildsFromOperation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	op, out := e.placed("approved,async_complete")
+	w := sellertask.WakeOutput(op, workflow.WaitState{}, cfg(), e.clock.Now())
+	if w.Next.DeadlineUnix != out.Next.DeadlineUnix || w.Next.IntervalSeconds != cfg().PollMaxSeconds || w.NeedsDecision() {
+		t.Fatalf("WakeOutput = %+v, create said %+v", w, out)
+	}
+}
+
+// TestPollSafetyNetInterval: after a poll the per-buy loop waits one long safety-net interval,
+// the same for every seller (the sweep, not this loop, notices a finished task quickly).
+func TestPollSafetyNetInterval(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	op, out := e.placed("approved,async_complete")
+	got, err := e.pollStage.PollSeller(context.Background(), pollIn(op, out.Next, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !safetyNet(got.Next.IntervalSeconds) || got.Next.Round != 1 {
+		t.Fatalf("next %+v, want one safety-net interval", got.Next)
+	}
+}
+
+func TestPollWorkingWaitsAgain(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	op, out := e.placed("approved,async_complete")
+	task := e.seller.Tasks()[0].ID
+	if _, err := e.seller.Advance(task); err != nil { // → working
+		t.Fatal(err)
+	}
+	raw, err := handle(t, e.pollStage.Handle, pollIn(op, out.Next, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := raw.(workflow.SellerOutput)
+	if got.Status != workflow.StatusWorking || got.NeedsDecision() || got.Next.Round != 1 || !safetyNet(got.Next.IntervalSeconds) {
+		t.Fatalf("output = %+v, want working with another safety-net interval", got)
+	}
+	if e.op(op.ID).Status != workflow.StatusWorking {
+		t.Fatalf("status = %s", e.op(op.ID).Status)
+	}
+	// Each poll takes a fresh idempotency key.
+	if _, err := e.pollStage.PollSeller(context.Background(), pollIn(op, got.Next, 0)); err != nil {
+		t.Fatal(err)
+	}
+	polls := e.seller.CallsTo("get_task_status")
+	if len(polls) != 2 || lastArgs(t, polls[:1])["idempotency_key"] == lastArgs(t, polls)["idempotency_key"] {
+		t.Fatal("polls reuse an idempotency key")
+	}
+}
+
+func TestPollCompletedIsTerminal(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	op, out := e.placed("approved,async_complete")
+	task := e.seller.Tasks()[0].ID
+	for range 2 {
+		if _, err := e.seller.Advance(task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := e.pollStage.PollSeller(context.Background(), pollIn(op, out.Next, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != workflow.StatusCompleted || !got.Terminal {
+		t.Fatalf("output = %+v", got)
+	}
+	if o := e.op(op.ID); o.Status != workflow.StatusCompleted || o.MediaBuyID == "" {
+		t.Fatalf("operation = %+v", o)
+	}
+}
+
+func TestPollSellerFailedIsTerminal(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	op, out := e.placed("approved,async_fail")
+	task := e.seller.Tasks()[0].ID
+	for range 2 {
+		if _, err := e.seller.Advance(task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := e.pollStage.PollSeller(context.Background(), pollIn(op, out.Next, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != workflow.StatusFailed || !got.Terminal || got.Reason == "" {
+		t.Fatalf("output = %+v", got)
+	}
+	// RecordFailure then reports failed to governance.
+	res, err := e.govStage.Fail(context.Background(), workflow.OutcomeInput{OperationID: op.ID, Tenant: tenant,
+		Failure: &workflow.StepError{Error: workflow.FailureSellerDidNotComplete, Cause: "seller failed"}})
+	if err != nil || res.Status != workflow.StatusFailed || !res.Reported {
+		t.Fatalf("fail = %+v, %v", res, err)
+	}
+	args := lastArgs(t, e.gov.CallsTo("report_plan_outcome"))
+	if rerr, _ := args["error"].(map[string]any); args["outcome"] != "failed" || rerr["code"] != "PRODUCT_UNAVAILABLE" {
+		t.Fatalf("report = %v, want the seller's code", args)
+	}
+	if o := e.op(op.ID); o.ErrorCode != "PRODUCT_UNAVAILABLE" || !strings.Contains(o.Reason, "PRODUCT_UNAVAILABLE") {
+		t.Fatalf("operation reason %q code %q", o.Reason, o.ErrorCode)
+	}
+}
+
+func TestPollLateStatusNeverOverwritesNewer(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	op, out := e.placed("approved,async_complete")
+	task := e.seller.Tasks()[0].ID
+	if _, err := e.seller.Advance(task); err != nil { // the seller says working
+		t.Fatal(err)
+	}
+	// While the poll is in flight, a webhook records the completion.
+	var once atomic.Bool
+	e.api.beforePoll = func() {
+		if once.CompareAndSwap(false, true) {
+			mb := "mb_from_webhook"
+			if _, err := e.store.Transition(context.Background(), tenant, op.ID, workflow.StatusCompleted, ledger.AnyVersion,
+				ledger.Changes{MediaBuyID: &mb, Actor: "seller:" + sellerID, EventType: "webhook"}); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	got, err := e.pollStage.PollSeller(context.Background(), pollIn(op, out.Next, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != workflow.StatusCompleted || !got.Terminal {
+		t.Fatalf("output = %+v, want the ledger's completed", got)
+	}
+	if o := e.op(op.ID); o.Status != workflow.StatusCompleted || o.MediaBuyID != "mb_from_webhook" {
+		t.Fatalf("operation = %+v", o)
+	}
+}
+
+func TestPollDeadlineExceeded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	op, out := e.placed("approved,async_complete")
+	wait := out.Next
+	wait.DeadlineUnix = e.clock.Now().Add(-time.Second).Unix()
+	got, err := e.pollStage.PollSeller(context.Background(), pollIn(op, wait, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.DeadlineExceeded || got.Terminal || !got.NeedsDecision() {
+		t.Fatalf("output = %+v, want deadline_exceeded", got)
+	}
+	// Park hands the same decision on at once.
+	if err := e.pollStage.Park(context.Background(), parkIn(op, "token-1", got)); err != nil {
+		t.Fatal(err)
+	}
+	if c := e.completed(); len(c) != 1 || !c[0].Output.DeadlineExceeded {
+		t.Fatalf("completions = %+v", c)
+	}
+}
+
+func TestPollLoopBudgetContinuesAsNew(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	op, out := e.placed("approved,async_complete")
+	wait := out.Next
+	wait.Round = cfg().LoopBudget - 1
+	got, err := e.pollStage.PollSeller(context.Background(), pollIn(op, wait, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.ContinueAsNew || got.NextGeneration != 3 || got.NextExecutionName != workflow.ExecutionName(op.ID, 3) ||
+		got.NextExecutionName != op.ID+"-g3" || got.Next.Round != 0 || got.Next.DeadlineUnix != wait.DeadlineUnix {
+		t.Fatalf("output = %+v", got)
+	}
+}
+
+func TestHandlersRefuseBadInput(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	_, err := handle(t, e.pollStage.Handle, map[string]any{"action": "nope"})
+	wantBare(t, err, "InvalidInputError")
+	_, err = handle(t, e.govStage.Handle, workflow.StageInput{Action: workflow.ActionCheck, OperationID: "missing", Tenant: tenant, Config: cfg()})
+	wantBare(t, err, "NotFoundError")
+	_, err = handle(t, e.createStage.Handle, workflow.StageInput{Action: workflow.ActionCreate, OperationID: "x", Tenant: tenant})
+	wantBare(t, err, "InvalidInputError")
+}
+
+func TestPollAfterSellerInputApprovedDoesNotAskAgain(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	op, out := e.placed("approved,input_required")
+	// notify moved the operation to awaiting_approval; the approver said yes.
+	if _, err := e.store.Transition(context.Background(), tenant, op.ID, workflow.StatusAwaitingApproval, ledger.AnyVersion,
+		ledger.Changes{Actor: "system"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.pollStage.PollSeller(context.Background(), pollIn(op, out.Next, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.NeedsDecision() || got.Status != workflow.StatusAwaitingApproval {
+		t.Fatalf("output = %+v: a seller still saying input-required must not ask the approver again", got)
+	}
+	task := e.seller.Tasks()[0].ID
+	for range 2 { // working, completed
+		if _, err := e.seller.Advance(task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err = e.pollStage.PollSeller(context.Background(), pollIn(op, got.Next, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != workflow.StatusCompleted || !got.Terminal || e.op(op.ID).MediaBuyID == "" {
+		t.Fatalf("output = %+v, operation %+v", got, e.op(op.ID))
+	}
+}

@@ -1,0 +1,315 @@
+package stage
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	mathrand "math/rand/v2"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/sellertask"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// Ledger is the part of the ledger the stages use; *ledger.Store satisfies it.
+type Ledger interface {
+	GetOperation(ctx context.Context, tenant, id string) (*ledger.Operation, error)
+	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch ledger.Changes) (*ledger.Operation, error)
+	SetTaskToken(ctx context.Context, tenant, id, token string) (*ledger.Operation, error)
+	ClearTaskToken(ctx context.Context, tenant, id, token string) error
+	PutIntent(ctx context.Context, in ledger.Intent) (*ledger.Intent, bool, error)
+	GetIntent(ctx context.Context, tenant, operationID, task string) (*ledger.Intent, error)
+	AppendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) error
+	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (ledger.Page[ledger.Event], error)
+	AcquireLock(ctx context.Context, name, owner string, ttl time.Duration) (ledger.Lease, error)
+	ReleaseLock(ctx context.Context, l ledger.Lease) error
+}
+
+var _ Ledger = (*ledger.Store)(nil)
+
+// AdCP is the part of the AdCP client the stages use; *adcp.Client satisfies it.
+type AdCP interface {
+	CheckGovernance(ctx context.Context, agentID string, req adcp.CheckGovernanceRequest) (*adcp.GovernanceResult, error)
+	GetTaskStatus(ctx context.Context, agentID string, req adcp.GetTaskStatusRequest) (*adcp.TaskStatusResult, error)
+	CreateMediaBuy(ctx context.Context, agentID string, in adcp.Intent) (*adcp.MediaBuyResult, error)
+	UpdateMediaBuy(ctx context.Context, agentID string, in adcp.Intent) (*adcp.MediaBuyResult, error)
+	GetMediaBuys(ctx context.Context, agentID string, req adcp.GetMediaBuysRequest) (*adcp.GetMediaBuysResult, error)
+	ReportPlanOutcome(ctx context.Context, agentID string, in adcp.Intent) (*adcp.OutcomeResult, error)
+}
+
+var _ AdCP = (*adcp.Client)(nil)
+
+// Options are the knobs every stage has a default for; the zero Options is production's.
+type Options struct {
+	// Now is the clock (default time.Now); it should be the ledger's clock too.
+	Now func() time.Time
+	// Rand returns floats in [0,1) for the poll jitter (default math/rand/v2).
+	Rand func() float64
+	// NewToken returns a fresh random webhook token (default 32 random bytes, hex).
+	NewToken func() (string, error)
+	// MaxConditionRounds bounds check_governance rounds with conditions (default 3).
+	MaxConditionRounds int
+	// Metrics receives the stage's metrics (GovernanceDenied, AdcpErrors by Code, Timeouts by
+	// Kind, ...); the function's wiring flushes it once per invocation. Nil records nothing.
+	Metrics *metrics.Recorder
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Stage is what the stage use cases share: the ledger, the AdCP client, the webhook token
+// every governance check records and the create stage registers, the clock and the outputs.
+// Each use case embeds it.
+type Stage struct {
+	Ledger   Ledger
+	AdCP     AdCP
+	clock    func() time.Time
+	newToken func() (string, error)
+	Metrics  *metrics.Recorder
+	Log      *slog.Logger
+}
+
+// New returns the shared part of a stage, with o's defaults filled in.
+func New(l Ledger, a AdCP, o Options) Stage {
+	st := Stage{Ledger: l, AdCP: a, clock: o.Now, newToken: o.NewToken, Metrics: o.Metrics, Log: o.Logger}
+	if st.clock == nil {
+		st.clock = time.Now
+	}
+	if st.newToken == nil {
+		st.newToken = randomToken
+	}
+	if st.Log == nil {
+		st.Log = slog.Default()
+	}
+	return st
+}
+
+// OrMathRand is r, or math/rand/v2 when r is nil: the jitter of the first and later waits.
+func OrMathRand(r func() float64) func() float64 {
+	if r == nil {
+		return mathrand.Float64
+	}
+	return r
+}
+
+func randomToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("stages: random token: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// Now is the stage's clock, in UTC.
+func (s *Stage) Now() time.Time { return s.clock().UTC() }
+
+// Intent task names in the ledger.
+const (
+	IntentCreate       = "create_media_buy"
+	IntentCancel       = "update_media_buy#cancel"
+	IntentReportPrefix = "report_plan_outcome#"
+	intentPushToken    = "push_token"
+	IntentCheckPrefix  = ledger.CheckedIntentPrefix
+	IntentReviewPrefix = "check_governance#review#v"
+)
+
+// Request mirrors the JSON submit stores in Operation.Request (mediabuy.SubmitRequest).
+type Request struct {
+	SellerID   string `json:"seller_id"`
+	Governance struct {
+		AgentID string `json:"agent_id"`
+		PlanID  string `json:"plan_id"`
+	} `json:"governance"`
+	Currency        string          `json:"currency"`
+	RequireApproval bool            `json:"require_approval"`
+	MediaBuy        json.RawMessage `json:"media_buy"`
+}
+
+func ParseRequest(op *ledger.Operation) (*Request, error) {
+	var r Request
+	if err := json.Unmarshal(op.Request, &r); err != nil {
+		return nil, &workflow.TerminalError{Code: "bad_stored_request", Reason: fmt.Sprintf("operation %s: stored request is not a submit request: %v", op.ID, err)}
+	}
+	if r.SellerID == "" {
+		r.SellerID = op.SellerID
+	}
+	if r.Governance.AgentID == "" {
+		r.Governance.AgentID = op.GovernanceAgentID
+	}
+	if len(bytes.TrimSpace(r.MediaBuy)) == 0 || r.Governance.PlanID == "" || r.Governance.AgentID == "" || r.SellerID == "" {
+		return nil, &workflow.TerminalError{Code: "bad_stored_request", Reason: fmt.Sprintf("operation %s: stored request lacks seller, governance agent, plan or media_buy", op.ID)}
+	}
+	return &r, nil
+}
+
+// account returns media_buy.account, for polls and reads at the seller.
+func (r *Request) Account() *adcp.AccountRef {
+	var mb struct {
+		Account *adcp.AccountRef `json:"account"`
+	}
+	if json.Unmarshal(r.MediaBuy, &mb) != nil {
+		return nil
+	}
+	return mb.Account
+}
+
+// load reads the tenant's operation, mapping a missing one to workflow.NotFoundError.
+func (s *Stage) Load(ctx context.Context, tenant, id string) (*ledger.Operation, error) {
+	if tenant == "" || id == "" {
+		return nil, &workflow.InvalidInputError{Field: "operation_id", Reason: "operation_id and tenant are required"}
+	}
+	op, err := s.Ledger.GetOperation(ctx, tenant, id)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return nil, &workflow.NotFoundError{OperationID: id}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("stages: read operation %s: %w", id, err)
+	}
+	return op, nil
+}
+
+// move transitions op to to, forward only (sellertask.Move, no retry of a lost transaction
+// race: the ASL retries the TransientError). A refused transition is "no change": it returns
+// the current operation and moved=false. A missing operation is a NotFoundError.
+func (s *Stage) Move(ctx context.Context, op *ledger.Operation, to workflow.Status, ch ledger.Changes) (cur *ledger.Operation, moved bool, err error) {
+	cur, moved, err = sellertask.Move(ctx, sellertask.Deps{Ledger: s.Ledger, Log: s.Log}, op, to, ch)
+	if err != nil {
+		return nil, false, MoveError(op, err)
+	}
+	return cur, moved, nil
+}
+
+// MoveError maps a failed sellertask call to the stage's errors: a missing operation is a
+// NotFoundError, a lost transaction race a TransientError the ASL retries.
+func MoveError(op *ledger.Operation, err error) error {
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return &workflow.NotFoundError{OperationID: op.ID}
+	case errors.Is(err, ledger.ErrContention):
+		return &workflow.TransientError{Reason: fmt.Sprintf("operation %s: concurrent write, retry", op.ID)}
+	default:
+		return fmt.Errorf("stages: %w", err)
+	}
+}
+
+// event appends an audit event; a failure is logged, not returned: the event is a record of a
+// step that already happened and must not make the step run twice.
+func (s *Stage) Event(ctx context.Context, op *ledger.Operation, ev ledger.Event) {
+	if ev.Amount == "" && op.BudgetTotal != "" {
+		ev.Amount, ev.Currency = op.BudgetTotal, op.Currency
+	}
+	if err := s.Ledger.AppendEvent(ctx, op.Tenant, op.ID, ev); err != nil {
+		s.Log.WarnContext(ctx, "audit event not recorded", "operationId", op.ID, "eventType", ev.Type, "err", err)
+	}
+}
+
+// CallError turns a failed AdCP call into the workflow error the ASL matches: retry the same
+// intent (TransientError, with the agent's retry_after) or stop (TerminalError).
+func CallError(what string, err error) error {
+	var ae *adcp.Error
+	errors.As(err, &ae)
+	switch adcp.Decide(err) {
+	case adcp.DecisionRetry:
+		return &workflow.TransientError{Reason: what + ": " + err.Error(), RetryAfterSeconds: int(adcp.RetryAfter(err) / time.Second)}
+	default:
+		code := "adcp_error"
+		if ae != nil && ae.Code != "" {
+			code = ae.Code
+		}
+		return &workflow.TerminalError{Code: code, Reason: what + ": " + err.Error()}
+	}
+}
+
+// Unavailable turns a call the agent's circuit breaker refused (nothing was sent) into the
+// wait the state machine runs before the stage again, recorded on the buy's timeline; it
+// returns nil for any other error. role is RoleSeller or RoleGovernance.
+func (s *Stage) Unavailable(ctx context.Context, op *ledger.Operation, role, tool string, err error) *workflow.AgentUnavailable {
+	var u *adcp.UnavailableError
+	if !errors.As(err, &u) {
+		return nil
+	}
+	wait := max(int(math.Ceil(u.RetryAt.Sub(s.Now()).Seconds())), 1)
+	out := &workflow.AgentUnavailable{AgentID: u.Agent, Role: role, Since: RFC3339(u.Since), RetryInSeconds: wait}
+	s.Event(ctx, op, ledger.Event{Type: ledger.EventAgentUnavailable, Actor: ActorSystem, Reason: ledger.Clip(u.Error(), 500),
+		Detail: ledger.EventDetail(map[string]any{"agent_id": u.Agent, "role": role, "tool": tool, "since": out.Since, "retry_at": RFC3339(u.RetryAt)})})
+	s.Log.InfoContext(ctx, "agent unavailable, waiting", "operationId", op.ID, "agent", u.Agent, "role", role, "retryInSeconds", wait)
+	return out
+}
+
+func ErrorCode(err error) string {
+	var ae *adcp.Error
+	if errors.As(err, &ae) {
+		return ae.Code
+	}
+	return ""
+}
+
+// fixIntent returns the operation's stored intent name, or builds, stores (write-ahead) and
+// returns a new one. existed is true when a stored intent was found: sending it is a resend.
+func (s *Stage) FixIntent(ctx context.Context, op *ledger.Operation, name, tool string, build func() (adcp.Intent, error)) (in adcp.Intent, existed bool, err error) {
+	stored, err := s.Ledger.GetIntent(ctx, op.Tenant, op.ID, name)
+	switch {
+	case err == nil:
+		return fromLedger(stored, tool), true, nil
+	case !errors.Is(err, ledger.ErrNotFound):
+		return adcp.Intent{}, false, fmt.Errorf("stages: read intent %s of %s: %w", name, op.ID, err)
+	}
+	in, err = build()
+	if err != nil {
+		return adcp.Intent{}, false, err
+	}
+	got, created, err := s.Ledger.PutIntent(ctx, ledger.Intent{Tenant: op.Tenant, OperationID: op.ID, Task: name,
+		IdempotencyKey: in.Key, Request: in.Body, CreatedAt: in.Created})
+	if err != nil {
+		return adcp.Intent{}, false, fmt.Errorf("stages: store intent %s of %s: %w", name, op.ID, err)
+	}
+	if !created {
+		return fromLedger(got, tool), true, nil
+	}
+	return in, false, nil
+}
+
+// fromLedger rebuilds a stored intent as a resend (Attempt 1): same key, same bytes.
+func fromLedger(li *ledger.Intent, tool string) adcp.Intent {
+	return adcp.Intent{Task: tool, Key: li.IdempotencyKey, Body: li.Request, Created: li.CreatedAt, Attempt: 1}
+}
+
+// pushToken returns the operation's webhook token, creating it once.
+func (s *Stage) PushToken(ctx context.Context, op *ledger.Operation) (string, error) {
+	stored, err := s.Ledger.GetIntent(ctx, op.Tenant, op.ID, intentPushToken)
+	if err == nil {
+		return string(stored.Request), nil
+	}
+	if !errors.Is(err, ledger.ErrNotFound) {
+		return "", fmt.Errorf("stages: read webhook token of %s: %w", op.ID, err)
+	}
+	tok, err := s.newToken()
+	if err != nil {
+		return "", err
+	}
+	got, _, err := s.Ledger.PutIntent(ctx, ledger.Intent{Tenant: op.Tenant, OperationID: op.ID, Task: intentPushToken,
+		IdempotencyKey: "push-token-" + op.ID, Request: []byte(tok), CreatedAt: s.Now()})
+	if err != nil {
+		return "", fmt.Errorf("stages: store webhook token of %s: %w", op.ID, err)
+	}
+	return string(got.Request), nil
+}
+
+const ActorSystem = "system"
+
+// The roles of an agent for a buy, in workflow.AgentUnavailable.
+const (
+	RoleSeller     = "seller"
+	RoleGovernance = "governance"
+)
+
+func SellerActor(id string) string     { return "seller:" + id }
+func GovernanceActor(id string) string { return "governance:" + id }

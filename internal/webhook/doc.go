@@ -1,0 +1,47 @@
+// Package webhook receives AdCP seller webhooks (POST /v1/webhooks/adcp/{operation_id},
+// API Gateway HTTP API v2): the use case behind functions/webhook.
+//
+// Order of a delivery, and what each step may store:
+//
+//  1. Refusals that need no key and store nothing: a method other than POST (405), a
+//     Content-Type other than application/json (415), a body over 1 MB (413), measured on the
+//     raw bytes (base64-decoded when API Gateway encoded them).
+//  2. The operation is found by id alone (Operations; the route carries no tenant). An unknown
+//     or malformed id is answered by a decoy RFC 9421 verifier whose key nobody holds, so the
+//     401 is the one a seller's verifier would give and says nothing about which operations
+//     exist.
+//  3. The operation's seller's verifier (RFC 9421, HMAC or Bearer, never a fallback) checks the
+//     raw bytes against the exact target URI (BUYFLOW_PUBLIC_BASE_URL + the path from
+//     /v1/webhooks/adcp/ when configured, else https://<domainName><rawPath>, plus ?rawQuery).
+//     A failure is 401 with WWW-Authenticate: Signature error="<code>" and nothing stored (the
+//     verifier records the (keyid, nonce) pair only after every check passed).
+//  4. The payload (core/mcp-webhook-payload.json) is parsed and correlated by what the
+//     signature covers: the URL path names the operation; a body operation_id (3.1; 3.0
+//     sellers leave it out) must equal it; the token echo must hash to the operation's
+//     WebhookTokenHash (constant-time compare; 503 while the create's answer, which records the
+//     hash, is not stored yet); task_id must be the operation's seller task. A sync-… task id
+//     for an operation created synchronously (the completion webhook a 3.0 seller sends after
+//     an inline answer) is acknowledged with 2xx and an event, changing nothing. A refusal here
+//     stores nothing but the transport nonce of an authentic request. Every 4xx is counted in
+//     WebhookRejected (by Code, by Seller); every authenticated 2xx in WebhookAccepted.
+//  5. The receipt (authenticated seller id = the operation's seller, idempotency_key) is written
+//     with a conditional put before any side effect; a live receipt means duplicate: 200, nothing
+//     else.
+//  6. The update is applied forward only (workflow.FromTaskStatus; media_buy_id from the result
+//     via adcp.DecodeMediaBuy). A transition the ledger refuses (an older or equal status) is
+//     "stale" and leaves an audit event; a delivery about another task type, or a
+//     status without lifecycle meaning, is "ignored" and leaves an audit event.
+//  7. When the applied status needs the state machine (sellertask.WakeOutput(...).NeedsDecision()),
+//     the parked token is cleared (conditional: one waker wins) and completed with the wake
+//     output. A gone token is fine; a failed wake is logged: the ledger holds the truth and the
+//     wait's timeout polls it.
+//  8. 200 {"outcome": "..."}; one structured log line per delivery (operationId, seller, status,
+//     outcome, httpStatus, code). Tokens, signatures and bodies are never logged.
+//
+// Known limits: ordering is by the ledger's forward-only transition table, not yet by the
+// seller's timestamp, so a late working after input-required (a legal move in both directions)
+// is applied; the ledger would need the seller's last event time on the operation, compared in
+// the transition's condition. After the receipt, a ledger failure is answered 5xx and the
+// receipt is released, so the seller's retry applies the update; if the release fails too, the
+// retry is taken for a duplicate and the wait's timeout poll recovers the update.
+package webhook

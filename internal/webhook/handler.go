@@ -1,0 +1,331 @@
+package webhook
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/httpapi"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/topology"
+	"github.com/buyflow/buyflow/internal/webhookauth"
+)
+
+// Outcome is what became of one delivery; it is logged and answered.
+type Outcome string
+
+// The outcomes of a delivery.
+const (
+	// OutcomeApplied: the update moved the operation forward.
+	OutcomeApplied Outcome = "applied"
+	// OutcomeDuplicate: a live receipt for (seller, idempotency_key) exists; nothing was done.
+	OutcomeDuplicate Outcome = "duplicate"
+	// OutcomeStale: the ledger already holds this status or a newer one; an event records it.
+	OutcomeStale Outcome = "stale"
+	// OutcomeIgnored: an authenticated, deduplicated delivery that does not concern the
+	// operation's lifecycle (another task type, a status without lifecycle meaning); an event
+	// records it.
+	OutcomeIgnored Outcome = "ignored"
+	// OutcomeAcknowledged: the completion webhook a 3.0 seller sends after a synchronous create
+	// (task id sync-…, a task buyflow never saw); an event records it, nothing else changes.
+	OutcomeAcknowledged Outcome = "acknowledged"
+	// OutcomeRefused: the delivery was refused (4xx) and nothing was stored.
+	OutcomeRefused Outcome = "refused"
+	// OutcomeError: a dependency failed (5xx); the seller retries.
+	OutcomeError Outcome = "error"
+)
+
+// Answer is the body of a 2xx answer.
+type Answer struct {
+	Outcome Outcome `json:"outcome"`
+}
+
+// HandleHTTP answers POST /v1/webhooks/adcp/{operation_id} (API Gateway HTTP API, payload
+// 2.0). The error is always nil: every answer, refusals included, is a response.
+func (s *Service) HandleHTTP(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	r := s.handle(ctx, req)
+	if r.refused {
+		s.countRejected(r)
+	}
+	attrs := []any{"operationId", r.opID, "seller", r.seller, "status", r.status, "outcome", r.outcome, "httpStatus", r.resp.StatusCode}
+	if r.code != "" {
+		attrs = append(attrs, "code", r.code)
+	}
+	if r.err != nil {
+		attrs = append(attrs, "err", r.err.Error())
+		s.log.WarnContext(ctx, "webhook delivery", attrs...)
+	} else {
+		s.log.InfoContext(ctx, "webhook delivery", attrs...)
+	}
+	return r.resp, nil
+}
+
+// result is one handled delivery, for the answer and the log line.
+type result struct {
+	resp                 events.APIGatewayV2HTTPResponse
+	opID, seller, status string
+	outcome              Outcome
+	code                 string
+	err                  error // logged (never a token or a signature)
+	refused              bool  // a 4xx: counted in WebhookRejected
+}
+
+func (r *result) refuse(status int, code, message string) result {
+	r.resp, r.outcome, r.code = httpapi.Error(status, code, message, ""), OutcomeRefused, code
+	r.refused = true
+	return *r
+}
+
+func (r *result) fail(code string, err error) result {
+	r.resp = httpapi.Error(http.StatusServiceUnavailable, code, "the webhook could not be processed now; retry later", "")
+	r.resp.Headers["Retry-After"] = "5"
+	r.outcome, r.code, r.err = OutcomeError, code, err
+	return *r
+}
+
+func (r *result) ok(o Outcome) result {
+	r.resp, r.outcome = httpapi.JSON(http.StatusOK, Answer{Outcome: o}), o
+	return *r
+}
+
+func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) result {
+	r := &result{opID: operationIDOf(req)}
+	if !ValidOperationID(r.opID) {
+		r.opID = "" // never log what an anonymous caller put in the path
+	}
+	if m := req.RequestContext.HTTP.Method; m != "" && !strings.EqualFold(m, http.MethodPost) {
+		out := r.refuse(http.StatusMethodNotAllowed, "method_not_allowed", "use POST")
+		out.resp.Headers["Allow"] = http.MethodPost
+		return out
+	}
+	// Cheap refusals first, before any key is fetched or any signature is checked.
+	if !httpapi.IsJSON(httpapi.Header(req, "Content-Type")) {
+		return r.refuse(http.StatusUnsupportedMediaType, "unsupported_media_type", "webhooks must be application/json")
+	}
+	body, ok := rawBody(req)
+	if !ok {
+		return r.refuse(http.StatusRequestEntityTooLarge, "body_too_large", "webhook bodies are limited to 1 MB")
+	}
+	if body == nil {
+		return r.refuse(http.StatusBadRequest, "body_malformed", "the body is not valid base64")
+	}
+	wreq := webhookauth.Request{Method: http.MethodPost, URL: s.targetURL(req), Header: headers(req), Body: body}
+
+	var op *ledger.Operation
+	if r.opID != "" {
+		found, err := s.cfg.Operations.FindOperation(ctx, r.opID)
+		switch {
+		case err == nil:
+			op = found
+		case !errors.Is(err, ledger.ErrNotFound):
+			return r.fail("ledger_unavailable", err)
+		}
+	}
+	if op == nil {
+		// Unknown operation: answer as a 9421 seller's verifier would, revealing nothing.
+		_, err := s.decoy.Verify(ctx, wreq)
+		if webhookauth.Code(err) == "" || errors.Is(err, webhookauth.ErrBodyMalformed) {
+			err = webhookauth.ErrUnknownKey
+		}
+		return s.authFailure(r, err)
+	}
+	r.seller = op.SellerID
+	v, err := s.verifier(ctx, op.SellerID)
+	if err != nil {
+		return r.fail("registry_unavailable", err)
+	}
+	if v == nil {
+		return r.fail("seller_not_configured", errors.New("no webhook verifier for the operation's seller"))
+	}
+	if _, err := v.Verify(ctx, wreq); err != nil {
+		return s.authFailure(r, err)
+	}
+
+	d, err := ParseDelivery(body)
+	if err != nil {
+		var de *DeliveryError
+		errors.As(err, &de)
+		return r.refuse(http.StatusBadRequest, "invalid_payload", de.Error())
+	}
+	r.status = d.Status
+	// Correlation by what the signature covers: the operation is the URL path's; a body
+	// operation_id (3.1) must agree, and the task must be the operation's.
+	if d.OperationID != "" && d.OperationID != op.ID {
+		return r.refuse(http.StatusBadRequest, "operation_mismatch", "the payload's operation_id is not the one in the URL")
+	}
+	syncEcho := isSyncEcho(op, d)
+	switch {
+	case op.WebhookTokenHash == "" && !syncEcho:
+		// The create registered a token, but its answer is not recorded yet (the seller was
+		// quicker than the create stage): the echo cannot be checked now, so the seller retries.
+		return r.fail("operation_not_ready", errors.New("the operation's webhook token is not recorded yet"))
+	case op.WebhookTokenHash != "" && !tokenMatches(d.Token, op.WebhookTokenHash):
+		return r.refuse(http.StatusForbidden, "token_mismatch", "the token does not echo the one registered for this operation")
+	case !syncEcho && op.SellerTaskID != "" && d.TaskID != op.SellerTaskID,
+		!syncEcho && op.SellerTaskID == "" && op.MediaBuyID != "":
+		return r.refuse(http.StatusBadRequest, "task_mismatch", "the payload's task_id is not the operation's seller task")
+	}
+
+	// Mark the event processed before any side effect, so a redelivery cannot repeat one.
+	dup, err := s.cfg.Ledger.RecordReceipt(ctx, ledger.Receipt{SellerID: op.SellerID, IdempotencyKey: d.IdempotencyKey,
+		Tenant: op.Tenant, OperationID: op.ID, TaskID: d.TaskID, ReceivedAt: s.now()})
+	if err != nil {
+		return r.fail("ledger_unavailable", err)
+	}
+	s.accepted(ctx, op.SellerID)
+	if dup {
+		s.cfg.Metrics.Count(metrics.WebhookDuplicates, nil, 1)
+		return r.ok(OutcomeDuplicate)
+	}
+	if syncEcho {
+		s.event(ctx, op, ledger.Event{Type: ledger.EventWebhook, Actor: "seller:" + op.SellerID,
+			Reason: "acknowledged: the completion of a synchronous create, already recorded", Detail: deliveryDetail(d)})
+		return r.ok(OutcomeAcknowledged)
+	}
+	outcome, cur, err := s.apply(ctx, op, d)
+	if err != nil {
+		if rerr := s.cfg.Ledger.ReleaseReceipt(ctx, op.SellerID, d.IdempotencyKey); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		return r.fail("ledger_unavailable", err)
+	}
+	if outcome == OutcomeApplied {
+		if werr := s.wake(ctx, cur); werr != nil {
+			// The ledger holds the update; the wait's timeout polls and finds it.
+			r.err = werr
+		}
+	}
+	return r.ok(outcome)
+}
+
+// authFailure answers a verification error: 401 with WWW-Authenticate for a verdict on the
+// request (counted in WebhookSignatureFailures by its code and once with no dimension, unknown
+// operations included), 413/400
+// for the body, 503 when keys or the replay store are unavailable.
+func (s *Service) authFailure(r *result, err error) result {
+	code := webhookauth.Code(err)
+	switch {
+	case errors.Is(err, webhookauth.ErrBodyTooLarge):
+		return r.refuse(http.StatusRequestEntityTooLarge, "body_too_large", "webhook bodies are limited to 1 MB")
+	case errors.Is(err, webhookauth.ErrBodyMalformed):
+		return r.refuse(http.StatusBadRequest, code, "the body must be one JSON object without duplicate keys")
+	case code == "":
+		return r.fail("verification_unavailable", err)
+	}
+	s.cfg.Metrics.Count(metrics.WebhookSignatureFailures, metrics.Dims{"Code": code}, 1)
+	// Also with no dimension: the series the alarm reads (an alarm needs one exact dimension
+	// set, and Code varies).
+	s.cfg.Metrics.Count(metrics.WebhookSignatureFailures, nil, 1)
+	out := r.refuse(http.StatusUnauthorized, code, "the webhook signature was not accepted")
+	out.resp.Headers["WWW-Authenticate"] = webhookauth.WWWAuthenticate(err)
+	return out
+}
+
+// accepted counts an authenticated, correlated delivery in WebhookAccepted by seller: the
+// per-seller alarm fires when a seller's deliveries are refused and none is accepted.
+func (s *Service) accepted(ctx context.Context, sellerID string) {
+	s.cfg.Metrics.Count(metrics.WebhookAccepted, metrics.Dims{"Seller": sellerID}, 1)
+}
+
+// countRejected counts a refused delivery in WebhookRejected: by Code, by Seller when the
+// operation is known (the per-seller alarm compares it with WebhookAccepted), and once with
+// no dimension.
+func (s *Service) countRejected(r result) {
+	s.cfg.Metrics.Count(metrics.WebhookRejected, metrics.Dims{"Code": r.code}, 1)
+	if r.seller != "" {
+		s.cfg.Metrics.Count(metrics.WebhookRejected, metrics.Dims{"Seller": r.seller}, 1)
+	}
+	s.cfg.Metrics.Count(metrics.WebhookRejected, nil, 1)
+}
+
+// isSyncEcho reports whether d is the completion webhook a 3.0 seller sends after a
+// synchronous create: a sync-… task id for an operation whose create was answered inline
+// (no seller task). It is acknowledged and changes nothing: the create's answer already did.
+func isSyncEcho(op *ledger.Operation, d *Delivery) bool {
+	return op.SellerTaskID == "" && strings.HasPrefix(d.TaskID, syncTaskPrefix)
+}
+
+// operationIDOf returns the {operation_id} path parameter, or the last segment of the path.
+func operationIDOf(req events.APIGatewayV2HTTPRequest) string {
+	if id := req.PathParameters["operation_id"]; id != "" {
+		return id
+	}
+	p := req.RawPath
+	return p[strings.LastIndexByte(p, '/')+1:]
+}
+
+// rawBody returns the exact bytes the seller sent (base64-decoded when API Gateway encoded
+// them). ok is false when they exceed webhookauth.MaxBodyBytes; a nil body with ok means the
+// base64 is invalid.
+func rawBody(req events.APIGatewayV2HTTPRequest) (body []byte, ok bool) {
+	if !req.IsBase64Encoded {
+		if len(req.Body) > webhookauth.MaxBodyBytes {
+			return nil, false
+		}
+		return []byte(req.Body), true
+	}
+	if base64.StdEncoding.DecodedLen(len(req.Body)) > webhookauth.MaxBodyBytes+3 {
+		return nil, false
+	}
+	b, err := base64.StdEncoding.DecodeString(req.Body)
+	if err != nil {
+		return nil, true
+	}
+	if len(b) > webhookauth.MaxBodyBytes {
+		return nil, false
+	}
+	return b, true
+}
+
+// headers converts API Gateway's (lower-cased, comma-joined) headers to an http.Header.
+func headers(req events.APIGatewayV2HTTPRequest) http.Header {
+	h := make(http.Header, len(req.Headers))
+	for k, v := range req.Headers {
+		h.Set(k, v)
+	}
+	return h
+}
+
+// targetURL rebuilds the absolute URL the seller posted to, which its signature covers.
+func (s *Service) targetURL(req events.APIGatewayV2HTTPRequest) string {
+	path := req.RawPath
+	if path == "" {
+		path = req.RequestContext.HTTP.Path
+	}
+	// The $default stage is served at the root; some emulators still prefix it.
+	if rest, ok := strings.CutPrefix(path, "/$default/"); ok && req.RequestContext.Stage == "$default" {
+		path = "/" + rest
+	}
+	var u string
+	if i := strings.Index(path, topology.WebhookPathPrefix); s.cfg.PublicBaseURL != "" && i >= 0 {
+		u = s.cfg.PublicBaseURL + path[i:]
+	} else {
+		host := req.RequestContext.DomainName
+		if host == "" {
+			host = httpapi.Header(req, "Host")
+		}
+		u = "https://" + host + path
+	}
+	if req.RawQueryString != "" {
+		u += "?" + req.RawQueryString
+	}
+	return u
+}
+
+// verifier returns the operation's seller's verifier, nil when it has none.
+func (s *Service) verifier(ctx context.Context, sellerID string) (Verifier, error) {
+	if s.cfg.Sellers == nil {
+		return s.cfg.Verifiers[sellerID], nil
+	}
+	v, err := s.cfg.Sellers.Verifier(ctx, sellerID)
+	if errors.Is(err, adcp.ErrUnknownAgent) {
+		return nil, nil
+	}
+	return v, err
+}

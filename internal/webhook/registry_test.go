@@ -1,0 +1,136 @@
+package webhook_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/agents"
+	"github.com/buyflow/buyflow/internal/dynamotest"
+	"github.com/buyflow/buyflow/internal/webhook"
+	"github.com/buyflow/buyflow/internal/webhookauth"
+)
+
+// countingLister counts the registry loads.
+type countingLister struct {
+	agents.Source
+	loads atomic.Int32
+}
+
+func (c *countingLister) Documents(ctx context.Context) (map[string]string, error) {
+	c.loads.Add(1)
+	return c.Source.Documents(ctx)
+}
+
+func inlineJWKS(t *testing.T, keys map[string]ed25519.PrivateKey) json.RawMessage {
+	t.Helper()
+	var set struct {
+		Keys []json.RawMessage `json:"keys"`
+	}
+	for kid, k := range keys {
+		jwk, err := webhookauth.PublicJWK(kid, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		set.Keys = append(set.Keys, jwk)
+	}
+	b, _ := json.Marshal(set)
+	return b
+}
+
+// TestRotatedInlineKeyIsPickedUpOnFirstUse: an operator replaces a seller's inline JWKS
+// through the registry; the first webhook signed with the new key id reloads the registry
+// (one load), is verified with the new key and accepted, while a warm function never saw the
+// change before. Forged key ids then reload the registry at most once per KeyMissRefresh.
+func TestRotatedInlineKeyIsPickedUpOnFirstUse(t *testing.T) {
+	client, table := dynamotest.Start(t)
+	store := agents.NewStore(client, table)
+	ctx := context.Background()
+	_, oldKey, _ := ed25519.GenerateKey(rand.Reader)
+	_, newKey, _ := ed25519.GenerateKey(rand.Reader)
+	seller := agents.Record{Agent: adcp.Agent{ID: "acme", Role: adcp.RoleSeller, MCPURL: "https://acme.example/mcp", CredentialRef: "p/acme",
+		Webhook: &adcp.WebhookConfig{Mode: adcp.WebhookRFC9421, JWKS: inlineJWKS(t, map[string]ed25519.PrivateKey{"k-2026": oldKey})}}}
+	if _, err := store.Add(ctx, seller, "ops", agents.ActionAdded); err != nil {
+		t.Fatal(err)
+	}
+	clk := &clock{t: time.Now()}
+	src := &countingLister{Source: store}
+	cache := agents.NewCache(src)
+	cache.Now = clk.Now
+	if err := cache.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rv := &webhook.RegistryVerifiers{Registry: cache, Options: webhook.VerifierOptions{Now: clk.Now}}
+	verify := func(kid string, key ed25519.PrivateKey) error {
+		t.Helper()
+		v, err := rv.Verifier(ctx, "acme")
+		if err != nil || v == nil {
+			t.Fatalf("Verifier = %v, %v", v, err)
+		}
+		body := []byte(`{"task_id":"t1","status":"completed"}`)
+		r, _ := http.NewRequest(http.MethodPost, "https://api.example.com/v1/webhooks/adcp/op-1", nil)
+		r.Header.Set("Content-Type", "application/json")
+		if err := (&webhookauth.RFC9421Signer{KeyID: kid, Key: key, Now: clk.Now}).Sign(r, body); err != nil {
+			t.Fatal(err)
+		}
+		_, err = v.Verify(ctx, webhookauth.Request{Method: http.MethodPost, URL: r.URL.String(), Header: r.Header, Body: body})
+		return err
+	}
+	if err := verify("k-2026", oldKey); err != nil {
+		t.Fatalf("the configured key: %v", err)
+	}
+	// The seller rotates; the operator puts its new JWKS in the registry.
+	if _, err := store.Update(ctx, "acme", "ops", func(r *agents.Record) (string, string, error) {
+		r.Webhook.JWKS = inlineJWKS(t, map[string]ed25519.PrivateKey{"k-2027": newKey})
+		return agents.ActionUpdated, "webhook", nil
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(agents.DefaultMissGap) // well within the cache's TTL: the warm cache still has the old key
+	before := src.loads.Load()
+	if err := verify("k-2027", newKey); err != nil {
+		t.Fatalf("the first webhook signed with the rotated key: %v", err)
+	}
+	if got := src.loads.Load() - before; got != 1 {
+		t.Fatalf("%d registry loads for the new key id, want 1", got)
+	}
+	if err := verify("k-2026", oldKey); !errors.Is(err, webhookauth.ErrUnknownKey) {
+		t.Fatalf("the retired key still verifies: %v", err)
+	}
+	_, forged, _ := ed25519.GenerateKey(rand.Reader)
+	before = src.loads.Load()
+	for range 5 {
+		if err := verify("forged", forged); !errors.Is(err, webhookauth.ErrUnknownKey) {
+			t.Fatalf("forged key id: %v", err)
+		}
+	}
+	if got := src.loads.Load() - before; got != 0 {
+		t.Fatalf("forged key ids right after a reload cost %d loads, want 0", got)
+	}
+	clk.Advance(webhook.DefaultKeyMissRefresh)
+	before = src.loads.Load()
+	for range 5 {
+		_ = verify("forged", forged)
+	}
+	if got := src.loads.Load() - before; got != 1 {
+		t.Fatalf("forged key ids after the gap cost %d loads, want 1", got)
+	}
+}
+
+// TestRegistryVerifiersUnknownSeller: a seller the registry does not have gets no verifier
+// (the receiver answers as for any seller without one) and an unreadable registry is an error.
+func TestRegistryVerifiersUnknownSeller(t *testing.T) {
+	client, table := dynamotest.Start(t)
+	cache := agents.NewCache(agents.NewStore(client, table))
+	rv := &webhook.RegistryVerifiers{Registry: cache}
+	if _, err := rv.Verifier(context.Background(), "nobody"); !errors.Is(err, adcp.ErrUnknownAgent) {
+		t.Fatalf("unknown seller: %v", err)
+	}
+}

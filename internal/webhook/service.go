@@ -1,0 +1,139 @@
+package webhook
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/webhookauth"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// Ledger is the part of the ledger the receiver writes; *ledger.Store satisfies it.
+type Ledger interface {
+	RecordReceipt(ctx context.Context, r ledger.Receipt) (duplicate bool, err error)
+	// ReleaseReceipt deletes a receipt RecordReceipt stored, so that a delivery whose update
+	// could not be recorded (a ledger failure after the receipt) is answered 5xx and applied by
+	// the seller's retry instead of being taken for a duplicate.
+	ReleaseReceipt(ctx context.Context, sellerID, idempotencyKey string) error
+	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch ledger.Changes) (*ledger.Operation, error)
+	AppendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) error
+	ClearTaskToken(ctx context.Context, tenant, id, token string) error
+}
+
+var (
+	_ Ledger     = (*ledger.Store)(nil)
+	_ Operations = (*ledger.Store)(nil)
+)
+
+// Operations finds an operation by its id alone: the webhook route is public and carries no
+// tenant. It returns an error matching ledger.ErrNotFound for an unknown id; *ledger.Store
+// implements it through its operation-id index.
+type Operations interface {
+	FindOperation(ctx context.Context, id string) (*ledger.Operation, error)
+}
+
+// Verifier authenticates a webhook for one seller; *webhookauth.Verifier satisfies it.
+type Verifier interface {
+	Verify(ctx context.Context, req webhookauth.Request) (webhookauth.Result, error)
+}
+
+var _ Verifier = (*webhookauth.Verifier)(nil)
+
+// Tasks completes a parked Step Functions task token; *sfn.Client satisfies it. A token that is
+// already gone is an error matching sfn.ErrTaskGone.
+type Tasks interface {
+	Succeed(ctx context.Context, token string, output any) error
+}
+
+// Config holds a Service's dependencies and settings.
+type Config struct {
+	Ledger     Ledger
+	Operations Operations
+	// Verifiers holds one verifier per configured agent id (the operation's seller is used);
+	// Sellers, when set instead, gives them from the agent registry (RegistryVerifiers).
+	Verifiers map[string]Verifier
+	Sellers   VerifierSource
+	Tasks     Tasks
+	// RunConfig is the workflow timing used to build the wake output (default
+	// workflow.DefaultRunConfig()); only the deadline and the first interval matter there.
+	RunConfig workflow.RunConfig
+	// PublicBaseURL, when set, is the HTTP API's public root (BUYFLOW_PUBLIC_BASE_URL): the
+	// target URI is rebuilt as PublicBaseURL + the path from /v1/webhooks/adcp/ on, which is
+	// exactly what the create stage registered with the seller. Without it the URI is
+	// https://<domainName><rawPath>, which is wrong behind a custom domain with an API
+	// mapping (API Gateway puts the stage, not the mapping key, into rawPath).
+	PublicBaseURL string
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Metrics receives the receiver's metrics (WebhookSignatureFailures by Code,
+	// WebhookDuplicates, ...); the function's wiring flushes it once per invocation. Nil
+	// records nothing.
+	Metrics *metrics.Recorder
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Service receives seller webhooks. It is safe for concurrent use.
+type Service struct {
+	cfg   Config
+	decoy Verifier
+	log   *slog.Logger
+}
+
+// New returns a Service for cfg.
+func New(cfg Config) (*Service, error) {
+	switch {
+	case cfg.Ledger == nil:
+		return nil, errors.New("webhook: a ledger is required")
+	case cfg.Operations == nil:
+		return nil, errors.New("webhook: an operation finder is required")
+	case cfg.Tasks == nil:
+		return nil, errors.New("webhook: a task completer is required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.RunConfig == (workflow.RunConfig{}) {
+		cfg.RunConfig = workflow.DefaultRunConfig()
+	}
+	cfg.PublicBaseURL = strings.TrimRight(cfg.PublicBaseURL, "/")
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	decoy, err := newDecoy(cfg.Now)
+	if err != nil {
+		return nil, err
+	}
+	return &Service{cfg: cfg, decoy: decoy, log: log}, nil
+}
+
+// newDecoy returns an RFC 9421 verifier whose only key nobody holds. A delivery for an unknown
+// operation is run through it, so the answer (a 401 with the code a 9421 seller's verifier
+// would give to the same headers) says nothing about which operations exist.
+func newDecoy(now func() time.Time) (Verifier, error) {
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("webhook: decoy key: %w", err)
+	}
+	jwk, err := webhookauth.PublicJWK("decoy", key)
+	if err != nil {
+		return nil, fmt.Errorf("webhook: decoy key: %w", err)
+	}
+	v, err := webhookauth.New(webhookauth.Config{Mode: webhookauth.ModeRFC9421, JWKS: []byte(`{"keys":[` + string(jwk) + `]}`),
+		Replay: webhookauth.NewMemoryReplayStore(0, now), AllowHTTP: true, Now: now})
+	if err != nil {
+		return nil, fmt.Errorf("webhook: decoy verifier: %w", err)
+	}
+	return v, nil
+}
+
+func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
