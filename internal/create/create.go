@@ -62,8 +62,8 @@ func (s *Create) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (wo
 	}
 	if !op.GovernanceExpiresAt.IsZero() && !now.Before(op.GovernanceExpiresAt) {
 		checked, err := s.recheck(ctx, op, req)
-		if wait := s.Unavailable(ctx, op, stage.RoleGovernance, adcp.ToolCheckGovernance, err); wait != nil {
-			return workflow.SellerOutput{Status: op.Status, Unavailable: wait}, nil
+		if wait, waitErr := s.Unavailable(ctx, op, in.Config, stage.RoleGovernance, adcp.ToolCheckGovernance, err); wait != nil || waitErr != nil {
+			return workflow.SellerOutput{Status: op.Status, Unavailable: wait}, waitErr
 		}
 		if err != nil {
 			return workflow.SellerOutput{}, err
@@ -90,8 +90,8 @@ func (s *Create) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (wo
 	if existed {
 		// A lapsed claim: an earlier attempt may have reached the seller. Look before resending.
 		out, done, err := s.reconcile(ctx, op, req, in.Config, token, now)
-		if wait := s.Unavailable(ctx, op, stage.RoleSeller, adcp.ToolGetMediaBuys, err); wait != nil {
-			return workflow.SellerOutput{Status: op.Status, Unavailable: wait}, nil
+		if wait, waitErr := s.Unavailable(ctx, op, in.Config, stage.RoleSeller, adcp.ToolGetMediaBuys, err); wait != nil || waitErr != nil {
+			return workflow.SellerOutput{Status: op.Status, Unavailable: wait}, waitErr
 		}
 		if err != nil || done {
 			return out, err
@@ -99,8 +99,8 @@ func (s *Create) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (wo
 	}
 
 	res, err := s.AdCP.CreateMediaBuy(ctx, req.SellerID, intent)
-	if wait := s.Unavailable(ctx, op, stage.RoleSeller, adcp.ToolCreateMediaBuy, err); wait != nil {
-		return workflow.SellerOutput{Status: op.Status, Unavailable: wait}, nil
+	if wait, waitErr := s.Unavailable(ctx, op, in.Config, stage.RoleSeller, adcp.ToolCreateMediaBuy, err); wait != nil || waitErr != nil {
+		return workflow.SellerOutput{Status: op.Status, Unavailable: wait}, waitErr
 	}
 	if err != nil {
 		s.CountAdcpError(err)

@@ -125,8 +125,8 @@ func (s *Governance) Check(ctx context.Context, in workflow.StageInput) (workflo
 	)
 	if review != nil {
 		res, err = s.pollReview(ctx, op, req, review)
-		if wait := s.Unavailable(ctx, op, stage.RoleGovernance, adcp.ToolGetTaskStatus, err); wait != nil {
-			return workflow.GovernanceOutput{Decision: workflow.GovernanceAgentUnavailable, Unavailable: wait}, nil
+		if wait, waitErr := s.Unavailable(ctx, op, in.Config, stage.RoleGovernance, adcp.ToolGetTaskStatus, err); wait != nil || waitErr != nil {
+			return workflow.GovernanceOutput{Decision: workflow.GovernanceAgentUnavailable, Unavailable: wait}, waitErr
 		}
 		if err != nil {
 			return workflow.GovernanceOutput{}, err
@@ -148,8 +148,8 @@ func (s *Governance) Check(ctx context.Context, in workflow.StageInput) (workflo
 				PlanID: req.Governance.PlanID, Caller: s.callerURI, Tool: adcp.ToolCreateMediaBuy,
 				Payload: payload, PurchaseType: "media_buy",
 			})
-			if wait := s.Unavailable(ctx, op, stage.RoleGovernance, adcp.ToolCheckGovernance, err); wait != nil {
-				return workflow.GovernanceOutput{Decision: workflow.GovernanceAgentUnavailable, Unavailable: wait}, nil
+			if wait, waitErr := s.Unavailable(ctx, op, in.Config, stage.RoleGovernance, adcp.ToolCheckGovernance, err); wait != nil || waitErr != nil {
+				return workflow.GovernanceOutput{Decision: workflow.GovernanceAgentUnavailable, Unavailable: wait}, waitErr
 			}
 			if err != nil {
 				s.CountAdcpError(err)

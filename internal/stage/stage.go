@@ -230,18 +230,31 @@ func CallError(what string, err error) error {
 
 // Unavailable turns a call the agent's circuit breaker refused (nothing was sent) into the
 // wait the state machine runs before the stage again, recorded on the buy's timeline; it
-// returns nil for any other error. role is RoleSeller or RoleGovernance.
-func (s *Stage) Unavailable(ctx context.Context, op *ledger.Operation, role, tool string, err error) *workflow.AgentUnavailable {
+// returns nil, nil for any other error. role is RoleSeller or RoleGovernance.
+//
+// Each wait lasts until the breaker lets a probe through, and at least cfg.PollInitialSeconds
+// (as an async governance review's rounds do), which keeps a day of waiting within the
+// execution's history. A buy still waiting cfg.DeadlineSeconds after it was submitted has
+// waited long enough: a DeadlineExceededError, which the state machine records as expired.
+func (s *Stage) Unavailable(ctx context.Context, op *ledger.Operation, cfg workflow.RunConfig, role, tool string, err error) (*workflow.AgentUnavailable, error) {
 	var u *adcp.UnavailableError
 	if !errors.As(err, &u) {
-		return nil
+		return nil, nil
 	}
-	wait := max(int(math.Ceil(u.RetryAt.Sub(s.Now()).Seconds())), 1)
+	now := s.Now()
+	if deadline := op.CreatedAt.Add(time.Duration(cfg.DeadlineSeconds) * time.Second); !now.Before(deadline) {
+		reason := fmt.Sprintf("%s %s has been unavailable since %s (circuit breaker open) and the buy passed its deadline %s",
+			role, u.Agent, RFC3339(u.Since), RFC3339(deadline))
+		s.Event(ctx, op, ledger.Event{Type: ledger.EventAgentUnavailable, Actor: ActorSystem, Reason: reason,
+			Detail: ledger.EventDetail(map[string]any{"agent_id": u.Agent, "role": role, "tool": tool, "since": RFC3339(u.Since), "deadline": RFC3339(deadline)})})
+		return nil, &workflow.DeadlineExceededError{OperationID: op.ID, Deadline: RFC3339(deadline)}
+	}
+	wait := max(int(math.Ceil(u.RetryAt.Sub(now).Seconds())), cfg.PollInitialSeconds, 1)
 	out := &workflow.AgentUnavailable{AgentID: u.Agent, Role: role, Since: RFC3339(u.Since), RetryInSeconds: wait}
 	s.Event(ctx, op, ledger.Event{Type: ledger.EventAgentUnavailable, Actor: ActorSystem, Reason: ledger.Clip(u.Error(), 500),
 		Detail: ledger.EventDetail(map[string]any{"agent_id": u.Agent, "role": role, "tool": tool, "since": out.Since, "retry_at": RFC3339(u.RetryAt)})})
 	s.Log.InfoContext(ctx, "agent unavailable, waiting", "operationId", op.ID, "agent", u.Agent, "role", role, "retryInSeconds", wait)
-	return out
+	return out, nil
 }
 
 func ErrorCode(err error) string {
