@@ -650,6 +650,14 @@ func (b *BuyflowStack) addAlarms(app topology.Application, cfg Config) {
 		webhookSignatureFailuresThreshold), custom(metrics.WebhookSignatureFailures, nil, "Sum", ""), webhookSignatureFailuresThreshold)
 	alarm("SpendOverBudgetAlarm", "A live buy's reported spend passed its approved budget (Buyflow SpendOverBudget, by Seller on the dashboard; the buy's timeline has the delivery entry with spend and approved budget)",
 		custom(metrics.SpendOverBudget, nil, "Sum", ""))
+	// An open circuit breaker: calls refused because an agent failed again and again. One alarm
+	// for every agent (those added through the operator API included), one per seeded agent.
+	alarm("AgentUnavailableAlarm", "An agent's circuit breaker is open: its buys wait and nothing is sent to it (Buyflow AgentUnavailable; the dashboard splits it by Agent; runbook: internal/reconcile/RUNBOOK.md, 'An agent is unavailable')",
+		custom(metrics.AgentUnavailable, nil, "Sum", ""))
+	for _, id := range agentIDs(cfg.Agents, func(adcp.Agent) bool { return true }) {
+		alarm("AgentUnavailable"+pascal(id)+"Alarm", fmt.Sprintf("The circuit breaker of agent %s is open: its buys wait and nothing is sent to it (Buyflow AgentUnavailable, Agent=%s; runbook: internal/reconcile/RUNBOOK.md, 'An agent is unavailable')", id, id),
+			custom(metrics.AgentUnavailable, map[string]*string{"Agent": jsii.String(id)}, "Sum", ""))
+	}
 
 	// A seller whose webhooks are all refused (a 3.0/3.1 mismatch, a wrong key, a changed URL):
 	// its buys still finish by polling, so nothing else would show it. One alarm per configured
@@ -750,6 +758,10 @@ func (b *BuyflowStack) addAlarms(app topology.Application, cfg Config) {
 			search(metrics.SellerTaskDuration, "Status", "p50", "p50 "), search(metrics.SellerTaskDuration, "Status", "p90", "p90 "),
 		}),
 		widget("Timeouts by kind", []awscloudwatch.IMetric{search(metrics.Timeouts, "Kind", "Sum", "")}),
+	)
+	dash.AddWidgets(
+		widget("Calls refused by an open circuit breaker, by agent", []awscloudwatch.IMetric{search(metrics.AgentUnavailable, "Agent", "Sum", "")}),
+		widget("Circuit breakers opened, by agent", []awscloudwatch.IMetric{search(metrics.BreakerOpened, "Agent", "Sum", "")}),
 	)
 
 	region := stack.Region()
@@ -967,13 +979,18 @@ func taskResources(definition string) ([]string, error) {
 // sellerIDs returns the ids of the seller agents in the agents setting (none when it is unset;
 // validateConfig has refused one that does not parse).
 func sellerIDs(agents string) []string {
+	return agentIDs(agents, func(a adcp.Agent) bool { return a.Role == adcp.RoleSeller })
+}
+
+// agentIDs are the ids of the agents in the seed document that keep accepts.
+func agentIDs(agents string, keep func(adcp.Agent) bool) []string {
 	var doc adcp.RegistryConfig
 	if json.Unmarshal([]byte(agents), &doc) != nil {
 		return nil
 	}
 	var ids []string
 	for _, a := range doc.Agents {
-		if a.Role == adcp.RoleSeller {
+		if keep(a) {
 			ids = append(ids, a.ID)
 		}
 	}
