@@ -62,7 +62,7 @@ func (s *Create) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (wo
 	}
 	if !op.GovernanceExpiresAt.IsZero() && !now.Before(op.GovernanceExpiresAt) {
 		checked, err := s.recheck(ctx, op, req)
-		if wait, waitErr := s.Unavailable(ctx, op, in.Config, stage.RoleGovernance, adcp.ToolCheckGovernance, err); wait != nil || waitErr != nil {
+		if wait, waitErr := s.Unavailable(ctx, op, in.Config, adcp.RoleGovernance, adcp.ToolCheckGovernance, err); wait != nil || waitErr != nil {
 			return workflow.SellerOutput{Status: op.Status, Unavailable: wait}, waitErr
 		}
 		if err != nil {
@@ -90,7 +90,7 @@ func (s *Create) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (wo
 	if existed {
 		// A lapsed claim: an earlier attempt may have reached the seller. Look before resending.
 		out, done, err := s.reconcile(ctx, op, req, in.Config, token, now)
-		if wait, waitErr := s.Unavailable(ctx, op, in.Config, stage.RoleSeller, adcp.ToolGetMediaBuys, err); wait != nil || waitErr != nil {
+		if wait, waitErr := s.Unavailable(ctx, op, in.Config, adcp.RoleSeller, adcp.ToolGetMediaBuys, err); wait != nil || waitErr != nil {
 			return workflow.SellerOutput{Status: op.Status, Unavailable: wait}, waitErr
 		}
 		if err != nil || done {
@@ -99,7 +99,7 @@ func (s *Create) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (wo
 	}
 
 	res, err := s.AdCP.CreateMediaBuy(ctx, req.SellerID, intent)
-	if wait, waitErr := s.Unavailable(ctx, op, in.Config, stage.RoleSeller, adcp.ToolCreateMediaBuy, err); wait != nil || waitErr != nil {
+	if wait, waitErr := s.Unavailable(ctx, op, in.Config, adcp.RoleSeller, adcp.ToolCreateMediaBuy, err); wait != nil || waitErr != nil {
 		return workflow.SellerOutput{Status: op.Status, Unavailable: wait}, waitErr
 	}
 	if err != nil {

@@ -125,7 +125,7 @@ func (s *Governance) Check(ctx context.Context, in workflow.StageInput) (workflo
 	)
 	if review != nil {
 		res, err = s.pollReview(ctx, op, req, review)
-		if wait, waitErr := s.Unavailable(ctx, op, in.Config, stage.RoleGovernance, adcp.ToolGetTaskStatus, err); wait != nil || waitErr != nil {
+		if wait, waitErr := s.Unavailable(ctx, op, in.Config, adcp.RoleGovernance, adcp.ToolGetTaskStatus, err); wait != nil || waitErr != nil {
 			return workflow.GovernanceOutput{Decision: workflow.GovernanceAgentUnavailable, Unavailable: wait}, waitErr
 		}
 		if err != nil {
@@ -148,7 +148,7 @@ func (s *Governance) Check(ctx context.Context, in workflow.StageInput) (workflo
 				PlanID: req.Governance.PlanID, Caller: s.callerURI, Tool: adcp.ToolCreateMediaBuy,
 				Payload: payload, PurchaseType: "media_buy",
 			})
-			if wait, waitErr := s.Unavailable(ctx, op, in.Config, stage.RoleGovernance, adcp.ToolCheckGovernance, err); wait != nil || waitErr != nil {
+			if wait, waitErr := s.Unavailable(ctx, op, in.Config, adcp.RoleGovernance, adcp.ToolCheckGovernance, err); wait != nil || waitErr != nil {
 				return workflow.GovernanceOutput{Decision: workflow.GovernanceAgentUnavailable, Unavailable: wait}, waitErr
 			}
 			if err != nil {

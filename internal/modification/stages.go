@@ -41,6 +41,9 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 		return workflow.GovernanceOutput{}, err
 	}
 	p, err := s.plan(ctx, r)
+	if wait, waitErr := s.unavailable(ctx, r, in.Config, adcp.RoleSeller, adcp.ToolGetMediaBuys, err); wait != nil || waitErr != nil {
+		return workflow.GovernanceOutput{Decision: workflow.GovernanceAgentUnavailable, Unavailable: wait}, waitErr
+	}
 	if err != nil {
 		return workflow.GovernanceOutput{}, err
 	}
@@ -56,6 +59,9 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 		PurchaseType: "media_buy", Phase: "modification", ModificationSummary: truncate(p.Summary, 500),
 		GovernanceContext: r.buy.GovernanceContext,
 	})
+	if wait, waitErr := s.unavailable(ctx, r, in.Config, adcp.RoleGovernance, adcp.ToolCheckGovernance, err); wait != nil || waitErr != nil {
+		return workflow.GovernanceOutput{Decision: workflow.GovernanceAgentUnavailable, Unavailable: wait}, waitErr
+	}
 	if err != nil {
 		return workflow.GovernanceOutput{}, callError("check_governance (modification)", err)
 	}
@@ -170,6 +176,9 @@ func (s *Service) Update(ctx context.Context, in workflow.StageInput) (workflow.
 		return workflow.SellerOutput{}, &workflow.TerminalError{Code: "bad_intent", Reason: err.Error()}
 	}
 	res, err := s.adcp.UpdateMediaBuy(ctx, r.seller, intent)
+	if wait, waitErr := s.unavailable(ctx, r, in.Config, adcp.RoleSeller, adcp.ToolUpdateMediaBuy, err); wait != nil || waitErr != nil {
+		return workflow.SellerOutput{Status: r.op.Status, Unavailable: wait}, waitErr
+	}
 	if err != nil {
 		s.event(ctx, r, ledger.Event{Type: EventSellerCall, Actor: "seller:" + r.seller, Reason: truncate(err.Error(), 500),
 			Detail: detail(map[string]any{"change_id": r.op.ID, "tool": adcp.ToolUpdateMediaBuy, "error_code": errorCode(err), "decision": adcp.Decide(err).String()})})

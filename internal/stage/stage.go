@@ -9,11 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	mathrand "math/rand/v2"
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/breaker"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/sellertask"
@@ -229,32 +229,20 @@ func CallError(what string, err error) error {
 }
 
 // Unavailable turns a call the agent's circuit breaker refused (nothing was sent) into the
-// wait the state machine runs before the stage again, recorded on the buy's timeline; it
-// returns nil, nil for any other error. role is RoleSeller or RoleGovernance.
-//
-// Each wait lasts until the breaker lets a probe through, and at least cfg.PollInitialSeconds
-// (as an async governance review's rounds do), which keeps a day of waiting within the
-// execution's history. A buy still waiting cfg.DeadlineSeconds after it was submitted has
-// waited long enough: a DeadlineExceededError, which the state machine records as expired.
-func (s *Stage) Unavailable(ctx context.Context, op *ledger.Operation, cfg workflow.RunConfig, role, tool string, err error) (*workflow.AgentUnavailable, error) {
-	var u *adcp.UnavailableError
-	if !errors.As(err, &u) {
+// wait the state machine runs before the stage again (breaker.WaitFor), recorded on the buy's
+// timeline; past the buy's deadline it is a DeadlineExceededError. Any other error gives nil,
+// nil.
+func (s *Stage) Unavailable(ctx context.Context, op *ledger.Operation, cfg workflow.RunConfig, role adcp.Role, tool string, err error) (*workflow.AgentUnavailable, error) {
+	w := breaker.WaitFor(err, role, tool, op.CreatedAt, s.Now(), cfg)
+	if w == nil {
 		return nil, nil
 	}
-	now := s.Now()
-	if deadline := op.CreatedAt.Add(time.Duration(cfg.DeadlineSeconds) * time.Second); !now.Before(deadline) {
-		reason := fmt.Sprintf("%s %s has been unavailable since %s (circuit breaker open) and the buy passed its deadline %s",
-			role, u.Agent, RFC3339(u.Since), RFC3339(deadline))
-		s.Event(ctx, op, ledger.Event{Type: ledger.EventAgentUnavailable, Actor: ActorSystem, Reason: reason,
-			Detail: ledger.EventDetail(map[string]any{"agent_id": u.Agent, "role": role, "tool": tool, "since": RFC3339(u.Since), "deadline": RFC3339(deadline)})})
-		return nil, &workflow.DeadlineExceededError{OperationID: op.ID, Deadline: RFC3339(deadline)}
+	s.Event(ctx, op, ledger.Event{Type: ledger.EventAgentUnavailable, Actor: ActorSystem, Reason: ledger.Clip(w.Reason(), 500),
+		Detail: ledger.EventDetail(w.Detail())})
+	if w.Wait != nil {
+		s.Log.InfoContext(ctx, "agent unavailable, waiting", "operationId", op.ID, "agent", w.Refusal.Agent, "role", role, "retryInSeconds", w.Wait.RetryInSeconds)
 	}
-	wait := max(int(math.Ceil(u.RetryAt.Sub(now).Seconds())), cfg.PollInitialSeconds, 1)
-	out := &workflow.AgentUnavailable{AgentID: u.Agent, Role: role, Since: RFC3339(u.Since), RetryInSeconds: wait}
-	s.Event(ctx, op, ledger.Event{Type: ledger.EventAgentUnavailable, Actor: ActorSystem, Reason: ledger.Clip(u.Error(), 500),
-		Detail: ledger.EventDetail(map[string]any{"agent_id": u.Agent, "role": role, "tool": tool, "since": out.Since, "retry_at": RFC3339(u.RetryAt)})})
-	s.Log.InfoContext(ctx, "agent unavailable, waiting", "operationId", op.ID, "agent", u.Agent, "role", role, "retryInSeconds", wait)
-	return out, nil
+	return w.Wait, w.Err(op.ID)
 }
 
 func ErrorCode(err error) string {
@@ -317,12 +305,6 @@ func (s *Stage) PushToken(ctx context.Context, op *ledger.Operation) (string, er
 }
 
 const ActorSystem = "system"
-
-// The roles of an agent for a buy, in workflow.AgentUnavailable.
-const (
-	RoleSeller     = "seller"
-	RoleGovernance = "governance"
-)
 
 func SellerActor(id string) string     { return "seller:" + id }
 func GovernanceActor(id string) string { return "governance:" + id }

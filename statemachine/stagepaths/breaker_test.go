@@ -135,10 +135,11 @@ func startDownSeller(t *testing.T) (*downAgent, *adcptest.Seller) {
 	return d, seller
 }
 
-// submitTo submits a buy of r at seller, checked by governance (the ids of the registry).
+// submitTo submits a one-package buy of 3,000 USD of r at seller, checked by governance (the
+// ids of the registry).
 func (r *buyRun) submitTo(seller, governance string) string {
 	r.t.Helper()
-	body, err := apiclient.Buy{PO: r.po, Sim: "sync", Seller: seller}.Body(sys.root)
+	body, err := apiclient.Buy{PO: r.po, Sim: "sync", Seller: seller, Budgets: []float64{3000}}.Body(sys.root)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -299,5 +300,34 @@ func TestGovernanceBreakerKeepsTheGateClosed(t *testing.T) {
 	}
 	if b := breakerOf(t, d.id); b.State != ledger.BreakerClosed || b.Trips != 1 {
 		t.Fatalf("governance breaker after the recovery %+v, want closed", b)
+	}
+}
+
+// A change to a placed buy whose seller went down: the change's plan (the seller's current
+// buy) trips the breaker, the change waits instead of failing, and it is applied once the
+// seller is back, with one update_media_buy.
+func TestChangeWaitsForAnUnavailableSeller(t *testing.T) {
+	r := begin(t, nil)
+	d, seller := startDownSeller(t)
+	r.submitTo(d.id, devstack.GovernanceID)
+	if exs := r.finish(60 * time.Second); exs[len(exs)-1].Status != "SUCCEEDED" {
+		t.Fatalf("the buy was not placed: %+v", exs[len(exs)-1])
+	}
+	d.set(func(d *downAgent) { d.down = true })
+	id := r.change(`{"budget":{"total":3500},"reason":"more reach","context":{"sim":"sync"}}`, false)
+	eventually(t, 30*time.Second, "the change waits for the seller", func() bool { return breakerOf(t, d.id).State == ledger.BreakerOpen })
+	if failed := d.failures(); failed != 3 {
+		t.Fatalf("the seller was called %d times before its breaker opened, want 3", failed)
+	}
+	d.set(func(d *downAgent) { d.down = false })
+	ex := only(t, r.finishNamed(id, 90*time.Second))
+	if ex.Status != "SUCCEEDED" || !slices.Contains(ex.States, "WaitForChangeAgent") || !slices.Contains(ex.States, "ChangeApplied") {
+		t.Fatalf("change %s: %s %s, states %v: want a wait for the seller, then applied", id, ex.Status, ex.Error, ex.States)
+	}
+	if n := len(seller.CallsTo(adcp.ToolUpdateMediaBuy)); n != 1 {
+		t.Errorf("%d update_media_buy calls reached the seller, want 1", n)
+	}
+	if c := r.current(); c.Budget != "3500.00" || c.LastOutcome != "applied" {
+		t.Errorf("current = %+v, want the new budget applied", c)
 	}
 }
