@@ -34,7 +34,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/agentops"
-	"github.com/buyflow/buyflow/internal/approvals"
+	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/topology"
@@ -1094,7 +1094,7 @@ func validateConfig(cfg Config, stackName string) []error {
 		bad(CtxOperators, err)
 	}
 	if v := strings.TrimSpace(cfg.ApprovalPolicy); v != "" {
-		if _, err := approvals.ParsePolicy([]byte(v)); err != nil {
+		if _, err := approval.ParsePolicy([]byte(v)); err != nil {
 			bad(CtxApprovalPolicy, err)
 		}
 	}

@@ -1150,7 +1150,7 @@ func TestAlarmsDashboardAndOutputs(t *testing.T) {
 		want(key{"AWS/Lambda", "Errors", dim}, 1)
 		want(key{"AWS/Lambda", "Throttles", dim}, 1)
 	}
-	// Approvals past SLA: internal/approvals records Timeouts{Kind=approval} on an expiry.
+	// Approvals past SLA: internal/notify records Timeouts{Kind=approval} on an expiry.
 	want(key{"Buyflow", "Timeouts", `[{"Name":"Kind","Value":"approval"}]`}, 1)
 	// Webhook signature failures: the dimensionless series internal/webhook records next to
 	// the one by Code (an alarm needs one exact dimension set).

@@ -13,7 +13,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/apiclient"
 	"github.com/buyflow/buyflow/internal/approvalcore"
-	"github.com/buyflow/buyflow/internal/approvals"
+	"github.com/buyflow/buyflow/internal/approve"
 	"github.com/buyflow/buyflow/internal/mediabuy"
 	"github.com/buyflow/buyflow/internal/slack"
 )
@@ -194,9 +194,9 @@ func toClient(t *testing.T, a *mediabuy.ApprovalView) *apiclient.Approval {
 	return &out
 }
 
-// inboxAPI answers the approver routes with the approvals package's own response types, for
+// inboxAPI answers the approver routes with the approve package's own response types, for
 // the approver named by the dev principal header.
-type inboxAPI struct{ list approvals.InboxPage }
+type inboxAPI struct{ list approve.InboxPage }
 
 func (a inboxAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
@@ -206,14 +206,14 @@ func (a inboxAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch r.URL.Path {
-	case approvals.InboxPrefix:
+	case approve.InboxPrefix:
 		_ = json.NewEncoder(w).Encode(a.list)
-	case approvals.InboxPrefix + "/apr_1":
-		_ = json.NewEncoder(w).Encode(approvals.InboxApproval{InboxItem: a.list.Items[0], Flight: "2026-01-05 → 2026-03-29",
-			Packages: []approvals.InboxPackage{{Product: "ctv_premium_sports", Flight: "2026-01-05 → 2026-03-29", Budget: "USD 6,000.00"},
+	case approve.InboxPrefix + "/apr_1":
+		_ = json.NewEncoder(w).Encode(approve.InboxApproval{InboxItem: a.list.Items[0], Flight: "2026-01-05 → 2026-03-29",
+			Packages: []approve.InboxPackage{{Product: "ctv_premium_sports", Flight: "2026-01-05 → 2026-03-29", Budget: "USD 6,000.00"},
 				{Product: "display_run_of_site", Flight: "2026-01-05 → 2026-02-28", Budget: "USD 6,500.00"}},
-			Governance: &approvals.InboxGovernance{Verdict: "conditions", Label: "Approved with 1 condition",
-				Conditions: []approvals.InboxCondition{{Field: "packages[1].end_time", Reason: "ends with February", NeedsPerson: true}}},
+			Governance: &approve.InboxGovernance{Verdict: "conditions", Label: "Approved with 1 condition",
+				Conditions: []approve.InboxCondition{{Field: "packages[1].end_time", Reason: "ends with February", NeedsPerson: true}}},
 			ReviewURL: "http://127.0.0.1/v1/approvals/apr_1?approver=U0LOCALAPPROVER&exp=1&kid=k1&sig=x"})
 	default:
 		w.WriteHeader(http.StatusNotFound)
@@ -222,7 +222,7 @@ func (a inboxAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func TestApprovalsListsAndOpens(t *testing.T) {
-	api := inboxAPI{list: approvals.InboxPage{Approver: "U0LOCALAPPROVER", Items: []approvals.InboxItem{{ApprovalID: "apr_1", OperationID: "mb-2",
+	api := inboxAPI{list: approve.InboxPage{Approver: "U0LOCALAPPROVER", Items: []approve.InboxItem{{ApprovalID: "apr_1", OperationID: "mb-2",
 		Summary: "Media buy, PO PO-2", Seller: "sim-seller", Amount: "USD 12,500.00", Reason: "The amount is over the approval threshold set by policy.",
 		Requester: "dev:buyer", ExpiresAt: "2026-12-01T14:05:00Z"}}}}
 	srv := httptest.NewServer(api)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/buyflow/buyflow/functions/internal/agents"
 	"github.com/buyflow/buyflow/functions/internal/wire"
-	"github.com/buyflow/buyflow/internal/approvals"
+	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/config"
 	"github.com/buyflow/buyflow/internal/governance"
 	"github.com/buyflow/buyflow/internal/metrics"
@@ -19,9 +19,9 @@ import (
 func main() { wire.Main(run) }
 
 func run(ctx context.Context, getenv func(string) string) error {
-	var policy approvals.Policy
+	var policy approval.Policy
 	c, err := wire.Load("governance", getenv,
-		func(env config.Env) (err error) { policy, err = approvals.ParsePolicy(env.ApprovalPolicy); return err })
+		func(env config.Env) (err error) { policy, err = approval.ParsePolicy(env.ApprovalPolicy); return err })
 	if err != nil {
 		return err
 	}

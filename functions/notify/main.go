@@ -9,28 +9,29 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/buyflow/buyflow/functions/internal/wire"
-	"github.com/buyflow/buyflow/internal/approvals"
+	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/config"
 	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/notify"
 )
 
 func main() { wire.Main(run) }
 
 func run(ctx context.Context, getenv func(string) string) error {
-	var policy approvals.Policy
+	var policy approval.Policy
 	c, err := wire.Load("notify", getenv, func(env config.Env) (err error) {
-		policy, err = approvals.ParsePolicy(env.ApprovalPolicy)
+		policy, err = approval.ParsePolicy(env.ApprovalPolicy)
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	cfg, err := approvals.FromSecrets(ctx, c.Secrets(), c.Env.LinkKeySecret, c.Env.SlackSecret)
+	cfg, err := approval.FromSecrets(ctx, c.Secrets(), c.Env.LinkKeySecret, c.Env.SlackSecret)
 	if err != nil {
 		return err
 	}
 	cfg.Ledger, cfg.Policy, cfg.BaseURL, cfg.Now, cfg.Metrics = c.Ledger(), policy, c.Env.PublicBaseURL, time.Now, c.Metrics
-	notifier, err := approvals.NewNotifier(cfg)
+	notifier, err := notify.New(cfg)
 	if err != nil {
 		return err
 	}

@@ -147,14 +147,15 @@ var (
 		module + "/internal/governance", // governance
 		module + "/internal/create",     // create
 		module + "/internal/poll",       // poll
-		module + "/internal/approvals",  // notify, approve
+		module + "/internal/notify",     // notify
+		module + "/internal/approve",    // approve
 		module + "/internal/webhook",    // webhook
 		module + "/internal/reconcile",  // reconcile
 		module + "/internal/agentops",   // agents
 	}
 	// Kernels and adapters the use cases share; none of them may reach a use case.
 	shared = []string{
-		"./internal/stage", "./internal/sellertask", "./internal/breaker", "./internal/httpapi", "./internal/agents", "./internal/ledger", "./internal/sfn", "./internal/adcp",
+		"./internal/stage", "./internal/approval", "./internal/sellertask", "./internal/breaker", "./internal/httpapi", "./internal/agents", "./internal/ledger", "./internal/sfn", "./internal/adcp",
 		"./internal/slack", "./internal/secrets", "./internal/metrics", "./internal/config", "./internal/topology",
 		"./internal/approvalcore", "./internal/webhookauth", "./internal/money", "./internal/jsonnum",
 		"./internal/workflow", "./internal/logging", "./internal/agents",

@@ -17,7 +17,7 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// Policy says whether an operation's budget alone needs a person; approvals.Policy satisfies it.
+// Policy says whether an operation's budget alone needs a person; approval.Policy satisfies it.
 type Policy interface {
 	Needs(op *ledger.Operation) (bool, string)
 }

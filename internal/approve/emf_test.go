@@ -1,4 +1,4 @@
-package approvals_test
+package approve_test
 
 import (
 	"maps"

@@ -1,4 +1,4 @@
-package approvals
+package approval
 
 import (
 	"testing"
@@ -23,7 +23,7 @@ func TestToMoney(t *testing.T) {
 		{"oops", "USD", approvalcore.Money{Currency: "USD"}},
 	}
 	for _, tc := range cases {
-		if got := toMoney(tc.amount, tc.currency); got != tc.want {
+		if got := ToMoney(tc.amount, tc.currency); got != tc.want {
 			t.Errorf("toMoney(%q, %q) = %+v, want %+v", tc.amount, tc.currency, got, tc.want)
 		}
 	}

@@ -1,4 +1,4 @@
-package approvals_test
+package approve_test
 
 import (
 	"bytes"
@@ -15,11 +15,13 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/approvalcore"
-	"github.com/buyflow/buyflow/internal/approvals"
+	"github.com/buyflow/buyflow/internal/approve"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/notify"
 	"github.com/buyflow/buyflow/internal/slack"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -62,7 +64,7 @@ type taskCall struct {
 	Cause  string
 }
 
-// fakeTasks is a function-typed fake of approvals.Tasks that records every call.
+// fakeTasks is a function-typed fake of approve.Tasks that records every call.
 type fakeTasks struct {
 	mu    sync.Mutex
 	calls []taskCall
@@ -109,9 +111,9 @@ type env struct {
 	tasks  *fakeTasks
 	signer *approvalcore.Signer
 	// notifier and approver are the two Lambdas' use cases over the same ledger and Slack.
-	notifier *approvals.Notifier
-	approver *approvals.Approver
-	policy   approvals.Policy
+	notifier *notify.Notifier
+	approver *approve.Approver
+	policy   approval.Policy
 	logger   *slog.Logger
 	logs     *syncBuffer
 	// rec is the service's metrics recorder; its EMF lines go to emf when flushed.
@@ -120,13 +122,13 @@ type env struct {
 }
 
 // build makes the env's notify and approve use cases from cfg, with the env's task completer.
-func (e *env) build(cfg approvals.Config) {
+func (e *env) build(cfg approval.Config) {
 	e.t.Helper()
-	n, err := approvals.NewNotifier(cfg)
+	n, err := notify.New(cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	a, err := approvals.NewApprover(cfg, e.tasks, "")
+	a, err := approve.New(cfg, e.tasks, "")
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -158,7 +160,7 @@ func newEnv(t *testing.T, policyJSON string) *env {
 	if policyJSON == "" {
 		policyJSON = `{"threshold":"10000.00","currency":"USD","approvers":["UALICE","UBOB","URITA"],"on_timeout":"reject"}`
 	}
-	policy, err := approvals.ParsePolicy([]byte(policyJSON))
+	policy, err := approval.ParsePolicy([]byte(policyJSON))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +202,7 @@ func newEnv(t *testing.T, policyJSON string) *env {
 	rec := metrics.New(emf, metrics.Namespace, clk.Now)
 	e := &env{t: t, ctx: context.Background(), clk: clk, store: store, sink: sink, tasks: tasks, signer: signer, policy: policy,
 		logger: logger, logs: logs, rec: rec, emf: emf}
-	e.build(approvals.Config{
+	e.build(approval.Config{
 		Ledger: store, Slack: sl, Delivery: slack.Direct, Signer: signer, Policy: policy,
 		BaseURL: baseURL, Now: clk.Now, Metrics: rec, Logger: logger,
 	})
@@ -265,7 +267,7 @@ func (e *env) request(tok string) string {
 	if _, err := e.notifier.Notify(e.ctx, payload); err != nil {
 		e.t.Fatalf("request: %v", err)
 	}
-	return approvals.ApprovalID(tok)
+	return approval.ApprovalID(tok)
 }
 
 func (e *env) expire() workflow.ApprovalExpiry {

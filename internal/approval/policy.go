@@ -1,4 +1,4 @@
-package approvals
+package approval
 
 import (
 	"bytes"

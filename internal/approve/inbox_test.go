@@ -1,4 +1,4 @@
-package approvals_test
+package approve_test
 
 import (
 	"encoding/json"
@@ -9,7 +9,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/buyflow/buyflow/internal/approvals"
+	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approve"
 )
 
 const inboxPolicy = `{"threshold":"10000.00","currency":"USD","approvers":["UALICE","UBOB","URITA"],"on_timeout":"reject",
@@ -30,13 +31,13 @@ func TestApproverInboxListsOnlyWhatWaitsForTheCaller(t *testing.T) {
 	e := newEnv(t, inboxPolicy)
 	id := e.request(token(21)) // the fixture buy: asks UALICE and UBOB (URITA requested it)
 
-	list := func(account, user string) (int, approvals.InboxPage) {
+	list := func(account, user string) (int, approve.InboxPage) {
 		t.Helper()
-		resp, err := e.approver.HandleHTTP(e.ctx, iamGet(approvals.InboxPrefix, account, user, nil))
+		resp, err := e.approver.HandleHTTP(e.ctx, iamGet(approve.InboxPrefix, account, user, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
-		var page approvals.InboxPage
+		var page approve.InboxPage
 		if resp.StatusCode == 200 {
 			if err := json.Unmarshal([]byte(resp.Body), &page); err != nil {
 				t.Fatal(err)
@@ -70,20 +71,20 @@ func TestApproverInboxListsOnlyWhatWaitsForTheCaller(t *testing.T) {
 			t.Errorf("%s: %d, want 403", who, code)
 		}
 	}
-	anon := iamGet(approvals.InboxPrefix, "", "", nil)
+	anon := iamGet(approve.InboxPrefix, "", "", nil)
 	anon.RequestContext.Authorizer = nil
 	if resp, _ := e.approver.HandleHTTP(e.ctx, anon); resp.StatusCode != 401 {
 		t.Errorf("no identity: %d", resp.StatusCode)
 	}
 
 	// Alice opens it: what is bought, governance's verdict, and her own review link.
-	open := func(account, user, apr string) (int, approvals.InboxApproval) {
+	open := func(account, user, apr string) (int, approve.InboxApproval) {
 		t.Helper()
-		resp, err := e.approver.HandleHTTP(e.ctx, iamGet(approvals.InboxPrefix+"/"+apr, account, user, map[string]string{"approval_id": apr}))
+		resp, err := e.approver.HandleHTTP(e.ctx, iamGet(approve.InboxPrefix+"/"+apr, account, user, map[string]string{"approval_id": apr}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		var out approvals.InboxApproval
+		var out approve.InboxApproval
 		if resp.StatusCode == 200 {
 			if err := json.Unmarshal([]byte(resp.Body), &out); err != nil {
 				t.Fatal(err)
@@ -131,18 +132,18 @@ func TestApproverInboxHidesExpiredApprovals(t *testing.T) {
 	e := newEnv(t, inboxPolicy)
 	e.request(token(22))
 	e.clk.Advance(time.Duration(timeout+1) * time.Second)
-	resp, _ := e.approver.HandleHTTP(e.ctx, iamGet(approvals.InboxPrefix, tenant, "arn:aws:iam::111122223333:user/alice", nil))
+	resp, _ := e.approver.HandleHTTP(e.ctx, iamGet(approve.InboxPrefix, tenant, "arn:aws:iam::111122223333:user/alice", nil))
 	if resp.StatusCode != 200 || strings.Contains(resp.Body, "apr_") {
 		t.Errorf("after the expiry: %d %s", resp.StatusCode, resp.Body)
 	}
 }
 
 func TestPolicyRefusesSessionIdentities(t *testing.T) {
-	_, err := approvals.ParsePolicy([]byte(`{"approvers":["UALICE"],"identities":{"arn:aws:sts::111122223333:assumed-role/R/alice":"UALICE"}}`))
+	_, err := approval.ParsePolicy([]byte(`{"approvers":["UALICE"],"identities":{"arn:aws:sts::111122223333:assumed-role/R/alice":"UALICE"}}`))
 	if err == nil || !strings.Contains(err.Error(), "IAM user or role ARN") {
 		t.Errorf("a session ARN as identity: %v", err)
 	}
-	_, err = approvals.ParsePolicy([]byte(`{"approvers":["UALICE"],"identities":{"arn:aws:iam::111122223333:user/alice":"UNOBODY"}}`))
+	_, err = approval.ParsePolicy([]byte(`{"approvers":["UALICE"],"identities":{"arn:aws:iam::111122223333:user/alice":"UNOBODY"}}`))
 	if err == nil || !strings.Contains(err.Error(), "neither an approver") {
 		t.Errorf("an identity for no approver: %v", err)
 	}

@@ -1,4 +1,4 @@
-package approvals
+package approve
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/ledger"
@@ -78,7 +79,7 @@ type InboxPage struct {
 // API Gateway verified them (the local stack's dev headers stand in where its emulator has no
 // IAM identity). An approver sees only pending approvals of their tenant that name them; any
 // other approval id is "not found", the same answer as one that does not exist.
-func (s *service) handleInbox(ctx context.Context, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+func (s *Approver) handleInbox(ctx context.Context, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
 	if m := strings.ToUpper(req.RequestContext.HTTP.Method); m != "GET" {
 		resp := httpapi.Error(405, "method_not_allowed", "the approver routes are read-only: decide on the review page", "")
 		resp.Headers["Allow"] = "GET"
@@ -88,7 +89,7 @@ func (s *service) handleInbox(ctx context.Context, req events.APIGatewayV2HTTPRe
 	if err != nil {
 		return httpapi.Error(401, "no_identity", "sign the request with SigV4 (IAM)", "")
 	}
-	approver, ok := s.cfg.Policy.ApproverFor(caller.Principal)
+	approver, ok := s.Cfg.Policy.ApproverFor(caller.Principal)
 	if !ok {
 		return httpapi.Error(403, "not_an_approver", "your IAM identity is not mapped to an approver (the approval policy's identities)", "")
 	}
@@ -101,7 +102,7 @@ func (s *service) handleInbox(ctx context.Context, req events.APIGatewayV2HTTPRe
 	case id == "" && strings.HasSuffix(path, InboxPrefix):
 		items, err := s.inbox(ctx, caller.Tenant, approver)
 		if err != nil {
-			s.log.ErrorContext(ctx, "approver inbox failed", "err", err)
+			s.Log.ErrorContext(ctx, "approver inbox failed", "err", err)
 			return httpapi.Error(500, "internal", "buyflow could not list your approvals; try again", "")
 		}
 		return httpapi.JSON(200, InboxPage{Approver: approver, Items: items})
@@ -111,7 +112,7 @@ func (s *service) handleInbox(ctx context.Context, req events.APIGatewayV2HTTPRe
 			return httpapi.Error(404, "not_found", "no approval with that id is waiting for you", "")
 		}
 		if err != nil {
-			s.log.ErrorContext(ctx, "approver open failed", "approvalId", safeID(id), "err", err)
+			s.Log.ErrorContext(ctx, "approver open failed", "approvalId", safeID(id), "err", err)
 			return httpapi.Error(500, "internal", "buyflow could not open the approval; try again", "")
 		}
 		return httpapi.JSON(200, out)
@@ -123,13 +124,13 @@ func (s *service) handleInbox(ctx context.Context, req events.APIGatewayV2HTTPRe
 // name approver. Buys are found by status (the ledger's status index), approvals by each buy's
 // timeline: the ledger keeps no index of approvals by approver, and a tenant has few buys
 // waiting for a person at once.
-func (s *service) inbox(ctx context.Context, tenant, approver string) ([]InboxItem, error) {
+func (s *Approver) inbox(ctx context.Context, tenant, approver string) ([]InboxItem, error) {
 	items := []InboxItem{}
 	cursor := ""
 	for page := 0; page < 50; page++ {
-		p, err := s.cfg.Ledger.ListOperations(ctx, tenant, ledger.ListOptions{Status: workflow.StatusAwaitingApproval, Limit: ledger.MaxListLimit, Cursor: cursor})
+		p, err := s.Cfg.Ledger.ListOperations(ctx, tenant, ledger.ListOptions{Status: workflow.StatusAwaitingApproval, Limit: ledger.MaxListLimit, Cursor: cursor})
 		if err != nil {
-			return nil, fmt.Errorf("approvals: list buys awaiting approval: %w", err)
+			return nil, fmt.Errorf("approve: list buys awaiting approval: %w", err)
 		}
 		for _, v := range p.Items {
 			a, rd, err := s.waitingFor(ctx, tenant, v.ID, approver)
@@ -151,32 +152,32 @@ func (s *service) inbox(ctx context.Context, tenant, approver string) ([]InboxIt
 
 // waitingFor returns the operation's latest approval when it is pending, unexpired, of this
 // tenant's operation and addressed to approver; otherwise ledger.ErrNotFound.
-func (s *service) waitingFor(ctx context.Context, tenant, opID, approver string) (*ledger.Approval, round, error) {
-	h, err := s.history(ctx, tenant, opID)
+func (s *Approver) waitingFor(ctx context.Context, tenant, opID, approver string) (*ledger.Approval, approval.Round, error) {
+	h, err := s.History(ctx, tenant, opID)
 	if err != nil {
-		return nil, round{}, err
+		return nil, approval.Round{}, err
 	}
-	rd, ok := h.latest()
+	rd, ok := h.Latest()
 	if !ok {
-		return nil, round{}, ledger.ErrNotFound
+		return nil, approval.Round{}, ledger.ErrNotFound
 	}
-	a, err := s.cfg.Ledger.GetApproval(ctx, rd.ApprovalID)
+	a, err := s.Cfg.Ledger.GetApproval(ctx, rd.ApprovalID)
 	if err != nil {
-		return nil, round{}, err
+		return nil, approval.Round{}, err
 	}
 	if a.Tenant != tenant || a.OperationID != opID || a.Status != ledger.ApprovalPending ||
-		!s.now().Before(a.ExpiresAt) || !slices.Contains(a.Approvers, approver) || a.Requester == approver {
-		return nil, round{}, ledger.ErrNotFound
+		!s.Now().Before(a.ExpiresAt) || !slices.Contains(a.Approvers, approver) || a.Requester == approver {
+		return nil, approval.Round{}, ledger.ErrNotFound
 	}
 	return a, rd, nil
 }
 
 // open returns one approval waiting for approver, with what is bought and a fresh review link.
-func (s *service) open(ctx context.Context, tenant, approver, id string) (InboxApproval, error) {
+func (s *Approver) open(ctx context.Context, tenant, approver, id string) (InboxApproval, error) {
 	if len(id) > approvalcore.MaxApprovalIDLen {
 		return InboxApproval{}, ledger.ErrNotFound
 	}
-	a, err := s.cfg.Ledger.GetApproval(ctx, id)
+	a, err := s.Cfg.Ledger.GetApproval(ctx, id)
 	if err != nil {
 		return InboxApproval{}, err
 	}
@@ -190,17 +191,17 @@ func (s *service) open(ctx context.Context, tenant, approver, id string) (InboxA
 	if a.ID != id { // a later round replaced it
 		return InboxApproval{}, ledger.ErrNotFound
 	}
-	op, err := s.cfg.Ledger.GetOperation(ctx, tenant, a.OperationID)
+	op, err := s.Cfg.Ledger.GetOperation(ctx, tenant, a.OperationID)
 	if err != nil {
 		return InboxApproval{}, err
 	}
-	pu, err := s.purchase(ctx, op)
+	pu, err := s.Purchase(ctx, op)
 	if err != nil {
 		return InboxApproval{}, err
 	}
-	link, err := s.cfg.Signer.Sign(s.cfg.BaseURL, a.ID, approver, s.linkExpiry(a))
+	link, err := s.Cfg.Signer.Sign(s.Cfg.BaseURL, a.ID, approver, s.LinkExpiry(a))
 	if err != nil {
-		return InboxApproval{}, fmt.Errorf("approvals: sign review link of %s: %w", a.ID, err)
+		return InboxApproval{}, fmt.Errorf("approve: sign review link of %s: %w", a.ID, err)
 	}
 	out := InboxApproval{InboxItem: inboxItem(a, rd, op.SellerID, op.PONumber), Flight: pu.Flight(), ProposalID: pu.ProposalID, ReviewURL: link}
 	for _, pk := range pu.Packages {
@@ -215,14 +216,14 @@ func (s *service) open(ctx context.Context, tenant, approver, id string) (InboxA
 	return out, nil
 }
 
-func inboxItem(a *ledger.Approval, rd round, seller, po string) InboxItem {
+func inboxItem(a *ledger.Approval, rd approval.Round, seller, po string) InboxItem {
 	summary := "Media buy " + a.OperationID
 	if po != "" {
 		summary = "Media buy, PO " + po
 	}
 	return InboxItem{
 		ApprovalID: a.ID, OperationID: a.OperationID, Summary: summary, Seller: seller,
-		Amount: toMoney(a.Amount, a.Currency).String(), Reason: approvalcore.ReasonCode(a.Reason).Label(),
+		Amount: approval.ToMoney(a.Amount, a.Currency).String(), Reason: approvalcore.ReasonCode(a.Reason).Label(),
 		Requester: a.Requester, ExpiresAt: a.ExpiresAt.UTC().Format(time.RFC3339), Escalation: rd.Escalation,
 	}
 }

@@ -1,4 +1,4 @@
-package approvals
+package approve
 
 import (
 	"bytes"
@@ -16,11 +16,44 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/sfn"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
+
+// Tasks completes parked Step Functions tasks; *sfn.Client satisfies it. A token that is gone
+// is reported as an error matching sfn.ErrTaskGone.
+type Tasks interface {
+	Succeed(ctx context.Context, token string, output any) error
+	Fail(ctx context.Context, token, errName, cause string) error
+}
+
+// Approver is the approve Lambda's use case: the confirm page, the decision and the approver
+// routes (HandleHTTP). It is safe for concurrent use.
+type Approver struct {
+	*approval.Base
+	// tasks completes the parked RequestApproval token.
+	tasks Tasks
+	// devTenantHeader, on the local stack only, names the header the approver routes take the
+	// tenant from (with X-Buyflow-Principal for the principal), as the buyer routes do.
+	devTenantHeader string
+}
+
+// New checks cfg and returns the approve Lambda's use case; tasks completes the parked
+// RequestApproval token after a decision. devTenantHeader is set on the local stack only.
+func New(cfg approval.Config, tasks Tasks, devTenantHeader string) (*Approver, error) {
+	errs := cfg.Problems()
+	if tasks == nil {
+		errs = append(errs, errors.New("no task completer"))
+	}
+	s, err := approval.NewBase(cfg, errs)
+	if err != nil {
+		return nil, err
+	}
+	return &Approver{Base: s, tasks: tasks, devTenantHeader: devTenantHeader}, nil
+}
 
 // RejectedErrorName is the SendTaskFailure error of a rejection: the Go type name of
 // workflow.ApprovalRejectedError, which the state machine's Catch matches.
@@ -69,28 +102,28 @@ func (s *Approver) HandleHTTP(ctx context.Context, req events.APIGatewayV2HTTPRe
 	}
 }
 
-func (s *service) get(ctx context.Context, id string, q url.Values, c client) events.APIGatewayV2HTTPResponse {
-	claims, err := s.cfg.Signer.Verify(id, q)
+func (s *Approver) get(ctx context.Context, id string, q url.Values, c client) events.APIGatewayV2HTTPResponse {
+	claims, err := s.Cfg.Signer.Verify(id, q)
 	if err != nil {
-		s.log.InfoContext(ctx, "approval link refused", "approvalId", safeID(id), "sourceIp", c.IP, "err", err)
+		s.Log.InfoContext(ctx, "approval link refused", "approvalId", safeID(id), "sourceIp", c.IP, "err", err)
 		return linkError(err, claims)
 	}
 	a, op, resp, ok := s.load(ctx, id)
 	if !ok {
 		return resp
 	}
-	v := view(a, op)
-	if v.Purchase, err = s.purchase(ctx, op); err != nil {
+	v := approval.View(a, op)
+	if v.Purchase, err = s.Purchase(ctx, op); err != nil {
 		// Part of a buy is never shown as if it were all of it.
-		s.log.ErrorContext(ctx, "approval page: what is bought cannot be read", "approvalId", id, "operationId", a.OperationID, "err", err)
+		s.Log.ErrorContext(ctx, "approval page: what is bought cannot be read", "approvalId", id, "operationId", a.OperationID, "err", err)
 		return resultPage(approvalcore.ResultPage{Kind: approvalcore.PageUnavailable})
 	}
-	o, err := approvalcore.Check(v, claims.Approver, s.now())
-	s.log.InfoContext(ctx, "approval viewed", "approvalId", id, "operationId", a.OperationID, "approver", claims.Approver,
+	o, err := approvalcore.Check(v, claims.Approver, s.Now())
+	s.Log.InfoContext(ctx, "approval viewed", "approvalId", id, "operationId", a.OperationID, "approver", claims.Approver,
 		"sourceIp", c.IP, "userAgent", c.UserAgent, "result", outcomeName(o, err))
-	s.appendEvent(ctx, a.Tenant, a.OperationID, ledger.Event{
+	s.AppendEvent(ctx, a.Tenant, a.OperationID, ledger.Event{
 		Type: ledger.EventApprovalViewed, Actor: "approver:" + claims.Approver, Amount: a.Amount, Currency: a.Currency,
-		Detail: eventDetail{ApprovalID: id, Outcome: outcomeName(o, err), SourceIP: c.IP, UserAgent: c.UserAgent, KeyID: claims.KeyID}.raw(),
+		Detail: approval.EventDetail{ApprovalID: id, Outcome: outcomeName(o, err), SourceIP: c.IP, UserAgent: c.UserAgent, KeyID: claims.KeyID}.Raw(),
 	})
 	if err != nil {
 		return resultPage(approvalcore.ResultFromError(err, time.Time{}))
@@ -101,7 +134,7 @@ func (s *service) get(ctx context.Context, id string, q url.Values, c client) ev
 	return confirmPage(http.StatusOK, approvalcore.ConfirmPage{Approval: v, Approver: claims.Approver, Signed: signed(q)})
 }
 
-func (s *service) postDecision(ctx context.Context, id string, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+func (s *Approver) postDecision(ctx context.Context, id string, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
 	c := clientOf(req)
 	body := []byte(req.Body)
 	if req.IsBase64Encoded {
@@ -115,9 +148,9 @@ func (s *service) postDecision(ctx context.Context, id string, req events.APIGat
 	if err != nil {
 		return resultPage(approvalcore.ResultFromError(err, time.Time{}))
 	}
-	claims, err := s.cfg.Signer.Verify(id, posted)
+	claims, err := s.Cfg.Signer.Verify(id, posted)
 	if err != nil {
-		s.log.InfoContext(ctx, "approval link refused", "approvalId", safeID(id), "sourceIp", c.IP, "err", err)
+		s.Log.InfoContext(ctx, "approval link refused", "approvalId", safeID(id), "sourceIp", c.IP, "err", err)
 		return linkError(err, claims)
 	}
 	a, op, resp, ok := s.load(ctx, id)
@@ -125,16 +158,16 @@ func (s *service) postDecision(ctx context.Context, id string, req events.APIGat
 		return resp
 	}
 	d.ApprovalID, d.Approver = id, claims.Approver
-	v := view(a, op)
-	o, err := approvalcore.Decide(v, d, s.now())
-	audit := eventDetail{ApprovalID: id, Decision: string(d.Decision), SourceIP: c.IP, UserAgent: c.UserAgent, KeyID: claims.KeyID}
+	v := approval.View(a, op)
+	o, err := approvalcore.Decide(v, d, s.Now())
+	audit := approval.EventDetail{ApprovalID: id, Decision: string(d.Decision), SourceIP: c.IP, UserAgent: c.UserAgent, KeyID: claims.KeyID}
 	switch {
 	case errors.Is(err, approvalcore.ErrInvalidDecision), errors.Is(err, approvalcore.ErrCommentTooLong), errors.Is(err, approvalcore.ErrInvalidComment):
 		// Nothing to record: ask again, keeping what they typed, showing the buy as the GET did.
 		p := approvalcore.ResultFromError(err, time.Time{})
 		var perr error
-		if v.Purchase, perr = s.purchase(ctx, op); perr != nil {
-			s.log.ErrorContext(ctx, "approval page: what is bought cannot be read", "approvalId", id, "operationId", a.OperationID, "err", perr)
+		if v.Purchase, perr = s.Purchase(ctx, op); perr != nil {
+			s.Log.ErrorContext(ctx, "approval page: what is bought cannot be read", "approvalId", id, "operationId", a.OperationID, "err", perr)
 			return resultPage(approvalcore.ResultPage{Kind: approvalcore.PageUnavailable})
 		}
 		return confirmPage(http.StatusBadRequest, approvalcore.ConfirmPage{Approval: v, Approver: claims.Approver, Signed: signed(posted),
@@ -156,13 +189,13 @@ func (s *service) postDecision(ctx context.Context, id string, req events.APIGat
 		return resultPage(approvalcore.ResultFromOutcome(o, v))
 	}
 
-	decided, err := s.cfg.Ledger.Decide(ctx, id, ledger.Decision{Outcome: ledger.ApprovalStatus(o.Status), By: claims.Approver, Comment: o.Comment})
+	decided, err := s.Cfg.Ledger.Decide(ctx, id, ledger.Decision{Outcome: ledger.ApprovalStatus(o.Status), By: claims.Approver, Comment: o.Comment})
 	var de *ledger.DecisionError
 	switch {
 	case errors.As(err, &de):
 		// Someone else decided first (or it expired meanwhile): report what the ledger says.
-		cur := view(de.Current, op)
-		o2, err2 := approvalcore.Check(cur, claims.Approver, s.now())
+		cur := approval.View(de.Current, op)
+		o2, err2 := approvalcore.Check(cur, claims.Approver, s.Now())
 		if err2 == nil && o2.Result == approvalcore.ResultPending {
 			o2 = approvalcore.Outcome{Result: approvalcore.ResultExpired, Status: approvalcore.StatusExpired, At: cur.ExpiresAt}
 		}
@@ -173,7 +206,7 @@ func (s *service) postDecision(ctx context.Context, id string, req events.APIGat
 		}
 		return resultPage(approvalcore.ResultFromOutcome(o2, cur))
 	case err != nil:
-		s.log.ErrorContext(ctx, "approval decision not recorded", "approvalId", id, "err", err)
+		s.Log.ErrorContext(ctx, "approval decision not recorded", "approvalId", id, "err", err)
 		return resultPage(approvalcore.ResultPage{Kind: approvalcore.PageUnavailable})
 	}
 	s.recordDecision(decided)
@@ -183,20 +216,20 @@ func (s *service) postDecision(ctx context.Context, id string, req events.APIGat
 
 // deliver hands a decision recorded in the ledger to Step Functions, records the decision event
 // with the delivery result, updates Slack and answers the decider.
-func (s *service) deliver(ctx context.Context, decided *ledger.Approval, op *ledger.Operation, approver string, audit eventDetail) events.APIGatewayV2HTTPResponse {
+func (s *Approver) deliver(ctx context.Context, decided *ledger.Approval, op *ledger.Operation, approver string, audit approval.EventDetail) events.APIGatewayV2HTTPResponse {
 	task := s.complete(ctx, decided, op)
 	audit.Outcome, audit.Comment, audit.Task = string(decided.Status), decided.Comment, task
-	s.appendEvent(ctx, decided.Tenant, decided.OperationID, ledger.Event{
+	s.AppendEvent(ctx, decided.Tenant, decided.OperationID, ledger.Event{
 		Type: ledger.EventDecision, Actor: "approver:" + approver,
-		Amount: decided.Amount, Currency: decided.Currency, Reason: decided.Reason, Detail: audit.raw(),
+		Amount: decided.Amount, Currency: decided.Currency, Reason: decided.Reason, Detail: audit.Raw(),
 	})
 	if task != taskFailed {
-		s.updateSlack(ctx, decided, op)
+		s.UpdateSlack(ctx, decided, op)
 	}
-	s.log.InfoContext(ctx, "approval decided", "approvalId", decided.ID, "operationId", decided.OperationID, "approver", approver,
+	s.Log.InfoContext(ctx, "approval decided", "approvalId", decided.ID, "operationId", decided.OperationID, "approver", approver,
 		"decision", decided.Status, "sourceIp", audit.SourceIP, "task", task)
 
-	dv := view(decided, op)
+	dv := approval.View(decided, op)
 	switch task {
 	case taskGone:
 		return messagePage(http.StatusGone, "Recorded, but too late",
@@ -218,17 +251,17 @@ func (s *service) deliver(ctx context.Context, decided *ledger.Approval, op *led
 // Functions failed, or whether a decided approval has no decision event at all: the decider's
 // process died between recording the decision and handing it over (the event follows the
 // hand-over). Read errors count as delivered: the answer is then the plain truth.
-func (s *service) undelivered(ctx context.Context, a *ledger.Approval) bool {
+func (s *Approver) undelivered(ctx context.Context, a *ledger.Approval) bool {
 	last, found := "", false
 	cursor := ""
 	for page := 0; page < 200; page++ {
-		p, err := s.cfg.Ledger.ListEvents(ctx, a.Tenant, a.OperationID, ledger.MaxListLimit, cursor)
+		p, err := s.Cfg.Ledger.ListEvents(ctx, a.Tenant, a.OperationID, ledger.MaxListLimit, cursor)
 		if err != nil {
-			s.log.WarnContext(ctx, "timeline not readable", "approvalId", a.ID, "err", err)
+			s.Log.WarnContext(ctx, "timeline not readable", "approvalId", a.ID, "err", err)
 			return false
 		}
 		for _, ev := range p.Items {
-			var d eventDetail
+			var d approval.EventDetail
 			if ev.Type == ledger.EventDecision && json.Unmarshal(ev.Detail, &d) == nil && d.ApprovalID == a.ID {
 				last, found = d.Task, true
 			}
@@ -251,7 +284,7 @@ const (
 // complete hands a recorded decision to Step Functions: SendTaskSuccess with the approval
 // output, or SendTaskFailure with ApprovalRejectedError. A few quick retries cover throttling;
 // a token that is gone is not retried.
-func (s *service) complete(ctx context.Context, a *ledger.Approval, op *ledger.Operation) string {
+func (s *Approver) complete(ctx context.Context, a *ledger.Approval, op *ledger.Operation) string {
 	call := func() error {
 		if a.Status == ledger.ApprovalApproved {
 			return s.tasks.Succeed(ctx, a.TaskToken, workflow.ApprovalOutput{
@@ -270,10 +303,10 @@ func (s *service) complete(ctx context.Context, a *ledger.Approval, op *ledger.O
 			if s.workflowTook(ctx, a) {
 				// An earlier send (this loop's, or the SDK's own retry of one whose response was
 				// lost) delivered the decision: the workflow has acted on it.
-				s.log.InfoContext(ctx, "approval task gone after the workflow took the decision", "approvalId", a.ID, "operationId", a.OperationID)
+				s.Log.InfoContext(ctx, "approval task gone after the workflow took the decision", "approvalId", a.ID, "operationId", a.OperationID)
 				return taskDelivered
 			}
-			s.log.WarnContext(ctx, "approval task already gone", "approvalId", a.ID, "operationId", a.OperationID)
+			s.Log.WarnContext(ctx, "approval task already gone", "approvalId", a.ID, "operationId", a.OperationID)
 			return taskGone
 		}
 		if attempt < 2 {
@@ -284,7 +317,7 @@ func (s *service) complete(ctx context.Context, a *ledger.Approval, op *ledger.O
 			}
 		}
 	}
-	s.log.ErrorContext(ctx, "approval decision recorded but not delivered to step functions", "approvalId", a.ID,
+	s.Log.ErrorContext(ctx, "approval decision recorded but not delivered to step functions", "approvalId", a.ID,
 		"operationId", a.OperationID, "err", err)
 	return taskFailed
 }
@@ -297,10 +330,10 @@ const goneRecheck = 2 * time.Second
 // approval to the governance re-check, the create or the seller task; a rejection to
 // rejected) within goneRecheck. A token that timed out (the buy expired) or that another path
 // ended answers false.
-func (s *service) workflowTook(ctx context.Context, a *ledger.Approval) bool {
+func (s *Approver) workflowTook(ctx context.Context, a *ledger.Approval) bool {
 	deadline := time.Now().Add(goneRecheck)
 	for {
-		op, err := s.cfg.Ledger.GetOperation(ctx, a.Tenant, a.OperationID)
+		op, err := s.Cfg.Ledger.GetOperation(ctx, a.Tenant, a.OperationID)
 		if err != nil {
 			return false
 		}
@@ -334,29 +367,29 @@ func rejectionCause(a *ledger.Approval) string {
 }
 
 // refused records a decision attempt that changed nothing.
-func (s *service) refused(ctx context.Context, a *ledger.Approval, approver string, d eventDetail) {
-	s.appendEvent(ctx, a.Tenant, a.OperationID, ledger.Event{
-		Type: ledger.EventApprovalRefused, Actor: "approver:" + approver, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason, Detail: d.raw(),
+func (s *Approver) refused(ctx context.Context, a *ledger.Approval, approver string, d approval.EventDetail) {
+	s.AppendEvent(ctx, a.Tenant, a.OperationID, ledger.Event{
+		Type: ledger.EventApprovalRefused, Actor: "approver:" + approver, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason, Detail: d.Raw(),
 	})
 }
 
 // load reads the approval and its operation. When ok is false, resp is the page to serve.
-func (s *service) load(ctx context.Context, id string) (a *ledger.Approval, op *ledger.Operation, resp events.APIGatewayV2HTTPResponse, ok bool) {
-	a, err := s.cfg.Ledger.GetApproval(ctx, id)
+func (s *Approver) load(ctx context.Context, id string) (a *ledger.Approval, op *ledger.Operation, resp events.APIGatewayV2HTTPResponse, ok bool) {
+	a, err := s.Cfg.Ledger.GetApproval(ctx, id)
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
 		// A validly signed link for an unknown id: treat it as any other invalid link.
 		return nil, nil, resultPage(approvalcore.ResultPage{Kind: approvalcore.PageInvalidLink}), false
 	case err != nil:
-		s.log.ErrorContext(ctx, "approval not readable", "approvalId", id, "err", err)
+		s.Log.ErrorContext(ctx, "approval not readable", "approvalId", id, "err", err)
 		return nil, nil, resultPage(approvalcore.ResultPage{Kind: approvalcore.PageUnavailable}), false
 	}
-	op, err = s.cfg.Ledger.GetOperation(ctx, a.Tenant, a.OperationID)
+	op, err = s.Cfg.Ledger.GetOperation(ctx, a.Tenant, a.OperationID)
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
 		op = nil
 	case err != nil:
-		s.log.ErrorContext(ctx, "operation not readable", "approvalId", id, "operationId", a.OperationID, "err", err)
+		s.Log.ErrorContext(ctx, "operation not readable", "approvalId", id, "operationId", a.OperationID, "err", err)
 		return nil, nil, resultPage(approvalcore.ResultPage{Kind: approvalcore.PageUnavailable}), false
 	}
 	return a, op, events.APIGatewayV2HTTPResponse{}, true

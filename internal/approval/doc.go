@@ -1,8 +1,13 @@
-// Package approvals runs the human approval step: the notify stage's Request and Expire
-// actions and the approve Lambda's GET and POST of /v1/approvals/{approval_id}. It wires the
-// pure pieces of internal/approvalcore (signed links, decision rules, pages) and internal/slack
-// (messages) to the ledger and to Step Functions through the narrow interfaces declared in
-// service.go (Ledger, Tasks, slack.Client, an injected clock).
+// Package approval is what the two use cases of the human approval step share: the notify
+// stage (internal/notify: Request and Expire) and the approve Lambda (internal/approve: GET
+// and POST of /v1/approvals/{approval_id}, the approver routes). It holds their configuration
+// and the narrow Ledger interface, the approval policy (who approves, above what amount, for
+// how long), the approval rounds of an operation as its timeline records them, what a page
+// or a message shows of an approval and of the purchase, and the loading of the link keys
+// and the Slack client from Secrets Manager. The pure pieces (signed links, decision rules,
+// pages) are internal/approvalcore; internal/slack renders the messages.
+//
+// The invariants below are the step's; each use case keeps its part.
 //
 // Invariants:
 //
@@ -50,4 +55,4 @@
 //     decision) by Outcome, and ApprovalRejected for a rejection; an expiry Expire takes records
 //     Timeouts{Kind=approval}. Retried hand-overs, lost races, refused clicks and retried
 //     expiries record nothing.
-package approvals
+package approval

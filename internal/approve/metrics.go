@@ -1,4 +1,4 @@
-package approvals
+package approve
 
 import (
 	"github.com/buyflow/buyflow/internal/ledger"
@@ -9,18 +9,13 @@ import (
 // ApprovalLatency sample (request stored → decision, both on the ledger's clock) by Outcome,
 // and one ApprovalRejected for a rejection. It runs once per decision, never for a retried
 // hand-over or a lost race.
-func (s *service) recordDecision(a *ledger.Approval) {
+func (s *Approver) recordDecision(a *ledger.Approval) {
 	outcome := metrics.Dims{"Outcome": string(a.Status)}
-	s.cfg.Metrics.Count(metrics.ApprovalDecided, outcome, 1)
+	s.Cfg.Metrics.Count(metrics.ApprovalDecided, outcome, 1)
 	if !a.CreatedAt.IsZero() && !a.DecidedAt.Before(a.CreatedAt) {
-		s.cfg.Metrics.Duration(metrics.ApprovalLatency, outcome, a.DecidedAt.Sub(a.CreatedAt))
+		s.Cfg.Metrics.Duration(metrics.ApprovalLatency, outcome, a.DecidedAt.Sub(a.CreatedAt))
 	}
 	if a.Status == ledger.ApprovalRejected {
-		s.cfg.Metrics.Count(metrics.ApprovalRejected, nil, 1)
+		s.Cfg.Metrics.Count(metrics.ApprovalRejected, nil, 1)
 	}
-}
-
-// recordExpiry records an approval this call marked expired (not a retry that found it so).
-func (s *service) recordExpiry() {
-	s.cfg.Metrics.Count(metrics.Timeouts, metrics.Dims{"Kind": metrics.TimeoutApproval}, 1)
 }

@@ -1,4 +1,4 @@
-package approvals
+package notify
 
 import (
 	"context"
@@ -8,12 +8,37 @@ import (
 	"strings"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/slack"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
+
+// Notifier is the notify Lambda's use case: Request and Expire (Notify dispatches the payload).
+// It is safe for concurrent use.
+type Notifier struct{ *approval.Base }
+
+// New checks cfg and returns the notify stage: it needs the Slack client, the public
+// base URL and a policy with approvers on top of what both Lambdas need.
+func New(cfg approval.Config) (*Notifier, error) {
+	errs := cfg.Problems()
+	if cfg.Slack == nil {
+		errs = append(errs, errors.New("no Slack client"))
+	}
+	if cfg.BaseURL == "" {
+		errs = append(errs, errors.New("no public base URL"))
+	}
+	if len(cfg.Policy.Approvers) == 0 {
+		errs = append(errs, errors.New("no approvers in the policy"))
+	}
+	s, err := approval.NewBase(cfg, errs)
+	if err != nil {
+		return nil, err
+	}
+	return &Notifier{s}, nil
+}
 
 // actorSystem is the actor of events the workflow causes; actorTimeout decides expiries.
 const (
@@ -39,7 +64,7 @@ func (s *Notifier) Request(ctx context.Context, in workflow.CallbackInput) error
 	if in.Config.ApprovalTimeoutSeconds <= 0 {
 		return &workflow.InvalidInputError{Field: "config.approval_timeout_seconds", Reason: "must be a positive integer"}
 	}
-	op, err := s.operation(ctx, in.Tenant, in.OperationID)
+	op, err := s.Operation(ctx, in.Tenant, in.OperationID)
 	if err != nil {
 		return err
 	}
@@ -47,23 +72,23 @@ func (s *Notifier) Request(ctx context.Context, in workflow.CallbackInput) error
 		return &workflow.TerminalError{Code: "operation_ended", Reason: fmt.Sprintf("operation %s is already %s; no approval is requested", op.ID, op.Status)}
 	}
 
-	id := ApprovalID(in.TaskToken)
-	h, err := s.history(ctx, in.Tenant, in.OperationID)
+	id := approval.ApprovalID(in.TaskToken)
+	h, err := s.History(ctx, in.Tenant, in.OperationID)
 	if err != nil {
 		return err
 	}
-	rd, known := h.byID(id)
+	rd, known := h.ByID(id)
 	if !known {
-		rd = round{ApprovalID: id}
-		if last, ok := h.latest(); ok {
+		rd = approval.Round{ApprovalID: id}
+		if last, ok := h.Latest(); ok {
 			rd.Round = last.Round + 1
 			rd.Escalation = last.Expired && last.Escalated
 		}
 	}
 	requester := op.Requester
-	group := s.cfg.Policy.Approvers
+	group := s.Cfg.Policy.Approvers
 	if rd.Escalation {
-		group = s.cfg.Policy.EscalationApprovers
+		group = s.Cfg.Policy.EscalationApprovers
 	}
 	// The requester may not approve their own buy, so they get no link.
 	approvers := slices.DeleteFunc(slices.Clone(group), func(a string) bool { return a == requester })
@@ -75,46 +100,46 @@ func (s *Notifier) Request(ctx context.Context, in workflow.CallbackInput) error
 	if _, err := money.ParseDecimal(op.BudgetTotal, op.Currency); err != nil {
 		return &workflow.TerminalError{Code: "invalid_amount", Reason: fmt.Sprintf("the buy's amount %q %s cannot be shown exactly: %v", op.BudgetTotal, op.Currency, err)}
 	}
-	now := s.now()
+	now := s.Now()
 	timeout := time.Duration(in.Config.ApprovalTimeoutSeconds) * time.Second
-	if et := time.Duration(s.cfg.Policy.EscalationTimeoutSeconds) * time.Second; rd.Escalation && et > 0 && et < timeout {
+	if et := time.Duration(s.Cfg.Policy.EscalationTimeoutSeconds) * time.Second; rd.Escalation && et > 0 && et < timeout {
 		timeout = et
 	}
 
 	// Who is asked next if nobody decides in time, so the buyer's view can say so.
 	var escalateTo []string
-	if !rd.Escalation && s.cfg.Policy.OnTimeout == TimeoutEscalate {
-		escalateTo = slices.DeleteFunc(slices.Clone(s.cfg.Policy.EscalationApprovers), func(a string) bool { return a == requester })
+	if !rd.Escalation && s.Cfg.Policy.OnTimeout == approval.TimeoutEscalate {
+		escalateTo = slices.DeleteFunc(slices.Clone(s.Cfg.Policy.EscalationApprovers), func(a string) bool { return a == requester })
 	}
 
-	a, err := s.cfg.Ledger.GetApproval(ctx, id)
+	a, err := s.Cfg.Ledger.GetApproval(ctx, id)
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
 		code := s.reasonCode(in.Reason, op)
-		a, err = s.cfg.Ledger.CreateApproval(ctx, ledger.Approval{
+		a, err = s.Cfg.Ledger.CreateApproval(ctx, ledger.Approval{
 			ID: id, Tenant: in.Tenant, OperationID: in.OperationID, TaskToken: in.TaskToken,
 			Approvers: approvers, EscalationApprovers: escalateTo, Requester: requester, Amount: op.BudgetTotal, Currency: op.Currency,
 			Reason: string(code), ReasonText: reasonText(code, op), ExpiresAt: now.Add(timeout),
 		})
 		if errors.Is(err, ledger.ErrConflict) { // a concurrent retry created it first
-			a, err = s.cfg.Ledger.GetApproval(ctx, id)
+			a, err = s.Cfg.Ledger.GetApproval(ctx, id)
 		}
 		if err != nil {
-			return fmt.Errorf("approvals: create approval for operation %s: %w", in.OperationID, err)
+			return fmt.Errorf("notify: create approval for operation %s: %w", in.OperationID, err)
 		}
 	case err != nil:
-		return fmt.Errorf("approvals: read approval of operation %s: %w", in.OperationID, err)
+		return fmt.Errorf("notify: read approval of operation %s: %w", in.OperationID, err)
 	}
 	if a.Tenant != in.Tenant || a.OperationID != in.OperationID || a.TaskToken != in.TaskToken {
 		return &workflow.TerminalError{Code: "approval_mismatch", Reason: fmt.Sprintf("approval %s belongs to another operation", id)}
 	}
 	if !known {
-		err := s.cfg.Ledger.AppendEvent(ctx, in.Tenant, in.OperationID, ledger.Event{
+		err := s.Cfg.Ledger.AppendEvent(ctx, in.Tenant, in.OperationID, ledger.Event{
 			Type: ledger.EventApprovalRequested, Actor: actorSystem, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason,
-			Detail: eventDetail{ApprovalID: id, Round: rd.Round, Escalation: rd.Escalation, Approvers: a.Approvers}.raw(),
+			Detail: approval.EventDetail{ApprovalID: id, Round: rd.Round, Escalation: rd.Escalation, Approvers: a.Approvers}.Raw(),
 		})
 		if err != nil {
-			return fmt.Errorf("approvals: record request of approval %s: %w", id, err)
+			return fmt.Errorf("notify: record request of approval %s: %w", id, err)
 		}
 	}
 	if err := s.awaitApproval(ctx, op, id); err != nil {
@@ -125,7 +150,7 @@ func (s *Notifier) Request(ctx context.Context, in workflow.CallbackInput) error
 			return err
 		}
 	}
-	s.log.InfoContext(ctx, "approval requested", "operationId", in.OperationID, "approvalId", id,
+	s.Log.InfoContext(ctx, "approval requested", "operationId", in.OperationID, "approvalId", id,
 		"round", rd.Round, "escalation", rd.Escalation, "approvers", len(a.Approvers), "expiresAt", a.ExpiresAt)
 	return nil
 }
@@ -134,16 +159,16 @@ func (s *Notifier) Request(ctx context.Context, in workflow.CallbackInput) error
 // Already being there (a retry, an escalation round) is fine; an operation that ended meanwhile
 // is a terminal error; any other status is left as it is and logged, since the approval itself
 // is already stored and the workflow decides what happens next.
-func (s *service) awaitApproval(ctx context.Context, op *ledger.Operation, id string) error {
+func (s *Notifier) awaitApproval(ctx context.Context, op *ledger.Operation, id string) error {
 	if op.Status == workflow.StatusAwaitingApproval {
 		return nil
 	}
 	if !workflow.CanMove(op.Status, workflow.StatusAwaitingApproval) {
-		s.log.WarnContext(ctx, "operation cannot move to awaiting_approval; left as it is", "operationId", op.ID, "status", op.Status)
+		s.Log.WarnContext(ctx, "operation cannot move to awaiting_approval; left as it is", "operationId", op.ID, "status", op.Status)
 		return nil
 	}
-	_, err := s.cfg.Ledger.Transition(ctx, op.Tenant, op.ID, workflow.StatusAwaitingApproval, ledger.AnyVersion, ledger.Changes{
-		Actor: actorSystem, Detail: eventDetail{ApprovalID: id}.raw(),
+	_, err := s.Cfg.Ledger.Transition(ctx, op.Tenant, op.ID, workflow.StatusAwaitingApproval, ledger.AnyVersion, ledger.Changes{
+		Actor: actorSystem, Detail: approval.EventDetail{ApprovalID: id}.Raw(),
 	})
 	var te *ledger.TransitionError
 	switch {
@@ -154,74 +179,60 @@ func (s *service) awaitApproval(ctx context.Context, op *ledger.Operation, id st
 	case errors.As(err, &te) && te.Current != nil && te.Current.Status.Terminal():
 		return &workflow.TerminalError{Code: "operation_ended", Reason: fmt.Sprintf("operation %s is already %s; no approval is requested", op.ID, te.Current.Status)}
 	case errors.As(err, &te) && te.Current != nil:
-		s.log.WarnContext(ctx, "operation moved elsewhere; left as it is", "operationId", op.ID, "status", te.Current.Status)
+		s.Log.WarnContext(ctx, "operation moved elsewhere; left as it is", "operationId", op.ID, "status", te.Current.Status)
 		return nil
 	case errors.Is(err, ledger.ErrNotFound):
 		return &workflow.NotFoundError{OperationID: op.ID}
 	default:
-		return fmt.Errorf("approvals: move operation %s to awaiting_approval: %w", op.ID, err)
+		return fmt.Errorf("notify: move operation %s to awaiting_approval: %w", op.ID, err)
 	}
 }
 
 // post sends the request to Slack, one signed link per approver, and stores where it landed.
 // Nothing posted at all is an error (the stage retries); a partial post is logged and kept.
-func (s *service) post(ctx context.Context, a *ledger.Approval, op *ledger.Operation) error {
-	exp := s.linkExpiry(a)
+func (s *Notifier) post(ctx context.Context, a *ledger.Approval, op *ledger.Operation) error {
+	exp := s.LinkExpiry(a)
 	reviews := make([]slack.Review, 0, len(a.Approvers))
 	for _, who := range a.Approvers {
-		link, err := s.cfg.Signer.Sign(s.cfg.BaseURL, a.ID, who, exp)
+		link, err := s.Cfg.Signer.Sign(s.Cfg.BaseURL, a.ID, who, exp)
 		if err != nil {
 			return &workflow.TerminalError{Code: "link_signing_failed", Reason: fmt.Sprintf("approval %s: %v", a.ID, err)}
 		}
 		reviews = append(reviews, slack.Review{Approver: who, URL: link})
 	}
-	v := view(a, op)
+	v := approval.View(a, op)
 	var err error
-	if v.Purchase, err = s.purchase(ctx, op); err != nil {
+	if v.Purchase, err = s.Purchase(ctx, op); err != nil {
 		return err
 	}
-	refs, err := slack.PostRequest(ctx, s.cfg.Slack, v, reviews, s.cfg.Delivery)
+	refs, err := slack.PostRequest(ctx, s.Cfg.Slack, v, reviews, s.Cfg.Delivery)
 	if len(refs) == 0 {
 		if err == nil {
 			err = errors.New("nothing was posted")
 		}
-		return fmt.Errorf("approvals: post approval %s to slack: %w", a.ID, err)
+		return fmt.Errorf("notify: post approval %s to slack: %w", a.ID, err)
 	}
 	if err != nil {
-		s.log.WarnContext(ctx, "approval request reached only some approvers", "approvalId", a.ID, "posted", len(refs), "err", err)
+		s.Log.WarnContext(ctx, "approval request reached only some approvers", "approvalId", a.ID, "posted", len(refs), "err", err)
 	}
 	stored := make([]ledger.SlackRef, len(refs))
 	for i, r := range refs {
 		stored[i] = ledger.SlackRef{Channel: r.Channel, TS: r.TS}
 	}
-	if err := s.cfg.Ledger.SetSlackMessages(ctx, a.ID, stored); err != nil {
-		return fmt.Errorf("approvals: store slack messages of approval %s: %w", a.ID, err)
+	if err := s.Cfg.Ledger.SetSlackMessages(ctx, a.ID, stored); err != nil {
+		return fmt.Errorf("notify: store slack messages of approval %s: %w", a.ID, err)
 	}
 	a.SlackMessages = stored
 	return nil
 }
 
-// linkExpiry is when a review link signed now for a stops working: the approval's expiry,
-// capped by the policy's link TTL and the longest lifetime a link may have.
-func (s *service) linkExpiry(a *ledger.Approval) time.Time {
-	now := s.now()
-	exp := a.ExpiresAt
-	if ttl := time.Duration(s.cfg.Policy.LinkTTLSeconds) * time.Second; ttl > 0 && now.Add(ttl).Before(exp) {
-		exp = now.Add(ttl)
-	}
-	if limit := now.Add(approvalcore.MaxLinkLifetime); exp.After(limit) {
-		exp = limit
-	}
-	return exp
-}
-
 // reasonCode maps the state machine's reason to the reason shown to approvers.
-func (s *service) reasonCode(reason string, op *ledger.Operation) approvalcore.ReasonCode {
+func (s *Notifier) reasonCode(reason string, op *ledger.Operation) approvalcore.ReasonCode {
 	switch approvalcore.ReasonCode(reason) {
 	case approvalcore.ReasonSellerInputRequired, approvalcore.ReasonPolicyThreshold, approvalcore.ReasonGovernanceConditions:
 		return approvalcore.ReasonCode(reason)
 	}
-	if needs, _ := s.cfg.Policy.Needs(op); needs {
+	if needs, _ := s.Cfg.Policy.Needs(op); needs {
 		return approvalcore.ReasonPolicyThreshold
 	}
 	if op.RequireApproval {
@@ -255,15 +266,15 @@ func (s *Notifier) Expire(ctx context.Context, in workflow.StageInput) (workflow
 	if err := checkStage(in.OperationID, in.Tenant); err != nil {
 		return workflow.ApprovalExpiry{}, err
 	}
-	h, err := s.history(ctx, in.Tenant, in.OperationID)
+	h, err := s.History(ctx, in.Tenant, in.OperationID)
 	if err != nil {
 		return workflow.ApprovalExpiry{}, err
 	}
-	last, ok := h.latest()
+	last, ok := h.Latest()
 	if !ok {
 		return workflow.ApprovalExpiry{Reason: "no approval request was recorded for this operation"}, nil
 	}
-	a, err := s.cfg.Ledger.Decide(ctx, last.ApprovalID, ledger.Decision{Outcome: ledger.ApprovalExpired, By: actorTimeout})
+	a, err := s.Cfg.Ledger.Decide(ctx, last.ApprovalID, ledger.Decision{Outcome: ledger.ApprovalExpired, By: actorTimeout})
 	var de *ledger.DecisionError
 	fresh := err == nil
 	switch {
@@ -276,76 +287,43 @@ func (s *Notifier) Expire(ctx context.Context, in workflow.StageInput) (workflow
 		reason := fmt.Sprintf("approval %s was %s by %s at %s, after the approval window closed; the workflow had stopped waiting, so nothing is bought",
 			cur.ID, cur.Status, cur.Decider, approvalcore.FormatTime(cur.DecidedAt))
 		if !last.Expired {
-			s.appendEvent(ctx, in.Tenant, in.OperationID, ledger.Event{
+			s.AppendEvent(ctx, in.Tenant, in.OperationID, ledger.Event{
 				Type: ledger.EventApprovalExpired, Actor: actorTimeout, Amount: cur.Amount, Currency: cur.Currency, Reason: cur.Reason,
-				Detail: eventDetail{ApprovalID: cur.ID, Round: last.Round, Outcome: string(cur.Status), Note: "decided after the timeout"}.raw(),
+				Detail: approval.EventDetail{ApprovalID: cur.ID, Round: last.Round, Outcome: string(cur.Status), Note: "decided after the timeout"}.Raw(),
 			})
 		}
 		return workflow.ApprovalExpiry{Reason: reason}, nil
 	case errors.Is(err, ledger.ErrNotFound):
 		return workflow.ApprovalExpiry{Reason: fmt.Sprintf("approval %s was never stored", last.ApprovalID)}, nil
 	default:
-		return workflow.ApprovalExpiry{}, fmt.Errorf("approvals: expire approval %s: %w", last.ApprovalID, err)
+		return workflow.ApprovalExpiry{}, fmt.Errorf("notify: expire approval %s: %w", last.ApprovalID, err)
 	}
 
-	escalate := s.cfg.Policy.OnTimeout == TimeoutEscalate && !last.Escalation && len(s.cfg.Policy.EscalationApprovers) > 0
+	escalate := s.Cfg.Policy.OnTimeout == approval.TimeoutEscalate && !last.Escalation && len(s.Cfg.Policy.EscalationApprovers) > 0
 	if last.Expired { // the event is already written: keep its answer
 		escalate = last.Escalated
 	} else {
-		err := s.cfg.Ledger.AppendEvent(ctx, in.Tenant, in.OperationID, ledger.Event{
+		err := s.Cfg.Ledger.AppendEvent(ctx, in.Tenant, in.OperationID, ledger.Event{
 			Type: ledger.EventApprovalExpired, Actor: actorTimeout, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason,
-			Detail: eventDetail{ApprovalID: a.ID, Round: last.Round, Escalation: last.Escalation, Escalated: escalate}.raw(),
+			Detail: approval.EventDetail{ApprovalID: a.ID, Round: last.Round, Escalation: last.Escalation, Escalated: escalate}.Raw(),
 		})
 		if err != nil {
-			return workflow.ApprovalExpiry{}, fmt.Errorf("approvals: record expiry of approval %s: %w", a.ID, err)
+			return workflow.ApprovalExpiry{}, fmt.Errorf("notify: record expiry of approval %s: %w", a.ID, err)
 		}
 	}
 	if fresh {
-		op, err := s.cfg.Ledger.GetOperation(ctx, in.Tenant, in.OperationID)
+		op, err := s.Cfg.Ledger.GetOperation(ctx, in.Tenant, in.OperationID)
 		if err != nil {
 			op = nil // the status message is still worth sending without the seller
 		}
-		s.updateSlack(ctx, a, op)
+		s.UpdateSlack(ctx, a, op)
 	}
 	reason := "approval expired at " + approvalcore.FormatTime(a.ExpiresAt) + " with no decision"
 	if escalate {
 		reason += "; asking the escalation approvers"
 	}
-	s.log.InfoContext(ctx, "approval expired", "operationId", in.OperationID, "approvalId", a.ID, "escalated", escalate)
+	s.Log.InfoContext(ctx, "approval expired", "operationId", in.OperationID, "approvalId", a.ID, "escalated", escalate)
 	return workflow.ApprovalExpiry{Escalated: escalate, Reason: reason}, nil
-}
-
-// updateSlack replaces the request messages with the approval's final status. Failures are
-// logged: the ledger already holds the truth.
-func (s *service) updateSlack(ctx context.Context, a *ledger.Approval, op *ledger.Operation) {
-	if s.cfg.Slack == nil || len(a.SlackMessages) == 0 {
-		return
-	}
-	refs := make([]slack.Ref, len(a.SlackMessages))
-	for i, r := range a.SlackMessages {
-		refs[i] = slack.Ref{Channel: r.Channel, TS: r.TS}
-	}
-	if err := slack.PostStatus(ctx, s.cfg.Slack, view(a, op), refs); err != nil {
-		s.log.WarnContext(ctx, "slack status update failed", "approvalId", a.ID, "err", err)
-	}
-}
-
-// appendEvent records an audit event whose loss must not change the answer; failures are logged.
-func (s *service) appendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) {
-	if err := s.cfg.Ledger.AppendEvent(ctx, tenant, opID, ev); err != nil {
-		s.log.ErrorContext(ctx, "audit event not recorded", "operationId", opID, "type", ev.Type, "err", err)
-	}
-}
-
-func (s *service) operation(ctx context.Context, tenant, id string) (*ledger.Operation, error) {
-	op, err := s.cfg.Ledger.GetOperation(ctx, tenant, id)
-	switch {
-	case errors.Is(err, ledger.ErrNotFound):
-		return nil, &workflow.NotFoundError{OperationID: id}
-	case err != nil:
-		return nil, fmt.Errorf("approvals: read operation %s: %w", id, err)
-	}
-	return op, nil
 }
 
 func checkStage(opID, tenant string) error {

@@ -1,4 +1,4 @@
-package approvals
+package approval
 
 import (
 	"bytes"
@@ -16,43 +16,43 @@ import (
 // are write-once); an operation that no check stored a payload for shows the submitted
 // media_buy, which is what the create stage then sends. The verdict and conditions come from
 // the check's event on the timeline.
-func (s *service) purchase(ctx context.Context, op *ledger.Operation) (approvalcore.Purchase, error) {
+func (s *Base) Purchase(ctx context.Context, op *ledger.Operation) (approvalcore.Purchase, error) {
 	payload, err := s.checkedPayload(ctx, op)
 	if err != nil {
 		return approvalcore.Purchase{}, err
 	}
 	p, err := approvalcore.ParsePurchase(payload, op.Currency)
 	if err != nil {
-		return approvalcore.Purchase{}, fmt.Errorf("approvals: what operation %s buys: %w", op.ID, err)
+		return approvalcore.Purchase{}, fmt.Errorf("approval: what operation %s buys: %w", op.ID, err)
 	}
-	if p.Governance, err = s.verdict(ctx, op); err != nil {
+	if p.Governance, err = s.Verdict(ctx, op); err != nil {
 		return approvalcore.Purchase{}, err
 	}
 	return p, nil
 }
 
-func (s *service) checkedPayload(ctx context.Context, op *ledger.Operation) ([]byte, error) {
+func (s *Base) checkedPayload(ctx context.Context, op *ledger.Operation) ([]byte, error) {
 	if op.GovernanceCheckID != "" {
-		in, err := s.cfg.Ledger.GetIntent(ctx, op.Tenant, op.ID, ledger.CheckedIntentPrefix+op.GovernanceCheckID)
+		in, err := s.Cfg.Ledger.GetIntent(ctx, op.Tenant, op.ID, ledger.CheckedIntentPrefix+op.GovernanceCheckID)
 		switch {
 		case err == nil:
 			return in.Request, nil
 		case !errors.Is(err, ledger.ErrNotFound):
-			return nil, fmt.Errorf("approvals: read checked payload of operation %s: %w", op.ID, err)
+			return nil, fmt.Errorf("approval: read checked payload of operation %s: %w", op.ID, err)
 		}
 	}
 	var req struct {
 		MediaBuy json.RawMessage `json:"media_buy"`
 	}
 	if err := json.Unmarshal(op.Request, &req); err != nil || len(bytes.TrimSpace(req.MediaBuy)) == 0 {
-		return nil, fmt.Errorf("approvals: operation %s has no stored media_buy", op.ID)
+		return nil, fmt.Errorf("approval: operation %s has no stored media_buy", op.ID)
 	}
 	return req.MediaBuy, nil
 }
 
 // verdict returns what the operation's latest governance check that decided (proceed or
 // needs_approval) said.
-func (s *service) verdict(ctx context.Context, op *ledger.Operation) (approvalcore.Verdict, error) {
+func (s *Base) Verdict(ctx context.Context, op *ledger.Operation) (approvalcore.Verdict, error) {
 	var v approvalcore.Verdict
 	err := s.eachEvent(ctx, op.Tenant, op.ID, func(ev ledger.Event) {
 		if ev.Type != ledger.EventGovernanceCheck {
@@ -80,12 +80,12 @@ func (s *service) verdict(ctx context.Context, op *ledger.Operation) (approvalco
 }
 
 // eachEvent calls fn on every event of the operation's timeline, oldest first.
-func (s *service) eachEvent(ctx context.Context, tenant, opID string, fn func(ledger.Event)) error {
+func (s *Base) eachEvent(ctx context.Context, tenant, opID string, fn func(ledger.Event)) error {
 	cursor := ""
 	for page := 0; page < 200; page++ {
-		p, err := s.cfg.Ledger.ListEvents(ctx, tenant, opID, ledger.MaxListLimit, cursor)
+		p, err := s.Cfg.Ledger.ListEvents(ctx, tenant, opID, ledger.MaxListLimit, cursor)
 		if err != nil {
-			return fmt.Errorf("approvals: read timeline of operation %s: %w", opID, err)
+			return fmt.Errorf("approval: read timeline of operation %s: %w", opID, err)
 		}
 		for _, ev := range p.Items {
 			fn(ev)

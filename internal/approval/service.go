@@ -1,4 +1,4 @@
-package approvals
+package approval
 
 import (
 	"cmp"
@@ -37,13 +37,6 @@ type Ledger interface {
 
 var _ Ledger = (*ledger.Store)(nil)
 
-// Tasks completes parked Step Functions tasks; *sfn.Client satisfies it. A token that is gone
-// is reported as an error matching sfn.ErrTaskGone.
-type Tasks interface {
-	Succeed(ctx context.Context, token string, output any) error
-	Fail(ctx context.Context, token, errName, cause string) error
-}
-
 // Config holds what both approval Lambdas need: the ledger, the Slack client (notify posts the
 // request, approve updates it after a decision), the link signer, the approval policy (notify
 // picks the approvers, approve maps the IAM callers of the approver routes), the public root
@@ -68,62 +61,15 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// service is what the notify and approve use cases share.
-type service struct {
-	cfg Config
-	log *slog.Logger
-	// tasks completes the parked RequestApproval token (approve only).
-	tasks Tasks
-	// devTenantHeader, on the local stack only, names the header the approver routes take the
-	// tenant from (with X-Buyflow-Principal for the principal), as the buyer routes do.
-	devTenantHeader string
+// Base is what the notify and approve use cases share: the configuration and the logger.
+// Each embeds it.
+type Base struct {
+	Cfg Config
+	Log *slog.Logger
 }
 
-// Notifier is the notify Lambda's use case: Request and Expire (Notify dispatches the payload).
-// It is safe for concurrent use.
-type Notifier struct{ *service }
-
-// Approver is the approve Lambda's use case: the confirm page, the decision and the approver
-// routes (HandleHTTP). It is safe for concurrent use.
-type Approver struct{ *service }
-
-// NewNotifier checks cfg and returns the notify stage: it needs the Slack client, the public
-// base URL and a policy with approvers on top of what both Lambdas need.
-func NewNotifier(cfg Config) (*Notifier, error) {
-	errs := cfg.problems()
-	if cfg.Slack == nil {
-		errs = append(errs, errors.New("no Slack client"))
-	}
-	if cfg.BaseURL == "" {
-		errs = append(errs, errors.New("no public base URL"))
-	}
-	if len(cfg.Policy.Approvers) == 0 {
-		errs = append(errs, errors.New("no approvers in the policy"))
-	}
-	s, err := newService(cfg, errs)
-	if err != nil {
-		return nil, err
-	}
-	return &Notifier{s}, nil
-}
-
-// NewApprover checks cfg and returns the approve Lambda's use case; tasks completes the parked
-// RequestApproval token after a decision. devTenantHeader is set on the local stack only.
-func NewApprover(cfg Config, tasks Tasks, devTenantHeader string) (*Approver, error) {
-	errs := cfg.problems()
-	if tasks == nil {
-		errs = append(errs, errors.New("no task completer"))
-	}
-	s, err := newService(cfg, errs)
-	if err != nil {
-		return nil, err
-	}
-	s.tasks, s.devTenantHeader = tasks, devTenantHeader
-	return &Approver{s}, nil
-}
-
-// problems lists what both Lambdas need and cfg lacks.
-func (cfg Config) problems() []error {
+// Problems lists what both Lambdas need and cfg lacks.
+func (cfg Config) Problems() []error {
 	var errs []error
 	if cfg.Ledger == nil {
 		errs = append(errs, errors.New("no ledger"))
@@ -137,17 +83,20 @@ func (cfg Config) problems() []error {
 	return errs
 }
 
-func newService(cfg Config, problems []error) (*service, error) {
+// NewBase returns the shared part of a use case, or every problem with cfg at once:
+// problems (what the use case itself needs and cfg lacks) joined with none of its own.
+func NewBase(cfg Config, problems []error) (*Base, error) {
 	if err := errors.Join(problems...); err != nil {
-		return nil, fmt.Errorf("approvals: %w", err)
+		return nil, fmt.Errorf("approval: %w", err)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &service{cfg: cfg, log: cfg.Logger}, nil
+	return &Base{Cfg: cfg, Log: cfg.Logger}, nil
 }
 
-func (s *service) now() time.Time { return s.cfg.Now().UTC() }
+// Now is the configured clock, in UTC.
+func (s *Base) Now() time.Time { return s.Cfg.Now().UTC() }
 
 // ApprovalID derives the approval id from the task token: 128 bits of its SHA-256 in base64url,
 // prefixed "apr_". A retried request with the same token finds the same approval; the token
@@ -159,11 +108,11 @@ func ApprovalID(taskToken string) string {
 
 // view converts a ledger approval and its operation into what the pages and Slack messages
 // show. It never copies the task token.
-func view(a *ledger.Approval, op *ledger.Operation) approvalcore.Approval {
+func View(a *ledger.Approval, op *ledger.Operation) approvalcore.Approval {
 	v := approvalcore.Approval{
 		ID: a.ID, OperationID: a.OperationID, Tenant: a.Tenant,
 		Approvers: a.Approvers, EscalationApprovers: a.EscalationApprovers, Requester: a.Requester,
-		Amount: toMoney(a.Amount, a.Currency), Reason: approvalcore.ReasonCode(a.Reason), ReasonText: a.ReasonText,
+		Amount: ToMoney(a.Amount, a.Currency), Reason: approvalcore.ReasonCode(a.Reason), ReasonText: a.ReasonText,
 		Status: approvalcore.Status(a.Status), DecidedBy: a.Decider, DecidedAt: a.DecidedAt,
 		Comment: a.Comment, ExpiresAt: a.ExpiresAt,
 	}
@@ -180,7 +129,7 @@ func view(a *ledger.Approval, op *ledger.Operation) approvalcore.Approval {
 // toMoney reads the ledger's decimal amount exactly (the submit stored it in the currency's
 // minor unit; nothing is rounded). An amount it cannot read is zero: a request for approval
 // refuses such an amount before any page or message shows it.
-func toMoney(amount, currency string) approvalcore.Money {
+func ToMoney(amount, currency string) approvalcore.Money {
 	a, err := money.ParseDecimal(strings.TrimSpace(amount), currency)
 	if err != nil {
 		return approvalcore.Money{Currency: currency}
@@ -189,7 +138,7 @@ func toMoney(amount, currency string) approvalcore.Money {
 }
 
 // eventDetail is the Detail JSON of this package's events.
-type eventDetail struct {
+type EventDetail struct {
 	ApprovalID string   `json:"approval_id"`
 	Round      int      `json:"round"`
 	Escalation bool     `json:"escalation,omitempty"`
@@ -206,7 +155,7 @@ type eventDetail struct {
 	Note       string   `json:"note,omitempty"`
 }
 
-func (d eventDetail) raw() json.RawMessage {
+func (d EventDetail) Raw() json.RawMessage {
 	b, err := json.Marshal(d)
 	if err != nil {
 		return nil // cannot happen: strings, ints and bools only
@@ -215,7 +164,7 @@ func (d eventDetail) raw() json.RawMessage {
 }
 
 // round is one approval request of an operation, as its timeline records it.
-type round struct {
+type Round struct {
 	ApprovalID string
 	Round      int
 	Escalation bool
@@ -226,41 +175,41 @@ type round struct {
 
 // history reads the approval rounds of an operation from its timeline: the ledger keys
 // approvals by id alone, and the timeline is where an operation's approvals are listed.
-type history struct {
-	rounds []round // in round order
+type History struct {
+	rounds []Round // in round order
 }
 
-func (h history) byID(id string) (round, bool) {
+func (h History) ByID(id string) (Round, bool) {
 	for _, r := range h.rounds {
 		if r.ApprovalID == id {
 			return r, true
 		}
 	}
-	return round{}, false
+	return Round{}, false
 }
 
-func (h history) latest() (round, bool) {
+func (h History) Latest() (Round, bool) {
 	if len(h.rounds) == 0 {
-		return round{}, false
+		return Round{}, false
 	}
 	return h.rounds[len(h.rounds)-1], true
 }
 
-func (s *service) history(ctx context.Context, tenant, opID string) (history, error) {
-	var h history
+func (s *Base) History(ctx context.Context, tenant, opID string) (History, error) {
+	var h History
 	idx := map[string]int{}
 	err := s.eachEvent(ctx, tenant, opID, func(ev ledger.Event) {
 		if ev.Type != ledger.EventApprovalRequested && ev.Type != ledger.EventApprovalExpired {
 			return
 		}
-		var d eventDetail
+		var d EventDetail
 		if err := json.Unmarshal(ev.Detail, &d); err != nil || d.ApprovalID == "" {
 			return
 		}
 		i, ok := idx[d.ApprovalID]
 		if !ok {
 			idx[d.ApprovalID] = len(h.rounds)
-			h.rounds = append(h.rounds, round{ApprovalID: d.ApprovalID, Round: d.Round})
+			h.rounds = append(h.rounds, Round{ApprovalID: d.ApprovalID, Round: d.Round})
 			i = len(h.rounds) - 1
 		}
 		switch ev.Type {
@@ -271,9 +220,56 @@ func (s *service) history(ctx context.Context, tenant, opID string) (history, er
 		}
 	})
 	if err != nil {
-		return history{}, err
+		return History{}, err
 	}
 	// Events written in the same instant may come back in any order: sort by round.
-	slices.SortStableFunc(h.rounds, func(a, b round) int { return cmp.Compare(a.Round, b.Round) })
+	slices.SortStableFunc(h.rounds, func(a, b Round) int { return cmp.Compare(a.Round, b.Round) })
 	return h, nil
+}
+
+// linkExpiry is when a review link signed now for a stops working: the approval's expiry,
+// capped by the policy's link TTL and the longest lifetime a link may have.
+func (s *Base) LinkExpiry(a *ledger.Approval) time.Time {
+	now := s.Now()
+	exp := a.ExpiresAt
+	if ttl := time.Duration(s.Cfg.Policy.LinkTTLSeconds) * time.Second; ttl > 0 && now.Add(ttl).Before(exp) {
+		exp = now.Add(ttl)
+	}
+	if limit := now.Add(approvalcore.MaxLinkLifetime); exp.After(limit) {
+		exp = limit
+	}
+	return exp
+}
+
+// updateSlack replaces the request messages with the approval's final status. Failures are
+// logged: the ledger already holds the truth.
+func (s *Base) UpdateSlack(ctx context.Context, a *ledger.Approval, op *ledger.Operation) {
+	if s.Cfg.Slack == nil || len(a.SlackMessages) == 0 {
+		return
+	}
+	refs := make([]slack.Ref, len(a.SlackMessages))
+	for i, r := range a.SlackMessages {
+		refs[i] = slack.Ref{Channel: r.Channel, TS: r.TS}
+	}
+	if err := slack.PostStatus(ctx, s.Cfg.Slack, View(a, op), refs); err != nil {
+		s.Log.WarnContext(ctx, "slack status update failed", "approvalId", a.ID, "err", err)
+	}
+}
+
+// appendEvent records an audit event whose loss must not change the answer; failures are logged.
+func (s *Base) AppendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) {
+	if err := s.Cfg.Ledger.AppendEvent(ctx, tenant, opID, ev); err != nil {
+		s.Log.ErrorContext(ctx, "audit event not recorded", "operationId", opID, "type", ev.Type, "err", err)
+	}
+}
+
+func (s *Base) Operation(ctx context.Context, tenant, id string) (*ledger.Operation, error) {
+	op, err := s.Cfg.Ledger.GetOperation(ctx, tenant, id)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return nil, &workflow.NotFoundError{OperationID: id}
+	case err != nil:
+		return nil, fmt.Errorf("approval: read operation %s: %w", id, err)
+	}
+	return op, nil
 }

@@ -1,10 +1,11 @@
-package approvals_test
+package approval_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
-	"github.com/buyflow/buyflow/internal/approvals"
+	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/ledger"
 )
 
@@ -29,7 +30,7 @@ func TestParsePolicy(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			p, err := approvals.ParsePolicy([]byte(tc.json))
+			p, err := approval.ParsePolicy([]byte(tc.json))
 			if len(tc.wantErr) == 0 {
 				if err != nil {
 					t.Fatal(err)
@@ -53,7 +54,7 @@ func TestParsePolicy(t *testing.T) {
 
 func TestPolicyNeeds(t *testing.T) {
 	t.Parallel()
-	p, err := approvals.ParsePolicy([]byte(`{"threshold":"10000.00","currency":"USD","approvers":["U1"]}`))
+	p, err := approval.ParsePolicy([]byte(`{"threshold":"10000.00","currency":"USD","approvers":["U1"]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +77,7 @@ func TestPolicyNeeds(t *testing.T) {
 			t.Errorf("Needs(%q %q) = %v %q, want %v with %q", tc.budget, tc.currency, got, why, tc.want, tc.why)
 		}
 	}
-	none, _ := approvals.ParsePolicy([]byte(`{"approvers":["U1"]}`))
+	none, _ := approval.ParsePolicy([]byte(`{"approvers":["U1"]}`))
 	if got, _ := none.Needs(&ledger.Operation{BudgetTotal: "1000000000.00", Currency: "USD"}); got {
 		t.Error("a policy without a threshold asked for approval by amount")
 	}
@@ -85,11 +86,16 @@ func TestPolicyNeeds(t *testing.T) {
 func TestApprovalIDIsStableAndOpaque(t *testing.T) {
 	t.Parallel()
 	tok := token(7)
-	id := approvals.ApprovalID(tok)
-	if id != approvals.ApprovalID(tok) || id == approvals.ApprovalID(token(8)) {
+	id := approval.ApprovalID(tok)
+	if id != approval.ApprovalID(tok) || id == approval.ApprovalID(token(8)) {
 		t.Fatal("approval id is not a function of the token")
 	}
 	if len(id) != 26 || !strings.HasPrefix(id, "apr_") || strings.Contains(tok, id[4:]) {
 		t.Errorf("approval id %q", id)
 	}
+}
+
+// token is a task token of Step Functions' shape and size.
+func token(n int) string {
+	return fmt.Sprintf("AQB%04d", n) + strings.Repeat("x9Z-_", 260)
 }

@@ -1,0 +1,328 @@
+package notify_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvalcore"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/notify"
+	"github.com/buyflow/buyflow/internal/slack"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+func TestRequestCreatesApprovalAndPostsPersonalLinks(t *testing.T) {
+	e := newEnv(t, "")
+	tok := token(1)
+	if len(tok) < 1024 {
+		t.Fatalf("token is %d characters, want 1,024+", len(tok))
+	}
+	id := e.request(tok)
+
+	a := e.approval(id)
+	if a.Status != ledger.ApprovalPending || a.TaskToken != tok || a.Tenant != tenant || a.OperationID != opID {
+		t.Fatalf("approval = %+v", a)
+	}
+	if strings.Join(a.Approvers, ",") != "UALICE,UBOB" {
+		t.Errorf("approvers = %v, want the policy's approvers without the requester", a.Approvers)
+	}
+	if a.Requester != requester || a.Amount != "12500.00" || a.Currency != "USD" || a.Reason != string(approvalcore.ReasonPolicyThreshold) {
+		t.Errorf("approval facts = requester %q amount %q %q reason %q", a.Requester, a.Amount, a.Currency, a.Reason)
+	}
+	if want := e.clk.Now().Add(timeout * time.Second); !a.ExpiresAt.Equal(want) {
+		t.Errorf("expires at %s, want %s", a.ExpiresAt, want)
+	}
+	if len(a.SlackMessages) != 2 {
+		t.Errorf("slack messages stored = %v", a.SlackMessages)
+	}
+	op, err := e.store.GetOperation(e.ctx, tenant, opID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op.Status != workflow.StatusAwaitingApproval {
+		t.Errorf("operation status = %s", op.Status)
+	}
+
+	msgs := e.sink.Messages()
+	if len(msgs) != 2 {
+		t.Fatalf("slack got %d messages, want one DM per approver", len(msgs))
+	}
+	for _, m := range msgs {
+		if strings.Contains(string(m.Body), tok[:40]) {
+			t.Errorf("slack message to %s carries the task token", m.Channel)
+		}
+		other := map[string]string{alice: bob, bob: alice}[m.Channel]
+		if other == "" {
+			t.Fatalf("message to unexpected channel %s", m.Channel)
+		}
+		if !strings.Contains(string(m.Body), "approver="+m.Channel) || strings.Contains(string(m.Body), "approver="+other) {
+			t.Errorf("message to %s does not carry only its own link", m.Channel)
+		}
+	}
+	u := e.link(id, alice)
+	if got := u.Scheme + "://" + u.Host + u.Path; got != baseURL+"/v1/approvals/"+id {
+		t.Errorf("link = %s", got)
+	}
+	if _, err := e.signer.Verify(id, u.Query()); err != nil {
+		t.Errorf("posted link does not verify: %v", err)
+	}
+	if evs := e.eventsOf(ledger.EventApprovalRequested); len(evs) != 1 || evs[0].Amount != "12500.00" {
+		t.Errorf("approval_requested events = %+v", evs)
+	}
+}
+
+func TestRequestRetryIsIdempotent(t *testing.T) {
+	e := newEnv(t, "")
+	tok := token(1)
+	id := e.request(tok)
+	before := e.snapshot(id)
+	if again := e.request(tok); again != id {
+		t.Fatalf("retry made approval %s, first was %s", again, id)
+	}
+	if after := e.snapshot(id); after != before {
+		t.Errorf("retry changed something:\nbefore %+v\nafter  %+v", before, after)
+	}
+}
+
+func TestRequestRetryAfterSlackFailurePostsOnce(t *testing.T) {
+	e := newEnv(t, "")
+	tok := token(1)
+	down := true
+	failing := slackFunc(func(m slack.Message) error {
+		if down {
+			return errors.New("slack is down")
+		}
+		return nil
+	})
+	svc, err := notify.New(approval.Config{Ledger: e.store, Slack: failing, Delivery: slack.Direct, Signer: e.signer,
+		Policy: e.policy, BaseURL: baseURL, Now: e.clk.Now, Logger: e.logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := workflow.CallbackInput{Action: workflow.ActionRequest, OperationID: opID, Tenant: tenant,
+		Config: workflow.RunConfig{ApprovalTimeoutSeconds: timeout}, TaskToken: tok}
+	if err := svc.Request(e.ctx, in); err == nil {
+		t.Fatal("request succeeded with Slack down")
+	}
+	if msg := workflow.TaskError(svc.Request(e.ctx, in)).Error(); strings.Contains(msg, tok[:40]) {
+		t.Errorf("error carries the task token: %s", msg)
+	}
+	down = false
+	if err := svc.Request(e.ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Request(e.ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.eventsOf(ledger.EventApprovalRequested)); n != 1 {
+		t.Errorf("%d approval_requested events after retries, want 1", n)
+	}
+	if a := e.approval(approval.ApprovalID(tok)); len(a.SlackMessages) != 2 {
+		t.Errorf("slack refs = %v", a.SlackMessages)
+	}
+}
+
+// slackFunc is a function-typed fake Slack client: it answers every post and update with f's error.
+type slackFunc func(slack.Message) error
+
+func (f slackFunc) Post(_ context.Context, m slack.Message) (slack.Ref, error) {
+	if err := f(m); err != nil {
+		return slack.Ref{}, err
+	}
+	return slack.Ref{Channel: m.Channel, TS: "1.000001"}, nil
+}
+
+func (f slackFunc) Update(_ context.Context, ref slack.Ref, m slack.Message) (slack.Ref, error) {
+	return ref, f(m)
+}
+
+func TestExpireEscalatesOnceThenRejects(t *testing.T) {
+	e := newEnv(t, `{"threshold":"10000.00","currency":"USD","approvers":["UALICE","UBOB"],"escalation_approvers":["UESC"],"on_timeout":"escalate","escalation_timeout_seconds":600}`)
+	first := e.request(token(1))
+	e.clk.Advance(timeout * time.Second)
+	exp := e.expire()
+	if !exp.Escalated {
+		t.Fatalf("first expiry = %+v, want escalated", exp)
+	}
+	if a := e.approval(first); a.Status != ledger.ApprovalExpired {
+		t.Errorf("first approval = %s", a.Status)
+	}
+	if again := e.expire(); again != exp {
+		t.Errorf("retried expire = %+v, first said %+v", again, exp)
+	}
+	updates := 0
+	for _, m := range e.sink.Messages() {
+		if m.Kind == "chat.update" && strings.Contains(m.Text, "Expired") {
+			updates++
+		}
+	}
+	if updates != 2 {
+		t.Errorf("%d expired updates in slack, want 2", updates)
+	}
+
+	// The state machine loops back to RequestApproval with a new token.
+	second := e.request(token(2))
+	a := e.approval(second)
+	if strings.Join(a.Approvers, ",") != escalator {
+		t.Errorf("escalated approvers = %v", a.Approvers)
+	}
+	if want := e.clk.Now().Add(600 * time.Second); !a.ExpiresAt.Equal(want) {
+		t.Errorf("escalated expiry = %s, want %s", a.ExpiresAt, want)
+	}
+	e.link(second, escalator)
+	e.clk.Advance(timeout * time.Second)
+	if exp := e.expire(); exp.Escalated {
+		t.Fatalf("second expiry = %+v, want give up", exp)
+	}
+	if a := e.approval(second); a.Status != ledger.ApprovalExpired {
+		t.Errorf("second approval = %s", a.Status)
+	}
+}
+
+func TestExpireRejectsWhenConfigured(t *testing.T) {
+	e := newEnv(t, "")
+	e.request(token(1))
+	e.clk.Advance(timeout * time.Second)
+	if exp := e.expire(); exp.Escalated || !strings.Contains(exp.Reason, "expired at") {
+		t.Fatalf("expire = %+v", exp)
+	}
+}
+
+func TestExpireAfterARaceReportsTheDecision(t *testing.T) {
+	e := newEnv(t, "")
+	id := e.request(token(1))
+	e.post(e.link(id, alice), "approve", "")
+	exp := e.expire()
+	if exp.Escalated || !strings.Contains(exp.Reason, "approved by UALICE") {
+		t.Fatalf("expire = %+v", exp)
+	}
+	if a := e.approval(id); a.Status != ledger.ApprovalApproved {
+		t.Errorf("ledger = %s", a.Status)
+	}
+}
+
+func TestNotifyErrorsAreBareTypes(t *testing.T) {
+	e := newEnv(t, "")
+	cases := []struct {
+		name    string
+		payload string
+		want    string
+	}{
+		{"not json", `[`, "InvalidInputError"},
+		{"unknown action", `{"action":"dance"}`, "InvalidInputError"},
+		{"no token", `{"action":"request","operation_id":"op-1","tenant":"111122223333","config":{"approval_timeout_seconds":60}}`, "InvalidInputError"},
+		{"no timeout", `{"action":"request","operation_id":"op-1","tenant":"111122223333","task_token":"t"}`, "InvalidInputError"},
+		{"unknown operation", `{"action":"request","operation_id":"op-9","tenant":"111122223333","task_token":"t","config":{"approval_timeout_seconds":60}}`, "NotFoundError"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := e.notifier.Notify(e.ctx, json.RawMessage(tc.payload))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if got := typeName(err); got != tc.want {
+				t.Errorf("error type %s (%v), want %s", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func typeName(err error) string {
+	return strings.TrimPrefix(fmt.Sprintf("%T", err), "*workflow.")
+}
+
+func TestRequestForAnEndedOperationIsTerminal(t *testing.T) {
+	e := newEnv(t, "")
+	if _, err := e.store.Transition(e.ctx, tenant, opID, workflow.StatusCanceled, ledger.AnyVersion, ledger.Changes{}); err != nil {
+		t.Fatal(err)
+	}
+	payload, _ := json.Marshal(map[string]any{
+		"action": "request", "operation_id": opID, "tenant": tenant,
+		"config": map[string]any{"approval_timeout_seconds": timeout}, "task_token": token(1),
+	})
+	_, err := e.notifier.Notify(e.ctx, payload)
+	if got := typeName(err); got != "TerminalError" {
+		t.Fatalf("error %T %v, want TerminalError", err, err)
+	}
+	if len(e.sink.Messages()) != 0 {
+		t.Error("slack was told about an ended operation")
+	}
+}
+
+func TestRequestReasons(t *testing.T) {
+	const said = "buyer approval required: confirm the budget" // the operation's recorded reason
+	cases := []struct {
+		name, budget, reason string
+		requireApproval      bool
+		want                 string
+		wantText             string // what the approvers read under the reason
+	}{
+		{"over threshold", "12500.00", "governance_needs_approval", false, "policy_threshold", ""},
+		{"governance conditions", "500.00", "governance_needs_approval", false, "governance_conditions", said},
+		{"buyer asked", "500.00", "governance_needs_approval", true, "buyer_requested", ""},
+		{"seller input", "500.00", "seller_input_required", false, "seller_input_required", said},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, "")
+			op, err := e.store.CreateOperation(e.ctx, ledger.Operation{ID: "op-2", Tenant: tenant, SellerID: "s", BudgetTotal: tc.budget,
+				Currency: "USD", Requester: requester, RequireApproval: tc.requireApproval, Reason: said,
+				Request: []byte(`{"media_buy":{"proposal_id":"prop-1","total_budget":{"amount":` + tc.budget + `,"currency":"USD"}}}`)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok := token(3)
+			err = e.notifier.Request(e.ctx, workflow.CallbackInput{Action: workflow.ActionRequest, OperationID: op.ID, Tenant: tenant,
+				Config: workflow.RunConfig{ApprovalTimeoutSeconds: timeout}, TaskToken: tok, Reason: tc.reason})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := e.approval(approval.ApprovalID(tok))
+			if a.Reason != tc.want || a.ReasonText != tc.wantText {
+				t.Errorf("reason = %q, %q; want %q, %q", a.Reason, a.ReasonText, tc.want, tc.wantText)
+			}
+			// The approvers read the seller's (or governance's) words in Slack.
+			msgs := e.sink.Messages()
+			if n := len(msgs); n == 0 {
+				t.Fatal("nothing posted to Slack")
+			}
+			if got := strings.Contains(string(msgs[len(msgs)-1].Body), said); got != (tc.wantText != "") {
+				t.Errorf("Slack message carries the recorded reason: %v, want %v", got, tc.wantText != "")
+			}
+		})
+	}
+}
+
+// An amount the page cannot show exactly (more decimals than its currency has: stored before
+// the submit checked it, or written by hand) is never put before an approver: the request is
+// terminal, nothing is posted and no approval is created.
+func TestRequestRefusesAnInexactAmount(t *testing.T) {
+	e := newEnv(t, "")
+	const id = "op-inexact"
+	if _, err := e.store.CreateOperation(e.ctx, ledger.Operation{
+		ID: id, Tenant: tenant, Status: workflow.StatusAwaitingApproval, SellerID: "sports-network", PONumber: "PO-43",
+		BudgetTotal: "1000.50", Currency: "JPY", Requester: requester,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	payload, _ := json.Marshal(map[string]any{
+		"action": "request", "operation_id": id, "tenant": tenant,
+		"config": map[string]any{"approval_timeout_seconds": timeout}, "task_token": token(7),
+	})
+	_, err := e.notifier.Notify(e.ctx, payload)
+	if got := typeName(err); got != "TerminalError" || !strings.Contains(err.Error(), "1000.50") {
+		t.Fatalf("error %T %v, want a TerminalError naming the amount", err, err)
+	}
+	if len(e.sink.Messages()) != 0 {
+		t.Error("slack was shown an inexact amount")
+	}
+	if _, err := e.store.GetApproval(e.ctx, approval.ApprovalID(token(7))); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("an approval was created: %v", err)
+	}
+}
