@@ -24,11 +24,9 @@ import (
 	"github.com/buyflow/buyflow/internal/ledger"
 )
 
-// breakerCooldown is the cool-down of the agents these scenarios break: long enough for the
-// later buys to reach the open breaker and wait on it, short enough for a test.
-const breakerCooldown = 8 * time.Second
-
-// breakerSettings are the registry settings of those agents: 3 consecutive failures open.
+// breakerSettings are the registry settings of the agents these scenarios break: 3
+// consecutive failures open the breaker, and its cool-down (8 s) is long enough for the later
+// buys to reach the open breaker and wait on it, short enough for a test.
 const breakerSettings = `{"circuit_breaker":{"failures":3,"window_seconds":60,"cooldown_seconds":8}}`
 
 // downAgent is a simulated agent of its own (the other scenarios share sim-seller and
