@@ -589,80 +589,118 @@ const (
 
 // addAlarms adds the alarm topic, the alarms, the dashboard and its URL output.
 func (b *BuyflowStack) addAlarms(app topology.Application, cfg Config) {
-	stack := b.Stack
-	b.AlarmTopic = awssns.NewTopic(stack, jsii.String("AlarmTopic"), &awssns.TopicProps{
+	b.AlarmTopic = awssns.NewTopic(b.Stack, jsii.String("AlarmTopic"), &awssns.TopicProps{
 		DisplayName: jsii.String("buyflow alarms"),
 		EnforceSSL:  jsii.Bool(true),
 	})
 	if cfg.AlarmEmail != "" {
 		b.AlarmTopic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(cfg.AlarmEmail), nil))
 	}
-	action := awscloudwatchactions.NewSnsAction(b.AlarmTopic)
 	period := awscdk.Duration_Minutes(jsii.Number(5))
-	sum := &awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String("Sum")}
-	alarmAt := func(id, desc string, m awscloudwatch.IMetric, threshold float64) {
-		a := awscloudwatch.NewAlarm(stack, jsii.String(id), &awscloudwatch.AlarmProps{
-			AlarmDescription:   jsii.String(desc),
-			Metric:             m,
-			Threshold:          jsii.Number(threshold),
-			EvaluationPeriods:  jsii.Number(1),
-			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
-		})
-		a.AddAlarmAction(action)
-		a.AddOkAction(action)
-	}
-	alarm := func(id, desc string, m awscloudwatch.IMetric) { alarmAt(id, desc, m, 1) }
-	// buyflow's own metrics (internal/metrics, embedded metric format).
-	custom := func(name string, dims map[string]*string, statistic, label string) awscloudwatch.Metric {
-		props := &awscloudwatch.MetricProps{
-			Namespace: jsii.String(metrics.Namespace), MetricName: jsii.String(name),
-			Period: period, Statistic: jsii.String(statistic),
-		}
-		if label != "" { // an alarm's metric has none: with a label CDK renders it as a metric math query
-			props.Label = jsii.String(label)
-		}
-		if dims != nil {
-			props.DimensionsMap = &dims
-		}
-		return awscloudwatch.NewMetric(props)
-	}
-	// search graphs every series of a metric over its one dimension (Code, Stage, Kind...),
-	// each labelled prefix + the dimension's value (a dynamic label).
-	search := func(name, dim, statistic, prefix string) awscloudwatch.SearchExpression {
-		return awscloudwatch.NewSearchExpression(&awscloudwatch.SearchExpressionProps{
-			Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,%s} MetricName="%s"', '%s', %d)`,
-				metrics.Namespace, dim, name, statistic, 300)),
-			Label:  jsii.String(prefix + "${PROP('Dim." + dim + "')}"),
-			Period: period,
-		})
-	}
+	m := monitor{stack: b.Stack, action: awscloudwatchactions.NewSnsAction(b.AlarmTopic), period: period,
+		sum: &awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String("Sum")}}
+	b.alarmOnOutcomes(m)
+	alarmOnSellerWebhooks(m, cfg.Agents)
+	alarmOnBreakers(m, cfg.Agents)
+	fns := b.alarmOnFunctions(m, app)
+	b.addDashboard(m, fns)
+}
 
+// monitor builds one stack's alarms and dashboard metrics: every alarm notifies the alarm
+// topic (and again when it clears), every metric is read over the same period.
+type monitor struct {
+	stack  awscdk.Stack
+	action awscloudwatchactions.SnsAction
+	period awscdk.Duration
+	sum    *awscloudwatch.MetricOptions
+}
+
+// alarmAt alarms when m reaches threshold in one period; missing data is not breaching.
+func (mo monitor) alarmAt(id, desc string, m awscloudwatch.IMetric, threshold float64) {
+	a := awscloudwatch.NewAlarm(mo.stack, jsii.String(id), &awscloudwatch.AlarmProps{
+		AlarmDescription:   jsii.String(desc),
+		Metric:             m,
+		Threshold:          jsii.Number(threshold),
+		EvaluationPeriods:  jsii.Number(1),
+		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+		TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+	})
+	a.AddAlarmAction(mo.action)
+	a.AddOkAction(mo.action)
+}
+
+// alarm alarms on the first occurrence.
+func (mo monitor) alarm(id, desc string, m awscloudwatch.IMetric) { mo.alarmAt(id, desc, m, 1) }
+
+// custom is one of buyflow's own metrics (internal/metrics, embedded metric format).
+func (mo monitor) custom(name string, dims map[string]*string, statistic, label string) awscloudwatch.Metric {
+	props := &awscloudwatch.MetricProps{
+		Namespace: jsii.String(metrics.Namespace), MetricName: jsii.String(name),
+		Period: mo.period, Statistic: jsii.String(statistic),
+	}
+	if label != "" { // an alarm's metric has none: with a label CDK renders it as a metric math query
+		props.Label = jsii.String(label)
+	}
+	if dims != nil {
+		props.DimensionsMap = &dims
+	}
+	return awscloudwatch.NewMetric(props)
+}
+
+// search graphs every series of a metric over its one dimension (Code, Stage, Kind...), each
+// labelled prefix + the dimension's value (a dynamic label).
+func (mo monitor) search(name, dim, statistic, prefix string) awscloudwatch.SearchExpression {
+	return awscloudwatch.NewSearchExpression(&awscloudwatch.SearchExpressionProps{
+		Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,%s} MetricName="%s"', '%s', %d)`,
+			metrics.Namespace, dim, name, statistic, 300)),
+		Label:  jsii.String(prefix + "${PROP('Dim." + dim + "')}"),
+		Period: mo.period,
+	})
+}
+
+// label is the period's sum, labelled l on a graph.
+func (mo monitor) label(l string) *awscloudwatch.MetricOptions {
+	return &awscloudwatch.MetricOptions{Period: mo.period, Statistic: jsii.String("Sum"), Label: jsii.String(l)}
+}
+
+// approvalTimeouts is the Timeouts series of approvals that expired past their SLA.
+var approvalTimeouts = map[string]*string{"Kind": jsii.String(metrics.TimeoutApproval)}
+
+// alarmOnOutcomes alarms on what stops or endangers a buy: failed and timed-out executions,
+// API 5xx, approvals past their SLA, refused webhook signatures, spend over budget.
+func (b *BuyflowStack) alarmOnOutcomes(m monitor) {
 	sm := b.StateMachine
-	alarm("ExecutionsFailedAlarm", "MediaBuy executions failed (a buy stopped: read the Fail state's Error/Cause)", sm.MetricFailed(sum))
-	alarm("ExecutionsTimedOutAlarm", "MediaBuy executions timed out", sm.MetricTimedOut(sum))
-	alarm("ApiServerErrorsAlarm", "HTTP API answered 5xx", b.Api.MetricServerError(sum))
-	approvalTimeouts := map[string]*string{"Kind": jsii.String(metrics.TimeoutApproval)}
-	alarmAt("ApprovalsPastSlaAlarm", "Approvals expired past their SLA (Buyflow Timeouts, Kind=approval): the buy followed the policy's on_timeout",
-		custom(metrics.Timeouts, approvalTimeouts, "Sum", ""), approvalsPastSLAThreshold)
-	alarmAt("WebhookSignatureFailuresAlarm", fmt.Sprintf(
+	m.alarm("ExecutionsFailedAlarm", "MediaBuy executions failed (a buy stopped: read the Fail state's Error/Cause)", sm.MetricFailed(m.sum))
+	m.alarm("ExecutionsTimedOutAlarm", "MediaBuy executions timed out", sm.MetricTimedOut(m.sum))
+	m.alarm("ApiServerErrorsAlarm", "HTTP API answered 5xx", b.Api.MetricServerError(m.sum))
+	m.alarmAt("ApprovalsPastSlaAlarm", "Approvals expired past their SLA (Buyflow Timeouts, Kind=approval): the buy followed the policy's on_timeout",
+		m.custom(metrics.Timeouts, approvalTimeouts, "Sum", ""), approvalsPastSLAThreshold)
+	m.alarmAt("WebhookSignatureFailuresAlarm", fmt.Sprintf(
 		"At least %d seller webhooks refused with 401 in 5 minutes (Buyflow WebhookSignatureFailures; the dashboard splits them by Code)",
-		webhookSignatureFailuresThreshold), custom(metrics.WebhookSignatureFailures, nil, "Sum", ""), webhookSignatureFailuresThreshold)
-	alarm("SpendOverBudgetAlarm", "A live buy's reported spend passed its approved budget (Buyflow SpendOverBudget, by Seller on the dashboard; the buy's timeline has the delivery entry with spend and approved budget)",
-		custom(metrics.SpendOverBudget, nil, "Sum", ""))
-	// An open circuit breaker: calls refused because an agent failed again and again. One alarm
-	// for every agent (those added through the operator API included), one per seeded agent.
-	alarm("AgentUnavailableAlarm", "An agent's circuit breaker is open: its buys wait and nothing is sent to it (Buyflow AgentUnavailable; the dashboard splits it by Agent; runbook: internal/reconcile/RUNBOOK.md, 'An agent is unavailable')",
-		custom(metrics.AgentUnavailable, nil, "Sum", ""))
-	for _, id := range agentIDs(cfg.Agents, func(adcp.Agent) bool { return true }) {
-		alarm("AgentUnavailable"+pascal(id)+"Alarm", fmt.Sprintf("The circuit breaker of agent %s is open: its buys wait and nothing is sent to it (Buyflow AgentUnavailable, Agent=%s; runbook: internal/reconcile/RUNBOOK.md, 'An agent is unavailable')", id, id),
-			custom(metrics.AgentUnavailable, map[string]*string{"Agent": jsii.String(id)}, "Sum", ""))
-	}
+		webhookSignatureFailuresThreshold), m.custom(metrics.WebhookSignatureFailures, nil, "Sum", ""), webhookSignatureFailuresThreshold)
+	m.alarm("SpendOverBudgetAlarm", "A live buy's reported spend passed its approved budget (Buyflow SpendOverBudget, by Seller on the dashboard; the buy's timeline has the delivery entry with spend and approved budget)",
+		m.custom(metrics.SpendOverBudget, nil, "Sum", ""))
+}
 
-	// A seller whose webhooks are all refused (a 3.0/3.1 mismatch, a wrong key, a changed URL):
-	// its buys still finish by polling, so nothing else would show it. One alarm per configured
-	// seller: refusals and no accepted webhook over 15 minutes.
-	for _, id := range sellerIDs(cfg.Agents) {
+// alarmOnBreakers alarms while an agent's circuit breaker is open (calls refused because the
+// agent failed again and again): one alarm for every agent, those an operator adds after the
+// deploy included, and one per agent the deploy seeds.
+func alarmOnBreakers(m monitor, agents string) {
+	const runbook = "runbook: internal/reconcile/RUNBOOK.md, 'An agent is unavailable'"
+	m.alarm("AgentUnavailableAlarm", "An agent's circuit breaker is open: its buys wait and nothing is sent to it (Buyflow AgentUnavailable; the dashboard splits it by Agent; "+runbook+")",
+		m.custom(metrics.AgentUnavailable, nil, "Sum", ""))
+	for _, id := range agentIDs(agents, func(adcp.Agent) bool { return true }) {
+		m.alarm("AgentUnavailable"+pascal(id)+"Alarm", fmt.Sprintf("The circuit breaker of agent %s is open: its buys wait and nothing is sent to it (Buyflow AgentUnavailable, Agent=%s; %s)", id, id, runbook),
+			m.custom(metrics.AgentUnavailable, map[string]*string{"Agent": jsii.String(id)}, "Sum", ""))
+	}
+}
+
+// alarmOnSellerWebhooks alarms on a seller whose webhooks are all refused (a 3.0/3.1
+// mismatch, a wrong key, a changed URL): its buys still finish by polling, so nothing else
+// would show it. One alarm per configured seller: refusals and no accepted webhook over 15
+// minutes.
+func alarmOnSellerWebhooks(m monitor, agents string) {
+	for _, id := range sellerIDs(agents) {
 		seller := map[string]*string{"Seller": jsii.String(id)}
 		window := awscdk.Duration_Minutes(jsii.Number(15))
 		over := func(name string) awscloudwatch.IMetric {
@@ -675,33 +713,46 @@ func (b *BuyflowStack) addAlarms(app topology.Application, cfg Config) {
 			Period:       window,
 			Label:        jsii.String("webhooks of " + id + " all refused"),
 		})
-		alarm("WebhooksAllRefused"+pascal(id)+"Alarm", fmt.Sprintf("Every webhook of seller %s was refused for 15 minutes (Buyflow WebhookRejected by Seller, none in WebhookAccepted): its buys finish only by polling; WebhookRejected by Code says why", id), allRefused)
+		m.alarm("WebhooksAllRefused"+pascal(id)+"Alarm", fmt.Sprintf("Every webhook of seller %s was refused for 15 minutes (Buyflow WebhookRejected by Seller, none in WebhookAccepted): its buys finish only by polling; WebhookRejected by Code says why", id), allRefused)
 	}
+}
 
-	var errorMetrics, throttleMetrics, durationMetrics []awscloudwatch.IMetric
+// functionMetrics are the Lambdas' errors, throttles and p99 durations, one series per
+// function, for the dashboard.
+type functionMetrics struct {
+	errors, throttles, durations []awscloudwatch.IMetric
+}
+
+// alarmOnFunctions alarms on every Lambda's errors and throttles and returns their series.
+func (b *BuyflowStack) alarmOnFunctions(m monitor, app topology.Application) functionMetrics {
+	var fm functionMetrics
 	for _, f := range app.Functions {
 		fn := b.Functions[f.Name]
-		alarm(pascal(f.Name)+"ErrorsAlarm", "Lambda "+f.Name+" errors", fn.MetricErrors(sum))
-		alarm(pascal(f.Name)+"ThrottlesAlarm", "Lambda "+f.Name+" throttled (account or reserved concurrency)", fn.MetricThrottles(sum))
-		errorMetrics = append(errorMetrics, fn.MetricErrors(&awscloudwatch.MetricOptions{
-			Period: period, Statistic: jsii.String("Sum"), Label: jsii.String(f.Name),
+		m.alarm(pascal(f.Name)+"ErrorsAlarm", "Lambda "+f.Name+" errors", fn.MetricErrors(m.sum))
+		m.alarm(pascal(f.Name)+"ThrottlesAlarm", "Lambda "+f.Name+" throttled (account or reserved concurrency)", fn.MetricThrottles(m.sum))
+		fm.errors = append(fm.errors, fn.MetricErrors(&awscloudwatch.MetricOptions{
+			Period: m.period, Statistic: jsii.String("Sum"), Label: jsii.String(f.Name),
 		}))
-		throttleMetrics = append(throttleMetrics, fn.MetricThrottles(&awscloudwatch.MetricOptions{
-			Period: period, Statistic: jsii.String("Sum"), Label: jsii.String(f.Name),
+		fm.throttles = append(fm.throttles, fn.MetricThrottles(&awscloudwatch.MetricOptions{
+			Period: m.period, Statistic: jsii.String("Sum"), Label: jsii.String(f.Name),
 		}))
-		durationMetrics = append(durationMetrics, fn.MetricDuration(&awscloudwatch.MetricOptions{
-			Period: period, Statistic: jsii.String("p99"), Label: jsii.String(f.Name),
+		fm.durations = append(fm.durations, fn.MetricDuration(&awscloudwatch.MetricOptions{
+			Period: m.period, Statistic: jsii.String("p99"), Label: jsii.String(f.Name),
 		}))
 	}
+	return fm
+}
 
-	widget := func(title string, left []awscloudwatch.IMetric) awscloudwatch.IWidget {
-		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
-			Title: jsii.String(title), Left: &left, Width: jsii.Number(12),
-		})
-	}
-	label := func(l string) *awscloudwatch.MetricOptions {
-		return &awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String("Sum"), Label: jsii.String(l)}
-	}
+// widget is a half-width graph of left.
+func widget(title string, left []awscloudwatch.IMetric) awscloudwatch.IWidget {
+	return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
+		Title: jsii.String(title), Left: &left, Width: jsii.Number(12),
+	})
+}
+
+// addDashboard adds the ops and finance dashboard and the output with its URL.
+func (b *BuyflowStack) addDashboard(m monitor, fns functionMetrics) {
+	stack, sm, label, custom, search := b.Stack, b.StateMachine, m.label, m.custom, m.search
 	outcome := func(o ledger.ApprovalStatus) map[string]*string {
 		return map[string]*string{"Outcome": jsii.String(string(o))}
 	}
@@ -719,11 +770,11 @@ func (b *BuyflowStack) addAlarms(app topology.Application, cfg Config) {
 		}),
 	)
 	dash.AddWidgets(
-		widget("Lambda errors", errorMetrics),
-		widget("Lambda throttles", throttleMetrics),
+		widget("Lambda errors", fns.errors),
+		widget("Lambda throttles", fns.throttles),
 	)
 	dash.AddWidgets(
-		widget("Lambda duration p99 (ms)", durationMetrics),
+		widget("Lambda duration p99 (ms)", fns.durations),
 		widget("Approval latency (ms)", []awscloudwatch.IMetric{
 			custom(metrics.ApprovalLatency, outcome(ledger.ApprovalApproved), "p50", "approved p50"),
 			custom(metrics.ApprovalLatency, outcome(ledger.ApprovalApproved), "p90", "approved p90"),
@@ -763,7 +814,11 @@ func (b *BuyflowStack) addAlarms(app topology.Application, cfg Config) {
 		widget("Calls refused by an open circuit breaker, by agent", []awscloudwatch.IMetric{search(metrics.AgentUnavailable, "Agent", "Sum", "")}),
 		widget("Circuit breakers opened, by agent", []awscloudwatch.IMetric{search(metrics.BreakerOpened, "Agent", "Sum", "")}),
 	)
+	addDashboardURL(stack, dash)
+}
 
+// addDashboardURL outputs the console URL of dash.
+func addDashboardURL(stack awscdk.Stack, dash awscloudwatch.Dashboard) {
 	region := stack.Region()
 	awscdk.NewCfnOutput(stack, jsii.String("DashboardUrl"), &awscdk.CfnOutputProps{
 		Value: awscdk.Fn_Join(jsii.String(""), &[]*string{

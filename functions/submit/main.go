@@ -23,6 +23,7 @@ import (
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/modification"
 	"github.com/buyflow/buyflow/internal/sfn"
+	"github.com/buyflow/buyflow/internal/topology"
 )
 
 func main() { wire.Main(run) }
@@ -43,8 +44,8 @@ func run(_ context.Context, getenv func(string) string) error {
 	campaigns := campaign.New(store, buys, sfn.New(sfnapi.NewFromConfig(c.AWS), c.Env.CampaignStateMachineARN), sellers, validator,
 		campaign.Config{Run: c.Env.Run, MediaBuyStateMachineARN: c.Env.StateMachineARN})
 	changes := modification.NewRequests(c.Ledger(), c.Tasks(), modification.RequestConfig{Run: c.Env.Run, StateMachineARN: c.Env.StateMachineARN})
-	api := httpapi.Prefixed("/v1/campaigns", campaign.HTTPHandler(campaigns, c.Env.DevTenantHeader, slog.Default()),
-		modification.HTTPHandler(changes, mediabuy.HTTPHandler(buys, c.Env.DevTenantHeader, slog.Default()), c.Env.DevTenantHeader, slog.Default()))
+	api := httpapi.ByRouteKey(topology.App, mediabuy.Routes(buys, c.Env.DevTenantHeader, slog.Default()),
+		modification.Routes(changes, c.Env.DevTenantHeader, slog.Default()), campaign.Routes(campaigns, c.Env.DevTenantHeader, slog.Default()))
 	lambda.Start(metrics.Flushing(c.Metrics, httpapi.Recovering(c.Metrics, api))) // blocks
 	return nil
 }

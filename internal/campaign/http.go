@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
-	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -26,76 +25,77 @@ var _ Campaigns = (*Service)(nil)
 
 var idRE = regexp.MustCompile(`^cp-[a-z2-7]{26}$`)
 
-// HTTPHandler serves POST/GET /v1/campaigns, GET /v1/campaigns/{id} and
-// GET /v1/campaigns/{id}/events. devHeader is the dev-only tenant header (see httpapi.Identify).
-func HTTPHandler(svc Campaigns, devHeader string, log *slog.Logger) httpapi.Handler {
-	return func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-		who, err := httpapi.Identify(req, devHeader)
-		if err != nil {
-			return httpapi.Error(http.StatusForbidden, "no_identity", "the request carries no caller identity; sign it with SigV4", ""), nil
-		}
-		caller := mediabuy.Caller{Tenant: who.Tenant, Principal: who.Principal}
-		method, path := req.RequestContext.HTTP.Method, httpapi.Path(req)
-		rest, isItem := strings.CutPrefix(path, "/v1/campaigns/")
-		id, sub, _ := strings.Cut(rest, "/")
-		rid := req.RequestContext.RequestID
-
-		switch {
-		case method == http.MethodPost && path == "/v1/campaigns":
-			key, body, refused := httpapi.Submission(req, "campaign")
-			if refused != nil {
-				return *refused, nil
-			}
-			out, err := svc.Submit(ctx, caller, key, body)
-			if err != nil {
-				return fromError(log, rid, err), nil
-			}
-			resp := httpapi.JSON(http.StatusAccepted, out)
-			resp.Headers["Location"] = out.Links.Self
-			return resp, nil
-
-		case method == http.MethodGet && path == "/v1/campaigns":
-			limit, refused := httpapi.Limit(req)
-			if refused != nil {
-				return *refused, nil
-			}
-			page, err := svc.List(ctx, caller.Tenant, limit, req.QueryStringParameters["cursor"])
-			if err != nil {
-				return fromError(log, rid, err), nil
-			}
-			return httpapi.JSON(http.StatusOK, page), nil
-
-		case isItem && !idRE.MatchString(id):
-			return httpapi.Error(http.StatusNotFound, "not_found", "no campaign with that id", ""), nil
-
-		case method == http.MethodGet && isItem && rest == id:
-			v, err := svc.Get(ctx, caller.Tenant, id)
-			if err != nil {
-				return fromError(log, rid, err), nil
-			}
-			return httpapi.JSON(http.StatusOK, v), nil
-
-		case method == http.MethodGet && isItem && sub == "events":
-			page, err := svc.Events(ctx, caller.Tenant, id)
-			if err != nil {
-				return fromError(log, rid, err), nil
-			}
-			return httpapi.JSON(http.StatusOK, page), nil
-		}
-		allow := ""
-		switch {
-		case path == "/v1/campaigns":
-			allow = "GET, POST"
-		case isItem && (rest == id || sub == "events"):
-			allow = "GET"
-		}
-		if allow != "" {
-			resp := httpapi.Error(http.StatusMethodNotAllowed, "method_not_allowed", method+" is not served here; use "+allow, "")
-			resp.Headers["Allow"] = allow
-			return resp, nil
-		}
-		return httpapi.Error(http.StatusNotFound, "no_route", "no such route: "+method+" "+path, ""), nil
+// Routes are the campaign routes by API Gateway route key: POST/GET /v1/campaigns,
+// GET /v1/campaigns/{id} and GET /v1/campaigns/{id}/events (serve them with
+// httpapi.ByRouteKey). devHeader is the dev-only tenant header (see httpapi.Identify).
+func Routes(svc Campaigns, devHeader string, log *slog.Logger) map[string]httpapi.Handler {
+	r := routes{svc: svc, log: log}
+	return map[string]httpapi.Handler{
+		"POST /v1/campaigns":            httpapi.WithCaller(devHeader, r.submit),
+		"GET /v1/campaigns":             httpapi.WithCaller(devHeader, r.list),
+		"GET /v1/campaigns/{id}":        httpapi.WithCaller(devHeader, r.get),
+		"GET /v1/campaigns/{id}/events": httpapi.WithCaller(devHeader, r.events),
 	}
+}
+
+// routes are the campaign routes' handlers.
+type routes struct {
+	svc Campaigns
+	log *slog.Logger
+}
+
+func (r routes) submit(ctx context.Context, req events.APIGatewayV2HTTPRequest, who httpapi.Caller) (events.APIGatewayV2HTTPResponse, error) {
+	key, body, refused := httpapi.Submission(req, "campaign")
+	if refused != nil {
+		return *refused, nil
+	}
+	out, err := r.svc.Submit(ctx, mediabuy.Caller(who), key, body)
+	if err != nil {
+		return fromError(r.log, req.RequestContext.RequestID, err), nil
+	}
+	resp := httpapi.JSON(http.StatusAccepted, out)
+	resp.Headers["Location"] = out.Links.Self
+	return resp, nil
+}
+
+func (r routes) list(ctx context.Context, req events.APIGatewayV2HTTPRequest, who httpapi.Caller) (events.APIGatewayV2HTTPResponse, error) {
+	limit, refused := httpapi.Limit(req)
+	if refused != nil {
+		return *refused, nil
+	}
+	page, err := r.svc.List(ctx, who.Tenant, limit, req.QueryStringParameters["cursor"])
+	if err != nil {
+		return fromError(r.log, req.RequestContext.RequestID, err), nil
+	}
+	return httpapi.JSON(http.StatusOK, page), nil
+}
+
+func (r routes) get(ctx context.Context, req events.APIGatewayV2HTTPRequest, who httpapi.Caller) (events.APIGatewayV2HTTPResponse, error) {
+	id := req.PathParameters["id"]
+	if !idRE.MatchString(id) {
+		return notFound(), nil
+	}
+	v, err := r.svc.Get(ctx, who.Tenant, id)
+	if err != nil {
+		return fromError(r.log, req.RequestContext.RequestID, err), nil
+	}
+	return httpapi.JSON(http.StatusOK, v), nil
+}
+
+func (r routes) events(ctx context.Context, req events.APIGatewayV2HTTPRequest, who httpapi.Caller) (events.APIGatewayV2HTTPResponse, error) {
+	id := req.PathParameters["id"]
+	if !idRE.MatchString(id) {
+		return notFound(), nil
+	}
+	page, err := r.svc.Events(ctx, who.Tenant, id)
+	if err != nil {
+		return fromError(r.log, req.RequestContext.RequestID, err), nil
+	}
+	return httpapi.JSON(http.StatusOK, page), nil
+}
+
+func notFound() events.APIGatewayV2HTTPResponse {
+	return httpapi.Error(http.StatusNotFound, "not_found", "no campaign with that id", "")
 }
 
 // fromError maps the campaign use cases' errors to responses: a refusal is its 4xx, an unknown
@@ -106,7 +106,7 @@ func fromError(log *slog.Logger, requestID string, err error) events.APIGatewayV
 	case errors.As(err, &re):
 		return httpapi.Error(re.Status, re.Code, re.Message, re.Field)
 	case errors.Is(err, ErrNotFound):
-		return httpapi.Error(404, "not_found", "no campaign with that id", "")
+		return notFound()
 	}
 	return httpapi.Unexpected(log, requestID, err)
 }

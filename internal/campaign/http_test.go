@@ -13,6 +13,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/mediabuy"
+	"github.com/buyflow/buyflow/internal/topology"
 )
 
 type fakeCampaigns struct {
@@ -39,7 +40,7 @@ const someCampaign = "cp-abcdefghijklmnopqrstuvwxyz"
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func iamRequest(method, path string) events.APIGatewayV2HTTPRequest {
-	return events.APIGatewayV2HTTPRequest{
+	req := events.APIGatewayV2HTTPRequest{
 		Version: "2.0", RawPath: path, Headers: map[string]string{},
 		RequestContext: events.APIGatewayV2HTTPRequestContext{
 			RequestID: "req-1", Stage: "$default",
@@ -49,6 +50,10 @@ func iamRequest(method, path string) events.APIGatewayV2HTTPRequest {
 			},
 		},
 	}
+	// API Gateway matched the route and filled the path's parameters before the invocation.
+	route, params, _ := topology.App.Match(method, path)
+	req.RouteKey, req.PathParameters = route.Method+" "+route.Path, params
+	return req
 }
 
 func problemCode(t *testing.T, resp events.APIGatewayV2HTTPResponse) string {
@@ -78,7 +83,7 @@ func TestCampaignRoutes(t *testing.T) {
 	buys := httpapi.Handler(func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		return httpapi.Error(404, "not_found", "no media buy with that id", ""), nil
 	})
-	h := httpapi.Prefixed("/v1/campaigns", HTTPHandler(cps, "", quiet), buys)
+	h := httpapi.ByRouteKey(topology.App, Routes(cps, "", quiet), map[string]httpapi.Handler{"GET /v1/media-buys/{id}": buys})
 
 	req := iamRequest("POST", "/v1/campaigns")
 	req.Headers["idempotency-key"] = "campaign-0001"
@@ -101,7 +106,7 @@ func TestCampaignRoutes(t *testing.T) {
 		{"GET", "/v1/campaigns", 200, ""},
 		{"GET", "/v1/campaigns/cp-zzzzzzzzzzzzzzzzzzzzzzzzzz", 404, "not_found"},
 		{"GET", "/v1/campaigns/cp-zzzzzzzzzzzzzzzzzzzzzzzzzz/events", 404, "not_found"},
-		{"GET", "/v1/campaigns/../media-buys", 404, "not_found"},
+		{"GET", "/v1/campaigns/../media-buys", 404, "no_route"}, // a dot segment is no campaign id and no route
 		{"DELETE", "/v1/campaigns/" + someCampaign, 405, "method_not_allowed"},
 		{"PUT", "/v1/campaigns", 405, "method_not_allowed"},
 		{"GET", "/v1/campaigns/" + someCampaign + "/legs", 404, "no_route"},
@@ -123,7 +128,7 @@ func TestCampaignRoutes(t *testing.T) {
 	cps.get = func(string, string) (View, error) {
 		return View{}, errors.New("dynamodb: internal detail")
 	}
-	h = httpapi.Prefixed("/v1/campaigns", HTTPHandler(cps, "", quiet), buys)
+	h = httpapi.ByRouteKey(topology.App, Routes(cps, "", quiet), map[string]httpapi.Handler{"GET /v1/media-buys/{id}": buys})
 	resp, _ = h(context.Background(), iamRequest("GET", "/v1/campaigns/"+someCampaign))
 	if resp.StatusCode != 500 || strings.Contains(resp.Body, "internal detail") {
 		t.Fatalf("500: %+v", resp)

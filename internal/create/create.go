@@ -193,7 +193,7 @@ func (s *Create) checkedPayload(ctx context.Context, op *ledger.Operation, req *
 	case errors.Is(err, ledger.ErrNotFound):
 		return stage.BasePayload(op, req)
 	default:
-		return nil, fmt.Errorf("stages: read checked payload of %s: %w", op.ID, err)
+		return nil, fmt.Errorf("create: read checked payload of %s: %w", op.ID, err)
 	}
 }
 

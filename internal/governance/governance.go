@@ -71,15 +71,9 @@ func (s *Governance) Check(ctx context.Context, in workflow.StageInput) (workflo
 	if err != nil {
 		return workflow.GovernanceOutput{}, err
 	}
-	switch op.Status {
-	case workflow.StatusCreating, workflow.StatusSubmitted, workflow.StatusWorking, workflow.StatusInputRequired:
-		// A retry after this stage already let the buy through.
-		return workflow.GovernanceOutput{Decision: workflow.GovernanceProceed, CheckID: op.GovernanceCheckID, ExpiresAt: stage.RFC3339(op.GovernanceExpiresAt)}, nil
-	case workflow.StatusRequested, workflow.StatusCheckingGovernance, workflow.StatusAwaitingApproval:
-	default:
-		return workflow.GovernanceOutput{}, &workflow.TerminalError{Code: "operation_ended", Reason: fmt.Sprintf("operation %s is %s; nothing to check", op.ID, op.Status)}
+	if out, answered, err := answeredBefore(op); answered {
+		return out, err
 	}
-
 	afterApproval := false
 	if op.Status != workflow.StatusRequested {
 		if afterApproval, err = s.approvalRequested(ctx, op); err != nil {
@@ -91,111 +85,184 @@ func (s *Governance) Check(ctx context.Context, in workflow.StageInput) (workflo
 		return workflow.GovernanceOutput{Decision: workflow.GovernanceNeedsApproval, CheckID: op.GovernanceCheckID,
 			ExpiresAt: stage.RFC3339(op.GovernanceExpiresAt), Reason: op.Reason}, nil
 	}
-	op, _, err = s.Move(ctx, op, workflow.StatusCheckingGovernance, ledger.Changes{Actor: stage.ActorSystem,
+	if op, err = s.startChecking(ctx, op, afterApproval); err != nil {
+		return workflow.GovernanceOutput{}, err
+	}
+	r, pending, err := s.resume(ctx, op, req, in.Config)
+	if wait, waitErr := s.Unavailable(ctx, op, in.Config, adcp.RoleGovernance, adcp.ToolGetTaskStatus, err); wait != nil || waitErr != nil {
+		return workflow.GovernanceOutput{Decision: workflow.GovernanceAgentUnavailable, Unavailable: wait}, waitErr
+	}
+	if err != nil {
+		return workflow.GovernanceOutput{}, err
+	}
+	if pending {
+		return s.pending(in.Config), nil
+	}
+	return s.decide(ctx, op, req, r, afterApproval, in.Config)
+}
+
+// checkRound is where a check stands: the payload being checked, its round, the agent's
+// answer to it (nil until asked) and how many async reviews the operation's version had.
+type checkRound struct {
+	payload []byte
+	n       int
+	res     *adcp.GovernanceResult
+	reviews int
+}
+
+// answeredBefore answers a check of an operation governance already let through (a retry:
+// proceed again) or that ended (nothing to check). answered is false while governance may
+// still check the operation.
+func answeredBefore(op *ledger.Operation) (out workflow.GovernanceOutput, answered bool, err error) {
+	switch op.Status {
+	case workflow.StatusCreating, workflow.StatusSubmitted, workflow.StatusWorking, workflow.StatusInputRequired:
+		// A retry after this stage already let the buy through.
+		return workflow.GovernanceOutput{Decision: workflow.GovernanceProceed, CheckID: op.GovernanceCheckID, ExpiresAt: stage.RFC3339(op.GovernanceExpiresAt)}, true, nil
+	case workflow.StatusRequested, workflow.StatusCheckingGovernance, workflow.StatusAwaitingApproval:
+		return workflow.GovernanceOutput{}, false, nil
+	}
+	return workflow.GovernanceOutput{}, true, &workflow.TerminalError{Code: "operation_ended", Reason: fmt.Sprintf("operation %s is %s; nothing to check", op.ID, op.Status)}
+}
+
+// startChecking moves op to checking_governance, recording whether this is the re-check
+// after an approval.
+func (s *Governance) startChecking(ctx context.Context, op *ledger.Operation, afterApproval bool) (*ledger.Operation, error) {
+	cur, _, err := s.Move(ctx, op, workflow.StatusCheckingGovernance, ledger.Changes{Actor: stage.ActorSystem,
 		Detail: ledger.EventDetail(map[string]any{"after_approval": afterApproval})})
 	if err != nil {
-		return workflow.GovernanceOutput{}, err
+		return nil, err
 	}
-	if op.Status != workflow.StatusCheckingGovernance {
-		return workflow.GovernanceOutput{}, &workflow.TerminalError{Code: "operation_moved", Reason: fmt.Sprintf("operation %s is %s; not checking governance", op.ID, op.Status)}
+	if cur.Status != workflow.StatusCheckingGovernance {
+		return nil, &workflow.TerminalError{Code: "operation_moved", Reason: fmt.Sprintf("operation %s is %s; not checking governance", op.ID, cur.Status)}
 	}
+	return cur, nil
+}
 
-	review, reviewRound, since, err := s.pendingReview(ctx, op)
+// resume picks the check up where it stands: a pending async review is expired past the
+// run's deadline, else polled (pending while it has no answer); without one, the first round
+// starts from the buyer's payload.
+func (s *Governance) resume(ctx context.Context, op *ledger.Operation, req *stage.Request, cfg workflow.RunConfig) (r checkRound, pending bool, err error) {
+	review, reviews, since, err := s.pendingReview(ctx, op)
 	if err != nil {
-		return workflow.GovernanceOutput{}, err
+		return checkRound{}, false, err
 	}
-	if review != nil {
-		deadline := since.Add(time.Duration(in.Config.DeadlineSeconds) * time.Second)
-		if !s.Now().Before(deadline) {
-			reason := fmt.Sprintf("the governance review started at %s did not finish by %s", stage.RFC3339(since), stage.RFC3339(deadline))
-			_, moved, err := s.Move(ctx, op, workflow.StatusExpired, ledger.Changes{Reason: &reason, Actor: stage.ActorSystem, EventType: ledger.EventGovernanceCheck})
-			if err != nil {
-				return workflow.GovernanceOutput{}, err
-			}
-			if moved {
-				s.Metrics.Count(metrics.Timeouts, metrics.Dims{"Kind": metrics.TimeoutGovernanceReview}, 1)
-			}
-			return workflow.GovernanceOutput{}, &workflow.DeadlineExceededError{OperationID: op.ID, Deadline: stage.RFC3339(deadline)}
-		}
+	if review == nil {
+		payload, err := stage.BasePayload(op, req)
+		return checkRound{payload: payload, reviews: reviews}, false, err
 	}
-	var (
-		res     *adcp.GovernanceResult
-		payload []byte
-		round   int
-	)
-	if review != nil {
-		res, err = s.pollReview(ctx, op, req, review)
-		if wait, waitErr := s.Unavailable(ctx, op, in.Config, adcp.RoleGovernance, adcp.ToolGetTaskStatus, err); wait != nil || waitErr != nil {
-			return workflow.GovernanceOutput{Decision: workflow.GovernanceAgentUnavailable, Unavailable: wait}, waitErr
-		}
-		if err != nil {
-			return workflow.GovernanceOutput{}, err
-		}
-		if res == nil {
-			return s.pending(in.Config), nil
-		}
-		payload, round = review.Payload, review.Round
-	} else {
-		if payload, err = stage.BasePayload(op, req); err != nil {
-			return workflow.GovernanceOutput{}, err
-		}
+	if err := s.expireReview(ctx, op, since, cfg); err != nil {
+		return checkRound{}, false, err
 	}
+	res, err := s.pollReview(ctx, op, req, review)
+	if err != nil {
+		return checkRound{}, false, err
+	}
+	return checkRound{payload: review.Payload, n: review.Round, res: res, reviews: reviews}, res == nil, nil
+}
 
+// expireReview ends the buy when the async review that started at since outlived the run's
+// deadline: a DeadlineExceededError, after the operation moved to expired.
+func (s *Governance) expireReview(ctx context.Context, op *ledger.Operation, since time.Time, cfg workflow.RunConfig) error {
+	deadline := since.Add(time.Duration(cfg.DeadlineSeconds) * time.Second)
+	if s.Now().Before(deadline) {
+		return nil
+	}
+	reason := fmt.Sprintf("the governance review started at %s did not finish by %s", stage.RFC3339(since), stage.RFC3339(deadline))
+	_, moved, err := s.Move(ctx, op, workflow.StatusExpired, ledger.Changes{Reason: &reason, Actor: stage.ActorSystem, EventType: ledger.EventGovernanceCheck})
+	if err != nil {
+		return err
+	}
+	if moved {
+		s.Metrics.Count(metrics.Timeouts, metrics.Dims{"Kind": metrics.TimeoutGovernanceReview}, 1)
+	}
+	return &workflow.DeadlineExceededError{OperationID: op.ID, Deadline: stage.RFC3339(deadline)}
+}
+
+// decide runs check_governance rounds until a verdict settles the check: approved, denied,
+// conditions a person must judge (or that did not converge within maxConditionRounds), or an
+// async review to wait for. Machine-actionable conditions are applied and checked again.
+func (s *Governance) decide(ctx context.Context, op *ledger.Operation, req *stage.Request, r checkRound, afterApproval bool, cfg workflow.RunConfig) (workflow.GovernanceOutput, error) {
 	for {
-		if res == nil {
-			round++
-			res, err = s.AdCP.CheckGovernance(ctx, req.Governance.AgentID, adcp.CheckGovernanceRequest{
-				PlanID: req.Governance.PlanID, Caller: s.callerURI, Tool: adcp.ToolCreateMediaBuy,
-				Payload: payload, PurchaseType: "media_buy",
-			})
-			if wait, waitErr := s.Unavailable(ctx, op, in.Config, adcp.RoleGovernance, adcp.ToolCheckGovernance, err); wait != nil || waitErr != nil {
+		if r.res == nil {
+			r.n++
+			res, err := s.ask(ctx, op, req, r.payload, r.n)
+			if wait, waitErr := s.Unavailable(ctx, op, cfg, adcp.RoleGovernance, adcp.ToolCheckGovernance, err); wait != nil || waitErr != nil {
 				return workflow.GovernanceOutput{Decision: workflow.GovernanceAgentUnavailable, Unavailable: wait}, waitErr
 			}
 			if err != nil {
-				s.CountAdcpError(err)
-				s.Event(ctx, op, ledger.Event{Type: ledger.EventGovernanceCheck, Actor: stage.GovernanceActor(req.Governance.AgentID),
-					Reason: ledger.Clip(err.Error(), 500), Detail: ledger.EventDetail(map[string]any{"round": round, "error_code": stage.ErrorCode(err)})})
-				s.Log.WarnContext(ctx, "check_governance failed", "operationId", op.ID, "round", round, "code", stage.ErrorCode(err), "decision", adcp.Decide(err).String())
-				return workflow.GovernanceOutput{}, stage.CallError("check_governance", err)
+				return workflow.GovernanceOutput{}, err
 			}
-			s.Event(ctx, op, ledger.Event{Type: ledger.EventGovernanceCheck, Actor: stage.GovernanceActor(req.Governance.AgentID),
-				Detail: ledger.EventDetail(map[string]any{"round": round, "verdict": res.Verdict, "pending": res.Pending,
-					"check_id": res.CheckID, "conditions": len(res.Conditions), "findings": len(res.Findings)})})
+			r.res = res
 		}
+		res := r.res
 		if res.Pending {
-			rec, _ := json.Marshal(reviewRecord{TaskID: res.TaskID, Payload: payload, Round: round})
-			_, _, err := s.Ledger.PutIntent(ctx, ledger.Intent{Tenant: op.Tenant, OperationID: op.ID,
-				Task: reviewName(op.Version, reviewRound+1), IdempotencyKey: res.TaskID, Request: rec, CreatedAt: s.Now()})
-			if err != nil {
-				return workflow.GovernanceOutput{}, fmt.Errorf("stages: store governance review of %s: %w", op.ID, err)
-			}
-			s.Log.InfoContext(ctx, "governance review pending", "operationId", op.ID, "round", round)
-			return s.pending(in.Config), nil
+			return s.awaitReview(ctx, op, r, cfg)
 		}
 		switch res.Verdict {
 		case adcp.VerdictApproved:
-			return s.approved(ctx, op, req, res, payload, afterApproval)
+			return s.approved(ctx, op, req, res, r.payload, afterApproval)
 		case adcp.VerdictDenied:
 			return s.denied(ctx, op, req, res)
 		case adcp.VerdictConditions:
-			actionable := len(res.Conditions) > 0
-			for _, c := range res.Conditions {
-				if len(bytes.TrimSpace(c.RequiredValue)) == 0 {
-					actionable = false
-				}
+			if !actionable(res.Conditions) || r.n >= s.maxConditionRounds {
+				return s.needsApproval(ctx, op, req, res, r.payload, conditionsReason(res, r.n))
 			}
-			if !actionable || round >= s.maxConditionRounds {
-				return s.needsApproval(ctx, op, req, res, payload, conditionsReason(res, round))
-			}
-			next, err := applyConditions(payload, res.Conditions)
+			next, err := applyConditions(r.payload, res.Conditions)
 			if err != nil {
-				return s.needsApproval(ctx, op, req, res, payload, conditionsReason(res, round)+"; "+err.Error())
+				return s.needsApproval(ctx, op, req, res, r.payload, conditionsReason(res, r.n)+"; "+err.Error())
 			}
-			payload, res = next, nil
+			r.payload, r.res = next, nil
 		default:
 			return workflow.GovernanceOutput{}, &workflow.TerminalError{Code: "unknown_verdict", Reason: fmt.Sprintf("check_governance verdict %q", res.Verdict)}
 		}
 	}
+}
+
+// actionable reports whether a machine can apply every condition: each names the value the
+// field must take.
+func actionable(conds []adcp.Condition) bool {
+	for _, c := range conds {
+		if len(bytes.TrimSpace(c.RequiredValue)) == 0 {
+			return false
+		}
+	}
+	return len(conds) > 0
+}
+
+// ask sends round n of check_governance with payload and records the answer (or the failure)
+// on the timeline.
+func (s *Governance) ask(ctx context.Context, op *ledger.Operation, req *stage.Request, payload []byte, n int) (*adcp.GovernanceResult, error) {
+	res, err := s.AdCP.CheckGovernance(ctx, req.Governance.AgentID, adcp.CheckGovernanceRequest{
+		PlanID: req.Governance.PlanID, Caller: s.callerURI, Tool: adcp.ToolCreateMediaBuy,
+		Payload: payload, PurchaseType: "media_buy",
+	})
+	if errors.As(err, new(*adcp.UnavailableError)) {
+		return nil, err // not sent: the caller waits for the agent's breaker
+	}
+	if err != nil {
+		s.CountAdcpError(err)
+		s.Event(ctx, op, ledger.Event{Type: ledger.EventGovernanceCheck, Actor: stage.GovernanceActor(req.Governance.AgentID),
+			Reason: ledger.Clip(err.Error(), 500), Detail: ledger.EventDetail(map[string]any{"round": n, "error_code": stage.ErrorCode(err)})})
+		s.Log.WarnContext(ctx, "check_governance failed", "operationId", op.ID, "round", n, "code", stage.ErrorCode(err), "decision", adcp.Decide(err).String())
+		return nil, stage.CallError("check_governance", err)
+	}
+	s.Event(ctx, op, ledger.Event{Type: ledger.EventGovernanceCheck, Actor: stage.GovernanceActor(req.Governance.AgentID),
+		Detail: ledger.EventDetail(map[string]any{"round": n, "verdict": res.Verdict, "pending": res.Pending,
+			"check_id": res.CheckID, "conditions": len(res.Conditions), "findings": len(res.Findings)})})
+	return res, nil
+}
+
+// awaitReview remembers the async review the agent started (its task, the payload and round
+// it reviews) under the next review intent of the operation's version, and answers pending.
+func (s *Governance) awaitReview(ctx context.Context, op *ledger.Operation, r checkRound, cfg workflow.RunConfig) (workflow.GovernanceOutput, error) {
+	rec, _ := json.Marshal(reviewRecord{TaskID: r.res.TaskID, Payload: r.payload, Round: r.n})
+	_, _, err := s.Ledger.PutIntent(ctx, ledger.Intent{Tenant: op.Tenant, OperationID: op.ID,
+		Task: reviewName(op.Version, r.reviews+1), IdempotencyKey: r.res.TaskID, Request: rec, CreatedAt: s.Now()})
+	if err != nil {
+		return workflow.GovernanceOutput{}, fmt.Errorf("governance: store governance review of %s: %w", op.ID, err)
+	}
+	s.Log.InfoContext(ctx, "governance review pending", "operationId", op.ID, "round", r.n)
+	return s.pending(cfg), nil
 }
 
 func (s *Governance) pending(cfg workflow.RunConfig) workflow.GovernanceOutput {
@@ -216,11 +283,11 @@ func (s *Governance) pendingReview(ctx context.Context, op *ledger.Operation) (l
 			break
 		}
 		if err != nil {
-			return nil, 0, time.Time{}, fmt.Errorf("stages: read governance review of %s: %w", op.ID, err)
+			return nil, 0, time.Time{}, fmt.Errorf("governance: read governance review of %s: %w", op.ID, err)
 		}
 		var rec reviewRecord
 		if err := json.Unmarshal(li.Request, &rec); err != nil {
-			return nil, 0, time.Time{}, fmt.Errorf("stages: stage.Decode governance review of %s: %w", op.ID, err)
+			return nil, 0, time.Time{}, fmt.Errorf("governance: decode governance review of %s: %w", op.ID, err)
 		}
 		if i == 1 {
 			since = li.CreatedAt
@@ -273,7 +340,7 @@ func (s *Governance) approvalRequested(ctx context.Context, op *ledger.Operation
 	for page := 0; page < 50; page++ {
 		p, err := s.Ledger.ListEvents(ctx, op.Tenant, op.ID, ledger.MaxListLimit, cursor)
 		if err != nil {
-			return false, fmt.Errorf("stages: read timeline of %s: %w", op.ID, err)
+			return false, fmt.Errorf("governance: read timeline of %s: %w", op.ID, err)
 		}
 		for _, e := range p.Items {
 			switch {
@@ -676,10 +743,10 @@ func (s *Governance) releaseLock(ctx context.Context, op *ledger.Operation) erro
 	case errors.As(err, &held):
 		return nil
 	case err != nil:
-		return fmt.Errorf("stages: take business-key lock of %s to release it: %w", op.ID, err)
+		return fmt.Errorf("governance: take business-key lock of %s to release it: %w", op.ID, err)
 	}
 	if err := s.Ledger.ReleaseLock(ctx, lease); err != nil && !errors.Is(err, ledger.ErrLeaseLost) {
-		return fmt.Errorf("stages: release business-key lock of %s: %w", op.ID, err)
+		return fmt.Errorf("governance: release business-key lock of %s: %w", op.ID, err)
 	}
 	s.Event(ctx, op, ledger.Event{Type: ledger.EventLockReleased, Actor: stage.ActorSystem})
 	return nil

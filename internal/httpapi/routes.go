@@ -3,12 +3,16 @@ package httpapi
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/buyflow/buyflow/internal/topology"
 )
 
 // Path is the request's path without a trailing slash or a named stage.
@@ -20,14 +24,41 @@ func Path(req events.APIGatewayV2HTTPRequest) string {
 	return path
 }
 
-// Prefixed serves the paths under prefix (the prefix itself included) with h and every other
-// path with next: one function behind several route prefixes.
-func Prefixed(prefix string, h, next Handler) Handler {
+// ByRouteKey serves each request with the handler its route key has in one of tables
+// ("GET /v1/media-buys/{id}"): API Gateway matched the request's method and path to a route
+// of app and filled PathParameters before invoking the function, so the handler is chosen by
+// req.RouteKey, never by parsing the path again. A catch-all route (ANY) is answered 405 with
+// Allow when app serves the path with other methods, else 404 no_route (as is a route of app
+// that no table serves).
+func ByRouteKey(app topology.Application, tables ...map[string]Handler) Handler {
+	handlers := map[string]Handler{}
+	for _, t := range tables {
+		maps.Copy(handlers, t)
+	}
 	return func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-		if p := Path(req); p == prefix || strings.HasPrefix(p, prefix+"/") {
+		if h, ok := handlers[req.RouteKey]; ok {
 			return h(ctx, req)
 		}
-		return next(ctx, req)
+		method, path := req.RequestContext.HTTP.Method, Path(req)
+		if allow := app.Methods(path); len(allow) > 0 && !slices.Contains(allow, method) {
+			list := strings.Join(allow, ", ")
+			resp := Error(http.StatusMethodNotAllowed, "method_not_allowed", method+" is not served here; use "+list, "")
+			resp.Headers["Allow"] = list
+			return resp, nil
+		}
+		return Error(http.StatusNotFound, "no_route", "no such route: "+method+" "+path, ""), nil
+	}
+}
+
+// WithCaller serves h with the request's verified caller (Identify), or answers 403
+// no_identity.
+func WithCaller(devHeader string, h func(context.Context, events.APIGatewayV2HTTPRequest, Caller) (events.APIGatewayV2HTTPResponse, error)) Handler {
+	return func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		who, err := Identify(req, devHeader)
+		if err != nil {
+			return Error(http.StatusForbidden, "no_identity", "the request carries no caller identity; sign it with SigV4", ""), nil
+		}
+		return h(ctx, req, who)
 	}
 }
 

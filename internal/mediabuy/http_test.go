@@ -17,6 +17,7 @@ import (
 	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/mediabuy"
 	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/topology"
 )
 
 // fakeMediaBuys is a function-typed fake of the use cases.
@@ -53,6 +54,9 @@ func iamRequest(method, path string) events.APIGatewayV2HTTPRequest {
 			},
 		},
 	}
+	// API Gateway matched the route and filled the path's parameters before the invocation.
+	route, params, _ := topology.App.Match(method, path)
+	req.RouteKey, req.PathParameters = route.Method+" "+route.Path, params
 	return req
 }
 
@@ -80,7 +84,7 @@ func TestSubmitRoute(t *testing.T) {
 		}
 		return mediabuy.Submitted{OperationID: "op1", Status: "requested", Links: mediabuy.LinksFor("op1")}, nil
 	}}
-	h := mediabuy.HTTPHandler(svc, "", quiet)
+	h := httpapi.ByRouteKey(topology.App, mediabuy.Routes(svc, "", quiet))
 	req := iamRequest("POST", "/v1/media-buys")
 	req.Headers["idempotency-key"] = "key-12345678"
 	req.Headers["content-type"] = "application/json"
@@ -108,7 +112,7 @@ func TestRefusals(t *testing.T) {
 			return mediabuy.ListPage{}, errors.New("dynamodb: secret internal detail")
 		},
 	}
-	h := mediabuy.HTTPHandler(svc, "", quiet)
+	h := httpapi.ByRouteKey(topology.App, mediabuy.Routes(svc, "", quiet))
 	tests := []struct {
 		name   string
 		req    func() events.APIGatewayV2HTTPRequest
@@ -197,7 +201,7 @@ func TestReadRoutes(t *testing.T) {
 			return mediabuy.EventPage{Items: []mediabuy.EventView{{Type: "submitted"}}}, nil
 		},
 	}
-	h := mediabuy.HTTPHandler(svc, "", quiet)
+	h := httpapi.ByRouteKey(topology.App, mediabuy.Routes(svc, "", quiet))
 	r := iamRequest("GET", "/v1/media-buys")
 	r.QueryStringParameters = map[string]string{"status": "working", "seller_id": "s1", "limit": "5", "cursor": "c"}
 	for _, req := range []events.APIGatewayV2HTTPRequest{r, iamRequest("GET", "/v1/media-buys/op1"), iamRequest("GET", "/v1/media-buys/op1/events")} {
@@ -218,7 +222,7 @@ func TestRecoveringAnswersAPanic(t *testing.T) {
 		var p *mediabuy.ListPage
 		return *p, nil // nil dereference
 	}}
-	h := lambda.NewHandler(metrics.Flushing(rec, httpapi.Recovering(rec, mediabuy.HTTPHandler(svc, "", quiet))))
+	h := lambda.NewHandler(metrics.Flushing(rec, httpapi.Recovering(rec, httpapi.ByRouteKey(topology.App, mediabuy.Routes(svc, "", quiet)))))
 	for i := 0; i < 2; i++ {
 		out.Reset()
 		payload, err := json.Marshal(iamRequest("GET", "/v1/media-buys"))

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
-	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -22,82 +21,66 @@ type Changes interface {
 
 var _ Changes = (*Requests)(nil)
 
-var (
-	idemKeyRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{8,255}$`)
-	opIDRE    = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-)
+var opIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-// HTTPHandler serves the routes that change a placed buy and read what it delivered —
-// PATCH /v1/media-buys/{id}, POST /v1/media-buys/{id}/cancel and GET /v1/media-buys/{id}/delivery
-// — and hands every other request to next.
-func HTTPHandler(svc Changes, next httpapi.Handler, devHeader string, log *slog.Logger) httpapi.Handler {
-	return func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-		method := req.RequestContext.HTTP.Method
-		path := strings.TrimSuffix(req.RawPath, "/")
-		if s := req.RequestContext.Stage; s != "" && s != "$default" {
-			path = strings.TrimPrefix(path, "/"+s)
+// Routes are the routes that change a placed buy and read what it delivered, by API Gateway
+// route key: PATCH /v1/media-buys/{id}, POST /v1/media-buys/{id}/cancel and
+// GET /v1/media-buys/{id}/delivery (serve them with httpapi.ByRouteKey).
+func Routes(svc Changes, devHeader string, log *slog.Logger) map[string]httpapi.Handler {
+	r := routes{svc: svc, log: log}
+	return map[string]httpapi.Handler{
+		"PATCH /v1/media-buys/{id}":        httpapi.WithCaller(devHeader, r.change(ParsePatch)),
+		"POST /v1/media-buys/{id}/cancel":  httpapi.WithCaller(devHeader, r.change(ParseCancel)),
+		"GET /v1/media-buys/{id}/delivery": httpapi.WithCaller(devHeader, r.delivery),
+	}
+}
+
+// routes are the change routes' handlers.
+type routes struct {
+	svc Changes
+	log *slog.Logger
+}
+
+func (r routes) delivery(ctx context.Context, req events.APIGatewayV2HTTPRequest, who httpapi.Caller) (events.APIGatewayV2HTTPResponse, error) {
+	id := req.PathParameters["id"]
+	if !opIDRE.MatchString(id) {
+		return notFound(), nil
+	}
+	d, err := r.svc.Delivery(ctx, who.Tenant, id, deliveryLimit)
+	if err != nil {
+		return fail(r.log, req.RequestContext.RequestID, err), nil
+	}
+	return httpapi.JSON(http.StatusOK, d), nil
+}
+
+// change accepts a change of the buy, the body read by parse.
+func (r routes) change(parse func([]byte) (Change, error)) func(context.Context, events.APIGatewayV2HTTPRequest, httpapi.Caller) (events.APIGatewayV2HTTPResponse, error) {
+	return func(ctx context.Context, req events.APIGatewayV2HTTPRequest, who httpapi.Caller) (events.APIGatewayV2HTTPResponse, error) {
+		id := req.PathParameters["id"]
+		if !opIDRE.MatchString(id) {
+			return notFound(), nil
 		}
-		rest, isItem := strings.CutPrefix(path, "/v1/media-buys/")
-		id, sub, _ := strings.Cut(rest, "/")
-		route := ""
-		switch {
-		case !isItem || !opIDRE.MatchString(id):
-		case method == http.MethodPatch && sub == "":
-			route = "patch"
-		case method == http.MethodPost && sub == "cancel":
-			route = "cancel"
-		case method == http.MethodGet && sub == "delivery":
-			route = "delivery"
-		case sub == "cancel" || sub == "delivery":
-			allow := map[string]string{"cancel": "POST", "delivery": "GET"}[sub]
-			resp := httpapi.Error(http.StatusMethodNotAllowed, "method_not_allowed", method+" is not served here; use "+allow, "")
-			resp.Headers["Allow"] = allow
-			return resp, nil
-		}
-		if route == "" {
-			return next(ctx, req)
-		}
-		who, err := httpapi.Identify(req, devHeader)
-		caller := mediabuy.Caller{Tenant: who.Tenant, Principal: who.Principal}
-		if err != nil {
-			return httpapi.Error(http.StatusForbidden, "no_identity", "the request carries no caller identity; sign it with SigV4", ""), nil
+		key, body, refused := httpapi.Submission(req, "change")
+		if refused != nil {
+			return *refused, nil
 		}
 		rid := req.RequestContext.RequestID
-		if route == "delivery" {
-			d, err := svc.Delivery(ctx, caller.Tenant, id, deliveryLimit)
-			if err != nil {
-				return fail(log, rid, err), nil
-			}
-			return httpapi.JSON(http.StatusOK, d), nil
-		}
-		key := httpapi.Header(req, "Idempotency-Key")
-		if !idemKeyRE.MatchString(key) {
-			return httpapi.Error(http.StatusBadRequest, "missing_idempotency_key",
-				"send an Idempotency-Key header (8-255 of A-Z a-z 0-9 _ . : -), the same on every retry of this change", "Idempotency-Key"), nil
-		}
-		if ct := httpapi.Header(req, "Content-Type"); ct != "" && !httpapi.IsJSON(ct) {
-			return httpapi.Error(http.StatusUnsupportedMediaType, "unsupported_media_type", "send the change as application/json", "Content-Type"), nil
-		}
-		body, err := httpapi.Body(req)
-		if err != nil {
-			return httpapi.Error(http.StatusBadRequest, "malformed_body", "the body could not be decoded", ""), nil
-		}
-		parse := ParsePatch
-		if route == "cancel" {
-			parse = ParseCancel
-		}
 		c, err := parse(body)
 		if err != nil {
-			return fail(log, rid, err), nil
+			return fail(r.log, rid, err), nil
 		}
-		out, err := svc.Submit(ctx, caller, id, key, c)
+		out, err := r.svc.Submit(ctx, mediabuy.Caller(who), id, key, c)
 		if err != nil {
-			return fail(log, rid, err), nil
+			return fail(r.log, rid, err), nil
 		}
 		resp := httpapi.JSON(http.StatusAccepted, out)
 		resp.Headers["Location"] = out.Links.Change
 		return resp, nil
 	}
+}
+
+func notFound() events.APIGatewayV2HTTPResponse {
+	return httpapi.Error(http.StatusNotFound, "not_found", "no media buy with that id", "")
 }
 
 // deliveryLimit is how many snapshots GET /v1/media-buys/{id}/delivery returns, newest first.
@@ -115,7 +98,7 @@ func fail(log *slog.Logger, requestID string, err error) events.APIGatewayV2HTTP
 	case errors.As(err, &re):
 		return httpapi.Error(re.Status, re.Code, re.Message, re.Field)
 	case errors.Is(err, mediabuy.ErrNotFound):
-		return httpapi.Error(http.StatusNotFound, "not_found", "no media buy with that id", "")
+		return notFound()
 	}
 	log.Error("request failed", "requestId", requestID, "err", err)
 	return httpapi.Error(http.StatusInternalServerError, "internal", "buyflow could not complete the request; it is safe to retry with the same Idempotency-Key (request "+requestID+")", "")

@@ -55,14 +55,8 @@ const (
 // token) and posts to Slack only if no message was recorded yet. The round after an expiry
 // that escalated goes to the policy's escalation approvers.
 func (s *Notifier) Request(ctx context.Context, in workflow.CallbackInput) error {
-	if err := checkStage(in.OperationID, in.Tenant); err != nil {
+	if err := checkRequest(in); err != nil {
 		return err
-	}
-	if in.TaskToken == "" {
-		return &workflow.InvalidInputError{Field: "task_token", Reason: "is required"}
-	}
-	if in.Config.ApprovalTimeoutSeconds <= 0 {
-		return &workflow.InvalidInputError{Field: "config.approval_timeout_seconds", Reason: "must be a positive integer"}
 	}
 	op, err := s.Operation(ctx, in.Tenant, in.OperationID)
 	if err != nil {
@@ -71,27 +65,12 @@ func (s *Notifier) Request(ctx context.Context, in workflow.CallbackInput) error
 	if op.Status.Terminal() {
 		return &workflow.TerminalError{Code: "operation_ended", Reason: fmt.Sprintf("operation %s is already %s; no approval is requested", op.ID, op.Status)}
 	}
-
 	id := approval.ApprovalID(in.TaskToken)
-	h, err := s.History(ctx, in.Tenant, in.OperationID)
+	rd, known, err := s.roundOf(ctx, in, id)
 	if err != nil {
 		return err
 	}
-	rd, known := h.ByID(id)
-	if !known {
-		rd = approval.Round{ApprovalID: id}
-		if last, ok := h.Latest(); ok {
-			rd.Round = last.Round + 1
-			rd.Escalation = last.Expired && last.Escalated
-		}
-	}
-	requester := op.Requester
-	group := s.Cfg.Policy.Approvers
-	if rd.Escalation {
-		group = s.Cfg.Policy.EscalationApprovers
-	}
-	// The requester may not approve their own buy, so they get no link.
-	approvers := slices.DeleteFunc(slices.Clone(group), func(a string) bool { return a == requester })
+	approvers, escalateTo := s.approversFor(rd, op.Requester)
 	if len(approvers) == 0 {
 		return &workflow.TerminalError{Code: "no_approver", Reason: "no approver other than the requester is configured"}
 	}
@@ -101,37 +80,10 @@ func (s *Notifier) Request(ctx context.Context, in workflow.CallbackInput) error
 		return &workflow.TerminalError{Code: "invalid_amount", Reason: fmt.Sprintf("the buy's amount %q %s cannot be shown exactly: %v", op.BudgetTotal, op.Currency, err)}
 	}
 	now := s.Now()
-	timeout := time.Duration(in.Config.ApprovalTimeoutSeconds) * time.Second
-	if et := time.Duration(s.Cfg.Policy.EscalationTimeoutSeconds) * time.Second; rd.Escalation && et > 0 && et < timeout {
-		timeout = et
-	}
-
-	// Who is asked next if nobody decides in time, so the buyer's view can say so.
-	var escalateTo []string
-	if !rd.Escalation && s.Cfg.Policy.OnTimeout == approval.TimeoutEscalate {
-		escalateTo = slices.DeleteFunc(slices.Clone(s.Cfg.Policy.EscalationApprovers), func(a string) bool { return a == requester })
-	}
-
-	a, err := s.Cfg.Ledger.GetApproval(ctx, id)
-	switch {
-	case errors.Is(err, ledger.ErrNotFound):
-		code := s.reasonCode(in.Reason, op)
-		a, err = s.Cfg.Ledger.CreateApproval(ctx, ledger.Approval{
-			ID: id, Tenant: in.Tenant, OperationID: in.OperationID, TaskToken: in.TaskToken,
-			Approvers: approvers, EscalationApprovers: escalateTo, Requester: requester, Amount: op.BudgetTotal, Currency: op.Currency,
-			Reason: string(code), ReasonText: reasonText(code, op), ExpiresAt: now.Add(timeout),
-		})
-		if errors.Is(err, ledger.ErrConflict) { // a concurrent retry created it first
-			a, err = s.Cfg.Ledger.GetApproval(ctx, id)
-		}
-		if err != nil {
-			return fmt.Errorf("notify: create approval for operation %s: %w", in.OperationID, err)
-		}
-	case err != nil:
-		return fmt.Errorf("notify: read approval of operation %s: %w", in.OperationID, err)
-	}
-	if a.Tenant != in.Tenant || a.OperationID != in.OperationID || a.TaskToken != in.TaskToken {
-		return &workflow.TerminalError{Code: "approval_mismatch", Reason: fmt.Sprintf("approval %s belongs to another operation", id)}
+	a, err := s.storeApproval(ctx, in, op, ledger.Approval{ID: id, Approvers: approvers, EscalationApprovers: escalateTo,
+		ExpiresAt: now.Add(s.timeout(rd, in.Config))})
+	if err != nil {
+		return err
 	}
 	if !known {
 		err := s.Cfg.Ledger.AppendEvent(ctx, in.Tenant, in.OperationID, ledger.Event{
@@ -153,6 +105,92 @@ func (s *Notifier) Request(ctx context.Context, in workflow.CallbackInput) error
 	s.Log.InfoContext(ctx, "approval requested", "operationId", in.OperationID, "approvalId", id,
 		"round", rd.Round, "escalation", rd.Escalation, "approvers", len(a.Approvers), "expiresAt", a.ExpiresAt)
 	return nil
+}
+
+// checkRequest refuses a request input the state machine could not have meant.
+func checkRequest(in workflow.CallbackInput) error {
+	if err := checkStage(in.OperationID, in.Tenant); err != nil {
+		return err
+	}
+	if in.TaskToken == "" {
+		return &workflow.InvalidInputError{Field: "task_token", Reason: "is required"}
+	}
+	if in.Config.ApprovalTimeoutSeconds <= 0 {
+		return &workflow.InvalidInputError{Field: "config.approval_timeout_seconds", Reason: "must be a positive integer"}
+	}
+	return nil
+}
+
+// roundOf returns the round of approval id in the operation's timeline; known is false for a
+// new request, whose round follows the latest (an escalation when that one expired and
+// escalated).
+func (s *Notifier) roundOf(ctx context.Context, in workflow.CallbackInput, id string) (rd approval.Round, known bool, err error) {
+	h, err := s.History(ctx, in.Tenant, in.OperationID)
+	if err != nil {
+		return approval.Round{}, false, err
+	}
+	if rd, known = h.ByID(id); known {
+		return rd, true, nil
+	}
+	rd = approval.Round{ApprovalID: id}
+	if last, ok := h.Latest(); ok {
+		rd.Round = last.Round + 1
+		rd.Escalation = last.Expired && last.Escalated
+	}
+	return rd, false, nil
+}
+
+// approversFor returns who is asked in round rd, and who is asked next if nobody decides in
+// time (so the buyer's view can say so). The requester may not approve their own buy, so
+// they get no link.
+func (s *Notifier) approversFor(rd approval.Round, requester string) (approvers, escalateTo []string) {
+	notRequester := func(a string) bool { return a == requester }
+	group := s.Cfg.Policy.Approvers
+	if rd.Escalation {
+		group = s.Cfg.Policy.EscalationApprovers
+	}
+	approvers = slices.DeleteFunc(slices.Clone(group), notRequester)
+	if !rd.Escalation && s.Cfg.Policy.OnTimeout == approval.TimeoutEscalate {
+		escalateTo = slices.DeleteFunc(slices.Clone(s.Cfg.Policy.EscalationApprovers), notRequester)
+	}
+	return approvers, escalateTo
+}
+
+// timeout is how long round rd waits for a decision: the run's approval timeout, or the
+// policy's shorter escalation timeout for an escalation round.
+func (s *Notifier) timeout(rd approval.Round, cfg workflow.RunConfig) time.Duration {
+	timeout := time.Duration(cfg.ApprovalTimeoutSeconds) * time.Second
+	if et := time.Duration(s.Cfg.Policy.EscalationTimeoutSeconds) * time.Second; rd.Escalation && et > 0 && et < timeout {
+		timeout = et
+	}
+	return timeout
+}
+
+// storeApproval returns the approval of this task token, creating it once (a concurrent retry
+// may create it first) with want's id, approvers and expiry and the operation's amount,
+// requester and reason. An approval of that id for another operation or token is refused.
+func (s *Notifier) storeApproval(ctx context.Context, in workflow.CallbackInput, op *ledger.Operation, want ledger.Approval) (*ledger.Approval, error) {
+	a, err := s.Cfg.Ledger.GetApproval(ctx, want.ID)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		code := s.reasonCode(in.Reason, op)
+		want.Tenant, want.OperationID, want.TaskToken = in.Tenant, in.OperationID, in.TaskToken
+		want.Requester, want.Amount, want.Currency = op.Requester, op.BudgetTotal, op.Currency
+		want.Reason, want.ReasonText = string(code), reasonText(code, op)
+		a, err = s.Cfg.Ledger.CreateApproval(ctx, want)
+		if errors.Is(err, ledger.ErrConflict) { // a concurrent retry created it first
+			a, err = s.Cfg.Ledger.GetApproval(ctx, want.ID)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("notify: create approval for operation %s: %w", in.OperationID, err)
+		}
+	case err != nil:
+		return nil, fmt.Errorf("notify: read approval of operation %s: %w", in.OperationID, err)
+	}
+	if a.Tenant != in.Tenant || a.OperationID != in.OperationID || a.TaskToken != in.TaskToken {
+		return nil, &workflow.TerminalError{Code: "approval_mismatch", Reason: fmt.Sprintf("approval %s belongs to another operation", want.ID)}
+	}
+	return a, nil
 }
 
 // awaitApproval moves op to awaiting_approval when that move is legal from where it is.

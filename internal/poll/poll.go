@@ -52,7 +52,7 @@ func (s *Poll) Park(ctx context.Context, in workflow.CallbackInput) error {
 		return &workflow.NotFoundError{OperationID: in.OperationID}
 	}
 	if err != nil {
-		return fmt.Errorf("stages: park task token of %s: %w", in.OperationID, err)
+		return fmt.Errorf("poll: park task token of %s: %w", in.OperationID, err)
 	}
 	var known workflow.Status
 	if in.Seller != nil {

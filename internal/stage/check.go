@@ -19,7 +19,7 @@ func (s *Stage) Settle(ctx context.Context, op *ledger.Operation, req *Request, 
 	if res.CheckID != "" {
 		if _, _, err := s.Ledger.PutIntent(ctx, ledger.Intent{Tenant: op.Tenant, OperationID: op.ID, Task: IntentCheckPrefix + res.CheckID,
 			IdempotencyKey: res.CheckID, Request: payload, CreatedAt: s.Now()}); err != nil {
-			return workflow.GovernanceOutput{}, fmt.Errorf("stages: store checked payload of %s: %w", op.ID, err)
+			return workflow.GovernanceOutput{}, fmt.Errorf("stage: store checked payload of %s: %w", op.ID, err)
 		}
 	}
 	tok, err := s.PushToken(ctx, op)

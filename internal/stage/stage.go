@@ -103,7 +103,7 @@ func OrMathRand(r func() float64) func() float64 {
 func randomToken() (string, error) {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("stages: random token: %w", err)
+		return "", fmt.Errorf("stage: random token: %w", err)
 	}
 	return hex.EncodeToString(b), nil
 }
@@ -171,7 +171,7 @@ func (s *Stage) Load(ctx context.Context, tenant, id string) (*ledger.Operation,
 		return nil, &workflow.NotFoundError{OperationID: id}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("stages: read operation %s: %w", id, err)
+		return nil, fmt.Errorf("stage: read operation %s: %w", id, err)
 	}
 	return op, nil
 }
@@ -196,7 +196,7 @@ func MoveError(op *ledger.Operation, err error) error {
 	case errors.Is(err, ledger.ErrContention):
 		return &workflow.TransientError{Reason: fmt.Sprintf("operation %s: concurrent write, retry", op.ID)}
 	default:
-		return fmt.Errorf("stages: %w", err)
+		return fmt.Errorf("stage: %w", err)
 	}
 }
 
@@ -261,7 +261,7 @@ func (s *Stage) FixIntent(ctx context.Context, op *ledger.Operation, name, tool 
 	case err == nil:
 		return fromLedger(stored, tool), true, nil
 	case !errors.Is(err, ledger.ErrNotFound):
-		return adcp.Intent{}, false, fmt.Errorf("stages: read intent %s of %s: %w", name, op.ID, err)
+		return adcp.Intent{}, false, fmt.Errorf("stage: read intent %s of %s: %w", name, op.ID, err)
 	}
 	in, err = build()
 	if err != nil {
@@ -270,7 +270,7 @@ func (s *Stage) FixIntent(ctx context.Context, op *ledger.Operation, name, tool 
 	got, created, err := s.Ledger.PutIntent(ctx, ledger.Intent{Tenant: op.Tenant, OperationID: op.ID, Task: name,
 		IdempotencyKey: in.Key, Request: in.Body, CreatedAt: in.Created})
 	if err != nil {
-		return adcp.Intent{}, false, fmt.Errorf("stages: store intent %s of %s: %w", name, op.ID, err)
+		return adcp.Intent{}, false, fmt.Errorf("stage: store intent %s of %s: %w", name, op.ID, err)
 	}
 	if !created {
 		return fromLedger(got, tool), true, nil
@@ -290,7 +290,7 @@ func (s *Stage) PushToken(ctx context.Context, op *ledger.Operation) (string, er
 		return string(stored.Request), nil
 	}
 	if !errors.Is(err, ledger.ErrNotFound) {
-		return "", fmt.Errorf("stages: read webhook token of %s: %w", op.ID, err)
+		return "", fmt.Errorf("stage: read webhook token of %s: %w", op.ID, err)
 	}
 	tok, err := s.newToken()
 	if err != nil {
@@ -299,7 +299,7 @@ func (s *Stage) PushToken(ctx context.Context, op *ledger.Operation) (string, er
 	got, _, err := s.Ledger.PutIntent(ctx, ledger.Intent{Tenant: op.Tenant, OperationID: op.ID, Task: intentPushToken,
 		IdempotencyKey: "push-token-" + op.ID, Request: []byte(tok), CreatedAt: s.Now()})
 	if err != nil {
-		return "", fmt.Errorf("stages: store webhook token of %s: %w", op.ID, err)
+		return "", fmt.Errorf("stage: store webhook token of %s: %w", op.ID, err)
 	}
 	return string(got.Request), nil
 }

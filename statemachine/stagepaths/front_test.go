@@ -3,7 +3,6 @@ package stagepaths
 import (
 	"encoding/json"
 	"net/http"
-	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -24,44 +23,8 @@ type apiFront struct {
 	apiID  string
 }
 
-type route struct {
-	topology.Route
-	segments []string
-}
-
-func matchRoute(method, path string) (route, map[string]string, bool) {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	for _, r := range topology.App.Routes {
-		if r.Method != method {
-			continue
-		}
-		segs := strings.Split(strings.Trim(r.Path, "/"), "/")
-		if len(segs) != len(parts) {
-			continue
-		}
-		params := map[string]string{}
-		ok := true
-		for i, s := range segs {
-			if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") {
-				if parts[i] == "" {
-					ok = false
-					break
-				}
-				params[s[1:len(s)-1]] = parts[i]
-			} else if s != parts[i] {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			return route{Route: r, segments: segs}, params, true
-		}
-	}
-	return route{}, nil, false
-}
-
 func (a *apiFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rt, params, ok := matchRoute(r.Method, r.URL.EscapedPath())
+	rt, params, ok := topology.App.Match(r.Method, r.URL.EscapedPath())
 	if !ok {
 		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
 		return

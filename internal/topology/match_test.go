@@ -1,0 +1,52 @@
+package topology
+
+import (
+	"maps"
+	"slices"
+	"testing"
+)
+
+func TestMatchChoosesAsAPIGatewayDoes(t *testing.T) {
+	cases := []struct {
+		method, path, want string
+		params             map[string]string
+	}{
+		{"POST", "/v1/media-buys", "POST /v1/media-buys", map[string]string{}},
+		{"GET", "/v1/media-buys/mb-1", "GET /v1/media-buys/{id}", map[string]string{"id": "mb-1"}},
+		{"PATCH", "/v1/media-buys/mb-1", "PATCH /v1/media-buys/{id}", map[string]string{"id": "mb-1"}},
+		{"GET", "/v1/media-buys/mb-1/events", "GET /v1/media-buys/{id}/events", map[string]string{"id": "mb-1"}},
+		// Another method, or an unknown path, under a prefix: the catch-alls.
+		{"DELETE", "/v1/media-buys", "ANY /v1/media-buys", map[string]string{}},
+		{"PUT", "/v1/media-buys/mb-1", "ANY /v1/media-buys/{proxy+}", map[string]string{"proxy": "mb-1"}},
+		{"GET", "/v1/media-buys/mb-1/nope", "ANY /v1/media-buys/{proxy+}", map[string]string{"proxy": "mb-1/nope"}},
+		{"GET", "/v1/webhooks/adcp/op-1", "ANY /v1/webhooks/{proxy+}", map[string]string{"proxy": "adcp/op-1"}},
+		{"POST", "/v1/operator/agents/a1/disable", "POST /v1/operator/agents/{agent_id}/{action}", map[string]string{"agent_id": "a1", "action": "disable"}},
+		{"GET", "/v1/media-buys/", "GET /v1/media-buys", map[string]string{}},
+	}
+	for _, c := range cases {
+		r, params, ok := App.Match(c.method, c.path)
+		if got := r.Method + " " + r.Path; !ok || got != c.want || !maps.Equal(params, c.params) {
+			t.Errorf("Match(%s %s) = %q %v %v, want %q %v", c.method, c.path, got, params, ok, c.want, c.params)
+		}
+	}
+	for _, p := range []string{"/", "/v1", "/v2/media-buys", "/v1/media-buys//events"} {
+		if r, _, ok := App.Match("GET", p); ok {
+			t.Errorf("Match(GET %s) = %s %s, want no route", p, r.Method, r.Path)
+		}
+	}
+}
+
+func TestMethodsServingAPath(t *testing.T) {
+	cases := map[string][]string{
+		"/v1/media-buys":             {"POST", "GET"},
+		"/v1/media-buys/mb-1":        {"GET", "PATCH"},
+		"/v1/media-buys/mb-1/cancel": {"POST"},
+		"/v1/media-buys/mb-1/nope":   nil,
+		"/v1/approvals/apr_1":        {"GET", "HEAD", "POST"},
+	}
+	for path, want := range cases {
+		if got := App.Methods(path); !slices.Equal(got, want) {
+			t.Errorf("Methods(%s) = %v, want %v", path, got, want)
+		}
+	}
+}
