@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/apiclient"
-	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/money"
 )
 
@@ -189,5 +188,5 @@ func showMoney(decimal, currency string) string {
 	if err != nil {
 		return strings.TrimSpace(decimal + " " + currency)
 	}
-	return approvalcore.Money{Minor: a.Minor, Currency: a.Currency}.String()
+	return a.Display()
 }

@@ -39,9 +39,7 @@ import (
 	"os/signal"
 	"strings"
 	"text/tabwriter"
-	"time"
 
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/buyflow/buyflow/internal/apiclient"
@@ -411,15 +409,7 @@ func sigV4(ctx context.Context) (func(*http.Request, []byte) error, error) {
 	if cfg.Region == "" {
 		return nil, errors.New("no AWS region: set AWS_REGION to the stack's region")
 	}
-	signer := v4.NewSigner()
-	return func(r *http.Request, body []byte) error {
-		creds, err := cfg.Credentials.Retrieve(r.Context())
-		if err != nil {
-			return fmt.Errorf("aws credentials: %w", err)
-		}
-		sum := sha256.Sum256(body)
-		return signer.SignHTTP(r.Context(), creds, r, hex.EncodeToString(sum[:]), "execute-api", cfg.Region, time.Now())
-	}, nil
+	return apiclient.SignV4(cfg.Credentials, "execute-api", cfg.Region), nil
 }
 
 // printer writes to w and keeps the first write error, so a report checks it once.

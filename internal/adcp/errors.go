@@ -311,3 +311,46 @@ func parseAdCPError(raw json.RawMessage) (ErrorDetail, bool) {
 	}
 	return d, true
 }
+
+// ErrorCode is the agent's AdCP error code of a failed call, or "" when it has none.
+func ErrorCode(err error) string {
+	var ae *Error
+	if errors.As(err, &ae) {
+		return ae.Code
+	}
+	return ""
+}
+
+// MetricCode names a failed AdCP call for a metric's Code dimension (AdcpErrors), with
+// bounded cardinality: the agent's AdCP error code when it looks like one (at most 64 letters,
+// digits, '_', '-' or '.'), "invalid_code" when it does not, the error's kind (transport,
+// protocol, tool, jsonrpc, local) for an error without a code, "unknown_agent" for an agent
+// that is not configured, and "other" for anything else.
+func MetricCode(err error) string {
+	var ae *Error
+	switch {
+	case errors.As(err, &ae) && ae.Code != "":
+		if !metricSafe(ae.Code) {
+			return "invalid_code"
+		}
+		return ae.Code
+	case errors.As(err, &ae) && ae.Kind != "":
+		return string(ae.Kind)
+	case errors.Is(err, ErrUnknownAgent):
+		return "unknown_agent"
+	}
+	return "other"
+}
+
+func metricSafe(code string) bool {
+	if len(code) > 64 {
+		return false
+	}
+	for _, c := range code {
+		ok := c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/approvalcore"
+	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/sfn"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -65,7 +66,7 @@ type client struct{ IP, UserAgent string }
 func clientOf(req events.APIGatewayV2HTTPRequest) client {
 	ua := req.RequestContext.HTTP.UserAgent
 	if ua == "" {
-		ua = header(req, "User-Agent")
+		ua = httpapi.Header(req, "User-Agent")
 	}
 	return client{IP: req.RequestContext.HTTP.SourceIP, UserAgent: ledger.Clip(ua, 512)}
 }
@@ -144,7 +145,7 @@ func (s *Approver) postDecision(ctx context.Context, id string, req events.APIGa
 		}
 		body = b
 	}
-	d, posted, err := approvalcore.ParseDecisionForm(body, header(req, "Content-Type"))
+	d, posted, err := approvalcore.ParseDecisionForm(body, httpapi.Header(req, "Content-Type"))
 	if err != nil {
 		return resultPage(approvalcore.ResultFromError(err, time.Time{}))
 	}
@@ -469,18 +470,6 @@ func query(req events.APIGatewayV2HTTPRequest) url.Values {
 		q[k] = strings.Split(v, ",")
 	}
 	return q
-}
-
-func header(req events.APIGatewayV2HTTPRequest, name string) string {
-	if v, ok := req.Headers[strings.ToLower(name)]; ok {
-		return v
-	}
-	for k, v := range req.Headers {
-		if strings.EqualFold(k, name) {
-			return v
-		}
-	}
-	return ""
 }
 
 func lastSegment(p string) string {

@@ -105,8 +105,8 @@ func (s *Create) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (wo
 	if err != nil {
 		s.CountAdcpError(err)
 		s.Event(ctx, op, ledger.Event{Type: ledger.EventSellerCall, Actor: stage.SellerActor(req.SellerID), Reason: ledger.Clip(err.Error(), 500),
-			Detail: ledger.EventDetail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "attempt": intent.Attempt, "error_code": stage.ErrorCode(err), "decision": adcp.Decide(err).String()})})
-		s.Log.WarnContext(ctx, "create_media_buy failed", "operationId", op.ID, "attempt", intent.Attempt, "code", stage.ErrorCode(err), "decision", adcp.Decide(err).String())
+			Detail: ledger.EventDetail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "attempt": intent.Attempt, "error_code": adcp.ErrorCode(err), "decision": adcp.Decide(err).String()})})
+		s.Log.WarnContext(ctx, "create_media_buy failed", "operationId", op.ID, "attempt", intent.Attempt, "code", adcp.ErrorCode(err), "decision", adcp.Decide(err).String())
 		return workflow.SellerOutput{}, stage.CallError("create_media_buy", err)
 	}
 	s.Event(ctx, op, ledger.Event{Type: ledger.EventSellerCall, Actor: stage.SellerActor(req.SellerID),
@@ -208,7 +208,7 @@ func (s *Create) reconcile(ctx context.Context, op *ledger.Operation, req *stage
 		s.CountAdcpError(err)
 		// A seller that cannot list falls back on its idempotency replay (same key, same bytes).
 		s.Event(ctx, op, ledger.Event{Type: ledger.EventLapsedClaimCheck, Actor: stage.SellerActor(req.SellerID), Reason: ledger.Clip(err.Error(), 300),
-			Detail: ledger.EventDetail(map[string]any{"found": false, "error_code": stage.ErrorCode(err)})})
+			Detail: ledger.EventDetail(map[string]any{"found": false, "error_code": adcp.ErrorCode(err)})})
 		if adcp.Decide(err) == adcp.DecisionRetry {
 			return workflow.SellerOutput{}, false, stage.CallError("get_media_buys", err)
 		}
@@ -342,7 +342,7 @@ func (s *Create) Cancel(ctx context.Context, in workflow.StageInput) (workflow.S
 	if err != nil {
 		s.CountAdcpError(err)
 		s.Event(ctx, op, ledger.Event{Type: ledger.EventCancel, Actor: stage.SellerActor(req.SellerID), Reason: ledger.Clip(err.Error(), 500),
-			Detail: ledger.EventDetail(map[string]any{"media_buy_id": op.MediaBuyID, "error_code": stage.ErrorCode(err)})})
+			Detail: ledger.EventDetail(map[string]any{"media_buy_id": op.MediaBuyID, "error_code": adcp.ErrorCode(err)})})
 		return workflow.SellerOutput{}, stage.CallError("update_media_buy (cancel)", err)
 	}
 	s.Event(ctx, op, ledger.Event{Type: ledger.EventCancel, Actor: stage.SellerActor(req.SellerID), Reason: reason,

@@ -197,12 +197,6 @@ func newEnv(t *testing.T, o envOptions) *env {
 	return e
 }
 
-func (e *env) completed() []completion {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return slices.Clone(e.completions)
-}
-
 // mediaBuy is a schema-valid create_media_buy request as a buyer submits it; sim drives the
 // simulated agents.
 func mediaBuy(po, sim string) json.RawMessage {

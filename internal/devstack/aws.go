@@ -3,16 +3,15 @@ package devstack
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/buyflow/buyflow/internal/apiclient"
 )
 
 // Region is the region the local stack pretends to be in.
@@ -41,8 +40,7 @@ func (c restClient) call(ctx context.Context, service, method, path string, in, 
 		return fmt.Errorf("localstack: %s %s: %w", method, path, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	sum := sha256.Sum256(body)
-	if err := v4.NewSigner().SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), service, Region, time.Now()); err != nil {
+	if err := apiclient.SignV4(credentials.StaticCredentialsProvider{Value: creds}, service, Region)(req, body); err != nil {
 		return fmt.Errorf("localstack: sign %s %s: %w", method, path, err)
 	}
 	resp, err := c.http.Do(req)

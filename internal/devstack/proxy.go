@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,7 +17,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/buyflow/buyflow/internal/apiclient"
 )
 
 // DefaultEmulatorAddr is where kumo's engines expect to reach Lambda (http://localhost:4566).
@@ -229,8 +229,7 @@ func signLambda(r *http.Request) error {
 		return err
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	sum := sha256.Sum256(body)
-	return v4.NewSigner().SignHTTP(r.Context(), creds, r, hex.EncodeToString(sum[:]), "lambda", Region, time.Now())
+	return apiclient.SignV4(credentials.StaticCredentialsProvider{Value: creds}, "lambda", Region)(r, body)
 }
 
 // runtimeRequest handles a runtime-API request of one process (/_runtime/<fn>~<n>/...): it

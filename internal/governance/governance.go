@@ -242,8 +242,8 @@ func (s *Governance) ask(ctx context.Context, op *ledger.Operation, req *stage.R
 	if err != nil {
 		s.CountAdcpError(err)
 		s.Event(ctx, op, ledger.Event{Type: ledger.EventGovernanceCheck, Actor: stage.GovernanceActor(req.Governance.AgentID),
-			Reason: ledger.Clip(err.Error(), 500), Detail: ledger.EventDetail(map[string]any{"round": n, "error_code": stage.ErrorCode(err)})})
-		s.Log.WarnContext(ctx, "check_governance failed", "operationId", op.ID, "round", n, "code", stage.ErrorCode(err), "decision", adcp.Decide(err).String())
+			Reason: ledger.Clip(err.Error(), 500), Detail: ledger.EventDetail(map[string]any{"round": n, "error_code": adcp.ErrorCode(err)})})
+		s.Log.WarnContext(ctx, "check_governance failed", "operationId", op.ID, "round", n, "code", adcp.ErrorCode(err), "decision", adcp.Decide(err).String())
 		return nil, stage.CallError("check_governance", err)
 	}
 	s.Event(ctx, op, ledger.Event{Type: ledger.EventGovernanceCheck, Actor: stage.GovernanceActor(req.Governance.AgentID),
@@ -598,7 +598,7 @@ func (s *Governance) report(ctx context.Context, op *ledger.Operation, req *stag
 	if err != nil {
 		s.CountAdcpError(err)
 		s.Event(ctx, op, ledger.Event{Type: ledger.EventOutcomeReport, Actor: stage.GovernanceActor(req.Governance.AgentID),
-			Reason: ledger.Clip(err.Error(), 500), Detail: ledger.EventDetail(map[string]any{"outcome": outcome, "error_code": stage.ErrorCode(err)})})
+			Reason: ledger.Clip(err.Error(), 500), Detail: ledger.EventDetail(map[string]any{"outcome": outcome, "error_code": adcp.ErrorCode(err)})})
 		return nil, stage.CallError("report_plan_outcome", err)
 	}
 	s.Event(ctx, op, ledger.Event{Type: ledger.EventOutcomeReport, Actor: stage.GovernanceActor(req.Governance.AgentID),

@@ -207,12 +207,6 @@ func newEnv(t *testing.T, o envOptions) *env {
 	return e
 }
 
-func (e *env) completed() []completion {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return slices.Clone(e.completions)
-}
-
 // mediaBuy is a schema-valid create_media_buy request as a buyer submits it; sim drives the
 // simulated agents.
 func mediaBuy(po, sim string) json.RawMessage {
@@ -254,13 +248,6 @@ func (e *env) op(id string) *ledger.Operation {
 		e.t.Fatal(err)
 	}
 	return op
-}
-
-// safetyNet reports whether seconds is one jittered safety-net interval of cfg() (0.75x to 1x
-// PollMaxSeconds).
-func safetyNet(seconds int) bool {
-	m := cfg().PollMaxSeconds
-	return seconds >= m-m/4 && seconds <= m
 }
 
 func cfg() workflow.RunConfig {

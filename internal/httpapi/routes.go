@@ -40,6 +40,17 @@ func ByRouteKey(app topology.Application, tables ...map[string]Handler) Handler 
 			return h(ctx, req)
 		}
 		method, path := req.RequestContext.HTTP.Method, Path(req)
+		if strings.HasPrefix(req.RouteKey, "ANY ") {
+			// API Gateway prefers a method's route to an ANY route of the same path; kumo (the
+			// local stack's emulator) ranks them alike and picks either. A catch-all is resolved
+			// against the table as API Gateway would have.
+			if r, params, ok := app.Match(method, path); ok && r.Method != "ANY" {
+				if h, ok := handlers[r.Method+" "+r.Path]; ok {
+					req.RouteKey, req.PathParameters = r.Method+" "+r.Path, params
+					return h(ctx, req)
+				}
+			}
+		}
 		if allow := app.Methods(path); len(allow) > 0 && !slices.Contains(allow, method) {
 			list := strings.Join(allow, ", ")
 			resp := Error(http.StatusMethodNotAllowed, "method_not_allowed", method+" is not served here; use "+list, "")

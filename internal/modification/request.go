@@ -144,7 +144,7 @@ func (s *Requests) Submit(ctx context.Context, caller mediabuy.Caller, buyID, ke
 	}
 	expires := s.cfg.Now().Add(time.Duration(s.cfg.Run.ApprovalTimeoutSeconds+s.cfg.DeadlineSeconds)*time.Second + time.Hour)
 	ev := ledger.Event{Type: EventRequested, Actor: caller.Principal, Reason: c.Reason, Amount: buy.BudgetTotal, Currency: buy.Currency,
-		Detail: detail(map[string]any{"change_id": id, "kind": c.Kind, "total": c.Total, "packages": c.Packages, "end_time": c.EndTime})}
+		Detail: ledger.EventDetail(map[string]any{"change_id": id, "kind": c.Kind, "total": c.Total, "packages": c.Packages, "end_time": c.EndTime})}
 	if _, err := s.ledger.BeginChange(ctx, initial, id, string(c.Kind), expires, ev); err != nil {
 		var refused *ledger.ChangeRefusedError
 		if errors.As(err, &refused) {
@@ -173,9 +173,9 @@ func (s *Requests) Submit(ctx context.Context, caller mediabuy.Caller, buyID, ke
 // abandon frees the buy of a change that could not start, so the buyer's retry (or another
 // change) is not refused until the change's expiry.
 func (s *Requests) abandon(ctx context.Context, tenant, buyID, changeID string, cause error) {
-	reason := "the change could not start: " + truncate(cause.Error(), 300)
+	reason := "the change could not start: " + ledger.Clip(cause.Error(), 300)
 	_, _ = s.ledger.EndChange(ctx, tenant, buyID, changeID, OutcomeFailed, reason,
-		ledger.Event{Type: EventEnded, Actor: "system", Reason: reason, Detail: detail(map[string]any{"change_id": changeID, "outcome": OutcomeFailed})})
+		ledger.Event{Type: EventEnded, Actor: "system", Reason: reason, Detail: ledger.EventDetail(map[string]any{"change_id": changeID, "outcome": OutcomeFailed})})
 }
 
 func (s *Requests) input(tenant, buyID, changeID string, c Change) workflow.ChangeExecutionInput {

@@ -2,8 +2,6 @@ package modification
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +14,7 @@ import (
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/mediabuy"
 	"github.com/buyflow/buyflow/internal/money"
+	"github.com/buyflow/buyflow/internal/stage"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -79,13 +78,7 @@ func New(l Ledger, a AdCP, policy Policy, cfg Config) *Service {
 		cfg.Now = time.Now
 	}
 	if cfg.NewToken == nil {
-		cfg.NewToken = func() (string, error) {
-			b := make([]byte, 32)
-			if _, err := rand.Read(b); err != nil {
-				return "", fmt.Errorf("modification: random token: %w", err)
-			}
-			return hex.EncodeToString(b), nil
-		}
+		cfg.NewToken = stage.RandomToken
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -182,7 +175,7 @@ func (s *Service) current(ctx context.Context, r *run) (Buy, error) {
 		return Buy{}, err // not sent: the change waits for the seller's breaker
 	}
 	if err != nil {
-		return Buy{}, callError("get_media_buys", err)
+		return Buy{}, stage.CallError("get_media_buys", err)
 	}
 	for _, mb := range got.MediaBuys {
 		if mb.MediaBuyID != r.buy.MediaBuyID {
@@ -287,7 +280,7 @@ func (s *Service) unavailable(ctx context.Context, r *run, cfg workflow.RunConfi
 	if w == nil {
 		return nil, nil
 	}
-	s.event(ctx, r, ledger.Event{Type: ledger.EventAgentUnavailable, Actor: "system", Reason: truncate(w.Reason(), 500), Detail: detail(w.Detail())})
+	s.event(ctx, r, ledger.Event{Type: ledger.EventAgentUnavailable, Actor: "system", Reason: ledger.Clip(w.Reason(), 500), Detail: ledger.EventDetail(w.Detail())})
 	return w.Wait, w.Err(r.op.ID)
 }
 
@@ -300,11 +293,6 @@ func (s *Service) event(ctx context.Context, r *run, ev ledger.Event) {
 			s.log.WarnContext(ctx, "event not recorded", "operationId", id, "type", ev.Type, "err", err)
 		}
 	}
-}
-
-func detail(m map[string]any) json.RawMessage {
-	b, _ := json.Marshal(m)
-	return b
 }
 
 // move transitions the change's operation forward; a refused move (the ledger holds this
@@ -326,27 +314,6 @@ func (s *Service) move(ctx context.Context, r *run, to workflow.Status, ch ledge
 		return nil, &workflow.TransientError{Reason: fmt.Sprintf("change %s: concurrent write, retry", r.op.ID)}
 	}
 	return nil, fmt.Errorf("modification: move change %s to %s: %w", r.op.ID, to, err)
-}
-
-// callError maps an AdCP call's error to the error the state machine matches: retry what
-// may pass, stop on the rest with the seller's code.
-func callError(what string, err error) error {
-	if adcp.Decide(err) == adcp.DecisionRetry {
-		return &workflow.TransientError{Reason: what + ": " + err.Error(), RetryAfterSeconds: int(adcp.RetryAfter(err) / time.Second)}
-	}
-	code := "adcp_error"
-	var ae *adcp.Error
-	if errors.As(err, &ae) && ae.Code != "" {
-		code = ae.Code
-	}
-	return &workflow.TerminalError{Code: code, Reason: what + ": " + err.Error()}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }
 
 // Function is the topology name of the function that runs a change's stages.

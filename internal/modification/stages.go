@@ -10,6 +10,7 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/money"
+	"github.com/buyflow/buyflow/internal/stage"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -56,14 +57,14 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 	}
 	res, err := s.adcp.CheckGovernance(ctx, r.gov.AgentID, adcp.CheckGovernanceRequest{
 		PlanID: r.gov.PlanID, Caller: s.cfg.CallerURI, Tool: adcp.ToolUpdateMediaBuy, Payload: payload,
-		PurchaseType: "media_buy", Phase: "modification", ModificationSummary: truncate(p.Summary, 500),
+		PurchaseType: "media_buy", Phase: "modification", ModificationSummary: ledger.Clip(p.Summary, 500),
 		GovernanceContext: r.buy.GovernanceContext,
 	})
 	if wait, waitErr := s.unavailable(ctx, r, in.Config, adcp.RoleGovernance, adcp.ToolCheckGovernance, err); wait != nil || waitErr != nil {
 		return workflow.GovernanceOutput{Decision: workflow.GovernanceAgentUnavailable, Unavailable: wait}, waitErr
 	}
 	if err != nil {
-		return workflow.GovernanceOutput{}, callError("check_governance (modification)", err)
+		return workflow.GovernanceOutput{}, stage.CallError("check_governance (modification)", err)
 	}
 	out := workflow.GovernanceOutput{CheckID: res.CheckID, ExpiresAt: res.ExpiresAt, Reason: res.Explanation}
 	switch {
@@ -91,8 +92,8 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 	default:
 		return workflow.GovernanceOutput{}, &workflow.TerminalError{Code: "unexpected_verdict", Reason: fmt.Sprintf("check_governance answered verdict %q", res.Verdict)}
 	}
-	s.event(ctx, r, ledger.Event{Type: EventGovernance, Actor: "governance:" + r.gov.AgentID, Amount: p.After, Currency: r.buy.Currency, Reason: truncate(out.Reason, 500),
-		Detail: detail(map[string]any{"change_id": r.op.ID, "kind": r.change.Kind, "verdict": res.Verdict, "pending": res.Pending, "check_id": res.CheckID,
+	s.event(ctx, r, ledger.Event{Type: EventGovernance, Actor: "governance:" + r.gov.AgentID, Amount: p.After, Currency: r.buy.Currency, Reason: ledger.Clip(out.Reason, 500),
+		Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "kind": r.change.Kind, "verdict": res.Verdict, "pending": res.Pending, "check_id": res.CheckID,
 			"decision": out.Decision, "budget_before": p.Before, "budget_after": p.After})})
 	if res.CheckID != "" && !res.Pending {
 		ch := ledger.Changes{GovernanceCheckID: &res.CheckID, Actor: "governance:" + r.gov.AgentID}
@@ -180,12 +181,12 @@ func (s *Service) Update(ctx context.Context, in workflow.StageInput) (workflow.
 		return workflow.SellerOutput{Status: r.op.Status, Unavailable: wait}, waitErr
 	}
 	if err != nil {
-		s.event(ctx, r, ledger.Event{Type: EventSellerCall, Actor: "seller:" + r.seller, Reason: truncate(err.Error(), 500),
-			Detail: detail(map[string]any{"change_id": r.op.ID, "tool": adcp.ToolUpdateMediaBuy, "error_code": errorCode(err), "decision": adcp.Decide(err).String()})})
-		return workflow.SellerOutput{}, callError("update_media_buy", err)
+		s.event(ctx, r, ledger.Event{Type: EventSellerCall, Actor: "seller:" + r.seller, Reason: ledger.Clip(err.Error(), 500),
+			Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "tool": adcp.ToolUpdateMediaBuy, "error_code": adcp.ErrorCode(err), "decision": adcp.Decide(err).String()})})
+		return workflow.SellerOutput{}, stage.CallError("update_media_buy", err)
 	}
 	s.event(ctx, r, ledger.Event{Type: EventSellerCall, Actor: "seller:" + r.seller, Amount: p.After, Currency: r.buy.Currency,
-		Detail: detail(map[string]any{"change_id": r.op.ID, "tool": adcp.ToolUpdateMediaBuy, "shape": res.Shape, "status": res.Status,
+		Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "tool": adcp.ToolUpdateMediaBuy, "shape": res.Shape, "status": res.Status,
 			"task_id": res.TaskID, "revision": res.Revision, "media_buy_status": res.MediaBuyStatus, "replayed": res.Replayed})})
 	var to workflow.Status
 	switch res.Shape {
@@ -205,14 +206,14 @@ func (s *Service) Update(ctx context.Context, in workflow.StageInput) (workflow.
 	hash := ledger.HashToken(string(token))
 	deadline := now.Add(time.Duration(in.Config.DeadlineSeconds) * time.Second)
 	ch := ledger.Changes{WebhookTokenHash: &hash, Deadline: &deadline, Actor: "seller:" + r.seller, EventType: EventSellerCall,
-		Detail: detail(map[string]any{"tool": adcp.ToolUpdateMediaBuy, "task_id": res.TaskID, "revision": res.Revision})}
+		Detail: ledger.EventDetail(map[string]any{"tool": adcp.ToolUpdateMediaBuy, "task_id": res.TaskID, "revision": res.Revision})}
 	if res.TaskID != "" {
 		ch.SellerTaskID = &res.TaskID
 	}
 	mbID := r.buy.MediaBuyID
 	ch.MediaBuyID = &mbID
 	if to == workflow.StatusInputRequired && res.Message != "" {
-		m := truncate(res.Message, 1000)
+		m := ledger.Clip(res.Message, 1000)
 		ch.Reason = &m
 	}
 	cur, err := s.move(ctx, r, to, ch)
@@ -276,7 +277,7 @@ func (s *Service) Apply(ctx context.Context, in workflow.StageInput) (ChangeOutc
 	rev := p.Revision + 1
 	got, err := s.adcp.GetMediaBuys(ctx, r.seller, adcp.GetMediaBuysRequest{Account: &r.acct, MediaBuyIDs: []string{r.buy.MediaBuyID}})
 	if err != nil {
-		return ChangeOutcome{}, callError("get_media_buys (after the update)", err)
+		return ChangeOutcome{}, stage.CallError("get_media_buys (after the update)", err)
 	}
 	for _, mb := range got.MediaBuys {
 		if mb.MediaBuyID == r.buy.MediaBuyID && mb.Revision > 0 {
@@ -286,7 +287,7 @@ func (s *Service) Apply(ctx context.Context, in workflow.StageInput) (ChangeOutc
 	next := ledger.BuyState{Tenant: r.op.Tenant, OperationID: r.buy.ID, MediaBuyID: r.buy.MediaBuyID, Revision: rev, State: string(p.State),
 		BudgetTotal: p.After, Currency: r.buy.Currency, Packages: p.Packages, EndTime: p.EndTime, LastReason: r.change.Reason}
 	ev := ledger.Event{At: s.now(), Type: EventApplied, Actor: "seller:" + r.seller, Amount: p.After, Currency: r.buy.Currency, Reason: p.Summary,
-		Detail: detail(map[string]any{"change_id": r.op.ID, "kind": r.change.Kind, "budget_before": p.Before, "budget_after": p.After, "revision": rev, "state": p.State})}
+		Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "kind": r.change.Kind, "budget_before": p.Before, "budget_after": p.After, "revision": rev, "state": p.State})}
 	st, err := s.ledger.ApplyChange(ctx, next, r.op.ID, ev)
 	switch {
 	case errors.Is(err, ledger.ErrStaleRevision):
@@ -318,7 +319,7 @@ func (s *Service) Fail(ctx context.Context, in workflow.OutcomeInput) (ChangeOut
 	}
 	outcome, reason, code := OutcomeFailed, "the change failed", ""
 	if f := in.Failure; f != nil {
-		reason = truncate(f.Error+": "+f.Cause, 1000)
+		reason = ledger.Clip(f.Error+": "+f.Cause, 1000)
 		code = workflow.TerminalErrorCode(f.Cause)
 		switch f.Error {
 		case workflow.FailureChangeDenied:
@@ -349,7 +350,7 @@ func (s *Service) end(ctx context.Context, r *run, outcome, reason, code string)
 		to = workflow.StatusExpired
 	}
 	if !r.op.Status.Terminal() {
-		rs := truncate(reason, 1000)
+		rs := ledger.Clip(reason, 1000)
 		ch := ledger.Changes{Reason: &rs, Actor: "system"}
 		if code != "" {
 			ch.ErrorCode = &code
@@ -358,9 +359,9 @@ func (s *Service) end(ctx context.Context, r *run, outcome, reason, code string)
 			return ChangeOutcome{}, err
 		}
 	}
-	ev := ledger.Event{At: s.now(), Type: EventEnded, Actor: "system", Reason: truncate(reason, 1000),
-		Detail: detail(map[string]any{"change_id": r.op.ID, "kind": r.change.Kind, "outcome": outcome, "error_code": code})}
-	st, err := s.ledger.EndChange(ctx, r.op.Tenant, r.buy.ID, r.op.ID, outcome, truncate(reason, 1000), ev)
+	ev := ledger.Event{At: s.now(), Type: EventEnded, Actor: "system", Reason: ledger.Clip(reason, 1000),
+		Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "kind": r.change.Kind, "outcome": outcome, "error_code": code})}
+	st, err := s.ledger.EndChange(ctx, r.op.Tenant, r.buy.ID, r.op.ID, outcome, ledger.Clip(reason, 1000), ev)
 	if err != nil {
 		return ChangeOutcome{}, &workflow.TransientError{Reason: fmt.Sprintf("end change %s: %v", r.op.ID, err)}
 	}
@@ -371,7 +372,7 @@ func (s *Service) end(ctx context.Context, r *run, outcome, reason, code string)
 		if code == "" {
 			code = outcome
 		}
-		s.report(ctx, r, nil, &adcp.OutcomeError{Code: code, Message: truncate(reason, 500)})
+		s.report(ctx, r, nil, &adcp.OutcomeError{Code: code, Message: ledger.Clip(reason, 500)})
 	}
 	return ChangeOutcome{Outcome: outcome, Reason: reason, Revision: st.Revision, State: st.State}, nil
 }
@@ -403,12 +404,12 @@ func (s *Service) report(ctx context.Context, r *run, resp *adcp.SellerResponse,
 	if err == nil {
 		res, err = s.adcp.ReportPlanOutcome(ctx, r.gov.AgentID, in)
 	}
-	ev := ledger.Event{Type: EventReported, Actor: "governance:" + r.gov.AgentID, Detail: detail(map[string]any{"change_id": r.op.ID, "outcome": outcome})}
+	ev := ledger.Event{Type: EventReported, Actor: "governance:" + r.gov.AgentID, Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "outcome": outcome})}
 	if err != nil {
-		ev.Reason = truncate(err.Error(), 500)
+		ev.Reason = ledger.Clip(err.Error(), 500)
 		s.log.WarnContext(ctx, "change outcome not reported", "operationId", r.buy.ID, "changeId", r.op.ID, "err", err)
 	} else {
-		ev.Detail = detail(map[string]any{"change_id": r.op.ID, "outcome": outcome, "outcome_state": res.OutcomeState})
+		ev.Detail = ledger.EventDetail(map[string]any{"change_id": r.op.ID, "outcome": outcome, "outcome_state": res.OutcomeState})
 	}
 	s.event(ctx, r, ev)
 }
@@ -419,12 +420,4 @@ func (s *Service) readFixed(ctx context.Context, r *run, task string, v any) err
 		return &workflow.TerminalError{Code: "no_plan", Reason: fmt.Sprintf("change %s has no %s: %v", r.op.ID, task, err)}
 	}
 	return json.Unmarshal(got.Request, v)
-}
-
-func errorCode(err error) string {
-	var ae *adcp.Error
-	if errors.As(err, &ae) {
-		return ae.Code
-	}
-	return ""
 }

@@ -132,6 +132,47 @@ func (a Amount) Decimal() string {
 	return new(big.Rat).SetFrac(big.NewInt(a.Minor), new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(digits)), nil)).FloatString(digits)
 }
 
+// Display formats the amount for a person: its currency code first and grouped thousands, e.g. "USD 12,500.00", "JPY 1,000,000", "KWD 1.250".
+// The decimals are the currency's ISO 4217 minor unit; a code that is not ISO 4217 prints
+// with 2.
+func (a Amount) Display() string {
+	code := strings.ToUpper(strings.TrimSpace(a.Currency))
+	if code == "" {
+		code = "???"
+	}
+	digits, ok := MinorUnits(code)
+	if !ok {
+		digits = 2
+	}
+	neg := a.Minor < 0
+	u := uint64(a.Minor)
+	if neg {
+		u = -u // two's complement: correct for math.MinInt64 too
+	}
+	s := strconv.FormatUint(u, 10)
+	if len(s) <= digits {
+		s = strings.Repeat("0", digits-len(s)+1) + s
+	}
+	whole, frac := s[:len(s)-digits], s[len(s)-digits:]
+	var b strings.Builder
+	b.WriteString(code)
+	b.WriteByte(' ')
+	if neg {
+		b.WriteByte('-')
+	}
+	for i, c := range whole {
+		if i > 0 && (len(whole)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if digits > 0 {
+		b.WriteByte('.')
+		b.WriteString(frac)
+	}
+	return b.String()
+}
+
 // ParseDecimal reads back what Decimal wrote (or any decimal with at most the currency's minor
 // unit of decimals): the ledger's amounts.
 func ParseDecimal(s, currency string) (Amount, error) {

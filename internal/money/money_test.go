@@ -150,3 +150,23 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestDisplay(t *testing.T) {
+	cases := []struct {
+		a    Amount
+		want string
+	}{
+		{Amount{Minor: 1250000, Currency: "USD"}, "USD 12,500.00"},
+		{Amount{Minor: 1000000, Currency: "JPY"}, "JPY 1,000,000"},
+		{Amount{Minor: 1250, Currency: "KWD"}, "KWD 1.250"},
+		{Amount{Minor: 5, Currency: "usd"}, "USD 0.05"},
+		{Amount{Minor: -123456, Currency: "EUR"}, "EUR -1,234.56"},
+		{Amount{Minor: 100, Currency: "XYZ1"}, "XYZ1 1.00"},
+		{Amount{Minor: 1}, "??? 0.01"},
+	}
+	for _, c := range cases {
+		if got := c.a.Display(); got != c.want {
+			t.Errorf("%+v.Display() = %q, want %q", c.a, got, c.want)
+		}
+	}
+}

@@ -340,58 +340,6 @@ func (e *env) link(id, approver string) *url.URL {
 	return nil
 }
 
-// link2 finds approver's link for approval id in a raw Slack message body.
-func (e *env) link2(body []byte, id, approver string) *url.URL {
-	e.t.Helper()
-	var msg slack.Message
-	if err := json.Unmarshal(body, &msg); err != nil {
-		e.t.Fatal(err)
-	}
-	for _, b := range msg.Blocks {
-		if b.Accessory != nil && strings.Contains(b.Accessory.URL, "/v1/approvals/"+id+"?") && strings.Contains(b.Accessory.URL, "approver="+approver+"&") {
-			u, err := url.Parse(b.Accessory.URL)
-			if err != nil {
-				e.t.Fatal(err)
-			}
-			return u
-		}
-	}
-	e.t.Fatalf("no link for %s in the message", approver)
-	return nil
-}
-
-// signedLink signs a link directly (for people who were never sent one).
-func (e *env) signedLink(id, approver string, exp time.Time) *url.URL {
-	e.t.Helper()
-	s, err := e.signer.Sign(baseURL, id, approver, exp)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	u, _ := url.Parse(s)
-	return u
-}
-
-const slackbotUA = "Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)"
-
-func (e *env) get(u *url.URL, ua string) events.APIGatewayV2HTTPResponse {
-	e.t.Helper()
-	id := u.Path[strings.LastIndexByte(u.Path, '/')+1:]
-	req := events.APIGatewayV2HTTPRequest{
-		RawPath: "/v1/approvals/" + id, RawQueryString: u.RawQuery,
-		PathParameters: map[string]string{"approval_id": id},
-		Headers:        map[string]string{"user-agent": ua},
-	}
-	req.RequestContext.HTTP.Method = "GET"
-	req.RequestContext.HTTP.SourceIP = "198.51.100.7"
-	req.RequestContext.HTTP.UserAgent = ua
-	resp, err := e.approver.HandleHTTP(e.ctx, req)
-	if err != nil {
-		e.t.Fatalf("HandleHTTP returned an error: %v", err)
-	}
-	checkPage(e.t, resp)
-	return resp
-}
-
 // post submits the confirm form for link u: the signed fields, a decision and a comment.
 func (e *env) post(u *url.URL, decision, comment string) events.APIGatewayV2HTTPResponse {
 	e.t.Helper()

@@ -66,11 +66,6 @@ type completion struct {
 	Output workflow.SellerOutput
 }
 
-// policyFunc is a function-typed fake approval policy.
-type policyFunc func(op *ledger.Operation) (bool, string)
-
-func (f policyFunc) Needs(op *ledger.Operation) (bool, string) { return f(op) }
-
 // hookLedger wraps the real ledger; a non-nil hook replaces a method.
 type hookLedger struct {
 	stage.Ledger

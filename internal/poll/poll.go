@@ -136,9 +136,9 @@ func (s *Poll) pollSeller(ctx context.Context, op *ledger.Operation) (*ledger.Op
 	ts, err := s.AdCP.GetTaskStatus(ctx, req.SellerID, adcp.GetTaskStatusRequest{TaskID: op.SellerTaskID, Account: req.Account(), IncludeResult: true})
 	if err != nil {
 		s.Event(ctx, op, ledger.Event{Type: ledger.EventPoll, Actor: stage.SellerActor(req.SellerID), Reason: ledger.Clip(err.Error(), 300),
-			Detail: ledger.EventDetail(map[string]any{"task_id": op.SellerTaskID, "error_code": stage.ErrorCode(err), "decision": adcp.Decide(err).String()})})
+			Detail: ledger.EventDetail(map[string]any{"task_id": op.SellerTaskID, "error_code": adcp.ErrorCode(err), "decision": adcp.Decide(err).String()})})
 		if adcp.Decide(err) == adcp.DecisionRetry {
-			s.Log.WarnContext(ctx, "poll failed, backing off", "operationId", op.ID, "code", stage.ErrorCode(err))
+			s.Log.WarnContext(ctx, "poll failed, backing off", "operationId", op.ID, "code", adcp.ErrorCode(err))
 			return op, nil
 		}
 		return nil, stage.CallError("get_task_status", err)

@@ -38,7 +38,7 @@ func (s *Service) pollAndApply(ctx context.Context, r *run, seller string, accou
 		}
 		return s.failUnknown(ctx, r, seller, op)
 	case err != nil:
-		r.rec.Count(metrics.AdcpErrors, metrics.Dims{"Code": errorCode(err)}, 1)
+		r.rec.Count(metrics.AdcpErrors, metrics.Dims{"Code": adcp.MetricCode(err)}, 1)
 		return op, fmt.Errorf("get_task_status %s at %s: %w", op.SellerTaskID, seller, err)
 	}
 	return s.apply(ctx, r, seller, op, ts)

@@ -174,13 +174,13 @@ func (s *Service) sweepGroup(ctx context.Context, r *run, ps *sellerPass, g *gro
 				break
 			}
 			if errors.As(err, &ae) && ae.RetryAfter > 0 {
-				r.rec.Count(metrics.AdcpErrors, metrics.Dims{"Code": errorCode(err)}, 1)
+				r.rec.Count(metrics.AdcpErrors, metrics.Dims{"Code": adcp.MetricCode(err)}, 1)
 				ps.budget.pause(ae.RetryAfter)
 				s.log.WarnContext(ctx, "seller asked to retry the listing later", "seller", seller, "retryAfter", ae.RetryAfter)
 				return &ledger.SweepProgress{Phase: ledger.PhaseList, ListCursor: cursor}, nil
 			}
 			if err != nil {
-				r.rec.Count(metrics.AdcpErrors, metrics.Dims{"Code": errorCode(err)}, 1)
+				r.rec.Count(metrics.AdcpErrors, metrics.Dims{"Code": adcp.MetricCode(err)}, 1)
 				return nil, fmt.Errorf("list tasks at %s: %w", seller, err)
 			}
 			for _, t := range page.Tasks {
@@ -380,19 +380,4 @@ type sellerPass struct {
 	seller   string
 	budget   *pollBudget
 	lastPass time.Time // when the seller's previous pass completed
-}
-
-// errorCode names an AdCP failure for the AdcpErrors Code dimension (bounded: the AdCP code,
-// else the error kind, else "other").
-func errorCode(err error) string {
-	var ae *adcp.Error
-	switch {
-	case errors.As(err, &ae) && ae.Code != "":
-		return ae.Code
-	case errors.As(err, &ae):
-		return string(ae.Kind)
-	case errors.Is(err, adcp.ErrUnknownAgent):
-		return "unknown_agent"
-	}
-	return "other"
 }

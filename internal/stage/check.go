@@ -102,39 +102,5 @@ func RFC3339(t time.Time) string {
 // countAdcpError records a failed AdCP call (or an agent answer that could not be read) in
 // metrics.AdcpErrors by Code.
 func (s *Stage) CountAdcpError(err error) {
-	s.Metrics.Count(metrics.AdcpErrors, metrics.Dims{"Code": adcpErrorCode(err)}, 1)
-}
-
-// adcpErrorCode names a failed AdCP call for the Code dimension of metrics.AdcpErrors, with
-// bounded cardinality: the agent's AdCP error code when it looks like one (at most 64 letters,
-// digits, '_', '-' or '.'), "invalid_code" when it does not, the error's kind (transport,
-// protocol, tool, jsonrpc, local) for an error without a code, "unknown_agent" for an agent
-// that is not configured, and "other" for anything else.
-func adcpErrorCode(err error) string {
-	var ae *adcp.Error
-	switch {
-	case errors.As(err, &ae) && ae.Code != "":
-		if !metricSafe(ae.Code) {
-			return "invalid_code"
-		}
-		return ae.Code
-	case errors.As(err, &ae) && ae.Kind != "":
-		return string(ae.Kind)
-	case errors.Is(err, adcp.ErrUnknownAgent):
-		return "unknown_agent"
-	}
-	return "other"
-}
-
-func metricSafe(code string) bool {
-	if len(code) > 64 {
-		return false
-	}
-	for _, c := range code {
-		ok := c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.'
-		if !ok {
-			return false
-		}
-	}
-	return true
+	s.Metrics.Count(metrics.AdcpErrors, metrics.Dims{"Code": adcp.MetricCode(err)}, 1)
 }

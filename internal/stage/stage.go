@@ -84,7 +84,7 @@ func New(l Ledger, a AdCP, o Options) Stage {
 		st.clock = time.Now
 	}
 	if st.newToken == nil {
-		st.newToken = randomToken
+		st.newToken = RandomToken
 	}
 	if st.Log == nil {
 		st.Log = slog.Default()
@@ -100,7 +100,8 @@ func OrMathRand(r func() float64) func() float64 {
 	return r
 }
 
-func randomToken() (string, error) {
+// RandomToken returns a fresh webhook token: 32 random bytes, hex.
+func RandomToken() (string, error) {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		return "", fmt.Errorf("stage: random token: %w", err)
@@ -243,14 +244,6 @@ func (s *Stage) Unavailable(ctx context.Context, op *ledger.Operation, cfg workf
 		s.Log.InfoContext(ctx, "agent unavailable, waiting", "operationId", op.ID, "agent", w.Refusal.Agent, "role", role, "retryInSeconds", w.Wait.RetryInSeconds)
 	}
 	return w.Wait, w.Err(op.ID)
-}
-
-func ErrorCode(err error) string {
-	var ae *adcp.Error
-	if errors.As(err, &ae) {
-		return ae.Code
-	}
-	return ""
 }
 
 // fixIntent returns the operation's stored intent name, or builds, stores (write-ahead) and

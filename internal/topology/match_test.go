@@ -3,6 +3,7 @@ package topology
 import (
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -49,4 +50,31 @@ func TestMethodsServingAPath(t *testing.T) {
 			t.Errorf("Methods(%s) = %v, want %v", path, got, want)
 		}
 	}
+}
+
+// FuzzMatch: any request path (outside input, for a catch-all route) is matched without a
+// panic, to a route of the request's method or ANY whose every parameter is a non-empty part
+// of the path; Methods answers for the same path without a panic.
+func FuzzMatch(f *testing.F) {
+	for _, s := range []string{"/v1/media-buys", "/v1/media-buys/mb-1/events", "/v1/media-buys//x", "/", "", "//", "/v1/approvals/a/b/c", "/v1/operator/agents/a/disable/"} {
+		f.Add("GET", s)
+	}
+	f.Fuzz(func(t *testing.T, method, path string) {
+		r, params, ok := App.Match(method, path)
+		if ok {
+			if r.Method != method && r.Method != "ANY" {
+				t.Fatalf("Match(%q, %q) = %s %s", method, path, r.Method, r.Path)
+			}
+			for k, v := range params {
+				if v == "" || !strings.Contains(path, v) {
+					t.Fatalf("Match(%q, %q): parameter %s = %q", method, path, k, v)
+				}
+			}
+		}
+		for _, m := range App.Methods(path) {
+			if m == "ANY" {
+				t.Fatalf("Methods(%q) lists ANY", path)
+			}
+		}
+	})
 }

@@ -211,8 +211,9 @@ var App = Application{
 		// prefixes reaches the function that owns the prefix and gets buyflow's error shape
 		// (405 with Allow, or 404 no_route) instead of the gateway's {"message":"Not Found"}.
 		// API Gateway prefers a route with the request's method to ANY and a literal path to
-		// a greedy one; the local emulator takes the first of equally specific matches, hence
-		// the order.
+		// a greedy one. The local emulator ranks a method's route and ANY alike and picks either
+		// (the order below does not decide it), so httpapi.ByRouteKey resolves a catch-all
+		// against this table as API Gateway would.
 		{Method: "ANY", Path: "/v1/media-buys", Function: "submit", Auth: AuthIAM},
 		{Method: "ANY", Path: "/v1/media-buys/{proxy+}", Function: "submit", Auth: AuthIAM},
 		{Method: "ANY", Path: "/v1/campaigns", Function: "submit", Auth: AuthIAM},

@@ -29,7 +29,7 @@ const fixturePath = "testdata/apigw-v2-webhook.json"
 
 // fixtureKey is the deterministic Ed25519 key that signed the fixture.
 func fixtureKey() ed25519.PrivateKey {
-	seed := sha256.Sum256([]byte("buyflow webhookrx fixture key"))
+	seed := sha256.Sum256([]byte("buyflow webhook fixture key"))
 	return ed25519.NewKeyFromSeed(seed[:])
 }
 

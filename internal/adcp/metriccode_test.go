@@ -1,4 +1,4 @@
-package stage
+package adcp_test
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 )
 
-func TestAdcpErrorCodeIsBounded(t *testing.T) {
+func TestMetricCodeIsBounded(t *testing.T) {
 	cases := []struct {
 		err  error
 		want string
@@ -22,8 +22,8 @@ func TestAdcpErrorCodeIsBounded(t *testing.T) {
 		{errors.New("boom"), "other"},
 	}
 	for _, c := range cases {
-		if got := adcpErrorCode(c.err); got != c.want {
-			t.Errorf("adcpErrorCode(%v) = %q, want %q", c.err, got, c.want)
+		if got := adcp.MetricCode(c.err); got != c.want {
+			t.Errorf("MetricCode(%v) = %q, want %q", c.err, got, c.want)
 		}
 	}
 }
