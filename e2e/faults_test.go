@@ -218,9 +218,9 @@ func TestExecutionHistoryListsEveryState(t *testing.T) {
 		path             []string
 	}{
 		{"async_complete", "completed", "ExecutionSucceeded",
-			[]string{"IsContinuation", "CheckGovernance", "GovernanceDecision", "CreateMediaBuy", "AwaitSeller", "ReportOutcome", "MediaBuyCompleted"}},
+			[]string{"IsContinuation", "CheckGovernance", "GovernanceDecision", "CreateMediaBuy", "SellerAvailable", "AwaitSeller", "ReportOutcome", "MediaBuyCompleted"}},
 		{"async_fail", "failed", "ExecutionFailed",
-			[]string{"IsContinuation", "CheckGovernance", "GovernanceDecision", "CreateMediaBuy", "AwaitSeller", "RecordFailure", "FailureKind"}},
+			[]string{"IsContinuation", "CheckGovernance", "GovernanceDecision", "CreateMediaBuy", "SellerAvailable", "AwaitSeller", "RecordFailure", "FailureKind"}},
 	} {
 		t.Run(tc.sim, func(t *testing.T) {
 			sub := submit(t, c, buy{PO: po(t), Sim: tc.sim})

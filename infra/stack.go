@@ -634,6 +634,7 @@ func (b *BuyflowStack) addAlarms(app topology.Application, cfg Config) {
 		sum: &awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String("Sum")}}
 	b.alarmOnOutcomes(m)
 	alarmOnSellerWebhooks(m, cfg.Agents)
+	alarmOnBreakers(m, cfg.Agents)
 	fns := b.alarmOnFunctions(m, app)
 	b.addDashboard(m, fns)
 }
@@ -712,6 +713,19 @@ func (b *BuyflowStack) alarmOnOutcomes(m monitor) {
 		webhookSignatureFailuresThreshold), m.custom(metrics.WebhookSignatureFailures, nil, "Sum", ""), webhookSignatureFailuresThreshold)
 	m.alarm("SpendOverBudgetAlarm", "A live buy's reported spend passed its approved budget (Buyflow SpendOverBudget, by Seller on the dashboard; the buy's timeline has the delivery entry with spend and approved budget)",
 		m.custom(metrics.SpendOverBudget, nil, "Sum", ""))
+}
+
+// alarmOnBreakers alarms while an agent's circuit breaker is open (calls refused because the
+// agent failed again and again): one alarm for every agent, those an operator adds after the
+// deploy included, and one per agent the deploy seeds.
+func alarmOnBreakers(m monitor, agents string) {
+	const runbook = "runbook: internal/reconcile/RUNBOOK.md, 'An agent is unavailable'"
+	m.alarm("AgentUnavailableAlarm", "An agent's circuit breaker is open: its buys wait and nothing is sent to it (Buyflow AgentUnavailable; the dashboard splits it by Agent; "+runbook+")",
+		m.custom(metrics.AgentUnavailable, nil, "Sum", ""))
+	for _, id := range agentIDs(agents, func(adcp.Agent) bool { return true }) {
+		m.alarm("AgentUnavailable"+pascal(id)+"Alarm", fmt.Sprintf("The circuit breaker of agent %s is open: its buys wait and nothing is sent to it (Buyflow AgentUnavailable, Agent=%s; %s)", id, id, runbook),
+			m.custom(metrics.AgentUnavailable, map[string]*string{"Agent": jsii.String(id)}, "Sum", ""))
+	}
 }
 
 // alarmOnSellerWebhooks alarms on a seller whose webhooks are all refused (a 3.0/3.1
@@ -828,6 +842,10 @@ func (b *BuyflowStack) addDashboard(m monitor, fns functionMetrics) {
 			search(metrics.SellerTaskDuration, "Status", "p50", "p50 "), search(metrics.SellerTaskDuration, "Status", "p90", "p90 "),
 		}),
 		widget("Timeouts by kind", []awscloudwatch.IMetric{search(metrics.Timeouts, "Kind", "Sum", "")}),
+	)
+	dash.AddWidgets(
+		widget("Calls refused by an open circuit breaker, by agent", []awscloudwatch.IMetric{search(metrics.AgentUnavailable, "Agent", "Sum", "")}),
+		widget("Circuit breakers opened, by agent", []awscloudwatch.IMetric{search(metrics.BreakerOpened, "Agent", "Sum", "")}),
 	)
 	addDashboardURL(stack, dash)
 }
@@ -1049,13 +1067,18 @@ func taskResources(definition string) ([]string, error) {
 // sellerIDs returns the ids of the seller agents in the agents setting (none when it is unset;
 // validateConfig has refused one that does not parse).
 func sellerIDs(agents string) []string {
+	return agentIDs(agents, func(a adcp.Agent) bool { return a.Role == adcp.RoleSeller })
+}
+
+// agentIDs are the ids of the agents in the seed document that keep accepts.
+func agentIDs(agents string, keep func(adcp.Agent) bool) []string {
 	var doc adcp.RegistryConfig
 	if json.Unmarshal([]byte(agents), &doc) != nil {
 		return nil
 	}
 	var ids []string
 	for _, a := range doc.Agents {
-		if a.Role == adcp.RoleSeller {
+		if keep(a) {
 			ids = append(ids, a.ID)
 		}
 	}

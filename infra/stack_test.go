@@ -1185,8 +1185,12 @@ func TestAlarmsDashboardAndOutputs(t *testing.T) {
 	// Spend past the approved budget: the dimensionless series internal/delivery records next
 	// to the one by Seller; the first one pages.
 	want(key{"Buyflow", "SpendOverBudget", "null"}, 1)
+	// An open circuit breaker: the dimensionless series internal/breaker records next to the
+	// one by Agent, for the agents an operator adds after the deploy.
+	want(key{"Buyflow", "AgentUnavailable", "null"}, 1)
 	if metrics.Namespace != "Buyflow" || metrics.Timeouts != "Timeouts" || metrics.TimeoutApproval != "approval" ||
-		metrics.WebhookSignatureFailures != "WebhookSignatureFailures" || metrics.SpendOverBudget != "SpendOverBudget" {
+		metrics.WebhookSignatureFailures != "WebhookSignatureFailures" || metrics.SpendOverBudget != "SpendOverBudget" ||
+		metrics.AgentUnavailable != "AgentUnavailable" {
 		t.Error("the metric names the alarms read changed: update this test and infra/README.md")
 	}
 	api := false
@@ -1201,9 +1205,9 @@ func TestAlarmsDashboardAndOutputs(t *testing.T) {
 	for _, q := range []awssqs.Queue{s.stack.PublishFailures, s.stack.NotifyFailures} {
 		want(key{"AWS/SQS", "ApproximateNumberOfMessagesVisible", jsonOf(t, []map[string]any{{"Name": "QueueName", "Value": s.stack.Resolve(q.QueueName())}})}, 1)
 	}
-	// Nothing else: 2 execution alarms, API 5xx, 3 on buyflow metrics, the status events'
-	// failure queue, errors and throttles per function.
-	if n := 8 + 2*len(topology.App.Functions); len(alarms) != n {
+	// Nothing else: 2 execution alarms, API 5xx, 4 on buyflow metrics, the two failure
+	// queues, errors and throttles per function.
+	if n := 9 + 2*len(topology.App.Functions); len(alarms) != n {
 		t.Errorf("%d alarms, want %d", len(alarms), n)
 	}
 
@@ -1413,6 +1417,15 @@ func TestDeploymentConfig(t *testing.T) {
 	}
 	if !found {
 		t.Error("no all-webhooks-refused alarm for seller1 on WebhookRejected and WebhookAccepted by Seller")
+	}
+	// And one for its circuit breaker.
+	found = false
+	for _, a := range s.ofType("AWS::CloudWatch::Alarm") {
+		p := props(a)
+		found = found || (p["MetricName"] == metrics.AgentUnavailable && jsonOf(t, p["Dimensions"]) == `[{"Name":"Agent","Value":"seller1"}]` && p["Threshold"] == 1.0)
+	}
+	if !found {
+		t.Error("no circuit breaker alarm for seller1 on AgentUnavailable by Agent")
 	}
 	seeds := s.ofType(agentops.SeedResourceType)
 	for _, r := range seeds {

@@ -33,6 +33,8 @@ const (
 	callRead           = "api:read"         // GET /media-buys/{id} (API Lambda), outside the workflow
 	callWebhook        = "webhook"          // the seller's completion webhook (webhook Lambda)
 	callSweepWake      = "sweep(completed)" // the sweep records a finished task and wakes the buy
+	// callCreateRefused is a CreateMediaBuy the seller's open circuit breaker refused.
+	callCreateRefused = "create(breaker open)"
 )
 
 // readsPerBuy is the number of status reads a buyer makes per buy (assumption: the submit
@@ -107,6 +109,9 @@ const (
 	setTaskToken    = opWrite + opIndexCopies                // UpdateItem SET task_token
 	clearTaskToken  = opWrite + opWrite                      // UpdateItem REMOVE task_token once terminal (gsi2 only)
 	durationDefault = 100 * time.Millisecond
+	// breakerRead is the circuit breaker's consistent read before each AdCP call (internal/breaker;
+	// a closed breaker with no failures writes nothing).
+	breakerRead = consistentRead
 )
 
 // unitCost is what one invocation of a kind costs besides its state transitions: Lambda
@@ -122,40 +127,42 @@ type unitCost struct {
 var costOf = map[string]unitCost{
 	callSubmit: {durationDefault, 2 * consistentRead, smallWrite + smallWrite + createOperation + smallWrite,
 		"mediabuy.Submit: the seller and governance agent read from the registry, Claim put, AcquireLock update, CreateOperation txn, CompleteClaim update"},
-	string(workflow.ActionCheck): {time.Second, 2 * consistentRead, transition + smallWrite + intentWrite + smallWrite + transition,
-		"governance.Check: load, move checking (txn), check event, check intent, push-token get+put, settle move (txn); 1 s governance call"},
-	string(workflow.ActionCreate): {2 * time.Second, 4 * consistentRead, transition + smallWrite + intentWrite + transition,
-		"create.CreateMediaBuy: load, move creating (txn), push-token get, intent get+put, checked-payload get, seller_call event, record move (txn); 2 s seller call"},
+	string(workflow.ActionCheck): {time.Second, 2*consistentRead + breakerRead, transition + smallWrite + intentWrite + smallWrite + transition,
+		"governance.Check: load, move checking (txn), breaker read, check event, check intent, push-token get+put, settle move (txn); 1 s governance call"},
+	string(workflow.ActionCreate): {2 * time.Second, 4*consistentRead + 2*breakerRead, transition + smallWrite + intentWrite + transition,
+		"create.CreateMediaBuy: load, move creating (txn), push-token get, intent get+put, checked-payload get, breaker reads (capabilities, create), seller_call event, record move (txn); 2 s seller call"},
+	callCreateRefused: {durationDefault, 4*consistentRead + breakerRead, transition + intentWrite + smallWrite,
+		"create.CreateMediaBuy, the seller's breaker open: load, move creating (txn), push-token get, intent get+put, checked-payload get, breaker read, agent_unavailable event; no seller call"},
 	string(workflow.ActionPark): {durationDefault, 0, setTaskToken,
 		"poll.Park: SetTaskToken update (ALL_NEW)"},
 	callParkDecided: {durationDefault, 0, 0,
 		"poll.Park with a decided result: SendTaskSuccess only"},
-	string(workflow.ActionPoll): {300 * time.Millisecond, consistentRead, smallWrite,
-		"poll.PollSeller, no news: load, get_task_status (300 ms), poll event"},
-	callPollCompleted: {300 * time.Millisecond, consistentRead, transition + clearTaskToken,
-		"poll.PollSeller, completed: load, get_task_status, RecordTaskStatus move (txn), ClearTaskToken"},
-	callPollDeadline: {300 * time.Millisecond, consistentRead, smallWrite,
-		"poll.PollSeller past the deadline: load, get_task_status, poll event"},
+	string(workflow.ActionPoll): {300 * time.Millisecond, consistentRead + breakerRead, smallWrite,
+		"poll.PollSeller, no news: load, breaker read, get_task_status (300 ms), poll event"},
+	callPollCompleted: {300 * time.Millisecond, consistentRead + breakerRead, transition + clearTaskToken,
+		"poll.PollSeller, completed: load, breaker read, get_task_status, RecordTaskStatus move (txn), ClearTaskToken"},
+	callPollDeadline: {300 * time.Millisecond, consistentRead + breakerRead, smallWrite,
+		"poll.PollSeller past the deadline: load, breaker read, get_task_status, poll event"},
 	callWebhook: {durationDefault, 2 * consistentRead, smallWrite + smallWrite + transition + clearTaskToken + smallWrite,
 		"webhook: FindOperation (index+op), nonce put, receipt put, RecordTaskStatus move (txn), ClearTaskToken, wake event, SendTaskSuccess"},
-	string(workflow.ActionReport): {500 * time.Millisecond, consistentRead, smallWrite,
-		"governance.Report: load, report_plan_outcome (500 ms), outcome event"},
-	string(workflow.ActionFail): {500 * time.Millisecond, consistentRead, transition,
-		"governance.Fail: load, move failed (txn), report failed"},
-	string(workflow.ActionCancel): {2 * time.Second, consistentRead, smallWrite + transition,
-		"create.Cancel: load, update_media_buy canceled (2 s), cancel event, move canceled (txn)"},
+	string(workflow.ActionReport): {500 * time.Millisecond, consistentRead + breakerRead, smallWrite,
+		"governance.Report: load, breaker read, report_plan_outcome (500 ms), outcome event"},
+	string(workflow.ActionFail): {500 * time.Millisecond, consistentRead + breakerRead, transition,
+		"governance.Fail: load, move failed (txn), breaker read, report failed"},
+	string(workflow.ActionCancel): {2 * time.Second, consistentRead + breakerRead, smallWrite + transition,
+		"create.Cancel: load, breaker read, update_media_buy canceled (2 s), cancel event, move canceled (txn)"},
 	string(workflow.ActionExpire): {durationDefault, consistentRead, smallWrite,
 		"notify.Expire: load, approval update"},
 	string(workflow.ActionRequest): {500 * time.Millisecond, consistentRead, smallWrite + setTaskToken,
 		"notify.Request: load, approval put, SetTaskToken; Slack (500 ms)"},
 	callChangeRequest: {durationDefault, 3 * consistentRead, 2*(smallWrite+smallWrite) + createOperation,
 		"modification.Requests.Submit: change and buy GetOperation, GetBuyState, BeginChange txn (buy state, event), CreateOperation txn"},
-	string(workflow.ActionCheckChange): {1300 * time.Millisecond, 4 * consistentRead, intentWrite + 2*transition + 2*smallWrite,
-		"modification.Check: change + buy + buy state + plan reads, get_media_buys (300 ms), plan put, move checking and creating (txns), 2 events; 1 s governance"},
-	string(workflow.ActionUpdate): {2 * time.Second, 3 * consistentRead, transition + smallWrite + intentWrite + 2*smallWrite,
-		"modification.Update: change + buy + plan reads, push-token and intent puts, 2 events (change, buy), record move (txn); 2 s seller call"},
-	string(workflow.ActionApply): {800 * time.Millisecond, 3 * consistentRead, 2*(smallWrite+smallWrite) + smallWrite + intentWrite + 2*smallWrite,
-		"modification.Apply: change + buy + plan reads, get_media_buys (300 ms), ApplyChange txn (buy state, event), change event, report intent, report_plan_outcome (500 ms), 2 events"},
+	string(workflow.ActionCheckChange): {1300 * time.Millisecond, 4*consistentRead + 2*breakerRead, intentWrite + 2*transition + 2*smallWrite,
+		"modification.Check: change + buy + buy state + plan reads, breaker reads (get_media_buys, check), get_media_buys (300 ms), plan put, move checking and creating (txns), 2 events; 1 s governance"},
+	string(workflow.ActionUpdate): {2 * time.Second, 3*consistentRead + 2*breakerRead, transition + smallWrite + intentWrite + 2*smallWrite,
+		"modification.Update: change + buy + plan reads, breaker reads (capabilities, update), push-token and intent puts, 2 events (change, buy), record move (txn); 2 s seller call"},
+	string(workflow.ActionApply): {800 * time.Millisecond, 3*consistentRead + 2*breakerRead, 2*(smallWrite+smallWrite) + smallWrite + intentWrite + 2*smallWrite,
+		"modification.Apply: change + buy + plan reads, breaker reads, get_media_buys (300 ms), ApplyChange txn (buy state, event), change event, report intent, report_plan_outcome (500 ms), 2 events"},
 	callStartExecution: {0, 0, 0, "states:startExecution: no Lambda, no ledger write"},
 	callRead:           {durationDefault, consistentRead, 0, "GET /media-buys/{id}: GetOperation"},
 	callSweepWake: {0, 0, transition + clearTaskToken + smallWrite,
@@ -278,6 +285,8 @@ type costCase struct {
 	budget int // transition budget, 0 for none
 	// change prices one change to a placed buy (PATCH, its own execution) instead of a buy.
 	change bool
+	// sellerDown is how long the seller's circuit breaker refuses the buy's create (0: never).
+	sellerDown time.Duration
 }
 
 // The fleets of the sweep table: 1,000 and 10,000 pending buys over 10 sellers, with and
@@ -290,15 +299,20 @@ var (
 )
 
 var costCases = []costCase{
-	{"webhook after 24 h", false, wakeWebhook, simulatedDay, fleet1kUnlisted, budgetWebhook, false},
-	{"no webhooks, 24 h, list_tasks", false, wakeSweep, simulatedDay, fleet1kListed, budgetNoWebhook, false},
-	{"no webhooks, 24 h, no list_tasks", false, wakeSweep, simulatedDay, fleet1kUnlisted, budgetNoWebhook, false},
-	{"no webhooks, 24 h, sweep down", false, wakeNone, simulatedDay, nil, budgetNoWebhook, false},
-	{"fixed 60 s polling loop, 24 h", true, wakeNone, simulatedDay, nil, 0, false},
-	{"(info) webhook after 10 min", false, wakeWebhook, 10 * time.Minute, fleet1kUnlisted, 0, false},
-	{"change, webhook after 1 h", false, wakeWebhook, time.Hour, fleet1kUnlisted, budgetWebhook, true},
-	{"change, no webhooks, sweep 1 h", false, wakeSweep, time.Hour, fleet1kUnlisted, budgetNoWebhook, true},
+	{"webhook after 24 h", false, wakeWebhook, simulatedDay, fleet1kUnlisted, budgetWebhook, false, 0},
+	{"no webhooks, 24 h, list_tasks", false, wakeSweep, simulatedDay, fleet1kListed, budgetNoWebhook, false, 0},
+	{"no webhooks, 24 h, no list_tasks", false, wakeSweep, simulatedDay, fleet1kUnlisted, budgetNoWebhook, false, 0},
+	{"no webhooks, 24 h, sweep down", false, wakeNone, simulatedDay, nil, budgetNoWebhook, false, 0},
+	{"fixed 60 s polling loop, 24 h", true, wakeNone, simulatedDay, nil, 0, false, 0},
+	{"(info) webhook after 10 min", false, wakeWebhook, 10 * time.Minute, fleet1kUnlisted, 0, false, 0},
+	{"change, webhook after 1 h", false, wakeWebhook, time.Hour, fleet1kUnlisted, budgetWebhook, true, 0},
+	{"change, no webhooks, sweep 1 h", false, wakeSweep, time.Hour, fleet1kUnlisted, budgetNoWebhook, true, 0},
+	{"webhook 24 h, 1 breaker cool-down", false, wakeWebhook, simulatedDay, fleet1kUnlisted, budgetWebhook, false, breakerCooldown},
 }
+
+// breakerCooldown is the default cool-down of an agent's circuit breaker (internal/breaker):
+// the row with the seller's breaker open waits one before its create goes through.
+const breakerCooldown = time.Minute
 
 // runCase simulates one buy of c with the seeded random source r.
 func runCase(t testing.TB, c costCase, asl, fixed machine, r func() float64) measure {
@@ -310,6 +324,9 @@ func runCase(t testing.TB, c costCase, asl, fixed machine, r func() float64) mea
 		cfg := workflow.DefaultRunConfig()
 		cfg.LoopBudget = 1 << 30 // the naive loop never continues as new (1,440 rounds ≈ 13,000 events)
 		return simulateWith(t, fixed, cfg, wakeNone, c.after, r)
+	}
+	if c.sellerDown > 0 {
+		return simulateRun(t, asl, workflow.DefaultRunConfig(), false, c.wake, c.after, r, func(s *sim) { s.sellerDownUntil = s.now.Add(c.sellerDown) })
 	}
 	return simulate(t, asl, c.wake, c.after, r)
 }
@@ -443,5 +460,21 @@ func BenchmarkCost(b *testing.B) {
 			b.ReportMetric(mean.events, "events/op")
 			b.ReportMetric(mean.total()*buysPerBatch, "usd_per_1000/op")
 		})
+	}
+}
+
+// A buy whose seller's breaker is open when it is placed waits one cool-down (Wait, no Lambda)
+// and creates again: three more states than the same buy at a closed breaker, one refused
+// create, no error and no retry.
+func TestSellerBreakerOpenCostsOneWaitLoop(t *testing.T) {
+	m := load(t)
+	closed := simulate(t, m, wakeWebhook, simulatedDay, rand.New(rand.NewPCG(9, 9)).Float64)
+	open := simulateRun(t, m, workflow.DefaultRunConfig(), false, wakeWebhook, simulatedDay, rand.New(rand.NewPCG(9, 9)).Float64,
+		func(s *sim) { s.sellerDownUntil = s.now.Add(breakerCooldown) })
+	if open.end != "MediaBuyCompleted" || open.calls[callCreateRefused] != 1 || open.calls[string(workflow.ActionCreate)] != 1 {
+		t.Fatalf("breaker open: ended %s, calls %v", open.end, open.calls)
+	}
+	if open.transitions != closed.transitions+3 {
+		t.Fatalf("breaker open: %d transitions, want %d + 3 (CreateMediaBuy, SellerAvailable, WaitForSeller)", open.transitions, closed.transitions)
 	}
 }

@@ -144,7 +144,7 @@ func scenarios() []scenario {
 				"check": {proceed}, "create": {completed}, "park": {completed}, "report": {reportClean},
 			},
 			status: "SUCCEEDED",
-			states: seq(prelude, []string{"AwaitSeller"}, okStates),
+			states: seq(prelude, []string{"SellerAvailable", "AwaitSeller"}, okStates),
 			calls:  map[string]int{"check": 1, "create": 1, "park": 1, "report": 1},
 			check: func(t *testing.T, s summary) {
 				// park gets the create result, sees it is terminal, and completes its own token.
@@ -161,7 +161,7 @@ func scenarios() []scenario {
 				"check": {proceed}, "create": {submitted}, "park": {completed}, "report": {reportClean},
 			},
 			status: "SUCCEEDED",
-			states: seq(prelude, []string{"AwaitSeller"}, okStates),
+			states: seq(prelude, []string{"SellerAvailable", "AwaitSeller"}, okStates),
 			calls:  map[string]int{"park": 1, "poll": 0},
 		},
 		{
@@ -174,7 +174,7 @@ func scenarios() []scenario {
 				"report": {reportClean},
 			},
 			status: "SUCCEEDED",
-			states: seq(prelude, []string{"AwaitSeller", "PollSeller", "AwaitSeller", "PollSeller", "AwaitSeller"}, okStates),
+			states: seq(prelude, []string{"SellerAvailable", "AwaitSeller", "PollSeller", "AwaitSeller", "PollSeller", "AwaitSeller"}, okStates),
 			calls:  map[string]int{"park": 3, "poll": 2},
 			check: func(t *testing.T, s summary) {
 				var p workflow.PollInput
@@ -213,7 +213,7 @@ func scenarios() []scenario {
 			states: seq([]string{"IsContinuation",
 				"CheckGovernance", "GovernanceDecision", "WaitForGovernanceReview",
 				"CheckGovernance", "GovernanceDecision", "WaitForGovernanceReview",
-				"CheckGovernance", "GovernanceDecision", "CreateMediaBuy", "AwaitSeller"}, okStates),
+				"CheckGovernance", "GovernanceDecision", "CreateMediaBuy", "SellerAvailable", "AwaitSeller"}, okStates),
 			calls: map[string]int{"check": 3},
 		},
 		{
@@ -244,7 +244,7 @@ func scenarios() []scenario {
 			},
 			status: "SUCCEEDED",
 			states: seq([]string{"IsContinuation", "CheckGovernance", "GovernanceDecision", "ApprovalForGovernance",
-				"RequestApproval", "RouteApproval", "CreateMediaBuy", "AwaitSeller"}, okStates),
+				"RequestApproval", "RouteApproval", "CreateMediaBuy", "SellerAvailable", "AwaitSeller"}, okStates),
 			check: func(t *testing.T, s summary) {
 				var in workflow.CallbackInput
 				mustDecode(t, s.payloads("request")[0], &in)
@@ -314,7 +314,7 @@ func scenarios() []scenario {
 			},
 			status: "SUCCEEDED",
 			states: seq([]string{"IsContinuation", "CheckGovernance", "GovernanceDecision", "ApprovalForGovernance",
-				"RequestApproval", "RouteApproval", "CheckGovernance", "GovernanceDecision", "CreateMediaBuy", "AwaitSeller"}, okStates),
+				"RequestApproval", "RouteApproval", "CheckGovernance", "GovernanceDecision", "CreateMediaBuy", "SellerAvailable", "AwaitSeller"}, okStates),
 			calls: map[string]int{"check": 2, "create": 1},
 		},
 		{
@@ -328,7 +328,7 @@ func scenarios() []scenario {
 				"report":  {reportClean},
 			},
 			status: "SUCCEEDED",
-			states: seq(prelude, []string{"AwaitSeller", "PollSeller", "AwaitSeller", "SellerTaskStatus",
+			states: seq(prelude, []string{"SellerAvailable", "AwaitSeller", "PollSeller", "AwaitSeller", "SellerTaskStatus",
 				"ApprovalForSellerInput", "RequestApproval", "RouteApproval", "PollSeller", "AwaitSeller"}, okStates),
 			check: func(t *testing.T, s summary) {
 				var in workflow.CallbackInput
@@ -349,7 +349,7 @@ func scenarios() []scenario {
 				"fail":    {recorded},
 			},
 			status: "FAILED", error: "ApprovalRejected",
-			states: seq(prelude, []string{"AwaitSeller", "SellerTaskStatus", "ApprovalForSellerInput", "RequestApproval",
+			states: seq(prelude, []string{"SellerAvailable", "AwaitSeller", "SellerTaskStatus", "ApprovalForSellerInput", "RequestApproval",
 				"CancelIfPlaced", "Compensate", "AfterCompensation"}, failureStates, []string{"RejectedByApprover"}),
 			calls: map[string]int{"cancel": 1, "fail": 1},
 		},
@@ -360,7 +360,7 @@ func scenarios() []scenario {
 				"poll": {out(seller(workflow.StatusFailed, 1))}, "fail": {recorded},
 			},
 			status: "FAILED", error: "SellerDidNotComplete",
-			states: seq(prelude, []string{"AwaitSeller", "PollSeller", "AwaitSeller", "SellerTaskStatus", "SellerDidNotComplete"},
+			states: seq(prelude, []string{"SellerAvailable", "AwaitSeller", "PollSeller", "AwaitSeller", "SellerTaskStatus", "SellerDidNotComplete"},
 				failureStates, []string{"SellerTaskFailed"}),
 			calls: map[string]int{"report": 0, "cancel": 0},
 		},
@@ -372,7 +372,7 @@ func scenarios() []scenario {
 				"park":   {completed}, "report": {reportClean},
 			},
 			status:  "SUCCEEDED",
-			states:  seq(prelude, []string{"AwaitSeller"}, okStates),
+			states:  seq(prelude, []string{"SellerAvailable", "AwaitSeller"}, okStates),
 			calls:   map[string]int{"check": 3, "create": 2},
 			retries: map[string]int{"CheckGovernance": 2, "CreateMediaBuy": 1},
 		},
@@ -462,7 +462,7 @@ func scenarios() []scenario {
 				"fail":   {recorded},
 			},
 			status: "FAILED", error: "DeadlineExceeded",
-			states: seq(prelude, []string{"AwaitSeller", "PollSeller", "AwaitSeller", "SellerTaskStatus", "SellerDeadlineExceeded",
+			states: seq(prelude, []string{"SellerAvailable", "AwaitSeller", "PollSeller", "AwaitSeller", "SellerTaskStatus", "SellerDeadlineExceeded",
 				"CancelAfterDeadline"}, failureStates, []string{"DeadlinePassed"}),
 			calls: map[string]int{"create": 1, "poll": 1, "park": 2, "cancel": 1, "fail": 1, "report": 0},
 			check: func(t *testing.T, s summary) {
@@ -492,7 +492,7 @@ func scenarios() []scenario {
 				"fail":   {recorded},
 			},
 			status: "FAILED", error: "DeadlineExceeded",
-			states: seq(prelude, []string{"AwaitSeller", "SellerTaskStatus", "SellerDeadlineExceeded", "CancelAfterDeadline",
+			states: seq(prelude, []string{"SellerAvailable", "AwaitSeller", "SellerTaskStatus", "SellerDeadlineExceeded", "CancelAfterDeadline",
 				"DeadlineCancelFailed"}, failureStates, []string{"DeadlinePassed"}),
 			calls:   map[string]int{"cancel": 2, "fail": 1, "report": 0},
 			retries: map[string]int{"CancelAfterDeadline": 1},
@@ -514,7 +514,7 @@ func scenarios() []scenario {
 					NextExecutionName: "op-1-g1", NextGeneration: 1, Next: wait(0)})},
 			},
 			status: "SUCCEEDED",
-			states: seq(prelude, []string{"AwaitSeller", "PollSeller", "AwaitSeller", "SellerTaskStatus",
+			states: seq(prelude, []string{"SellerAvailable", "AwaitSeller", "PollSeller", "AwaitSeller", "SellerTaskStatus",
 				"ContinueAsNewExecution", "HandedOverToNextExecution"}),
 			calls: map[string]int{"startExecution": 1, "report": 0},
 			check: func(t *testing.T, s summary) {
@@ -562,7 +562,7 @@ func scenarios() []scenario {
 				"cancel": {out(seller(workflow.StatusCanceled, 0))},
 			},
 			status: "FAILED", error: "CanceledAfterGovernanceFindings",
-			states: seq(prelude, []string{"AwaitSeller", "SellerTaskStatus", "ReportOutcome", "UndoRequired", "Compensate",
+			states: seq(prelude, []string{"SellerAvailable", "AwaitSeller", "SellerTaskStatus", "ReportOutcome", "UndoRequired", "Compensate",
 				"AfterCompensation", "CanceledAfterGovernanceFindings"}),
 			calls: map[string]int{"cancel": 1, "fail": 0},
 		},
@@ -582,7 +582,7 @@ func scenarios() []scenario {
 				"check": {proceed}, "create": {submitted}, "park": {fail("NotFoundError", "operation gone")}, "fail": {recorded},
 			},
 			status: "FAILED", error: "MediaBuyFailed",
-			states: seq(prelude, []string{"AwaitSeller"}, failureStates, []string{"MediaBuyFailed"}),
+			states: seq(prelude, []string{"SellerAvailable", "AwaitSeller"}, failureStates, []string{"MediaBuyFailed"}),
 		},
 	}
 }

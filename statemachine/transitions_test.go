@@ -52,6 +52,9 @@ type sim struct {
 	webhooks   int            // completion webhooks delivered (each wakes a parked AwaitSeller)
 	sweepWakes int            // wakes by the sweep (its cost is the sweep's, see sweepShare)
 	calls      map[string]int // task invocations by kind (see costOf in cost_test.go)
+	// sellerDownUntil is when the seller's circuit breaker lets the create through (zero: open
+	// never); until then CreateMediaBuy answers that the seller is unavailable.
+	sellerDownUntil time.Time
 }
 
 // call counts one task invocation of the given kind.
@@ -75,6 +78,12 @@ func (s *sim) lambda(state string, resource string, params map[string]any) (any,
 		s.call(string(workflow.ActionCheck))
 		return envelope(workflow.GovernanceOutput{Decision: workflow.GovernanceProceed}), ""
 	case workflow.ActionCreate:
+		if s.now.Before(s.sellerDownUntil) {
+			s.call(callCreateRefused)
+			wait := int(s.sellerDownUntil.Sub(s.now) / time.Second)
+			return envelope(workflow.SellerOutput{Status: workflow.StatusCreating,
+				Unavailable: &workflow.AgentUnavailable{AgentID: "seller", Role: "seller", RetryInSeconds: wait}}), ""
+		}
 		s.call(string(workflow.ActionCreate))
 		return envelope(workflow.SellerOutput{Status: workflow.StatusSubmitted, Next: workflow.StartWait(s.cfg, s.now, s.rnd)}), ""
 	case workflow.ActionPark:
@@ -389,10 +398,13 @@ func simulateChange(t testing.TB, m machine, wake waker, after time.Duration, rn
 	return simulateRun(t, m, cfg, true, wake, after, rnd)
 }
 
-func simulateRun(t testing.TB, m machine, cfg workflow.RunConfig, change bool, wake waker, after time.Duration, rnd func() float64) measure {
+func simulateRun(t testing.TB, m machine, cfg workflow.RunConfig, change bool, wake waker, after time.Duration, rnd func() float64, opts ...func(*sim)) measure {
 	t.Helper()
 	start := time.Unix(1_800_000_000, 0)
 	s := &sim{cfg: cfg, now: start, completeAt: start.Add(after), wake: wake, rnd: rnd}
+	for _, o := range opts {
+		o(s)
+	}
 	in := workflow.ExecutionInput{OperationID: "op-1", Tenant: "acct-1", Config: s.cfg, StateMachineARN: "arn:sm"}
 	input := normalize(in).(map[string]any)
 	if change {
@@ -472,13 +484,13 @@ func transitionTable(tb testing.TB, m machine, runs int) (lines, over []string) 
 func TestTransitionBudgets(t *testing.T) {
 	m := load(t)
 	// What the ASL controls is the cost per unfinished round: two states (AwaitSeller timing
-	// out, PollSeller), plus a fixed 9 for the prelude (IsContinuation, CheckGovernance,
-	// GovernanceDecision, CreateMediaBuy) and the ending (AwaitSeller, SellerTaskStatus,
+	// out, PollSeller), plus a fixed 10 for the prelude (IsContinuation, CheckGovernance,
+	// GovernanceDecision, CreateMediaBuy, SellerAvailable) and the ending (AwaitSeller, SellerTaskStatus,
 	// ReportOutcome, UndoRequired, MediaBuyCompleted).
 	for _, wake := range []waker{wakeNone, wakeWebhook, wakeSweep} {
 		res := simulate(t, m, wake, simulatedDay, rand.New(rand.NewPCG(7, 7)).Float64)
-		if res.end != "MediaBuyCompleted" || res.executions != 1 || res.transitions != 9+2*res.polls {
-			t.Errorf("%v: %d transitions for %d rounds in %d executions, ended %s; want one execution, 9 + 2 per round",
+		if res.end != "MediaBuyCompleted" || res.executions != 1 || res.transitions != 10+2*res.polls {
+			t.Errorf("%v: %d transitions for %d rounds in %d executions, ended %s; want one execution, 10 + 2 per round",
 				wake, res.transitions, res.polls, res.executions, res.end)
 		}
 	}

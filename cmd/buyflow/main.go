@@ -297,6 +297,9 @@ func (c cli) printOperation(op apiclient.Operation) error {
 	if op.Approval != nil {
 		row("approval", approvalLine(op.Approval))
 	}
+	if w := op.Waiting; w != nil {
+		row("waiting", fmt.Sprintf("%s: %s unavailable since %s (circuit breaker open; next try %s)", w.Reason, w.AgentID, w.Since, w.RetryAt))
+	}
 	row("seller", op.SellerID)
 	row("governance", op.GovernanceID+" / plan "+op.PlanID)
 	row("po number", op.PONumber)

@@ -25,8 +25,9 @@ func run(_ context.Context, getenv func(string) string) error {
 		return err
 	}
 	store := registry.NewStore(c.DynamoDB(), c.Env.TableName)
-	// The prober reads each agent straight from the store: it runs right after a change.
-	prober, err := agents.Client(store, c.Secrets())
+	// The prober reads each agent straight from the store: it runs right after a change. An
+	// operator's check is not held back by the agent's circuit breaker.
+	prober, err := agents.Client(store, c.Secrets(), nil)
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	client, err := agents.Client(reg, c.Secrets())
+	client, err := agents.Client(reg, c.Secrets(), agents.Breakers(c, reg))
 	if err != nil {
 		return err
 	}

@@ -55,6 +55,17 @@ type Options struct {
 	CapabilitiesTTL time.Duration
 	// Version is reported as the MCP client version (default "dev").
 	Version string
+	// Guard is asked before every exchange with an agent and told how it ended (the circuit
+	// breaker per agent, internal/breaker). Nil lets every exchange through.
+	Guard Guard
+}
+
+// Guard decides whether an agent may be called now and learns how each call ended.
+type Guard interface {
+	// Admit returns an *UnavailableError when agentID must not be called now (nothing is
+	// sent then). Otherwise the caller reports the exchange's outcome to done exactly once:
+	// nil, or the error the exchange ended with.
+	Admit(ctx context.Context, agentID string) (done func(error), err error)
 }
 
 // Client calls configured AdCP agents over MCP streamable HTTP. It is safe
@@ -154,7 +165,8 @@ func (c *Client) Send(ctx context.Context, agentID string, in Intent) (*Response
 		}
 	}
 	resp, err := c.callTool(ctx, agent, in.Task, json.RawMessage(in.Body))
-	if err != nil && !hasWindow && Decide(err) == DecisionRetry {
+	var unavailable *UnavailableError
+	if err != nil && !hasWindow && Decide(err) == DecisionRetry && !errors.As(err, &unavailable) {
 		return nil, noReplayWindow(agentID, in.Task, err)
 	}
 	return resp, err
@@ -232,6 +244,10 @@ func (c *Client) Tools(ctx context.Context, agentID string) (map[string]bool, er
 		return e.val, nil
 	}
 	c.mu.Unlock()
+	done, err := c.admit(ctx, agentID, "tools/list")
+	if err != nil {
+		return nil, err
+	}
 	names := map[string]bool{}
 	err = c.withSession(ctx, agent, "tools/list", func(ctx context.Context, s *mcp.ClientSession) error {
 		for tool, err := range s.Tools(ctx, nil) {
@@ -242,6 +258,7 @@ func (c *Client) Tools(ctx context.Context, agentID string) (map[string]bool, er
 		}
 		return nil
 	})
+	done(err)
 	if err != nil {
 		return nil, err
 	}
@@ -278,9 +295,14 @@ func (c *Client) ListTool(ctx context.Context, agentID string) (string, error) {
 }
 
 // callTool runs one tools/call on a fresh MCP session.
-func (c *Client) callTool(ctx context.Context, agent Agent, tool string, args json.RawMessage) (*Response, error) {
+func (c *Client) callTool(ctx context.Context, agent Agent, tool string, args json.RawMessage) (resp *Response, err error) {
+	done, err := c.admit(ctx, agent.ID, tool)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { done(err) }()
 	var res *mcp.CallToolResult
-	err := c.withSession(ctx, agent, tool, func(ctx context.Context, s *mcp.ClientSession) error {
+	err = c.withSession(ctx, agent, tool, func(ctx context.Context, s *mcp.ClientSession) error {
 		var err error
 		res, err = s.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 		return err
@@ -288,7 +310,7 @@ func (c *Client) callTool(ctx context.Context, agent Agent, tool string, args js
 	if err != nil {
 		return nil, err
 	}
-	resp, err := interpret(res)
+	resp, err = interpret(res)
 	if err != nil {
 		var ae *Error
 		if errors.As(err, &ae) {
@@ -298,6 +320,29 @@ func (c *Client) callTool(ctx context.Context, agent Agent, tool string, args js
 	}
 	resp.Agent, resp.Tool = agent.ID, tool
 	return resp, nil
+}
+
+// admit asks the Guard whether agentID may be called for tool now. A refusal is a transient
+// *Error (code CodeAgentUnavailable, RetryAfter until the guard lets a call through again)
+// wrapping the guard's *UnavailableError: nothing was sent, so any caller may try again later.
+func (c *Client) admit(ctx context.Context, agentID, tool string) (func(error), error) {
+	if c.opts.Guard == nil {
+		return func(error) {}, nil
+	}
+	done, err := c.opts.Guard.Admit(ctx, agentID)
+	if err == nil {
+		return done, nil
+	}
+	e := &Error{Kind: KindLocal, Agent: agentID, Tool: tool, Code: CodeAgentUnavailable, Recovery: RecoveryTransient, Err: err}
+	var u *UnavailableError
+	if errors.As(err, &u) {
+		e.Message = u.Error()
+		e.RetryAfter = clampRetryAfter(u.RetryAt.Sub(c.opts.Now()).Seconds())
+	}
+	if e.RetryAfter == 0 {
+		e.RetryAfter = time.Second
+	}
+	return nil, e
 }
 
 // withSession opens an MCP session to agent (initialize over streamable

@@ -54,7 +54,23 @@ const (
 	CodeReplayWindowPassed = "BUYFLOW_REPLAY_WINDOW_PASSED"
 	// CodeToolNotOffered: the agent's tools/list lacks the tool this call needs.
 	CodeToolNotOffered = "BUYFLOW_TOOL_NOT_OFFERED"
+	// CodeAgentUnavailable: the agent's circuit breaker is open (Options.Guard refused the
+	// call); nothing was sent. Transient: try again after RetryAfter.
+	CodeAgentUnavailable = "BUYFLOW_AGENT_UNAVAILABLE"
 )
+
+// UnavailableError is a Guard's refusal to let an agent be called: its circuit breaker opened
+// at Since after consecutive transient failures, and lets a call through again at RetryAt.
+type UnavailableError struct {
+	Agent   string
+	Since   time.Time
+	RetryAt time.Time
+}
+
+func (e *UnavailableError) Error() string {
+	return fmt.Sprintf("agent %s is unavailable since %s (circuit breaker open; next try at %s)",
+		e.Agent, e.Since.UTC().Format(time.RFC3339), e.RetryAt.UTC().Format(time.RFC3339))
+}
 
 // maxRetryAfter is the clamp the spec asks clients to apply to retry_after.
 const maxRetryAfter = time.Hour

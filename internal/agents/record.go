@@ -23,15 +23,16 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/breaker"
 )
 
 // Record is one agent of the registry: its AdCP configuration (adcp.Agent, the fields of the
 // CDK context's agents document), its state and what buyflow learnt from it.
 type Record struct {
 	adcp.Agent
-	// Settings are per-agent settings (sweep cadence, rate budget, circuit-breaker
-	// thresholds…): a JSON object whose readers decode the keys they own. At most
-	// MaxSettingsBytes.
+	// Settings are per-agent settings (the circuit breaker's thresholds under
+	// breaker.SettingsKey, checked here…): a JSON object whose readers decode the keys they
+	// own. At most MaxSettingsBytes.
 	Settings json.RawMessage `json:"settings,omitempty"`
 	// Disabled agents get no new buys; their open buys finish.
 	Disabled       bool   `json:"disabled"`
@@ -107,6 +108,9 @@ func Validate(r Record, secretPrefix string) error {
 				if !settingKey.MatchString(k) {
 					problems = append(problems, fmt.Sprintf("setting %q must match %s", k, settingKey))
 				}
+			}
+			if _, err := breaker.ParseSettings(r.Settings); err != nil {
+				problems = append(problems, err.Error())
 			}
 		}
 	}

@@ -166,6 +166,10 @@ func TestValidate(t *testing.T) {
 	if err := agents.Validate(ok, "buyflow/agents/"); err != nil {
 		t.Fatalf("valid agent: %v", err)
 	}
+	ok.Settings = json.RawMessage(`{"circuit_breaker":{"failures":3,"cooldown_seconds":120}}`)
+	if err := agents.Validate(ok, "buyflow/agents/"); err != nil {
+		t.Fatalf("valid breaker settings: %v", err)
+	}
 	cases := map[string]func(r *agents.Record){
 		"outside the secret prefix": func(r *agents.Record) { r.CredentialRef = "prod/db-password" },
 		"bad id":                    func(r *agents.Record) { r.ID = "a#b" },
@@ -173,6 +177,8 @@ func TestValidate(t *testing.T) {
 		"seller without webhook":    func(r *agents.Record) { r.Webhook = nil },
 		"settings not an object":    func(r *agents.Record) { r.Settings = json.RawMessage(`[1]`) },
 		"settings key":              func(r *agents.Record) { r.Settings = json.RawMessage(`{"Bad Key":1}`) },
+		"breaker failures":          func(r *agents.Record) { r.Settings = json.RawMessage(`{"circuit_breaker":{"failures":0}}`) },
+		"breaker unknown setting":   func(r *agents.Record) { r.Settings = json.RawMessage(`{"circuit_breaker":{"cooldown":5}}`) },
 		"settings too big": func(r *agents.Record) {
 			r.Settings = json.RawMessage(`{"a":"` + strings.Repeat("x", agents.MaxSettingsBytes) + `"}`)
 		},

@@ -78,12 +78,23 @@ type Operation struct {
 	Packages      []PackageBudget `json:"packages,omitempty"` // the seller's, as placed: what a per-package change names
 	ExecutionName string          `json:"execution_name,omitempty"`
 	Approval      *Approval       `json:"approval,omitempty"`
+	// Waiting is set while the buy waits for an unavailable seller or governance agent.
+	Waiting *Waiting `json:"waiting,omitempty"`
 	// Current is the placed buy after its changes; Kind, BuyID and Change describe a change.
 	Current *Current        `json:"current,omitempty"`
 	Kind    string          `json:"kind,omitempty"`
 	BuyID   string          `json:"media_buy_operation_id,omitempty"`
 	Change  json.RawMessage `json:"change,omitempty"`
 	Links   Links           `json:"links"`
+}
+
+// Waiting is what a buy waits for: an agent whose circuit breaker is open (reason
+// seller_unavailable or governance_unavailable) since Since, until a probe at RetryAt.
+type Waiting struct {
+	Reason  string `json:"reason"`
+	AgentID string `json:"agent_id"`
+	Since   string `json:"since"`
+	RetryAt string `json:"retry_at"`
 }
 
 // Current is a placed buy after its changes.

@@ -159,7 +159,7 @@ var (
 	}
 	// Kernels and adapters the use cases share; none of them may reach a use case.
 	shared = []string{
-		"./internal/stage", "./internal/approval", "./internal/sellertask", "./internal/httpapi", "./internal/agents", "./internal/ledger", "./internal/sfn", "./internal/adcp",
+		"./internal/stage", "./internal/approval", "./internal/sellertask", "./internal/breaker", "./internal/httpapi", "./internal/agents", "./internal/ledger", "./internal/sfn", "./internal/adcp",
 		"./internal/slack", "./internal/secrets", "./internal/metrics", "./internal/config", "./internal/topology",
 		"./internal/approvalcore", "./internal/webhookauth", "./internal/money", "./internal/jsonnum",
 		"./internal/workflow", "./internal/logging", "./internal/agents", "./internal/statusevent",
@@ -190,7 +190,7 @@ func TestSharedPackagesReachNoUseCase(t *testing.T) {
 
 // The state-machine stages and the sweep are not HTTP handlers.
 func TestTaskUseCasesDoNotImportHTTP(t *testing.T) {
-	for path, p := range list(t, "./internal/stage", "./internal/governance", "./internal/create", "./internal/poll", "./internal/reconcile", "./internal/sellertask") {
+	for path, p := range list(t, "./internal/stage", "./internal/governance", "./internal/create", "./internal/poll", "./internal/reconcile", "./internal/sellertask", "./internal/breaker") {
 		for _, d := range p.Deps {
 			if d == module+"/internal/httpapi" || d == "github.com/aws/aws-lambda-go/events" {
 				t.Errorf("%s depends on %s", path, d)

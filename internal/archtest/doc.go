@@ -1,7 +1,7 @@
 // Package archtest guards the import graph, which reads top-down: functions/* (wiring, the only
 // code besides cmd/* that builds AWS clients) → one use-case package per Lambda (mediabuy,
 // governance, create, poll, notify, approve, webhook, reconcile, agentops), none importing
-// another → shared kernels (stage, approval, sellertask, httpapi, agents) → adapters (ledger,
-// sfn, adcp, slack, secrets) → leaves (workflow, money, jsonnum, approvalcore, webhookauth).
-// Lambdas never link CDK or test support. It has tests only.
+// another → shared kernels (stage, approval, sellertask, breaker, httpapi, agents) → adapters
+// (ledger, sfn, adcp, slack, secrets) → leaves (workflow, money, jsonnum, approvalcore,
+// webhookauth). Lambdas never link CDK or test support. It has tests only.
 package archtest

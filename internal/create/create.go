@@ -61,9 +61,14 @@ func (s *Create) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (wo
 		return workflow.SellerOutput{}, &workflow.TerminalError{Code: "not_checked", Reason: fmt.Sprintf("operation %s has no governance check; nothing is sent", op.ID)}
 	}
 	if !op.GovernanceExpiresAt.IsZero() && !now.Before(op.GovernanceExpiresAt) {
-		if op, err = s.recheck(ctx, op, req); err != nil {
+		checked, err := s.recheck(ctx, op, req)
+		if wait, waitErr := s.Unavailable(ctx, op, in.Config, adcp.RoleGovernance, adcp.ToolCheckGovernance, err); wait != nil || waitErr != nil {
+			return workflow.SellerOutput{Status: op.Status, Unavailable: wait}, waitErr
+		}
+		if err != nil {
 			return workflow.SellerOutput{}, err
 		}
+		op = checked
 	}
 	if op, _, err = s.Move(ctx, op, workflow.StatusCreating, ledger.Changes{Actor: stage.ActorSystem}); err != nil {
 		return workflow.SellerOutput{}, err
@@ -84,12 +89,19 @@ func (s *Create) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (wo
 	}
 	if existed {
 		// A lapsed claim: an earlier attempt may have reached the seller. Look before resending.
-		if out, done, err := s.reconcile(ctx, op, req, in.Config, token, now); err != nil || done {
+		out, done, err := s.reconcile(ctx, op, req, in.Config, token, now)
+		if wait, waitErr := s.Unavailable(ctx, op, in.Config, adcp.RoleSeller, adcp.ToolGetMediaBuys, err); wait != nil || waitErr != nil {
+			return workflow.SellerOutput{Status: op.Status, Unavailable: wait}, waitErr
+		}
+		if err != nil || done {
 			return out, err
 		}
 	}
 
 	res, err := s.AdCP.CreateMediaBuy(ctx, req.SellerID, intent)
+	if wait, waitErr := s.Unavailable(ctx, op, in.Config, adcp.RoleSeller, adcp.ToolCreateMediaBuy, err); wait != nil || waitErr != nil {
+		return workflow.SellerOutput{Status: op.Status, Unavailable: wait}, waitErr
+	}
 	if err != nil {
 		s.CountAdcpError(err)
 		s.Event(ctx, op, ledger.Event{Type: ledger.EventSellerCall, Actor: stage.SellerActor(req.SellerID), Reason: ledger.Clip(err.Error(), 500),
@@ -122,6 +134,9 @@ func (s *Create) recheck(ctx context.Context, op *ledger.Operation, req *stage.R
 	res, err := s.AdCP.CheckGovernance(ctx, req.Governance.AgentID, adcp.CheckGovernanceRequest{
 		PlanID: req.Governance.PlanID, Caller: s.callerURI, Tool: adcp.ToolCreateMediaBuy, Payload: payload, PurchaseType: "media_buy",
 	})
+	if errors.As(err, new(*adcp.UnavailableError)) {
+		return nil, err // not sent: the caller waits for the governance agent's breaker
+	}
 	if err != nil {
 		s.CountAdcpError(err)
 		return nil, stage.CallError("check_governance (re-check before spend)", err)
@@ -186,6 +201,9 @@ func (s *Create) checkedPayload(ctx context.Context, op *ledger.Operation, req *
 // context.operation_id) before a resend. done means the buy exists and is recorded.
 func (s *Create) reconcile(ctx context.Context, op *ledger.Operation, req *stage.Request, cfg workflow.RunConfig, token string, now time.Time) (workflow.SellerOutput, bool, error) {
 	got, err := s.AdCP.GetMediaBuys(ctx, req.SellerID, adcp.GetMediaBuysRequest{Account: req.Account()})
+	if errors.As(err, new(*adcp.UnavailableError)) {
+		return workflow.SellerOutput{}, false, err // not sent: the caller waits for the seller's breaker
+	}
 	if err != nil {
 		s.CountAdcpError(err)
 		// A seller that cannot list falls back on its idempotency replay (same key, same bytes).

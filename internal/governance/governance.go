@@ -89,6 +89,9 @@ func (s *Governance) Check(ctx context.Context, in workflow.StageInput) (workflo
 		return workflow.GovernanceOutput{}, err
 	}
 	r, pending, err := s.resume(ctx, op, req, in.Config)
+	if wait, waitErr := s.Unavailable(ctx, op, in.Config, adcp.RoleGovernance, adcp.ToolGetTaskStatus, err); wait != nil || waitErr != nil {
+		return workflow.GovernanceOutput{Decision: workflow.GovernanceAgentUnavailable, Unavailable: wait}, waitErr
+	}
 	if err != nil {
 		return workflow.GovernanceOutput{}, err
 	}
@@ -183,6 +186,9 @@ func (s *Governance) decide(ctx context.Context, op *ledger.Operation, req *stag
 		if r.res == nil {
 			r.n++
 			res, err := s.ask(ctx, op, req, r.payload, r.n)
+			if wait, waitErr := s.Unavailable(ctx, op, cfg, adcp.RoleGovernance, adcp.ToolCheckGovernance, err); wait != nil || waitErr != nil {
+				return workflow.GovernanceOutput{Decision: workflow.GovernanceAgentUnavailable, Unavailable: wait}, waitErr
+			}
 			if err != nil {
 				return workflow.GovernanceOutput{}, err
 			}
@@ -230,6 +236,9 @@ func (s *Governance) ask(ctx context.Context, op *ledger.Operation, req *stage.R
 		PlanID: req.Governance.PlanID, Caller: s.callerURI, Tool: adcp.ToolCreateMediaBuy,
 		Payload: payload, PurchaseType: "media_buy",
 	})
+	if errors.As(err, new(*adcp.UnavailableError)) {
+		return nil, err // not sent: the caller waits for the agent's breaker
+	}
 	if err != nil {
 		s.CountAdcpError(err)
 		s.Event(ctx, op, ledger.Event{Type: ledger.EventGovernanceCheck, Actor: stage.GovernanceActor(req.Governance.AgentID),
@@ -292,6 +301,9 @@ func (s *Governance) pendingReview(ctx context.Context, op *ledger.Operation) (l
 // without a verdict keeps the gate closed.
 func (s *Governance) pollReview(ctx context.Context, op *ledger.Operation, req *stage.Request, rv *reviewRecord) (*adcp.GovernanceResult, error) {
 	ts, err := s.AdCP.GetTaskStatus(ctx, req.Governance.AgentID, adcp.GetTaskStatusRequest{TaskID: rv.TaskID, IncludeResult: true})
+	if errors.As(err, new(*adcp.UnavailableError)) {
+		return nil, err // not sent: the caller waits for the agent's breaker
+	}
 	if err != nil {
 		s.CountAdcpError(err)
 		return nil, stage.CallError("governance review status", err)

@@ -126,6 +126,12 @@
 //	                 else ErrStaleFence: a run whose lease was taken over cannot rewind a newer one
 //	  TTL            none
 //
+//	circuit breaker  pk BREAKER#<agent id>  sk BREAKER   (Breaker; the rules: internal/breaker)
+//	  put            Put if attribute_not_exists(pk) when none was read, else if version = :read;
+//	                 it stores version :read + 1; a lost race is ErrContention: read, decide again
+//	  read           GetItem, consistent; none written means closed with no failures
+//	  TTL            none (deployment-wide, like the agent registry)
+//
 //	event            pk TENANT#<t>#OP#<id>  sk EV#<at>#<process seq>-<uuid>
 //	  put            Put if attribute_not_exists(pk) (append-only; never updated or deleted);
 //	                 created and transition events are written in the same transaction as the

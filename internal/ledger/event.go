@@ -38,6 +38,12 @@ const (
 	EventLapsedClaimCheck = "lapsed_claim_check" // get_media_buys asked whether a lapsed create was executed
 	EventCancel           = "cancel"             // update_media_buy cancel (compensation)
 
+	// Any stage that calls an agent.
+	// EventAgentUnavailable records a call not sent because the agent's circuit breaker is
+	// open: detail agent_id, role (seller or governance), since (the breaker opened),
+	// retry_at; the buy waits and tries again. Read by the buy's projection.
+	EventAgentUnavailable = "agent_unavailable"
+
 	// The seller wait: the poll stage, the webhook receiver and the sweep.
 	EventPoll    = "poll"    // a get_task_status answer or failure
 	EventWebhook = "webhook" // a seller webhook (applied, stale or ignored)

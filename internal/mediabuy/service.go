@@ -27,6 +27,7 @@ type Ledger interface {
 	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (ledger.Page[ledger.Event], error)
 	GetApproval(ctx context.Context, id string) (*ledger.Approval, error)
 	GetBuyState(ctx context.Context, tenant, opID string) (*ledger.BuyState, error)
+	GetBreaker(ctx context.Context, agentID string) (ledger.Breaker, error)
 }
 
 // Executions starts workflow executions under deterministic names.
@@ -217,6 +218,9 @@ func (s *Service) Get(ctx context.Context, tenant, id string) (View, error) {
 			LastOutcome: st.LastOutcome, LastReason: st.LastReason, UpdatedAt: st.UpdatedAt.UTC().Format(time.RFC3339Nano)}
 	case !errors.Is(err, ledger.ErrNotFound):
 		return View{}, fmt.Errorf("mediabuy: get the state of %s: %w", id, err)
+	}
+	if v.Waiting, err = s.waiting(ctx, op); err != nil {
+		return View{}, err
 	}
 	return v, nil
 }

@@ -65,6 +65,8 @@ type View struct {
 	Approval *ApprovalView `json:"approval,omitempty"`
 	// Current is the placed buy as its changes left it (GET of one buy that was changed).
 	Current *CurrentView `json:"current,omitempty"`
+	// Waiting is set while the buy waits for an unavailable agent (GET of one buy only).
+	Waiting *WaitingView `json:"waiting,omitempty"`
 	// Kind is "modification" for a change to a placed buy: BuyID names the buy and Change is
 	// the change as the buyer asked for it.
 	Kind   string          `json:"kind,omitempty"`

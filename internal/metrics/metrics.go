@@ -66,6 +66,11 @@ const (
 	// HandlerPanics counts panics recovered at a handler's boundary (a bug: the request got a
 	// 500 or the task an error instead of the process ending), by Function.
 	HandlerPanics = "HandlerPanics"
+	// AgentUnavailable counts AdCP calls not sent because the agent's circuit breaker is open
+	// (internal/breaker), by Agent and with no dimension: an alarm per open breaker reads it.
+	AgentUnavailable = "AgentUnavailable"
+	// BreakerOpened counts the times an agent's circuit breaker opened, by Agent.
+	BreakerOpened = "BreakerOpened"
 	// SpendOverBudget counts delivery reads whose reported spend is above the buy's approved
 	// budget (dimension Seller); an alarm pages on the first.
 	SpendOverBudget = "SpendOverBudget"

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/breaker"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/mediabuy"
 	"github.com/buyflow/buyflow/internal/money"
@@ -168,6 +169,9 @@ func (s *Service) current(ctx context.Context, r *run) (Buy, error) {
 	}
 	b.Revision, b.State, b.EndTime = st.Revision, State(st.State), st.EndTime
 	got, err := s.adcp.GetMediaBuys(ctx, r.seller, adcp.GetMediaBuysRequest{Account: &r.acct, MediaBuyIDs: []string{r.buy.MediaBuyID}})
+	if breaker.Unavailable(err) != nil {
+		return Buy{}, err // not sent: the change waits for the seller's breaker
+	}
 	if err != nil {
 		return Buy{}, stage.CallError("get_media_buys", err)
 	}
@@ -275,6 +279,18 @@ func (s *Service) plan(ctx context.Context, r *run) (*frozenPlan, error) {
 }
 
 // event appends ev to the timelines of the change and of the buy; a failed append is logged.
+// unavailable is the change's wait for an agent whose circuit breaker refused the call
+// (breaker.WaitFor), recorded on the change's and the buy's timelines; past the change's
+// deadline a DeadlineExceededError. Any other error gives nil, nil.
+func (s *Service) unavailable(ctx context.Context, r *run, cfg workflow.RunConfig, role adcp.Role, tool string, err error) (*workflow.AgentUnavailable, error) {
+	w := breaker.WaitFor(err, role, tool, r.op.CreatedAt, s.now(), cfg)
+	if w == nil {
+		return nil, nil
+	}
+	s.event(ctx, r, ledger.Event{Type: ledger.EventAgentUnavailable, Actor: "system", Reason: ledger.Clip(w.Reason(), 500), Detail: ledger.EventDetail(w.Detail())})
+	return w.Wait, w.Err(r.op.ID)
+}
+
 func (s *Service) event(ctx context.Context, r *run, ev ledger.Event) {
 	if ev.At.IsZero() {
 		ev.At = s.now()

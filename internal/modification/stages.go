@@ -44,6 +44,9 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 		return workflow.GovernanceOutput{}, err
 	}
 	p, err := s.plan(ctx, r)
+	if wait, waitErr := s.unavailable(ctx, r, in.Config, adcp.RoleSeller, adcp.ToolGetMediaBuys, err); wait != nil || waitErr != nil {
+		return workflow.GovernanceOutput{Decision: workflow.GovernanceAgentUnavailable, Unavailable: wait}, waitErr
+	}
 	if err != nil {
 		return workflow.GovernanceOutput{}, err
 	}
@@ -61,6 +64,9 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 		PurchaseType: "media_buy", Phase: "modification", ModificationSummary: ledger.Clip(p.Summary, 500),
 		GovernanceContext: r.buy.GovernanceContext,
 	})
+	if wait, waitErr := s.unavailable(ctx, r, in.Config, adcp.RoleGovernance, adcp.ToolCheckGovernance, err); wait != nil || waitErr != nil {
+		return workflow.GovernanceOutput{Decision: workflow.GovernanceAgentUnavailable, Unavailable: wait}, waitErr
+	}
 	if err != nil {
 		return workflow.GovernanceOutput{}, stage.CallError("check_governance (modification)", err)
 	}
@@ -186,6 +192,9 @@ func (s *Service) Update(ctx context.Context, in workflow.StageInput) (workflow.
 		return workflow.SellerOutput{}, &workflow.TerminalError{Code: "bad_intent", Reason: err.Error()}
 	}
 	res, err := s.adcp.UpdateMediaBuy(ctx, r.seller, intent)
+	if wait, waitErr := s.unavailable(ctx, r, in.Config, adcp.RoleSeller, adcp.ToolUpdateMediaBuy, err); wait != nil || waitErr != nil {
+		return workflow.SellerOutput{Status: r.op.Status, Unavailable: wait}, waitErr
+	}
 	if err != nil {
 		s.event(ctx, r, ledger.Event{Type: EventSellerCall, Actor: "seller:" + r.seller, Reason: ledger.Clip(err.Error(), 500),
 			Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "tool": adcp.ToolUpdateMediaBuy, "error_code": adcp.ErrorCode(err), "decision": adcp.Decide(err).String()})})

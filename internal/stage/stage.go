@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/breaker"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/sellertask"
@@ -226,6 +227,23 @@ func CallError(what string, err error) error {
 		}
 		return &workflow.TerminalError{Code: code, Reason: what + ": " + err.Error()}
 	}
+}
+
+// Unavailable turns a call the agent's circuit breaker refused (nothing was sent) into the
+// wait the state machine runs before the stage again (breaker.WaitFor), recorded on the buy's
+// timeline; past the buy's deadline it is a DeadlineExceededError. Any other error gives nil,
+// nil.
+func (s *Stage) Unavailable(ctx context.Context, op *ledger.Operation, cfg workflow.RunConfig, role adcp.Role, tool string, err error) (*workflow.AgentUnavailable, error) {
+	w := breaker.WaitFor(err, role, tool, op.CreatedAt, s.Now(), cfg)
+	if w == nil {
+		return nil, nil
+	}
+	s.Event(ctx, op, ledger.Event{Type: ledger.EventAgentUnavailable, Actor: ActorSystem, Reason: ledger.Clip(w.Reason(), 500),
+		Detail: ledger.EventDetail(w.Detail())})
+	if w.Wait != nil {
+		s.Log.InfoContext(ctx, "agent unavailable, waiting", "operationId", op.ID, "agent", w.Refusal.Agent, "role", role, "retryInSeconds", w.Wait.RetryInSeconds)
+	}
+	return w.Wait, w.Err(op.ID)
 }
 
 // fixIntent returns the operation's stored intent name, or builds, stores (write-ahead) and

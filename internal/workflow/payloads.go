@@ -287,7 +287,23 @@ const (
 	GovernanceNeedsApproval GovernanceDecision = "needs_approval" // policy or conditions ask for a person
 	GovernanceDenied        GovernanceDecision = "denied"         // stop; nothing is spent
 	GovernancePending       GovernanceDecision = "pending"        // async review: wait and check again
+	// GovernanceAgentUnavailable: the governance agent's circuit breaker is open; nothing was
+	// asked and nothing is spent. Wait Unavailable.RetryInSeconds and check again.
+	GovernanceAgentUnavailable GovernanceDecision = "agent_unavailable"
 )
+
+// AgentUnavailable is a stage's answer when it did not call an agent because the agent's
+// circuit breaker is open (internal/breaker): the state machine waits RetryInSeconds and
+// runs the stage again. Nothing was sent to the agent.
+type AgentUnavailable struct {
+	AgentID string `json:"agent_id"`
+	// Role is the agent's role for this buy: seller or governance.
+	Role string `json:"role"`
+	// Since is when the breaker opened (RFC 3339).
+	Since string `json:"since"`
+	// RetryInSeconds is the wait until the breaker lets a probe through (at least 1).
+	RetryInSeconds int `json:"retry_in_seconds"`
+}
 
 // GovernanceOutput is the output of the CheckGovernance stage.
 type GovernanceOutput struct {
@@ -298,6 +314,8 @@ type GovernanceOutput struct {
 	ExpiresAt string    `json:"expires_at,omitempty"`
 	Reason    string    `json:"reason,omitempty"`
 	Wait      WaitState `json:"wait,omitzero"`
+	// Unavailable is set with GovernanceAgentUnavailable.
+	Unavailable *AgentUnavailable `json:"unavailable,omitempty"`
 }
 
 // SellerOutput is the output of CreateMediaBuy, PollSeller and Compensate, and the
@@ -320,6 +338,9 @@ type SellerOutput struct {
 	// DeadlineExceeded is true when the overall deadline passed before the seller finished.
 	DeadlineExceeded bool   `json:"deadline_exceeded"`
 	Reason           string `json:"reason,omitempty"`
+	// Unavailable is set when CreateMediaBuy did not reach the seller because its circuit
+	// breaker is open: the state machine waits and runs CreateMediaBuy again.
+	Unavailable *AgentUnavailable `json:"unavailable,omitempty"`
 }
 
 // NeedsDecision reports whether the state machine must act on s rather than wait again: the

@@ -19,7 +19,7 @@ import (
 
 var (
 	changePrelude = []string{"IsContinuation", "CheckChange", "ChangeDecision"}
-	changeApplied = []string{"UpdateMediaBuy", "AwaitChangeSeller", "ChangeSellerStatus", "ApplyChange", "ChangeOutcome", "ChangeApplied"}
+	changeApplied = []string{"UpdateMediaBuy", "ChangeSellerAvailable", "AwaitChangeSeller", "ChangeSellerStatus", "ApplyChange", "ChangeOutcome", "ChangeApplied"}
 )
 
 // placed submits a one-package buy of 3,000 USD that the seller completes inline, and waits
@@ -28,7 +28,7 @@ func placed(t *testing.T, patch map[string]any) *buyRun {
 	t.Helper()
 	r := begin(t, patch)
 	r.submit(apiclient.Buy{Sim: "sync", Budgets: []float64{3000}})
-	path(t, only(t, r.finish(60*time.Second)), "SUCCEEDED", "", seq(prelude, []string{"CreateMediaBuy", "AwaitSeller"}, completes)...)
+	path(t, only(t, r.finish(60*time.Second)), "SUCCEEDED", "", seq(prelude, []string{"CreateMediaBuy", "SellerAvailable", "AwaitSeller"}, completes)...)
 	return r
 }
 
@@ -154,7 +154,7 @@ func TestChangeSellerFailsKeepsTheBuy(t *testing.T) {
 	id := r.change(`{"budget":{"total":4000},"context":{"sim":"async_fail"}}`, false)
 	ex := only(t, r.finishNamed(id, 60*time.Second))
 	path(t, ex, "FAILED", "SellerDidNotApplyChange", seq(changePrelude,
-		[]string{"UpdateMediaBuy", "AwaitChangeSeller", "ChangeSellerStatus", "ApplyChange", "ChangeOutcome", "ChangeNotApplied"})...)
+		[]string{"UpdateMediaBuy", "ChangeSellerAvailable", "AwaitChangeSeller", "ChangeSellerStatus", "ApplyChange", "ChangeOutcome", "ChangeNotApplied"})...)
 	c := r.current()
 	wantCurrent(t, c, 0, "active", "3000.00", "failed")
 	if c.LastReason == "" {

@@ -28,8 +28,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
+	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/adcptest"
+	"github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/devstack"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
@@ -150,6 +152,9 @@ func start() (*system, error) {
 	}
 	s.onClose(s.agents.Close)
 	if err := devstack.SeedAgents(ctx, s.ddb, s.table, s.agents.Registry); err != nil {
+		return s, err
+	}
+	if err := tolerateFaults(ctx, s.ddb, s.table, s.agents.Registry); err != nil {
 		return s, err
 	}
 	s.sink = slack.NewSink(nil)
@@ -305,6 +310,28 @@ func start() (*system, error) {
 		}
 	}
 	return s, nil
+}
+
+// tolerateFaults raises the circuit breaker threshold of the shared simulated agents: the
+// scenarios inject faults at them in parallel (a plan push failing a hundred times, 503s on a
+// create), and a breaker one scenario opened would make every other one wait, as it should in
+// production. The breaker's own scenarios break agents of their own (breaker_test.go).
+func tolerateFaults(ctx context.Context, ddb *dynamodb.Client, table string, registry []byte) error {
+	var reg adcp.RegistryConfig
+	if err := json.Unmarshal(registry, &reg); err != nil {
+		return err
+	}
+	store := agents.NewStore(ddb, table)
+	for _, a := range reg.Agents {
+		_, err := store.Update(ctx, a.ID, devstack.LocalOperator, func(r *agents.Record) (string, string, error) {
+			r.Settings = json.RawMessage(`{"circuit_breaker":{"failures":1000}}`)
+			return agents.ActionUpdated, "settings", nil
+		}, nil)
+		if err != nil {
+			return fmt.Errorf("settings of %s: %w", a.ID, err)
+		}
+	}
+	return nil
 }
 
 func randomHex(n int) string {

@@ -36,6 +36,12 @@ func begin(t *testing.T, patch map[string]any) *buyRun {
 		t.Skip(skipWhy)
 	}
 	t.Parallel()
+	return newRun(t, patch)
+}
+
+// newRun is one more scenario of a running test, under a fresh tenant (begin starts the test).
+func newRun(t *testing.T, patch map[string]any) *buyRun {
+	t.Helper()
 	r := &buyRun{t: t, tenant: fmt.Sprintf("%012d", rand.Int64N(1e12)), po: fmt.Sprintf("PO-SP-%08X", rand.Uint32())}
 	r.client = &apiclient.Client{BaseURL: sys.apiURL, TenantHeader: callerAccountHeader, Tenant: r.tenant}
 	if patch == nil {

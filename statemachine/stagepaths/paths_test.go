@@ -88,7 +88,7 @@ func TestApprovedSyncCreateSucceeds(t *testing.T) {
 	r := begin(t, nil)
 	r.submit(apiclient.Buy{Sim: "sync"})
 	ex := only(t, r.finish(60*time.Second))
-	path(t, ex, "SUCCEEDED", "", seq(prelude, []string{"CreateMediaBuy", "AwaitSeller"}, completes)...)
+	path(t, ex, "SUCCEEDED", "", seq(prelude, []string{"CreateMediaBuy", "SellerAvailable", "AwaitSeller"}, completes)...)
 	// AwaitSeller's park saw the terminal create result and completed its own token at once.
 	wantCalls(t, "invocations", actions([]execution{ex}), "CheckGovernance:ok", "CreateMediaBuy:ok", "AwaitSeller:ok", "ReportOutcome:ok")
 
@@ -145,7 +145,7 @@ func TestGovernanceConditionsRecheck(t *testing.T) {
 	r := begin(t, nil)
 	r.submit(apiclient.Buy{Sim: "conditions,sync"})
 	ex := only(t, r.finish(60*time.Second))
-	path(t, ex, "SUCCEEDED", "", seq(prelude, []string{"CreateMediaBuy", "AwaitSeller"}, completes)...)
+	path(t, ex, "SUCCEEDED", "", seq(prelude, []string{"CreateMediaBuy", "SellerAvailable", "AwaitSeller"}, completes)...)
 	checks := r.governanceCalls("check_governance")
 	if len(checks) != 2 {
 		t.Fatalf("%d check_governance calls, want 2 (conditions, then the re-check)", len(checks))
@@ -173,7 +173,7 @@ func TestAsyncGovernanceReview(t *testing.T) {
 	r := begin(t, nil)
 	r.submit(apiclient.Buy{Sim: "async_review,sync"})
 	ex := only(t, r.finish(60*time.Second))
-	path(t, ex, "SUCCEEDED", "", seq(prelude, []string{"WaitForGovernanceReview", "CheckGovernance", "GovernanceDecision", "CreateMediaBuy", "AwaitSeller"}, completes)...)
+	path(t, ex, "SUCCEEDED", "", seq(prelude, []string{"WaitForGovernanceReview", "CheckGovernance", "GovernanceDecision", "CreateMediaBuy", "SellerAvailable", "AwaitSeller"}, completes)...)
 	gov := tools(r.governanceCalls(""))
 	if len(gov) < 3 || gov[0] != "check_governance" || gov[len(gov)-1] != "report_plan_outcome" ||
 		count(gov, "get_task_status")+count(gov, "tasks/get") == 0 {
@@ -189,7 +189,7 @@ func TestSubmittedThenWebhookWakes(t *testing.T) {
 	r := begin(t, map[string]any{"poll_initial_seconds": 10, "poll_max_seconds": 10})
 	r.submit(apiclient.Buy{Sim: "async_complete"})
 	ex := only(t, r.finish(60*time.Second))
-	path(t, ex, "SUCCEEDED", "", seq(prelude, []string{"CreateMediaBuy", "AwaitSeller"}, completes)...)
+	path(t, ex, "SUCCEEDED", "", seq(prelude, []string{"CreateMediaBuy", "SellerAvailable", "AwaitSeller"}, completes)...)
 	wantCalls(t, "invocations", actions([]execution{ex}), "CheckGovernance:ok", "CreateMediaBuy:ok", "AwaitSeller:ok", "ReportOutcome:ok")
 	wantCalls(t, "seller", tools(r.sellerCalls("")), "create_media_buy") // no poll
 	op := r.operation()
@@ -251,7 +251,7 @@ func TestApprovalApproved(t *testing.T) {
 	r.submit(apiclient.Buy{Budgets: []float64{12000, 3000}, Sim: "sync"})
 	r.decide("approve")
 	ex := only(t, r.finish(60*time.Second))
-	path(t, ex, "SUCCEEDED", "", seq(prelude, []string{"ApprovalForGovernance", "RequestApproval", "RouteApproval", "CreateMediaBuy", "AwaitSeller"}, completes)...)
+	path(t, ex, "SUCCEEDED", "", seq(prelude, []string{"ApprovalForGovernance", "RequestApproval", "RouteApproval", "CreateMediaBuy", "SellerAvailable", "AwaitSeller"}, completes)...)
 	wantCalls(t, "seller", tools(r.sellerCalls("")), "create_media_buy")
 	wantStatus(t, r.operation(), "completed")
 	tl := r.timeline()
@@ -328,7 +328,7 @@ func TestSellerInputRequired(t *testing.T) {
 	r.submit(apiclient.Buy{Sim: "input_required"})
 	r.decide("approve")
 	ex := only(t, r.finish(60*time.Second))
-	path(t, ex, "SUCCEEDED", "", seq(prelude, []string{"CreateMediaBuy", "AwaitSeller", "SellerTaskStatus", "ApprovalForSellerInput",
+	path(t, ex, "SUCCEEDED", "", seq(prelude, []string{"CreateMediaBuy", "SellerAvailable", "AwaitSeller", "SellerTaskStatus", "ApprovalForSellerInput",
 		"RequestApproval", "RouteApproval", "PollSeller", "AwaitSeller"}, completes)...)
 	wantStatus(t, r.operation(), "completed")
 	msgs := r.slackMessages()
@@ -344,7 +344,7 @@ func TestSellerInputRequiredRejected(t *testing.T) {
 	r.submit(apiclient.Buy{Sim: "input_required,hold"})
 	r.decide("reject")
 	ex := only(t, r.finish(60*time.Second))
-	path(t, ex, "FAILED", "ApprovalRejected", seq(prelude, []string{"CreateMediaBuy", "AwaitSeller", "SellerTaskStatus", "ApprovalForSellerInput",
+	path(t, ex, "FAILED", "ApprovalRejected", seq(prelude, []string{"CreateMediaBuy", "SellerAvailable", "AwaitSeller", "SellerTaskStatus", "ApprovalForSellerInput",
 		"RequestApproval", "CancelIfPlaced", "Compensate", "AfterCompensation", "RecordFailure", "FailureKind", "RejectedByApprover"})...)
 	op := r.operation()
 	wantStatus(t, op, "rejected")
@@ -381,7 +381,7 @@ func TestTransientErrorsRetriedThenSuccess(t *testing.T) {
 	sys.lambda.inject("poll", r.tenant, 2)
 	r.submit(apiclient.Buy{Sim: "sync"})
 	ex := only(t, r.finish(60*time.Second))
-	path(t, ex, "SUCCEEDED", "", seq(prelude, []string{"CreateMediaBuy", "AwaitSeller"}, completes)...)
+	path(t, ex, "SUCCEEDED", "", seq(prelude, []string{"CreateMediaBuy", "SellerAvailable", "AwaitSeller"}, completes)...)
 	if ex.Retries["CreateMediaBuy"] != 2 || ex.Retries["AwaitSeller"] != 2 {
 		t.Errorf("retries %v, want CreateMediaBuy 2 and AwaitSeller 2", ex.Retries)
 	}
@@ -439,7 +439,7 @@ func TestOutcomeFindingsCompensate(t *testing.T) {
 	r := begin(t, nil)
 	r.submit(apiclient.Buy{Sim: "sync,outcome_findings"})
 	ex := only(t, r.finish(60*time.Second))
-	path(t, ex, "FAILED", "CanceledAfterGovernanceFindings", seq(prelude, []string{"CreateMediaBuy", "AwaitSeller", "SellerTaskStatus",
+	path(t, ex, "FAILED", "CanceledAfterGovernanceFindings", seq(prelude, []string{"CreateMediaBuy", "SellerAvailable", "AwaitSeller", "SellerTaskStatus",
 		"ReportOutcome", "UndoRequired", "Compensate", "AfterCompensation", "CanceledAfterGovernanceFindings"})...)
 	wantCalls(t, "seller", tools(r.sellerCalls("")), "create_media_buy", "update_media_buy")
 	op := r.operation()

@@ -6,11 +6,13 @@ package agents
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
 	registry "github.com/buyflow/buyflow/internal/agents"
+	"github.com/buyflow/buyflow/internal/breaker"
 )
 
 // Registry is the function's agent registry, loaded now: a missing table or permission fails
@@ -19,10 +21,22 @@ func Registry(ctx context.Context, c *wire.Cold) (*registry.Cache, error) {
 	return registry.Open(ctx, c.DynamoDB(), c.Env.TableName, c.Env.AgentSecretPrefix)
 }
 
+// Breakers is the circuit breaker of every agent in reg, kept in the function's ledger table
+// and shared with every other function that calls agents; each agent's thresholds are its
+// registry settings' circuit_breaker (internal/breaker).
+func Breakers(c *wire.Cold, reg *registry.Cache) *breaker.Gate {
+	g := breaker.New(c.Ledger(), func(ctx context.Context, id string) (json.RawMessage, error) {
+		r, err := reg.Lookup(ctx, id)
+		return r.Settings, err
+	})
+	g.Metrics = c.Metrics
+	return g
+}
+
 // Client is the AdCP client over reg, bearer credentials resolved through creds (Secrets
-// Manager). Each tool's request schema is compiled on that tool's first call, not here:
+// Manager), every exchange with an agent asked of guard first (nil: none). Each tool's request schema is compiled on that tool's first call, not here:
 // compiling every request schema took ~70 ms of CPU, most of a cold start, while an invocation
 // calls one or two tools.
-func Client(reg adcp.Agents, creds adcp.Credentials) (*adcp.Client, error) {
-	return adcp.New(adcp.Options{Agents: reg, Credentials: creds, Validator: adcp.NewLazyValidator(adcpschemas.FS)})
+func Client(reg adcp.Agents, creds adcp.Credentials, guard adcp.Guard) (*adcp.Client, error) {
+	return adcp.New(adcp.Options{Agents: reg, Credentials: creds, Guard: guard, Validator: adcp.NewLazyValidator(adcpschemas.FS)})
 }

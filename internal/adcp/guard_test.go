@@ -1,0 +1,70 @@
+package adcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// recordingGuard refuses while refuse is set and records every outcome it is told.
+type recordingGuard struct {
+	mu       sync.Mutex
+	refuse   *UnavailableError
+	outcomes []error
+}
+
+func (g *recordingGuard) Admit(context.Context, string) (func(error), error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.refuse != nil {
+		return nil, g.refuse
+	}
+	return func(err error) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.outcomes = append(g.outcomes, err)
+	}, nil
+}
+
+func TestGuardSeesEveryExchangeAndARefusalSendsNothing(t *testing.T) {
+	agent := newFakeAgent(t, map[string]toolFunc{
+		ToolGetAdCPCapabilities: capsTool(capsWithReplay),
+		ToolCreateMediaBuy: func(json.RawMessage) (*mcp.CallToolResult, error) {
+			return toolError(`{"code":"SERVICE_UNAVAILABLE","message":"down"}`)
+		},
+	})
+	clock := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c := newTestClient(t, clock, map[string]string{"s1": agent.URL()})
+	g := &recordingGuard{}
+	c.opts.Guard = g
+	in := mustIntent(t, ToolCreateMediaBuy, validCreate(), clock.Now())
+
+	_, err := c.CreateMediaBuy(context.Background(), "s1", in)
+	if Decide(err) != DecisionRetry {
+		t.Fatalf("create: %v", err)
+	}
+	// get_adcp_capabilities (an answer) and create_media_buy (the agent's transient error).
+	if len(g.outcomes) != 2 || g.outcomes[0] != nil || Decide(g.outcomes[1]) != DecisionRetry {
+		t.Fatalf("guard outcomes %v", g.outcomes)
+	}
+
+	g.refuse = &UnavailableError{Agent: "s1", Since: clock.Now(), RetryAt: clock.Now().Add(20 * time.Second)}
+	requests := agent.Requests()
+	_, err = c.CreateMediaBuy(context.Background(), "s1", in.Retry())
+	var ae *Error
+	var u *UnavailableError
+	if !errors.As(err, &ae) || ae.Code != CodeAgentUnavailable || ae.Recovery != RecoveryTransient || ae.RetryAfter != 20*time.Second || !errors.As(err, &u) {
+		t.Fatalf("refused create: %#v", err)
+	}
+	if n := agent.Requests(); n != requests {
+		t.Fatalf("a refused call sent %d requests", n-requests)
+	}
+	if _, err := c.Tools(context.Background(), "s1"); !errors.As(err, &u) {
+		t.Fatalf("tools/list while refused: %v", err)
+	}
+}

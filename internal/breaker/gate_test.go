@@ -1,0 +1,197 @@
+package breaker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/breaker"
+	"github.com/buyflow/buyflow/internal/dynamotest"
+	"github.com/buyflow/buyflow/internal/ledger"
+)
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// settings are the registry's settings of every agent in these tests.
+const settings = `{"circuit_breaker":{"failures":3,"window_seconds":60,"cooldown_seconds":30}}`
+
+// newGates returns n gates over one fresh table, as n functions (or n concurrent invocations)
+// would each build one, sharing a clock.
+func newGates(t *testing.T, n int) ([]*breaker.Gate, *ledger.Store, *clock) {
+	t.Helper()
+	client, table := dynamotest.Start(t)
+	clk := &clock{t: time.Date(2099, 1, 1, 12, 0, 0, 0, time.UTC)}
+	store := ledger.New(client, table)
+	store.Now = clk.Now
+	gates := make([]*breaker.Gate, n)
+	for i := range gates {
+		gates[i] = breaker.New(store, func(context.Context, string) (json.RawMessage, error) { return json.RawMessage(settings), nil })
+		gates[i].Now = clk.Now
+	}
+	return gates, store, clk
+}
+
+var unavailable503 = &adcp.Error{Kind: adcp.KindTransport, HTTPStatus: 503, Recovery: adcp.RecoveryTransient}
+
+// call runs one exchange through the gate as the AdCP client does; it reports whether the
+// call was let through.
+func call(t *testing.T, g *breaker.Gate, agent string, outcome error) bool {
+	t.Helper()
+	done, err := g.Admit(context.Background(), agent)
+	if err != nil {
+		var u *adcp.UnavailableError
+		if !errors.As(err, &u) || u.Agent != agent {
+			t.Fatalf("refusal is %T %v, want *adcp.UnavailableError of %s", err, err, agent)
+		}
+		return false
+	}
+	done(outcome)
+	return true
+}
+
+func TestGateTripsAfterFailuresRefusesThenProbeCloses(t *testing.T) {
+	gates, store, clk := newGates(t, 1)
+	g := gates[0]
+	ctx := context.Background()
+	for i := range 3 {
+		if !call(t, g, "seller-a", unavailable503) {
+			t.Fatalf("call %d refused before the breaker opened", i+1)
+		}
+	}
+	b, err := store.GetBreaker(ctx, "seller-a")
+	if err != nil || b.State != ledger.BreakerOpen || b.Failures != 3 || b.Trips != 1 {
+		t.Fatalf("after 3 failures: %+v %v", b, err)
+	}
+	// Other agents are not affected.
+	if !call(t, g, "seller-b", nil) {
+		t.Fatal("another agent was refused")
+	}
+	_, err = g.Admit(ctx, "seller-a")
+	u := breaker.Unavailable(err)
+	if u == nil || !u.Since.Equal(b.OpenedAt) || !u.RetryAt.Equal(b.RetryAt) {
+		t.Fatalf("open breaker: %v (breaker %+v)", err, b)
+	}
+	clk.Advance(30 * time.Second)
+	// The probe fails: open again for another cool-down.
+	if !call(t, g, "seller-a", unavailable503) {
+		t.Fatal("the probe was refused after the cool-down")
+	}
+	if call(t, g, "seller-a", nil) {
+		t.Fatal("a call went through after a failed probe")
+	}
+	clk.Advance(30 * time.Second)
+	if !call(t, g, "seller-a", nil) {
+		t.Fatal("the second probe was refused")
+	}
+	b, _ = store.GetBreaker(ctx, "seller-a")
+	if b.State != ledger.BreakerClosed || b.Failures != 0 {
+		t.Fatalf("after a successful probe: %+v", b)
+	}
+	if !call(t, g, "seller-a", nil) {
+		t.Fatal("a closed breaker refused a call")
+	}
+}
+
+func TestGateCountsOnlyTransientFailuresOfTheAgent(t *testing.T) {
+	gates, store, _ := newGates(t, 1)
+	g := gates[0]
+	refused := &adcp.Error{Kind: adcp.KindAdCP, Code: "INVALID_REQUEST", Recovery: adcp.RecoveryCorrectable}
+	ownFault := &adcp.Error{Kind: adcp.KindLocal, Recovery: adcp.RecoveryTransient, Message: "resolve credential"}
+	for range 5 {
+		call(t, g, "seller-a", refused)
+		call(t, g, "seller-a", ownFault)
+	}
+	call(t, g, "seller-a", unavailable503)
+	call(t, g, "seller-a", unavailable503)
+	call(t, g, "seller-a", refused) // the agent answered: the streak ends
+	call(t, g, "seller-a", unavailable503)
+	b, err := store.GetBreaker(context.Background(), "seller-a")
+	if err != nil || b.State != ledger.BreakerClosed || b.Failures != 1 {
+		t.Fatalf("breaker %+v %v: refusals and buyflow's own failures must not count, an answer ends a streak", b, err)
+	}
+}
+
+// Several functions find the cool-down over at once: exactly one claims the probe, the others
+// are refused until it ends.
+func TestConcurrentFunctionsClaimExactlyOneProbe(t *testing.T) {
+	dynamotest.SkipOnMoto(t, "moto does not isolate concurrent conditional writes")
+	const n = 12
+	gates, _, clk := newGates(t, n)
+	for range 3 {
+		call(t, gates[0], "seller-a", unavailable503)
+	}
+	clk.Advance(31 * time.Second)
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		probes []func(error)
+	)
+	for _, g := range gates {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			done, err := g.Admit(context.Background(), "seller-a")
+			if err != nil {
+				if breaker.Unavailable(err) == nil {
+					t.Errorf("refusal %v", err)
+				}
+				return
+			}
+			mu.Lock()
+			probes = append(probes, done)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if len(probes) != 1 {
+		t.Fatalf("%d of %d racing functions were let through, want exactly one probe", len(probes), n)
+	}
+	probes[0](nil)
+	if !call(t, gates[5], "seller-a", nil) {
+		t.Fatal("refused after the probe closed the breaker")
+	}
+}
+
+// Failures recorded by several functions at once are all counted: none is lost to a race, and
+// the breaker opens once.
+func TestConcurrentFailuresAreAllCounted(t *testing.T) {
+	dynamotest.SkipOnMoto(t, "moto does not isolate concurrent conditional writes")
+	gates, store, _ := newGates(t, 3)
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			done, err := gates[i].Admit(context.Background(), "seller-a")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			done(unavailable503)
+		}()
+	}
+	wg.Wait()
+	b, err := store.GetBreaker(context.Background(), "seller-a")
+	if err != nil || b.Failures != 3 || b.Version != 3 || b.State != ledger.BreakerOpen || b.Trips != 1 {
+		t.Fatalf("breaker %+v %v: want the 3 failures counted in 3 versions, opened once", b, err)
+	}
+}

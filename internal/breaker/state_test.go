@@ -1,0 +1,123 @@
+package breaker
+
+import (
+	"testing"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/ledger"
+)
+
+var t0 = time.Date(2099, 1, 1, 12, 0, 0, 0, time.UTC)
+
+var tight = Settings{Failures: 3, Window: 10 * time.Second, Cooldown: 30 * time.Second, ProbeTimeout: 40 * time.Second}
+
+func TestFailuresOpenTheBreakerOnlyWhenConsecutiveWithinTheWindow(t *testing.T) {
+	b := ledger.Breaker{AgentID: "s", State: ledger.BreakerClosed}
+	var write bool
+	b, _ = failed(b, tight, t0, pass, "503")
+	b, _ = failed(b, tight, t0.Add(time.Second), pass, "503")
+	if b.State != ledger.BreakerClosed || b.Failures != 2 {
+		t.Fatalf("after 2 failures: %+v", b)
+	}
+	// A failure after the window starts the count again.
+	b, _ = failed(b, tight, t0.Add(11*time.Second), pass, "503")
+	if b.State != ledger.BreakerClosed || b.Failures != 1 || !b.FirstFailureAt.Equal(t0.Add(11*time.Second)) {
+		t.Fatalf("failure after the window: %+v", b)
+	}
+	// A success resets the count.
+	b, write = succeeded(b)
+	if !write || b.Failures != 0 {
+		t.Fatalf("success: %+v write=%v", b, write)
+	}
+	if _, write = succeeded(b); write {
+		t.Fatal("a success at a clean closed breaker must write nothing")
+	}
+	for i := range 3 {
+		b, _ = failed(b, tight, t0.Add(20*time.Second+time.Duration(i)*time.Second), pass, "503")
+	}
+	if b.State != ledger.BreakerOpen || b.Trips != 1 || !b.OpenedAt.Equal(t0.Add(22*time.Second)) || !b.RetryAt.Equal(t0.Add(52*time.Second)) {
+		t.Fatalf("3 consecutive failures: %+v", b)
+	}
+}
+
+func TestOpenBreakerRefusesThenLetsOneProbeThrough(t *testing.T) {
+	open := ledger.Breaker{AgentID: "s", State: ledger.BreakerOpen, Failures: 3, OpenedAt: t0, RetryAt: t0.Add(30 * time.Second), Trips: 1}
+	if _, write, v := admit(open, tight, t0.Add(29*time.Second)); v != refuse || write {
+		t.Fatalf("during the cool-down: verdict %v write %v", v, write)
+	}
+	half, write, v := admit(open, tight, t0.Add(30*time.Second))
+	if v != probe || !write || half.State != ledger.BreakerHalfOpen || !half.ProbeUntil.Equal(t0.Add(70*time.Second)) {
+		t.Fatalf("after the cool-down: %+v verdict %v write %v", half, v, write)
+	}
+	// While the probe is out, everyone else is refused until it is lost.
+	if _, _, v := admit(half, tight, t0.Add(69*time.Second)); v != refuse {
+		t.Fatalf("probe in flight: verdict %v", v)
+	}
+	if got := retryAt(half); !got.Equal(t0.Add(70 * time.Second)) {
+		t.Fatalf("retryAt while half-open = %s", got)
+	}
+	again, write, v := admit(half, tight, t0.Add(70*time.Second))
+	if v != probe || !write || !again.ProbeUntil.Equal(t0.Add(110*time.Second)) {
+		t.Fatalf("lost probe: %+v verdict %v", again, v)
+	}
+	// A failed probe opens it again for a cool-down, keeping when it first opened.
+	reopened, write := failed(half, tight, t0.Add(35*time.Second), probe, "503 again")
+	if !write || reopened.State != ledger.BreakerOpen || !reopened.RetryAt.Equal(t0.Add(65*time.Second)) || !reopened.OpenedAt.Equal(t0) || reopened.Trips != 1 {
+		t.Fatalf("failed probe: %+v", reopened)
+	}
+	// A late failure of a call let through before the breaker opened changes nothing.
+	if _, write := failed(half, tight, t0.Add(35*time.Second), pass, "late"); write {
+		t.Fatal("a late failure must not move a half-open breaker")
+	}
+	if _, write := failed(open, tight, t0.Add(5*time.Second), pass, "late"); write {
+		t.Fatal("a late failure must not move an open breaker")
+	}
+	closed, write := succeeded(half)
+	if !write || closed.State != ledger.BreakerClosed || closed.Failures != 0 || !closed.OpenedAt.IsZero() || closed.Trips != 1 {
+		t.Fatalf("successful probe: %+v", closed)
+	}
+}
+
+func TestParseSettings(t *testing.T) {
+	got, err := ParseSettings([]byte(`{"sweep":{"x":1},"circuit_breaker":{"failures":2,"cooldown_seconds":5}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Defaults
+	want.Failures, want.Cooldown = 2, 5*time.Second
+	if got != want {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	if got, err := ParseSettings(nil); err != nil || got != Defaults {
+		t.Fatalf("no settings: %+v %v", got, err)
+	}
+	for _, bad := range []string{
+		`{"circuit_breaker":{"failures":0}}`,
+		`{"circuit_breaker":{"failures":1.5}}`,
+		`{"circuit_breaker":{"cooldown":5}}`,
+		`{"circuit_breaker":{"window_seconds":-1,"probe_timeout_seconds":5}}`,
+		`{"circuit_breaker":"on"}`,
+		`[1]`,
+	} {
+		if _, err := ParseSettings([]byte(bad)); err == nil {
+			t.Errorf("%s: accepted", bad)
+		}
+	}
+}
+
+func FuzzParseSettings(f *testing.F) {
+	f.Add([]byte(`{"circuit_breaker":{"failures":2,"window_seconds":60,"cooldown_seconds":5,"probe_timeout_seconds":45}}`))
+	f.Add([]byte(`{"circuit_breaker":null}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		s, err := ParseSettings(raw)
+		if err != nil {
+			if s != Defaults {
+				t.Fatalf("refused settings must leave the defaults, got %+v", s)
+			}
+			return
+		}
+		if s.Failures < 1 || s.Window <= 0 || s.Cooldown <= 0 || s.ProbeTimeout <= 30*time.Second {
+			t.Fatalf("accepted settings out of range: %+v", s)
+		}
+	})
+}

@@ -1,0 +1,331 @@
+package stagepaths
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/adcptest"
+	"github.com/buyflow/buyflow/internal/agents"
+	"github.com/buyflow/buyflow/internal/apiclient"
+	"github.com/buyflow/buyflow/internal/devstack"
+	"github.com/buyflow/buyflow/internal/dynamotest"
+	"github.com/buyflow/buyflow/internal/ledger"
+)
+
+// breakerSettings are the registry settings of the agents these scenarios break: 3
+// consecutive failures open the breaker, and its cool-down (8 s) is long enough for the later
+// buys to reach the open breaker and wait on it, short enough for a test.
+const breakerSettings = `{"circuit_breaker":{"failures":3,"window_seconds":60,"cooldown_seconds":8}}`
+
+// downAgent is a simulated agent of its own (the other scenarios share sim-seller and
+// sim-governance, whose breakers must stay closed) behind a switch that makes every request
+// answer HTTP 503, as a seller that is down does. It counts what reached it.
+type downAgent struct {
+	id  string
+	srv *httptest.Server
+
+	mu     sync.Mutex
+	down   bool
+	failed int // requests answered 503
+	// watch, when set, records when each request arrived (the breaker's probes only, while
+	// it is open).
+	watch   bool
+	watched []time.Time
+}
+
+func (d *downAgent) ServeHTTPWith(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d.mu.Lock()
+		if d.watch && r.Method == http.MethodPost {
+			d.watched = append(d.watched, time.Now())
+		}
+		down := d.down
+		if down && r.Method == http.MethodPost {
+			d.failed++
+		}
+		d.mu.Unlock()
+		if down {
+			http.Error(w, "service unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (d *downAgent) set(f func(d *downAgent)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f(d)
+}
+
+func (d *downAgent) failures() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.failed
+}
+
+// callsBefore returns the watched requests that arrived before t.
+func (d *downAgent) callsBefore(t time.Time) []time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var early []time.Time
+	for _, at := range d.watched {
+		if at.Before(t) {
+			early = append(early, at)
+		}
+	}
+	return early
+}
+
+// startDownAgent serves h as agent id (role seller or governance) with breakerSettings, its
+// credential in Secrets Manager and its record in the registry, as an operator adds one.
+func startDownAgent(t *testing.T, id string, role adcp.Role, h http.Handler, token string, webhook *adcp.WebhookConfig) *downAgent {
+	t.Helper()
+	d := &downAgent{id: id}
+	mux := http.NewServeMux()
+	mux.Handle("/", d.ServeHTTPWith(h))
+	d.srv = httptest.NewServer(mux)
+	t.Cleanup(d.srv.Close)
+	ctx := context.Background()
+	awsCfg := aws.Config{Region: region, Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")}
+	sm := secretsmanager.NewFromConfig(awsCfg, func(o *secretsmanager.Options) { o.BaseEndpoint = aws.String(dynamotest.Endpoint()) })
+	ref := devstack.AgentSecretPrefix + id
+	if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(ref), SecretString: aws.String(token)}); err != nil {
+		t.Fatal(err)
+	}
+	rec := agents.Record{Agent: adcp.Agent{ID: id, Role: role, MCPURL: d.srv.URL + "/mcp", CredentialRef: ref, Webhook: webhook},
+		Settings: json.RawMessage(breakerSettings)}
+	if err := agents.Validate(rec, devstack.AgentSecretPrefix); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := agents.NewStore(sys.ddb, sys.table).Add(ctx, rec, devstack.LocalOperator, "add"); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func startDownSeller(t *testing.T) (*downAgent, *adcptest.Seller) {
+	t.Helper()
+	signer, jwks, err := adcptest.NewWebhookKey("breaker-seller", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := randomHex(16)
+	v, err := adcptest.NewValidator("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seller := adcptest.NewSeller(adcptest.SellerOptions{Token: token, Behavior: adcptest.SellerSync, Validator: v, WebhookSigner: signer, JWKS: jwks})
+	t.Cleanup(seller.Close)
+	d := startDownAgent(t, "brk-seller-"+randomHex(4), adcp.RoleSeller, seller, token, &adcp.WebhookConfig{Mode: adcp.WebhookRFC9421, JWKS: jwks})
+	return d, seller
+}
+
+// submitTo submits a one-package buy of 3,000 USD of r at seller, checked by governance (the
+// ids of the registry).
+func (r *buyRun) submitTo(seller, governance string) string {
+	r.t.Helper()
+	body, err := apiclient.Buy{PO: r.po, Sim: "sync", Seller: seller, Budgets: []float64{3000}}.Body(sys.root)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var req map[string]any
+	if err := json.Unmarshal(body, &req); err != nil {
+		r.t.Fatal(err)
+	}
+	req["governance"].(map[string]any)["agent_id"] = governance
+	body, _ = json.Marshal(req)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sub, code, err := r.client.Submit(ctx, "key-"+r.po, body)
+	if err != nil {
+		r.t.Fatalf("submit: HTTP %d: %v", code, err)
+	}
+	r.op = sub.OperationID
+	return r.op
+}
+
+// waitingFor waits until the buy's timeline shows it waiting on agent's open breaker.
+func (r *buyRun) waitingFor(agent string, timeout time.Duration) {
+	r.t.Helper()
+	eventually(r.t, timeout, "buy "+r.op+" waits for "+agent, func() bool {
+		evs, err := r.client.Events(context.Background(), r.op)
+		if err != nil {
+			return false
+		}
+		for _, e := range evs {
+			if e.Type == ledger.EventAgentUnavailable {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// checkWaiting checks that GET /v1/media-buys/{id} says the buy waits for agent since its
+// breaker opened, and that its timeline records the wait.
+func checkWaiting(t *testing.T, r *buyRun, reason, agent string, opened ledger.Breaker) {
+	t.Helper()
+	w := r.operation().Waiting
+	if w == nil || w.Reason != reason || w.AgentID != agent || w.Since != opened.OpenedAt.UTC().Format(time.RFC3339) {
+		t.Errorf("buy %s: waiting %+v, want %s for %s since %s", r.op, w, reason, agent, opened.OpenedAt)
+	}
+	if tl := r.timeline(); !slices.Contains(tl, ledger.EventAgentUnavailable) {
+		t.Errorf("buy %s: timeline %v has no %s", r.op, tl, ledger.EventAgentUnavailable)
+	}
+}
+
+func breakerOf(t *testing.T, agent string) ledger.Breaker {
+	t.Helper()
+	b, err := ledger.New(sys.ddb, sys.table).GetBreaker(context.Background(), agent)
+	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A seller down with 503: the first buy's create trips its breaker after 3 failed calls (the
+// state machine's own retries), later buys make no call while it is open, and after the
+// cool-down one probe finds the seller back: the breaker closes and every waiting buy is placed.
+func TestSellerBreakerOpensWaitsAndCloses(t *testing.T) {
+	first := begin(t, nil)
+	d, seller := startDownSeller(t)
+	d.set(func(d *downAgent) { d.down = true })
+	first.submitTo(d.id, devstack.GovernanceID)
+	first.waitingFor(d.id, 30*time.Second)
+	if failed := d.failures(); failed != 3 {
+		t.Fatalf("the seller was called %d times before its breaker opened, want 3", failed)
+	}
+	opened := breakerOf(t, d.id)
+	if opened.State != ledger.BreakerOpen || opened.Trips != 1 {
+		t.Fatalf("breaker %+v, want open once", opened)
+	}
+
+	// While it is open, two more buys reach the create and wait without calling the seller:
+	// nothing reaches it before the cool-down ends (then one probe at a time).
+	d.set(func(d *downAgent) { d.watch = true })
+	later := []*buyRun{newRun(t, nil), newRun(t, nil)}
+	for _, r := range later {
+		r.submitTo(d.id, devstack.GovernanceID)
+	}
+	for _, r := range later {
+		r.waitingFor(d.id, 30*time.Second)
+	}
+	if early := d.callsBefore(opened.RetryAt); len(early) != 0 {
+		t.Fatalf("requests reached the seller at %v while its breaker was open until %s", early, opened.RetryAt)
+	}
+	checkWaiting(t, later[0], "seller_unavailable", d.id, opened)
+	// The seller recovers; the probe after the cool-down closes the breaker.
+	d.set(func(d *downAgent) { d.down = false })
+
+	for _, r := range append([]*buyRun{first}, later...) {
+		exs := r.finish(90 * time.Second)
+		last := exs[len(exs)-1]
+		if last.Status != "SUCCEEDED" || !slices.Contains(last.States, "WaitForSeller") || !slices.Contains(last.States, "MediaBuyCompleted") {
+			t.Errorf("buy %s: %s %s, states %v: want a wait for the seller, then completed", r.op, last.Status, last.Error, last.States)
+		}
+		if op := r.operation(); op.Status != "completed" {
+			t.Errorf("buy %s is %s", r.op, op.Status)
+		}
+		if n := len(mine(seller.Calls(), adcp.ToolCreateMediaBuy, r.keys(seller.Calls()))); n != 1 {
+			t.Errorf("buy %s: %d create_media_buy calls reached the seller, want 1", r.op, n)
+		}
+	}
+	if b := breakerOf(t, d.id); b.State != ledger.BreakerClosed || b.Failures != 0 || b.Trips != 1 {
+		t.Fatalf("breaker after the recovery %+v, want closed", b)
+	}
+}
+
+// A governance agent down with 503: its breaker opens after 3 failed checks and the buys wait
+// with the gate closed: no create_media_buy is ever sent while it is open. After the cool-down
+// the probe's check goes through and the buys are placed, each once.
+func TestGovernanceBreakerKeepsTheGateClosed(t *testing.T) {
+	first := begin(t, nil)
+	token := randomHex(16)
+	v, err := adcptest.NewValidator("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gov := adcptest.NewGovernance(adcptest.GovernanceOptions{Token: token, Validator: v})
+	t.Cleanup(gov.Close)
+	d := startDownAgent(t, "brk-gov-"+randomHex(4), adcp.RoleGovernance, gov, token, nil)
+	d.set(func(d *downAgent) { d.down = true })
+
+	first.submitTo(devstack.SellerID, d.id)
+	first.waitingFor(d.id, 30*time.Second)
+	if failed := d.failures(); failed != 3 {
+		t.Fatalf("governance was called %d times before its breaker opened, want 3", failed)
+	}
+	opened := breakerOf(t, d.id)
+	d.set(func(d *downAgent) { d.watch = true })
+	second := newRun(t, nil)
+	second.submitTo(devstack.SellerID, d.id)
+	second.waitingFor(d.id, 30*time.Second)
+	if early := d.callsBefore(opened.RetryAt); len(early) != 0 {
+		t.Fatalf("requests reached governance at %v while its breaker was open until %s", early, opened.RetryAt)
+	}
+	checkWaiting(t, second, "governance_unavailable", d.id, opened)
+	for _, r := range []*buyRun{first, second} {
+		if n := len(r.sellerCalls(adcp.ToolCreateMediaBuy)); n != 0 {
+			t.Fatalf("buy %s: %d create_media_buy sent while governance was unreachable", r.op, n)
+		}
+		if op := r.operation(); op.Status != "checking_governance" {
+			t.Errorf("buy %s is %s while governance is unavailable, want checking_governance", r.op, op.Status)
+		}
+	}
+	d.set(func(d *downAgent) { d.down = false })
+	for _, r := range []*buyRun{first, second} {
+		exs := r.finish(90 * time.Second)
+		last := exs[len(exs)-1]
+		if last.Status != "SUCCEEDED" || !slices.Contains(last.States, "WaitForGovernanceAgent") {
+			t.Errorf("buy %s: %s %s, states %v: want a wait for governance, then completed", r.op, last.Status, last.Error, last.States)
+		}
+		if n := len(r.sellerCalls(adcp.ToolCreateMediaBuy)); n != 1 {
+			t.Errorf("buy %s: %d create_media_buy calls, want 1", r.op, n)
+		}
+	}
+	if b := breakerOf(t, d.id); b.State != ledger.BreakerClosed || b.Trips != 1 {
+		t.Fatalf("governance breaker after the recovery %+v, want closed", b)
+	}
+}
+
+// A change to a placed buy whose seller went down: the change's plan (the seller's current
+// buy) trips the breaker, the change waits instead of failing, and it is applied once the
+// seller is back, with one update_media_buy.
+func TestChangeWaitsForAnUnavailableSeller(t *testing.T) {
+	r := begin(t, nil)
+	d, seller := startDownSeller(t)
+	r.submitTo(d.id, devstack.GovernanceID)
+	if exs := r.finish(60 * time.Second); exs[len(exs)-1].Status != "SUCCEEDED" {
+		t.Fatalf("the buy was not placed: %+v", exs[len(exs)-1])
+	}
+	d.set(func(d *downAgent) { d.down = true })
+	id := r.change(`{"budget":{"total":3500},"reason":"more reach","context":{"sim":"sync"}}`, false)
+	eventually(t, 30*time.Second, "the change waits for the seller", func() bool { return breakerOf(t, d.id).State == ledger.BreakerOpen })
+	if failed := d.failures(); failed != 3 {
+		t.Fatalf("the seller was called %d times before its breaker opened, want 3", failed)
+	}
+	d.set(func(d *downAgent) { d.down = false })
+	ex := only(t, r.finishNamed(id, 90*time.Second))
+	if ex.Status != "SUCCEEDED" || !slices.Contains(ex.States, "WaitForChangeAgent") || !slices.Contains(ex.States, "ChangeApplied") {
+		t.Fatalf("change %s: %s %s, states %v: want a wait for the seller, then applied", id, ex.Status, ex.Error, ex.States)
+	}
+	if n := len(seller.CallsTo(adcp.ToolUpdateMediaBuy)); n != 1 {
+		t.Errorf("%d update_media_buy calls reached the seller, want 1", n)
+	}
+	if c := r.current(); c.Budget != "3500.00" || c.LastOutcome != "applied" {
+		t.Errorf("current = %+v, want the new budget applied", c)
+	}
+}
