@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,13 @@ var campaignSellers = append([]string{devstack.SellerID}, devstack.OtherSellerID
 // sims[i], and waits for its final status.
 func runCampaign(t *testing.T, c *apiclient.Client, policy string, sims ...string) (apiclient.CampaignSubmitted, apiclient.Campaign) {
 	t.Helper()
+	sub := submitCampaign(t, c, policy, []float64{1000, 2000, 3000}, sims...)
+	return sub, finishedCampaign(t, c, sub.CampaignID)
+}
+
+// submitCampaign posts a three-leg campaign with these budgets, leg i scripted with sims[i].
+func submitCampaign(t *testing.T, c *apiclient.Client, policy string, budgets []float64, sims ...string) apiclient.CampaignSubmitted {
+	t.Helper()
 	root, err := devstack.FindRepoRoot(".")
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +34,7 @@ func runCampaign(t *testing.T, c *apiclient.Client, policy string, sims ...strin
 	spec := apiclient.CampaignSpec{Policy: policy}
 	tag := po(t)
 	for i, seller := range campaignSellers {
-		leg := apiclient.LegSpec{SellerID: seller, PO: fmt.Sprintf("%s-%d", tag, i), Budget: float64(1000 * (i + 1)), Sim: "async_complete"}
+		leg := apiclient.LegSpec{SellerID: seller, PO: fmt.Sprintf("%s-%d", tag, i), Budget: budgets[i], Sim: "async_complete"}
 		if i < len(sims) && sims[i] != "" {
 			leg.Sim = sims[i]
 		}
@@ -42,17 +50,25 @@ func runCampaign(t *testing.T, c *apiclient.Client, policy string, sims ...strin
 	if err != nil || code != 202 || len(sub.Legs) != 3 {
 		t.Fatalf("submit campaign: HTTP %d %+v: %v", code, sub, err)
 	}
+	return sub
+}
+
+// finishedCampaign waits for the campaign's final status (two minutes at most).
+func finishedCampaign(t *testing.T, c *apiclient.Client, id string) apiclient.Campaign {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	for {
-		cp, err := c.GetCampaign(ctx, sub.CampaignID)
+		cp, err := c.GetCampaign(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if apiclient.CampaignTerminal(cp.Status) {
-			return sub, cp
+			return cp
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("campaign %s still %s: %+v", sub.CampaignID, cp.Status, cp.Legs)
+			t.Fatalf("campaign %s still %s: %+v", id, cp.Status, cp.Legs)
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
@@ -81,8 +97,16 @@ func TestCampaignAcrossThreeSellersCompletedByWebhooks(t *testing.T) {
 	if err != nil || len(evs) == 0 || evs[0].At > evs[len(evs)-1].At {
 		t.Fatalf("campaign timeline: %d events, %v", len(evs), err)
 	}
-	list, err := c.ListCampaigns(context.Background(), 10)
-	if err != nil || len(list) != 1 || list[0].CampaignID != sub.CampaignID || list[0].Status != "completed" {
+	// The list reads the campaign's recorded outcome, which the settle writes right after the
+	// last leg ends.
+	var list []apiclient.Campaign
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(300 * time.Millisecond) {
+		list, err = c.ListCampaigns(context.Background(), 10)
+		if err != nil || len(list) != 1 || list[0].Status == "completed" || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil || len(list) != 1 || list[0].CampaignID != sub.CampaignID || list[0].Status != "completed" || list[0].Committed != "6000.00" {
 		t.Errorf("list = %+v, %v", list, err)
 	}
 	// Another tenant does not see it.
@@ -128,5 +152,25 @@ func TestCampaignWithAFailingSellerCancelsTheOthers(t *testing.T) {
 	}
 	if !strings.Contains(cp.Legs[0].Reason, "all_or_nothing") {
 		t.Errorf("leg 0's reason %q does not say the campaign's policy canceled it", cp.Legs[0].Reason)
+	}
+}
+
+// A campaign whose first leg is over the approval threshold waits, every leg of it, for one
+// approval; the approver approves from the signed link in Slack, and every leg is created and
+// completed, each leg's timeline holding the decision.
+func TestCampaignWithOneApprovalApprovedFromTheLink(t *testing.T) {
+	c := begin(t)
+	sub := submitCampaign(t, c, "all_or_nothing", []float64{12000, 2000, 3000})
+	// The campaign's Slack request names the campaign (its id stands in for the PO number).
+	decide(t, apiclient.Operation{OperationID: sub.CampaignID, PONumber: sub.CampaignID}, "approve")
+	cp := finishedCampaign(t, c, sub.CampaignID)
+	if cp.Status != "completed" || cp.Committed != "17000.00" || cp.Approval == nil || cp.Approval.Status != "approved" {
+		t.Fatalf("campaign %s, committed %s, approval %+v: %+v", cp.Status, cp.Committed, cp.Approval, cp.Legs)
+	}
+	for i, leg := range sub.Legs {
+		evs := timeline(t, c, leg.OperationID)
+		if !slices.Contains(types(evs), "approval_requested") || !slices.Contains(types(evs), "decision") || cp.Legs[i].Status != "completed" {
+			t.Errorf("leg %d (%s): timeline %v", i, cp.Legs[i].Status, types(evs))
+		}
 	}
 }

@@ -101,9 +101,12 @@ func TestCampaignTasks(t *testing.T) {
 		t.Errorf("campaign.asl.json uses %v, CampaignPlaceholders says %v", used, CampaignPlaceholders)
 	}
 	actions := map[string][]string{
-		"${" + CampaignFunctionARN + "}": {campaign.ActionLeg, campaign.ActionSettle, campaign.ActionSyncPlans, campaign.ActionClose},
-		"${" + CreateFunctionARN + "}":   {string(workflow.ActionCancel)},
+		"${" + CampaignFunctionARN + "}":   {campaign.ActionLeg, campaign.ActionSettle, campaign.ActionSyncPlans, campaign.ActionClose, campaign.ActionRelease},
+		"${" + CreateFunctionARN + "}":     {string(workflow.ActionCancel)},
+		"${" + GovernanceFunctionARN + "}": {string(workflow.ActionCheck)},
+		"${" + NotifyFunctionARN + "}":     {string(workflow.ActionExpire)},
 	}
+	approvals := 0
 	children := 0
 	eachCampaignLevel(t, func(where string, _ campaignStates, states map[string]campaignState) {
 		for name, st := range states {
@@ -136,6 +139,17 @@ func TestCampaignTasks(t *testing.T) {
 				if rs := st.ResultSelector; len(rs) != 1 || rs["result.$"] != "$.Payload" {
 					t.Errorf("%s%s: ResultSelector must be {\"result.$\": \"$.Payload\"}", where, name)
 				}
+			case lambdaInvoke + ".waitForTaskToken":
+				// The campaign's one approval: notify's request, with the campaign as its subject.
+				approvals++
+				payload, _ := st.Parameters["Payload"].(map[string]any)
+				if st.Parameters["FunctionName"] != "${"+NotifyFunctionARN+"}" || payload["action"] != string(workflow.ActionRequest) ||
+					payload["campaign_id.$"] != "$.campaign_id" || payload["task_token.$"] != "$$.Task.Token" || payload["operation_id.$"] != nil {
+					t.Errorf("%s%s: the campaign's approval must be notify's request about the campaign: %v", where, name, st.Parameters)
+				}
+				if st.TimeoutSecondsPath != "$.config.approval_timeout_seconds" {
+					t.Errorf("%s%s: an approval waits at most the approval SLA, got %q", where, name, st.TimeoutSecondsPath)
+				}
 			case startExecution + ".sync:2":
 				children++
 				if st.Parameters["Name.$"] != "$.leg.execution_name" || st.Parameters["Input.$"] != "$.leg.input" {
@@ -154,6 +168,9 @@ func TestCampaignTasks(t *testing.T) {
 			}
 		}
 	})
+	if approvals != 1 {
+		t.Errorf("%d approval tasks, want 1 (the campaign's one approval)", approvals)
+	}
 	if children != 1 {
 		t.Errorf("%d child-execution tasks, want 1 (the legs' Map)", children)
 	}

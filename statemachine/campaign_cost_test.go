@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -21,6 +22,9 @@ const (
 	callCampaignRead   = "api:campaign-read"   // GET /v1/campaigns/{id}: the campaign and its legs' operations
 	callSettle         = "campaign:settle"     // the campaign function's settle: campaign + legs read, outcome write
 	callSyncPlans      = "campaign:sync_plans" // the campaign function's sync_plans of the campaign's plan
+	callRelease        = "campaign:release"    // the campaign function's release of the checked legs
+	callCampaignAsk    = "notify:campaign"     // notify's request of the campaign's one approval
+	callCampaignDecide = "approve:campaign"    // the approver's GET and POST of the campaign's page
 )
 
 var campaignCostOf = map[string]unitCost{
@@ -31,6 +35,12 @@ var campaignCostOf = map[string]unitCost{
 		"GET /v1/campaigns/{id}: the campaign, every leg's operation and its latest approval"},
 	callSettle:    {durationDefault, consistentRead * (1 + campaignLegs), 2 * smallWrite, "settle: campaign + legs read, outcome update (item + gsi2)"},
 	callSyncPlans: {500 * time.Millisecond, consistentRead, 0, "sync_plans: campaign read, the governance call (500 ms)"},
+	callRelease:   {durationDefault, consistentRead * (1 + campaignLegs), 0, "release: campaign + legs read"},
+	callCampaignAsk: {500 * time.Millisecond, consistentRead*(2+campaignLegs*3) + consistentRead*campaignLegs*2,
+		smallWrite + smallWrite + smallWrite + campaignLegs*(transition+smallWrite),
+		"notify, campaign: campaign + legs + histories read, each leg's verdict read; approval put, campaign update, request event; per leg: move to awaiting_approval (txn), request event"},
+	callCampaignDecide: {2 * durationDefault, 2 * (consistentRead*(2+campaignLegs) + consistentRead*campaignLegs), smallWrite + smallWrite + smallWrite + campaignLegs*smallWrite,
+		"approve, campaign: GET and POST each read the approval, campaign, legs and verdicts; viewed event, decision update, decision event on the campaign and on each leg"},
 }
 
 // walkCampaign returns the states a Campaign execution of legs legs enters when every leg
@@ -88,10 +98,16 @@ func walkCampaign(t testing.TB, legs int, pick map[string]string) []string {
 }
 
 // campaignRow prices campaignLegs-leg campaigns completed by webhook after 24 h (runs seeded
-// legs each) and returns the table's line: transitions per campaign and $ per 1,000 campaigns.
-func campaignRow(tb testing.TB, runs int) string {
+// legs each), with the campaign's one approval when approved says so, and returns the table's
+// line: transitions per campaign and $ per 1,000 campaigns.
+func campaignRow(tb testing.TB, runs int, approved bool) string {
 	asl := load(tb)
-	states := walkCampaign(tb, campaignLegs, map[string]string{"PushPlan": "SyncPlan", "CampaignOutcome": "CampaignCompleted"})
+	pick := map[string]string{"PushPlan": "SyncPlan", "CampaignOutcome": "CampaignCompleted"}
+	name := fmt.Sprintf("%d-leg campaign, plan, webhooks, 24 h", campaignLegs)
+	if approved {
+		pick["NeedsCampaignApproval"], name = "RequestCampaignApproval", fmt.Sprintf("%d-leg campaign, one approval", campaignLegs)
+	}
+	states := walkCampaign(tb, campaignLegs, pick)
 	if states[len(states)-1] != "CampaignCompleted" {
 		tb.Fatalf("the happy path ends in %s", states[len(states)-1])
 	}
@@ -105,8 +121,14 @@ func campaignRow(tb testing.TB, runs int) string {
 				tb.Fatalf("campaign leg ended in %s", res.end)
 			}
 			leg := costOfBuy(tb, res)
-			// A leg is submitted and read through the campaign, not on its own.
+			// A leg is submitted and read through the campaign, not on its own. Its check runs in
+			// the campaign's CheckLegs (counted in the campaign's own states below, with the
+			// same governance invocation), and its execution enters StartCampaignLeg where a
+			// buy enters CheckGovernance and GovernanceDecision: one transition fewer.
 			leg = leg.add(unitOf(tb, callSubmit, -1)).add(unitOf(tb, callRead, -readsPerBuy)).add(unitOf(tb, callCampaignLeg, 1))
+			leg.transitions--
+			leg.sfn -= usdPerTransition
+			leg.events -= 5 // a lambda:invoke Task's five history events
 			leg.sweep = fleet1kUnlisted.cost().usdPerBuyDay
 			c = c.add(leg)
 		}
@@ -114,13 +136,16 @@ func campaignRow(tb testing.TB, runs int) string {
 		own.sfn = own.transitions * usdPerTransition
 		own.api = own.apiRequests * usdPerAPIRequest
 		c = c.add(own).add(unitOf(tb, callCampaignSubmit, 1)).add(unitOf(tb, callCampaignRead, readsPerBuy)).add(unitOf(tb, callSettle, 1)).
-			add(unitOf(tb, callSyncPlans, 1))
+			add(unitOf(tb, callSyncPlans, 1)).add(unitOf(tb, callRelease, 1))
+		if approved {
+			c = c.add(unitOf(tb, callCampaignAsk, 1)).add(unitOf(tb, callCampaignDecide, 1)).add(unitOf(tb, callRelease, 1))
+		}
 		sum = sum.add(c)
 	}
 	mean := sum.scale(1 / float64(runs))
 	per := mean.scale(buysPerBatch)
 	return fmt.Sprintf("%-34s %5s/%5.0f %6s %7.0f %8s %5d %6.0f %6.0f %6.0f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f",
-		fmt.Sprintf("%d-leg campaign, plan, webhooks, 24 h", campaignLegs), "-", mean.transitions, "-", mean.events, "-", campaignLegs+1,
+		name, "-", mean.transitions, "-", mean.events, "-", campaignLegs+1,
 		mean.invocations, mean.rru, mean.wru, per.sfn, per.lambda, per.dynamo, per.api, per.sweep, per.total())
 }
 
@@ -150,16 +175,25 @@ func unitOf(tb testing.TB, kind string, n float64) buyCost {
 
 func TestCampaignCostRow(t *testing.T) {
 	states := walkCampaign(t, campaignLegs, map[string]string{"CampaignOutcome": "CampaignCompleted"})
-	// PushPlan, PlaceLegs, three states per leg (RunLeg, LegHandedOver, LegEnded), then Settle,
-	// NeedsCompensation, CampaignOutcome, CampaignCompleted.
-	if want := 2 + 3*campaignLegs + 4; len(states) != want {
+	// PushPlan, CheckLegs, three states per leg (CheckLeg, LegCheckDecision, LegChecked),
+	// ReleaseLegs, NeedsCampaignApproval, PlaceLegs, three states per leg (RunLeg,
+	// LegHandedOver, LegEnded), then Settle, NeedsCompensation, CampaignOutcome,
+	// CampaignCompleted.
+	if want := 2 + 3*campaignLegs + 3 + 3*campaignLegs + 4; len(states) != want {
 		t.Errorf("the campaign's own happy path enters %d states, want %d: %v", len(states), want, states)
+	}
+	// The campaign's one approval adds two states, whatever the number of legs: the request and
+	// the release of the approved legs.
+	asked := walkCampaign(t, campaignLegs, map[string]string{"NeedsCampaignApproval": "RequestCampaignApproval", "CampaignOutcome": "CampaignCompleted"})
+	if len(asked) != len(states)+2 || !slices.Contains(asked, "RequestCampaignApproval") || !slices.Contains(asked, "ReleaseApprovedLegs") {
+		t.Errorf("the approved path enters %d states: %v", len(asked), asked)
 	}
 	// all_or_nothing after a failed leg: the cancels add a Map of two states per placed leg and
 	// a second settle.
 	comp := walkCampaign(t, 2, map[string]string{"NeedsCompensation": "CompensateLegs"})
-	if n := len(comp); n != 2+3*2+2+1+2*2+1+2 {
+	if n := len(comp); n != 2+3*2+3+3*2+2+1+2*2+1+2 {
 		t.Errorf("compensation path: %d states: %v", n, comp)
 	}
-	t.Log(campaignRow(t, 2))
+	t.Log(campaignRow(t, 2, false))
+	t.Log(campaignRow(t, 2, true))
 }

@@ -522,6 +522,7 @@ var actionPayload = map[string]map[workflow.Action]reflect.Type{
 type document struct {
 	workflow.ExecutionInput
 	Change             workflow.ChangeRef                        `json:"change"`
+	CampaignLeg        workflow.LegStart                         `json:"campaign_leg"`
 	Governance         workflow.Stage[workflow.GovernanceOutput] `json:"governance"`
 	ApprovalRequest    workflow.ApprovalRequest                  `json:"approval_request"`
 	Approval           workflow.Stage[workflow.ApprovalOutput]   `json:"approval"`

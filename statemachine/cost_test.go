@@ -380,8 +380,8 @@ func costTable(tb testing.TB, runs int) (lines, over []string) {
 			tb.Errorf("%s: %d history events in one execution, over the 25,000 cap", c.name, maxEvents)
 		}
 	}
-	lines = append(lines, campaignRow(tb, max(runs/campaignLegs, 1)),
-		fmt.Sprintf("  (the campaign row is per 1,000 campaigns of %d legs: each leg a buy completed by webhook after 24 h, plus the Campaign execution's own states, its sync_plans and settle, and the campaign's submit and %d reads; events: the legs' executions only)", campaignLegs, readsPerBuy))
+	lines = append(lines, campaignRow(tb, max(runs/campaignLegs, 1), false), campaignRow(tb, max(runs/campaignLegs, 1), true),
+		fmt.Sprintf("  (the campaign rows are per 1,000 campaigns of %d legs: each leg a buy completed by webhook after 24 h, plus the Campaign execution's own states (every leg's check, the release, the one approval in the second row), its sync_plans and settle, and the campaign's submit and %d reads; events: the legs' executions only)", campaignLegs, readsPerBuy))
 	lines = append(lines, "change rows: per 1,000 changes to placed buys (PATCH, its own execution, update_media_buy answered async)",
 		fmt.Sprintf("assumptions: 256 MB arm64 Lambdas, %d status reads per buy, no retries, free tiers ignored; per invocation:", readsPerBuy))
 	kinds := make([]string, 0, len(costOf)+len(campaignCostOf))

@@ -32,11 +32,13 @@ var Placeholders = []string{CreateFunctionARN, GovernanceFunctionARN, ModifyFunc
 //go:embed campaign.asl.json
 var CampaignDefinition string
 
-// CampaignFunctionARN is the campaign function's substitution name (leg, settle).
+// CampaignFunctionARN is the campaign function's substitution name (sync_plans, close, release,
+// leg, settle).
 const CampaignFunctionARN = "CampaignFunctionArn"
 
-// CampaignPlaceholders lists every ${...} name that [CampaignDefinition] uses, sorted.
-var CampaignPlaceholders = []string{CampaignFunctionARN, CreateFunctionARN}
+// CampaignPlaceholders lists every ${...} name that [CampaignDefinition] uses, sorted: the
+// governance function checks every leg and the notify function asks the campaign's approval.
+var CampaignPlaceholders = []string{CampaignFunctionARN, CreateFunctionARN, GovernanceFunctionARN, NotifyFunctionARN}
 
 var placeholderRE = regexp.MustCompile(`\$\{([A-Za-z0-9_]+)\}`)
 

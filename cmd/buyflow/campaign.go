@@ -97,10 +97,19 @@ func (c cli) campaignSubmit(ctx context.Context, args []string) error {
 func (c cli) followCampaign(ctx context.Context, id string) error {
 	start := time.Now()
 	last := map[string]string{}
+	lastApproval := ""
 	for {
 		cp, err := c.c.GetCampaign(ctx, id)
 		if err != nil {
 			return err
+		}
+		// The campaign's one approval, when a person is asked: who, until when, the link.
+		if a := cp.Approval; a != nil && a.ApprovalID+a.Status != lastApproval {
+			lastApproval = a.ApprovalID + a.Status
+			c.err.printf("  %6.1fs  campaign       %s\n", time.Since(start).Seconds(), approvalLine(a))
+			if a.Status == "pending" {
+				c.printReviewLinks(ctx, a)
+			}
 		}
 		for _, l := range cp.Legs {
 			if last[l.OperationID] != l.Status {
@@ -146,6 +155,9 @@ func (c cli) printCampaign(cp apiclient.Campaign) error {
 	row("committed", showMoney(cp.Committed, cp.Currency))
 	for _, s := range cp.BySeller {
 		row("  "+s.SellerID, showMoney(s.Committed, cp.Currency))
+	}
+	if cp.Approval != nil {
+		row("approval", approvalLine(cp.Approval))
 	}
 	row("requester", cp.Requester)
 	row("created", cp.CreatedAt)

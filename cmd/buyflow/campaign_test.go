@@ -27,12 +27,14 @@ func fakeCampaigns(reads *atomic.Int32) http.Handler {
 			_, _ = io.WriteString(w, `{"campaign_id":"cp-1","status":"running","legs":[{"operation_id":"mb-a","seller_id":"s-a"},{"operation_id":"mb-b","seller_id":"s-b"}]}`)
 		case r.URL.Path == "/v1/campaigns/cp-1":
 			status, a, b := "running", leg("mb-a", "s-a", "working", ""), leg("mb-b", "s-b", "working", "")
+			approval := `{"approval_id":"apr_1","campaign_id":"cp-1","status":"pending","approvers":["U1"],"expires_at":"2026-01-01T01:00:00Z"}`
 			if reads.Add(1) > 2 {
 				status, a, b = "partially_completed", leg("mb-a", "s-a", "completed", ""), leg("mb-b", "s-b", "failed", "the seller ended the task failed")
+				approval = `{"approval_id":"apr_1","campaign_id":"cp-1","status":"approved","approvers":["U1"],"decided_by":"U1","decided_at":"2026-01-01T00:10:00Z"}`
 			}
 			_, _ = io.WriteString(w, `{"campaign_id":"cp-1","status":"`+status+`","policy":"best_effort","currency":"USD","total_budget":"2500.00",`+
 				`"planned":"2000.00","committed":"1000.00","committed_by_seller":[{"seller_id":"s-a","committed":"1000.00"},{"seller_id":"s-b","committed":"0.00"}],`+
-				`"legs":[`+a+`,`+b+`]}`)
+				`"legs":[`+a+`,`+b+`],"approval":`+approval+`}`)
 		case r.URL.Path == "/v1/campaigns/cp-1/events":
 			_, _ = io.WriteString(w, `{"items":[{"at":"2026-01-01T00:00:00Z","type":"campaign_submitted","amount":"2500.00 USD"},`+
 				`{"at":"2026-01-01T00:00:01Z","type":"webhook","operation_id":"mb-a","seller_id":"s-a","from":"working","to":"completed"}]}`)
@@ -61,17 +63,21 @@ func TestCampaignCommands(t *testing.T) {
 		args []string
 		code int
 		want []string
+		// wantErr is what the progress lines (stderr) must say.
+		wantErr []string
 	}{
-		{"submit", []string{"campaign", "submit", file}, 0, []string{"submitted campaign cp-1: running, 2 legs", "leg mb-b at s-b"}},
+		{"submit", []string{"campaign", "submit", file}, 0, []string{"submitted campaign cp-1: running, 2 legs", "leg mb-b at s-b"}, nil},
 		// --wait follows it to the end; a partially completed campaign exits 7.
-		{"submit wait", []string{"campaign", "submit", "--wait", file}, 7, []string{"partially_completed", "USD 1,000.00", "the seller ended the task failed"}},
-		{"status", []string{"campaign", "status", "cp-1"}, 0, []string{"running", "best_effort", "USD 2,500.00", "s-b", "working"}},
-		{"events", []string{"campaign", "events", "cp-1"}, 0, []string{"(campaign)", "campaign_submitted", "working → completed", "s-a"}},
-		{"list", []string{"campaign", "list"}, 0, []string{"cp-1", "all_or_nothing", "USD 2,000.00"}},
-		{"not found", []string{"campaign", "status", "cp-x"}, 1, nil},
-		{"no subcommand", []string{"campaign"}, 2, nil},
-		{"unknown subcommand", []string{"campaign", "cancel", "cp-1"}, 2, nil},
-		{"status without id", []string{"campaign", "status"}, 2, nil},
+		// The campaign's one approval: who is asked and that it covers every leg, then who decided.
+		{"submit wait", []string{"campaign", "submit", "--wait", file}, 7, []string{"partially_completed", "USD 1,000.00", "the seller ended the task failed",
+			"approved by U1 at 2026-01-01 00:10 UTC"}, []string{"campaign       waiting for approval by U1", "one decision for every leg", "approved by U1"}},
+		{"status", []string{"campaign", "status", "cp-1"}, 0, []string{"running", "best_effort", "USD 2,500.00", "s-b", "working"}, nil},
+		{"events", []string{"campaign", "events", "cp-1"}, 0, []string{"(campaign)", "campaign_submitted", "working → completed", "s-a"}, nil},
+		{"list", []string{"campaign", "list"}, 0, []string{"cp-1", "all_or_nothing", "USD 2,000.00"}, nil},
+		{"not found", []string{"campaign", "status", "cp-x"}, 1, nil, nil},
+		{"no subcommand", []string{"campaign"}, 2, nil, nil},
+		{"unknown subcommand", []string{"campaign", "cancel", "cp-1"}, 2, nil, nil},
+		{"status without id", []string{"campaign", "status"}, 2, nil, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -84,6 +90,11 @@ func TestCampaignCommands(t *testing.T) {
 			for _, w := range tc.want {
 				if !strings.Contains(out.String(), w) {
 					t.Errorf("stdout lacks %q:\n%s", w, out.String())
+				}
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(errOut.String(), w) {
+					t.Errorf("stderr lacks %q:\n%s", w, errOut.String())
 				}
 			}
 		})

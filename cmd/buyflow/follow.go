@@ -145,6 +145,9 @@ func approvalLine(a *apiclient.Approval) string {
 		if len(a.EscalatesTo) > 0 {
 			return s + "; then asks " + orList(a.EscalatesTo)
 		}
+		if a.CampaignID != "" {
+			return s + "; one decision for every leg; if nobody decides, nothing is bought"
+		}
 		return s + "; if nobody decides, the buy expires"
 	case "approved", "rejected":
 		return a.Status + " by " + a.DecidedBy + " at " + when(a.DecidedAt)

@@ -142,9 +142,11 @@ type Delivery struct {
 	} `json:"snapshots"`
 }
 
-// Approval is a buy's latest approval request as GET /v1/media-buys/{id} shows it.
+// Approval is a buy's latest approval request as GET /v1/media-buys/{id} shows it (or a
+// campaign's one approval, as GET /v1/campaigns/{id} does).
 type Approval struct {
 	ApprovalID  string   `json:"approval_id"`
+	CampaignID  string   `json:"campaign_id,omitempty"`
 	Status      string   `json:"status"`
 	Approvers   []string `json:"approvers"`
 	RequestedAt string   `json:"requested_at"`

@@ -44,10 +44,12 @@ type Campaign struct {
 		SellerID  string `json:"seller_id"`
 		Committed string `json:"committed"`
 	} `json:"committed_by_seller"`
-	Legs      []CampaignLeg `json:"legs"`
-	Requester string        `json:"requester,omitempty"`
-	CreatedAt string        `json:"created_at"`
-	Links     Links         `json:"links"`
+	Legs []CampaignLeg `json:"legs"`
+	// Approval is the campaign's one approval, when a person was asked.
+	Approval  *Approval `json:"approval,omitempty"`
+	Requester string    `json:"requester,omitempty"`
+	CreatedAt string    `json:"created_at"`
+	Links     Links     `json:"links"`
 }
 
 // CampaignLeg is one leg of a campaign: its media buy's status and amount.

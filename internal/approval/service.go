@@ -33,6 +33,8 @@ type Ledger interface {
 	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch ledger.Changes) (*ledger.Operation, error)
 	AppendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) error
 	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (ledger.Page[ledger.Event], error)
+	GetCampaign(ctx context.Context, tenant, id string) (*ledger.Campaign, error)
+	SetCampaignApproval(ctx context.Context, tenant, id, approvalID string) error
 }
 
 var _ Ledger = (*ledger.Store)(nil)
@@ -117,6 +119,9 @@ func View(a *ledger.Approval, op *ledger.Operation) approvalcore.Approval {
 		Comment: a.Comment, ExpiresAt: a.ExpiresAt,
 	}
 	v.Summary = "Media buy " + a.OperationID
+	if a.CampaignID != "" {
+		v.OperationID, v.Summary = a.CampaignID, "Campaign "+a.CampaignID
+	}
 	if op != nil {
 		v.Seller = op.SellerID
 		v.Summary = Summary(op.ID, op.PONumber, op.Kind, op.ParentID)
@@ -167,6 +172,8 @@ type EventDetail struct {
 	Task       string   `json:"task,omitempty"`
 	Slack      string   `json:"slack,omitempty"`
 	Note       string   `json:"note,omitempty"`
+	// CampaignID marks the request and the decision of a campaign's approval on its legs.
+	CampaignID string `json:"campaign_id,omitempty"`
 }
 
 func (d EventDetail) Raw() json.RawMessage {
@@ -200,6 +207,20 @@ func (h History) ByID(id string) (Round, bool) {
 		}
 	}
 	return Round{}, false
+}
+
+// RoundOf is the round of approval id: the one h records (known), or the round after the
+// latest, on the escalation approvers when that one expired and escalated.
+func (h History) RoundOf(id string) (rd Round, known bool) {
+	if rd, ok := h.ByID(id); ok {
+		return rd, true
+	}
+	rd = Round{ApprovalID: id}
+	if last, ok := h.Latest(); ok {
+		rd.Round = last.Round + 1
+		rd.Escalation = last.Expired && last.Escalated
+	}
+	return rd, false
 }
 
 func (h History) Latest() (Round, bool) {

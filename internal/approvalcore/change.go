@@ -137,9 +137,12 @@ func ParseChange(raw []byte) (Change, Verdict, error) {
 	return c, v, nil
 }
 
-// Subject names what the approval decides, for titles and sentences: "media buy", or "change
-// to a media buy".
+// Subject names what the approval decides, for titles and sentences: "media buy", "change
+// to a media buy" or "campaign".
 func (a Approval) Subject() string {
+	if a.IsCampaign() {
+		return "campaign"
+	}
 	if a.Purchase.Change != nil {
 		return "change to a media buy"
 	}
@@ -157,6 +160,9 @@ func (a Approval) AmountLabel() string {
 
 // decided is the short noun of the confirm buttons ("Approve this buy").
 func (a Approval) decided() string {
+	if a.IsCampaign() {
+		return "campaign"
+	}
 	if a.Purchase.Change != nil {
 		return "change"
 	}

@@ -59,6 +59,8 @@ const (
 	// ReasonChangeNeedsApproval: a change to a placed buy needs a person by policy or
 	// governance (the reason text says which).
 	ReasonChangeNeedsApproval ReasonCode = "change_needs_approval"
+	// ReasonCampaignLegs: legs of a campaign need a person; each leg says why (Leg.Why).
+	ReasonCampaignLegs ReasonCode = "campaign_legs"
 )
 
 // Label is a plain-language sentence for the reason code.
@@ -72,6 +74,8 @@ func (r ReasonCode) Label() string {
 		return "The seller asked for confirmation before going ahead."
 	case ReasonChangeNeedsApproval:
 		return "This change to a placed buy needs a person to approve it."
+	case ReasonCampaignLegs:
+		return "Legs of this campaign need a person's approval; one decision covers every leg."
 	default:
 		return "This buy needs a person to approve it."
 	}
@@ -98,7 +102,25 @@ type Approval struct {
 	ExpiresAt           time.Time
 	// Purchase is what is bought, from the payload the seller will receive.
 	Purchase Purchase
+	// Legs are a campaign's media buys, when the approval decides a campaign: one decision
+	// for every leg. Amount is then their total.
+	Legs []Leg
 }
+
+// Leg is one media buy of a campaign, as its approver sees it.
+type Leg struct {
+	OperationID string
+	Seller      string
+	PONumber    string
+	Amount      Money
+	// Why is why this leg asks a person, or that it does not on its own.
+	Why string
+	// Governance is what the governance agent said of this leg.
+	Governance Verdict
+}
+
+// IsCampaign reports whether the approval decides a campaign's legs.
+func (a Approval) IsCampaign() bool { return len(a.Legs) > 0 }
 
 // Decision is what an approver chose.
 type Decision string

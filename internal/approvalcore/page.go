@@ -143,7 +143,11 @@ func RenderConfirm(w io.Writer, p ConfirmPage) error {
 		b.WriteString("<h1>" + esc(title) + "</h1>\n")
 		b.WriteString("<p>" + esc(a.Requester) + " asks you to approve this " + esc(a.Subject()) + ".</p>\n<dl>\n")
 		b.WriteString("<dt>What</dt><dd>" + esc(a.Summary) + "</dd>\n")
-		b.WriteString("<dt>Seller</dt><dd>" + esc(a.Seller) + "</dd>\n")
+		seller := "Seller"
+		if a.IsCampaign() {
+			seller = "Sellers"
+		}
+		b.WriteString("<dt>" + seller + "</dt><dd>" + esc(a.Seller) + "</dd>\n")
 		b.WriteString("<dt>" + a.AmountLabel() + "</dt><dd>" + esc(a.Amount.String()) + "</dd>\n")
 		b.WriteString("<dt>Why approval is needed</dt><dd>" + esc(a.Reason.Label()))
 		if a.ReasonText != "" {
@@ -153,7 +157,11 @@ func RenderConfirm(w io.Writer, p ConfirmPage) error {
 		b.WriteString("<dt>Requested by</dt><dd>" + esc(a.Requester) + "</dd>\n")
 		b.WriteString("<dt>Decide before</dt><dd><time datetime=\"" + esc(a.ExpiresAt.UTC().Format(time.RFC3339)) + "\">" + esc(FormatTime(a.ExpiresAt)) + "</time></dd>\n")
 		b.WriteString("<dt>Reference</dt><dd>" + esc(a.OperationID) + "</dd>\n</dl>\n")
-		writePurchase(b, a)
+		if a.IsCampaign() {
+			writeLegs(b, a)
+		} else {
+			writePurchase(b, a)
+		}
 		if p.Error != "" {
 			b.WriteString("<p class=\"error\" role=\"alert\">" + esc(p.Error) + "</p>\n")
 		}
@@ -231,6 +239,31 @@ func writeGovernance(b *strings.Builder, g Verdict) {
 		}
 		b.WriteString("</ul>\n")
 	}
+	b.WriteString("</section>\n")
+}
+
+// writeLegs writes a campaign's legs (one row each: seller, PO number, why it asks a person,
+// what governance said, its amount) and their total: the decision covers every row.
+func writeLegs(b *strings.Builder, a Approval) {
+	n := strconv.Itoa(len(a.Legs))
+	b.WriteString("<section aria-labelledby=\"bought\">\n<h2 id=\"bought\">What is bought</h2>\n")
+	b.WriteString("<p>One decision for all " + n + " legs: each is a media buy at its seller, and none is placed unless you approve.</p>\n")
+	b.WriteString("<table>\n<caption>" + n + " leg" + plural(len(a.Legs)) + "</caption>\n")
+	b.WriteString("<thead><tr><th scope=\"col\">Seller</th><th scope=\"col\">PO number</th><th scope=\"col\">Why</th><th scope=\"col\">Governance</th><th scope=\"col\" class=\"num\">Amount</th></tr></thead>\n<tbody>\n")
+	for _, l := range a.Legs {
+		b.WriteString("<tr><td>" + breakable(l.Seller) + "</td><td>" + breakable(l.PONumber) + "</td><td>" + esc(l.Why) + "</td><td>" + esc(l.Governance.Label()))
+		for _, c := range l.Governance.Conditions {
+			b.WriteString("<br>" + esc(c.Field))
+			if c.Reason != "" {
+				b.WriteString(": " + esc(c.Reason))
+			}
+			if c.NeedsPerson {
+				b.WriteString(" (needs your judgement)")
+			}
+		}
+		b.WriteString("</td><td class=\"num\">" + esc(l.Amount.String()) + "</td></tr>\n")
+	}
+	b.WriteString("</tbody>\n<tfoot><tr><th scope=\"row\" colspan=\"4\">Total</th><td class=\"num\">" + esc(a.Amount.String()) + "</td></tr></tfoot>\n</table>\n")
 	b.WriteString("</section>\n")
 }
 

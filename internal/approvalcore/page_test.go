@@ -305,3 +305,39 @@ func TestRenderMessageEscapes(t *testing.T) {
 		}
 	}
 }
+
+// A campaign's confirm page lists every leg (seller, PO, why, governance, amount) with the
+// total, names the campaign, and escapes what sellers and governance wrote.
+func TestConfirmPageOfACampaign(t *testing.T) {
+	a := Approval{
+		ID: "apr1", OperationID: "cp-1", Approvers: []string{"alice"}, Requester: "bob", Reason: ReasonCampaignLegs,
+		Summary: "Campaign spring, 2 legs", Seller: "2 sellers", Amount: Money{Minor: 3000050, Currency: "USD"},
+		Status: StatusPending, ExpiresAt: t0.Add(time.Hour),
+		Legs: []Leg{
+			{OperationID: "mb-a", Seller: "seller-a", PONumber: "PO-A", Amount: Money{Minor: 2000050, Currency: "USD"},
+				Why: "the budget is over the threshold", Governance: Verdict{Verdict: "approved"}},
+			{OperationID: "mb-b", Seller: "<seller-b>", PONumber: "PO-B", Amount: Money{Minor: 1000000, Currency: "USD"},
+				Why: "no approval needed on its own", Governance: Verdict{Verdict: "conditions",
+					Conditions: []Condition{{Field: "brand_safety", Reason: "check <b>", NeedsPerson: true}}}},
+		},
+	}
+	var b bytes.Buffer
+	if err := RenderConfirm(&b, ConfirmPage{Approval: a, Approver: "alice", Signed: signedFixture(t)}); err != nil {
+		t.Fatal(err)
+	}
+	html := b.String()
+	checkPage(t, html)
+	for _, want := range []string{
+		"<h1>Approve a campaign?</h1>", "asks you to approve this campaign.", "<dt>Sellers</dt>", "2 legs</caption>",
+		"seller-<wbr>a", "PO-<wbr>A", "USD 20,000.50", "the budget is over the threshold", "Approved",
+		"&lt;seller-<wbr>b&gt;", "check &lt;b&gt; (needs your judgement)", "USD 10,000.00",
+		`<th scope="row" colspan="4">Total</th><td class="num">USD 30,000.50</td>`, "Approve this campaign", "Reject this campaign",
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("campaign page lacks %q", want)
+		}
+	}
+	if strings.Contains(html, "<seller-b>") || strings.Contains(html, "Approve a media buy") {
+		t.Error("campaign page shows raw seller text or calls itself a media buy")
+	}
+}

@@ -113,8 +113,8 @@ func (s *Approver) get(ctx context.Context, id string, q url.Values, c client) e
 	if !ok {
 		return resp
 	}
-	v := approval.View(a, op)
-	if v.Purchase, err = s.Purchase(ctx, op); err != nil {
+	v, err := s.Review(ctx, a, op)
+	if err != nil {
 		// Part of a buy is never shown as if it were all of it.
 		s.Log.ErrorContext(ctx, "approval page: what is bought cannot be read", "approvalId", id, "operationId", a.OperationID, "err", err)
 		return resultPage(approvalcore.ResultPage{Kind: approvalcore.PageUnavailable})
@@ -122,7 +122,7 @@ func (s *Approver) get(ctx context.Context, id string, q url.Values, c client) e
 	o, err := approvalcore.Check(v, claims.Approver, s.Now())
 	s.Log.InfoContext(ctx, "approval viewed", "approvalId", id, "operationId", a.OperationID, "approver", claims.Approver,
 		"sourceIp", c.IP, "userAgent", c.UserAgent, "result", outcomeName(o, err))
-	s.AppendEvent(ctx, a.Tenant, a.OperationID, ledger.Event{
+	s.AppendEvent(ctx, a.Tenant, approval.TimelineOf(a), ledger.Event{
 		Type: ledger.EventApprovalViewed, Actor: "approver:" + claims.Approver, Amount: a.Amount, Currency: a.Currency,
 		Detail: approval.EventDetail{ApprovalID: id, Outcome: outcomeName(o, err), SourceIP: c.IP, UserAgent: c.UserAgent, KeyID: claims.KeyID}.Raw(),
 	})
@@ -166,8 +166,8 @@ func (s *Approver) postDecision(ctx context.Context, id string, req events.APIGa
 	case errors.Is(err, approvalcore.ErrInvalidDecision), errors.Is(err, approvalcore.ErrCommentTooLong), errors.Is(err, approvalcore.ErrInvalidComment):
 		// Nothing to record: ask again, keeping what they typed, showing the buy as the GET did.
 		p := approvalcore.ResultFromError(err, time.Time{})
-		var perr error
-		if v.Purchase, perr = s.Purchase(ctx, op); perr != nil {
+		v, perr := s.Review(ctx, a, op)
+		if perr != nil {
 			s.Log.ErrorContext(ctx, "approval page: what is bought cannot be read", "approvalId", id, "operationId", a.OperationID, "err", perr)
 			return resultPage(approvalcore.ResultPage{Kind: approvalcore.PageUnavailable})
 		}
@@ -220,10 +220,17 @@ func (s *Approver) postDecision(ctx context.Context, id string, req events.APIGa
 func (s *Approver) deliver(ctx context.Context, decided *ledger.Approval, op *ledger.Operation, approver string, audit approval.EventDetail) events.APIGatewayV2HTTPResponse {
 	task := s.complete(ctx, decided, op)
 	audit.Outcome, audit.Comment, audit.Task = string(decided.Status), decided.Comment, task
-	s.AppendEvent(ctx, decided.Tenant, decided.OperationID, ledger.Event{
+	s.AppendEvent(ctx, decided.Tenant, approval.TimelineOf(decided), ledger.Event{
 		Type: ledger.EventDecision, Actor: "approver:" + approver,
 		Amount: decided.Amount, Currency: decided.Currency, Reason: decided.Reason, Detail: audit.Raw(),
 	})
+	// A campaign's decision applies to every leg: each leg's timeline records it too.
+	audit.CampaignID = decided.CampaignID
+	for _, leg := range s.LegIDs(ctx, decided) {
+		s.AppendEvent(ctx, decided.Tenant, leg, ledger.Event{
+			Type: ledger.EventDecision, Actor: "approver:" + approver, Reason: decided.Reason, Detail: audit.Raw(),
+		})
+	}
 	if task != taskFailed {
 		s.UpdateSlack(ctx, decided, op)
 	}
@@ -256,7 +263,7 @@ func (s *Approver) undelivered(ctx context.Context, a *ledger.Approval) bool {
 	last, found := "", false
 	cursor := ""
 	for page := 0; page < 200; page++ {
-		p, err := s.Cfg.Ledger.ListEvents(ctx, a.Tenant, a.OperationID, ledger.MaxListLimit, cursor)
+		p, err := s.Cfg.Ledger.ListEvents(ctx, a.Tenant, approval.TimelineOf(a), ledger.MaxListLimit, cursor)
 		if err != nil {
 			s.Log.WarnContext(ctx, "timeline not readable", "approvalId", a.ID, "err", err)
 			return false
@@ -333,8 +340,12 @@ const goneRecheck = 2 * time.Second
 // ended answers false.
 func (s *Approver) workflowTook(ctx context.Context, a *ledger.Approval) bool {
 	deadline := time.Now().Add(goneRecheck)
+	watched := a.OperationID
+	if legs := s.LegIDs(ctx, a); len(legs) > 0 {
+		watched = legs[0] // a campaign's decision moves every leg the same way
+	}
 	for {
-		op, err := s.Cfg.Ledger.GetOperation(ctx, a.Tenant, a.OperationID)
+		op, err := s.Cfg.Ledger.GetOperation(ctx, a.Tenant, watched)
 		if err != nil {
 			return false
 		}
@@ -369,7 +380,7 @@ func rejectionCause(a *ledger.Approval) string {
 
 // refused records a decision attempt that changed nothing.
 func (s *Approver) refused(ctx context.Context, a *ledger.Approval, approver string, d approval.EventDetail) {
-	s.AppendEvent(ctx, a.Tenant, a.OperationID, ledger.Event{
+	s.AppendEvent(ctx, a.Tenant, approval.TimelineOf(a), ledger.Event{
 		Type: ledger.EventApprovalRefused, Actor: "approver:" + approver, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason, Detail: d.Raw(),
 	})
 }
@@ -384,6 +395,9 @@ func (s *Approver) load(ctx context.Context, id string) (a *ledger.Approval, op 
 	case err != nil:
 		s.Log.ErrorContext(ctx, "approval not readable", "approvalId", id, "err", err)
 		return nil, nil, resultPage(approvalcore.ResultPage{Kind: approvalcore.PageUnavailable}), false
+	}
+	if a.CampaignID != "" {
+		return a, nil, events.APIGatewayV2HTTPResponse{}, true // a campaign's legs are read with its page
 	}
 	op, err = s.Cfg.Ledger.GetOperation(ctx, a.Tenant, a.OperationID)
 	switch {

@@ -1,6 +1,7 @@
 package campaign
 
 import (
+	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -80,4 +81,15 @@ func Decide(currency string, legs []LegState) Outcome {
 		out.Status = Failed
 	}
 	return out
+}
+
+// approvalOutcome is a campaign's status once its one approval decided: a campaign whose
+// approver rejected it, or whose approval expired, bought nothing and reads canceled, which
+// its approval explains; otherwise status stands. a must be the campaign's (the caller read it
+// by the id the campaign names).
+func approvalOutcome(a *ledger.Approval, status Status) Status {
+	if a != nil && status == Failed && (a.Status == ledger.ApprovalRejected || a.Status == ledger.ApprovalExpired) {
+		return Canceled
+	}
+	return status
 }

@@ -21,6 +21,8 @@ type Ledger interface {
 	mediabuy.Claims
 	CreateCampaign(ctx context.Context, c ledger.Campaign) (*ledger.Campaign, error)
 	GetCampaign(ctx context.Context, tenant, id string) (*ledger.Campaign, error)
+	GetApproval(ctx context.Context, id string) (*ledger.Approval, error)
+	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (ledger.Page[ledger.Event], error)
 	ListCampaigns(ctx context.Context, tenant string, limit int, cursor string) (ledger.Page[*ledger.Campaign], error)
 }
 
@@ -76,13 +78,15 @@ type ExecutionInput struct {
 	Legs     []LegInput `json:"legs"`
 }
 
-// LegInput is one leg's child execution: its name and input, as a single buy's submit would
-// start it.
-type LegInput struct {
-	OperationID   string                  `json:"operation_id"`
-	ExecutionName string                  `json:"execution_name"`
-	Input         workflow.ExecutionInput `json:"input"`
+// LegExecution is one leg's child execution: its operation, its name and its input.
+type LegExecution[In any] struct {
+	OperationID   string `json:"operation_id"`
+	ExecutionName string `json:"execution_name"`
+	Input         In     `json:"input"`
 }
+
+// LegInput is a leg's child execution as a single buy's submit would start it.
+type LegInput = LegExecution[workflow.ExecutionInput]
 
 // ErrNotFound reports a campaign that does not exist for the caller's tenant (including one of
 // another tenant: the answer is the same).
@@ -182,22 +186,36 @@ func (s *Service) Get(ctx context.Context, tenant, id string) (View, error) {
 	return s.view(ctx, rec)
 }
 
-func (s *Service) view(ctx context.Context, rec *ledger.Campaign) (View, error) {
+// summary is what the campaign item alone says of rec: everything but the legs' statuses and
+// what they committed; planned is the sum of the legs' amounts.
+func summary(rec *ledger.Campaign) (View, money.Amount, error) {
 	out := View{
 		CampaignID: rec.ID, Name: rec.Name, Policy: Policy(rec.Policy), GovernanceID: rec.GovernanceAgentID,
 		PlanID: rec.PlanID, Currency: rec.Currency, TotalBudget: rec.BudgetTotal, Requester: rec.Requester,
-		CreatedAt: rec.CreatedAt.UTC().Format(time.RFC3339Nano), Links: LinksFor(rec.ID),
+		CreatedAt: rec.CreatedAt.UTC().Format(time.RFC3339Nano), Links: LinksFor(rec.ID), Legs: make([]LegView, 0, len(rec.Legs)),
 	}
 	planned := money.Amount{Currency: rec.Currency}
-	states := make([]LegState, 0, len(rec.Legs))
 	for _, leg := range rec.Legs {
 		amount, err := money.ParseDecimal(leg.Amount, rec.Currency)
 		if err != nil {
-			return View{}, fmt.Errorf("campaign: %s leg %s amount: %w", rec.ID, leg.OperationID, err)
+			return View{}, money.Amount{}, fmt.Errorf("campaign: %s leg %s amount: %w", rec.ID, leg.OperationID, err)
 		}
 		planned = planned.Add(amount)
-		lv := LegView{OperationID: leg.OperationID, SellerID: leg.SellerID, PONumber: leg.PONumber, Amount: amount.Decimal(),
-			Links: mediabuy.LinksFor(leg.OperationID)}
+		out.Legs = append(out.Legs, LegView{OperationID: leg.OperationID, SellerID: leg.SellerID, PONumber: leg.PONumber, Amount: amount.Decimal(),
+			Links: mediabuy.LinksFor(leg.OperationID)})
+	}
+	return out, planned, nil
+}
+
+func (s *Service) view(ctx context.Context, rec *ledger.Campaign) (View, error) {
+	out, planned, err := summary(rec)
+	if err != nil {
+		return View{}, err
+	}
+	states := make([]LegState, 0, len(rec.Legs))
+	for i, leg := range rec.Legs {
+		amount, _ := money.ParseDecimal(leg.Amount, rec.Currency) // summary read it
+		lv := &out.Legs[i]
 		st := workflow.StatusRequested
 		buy, err := s.buys.Get(ctx, rec.Tenant, leg.OperationID)
 		switch {
@@ -208,10 +226,19 @@ func (s *Service) view(ctx context.Context, rec *ledger.Campaign) (View, error) 
 			return View{}, fmt.Errorf("campaign: %s leg %s: %w", rec.ID, leg.OperationID, err)
 		}
 		lv.Status = string(st)
-		out.Legs = append(out.Legs, lv)
 		states = append(states, LegState{SellerID: leg.SellerID, Status: st, Amount: amount})
 	}
 	o := Decide(rec.Currency, states)
+	if rec.ApprovalID != "" {
+		a, err := s.ledger.GetApproval(ctx, rec.ApprovalID)
+		if err != nil {
+			return View{}, fmt.Errorf("campaign: %s approval %s: %w", rec.ID, rec.ApprovalID, err)
+		}
+		if a.Tenant == rec.Tenant && a.CampaignID == rec.ID { // keyed by id alone: only the campaign's own
+			out.Approval = mediabuy.ApprovalViewOf(a)
+			o.Status = approvalOutcome(a, o.Status)
+		}
+	}
 	out.Status, out.Planned, out.Committed = o.Status, planned.Decimal(), o.Committed.Decimal()
 	switch {
 	case rec.Outcome != "":
@@ -226,7 +253,10 @@ func (s *Service) view(ctx context.Context, rec *ledger.Campaign) (View, error) 
 	return out, nil
 }
 
-// List returns one page of the tenant's campaigns, newest first, each with its legs' statuses.
+// List returns one page of the tenant's campaigns, newest first, from the campaign items
+// alone (one query, whatever the number of legs): each campaign's status is its recorded
+// outcome (running until it is settled), what it committed once settled, and its legs without
+// their statuses, which GET of one campaign reads.
 func (s *Service) List(ctx context.Context, tenant string, limit int, cursor string) (ListPage, error) {
 	page, err := s.ledger.ListCampaigns(ctx, tenant, limit, cursor)
 	if errors.Is(err, ledger.ErrInvalidCursor) {
@@ -237,9 +267,13 @@ func (s *Service) List(ctx context.Context, tenant string, limit int, cursor str
 	}
 	out := ListPage{Items: make([]View, 0, len(page.Items)), NextCursor: page.Cursor}
 	for _, rec := range page.Items {
-		v, err := s.view(ctx, rec)
+		v, planned, err := summary(rec)
 		if err != nil {
 			return ListPage{}, err
+		}
+		v.Status, v.Planned, v.Committed = Running, planned.Decimal(), ""
+		if rec.Outcome != "" {
+			v.Status, v.Committed = Status(rec.Outcome), rec.Committed
 		}
 		out.Items = append(out.Items, v)
 	}
@@ -250,8 +284,8 @@ func (s *Service) List(ctx context.Context, tenant string, limit int, cursor str
 // timeline (its events link) pages through the rest.
 const maxLegEvents = 500
 
-// Events returns the campaign's timeline, oldest first: the campaign's submission, then every
-// leg's events, each named by its operation and seller.
+// Events returns the campaign's timeline, oldest first: the campaign's submission and its own
+// events (its approval's), then every leg's events, each named by its operation and seller.
 func (s *Service) Events(ctx context.Context, tenant, id string) (EventPage, error) {
 	rec, err := s.campaign(ctx, tenant, id)
 	if err != nil {
@@ -265,6 +299,20 @@ func (s *Service) Events(ctx context.Context, tenant, id string) (EventPage, err
 		At: rec.CreatedAt.UTC().Format(time.RFC3339Nano), Type: "campaign_submitted", Actor: rec.Requester,
 		Amount: rec.BudgetTotal + " " + rec.Currency, Detail: detail,
 	}}}}
+	// The campaign's own timeline: its one approval's request, views and decision.
+	for cursor, n := "", 0; n < maxLegEvents; {
+		page, err := s.ledger.ListEvents(ctx, tenant, rec.ID, 100, cursor)
+		if err != nil {
+			return EventPage{}, fmt.Errorf("campaign: events of %s: %w", rec.ID, err)
+		}
+		for _, e := range page.Items {
+			out.Items = append(out.Items, EventView{EventView: mediabuy.EventViewOf(e)})
+		}
+		n += len(page.Items)
+		if cursor = page.Cursor; cursor == "" {
+			break
+		}
+	}
 	for _, leg := range rec.Legs {
 		cursor := ""
 		for n := 0; n < maxLegEvents; {

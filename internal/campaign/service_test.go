@@ -213,3 +213,63 @@ func assertNothingStored(t *testing.T, f fixture) {
 		t.Fatalf("campaigns = %+v, %v", cps.Items, err)
 	}
 }
+
+// countingBuys counts the legs' reads a campaign use case makes.
+type countingBuys struct {
+	Buys
+	mu    sync.Mutex
+	reads int
+}
+
+func (c *countingBuys) Get(ctx context.Context, tenant, id string) (mediabuy.View, error) {
+	c.mu.Lock()
+	c.reads++
+	c.mu.Unlock()
+	return c.Buys.Get(ctx, tenant, id)
+}
+
+// The list reads the campaign items only, whatever the number of legs: a running campaign is
+// running with no committed amount yet, a settled one shows its recorded outcome and total.
+func TestListReadsNoLeg(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	counted := &countingBuys{Buys: f.buys}
+	svc := New(f.store, counted, f.campaigns, agents, schemas(t), Config{Run: workflow.DefaultRunConfig(), MediaBuyStateMachineARN: mediaBuyARN})
+	running, err := svc.Submit(ctx, acme, "list-key-1", marshal(t, example(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := example(t)
+	for i := range 3 {
+		legBuy(second, i)["po_number"] = "PO-LIST-" + string(rune('A'+i))
+	}
+	settled, err := svc.Submit(ctx, acme, "list-key-2", marshal(t, second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.SettleCampaign(ctx, "acme", settled.CampaignID, string(Failed), "0.00"); err != nil {
+		t.Fatal(err)
+	}
+	page, err := svc.List(ctx, "acme", 10, "")
+	if err != nil || len(page.Items) != 2 {
+		t.Fatalf("list = %+v, %v", page, err)
+	}
+	if counted.reads != 0 {
+		t.Errorf("the list read %d legs", counted.reads)
+	}
+	byID := map[string]View{}
+	for _, v := range page.Items {
+		byID[v.CampaignID] = v
+	}
+	r, s := byID[running.CampaignID], byID[settled.CampaignID]
+	if r.Status != Running || r.Committed != "" || r.Planned != "22500.00" || len(r.Legs) != 3 || r.Legs[0].Status != "" || r.Legs[0].Amount != "8500.25" {
+		t.Errorf("running campaign in the list: %+v", r)
+	}
+	if s.Status != Failed || s.Committed != "0.00" {
+		t.Errorf("settled campaign in the list: %+v", s)
+	}
+	// One campaign's GET reads its legs and derives their statuses.
+	if v, err := svc.Get(ctx, "acme", running.CampaignID); err != nil || v.Committed != "0.00" || v.Legs[0].Status != "requested" || counted.reads != 3 {
+		t.Errorf("get = %+v, %v, %d leg reads", v, err, counted.reads)
+	}
+}

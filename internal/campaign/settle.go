@@ -32,8 +32,13 @@ type TaskInput struct {
 	Tenant      string `json:"tenant"`
 	CampaignID  string `json:"campaign_id,omitempty"`
 	OperationID string `json:"operation_id,omitempty"`
-	// Failure is why the legs are closed (ActionClose): the Catch of the step that failed.
+	// Failure is why the legs are closed (ActionClose): the Catch of the step that failed; for
+	// ActionRelease, why the campaign's approval did not approve.
 	Failure *workflow.StepError `json:"failure,omitempty"`
+	// Legs, Checks and Approval are ActionRelease's (see ReleaseInput).
+	Legs     []LegInput               `json:"legs,omitempty"`
+	Checks   []LegCheck               `json:"checks,omitempty"`
+	Approval *workflow.ApprovalOutput `json:"approval,omitempty"`
 }
 
 // PlanSynced answers ActionSyncPlans.
@@ -74,7 +79,8 @@ type Compensation struct {
 type Facts interface {
 	GetCampaign(ctx context.Context, tenant, id string) (*ledger.Campaign, error)
 	GetOperation(ctx context.Context, tenant, id string) (*ledger.Operation, error)
-	SettleCampaign(ctx context.Context, tenant, id, outcome string) error
+	SettleCampaign(ctx context.Context, tenant, id, outcome, committed string) error
+	GetApproval(ctx context.Context, id string) (*ledger.Approval, error)
 	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch ledger.Changes) (*ledger.Operation, error)
 	AcquireLock(ctx context.Context, name, owner string, ttl time.Duration) (ledger.Lease, error)
 	ReleaseLock(ctx context.Context, l ledger.Lease) error
@@ -93,10 +99,13 @@ var _ Facts = (*ledger.Store)(nil)
 type Settler struct {
 	facts  Facts
 	agents PlanSyncer
+	now    func() time.Time
 }
 
 // NewSettler returns the campaign function's handler; agents pushes plans.
-func NewSettler(f Facts, agents PlanSyncer) *Settler { return &Settler{facts: f, agents: agents} }
+func NewSettler(f Facts, agents PlanSyncer) *Settler {
+	return &Settler{facts: f, agents: agents, now: time.Now}
+}
 
 // Handle serves one task payload. Errors come back bare (workflow.TaskError) so the state
 // machine's Retry matches TransientError.
@@ -128,8 +137,10 @@ func (s *Settler) handle(ctx context.Context, raw json.RawMessage) (any, error) 
 		return s.SyncPlans(ctx, in.Tenant, in.CampaignID)
 	case ActionClose:
 		return s.Close(ctx, in.Tenant, in.CampaignID, in.Failure)
+	case ActionRelease:
+		return s.Release(ctx, in.Tenant, in.CampaignID, ReleaseInput{Legs: in.Legs, Checks: in.Checks, Approval: in.Approval, Failure: in.Failure})
 	}
-	return nil, &workflow.InvalidInputError{Field: "action", Reason: fmt.Sprintf("%q is not one of %s, %s, %s, %s", in.Action, ActionLeg, ActionSettle, ActionSyncPlans, ActionClose)}
+	return nil, &workflow.InvalidInputError{Field: "action", Reason: fmt.Sprintf("%q is not one of %s, %s, %s, %s, %s", in.Action, ActionLeg, ActionSettle, ActionSyncPlans, ActionClose, ActionRelease)}
 }
 
 func (s *Settler) operation(ctx context.Context, tenant, id string) (*ledger.Operation, error) {
@@ -243,6 +254,21 @@ func (s *Settler) releaseLock(ctx context.Context, tenant string, leg ledger.Cam
 	return nil
 }
 
+// approval is the campaign's approval, nil when it asked none.
+func (s *Settler) approval(ctx context.Context, rec *ledger.Campaign) (*ledger.Approval, error) {
+	if rec.ApprovalID == "" {
+		return nil, nil
+	}
+	a, err := s.facts.GetApproval(ctx, rec.ApprovalID)
+	if err != nil {
+		return nil, &workflow.TransientError{Reason: "read the approval of campaign " + rec.ID + ": " + err.Error()}
+	}
+	if a.Tenant != rec.Tenant || a.CampaignID != rec.ID {
+		return nil, &workflow.TerminalError{Code: "approval_mismatch", Reason: "approval " + a.ID + " is not campaign " + rec.ID + "'s"}
+	}
+	return a, nil
+}
+
 // Settle derives the campaign's outcome from its legs' operations. Under all_or_nothing, a
 // campaign in which some leg ended without completing names every completed leg to cancel,
 // with the reason the cancel records at the seller and in the leg's timeline (the create
@@ -272,6 +298,13 @@ func (s *Settler) Settle(ctx context.Context, tenant, id string) (Settled, error
 		}
 	}
 	o := Decide(rec.Currency, states)
+	if o.Status == Failed {
+		decided, err := s.approval(ctx, rec)
+		if err != nil {
+			return Settled{}, err
+		}
+		o.Status = approvalOutcome(decided, o.Status)
+	}
 	out := Settled{Status: o.Status, Committed: o.Committed.Decimal(), Currency: rec.Currency, Compensate: []Compensation{}}
 	if Policy(rec.Policy) == AllOrNothing && o.Status == PartiallyCompleted && rec.Outcome == "" {
 		for i, st := range states {
@@ -286,7 +319,7 @@ func (s *Settler) Settle(ctx context.Context, tenant, id string) (Settled, error
 	}
 	// Nothing is left to do: this is the campaign's outcome (a cancel that failed leaves its leg
 	// committed, and the outcome says so).
-	if err := s.facts.SettleCampaign(ctx, tenant, id, string(o.Status)); err != nil && !errors.Is(err, ledger.ErrConflict) {
+	if err := s.facts.SettleCampaign(ctx, tenant, id, string(o.Status), o.Committed.Decimal()); err != nil && !errors.Is(err, ledger.ErrConflict) {
 		return Settled{}, &workflow.TransientError{Reason: "record the outcome of campaign " + id + ": " + err.Error()}
 	}
 	return out, nil

@@ -45,15 +45,19 @@ type View struct {
 	PlanID       string `json:"plan_id"`
 	Currency     string `json:"currency"`
 	// TotalBudget is the plan's budget; Planned what the legs ask the sellers to commit;
-	// Committed what the completed legs committed.
+	// Committed what the completed legs committed (in a list, only once the campaign is
+	// settled, and without BySeller).
 	TotalBudget string       `json:"total_budget"`
 	Planned     string       `json:"planned"`
-	Committed   string       `json:"committed"`
-	BySeller    []SellerView `json:"committed_by_seller"`
+	Committed   string       `json:"committed,omitempty"`
+	BySeller    []SellerView `json:"committed_by_seller,omitempty"`
 	Legs        []LegView    `json:"legs"`
-	Requester   string       `json:"requester,omitempty"`
-	CreatedAt   string       `json:"created_at"`
-	Links       Links        `json:"links"`
+	// Approval is the campaign's one approval, when policy asked a person: its decision
+	// applies to every leg.
+	Approval  *mediabuy.ApprovalView `json:"approval,omitempty"`
+	Requester string                 `json:"requester,omitempty"`
+	CreatedAt string                 `json:"created_at"`
+	Links     Links                  `json:"links"`
 }
 
 // SellerView is what one seller committed.
@@ -64,14 +68,15 @@ type SellerView struct {
 
 // LegView is one leg: its media buy's status and amount.
 type LegView struct {
-	OperationID string         `json:"operation_id"`
-	SellerID    string         `json:"seller_id"`
-	PONumber    string         `json:"po_number"`
-	Amount      string         `json:"amount"`
-	Status      string         `json:"status"`
-	Reason      string         `json:"reason,omitempty"`
-	MediaBuyID  string         `json:"media_buy_id,omitempty"`
-	Links       mediabuy.Links `json:"links"`
+	OperationID string `json:"operation_id"`
+	SellerID    string `json:"seller_id"`
+	PONumber    string `json:"po_number"`
+	Amount      string `json:"amount"`
+	// Status is the leg's media buy's status (not in a list: GET the campaign or the leg).
+	Status     string         `json:"status,omitempty"`
+	Reason     string         `json:"reason,omitempty"`
+	MediaBuyID string         `json:"media_buy_id,omitempty"`
+	Links      mediabuy.Links `json:"links"`
 }
 
 // ListPage is one page of campaigns, newest first.

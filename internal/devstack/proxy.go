@@ -395,7 +395,7 @@ type apiFront struct {
 // apiHostKey carries the API id a request is forwarded to.
 type apiHostKey struct{}
 
-// setRoutes records the non-greedy routes and the API that has only those.
+// setRoutes records the method routes on literal paths and the API that has only those.
 func (f *apiFront) setRoutes(specific []apiRoute, apiID string) {
 	f.specific.Store(&specific)
 	f.specificID.Store(apiID)
@@ -406,7 +406,7 @@ func (f *apiFront) setRoutes(specific []apiRoute, apiID string) {
 func (f *apiFront) apiFor(method, path string) string {
 	if rs := f.specific.Load(); rs != nil {
 		for _, r := range *rs {
-			if (r.Method == method || r.Method == "ANY") && templateMatches(r.Path, path) {
+			if r.Method == method && templateMatches(r.Path, path) {
 				return f.specificID.Load().(string)
 			}
 		}

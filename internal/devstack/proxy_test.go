@@ -167,14 +167,15 @@ func TestAPIFrontPrefersTheSpecificRoute(t *testing.T) {
 	f.apiID.Store("all")
 	f.setRoutes([]apiRoute{
 		{Method: "GET", Path: "/v1/approvals/{approval_id}"},
-		{Method: "ANY", Path: "/v1/media-buys"},
+		{Method: "POST", Path: "/v1/media-buys"},
 	}, "specific")
 	for _, tc := range []struct{ method, path, want string }{
 		{"GET", "/v1/approvals/ap-1", "specific"},
-		{"PUT", "/v1/approvals/ap-1", "all"},     // only ANY /v1/approvals/{proxy+} takes it
-		{"GET", "/v1/approvals/ap-1/x", "all"},   // deeper: only the greedy route
-		{"GET", "/v1/approvals/", "all"},         // an empty id is no match
-		{"DELETE", "/v1/media-buys", "specific"}, // ANY on a specific path
+		{"PUT", "/v1/approvals/ap-1", "all"},   // only ANY /v1/approvals/{proxy+} takes it
+		{"GET", "/v1/approvals/ap-1/x", "all"}, // deeper: only the greedy route
+		{"GET", "/v1/approvals/", "all"},       // an empty id is no match
+		{"POST", "/v1/media-buys", "specific"}, // not the ANY on the same path
+		{"DELETE", "/v1/media-buys", "all"},    // only ANY /v1/media-buys takes it
 		{"GET", "/v1/media-buys/mb-1", "all"},
 	} {
 		if got := f.apiFor(tc.method, tc.path); got != tc.want {

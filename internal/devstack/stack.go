@@ -556,12 +556,14 @@ func (st *Stack) createAPI(ctx context.Context, front *apiFront, name string, ar
 	if err != nil {
 		return err
 	}
-	// kumo breaks a tie between a route and a greedy one ({proxy+}) at random, where API
-	// Gateway picks the more specific route: a twin API without the greedy routes serves the
-	// requests a more specific route matches (see apiFront).
+	// kumo breaks a tie between a route and a greedy one ({proxy+}), or between a method's
+	// route and ANY on the same path, at random, where API Gateway picks the more specific
+	// route: a twin API with only the method routes on literal paths serves the requests one
+	// of them matches (see apiFront). The catch-alls (ANY) answer the rest from the other API;
+	// every catch-all of a path reaches the same function, which answers from the path alone.
 	var specific []apiRoute
 	for _, r := range routes {
-		if !greedy(r.Path) {
+		if !greedy(r.Path) && r.Method != "ANY" {
 			specific = append(specific, r)
 		}
 	}

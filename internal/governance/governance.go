@@ -645,6 +645,8 @@ func failureStatus(name string) workflow.Status {
 		return workflow.StatusRejected
 	case "States.Timeout", "DeadlineExceededError":
 		return workflow.StatusExpired
+	case workflow.FailureCampaignCalledOff:
+		return workflow.StatusCanceled
 	}
 	return workflow.StatusFailed
 }

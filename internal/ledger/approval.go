@@ -34,9 +34,12 @@ type SlackRef struct {
 // the id), so callers must compare Tenant with the caller's tenant where one is known. TaskToken
 // is internal: it never leaves AWS.
 type Approval struct {
-	ID                  string   `dynamodbav:"approval_id"`
-	Tenant              string   `dynamodbav:"tenant"`
-	OperationID         string   `dynamodbav:"operation_id"`
+	ID          string `dynamodbav:"approval_id"`
+	Tenant      string `dynamodbav:"tenant"`
+	OperationID string `dynamodbav:"operation_id"`
+	// CampaignID is set, instead of OperationID, on a campaign's approval: one decision for
+	// every leg of the campaign.
+	CampaignID          string   `dynamodbav:"campaign_id,omitempty"`
 	TaskToken           string   `dynamodbav:"task_token"`
 	Approvers           []string `dynamodbav:"approvers,omitempty"`
 	EscalationApprovers []string `dynamodbav:"escalation_approvers,omitempty"`

@@ -39,6 +39,12 @@ type Campaign struct {
 	// (no cancel pending); empty while it runs.
 	Outcome   string    `dynamodbav:"outcome,omitempty"`
 	SettledAt time.Time `dynamodbav:"settled_at,omitempty"`
+	// Committed is what the legs committed in total (a decimal string), written with Outcome:
+	// the campaign list shows it without reading any leg.
+	Committed string `dynamodbav:"committed,omitempty"`
+	// ApprovalID is the campaign's latest approval (one decision for every leg), when policy
+	// asked for one; the approval item holds its decision.
+	ApprovalID string `dynamodbav:"approval_id,omitempty"`
 }
 
 // CampaignLeg is one media buy of a campaign.
@@ -100,20 +106,52 @@ func (s *Store) CreateCampaign(ctx context.Context, c Campaign) (*Campaign, erro
 	return &c, nil
 }
 
-// SettleCampaign records the campaign's final status, once: the condition is
+// SettleCampaign records the campaign's final status and what it committed, once: the
+// condition is
 //
 //	attribute_exists(pk) AND (attribute_not_exists(outcome) OR outcome = :outcome)
 //
 // so a retry of the same settle succeeds and another outcome is a conflict (ErrConflict).
-func (s *Store) SettleCampaign(ctx context.Context, tenant, id, outcome string) error {
-	if checkID("tenant", tenant) != nil || checkID("campaign id", id) != nil || outcome == "" {
-		return fmt.Errorf("%w: tenant, campaign id and outcome are required", ErrInvalidArgument)
+func (s *Store) SettleCampaign(ctx context.Context, tenant, id, outcome, committed string) error {
+	if checkID("tenant", tenant) != nil || checkID("campaign id", id) != nil || outcome == "" || committed == "" {
+		return fmt.Errorf("%w: tenant, campaign id, outcome and committed are required", ErrInvalidArgument)
 	}
 	cond := expression.AttributeExists(expression.Name(AttrPK)).And(expression.Or(
 		expression.AttributeNotExists(expression.Name("outcome")),
 		expression.Name("outcome").Equal(expression.Value(outcome))))
 	up := expression.Set(expression.Name("outcome"), expression.Value(outcome)).
+		Set(expression.Name("committed"), expression.Value(committed)).
 		Set(expression.Name("settled_at"), expression.Value(s.now()))
+	err := s.updateCampaign(ctx, tenant, id, cond, up)
+	if failed, _ := conditionFailed(err); failed {
+		return &ConflictError{What: "campaign " + id + " outcome"}
+	}
+	if err != nil {
+		return fmt.Errorf("ledger: settle campaign %s: %w", id, err)
+	}
+	return nil
+}
+
+// SetCampaignApproval records which approval decides the campaign (the latest round: an
+// escalation asks again under a new id). The condition is attribute_exists(pk).
+func (s *Store) SetCampaignApproval(ctx context.Context, tenant, id, approvalID string) error {
+	if checkID("tenant", tenant) != nil || checkID("campaign id", id) != nil || checkID("approval id", approvalID) != nil {
+		return fmt.Errorf("%w: tenant, campaign id and approval id are required", ErrInvalidArgument)
+	}
+	err := s.updateCampaign(ctx, tenant, id, expression.AttributeExists(expression.Name(AttrPK)),
+		expression.Set(expression.Name("approval_id"), expression.Value(approvalID)))
+	if failed, _ := conditionFailed(err); failed {
+		return fmt.Errorf("ledger: set approval of campaign %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("ledger: set approval of campaign %s: %w", id, err)
+	}
+	return nil
+}
+
+// updateCampaign applies up to the tenant's campaign id under cond; the caller reads a failed
+// condition from the error.
+func (s *Store) updateCampaign(ctx context.Context, tenant, id string, cond expression.ConditionBuilder, up expression.UpdateBuilder) error {
 	e, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(up))
 	if err != nil {
 		return err
@@ -123,13 +161,7 @@ func (s *Store) SettleCampaign(ctx context.Context, tenant, id, outcome string) 
 		ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
 		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
 	})
-	if failed, _ := conditionFailed(err); failed {
-		return &ConflictError{What: "campaign " + id + " outcome"}
-	}
-	if err != nil {
-		return fmt.Errorf("ledger: settle campaign %s: %w", id, err)
-	}
-	return nil
+	return err
 }
 
 // GetCampaign returns the tenant's campaign id; another tenant's id is ErrNotFound.

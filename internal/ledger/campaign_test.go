@@ -99,23 +99,76 @@ func TestSettleCampaignOnce(t *testing.T) {
 	if _, err := s.CreateCampaign(ctx, newCampaign("acme", "cp-1")); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SettleCampaign(ctx, "acme", "cp-1", "failed"); err != nil {
+	if err := s.SettleCampaign(ctx, "acme", "cp-1", "failed", "0.00"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SettleCampaign(ctx, "acme", "cp-1", "failed"); err != nil {
+	if err := s.SettleCampaign(ctx, "acme", "cp-1", "failed", "0.00"); err != nil {
 		t.Fatalf("retry: %v", err)
 	}
-	if err := s.SettleCampaign(ctx, "acme", "cp-1", "completed"); !errors.Is(err, ledger.ErrConflict) {
+	if err := s.SettleCampaign(ctx, "acme", "cp-1", "completed", "30000.00"); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("another outcome: err = %v", err)
 	}
 	got, err := s.GetCampaign(ctx, "acme", "cp-1")
-	if err != nil || got.Outcome != "failed" || got.SettledAt.IsZero() {
+	if err != nil || got.Outcome != "failed" || got.Committed != "0.00" || got.SettledAt.IsZero() {
 		t.Fatalf("campaign = %+v, %v", got, err)
 	}
-	if err := s.SettleCampaign(ctx, "other", "cp-1", "failed"); !errors.Is(err, ledger.ErrConflict) {
+	if err := s.SettleCampaign(ctx, "other", "cp-1", "failed", "0.00"); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("another tenant's campaign: err = %v", err)
 	}
 	if _, err := s.GetCampaign(ctx, "other", "cp-1"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("settle created another tenant's item: %v", err)
+	}
+}
+
+// The campaign names its latest approval; another tenant's campaign and a missing one are not
+// found and nothing is written for them.
+func TestSetCampaignApproval(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	if _, err := s.CreateCampaign(ctx, newCampaign("acme", "cp-1")); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"apr_first", "apr_escalated"} {
+		if err := s.SetCampaignApproval(ctx, "acme", "cp-1", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.GetCampaign(ctx, "acme", "cp-1")
+	if err != nil || got.ApprovalID != "apr_escalated" || len(got.Legs) != 2 {
+		t.Fatalf("campaign = %+v, %v", got, err)
+	}
+	for _, c := range []struct{ tenant, id string }{{"other", "cp-1"}, {"acme", "cp-missing"}} {
+		if err := s.SetCampaignApproval(ctx, c.tenant, c.id, "apr_x"); !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("set approval of %s/%s: err = %v, want not found", c.tenant, c.id, err)
+		}
+	}
+	if _, err := s.GetCampaign(ctx, "other", "cp-1"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("the refused write created another tenant's campaign: %v", err)
+	}
+	if err := s.SetCampaignApproval(ctx, "acme", "cp-1", ""); !errors.Is(err, ledger.ErrInvalidArgument) {
+		t.Errorf("empty approval id: err = %v", err)
+	}
+}
+
+// A campaign's own timeline is read under its id, by its tenant only.
+func TestCampaignTimeline(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	if _, err := s.CreateCampaign(ctx, newCampaign("acme", "cp-1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendEvent(ctx, "acme", "cp-1", ledger.Event{Type: ledger.EventApprovalRequested, Actor: "system"}); err != nil {
+		t.Fatal(err)
+	}
+	page, err := s.ListEvents(ctx, "acme", "cp-1", 10, "")
+	if err != nil || len(page.Items) != 1 || page.Items[0].Type != ledger.EventApprovalRequested {
+		t.Fatalf("campaign timeline = %+v, %v", page.Items, err)
+	}
+	for _, c := range []struct{ tenant, id string }{{"other", "cp-1"}, {"acme", "cp-none"}} {
+		if _, err := s.ListEvents(ctx, c.tenant, c.id, 10, ""); !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("timeline of %s/%s: err = %v, want not found", c.tenant, c.id, err)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -177,9 +178,15 @@ func (s *Store) AppendEvent(ctx context.Context, tenant, opID string, ev Event) 
 }
 
 // ListEvents returns the timeline of the tenant's operation opID in time order, one page at a
-// time. An operation of another tenant (or none) is ErrNotFound.
+// time. An operation of another tenant (or none) is ErrNotFound. A campaign's own timeline (its
+// approval's events) is kept as an operation's under the campaign id (campaign and operation
+// ids never collide), so opID may name the tenant's campaign.
 func (s *Store) ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (Page[Event], error) {
-	if _, err := s.GetOperation(ctx, tenant, opID); err != nil {
+	if _, err := s.GetOperation(ctx, tenant, opID); errors.Is(err, ErrNotFound) {
+		if _, cerr := s.GetCampaign(ctx, tenant, opID); cerr != nil {
+			return Page[Event]{}, fmt.Errorf("ledger: list events: %w", err)
+		}
+	} else if err != nil {
 		return Page[Event]{}, fmt.Errorf("ledger: list events: %w", err)
 	}
 	pk := opPK(tenant, opID)

@@ -15,6 +15,8 @@ import (
 // once decided, who decided and when. It never carries a link, a signature or a task token.
 type ApprovalView struct {
 	ApprovalID string `json:"approval_id"`
+	// CampaignID is set when the approval is a campaign's: one decision for all its legs.
+	CampaignID string `json:"campaign_id,omitempty"`
 	// Status is pending, approved, rejected or expired.
 	Status      string   `json:"status"`
 	Approvers   []string `json:"approvers"`
@@ -40,6 +42,7 @@ func (s *Service) latestApproval(ctx context.Context, tenant, opID string) (*App
 		ApprovalID string `json:"approval_id"`
 		Round      int    `json:"round"`
 		Escalation bool   `json:"escalation"`
+		CampaignID string `json:"campaign_id"`
 	}
 	var requestedAt time.Time
 	cursor := ""
@@ -69,19 +72,28 @@ func (s *Service) latestApproval(ctx context.Context, tenant, opID string) (*App
 	if err != nil {
 		return nil, fmt.Errorf("mediabuy: approval of %s: %w", opID, err)
 	}
-	// Approvals are keyed by id alone: one that is not this tenant's operation's is not shown.
-	if a.Tenant != tenant || a.OperationID != opID {
+	// Approvals are keyed by id alone: one that is not this tenant's operation's (or the
+	// campaign's whose request this leg's timeline records) is not shown.
+	mine := a.OperationID == opID || (a.CampaignID != "" && a.CampaignID == last.CampaignID)
+	if a.Tenant != tenant || !mine {
 		return nil, errNoApproval
 	}
+	v := ApprovalViewOf(a)
+	v.RequestedAt, v.Round, v.Escalation = rfc3339(requestedAt), last.Round, last.Escalation
+	return v, nil
+}
+
+// ApprovalViewOf is the API view of a stored approval (without the request's time and round,
+// which its subject's timeline holds).
+func ApprovalViewOf(a *ledger.Approval) *ApprovalView {
 	v := &ApprovalView{
-		ApprovalID: a.ID, Status: string(a.Status), Approvers: a.Approvers, Reason: a.Reason,
-		RequestedAt: rfc3339(requestedAt), ExpiresAt: rfc3339(a.ExpiresAt),
-		Round: last.Round, Escalation: last.Escalation, EscalatesTo: a.EscalationApprovers,
+		ApprovalID: a.ID, CampaignID: a.CampaignID, Status: string(a.Status), Approvers: a.Approvers, Reason: a.Reason,
+		ExpiresAt: rfc3339(a.ExpiresAt), EscalatesTo: a.EscalationApprovers,
 	}
 	if a.Status == ledger.ApprovalApproved || a.Status == ledger.ApprovalRejected {
 		v.DecidedBy, v.DecidedAt = a.Decider, rfc3339(a.DecidedAt)
 	}
-	return v, nil
+	return v
 }
 
 var errNoApproval = errors.New("mediabuy: no approval")

@@ -265,14 +265,19 @@ func (s *Service) Events(ctx context.Context, tenant, id, cursor string, limit i
 	}
 	out := EventPage{Items: make([]EventView, 0, len(page.Items)), NextCursor: page.Cursor}
 	for _, e := range page.Items {
-		ev := EventView{At: e.At.UTC().Format(time.RFC3339Nano), Type: e.Type, Actor: e.Actor,
-			From: string(e.From), To: string(e.To), Reason: e.Reason, Detail: e.Detail}
-		if e.Amount != "" {
-			ev.Amount = strings.TrimSpace(e.Amount + " " + e.Currency)
-		}
-		out.Items = append(out.Items, ev)
+		out.Items = append(out.Items, EventViewOf(e))
 	}
 	return out, nil
+}
+
+// EventViewOf is the API view of one timeline event.
+func EventViewOf(e ledger.Event) EventView {
+	ev := EventView{At: e.At.UTC().Format(time.RFC3339Nano), Type: e.Type, Actor: e.Actor,
+		From: string(e.From), To: string(e.To), Reason: e.Reason, Detail: e.Detail}
+	if e.Amount != "" {
+		ev.Amount = strings.TrimSpace(e.Amount + " " + e.Currency)
+	}
+	return ev
 }
 
 func viewOf(v ledger.View) View {

@@ -58,6 +58,9 @@ func (s *Notifier) Request(ctx context.Context, in workflow.CallbackInput) error
 	if err := checkRequest(in); err != nil {
 		return err
 	}
+	if in.CampaignID != "" {
+		return s.requestCampaign(ctx, in)
+	}
 	op, err := s.Operation(ctx, in.Tenant, in.OperationID)
 	if err != nil {
 		return err
@@ -66,7 +69,7 @@ func (s *Notifier) Request(ctx context.Context, in workflow.CallbackInput) error
 		return &workflow.TerminalError{Code: "operation_ended", Reason: fmt.Sprintf("operation %s is already %s; no approval is requested", op.ID, op.Status)}
 	}
 	id := approval.ApprovalID(in.TaskToken)
-	rd, known, err := s.roundOf(ctx, in, id)
+	rd, known, err := s.roundOf(ctx, in.Tenant, in.OperationID, id)
 	if err != nil {
 		return err
 	}
@@ -126,7 +129,7 @@ func (s *Notifier) amount(ctx context.Context, op *ledger.Operation) (string, er
 
 // checkRequest refuses a request input the state machine could not have meant.
 func checkRequest(in workflow.CallbackInput) error {
-	if err := checkStage(in.OperationID, in.Tenant); err != nil {
+	if err := checkSubject(in.OperationID, in.CampaignID, in.Tenant); err != nil {
 		return err
 	}
 	if in.TaskToken == "" {
@@ -138,23 +141,16 @@ func checkRequest(in workflow.CallbackInput) error {
 	return nil
 }
 
-// roundOf returns the round of approval id in the operation's timeline; known is false for a
-// new request, whose round follows the latest (an escalation when that one expired and
-// escalated).
-func (s *Notifier) roundOf(ctx context.Context, in workflow.CallbackInput, id string) (rd approval.Round, known bool, err error) {
-	h, err := s.History(ctx, in.Tenant, in.OperationID)
+// roundOf returns the round of approval id in the timeline of its subject (the operation, or
+// the campaign); known is false for a new request, whose round follows the latest (an
+// escalation when that one expired and escalated).
+func (s *Notifier) roundOf(ctx context.Context, tenant, timeline, id string) (rd approval.Round, known bool, err error) {
+	h, err := s.History(ctx, tenant, timeline)
 	if err != nil {
 		return approval.Round{}, false, err
 	}
-	if rd, known = h.ByID(id); known {
-		return rd, true, nil
-	}
-	rd = approval.Round{ApprovalID: id}
-	if last, ok := h.Latest(); ok {
-		rd.Round = last.Round + 1
-		rd.Escalation = last.Expired && last.Escalated
-	}
-	return rd, false, nil
+	rd, known = h.RoundOf(id)
+	return rd, known, nil
 }
 
 // approversFor returns who is asked in round rd, and who is asked next if nobody decides in
@@ -187,25 +183,31 @@ func (s *Notifier) timeout(rd approval.Round, cfg workflow.RunConfig) time.Durat
 // may create it first) with want's id, approvers, amount and expiry and the operation's
 // requester and reason. An approval of that id for another operation or token is refused.
 func (s *Notifier) storeApproval(ctx context.Context, in workflow.CallbackInput, op *ledger.Operation, want ledger.Approval) (*ledger.Approval, error) {
+	code := s.reasonCode(in.Reason, op)
+	want.Tenant, want.OperationID, want.TaskToken = in.Tenant, in.OperationID, in.TaskToken
+	want.Requester, want.Currency = op.Requester, op.Currency
+	want.Reason, want.ReasonText = string(code), reasonText(code, op)
+	return s.createOnce(ctx, want)
+}
+
+// createOnce returns the approval want.ID, creating it as want the first time (a concurrent
+// retry may create it first). One of that id for another subject or token is refused.
+func (s *Notifier) createOnce(ctx context.Context, want ledger.Approval) (*ledger.Approval, error) {
 	a, err := s.Cfg.Ledger.GetApproval(ctx, want.ID)
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
-		code := s.reasonCode(in.Reason, op)
-		want.Tenant, want.OperationID, want.TaskToken = in.Tenant, in.OperationID, in.TaskToken
-		want.Requester, want.Currency = op.Requester, op.Currency
-		want.Reason, want.ReasonText = string(code), reasonText(code, op)
 		a, err = s.Cfg.Ledger.CreateApproval(ctx, want)
 		if errors.Is(err, ledger.ErrConflict) { // a concurrent retry created it first
 			a, err = s.Cfg.Ledger.GetApproval(ctx, want.ID)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("notify: create approval for operation %s: %w", in.OperationID, err)
+			return nil, fmt.Errorf("notify: create approval %s: %w", want.ID, err)
 		}
 	case err != nil:
-		return nil, fmt.Errorf("notify: read approval of operation %s: %w", in.OperationID, err)
+		return nil, fmt.Errorf("notify: read approval %s: %w", want.ID, err)
 	}
-	if a.Tenant != in.Tenant || a.OperationID != in.OperationID || a.TaskToken != in.TaskToken {
-		return nil, &workflow.TerminalError{Code: "approval_mismatch", Reason: fmt.Sprintf("approval %s belongs to another operation", want.ID)}
+	if a.Tenant != want.Tenant || a.OperationID != want.OperationID || a.CampaignID != want.CampaignID || a.TaskToken != want.TaskToken {
+		return nil, &workflow.TerminalError{Code: "approval_mismatch", Reason: fmt.Sprintf("approval %s belongs to another subject", want.ID)}
 	}
 	return a, nil
 }
@@ -243,9 +245,19 @@ func (s *Notifier) awaitApproval(ctx context.Context, op *ledger.Operation, id s
 	}
 }
 
-// post sends the request to Slack, one signed link per approver, and stores where it landed.
-// Nothing posted at all is an error (the stage retries); a partial post is logged and kept.
+// post sends a buy's request to Slack with what it buys.
 func (s *Notifier) post(ctx context.Context, a *ledger.Approval, op *ledger.Operation) error {
+	v, err := s.Review(ctx, a, op)
+	if err != nil {
+		return err
+	}
+	return s.postView(ctx, a, v)
+}
+
+// postView sends the request v to Slack, one signed link per approver, and stores where it
+// landed. Nothing posted at all is an error (the stage retries); a partial post is logged and
+// kept.
+func (s *Notifier) postView(ctx context.Context, a *ledger.Approval, v approvalcore.Approval) error {
 	exp := s.LinkExpiry(a)
 	reviews := make([]slack.Review, 0, len(a.Approvers))
 	for _, who := range a.Approvers {
@@ -254,11 +266,6 @@ func (s *Notifier) post(ctx context.Context, a *ledger.Approval, op *ledger.Oper
 			return &workflow.TerminalError{Code: "link_signing_failed", Reason: fmt.Sprintf("approval %s: %v", a.ID, err)}
 		}
 		reviews = append(reviews, slack.Review{Approver: who, URL: link})
-	}
-	v := approval.View(a, op)
-	var err error
-	if v.Purchase, err = s.Purchase(ctx, op); err != nil {
-		return err
 	}
 	refs, err := slack.PostRequest(ctx, s.Cfg.Slack, v, reviews, s.Cfg.Delivery)
 	if len(refs) == 0 {
@@ -319,10 +326,15 @@ const ReasonBuyerRequested approvalcore.ReasonCode = "buyer_requested"
 // so) or gives up. An approval decided in a race with the timeout is reported as it is: the
 // workflow had stopped waiting, so it gives up and says why.
 func (s *Notifier) Expire(ctx context.Context, in workflow.StageInput) (workflow.ApprovalExpiry, error) {
-	if err := checkStage(in.OperationID, in.Tenant); err != nil {
+	if err := checkSubject(in.OperationID, in.CampaignID, in.Tenant); err != nil {
 		return workflow.ApprovalExpiry{}, err
 	}
-	h, err := s.History(ctx, in.Tenant, in.OperationID)
+	// A campaign's approval rounds are on the campaign's timeline.
+	timeline := in.OperationID
+	if in.CampaignID != "" {
+		timeline = in.CampaignID
+	}
+	h, err := s.History(ctx, in.Tenant, timeline)
 	if err != nil {
 		return workflow.ApprovalExpiry{}, err
 	}
@@ -343,7 +355,7 @@ func (s *Notifier) Expire(ctx context.Context, in workflow.StageInput) (workflow
 		reason := fmt.Sprintf("approval %s was %s by %s at %s, after the approval window closed; the workflow had stopped waiting, so nothing is bought",
 			cur.ID, cur.Status, cur.Decider, approvalcore.FormatTime(cur.DecidedAt))
 		if !last.Expired {
-			s.AppendEvent(ctx, in.Tenant, in.OperationID, ledger.Event{
+			s.AppendEvent(ctx, in.Tenant, timeline, ledger.Event{
 				Type: ledger.EventApprovalExpired, Actor: actorTimeout, Amount: cur.Amount, Currency: cur.Currency, Reason: cur.Reason,
 				Detail: approval.EventDetail{ApprovalID: cur.ID, Round: last.Round, Outcome: string(cur.Status), Note: "decided after the timeout"}.Raw(),
 			})
@@ -359,7 +371,7 @@ func (s *Notifier) Expire(ctx context.Context, in workflow.StageInput) (workflow
 	if last.Expired { // the event is already written: keep its answer
 		escalate = last.Escalated
 	} else {
-		err := s.Cfg.Ledger.AppendEvent(ctx, in.Tenant, in.OperationID, ledger.Event{
+		err := s.Cfg.Ledger.AppendEvent(ctx, in.Tenant, timeline, ledger.Event{
 			Type: ledger.EventApprovalExpired, Actor: actorTimeout, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason,
 			Detail: approval.EventDetail{ApprovalID: a.ID, Round: last.Round, Escalation: last.Escalation, Escalated: escalate}.Raw(),
 		})
@@ -368,9 +380,11 @@ func (s *Notifier) Expire(ctx context.Context, in workflow.StageInput) (workflow
 		}
 	}
 	if fresh {
-		op, err := s.Cfg.Ledger.GetOperation(ctx, in.Tenant, in.OperationID)
-		if err != nil {
-			op = nil // the status message is still worth sending without the seller
+		var op *ledger.Operation
+		if in.OperationID != "" {
+			if op, err = s.Cfg.Ledger.GetOperation(ctx, in.Tenant, in.OperationID); err != nil {
+				op = nil // the status message is still worth sending without the seller
+			}
 		}
 		s.UpdateSlack(ctx, a, op)
 	}
@@ -378,8 +392,20 @@ func (s *Notifier) Expire(ctx context.Context, in workflow.StageInput) (workflow
 	if escalate {
 		reason += "; asking the escalation approvers"
 	}
-	s.Log.InfoContext(ctx, "approval expired", "operationId", in.OperationID, "approvalId", a.ID, "escalated", escalate)
+	s.Log.InfoContext(ctx, "approval expired", "operationId", in.OperationID, "campaignId", in.CampaignID, "approvalId", a.ID, "escalated", escalate)
 	return workflow.ApprovalExpiry{Escalated: escalate, Reason: reason}, nil
+}
+
+// checkSubject checks the subject of an approval stage: exactly one of an operation and a
+// campaign, and the tenant.
+func checkSubject(opID, campaignID, tenant string) error {
+	if opID != "" && campaignID != "" {
+		return &workflow.InvalidInputError{Field: "campaign_id", Reason: "is exclusive with operation_id"}
+	}
+	if campaignID != "" {
+		return checkStage(campaignID, tenant)
+	}
+	return checkStage(opID, tenant)
 }
 
 func checkStage(opID, tenant string) error {

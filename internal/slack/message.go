@@ -178,6 +178,20 @@ func purchaseBlocks(a approvalcore.Approval) []Block {
 	var out []Block
 	var b strings.Builder
 	switch {
+	case a.IsCampaign():
+		// A campaign's legs, folded as packages are: one line each, the total last.
+		shown, folded := a.Legs, 0
+		if len(shown) > approvalcore.MaxShownPackages {
+			shown, folded = a.Legs[:approvalcore.MaxShownPackages-1], len(a.Legs)-(approvalcore.MaxShownPackages-1)
+		}
+		b.WriteString("*What is bought* (" + strconv.Itoa(len(a.Legs)) + " legs, one decision for all)")
+		for _, l := range shown {
+			b.WriteString("\n• " + escape(l.Seller, 60) + " · " + escape(l.PONumber, 40) + " · " + escape(l.Amount.String(), 30) + " · " + escape(l.Why, 80))
+		}
+		if folded > 0 {
+			b.WriteString("\n• and " + strconv.Itoa(folded) + " more legs")
+		}
+		b.WriteString("\n*Total* " + escape(a.Amount.String(), 60))
 	case pu.Change != nil:
 		writeChange(&b, *pu.Change)
 	case len(pu.Packages) > 0:

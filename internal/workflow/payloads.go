@@ -40,6 +40,36 @@ type ChangeExecutionInput struct {
 	Change ChangeRef `json:"change"`
 }
 
+// LegExecutionInput is the input of a campaign leg's execution. The Campaign state machine has
+// already run the leg's governance check and, when policy asked for a person, the campaign's one
+// approval: Start says where the leg's media buy begins (StartCampaignLeg reads it), and Failure
+// is what RecordFailure records for a leg that must not be bought.
+type LegExecutionInput struct {
+	ExecutionInput
+	CampaignLeg LegStart   `json:"campaign_leg"`
+	Failure     *StepError `json:"failure,omitempty"`
+}
+
+// LegStart says where a campaign leg's execution begins.
+type LegStart struct {
+	Start LegEntry `json:"start"`
+}
+
+// LegEntry is the first step of a campaign leg's execution.
+type LegEntry string
+
+// The entries of a campaign leg.
+const (
+	// LegCreate places the leg at once: governance let it through and, when the campaign
+	// needed a person, the campaign's approval covers it.
+	LegCreate LegEntry = "create"
+	// LegRecheck checks governance again first: the campaign's approval came after the leg's
+	// governance approval lapsed.
+	LegRecheck LegEntry = "check"
+	// LegFail records the leg's failure (its Failure) and buys nothing.
+	LegFail LegEntry = "fail"
+)
+
 // ChangeRef names the buy a change execution changes and what the change does.
 type ChangeRef struct {
 	BuyID string `json:"buy_id"`
@@ -155,10 +185,13 @@ type Stage[T any] struct {
 // StageInput is the input of a stage Lambda that needs only the operation (check, create,
 // cancel, expire).
 type StageInput struct {
-	Action      Action    `json:"action"`
-	OperationID string    `json:"operation_id"`
-	Tenant      string    `json:"tenant"`
-	Config      RunConfig `json:"config"`
+	Action      Action `json:"action"`
+	OperationID string `json:"operation_id"`
+	// CampaignID, instead of OperationID, makes the campaign the subject of an approval stage
+	// (notify's expire): one approval for every leg.
+	CampaignID string    `json:"campaign_id,omitempty"`
+	Tenant     string    `json:"tenant"`
+	Config     RunConfig `json:"config"`
 	// Reason says why the stage runs when one action serves several paths (expire: the
 	// approval's reason).
 	Reason string `json:"reason,omitempty"`
@@ -183,14 +216,17 @@ type PollInput struct {
 // the loop has a single decision point after AwaitSeller and a round costs two state
 // transitions (AwaitSeller, PollSeller), not three.
 type CallbackInput struct {
-	Action      Action        `json:"action"`
-	OperationID string        `json:"operation_id"`
-	Tenant      string        `json:"tenant"`
-	Config      RunConfig     `json:"config"`
-	TaskToken   string        `json:"task_token"`
-	Wait        WaitState     `json:"wait,omitzero"`
-	Seller      *SellerOutput `json:"seller,omitempty"`
-	Reason      string        `json:"reason,omitempty"`
+	Action      Action `json:"action"`
+	OperationID string `json:"operation_id"`
+	// CampaignID, instead of OperationID, makes the campaign the subject of RequestApproval:
+	// one approval for every leg (notify's request).
+	CampaignID string        `json:"campaign_id,omitempty"`
+	Tenant     string        `json:"tenant"`
+	Config     RunConfig     `json:"config"`
+	TaskToken  string        `json:"task_token"`
+	Wait       WaitState     `json:"wait,omitzero"`
+	Seller     *SellerOutput `json:"seller,omitempty"`
+	Reason     string        `json:"reason,omitempty"`
 }
 
 // ApprovalReason says why RequestApproval runs; RouteApproval reads it afterwards.
@@ -403,8 +439,13 @@ const (
 	FailureChangeDeadline        = "ChangeDeadlinePassed"
 	FailureChangeInputRequired   = "ChangeInputRequired"
 	FailureChangeWaitTooLong     = "ChangeWaitTooLong"
+
+	// FailureCampaignCalledOff ends an all_or_nothing campaign's leg before it is bought,
+	// because another leg was denied or could not be checked.
+	FailureCampaignCalledOff = "CampaignCalledOff"
 )
 
 // FailureNames lists the names above.
 var FailureNames = []string{FailureGovernanceDenied, FailureSellerDidNotComplete, FailureUnexpectedDecision,
-	FailureChangeDenied, FailureChangeApprovalExpired, FailureChangeDeadline, FailureChangeInputRequired, FailureChangeWaitTooLong}
+	FailureChangeDenied, FailureChangeApprovalExpired, FailureChangeDeadline, FailureChangeInputRequired, FailureChangeWaitTooLong,
+	FailureCampaignCalledOff}

@@ -44,10 +44,12 @@ var Transitions = map[Status][]Status{
 	// An approval that outlived the governance token goes back to the check before any spend;
 	// an approval of a seller's input-required request resumes the seller task.
 	StatusAwaitingApproval: with(StatusCheckingGovernance, StatusCreating, StatusSubmitted, StatusWorking),
-	StatusCreating:         with(StatusSubmitted, StatusWorking, StatusInputRequired, StatusCompleted),
-	StatusSubmitted:        with(StatusWorking, StatusInputRequired, StatusCompleted),
-	StatusWorking:          with(StatusInputRequired, StatusCompleted),
-	StatusInputRequired:    with(StatusAwaitingApproval, StatusSubmitted, StatusWorking, StatusCompleted),
+	// A campaign leg governance let through waits for the campaign's one approval when another
+	// leg needs a person: nothing is created before that decision.
+	StatusCreating:      with(StatusAwaitingApproval, StatusSubmitted, StatusWorking, StatusInputRequired, StatusCompleted),
+	StatusSubmitted:     with(StatusWorking, StatusInputRequired, StatusCompleted),
+	StatusWorking:       with(StatusInputRequired, StatusCompleted),
+	StatusInputRequired: with(StatusAwaitingApproval, StatusSubmitted, StatusWorking, StatusCompleted),
 	// The one move out of a terminal status: a buy the seller completed that buyflow then
 	// canceled at the seller (Compensate: governance findings required an undo, or the approval
 	// of a seller's input-required request was rejected or expired after the seller went on).

@@ -1,11 +1,14 @@
 package stagepaths
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -105,10 +108,19 @@ func (r *campaignRun) wantLegs(c apiclient.Campaign, statuses ...string) {
 	}
 }
 
-var legStates = []string{"RunLeg", "LegHandedOver", "LegEnded"}
+var (
+	checkStates = []string{"CheckLeg", "LegCheckDecision", "LegChecked"}
+	legStates   = []string{"RunLeg", "LegHandedOver", "LegEnded"}
+)
 
+// campaignStates are the states of a campaign of legs legs that no approval held: every leg's
+// check, the release, every leg's run, the settle, then tail.
 func campaignStates(legs int, tail ...string) []string {
-	out := []string{"PushPlan", "PlaceLegs"}
+	out := []string{"PushPlan", "CheckLegs"}
+	for range legs {
+		out = append(out, checkStates...)
+	}
+	out = append(out, "ReleaseLegs", "NeedsCampaignApproval", "PlaceLegs")
 	for range legs {
 		out = append(out, legStates...)
 	}
@@ -211,7 +223,6 @@ func TestCampaignBestEffortKeepsTheLegsThatCompleted(t *testing.T) {
 func TestCampaignAllOrNothingCancelsThePlacedLegs(t *testing.T) {
 	for _, c := range []struct{ name, sim, leg1 string }{
 		{"seller fails", "async_fail", "failed"},
-		{"governance denies", "denied", "rejected"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := beginCampaign(t, "all_or_nothing", "", c.sim)
@@ -231,15 +242,38 @@ func TestCampaignAllOrNothingCancelsThePlacedLegs(t *testing.T) {
 			if !r.canceled(0) || !r.canceled(2) || r.canceled(1) {
 				t.Errorf("cancels recorded: leg 0 %v, leg 1 %v, leg 2 %v; want legs 0 and 2", r.canceled(0), r.canceled(1), r.canceled(2))
 			}
-			if c.sim == "denied" && len(r.legCalls(1, "create_media_buy")) != 0 {
-				t.Error("the denied leg was created at its seller")
-			}
 			for _, i := range []int{0, 2} {
 				if !strings.Contains(cp.Legs[i].Reason, "all_or_nothing") || !strings.Contains(cp.Legs[i].Reason, campaignSellers[1]) {
 					t.Errorf("leg %d reason %q does not say the campaign's policy canceled it, and which leg failed", i, cp.Legs[i].Reason)
 				}
 			}
 		})
+	}
+}
+
+// Under all_or_nothing, a leg governance denies calls the others off before any is created:
+// every leg's check runs first, so nothing reaches a seller and nothing needs canceling.
+func TestCampaignAllOrNothingDeniedLegBuysNothing(t *testing.T) {
+	r := beginCampaign(t, "all_or_nothing", "", "denied")
+	r.submitCampaign()
+	ex := only(t, r.finish(90*time.Second))
+	if ex.Status != "FAILED" || ex.Error != "CampaignFailed" || slices.Contains(ex.States, "CompensateLegs") || slices.Contains(ex.States, "RequestCampaignApproval") {
+		t.Fatalf("campaign ended %s %s: %v", ex.Status, ex.Error, ex.States)
+	}
+	cp := r.campaign()
+	r.wantLegs(cp, "canceled", "rejected", "canceled")
+	if cp.Status != "failed" || cp.Committed != "0.00" {
+		t.Errorf("campaign %s committed %s", cp.Status, cp.Committed)
+	}
+	for i := range 3 {
+		if n := len(r.legCalls(i, "")); n != 0 {
+			t.Errorf("leg %d: %d calls at %s, want none", i, n, campaignSellers[i])
+		}
+	}
+	for _, i := range []int{0, 2} {
+		if !strings.Contains(cp.Legs[i].Reason, "all_or_nothing") || !strings.Contains(cp.Legs[i].Reason, campaignSellers[1]) {
+			t.Errorf("leg %d reason %q does not say the campaign's policy called it off, and which leg was denied", i, cp.Legs[i].Reason)
+		}
 	}
 }
 
@@ -289,7 +323,7 @@ func TestCampaignPushesItsPlanBeforeTheFirstCheck(t *testing.T) {
 	r.spec.Plan = true
 	r.submitCampaign()
 	ex := only(t, r.finish(90*time.Second))
-	if ex.Status != "SUCCEEDED" || !slices.Equal(ex.States[:3], []string{"PushPlan", "SyncPlan", "PlaceLegs"}) {
+	if ex.Status != "SUCCEEDED" || !slices.Equal(ex.States[:3], []string{"PushPlan", "SyncPlan", "CheckLegs"}) {
 		t.Fatalf("campaign ended %s %s: %v", ex.Status, ex.Error, ex.States)
 	}
 	syncs := r.syncPlansCalls()
@@ -344,5 +378,213 @@ func TestCampaignStopsWhenItsPlanCannotBePushed(t *testing.T) {
 	}
 	if _, code, err := r.client.Submit(context.Background(), "key-single-"+r.spec.Legs[0].PO, body); err != nil || code != 202 {
 		t.Errorf("a buy with a closed leg's PO number: HTTP %d %v", code, err)
+	}
+}
+
+// overThreshold sets leg i's budget above the approval policy's 10,000 USD threshold.
+func (r *campaignRun) overThreshold(legs ...int) {
+	for _, i := range legs {
+		r.spec.Legs[i].Budget = float64(11000 + 1000*i)
+	}
+}
+
+// campaignLink waits for the one Slack request of the campaign's approval and returns its link;
+// it fails when the campaign or any of its legs asked more than once.
+func (r *campaignRun) campaignLink() string {
+	r.t.Helper()
+	link := r.approvalLink() // messages naming the campaign
+	for _, leg := range r.sub.Legs {
+		lr := &buyRun{t: r.t, op: leg.OperationID}
+		if msgs := lr.slackMessages(); len(msgs) != 0 {
+			r.t.Errorf("leg %s got Slack messages of its own: %v", leg.OperationID, msgs)
+		}
+	}
+	if links := apiclient.ApprovalLinks(r.slackMessages(), sys.apiURL); len(links) != 1 {
+		r.t.Errorf("%d approval links for the campaign, want 1", len(links))
+	}
+	return link
+}
+
+// legExecution is leg i's one execution.
+func (r *campaignRun) legExecution(i int) execution {
+	r.t.Helper()
+	return only(r.t, (&buyRun{t: r.t, op: r.sub.Legs[i].OperationID}).finish(30*time.Second))
+}
+
+// One approval covers every leg of a campaign whose legs each exceed the threshold: one Slack
+// request whose page lists every leg and the total, one decision, every leg created, and each
+// leg's timeline shows the request and the approver's decision.
+func TestCampaignOneApprovalCoversAllLegs(t *testing.T) {
+	r := beginCampaign(t, "all_or_nothing")
+	r.overThreshold(0, 1, 2)
+	r.submitCampaign()
+	link := r.campaignLink()
+	ctx := context.Background()
+	resp, err := http.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("campaign approval page: HTTP %d", resp.StatusCode)
+	}
+	page := string(body)
+	for _, want := range append(slices.Clone(campaignSellers), "Approve a campaign?", "USD 36,000.00", "USD 11,000.00", "USD 13,000.00",
+		r.spec.Legs[0].PO, r.spec.Legs[2].PO, "approval threshold") {
+		if !strings.Contains(page, strings.ReplaceAll(strings.ReplaceAll(want, "-", "-<wbr>"), "_", "_<wbr>")) && !strings.Contains(page, want) {
+			t.Errorf("the approval page lacks %q", want)
+		}
+	}
+	// Nothing is created while the approver decides; every leg waits for the one decision.
+	for i := range 3 {
+		if n := len(r.legCalls(i, "create_media_buy")); n != 0 {
+			t.Errorf("leg %d created before the decision", i)
+		}
+	}
+	r.wantLegs(r.campaign(), "awaiting_approval", "awaiting_approval", "awaiting_approval")
+	if code, heading := decideLink(t, link, "approve"); code != 200 {
+		t.Fatalf("approve: HTTP %d %q", code, heading)
+	}
+	ex := only(t, r.finish(90*time.Second))
+	if ex.Status != "SUCCEEDED" || ex.States[len(ex.States)-1] != "CampaignCompleted" || count(ex.States, "RequestCampaignApproval") != 1 ||
+		!slices.Contains(ex.States, "ReleaseApprovedLegs") {
+		t.Fatalf("campaign ended %s %s: %v", ex.Status, ex.Error, ex.States)
+	}
+	cp := r.campaign()
+	r.wantLegs(cp, "completed", "completed", "completed")
+	if cp.Status != "completed" || cp.Committed != "36000.00" || cp.Approval == nil || cp.Approval.Status != "approved" || cp.Approval.DecidedBy != approver {
+		t.Errorf("campaign %s committed %s, approval %+v", cp.Status, cp.Committed, cp.Approval)
+	}
+	for i, leg := range r.sub.Legs {
+		if n := len(r.legCalls(i, "create_media_buy")); n != 1 {
+			t.Errorf("leg %d: %d create_media_buy calls", i, n)
+		}
+		lex := r.legExecution(i)
+		if slices.Contains(lex.States, "RequestApproval") || !slices.Equal(lex.States[:3], []string{"IsContinuation", "StartCampaignLeg", "CreateMediaBuy"}) {
+			t.Errorf("leg %d's execution: %v", i, lex.States)
+		}
+		tl, err := r.client.Events(ctx, leg.OperationID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		asked := slices.ContainsFunc(tl, func(e apiclient.Event) bool { return e.Type == "approval_requested" })
+		decided := slices.ContainsFunc(tl, func(e apiclient.Event) bool { return e.Type == "decision" && e.Actor == "approver:"+approver })
+		if !asked || !decided {
+			t.Errorf("leg %d's timeline: approval requested %v, decided by %s %v", i, asked, approver, decided)
+		}
+		op, err := r.client.Get(ctx, leg.OperationID)
+		if err != nil || op.Approval == nil || op.Approval.ApprovalID != cp.Approval.ApprovalID || op.Approval.DecidedBy != approver {
+			t.Errorf("leg %d's approval: %+v %v", i, op.Approval, err)
+		}
+	}
+	// The campaign's own timeline has the request, the view and the decision.
+	evs, err := r.client.CampaignEvents(ctx, r.sub.CampaignID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, typ := range []string{"approval_requested", "approval_viewed", "decision"} {
+		if !slices.ContainsFunc(evs, func(e apiclient.CampaignEvent) bool { return e.OperationID == "" && e.Type == typ }) {
+			t.Errorf("the campaign's own timeline lacks %s", typ)
+		}
+	}
+}
+
+// The approver rejects: nothing is created at any seller (not even at the legs under the
+// threshold, which waited for the same decision), every leg ends rejected in its own execution,
+// and the campaign reads canceled with the approver's decision.
+func TestCampaignApprovalRejectedBuysNothing(t *testing.T) {
+	r := beginCampaign(t, "best_effort")
+	r.overThreshold(0)
+	r.submitCampaign()
+	if code, heading := decideLink(t, r.campaignLink(), "reject"); code != 200 {
+		t.Fatalf("reject: HTTP %d %q", code, heading)
+	}
+	ex := only(t, r.finish(90*time.Second))
+	if ex.Status != "FAILED" || ex.Error != "CampaignCanceled" || !slices.Contains(ex.States, "ReleaseRejectedLegs") || slices.Contains(ex.States, "CompensateLegs") {
+		t.Fatalf("campaign ended %s %s: %v", ex.Status, ex.Error, ex.States)
+	}
+	cp := r.campaign()
+	r.wantLegs(cp, "rejected", "rejected", "rejected")
+	if cp.Status != "canceled" || cp.Committed != "0.00" || cp.Approval == nil || cp.Approval.Status != "rejected" || cp.Approval.DecidedBy != approver {
+		t.Errorf("campaign %s committed %s, approval %+v", cp.Status, cp.Committed, cp.Approval)
+	}
+	for i := range 3 {
+		if n := len(r.legCalls(i, "create_media_buy")); n != 0 {
+			t.Errorf("leg %d: %d create_media_buy calls at %s after the rejection", i, n, campaignSellers[i])
+		}
+		if lex := r.legExecution(i); lex.Status != "FAILED" || lex.Error != "ApprovalRejected" {
+			t.Errorf("leg %d's execution ended %s %s: %v", i, lex.Status, lex.Error, lex.States)
+		}
+		if !strings.Contains(cp.Legs[i].Reason, approver) {
+			t.Errorf("leg %d's reason %q does not name the approver", i, cp.Legs[i].Reason)
+		}
+	}
+}
+
+// A seller's input-required on one leg asks about that leg alone, in its own execution: the
+// campaign needed no approval, and the one request names that leg only.
+func TestCampaignLegInputRequiredAsksAboutThatLeg(t *testing.T) {
+	r := beginCampaign(t, "best_effort", "", "input_required")
+	r.submitCampaign()
+	leg := &buyRun{t: t, op: r.sub.Legs[1].OperationID}
+	leg.decide("approve")
+	ex := only(t, r.finish(90*time.Second))
+	if ex.Status != "SUCCEEDED" || slices.Contains(ex.States, "RequestCampaignApproval") || ex.States[len(ex.States)-1] != "CampaignCompleted" {
+		t.Fatalf("campaign ended %s %s: %v", ex.Status, ex.Error, ex.States)
+	}
+	if msgs := r.slackMessages(); len(msgs) != 0 {
+		t.Errorf("the campaign itself asked for approval: %v", msgs)
+	}
+	for i, other := range r.sub.Legs {
+		if i == 1 {
+			continue
+		}
+		for _, m := range leg.slackMessages() {
+			if strings.Contains(string(m.Body)+m.Text, other.OperationID) {
+				t.Errorf("leg 1's approval request names leg %d", i)
+			}
+		}
+		if msgs := (&buyRun{t: t, op: other.OperationID}).slackMessages(); len(msgs) != 0 {
+			t.Errorf("leg %d got an approval request: %v", i, msgs)
+		}
+	}
+	if lex := r.legExecution(1); count(lex.States, "RequestApproval") != 1 || !slices.Contains(lex.States, "ApprovalForSellerInput") {
+		t.Errorf("leg 1's execution: %v", lex.States)
+	}
+	r.wantLegs(r.campaign(), "completed", "completed", "completed")
+}
+
+// Nobody decides in time: the campaign's approval expires (the local policy does not
+// escalate), nothing is created at any seller, every leg ends expired in its own execution and
+// the campaign reads canceled.
+func TestCampaignApprovalExpiredBuysNothing(t *testing.T) {
+	r := beginCampaign(t, "all_or_nothing")
+	body, _ := json.Marshal(map[string]any{"approval_timeout_seconds": 2})
+	req, _ := http.NewRequest(http.MethodPut, sys.harness+"/_harness/tenants/"+r.tenant, bytes.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	r.overThreshold(0)
+	r.submitCampaign()
+	r.campaignLink()
+	ex := only(t, r.finish(90*time.Second))
+	if ex.Status != "FAILED" || ex.Error != "CampaignCanceled" || !slices.Contains(ex.States, "ExpireCampaignApproval") || !slices.Contains(ex.States, "ReleaseRejectedLegs") {
+		t.Fatalf("campaign ended %s %s: %v", ex.Status, ex.Error, ex.States)
+	}
+	cp := r.campaign()
+	r.wantLegs(cp, "expired", "expired", "expired")
+	if cp.Status != "canceled" || cp.Approval == nil || cp.Approval.Status != "expired" {
+		t.Errorf("campaign %s, approval %+v", cp.Status, cp.Approval)
+	}
+	for i := range 3 {
+		if n := len(r.legCalls(i, "create_media_buy")); n != 0 {
+			t.Errorf("leg %d: %d create_media_buy calls after the expiry", i, n)
+		}
+		if lex := r.legExecution(i); lex.Status != "FAILED" || lex.Error != "ApprovalExpired" {
+			t.Errorf("leg %d's execution ended %s %s: %v", i, lex.Status, lex.Error, lex.States)
+		}
 	}
 }

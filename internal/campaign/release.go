@@ -1,0 +1,117 @@
+package campaign
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// ActionRelease decides, after every leg's governance check (and after the campaign's approval,
+// when one was asked), where each leg's media buy starts.
+const ActionRelease = "release"
+
+// LegCheck is one leg's governance check as the CheckLegs Map ended it: Failure is set when the
+// check failed after its retries (the Map's Catch).
+type LegCheck struct {
+	OperationID string              `json:"operation_id"`
+	Failure     *workflow.StepError `json:"failure,omitempty"`
+}
+
+// Released answers ActionRelease: either the campaign needs its one approval first, or the legs
+// to start, each with where its media buy begins.
+type Released struct {
+	NeedsApproval bool       `json:"needs_approval"`
+	Legs          []LegStart `json:"legs"`
+}
+
+// LegStart is a leg's child execution under the name submit fixed, with where it starts.
+type LegStart = LegExecution[workflow.LegExecutionInput]
+
+// ReleaseInput is what ActionRelease reads besides the campaign: the legs as submit started
+// them, their checks, and the campaign approval's answer when there was one (Approval when
+// approved, Failure when rejected, expired or not delivered).
+type ReleaseInput struct {
+	Legs     []LegInput               `json:"legs"`
+	Checks   []LegCheck               `json:"checks"`
+	Approval *workflow.ApprovalOutput `json:"approval,omitempty"`
+	Failure  *workflow.StepError      `json:"failure,omitempty"`
+}
+
+// Release decides where every leg starts once all of them were checked:
+//
+//   - A leg the check denied, or whose check failed, records that failure and is not bought.
+//   - Under all_or_nothing, one such leg calls the others off (CampaignCalledOff, canceled):
+//     nothing is bought at any seller, and nobody is asked to approve.
+//   - Otherwise, when any leg waits for a person (awaiting_approval: the policy's threshold,
+//     the buyer's request, conditions a person must judge), the campaign asks its one approval
+//     first (NeedsApproval, no leg started).
+//   - After an approval, every leg that was checked is created (or re-checked when its
+//     governance approval lapsed before the decision); after a rejection or an expiry every one
+//     of them records that failure, so nothing is created at any seller.
+func (s *Settler) Release(ctx context.Context, tenant, id string, in ReleaseInput) (Released, error) {
+	rec, err := s.campaign(ctx, tenant, id)
+	if err != nil {
+		return Released{}, err
+	}
+	if len(in.Legs) != len(rec.Legs) || len(in.Checks) != len(rec.Legs) {
+		return Released{}, &workflow.InvalidInputError{Field: "legs", Reason: fmt.Sprintf("campaign %s has %d legs; %d inputs and %d checks were sent", id, len(rec.Legs), len(in.Legs), len(in.Checks))}
+	}
+	ops := make([]*ledger.Operation, len(rec.Legs))
+	refusals := make([]*workflow.StepError, len(rec.Legs))
+	var refused *workflow.StepError
+	waiting := false
+	for i, leg := range rec.Legs {
+		if in.Legs[i].OperationID != leg.OperationID || in.Checks[i].OperationID != leg.OperationID {
+			return Released{}, &workflow.InvalidInputError{Field: fmt.Sprintf("legs[%d]", i), Reason: "is not the campaign's leg " + leg.OperationID}
+		}
+		op, err := s.operation(ctx, tenant, leg.OperationID)
+		if err != nil {
+			return Released{}, err
+		}
+		ops[i] = op
+		refusals[i] = refusal(op, in.Checks[i].Failure)
+		if refusals[i] != nil && refused == nil {
+			refused = &workflow.StepError{Error: workflow.FailureCampaignCalledOff,
+				Cause: fmt.Sprintf("the campaign is all_or_nothing and its leg at %s (%s) was not cleared: %s; nothing is bought at any seller",
+					leg.SellerID, leg.OperationID, refusals[i].Cause)}
+		}
+		waiting = waiting || (refusals[i] == nil && op.Status == workflow.StatusAwaitingApproval)
+	}
+	callOff := refused != nil && Policy(rec.Policy) == AllOrNothing
+	if in.Approval == nil && in.Failure == nil && waiting && !callOff {
+		return Released{NeedsApproval: true, Legs: []LegStart{}}, nil
+	}
+	out := Released{Legs: make([]LegStart, len(rec.Legs))}
+	now := s.now()
+	for i, leg := range in.Legs {
+		start := workflow.LegExecutionInput{ExecutionInput: leg.Input, CampaignLeg: workflow.LegStart{Start: workflow.LegCreate}}
+		switch {
+		case refusals[i] != nil:
+			start.CampaignLeg.Start, start.Failure = workflow.LegFail, refusals[i]
+		case callOff:
+			start.CampaignLeg.Start, start.Failure = workflow.LegFail, refused
+		case in.Failure != nil:
+			start.CampaignLeg.Start, start.Failure = workflow.LegFail, in.Failure
+		case in.Approval != nil && !ops[i].GovernanceExpiresAt.IsZero() && !now.Before(ops[i].GovernanceExpiresAt):
+			start.CampaignLeg.Start = workflow.LegRecheck
+		}
+		out.Legs[i] = LegStart{OperationID: leg.OperationID, ExecutionName: leg.ExecutionName, Input: start}
+	}
+	return out, nil
+}
+
+// refusal is why a leg's check did not clear it, or nil: the check failed after its retries
+// (the Map's Catch), governance denied it, or the leg ended or never got past its check.
+func refusal(op *ledger.Operation, checkFailure *workflow.StepError) *workflow.StepError {
+	switch {
+	case checkFailure != nil:
+		return checkFailure
+	case op.Status == workflow.StatusRejected:
+		return &workflow.StepError{Error: workflow.FailureGovernanceDenied, Cause: op.Reason}
+	case op.Status == workflow.StatusCreating, op.Status == workflow.StatusAwaitingApproval:
+		return nil
+	}
+	return &workflow.StepError{Error: "LegNotCleared", Cause: fmt.Sprintf("leg %s is %s after its governance check: %s", op.ID, op.Status, op.Reason)}
+}

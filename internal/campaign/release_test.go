@@ -1,0 +1,180 @@
+package campaign
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// checked submits the example campaign under policy and moves each leg as its governance check
+// would (creating: proceed, awaiting_approval: a person is needed, rejected: denied).
+func checked(t *testing.T, f fixture, policy Policy, after ...workflow.Status) (Submitted, ExecutionInput) {
+	t.Helper()
+	ctx := context.Background()
+	m := example(t)
+	m["policy"] = string(policy)
+	out, err := f.svc.Submit(ctx, acme, "release-key-"+string(policy), marshal(t, m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, to := range after {
+		reason := "checked: " + string(to)
+		if _, err := f.store.Transition(ctx, "acme", out.Legs[i].OperationID, to, 1, ledger.Changes{Reason: &reason}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out, f.campaigns.starts[out.CampaignID].(ExecutionInput)
+}
+
+func release(t *testing.T, f fixture, out Submitted, in ExecutionInput, mod func(*TaskInput)) Released {
+	t.Helper()
+	task := TaskInput{Action: ActionRelease, Tenant: "acme", CampaignID: out.CampaignID, Legs: in.Legs}
+	for _, l := range in.Legs {
+		task.Checks = append(task.Checks, LegCheck{OperationID: l.OperationID})
+	}
+	if mod != nil {
+		mod(&task)
+	}
+	raw, _ := json.Marshal(task)
+	got, err := NewSettler(f.store, nil).Handle(context.Background(), raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got.(Released)
+}
+
+func starts(r Released) []workflow.LegEntry {
+	var out []workflow.LegEntry
+	for _, l := range r.Legs {
+		out = append(out, l.Input.CampaignLeg.Start)
+	}
+	return out
+}
+
+func TestReleaseAsksOneApprovalBeforeAnyLeg(t *testing.T) {
+	f := newFixture(t)
+	out, in := checked(t, f, BestEffort, workflow.StatusCreating, workflow.StatusAwaitingApproval, workflow.StatusCreating)
+	if r := release(t, f, out, in, nil); !r.NeedsApproval || len(r.Legs) != 0 {
+		t.Fatalf("first release = %+v", r)
+	}
+	// Approved: every leg is created, each under the name and input its submit fixed.
+	r := release(t, f, out, in, func(ti *TaskInput) { ti.Approval = &workflow.ApprovalOutput{Decision: "approved", ApprovalID: "apr_1"} })
+	if r.NeedsApproval || len(r.Legs) != 3 {
+		t.Fatalf("approved release = %+v", r)
+	}
+	for i, l := range r.Legs {
+		if l.Input.CampaignLeg.Start != workflow.LegCreate || l.ExecutionName != in.Legs[i].ExecutionName ||
+			l.Input.OperationID != in.Legs[i].OperationID || l.Input.StateMachineARN != mediaBuyARN || l.Input.Failure != nil {
+			t.Errorf("leg %d = %+v", i, l)
+		}
+	}
+	// Rejected: every leg records the rejection and none is created.
+	rejected := &workflow.StepError{Error: "ApprovalRejectedError", Cause: "rejected by U1"}
+	r = release(t, f, out, in, func(ti *TaskInput) { ti.Failure = rejected })
+	for i, l := range r.Legs {
+		if l.Input.CampaignLeg.Start != workflow.LegFail || l.Input.Failure == nil || *l.Input.Failure != *rejected {
+			t.Errorf("rejected leg %d = %+v", i, l.Input)
+		}
+	}
+}
+
+func TestReleaseWithoutAPersonCreatesAtOnce(t *testing.T) {
+	f := newFixture(t)
+	out, in := checked(t, f, AllOrNothing, workflow.StatusCreating, workflow.StatusCreating, workflow.StatusCreating)
+	if r := release(t, f, out, in, nil); r.NeedsApproval || strings.Join(toStrings(starts(r)), ",") != "create,create,create" {
+		t.Fatalf("release = %+v", r)
+	}
+}
+
+// A denied leg under all_or_nothing calls the others off before any is created (and nobody is
+// asked); under best_effort the others go on, with the campaign's approval when one needs it.
+func TestReleaseDeniedLeg(t *testing.T) {
+	f := newFixture(t)
+	out, in := checked(t, f, AllOrNothing, workflow.StatusAwaitingApproval, workflow.StatusRejected, workflow.StatusCreating)
+	r := release(t, f, out, in, nil)
+	if r.NeedsApproval || strings.Join(toStrings(starts(r)), ",") != "fail,fail,fail" {
+		t.Fatalf("all_or_nothing release = %+v", r)
+	}
+	if f := r.Legs[1].Input.Failure; f.Error != workflow.FailureGovernanceDenied || f.Cause != "checked: rejected" {
+		t.Errorf("denied leg's failure = %+v", f)
+	}
+	for _, i := range []int{0, 2} {
+		f := r.Legs[i].Input.Failure
+		if f.Error != workflow.FailureCampaignCalledOff || !strings.Contains(f.Cause, "sim-seller-2") || !strings.Contains(f.Cause, "all_or_nothing") {
+			t.Errorf("leg %d's failure = %+v", i, f)
+		}
+	}
+
+	g := newFixture(t)
+	out, in = checked(t, g, BestEffort, workflow.StatusAwaitingApproval, workflow.StatusRejected, workflow.StatusCreating)
+	if r := release(t, g, out, in, nil); !r.NeedsApproval {
+		t.Fatalf("best_effort release = %+v", r)
+	}
+	r = release(t, g, out, in, func(ti *TaskInput) { ti.Approval = &workflow.ApprovalOutput{Decision: "approved"} })
+	if strings.Join(toStrings(starts(r)), ",") != "create,fail,create" {
+		t.Fatalf("best_effort approved release = %+v", r)
+	}
+}
+
+// A check that failed after its retries (the Map's Catch) is that leg's failure.
+func TestReleaseFailedCheck(t *testing.T) {
+	f := newFixture(t)
+	out, in := checked(t, f, BestEffort, workflow.StatusCreating, workflow.StatusCheckingGovernance, workflow.StatusCreating)
+	failure := &workflow.StepError{Error: "TransientError", Cause: "governance unreachable"}
+	r := release(t, f, out, in, func(ti *TaskInput) { ti.Checks[1].Failure = failure })
+	if strings.Join(toStrings(starts(r)), ",") != "create,fail,create" || *r.Legs[1].Input.Failure != *failure {
+		t.Fatalf("release = %+v", r)
+	}
+}
+
+// Legs that are not the campaign's are refused, not started.
+func TestReleaseRefusesOtherLegs(t *testing.T) {
+	f := newFixture(t)
+	out, in := checked(t, f, BestEffort)
+	for _, mod := range []func(*TaskInput){
+		func(ti *TaskInput) { ti.Legs = ti.Legs[:2] },
+		func(ti *TaskInput) { ti.Checks[0].OperationID = "mb-other" },
+		func(ti *TaskInput) { ti.Legs[1].OperationID = ti.Legs[0].OperationID },
+	} {
+		task := TaskInput{Action: ActionRelease, Tenant: "acme", CampaignID: out.CampaignID, Legs: append([]LegInput{}, in.Legs...)}
+		for _, l := range in.Legs {
+			task.Checks = append(task.Checks, LegCheck{OperationID: l.OperationID})
+		}
+		mod(&task)
+		raw, _ := json.Marshal(task)
+		if _, err := NewSettler(f.store, nil).Handle(context.Background(), raw); err == nil || !strings.Contains(err.Error(), "legs") {
+			t.Errorf("release of other legs: err = %v", err)
+		}
+	}
+}
+
+func toStrings(es []workflow.LegEntry) []string {
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = string(e)
+	}
+	return out
+}
+
+// A leg whose governance approval lapsed before the campaign's decision is checked again first.
+func TestReleaseRechecksALapsedLeg(t *testing.T) {
+	f := newFixture(t)
+	out, in := checked(t, f, BestEffort, workflow.StatusAwaitingApproval, workflow.StatusCreating, workflow.StatusCreating)
+	lapsed := time.Now().Add(-time.Minute)
+	op, err := f.store.GetOperation(context.Background(), "acme", out.Legs[0].OperationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.UpdateFields(context.Background(), "acme", op.ID, op.Version, ledger.Changes{GovernanceExpiresAt: &lapsed}); err != nil {
+		t.Fatal(err)
+	}
+	r := release(t, f, out, in, func(ti *TaskInput) { ti.Approval = &workflow.ApprovalOutput{Decision: "approved"} })
+	if strings.Join(toStrings(starts(r)), ",") != "check,create,create" {
+		t.Fatalf("release = %+v", r)
+	}
+}

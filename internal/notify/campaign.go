@@ -1,0 +1,92 @@
+package notify
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvalcore"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// requestCampaign is Request for a campaign: one approval for every leg, after every leg's
+// governance check. Every leg moves to awaiting_approval (a leg governance let through waits
+// too: nothing is created before the decision), the request is recorded on the campaign's
+// timeline and each leg's, and one Slack request lists every leg. A retry converges as a
+// buy's request does (the approval id derives from the token).
+func (s *Notifier) requestCampaign(ctx context.Context, in workflow.CallbackInput) error {
+	c, err := s.Campaign(ctx, in.Tenant, in.CampaignID)
+	if err != nil {
+		return err
+	}
+	if c.Record.Outcome != "" {
+		return &workflow.TerminalError{Code: "campaign_ended", Reason: fmt.Sprintf("campaign %s is already %s; no approval is requested", c.Record.ID, c.Record.Outcome)}
+	}
+	total, err := c.Total()
+	if err != nil {
+		return err
+	}
+	id := approval.ApprovalID(in.TaskToken)
+	rd, known, err := s.roundOf(ctx, in.Tenant, in.CampaignID, id)
+	if err != nil {
+		return err
+	}
+	approvers, escalateTo := s.approversFor(rd, c.Record.Requester)
+	if len(approvers) == 0 {
+		return &workflow.TerminalError{Code: "no_approver", Reason: "no approver other than the requester is configured"}
+	}
+	a, err := s.createOnce(ctx, ledger.Approval{
+		ID: id, Tenant: in.Tenant, CampaignID: in.CampaignID, TaskToken: in.TaskToken,
+		Approvers: approvers, EscalationApprovers: escalateTo, Requester: c.Record.Requester, Amount: total.Decimal(), Currency: total.Currency,
+		Reason: string(approvalcore.ReasonCampaignLegs), ExpiresAt: s.Now().Add(s.timeout(rd, in.Config)),
+	})
+	if err != nil {
+		return err
+	}
+	if err := s.Cfg.Ledger.SetCampaignApproval(ctx, in.Tenant, in.CampaignID, id); err != nil {
+		return fmt.Errorf("notify: name approval %s on campaign %s: %w", id, in.CampaignID, err)
+	}
+	requested := ledger.Event{
+		Type: ledger.EventApprovalRequested, Actor: actorSystem, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason,
+		Detail: approval.EventDetail{ApprovalID: id, Round: rd.Round, Escalation: rd.Escalation, Approvers: a.Approvers, CampaignID: in.CampaignID}.Raw(),
+	}
+	if !known {
+		if err := s.Cfg.Ledger.AppendEvent(ctx, in.Tenant, in.CampaignID, requested); err != nil {
+			return fmt.Errorf("notify: record request of approval %s: %w", id, err)
+		}
+	}
+	for _, leg := range c.Legs {
+		if leg.Status.Terminal() {
+			continue // a leg that ended (denied) is not bought whatever the decision
+		}
+		// The move first: the leg's governance stage reads a request recorded after the leg's
+		// last move into awaiting_approval as this approval's (its re-check after a slow one).
+		if err := s.awaitApproval(ctx, leg, id); err != nil {
+			return err
+		}
+		lh, err := s.History(ctx, in.Tenant, leg.ID)
+		if err != nil {
+			return err
+		}
+		if _, done := lh.ByID(id); !done {
+			ev := requested
+			ev.Amount, ev.Currency = leg.BudgetTotal, leg.Currency
+			if err := s.Cfg.Ledger.AppendEvent(ctx, in.Tenant, leg.ID, ev); err != nil {
+				return fmt.Errorf("notify: record request of approval %s on leg %s: %w", id, leg.ID, err)
+			}
+		}
+	}
+	if len(a.SlackMessages) == 0 && a.Status == ledger.ApprovalPending && s.Now().Before(a.ExpiresAt) {
+		v, err := s.CampaignView(ctx, a, c)
+		if err != nil {
+			return err
+		}
+		if err := s.postView(ctx, a, v); err != nil {
+			return err
+		}
+	}
+	s.Log.InfoContext(ctx, "campaign approval requested", "campaignId", in.CampaignID, "approvalId", id,
+		"legs", len(c.Legs), "round", rd.Round, "escalation", rd.Escalation, "approvers", len(a.Approvers), "expiresAt", a.ExpiresAt)
+	return nil
+}
