@@ -15,6 +15,7 @@ var statusMoves = map[string]int{
 	callSubmit:                         1, // CreateOperation: → requested
 	string(workflow.ActionCheck):       2, // → checking_governance, then the decision's move
 	string(workflow.ActionCreate):      2, // → creating, → submitted (or the seller's answer)
+	callCreateRefused:                  1, // → creating, then the breaker refuses the call
 	string(workflow.ActionPark):        0,
 	callParkDecided:                    0,
 	string(workflow.ActionPoll):        0,
