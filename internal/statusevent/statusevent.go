@@ -152,7 +152,7 @@ func Parse(b []byte) (Event, error) {
 	var ev Event
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&ev); err != nil {
-		return Event{}, fmt.Errorf("%w: %v", ErrNotStatusEvent, err)
+		return Event{}, fmt.Errorf("%w: %w", ErrNotStatusEvent, err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return Event{}, fmt.Errorf("%w: trailing data after the event", ErrNotStatusEvent)
@@ -172,7 +172,7 @@ func Parse(b []byte) (Event, error) {
 	}
 	if d.Notify != nil {
 		if err := CheckSlackID(d.Notify.Slack); err != nil {
-			return Event{}, fmt.Errorf("%w: notify: %v", ErrNotStatusEvent, err)
+			return Event{}, fmt.Errorf("%w: notify: %w", ErrNotStatusEvent, err)
 		}
 	}
 	return ev, nil
