@@ -25,11 +25,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	reg, err := agents.Registry(ctx, c)
-	if err != nil {
-		return err
-	}
-	client, err := agents.Client(reg, c.Secrets(), agents.Breakers(c, reg))
+	client, err := agents.GuardedClient(ctx, c)
 	if err != nil {
 		return err
 	}

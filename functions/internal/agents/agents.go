@@ -40,3 +40,14 @@ func Breakers(c *wire.Cold, reg *registry.Cache) *breaker.Gate {
 func Client(reg adcp.Agents, creds adcp.Credentials, guard adcp.Guard) (*adcp.Client, error) {
 	return adcp.New(adcp.Options{Agents: reg, Credentials: creds, Guard: guard, Validator: adcp.NewLazyValidator(adcpschemas.FS)})
 }
+
+// GuardedClient is what every function that calls agents on a buy's behalf builds at its cold
+// start: the registry, loaded now, and the AdCP client over it with every exchange asked of the
+// agents' circuit breakers first.
+func GuardedClient(ctx context.Context, c *wire.Cold) (*adcp.Client, error) {
+	reg, err := Registry(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return Client(reg, c.Secrets(), Breakers(c, reg))
+}
