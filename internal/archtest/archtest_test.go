@@ -145,17 +145,29 @@ func TestAdapterPackagesStayOutOfEachOther(t *testing.T) {
 // adapters → leaves. A use case's package serves its Lambdas alone.
 var (
 	useCases = []string{
-		module + "/internal/mediabuy",   // submit
-		module + "/internal/governance", // governance
-		module + "/internal/create",     // create
-		module + "/internal/poll",       // poll
-		module + "/internal/notify",     // notify
-		module + "/internal/approve",    // approve
-		module + "/internal/webhook",    // webhook
-		module + "/internal/reconcile",  // reconcile
-		module + "/internal/agentops",   // agents
-		module + "/internal/publish",    // publish
-		module + "/internal/inform",     // inform
+		module + "/internal/mediabuy",     // submit
+		module + "/internal/governance",   // governance
+		module + "/internal/create",       // create
+		module + "/internal/poll",         // poll
+		module + "/internal/notify",       // notify
+		module + "/internal/approve",      // approve
+		module + "/internal/webhook",      // webhook
+		module + "/internal/reconcile",    // reconcile
+		module + "/internal/agentops",     // agents
+		module + "/internal/publish",      // publish
+		module + "/internal/inform",       // inform
+		module + "/internal/campaign",     // campaign (and submit's campaign routes)
+		module + "/internal/modification", // modify (and submit's change routes)
+		module + "/internal/delivery",     // reconcile's delivery reads
+	}
+	// The use cases that still build on another, each edge named: a campaign submits its legs
+	// through the buy's own submit, and a change and a delivery read use the buy's request,
+	// caller and not-found types, so a buy's amount has one definition. Moving those types into
+	// a kernel would empty this list; until then no other edge may join it.
+	buildsOn = map[string][]string{
+		module + "/internal/campaign":     {module + "/internal/mediabuy"},
+		module + "/internal/modification": {module + "/internal/mediabuy", module + "/internal/delivery"},
+		module + "/internal/delivery":     {module + "/internal/mediabuy"},
 	}
 	// Kernels and adapters the use cases share; none of them may reach a use case.
 	shared = []string{
@@ -171,7 +183,7 @@ func isUseCase(path string) bool { return slices.Contains(useCases, path) }
 func TestNoUseCaseImportsAnother(t *testing.T) {
 	for path, p := range list(t, useCases...) {
 		for _, d := range p.Deps {
-			if isUseCase(d) && d != path {
+			if isUseCase(d) && d != path && !slices.Contains(buildsOn[path], d) {
 				t.Errorf("%s depends on the use case %s: a use case serves its own Lambdas; share a kernel instead", path, d)
 			}
 		}
