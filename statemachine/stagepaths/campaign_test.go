@@ -588,3 +588,99 @@ func TestCampaignApprovalExpiredBuysNothing(t *testing.T) {
 		}
 	}
 }
+
+// addingUpOverThreshold sets every leg's budget under the approval policy's 10,000 USD
+// threshold, their total (10,500.25 USD) over it: a buy split so that no leg needs a person.
+func (r *campaignRun) addingUpOverThreshold() string {
+	for i, budget := range []float64{4000.25, 3500, 3000} {
+		r.spec.Legs[i].Budget = budget
+	}
+	return "the campaign's total 10500.25 USD is at or over the approval threshold 10000.00 USD"
+}
+
+// Legs each under the threshold whose total is over it need the campaign's one approval, as a
+// single buy of the total would: exactly one Slack request, saying why, nothing created at any
+// seller before the decision (every leg waits, though governance let each through), and every
+// leg created once after the approval.
+func TestCampaignTotalOverTheThresholdNeedsTheOneApproval(t *testing.T) {
+	r := beginCampaign(t, "all_or_nothing")
+	why := r.addingUpOverThreshold()
+	r.submitCampaign()
+	link := r.campaignLink()
+	msgs := r.slackMessages()
+	if len(msgs) != 1 || !strings.Contains(string(msgs[0].Body)+msgs[0].Text, why) {
+		t.Errorf("%d Slack requests for the campaign, want one saying %q: %v", len(msgs), why, msgs)
+	}
+	resp, err := http.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if page := string(body); resp.StatusCode != http.StatusOK || !strings.Contains(page, strings.ReplaceAll(why, "'", "&#39;")) || !strings.Contains(page, "USD 10,500.25") {
+		t.Errorf("the approval page (HTTP %d) lacks the total or %q", resp.StatusCode, why)
+	}
+	for i := range 3 {
+		if n := len(r.legCalls(i, "create_media_buy")); n != 0 {
+			t.Errorf("leg %d created before the decision", i)
+		}
+	}
+	r.wantLegs(r.campaign(), "awaiting_approval", "awaiting_approval", "awaiting_approval")
+	ctx := context.Background()
+	evs, err := r.client.CampaignEvents(ctx, r.sub.CampaignID)
+	if err != nil || !slices.ContainsFunc(evs, func(e apiclient.CampaignEvent) bool {
+		return e.OperationID == "" && e.Type == "approval_requested" && e.Reason == why
+	}) {
+		t.Errorf("the campaign's timeline has no request saying %q (%v)", why, err)
+	}
+	if code, heading := decideLink(t, link, "approve"); code != 200 {
+		t.Fatalf("approve: HTTP %d %q", code, heading)
+	}
+	ex := only(t, r.finish(90*time.Second))
+	if ex.Status != "SUCCEEDED" || ex.States[len(ex.States)-1] != "CampaignCompleted" || count(ex.States, "RequestCampaignApproval") != 1 ||
+		!slices.Contains(ex.States, "ReleaseApprovedLegs") {
+		t.Fatalf("campaign ended %s %s: %v", ex.Status, ex.Error, ex.States)
+	}
+	cp := r.campaign()
+	r.wantLegs(cp, "completed", "completed", "completed")
+	if cp.Status != "completed" || cp.Committed != "10500.25" || cp.Approval == nil || cp.Approval.Status != "approved" || cp.Approval.DecidedBy != approver {
+		t.Errorf("campaign %s committed %s, approval %+v", cp.Status, cp.Committed, cp.Approval)
+	}
+	for i := range r.sub.Legs {
+		if n := len(r.legCalls(i, "create_media_buy")); n != 1 {
+			t.Errorf("leg %d: %d create_media_buy calls, want 1", i, n)
+		}
+		lex := r.legExecution(i)
+		if slices.Contains(lex.States, "RequestApproval") || !slices.Equal(lex.States[:3], []string{"IsContinuation", "StartCampaignLeg", "CreateMediaBuy"}) {
+			t.Errorf("leg %d's execution: %v", i, lex.States)
+		}
+	}
+}
+
+// The same campaign rejected: nothing is created at any seller, every leg ends rejected in its
+// own execution, and the campaign reads canceled.
+func TestCampaignTotalOverTheThresholdRejectedBuysNothing(t *testing.T) {
+	r := beginCampaign(t, "best_effort")
+	r.addingUpOverThreshold()
+	r.submitCampaign()
+	if code, heading := decideLink(t, r.campaignLink(), "reject"); code != 200 {
+		t.Fatalf("reject: HTTP %d %q", code, heading)
+	}
+	ex := only(t, r.finish(90*time.Second))
+	if ex.Status != "FAILED" || ex.Error != "CampaignCanceled" || !slices.Contains(ex.States, "ReleaseRejectedLegs") {
+		t.Fatalf("campaign ended %s %s: %v", ex.Status, ex.Error, ex.States)
+	}
+	cp := r.campaign()
+	r.wantLegs(cp, "rejected", "rejected", "rejected")
+	if cp.Status != "canceled" || cp.Committed != "0.00" || cp.Approval == nil || cp.Approval.Status != "rejected" {
+		t.Errorf("campaign %s committed %s, approval %+v", cp.Status, cp.Committed, cp.Approval)
+	}
+	for i := range 3 {
+		if n := len(r.legCalls(i, "create_media_buy")); n != 0 {
+			t.Errorf("leg %d: %d create_media_buy calls at %s after the rejection", i, n, campaignSellers[i])
+		}
+		if lex := r.legExecution(i); lex.Status != "FAILED" || lex.Error != "ApprovalRejected" {
+			t.Errorf("leg %d's execution ended %s %s: %v", i, lex.Status, lex.Error, lex.States)
+		}
+	}
+}
