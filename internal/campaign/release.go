@@ -24,7 +24,7 @@ type LegCheck struct {
 // to start, each with where its media buy begins.
 type Released struct {
 	NeedsApproval bool `json:"needs_approval"`
-	// Why is the policy's sentence when the campaign's total alone needs the approval (each
+	// Why is the policy's sentence when the campaign's total is at or over the threshold (a
 	// leg waiting for a person says why in its own reason); the execution history shows it.
 	Why  string     `json:"why,omitempty"`
 	Legs []LegStart `json:"legs"`
