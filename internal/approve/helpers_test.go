@@ -20,7 +20,7 @@ import (
 	"github.com/buyflow/buyflow/internal/approve"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
-	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/metrics/metricstest"
 	"github.com/buyflow/buyflow/internal/notify"
 	"github.com/buyflow/buyflow/internal/slack"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -116,9 +116,8 @@ type env struct {
 	policy   approval.Policy
 	logger   *slog.Logger
 	logs     *syncBuffer
-	// rec is the service's metrics recorder; its EMF lines go to emf when flushed.
-	rec *metrics.Recorder
-	emf *syncBuffer
+	// metrics holds the use cases' metrics recorder and reads back what each step recorded.
+	metrics *metricstest.Sink
 }
 
 // build makes the env's notify and approve use cases from cfg, with the env's task completer.
@@ -198,13 +197,12 @@ func newEnv(t *testing.T, policyJSON string) *env {
 			t.Log(out)
 		}
 	})
-	emf := &syncBuffer{}
-	rec := metrics.New(emf, metrics.Namespace, clk.Now)
+	rec := metricstest.NewSink(t, clk.Now)
 	e := &env{t: t, ctx: context.Background(), clk: clk, store: store, sink: sink, tasks: tasks, signer: signer, policy: policy,
-		logger: logger, logs: logs, rec: rec, emf: emf}
+		logger: logger, logs: logs, metrics: rec}
 	e.build(approval.Config{
 		Ledger: store, Slack: sl, Delivery: slack.Direct, Signer: signer, Policy: policy,
-		BaseURL: baseURL, Now: clk.Now, Metrics: rec, Logger: logger,
+		BaseURL: baseURL, Now: clk.Now, Metrics: rec.Recorder, Logger: logger,
 	})
 	e.createOperation(opID, workflow.StatusCheckingGovernance)
 	return e
@@ -296,9 +294,16 @@ func (e *env) approval(id string) *ledger.Approval {
 	return a
 }
 
+// events returns the test buy's timeline.
 func (e *env) events() []ledger.Event {
 	e.t.Helper()
-	p, err := e.store.ListEvents(e.ctx, tenant, opID, ledger.MaxListLimit, "")
+	return e.timeline(opID)
+}
+
+// timeline returns the timeline of operation or campaign id.
+func (e *env) timeline(id string) []ledger.Event {
+	e.t.Helper()
+	p, err := e.store.ListEvents(e.ctx, tenant, id, ledger.MaxListLimit, "")
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -371,7 +376,11 @@ func (e *env) signedLink(id, approver string, exp time.Time) *url.URL {
 	return u
 }
 
-const slackbotUA = "Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)"
+// The user agents of Slack's link unfurler and of an approver's browser.
+const (
+	slackbotUA = "Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)"
+	browserUA  = "Mozilla/5.0 test"
+)
 
 func (e *env) get(u *url.URL, ua string) events.APIGatewayV2HTTPResponse {
 	e.t.Helper()
@@ -407,12 +416,12 @@ func (e *env) post(u *url.URL, decision, comment string) events.APIGatewayV2HTTP
 	req := events.APIGatewayV2HTTPRequest{
 		RawPath: "/v1/approvals/" + id, RawQueryString: u.RawQuery,
 		PathParameters: map[string]string{"approval_id": id},
-		Headers:        map[string]string{"content-type": "application/x-www-form-urlencoded", "user-agent": "Mozilla/5.0 test"},
+		Headers:        map[string]string{"content-type": "application/x-www-form-urlencoded", "user-agent": browserUA},
 		Body:           form.Encode(),
 	}
 	req.RequestContext.HTTP.Method = "POST"
 	req.RequestContext.HTTP.SourceIP = "203.0.113.9"
-	req.RequestContext.HTTP.UserAgent = "Mozilla/5.0 test"
+	req.RequestContext.HTTP.UserAgent = browserUA
 	resp, err := e.approver.HandleHTTP(e.ctx, req)
 	if err != nil {
 		e.t.Fatalf("HandleHTTP returned an error: %v", err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/metrics/metricstest"
 )
 
 func TestDecisionRecordsLatencyAndOutcome(t *testing.T) {
@@ -21,22 +22,22 @@ func TestDecisionRecordsLatencyAndOutcome(t *testing.T) {
 		t.Run(c.outcome, func(t *testing.T) {
 			e := newEnv(t, "")
 			id := e.request(token(1))
-			if got := e.flushEMF(); len(got) != 0 {
+			if got := e.metrics.Flush(); len(got) != 0 {
 				t.Errorf("a request recorded metrics: %v", got)
 			}
 			e.clk.Advance(90 * time.Second)
 			if resp := e.post(e.link(id, alice), c.decision, ""); resp.StatusCode != http.StatusOK {
 				t.Fatalf("POST = %d", resp.StatusCode)
 			}
-			got := e.flushEMF()
+			got := e.metrics.Flush()
 			outcome := map[string]string{"Outcome": c.outcome}
-			if p, ok := point(got, metrics.ApprovalLatency, outcome); !ok || p.Value != 90000.0 || p.Unit != metrics.UnitMilliseconds {
+			if p, ok := metricstest.Find(got, metrics.ApprovalLatency, outcome); !ok || p.Value != 90000.0 || p.Unit != metrics.UnitMilliseconds {
 				t.Errorf("ApprovalLatency{Outcome=%s} = %+v (found %v), want 90000 ms", c.outcome, p, ok)
 			}
-			if p, ok := point(got, metrics.ApprovalDecided, outcome); !ok || p.Value != 1.0 || p.Unit != metrics.UnitCount {
+			if p, ok := metricstest.Find(got, metrics.ApprovalDecided, outcome); !ok || p.Value != 1.0 || p.Unit != metrics.UnitCount {
 				t.Errorf("ApprovalDecided{Outcome=%s} = %+v (found %v), want 1", c.outcome, p, ok)
 			}
-			p, ok := point(got, metrics.ApprovalRejected, nil)
+			p, ok := metricstest.Find(got, metrics.ApprovalRejected, nil)
 			switch {
 			case c.rejected && (!ok || p.Value != 1.0):
 				t.Errorf("ApprovalRejected = %+v (found %v), want 1", p, ok)
@@ -62,8 +63,8 @@ func TestRepeatedClicksAndRetriedHandOversCountOneDecision(t *testing.T) {
 	if resp := e.post(u, "approve", ""); resp.StatusCode != http.StatusBadGateway {
 		t.Fatalf("POST while Step Functions fails = %d", resp.StatusCode)
 	}
-	got := e.flushEMF()
-	if p, ok := point(got, metrics.ApprovalDecided, map[string]string{"Outcome": "approved"}); !ok || p.Value != 1.0 {
+	got := e.metrics.Flush()
+	if p, ok := metricstest.Find(got, metrics.ApprovalDecided, map[string]string{"Outcome": "approved"}); !ok || p.Value != 1.0 {
 		t.Errorf("ApprovalDecided = %+v (found %v), want 1 for the recorded decision", p, ok)
 	}
 
@@ -74,14 +75,14 @@ func TestRepeatedClicksAndRetriedHandOversCountOneDecision(t *testing.T) {
 	if resp := e.post(u, "approve", ""); resp.StatusCode != http.StatusOK {
 		t.Fatalf("retry = %d", resp.StatusCode)
 	}
-	if got := e.flushEMF(); len(got) != 0 {
+	if got := e.metrics.Flush(); len(got) != 0 {
 		t.Errorf("the hand-over retry recorded %v", got)
 	}
 	for _, who := range []string{bob, alice} {
 		if resp := e.post(e.link(id, who), "reject", ""); resp.StatusCode != http.StatusConflict {
 			t.Errorf("%s's click after the decision = %d", who, resp.StatusCode)
 		}
-		if got := e.flushEMF(); len(got) != 0 {
+		if got := e.metrics.Flush(); len(got) != 0 {
 			t.Errorf("%s's click after the decision recorded %v", who, got)
 		}
 	}

@@ -2,12 +2,9 @@ package notify_test
 
 import (
 	"encoding/json"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/ledger"
@@ -18,7 +15,7 @@ const campaignID = "cp-1"
 
 // campaign stores a campaign of two legs: one a person must approve (awaiting_approval), one
 // governance let through (creating), USD 12,500.00 each.
-func (e *env) campaign() {
+func campaign(e *env) {
 	e.t.Helper()
 	e.createOperation("leg-a", workflow.StatusAwaitingApproval)
 	e.createOperation("leg-b", workflow.StatusCreating)
@@ -34,7 +31,7 @@ func (e *env) campaign() {
 	}
 }
 
-func (e *env) requestCampaign(tok string) string {
+func requestCampaign(e *env, tok string) string {
 	e.t.Helper()
 	payload, _ := json.Marshal(map[string]any{
 		"action": "request", "campaign_id": campaignID, "tenant": tenant,
@@ -44,15 +41,6 @@ func (e *env) requestCampaign(tok string) string {
 		e.t.Fatalf("request: %v", err)
 	}
 	return approval.ApprovalID(tok)
-}
-
-func (e *env) timeline(id string) []ledger.Event {
-	e.t.Helper()
-	p, err := e.store.ListEvents(e.ctx, tenant, id, ledger.MaxListLimit, "")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return p.Items
 }
 
 func count(evs []ledger.Event, typ string) int {
@@ -70,9 +58,9 @@ func count(evs []ledger.Event, typ string) int {
 // Slack request per approver listing both legs. A retry with the same token changes nothing.
 func TestRequestForACampaign(t *testing.T) {
 	e := newEnv(t, "")
-	e.campaign()
+	campaign(e)
 	tok := token(7)
-	id := e.requestCampaign(tok)
+	id := requestCampaign(e, tok)
 	a := e.approval(id)
 	if a.CampaignID != campaignID || a.OperationID != "" || a.Amount != "25000.00" || a.Currency != "USD" || a.Status != ledger.ApprovalPending {
 		t.Fatalf("approval = %+v", a)
@@ -108,7 +96,7 @@ func TestRequestForACampaign(t *testing.T) {
 		}
 	}
 
-	e.requestCampaign(tok) // a retry of the same task
+	requestCampaign(e, tok) // a retry of the same task
 	if len(e.sink.Messages()) != 2 || count(e.timeline(campaignID), ledger.EventApprovalRequested) != 1 ||
 		count(e.timeline("leg-b"), ledger.EventApprovalRequested) != 1 {
 		t.Errorf("the retry posted or recorded again")
@@ -119,11 +107,11 @@ func TestRequestForACampaign(t *testing.T) {
 // recorded on the campaign's timeline and on each leg's.
 func TestDecisionOnACampaign(t *testing.T) {
 	e := newEnv(t, "")
-	e.campaign()
+	campaign(e)
 	tok := token(8)
-	id := e.requestCampaign(tok)
+	id := requestCampaign(e, tok)
 	link := e.link(id, alice)
-	page := e.open(link)
+	page := e.get(link, browserUA)
 	if page.StatusCode != 200 || !strings.Contains(page.Body, "Approve a campaign?") || strings.Count(page.Body, "PO-<wbr>42") != 2 {
 		t.Fatalf("page HTTP %d:\n%s", page.StatusCode, page.Body)
 	}
@@ -156,8 +144,8 @@ func TestDecisionOnACampaign(t *testing.T) {
 // is a round of its own.
 func TestExpireACampaignApproval(t *testing.T) {
 	e := newEnv(t, "")
-	e.campaign()
-	id := e.requestCampaign(token(9))
+	campaign(e)
+	id := requestCampaign(e, token(9))
 	e.clk.Advance(timeout*time.Second + time.Second)
 	payload, _ := json.Marshal(map[string]any{"action": "expire", "campaign_id": campaignID, "tenant": tenant,
 		"config": map[string]any{"approval_timeout_seconds": timeout}})
@@ -179,7 +167,7 @@ func TestExpireACampaignApproval(t *testing.T) {
 // Both subjects at once, or none, are refused.
 func TestRequestNeedsOneSubject(t *testing.T) {
 	e := newEnv(t, "")
-	e.campaign()
+	campaign(e)
 	for _, p := range []map[string]any{
 		{"action": "request", "campaign_id": campaignID, "operation_id": opID, "tenant": tenant, "task_token": token(1), "config": map[string]any{"approval_timeout_seconds": timeout}},
 		{"action": "request", "tenant": tenant, "task_token": token(1), "config": map[string]any{"approval_timeout_seconds": timeout}},
@@ -193,23 +181,4 @@ func TestRequestNeedsOneSubject(t *testing.T) {
 	if len(e.sink.Messages()) != 0 {
 		t.Error("a refused request posted to Slack")
 	}
-}
-
-// open GETs approval link u as the approver's browser would.
-func (e *env) open(u *url.URL) events.APIGatewayV2HTTPResponse {
-	e.t.Helper()
-	id := u.Path[strings.LastIndexByte(u.Path, '/')+1:]
-	req := events.APIGatewayV2HTTPRequest{
-		RawPath: "/v1/approvals/" + id, RawQueryString: u.RawQuery,
-		PathParameters: map[string]string{"approval_id": id},
-		Headers:        map[string]string{"user-agent": "Mozilla/5.0 test"},
-	}
-	req.RequestContext.HTTP.Method = "GET"
-	req.RequestContext.HTTP.SourceIP = "198.51.100.7"
-	resp, err := e.approver.HandleHTTP(e.ctx, req)
-	if err != nil {
-		e.t.Fatalf("HandleHTTP returned an error: %v", err)
-	}
-	checkPage(e.t, resp)
-	return resp
 }

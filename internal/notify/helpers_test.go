@@ -20,7 +20,7 @@ import (
 	"github.com/buyflow/buyflow/internal/approve"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
-	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/metrics/metricstest"
 	"github.com/buyflow/buyflow/internal/notify"
 	"github.com/buyflow/buyflow/internal/slack"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -116,9 +116,8 @@ type env struct {
 	policy   approval.Policy
 	logger   *slog.Logger
 	logs     *syncBuffer
-	// rec is the service's metrics recorder; its EMF lines go to emf when flushed.
-	rec *metrics.Recorder
-	emf *syncBuffer
+	// metrics holds the use cases' metrics recorder and reads back what each step recorded.
+	metrics *metricstest.Sink
 }
 
 // build makes the env's notify and approve use cases from cfg, with the env's task completer.
@@ -198,13 +197,12 @@ func newEnv(t *testing.T, policyJSON string) *env {
 			t.Log(out)
 		}
 	})
-	emf := &syncBuffer{}
-	rec := metrics.New(emf, metrics.Namespace, clk.Now)
+	rec := metricstest.NewSink(t, clk.Now)
 	e := &env{t: t, ctx: context.Background(), clk: clk, store: store, sink: sink, tasks: tasks, signer: signer, policy: policy,
-		logger: logger, logs: logs, rec: rec, emf: emf}
+		logger: logger, logs: logs, metrics: rec}
 	e.build(approval.Config{
 		Ledger: store, Slack: sl, Delivery: slack.Direct, Signer: signer, Policy: policy,
-		BaseURL: baseURL, Now: clk.Now, Metrics: rec, Logger: logger,
+		BaseURL: baseURL, Now: clk.Now, Metrics: rec.Recorder, Logger: logger,
 	})
 	e.createOperation(opID, workflow.StatusCheckingGovernance)
 	return e
@@ -296,9 +294,16 @@ func (e *env) approval(id string) *ledger.Approval {
 	return a
 }
 
+// events returns the test buy's timeline.
 func (e *env) events() []ledger.Event {
 	e.t.Helper()
-	p, err := e.store.ListEvents(e.ctx, tenant, opID, ledger.MaxListLimit, "")
+	return e.timeline(opID)
+}
+
+// timeline returns the timeline of operation or campaign id.
+func (e *env) timeline(id string) []ledger.Event {
+	e.t.Helper()
+	p, err := e.store.ListEvents(e.ctx, tenant, id, ledger.MaxListLimit, "")
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -340,6 +345,62 @@ func (e *env) link(id, approver string) *url.URL {
 	return nil
 }
 
+// link2 finds approver's link for approval id in a raw Slack message body.
+func (e *env) link2(body []byte, id, approver string) *url.URL {
+	e.t.Helper()
+	var msg slack.Message
+	if err := json.Unmarshal(body, &msg); err != nil {
+		e.t.Fatal(err)
+	}
+	for _, b := range msg.Blocks {
+		if b.Accessory != nil && strings.Contains(b.Accessory.URL, "/v1/approvals/"+id+"?") && strings.Contains(b.Accessory.URL, "approver="+approver+"&") {
+			u, err := url.Parse(b.Accessory.URL)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			return u
+		}
+	}
+	e.t.Fatalf("no link for %s in the message", approver)
+	return nil
+}
+
+// signedLink signs a link directly (for people who were never sent one).
+func (e *env) signedLink(id, approver string, exp time.Time) *url.URL {
+	e.t.Helper()
+	s, err := e.signer.Sign(baseURL, id, approver, exp)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	u, _ := url.Parse(s)
+	return u
+}
+
+// The user agents of Slack's link unfurler and of an approver's browser.
+const (
+	slackbotUA = "Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)"
+	browserUA  = "Mozilla/5.0 test"
+)
+
+func (e *env) get(u *url.URL, ua string) events.APIGatewayV2HTTPResponse {
+	e.t.Helper()
+	id := u.Path[strings.LastIndexByte(u.Path, '/')+1:]
+	req := events.APIGatewayV2HTTPRequest{
+		RawPath: "/v1/approvals/" + id, RawQueryString: u.RawQuery,
+		PathParameters: map[string]string{"approval_id": id},
+		Headers:        map[string]string{"user-agent": ua},
+	}
+	req.RequestContext.HTTP.Method = "GET"
+	req.RequestContext.HTTP.SourceIP = "198.51.100.7"
+	req.RequestContext.HTTP.UserAgent = ua
+	resp, err := e.approver.HandleHTTP(e.ctx, req)
+	if err != nil {
+		e.t.Fatalf("HandleHTTP returned an error: %v", err)
+	}
+	checkPage(e.t, resp)
+	return resp
+}
+
 // post submits the confirm form for link u: the signed fields, a decision and a comment.
 func (e *env) post(u *url.URL, decision, comment string) events.APIGatewayV2HTTPResponse {
 	e.t.Helper()
@@ -355,12 +416,12 @@ func (e *env) post(u *url.URL, decision, comment string) events.APIGatewayV2HTTP
 	req := events.APIGatewayV2HTTPRequest{
 		RawPath: "/v1/approvals/" + id, RawQueryString: u.RawQuery,
 		PathParameters: map[string]string{"approval_id": id},
-		Headers:        map[string]string{"content-type": "application/x-www-form-urlencoded", "user-agent": "Mozilla/5.0 test"},
+		Headers:        map[string]string{"content-type": "application/x-www-form-urlencoded", "user-agent": browserUA},
 		Body:           form.Encode(),
 	}
 	req.RequestContext.HTTP.Method = "POST"
 	req.RequestContext.HTTP.SourceIP = "203.0.113.9"
-	req.RequestContext.HTTP.UserAgent = "Mozilla/5.0 test"
+	req.RequestContext.HTTP.UserAgent = browserUA
 	resp, err := e.approver.HandleHTTP(e.ctx, req)
 	if err != nil {
 		e.t.Fatalf("HandleHTTP returned an error: %v", err)
