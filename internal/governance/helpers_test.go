@@ -241,6 +241,13 @@ func (e *env) newOp(sim string, requireApproval bool) *ledger.Operation {
 	return op
 }
 
+// completed returns the task completions the poll stage sent so far.
+func (e *env) completed() []completion {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.completions)
+}
+
 func (e *env) op(id string) *ledger.Operation {
 	e.t.Helper()
 	op, err := e.store.GetOperation(context.Background(), tenant, id)
@@ -256,6 +263,13 @@ func cfg() workflow.RunConfig {
 	c.PollMaxSeconds = 600
 	c.LoopBudget = 50
 	return c
+}
+
+// safetyNet reports whether seconds is one jittered safety-net interval of cfg() (0.75x to 1x
+// PollMaxSeconds).
+func safetyNet(seconds int) bool {
+	m := cfg().PollMaxSeconds
+	return seconds >= m-m/4 && seconds <= m
 }
 
 func stageIn(op *ledger.Operation, a workflow.Action) workflow.StageInput {

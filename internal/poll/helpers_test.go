@@ -14,6 +14,7 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/adcptest"
+	"github.com/buyflow/buyflow/internal/breaker"
 	"github.com/buyflow/buyflow/internal/create"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/governance"
@@ -65,6 +66,11 @@ type completion struct {
 	Token  string
 	Output workflow.SellerOutput
 }
+
+// policyFunc is a function-typed fake approval policy.
+type policyFunc func(op *ledger.Operation) (bool, string)
+
+func (f policyFunc) Needs(op *ledger.Operation) (bool, string) { return f(op) }
 
 // hookLedger wraps the real ledger; a non-nil hook replaces a method.
 type hookLedger struct {
@@ -131,6 +137,9 @@ type envOptions struct {
 	seller adcptest.SellerOptions
 	gov    adcptest.GovernanceOptions
 	policy governance.Policy
+	// breakers, when set, guards the AdCP client with the agents' circuit breakers in the
+	// env's ledger, with these registry settings for every agent.
+	breakers json.RawMessage
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -165,7 +174,13 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := adcp.New(adcp.Options{Registry: reg, Validator: v, CallTimeout: 5 * time.Second,
+	var guard adcp.Guard
+	if o.breakers != nil {
+		g := breaker.New(store, func(context.Context, string) (json.RawMessage, error) { return o.breakers, nil })
+		g.Now = clk.Now
+		guard = g
+	}
+	client, err := adcp.New(adcp.Options{Registry: reg, Validator: v, CallTimeout: 5 * time.Second, Guard: guard, Now: clk.Now,
 		Credentials: adcp.CredentialsFunc(func(_ context.Context, ref string) (string, error) {
 			if ref == "cred/gov" {
 				return adcptest.DefaultGovernanceToken, nil
@@ -190,12 +205,6 @@ func newEnv(t *testing.T, o envOptions) *env {
 	e.tasks = tasks
 	e.build(stage.Options{Now: clk.Now, Rand: func() float64 { return 0.99 }})
 	return e
-}
-
-func (e *env) completed() []completion {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return slices.Clone(e.completions)
 }
 
 // mediaBuy is a schema-valid create_media_buy request as a buyer submits it; sim drives the
@@ -232,6 +241,13 @@ func (e *env) newOp(sim string, requireApproval bool) *ledger.Operation {
 	return op
 }
 
+// completed returns the task completions the poll stage sent so far.
+func (e *env) completed() []completion {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.completions)
+}
+
 func (e *env) op(id string) *ledger.Operation {
 	e.t.Helper()
 	op, err := e.store.GetOperation(context.Background(), tenant, id)
@@ -241,19 +257,19 @@ func (e *env) op(id string) *ledger.Operation {
 	return op
 }
 
-// safetyNet reports whether seconds is one jittered safety-net interval of cfg() (0.75x to 1x
-// PollMaxSeconds).
-func safetyNet(seconds int) bool {
-	m := cfg().PollMaxSeconds
-	return seconds >= m-m/4 && seconds <= m
-}
-
 func cfg() workflow.RunConfig {
 	c := workflow.DefaultRunConfig()
 	c.PollInitialSeconds = 10
 	c.PollMaxSeconds = 600
 	c.LoopBudget = 50
 	return c
+}
+
+// safetyNet reports whether seconds is one jittered safety-net interval of cfg() (0.75x to 1x
+// PollMaxSeconds).
+func safetyNet(seconds int) bool {
+	m := cfg().PollMaxSeconds
+	return seconds >= m-m/4 && seconds <= m
 }
 
 func stageIn(op *ledger.Operation, a workflow.Action) workflow.StageInput {
