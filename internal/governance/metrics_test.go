@@ -9,14 +9,15 @@ import (
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/metrics/metricstest"
 	"github.com/buyflow/buyflow/internal/stage"
+	"github.com/buyflow/buyflow/internal/stagetest"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
 // withMetrics rebuilds the env's stages with a metrics recorder.
-func withMetrics(e *env) *metricstest.Sink {
-	e.t.Helper()
-	sink := metricstest.NewSink(e.t, e.clock.Now)
-	e.build(stage.Options{Now: e.clock.Now, Rand: func() float64 { return 0.99 }, Metrics: sink.Recorder})
+func withMetrics(e *stagetest.Env) *metricstest.Sink {
+	e.T.Helper()
+	sink := metricstest.NewSink(e.T, e.Clock.Now)
+	e.Build(stage.Options{Now: e.Clock.Now, Rand: func() float64 { return 0.99 }, Metrics: sink.Recorder})
 	return sink
 }
 
@@ -35,10 +36,10 @@ func wantCount(t *testing.T, got map[string][]metricstest.Point, name string, di
 
 func TestGovernanceDenialRecordsGovernanceDenied(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
+	e := stagetest.NewEnv(t, stagetest.Options{})
 	m := withMetrics(e)
-	op := e.newOp("denied", false)
-	if out := e.check(op); out.Decision != workflow.GovernanceDenied {
+	op := e.NewOp("denied", false)
+	if out := e.Check(op); out.Decision != workflow.GovernanceDenied {
 		t.Fatalf("output = %+v", out)
 	}
 	got := m.Flush()
@@ -47,8 +48,8 @@ func TestGovernanceDenialRecordsGovernanceDenied(t *testing.T) {
 		t.Errorf("a denial recorded %v, want only GovernanceDenied", got)
 	}
 	// A retried check of the rejected operation is no second denial.
-	_, err := handle(t, e.govStage.Handle, stageIn(op, workflow.ActionCheck))
-	wantBare(t, err, "TerminalError")
+	_, err := stagetest.Handle(t, e.GovStage.Handle, stagetest.StageIn(op, workflow.ActionCheck))
+	stagetest.WantBare(t, err, "TerminalError")
 	if got := m.Flush(); len(got) != 0 {
 		t.Errorf("a retried check recorded %v", got)
 	}
@@ -56,9 +57,9 @@ func TestGovernanceDenialRecordsGovernanceDenied(t *testing.T) {
 
 func TestApprovedCheckRecordsNothing(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
+	e := stagetest.NewEnv(t, stagetest.Options{})
 	m := withMetrics(e)
-	if out := e.check(e.newOp("approved", false)); out.Decision != workflow.GovernanceProceed {
+	if out := e.Check(e.NewOp("approved", false)); out.Decision != workflow.GovernanceProceed {
 		t.Fatalf("output = %+v", out)
 	}
 	if got := m.Flush(); len(got) != 0 {
@@ -68,50 +69,50 @@ func TestApprovedCheckRecordsNothing(t *testing.T) {
 
 func TestCheckFailureRecordsAdcpErrorByCode(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
+	e := stagetest.NewEnv(t, stagetest.Options{})
 	m := withMetrics(e)
-	op := e.newOp("approved", false)
-	e.gov.FailNextHTTP(10, 503)
-	_, err := handle(t, e.govStage.Handle, stageIn(op, workflow.ActionCheck))
-	wantBare(t, err, "TransientError")
+	op := e.NewOp("approved", false)
+	e.Gov.FailNextHTTP(10, 503)
+	_, err := stagetest.Handle(t, e.GovStage.Handle, stagetest.StageIn(op, workflow.ActionCheck))
+	stagetest.WantBare(t, err, "TransientError")
 	// An HTTP 503 carries no AdCP code: the error kind names it.
 	wantCount(t, m.Flush(), metrics.AdcpErrors, map[string]string{"Code": "transport"}, 1)
 }
 
 func TestAsyncReviewDeadlineRecordsTimeout(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{gov: adcptest.GovernanceOptions{PollsPerStep: -1}})
+	e := stagetest.NewEnv(t, stagetest.Options{Gov: adcptest.GovernanceOptions{PollsPerStep: -1}})
 	m := withMetrics(e)
-	op := e.newOp("async_review", false)
-	if out := e.check(op); out.Decision != workflow.GovernancePending {
+	op := e.NewOp("async_review", false)
+	if out := e.Check(op); out.Decision != workflow.GovernancePending {
 		t.Fatalf("output = %+v", out)
 	}
 	if got := m.Flush(); len(got) != 0 {
 		t.Errorf("a pending review recorded %v", got)
 	}
-	e.clock.Advance(time.Duration(cfg().DeadlineSeconds+1) * time.Second)
-	_, err := handle(t, e.govStage.Handle, stageIn(op, workflow.ActionCheck))
-	wantBare(t, err, "DeadlineExceededError")
+	e.Clock.Advance(time.Duration(stagetest.RunConfig().DeadlineSeconds+1) * time.Second)
+	_, err := stagetest.Handle(t, e.GovStage.Handle, stagetest.StageIn(op, workflow.ActionCheck))
+	stagetest.WantBare(t, err, "DeadlineExceededError")
 	wantCount(t, m.Flush(), metrics.Timeouts, map[string]string{"Kind": metrics.TimeoutGovernanceReview}, 1)
 }
 
 func TestCreateFailureRecordsAdcpErrorByCode(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
+	e := stagetest.NewEnv(t, stagetest.Options{})
 	m := withMetrics(e)
-	op := e.newOp("approved,sync", false)
-	e.check(op)
+	op := e.NewOp("approved,sync", false)
+	e.Check(op)
 	m.Flush()
-	e.seller.RateLimitNext(1)
-	_, err := handle(t, e.createStage.Handle, stageIn(op, workflow.ActionCreate))
-	wantBare(t, err, "TransientError")
+	e.Seller.RateLimitNext(1)
+	_, err := stagetest.Handle(t, e.CreateStage.Handle, stagetest.StageIn(op, workflow.ActionCreate))
+	stagetest.WantBare(t, err, "TransientError")
 	got := m.Flush()
 	wantCount(t, got, metrics.AdcpErrors, map[string]string{"Code": "RATE_LIMITED"}, 1)
 	if len(got[metrics.AdcpErrors]) != 1 {
 		t.Errorf("AdcpErrors = %+v, want one code", got[metrics.AdcpErrors])
 	}
 	// The retry succeeds and records nothing.
-	if out := e.create(op); out.Status != workflow.StatusCompleted {
+	if out := e.Create(op); out.Status != workflow.StatusCompleted {
 		t.Fatalf("output = %+v", out)
 	}
 	if got := m.Flush(); len(got) != 0 {
@@ -121,12 +122,12 @@ func TestCreateFailureRecordsAdcpErrorByCode(t *testing.T) {
 
 func TestCancelFailureRecordsAdcpErrorByCode(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
+	e := stagetest.NewEnv(t, stagetest.Options{})
 	m := withMetrics(e)
-	op, _ := e.placed("approved,sync")
+	op, _ := e.Placed("approved,sync")
 	m.Flush()
-	e.seller.RateLimitNext(1)
-	_, err := e.createStage.Cancel(context.Background(), stageIn(op, workflow.ActionCancel))
-	wantBare(t, err, "TransientError")
+	e.Seller.RateLimitNext(1)
+	_, err := e.CreateStage.Cancel(context.Background(), stagetest.StageIn(op, workflow.ActionCancel))
+	stagetest.WantBare(t, err, "TransientError")
 	wantCount(t, m.Flush(), metrics.AdcpErrors, map[string]string{"Code": "RATE_LIMITED"}, 1)
 }
