@@ -22,6 +22,7 @@ import (
 	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/approve"
+	"github.com/buyflow/buyflow/internal/clocktest"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics/metricstest"
@@ -43,27 +44,6 @@ const (
 	Escalator      = "UESC"
 	TimeoutSeconds = 3600
 )
-
-// Clock is a settable clock shared by the use cases, the ledger and the signer; it stands still
-// until Advance moves it.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Advance moves the clock on by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // TaskCall is one call the fake task completer received.
 type TaskCall struct {
@@ -116,11 +96,11 @@ func (f *FakeTasks) Calls() []TaskCall {
 }
 
 // Env is one test's world: a kumo ledger, a recording Slack, a fake Step Functions and the two
-// use cases over them.
+// use cases over them, all on Clock, which stands still until the test moves it.
 type Env struct {
 	T      *testing.T
 	Ctx    context.Context
-	Clock  *Clock
+	Clock  *clocktest.Clock
 	Store  *ledger.Store
 	Slack  *slack.Sink
 	Tasks  *FakeTasks
@@ -184,7 +164,7 @@ func NewEnv(t *testing.T, policyJSON string) *Env {
 		t.Fatal(err)
 	}
 	client, table := dynamotest.Start(t)
-	clk := &Clock{t: time.Date(2026, 11, 30, 5, 0, 0, 0, time.UTC)}
+	clk := clocktest.At(time.Date(2026, 11, 30, 5, 0, 0, 0, time.UTC))
 	store := ledger.New(client, table)
 	store.Now = clk.Now
 	sink := slack.NewSink(clk.Now)

@@ -20,6 +20,7 @@ import (
 	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/adcptest"
 	"github.com/buyflow/buyflow/internal/breaker"
+	"github.com/buyflow/buyflow/internal/clocktest"
 	"github.com/buyflow/buyflow/internal/create"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/governance"
@@ -42,27 +43,6 @@ const (
 )
 
 var opSeq atomic.Int64
-
-// Clock is the clock of the ledger, the agents, the AdCP client and the stages: real time plus
-// an offset tests move.
-type Clock struct {
-	mu     sync.Mutex
-	offset time.Duration
-}
-
-// Now returns the real time moved on by every Advance so far.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Now().Add(c.offset).UTC()
-}
-
-// Advance moves the clock on by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.offset += d
-	c.mu.Unlock()
-}
 
 // tasksFunc is a function-typed fake task completer.
 type tasksFunc func(ctx context.Context, token string, output any) error
@@ -120,8 +100,10 @@ func (h *HookAdCP) GetTaskStatus(ctx context.Context, agentID string, req adcp.G
 	return h.AdCP.GetTaskStatus(ctx, agentID, req)
 }
 
-// Env is one test's world. The stages reach the ledger through Ledger and the agents through
-// AdCP, so a test can interfere with either; Store and Client are the real ones underneath.
+// Env is one test's world, on Clock: the real time plus what the test advanced, shared by the
+// ledger, the agents, the AdCP client and the stages. The stages reach the ledger through
+// Ledger and the agents through AdCP, so a test can interfere with either; Store and Client are
+// the real ones underneath.
 type Env struct {
 	T      *testing.T
 	Store  *ledger.Store
@@ -130,7 +112,7 @@ type Env struct {
 	Client *adcp.Client
 	Seller *adcptest.Seller
 	Gov    *adcptest.Governance
-	Clock  *Clock
+	Clock  *clocktest.Clock
 	policy governance.Policy
 
 	mu          sync.Mutex
@@ -164,7 +146,7 @@ type Options struct {
 func NewEnv(t *testing.T, o Options) *Env {
 	t.Helper()
 	db, table := dynamotest.Start(t)
-	clk := &Clock{}
+	clk := clocktest.Real()
 	store := ledger.New(db, table)
 	store.Now = clk.Now
 	if o.Seller.Now == nil {
