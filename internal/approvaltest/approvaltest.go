@@ -393,21 +393,7 @@ const (
 // page (see Post).
 func (e *Env) Get(u *url.URL, ua string) events.APIGatewayV2HTTPResponse {
 	e.T.Helper()
-	id := u.Path[strings.LastIndexByte(u.Path, '/')+1:]
-	req := events.APIGatewayV2HTTPRequest{
-		RawPath: "/v1/approvals/" + id, RawQueryString: u.RawQuery,
-		PathParameters: map[string]string{"approval_id": id},
-		Headers:        map[string]string{"user-agent": ua},
-	}
-	req.RequestContext.HTTP.Method = "GET"
-	req.RequestContext.HTTP.SourceIP = "198.51.100.7"
-	req.RequestContext.HTTP.UserAgent = ua
-	resp, err := e.Approver.HandleHTTP(e.Ctx, req)
-	if err != nil {
-		e.T.Fatalf("HandleHTTP returned an error: %v", err)
-	}
-	checkPage(e.T, resp)
-	return resp
+	return e.serve(u, "GET", "198.51.100.7", ua, nil, "")
 }
 
 // Post submits the confirm form for link u, as an approver's browser does: the signed fields,
@@ -422,16 +408,27 @@ func (e *Env) Post(u *url.URL, decision, comment string) events.APIGatewayV2HTTP
 	if comment != "" {
 		form.Set("comment", comment)
 	}
+	return e.serve(u, "POST", "203.0.113.9", BrowserUA,
+		map[string]string{"content-type": "application/x-www-form-urlencoded"}, form.Encode())
+}
+
+// serve hands the approve use case the request API Gateway makes of a client at ip opening
+// link u, and checks the page it answers.
+func (e *Env) serve(u *url.URL, method, ip, ua string, headers map[string]string, body string) events.APIGatewayV2HTTPResponse {
+	e.T.Helper()
 	id := u.Path[strings.LastIndexByte(u.Path, '/')+1:]
 	req := events.APIGatewayV2HTTPRequest{
 		RawPath: "/v1/approvals/" + id, RawQueryString: u.RawQuery,
 		PathParameters: map[string]string{"approval_id": id},
-		Headers:        map[string]string{"content-type": "application/x-www-form-urlencoded", "user-agent": BrowserUA},
-		Body:           form.Encode(),
+		Headers:        map[string]string{"user-agent": ua},
+		Body:           body,
 	}
-	req.RequestContext.HTTP.Method = "POST"
-	req.RequestContext.HTTP.SourceIP = "203.0.113.9"
-	req.RequestContext.HTTP.UserAgent = BrowserUA
+	for k, v := range headers {
+		req.Headers[k] = v
+	}
+	req.RequestContext.HTTP.Method = method
+	req.RequestContext.HTTP.SourceIP = ip
+	req.RequestContext.HTTP.UserAgent = ua
 	resp, err := e.Approver.HandleHTTP(e.Ctx, req)
 	if err != nil {
 		e.T.Fatalf("HandleHTTP returned an error: %v", err)
