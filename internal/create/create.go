@@ -81,13 +81,13 @@ func (s *Create) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (wo
 	if err != nil {
 		return workflow.SellerOutput{}, err
 	}
-	intent, existed, err := s.FixIntent(ctx, op, stage.IntentCreate, adcp.ToolCreateMediaBuy, func() (adcp.Intent, error) {
+	intent, err := s.FixIntent(ctx, op, stage.IntentCreate, adcp.ToolCreateMediaBuy, func() (adcp.Intent, error) {
 		return s.createIntent(ctx, op, req, token, now)
 	})
 	if err != nil {
 		return workflow.SellerOutput{}, err
 	}
-	if existed {
+	if intent.Resend() {
 		// A lapsed claim: an earlier attempt may have reached the seller. Look before resending.
 		out, done, err := s.reconcile(ctx, op, req, in.Config, token, now)
 		if wait, waitErr := s.Unavailable(ctx, op, in.Config, adcp.RoleSeller, adcp.ToolGetMediaBuys, err); wait != nil || waitErr != nil {
@@ -98,7 +98,8 @@ func (s *Create) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (wo
 		}
 	}
 
-	res, err := s.AdCP.CreateMediaBuy(ctx, req.SellerID, intent)
+	res, err := s.AdCP.CreateMediaBuy(ctx, req.SellerID, intent.Intent)
+	s.ReleaseUnsent(ctx, op, intent, err)
 	if wait, waitErr := s.Unavailable(ctx, op, in.Config, adcp.RoleSeller, adcp.ToolCreateMediaBuy, err); wait != nil || waitErr != nil {
 		return workflow.SellerOutput{Status: op.Status, Unavailable: wait}, waitErr
 	}
@@ -327,7 +328,7 @@ func (s *Create) Cancel(ctx context.Context, in workflow.StageInput) (workflow.S
 		}
 		return workflow.SellerOutput{Status: cur.Status, Terminal: cur.Status.Terminal(), Reason: reason}, nil
 	}
-	intent, _, err := s.FixIntent(ctx, op, stage.IntentCancel, adcp.ToolUpdateMediaBuy, func() (adcp.Intent, error) {
+	intent, err := s.FixIntent(ctx, op, stage.IntentCancel, adcp.ToolUpdateMediaBuy, func() (adcp.Intent, error) {
 		acct := req.Account()
 		if acct == nil {
 			acct = &adcp.AccountRef{}
@@ -339,7 +340,8 @@ func (s *Create) Cancel(ctx context.Context, in workflow.StageInput) (workflow.S
 	if err != nil {
 		return workflow.SellerOutput{}, err
 	}
-	res, err := s.AdCP.UpdateMediaBuy(ctx, req.SellerID, intent)
+	res, err := s.AdCP.UpdateMediaBuy(ctx, req.SellerID, intent.Intent)
+	s.ReleaseUnsent(ctx, op, intent, err)
 	if err != nil {
 		s.CountAdcpError(err)
 		s.Event(ctx, op, ledger.Event{Type: ledger.EventCancel, Actor: stage.SellerActor(req.SellerID), Reason: ledger.Clip(err.Error(), 500),

@@ -91,6 +91,17 @@ type hookAdCP struct {
 	beforePoll   func()
 }
 
+// switchGuard refuses every exchange while refusing is set, as an open circuit breaker does:
+// the client sends nothing.
+type switchGuard struct{ refusing atomic.Bool }
+
+func (g *switchGuard) Admit(_ context.Context, agentID string) (func(error), error) {
+	if g.refusing.Load() {
+		return nil, &adcp.UnavailableError{Agent: agentID, Since: time.Now(), RetryAt: time.Now().Add(time.Minute)}
+	}
+	return func(error) {}, nil
+}
+
 func (h *hookAdCP) CreateMediaBuy(ctx context.Context, agentID string, in adcp.Intent) (*adcp.MediaBuyResult, error) {
 	if h.beforeCreate != nil {
 		h.beforeCreate(in)
@@ -133,6 +144,7 @@ func (e *env) build(o stage.Options) {
 }
 
 type envOptions struct {
+	guard  adcp.Guard // asked before every exchange of the client (none: every call goes out)
 	seller adcptest.SellerOptions
 	gov    adcptest.GovernanceOptions
 	policy governance.Policy
@@ -170,7 +182,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := adcp.New(adcp.Options{Registry: reg, Validator: v, CallTimeout: 5 * time.Second,
+	client, err := adcp.New(adcp.Options{Registry: reg, Validator: v, CallTimeout: 5 * time.Second, Guard: o.guard,
 		Credentials: adcp.CredentialsFunc(func(_ context.Context, ref string) (string, error) {
 			if ref == "cred/gov" {
 				return adcptest.DefaultGovernanceToken, nil
