@@ -87,8 +87,16 @@ func (h *hookLedger) Transition(ctx context.Context, tenant, id string, to workf
 // hookAdCP wraps the real client; a non-nil hook runs before the call.
 type hookAdCP struct {
 	stage.AdCP
-	beforeCreate func(in adcp.Intent)
-	beforePoll   func()
+	beforeCreate   func(in adcp.Intent)
+	beforePoll     func()
+	beforeListBuys func()
+}
+
+func (h *hookAdCP) GetMediaBuys(ctx context.Context, agentID string, req adcp.GetMediaBuysRequest) (*adcp.GetMediaBuysResult, error) {
+	if h.beforeListBuys != nil {
+		h.beforeListBuys()
+	}
+	return h.AdCP.GetMediaBuys(ctx, agentID, req)
 }
 
 // switchGuard refuses every exchange while refusing is set, as an open circuit breaker does:

@@ -31,6 +31,7 @@ type Ledger interface {
 	ClaimIntent(ctx context.Context, seen *ledger.Intent) (*ledger.Intent, error)
 	ReleaseIntent(ctx context.Context, claimed *ledger.Intent) error
 	AppendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) error
+	AppendEventWhile(ctx context.Context, tenant, opID string, status workflow.Status, ev ledger.Event) error
 	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (ledger.Page[ledger.Event], error)
 	AcquireLock(ctx context.Context, name, owner string, ttl time.Duration) (ledger.Lease, error)
 	ReleaseLock(ctx context.Context, l ledger.Lease) error
@@ -206,12 +207,33 @@ func MoveError(op *ledger.Operation, err error) error {
 // event appends an audit event; a failure is logged, not returned: the event is a record of a
 // step that already happened and must not make the step run twice.
 func (s *Stage) Event(ctx context.Context, op *ledger.Operation, ev ledger.Event) {
-	if ev.Amount == "" && op.BudgetTotal != "" {
-		ev.Amount, ev.Currency = op.BudgetTotal, op.Currency
-	}
+	ev = withAmount(op, ev)
 	if err := s.Ledger.AppendEvent(ctx, op.Tenant, op.ID, ev); err != nil {
 		s.Log.WarnContext(ctx, "audit event not recorded", "operationId", op.ID, "eventType", ev.Type, "err", err)
 	}
+}
+
+// EventWhile appends ev only while op still has status (ledger.AppendEventWhile), for a step
+// whose meaning depends on that status. moved is true when another actor moved the operation
+// on first: nothing is recorded. Any other failure is logged, as Event's.
+func (s *Stage) EventWhile(ctx context.Context, op *ledger.Operation, status workflow.Status, ev ledger.Event) (moved bool) {
+	err := s.Ledger.AppendEventWhile(ctx, op.Tenant, op.ID, status, withAmount(op, ev))
+	if errors.Is(err, ledger.ErrConflict) {
+		return true
+	}
+	if err != nil {
+		s.Log.WarnContext(ctx, "audit event not recorded", "operationId", op.ID, "eventType", ev.Type, "err", err)
+	}
+	return false
+}
+
+// withAmount gives ev the operation's amount when it names none: the timeline shows what each
+// step was about.
+func withAmount(op *ledger.Operation, ev ledger.Event) ledger.Event {
+	if ev.Amount == "" && op.BudgetTotal != "" {
+		ev.Amount, ev.Currency = op.BudgetTotal, op.Currency
+	}
+	return ev
 }
 
 // CallError turns a failed AdCP call into the workflow error the ASL matches: retry the same
