@@ -197,6 +197,23 @@ func breakerOf(t *testing.T, agent string) ledger.Breaker {
 	return b
 }
 
+// placedAfterAWait checks that r's execution waited for the seller's breaker and completed,
+// the buy is completed, and exactly one create_media_buy of it reached seller.
+func placedAfterAWait(t *testing.T, r *buyRun, seller *adcptest.Seller) {
+	t.Helper()
+	exs := r.finish(90 * time.Second)
+	last := exs[len(exs)-1]
+	if last.Status != "SUCCEEDED" || !slices.Contains(last.States, "WaitForSeller") || !slices.Contains(last.States, "MediaBuyCompleted") {
+		t.Errorf("buy %s: %s %s, states %v: want a wait for the seller, then completed", r.op, last.Status, last.Error, last.States)
+	}
+	if op := r.operation(); op.Status != "completed" {
+		t.Errorf("buy %s is %s", r.op, op.Status)
+	}
+	if n := len(mine(seller.Calls(), adcp.ToolCreateMediaBuy, r.keys(seller.Calls()))); n != 1 {
+		t.Errorf("buy %s: %d create_media_buy calls reached the seller, want 1", r.op, n)
+	}
+}
+
 // A seller down with 503: the first buy's create trips its breaker after 3 failed calls (the
 // state machine's own retries), later buys make no call while it is open, and after the
 // cool-down one probe finds the seller back: the breaker closes and every waiting buy is placed.
@@ -232,17 +249,7 @@ func TestSellerBreakerOpensWaitsAndCloses(t *testing.T) {
 	d.set(func(d *downAgent) { d.down = false })
 
 	for _, r := range append([]*buyRun{first}, later...) {
-		exs := r.finish(90 * time.Second)
-		last := exs[len(exs)-1]
-		if last.Status != "SUCCEEDED" || !slices.Contains(last.States, "WaitForSeller") || !slices.Contains(last.States, "MediaBuyCompleted") {
-			t.Errorf("buy %s: %s %s, states %v: want a wait for the seller, then completed", r.op, last.Status, last.Error, last.States)
-		}
-		if op := r.operation(); op.Status != "completed" {
-			t.Errorf("buy %s is %s", r.op, op.Status)
-		}
-		if n := len(mine(seller.Calls(), adcp.ToolCreateMediaBuy, r.keys(seller.Calls()))); n != 1 {
-			t.Errorf("buy %s: %d create_media_buy calls reached the seller, want 1", r.op, n)
-		}
+		placedAfterAWait(t, r, seller)
 	}
 	if b := breakerOf(t, d.id); b.State != ledger.BreakerClosed || b.Failures != 0 || b.Trips != 1 {
 		t.Fatalf("breaker after the recovery %+v, want closed", b)
@@ -272,17 +279,7 @@ func TestSellerWithoutReplayWindowCreatesOnceAfterItsBreakerCloses(t *testing.T)
 	d.set(func(d *downAgent) { d.down = false })
 
 	for _, r := range []*buyRun{first, second} {
-		exs := r.finish(90 * time.Second)
-		last := exs[len(exs)-1]
-		if last.Status != "SUCCEEDED" || !slices.Contains(last.States, "WaitForSeller") || !slices.Contains(last.States, "MediaBuyCompleted") {
-			t.Errorf("buy %s: %s %s, states %v: want a wait for the seller, then completed", r.op, last.Status, last.Error, last.States)
-		}
-		if op := r.operation(); op.Status != "completed" {
-			t.Errorf("buy %s is %s", r.op, op.Status)
-		}
-		if n := len(mine(seller.Calls(), adcp.ToolCreateMediaBuy, r.keys(seller.Calls()))); n != 1 {
-			t.Errorf("buy %s: %d create_media_buy calls reached the seller, want 1", r.op, n)
-		}
+		placedAfterAWait(t, r, seller)
 	}
 	if n := len(seller.CallsTo(adcp.ToolGetMediaBuys)); n != 0 {
 		t.Errorf("%d get_media_buys: no create was ever sent before, so there was no lapsed claim to look for", n)
