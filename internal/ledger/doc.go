@@ -21,8 +21,8 @@
 //     response was lost (a 200 whose body read failed), and the retry then fails its own
 //     condition. Each write leaves a random id the retry recognises (last_write on transitions
 //     and field updates, decision_id on decisions, writer on receipts and nonces,
-//     token_cleared_by on token clears, the owner on claims; events have random keys) and then
-//     reports the success it had.
+//     token_cleared_by on token clears, the owner on claims, claimed_by on intent claims;
+//     events have random keys) and then reports the success it had.
 //   - Timestamps inside sort keys use the fixed-width UTC layout 2006-01-02T15:04:05.000000000Z so
 //     they sort lexically; expiries that conditions compare are numbers (Unix s or ms).
 //   - ttl (Unix seconds) is the table's TTL attribute. DynamoDB deletes expired items lazily (up to
