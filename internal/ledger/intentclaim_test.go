@@ -3,9 +3,11 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
 )
 
@@ -86,5 +88,49 @@ func TestIntentWithoutClaimsIsMaybeSent(t *testing.T) {
 	}
 	if _, err := s.ClaimIntent(ctx, old); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("second claim of the unclaimed read: err = %v, want ErrConflict", err)
+	}
+}
+
+// Concurrent attempts that read the same unsent intent: exactly one claims it for its first
+// send, the others must read it again (and then see it maybe sent).
+func TestIntentClaimHasOneWinner(t *testing.T) {
+	dynamotest.SkipOnMoto(t, motoNotIsolated)
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	in, _, err := s.PutIntent(ctx, ledger.Intent{Tenant: "acme", OperationID: "op-1", Task: "create_media_buy",
+		IdempotencyKey: "k-1", Request: []byte(`{}`), Claims: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReleaseIntent(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	seen, err := s.GetIntent(ctx, "acme", "op-1", "create_media_buy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	won, lost := 0, 0
+	for range n {
+		wg.Go(func() {
+			_, err := s.ClaimIntent(ctx, seen)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				won++
+			case errors.Is(err, ledger.ErrConflict):
+				lost++
+			default:
+				t.Errorf("claim: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if won != 1 || lost != n-1 {
+		t.Fatalf("%d claims won, %d lost; want exactly one winner", won, lost)
 	}
 }
