@@ -115,6 +115,19 @@ func TestCreateInputRequired(t *testing.T) {
 	}
 }
 
+// committedThenCrashed checks a new sync buy and runs its first create, which dies after the
+// seller committed the buy and before the answer was recorded (crashOnce).
+func (e *env) committedThenCrashed() *ledger.Operation {
+	e.t.Helper()
+	op := e.newOp("approved,sync", false)
+	e.check(op)
+	crashOnce(e, workflow.StatusCompleted)
+	if _, err := e.createStage.CreateMediaBuy(context.Background(), stageIn(op, workflow.ActionCreate)); err == nil {
+		e.t.Fatal("the simulated crash did not fail the first attempt")
+	}
+	return op
+}
+
 // crashOnce makes the first transition to status to fail, as if the Lambda died after the
 // seller answered and before the answer was recorded.
 func crashOnce(e *env, to workflow.Status) {
@@ -158,13 +171,7 @@ func TestCreateRetryAfterCrashReusesKeyAndBytes(t *testing.T) {
 func TestCreateLapsedClaimReconciledWithoutResend(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
-	op := e.newOp("approved,sync", false)
-	e.check(op)
-	crashOnce(e, workflow.StatusCompleted)
-
-	if _, err := e.createStage.CreateMediaBuy(context.Background(), stageIn(op, workflow.ActionCreate)); err == nil {
-		t.Fatal("the simulated crash did not fail the first attempt")
-	}
+	op := e.committedThenCrashed()
 	out := e.create(op)
 	if !out.Terminal || out.Status != workflow.StatusCompleted {
 		t.Fatalf("output = %+v", out)

@@ -14,12 +14,7 @@ import (
 func TestLapsedClaimCheckIsNotRecordedAfterTheWebhookCompletedTheBuy(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
-	op := e.newOp("approved,sync", false)
-	e.check(op)
-	crashOnce(e, workflow.StatusCompleted)
-	if _, err := e.createStage.CreateMediaBuy(context.Background(), stageIn(op, workflow.ActionCreate)); err == nil {
-		t.Fatal("the simulated crash did not fail the first attempt")
-	}
+	op := e.committedThenCrashed()
 	e.api.beforeListBuys = func() {
 		mb := e.seller.MediaBuys()[0]["media_buy_id"].(string)
 		if _, err := e.store.Transition(context.Background(), tenant, op.ID, workflow.StatusCompleted, ledger.AnyVersion,

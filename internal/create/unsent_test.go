@@ -68,12 +68,7 @@ func TestMaybeSentCreateStaysAResendThroughARefusal(t *testing.T) {
 	t.Parallel()
 	guard := &switchGuard{}
 	e := newEnv(t, envOptions{guard: guard})
-	op := e.newOp("approved,sync", false)
-	e.check(op)
-	crashOnce(e, workflow.StatusCompleted)
-	if _, err := e.createStage.CreateMediaBuy(context.Background(), stageIn(op, workflow.ActionCreate)); err == nil {
-		t.Fatal("the simulated crash did not fail the first attempt")
-	}
+	op := e.committedThenCrashed()
 
 	guard.refusing.Store(true)
 	if out := e.create(op); out.Unavailable == nil {
