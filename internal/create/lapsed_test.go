@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/stagetest"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -13,20 +14,20 @@ import (
 // the retry reports the buy as the ledger holds it.
 func TestLapsedClaimCheckIsNotRecordedAfterTheWebhookCompletedTheBuy(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	op := e.committedThenCrashed()
-	e.api.beforeListBuys = func() {
-		mb := e.seller.MediaBuys()[0]["media_buy_id"].(string)
-		if _, err := e.store.Transition(context.Background(), tenant, op.ID, workflow.StatusCompleted, ledger.AnyVersion,
-			ledger.Changes{MediaBuyID: &mb, Actor: "seller:" + sellerID, EventType: ledger.EventWebhook}); err != nil {
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	op := committedThenCrashed(e)
+	e.AdCP.BeforeListBuys = func() {
+		mb := e.Seller.MediaBuys()[0]["media_buy_id"].(string)
+		if _, err := e.Store.Transition(context.Background(), stagetest.Tenant, op.ID, workflow.StatusCompleted, ledger.AnyVersion,
+			ledger.Changes{MediaBuyID: &mb, Actor: "seller:" + stagetest.SellerID, EventType: ledger.EventWebhook}); err != nil {
 			t.Errorf("the webhook's completion: %v", err)
 		}
 	}
-	out := e.create(op)
+	out := e.Create(op)
 	if !out.Terminal || out.Status != workflow.StatusCompleted {
 		t.Fatalf("retry: %+v, want the completion the webhook recorded", out)
 	}
-	evs := events(t, e, op.ID)
+	evs := stagetest.Events(t, e, op.ID)
 	completed := -1
 	for i, ev := range evs {
 		if ev.To == workflow.StatusCompleted {
