@@ -61,6 +61,20 @@ const (
 	// where, with which user agent (a Slack unfurler or mail scanner shows up here), and what
 	// the page said. It is audit only: it never changes the approval.
 	EventApprovalViewed = "approval_viewed"
+
+	// A change to a placed buy (modify), on the timeline of the buy it changes and of the change.
+	EventModificationRequested       = "modification_requested"
+	EventModificationGovernanceCheck = "modification_governance_check"
+	EventModificationSellerCall      = "modification_seller_call" // update_media_buy answered
+	EventModificationApplied         = "modification_applied"     // the seller's new revision recorded
+	EventModificationEnded           = "modification_ended"       // rejected, failed or expired
+	EventModificationOutcomeReport   = "modification_outcome_report"
+
+	// The delivery read after each sweep: a new snapshot, spend against the approved budget.
+	EventDelivery = "delivery"
+
+	// A campaign's own timeline opens with its submit (shown by GET /v1/campaigns/{id}/events).
+	EventCampaignSubmitted = "campaign_submitted"
 )
 
 // EventDetail encodes v as an event's Detail; a value that does not encode leaves no detail
