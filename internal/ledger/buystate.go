@@ -145,6 +145,13 @@ func (s *Store) BeginChange(ctx context.Context, initial BuyState, changeID, kin
 	}
 	if _, err := s.api.TransactWriteItems(ctx, in); err != nil {
 		failed, old, contention := canceledAt(err, 0)
+		if ownEvent, _, _ := canceledAt(err, 1); ownEvent && !failed {
+			// The buy takes this change (it is free or already this change's), but the event's
+			// key, which ends in a random id, is taken: only this very request can have written
+			// it, so it committed before and this is its retry (an emulator does not answer a
+			// repeated ClientRequestToken from the first outcome, as DynamoDB does).
+			return s.GetBuyState(ctx, tenant, opID)
+		}
 		switch {
 		case failed:
 			item, rerr := s.oldOrRead(ctx, old, key(opPK(tenant, opID), skBuyState))
