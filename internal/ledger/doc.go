@@ -100,9 +100,9 @@
 //	buy state        pk TENANT#<t>#OP#<id>  sk BUY   (a placed buy after its changes)
 //	  begin change   Update SET change_id, change_kind, change_expires (unix s), the initial
 //	                 state's fields if_not_exists, if attribute_not_exists(pk) OR ((no change_id
-//	                 OR change_expires < :now_s OR change_id = :id) AND state <> canceled); on
-//	                 failure *ChangeRefusedError with the current state; event in the same
-//	                 transaction
+//	                 OR change_expires < :now_s) AND state <> canceled); on failure the current
+//	                 state when change_id = :id (the same change begun again: no second event),
+//	                 else *ChangeRefusedError with it; event in the same transaction
 //	  apply change   Update SET revision, state, budget, packages, last_*; REMOVE change_* if
 //	                 change_id = :id AND revision <= :rev (forward-only; ErrStaleRevision)
 //	  end change     Update SET last_*; REMOVE change_* if change_id = :id (denied, rejected,
