@@ -14,16 +14,16 @@ import (
 	"github.com/buyflow/buyflow/internal/apiclient"
 	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/approve"
-	"github.com/buyflow/buyflow/internal/mediabuy"
+	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/slack"
 )
 
 // scriptedAPI serves one buy that moves through views, one per GET, staying on the last; the
-// views are mediabuy.View values, the API's own projection type, so the CLI is tested against
+// views are buy.View values, the API's own projection type, so the CLI is tested against
 // what the API encodes. Its timeline has one transition per distinct status, a second apart.
 type scriptedAPI struct {
 	mu    sync.Mutex
-	views []mediabuy.View
+	views []buy.View
 	gets  int
 }
 
@@ -39,13 +39,13 @@ func (s *scriptedAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.gets++
 		_ = json.NewEncoder(w).Encode(v)
 	case "/v1/media-buys/mb-2/events":
-		var page mediabuy.EventPage
+		var page buy.EventPage
 		from := ""
 		for i, v := range s.views {
 			if v.Status == from {
 				continue
 			}
-			page.Items = append(page.Items, mediabuy.EventView{At: t0.Add(time.Duration(i) * time.Second).Format(time.RFC3339Nano),
+			page.Items = append(page.Items, buy.EventView{At: t0.Add(time.Duration(i) * time.Second).Format(time.RFC3339Nano),
 				Type: "transition", From: from, To: v.Status})
 			from = v.Status
 		}
@@ -56,12 +56,12 @@ func (s *scriptedAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func view(status string, a *mediabuy.ApprovalView) mediabuy.View {
-	return mediabuy.View{OperationID: "mb-2", Status: status, SellerID: "sim-seller", PONumber: "PO-2", Budget: "20000.00", Currency: "USD", Approval: a}
+func view(status string, a *buy.ApprovalView) buy.View {
+	return buy.View{OperationID: "mb-2", Status: status, SellerID: "sim-seller", PONumber: "PO-2", Budget: "20000.00", Currency: "USD", Approval: a}
 }
 
-func pending(id string, escalation bool, approvers, escalatesTo []string) *mediabuy.ApprovalView {
-	return &mediabuy.ApprovalView{ApprovalID: id, Status: "pending", Approvers: approvers, RequestedAt: t0.Format(time.RFC3339),
+func pending(id string, escalation bool, approvers, escalatesTo []string) *buy.ApprovalView {
+	return &buy.ApprovalView{ApprovalID: id, Status: "pending", Approvers: approvers, RequestedAt: t0.Format(time.RFC3339),
 		ExpiresAt: "2026-12-01T14:05:00Z", Reason: "policy_threshold", Escalation: escalation, EscalatesTo: escalatesTo}
 }
 
@@ -78,26 +78,26 @@ func TestWaitShowsTheApprovalAndExitsPerFinalStatus(t *testing.T) {
 
 	cases := []struct {
 		name  string
-		views []mediabuy.View
+		views []buy.View
 		code  int
 		want  []string // in stderr, in this order
 	}{
-		{"approved", []mediabuy.View{view("checking_governance", nil), view("awaiting_approval", first), view("awaiting_approval", &approved),
+		{"approved", []buy.View{view("checking_governance", nil), view("awaiting_approval", first), view("awaiting_approval", &approved),
 			view("creating", &approved), view("completed", &approved)}, 0,
 			[]string{"checking_governance", "awaiting_approval", "(checking_governance took",
 				"waiting for approval by U123 or U456 until 2026-12-01 14:05 UTC; if nobody decides, the buy expires",
 				"approved by U456 at 2026-12-01 13:41 UTC", "creating", "(awaiting_approval took", "completed",
 				"time per stage: checking_governance 1.0s, awaiting_approval 2.0s, creating 1.0s"}},
-		{"rejected", []mediabuy.View{view("awaiting_approval", first), view("rejected", &rejected)}, exitRejected,
+		{"rejected", []buy.View{view("awaiting_approval", first), view("rejected", &rejected)}, exitRejected,
 			[]string{"waiting for approval by U123 or U456", "rejected by U456 at 2026-12-01 13:41 UTC"}},
-		{"expired after escalation", []mediabuy.View{view("awaiting_approval", escalating), view("awaiting_approval", escalated),
-			view("expired", &mediabuy.ApprovalView{ApprovalID: "apr_2", Status: "expired", Approvers: []string{"S0FINANCE"}, ExpiresAt: "2026-12-01T15:05:00Z", Escalation: true})},
+		{"expired after escalation", []buy.View{view("awaiting_approval", escalating), view("awaiting_approval", escalated),
+			view("expired", &buy.ApprovalView{ApprovalID: "apr_2", Status: "expired", Approvers: []string{"S0FINANCE"}, ExpiresAt: "2026-12-01T15:05:00Z", Escalation: true})},
 			exitExpired,
 			[]string{"waiting for approval by U123 or U456 until 2026-12-01 14:05 UTC; then asks S0FINANCE",
 				"waiting for approval by S0FINANCE until 2026-12-01 14:05 UTC (escalated); if nobody decides, the buy expires",
 				"approval expired at 2026-12-01 15:05 UTC with no decision"}},
-		{"failed", []mediabuy.View{view("creating", nil), view("failed", nil)}, exitFailed, []string{"creating", "failed"}},
-		{"canceled", []mediabuy.View{view("canceled", nil)}, exitCanceled, []string{"canceled"}},
+		{"failed", []buy.View{view("creating", nil), view("failed", nil)}, exitFailed, []string{"creating", "failed"}},
+		{"canceled", []buy.View{view("canceled", nil)}, exitCanceled, []string{"canceled"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -131,7 +131,7 @@ func TestWaitShowsTheApprovalAndExitsPerFinalStatus(t *testing.T) {
 }
 
 func TestStatusShowsWhoIsAskedUntilWhen(t *testing.T) {
-	srv := httptest.NewServer(&scriptedAPI{views: []mediabuy.View{view("awaiting_approval", pending("apr_1", false, []string{"U123", "U456"}, []string{"S0FINANCE"}))}})
+	srv := httptest.NewServer(&scriptedAPI{views: []buy.View{view("awaiting_approval", pending("apr_1", false, []string{"U123", "U456"}, []string{"S0FINANCE"}))}})
 	defer srv.Close()
 	env := func(k string) string {
 		return map[string]string{"BUYFLOW_ENDPOINT": srv.URL, "BUYFLOW_TENANT": "acme"}[k]
@@ -150,7 +150,7 @@ func TestStatusShowsWhoIsAskedUntilWhen(t *testing.T) {
 // On the local stack --wait prints the review links the fake Slack received for the pending
 // approval (and no other approval's), read from a real request message.
 func TestWaitPrintsTheLocalSlackReviewLinks(t *testing.T) {
-	api := &scriptedAPI{views: []mediabuy.View{view("awaiting_approval", pending("apr_1", false, []string{"U123"}, nil)), view("rejected", nil)}}
+	api := &scriptedAPI{views: []buy.View{view("awaiting_approval", pending("apr_1", false, []string{"U123"}, nil)), view("rejected", nil)}}
 	srv := httptest.NewServer(api)
 	defer srv.Close()
 	sink := slack.NewSink(nil)
@@ -184,7 +184,7 @@ func TestWaitPrintsTheLocalSlackReviewLinks(t *testing.T) {
 	}
 }
 
-func toClient(t *testing.T, a *mediabuy.ApprovalView) *apiclient.Approval {
+func toClient(t *testing.T, a *buy.ApprovalView) *apiclient.Approval {
 	t.Helper()
 	b, _ := json.Marshal(a)
 	var out apiclient.Approval

@@ -17,6 +17,7 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
 	registry "github.com/buyflow/buyflow/internal/agents"
+	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/campaign"
 	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/mediabuy"
@@ -38,10 +39,10 @@ func run(_ context.Context, getenv func(string) string) error {
 	// Submit reads the agents a buy names as stored now (Cache.Current): no load at cold start.
 	// A campaign's legs are looked up the same way.
 	reg := registry.ForFunction(c.DynamoDB(), c.Env.TableName, c.Env.AgentSecretPrefix)
-	sellers, store := mediabuy.RegistryLookup(reg), c.Ledger()
-	buys := mediabuy.New(store, c.Tasks(), sellers, validator,
-		mediabuy.Config{Run: c.Env.Run, StateMachineARN: c.Env.StateMachineARN})
-	campaigns := campaign.New(store, buys, sfn.New(sfnapi.NewFromConfig(c.AWS), c.Env.CampaignStateMachineARN), sellers, validator,
+	sellers, store := buy.RegistryLookup(reg), c.Ledger()
+	placer := buy.NewPlacer(store, buy.PlaceConfig{Run: c.Env.Run, StateMachineARN: c.Env.StateMachineARN})
+	buys := mediabuy.New(store, c.Tasks(), placer, sellers, validator)
+	campaigns := campaign.New(store, placer, buys, sfn.New(sfnapi.NewFromConfig(c.AWS), c.Env.CampaignStateMachineARN), sellers, validator,
 		campaign.Config{Run: c.Env.Run, MediaBuyStateMachineARN: c.Env.StateMachineARN})
 	changes := modification.NewRequests(c.Ledger(), c.Tasks(), modification.RequestConfig{Run: c.Env.Run, StateMachineARN: c.Env.StateMachineARN})
 	api := httpapi.ByRouteKey(topology.App, mediabuy.Routes(buys, c.Env.DevTenantHeader, slog.Default()),

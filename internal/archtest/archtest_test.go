@@ -64,7 +64,7 @@ func TestLambdasNeverLinkCDK(t *testing.T) {
 
 // Test-support packages (simulated agents, emulators, event converters) never reach a Lambda.
 func TestLambdasNeverLinkTestSupport(t *testing.T) {
-	support := []string{"/internal/adcptest", "/internal/dynamotest", "/internal/apigwtest", "/internal/metrics/metricstest", "/internal/devstack"}
+	support := []string{"/internal/adcptest", "/internal/buytest", "/internal/dynamotest", "/internal/apigwtest", "/internal/metrics/metricstest", "/internal/devstack"}
 	for path, p := range list(t, "./functions/...") {
 		for _, d := range p.Deps {
 			for _, s := range support {
@@ -160,18 +160,9 @@ var (
 		module + "/internal/modification", // modify (and submit's change routes)
 		module + "/internal/delivery",     // reconcile's delivery reads
 	}
-	// The use cases that still build on another, each edge named: a campaign submits its legs
-	// through the buy's own submit, and a change and a delivery read use the buy's request,
-	// caller and not-found types, so a buy's amount has one definition. Moving those types into
-	// a kernel would empty this list; until then no other edge may join it.
-	buildsOn = map[string][]string{
-		module + "/internal/campaign":     {module + "/internal/mediabuy"},
-		module + "/internal/modification": {module + "/internal/mediabuy", module + "/internal/delivery"},
-		module + "/internal/delivery":     {module + "/internal/mediabuy"},
-	}
 	// Kernels and adapters the use cases share; none of them may reach a use case.
 	shared = []string{
-		"./internal/stage", "./internal/approval", "./internal/sellertask", "./internal/breaker", "./internal/httpapi", "./internal/agents", "./internal/ledger", "./internal/sfn", "./internal/adcp",
+		"./internal/buy", "./internal/stage", "./internal/approval", "./internal/sellertask", "./internal/breaker", "./internal/httpapi", "./internal/agents", "./internal/ledger", "./internal/sfn", "./internal/adcp",
 		"./internal/slack", "./internal/secrets", "./internal/metrics", "./internal/config", "./internal/topology",
 		"./internal/approvalcore", "./internal/webhookauth", "./internal/money", "./internal/jsonnum",
 		"./internal/workflow", "./internal/logging", "./internal/agents", "./internal/statusevent",
@@ -183,7 +174,7 @@ func isUseCase(path string) bool { return slices.Contains(useCases, path) }
 func TestNoUseCaseImportsAnother(t *testing.T) {
 	for path, p := range list(t, useCases...) {
 		for _, d := range p.Deps {
-			if isUseCase(d) && d != path && !slices.Contains(buildsOn[path], d) {
+			if isUseCase(d) && d != path {
 				t.Errorf("%s depends on the use case %s: a use case serves its own Lambdas; share a kernel instead", path, d)
 			}
 		}

@@ -1,11 +1,11 @@
 // Package campaign holds the campaign use cases: one plan bought across several sellers.
 //
 // Submitting a campaign (Service.Submit) validates every leg exactly as a single media buy is
-// validated (mediabuy.ParseSubmit, the same seller lookup, the buy's one amount definition),
+// validated (buy.ParseSubmit, the same seller lookup, the buy's one amount definition),
 // refuses legs that add up to more than the campaign's total, mixed currencies and duplicate
 // PO numbers, checks the governance plan it may carry against the sync_plans schema, claims the
-// Idempotency-Key as a buy does (mediabuy.Once), creates every leg's operation
-// (mediabuy.PlaceAll), records the campaign with its frozen sync_plans request, and starts one
+// Idempotency-Key as a buy does (buy.Once), creates every leg's operation
+// (buy.Placer), records the campaign with its frozen sync_plans request, and starts one
 // Campaign execution (statemachine/campaign.asl.json) that runs every leg as a child execution
 // of the MediaBuy state machine.
 //
@@ -19,7 +19,7 @@
 // the outcome is recorded a campaign's status is derived from its legs on every read.
 //
 // Invariants:
-//   - A refused campaign (any *mediabuy.RequestError) leaves nothing in the ledger and starts
+//   - A refused campaign (any *buy.RequestError) leaves nothing in the ledger and starts
 //     no leg; a leg whose PO number is locked by an active buy refuses the whole campaign.
 //   - The campaign id and every leg's operation id derive from the tenant and the
 //     Idempotency-Key, so a retry converges on the same campaign, operations and executions.

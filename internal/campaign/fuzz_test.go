@@ -6,27 +6,29 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/buyflow/buyflow/internal/mediabuy"
+	"github.com/buyflow/buyflow/internal/buytest"
+
+	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/money"
 )
 
 // FuzzParse feeds campaign bodies to the parser. It must never panic; a refusal is a 4xx
-// *mediabuy.RequestError with a code and a message; an accepted campaign has 1 to MaxLegs legs
+// *buy.RequestError with a code and a message; an accepted campaign has 1 to MaxLegs legs
 // in its one currency, distinct PO numbers, and legs whose amounts add up to Planned, at most
 // the total.
 func FuzzParse(f *testing.F) {
-	base := marshal(f, example(f))
+	base := buytest.Marshal(f, buytest.Example(f, "campaign.json"))
 	f.Add(base)
 	for _, lit := range []string{"1e10000000", "22499.99", "0.001", "-30000", "1e29"} {
 		f.Add(bytes.Replace(base, []byte(`30000`), []byte(lit), 1))
 	}
 	f.Add(bytes.Replace(base, []byte(`PO-2027-0103`), []byte(`PO-2027-0101`), 1))
 	f.Add(bytes.Replace(base, []byte(`"sim-seller-3"`), []byte(`"sim-seller-3","currency":"EUR"`), 1))
-	v := schemas(f)
+	v := buytest.Schemas(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		got, err := Parse(context.Background(), body, agents, v)
+		got, err := Parse(context.Background(), body, buytest.Agents, v)
 		if err != nil {
-			var re *mediabuy.RequestError
+			var re *buy.RequestError
 			if !errors.As(err, &re) || re.Status < 400 || re.Status > 499 || re.Code == "" || re.Message == "" {
 				t.Fatalf("refusal %v is not a 4xx RequestError", err)
 			}

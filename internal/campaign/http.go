@@ -9,13 +9,13 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/httpapi"
-	"github.com/buyflow/buyflow/internal/mediabuy"
 )
 
 // Campaigns is what the campaign routes need from the use cases; *Service satisfies it.
 type Campaigns interface {
-	Submit(ctx context.Context, c mediabuy.Caller, idempotencyKey string, body []byte) (Submitted, error)
+	Submit(ctx context.Context, c buy.Caller, idempotencyKey string, body []byte) (Submitted, error)
 	Get(ctx context.Context, tenant, id string) (View, error)
 	List(ctx context.Context, tenant string, limit int, cursor string) (ListPage, error)
 	Events(ctx context.Context, tenant, id string) (EventPage, error)
@@ -49,7 +49,7 @@ func (r routes) submit(ctx context.Context, req events.APIGatewayV2HTTPRequest, 
 	if refused != nil {
 		return *refused, nil
 	}
-	out, err := r.svc.Submit(ctx, mediabuy.Caller(who), key, body)
+	out, err := r.svc.Submit(ctx, buy.Caller(who), key, body)
 	if err != nil {
 		return fromError(r.log, req.RequestContext.RequestID, err), nil
 	}
@@ -101,7 +101,7 @@ func notFound() events.APIGatewayV2HTTPResponse {
 // fromError maps the campaign use cases' errors to responses: a refusal is its 4xx, an unknown
 // campaign 404, anything else a 500 that reveals nothing.
 func fromError(log *slog.Logger, requestID string, err error) events.APIGatewayV2HTTPResponse {
-	var re *mediabuy.RequestError
+	var re *buy.RequestError
 	switch {
 	case errors.As(err, &re):
 		return httpapi.Error(re.Status, re.Code, re.Message, re.Field)

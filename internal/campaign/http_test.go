@@ -11,17 +11,17 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/httpapi"
-	"github.com/buyflow/buyflow/internal/mediabuy"
 	"github.com/buyflow/buyflow/internal/topology"
 )
 
 type fakeCampaigns struct {
-	submit func(mediabuy.Caller, string, []byte) (Submitted, error)
+	submit func(buy.Caller, string, []byte) (Submitted, error)
 	get    func(tenant, id string) (View, error)
 }
 
-func (f fakeCampaigns) Submit(_ context.Context, c mediabuy.Caller, k string, b []byte) (Submitted, error) {
+func (f fakeCampaigns) Submit(_ context.Context, c buy.Caller, k string, b []byte) (Submitted, error) {
 	return f.submit(c, k, b)
 }
 func (f fakeCampaigns) Get(_ context.Context, t, id string) (View, error) {
@@ -68,7 +68,7 @@ func problemCode(t *testing.T, resp events.APIGatewayV2HTTPResponse) string {
 func TestCampaignRoutes(t *testing.T) {
 	var submitted string
 	cps := fakeCampaigns{
-		submit: func(c mediabuy.Caller, key string, body []byte) (Submitted, error) {
+		submit: func(c buy.Caller, key string, body []byte) (Submitted, error) {
 			submitted = c.Tenant + " " + key + " " + string(body)
 			return Submitted{CampaignID: someCampaign, Status: Running, Links: LinksFor(someCampaign)}, nil
 		},

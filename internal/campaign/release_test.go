@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/buytest"
+
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -16,9 +18,9 @@ import (
 func checked(t *testing.T, f fixture, policy Policy, after ...workflow.Status) (Submitted, ExecutionInput) {
 	t.Helper()
 	ctx := context.Background()
-	m := example(t)
+	m := buytest.Example(t, "campaign.json")
 	m["policy"] = string(policy)
-	out, err := f.svc.Submit(ctx, acme, "release-key-"+string(policy), marshal(t, m))
+	out, err := f.svc.Submit(ctx, acme, "release-key-"+string(policy), buytest.Marshal(t, m))
 	if err != nil {
 		t.Fatal(err)
 	}

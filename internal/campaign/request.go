@@ -12,8 +12,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/jsonnum"
-	"github.com/buyflow/buyflow/internal/mediabuy"
 	"github.com/buyflow/buyflow/internal/money"
 )
 
@@ -39,7 +39,7 @@ type Request struct {
 	// Name is a label for people; optional.
 	Name string `json:"name,omitempty"`
 	// Governance names the governance agent and the plan every leg belongs to.
-	Governance mediabuy.GovernanceRef `json:"governance"`
+	Governance buy.GovernanceRef `json:"governance"`
 	// TotalBudget is the plan's budget: the legs may add up to it, never more.
 	TotalBudget Budget `json:"total_budget"`
 	// Policy is the partial-failure policy.
@@ -77,7 +77,7 @@ type Validated struct {
 	// Total is the campaign's total budget.
 	Total money.Amount
 	// Legs are the validated buys, in the order submitted; each carries its amount.
-	Buys []*mediabuy.ValidatedRequest
+	Buys []*buy.ValidatedRequest
 	// Planned is the sum of the legs' amounts (at most Total).
 	Planned money.Amount
 	// PayloadHash is the SHA-256 of the canonical body.
@@ -87,14 +87,14 @@ type Validated struct {
 	SyncPlans map[string]json.RawMessage
 }
 
-func refuse(status int, code, field, format string, args ...any) *mediabuy.RequestError {
-	return &mediabuy.RequestError{Status: status, Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
+func refuse(status int, code, field, format string, args ...any) *buy.RequestError {
+	return &buy.RequestError{Status: status, Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
-// Parse decodes and validates a campaign body; every refusal is a *mediabuy.RequestError naming
-// the field. Each leg goes through mediabuy.ParseSubmit with the campaign's governance and
+// Parse decodes and validates a campaign body; every refusal is a *buy.RequestError naming
+// the field. Each leg goes through buy.ParseSubmit with the campaign's governance and
 // currency, so a leg is refused for exactly what a single buy would be refused for.
-func Parse(ctx context.Context, body []byte, agents mediabuy.AgentLookup, schema mediabuy.SchemaValidator) (*Validated, error) {
+func Parse(ctx context.Context, body []byte, agents buy.AgentLookup, schema buy.SchemaValidator) (*Validated, error) {
 	if len(body) > MaxBodyBytes {
 		return nil, refuse(413, "body_too_large", "", "the body is over %d bytes", MaxBodyBytes)
 	}
@@ -110,7 +110,7 @@ func Parse(ctx context.Context, body []byte, agents mediabuy.AgentLookup, schema
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		return nil, mediabuy.DecodeError(err)
+		return nil, buy.DecodeError(err)
 	}
 	if dec.More() {
 		return nil, refuse(400, "malformed_json", "", "the body holds more than one JSON value")
@@ -126,7 +126,7 @@ func Parse(ctx context.Context, body []byte, agents mediabuy.AgentLookup, schema
 		return nil, refuse(422, "invalid_currency", "/total_budget/currency", "total_budget.currency %q is not an ISO 4217 currency code", req.TotalBudget.Currency)
 	}
 	currency := req.TotalBudget.Currency
-	total, err := mediabuy.AmountAt(req.TotalBudget.Amount, currency, "/total_budget/amount", "invalid_budget")
+	total, err := buy.AmountAt(req.TotalBudget.Amount, currency, "/total_budget/amount", "invalid_budget")
 	if err != nil {
 		return nil, err
 	}
@@ -145,40 +145,40 @@ func Parse(ctx context.Context, body []byte, agents mediabuy.AgentLookup, schema
 			return nil, refuse(422, "currency_mismatch", field+"/currency",
 				"leg %d is in %s but the campaign is in %s: a campaign has one currency", i, leg.Currency, currency)
 		}
-		one, err := json.Marshal(mediabuy.SubmitRequest{
+		one, err := json.Marshal(buy.SubmitRequest{
 			SellerID: leg.SellerID, Governance: req.Governance, Currency: currency,
 			RequireApproval: req.RequireApproval, MediaBuy: leg.MediaBuy,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("campaign: encode leg %d: %w", i, err)
 		}
-		buy, err := mediabuy.ParseSubmit(ctx, one, agents, schema)
-		var re *mediabuy.RequestError
+		parsed, err := buy.ParseSubmit(ctx, one, agents, schema)
+		var re *buy.RequestError
 		if errors.As(err, &re) {
 			return nil, legError(re, field, i)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("campaign: leg %d: %w", i, err)
 		}
-		if j, dup := pos[buy.PONumber]; dup {
+		if j, dup := pos[parsed.PONumber]; dup {
 			return nil, refuse(422, "duplicate_po_number", field+"/media_buy/po_number",
-				"legs %d and %d both use PO number %q: each leg is its own buy and needs its own PO number", j, i, buy.PONumber)
+				"legs %d and %d both use PO number %q: each leg is its own buy and needs its own PO number", j, i, parsed.PONumber)
 		}
-		pos[buy.PONumber] = i
-		out.Planned = out.Planned.Add(buy.Amount)
+		pos[parsed.PONumber] = i
+		out.Planned = out.Planned.Add(parsed.Amount)
 		if out.Planned.Minor > total.Minor {
 			return nil, refuse(422, "budget_over_total", "/total_budget/amount",
 				"the legs add up to at least %s %s (through leg %d) but the campaign's total_budget is %s %s",
 				out.Planned.Decimal(), currency, i, total.Decimal(), currency)
 		}
-		out.Buys = append(out.Buys, buy)
+		out.Buys = append(out.Buys, parsed)
 	}
 	if len(req.Plan) > 0 {
 		if out.SyncPlans, err = planRequest(req, total, schema); err != nil {
 			return nil, err
 		}
 	}
-	canon, err := mediabuy.Canonical(body)
+	canon, err := buy.Canonical(body)
 	if err != nil {
 		return nil, fmt.Errorf("campaign: canonical body: %w", err)
 	}
@@ -193,7 +193,7 @@ const planPlaceholderKey = "validation-placeholder-key-0000"
 
 // planRequest builds the sync_plans request for the campaign's plan and checks it against the
 // schema: its plan_id is the campaign's, its budget the campaign's total.
-func planRequest(req Request, total money.Amount, schema mediabuy.SchemaValidator) (map[string]json.RawMessage, error) {
+func planRequest(req Request, total money.Amount, schema buy.SchemaValidator) (map[string]json.RawMessage, error) {
 	var plan map[string]json.RawMessage
 	if err := json.Unmarshal(req.Plan, &plan); err != nil || plan == nil {
 		return nil, refuse(422, "wrong_type", "/plan", "plan must be an object (the AdCP governance plan)")
@@ -213,7 +213,7 @@ func planRequest(req Request, total money.Amount, schema mediabuy.SchemaValidato
 		if budget.Currency != total.Currency {
 			return nil, refuse(422, "currency_mismatch", "/plan/budget/currency", "plan.budget.currency must be the campaign's %s", total.Currency)
 		}
-		a, err := mediabuy.AmountAt(budget.Total, total.Currency, "/plan/budget/total", "invalid_budget")
+		a, err := buy.AmountAt(budget.Total, total.Currency, "/plan/budget/total", "invalid_budget")
 		if err != nil {
 			return nil, err
 		}
@@ -240,7 +240,7 @@ func planRequest(req Request, total money.Amount, schema mediabuy.SchemaValidato
 		return nil, fmt.Errorf("campaign: encode sync_plans: %w", err)
 	}
 	if err := schema.ValidateRequest("sync_plans", candBody); err != nil {
-		var fe mediabuy.FieldError
+		var fe buy.FieldError
 		if errors.As(err, &fe) {
 			// The schema's pointer is into the request; the plan is its plans[0].
 			field := strings.Replace(fe.FieldPointer(), "/plans/0", "/plan", 1)
@@ -253,7 +253,7 @@ func planRequest(req Request, total money.Amount, schema mediabuy.SchemaValidato
 
 // legError points a single buy's refusal into the campaign body: the buy's /media_buy/... and
 // /seller_id are the leg's.
-func legError(re *mediabuy.RequestError, field string, i int) *mediabuy.RequestError {
+func legError(re *buy.RequestError, field string, i int) *buy.RequestError {
 	out := *re
 	switch {
 	case strings.HasPrefix(re.Field, "/media_buy"), re.Field == "/seller_id", re.Field == "/currency":
@@ -271,7 +271,7 @@ func ID(tenant, idempotencyKey string) string {
 	return "cp-" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:])[:26])
 }
 
-// legKey is the key leg i's operation id derives from (mediabuy.OperationID). It holds NUL
+// legKey is the key leg i's operation id derives from (buy.OperationID). It holds NUL
 // bytes, which no Idempotency-Key header can, so no single buy's key names a leg's operation.
 func legKey(idempotencyKey string, i int) string {
 	return idempotencyKey + "\x00campaign-leg\x00" + strconv.Itoa(i)

@@ -4,75 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/buyflow/buyflow/internal/adcp"
-	"github.com/buyflow/buyflow/internal/adcpschemas"
-	"github.com/buyflow/buyflow/internal/mediabuy"
+	"github.com/buyflow/buyflow/internal/buytest"
+
+	"github.com/buyflow/buyflow/internal/buy"
 )
 
 var campaignIDShape = regexp.MustCompile(`^cp-[a-z2-7]{26}$`)
-
-var (
-	validatorOnce sync.Once
-	validator     *adcp.Validator
-	validatorErr  error
-)
-
-// schemas returns the real AdCP 3.1.19 schema validator, compiled once for the package.
-func schemas(t testing.TB) mediabuy.SchemaValidator {
-	t.Helper()
-	validatorOnce.Do(func() {
-		fs, err := adcpschemas.FS()
-		if err != nil {
-			validatorErr = err
-			return
-		}
-		validator, validatorErr = adcp.NewValidator(fs)
-	})
-	if validatorErr != nil {
-		t.Fatalf("load AdCP schemas: %v", validatorErr)
-	}
-	return validator
-}
-
-func agents(_ context.Context, id string) (mediabuy.Agent, bool, error) {
-	switch id {
-	case "sim-seller", "sim-seller-2", "sim-seller-3":
-		return mediabuy.Agent{Role: "seller"}, true, nil
-	case "sim-governance":
-		return mediabuy.Agent{Role: "governance"}, true, nil
-	}
-	return mediabuy.Agent{}, false, nil
-}
-
-// example is examples/campaign.json as a mutable map.
-func example(t testing.TB) map[string]any {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "examples", "campaign.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-func marshal(t testing.TB, v any) []byte {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 func plan(m map[string]any) map[string]any { return m["plan"].(map[string]any) }
 
@@ -81,7 +22,7 @@ func leg(m map[string]any, i int) map[string]any { return m["legs"].([]any)[i].(
 func legBuy(m map[string]any, i int) map[string]any { return leg(m, i)["media_buy"].(map[string]any) }
 
 func TestParseAcceptsTheExample(t *testing.T) {
-	v, err := Parse(context.Background(), marshal(t, example(t)), agents, schemas(t))
+	v, err := Parse(context.Background(), buytest.Marshal(t, buytest.Example(t, "campaign.json")), buytest.Agents, buytest.Schemas(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,10 +87,10 @@ func TestParseRefusals(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			m := example(t)
+			m := buytest.Example(t, "campaign.json")
 			c.edit(m)
-			_, err := Parse(context.Background(), marshal(t, m), agents, schemas(t))
-			var re *mediabuy.RequestError
+			_, err := Parse(context.Background(), buytest.Marshal(t, m), buytest.Agents, buytest.Schemas(t))
+			var re *buy.RequestError
 			if !errors.As(err, &re) {
 				t.Fatalf("err = %v, want a RequestError", err)
 			}
@@ -162,13 +103,13 @@ func TestParseRefusals(t *testing.T) {
 
 func TestParseRefusesBadJSON(t *testing.T) {
 	for _, body := range []string{``, `{`, `[]`, `{"legs": 1}`, `{} {}`, `{"policy":"best_effort","policy":"all_or_nothing"}`} {
-		_, err := Parse(context.Background(), []byte(body), agents, schemas(t))
-		var re *mediabuy.RequestError
+		_, err := Parse(context.Background(), []byte(body), buytest.Agents, buytest.Schemas(t))
+		var re *buy.RequestError
 		if !errors.As(err, &re) || re.Status < 400 || re.Status > 499 {
 			t.Errorf("%q: err = %v, want a 4xx", body, err)
 		}
 	}
-	if _, err := Parse(context.Background(), make([]byte, MaxBodyBytes+1), agents, schemas(t)); err == nil {
+	if _, err := Parse(context.Background(), make([]byte, MaxBodyBytes+1), buytest.Agents, buytest.Schemas(t)); err == nil {
 		t.Error("an oversized body was accepted")
 	}
 }
@@ -182,8 +123,8 @@ func TestIDsDeriveFromTenantAndKey(t *testing.T) {
 	if !campaignIDShape.MatchString(first) {
 		t.Fatalf("campaign id %q is not cp- and 26 base32 letters", first)
 	}
-	leg0 := mediabuy.OperationID("acme", legKey("k-00000001", 0))
-	if leg0 == mediabuy.OperationID("acme", "k-00000001") || leg0 == mediabuy.OperationID("acme", legKey("k-00000001", 1)) {
+	leg0 := buy.OperationID("acme", legKey("k-00000001", 0))
+	if leg0 == buy.OperationID("acme", "k-00000001") || leg0 == buy.OperationID("acme", legKey("k-00000001", 1)) {
 		t.Fatal("leg operation ids collide")
 	}
 }

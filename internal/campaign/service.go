@@ -7,18 +7,19 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/ledger"
-	"github.com/buyflow/buyflow/internal/mediabuy"
 	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
 // Ledger is the part of the ledger the campaign use cases need.
 type Ledger interface {
-	mediabuy.Claims
+	buy.Claims
 	CreateCampaign(ctx context.Context, c ledger.Campaign) (*ledger.Campaign, error)
 	GetCampaign(ctx context.Context, tenant, id string) (*ledger.Campaign, error)
 	GetApproval(ctx context.Context, id string) (*ledger.Approval, error)
@@ -28,22 +29,27 @@ type Ledger interface {
 
 var _ Ledger = (*ledger.Store)(nil)
 
-// Buys is what a campaign needs from the media-buy use cases: a leg is a media buy.
-type Buys interface {
-	PlaceAll(ctx context.Context, c mediabuy.Caller, keys []string, reqs []*mediabuy.ValidatedRequest) ([]mediabuy.Placed, error)
-	Get(ctx context.Context, tenant, id string) (mediabuy.View, error)
-	Events(ctx context.Context, tenant, id, cursor string, limit int) (mediabuy.EventPage, error)
+// Placer places a campaign's legs: a leg is a media buy (*buy.Placer).
+type Placer interface {
+	PlaceAll(ctx context.Context, c buy.Caller, keys []string, reqs []*buy.ValidatedRequest) ([]buy.Placed, error)
 }
 
-var _ Buys = (*mediabuy.Service)(nil)
+var _ Placer = (*buy.Placer)(nil)
+
+// Legs reads a leg as the media-buy API shows it (the media-buy use case's reads).
+type Legs interface {
+	Get(ctx context.Context, tenant, id string) (buy.View, error)
+	Events(ctx context.Context, tenant, id, cursor string, limit int) (buy.EventPage, error)
+}
 
 // Service implements the campaign use cases.
 type Service struct {
 	ledger Ledger
-	buys   Buys
-	execs  mediabuy.Executions
-	agents mediabuy.AgentLookup
-	schema mediabuy.SchemaValidator
+	placer Placer
+	legs   Legs
+	execs  buy.Executions
+	agents buy.AgentLookup
+	schema buy.SchemaValidator
 	cfg    Config
 }
 
@@ -58,13 +64,13 @@ type Config struct {
 	Now func() time.Time
 }
 
-// New returns the campaign service. execs starts Campaign executions; agents is the seller
-// lookup a single buy's submit uses.
-func New(l Ledger, buys Buys, execs mediabuy.Executions, agents mediabuy.AgentLookup, schema mediabuy.SchemaValidator, cfg Config) *Service {
+// New returns the campaign service. placer places the legs, legs reads them, execs starts
+// Campaign executions; agents is the seller lookup a single buy's submit uses.
+func New(l Ledger, placer Placer, legs Legs, execs buy.Executions, agents buy.AgentLookup, schema buy.SchemaValidator, cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Service{ledger: l, buys: buys, execs: execs, agents: agents, schema: schema, cfg: cfg}
+	return &Service{ledger: l, placer: placer, legs: legs, execs: execs, agents: agents, schema: schema, cfg: cfg}
 }
 
 // ExecutionInput is the input of a Campaign execution (statemachine/campaign.asl.json).
@@ -95,23 +101,28 @@ var ErrNotFound = errors.New("campaign not found")
 // Submit accepts a campaign: validate every leg (nothing is written for a refused campaign),
 // claim the Idempotency-Key, place every leg as a media buy, record the campaign, and complete
 // the claim with the answer replayed to every retry.
-func (s *Service) Submit(ctx context.Context, c mediabuy.Caller, key string, body []byte) (Submitted, error) {
+func (s *Service) Submit(ctx context.Context, c buy.Caller, key string, body []byte) (Submitted, error) {
 	v, err := Parse(ctx, body, s.agents, s.schema)
 	if err != nil {
 		return Submitted{}, err
 	}
-	return mediabuy.Once(ctx, s.ledger, c.Tenant, key, v.PayloadHash, "campaign",
+	return buy.Once(ctx, s.ledger, c.Tenant, key, v.PayloadHash, "campaign",
 		func(out *Submitted) { out.Replayed = true },
 		func() (Submitted, error) { return s.place(ctx, c, key, v) })
 }
 
-func (s *Service) place(ctx context.Context, c mediabuy.Caller, key string, v *Validated) (Submitted, error) {
+func (s *Service) place(ctx context.Context, c buy.Caller, key string, v *Validated) (Submitted, error) {
 	id := ID(c.Tenant, key)
 	keys := make([]string, len(v.Buys))
 	for i := range v.Buys {
 		keys[i] = legKey(key, i)
 	}
-	placed, err := s.buys.PlaceAll(ctx, c, keys, v.Buys)
+	for i, b := range v.Buys {
+		if re := b.Refusal(); re != nil {
+			return Submitted{}, legError(re, "/legs/"+strconv.Itoa(i), i)
+		}
+	}
+	placed, err := s.placer.PlaceAll(ctx, c, keys, v.Buys)
 	if err != nil {
 		return Submitted{}, err
 	}
@@ -202,7 +213,7 @@ func summary(rec *ledger.Campaign) (View, money.Amount, error) {
 		}
 		planned = planned.Add(amount)
 		out.Legs = append(out.Legs, LegView{OperationID: leg.OperationID, SellerID: leg.SellerID, PONumber: leg.PONumber, Amount: amount.Decimal(),
-			Links: mediabuy.LinksFor(leg.OperationID)})
+			Links: buy.LinksFor(leg.OperationID)})
 	}
 	return out, planned, nil
 }
@@ -217,12 +228,12 @@ func (s *Service) view(ctx context.Context, rec *ledger.Campaign) (View, error) 
 		amount, _ := money.ParseDecimal(leg.Amount, rec.Currency) // summary read it
 		lv := &out.Legs[i]
 		st := workflow.StatusRequested
-		buy, err := s.buys.Get(ctx, rec.Tenant, leg.OperationID)
+		got, err := s.legs.Get(ctx, rec.Tenant, leg.OperationID)
 		switch {
 		case err == nil:
-			st = workflow.Status(buy.Status)
-			lv.Reason, lv.MediaBuyID = buy.Reason, buy.MediaBuyID
-		case !errors.Is(err, mediabuy.ErrNotFound):
+			st = workflow.Status(got.Status)
+			lv.Reason, lv.MediaBuyID = got.Reason, got.MediaBuyID
+		case !errors.Is(err, buy.ErrNotFound):
 			return View{}, fmt.Errorf("campaign: %s leg %s: %w", rec.ID, leg.OperationID, err)
 		}
 		lv.Status = string(st)
@@ -235,7 +246,7 @@ func (s *Service) view(ctx context.Context, rec *ledger.Campaign) (View, error) 
 			return View{}, fmt.Errorf("campaign: %s approval %s: %w", rec.ID, rec.ApprovalID, err)
 		}
 		if a.Tenant == rec.Tenant && a.CampaignID == rec.ID { // keyed by id alone: only the campaign's own
-			out.Approval = mediabuy.ApprovalViewOf(a)
+			out.Approval = buy.ApprovalViewOf(a)
 			o.Status = approvalOutcome(a, o.Status)
 		}
 	}
@@ -260,7 +271,7 @@ func (s *Service) view(ctx context.Context, rec *ledger.Campaign) (View, error) 
 func (s *Service) List(ctx context.Context, tenant string, limit int, cursor string) (ListPage, error) {
 	page, err := s.ledger.ListCampaigns(ctx, tenant, limit, cursor)
 	if errors.Is(err, ledger.ErrInvalidCursor) {
-		return ListPage{}, &mediabuy.RequestError{Status: 400, Code: "invalid_cursor", Field: "cursor", Message: "the cursor is not one this listing returned"}
+		return ListPage{}, &buy.RequestError{Status: 400, Code: "invalid_cursor", Field: "cursor", Message: "the cursor is not one this listing returned"}
 	}
 	if err != nil {
 		return ListPage{}, fmt.Errorf("campaign: list: %w", err)
@@ -295,7 +306,7 @@ func (s *Service) Events(ctx context.Context, tenant, id string) (EventPage, err
 	if err != nil {
 		return EventPage{}, fmt.Errorf("campaign: encode event detail: %w", err)
 	}
-	out := EventPage{Items: []EventView{{EventView: mediabuy.EventView{
+	out := EventPage{Items: []EventView{{EventView: buy.EventView{
 		At: rec.CreatedAt.UTC().Format(time.RFC3339Nano), Type: "campaign_submitted", Actor: rec.Requester,
 		Amount: rec.BudgetTotal + " " + rec.Currency, Detail: detail,
 	}}}}
@@ -306,7 +317,7 @@ func (s *Service) Events(ctx context.Context, tenant, id string) (EventPage, err
 			return EventPage{}, fmt.Errorf("campaign: events of %s: %w", rec.ID, err)
 		}
 		for _, e := range page.Items {
-			out.Items = append(out.Items, EventView{EventView: mediabuy.EventViewOf(e)})
+			out.Items = append(out.Items, EventView{EventView: buy.EventViewOf(e)})
 		}
 		n += len(page.Items)
 		if cursor = page.Cursor; cursor == "" {
@@ -316,8 +327,8 @@ func (s *Service) Events(ctx context.Context, tenant, id string) (EventPage, err
 	for _, leg := range rec.Legs {
 		cursor := ""
 		for n := 0; n < maxLegEvents; {
-			page, err := s.buys.Events(ctx, tenant, leg.OperationID, cursor, 100)
-			if errors.Is(err, mediabuy.ErrNotFound) {
+			page, err := s.legs.Events(ctx, tenant, leg.OperationID, cursor, 100)
+			if errors.Is(err, buy.ErrNotFound) {
 				break
 			}
 			if err != nil {

@@ -8,10 +8,14 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/buyflow/buyflow/internal/mediabuy"
+
+	"github.com/buyflow/buyflow/internal/buytest"
+
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
-	"github.com/buyflow/buyflow/internal/mediabuy"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -39,6 +43,7 @@ func (e *executions) count() int {
 
 type fixture struct {
 	svc       *Service
+	placer    *buy.Placer
 	buys      *mediabuy.Service
 	store     *ledger.Store
 	execs     *executions // MediaBuy executions (single buys)
@@ -50,20 +55,21 @@ func newFixture(t *testing.T) fixture {
 	client, table := dynamotest.Start(t)
 	store := ledger.New(client, table)
 	execs := &executions{}
-	buys := mediabuy.New(store, execs, agents, schemas(t), mediabuy.Config{Run: workflow.DefaultRunConfig(), StateMachineARN: mediaBuyARN})
+	placer := buy.NewPlacer(store, buy.PlaceConfig{Run: workflow.DefaultRunConfig(), StateMachineARN: mediaBuyARN})
+	buys := mediabuy.New(store, execs, placer, buytest.Agents, buytest.Schemas(t))
 	campaigns := &executions{}
-	svc := New(store, buys, campaigns, agents, schemas(t), Config{Run: workflow.DefaultRunConfig(), MediaBuyStateMachineARN: mediaBuyARN})
-	return fixture{svc: svc, buys: buys, store: store, execs: execs, campaigns: campaigns}
+	svc := New(store, placer, buys, campaigns, buytest.Agents, buytest.Schemas(t), Config{Run: workflow.DefaultRunConfig(), MediaBuyStateMachineARN: mediaBuyARN})
+	return fixture{svc: svc, placer: placer, buys: buys, store: store, execs: execs, campaigns: campaigns}
 }
 
 const mediaBuyARN = "arn:aws:states:us-east-1:000000000000:stateMachine:MediaBuy"
 
-var acme = mediabuy.Caller{Tenant: "acme", Principal: "arn:aws:iam::111122223333:user/alice"}
+var acme = buy.Caller{Tenant: "acme", Principal: "arn:aws:iam::111122223333:user/alice"}
 
 func TestSubmitPlacesEveryLegAsAMediaBuy(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	out, err := f.svc.Submit(ctx, acme, "campaign-key-1", marshal(t, example(t)))
+	out, err := f.svc.Submit(ctx, acme, "campaign-key-1", buytest.Marshal(t, buytest.Example(t, "campaign.json")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,14 +120,14 @@ func TestSubmitPlacesEveryLegAsAMediaBuy(t *testing.T) {
 	}
 
 	// The same key and body replays the answer; another body under the key is refused.
-	again, err := f.svc.Submit(ctx, acme, "campaign-key-1", marshal(t, example(t)))
+	again, err := f.svc.Submit(ctx, acme, "campaign-key-1", buytest.Marshal(t, buytest.Example(t, "campaign.json")))
 	if err != nil || !again.Replayed || again.CampaignID != out.CampaignID || f.campaigns.count() != 1 {
 		t.Fatalf("replay = %+v, %v (%d executions)", again, err, f.campaigns.count())
 	}
-	other := example(t)
+	other := buytest.Example(t, "campaign.json")
 	other["name"] = "another"
-	_, err = f.svc.Submit(ctx, acme, "campaign-key-1", marshal(t, other))
-	var re *mediabuy.RequestError
+	_, err = f.svc.Submit(ctx, acme, "campaign-key-1", buytest.Marshal(t, other))
+	var re *buy.RequestError
 	if !errors.As(err, &re) || re.Status != 422 || re.Code != "idempotency_key_reused" {
 		t.Fatalf("same key, other body: err = %v", err)
 	}
@@ -154,17 +160,32 @@ func TestSubmitPlacesEveryLegAsAMediaBuy(t *testing.T) {
 func TestRefusedCampaignLeavesNothing(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	over := example(t)
+	over := buytest.Example(t, "campaign.json")
 	over["total_budget"].(map[string]any)["amount"] = 22499.99
-	_, err := f.svc.Submit(ctx, acme, "campaign-key-2", marshal(t, over))
-	var re *mediabuy.RequestError
+	_, err := f.svc.Submit(ctx, acme, "campaign-key-2", buytest.Marshal(t, over))
+	var re *buy.RequestError
 	if !errors.As(err, &re) || re.Code != "budget_over_total" {
 		t.Fatalf("over the total: err = %v", err)
 	}
 	assertNothingStored(t, f)
-	if _, err := f.svc.Submit(ctx, acme, "campaign-key-2", marshal(t, example(t))); err != nil {
+	if _, err := f.svc.Submit(ctx, acme, "campaign-key-2", buytest.Marshal(t, buytest.Example(t, "campaign.json"))); err != nil {
 		t.Fatalf("the corrected body under the same key: %v", err)
 	}
+}
+
+// A leg at a disabled seller refuses the whole campaign, as a single buy there is refused: a
+// disabled agent takes no new buys, whichever way they come.
+func TestDisabledSellerLegRefusesTheCampaign(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	m := buytest.Example(t, "campaign.json")
+	leg(m, 1)["seller_id"] = "paused-seller"
+	_, err := f.svc.Submit(ctx, acme, "campaign-key-disabled", buytest.Marshal(t, m))
+	var re *buy.RequestError
+	if !errors.As(err, &re) || re.Status != 422 || re.Code != "seller_disabled" || re.Field != "/legs/1/seller_id" {
+		t.Fatalf("disabled seller's leg: err = %v", err)
+	}
+	assertNothingStored(t, f)
 }
 
 // A leg whose PO number an active buy holds refuses the whole campaign, and the other legs'
@@ -172,14 +193,14 @@ func TestRefusedCampaignLeavesNothing(t *testing.T) {
 func TestLockedLegRefusesTheCampaign(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	m := example(t)
+	m := buytest.Example(t, "campaign.json")
 	single := map[string]any{"seller_id": "sim-seller-3", "currency": "USD",
 		"governance": m["governance"], "media_buy": legBuy(m, 2)}
-	if _, err := f.buys.Submit(ctx, acme, "single-buy-key", marshal(t, single)); err != nil {
+	if _, err := f.buys.Submit(ctx, acme, "single-buy-key", buytest.Marshal(t, single)); err != nil {
 		t.Fatal(err)
 	}
-	_, err := f.svc.Submit(ctx, acme, "campaign-key-3", marshal(t, m))
-	var re *mediabuy.RequestError
+	_, err := f.svc.Submit(ctx, acme, "campaign-key-3", buytest.Marshal(t, m))
+	var re *buy.RequestError
 	if !errors.As(err, &re) || re.Status != 409 || re.Code != "active_buy_exists" {
 		t.Fatalf("locked leg: err = %v", err)
 	}
@@ -187,13 +208,13 @@ func TestLockedLegRefusesTheCampaign(t *testing.T) {
 		t.Fatalf("%d media-buy and %d campaign executions started, want only the single buy's", f.execs.count(), f.campaigns.count())
 	}
 	for i := range 2 {
-		if _, err := f.store.GetOperation(ctx, "acme", mediabuy.OperationID("acme", legKey("campaign-key-3", i))); !errors.Is(err, ledger.ErrNotFound) {
+		if _, err := f.store.GetOperation(ctx, "acme", buy.OperationID("acme", legKey("campaign-key-3", i))); !errors.Is(err, ledger.ErrNotFound) {
 			t.Fatalf("leg %d operation exists: %v", i, err)
 		}
 	}
 	// The first two legs' PO numbers are free again.
 	legBuy(m, 2)["po_number"] = "PO-2027-0199"
-	if _, err := f.svc.Submit(ctx, acme, "campaign-key-4", marshal(t, m)); err != nil {
+	if _, err := f.svc.Submit(ctx, acme, "campaign-key-4", buytest.Marshal(t, m)); err != nil {
 		t.Fatalf("after the refusal: %v", err)
 	}
 }
@@ -216,16 +237,16 @@ func assertNothingStored(t *testing.T, f fixture) {
 
 // countingBuys counts the legs' reads a campaign use case makes.
 type countingBuys struct {
-	Buys
+	Legs
 	mu    sync.Mutex
 	reads int
 }
 
-func (c *countingBuys) Get(ctx context.Context, tenant, id string) (mediabuy.View, error) {
+func (c *countingBuys) Get(ctx context.Context, tenant, id string) (buy.View, error) {
 	c.mu.Lock()
 	c.reads++
 	c.mu.Unlock()
-	return c.Buys.Get(ctx, tenant, id)
+	return c.Legs.Get(ctx, tenant, id)
 }
 
 // The list reads the campaign items only, whatever the number of legs: a running campaign is
@@ -233,17 +254,17 @@ func (c *countingBuys) Get(ctx context.Context, tenant, id string) (mediabuy.Vie
 func TestListReadsNoLeg(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	counted := &countingBuys{Buys: f.buys}
-	svc := New(f.store, counted, f.campaigns, agents, schemas(t), Config{Run: workflow.DefaultRunConfig(), MediaBuyStateMachineARN: mediaBuyARN})
-	running, err := svc.Submit(ctx, acme, "list-key-1", marshal(t, example(t)))
+	counted := &countingBuys{Legs: f.buys}
+	svc := New(f.store, f.placer, counted, f.campaigns, buytest.Agents, buytest.Schemas(t), Config{Run: workflow.DefaultRunConfig(), MediaBuyStateMachineARN: mediaBuyARN})
+	running, err := svc.Submit(ctx, acme, "list-key-1", buytest.Marshal(t, buytest.Example(t, "campaign.json")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	second := example(t)
+	second := buytest.Example(t, "campaign.json")
 	for i := range 3 {
 		legBuy(second, i)["po_number"] = "PO-LIST-" + string(rune('A'+i))
 	}
-	settled, err := svc.Submit(ctx, acme, "list-key-2", marshal(t, second))
+	settled, err := svc.Submit(ctx, acme, "list-key-2", buytest.Marshal(t, second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/buyflow/buyflow/internal/buytest"
+
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -16,9 +18,9 @@ import (
 func submitAndEnd(t *testing.T, f fixture, policy Policy, ends ...workflow.Status) Submitted {
 	t.Helper()
 	ctx := context.Background()
-	m := example(t)
+	m := buytest.Example(t, "campaign.json")
 	m["policy"] = string(policy)
-	out, err := f.svc.Submit(ctx, acme, "settle-key-"+string(policy), marshal(t, m))
+	out, err := f.svc.Submit(ctx, acme, "settle-key-"+string(policy), buytest.Marshal(t, m))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 package campaign
 
-import "github.com/buyflow/buyflow/internal/mediabuy"
+import "github.com/buyflow/buyflow/internal/buy"
 
 // Submitted is the answer to an accepted campaign: 202 with the campaign id, each leg's
 // operation and the links.
@@ -18,9 +18,9 @@ func (s Submitted) ID() string { return s.CampaignID }
 
 // SubmittedLeg names one leg's media buy.
 type SubmittedLeg struct {
-	OperationID string         `json:"operation_id"`
-	SellerID    string         `json:"seller_id"`
-	Links       mediabuy.Links `json:"links"`
+	OperationID string    `json:"operation_id"`
+	SellerID    string    `json:"seller_id"`
+	Links       buy.Links `json:"links"`
 }
 
 // Links are the URLs (paths) of a campaign.
@@ -54,10 +54,10 @@ type View struct {
 	Legs        []LegView    `json:"legs"`
 	// Approval is the campaign's one approval, when policy asked a person: its decision
 	// applies to every leg.
-	Approval  *mediabuy.ApprovalView `json:"approval,omitempty"`
-	Requester string                 `json:"requester,omitempty"`
-	CreatedAt string                 `json:"created_at"`
-	Links     Links                  `json:"links"`
+	Approval  *buy.ApprovalView `json:"approval,omitempty"`
+	Requester string            `json:"requester,omitempty"`
+	CreatedAt string            `json:"created_at"`
+	Links     Links             `json:"links"`
 }
 
 // SellerView is what one seller committed.
@@ -73,10 +73,10 @@ type LegView struct {
 	PONumber    string `json:"po_number"`
 	Amount      string `json:"amount"`
 	// Status is the leg's media buy's status (not in a list: GET the campaign or the leg).
-	Status     string         `json:"status,omitempty"`
-	Reason     string         `json:"reason,omitempty"`
-	MediaBuyID string         `json:"media_buy_id,omitempty"`
-	Links      mediabuy.Links `json:"links"`
+	Status     string    `json:"status,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
+	MediaBuyID string    `json:"media_buy_id,omitempty"`
+	Links      buy.Links `json:"links"`
 }
 
 // ListPage is one page of campaigns, newest first.
@@ -90,7 +90,7 @@ type ListPage struct {
 type EventView struct {
 	OperationID string `json:"operation_id,omitempty"`
 	SellerID    string `json:"seller_id,omitempty"`
-	mediabuy.EventView
+	buy.EventView
 }
 
 // EventPage is a campaign's timeline, oldest first.

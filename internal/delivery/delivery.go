@@ -16,10 +16,11 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/jsonnum"
 	"github.com/buyflow/buyflow/internal/ledger"
-	"github.com/buyflow/buyflow/internal/mediabuy"
 	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/money"
 )
 
 // Ledger is the part of the ledger the reader uses; *ledger.Store satisfies it.
@@ -144,7 +145,7 @@ func (r *Reader) Run(ctx context.Context) (Report, error) {
 			r.retire(ctx, op, &rep)
 			continue
 		}
-		var req mediabuy.SubmitRequest
+		var req buy.SubmitRequest
 		var mb struct {
 			Account adcp.AccountRef `json:"account"`
 		}
@@ -240,7 +241,7 @@ func (r *Reader) record(ctx context.Context, op *ledger.Operation, row adcp.Medi
 		return err
 	}
 	rep.Snapshots++
-	over := OverBudget(spend, approved)
+	over := money.OverBudget(spend, approved)
 	reason := fmt.Sprintf("spent %s of the approved %s %s", spend, approved, op.Currency)
 	if over {
 		rep.OverBudget++
@@ -283,14 +284,6 @@ func decimal(n json.Number) (string, bool) {
 func mustEqual(s string, r *big.Rat) bool {
 	x, ok := new(big.Rat).SetString(s)
 	return ok && x.Cmp(r) == 0
-}
-
-// OverBudget reports whether spend is above approved, both decimal strings, compared exactly.
-// Amounts that do not parse are not over budget: they cannot be compared.
-func OverBudget(spend, approved string) bool {
-	s, ok1 := new(big.Rat).SetString(spend)
-	a, ok2 := new(big.Rat).SetString(approved)
-	return ok1 && ok2 && s.Cmp(a) > 0
 }
 
 // AfterSweep returns a scheduled handler that runs sweep, then the delivery read: the

@@ -7,37 +7,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/ledger"
 )
 
-// ApprovalView is a buy's latest approval as its buyer may see it: who is asked (approver ids
-// as configured: Slack user or group ids), until when, what happens if nobody decides, and,
-// once decided, who decided and when. It never carries a link, a signature or a task token.
-type ApprovalView struct {
-	ApprovalID string `json:"approval_id"`
-	// CampaignID is set when the approval is a campaign's: one decision for all its legs.
-	CampaignID string `json:"campaign_id,omitempty"`
-	// Status is pending, approved, rejected or expired.
-	Status      string   `json:"status"`
-	Approvers   []string `json:"approvers"`
-	RequestedAt string   `json:"requested_at"`
-	ExpiresAt   string   `json:"expires_at"`
-	// Reason is why a person is asked (policy_threshold, governance_conditions, ...).
-	Reason string `json:"reason,omitempty"`
-	// Round counts the requests of this buy from 0; Escalation is true when this request went
-	// to the escalation approvers after an earlier one expired.
-	Round      int  `json:"round"`
-	Escalation bool `json:"escalation,omitempty"`
-	// EscalatesTo lists who is asked next if this request expires; empty means the buy is
-	// rejected when it expires.
-	EscalatesTo []string `json:"escalates_to,omitempty"`
-	DecidedBy   string   `json:"decided_by,omitempty"`
-	DecidedAt   string   `json:"decided_at,omitempty"`
-}
-
 // latestApproval finds the operation's latest approval request on its timeline and reads it;
 // errNoApproval says no person was asked.
-func (s *Service) latestApproval(ctx context.Context, tenant, opID string) (*ApprovalView, error) {
+func (s *Service) latestApproval(ctx context.Context, tenant, opID string) (*buy.ApprovalView, error) {
 	var last struct {
 		ApprovalID string `json:"approval_id"`
 		Round      int    `json:"round"`
@@ -78,29 +54,9 @@ func (s *Service) latestApproval(ctx context.Context, tenant, opID string) (*App
 	if a.Tenant != tenant || !mine {
 		return nil, errNoApproval
 	}
-	v := ApprovalViewOf(a)
-	v.RequestedAt, v.Round, v.Escalation = rfc3339(requestedAt), last.Round, last.Escalation
+	v := buy.ApprovalViewOf(a)
+	v.RequestedAt, v.Round, v.Escalation = buy.RFC3339(requestedAt), last.Round, last.Escalation
 	return v, nil
 }
 
-// ApprovalViewOf is the API view of a stored approval (without the request's time and round,
-// which its subject's timeline holds).
-func ApprovalViewOf(a *ledger.Approval) *ApprovalView {
-	v := &ApprovalView{
-		ApprovalID: a.ID, CampaignID: a.CampaignID, Status: string(a.Status), Approvers: a.Approvers, Reason: a.Reason,
-		ExpiresAt: rfc3339(a.ExpiresAt), EscalatesTo: a.EscalationApprovers,
-	}
-	if a.Status == ledger.ApprovalApproved || a.Status == ledger.ApprovalRejected {
-		v.DecidedBy, v.DecidedAt = a.Decider, rfc3339(a.DecidedAt)
-	}
-	return v
-}
-
 var errNoApproval = errors.New("mediabuy: no approval")
-
-func rfc3339(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(time.RFC3339)
-}

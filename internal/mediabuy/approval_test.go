@@ -8,13 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/buytest"
+
 	"github.com/buyflow/buyflow/internal/ledger"
 )
 
 func TestGetShowsTheLatestApprovalWithoutLinksOrTokens(t *testing.T) {
 	svc, store, _ := newService(t)
 	ctx := context.Background()
-	out, err := svc.Submit(ctx, acme, "key-appr-01", marshal(t, example(t)))
+	out, err := svc.Submit(ctx, acme, "key-appr-01", buytest.Marshal(t, buytest.Example(t, "media-buy.json")))
 	if err != nil {
 		t.Fatal(err)
 	}

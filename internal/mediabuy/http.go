@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"regexp"
 
+	"github.com/buyflow/buyflow/internal/buy"
+
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/buyflow/buyflow/internal/httpapi"
@@ -14,10 +16,10 @@ import (
 
 // MediaBuys is what the media-buy routes need from the use cases; *Service satisfies it.
 type MediaBuys interface {
-	Submit(ctx context.Context, c Caller, idempotencyKey string, body []byte) (Submitted, error)
-	Get(ctx context.Context, tenant, id string) (View, error)
+	Submit(ctx context.Context, c buy.Caller, idempotencyKey string, body []byte) (buy.Submitted, error)
+	Get(ctx context.Context, tenant, id string) (buy.View, error)
 	List(ctx context.Context, tenant string, q ListQuery) (ListPage, error)
-	Events(ctx context.Context, tenant, id, cursor string, limit int) (EventPage, error)
+	Events(ctx context.Context, tenant, id, cursor string, limit int) (buy.EventPage, error)
 }
 
 var opIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -46,7 +48,7 @@ func (r routes) submit(ctx context.Context, req events.APIGatewayV2HTTPRequest, 
 	if refused != nil {
 		return *refused, nil
 	}
-	out, err := r.svc.Submit(ctx, Caller(who), key, body)
+	out, err := r.svc.Submit(ctx, buy.Caller(who), key, body)
 	if err != nil {
 		return fromError(r.log, req.RequestContext.RequestID, err), nil
 	}
@@ -109,11 +111,11 @@ func notFound() events.APIGatewayV2HTTPResponse {
 // code; anything else is logged (with the request id, never the error's text in the body)
 // and answered 500.
 func fromError(log *slog.Logger, requestID string, err error) events.APIGatewayV2HTTPResponse {
-	var re *RequestError
+	var re *buy.RequestError
 	switch {
 	case errors.As(err, &re):
 		return httpapi.Error(re.Status, re.Code, re.Message, re.Field)
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, buy.ErrNotFound):
 		return notFound()
 	}
 	return httpapi.Unexpected(log, requestID, err)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/buyflow/buyflow/internal/buy"
+
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 
@@ -22,22 +24,22 @@ import (
 
 // fakeMediaBuys is a function-typed fake of the use cases.
 type fakeMediaBuys struct {
-	submit func(mediabuy.Caller, string, []byte) (mediabuy.Submitted, error)
-	get    func(tenant, id string) (mediabuy.View, error)
+	submit func(buy.Caller, string, []byte) (buy.Submitted, error)
+	get    func(tenant, id string) (buy.View, error)
 	list   func(tenant string, q mediabuy.ListQuery) (mediabuy.ListPage, error)
-	events func(tenant, id, cursor string, limit int) (mediabuy.EventPage, error)
+	events func(tenant, id, cursor string, limit int) (buy.EventPage, error)
 }
 
-func (f fakeMediaBuys) Submit(_ context.Context, c mediabuy.Caller, k string, b []byte) (mediabuy.Submitted, error) {
+func (f fakeMediaBuys) Submit(_ context.Context, c buy.Caller, k string, b []byte) (buy.Submitted, error) {
 	return f.submit(c, k, b)
 }
-func (f fakeMediaBuys) Get(_ context.Context, t, id string) (mediabuy.View, error) {
+func (f fakeMediaBuys) Get(_ context.Context, t, id string) (buy.View, error) {
 	return f.get(t, id)
 }
 func (f fakeMediaBuys) List(_ context.Context, t string, q mediabuy.ListQuery) (mediabuy.ListPage, error) {
 	return f.list(t, q)
 }
-func (f fakeMediaBuys) Events(_ context.Context, t, id, c string, l int) (mediabuy.EventPage, error) {
+func (f fakeMediaBuys) Events(_ context.Context, t, id, c string, l int) (buy.EventPage, error) {
 	return f.events(t, id, c, l)
 }
 
@@ -75,14 +77,14 @@ func problem(t *testing.T, resp events.APIGatewayV2HTTPResponse) httpapi.Problem
 }
 
 func TestSubmitRoute(t *testing.T) {
-	var gotCaller mediabuy.Caller
+	var gotCaller buy.Caller
 	var gotBody string
-	svc := fakeMediaBuys{submit: func(c mediabuy.Caller, key string, body []byte) (mediabuy.Submitted, error) {
+	svc := fakeMediaBuys{submit: func(c buy.Caller, key string, body []byte) (buy.Submitted, error) {
 		gotCaller, gotBody = c, string(body)
 		if key != "key-12345678" {
 			t.Fatalf("key %q", key)
 		}
-		return mediabuy.Submitted{OperationID: "op1", Status: "requested", Links: mediabuy.LinksFor("op1")}, nil
+		return buy.Submitted{OperationID: "op1", Status: "requested", Links: buy.LinksFor("op1")}, nil
 	}}
 	h := httpapi.ByRouteKey(topology.App, mediabuy.Routes(svc, "", quiet))
 	req := iamRequest("POST", "/v1/media-buys")
@@ -104,10 +106,10 @@ func TestSubmitRoute(t *testing.T) {
 
 func TestRefusals(t *testing.T) {
 	svc := fakeMediaBuys{
-		submit: func(mediabuy.Caller, string, []byte) (mediabuy.Submitted, error) {
-			return mediabuy.Submitted{}, &mediabuy.RequestError{Status: 422, Code: "idempotency_key_reused", Message: "m"}
+		submit: func(buy.Caller, string, []byte) (buy.Submitted, error) {
+			return buy.Submitted{}, &buy.RequestError{Status: 422, Code: "idempotency_key_reused", Message: "m"}
 		},
-		get: func(string, string) (mediabuy.View, error) { return mediabuy.View{}, mediabuy.ErrNotFound },
+		get: func(string, string) (buy.View, error) { return buy.View{}, buy.ErrNotFound },
 		list: func(string, mediabuy.ListQuery) (mediabuy.ListPage, error) {
 			return mediabuy.ListPage{}, errors.New("dynamodb: secret internal detail")
 		},
@@ -188,17 +190,17 @@ func TestRefusals(t *testing.T) {
 
 func TestReadRoutes(t *testing.T) {
 	svc := fakeMediaBuys{
-		get: func(tenant, id string) (mediabuy.View, error) {
-			return mediabuy.View{OperationID: id, Status: "working"}, nil
+		get: func(tenant, id string) (buy.View, error) {
+			return buy.View{OperationID: id, Status: "working"}, nil
 		},
 		list: func(tenant string, q mediabuy.ListQuery) (mediabuy.ListPage, error) {
 			if q.Status != "working" || q.Seller != "s1" || q.Limit != 5 || q.Cursor != "c" {
 				t.Fatalf("query %+v", q)
 			}
-			return mediabuy.ListPage{Items: []mediabuy.View{{OperationID: "a"}}}, nil
+			return mediabuy.ListPage{Items: []buy.View{{OperationID: "a"}}}, nil
 		},
-		events: func(tenant, id, cursor string, limit int) (mediabuy.EventPage, error) {
-			return mediabuy.EventPage{Items: []mediabuy.EventView{{Type: "submitted"}}}, nil
+		events: func(tenant, id, cursor string, limit int) (buy.EventPage, error) {
+			return buy.EventPage{Items: []buy.EventView{{Type: "submitted"}}}, nil
 		},
 	}
 	h := httpapi.ByRouteKey(topology.App, mediabuy.Routes(svc, "", quiet))

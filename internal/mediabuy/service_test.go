@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/buy"
+	"github.com/buyflow/buyflow/internal/buytest"
+
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -52,20 +55,20 @@ func newService(t *testing.T) (*Service, *ledger.Store, *recordingExecutions) {
 	client, table := dynamotest.Start(t)
 	store := ledger.New(client, table)
 	execs := &recordingExecutions{}
-	cfg := Config{Run: workflow.DefaultRunConfig(), StateMachineARN: "arn:aws:states:us-east-1:000000000000:stateMachine:MediaBuy"}
-	return New(store, execs, agents, schemas(t), cfg), store, execs
+	placer := buy.NewPlacer(store, buy.PlaceConfig{Run: workflow.DefaultRunConfig(), StateMachineARN: "arn:aws:states:us-east-1:000000000000:stateMachine:MediaBuy"})
+	return New(store, execs, placer, buytest.Agents, buytest.Schemas(t)), store, execs
 }
 
-var acme = Caller{Tenant: "acme", Principal: "arn:aws:sts::111122223333:assumed-role/Buyer/alice"}
+var acme = buy.Caller{Tenant: "acme", Principal: "arn:aws:sts::111122223333:assumed-role/Buyer/alice"}
 
 func TestSubmitCreatesOperationAndStartsExecution(t *testing.T) {
 	svc, store, execs := newService(t)
 	ctx := context.Background()
-	out, err := svc.Submit(ctx, acme, "key-000001", marshal(t, example(t)))
+	out, err := svc.Submit(ctx, acme, "key-000001", buytest.Marshal(t, buytest.Example(t, "media-buy.json")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.OperationID != OperationID("acme", "key-000001") || out.Replayed || out.Links.Self != "/v1/media-buys/"+out.OperationID {
+	if out.OperationID != buy.OperationID("acme", "key-000001") || out.Replayed || out.Links.Self != "/v1/media-buys/"+out.OperationID {
 		t.Fatalf("out = %+v", out)
 	}
 	op, err := store.GetOperation(ctx, "acme", out.OperationID)
@@ -93,7 +96,7 @@ func TestSubmitCreatesOperationAndStartsExecution(t *testing.T) {
 func TestSubmitIsIdempotent(t *testing.T) {
 	svc, _, execs := newService(t)
 	ctx := context.Background()
-	body := marshal(t, example(t))
+	body := buytest.Marshal(t, buytest.Example(t, "media-buy.json"))
 	first, err := svc.Submit(ctx, acme, "key-000002", body)
 	if err != nil {
 		t.Fatal(err)
@@ -105,10 +108,10 @@ func TestSubmitIsIdempotent(t *testing.T) {
 	if again.OperationID != first.OperationID || !again.Replayed {
 		t.Fatalf("again = %+v", again)
 	}
-	other := example(t)
+	other := buytest.Example(t, "media-buy.json")
 	other["currency"] = "EUR"
-	_, err = svc.Submit(ctx, acme, "key-000002", marshal(t, other))
-	var re *RequestError
+	_, err = svc.Submit(ctx, acme, "key-000002", buytest.Marshal(t, other))
+	var re *buy.RequestError
 	if !errors.As(err, &re) || re.Status != 422 || re.Code != "idempotency_key_reused" {
 		t.Fatalf("other body: %v", err)
 	}
@@ -120,7 +123,7 @@ func TestSubmitIsIdempotent(t *testing.T) {
 func TestConcurrentIdenticalSubmitsMakeOneOperation(t *testing.T) {
 	svc, store, execs := newService(t)
 	ctx := context.Background()
-	body := marshal(t, example(t))
+	body := buytest.Marshal(t, buytest.Example(t, "media-buy.json"))
 	var wg sync.WaitGroup
 	results := make([]error, 20)
 	ids := make([]string, 20)
@@ -131,7 +134,7 @@ func TestConcurrentIdenticalSubmitsMakeOneOperation(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	want := OperationID("acme", "key-concurrent")
+	want := buy.OperationID("acme", "key-concurrent")
 	// Every attempt answers with the one operation: one that finds the claim in progress runs
 	// the converging steps itself instead of making the client wait.
 	for i, err := range results {
@@ -154,9 +157,9 @@ func TestConcurrentIdenticalSubmitsMakeOneOperation(t *testing.T) {
 func TestRefusedSubmitLeavesNothing(t *testing.T) {
 	svc, store, execs := newService(t)
 	ctx := context.Background()
-	bad := example(t)
-	delete(mb(bad), "brand")
-	if _, err := svc.Submit(ctx, acme, "key-refused", marshal(t, bad)); err == nil {
+	bad := buytest.Example(t, "media-buy.json")
+	delete(buytest.MB(bad), "brand")
+	if _, err := svc.Submit(ctx, acme, "key-refused", buytest.Marshal(t, bad)); err == nil {
 		t.Fatal("accepted an invalid buy")
 	}
 	page, err := store.ListOperations(ctx, "acme", ledger.ListOptions{})
@@ -164,7 +167,7 @@ func TestRefusedSubmitLeavesNothing(t *testing.T) {
 		t.Fatalf("refusal left %d operations, %d starts (%v)", len(page.Items), len(execs.starts), err)
 	}
 	// The key was never claimed: a corrected body under the same key goes through.
-	if _, err := svc.Submit(ctx, acme, "key-refused", marshal(t, example(t))); err != nil {
+	if _, err := svc.Submit(ctx, acme, "key-refused", buytest.Marshal(t, buytest.Example(t, "media-buy.json"))); err != nil {
 		t.Fatalf("corrected resubmit: %v", err)
 	}
 }
@@ -172,7 +175,7 @@ func TestRefusedSubmitLeavesNothing(t *testing.T) {
 func TestStartFailureFreesTheKeyAndRetryConverges(t *testing.T) {
 	svc, store, execs := newService(t)
 	ctx := context.Background()
-	body := marshal(t, example(t))
+	body := buytest.Marshal(t, buytest.Example(t, "media-buy.json"))
 	execs.fail = errors.New("states: throttled")
 	if _, err := svc.Submit(ctx, acme, "key-retry", body); err == nil {
 		t.Fatal("submit succeeded while the start failed")
@@ -182,7 +185,7 @@ func TestStartFailureFreesTheKeyAndRetryConverges(t *testing.T) {
 	if err != nil {
 		t.Fatalf("retry: %v", err)
 	}
-	if out.Replayed || out.OperationID != OperationID("acme", "key-retry") {
+	if out.Replayed || out.OperationID != buy.OperationID("acme", "key-retry") {
 		t.Fatalf("retry = %+v", out)
 	}
 	page, _ := store.ListOperations(ctx, "acme", ledger.ListOptions{})
@@ -194,18 +197,18 @@ func TestStartFailureFreesTheKeyAndRetryConverges(t *testing.T) {
 func TestOneActiveBuyPerPONumber(t *testing.T) {
 	svc, _, _ := newService(t)
 	ctx := context.Background()
-	if _, err := svc.Submit(ctx, acme, "key-po-1", marshal(t, example(t))); err != nil {
+	if _, err := svc.Submit(ctx, acme, "key-po-1", buytest.Marshal(t, buytest.Example(t, "media-buy.json"))); err != nil {
 		t.Fatal(err)
 	}
-	second := example(t)
-	mb(second)["context"] = map[string]any{"campaign": "another"}
-	_, err := svc.Submit(ctx, acme, "key-po-2", marshal(t, second))
-	var re *RequestError
+	second := buytest.Example(t, "media-buy.json")
+	buytest.MB(second)["context"] = map[string]any{"campaign": "another"}
+	_, err := svc.Submit(ctx, acme, "key-po-2", buytest.Marshal(t, second))
+	var re *buy.RequestError
 	if !errors.As(err, &re) || re.Status != 409 || re.Code != "active_buy_exists" {
 		t.Fatalf("second buy with the same PO: %v", err)
 	}
 	// Another tenant may use the same PO number.
-	if _, err := svc.Submit(ctx, Caller{Tenant: "globex", Principal: "p"}, "key-po-2", marshal(t, second)); err != nil {
+	if _, err := svc.Submit(ctx, buy.Caller{Tenant: "globex", Principal: "p"}, "key-po-2", buytest.Marshal(t, second)); err != nil {
 		t.Fatalf("other tenant: %v", err)
 	}
 }
@@ -213,14 +216,14 @@ func TestOneActiveBuyPerPONumber(t *testing.T) {
 func TestReadsAreTenantScoped(t *testing.T) {
 	svc, _, _ := newService(t)
 	ctx := context.Background()
-	out, err := svc.Submit(ctx, acme, "key-scope", marshal(t, example(t)))
+	out, err := svc.Submit(ctx, acme, "key-scope", buytest.Marshal(t, buytest.Example(t, "media-buy.json")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Get(ctx, "globex", out.OperationID); !errors.Is(err, ErrNotFound) {
+	if _, err := svc.Get(ctx, "globex", out.OperationID); !errors.Is(err, buy.ErrNotFound) {
 		t.Fatalf("cross-tenant Get: %v", err)
 	}
-	if _, err := svc.Events(ctx, "globex", out.OperationID, "", 10); !errors.Is(err, ErrNotFound) {
+	if _, err := svc.Events(ctx, "globex", out.OperationID, "", 10); !errors.Is(err, buy.ErrNotFound) {
 		t.Fatalf("cross-tenant Events: %v", err)
 	}
 	page, err := svc.List(ctx, "globex", ListQuery{})
@@ -238,7 +241,7 @@ func TestReadsAreTenantScoped(t *testing.T) {
 func TestEventsKeepReasonAndDetail(t *testing.T) {
 	svc, store, _ := newService(t)
 	ctx := context.Background()
-	out, err := svc.Submit(ctx, acme, "key-reason", marshal(t, example(t)))
+	out, err := svc.Submit(ctx, acme, "key-reason", buytest.Marshal(t, buytest.Example(t, "media-buy.json")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,9 +264,9 @@ func TestListFiltersAndPages(t *testing.T) {
 	svc, _, _ := newService(t)
 	ctx := context.Background()
 	for i := range 3 {
-		m := example(t)
-		mb(m)["po_number"] = fmt.Sprintf("PO-%d", i)
-		if _, err := svc.Submit(ctx, acme, fmt.Sprintf("key-list-%d", i), marshal(t, m)); err != nil {
+		m := buytest.Example(t, "media-buy.json")
+		buytest.MB(m)["po_number"] = fmt.Sprintf("PO-%d", i)
+		if _, err := svc.Submit(ctx, acme, fmt.Sprintf("key-list-%d", i), buytest.Marshal(t, m)); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(2 * time.Millisecond)
@@ -279,7 +282,7 @@ func TestListFiltersAndPages(t *testing.T) {
 	if _, err := svc.List(ctx, "acme", ListQuery{Status: "done"}); err == nil {
 		t.Fatal("accepted an unknown status")
 	}
-	var re *RequestError
+	var re *buy.RequestError
 	if _, err := svc.List(ctx, "acme", ListQuery{Cursor: "garbage"}); !errors.As(err, &re) || re.Code != "invalid_cursor" {
 		t.Fatalf("bad cursor: %v", err)
 	}
@@ -291,8 +294,8 @@ func TestListFiltersAndPages(t *testing.T) {
 func TestRetryAfterAStalledFirstAttemptConverges(t *testing.T) {
 	svc, store, execs := newService(t)
 	ctx := context.Background()
-	body := marshal(t, example(t))
-	req, err := ParseSubmit(context.Background(), body, agents, schemas(t))
+	body := buytest.Marshal(t, buytest.Example(t, "media-buy.json"))
+	req, err := buy.ParseSubmit(context.Background(), body, buytest.Agents, buytest.Schemas(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +306,7 @@ func TestRetryAfterAStalledFirstAttemptConverges(t *testing.T) {
 	if err != nil {
 		t.Fatalf("retry: %v", err)
 	}
-	if out.OperationID != OperationID("acme", "key-stalled") {
+	if out.OperationID != buy.OperationID("acme", "key-stalled") {
 		t.Fatalf("retry = %+v", out)
 	}
 	if _, err := store.GetOperation(ctx, "acme", out.OperationID); err != nil {
@@ -313,10 +316,10 @@ func TestRetryAfterAStalledFirstAttemptConverges(t *testing.T) {
 		t.Fatalf("executions = %v", execs.starts)
 	}
 	// Another body under the held key is still refused.
-	other := example(t)
+	other := buytest.Example(t, "media-buy.json")
 	other["currency"] = "EUR"
-	var re *RequestError
-	if _, err := svc.Submit(ctx, acme, "key-stalled", marshal(t, other)); !errors.As(err, &re) || re.Status != 422 {
+	var re *buy.RequestError
+	if _, err := svc.Submit(ctx, acme, "key-stalled", buytest.Marshal(t, other)); !errors.As(err, &re) || re.Status != 422 {
 		t.Fatalf("other body: %v", err)
 	}
 }
@@ -328,24 +331,24 @@ func TestRetryAfterAStalledFirstAttemptConverges(t *testing.T) {
 func TestAmountRefusalsLeaveNothing(t *testing.T) {
 	svc, store, execs := newService(t)
 	ctx := context.Background()
-	for i, tt := range amountRefusals {
-		body := []byte(tt.raw)
-		if tt.edit != nil {
-			m := example(t)
-			tt.edit(m)
-			body = marshal(t, m)
+	for i, tt := range buytest.AmountRefusals {
+		body := []byte(tt.Raw)
+		if tt.Edit != nil {
+			m := buytest.Example(t, "media-buy.json")
+			tt.Edit(m)
+			body = buytest.Marshal(t, m)
 		}
 		_, err := svc.Submit(ctx, acme, fmt.Sprintf("key-amount-%d", i), body)
-		var re *RequestError
-		if !errors.As(err, &re) || re.Code != tt.code || re.Field != tt.field {
-			t.Errorf("%s: err = %v, want %s at %s", tt.name, err, tt.code, tt.field)
+		var re *buy.RequestError
+		if !errors.As(err, &re) || re.Code != tt.Code || re.Field != tt.Field {
+			t.Errorf("%s: err = %v, want %s at %s", tt.Name, err, tt.Code, tt.Field)
 		}
 	}
 	page, err := store.ListOperations(ctx, "acme", ledger.ListOptions{})
 	if err != nil || len(page.Items) != 0 || execs.calls != 0 {
 		t.Fatalf("refusals left %d operations, %d starts (%v)", len(page.Items), execs.calls, err)
 	}
-	out, err := svc.Submit(ctx, acme, "key-amount-0", marshal(t, example(t)))
+	out, err := svc.Submit(ctx, acme, "key-amount-0", buytest.Marshal(t, buytest.Example(t, "media-buy.json")))
 	if err != nil {
 		t.Fatalf("corrected buy under a refused key: %v", err)
 	}
@@ -363,16 +366,16 @@ func TestDisabledSellerRefusesNewBuysAndReplaysAccepted(t *testing.T) {
 	store := ledger.New(client, table)
 	execs := &recordingExecutions{}
 	var disabled atomic.Bool
-	lookup := func(ctx context.Context, id string) (Agent, bool, error) {
-		a, ok, err := agents(ctx, id)
+	lookup := func(ctx context.Context, id string) (buy.Agent, bool, error) {
+		a, ok, err := buytest.Agents(ctx, id)
 		if id == "sim-seller" {
 			a.Disabled = disabled.Load()
 		}
 		return a, ok, err
 	}
-	svc := New(store, execs, lookup, schemas(t), Config{Run: workflow.DefaultRunConfig(), StateMachineARN: "arn:sm"})
+	svc := New(store, execs, buy.NewPlacer(store, buy.PlaceConfig{Run: workflow.DefaultRunConfig(), StateMachineARN: "arn:sm"}), lookup, buytest.Schemas(t))
 	ctx := context.Background()
-	body := marshal(t, example(t))
+	body := buytest.Marshal(t, buytest.Example(t, "media-buy.json"))
 	first, err := svc.Submit(ctx, acme, "key-before", body)
 	if err != nil {
 		t.Fatal(err)
@@ -382,10 +385,10 @@ func TestDisabledSellerRefusesNewBuysAndReplaysAccepted(t *testing.T) {
 	if err != nil || !again.Replayed || again.OperationID != first.OperationID {
 		t.Fatalf("replay after disable = %+v, %v", again, err)
 	}
-	other := example(t)
-	mb(other)["po_number"] = "PO-OTHER"
-	_, err = svc.Submit(ctx, acme, "key-after", marshal(t, other))
-	var re *RequestError
+	other := buytest.Example(t, "media-buy.json")
+	buytest.MB(other)["po_number"] = "PO-OTHER"
+	_, err = svc.Submit(ctx, acme, "key-after", buytest.Marshal(t, other))
+	var re *buy.RequestError
 	if !errors.As(err, &re) || re.Status != 422 || re.Code != "seller_disabled" || re.Field != "/seller_id" {
 		t.Fatalf("new buy at a disabled seller: %v", err)
 	}
@@ -394,7 +397,7 @@ func TestDisabledSellerRefusesNewBuysAndReplaysAccepted(t *testing.T) {
 		t.Fatalf("refusal left %d operations, %d starts (%v)", len(page.Items), len(execs.starts), err)
 	}
 	disabled.Store(false)
-	if out, err := svc.Submit(ctx, acme, "key-after", marshal(t, other)); err != nil || out.Replayed {
+	if out, err := svc.Submit(ctx, acme, "key-after", buytest.Marshal(t, other)); err != nil || out.Replayed {
 		t.Fatalf("the refused key after enabling = %+v, %v", out, err)
 	}
 }
@@ -403,12 +406,13 @@ func TestDisabledSellerRefusesNewBuysAndReplaysAccepted(t *testing.T) {
 // failure, never a 4xx that tells the buyer their seller does not exist.
 func TestRegistryOutageIsNotAnUnknownSeller(t *testing.T) {
 	client, table := dynamotest.Start(t)
-	lookup := func(context.Context, string) (Agent, bool, error) {
-		return Agent{}, false, errors.New("table unavailable")
+	lookup := func(context.Context, string) (buy.Agent, bool, error) {
+		return buy.Agent{}, false, errors.New("table unavailable")
 	}
-	svc := New(ledger.New(client, table), &recordingExecutions{}, lookup, schemas(t), Config{Run: workflow.DefaultRunConfig(), StateMachineARN: "arn:sm"})
-	_, err := svc.Submit(context.Background(), acme, "key-outage", marshal(t, example(t)))
-	var re *RequestError
+	store := ledger.New(client, table)
+	svc := New(store, &recordingExecutions{}, buy.NewPlacer(store, buy.PlaceConfig{Run: workflow.DefaultRunConfig(), StateMachineARN: "arn:sm"}), lookup, buytest.Schemas(t))
+	_, err := svc.Submit(context.Background(), acme, "key-outage", buytest.Marshal(t, buytest.Example(t, "media-buy.json")))
+	var re *buy.RequestError
 	if err == nil || errors.As(err, &re) {
 		t.Fatalf("outage answered %v", err)
 	}
@@ -419,9 +423,9 @@ func TestRegistryOutageIsNotAnUnknownSeller(t *testing.T) {
 func TestSubmitKeepsTheRequestersSlackID(t *testing.T) {
 	svc, store, _ := newService(t)
 	ctx := context.Background()
-	body := example(t)
+	body := buytest.Example(t, "media-buy.json")
 	body["notify"] = map[string]any{"slack": "U024BE7LH"}
-	out, err := svc.Submit(ctx, acme, "key-000002", marshal(t, body))
+	out, err := svc.Submit(ctx, acme, "key-000002", buytest.Marshal(t, body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,9 +433,9 @@ func TestSubmitKeepsTheRequestersSlackID(t *testing.T) {
 	if err != nil || op.NotifySlack != "U024BE7LH" {
 		t.Fatalf("op = %+v, %v", op, err)
 	}
-	other := example(t)
-	mb(other)["po_number"] = "PO-2027-0043"
-	quiet, err := svc.Submit(ctx, acme, "key-000003", marshal(t, other))
+	other := buytest.Example(t, "media-buy.json")
+	buytest.MB(other)["po_number"] = "PO-2027-0043"
+	quiet, err := svc.Submit(ctx, acme, "key-000003", buytest.Marshal(t, other))
 	if err != nil {
 		t.Fatal(err)
 	}

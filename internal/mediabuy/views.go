@@ -1,95 +1,6 @@
 package mediabuy
 
-import (
-	"encoding/json"
-	"errors"
-
-	"github.com/buyflow/buyflow/internal/ledger"
-)
-
-// Caller is who asks: the tenant (the buyer's account, from the caller's identity, never the
-// body) and the principal (a user or role), recorded as the requester.
-type Caller struct {
-	Tenant    string
-	Principal string
-}
-
-// Submitted is the answer to an accepted submit: 202 with the operation id and links.
-type Submitted struct {
-	OperationID string `json:"operation_id"`
-	Status      string `json:"status"`
-	// Replayed is true when the same Idempotency-Key and body were seen before.
-	Replayed bool  `json:"replayed"`
-	Links    Links `json:"links"`
-}
-
-// Links are the URLs (paths) a client follows after a submit.
-type Links struct {
-	Self   string `json:"self"`
-	Events string `json:"events"`
-}
-
-// LinksFor returns the links of operation id.
-func LinksFor(id string) Links {
-	return Links{Self: "/v1/media-buys/" + id, Events: "/v1/media-buys/" + id + "/events"}
-}
-
-// View is the API projection of an operation: what a buyer or finance may read. It never
-// carries a task token, a webhook token or a credential.
-type View struct {
-	OperationID  string          `json:"operation_id"`
-	Status       string          `json:"status"`
-	SellerID     string          `json:"seller_id"`
-	GovernanceID string          `json:"governance_agent_id"`
-	PlanID       string          `json:"plan_id"`
-	PONumber     string          `json:"po_number"`
-	Budget       string          `json:"budget"`
-	Currency     string          `json:"currency"`
-	Requester    string          `json:"requester"`
-	SellerTaskID string          `json:"seller_task_id,omitempty"`
-	MediaBuyID   string          `json:"media_buy_id,omitempty"`
-	Reason       string          `json:"reason,omitempty"`
-	CreatedAt    string          `json:"created_at"`
-	UpdatedAt    string          `json:"updated_at"`
-	Version      int64           `json:"version"`
-	MediaBuy     json.RawMessage `json:"media_buy,omitempty"`
-	// Packages are the packages the seller placed (its ids, and the budgets it reported):
-	// what a per-package budget change names.
-	Packages []ledger.PackageBudget `json:"packages,omitempty"`
-	// ExecutionName is the buy's first Step Functions execution; its continuations (a long
-	// seller wait) are named <ExecutionName>-g<N> (workflow.ExecutionName), so an operator finds
-	// every execution of a buy from this one name.
-	ExecutionName string `json:"execution_name,omitempty"`
-	// Approval is the buy's latest approval request, when a person was asked (GET of one buy
-	// only; listings leave it out).
-	Approval *ApprovalView `json:"approval,omitempty"`
-	// Current is the placed buy as its changes left it (GET of one buy that was changed).
-	Current *CurrentView `json:"current,omitempty"`
-	// Waiting is set while the buy waits for an unavailable agent (GET of one buy only).
-	Waiting *WaitingView `json:"waiting,omitempty"`
-	// Kind is "modification" for a change to a placed buy: BuyID names the buy and Change is
-	// the change as the buyer asked for it.
-	Kind   string          `json:"kind,omitempty"`
-	BuyID  string          `json:"media_buy_operation_id,omitempty"`
-	Change json.RawMessage `json:"change,omitempty"`
-	Links  Links           `json:"links"`
-}
-
-// CurrentView is a placed buy after its changes: the seller's revision, the approved budget
-// and its packages, paused/active/canceled, the change in flight and how the last one ended.
-type CurrentView struct {
-	Revision       int                    `json:"revision"`
-	State          string                 `json:"state"`
-	Budget         string                 `json:"budget"`
-	Currency       string                 `json:"currency"`
-	Packages       []ledger.PackageBudget `json:"packages,omitempty"`
-	EndTime        string                 `json:"end_time,omitempty"`
-	ChangeInFlight string                 `json:"change_in_flight,omitempty"`
-	LastChangeID   string                 `json:"last_change_id,omitempty"`
-	LastOutcome    string                 `json:"last_outcome,omitempty"`
-	LastReason     string                 `json:"last_reason,omitempty"`
-	UpdatedAt      string                 `json:"updated_at"`
-}
+import "github.com/buyflow/buyflow/internal/buy"
 
 // ListQuery filters and pages GET /v1/media-buys.
 type ListQuery struct {
@@ -101,31 +12,6 @@ type ListQuery struct {
 
 // ListPage is one page of operations, newest first.
 type ListPage struct {
-	Items      []View `json:"items"`
-	NextCursor string `json:"next_cursor,omitempty"`
+	Items      []buy.View `json:"items"`
+	NextCursor string     `json:"next_cursor,omitempty"`
 }
-
-// EventView is one entry of an operation's timeline.
-type EventView struct {
-	At     string          `json:"at"`
-	Type   string          `json:"type"`
-	Actor  string          `json:"actor,omitempty"`
-	From   string          `json:"from,omitempty"`
-	To     string          `json:"to,omitempty"`
-	Amount string          `json:"amount,omitempty"`
-	Reason string          `json:"reason,omitempty"`
-	Detail json.RawMessage `json:"detail,omitempty"`
-}
-
-// EventPage is one page of a timeline, oldest first.
-type EventPage struct {
-	Items      []EventView `json:"items"`
-	NextCursor string      `json:"next_cursor,omitempty"`
-}
-
-// ErrNotFound reports an operation that does not exist for the caller's tenant (including
-// one that exists for another tenant: the answer is the same).
-var ErrNotFound = errors.New("media buy not found")
-
-// ID returns the operation id (the id an Idempotency-Key claim records).
-func (s Submitted) ID() string { return s.OperationID }

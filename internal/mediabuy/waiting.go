@@ -5,21 +5,10 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
-
-// WaitingView says a buy is waiting for an agent that is unavailable: the agent's circuit
-// breaker (internal/breaker) is open, so the buy's next step does not call it and waits.
-type WaitingView struct {
-	// Reason is seller_unavailable or governance_unavailable.
-	Reason  string `json:"reason"`
-	AgentID string `json:"agent_id"`
-	// Since is when the agent's breaker opened; RetryAt is when it lets the next call through
-	// (a probe: the buy goes on when it succeeds).
-	Since   string `json:"since"`
-	RetryAt string `json:"retry_at"`
-}
 
 // Reasons of a WaitingView.
 const (
@@ -29,7 +18,7 @@ const (
 
 // waiting returns what the buy waits for when its next step calls an agent whose breaker is
 // open, or nil. Governance is asked until the buy is placed; the seller from the create on.
-func (s *Service) waiting(ctx context.Context, op *ledger.Operation) (*WaitingView, error) {
+func (s *Service) waiting(ctx context.Context, op *ledger.Operation) (*buy.WaitingView, error) {
 	agent, reason := "", ""
 	switch op.Status {
 	case workflow.StatusRequested, workflow.StatusCheckingGovernance:
@@ -55,5 +44,5 @@ func (s *Service) waiting(ctx context.Context, op *ledger.Operation) (*WaitingVi
 	default:
 		return nil, nil
 	}
-	return &WaitingView{Reason: reason, AgentID: agent, Since: rfc3339(b.OpenedAt), RetryAt: rfc3339(retryAt)}, nil
+	return &buy.WaitingView{Reason: reason, AgentID: agent, Since: buy.RFC3339(b.OpenedAt), RetryAt: buy.RFC3339(retryAt)}, nil
 }

@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/buy"
+	"github.com/buyflow/buyflow/internal/buytest"
+
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -12,7 +15,7 @@ import (
 func TestGetSaysTheBuyWaitsForAnUnavailableAgent(t *testing.T) {
 	svc, store, _ := newService(t)
 	ctx := context.Background()
-	out, err := svc.Submit(ctx, acme, "key-waiting-1", marshal(t, example(t)))
+	out, err := svc.Submit(ctx, acme, "key-waiting-1", buytest.Marshal(t, buytest.Example(t, "media-buy.json")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +34,7 @@ func TestGetSaysTheBuyWaitsForAnUnavailableAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := WaitingView{Reason: "governance_unavailable", AgentID: "sim-governance", Since: "2030-05-01T10:00:00Z", RetryAt: "2030-05-01T10:01:00Z"}
+	want := buy.WaitingView{Reason: "governance_unavailable", AgentID: "sim-governance", Since: "2030-05-01T10:00:00Z", RetryAt: "2030-05-01T10:01:00Z"}
 	if v.Waiting == nil || *v.Waiting != want {
 		t.Fatalf("waiting = %+v, want %+v", v.Waiting, want)
 	}
@@ -46,7 +49,7 @@ func TestGetSaysTheBuyWaitsForAnUnavailableAgent(t *testing.T) {
 		}
 	}
 	v, _ = svc.Get(ctx, "acme", out.OperationID)
-	want = WaitingView{Reason: "seller_unavailable", AgentID: "sim-seller", Since: "2030-05-01T10:00:00Z", RetryAt: "2030-05-01T10:02:00Z"}
+	want = buy.WaitingView{Reason: "seller_unavailable", AgentID: "sim-seller", Since: "2030-05-01T10:00:00Z", RetryAt: "2030-05-01T10:02:00Z"}
 	if v.Waiting == nil || *v.Waiting != want {
 		t.Fatalf("waiting = %+v, want %+v (the half-open breaker's probe ends at ProbeUntil)", v.Waiting, want)
 	}

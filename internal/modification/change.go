@@ -10,7 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/buyflow/buyflow/internal/mediabuy"
+	"github.com/buyflow/buyflow/internal/buy"
 )
 
 // Kind names what a change does to a buy; it also names the change's workflow run.
@@ -78,18 +78,18 @@ type cancelBody struct {
 	Context json.RawMessage `json:"context"`
 }
 
-func badRequest(code, field, format string, args ...any) *mediabuy.RequestError {
-	return &mediabuy.RequestError{Status: 400, Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
+func badRequest(code, field, format string, args ...any) *buy.RequestError {
+	return &buy.RequestError{Status: 400, Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
-func unprocessable(code, field, format string, args ...any) *mediabuy.RequestError {
-	return &mediabuy.RequestError{Status: 422, Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
+func unprocessable(code, field, format string, args ...any) *buy.RequestError {
+	return &buy.RequestError{Status: 422, Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
 // ParsePatch reads the body of PATCH /v1/media-buys/{id}. It carries exactly one of budget
 // ({"total": n} or {"packages": [{"package_id", "budget"}]}), end_time or paused, and an
 // optional reason. Anything else (unknown fields, two changes at once, a second JSON value)
-// is refused with a *mediabuy.RequestError.
+// is refused with a *buy.RequestError.
 func ParsePatch(body []byte) (Change, error) {
 	var b patchBody
 	if err := decodeStrict(body, &b); err != nil {
@@ -226,7 +226,7 @@ func reason(s, field string) (string, error) {
 // kept as literals.
 func decodeStrict(body []byte, v any) error {
 	if len(body) > MaxBodyBytes {
-		return &mediabuy.RequestError{Status: 413, Code: "body_too_large", Message: fmt.Sprintf("the body is over %d bytes", MaxBodyBytes)}
+		return &buy.RequestError{Status: 413, Code: "body_too_large", Message: fmt.Sprintf("the body is over %d bytes", MaxBodyBytes)}
 	}
 	if !utf8.Valid(body) {
 		return badRequest("invalid_json", "", "the body is not UTF-8")

@@ -9,13 +9,13 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/httpapi"
-	"github.com/buyflow/buyflow/internal/mediabuy"
 )
 
 // Changes is what the change routes need from the use cases; *Requests satisfies it.
 type Changes interface {
-	Submit(ctx context.Context, caller mediabuy.Caller, buyID, idempotencyKey string, c Change) (Accepted, error)
+	Submit(ctx context.Context, caller buy.Caller, buyID, idempotencyKey string, c Change) (Accepted, error)
 	Delivery(ctx context.Context, tenant, buyID string, limit int) (Delivery, error)
 }
 
@@ -69,7 +69,7 @@ func (r routes) change(parse func([]byte) (Change, error)) func(context.Context,
 		if err != nil {
 			return fail(r.log, rid, err), nil
 		}
-		out, err := r.svc.Submit(ctx, mediabuy.Caller(who), id, key, c)
+		out, err := r.svc.Submit(ctx, buy.Caller(who), id, key, c)
 		if err != nil {
 			return fail(r.log, rid, err), nil
 		}
@@ -97,7 +97,7 @@ func fail(log *slog.Logger, requestID string, err error) events.APIGatewayV2HTTP
 		return httpapi.Error(http.StatusConflict, conflict.Code, conflict.Message, "")
 	case errors.As(err, &re):
 		return httpapi.Error(re.Status, re.Code, re.Message, re.Field)
-	case errors.Is(err, mediabuy.ErrNotFound):
+	case errors.Is(err, buy.ErrNotFound):
 		return notFound()
 	}
 	return httpapi.Unexpected(log, requestID, err)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
-	"github.com/buyflow/buyflow/internal/mediabuy"
+	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -134,7 +134,7 @@ func (p Planned) Increase() money.Amount {
 }
 
 // Plan builds the update_media_buy arguments of c against b and the buy after it. It refuses
-// (a *mediabuy.RequestError, 422) amounts that are not money in the buy's currency, a package
+// (a *buy.RequestError, 422) amounts that are not money in the buy's currency, a package
 // the buy does not have, a total for a buy of several packages (the split would be buyflow's
 // guess), and an end date in the past. operationID is echoed in context, so the seller's
 // answers and buyflow's timeline name the same change.
@@ -264,7 +264,7 @@ func packageIDs(ps []Package) string {
 
 // RequestError is the error type of a refused change request (an alias kept so that callers
 // of this package need not import mediabuy to match it).
-type RequestError = mediabuy.RequestError
+type RequestError = buy.RequestError
 
 // Policy says which changes to a placed buy need a person before they are sent. The zero
 // Policy asks for none.

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/delivery"
+	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/ledger"
-	"github.com/buyflow/buyflow/internal/mediabuy"
+	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -93,7 +93,7 @@ type Accepted struct {
 // cancellation before it), otherwise the change is marked in flight on the buy and its own
 // execution starts. A retry with the same key and change answers the same change; the same
 // key with another change is a 422.
-func (s *Requests) Submit(ctx context.Context, caller mediabuy.Caller, buyID, key string, c Change) (Accepted, error) {
+func (s *Requests) Submit(ctx context.Context, caller buy.Caller, buyID, key string, c Change) (Accepted, error) {
 	id := ChangeID(caller.Tenant, buyID, key)
 	stored, err := json.Marshal(c)
 	if err != nil {
@@ -117,20 +117,20 @@ func (s *Requests) Submit(ctx context.Context, caller mediabuy.Caller, buyID, ke
 	case !errors.Is(err, ledger.ErrNotFound):
 		return Accepted{}, fmt.Errorf("modification: read change: %w", err)
 	}
-	buy, err := s.ledger.GetOperation(ctx, caller.Tenant, buyID)
+	parent, err := s.ledger.GetOperation(ctx, caller.Tenant, buyID)
 	if errors.Is(err, ledger.ErrNotFound) {
-		return Accepted{}, mediabuy.ErrNotFound
+		return Accepted{}, buy.ErrNotFound
 	}
 	if err != nil {
 		return Accepted{}, fmt.Errorf("modification: read buy: %w", err)
 	}
-	if buy.Kind == ledger.KindModification {
-		return Accepted{}, &RequestError{Status: 422, Code: "not_a_buy", Message: fmt.Sprintf("%s is a change, not a media buy: change the buy %s", buyID, buy.ParentID)}
+	if parent.Kind == ledger.KindModification {
+		return Accepted{}, &RequestError{Status: 422, Code: "not_a_buy", Message: fmt.Sprintf("%s is a change, not a media buy: change the buy %s", buyID, parent.ParentID)}
 	}
-	b := Buy{OperationID: buy.ID, Status: buy.Status, MediaBuyID: buy.MediaBuyID, Currency: buy.Currency, State: StateActive}
-	initial := ledger.BuyState{Tenant: caller.Tenant, OperationID: buy.ID, MediaBuyID: buy.MediaBuyID, State: string(StateActive),
-		BudgetTotal: buy.BudgetTotal, Currency: buy.Currency, Packages: buy.SellerPackages}
-	switch st, err := s.ledger.GetBuyState(ctx, caller.Tenant, buy.ID); {
+	b := Buy{OperationID: parent.ID, Status: parent.Status, MediaBuyID: parent.MediaBuyID, Currency: parent.Currency, State: StateActive}
+	initial := ledger.BuyState{Tenant: caller.Tenant, OperationID: parent.ID, MediaBuyID: parent.MediaBuyID, State: string(StateActive),
+		BudgetTotal: parent.BudgetTotal, Currency: parent.Currency, Packages: parent.SellerPackages}
+	switch st, err := s.ledger.GetBuyState(ctx, caller.Tenant, parent.ID); {
 	case err == nil:
 		b.Revision, b.State = st.Revision, State(st.State)
 		// This request's own change in flight is a retry racing its first attempt, which
@@ -145,28 +145,28 @@ func (s *Requests) Submit(ctx context.Context, caller mediabuy.Caller, buyID, ke
 		return Accepted{}, err
 	}
 	expires := s.cfg.Now().Add(time.Duration(s.cfg.Run.ApprovalTimeoutSeconds+s.cfg.DeadlineSeconds)*time.Second + time.Hour)
-	ev := ledger.Event{Type: EventRequested, Actor: caller.Principal, Reason: c.Reason, Amount: buy.BudgetTotal, Currency: buy.Currency,
+	ev := ledger.Event{Type: EventRequested, Actor: caller.Principal, Reason: c.Reason, Amount: parent.BudgetTotal, Currency: parent.Currency,
 		Detail: ledger.EventDetail(map[string]any{"change_id": id, "kind": c.Kind, "total": c.Total, "packages": c.Packages, "end_time": c.EndTime})}
 	if _, err := s.ledger.BeginChange(ctx, initial, id, string(c.Kind), expires, ev); err != nil {
 		var refused *ledger.ChangeRefusedError
 		if errors.As(err, &refused) {
 			if refused.Canceled {
-				return Accepted{}, &ConflictError{Code: CodeCanceled, Message: fmt.Sprintf("media buy %s is canceled: a cancellation is final", buy.ID)}
+				return Accepted{}, &ConflictError{Code: CodeCanceled, Message: fmt.Sprintf("media buy %s is canceled: a cancellation is final", parent.ID)}
 			}
-			return Accepted{}, &ConflictError{Code: CodeChangeInFlight, Message: fmt.Sprintf("media buy %s has a change under way (%s); send this one when it has finished", buy.ID, refused.Current.ChangeID)}
+			return Accepted{}, &ConflictError{Code: CodeChangeInFlight, Message: fmt.Sprintf("media buy %s has a change under way (%s); send this one when it has finished", parent.ID, refused.Current.ChangeID)}
 		}
 		return Accepted{}, fmt.Errorf("modification: begin change: %w", err)
 	}
-	op := ledger.Operation{ID: id, Tenant: caller.Tenant, Status: workflow.StatusRequested, SellerID: buy.SellerID,
-		GovernanceAgentID: buy.GovernanceAgentID, PlanID: buy.PlanID, Requester: caller.Principal,
-		BudgetTotal: buy.BudgetTotal, Currency: buy.Currency, Request: buy.Request, MediaBuyID: buy.MediaBuyID,
-		ExecutionName: id, Kind: ledger.KindModification, ParentID: buy.ID, Change: stored}
+	op := ledger.Operation{ID: id, Tenant: caller.Tenant, Status: workflow.StatusRequested, SellerID: parent.SellerID,
+		GovernanceAgentID: parent.GovernanceAgentID, PlanID: parent.PlanID, Requester: caller.Principal,
+		BudgetTotal: parent.BudgetTotal, Currency: parent.Currency, Request: parent.Request, MediaBuyID: parent.MediaBuyID,
+		ExecutionName: id, Kind: ledger.KindModification, ParentID: parent.ID, Change: stored}
 	if _, err := s.ledger.CreateOperation(ctx, op); err != nil && !errors.Is(err, ledger.ErrConflict) {
-		s.abandon(ctx, caller.Tenant, buy.ID, id, err)
+		s.abandon(ctx, caller.Tenant, parent.ID, id, err)
 		return Accepted{}, fmt.Errorf("modification: create change: %w", err)
 	}
-	if _, err := s.execs.Start(ctx, id, s.input(caller.Tenant, buy.ID, id, c)); err != nil {
-		s.abandon(ctx, caller.Tenant, buy.ID, id, err)
+	if _, err := s.execs.Start(ctx, id, s.input(caller.Tenant, parent.ID, id, c)); err != nil {
+		s.abandon(ctx, caller.Tenant, parent.ID, id, err)
 		return Accepted{}, fmt.Errorf("modification: start execution: %w", err)
 	}
 	return out, nil
@@ -204,14 +204,14 @@ type Delivery struct {
 
 // Delivery returns what the tenant's buy delivered, as its seller reported it.
 func (s *Requests) Delivery(ctx context.Context, tenant, buyID string, limit int) (Delivery, error) {
-	buy, err := s.ledger.GetOperation(ctx, tenant, buyID)
+	parent, err := s.ledger.GetOperation(ctx, tenant, buyID)
 	if errors.Is(err, ledger.ErrNotFound) {
-		return Delivery{}, mediabuy.ErrNotFound
+		return Delivery{}, buy.ErrNotFound
 	}
 	if err != nil {
 		return Delivery{}, fmt.Errorf("modification: read buy: %w", err)
 	}
-	d := Delivery{OperationID: buy.ID, Currency: buy.Currency, Approved: buy.BudgetTotal, Snapshots: []ledger.DeliverySnapshot{}}
+	d := Delivery{OperationID: parent.ID, Currency: parent.Currency, Approved: parent.BudgetTotal, Snapshots: []ledger.DeliverySnapshot{}}
 	if st, err := s.ledger.GetBuyState(ctx, tenant, buyID); err == nil {
 		d.Approved = st.BudgetTotal
 	}
@@ -222,7 +222,7 @@ func (s *Requests) Delivery(ctx context.Context, tenant, buyID string, limit int
 	d.Snapshots = append(d.Snapshots, snaps...)
 	if len(snaps) > 0 {
 		d.Spend = snaps[0].Spend
-		d.OverBudget = delivery.OverBudget(snaps[0].Spend, d.Approved)
+		d.OverBudget = money.OverBudget(snaps[0].Spend, d.Approved)
 	}
 	return d, nil
 }

@@ -35,8 +35,8 @@ func (s *Service) storeReview(ctx context.Context, r *run, p *frozenPlan, res *a
 
 // reviewRecord lists what the change changes, line by line.
 func reviewRecord(r *run, p *frozenPlan, res *adcp.GovernanceResult) approvalcore.ChangeRecord {
-	rec := approvalcore.ChangeRecord{BuyID: r.buy.ID, MediaBuyID: r.buy.MediaBuyID, Kind: string(r.change.Kind), Summary: p.Summary,
-		Currency: r.buy.Currency, BudgetBefore: p.Before, BudgetAfter: p.After,
+	rec := approvalcore.ChangeRecord{BuyID: r.parent.ID, MediaBuyID: r.parent.MediaBuyID, Kind: string(r.change.Kind), Summary: p.Summary,
+		Currency: r.parent.Currency, BudgetBefore: p.Before, BudgetAfter: p.After,
 		Governance: approvalcore.VerdictRecord{Verdict: res.Verdict}}
 	if p.Before != p.After {
 		rec.Lines = append(rec.Lines, approvalcore.ChangeRecordLine{What: "Total budget", Before: p.Before, After: p.After, Amount: true})

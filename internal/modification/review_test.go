@@ -11,7 +11,7 @@ import (
 
 // What an approver of a change is shown: one line per thing that changes, read back exactly.
 func TestReviewRecordShowsEachLineNowAndAfter(t *testing.T) {
-	r := &run{buy: &ledger.Operation{ID: "mb-1", MediaBuyID: "mb_9", Currency: "USD"}}
+	r := &run{parent: &ledger.Operation{ID: "mb-1", MediaBuyID: "mb_9", Currency: "USD"}}
 	two := []ledger.PackageBudget{{PackageID: "pkg_a", Budget: "15000.00"}, {PackageID: "pkg_b", Budget: "5000.50"}}
 	res := &adcp.GovernanceResult{Verdict: adcp.VerdictConditions, Conditions: []adcp.Condition{
 		{Field: "budget", Reason: "pacing", RequiredValue: json.RawMessage(" null ")}, {Field: "end_time", RequiredValue: json.RawMessage(`"2027-04-30"`)}}}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/breaker"
+	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/ledger"
-	"github.com/buyflow/buyflow/internal/mediabuy"
 	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/stage"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -111,11 +111,11 @@ const (
 // the buyer's change.
 type run struct {
 	op     *ledger.Operation // the change
-	buy    *ledger.Operation // the placed buy
+	parent *ledger.Operation // the placed buy
 	change Change
 	seller string
 	acct   adcp.AccountRef
-	gov    mediabuy.GovernanceRef
+	gov    buy.GovernanceRef
 	// bookedEnd is the flight's end as the buy was placed.
 	bookedEnd string
 }
@@ -131,17 +131,17 @@ func (s *Service) load(ctx context.Context, tenant, id string) (*run, error) {
 	if op.Kind != ledger.KindModification || op.ParentID == "" {
 		return nil, &workflow.TerminalError{Code: "not_a_change", Reason: fmt.Sprintf("operation %s is not a change to a placed buy", id)}
 	}
-	buy, err := s.ledger.GetOperation(ctx, tenant, op.ParentID)
+	parent, err := s.ledger.GetOperation(ctx, tenant, op.ParentID)
 	if err != nil {
 		return nil, &workflow.TransientError{Reason: fmt.Sprintf("read buy %s: %v", op.ParentID, err)}
 	}
-	r := &run{op: op, buy: buy, seller: buy.SellerID}
+	r := &run{op: op, parent: parent, seller: parent.SellerID}
 	if err := json.Unmarshal(op.Change, &r.change); err != nil {
 		return nil, &workflow.TerminalError{Code: "bad_change", Reason: fmt.Sprintf("change %s: %v", id, err)}
 	}
-	var req mediabuy.SubmitRequest
-	if err := json.Unmarshal(buy.Request, &req); err != nil {
-		return nil, &workflow.TerminalError{Code: "bad_request", Reason: fmt.Sprintf("buy %s: %v", buy.ID, err)}
+	var req buy.SubmitRequest
+	if err := json.Unmarshal(parent.Request, &req); err != nil {
+		return nil, &workflow.TerminalError{Code: "bad_request", Reason: fmt.Sprintf("buy %s: %v", parent.ID, err)}
 	}
 	r.gov = req.Governance
 	var mb struct {
@@ -149,7 +149,7 @@ func (s *Service) load(ctx context.Context, tenant, id string) (*run, error) {
 		EndTime string          `json:"end_time"`
 	}
 	if err := json.Unmarshal(req.MediaBuy, &mb); err != nil {
-		return nil, &workflow.TerminalError{Code: "bad_request", Reason: fmt.Sprintf("buy %s: %v", buy.ID, err)}
+		return nil, &workflow.TerminalError{Code: "bad_request", Reason: fmt.Sprintf("buy %s: %v", parent.ID, err)}
 	}
 	r.acct, r.bookedEnd = mb.Account, mb.EndTime
 	return r, nil
@@ -159,16 +159,16 @@ func (s *Service) load(ctx context.Context, tenant, id string) (*run, error) {
 // the ledger's record of the change in flight: the plan is made against the seller's truth,
 // and the revision sent with it makes a seller refuse a plan made on a stale view.
 func (s *Service) current(ctx context.Context, r *run) (Buy, error) {
-	b := Buy{OperationID: r.buy.ID, Status: r.buy.Status, MediaBuyID: r.buy.MediaBuyID, Currency: r.buy.Currency, Account: r.acct, State: StateActive}
-	st, err := s.ledger.GetBuyState(ctx, r.op.Tenant, r.buy.ID)
+	b := Buy{OperationID: r.parent.ID, Status: r.parent.Status, MediaBuyID: r.parent.MediaBuyID, Currency: r.parent.Currency, Account: r.acct, State: StateActive}
+	st, err := s.ledger.GetBuyState(ctx, r.op.Tenant, r.parent.ID)
 	if err != nil {
-		return Buy{}, &workflow.TransientError{Reason: fmt.Sprintf("read the state of buy %s: %v", r.buy.ID, err)}
+		return Buy{}, &workflow.TransientError{Reason: fmt.Sprintf("read the state of buy %s: %v", r.parent.ID, err)}
 	}
 	if st.ChangeID != r.op.ID {
-		return Buy{}, &workflow.TerminalError{Code: "change_not_in_flight", Reason: fmt.Sprintf("change %s is not the change in flight on buy %s (%q is)", r.op.ID, r.buy.ID, st.ChangeID)}
+		return Buy{}, &workflow.TerminalError{Code: "change_not_in_flight", Reason: fmt.Sprintf("change %s is not the change in flight on buy %s (%q is)", r.op.ID, r.parent.ID, st.ChangeID)}
 	}
 	b.Revision, b.State, b.EndTime = st.Revision, State(st.State), st.EndTime
-	got, err := s.adcp.GetMediaBuys(ctx, r.seller, adcp.GetMediaBuysRequest{Account: &r.acct, MediaBuyIDs: []string{r.buy.MediaBuyID}})
+	got, err := s.adcp.GetMediaBuys(ctx, r.seller, adcp.GetMediaBuysRequest{Account: &r.acct, MediaBuyIDs: []string{r.parent.MediaBuyID}})
 	if breaker.Unavailable(err) != nil {
 		return Buy{}, err // not sent: the change waits for the seller's breaker
 	}
@@ -176,7 +176,7 @@ func (s *Service) current(ctx context.Context, r *run) (Buy, error) {
 		return Buy{}, stage.CallError("get_media_buys", err)
 	}
 	for _, mb := range got.MediaBuys {
-		if mb.MediaBuyID != r.buy.MediaBuyID {
+		if mb.MediaBuyID != r.parent.MediaBuyID {
 			continue
 		}
 		if mb.Revision > b.Revision {
@@ -197,7 +197,7 @@ func (s *Service) current(ctx context.Context, r *run) (Buy, error) {
 		}
 		return b, nil
 	}
-	return Buy{}, &workflow.TerminalError{Code: "media_buy_not_found", Reason: fmt.Sprintf("the seller does not report media buy %s", r.buy.MediaBuyID)}
+	return Buy{}, &workflow.TerminalError{Code: "media_buy_not_found", Reason: fmt.Sprintf("the seller does not report media buy %s", r.parent.MediaBuyID)}
 }
 
 // frozenPlan is the plan stored write-ahead: what governance checks and the seller receives.
@@ -295,7 +295,7 @@ func (s *Service) event(ctx context.Context, r *run, ev ledger.Event) {
 	if ev.At.IsZero() {
 		ev.At = s.now()
 	}
-	for _, id := range []string{r.op.ID, r.buy.ID} {
+	for _, id := range []string{r.op.ID, r.parent.ID} {
 		if err := s.ledger.AppendEvent(ctx, r.op.Tenant, id, ev); err != nil {
 			s.log.WarnContext(ctx, "event not recorded", "operationId", id, "type", ev.Type, "err", err)
 		}

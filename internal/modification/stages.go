@@ -62,7 +62,7 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 	res, err := s.adcp.CheckGovernance(ctx, r.gov.AgentID, adcp.CheckGovernanceRequest{
 		PlanID: r.gov.PlanID, Caller: s.cfg.CallerURI, Tool: adcp.ToolUpdateMediaBuy, Payload: payload,
 		PurchaseType: "media_buy", Phase: "modification", ModificationSummary: ledger.Clip(p.Summary, 500),
-		GovernanceContext: r.buy.GovernanceContext,
+		GovernanceContext: r.parent.GovernanceContext,
 	})
 	if wait, waitErr := s.unavailable(ctx, r, in.Config, adcp.RoleGovernance, adcp.ToolCheckGovernance, err); wait != nil || waitErr != nil {
 		return workflow.GovernanceOutput{Decision: workflow.GovernanceAgentUnavailable, Unavailable: wait}, waitErr
@@ -77,8 +77,8 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 		out.Wait = workflow.WaitState{IntervalSeconds: max(in.Config.PollInitialSeconds, 1)}
 	case res.Verdict == adcp.VerdictApproved:
 		out.Decision = workflow.GovernanceProceed
-		after, _ := money.ParseDecimal(p.After, r.buy.Currency)
-		before, _ := money.ParseDecimal(p.Before, r.buy.Currency)
+		after, _ := money.ParseDecimal(p.After, r.parent.Currency)
+		before, _ := money.ParseDecimal(p.Before, r.parent.Currency)
 		if need, why := s.policy.Needs(Planned{Before: before, After: after}); need {
 			// A re-check after a slow approval does not ask again for what a person approved.
 			approved := false
@@ -103,7 +103,7 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 	default:
 		return workflow.GovernanceOutput{}, &workflow.TerminalError{Code: "unexpected_verdict", Reason: fmt.Sprintf("check_governance answered verdict %q", res.Verdict)}
 	}
-	s.event(ctx, r, ledger.Event{Type: EventGovernance, Actor: "governance:" + r.gov.AgentID, Amount: p.After, Currency: r.buy.Currency, Reason: ledger.Clip(out.Reason, 500),
+	s.event(ctx, r, ledger.Event{Type: EventGovernance, Actor: "governance:" + r.gov.AgentID, Amount: p.After, Currency: r.parent.Currency, Reason: ledger.Clip(out.Reason, 500),
 		Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "kind": r.change.Kind, "verdict": res.Verdict, "pending": res.Pending, "check_id": res.CheckID,
 			"decision": out.Decision, "budget_before": p.Before, "budget_after": p.After})})
 	if res.CheckID != "" && !res.Pending {
@@ -200,7 +200,7 @@ func (s *Service) Update(ctx context.Context, in workflow.StageInput) (workflow.
 			Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "tool": adcp.ToolUpdateMediaBuy, "error_code": adcp.ErrorCode(err), "decision": adcp.Decide(err).String()})})
 		return workflow.SellerOutput{}, stage.CallError("update_media_buy", err)
 	}
-	s.event(ctx, r, ledger.Event{Type: EventSellerCall, Actor: "seller:" + r.seller, Amount: p.After, Currency: r.buy.Currency,
+	s.event(ctx, r, ledger.Event{Type: EventSellerCall, Actor: "seller:" + r.seller, Amount: p.After, Currency: r.parent.Currency,
 		Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "tool": adcp.ToolUpdateMediaBuy, "shape": res.Shape, "status": res.Status,
 			"task_id": res.TaskID, "revision": res.Revision, "media_buy_status": res.MediaBuyStatus, "replayed": res.Replayed})})
 	var to workflow.Status
@@ -225,7 +225,7 @@ func (s *Service) Update(ctx context.Context, in workflow.StageInput) (workflow.
 	if res.TaskID != "" {
 		ch.SellerTaskID = &res.TaskID
 	}
-	mbID := r.buy.MediaBuyID
+	mbID := r.parent.MediaBuyID
 	ch.MediaBuyID = &mbID
 	if to == workflow.StatusInputRequired && res.Message != "" {
 		m := ledger.Clip(res.Message, 1000)
@@ -290,18 +290,18 @@ func (s *Service) Apply(ctx context.Context, in workflow.StageInput) (ChangeOutc
 		return ChangeOutcome{}, err
 	}
 	rev := p.Revision + 1
-	got, err := s.adcp.GetMediaBuys(ctx, r.seller, adcp.GetMediaBuysRequest{Account: &r.acct, MediaBuyIDs: []string{r.buy.MediaBuyID}})
+	got, err := s.adcp.GetMediaBuys(ctx, r.seller, adcp.GetMediaBuysRequest{Account: &r.acct, MediaBuyIDs: []string{r.parent.MediaBuyID}})
 	if err != nil {
 		return ChangeOutcome{}, stage.CallError("get_media_buys (after the update)", err)
 	}
 	for _, mb := range got.MediaBuys {
-		if mb.MediaBuyID == r.buy.MediaBuyID && mb.Revision > 0 {
+		if mb.MediaBuyID == r.parent.MediaBuyID && mb.Revision > 0 {
 			rev = mb.Revision
 		}
 	}
-	next := ledger.BuyState{Tenant: r.op.Tenant, OperationID: r.buy.ID, MediaBuyID: r.buy.MediaBuyID, Revision: rev, State: string(p.State),
-		BudgetTotal: p.After, Currency: r.buy.Currency, Packages: p.Packages, EndTime: p.EndTime, LastReason: r.change.Reason}
-	ev := ledger.Event{At: s.now(), Type: EventApplied, Actor: "seller:" + r.seller, Amount: p.After, Currency: r.buy.Currency, Reason: p.Summary,
+	next := ledger.BuyState{Tenant: r.op.Tenant, OperationID: r.parent.ID, MediaBuyID: r.parent.MediaBuyID, Revision: rev, State: string(p.State),
+		BudgetTotal: p.After, Currency: r.parent.Currency, Packages: p.Packages, EndTime: p.EndTime, LastReason: r.change.Reason}
+	ev := ledger.Event{At: s.now(), Type: EventApplied, Actor: "seller:" + r.seller, Amount: p.After, Currency: r.parent.Currency, Reason: p.Summary,
 		Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "kind": r.change.Kind, "budget_before": p.Before, "budget_after": p.After, "revision": rev, "state": p.State})}
 	st, err := s.ledger.ApplyChange(ctx, next, r.op.ID, ev)
 	switch {
@@ -313,8 +313,8 @@ func (s *Service) Apply(ctx context.Context, in workflow.StageInput) (ChangeOutc
 	if err := s.ledger.AppendEvent(ctx, r.op.Tenant, r.op.ID, ev); err != nil {
 		s.log.WarnContext(ctx, "event not recorded", "operationId", r.op.ID, "err", err)
 	}
-	s.report(ctx, r, &adcp.SellerResponse{SellerReference: r.buy.MediaBuyID, CommittedBudget: json.Number(p.After)}, nil)
-	s.log.InfoContext(ctx, "change applied", "operationId", r.buy.ID, "changeId", r.op.ID, "kind", r.change.Kind, "revision", st.Revision)
+	s.report(ctx, r, &adcp.SellerResponse{SellerReference: r.parent.MediaBuyID, CommittedBudget: json.Number(p.After)}, nil)
+	s.log.InfoContext(ctx, "change applied", "operationId", r.parent.ID, "changeId", r.op.ID, "kind", r.change.Kind, "revision", st.Revision)
 	return ChangeOutcome{Outcome: OutcomeApplied, Revision: st.Revision, State: st.State, Reason: p.Summary}, nil
 }
 
@@ -381,7 +381,7 @@ func (s *Service) end(ctx context.Context, r *run, outcome, reason, code string)
 	}
 	ev := ledger.Event{At: s.now(), Type: EventEnded, Actor: "system", Reason: ledger.Clip(reason, 1000),
 		Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "kind": r.change.Kind, "outcome": outcome, "error_code": code})}
-	st, err := s.ledger.EndChange(ctx, r.op.Tenant, r.buy.ID, r.op.ID, outcome, ledger.Clip(reason, 1000), ev)
+	st, err := s.ledger.EndChange(ctx, r.op.Tenant, r.parent.ID, r.op.ID, outcome, ledger.Clip(reason, 1000), ev)
 	if err != nil {
 		return ChangeOutcome{}, &workflow.TransientError{Reason: fmt.Sprintf("end change %s: %v", r.op.ID, err)}
 	}
@@ -410,7 +410,7 @@ func (s *Service) report(ctx context.Context, r *run, resp *adcp.SellerResponse,
 	body, err := s.fixed(ctx, r, intentReport, func() ([]byte, error) {
 		in, err := adcp.NewIntent(adcp.ToolReportPlanOutcome, adcp.ReportPlanOutcomeRequest{PlanID: r.gov.PlanID, CheckID: r.op.GovernanceCheckID,
 			PurchaseType: "media_buy", Outcome: outcome, SellerResponse: resp, Error: failure, GovernanceContext: r.op.GovernanceContext,
-			Context: json.RawMessage(fmt.Sprintf(`{"operation_id":%q,"change_id":%q}`, r.buy.ID, r.op.ID))}, s.now())
+			Context: json.RawMessage(fmt.Sprintf(`{"operation_id":%q,"change_id":%q}`, r.parent.ID, r.op.ID))}, s.now())
 		if err != nil {
 			return nil, err
 		}
@@ -427,7 +427,7 @@ func (s *Service) report(ctx context.Context, r *run, resp *adcp.SellerResponse,
 	ev := ledger.Event{Type: EventReported, Actor: "governance:" + r.gov.AgentID, Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "outcome": outcome})}
 	if err != nil {
 		ev.Reason = ledger.Clip(err.Error(), 500)
-		s.log.WarnContext(ctx, "change outcome not reported", "operationId", r.buy.ID, "changeId", r.op.ID, "err", err)
+		s.log.WarnContext(ctx, "change outcome not reported", "operationId", r.parent.ID, "changeId", r.op.ID, "err", err)
 	} else {
 		ev.Detail = ledger.EventDetail(map[string]any{"change_id": r.op.ID, "outcome": outcome, "outcome_state": res.OutcomeState})
 	}

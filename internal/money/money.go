@@ -181,3 +181,12 @@ func ParseDecimal(s, currency string) (Amount, error) {
 	}
 	return Parse(s, currency)
 }
+
+// OverBudget reports whether spend is above approved, both decimal strings, compared exactly
+// whatever their number of decimals (a seller may report spend finer than the currency's minor
+// unit). Amounts that do not parse are not over budget: they cannot be compared.
+func OverBudget(spend, approved string) bool {
+	s, ok1 := new(big.Rat).SetString(spend)
+	a, ok2 := new(big.Rat).SetString(approved)
+	return ok1 && ok2 && s.Cmp(a) > 0
+}

@@ -170,3 +170,14 @@ func TestDisplay(t *testing.T) {
 		}
 	}
 }
+
+func TestOverBudgetIsExact(t *testing.T) {
+	for _, c := range []struct {
+		spend, approved string
+		over            bool
+	}{{"3000.00", "3000.00", false}, {"3000.001", "3000.00", true}, {"2999.999999", "3000", false}, {"x", "1", false}, {"1", "", false}} {
+		if got := OverBudget(c.spend, c.approved); got != c.over {
+			t.Errorf("OverBudget(%s, %s) = %v", c.spend, c.approved, got)
+		}
+	}
+}

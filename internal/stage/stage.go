@@ -122,7 +122,7 @@ const (
 	IntentReviewPrefix = "check_governance#review#v"
 )
 
-// Request mirrors the JSON submit stores in Operation.Request (mediabuy.SubmitRequest).
+// Request mirrors the JSON submit stores in Operation.Request (buy.SubmitRequest).
 type Request struct {
 	SellerID   string `json:"seller_id"`
 	Governance struct {

@@ -1,4 +1,4 @@
-package mediabuy
+package buy_test
 
 import (
 	"bytes"
@@ -8,36 +8,39 @@ import (
 	"math/big"
 	"testing"
 
+	"github.com/buyflow/buyflow/internal/buy"
+	"github.com/buyflow/buyflow/internal/buytest"
+
 	"github.com/buyflow/buyflow/internal/jsonnum"
 	"github.com/buyflow/buyflow/internal/money"
 )
 
 // FuzzParseSubmit feeds submit bodies to the parser. It must never panic; a refusal is a
-// *RequestError with a 4xx status, a code and a message; an accepted buy's amount is what the
+// *buy.RequestError with a 4xx status, a code and a message; an accepted buy's amount is what the
 // seller is asked to commit, recomputed here with exact rationals from the body: the sum of
 // the package budgets, or total_budget for a proposal buy, and total_budget agrees.
 func FuzzParseSubmit(f *testing.F) {
-	base := example(f)
-	f.Add(marshal(f, base))
+	base := buytest.Example(f, "media-buy.json")
+	f.Add(buytest.Marshal(f, base))
 	for _, lit := range []string{"1e10000000", "-1e-10000000", "2E9999999", "1000.50", "15000", "0.001", "1e29"} {
-		f.Add(bytes.Replace(marshal(f, base), []byte(`15000`), []byte(lit), 1))
+		f.Add(bytes.Replace(buytest.Marshal(f, base), []byte(`15000`), []byte(lit), 1))
 	}
-	bypass := example(f)
-	mb(bypass)["total_budget"] = map[string]any{"amount": 100, "currency": "USD"}
-	f.Add(marshal(f, bypass))
-	kwd := example(f)
-	proposal(kwd, 9999, "KWD")
-	f.Add(marshal(f, kwd))
-	prop := example(f)
-	proposal(prop, 30000, "USD")
-	f.Add(marshal(f, prop))
-	v := schemas(f)
+	bypass := buytest.Example(f, "media-buy.json")
+	buytest.MB(bypass)["total_budget"] = map[string]any{"amount": 100, "currency": "USD"}
+	f.Add(buytest.Marshal(f, bypass))
+	kwd := buytest.Example(f, "media-buy.json")
+	buytest.Proposal(kwd, 9999, "KWD")
+	f.Add(buytest.Marshal(f, kwd))
+	prop := buytest.Example(f, "media-buy.json")
+	buytest.Proposal(prop, 30000, "USD")
+	f.Add(buytest.Marshal(f, prop))
+	v := buytest.Schemas(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		got, err := ParseSubmit(context.Background(), body, agents, v)
+		got, err := buy.ParseSubmit(context.Background(), body, buytest.Agents, v)
 		if err != nil {
-			var re *RequestError
+			var re *buy.RequestError
 			if !errors.As(err, &re) || re.Status < 400 || re.Status > 499 || re.Code == "" || re.Message == "" {
-				t.Fatalf("refusal %v is not a 4xx RequestError", err)
+				t.Fatalf("refusal %v is not a 4xx buy.RequestError", err)
 			}
 			return
 		}
@@ -86,10 +89,10 @@ func FuzzParseSubmit(f *testing.F) {
 // BenchmarkParseSubmit measures the whole submit parse of the example buy (bounds, decode,
 // schema validation, amount, hash), for comparison with jsonnum's BenchmarkCheckUnique.
 func BenchmarkParseSubmit(b *testing.B) {
-	body := marshal(b, example(b))
-	v := schemas(b)
+	body := buytest.Marshal(b, buytest.Example(b, "media-buy.json"))
+	v := buytest.Schemas(b)
 	for b.Loop() {
-		if _, err := ParseSubmit(context.Background(), body, agents, v); err != nil {
+		if _, err := buy.ParseSubmit(context.Background(), body, buytest.Agents, v); err != nil {
 			b.Fatal(err)
 		}
 	}

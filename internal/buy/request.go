@@ -1,4 +1,4 @@
-package mediabuy
+package buy
 
 import (
 	"bytes"
@@ -56,6 +56,12 @@ type ValidatedRequest struct {
 	// of an accepted one is answered as before) but a new buy is refused.
 	refusal *RequestError
 }
+
+// Refusal is why a new buy of this valid request is refused (an agent it names is disabled),
+// or nil. It is checked under the Idempotency-Key claim, not at parse time: a retry of a
+// request accepted before the agent was disabled has its answer replayed; a new one is
+// refused. Placer checks it before it places anything.
+func (r *ValidatedRequest) Refusal() *RequestError { return r.refusal }
 
 // RequestError is a submit request that buyflow refuses; the HTTP layer answers it with
 // Status, a machine-readable Code, the offending Field (a JSON pointer into the body) and a
@@ -168,7 +174,7 @@ func ParseSubmit(ctx context.Context, body []byte, agents AgentLookup, schema Sc
 	}
 	seller, ok, err := agents(ctx, req.SellerID)
 	if err != nil {
-		return nil, fmt.Errorf("mediabuy: look up seller %s: %w", req.SellerID, err)
+		return nil, fmt.Errorf("buy: look up seller %s: %w", req.SellerID, err)
 	}
 	if !ok || seller.Role != "seller" {
 		return nil, unprocessable("unknown_seller", "/seller_id", "seller %q is not a configured seller agent", req.SellerID)
@@ -182,7 +188,7 @@ func ParseSubmit(ctx context.Context, body []byte, agents AgentLookup, schema Sc
 	}
 	gov, ok, err := agents(ctx, req.Governance.AgentID)
 	if err != nil {
-		return nil, fmt.Errorf("mediabuy: look up governance agent %s: %w", req.Governance.AgentID, err)
+		return nil, fmt.Errorf("buy: look up governance agent %s: %w", req.Governance.AgentID, err)
 	}
 	if !ok || gov.Role != "governance" {
 		return nil, unprocessable("unknown_governance_agent", "/governance/agent_id", "%q is not a configured governance agent", req.Governance.AgentID)
@@ -234,14 +240,14 @@ func ParseSubmit(ctx context.Context, body []byte, agents AgentLookup, schema Sc
 	candidate["plan_id"], _ = json.Marshal(req.Governance.PlanID)
 	candBody, err := json.Marshal(candidate)
 	if err != nil {
-		return nil, fmt.Errorf("mediabuy: marshal candidate request: %w", err)
+		return nil, fmt.Errorf("buy: marshal candidate request: %w", err)
 	}
 	if err := schema.ValidateRequest("create_media_buy", candBody); err != nil {
 		var fe FieldError
 		if errors.As(err, &fe) {
 			return nil, unprocessable("schema_violation", "/media_buy"+fe.FieldPointer(), "%s", fe.Error())
 		}
-		return nil, fmt.Errorf("mediabuy: validate media_buy: %w", err)
+		return nil, fmt.Errorf("buy: validate media_buy: %w", err)
 	}
 
 	amount, err := buyAmount(mb, req.Currency)
@@ -251,7 +257,7 @@ func ParseSubmit(ctx context.Context, body []byte, agents AgentLookup, schema Sc
 
 	canon, err := Canonical(body)
 	if err != nil {
-		return nil, fmt.Errorf("mediabuy: canonical body: %w", err)
+		return nil, fmt.Errorf("buy: canonical body: %w", err)
 	}
 	sum := sha256.Sum256(canon)
 	return &ValidatedRequest{

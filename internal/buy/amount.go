@@ -1,4 +1,4 @@
-package mediabuy
+package buy
 
 import (
 	"bytes"

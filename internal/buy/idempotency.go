@@ -1,4 +1,4 @@
-package mediabuy
+package buy
 
 import (
 	"context"
@@ -34,7 +34,7 @@ func Once[T interface{ ID() string }](ctx context.Context, l Claims, tenant, key
 		if exists.Existing.Status == ledger.ClaimCompleted {
 			var out T
 			if err := json.Unmarshal(exists.Existing.Response, &out); err != nil {
-				return zero, fmt.Errorf("mediabuy: decode replayed response: %w", err)
+				return zero, fmt.Errorf("buy: decode replayed response: %w", err)
 			}
 			replayed(&out)
 			return out, nil
@@ -47,7 +47,7 @@ func Once[T interface{ ID() string }](ctx context.Context, l Claims, tenant, key
 		// out the claim. The claim's owner completes it.
 		return place()
 	case err != nil:
-		return zero, fmt.Errorf("mediabuy: claim idempotency key: %w", err)
+		return zero, fmt.Errorf("buy: claim idempotency key: %w", err)
 	}
 
 	out, err := place()
@@ -55,17 +55,17 @@ func Once[T interface{ ID() string }](ctx context.Context, l Claims, tenant, key
 		// Free the key at once so the client's retry runs again (and converges on the same
 		// ids); a refusal leaves nothing behind.
 		if rerr := l.ReleaseClaim(ctx, claim); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("mediabuy: release claim: %w", rerr))
+			err = errors.Join(err, fmt.Errorf("buy: release claim: %w", rerr))
 		}
 		return zero, err
 	}
 	resp, err := json.Marshal(out)
 	if err != nil {
-		return zero, fmt.Errorf("mediabuy: encode response: %w", err)
+		return zero, fmt.Errorf("buy: encode response: %w", err)
 	}
 	if err := l.CompleteClaim(ctx, claim, out.ID(), resp); err != nil {
 		// What place created exists; a retry converges on it.
-		return zero, fmt.Errorf("mediabuy: complete claim: %w", err)
+		return zero, fmt.Errorf("buy: complete claim: %w", err)
 	}
 	return out, nil
 }
