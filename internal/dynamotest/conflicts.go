@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/buyflow/buyflow/internal/ledger"
@@ -58,12 +57,7 @@ func StartConflicting(t testing.TB, hold time.Duration) (*dynamodb.Client, strin
 	c := &Conflicts{Hold: hold, next: httputil.NewSingleHostReverseProxy(backend), busy: map[string]bool{}}
 	srv := httptest.NewServer(c)
 	t.Cleanup(srv.Close)
-	client := dynamodb.New(dynamodb.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(srv.URL),
-		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
-	}, ledger.EmulatorCompat)
-	return client, table, c
+	return clientOf(srv.URL), table, c
 }
 
 // Refused returns how many writes the endpoint refused as DynamoDB would have.
