@@ -125,7 +125,7 @@ const CodeConcurrentWrite = "concurrent_write"
 func Unexpected(log *slog.Logger, requestID string, err error) events.APIGatewayV2HTTPResponse {
 	if errors.Is(err, ledger.ErrContention) {
 		log.Warn("request lost a write race", "requestId", requestID, "err", err)
-		resp := Error(http.StatusConflict, CodeConcurrentWrite, "other requests were writing the same records at the same moment, and nothing of this one was written; send it again with the same Idempotency-Key (request "+requestID+")", "")
+		resp := Error(http.StatusConflict, CodeConcurrentWrite, "other requests were writing the same records at the same moment and this one was not applied; send it again with the same Idempotency-Key (request "+requestID+")", "")
 		resp.Headers["Retry-After"] = "1"
 		return resp
 	}

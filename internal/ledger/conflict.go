@@ -94,7 +94,7 @@ func retry[T any](ctx context.Context, c conflictRetrying, write func() (T, erro
 		}
 		ceiling := min(conflictBackoff<<(attempt-1), conflictBackoffMax)
 		if serr := c.sleep(ctx, rand.N(ceiling)+time.Millisecond); serr != nil {
-			return out, err
+			return out, fmt.Errorf("%w after %d attempts (%w): %w", ErrContention, attempt, serr, err)
 		}
 	}
 }

@@ -152,8 +152,8 @@ func TestALostRaceIsSentAgainBoundedWithJitter(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		_, err := c.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{})
-		if len(api.inputs) != 1 || !errors.Is(err, conflict) {
-			t.Fatalf("err %v after %d attempts, want the conflict after 1", err, len(api.inputs))
+		if len(api.inputs) != 1 || !errors.Is(err, conflict) || !errors.Is(err, ErrContention) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("err %v after %d attempts, want ErrContention, the conflict and the cancellation after 1", err, len(api.inputs))
 		}
 	})
 }
