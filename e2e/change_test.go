@@ -46,7 +46,12 @@ func TestBuyIncreasedPausedResumedCanceled(t *testing.T) {
 		t.Errorf("a resume after the cancellation: %v, want 409", err)
 	}
 
+	// Each change reports its outcome after it applied it: wait for the last one's report.
 	evs := settled(t, c, sub.OperationID)
+	for deadline := time.Now().Add(15 * time.Second); countType(evs, "modification_outcome_report") < len(steps) && time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
+		evs = timeline(t, c, sub.OperationID)
+	}
 	var applied []string
 	for _, e := range evs {
 		if e.Type == "modification_applied" {
