@@ -5,34 +5,18 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/buyflow/buyflow/internal/clocktest"
 )
 
-// fakeClock is an injectable agent clock.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *fakeClock {
-	return &fakeClock{t: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
+// newClock is the agents' clock in these tests, standing still until a test moves it.
+func newClock() *clocktest.Clock {
+	return clocktest.At(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
 }
 
 type headerRT struct {

@@ -158,11 +158,11 @@ func TestSellerStepInterval(t *testing.T) {
 	if st := poll(t, cs, "get_task_status", id).str("status"); st != "submitted" {
 		t.Fatalf("status = %s before the interval", st)
 	}
-	clk.Add(time.Minute)
+	clk.Advance(time.Minute)
 	if n := s.AdvanceDue(); n != 1 {
 		t.Errorf("AdvanceDue = %d, want 1", n)
 	}
-	clk.Add(time.Minute)
+	clk.Advance(time.Minute)
 	if st := poll(t, cs, "get_task_status", id).str("status"); st != "completed" {
 		t.Errorf("status = %s after two intervals, want completed", st)
 	}
@@ -174,7 +174,7 @@ func TestSellerHoldToken(t *testing.T) {
 	s, cs := startSeller(t, SellerOptions{StepInterval: time.Minute, PollsPerStep: 1, Now: clk.Now})
 	id := callT(t, cs, "create_media_buy", createArgs("async_complete,hold")).str("task_id")
 	for range 3 {
-		clk.Add(time.Minute)
+		clk.Advance(time.Minute)
 		if n := s.AdvanceDue(); n != 0 {
 			t.Fatalf("AdvanceDue moved %d held tasks", n)
 		}
@@ -245,7 +245,7 @@ func TestSellerIdempotencyExpired(t *testing.T) {
 	_, cs := startSeller(t, SellerOptions{Now: clk.Now, ReplayTTL: time.Hour})
 	args := createArgs("")
 	callT(t, cs, "create_media_buy", args)
-	clk.Add(2 * time.Hour)
+	clk.Advance(2 * time.Hour)
 	if r := callT(t, cs, "create_media_buy", args); r.code() != "IDEMPOTENCY_EXPIRED" {
 		t.Errorf("after the TTL: %s", r.Raw)
 	}

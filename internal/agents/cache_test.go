@@ -12,6 +12,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/agents"
+	"github.com/buyflow/buyflow/internal/clocktest"
 )
 
 // listerFunc counts the loads and single reads, and can fail them.
@@ -60,20 +61,8 @@ func (l *listerFunc) set(err error, recs ...agents.Record) {
 	l.mu.Unlock()
 }
 
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-func newCache(src agents.Source) (*agents.Cache, *clock) {
-	clk := &clock{now: time.Date(2027, 3, 1, 12, 0, 0, 0, time.UTC)}
+func newCache(src agents.Source) (*agents.Cache, *clocktest.Clock) {
+	clk := clocktest.At(time.Date(2027, 3, 1, 12, 0, 0, 0, time.UTC))
 	c := agents.NewCache(src)
 	c.Now = clk.Now
 	return c, clk
@@ -104,15 +93,15 @@ func TestCacheTTLAndMiss(t *testing.T) {
 	step("then it is cached", "beta", nil, 1, 1)
 	step("an unknown id is read once", "nobody", adcp.ErrUnknownAgent, 1, 2)
 	step("and not again within the gap", "nobody", agents.ErrUnknown, 1, 2)
-	clk.advance(agents.DefaultMissGap)
+	clk.Advance(agents.DefaultMissGap)
 	step("after the gap it is read again", "nobody", agents.ErrUnknown, 1, 3)
 	// The table goes down: past the TTL, the cache keeps answering from what it has.
 	src.set(errors.New("table unavailable"))
-	clk.advance(agents.DefaultTTL)
+	clk.Advance(agents.DefaultTTL)
 	step("stale, table down: served from the cache", "acme", nil, 2, 3)
 	step("no hammering within the gap", "beta", nil, 2, 3)
 	src.set(nil, seller("acme"))
-	clk.advance(agents.DefaultMissGap)
+	clk.Advance(agents.DefaultMissGap)
 	step("table back: beta was removed", "beta", agents.ErrUnknown, 3, 4)
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/apigwtest"
 	"github.com/buyflow/buyflow/internal/approvalcore"
+	"github.com/buyflow/buyflow/internal/approvaltest"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -38,14 +39,14 @@ func TestBrowserApproveFromConfirmPage(t *testing.T) {
 		t.Fatalf("%s=1 but Chromium is not installed at %s (apt-get install -y chromium): %v", browserTestsEnv, chromiumPath, err)
 	}
 
-	e := newEnv(t, "")
-	tok := token(1)
-	id := e.request(tok)
+	e := approvaltest.NewEnv(t, "")
+	tok := approvaltest.Token(1)
+	id := e.Request(tok)
 	srv, seen := serveApprovals(t, e)
 
 	// The link Slack got, pointed at the test server: the signature covers the approval id,
 	// the approver, the expiry and the key id, not the host, so only the origin changes.
-	slackLink := e.link(id, alice)
+	slackLink := e.Link(id, approvaltest.Alice)
 	link := srv.URL + slackLink.EscapedPath() + "?" + slackLink.RawQuery
 
 	ctx := newBrowser(t)
@@ -74,9 +75,9 @@ func TestBrowserApproveFromConfirmPage(t *testing.T) {
 	}
 	amount := approvalcore.Money{Minor: 1250000, Currency: "USD"}.String()
 	for _, want := range []string{
-		"Approve a media buy?", requester + " asks you to approve this media buy.", "Media buy, PO PO-42", "sports-network",
-		amount, approvalcore.ReasonCode(e.approval(id).Reason).Label(), approvalcore.FormatTime(e.approval(id).ExpiresAt), opID,
-		"Comment (optional)", "Approve this buy", "Reject this buy", "You are deciding as " + alice + ".",
+		"Approve a media buy?", approvaltest.Requester + " asks you to approve this media buy.", "Media buy, PO PO-42", "sports-network",
+		amount, approvalcore.ReasonCode(e.Approval(id).Reason).Label(), approvalcore.FormatTime(e.Approval(id).ExpiresAt), approvaltest.OpID,
+		"Comment (optional)", "Approve this buy", "Reject this buy", "You are deciding as " + approvaltest.Alice + ".",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("confirm page lacks %q; it reads:\n%s", want, text)
@@ -92,7 +93,7 @@ func TestBrowserApproveFromConfirmPage(t *testing.T) {
 		t.Errorf("Approve button background = %q: the page style was not applied (CSP hash?)", bg)
 	}
 	// Viewing changes nothing.
-	if a := e.approval(id); a.Status != ledger.ApprovalPending {
+	if a := e.Approval(id); a.Status != ledger.ApprovalPending {
 		t.Fatalf("after the GET the approval is %s", a.Status)
 	}
 
@@ -140,8 +141,8 @@ func TestBrowserApproveFromConfirmPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	decidedAt := e.clk.Now()
-	for _, want := range []string{"Approved by " + alice + " at " + approvalcore.FormatTime(decidedAt) + ".", "Comment: " + comment, "The buy goes ahead."} {
+	decidedAt := e.Clock.Now()
+	for _, want := range []string{"Approved by " + approvaltest.Alice + " at " + approvalcore.FormatTime(decidedAt) + ".", "Comment: " + comment, "The buy goes ahead."} {
 		if !strings.Contains(text, want) {
 			t.Errorf("result page lacks %q; it reads:\n%s", want, text)
 		}
@@ -153,11 +154,11 @@ func TestBrowserApproveFromConfirmPage(t *testing.T) {
 	}
 
 	// The ledger decided first, and the workflow got exactly one SendTaskSuccess.
-	a := e.approval(id)
-	if a.Status != ledger.ApprovalApproved || a.Decider != alice || a.Comment != comment || !a.DecidedAt.Equal(decidedAt) {
+	a := e.Approval(id)
+	if a.Status != ledger.ApprovalApproved || a.Decider != approvaltest.Alice || a.Comment != comment || !a.DecidedAt.Equal(decidedAt) {
 		t.Errorf("ledger approval = status %s by %q at %s comment %q", a.Status, a.Decider, a.DecidedAt, a.Comment)
 	}
-	calls := e.tasks.Calls()
+	calls := e.Tasks.Calls()
 	if len(calls) != 1 || calls[0].Kind != "success" || calls[0].Token != tok {
 		t.Fatalf("task calls = %+v, want one SendTaskSuccess for the token", calls)
 	}
@@ -165,10 +166,10 @@ func TestBrowserApproveFromConfirmPage(t *testing.T) {
 	if err := json.Unmarshal(calls[0].Output, &out); err != nil {
 		t.Fatal(err)
 	}
-	if out.Decision != string(ledger.ApprovalApproved) || out.ApprovalID != id || out.DecidedBy != alice {
+	if out.Decision != string(ledger.ApprovalApproved) || out.ApprovalID != id || out.DecidedBy != approvaltest.Alice {
 		t.Errorf("task output = %+v", out)
 	}
-	if evs := e.eventsOf(ledger.EventDecision); len(evs) != 1 {
+	if evs := e.EventsOf(ledger.EventDecision); len(evs) != 1 {
 		t.Errorf("decision events = %+v, want one", evs)
 	}
 
@@ -323,9 +324,9 @@ func (l *requestLog) String() string {
 // serveApprovals serves the approve handler on 127.0.0.1 the way API Gateway's HTTP API
 // (payload v2) invokes the Lambda: the route /prod/v1/approvals/{approval_id} (the stage
 // prefix of baseURL), everything else 404.
-func serveApprovals(t *testing.T, e *env) (*httptest.Server, *requestLog) {
+func serveApprovals(t *testing.T, e *approvaltest.Env) (*httptest.Server, *requestLog) {
 	t.Helper()
-	prefix := strings.TrimPrefix(baseURL, "https://api.example.com") + "/v1/approvals/"
+	prefix := strings.TrimPrefix(approvaltest.BaseURL, "https://api.example.com") + "/v1/approvals/"
 	seen := &requestLog{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, ok := strings.CutPrefix(r.URL.Path, prefix)
@@ -338,7 +339,7 @@ func serveApprovals(t *testing.T, e *env) (*httptest.Server, *requestLog) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		resp, err := e.approver.HandleHTTP(r.Context(), req)
+		resp, err := e.Approver.HandleHTTP(r.Context(), req)
 		if err != nil {
 			t.Errorf("HandleHTTP returned an error: %v", err)
 			http.Error(w, "internal error", http.StatusInternalServerError)

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvaltest"
 	"github.com/buyflow/buyflow/internal/approve"
 )
 
@@ -28,12 +29,12 @@ func iamGet(path, account, userARN string, params map[string]string) events.APIG
 }
 
 func TestApproverInboxListsOnlyWhatWaitsForTheCaller(t *testing.T) {
-	e := newEnv(t, inboxPolicy)
-	id := e.request(token(21)) // the fixture buy: asks UALICE and UBOB (URITA requested it)
+	e := approvaltest.NewEnv(t, inboxPolicy)
+	id := e.Request(approvaltest.Token(21)) // the fixture buy: asks UALICE and UBOB (URITA requested it)
 
 	list := func(account, user string) (int, approve.InboxPage) {
 		t.Helper()
-		resp, err := e.approver.HandleHTTP(e.ctx, iamGet(approve.InboxPrefix, account, user, nil))
+		resp, err := e.Approver.HandleHTTP(e.Ctx, iamGet(approve.InboxPrefix, account, user, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,20 +46,20 @@ func TestApproverInboxListsOnlyWhatWaitsForTheCaller(t *testing.T) {
 		}
 		return resp.StatusCode, page
 	}
-	code, page := list(tenant, "arn:aws:iam::111122223333:user/alice")
-	if code != 200 || page.Approver != alice || len(page.Items) != 1 {
+	code, page := list(approvaltest.Tenant, "arn:aws:iam::111122223333:user/alice")
+	if code != 200 || page.Approver != approvaltest.Alice || len(page.Items) != 1 {
 		t.Fatalf("alice: %d %+v", code, page)
 	}
 	it := page.Items[0]
-	if it.ApprovalID != id || it.OperationID != opID || it.Amount != "USD 12,500.00" || it.Seller != "sports-network" || it.ExpiresAt == "" {
+	if it.ApprovalID != id || it.OperationID != approvaltest.OpID || it.Amount != "USD 12,500.00" || it.Seller != "sports-network" || it.ExpiresAt == "" {
 		t.Errorf("alice's item = %+v", it)
 	}
 	// Bob signs in with a role of his own: any session of it is Bob.
-	if code, page := list(tenant, "arn:aws:sts::111122223333:assumed-role/ApproverBob/any-session"); code != 200 || len(page.Items) != 1 {
+	if code, page := list(approvaltest.Tenant, "arn:aws:sts::111122223333:assumed-role/ApproverBob/any-session"); code != 200 || len(page.Items) != 1 {
 		t.Errorf("bob: %d %+v", code, page)
 	}
 	// The requester is mapped, but it is their own buy: nothing waits for them.
-	if code, page := list(tenant, "arn:aws:iam::111122223333:user/rita"); code != 200 || len(page.Items) != 0 {
+	if code, page := list(approvaltest.Tenant, "arn:aws:iam::111122223333:user/rita"); code != 200 || len(page.Items) != 0 {
 		t.Errorf("requester: %d %+v", code, page)
 	}
 	// The same approver id from another account (another tenant) sees none of this tenant's.
@@ -67,20 +68,20 @@ func TestApproverInboxListsOnlyWhatWaitsForTheCaller(t *testing.T) {
 	}
 	// An unmapped principal, a session name that copies a user's, and no identity are refused.
 	for _, who := range []string{"arn:aws:iam::111122223333:user/mallory", "arn:aws:sts::111122223333:assumed-role/Other/alice"} {
-		if code, _ := list(tenant, who); code != 403 {
+		if code, _ := list(approvaltest.Tenant, who); code != 403 {
 			t.Errorf("%s: %d, want 403", who, code)
 		}
 	}
 	anon := iamGet(approve.InboxPrefix, "", "", nil)
 	anon.RequestContext.Authorizer = nil
-	if resp, _ := e.approver.HandleHTTP(e.ctx, anon); resp.StatusCode != 401 {
+	if resp, _ := e.Approver.HandleHTTP(e.Ctx, anon); resp.StatusCode != 401 {
 		t.Errorf("no identity: %d", resp.StatusCode)
 	}
 
 	// Alice opens it: what is bought, governance's verdict, and her own review link.
 	open := func(account, user, apr string) (int, approve.InboxApproval) {
 		t.Helper()
-		resp, err := e.approver.HandleHTTP(e.ctx, iamGet(approve.InboxPrefix+"/"+apr, account, user, map[string]string{"approval_id": apr}))
+		resp, err := e.Approver.HandleHTTP(e.Ctx, iamGet(approve.InboxPrefix+"/"+apr, account, user, map[string]string{"approval_id": apr}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,24 +93,24 @@ func TestApproverInboxListsOnlyWhatWaitsForTheCaller(t *testing.T) {
 		}
 		return resp.StatusCode, out
 	}
-	code, got := open(tenant, "arn:aws:iam::111122223333:user/alice", id)
+	code, got := open(approvaltest.Tenant, "arn:aws:iam::111122223333:user/alice", id)
 	if code != 200 || len(got.Packages) != 3 || got.Packages[2].Flight != "2026-01-05 → 2026-02-28" || got.Packages[1].Budget != "USD 4,250.00" ||
 		got.Governance == nil || got.Governance.Label != "Approved with 2 conditions" || len(got.Governance.Conditions) != 2 {
 		t.Fatalf("open: %d %+v", code, got)
 	}
 	u, err := url.Parse(got.ReviewURL)
-	if err != nil || !strings.HasPrefix(got.ReviewURL, baseURL+"/v1/approvals/"+id+"?") || u.Query().Get("approver") != alice {
+	if err != nil || !strings.HasPrefix(got.ReviewURL, approvaltest.BaseURL+"/v1/approvals/"+id+"?") || u.Query().Get("approver") != approvaltest.Alice {
 		t.Fatalf("review url %q", got.ReviewURL)
 	}
 	// The link works on the confirm page, for alice.
-	if resp := e.get(u, "cli"); resp.StatusCode != 200 || !strings.Contains(resp.Body, "You are deciding as "+alice) {
+	if resp := e.Get(u, "cli"); resp.StatusCode != 200 || !strings.Contains(resp.Body, "You are deciding as "+approvaltest.Alice) {
 		t.Errorf("review link GET: %d", resp.StatusCode)
 	}
 	// Another tenant, the requester, and an id that does not exist all get the same 404.
 	for _, c := range []struct{ account, user, id string }{
 		{"999988887777", "arn:aws:iam::999988887777:user/alice", id},
-		{tenant, "arn:aws:iam::111122223333:user/rita", id},
-		{tenant, "arn:aws:iam::111122223333:user/alice", "apr_nope"},
+		{approvaltest.Tenant, "arn:aws:iam::111122223333:user/rita", id},
+		{approvaltest.Tenant, "arn:aws:iam::111122223333:user/alice", "apr_nope"},
 	} {
 		if code, _ := open(c.account, c.user, c.id); code != 404 {
 			t.Errorf("open %+v: %d, want 404", c, code)
@@ -117,22 +118,22 @@ func TestApproverInboxListsOnlyWhatWaitsForTheCaller(t *testing.T) {
 	}
 
 	// Once decided it no longer waits for anyone.
-	if resp := e.post(u, "approve", ""); resp.StatusCode != 200 {
+	if resp := e.Post(u, "approve", ""); resp.StatusCode != 200 {
 		t.Fatalf("approve: %d", resp.StatusCode)
 	}
-	if _, page := list(tenant, "arn:aws:iam::111122223333:role/ApproverBob"); len(page.Items) != 0 {
+	if _, page := list(approvaltest.Tenant, "arn:aws:iam::111122223333:role/ApproverBob"); len(page.Items) != 0 {
 		t.Errorf("after the decision bob still sees %+v", page.Items)
 	}
-	if code, _ := open(tenant, "arn:aws:iam::111122223333:user/alice", id); code != 404 {
+	if code, _ := open(approvaltest.Tenant, "arn:aws:iam::111122223333:user/alice", id); code != 404 {
 		t.Errorf("open after the decision: %d", code)
 	}
 }
 
 func TestApproverInboxHidesExpiredApprovals(t *testing.T) {
-	e := newEnv(t, inboxPolicy)
-	e.request(token(22))
-	e.clk.Advance(time.Duration(timeout+1) * time.Second)
-	resp, _ := e.approver.HandleHTTP(e.ctx, iamGet(approve.InboxPrefix, tenant, "arn:aws:iam::111122223333:user/alice", nil))
+	e := approvaltest.NewEnv(t, inboxPolicy)
+	e.Request(approvaltest.Token(22))
+	e.Clock.Advance(time.Duration(approvaltest.TimeoutSeconds+1) * time.Second)
+	resp, _ := e.Approver.HandleHTTP(e.Ctx, iamGet(approve.InboxPrefix, approvaltest.Tenant, "arn:aws:iam::111122223333:user/alice", nil))
 	if resp.StatusCode != 200 || strings.Contains(resp.Body, "apr_") {
 		t.Errorf("after the expiry: %d %s", resp.StatusCode, resp.Body)
 	}

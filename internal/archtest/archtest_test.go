@@ -64,13 +64,27 @@ func TestLambdasNeverLinkCDK(t *testing.T) {
 
 // Test-support packages (simulated agents, emulators, event converters) never reach a Lambda.
 func TestLambdasNeverLinkTestSupport(t *testing.T) {
-	support := []string{"/internal/adcptest", "/internal/buytest", "/internal/dynamotest", "/internal/apigwtest", "/internal/metrics/metricstest", "/internal/devstack"}
+	support := []string{"/internal/adcptest", "/internal/buytest", "/internal/dynamotest", "/internal/apigwtest", "/internal/metrics/metricstest", "/internal/devstack",
+		"/internal/approvaltest", "/internal/stagetest", "/internal/clocktest"}
 	for path, p := range list(t, "./functions/...") {
 		for _, d := range p.Deps {
 			for _, s := range support {
 				if d == module+s || strings.HasPrefix(d, module+s+"/") {
 					t.Errorf("%s links the test-support package %s", path, d)
 				}
+			}
+		}
+	}
+}
+
+// The use cases' test harnesses build whole use cases over emulators; only test files import
+// them (go list's Imports leaves test files out).
+func TestHarnessesServeTestsOnly(t *testing.T) {
+	harnesses := []string{module + "/internal/approvaltest", module + "/internal/stagetest"}
+	for path, p := range list(t, "./...") {
+		for _, d := range p.Imports {
+			if slices.Contains(harnesses, d) {
+				t.Errorf("%s imports the test harness %s outside its tests", path, d)
 			}
 		}
 	}

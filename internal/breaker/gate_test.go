@@ -10,36 +10,20 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/breaker"
+	"github.com/buyflow/buyflow/internal/clocktest"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
 )
-
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // settings are the registry's settings of every agent in these tests.
 const settings = `{"circuit_breaker":{"failures":3,"window_seconds":60,"cooldown_seconds":30}}`
 
 // newGates returns n gates over one fresh table, as n functions (or n concurrent invocations)
 // would each build one, sharing a clock.
-func newGates(t *testing.T, n int) ([]*breaker.Gate, *ledger.Store, *clock) {
+func newGates(t *testing.T, n int) ([]*breaker.Gate, *ledger.Store, *clocktest.Clock) {
 	t.Helper()
 	client, table := dynamotest.Start(t)
-	clk := &clock{t: time.Date(2099, 1, 1, 12, 0, 0, 0, time.UTC)}
+	clk := clocktest.At(time.Date(2099, 1, 1, 12, 0, 0, 0, time.UTC))
 	store := ledger.New(client, table)
 	store.Now = clk.Now
 	gates := make([]*breaker.Gate, n)

@@ -13,19 +13,20 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/stagetest"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
 func TestCreateSyncWriteAheadAndFrozenBytes(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	op := e.newOp("approved,sync", false)
-	e.check(op)
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	op := e.NewOp("approved,sync", false)
+	e.Check(op)
 
 	// The intent must be in the ledger, byte for byte, before the seller sees the call.
 	var sawIntent atomic.Bool
-	e.api.beforeCreate = func(in adcp.Intent) {
-		li, err := e.store.GetIntent(context.Background(), tenant, op.ID, "create_media_buy")
+	e.AdCP.BeforeCreate = func(in adcp.Intent) {
+		li, err := e.Store.GetIntent(context.Background(), stagetest.Tenant, op.ID, "create_media_buy")
 		if err != nil {
 			t.Errorf("intent not stored before the call: %v", err)
 			return
@@ -35,23 +36,23 @@ func TestCreateSyncWriteAheadAndFrozenBytes(t *testing.T) {
 		}
 		sawIntent.Store(true)
 	}
-	out := e.create(op)
+	out := e.Create(op)
 	if !sawIntent.Load() {
 		t.Fatal("create_media_buy was not called")
 	}
-	if !out.Terminal || out.Status != workflow.StatusCompleted || !safetyNet(out.Next.IntervalSeconds) {
+	if !out.Terminal || out.Status != workflow.StatusCompleted || !stagetest.SafetyNet(out.Next.IntervalSeconds) {
 		t.Fatalf("output = %+v", out)
 	}
-	got := e.op(op.ID)
+	got := e.Op(op.ID)
 	if got.Status != workflow.StatusCompleted || got.MediaBuyID == "" || got.Deadline.IsZero() {
 		t.Fatalf("operation = %+v", got)
 	}
 
-	li, err := e.store.GetIntent(context.Background(), tenant, op.ID, "create_media_buy")
+	li, err := e.Store.GetIntent(context.Background(), stagetest.Tenant, op.ID, "create_media_buy")
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls := e.seller.CallsTo("create_media_buy")
+	calls := e.Seller.CallsTo("create_media_buy")
 	if len(calls) != 1 {
 		t.Fatalf("%d create calls", len(calls))
 	}
@@ -73,31 +74,31 @@ func TestCreateSyncWriteAheadAndFrozenBytes(t *testing.T) {
 	if err := json.Unmarshal(li.Request, &args); err != nil {
 		t.Fatal(err)
 	}
-	if args.IdempotencyKey != li.IdempotencyKey || args.PlanID != planID || args.GovernanceContext != got.GovernanceContext ||
-		args.Push.URL != baseURL+"/v1/webhooks/adcp/"+op.ID || args.Push.OperationID != op.ID || args.Context["operation_id"] != op.ID {
+	if args.IdempotencyKey != li.IdempotencyKey || args.PlanID != stagetest.PlanID || args.GovernanceContext != got.GovernanceContext ||
+		args.Push.URL != stagetest.BaseURL+"/v1/webhooks/adcp/"+op.ID || args.Push.OperationID != op.ID || args.Context["operation_id"] != op.ID {
 		t.Fatalf("create args = %s", li.Request)
 	}
 	if ledger.HashToken(args.Push.Token) != got.WebhookTokenHash || len(args.Push.Token) < 16 {
 		t.Fatal("the webhook token's hash is not the one stored on the operation")
 	}
-	for _, ev := range events(t, e, op.ID) {
+	for _, ev := range stagetest.Events(t, e, op.ID) {
 		if strings.Contains(string(ev.Detail), args.Push.Token) || strings.Contains(string(ev.Detail), got.GovernanceContext) || strings.Contains(ev.Reason, args.Push.Token) {
 			t.Fatalf("event %s leaks a secret: %s", ev.Type, ev.Detail)
 		}
 	}
 	// A create retried after the answer was recorded sends nothing.
-	if again := e.create(op); again.Status != workflow.StatusCompleted || len(e.seller.CallsTo("create_media_buy")) != 1 {
+	if again := e.Create(op); again.Status != workflow.StatusCompleted || len(e.Seller.CallsTo("create_media_buy")) != 1 {
 		t.Fatalf("retry = %+v", again)
 	}
 }
 
 func TestCreateAsyncSubmitted(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	op, out := e.placed("approved,async_complete")
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	op, out := e.Placed("approved,async_complete")
 	// The first wait is a full safety-net round: the sweep, not a short first poll, notices a
 	// quick seller.
-	if out.Terminal || out.Status != workflow.StatusSubmitted || out.NeedsDecision() || !safetyNet(out.Next.IntervalSeconds) ||
+	if out.Terminal || out.Status != workflow.StatusSubmitted || out.NeedsDecision() || !stagetest.SafetyNet(out.Next.IntervalSeconds) ||
 		out.Next.DeadlineUnix == 0 || out.Next.Round != 0 {
 		t.Fatalf("output = %+v", out)
 	}
@@ -108,8 +109,8 @@ func TestCreateAsyncSubmitted(t *testing.T) {
 
 func TestCreateInputRequired(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	op, out := e.placed("approved,input_required")
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	op, out := e.Placed("approved,input_required")
 	if out.Status != workflow.StatusInputRequired || !out.NeedsDecision() || op.SellerTaskID == "" {
 		t.Fatalf("output = %+v, operation %+v", out, op)
 	}
@@ -117,68 +118,68 @@ func TestCreateInputRequired(t *testing.T) {
 
 // crashOnce makes the first transition to status to fail, as if the Lambda died after the
 // seller answered and before the answer was recorded.
-func crashOnce(e *env, to workflow.Status) {
+func crashOnce(e *stagetest.Env, to workflow.Status) {
 	var crashed atomic.Bool
-	e.led.transition = func(ctx context.Context, tn, id string, st workflow.Status, v int64, ch ledger.Changes) (*ledger.Operation, error) {
+	e.Ledger.OnTransition = func(ctx context.Context, tn, id string, st workflow.Status, v int64, ch ledger.Changes) (*ledger.Operation, error) {
 		if st == to && crashed.CompareAndSwap(false, true) {
 			return nil, errors.New("lambda died")
 		}
-		return e.store.Transition(ctx, tn, id, st, v, ch)
+		return e.Store.Transition(ctx, tn, id, st, v, ch)
 	}
 }
 
 func TestCreateRetryAfterCrashReusesKeyAndBytes(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	op := e.newOp("approved,async_complete", false)
-	e.check(op)
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	op := e.NewOp("approved,async_complete", false)
+	e.Check(op)
 	crashOnce(e, workflow.StatusSubmitted)
 
-	_, err := handle(t, e.createStage.Handle, stageIn(op, workflow.ActionCreate))
-	wantBare(t, err, "TransientError")
-	out := e.create(op)
+	_, err := stagetest.Handle(t, e.CreateStage.Handle, stagetest.StageIn(op, workflow.ActionCreate))
+	stagetest.WantBare(t, err, "TransientError")
+	out := e.Create(op)
 	if out.Status != workflow.StatusSubmitted {
 		t.Fatalf("output = %+v", out)
 	}
-	calls := e.seller.CallsTo("create_media_buy")
+	calls := e.Seller.CallsTo("create_media_buy")
 	if len(calls) != 2 || !jsonEqual(calls[0].Arguments, calls[1].Arguments) || !calls[1].Replayed {
 		t.Fatalf("want the same bytes resent and replayed; %d calls", len(calls))
 	}
-	if n := len(e.seller.CallsTo("get_media_buys")); n != 1 {
+	if n := len(e.Seller.CallsTo("get_media_buys")); n != 1 {
 		t.Fatalf("%d get_media_buys, want the lapsed claim reconciled first", n)
 	}
-	if n := len(e.seller.Tasks()); n != 1 {
+	if n := len(e.Seller.Tasks()); n != 1 {
 		t.Fatalf("%d seller tasks, want 1", n)
 	}
-	if got := e.op(op.ID); got.SellerTaskID != e.seller.Tasks()[0].ID {
+	if got := e.Op(op.ID); got.SellerTaskID != e.Seller.Tasks()[0].ID {
 		t.Fatalf("task id = %q", got.SellerTaskID)
 	}
 }
 
 func TestCreateLapsedClaimReconciledWithoutResend(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	op := e.newOp("approved,sync", false)
-	e.check(op)
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	op := e.NewOp("approved,sync", false)
+	e.Check(op)
 	crashOnce(e, workflow.StatusCompleted)
 
-	if _, err := e.createStage.CreateMediaBuy(context.Background(), stageIn(op, workflow.ActionCreate)); err == nil {
+	if _, err := e.CreateStage.CreateMediaBuy(context.Background(), stagetest.StageIn(op, workflow.ActionCreate)); err == nil {
 		t.Fatal("the simulated crash did not fail the first attempt")
 	}
-	out := e.create(op)
+	out := e.Create(op)
 	if !out.Terminal || out.Status != workflow.StatusCompleted {
 		t.Fatalf("output = %+v", out)
 	}
-	if n := len(e.seller.CallsTo("create_media_buy")); n != 1 {
+	if n := len(e.Seller.CallsTo("create_media_buy")); n != 1 {
 		t.Fatalf("%d create calls, want 1: the buy was found by get_media_buys", n)
 	}
-	buys := e.seller.MediaBuys()
-	if len(buys) != 1 || e.op(op.ID).MediaBuyID != buys[0]["media_buy_id"] {
-		t.Fatalf("media buys = %v, recorded %q", buys, e.op(op.ID).MediaBuyID)
+	buys := e.Seller.MediaBuys()
+	if len(buys) != 1 || e.Op(op.ID).MediaBuyID != buys[0]["media_buy_id"] {
+		t.Fatalf("media buys = %v, recorded %q", buys, e.Op(op.ID).MediaBuyID)
 	}
 	// Finance tells the create stage's check apart from the sweep's events.
 	checks := 0
-	for _, ev := range events(t, e, op.ID) {
+	for _, ev := range stagetest.Events(t, e, op.ID) {
 		switch ev.Type {
 		case ledger.EventLapsedClaimCheck:
 			checks++
@@ -193,34 +194,34 @@ func TestCreateLapsedClaimReconciledWithoutResend(t *testing.T) {
 
 func TestCreateIdempotencyConflictIsTerminal(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	op := e.newOp("approved,sync", false)
-	e.check(op)
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	op := e.NewOp("approved,sync", false)
+	e.Check(op)
 	ctx := context.Background()
 
 	// Someone used our key at the seller with another body (e.g. a bug that re-planned).
 	const key = "conflict-key-0000000000000001"
 	in, err := adcp.NewIntent(adcp.ToolCreateMediaBuy, json.RawMessage(`{"idempotency_key":"`+key+`","account":{"account_id":"acc_1"},
 		"brand":{"domain":"acme.example"},"start_time":"asap","end_time":"2030-01-31T23:59:59Z",
-		"packages":[{"product_id":"prod_1","pricing_option_id":"cpm_1","budget":1}]}`), e.clock.Now())
+		"packages":[{"product_id":"prod_1","pricing_option_id":"cpm_1","budget":1}]}`), e.Clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.client.CreateMediaBuy(ctx, sellerID, in); err != nil {
+	if _, err := e.Client.CreateMediaBuy(ctx, stagetest.SellerID, in); err != nil {
 		t.Fatal(err)
 	}
 	ours, err := adcp.NewIntent(adcp.ToolCreateMediaBuy, json.RawMessage(`{"idempotency_key":"`+key+`","account":{"account_id":"acc_1"},
 		"brand":{"domain":"acme.example"},"start_time":"asap","end_time":"2030-01-31T23:59:59Z",
-		"packages":[{"product_id":"prod_1","pricing_option_id":"cpm_1","budget":5000}]}`), e.clock.Now())
+		"packages":[{"product_id":"prod_1","pricing_option_id":"cpm_1","budget":5000}]}`), e.Clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := e.store.PutIntent(ctx, ledger.Intent{Tenant: tenant, OperationID: op.ID, Task: "create_media_buy",
+	if _, _, err := e.Store.PutIntent(ctx, ledger.Intent{Tenant: stagetest.Tenant, OperationID: op.ID, Task: "create_media_buy",
 		IdempotencyKey: ours.Key, Request: ours.Body, CreatedAt: ours.Created}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = handle(t, e.createStage.Handle, stageIn(op, workflow.ActionCreate))
-	wantBare(t, err, "TerminalError")
+	_, err = stagetest.Handle(t, e.CreateStage.Handle, stagetest.StageIn(op, workflow.ActionCreate))
+	stagetest.WantBare(t, err, "TerminalError")
 	if !strings.Contains(err.Error(), "IDEMPOTENCY_CONFLICT") {
 		t.Fatalf("err = %v", err)
 	}
@@ -228,22 +229,22 @@ func TestCreateIdempotencyConflictIsTerminal(t *testing.T) {
 
 func TestCreateRateLimitedIsTransientThenSucceeds(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	op := e.newOp("approved,sync", false)
-	e.check(op)
-	e.seller.RateLimitNext(1)
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	op := e.NewOp("approved,sync", false)
+	e.Check(op)
+	e.Seller.RateLimitNext(1)
 
-	_, err := handle(t, e.createStage.Handle, stageIn(op, workflow.ActionCreate))
-	wantBare(t, err, "TransientError")
+	_, err := stagetest.Handle(t, e.CreateStage.Handle, stagetest.StageIn(op, workflow.ActionCreate))
+	stagetest.WantBare(t, err, "TransientError")
 	var te *workflow.TransientError
 	if !errors.As(err, &te) || te.RetryAfterSeconds < 1 {
 		t.Fatalf("err = %#v, want retry_after honoured", err)
 	}
-	out := e.create(op)
+	out := e.Create(op)
 	if out.Status != workflow.StatusCompleted {
 		t.Fatalf("output = %+v", out)
 	}
-	calls := e.seller.CallsTo("create_media_buy")
+	calls := e.Seller.CallsTo("create_media_buy")
 	if len(calls) != 2 || !jsonEqual(calls[0].Arguments, calls[1].Arguments) {
 		t.Fatalf("%d calls; the retry must resend the same bytes", len(calls))
 	}
@@ -251,68 +252,68 @@ func TestCreateRateLimitedIsTransientThenSucceeds(t *testing.T) {
 
 func TestCreateRechecksLapsedGovernanceAfterApproval(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{policy: policyFunc(func(*ledger.Operation) (bool, string) { return true, "over the threshold" })})
-	op := e.newOp("approved,sync", false)
-	first := e.check(op)
+	e := stagetest.NewEnv(t, stagetest.Options{Policy: stagetest.PolicyFunc(func(*ledger.Operation) (bool, string) { return true, "over the threshold" })})
+	op := e.NewOp("approved,sync", false)
+	first := e.Check(op)
 	if first.Decision != workflow.GovernanceNeedsApproval {
 		t.Fatalf("check = %+v", first)
 	}
 	// The approval is decided just before the token lapses; create runs just after.
-	e.clock.Advance(e.op(op.ID).GovernanceExpiresAt.Sub(e.clock.Now()) + time.Second)
-	out := e.create(op)
+	e.Clock.Advance(e.Op(op.ID).GovernanceExpiresAt.Sub(e.Clock.Now()) + time.Second)
+	out := e.Create(op)
 	if out.Status != workflow.StatusCompleted {
 		t.Fatalf("output = %+v", out)
 	}
-	got := e.op(op.ID)
-	if n := len(e.gov.CallsTo("check_governance")); n != 2 || got.GovernanceCheckID == first.CheckID {
+	got := e.Op(op.ID)
+	if n := len(e.Gov.CallsTo("check_governance")); n != 2 || got.GovernanceCheckID == first.CheckID {
 		t.Fatalf("%d checks, check id %s (first %s): want a re-check before spend", n, got.GovernanceCheckID, first.CheckID)
 	}
-	if args := lastArgs(t, e.seller.CallsTo("create_media_buy")); args["governance_context"] != got.GovernanceContext {
+	if args := stagetest.LastArgs(t, e.Seller.CallsTo("create_media_buy")); args["governance_context"] != got.GovernanceContext {
 		t.Fatal("the seller did not get the re-checked governance_context")
 	}
 }
 
 func TestCreateGovernanceExpiredSendsNothing(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	op := e.newOp("approved,sync", false)
-	e.check(op)
-	e.clock.Advance(e.op(op.ID).GovernanceExpiresAt.Sub(e.clock.Now()) + 1)
-	_, err := handle(t, e.createStage.Handle, stageIn(op, workflow.ActionCreate))
-	wantBare(t, err, "TerminalError")
-	if n := len(e.seller.Calls()); n != 0 {
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	op := e.NewOp("approved,sync", false)
+	e.Check(op)
+	e.Clock.Advance(e.Op(op.ID).GovernanceExpiresAt.Sub(e.Clock.Now()) + 1)
+	_, err := stagetest.Handle(t, e.CreateStage.Handle, stagetest.StageIn(op, workflow.ActionCreate))
+	stagetest.WantBare(t, err, "TerminalError")
+	if n := len(e.Seller.Calls()); n != 0 {
 		t.Fatalf("seller saw %d calls", n)
 	}
 }
 
 func TestCancelCompensates(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	op, _ := e.placed("approved,sync")
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	op, _ := e.Placed("approved,sync")
 
-	raw, err := handle(t, e.createStage.Handle, stageIn(op, workflow.ActionCancel))
+	raw, err := stagetest.Handle(t, e.CreateStage.Handle, stagetest.StageIn(op, workflow.ActionCancel))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if out := raw.(workflow.SellerOutput); out.Status != workflow.StatusCanceled || !out.Terminal {
 		t.Fatalf("output = %+v", out)
 	}
-	args := lastArgs(t, e.seller.CallsTo("update_media_buy"))
+	args := stagetest.LastArgs(t, e.Seller.CallsTo("update_media_buy"))
 	if args["media_buy_id"] != op.MediaBuyID || args["canceled"] != true || args["cancellation_reason"] == "" {
 		t.Fatalf("update args = %v", args)
 	}
-	if st := e.seller.MediaBuys()[0]["status"]; st != "canceled" {
+	if st := e.Seller.MediaBuys()[0]["status"]; st != "canceled" {
 		t.Fatalf("seller media buy status = %v", st)
 	}
 	// The ledger says what the seller now holds: the completed buy is canceled.
-	if got := e.op(op.ID); got.Status != workflow.StatusCanceled || got.Reason == "" {
+	if got := e.Op(op.ID); got.Status != workflow.StatusCanceled || got.Reason == "" {
 		t.Fatalf("operation after compensation: %s (reason %q), want canceled with a reason", got.Status, got.Reason)
 	}
 	// A repeated compensation resends the same intent.
-	if _, err := e.createStage.Cancel(context.Background(), stageIn(op, workflow.ActionCancel)); err != nil {
+	if _, err := e.CreateStage.Cancel(context.Background(), stagetest.StageIn(op, workflow.ActionCancel)); err != nil {
 		t.Fatal(err)
 	}
-	calls := e.seller.CallsTo("update_media_buy")
+	calls := e.Seller.CallsTo("update_media_buy")
 	if len(calls) != 2 || !jsonEqual(calls[0].Arguments, calls[1].Arguments) {
 		t.Fatalf("%d update calls", len(calls))
 	}
@@ -322,16 +323,16 @@ func TestCancelCompensates(t *testing.T) {
 // follows on every such path and says why (expired, rejected).
 func TestCancelBeforeCompletionLeavesStatusToFailure(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	op, _ := e.placed("approved,input_required")
-	out, err := e.createStage.Cancel(context.Background(), stageIn(op, workflow.ActionCancel))
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	op, _ := e.Placed("approved,input_required")
+	out, err := e.CreateStage.Cancel(context.Background(), stagetest.StageIn(op, workflow.ActionCancel))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Status != workflow.StatusInputRequired || out.Terminal || e.op(op.ID).Status != workflow.StatusInputRequired {
-		t.Fatalf("output = %+v, status %s: want input_required left for RecordFailure", out, e.op(op.ID).Status)
+	if out.Status != workflow.StatusInputRequired || out.Terminal || e.Op(op.ID).Status != workflow.StatusInputRequired {
+		t.Fatalf("output = %+v, status %s: want input_required left for RecordFailure", out, e.Op(op.ID).Status)
 	}
-	evs, err := e.store.ListEvents(context.Background(), op.Tenant, op.ID, 100, "")
+	evs, err := e.Store.ListEvents(context.Background(), op.Tenant, op.ID, 100, "")
 	if err != nil {
 		t.Fatal(err)
 	}

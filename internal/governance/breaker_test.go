@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/stagetest"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -15,27 +16,27 @@ import (
 // waiting at its deadline expires instead of waiting for ever.
 func TestCheckWaitsWhileTheGovernanceBreakerIsOpen(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{breakers: json.RawMessage(`{"circuit_breaker":{"failures":3,"cooldown_seconds":120}}`)})
-	op := e.newOp("approved", false)
-	e.gov.FailNextHTTP(3, 503)
+	e := stagetest.NewEnv(t, stagetest.Options{Breakers: json.RawMessage(`{"circuit_breaker":{"failures":3,"cooldown_seconds":120}}`)})
+	op := e.NewOp("approved", false)
+	e.Gov.FailNextHTTP(3, 503)
 	for range 3 {
-		_, err := handle(t, e.govStage.Handle, stageIn(op, workflow.ActionCheck))
-		wantBare(t, err, "TransientError")
+		_, err := stagetest.Handle(t, e.GovStage.Handle, stagetest.StageIn(op, workflow.ActionCheck))
+		stagetest.WantBare(t, err, "TransientError")
 	}
-	sent := len(e.gov.Calls())
+	sent := len(e.Gov.Calls())
 
-	out := e.check(op)
-	if out.Decision != workflow.GovernanceAgentUnavailable || out.Unavailable == nil || out.Unavailable.AgentID != govID ||
+	out := e.Check(op)
+	if out.Decision != workflow.GovernanceAgentUnavailable || out.Unavailable == nil || out.Unavailable.AgentID != stagetest.GovID ||
 		out.Unavailable.Role != "governance" || out.Unavailable.RetryInSeconds < 119 || out.Unavailable.RetryInSeconds > 120 {
 		t.Fatalf("check while open = %+v %+v", out, out.Unavailable)
 	}
-	if n := len(e.gov.Calls()); n != sent {
+	if n := len(e.Gov.Calls()); n != sent {
 		t.Fatalf("%d calls reached governance while its breaker was open", n-sent)
 	}
-	if got := e.op(op.ID); got.Status != workflow.StatusCheckingGovernance || got.GovernanceCheckID != "" {
+	if got := e.Op(op.ID); got.Status != workflow.StatusCheckingGovernance || got.GovernanceCheckID != "" {
 		t.Fatalf("operation = %+v; the gate must stay closed", got)
 	}
-	evs, err := e.store.ListEvents(context.Background(), tenant, op.ID, 100, "")
+	evs, err := e.Store.ListEvents(context.Background(), stagetest.Tenant, op.ID, 100, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,16 +49,16 @@ func TestCheckWaitsWhileTheGovernanceBreakerIsOpen(t *testing.T) {
 	}
 
 	// A wait shorter than the cool-down left is never asked for: at least PollInitialSeconds.
-	e.clock.Advance(115 * time.Second)
-	if out := e.check(op); out.Unavailable == nil || out.Unavailable.RetryInSeconds != cfg().PollInitialSeconds {
+	e.Clock.Advance(115 * time.Second)
+	if out := e.Check(op); out.Unavailable == nil || out.Unavailable.RetryInSeconds != stagetest.RunConfig().PollInitialSeconds {
 		t.Fatalf("check near the end of the cool-down = %+v", out.Unavailable)
 	}
 
 	// The governance agent is still down at the probe, and the buy passes its deadline.
-	e.gov.FailNextHTTP(1, 503)
-	e.clock.Advance(time.Duration(cfg().DeadlineSeconds) * time.Second)
-	_, err = handle(t, e.govStage.Handle, stageIn(op, workflow.ActionCheck))
-	wantBare(t, err, "TransientError") // the probe's own failure: the breaker opens again
-	_, err = handle(t, e.govStage.Handle, stageIn(op, workflow.ActionCheck))
-	wantBare(t, err, "DeadlineExceededError")
+	e.Gov.FailNextHTTP(1, 503)
+	e.Clock.Advance(time.Duration(stagetest.RunConfig().DeadlineSeconds) * time.Second)
+	_, err = stagetest.Handle(t, e.GovStage.Handle, stagetest.StageIn(op, workflow.ActionCheck))
+	stagetest.WantBare(t, err, "TransientError") // the probe's own failure: the breaker opens again
+	_, err = stagetest.Handle(t, e.GovStage.Handle, stagetest.StageIn(op, workflow.ActionCheck))
+	stagetest.WantBare(t, err, "DeadlineExceededError")
 }

@@ -1,10 +1,7 @@
 package governance_test
 
 import (
-	"bytes"
 	"context"
-	"maps"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,161 +9,125 @@ import (
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/metrics/metricstest"
 	"github.com/buyflow/buyflow/internal/stage"
+	"github.com/buyflow/buyflow/internal/stagetest"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// emfSink is where a test's recorder writes; flush parses what one invocation recorded.
-type emfSink struct {
-	t   *testing.T
-	rec *metrics.Recorder
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *emfSink) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
 // withMetrics rebuilds the env's stages with a metrics recorder.
-func (e *env) withMetrics() *emfSink {
-	e.t.Helper()
-	sink := &emfSink{t: e.t}
-	sink.rec = metrics.New(sink, metrics.Namespace, e.clock.Now)
-	e.build(stage.Options{Now: e.clock.Now, Rand: func() float64 { return 0.99 }, Metrics: sink.rec})
+func withMetrics(e *stagetest.Env) *metricstest.Sink {
+	e.T.Helper()
+	sink := metricstest.NewSink(e.T, e.Clock.Now)
+	e.Build(stage.Options{Now: e.Clock.Now, Rand: func() float64 { return 0.99 }, Metrics: sink.Recorder})
 	return sink
 }
 
-// emfPoint is one metric of one EMF line.
-type emfPoint = metricstest.Point
-
-// flush writes what the recorder holds and returns it by metric name, checking each line's
-// EMF shape: _aws.Timestamp, one directive in the Buyflow namespace, dimension keys that are
-// root strings and declared metrics present at the root.
-func (s *emfSink) flush() map[string][]emfPoint {
-	s.t.Helper()
-	if err := s.rec.Flush(); err != nil {
-		s.t.Fatal(err)
-	}
-	s.mu.Lock()
-	out := s.buf.String()
-	s.buf.Reset()
-	s.mu.Unlock()
-	return metricstest.Parse(s.t, out)
-}
-
 // wantCount asserts the count metric name with exactly dims (nil: none) is n.
-func wantCount(t *testing.T, got map[string][]emfPoint, name string, dims map[string]string, n float64) {
+func wantCount(t *testing.T, got map[string][]metricstest.Point, name string, dims map[string]string, n float64) {
 	t.Helper()
-	if dims == nil {
-		dims = map[string]string{}
+	p, ok := metricstest.Find(got, name, dims)
+	if !ok {
+		t.Errorf("%s%v missing; recorded %v", name, dims, got)
+		return
 	}
-	for _, p := range got[name] {
-		if maps.Equal(p.Dims, dims) {
-			if p.Value != n || p.Unit != metrics.UnitCount {
-				t.Errorf("%s%v = %v %s, want %v Count", name, dims, p.Value, p.Unit, n)
-			}
-			return
-		}
+	if p.Value != n || p.Unit != metrics.UnitCount {
+		t.Errorf("%s%v = %v %s, want %v Count", name, dims, p.Value, p.Unit, n)
 	}
-	t.Errorf("%s%v missing; recorded %v", name, dims, got)
 }
 
 func TestGovernanceDenialRecordsGovernanceDenied(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	m := e.withMetrics()
-	op := e.newOp("denied", false)
-	if out := e.check(op); out.Decision != workflow.GovernanceDenied {
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	m := withMetrics(e)
+	op := e.NewOp("denied", false)
+	if out := e.Check(op); out.Decision != workflow.GovernanceDenied {
 		t.Fatalf("output = %+v", out)
 	}
-	got := m.flush()
+	got := m.Flush()
 	wantCount(t, got, metrics.GovernanceDenied, nil, 1)
 	if len(got) != 1 {
 		t.Errorf("a denial recorded %v, want only GovernanceDenied", got)
 	}
 	// A retried check of the rejected operation is no second denial.
-	_, err := handle(t, e.govStage.Handle, stageIn(op, workflow.ActionCheck))
-	wantBare(t, err, "TerminalError")
-	if got := m.flush(); len(got) != 0 {
+	_, err := stagetest.Handle(t, e.GovStage.Handle, stagetest.StageIn(op, workflow.ActionCheck))
+	stagetest.WantBare(t, err, "TerminalError")
+	if got := m.Flush(); len(got) != 0 {
 		t.Errorf("a retried check recorded %v", got)
 	}
 }
 
 func TestApprovedCheckRecordsNothing(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	m := e.withMetrics()
-	if out := e.check(e.newOp("approved", false)); out.Decision != workflow.GovernanceProceed {
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	m := withMetrics(e)
+	if out := e.Check(e.NewOp("approved", false)); out.Decision != workflow.GovernanceProceed {
 		t.Fatalf("output = %+v", out)
 	}
-	if got := m.flush(); len(got) != 0 {
+	if got := m.Flush(); len(got) != 0 {
 		t.Errorf("an approved check recorded %v", got)
 	}
 }
 
 func TestCheckFailureRecordsAdcpErrorByCode(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	m := e.withMetrics()
-	op := e.newOp("approved", false)
-	e.gov.FailNextHTTP(10, 503)
-	_, err := handle(t, e.govStage.Handle, stageIn(op, workflow.ActionCheck))
-	wantBare(t, err, "TransientError")
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	m := withMetrics(e)
+	op := e.NewOp("approved", false)
+	e.Gov.FailNextHTTP(10, 503)
+	_, err := stagetest.Handle(t, e.GovStage.Handle, stagetest.StageIn(op, workflow.ActionCheck))
+	stagetest.WantBare(t, err, "TransientError")
 	// An HTTP 503 carries no AdCP code: the error kind names it.
-	wantCount(t, m.flush(), metrics.AdcpErrors, map[string]string{"Code": "transport"}, 1)
+	wantCount(t, m.Flush(), metrics.AdcpErrors, map[string]string{"Code": "transport"}, 1)
 }
 
 func TestAsyncReviewDeadlineRecordsTimeout(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{gov: adcptest.GovernanceOptions{PollsPerStep: -1}})
-	m := e.withMetrics()
-	op := e.newOp("async_review", false)
-	if out := e.check(op); out.Decision != workflow.GovernancePending {
+	e := stagetest.NewEnv(t, stagetest.Options{Gov: adcptest.GovernanceOptions{PollsPerStep: -1}})
+	m := withMetrics(e)
+	op := e.NewOp("async_review", false)
+	if out := e.Check(op); out.Decision != workflow.GovernancePending {
 		t.Fatalf("output = %+v", out)
 	}
-	if got := m.flush(); len(got) != 0 {
+	if got := m.Flush(); len(got) != 0 {
 		t.Errorf("a pending review recorded %v", got)
 	}
-	e.clock.Advance(time.Duration(cfg().DeadlineSeconds+1) * time.Second)
-	_, err := handle(t, e.govStage.Handle, stageIn(op, workflow.ActionCheck))
-	wantBare(t, err, "DeadlineExceededError")
-	wantCount(t, m.flush(), metrics.Timeouts, map[string]string{"Kind": metrics.TimeoutGovernanceReview}, 1)
+	e.Clock.Advance(time.Duration(stagetest.RunConfig().DeadlineSeconds+1) * time.Second)
+	_, err := stagetest.Handle(t, e.GovStage.Handle, stagetest.StageIn(op, workflow.ActionCheck))
+	stagetest.WantBare(t, err, "DeadlineExceededError")
+	wantCount(t, m.Flush(), metrics.Timeouts, map[string]string{"Kind": metrics.TimeoutGovernanceReview}, 1)
 }
 
 func TestCreateFailureRecordsAdcpErrorByCode(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	m := e.withMetrics()
-	op := e.newOp("approved,sync", false)
-	e.check(op)
-	m.flush()
-	e.seller.RateLimitNext(1)
-	_, err := handle(t, e.createStage.Handle, stageIn(op, workflow.ActionCreate))
-	wantBare(t, err, "TransientError")
-	got := m.flush()
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	m := withMetrics(e)
+	op := e.NewOp("approved,sync", false)
+	e.Check(op)
+	m.Flush()
+	e.Seller.RateLimitNext(1)
+	_, err := stagetest.Handle(t, e.CreateStage.Handle, stagetest.StageIn(op, workflow.ActionCreate))
+	stagetest.WantBare(t, err, "TransientError")
+	got := m.Flush()
 	wantCount(t, got, metrics.AdcpErrors, map[string]string{"Code": "RATE_LIMITED"}, 1)
 	if len(got[metrics.AdcpErrors]) != 1 {
 		t.Errorf("AdcpErrors = %+v, want one code", got[metrics.AdcpErrors])
 	}
 	// The retry succeeds and records nothing.
-	if out := e.create(op); out.Status != workflow.StatusCompleted {
+	if out := e.Create(op); out.Status != workflow.StatusCompleted {
 		t.Fatalf("output = %+v", out)
 	}
-	if got := m.flush(); len(got) != 0 {
+	if got := m.Flush(); len(got) != 0 {
 		t.Errorf("a successful create recorded %v", got)
 	}
 }
 
 func TestCancelFailureRecordsAdcpErrorByCode(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	m := e.withMetrics()
-	op, _ := e.placed("approved,sync")
-	m.flush()
-	e.seller.RateLimitNext(1)
-	_, err := e.createStage.Cancel(context.Background(), stageIn(op, workflow.ActionCancel))
-	wantBare(t, err, "TransientError")
-	wantCount(t, m.flush(), metrics.AdcpErrors, map[string]string{"Code": "RATE_LIMITED"}, 1)
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	m := withMetrics(e)
+	op, _ := e.Placed("approved,sync")
+	m.Flush()
+	e.Seller.RateLimitNext(1)
+	_, err := e.CreateStage.Cancel(context.Background(), stagetest.StageIn(op, workflow.ActionCancel))
+	stagetest.WantBare(t, err, "TransientError")
+	wantCount(t, m.Flush(), metrics.AdcpErrors, map[string]string{"Code": "RATE_LIMITED"}, 1)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/buyflow/buyflow/internal/clocktest"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -21,7 +22,7 @@ import (
 func TestBackfillListsLiveTheBuysCompletedBeforeTheLiveList(t *testing.T) {
 	t.Parallel()
 	client, table := dynamotest.Start(t)
-	clk := &clock{t: time.Date(2099, 1, 1, 12, 0, 0, 0, time.UTC)}
+	clk := clocktest.At(time.Date(2099, 1, 1, 12, 0, 0, 0, time.UTC))
 	s := ledger.New(client, table)
 	s.Now = clk.Now
 	ctx := context.Background()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/clocktest"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
 )
@@ -24,7 +25,7 @@ func TestWritesThatLoseARaceAreSentAgain(t *testing.T) {
 	}
 	t.Parallel()
 	client, table, conflicts := dynamotest.StartConflicting(t, 2*time.Millisecond)
-	clk := &clock{t: time.Date(2099, 1, 1, 12, 0, 0, 0, time.UTC)}
+	clk := clocktest.At(time.Date(2099, 1, 1, 12, 0, 0, 0, time.UTC))
 	s := ledger.New(client, table)
 	s.Now = clk.Now
 	ctx := context.Background()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/clocktest"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
 )
@@ -61,9 +62,9 @@ func TestClaimLifecycle(t *testing.T) {
 	ctx := context.Background()
 	tests := []struct {
 		name string
-		run  func(t *testing.T, s *ledger.Store, clk *clock)
+		run  func(t *testing.T, s *ledger.Store, clk *clocktest.Clock)
 	}{
-		{"other payload is refused", func(t *testing.T, s *ledger.Store, _ *clock) {
+		{"other payload is refused", func(t *testing.T, s *ledger.Store, _ *clocktest.Clock) {
 			mustClaim(t, s, "k", "hash-a")
 			_, err := s.Claim(ctx, "acme", "k", "hash-b")
 			var pm *ledger.PayloadMismatchError
@@ -71,7 +72,7 @@ func TestClaimLifecycle(t *testing.T) {
 				t.Fatalf("err = %v, want PayloadMismatchError with the first hash", err)
 			}
 		}},
-		{"completed claim is replayed", func(t *testing.T, s *ledger.Store, _ *clock) {
+		{"completed claim is replayed", func(t *testing.T, s *ledger.Store, _ *clocktest.Clock) {
 			c := mustClaim(t, s, "k", "hash-a")
 			if err := s.CompleteClaim(ctx, c, "op-1", json.RawMessage(`{"id":"op-1"}`)); err != nil {
 				t.Fatal(err)
@@ -83,7 +84,7 @@ func TestClaimLifecycle(t *testing.T) {
 				t.Fatalf("err = %v (%+v), want the completed record", err, ce)
 			}
 		}},
-		{"expired claim is reclaimable", func(t *testing.T, s *ledger.Store, clk *clock) {
+		{"expired claim is reclaimable", func(t *testing.T, s *ledger.Store, clk *clocktest.Clock) {
 			c := mustClaim(t, s, "k", "hash-a")
 			if err := s.CompleteClaim(ctx, c, "op-1", json.RawMessage(`{}`)); err != nil {
 				t.Fatal(err)
@@ -94,7 +95,7 @@ func TestClaimLifecycle(t *testing.T) {
 				t.Fatalf("reclaimed claim status %s", c2.Status)
 			}
 		}},
-		{"stale in-progress claim is reclaimable and the old owner loses it", func(t *testing.T, s *ledger.Store, clk *clock) {
+		{"stale in-progress claim is reclaimable and the old owner loses it", func(t *testing.T, s *ledger.Store, clk *clocktest.Clock) {
 			old := mustClaim(t, s, "k", "hash-a")
 			clk.Advance(ledger.DefaultInProgressTTL - time.Second)
 			if _, err := s.Claim(ctx, "acme", "k", "hash-a"); !errors.Is(err, ledger.ErrConflict) {
@@ -113,7 +114,7 @@ func TestClaimLifecycle(t *testing.T) {
 			}
 			mustClaim(t, s, "k", "hash-c") // released: free again, any payload
 		}},
-		{"claims are per tenant", func(t *testing.T, s *ledger.Store, _ *clock) {
+		{"claims are per tenant", func(t *testing.T, s *ledger.Store, _ *clocktest.Clock) {
 			mustClaim(t, s, "k", "hash-a")
 			if _, err := s.Claim(ctx, "globex", "k", "hash-b"); err != nil {
 				t.Fatalf("other tenant, same key: %v", err)

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/buyflow/buyflow/internal/clocktest"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -24,7 +25,7 @@ func TestStoreIsPortableWithEmulatorCompat(t *testing.T) {
 	opts := client.Options()
 	opts.APIOptions = nil // drop what Start installed
 	s := ledger.New(dynamodb.New(opts, ledger.EmulatorCompat), table)
-	clk := &clock{t: time.Date(2099, 1, 1, 12, 0, 0, 0, time.UTC)}
+	clk := clocktest.At(time.Date(2099, 1, 1, 12, 0, 0, 0, time.UTC))
 	s.Now = clk.Now
 	ctx := context.Background()
 	mustCreate(t, s, newOp("op-1"))

@@ -2,14 +2,12 @@ package notify_test
 
 import (
 	"encoding/json"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvaltest"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -18,41 +16,32 @@ const campaignID = "cp-1"
 
 // campaign stores a campaign of two legs: one a person must approve (awaiting_approval), one
 // governance let through (creating), USD 12,500.00 each.
-func (e *env) campaign() {
-	e.t.Helper()
-	e.createOperation("leg-a", workflow.StatusAwaitingApproval)
-	e.createOperation("leg-b", workflow.StatusCreating)
-	if _, err := e.store.CreateCampaign(e.ctx, ledger.Campaign{
-		ID: campaignID, Tenant: tenant, Name: "Spring", GovernanceAgentID: "gov", PlanID: "plan-q1", Policy: "best_effort",
-		BudgetTotal: "30000.00", Currency: "USD", Requester: requester,
+func campaign(e *approvaltest.Env) {
+	e.T.Helper()
+	e.CreateOperation("leg-a", workflow.StatusAwaitingApproval)
+	e.CreateOperation("leg-b", workflow.StatusCreating)
+	if _, err := e.Store.CreateCampaign(e.Ctx, ledger.Campaign{
+		ID: campaignID, Tenant: approvaltest.Tenant, Name: "Spring", GovernanceAgentID: "gov", PlanID: "plan-q1", Policy: "best_effort",
+		BudgetTotal: "30000.00", Currency: "USD", Requester: approvaltest.Requester,
 		Legs: []ledger.CampaignLeg{
 			{OperationID: "leg-a", SellerID: "sports-network", PONumber: "PO-42", Amount: "12500.00"},
 			{OperationID: "leg-b", SellerID: "sports-network", PONumber: "PO-42", Amount: "12500.00"},
 		},
 	}); err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 }
 
-func (e *env) requestCampaign(tok string) string {
-	e.t.Helper()
+func requestCampaign(e *approvaltest.Env, tok string) string {
+	e.T.Helper()
 	payload, _ := json.Marshal(map[string]any{
-		"action": "request", "campaign_id": campaignID, "tenant": tenant,
-		"config": map[string]any{"approval_timeout_seconds": timeout}, "task_token": tok,
+		"action": "request", "campaign_id": campaignID, "tenant": approvaltest.Tenant,
+		"config": map[string]any{"approval_timeout_seconds": approvaltest.TimeoutSeconds}, "task_token": tok,
 	})
-	if _, err := e.notifier.Notify(e.ctx, payload); err != nil {
-		e.t.Fatalf("request: %v", err)
+	if _, err := e.Notifier.Notify(e.Ctx, payload); err != nil {
+		e.T.Fatalf("request: %v", err)
 	}
 	return approval.ApprovalID(tok)
-}
-
-func (e *env) timeline(id string) []ledger.Event {
-	e.t.Helper()
-	p, err := e.store.ListEvents(e.ctx, tenant, id, ledger.MaxListLimit, "")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return p.Items
 }
 
 func count(evs []ledger.Event, typ string) int {
@@ -69,30 +58,30 @@ func count(evs []ledger.Event, typ string) int {
 // one governance let through too), the request on the campaign's timeline and every leg's, one
 // Slack request per approver listing both legs. A retry with the same token changes nothing.
 func TestRequestForACampaign(t *testing.T) {
-	e := newEnv(t, "")
-	e.campaign()
-	tok := token(7)
-	id := e.requestCampaign(tok)
-	a := e.approval(id)
+	e := approvaltest.NewEnv(t, "")
+	campaign(e)
+	tok := approvaltest.Token(7)
+	id := requestCampaign(e, tok)
+	a := e.Approval(id)
 	if a.CampaignID != campaignID || a.OperationID != "" || a.Amount != "25000.00" || a.Currency != "USD" || a.Status != ledger.ApprovalPending {
 		t.Fatalf("approval = %+v", a)
 	}
-	if c, err := e.store.GetCampaign(e.ctx, tenant, campaignID); err != nil || c.ApprovalID != id {
+	if c, err := e.Store.GetCampaign(e.Ctx, approvaltest.Tenant, campaignID); err != nil || c.ApprovalID != id {
 		t.Fatalf("campaign names approval %q (%v), want %s", c.ApprovalID, err, id)
 	}
 	for _, leg := range []string{"leg-a", "leg-b"} {
-		op, err := e.store.GetOperation(e.ctx, tenant, leg)
+		op, err := e.Store.GetOperation(e.Ctx, approvaltest.Tenant, leg)
 		if err != nil || op.Status != workflow.StatusAwaitingApproval {
 			t.Errorf("%s is %s (%v), want awaiting_approval", leg, op.Status, err)
 		}
-		if n := count(e.timeline(leg), ledger.EventApprovalRequested); n != 1 {
+		if n := count(e.Timeline(leg), ledger.EventApprovalRequested); n != 1 {
 			t.Errorf("%s's timeline has %d approval requests", leg, n)
 		}
 	}
-	if n := count(e.timeline(campaignID), ledger.EventApprovalRequested); n != 1 {
+	if n := count(e.Timeline(campaignID), ledger.EventApprovalRequested); n != 1 {
 		t.Errorf("the campaign's timeline has %d approval requests", n)
 	}
-	msgs := e.sink.Messages()
+	msgs := e.Slack.Messages()
 	if len(msgs) != 2 {
 		t.Fatalf("%d Slack messages, want one per approver", len(msgs))
 	}
@@ -108,9 +97,9 @@ func TestRequestForACampaign(t *testing.T) {
 		}
 	}
 
-	e.requestCampaign(tok) // a retry of the same task
-	if len(e.sink.Messages()) != 2 || count(e.timeline(campaignID), ledger.EventApprovalRequested) != 1 ||
-		count(e.timeline("leg-b"), ledger.EventApprovalRequested) != 1 {
+	requestCampaign(e, tok) // a retry of the same task
+	if len(e.Slack.Messages()) != 2 || count(e.Timeline(campaignID), ledger.EventApprovalRequested) != 1 ||
+		count(e.Timeline("leg-b"), ledger.EventApprovalRequested) != 1 {
 		t.Errorf("the retry posted or recorded again")
 	}
 }
@@ -118,36 +107,36 @@ func TestRequestForACampaign(t *testing.T) {
 // The approver's page lists both legs; the one decision is handed to the campaign's task and
 // recorded on the campaign's timeline and on each leg's.
 func TestDecisionOnACampaign(t *testing.T) {
-	e := newEnv(t, "")
-	e.campaign()
-	tok := token(8)
-	id := e.requestCampaign(tok)
-	link := e.link(id, alice)
-	page := e.open(link)
+	e := approvaltest.NewEnv(t, "")
+	campaign(e)
+	tok := approvaltest.Token(8)
+	id := requestCampaign(e, tok)
+	link := e.Link(id, approvaltest.Alice)
+	page := e.Get(link, approvaltest.BrowserUA)
 	if page.StatusCode != 200 || !strings.Contains(page.Body, "Approve a campaign?") || strings.Count(page.Body, "PO-<wbr>42") != 2 {
 		t.Fatalf("page HTTP %d:\n%s", page.StatusCode, page.Body)
 	}
-	if resp := e.post(link, "approve", "fine"); resp.StatusCode != 200 {
+	if resp := e.Post(link, "approve", "fine"); resp.StatusCode != 200 {
 		t.Fatalf("approve: HTTP %d", resp.StatusCode)
 	}
-	calls := e.tasks.Calls()
+	calls := e.Tasks.Calls()
 	if len(calls) != 1 || calls[0].Kind != "success" || calls[0].Token != tok {
 		t.Fatalf("task calls = %+v", calls)
 	}
 	for _, tl := range []string{campaignID, "leg-a", "leg-b"} {
-		evs := e.timeline(tl)
+		evs := e.Timeline(tl)
 		decided := false
 		for _, ev := range evs {
-			decided = decided || (ev.Type == ledger.EventDecision && ev.Actor == "approver:"+alice)
+			decided = decided || (ev.Type == ledger.EventDecision && ev.Actor == "approver:"+approvaltest.Alice)
 		}
 		if !decided {
-			t.Errorf("%s's timeline has no decision by %s", tl, alice)
+			t.Errorf("%s's timeline has no decision by %s", tl, approvaltest.Alice)
 		}
 	}
-	if n := count(e.timeline(campaignID), ledger.EventApprovalViewed); n != 1 {
+	if n := count(e.Timeline(campaignID), ledger.EventApprovalViewed); n != 1 {
 		t.Errorf("the campaign's timeline has %d views", n)
 	}
-	if n := count(e.timeline("leg-a"), ledger.EventApprovalViewed); n != 0 {
+	if n := count(e.Timeline("leg-a"), ledger.EventApprovalViewed); n != 0 {
 		t.Errorf("a leg's timeline has %d views: they belong to the campaign", n)
 	}
 }
@@ -155,61 +144,42 @@ func TestDecisionOnACampaign(t *testing.T) {
 // The campaign's approval expires on its own timeline; a leg's later input-required approval
 // is a round of its own.
 func TestExpireACampaignApproval(t *testing.T) {
-	e := newEnv(t, "")
-	e.campaign()
-	id := e.requestCampaign(token(9))
-	e.clk.Advance(timeout*time.Second + time.Second)
-	payload, _ := json.Marshal(map[string]any{"action": "expire", "campaign_id": campaignID, "tenant": tenant,
-		"config": map[string]any{"approval_timeout_seconds": timeout}})
-	out, err := e.notifier.Notify(e.ctx, payload)
+	e := approvaltest.NewEnv(t, "")
+	campaign(e)
+	id := requestCampaign(e, approvaltest.Token(9))
+	e.Clock.Advance(approvaltest.TimeoutSeconds*time.Second + time.Second)
+	payload, _ := json.Marshal(map[string]any{"action": "expire", "campaign_id": campaignID, "tenant": approvaltest.Tenant,
+		"config": map[string]any{"approval_timeout_seconds": approvaltest.TimeoutSeconds}})
+	out, err := e.Notifier.Notify(e.Ctx, payload)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if exp := out.(workflow.ApprovalExpiry); exp.Escalated || !strings.Contains(exp.Reason, "expired") {
 		t.Errorf("expiry = %+v", exp)
 	}
-	if a := e.approval(id); a.Status != ledger.ApprovalExpired {
+	if a := e.Approval(id); a.Status != ledger.ApprovalExpired {
 		t.Errorf("approval is %s", a.Status)
 	}
-	if n := count(e.timeline(campaignID), ledger.EventApprovalExpired); n != 1 {
+	if n := count(e.Timeline(campaignID), ledger.EventApprovalExpired); n != 1 {
 		t.Errorf("the campaign's timeline has %d expiries", n)
 	}
 }
 
 // Both subjects at once, or none, are refused.
 func TestRequestNeedsOneSubject(t *testing.T) {
-	e := newEnv(t, "")
-	e.campaign()
+	e := approvaltest.NewEnv(t, "")
+	campaign(e)
 	for _, p := range []map[string]any{
-		{"action": "request", "campaign_id": campaignID, "operation_id": opID, "tenant": tenant, "task_token": token(1), "config": map[string]any{"approval_timeout_seconds": timeout}},
-		{"action": "request", "tenant": tenant, "task_token": token(1), "config": map[string]any{"approval_timeout_seconds": timeout}},
-		{"action": "request", "campaign_id": "cp-other", "tenant": tenant, "task_token": token(1), "config": map[string]any{"approval_timeout_seconds": timeout}},
+		{"action": "request", "campaign_id": campaignID, "operation_id": approvaltest.OpID, "tenant": approvaltest.Tenant, "task_token": approvaltest.Token(1), "config": map[string]any{"approval_timeout_seconds": approvaltest.TimeoutSeconds}},
+		{"action": "request", "tenant": approvaltest.Tenant, "task_token": approvaltest.Token(1), "config": map[string]any{"approval_timeout_seconds": approvaltest.TimeoutSeconds}},
+		{"action": "request", "campaign_id": "cp-other", "tenant": approvaltest.Tenant, "task_token": approvaltest.Token(1), "config": map[string]any{"approval_timeout_seconds": approvaltest.TimeoutSeconds}},
 	} {
 		payload, _ := json.Marshal(p)
-		if _, err := e.notifier.Notify(e.ctx, payload); err == nil {
+		if _, err := e.Notifier.Notify(e.Ctx, payload); err == nil {
 			t.Errorf("request %v: no error", p)
 		}
 	}
-	if len(e.sink.Messages()) != 0 {
+	if len(e.Slack.Messages()) != 0 {
 		t.Error("a refused request posted to Slack")
 	}
-}
-
-// open GETs approval link u as the approver's browser would.
-func (e *env) open(u *url.URL) events.APIGatewayV2HTTPResponse {
-	e.t.Helper()
-	id := u.Path[strings.LastIndexByte(u.Path, '/')+1:]
-	req := events.APIGatewayV2HTTPRequest{
-		RawPath: "/v1/approvals/" + id, RawQueryString: u.RawQuery,
-		PathParameters: map[string]string{"approval_id": id},
-		Headers:        map[string]string{"user-agent": "Mozilla/5.0 test"},
-	}
-	req.RequestContext.HTTP.Method = "GET"
-	req.RequestContext.HTTP.SourceIP = "198.51.100.7"
-	resp, err := e.approver.HandleHTTP(e.ctx, req)
-	if err != nil {
-		e.t.Fatalf("HandleHTTP returned an error: %v", err)
-	}
-	checkPage(e.t, resp)
-	return resp
 }

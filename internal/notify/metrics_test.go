@@ -4,35 +4,37 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/approvaltest"
 	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/metrics/metricstest"
 )
 
 func TestExpiryRecordsOneApprovalTimeout(t *testing.T) {
-	e := newEnv(t, "")
-	e.request(token(1))
-	e.clk.Advance(timeout * time.Second)
-	e.expire()
-	got := e.flushEMF()
-	if p, ok := point(got, metrics.Timeouts, map[string]string{"Kind": metrics.TimeoutApproval}); !ok || p.Value != 1.0 || p.Unit != metrics.UnitCount {
+	e := approvaltest.NewEnv(t, "")
+	e.Request(approvaltest.Token(1))
+	e.Clock.Advance(approvaltest.TimeoutSeconds * time.Second)
+	e.Expire()
+	got := e.Metrics.Flush()
+	if p, ok := metricstest.Find(got, metrics.Timeouts, map[string]string{"Kind": metrics.TimeoutApproval}); !ok || p.Value != 1.0 || p.Unit != metrics.UnitCount {
 		t.Errorf("Timeouts{Kind=approval} = %+v (found %v), want 1", p, ok)
 	}
 	if len(got) != 1 {
 		t.Errorf("an expiry recorded %v, want only Timeouts", got)
 	}
 	// A retried expire finds the approval already expired: not a second timeout.
-	e.expire()
-	if got := e.flushEMF(); len(got) != 0 {
+	e.Expire()
+	if got := e.Metrics.Flush(); len(got) != 0 {
 		t.Errorf("a retried expire recorded %v", got)
 	}
 }
 
 func TestExpiryAfterADecisionIsNoTimeout(t *testing.T) {
-	e := newEnv(t, "")
-	id := e.request(token(1))
-	e.post(e.link(id, alice), "approve", "")
-	e.flushEMF()
-	e.expire()
-	if got := e.flushEMF(); len(got) != 0 {
+	e := approvaltest.NewEnv(t, "")
+	id := e.Request(approvaltest.Token(1))
+	e.Post(e.Link(id, approvaltest.Alice), "approve", "")
+	e.Metrics.Flush()
+	e.Expire()
+	if got := e.Metrics.Flush(); len(got) != 0 {
 		t.Errorf("expire after a decision recorded %v", got)
 	}
 }

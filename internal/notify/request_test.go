@@ -11,6 +11,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/approvalcore"
+	"github.com/buyflow/buyflow/internal/approvaltest"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/notify"
 	"github.com/buyflow/buyflow/internal/slack"
@@ -18,30 +19,30 @@ import (
 )
 
 func TestRequestCreatesApprovalAndPostsPersonalLinks(t *testing.T) {
-	e := newEnv(t, "")
-	tok := token(1)
+	e := approvaltest.NewEnv(t, "")
+	tok := approvaltest.Token(1)
 	if len(tok) < 1024 {
 		t.Fatalf("token is %d characters, want 1,024+", len(tok))
 	}
-	id := e.request(tok)
+	id := e.Request(tok)
 
-	a := e.approval(id)
-	if a.Status != ledger.ApprovalPending || a.TaskToken != tok || a.Tenant != tenant || a.OperationID != opID {
+	a := e.Approval(id)
+	if a.Status != ledger.ApprovalPending || a.TaskToken != tok || a.Tenant != approvaltest.Tenant || a.OperationID != approvaltest.OpID {
 		t.Fatalf("approval = %+v", a)
 	}
 	if strings.Join(a.Approvers, ",") != "UALICE,UBOB" {
 		t.Errorf("approvers = %v, want the policy's approvers without the requester", a.Approvers)
 	}
-	if a.Requester != requester || a.Amount != "12500.00" || a.Currency != "USD" || a.Reason != string(approvalcore.ReasonPolicyThreshold) {
+	if a.Requester != approvaltest.Requester || a.Amount != "12500.00" || a.Currency != "USD" || a.Reason != string(approvalcore.ReasonPolicyThreshold) {
 		t.Errorf("approval facts = requester %q amount %q %q reason %q", a.Requester, a.Amount, a.Currency, a.Reason)
 	}
-	if want := e.clk.Now().Add(timeout * time.Second); !a.ExpiresAt.Equal(want) {
+	if want := e.Clock.Now().Add(approvaltest.TimeoutSeconds * time.Second); !a.ExpiresAt.Equal(want) {
 		t.Errorf("expires at %s, want %s", a.ExpiresAt, want)
 	}
 	if len(a.SlackMessages) != 2 {
 		t.Errorf("slack messages stored = %v", a.SlackMessages)
 	}
-	op, err := e.store.GetOperation(e.ctx, tenant, opID)
+	op, err := e.Store.GetOperation(e.Ctx, approvaltest.Tenant, approvaltest.OpID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func TestRequestCreatesApprovalAndPostsPersonalLinks(t *testing.T) {
 		t.Errorf("operation status = %s", op.Status)
 	}
 
-	msgs := e.sink.Messages()
+	msgs := e.Slack.Messages()
 	if len(msgs) != 2 {
 		t.Fatalf("slack got %d messages, want one DM per approver", len(msgs))
 	}
@@ -57,7 +58,7 @@ func TestRequestCreatesApprovalAndPostsPersonalLinks(t *testing.T) {
 		if strings.Contains(string(m.Body), tok[:40]) {
 			t.Errorf("slack message to %s carries the task token", m.Channel)
 		}
-		other := map[string]string{alice: bob, bob: alice}[m.Channel]
+		other := map[string]string{approvaltest.Alice: approvaltest.Bob, approvaltest.Bob: approvaltest.Alice}[m.Channel]
 		if other == "" {
 			t.Fatalf("message to unexpected channel %s", m.Channel)
 		}
@@ -65,34 +66,34 @@ func TestRequestCreatesApprovalAndPostsPersonalLinks(t *testing.T) {
 			t.Errorf("message to %s does not carry only its own link", m.Channel)
 		}
 	}
-	u := e.link(id, alice)
-	if got := u.Scheme + "://" + u.Host + u.Path; got != baseURL+"/v1/approvals/"+id {
+	u := e.Link(id, approvaltest.Alice)
+	if got := u.Scheme + "://" + u.Host + u.Path; got != approvaltest.BaseURL+"/v1/approvals/"+id {
 		t.Errorf("link = %s", got)
 	}
-	if _, err := e.signer.Verify(id, u.Query()); err != nil {
+	if _, err := e.Signer.Verify(id, u.Query()); err != nil {
 		t.Errorf("posted link does not verify: %v", err)
 	}
-	if evs := e.eventsOf(ledger.EventApprovalRequested); len(evs) != 1 || evs[0].Amount != "12500.00" {
+	if evs := e.EventsOf(ledger.EventApprovalRequested); len(evs) != 1 || evs[0].Amount != "12500.00" {
 		t.Errorf("approval_requested events = %+v", evs)
 	}
 }
 
 func TestRequestRetryIsIdempotent(t *testing.T) {
-	e := newEnv(t, "")
-	tok := token(1)
-	id := e.request(tok)
-	before := e.snapshot(id)
-	if again := e.request(tok); again != id {
+	e := approvaltest.NewEnv(t, "")
+	tok := approvaltest.Token(1)
+	id := e.Request(tok)
+	before := e.Snapshot(id)
+	if again := e.Request(tok); again != id {
 		t.Fatalf("retry made approval %s, first was %s", again, id)
 	}
-	if after := e.snapshot(id); after != before {
+	if after := e.Snapshot(id); after != before {
 		t.Errorf("retry changed something:\nbefore %+v\nafter  %+v", before, after)
 	}
 }
 
 func TestRequestRetryAfterSlackFailurePostsOnce(t *testing.T) {
-	e := newEnv(t, "")
-	tok := token(1)
+	e := approvaltest.NewEnv(t, "")
+	tok := approvaltest.Token(1)
 	down := true
 	failing := slackFunc(func(m slack.Message) error {
 		if down {
@@ -100,30 +101,30 @@ func TestRequestRetryAfterSlackFailurePostsOnce(t *testing.T) {
 		}
 		return nil
 	})
-	svc, err := notify.New(approval.Config{Ledger: e.store, Slack: failing, Delivery: slack.Direct, Signer: e.signer,
-		Policy: e.policy, BaseURL: baseURL, Now: e.clk.Now, Logger: e.logger})
+	svc, err := notify.New(approval.Config{Ledger: e.Store, Slack: failing, Delivery: slack.Direct, Signer: e.Signer,
+		Policy: e.Policy, BaseURL: approvaltest.BaseURL, Now: e.Clock.Now, Logger: e.Logger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := workflow.CallbackInput{Action: workflow.ActionRequest, OperationID: opID, Tenant: tenant,
-		Config: workflow.RunConfig{ApprovalTimeoutSeconds: timeout}, TaskToken: tok}
-	if err := svc.Request(e.ctx, in); err == nil {
+	in := workflow.CallbackInput{Action: workflow.ActionRequest, OperationID: approvaltest.OpID, Tenant: approvaltest.Tenant,
+		Config: workflow.RunConfig{ApprovalTimeoutSeconds: approvaltest.TimeoutSeconds}, TaskToken: tok}
+	if err := svc.Request(e.Ctx, in); err == nil {
 		t.Fatal("request succeeded with Slack down")
 	}
-	if msg := workflow.TaskError(svc.Request(e.ctx, in)).Error(); strings.Contains(msg, tok[:40]) {
+	if msg := workflow.TaskError(svc.Request(e.Ctx, in)).Error(); strings.Contains(msg, tok[:40]) {
 		t.Errorf("error carries the task token: %s", msg)
 	}
 	down = false
-	if err := svc.Request(e.ctx, in); err != nil {
+	if err := svc.Request(e.Ctx, in); err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.Request(e.ctx, in); err != nil {
+	if err := svc.Request(e.Ctx, in); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(e.eventsOf(ledger.EventApprovalRequested)); n != 1 {
+	if n := len(e.EventsOf(ledger.EventApprovalRequested)); n != 1 {
 		t.Errorf("%d approval_requested events after retries, want 1", n)
 	}
-	if a := e.approval(approval.ApprovalID(tok)); len(a.SlackMessages) != 2 {
+	if a := e.Approval(approval.ApprovalID(tok)); len(a.SlackMessages) != 2 {
 		t.Errorf("slack refs = %v", a.SlackMessages)
 	}
 }
@@ -143,21 +144,21 @@ func (f slackFunc) Update(_ context.Context, ref slack.Ref, m slack.Message) (sl
 }
 
 func TestExpireEscalatesOnceThenRejects(t *testing.T) {
-	e := newEnv(t, `{"threshold":"10000.00","currency":"USD","approvers":["UALICE","UBOB"],"escalation_approvers":["UESC"],"on_timeout":"escalate","escalation_timeout_seconds":600}`)
-	first := e.request(token(1))
-	e.clk.Advance(timeout * time.Second)
-	exp := e.expire()
+	e := approvaltest.NewEnv(t, `{"threshold":"10000.00","currency":"USD","approvers":["UALICE","UBOB"],"escalation_approvers":["UESC"],"on_timeout":"escalate","escalation_timeout_seconds":600}`)
+	first := e.Request(approvaltest.Token(1))
+	e.Clock.Advance(approvaltest.TimeoutSeconds * time.Second)
+	exp := e.Expire()
 	if !exp.Escalated {
 		t.Fatalf("first expiry = %+v, want escalated", exp)
 	}
-	if a := e.approval(first); a.Status != ledger.ApprovalExpired {
+	if a := e.Approval(first); a.Status != ledger.ApprovalExpired {
 		t.Errorf("first approval = %s", a.Status)
 	}
-	if again := e.expire(); again != exp {
+	if again := e.Expire(); again != exp {
 		t.Errorf("retried expire = %+v, first said %+v", again, exp)
 	}
 	updates := 0
-	for _, m := range e.sink.Messages() {
+	for _, m := range e.Slack.Messages() {
 		if m.Kind == "chat.update" && strings.Contains(m.Text, "Expired") {
 			updates++
 		}
@@ -167,48 +168,48 @@ func TestExpireEscalatesOnceThenRejects(t *testing.T) {
 	}
 
 	// The state machine loops back to RequestApproval with a new token.
-	second := e.request(token(2))
-	a := e.approval(second)
-	if strings.Join(a.Approvers, ",") != escalator {
+	second := e.Request(approvaltest.Token(2))
+	a := e.Approval(second)
+	if strings.Join(a.Approvers, ",") != approvaltest.Escalator {
 		t.Errorf("escalated approvers = %v", a.Approvers)
 	}
-	if want := e.clk.Now().Add(600 * time.Second); !a.ExpiresAt.Equal(want) {
+	if want := e.Clock.Now().Add(600 * time.Second); !a.ExpiresAt.Equal(want) {
 		t.Errorf("escalated expiry = %s, want %s", a.ExpiresAt, want)
 	}
-	e.link(second, escalator)
-	e.clk.Advance(timeout * time.Second)
-	if exp := e.expire(); exp.Escalated {
+	e.Link(second, approvaltest.Escalator)
+	e.Clock.Advance(approvaltest.TimeoutSeconds * time.Second)
+	if exp := e.Expire(); exp.Escalated {
 		t.Fatalf("second expiry = %+v, want give up", exp)
 	}
-	if a := e.approval(second); a.Status != ledger.ApprovalExpired {
+	if a := e.Approval(second); a.Status != ledger.ApprovalExpired {
 		t.Errorf("second approval = %s", a.Status)
 	}
 }
 
 func TestExpireRejectsWhenConfigured(t *testing.T) {
-	e := newEnv(t, "")
-	e.request(token(1))
-	e.clk.Advance(timeout * time.Second)
-	if exp := e.expire(); exp.Escalated || !strings.Contains(exp.Reason, "expired at") {
+	e := approvaltest.NewEnv(t, "")
+	e.Request(approvaltest.Token(1))
+	e.Clock.Advance(approvaltest.TimeoutSeconds * time.Second)
+	if exp := e.Expire(); exp.Escalated || !strings.Contains(exp.Reason, "expired at") {
 		t.Fatalf("expire = %+v", exp)
 	}
 }
 
 func TestExpireAfterARaceReportsTheDecision(t *testing.T) {
-	e := newEnv(t, "")
-	id := e.request(token(1))
-	e.post(e.link(id, alice), "approve", "")
-	exp := e.expire()
+	e := approvaltest.NewEnv(t, "")
+	id := e.Request(approvaltest.Token(1))
+	e.Post(e.Link(id, approvaltest.Alice), "approve", "")
+	exp := e.Expire()
 	if exp.Escalated || !strings.Contains(exp.Reason, "approved by UALICE") {
 		t.Fatalf("expire = %+v", exp)
 	}
-	if a := e.approval(id); a.Status != ledger.ApprovalApproved {
+	if a := e.Approval(id); a.Status != ledger.ApprovalApproved {
 		t.Errorf("ledger = %s", a.Status)
 	}
 }
 
 func TestNotifyErrorsAreBareTypes(t *testing.T) {
-	e := newEnv(t, "")
+	e := approvaltest.NewEnv(t, "")
 	cases := []struct {
 		name    string
 		payload string
@@ -222,7 +223,7 @@ func TestNotifyErrorsAreBareTypes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := e.notifier.Notify(e.ctx, json.RawMessage(tc.payload))
+			_, err := e.Notifier.Notify(e.Ctx, json.RawMessage(tc.payload))
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -238,19 +239,19 @@ func typeName(err error) string {
 }
 
 func TestRequestForAnEndedOperationIsTerminal(t *testing.T) {
-	e := newEnv(t, "")
-	if _, err := e.store.Transition(e.ctx, tenant, opID, workflow.StatusCanceled, ledger.AnyVersion, ledger.Changes{}); err != nil {
+	e := approvaltest.NewEnv(t, "")
+	if _, err := e.Store.Transition(e.Ctx, approvaltest.Tenant, approvaltest.OpID, workflow.StatusCanceled, ledger.AnyVersion, ledger.Changes{}); err != nil {
 		t.Fatal(err)
 	}
 	payload, _ := json.Marshal(map[string]any{
-		"action": "request", "operation_id": opID, "tenant": tenant,
-		"config": map[string]any{"approval_timeout_seconds": timeout}, "task_token": token(1),
+		"action": "request", "operation_id": approvaltest.OpID, "tenant": approvaltest.Tenant,
+		"config": map[string]any{"approval_timeout_seconds": approvaltest.TimeoutSeconds}, "task_token": approvaltest.Token(1),
 	})
-	_, err := e.notifier.Notify(e.ctx, payload)
+	_, err := e.Notifier.Notify(e.Ctx, payload)
 	if got := typeName(err); got != "TerminalError" {
 		t.Fatalf("error %T %v, want TerminalError", err, err)
 	}
-	if len(e.sink.Messages()) != 0 {
+	if len(e.Slack.Messages()) != 0 {
 		t.Error("slack was told about an ended operation")
 	}
 }
@@ -270,25 +271,25 @@ func TestRequestReasons(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, "")
-			op, err := e.store.CreateOperation(e.ctx, ledger.Operation{ID: "op-2", Tenant: tenant, SellerID: "s", BudgetTotal: tc.budget,
-				Currency: "USD", Requester: requester, RequireApproval: tc.requireApproval, Reason: said,
+			e := approvaltest.NewEnv(t, "")
+			op, err := e.Store.CreateOperation(e.Ctx, ledger.Operation{ID: "op-2", Tenant: approvaltest.Tenant, SellerID: "s", BudgetTotal: tc.budget,
+				Currency: "USD", Requester: approvaltest.Requester, RequireApproval: tc.requireApproval, Reason: said,
 				Request: []byte(`{"media_buy":{"proposal_id":"prop-1","total_budget":{"amount":` + tc.budget + `,"currency":"USD"}}}`)})
 			if err != nil {
 				t.Fatal(err)
 			}
-			tok := token(3)
-			err = e.notifier.Request(e.ctx, workflow.CallbackInput{Action: workflow.ActionRequest, OperationID: op.ID, Tenant: tenant,
-				Config: workflow.RunConfig{ApprovalTimeoutSeconds: timeout}, TaskToken: tok, Reason: tc.reason})
+			tok := approvaltest.Token(3)
+			err = e.Notifier.Request(e.Ctx, workflow.CallbackInput{Action: workflow.ActionRequest, OperationID: op.ID, Tenant: approvaltest.Tenant,
+				Config: workflow.RunConfig{ApprovalTimeoutSeconds: approvaltest.TimeoutSeconds}, TaskToken: tok, Reason: tc.reason})
 			if err != nil {
 				t.Fatal(err)
 			}
-			a := e.approval(approval.ApprovalID(tok))
+			a := e.Approval(approval.ApprovalID(tok))
 			if a.Reason != tc.want || a.ReasonText != tc.wantText {
 				t.Errorf("reason = %q, %q; want %q, %q", a.Reason, a.ReasonText, tc.want, tc.wantText)
 			}
 			// The approvers read the seller's (or governance's) words in Slack.
-			msgs := e.sink.Messages()
+			msgs := e.Slack.Messages()
 			if n := len(msgs); n == 0 {
 				t.Fatal("nothing posted to Slack")
 			}
@@ -303,26 +304,26 @@ func TestRequestReasons(t *testing.T) {
 // the submit checked it, or written by hand) is never put before an approver: the request is
 // terminal, nothing is posted and no approval is created.
 func TestRequestRefusesAnInexactAmount(t *testing.T) {
-	e := newEnv(t, "")
+	e := approvaltest.NewEnv(t, "")
 	const id = "op-inexact"
-	if _, err := e.store.CreateOperation(e.ctx, ledger.Operation{
-		ID: id, Tenant: tenant, Status: workflow.StatusAwaitingApproval, SellerID: "sports-network", PONumber: "PO-43",
-		BudgetTotal: "1000.50", Currency: "JPY", Requester: requester,
+	if _, err := e.Store.CreateOperation(e.Ctx, ledger.Operation{
+		ID: id, Tenant: approvaltest.Tenant, Status: workflow.StatusAwaitingApproval, SellerID: "sports-network", PONumber: "PO-43",
+		BudgetTotal: "1000.50", Currency: "JPY", Requester: approvaltest.Requester,
 	}); err != nil {
 		t.Fatal(err)
 	}
 	payload, _ := json.Marshal(map[string]any{
-		"action": "request", "operation_id": id, "tenant": tenant,
-		"config": map[string]any{"approval_timeout_seconds": timeout}, "task_token": token(7),
+		"action": "request", "operation_id": id, "tenant": approvaltest.Tenant,
+		"config": map[string]any{"approval_timeout_seconds": approvaltest.TimeoutSeconds}, "task_token": approvaltest.Token(7),
 	})
-	_, err := e.notifier.Notify(e.ctx, payload)
+	_, err := e.Notifier.Notify(e.Ctx, payload)
 	if got := typeName(err); got != "TerminalError" || !strings.Contains(err.Error(), "1000.50") {
 		t.Fatalf("error %T %v, want a TerminalError naming the amount", err, err)
 	}
-	if len(e.sink.Messages()) != 0 {
+	if len(e.Slack.Messages()) != 0 {
 		t.Error("slack was shown an inexact amount")
 	}
-	if _, err := e.store.GetApproval(e.ctx, approval.ApprovalID(token(7))); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := e.Store.GetApproval(e.Ctx, approval.ApprovalID(approvaltest.Token(7))); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("an approval was created: %v", err)
 	}
 }

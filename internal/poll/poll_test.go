@@ -9,42 +9,43 @@ import (
 
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/sellertask"
+	"github.com/buyflow/buyflow/internal/stagetest"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
 func pollIn(op *ledger.Operation, wait workflow.WaitState, gen int) workflow.PollInput {
-	return workflow.PollInput{Action: workflow.ActionPoll, OperationID: op.ID, Tenant: tenant, Config: cfg(), Generation: gen, Wait: wait}
+	return workflow.PollInput{Action: workflow.ActionPoll, OperationID: op.ID, Tenant: stagetest.Tenant, Config: stagetest.RunConfig(), Generation: gen, Wait: wait}
 }
 
 func parkIn(op *ledger.Operation, token string, seller workflow.SellerOutput) workflow.CallbackInput {
-	return workflow.CallbackInput{Action: workflow.ActionPark, OperationID: op.ID, Tenant: tenant, Config: cfg(),
+	return workflow.CallbackInput{Action: workflow.ActionPark, OperationID: op.ID, Tenant: stagetest.Tenant, Config: stagetest.RunConfig(),
 		TaskToken: token, Wait: seller.Next, Seller: &seller}
 }
 
 func TestParkStoresToken(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	op, out := e.placed("approved,async_complete")
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	op, out := e.Placed("approved,async_complete")
 
-	if _, err := handle(t, e.pollStage.Handle, parkIn(op, "token-1", out)); err != nil {
+	if _, err := stagetest.Handle(t, e.PollStage.Handle, parkIn(op, "token-1", out)); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.op(op.ID); got.TaskToken != "token-1" {
+	if got := e.Op(op.ID); got.TaskToken != "token-1" {
 		t.Fatalf("stored token = %q", got.TaskToken)
 	}
-	if c := e.completed(); len(c) != 0 {
+	if c := e.Completed(); len(c) != 0 {
 		t.Fatalf("completed %d tokens; nothing new happened", len(c))
 	}
 }
 
 func TestParkCompletesAtOnceWhenDecisionPending(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	op, out := e.placed("approved,sync")
-	if err := e.pollStage.Park(context.Background(), parkIn(op, "token-1", out)); err != nil {
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	op, out := e.Placed("approved,sync")
+	if err := e.PollStage.Park(context.Background(), parkIn(op, "token-1", out)); err != nil {
 		t.Fatal(err)
 	}
-	c := e.completed()
+	c := e.Completed()
 	if len(c) != 1 || c[0].Token != "token-1" || c[0].Output != out {
 		t.Fatalf("completions = %+v", c)
 	}
@@ -52,29 +53,29 @@ func TestParkCompletesAtOnceWhenDecisionPending(t *testing.T) {
 
 func TestParkAfterWebhookCompletesTokenItself(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	op, out := e.placed("approved,async_complete")
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	op, out := e.Placed("approved,async_complete")
 	// The webhook recorded the completion before the park (the lost-wakeup race).
 	mb := "mb_from_webhook"
-	if _, err := e.store.Transition(context.Background(), tenant, op.ID, workflow.StatusCompleted, ledger.AnyVersion,
-		ledger.Changes{MediaBuyID: &mb, Actor: "seller:" + sellerID, EventType: "webhook"}); err != nil {
+	if _, err := e.Store.Transition(context.Background(), stagetest.Tenant, op.ID, workflow.StatusCompleted, ledger.AnyVersion,
+		ledger.Changes{MediaBuyID: &mb, Actor: "seller:" + stagetest.SellerID, EventType: "webhook"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.pollStage.Park(context.Background(), parkIn(op, "token-1", out)); err != nil {
+	if err := e.PollStage.Park(context.Background(), parkIn(op, "token-1", out)); err != nil {
 		t.Fatal(err)
 	}
-	c := e.completed()
+	c := e.Completed()
 	if len(c) != 1 || c[0].Token != "token-1" || c[0].Output.Status != workflow.StatusCompleted || !c[0].Output.Terminal || c[0].Output.Next != out.Next {
 		t.Fatalf("completions = %+v", c)
 	}
 	// The webhook computes the same output from the ledger.
-	if w := sellertask.WakeOutput(e.op(op.ID), out.Next, cfg(), e.clock.Now()); w != c[0].Output {
+	if w := sellertask.WakeOutput(e.Op(op.ID), out.Next, stagetest.RunConfig(), e.Clock.Now()); w != c[0].Output {
 		t.Fatalf("WakeOutput = %+v, park sent %+v", w, c[0].Output)
 	}
-	if e.op(op.ID).TaskToken != "" {
+	if e.Op(op.ID).TaskToken != "" {
 		t.Fatal("the completed token is still stored")
 	}
-	evs := events(t, e, op.ID)
+	evs := stagetest.Events(t, e, op.ID)
 	if last := evs[len(evs)-1]; last.Type != ledger.EventWake {
 		t.Fatalf("last event %s, want the park's wake", last.Type)
 	}
@@ -87,10 +88,10 @@ func TestParkAfterWebhookCompletesTokenItself(t *testing.T) {
 
 func TestWakeOutputWithoutWaitRebuildsFromOperation(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	op, out := e.placed("approved,async_complete")
-	w := sellertask.WakeOutput(op, workflow.WaitState{}, cfg(), e.clock.Now())
-	if w.Next.DeadlineUnix != out.Next.DeadlineUnix || w.Next.IntervalSeconds != cfg().PollMaxSeconds || w.NeedsDecision() {
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	op, out := e.Placed("approved,async_complete")
+	w := sellertask.WakeOutput(op, workflow.WaitState{}, stagetest.RunConfig(), e.Clock.Now())
+	if w.Next.DeadlineUnix != out.Next.DeadlineUnix || w.Next.IntervalSeconds != stagetest.RunConfig().PollMaxSeconds || w.NeedsDecision() {
 		t.Fatalf("WakeOutput = %+v, create said %+v", w, out)
 	}
 }
@@ -99,79 +100,79 @@ func TestWakeOutputWithoutWaitRebuildsFromOperation(t *testing.T) {
 // the same for every seller (the sweep, not this loop, notices a finished task quickly).
 func TestPollSafetyNetInterval(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	op, out := e.placed("approved,async_complete")
-	got, err := e.pollStage.PollSeller(context.Background(), pollIn(op, out.Next, 0))
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	op, out := e.Placed("approved,async_complete")
+	got, err := e.PollStage.PollSeller(context.Background(), pollIn(op, out.Next, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !safetyNet(got.Next.IntervalSeconds) || got.Next.Round != 1 {
+	if !stagetest.SafetyNet(got.Next.IntervalSeconds) || got.Next.Round != 1 {
 		t.Fatalf("next %+v, want one safety-net interval", got.Next)
 	}
 }
 
 func TestPollWorkingWaitsAgain(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	op, out := e.placed("approved,async_complete")
-	task := e.seller.Tasks()[0].ID
-	if _, err := e.seller.Advance(task); err != nil { // → working
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	op, out := e.Placed("approved,async_complete")
+	task := e.Seller.Tasks()[0].ID
+	if _, err := e.Seller.Advance(task); err != nil { // → working
 		t.Fatal(err)
 	}
-	raw, err := handle(t, e.pollStage.Handle, pollIn(op, out.Next, 0))
+	raw, err := stagetest.Handle(t, e.PollStage.Handle, pollIn(op, out.Next, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := raw.(workflow.SellerOutput)
-	if got.Status != workflow.StatusWorking || got.NeedsDecision() || got.Next.Round != 1 || !safetyNet(got.Next.IntervalSeconds) {
+	if got.Status != workflow.StatusWorking || got.NeedsDecision() || got.Next.Round != 1 || !stagetest.SafetyNet(got.Next.IntervalSeconds) {
 		t.Fatalf("output = %+v, want working with another safety-net interval", got)
 	}
-	if e.op(op.ID).Status != workflow.StatusWorking {
-		t.Fatalf("status = %s", e.op(op.ID).Status)
+	if e.Op(op.ID).Status != workflow.StatusWorking {
+		t.Fatalf("status = %s", e.Op(op.ID).Status)
 	}
 	// Each poll takes a fresh idempotency key.
-	if _, err := e.pollStage.PollSeller(context.Background(), pollIn(op, got.Next, 0)); err != nil {
+	if _, err := e.PollStage.PollSeller(context.Background(), pollIn(op, got.Next, 0)); err != nil {
 		t.Fatal(err)
 	}
-	polls := e.seller.CallsTo("get_task_status")
-	if len(polls) != 2 || lastArgs(t, polls[:1])["idempotency_key"] == lastArgs(t, polls)["idempotency_key"] {
+	polls := e.Seller.CallsTo("get_task_status")
+	if len(polls) != 2 || stagetest.LastArgs(t, polls[:1])["idempotency_key"] == stagetest.LastArgs(t, polls)["idempotency_key"] {
 		t.Fatal("polls reuse an idempotency key")
 	}
 }
 
 func TestPollCompletedIsTerminal(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	op, out := e.placed("approved,async_complete")
-	task := e.seller.Tasks()[0].ID
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	op, out := e.Placed("approved,async_complete")
+	task := e.Seller.Tasks()[0].ID
 	for range 2 {
-		if _, err := e.seller.Advance(task); err != nil {
+		if _, err := e.Seller.Advance(task); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got, err := e.pollStage.PollSeller(context.Background(), pollIn(op, out.Next, 0))
+	got, err := e.PollStage.PollSeller(context.Background(), pollIn(op, out.Next, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Status != workflow.StatusCompleted || !got.Terminal {
 		t.Fatalf("output = %+v", got)
 	}
-	if o := e.op(op.ID); o.Status != workflow.StatusCompleted || o.MediaBuyID == "" {
+	if o := e.Op(op.ID); o.Status != workflow.StatusCompleted || o.MediaBuyID == "" {
 		t.Fatalf("operation = %+v", o)
 	}
 }
 
 func TestPollSellerFailedIsTerminal(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	op, out := e.placed("approved,async_fail")
-	task := e.seller.Tasks()[0].ID
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	op, out := e.Placed("approved,async_fail")
+	task := e.Seller.Tasks()[0].ID
 	for range 2 {
-		if _, err := e.seller.Advance(task); err != nil {
+		if _, err := e.Seller.Advance(task); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got, err := e.pollStage.PollSeller(context.Background(), pollIn(op, out.Next, 0))
+	got, err := e.PollStage.PollSeller(context.Background(), pollIn(op, out.Next, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,58 +180,58 @@ func TestPollSellerFailedIsTerminal(t *testing.T) {
 		t.Fatalf("output = %+v", got)
 	}
 	// RecordFailure then reports failed to governance.
-	res, err := e.govStage.Fail(context.Background(), workflow.OutcomeInput{OperationID: op.ID, Tenant: tenant,
+	res, err := e.GovStage.Fail(context.Background(), workflow.OutcomeInput{OperationID: op.ID, Tenant: stagetest.Tenant,
 		Failure: &workflow.StepError{Error: workflow.FailureSellerDidNotComplete, Cause: "seller failed"}})
 	if err != nil || res.Status != workflow.StatusFailed || !res.Reported {
 		t.Fatalf("fail = %+v, %v", res, err)
 	}
-	args := lastArgs(t, e.gov.CallsTo("report_plan_outcome"))
+	args := stagetest.LastArgs(t, e.Gov.CallsTo("report_plan_outcome"))
 	if rerr, _ := args["error"].(map[string]any); args["outcome"] != "failed" || rerr["code"] != "PRODUCT_UNAVAILABLE" {
 		t.Fatalf("report = %v, want the seller's code", args)
 	}
-	if o := e.op(op.ID); o.ErrorCode != "PRODUCT_UNAVAILABLE" || !strings.Contains(o.Reason, "PRODUCT_UNAVAILABLE") {
+	if o := e.Op(op.ID); o.ErrorCode != "PRODUCT_UNAVAILABLE" || !strings.Contains(o.Reason, "PRODUCT_UNAVAILABLE") {
 		t.Fatalf("operation reason %q code %q", o.Reason, o.ErrorCode)
 	}
 }
 
 func TestPollLateStatusNeverOverwritesNewer(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	op, out := e.placed("approved,async_complete")
-	task := e.seller.Tasks()[0].ID
-	if _, err := e.seller.Advance(task); err != nil { // the seller says working
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	op, out := e.Placed("approved,async_complete")
+	task := e.Seller.Tasks()[0].ID
+	if _, err := e.Seller.Advance(task); err != nil { // the seller says working
 		t.Fatal(err)
 	}
 	// While the poll is in flight, a webhook records the completion.
 	var once atomic.Bool
-	e.api.beforePoll = func() {
+	e.AdCP.BeforePoll = func() {
 		if once.CompareAndSwap(false, true) {
 			mb := "mb_from_webhook"
-			if _, err := e.store.Transition(context.Background(), tenant, op.ID, workflow.StatusCompleted, ledger.AnyVersion,
-				ledger.Changes{MediaBuyID: &mb, Actor: "seller:" + sellerID, EventType: "webhook"}); err != nil {
+			if _, err := e.Store.Transition(context.Background(), stagetest.Tenant, op.ID, workflow.StatusCompleted, ledger.AnyVersion,
+				ledger.Changes{MediaBuyID: &mb, Actor: "seller:" + stagetest.SellerID, EventType: "webhook"}); err != nil {
 				t.Error(err)
 			}
 		}
 	}
-	got, err := e.pollStage.PollSeller(context.Background(), pollIn(op, out.Next, 0))
+	got, err := e.PollStage.PollSeller(context.Background(), pollIn(op, out.Next, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Status != workflow.StatusCompleted || !got.Terminal {
 		t.Fatalf("output = %+v, want the ledger's completed", got)
 	}
-	if o := e.op(op.ID); o.Status != workflow.StatusCompleted || o.MediaBuyID != "mb_from_webhook" {
+	if o := e.Op(op.ID); o.Status != workflow.StatusCompleted || o.MediaBuyID != "mb_from_webhook" {
 		t.Fatalf("operation = %+v", o)
 	}
 }
 
 func TestPollDeadlineExceeded(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	op, out := e.placed("approved,async_complete")
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	op, out := e.Placed("approved,async_complete")
 	wait := out.Next
-	wait.DeadlineUnix = e.clock.Now().Add(-time.Second).Unix()
-	got, err := e.pollStage.PollSeller(context.Background(), pollIn(op, wait, 0))
+	wait.DeadlineUnix = e.Clock.Now().Add(-time.Second).Unix()
+	got, err := e.PollStage.PollSeller(context.Background(), pollIn(op, wait, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,21 +239,21 @@ func TestPollDeadlineExceeded(t *testing.T) {
 		t.Fatalf("output = %+v, want deadline_exceeded", got)
 	}
 	// Park hands the same decision on at once.
-	if err := e.pollStage.Park(context.Background(), parkIn(op, "token-1", got)); err != nil {
+	if err := e.PollStage.Park(context.Background(), parkIn(op, "token-1", got)); err != nil {
 		t.Fatal(err)
 	}
-	if c := e.completed(); len(c) != 1 || !c[0].Output.DeadlineExceeded {
+	if c := e.Completed(); len(c) != 1 || !c[0].Output.DeadlineExceeded {
 		t.Fatalf("completions = %+v", c)
 	}
 }
 
 func TestPollLoopBudgetContinuesAsNew(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	op, out := e.placed("approved,async_complete")
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	op, out := e.Placed("approved,async_complete")
 	wait := out.Next
-	wait.Round = cfg().LoopBudget - 1
-	got, err := e.pollStage.PollSeller(context.Background(), pollIn(op, wait, 2))
+	wait.Round = stagetest.RunConfig().LoopBudget - 1
+	got, err := e.PollStage.PollSeller(context.Background(), pollIn(op, wait, 2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,42 +265,42 @@ func TestPollLoopBudgetContinuesAsNew(t *testing.T) {
 
 func TestHandlersRefuseBadInput(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	_, err := handle(t, e.pollStage.Handle, map[string]any{"action": "nope"})
-	wantBare(t, err, "InvalidInputError")
-	_, err = handle(t, e.govStage.Handle, workflow.StageInput{Action: workflow.ActionCheck, OperationID: "missing", Tenant: tenant, Config: cfg()})
-	wantBare(t, err, "NotFoundError")
-	_, err = handle(t, e.createStage.Handle, workflow.StageInput{Action: workflow.ActionCreate, OperationID: "x", Tenant: tenant})
-	wantBare(t, err, "InvalidInputError")
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	_, err := stagetest.Handle(t, e.PollStage.Handle, map[string]any{"action": "nope"})
+	stagetest.WantBare(t, err, "InvalidInputError")
+	_, err = stagetest.Handle(t, e.GovStage.Handle, workflow.StageInput{Action: workflow.ActionCheck, OperationID: "missing", Tenant: stagetest.Tenant, Config: stagetest.RunConfig()})
+	stagetest.WantBare(t, err, "NotFoundError")
+	_, err = stagetest.Handle(t, e.CreateStage.Handle, workflow.StageInput{Action: workflow.ActionCreate, OperationID: "x", Tenant: stagetest.Tenant})
+	stagetest.WantBare(t, err, "InvalidInputError")
 }
 
 func TestPollAfterSellerInputApprovedDoesNotAskAgain(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
-	op, out := e.placed("approved,input_required")
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	op, out := e.Placed("approved,input_required")
 	// notify moved the operation to awaiting_approval; the approver said yes.
-	if _, err := e.store.Transition(context.Background(), tenant, op.ID, workflow.StatusAwaitingApproval, ledger.AnyVersion,
+	if _, err := e.Store.Transition(context.Background(), stagetest.Tenant, op.ID, workflow.StatusAwaitingApproval, ledger.AnyVersion,
 		ledger.Changes{Actor: "system"}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := e.pollStage.PollSeller(context.Background(), pollIn(op, out.Next, 0))
+	got, err := e.PollStage.PollSeller(context.Background(), pollIn(op, out.Next, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.NeedsDecision() || got.Status != workflow.StatusAwaitingApproval {
 		t.Fatalf("output = %+v: a seller still saying input-required must not ask the approver again", got)
 	}
-	task := e.seller.Tasks()[0].ID
+	task := e.Seller.Tasks()[0].ID
 	for range 2 { // working, completed
-		if _, err := e.seller.Advance(task); err != nil {
+		if _, err := e.Seller.Advance(task); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got, err = e.pollStage.PollSeller(context.Background(), pollIn(op, got.Next, 0))
+	got, err = e.PollStage.PollSeller(context.Background(), pollIn(op, got.Next, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != workflow.StatusCompleted || !got.Terminal || e.op(op.ID).MediaBuyID == "" {
-		t.Fatalf("output = %+v, operation %+v", got, e.op(op.ID))
+	if got.Status != workflow.StatusCompleted || !got.Terminal || e.Op(op.ID).MediaBuyID == "" {
+		t.Fatalf("output = %+v, operation %+v", got, e.Op(op.ID))
 	}
 }

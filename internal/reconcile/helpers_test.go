@@ -21,6 +21,7 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/adcptest"
+	"github.com/buyflow/buyflow/internal/clocktest"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
@@ -36,24 +37,6 @@ const (
 )
 
 var opSeq atomic.Int64
-
-// clock is the ledger's, the seller's and the sweep's clock: real time plus an offset.
-type clock struct {
-	mu     sync.Mutex
-	offset time.Duration
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Now().Add(c.offset).UTC()
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.offset += d
-	c.mu.Unlock()
-}
 
 // completion is one recorded Succeed.
 type completion struct {
@@ -119,7 +102,7 @@ type env struct {
 	seller *adcptest.Seller
 	client *adcp.Client
 	api    *hookAdCP
-	clock  *clock
+	clock  *clocktest.Clock
 	out    bytes.Buffer // EMF lines of every run
 
 	mu          sync.Mutex
@@ -129,7 +112,7 @@ type env struct {
 func newEnv(t *testing.T, so adcptest.SellerOptions) *env {
 	t.Helper()
 	db, table := dynamotest.Start(t)
-	clk := &clock{}
+	clk := clocktest.Real()
 	store := ledger.New(db, table)
 	store.Now = clk.Now
 	so.Now = clk.Now

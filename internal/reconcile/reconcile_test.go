@@ -19,6 +19,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcptest"
+	"github.com/buyflow/buyflow/internal/clocktest"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/reconcile"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -490,7 +491,7 @@ func TestTimeBudgetStopsInTheComparePhaseAndResumesAfterTheLastOperation(t *test
 // pollCost advances the clock a minute per direct poll.
 type pollCost struct {
 	*hookAdCP
-	clock *clock
+	clock *clocktest.Clock
 }
 
 func (p *pollCost) GetTaskStatus(ctx context.Context, agentID string, req adcp.GetTaskStatusRequest) (*adcp.TaskStatusResult, error) {

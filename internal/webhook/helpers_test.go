@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/buyflow/buyflow/internal/clocktest"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/webhook"
@@ -36,26 +37,6 @@ const (
 	sellerHMAC = "seller-hmac"
 	hmacSecret = "0123456789abcdef0123456789abcdef-hmac"
 )
-
-// clock is a settable clock shared by the ledger, the verifiers, the signers and the service.
-// It is far in the future: kumo's TTL reaper runs on the real clock and must never delete the
-// receipts and nonces a test relies on.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // wakeCall is one SendTaskSuccess the fake completer received.
 type wakeCall struct {
@@ -97,7 +78,7 @@ func (c *completer) Calls() []wakeCall {
 type env struct {
 	t      testing.TB
 	ctx    context.Context
-	clock  *clock
+	clock  *clocktest.Clock
 	api    *dynamodb.Client
 	table  string
 	store  *ledger.Store
@@ -130,7 +111,9 @@ func newEnv(t testing.TB) *env { return newEnvWith(t, nil) }
 func newEnvWith(t testing.TB, adjust func(*webhook.Config)) *env {
 	t.Helper()
 	api, table := dynamotest.Start(t)
-	clk := &clock{t: time.Date(2099, 1, 1, 12, 0, 0, 0, time.UTC)}
+	// Far in the future: kumo's TTL reaper runs on the real clock and must never delete the
+	// receipts and nonces a test relies on.
+	clk := clocktest.At(time.Date(2099, 1, 1, 12, 0, 0, 0, time.UTC))
 	store := ledger.New(api, table)
 	store.Now = clk.Now
 	_, key, err := ed25519.GenerateKey(rand.Reader)

@@ -15,31 +15,16 @@ import (
 // emfPoint is one metric of one EMF line.
 type emfPoint = metricstest.Point
 
-// metricsEnv is newEnv with a recorder writing to emf.
-func metricsEnv(t *testing.T) (*env, *metrics.Recorder, *syncBuffer) {
+// metricsEnv is newEnv with a metrics recorder; the sink's Flush returns what one invocation
+// recorded.
+func metricsEnv(t *testing.T) (*env, *metricstest.Sink) {
 	t.Helper()
-	emf := &syncBuffer{}
-	var rec *metrics.Recorder
+	var sink *metricstest.Sink
 	e := newEnvWith(t, func(c *webhook.Config) {
-		rec = metrics.New(emf, metrics.Namespace, c.Now)
-		c.Metrics = rec
+		sink = metricstest.NewSink(t, c.Now)
+		c.Metrics = sink.Recorder
 	})
-	return e, rec, emf
-}
-
-// flushEMF flushes rec (one invocation's metrics) and returns what it wrote to emf by metric
-// name, checking each line's EMF shape: _aws.Timestamp, one directive in the Buyflow
-// namespace, dimension keys that are root strings and declared metrics present at the root.
-func flushEMF(t *testing.T, rec *metrics.Recorder, emf *syncBuffer) map[string][]emfPoint {
-	t.Helper()
-	if err := rec.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	out := emf.String()
-	emf.mu.Lock()
-	emf.b.Reset()
-	emf.mu.Unlock()
-	return metricstest.Parse(t, out)
+	return e, sink
 }
 
 // wantCount asserts the count metric name with exactly dims (nil: none) is n and is the only
@@ -68,13 +53,13 @@ func TestSignatureFailuresRecordTheirCode(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			e, rec, emf := metricsEnv(t)
+			e, m := metricsEnv(t)
 			e.op("op-1", c.seller, true)
 			resp := e.deliver(c.id, c.seller, payload(c.id, "completed", key("a")), c.opts)
 			if resp.StatusCode != http.StatusUnauthorized {
 				t.Fatalf("answer = %d %s", resp.StatusCode, resp.Body)
 			}
-			got := flushEMF(t, rec, emf)
+			got := m.Flush()
 			// Two series of the one metric: by Code (the dashboard) and with no dimension
 			// (the alarm, which needs one exact dimension set).
 			ps := got[metrics.WebhookSignatureFailures]
@@ -107,7 +92,7 @@ func TestSignatureFailuresRecordTheirCode(t *testing.T) {
 }
 
 func TestOtherRefusalsAreNoSignatureFailures(t *testing.T) {
-	e, rec, emf := metricsEnv(t)
+	e, m := metricsEnv(t)
 	e.op("op-1", seller9421, true)
 	p := payload("op-1", "completed", key("a"))
 	p["token"] = "tok-op-2-0123456789"
@@ -119,7 +104,7 @@ func TestOtherRefusalsAreNoSignatureFailures(t *testing.T) {
 	if resp := e.post(req); resp.StatusCode != http.StatusUnsupportedMediaType {
 		t.Fatalf("text/plain = %d", resp.StatusCode)
 	}
-	got := flushEMF(t, rec, emf)
+	got := m.Flush()
 	if _, ok := got[metrics.WebhookSignatureFailures]; ok || len(got) != 1 {
 		t.Errorf("403 and 415 refusals recorded %v", got)
 	}
@@ -136,14 +121,14 @@ func TestOtherRefusalsAreNoSignatureFailures(t *testing.T) {
 }
 
 func TestDuplicatesAreCounted(t *testing.T) {
-	e, rec, emf := metricsEnv(t)
+	e, m := metricsEnv(t)
 	e.op("op-1", sellerHMAC, true)
 	for i := range 3 {
 		resp := e.deliver("op-1", sellerHMAC, payload("op-1", "working", key("a")), signOpts{})
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("delivery %d = %d %s", i, resp.StatusCode, resp.Body)
 		}
-		got := flushEMF(t, rec, emf)
+		got := m.Flush()
 		if i == 0 {
 			if _, ok := got[metrics.WebhookDuplicates]; ok {
 				t.Errorf("the first delivery counted as a duplicate: %v", got)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/agents"
+	"github.com/buyflow/buyflow/internal/clocktest"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/webhook"
 	"github.com/buyflow/buyflow/internal/webhookauth"
@@ -60,7 +61,7 @@ func TestRotatedInlineKeyIsPickedUpOnFirstUse(t *testing.T) {
 	if _, err := store.Add(ctx, seller, "ops", agents.ActionAdded); err != nil {
 		t.Fatal(err)
 	}
-	clk := &clock{t: time.Now()}
+	clk := clocktest.At(time.Now())
 	src := &countingLister{Source: store}
 	cache := agents.NewCache(src)
 	cache.Now = clk.Now

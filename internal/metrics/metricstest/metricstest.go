@@ -4,9 +4,13 @@ package metricstest
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"maps"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/buyflow/buyflow/internal/metrics"
 )
@@ -65,4 +69,55 @@ func Parse(t testing.TB, out string) map[string][]Point {
 		}
 	}
 	return got
+}
+
+// Find returns the point of metric name whose dimensions are exactly dims (nil: none).
+func Find(got map[string][]Point, name string, dims map[string]string) (Point, bool) {
+	if dims == nil {
+		dims = map[string]string{}
+	}
+	for _, p := range got[name] {
+		if maps.Equal(p.Dims, dims) {
+			return p, true
+		}
+	}
+	return Point{}, false
+}
+
+// Sink holds a Recorder that writes into memory, so a test reads back what each step recorded.
+type Sink struct {
+	// Recorder is what the code under test records into.
+	Recorder *metrics.Recorder
+
+	t   testing.TB
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// NewSink returns a Sink whose Recorder, in the Buyflow namespace, reads the time from now.
+func NewSink(t testing.TB, now func() time.Time) *Sink {
+	s := &Sink{t: t}
+	s.Recorder = metrics.New(s, metrics.Namespace, now)
+	return s
+}
+
+// Write takes the Recorder's lines; handlers may flush concurrently.
+func (s *Sink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+// Flush flushes the Recorder (as the end of one invocation does) and returns, parsed as Parse
+// does, what it wrote since the last Flush.
+func (s *Sink) Flush() map[string][]Point {
+	s.t.Helper()
+	if err := s.Recorder.Flush(); err != nil {
+		s.t.Fatal(err)
+	}
+	s.mu.Lock()
+	out := s.buf.String()
+	s.buf.Reset()
+	s.mu.Unlock()
+	return Parse(s.t, out)
 }
