@@ -40,12 +40,8 @@ func BenchmarkRacingWrites(b *testing.B) {
 	}()
 	for _, writers := range []int{1, 2, 4, 8} {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
-			client, table, conflicts := dynamotest.StartConflicting(b, 5*time.Millisecond)
-			s := ledger.New(client, table)
+			s, conflicts := racingStore(b, 5*time.Millisecond)
 			ctx := context.Background()
-			if _, err := s.CreateOperation(ctx, newOp("op-1")); err != nil {
-				b.Fatal(err)
-			}
 			var (
 				mu   sync.Mutex
 				took []time.Duration

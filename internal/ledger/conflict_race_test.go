@@ -13,6 +13,19 @@ import (
 	"github.com/buyflow/buyflow/internal/ledger"
 )
 
+// racingStore is a Store over a fresh table behind an endpoint that refuses racing writes as
+// DynamoDB does, each transaction holding its items for hold, with operation op-1 created.
+func racingStore(tb testing.TB, hold time.Duration) (*ledger.Store, *dynamotest.Conflicts) {
+	tb.Helper()
+	client, table, conflicts := dynamotest.StartConflicting(tb, hold)
+	s := ledger.New(client, table)
+	s.Now = clocktest.At(time.Date(2099, 1, 1, 12, 0, 0, 0, time.UTC)).Now
+	if _, err := s.CreateOperation(context.Background(), newOp("op-1")); err != nil {
+		tb.Fatal(err)
+	}
+	return s, conflicts
+}
+
 // Writers racing on one operation's partition, as a change request, the seller's webhook, the
 // buy's own run and the delivery read do right after a buy completes: every transaction of the
 // operation item and the buy state, and every single write to the operation item, through an
@@ -24,14 +37,8 @@ func TestWritesThatLoseARaceAreSentAgain(t *testing.T) {
 		t.Skip(motoNotIsolated)
 	}
 	t.Parallel()
-	client, table, conflicts := dynamotest.StartConflicting(t, 2*time.Millisecond)
-	clk := clocktest.At(time.Date(2099, 1, 1, 12, 0, 0, 0, time.UTC))
-	s := ledger.New(client, table)
-	s.Now = clk.Now
+	s, conflicts := racingStore(t, 2*time.Millisecond)
 	ctx := context.Background()
-	if _, err := s.CreateOperation(ctx, newOp("op-1")); err != nil {
-		t.Fatal(err)
-	}
 
 	const writers, rounds = 4, 10
 	var (
@@ -40,7 +47,7 @@ func TestWritesThatLoseARaceAreSentAgain(t *testing.T) {
 		begun, refusals  int
 		lastEnded        = map[string]bool{}
 		wg               sync.WaitGroup
-		expires          = clk.Now().Add(13 * time.Hour)
+		expires          = s.Now().Add(13 * time.Hour)
 		requested, ended = ledger.Event{Type: "modification_requested"}, ledger.Event{Type: "modification_ended"}
 	)
 	fail := func(what string, err error) {
