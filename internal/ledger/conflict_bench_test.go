@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -32,10 +31,10 @@ func BenchmarkRacingWrites(b *testing.B) {
 	}
 	var rows []row
 	defer func() {
-		fmt.Fprintf(os.Stdout, "\nRacing writes on one operation (TransactWriteItems held %v each)\n", 5*time.Millisecond)
-		fmt.Fprintf(os.Stdout, "%-8s %10s %10s %18s %10s\n", "writers", "p50", "p99", "refused per write", "lost")
+		fmt.Printf("\nRacing writes on one operation (TransactWriteItems held %v each)\n", 5*time.Millisecond)
+		fmt.Printf("%-8s %10s %10s %18s %10s\n", "writers", "p50", "p99", "refused per write", "lost")
 		for _, r := range rows {
-			fmt.Fprintf(os.Stdout, "%-8d %10v %10v %18.2f %9.2f%%\n", r.writers, r.p50.Round(100*time.Microsecond), r.p99.Round(100*time.Microsecond), r.refused, r.lostPct)
+			fmt.Printf("%-8d %10v %10v %18.2f %9.2f%%\n", r.writers, r.p50.Round(100*time.Microsecond), r.p99.Round(100*time.Microsecond), r.refused, r.lostPct)
 		}
 	}()
 	for _, writers := range []int{1, 2, 4, 8} {
