@@ -21,8 +21,8 @@
 //     response was lost (a 200 whose body read failed), and the retry then fails its own
 //     condition. Each write leaves a random id the retry recognises (last_write on transitions
 //     and field updates, decision_id on decisions, writer on receipts and nonces,
-//     token_cleared_by on token clears, the owner on claims; events have random keys) and then
-//     reports the success it had.
+//     token_cleared_by on token clears, the owner on claims, claimed_by on intent claims;
+//     events have random keys) and then reports the success it had.
 //   - A write that lost a race on its item is sent again before any caller sees it (conflict.go):
 //     a TransactWriteItems cancelled only with TransactionConflict (another transaction was
 //     writing one of its items), or a PutItem, UpdateItem or DeleteItem refused with
@@ -95,7 +95,13 @@
 //
 //	seller intent    pk TENANT#<t>#OP#<id>  sk INTENT#<task>
 //	  put            Put if attribute_not_exists(pk); if present, the stored intent is returned
-//	                 (created = false) and the caller must reuse its bytes and idempotency_key
+//	                 (created = false) and the caller must reuse its bytes and idempotency_key.
+//	                 A sent intent's put carries claims = 1 (the first send's claim)
+//	  claim          ClaimIntent, before a send: Update SET claims = :seen + 1, claimed_by (and
+//	                 from an unsent intent REMOVE unsent, SET created_at = now) if claims = :seen
+//	                 (attribute_not_exists(claims) for :seen = 0) AND unsent as read; else ErrConflict
+//	  release        ReleaseIntent, after a send that provably left nothing: Update SET unsent =
+//	                 true if claims = :held AND attribute_not_exists(unsent); else ErrConflict
 //	  TTL            none
 //
 //	webhook receipt  pk RECEIPT#<sha256(seller \x00 idempotency_key)>  sk RECEIPT
@@ -153,7 +159,10 @@
 //	event            pk TENANT#<t>#OP#<id>  sk EV#<at>#<process seq>-<uuid>
 //	  put            Put if attribute_not_exists(pk) (append-only; never updated or deleted);
 //	                 created and transition events are written in the same transaction as the
-//	                 operation change, so no transition exists without its event
+//	                 operation change, so no transition exists without its event;
+//	                 AppendEventWhile: TransactWriteItems[ConditionCheck status = :status on the
+//	                 operation, the Put]: a step that depends on a status is recorded only while
+//	                 the operation has it (else ErrConflict)
 //	  read           Query pk = :op AND begins_with(sk, "EV#"), consistent, ascending (time order),
 //	                 after a consistent read proving the operation is the tenant's
 //	  TTL            none (kept for years)
