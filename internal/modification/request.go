@@ -133,7 +133,9 @@ func (s *Requests) Submit(ctx context.Context, caller buy.Caller, buyID, key str
 	switch st, err := s.ledger.GetBuyState(ctx, caller.Tenant, parent.ID); {
 	case err == nil:
 		b.Revision, b.State = st.Revision, State(st.State)
-		if st.ChangeID != "" && s.cfg.Now().Before(st.ChangeExpires) {
+		// This request's own change in flight is a retry racing its first attempt, which
+		// BeginChange answers as begun; only another change refuses it.
+		if st.ChangeID != "" && st.ChangeID != id && s.cfg.Now().Before(st.ChangeExpires) {
 			b.ChangeInFlight = st.ChangeID
 		}
 	case !errors.Is(err, ledger.ErrNotFound):
