@@ -68,11 +68,11 @@ func wantConsistent(t *testing.T, c *apiclient.Client, id string) {
 		t.Errorf("outcome reports %v, want one completed", got)
 	}
 	// After the terminal status only the documented events follow: the wake that hands the
-	// status to the parked execution (when the webhook finds it parked), the outcome report
-	// and the lock release.
+	// status to the parked execution (when the webhook finds it parked), the outcome report,
+	// the lock release and, the buy being live, the sweep's delivery reads.
 	end := slices.IndexFunc(evs, func(e apiclient.Event) bool { return e.To == "completed" })
 	for _, e := range evs[end+1:] {
-		if e.Type != "wake" && e.Type != "outcome_report" && e.Type != "lock_released" {
+		if !slices.Contains([]string{"wake", "outcome_report", "lock_released", "delivery"}, e.Type) {
 			t.Errorf("event %s after completed", e.Type)
 		}
 	}

@@ -130,7 +130,7 @@ func New(opts Options) (*Client, error) {
 // (in.Attempt > 0) is refused with a terminal *Error when the agent declares
 // no replay window or the intent is older than it, and a transient failure of
 // a first attempt at such an agent is reported as terminal, because it cannot
-// be retried safely.
+// be retried safely (unless NotSent says nothing left).
 //
 // Send returns the extracted Response even when the payload reports a failure;
 // use the typed helpers (CreateMediaBuy, ...) or Response.Failure to read it.
@@ -151,7 +151,7 @@ func (c *Client) Send(ctx context.Context, agentID string, in Intent) (*Response
 	}
 	caps, err := c.Capabilities(ctx, agentID)
 	if err != nil {
-		return nil, fmt.Errorf("adcp: %s at %s: read capabilities first: %w", in.Task, agentID, err)
+		return nil, beforeSend{fmt.Errorf("adcp: %s at %s: read capabilities first: %w", in.Task, agentID, err)}
 	}
 	window, hasWindow := caps.ReplayWindow()
 	if in.Attempt > 0 {
@@ -165,8 +165,7 @@ func (c *Client) Send(ctx context.Context, agentID string, in Intent) (*Response
 		}
 	}
 	resp, err := c.callTool(ctx, agent, in.Task, json.RawMessage(in.Body))
-	var unavailable *UnavailableError
-	if err != nil && !hasWindow && Decide(err) == DecisionRetry && !errors.As(err, &unavailable) {
+	if err != nil && !hasWindow && Decide(err) == DecisionRetry && !NotSent(err) {
 		return nil, noReplayWindow(agentID, in.Task, err)
 	}
 	return resp, err
@@ -352,8 +351,8 @@ func (c *Client) withSession(ctx context.Context, agent Agent, what string, fn f
 	token, err := c.opts.Credentials.Token(ctx, agent.CredentialRef)
 	if err != nil {
 		// The error text of a resolver must not contain the secret; we add only the ref.
-		return &Error{Kind: KindLocal, Agent: agent.ID, Tool: what, Recovery: RecoveryTransient,
-			Message: "resolve credential " + agent.CredentialRef, Err: err}
+		return beforeSend{&Error{Kind: KindLocal, Agent: agent.ID, Tool: what, Recovery: RecoveryTransient,
+			Message: "resolve credential " + agent.CredentialRef, Err: err}}
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
 	defer cancel()

@@ -72,6 +72,21 @@ func (e *UnavailableError) Error() string {
 		e.Agent, e.Since.UTC().Format(time.RFC3339), e.RetryAt.UTC().Format(time.RFC3339))
 }
 
+// NotSent reports whether err proves that the call it came from sent nothing to the agent:
+// the Guard refused it (an *UnavailableError: the agent's circuit breaker is open), the
+// schemas refused the request (a *ValidationError), or the client failed before it opened a
+// connection (the agent's capabilities, read before a mutating call, or its credential could
+// not be had). A caller that wrote a mutating call ahead may then forget that it might have
+// been sent. Any other error may have reached the agent.
+func NotSent(err error) bool {
+	return errors.As(err, new(*UnavailableError)) || errors.As(err, new(*ValidationError)) || errors.As(err, new(beforeSend))
+}
+
+// beforeSend marks an error the client met before any byte of the call left (NotSent).
+type beforeSend struct{ error }
+
+func (e beforeSend) Unwrap() error { return e.error }
+
 // maxRetryAfter is the clamp the spec asks clients to apply to retry_after.
 const maxRetryAfter = time.Hour
 

@@ -68,3 +68,58 @@ func TestGuardSeesEveryExchangeAndARefusalSendsNothing(t *testing.T) {
 		t.Fatalf("tools/list while refused: %v", err)
 	}
 }
+
+// NotSent is true only for failures before anything left: the guard's refusal, a capabilities
+// read that failed before a mutating call, a credential that could not be had. The agent's
+// own transient error is not, and at an agent without a replay window only that one is
+// reported terminal (it may have been executed).
+func TestNotSentOnlyWhenNothingLeft(t *testing.T) {
+	capsDown := true
+	var mu sync.Mutex
+	agent := newFakeAgent(t, map[string]toolFunc{
+		ToolGetAdCPCapabilities: func(args json.RawMessage) (*mcp.CallToolResult, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if capsDown {
+				return toolError(`{"code":"SERVICE_UNAVAILABLE","message":"down"}`)
+			}
+			return capsTool(capsNoReplay)(args)
+		},
+		ToolCreateMediaBuy: func(json.RawMessage) (*mcp.CallToolResult, error) {
+			return toolError(`{"code":"SERVICE_UNAVAILABLE","message":"down"}`)
+		},
+	})
+	clock := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c := newTestClient(t, clock, map[string]string{"s1": agent.URL()})
+	g := &recordingGuard{}
+	c.opts.Guard = g
+	in := mustIntent(t, ToolCreateMediaBuy, validCreate(), clock.Now())
+	ctx := context.Background()
+
+	g.refuse = &UnavailableError{Agent: "s1", Since: clock.Now(), RetryAt: clock.Now().Add(time.Minute)}
+	if _, err := c.CreateMediaBuy(ctx, "s1", in); !NotSent(err) || Decide(err) != DecisionRetry {
+		t.Fatalf("refused by the guard: NotSent false or not retryable: %v", err)
+	}
+	g.refuse = nil
+	_, err := c.CreateMediaBuy(ctx, "s1", in)
+	if !NotSent(err) || Decide(err) != DecisionRetry || len(agent.Calls(ToolCreateMediaBuy)) != 0 {
+		t.Fatalf("capabilities down: NotSent %v, decision %v, %d creates sent: %v", NotSent(err), Decide(err), len(agent.Calls(ToolCreateMediaBuy)), err)
+	}
+	mu.Lock()
+	capsDown = false
+	mu.Unlock()
+	_, err = c.CreateMediaBuy(ctx, "s1", in)
+	var ae *Error
+	if NotSent(err) || !errors.As(err, &ae) || ae.Code != CodeNoReplayWindow || len(agent.Calls(ToolCreateMediaBuy)) != 1 {
+		t.Fatalf("the agent's own transient error at an agent without a replay window: NotSent %v, %v", NotSent(err), err)
+	}
+
+	creds := newTestClient(t, clock, map[string]string{"s1": agent.URL()})
+	creds.opts.Credentials = CredentialsFunc(func(context.Context, string) (string, error) { return "", errors.New("secrets manager down") })
+	if _, err := creds.GetMediaBuys(ctx, "s1", GetMediaBuysRequest{}); !NotSent(err) {
+		t.Fatalf("no credential: NotSent false: %v", err)
+	}
+	if NotSent(errors.New("connection reset")) || NotSent(nil) {
+		t.Fatal("NotSent of an error that may have been sent")
+	}
+}

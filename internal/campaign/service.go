@@ -307,7 +307,7 @@ func (s *Service) Events(ctx context.Context, tenant, id string) (EventPage, err
 		return EventPage{}, fmt.Errorf("campaign: encode event detail: %w", err)
 	}
 	out := EventPage{Items: []EventView{{EventView: buy.EventView{
-		At: rec.CreatedAt.UTC().Format(time.RFC3339Nano), Type: "campaign_submitted", Actor: rec.Requester,
+		At: rec.CreatedAt.UTC().Format(time.RFC3339Nano), Type: ledger.EventCampaignSubmitted, Actor: rec.Requester,
 		Amount: rec.BudgetTotal + " " + rec.Currency, Detail: detail,
 	}}}}
 	// The campaign's own timeline: its one approval's request, views and decision.

@@ -81,13 +81,13 @@ func (s *Create) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (wo
 	if err != nil {
 		return workflow.SellerOutput{}, err
 	}
-	intent, existed, err := s.FixIntent(ctx, op, stage.IntentCreate, adcp.ToolCreateMediaBuy, func() (adcp.Intent, error) {
+	intent, err := s.FixIntent(ctx, op, stage.IntentCreate, adcp.ToolCreateMediaBuy, func() (adcp.Intent, error) {
 		return s.createIntent(ctx, op, req, token, now)
 	})
 	if err != nil {
 		return workflow.SellerOutput{}, err
 	}
-	if existed {
+	if intent.Resend() {
 		// A lapsed claim: an earlier attempt may have reached the seller. Look before resending.
 		out, done, err := s.reconcile(ctx, op, req, in.Config, token, now)
 		if wait, waitErr := s.Unavailable(ctx, op, in.Config, adcp.RoleSeller, adcp.ToolGetMediaBuys, err); wait != nil || waitErr != nil {
@@ -98,7 +98,8 @@ func (s *Create) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (wo
 		}
 	}
 
-	res, err := s.AdCP.CreateMediaBuy(ctx, req.SellerID, intent)
+	res, err := s.AdCP.CreateMediaBuy(ctx, req.SellerID, intent.Intent)
+	s.ReleaseUnsent(ctx, op, intent, err)
 	if wait, waitErr := s.Unavailable(ctx, op, in.Config, adcp.RoleSeller, adcp.ToolCreateMediaBuy, err); wait != nil || waitErr != nil {
 		return workflow.SellerOutput{Status: op.Status, Unavailable: wait}, waitErr
 	}
@@ -198,7 +199,10 @@ func (s *Create) checkedPayload(ctx context.Context, op *ledger.Operation, req *
 }
 
 // reconcile looks for a media buy the seller created for this operation (our echoed
-// context.operation_id) before a resend. done means the buy exists and is recorded.
+// context.operation_id) before a resend. done means nothing is to be sent: the buy exists and
+// is recorded, or another actor (the seller's webhook, the sweep) moved the operation past
+// creating meanwhile. Each check is recorded only while the operation is still creating, so
+// the timeline never shows one after the status it was asking about was gone.
 func (s *Create) reconcile(ctx context.Context, op *ledger.Operation, req *stage.Request, cfg workflow.RunConfig, token string, now time.Time) (workflow.SellerOutput, bool, error) {
 	got, err := s.AdCP.GetMediaBuys(ctx, req.SellerID, adcp.GetMediaBuysRequest{Account: req.Account()})
 	if errors.As(err, new(*adcp.UnavailableError)) {
@@ -207,8 +211,10 @@ func (s *Create) reconcile(ctx context.Context, op *ledger.Operation, req *stage
 	if err != nil {
 		s.CountAdcpError(err)
 		// A seller that cannot list falls back on its idempotency replay (same key, same bytes).
-		s.Event(ctx, op, ledger.Event{Type: ledger.EventLapsedClaimCheck, Actor: stage.SellerActor(req.SellerID), Reason: ledger.Clip(err.Error(), 300),
-			Detail: ledger.EventDetail(map[string]any{"found": false, "error_code": adcp.ErrorCode(err)})})
+		if s.checked(ctx, op, req, ledger.Event{Reason: ledger.Clip(err.Error(), 300),
+			Detail: ledger.EventDetail(map[string]any{"found": false, "error_code": adcp.ErrorCode(err)})}) {
+			return s.movedOn(ctx, op, cfg, now)
+		}
 		if adcp.Decide(err) == adcp.DecisionRetry {
 			return workflow.SellerOutput{}, false, stage.CallError("get_media_buys", err)
 		}
@@ -221,14 +227,33 @@ func (s *Create) reconcile(ctx context.Context, op *ledger.Operation, req *stage
 		if len(mb.Context) == 0 || json.Unmarshal(mb.Context, &c) != nil || c.OperationID != op.ID {
 			continue
 		}
-		s.Event(ctx, op, ledger.Event{Type: ledger.EventLapsedClaimCheck, Actor: stage.SellerActor(req.SellerID),
-			Detail: ledger.EventDetail(map[string]any{"found": true, "media_buy_id": mb.MediaBuyID, "status": mb.Status})})
+		if s.checked(ctx, op, req, ledger.Event{Detail: ledger.EventDetail(map[string]any{"found": true, "media_buy_id": mb.MediaBuyID, "status": mb.Status})}) {
+			return s.movedOn(ctx, op, cfg, now)
+		}
 		res := &adcp.MediaBuyResult{Shape: adcp.ShapeSuccess, Status: adcp.StatusCompleted, MediaBuyID: mb.MediaBuyID, MediaBuyStatus: mb.Status}
 		out, err := s.recordCreate(ctx, op, req, res, cfg, token, now)
 		return out, true, err
 	}
-	s.Event(ctx, op, ledger.Event{Type: ledger.EventLapsedClaimCheck, Actor: stage.SellerActor(req.SellerID), Detail: ledger.EventDetail(map[string]any{"found": false})})
+	if s.checked(ctx, op, req, ledger.Event{Detail: ledger.EventDetail(map[string]any{"found": false})}) {
+		return s.movedOn(ctx, op, cfg, now)
+	}
 	return workflow.SellerOutput{}, false, nil
+}
+
+// checked records a lapsed-claim check while the operation is still creating; true means
+// another actor moved it on first and nothing was recorded.
+func (s *Create) checked(ctx context.Context, op *ledger.Operation, req *stage.Request, ev ledger.Event) (moved bool) {
+	ev.Type, ev.Actor = ledger.EventLapsedClaimCheck, stage.SellerActor(req.SellerID)
+	return s.EventWhile(ctx, op, workflow.StatusCreating, ev)
+}
+
+// movedOn is the output for an operation another actor moved past creating during the check.
+func (s *Create) movedOn(ctx context.Context, op *ledger.Operation, cfg workflow.RunConfig, now time.Time) (workflow.SellerOutput, bool, error) {
+	cur, err := s.Load(ctx, op.Tenant, op.ID)
+	if err != nil {
+		return workflow.SellerOutput{}, true, err
+	}
+	return s.recorded(cur, cfg, now), true, nil
 }
 
 // recordCreate records the seller's answer forward-only and returns the first wait output.
@@ -327,7 +352,7 @@ func (s *Create) Cancel(ctx context.Context, in workflow.StageInput) (workflow.S
 		}
 		return workflow.SellerOutput{Status: cur.Status, Terminal: cur.Status.Terminal(), Reason: reason}, nil
 	}
-	intent, _, err := s.FixIntent(ctx, op, stage.IntentCancel, adcp.ToolUpdateMediaBuy, func() (adcp.Intent, error) {
+	intent, err := s.FixIntent(ctx, op, stage.IntentCancel, adcp.ToolUpdateMediaBuy, func() (adcp.Intent, error) {
 		acct := req.Account()
 		if acct == nil {
 			acct = &adcp.AccountRef{}
@@ -339,7 +364,8 @@ func (s *Create) Cancel(ctx context.Context, in workflow.StageInput) (workflow.S
 	if err != nil {
 		return workflow.SellerOutput{}, err
 	}
-	res, err := s.AdCP.UpdateMediaBuy(ctx, req.SellerID, intent)
+	res, err := s.AdCP.UpdateMediaBuy(ctx, req.SellerID, intent.Intent)
+	s.ReleaseUnsent(ctx, op, intent, err)
 	if err != nil {
 		s.CountAdcpError(err)
 		s.Event(ctx, op, ledger.Event{Type: ledger.EventCancel, Actor: stage.SellerActor(req.SellerID), Reason: ledger.Clip(err.Error(), 500),

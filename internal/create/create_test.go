@@ -116,6 +116,19 @@ func TestCreateInputRequired(t *testing.T) {
 	}
 }
 
+// committedThenCrashed checks a new sync buy and runs its first create, which dies after the
+// seller committed the buy and before the answer was recorded (crashOnce).
+func committedThenCrashed(e *stagetest.Env) *ledger.Operation {
+	e.T.Helper()
+	op := e.NewOp("approved,sync", false)
+	e.Check(op)
+	crashOnce(e, workflow.StatusCompleted)
+	if _, err := e.CreateStage.CreateMediaBuy(context.Background(), stagetest.StageIn(op, workflow.ActionCreate)); err == nil {
+		e.T.Fatal("the simulated crash did not fail the first attempt")
+	}
+	return op
+}
+
 // crashOnce makes the first transition to status to fail, as if the Lambda died after the
 // seller answered and before the answer was recorded.
 func crashOnce(e *stagetest.Env, to workflow.Status) {
@@ -159,13 +172,7 @@ func TestCreateRetryAfterCrashReusesKeyAndBytes(t *testing.T) {
 func TestCreateLapsedClaimReconciledWithoutResend(t *testing.T) {
 	t.Parallel()
 	e := stagetest.NewEnv(t, stagetest.Options{})
-	op := e.NewOp("approved,sync", false)
-	e.Check(op)
-	crashOnce(e, workflow.StatusCompleted)
-
-	if _, err := e.CreateStage.CreateMediaBuy(context.Background(), stagetest.StageIn(op, workflow.ActionCreate)); err == nil {
-		t.Fatal("the simulated crash did not fail the first attempt")
-	}
+	op := committedThenCrashed(e)
 	out := e.Create(op)
 	if !out.Terminal || out.Status != workflow.StatusCompleted {
 		t.Fatalf("output = %+v", out)

@@ -100,9 +100,6 @@ func New(l Ledger, a AdCP, cfg Config) *Reader {
 	return &Reader{ledger: l, adcp: a, cfg: cfg, log: log}
 }
 
-// EventDelivery is the timeline event of a new snapshot.
-const EventDelivery = "delivery"
-
 // Report is what one run did.
 type Report struct {
 	Read, Snapshots, OverBudget, Retired, Failed int
@@ -254,7 +251,7 @@ func (r *Reader) record(ctx context.Context, op *ledger.Operation, row adcp.Medi
 	}
 	detail, _ := json.Marshal(map[string]any{"as_of": asOf.Format(time.RFC3339), "impressions": impressions, "spend": spend,
 		"approved_budget": approved, "over_budget": over, "media_buy_status": row.Status})
-	return r.ledger.AppendEvent(ctx, op.Tenant, op.ID, ledger.Event{At: r.cfg.Now().UTC(), Type: EventDelivery, Actor: "seller:" + op.SellerID,
+	return r.ledger.AppendEvent(ctx, op.Tenant, op.ID, ledger.Event{At: r.cfg.Now().UTC(), Type: ledger.EventDelivery, Actor: "seller:" + op.SellerID,
 		Amount: spend, Currency: op.Currency, Reason: reason, Detail: detail})
 }
 

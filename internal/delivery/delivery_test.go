@@ -137,7 +137,7 @@ func TestDeliveryReadsLiveBuysOnACadence(t *testing.T) {
 	}
 	var reasons []string
 	for _, e := range evs.Items {
-		if e.Type == delivery.EventDelivery {
+		if e.Type == ledger.EventDelivery {
 			reasons = append(reasons, e.Amount+": "+e.Reason)
 		}
 	}

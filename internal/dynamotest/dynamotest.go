@@ -40,11 +40,7 @@ func Start(t testing.TB) (*dynamodb.Client, string) {
 	} else {
 		endpoint = server().URL
 	}
-	client := dynamodb.New(dynamodb.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(endpoint),
-		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
-	}, ledger.EmulatorCompat)
+	client := clientOf(endpoint)
 	name := fmt.Sprintf("ledger-%d-%d", time.Now().UnixNano(), seq.Add(1))
 	ctx := context.Background()
 	if _, err := client.CreateTable(ctx, ledger.TableSchema(name)); err != nil {
@@ -58,6 +54,16 @@ func Start(t testing.TB) (*dynamodb.Client, string) {
 		_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
 	})
 	return client, name
+}
+
+// clientOf is a DynamoDB client of the stand-in at endpoint: static dummy credentials, region
+// us-east-1, ledger.EmulatorCompat.
+func clientOf(endpoint string) *dynamodb.Client {
+	return dynamodb.New(dynamodb.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(endpoint),
+		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
+	}, ledger.EmulatorCompat)
 }
 
 // Endpoint starts the process's kumo server (once) and returns its URL, for tests that run

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/stage"
 	"github.com/buyflow/buyflow/internal/stagetest"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -61,4 +62,41 @@ func TestCheckWaitsWhileTheGovernanceBreakerIsOpen(t *testing.T) {
 	stagetest.WantBare(t, err, "TransientError") // the probe's own failure: the breaker opens again
 	_, err = stagetest.Handle(t, e.GovStage.Handle, stagetest.StageIn(op, workflow.ActionCheck))
 	stagetest.WantBare(t, err, "DeadlineExceededError")
+}
+
+// A report_plan_outcome the open breaker refused sent nothing: the intent is released, and
+// the report after the cool-down is its first send (an agent without a replay window would
+// refuse a resend for good), reaching governance once.
+func TestReportRefusedByTheBreakerIsAFirstSendLater(t *testing.T) {
+	t.Parallel()
+	e := stagetest.NewEnv(t, stagetest.Options{Breakers: json.RawMessage(`{"circuit_breaker":{"failures":3,"cooldown_seconds":120}}`)})
+	op, _ := e.Placed("approved,sync")
+	other := e.NewOp("approved", false)
+	e.Gov.FailNextHTTP(3, 503)
+	for range 3 {
+		_, err := stagetest.Handle(t, e.GovStage.Handle, stagetest.StageIn(other, workflow.ActionCheck))
+		stagetest.WantBare(t, err, "TransientError")
+	}
+	report := workflow.OutcomeInput{Action: workflow.ActionReport, OperationID: op.ID, Tenant: stagetest.Tenant}
+	_, err := stagetest.Handle(t, e.GovStage.Handle, report)
+	stagetest.WantBare(t, err, "TransientError")
+	if n := len(e.Gov.CallsTo("report_plan_outcome")); n != 0 {
+		t.Fatalf("%d reports reached governance while its breaker was open", n)
+	}
+	in, err := e.Store.GetIntent(context.Background(), stagetest.Tenant, op.ID, stage.IntentReportPrefix+"completed")
+	if err != nil || !in.Unsent {
+		t.Fatalf("report intent after the refusal: %+v, %v; want unsent", in, err)
+	}
+
+	e.Clock.Advance(121 * time.Second)
+	if _, err := stagetest.Handle(t, e.GovStage.Handle, report); err != nil {
+		t.Fatalf("report after the cool-down: %v", err)
+	}
+	calls := e.Gov.CallsTo("report_plan_outcome")
+	if len(calls) != 1 || calls[0].Replayed || stagetest.LastArgs(t, calls)["idempotency_key"] != in.IdempotencyKey {
+		t.Fatalf("%d reports reached governance, want the fixed intent once", len(calls))
+	}
+	if in, _ := e.Store.GetIntent(context.Background(), stagetest.Tenant, op.ID, stage.IntentReportPrefix+"completed"); in.Unsent || in.Claims != 2 {
+		t.Fatalf("report intent after the send: %d claims, unsent %v", in.Claims, in.Unsent)
+	}
 }

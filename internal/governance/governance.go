@@ -585,7 +585,7 @@ func undo(r *adcp.OutcomeResult) workflow.OutcomeOutput {
 
 // report sends report_plan_outcome for outcome once (intent "report_plan_outcome#<outcome>").
 func (s *Governance) report(ctx context.Context, op *ledger.Operation, req *stage.Request, outcome string, fill func(*adcp.ReportPlanOutcomeRequest)) (*adcp.OutcomeResult, error) {
-	in, _, err := s.FixIntent(ctx, op, stage.IntentReportPrefix+outcome, adcp.ToolReportPlanOutcome, func() (adcp.Intent, error) {
+	in, err := s.FixIntent(ctx, op, stage.IntentReportPrefix+outcome, adcp.ToolReportPlanOutcome, func() (adcp.Intent, error) {
 		r := adcp.ReportPlanOutcomeRequest{PlanID: req.Governance.PlanID, CheckID: op.GovernanceCheckID, PurchaseType: "media_buy",
 			Outcome: outcome, GovernanceContext: op.GovernanceContext, Context: echoContext(op, req)}
 		fill(&r)
@@ -594,7 +594,8 @@ func (s *Governance) report(ctx context.Context, op *ledger.Operation, req *stag
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.AdCP.ReportPlanOutcome(ctx, req.Governance.AgentID, in)
+	res, err := s.AdCP.ReportPlanOutcome(ctx, req.Governance.AgentID, in.Intent)
+	s.ReleaseUnsent(ctx, op, in, err)
 	if err != nil {
 		s.CountAdcpError(err)
 		s.Event(ctx, op, ledger.Event{Type: ledger.EventOutcomeReport, Actor: stage.GovernanceActor(req.Governance.AgentID),

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/topology"
 )
 
@@ -112,9 +114,21 @@ func Limit(req events.APIGatewayV2HTTPRequest) (int, *events.APIGatewayV2HTTPRes
 	return n, nil
 }
 
+// CodeConcurrentWrite is the code of the 409 that answers a write the ledger could not make
+// because other writes kept touching the same record at the same moment.
+const CodeConcurrentWrite = "concurrent_write"
+
 // Unexpected answers an error that is not a refusal: logged with the request id, never its
-// text in the body, and a 500 that says a retry with the same key is safe.
+// text in the body. A write that kept losing races in the ledger (ledger.ErrContention: it
+// applied nothing, and the ledger already sent it again) is a 409 the caller may retry at
+// once; anything else a 500. Both say that a retry with the same key is safe.
 func Unexpected(log *slog.Logger, requestID string, err error) events.APIGatewayV2HTTPResponse {
+	if errors.Is(err, ledger.ErrContention) {
+		log.Warn("request lost a write race", "requestId", requestID, "err", err)
+		resp := Error(http.StatusConflict, CodeConcurrentWrite, "other requests were writing the same records at the same moment and this one was not applied; send it again with the same Idempotency-Key (request "+requestID+")", "")
+		resp.Headers["Retry-After"] = "1"
+		return resp
+	}
 	log.Error("request failed", "requestId", requestID, "err", err)
 	return Error(500, "internal", "buyflow could not complete the request; it is safe to retry with the same Idempotency-Key (request "+requestID+")", "")
 }

@@ -96,10 +96,11 @@ func (s *Store) GetBuyState(ctx context.Context, tenant, opID string) (*BuyState
 }
 
 // BeginChange marks change changeID (of kind) in flight on the buy, creating the buy's state
-// from initial on its first change. Condition: no other change in flight (or the other one's
-// expiry has passed), and the buy not canceled. The same change begun again (a retry) succeeds.
-// A refusal is a *ChangeRefusedError with the current state. The event is written in the same
-// transaction.
+// from initial on its first change. Condition: no change in flight (or the one in flight is
+// past its expiry), and the buy not canceled. The same change begun again (a buyer's retry, or
+// the SDK's after a lost response) fails that condition and answers the state as it is, without
+// a second event. A refusal is a *ChangeRefusedError with the current state. The event is
+// written in the same transaction.
 func (s *Store) BeginChange(ctx context.Context, initial BuyState, changeID, kind string, expires time.Time, ev Event) (*BuyState, error) {
 	tenant, opID := initial.Tenant, initial.OperationID
 	if err := checkID("tenant", tenant); err != nil {
@@ -113,8 +114,7 @@ func (s *Store) BeginChange(ctx context.Context, initial BuyState, changeID, kin
 	}
 	now := s.now()
 	free := expression.AttributeNotExists(expression.Name("change_id")).
-		Or(expression.Name("change_expires").LessThan(expression.Value(now.Unix()))).
-		Or(expression.Name("change_id").Equal(expression.Value(changeID)))
+		Or(expression.Name("change_expires").LessThan(expression.Value(now.Unix())))
 	cond := expression.AttributeNotExists(expression.Name(AttrPK)).
 		Or(free.And(expression.Name("state").NotEqual(expression.Value(BuyStateCanceled))))
 	init := func(up expression.UpdateBuilder, name string, v any) expression.UpdateBuilder {
@@ -154,6 +154,9 @@ func (s *Store) BeginChange(ctx context.Context, initial BuyState, changeID, kin
 			cur, derr := decodeBuyState(item)
 			if derr != nil {
 				return nil, derr
+			}
+			if cur.ChangeID == changeID && cur.State != BuyStateCanceled {
+				return cur, nil // this very change, begun already
 			}
 			return nil, &ChangeRefusedError{Current: cur, Canceled: cur.State == BuyStateCanceled}
 		case contention:

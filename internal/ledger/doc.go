@@ -21,8 +21,26 @@
 //     response was lost (a 200 whose body read failed), and the retry then fails its own
 //     condition. Each write leaves a random id the retry recognises (last_write on transitions
 //     and field updates, decision_id on decisions, writer on receipts and nonces,
-//     token_cleared_by on token clears, the owner on claims; events have random keys) and then
-//     reports the success it had.
+//     token_cleared_by on token clears, the owner on claims, claimed_by on intent claims;
+//     events have random keys) and then reports the success it had.
+//   - A write that lost a race on its item is sent again before any caller sees it (conflict.go):
+//     a TransactWriteItems cancelled only with TransactionConflict (another transaction was
+//     writing one of its items), or a PutItem, UpdateItem or DeleteItem refused with
+//     TransactionConflictException (a transaction was writing its item). Neither applied
+//     anything, so the same request is sent again (a transaction with a new ClientRequestToken),
+//     up to 8 attempts with full jitter (10 ms doubling, at most 200 ms); still lost, it is
+//     ErrContention, which the HTTP routes answer 409 concurrent_write and the stages'
+//     transitions return as a TransientError the state machine retries. A cancellation naming
+//     ConditionalCheckFailed is never retried, whatever else it names: the condition's answer
+//     is the write's meaning.
+//   - What DynamoDB does here and the emulators do not. DynamoDB refuses racing writes to one
+//     item (above), and only to one item: writes to other items of a partition never conflict.
+//     kumo runs every write under one lock and never refuses one; moto neither, and does not
+//     isolate concurrent writers either. The tests reach the retries through
+//     dynamotest.StartConflicting, an endpoint in front of kumo that refuses racing writes as
+//     DynamoDB does. DynamoDB answers a transaction the SDK sends again (same
+//     ClientRequestToken, within ten minutes) from its first outcome without running it again;
+//     kumo and moto run it again. The writes' own-retry rule above makes both answers the same.
 //   - Timestamps inside sort keys use the fixed-width UTC layout 2006-01-02T15:04:05.000000000Z so
 //     they sort lexically; expiries that conditions compare are numbers (Unix s or ms).
 //   - ttl (Unix seconds) is the table's TTL attribute. DynamoDB deletes expired items lazily (up to
@@ -77,7 +95,13 @@
 //
 //	seller intent    pk TENANT#<t>#OP#<id>  sk INTENT#<task>
 //	  put            Put if attribute_not_exists(pk); if present, the stored intent is returned
-//	                 (created = false) and the caller must reuse its bytes and idempotency_key
+//	                 (created = false) and the caller must reuse its bytes and idempotency_key.
+//	                 A sent intent's put carries claims = 1 (the first send's claim)
+//	  claim          ClaimIntent, before a send: Update SET claims = :seen + 1, claimed_by (and
+//	                 from an unsent intent REMOVE unsent, SET created_at = now) if claims = :seen
+//	                 (attribute_not_exists(claims) for :seen = 0) AND unsent as read; else ErrConflict
+//	  release        ReleaseIntent, after a send that provably left nothing: Update SET unsent =
+//	                 true if claims = :held AND attribute_not_exists(unsent); else ErrConflict
 //	  TTL            none
 //
 //	webhook receipt  pk RECEIPT#<sha256(seller \x00 idempotency_key)>  sk RECEIPT
@@ -100,9 +124,9 @@
 //	buy state        pk TENANT#<t>#OP#<id>  sk BUY   (a placed buy after its changes)
 //	  begin change   Update SET change_id, change_kind, change_expires (unix s), the initial
 //	                 state's fields if_not_exists, if attribute_not_exists(pk) OR ((no change_id
-//	                 OR change_expires < :now_s OR change_id = :id) AND state <> canceled); on
-//	                 failure *ChangeRefusedError with the current state; event in the same
-//	                 transaction
+//	                 OR change_expires < :now_s) AND state <> canceled); on failure the current
+//	                 state when change_id = :id (the same change begun again: no second event),
+//	                 else *ChangeRefusedError with it; event in the same transaction
 //	  apply change   Update SET revision, state, budget, packages, last_*; REMOVE change_* if
 //	                 change_id = :id AND revision <= :rev (forward-only; ErrStaleRevision)
 //	  end change     Update SET last_*; REMOVE change_* if change_id = :id (denied, rejected,
@@ -135,7 +159,10 @@
 //	event            pk TENANT#<t>#OP#<id>  sk EV#<at>#<process seq>-<uuid>
 //	  put            Put if attribute_not_exists(pk) (append-only; never updated or deleted);
 //	                 created and transition events are written in the same transaction as the
-//	                 operation change, so no transition exists without its event
+//	                 operation change, so no transition exists without its event;
+//	                 AppendEventWhile: TransactWriteItems[ConditionCheck status = :status on the
+//	                 operation, the Put]: a step that depends on a status is recorded only while
+//	                 the operation has it (else ErrConflict)
 //	  read           Query pk = :op AND begins_with(sk, "EV#"), consistent, ascending (time order),
 //	                 after a consistent read proving the operation is the tenant's
 //	  TTL            none (kept for years)

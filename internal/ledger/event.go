@@ -61,6 +61,20 @@ const (
 	// where, with which user agent (a Slack unfurler or mail scanner shows up here), and what
 	// the page said. It is audit only: it never changes the approval.
 	EventApprovalViewed = "approval_viewed"
+
+	// A change to a placed buy (modify), on the timeline of the buy it changes and of the change.
+	EventModificationRequested       = "modification_requested"
+	EventModificationGovernanceCheck = "modification_governance_check"
+	EventModificationSellerCall      = "modification_seller_call" // update_media_buy answered
+	EventModificationApplied         = "modification_applied"     // the seller's new revision recorded
+	EventModificationEnded           = "modification_ended"       // rejected, failed or expired
+	EventModificationOutcomeReport   = "modification_outcome_report"
+
+	// The delivery read after each sweep: a new snapshot, spend against the approved budget.
+	EventDelivery = "delivery"
+
+	// A campaign's own timeline opens with its submit (shown by GET /v1/campaigns/{id}/events).
+	EventCampaignSubmitted = "campaign_submitted"
 )
 
 // EventDetail encodes v as an event's Detail; a value that does not encode leaves no detail
@@ -175,6 +189,50 @@ func (s *Store) AppendEvent(ctx context.Context, tenant, opID string, ev Event) 
 		return fmt.Errorf("ledger: append %s event to operation %s: %w", ev.Type, opID, err)
 	}
 	return nil
+}
+
+// AppendEventWhile appends ev to the timeline of the tenant's operation opID only while the
+// operation's status is status: one transaction of a condition check on the operation and the
+// event's put. An operation another actor moved on gets no event (ErrConflict): a step that
+// depended on the status it read records nothing once that status is gone. A missing
+// operation is ErrNotFound.
+func (s *Store) AppendEventWhile(ctx context.Context, tenant, opID string, status workflow.Status, ev Event) error {
+	if err := checkID("tenant", tenant); err != nil {
+		return err
+	}
+	if err := checkID("operation id", opID); err != nil {
+		return err
+	}
+	put, err := s.eventPut(tenant, opID, ev)
+	if err != nil {
+		return err
+	}
+	e, err := build(expression.NewBuilder().WithCondition(expression.Name(attrStatus).Equal(statusValue(status))))
+	if err != nil {
+		return err
+	}
+	k := key(opPK(tenant, opID), skOperation)
+	_, err = s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{ConditionCheck: &types.ConditionCheck{TableName: aws.String(s.table), Key: k, ConditionExpression: e.Condition(),
+			ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values()}},
+		put,
+	}})
+	if err == nil {
+		return nil
+	}
+	if failed, _, _ := canceledAt(err, 1); failed {
+		return nil // the event's random key: this very transaction, retried after its response was lost
+	}
+	switch failed, _, contention := canceledAt(err, 0); {
+	case failed:
+		if _, gerr := s.getItem(ctx, k); errors.Is(gerr, ErrNotFound) {
+			return ErrNotFound
+		}
+		return fmt.Errorf("ledger: append %s event to operation %s: not %s: %w", ev.Type, opID, status, ErrConflict)
+	case contention:
+		return fmt.Errorf("ledger: append %s event to operation %s: %w", ev.Type, opID, ErrContention)
+	}
+	return fmt.Errorf("ledger: append %s event to operation %s: %w", ev.Type, opID, err)
 }
 
 // ListEvents returns the timeline of the tenant's operation opID in time order, one page at a

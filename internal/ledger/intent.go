@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -14,15 +15,39 @@ import (
 
 // Intent is the write-ahead record of one mutating seller call: the frozen request bytes and the
 // seller idempotency_key, stored before the first attempt and reused by every retry.
+//
+// An intent that is sent also counts the attempts that set out to send it (Claims): each claim
+// is written before its send, the put being the first. An intent is "maybe sent" unless Unsent
+// says otherwise: a claim whose attempt provably sent nothing (the agent's circuit breaker
+// refused it) is released with ReleaseIntent, and the next attempt's ClaimIntent sends it as a
+// first send again. A process killed between a claim and its answer leaves the claim standing,
+// so that intent is resent as a resend.
 type Intent struct {
 	Tenant      string `dynamodbav:"tenant"`
 	OperationID string `dynamodbav:"operation_id"`
 	// Task is the AdCP task name ("create_media_buy", "update_media_buy#cancel", ...).
-	Task           string    `dynamodbav:"task"`
-	IdempotencyKey string    `dynamodbav:"idempotency_key"`
-	Request        []byte    `dynamodbav:"request"`
-	CreatedAt      time.Time `dynamodbav:"created_at"`
+	Task           string `dynamodbav:"task"`
+	IdempotencyKey string `dynamodbav:"idempotency_key"`
+	Request        []byte `dynamodbav:"request"`
+	// CreatedAt is when the intent was fixed, or when its first send set out after every earlier
+	// claim was released: a seller's replay window runs from the first request it received.
+	CreatedAt time.Time `dynamodbav:"created_at"`
+	// Claims counts the attempts that set out to send the intent. Zero on what is never sent (a
+	// webhook token, a checked payload) and on intents stored before claims were counted (those
+	// are maybe sent).
+	Claims int64 `dynamodbav:"claims,omitempty"`
+	// Unsent is true when every claim so far was released: nothing of the intent left buyflow.
+	Unsent bool `dynamodbav:"unsent,omitempty"`
+	// ClaimedBy is the random id of the last claim's write (a retry of that write recognises it).
+	ClaimedBy string `dynamodbav:"claimed_by,omitempty"`
 }
+
+const (
+	attrClaims    = "claims"
+	attrUnsent    = "unsent"
+	attrClaimedBy = "claimed_by"
+	attrCreatedAt = "created_at"
+)
 
 // CheckedIntentPrefix, followed by a governance check id, names the intent that holds the
 // create_media_buy payload that check approved (conditions applied): what the create stage
@@ -109,4 +134,103 @@ func decodeIntent(item map[string]types.AttributeValue) (*Intent, error) {
 		return nil, fmt.Errorf("ledger: decode intent: %w", err)
 	}
 	return &it.Intent, nil
+}
+
+// ClaimIntent records, before a send, that an attempt sets out to send seen, the intent as
+// the caller read it: claims + 1. From an unsent intent the claim is a first send again
+// (Unsent cleared, CreatedAt now); otherwise it is a resend, and it also keeps a release of
+// the claim before it from marking the intent unsent. The condition is that the intent is
+// still as read; when another attempt claimed or released it since, the result is ErrConflict
+// and the caller reads it again.
+func (s *Store) ClaimIntent(ctx context.Context, seen *Intent) (*Intent, error) {
+	if err := checkID("tenant", seen.Tenant); err != nil {
+		return nil, err
+	}
+	if err := checkID("operation id", seen.OperationID); err != nil {
+		return nil, err
+	}
+	next := *seen
+	next.Claims++
+	next.ClaimedBy = s.NewID()
+	cond := expression.AttributeExists(expression.Name(AttrPK))
+	if seen.Claims == 0 {
+		cond = cond.And(expression.AttributeNotExists(expression.Name(attrClaims)))
+	} else {
+		cond = cond.And(expression.Name(attrClaims).Equal(expression.Value(seen.Claims)))
+	}
+	up := expression.Set(expression.Name(attrClaims), expression.Value(next.Claims)).
+		Set(expression.Name(attrClaimedBy), expression.Value(next.ClaimedBy))
+	if seen.Unsent {
+		cond = cond.And(expression.Name(attrUnsent).Equal(expression.Value(true)))
+		next.Unsent, next.CreatedAt = false, s.now()
+		up = up.Remove(expression.Name(attrUnsent)).Set(expression.Name(attrCreatedAt), expression.Value(next.CreatedAt))
+	} else {
+		cond = cond.And(expression.AttributeNotExists(expression.Name(attrUnsent)))
+	}
+	err := s.updateIntent(ctx, seen, cond, up, func(cur *Intent) bool { return cur.ClaimedBy == next.ClaimedBy })
+	if err != nil {
+		return nil, fmt.Errorf("ledger: claim intent %s of operation %s: %w", seen.Task, seen.OperationID, err)
+	}
+	return &next, nil
+}
+
+// ReleaseIntent marks claimed unsent: the attempt that holds its claim (the last one, which set
+// out to send it as a first send) sent nothing. The condition is that no attempt claimed it
+// since; otherwise the result is ErrConflict and the intent stays maybe sent.
+func (s *Store) ReleaseIntent(ctx context.Context, claimed *Intent) error {
+	if err := checkID("tenant", claimed.Tenant); err != nil {
+		return err
+	}
+	if err := checkID("operation id", claimed.OperationID); err != nil {
+		return err
+	}
+	if claimed.Claims == 0 || claimed.Unsent {
+		return fmt.Errorf("%w: intent %s of operation %s holds no claim to release", ErrInvalidArgument, claimed.Task, claimed.OperationID)
+	}
+	cond := expression.Name(attrClaims).Equal(expression.Value(claimed.Claims)).
+		And(expression.AttributeNotExists(expression.Name(attrUnsent)))
+	up := expression.Set(expression.Name(attrUnsent), expression.Value(true))
+	err := s.updateIntent(ctx, claimed, cond, up, func(cur *Intent) bool { return cur.Claims == claimed.Claims && cur.Unsent })
+	if err != nil {
+		return fmt.Errorf("ledger: release intent %s of operation %s: %w", claimed.Task, claimed.OperationID, err)
+	}
+	return nil
+}
+
+// updateIntent applies up to the intent of in under cond. A failed condition is ErrConflict
+// (ErrNotFound for a missing intent) unless mine says the current item is this very write,
+// retried by the SDK after its response was lost.
+func (s *Store) updateIntent(ctx context.Context, in *Intent, cond expression.ConditionBuilder, up expression.UpdateBuilder, mine func(cur *Intent) bool) error {
+	e, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(up))
+	if err != nil {
+		return err
+	}
+	k := key(opPK(in.Tenant, in.OperationID), skIntentPfx+in.Task)
+	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: k, ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
+		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return nil
+	}
+	failed, old := conditionFailed(err)
+	if !failed {
+		return err
+	}
+	item, err := s.oldOrRead(ctx, old, k)
+	if errors.Is(err, ErrNotFound) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("read after a failed condition: %w", err)
+	}
+	cur, err := decodeIntent(item)
+	if err != nil {
+		return err
+	}
+	if mine(cur) {
+		return nil
+	}
+	return ErrConflict
 }

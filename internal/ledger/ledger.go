@@ -32,17 +32,15 @@ var _ API = (*dynamodb.Client)(nil)
 
 // Defaults for the Store's durations.
 const (
-	DefaultClaimTTL       = 24 * time.Hour
-	DefaultInProgressTTL  = 60 * time.Second
-	DefaultReceiptTTL     = 48 * time.Hour
-	MinReceiptTTL         = 24 * time.Hour
-	DefaultLockRetention  = 7 * 24 * time.Hour
-	DefaultListLimit      = 50
-	MaxListLimit          = 200
-	maxListRounds         = 10
-	maxIDLength           = 256
-	transactionCanceled   = "ConditionalCheckFailed"
-	transactionConflictCd = "TransactionConflict"
+	DefaultClaimTTL      = 24 * time.Hour
+	DefaultInProgressTTL = 60 * time.Second
+	DefaultReceiptTTL    = 48 * time.Hour
+	MinReceiptTTL        = 24 * time.Hour
+	DefaultLockRetention = 7 * 24 * time.Hour
+	DefaultListLimit     = 50
+	MaxListLimit         = 200
+	maxListRounds        = 10
+	maxIDLength          = 256
 )
 
 // Store is the ledger: every read and write of the buyflow table. Its zero value is not usable;
@@ -71,7 +69,7 @@ type Store struct {
 // On an emulator, api is a client with EmulatorCompat.
 func New(api API, table string) *Store {
 	return &Store{
-		api:           api,
+		api:           retryConflicts(api),
 		table:         table,
 		Now:           time.Now,
 		NewID:         randomID,
@@ -96,8 +94,9 @@ var (
 	ErrConflict = errors.New("ledger: conflict")
 	// ErrPayloadMismatch reports an idempotency key reused with another payload (HTTP 422).
 	ErrPayloadMismatch = errors.New("ledger: idempotency key reused with another payload")
-	// ErrContention reports a transaction that DynamoDB cancelled because another transaction
-	// touched the same item at the same time; retrying is safe.
+	// ErrContention reports a write that DynamoDB refused because another write touched the
+	// same item at the same time, after the ledger's own retries (conflict.go); nothing was
+	// written, and sending the request again is safe.
 	ErrContention = errors.New("ledger: transaction conflict, retry")
 	// ErrInvalidCursor reports a pagination cursor that is malformed or belongs to another
 	// tenant or listing.

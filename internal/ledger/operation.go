@@ -276,11 +276,11 @@ func canceledAt(err error, i int) (failed bool, old map[string]types.AttributeVa
 	if !errors.As(err, &tce) {
 		return false, nil, false
 	}
-	if i < len(tce.CancellationReasons) && aws.ToString(tce.CancellationReasons[i].Code) == transactionCanceled {
+	if i < len(tce.CancellationReasons) && aws.ToString(tce.CancellationReasons[i].Code) == reasonConditionalCheck {
 		return true, tce.CancellationReasons[i].Item, false
 	}
 	for _, r := range tce.CancellationReasons {
-		if aws.ToString(r.Code) == transactionConflictCd {
+		if aws.ToString(r.Code) == reasonTransactionConflict {
 			return false, nil, true
 		}
 	}

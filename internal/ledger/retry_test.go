@@ -78,6 +78,25 @@ func TestWritesSurviveARetryAfterALostResponse(t *testing.T) {
 	if err := s.AppendEvent(ctx, "acme", "op-r", ledger.Event{Type: "note"}); err != nil {
 		t.Fatalf("append event: %v", err)
 	}
+	// A change begun again passes the buy state's condition (it is this change's) but finds its
+	// own event: the stand-ins run a retried transaction again where DynamoDB answers its
+	// ClientRequestToken from the first outcome.
+	buy := initialBuy()
+	buy.OperationID = "op-r"
+	begun, err := s.BeginChange(ctx, buy, "chg-r", "budget", time.Now().Add(time.Hour), ledger.Event{Type: "modification_requested"})
+	if err != nil || begun.ChangeID != "chg-r" {
+		t.Fatalf("begin change: %+v, %v", begun, err)
+	}
+	buy.Revision = 3
+	if applied, err := s.ApplyChange(ctx, buy, "chg-r", ledger.Event{Type: "modification_applied"}); err != nil || applied.ChangeID != "" || applied.Revision != 3 {
+		t.Fatalf("apply change: %+v, %v", applied, err)
+	}
+	if _, err := s.BeginChange(ctx, buy, "chg-r2", "pause", time.Now().Add(time.Hour), ledger.Event{Type: "modification_requested"}); err != nil {
+		t.Fatalf("begin a second change: %v", err)
+	}
+	if ended, err := s.EndChange(ctx, "acme", "op-r", "chg-r2", "denied", "no", ledger.Event{Type: "modification_ended"}); err != nil || ended.LastChangeID != "chg-r2" {
+		t.Fatalf("end change: %+v, %v", ended, err)
+	}
 	evs, err := s.ListEvents(ctx, "acme", "op-r", 100, "")
 	if err != nil {
 		t.Fatal(err)

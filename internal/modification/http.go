@@ -87,8 +87,8 @@ func notFound() events.APIGatewayV2HTTPResponse {
 const deliveryLimit = 50
 
 // fail maps a use case's error to its response: a refused change is its 4xx (409 for a buy
-// that cannot take it now), a missing buy 404; anything else is logged with the request id and
-// answered 500 without the error's text.
+// that cannot take it now), a missing buy 404; anything else is httpapi.Unexpected's (a 409
+// for a write that kept losing races, else a 500, logged with the request id).
 func fail(log *slog.Logger, requestID string, err error) events.APIGatewayV2HTTPResponse {
 	var conflict *ConflictError
 	var re *RequestError
@@ -100,6 +100,5 @@ func fail(log *slog.Logger, requestID string, err error) events.APIGatewayV2HTTP
 	case errors.Is(err, buy.ErrNotFound):
 		return notFound()
 	}
-	log.Error("request failed", "requestId", requestID, "err", err)
-	return httpapi.Error(http.StatusInternalServerError, "internal", "buyflow could not complete the request; it is safe to retry with the same Idempotency-Key (request "+requestID+")", "")
+	return httpapi.Unexpected(log, requestID, err)
 }

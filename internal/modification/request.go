@@ -133,7 +133,9 @@ func (s *Requests) Submit(ctx context.Context, caller buy.Caller, buyID, key str
 	switch st, err := s.ledger.GetBuyState(ctx, caller.Tenant, parent.ID); {
 	case err == nil:
 		b.Revision, b.State = st.Revision, State(st.State)
-		if st.ChangeID != "" && s.cfg.Now().Before(st.ChangeExpires) {
+		// This request's own change in flight is a retry racing its first attempt, which
+		// BeginChange answers as begun; only another change refuses it.
+		if st.ChangeID != "" && st.ChangeID != id && s.cfg.Now().Before(st.ChangeExpires) {
 			b.ChangeInFlight = st.ChangeID
 		}
 	case !errors.Is(err, ledger.ErrNotFound):
@@ -143,7 +145,7 @@ func (s *Requests) Submit(ctx context.Context, caller buy.Caller, buyID, key str
 		return Accepted{}, err
 	}
 	expires := s.cfg.Now().Add(time.Duration(s.cfg.Run.ApprovalTimeoutSeconds+s.cfg.DeadlineSeconds)*time.Second + time.Hour)
-	ev := ledger.Event{Type: EventRequested, Actor: caller.Principal, Reason: c.Reason, Amount: parent.BudgetTotal, Currency: parent.Currency,
+	ev := ledger.Event{Type: ledger.EventModificationRequested, Actor: caller.Principal, Reason: c.Reason, Amount: parent.BudgetTotal, Currency: parent.Currency,
 		Detail: ledger.EventDetail(map[string]any{"change_id": id, "kind": c.Kind, "total": c.Total, "packages": c.Packages, "end_time": c.EndTime})}
 	if _, err := s.ledger.BeginChange(ctx, initial, id, string(c.Kind), expires, ev); err != nil {
 		var refused *ledger.ChangeRefusedError
@@ -175,7 +177,7 @@ func (s *Requests) Submit(ctx context.Context, caller buy.Caller, buyID, key str
 func (s *Requests) abandon(ctx context.Context, tenant, buyID, changeID string, cause error) {
 	reason := "the change could not start: " + ledger.Clip(cause.Error(), 300)
 	_, _ = s.ledger.EndChange(ctx, tenant, buyID, changeID, OutcomeFailed, reason,
-		ledger.Event{Type: EventEnded, Actor: "system", Reason: reason, Detail: ledger.EventDetail(map[string]any{"change_id": changeID, "outcome": OutcomeFailed})})
+		ledger.Event{Type: ledger.EventModificationEnded, Actor: "system", Reason: reason, Detail: ledger.EventDetail(map[string]any{"change_id": changeID, "outcome": OutcomeFailed})})
 }
 
 func (s *Requests) input(tenant, buyID, changeID string, c Change) workflow.ChangeExecutionInput {

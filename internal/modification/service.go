@@ -85,16 +85,6 @@ func New(l Ledger, a AdCP, policy Policy, cfg Config) *Service {
 
 func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
 
-// Event types of a change, written to the timeline of the buy it changes (and of the change).
-const (
-	EventRequested  = "modification_requested"
-	EventGovernance = "modification_governance_check"
-	EventSellerCall = "modification_seller_call"
-	EventApplied    = "modification_applied"
-	EventEnded      = "modification_ended"
-	EventReported   = "modification_outcome_report"
-)
-
 // WebhookPath is the seller webhook route; the change id follows it.
 const WebhookPath = "/v1/webhooks/adcp/"
 

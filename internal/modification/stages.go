@@ -103,7 +103,7 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 	default:
 		return workflow.GovernanceOutput{}, &workflow.TerminalError{Code: "unexpected_verdict", Reason: fmt.Sprintf("check_governance answered verdict %q", res.Verdict)}
 	}
-	s.event(ctx, r, ledger.Event{Type: EventGovernance, Actor: "governance:" + r.gov.AgentID, Amount: p.After, Currency: r.parent.Currency, Reason: ledger.Clip(out.Reason, 500),
+	s.event(ctx, r, ledger.Event{Type: ledger.EventModificationGovernanceCheck, Actor: "governance:" + r.gov.AgentID, Amount: p.After, Currency: r.parent.Currency, Reason: ledger.Clip(out.Reason, 500),
 		Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "kind": r.change.Kind, "verdict": res.Verdict, "pending": res.Pending, "check_id": res.CheckID,
 			"decision": out.Decision, "budget_before": p.Before, "budget_after": p.After})})
 	if res.CheckID != "" && !res.Pending {
@@ -196,11 +196,11 @@ func (s *Service) Update(ctx context.Context, in workflow.StageInput) (workflow.
 		return workflow.SellerOutput{Status: r.op.Status, Unavailable: wait}, waitErr
 	}
 	if err != nil {
-		s.event(ctx, r, ledger.Event{Type: EventSellerCall, Actor: "seller:" + r.seller, Reason: ledger.Clip(err.Error(), 500),
+		s.event(ctx, r, ledger.Event{Type: ledger.EventModificationSellerCall, Actor: "seller:" + r.seller, Reason: ledger.Clip(err.Error(), 500),
 			Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "tool": adcp.ToolUpdateMediaBuy, "error_code": adcp.ErrorCode(err), "decision": adcp.Decide(err).String()})})
 		return workflow.SellerOutput{}, stage.CallError("update_media_buy", err)
 	}
-	s.event(ctx, r, ledger.Event{Type: EventSellerCall, Actor: "seller:" + r.seller, Amount: p.After, Currency: r.parent.Currency,
+	s.event(ctx, r, ledger.Event{Type: ledger.EventModificationSellerCall, Actor: "seller:" + r.seller, Amount: p.After, Currency: r.parent.Currency,
 		Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "tool": adcp.ToolUpdateMediaBuy, "shape": res.Shape, "status": res.Status,
 			"task_id": res.TaskID, "revision": res.Revision, "media_buy_status": res.MediaBuyStatus, "replayed": res.Replayed})})
 	var to workflow.Status
@@ -220,7 +220,7 @@ func (s *Service) Update(ctx context.Context, in workflow.StageInput) (workflow.
 	}
 	hash := ledger.HashToken(string(token))
 	deadline := now.Add(time.Duration(in.Config.DeadlineSeconds) * time.Second)
-	ch := ledger.Changes{WebhookTokenHash: &hash, Deadline: &deadline, Actor: "seller:" + r.seller, EventType: EventSellerCall,
+	ch := ledger.Changes{WebhookTokenHash: &hash, Deadline: &deadline, Actor: "seller:" + r.seller, EventType: ledger.EventModificationSellerCall,
 		Detail: ledger.EventDetail(map[string]any{"tool": adcp.ToolUpdateMediaBuy, "task_id": res.TaskID, "revision": res.Revision})}
 	if res.TaskID != "" {
 		ch.SellerTaskID = &res.TaskID
@@ -301,7 +301,7 @@ func (s *Service) Apply(ctx context.Context, in workflow.StageInput) (ChangeOutc
 	}
 	next := ledger.BuyState{Tenant: r.op.Tenant, OperationID: r.parent.ID, MediaBuyID: r.parent.MediaBuyID, Revision: rev, State: string(p.State),
 		BudgetTotal: p.After, Currency: r.parent.Currency, Packages: p.Packages, EndTime: p.EndTime, LastReason: r.change.Reason}
-	ev := ledger.Event{At: s.now(), Type: EventApplied, Actor: "seller:" + r.seller, Amount: p.After, Currency: r.parent.Currency, Reason: p.Summary,
+	ev := ledger.Event{At: s.now(), Type: ledger.EventModificationApplied, Actor: "seller:" + r.seller, Amount: p.After, Currency: r.parent.Currency, Reason: p.Summary,
 		Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "kind": r.change.Kind, "budget_before": p.Before, "budget_after": p.After, "revision": rev, "state": p.State})}
 	st, err := s.ledger.ApplyChange(ctx, next, r.op.ID, ev)
 	switch {
@@ -379,7 +379,7 @@ func (s *Service) end(ctx context.Context, r *run, outcome, reason, code string)
 			return ChangeOutcome{}, err
 		}
 	}
-	ev := ledger.Event{At: s.now(), Type: EventEnded, Actor: "system", Reason: ledger.Clip(reason, 1000),
+	ev := ledger.Event{At: s.now(), Type: ledger.EventModificationEnded, Actor: "system", Reason: ledger.Clip(reason, 1000),
 		Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "kind": r.change.Kind, "outcome": outcome, "error_code": code})}
 	st, err := s.ledger.EndChange(ctx, r.op.Tenant, r.parent.ID, r.op.ID, outcome, ledger.Clip(reason, 1000), ev)
 	if err != nil {
@@ -424,7 +424,7 @@ func (s *Service) report(ctx context.Context, r *run, resp *adcp.SellerResponse,
 	if err == nil {
 		res, err = s.adcp.ReportPlanOutcome(ctx, r.gov.AgentID, in)
 	}
-	ev := ledger.Event{Type: EventReported, Actor: "governance:" + r.gov.AgentID, Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "outcome": outcome})}
+	ev := ledger.Event{Type: ledger.EventModificationOutcomeReport, Actor: "governance:" + r.gov.AgentID, Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "outcome": outcome})}
 	if err != nil {
 		ev.Reason = ledger.Clip(err.Error(), 500)
 		s.log.WarnContext(ctx, "change outcome not reported", "operationId", r.parent.ID, "changeId", r.op.ID, "err", err)

@@ -21,9 +21,6 @@ import (
 // know (for this principal).
 const codeNotFound = "REFERENCE_NOT_FOUND"
 
-// contentionRetries bounds the retries of a transition that lost a transaction race.
-const contentionRetries = 4
-
 // pollAndApply polls the operation's task directly and records what the seller says, forward
 // only, waking the workflow when it must act. A task the seller does not know fails the
 // operation once it waited longer than Grace. It returns the operation as it now is (op itself
@@ -86,11 +83,10 @@ func (s *Service) failUnknown(ctx context.Context, r *run, seller string, op *le
 	return cur, nil
 }
 
-// taskDeps is what the shared task-update code needs from the sweep: a transition that lost a
-// transaction race is retried (contentionRetries), SellerTaskDuration goes to the run's
-// recorder (none when r is nil), and a wake leaves a wake event by the sweep.
+// taskDeps is what the shared task-update code needs from the sweep: SellerTaskDuration goes to
+// the run's recorder (none when r is nil), and a wake leaves a wake event by the sweep.
 func (s *Service) taskDeps(r *run) sellertask.Deps {
-	d := sellertask.Deps{Ledger: s.cfg.Ledger, Tasks: s.cfg.Tasks, ContentionRetries: contentionRetries,
+	d := sellertask.Deps{Ledger: s.cfg.Ledger, Tasks: s.cfg.Tasks,
 		WakeActor: Actor, WakeBy: "reconcile", Now: s.now, Log: s.log}
 	if r != nil {
 		d.Metrics = r.rec

@@ -43,9 +43,6 @@ type Deps struct {
 	// Metrics receives SellerTaskDuration when a task reaches a terminal status; nil emits
 	// nothing.
 	Metrics *metrics.Recorder
-	// ContentionRetries bounds the retries of a transition that lost a transaction race (with
-	// a short back-off); 0 retries none and returns the error (matching ledger.ErrContention).
-	ContentionRetries int
 	// WakeActor, when set, makes Wake append a wake event after it completed a token (actor
 	// WakeActor, detail {"by": WakeBy, "status": ...}); when empty Wake appends none.
 	WakeActor, WakeBy string
@@ -238,31 +235,22 @@ func EndedMediaBuy(mb *adcp.MediaBuyResult) bool {
 }
 
 // Move transitions op to to, forward only. A refused transition is "no change": it returns the
-// ledger's current operation and moved=false. A transaction race is retried up to
-// deps.ContentionRetries times; any other failure is returned wrapped ("move operation <id> to
-// <status>: ..."), with a nil operation.
+// ledger's current operation and moved=false. Any other failure is returned wrapped ("move
+// operation <id> to <status>: ..."), with a nil operation; a transaction race the ledger's own
+// retries did not win is one (ledger.ErrContention).
 func Move(ctx context.Context, deps Deps, op *ledger.Operation, to workflow.Status, ch ledger.Changes) (cur *ledger.Operation, moved bool, err error) {
 	if op.Status == to {
 		return op, false, nil
 	}
-	for attempt := 0; ; attempt++ {
-		next, err := deps.Ledger.Transition(ctx, op.Tenant, op.ID, to, ledger.AnyVersion, ch)
-		var te *ledger.TransitionError
-		switch {
-		case err == nil:
-			return next, true, nil
-		case errors.As(err, &te) && te.Current != nil:
-			return te.Current, false, nil
-		case errors.Is(err, ledger.ErrContention) && attempt < deps.ContentionRetries:
-			select {
-			case <-ctx.Done():
-				return nil, false, ctx.Err()
-			case <-time.After(time.Duration(attempt+1) * 10 * time.Millisecond):
-			}
-		default:
-			return nil, false, fmt.Errorf("move operation %s to %s: %w", op.ID, to, err)
-		}
+	next, err := deps.Ledger.Transition(ctx, op.Tenant, op.ID, to, ledger.AnyVersion, ch)
+	var te *ledger.TransitionError
+	switch {
+	case err == nil:
+		return next, true, nil
+	case errors.As(err, &te) && te.Current != nil:
+		return te.Current, false, nil
 	}
+	return nil, false, fmt.Errorf("move operation %s to %s: %w", op.ID, to, err)
 }
 
 // moveVia is Move that, for a completion the table does not allow directly (awaiting_approval

@@ -24,9 +24,14 @@
 //     adcp.Intent fixed once and stored with ledger.PutIntent before its first send; every retry
 //     sends the stored key and bytes. Intent task names: "create_media_buy",
 //     "update_media_buy#cancel", "report_plan_outcome#completed", "report_plan_outcome#failed".
-//   - A create whose intent exists while the operation is still "creating" is a lapsed claim:
-//     the seller may have executed it. It is reconciled with get_media_buys (our echoed
-//     context.operation_id) before the stored intent is resent.
+//   - Each attempt claims the intent before its send (FixIntent). A first send that provably
+//     left nothing (adcp.NotSent: the agent's circuit breaker refused it, the client failed
+//     before connecting) releases its claim (ReleaseUnsent), so the next attempt sends it as a
+//     first send again: an agent without a replay window refuses every resend. Any other
+//     outcome, a killed process included, leaves the intent maybe sent: a resend (Attempt 1).
+//   - A create whose intent may have been sent while the operation is still "creating" is a
+//     lapsed claim: the seller may have executed it. It is reconciled with get_media_buys (our
+//     echoed context.operation_id) before the stored intent is resent.
 //   - The webhook token is random per operation, created once (intent "push_token") and stored
 //     on the operation only as ledger.HashToken; the token itself lives only in the frozen
 //     create_media_buy bytes and that intent, never in logs, events or state output.

@@ -28,7 +28,10 @@ type Ledger interface {
 	ClearTaskToken(ctx context.Context, tenant, id, token string) error
 	PutIntent(ctx context.Context, in ledger.Intent) (*ledger.Intent, bool, error)
 	GetIntent(ctx context.Context, tenant, operationID, task string) (*ledger.Intent, error)
+	ClaimIntent(ctx context.Context, seen *ledger.Intent) (*ledger.Intent, error)
+	ReleaseIntent(ctx context.Context, claimed *ledger.Intent) error
 	AppendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) error
+	AppendEventWhile(ctx context.Context, tenant, opID string, status workflow.Status, ev ledger.Event) error
 	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (ledger.Page[ledger.Event], error)
 	AcquireLock(ctx context.Context, name, owner string, ttl time.Duration) (ledger.Lease, error)
 	ReleaseLock(ctx context.Context, l ledger.Lease) error
@@ -204,12 +207,33 @@ func MoveError(op *ledger.Operation, err error) error {
 // event appends an audit event; a failure is logged, not returned: the event is a record of a
 // step that already happened and must not make the step run twice.
 func (s *Stage) Event(ctx context.Context, op *ledger.Operation, ev ledger.Event) {
-	if ev.Amount == "" && op.BudgetTotal != "" {
-		ev.Amount, ev.Currency = op.BudgetTotal, op.Currency
-	}
+	ev = withAmount(op, ev)
 	if err := s.Ledger.AppendEvent(ctx, op.Tenant, op.ID, ev); err != nil {
 		s.Log.WarnContext(ctx, "audit event not recorded", "operationId", op.ID, "eventType", ev.Type, "err", err)
 	}
+}
+
+// EventWhile appends ev only while op still has status (ledger.AppendEventWhile), for a step
+// whose meaning depends on that status. moved is true when another actor moved the operation
+// on first: nothing is recorded. Any other failure is logged, as Event's.
+func (s *Stage) EventWhile(ctx context.Context, op *ledger.Operation, status workflow.Status, ev ledger.Event) (moved bool) {
+	err := s.Ledger.AppendEventWhile(ctx, op.Tenant, op.ID, status, withAmount(op, ev))
+	if errors.Is(err, ledger.ErrConflict) {
+		return true
+	}
+	if err != nil {
+		s.Log.WarnContext(ctx, "audit event not recorded", "operationId", op.ID, "eventType", ev.Type, "err", err)
+	}
+	return false
+}
+
+// withAmount gives ev the operation's amount when it names none: the timeline shows what each
+// step was about.
+func withAmount(op *ledger.Operation, ev ledger.Event) ledger.Event {
+	if ev.Amount == "" && op.BudgetTotal != "" {
+		ev.Amount, ev.Currency = op.BudgetTotal, op.Currency
+	}
+	return ev
 }
 
 // CallError turns a failed AdCP call into the workflow error the ASL matches: retry the same
@@ -246,34 +270,75 @@ func (s *Stage) Unavailable(ctx context.Context, op *ledger.Operation, cfg workf
 	return w.Wait, w.Err(op.ID)
 }
 
-// fixIntent returns the operation's stored intent name, or builds, stores (write-ahead) and
-// returns a new one. existed is true when a stored intent was found: sending it is a resend.
-func (s *Stage) FixIntent(ctx context.Context, op *ledger.Operation, name, tool string, build func() (adcp.Intent, error)) (in adcp.Intent, existed bool, err error) {
-	stored, err := s.Ledger.GetIntent(ctx, op.Tenant, op.ID, name)
-	switch {
-	case err == nil:
-		return fromLedger(stored, tool), true, nil
-	case !errors.Is(err, ledger.ErrNotFound):
-		return adcp.Intent{}, false, fmt.Errorf("stage: read intent %s of %s: %w", name, op.ID, err)
-	}
-	in, err = build()
-	if err != nil {
-		return adcp.Intent{}, false, err
-	}
-	got, created, err := s.Ledger.PutIntent(ctx, ledger.Intent{Tenant: op.Tenant, OperationID: op.ID, Task: name,
-		IdempotencyKey: in.Key, Request: in.Body, CreatedAt: in.Created})
-	if err != nil {
-		return adcp.Intent{}, false, fmt.Errorf("stage: store intent %s of %s: %w", name, op.ID, err)
-	}
-	if !created {
-		return fromLedger(got, tool), true, nil
-	}
-	return in, false, nil
+// Claimed is a write-ahead intent an attempt holds a claim on (ledger.ClaimIntent): Intent is
+// what to send, with Attempt 0 when no send of it can have happened yet and 1 for a resend.
+type Claimed struct {
+	adcp.Intent
+	stored *ledger.Intent
 }
 
-// fromLedger rebuilds a stored intent as a resend (Attempt 1): same key, same bytes.
-func fromLedger(li *ledger.Intent, tool string) adcp.Intent {
-	return adcp.Intent{Task: tool, Key: li.IdempotencyKey, Body: li.Request, Created: li.CreatedAt, Attempt: 1}
+// Resend reports whether an earlier attempt may have sent the intent: the caller reconciles
+// what it can first, and the AdCP client refuses a resend the agent's replay window does not
+// cover.
+func (c *Claimed) Resend() bool { return c.Attempt > 0 }
+
+// claimRounds bounds how often FixIntent reads an intent again after another attempt claimed
+// it between the read and the claim.
+const claimRounds = 3
+
+// FixIntent returns the operation's intent name, claimed for one send. The first attempt
+// builds it and stores it write-ahead (the put is its claim); a later one claims the stored
+// intent: a first send again when every earlier claim was released (ReleaseUnsent), else a
+// resend. Key and bytes never change.
+func (s *Stage) FixIntent(ctx context.Context, op *ledger.Operation, name, tool string, build func() (adcp.Intent, error)) (*Claimed, error) {
+	for range claimRounds {
+		stored, err := s.Ledger.GetIntent(ctx, op.Tenant, op.ID, name)
+		if errors.Is(err, ledger.ErrNotFound) {
+			in, err := build()
+			if err != nil {
+				return nil, err
+			}
+			put := ledger.Intent{Tenant: op.Tenant, OperationID: op.ID, Task: name, IdempotencyKey: in.Key, Request: in.Body, CreatedAt: in.Created, Claims: 1}
+			got, created, err := s.Ledger.PutIntent(ctx, put)
+			if err != nil {
+				return nil, fmt.Errorf("stage: store intent %s of %s: %w", name, op.ID, err)
+			}
+			if created {
+				return &Claimed{Intent: in, stored: &put}, nil
+			}
+			stored = got // another attempt stored it first
+		} else if err != nil {
+			return nil, fmt.Errorf("stage: read intent %s of %s: %w", name, op.ID, err)
+		}
+		claimed, err := s.Ledger.ClaimIntent(ctx, stored)
+		if errors.Is(err, ledger.ErrConflict) {
+			continue // another attempt claimed or released it since the read
+		}
+		if err != nil {
+			return nil, fmt.Errorf("stage: claim intent %s of %s: %w", name, op.ID, err)
+		}
+		attempt := 1
+		if stored.Unsent {
+			attempt = 0
+		}
+		return &Claimed{Intent: adcp.Intent{Task: tool, Key: claimed.IdempotencyKey, Body: claimed.Request, Created: claimed.CreatedAt, Attempt: attempt}, stored: claimed}, nil
+	}
+	return nil, &workflow.TransientError{Reason: fmt.Sprintf("operation %s: intent %s claimed by concurrent attempts, retry", op.ID, name)}
+}
+
+// ReleaseUnsent forgets the claim of a first send that provably sent nothing (adcp.NotSent:
+// the agent's circuit breaker refused it, or the client failed before connecting), so that
+// the next attempt sends the intent as a first send again: an agent without a replay window
+// would refuse a resend for good. A resend's claim stays (an earlier one may have been sent),
+// and so does a claim another attempt followed with its own. A failed release is logged: the
+// intent then stays maybe sent, the safe side.
+func (s *Stage) ReleaseUnsent(ctx context.Context, op *ledger.Operation, c *Claimed, callErr error) {
+	if callErr == nil || c.Resend() || !adcp.NotSent(callErr) {
+		return
+	}
+	if err := s.Ledger.ReleaseIntent(ctx, c.stored); err != nil {
+		s.Log.WarnContext(ctx, "unsent intent kept as maybe sent", "operationId", op.ID, "task", c.stored.Task, "err", err)
+	}
 }
 
 // pushToken returns the operation's webhook token, creating it once.

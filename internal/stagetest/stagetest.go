@@ -80,8 +80,17 @@ func (h *HookLedger) Transition(ctx context.Context, tenant, id string, to workf
 // HookAdCP wraps the real client; a non-nil hook runs before the call.
 type HookAdCP struct {
 	stage.AdCP
-	BeforeCreate func(in adcp.Intent)
-	BeforePoll   func()
+	BeforeCreate   func(in adcp.Intent)
+	BeforePoll     func()
+	BeforeListBuys func()
+}
+
+// GetMediaBuys runs BeforeListBuys, then the client's call.
+func (h *HookAdCP) GetMediaBuys(ctx context.Context, agentID string, req adcp.GetMediaBuysRequest) (*adcp.GetMediaBuysResult, error) {
+	if h.BeforeListBuys != nil {
+		h.BeforeListBuys()
+	}
+	return h.AdCP.GetMediaBuys(ctx, agentID, req)
 }
 
 // CreateMediaBuy runs BeforeCreate, then the client's call.

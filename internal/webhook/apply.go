@@ -19,9 +19,6 @@ const (
 	taskUpdateMediaBuy = "update_media_buy"
 )
 
-// contentionRetries bounds the retries of a transition that lost a transaction race.
-const contentionRetries = 4
-
 // tokenMatches compares the echoed token's hash with the stored one in constant time. An
 // operation without a stored hash never gave a token out, so nothing matches it.
 func tokenMatches(token, storedHash string) bool {
@@ -90,10 +87,9 @@ func (s *Service) wake(ctx context.Context, op *ledger.Operation) error {
 	return nil
 }
 
-// taskDeps is what the shared task-update code needs from the receiver: a transition that lost
-// a transaction race is retried (contentionRetries), no metrics.
+// taskDeps is what the shared task-update code needs from the receiver.
 func (s *Service) taskDeps() sellertask.Deps {
-	return sellertask.Deps{Ledger: s.cfg.Ledger, Tasks: s.cfg.Tasks, Metrics: s.cfg.Metrics, ContentionRetries: contentionRetries, Now: s.now, Log: s.log}
+	return sellertask.Deps{Ledger: s.cfg.Ledger, Tasks: s.cfg.Tasks, Metrics: s.cfg.Metrics, Now: s.now, Log: s.log}
 }
 
 // event appends an audit event to the operation's timeline. A failure is logged, not

@@ -116,7 +116,8 @@ func startDownAgent(t *testing.T, id string, role adcp.Role, h http.Handler, tok
 	return d
 }
 
-func startDownSeller(t *testing.T) (*downAgent, *adcptest.Seller) {
+// startDownSeller starts a seller of its own whose get_adcp_capabilities declares idem.
+func startDownSeller(t *testing.T, idem adcptest.IdempotencyMode) (*downAgent, *adcptest.Seller) {
 	t.Helper()
 	signer, jwks, err := adcptest.NewWebhookKey("breaker-seller", nil)
 	if err != nil {
@@ -127,7 +128,7 @@ func startDownSeller(t *testing.T) (*downAgent, *adcptest.Seller) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seller := adcptest.NewSeller(adcptest.SellerOptions{Token: token, Behavior: adcptest.SellerSync, Validator: v, WebhookSigner: signer, JWKS: jwks})
+	seller := adcptest.NewSeller(adcptest.SellerOptions{Token: token, Behavior: adcptest.SellerSync, Validator: v, WebhookSigner: signer, JWKS: jwks, Idempotency: idem})
 	t.Cleanup(seller.Close)
 	d := startDownAgent(t, "brk-seller-"+randomHex(4), adcp.RoleSeller, seller, token, &adcp.WebhookConfig{Mode: adcp.WebhookRFC9421, JWKS: jwks})
 	return d, seller
@@ -196,12 +197,29 @@ func breakerOf(t *testing.T, agent string) ledger.Breaker {
 	return b
 }
 
+// placedAfterAWait checks that r's execution waited for the seller's breaker and completed,
+// the buy is completed, and exactly one create_media_buy of it reached seller.
+func placedAfterAWait(t *testing.T, r *buyRun, seller *adcptest.Seller) {
+	t.Helper()
+	exs := r.finish(90 * time.Second)
+	last := exs[len(exs)-1]
+	if last.Status != "SUCCEEDED" || !slices.Contains(last.States, "WaitForSeller") || !slices.Contains(last.States, "MediaBuyCompleted") {
+		t.Errorf("buy %s: %s %s, states %v: want a wait for the seller, then completed", r.op, last.Status, last.Error, last.States)
+	}
+	if op := r.operation(); op.Status != "completed" {
+		t.Errorf("buy %s is %s", r.op, op.Status)
+	}
+	if n := len(mine(seller.Calls(), adcp.ToolCreateMediaBuy, r.keys(seller.Calls()))); n != 1 {
+		t.Errorf("buy %s: %d create_media_buy calls reached the seller, want 1", r.op, n)
+	}
+}
+
 // A seller down with 503: the first buy's create trips its breaker after 3 failed calls (the
 // state machine's own retries), later buys make no call while it is open, and after the
 // cool-down one probe finds the seller back: the breaker closes and every waiting buy is placed.
 func TestSellerBreakerOpensWaitsAndCloses(t *testing.T) {
 	first := begin(t, nil)
-	d, seller := startDownSeller(t)
+	d, seller := startDownSeller(t, adcptest.IdempotencyDeclared)
 	d.set(func(d *downAgent) { d.down = true })
 	first.submitTo(d.id, devstack.GovernanceID)
 	first.waitingFor(d.id, 30*time.Second)
@@ -231,20 +249,40 @@ func TestSellerBreakerOpensWaitsAndCloses(t *testing.T) {
 	d.set(func(d *downAgent) { d.down = false })
 
 	for _, r := range append([]*buyRun{first}, later...) {
-		exs := r.finish(90 * time.Second)
-		last := exs[len(exs)-1]
-		if last.Status != "SUCCEEDED" || !slices.Contains(last.States, "WaitForSeller") || !slices.Contains(last.States, "MediaBuyCompleted") {
-			t.Errorf("buy %s: %s %s, states %v: want a wait for the seller, then completed", r.op, last.Status, last.Error, last.States)
-		}
-		if op := r.operation(); op.Status != "completed" {
-			t.Errorf("buy %s is %s", r.op, op.Status)
-		}
-		if n := len(mine(seller.Calls(), adcp.ToolCreateMediaBuy, r.keys(seller.Calls()))); n != 1 {
-			t.Errorf("buy %s: %d create_media_buy calls reached the seller, want 1", r.op, n)
-		}
+		placedAfterAWait(t, r, seller)
 	}
 	if b := breakerOf(t, d.id); b.State != ledger.BreakerClosed || b.Failures != 0 || b.Trips != 1 {
 		t.Fatalf("breaker after the recovery %+v, want closed", b)
+	}
+}
+
+// A seller without a replay window (it never replays, so a create may be sent once and never
+// again): the first buy's create cannot even read the seller's capabilities, which trips the
+// breaker, and a second buy reaches the open breaker at its first create. Nothing of either
+// create was sent, so once the seller is back each buy is created by a first send, exactly
+// one create_media_buy each, with no lapsed claim to reconcile.
+func TestSellerWithoutReplayWindowCreatesOnceAfterItsBreakerCloses(t *testing.T) {
+	first := begin(t, nil)
+	d, seller := startDownSeller(t, adcptest.IdempotencyUnsupported)
+	d.set(func(d *downAgent) { d.down = true })
+	first.submitTo(d.id, devstack.GovernanceID)
+	first.waitingFor(d.id, 30*time.Second)
+	if failed := d.failures(); failed != 3 {
+		t.Fatalf("the seller was called %d times before its breaker opened, want 3", failed)
+	}
+	second := newRun(t, nil)
+	second.submitTo(d.id, devstack.GovernanceID)
+	second.waitingFor(d.id, 30*time.Second)
+	if b := breakerOf(t, d.id); b.State != ledger.BreakerOpen {
+		t.Fatalf("breaker %+v at the second buy's create, want open", b)
+	}
+	d.set(func(d *downAgent) { d.down = false })
+
+	for _, r := range []*buyRun{first, second} {
+		placedAfterAWait(t, r, seller)
+	}
+	if n := len(seller.CallsTo(adcp.ToolGetMediaBuys)); n != 0 {
+		t.Errorf("%d get_media_buys: no create was ever sent before, so there was no lapsed claim to look for", n)
 	}
 }
 
@@ -306,7 +344,7 @@ func TestGovernanceBreakerKeepsTheGateClosed(t *testing.T) {
 // seller is back, with one update_media_buy.
 func TestChangeWaitsForAnUnavailableSeller(t *testing.T) {
 	r := begin(t, nil)
-	d, seller := startDownSeller(t)
+	d, seller := startDownSeller(t, adcptest.IdempotencyDeclared)
 	r.submitTo(d.id, devstack.GovernanceID)
 	if exs := r.finish(60 * time.Second); exs[len(exs)-1].Status != "SUCCEEDED" {
 		t.Fatalf("the buy was not placed: %+v", exs[len(exs)-1])
