@@ -131,7 +131,7 @@ func TestRacingChangesOfOneBuyNeverAnswer500(t *testing.T) {
 			accepted[id], last = true, id
 			// The change's run ends it (here refused by governance), and the buy is free again.
 			if _, err := l.EndChange(ctx, tenant, buy.ID, id, modification.OutcomeFailed, "denied",
-				ledger.Event{Type: modification.EventEnded}); err != nil {
+				ledger.Event{Type: ledger.EventModificationEnded}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -152,7 +152,7 @@ func TestRacingChangesOfOneBuyNeverAnswer500(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, e := range page.Items {
-			if e.Type == modification.EventRequested {
+			if e.Type == ledger.EventModificationRequested {
 				requested++
 			}
 		}
