@@ -1,6 +1,7 @@
 // Command campaign is the Lambda of the Campaign state machine: action "sync_plans" (push the
 // campaign's plan to its governance agent), "close" (fail the legs that never started when that
-// failed), "leg" (a leg's status) and "settle" (the campaign's outcome and, under
+// failed), "release" (where each leg starts; the approval policy's threshold on the campaign's
+// total), "leg" (a leg's status) and "settle" (the campaign's outcome and, under
 // all_or_nothing, the placed legs to cancel).
 package main
 
@@ -11,14 +12,18 @@ import (
 
 	"github.com/buyflow/buyflow/functions/internal/agents"
 	"github.com/buyflow/buyflow/functions/internal/wire"
+	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/campaign"
+	"github.com/buyflow/buyflow/internal/config"
 	"github.com/buyflow/buyflow/internal/metrics"
 )
 
 func main() { wire.Main(run) }
 
 func run(ctx context.Context, getenv func(string) string) error {
-	c, err := wire.Load("campaign", getenv)
+	var policy approval.Policy
+	c, err := wire.Load("campaign", getenv,
+		func(env config.Env) (err error) { policy, err = approval.ParsePolicy(env.ApprovalPolicy); return err })
 	if err != nil {
 		return err
 	}
@@ -26,6 +31,6 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	lambda.Start(metrics.Flushing(c.Metrics, campaign.NewSettler(c.Ledger(), client).Handle)) // blocks
+	lambda.Start(metrics.Flushing(c.Metrics, campaign.NewSettler(c.Ledger(), client, policy).Handle)) // blocks
 	return nil
 }

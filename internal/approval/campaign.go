@@ -72,6 +72,27 @@ func (c Campaign) Total() (money.Amount, error) {
 	return sum, nil
 }
 
+// TotalReason is the approval policy's sentence when the total of the legs still to be bought
+// (a leg that ended, denied by its governance check, is not) is at or over its threshold, or
+// "" when it is not. Each leg says on the page why it asks a person on its own. A total that
+// cannot be summed exactly is Total's error.
+func (c Campaign) TotalReason(p Policy) (string, error) {
+	var open []*ledger.Operation
+	for _, op := range c.Legs {
+		if !op.Status.Terminal() {
+			open = append(open, op)
+		}
+	}
+	total, err := Campaign{Record: c.Record, Legs: open}.Total()
+	if err != nil {
+		return "", err
+	}
+	if over, why := p.NeedsCampaign(total); over {
+		return why, nil
+	}
+	return "", nil
+}
+
 // CampaignView is what the page and Slack show of a campaign's approval: every leg (seller, PO
 // number, amount, why it asks a person, what governance said) and the total.
 func (s *Base) CampaignView(ctx context.Context, a *ledger.Approval, c Campaign) (approvalcore.Approval, error) {

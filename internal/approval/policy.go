@@ -198,20 +198,37 @@ func checkIDs(field string, ids []string) []error {
 // malformed or in another currency than the threshold) needs approval: the gate fails closed.
 // A policy without a threshold never requires approval by amount.
 func (p Policy) Needs(op *ledger.Operation) (bool, string) {
-	if p.threshold == nil || op == nil {
+	if op == nil {
 		return false, ""
 	}
-	budget := strings.TrimSpace(op.BudgetTotal)
-	cur := strings.ToUpper(strings.TrimSpace(op.Currency))
-	if !decimalRE.MatchString(budget) {
-		return true, fmt.Sprintf("the budget %q cannot be compared with the approval threshold %s %s", budget, p.Threshold, p.Currency)
+	return p.needs("the budget", op.BudgetTotal, op.Currency)
+}
+
+// NeedsCampaign reports whether a campaign's total (the sum of the amounts of the legs it
+// would buy) requires the campaign's one approval, exactly as a single buy of that amount
+// would: legs each under the threshold do not add up to a way around it. It fails closed as
+// Needs does: a total in another currency than the threshold needs a person.
+func (p Policy) NeedsCampaign(total money.Amount) (bool, string) {
+	return p.needs("the campaign's total", total.Decimal(), total.Currency)
+}
+
+// needs compares amount (a decimal string in currency) with the threshold; what names the
+// amount in the sentence.
+func (p Policy) needs(what, amount, currency string) (bool, string) {
+	if p.threshold == nil {
+		return false, ""
+	}
+	amount = strings.TrimSpace(amount)
+	cur := strings.ToUpper(strings.TrimSpace(currency))
+	if !decimalRE.MatchString(amount) {
+		return true, fmt.Sprintf("%s %q cannot be compared with the approval threshold %s %s", what, amount, p.Threshold, p.Currency)
 	}
 	if cur != p.Currency {
-		return true, fmt.Sprintf("the budget is in %s but the approval threshold is in %s", cur, p.Currency)
+		return true, fmt.Sprintf("%s is in %s but the approval threshold is in %s", what, cur, p.Currency)
 	}
-	b, _ := new(big.Rat).SetString(budget) // the pattern guarantees it parses
+	b, _ := new(big.Rat).SetString(amount) // the pattern guarantees it parses
 	if b.Cmp(p.threshold) >= 0 {
-		return true, fmt.Sprintf("the budget %s %s is at or over the approval threshold %s %s", budget, cur, p.Threshold, p.Currency)
+		return true, fmt.Sprintf("%s %s %s is at or over the approval threshold %s %s", what, amount, cur, p.Threshold, p.Currency)
 	}
 	return false, ""
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/money"
 )
 
 func TestParsePolicy(t *testing.T) {
@@ -96,6 +97,38 @@ func TestPolicyNeeds(t *testing.T) {
 	none, _ := approval.ParsePolicy([]byte(`{"approvers":["U1"]}`))
 	if got, _ := none.Needs(&ledger.Operation{BudgetTotal: "1000000000.00", Currency: "USD"}); got {
 		t.Error("a policy without a threshold asked for approval by amount")
+	}
+}
+
+// A campaign's total is held to the threshold a single buy of that amount is, in the sentence
+// a person reads, and fails closed the same way.
+func TestPolicyNeedsCampaign(t *testing.T) {
+	t.Parallel()
+	p, err := approval.ParsePolicy([]byte(`{"threshold":"10000.00","currency":"USD","approvers":["U1"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		total money.Amount
+		want  bool
+		why   string
+	}{
+		{money.Amount{Minor: 999999, Currency: "USD"}, false, ""},
+		{money.Amount{Minor: 1000000, Currency: "USD"}, true, "the campaign's total 10000.00 USD is at or over the approval threshold 10000.00 USD"},
+		{money.Amount{Minor: 5400000, Currency: "USD"}, true, "the campaign's total 54000.00 USD is at or over the approval threshold 10000.00 USD"},
+		{money.Amount{Minor: 100, Currency: "EUR"}, true, "the campaign's total is in EUR but the approval threshold is in USD"},
+		{money.Amount{Minor: 100, Currency: "JPY"}, true, "in JPY"},
+		{money.Amount{Minor: -1, Currency: "USD"}, true, "cannot be compared"},
+	}
+	for _, tc := range cases {
+		got, why := p.NeedsCampaign(tc.total)
+		if got != tc.want || why != tc.why && !strings.Contains(why, tc.why) || tc.want != (why != "") {
+			t.Errorf("NeedsCampaign(%+v) = %v %q, want %v with %q", tc.total, got, why, tc.want, tc.why)
+		}
+	}
+	none, _ := approval.ParsePolicy([]byte(`{"approvers":["U1"]}`))
+	if got, _ := none.NeedsCampaign(money.Amount{Minor: 1e15, Currency: "USD"}); got {
+		t.Error("a policy without a threshold asked for a campaign's approval by amount")
 	}
 }
 

@@ -59,7 +59,8 @@ const (
 	// ReasonChangeNeedsApproval: a change to a placed buy needs a person by policy or
 	// governance (the reason text says which).
 	ReasonChangeNeedsApproval ReasonCode = "change_needs_approval"
-	// ReasonCampaignLegs: legs of a campaign need a person; each leg says why (Leg.Why).
+	// ReasonCampaignLegs: a campaign needs a person, for legs of it or for its total; each leg
+	// says why it asks on its own (Leg.Why), the reason text why the total does.
 	ReasonCampaignLegs ReasonCode = "campaign_legs"
 )
 
@@ -75,7 +76,7 @@ func (r ReasonCode) Label() string {
 	case ReasonChangeNeedsApproval:
 		return "This change to a placed buy needs a person to approve it."
 	case ReasonCampaignLegs:
-		return "Legs of this campaign need a person's approval; one decision covers every leg."
+		return "This campaign needs a person's approval; one decision covers every leg."
 	default:
 		return "This buy needs a person to approve it."
 	}

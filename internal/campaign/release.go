@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -22,8 +23,11 @@ type LegCheck struct {
 // Released answers ActionRelease: either the campaign needs its one approval first, or the legs
 // to start, each with where its media buy begins.
 type Released struct {
-	NeedsApproval bool       `json:"needs_approval"`
-	Legs          []LegStart `json:"legs"`
+	NeedsApproval bool `json:"needs_approval"`
+	// Why is the policy's sentence when the campaign's total is at or over the threshold (a
+	// leg waiting for a person says why in its own reason); the execution history shows it.
+	Why  string     `json:"why,omitempty"`
+	Legs []LegStart `json:"legs"`
 }
 
 // LegStart is a leg's child execution under the name submit fixed, with where it starts.
@@ -45,8 +49,10 @@ type ReleaseInput struct {
 //   - Under all_or_nothing, one such leg calls the others off (CampaignCalledOff, canceled):
 //     nothing is bought at any seller, and nobody is asked to approve.
 //   - Otherwise, when any leg waits for a person (awaiting_approval: the policy's threshold,
-//     the buyer's request, conditions a person must judge), the campaign asks its one approval
-//     first (NeedsApproval, no leg started).
+//     the buyer's request, conditions a person must judge), or when the total of the legs it
+//     would buy is at or over the policy's threshold (legs each under it add up to what a
+//     single buy of that amount would need a person for), the campaign asks its one approval
+//     first (NeedsApproval, no leg started): a leg governance let through waits for it too.
 //   - After an approval, every leg that was checked is created (or re-checked when its
 //     governance approval lapsed before the decision); after a rejection or an expiry every one
 //     of them records that failure, so nothing is created at any seller.
@@ -59,6 +65,7 @@ func (s *Settler) Release(ctx context.Context, tenant, id string, in ReleaseInpu
 		return Released{}, &workflow.InvalidInputError{Field: "legs", Reason: fmt.Sprintf("campaign %s has %d legs; %d inputs and %d checks were sent", id, len(rec.Legs), len(in.Legs), len(in.Checks))}
 	}
 	ops := make([]*ledger.Operation, len(rec.Legs))
+	var cleared []*ledger.Operation
 	refusals := make([]*workflow.StepError, len(rec.Legs))
 	var refused *workflow.StepError
 	waiting := false
@@ -77,11 +84,17 @@ func (s *Settler) Release(ctx context.Context, tenant, id string, in ReleaseInpu
 				Cause: fmt.Sprintf("the campaign is all_or_nothing and its leg at %s (%s) was not cleared: %s; nothing is bought at any seller",
 					leg.SellerID, leg.OperationID, refusals[i].Cause)}
 		}
-		waiting = waiting || (refusals[i] == nil && op.Status == workflow.StatusAwaitingApproval)
+		if refusals[i] == nil {
+			cleared = append(cleared, op)
+			waiting = waiting || op.Status == workflow.StatusAwaitingApproval
+		}
 	}
 	callOff := refused != nil && Policy(rec.Policy) == AllOrNothing
-	if in.Approval == nil && in.Failure == nil && waiting && !callOff {
-		return Released{NeedsApproval: true, Legs: []LegStart{}}, nil
+	if in.Approval == nil && in.Failure == nil && !callOff {
+		over, why := s.overThreshold(rec, cleared)
+		if waiting || over {
+			return Released{NeedsApproval: true, Why: why, Legs: []LegStart{}}, nil
+		}
 	}
 	out := Released{Legs: make([]LegStart, len(rec.Legs))}
 	now := s.now()
@@ -100,6 +113,18 @@ func (s *Settler) Release(ctx context.Context, tenant, id string, in ReleaseInpu
 		out.Legs[i] = LegStart{OperationID: leg.OperationID, ExecutionName: leg.ExecutionName, Input: start}
 	}
 	return out, nil
+}
+
+// overThreshold applies the approval policy to the total of the cleared legs (what the
+// campaign would commit: each leg's amount as its operation stores the buy's one amount). A
+// total that cannot be summed exactly needs a person, and the approval's request then refuses
+// to show it: nothing is bought.
+func (s *Settler) overThreshold(rec *ledger.Campaign, cleared []*ledger.Operation) (bool, string) {
+	total, err := approval.Campaign{Record: rec, Legs: cleared}.Total()
+	if err != nil {
+		return true, err.Error()
+	}
+	return s.threshold.NeedsCampaign(total)
 }
 
 // refusal is why a leg's check did not clear it, or nil: the check failed after its retries

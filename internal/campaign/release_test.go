@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/buytest"
-
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -33,7 +33,27 @@ func checked(t *testing.T, f fixture, policy Policy, after ...workflow.Status) (
 	return out, f.campaigns.starts[out.CampaignID].(ExecutionInput)
 }
 
+// policyAt is an approval policy whose threshold is threshold USD.
+func policyAt(t *testing.T, threshold string) approval.Policy {
+	t.Helper()
+	p, err := approval.ParsePolicy([]byte(`{"threshold":"` + threshold + `","currency":"USD","approvers":["U1"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// testPolicy's threshold is over the example campaign's total (22,500.00 USD of legs of
+// 8,500.25, 9,000.00 and 4,999.75): only a leg that waits for a person asks one.
+func testPolicy(t *testing.T) approval.Policy { return policyAt(t, "30000.00") }
+
 func release(t *testing.T, f fixture, out Submitted, in ExecutionInput, mod func(*TaskInput)) Released {
+	t.Helper()
+	return releaseUnder(t, testPolicy(t), f.store, out, in, mod)
+}
+
+// releaseUnder runs ActionRelease with the approval policy p, reading facts.
+func releaseUnder(t *testing.T, p approval.Policy, facts Facts, out Submitted, in ExecutionInput, mod func(*TaskInput)) Released {
 	t.Helper()
 	task := TaskInput{Action: ActionRelease, Tenant: "acme", CampaignID: out.CampaignID, Legs: in.Legs}
 	for _, l := range in.Legs {
@@ -43,7 +63,7 @@ func release(t *testing.T, f fixture, out Submitted, in ExecutionInput, mod func
 		mod(&task)
 	}
 	raw, _ := json.Marshal(task)
-	got, err := NewSettler(f.store, nil).Handle(context.Background(), raw)
+	got, err := NewSettler(facts, nil, p).Handle(context.Background(), raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,6 +102,61 @@ func TestReleaseAsksOneApprovalBeforeAnyLeg(t *testing.T) {
 		if l.Input.CampaignLeg.Start != workflow.LegFail || l.Input.Failure == nil || *l.Input.Failure != *rejected {
 			t.Errorf("rejected leg %d = %+v", i, l.Input)
 		}
+	}
+}
+
+// Legs each under the threshold whose total is at or over it need the campaign's one approval,
+// as a single buy of the total would: none is started before the decision, every one is created
+// after an approval and none after a rejection.
+func TestReleaseHoldsTheTotalToTheThreshold(t *testing.T) {
+	f := newFixture(t)
+	out, in := checked(t, f, AllOrNothing, workflow.StatusCreating, workflow.StatusCreating, workflow.StatusCreating)
+	for _, threshold := range []string{"10000.00", "22500.00"} {
+		r := releaseUnder(t, policyAt(t, threshold), f.store, out, in, nil)
+		want := "the campaign's total 22500.00 USD is at or over the approval threshold " + threshold + " USD"
+		if !r.NeedsApproval || len(r.Legs) != 0 || r.Why != want {
+			t.Fatalf("release under a %s threshold = %+v, want the approval first because %q", threshold, r, want)
+		}
+	}
+	p := policyAt(t, "10000.00")
+	r := releaseUnder(t, p, f.store, out, in, func(ti *TaskInput) { ti.Approval = &workflow.ApprovalOutput{Decision: "approved", ApprovalID: "apr_1"} })
+	if r.NeedsApproval || strings.Join(toStrings(starts(r)), ",") != "create,create,create" {
+		t.Fatalf("approved release = %+v", r)
+	}
+	rejected := &workflow.StepError{Error: "ApprovalRejectedError", Cause: "rejected by U1"}
+	r = releaseUnder(t, p, f.store, out, in, func(ti *TaskInput) { ti.Failure = rejected })
+	if strings.Join(toStrings(starts(r)), ",") != "fail,fail,fail" {
+		t.Fatalf("rejected release = %+v", r)
+	}
+	for i, l := range r.Legs {
+		if *l.Input.Failure != *rejected {
+			t.Errorf("rejected leg %d = %+v", i, l.Input)
+		}
+	}
+	// A cent under the total: no person, every leg is created at once.
+	if r := releaseUnder(t, policyAt(t, "22500.01"), f.store, out, in, nil); r.NeedsApproval || r.Why != "" ||
+		strings.Join(toStrings(starts(r)), ",") != "create,create,create" {
+		t.Fatalf("release under a 22500.01 threshold = %+v", r)
+	}
+}
+
+// The total is what the campaign would commit: a leg governance denied (best_effort goes on
+// without it) does not count. A threshold in another currency than the legs needs a person.
+func TestReleaseTotalCountsTheClearedLegs(t *testing.T) {
+	f := newFixture(t)
+	out, in := checked(t, f, BestEffort, workflow.StatusCreating, workflow.StatusRejected, workflow.StatusCreating)
+	if r := releaseUnder(t, policyAt(t, "13500.01"), f.store, out, in, nil); r.NeedsApproval || strings.Join(toStrings(starts(r)), ",") != "create,fail,create" {
+		t.Fatalf("release of 13500.00 USD of cleared legs under a 13500.01 threshold = %+v", r)
+	}
+	if r := releaseUnder(t, policyAt(t, "13500.00"), f.store, out, in, nil); !r.NeedsApproval || !strings.Contains(r.Why, "total 13500.00 USD") {
+		t.Fatalf("release of 13500.00 USD of cleared legs under a 13500.00 threshold = %+v", r)
+	}
+	eur, err := approval.ParsePolicy([]byte(`{"threshold":"1000000.00","currency":"EUR","approvers":["U1"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := releaseUnder(t, eur, f.store, out, in, nil); !r.NeedsApproval || r.Why != "the campaign's total is in USD but the approval threshold is in EUR" {
+		t.Fatalf("release under a EUR threshold = %+v", r)
 	}
 }
 
@@ -149,7 +224,7 @@ func TestReleaseRefusesOtherLegs(t *testing.T) {
 		}
 		mod(&task)
 		raw, _ := json.Marshal(task)
-		if _, err := NewSettler(f.store, nil).Handle(context.Background(), raw); err == nil || !strings.Contains(err.Error(), "legs") {
+		if _, err := NewSettler(f.store, nil, testPolicy(t)).Handle(context.Background(), raw); err == nil || !strings.Contains(err.Error(), "legs") {
 			t.Errorf("release of other legs: err = %v", err)
 		}
 	}
@@ -178,5 +253,30 @@ func TestReleaseRechecksALapsedLeg(t *testing.T) {
 	r := release(t, f, out, in, func(ti *TaskInput) { ti.Approval = &workflow.ApprovalOutput{Decision: "approved"} })
 	if strings.Join(toStrings(starts(r)), ",") != "check,create,create" {
 		t.Fatalf("release = %+v", r)
+	}
+}
+
+// otherCurrency reads leg id's operation as if it were in EUR: a total that cannot be summed.
+type otherCurrency struct {
+	*ledger.Store
+	id string
+}
+
+func (o otherCurrency) GetOperation(ctx context.Context, tenant, id string) (*ledger.Operation, error) {
+	op, err := o.Store.GetOperation(ctx, tenant, id)
+	if err == nil && id == o.id {
+		op.Currency = "EUR"
+	}
+	return op, err
+}
+
+// A total that cannot be summed exactly fails closed: the campaign asks a person (whose request
+// then refuses to show the amount, so nothing is bought), it is never let through unasked.
+func TestReleaseAnUnsummableTotalNeedsAPerson(t *testing.T) {
+	f := newFixture(t)
+	out, in := checked(t, f, AllOrNothing, workflow.StatusCreating, workflow.StatusCreating, workflow.StatusCreating)
+	r := releaseUnder(t, testPolicy(t), otherCurrency{f.store, out.Legs[1].OperationID}, out, in, nil)
+	if !r.NeedsApproval || len(r.Legs) != 0 || !strings.Contains(r.Why, "cannot be shown exactly") {
+		t.Fatalf("release with a leg in EUR = %+v", r)
 	}
 }

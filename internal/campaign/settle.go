@@ -93,18 +93,25 @@ type PlanSyncer interface {
 
 var _ Facts = (*ledger.Store)(nil)
 
+// Threshold is the approval policy's gate on a campaign's total (approval.Policy).
+type Threshold interface {
+	NeedsCampaign(total money.Amount) (bool, string)
+}
+
 // Settler serves the campaign state machine's Lambda tasks. Every leg's facts are written by its
 // own media buy's stages and the cancels by the create function; the Settler writes only the
 // campaign's final status.
 type Settler struct {
-	facts  Facts
-	agents PlanSyncer
-	now    func() time.Time
+	facts     Facts
+	agents    PlanSyncer
+	threshold Threshold
+	now       func() time.Time
 }
 
-// NewSettler returns the campaign function's handler; agents pushes plans.
-func NewSettler(f Facts, agents PlanSyncer) *Settler {
-	return &Settler{facts: f, agents: agents, now: time.Now}
+// NewSettler returns the campaign function's handler; agents pushes plans, threshold is the
+// approval policy the release holds the campaign's total to.
+func NewSettler(f Facts, agents PlanSyncer, threshold Threshold) *Settler {
+	return &Settler{facts: f, agents: agents, threshold: threshold, now: time.Now}
 }
 
 // Handle serves one task payload. Errors come back bare (workflow.TaskError) so the state

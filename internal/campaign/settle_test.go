@@ -41,7 +41,7 @@ func submitAndEnd(t *testing.T, f fixture, policy Policy, ends ...workflow.Statu
 func settle(t *testing.T, f fixture, out Submitted) Settled {
 	t.Helper()
 	raw, _ := json.Marshal(TaskInput{Action: ActionSettle, Tenant: "acme", CampaignID: out.CampaignID})
-	got, err := NewSettler(f.store, nil).Handle(context.Background(), raw)
+	got, err := NewSettler(f.store, nil, testPolicy(t)).Handle(context.Background(), raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestSettleAllCompleted(t *testing.T) {
 
 func TestSettlerRefusesBadPayloads(t *testing.T) {
 	f := newFixture(t)
-	h := NewSettler(f.store, nil)
+	h := NewSettler(f.store, nil, testPolicy(t))
 	for _, raw := range []string{`{"action":"nope","tenant":"acme"}`, `{"action":"settle","tenant":"acme","extra":1}`, `[]`} {
 		_, err := h.Handle(context.Background(), json.RawMessage(raw))
 		var invalid *workflow.InvalidInputError

@@ -27,6 +27,12 @@ func (s *Notifier) requestCampaign(ctx context.Context, in workflow.CallbackInpu
 	if err != nil {
 		return err
 	}
+	// The page, Slack and the timelines say it when the total is what needs a person: legs
+	// each under the threshold may add up to it.
+	why, err := c.TotalReason(s.Cfg.Policy)
+	if err != nil {
+		return err
+	}
 	id := approval.ApprovalID(in.TaskToken)
 	rd, known, err := s.roundOf(ctx, in.Tenant, in.CampaignID, id)
 	if err != nil {
@@ -39,7 +45,7 @@ func (s *Notifier) requestCampaign(ctx context.Context, in workflow.CallbackInpu
 	a, err := s.createOnce(ctx, ledger.Approval{
 		ID: id, Tenant: in.Tenant, CampaignID: in.CampaignID, TaskToken: in.TaskToken,
 		Approvers: approvers, EscalationApprovers: escalateTo, Requester: c.Record.Requester, Amount: total.Decimal(), Currency: total.Currency,
-		Reason: string(approvalcore.ReasonCampaignLegs), ExpiresAt: s.Now().Add(s.timeout(rd, in.Config)),
+		Reason: string(approvalcore.ReasonCampaignLegs), ReasonText: why, ExpiresAt: s.Now().Add(s.timeout(rd, in.Config)),
 	})
 	if err != nil {
 		return err
@@ -47,8 +53,12 @@ func (s *Notifier) requestCampaign(ctx context.Context, in workflow.CallbackInpu
 	if err := s.Cfg.Ledger.SetCampaignApproval(ctx, in.Tenant, in.CampaignID, id); err != nil {
 		return fmt.Errorf("notify: name approval %s on campaign %s: %w", id, in.CampaignID, err)
 	}
+	reason := a.Reason
+	if a.ReasonText != "" {
+		reason = a.ReasonText
+	}
 	requested := ledger.Event{
-		Type: ledger.EventApprovalRequested, Actor: actorSystem, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason,
+		Type: ledger.EventApprovalRequested, Actor: actorSystem, Amount: a.Amount, Currency: a.Currency, Reason: reason,
 		Detail: approval.EventDetail{ApprovalID: id, Round: rd.Round, Escalation: rd.Escalation, Approvers: a.Approvers, CampaignID: in.CampaignID}.Raw(),
 	}
 	if !known {

@@ -183,3 +183,41 @@ func TestRequestNeedsOneSubject(t *testing.T) {
 		t.Error("a refused request posted to Slack")
 	}
 }
+
+// Legs each under the threshold whose total is at or over it: the approval says why in the
+// policy's sentence, Slack shows it, and the request on the campaign's timeline and on every
+// leg's reads it. Under a threshold over the total, no such sentence is made up.
+func TestRequestForACampaignSaysItsTotalIsOverTheThreshold(t *testing.T) {
+	const why = "the campaign's total 25000.00 USD is at or over the approval threshold 20000.00 USD"
+	e := approvaltest.NewEnv(t, `{"threshold":"20000.00","currency":"USD","approvers":["UALICE"],"on_timeout":"reject"}`)
+	campaign(e)
+	id := requestCampaign(e, approvaltest.Token(7))
+	if a := e.Approval(id); a.ReasonText != why || a.Reason != "campaign_legs" {
+		t.Fatalf("approval's reason %q, text %q; want %q", a.Reason, a.ReasonText, why)
+	}
+	msgs := e.Slack.Messages()
+	if len(msgs) != 1 || !strings.Contains(string(msgs[0].Body), why) {
+		t.Errorf("Slack messages %v lack %q", msgs, why)
+	}
+	for _, tl := range []string{campaignID, "leg-a", "leg-b"} {
+		found := false
+		for _, ev := range e.Timeline(tl) {
+			found = found || (ev.Type == ledger.EventApprovalRequested && ev.Reason == why)
+		}
+		if !found {
+			t.Errorf("%s's timeline has no approval request saying %q", tl, why)
+		}
+	}
+
+	under := approvaltest.NewEnv(t, `{"threshold":"30000.00","currency":"USD","approvers":["UALICE"],"on_timeout":"reject"}`)
+	campaign(under)
+	id = requestCampaign(under, approvaltest.Token(8))
+	if a := under.Approval(id); a.ReasonText != "" {
+		t.Errorf("under a threshold over the total, the approval says %q", a.ReasonText)
+	}
+	for _, ev := range under.Timeline(campaignID) {
+		if ev.Type == ledger.EventApprovalRequested && ev.Reason != "campaign_legs" {
+			t.Errorf("the request reads %q", ev.Reason)
+		}
+	}
+}

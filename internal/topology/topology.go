@@ -163,9 +163,9 @@ var App = Application{
 			Env: []string{EnvTableName, EnvStateMachineARN, EnvCampaignsARN, EnvAgentsSecretPrefix, EnvRunConfig, EnvLocalTenantHeader},
 		},
 		{
-			Name: "campaign", Description: "The Campaign state machine's tasks: sync_plans, a leg's status, settling the partial-failure policy",
+			Name: "campaign", Description: "The Campaign state machine's tasks: sync_plans, releasing the legs (the approval threshold on the total), a leg's status, settling the partial-failure policy",
 			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, Placeholder: "CampaignFunctionArn",
-			Env: []string{EnvTableName, EnvAgentsSecretPrefix}, Secrets: []string{EnvAgentsSecretPrefix},
+			Env: with(EnvApprovalPolicy), Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "governance", Description: "CheckGovernance, ReportOutcome and RecordFailure stages",

@@ -436,34 +436,9 @@ func TestCampaignOneApprovalCoversAllLegs(t *testing.T) {
 			t.Errorf("the approval page lacks %q", want)
 		}
 	}
-	// Nothing is created while the approver decides; every leg waits for the one decision.
-	for i := range 3 {
-		if n := len(r.legCalls(i, "create_media_buy")); n != 0 {
-			t.Errorf("leg %d created before the decision", i)
-		}
-	}
-	r.wantLegs(r.campaign(), "awaiting_approval", "awaiting_approval", "awaiting_approval")
-	if code, heading := decideLink(t, link, "approve"); code != 200 {
-		t.Fatalf("approve: HTTP %d %q", code, heading)
-	}
-	ex := only(t, r.finish(90*time.Second))
-	if ex.Status != "SUCCEEDED" || ex.States[len(ex.States)-1] != "CampaignCompleted" || count(ex.States, "RequestCampaignApproval") != 1 ||
-		!slices.Contains(ex.States, "ReleaseApprovedLegs") {
-		t.Fatalf("campaign ended %s %s: %v", ex.Status, ex.Error, ex.States)
-	}
-	cp := r.campaign()
-	r.wantLegs(cp, "completed", "completed", "completed")
-	if cp.Status != "completed" || cp.Committed != "36000.00" || cp.Approval == nil || cp.Approval.Status != "approved" || cp.Approval.DecidedBy != approver {
-		t.Errorf("campaign %s committed %s, approval %+v", cp.Status, cp.Committed, cp.Approval)
-	}
+	r.waitingForTheDecision()
+	cp := r.approvedAndCreated(link, "36000.00")
 	for i, leg := range r.sub.Legs {
-		if n := len(r.legCalls(i, "create_media_buy")); n != 1 {
-			t.Errorf("leg %d: %d create_media_buy calls", i, n)
-		}
-		lex := r.legExecution(i)
-		if slices.Contains(lex.States, "RequestApproval") || !slices.Equal(lex.States[:3], []string{"IsContinuation", "StartCampaignLeg", "CreateMediaBuy"}) {
-			t.Errorf("leg %d's execution: %v", i, lex.States)
-		}
 		tl, err := r.client.Events(ctx, leg.OperationID)
 		if err != nil {
 			t.Fatal(err)
@@ -497,7 +472,16 @@ func TestCampaignApprovalRejectedBuysNothing(t *testing.T) {
 	r := beginCampaign(t, "best_effort")
 	r.overThreshold(0)
 	r.submitCampaign()
-	if code, heading := decideLink(t, r.campaignLink(), "reject"); code != 200 {
+	r.rejectedBuysNothing(r.campaignLink())
+}
+
+// rejectedBuysNothing rejects from link and checks that nothing was created at any seller,
+// that every leg ended rejected in its own execution, naming the approver, and that the
+// campaign reads canceled with the decision.
+func (r *campaignRun) rejectedBuysNothing(link string) {
+	t := r.t
+	t.Helper()
+	if code, heading := decideLink(t, link, "reject"); code != 200 {
 		t.Fatalf("reject: HTTP %d %q", code, heading)
 	}
 	ex := only(t, r.finish(90*time.Second))
@@ -520,6 +504,49 @@ func TestCampaignApprovalRejectedBuysNothing(t *testing.T) {
 			t.Errorf("leg %d's reason %q does not name the approver", i, cp.Legs[i].Reason)
 		}
 	}
+}
+
+// waitingForTheDecision checks that nothing is created while the approver decides: every leg
+// waits for the one decision, those governance let through too.
+func (r *campaignRun) waitingForTheDecision() {
+	r.t.Helper()
+	for i := range 3 {
+		if n := len(r.legCalls(i, "create_media_buy")); n != 0 {
+			r.t.Errorf("leg %d created before the decision", i)
+		}
+	}
+	r.wantLegs(r.campaign(), "awaiting_approval", "awaiting_approval", "awaiting_approval")
+}
+
+// approvedAndCreated approves from link and checks that the one approval released every leg:
+// each created once, at CreateMediaBuy with no approval of its own, the campaign completed
+// with committed and the approver's decision.
+func (r *campaignRun) approvedAndCreated(link, committed string) apiclient.Campaign {
+	t := r.t
+	t.Helper()
+	if code, heading := decideLink(t, link, "approve"); code != 200 {
+		t.Fatalf("approve: HTTP %d %q", code, heading)
+	}
+	ex := only(t, r.finish(90*time.Second))
+	if ex.Status != "SUCCEEDED" || ex.States[len(ex.States)-1] != "CampaignCompleted" || count(ex.States, "RequestCampaignApproval") != 1 ||
+		!slices.Contains(ex.States, "ReleaseApprovedLegs") {
+		t.Fatalf("campaign ended %s %s: %v", ex.Status, ex.Error, ex.States)
+	}
+	cp := r.campaign()
+	r.wantLegs(cp, "completed", "completed", "completed")
+	if cp.Status != "completed" || cp.Committed != committed || cp.Approval == nil || cp.Approval.Status != "approved" || cp.Approval.DecidedBy != approver {
+		t.Errorf("campaign %s committed %s, approval %+v", cp.Status, cp.Committed, cp.Approval)
+	}
+	for i := range r.sub.Legs {
+		if n := len(r.legCalls(i, "create_media_buy")); n != 1 {
+			t.Errorf("leg %d: %d create_media_buy calls, want 1", i, n)
+		}
+		lex := r.legExecution(i)
+		if slices.Contains(lex.States, "RequestApproval") || !slices.Equal(lex.States[:3], []string{"IsContinuation", "StartCampaignLeg", "CreateMediaBuy"}) {
+			t.Errorf("leg %d's execution: %v", i, lex.States)
+		}
+	}
+	return cp
 }
 
 // A seller's input-required on one leg asks about that leg alone, in its own execution: the
@@ -587,4 +614,54 @@ func TestCampaignApprovalExpiredBuysNothing(t *testing.T) {
 			t.Errorf("leg %d's execution ended %s %s: %v", i, lex.Status, lex.Error, lex.States)
 		}
 	}
+}
+
+// addingUpOverThreshold sets every leg's budget under the approval policy's 10,000 USD
+// threshold, their total (10,500.25 USD) over it: a buy split so that no leg needs a person.
+func (r *campaignRun) addingUpOverThreshold() string {
+	for i, budget := range []float64{4000.25, 3500, 3000} {
+		r.spec.Legs[i].Budget = budget
+	}
+	return "the campaign's total 10500.25 USD is at or over the approval threshold 10000.00 USD"
+}
+
+// Legs each under the threshold whose total is over it need the campaign's one approval, as a
+// single buy of the total would: exactly one Slack request, saying why, nothing created at any
+// seller before the decision (every leg waits, though governance let each through), and every
+// leg created once after the approval.
+func TestCampaignTotalOverTheThresholdNeedsTheOneApproval(t *testing.T) {
+	r := beginCampaign(t, "all_or_nothing")
+	why := r.addingUpOverThreshold()
+	r.submitCampaign()
+	link := r.campaignLink()
+	msgs := r.slackMessages()
+	if len(msgs) != 1 || !strings.Contains(string(msgs[0].Body)+msgs[0].Text, why) {
+		t.Errorf("%d Slack requests for the campaign, want one saying %q: %v", len(msgs), why, msgs)
+	}
+	resp, err := http.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if page := string(body); resp.StatusCode != http.StatusOK || !strings.Contains(page, strings.ReplaceAll(why, "'", "&#39;")) || !strings.Contains(page, "USD 10,500.25") {
+		t.Errorf("the approval page (HTTP %d) lacks the total or %q", resp.StatusCode, why)
+	}
+	r.waitingForTheDecision()
+	evs, err := r.client.CampaignEvents(context.Background(), r.sub.CampaignID)
+	if err != nil || !slices.ContainsFunc(evs, func(e apiclient.CampaignEvent) bool {
+		return e.OperationID == "" && e.Type == "approval_requested" && e.Reason == why
+	}) {
+		t.Errorf("the campaign's timeline has no request saying %q (%v)", why, err)
+	}
+	r.approvedAndCreated(link, "10500.25")
+}
+
+// The same campaign rejected: nothing is created at any seller, every leg ends rejected in its
+// own execution, and the campaign reads canceled.
+func TestCampaignTotalOverTheThresholdRejectedBuysNothing(t *testing.T) {
+	r := beginCampaign(t, "best_effort")
+	r.addingUpOverThreshold()
+	r.submitCampaign()
+	r.rejectedBuysNothing(r.campaignLink())
 }
