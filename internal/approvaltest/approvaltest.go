@@ -5,7 +5,6 @@
 package approvaltest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/buyflow/buyflow/internal/logging/logtest"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -112,7 +113,7 @@ type Env struct {
 	// Logger is the use cases' logger; NewEnv fails the test if a line it wrote carries a task
 	// token, a link or a signature.
 	Logger *slog.Logger
-	logs   *syncBuffer
+	logs   *logtest.Buffer
 	// Metrics holds the use cases' metrics recorder and reads back what each step recorded.
 	Metrics *metricstest.Sink
 }
@@ -129,24 +130,6 @@ func (e *Env) Build(cfg approval.Config) {
 		e.T.Fatal(err)
 	}
 	e.Notifier, e.Approver = n, a
-}
-
-// syncBuffer collects log output from concurrent handlers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 var testKeys = `{"current":"k2","keys":{"k1":"` + strings.Repeat("A", 43) + `","k2":"` + strings.Repeat("B", 42) + "A" + `"}}`
@@ -183,7 +166,7 @@ func NewEnv(t *testing.T, policyJSON string) *Env {
 		t.Fatal(err)
 	}
 	tasks := &FakeTasks{}
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
 	// No log line may carry a task token, a link or a signature.
 	t.Cleanup(func() {

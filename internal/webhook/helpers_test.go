@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/logging/logtest"
+
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -85,24 +87,7 @@ type env struct {
 	tasks  *completer
 	svc    *webhook.Service
 	key    ed25519.PrivateKey
-	logBuf *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logBuf *logtest.Buffer
 }
 
 func newEnv(t testing.TB) *env { return newEnvWith(t, nil) }
@@ -132,7 +117,7 @@ func newEnvWith(t testing.TB, adjust func(*webhook.Config)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, ctx: context.Background(), clock: clk, api: api, table: table, store: store, tasks: &completer{}, key: key, logBuf: &syncBuffer{}}
+	e := &env{t: t, ctx: context.Background(), clock: clk, api: api, table: table, store: store, tasks: &completer{}, key: key, logBuf: &logtest.Buffer{}}
 	var w io.Writer = e.logBuf
 	cfg := webhook.Config{
 		Ledger: store, Operations: store,

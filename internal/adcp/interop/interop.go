@@ -13,9 +13,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/buyflow/buyflow/internal/logging/logtest"
 )
 
 // Options configures the seller (see seller.mjs for what each does).
@@ -35,7 +36,7 @@ type Seller struct {
 	Base string
 
 	cmd    *exec.Cmd
-	stderr *lockedBuffer
+	stderr *logtest.Buffer
 }
 
 // Start runs the seller and waits (up to 60 s) until it listens.
@@ -60,7 +61,7 @@ func Start(o Options) (*Seller, error) {
 		// NODE_ENV=test: the SDK then takes the loopback webhook URLs without a production warning.
 		cmd.Env = append(cmd.Env, "BUYFLOW_INTEROP_WEBHOOKS=1", "ADCP_DECISIONING_ALLOW_HTTP_WEBHOOKS=1", "NODE_ENV=test")
 	}
-	s := &Seller{cmd: cmd, stderr: &lockedBuffer{}}
+	s := &Seller{cmd: cmd, stderr: &logtest.Buffer{}}
 	cmd.Stderr = s.stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -105,22 +106,4 @@ func (s *Seller) Stop() {
 		_ = s.cmd.Process.Kill() // it ignored SIGTERM
 		<-done
 	}
-}
-
-// lockedBuffer collects the seller's stderr.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (w *lockedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }
