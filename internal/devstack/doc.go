@@ -24,8 +24,13 @@
 //   - Lambda: each process polls at <addr>/_runtime/<function>~<n>; the proxy strips the number
 //     and so knows which process holds which invocation. A process that exits (crash, panic,
 //     kill) is replaced by a new one, which starts cold, and the invocation it held fails at
-//     once with Runtime.ExitError, as on Lambda. An invocation payload over 6 MB gets Lambda's
-//     413, an HTTP API request body over 6 MB API Gateway's 413 (kumo answers 500).
+//     once with Runtime.ExitError, as on Lambda. kumo can hand an invocation to the poll of a
+//     process that has just died, before it sees the closed connection, and would then wait
+//     for the function's timeout: the proxy keeps each poll to kumo open past its process's
+//     connection, reads what kumo hands it, and sends an invocation no live process took to a
+//     live one (Trace kind "redispatch"), answering the original with its result. An
+//     invocation payload over 6 MB gets Lambda's 413, an HTTP API request body over 6 MB API
+//     Gateway's 413 (kumo answers 500).
 //   - Execute-api is virtual-hosted ({api}.execute-api.localhost), a name the Go resolver does
 //     not know. Start serves the API on its own loopback port (Stack.APIURL) and forwards each
 //     request to kumo with that Host. kumo breaks a tie between a route and a greedy one

@@ -2,6 +2,7 @@ package devstack
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -94,6 +95,9 @@ type emulatorProxy struct {
 	// being killed.
 	inflight map[string]string
 	dead     map[string]bool
+	// lifetime ends when the proxy is closed: the runtime polls it forwards end with it.
+	lifetime context.Context
+	close    context.CancelFunc
 }
 
 // errProcessGone is the exit reason given for an invocation handed to a process already dead.
@@ -101,6 +105,10 @@ var errProcessGone = errors.New("the process had exited when the invocation reac
 
 // runtimeKey is the context key carrying the runtime key of a runtime-API request.
 type runtimeKey struct{}
+
+// processConnKey is the context key carrying the context of a process's own poll request: it
+// ends when the process's connection does, which the poll forwarded to kumo does not.
+type processConnKey struct{}
 
 type pollWaiter struct {
 	n  int
@@ -113,6 +121,7 @@ func newEmulatorProxy(target string, trace *Trace) (*emulatorProxy, error) {
 		return nil, fmt.Errorf("localstack: emulator url: %w", err)
 	}
 	p := &emulatorProxy{trace: trace, kumo: target, polls: map[string]int{}, waiters: map[string][]pollWaiter{}, first: map[string]time.Time{}, inflight: map[string]string{}, dead: map[string]bool{}}
+	p.lifetime, p.close = context.WithCancel(context.Background())
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(u)
@@ -122,16 +131,23 @@ func newEmulatorProxy(target string, trace *Trace) (*emulatorProxy, error) {
 		ModifyResponse: func(resp *http.Response) error {
 			if key, ok := resp.Request.Context().Value(runtimeKey{}).(string); ok && strings.HasSuffix(resp.Request.URL.Path, "/invocation/next") {
 				if id := resp.Header.Get("Lambda-Runtime-Aws-Request-Id"); id != "" && resp.StatusCode == http.StatusOK {
+					conn, _ := resp.Request.Context().Value(processConnKey{}).(context.Context)
 					p.mu.Lock()
-					dead := p.dead[key]
-					if !dead {
+					gone := p.dead[key] || (conn != nil && conn.Err() != nil)
+					if !gone {
 						p.inflight[key] = id
 					}
 					p.mu.Unlock()
-					if dead {
+					if gone {
 						// kumo handed an invocation to the poll of a process that has just
-						// died: fail it now, as a crashed sandbox, not at the function's timeout.
-						go p.failInvocation(key, id, errProcessGone)
+						// died: no sandbox ever started it, so it goes to a live one, as
+						// Lambda routes it, not lost until the function's timeout.
+						payload, err := io.ReadAll(io.LimitReader(resp.Body, MaxInvokePayload+1))
+						if err != nil {
+							go p.failInvocation(key, id, fmt.Errorf("%w (its payload could not be read: %w)", errProcessGone, err))
+						} else {
+							go p.redispatch(key, id, payload)
+						}
 						return errProcessGone
 					}
 				}
@@ -153,6 +169,19 @@ func newEmulatorProxy(target string, trace *Trace) (*emulatorProxy, error) {
 func (p *emulatorProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, "/_runtime/") {
 		r = p.runtimeRequest(r)
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/runtime/invocation/next") {
+			// kumo can hand an invocation to a poll in the instant the process behind it dies,
+			// before it sees the closed connection; the invocation is then lost until the
+			// function's timeout (a click hangs 15 s and fails). The poll to kumo therefore
+			// outlives the process's connection, so the proxy always reads what kumo handed
+			// over and sends it on (ModifyResponse). A context that can be cancelled keeps
+			// ReverseProxy from cancelling it on CloseNotify.
+			// The proxy's close ends such polls (kumo's Close waits for them).
+			ctx, cancel := context.WithCancel(context.WithValue(context.WithoutCancel(r.Context()), processConnKey{}, r.Context()))
+			defer cancel()
+			defer context.AfterFunc(p.lifetime, cancel)()
+			r = r.WithContext(ctx)
+		}
 	}
 	if cp := p.crash.Load(); cp != nil && r.Header.Get("X-Amz-Target") == cp.Target && callerFunction(r) == cp.Function && p.crashes(w, r, cp) {
 		return
@@ -286,7 +315,6 @@ func (p *emulatorProxy) markDead(key string) {
 
 // failInvocation answers invocation id, held by the process named key, with Runtime.ExitError.
 func (p *emulatorProxy) failInvocation(key, id string, exitErr error) {
-	fn, _, _ := strings.Cut(key, "~")
 	why := "exit status 0"
 	if exitErr != nil {
 		why = exitErr.Error()
@@ -295,13 +323,64 @@ func (p *emulatorProxy) failInvocation(key, id string, exitErr error) {
 		"errorType":    "Runtime.ExitError",
 		"errorMessage": fmt.Sprintf("RequestId: %s Error: Runtime exited with error: %s", id, why),
 	})
-	req, err := http.NewRequest(http.MethodPost, p.kumo+"/_runtime/"+fn+"/2018-06-01/runtime/invocation/"+id+"/error", bytes.NewReader(doc))
+	p.answerInvocation(key, id, "error", "Runtime.ExitError", doc)
+}
+
+// answerInvocation posts the runtime API's response (or, with errorType, error) of
+// invocation id of the process named key to kumo, which hands it to the invoker.
+func (p *emulatorProxy) answerInvocation(key, id, answer, errorType string, doc []byte) {
+	fn, _, _ := strings.Cut(key, "~")
+	req, err := http.NewRequest(http.MethodPost, p.kumo+"/_runtime/"+fn+"/2018-06-01/runtime/invocation/"+id+"/"+answer, bytes.NewReader(doc))
 	if err != nil {
 		return
 	}
-	req.Header.Set("Lambda-Runtime-Function-Error-Type", "Runtime.ExitError")
+	if errorType != "" {
+		req.Header.Set("Lambda-Runtime-Function-Error-Type", errorType)
+	}
 	if resp, err := http.DefaultClient.Do(req); err == nil {
 		discard(resp)
+	}
+}
+
+// redispatchClient waits for a sent-again invocation as long as a function may run.
+var redispatchClient = &http.Client{Timeout: 16 * time.Minute}
+
+// redispatch sends invocation id, which kumo handed to the poll of the dead process key, to
+// a live process of the same function (kumo hands a new invocation to whichever polls) and
+// answers id with its result: the invoker sees one invocation, answered as the function
+// answered it.
+func (p *emulatorProxy) redispatch(key, id string, payload []byte) {
+	fn, _, _ := strings.Cut(key, "~")
+	p.trace.add(invocationEvent(TraceRedispatch, fn, payload))
+	req, err := http.NewRequestWithContext(p.lifetime, http.MethodPost, p.kumo+"/2015-03-31/functions/"+fn+"/invocations", bytes.NewReader(payload))
+	if err == nil {
+		err = signLambda(req)
+	}
+	var resp *http.Response
+	if err == nil {
+		if resp, err = redispatchClient.Do(req); err == nil {
+			defer discard(resp)
+		}
+	}
+	if p.lifetime.Err() != nil {
+		return // the stack is closing
+	}
+	if err != nil {
+		p.failInvocation(key, id, fmt.Errorf("%w (sending it again failed: %w)", errProcessGone, err))
+		return
+	}
+	doc, err := io.ReadAll(io.LimitReader(resp.Body, MaxInvokePayload+1))
+	switch {
+	case err != nil || resp.StatusCode != http.StatusOK:
+		p.failInvocation(key, id, fmt.Errorf("%w (sending it again answered %s: %s)", errProcessGone, resp.Status, bytes.TrimSpace(doc)))
+	case resp.Header.Get("X-Amz-Function-Error") != "":
+		var e struct {
+			ErrorType string `json:"errorType"`
+		}
+		_ = json.Unmarshal(doc, &e) // kumo passes the function's error document through
+		p.answerInvocation(key, id, "error", cmp.Or(e.ErrorType, "Unhandled"), doc)
+	default:
+		p.answerInvocation(key, id, "response", "", doc)
 	}
 }
 
@@ -322,13 +401,19 @@ func (p *emulatorProxy) traceInvoke(w http.ResponseWriter, r *http.Request) bool
 		_, _ = fmt.Fprintf(w, `{"Type":"User","message":"Request must be smaller than %d bytes for the InvokeFunction operation"}`, MaxInvokePayload)
 		return false
 	}
+	p.trace.add(invocationEvent(TraceInvoke, segmentAfter(r.URL.Path, "functions"), body))
+	return true
+}
+
+// invocationEvent is the trace event of an invocation of fn with the operation id and action
+// of its payload.
+func invocationEvent(kind, fn string, payload []byte) TraceEvent {
 	var head struct {
 		OperationID string `json:"operation_id"`
 		Action      string `json:"action"`
 	}
-	_ = json.Unmarshal(body, &head) // API Gateway events have neither field
-	p.trace.add(TraceEvent{Kind: TraceInvoke, Function: segmentAfter(r.URL.Path, "functions"), OperationID: head.OperationID, Action: head.Action})
-	return true
+	_ = json.Unmarshal(payload, &head) // API Gateway events have neither field
+	return TraceEvent{Kind: kind, Function: fn, OperationID: head.OperationID, Action: head.Action}
 }
 
 // expect returns a channel closed once fn has polled n times in all.

@@ -322,6 +322,7 @@ func (st *Stack) startEmulator(ctx context.Context, o Options) (string, error) {
 		return "", err
 	}
 	st.proxy = proxy
+	st.closers = append(st.closers, proxy.close) // before kumo's: it ends the polls kumo waits for
 	emuSrv := serve(emuLn, proxy)
 	st.closers = append(st.closers, emuSrv.close)
 	st.EmulatorURL = emuSrv.url()

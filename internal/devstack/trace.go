@@ -11,13 +11,16 @@ const (
 	TraceWebhook = "webhook"
 	// TraceInvoke is a Lambda invocation, as kumo's engines or API asked for it.
 	TraceInvoke = "invoke"
+	// TraceRedispatch is an invocation kumo handed to the poll of a process that had just
+	// died, sent again to a live process of the function.
+	TraceRedispatch = "redispatch"
 )
 
 // TraceEvent is one traced request.
 type TraceEvent struct {
 	At   time.Time
 	Kind string
-	// Function is the invoked function (invocations only).
+	// Function is the invoked function (invocations and redispatches only).
 	Function string
 	// OperationID is the operation the webhook is for, or the operation_id of a stage
 	// invocation's payload.
