@@ -152,6 +152,10 @@ type Approval struct {
 	RequestedAt string   `json:"requested_at"`
 	ExpiresAt   string   `json:"expires_at"`
 	Reason      string   `json:"reason,omitempty"`
+	ReasonText  string   `json:"reason_text,omitempty"`
+	// Amount is what the person approves; for a campaign the total of the legs it covers.
+	Amount      string   `json:"amount,omitempty"`
+	Legs        []string `json:"legs,omitempty"`
 	Round       int      `json:"round"`
 	Escalation  bool     `json:"escalation,omitempty"`
 	EscalatesTo []string `json:"escalates_to,omitempty"`
