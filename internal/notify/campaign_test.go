@@ -6,42 +6,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/approvaltest"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-const campaignID = "cp-1"
+const campaignID = approvaltest.CampaignID
 
 // campaign stores a campaign of two legs: one a person must approve (awaiting_approval), one
 // governance let through (creating), USD 12,500.00 each.
 func campaign(e *approvaltest.Env) {
 	e.T.Helper()
-	e.CreateOperation("leg-a", workflow.StatusAwaitingApproval)
-	e.CreateOperation("leg-b", workflow.StatusCreating)
-	if _, err := e.Store.CreateCampaign(e.Ctx, ledger.Campaign{
-		ID: campaignID, Tenant: approvaltest.Tenant, Name: "Spring", GovernanceAgentID: "gov", PlanID: "plan-q1", Policy: "best_effort",
-		BudgetTotal: "30000.00", Currency: "USD", Requester: approvaltest.Requester,
-		Legs: []ledger.CampaignLeg{
-			{OperationID: "leg-a", SellerID: "sports-network", PONumber: "PO-42", Amount: "12500.00"},
-			{OperationID: "leg-b", SellerID: "sports-network", PONumber: "PO-42", Amount: "12500.00"},
-		},
-	}); err != nil {
-		e.T.Fatal(err)
-	}
+	e.CreateCampaign(workflow.StatusAwaitingApproval, workflow.StatusCreating)
 }
 
 func requestCampaign(e *approvaltest.Env, tok string, legs ...string) string {
 	e.T.Helper()
-	payload, _ := json.Marshal(map[string]any{
-		"action": "request", "campaign_id": campaignID, "tenant": approvaltest.Tenant, "legs": legs,
-		"config": map[string]any{"approval_timeout_seconds": approvaltest.TimeoutSeconds}, "task_token": tok,
-	})
-	if _, err := e.Notifier.Notify(e.Ctx, payload); err != nil {
-		e.T.Fatalf("request: %v", err)
-	}
-	return approval.ApprovalID(tok)
+	return e.RequestCampaign(tok, legs...)
 }
 
 func count(evs []ledger.Event, typ string) int {
@@ -170,19 +151,7 @@ func TestExpireACampaignApproval(t *testing.T) {
 // (still checking_governance, not ended): the release gate leaves the last one out.
 func threeLegCampaign(e *approvaltest.Env) {
 	e.T.Helper()
-	e.CreateOperation("leg-a", workflow.StatusAwaitingApproval)
-	e.CreateOperation("leg-b", workflow.StatusCreating)
-	e.CreateOperation("leg-c", workflow.StatusCheckingGovernance)
-	legs := []ledger.CampaignLeg{}
-	for _, id := range []string{"leg-a", "leg-b", "leg-c"} {
-		legs = append(legs, ledger.CampaignLeg{OperationID: id, SellerID: "sports-network", PONumber: "PO-42", Amount: "12500.00"})
-	}
-	if _, err := e.Store.CreateCampaign(e.Ctx, ledger.Campaign{
-		ID: campaignID, Tenant: approvaltest.Tenant, Name: "Spring", GovernanceAgentID: "gov", PlanID: "plan-q1", Policy: "best_effort",
-		BudgetTotal: "40000.00", Currency: "USD", Requester: approvaltest.Requester, Legs: legs,
-	}); err != nil {
-		e.T.Fatal(err)
-	}
+	e.CreateCampaign(workflow.StatusAwaitingApproval, workflow.StatusCreating, workflow.StatusCheckingGovernance)
 }
 
 // The approval is of the legs the release gate covers and of their total, the one the gate
