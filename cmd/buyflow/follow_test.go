@@ -75,6 +75,8 @@ func TestWaitShowsTheApprovalAndExitsPerFinalStatus(t *testing.T) {
 	expired := *first
 	expired.Status = "expired"
 	escalated := pending("apr_2", true, []string{"S0FINANCE"}, nil)
+	sellerAsked := pending("apr_3", false, []string{"U123"}, nil)
+	sellerAsked.Reason, sellerAsked.ReasonText = "seller_input_required", "confirm the makegood terms"
 
 	cases := []struct {
 		name  string
@@ -85,7 +87,7 @@ func TestWaitShowsTheApprovalAndExitsPerFinalStatus(t *testing.T) {
 		{"approved", []buy.View{view("checking_governance", nil), view("awaiting_approval", first), view("awaiting_approval", &approved),
 			view("creating", &approved), view("completed", &approved)}, 0,
 			[]string{"checking_governance", "awaiting_approval", "(checking_governance took",
-				"waiting for approval by U123 or U456 until 2026-12-01 14:05 UTC; if nobody decides, the buy expires",
+				"waiting for approval by U123 or U456 until 2026-12-01 14:05 UTC; if nobody decides, the buy expires. Why: The amount is over the approval threshold set by policy.",
 				"approved by U456 at 2026-12-01 13:41 UTC", "creating", "(awaiting_approval took", "completed",
 				"time per stage: checking_governance 1.0s, awaiting_approval 2.0s, creating 1.0s"}},
 		{"rejected", []buy.View{view("awaiting_approval", first), view("rejected", &rejected)}, exitRejected,
@@ -96,6 +98,8 @@ func TestWaitShowsTheApprovalAndExitsPerFinalStatus(t *testing.T) {
 			[]string{"waiting for approval by U123 or U456 until 2026-12-01 14:05 UTC; then asks S0FINANCE",
 				"waiting for approval by S0FINANCE until 2026-12-01 14:05 UTC (escalated); if nobody decides, the buy expires",
 				"approval expired at 2026-12-01 15:05 UTC with no decision"}},
+		{"seller asked", []buy.View{view("awaiting_approval", sellerAsked), view("canceled", nil)}, exitCanceled,
+			[]string{"waiting for approval by U123 until 2026-12-01 14:05 UTC; if nobody decides, the buy expires. Why: The seller asked for confirmation before going ahead. (confirm the makegood terms)"}},
 		{"failed", []buy.View{view("creating", nil), view("failed", nil)}, exitFailed, []string{"creating", "failed"}},
 		{"canceled", []buy.View{view("canceled", nil)}, exitCanceled, []string{"canceled"}},
 	}
