@@ -82,17 +82,7 @@ func TestApproverInboxListsOnlyWhatWaitsForTheCaller(t *testing.T) {
 	// Alice opens it: what is bought, governance's verdict, and her own review link.
 	open := func(account, user, apr string) (int, approve.InboxApproval) {
 		t.Helper()
-		resp, err := e.Approver.HandleHTTP(e.Ctx, iamGet(approve.InboxPrefix+"/"+apr, account, user, map[string]string{"approval_id": apr}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out approve.InboxApproval
-		if resp.StatusCode == 200 {
-			if err := json.Unmarshal([]byte(resp.Body), &out); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return resp.StatusCode, out
+		return openInbox(t, e, account, user, apr)
 	}
 	code, got := open(approvaltest.Tenant, "arn:aws:iam::111122223333:user/alice", id)
 	if code != 200 || len(got.Packages) != 3 || got.Packages[2].Flight != "2026-01-05 → 2026-02-28" || got.Packages[1].Budget != "USD 4,250.00" ||
@@ -192,17 +182,7 @@ func TestApproverInboxListsACampaignApproval(t *testing.T) {
 
 	open := func(account, user string) (int, approve.InboxApproval) {
 		t.Helper()
-		resp, err := e.Approver.HandleHTTP(e.Ctx, iamGet(approve.InboxPrefix+"/"+id, account, user, map[string]string{"approval_id": id}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out approve.InboxApproval
-		if resp.StatusCode == 200 {
-			if err := json.Unmarshal([]byte(resp.Body), &out); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return resp.StatusCode, out
+		return openInbox(t, e, account, user, id)
 	}
 	code, got := open(approvaltest.Tenant, "arn:aws:iam::111122223333:user/alice")
 	if code != 200 || got.Amount != "USD 25,000.00" || len(got.Legs) != 2 || got.Legs[0].Governance == "" || got.Legs[0].Why == "" {
@@ -229,4 +209,21 @@ func TestApproverInboxListsACampaignApproval(t *testing.T) {
 	if code, _ := open(approvaltest.Tenant, "arn:aws:iam::111122223333:user/alice"); code != 404 {
 		t.Errorf("open after the decision: %d", code)
 	}
+}
+
+// openInbox is GET InboxPrefix/{id} by the IAM user of account: the status, and the opened
+// approval when it is 200.
+func openInbox(t *testing.T, e *approvaltest.Env, account, user, id string) (int, approve.InboxApproval) {
+	t.Helper()
+	resp, err := e.Approver.HandleHTTP(e.Ctx, iamGet(approve.InboxPrefix+"/"+id, account, user, map[string]string{"approval_id": id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out approve.InboxApproval
+	if resp.StatusCode == 200 {
+		if err := json.Unmarshal([]byte(resp.Body), &out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return resp.StatusCode, out
 }

@@ -93,20 +93,18 @@ func RequesterMessage(u RequesterUpdate) (Message, error) {
 		return Message{}, fmt.Errorf("slack: no requester message about %q", plain(string(u.Subject), 32))
 	}
 	var title, line string
+	var err error
 	switch u.Kind {
 	case KindAwaitingApproval:
-		who, err := approvers(u)
-		if err != nil {
+		title = "Waiting for approval: your media buy"
+		if line, err = waitingLine(u, "Your buy", "it", "Nothing is bought before."); err != nil {
 			return Message{}, err
 		}
-		title = "Waiting for approval: your media buy"
-		line = "Your buy waits for " + who + " to approve it, until " + date(u.Until) + ". Nothing is bought before."
 	case KindApproved:
-		if u.DecidedBy == "" {
-			return Message{}, errors.New("slack: an approval needs its approver")
-		}
 		title = "Approved: your media buy"
-		line = "*Approved* by " + person(u.DecidedBy) + " at " + date(u.DecidedAt) + ". buyflow now places it with the seller."
+		if line, err = approvedLine(u, "buyflow now places it with the seller."); err != nil {
+			return Message{}, err
+		}
 	case KindRejected:
 		title = "Rejected: your media buy"
 		if u.DecidedBy != "" {
@@ -150,20 +148,18 @@ func changeMessage(u RequesterUpdate) (Message, error) {
 		moves = u.Before.String() + " (unchanged)"
 	}
 	var title, line string
+	var err error
 	switch u.Kind {
 	case KindAwaitingApproval:
-		who, err := approvers(u)
-		if err != nil {
+		title = "Waiting for approval: your change to a media buy"
+		if line, err = waitingLine(u, "Your change ("+escape(moves, maxFieldRunes)+")", "it", "The buy stays as it is before."); err != nil {
 			return Message{}, err
 		}
-		title = "Waiting for approval: your change to a media buy"
-		line = "Your change (" + escape(moves, maxFieldRunes) + ") waits for " + who + " to approve it, until " + date(u.Until) + ". The buy stays as it is before."
 	case KindApproved:
-		if u.DecidedBy == "" {
-			return Message{}, errors.New("slack: an approval needs its approver")
-		}
 		title = "Approved: your change to a media buy"
-		line = "*Approved* by " + person(u.DecidedBy) + " at " + date(u.DecidedAt) + ". buyflow now sends it to the seller."
+		if line, err = approvedLine(u, "buyflow now sends it to the seller."); err != nil {
+			return Message{}, err
+		}
 	case KindPlaced:
 		title = "Applied: your change to a media buy"
 		line = "*Applied* by " + escape(u.Seller, maxFieldRunes) + ": the budget is now " + escape(moves, maxFieldRunes) + "."
@@ -198,19 +194,17 @@ func campaignMessage(u RequesterUpdate) (Message, error) {
 	placed := strconv.Itoa(u.Landed) + " of " + legs + " placed"
 	amountLabel, legsLabel := "Committed", placed
 	var title, line string
+	var err error
 	switch u.Kind {
 	case KindSubmitted:
 		title = "Submitted: your campaign"
 		line = "Your campaign of " + legs + " (" + escape(u.Amount.String(), maxFieldRunes) + ") is under way: each leg is checked with governance, then placed."
 		amountLabel, legsLabel = "Total budget", legs
 	case KindAwaitingApproval:
-		who, err := approvers(u)
-		if err != nil {
+		title = "Waiting for approval: your campaign"
+		if line, err = waitingLine(u, "Your campaign", legs+" ("+escape(u.Amount.String(), maxFieldRunes)+") in one decision", "Nothing is bought before."); err != nil {
 			return Message{}, err
 		}
-		title = "Waiting for approval: your campaign"
-		line = "Your campaign waits for " + who + " to approve " + legs + " (" + escape(u.Amount.String(), maxFieldRunes) + ") in one decision, until " +
-			date(u.Until) + ". Nothing is bought before."
 		amountLabel, legsLabel = "Total to approve", legs
 	case KindPlaced:
 		title = "Completed: your campaign"
@@ -265,8 +259,9 @@ func withComment(line, comment string) string {
 	return line
 }
 
-// approvers names who must approve u, bold, or refuses an update without them or a deadline.
-func approvers(u RequesterUpdate) (string, error) {
+// waitingLine says that subject waits for u's approvers to approve what, until u's deadline,
+// then what holds meanwhile; an update without approvers or a deadline is refused.
+func waitingLine(u RequesterUpdate, subject, what, meanwhile string) (string, error) {
 	if len(u.Approvers) == 0 || u.Until.IsZero() {
 		return "", errors.New("slack: a pending approval needs its approvers and deadline")
 	}
@@ -274,7 +269,15 @@ func approvers(u RequesterUpdate) (string, error) {
 	for _, a := range u.Approvers {
 		who = append(who, person(a))
 	}
-	return "*" + strings.Join(who, ", ") + "*", nil
+	return subject + " waits for *" + strings.Join(who, ", ") + "* to approve " + what + ", until " + date(u.Until) + ". " + meanwhile, nil
+}
+
+// approvedLine says who approved u and when, then what buyflow does next.
+func approvedLine(u RequesterUpdate, next string) (string, error) {
+	if u.DecidedBy == "" {
+		return "", errors.New("slack: an approval needs its approver")
+	}
+	return "*Approved* by " + person(u.DecidedBy) + " at " + date(u.DecidedAt) + ". " + next, nil
 }
 
 // plural is "1 leg", "3 legs".

@@ -44,19 +44,14 @@ func TestRequesterMessage(t *testing.T) {
 			if err != nil {
 				return
 			}
-			var b strings.Builder
-			enc := json.NewEncoder(&b)
-			enc.SetEscapeHTML(false)
-			if err := enc.Encode(m); err != nil {
-				t.Fatal(err)
-			}
+			b := render(t, m)
 			for _, w := range append(tc.want, "Reference: op-1") {
-				if !strings.Contains(b.String(), w) {
-					t.Errorf("message lacks %q: %s", w, b.String())
+				if !strings.Contains(b, w) {
+					t.Errorf("message lacks %q: %s", w, b)
 				}
 			}
-			if strings.Contains(b.String(), "<!here>") || strings.Contains(b.String(), "<@U0BOSS>") {
-				t.Errorf("outside text is not escaped: %s", b.String())
+			if strings.Contains(b, "<!here>") || strings.Contains(b, "<@U0BOSS>") {
+				t.Errorf("outside text is not escaped: %s", b)
 			}
 			if m.Blocks[0].Type != "header" || m.Blocks[len(m.Blocks)-1].Type != "context" {
 				t.Errorf("blocks = %+v, want the approval messages' header … context", m.Blocks)
