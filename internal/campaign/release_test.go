@@ -165,6 +165,20 @@ func TestReleaseTotalCountsTheClearedLegs(t *testing.T) {
 	}
 }
 
+// With no leg left to buy, nobody is asked, even under a policy that fails closed (a threshold
+// in another currency): each leg records its own failure.
+func TestReleaseAsksNobodyWhenNoLegIsBought(t *testing.T) {
+	f := newFixture(t)
+	out, in := checked(t, f, BestEffort, workflow.StatusRejected, workflow.StatusRejected, workflow.StatusRejected)
+	eur, err := approval.ParsePolicy([]byte(`{"threshold":"1.00","currency":"EUR","approvers":["U1"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := releaseUnder(t, eur, f.store, out, in, nil); r.NeedsApproval || len(r.Covers) != 0 || strings.Join(toStrings(starts(r)), ",") != "fail,fail,fail" {
+		t.Fatalf("release of three denied legs = %+v", r)
+	}
+}
+
 func TestReleaseWithoutAPersonCreatesAtOnce(t *testing.T) {
 	f := newFixture(t)
 	out, in := checked(t, f, AllOrNothing, workflow.StatusCreating, workflow.StatusCreating, workflow.StatusCreating)
