@@ -112,6 +112,15 @@ func (c Campaign) Covering(ids []string) (Campaign, error) {
 	return out, nil
 }
 
+// LegIDs are the operation ids of c's legs, in its order.
+func (c Campaign) LegIDs() []string {
+	ids := make([]string, len(c.Legs))
+	for i, op := range c.Legs {
+		ids[i] = op.ID
+	}
+	return ids
+}
+
 // Open is c with the legs that have not ended: what an approval requested before its gate
 // named the legs it covers (an execution started before that) covered.
 func (c Campaign) Open() Campaign {

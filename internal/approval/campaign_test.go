@@ -48,13 +48,7 @@ func TestCampaignCovering(t *testing.T) {
 		campaignLeg("a", "6000.00", workflow.StatusCreating), campaignLeg("b", "4000.00", workflow.StatusCheckingGovernance),
 		campaignLeg("c", "9000.00", workflow.StatusRejected),
 	}}
-	ids := func(c approval.Campaign) []string {
-		var out []string
-		for _, op := range c.Legs {
-			out = append(out, op.ID)
-		}
-		return out
-	}
+	ids := approval.Campaign.LegIDs
 	got, err := c.Covering([]string{"c", "a"})
 	if err != nil || !slices.Equal(ids(got), []string{"a", "c"}) {
 		t.Errorf("Covering(c, a) = %v, %v", ids(got), err)

@@ -98,10 +98,7 @@ func (s *Settler) Release(ctx context.Context, tenant, id string, in ReleaseInpu
 	if in.Approval == nil && in.Failure == nil && !callOff && len(cleared) > 0 {
 		over, why := s.overThreshold(rec, cleared)
 		if waiting || over {
-			covers := make([]string, len(cleared))
-			for i, op := range cleared {
-				covers[i] = op.ID
-			}
+			covers := approval.Campaign{Record: rec, Legs: cleared}.LegIDs()
 			return Released{NeedsApproval: true, Why: why, Covers: covers, Legs: []LegStart{}}, nil
 		}
 	}

@@ -49,7 +49,7 @@ func (s *Notifier) requestCampaign(ctx context.Context, in workflow.CallbackInpu
 	}
 	a, err := s.createOnce(ctx, ledger.Approval{
 		ID: id, Tenant: in.Tenant, CampaignID: in.CampaignID, TaskToken: in.TaskToken,
-		Legs:      legIDs(covered),
+		Legs:      covered.LegIDs(),
 		Approvers: approvers, EscalationApprovers: escalateTo, Requester: c.Record.Requester, Amount: total.Decimal(), Currency: total.Currency,
 		Reason: string(approvalcore.ReasonCampaignLegs), ReasonText: why, ExpiresAt: s.Now().Add(s.timeout(rd, in.Config)),
 	})
@@ -102,12 +102,4 @@ func (s *Notifier) requestCampaign(ctx context.Context, in workflow.CallbackInpu
 	s.Log.InfoContext(ctx, "campaign approval requested", "campaignId", in.CampaignID, "approvalId", id,
 		"legs", len(covered.Legs), "round", rd.Round, "escalation", rd.Escalation, "approvers", len(a.Approvers), "expiresAt", a.ExpiresAt)
 	return nil
-}
-
-func legIDs(c approval.Campaign) []string {
-	ids := make([]string, len(c.Legs))
-	for i, op := range c.Legs {
-		ids[i] = op.ID
-	}
-	return ids
 }
