@@ -37,13 +37,7 @@ func TestEmulatorProxy(t *testing.T) {
 		_, _ = io.WriteString(w, `{"errorType":"TerminalError","errorMessage":"no"}`)
 	}))
 	defer upstream.Close()
-	trace := newTrace(10)
-	p, err := newEmulatorProxy(upstream.URL, trace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	front := httptest.NewServer(p)
-	defer front.Close()
+	front, p, trace := proxyTo(t, upstream.URL)
 
 	post := func(path, body string, header ...string) int {
 		req, err := http.NewRequest(http.MethodPost, front.URL+path, strings.NewReader(body))
@@ -208,13 +202,7 @@ func TestEmulatorProxyTracesResentPutEvents(t *testing.T) {
 		_, _ = io.WriteString(w, `{"FailedEntryCount":0,"Entries":[]}`)
 	}))
 	defer upstream.Close()
-	trace := newTrace(10)
-	p, err := newEmulatorProxy(upstream.URL, trace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	front := httptest.NewServer(p)
-	defer front.Close()
+	front, _, trace := proxyTo(t, upstream.URL)
 	body := `{"Entries":[{"Source":"buyflow","Detail":"{\"event_id\":\"media_buy:op-1:2\",\"operation_id\":\"op-1\"}"},{"Source":"other","Detail":"{}"}]}`
 	for _, attempt := range []string{"attempt=1; max=3", "attempt=2; max=3"} {
 		req, err := http.NewRequest(http.MethodPost, front.URL+"/", strings.NewReader(body))
@@ -238,4 +226,17 @@ func TestEmulatorProxyTracesResentPutEvents(t *testing.T) {
 	if len(got) != 2 || got[0] != body || got[1] != body {
 		t.Errorf("the emulator got %q, want both attempts whole", got)
 	}
+}
+
+// proxyTo serves an emulator proxy in front of upstream until the test ends.
+func proxyTo(t *testing.T, upstream string) (*httptest.Server, *emulatorProxy, *Trace) {
+	t.Helper()
+	trace := newTrace(10)
+	p, err := newEmulatorProxy(upstream, trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(p)
+	t.Cleanup(front.Close)
+	return front, p, trace
 }
