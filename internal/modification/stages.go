@@ -185,7 +185,7 @@ func (s *Service) Update(ctx context.Context, in workflow.StageInput) (workflow.
 		return in, nil
 	})
 	if err != nil {
-		return workflow.SellerOutput{}, intentError(r, err)
+		return workflow.SellerOutput{}, err // a ledger failure is a TransientError (workflow.TaskError)
 	}
 	// A resend (an earlier attempt may have reached the seller) goes out with the same key and
 	// bytes; the client refuses it at a seller without a replay window, where the change then
@@ -294,17 +294,6 @@ func sentIntent(r *run, name, tool string) stage.IntentRef {
 // legacyKey is the key the change's intent name was stored under before its claims were
 // counted (sentIntent).
 func legacyKey(name, changeID string) string { return name + "-" + changeID }
-
-// intentError is a failure to fix or claim the change's intent as the state machine reads it:
-// the workflow errors pass, a ledger failure is a TransientError to retry.
-func intentError(r *run, err error) error {
-	var te *workflow.TerminalError
-	var tr *workflow.TransientError
-	if errors.As(err, &te) || errors.As(err, &tr) {
-		return err
-	}
-	return &workflow.TransientError{Reason: fmt.Sprintf("change %s: %v", r.op.ID, err)}
-}
 
 // ChangeOutcome is the output of ApplyChange and RecordChangeFailure.
 type ChangeOutcome = workflow.ChangeOutcome
