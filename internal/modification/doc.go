@@ -11,8 +11,9 @@
 // update_media_buy and report_plan_outcome are write-ahead intents claimed before each send
 // (stage.FixIntent): a retry after an attempt that may have sent one is a resend of the same
 // key and bytes, and a send that provably left nothing is released, so it stays a first send.
-// Unlike a create, a change does not read the seller's state before a resend: a seller with a
-// replay window replays it, and at one without the client refuses it before anything is sent,
-// so the change ends failed (BUYFLOW_NO_REPLAY_WINDOW) rather than apply twice, and a person
-// reconciles the buy from the seller's state.
+// As a create does, a resend first reads the buy at the seller: past the planned revision with
+// the planned packages and state, the update was applied and is recorded so, nothing sent
+// again. When the read cannot tell, a seller with a replay window replays the resend, and at
+// one without the client refuses it before anything is sent: the change ends failed
+// (BUYFLOW_NO_REPLAY_WINDOW) rather than apply twice, for a person to reconcile.
 package modification

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -121,17 +122,63 @@ func originals(calls []adcptest.Call) int {
 	return n
 }
 
-// At a seller with a replay window, the update retried after a crash goes out as a resend with
-// the key and bytes of the first: the seller replays it, and the change completes with the
-// budget changed once.
+// lapsedChecks returns the applied verdicts of the change's looks at the seller before a resend.
+func lapsedChecks(t *testing.T, w *changeWorld, id string) []bool {
+	t.Helper()
+	var out []bool
+	for _, ev := range stagetest.Events(t, w.e, id) {
+		var d struct {
+			Applied bool `json:"applied"`
+		}
+		if ev.Type == ledger.EventLapsedClaimCheck && json.Unmarshal(ev.Detail, &d) == nil {
+			out = append(out, d.Applied)
+		}
+	}
+	return out
+}
+
+// The update retried after a crash first reads the buy at the seller, as a create does: the
+// seller already applied it (the planned revision moved on, with the planned packages), so it
+// is recorded as the seller's success and nothing is sent again, at a seller with a replay
+// window or without one.
+func TestChangeRetriedAfterACrashFindsTheUpdateApplied(t *testing.T) {
+	t.Parallel()
+	for name, idem := range map[string]adcptest.IdempotencyMode{"window": adcptest.IdempotencyDeclared, "no window": adcptest.IdempotencyUnsupported} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			w := newChangeWorld(t, stagetest.Options{Seller: adcptest.SellerOptions{Idempotency: idem}})
+			id := w.checked(t, "3500")
+			w.committedThenCrashed(t, id)
+			if in := w.intent(t, id, updateIntent); in.Claims != 1 || in.Unsent {
+				t.Fatalf("the update intent after the crash: %d claims, unsent %v; want one claim standing", in.Claims, in.Unsent)
+			}
+			out, err := w.update(id)
+			if err != nil || out.Status != workflow.StatusCompleted {
+				t.Fatalf("the retried update: %+v, %v", out, err)
+			}
+			if n := len(w.e.Seller.CallsTo(adcp.ToolUpdateMediaBuy)); n != 1 {
+				t.Fatalf("%d update_media_buy reached the seller, want only the one before the crash", n)
+			}
+			if got := lapsedChecks(t, w, id); !slices.Equal(got, []bool{true}) {
+				t.Errorf("looks at the seller %v, want one that found the update applied", got)
+			}
+			got, err := w.svc.Apply(context.Background(), w.in(id, modification.ActionApply))
+			if err != nil || got.Outcome != modification.OutcomeApplied || got.Revision != 2 {
+				t.Fatalf("apply after the look: %+v, %v", got, err)
+			}
+		})
+	}
+}
+
+// When the look at the seller cannot tell (its get_media_buys fails), a seller with a replay
+// window gets a resend with the key and bytes of the first send: it replays it, and the change
+// completes with the budget changed once.
 func TestChangeRetriedAfterACrashIsAResendOfTheSameKey(t *testing.T) {
 	t.Parallel()
 	w := newChangeWorld(t, stagetest.Options{})
 	id := w.checked(t, "3500")
 	w.committedThenCrashed(t, id)
-	if in := w.intent(t, id, updateIntent); in.Claims != 1 || in.Unsent {
-		t.Fatalf("the update intent after the crash: %d claims, unsent %v; want one claim standing", in.Claims, in.Unsent)
-	}
+	w.e.Seller.FailNextHTTP(1, 500)
 
 	out, err := w.update(id)
 	if err != nil || out.Status != workflow.StatusCompleted {
@@ -147,9 +194,8 @@ func TestChangeRetriedAfterACrashIsAResendOfTheSameKey(t *testing.T) {
 	if in := w.intent(t, id, updateIntent); in.Claims != 2 {
 		t.Errorf("the update intent after the resend: %d claims, want 2", in.Claims)
 	}
-	evs := stagetest.Events(t, w.e, id)
 	var attempts []any
-	for _, ev := range evs {
+	for _, ev := range stagetest.Events(t, w.e, id) {
 		var d map[string]any
 		if ev.Type == ledger.EventModificationSellerCall && json.Unmarshal(ev.Detail, &d) == nil && d["attempt"] != nil {
 			attempts = append(attempts, d["attempt"])
@@ -160,15 +206,16 @@ func TestChangeRetriedAfterACrashIsAResendOfTheSameKey(t *testing.T) {
 	}
 }
 
-// At a seller without a replay window (it executes every call it gets), the update retried
-// after a crash must not reach the seller again: the resend is refused, terminally, and the
-// budget change is applied once. Before the claims, the retry was a first send and the seller
-// applied the change twice.
+// At a seller without a replay window (it executes every call it gets), when the look cannot
+// tell, the update must not reach the seller again: the resend is refused, terminally, and the
+// change ends failed for a person to reconcile. Before the claims, the retry was a first send
+// and the seller got the change twice.
 func TestChangeRetriedAfterACrashAtASellerWithoutAWindowSendsNothing(t *testing.T) {
 	t.Parallel()
 	w := newChangeWorld(t, stagetest.Options{Seller: adcptest.SellerOptions{Idempotency: adcptest.IdempotencyUnsupported}})
 	id := w.checked(t, "3500")
 	w.committedThenCrashed(t, id)
+	w.e.Seller.FailNextHTTP(1, 500)
 
 	_, err := w.update(id)
 	var te *workflow.TerminalError
@@ -177,6 +224,9 @@ func TestChangeRetriedAfterACrashAtASellerWithoutAWindowSendsNothing(t *testing.
 	}
 	if n := len(w.e.Seller.CallsTo(adcp.ToolUpdateMediaBuy)); n != 1 {
 		t.Fatalf("%d update_media_buy reached the seller, want only the one before the crash", n)
+	}
+	if got := lapsedChecks(t, w, id); !slices.Equal(got, []bool{false}) {
+		t.Errorf("looks at the seller %v, want one that could not tell", got)
 	}
 }
 

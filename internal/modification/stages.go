@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/breaker"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/stage"
@@ -187,9 +189,17 @@ func (s *Service) Update(ctx context.Context, in workflow.StageInput) (workflow.
 	if err != nil {
 		return workflow.SellerOutput{}, err // a ledger failure is a TransientError (workflow.TaskError)
 	}
-	// A resend (an earlier attempt may have reached the seller) goes out with the same key and
-	// bytes; the client refuses it at a seller without a replay window, where the change then
-	// ends failed: the seller's state must be read before anything is sent again.
+	if intent.Resend() {
+		// An earlier attempt may have reached the seller: look before resending, as a create
+		// does. A resend the seller's replay window does not cover is refused by the client.
+		res, err := s.appliedAtTheSeller(ctx, r, p)
+		if wait, waitErr := s.unavailable(ctx, r, in.Config, adcp.RoleSeller, adcp.ToolGetMediaBuys, err); wait != nil || waitErr != nil {
+			return workflow.SellerOutput{Status: r.op.Status, Unavailable: wait}, waitErr
+		}
+		if res != nil {
+			return s.recordAnswer(ctx, r, res, token, in.Config, now)
+		}
+	}
 	res, err := s.adcp.UpdateMediaBuy(ctx, r.seller, intent.Intent)
 	stage.ReleaseUnsent(ctx, s.ledger, s.log, r.op.ID, intent, err)
 	if wait, waitErr := s.unavailable(ctx, r, in.Config, adcp.RoleSeller, adcp.ToolUpdateMediaBuy, err); wait != nil || waitErr != nil {
@@ -203,6 +213,12 @@ func (s *Service) Update(ctx context.Context, in workflow.StageInput) (workflow.
 	s.event(ctx, r, ledger.Event{Type: ledger.EventModificationSellerCall, Actor: "seller:" + r.seller, Amount: p.After, Currency: r.parent.Currency,
 		Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "tool": adcp.ToolUpdateMediaBuy, "attempt": intent.Attempt, "shape": res.Shape, "status": res.Status,
 			"task_id": res.TaskID, "revision": res.Revision, "media_buy_status": res.MediaBuyStatus, "replayed": res.Replayed})})
+	return s.recordAnswer(ctx, r, res, token, in.Config, now)
+}
+
+// recordAnswer records the seller's answer to the change's update forward-only and returns
+// the first wait output.
+func (s *Service) recordAnswer(ctx context.Context, r *run, res *adcp.MediaBuyResult, token []byte, cfg workflow.RunConfig, now time.Time) (workflow.SellerOutput, error) {
 	var to workflow.Status
 	switch res.Shape {
 	case adcp.ShapeSuccess:
@@ -219,7 +235,7 @@ func (s *Service) Update(ctx context.Context, in workflow.StageInput) (workflow.
 		return workflow.SellerOutput{}, &workflow.TerminalError{Code: "unexpected_shape", Reason: fmt.Sprintf("update_media_buy answer shape %q", res.Shape)}
 	}
 	hash := ledger.HashToken(string(token))
-	deadline := now.Add(time.Duration(in.Config.DeadlineSeconds) * time.Second)
+	deadline := now.Add(time.Duration(cfg.DeadlineSeconds) * time.Second)
 	ch := ledger.Changes{WebhookTokenHash: &hash, Deadline: &deadline, Actor: "seller:" + r.seller, EventType: ledger.EventModificationSellerCall,
 		Detail: ledger.EventDetail(map[string]any{"tool": adcp.ToolUpdateMediaBuy, "task_id": res.TaskID, "revision": res.Revision})}
 	if res.TaskID != "" {
@@ -235,7 +251,35 @@ func (s *Service) Update(ctx context.Context, in workflow.StageInput) (workflow.
 	if err != nil {
 		return workflow.SellerOutput{}, err
 	}
-	return s.waitOutput(cur, in.Config, now), nil
+	return s.waitOutput(cur, cfg, now), nil
+}
+
+// appliedAtTheSeller reads the buy at the seller before a resend of the change's update and
+// returns the update's success when the seller already applied it: the buy is past the
+// revision the plan was made against (no other change is in flight on it) with the planned
+// packages and state. Nil, nil when it cannot tell: the resend decides. An error is only the
+// seller's open breaker (nothing was read).
+func (s *Service) appliedAtTheSeller(ctx context.Context, r *run, p *frozenPlan) (*adcp.MediaBuyResult, error) {
+	b, err := s.current(ctx, r)
+	if breaker.Unavailable(err) != nil {
+		return nil, err
+	}
+	applied := err == nil && b.Revision > p.Revision && b.State == p.State && len(b.Packages) == len(p.Packages)
+	for i := 0; applied && i < len(b.Packages); i++ {
+		pk := b.Packages[i]
+		applied = slices.Contains(p.Packages, ledger.PackageBudget{PackageID: pk.ID, Budget: pk.Budget.Decimal()})
+	}
+	detail := map[string]any{"change_id": r.op.ID, "tool": adcp.ToolGetMediaBuys, "applied": applied, "planned_revision": p.Revision}
+	if err != nil {
+		detail["error_code"] = adcp.ErrorCode(err)
+	} else {
+		detail["revision"] = b.Revision
+	}
+	s.event(ctx, r, ledger.Event{Type: ledger.EventLapsedClaimCheck, Actor: "seller:" + r.seller, Detail: ledger.EventDetail(detail)})
+	if !applied {
+		return nil, nil
+	}
+	return &adcp.MediaBuyResult{Shape: adcp.ShapeSuccess, Status: adcp.StatusCompleted, MediaBuyID: r.parent.MediaBuyID, Revision: b.Revision}, nil
 }
 
 // waitOutput is the wait loop's state for the change as the ledger holds it.
