@@ -53,9 +53,11 @@ func (s *Service) apply(ctx context.Context, op *ledger.Operation, d *Delivery) 
 		case rec.Outcome == sellertask.Applied:
 			return OutcomeApplied, rec.Op, nil
 		case rec.Outcome == sellertask.Stale:
+			// No From/To: the timeline's From/To mark moves of the buy, and this moved nothing
+			// (finance and the status events would read completed → completed).
 			cur := rec.Op
-			ev["current_status"] = cur.Status
-			s.event(ctx, cur, ledger.Event{Type: ledger.EventWebhook, Actor: actor, From: cur.Status, To: rec.To,
+			ev["current_status"], ev["reported_status"] = cur.Status, rec.To
+			s.event(ctx, cur, ledger.Event{Type: ledger.EventWebhook, Actor: actor,
 				Reason: "stale: the ledger already holds " + string(cur.Status), Detail: ledger.EventDetail(ev)})
 			return OutcomeStale, cur, nil
 		}

@@ -318,6 +318,11 @@ func TestOutOfOrderNeverRegresses(t *testing.T) {
 		if !strings.HasPrefix(ev.Reason, "stale") {
 			t.Errorf("event %+v is not a stale record", ev)
 		}
+		// A stale delivery moved nothing: the timeline's From/To are for moves only (a
+		// reader would see completed → completed, or a regression).
+		if ev.From != "" || ev.To != "" || !strings.Contains(string(ev.Detail), `"current_status":"completed"`) {
+			t.Errorf("stale event %+v claims a move, or lacks the status it found", ev)
+		}
 	}
 	if n := len(e.tasks.Calls()); n != 1 {
 		t.Fatalf("%d wakes, want 1", n)
