@@ -85,14 +85,13 @@ func run(m *testing.M) int {
 	}
 	var logw io.Writer = os.Stderr
 	if os.Getenv("BUYFLOW_E2E_VERBOSE") != "1" {
-		suite.logPath = filepath.Join(os.TempDir(), "buyflow-e2e-functions.log")
-		f, err := os.Create(suite.logPath)
+		f, err := devstack.NewLogFile("", "buyflow-e2e-functions")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "e2e:", err)
 			return 1
 		}
 		defer func() { _ = f.Close() }() // log file
-		logw = f
+		suite.logPath, logw = f.Name(), f
 	}
 	st, err := devstack.Start(ctx, devstack.Options{
 		BinDir: bin, RepoRoot: root, Run: runConfig, Instances: 4, Log: logw, PortWait: 5 * time.Minute,
@@ -104,8 +103,13 @@ func run(m *testing.M) int {
 	defer st.Close()
 	suite.api, suite.slackURL, suite.local = st.APIURL, st.SlackURL, st
 	code := m.Run()
-	if code != 0 && suite.logPath != "" {
-		fmt.Fprintf(os.Stderr, "e2e: the functions' logs are in %s (BUYFLOW_E2E_VERBOSE=1 streams them)\n", suite.logPath)
+	if suite.logPath != "" {
+		// Each run has a log of its own: one of a passing run is not kept.
+		if code == 0 {
+			_ = os.Remove(suite.logPath) // best effort: a temp file
+		} else {
+			fmt.Fprintf(os.Stderr, "e2e: the functions' logs are in %s (BUYFLOW_E2E_VERBOSE=1 streams them)\n", suite.logPath)
+		}
 	}
 	return code
 }

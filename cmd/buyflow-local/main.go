@@ -2,7 +2,7 @@
 // embedded AWS emulator (kumo), the real Lambda bootstraps, the same state machine and HTTP API
 // as the CDK stack, simulated seller and governance agents and a fake Slack.
 //
-//	go run ./cmd/buyflow-local [--bin bin/host] [--demo] [--verbose]
+//	go run ./cmd/buyflow-local [--bin bin/host] [--demo] [--verbose | --log <file>]
 //
 // It prints one line a script can wait for,
 //
@@ -65,6 +65,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	campaignDemo := fs.Bool("campaign", false, "submit examples/campaign.json (three legs at three simulated sellers) and print its legs, totals and timeline")
 	exit := fs.Bool("exit", false, "stop after the demo instead of serving until interrupted")
 	verbose := fs.Bool("verbose", false, "print the functions' logs (default: to a file, named at start)")
+	logFile := fs.String("log", "", "file for the functions' logs (default: a new buyflow-local-functions-*.log in the temp folder, kept after the stack stops)")
 	apiAddr := fs.String("api-addr", "127.0.0.1:0", "listen address of the HTTP API (loopback only)")
 	example := fs.String("example", "examples/media-buy.json", "the request the demo submits")
 	portWait := fs.Duration("port-wait", 0, "wait up to this long for a taken emulator port to become free (as test runs take turns)")
@@ -96,14 +97,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if *verbose {
 		opts.Log = stderr
 	} else {
-		logPath := filepath.Join(os.TempDir(), "buyflow-local-functions.log")
-		lf, err := os.Create(logPath)
+		// A file of this run's own (every stack and test run on the machine may run at once),
+		// kept when the stack stops so that what went wrong can be read afterwards.
+		lf, err := devstack.NewLogFile(*logFile, "buyflow-local-functions")
 		if err != nil {
 			return err
 		}
 		defer func() { _ = lf.Close() }() // log file: nothing to do on a failed close
 		opts.Log = lf
-		se.printf("function logs: %s (--verbose prints them here)\n", logPath)
+		se.printf("function logs: %s (--verbose prints them here)\n", lf.Name())
 	}
 	opts.BinDir = *bin
 	if opts.BinDir == "" {

@@ -75,4 +75,14 @@ func TestInterruptExitsZero(t *testing.T) {
 	if !strings.Contains(stderr.String(), "stopping") {
 		t.Errorf("no 'stopping' line after SIGINT:\n%s", stderr.String())
 	}
+	// The functions' log is a file of this run's own, named at start and kept after the stop.
+	_, rest, ok := strings.Cut(stderr.String(), "function logs: ")
+	logPath, _, _ := strings.Cut(rest, " ")
+	if !ok || !strings.HasPrefix(filepath.Base(logPath), "buyflow-local-functions-") {
+		t.Fatalf("no 'function logs: <file of its own>' line:\n%s", stderr.String())
+	}
+	defer func() { _ = os.Remove(logPath) }()
+	if fi, err := os.Stat(logPath); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("the functions' log %s after the stop: %v, want it kept", logPath, err)
+	}
 }

@@ -124,13 +124,12 @@ func run(m *testing.M) int {
 	}
 	var logw io.Writer = os.Stderr
 	if os.Getenv("BUYFLOW_E2E_VERBOSE") != "1" {
-		suite.logPath = filepath.Join(os.TempDir(), "buyflow-sdkseller-functions.log")
-		f, err := os.Create(suite.logPath)
+		f, err := devstack.NewLogFile("", "buyflow-sdkseller-functions")
 		if err != nil {
 			return fail(err)
 		}
 		defer func() { _ = f.Close() }() // log file
-		logw = f
+		suite.logPath, logw = f.Name(), f
 	}
 	st, err := devstack.Start(ctx, devstack.Options{BinDir: bin, RepoRoot: root, AgentsFile: agentsFile, Run: runConfig,
 		Instances: 3, Log: logw, PortWait: 8 * time.Minute, SweepEvery: sweepEvery})
@@ -140,6 +139,9 @@ func run(m *testing.M) int {
 	defer st.Close()
 	suite.api, suite.local = st.APIURL, st
 	code := m.Run()
+	if code == 0 && suite.logPath != "" {
+		_ = os.Remove(suite.logPath) // each run has a log of its own: a passing run's is not kept
+	}
 	if code != 0 {
 		if suite.logPath != "" {
 			fmt.Fprintf(os.Stderr, "sdkseller: the functions' logs are in %s (BUYFLOW_E2E_VERBOSE=1 streams them)\n", suite.logPath)

@@ -81,13 +81,13 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "waiting:", err)
 		return 1
 	}
-	logPath = filepath.Join(os.TempDir(), "buyflow-waiting-functions.log")
-	f, err := os.Create(logPath)
+	f, err := devstack.NewLogFile("", "buyflow-waiting-functions")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "waiting:", err)
 		return 1
 	}
 	defer func() { _ = f.Close() }() // log file
+	logPath = f.Name()
 	var logw io.Writer = f
 	st, err := devstack.Start(ctx, devstack.Options{
 		BinDir: binDir, RepoRoot: root, Run: runConfig, Instances: 2, Log: logw, PortWait: 5 * time.Minute,
@@ -100,7 +100,9 @@ func run(m *testing.M) int {
 	defer st.Close()
 	stack = st
 	code := m.Run()
-	if code != 0 {
+	if code == 0 {
+		_ = os.Remove(logPath) // each run has a log of its own: a passing run's is not kept
+	} else {
 		fmt.Fprintf(os.Stderr, "waiting: the functions' logs are in %s\n", logPath)
 	}
 	return code

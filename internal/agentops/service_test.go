@@ -3,6 +3,7 @@ package agentops_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
@@ -19,6 +23,7 @@ import (
 	"github.com/buyflow/buyflow/internal/agentops"
 	"github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/dynamotest"
+	"github.com/buyflow/buyflow/internal/httpapi"
 )
 
 const (
@@ -37,14 +42,20 @@ type env struct {
 // DynamoDB stand-in; the prober is the AdCP client the agents function uses.
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	client, table := dynamotest.Start(t)
+	return newEnvOn(t, client, table)
+}
+
+// newEnvOn is newEnv with the registry in table through api.
+func newEnvOn(t *testing.T, api agents.API, table string) *env {
+	t.Helper()
 	v, err := adcptest.NewValidator("")
 	if err != nil {
 		t.Fatal(err)
 	}
 	seller := httptest.NewServer(adcptest.NewSeller(adcptest.SellerOptions{Token: sellerTok, Validator: v}))
 	t.Cleanup(seller.Close)
-	client, table := dynamotest.Start(t)
-	store := agents.NewStore(client, table)
+	store := agents.NewStore(api, table)
 	creds := adcp.CredentialsFunc(func(_ context.Context, ref string) (string, error) {
 		if ref == prefix+"acme" {
 			return sellerTok, nil
@@ -293,5 +304,46 @@ func TestScheduledRefresh(t *testing.T) {
 	}
 	if _, err := e.svc.Invoke(context.Background(), json.RawMessage(`{"something":"else"}`)); err == nil {
 		t.Fatal("an unknown invocation was accepted")
+	}
+}
+
+// An operator's change whose response DynamoDB's answer never reached buyflow: the SDK sends
+// it again, and the change is answered as the success it was, not as a conflict.
+func TestAChangeWhoseResponseWasLostAnswersItsSuccess(t *testing.T) {
+	client, table, conflicts := dynamotest.StartConflicting(t, 0)
+	e := newEnvOn(t, client, table)
+	conflicts.LoseResponses(1)
+	if st, m := e.call(t, operator, "POST", agentops.Prefix, e.sellerBody("acme")); st != 201 {
+		t.Fatalf("add: %d %v", st, m)
+	}
+	conflicts.LoseResponses(1)
+	st, m := e.call(t, operator, "PATCH", agentops.Prefix+"/acme", `{"settings":{"sweep_reads_per_second":2}}`)
+	if set, _ := json.Marshal(m["settings"]); st != 200 || string(set) != `{"sweep_reads_per_second":2}` {
+		t.Fatalf("update: %d %v", st, m)
+	}
+	if conflicts.Lost() != 2 {
+		t.Fatalf("%d responses lost, want 2", conflicts.Lost())
+	}
+}
+
+// alwaysRacing refuses every transaction as DynamoDB refuses one racing another on its items.
+type alwaysRacing struct{ agents.API }
+
+func (alwaysRacing) TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	return nil, &types.TransactionCanceledException{Message: aws.String("Transaction cancelled"),
+		CancellationReasons: []types.CancellationReason{{Code: aws.String("TransactionConflict")}, {Code: aws.String("None")}}}
+}
+
+// A change that kept losing races after the registry's own retries is a 409 the operator may
+// send again at once, not a 500 and not "the agent exists".
+func TestAChangeThatKeepsLosingRacesIsAConcurrentWrite(t *testing.T) {
+	client, table := dynamotest.Start(t)
+	e := newEnvOn(t, alwaysRacing{client}, table)
+	st, m := e.call(t, operator, "POST", agentops.Prefix, e.sellerBody("acme"))
+	if st != 409 || code(m) != httpapi.CodeConcurrentWrite {
+		t.Fatalf("add: %d %v, want 409 %s", st, m, httpapi.CodeConcurrentWrite)
+	}
+	if _, err := e.store.Get(context.Background(), "acme"); !errors.Is(err, agents.ErrUnknown) {
+		t.Fatalf("the refused add left an agent: %v", err)
 	}
 }

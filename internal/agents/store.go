@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/dynamoretry"
 	"github.com/buyflow/buyflow/internal/ledger"
 )
 
@@ -26,7 +27,10 @@ const (
 	skEventPfx  = "EV#"
 	attrDoc     = "doc"
 	attrVersion = "version"
-	timeKey     = "2006-01-02T15:04:05.000000000Z"
+	// attrWrite holds a random id of the write that stored the agent: a write that finds the
+	// agent changed recognises by it that the change is its own (see write).
+	attrWrite = "last_write"
+	timeKey   = "2006-01-02T15:04:05.000000000Z"
 )
 
 // API is the part of the DynamoDB client the store uses; *dynamodb.Client satisfies it.
@@ -63,16 +67,25 @@ const (
 
 // Store is the registry in the ledger table. Every change is a transaction of the agent's
 // conditional write and its audit event, so no change is ever unrecorded.
+//
+// Its writes follow the ledger's rules (see the ledger package): a transaction that lost a race
+// on its items is sent again by dynamoretry, and a race still lost after that is
+// ledger.ErrContention; a transaction the SDK sent again after its response was lost, which
+// DynamoDB answers from its ClientRequestToken but the emulators run again, fails its own
+// condition and is recognised by its write id as the success it was.
 type Store struct {
-	api   API
-	table string
+	api     API
+	table   string
+	retrier dynamoretry.Retrier
 	// Now is the clock.
 	Now func() time.Time
+	// NewWriteID returns the random id each write leaves on the agent.
+	NewWriteID func() string
 }
 
 // NewStore returns the registry in table.
 func NewStore(api API, table string) *Store {
-	return &Store{api: api, table: table, Now: time.Now}
+	return &Store{api: api, table: table, retrier: dynamoretry.Retrier{Contention: ledger.ErrContention}, Now: time.Now, NewWriteID: uuid.NewString}
 }
 
 func agentKey(id string) map[string]types.AttributeValue {
@@ -276,7 +289,8 @@ func (s *Store) History(ctx context.Context, id string) ([]Event, error) {
 }
 
 // write puts r, conditioned on the stored version being prev (0: no agent yet), together with
-// ev. A failed condition is ErrConflict.
+// ev. A failed condition is ErrConflict, unless the agent stored is this very write's (a resend
+// of it after a lost response): that is its success.
 func (s *Store) write(ctx context.Context, r Record, prev int64, ev Event) error {
 	doc, err := json.Marshal(r)
 	if err != nil {
@@ -286,10 +300,12 @@ func (s *Store) write(ctx context.Context, r Record, prev int64, ev Event) error
 	if err != nil {
 		return fmt.Errorf("agents: encode event: %w", err)
 	}
+	writeID := s.NewWriteID()
 	item := agentKey(r.ID)
 	item[attrDoc] = &types.AttributeValueMemberS{Value: string(doc)}
 	item[attrVersion] = &types.AttributeValueMemberN{Value: strconv.FormatInt(r.Version, 10)}
-	put := &types.Put{TableName: aws.String(s.table), Item: item}
+	item[attrWrite] = &types.AttributeValueMemberS{Value: writeID}
+	put := &types.Put{TableName: aws.String(s.table), Item: item, ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}
 	if prev == 0 {
 		put.ConditionExpression = aws.String("attribute_not_exists(#pk)")
 		put.ExpressionAttributeNames = map[string]string{"#pk": ledger.AttrPK}
@@ -303,27 +319,54 @@ func (s *Store) write(ctx context.Context, r Record, prev int64, ev Event) error
 		ledger.AttrSK: &types.AttributeValueMemberS{Value: skEventPfx + r.ID + "#" + ev.At.UTC().Format(timeKey) + "#" + uuid.NewString()},
 		attrDoc:       &types.AttributeValueMemberS{Value: string(evDoc)},
 	}
-	_, err = s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+	_, err = dynamoretry.TransactWriteItems(ctx, s.retrier, s.api, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 		{Put: put},
 		{Put: &types.Put{TableName: aws.String(s.table), Item: evItem,
 			ConditionExpression: aws.String("attribute_not_exists(#pk)"), ExpressionAttributeNames: map[string]string{"#pk": ledger.AttrPK}}},
 	}})
-	var tce *types.TransactionCanceledException
-	if errors.As(err, &tce) {
-		for _, reason := range tce.CancellationReasons {
-			if c := aws.ToString(reason.Code); c == "ConditionalCheckFailed" || c == "TransactionConflict" {
-				return ErrConflict
-			}
-		}
-		// Some stand-ins send no reasons: the only condition that can fail is ours.
-		if len(tce.CancellationReasons) == 0 || strings.Contains(tce.ErrorMessage(), "ConditionalCheckFailed") {
-			return ErrConflict
-		}
+	if err == nil {
+		return nil
 	}
-	if err != nil {
+	old, failed := conditionFailed(err)
+	if !failed {
 		return fmt.Errorf("agents: write %s: %w", r.ID, err)
 	}
-	return nil
+	if old == nil {
+		// DynamoDB returns the item whose condition failed; kumo and moto return none.
+		got, rerr := s.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: agentKey(r.ID), ConsistentRead: aws.Bool(true)})
+		if rerr != nil {
+			return fmt.Errorf("agents: write %s: read the agent after a failed condition: %w", r.ID, rerr)
+		}
+		old = got.Item
+	}
+	if stored, ok := old[attrWrite].(*types.AttributeValueMemberS); ok && stored.Value == writeID {
+		return nil // this very write, applied already
+	}
+	return ErrConflict
+}
+
+// conditionFailed reports whether err is a cancellation of the registry's transaction that
+// names a failed condition, with the agent's item when DynamoDB returned it. Only the agent's
+// condition can fail for another writer's sake (the event's key is random), and a resend of
+// this write fails both.
+func conditionFailed(err error) (agent map[string]types.AttributeValue, failed bool) {
+	tce, ok := errors.AsType[*types.TransactionCanceledException](err)
+	if !ok {
+		return nil, false
+	}
+	if len(tce.CancellationReasons) == 0 {
+		// Some stand-ins carry the reasons only in the message.
+		return nil, strings.Contains(tce.ErrorMessage(), dynamoretry.ReasonConditionalCheck)
+	}
+	for i, reason := range tce.CancellationReasons {
+		if aws.ToString(reason.Code) == dynamoretry.ReasonConditionalCheck {
+			failed = true
+			if i == 0 {
+				agent = reason.Item
+			}
+		}
+	}
+	return agent, failed
 }
 
 func decodeRecord(item map[string]types.AttributeValue) (Record, error) {

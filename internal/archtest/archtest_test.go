@@ -117,6 +117,8 @@ func TestLeafPackagesImportOnlyTheStandardLibrary(t *testing.T) {
 		"./internal/jsonnum":      nil,
 		// The status events' contract, read by the publisher and by every consumer.
 		"./internal/statusevent": nil,
+		// The retry of DynamoDB writes that lost a race, shared by the ledger and the registry.
+		"./internal/dynamoretry": {"github.com/aws/aws-sdk-go-v2"},
 	}
 	for pattern, allowed := range leaves {
 		t.Run(pattern, func(t *testing.T) {
@@ -180,6 +182,7 @@ var (
 		"./internal/slack", "./internal/secrets", "./internal/metrics", "./internal/config", "./internal/topology",
 		"./internal/approvalcore", "./internal/webhookauth", "./internal/money", "./internal/jsonnum",
 		"./internal/workflow", "./internal/logging", "./internal/agents", "./internal/statusevent",
+		"./internal/dynamoretry",
 	}
 )
 

@@ -3,6 +3,6 @@
 // governance, create, poll, notify, approve, webhook, reconcile, agentops), none importing
 // another → shared kernels (stage, approval, sellertask, breaker, httpapi, agents) → adapters
 // (ledger, sfn, adcp, slack, secrets) → leaves (workflow, money, jsonnum, approvalcore,
-// webhookauth). Lambdas never link CDK or test support, and only tests import the use cases'
-// harnesses (approvaltest, stagetest). It has tests only.
+// webhookauth, dynamoretry). Lambdas never link CDK or test support, and only tests import the
+// use cases' harnesses (approvaltest, stagetest). It has tests only.
 package archtest

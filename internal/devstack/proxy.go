@@ -206,6 +206,8 @@ func (p *emulatorProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
+	case r.Header.Get("X-Amz-Target") == "AWSEvents.PutEvents":
+		p.traceResend(r)
 	case strings.HasPrefix(r.Header.Get("X-Amz-Target"), "secretsmanager."):
 		p.secrets.Lock()
 		defer p.secrets.Unlock()
@@ -403,6 +405,41 @@ func (p *emulatorProxy) traceInvoke(w http.ResponseWriter, r *http.Request) bool
 	}
 	p.trace.add(invocationEvent(TraceInvoke, segmentAfter(r.URL.Path, "functions"), body))
 	return true
+}
+
+// traceResend records each entry of a PutEvents the SDK sends again (attempt 2 or later in
+// its Amz-Sdk-Request header), so that a status event delivered twice can be told from one the
+// stack produced twice.
+func (p *emulatorProxy) traceResend(r *http.Request) {
+	attempt := ""
+	for field := range strings.SplitSeq(r.Header.Get("Amz-Sdk-Request"), ";") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(field), "attempt="); ok {
+			attempt = v
+		}
+	}
+	if attempt == "" || attempt == "1" {
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	_ = r.Body.Close() // replaced below
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return // the forwarded call fails the same way
+	}
+	var in struct {
+		Entries []struct {
+			Detail string `json:"Detail"`
+		} `json:"Entries"`
+	}
+	_ = json.Unmarshal(body, &in) // kumo answers a malformed call
+	for _, e := range in.Entries {
+		var d struct {
+			EventID     string `json:"event_id"`
+			OperationID string `json:"operation_id"`
+		}
+		_ = json.Unmarshal([]byte(e.Detail), &d) // another source's events have neither
+		p.trace.add(TraceEvent{Kind: TraceResend, Function: callerFunction(r), OperationID: d.OperationID, EventID: d.EventID})
+	}
 }
 
 // invocationEvent is the trace event of an invocation of fn with the operation id and action

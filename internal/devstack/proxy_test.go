@@ -37,13 +37,7 @@ func TestEmulatorProxy(t *testing.T) {
 		_, _ = io.WriteString(w, `{"errorType":"TerminalError","errorMessage":"no"}`)
 	}))
 	defer upstream.Close()
-	trace := newTrace(10)
-	p, err := newEmulatorProxy(upstream.URL, trace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	front := httptest.NewServer(p)
-	defer front.Close()
+	front, p, trace := proxyTo(t, upstream.URL)
 
 	post := func(path, body string, header ...string) int {
 		req, err := http.NewRequest(http.MethodPost, front.URL+path, strings.NewReader(body))
@@ -196,4 +190,53 @@ func TestAPIFrontPrefersTheSpecificRoute(t *testing.T) {
 			t.Errorf("%s %s went to %s, want %s", tc.method, tc.path, got, tc.want)
 		}
 	}
+}
+
+// A PutEvents the SDK sends again is traced entry by entry with its status event's ids, and
+// still reaches the emulator whole; a first attempt is not traced.
+func TestEmulatorProxyTracesResentPutEvents(t *testing.T) {
+	var got []string
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got = append(got, string(body))
+		_, _ = io.WriteString(w, `{"FailedEntryCount":0,"Entries":[]}`)
+	}))
+	defer upstream.Close()
+	front, _, trace := proxyTo(t, upstream.URL)
+	body := `{"Entries":[{"Source":"buyflow","Detail":"{\"event_id\":\"media_buy:op-1:2\",\"operation_id\":\"op-1\"}"},{"Source":"other","Detail":"{}"}]}`
+	for _, attempt := range []string{"attempt=1; max=3", "attempt=2; max=3"} {
+		req, err := http.NewRequest(http.MethodPost, front.URL+"/", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Amz-Target", "AWSEvents.PutEvents")
+		req.Header.Set("Amz-Sdk-Request", attempt)
+		req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential="+creds.AccessKeyID+"-publish/20260101/us-east-1/events/aws4_request")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		discard(resp)
+	}
+	evs := trace.Events()
+	if len(evs) != 2 || evs[0].Kind != TraceResend || evs[0].EventID != "media_buy:op-1:2" || evs[0].OperationID != "op-1" ||
+		evs[0].Function != "publish" || evs[1].Kind != TraceResend || evs[1].EventID != "" {
+		t.Errorf("trace = %+v, want the resent attempt's two entries, the first with its ids", evs)
+	}
+	if len(got) != 2 || got[0] != body || got[1] != body {
+		t.Errorf("the emulator got %q, want both attempts whole", got)
+	}
+}
+
+// proxyTo serves an emulator proxy in front of upstream until the test ends.
+func proxyTo(t *testing.T, upstream string) (*httptest.Server, *emulatorProxy, *Trace) {
+	t.Helper()
+	trace := newTrace(10)
+	p, err := newEmulatorProxy(upstream, trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(p)
+	t.Cleanup(front.Close)
+	return front, p, trace
 }

@@ -14,6 +14,10 @@ const (
 	// TraceRedispatch is an invocation kumo handed to the poll of a process that had just
 	// died, sent again to a live process of the function.
 	TraceRedispatch = "redispatch"
+	// TraceResend is one entry of a PutEvents the AWS SDK sent again (its Amz-Sdk-Request
+	// attempt is not the first): the first attempt may have been applied with its answer lost,
+	// so the entry's event may reach the bus twice, as on AWS.
+	TraceResend = "resend"
 )
 
 // TraceEvent is one traced request.
@@ -22,11 +26,13 @@ type TraceEvent struct {
 	Kind string
 	// Function is the invoked function (invocations and redispatches only).
 	Function string
-	// OperationID is the operation the webhook is for, or the operation_id of a stage
-	// invocation's payload.
+	// OperationID is the operation the webhook is for, the operation_id of a stage
+	// invocation's payload, or that of a resent status event.
 	OperationID string
 	// Action is a stage invocation's action (workflow.Action).
 	Action string
+	// EventID is a resent status event's event_id (resends only).
+	EventID string
 }
 
 // Trace is a bounded, concurrency-safe log of TraceEvents.

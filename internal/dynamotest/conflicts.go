@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -34,6 +35,12 @@ import (
 // transaction is "being written" from its arrival until the stand-in answered it, plus Hold:
 // the stand-in answers in well under a millisecond, and Hold widens the window to what a
 // transaction across partitions takes on DynamoDB, so that racing writers meet in it.
+//
+// It also loses responses on request (LoseResponses): the write is applied and the connection
+// reset before its answer, the way a network loses one. The SDK sends such a write again with
+// the same ClientRequestToken; DynamoDB would answer a repeated transaction from its first
+// outcome, the stand-in runs it again, so a write that does not recognise its own earlier
+// success fails its own condition.
 type Conflicts struct {
 	// Hold is how long a transaction's items stay busy before it is forwarded.
 	Hold time.Duration
@@ -43,6 +50,8 @@ type Conflicts struct {
 	busy     map[string]bool // table \x00 pk \x00 sk of the items transactions are writing
 	refused  atomic.Int64
 	accepted atomic.Int64
+	toLose   atomic.Int64
+	lost     atomic.Int64
 }
 
 // StartConflicting is Start with the client's requests passing through a Conflicts in front
@@ -65,6 +74,13 @@ func (c *Conflicts) Refused() int64 { return c.refused.Load() }
 
 // Accepted returns how many writes it passed on to the stand-in.
 func (c *Conflicts) Accepted() int64 { return c.accepted.Load() }
+
+// LoseResponses makes the next n writes lose their responses: each is applied by the
+// stand-in, then the connection is reset before the answer reaches the client.
+func (c *Conflicts) LoseResponses(n int) { c.toLose.Store(int64(n)) }
+
+// Lost returns how many responses the endpoint lost.
+func (c *Conflicts) Lost() int64 { return c.lost.Load() }
 
 // writeRequest is the part of a write request that names items.
 type writeRequest struct {
@@ -101,7 +117,7 @@ func (c *Conflicts) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		c.accepted.Add(1)
-		c.next.ServeHTTP(w, r)
+		c.forward(w, r)
 		return
 	}
 	ids := make([]string, len(req.TransactItems))
@@ -151,7 +167,41 @@ func (c *Conflicts) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	time.Sleep(c.Hold)
 	c.accepted.Add(1)
-	c.next.ServeHTTP(w, r)
+	c.forward(w, r)
+}
+
+// forward passes an accepted write to the stand-in and its answer back, unless the write is to
+// lose its response: then the stand-in applies it and the client's connection is reset (a TCP
+// RST, which the SDK's standard retryer takes for a connection error and sends again).
+func (c *Conflicts) forward(w http.ResponseWriter, r *http.Request) {
+	if !c.takeLoss() {
+		c.next.ServeHTTP(w, r)
+		return
+	}
+	c.next.ServeHTTP(httptest.NewRecorder(), r)
+	c.lost.Add(1)
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		http.Error(w, "dynamotest: cannot lose the response: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if tcp, ok := conn.(*net.TCPConn); ok {
+		_ = tcp.SetLinger(0) // close with RST, not FIN
+	}
+	_ = conn.Close()
+}
+
+// takeLoss reports whether the write at hand is to lose its response, counting it off.
+func (c *Conflicts) takeLoss() bool {
+	for {
+		n := c.toLose.Load()
+		if n <= 0 {
+			return false
+		}
+		if c.toLose.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
 }
 
 // itemID names the item a request's Item or Key designates in table.

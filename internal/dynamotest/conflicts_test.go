@@ -85,3 +85,45 @@ func TestConflictsRefuseWritesRacingATransaction(t *testing.T) {
 		t.Fatalf("a write after the transaction: %v", err)
 	}
 }
+
+// A lost response: the write is applied, the client's connection is reset, and the SDK sends
+// the same request again, which the stand-in runs again: an unconditional write lands once
+// more, a transaction conditioned on the item not existing then fails its own condition.
+func TestConflictsLoseAResponseAfterTheWrite(t *testing.T) {
+	client, table, c := StartConflicting(t, 0)
+	ctx := context.Background()
+	key := map[string]types.AttributeValue{
+		ledger.AttrPK: &types.AttributeValueMemberS{Value: "P"}, ledger.AttrSK: &types.AttributeValueMemberS{Value: "a"},
+	}
+	c.LoseResponses(1)
+	if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: key}); err != nil {
+		t.Fatalf("a put whose first response was lost: %v (the SDK should have sent it again)", err)
+	}
+	if c.Lost() != 1 || c.Accepted() != 2 {
+		t.Fatalf("lost %d, accepted %d writes, want 1 and 2 (the write and the SDK's resend)", c.Lost(), c.Accepted())
+	}
+
+	created := map[string]types.AttributeValue{
+		ledger.AttrPK: &types.AttributeValueMemberS{Value: "P"}, ledger.AttrSK: &types.AttributeValueMemberS{Value: "b"},
+	}
+	c.LoseResponses(1)
+	_, err := client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{{Put: &types.Put{
+		TableName: aws.String(table), Item: created,
+		ConditionExpression: aws.String("attribute_not_exists(#pk)"), ExpressionAttributeNames: map[string]string{"#pk": ledger.AttrPK},
+	}}}})
+	tce, ok := errors.AsType[*types.TransactionCanceledException](err)
+	if !ok || len(tce.CancellationReasons) != 1 || aws.ToString(tce.CancellationReasons[0].Code) != "ConditionalCheckFailed" {
+		t.Fatalf("the resent transaction: %v, want its own condition failed (the stand-in ran it again)", err)
+	}
+	got, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: created, ConsistentRead: aws.Bool(true)})
+	if err != nil || len(got.Item) == 0 {
+		t.Fatalf("the first run of the transaction was not applied: %v %v", got.Item, err)
+	}
+	if c.Lost() != 2 {
+		t.Fatalf("lost %d responses, want 2", c.Lost())
+	}
+	// Once spent, responses reach the client again.
+	if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: key}); err != nil || c.Lost() != 2 {
+		t.Fatalf("a later write: %v, lost %d", err, c.Lost())
+	}
+}

@@ -3,7 +3,6 @@ package ledger
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -14,19 +13,21 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/buyflow/buyflow/internal/dynamoretry"
 )
 
-// reasons builds the TransactionCanceledException DynamoDB answers, one reason per item.
-func reasons(codes ...string) *types.TransactionCanceledException {
+// cancelled builds the TransactionCanceledException DynamoDB answers, one reason per item, as
+// the SDK's client returns it: an operation error around the HTTP response error around it.
+func cancelled(codes ...string) error {
 	tce := &types.TransactionCanceledException{Message: aws.String("Transaction cancelled, please refer cancellation reasons for specific reasons")}
 	for _, c := range codes {
 		tce.CancellationReasons = append(tce.CancellationReasons, types.CancellationReason{Code: aws.String(c)})
 	}
-	return tce
+	return asSDK("TransactWriteItems", tce)
 }
 
-// asSDK wraps err as the SDK's client returns it: an operation error around the HTTP
-// response error around the modeled exception.
+// asSDK wraps err as the SDK's client returns it.
 func asSDK(op string, err error) error {
 	return &smithy.OperationError{ServiceID: "DynamoDB", OperationName: op, Err: &awshttp.ResponseError{
 		ResponseError: &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: &http.Response{StatusCode: 400}}, Err: err},
@@ -34,126 +35,49 @@ func asSDK(op string, err error) error {
 	}}
 }
 
-func TestLostRaceIsOnlyAConflictThatAppliedNothing(t *testing.T) {
-	tests := []struct {
-		name string
-		err  error
-		want bool
-	}{
-		{"a transaction cancelled by a conflict on one item", reasons("None", "TransactionConflict"), true},
-		{"as the SDK returns it", asSDK("TransactWriteItems", reasons("TransactionConflict", "None", "None")), true},
-		{"kumo's form: the other items' codes empty", reasons("", "TransactionConflict"), true},
-		{"a single write on an item a transaction is writing", asSDK("UpdateItem", &types.TransactionConflictException{Message: aws.String("Transaction is ongoing for the item")}), true},
-		{"wrapped again by a caller", fmt.Errorf("ledger: transition: %w", asSDK("TransactWriteItems", reasons("TransactionConflict", "None"))), true},
-		{"reasons only in the message", &types.TransactionCanceledException{Message: aws.String("Transaction cancelled, please refer cancellation reasons for specific reasons [None, TransactionConflict]")}, true},
-
-		{"a failed condition alongside a conflict keeps its meaning", reasons("ConditionalCheckFailed", "TransactionConflict"), false},
-		{"a conflict alongside a failed condition", reasons("TransactionConflict", "ConditionalCheckFailed"), false},
-		{"a failed condition", asSDK("TransactWriteItems", reasons("ConditionalCheckFailed", "None")), false},
-		{"a failed condition, in the message", &types.TransactionCanceledException{Message: aws.String("Transaction cancelled [TransactionConflict, ConditionalCheckFailed]")}, false},
-		{"a failed condition of a single write", asSDK("PutItem", &types.ConditionalCheckFailedException{}), false},
-		{"a validation error", reasons("ValidationError", "None"), false},
-		{"throttled items (the SDK's business, not a race)", reasons("ThrottlingError", "TransactionConflict"), false},
-		{"no reason at all", reasons("None", "None"), false},
-		{"an idempotent retry still in progress (the SDK retries it)", asSDK("TransactWriteItems", &types.TransactionInProgressException{}), false},
-		{"anything else", errors.New("connection reset"), false},
-		{"nil", nil, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := lostRace(tt.err); got != tt.want {
-				t.Errorf("lostRace(%v) = %v, want %v", tt.err, got, tt.want)
-			}
-		})
-	}
-}
-
 // scriptedTransact answers TransactWriteItems from a script of errors, then succeeds.
 type scriptedTransact struct {
 	API
-	errs   []error
-	inputs []*dynamodb.TransactWriteItemsInput
+	errs  []error
+	calls int
 }
 
-func (s *scriptedTransact) TransactWriteItems(_ context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	s.inputs = append(s.inputs, in)
-	if n := len(s.inputs); n <= len(s.errs) {
-		return nil, s.errs[n-1]
+func (s *scriptedTransact) TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	if s.calls++; s.calls <= len(s.errs) {
+		return nil, s.errs[s.calls-1]
 	}
 	return &dynamodb.TransactWriteItemsOutput{}, nil
 }
 
-func TestALostRaceIsSentAgainBoundedWithJitter(t *testing.T) {
-	conflict := asSDK("TransactWriteItems", reasons("TransactionConflict", "None"))
-	run := func(t *testing.T, errs ...error) (*scriptedTransact, []time.Duration, error) {
-		t.Helper()
-		api := &scriptedTransact{errs: errs}
-		var waits []time.Duration
-		c := conflictRetrying{API: api, sleep: func(_ context.Context, d time.Duration) error {
-			waits = append(waits, d)
-			return nil
-		}}
-		token := aws.String("the caller's token")
-		in := &dynamodb.TransactWriteItemsInput{ClientRequestToken: token}
-		_, err := c.TransactWriteItems(context.Background(), in)
-		if in.ClientRequestToken != token {
-			t.Error("the caller's input was changed")
-		}
-		for i, sent := range api.inputs {
-			if sent.ClientRequestToken != nil {
-				t.Errorf("attempt %d carried a token (%q): a retry must be a request of its own", i+1, *sent.ClientRequestToken)
-			}
-		}
-		return api, waits, err
-	}
-
-	t.Run("lost twice, then written", func(t *testing.T) {
-		api, waits, err := run(t, conflict, conflict)
-		if err != nil || len(api.inputs) != 3 || len(waits) != 2 {
-			t.Fatalf("err %v after %d attempts and %d waits, want success on the third", err, len(api.inputs), len(waits))
-		}
-		for i, w := range waits {
-			if ceiling := conflictBackoff<<i + time.Millisecond; w <= 0 || w > ceiling {
-				t.Errorf("wait %d is %v, want within (0, %v]", i+1, w, ceiling)
-			}
-		}
-	})
+// The ledger's client ends a race lost every time in ErrContention with the last cancellation
+// kept, so canceledAt still reads it, and passes a failed condition through at once.
+func TestTheLedgersTransactionsRetryLostRaces(t *testing.T) {
+	noWait := func(context.Context, time.Duration) error { return nil }
 	t.Run("lost every time", func(t *testing.T) {
-		errs := make([]error, conflictAttempts+3)
-		for i := range errs {
-			errs[i] = conflict
+		api := &scriptedTransact{}
+		for range 20 {
+			api.errs = append(api.errs, cancelled("TransactionConflict", "None"))
 		}
-		api, waits, err := run(t, errs...)
-		if !errors.Is(err, ErrContention) || len(api.inputs) != conflictAttempts || len(waits) != conflictAttempts-1 {
-			t.Fatalf("err %v after %d attempts, want ErrContention after %d", err, len(api.inputs), conflictAttempts)
+		c := retryConflicts(api)
+		c.retrier.Sleep = noWait
+		_, err := c.TransactWriteItems(context.Background(), &dynamodb.TransactWriteItemsInput{})
+		if !errors.Is(err, ErrContention) || api.calls != dynamoretry.Attempts {
+			t.Fatalf("err %v after %d attempts, want ErrContention after %d", err, api.calls, dynamoretry.Attempts)
 		}
 		if failed, _, contention := canceledAt(err, 0); failed || !contention {
 			t.Errorf("the last cancellation is not kept in the error: failed %v, contention %v", failed, contention)
 		}
-		for _, w := range waits {
-			if w > conflictBackoffMax+time.Millisecond {
-				t.Errorf("a wait of %v is over the cap %v", w, conflictBackoffMax)
-			}
-		}
 	})
-	t.Run("a failed condition is answered at once", func(t *testing.T) {
-		cond := asSDK("TransactWriteItems", reasons("ConditionalCheckFailed", "TransactionConflict"))
-		api, waits, err := run(t, cond)
-		if !errors.Is(err, cond) || errors.Is(err, ErrContention) || len(api.inputs) != 1 || len(waits) != 0 {
-			t.Fatalf("err %v after %d attempts, want the failed condition after 1", err, len(api.inputs))
+	t.Run("a failed condition", func(t *testing.T) {
+		api := &scriptedTransact{errs: []error{cancelled("ConditionalCheckFailed", "TransactionConflict")}}
+		c := retryConflicts(api)
+		c.retrier.Sleep = noWait
+		_, err := c.TransactWriteItems(context.Background(), &dynamodb.TransactWriteItemsInput{})
+		if errors.Is(err, ErrContention) || api.calls != 1 {
+			t.Fatalf("err %v after %d attempts, want the failed condition after 1", err, api.calls)
 		}
 		if failed, _, _ := canceledAt(err, 0); !failed {
 			t.Error("the failed condition lost its meaning")
-		}
-	})
-	t.Run("a cancelled context stops the retries", func(t *testing.T) {
-		api := &scriptedTransact{errs: []error{conflict, conflict}}
-		c := conflictRetrying{API: api, sleep: sleepCtx}
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		_, err := c.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{})
-		if len(api.inputs) != 1 || !errors.Is(err, conflict) || !errors.Is(err, ErrContention) || !errors.Is(err, context.Canceled) {
-			t.Fatalf("err %v after %d attempts, want ErrContention, the conflict and the cancellation after 1", err, len(api.inputs))
 		}
 	})
 }

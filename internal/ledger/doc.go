@@ -23,7 +23,8 @@
 //     and field updates, decision_id on decisions, writer on receipts and nonces,
 //     token_cleared_by on token clears, the owner on claims, claimed_by on intent claims;
 //     events have random keys) and then reports the success it had.
-//   - A write that lost a race on its item is sent again before any caller sees it (conflict.go):
+//   - A write that lost a race on its item is sent again before any caller sees it (conflict.go,
+//     through the dynamoretry package, which the agent registry shares):
 //     a TransactWriteItems cancelled only with TransactionConflict (another transaction was
 //     writing one of its items), or a PutItem, UpdateItem or DeleteItem refused with
 //     TransactionConflictException (a transaction was writing its item). Neither applied

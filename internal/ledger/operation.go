@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/uuid"
 
+	"github.com/buyflow/buyflow/internal/dynamoretry"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -276,11 +277,11 @@ func canceledAt(err error, i int) (failed bool, old map[string]types.AttributeVa
 	if !errors.As(err, &tce) {
 		return false, nil, false
 	}
-	if i < len(tce.CancellationReasons) && aws.ToString(tce.CancellationReasons[i].Code) == reasonConditionalCheck {
+	if i < len(tce.CancellationReasons) && aws.ToString(tce.CancellationReasons[i].Code) == dynamoretry.ReasonConditionalCheck {
 		return true, tce.CancellationReasons[i].Item, false
 	}
 	for _, r := range tce.CancellationReasons {
-		if aws.ToString(r.Code) == reasonTransactionConflict {
+		if aws.ToString(r.Code) == dynamoretry.ReasonTransactionConflict {
 			return false, nil, true
 		}
 	}

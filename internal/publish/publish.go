@@ -7,7 +7,9 @@
 // exactly one event per transition whoever made it (a stage, the webhook receiver, the sweep,
 // an approver): the stream carries each committed write of an item once, in the order of the
 // writes. Delivery is at least once: a batch that fails part-way reports the first record it
-// could not publish (ReportBatchItemFailures), Lambda retries from there, and a record
+// could not publish (ReportBatchItemFailures), Lambda retries from there; a PutEvents whose
+// answer the SDK could not read (EventBridge had taken it) is sent again by the SDK, and
+// EventBridge has no idempotency token, so its entries are put twice. Either way a record
 // published twice carries the same event id, which a consumer dedupes on.
 package publish
 
