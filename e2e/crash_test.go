@@ -88,13 +88,7 @@ func wantConsistent(t *testing.T, c *apiclient.Client, id string) {
 // servesAgain checks that fn was given new processes and that a fresh buy goes through them.
 func servesAgain(t *testing.T, c *apiclient.Client, fn string, killed int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for suite.local.Restarts(fn) < killed && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	if got := suite.local.Restarts(fn); got < killed {
-		t.Errorf("%d new %s processes after %d were killed", got, fn, killed)
-	}
+	waitRestarted(t, fn, killed)
 	sub := submit(t, c, buy{PO: po(t), Sim: "async_complete"})
 	finished(t, c, sub.OperationID, "completed")
 }
@@ -204,4 +198,151 @@ func TestCrashWebhookAfterTheReceipt(t *testing.T) {
 	}
 	wantConsistent(t, c, sub.OperationID)
 	servesAgain(t, c, "webhook", before+1)
+}
+
+// updatesFor returns the seller's update_media_buy calls of the change (its id is in the
+// echoed context), split into executed originals and idempotent replays.
+func updatesFor(seller *adcptest.Seller, changeID string) (originals, replays int) {
+	return callsFor(seller.CallsTo("update_media_buy"), changeID)
+}
+
+// updatesReaching counts every update_media_buy of the change that reached the seller,
+// whatever it answered (a second one the seller refused, as a stale revision, reached it too).
+func updatesReaching(seller *adcptest.Seller, changeID string) int {
+	n := 0
+	for _, c := range seller.CallsTo("update_media_buy") {
+		if strings.Contains(string(c.Arguments), changeID) && c.Fault == "" {
+			n++
+		}
+	}
+	return n
+}
+
+// sellerCallAttempts lists the attempt of each update_media_buy the change's timeline records.
+func sellerCallAttempts(t *testing.T, c *apiclient.Client, changeID string) []float64 {
+	t.Helper()
+	var out []float64
+	for _, e := range timeline(t, c, changeID) {
+		var d struct {
+			Attempt *float64 `json:"attempt"`
+		}
+		if e.Type == "modification_seller_call" && json.Unmarshal(e.Detail, &d) == nil && d.Attempt != nil {
+			out = append(out, *d.Attempt)
+		}
+	}
+	return out
+}
+
+// lapsedChecks lists the applied verdicts of the change's looks at the seller before a resend.
+func lapsedChecks(t *testing.T, c *apiclient.Client, changeID string) []bool {
+	t.Helper()
+	var out []bool
+	for _, e := range timeline(t, c, changeID) {
+		var d struct {
+			Applied bool `json:"applied"`
+		}
+		if e.Type == "lapsed_claim_check" && json.Unmarshal(e.Detail, &d) == nil {
+			out = append(out, d.Applied)
+		}
+	}
+	return out
+}
+
+// changeCommittedThenKilled places a sync buy at seller, sends it a budget change whose
+// update_media_buy the seller commits and then holds the answer of (slow_commit), and kills
+// every modify process while it waits for that answer. It returns the buy and the change.
+func changeCommittedThenKilled(t *testing.T, c *apiclient.Client, sellerID string, seller *adcptest.Seller) (buyID, changeID string, killed int) {
+	t.Helper()
+	sub := submit(t, c, buy{PO: po(t), Sim: "sync", Seller: sellerID, Budgets: []float64{3000}})
+	finished(t, c, sub.OperationID, "completed")
+	acc, err := c.Change(context.Background(), sub.OperationID, "chg-key-crash-"+randomID(t),
+		[]byte(`{"budget":{"total":3500},"reason":"crash after the commit","context":{"sim":"sync,slow_commit"}}`), false)
+	if err != nil {
+		t.Fatalf("change: %v", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if n, _ := updatesFor(seller, acc.ChangeID); n > 0 {
+			break // committed; the answer is held
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the seller got no update_media_buy within 30 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if killed = suite.local.Kill("modify"); killed == 0 {
+		t.Fatal("no modify process to kill")
+	}
+	return sub.OperationID, acc.ChangeID, killed
+}
+
+// appliedOnce checks a change after the crash: completed, exactly one update_media_buy of it
+// reached the seller (besides idempotent replays), the buy shows the new budget, and the
+// retried UpdateMediaBuy (after Runtime.ExitError) either found the update applied at the
+// seller or resent it with the same key.
+func appliedOnce(t *testing.T, c *apiclient.Client, seller *adcptest.Seller, buyID, changeID string) {
+	t.Helper()
+	finished(t, c, changeID, "completed")
+	executed, replays := updatesFor(seller, changeID)
+	if reached := updatesReaching(seller, changeID); executed != 1 || reached != 1+replays {
+		t.Errorf("%d update_media_buy of the change reached the seller, %d executed and %d replayed; want one executed, anything else a replay", reached, executed, replays)
+	}
+	looks, attempts := lapsedChecks(t, c, changeID), sellerCallAttempts(t, c, changeID)
+	found := slices.Equal(looks, []bool{true}) && len(attempts) == 0
+	resent := len(looks) == 1 && !looks[0] && slices.Equal(attempts, []float64{1}) && replays == 1
+	if !found && !resent {
+		t.Errorf("the retry looked at the seller %v and sent attempts %v (%d replays): want the update found applied, or a resend replayed", looks, attempts, replays)
+	}
+	op := waitFor(t, c, buyID, 30*time.Second, func(op apiclient.Operation) bool {
+		return op.Current != nil && op.Current.LastChangeID == changeID
+	})
+	if cur := op.Current; cur.Budget != "3500.00" || cur.LastOutcome != "applied" {
+		t.Errorf("the buy after the change: %+v, want 3500.00 applied", cur)
+	}
+	if got := taskAttempts(finalHistory(t, changeID), "UpdateMediaBuy"); len(got) < 2 || got[0] != "Runtime.ExitError" || got[len(got)-1] != "ok" {
+		t.Errorf("UpdateMediaBuy attempts %v, want Runtime.ExitError first and a retry that succeeds", got)
+	}
+}
+
+// The modify process is killed after the seller (24 h replay window) committed a change's
+// update_media_buy and before its answer came back: the retry, a resend of the same intent,
+// looks at the seller first (as a create's does) and the change completes with the budget
+// changed once.
+func TestCrashModifyAfterTheSellerCommittedTheUpdate(t *testing.T) {
+	c := localOnly(t)
+	before := suite.local.Restarts("modify")
+	buyID, changeID, killed := changeCommittedThenKilled(t, c, devstack.SellerID, suite.local.Seller)
+	appliedOnce(t, c, suite.local.Seller, buyID, changeID)
+	waitRestarted(t, "modify", before+killed)
+}
+
+// The same crash at a seller without a replay window, which would apply a second
+// update_media_buy again: the retry sends nothing. It finds the update applied and the change
+// completes; exactly one update_media_buy reached the seller. (Had the look not told, the
+// resend would be refused and the change end failed, BUYFLOW_NO_REPLAY_WINDOW.)
+func TestCrashModifyAtASellerWithoutAReplayWindow(t *testing.T) {
+	c := localOnly(t)
+	seller := suite.local.OtherSellers[devstack.NoReplaySellerID]
+	if seller == nil {
+		t.Fatalf("the local stack has no %s", devstack.NoReplaySellerID)
+	}
+	before := suite.local.Restarts("modify")
+	buyID, changeID, killed := changeCommittedThenKilled(t, c, devstack.NoReplaySellerID, seller)
+	appliedOnce(t, c, seller, buyID, changeID)
+	if n := updatesReaching(seller, changeID); n != 1 {
+		t.Errorf("%d update_media_buy of the change reached the seller, want exactly the one before the crash", n)
+	}
+	waitRestarted(t, "modify", before+killed)
+}
+
+// waitRestarted checks that fn was given new processes after killed were killed.
+func waitRestarted(t *testing.T, fn string, killed int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for suite.local.Restarts(fn) < killed && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := suite.local.Restarts(fn); got < killed {
+		t.Errorf("%d new %s processes after %d were killed", got, fn, killed)
+	}
 }

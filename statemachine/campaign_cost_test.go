@@ -34,7 +34,7 @@ var campaignCostOf = map[string]unitCost{
 	callCampaignRead: {durationDefault, consistentRead * (1 + campaignLegs) * 2, 0,
 		"GET /v1/campaigns/{id}: the campaign, every leg's operation and its latest approval"},
 	callSettle:    {durationDefault, consistentRead * (1 + campaignLegs), 2 * smallWrite, "settle: campaign + legs read, outcome update (item + gsi2)"},
-	callSyncPlans: {500 * time.Millisecond, consistentRead, 0, "sync_plans: campaign read, the governance call (500 ms)"},
+	callSyncPlans: {500 * time.Millisecond, consistentRead, 2 * smallWrite, "sync_plans: campaign read, the plan's claim update (item + gsi2), the governance call (500 ms)"},
 	callRelease:   {durationDefault, consistentRead * (1 + campaignLegs), 0, "release: campaign + legs read"},
 	callCampaignAsk: {500 * time.Millisecond, consistentRead*(2+campaignLegs*3) + consistentRead*campaignLegs*2,
 		smallWrite + smallWrite + smallWrite + campaignLegs*(transition+smallWrite),

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/money"
+	"github.com/buyflow/buyflow/internal/stage"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -74,9 +76,11 @@ type Compensation struct {
 	Reason      string `json:"reason"`
 }
 
-// Facts is what the campaign function reads (the campaign and its legs' operations) and the
-// one thing it writes: the campaign's final status.
+// Facts is what the campaign function reads (the campaign and its legs' operations) and what
+// it writes: the claims of the campaign's plan push and the campaign's final status.
 type Facts interface {
+	// Claims counts the pushes of the campaign's plan (stage.ClaimStored).
+	stage.Claims
 	GetCampaign(ctx context.Context, tenant, id string) (*ledger.Campaign, error)
 	GetOperation(ctx context.Context, tenant, id string) (*ledger.Operation, error)
 	SettleCampaign(ctx context.Context, tenant, id, outcome, committed string) error
@@ -106,12 +110,13 @@ type Settler struct {
 	agents    PlanSyncer
 	threshold Threshold
 	now       func() time.Time
+	log       *slog.Logger
 }
 
 // NewSettler returns the campaign function's handler; agents pushes plans, threshold is the
 // approval policy the release holds the campaign's total to.
 func NewSettler(f Facts, agents PlanSyncer, threshold Threshold) *Settler {
-	return &Settler{facts: f, agents: agents, threshold: threshold, now: time.Now}
+	return &Settler{facts: f, agents: agents, threshold: threshold, now: time.Now, log: slog.Default()}
 }
 
 // Handle serves one task payload. Errors come back bare (workflow.TaskError) so the state
@@ -173,8 +178,11 @@ func (s *Settler) campaign(ctx context.Context, tenant, id string) (*ledger.Camp
 }
 
 // SyncPlans sends the campaign's frozen sync_plans request (the same key and bytes on every
-// attempt) to its governance agent. A plan the agent does not accept is a TerminalError: the
-// legs must not be checked against a plan the agent does not hold.
+// attempt) to its governance agent. Each attempt claims the plan first: after one that may
+// have sent it, the push is a resend, which an agent without a replay window refuses; a push
+// that provably sent nothing is released, so the next is a first send again. A plan the agent
+// does not accept is a TerminalError: the legs must not be checked against a plan the agent
+// does not hold.
 func (s *Settler) SyncPlans(ctx context.Context, tenant, id string) (PlanSynced, error) {
 	rec, err := s.campaign(ctx, tenant, id)
 	if err != nil {
@@ -183,11 +191,26 @@ func (s *Settler) SyncPlans(ctx context.Context, tenant, id string) (PlanSynced,
 	if len(rec.PlanIntent) == 0 {
 		return PlanSynced{}, &workflow.TerminalError{Code: "no_plan", Reason: "campaign " + id + " carries no plan to push"}
 	}
-	var intent adcp.Intent
-	if err := json.Unmarshal(rec.PlanIntent, &intent); err != nil {
-		return PlanSynced{}, &workflow.TerminalError{Code: "invalid_intent", Reason: "campaign " + id + ": " + err.Error()}
+	ref := stage.IntentRef{Tenant: tenant, OperationID: id, Name: ledger.SyncPlansIntent, Tool: adcp.ToolSyncPlans, Decode: storedPlan}
+	read := rec
+	intent, err := stage.ClaimStored(ctx, s.facts, ref, func(ctx context.Context) (*ledger.Intent, error) {
+		if read == nil { // a later round, after another attempt claimed it: read it again
+			if read, err = s.campaign(ctx, tenant, id); err != nil {
+				return nil, err
+			}
+		}
+		plan, err := read.PlanIntentRecord()
+		read = nil
+		if err != nil {
+			return nil, &workflow.TerminalError{Code: "no_plan", Reason: "campaign " + id + " carries no plan to push"}
+		}
+		return plan, nil
+	})
+	if err != nil {
+		return PlanSynced{}, err // a ledger failure is a TransientError (workflow.TaskError)
 	}
-	res, err := s.agents.SyncPlans(ctx, rec.GovernanceAgentID, intent)
+	res, err := s.agents.SyncPlans(ctx, rec.GovernanceAgentID, intent.Intent)
+	stage.ReleaseUnsent(ctx, s.facts, s.log, id, intent, err)
 	if err != nil {
 		what := "sync_plans at " + rec.GovernanceAgentID
 		if adcp.Decide(err) == adcp.DecisionRetry {
@@ -207,6 +230,22 @@ func (s *Settler) SyncPlans(ctx context.Context, tenant, id string) (PlanSynced,
 	}
 	return PlanSynced{}, &workflow.TerminalError{Code: "plan_not_synced",
 		Reason: fmt.Sprintf("governance agent %s did not answer for plan %s", rec.GovernanceAgentID, rec.PlanID)}
+}
+
+// storedPlan reads the campaign's plan record as the intent it holds (PlanIntent is the JSON of
+// an adcp.Intent); a first send after released claims runs its replay window from then.
+func storedPlan(stored *ledger.Intent) (adcp.Intent, error) {
+	var in adcp.Intent
+	if err := json.Unmarshal(stored.Request, &in); err != nil {
+		return adcp.Intent{}, err
+	}
+	if in.Task != adcp.ToolSyncPlans || in.Key == "" || len(in.Body) == 0 {
+		return adcp.Intent{}, fmt.Errorf("the stored plan holds task %q with key %t and %d bytes", in.Task, in.Key != "", len(in.Body))
+	}
+	if !stored.CreatedAt.IsZero() {
+		in.Created = stored.CreatedAt
+	}
+	return in, nil
 }
 
 // Close fails every leg that has not started (status requested), with the failure's cause as

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
@@ -28,6 +29,14 @@ const (
 // OtherSellerIDs are the other simulated sellers, as examples/campaign.json names them: a
 // campaign buys across several sellers.
 var OtherSellerIDs = []string{"sim-seller-2", "sim-seller-3"}
+
+// NoReplaySellerID is a simulated seller that declares no replay window (adcp.idempotency
+// supported: false) and never replays: a mutating call may reach it once and must never be
+// resent. The crash tests place buys and changes at it.
+const NoReplaySellerID = "sim-seller-once"
+
+// otherSellers are the simulated sellers beside SellerID, each its own MCP server.
+func otherSellers() []string { return append(slices.Clone(OtherSellerIDs), NoReplaySellerID) }
 
 // AgentSecretPrefix prefixes the names of the agents' credential secrets.
 const AgentSecretPrefix = "buyflow/agents/"
@@ -59,7 +68,7 @@ type agents struct {
 	credentials map[string]string // secret name → value
 
 	seller     *adcptest.Seller
-	others     map[string]*adcptest.Seller // the other simulated sellers, by id (OtherSellerIDs)
+	others     map[string]*adcptest.Seller // the other simulated sellers, by id (otherSellers)
 	governance *adcptest.Governance
 	sellerURL  string
 	govURL     string
@@ -235,8 +244,12 @@ func startSimulatedAgents(sellerOpts adcptest.SellerOptions, govOpts adcptest.Go
 	}
 	a.seller, a.governance = adcptest.NewSeller(sellerOpts), adcptest.NewGovernance(govOpts)
 	a.others = map[string]*adcptest.Seller{}
-	for _, id := range OtherSellerIDs {
-		a.others[id] = adcptest.NewSeller(sellerOpts)
+	for _, id := range otherSellers() {
+		o := sellerOpts
+		if id == NoReplaySellerID {
+			o.Idempotency = adcptest.IdempotencyUnsupported
+		}
+		a.others[id] = adcptest.NewSeller(o)
 	}
 
 	mux := http.NewServeMux()
@@ -283,7 +296,7 @@ func startSimulatedAgents(sellerOpts adcptest.SellerOptions, govOpts adcptest.Go
 	a.credentials = map[string]string{AgentSecretPrefix + SellerID: sellerTok, AgentSecretPrefix + GovernanceID: govTok}
 	// The other sellers take the same token and webhook key: one simulated seller deployment
 	// serving several seller agents, each its own MCP server with its own buys.
-	for _, id := range OtherSellerIDs {
+	for _, id := range otherSellers() {
 		reg.Agents = append(reg.Agents, adcp.Agent{ID: id, Role: adcp.RoleSeller, MCPURL: a.srv.url() + "/" + id + "/mcp",
 			CredentialRef: AgentSecretPrefix + id, Webhook: &adcp.WebhookConfig{Mode: adcp.WebhookRFC9421, JWKS: jwks}})
 		a.credentials[AgentSecretPrefix+id] = sellerTok
@@ -312,7 +325,8 @@ func randomHex(n int) (string, error) {
 // tasks advancing on their own, the seller's webhooks RFC 9421-signed.
 type SimulatedAgents struct {
 	Seller *adcptest.Seller
-	// Others are the other simulated sellers, by id (OtherSellerIDs), for campaigns.
+	// Others are the other simulated sellers, by id (OtherSellerIDs, for campaigns, and
+	// NoReplaySellerID).
 	Others     map[string]*adcptest.Seller
 	Governance *adcptest.Governance
 	// SellerURL and GovernanceURL are the agents' MCP endpoints.

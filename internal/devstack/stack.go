@@ -126,7 +126,8 @@ type Stack struct {
 	Seller     *adcptest.Seller
 	Governance *adcptest.Governance
 	Slack      *slack.Sink
-	// OtherSellers are the other simulated sellers, by id (OtherSellerIDs; nil with real agents).
+	// OtherSellers are the other simulated sellers, by id (OtherSellerIDs and NoReplaySellerID;
+	// nil with real agents).
 	OtherSellers map[string]*adcptest.Seller
 	// ColdStarts is, per function, the time from starting its first process to its first poll
 	// of the runtime API (the bootstrap's init).

@@ -36,8 +36,15 @@ type Campaign struct {
 	// PlanIntent is the frozen sync_plans request (an adcp.Intent as JSON: task, idempotency key,
 	// exact bytes) when the campaign pushes its plan: written with the campaign, before the
 	// call, and sent as is by every attempt.
-	PlanIntent []byte    `dynamodbav:"plan_intent,omitempty"`
-	CreatedAt  time.Time `dynamodbav:"created_at"`
+	PlanIntent []byte `dynamodbav:"plan_intent,omitempty"`
+	// PlanClaims, PlanUnsent, PlanClaimedBy and PlanSentAt count the attempts that set out to
+	// send PlanIntent, as an intent item's Claims, Unsent, ClaimedBy and CreatedAt do (Intent;
+	// PlanIntentRecord reads them as one). CreateCampaign stores a plan unsent.
+	PlanClaims    int64     `dynamodbav:"plan_claims,omitempty"`
+	PlanUnsent    bool      `dynamodbav:"plan_unsent,omitempty"`
+	PlanClaimedBy string    `dynamodbav:"plan_claimed_by,omitempty"`
+	PlanSentAt    time.Time `dynamodbav:"plan_created_at,omitempty"`
+	CreatedAt     time.Time `dynamodbav:"created_at"`
 	// Outcome is the final status the Campaign execution recorded once nothing was left to do
 	// (no cancel pending); empty while it runs.
 	Outcome   string    `dynamodbav:"outcome,omitempty"`
@@ -52,6 +59,23 @@ type Campaign struct {
 	// recording its outcome each add one. Its status events' sequence is the version after the
 	// write (a campaign stored before it counted reads as version 1).
 	Version int64 `dynamodbav:"version,omitempty"`
+}
+
+// SyncPlansIntent is the ledger task name of a campaign's plan intent (PlanIntentRecord).
+const SyncPlansIntent = "sync_plans"
+
+// PlanIntentRecord returns the campaign's plan intent as an intent record, for ClaimIntent
+// and ReleaseIntent (they write its claims on the campaign's item), or ErrNotFound when the
+// campaign pushes no plan. Request is PlanIntent as stored; CreatedAt is zero until a claim
+// sets out to send it after every earlier claim was released. A campaign stored before its
+// plan's claims were counted reads with no claims and not unsent: maybe sent, so its next
+// push is a resend.
+func (c *Campaign) PlanIntentRecord() (*Intent, error) {
+	if len(c.PlanIntent) == 0 {
+		return nil, ErrNotFound
+	}
+	return &Intent{Tenant: c.Tenant, OperationID: c.ID, Task: SyncPlansIntent, Request: c.PlanIntent, CreatedAt: c.PlanSentAt,
+		Claims: c.PlanClaims, Unsent: c.PlanUnsent, ClaimedBy: c.PlanClaimedBy, onCampaign: true}, nil
 }
 
 // CampaignLeg is one media buy of a campaign.
@@ -79,8 +103,9 @@ func campaignPK(tenant, id string) string { return tenantPrefix(tenant) + "CAMPA
 // neither listing sees the other's items) and still scoped by the tenant.
 func campaignGSI(tenant string) string { return "CAMPAIGNS#" + tenant }
 
-// CreateCampaign stores a new campaign (conditional on its key being free). A campaign with the
-// same id already stored answers a *ConflictError: a retry of the same submit converges on it.
+// CreateCampaign stores a new campaign (conditional on its key being free), its plan intent,
+// if any, unsent and unclaimed. A campaign with the same id already stored answers a
+// *ConflictError: a retry of the same submit converges on it.
 func (s *Store) CreateCampaign(ctx context.Context, c Campaign) (*Campaign, error) {
 	if err := checkID("tenant", c.Tenant); err != nil {
 		return nil, err
@@ -89,6 +114,7 @@ func (s *Store) CreateCampaign(ctx context.Context, c Campaign) (*Campaign, erro
 		return nil, err
 	}
 	c.CreatedAt, c.Version = s.now(), 1
+	c.PlanClaims, c.PlanUnsent, c.PlanClaimedBy, c.PlanSentAt = 0, len(c.PlanIntent) > 0, "", time.Time{}
 	av, err := attributevalue.MarshalMap(campaignItem{
 		PK: campaignPK(c.Tenant, c.ID), SK: skCampaign,
 		GSI2PK: campaignGSI(c.Tenant), GSI2SK: fmtTime(c.CreatedAt) + "#" + c.ID, Campaign: c,

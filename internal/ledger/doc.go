@@ -103,6 +103,9 @@
 //	                 (attribute_not_exists(claims) for :seen = 0) AND unsent as read; else ErrConflict
 //	  release        ReleaseIntent, after a send that provably left nothing: Update SET unsent =
 //	                 true if claims = :held AND attribute_not_exists(unsent); else ErrConflict
+//	                 A campaign's plan intent lives on the campaign's item (plan_intent), stored
+//	                 with plan_unsent = true; its claims are the same updates on plan_claims,
+//	                 plan_unsent, plan_claimed_by and plan_created_at (Campaign.PlanIntentRecord)
 //	  TTL            none
 //
 //	webhook receipt  pk RECEIPT#<sha256(seller \x00 idempotency_key)>  sk RECEIPT

@@ -35,7 +35,7 @@ const (
 
 	// The create stage.
 	EventSellerCall       = "seller_call"        // create_media_buy (or its resend) answered
-	EventLapsedClaimCheck = "lapsed_claim_check" // get_media_buys asked whether a lapsed create was executed
+	EventLapsedClaimCheck = "lapsed_claim_check" // get_media_buys asked whether a lapsed create or change was executed
 	EventCancel           = "cancel"             // update_media_buy cancel (compensation)
 
 	// Any stage that calls an agent.

@@ -40,14 +40,35 @@ type Intent struct {
 	Unsent bool `dynamodbav:"unsent,omitempty"`
 	// ClaimedBy is the random id of the last claim's write (a retry of that write recognises it).
 	ClaimedBy string `dynamodbav:"claimed_by,omitempty"`
+
+	// onCampaign marks a campaign's plan intent (Campaign.PlanIntentRecord), which lives on
+	// the campaign's item: its claims are that item's plan_* attributes.
+	onCampaign bool
 }
 
-const (
-	attrClaims    = "claims"
-	attrUnsent    = "unsent"
-	attrClaimedBy = "claimed_by"
-	attrCreatedAt = "created_at"
+// intentAttrs name an intent's claim attributes on the item that holds it.
+type intentAttrs struct{ claims, unsent, claimedBy, createdAt string }
+
+var (
+	intentItemAttrs   = intentAttrs{claims: "claims", unsent: "unsent", claimedBy: "claimed_by", createdAt: "created_at"}
+	campaignPlanAttrs = intentAttrs{claims: "plan_claims", unsent: "plan_unsent", claimedBy: "plan_claimed_by", createdAt: "plan_created_at"}
 )
+
+// item returns the key of the item that holds in, the names of its claim attributes there,
+// and how that item reads back as in.
+func (in *Intent) item() (map[string]types.AttributeValue, intentAttrs, func(map[string]types.AttributeValue) (*Intent, error)) {
+	if in.onCampaign {
+		tenant := in.Tenant
+		return key(campaignPK(in.Tenant, in.OperationID), skCampaign), campaignPlanAttrs, func(item map[string]types.AttributeValue) (*Intent, error) {
+			c, err := decodeCampaign(item, tenant)
+			if err != nil {
+				return nil, err
+			}
+			return c.PlanIntentRecord()
+		}
+	}
+	return key(opPK(in.Tenant, in.OperationID), skIntentPfx+in.Task), intentItemAttrs, decodeIntent
+}
 
 // CheckedIntentPrefix, followed by a governance check id, names the intent that holds the
 // create_media_buy payload that check approved (conditions applied): what the create stage
@@ -149,23 +170,24 @@ func (s *Store) ClaimIntent(ctx context.Context, seen *Intent) (*Intent, error) 
 	if err := checkID("operation id", seen.OperationID); err != nil {
 		return nil, err
 	}
+	_, attr, _ := seen.item()
 	next := *seen
 	next.Claims++
 	next.ClaimedBy = s.NewID()
 	cond := expression.AttributeExists(expression.Name(AttrPK))
 	if seen.Claims == 0 {
-		cond = cond.And(expression.AttributeNotExists(expression.Name(attrClaims)))
+		cond = cond.And(expression.AttributeNotExists(expression.Name(attr.claims)))
 	} else {
-		cond = cond.And(expression.Name(attrClaims).Equal(expression.Value(seen.Claims)))
+		cond = cond.And(expression.Name(attr.claims).Equal(expression.Value(seen.Claims)))
 	}
-	up := expression.Set(expression.Name(attrClaims), expression.Value(next.Claims)).
-		Set(expression.Name(attrClaimedBy), expression.Value(next.ClaimedBy))
+	up := expression.Set(expression.Name(attr.claims), expression.Value(next.Claims)).
+		Set(expression.Name(attr.claimedBy), expression.Value(next.ClaimedBy))
 	if seen.Unsent {
-		cond = cond.And(expression.Name(attrUnsent).Equal(expression.Value(true)))
+		cond = cond.And(expression.Name(attr.unsent).Equal(expression.Value(true)))
 		next.Unsent, next.CreatedAt = false, s.now()
-		up = up.Remove(expression.Name(attrUnsent)).Set(expression.Name(attrCreatedAt), expression.Value(next.CreatedAt))
+		up = up.Remove(expression.Name(attr.unsent)).Set(expression.Name(attr.createdAt), expression.Value(next.CreatedAt))
 	} else {
-		cond = cond.And(expression.AttributeNotExists(expression.Name(attrUnsent)))
+		cond = cond.And(expression.AttributeNotExists(expression.Name(attr.unsent)))
 	}
 	err := s.updateIntent(ctx, seen, cond, up, func(cur *Intent) bool { return cur.ClaimedBy == next.ClaimedBy })
 	if err != nil {
@@ -187,9 +209,10 @@ func (s *Store) ReleaseIntent(ctx context.Context, claimed *Intent) error {
 	if claimed.Claims == 0 || claimed.Unsent {
 		return fmt.Errorf("%w: intent %s of operation %s holds no claim to release", ErrInvalidArgument, claimed.Task, claimed.OperationID)
 	}
-	cond := expression.Name(attrClaims).Equal(expression.Value(claimed.Claims)).
-		And(expression.AttributeNotExists(expression.Name(attrUnsent)))
-	up := expression.Set(expression.Name(attrUnsent), expression.Value(true))
+	_, attr, _ := claimed.item()
+	cond := expression.Name(attr.claims).Equal(expression.Value(claimed.Claims)).
+		And(expression.AttributeNotExists(expression.Name(attr.unsent)))
+	up := expression.Set(expression.Name(attr.unsent), expression.Value(true))
 	err := s.updateIntent(ctx, claimed, cond, up, func(cur *Intent) bool { return cur.Claims == claimed.Claims && cur.Unsent })
 	if err != nil {
 		return fmt.Errorf("ledger: release intent %s of operation %s: %w", claimed.Task, claimed.OperationID, err)
@@ -205,7 +228,7 @@ func (s *Store) updateIntent(ctx context.Context, in *Intent, cond expression.Co
 	if err != nil {
 		return err
 	}
-	k := key(opPK(in.Tenant, in.OperationID), skIntentPfx+in.Task)
+	k, _, decode := in.item()
 	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.table), Key: k, ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
 		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
@@ -225,7 +248,7 @@ func (s *Store) updateIntent(ctx context.Context, in *Intent, cond expression.Co
 	if err != nil {
 		return fmt.Errorf("read after a failed condition: %w", err)
 	}
-	cur, err := decodeIntent(item)
+	cur, err := decode(item)
 	if err != nil {
 		return err
 	}

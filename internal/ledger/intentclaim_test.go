@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
 )
@@ -132,5 +136,106 @@ func TestIntentClaimHasOneWinner(t *testing.T) {
 	wg.Wait()
 	if won != 1 || lost != n-1 {
 		t.Fatalf("%d claims won, %d lost; want exactly one winner", won, lost)
+	}
+}
+
+// A campaign's plan intent is stored unsent with the campaign (whatever claims the caller
+// passed) and claimed on the campaign's item as an intent item is: a first send, a release
+// after a refusal, a first send again, then a resend; the plan's bytes and the campaign stay.
+func TestCampaignPlanIntentClaimsOnTheCampaign(t *testing.T) {
+	t.Parallel()
+	s, clk := newStore(t)
+	ctx := context.Background()
+	c := newCampaign("acme", "cp-plan")
+	c.PlanIntent, c.PlanClaims, c.PlanClaimedBy = []byte(`{"task":"sync_plans"}`), 7, "someone"
+	if _, err := s.CreateCampaign(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	read := func() *ledger.Intent {
+		t.Helper()
+		got, err := s.GetCampaign(ctx, "acme", "cp-plan")
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := got.PlanIntentRecord()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Legs) != 2 || string(in.Request) != `{"task":"sync_plans"}` || in.Task != ledger.SyncPlansIntent {
+			t.Fatalf("campaign %+v, plan intent %+v: the campaign or its plan changed", got, in)
+		}
+		return in
+	}
+	fresh := read()
+	if !fresh.Unsent || fresh.Claims != 0 || fresh.ClaimedBy != "" {
+		t.Fatalf("stored plan: %d claims by %q, unsent %v; want unsent and unclaimed", fresh.Claims, fresh.ClaimedBy, fresh.Unsent)
+	}
+	first, err := s.ClaimIntent(ctx, fresh)
+	if err != nil || first.Claims != 1 || first.Unsent || !first.CreatedAt.Equal(clk.Now()) {
+		t.Fatalf("first claim: %+v, %v", first, err)
+	}
+	if got := read(); got.Claims != 1 || got.Unsent || !got.CreatedAt.Equal(clk.Now()) || got.ClaimedBy != first.ClaimedBy {
+		t.Fatalf("after the first claim the campaign holds %+v", got)
+	}
+	if err := s.ReleaseIntent(ctx, first); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	released := read()
+	if !released.Unsent {
+		t.Fatalf("after the release: %+v, want unsent", released)
+	}
+	clk.Advance(time.Hour)
+	again, err := s.ClaimIntent(ctx, released)
+	if err != nil || again.Claims != 2 || again.Unsent || !again.CreatedAt.Equal(clk.Now()) {
+		t.Fatalf("the claim after the release: %+v, %v; want a first send again, sent now", again, err)
+	}
+	if _, err := s.ClaimIntent(ctx, released); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("a claim of the plan as read before: %v, want ErrConflict", err)
+	}
+	resend, err := s.ClaimIntent(ctx, read())
+	if err != nil || resend.Claims != 3 || resend.Unsent {
+		t.Fatalf("resend claim: %+v, %v", resend, err)
+	}
+	if err := s.ReleaseIntent(ctx, again); !errors.Is(err, ledger.ErrConflict) {
+		t.Fatalf("release of a claim another one followed: %v, want ErrConflict", err)
+	}
+	if got := read(); got.Unsent || got.Claims != 3 {
+		t.Fatalf("the plan after a refused release: %+v, want maybe sent", got)
+	}
+}
+
+// A campaign stored before its plan's claims were counted reads maybe sent: its next claim is
+// a resend. A campaign without a plan has no plan intent.
+func TestCampaignPlanIntentStoredWithoutClaimsIsMaybeSent(t *testing.T) {
+	t.Parallel()
+	client, table := dynamotest.Start(t)
+	s := ledger.New(client, table)
+	ctx := context.Background()
+	c := newCampaign("acme", "cp-old")
+	c.PlanIntent = []byte(`{"task":"sync_plans"}`)
+	if _, err := s.CreateCampaign(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	// What the campaign's item held before: the plan and no claim attributes.
+	if _, err := client.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(table),
+		Key:              map[string]types.AttributeValue{ledger.AttrPK: &types.AttributeValueMemberS{Value: "TENANT#acme#CAMPAIGN#cp-old"}, ledger.AttrSK: &types.AttributeValueMemberS{Value: "CAMPAIGN"}},
+		UpdateExpression: aws.String("REMOVE plan_unsent"), ConditionExpression: aws.String("attribute_exists(plan_unsent)")}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetCampaign(ctx, "acme", "cp-old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := got.PlanIntentRecord()
+	if err != nil || old.Unsent || old.Claims != 0 {
+		t.Fatalf("old plan: %+v, %v; want maybe sent, unclaimed", old, err)
+	}
+	claimed, err := s.ClaimIntent(ctx, old)
+	if err != nil || claimed.Claims != 1 || claimed.Unsent {
+		t.Fatalf("claim of the old plan: %+v, %v; want a resend's claim", claimed, err)
+	}
+	none := newCampaign("acme", "cp-none")
+	if _, err := none.PlanIntentRecord(); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("plan intent of a campaign without a plan: %v, want ErrNotFound", err)
 	}
 }

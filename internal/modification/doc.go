@@ -7,5 +7,13 @@
 // seller receives, and the buy's budget after the change, computed exactly.
 //
 // Service runs one change against the seller and governance agents and records the buy's new
-// state forward-only in the ledger (revision, budget, paused/active/canceled).
+// state forward-only in the ledger (revision, budget, paused/active/canceled). Its
+// update_media_buy and report_plan_outcome are write-ahead intents claimed before each send
+// (stage.FixIntent): a retry after an attempt that may have sent one is a resend of the same
+// key and bytes, and a send that provably left nothing is released, so it stays a first send.
+// As a create does, a resend first reads the buy at the seller: past the planned revision with
+// the planned packages and state, the update was applied and is recorded so, nothing sent
+// again. When the read cannot tell, a seller with a replay window replays the resend, and at
+// one without the client refuses it before anything is sent: the change ends failed
+// (BUYFLOW_NO_REPLAY_WINDOW) rather than apply twice, for a person to reconcile.
 package modification

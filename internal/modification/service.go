@@ -20,10 +20,9 @@ import (
 
 // Ledger is the part of the ledger the modification stages use; *ledger.Store satisfies it.
 type Ledger interface {
+	stage.Intents
 	GetOperation(ctx context.Context, tenant, id string) (*ledger.Operation, error)
 	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch ledger.Changes) (*ledger.Operation, error)
-	PutIntent(ctx context.Context, in ledger.Intent) (*ledger.Intent, bool, error)
-	GetIntent(ctx context.Context, tenant, operationID, task string) (*ledger.Intent, error)
 	AppendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) error
 	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (ledger.Page[ledger.Event], error)
 	GetBuyState(ctx context.Context, tenant, opID string) (*ledger.BuyState, error)
@@ -89,7 +88,8 @@ func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
 const WebhookPath = "/v1/webhooks/adcp/"
 
 // Intent names: the frozen plan (what governance checked), the update call, the push token
-// and the outcome report, each written before the call that uses it.
+// and the outcome report, each written before the call that uses it. The update and the
+// report are sent, so each attempt claims them first (stage.FixIntent).
 const (
 	intentPlan   = "modification_plan"
 	intentUpdate = "update_media_buy#change"

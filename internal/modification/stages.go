@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/breaker"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/stage"
@@ -171,38 +173,52 @@ func (s *Service) Update(ctx context.Context, in workflow.StageInput) (workflow.
 	if err != nil {
 		return workflow.SellerOutput{}, err
 	}
-	body, err := s.fixed(ctx, r, intentUpdate, func() ([]byte, error) {
+	intent, err := stage.FixIntent(ctx, s.ledger, sentIntent(r, intentUpdate, adcp.ToolUpdateMediaBuy), func() (adcp.Intent, error) {
 		args := p.Args
 		args.GovernanceContext = r.op.GovernanceContext
 		if s.cfg.PublicBaseURL == "" {
-			return nil, &workflow.TerminalError{Code: "no_public_base_url", Reason: "the webhook URL cannot be built: no public base URL configured"}
+			return adcp.Intent{}, &workflow.TerminalError{Code: "no_public_base_url", Reason: "the webhook URL cannot be built: no public base URL configured"}
 		}
 		args.PushNotificationConfig = &adcp.PushNotificationConfig{URL: s.cfg.PublicBaseURL + WebhookPath + r.op.ID, OperationID: r.op.ID, Token: string(token)}
 		in, err := adcp.NewIntent(adcp.ToolUpdateMediaBuy, args, now)
 		if err != nil {
-			return nil, &workflow.TerminalError{Code: "bad_intent", Reason: err.Error()}
+			return adcp.Intent{}, &workflow.TerminalError{Code: "bad_intent", Reason: err.Error()}
 		}
-		return json.Marshal(in)
+		return in, nil
 	})
 	if err != nil {
-		return workflow.SellerOutput{}, err
+		return workflow.SellerOutput{}, err // a ledger failure is a TransientError (workflow.TaskError)
 	}
-	var intent adcp.Intent
-	if err := json.Unmarshal(body, &intent); err != nil {
-		return workflow.SellerOutput{}, &workflow.TerminalError{Code: "bad_intent", Reason: err.Error()}
+	if intent.Resend() {
+		// An earlier attempt may have reached the seller: look before resending, as a create
+		// does. A resend the seller's replay window does not cover is refused by the client.
+		res, err := s.appliedAtTheSeller(ctx, r, p)
+		if wait, waitErr := s.unavailable(ctx, r, in.Config, adcp.RoleSeller, adcp.ToolGetMediaBuys, err); wait != nil || waitErr != nil {
+			return workflow.SellerOutput{Status: r.op.Status, Unavailable: wait}, waitErr
+		}
+		if res != nil {
+			return s.recordAnswer(ctx, r, res, token, in.Config, now)
+		}
 	}
-	res, err := s.adcp.UpdateMediaBuy(ctx, r.seller, intent)
+	res, err := s.adcp.UpdateMediaBuy(ctx, r.seller, intent.Intent)
+	stage.ReleaseUnsent(ctx, s.ledger, s.log, r.op.ID, intent, err)
 	if wait, waitErr := s.unavailable(ctx, r, in.Config, adcp.RoleSeller, adcp.ToolUpdateMediaBuy, err); wait != nil || waitErr != nil {
 		return workflow.SellerOutput{Status: r.op.Status, Unavailable: wait}, waitErr
 	}
 	if err != nil {
 		s.event(ctx, r, ledger.Event{Type: ledger.EventModificationSellerCall, Actor: "seller:" + r.seller, Reason: ledger.Clip(err.Error(), 500),
-			Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "tool": adcp.ToolUpdateMediaBuy, "error_code": adcp.ErrorCode(err), "decision": adcp.Decide(err).String()})})
+			Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "tool": adcp.ToolUpdateMediaBuy, "attempt": intent.Attempt, "error_code": adcp.ErrorCode(err), "decision": adcp.Decide(err).String()})})
 		return workflow.SellerOutput{}, stage.CallError("update_media_buy", err)
 	}
 	s.event(ctx, r, ledger.Event{Type: ledger.EventModificationSellerCall, Actor: "seller:" + r.seller, Amount: p.After, Currency: r.parent.Currency,
-		Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "tool": adcp.ToolUpdateMediaBuy, "shape": res.Shape, "status": res.Status,
+		Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "tool": adcp.ToolUpdateMediaBuy, "attempt": intent.Attempt, "shape": res.Shape, "status": res.Status,
 			"task_id": res.TaskID, "revision": res.Revision, "media_buy_status": res.MediaBuyStatus, "replayed": res.Replayed})})
+	return s.recordAnswer(ctx, r, res, token, in.Config, now)
+}
+
+// recordAnswer records the seller's answer to the change's update forward-only and returns
+// the first wait output.
+func (s *Service) recordAnswer(ctx context.Context, r *run, res *adcp.MediaBuyResult, token []byte, cfg workflow.RunConfig, now time.Time) (workflow.SellerOutput, error) {
 	var to workflow.Status
 	switch res.Shape {
 	case adcp.ShapeSuccess:
@@ -219,7 +235,7 @@ func (s *Service) Update(ctx context.Context, in workflow.StageInput) (workflow.
 		return workflow.SellerOutput{}, &workflow.TerminalError{Code: "unexpected_shape", Reason: fmt.Sprintf("update_media_buy answer shape %q", res.Shape)}
 	}
 	hash := ledger.HashToken(string(token))
-	deadline := now.Add(time.Duration(in.Config.DeadlineSeconds) * time.Second)
+	deadline := now.Add(time.Duration(cfg.DeadlineSeconds) * time.Second)
 	ch := ledger.Changes{WebhookTokenHash: &hash, Deadline: &deadline, Actor: "seller:" + r.seller, EventType: ledger.EventModificationSellerCall,
 		Detail: ledger.EventDetail(map[string]any{"tool": adcp.ToolUpdateMediaBuy, "task_id": res.TaskID, "revision": res.Revision})}
 	if res.TaskID != "" {
@@ -235,7 +251,35 @@ func (s *Service) Update(ctx context.Context, in workflow.StageInput) (workflow.
 	if err != nil {
 		return workflow.SellerOutput{}, err
 	}
-	return s.waitOutput(cur, in.Config, now), nil
+	return s.waitOutput(cur, cfg, now), nil
+}
+
+// appliedAtTheSeller reads the buy at the seller before a resend of the change's update and
+// returns the update's success when the seller already applied it: the buy is past the
+// revision the plan was made against (no other change is in flight on it) with the planned
+// packages and state. Nil, nil when it cannot tell: the resend decides. An error is only the
+// seller's open breaker (nothing was read).
+func (s *Service) appliedAtTheSeller(ctx context.Context, r *run, p *frozenPlan) (*adcp.MediaBuyResult, error) {
+	b, err := s.current(ctx, r)
+	if breaker.Unavailable(err) != nil {
+		return nil, err
+	}
+	applied := err == nil && b.Revision > p.Revision && b.State == p.State && len(b.Packages) == len(p.Packages)
+	for i := 0; applied && i < len(b.Packages); i++ {
+		pk := b.Packages[i]
+		applied = slices.Contains(p.Packages, ledger.PackageBudget{PackageID: pk.ID, Budget: pk.Budget.Decimal()})
+	}
+	detail := map[string]any{"change_id": r.op.ID, "tool": adcp.ToolGetMediaBuys, "applied": applied, "planned_revision": p.Revision}
+	if err != nil {
+		detail["error_code"] = adcp.ErrorCode(err)
+	} else {
+		detail["revision"] = b.Revision
+	}
+	s.event(ctx, r, ledger.Event{Type: ledger.EventLapsedClaimCheck, Actor: "seller:" + r.seller, Detail: ledger.EventDetail(detail)})
+	if !applied {
+		return nil, nil
+	}
+	return &adcp.MediaBuyResult{Shape: adcp.ShapeSuccess, Status: adcp.StatusCompleted, MediaBuyID: r.parent.MediaBuyID, Revision: b.Revision}, nil
 }
 
 // waitOutput is the wait loop's state for the change as the ledger holds it.
@@ -252,7 +296,8 @@ func (s *Service) waitOutput(op *ledger.Operation, cfg workflow.RunConfig, now t
 }
 
 // fixed returns the bytes stored under task for the change, storing build's the first time:
-// write-ahead, so a retry reuses them.
+// write-ahead, so a retry reuses them. It is for what is never sent as such (the push token);
+// a call's intent is claimed by each attempt (sentIntent).
 func (s *Service) fixed(ctx context.Context, r *run, task string, build func() ([]byte, error)) ([]byte, error) {
 	b, err := build()
 	if err != nil {
@@ -265,6 +310,34 @@ func (s *Service) fixed(ctx context.Context, r *run, task string, build func() (
 	}
 	return got.Request, nil
 }
+
+// sentIntent names the change's intent name, which sends tool. The change's intents were once
+// stored as the JSON of the whole adcp.Intent under the key legacyKey, with no claims; a
+// change in flight across that deploy still holds one. Such a record is read as the intent it
+// holds, and its claim (the first one counted) is a resend: the attempt that stored it sent
+// it at once, so it may have reached the agent, and a second first send at an agent without a
+// replay window could apply it twice. The safe side is the resend, which such an agent
+// refuses, ending the change failed with nothing applied twice.
+func sentIntent(r *run, name, tool string) stage.IntentRef {
+	return stage.IntentRef{Tenant: r.op.Tenant, OperationID: r.op.ID, Name: name, Tool: tool,
+		Decode: func(stored *ledger.Intent) (adcp.Intent, error) {
+			if stored.IdempotencyKey != legacyKey(name, r.op.ID) {
+				return stage.StoredIntent(tool, stored), nil
+			}
+			var in adcp.Intent
+			if err := json.Unmarshal(stored.Request, &in); err != nil {
+				return adcp.Intent{}, err
+			}
+			if in.Task != tool || in.Key == "" || len(in.Body) == 0 {
+				return adcp.Intent{}, fmt.Errorf("the stored %s intent holds task %q with key %t and %d bytes", tool, in.Task, in.Key != "", len(in.Body))
+			}
+			return in, nil
+		}}
+}
+
+// legacyKey is the key the change's intent name was stored under before its claims were
+// counted (sentIntent).
+func legacyKey(name, changeID string) string { return name + "-" + changeID }
 
 // ChangeOutcome is the output of ApplyChange and RecordChangeFailure.
 type ChangeOutcome = workflow.ChangeOutcome
@@ -407,22 +480,15 @@ func (s *Service) report(ctx context.Context, r *run, resp *adcp.SellerResponse,
 	if failure != nil {
 		outcome = "failed"
 	}
-	body, err := s.fixed(ctx, r, intentReport, func() ([]byte, error) {
-		in, err := adcp.NewIntent(adcp.ToolReportPlanOutcome, adcp.ReportPlanOutcomeRequest{PlanID: r.gov.PlanID, CheckID: r.op.GovernanceCheckID,
+	in, err := stage.FixIntent(ctx, s.ledger, sentIntent(r, intentReport, adcp.ToolReportPlanOutcome), func() (adcp.Intent, error) {
+		return adcp.NewIntent(adcp.ToolReportPlanOutcome, adcp.ReportPlanOutcomeRequest{PlanID: r.gov.PlanID, CheckID: r.op.GovernanceCheckID,
 			PurchaseType: "media_buy", Outcome: outcome, SellerResponse: resp, Error: failure, GovernanceContext: r.op.GovernanceContext,
 			Context: json.RawMessage(fmt.Sprintf(`{"operation_id":%q,"change_id":%q}`, r.parent.ID, r.op.ID))}, s.now())
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(in)
 	})
-	var in adcp.Intent
-	if err == nil {
-		err = json.Unmarshal(body, &in)
-	}
 	var res *adcp.OutcomeResult
 	if err == nil {
-		res, err = s.adcp.ReportPlanOutcome(ctx, r.gov.AgentID, in)
+		res, err = s.adcp.ReportPlanOutcome(ctx, r.gov.AgentID, in.Intent)
+		stage.ReleaseUnsent(ctx, s.ledger, s.log, r.op.ID, in, err)
 	}
 	ev := ledger.Event{Type: ledger.EventModificationOutcomeReport, Actor: "governance:" + r.gov.AgentID, Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "outcome": outcome})}
 	if err != nil {

@@ -22,14 +22,11 @@ import (
 
 // Ledger is the part of the ledger the stages use; *ledger.Store satisfies it.
 type Ledger interface {
+	Intents
 	GetOperation(ctx context.Context, tenant, id string) (*ledger.Operation, error)
 	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch ledger.Changes) (*ledger.Operation, error)
 	SetTaskToken(ctx context.Context, tenant, id, token string) (*ledger.Operation, error)
 	ClearTaskToken(ctx context.Context, tenant, id, token string) error
-	PutIntent(ctx context.Context, in ledger.Intent) (*ledger.Intent, bool, error)
-	GetIntent(ctx context.Context, tenant, operationID, task string) (*ledger.Intent, error)
-	ClaimIntent(ctx context.Context, seen *ledger.Intent) (*ledger.Intent, error)
-	ReleaseIntent(ctx context.Context, claimed *ledger.Intent) error
 	AppendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) error
 	AppendEventWhile(ctx context.Context, tenant, opID string, status workflow.Status, ev ledger.Event) error
 	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (ledger.Page[ledger.Event], error)
@@ -270,75 +267,16 @@ func (s *Stage) Unavailable(ctx context.Context, op *ledger.Operation, cfg workf
 	return w.Wait, w.Err(op.ID)
 }
 
-// Claimed is a write-ahead intent an attempt holds a claim on (ledger.ClaimIntent): Intent is
-// what to send, with Attempt 0 when no send of it can have happened yet and 1 for a resend.
-type Claimed struct {
-	adcp.Intent
-	stored *ledger.Intent
-}
-
-// Resend reports whether an earlier attempt may have sent the intent: the caller reconciles
-// what it can first, and the AdCP client refuses a resend the agent's replay window does not
-// cover.
-func (c *Claimed) Resend() bool { return c.Attempt > 0 }
-
-// claimRounds bounds how often FixIntent reads an intent again after another attempt claimed
-// it between the read and the claim.
-const claimRounds = 3
-
-// FixIntent returns the operation's intent name, claimed for one send. The first attempt
-// builds it and stores it write-ahead (the put is its claim); a later one claims the stored
-// intent: a first send again when every earlier claim was released (ReleaseUnsent), else a
-// resend. Key and bytes never change.
+// FixIntent returns the operation's intent name, claimed for one send (the package's
+// FixIntent over the stage's ledger, in the create stage's record layout).
 func (s *Stage) FixIntent(ctx context.Context, op *ledger.Operation, name, tool string, build func() (adcp.Intent, error)) (*Claimed, error) {
-	for range claimRounds {
-		stored, err := s.Ledger.GetIntent(ctx, op.Tenant, op.ID, name)
-		if errors.Is(err, ledger.ErrNotFound) {
-			in, err := build()
-			if err != nil {
-				return nil, err
-			}
-			put := ledger.Intent{Tenant: op.Tenant, OperationID: op.ID, Task: name, IdempotencyKey: in.Key, Request: in.Body, CreatedAt: in.Created, Claims: 1}
-			got, created, err := s.Ledger.PutIntent(ctx, put)
-			if err != nil {
-				return nil, fmt.Errorf("stage: store intent %s of %s: %w", name, op.ID, err)
-			}
-			if created {
-				return &Claimed{Intent: in, stored: &put}, nil
-			}
-			stored = got // another attempt stored it first
-		} else if err != nil {
-			return nil, fmt.Errorf("stage: read intent %s of %s: %w", name, op.ID, err)
-		}
-		claimed, err := s.Ledger.ClaimIntent(ctx, stored)
-		if errors.Is(err, ledger.ErrConflict) {
-			continue // another attempt claimed or released it since the read
-		}
-		if err != nil {
-			return nil, fmt.Errorf("stage: claim intent %s of %s: %w", name, op.ID, err)
-		}
-		attempt := 1
-		if stored.Unsent {
-			attempt = 0
-		}
-		return &Claimed{Intent: adcp.Intent{Task: tool, Key: claimed.IdempotencyKey, Body: claimed.Request, Created: claimed.CreatedAt, Attempt: attempt}, stored: claimed}, nil
-	}
-	return nil, &workflow.TransientError{Reason: fmt.Sprintf("operation %s: intent %s claimed by concurrent attempts, retry", op.ID, name)}
+	return FixIntent(ctx, s.Ledger, IntentRef{Tenant: op.Tenant, OperationID: op.ID, Name: name, Tool: tool}, build)
 }
 
-// ReleaseUnsent forgets the claim of a first send that provably sent nothing (adcp.NotSent:
-// the agent's circuit breaker refused it, or the client failed before connecting), so that
-// the next attempt sends the intent as a first send again: an agent without a replay window
-// would refuse a resend for good. A resend's claim stays (an earlier one may have been sent),
-// and so does a claim another attempt followed with its own. A failed release is logged: the
-// intent then stays maybe sent, the safe side.
+// ReleaseUnsent forgets the claim of a first send that provably sent nothing (the package's
+// ReleaseUnsent over the stage's ledger).
 func (s *Stage) ReleaseUnsent(ctx context.Context, op *ledger.Operation, c *Claimed, callErr error) {
-	if callErr == nil || c.Resend() || !adcp.NotSent(callErr) {
-		return
-	}
-	if err := s.Ledger.ReleaseIntent(ctx, c.stored); err != nil {
-		s.Log.WarnContext(ctx, "unsent intent kept as maybe sent", "operationId", op.ID, "task", c.stored.Task, "err", err)
-	}
+	ReleaseUnsent(ctx, s.Ledger, s.Log, op.ID, c, callErr)
 }
 
 // pushToken returns the operation's webhook token, creating it once.
