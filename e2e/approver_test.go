@@ -75,3 +75,74 @@ func TestApproverInboxAndTheBuyersView(t *testing.T) {
 		t.Errorf("after the decision the buyer sees %+v", a)
 	}
 }
+
+// An approver who lost the Slack link finds a waiting campaign in their inbox, once, with the
+// legs its approval covers and their total (a leg governance denied is neither, under
+// best_effort), opens it, decides from the link it gives them, and the requester's view of the
+// campaign shows the same total and legs. Another tenant's approver sees nothing of it.
+func TestApproverInboxHoldsACampaign(t *testing.T) {
+	c := begin(t)
+	if suite.local == nil {
+		t.Skip("the approver routes take the approver from the IAM identity; on a deployed stack run them as a mapped approver")
+	}
+	sub := submitCampaign(t, c, "best_effort", []float64{4000.25, 9000, 6000}, "", "denied")
+	approver := client(t, c.Tenant)
+	approver.Principal = "dev:approver"
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var entry apiclient.InboxEntry
+	for entry.ApprovalID == "" {
+		inbox, err := approver.Approvals(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range inbox.Items {
+			if e.CampaignID == sub.CampaignID {
+				if entry.ApprovalID != "" {
+					t.Fatalf("the campaign is listed twice: %+v", inbox.Items)
+				}
+				entry = e
+			}
+		}
+		if entry.ApprovalID == "" {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("campaign %s never reached the inbox: %+v", sub.CampaignID, inbox)
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
+	var legs []string
+	for _, l := range entry.Legs {
+		legs = append(legs, l.OperationID)
+	}
+	covered := []string{sub.Legs[0].OperationID, sub.Legs[2].OperationID}
+	if entry.Amount != "USD 10,000.25" || !slices.Equal(legs, covered) || entry.OperationID != "" {
+		t.Fatalf("the campaign's entry: %+v; want USD 10,000.25 of legs %v", entry, covered)
+	}
+	opened, err := approver.OpenApproval(ctx, entry.ApprovalID)
+	if err != nil || opened.Amount != entry.Amount || len(opened.Legs) != 2 || opened.ReviewURL == "" {
+		t.Fatalf("opened %+v, %v", opened, err)
+	}
+	stranger := client(t, "t"+randomID(t))
+	stranger.Principal = "dev:approver"
+	if other, err := stranger.Approvals(ctx); err != nil || slices.ContainsFunc(other.Items, func(e apiclient.InboxEntry) bool { return e.ApprovalID == entry.ApprovalID }) {
+		t.Errorf("another tenant's approver: %+v, %v", other, err)
+	}
+	if _, err := stranger.OpenApproval(ctx, entry.ApprovalID); apiclient.StatusOf(err) != http.StatusNotFound {
+		t.Errorf("another tenant opens the campaign's approval: %v, want 404", err)
+	}
+	cp, err := c.GetCampaign(ctx, sub.CampaignID)
+	if err != nil || cp.Approval == nil || cp.Approval.Amount != "10000.25 USD" || !slices.Equal(cp.Approval.Legs, covered) {
+		t.Errorf("the requester's view of the approval: %+v, %v", cp.Approval, err)
+	}
+
+	code, heading, err := apiclient.Decide(ctx, &http.Client{Timeout: 30 * time.Second}, opened.ReviewURL, "approve", "e2e: from the terminal")
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("approve from the inbox link: HTTP %d %q %v", code, heading, err)
+	}
+	cp = finishedCampaign(t, c, sub.CampaignID)
+	if cp.Status != "partially_completed" || cp.Committed != "10000.25" || cp.Approval == nil || cp.Approval.DecidedBy != "U0LOCALAPPROVER" {
+		t.Errorf("campaign %s committed %s, approval %+v", cp.Status, cp.Committed, cp.Approval)
+	}
+}

@@ -3,11 +3,13 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/buyflow/buyflow/internal/apiclient"
+	"github.com/buyflow/buyflow/internal/devstack"
 )
 
 // A buy whose submit names a Slack id: the requester hears, in that conversation, that it
@@ -142,4 +144,109 @@ func requesterMessagesNow(t *testing.T, requester string, n int) []apiclient.Sla
 		t.Fatalf("%d messages to the requester, want %d", len(mine), n)
 	}
 	return mine
+}
+
+// A campaign whose submit names a Slack id: the requester hears that it was submitted, that it
+// waits for its one approval of the two legs governance let through (and their total, the one
+// the threshold was compared with), and how it ended: two of three legs placed, what they
+// committed. A change to a buy that asked to be told is told there too: waiting for approval
+// and applied, each with the budget before and after.
+func TestRequesterIsToldAboutTheirCampaignAndChanges(t *testing.T) {
+	c := begin(t)
+	if suite.slackURL == "" {
+		t.Skip("no Slack sink to read the requester's messages from (set BUYFLOW_E2E_SLACK_URL)")
+	}
+	t.Run("campaign", func(t *testing.T) {
+		t.Parallel()
+		requester := "U0REQ" + strings.ToUpper(randomID(t))
+		root, err := devstack.FindRepoRoot(".")
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := apiclient.CampaignSpec{Policy: "best_effort", NotifySlack: requester}
+		tag := po(t)
+		for i, budget := range []float64{4000.25, 9000, 6000} {
+			leg := apiclient.LegSpec{SellerID: campaignSellers[i], PO: fmt.Sprintf("%s-%d", tag, i), Budget: budget, Sim: "async_complete"}
+			if i == 1 {
+				leg.Sim = "denied"
+			}
+			spec.Legs = append(spec.Legs, leg)
+		}
+		body, err := spec.Body(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		sub, code, err := c.SubmitCampaign(ctx, "key-"+randomID(t), body)
+		if err != nil || code != 202 {
+			t.Fatalf("submit campaign: HTTP %d: %v", code, err)
+		}
+		// As a person would: the requester hears it waits before anyone decides.
+		waiting := requesterMessages(t, requester, 2)
+		toldOnce(t, waiting, sub.CampaignID, [][]string{
+			{"Submitted: your campaign", "3 legs (USD 19,000.25)"},
+			{"Waiting for approval: your campaign", "approve 2 legs (USD 10,000.25) in one decision", "<@U0LOCALAPPROVER>"},
+		})
+		decide(t, apiclient.Operation{OperationID: sub.CampaignID, PONumber: sub.CampaignID}, "approve")
+		if cp := finishedCampaign(t, c, sub.CampaignID); cp.Status != "partially_completed" {
+			t.Fatalf("campaign %s", cp.Status)
+		}
+		toldOnce(t, requesterMessages(t, requester, 3)[2:], sub.CampaignID, [][]string{
+			{"Partially completed: your campaign", "2 of 3 legs placed", "committing USD 10,000.25"},
+		})
+	})
+	t.Run("change", func(t *testing.T) {
+		t.Parallel()
+		requester := "U0REQ" + strings.ToUpper(randomID(t))
+		sub := submit(t, c, buy{PO: po(t), Sim: "sync", Budgets: []float64{3000}, NotifySlack: requester})
+		finished(t, c, sub.OperationID, "completed")
+		requesterMessages(t, requester, 1) // placed
+		acc, err := c.Change(context.Background(), sub.OperationID, "chg-key-told-"+randomID(t),
+			[]byte(`{"budget":{"total":14000.25},"context":{"sim":"sync"}}`), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chg := waitFor(t, c, acc.ChangeID, 30*time.Second, awaitingApproval)
+		toldOnce(t, requesterMessages(t, requester, 2)[1:], acc.ChangeID, [][]string{
+			{"Waiting for approval: your change", "USD 3,000.00 → USD 14,000.25", "<@U0LOCALAPPROVER>", sub.OperationID},
+		})
+		decide(t, chg, "approve")
+		finished(t, c, acc.ChangeID, "completed")
+		toldOnce(t, requesterMessages(t, requester, 4)[2:], acc.ChangeID, [][]string{
+			{"Approved: your change", "by <@U0LOCALAPPROVER>"},
+			{"Applied: your change", "the budget is now USD 3,000.00 → USD 14,000.25"},
+		})
+	})
+}
+
+// toldOnce checks that msgs are the wanted messages about id, each exactly once, in any order
+// (the bus keeps none between events).
+func toldOnce(t *testing.T, msgs []apiclient.SlackMessage, id string, want [][]string) {
+	t.Helper()
+	if len(msgs) != len(want) {
+		t.Fatalf("%d messages, want %d", len(msgs), len(want))
+	}
+	used := make([]bool, len(msgs))
+	for _, w := range want {
+		found := false
+		for i, m := range msgs {
+			body := asSlackReads(t, m.Body)
+			matches := !used[i] && strings.Contains(body, id)
+			for _, s := range w {
+				matches = matches && strings.Contains(body, s)
+			}
+			if matches {
+				used[i], found = true, true
+				break
+			}
+		}
+		if !found {
+			var bodies []string
+			for _, m := range msgs {
+				bodies = append(bodies, asSlackReads(t, m.Body))
+			}
+			t.Errorf("no message about %s says %q; got:\n%s", id, w, strings.Join(bodies, "\n"))
+		}
+	}
 }

@@ -63,8 +63,8 @@ func failureQueue(stack awscdk.Stack, id string) awssqs.Queue {
 }
 
 // addRequesterRule makes the status event bus invoke fn with the events topology's
-// RequesterRule matches (a buy's events that carry a requester's Slack id); an event the
-// function still fails on after the retries is kept in a queue.
+// RequesterRule matches (a buy's, a change's or a campaign's events that carry a requester's
+// Slack id); an event the function still fails on after the retries is kept in a queue.
 func (b *BuyflowStack) addRequesterRule(p *stackParts, fn awslambda.Function) error {
 	var pattern struct {
 		Source     []string       `json:"source"`
@@ -77,7 +77,7 @@ func (b *BuyflowStack) addRequesterRule(p *stackParts, fn awslambda.Function) er
 	b.NotifyFailures = failureQueue(b.Stack, "RequesterNotificationFailures")
 	awsevents.NewRule(b.Stack, jsii.String("RequesterNotifications"), &awsevents.RuleProps{
 		EventBus:    b.EventBus,
-		Description: jsii.String("buyflow: a buy's status events, to the requester notifier, when the submit asked for Slack"),
+		Description: jsii.String("buyflow: the status events of buys, changes and campaigns, to the requester notifier, when the submit asked for Slack"),
 		EventPattern: &awsevents.EventPattern{
 			Source: jsii.Strings(pattern.Source...), DetailType: jsii.Strings(pattern.DetailType...), Detail: &pattern.Detail,
 		},

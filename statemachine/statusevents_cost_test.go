@@ -45,6 +45,7 @@ const (
 	informSlack      = 300 * time.Millisecond // a message posted
 	informToldPerBuy = 2                      // a buy completed without approval: placed, or failed
 	informReadsRRU   = 2 * consistentRead     // GetOperation and (approval kinds) a timeline page
+	informChangeRRU  = consistentRead         // a change's event also reads its buy (the PO number)
 	informReceiptWRU = smallWrite
 )
 
@@ -70,7 +71,11 @@ func statusEventCost(t testing.TB, r measure) (events, publishUSD, informUSD flo
 		events += float64(n * m)
 	}
 	publishUSD = events*usdPerEvent + events*(usdPerRequest+publishDuration.Seconds()*eventLambdaGB*usdPerGBSecond)
-	informUSD = events*(usdPerRequest+informDuration.Seconds()*eventLambdaGB*usdPerGBSecond+informReadsRRU*usdPerRRU) +
+	reads := informReadsRRU
+	if r.change {
+		reads += informChangeRRU
+	}
+	informUSD = events*(usdPerRequest+informDuration.Seconds()*eventLambdaGB*usdPerGBSecond+reads*usdPerRRU) +
 		informToldPerBuy*(informSlack.Seconds()*eventLambdaGB*usdPerGBSecond+informReceiptWRU*usdPerWRU)
 	return events, publishUSD, informUSD
 }

@@ -221,7 +221,7 @@ func runDemo(ctx context.Context, st *devstack.Stack, body []byte, w io.Writer) 
 		out.println(strings.TrimRight(line, " "))
 	}
 	printStatusEvents(ctx, st, out, sub.OperationID, op.Status)
-	printRequesterMessages(ctx, st, out, requester, op.Status)
+	printRequesterMessages(ctx, st, out, requester, finalWord(op.Status))
 	return out.err
 }
 
@@ -269,9 +269,9 @@ func orStart(s string) string {
 	return s
 }
 
-// printRequesterMessages prints what the requester was told in Slack, once the message of the
-// final status is in.
-func printRequesterMessages(ctx context.Context, st *devstack.Stack, out *printer, requester, final string) {
+// printRequesterMessages prints what the requester was told in Slack, once the last message
+// names word (how it names the final status).
+func printRequesterMessages(ctx context.Context, st *devstack.Stack, out *printer, requester, word string) {
 	if requester == "" {
 		return
 	}
@@ -288,7 +288,7 @@ func printRequesterMessages(ctx context.Context, st *devstack.Stack, out *printe
 				mine = append(mine, m)
 			}
 		}
-		if len(mine) > 0 && strings.Contains(strings.ToLower(mine[len(mine)-1].Text), finalWord(final)) {
+		if len(mine) > 0 && strings.Contains(strings.ToLower(mine[len(mine)-1].Text), word) {
 			break
 		}
 	}
@@ -298,7 +298,7 @@ func printRequesterMessages(ctx context.Context, st *devstack.Stack, out *printe
 	}
 }
 
-// finalWord is how the requester's last message names the final status.
+// finalWord is how the requester's last message about a buy names its final status.
 func finalWord(status string) string {
 	if status == "completed" {
 		return "placed"
@@ -315,6 +315,10 @@ func runCampaignDemo(ctx context.Context, st *devstack.Stack, body []byte, w io.
 	defer cancel()
 	c := &apiclient.Client{BaseURL: st.APIURL, TenantHeader: st.TenantHeader, Tenant: "demo"}
 	key := fmt.Sprintf("demo-campaign-%d", time.Now().UnixNano())
+	body, requester, err := askToBeTold(body)
+	if err != nil {
+		return err
+	}
 	sub, status, err := c.SubmitCampaign(ctx, key, body)
 	if err != nil {
 		return err
@@ -364,6 +368,8 @@ func runCampaignDemo(ctx context.Context, st *devstack.Stack, body []byte, w io.
 		}
 		out.println(strings.TrimRight(line, " "))
 	}
+	// A campaign's last message names its outcome ("Partially completed: your campaign").
+	printRequesterMessages(ctx, st, out, requester, strings.ReplaceAll(cp.Status, "_", " "))
 	return out.err
 }
 

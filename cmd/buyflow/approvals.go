@@ -28,6 +28,9 @@ func (c cli) approvals(ctx context.Context, args []string) error {
 		tp.println("APPROVAL\tBUY\tSELLER\tAMOUNT\tDECIDE BEFORE\tREQUESTED BY")
 		for _, a := range inbox.Items {
 			tp.printf("%s\t%s\t%s\t%s\t%s\t%s\n", a.ApprovalID, a.Summary, a.Seller, a.Amount, when(a.ExpiresAt), a.Requester)
+			for _, l := range a.Legs { // a campaign's: one decision for these legs
+				tp.printf("\t  leg %s\t%s\t%s\t\t\n", l.OperationID, l.Seller, l.Amount)
+			}
 		}
 		if err := errors.Join(tp.err, tw.Flush()); err != nil {
 			return err
@@ -44,8 +47,16 @@ func (c cli) approvals(ctx context.Context, args []string) error {
 		}
 		tw := tabwriter.NewWriter(c.out.w, 0, 4, 2, ' ', 0)
 		tp := &printer{w: tw}
-		tp.printf("approval\t%s\nbuy\t%s (%s)\nseller\t%s\namount\t%s\nwhy\t%s\nrequested by\t%s\ndecide before\t%s\n",
-			a.ApprovalID, a.Summary, a.OperationID, a.Seller, a.Amount, a.Reason, a.Requester, when(a.ExpiresAt))
+		what, subject := "buy", a.OperationID
+		if a.CampaignID != "" {
+			what, subject = "campaign", a.CampaignID
+		}
+		why := a.Reason
+		if a.ReasonText != "" {
+			why += " (" + a.ReasonText + ")"
+		}
+		tp.printf("approval\t%s\n%s\t%s (%s)\nseller\t%s\namount\t%s\nwhy\t%s\nrequested by\t%s\ndecide before\t%s\n",
+			a.ApprovalID, what, a.Summary, subject, a.Seller, a.Amount, why, a.Requester, when(a.ExpiresAt))
 		if a.Flight != "" {
 			tp.printf("flight\t%s\n", a.Flight)
 		}
@@ -61,6 +72,17 @@ func (c cli) approvals(ctx context.Context, args []string) error {
 					tp.printf("%s\t%s\t%s\n", p.Product, p.Flight, p.Budget)
 				}
 				tp.printf("total\t\t%s\n", a.Amount)
+			})
+			if err != nil {
+				return err
+			}
+		}
+		if len(a.Legs) > 0 {
+			err := tabulate(c.out.w, "\nLEG\tSELLER\tPO\tAMOUNT\tWHY\tGOVERNANCE", func(tp *printer) {
+				for _, l := range a.Legs {
+					tp.printf("%s\t%s\t%s\t%s\t%s\t%s\n", l.OperationID, l.Seller, l.PONumber, l.Amount, l.Why, l.Governance)
+				}
+				tp.printf("total\t\t\t%s\n", a.Amount)
 			})
 			if err != nil {
 				return err

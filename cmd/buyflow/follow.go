@@ -133,8 +133,9 @@ func (c cli) printReviewLinks(ctx context.Context, a *apiclient.Approval) {
 	}
 }
 
-// approvalLine says where an approval stands, e.g. "waiting for approval by U123 or U456
-// until 2026-12-01 14:05 UTC; then asks S0FINANCE".
+// approvalLine says where an approval stands and, while it waits, why a person is asked, e.g.
+// "waiting for approval by U123 or U456 until 2026-12-01 14:05 UTC; then asks S0FINANCE. Why:
+// The amount is over the approval threshold set by policy.".
 func approvalLine(a *apiclient.Approval) string {
 	switch a.Status {
 	case "pending":
@@ -142,19 +143,35 @@ func approvalLine(a *apiclient.Approval) string {
 		if a.Escalation {
 			s += " (escalated)"
 		}
-		if len(a.EscalatesTo) > 0 {
-			return s + "; then asks " + orList(a.EscalatesTo)
+		switch {
+		case len(a.EscalatesTo) > 0:
+			s += "; then asks " + orList(a.EscalatesTo)
+		case a.CampaignID != "":
+			s += "; one decision for every leg; if nobody decides, nothing is bought"
+		default:
+			s += "; if nobody decides, the buy expires"
 		}
-		if a.CampaignID != "" {
-			return s + "; one decision for every leg; if nobody decides, nothing is bought"
-		}
-		return s + "; if nobody decides, the buy expires"
+		return s + whyAsked(a)
 	case "approved", "rejected":
 		return a.Status + " by " + a.DecidedBy + " at " + when(a.DecidedAt)
 	case "expired":
 		return "approval expired at " + when(a.ExpiresAt) + " with no decision"
 	}
 	return "approval " + a.Status
+}
+
+// whyAsked is why a person is asked, as the approval's reason says it (the policy's threshold,
+// the seller asked, governance's conditions), with what asked in its own words when it said
+// more; "" when the view has no reason.
+func whyAsked(a *apiclient.Approval) string {
+	if a.Reason == "" {
+		return ""
+	}
+	why := ". Why: " + approvalcore.ReasonCode(a.Reason).Label()
+	if t := strings.TrimSpace(a.ReasonText); t != "" {
+		why += " (" + t + ")"
+	}
+	return why
 }
 
 // stageTimes sums how long the buy spent in each status, from the ledger's transition times,

@@ -75,6 +75,8 @@ func TestWaitShowsTheApprovalAndExitsPerFinalStatus(t *testing.T) {
 	expired := *first
 	expired.Status = "expired"
 	escalated := pending("apr_2", true, []string{"S0FINANCE"}, nil)
+	sellerAsked := pending("apr_3", false, []string{"U123"}, nil)
+	sellerAsked.Reason, sellerAsked.ReasonText = "seller_input_required", "confirm the makegood terms"
 
 	cases := []struct {
 		name  string
@@ -85,7 +87,7 @@ func TestWaitShowsTheApprovalAndExitsPerFinalStatus(t *testing.T) {
 		{"approved", []buy.View{view("checking_governance", nil), view("awaiting_approval", first), view("awaiting_approval", &approved),
 			view("creating", &approved), view("completed", &approved)}, 0,
 			[]string{"checking_governance", "awaiting_approval", "(checking_governance took",
-				"waiting for approval by U123 or U456 until 2026-12-01 14:05 UTC; if nobody decides, the buy expires",
+				"waiting for approval by U123 or U456 until 2026-12-01 14:05 UTC; if nobody decides, the buy expires. Why: The amount is over the approval threshold set by policy.",
 				"approved by U456 at 2026-12-01 13:41 UTC", "creating", "(awaiting_approval took", "completed",
 				"time per stage: checking_governance 1.0s, awaiting_approval 2.0s, creating 1.0s"}},
 		{"rejected", []buy.View{view("awaiting_approval", first), view("rejected", &rejected)}, exitRejected,
@@ -96,6 +98,8 @@ func TestWaitShowsTheApprovalAndExitsPerFinalStatus(t *testing.T) {
 			[]string{"waiting for approval by U123 or U456 until 2026-12-01 14:05 UTC; then asks S0FINANCE",
 				"waiting for approval by S0FINANCE until 2026-12-01 14:05 UTC (escalated); if nobody decides, the buy expires",
 				"approval expired at 2026-12-01 15:05 UTC with no decision"}},
+		{"seller asked", []buy.View{view("awaiting_approval", sellerAsked), view("canceled", nil)}, exitCanceled,
+			[]string{"waiting for approval by U123 until 2026-12-01 14:05 UTC; if nobody decides, the buy expires. Why: The seller asked for confirmation before going ahead. (confirm the makegood terms)"}},
 		{"failed", []buy.View{view("creating", nil), view("failed", nil)}, exitFailed, []string{"creating", "failed"}},
 		{"canceled", []buy.View{view("canceled", nil)}, exitCanceled, []string{"canceled"}},
 	}
@@ -215,6 +219,9 @@ func (a inboxAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Governance: &approve.InboxGovernance{Verdict: "conditions", Label: "Approved with 1 condition",
 				Conditions: []approve.InboxCondition{{Field: "packages[1].end_time", Reason: "ends with February", NeedsPerson: true}}},
 			ReviewURL: "http://127.0.0.1/v1/approvals/apr_1?approver=U0LOCALAPPROVER&exp=1&kid=k1&sig=x"})
+	case approve.InboxPrefix + "/apr_campaign":
+		_ = json.NewEncoder(w).Encode(approve.InboxApproval{InboxItem: a.list.Items[1],
+			ReviewURL: "http://127.0.0.1/v1/approvals/apr_campaign?approver=U0LOCALAPPROVER&exp=1&kid=k1&sig=x"})
 	case approve.InboxPrefix + "/apr_change":
 		_ = json.NewEncoder(w).Encode(approve.InboxApproval{InboxItem: approve.InboxItem{ApprovalID: "apr_change", OperationID: "chg-1",
 			Summary: "Change to media buy mb-2", Seller: "sim-seller", Amount: "USD 14,000.25"},
@@ -229,7 +236,12 @@ func (a inboxAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestApprovalsListsAndOpens(t *testing.T) {
 	api := inboxAPI{list: approve.InboxPage{Approver: "U0LOCALAPPROVER", Items: []approve.InboxItem{{ApprovalID: "apr_1", OperationID: "mb-2",
 		Summary: "Media buy, PO PO-2", Seller: "sim-seller", Amount: "USD 12,500.00", Reason: "The amount is over the approval threshold set by policy.",
-		Requester: "dev:buyer", ExpiresAt: "2026-12-01T14:05:00Z"}}}}
+		Requester: "dev:buyer", ExpiresAt: "2026-12-01T14:05:00Z"},
+		{ApprovalID: "apr_campaign", CampaignID: "cp-1", Summary: "Campaign Spring, 2 of 3 legs, plan plan-q1", Seller: "sim-seller, sim-seller-3",
+			Amount: "USD 10,000.25", Reason: "This campaign needs a person's approval; one decision covers every leg.",
+			ReasonText: "the campaign's total 10000.25 USD is at or over the approval threshold 10000.00 USD", Requester: "dev:buyer", ExpiresAt: "2026-12-01T14:05:00Z",
+			Legs: []approve.InboxLeg{{OperationID: "mb-a", Seller: "sim-seller", PONumber: "PO-A", Amount: "USD 4,000.25", Why: "governance approved it; it needs no approval on its own", Governance: "Approved"},
+				{OperationID: "mb-c", Seller: "sim-seller-3", PONumber: "PO-C", Amount: "USD 6,000.00", Why: "governance approved it; it needs no approval on its own", Governance: "Approved"}}}}}}
 	srv := httptest.NewServer(api)
 	defer srv.Close()
 	cases := []struct {
@@ -245,6 +257,10 @@ func TestApprovalsListsAndOpens(t *testing.T) {
 			"decide on the review page (your own link): http://127.0.0.1/v1/approvals/apr_1?approver=U0LOCALAPPROVER"}},
 		{"open a change", "dev:approver", []string{"approvals", "apr_change"}, 0, []string{"Change to media buy mb-2", "WHAT CHANGES", "NOW", "AFTER THE CHANGE",
 			"Total budget  USD 3,000.00  USD 14,000.25"}},
+		{"list a campaign", "dev:approver", []string{"approvals"}, 0, []string{"apr_campaign", "Campaign Spring, 2 of 3 legs", "USD 10,000.25", "leg mb-a", "leg mb-c", "USD 6,000.00"}},
+		{"open a campaign", "dev:approver", []string{"approvals", "apr_campaign"}, 0, []string{"Campaign Spring, 2 of 3 legs, plan plan-q1 (cp-1)",
+			"at or over the approval threshold 10000.00 USD", "LEG", "mb-a", "PO-A", "USD 4,000.25", "mb-c", "USD 6,000.00", "total", "USD 10,000.25",
+			"decide on the review page (your own link): http://127.0.0.1/v1/approvals/apr_campaign"}},
 		{"open unknown", "dev:approver", []string{"approvals", "apr_9"}, 1, nil},
 		{"not an approver", "dev:buyer", []string{"approvals"}, 1, nil},
 		{"two ids", "dev:approver", []string{"approvals", "a", "b"}, 2, nil},

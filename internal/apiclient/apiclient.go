@@ -152,6 +152,10 @@ type Approval struct {
 	RequestedAt string   `json:"requested_at"`
 	ExpiresAt   string   `json:"expires_at"`
 	Reason      string   `json:"reason,omitempty"`
+	ReasonText  string   `json:"reason_text,omitempty"`
+	// Amount is what the person approves; for a campaign the total of the legs it covers.
+	Amount      string   `json:"amount,omitempty"`
+	Legs        []string `json:"legs,omitempty"`
 	Round       int      `json:"round"`
 	Escalation  bool     `json:"escalation,omitempty"`
 	EscalatesTo []string `json:"escalates_to,omitempty"`
@@ -393,17 +397,28 @@ type Inbox struct {
 	Items    []InboxEntry `json:"items"`
 }
 
-// InboxEntry is one approval waiting for the caller.
+// InboxEntry is one approval waiting for the caller: a buy's or a change's (OperationID), or a
+// campaign's (CampaignID, with the legs it covers, whose amounts add up to Amount).
 type InboxEntry struct {
 	ApprovalID  string `json:"approval_id"`
-	OperationID string `json:"operation_id"`
+	OperationID string `json:"operation_id,omitempty"`
+	CampaignID  string `json:"campaign_id,omitempty"`
 	Summary     string `json:"summary"`
 	Seller      string `json:"seller_id"`
 	Amount      string `json:"amount"`
 	Reason      string `json:"reason"`
+	ReasonText  string `json:"reason_text,omitempty"`
 	Requester   string `json:"requester"`
 	ExpiresAt   string `json:"expires_at"`
 	Escalation  bool   `json:"escalation,omitempty"`
+	Legs        []struct {
+		OperationID string `json:"operation_id"`
+		Seller      string `json:"seller_id"`
+		PONumber    string `json:"po_number,omitempty"`
+		Amount      string `json:"amount"`
+		Why         string `json:"why"`
+		Governance  string `json:"governance,omitempty"`
+	} `json:"legs,omitempty"`
 }
 
 // OpenedApproval is GET /v1/approver/approvals/{id}: one approval waiting for the caller, what

@@ -129,7 +129,10 @@ type CampaignSpec struct {
 	Sim string
 	// Total is the campaign's total budget (default: the sum of the legs' budgets).
 	Total float64
-	Legs  []LegSpec
+	// NotifySlack, when set, asks for the requester's notifications in this Slack user or
+	// channel id.
+	NotifySlack string
+	Legs        []LegSpec
 }
 
 // LegSpec is one leg of a CampaignSpec.
@@ -195,6 +198,9 @@ func (s CampaignSpec) Body(repoRoot string) ([]byte, error) {
 	}
 	if s.Sim != "" {
 		out["context"] = map[string]any{"sim": s.Sim}
+	}
+	if s.NotifySlack != "" {
+		out["notify"] = map[string]any{"slack": s.NotifySlack}
 	}
 	return json.Marshal(out)
 }

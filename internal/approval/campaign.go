@@ -72,36 +72,91 @@ func (c Campaign) Total() (money.Amount, error) {
 	return sum, nil
 }
 
-// TotalReason is the approval policy's sentence when the total of the legs still to be bought
-// (a leg that ended, denied by its governance check, is not) is at or over its threshold, or
-// "" when it is not. Each leg says on the page why it asks a person on its own. A total that
-// cannot be summed exactly is Total's error.
-func (c Campaign) TotalReason(p Policy) (string, error) {
-	var open []*ledger.Operation
-	for _, op := range c.Legs {
-		if !op.Status.Terminal() {
-			open = append(open, op)
-		}
-	}
-	total, err := Campaign{Record: c.Record, Legs: open}.Total()
+// Gate is the campaign approval gate's arithmetic on c's legs (the legs it would buy): their
+// total, and needs' sentence (Policy.NeedsCampaign) when that total is at or over the
+// threshold ("" when it is not). The campaign function's release decides with it and notify's request records the
+// same total and sentence on the approval, so the approver, the requester and finance see the
+// amount the gate compared. A total that cannot be summed exactly is Total's error.
+func (c Campaign) Gate(needs func(money.Amount) (bool, string)) (money.Amount, string, error) {
+	total, err := c.Total()
 	if err != nil {
-		return "", err
+		return money.Amount{}, "", err
 	}
-	if over, why := p.NeedsCampaign(total); over {
-		return why, nil
+	if over, why := needs(total); over {
+		return total, why, nil
 	}
-	return "", nil
+	return total, "", nil
 }
 
-// CampaignView is what the page and Slack show of a campaign's approval: every leg (seller, PO
-// number, amount, why it asks a person, what governance said) and the total.
+// Covering is c with only the legs named by ids (the operations an approval covers), in the
+// campaign's order. An id that is not one of c's legs, or named twice, is an
+// *workflow.InvalidInputError: an approval never covers what the campaign does not buy.
+func (c Campaign) Covering(ids []string) (Campaign, error) {
+	want := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if want[id] {
+			return Campaign{}, &workflow.InvalidInputError{Field: "legs", Reason: "names leg " + id + " twice"}
+		}
+		want[id] = true
+	}
+	out := Campaign{Record: c.Record}
+	for _, op := range c.Legs {
+		if want[op.ID] {
+			out.Legs = append(out.Legs, op)
+			delete(want, op.ID)
+		}
+	}
+	for id := range want {
+		return Campaign{}, &workflow.InvalidInputError{Field: "legs", Reason: id + " is not a leg of campaign " + c.Record.ID}
+	}
+	return out, nil
+}
+
+// LegIDs are the operation ids of c's legs, in its order.
+func (c Campaign) LegIDs() []string {
+	ids := make([]string, len(c.Legs))
+	for i, op := range c.Legs {
+		ids[i] = op.ID
+	}
+	return ids
+}
+
+// Open is c with the legs that have not ended: what an approval requested before its gate
+// named the legs it covers (an execution started before that) covered.
+func (c Campaign) Open() Campaign {
+	out := Campaign{Record: c.Record}
+	for _, op := range c.Legs {
+		if !op.Status.Terminal() {
+			out.Legs = append(out.Legs, op)
+		}
+	}
+	return out
+}
+
+// CoveredBy is c with the legs a covers (all of them for an approval stored before approvals
+// named their legs).
+func (c Campaign) CoveredBy(a *ledger.Approval) (Campaign, error) {
+	if len(a.Legs) == 0 {
+		return c, nil
+	}
+	return c.Covering(a.Legs)
+}
+
+// CampaignView is what the page and Slack show of a campaign's approval: every leg it covers
+// (seller, PO number, amount, why it asks a person, what governance said) and their total, the
+// approval's amount. A leg the gate would not buy is not listed: the legs shown add up to the
+// total shown.
 func (s *Base) CampaignView(ctx context.Context, a *ledger.Approval, c Campaign) (approvalcore.Approval, error) {
+	c, err := c.CoveredBy(a)
+	if err != nil {
+		return approvalcore.Approval{}, err
+	}
 	v := View(a, nil)
 	name := c.Record.Name
 	if name == "" {
 		name = c.Record.ID
 	}
-	v.Summary = "Campaign " + name + ", " + strconv.Itoa(len(c.Legs)) + " legs, plan " + c.Record.PlanID
+	v.Summary = "Campaign " + name + ", " + legsOf(len(c.Legs), len(c.Record.Legs)) + ", plan " + c.Record.PlanID
 	var sellers []string
 	for _, op := range c.Legs {
 		amount, err := money.ParseDecimal(op.BudgetTotal, op.Currency)
@@ -122,6 +177,19 @@ func (s *Base) CampaignView(ctx context.Context, a *ledger.Approval, c Campaign)
 	}
 	v.Seller = strings.Join(sellers, ", ")
 	return v, nil
+}
+
+// legsOf says how many legs an approval covers: "2 legs", or "2 of 3 legs" when the gate left
+// some out.
+func legsOf(covered, all int) string {
+	n := strconv.Itoa(covered)
+	if covered != all {
+		n += " of " + strconv.Itoa(all)
+	}
+	if all == 1 {
+		return n + " leg"
+	}
+	return n + " legs"
 }
 
 // legWhy is why one leg asks a person: the reason its governance check recorded (the policy's
@@ -152,12 +220,16 @@ func (s *Base) Review(ctx context.Context, a *ledger.Approval, op *ledger.Operat
 	return v, nil
 }
 
-// LegIDs are the operations of a's campaign (none for a buy's approval). A campaign that cannot
-// be read gives none: the decision is then on the campaign's timeline only, and each leg's
-// failure or create still records what happened to it.
+// LegIDs are the operations a's decision applies to: the legs it covers, or, for an approval
+// stored before approvals named their legs, every leg of its campaign (none for a buy's
+// approval). A campaign that cannot be read gives none: the decision is then on the campaign's
+// timeline only, and each leg's failure or create still records what happened to it.
 func (s *Base) LegIDs(ctx context.Context, a *ledger.Approval) []string {
 	if a.CampaignID == "" {
 		return nil
+	}
+	if len(a.Legs) > 0 {
+		return a.Legs
 	}
 	rec, err := s.Cfg.Ledger.GetCampaign(ctx, a.Tenant, a.CampaignID)
 	if err != nil {

@@ -255,6 +255,45 @@ func (e *Env) Request(tok string) string {
 	return approval.ApprovalID(tok)
 }
 
+// CampaignID is the test campaign's id.
+const CampaignID = "cp-1"
+
+// CreateCampaign stores the test campaign (best_effort, plan plan-q1) whose legs are test buys
+// of USD 12,500.00 at sports-network, leg i with id "leg-<a+i>" in status statuses[i], and
+// returns the legs' ids.
+func (e *Env) CreateCampaign(statuses ...workflow.Status) []string {
+	e.T.Helper()
+	var ids []string
+	var legs []ledger.CampaignLeg
+	for i, st := range statuses {
+		id := "leg-" + string(rune('a'+i))
+		e.CreateOperation(id, st)
+		ids = append(ids, id)
+		legs = append(legs, ledger.CampaignLeg{OperationID: id, SellerID: "sports-network", PONumber: "PO-42", Amount: "12500.00"})
+	}
+	if _, err := e.Store.CreateCampaign(e.Ctx, ledger.Campaign{
+		ID: CampaignID, Tenant: Tenant, Name: "Spring", GovernanceAgentID: "gov", PlanID: "plan-q1", Policy: "best_effort",
+		BudgetTotal: "40000.00", Currency: "USD", Requester: Requester, Legs: legs,
+	}); err != nil {
+		e.T.Fatal(err)
+	}
+	return ids
+}
+
+// RequestCampaign asks for the test campaign's one approval, as the state machine does with
+// task token tok and the legs its release gate covers, and returns the approval's id.
+func (e *Env) RequestCampaign(tok string, legs ...string) string {
+	e.T.Helper()
+	payload, _ := json.Marshal(map[string]any{
+		"action": "request", "campaign_id": CampaignID, "tenant": Tenant, "legs": legs,
+		"config": map[string]any{"approval_timeout_seconds": TimeoutSeconds}, "task_token": tok,
+	})
+	if _, err := e.Notifier.Notify(e.Ctx, payload); err != nil {
+		e.T.Fatalf("request campaign: %v", err)
+	}
+	return approval.ApprovalID(tok)
+}
+
 // Expire runs the state machine's expiry of the test buy's approval and returns its output.
 func (e *Env) Expire() workflow.ApprovalExpiry {
 	e.T.Helper()

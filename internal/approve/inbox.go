@@ -21,18 +21,38 @@ import (
 // approvals waiting for the caller, GET InboxPrefix/{approval_id} opens one.
 const InboxPrefix = "/v1/approver/approvals"
 
-// InboxItem is one approval waiting for the caller.
+// InboxItem is one approval waiting for the caller: a buy's or a change's (OperationID), or a
+// campaign's (CampaignID, with the legs it covers).
 type InboxItem struct {
 	ApprovalID  string `json:"approval_id"`
-	OperationID string `json:"operation_id"`
+	OperationID string `json:"operation_id,omitempty"`
+	CampaignID  string `json:"campaign_id,omitempty"`
 	Summary     string `json:"summary"`
-	Seller      string `json:"seller_id"`
-	// Amount is the buy's amount as the page shows it ("USD 20,000.50").
-	Amount     string `json:"amount"`
-	Reason     string `json:"reason"`
+	// Seller is the buy's seller, or a campaign's sellers ("a, b").
+	Seller string `json:"seller_id"`
+	// Amount is what is approved as the page shows it ("USD 20,000.50"): the buy's amount, or
+	// the total of the legs a campaign's approval covers.
+	Amount string `json:"amount"`
+	Reason string `json:"reason"`
+	// ReasonText is what asked in its own words (the policy's sentence, the seller's message).
+	ReasonText string `json:"reason_text,omitempty"`
 	Requester  string `json:"requester"`
 	ExpiresAt  string `json:"expires_at"`
 	Escalation bool   `json:"escalation,omitempty"`
+	// Legs are the media buys a campaign's approval decides, whose amounts add up to Amount.
+	Legs []InboxLeg `json:"legs,omitempty"`
+}
+
+// InboxLeg is one leg of a campaign's approval.
+type InboxLeg struct {
+	OperationID string `json:"operation_id"`
+	Seller      string `json:"seller_id"`
+	PONumber    string `json:"po_number,omitempty"`
+	Amount      string `json:"amount"`
+	// Why is why this leg asks a person, or that it does not on its own; Governance what the
+	// governance agent said of it.
+	Why        string `json:"why"`
+	Governance string `json:"governance,omitempty"`
 }
 
 // InboxApproval is one approval opened by its approver: what is bought, what governance said,
@@ -133,9 +153,11 @@ func (s *Approver) handleInbox(ctx context.Context, req events.APIGatewayV2HTTPR
 // inbox lists the tenant's buys waiting for an approval and keeps the pending approvals that
 // name approver. Buys are found by status (the ledger's status index), approvals by each buy's
 // timeline: the ledger keeps no index of approvals by approver, and a tenant has few buys
-// waiting for a person at once.
+// waiting for a person at once. A campaign's approval is found through its legs (each waits
+// for it, its request on each leg's timeline) and listed once.
 func (s *Approver) inbox(ctx context.Context, tenant, approver string) ([]InboxItem, error) {
 	items := []InboxItem{}
+	listed := map[string]bool{}
 	cursor := ""
 	for page := 0; page < 50; page++ {
 		p, err := s.Cfg.Ledger.ListOperations(ctx, tenant, ledger.ListOptions{Status: workflow.StatusAwaitingApproval, Limit: ledger.MaxListLimit, Cursor: cursor})
@@ -150,6 +172,18 @@ func (s *Approver) inbox(ctx context.Context, tenant, approver string) ([]InboxI
 			if err != nil {
 				return nil, err
 			}
+			if listed[a.ID] {
+				continue
+			}
+			listed[a.ID] = true
+			if a.CampaignID != "" {
+				it, err := s.campaignItem(ctx, a, rd)
+				if err != nil {
+					return nil, err
+				}
+				items = append(items, it)
+				continue
+			}
 			items = append(items, inboxItem(a, rd, v.SellerID, approval.Summary(v.ID, v.PONumber, v.Kind, v.ParentID)))
 		}
 		if p.Cursor == "" {
@@ -161,7 +195,8 @@ func (s *Approver) inbox(ctx context.Context, tenant, approver string) ([]InboxI
 }
 
 // waitingFor returns the operation's latest approval when it is pending, unexpired, of this
-// tenant's operation and addressed to approver; otherwise ledger.ErrNotFound.
+// tenant's operation (or of its campaign, covering it) and addressed to approver; otherwise
+// ledger.ErrNotFound.
 func (s *Approver) waitingFor(ctx context.Context, tenant, opID, approver string) (*ledger.Approval, approval.Round, error) {
 	h, err := s.History(ctx, tenant, opID)
 	if err != nil {
@@ -175,11 +210,65 @@ func (s *Approver) waitingFor(ctx context.Context, tenant, opID, approver string
 	if err != nil {
 		return nil, approval.Round{}, err
 	}
-	if a.Tenant != tenant || a.OperationID != opID || a.Status != ledger.ApprovalPending ||
-		!s.Now().Before(a.ExpiresAt) || !slices.Contains(a.Approvers, approver) || a.Requester == approver {
+	if !s.addressed(a, tenant, approver) || !covers(a, opID) {
 		return nil, approval.Round{}, ledger.ErrNotFound
 	}
 	return a, rd, nil
+}
+
+// addressed reports whether a is pending, unexpired, of tenant and asks approver, who did not
+// request it.
+func (s *Approver) addressed(a *ledger.Approval, tenant, approver string) bool {
+	return a.Tenant == tenant && a.Status == ledger.ApprovalPending && s.Now().Before(a.ExpiresAt) &&
+		slices.Contains(a.Approvers, approver) && a.Requester != approver
+}
+
+// covers reports whether a decides operation opID: a buy's or a change's approval of it, or a
+// campaign's approval covering that leg (an approval stored before approvals named their legs
+// covers every leg whose timeline recorded its request).
+func covers(a *ledger.Approval, opID string) bool {
+	if a.CampaignID == "" {
+		return a.OperationID == opID
+	}
+	return len(a.Legs) == 0 || slices.Contains(a.Legs, opID)
+}
+
+// campaignWaiting returns a, a campaign's approval, with its round on the campaign's timeline
+// when it is the campaign's latest approval and waits for approver; otherwise
+// ledger.ErrNotFound.
+func (s *Approver) campaignWaiting(ctx context.Context, a *ledger.Approval, tenant, approver string) (approval.Round, error) {
+	if !s.addressed(a, tenant, approver) {
+		return approval.Round{}, ledger.ErrNotFound
+	}
+	h, err := s.History(ctx, tenant, a.CampaignID)
+	if err != nil {
+		return approval.Round{}, err
+	}
+	rd, ok := h.Latest()
+	if !ok || rd.ApprovalID != a.ID { // a later round replaced it
+		return approval.Round{}, ledger.ErrNotFound
+	}
+	return rd, nil
+}
+
+// campaignItem is the inbox entry of a campaign's approval: the legs it covers and their
+// total, as its page shows them.
+func (s *Approver) campaignItem(ctx context.Context, a *ledger.Approval, rd approval.Round) (InboxItem, error) {
+	c, err := s.Campaign(ctx, a.Tenant, a.CampaignID)
+	if err != nil {
+		return InboxItem{}, err
+	}
+	v, err := s.CampaignView(ctx, a, c)
+	if err != nil {
+		return InboxItem{}, err
+	}
+	it := inboxItem(a, rd, v.Seller, v.Summary)
+	it.CampaignID = a.CampaignID
+	for _, l := range v.Legs {
+		it.Legs = append(it.Legs, InboxLeg{OperationID: l.OperationID, Seller: l.Seller, PONumber: l.PONumber,
+			Amount: l.Amount.String(), Why: l.Why, Governance: l.Governance.Label()})
+	}
+	return it, nil
 }
 
 // open returns one approval waiting for approver, with what is bought and a fresh review link.
@@ -193,6 +282,9 @@ func (s *Approver) open(ctx context.Context, tenant, approver, id string) (Inbox
 	}
 	if a.Tenant != tenant { // checked before anything else of the approval is read
 		return InboxApproval{}, ledger.ErrNotFound
+	}
+	if a.CampaignID != "" {
+		return s.openCampaign(ctx, a, approver)
 	}
 	a, rd, err := s.waitingFor(ctx, tenant, a.OperationID, approver)
 	if err != nil {
@@ -209,9 +301,9 @@ func (s *Approver) open(ctx context.Context, tenant, approver, id string) (Inbox
 	if err != nil {
 		return InboxApproval{}, err
 	}
-	link, err := s.Cfg.Signer.Sign(s.Cfg.BaseURL, a.ID, approver, s.LinkExpiry(a))
+	link, err := s.reviewLink(a, approver)
 	if err != nil {
-		return InboxApproval{}, fmt.Errorf("approve: sign review link of %s: %w", a.ID, err)
+		return InboxApproval{}, err
 	}
 	out := InboxApproval{InboxItem: inboxItem(a, rd, op.SellerID, approval.Summary(op.ID, op.PONumber, op.Kind, op.ParentID)), Flight: pu.Flight(), ProposalID: pu.ProposalID, ReviewURL: link}
 	for _, pk := range pu.Packages {
@@ -231,10 +323,37 @@ func (s *Approver) open(ctx context.Context, tenant, approver, id string) (Inbox
 	return out, nil
 }
 
+// openCampaign is open for a campaign's approval: every leg it covers, their total and the
+// caller's review link.
+func (s *Approver) openCampaign(ctx context.Context, a *ledger.Approval, approver string) (InboxApproval, error) {
+	rd, err := s.campaignWaiting(ctx, a, a.Tenant, approver)
+	if err != nil {
+		return InboxApproval{}, err
+	}
+	it, err := s.campaignItem(ctx, a, rd)
+	if err != nil {
+		return InboxApproval{}, err
+	}
+	link, err := s.reviewLink(a, approver)
+	if err != nil {
+		return InboxApproval{}, err
+	}
+	return InboxApproval{InboxItem: it, ReviewURL: link}, nil
+}
+
+// reviewLink is approver's own signed link to a's confirm page, the one Slack sent them.
+func (s *Approver) reviewLink(a *ledger.Approval, approver string) (string, error) {
+	link, err := s.Cfg.Signer.Sign(s.Cfg.BaseURL, a.ID, approver, s.LinkExpiry(a))
+	if err != nil {
+		return "", fmt.Errorf("approve: sign review link of %s: %w", a.ID, err)
+	}
+	return link, nil
+}
+
 func inboxItem(a *ledger.Approval, rd approval.Round, seller, summary string) InboxItem {
 	return InboxItem{
 		ApprovalID: a.ID, OperationID: a.OperationID, Summary: summary, Seller: seller,
 		Amount: approval.ToMoney(a.Amount, a.Currency).String(), Reason: approvalcore.ReasonCode(a.Reason).Label(),
-		Requester: a.Requester, ExpiresAt: a.ExpiresAt.UTC().Format(time.RFC3339), Escalation: rd.Escalation,
+		ReasonText: ledger.Clip(a.ReasonText, 500), Requester: a.Requester, ExpiresAt: a.ExpiresAt.UTC().Format(time.RFC3339), Escalation: rd.Escalation,
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/approvaltest"
 	"github.com/buyflow/buyflow/internal/approve"
+	"github.com/buyflow/buyflow/internal/workflow"
 )
 
 const inboxPolicy = `{"threshold":"10000.00","currency":"USD","approvers":["UALICE","UBOB","URITA"],"on_timeout":"reject",
@@ -81,17 +82,7 @@ func TestApproverInboxListsOnlyWhatWaitsForTheCaller(t *testing.T) {
 	// Alice opens it: what is bought, governance's verdict, and her own review link.
 	open := func(account, user, apr string) (int, approve.InboxApproval) {
 		t.Helper()
-		resp, err := e.Approver.HandleHTTP(e.Ctx, iamGet(approve.InboxPrefix+"/"+apr, account, user, map[string]string{"approval_id": apr}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out approve.InboxApproval
-		if resp.StatusCode == 200 {
-			if err := json.Unmarshal([]byte(resp.Body), &out); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return resp.StatusCode, out
+		return openInbox(t, e, account, user, apr)
 	}
 	code, got := open(approvaltest.Tenant, "arn:aws:iam::111122223333:user/alice", id)
 	if code != 200 || len(got.Packages) != 3 || got.Packages[2].Flight != "2026-01-05 → 2026-02-28" || got.Packages[1].Budget != "USD 4,250.00" ||
@@ -148,4 +139,91 @@ func TestPolicyRefusesSessionIdentities(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "neither an approver") {
 		t.Errorf("an identity for no approver: %v", err)
 	}
+}
+
+// A campaign's one approval is in the inbox once (not once per leg), with the legs it covers
+// and their total, the amount its gate compared; it opens with the caller's review link, and
+// it is tenant-isolated like a buy's: another account, the requester and a decided approval
+// see nothing.
+func TestApproverInboxListsACampaignApproval(t *testing.T) {
+	e := approvaltest.NewEnv(t, inboxPolicy)
+	legs := e.CreateCampaign(workflow.StatusAwaitingApproval, workflow.StatusCreating, workflow.StatusCheckingGovernance)
+	id := e.RequestCampaign(approvaltest.Token(31), legs[0], legs[1])
+	list := func(account, user string) approve.InboxPage {
+		t.Helper()
+		resp, err := e.Approver.HandleHTTP(e.Ctx, iamGet(approve.InboxPrefix, account, user, nil))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("list: %d %v", resp.StatusCode, err)
+		}
+		var page approve.InboxPage
+		if err := json.Unmarshal([]byte(resp.Body), &page); err != nil {
+			t.Fatal(err)
+		}
+		return page
+	}
+	page := list(approvaltest.Tenant, "arn:aws:iam::111122223333:user/alice")
+	if len(page.Items) != 1 {
+		t.Fatalf("alice's inbox: %+v", page.Items)
+	}
+	it := page.Items[0]
+	if it.ApprovalID != id || it.CampaignID != approvaltest.CampaignID || it.OperationID != "" || it.Amount != "USD 25,000.00" ||
+		len(it.Legs) != 2 || it.Legs[0].OperationID != legs[0] || it.Legs[1].OperationID != legs[1] || it.Legs[1].Amount != "USD 12,500.00" ||
+		!strings.Contains(it.Summary, "Spring") || !strings.Contains(it.Summary, "2 of 3 legs") || it.Requester != approvaltest.Requester {
+		t.Errorf("the campaign's item = %+v", it)
+	}
+	for _, who := range []struct{ account, user string }{
+		{"999988887777", "arn:aws:iam::999988887777:user/alice"},
+		{approvaltest.Tenant, "arn:aws:iam::111122223333:user/rita"},
+	} {
+		if p := list(who.account, who.user); len(p.Items) != 0 {
+			t.Errorf("%s sees %+v", who.user, p.Items)
+		}
+	}
+
+	open := func(account, user string) (int, approve.InboxApproval) {
+		t.Helper()
+		return openInbox(t, e, account, user, id)
+	}
+	code, got := open(approvaltest.Tenant, "arn:aws:iam::111122223333:user/alice")
+	if code != 200 || got.Amount != "USD 25,000.00" || len(got.Legs) != 2 || got.Legs[0].Governance == "" || got.Legs[0].Why == "" {
+		t.Fatalf("open: %d %+v", code, got)
+	}
+	u, err := url.Parse(got.ReviewURL)
+	if err != nil || !strings.HasPrefix(got.ReviewURL, approvaltest.BaseURL+"/v1/approvals/"+id+"?") || u.Query().Get("approver") != approvaltest.Alice {
+		t.Fatalf("review url %q", got.ReviewURL)
+	}
+	for _, who := range []struct{ account, user string }{
+		{"999988887777", "arn:aws:iam::999988887777:user/alice"},
+		{approvaltest.Tenant, "arn:aws:iam::111122223333:user/rita"},
+	} {
+		if code, _ := open(who.account, who.user); code != 404 {
+			t.Errorf("%s opens the campaign's approval: %d, want 404", who.user, code)
+		}
+	}
+	if resp := e.Post(u, "approve", ""); resp.StatusCode != 200 {
+		t.Fatalf("approve: %d", resp.StatusCode)
+	}
+	if p := list(approvaltest.Tenant, "arn:aws:iam::111122223333:role/ApproverBob"); len(p.Items) != 0 {
+		t.Errorf("after the decision bob still sees %+v", p.Items)
+	}
+	if code, _ := open(approvaltest.Tenant, "arn:aws:iam::111122223333:user/alice"); code != 404 {
+		t.Errorf("open after the decision: %d", code)
+	}
+}
+
+// openInbox is GET InboxPrefix/{id} by the IAM user of account: the status, and the opened
+// approval when it is 200.
+func openInbox(t *testing.T, e *approvaltest.Env, account, user, id string) (int, approve.InboxApproval) {
+	t.Helper()
+	resp, err := e.Approver.HandleHTTP(e.Ctx, iamGet(approve.InboxPrefix+"/"+id, account, user, map[string]string{"approval_id": id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out approve.InboxApproval
+	if resp.StatusCode == 200 {
+		if err := json.Unmarshal([]byte(resp.Body), &out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return resp.StatusCode, out
 }

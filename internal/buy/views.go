@@ -130,8 +130,16 @@ type ApprovalView struct {
 	Approvers   []string `json:"approvers"`
 	RequestedAt string   `json:"requested_at"`
 	ExpiresAt   string   `json:"expires_at"`
-	// Reason is why a person is asked (policy_threshold, governance_conditions, ...).
-	Reason string `json:"reason,omitempty"`
+	// Reason is why a person is asked (policy_threshold, governance_conditions, ...);
+	// ReasonText what asked in its own words when it said more (the policy's sentence, the
+	// seller's message, governance's conditions).
+	Reason     string `json:"reason,omitempty"`
+	ReasonText string `json:"reason_text,omitempty"`
+	// Amount is what the person approves ("25000.00 USD"): the buy's amount, or the total of
+	// the legs a campaign's approval covers (Legs, their operations), the total its gate
+	// compared with the policy's threshold.
+	Amount string   `json:"amount,omitempty"`
+	Legs   []string `json:"legs,omitempty"`
 	// Round counts the requests of this buy from 0; Escalation is true when this request went
 	// to the escalation approvers after an earlier one expired.
 	Round      int  `json:"round"`
@@ -169,8 +177,12 @@ func EventViewOf(e ledger.Event) EventView {
 // which its subject's timeline holds).
 func ApprovalViewOf(a *ledger.Approval) *ApprovalView {
 	v := &ApprovalView{
-		ApprovalID: a.ID, CampaignID: a.CampaignID, Status: string(a.Status), Approvers: a.Approvers, Reason: a.Reason,
+		ApprovalID: a.ID, CampaignID: a.CampaignID, Status: string(a.Status), Approvers: a.Approvers,
+		Reason: a.Reason, ReasonText: ledger.Clip(a.ReasonText, 500), Legs: a.Legs,
 		ExpiresAt: RFC3339(a.ExpiresAt), EscalatesTo: a.EscalationApprovers,
+	}
+	if a.Amount != "" {
+		v.Amount = strings.TrimSpace(a.Amount + " " + a.Currency)
 	}
 	if a.Status == ledger.ApprovalApproved || a.Status == ledger.ApprovalRejected {
 		v.DecidedBy, v.DecidedAt = a.Decider, RFC3339(a.DecidedAt)

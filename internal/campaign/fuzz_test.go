@@ -10,12 +10,13 @@ import (
 
 	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/money"
+	"github.com/buyflow/buyflow/internal/statusevent"
 )
 
 // FuzzParse feeds campaign bodies to the parser. It must never panic; a refusal is a 4xx
 // *buy.RequestError with a code and a message; an accepted campaign has 1 to MaxLegs legs
 // in its one currency, distinct PO numbers, and legs whose amounts add up to Planned, at most
-// the total.
+// the total; a requester target it accepts is a Slack id (nothing that could mention or link).
 func FuzzParse(f *testing.F) {
 	base := buytest.Marshal(f, buytest.Example(f, "campaign.json"))
 	f.Add(base)
@@ -24,6 +25,9 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add(bytes.Replace(base, []byte(`PO-2027-0103`), []byte(`PO-2027-0101`), 1))
 	f.Add(bytes.Replace(base, []byte(`"sim-seller-3"`), []byte(`"sim-seller-3","currency":"EUR"`), 1))
+	for _, id := range []string{"U024BE7LH", "<!here>", "C0", ""} {
+		f.Add(bytes.Replace(base, []byte(`{`), []byte(`{"notify":{"slack":"`+id+`"},`), 1))
+	}
 	v := buytest.Schemas(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		got, err := Parse(context.Background(), body, buytest.Agents, v)
@@ -33,6 +37,9 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("refusal %v is not a 4xx RequestError", err)
 			}
 			return
+		}
+		if got.Notify != nil && statusevent.CheckSlackID(got.Notify.Slack) != nil {
+			t.Fatalf("accepted notify.slack %q", got.Notify.Slack)
 		}
 		if len(got.Buys) == 0 || len(got.Buys) > MaxLegs {
 			t.Fatalf("accepted %d legs", len(got.Buys))

@@ -26,8 +26,12 @@ type Released struct {
 	NeedsApproval bool `json:"needs_approval"`
 	// Why is the policy's sentence when the campaign's total is at or over the threshold (a
 	// leg waiting for a person says why in its own reason); the execution history shows it.
-	Why  string     `json:"why,omitempty"`
-	Legs []LegStart `json:"legs"`
+	Why string `json:"why,omitempty"`
+	// Covers are the legs the approval decides when NeedsApproval: the legs the gate would buy,
+	// whose total it compared (RequestCampaignApproval hands them to notify, which records that
+	// total on the approval).
+	Covers []string   `json:"covers,omitempty"`
+	Legs   []LegStart `json:"legs"`
 }
 
 // LegStart is a leg's child execution under the name submit fixed, with where it starts.
@@ -90,10 +94,12 @@ func (s *Settler) Release(ctx context.Context, tenant, id string, in ReleaseInpu
 		}
 	}
 	callOff := refused != nil && Policy(rec.Policy) == AllOrNothing
-	if in.Approval == nil && in.Failure == nil && !callOff {
+	// With no leg to buy, nobody is asked: each leg records its own failure.
+	if in.Approval == nil && in.Failure == nil && !callOff && len(cleared) > 0 {
 		over, why := s.overThreshold(rec, cleared)
 		if waiting || over {
-			return Released{NeedsApproval: true, Why: why, Legs: []LegStart{}}, nil
+			covers := approval.Campaign{Record: rec, Legs: cleared}.LegIDs()
+			return Released{NeedsApproval: true, Why: why, Covers: covers, Legs: []LegStart{}}, nil
 		}
 	}
 	out := Released{Legs: make([]LegStart, len(rec.Legs))}
@@ -120,11 +126,11 @@ func (s *Settler) Release(ctx context.Context, tenant, id string, in ReleaseInpu
 // total that cannot be summed exactly needs a person, and the approval's request then refuses
 // to show it: nothing is bought.
 func (s *Settler) overThreshold(rec *ledger.Campaign, cleared []*ledger.Operation) (bool, string) {
-	total, err := approval.Campaign{Record: rec, Legs: cleared}.Total()
+	_, why, err := approval.Campaign{Record: rec, Legs: cleared}.Gate(s.threshold.NeedsCampaign)
 	if err != nil {
 		return true, err.Error()
 	}
-	return s.threshold.NeedsCampaign(total)
+	return why != "", why
 }
 
 // refusal is why a leg's check did not clear it, or nil: the check failed after its retries

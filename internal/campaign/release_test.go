@@ -148,8 +148,13 @@ func TestReleaseTotalCountsTheClearedLegs(t *testing.T) {
 	if r := releaseUnder(t, policyAt(t, "13500.01"), f.store, out, in, nil); r.NeedsApproval || strings.Join(toStrings(starts(r)), ",") != "create,fail,create" {
 		t.Fatalf("release of 13500.00 USD of cleared legs under a 13500.01 threshold = %+v", r)
 	}
-	if r := releaseUnder(t, policyAt(t, "13500.00"), f.store, out, in, nil); !r.NeedsApproval || !strings.Contains(r.Why, "total 13500.00 USD") {
+	r := releaseUnder(t, policyAt(t, "13500.00"), f.store, out, in, nil)
+	if !r.NeedsApproval || !strings.Contains(r.Why, "total 13500.00 USD") {
 		t.Fatalf("release of 13500.00 USD of cleared legs under a 13500.00 threshold = %+v", r)
+	}
+	// The approval covers exactly the legs whose total the gate compared.
+	if got, want := strings.Join(r.Covers, ","), out.Legs[0].OperationID+","+out.Legs[2].OperationID; got != want {
+		t.Errorf("the approval covers %s, want the cleared legs %s", got, want)
 	}
 	eur, err := approval.ParsePolicy([]byte(`{"threshold":"1000000.00","currency":"EUR","approvers":["U1"]}`))
 	if err != nil {
@@ -157,6 +162,20 @@ func TestReleaseTotalCountsTheClearedLegs(t *testing.T) {
 	}
 	if r := releaseUnder(t, eur, f.store, out, in, nil); !r.NeedsApproval || r.Why != "the campaign's total is in USD but the approval threshold is in EUR" {
 		t.Fatalf("release under a EUR threshold = %+v", r)
+	}
+}
+
+// With no leg left to buy, nobody is asked, even under a policy that fails closed (a threshold
+// in another currency): each leg records its own failure.
+func TestReleaseAsksNobodyWhenNoLegIsBought(t *testing.T) {
+	f := newFixture(t)
+	out, in := checked(t, f, BestEffort, workflow.StatusRejected, workflow.StatusRejected, workflow.StatusRejected)
+	eur, err := approval.ParsePolicy([]byte(`{"threshold":"1.00","currency":"EUR","approvers":["U1"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := releaseUnder(t, eur, f.store, out, in, nil); r.NeedsApproval || len(r.Covers) != 0 || strings.Join(toStrings(starts(r)), ",") != "fail,fail,fail" {
+		t.Fatalf("release of three denied legs = %+v", r)
 	}
 }
 
@@ -206,6 +225,13 @@ func TestReleaseFailedCheck(t *testing.T) {
 	r := release(t, f, out, in, func(ti *TaskInput) { ti.Checks[1].Failure = failure })
 	if strings.Join(toStrings(starts(r)), ",") != "create,fail,create" || *r.Legs[1].Input.Failure != *failure {
 		t.Fatalf("release = %+v", r)
+	}
+	// Over the threshold, the approval covers the two legs checked (13,500.00 USD), not the one
+	// whose check failed: that leg is not bought whatever the decision.
+	r = releaseUnder(t, policyAt(t, "13500.00"), f.store, out, in, func(ti *TaskInput) { ti.Checks[1].Failure = failure })
+	if !r.NeedsApproval || !strings.Contains(r.Why, "total 13500.00 USD") ||
+		strings.Join(r.Covers, ",") != out.Legs[0].OperationID+","+out.Legs[2].OperationID {
+		t.Fatalf("release over the threshold with a failed check = %+v", r)
 	}
 }
 

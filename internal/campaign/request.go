@@ -15,6 +15,7 @@ import (
 	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/jsonnum"
 	"github.com/buyflow/buyflow/internal/money"
+	"github.com/buyflow/buyflow/internal/statusevent"
 )
 
 // Policy says what happens to a campaign's other legs when one fails or is rejected.
@@ -55,6 +56,9 @@ type Request struct {
 	Plan json.RawMessage `json:"plan,omitempty"`
 	// Context is echoed by the governance agent on sync_plans (AdCP context).
 	Context json.RawMessage `json:"context,omitempty"`
+	// Notify asks buyflow to tell the requester, in Slack, when the campaign is submitted,
+	// waits for its approval and ends (with its total and how many legs were placed).
+	Notify *statusevent.Notify `json:"notify,omitempty"`
 }
 
 // Budget is an amount with its currency, as the body carries it (a JSON number).
@@ -132,6 +136,11 @@ func Parse(ctx context.Context, body []byte, agents buy.AgentLookup, schema buy.
 	}
 	if total.Minor <= 0 {
 		return nil, refuse(422, "invalid_budget", "/total_budget/amount", "the total budget must be more than zero")
+	}
+	if req.Notify != nil {
+		if err := statusevent.CheckSlackID(req.Notify.Slack); err != nil {
+			return nil, refuse(422, "invalid_notify", "/notify/slack", "notify.slack: %v", err)
+		}
 	}
 	if len(req.Legs) == 0 || len(req.Legs) > MaxLegs {
 		return nil, refuse(422, "invalid_legs", "/legs", "a campaign has 1 to %d legs, not %d", MaxLegs, len(req.Legs))

@@ -29,6 +29,14 @@ func TestParseAcceptsTheExample(t *testing.T) {
 	if len(v.Buys) != 3 || v.Total.Decimal() != "30000.00" || v.Planned.Decimal() != "22500.00" || v.Policy != AllOrNothing {
 		t.Fatalf("validated = %+v (planned %s)", v, v.Planned.Decimal())
 	}
+	if v.Notify != nil {
+		t.Errorf("the example asks to notify %+v", v.Notify)
+	}
+	m := buytest.Example(t, "campaign.json")
+	m["notify"] = map[string]any{"slack": "U024BE7LH"}
+	if n, err := Parse(context.Background(), buytest.Marshal(t, m), buytest.Agents, buytest.Schemas(t)); err != nil || n.Notify == nil || n.Notify.Slack != "U024BE7LH" {
+		t.Fatalf("a campaign that asks to notify U024BE7LH: %+v, %v", n, err)
+	}
 	// The plan is pushed under the campaign's plan id, and is what the schema accepts.
 	var plans []map[string]any
 	if err := json.Unmarshal(v.SyncPlans["plans"], &plans); err != nil || len(plans) != 1 || plans[0]["plan_id"] != "plan-spring-2027" {
@@ -68,6 +76,7 @@ func TestParseRefusals(t *testing.T) {
 		}, 422, "invalid_legs", "/legs"},
 		{"no policy", func(m map[string]any) { delete(m, "policy") }, 422, "missing_field", "/policy"},
 		{"unknown policy", func(m map[string]any) { m["policy"] = "most" }, 422, "invalid_policy", "/policy"},
+		{"notify a mention", func(m map[string]any) { m["notify"] = map[string]any{"slack": "<!here>"} }, 422, "invalid_notify", "/notify/slack"},
 		{"zero total", func(m map[string]any) { m["total_budget"].(map[string]any)["amount"] = 0 }, 422, "invalid_budget", "/total_budget/amount"},
 		{"total as a string", func(m map[string]any) { m["total_budget"].(map[string]any)["amount"] = "30000" }, 422, "invalid_budget", "/total_budget/amount"},
 		{"not a currency", func(m map[string]any) { m["total_budget"].(map[string]any)["currency"] = "usd" }, 422, "invalid_currency", "/total_budget/currency"},

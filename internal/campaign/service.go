@@ -130,6 +130,9 @@ func (s *Service) place(ctx context.Context, c buy.Caller, key string, v *Valida
 		ID: id, Tenant: c.Tenant, Name: v.Name, GovernanceAgentID: v.Governance.AgentID, PlanID: v.Governance.PlanID,
 		Policy: string(v.Policy), BudgetTotal: v.Total.Decimal(), Currency: v.Total.Currency, Requester: c.Principal,
 	}
+	if v.Notify != nil {
+		rec.NotifySlack = v.Notify.Slack
+	}
 	if v.SyncPlans != nil {
 		intent, err := planIntent(id, v.SyncPlans, s.cfg.Now())
 		if err != nil {

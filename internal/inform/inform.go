@@ -1,10 +1,12 @@
-// Package inform is the inform Lambda's use case: it tells the person who submitted a buy, in
-// Slack, what became of it. An EventBridge rule on the status event bus sends it every
-// "MediaBuy Status Changed" event whose detail carries notify.slack (the submit's "notify"
-// field), so a buy that asked for nothing costs nothing and hears nothing.
+// Package inform is the inform Lambda's use case: it tells the person who submitted a buy, a
+// change to it or a campaign, in Slack, what became of it. An EventBridge rule on the status
+// event bus sends it every status event whose detail carries notify.slack (the submit's
+// "notify" field; a change is told where its buy's submit asked), so what asked for nothing
+// costs nothing and hears nothing.
 //
 // The event says which transition happened; the ledger says the rest: who must approve and
-// until when (the buy's latest approval), who approved or rejected it, the PO number. Each
+// until when (the latest approval), who approved or rejected it, the PO number, a change's
+// budget before and after, a campaign's legs and how many were placed. Each
 // event is told once: a receipt keyed by the event id is written before the post (EventBridge
 // delivers at least once and Lambda retries an async invocation), and a post that fails
 // releases it again, so the retry posts.
@@ -30,6 +32,7 @@ type Ledger interface {
 	GetOperation(ctx context.Context, tenant, id string) (*ledger.Operation, error)
 	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (ledger.Page[ledger.Event], error)
 	GetApproval(ctx context.Context, id string) (*ledger.Approval, error)
+	GetCampaign(ctx context.Context, tenant, id string) (*ledger.Campaign, error)
 	RecordReceipt(ctx context.Context, r ledger.Receipt) (duplicate bool, err error)
 	ReleaseReceipt(ctx context.Context, sender, key string) error
 }
@@ -63,18 +66,17 @@ func (n *Notifier) Handle(ctx context.Context, raw json.RawMessage) error {
 		return nil
 	}
 	d := ev.Detail
-	if d.Kind != statusevent.KindMediaBuy || d.Notify == nil || d.Notify.Slack == "" {
+	if d.Notify == nil || d.Notify.Slack == "" {
 		return nil
 	}
 	if n.slack == nil {
 		n.log.WarnContext(ctx, "requester notifications need a Slack bot token (the Slack secret holds a webhook); dropped", "operationId", d.OperationID)
 		return nil
 	}
-	kind, ok := kindOf(workflow.Status(d.From), workflow.Status(d.To))
-	if !ok {
+	u, ok, err := n.updateOf(ctx, d)
+	if err == nil && !ok {
 		return nil
 	}
-	u, err := n.update(ctx, d, kind)
 	if errors.Is(err, errStale) {
 		n.log.InfoContext(ctx, "the approval was decided before its request was told; not told", "operationId", d.OperationID, "eventId", d.EventID)
 		return nil
@@ -102,8 +104,37 @@ func (n *Notifier) Handle(ctx context.Context, raw json.RawMessage) error {
 		}
 		return fmt.Errorf("inform: post %s: %w", d.EventID, err)
 	}
-	n.log.InfoContext(ctx, "requester told", "operationId", d.OperationID, "eventId", d.EventID, "kind", string(kind))
+	n.log.InfoContext(ctx, "requester told", "operationId", d.OperationID, "eventId", d.EventID, "kind", string(u.Kind), "subject", string(d.Kind))
 	return nil
+}
+
+// updateOf is what d tells the requester, by what changed status; ok is false for a
+// transition that is not news.
+func (n *Notifier) updateOf(ctx context.Context, d statusevent.Detail) (u slack.RequesterUpdate, ok bool, err error) {
+	switch d.Kind {
+	case statusevent.KindMediaBuy:
+		kind, ok := kindOf(workflow.Status(d.From), workflow.Status(d.To))
+		if !ok {
+			return u, false, nil
+		}
+		u, _, err = n.update(ctx, d, kind)
+		return u, true, err
+	case statusevent.KindChange:
+		kind, ok := kindOf(workflow.Status(d.From), workflow.Status(d.To))
+		if !ok {
+			return u, false, nil
+		}
+		u, err = n.changeUpdate(ctx, d, kind)
+		return u, true, err
+	case statusevent.KindCampaign:
+		kind, ok := campaignKinds[d.To]
+		if !ok {
+			return u, false, nil
+		}
+		u, err = n.campaignUpdate(ctx, d, kind)
+		return u, true, err
+	}
+	return u, false, nil
 }
 
 // kindOf is what a transition tells the requester, if anything: an approval asked for or
@@ -135,61 +166,178 @@ func kindOf(from, to workflow.Status) (slack.RequesterKind, bool) {
 // decision's own message tells what happened.
 var errStale = errors.New("inform: the approval is already decided")
 
-// update gathers what the message says from the event and the ledger.
-func (n *Notifier) update(ctx context.Context, d statusevent.Detail, kind slack.RequesterKind) (slack.RequesterUpdate, error) {
+// update gathers what the message says from the event and the ledger, and returns the
+// latest approval it read (nil when it read none).
+func (n *Notifier) update(ctx context.Context, d statusevent.Detail, kind slack.RequesterKind) (slack.RequesterUpdate, *ledger.Approval, error) {
 	op, err := n.ledger.GetOperation(ctx, d.Tenant, d.OperationID)
 	if err != nil {
-		return slack.RequesterUpdate{}, fmt.Errorf("inform: read operation %s: %w", d.OperationID, err)
+		return slack.RequesterUpdate{}, nil, fmt.Errorf("inform: read operation %s: %w", d.OperationID, err)
 	}
 	u := slack.RequesterUpdate{
 		Kind: kind, OperationID: d.OperationID, PONumber: op.PONumber, Seller: d.SellerID,
 		MediaBuyID: d.MediaBuyID, Reason: d.Reason, Link: d.Links.Self,
 	}
 	if d.Amount != nil {
-		if a, err := money.ParseDecimal(d.Amount.Value, d.Amount.Currency); err == nil {
-			u.Amount = approvalcore.Money{Minor: a.Minor, Currency: a.Currency}
-		}
+		u.Amount = exact(d.Amount.Value, d.Amount.Currency)
 	}
 	if kind != slack.KindAwaitingApproval && kind != slack.KindApproved && kind != slack.KindRejected {
-		return u, nil
+		return u, nil, nil
 	}
 	a, found, err := n.latestApproval(ctx, d.Tenant, d.OperationID)
 	if err != nil || !found {
+		return u, nil, err
+	}
+	if err := decided(&u, a); err != nil {
+		return u, nil, err
+	}
+	return u, a, nil
+}
+
+// decided fills in, from approval a, who must approve until when (a request; errStale when a
+// was decided since) or who decided (a decision of the kind u tells).
+func decided(u *slack.RequesterUpdate, a *ledger.Approval) error {
+	switch {
+	case u.Kind == slack.KindAwaitingApproval && a.Status != ledger.ApprovalPending:
+		return errStale
+	case u.Kind == slack.KindAwaitingApproval:
+		u.Approvers, u.Until = a.Approvers, a.ExpiresAt
+	case a.Status == ledger.ApprovalApproved && u.Kind == slack.KindApproved, a.Status == ledger.ApprovalRejected && u.Kind == slack.KindRejected:
+		u.DecidedBy, u.DecidedAt, u.Comment = a.Decider, a.DecidedAt, a.Comment
+	}
+	return nil
+}
+
+// exact is a decimal amount the ledger stored, as a message shows it; zero when it cannot be
+// read exactly (the message then shows no amount rather than a wrong one).
+func exact(value, currency string) approvalcore.Money {
+	a, err := money.ParseDecimal(value, currency)
+	if err != nil {
+		return approvalcore.Money{}
+	}
+	return approvalcore.Money{Minor: a.Minor, Currency: a.Currency}
+}
+
+// changeUpdate is update for a change to a placed buy: the buy it changes (its PO number), the
+// budget before (the buy's when the change was asked for) and after (what the approver is
+// asked to approve while it waits; what the seller applied once it is). A change not applied
+// leaves the buy as it was.
+func (n *Notifier) changeUpdate(ctx context.Context, d statusevent.Detail, kind slack.RequesterKind) (slack.RequesterUpdate, error) {
+	u, a, err := n.update(ctx, d, kind)
+	if err != nil {
 		return u, err
 	}
-	switch {
-	case kind == slack.KindAwaitingApproval && a.Status != ledger.ApprovalPending:
-		return u, errStale
-	case kind == slack.KindAwaitingApproval:
-		u.Approvers, u.Until = a.Approvers, a.ExpiresAt
-	case a.Status == ledger.ApprovalApproved && kind == slack.KindApproved, a.Status == ledger.ApprovalRejected && kind == slack.KindRejected:
-		u.DecidedBy, u.DecidedAt, u.Comment = a.Decider, a.DecidedAt, a.Comment
+	u.Subject, u.BuyID, u.Before = slack.SubjectChange, d.ParentID, u.Amount
+	if buy, err := n.ledger.GetOperation(ctx, d.Tenant, d.ParentID); err == nil {
+		u.PONumber = buy.PONumber
+	} else if !errors.Is(err, ledger.ErrNotFound) {
+		return u, fmt.Errorf("inform: read buy %s: %w", d.ParentID, err)
+	}
+	switch kind {
+	case slack.KindAwaitingApproval:
+		if a != nil {
+			u.Amount = exact(a.Amount, a.Currency)
+		}
+	case slack.KindPlaced:
+		u.Amount = approvalcore.Money{}
+		err := n.eachEvent(ctx, d.Tenant, d.OperationID, func(ev ledger.Event) {
+			if ev.Type == ledger.EventModificationApplied {
+				u.Amount = exact(ev.Amount, ev.Currency)
+			}
+		})
+		if err != nil {
+			return u, err
+		}
 	}
 	return u, nil
 }
 
-// latestApproval is the buy's most recent approval; found is false when it never asked for one.
-func (n *Notifier) latestApproval(ctx context.Context, tenant, opID string) (a *ledger.Approval, found bool, err error) {
-	id, cursor := "", ""
+// campaignKinds are the campaign statuses the requester is told about.
+var campaignKinds = map[string]slack.RequesterKind{
+	"running":             slack.KindSubmitted,
+	"awaiting_approval":   slack.KindAwaitingApproval,
+	"completed":           slack.KindPlaced,
+	"partially_completed": slack.KindPartial,
+	"failed":              slack.KindFailed,
+	"canceled":            slack.KindCanceled,
+}
+
+// campaignUpdate is what a campaign's event tells: its legs and budget when submitted; while
+// it waits, who must approve until when and the approval's total of the legs it covers (the
+// one its gate compared); once ended, how many legs were placed and what they committed.
+func (n *Notifier) campaignUpdate(ctx context.Context, d statusevent.Detail, kind slack.RequesterKind) (slack.RequesterUpdate, error) {
+	rec, err := n.ledger.GetCampaign(ctx, d.Tenant, d.OperationID)
+	if err != nil {
+		return slack.RequesterUpdate{}, fmt.Errorf("inform: read campaign %s: %w", d.OperationID, err)
+	}
+	u := slack.RequesterUpdate{Kind: kind, Subject: slack.SubjectCampaign, OperationID: rec.ID, Name: rec.Name, Legs: len(rec.Legs),
+		Link: d.Links.Self, Amount: exact(rec.BudgetTotal, rec.Currency)}
+	switch kind {
+	case slack.KindSubmitted:
+		return u, nil
+	case slack.KindAwaitingApproval:
+		if rec.ApprovalID == "" {
+			return u, errors.New("inform: campaign " + rec.ID + " waits for an approval it does not name")
+		}
+		a, err := n.ledger.GetApproval(ctx, rec.ApprovalID)
+		if err != nil {
+			return u, fmt.Errorf("inform: read approval %s: %w", rec.ApprovalID, err)
+		}
+		if a.Tenant != rec.Tenant || a.CampaignID != rec.ID { // keyed by id alone: only the campaign's own
+			return u, fmt.Errorf("inform: approval %s is not campaign %s's", a.ID, rec.ID)
+		}
+		if len(a.Legs) > 0 {
+			u.Legs = len(a.Legs)
+		}
+		u.Amount = exact(a.Amount, a.Currency)
+		return u, decided(&u, a)
+	}
+	u.Amount = exact(rec.Committed, rec.Currency)
+	for _, leg := range rec.Legs {
+		op, err := n.ledger.GetOperation(ctx, rec.Tenant, leg.OperationID)
+		if err != nil {
+			return u, fmt.Errorf("inform: read leg %s: %w", leg.OperationID, err)
+		}
+		if op.Status == workflow.StatusCompleted {
+			u.Landed++
+		}
+	}
+	return u, nil
+}
+
+// eachEvent calls f with every event of opID's timeline, oldest first.
+func (n *Notifier) eachEvent(ctx context.Context, tenant, opID string, f func(ledger.Event)) error {
+	cursor := ""
 	for {
 		page, err := n.ledger.ListEvents(ctx, tenant, opID, ledger.MaxListLimit, cursor)
 		if err != nil {
-			return nil, false, fmt.Errorf("inform: timeline of %s: %w", opID, err)
+			return fmt.Errorf("inform: timeline of %s: %w", opID, err)
 		}
 		for _, ev := range page.Items {
-			if ev.Type != ledger.EventApprovalRequested {
-				continue
-			}
-			var detail struct {
-				ApprovalID string `json:"approval_id"`
-			}
-			if json.Unmarshal(ev.Detail, &detail) == nil && detail.ApprovalID != "" {
-				id = detail.ApprovalID
-			}
+			f(ev)
 		}
 		if cursor = page.Cursor; cursor == "" {
-			break
+			return nil
 		}
+	}
+}
+
+// latestApproval is the operation's most recent approval; found is false when it never asked
+// for one.
+func (n *Notifier) latestApproval(ctx context.Context, tenant, opID string) (a *ledger.Approval, found bool, err error) {
+	id := ""
+	err = n.eachEvent(ctx, tenant, opID, func(ev ledger.Event) {
+		if ev.Type != ledger.EventApprovalRequested {
+			return
+		}
+		var detail struct {
+			ApprovalID string `json:"approval_id"`
+		}
+		if json.Unmarshal(ev.Detail, &detail) == nil && detail.ApprovalID != "" {
+			id = detail.ApprovalID
+		}
+	})
+	if err != nil {
+		return nil, false, err
 	}
 	if id == "" {
 		return nil, false, nil

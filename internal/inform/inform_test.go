@@ -244,3 +244,128 @@ func (failingSlack) Post(context.Context, slack.Message) (slack.Ref, error) {
 func (failingSlack) Update(context.Context, slack.Ref, slack.Message) (slack.Ref, error) {
 	return slack.Ref{}, errors.New("slack is down")
 }
+
+// envelope is the status event the bus delivers with detail d.
+func envelope(t *testing.T, d statusevent.Detail) json.RawMessage {
+	t.Helper()
+	d.SchemaVersion, d.Tenant, d.OccurredAt = statusevent.SchemaVersion, "acme", time.Now()
+	d.EventID = statusevent.EventID(d.Kind, d.OperationID, d.Sequence)
+	d.Notify = &statusevent.Notify{Slack: "U024BE7LH"}
+	b, err := json.Marshal(statusevent.Event{ID: "eb-1", Source: statusevent.Source, DetailType: d.Kind.DetailType(), Time: time.Now(), Detail: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// handled hands raw to the notifier and returns the one message it posted.
+func (f fixture) handled(t *testing.T, raw json.RawMessage) string {
+	t.Helper()
+	before := len(f.messages(t))
+	if err := f.n.Handle(context.Background(), raw); err != nil {
+		t.Fatal(err)
+	}
+	msgs := f.messages(t)
+	if len(msgs) != before+1 {
+		t.Fatalf("%d messages, want %d", len(msgs), before+1)
+	}
+	if msgs[before].Channel != "U024BE7LH" {
+		t.Errorf("the message went to %s", msgs[before].Channel)
+	}
+	return string(msgs[before].Body)
+}
+
+func wantAll(t *testing.T, body string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(body, w) {
+			t.Errorf("the message lacks %q: %s", w, body)
+		}
+	}
+}
+
+// A change to a placed buy is told where the buy's submit asked: waiting for approval with the
+// budget before and the one asked for, applied with the budget before and after (exact, as
+// the seller applied it), and not applied with the buy left as it was.
+func TestRequesterHearsAboutTheirChange(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	f.buy(t, "op-1")
+	change := func(id string) {
+		if _, err := f.store.CreateOperation(ctx, ledger.Operation{ID: id, Tenant: "acme", SellerID: "seller-a", Kind: ledger.KindModification,
+			ParentID: "op-1", BudgetTotal: "3000.00", Currency: "USD", NotifySlack: "U024BE7LH"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	change("chg-1")
+	if _, err := f.store.CreateApproval(ctx, ledger.Approval{ID: "ap-c", Tenant: "acme", OperationID: "chg-1", TaskToken: "token",
+		Approvers: []string{"U0APPROVER"}, Amount: "14000.25", Currency: "USD", ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.AppendEvent(ctx, "acme", "chg-1", ledger.Event{Type: ledger.EventApprovalRequested, Detail: json.RawMessage(`{"approval_id":"ap-c"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	ev := func(id string, seq int64, from, to workflow.Status, reason string) json.RawMessage {
+		return envelope(t, statusevent.Detail{Kind: statusevent.KindChange, OperationID: id, ParentID: "op-1", Sequence: seq,
+			From: string(from), To: string(to), SellerID: "seller-a", Reason: reason, Amount: &statusevent.Amount{Value: "3000.00", Currency: "USD"},
+			Links: statusevent.Links{Self: "https://api.example.com/v1/media-buys/op-1"}})
+	}
+	wantAll(t, f.handled(t, ev("chg-1", 3, workflow.StatusCheckingGovernance, workflow.StatusAwaitingApproval, "")),
+		"Waiting for approval: your change", "USD 3,000.00 → USD 14,000.25", "<@U0APPROVER>", "PO-op-1", "Reference: chg-1")
+	if err := f.store.AppendEvent(ctx, "acme", "chg-1", ledger.Event{Type: ledger.EventModificationApplied, Amount: "14000.25", Currency: "USD"}); err != nil {
+		t.Fatal(err)
+	}
+	wantAll(t, f.handled(t, ev("chg-1", 6, workflow.StatusWorking, workflow.StatusCompleted, "")),
+		"Applied: your change", "the budget is now USD 3,000.00 → USD 14,000.25")
+	change("chg-2")
+	wantAll(t, f.handled(t, ev("chg-2", 4, workflow.StatusWorking, workflow.StatusFailed, "the seller refused the update")),
+		"Not applied", "the seller refused the update", "stays as it was, at USD 3,000.00")
+	// Steps between are not news.
+	if err := f.n.Handle(ctx, ev("chg-2", 2, workflow.StatusRequested, workflow.StatusCheckingGovernance, "")); err != nil || len(f.messages(t)) != 3 {
+		t.Errorf("a step between was told (%v)", err)
+	}
+}
+
+// A campaign is told when submitted (its legs and budget), while it waits for its one
+// approval (the approval's total of the legs it covers, who decides until when) and when it
+// ends (how many legs were placed, what they committed).
+func TestRequesterHearsAboutTheirCampaign(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	var legs []ledger.CampaignLeg
+	placed, denied := []workflow.Status{workflow.StatusCreating, workflow.StatusCompleted}, []workflow.Status{workflow.StatusRejected}
+	for i, path := range [][]workflow.Status{placed, denied, placed} {
+		id := "leg-" + string(rune('a'+i))
+		f.buy(t, id)
+		for v, st := range path {
+			if _, err := f.store.Transition(ctx, "acme", id, st, int64(v+1), ledger.Changes{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		legs = append(legs, ledger.CampaignLeg{OperationID: id, SellerID: "seller-a", PONumber: "PO-" + id, Amount: "5000.00"})
+	}
+	if _, err := f.store.CreateCampaign(ctx, ledger.Campaign{ID: "cp-1", Tenant: "acme", Name: "Spring", GovernanceAgentID: "gov", PlanID: "plan-1",
+		Policy: "best_effort", BudgetTotal: "20000.00", Currency: "USD", NotifySlack: "U024BE7LH", Legs: legs}); err != nil {
+		t.Fatal(err)
+	}
+	ev := func(seq int64, from, to string) json.RawMessage {
+		return envelope(t, statusevent.Detail{Kind: statusevent.KindCampaign, OperationID: "cp-1", Sequence: seq, From: from, To: to,
+			Amount: &statusevent.Amount{Value: "20000.00", Currency: "USD"}, Links: statusevent.Links{Self: "https://api.example.com/v1/campaigns/cp-1"}})
+	}
+	wantAll(t, f.handled(t, ev(1, "", "running")), "Submitted: your campaign", "3 legs (USD 20,000.00)", "Spring")
+
+	if _, err := f.store.CreateApproval(ctx, ledger.Approval{ID: "ap-cp", Tenant: "acme", CampaignID: "cp-1", TaskToken: "token", Legs: []string{"leg-a", "leg-c"},
+		Approvers: []string{"U0APPROVER"}, Amount: "10000.00", Currency: "USD", ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.SetCampaignApproval(ctx, "acme", "cp-1", "ap-cp"); err != nil {
+		t.Fatal(err)
+	}
+	wantAll(t, f.handled(t, ev(2, "running", "awaiting_approval")),
+		"Waiting for approval: your campaign", "approve 2 legs (USD 10,000.00) in one decision", "<@U0APPROVER>")
+
+	if err := f.store.SettleCampaign(ctx, "acme", "cp-1", "partially_completed", "10000.00"); err != nil {
+		t.Fatal(err)
+	}
+	wantAll(t, f.handled(t, ev(3, "running", "partially_completed")), "Partially completed", "2 of 3 legs placed", "committing USD 10,000.00")
+}

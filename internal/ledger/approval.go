@@ -39,7 +39,11 @@ type Approval struct {
 	OperationID string `dynamodbav:"operation_id"`
 	// CampaignID is set, instead of OperationID, on a campaign's approval: one decision for
 	// every leg of the campaign.
-	CampaignID          string   `dynamodbav:"campaign_id,omitempty"`
+	CampaignID string `dynamodbav:"campaign_id,omitempty"`
+	// Legs are the operations a campaign's approval covers, in the campaign's order: the legs
+	// its gate would buy (not a leg governance denied or whose check failed). Amount is their
+	// total, the one the gate compared with the policy's threshold.
+	Legs                []string `dynamodbav:"legs,omitempty"`
 	TaskToken           string   `dynamodbav:"task_token"`
 	Approvers           []string `dynamodbav:"approvers,omitempty"`
 	EscalationApprovers []string `dynamodbav:"escalation_approvers,omitempty"`

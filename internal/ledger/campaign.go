@@ -26,9 +26,12 @@ type Campaign struct {
 	// Policy is the partial-failure policy (best_effort or all_or_nothing).
 	Policy string `dynamodbav:"policy"`
 	// BudgetTotal is the campaign's total budget as a decimal string; never a float.
-	BudgetTotal string        `dynamodbav:"budget_total"`
-	Currency    string        `dynamodbav:"currency"`
-	Requester   string        `dynamodbav:"requester,omitempty"`
+	BudgetTotal string `dynamodbav:"budget_total"`
+	Currency    string `dynamodbav:"currency"`
+	Requester   string `dynamodbav:"requester,omitempty"`
+	// NotifySlack is the Slack user or channel id the requester asked to hear about the
+	// campaign in (its status events carry it).
+	NotifySlack string        `dynamodbav:"notify_slack,omitempty"`
 	Legs        []CampaignLeg `dynamodbav:"legs"`
 	// PlanIntent is the frozen sync_plans request (an adcp.Intent as JSON: task, idempotency key,
 	// exact bytes) when the campaign pushes its plan: written with the campaign, before the
@@ -52,6 +55,10 @@ type Campaign struct {
 	// ApprovalID is the campaign's latest approval (one decision for every leg), when policy
 	// asked for one; the approval item holds its decision.
 	ApprovalID string `dynamodbav:"approval_id,omitempty"`
+	// Version counts the campaign item's writes from 1 (its creation); naming its approval and
+	// recording its outcome each add one. Its status events' sequence is the version after the
+	// write (a campaign stored before it counted reads as version 1).
+	Version int64 `dynamodbav:"version,omitempty"`
 }
 
 // SyncPlansIntent is the ledger task name of a campaign's plan intent (PlanIntentRecord).
@@ -106,7 +113,7 @@ func (s *Store) CreateCampaign(ctx context.Context, c Campaign) (*Campaign, erro
 	if err := checkID("campaign id", c.ID); err != nil {
 		return nil, err
 	}
-	c.CreatedAt = s.now()
+	c.CreatedAt, c.Version = s.now(), 1
 	c.PlanClaims, c.PlanUnsent, c.PlanClaimedBy, c.PlanSentAt = 0, len(c.PlanIntent) > 0, "", time.Time{}
 	av, err := attributevalue.MarshalMap(campaignItem{
 		PK: campaignPK(c.Tenant, c.ID), SK: skCampaign,
@@ -148,7 +155,7 @@ func (s *Store) SettleCampaign(ctx context.Context, tenant, id, outcome, committ
 	up := expression.Set(expression.Name("outcome"), expression.Value(outcome)).
 		Set(expression.Name("committed"), expression.Value(committed)).
 		Set(expression.Name("settled_at"), expression.Value(s.now()))
-	err := s.updateCampaign(ctx, tenant, id, cond, up)
+	err := s.updateCampaign(ctx, tenant, id, cond, nextVersion(up))
 	if failed, _ := conditionFailed(err); failed {
 		return &ConflictError{What: "campaign " + id + " outcome"}
 	}
@@ -165,7 +172,7 @@ func (s *Store) SetCampaignApproval(ctx context.Context, tenant, id, approvalID 
 		return fmt.Errorf("%w: tenant, campaign id and approval id are required", ErrInvalidArgument)
 	}
 	err := s.updateCampaign(ctx, tenant, id, expression.AttributeExists(expression.Name(AttrPK)),
-		expression.Set(expression.Name("approval_id"), expression.Value(approvalID)))
+		nextVersion(expression.Set(expression.Name("approval_id"), expression.Value(approvalID))))
 	if failed, _ := conditionFailed(err); failed {
 		return fmt.Errorf("ledger: set approval of campaign %s: %w", id, ErrNotFound)
 	}
@@ -173,6 +180,13 @@ func (s *Store) SetCampaignApproval(ctx context.Context, tenant, id, approvalID 
 		return fmt.Errorf("ledger: set approval of campaign %s: %w", id, err)
 	}
 	return nil
+}
+
+// nextVersion adds one to the campaign's version with up (from 1 for a campaign stored before
+// it counted): a retried write counts again, so versions are ordered, not consecutive.
+func nextVersion(up expression.UpdateBuilder) expression.UpdateBuilder {
+	return up.Set(expression.Name("version"),
+		expression.Plus(expression.IfNotExists(expression.Name("version"), expression.Value(1)), expression.Value(1)))
 }
 
 // updateCampaign applies up to the tenant's campaign id under cond; the caller reads a failed

@@ -172,3 +172,42 @@ func TestCampaignTimeline(t *testing.T) {
 		}
 	}
 }
+
+// The campaign's version orders its status events: 1 when created, and one more for naming its
+// approval and for its outcome (a campaign stored before it counted starts from 1).
+func TestCampaignVersionCountsItsWrites(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	c := newCampaign("acme", "cp-v")
+	c.NotifySlack = "U024BE7LH"
+	if _, err := s.CreateCampaign(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	version := func() int64 {
+		t.Helper()
+		got, err := s.GetCampaign(ctx, "acme", "cp-v")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.NotifySlack != "U024BE7LH" {
+			t.Errorf("notify_slack = %q", got.NotifySlack)
+		}
+		return got.Version
+	}
+	if v := version(); v != 1 {
+		t.Fatalf("created at version %d", v)
+	}
+	if err := s.SetCampaignApproval(ctx, "acme", "cp-v", "apr_1"); err != nil {
+		t.Fatal(err)
+	}
+	if v := version(); v != 2 {
+		t.Fatalf("after the approval, version %d", v)
+	}
+	if err := s.SettleCampaign(ctx, "acme", "cp-v", "completed", "30000.00"); err != nil {
+		t.Fatal(err)
+	}
+	if v := version(); v != 3 {
+		t.Fatalf("after the outcome, version %d", v)
+	}
+}

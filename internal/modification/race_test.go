@@ -36,6 +36,25 @@ func (e *startedExecutions) Start(_ context.Context, name string, _ any) (string
 
 const tenant = "111122223333"
 
+// placed stores op (its id, PO number, media buy id and notify target as given) as a buy of
+// USD 3,000.00 at seller-1, in one package, completed: a buy that takes changes.
+func placed(t *testing.T, l *ledger.Store, op ledger.Operation) ledger.Operation {
+	t.Helper()
+	ctx := context.Background()
+	op.Tenant, op.SellerID, op.BudgetTotal, op.Currency = tenant, "seller-1", "3000.00", "USD"
+	op.Request = json.RawMessage(`{"po_number":"` + op.PONumber + `"}`)
+	op.SellerPackages = []ledger.PackageBudget{{PackageID: "p1", Budget: "3000.00"}}
+	if _, err := l.CreateOperation(ctx, op); err != nil {
+		t.Fatal(err)
+	}
+	for _, to := range []workflow.Status{workflow.StatusCreating, workflow.StatusCompleted} {
+		if _, err := l.Transition(ctx, tenant, op.ID, to, ledger.AnyVersion, ledger.Changes{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return op
+}
+
 func patchRequest(buyID, key, body string) events.APIGatewayV2HTTPRequest {
 	path := "/v1/media-buys/" + buyID
 	req := events.APIGatewayV2HTTPRequest{
@@ -62,17 +81,7 @@ func TestRacingChangesOfOneBuyNeverAnswer500(t *testing.T) {
 	client, table, conflicts := dynamotest.StartConflicting(t, 2*time.Millisecond)
 	l := ledger.New(client, table)
 	ctx := context.Background()
-	buy := ledger.Operation{ID: "buy-1", Tenant: tenant, SellerID: "seller-1", PONumber: "PO-1", BudgetTotal: "3000.00", Currency: "USD",
-		Request: json.RawMessage(`{"po_number":"PO-1"}`), MediaBuyID: "mb-1",
-		SellerPackages: []ledger.PackageBudget{{PackageID: "p1", Budget: "3000.00"}}}
-	if _, err := l.CreateOperation(ctx, buy); err != nil {
-		t.Fatal(err)
-	}
-	for _, to := range []workflow.Status{workflow.StatusCreating, workflow.StatusCompleted} {
-		if _, err := l.Transition(ctx, tenant, buy.ID, to, ledger.AnyVersion, ledger.Changes{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	buy := placed(t, l, ledger.Operation{ID: "buy-1", PONumber: "PO-1", MediaBuyID: "mb-1"})
 	execs := &startedExecutions{names: map[string]int{}}
 	route := modification.Routes(modification.NewRequests(l, execs, modification.RequestConfig{StateMachineARN: "arn:sm"}),
 		"", slog.New(slog.NewTextHandler(io.Discard, nil)))["PATCH /v1/media-buys/{id}"]

@@ -160,7 +160,9 @@ func (s *Requests) Submit(ctx context.Context, caller buy.Caller, buyID, key str
 	op := ledger.Operation{ID: id, Tenant: caller.Tenant, Status: workflow.StatusRequested, SellerID: parent.SellerID,
 		GovernanceAgentID: parent.GovernanceAgentID, PlanID: parent.PlanID, Requester: caller.Principal,
 		BudgetTotal: parent.BudgetTotal, Currency: parent.Currency, Request: parent.Request, MediaBuyID: parent.MediaBuyID,
-		ExecutionName: id, Kind: ledger.KindModification, ParentID: parent.ID, Change: stored}
+		ExecutionName: id, Kind: ledger.KindModification, ParentID: parent.ID, Change: stored,
+		// The buy's requester hears about its changes where they asked to hear about the buy.
+		NotifySlack: parent.NotifySlack}
 	if _, err := s.ledger.CreateOperation(ctx, op); err != nil && !errors.Is(err, ledger.ErrConflict) {
 		s.abandon(ctx, caller.Tenant, parent.ID, id, err)
 		return Accepted{}, fmt.Errorf("modification: create change: %w", err)

@@ -10,11 +10,14 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// requestCampaign is Request for a campaign: one approval for every leg, after every leg's
-// governance check. Every leg moves to awaiting_approval (a leg governance let through waits
-// too: nothing is created before the decision), the request is recorded on the campaign's
-// timeline and each leg's, and one Slack request lists every leg. A retry converges as a
-// buy's request does (the approval id derives from the token).
+// requestCampaign is Request for a campaign: one approval for the legs the release gate would
+// buy (in.Legs), after every leg's governance check. The approval's amount is their total, the
+// one the gate compared with the threshold, and it names them; every one of them moves to
+// awaiting_approval (a leg governance let through waits too: nothing is created before the
+// decision), the request is recorded on the campaign's timeline and each of theirs, and one
+// Slack request lists them. A leg the gate left out (denied, its check failed) is neither
+// counted, shown nor moved. A retry converges as a buy's request does (the approval id derives
+// from the token).
 func (s *Notifier) requestCampaign(ctx context.Context, in workflow.CallbackInput) error {
 	c, err := s.Campaign(ctx, in.Tenant, in.CampaignID)
 	if err != nil {
@@ -23,13 +26,15 @@ func (s *Notifier) requestCampaign(ctx context.Context, in workflow.CallbackInpu
 	if c.Record.Outcome != "" {
 		return &workflow.TerminalError{Code: "campaign_ended", Reason: fmt.Sprintf("campaign %s is already %s; no approval is requested", c.Record.ID, c.Record.Outcome)}
 	}
-	total, err := c.Total()
-	if err != nil {
-		return err
+	covered := c.Open() // an execution started before the gate named its legs
+	if len(in.Legs) > 0 {
+		if covered, err = c.Covering(in.Legs); err != nil {
+			return err
+		}
 	}
 	// The page, Slack and the timelines say it when the total is what needs a person: legs
 	// each under the threshold may add up to it.
-	why, err := c.TotalReason(s.Cfg.Policy)
+	total, why, err := covered.Gate(s.Cfg.Policy.NeedsCampaign)
 	if err != nil {
 		return err
 	}
@@ -44,6 +49,7 @@ func (s *Notifier) requestCampaign(ctx context.Context, in workflow.CallbackInpu
 	}
 	a, err := s.createOnce(ctx, ledger.Approval{
 		ID: id, Tenant: in.Tenant, CampaignID: in.CampaignID, TaskToken: in.TaskToken,
+		Legs:      covered.LegIDs(),
 		Approvers: approvers, EscalationApprovers: escalateTo, Requester: c.Record.Requester, Amount: total.Decimal(), Currency: total.Currency,
 		Reason: string(approvalcore.ReasonCampaignLegs), ReasonText: why, ExpiresAt: s.Now().Add(s.timeout(rd, in.Config)),
 	})
@@ -66,10 +72,7 @@ func (s *Notifier) requestCampaign(ctx context.Context, in workflow.CallbackInpu
 			return fmt.Errorf("notify: record request of approval %s: %w", id, err)
 		}
 	}
-	for _, leg := range c.Legs {
-		if leg.Status.Terminal() {
-			continue // a leg that ended (denied) is not bought whatever the decision
-		}
+	for _, leg := range covered.Legs {
 		// The move first: the leg's governance stage reads a request recorded after the leg's
 		// last move into awaiting_approval as this approval's (its re-check after a slow one).
 		if err := s.awaitApproval(ctx, leg, id); err != nil {
@@ -88,7 +91,7 @@ func (s *Notifier) requestCampaign(ctx context.Context, in workflow.CallbackInpu
 		}
 	}
 	if len(a.SlackMessages) == 0 && a.Status == ledger.ApprovalPending && s.Now().Before(a.ExpiresAt) {
-		v, err := s.CampaignView(ctx, a, c)
+		v, err := s.CampaignView(ctx, a, covered)
 		if err != nil {
 			return err
 		}
@@ -97,6 +100,6 @@ func (s *Notifier) requestCampaign(ctx context.Context, in workflow.CallbackInpu
 		}
 	}
 	s.Log.InfoContext(ctx, "campaign approval requested", "campaignId", in.CampaignID, "approvalId", id,
-		"legs", len(c.Legs), "round", rd.Round, "escalation", rd.Escalation, "approvers", len(a.Approvers), "expiresAt", a.ExpiresAt)
+		"legs", len(covered.Legs), "round", rd.Round, "escalation", rd.Escalation, "approvers", len(a.Approvers), "expiresAt", a.ExpiresAt)
 	return nil
 }

@@ -6,42 +6,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/approvaltest"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-const campaignID = "cp-1"
+const campaignID = approvaltest.CampaignID
 
 // campaign stores a campaign of two legs: one a person must approve (awaiting_approval), one
 // governance let through (creating), USD 12,500.00 each.
 func campaign(e *approvaltest.Env) {
 	e.T.Helper()
-	e.CreateOperation("leg-a", workflow.StatusAwaitingApproval)
-	e.CreateOperation("leg-b", workflow.StatusCreating)
-	if _, err := e.Store.CreateCampaign(e.Ctx, ledger.Campaign{
-		ID: campaignID, Tenant: approvaltest.Tenant, Name: "Spring", GovernanceAgentID: "gov", PlanID: "plan-q1", Policy: "best_effort",
-		BudgetTotal: "30000.00", Currency: "USD", Requester: approvaltest.Requester,
-		Legs: []ledger.CampaignLeg{
-			{OperationID: "leg-a", SellerID: "sports-network", PONumber: "PO-42", Amount: "12500.00"},
-			{OperationID: "leg-b", SellerID: "sports-network", PONumber: "PO-42", Amount: "12500.00"},
-		},
-	}); err != nil {
-		e.T.Fatal(err)
-	}
+	e.CreateCampaign(workflow.StatusAwaitingApproval, workflow.StatusCreating)
 }
 
-func requestCampaign(e *approvaltest.Env, tok string) string {
+func requestCampaign(e *approvaltest.Env, tok string, legs ...string) string {
 	e.T.Helper()
-	payload, _ := json.Marshal(map[string]any{
-		"action": "request", "campaign_id": campaignID, "tenant": approvaltest.Tenant,
-		"config": map[string]any{"approval_timeout_seconds": approvaltest.TimeoutSeconds}, "task_token": tok,
-	})
-	if _, err := e.Notifier.Notify(e.Ctx, payload); err != nil {
-		e.T.Fatalf("request: %v", err)
-	}
-	return approval.ApprovalID(tok)
+	return e.RequestCampaign(tok, legs...)
 }
 
 func count(evs []ledger.Event, typ string) int {
@@ -162,6 +143,83 @@ func TestExpireACampaignApproval(t *testing.T) {
 	}
 	if n := count(e.Timeline(campaignID), ledger.EventApprovalExpired); n != 1 {
 		t.Errorf("the campaign's timeline has %d expiries", n)
+	}
+}
+
+// threeLegCampaign stores a best_effort campaign of three legs of USD 12,500.00: one a person
+// must approve, one governance let through, and one whose check failed after its retries
+// (still checking_governance, not ended): the release gate leaves the last one out.
+func threeLegCampaign(e *approvaltest.Env) {
+	e.T.Helper()
+	e.CreateCampaign(workflow.StatusAwaitingApproval, workflow.StatusCreating, workflow.StatusCheckingGovernance)
+}
+
+// The approval is of the legs the release gate covers and of their total, the one the gate
+// compared: a leg whose check failed is not in the amount (USD 25,000.00, not 37,500.00), the
+// sentence, the page, Slack or any timeline, and it is not moved. The old request summed every
+// leg that had not ended and quoted USD 37,500.00 for a gate that compared 25,000.00.
+func TestRequestForACampaignShowsTheTotalTheGateUsed(t *testing.T) {
+	const why = "the campaign's total 25000.00 USD is at or over the approval threshold 20000.00 USD"
+	e := approvaltest.NewEnv(t, `{"threshold":"20000.00","currency":"USD","approvers":["UALICE"],"on_timeout":"reject"}`)
+	threeLegCampaign(e)
+	id := requestCampaign(e, approvaltest.Token(7), "leg-a", "leg-b")
+	a := e.Approval(id)
+	if a.Amount != "25000.00" || a.Currency != "USD" || a.ReasonText != why || strings.Join(a.Legs, ",") != "leg-a,leg-b" {
+		t.Fatalf("approval of %s %s covering %v because %q; want USD 25000.00 of leg-a and leg-b because %q", a.Amount, a.Currency, a.Legs, a.ReasonText, why)
+	}
+	for _, ev := range e.Timeline(campaignID) {
+		if ev.Type == ledger.EventApprovalRequested && (ev.Amount != "25000.00" || ev.Reason != why) {
+			t.Errorf("the campaign's timeline reads the request as %s %s, %q", ev.Amount, ev.Currency, ev.Reason)
+		}
+	}
+	if op, _ := e.Store.GetOperation(e.Ctx, approvaltest.Tenant, "leg-c"); op.Status != workflow.StatusCheckingGovernance {
+		t.Errorf("the leg left out was moved to %s", op.Status)
+	}
+	if n := count(e.Timeline("leg-c"), ledger.EventApprovalRequested); n != 0 {
+		t.Errorf("the leg left out has %d approval requests on its timeline", n)
+	}
+	msgs := e.Slack.Messages()
+	if len(msgs) != 1 {
+		t.Fatalf("%d Slack messages", len(msgs))
+	}
+	body := string(msgs[0].Body)
+	for _, want := range []string{"USD 25,000.00", "2 of 3 legs", why} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the Slack request lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "37,500") {
+		t.Errorf("the Slack request quotes every leg's total:\n%s", body)
+	}
+	page := e.Get(e.Link(id, approvaltest.Alice), approvaltest.BrowserUA)
+	if page.StatusCode != 200 || !strings.Contains(page.Body, "USD 25,000.00") || strings.Contains(page.Body, "37,500") ||
+		strings.Count(page.Body, "PO-<wbr>42") != 2 {
+		t.Fatalf("page HTTP %d:\n%s", page.StatusCode, page.Body)
+	}
+	if resp := e.Post(e.Link(id, approvaltest.Alice), "approve", "fine"); resp.StatusCode != 200 {
+		t.Fatalf("approve: HTTP %d", resp.StatusCode)
+	}
+	if n := count(e.Timeline("leg-c"), ledger.EventDecision); n != 0 {
+		t.Errorf("the decision is on the timeline of the leg it does not cover")
+	}
+	if n := count(e.Timeline("leg-b"), ledger.EventDecision); n != 1 {
+		t.Errorf("leg-b's timeline has %d decisions", n)
+	}
+}
+
+// A request naming a leg that is not the campaign's is refused, with nothing stored or sent.
+func TestRequestForACampaignRefusesAnotherLeg(t *testing.T) {
+	e := approvaltest.NewEnv(t, "")
+	threeLegCampaign(e)
+	payload, _ := json.Marshal(map[string]any{
+		"action": "request", "campaign_id": campaignID, "tenant": approvaltest.Tenant, "legs": []string{"leg-a", "leg-x"},
+		"config": map[string]any{"approval_timeout_seconds": approvaltest.TimeoutSeconds}, "task_token": approvaltest.Token(3),
+	})
+	if _, err := e.Notifier.Notify(e.Ctx, payload); err == nil || !strings.Contains(err.Error(), "leg-x") {
+		t.Fatalf("request naming leg-x: %v", err)
+	}
+	if len(e.Slack.Messages()) != 0 || count(e.Timeline(campaignID), ledger.EventApprovalRequested) != 0 {
+		t.Error("a refused request posted or recorded")
 	}
 }
 

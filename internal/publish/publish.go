@@ -155,10 +155,15 @@ const (
 	attrOutcome     = "outcome"
 	attrSettledAt   = "settled_at"
 	attrNotifySlack = "notify_slack"
+	attrApprovalID  = "approval_id"
 	skOperation     = "OP"
 	skCampaign      = "CAMPAIGN"
 	kindChange      = "modification"
 	campaignRunning = "running"
+	// campaignAwaitingApproval is a campaign whose one approval was requested (a round of it:
+	// an escalation asks again); after the decision it runs on (its legs' events say so) until
+	// its outcome.
+	campaignAwaitingApproval = "awaiting_approval"
 )
 
 // Transition reads the status change a ledger stream record carries: ok is false for a record
@@ -172,7 +177,7 @@ func Transition(rec events.DynamoDBEventRecord, baseURL string) (d statusevent.D
 	case skOperation:
 		return operationTransition(oldImg, newImg, baseURL)
 	case skCampaign:
-		return campaignTransition(oldImg, newImg, baseURL)
+		return campaignTransition(oldImg, newImg, rec.Change.ApproximateCreationDateTime.UTC(), baseURL)
 	}
 	return d, false, nil
 }
@@ -205,8 +210,10 @@ func operationTransition(oldImg, newImg image, baseURL string) (statusevent.Deta
 }
 
 // campaignTransition: a campaign is running from its creation until the Campaign execution
-// records its outcome, once.
-func campaignTransition(oldImg, newImg image, baseURL string) (statusevent.Detail, bool, error) {
+// records its outcome, once; each round of its one approval is an event of its own (written
+// at).  The sequence is the campaign's version after the write (1 and 2 for the creation and
+// the outcome of a campaign stored before versions were counted).
+func campaignTransition(oldImg, newImg image, at time.Time, baseURL string) (statusevent.Detail, bool, error) {
 	id, tenant := newImg.str(attrID), newImg.str(attrTenant)
 	if id == "" || tenant == "" {
 		return statusevent.Detail{}, false, fmt.Errorf("publish: campaign %q: not a campaign image", id)
@@ -215,11 +222,21 @@ func campaignTransition(oldImg, newImg image, baseURL string) (statusevent.Detai
 		SchemaVersion: statusevent.SchemaVersion, Kind: statusevent.KindCampaign, OperationID: id, Tenant: tenant,
 		Amount: amount(newImg), Links: links(baseURL, "campaigns", id), Notify: notify(newImg),
 	}
-	switch outcome := newImg.str(attrOutcome); {
+	version, err := strconv.ParseInt(newImg.num(attrVersion), 10, 64)
+	if err != nil {
+		version = 0
+	}
+	outcome, approval := newImg.str(attrOutcome), newImg.str(attrApprovalID)
+	switch {
 	case oldImg == nil:
-		d.Sequence, d.To, d.OccurredAt = 1, campaignRunning, newImg.time(attrCreatedAt)
+		d.Sequence, d.To, d.OccurredAt = max(version, 1), campaignRunning, newImg.time(attrCreatedAt)
 	case oldImg.str(attrOutcome) == "" && outcome != "":
-		d.Sequence, d.From, d.To, d.OccurredAt = 2, campaignRunning, outcome, newImg.time(attrSettledAt)
+		d.Sequence, d.From, d.To, d.OccurredAt = max(version, 2), campaignRunning, outcome, newImg.time(attrSettledAt)
+	case outcome == "" && approval != "" && approval != oldImg.str(attrApprovalID):
+		if version < 2 {
+			return statusevent.Detail{}, false, fmt.Errorf("publish: campaign %q: an approval named without a version", id)
+		}
+		d.Sequence, d.From, d.To, d.OccurredAt = version, campaignRunning, campaignAwaitingApproval, at
 	default:
 		return statusevent.Detail{}, false, nil
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -307,6 +309,48 @@ func TestChangeAndCampaignEvents(t *testing.T) {
 	}
 	if c := got[2]; c.From != "running" || c.To != "completed" || c.Sequence != 2 || !c.OccurredAt.Equal(t0.Add(time.Hour)) {
 		t.Errorf("campaign settled = %+v", c)
+	}
+}
+
+// Each round of a campaign's approval is an event (running -> awaiting_approval) ordered by the
+// campaign's version, with the requester's Slack id; a retried write naming the same approval
+// is none, and the outcome comes after it.
+func TestCampaignApprovalEvents(t *testing.T) {
+	camp := ledger.Campaign{ID: "cmp-2", Tenant: "acme", BudgetTotal: "50000.00", Currency: "EUR", CreatedAt: t0, Version: 1, NotifySlack: "U024BE7LH"}
+	asked := camp
+	asked.ApprovalID, asked.Version = "apr_1", 2
+	retried := asked
+	retried.Version = 3
+	escalated := retried
+	escalated.ApprovalID, escalated.Version = "apr_2", 4
+	settled := escalated
+	settled.Outcome, settled.SettledAt, settled.Version = "canceled", t0.Add(time.Hour), 5
+	rec := record(t, events.DynamoDBOperationTypeModify, "CAMPAIGN", camp, asked)
+	rec.Change.ApproximateCreationDateTime = events.SecondsEpochTime{Time: t0.Add(time.Minute)}
+	bus := &fakeBus{}
+	_, err := New(bus, "bus", base).Handle(context.Background(), events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
+		record(t, events.DynamoDBOperationTypeInsert, "CAMPAIGN", nil, camp),
+		rec,
+		record(t, events.DynamoDBOperationTypeModify, "CAMPAIGN", asked, retried),
+		record(t, events.DynamoDBOperationTypeModify, "CAMPAIGN", retried, escalated),
+		record(t, events.DynamoDBOperationTypeModify, "CAMPAIGN", escalated, settled),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := bus.details(t)
+	var seen []string
+	for _, d := range got {
+		seen = append(seen, fmt.Sprintf("%d:%s>%s", d.Sequence, d.From, d.To))
+		if d.Notify == nil || d.Notify.Slack != "U024BE7LH" || d.EventID != statusevent.EventID(statusevent.KindCampaign, "cmp-2", d.Sequence) {
+			t.Errorf("event %+v", d)
+		}
+	}
+	if want := "1:>running 2:running>awaiting_approval 4:running>awaiting_approval 5:running>canceled"; strings.Join(seen, " ") != want {
+		t.Errorf("events %s, want %s", strings.Join(seen, " "), want)
+	}
+	if len(got) > 1 && !got[1].OccurredAt.Equal(t0.Add(time.Minute)) {
+		t.Errorf("the approval event occurred at %s, want the write's time", got[1].OccurredAt)
 	}
 }
 

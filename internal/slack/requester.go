@@ -3,17 +3,21 @@ package slack
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/buyflow/buyflow/internal/approvalcore"
 )
 
-// RequesterUpdate is what the person who submitted a buy is told about one change of its
-// status: the facts of the buy and, per kind, who decides or decided, until when, the seller's
-// media buy id or why it ended.
+// RequesterUpdate is what the person who submitted a buy, a change to a placed buy or a
+// campaign is told about one change of its status: the facts of it and, per kind, who decides
+// or decided, until when, the seller's media buy id or why it ended.
 type RequesterUpdate struct {
-	Kind        RequesterKind
+	Kind RequesterKind
+	// Subject is what changed status: a buy (""), a change to a placed buy or a campaign.
+	Subject RequesterSubject
+	// OperationID is the buy's or the change's operation id, or the campaign id.
 	OperationID string
 	PONumber    string
 	Seller      string
@@ -32,7 +36,27 @@ type RequesterUpdate struct {
 	Reason string
 	// Link is the buy's API resource (IAM-authenticated, not a signed link).
 	Link string
+
+	// BuyID and Before are a change's: the placed buy it changes and its amount before the
+	// change (Amount is the amount after it; zero when the change does not move it).
+	BuyID  string
+	Before approvalcore.Money
+	// Name, Legs and Landed are a campaign's: its name, how many legs it has (or the approval
+	// covers, while it waits) and how many were placed. Amount is its approval's total while it
+	// waits, what the placed legs committed once it ended, and its total budget before.
+	Name   string
+	Legs   int
+	Landed int
 }
+
+// RequesterSubject is what a requester update is about.
+type RequesterSubject string
+
+// The subjects besides a buy ("").
+const (
+	SubjectChange   RequesterSubject = "change"
+	SubjectCampaign RequesterSubject = "campaign"
+)
 
 // RequesterKind is which update it is.
 type RequesterKind string
@@ -46,6 +70,10 @@ const (
 	KindFailed           RequesterKind = "failed"
 	KindCanceled         RequesterKind = "canceled"
 	KindExpired          RequesterKind = "expired"
+	// KindSubmitted and KindPartial are a campaign's: accepted and running; ended with some
+	// legs placed and the others not (partially_completed).
+	KindSubmitted RequesterKind = "submitted"
+	KindPartial   RequesterKind = "partially_completed"
 )
 
 // RequesterMessage builds the requester's message for u, with the approval messages' Block
@@ -55,24 +83,28 @@ func RequesterMessage(u RequesterUpdate) (Message, error) {
 	if u.OperationID == "" {
 		return Message{}, errors.New("slack: requester message needs the operation id")
 	}
+	switch u.Subject {
+	case SubjectChange:
+		return changeMessage(u)
+	case SubjectCampaign:
+		return campaignMessage(u)
+	case "":
+	default:
+		return Message{}, fmt.Errorf("slack: no requester message about %q", plain(string(u.Subject), 32))
+	}
 	var title, line string
+	var err error
 	switch u.Kind {
 	case KindAwaitingApproval:
-		if len(u.Approvers) == 0 || u.Until.IsZero() {
-			return Message{}, errors.New("slack: a pending approval needs its approvers and deadline")
-		}
-		who := make([]string, 0, len(u.Approvers))
-		for _, a := range u.Approvers {
-			who = append(who, person(a))
-		}
 		title = "Waiting for approval: your media buy"
-		line = "Your buy waits for *" + strings.Join(who, ", ") + "* to approve it, until " + date(u.Until) + ". Nothing is bought before."
-	case KindApproved:
-		if u.DecidedBy == "" {
-			return Message{}, errors.New("slack: an approval needs its approver")
+		if line, err = waitingLine(u, "Your buy", "it", "Nothing is bought before."); err != nil {
+			return Message{}, err
 		}
+	case KindApproved:
 		title = "Approved: your media buy"
-		line = "*Approved* by " + person(u.DecidedBy) + " at " + date(u.DecidedAt) + ". buyflow now places it with the seller."
+		if line, err = approvedLine(u, "buyflow now places it with the seller."); err != nil {
+			return Message{}, err
+		}
 	case KindRejected:
 		title = "Rejected: your media buy"
 		if u.DecidedBy != "" {
@@ -98,26 +130,162 @@ func RequesterMessage(u RequesterUpdate) (Message, error) {
 	default:
 		return Message{}, fmt.Errorf("slack: no requester message for %q", plain(string(u.Kind), 32))
 	}
-	if c := strings.TrimSpace(u.Comment); c != "" {
-		line += "\n>" + strings.ReplaceAll(escape(c, maxCommentRunes), "\n", "\n>")
+	return requesterMessage(u, title, line, "PO "+plain(u.PONumber, maxFieldRunes)+", "+plain(u.Amount.String(), maxFieldRunes), []Text{
+		{Type: "mrkdwn", Text: "*PO number*\n" + escape(orUnknown(u.PONumber), maxFieldRunes)},
+		{Type: "mrkdwn", Text: "*Seller*\n" + escape(u.Seller, maxFieldRunes)},
+		{Type: "mrkdwn", Text: "*Amount*\n" + escape(u.Amount.String(), maxFieldRunes)},
+	}), nil
+}
+
+// changeMessage is the requester's message about a change to a placed buy: waiting for its
+// approval, applied (before -> after), or not applied (the buy stays as it was).
+func changeMessage(u RequesterUpdate) (Message, error) {
+	if u.BuyID == "" {
+		return Message{}, errors.New("slack: a change's message needs the buy it changes")
 	}
+	moves := u.Before.String() + " → " + u.Amount.String()
+	if u.Amount.Currency == "" || u.Amount == u.Before {
+		moves = u.Before.String() + " (unchanged)"
+	}
+	var title, line string
+	var err error
+	switch u.Kind {
+	case KindAwaitingApproval:
+		title = "Waiting for approval: your change to a media buy"
+		if line, err = waitingLine(u, "Your change ("+escape(moves, maxFieldRunes)+")", "it", "The buy stays as it is before."); err != nil {
+			return Message{}, err
+		}
+	case KindApproved:
+		title = "Approved: your change to a media buy"
+		if line, err = approvedLine(u, "buyflow now sends it to the seller."); err != nil {
+			return Message{}, err
+		}
+	case KindPlaced:
+		title = "Applied: your change to a media buy"
+		line = "*Applied* by " + escape(u.Seller, maxFieldRunes) + ": the budget is now " + escape(moves, maxFieldRunes) + "."
+	case KindFailed, KindRejected, KindCanceled, KindExpired:
+		title = "Not applied: your change to a media buy"
+		why := escape(orUnknown(u.Reason), maxFieldRunes*2)
+		switch {
+		case u.Kind == KindRejected && u.DecidedBy != "":
+			why = "rejected by " + person(u.DecidedBy) + " at " + date(u.DecidedAt) + "."
+		case u.Kind == KindExpired:
+			why = "no approver decided in time."
+		}
+		line = "*Not applied*: " + why + " The buy stays as it was, at " + escape(u.Before.String(), maxFieldRunes) + "."
+	default:
+		return Message{}, fmt.Errorf("slack: no requester message for a change %q", plain(string(u.Kind), 32))
+	}
+	return requesterMessage(u, title, line, "media buy "+plain(u.BuyID, maxFieldRunes)+", "+plain(moves, maxFieldRunes), []Text{
+		{Type: "mrkdwn", Text: "*Media buy*\n" + escape(u.BuyID, maxFieldRunes)},
+		{Type: "mrkdwn", Text: "*PO number*\n" + escape(orUnknown(u.PONumber), maxFieldRunes)},
+		{Type: "mrkdwn", Text: "*Seller*\n" + escape(u.Seller, maxFieldRunes)},
+		{Type: "mrkdwn", Text: "*Budget*\n" + escape(moves, maxFieldRunes)},
+	}), nil
+}
+
+// campaignMessage is the requester's message about a campaign: submitted, waiting for its one
+// approval, or ended with how many legs were placed and what they committed.
+func campaignMessage(u RequesterUpdate) (Message, error) {
+	if u.Legs < 1 {
+		return Message{}, errors.New("slack: a campaign's message needs its legs")
+	}
+	legs := plural(u.Legs, "leg")
+	placed := strconv.Itoa(u.Landed) + " of " + legs + " placed"
+	amountLabel, legsLabel := "Committed", placed
+	var title, line string
+	var err error
+	switch u.Kind {
+	case KindSubmitted:
+		title = "Submitted: your campaign"
+		line = "Your campaign of " + legs + " (" + escape(u.Amount.String(), maxFieldRunes) + ") is under way: each leg is checked with governance, then placed."
+		amountLabel, legsLabel = "Total budget", legs
+	case KindAwaitingApproval:
+		title = "Waiting for approval: your campaign"
+		if line, err = waitingLine(u, "Your campaign", legs+" ("+escape(u.Amount.String(), maxFieldRunes)+") in one decision", "Nothing is bought before."); err != nil {
+			return Message{}, err
+		}
+		amountLabel, legsLabel = "Total to approve", legs
+	case KindPlaced:
+		title = "Completed: your campaign"
+		line = "*Completed*: every leg was placed (" + placed + "), committing " + escape(u.Amount.String(), maxFieldRunes) + "."
+	case KindPartial:
+		title = "Partially completed: your campaign"
+		line = "*Partially completed*: " + placed + ", committing " + escape(u.Amount.String(), maxFieldRunes) + "; the others were not bought."
+	case KindFailed:
+		title = "Failed: your campaign"
+		line = "*Failed*: " + placed + "; nothing is committed."
+	case KindCanceled:
+		title = "Canceled: your campaign"
+		line = "*Canceled*: nothing was bought (" + placed + ")."
+	default:
+		return Message{}, fmt.Errorf("slack: no requester message for a campaign %q", plain(string(u.Kind), 32))
+	}
+	name := u.Name
+	if strings.TrimSpace(name) == "" {
+		name = u.OperationID
+	}
+	return requesterMessage(u, title, line, plain(name, maxFieldRunes)+", "+plain(legsLabel, maxFieldRunes)+", "+plain(u.Amount.String(), maxFieldRunes), []Text{
+		{Type: "mrkdwn", Text: "*Campaign*\n" + escape(name, maxFieldRunes)},
+		{Type: "mrkdwn", Text: "*Legs*\n" + escape(legsLabel, maxFieldRunes)},
+		{Type: "mrkdwn", Text: "*" + amountLabel + "*\n" + escape(u.Amount.String(), maxFieldRunes)},
+	}), nil
+}
+
+// requesterMessage lays a requester's message out as the approval messages are: a header, the
+// line that says what happened, the fields, a context with the reference.
+func requesterMessage(u RequesterUpdate, title, line, summary string, fields []Text) Message {
+	line = withComment(line, u.Comment)
 	ref := "Reference: " + escape(u.OperationID, maxFieldRunes)
 	if u.Link != "" {
 		ref += " · " + escape(u.Link, maxURLLen/2)
 	}
 	return Message{
-		Text: plain(title, maxSummaryRunes) + " (PO " + plain(u.PONumber, maxFieldRunes) + ", " + plain(u.Amount.String(), maxFieldRunes) + ")",
+		Text: plain(title, maxSummaryRunes) + " (" + summary + ")",
 		Blocks: []Block{
 			header(title),
 			section(line),
-			{Type: "section", Fields: []Text{
-				{Type: "mrkdwn", Text: "*PO number*\n" + escape(orUnknown(u.PONumber), maxFieldRunes)},
-				{Type: "mrkdwn", Text: "*Seller*\n" + escape(u.Seller, maxFieldRunes)},
-				{Type: "mrkdwn", Text: "*Amount*\n" + escape(u.Amount.String(), maxFieldRunes)},
-			}},
+			{Type: "section", Fields: fields},
 			{Type: "context", Elements: []Text{{Type: "mrkdwn", Text: ref}}},
 		},
-	}, nil
+	}
+}
+
+// withComment adds the approver's comment, quoted, to line.
+func withComment(line, comment string) string {
+	if c := strings.TrimSpace(comment); c != "" {
+		return line + "\n>" + strings.ReplaceAll(escape(c, maxCommentRunes), "\n", "\n>")
+	}
+	return line
+}
+
+// waitingLine says that subject waits for u's approvers to approve what, until u's deadline,
+// then what holds meanwhile; an update without approvers or a deadline is refused.
+func waitingLine(u RequesterUpdate, subject, what, meanwhile string) (string, error) {
+	if len(u.Approvers) == 0 || u.Until.IsZero() {
+		return "", errors.New("slack: a pending approval needs its approvers and deadline")
+	}
+	who := make([]string, 0, len(u.Approvers))
+	for _, a := range u.Approvers {
+		who = append(who, person(a))
+	}
+	return subject + " waits for *" + strings.Join(who, ", ") + "* to approve " + what + ", until " + date(u.Until) + ". " + meanwhile, nil
+}
+
+// approvedLine says who approved u and when, then what buyflow does next.
+func approvedLine(u RequesterUpdate, next string) (string, error) {
+	if u.DecidedBy == "" {
+		return "", errors.New("slack: an approval needs its approver")
+	}
+	return "*Approved* by " + person(u.DecidedBy) + " at " + date(u.DecidedAt) + ". " + next, nil
+}
+
+// plural is "1 leg", "3 legs".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 func orUnknown(s string) string {

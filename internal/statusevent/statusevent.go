@@ -75,6 +75,8 @@ type Detail struct {
 	// Sequence orders one operation's events: its version after the transition.
 	Sequence int64 `json:"sequence"`
 	// From is the status before ("" when the operation was just created), To the status after.
+	// A campaign's are running (created), running -> awaiting_approval (each round of its one
+	// approval; it runs on after the decision) and running -> its outcome.
 	From       string  `json:"from,omitempty"`
 	To         string  `json:"to"`
 	SellerID   string  `json:"seller_id,omitempty"`

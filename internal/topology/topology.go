@@ -120,7 +120,8 @@ type Application struct {
 	// LedgerStream is how the ledger's stream invokes the ReadsLedgerStream function.
 	LedgerStream StreamSource
 	// RequesterRule is the event pattern of the status event bus's rule that invokes the
-	// ConsumesStatusEvents function: a buy's events that carry a requester's Slack id.
+	// ConsumesStatusEvents function: the events of a buy, a change or a campaign that carry a
+	// requester's Slack id.
 	RequesterRule string
 }
 
@@ -155,7 +156,7 @@ var App = Application{
 		RetryAttempts:            20,
 		MaxRecordAgeSeconds:      86400,
 	},
-	RequesterRule: `{"source":["buyflow"],"detail-type":["MediaBuy Status Changed"],"detail":{"notify":{"slack":[{"exists":true}]}}}`,
+	RequesterRule: `{"source":["buyflow"],"detail-type":["MediaBuy Status Changed","MediaBuy Change Status Changed","Campaign Status Changed"],"detail":{"notify":{"slack":[{"exists":true}]}}}`,
 	Functions: []Function{
 		{
 			Name: "submit", Description: "POST/GET /v1/media-buys and /v1/campaigns: validate, claim the key, lock, start the executions",

@@ -220,13 +220,16 @@ type CallbackInput struct {
 	OperationID string `json:"operation_id"`
 	// CampaignID, instead of OperationID, makes the campaign the subject of RequestApproval:
 	// one approval for every leg (notify's request).
-	CampaignID string        `json:"campaign_id,omitempty"`
-	Tenant     string        `json:"tenant"`
-	Config     RunConfig     `json:"config"`
-	TaskToken  string        `json:"task_token"`
-	Wait       WaitState     `json:"wait,omitzero"`
-	Seller     *SellerOutput `json:"seller,omitempty"`
-	Reason     string        `json:"reason,omitempty"`
+	CampaignID string `json:"campaign_id,omitempty"`
+	// Legs are the operations a campaign's approval covers: the legs the campaign's release
+	// gate would buy, whose total it compared with the policy's threshold.
+	Legs      []string      `json:"legs,omitempty"`
+	Tenant    string        `json:"tenant"`
+	Config    RunConfig     `json:"config"`
+	TaskToken string        `json:"task_token"`
+	Wait      WaitState     `json:"wait,omitzero"`
+	Seller    *SellerOutput `json:"seller,omitempty"`
+	Reason    string        `json:"reason,omitempty"`
 }
 
 // ApprovalReason says why RequestApproval runs; RouteApproval reads it afterwards.

@@ -657,6 +657,58 @@ func TestCampaignTotalOverTheThresholdNeedsTheOneApproval(t *testing.T) {
 	r.approvedAndCreated(link, "10500.25")
 }
 
+// best_effort with a leg governance denied: the gate compares the total of the two legs it
+// would buy (10,000.25 USD), and the approval item, its page, Slack and the requester's view
+// all show that total and those legs, never the 19,000.25 USD every leg adds up to (the old
+// request quoted it).
+func TestCampaignApprovalShowsTheTotalTheGateUsed(t *testing.T) {
+	r := beginCampaign(t, "best_effort", "", "denied")
+	for i, budget := range []float64{4000.25, 9000, 6000} {
+		r.spec.Legs[i].Budget = budget
+	}
+	const why = "the campaign's total 10000.25 USD is at or over the approval threshold 10000.00 USD"
+	r.submitCampaign()
+	link := r.campaignLink()
+	msgs := r.slackMessages()
+	if len(msgs) != 1 || !strings.Contains(string(msgs[0].Body)+msgs[0].Text, why) || !strings.Contains(string(msgs[0].Body), "USD 10,000.25") ||
+		strings.Contains(string(msgs[0].Body), "19,000.25") {
+		t.Errorf("the Slack request does not quote the gate's total: %v", msgs)
+	}
+	resp, err := http.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if page := string(body); resp.StatusCode != http.StatusOK || !strings.Contains(page, "USD 10,000.25") || strings.Contains(page, "19,000.25") ||
+		strings.Contains(page, "USD 9,000.00") {
+		t.Errorf("the approval page (HTTP %d) shows another total or the denied leg:\n%s", resp.StatusCode, page)
+	}
+	cp := r.campaign()
+	covered := []string{r.sub.Legs[0].OperationID, r.sub.Legs[2].OperationID}
+	if a := cp.Approval; a == nil || a.Amount != "10000.25 USD" || !slices.Equal(a.Legs, covered) || a.ReasonText != why {
+		t.Errorf("the requester's view of the approval: %+v, want 10000.25 USD of %v", a, covered)
+	}
+	evs, err := r.client.CampaignEvents(context.Background(), r.sub.CampaignID)
+	if err != nil || !slices.ContainsFunc(evs, func(e apiclient.CampaignEvent) bool {
+		return e.OperationID == "" && e.Type == "approval_requested" && e.Amount == "10000.25 USD"
+	}) {
+		t.Errorf("the campaign's timeline has no request of 10000.25 USD (%v)", err)
+	}
+	if code, heading := decideLink(t, link, "approve"); code != 200 {
+		t.Fatalf("approve: HTTP %d %q", code, heading)
+	}
+	ex := only(t, r.finish(90*time.Second))
+	if ex.Status != "SUCCEEDED" || ex.States[len(ex.States)-1] != "CampaignPartiallyCompleted" {
+		t.Fatalf("campaign ended %s %s: %v", ex.Status, ex.Error, ex.States)
+	}
+	cp = r.campaign()
+	r.wantLegs(cp, "completed", "rejected", "completed")
+	if cp.Committed != "10000.25" {
+		t.Errorf("committed %s, want the approved 10000.25", cp.Committed)
+	}
+}
+
 // The same campaign rejected: nothing is created at any seller, every leg ends rejected in its
 // own execution, and the campaign reads canceled.
 func TestCampaignTotalOverTheThresholdRejectedBuysNothing(t *testing.T) {
