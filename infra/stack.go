@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
@@ -786,7 +788,7 @@ func widget(title string, left []awscloudwatch.IMetric) awscloudwatch.IWidget {
 // addDashboard adds the ops and finance dashboard and the output with its URL.
 func (b *BuyflowStack) addDashboard(m monitor, fns functionMetrics) {
 	stack, sm, label, custom, search := b.Stack, b.StateMachine, m.label, m.custom, m.search
-	outcome := func(o ledger.ApprovalStatus) map[string]*string {
+	outcome := func(o record.ApprovalStatus) map[string]*string {
 		return map[string]*string{"Outcome": jsii.String(string(o))}
 	}
 	b.Dashboard = awscloudwatch.NewDashboard(stack, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
@@ -809,16 +811,16 @@ func (b *BuyflowStack) addDashboard(m monitor, fns functionMetrics) {
 	dash.AddWidgets(
 		widget("Lambda duration p99 (ms)", fns.durations),
 		widget("Approval latency (ms)", []awscloudwatch.IMetric{
-			custom(metrics.ApprovalLatency, outcome(ledger.ApprovalApproved), "p50", "approved p50"),
-			custom(metrics.ApprovalLatency, outcome(ledger.ApprovalApproved), "p90", "approved p90"),
-			custom(metrics.ApprovalLatency, outcome(ledger.ApprovalRejected), "p50", "rejected p50"),
-			custom(metrics.ApprovalLatency, outcome(ledger.ApprovalRejected), "p90", "rejected p90"),
+			custom(metrics.ApprovalLatency, outcome(record.ApprovalApproved), "p50", "approved p50"),
+			custom(metrics.ApprovalLatency, outcome(record.ApprovalApproved), "p90", "approved p90"),
+			custom(metrics.ApprovalLatency, outcome(record.ApprovalRejected), "p50", "rejected p50"),
+			custom(metrics.ApprovalLatency, outcome(record.ApprovalRejected), "p90", "rejected p90"),
 		}),
 	)
 	dash.AddWidgets(
 		widget("Approvals decided, rejected, past SLA", []awscloudwatch.IMetric{
-			custom(metrics.ApprovalDecided, outcome(ledger.ApprovalApproved), "Sum", "approved"),
-			custom(metrics.ApprovalDecided, outcome(ledger.ApprovalRejected), "Sum", "rejected"),
+			custom(metrics.ApprovalDecided, outcome(record.ApprovalApproved), "Sum", "approved"),
+			custom(metrics.ApprovalDecided, outcome(record.ApprovalRejected), "Sum", "rejected"),
 			custom(metrics.ApprovalRejected, nil, "Sum", "rejected (all)"),
 			custom(metrics.Timeouts, approvalTimeouts, "Sum", "expired past SLA"),
 		}),

@@ -5,7 +5,8 @@ import (
 	"math"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/reconcile"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -82,7 +83,7 @@ func (f *sweepFleet) cost() sweepDay {
 			pendingStatuses++
 		}
 	}
-	readPages := pendingStatuses + f.pending/ledger.MaxListLimit
+	readPages := pendingStatuses + f.pending/record.MaxListLimit
 	readTime := time.Duration(readPages) * ledgerOpLatency
 	waves := math.Ceil(float64(f.sellers) / reconcile.DefaultSellerConcurrency)
 	d.run = readTime + time.Duration(waves)*d.pass

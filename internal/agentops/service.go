@@ -17,12 +17,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/httpapi"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
 )
 
@@ -193,7 +194,7 @@ func (s *Service) answerError(ctx context.Context, requestID string, err error) 
 		return httpapi.Error(409, "agent_exists", "an agent with that id exists: update it (PATCH) instead", "/id")
 	case errors.Is(err, agents.ErrConflict):
 		return httpapi.Error(409, "conflict", "the agent changed meanwhile; read it again and retry", "")
-	case errors.Is(err, ledger.ErrContention):
+	case errors.Is(err, record.ErrContention):
 		// The registry already sent the write again while other writes raced it; nothing applied.
 		s.cfg.Log.WarnContext(ctx, "operator request lost a write race", "requestId", requestID, "err", err)
 		resp := httpapi.Error(409, httpapi.CodeConcurrentWrite, "other writes were changing the registry at the same moment and this change was not applied; send it again", "")

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -70,7 +72,7 @@ const (
 //
 // Its writes follow the ledger's rules (see the ledger package): a transaction that lost a race
 // on its items is sent again by dynamoretry, and a race still lost after that is
-// ledger.ErrContention; a transaction the SDK sent again after its response was lost, which
+// record.ErrContention; a transaction the SDK sent again after its response was lost, which
 // DynamoDB answers from its ClientRequestToken but the emulators run again, fails its own
 // condition and is recognised by its write id as the success it was.
 type Store struct {
@@ -85,7 +87,7 @@ type Store struct {
 
 // NewStore returns the registry in table.
 func NewStore(api API, table string) *Store {
-	return &Store{api: api, table: table, retrier: dynamoretry.Retrier{Contention: ledger.ErrContention}, Now: time.Now, NewWriteID: uuid.NewString}
+	return &Store{api: api, table: table, retrier: dynamoretry.Retrier{Contention: record.ErrContention}, Now: time.Now, NewWriteID: uuid.NewString}
 }
 
 func agentKey(id string) map[string]types.AttributeValue {

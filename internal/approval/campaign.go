@@ -8,21 +8,22 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/approvalcore"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
 // A campaign's approval is one request, one page and one decision for every leg of a campaign
-// (ledger.Approval.CampaignID instead of OperationID). Its own events (requested, viewed,
+// (record.Approval.CampaignID instead of OperationID). Its own events (requested, viewed,
 // refused, decided, expired) are on the campaign's timeline: the ledger's events under the
 // campaign id. The request and the decision are also written on every leg's timeline, where
 // the leg's projection, its governance re-check and finance read them.
 
 // TimelineOf is the id of the timeline that holds a's own events: its operation's, or its
 // campaign's.
-func TimelineOf(a *ledger.Approval) string {
+func TimelineOf(a *record.Approval) string {
 	if a.CampaignID != "" {
 		return a.CampaignID
 	}
@@ -32,15 +33,15 @@ func TimelineOf(a *ledger.Approval) string {
 // Campaign is a campaign and its legs' operations, in the campaign's order: the subject of a
 // campaign's approval.
 type Campaign struct {
-	Record *ledger.Campaign
-	Legs   []*ledger.Operation
+	Record *record.Campaign
+	Legs   []*record.Operation
 }
 
 // Campaign reads the tenant's campaign id and every leg's operation.
 func (s *Base) Campaign(ctx context.Context, tenant, id string) (Campaign, error) {
 	rec, err := s.Cfg.Ledger.GetCampaign(ctx, tenant, id)
 	switch {
-	case errors.Is(err, ledger.ErrNotFound):
+	case errors.Is(err, record.ErrNotFound):
 		return Campaign{}, &workflow.TerminalError{Code: "campaign_not_found", Reason: "no campaign " + id + " for tenant " + tenant}
 	case err != nil:
 		return Campaign{}, fmt.Errorf("approval: read campaign %s: %w", id, err)
@@ -135,7 +136,7 @@ func (c Campaign) Open() Campaign {
 
 // CoveredBy is c with the legs a covers (all of them for an approval stored before approvals
 // named their legs).
-func (c Campaign) CoveredBy(a *ledger.Approval) (Campaign, error) {
+func (c Campaign) CoveredBy(a *record.Approval) (Campaign, error) {
 	if len(a.Legs) == 0 {
 		return c, nil
 	}
@@ -146,7 +147,7 @@ func (c Campaign) CoveredBy(a *ledger.Approval) (Campaign, error) {
 // (seller, PO number, amount, why it asks a person, what governance said) and their total, the
 // approval's amount. A leg the gate would not buy is not listed: the legs shown add up to the
 // total shown.
-func (s *Base) CampaignView(ctx context.Context, a *ledger.Approval, c Campaign) (approvalcore.Approval, error) {
+func (s *Base) CampaignView(ctx context.Context, a *record.Approval, c Campaign) (approvalcore.Approval, error) {
 	c, err := c.CoveredBy(a)
 	if err != nil {
 		return approvalcore.Approval{}, err
@@ -194,9 +195,9 @@ func legsOf(covered, all int) string {
 
 // legWhy is why one leg asks a person: the reason its governance check recorded (the policy's
 // threshold, conditions, the buyer's request), or that it does not on its own.
-func legWhy(op *ledger.Operation) string {
+func legWhy(op *record.Operation) string {
 	if r := strings.TrimSpace(op.Reason); r != "" {
-		return ledger.Clip(r, 300)
+		return record.Clip(r, 300)
 	}
 	return "governance approved it; it needs no approval on its own"
 }
@@ -204,7 +205,7 @@ func legWhy(op *ledger.Operation) string {
 // Review is what a page or a request shows of a: the buy with what it buys, or the campaign
 // with every leg. Part of a buy is never shown as if it were all of it: an error means nothing
 // can be shown.
-func (s *Base) Review(ctx context.Context, a *ledger.Approval, op *ledger.Operation) (approvalcore.Approval, error) {
+func (s *Base) Review(ctx context.Context, a *record.Approval, op *record.Operation) (approvalcore.Approval, error) {
 	if a.CampaignID != "" {
 		c, err := s.Campaign(ctx, a.Tenant, a.CampaignID)
 		if err != nil {
@@ -224,7 +225,7 @@ func (s *Base) Review(ctx context.Context, a *ledger.Approval, op *ledger.Operat
 // stored before approvals named their legs, every leg of its campaign (none for a buy's
 // approval). A campaign that cannot be read gives none: the decision is then on the campaign's
 // timeline only, and each leg's failure or create still records what happened to it.
-func (s *Base) LegIDs(ctx context.Context, a *ledger.Approval) []string {
+func (s *Base) LegIDs(ctx context.Context, a *record.Approval) []string {
 	if a.CampaignID == "" {
 		return nil
 	}

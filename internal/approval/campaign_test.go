@@ -5,13 +5,14 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/approval"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-func campaignLeg(id, amount string, st workflow.Status) *ledger.Operation {
-	return &ledger.Operation{ID: id, BudgetTotal: amount, Currency: "USD", Status: st}
+func campaignLeg(id, amount string, st workflow.Status) *record.Operation {
+	return &record.Operation{ID: id, BudgetTotal: amount, Currency: "USD", Status: st}
 }
 
 // The gate's total is exactly the sum of the legs it is given, and its sentence the policy's
@@ -23,7 +24,7 @@ func TestCampaignGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := approval.Campaign{Record: &ledger.Campaign{ID: "cp-1", Currency: "USD"}, Legs: []*ledger.Operation{
+	c := approval.Campaign{Record: &record.Campaign{ID: "cp-1", Currency: "USD"}, Legs: []*record.Operation{
 		campaignLeg("a", "6000.00", workflow.StatusCreating), campaignLeg("b", "4000.00", workflow.StatusAwaitingApproval),
 	}}
 	total, why, err := c.Gate(p.NeedsCampaign)
@@ -44,7 +45,7 @@ func TestCampaignGate(t *testing.T) {
 // the campaign, or a leg named twice, is refused. Open leaves out the legs that ended.
 func TestCampaignCovering(t *testing.T) {
 	t.Parallel()
-	c := approval.Campaign{Record: &ledger.Campaign{ID: "cp-1", Currency: "USD"}, Legs: []*ledger.Operation{
+	c := approval.Campaign{Record: &record.Campaign{ID: "cp-1", Currency: "USD"}, Legs: []*record.Operation{
 		campaignLeg("a", "6000.00", workflow.StatusCreating), campaignLeg("b", "4000.00", workflow.StatusCheckingGovernance),
 		campaignLeg("c", "9000.00", workflow.StatusRejected),
 	}}
@@ -62,7 +63,7 @@ func TestCampaignCovering(t *testing.T) {
 	if open := ids(c.Open()); !slices.Equal(open, []string{"a", "b"}) {
 		t.Errorf("Open = %v", open)
 	}
-	all, err := c.CoveredBy(&ledger.Approval{})
+	all, err := c.CoveredBy(&record.Approval{})
 	if err != nil || len(all.Legs) != 3 {
 		t.Errorf("an approval naming no legs covers %v, %v", ids(all), err)
 	}

@@ -33,7 +33,7 @@
 //     failed for another reason (after three quick attempts) is recorded as task "failed" on the
 //     decision event; the decider's next POST retries it, anyone else's only reads the truth.
 //   - The requester gets no link and is refused (approvalcore.ErrSelfApproval) if they use one.
-//   - Every decision attempt made by POST is an event: ledger.EventDecision for the one that
+//   - Every decision attempt made by POST is an event: record.EventDecision for the one that
 //     decides, approval_refused for the others, with approver, source IP, user agent, key id,
 //     amount, decision and comment. Every GET of a validly signed link is an approval_viewed
 //     event (approver, source IP, user agent, key id, what the page said): audit only, it never
@@ -51,7 +51,7 @@
 //     bytes the create stage sends) and the check's verdict from the timeline; a payload that
 //     cannot be read exactly is never shown in part. For a change to a placed buy (an
 //     operation of kind modification) it is the record the modify stage stored when it asked
-//     (ledger.ChangeReviewIntent: the buy, each line now and after, the verdict), and the
+//     (record.ChangeReviewIntent: the buy, each line now and after, the verdict), and the
 //     approval's amount is the buy's budget after the change.
 //   - Metrics (Config.Metrics, CloudWatch EMF, flushed once per invocation by the function):
 //     a decision the ledger takes records ApprovalDecided and ApprovalLatency (request stored →

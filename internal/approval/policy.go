@@ -10,7 +10,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/money"
 )
 
@@ -197,7 +198,7 @@ func checkIDs(field string, ids []string) []error {
 // why, in a sentence a person can read. It is pure. A budget it cannot compare (missing,
 // malformed or in another currency than the threshold) needs approval: the gate fails closed.
 // A policy without a threshold never requires approval by amount.
-func (p Policy) Needs(op *ledger.Operation) (bool, string) {
+func (p Policy) Needs(op *record.Operation) (bool, string) {
 	if op == nil {
 		return false, ""
 	}

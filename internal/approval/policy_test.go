@@ -5,8 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/approval"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/money"
 )
 
@@ -89,13 +90,13 @@ func TestPolicyNeeds(t *testing.T) {
 		{"1,000.00", "USD", true, "cannot be compared"},
 	}
 	for _, tc := range cases {
-		got, why := p.Needs(&ledger.Operation{BudgetTotal: tc.budget, Currency: tc.currency})
+		got, why := p.Needs(&record.Operation{BudgetTotal: tc.budget, Currency: tc.currency})
 		if got != tc.want || !strings.Contains(why, tc.why) {
 			t.Errorf("Needs(%q %q) = %v %q, want %v with %q", tc.budget, tc.currency, got, why, tc.want, tc.why)
 		}
 	}
 	none, _ := approval.ParsePolicy([]byte(`{"approvers":["U1"]}`))
-	if got, _ := none.Needs(&ledger.Operation{BudgetTotal: "1000000000.00", Currency: "USD"}); got {
+	if got, _ := none.Needs(&record.Operation{BudgetTotal: "1000000000.00", Currency: "USD"}); got {
 		t.Error("a policy without a threshold asked for approval by amount")
 	}
 }

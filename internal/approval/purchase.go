@@ -7,8 +7,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/approvalcore"
-	"github.com/buyflow/buyflow/internal/ledger"
 )
 
 // purchase reads what the approver is asked to buy. The packages come from the payload the
@@ -16,8 +17,8 @@ import (
 // are write-once); an operation that no check stored a payload for shows the submitted
 // media_buy, which is what the create stage then sends. The verdict and conditions come from
 // the check's event on the timeline.
-func (s *Base) Purchase(ctx context.Context, op *ledger.Operation) (approvalcore.Purchase, error) {
-	if op.Kind == ledger.KindModification {
+func (s *Base) Purchase(ctx context.Context, op *record.Operation) (approvalcore.Purchase, error) {
+	if op.Kind == record.KindModification {
 		return s.change(ctx, op)
 	}
 	payload, err := s.checkedPayload(ctx, op)
@@ -34,13 +35,13 @@ func (s *Base) Purchase(ctx context.Context, op *ledger.Operation) (approvalcore
 	return p, nil
 }
 
-func (s *Base) checkedPayload(ctx context.Context, op *ledger.Operation) ([]byte, error) {
+func (s *Base) checkedPayload(ctx context.Context, op *record.Operation) ([]byte, error) {
 	if op.GovernanceCheckID != "" {
-		in, err := s.Cfg.Ledger.GetIntent(ctx, op.Tenant, op.ID, ledger.CheckedIntentPrefix+op.GovernanceCheckID)
+		in, err := s.Cfg.Ledger.GetIntent(ctx, op.Tenant, op.ID, record.CheckedIntentPrefix+op.GovernanceCheckID)
 		switch {
 		case err == nil:
 			return in.Request, nil
-		case !errors.Is(err, ledger.ErrNotFound):
+		case !errors.Is(err, record.ErrNotFound):
 			return nil, fmt.Errorf("approval: read checked payload of operation %s: %w", op.ID, err)
 		}
 	}
@@ -55,10 +56,10 @@ func (s *Base) checkedPayload(ctx context.Context, op *ledger.Operation) ([]byte
 
 // verdict returns what the operation's latest governance check that decided (proceed or
 // needs_approval) said.
-func (s *Base) Verdict(ctx context.Context, op *ledger.Operation) (approvalcore.Verdict, error) {
+func (s *Base) Verdict(ctx context.Context, op *record.Operation) (approvalcore.Verdict, error) {
 	var v approvalcore.Verdict
-	err := s.eachEvent(ctx, op.Tenant, op.ID, func(ev ledger.Event) {
-		if ev.Type != ledger.EventGovernanceCheck {
+	err := s.eachEvent(ctx, op.Tenant, op.ID, func(ev record.Event) {
+		if ev.Type != record.EventGovernanceCheck {
 			return
 		}
 		var d struct {
@@ -75,7 +76,7 @@ func (s *Base) Verdict(ctx context.Context, op *ledger.Operation) (approvalcore.
 		}
 		v = approvalcore.Verdict{Verdict: d.Verdict}
 		for _, c := range d.Conditions {
-			v.Conditions = append(v.Conditions, approvalcore.Condition{Field: ledger.Clip(c.Field, 200), Reason: ledger.Clip(c.Reason, 300),
+			v.Conditions = append(v.Conditions, approvalcore.Condition{Field: record.Clip(c.Field, 200), Reason: record.Clip(c.Reason, 300),
 				NeedsPerson: len(bytes.TrimSpace(c.RequiredValue)) == 0 || string(bytes.TrimSpace(c.RequiredValue)) == "null"})
 		}
 	})
@@ -83,10 +84,10 @@ func (s *Base) Verdict(ctx context.Context, op *ledger.Operation) (approvalcore.
 }
 
 // eachEvent calls fn on every event of the operation's timeline, oldest first.
-func (s *Base) eachEvent(ctx context.Context, tenant, opID string, fn func(ledger.Event)) error {
+func (s *Base) eachEvent(ctx context.Context, tenant, opID string, fn func(record.Event)) error {
 	cursor := ""
 	for page := 0; page < 200; page++ {
-		p, err := s.Cfg.Ledger.ListEvents(ctx, tenant, opID, ledger.MaxListLimit, cursor)
+		p, err := s.Cfg.Ledger.ListEvents(ctx, tenant, opID, record.MaxListLimit, cursor)
 		if err != nil {
 			return fmt.Errorf("approval: read timeline of operation %s: %w", opID, err)
 		}
@@ -103,8 +104,8 @@ func (s *Base) eachEvent(ctx context.Context, tenant, opID string, fn func(ledge
 
 // change reads what the approver of a change to a placed buy decides: the record the modify
 // stage stored when it asked (write-once), with governance's verdict on the change.
-func (s *Base) change(ctx context.Context, op *ledger.Operation) (approvalcore.Purchase, error) {
-	in, err := s.Cfg.Ledger.GetIntent(ctx, op.Tenant, op.ID, ledger.ChangeReviewIntent)
+func (s *Base) change(ctx context.Context, op *record.Operation) (approvalcore.Purchase, error) {
+	in, err := s.Cfg.Ledger.GetIntent(ctx, op.Tenant, op.ID, record.ChangeReviewIntent)
 	if err != nil {
 		return approvalcore.Purchase{}, fmt.Errorf("approval: read what change %s does: %w", op.ID, err)
 	}

@@ -13,8 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/approvalcore"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/slack"
@@ -23,21 +24,19 @@ import (
 
 // Ledger is the part of the ledger the approval use cases need; *ledger.Store satisfies it.
 type Ledger interface {
-	CreateApproval(ctx context.Context, a ledger.Approval) (*ledger.Approval, error)
-	GetApproval(ctx context.Context, id string) (*ledger.Approval, error)
-	GetIntent(ctx context.Context, tenant, operationID, task string) (*ledger.Intent, error)
-	Decide(ctx context.Context, id string, d ledger.Decision) (*ledger.Approval, error)
-	SetSlackMessages(ctx context.Context, id string, refs []ledger.SlackRef) error
-	GetOperation(ctx context.Context, tenant, id string) (*ledger.Operation, error)
-	ListOperations(ctx context.Context, tenant string, o ledger.ListOptions) (ledger.Page[ledger.View], error)
-	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch ledger.Changes) (*ledger.Operation, error)
-	AppendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) error
-	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (ledger.Page[ledger.Event], error)
-	GetCampaign(ctx context.Context, tenant, id string) (*ledger.Campaign, error)
+	CreateApproval(ctx context.Context, a record.Approval) (*record.Approval, error)
+	GetApproval(ctx context.Context, id string) (*record.Approval, error)
+	GetIntent(ctx context.Context, tenant, operationID, task string) (*record.Intent, error)
+	Decide(ctx context.Context, id string, d record.Decision) (*record.Approval, error)
+	SetSlackMessages(ctx context.Context, id string, refs []record.SlackRef) error
+	GetOperation(ctx context.Context, tenant, id string) (*record.Operation, error)
+	ListOperations(ctx context.Context, tenant string, o record.ListOptions) (record.Page[record.View], error)
+	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Changes) (*record.Operation, error)
+	AppendEvent(ctx context.Context, tenant, opID string, ev record.Event) error
+	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (record.Page[record.Event], error)
+	GetCampaign(ctx context.Context, tenant, id string) (*record.Campaign, error)
 	SetCampaignApproval(ctx context.Context, tenant, id, approvalID string) error
 }
-
-var _ Ledger = (*ledger.Store)(nil)
 
 // Config holds what both approval Lambdas need: the ledger, the Slack client (notify posts the
 // request, approve updates it after a decision), the link signer, the approval policy (notify
@@ -110,7 +109,7 @@ func ApprovalID(taskToken string) string {
 
 // view converts a ledger approval and its operation into what the pages and Slack messages
 // show. It never copies the task token.
-func View(a *ledger.Approval, op *ledger.Operation) approvalcore.Approval {
+func View(a *record.Approval, op *record.Operation) approvalcore.Approval {
 	v := approvalcore.Approval{
 		ID: a.ID, OperationID: a.OperationID, Tenant: a.Tenant,
 		Approvers: a.Approvers, EscalationApprovers: a.EscalationApprovers, Requester: a.Requester,
@@ -133,12 +132,12 @@ func View(a *ledger.Approval, op *ledger.Operation) approvalcore.Approval {
 // for a change "Change to media buy, PO X".
 func Summary(opID, po, kind, parentID string) string {
 	s := "Media buy " + opID
-	if kind == ledger.KindModification {
+	if kind == record.KindModification {
 		s = "Change to media buy " + parentID
 	}
 	if po != "" {
 		s = "Media buy, PO " + po
-		if kind == ledger.KindModification {
+		if kind == record.KindModification {
 			s = "Change to media buy, PO " + po
 		}
 	}
@@ -233,8 +232,8 @@ func (h History) Latest() (Round, bool) {
 func (s *Base) History(ctx context.Context, tenant, opID string) (History, error) {
 	var h History
 	idx := map[string]int{}
-	err := s.eachEvent(ctx, tenant, opID, func(ev ledger.Event) {
-		if ev.Type != ledger.EventApprovalRequested && ev.Type != ledger.EventApprovalExpired {
+	err := s.eachEvent(ctx, tenant, opID, func(ev record.Event) {
+		if ev.Type != record.EventApprovalRequested && ev.Type != record.EventApprovalExpired {
 			return
 		}
 		var d EventDetail
@@ -248,9 +247,9 @@ func (s *Base) History(ctx context.Context, tenant, opID string) (History, error
 			i = len(h.rounds) - 1
 		}
 		switch ev.Type {
-		case ledger.EventApprovalRequested:
+		case record.EventApprovalRequested:
 			h.rounds[i].Round, h.rounds[i].Escalation = d.Round, d.Escalation
-		case ledger.EventApprovalExpired:
+		case record.EventApprovalExpired:
 			h.rounds[i].Expired, h.rounds[i].Escalated = true, d.Escalated
 		}
 	})
@@ -264,7 +263,7 @@ func (s *Base) History(ctx context.Context, tenant, opID string) (History, error
 
 // linkExpiry is when a review link signed now for a stops working: the approval's expiry,
 // capped by the policy's link TTL and the longest lifetime a link may have.
-func (s *Base) LinkExpiry(a *ledger.Approval) time.Time {
+func (s *Base) LinkExpiry(a *record.Approval) time.Time {
 	now := s.Now()
 	exp := a.ExpiresAt
 	if ttl := time.Duration(s.Cfg.Policy.LinkTTLSeconds) * time.Second; ttl > 0 && now.Add(ttl).Before(exp) {
@@ -278,7 +277,7 @@ func (s *Base) LinkExpiry(a *ledger.Approval) time.Time {
 
 // updateSlack replaces the request messages with the approval's final status. Failures are
 // logged: the ledger already holds the truth.
-func (s *Base) UpdateSlack(ctx context.Context, a *ledger.Approval, op *ledger.Operation) {
+func (s *Base) UpdateSlack(ctx context.Context, a *record.Approval, op *record.Operation) {
 	if s.Cfg.Slack == nil || len(a.SlackMessages) == 0 {
 		return
 	}
@@ -287,7 +286,7 @@ func (s *Base) UpdateSlack(ctx context.Context, a *ledger.Approval, op *ledger.O
 		refs[i] = slack.Ref{Channel: r.Channel, TS: r.TS}
 	}
 	v := View(a, op)
-	if op != nil && op.Kind == ledger.KindModification {
+	if op != nil && op.Kind == record.KindModification {
 		// The status names what was decided ("Approved: change to a media buy").
 		if p, err := s.Purchase(ctx, op); err == nil {
 			v.Purchase = p
@@ -299,16 +298,16 @@ func (s *Base) UpdateSlack(ctx context.Context, a *ledger.Approval, op *ledger.O
 }
 
 // appendEvent records an audit event whose loss must not change the answer; failures are logged.
-func (s *Base) AppendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) {
+func (s *Base) AppendEvent(ctx context.Context, tenant, opID string, ev record.Event) {
 	if err := s.Cfg.Ledger.AppendEvent(ctx, tenant, opID, ev); err != nil {
 		s.Log.ErrorContext(ctx, "audit event not recorded", "operationId", opID, "type", ev.Type, "err", err)
 	}
 }
 
-func (s *Base) Operation(ctx context.Context, tenant, id string) (*ledger.Operation, error) {
+func (s *Base) Operation(ctx context.Context, tenant, id string) (*record.Operation, error) {
 	op, err := s.Cfg.Ledger.GetOperation(ctx, tenant, id)
 	switch {
-	case errors.Is(err, ledger.ErrNotFound):
+	case errors.Is(err, record.ErrNotFound):
 		return nil, &workflow.NotFoundError{OperationID: id}
 	case err != nil:
 		return nil, fmt.Errorf("approval: read operation %s: %w", id, err)

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/logging/logtest"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -193,9 +195,9 @@ func NewEnv(t *testing.T, policyJSON string) *Env {
 
 // CreateOperation stores the test buy under id in status st, as the governance stage leaves it
 // when a check answers with conditions.
-func (e *Env) CreateOperation(id string, st workflow.Status) *ledger.Operation {
+func (e *Env) CreateOperation(id string, st workflow.Status) *record.Operation {
 	e.T.Helper()
-	op, err := e.Store.CreateOperation(e.Ctx, ledger.Operation{
+	op, err := e.Store.CreateOperation(e.Ctx, record.Operation{
 		ID: id, Tenant: Tenant, Status: st, SellerID: "sports-network", PONumber: "PO-42",
 		BudgetTotal: "12500.00", Currency: "USD", Requester: Requester,
 		Request: []byte(`{"seller_id":"sports-network","currency":"USD","media_buy":` + submittedBuy + `}`), GovernanceCheckID: checkID,
@@ -205,11 +207,11 @@ func (e *Env) CreateOperation(id string, st workflow.Status) *ledger.Operation {
 	}
 	// What the governance stage stores when a check answers with conditions: the payload it
 	// checked (one condition applied) and the check's event.
-	if _, _, err := e.Store.PutIntent(e.Ctx, ledger.Intent{Tenant: Tenant, OperationID: id, Task: ledger.CheckedIntentPrefix + checkID,
+	if _, _, err := e.Store.PutIntent(e.Ctx, record.Intent{Tenant: Tenant, OperationID: id, Task: record.CheckedIntentPrefix + checkID,
 		IdempotencyKey: checkID, Request: []byte(checkedBuy), CreatedAt: e.Clock.Now()}); err != nil {
 		e.T.Fatal(err)
 	}
-	if err := e.Store.AppendEvent(e.Ctx, Tenant, id, ledger.Event{Type: ledger.EventGovernanceCheck, Actor: "governance:gov",
+	if err := e.Store.AppendEvent(e.Ctx, Tenant, id, record.Event{Type: record.EventGovernanceCheck, Actor: "governance:gov",
 		Detail: []byte(governanceDetail)}); err != nil {
 		e.T.Fatal(err)
 	}
@@ -264,14 +266,14 @@ const CampaignID = "cp-1"
 func (e *Env) CreateCampaign(statuses ...workflow.Status) []string {
 	e.T.Helper()
 	var ids []string
-	var legs []ledger.CampaignLeg
+	var legs []record.CampaignLeg
 	for i, st := range statuses {
 		id := "leg-" + string(rune('a'+i))
 		e.CreateOperation(id, st)
 		ids = append(ids, id)
-		legs = append(legs, ledger.CampaignLeg{OperationID: id, SellerID: "sports-network", PONumber: "PO-42", Amount: "12500.00"})
+		legs = append(legs, record.CampaignLeg{OperationID: id, SellerID: "sports-network", PONumber: "PO-42", Amount: "12500.00"})
 	}
-	if _, err := e.Store.CreateCampaign(e.Ctx, ledger.Campaign{
+	if _, err := e.Store.CreateCampaign(e.Ctx, record.Campaign{
 		ID: CampaignID, Tenant: Tenant, Name: "Spring", GovernanceAgentID: "gov", PlanID: "plan-q1", Policy: "best_effort",
 		BudgetTotal: "40000.00", Currency: "USD", Requester: Requester, Legs: legs,
 	}); err != nil {
@@ -313,7 +315,7 @@ func (e *Env) Expire() workflow.ApprovalExpiry {
 }
 
 // Approval reads approval id from the ledger.
-func (e *Env) Approval(id string) *ledger.Approval {
+func (e *Env) Approval(id string) *record.Approval {
 	e.T.Helper()
 	a, err := e.Store.GetApproval(e.Ctx, id)
 	if err != nil {
@@ -323,15 +325,15 @@ func (e *Env) Approval(id string) *ledger.Approval {
 }
 
 // Events returns the test buy's timeline.
-func (e *Env) Events() []ledger.Event {
+func (e *Env) Events() []record.Event {
 	e.T.Helper()
 	return e.Timeline(OpID)
 }
 
 // Timeline returns the timeline of operation or campaign id.
-func (e *Env) Timeline(id string) []ledger.Event {
+func (e *Env) Timeline(id string) []record.Event {
 	e.T.Helper()
-	p, err := e.Store.ListEvents(e.Ctx, Tenant, id, ledger.MaxListLimit, "")
+	p, err := e.Store.ListEvents(e.Ctx, Tenant, id, record.MaxListLimit, "")
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -339,8 +341,8 @@ func (e *Env) Timeline(id string) []ledger.Event {
 }
 
 // EventsOf returns the events of type typ on the test buy's timeline.
-func (e *Env) EventsOf(typ string) []ledger.Event {
-	var out []ledger.Event
+func (e *Env) EventsOf(typ string) []record.Event {
+	var out []record.Event
 	for _, ev := range e.Events() {
 		if ev.Type == typ {
 			out = append(out, ev)

@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/approvaltest"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/sfn"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -40,7 +41,7 @@ func TestGetChangesNothing(t *testing.T) {
 	// The only write is the audit trail: one approval_viewed event per GET, with who, from where
 	// and with which user agent (the unfurler's included).
 	after := e.Snapshot(id)
-	if views := e.EventsOf(ledger.EventApprovalViewed); len(views) != 2 {
+	if views := e.EventsOf(record.EventApprovalViewed); len(views) != 2 {
 		t.Errorf("%d approval_viewed events, want 2", len(views))
 	} else if !strings.Contains(string(views[0].Detail), approvaltest.SlackbotUA) || views[0].Actor != "approver:"+approvaltest.Alice {
 		t.Errorf("view event = %+v %s", views[0], views[0].Detail)
@@ -57,7 +58,7 @@ func TestApproveWritesLedgerFirstThenCompletesTaskOnce(t *testing.T) {
 	id := e.Request(tok)
 	e.Clock.Advance(10 * time.Minute)
 	e.Tasks.OnCall = func(c approvaltest.TaskCall) error {
-		if a := e.Approval(id); a.Status != ledger.ApprovalApproved {
+		if a := e.Approval(id); a.Status != record.ApprovalApproved {
 			t.Errorf("task completed while the ledger says %s", a.Status)
 		}
 		return nil
@@ -78,10 +79,10 @@ func TestApproveWritesLedgerFirstThenCompletesTaskOnce(t *testing.T) {
 		t.Errorf("task output = %+v", out)
 	}
 	a := e.Approval(id)
-	if a.Status != ledger.ApprovalApproved || a.Decider != approvaltest.Alice || a.Comment != "fine by me" {
+	if a.Status != record.ApprovalApproved || a.Decider != approvaltest.Alice || a.Comment != "fine by me" {
 		t.Errorf("ledger = %+v", a)
 	}
-	evs := e.EventsOf(ledger.EventDecision)
+	evs := e.EventsOf(record.EventDecision)
 	if len(evs) != 1 {
 		t.Fatalf("decision events = %+v", evs)
 	}
@@ -110,7 +111,7 @@ func TestRejectSendsApprovalRejectedError(t *testing.T) {
 	tok := approvaltest.Token(1)
 	id := e.Request(tok)
 	e.Tasks.OnCall = func(approvaltest.TaskCall) error {
-		if a := e.Approval(id); a.Status != ledger.ApprovalRejected {
+		if a := e.Approval(id); a.Status != record.ApprovalRejected {
 			t.Errorf("task failed while the ledger says %s", a.Status)
 		}
 		return nil
@@ -143,7 +144,7 @@ func TestDoubleClickCompletesTaskOnce(t *testing.T) {
 	if n := len(e.Tasks.Calls()); n != 1 {
 		t.Errorf("%d task calls, want 1", n)
 	}
-	if n := len(e.EventsOf(ledger.EventApprovalRefused)); n != 1 {
+	if n := len(e.EventsOf(record.EventApprovalRefused)); n != 1 {
 		t.Errorf("%d refused events, want 1 for the second click", n)
 	}
 }
@@ -175,7 +176,7 @@ func TestConcurrentApproversExactlyOneDecides(t *testing.T) {
 	if codes[winner] != http.StatusOK || codes[loser] != http.StatusConflict {
 		t.Errorf("codes = %v, winner %s", codes, winner)
 	}
-	if n := len(e.EventsOf(ledger.EventDecision)); n != 1 {
+	if n := len(e.EventsOf(record.EventDecision)); n != 1 {
 		t.Errorf("%d decision events, want 1", n)
 	}
 }
@@ -270,7 +271,7 @@ func TestRequesterCannotApproveOwnBuy(t *testing.T) {
 		t.Errorf("POST = %d %.300s", p.StatusCode, p.Body)
 	}
 	// The GET only leaves its audit event, which says what the page said.
-	views := e.EventsOf(ledger.EventApprovalViewed)
+	views := e.EventsOf(record.EventApprovalViewed)
 	if len(views) != 1 || !strings.Contains(string(views[0].Detail), "self_approval") {
 		t.Errorf("view events = %+v", views)
 	}
@@ -278,10 +279,10 @@ func TestRequesterCannotApproveOwnBuy(t *testing.T) {
 	if before != beforePost {
 		t.Errorf("GET changed something")
 	}
-	if a := e.Approval(id); a.Status != ledger.ApprovalPending || len(e.Tasks.Calls()) != 0 {
+	if a := e.Approval(id); a.Status != record.ApprovalPending || len(e.Tasks.Calls()) != 0 {
 		t.Errorf("self-approval changed the approval: %s, %d task calls", a.Status, len(e.Tasks.Calls()))
 	}
-	evs := e.EventsOf(ledger.EventApprovalRefused)
+	evs := e.EventsOf(record.EventApprovalRefused)
 	if len(evs) != 1 || !strings.Contains(string(evs[0].Detail), "self_approval") {
 		t.Errorf("refused events = %+v", evs)
 	}
@@ -298,14 +299,14 @@ func TestClickAfterExpiryIsTruthful(t *testing.T) {
 	if resp.StatusCode == http.StatusOK || !strings.Contains(resp.Body, "Expired") {
 		t.Fatalf("POST before expire = %d %.300s", resp.StatusCode, resp.Body)
 	}
-	if a := e.Approval(id); a.Status != ledger.ApprovalPending {
+	if a := e.Approval(id); a.Status != record.ApprovalPending {
 		t.Errorf("ledger = %s", a.Status)
 	}
 
 	if exp := e.Expire(); exp.Escalated {
 		t.Fatalf("expire = %+v, want give up", exp)
 	}
-	if a := e.Approval(id); a.Status != ledger.ApprovalExpired {
+	if a := e.Approval(id); a.Status != record.ApprovalExpired {
 		t.Fatalf("ledger = %s after expire", a.Status)
 	}
 	fresh := e.SignedLink(id, approvaltest.Alice, e.Clock.Now().Add(time.Hour))
@@ -326,13 +327,13 @@ func TestTokenGoneIsReportedFromTheLedger(t *testing.T) {
 	if resp.StatusCode != http.StatusGone || !strings.Contains(resp.Body, "approved by UALICE") || !strings.Contains(resp.Body, "too late") {
 		t.Fatalf("POST = %d %.400s", resp.StatusCode, resp.Body)
 	}
-	if a := e.Approval(id); a.Status != ledger.ApprovalApproved {
+	if a := e.Approval(id); a.Status != record.ApprovalApproved {
 		t.Errorf("ledger = %s, want approved", a.Status)
 	}
 	if n := len(e.Tasks.Calls()); n != 1 {
 		t.Errorf("%d task calls, want 1 (a gone token is not retried)", n)
 	}
-	evs := e.EventsOf(ledger.EventDecision)
+	evs := e.EventsOf(record.EventDecision)
 	if len(evs) != 1 || !strings.Contains(string(evs[0].Detail), `"task":"gone"`) {
 		t.Errorf("decision events = %+v", evs)
 	}
@@ -346,7 +347,7 @@ func TestTokenGoneAfterTheWorkflowTookTheDecision(t *testing.T) {
 	id := e.Request(approvaltest.Token(1))
 	e.Tasks.OnCall = func(approvaltest.TaskCall) error {
 		// The first send was delivered: the workflow moved the buy on to the create.
-		if _, err := e.Store.Transition(e.Ctx, approvaltest.Tenant, approvaltest.OpID, workflow.StatusCreating, ledger.AnyVersion, ledger.Changes{Actor: "system"}); err != nil {
+		if _, err := e.Store.Transition(e.Ctx, approvaltest.Tenant, approvaltest.OpID, workflow.StatusCreating, record.AnyVersion, record.Changes{Actor: "system"}); err != nil {
 			t.Error(err)
 		}
 		return errors.Join(sfn.ErrTaskGone, errors.New("TaskTimedOut"))
@@ -355,7 +356,7 @@ func TestTokenGoneAfterTheWorkflowTookTheDecision(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Body, "Approved by UALICE") {
 		t.Fatalf("POST = %d %.400s", resp.StatusCode, resp.Body)
 	}
-	evs := e.EventsOf(ledger.EventDecision)
+	evs := e.EventsOf(record.EventDecision)
 	if len(evs) != 1 || !strings.Contains(string(evs[0].Detail), `"task":"delivered"`) {
 		t.Errorf("decision events = %+v", evs)
 	}
@@ -364,8 +365,8 @@ func TestTokenGoneAfterTheWorkflowTookTheDecision(t *testing.T) {
 func TestApprovalAfterGovernanceLapsedAsksForARecheck(t *testing.T) {
 	e := approvaltest.NewEnv(t, "")
 	lapse := e.Clock.Now().Add(30 * time.Minute)
-	if _, err := e.Store.Transition(e.Ctx, approvaltest.Tenant, approvaltest.OpID, workflow.StatusAwaitingApproval, ledger.AnyVersion,
-		ledger.Changes{GovernanceExpiresAt: &lapse}); err != nil {
+	if _, err := e.Store.Transition(e.Ctx, approvaltest.Tenant, approvaltest.OpID, workflow.StatusAwaitingApproval, record.AnyVersion,
+		record.Changes{GovernanceExpiresAt: &lapse}); err != nil {
 		t.Fatal(err)
 	}
 	id := e.Request(approvaltest.Token(1))
@@ -411,7 +412,7 @@ func TestDeciderRetriesAHandOverThatFailed(t *testing.T) {
 	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(resp.Body, "recorded") {
 		t.Fatalf("POST while Step Functions fails = %d %.400s", resp.StatusCode, resp.Body)
 	}
-	if a := e.Approval(id); a.Status != ledger.ApprovalApproved {
+	if a := e.Approval(id); a.Status != record.ApprovalApproved {
 		t.Fatalf("ledger = %s", a.Status)
 	}
 	failed := len(e.Tasks.Calls())
@@ -454,10 +455,10 @@ func TestDeciderRetriesAHandOverLostInACrash(t *testing.T) {
 	e := approvaltest.NewEnv(t, "")
 	tok := approvaltest.Token(1)
 	id := e.Request(tok)
-	if _, err := e.Store.Decide(e.Ctx, id, ledger.Decision{Outcome: ledger.ApprovalApproved, By: approvaltest.Alice}); err != nil {
+	if _, err := e.Store.Decide(e.Ctx, id, record.Decision{Outcome: record.ApprovalApproved, By: approvaltest.Alice}); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(e.EventsOf(ledger.EventDecision)); n != 0 {
+	if n := len(e.EventsOf(record.EventDecision)); n != 0 {
 		t.Fatalf("%d decision events before the hand-over, want 0", n)
 	}
 	e.Clock.Advance(time.Minute)
@@ -469,7 +470,7 @@ func TestDeciderRetriesAHandOverLostInACrash(t *testing.T) {
 	if len(calls) != 1 || calls[0].Kind != "success" || calls[0].Token != tok {
 		t.Fatalf("task calls = %+v, want one success for the token", calls)
 	}
-	if n := len(e.EventsOf(ledger.EventDecision)); n != 1 {
+	if n := len(e.EventsOf(record.EventDecision)); n != 1 {
 		t.Errorf("%d decision events, want 1", n)
 	}
 	e.Clock.Advance(time.Minute)

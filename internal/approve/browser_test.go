@@ -14,12 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/chromedp/chromedp"
 
 	"github.com/buyflow/buyflow/internal/apigwtest"
 	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/approvaltest"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -93,7 +94,7 @@ func TestBrowserApproveFromConfirmPage(t *testing.T) {
 		t.Errorf("Approve button background = %q: the page style was not applied (CSP hash?)", bg)
 	}
 	// Viewing changes nothing.
-	if a := e.Approval(id); a.Status != ledger.ApprovalPending {
+	if a := e.Approval(id); a.Status != record.ApprovalPending {
 		t.Fatalf("after the GET the approval is %s", a.Status)
 	}
 
@@ -155,7 +156,7 @@ func TestBrowserApproveFromConfirmPage(t *testing.T) {
 
 	// The ledger decided first, and the workflow got exactly one SendTaskSuccess.
 	a := e.Approval(id)
-	if a.Status != ledger.ApprovalApproved || a.Decider != approvaltest.Alice || a.Comment != comment || !a.DecidedAt.Equal(decidedAt) {
+	if a.Status != record.ApprovalApproved || a.Decider != approvaltest.Alice || a.Comment != comment || !a.DecidedAt.Equal(decidedAt) {
 		t.Errorf("ledger approval = status %s by %q at %s comment %q", a.Status, a.Decider, a.DecidedAt, a.Comment)
 	}
 	calls := e.Tasks.Calls()
@@ -166,10 +167,10 @@ func TestBrowserApproveFromConfirmPage(t *testing.T) {
 	if err := json.Unmarshal(calls[0].Output, &out); err != nil {
 		t.Fatal(err)
 	}
-	if out.Decision != string(ledger.ApprovalApproved) || out.ApprovalID != id || out.DecidedBy != approvaltest.Alice {
+	if out.Decision != string(record.ApprovalApproved) || out.ApprovalID != id || out.DecidedBy != approvaltest.Alice {
 		t.Errorf("task output = %+v", out)
 	}
-	if evs := e.EventsOf(ledger.EventDecision); len(evs) != 1 {
+	if evs := e.EventsOf(record.EventDecision); len(evs) != 1 {
 		t.Errorf("decision events = %+v, want one", evs)
 	}
 

@@ -14,12 +14,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/httpapi"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/sfn"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -68,7 +69,7 @@ func clientOf(req events.APIGatewayV2HTTPRequest) client {
 	if ua == "" {
 		ua = httpapi.Header(req, "User-Agent")
 	}
-	return client{IP: req.RequestContext.HTTP.SourceIP, UserAgent: ledger.Clip(ua, 512)}
+	return client{IP: req.RequestContext.HTTP.SourceIP, UserAgent: record.Clip(ua, 512)}
 }
 
 // HandleHTTP answers GET and POST /v1/approvals/{approval_id} (API Gateway HTTP API v2). GET
@@ -122,8 +123,8 @@ func (s *Approver) get(ctx context.Context, id string, q url.Values, c client) e
 	o, err := approvalcore.Check(v, claims.Approver, s.Now())
 	s.Log.InfoContext(ctx, "approval viewed", "approvalId", id, "operationId", a.OperationID, "approver", claims.Approver,
 		"sourceIp", c.IP, "userAgent", c.UserAgent, "result", outcomeName(o, err))
-	s.AppendEvent(ctx, a.Tenant, approval.TimelineOf(a), ledger.Event{
-		Type: ledger.EventApprovalViewed, Actor: "approver:" + claims.Approver, Amount: a.Amount, Currency: a.Currency,
+	s.AppendEvent(ctx, a.Tenant, approval.TimelineOf(a), record.Event{
+		Type: record.EventApprovalViewed, Actor: "approver:" + claims.Approver, Amount: a.Amount, Currency: a.Currency,
 		Detail: approval.EventDetail{ApprovalID: id, Outcome: outcomeName(o, err), SourceIP: c.IP, UserAgent: c.UserAgent, KeyID: claims.KeyID}.Raw(),
 	})
 	if err != nil {
@@ -190,8 +191,8 @@ func (s *Approver) postDecision(ctx context.Context, id string, req events.APIGa
 		return resultPage(approvalcore.ResultFromOutcome(o, v))
 	}
 
-	decided, err := s.Cfg.Ledger.Decide(ctx, id, ledger.Decision{Outcome: ledger.ApprovalStatus(o.Status), By: claims.Approver, Comment: o.Comment})
-	var de *ledger.DecisionError
+	decided, err := s.Cfg.Ledger.Decide(ctx, id, record.Decision{Outcome: record.ApprovalStatus(o.Status), By: claims.Approver, Comment: o.Comment})
+	var de *record.DecisionError
 	switch {
 	case errors.As(err, &de):
 		// Someone else decided first (or it expired meanwhile): report what the ledger says.
@@ -217,18 +218,18 @@ func (s *Approver) postDecision(ctx context.Context, id string, req events.APIGa
 
 // deliver hands a decision recorded in the ledger to Step Functions, records the decision event
 // with the delivery result, updates Slack and answers the decider.
-func (s *Approver) deliver(ctx context.Context, decided *ledger.Approval, op *ledger.Operation, approver string, audit approval.EventDetail) events.APIGatewayV2HTTPResponse {
+func (s *Approver) deliver(ctx context.Context, decided *record.Approval, op *record.Operation, approver string, audit approval.EventDetail) events.APIGatewayV2HTTPResponse {
 	task := s.complete(ctx, decided, op)
 	audit.Outcome, audit.Comment, audit.Task = string(decided.Status), decided.Comment, task
-	s.AppendEvent(ctx, decided.Tenant, approval.TimelineOf(decided), ledger.Event{
-		Type: ledger.EventDecision, Actor: "approver:" + approver,
+	s.AppendEvent(ctx, decided.Tenant, approval.TimelineOf(decided), record.Event{
+		Type: record.EventDecision, Actor: "approver:" + approver,
 		Amount: decided.Amount, Currency: decided.Currency, Reason: decided.Reason, Detail: audit.Raw(),
 	})
 	// A campaign's decision applies to every leg: each leg's timeline records it too.
 	audit.CampaignID = decided.CampaignID
 	for _, leg := range s.LegIDs(ctx, decided) {
-		s.AppendEvent(ctx, decided.Tenant, leg, ledger.Event{
-			Type: ledger.EventDecision, Actor: "approver:" + approver, Reason: decided.Reason, Detail: audit.Raw(),
+		s.AppendEvent(ctx, decided.Tenant, leg, record.Event{
+			Type: record.EventDecision, Actor: "approver:" + approver, Reason: decided.Reason, Detail: audit.Raw(),
 		})
 	}
 	if task != taskFailed {
@@ -259,18 +260,18 @@ func (s *Approver) deliver(ctx context.Context, decided *ledger.Approval, op *le
 // Functions failed, or whether a decided approval has no decision event at all: the decider's
 // process died between recording the decision and handing it over (the event follows the
 // hand-over). Read errors count as delivered: the answer is then the plain truth.
-func (s *Approver) undelivered(ctx context.Context, a *ledger.Approval) bool {
+func (s *Approver) undelivered(ctx context.Context, a *record.Approval) bool {
 	last, found := "", false
 	cursor := ""
 	for page := 0; page < 200; page++ {
-		p, err := s.Cfg.Ledger.ListEvents(ctx, a.Tenant, approval.TimelineOf(a), ledger.MaxListLimit, cursor)
+		p, err := s.Cfg.Ledger.ListEvents(ctx, a.Tenant, approval.TimelineOf(a), record.MaxListLimit, cursor)
 		if err != nil {
 			s.Log.WarnContext(ctx, "timeline not readable", "approvalId", a.ID, "err", err)
 			return false
 		}
 		for _, ev := range p.Items {
 			var d approval.EventDetail
-			if ev.Type == ledger.EventDecision && json.Unmarshal(ev.Detail, &d) == nil && d.ApprovalID == a.ID {
+			if ev.Type == record.EventDecision && json.Unmarshal(ev.Detail, &d) == nil && d.ApprovalID == a.ID {
 				last, found = d.Task, true
 			}
 		}
@@ -292,11 +293,11 @@ const (
 // complete hands a recorded decision to Step Functions: SendTaskSuccess with the approval
 // output, or SendTaskFailure with ApprovalRejectedError. A few quick retries cover throttling;
 // a token that is gone is not retried.
-func (s *Approver) complete(ctx context.Context, a *ledger.Approval, op *ledger.Operation) string {
+func (s *Approver) complete(ctx context.Context, a *record.Approval, op *record.Operation) string {
 	call := func() error {
-		if a.Status == ledger.ApprovalApproved {
+		if a.Status == record.ApprovalApproved {
 			return s.tasks.Succeed(ctx, a.TaskToken, workflow.ApprovalOutput{
-				Decision: string(ledger.ApprovalApproved), ApprovalID: a.ID, DecidedBy: a.Decider,
+				Decision: string(record.ApprovalApproved), ApprovalID: a.ID, DecidedBy: a.Decider,
 				RecheckGovernance: op != nil && !op.GovernanceExpiresAt.IsZero() && !a.DecidedAt.Before(op.GovernanceExpiresAt),
 			})
 		}
@@ -338,7 +339,7 @@ const goneRecheck = 2 * time.Second
 // approval to the governance re-check, the create or the seller task; a rejection to
 // rejected) within goneRecheck. A token that timed out (the buy expired) or that another path
 // ended answers false.
-func (s *Approver) workflowTook(ctx context.Context, a *ledger.Approval) bool {
+func (s *Approver) workflowTook(ctx context.Context, a *record.Approval) bool {
 	deadline := time.Now().Add(goneRecheck)
 	watched := a.OperationID
 	if legs := s.LegIDs(ctx, a); len(legs) > 0 {
@@ -350,10 +351,10 @@ func (s *Approver) workflowTook(ctx context.Context, a *ledger.Approval) bool {
 			return false
 		}
 		switch {
-		case a.Status == ledger.ApprovalRejected && op.Status == workflow.StatusRejected:
+		case a.Status == record.ApprovalRejected && op.Status == workflow.StatusRejected:
 			return true
-		case a.Status == ledger.ApprovalApproved && op.Status.Pending() && op.Status != workflow.StatusAwaitingApproval,
-			a.Status == ledger.ApprovalApproved && op.Status == workflow.StatusCompleted:
+		case a.Status == record.ApprovalApproved && op.Status.Pending() && op.Status != workflow.StatusAwaitingApproval,
+			a.Status == record.ApprovalApproved && op.Status == workflow.StatusCompleted:
 			return true
 		case op.Status.Terminal():
 			return false
@@ -370,26 +371,26 @@ func (s *Approver) workflowTook(ctx context.Context, a *ledger.Approval) bool {
 }
 
 // rejectionCause is the SendTaskFailure cause: readable, with no token or link.
-func rejectionCause(a *ledger.Approval) string {
+func rejectionCause(a *record.Approval) string {
 	cause := (&workflow.ApprovalRejectedError{ApprovalID: a.ID, By: a.Decider}).Error() + " at " + approvalcore.FormatTime(a.DecidedAt)
 	if a.Comment != "" {
-		cause += ": " + ledger.Clip(a.Comment, 500)
+		cause += ": " + record.Clip(a.Comment, 500)
 	}
 	return cause
 }
 
 // refused records a decision attempt that changed nothing.
-func (s *Approver) refused(ctx context.Context, a *ledger.Approval, approver string, d approval.EventDetail) {
-	s.AppendEvent(ctx, a.Tenant, approval.TimelineOf(a), ledger.Event{
-		Type: ledger.EventApprovalRefused, Actor: "approver:" + approver, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason, Detail: d.Raw(),
+func (s *Approver) refused(ctx context.Context, a *record.Approval, approver string, d approval.EventDetail) {
+	s.AppendEvent(ctx, a.Tenant, approval.TimelineOf(a), record.Event{
+		Type: record.EventApprovalRefused, Actor: "approver:" + approver, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason, Detail: d.Raw(),
 	})
 }
 
 // load reads the approval and its operation. When ok is false, resp is the page to serve.
-func (s *Approver) load(ctx context.Context, id string) (a *ledger.Approval, op *ledger.Operation, resp events.APIGatewayV2HTTPResponse, ok bool) {
+func (s *Approver) load(ctx context.Context, id string) (a *record.Approval, op *record.Operation, resp events.APIGatewayV2HTTPResponse, ok bool) {
 	a, err := s.Cfg.Ledger.GetApproval(ctx, id)
 	switch {
-	case errors.Is(err, ledger.ErrNotFound):
+	case errors.Is(err, record.ErrNotFound):
 		// A validly signed link for an unknown id: treat it as any other invalid link.
 		return nil, nil, resultPage(approvalcore.ResultPage{Kind: approvalcore.PageInvalidLink}), false
 	case err != nil:
@@ -401,7 +402,7 @@ func (s *Approver) load(ctx context.Context, id string) (a *ledger.Approval, op 
 	}
 	op, err = s.Cfg.Ledger.GetOperation(ctx, a.Tenant, a.OperationID)
 	switch {
-	case errors.Is(err, ledger.ErrNotFound):
+	case errors.Is(err, record.ErrNotFound):
 		op = nil
 	case err != nil:
 		s.Log.ErrorContext(ctx, "operation not readable", "approvalId", id, "operationId", a.OperationID, "err", err)
@@ -492,10 +493,10 @@ func lastSegment(p string) string {
 }
 
 // safeID bounds an unverified id before it reaches a log line.
-func safeID(id string) string { return ledger.Clip(id, 64) }
+func safeID(id string) string { return record.Clip(id, 64) }
 
 // firstRunes keeps the first n characters of a comment the form refused, so the page shows
-// what the approver typed within the limit the form counts in characters (ledger.Clip bounds
+// what the approver typed within the limit the form counts in characters (record.Clip bounds
 // stored text in bytes and marks the cut).
 func firstRunes(s string, n int) string {
 	r := []rune(s)

@@ -8,12 +8,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/httpapi"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -138,7 +139,7 @@ func (s *Approver) handleInbox(ctx context.Context, req events.APIGatewayV2HTTPR
 		return httpapi.JSON(200, InboxPage{Approver: approver, Items: items})
 	case id != "" && !strings.Contains(id, "/"):
 		out, err := s.open(ctx, caller.Tenant, approver, id)
-		if errors.Is(err, ledger.ErrNotFound) {
+		if errors.Is(err, record.ErrNotFound) {
 			return httpapi.Error(404, "not_found", "no approval with that id is waiting for you", "")
 		}
 		if err != nil {
@@ -160,13 +161,13 @@ func (s *Approver) inbox(ctx context.Context, tenant, approver string) ([]InboxI
 	listed := map[string]bool{}
 	cursor := ""
 	for page := 0; page < 50; page++ {
-		p, err := s.Cfg.Ledger.ListOperations(ctx, tenant, ledger.ListOptions{Status: workflow.StatusAwaitingApproval, Limit: ledger.MaxListLimit, Cursor: cursor})
+		p, err := s.Cfg.Ledger.ListOperations(ctx, tenant, record.ListOptions{Status: workflow.StatusAwaitingApproval, Limit: record.MaxListLimit, Cursor: cursor})
 		if err != nil {
 			return nil, fmt.Errorf("approve: list buys awaiting approval: %w", err)
 		}
 		for _, v := range p.Items {
 			a, rd, err := s.waitingFor(ctx, tenant, v.ID, approver)
-			if errors.Is(err, ledger.ErrNotFound) {
+			if errors.Is(err, record.ErrNotFound) {
 				continue
 			}
 			if err != nil {
@@ -196,37 +197,37 @@ func (s *Approver) inbox(ctx context.Context, tenant, approver string) ([]InboxI
 
 // waitingFor returns the operation's latest approval when it is pending, unexpired, of this
 // tenant's operation (or of its campaign, covering it) and addressed to approver; otherwise
-// ledger.ErrNotFound.
-func (s *Approver) waitingFor(ctx context.Context, tenant, opID, approver string) (*ledger.Approval, approval.Round, error) {
+// record.ErrNotFound.
+func (s *Approver) waitingFor(ctx context.Context, tenant, opID, approver string) (*record.Approval, approval.Round, error) {
 	h, err := s.History(ctx, tenant, opID)
 	if err != nil {
 		return nil, approval.Round{}, err
 	}
 	rd, ok := h.Latest()
 	if !ok {
-		return nil, approval.Round{}, ledger.ErrNotFound
+		return nil, approval.Round{}, record.ErrNotFound
 	}
 	a, err := s.Cfg.Ledger.GetApproval(ctx, rd.ApprovalID)
 	if err != nil {
 		return nil, approval.Round{}, err
 	}
 	if !s.addressed(a, tenant, approver) || !covers(a, opID) {
-		return nil, approval.Round{}, ledger.ErrNotFound
+		return nil, approval.Round{}, record.ErrNotFound
 	}
 	return a, rd, nil
 }
 
 // addressed reports whether a is pending, unexpired, of tenant and asks approver, who did not
 // request it.
-func (s *Approver) addressed(a *ledger.Approval, tenant, approver string) bool {
-	return a.Tenant == tenant && a.Status == ledger.ApprovalPending && s.Now().Before(a.ExpiresAt) &&
+func (s *Approver) addressed(a *record.Approval, tenant, approver string) bool {
+	return a.Tenant == tenant && a.Status == record.ApprovalPending && s.Now().Before(a.ExpiresAt) &&
 		slices.Contains(a.Approvers, approver) && a.Requester != approver
 }
 
 // covers reports whether a decides operation opID: a buy's or a change's approval of it, or a
 // campaign's approval covering that leg (an approval stored before approvals named their legs
 // covers every leg whose timeline recorded its request).
-func covers(a *ledger.Approval, opID string) bool {
+func covers(a *record.Approval, opID string) bool {
 	if a.CampaignID == "" {
 		return a.OperationID == opID
 	}
@@ -235,10 +236,10 @@ func covers(a *ledger.Approval, opID string) bool {
 
 // campaignWaiting returns a, a campaign's approval, with its round on the campaign's timeline
 // when it is the campaign's latest approval and waits for approver; otherwise
-// ledger.ErrNotFound.
-func (s *Approver) campaignWaiting(ctx context.Context, a *ledger.Approval, tenant, approver string) (approval.Round, error) {
+// record.ErrNotFound.
+func (s *Approver) campaignWaiting(ctx context.Context, a *record.Approval, tenant, approver string) (approval.Round, error) {
 	if !s.addressed(a, tenant, approver) {
-		return approval.Round{}, ledger.ErrNotFound
+		return approval.Round{}, record.ErrNotFound
 	}
 	h, err := s.History(ctx, tenant, a.CampaignID)
 	if err != nil {
@@ -246,14 +247,14 @@ func (s *Approver) campaignWaiting(ctx context.Context, a *ledger.Approval, tena
 	}
 	rd, ok := h.Latest()
 	if !ok || rd.ApprovalID != a.ID { // a later round replaced it
-		return approval.Round{}, ledger.ErrNotFound
+		return approval.Round{}, record.ErrNotFound
 	}
 	return rd, nil
 }
 
 // campaignItem is the inbox entry of a campaign's approval: the legs it covers and their
 // total, as its page shows them.
-func (s *Approver) campaignItem(ctx context.Context, a *ledger.Approval, rd approval.Round) (InboxItem, error) {
+func (s *Approver) campaignItem(ctx context.Context, a *record.Approval, rd approval.Round) (InboxItem, error) {
 	c, err := s.Campaign(ctx, a.Tenant, a.CampaignID)
 	if err != nil {
 		return InboxItem{}, err
@@ -274,14 +275,14 @@ func (s *Approver) campaignItem(ctx context.Context, a *ledger.Approval, rd appr
 // open returns one approval waiting for approver, with what is bought and a fresh review link.
 func (s *Approver) open(ctx context.Context, tenant, approver, id string) (InboxApproval, error) {
 	if len(id) > approvalcore.MaxApprovalIDLen {
-		return InboxApproval{}, ledger.ErrNotFound
+		return InboxApproval{}, record.ErrNotFound
 	}
 	a, err := s.Cfg.Ledger.GetApproval(ctx, id)
 	if err != nil {
 		return InboxApproval{}, err
 	}
 	if a.Tenant != tenant { // checked before anything else of the approval is read
-		return InboxApproval{}, ledger.ErrNotFound
+		return InboxApproval{}, record.ErrNotFound
 	}
 	if a.CampaignID != "" {
 		return s.openCampaign(ctx, a, approver)
@@ -291,7 +292,7 @@ func (s *Approver) open(ctx context.Context, tenant, approver, id string) (Inbox
 		return InboxApproval{}, err
 	}
 	if a.ID != id { // a later round replaced it
-		return InboxApproval{}, ledger.ErrNotFound
+		return InboxApproval{}, record.ErrNotFound
 	}
 	op, err := s.Cfg.Ledger.GetOperation(ctx, tenant, a.OperationID)
 	if err != nil {
@@ -325,7 +326,7 @@ func (s *Approver) open(ctx context.Context, tenant, approver, id string) (Inbox
 
 // openCampaign is open for a campaign's approval: every leg it covers, their total and the
 // caller's review link.
-func (s *Approver) openCampaign(ctx context.Context, a *ledger.Approval, approver string) (InboxApproval, error) {
+func (s *Approver) openCampaign(ctx context.Context, a *record.Approval, approver string) (InboxApproval, error) {
 	rd, err := s.campaignWaiting(ctx, a, a.Tenant, approver)
 	if err != nil {
 		return InboxApproval{}, err
@@ -342,7 +343,7 @@ func (s *Approver) openCampaign(ctx context.Context, a *ledger.Approval, approve
 }
 
 // reviewLink is approver's own signed link to a's confirm page, the one Slack sent them.
-func (s *Approver) reviewLink(a *ledger.Approval, approver string) (string, error) {
+func (s *Approver) reviewLink(a *record.Approval, approver string) (string, error) {
 	link, err := s.Cfg.Signer.Sign(s.Cfg.BaseURL, a.ID, approver, s.LinkExpiry(a))
 	if err != nil {
 		return "", fmt.Errorf("approve: sign review link of %s: %w", a.ID, err)
@@ -350,10 +351,10 @@ func (s *Approver) reviewLink(a *ledger.Approval, approver string) (string, erro
 	return link, nil
 }
 
-func inboxItem(a *ledger.Approval, rd approval.Round, seller, summary string) InboxItem {
+func inboxItem(a *record.Approval, rd approval.Round, seller, summary string) InboxItem {
 	return InboxItem{
 		ApprovalID: a.ID, OperationID: a.OperationID, Summary: summary, Seller: seller,
 		Amount: approval.ToMoney(a.Amount, a.Currency).String(), Reason: approvalcore.ReasonCode(a.Reason).Label(),
-		ReasonText: ledger.Clip(a.ReasonText, 500), Requester: a.Requester, ExpiresAt: a.ExpiresAt.UTC().Format(time.RFC3339), Escalation: rd.Escalation,
+		ReasonText: record.Clip(a.ReasonText, 500), Requester: a.Requester, ExpiresAt: a.ExpiresAt.UTC().Format(time.RFC3339), Escalation: rd.Escalation,
 	}
 }

@@ -110,6 +110,8 @@ func TestNothingImportsInfraOrFunctions(t *testing.T) {
 func TestLeafPackagesImportOnlyTheStandardLibrary(t *testing.T) {
 	leaves := map[string][]string{
 		"./internal/workflow": nil,
+		// The system's nouns: storage-free, so a policy over them stays pure.
+		"./internal/record": {module + "/internal/workflow"},
 		// The approval page prints amounts with the currencies' minor units, from the money leaf.
 		"./internal/approvalcore": {module + "/internal/money"},
 		"./internal/webhookauth":  {"github.com/go-jose/go-jose/v4"},
@@ -131,6 +133,26 @@ func TestLeafPackagesImportOnlyTheStandardLibrary(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The ledger is the DynamoDB store of the records; the use cases speak package record and name
+// the part of the store they need as an interface. Only wiring, the local stack and the test
+// emulators and harnesses that build a store import it, and the agent registry's own store,
+// which keeps its items in the same table under the ledger's key attributes.
+func TestOnlyWiringImportsTheLedger(t *testing.T) {
+	allowed := []string{
+		module + "/functions/internal/wire", module + "/infra", module + "/internal/devstack",
+		module + "/internal/dynamotest", module + "/internal/approvaltest", module + "/internal/stagetest",
+		module + "/internal/registry", module + "/internal/ledger",
+	}
+	for path, p := range list(t, "./...") {
+		if slices.Contains(allowed, path) || strings.HasPrefix(path, module+"/cmd/") {
+			continue
+		}
+		if slices.Contains(p.Imports, module+"/internal/ledger") {
+			t.Errorf("%s imports the ledger: speak package record and take the store as an interface", path)
+		}
 	}
 }
 
@@ -181,7 +203,7 @@ var (
 		"./internal/buy", "./internal/stage", "./internal/approval", "./internal/sellertask", "./internal/breaker", "./internal/httpapi", "./internal/agents", "./internal/ledger", "./internal/sfn", "./internal/adcp",
 		"./internal/slack", "./internal/secrets", "./internal/metrics", "./internal/config", "./internal/topology",
 		"./internal/approvalcore", "./internal/webhookauth", "./internal/money", "./internal/jsonnum",
-		"./internal/workflow", "./internal/logging", "./internal/agents", "./internal/statusevent",
+		"./internal/workflow", "./internal/record", "./internal/logging", "./internal/agents", "./internal/statusevent",
 		"./internal/dynamoretry",
 	}
 )

@@ -4,7 +4,7 @@
 // through (half-open, claimed with a conditional write); its success closes the breaker, its
 // failure opens it for another cool-down.
 //
-// The breaker lives in the ledger (ledger.Breaker, one item per agent, every write conditioned
+// The breaker lives in the ledger (record.Breaker, one item per agent, every write conditioned
 // on the version read), so every function that calls agents shares it. A Gate is the
 // adcp.Guard of a function's AdCP client: every exchange with an agent, whichever stage or
 // sweep makes it, asks the gate first and reports how it ended. A refused call returns a
@@ -24,18 +24,17 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/adcp"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
 )
 
 // Store keeps the breakers; *ledger.Store satisfies it.
 type Store interface {
-	GetBreaker(ctx context.Context, agentID string) (ledger.Breaker, error)
-	PutBreaker(ctx context.Context, b ledger.Breaker) (ledger.Breaker, error)
+	GetBreaker(ctx context.Context, agentID string) (record.Breaker, error)
+	PutBreaker(ctx context.Context, b record.Breaker) (record.Breaker, error)
 }
-
-var _ Store = (*ledger.Store)(nil)
 
 // AgentSettings returns an agent's registry settings object (internal/agents Record.Settings).
 type AgentSettings func(ctx context.Context, agentID string) (json.RawMessage, error)
@@ -85,7 +84,7 @@ func (g *Gate) Admit(ctx context.Context, agentID string) (func(error), error) {
 			return nil, &adcp.UnavailableError{Agent: agentID, Since: b.OpenedAt, RetryAt: retryAt(b)}
 		}
 		if write {
-			if next, err = g.store.PutBreaker(ctx, next); errors.Is(err, ledger.ErrContention) {
+			if next, err = g.store.PutBreaker(ctx, next); errors.Is(err, record.ErrContention) {
 				continue // another function claimed the probe or moved the breaker: decide again
 			} else if err != nil {
 				g.Log.WarnContext(ctx, "circuit breaker probe not claimed, calling anyway", "agent", agentID, "err", err)
@@ -111,13 +110,13 @@ func (g *Gate) record(ctx context.Context, agentID string, s Settings, v verdict
 		now := g.Now().UTC()
 		next, write := succeeded(b)
 		if transient {
-			next, write = failed(b, s, now, v, ledger.Clip(callErr.Error(), 300))
+			next, write = failed(b, s, now, v, record.Clip(callErr.Error(), 300))
 		}
 		if !write {
 			return
 		}
 		stored, err := g.store.PutBreaker(ctx, next)
-		if errors.Is(err, ledger.ErrContention) {
+		if errors.Is(err, record.ErrContention) {
 			continue
 		}
 		if err != nil {
@@ -125,12 +124,12 @@ func (g *Gate) record(ctx context.Context, agentID string, s Settings, v verdict
 			return
 		}
 		switch {
-		case stored.State == ledger.BreakerOpen && b.State == ledger.BreakerClosed:
+		case stored.State == record.BreakerOpen && b.State == record.BreakerClosed:
 			g.Metrics.Count(metrics.BreakerOpened, metrics.Dims{"Agent": agentID}, 1)
 			g.Log.WarnContext(ctx, "circuit breaker opened", "agent", agentID, "failures", stored.Failures, "retryAt", stored.RetryAt, "lastError", stored.LastError)
-		case stored.State == ledger.BreakerOpen:
+		case stored.State == record.BreakerOpen:
 			g.Log.WarnContext(ctx, "circuit breaker probe failed, open again", "agent", agentID, "retryAt", stored.RetryAt, "lastError", stored.LastError)
-		case stored.State == ledger.BreakerClosed && b.State != ledger.BreakerClosed:
+		case stored.State == record.BreakerClosed && b.State != record.BreakerClosed:
 			g.Log.InfoContext(ctx, "circuit breaker closed", "agent", agentID, "openedAt", b.OpenedAt)
 		}
 		return
@@ -139,10 +138,10 @@ func (g *Gate) record(ctx context.Context, agentID string, s Settings, v verdict
 }
 
 // read returns agentID's breaker, a closed one when none was ever written.
-func (g *Gate) read(ctx context.Context, agentID string) (ledger.Breaker, error) {
+func (g *Gate) read(ctx context.Context, agentID string) (record.Breaker, error) {
 	b, err := g.store.GetBreaker(ctx, agentID)
-	if errors.Is(err, ledger.ErrNotFound) {
-		return ledger.Breaker{AgentID: agentID, State: ledger.BreakerClosed}, nil
+	if errors.Is(err, record.ErrNotFound) {
+		return record.Breaker{AgentID: agentID, State: record.BreakerClosed}, nil
 	}
 	return b, err
 }

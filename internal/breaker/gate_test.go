@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/breaker"
 	"github.com/buyflow/buyflow/internal/clocktest"
@@ -62,7 +64,7 @@ func TestGateTripsAfterFailuresRefusesThenProbeCloses(t *testing.T) {
 		}
 	}
 	b, err := store.GetBreaker(ctx, "seller-a")
-	if err != nil || b.State != ledger.BreakerOpen || b.Failures != 3 || b.Trips != 1 {
+	if err != nil || b.State != record.BreakerOpen || b.Failures != 3 || b.Trips != 1 {
 		t.Fatalf("after 3 failures: %+v %v", b, err)
 	}
 	// Other agents are not affected.
@@ -87,7 +89,7 @@ func TestGateTripsAfterFailuresRefusesThenProbeCloses(t *testing.T) {
 		t.Fatal("the second probe was refused")
 	}
 	b, _ = store.GetBreaker(ctx, "seller-a")
-	if b.State != ledger.BreakerClosed || b.Failures != 0 {
+	if b.State != record.BreakerClosed || b.Failures != 0 {
 		t.Fatalf("after a successful probe: %+v", b)
 	}
 	if !call(t, g, "seller-a", nil) {
@@ -109,7 +111,7 @@ func TestGateCountsOnlyTransientFailuresOfTheAgent(t *testing.T) {
 	call(t, g, "seller-a", refused) // the agent answered: the streak ends
 	call(t, g, "seller-a", unavailable503)
 	b, err := store.GetBreaker(context.Background(), "seller-a")
-	if err != nil || b.State != ledger.BreakerClosed || b.Failures != 1 {
+	if err != nil || b.State != record.BreakerClosed || b.Failures != 1 {
 		t.Fatalf("breaker %+v %v: refusals and buyflow's own failures must not count, an answer ends a streak", b, err)
 	}
 }
@@ -175,7 +177,7 @@ func TestConcurrentFailuresAreAllCounted(t *testing.T) {
 	}
 	wg.Wait()
 	b, err := store.GetBreaker(context.Background(), "seller-a")
-	if err != nil || b.Failures != 3 || b.Version != 3 || b.State != ledger.BreakerOpen || b.Trips != 1 {
+	if err != nil || b.Failures != 3 || b.Version != 3 || b.State != record.BreakerOpen || b.Trips != 1 {
 		t.Fatalf("breaker %+v %v: want the 3 failures counted in 3 versions, opened once", b, err)
 	}
 }

@@ -3,7 +3,7 @@ package breaker
 import (
 	"time"
 
-	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/record"
 )
 
 // The rules that move a breaker, as pure functions of the stored breaker, the settings and the
@@ -25,27 +25,27 @@ const (
 // admit decides whether a call may go now. An open breaker past its cool-down, or a
 // half-open one whose probe was lost, is claimed for this call (state half_open, a new
 // ProbeUntil): only the caller whose conditional write wins that claim sends the probe.
-func admit(b ledger.Breaker, s Settings, now time.Time) (next ledger.Breaker, write bool, v verdict) {
+func admit(b record.Breaker, s Settings, now time.Time) (next record.Breaker, write bool, v verdict) {
 	switch b.State {
-	case ledger.BreakerOpen:
+	case record.BreakerOpen:
 		if now.Before(b.RetryAt) {
 			return b, false, refuse
 		}
-	case ledger.BreakerHalfOpen:
+	case record.BreakerHalfOpen:
 		if now.Before(b.ProbeUntil) {
 			return b, false, refuse
 		}
 	default:
 		return b, false, pass
 	}
-	b.State, b.ProbeUntil = ledger.BreakerHalfOpen, now.Add(s.ProbeTimeout)
+	b.State, b.ProbeUntil = record.BreakerHalfOpen, now.Add(s.ProbeTimeout)
 	return b, true, probe
 }
 
 // retryAt is when a refused caller may try again: the end of the cool-down, or of the probe
 // in flight.
-func retryAt(b ledger.Breaker) time.Time {
-	if b.State == ledger.BreakerHalfOpen {
+func retryAt(b record.Breaker) time.Time {
+	if b.State == record.BreakerHalfOpen {
 		return b.ProbeUntil
 	}
 	return b.RetryAt
@@ -53,11 +53,11 @@ func retryAt(b ledger.Breaker) time.Time {
 
 // succeeded records an answer from the agent (any answer that is not a transient failure:
 // the agent is reachable): the breaker closes and the count starts again.
-func succeeded(b ledger.Breaker) (next ledger.Breaker, write bool) {
-	if b.State != ledger.BreakerOpen && b.State != ledger.BreakerHalfOpen && b.Failures == 0 {
+func succeeded(b record.Breaker) (next record.Breaker, write bool) {
+	if b.State != record.BreakerOpen && b.State != record.BreakerHalfOpen && b.Failures == 0 {
 		return b, false
 	}
-	b.State, b.Failures = ledger.BreakerClosed, 0
+	b.State, b.Failures = record.BreakerClosed, 0
 	b.FirstFailureAt, b.RetryAt, b.ProbeUntil, b.OpenedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 	return b, true
 }
@@ -66,21 +66,21 @@ func succeeded(b ledger.Breaker) (next ledger.Breaker, write bool) {
 // (from 1 again when the previous failure streak began more than Window ago) and opens the
 // breaker at Failures. A failed probe opens it again for another cool-down. A failure of a
 // call let through before the breaker opened changes nothing: the breaker already knows.
-func failed(b ledger.Breaker, s Settings, now time.Time, v verdict, reason string) (next ledger.Breaker, write bool) {
+func failed(b record.Breaker, s Settings, now time.Time, v verdict, reason string) (next record.Breaker, write bool) {
 	switch {
-	case v == probe && b.State == ledger.BreakerHalfOpen:
-		b.State, b.RetryAt, b.ProbeUntil, b.LastError = ledger.BreakerOpen, now.Add(s.Cooldown), time.Time{}, reason
+	case v == probe && b.State == record.BreakerHalfOpen:
+		b.State, b.RetryAt, b.ProbeUntil, b.LastError = record.BreakerOpen, now.Add(s.Cooldown), time.Time{}, reason
 		return b, true
-	case b.State == ledger.BreakerOpen || b.State == ledger.BreakerHalfOpen:
+	case b.State == record.BreakerOpen || b.State == record.BreakerHalfOpen:
 		return b, false
 	}
 	if b.Failures == 0 || now.Sub(b.FirstFailureAt) > s.Window {
 		b.Failures, b.FirstFailureAt = 0, now
 	}
 	b.Failures++
-	b.State, b.LastError = ledger.BreakerClosed, reason
+	b.State, b.LastError = record.BreakerClosed, reason
 	if b.Failures >= s.Failures {
-		b.State, b.OpenedAt, b.RetryAt, b.Trips = ledger.BreakerOpen, now, now.Add(s.Cooldown), b.Trips+1
+		b.State, b.OpenedAt, b.RetryAt, b.Trips = record.BreakerOpen, now, now.Add(s.Cooldown), b.Trips+1
 	}
 	return b, true
 }

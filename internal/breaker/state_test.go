@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/record"
 )
 
 var t0 = time.Date(2099, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -12,16 +12,16 @@ var t0 = time.Date(2099, 1, 1, 12, 0, 0, 0, time.UTC)
 var tight = Settings{Failures: 3, Window: 10 * time.Second, Cooldown: 30 * time.Second, ProbeTimeout: 40 * time.Second}
 
 func TestFailuresOpenTheBreakerOnlyWhenConsecutiveWithinTheWindow(t *testing.T) {
-	b := ledger.Breaker{AgentID: "s", State: ledger.BreakerClosed}
+	b := record.Breaker{AgentID: "s", State: record.BreakerClosed}
 	var write bool
 	b, _ = failed(b, tight, t0, pass, "503")
 	b, _ = failed(b, tight, t0.Add(time.Second), pass, "503")
-	if b.State != ledger.BreakerClosed || b.Failures != 2 {
+	if b.State != record.BreakerClosed || b.Failures != 2 {
 		t.Fatalf("after 2 failures: %+v", b)
 	}
 	// A failure after the window starts the count again.
 	b, _ = failed(b, tight, t0.Add(11*time.Second), pass, "503")
-	if b.State != ledger.BreakerClosed || b.Failures != 1 || !b.FirstFailureAt.Equal(t0.Add(11*time.Second)) {
+	if b.State != record.BreakerClosed || b.Failures != 1 || !b.FirstFailureAt.Equal(t0.Add(11*time.Second)) {
 		t.Fatalf("failure after the window: %+v", b)
 	}
 	// A success resets the count.
@@ -35,18 +35,18 @@ func TestFailuresOpenTheBreakerOnlyWhenConsecutiveWithinTheWindow(t *testing.T) 
 	for i := range 3 {
 		b, _ = failed(b, tight, t0.Add(20*time.Second+time.Duration(i)*time.Second), pass, "503")
 	}
-	if b.State != ledger.BreakerOpen || b.Trips != 1 || !b.OpenedAt.Equal(t0.Add(22*time.Second)) || !b.RetryAt.Equal(t0.Add(52*time.Second)) {
+	if b.State != record.BreakerOpen || b.Trips != 1 || !b.OpenedAt.Equal(t0.Add(22*time.Second)) || !b.RetryAt.Equal(t0.Add(52*time.Second)) {
 		t.Fatalf("3 consecutive failures: %+v", b)
 	}
 }
 
 func TestOpenBreakerRefusesThenLetsOneProbeThrough(t *testing.T) {
-	open := ledger.Breaker{AgentID: "s", State: ledger.BreakerOpen, Failures: 3, OpenedAt: t0, RetryAt: t0.Add(30 * time.Second), Trips: 1}
+	open := record.Breaker{AgentID: "s", State: record.BreakerOpen, Failures: 3, OpenedAt: t0, RetryAt: t0.Add(30 * time.Second), Trips: 1}
 	if _, write, v := admit(open, tight, t0.Add(29*time.Second)); v != refuse || write {
 		t.Fatalf("during the cool-down: verdict %v write %v", v, write)
 	}
 	half, write, v := admit(open, tight, t0.Add(30*time.Second))
-	if v != probe || !write || half.State != ledger.BreakerHalfOpen || !half.ProbeUntil.Equal(t0.Add(70*time.Second)) {
+	if v != probe || !write || half.State != record.BreakerHalfOpen || !half.ProbeUntil.Equal(t0.Add(70*time.Second)) {
 		t.Fatalf("after the cool-down: %+v verdict %v write %v", half, v, write)
 	}
 	// While the probe is out, everyone else is refused until it is lost.
@@ -62,7 +62,7 @@ func TestOpenBreakerRefusesThenLetsOneProbeThrough(t *testing.T) {
 	}
 	// A failed probe opens it again for a cool-down, keeping when it first opened.
 	reopened, write := failed(half, tight, t0.Add(35*time.Second), probe, "503 again")
-	if !write || reopened.State != ledger.BreakerOpen || !reopened.RetryAt.Equal(t0.Add(65*time.Second)) || !reopened.OpenedAt.Equal(t0) || reopened.Trips != 1 {
+	if !write || reopened.State != record.BreakerOpen || !reopened.RetryAt.Equal(t0.Add(65*time.Second)) || !reopened.OpenedAt.Equal(t0) || reopened.Trips != 1 {
 		t.Fatalf("failed probe: %+v", reopened)
 	}
 	// A late failure of a call let through before the breaker opened changes nothing.
@@ -73,7 +73,7 @@ func TestOpenBreakerRefusesThenLetsOneProbeThrough(t *testing.T) {
 		t.Fatal("a late failure must not move an open breaker")
 	}
 	closed, write := succeeded(half)
-	if !write || closed.State != ledger.BreakerClosed || closed.Failures != 0 || !closed.OpenedAt.IsZero() || closed.Trips != 1 {
+	if !write || closed.State != record.BreakerClosed || closed.Failures != 0 || !closed.OpenedAt.IsZero() || closed.Trips != 1 {
 		t.Fatalf("successful probe: %+v", closed)
 	}
 }

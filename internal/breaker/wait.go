@@ -58,7 +58,7 @@ func (w *Waiting) Reason() string {
 	return w.Refusal.Error()
 }
 
-// Detail is the timeline entry's detail (ledger.EventAgentUnavailable).
+// Detail is the timeline entry's detail (record.EventAgentUnavailable).
 func (w *Waiting) Detail() map[string]any {
 	d := map[string]any{"agent_id": w.Refusal.Agent, "role": w.role, "tool": w.tool, "since": rfc3339(w.Refusal.Since),
 		"retry_at": rfc3339(w.Refusal.RetryAt)}

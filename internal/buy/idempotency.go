@@ -6,14 +6,14 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/record"
 )
 
 // Claims is the part of the ledger that makes a submit idempotent.
 type Claims interface {
-	Claim(ctx context.Context, tenant, idempotencyKey, payloadHash string) (*ledger.Claim, error)
-	CompleteClaim(ctx context.Context, c *ledger.Claim, id string, response json.RawMessage) error
-	ReleaseClaim(ctx context.Context, c *ledger.Claim) error
+	Claim(ctx context.Context, tenant, idempotencyKey, payloadHash string) (*record.Claim, error)
+	CompleteClaim(ctx context.Context, c *record.Claim, id string, response json.RawMessage) error
+	ReleaseClaim(ctx context.Context, c *record.Claim) error
 }
 
 // Once runs place under the tenant's Idempotency-Key: the first request with a key runs it and
@@ -25,13 +25,13 @@ func Once[T interface{ ID() string }](ctx context.Context, l Claims, tenant, key
 	replayed func(*T), place func() (T, error)) (T, error) {
 	var zero T
 	claim, err := l.Claim(ctx, tenant, key, payloadHash)
-	var exists *ledger.ClaimExistsError
+	var exists *record.ClaimExistsError
 	switch {
-	case errors.Is(err, ledger.ErrPayloadMismatch):
+	case errors.Is(err, record.ErrPayloadMismatch):
 		return zero, unprocessable("idempotency_key_reused", "Idempotency-Key",
 			"this Idempotency-Key was already used for a different %s; use a new key for a new %s", what, what)
 	case errors.As(err, &exists):
-		if exists.Existing.Status == ledger.ClaimCompleted {
+		if exists.Existing.Status == record.ClaimCompleted {
 			var out T
 			if err := json.Unmarshal(exists.Existing.Response, &out); err != nil {
 				return zero, fmt.Errorf("buy: decode replayed response: %w", err)

@@ -10,15 +10,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
 // PlacementLedger is the part of the ledger placing a buy needs.
 type PlacementLedger interface {
-	AcquireLock(ctx context.Context, name, owner string, ttl time.Duration) (ledger.Lease, error)
-	ReleaseLock(ctx context.Context, l ledger.Lease) error
-	CreateOperation(ctx context.Context, op ledger.Operation) (*ledger.Operation, error)
+	AcquireLock(ctx context.Context, name, owner string, ttl time.Duration) (record.Lease, error)
+	ReleaseLock(ctx context.Context, l record.Lease) error
+	CreateOperation(ctx context.Context, op record.Operation) (*record.Operation, error)
 }
 
 // Executions starts workflow executions under deterministic names.
@@ -93,7 +94,7 @@ func (p *Placer) PlaceAll(ctx context.Context, c Caller, keys []string, reqs []*
 			return nil, re // nothing is locked or written yet
 		}
 	}
-	leases := make([]ledger.Lease, 0, len(reqs))
+	leases := make([]record.Lease, 0, len(reqs))
 	for i, req := range reqs {
 		l, err := p.lock(ctx, c, OperationID(c.Tenant, keys[i]), req)
 		if err != nil {
@@ -118,17 +119,17 @@ func (p *Placer) PlaceAll(ctx context.Context, c Caller, keys []string, reqs []*
 }
 
 // lock takes the business-key lock of one buy: one active buy per (tenant, seller, PO number).
-func (p *Placer) lock(ctx context.Context, c Caller, id string, req *ValidatedRequest) (ledger.Lease, error) {
-	lockName := ledger.BusinessKeyLock(c.Tenant, req.SellerID, req.PONumber)
+func (p *Placer) lock(ctx context.Context, c Caller, id string, req *ValidatedRequest) (record.Lease, error) {
+	lockName := record.BusinessKeyLock(c.Tenant, req.SellerID, req.PONumber)
 	l, err := p.ledger.AcquireLock(ctx, lockName, id, p.cfg.LockTTL)
 	if err != nil {
-		var held *ledger.LockHeldError
+		var held *record.LockHeldError
 		if errors.As(err, &held) {
-			return ledger.Lease{}, &RequestError{Status: 409, Code: "active_buy_exists", Field: "/media_buy/po_number",
+			return record.Lease{}, &RequestError{Status: 409, Code: "active_buy_exists", Field: "/media_buy/po_number",
 				Message: fmt.Sprintf("media buy %s is still active for seller %s and PO number %s; wait for it to end or use another PO number",
 					held.Holder.Owner, req.SellerID, req.PONumber)}
 		}
-		return ledger.Lease{}, fmt.Errorf("buy: lock business key: %w", err)
+		return record.Lease{}, fmt.Errorf("buy: lock business key: %w", err)
 	}
 	return l, nil
 }
@@ -139,7 +140,7 @@ func (p *Placer) record(ctx context.Context, c Caller, id string, req *Validated
 	if err != nil {
 		return Placed{}, fmt.Errorf("buy: encode request: %w", err)
 	}
-	op := ledger.Operation{
+	op := record.Operation{
 		ID: id, Tenant: c.Tenant, Status: workflow.StatusRequested,
 		SellerID: req.SellerID, GovernanceAgentID: req.Governance.AgentID, PlanID: req.Governance.PlanID,
 		PONumber: req.PONumber, BudgetTotal: req.Amount.Decimal(), Currency: req.Currency,
@@ -149,7 +150,7 @@ func (p *Placer) record(ctx context.Context, c Caller, id string, req *Validated
 	if req.Notify != nil {
 		op.NotifySlack = req.Notify.Slack
 	}
-	if _, err := p.ledger.CreateOperation(ctx, op); err != nil && !errors.Is(err, ledger.ErrConflict) {
+	if _, err := p.ledger.CreateOperation(ctx, op); err != nil && !errors.Is(err, record.ErrConflict) {
 		return Placed{}, fmt.Errorf("buy: create operation: %w", err)
 	}
 	return Placed{

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/record"
 )
 
 // Caller is who asks: the tenant (the buyer's account, from the caller's identity, never the
@@ -57,7 +57,7 @@ type View struct {
 	MediaBuy     json.RawMessage `json:"media_buy,omitempty"`
 	// Packages are the packages the seller placed (its ids, and the budgets it reported):
 	// what a per-package budget change names.
-	Packages []ledger.PackageBudget `json:"packages,omitempty"`
+	Packages []record.PackageBudget `json:"packages,omitempty"`
 	// ExecutionName is the buy's first Step Functions execution; its continuations (a long
 	// seller wait) are named <ExecutionName>-g<N> (workflow.ExecutionName), so an operator finds
 	// every execution of a buy from this one name.
@@ -84,7 +84,7 @@ type CurrentView struct {
 	State          string                 `json:"state"`
 	Budget         string                 `json:"budget"`
 	Currency       string                 `json:"currency"`
-	Packages       []ledger.PackageBudget `json:"packages,omitempty"`
+	Packages       []record.PackageBudget `json:"packages,omitempty"`
 	EndTime        string                 `json:"end_time,omitempty"`
 	ChangeInFlight string                 `json:"change_in_flight,omitempty"`
 	LastChangeID   string                 `json:"last_change_id,omitempty"`
@@ -164,7 +164,7 @@ type WaitingView struct {
 }
 
 // EventViewOf is the API view of one timeline event.
-func EventViewOf(e ledger.Event) EventView {
+func EventViewOf(e record.Event) EventView {
 	ev := EventView{At: e.At.UTC().Format(time.RFC3339Nano), Type: e.Type, Actor: e.Actor,
 		From: string(e.From), To: string(e.To), Reason: e.Reason, Detail: e.Detail}
 	if e.Amount != "" {
@@ -175,16 +175,16 @@ func EventViewOf(e ledger.Event) EventView {
 
 // ApprovalViewOf is the API view of a stored approval (without the request's time and round,
 // which its subject's timeline holds).
-func ApprovalViewOf(a *ledger.Approval) *ApprovalView {
+func ApprovalViewOf(a *record.Approval) *ApprovalView {
 	v := &ApprovalView{
 		ApprovalID: a.ID, CampaignID: a.CampaignID, Status: string(a.Status), Approvers: a.Approvers,
-		Reason: a.Reason, ReasonText: ledger.Clip(a.ReasonText, 500), Legs: a.Legs,
+		Reason: a.Reason, ReasonText: record.Clip(a.ReasonText, 500), Legs: a.Legs,
 		ExpiresAt: RFC3339(a.ExpiresAt), EscalatesTo: a.EscalationApprovers,
 	}
 	if a.Amount != "" {
 		v.Amount = strings.TrimSpace(a.Amount + " " + a.Currency)
 	}
-	if a.Status == ledger.ApprovalApproved || a.Status == ledger.ApprovalRejected {
+	if a.Status == record.ApprovalApproved || a.Status == record.ApprovalRejected {
 		v.DecidedBy, v.DecidedAt = a.Decider, RFC3339(a.DecidedAt)
 	}
 	return v

@@ -24,7 +24,7 @@
 //   - The campaign id and every leg's operation id derive from the tenant and the
 //     Idempotency-Key, so a retry converges on the same campaign, operations and executions.
 //   - The sync_plans request is written before it is sent, and every attempt sends those bytes,
-//     claimed first on the campaign's item (ledger.Campaign.PlanIntentRecord): after an attempt
+//     claimed first on the campaign's item (record.Campaign.PlanIntentRecord): after an attempt
 //     that may have sent it the push is a resend, after one that provably sent nothing a first
 //     send again. A campaign stored before the claims were counted pushes a resend.
 //   - Every amount is exact (internal/money) and in the campaign's one currency.

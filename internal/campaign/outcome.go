@@ -1,8 +1,8 @@
 package campaign
 
 import (
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/money"
+	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -87,8 +87,8 @@ func Decide(currency string, legs []LegState) Outcome {
 // approver rejected it, or whose approval expired, bought nothing and reads canceled, which
 // its approval explains; otherwise status stands. a must be the campaign's (the caller read it
 // by the id the campaign names).
-func approvalOutcome(a *ledger.Approval, status Status) Status {
-	if a != nil && status == Failed && (a.Status == ledger.ApprovalRejected || a.Status == ledger.ApprovalExpired) {
+func approvalOutcome(a *record.Approval, status Status) Status {
+	if a != nil && status == Failed && (a.Status == record.ApprovalRejected || a.Status == record.ApprovalExpired) {
 		return Canceled
 	}
 	return status

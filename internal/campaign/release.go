@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/approval"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -68,8 +69,8 @@ func (s *Settler) Release(ctx context.Context, tenant, id string, in ReleaseInpu
 	if len(in.Legs) != len(rec.Legs) || len(in.Checks) != len(rec.Legs) {
 		return Released{}, &workflow.InvalidInputError{Field: "legs", Reason: fmt.Sprintf("campaign %s has %d legs; %d inputs and %d checks were sent", id, len(rec.Legs), len(in.Legs), len(in.Checks))}
 	}
-	ops := make([]*ledger.Operation, len(rec.Legs))
-	var cleared []*ledger.Operation
+	ops := make([]*record.Operation, len(rec.Legs))
+	var cleared []*record.Operation
 	refusals := make([]*workflow.StepError, len(rec.Legs))
 	var refused *workflow.StepError
 	waiting := false
@@ -125,7 +126,7 @@ func (s *Settler) Release(ctx context.Context, tenant, id string, in ReleaseInpu
 // campaign would commit: each leg's amount as its operation stores the buy's one amount). A
 // total that cannot be summed exactly needs a person, and the approval's request then refuses
 // to show it: nothing is bought.
-func (s *Settler) overThreshold(rec *ledger.Campaign, cleared []*ledger.Operation) (bool, string) {
+func (s *Settler) overThreshold(rec *record.Campaign, cleared []*record.Operation) (bool, string) {
 	_, why, err := approval.Campaign{Record: rec, Legs: cleared}.Gate(s.threshold.NeedsCampaign)
 	if err != nil {
 		return true, err.Error()
@@ -135,7 +136,7 @@ func (s *Settler) overThreshold(rec *ledger.Campaign, cleared []*ledger.Operatio
 
 // refusal is why a leg's check did not clear it, or nil: the check failed after its retries
 // (the Map's Catch), governance denied it, or the leg ended or never got past its check.
-func refusal(op *ledger.Operation, checkFailure *workflow.StepError) *workflow.StepError {
+func refusal(op *record.Operation, checkFailure *workflow.StepError) *workflow.StepError {
 	switch {
 	case checkFailure != nil:
 		return checkFailure

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/buytest"
 	"github.com/buyflow/buyflow/internal/ledger"
@@ -26,7 +28,7 @@ func checked(t *testing.T, f fixture, policy Policy, after ...workflow.Status) (
 	}
 	for i, to := range after {
 		reason := "checked: " + string(to)
-		if _, err := f.store.Transition(ctx, "acme", out.Legs[i].OperationID, to, 1, ledger.Changes{Reason: &reason}); err != nil {
+		if _, err := f.store.Transition(ctx, "acme", out.Legs[i].OperationID, to, 1, record.Changes{Reason: &reason}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -273,7 +275,7 @@ func TestReleaseRechecksALapsedLeg(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.store.UpdateFields(context.Background(), "acme", op.ID, op.Version, ledger.Changes{GovernanceExpiresAt: &lapsed}); err != nil {
+	if _, err := f.store.UpdateFields(context.Background(), "acme", op.ID, op.Version, record.Changes{GovernanceExpiresAt: &lapsed}); err != nil {
 		t.Fatal(err)
 	}
 	r := release(t, f, out, in, func(ti *TaskInput) { ti.Approval = &workflow.ApprovalOutput{Decision: "approved"} })
@@ -288,7 +290,7 @@ type otherCurrency struct {
 	id string
 }
 
-func (o otherCurrency) GetOperation(ctx context.Context, tenant, id string) (*ledger.Operation, error) {
+func (o otherCurrency) GetOperation(ctx context.Context, tenant, id string) (*record.Operation, error) {
 	op, err := o.Store.GetOperation(ctx, tenant, id)
 	if err == nil && id == o.id {
 		op.Currency = "EUR"

@@ -10,9 +10,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/buy"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -20,14 +21,12 @@ import (
 // Ledger is the part of the ledger the campaign use cases need.
 type Ledger interface {
 	buy.Claims
-	CreateCampaign(ctx context.Context, c ledger.Campaign) (*ledger.Campaign, error)
-	GetCampaign(ctx context.Context, tenant, id string) (*ledger.Campaign, error)
-	GetApproval(ctx context.Context, id string) (*ledger.Approval, error)
-	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (ledger.Page[ledger.Event], error)
-	ListCampaigns(ctx context.Context, tenant string, limit int, cursor string) (ledger.Page[*ledger.Campaign], error)
+	CreateCampaign(ctx context.Context, c record.Campaign) (*record.Campaign, error)
+	GetCampaign(ctx context.Context, tenant, id string) (*record.Campaign, error)
+	GetApproval(ctx context.Context, id string) (*record.Approval, error)
+	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (record.Page[record.Event], error)
+	ListCampaigns(ctx context.Context, tenant string, limit int, cursor string) (record.Page[*record.Campaign], error)
 }
-
-var _ Ledger = (*ledger.Store)(nil)
 
 // Placer places a campaign's legs: a leg is a media buy (*buy.Placer).
 type Placer interface {
@@ -126,7 +125,7 @@ func (s *Service) place(ctx context.Context, c buy.Caller, key string, v *Valida
 	if err != nil {
 		return Submitted{}, err
 	}
-	rec := ledger.Campaign{
+	rec := record.Campaign{
 		ID: id, Tenant: c.Tenant, Name: v.Name, GovernanceAgentID: v.Governance.AgentID, PlanID: v.Governance.PlanID,
 		Policy: string(v.Policy), BudgetTotal: v.Total.Decimal(), Currency: v.Total.Currency, Requester: c.Principal,
 	}
@@ -145,13 +144,13 @@ func (s *Service) place(ctx context.Context, c buy.Caller, key string, v *Valida
 	out := Submitted{CampaignID: id, Status: Running, Links: LinksFor(id)}
 	for i, b := range v.Buys {
 		p := placed[i]
-		rec.Legs = append(rec.Legs, ledger.CampaignLeg{
+		rec.Legs = append(rec.Legs, record.CampaignLeg{
 			OperationID: p.OperationID, SellerID: b.SellerID, PONumber: b.PONumber, Amount: b.Amount.Decimal(),
 		})
 		in.Legs = append(in.Legs, LegInput{OperationID: p.OperationID, ExecutionName: p.ExecutionName, Input: p.Input})
 		out.Legs = append(out.Legs, SubmittedLeg{OperationID: p.OperationID, SellerID: b.SellerID, Links: p.Links})
 	}
-	if _, err := s.ledger.CreateCampaign(ctx, rec); err != nil && !errors.Is(err, ledger.ErrConflict) {
+	if _, err := s.ledger.CreateCampaign(ctx, rec); err != nil && !errors.Is(err, record.ErrConflict) {
 		return Submitted{}, fmt.Errorf("campaign: record %s: %w", id, err)
 	}
 	// Named after the campaign: a retry of this submit starts the same execution.
@@ -180,9 +179,9 @@ func planIntent(id string, req map[string]json.RawMessage, now time.Time) ([]byt
 	return b, nil
 }
 
-func (s *Service) campaign(ctx context.Context, tenant, id string) (*ledger.Campaign, error) {
+func (s *Service) campaign(ctx context.Context, tenant, id string) (*record.Campaign, error) {
 	rec, err := s.ledger.GetCampaign(ctx, tenant, id)
-	if errors.Is(err, ledger.ErrNotFound) {
+	if errors.Is(err, record.ErrNotFound) {
 		return nil, ErrNotFound
 	}
 	if err != nil {
@@ -202,7 +201,7 @@ func (s *Service) Get(ctx context.Context, tenant, id string) (View, error) {
 
 // summary is what the campaign item alone says of rec: everything but the legs' statuses and
 // what they committed; planned is the sum of the legs' amounts.
-func summary(rec *ledger.Campaign) (View, money.Amount, error) {
+func summary(rec *record.Campaign) (View, money.Amount, error) {
 	out := View{
 		CampaignID: rec.ID, Name: rec.Name, Policy: Policy(rec.Policy), GovernanceID: rec.GovernanceAgentID,
 		PlanID: rec.PlanID, Currency: rec.Currency, TotalBudget: rec.BudgetTotal, Requester: rec.Requester,
@@ -221,7 +220,7 @@ func summary(rec *ledger.Campaign) (View, money.Amount, error) {
 	return out, planned, nil
 }
 
-func (s *Service) view(ctx context.Context, rec *ledger.Campaign) (View, error) {
+func (s *Service) view(ctx context.Context, rec *record.Campaign) (View, error) {
 	out, planned, err := summary(rec)
 	if err != nil {
 		return View{}, err
@@ -273,7 +272,7 @@ func (s *Service) view(ctx context.Context, rec *ledger.Campaign) (View, error) 
 // their statuses, which GET of one campaign reads.
 func (s *Service) List(ctx context.Context, tenant string, limit int, cursor string) (ListPage, error) {
 	page, err := s.ledger.ListCampaigns(ctx, tenant, limit, cursor)
-	if errors.Is(err, ledger.ErrInvalidCursor) {
+	if errors.Is(err, record.ErrInvalidCursor) {
 		return ListPage{}, &buy.RequestError{Status: 400, Code: "invalid_cursor", Field: "cursor", Message: "the cursor is not one this listing returned"}
 	}
 	if err != nil {
@@ -310,7 +309,7 @@ func (s *Service) Events(ctx context.Context, tenant, id string) (EventPage, err
 		return EventPage{}, fmt.Errorf("campaign: encode event detail: %w", err)
 	}
 	out := EventPage{Items: []EventView{{EventView: buy.EventView{
-		At: rec.CreatedAt.UTC().Format(time.RFC3339Nano), Type: ledger.EventCampaignSubmitted, Actor: rec.Requester,
+		At: rec.CreatedAt.UTC().Format(time.RFC3339Nano), Type: record.EventCampaignSubmitted, Actor: rec.Requester,
 		Amount: rec.BudgetTotal + " " + rec.Currency, Detail: detail,
 	}}}}
 	// The campaign's own timeline: its one approval's request, views and decision.

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/mediabuy"
 
 	"github.com/buyflow/buyflow/internal/buytest"
@@ -208,7 +210,7 @@ func TestLockedLegRefusesTheCampaign(t *testing.T) {
 		t.Fatalf("%d media-buy and %d campaign executions started, want only the single buy's", f.execs.count(), f.campaigns.count())
 	}
 	for i := range 2 {
-		if _, err := f.store.GetOperation(ctx, "acme", buy.OperationID("acme", legKey("campaign-key-3", i))); !errors.Is(err, ledger.ErrNotFound) {
+		if _, err := f.store.GetOperation(ctx, "acme", buy.OperationID("acme", legKey("campaign-key-3", i))); !errors.Is(err, record.ErrNotFound) {
 			t.Fatalf("leg %d operation exists: %v", i, err)
 		}
 	}
@@ -225,7 +227,7 @@ func assertNothingStored(t *testing.T, f fixture) {
 	if n := f.execs.count() + f.campaigns.count(); n != 0 {
 		t.Fatalf("%d executions started", n)
 	}
-	ops, err := f.store.ListOperations(ctx, "acme", ledger.ListOptions{})
+	ops, err := f.store.ListOperations(ctx, "acme", record.ListOptions{})
 	if err != nil || len(ops.Items) != 0 {
 		t.Fatalf("operations = %+v, %v", ops.Items, err)
 	}

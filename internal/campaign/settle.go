@@ -9,8 +9,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/adcp"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/stage"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -81,21 +82,19 @@ type Compensation struct {
 type Facts interface {
 	// Claims counts the pushes of the campaign's plan (stage.ClaimStored).
 	stage.Claims
-	GetCampaign(ctx context.Context, tenant, id string) (*ledger.Campaign, error)
-	GetOperation(ctx context.Context, tenant, id string) (*ledger.Operation, error)
+	GetCampaign(ctx context.Context, tenant, id string) (*record.Campaign, error)
+	GetOperation(ctx context.Context, tenant, id string) (*record.Operation, error)
 	SettleCampaign(ctx context.Context, tenant, id, outcome, committed string) error
-	GetApproval(ctx context.Context, id string) (*ledger.Approval, error)
-	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch ledger.Changes) (*ledger.Operation, error)
-	AcquireLock(ctx context.Context, name, owner string, ttl time.Duration) (ledger.Lease, error)
-	ReleaseLock(ctx context.Context, l ledger.Lease) error
+	GetApproval(ctx context.Context, id string) (*record.Approval, error)
+	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Changes) (*record.Operation, error)
+	AcquireLock(ctx context.Context, name, owner string, ttl time.Duration) (record.Lease, error)
+	ReleaseLock(ctx context.Context, l record.Lease) error
 }
 
 // PlanSyncer sends a sync_plans intent to a governance agent (internal/adcp's client).
 type PlanSyncer interface {
 	SyncPlans(ctx context.Context, agentID string, in adcp.Intent) (*adcp.SyncPlansResult, error)
 }
-
-var _ Facts = (*ledger.Store)(nil)
 
 // Threshold is the approval policy's gate on a campaign's total (approval.Policy).
 type Threshold interface {
@@ -155,9 +154,9 @@ func (s *Settler) handle(ctx context.Context, raw json.RawMessage) (any, error) 
 	return nil, &workflow.InvalidInputError{Field: "action", Reason: fmt.Sprintf("%q is not one of %s, %s, %s, %s, %s", in.Action, ActionLeg, ActionSettle, ActionSyncPlans, ActionClose, ActionRelease)}
 }
 
-func (s *Settler) operation(ctx context.Context, tenant, id string) (*ledger.Operation, error) {
+func (s *Settler) operation(ctx context.Context, tenant, id string) (*record.Operation, error) {
 	op, err := s.facts.GetOperation(ctx, tenant, id)
-	if errors.Is(err, ledger.ErrNotFound) {
+	if errors.Is(err, record.ErrNotFound) {
 		return nil, &workflow.NotFoundError{OperationID: id}
 	}
 	if err != nil {
@@ -166,9 +165,9 @@ func (s *Settler) operation(ctx context.Context, tenant, id string) (*ledger.Ope
 	return op, nil
 }
 
-func (s *Settler) campaign(ctx context.Context, tenant, id string) (*ledger.Campaign, error) {
+func (s *Settler) campaign(ctx context.Context, tenant, id string) (*record.Campaign, error) {
 	rec, err := s.facts.GetCampaign(ctx, tenant, id)
-	if errors.Is(err, ledger.ErrNotFound) {
+	if errors.Is(err, record.ErrNotFound) {
 		return nil, &workflow.TerminalError{Code: "campaign_not_found", Reason: "no campaign " + id + " for tenant " + tenant}
 	}
 	if err != nil {
@@ -191,9 +190,9 @@ func (s *Settler) SyncPlans(ctx context.Context, tenant, id string) (PlanSynced,
 	if len(rec.PlanIntent) == 0 {
 		return PlanSynced{}, &workflow.TerminalError{Code: "no_plan", Reason: "campaign " + id + " carries no plan to push"}
 	}
-	ref := stage.IntentRef{Tenant: tenant, OperationID: id, Name: ledger.SyncPlansIntent, Tool: adcp.ToolSyncPlans, Decode: storedPlan}
+	ref := stage.IntentRef{Tenant: tenant, OperationID: id, Name: record.SyncPlansIntent, Tool: adcp.ToolSyncPlans, Decode: storedPlan}
 	read := rec
-	intent, err := stage.ClaimStored(ctx, s.facts, ref, func(ctx context.Context) (*ledger.Intent, error) {
+	intent, err := stage.ClaimStored(ctx, s.facts, ref, func(ctx context.Context) (*record.Intent, error) {
 		if read == nil { // a later round, after another attempt claimed it: read it again
 			if read, err = s.campaign(ctx, tenant, id); err != nil {
 				return nil, err
@@ -234,7 +233,7 @@ func (s *Settler) SyncPlans(ctx context.Context, tenant, id string) (PlanSynced,
 
 // storedPlan reads the campaign's plan record as the intent it holds (PlanIntent is the JSON of
 // an adcp.Intent); a first send after released claims runs its replay window from then.
-func storedPlan(stored *ledger.Intent) (adcp.Intent, error) {
+func storedPlan(stored *record.Intent) (adcp.Intent, error) {
 	var in adcp.Intent
 	if err := json.Unmarshal(stored.Request, &in); err != nil {
 		return adcp.Intent{}, err
@@ -267,8 +266,8 @@ func (s *Settler) Close(ctx context.Context, tenant, id string, failure *workflo
 			return Closed{}, err
 		}
 		if op.Status == workflow.StatusRequested {
-			_, err := s.facts.Transition(ctx, tenant, op.ID, workflow.StatusFailed, op.Version, ledger.Changes{Reason: &reason, Actor: "system"})
-			if err != nil && !errors.Is(err, ledger.ErrConflict) {
+			_, err := s.facts.Transition(ctx, tenant, op.ID, workflow.StatusFailed, op.Version, record.Changes{Reason: &reason, Actor: "system"})
+			if err != nil && !errors.Is(err, record.ErrConflict) {
 				return Closed{}, &workflow.TransientError{Reason: "fail leg " + op.ID + ": " + err.Error()}
 			}
 			if err == nil {
@@ -285,23 +284,23 @@ func (s *Settler) Close(ctx context.Context, tenant, id string, failure *workflo
 // releaseLock frees the leg's business-key lock when the leg still holds it: the lock is
 // re-taken by its owner (the operation id; this succeeds only while it is the leg's or free)
 // and released at once, as a buy's own end does.
-func (s *Settler) releaseLock(ctx context.Context, tenant string, leg ledger.CampaignLeg) error {
-	lease, err := s.facts.AcquireLock(ctx, ledger.BusinessKeyLock(tenant, leg.SellerID, leg.PONumber), leg.OperationID, time.Minute)
-	var held *ledger.LockHeldError
+func (s *Settler) releaseLock(ctx context.Context, tenant string, leg record.CampaignLeg) error {
+	lease, err := s.facts.AcquireLock(ctx, record.BusinessKeyLock(tenant, leg.SellerID, leg.PONumber), leg.OperationID, time.Minute)
+	var held *record.LockHeldError
 	switch {
 	case errors.As(err, &held):
 		return nil
 	case err != nil:
 		return &workflow.TransientError{Reason: "take the lock of leg " + leg.OperationID + ": " + err.Error()}
 	}
-	if err := s.facts.ReleaseLock(ctx, lease); err != nil && !errors.Is(err, ledger.ErrLeaseLost) {
+	if err := s.facts.ReleaseLock(ctx, lease); err != nil && !errors.Is(err, record.ErrLeaseLost) {
 		return &workflow.TransientError{Reason: "release the lock of leg " + leg.OperationID + ": " + err.Error()}
 	}
 	return nil
 }
 
 // approval is the campaign's approval, nil when it asked none.
-func (s *Settler) approval(ctx context.Context, rec *ledger.Campaign) (*ledger.Approval, error) {
+func (s *Settler) approval(ctx context.Context, rec *record.Campaign) (*record.Approval, error) {
 	if rec.ApprovalID == "" {
 		return nil, nil
 	}
@@ -365,7 +364,7 @@ func (s *Settler) Settle(ctx context.Context, tenant, id string) (Settled, error
 	}
 	// Nothing is left to do: this is the campaign's outcome (a cancel that failed leaves its leg
 	// committed, and the outcome says so).
-	if err := s.facts.SettleCampaign(ctx, tenant, id, string(o.Status), o.Committed.Decimal()); err != nil && !errors.Is(err, ledger.ErrConflict) {
+	if err := s.facts.SettleCampaign(ctx, tenant, id, string(o.Status), o.Committed.Decimal()); err != nil && !errors.Is(err, record.ErrConflict) {
 		return Settled{}, &workflow.TransientError{Reason: "record the outcome of campaign " + id + ": " + err.Error()}
 	}
 	return out, nil

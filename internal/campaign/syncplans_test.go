@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/buytest"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -31,7 +32,7 @@ func (p *pushes) SyncPlans(_ context.Context, _ string, in adcp.Intent) (*adcp.S
 }
 
 // submitted submits the example campaign (it pushes its plan) and returns its stored record.
-func submitted(t *testing.T, f fixture) *ledger.Campaign {
+func submitted(t *testing.T, f fixture) *record.Campaign {
 	t.Helper()
 	out, err := f.svc.Submit(context.Background(), acme, "plan-key-"+t.Name(), buytest.Marshal(t, buytest.Example(t, "campaign.json")))
 	if err != nil {
@@ -53,7 +54,7 @@ func (p *pushes) attempts() []int {
 	return out
 }
 
-func storedPlanRecord(t *testing.T, f fixture, id string) *ledger.Intent {
+func storedPlanRecord(t *testing.T, f fixture, id string) *record.Intent {
 	t.Helper()
 	rec, err := f.store.GetCampaign(context.Background(), "acme", id)
 	if err != nil {
@@ -119,7 +120,7 @@ func TestPlanPushOfAnUnreadablePlanSendsNothing(t *testing.T) {
 	f := newFixture(t)
 	rec := submitted(t, f)
 	for _, bad := range []string{`not json`, `{"task":"create_media_buy","key":"k","body":"e30="}`, `{"task":"sync_plans","key":"","body":"e30="}`} {
-		if _, err := storedPlan(&ledger.Intent{Request: []byte(bad)}); err == nil {
+		if _, err := storedPlan(&record.Intent{Request: []byte(bad)}); err == nil {
 			t.Errorf("plan %s read as an intent", bad)
 		}
 	}

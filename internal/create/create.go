@@ -8,8 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/adcp"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/sellertask"
 	"github.com/buyflow/buyflow/internal/stage"
@@ -70,7 +71,7 @@ func (s *Create) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (wo
 		}
 		op = checked
 	}
-	if op, _, err = s.Move(ctx, op, workflow.StatusCreating, ledger.Changes{Actor: stage.ActorSystem}); err != nil {
+	if op, _, err = s.Move(ctx, op, workflow.StatusCreating, record.Changes{Actor: stage.ActorSystem}); err != nil {
 		return workflow.SellerOutput{}, err
 	}
 	if op.Status != workflow.StatusCreating {
@@ -105,13 +106,13 @@ func (s *Create) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (wo
 	}
 	if err != nil {
 		s.CountAdcpError(err)
-		s.Event(ctx, op, ledger.Event{Type: ledger.EventSellerCall, Actor: stage.SellerActor(req.SellerID), Reason: ledger.Clip(err.Error(), 500),
-			Detail: ledger.EventDetail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "attempt": intent.Attempt, "error_code": adcp.ErrorCode(err), "decision": adcp.Decide(err).String()})})
+		s.Event(ctx, op, record.Event{Type: record.EventSellerCall, Actor: stage.SellerActor(req.SellerID), Reason: record.Clip(err.Error(), 500),
+			Detail: record.EventDetail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "attempt": intent.Attempt, "error_code": adcp.ErrorCode(err), "decision": adcp.Decide(err).String()})})
 		s.Log.WarnContext(ctx, "create_media_buy failed", "operationId", op.ID, "attempt", intent.Attempt, "code", adcp.ErrorCode(err), "decision", adcp.Decide(err).String())
 		return workflow.SellerOutput{}, stage.CallError("create_media_buy", err)
 	}
-	s.Event(ctx, op, ledger.Event{Type: ledger.EventSellerCall, Actor: stage.SellerActor(req.SellerID),
-		Detail: ledger.EventDetail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "attempt": intent.Attempt, "shape": res.Shape, "status": res.Status,
+	s.Event(ctx, op, record.Event{Type: record.EventSellerCall, Actor: stage.SellerActor(req.SellerID),
+		Detail: record.EventDetail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "attempt": intent.Attempt, "shape": res.Shape, "status": res.Status,
 			"task_id": res.TaskID, "media_buy_id": res.MediaBuyID, "replayed": res.Replayed})})
 	return s.recordCreate(ctx, op, req, res, in.Config, token, now)
 }
@@ -122,7 +123,7 @@ func (s *Create) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (wo
 // here after it; a lapsed approval is no approval. Only an operation that has not started to
 // create (awaiting_approval, checking_governance) can take a new check; anything but a fresh
 // "approved" keeps the gate closed.
-func (s *Create) recheck(ctx context.Context, op *ledger.Operation, req *stage.Request) (*ledger.Operation, error) {
+func (s *Create) recheck(ctx context.Context, op *record.Operation, req *stage.Request) (*record.Operation, error) {
 	lapsed := &workflow.TerminalError{Code: "governance_expired",
 		Reason: fmt.Sprintf("the governance approval %s expired at %s before the buy was placed", op.GovernanceCheckID, stage.RFC3339(op.GovernanceExpiresAt))}
 	if op.Status != workflow.StatusAwaitingApproval && op.Status != workflow.StatusCheckingGovernance {
@@ -142,8 +143,8 @@ func (s *Create) recheck(ctx context.Context, op *ledger.Operation, req *stage.R
 		s.CountAdcpError(err)
 		return nil, stage.CallError("check_governance (re-check before spend)", err)
 	}
-	s.Event(ctx, op, ledger.Event{Type: ledger.EventGovernanceCheck, Actor: stage.GovernanceActor(req.Governance.AgentID),
-		Detail: ledger.EventDetail(map[string]any{"recheck": true, "verdict": res.Verdict, "pending": res.Pending, "check_id": res.CheckID})})
+	s.Event(ctx, op, record.Event{Type: record.EventGovernanceCheck, Actor: stage.GovernanceActor(req.Governance.AgentID),
+		Detail: record.EventDetail(map[string]any{"recheck": true, "verdict": res.Verdict, "pending": res.Pending, "check_id": res.CheckID})})
 	if res.Pending || res.Verdict != adcp.VerdictApproved {
 		if res.Verdict == adcp.VerdictDenied && !res.Pending {
 			s.Metrics.Count(metrics.GovernanceDenied, nil, 1)
@@ -162,7 +163,7 @@ func (s *Create) recheck(ctx context.Context, op *ledger.Operation, req *stage.R
 }
 
 // createIntent builds the create_media_buy intent from the governance-checked payload.
-func (s *Create) createIntent(ctx context.Context, op *ledger.Operation, req *stage.Request, token string, now time.Time) (adcp.Intent, error) {
+func (s *Create) createIntent(ctx context.Context, op *record.Operation, req *stage.Request, token string, now time.Time) (adcp.Intent, error) {
 	payload, err := s.checkedPayload(ctx, op, req)
 	if err != nil {
 		return adcp.Intent{}, err
@@ -186,12 +187,12 @@ func (s *Create) createIntent(ctx context.Context, op *ledger.Operation, req *st
 }
 
 // checkedPayload returns the payload the governance check approved (conditions applied).
-func (s *Create) checkedPayload(ctx context.Context, op *ledger.Operation, req *stage.Request) ([]byte, error) {
+func (s *Create) checkedPayload(ctx context.Context, op *record.Operation, req *stage.Request) ([]byte, error) {
 	li, err := s.Ledger.GetIntent(ctx, op.Tenant, op.ID, stage.IntentCheckPrefix+op.GovernanceCheckID)
 	switch {
 	case err == nil:
 		return li.Request, nil
-	case errors.Is(err, ledger.ErrNotFound):
+	case errors.Is(err, record.ErrNotFound):
 		return stage.BasePayload(op, req)
 	default:
 		return nil, fmt.Errorf("create: read checked payload of %s: %w", op.ID, err)
@@ -203,7 +204,7 @@ func (s *Create) checkedPayload(ctx context.Context, op *ledger.Operation, req *
 // is recorded, or another actor (the seller's webhook, the sweep) moved the operation past
 // creating meanwhile. Each check is recorded only while the operation is still creating, so
 // the timeline never shows one after the status it was asking about was gone.
-func (s *Create) reconcile(ctx context.Context, op *ledger.Operation, req *stage.Request, cfg workflow.RunConfig, token string, now time.Time) (workflow.SellerOutput, bool, error) {
+func (s *Create) reconcile(ctx context.Context, op *record.Operation, req *stage.Request, cfg workflow.RunConfig, token string, now time.Time) (workflow.SellerOutput, bool, error) {
 	got, err := s.AdCP.GetMediaBuys(ctx, req.SellerID, adcp.GetMediaBuysRequest{Account: req.Account()})
 	if errors.As(err, new(*adcp.UnavailableError)) {
 		return workflow.SellerOutput{}, false, err // not sent: the caller waits for the seller's breaker
@@ -211,8 +212,8 @@ func (s *Create) reconcile(ctx context.Context, op *ledger.Operation, req *stage
 	if err != nil {
 		s.CountAdcpError(err)
 		// A seller that cannot list falls back on its idempotency replay (same key, same bytes).
-		if s.checked(ctx, op, req, ledger.Event{Reason: ledger.Clip(err.Error(), 300),
-			Detail: ledger.EventDetail(map[string]any{"found": false, "error_code": adcp.ErrorCode(err)})}) {
+		if s.checked(ctx, op, req, record.Event{Reason: record.Clip(err.Error(), 300),
+			Detail: record.EventDetail(map[string]any{"found": false, "error_code": adcp.ErrorCode(err)})}) {
 			return s.movedOn(ctx, op, cfg, now)
 		}
 		if adcp.Decide(err) == adcp.DecisionRetry {
@@ -227,14 +228,14 @@ func (s *Create) reconcile(ctx context.Context, op *ledger.Operation, req *stage
 		if len(mb.Context) == 0 || json.Unmarshal(mb.Context, &c) != nil || c.OperationID != op.ID {
 			continue
 		}
-		if s.checked(ctx, op, req, ledger.Event{Detail: ledger.EventDetail(map[string]any{"found": true, "media_buy_id": mb.MediaBuyID, "status": mb.Status})}) {
+		if s.checked(ctx, op, req, record.Event{Detail: record.EventDetail(map[string]any{"found": true, "media_buy_id": mb.MediaBuyID, "status": mb.Status})}) {
 			return s.movedOn(ctx, op, cfg, now)
 		}
 		res := &adcp.MediaBuyResult{Shape: adcp.ShapeSuccess, Status: adcp.StatusCompleted, MediaBuyID: mb.MediaBuyID, MediaBuyStatus: mb.Status}
 		out, err := s.recordCreate(ctx, op, req, res, cfg, token, now)
 		return out, true, err
 	}
-	if s.checked(ctx, op, req, ledger.Event{Detail: ledger.EventDetail(map[string]any{"found": false})}) {
+	if s.checked(ctx, op, req, record.Event{Detail: record.EventDetail(map[string]any{"found": false})}) {
 		return s.movedOn(ctx, op, cfg, now)
 	}
 	return workflow.SellerOutput{}, false, nil
@@ -242,13 +243,13 @@ func (s *Create) reconcile(ctx context.Context, op *ledger.Operation, req *stage
 
 // checked records a lapsed-claim check while the operation is still creating; true means
 // another actor moved it on first and nothing was recorded.
-func (s *Create) checked(ctx context.Context, op *ledger.Operation, req *stage.Request, ev ledger.Event) (moved bool) {
-	ev.Type, ev.Actor = ledger.EventLapsedClaimCheck, stage.SellerActor(req.SellerID)
+func (s *Create) checked(ctx context.Context, op *record.Operation, req *stage.Request, ev record.Event) (moved bool) {
+	ev.Type, ev.Actor = record.EventLapsedClaimCheck, stage.SellerActor(req.SellerID)
 	return s.EventWhile(ctx, op, workflow.StatusCreating, ev)
 }
 
 // movedOn is the output for an operation another actor moved past creating during the check.
-func (s *Create) movedOn(ctx context.Context, op *ledger.Operation, cfg workflow.RunConfig, now time.Time) (workflow.SellerOutput, bool, error) {
+func (s *Create) movedOn(ctx context.Context, op *record.Operation, cfg workflow.RunConfig, now time.Time) (workflow.SellerOutput, bool, error) {
 	cur, err := s.Load(ctx, op.Tenant, op.ID)
 	if err != nil {
 		return workflow.SellerOutput{}, true, err
@@ -257,7 +258,7 @@ func (s *Create) movedOn(ctx context.Context, op *ledger.Operation, cfg workflow
 }
 
 // recordCreate records the seller's answer forward-only and returns the first wait output.
-func (s *Create) recordCreate(ctx context.Context, op *ledger.Operation, req *stage.Request, res *adcp.MediaBuyResult, cfg workflow.RunConfig, token string, now time.Time) (workflow.SellerOutput, error) {
+func (s *Create) recordCreate(ctx context.Context, op *record.Operation, req *stage.Request, res *adcp.MediaBuyResult, cfg workflow.RunConfig, token string, now time.Time) (workflow.SellerOutput, error) {
 	var to workflow.Status
 	var reason string
 	switch res.Shape {
@@ -277,10 +278,10 @@ func (s *Create) recordCreate(ctx context.Context, op *ledger.Operation, req *st
 	default:
 		return workflow.SellerOutput{}, &workflow.TerminalError{Code: "unexpected_shape", Reason: fmt.Sprintf("create_media_buy answer shape %q", res.Shape)}
 	}
-	hash := ledger.HashToken(token)
+	hash := record.HashToken(token)
 	deadline := now.Add(time.Duration(cfg.DeadlineSeconds) * time.Second)
-	ch := ledger.Changes{WebhookTokenHash: &hash, Deadline: &deadline, Actor: stage.SellerActor(req.SellerID), EventType: ledger.EventSellerCall,
-		Detail: ledger.EventDetail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "task_id": res.TaskID, "media_buy_id": res.MediaBuyID, "media_buy_status": res.MediaBuyStatus})}
+	ch := record.Changes{WebhookTokenHash: &hash, Deadline: &deadline, Actor: stage.SellerActor(req.SellerID), EventType: record.EventSellerCall,
+		Detail: record.EventDetail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "task_id": res.TaskID, "media_buy_id": res.MediaBuyID, "media_buy_status": res.MediaBuyStatus})}
 	if res.TaskID != "" {
 		ch.SellerTaskID = &res.TaskID
 	}
@@ -292,7 +293,7 @@ func (s *Create) recordCreate(ctx context.Context, op *ledger.Operation, req *st
 		reason = res.Message
 	}
 	if reason != "" {
-		r := ledger.Clip(reason, 1000)
+		r := record.Clip(reason, 1000)
 		ch.Reason = &r
 	}
 	cur, _, err := s.Move(ctx, op, to, ch)
@@ -305,7 +306,7 @@ func (s *Create) recordCreate(ctx context.Context, op *ledger.Operation, req *st
 }
 
 // recorded is the output for an operation whose create was already recorded.
-func (s *Create) recorded(op *ledger.Operation, cfg workflow.RunConfig, now time.Time) workflow.SellerOutput {
+func (s *Create) recorded(op *record.Operation, cfg workflow.RunConfig, now time.Time) workflow.SellerOutput {
 	return sellertask.WakeOutput(op, workflow.WaitState{}, cfg, now)
 }
 
@@ -326,7 +327,7 @@ func (s *Create) Cancel(ctx context.Context, in workflow.StageInput) (workflow.S
 	}
 	reason := "canceled by buyflow"
 	if in.Reason != "" {
-		reason = ledger.Clip(in.Reason, 500)
+		reason = record.Clip(in.Reason, 500)
 	} else if op.Status == workflow.StatusCompleted {
 		reason = "governance findings required an undo"
 	} else {
@@ -345,7 +346,7 @@ func (s *Create) Cancel(ctx context.Context, in workflow.StageInput) (workflow.S
 		}
 	}
 	if op.MediaBuyID == "" {
-		s.Event(ctx, op, ledger.Event{Type: ledger.EventCancel, Actor: stage.ActorSystem, Reason: "no media buy at the seller to cancel"})
+		s.Event(ctx, op, record.Event{Type: record.EventCancel, Actor: stage.ActorSystem, Reason: "no media buy at the seller to cancel"})
 		cur, err := s.endCanceled(ctx, op, reason)
 		if err != nil {
 			return workflow.SellerOutput{}, err
@@ -368,12 +369,12 @@ func (s *Create) Cancel(ctx context.Context, in workflow.StageInput) (workflow.S
 	s.ReleaseUnsent(ctx, op, intent, err)
 	if err != nil {
 		s.CountAdcpError(err)
-		s.Event(ctx, op, ledger.Event{Type: ledger.EventCancel, Actor: stage.SellerActor(req.SellerID), Reason: ledger.Clip(err.Error(), 500),
-			Detail: ledger.EventDetail(map[string]any{"media_buy_id": op.MediaBuyID, "error_code": adcp.ErrorCode(err)})})
+		s.Event(ctx, op, record.Event{Type: record.EventCancel, Actor: stage.SellerActor(req.SellerID), Reason: record.Clip(err.Error(), 500),
+			Detail: record.EventDetail(map[string]any{"media_buy_id": op.MediaBuyID, "error_code": adcp.ErrorCode(err)})})
 		return workflow.SellerOutput{}, stage.CallError("update_media_buy (cancel)", err)
 	}
-	s.Event(ctx, op, ledger.Event{Type: ledger.EventCancel, Actor: stage.SellerActor(req.SellerID), Reason: reason,
-		Detail: ledger.EventDetail(map[string]any{"media_buy_id": op.MediaBuyID, "media_buy_status": res.MediaBuyStatus, "shape": res.Shape, "replayed": res.Replayed})})
+	s.Event(ctx, op, record.Event{Type: record.EventCancel, Actor: stage.SellerActor(req.SellerID), Reason: reason,
+		Detail: record.EventDetail(map[string]any{"media_buy_id": op.MediaBuyID, "media_buy_status": res.MediaBuyStatus, "shape": res.Shape, "replayed": res.Replayed})})
 	cur, err := s.endCanceled(ctx, op, reason)
 	if err != nil {
 		return workflow.SellerOutput{}, err
@@ -382,10 +383,10 @@ func (s *Create) Cancel(ctx context.Context, in workflow.StageInput) (workflow.S
 	return workflow.SellerOutput{Status: cur.Status, Terminal: cur.Status.Terminal(), Reason: reason}, nil
 }
 
-func (s *Create) endCanceled(ctx context.Context, op *ledger.Operation, reason string) (*ledger.Operation, error) {
+func (s *Create) endCanceled(ctx context.Context, op *record.Operation, reason string) (*record.Operation, error) {
 	if op.Status != workflow.StatusCompleted {
 		return op, nil
 	}
-	cur, _, err := s.Move(ctx, op, workflow.StatusCanceled, ledger.Changes{Reason: &reason, Actor: stage.ActorSystem, EventType: ledger.EventCancel})
+	cur, _, err := s.Move(ctx, op, workflow.StatusCanceled, record.Changes{Reason: &reason, Actor: stage.ActorSystem, EventType: record.EventCancel})
 	return cur, err
 }

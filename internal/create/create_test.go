@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/adcp"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/stagetest"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -78,7 +79,7 @@ func TestCreateSyncWriteAheadAndFrozenBytes(t *testing.T) {
 		args.Push.URL != stagetest.BaseURL+"/v1/webhooks/adcp/"+op.ID || args.Push.OperationID != op.ID || args.Context["operation_id"] != op.ID {
 		t.Fatalf("create args = %s", li.Request)
 	}
-	if ledger.HashToken(args.Push.Token) != got.WebhookTokenHash || len(args.Push.Token) < 16 {
+	if record.HashToken(args.Push.Token) != got.WebhookTokenHash || len(args.Push.Token) < 16 {
 		t.Fatal("the webhook token's hash is not the one stored on the operation")
 	}
 	for _, ev := range stagetest.Events(t, e, op.ID) {
@@ -118,7 +119,7 @@ func TestCreateInputRequired(t *testing.T) {
 
 // committedThenCrashed checks a new sync buy and runs its first create, which dies after the
 // seller committed the buy and before the answer was recorded (crashOnce).
-func committedThenCrashed(e *stagetest.Env) *ledger.Operation {
+func committedThenCrashed(e *stagetest.Env) *record.Operation {
 	e.T.Helper()
 	op := e.NewOp("approved,sync", false)
 	e.Check(op)
@@ -133,7 +134,7 @@ func committedThenCrashed(e *stagetest.Env) *ledger.Operation {
 // seller answered and before the answer was recorded.
 func crashOnce(e *stagetest.Env, to workflow.Status) {
 	var crashed atomic.Bool
-	e.Ledger.OnTransition = func(ctx context.Context, tn, id string, st workflow.Status, v int64, ch ledger.Changes) (*ledger.Operation, error) {
+	e.Ledger.OnTransition = func(ctx context.Context, tn, id string, st workflow.Status, v int64, ch record.Changes) (*record.Operation, error) {
 		if st == to && crashed.CompareAndSwap(false, true) {
 			return nil, errors.New("lambda died")
 		}
@@ -188,9 +189,9 @@ func TestCreateLapsedClaimReconciledWithoutResend(t *testing.T) {
 	checks := 0
 	for _, ev := range stagetest.Events(t, e, op.ID) {
 		switch ev.Type {
-		case ledger.EventLapsedClaimCheck:
+		case record.EventLapsedClaimCheck:
 			checks++
-		case ledger.EventReconcile:
+		case record.EventReconcile:
 			t.Errorf("the create stage wrote a sweep event: %+v", ev)
 		}
 	}
@@ -223,7 +224,7 @@ func TestCreateIdempotencyConflictIsTerminal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := e.Store.PutIntent(ctx, ledger.Intent{Tenant: stagetest.Tenant, OperationID: op.ID, Task: "create_media_buy",
+	if _, _, err := e.Store.PutIntent(ctx, record.Intent{Tenant: stagetest.Tenant, OperationID: op.ID, Task: "create_media_buy",
 		IdempotencyKey: ours.Key, Request: ours.Body, CreatedAt: ours.Created}); err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +260,7 @@ func TestCreateRateLimitedIsTransientThenSucceeds(t *testing.T) {
 
 func TestCreateRechecksLapsedGovernanceAfterApproval(t *testing.T) {
 	t.Parallel()
-	e := stagetest.NewEnv(t, stagetest.Options{Policy: stagetest.PolicyFunc(func(*ledger.Operation) (bool, string) { return true, "over the threshold" })})
+	e := stagetest.NewEnv(t, stagetest.Options{Policy: stagetest.PolicyFunc(func(*record.Operation) (bool, string) { return true, "over the threshold" })})
 	op := e.NewOp("approved,sync", false)
 	first := e.Check(op)
 	if first.Decision != workflow.GovernanceNeedsApproval {
@@ -343,7 +344,7 @@ func TestCancelBeforeCompletionLeavesStatusToFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.ContainsFunc(evs.Items, func(ev ledger.Event) bool { return ev.Type == ledger.EventCancel }) {
+	if !slices.ContainsFunc(evs.Items, func(ev record.Event) bool { return ev.Type == record.EventCancel }) {
 		t.Fatal("no cancel event")
 	}
 }

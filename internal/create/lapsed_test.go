@@ -4,7 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/stagetest"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -18,8 +19,8 @@ func TestLapsedClaimCheckIsNotRecordedAfterTheWebhookCompletedTheBuy(t *testing.
 	op := committedThenCrashed(e)
 	e.AdCP.BeforeListBuys = func() {
 		mb := e.Seller.MediaBuys()[0]["media_buy_id"].(string)
-		if _, err := e.Store.Transition(context.Background(), stagetest.Tenant, op.ID, workflow.StatusCompleted, ledger.AnyVersion,
-			ledger.Changes{MediaBuyID: &mb, Actor: "seller:" + stagetest.SellerID, EventType: ledger.EventWebhook}); err != nil {
+		if _, err := e.Store.Transition(context.Background(), stagetest.Tenant, op.ID, workflow.StatusCompleted, record.AnyVersion,
+			record.Changes{MediaBuyID: &mb, Actor: "seller:" + stagetest.SellerID, EventType: record.EventWebhook}); err != nil {
 			t.Errorf("the webhook's completion: %v", err)
 		}
 	}
@@ -33,7 +34,7 @@ func TestLapsedClaimCheckIsNotRecordedAfterTheWebhookCompletedTheBuy(t *testing.
 		if ev.To == workflow.StatusCompleted {
 			completed = i
 		}
-		if ev.Type == ledger.EventLapsedClaimCheck && completed >= 0 {
+		if ev.Type == record.EventLapsedClaimCheck && completed >= 0 {
 			t.Errorf("event %d: %s after the completion at %d", i, ev.Type, completed)
 		}
 	}

@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcptest"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/stage"
 	"github.com/buyflow/buyflow/internal/stagetest"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -18,7 +19,7 @@ import (
 // a row open it for 120 s.
 var breakers = json.RawMessage(`{"circuit_breaker":{"failures":3,"cooldown_seconds":120}}`)
 
-func storedIntent(t *testing.T, e *stagetest.Env, opID, task string) *ledger.Intent {
+func storedIntent(t *testing.T, e *stagetest.Env, opID, task string) *record.Intent {
 	t.Helper()
 	in, err := e.Store.GetIntent(context.Background(), stagetest.Tenant, opID, task)
 	if err != nil {

@@ -15,26 +15,25 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/jsonnum"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/money"
 )
 
 // Ledger is the part of the ledger the reader uses; *ledger.Store satisfies it.
 type Ledger interface {
-	ListLiveDue(ctx context.Context, dueBefore time.Time, limit int) ([]*ledger.Operation, error)
+	ListLiveDue(ctx context.Context, dueBefore time.Time, limit int) ([]*record.Operation, error)
 	BackfillLive(ctx context.Context, scanLimit int) (added int, done bool, err error)
 	ScheduleDeliveryRead(ctx context.Context, tenant, id string, next time.Time) error
 	RetireLive(ctx context.Context, tenant, id string) error
-	GetBuyState(ctx context.Context, tenant, opID string) (*ledger.BuyState, error)
-	PutDeliverySnapshot(ctx context.Context, d ledger.DeliverySnapshot) (bool, error)
-	AppendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) error
+	GetBuyState(ctx context.Context, tenant, opID string) (*record.BuyState, error)
+	PutDeliverySnapshot(ctx context.Context, d record.DeliverySnapshot) (bool, error)
+	AppendEvent(ctx context.Context, tenant, opID string, ev record.Event) error
 }
-
-var _ Ledger = (*ledger.Store)(nil)
 
 // AdCP is the part of the AdCP client the reader uses; *adcp.Client satisfies it.
 type AdCP interface {
@@ -111,7 +110,7 @@ type Report struct {
 type group struct {
 	seller  string
 	account adcp.AccountRef
-	buys    map[string]*ledger.Operation // media buy id → operation
+	buys    map[string]*record.Operation // media buy id → operation
 }
 
 // Run first lists live, within BackfillScan, buys completed before the live list existed
@@ -134,11 +133,11 @@ func (r *Reader) Run(ctx context.Context) (Report, error) {
 	groups := map[string]*group{}
 	var order []string
 	for _, op := range ops {
-		if op.Kind == ledger.KindModification || op.MediaBuyID == "" {
+		if op.Kind == record.KindModification || op.MediaBuyID == "" {
 			r.retire(ctx, op, &rep) // a change delivers nothing; a buy without a seller id cannot be read
 			continue
 		}
-		if st, err := r.ledger.GetBuyState(ctx, op.Tenant, op.ID); err == nil && st.State == ledger.BuyStateCanceled {
+		if st, err := r.ledger.GetBuyState(ctx, op.Tenant, op.ID); err == nil && st.State == record.BuyStateCanceled {
 			r.retire(ctx, op, &rep)
 			continue
 		}
@@ -154,7 +153,7 @@ func (r *Reader) Run(ctx context.Context) (Report, error) {
 		k := op.SellerID + "\x00" + string(acct)
 		g, ok := groups[k]
 		if !ok {
-			g = &group{seller: op.SellerID, account: mb.Account, buys: map[string]*ledger.Operation{}}
+			g = &group{seller: op.SellerID, account: mb.Account, buys: map[string]*record.Operation{}}
 			groups[k] = g
 			order = append(order, k)
 		}
@@ -166,8 +165,8 @@ func (r *Reader) Run(ctx context.Context) (Report, error) {
 	return rep, nil
 }
 
-func (r *Reader) retire(ctx context.Context, op *ledger.Operation, rep *Report) {
-	if err := r.ledger.RetireLive(ctx, op.Tenant, op.ID); err != nil && !errors.Is(err, ledger.ErrConflict) {
+func (r *Reader) retire(ctx context.Context, op *record.Operation, rep *Report) {
+	if err := r.ledger.RetireLive(ctx, op.Tenant, op.ID); err != nil && !errors.Is(err, record.ErrConflict) {
 		r.log.WarnContext(ctx, "live operation not retired", "operationId", op.ID, "err", err)
 		return
 	}
@@ -203,14 +202,14 @@ func (r *Reader) read(ctx context.Context, g *group, now time.Time, rep *Report)
 		}
 	}
 	for _, op := range g.buys {
-		if err := r.ledger.ScheduleDeliveryRead(ctx, op.Tenant, op.ID, now.Add(r.cfg.Every)); err != nil && !errors.Is(err, ledger.ErrConflict) {
+		if err := r.ledger.ScheduleDeliveryRead(ctx, op.Tenant, op.ID, now.Add(r.cfg.Every)); err != nil && !errors.Is(err, record.ErrConflict) {
 			r.log.WarnContext(ctx, "next delivery read not scheduled", "operationId", op.ID, "err", err)
 		}
 	}
 }
 
 // record stores one buy's reported delivery and, for a new snapshot, its timeline event.
-func (r *Reader) record(ctx context.Context, op *ledger.Operation, row adcp.MediaBuyDelivery, currency string, asOf time.Time, rep *Report) error {
+func (r *Reader) record(ctx context.Context, op *record.Operation, row adcp.MediaBuyDelivery, currency string, asOf time.Time, rep *Report) error {
 	if currency == "" {
 		currency = op.Currency
 	}
@@ -226,7 +225,7 @@ func (r *Reader) record(ctx context.Context, op *ledger.Operation, row adcp.Medi
 	if st, err := r.ledger.GetBuyState(ctx, op.Tenant, op.ID); err == nil {
 		approved = st.BudgetTotal
 	}
-	snap := ledger.DeliverySnapshot{Tenant: op.Tenant, OperationID: op.ID, MediaBuyID: op.MediaBuyID, AsOf: asOf,
+	snap := record.DeliverySnapshot{Tenant: op.Tenant, OperationID: op.ID, MediaBuyID: op.MediaBuyID, AsOf: asOf,
 		Impressions: impressions, Spend: spend, Currency: op.Currency, Approved: approved}
 	if len(row.ByPackage) == 1 {
 		if p, ok := decimal(row.ByPackage[0].PacingIndex); ok {
@@ -251,7 +250,7 @@ func (r *Reader) record(ctx context.Context, op *ledger.Operation, row adcp.Medi
 	}
 	detail, _ := json.Marshal(map[string]any{"as_of": asOf.Format(time.RFC3339), "impressions": impressions, "spend": spend,
 		"approved_budget": approved, "over_budget": over, "media_buy_status": row.Status})
-	return r.ledger.AppendEvent(ctx, op.Tenant, op.ID, ledger.Event{At: r.cfg.Now().UTC(), Type: ledger.EventDelivery, Actor: "seller:" + op.SellerID,
+	return r.ledger.AppendEvent(ctx, op.Tenant, op.ID, record.Event{At: r.cfg.Now().UTC(), Type: record.EventDelivery, Actor: "seller:" + op.SellerID,
 		Amount: spend, Currency: op.Currency, Reason: reason, Detail: detail})
 }
 

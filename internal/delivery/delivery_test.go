@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -81,19 +83,19 @@ func TestDeliveryReadsLiveBuysOnACadence(t *testing.T) {
 	request := json.RawMessage(`{"seller_id":"sim-seller","currency":"USD","media_buy":{"account":{"account_id":"acct-1"}}}`)
 	place := func(id, kind string) {
 		t.Helper()
-		if _, err := store.CreateOperation(ctx, ledger.Operation{ID: id, Tenant: "acme", SellerID: "sim-seller", BudgetTotal: "3000.00", Currency: "USD",
+		if _, err := store.CreateOperation(ctx, record.Operation{ID: id, Tenant: "acme", SellerID: "sim-seller", BudgetTotal: "3000.00", Currency: "USD",
 			Request: request, Kind: kind, ParentID: map[bool]string{true: "op-buy"}[kind != ""]}); err != nil {
 			t.Fatal(err)
 		}
 		mb := created.MediaBuyID
 		for _, to := range []workflow.Status{workflow.StatusCreating, workflow.StatusCompleted} {
-			if _, err := store.Transition(ctx, "acme", id, to, ledger.AnyVersion, ledger.Changes{MediaBuyID: &mb}); err != nil {
+			if _, err := store.Transition(ctx, "acme", id, to, record.AnyVersion, record.Changes{MediaBuyID: &mb}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	place("op-buy", "")
-	place("chg-1", ledger.KindModification)
+	place("chg-1", record.KindModification)
 	// op-buy was completed before the live list existed, as a deployment's older buys were: no
 	// gsi1 keys. The reader's backfill lists it before it reads.
 	if _, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(table),
@@ -137,7 +139,7 @@ func TestDeliveryReadsLiveBuysOnACadence(t *testing.T) {
 	}
 	var reasons []string
 	for _, e := range evs.Items {
-		if e.Type == ledger.EventDelivery {
+		if e.Type == record.EventDelivery {
 			reasons = append(reasons, e.Amount+": "+e.Reason)
 		}
 	}
@@ -146,12 +148,12 @@ func TestDeliveryReadsLiveBuysOnACadence(t *testing.T) {
 	}
 
 	// A buy canceled after placement delivers no more: it leaves the live list.
-	if _, err := store.BeginChange(ctx, ledger.BuyState{Tenant: "acme", OperationID: "op-buy", MediaBuyID: created.MediaBuyID, State: "active",
-		BudgetTotal: "3000.00", Currency: "USD"}, "chg-2", "cancel", clk.Now().Add(time.Hour), ledger.Event{Type: "modification_requested"}); err != nil {
+	if _, err := store.BeginChange(ctx, record.BuyState{Tenant: "acme", OperationID: "op-buy", MediaBuyID: created.MediaBuyID, State: "active",
+		BudgetTotal: "3000.00", Currency: "USD"}, "chg-2", "cancel", clk.Now().Add(time.Hour), record.Event{Type: "modification_requested"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.ApplyChange(ctx, ledger.BuyState{Tenant: "acme", OperationID: "op-buy", MediaBuyID: created.MediaBuyID, Revision: 2,
-		State: ledger.BuyStateCanceled, BudgetTotal: "3000.00", Currency: "USD"}, "chg-2", ledger.Event{Type: "modification_applied"}); err != nil {
+	if _, err := store.ApplyChange(ctx, record.BuyState{Tenant: "acme", OperationID: "op-buy", MediaBuyID: created.MediaBuyID, Revision: 2,
+		State: record.BuyStateCanceled, BudgetTotal: "3000.00", Currency: "USD"}, "chg-2", record.Event{Type: "modification_applied"}); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(time.Hour)

@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/stage"
 	"github.com/buyflow/buyflow/internal/stagetest"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -43,7 +44,7 @@ func TestCheckWaitsWhileTheGovernanceBreakerIsOpen(t *testing.T) {
 	}
 	found := false
 	for _, ev := range evs.Items {
-		found = found || ev.Type == ledger.EventAgentUnavailable
+		found = found || ev.Type == record.EventAgentUnavailable
 	}
 	if !found {
 		t.Fatal("no agent_unavailable event on the timeline")

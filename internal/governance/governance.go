@@ -10,8 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/adcp"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/stage"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -19,7 +20,7 @@ import (
 
 // Policy says whether an operation's budget alone needs a person; approval.Policy satisfies it.
 type Policy interface {
-	Needs(op *ledger.Operation) (bool, string)
+	Needs(op *record.Operation) (bool, string)
 }
 
 // Governance is the governance function's use case: check, report and fail. It is safe for
@@ -113,7 +114,7 @@ type checkRound struct {
 // answeredBefore answers a check of an operation governance already let through (a retry:
 // proceed again) or that ended (nothing to check). answered is false while governance may
 // still check the operation.
-func answeredBefore(op *ledger.Operation) (out workflow.GovernanceOutput, answered bool, err error) {
+func answeredBefore(op *record.Operation) (out workflow.GovernanceOutput, answered bool, err error) {
 	switch op.Status {
 	case workflow.StatusCreating, workflow.StatusSubmitted, workflow.StatusWorking, workflow.StatusInputRequired:
 		// A retry after this stage already let the buy through.
@@ -126,9 +127,9 @@ func answeredBefore(op *ledger.Operation) (out workflow.GovernanceOutput, answer
 
 // startChecking moves op to checking_governance, recording whether this is the re-check
 // after an approval.
-func (s *Governance) startChecking(ctx context.Context, op *ledger.Operation, afterApproval bool) (*ledger.Operation, error) {
-	cur, _, err := s.Move(ctx, op, workflow.StatusCheckingGovernance, ledger.Changes{Actor: stage.ActorSystem,
-		Detail: ledger.EventDetail(map[string]any{"after_approval": afterApproval})})
+func (s *Governance) startChecking(ctx context.Context, op *record.Operation, afterApproval bool) (*record.Operation, error) {
+	cur, _, err := s.Move(ctx, op, workflow.StatusCheckingGovernance, record.Changes{Actor: stage.ActorSystem,
+		Detail: record.EventDetail(map[string]any{"after_approval": afterApproval})})
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +142,7 @@ func (s *Governance) startChecking(ctx context.Context, op *ledger.Operation, af
 // resume picks the check up where it stands: a pending async review is expired past the
 // run's deadline, else polled (pending while it has no answer); without one, the first round
 // starts from the buyer's payload.
-func (s *Governance) resume(ctx context.Context, op *ledger.Operation, req *stage.Request, cfg workflow.RunConfig) (r checkRound, pending bool, err error) {
+func (s *Governance) resume(ctx context.Context, op *record.Operation, req *stage.Request, cfg workflow.RunConfig) (r checkRound, pending bool, err error) {
 	review, reviews, since, err := s.pendingReview(ctx, op)
 	if err != nil {
 		return checkRound{}, false, err
@@ -162,13 +163,13 @@ func (s *Governance) resume(ctx context.Context, op *ledger.Operation, req *stag
 
 // expireReview ends the buy when the async review that started at since outlived the run's
 // deadline: a DeadlineExceededError, after the operation moved to expired.
-func (s *Governance) expireReview(ctx context.Context, op *ledger.Operation, since time.Time, cfg workflow.RunConfig) error {
+func (s *Governance) expireReview(ctx context.Context, op *record.Operation, since time.Time, cfg workflow.RunConfig) error {
 	deadline := since.Add(time.Duration(cfg.DeadlineSeconds) * time.Second)
 	if s.Now().Before(deadline) {
 		return nil
 	}
 	reason := fmt.Sprintf("the governance review started at %s did not finish by %s", stage.RFC3339(since), stage.RFC3339(deadline))
-	_, moved, err := s.Move(ctx, op, workflow.StatusExpired, ledger.Changes{Reason: &reason, Actor: stage.ActorSystem, EventType: ledger.EventGovernanceCheck})
+	_, moved, err := s.Move(ctx, op, workflow.StatusExpired, record.Changes{Reason: &reason, Actor: stage.ActorSystem, EventType: record.EventGovernanceCheck})
 	if err != nil {
 		return err
 	}
@@ -181,7 +182,7 @@ func (s *Governance) expireReview(ctx context.Context, op *ledger.Operation, sin
 // decide runs check_governance rounds until a verdict settles the check: approved, denied,
 // conditions a person must judge (or that did not converge within maxConditionRounds), or an
 // async review to wait for. Machine-actionable conditions are applied and checked again.
-func (s *Governance) decide(ctx context.Context, op *ledger.Operation, req *stage.Request, r checkRound, afterApproval bool, cfg workflow.RunConfig) (workflow.GovernanceOutput, error) {
+func (s *Governance) decide(ctx context.Context, op *record.Operation, req *stage.Request, r checkRound, afterApproval bool, cfg workflow.RunConfig) (workflow.GovernanceOutput, error) {
 	for {
 		if r.res == nil {
 			r.n++
@@ -231,7 +232,7 @@ func actionable(conds []adcp.Condition) bool {
 
 // ask sends round n of check_governance with payload and records the answer (or the failure)
 // on the timeline.
-func (s *Governance) ask(ctx context.Context, op *ledger.Operation, req *stage.Request, payload []byte, n int) (*adcp.GovernanceResult, error) {
+func (s *Governance) ask(ctx context.Context, op *record.Operation, req *stage.Request, payload []byte, n int) (*adcp.GovernanceResult, error) {
 	res, err := s.AdCP.CheckGovernance(ctx, req.Governance.AgentID, adcp.CheckGovernanceRequest{
 		PlanID: req.Governance.PlanID, Caller: s.callerURI, Tool: adcp.ToolCreateMediaBuy,
 		Payload: payload, PurchaseType: "media_buy",
@@ -241,22 +242,22 @@ func (s *Governance) ask(ctx context.Context, op *ledger.Operation, req *stage.R
 	}
 	if err != nil {
 		s.CountAdcpError(err)
-		s.Event(ctx, op, ledger.Event{Type: ledger.EventGovernanceCheck, Actor: stage.GovernanceActor(req.Governance.AgentID),
-			Reason: ledger.Clip(err.Error(), 500), Detail: ledger.EventDetail(map[string]any{"round": n, "error_code": adcp.ErrorCode(err)})})
+		s.Event(ctx, op, record.Event{Type: record.EventGovernanceCheck, Actor: stage.GovernanceActor(req.Governance.AgentID),
+			Reason: record.Clip(err.Error(), 500), Detail: record.EventDetail(map[string]any{"round": n, "error_code": adcp.ErrorCode(err)})})
 		s.Log.WarnContext(ctx, "check_governance failed", "operationId", op.ID, "round", n, "code", adcp.ErrorCode(err), "decision", adcp.Decide(err).String())
 		return nil, stage.CallError("check_governance", err)
 	}
-	s.Event(ctx, op, ledger.Event{Type: ledger.EventGovernanceCheck, Actor: stage.GovernanceActor(req.Governance.AgentID),
-		Detail: ledger.EventDetail(map[string]any{"round": n, "verdict": res.Verdict, "pending": res.Pending,
+	s.Event(ctx, op, record.Event{Type: record.EventGovernanceCheck, Actor: stage.GovernanceActor(req.Governance.AgentID),
+		Detail: record.EventDetail(map[string]any{"round": n, "verdict": res.Verdict, "pending": res.Pending,
 			"check_id": res.CheckID, "conditions": len(res.Conditions), "findings": len(res.Findings)})})
 	return res, nil
 }
 
 // awaitReview remembers the async review the agent started (its task, the payload and round
 // it reviews) under the next review intent of the operation's version, and answers pending.
-func (s *Governance) awaitReview(ctx context.Context, op *ledger.Operation, r checkRound, cfg workflow.RunConfig) (workflow.GovernanceOutput, error) {
+func (s *Governance) awaitReview(ctx context.Context, op *record.Operation, r checkRound, cfg workflow.RunConfig) (workflow.GovernanceOutput, error) {
 	rec, _ := json.Marshal(reviewRecord{TaskID: r.res.TaskID, Payload: r.payload, Round: r.n})
-	_, _, err := s.Ledger.PutIntent(ctx, ledger.Intent{Tenant: op.Tenant, OperationID: op.ID,
+	_, _, err := s.Ledger.PutIntent(ctx, record.Intent{Tenant: op.Tenant, OperationID: op.ID,
 		Task: reviewName(op.Version, r.reviews+1), IdempotencyKey: r.res.TaskID, Request: rec, CreatedAt: s.Now()})
 	if err != nil {
 		return workflow.GovernanceOutput{}, fmt.Errorf("governance: store governance review of %s: %w", op.ID, err)
@@ -276,10 +277,10 @@ func reviewName(version int64, n int) string {
 
 // pendingReview returns the latest async review recorded at the operation's current version,
 // how many there are and when the first one started, or nil.
-func (s *Governance) pendingReview(ctx context.Context, op *ledger.Operation) (last *reviewRecord, n int, since time.Time, err error) {
+func (s *Governance) pendingReview(ctx context.Context, op *record.Operation) (last *reviewRecord, n int, since time.Time, err error) {
 	for i := 1; i <= s.maxConditionRounds+1; i++ {
 		li, err := s.Ledger.GetIntent(ctx, op.Tenant, op.ID, reviewName(op.Version, i))
-		if errors.Is(err, ledger.ErrNotFound) {
+		if errors.Is(err, record.ErrNotFound) {
 			break
 		}
 		if err != nil {
@@ -299,7 +300,7 @@ func (s *Governance) pendingReview(ctx context.Context, op *ledger.Operation) (l
 
 // pollReview polls the async review; nil means still pending. A review task that ended
 // without a verdict keeps the gate closed.
-func (s *Governance) pollReview(ctx context.Context, op *ledger.Operation, req *stage.Request, rv *reviewRecord) (*adcp.GovernanceResult, error) {
+func (s *Governance) pollReview(ctx context.Context, op *record.Operation, req *stage.Request, rv *reviewRecord) (*adcp.GovernanceResult, error) {
 	ts, err := s.AdCP.GetTaskStatus(ctx, req.Governance.AgentID, adcp.GetTaskStatusRequest{TaskID: rv.TaskID, IncludeResult: true})
 	if errors.As(err, new(*adcp.UnavailableError)) {
 		return nil, err // not sent: the caller waits for the agent's breaker
@@ -308,15 +309,15 @@ func (s *Governance) pollReview(ctx context.Context, op *ledger.Operation, req *
 		s.CountAdcpError(err)
 		return nil, stage.CallError("governance review status", err)
 	}
-	s.Event(ctx, op, ledger.Event{Type: ledger.EventGovernanceCheck, Actor: stage.GovernanceActor(req.Governance.AgentID),
-		Detail: ledger.EventDetail(map[string]any{"review_task_status": ts.Status})})
+	s.Event(ctx, op, record.Event{Type: record.EventGovernanceCheck, Actor: stage.GovernanceActor(req.Governance.AgentID),
+		Detail: record.EventDetail(map[string]any{"review_task_status": ts.Status})})
 	if !ts.Status.Terminal() {
 		return nil, nil
 	}
 	if ts.Status != adcp.StatusCompleted {
 		reason := "governance review ended " + string(ts.Status)
 		if f := ts.Failure(); f != nil {
-			reason += ": " + ledger.Clip(f.Error(), 300)
+			reason += ": " + record.Clip(f.Error(), 300)
 		}
 		return nil, &workflow.TerminalError{Code: "governance_review_" + string(ts.Status), Reason: reason}
 	}
@@ -334,11 +335,11 @@ func (s *Governance) pollReview(ctx context.Context, op *ledger.Operation, req *
 // approvalRequested reports whether a person was asked to approve the operation after its last
 // move into awaiting_approval: then a "check" while awaiting (or checking) is the re-check the
 // state machine runs after that approval, not a retry of this stage's own needs_approval.
-func (s *Governance) approvalRequested(ctx context.Context, op *ledger.Operation) (bool, error) {
+func (s *Governance) approvalRequested(ctx context.Context, op *record.Operation) (bool, error) {
 	requested := false
 	cursor := ""
 	for page := 0; page < 50; page++ {
-		p, err := s.Ledger.ListEvents(ctx, op.Tenant, op.ID, ledger.MaxListLimit, cursor)
+		p, err := s.Ledger.ListEvents(ctx, op.Tenant, op.ID, record.MaxListLimit, cursor)
 		if err != nil {
 			return false, fmt.Errorf("governance: read timeline of %s: %w", op.ID, err)
 		}
@@ -346,7 +347,7 @@ func (s *Governance) approvalRequested(ctx context.Context, op *ledger.Operation
 			switch {
 			case e.To == workflow.StatusAwaitingApproval:
 				requested = false
-			case e.Type == ledger.EventApprovalRequested:
+			case e.Type == record.EventApprovalRequested:
 				requested = true
 			}
 		}
@@ -358,7 +359,7 @@ func (s *Governance) approvalRequested(ctx context.Context, op *ledger.Operation
 	return requested, nil
 }
 
-func (s *Governance) approved(ctx context.Context, op *ledger.Operation, req *stage.Request, res *adcp.GovernanceResult, payload []byte, afterApproval bool) (workflow.GovernanceOutput, error) {
+func (s *Governance) approved(ctx context.Context, op *record.Operation, req *stage.Request, res *adcp.GovernanceResult, payload []byte, afterApproval bool) (workflow.GovernanceOutput, error) {
 	needs, why := false, ""
 	if !afterApproval {
 		switch {
@@ -375,14 +376,14 @@ func (s *Governance) approved(ctx context.Context, op *ledger.Operation, req *st
 	return s.Settle(ctx, op, req, res, payload, to, decision, why)
 }
 
-func (s *Governance) needsApproval(ctx context.Context, op *ledger.Operation, req *stage.Request, res *adcp.GovernanceResult, payload []byte, why string) (workflow.GovernanceOutput, error) {
+func (s *Governance) needsApproval(ctx context.Context, op *record.Operation, req *stage.Request, res *adcp.GovernanceResult, payload []byte, why string) (workflow.GovernanceOutput, error) {
 	return s.Settle(ctx, op, req, res, payload, workflow.StatusAwaitingApproval, workflow.GovernanceNeedsApproval, why)
 }
 
-func (s *Governance) denied(ctx context.Context, op *ledger.Operation, req *stage.Request, res *adcp.GovernanceResult) (workflow.GovernanceOutput, error) {
+func (s *Governance) denied(ctx context.Context, op *record.Operation, req *stage.Request, res *adcp.GovernanceResult) (workflow.GovernanceOutput, error) {
 	reason := denialReason(res)
-	_, moved, err := s.Move(ctx, op, workflow.StatusRejected, ledger.Changes{Reason: &reason, Actor: stage.GovernanceActor(req.Governance.AgentID),
-		EventType: ledger.EventGovernanceCheck, Detail: ledger.EventDetail(map[string]any{"verdict": res.Verdict, "check_id": res.CheckID, "findings": res.Findings})})
+	_, moved, err := s.Move(ctx, op, workflow.StatusRejected, record.Changes{Reason: &reason, Actor: stage.GovernanceActor(req.Governance.AgentID),
+		EventType: record.EventGovernanceCheck, Detail: record.EventDetail(map[string]any{"verdict": res.Verdict, "check_id": res.CheckID, "findings": res.Findings})})
 	if err != nil {
 		return workflow.GovernanceOutput{}, err
 	}
@@ -398,7 +399,7 @@ func denialReason(res *adcp.GovernanceResult) string {
 	var b strings.Builder
 	b.WriteString("governance denied the buy")
 	if res.Explanation != "" {
-		b.WriteString(": " + ledger.Clip(res.Explanation, 300))
+		b.WriteString(": " + record.Clip(res.Explanation, 300))
 	}
 	for i, f := range res.Findings {
 		if i == 5 {
@@ -410,10 +411,10 @@ func denialReason(res *adcp.GovernanceResult) string {
 			fmt.Fprintf(&b, " (policy %s)", f.PolicyID)
 		}
 		if f.Explanation != "" {
-			b.WriteString(": " + ledger.Clip(f.Explanation, 200))
+			b.WriteString(": " + record.Clip(f.Explanation, 200))
 		}
 	}
-	return ledger.Clip(b.String(), 1000)
+	return record.Clip(b.String(), 1000)
 }
 
 func conditionsReason(res *adcp.GovernanceResult, round int) string {
@@ -424,16 +425,16 @@ func conditionsReason(res *adcp.GovernanceResult, round int) string {
 			p += " (needs a person)"
 		}
 		if c.Reason != "" {
-			p += ": " + ledger.Clip(c.Reason, 200)
+			p += ": " + record.Clip(c.Reason, 200)
 		}
 		parts = append(parts, p)
 	}
-	return ledger.Clip(fmt.Sprintf("%s after %d round(s): %s", ReasonGovernanceConditions, round, strings.Join(parts, "; ")), 1000)
+	return record.Clip(fmt.Sprintf("%s after %d round(s): %s", ReasonGovernanceConditions, round, strings.Join(parts, "; ")), 1000)
 }
 
 // echoContext is the context object sent with our calls: the buyer's media_buy.context (if an
 // object) plus operation_id.
-func echoContext(op *ledger.Operation, req *stage.Request) json.RawMessage {
+func echoContext(op *record.Operation, req *stage.Request) json.RawMessage {
 	m, err := stage.DecodeObject(req.MediaBuy)
 	ctxObj := map[string]any{}
 	if err == nil {
@@ -559,7 +560,7 @@ func (s *Governance) Report(ctx context.Context, in workflow.OutcomeInput) (work
 
 // reportCompleted reports a completed buy with the seller's response (intent
 // "report_plan_outcome#completed", fixed once whichever stage sends it).
-func (s *Governance) reportCompleted(ctx context.Context, op *ledger.Operation, req *stage.Request) (*adcp.OutcomeResult, error) {
+func (s *Governance) reportCompleted(ctx context.Context, op *record.Operation, req *stage.Request) (*adcp.OutcomeResult, error) {
 	return s.report(ctx, op, req, "completed", func(r *adcp.ReportPlanOutcomeRequest) {
 		sr := &adcp.SellerResponse{SellerReference: op.MediaBuyID}
 		// The ledger's exact decimal, the amount that was approved and bought.
@@ -574,17 +575,17 @@ func undo(r *adcp.OutcomeResult) workflow.OutcomeOutput {
 	var crit []string
 	for _, f := range r.Findings {
 		if f.Severity == "critical" {
-			crit = append(crit, f.CategoryID+": "+ledger.Clip(f.Explanation, 200))
+			crit = append(crit, f.CategoryID+": "+record.Clip(f.Explanation, 200))
 		}
 	}
 	if len(crit) == 0 {
 		return workflow.OutcomeOutput{}
 	}
-	return workflow.OutcomeOutput{CompensationRequired: true, Reason: ledger.Clip("governance findings require an undo: "+strings.Join(crit, "; "), 1000)}
+	return workflow.OutcomeOutput{CompensationRequired: true, Reason: record.Clip("governance findings require an undo: "+strings.Join(crit, "; "), 1000)}
 }
 
 // report sends report_plan_outcome for outcome once (intent "report_plan_outcome#<outcome>").
-func (s *Governance) report(ctx context.Context, op *ledger.Operation, req *stage.Request, outcome string, fill func(*adcp.ReportPlanOutcomeRequest)) (*adcp.OutcomeResult, error) {
+func (s *Governance) report(ctx context.Context, op *record.Operation, req *stage.Request, outcome string, fill func(*adcp.ReportPlanOutcomeRequest)) (*adcp.OutcomeResult, error) {
 	in, err := s.FixIntent(ctx, op, stage.IntentReportPrefix+outcome, adcp.ToolReportPlanOutcome, func() (adcp.Intent, error) {
 		r := adcp.ReportPlanOutcomeRequest{PlanID: req.Governance.PlanID, CheckID: op.GovernanceCheckID, PurchaseType: "media_buy",
 			Outcome: outcome, GovernanceContext: op.GovernanceContext, Context: echoContext(op, req)}
@@ -598,12 +599,12 @@ func (s *Governance) report(ctx context.Context, op *ledger.Operation, req *stag
 	s.ReleaseUnsent(ctx, op, in, err)
 	if err != nil {
 		s.CountAdcpError(err)
-		s.Event(ctx, op, ledger.Event{Type: ledger.EventOutcomeReport, Actor: stage.GovernanceActor(req.Governance.AgentID),
-			Reason: ledger.Clip(err.Error(), 500), Detail: ledger.EventDetail(map[string]any{"outcome": outcome, "error_code": adcp.ErrorCode(err)})})
+		s.Event(ctx, op, record.Event{Type: record.EventOutcomeReport, Actor: stage.GovernanceActor(req.Governance.AgentID),
+			Reason: record.Clip(err.Error(), 500), Detail: record.EventDetail(map[string]any{"outcome": outcome, "error_code": adcp.ErrorCode(err)})})
 		return nil, stage.CallError("report_plan_outcome", err)
 	}
-	s.Event(ctx, op, ledger.Event{Type: ledger.EventOutcomeReport, Actor: stage.GovernanceActor(req.Governance.AgentID),
-		Detail: ledger.EventDetail(map[string]any{"outcome": outcome, "outcome_id": res.OutcomeID, "outcome_state": res.OutcomeState,
+	s.Event(ctx, op, record.Event{Type: record.EventOutcomeReport, Actor: stage.GovernanceActor(req.Governance.AgentID),
+		Detail: record.EventDetail(map[string]any{"outcome": outcome, "outcome_id": res.OutcomeID, "outcome_state": res.OutcomeState,
 			"findings": res.Findings, "committed_budget": res.CommittedBudget, "replayed": res.Replayed})})
 	return res, nil
 }
@@ -669,10 +670,10 @@ func (s *Governance) Fail(ctx context.Context, in workflow.OutcomeInput) (FailOu
 	if in.Failure != nil && in.Failure.Error != "" {
 		f = readableFailure(*in.Failure)
 	}
-	reason := ledger.Clip(strings.TrimSpace(f.Error+": "+f.Cause), 1000)
+	reason := record.Clip(strings.TrimSpace(f.Error+": "+f.Cause), 1000)
 	if !op.Status.Terminal() {
-		ev := ledger.EventDetail(map[string]any{"error": f.Error})
-		if op, _, err = s.Move(ctx, op, failureStatus(f.Error), ledger.Changes{Reason: &reason, Actor: stage.ActorSystem, EventType: ledger.EventFailure, Detail: ev}); err != nil {
+		ev := record.EventDetail(map[string]any{"error": f.Error})
+		if op, _, err = s.Move(ctx, op, failureStatus(f.Error), record.Changes{Reason: &reason, Actor: stage.ActorSystem, EventType: record.EventFailure, Detail: ev}); err != nil {
 			return FailOutput{}, err
 		}
 	} else {
@@ -693,7 +694,7 @@ func (s *Governance) Fail(ctx context.Context, in workflow.OutcomeInput) (FailOu
 				code = code[:64]
 			}
 			report, err = s.report(ctx, op, req, "failed", func(r *adcp.ReportPlanOutcomeRequest) {
-				r.Error = &adcp.OutcomeError{Code: code, Message: ledger.Clip(reason, 1000)}
+				r.Error = &adcp.OutcomeError{Code: code, Message: record.Clip(reason, 1000)}
 			})
 		}
 		var te *workflow.TransientError
@@ -721,7 +722,7 @@ func (s *Governance) Fail(ctx context.Context, in workflow.OutcomeInput) (FailOu
 // failureCode is the code of a failed buy's report to governance: the seller's AdCP code
 // when the seller ended the task (recorded on the operation) or refused a call (the
 // TerminalError's code in the Catch's cause), else the failure's name.
-func failureCode(op *ledger.Operation, f workflow.StepError) string {
+func failureCode(op *record.Operation, f workflow.StepError) string {
 	if op.ErrorCode != "" {
 		return op.ErrorCode
 	}
@@ -735,22 +736,22 @@ func failureCode(op *ledger.Operation, f workflow.StepError) string {
 // fence is not stored on the operation, so the lock is re-acquired by the same owner (which
 // succeeds only while the lock is ours or free) and released at once; a lock held by another
 // operation is left alone.
-func (s *Governance) releaseLock(ctx context.Context, op *ledger.Operation) error {
+func (s *Governance) releaseLock(ctx context.Context, op *record.Operation) error {
 	if op.PONumber == "" || op.SellerID == "" {
 		return nil
 	}
-	name := ledger.BusinessKeyLock(op.Tenant, op.SellerID, op.PONumber)
+	name := record.BusinessKeyLock(op.Tenant, op.SellerID, op.PONumber)
 	lease, err := s.Ledger.AcquireLock(ctx, name, op.ID, time.Minute)
-	var held *ledger.LockHeldError
+	var held *record.LockHeldError
 	switch {
 	case errors.As(err, &held):
 		return nil
 	case err != nil:
 		return fmt.Errorf("governance: take business-key lock of %s to release it: %w", op.ID, err)
 	}
-	if err := s.Ledger.ReleaseLock(ctx, lease); err != nil && !errors.Is(err, ledger.ErrLeaseLost) {
+	if err := s.Ledger.ReleaseLock(ctx, lease); err != nil && !errors.Is(err, record.ErrLeaseLost) {
 		return fmt.Errorf("governance: release business-key lock of %s: %w", op.ID, err)
 	}
-	s.Event(ctx, op, ledger.Event{Type: ledger.EventLockReleased, Actor: stage.ActorSystem})
+	s.Event(ctx, op, record.Event{Type: record.EventLockReleased, Actor: stage.ActorSystem})
 	return nil
 }

@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/adcptest"
 	"github.com/buyflow/buyflow/internal/governance"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/stagetest"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -141,7 +142,7 @@ func TestCheckAdvisoryConditionsNeedApproval(t *testing.T) {
 
 func TestCheckPolicyThresholdNeedsApprovalOnce(t *testing.T) {
 	t.Parallel()
-	e := stagetest.NewEnv(t, stagetest.Options{Policy: stagetest.PolicyFunc(func(op *ledger.Operation) (bool, string) {
+	e := stagetest.NewEnv(t, stagetest.Options{Policy: stagetest.PolicyFunc(func(op *record.Operation) (bool, string) {
 		return op.BudgetTotal >= "1000.00", "the budget is at or above 1000.00 USD"
 	})})
 	op := e.NewOp("approved", false)
@@ -156,7 +157,7 @@ func TestCheckPolicyThresholdNeedsApprovalOnce(t *testing.T) {
 	}
 	// notify asks a person; after the approval the state machine re-checks (a lapsed token):
 	// the re-check does not ask again.
-	if err := e.Store.AppendEvent(context.Background(), stagetest.Tenant, op.ID, ledger.Event{Type: ledger.EventApprovalRequested, Actor: "system"}); err != nil {
+	if err := e.Store.AppendEvent(context.Background(), stagetest.Tenant, op.ID, record.Event{Type: record.EventApprovalRequested, Actor: "system"}); err != nil {
 		t.Fatal(err)
 	}
 	re := e.Check(op)
@@ -262,7 +263,7 @@ func TestReportCompletedReleasesLock(t *testing.T) {
 		t.Fatalf("a repeated report must resend the same intent (replayed): %d calls", len(calls))
 	}
 	// The business key is free for the next buy.
-	if _, err := e.Store.AcquireLock(context.Background(), ledger.BusinessKeyLock(stagetest.Tenant, stagetest.SellerID, op.PONumber), "other-op", time.Minute); err != nil {
+	if _, err := e.Store.AcquireLock(context.Background(), record.BusinessKeyLock(stagetest.Tenant, stagetest.SellerID, op.PONumber), "other-op", time.Minute); err != nil {
 		t.Fatalf("lock still held: %v", err)
 	}
 }
@@ -307,7 +308,7 @@ func TestFailRecordsReasonReportsAndReleasesLock(t *testing.T) {
 	if rerr, _ := args["error"].(map[string]any); rerr["code"] != "TERMS_REJECTED" {
 		t.Fatalf("report error = %v", args["error"])
 	}
-	if _, err := e.Store.AcquireLock(context.Background(), ledger.BusinessKeyLock(stagetest.Tenant, stagetest.SellerID, op.PONumber), "other-op", time.Minute); err != nil {
+	if _, err := e.Store.AcquireLock(context.Background(), record.BusinessKeyLock(stagetest.Tenant, stagetest.SellerID, op.PONumber), "other-op", time.Minute); err != nil {
 		t.Fatalf("lock still held: %v", err)
 	}
 	// Recording again tolerates the terminal status.
@@ -366,7 +367,7 @@ func TestFailOnACompletedBuyReportsItCompleted(t *testing.T) {
 	for _, ev := range stagetest.Events(t, e, op.ID)[before:] {
 		added = append(added, ev.Type)
 	}
-	if !slices.Equal(added, []string{ledger.EventOutcomeReport, ledger.EventLockReleased}) {
+	if !slices.Equal(added, []string{record.EventOutcomeReport, record.EventLockReleased}) {
 		t.Fatalf("events after completed: %v, want only the outcome report and the lock release", added)
 	}
 	calls := e.Gov.CallsTo("report_plan_outcome")
@@ -396,7 +397,7 @@ func TestFailAfterTheEndAppendsNoFailureEvent(t *testing.T) {
 	}
 	n := 0
 	for _, ev := range stagetest.Events(t, e, op.ID) {
-		if ev.Type == ledger.EventFailure {
+		if ev.Type == record.EventFailure {
 			n++
 		}
 	}

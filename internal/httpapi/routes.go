@@ -11,9 +11,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/topology"
 )
 
@@ -119,11 +120,11 @@ func Limit(req events.APIGatewayV2HTTPRequest) (int, *events.APIGatewayV2HTTPRes
 const CodeConcurrentWrite = "concurrent_write"
 
 // Unexpected answers an error that is not a refusal: logged with the request id, never its
-// text in the body. A write that kept losing races in the ledger (ledger.ErrContention: it
+// text in the body. A write that kept losing races in the ledger (record.ErrContention: it
 // applied nothing, and the ledger already sent it again) is a 409 the caller may retry at
 // once; anything else a 500. Both say that a retry with the same key is safe.
 func Unexpected(log *slog.Logger, requestID string, err error) events.APIGatewayV2HTTPResponse {
-	if errors.Is(err, ledger.ErrContention) {
+	if errors.Is(err, record.ErrContention) {
 		log.Warn("request lost a write race", "requestId", requestID, "err", err)
 		resp := Error(http.StatusConflict, CodeConcurrentWrite, "other requests were writing the same records at the same moment and this one was not applied; send it again with the same Idempotency-Key (request "+requestID+")", "")
 		resp.Headers["Retry-After"] = "1"

@@ -10,8 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/httpapi"
-	"github.com/buyflow/buyflow/internal/ledger"
 )
 
 // A write that kept losing races in the ledger is a 409 the caller may send again; any other
@@ -23,8 +24,8 @@ func TestUnexpectedAnswersALostRace409(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"a lost race, as the ledger wraps it", fmt.Errorf("modification: begin change: %w", fmt.Errorf("ledger: begin change c of b: %w", ledger.ErrContention)), http.StatusConflict, httpapi.CodeConcurrentWrite},
-		{"a failed condition is not a race", fmt.Errorf("ledger: %w", ledger.ErrConflict), http.StatusInternalServerError, "internal"},
+		{"a lost race, as the ledger wraps it", fmt.Errorf("modification: begin change: %w", fmt.Errorf("ledger: begin change c of b: %w", record.ErrContention)), http.StatusConflict, httpapi.CodeConcurrentWrite},
+		{"a failed condition is not a race", fmt.Errorf("ledger: %w", record.ErrConflict), http.StatusInternalServerError, "internal"},
 		{"anything else", errors.New("secret detail: connection reset"), http.StatusInternalServerError, "internal"},
 	}
 	for _, tt := range tests {

@@ -19,8 +19,9 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/approvalcore"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/slack"
 	"github.com/buyflow/buyflow/internal/statusevent"
@@ -29,11 +30,11 @@ import (
 
 // Ledger is what the notifier reads and the receipt it keeps.
 type Ledger interface {
-	GetOperation(ctx context.Context, tenant, id string) (*ledger.Operation, error)
-	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (ledger.Page[ledger.Event], error)
-	GetApproval(ctx context.Context, id string) (*ledger.Approval, error)
-	GetCampaign(ctx context.Context, tenant, id string) (*ledger.Campaign, error)
-	RecordReceipt(ctx context.Context, r ledger.Receipt) (duplicate bool, err error)
+	GetOperation(ctx context.Context, tenant, id string) (*record.Operation, error)
+	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (record.Page[record.Event], error)
+	GetApproval(ctx context.Context, id string) (*record.Approval, error)
+	GetCampaign(ctx context.Context, tenant, id string) (*record.Campaign, error)
+	RecordReceipt(ctx context.Context, r record.Receipt) (duplicate bool, err error)
 	ReleaseReceipt(ctx context.Context, sender, key string) error
 }
 
@@ -90,7 +91,7 @@ func (n *Notifier) Handle(ctx context.Context, raw json.RawMessage) error {
 		return nil
 	}
 	msg.Channel = d.Notify.Slack
-	dup, err := n.ledger.RecordReceipt(ctx, ledger.Receipt{SellerID: Sender, IdempotencyKey: d.EventID, Tenant: d.Tenant, OperationID: d.OperationID})
+	dup, err := n.ledger.RecordReceipt(ctx, record.Receipt{SellerID: Sender, IdempotencyKey: d.EventID, Tenant: d.Tenant, OperationID: d.OperationID})
 	if err != nil {
 		return fmt.Errorf("inform: receipt of %s: %w", d.EventID, err)
 	}
@@ -168,7 +169,7 @@ var errStale = errors.New("inform: the approval is already decided")
 
 // update gathers what the message says from the event and the ledger, and returns the
 // latest approval it read (nil when it read none).
-func (n *Notifier) update(ctx context.Context, d statusevent.Detail, kind slack.RequesterKind) (slack.RequesterUpdate, *ledger.Approval, error) {
+func (n *Notifier) update(ctx context.Context, d statusevent.Detail, kind slack.RequesterKind) (slack.RequesterUpdate, *record.Approval, error) {
 	op, err := n.ledger.GetOperation(ctx, d.Tenant, d.OperationID)
 	if err != nil {
 		return slack.RequesterUpdate{}, nil, fmt.Errorf("inform: read operation %s: %w", d.OperationID, err)
@@ -195,13 +196,13 @@ func (n *Notifier) update(ctx context.Context, d statusevent.Detail, kind slack.
 
 // decided fills in, from approval a, who must approve until when (a request; errStale when a
 // was decided since) or who decided (a decision of the kind u tells).
-func decided(u *slack.RequesterUpdate, a *ledger.Approval) error {
+func decided(u *slack.RequesterUpdate, a *record.Approval) error {
 	switch {
-	case u.Kind == slack.KindAwaitingApproval && a.Status != ledger.ApprovalPending:
+	case u.Kind == slack.KindAwaitingApproval && a.Status != record.ApprovalPending:
 		return errStale
 	case u.Kind == slack.KindAwaitingApproval:
 		u.Approvers, u.Until = a.Approvers, a.ExpiresAt
-	case a.Status == ledger.ApprovalApproved && u.Kind == slack.KindApproved, a.Status == ledger.ApprovalRejected && u.Kind == slack.KindRejected:
+	case a.Status == record.ApprovalApproved && u.Kind == slack.KindApproved, a.Status == record.ApprovalRejected && u.Kind == slack.KindRejected:
 		u.DecidedBy, u.DecidedAt, u.Comment = a.Decider, a.DecidedAt, a.Comment
 	}
 	return nil
@@ -229,7 +230,7 @@ func (n *Notifier) changeUpdate(ctx context.Context, d statusevent.Detail, kind 
 	u.Subject, u.BuyID, u.Before = slack.SubjectChange, d.ParentID, u.Amount
 	if buy, err := n.ledger.GetOperation(ctx, d.Tenant, d.ParentID); err == nil {
 		u.PONumber = buy.PONumber
-	} else if !errors.Is(err, ledger.ErrNotFound) {
+	} else if !errors.Is(err, record.ErrNotFound) {
 		return u, fmt.Errorf("inform: read buy %s: %w", d.ParentID, err)
 	}
 	switch kind {
@@ -239,8 +240,8 @@ func (n *Notifier) changeUpdate(ctx context.Context, d statusevent.Detail, kind 
 		}
 	case slack.KindPlaced:
 		u.Amount = approvalcore.Money{}
-		err := n.eachEvent(ctx, d.Tenant, d.OperationID, func(ev ledger.Event) {
-			if ev.Type == ledger.EventModificationApplied {
+		err := n.eachEvent(ctx, d.Tenant, d.OperationID, func(ev record.Event) {
+			if ev.Type == record.EventModificationApplied {
 				u.Amount = exact(ev.Amount, ev.Currency)
 			}
 		})
@@ -305,10 +306,10 @@ func (n *Notifier) campaignUpdate(ctx context.Context, d statusevent.Detail, kin
 }
 
 // eachEvent calls f with every event of opID's timeline, oldest first.
-func (n *Notifier) eachEvent(ctx context.Context, tenant, opID string, f func(ledger.Event)) error {
+func (n *Notifier) eachEvent(ctx context.Context, tenant, opID string, f func(record.Event)) error {
 	cursor := ""
 	for {
-		page, err := n.ledger.ListEvents(ctx, tenant, opID, ledger.MaxListLimit, cursor)
+		page, err := n.ledger.ListEvents(ctx, tenant, opID, record.MaxListLimit, cursor)
 		if err != nil {
 			return fmt.Errorf("inform: timeline of %s: %w", opID, err)
 		}
@@ -323,10 +324,10 @@ func (n *Notifier) eachEvent(ctx context.Context, tenant, opID string, f func(le
 
 // latestApproval is the operation's most recent approval; found is false when it never asked
 // for one.
-func (n *Notifier) latestApproval(ctx context.Context, tenant, opID string) (a *ledger.Approval, found bool, err error) {
+func (n *Notifier) latestApproval(ctx context.Context, tenant, opID string) (a *record.Approval, found bool, err error) {
 	id := ""
-	err = n.eachEvent(ctx, tenant, opID, func(ev ledger.Event) {
-		if ev.Type != ledger.EventApprovalRequested {
+	err = n.eachEvent(ctx, tenant, opID, func(ev record.Event) {
+		if ev.Type != record.EventApprovalRequested {
 			return
 		}
 		var detail struct {

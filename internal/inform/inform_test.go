@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/slack"
@@ -37,9 +39,9 @@ func setup(t *testing.T) fixture {
 }
 
 // buy stores a buy that asked to be told in Slack user U024BE7LH.
-func (f fixture) buy(t *testing.T, id string) *ledger.Operation {
+func (f fixture) buy(t *testing.T, id string) *record.Operation {
 	t.Helper()
-	op, err := f.store.CreateOperation(context.Background(), ledger.Operation{
+	op, err := f.store.CreateOperation(context.Background(), record.Operation{
 		ID: id, Tenant: "acme", SellerID: "seller-a", PONumber: "PO-" + id, BudgetTotal: "15000.00", Currency: "USD", NotifySlack: "U024BE7LH",
 	})
 	if err != nil {
@@ -52,13 +54,13 @@ func (f fixture) buy(t *testing.T, id string) *ledger.Operation {
 func (f fixture) approval(t *testing.T, opID, id string) {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := f.store.CreateApproval(ctx, ledger.Approval{
+	if _, err := f.store.CreateApproval(ctx, record.Approval{
 		ID: id, Tenant: "acme", OperationID: opID, TaskToken: "token", Approvers: []string{"U0APPROVER", "U0OTHER"},
 		ExpiresAt: time.Now().Add(time.Hour),
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.store.AppendEvent(ctx, "acme", opID, ledger.Event{Type: ledger.EventApprovalRequested, Detail: json.RawMessage(`{"approval_id":"` + id + `"}`)}); err != nil {
+	if err := f.store.AppendEvent(ctx, "acme", opID, record.Event{Type: record.EventApprovalRequested, Detail: json.RawMessage(`{"approval_id":"` + id + `"}`)}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -93,7 +95,7 @@ func TestRequesterHearsEachStepOfTheirBuy(t *testing.T) {
 	f.buy(t, "op-1")
 	f.approval(t, "op-1", "ap-1")
 	decide := func() {
-		if _, err := f.store.Decide(ctx, "ap-1", ledger.Decision{Outcome: ledger.ApprovalApproved, By: "U0APPROVER", Comment: "fine by me"}); err != nil {
+		if _, err := f.store.Decide(ctx, "ap-1", record.Decision{Outcome: record.ApprovalApproved, By: "U0APPROVER", Comment: "fine by me"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -147,7 +149,7 @@ func TestRequesterHearsRejectionsAndFailures(t *testing.T) {
 	ctx := context.Background()
 	f.buy(t, "op-r")
 	f.approval(t, "op-r", "ap-r")
-	if _, err := f.store.Decide(ctx, "ap-r", ledger.Decision{Outcome: ledger.ApprovalRejected, By: "U0OTHER", Comment: "too much"}); err != nil {
+	if _, err := f.store.Decide(ctx, "ap-r", record.Decision{Outcome: record.ApprovalRejected, By: "U0OTHER", Comment: "too much"}); err != nil {
 		t.Fatal(err)
 	}
 	f.buy(t, "op-d")
@@ -186,7 +188,7 @@ func TestStaleApprovalRequestIsNotTold(t *testing.T) {
 	ctx := context.Background()
 	f.buy(t, "op-s")
 	f.approval(t, "op-s", "ap-s")
-	if _, err := f.store.Decide(ctx, "ap-s", ledger.Decision{Outcome: ledger.ApprovalApproved, By: "U0APPROVER"}); err != nil {
+	if _, err := f.store.Decide(ctx, "ap-s", record.Decision{Outcome: record.ApprovalApproved, By: "U0APPROVER"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.n.Handle(ctx, event(t, "op-s", 4, workflow.StatusAwaitingApproval, workflow.StatusCreating, nil)); err != nil {
@@ -292,17 +294,17 @@ func TestRequesterHearsAboutTheirChange(t *testing.T) {
 	ctx := context.Background()
 	f.buy(t, "op-1")
 	change := func(id string) {
-		if _, err := f.store.CreateOperation(ctx, ledger.Operation{ID: id, Tenant: "acme", SellerID: "seller-a", Kind: ledger.KindModification,
+		if _, err := f.store.CreateOperation(ctx, record.Operation{ID: id, Tenant: "acme", SellerID: "seller-a", Kind: record.KindModification,
 			ParentID: "op-1", BudgetTotal: "3000.00", Currency: "USD", NotifySlack: "U024BE7LH"}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	change("chg-1")
-	if _, err := f.store.CreateApproval(ctx, ledger.Approval{ID: "ap-c", Tenant: "acme", OperationID: "chg-1", TaskToken: "token",
+	if _, err := f.store.CreateApproval(ctx, record.Approval{ID: "ap-c", Tenant: "acme", OperationID: "chg-1", TaskToken: "token",
 		Approvers: []string{"U0APPROVER"}, Amount: "14000.25", Currency: "USD", ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.store.AppendEvent(ctx, "acme", "chg-1", ledger.Event{Type: ledger.EventApprovalRequested, Detail: json.RawMessage(`{"approval_id":"ap-c"}`)}); err != nil {
+	if err := f.store.AppendEvent(ctx, "acme", "chg-1", record.Event{Type: record.EventApprovalRequested, Detail: json.RawMessage(`{"approval_id":"ap-c"}`)}); err != nil {
 		t.Fatal(err)
 	}
 	ev := func(id string, seq int64, from, to workflow.Status, reason string) json.RawMessage {
@@ -312,7 +314,7 @@ func TestRequesterHearsAboutTheirChange(t *testing.T) {
 	}
 	wantAll(t, f.handled(t, ev("chg-1", 3, workflow.StatusCheckingGovernance, workflow.StatusAwaitingApproval, "")),
 		"Waiting for approval: your change", "USD 3,000.00 → USD 14,000.25", "<@U0APPROVER>", "PO-op-1", "Reference: chg-1")
-	if err := f.store.AppendEvent(ctx, "acme", "chg-1", ledger.Event{Type: ledger.EventModificationApplied, Amount: "14000.25", Currency: "USD"}); err != nil {
+	if err := f.store.AppendEvent(ctx, "acme", "chg-1", record.Event{Type: record.EventModificationApplied, Amount: "14000.25", Currency: "USD"}); err != nil {
 		t.Fatal(err)
 	}
 	wantAll(t, f.handled(t, ev("chg-1", 6, workflow.StatusWorking, workflow.StatusCompleted, "")),
@@ -332,19 +334,19 @@ func TestRequesterHearsAboutTheirChange(t *testing.T) {
 func TestRequesterHearsAboutTheirCampaign(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
-	var legs []ledger.CampaignLeg
+	var legs []record.CampaignLeg
 	placed, denied := []workflow.Status{workflow.StatusCreating, workflow.StatusCompleted}, []workflow.Status{workflow.StatusRejected}
 	for i, path := range [][]workflow.Status{placed, denied, placed} {
 		id := "leg-" + string(rune('a'+i))
 		f.buy(t, id)
 		for v, st := range path {
-			if _, err := f.store.Transition(ctx, "acme", id, st, int64(v+1), ledger.Changes{}); err != nil {
+			if _, err := f.store.Transition(ctx, "acme", id, st, int64(v+1), record.Changes{}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		legs = append(legs, ledger.CampaignLeg{OperationID: id, SellerID: "seller-a", PONumber: "PO-" + id, Amount: "5000.00"})
+		legs = append(legs, record.CampaignLeg{OperationID: id, SellerID: "seller-a", PONumber: "PO-" + id, Amount: "5000.00"})
 	}
-	if _, err := f.store.CreateCampaign(ctx, ledger.Campaign{ID: "cp-1", Tenant: "acme", Name: "Spring", GovernanceAgentID: "gov", PlanID: "plan-1",
+	if _, err := f.store.CreateCampaign(ctx, record.Campaign{ID: "cp-1", Tenant: "acme", Name: "Spring", GovernanceAgentID: "gov", PlanID: "plan-1",
 		Policy: "best_effort", BudgetTotal: "20000.00", Currency: "USD", NotifySlack: "U024BE7LH", Legs: legs}); err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +356,7 @@ func TestRequesterHearsAboutTheirCampaign(t *testing.T) {
 	}
 	wantAll(t, f.handled(t, ev(1, "", "running")), "Submitted: your campaign", "3 legs (USD 20,000.00)", "Spring")
 
-	if _, err := f.store.CreateApproval(ctx, ledger.Approval{ID: "ap-cp", Tenant: "acme", CampaignID: "cp-1", TaskToken: "token", Legs: []string{"leg-a", "leg-c"},
+	if _, err := f.store.CreateApproval(ctx, record.Approval{ID: "ap-cp", Tenant: "acme", CampaignID: "cp-1", TaskToken: "token", Legs: []string{"leg-a", "leg-c"},
 		Approvers: []string{"U0APPROVER"}, Amount: "10000.00", Currency: "USD", ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -47,7 +49,7 @@ func (s *Store) BackfillLive(ctx context.Context, scanLimit int) (added int, don
 		if err := attributevalue.UnmarshalMap(item, &prog); err != nil {
 			return 0, false, fmt.Errorf("ledger: decode the live backfill's progress: %w", err)
 		}
-	case !errors.Is(err, ErrNotFound):
+	case !errors.Is(err, record.ErrNotFound):
 		return 0, false, fmt.Errorf("ledger: read the live backfill's progress: %w", err)
 	}
 	if prog.Done {

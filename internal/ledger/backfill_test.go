@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -26,11 +28,11 @@ func TestBackfillListsLiveTheBuysCompletedBeforeTheLiveList(t *testing.T) {
 	s := ledger.New(client, table)
 	s.Now = clk.Now
 	ctx := context.Background()
-	complete := func(op ledger.Operation) {
+	complete := func(op record.Operation) {
 		t.Helper()
 		mustCreate(t, s, op)
 		for _, to := range []workflow.Status{workflow.StatusCreating, workflow.StatusCompleted} {
-			if _, err := s.Transition(ctx, op.Tenant, op.ID, to, ledger.AnyVersion, ledger.Changes{}); err != nil {
+			if _, err := s.Transition(ctx, op.Tenant, op.ID, to, record.AnyVersion, record.Changes{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -57,11 +59,11 @@ func TestBackfillListsLiveTheBuysCompletedBeforeTheLiveList(t *testing.T) {
 		t.Fatal(err)
 	}
 	change := newOp("change")
-	change.Kind, change.ParentID = ledger.KindModification, "live"
+	change.Kind, change.ParentID = record.KindModification, "live"
 	complete(change)
 	unlist("change")
 	mustCreate(t, s, newOp("failed"))
-	if _, err := s.Transition(ctx, "acme", "failed", workflow.StatusFailed, ledger.AnyVersion, ledger.Changes{}); err != nil {
+	if _, err := s.Transition(ctx, "acme", "failed", workflow.StatusFailed, record.AnyVersion, record.Changes{}); err != nil {
 		t.Fatal(err)
 	}
 

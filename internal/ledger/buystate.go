@@ -2,9 +2,10 @@ package ledger
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
+
+	"github.com/buyflow/buyflow/internal/record"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -13,75 +14,17 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// BuyState is the ledger's record of a placed buy after its changes: the seller's revision,
-// the package budgets, paused/active/canceled, and the change in flight. It sits beside the
-// operation that placed the buy (the operation's status stays "completed"; a cancellation
-// after placement shows here and in the timeline). Every write is conditional: one change at
-// a time, the revision only moves forward, nothing follows a cancellation.
-type BuyState struct {
-	Tenant      string `dynamodbav:"tenant"`
-	OperationID string `dynamodbav:"operation_id"`
-	MediaBuyID  string `dynamodbav:"media_buy_id"`
-	// Revision is the seller's revision of the buy, sent as the expected revision of the next
-	// update.
-	Revision int    `dynamodbav:"revision"`
-	State    string `dynamodbav:"state"` // active | paused | canceled
-	// BudgetTotal is the sum of the package budgets (a decimal string, never a float).
-	BudgetTotal string          `dynamodbav:"budget_total"`
-	Currency    string          `dynamodbav:"currency"`
-	Packages    []PackageBudget `dynamodbav:"packages,omitempty"`
-	EndTime     string          `dynamodbav:"end_time,omitempty"`
-	// ChangeID names the change in flight (empty when none is); ChangeKind says what it does
-	// and ChangeExpires when its run's deadline has passed for certain: a change whose run died
-	// blocks the buy no longer than that.
-	ChangeID      string    `dynamodbav:"change_id,omitempty"`
-	ChangeKind    string    `dynamodbav:"change_kind,omitempty"`
-	ChangeExpires time.Time `dynamodbav:"change_expires,omitempty,unixtime"`
-	// LastChangeID, LastOutcome and LastReason say how the last change ended (applied, denied,
-	// rejected, failed, expired) and why.
-	LastChangeID string    `dynamodbav:"last_change_id,omitempty"`
-	LastOutcome  string    `dynamodbav:"last_outcome,omitempty"`
-	LastReason   string    `dynamodbav:"last_reason,omitempty"`
-	UpdatedAt    time.Time `dynamodbav:"updated_at"`
-}
-
-// PackageBudget is one seller package and its budget (a decimal string).
-type PackageBudget struct {
-	PackageID string `dynamodbav:"package_id" json:"package_id"`
-	Budget    string `dynamodbav:"budget" json:"budget"`
-}
-
-// BuyStateCanceled is the state after which a buy takes no change.
-const BuyStateCanceled = "canceled"
-
 const skBuyState = "BUY"
 
 type buyStateItem struct {
 	PK string `dynamodbav:"pk"`
 	SK string `dynamodbav:"sk"`
-	BuyState
+	record.BuyState
 }
-
-// ChangeRefusedError is a BeginChange the buy's state refuses: a change is in flight, or the
-// buy is canceled. Current is the state as it is.
-type ChangeRefusedError struct {
-	Current  *BuyState
-	Canceled bool
-}
-
-func (e *ChangeRefusedError) Error() string {
-	if e.Canceled {
-		return fmt.Sprintf("ledger: media buy %s is canceled", e.Current.OperationID)
-	}
-	return fmt.Sprintf("ledger: media buy %s has change %s in flight", e.Current.OperationID, e.Current.ChangeID)
-}
-
-// Is makes errors.Is(err, ErrConflict) true.
-func (e *ChangeRefusedError) Is(target error) bool { return target == ErrConflict }
 
 // GetBuyState returns the tenant's buy state of operation opID, or ErrNotFound when the buy
 // has never been changed.
-func (s *Store) GetBuyState(ctx context.Context, tenant, opID string) (*BuyState, error) {
+func (s *Store) GetBuyState(ctx context.Context, tenant, opID string) (*record.BuyState, error) {
 	if err := checkID("tenant", tenant); err != nil {
 		return nil, err
 	}
@@ -101,7 +44,7 @@ func (s *Store) GetBuyState(ctx context.Context, tenant, opID string) (*BuyState
 // the SDK's after a lost response) fails that condition and answers the state as it is, without
 // a second event. A refusal is a *ChangeRefusedError with the current state. The event is
 // written in the same transaction.
-func (s *Store) BeginChange(ctx context.Context, initial BuyState, changeID, kind string, expires time.Time, ev Event) (*BuyState, error) {
+func (s *Store) BeginChange(ctx context.Context, initial record.BuyState, changeID, kind string, expires time.Time, ev record.Event) (*record.BuyState, error) {
 	tenant, opID := initial.Tenant, initial.OperationID
 	if err := checkID("tenant", tenant); err != nil {
 		return nil, err
@@ -116,7 +59,7 @@ func (s *Store) BeginChange(ctx context.Context, initial BuyState, changeID, kin
 	free := expression.AttributeNotExists(expression.Name("change_id")).
 		Or(expression.Name("change_expires").LessThan(expression.Value(now.Unix())))
 	cond := expression.AttributeNotExists(expression.Name(AttrPK)).
-		Or(free.And(expression.Name("state").NotEqual(expression.Value(BuyStateCanceled))))
+		Or(free.And(expression.Name("state").NotEqual(expression.Value(record.BuyStateCanceled))))
 	init := func(up expression.UpdateBuilder, name string, v any) expression.UpdateBuilder {
 		return up.Set(expression.Name(name), expression.IfNotExists(expression.Name(name), expression.Value(v)))
 	}
@@ -155,12 +98,12 @@ func (s *Store) BeginChange(ctx context.Context, initial BuyState, changeID, kin
 			if derr != nil {
 				return nil, derr
 			}
-			if cur.ChangeID == changeID && cur.State != BuyStateCanceled {
+			if cur.ChangeID == changeID && cur.State != record.BuyStateCanceled {
 				return cur, nil // this very change, begun already
 			}
-			return nil, &ChangeRefusedError{Current: cur, Canceled: cur.State == BuyStateCanceled}
+			return nil, &record.ChangeRefusedError{Current: cur, Canceled: cur.State == record.BuyStateCanceled}
 		case contention:
-			return nil, fmt.Errorf("ledger: begin change %s of %s: %w", changeID, opID, ErrContention)
+			return nil, fmt.Errorf("ledger: begin change %s of %s: %w", changeID, opID, record.ErrContention)
 		}
 		return nil, fmt.Errorf("ledger: begin change %s of %s: %w", changeID, opID, err)
 	}
@@ -171,7 +114,7 @@ func (s *Store) BeginChange(ctx context.Context, initial BuyState, changeID, kin
 // change: condition change_id = changeID and the stored revision not above next.Revision (the
 // revision only moves forward). Applying the same change twice is a no-op that returns the
 // state (a retry of a write whose response was lost). ev is written in the same transaction.
-func (s *Store) ApplyChange(ctx context.Context, next BuyState, changeID string, ev Event) (*BuyState, error) {
+func (s *Store) ApplyChange(ctx context.Context, next record.BuyState, changeID string, ev record.Event) (*record.BuyState, error) {
 	tenant, opID := next.Tenant, next.OperationID
 	if err := checkID("tenant", tenant); err != nil {
 		return nil, err
@@ -202,7 +145,7 @@ func (s *Store) ApplyChange(ctx context.Context, next BuyState, changeID string,
 
 // EndChange ends change changeID without changing the buy (denied, rejected, failed,
 // expired): condition change_id = changeID. Ending it twice is a no-op.
-func (s *Store) EndChange(ctx context.Context, tenant, opID, changeID, outcome, reason string, ev Event) (*BuyState, error) {
+func (s *Store) EndChange(ctx context.Context, tenant, opID, changeID, outcome, reason string, ev record.Event) (*record.BuyState, error) {
 	if err := checkID("tenant", tenant); err != nil {
 		return nil, err
 	}
@@ -218,10 +161,7 @@ func (s *Store) EndChange(ctx context.Context, tenant, opID, changeID, outcome, 
 	return s.endChange(ctx, tenant, opID, changeID, cond, up, ev)
 }
 
-// ErrStaleRevision reports an ApplyChange whose revision is below the one recorded.
-var ErrStaleRevision = errors.New("ledger: the seller's revision is below the one recorded")
-
-func (s *Store) endChange(ctx context.Context, tenant, opID, changeID string, cond expression.ConditionBuilder, up expression.UpdateBuilder, ev Event) (*BuyState, error) {
+func (s *Store) endChange(ctx context.Context, tenant, opID, changeID string, cond expression.ConditionBuilder, up expression.UpdateBuilder, ev record.Event) (*record.BuyState, error) {
 	in, err := s.buyStateTx(tenant, opID, cond, up, ev)
 	if err != nil {
 		return nil, err
@@ -240,13 +180,13 @@ func (s *Store) endChange(ctx context.Context, tenant, opID, changeID string, co
 			}
 			switch {
 			case cur.ChangeID == changeID:
-				return nil, fmt.Errorf("ledger: end change %s of %s: %w", changeID, opID, ErrStaleRevision)
+				return nil, fmt.Errorf("ledger: end change %s of %s: %w", changeID, opID, record.ErrStaleRevision)
 			case cur.LastChangeID == changeID:
 				return cur, nil // this very change, ended already
 			}
-			return nil, fmt.Errorf("ledger: end change %s of %s: it is not in flight (in flight: %q): %w", changeID, opID, cur.ChangeID, ErrConflict)
+			return nil, fmt.Errorf("ledger: end change %s of %s: it is not in flight (in flight: %q): %w", changeID, opID, cur.ChangeID, record.ErrConflict)
 		case contention:
-			return nil, fmt.Errorf("ledger: end change %s of %s: %w", changeID, opID, ErrContention)
+			return nil, fmt.Errorf("ledger: end change %s of %s: %w", changeID, opID, record.ErrContention)
 		}
 		return nil, fmt.Errorf("ledger: end change %s of %s: %w", changeID, opID, err)
 	}
@@ -254,7 +194,7 @@ func (s *Store) endChange(ctx context.Context, tenant, opID, changeID string, co
 }
 
 // buyStateTx is the transaction of one conditional buy-state update and its event.
-func (s *Store) buyStateTx(tenant, opID string, cond expression.ConditionBuilder, up expression.UpdateBuilder, ev Event) (*dynamodb.TransactWriteItemsInput, error) {
+func (s *Store) buyStateTx(tenant, opID string, cond expression.ConditionBuilder, up expression.UpdateBuilder, ev record.Event) (*dynamodb.TransactWriteItemsInput, error) {
 	e, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(up))
 	if err != nil {
 		return nil, err
@@ -277,7 +217,7 @@ func (s *Store) buyStateTx(tenant, opID string, cond expression.ConditionBuilder
 	}}, nil
 }
 
-func decodeBuyState(item map[string]types.AttributeValue) (*BuyState, error) {
+func decodeBuyState(item map[string]types.AttributeValue) (*record.BuyState, error) {
 	var it buyStateItem
 	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
 		return nil, fmt.Errorf("ledger: decode buy state: %w", err)

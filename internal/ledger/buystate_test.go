@@ -6,14 +6,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-func initialBuy() ledger.BuyState {
-	return ledger.BuyState{Tenant: "acme", OperationID: "op-1", MediaBuyID: "mb-1", Revision: 2, State: "active",
+func initialBuy() record.BuyState {
+	return record.BuyState{Tenant: "acme", OperationID: "op-1", MediaBuyID: "mb-1", Revision: 2, State: "active",
 		BudgetTotal: "20000.50", Currency: "USD",
-		Packages: []ledger.PackageBudget{{PackageID: "p1", Budget: "15000.00"}, {PackageID: "p2", Budget: "5000.50"}}}
+		Packages: []record.PackageBudget{{PackageID: "p1", Budget: "15000.00"}, {PackageID: "p2", Budget: "5000.50"}}}
 }
 
 func TestOneChangeAtATimeAndTheRevisionOnlyMovesForward(t *testing.T) {
@@ -23,7 +24,7 @@ func TestOneChangeAtATimeAndTheRevisionOnlyMovesForward(t *testing.T) {
 	if _, err := s.CreateOperation(ctx, newOp("op-1")); err != nil {
 		t.Fatal(err)
 	}
-	ev := ledger.Event{Type: "modification_requested"}
+	ev := record.Event{Type: "modification_requested"}
 	exp := clk.Now().Add(13 * time.Hour)
 
 	got, err := s.BeginChange(ctx, initialBuy(), "chg-1", "budget", exp, ev)
@@ -34,20 +35,20 @@ func TestOneChangeAtATimeAndTheRevisionOnlyMovesForward(t *testing.T) {
 		t.Fatalf("the same change begun again (a retry): %v", err)
 	}
 	_, err = s.BeginChange(ctx, initialBuy(), "chg-2", "pause", exp, ev)
-	var refused *ledger.ChangeRefusedError
-	if !errors.As(err, &refused) || refused.Canceled || refused.Current.ChangeID != "chg-1" || !errors.Is(err, ledger.ErrConflict) {
+	var refused *record.ChangeRefusedError
+	if !errors.As(err, &refused) || refused.Canceled || refused.Current.ChangeID != "chg-1" || !errors.Is(err, record.ErrConflict) {
 		t.Fatalf("second change in flight: %v", err)
 	}
 
 	next := initialBuy()
 	next.Revision, next.BudgetTotal = 3, "22000.50"
 	next.Packages[1].Budget = "7000.50"
-	if _, err := s.ApplyChange(ctx, next, "chg-2", ev); !errors.Is(err, ledger.ErrConflict) {
+	if _, err := s.ApplyChange(ctx, next, "chg-2", ev); !errors.Is(err, record.ErrConflict) {
 		t.Fatalf("applying a change that is not in flight: %v", err)
 	}
 	stale := next
 	stale.Revision = 1
-	if _, err := s.ApplyChange(ctx, stale, "chg-1", ev); !errors.Is(err, ledger.ErrStaleRevision) {
+	if _, err := s.ApplyChange(ctx, stale, "chg-1", ev); !errors.Is(err, record.ErrStaleRevision) {
 		t.Fatalf("a revision below the recorded one: %v", err)
 	}
 	got, err = s.ApplyChange(ctx, next, "chg-1", ev)
@@ -64,7 +65,7 @@ func TestOneChangeAtATimeAndTheRevisionOnlyMovesForward(t *testing.T) {
 		t.Fatalf("third change: %+v %v", got, err)
 	}
 	canceled := *got
-	canceled.Revision, canceled.State = 4, ledger.BuyStateCanceled
+	canceled.Revision, canceled.State = 4, record.BuyStateCanceled
 	if _, err := s.ApplyChange(ctx, canceled, "chg-3", ev); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func TestAnEndedChangeFreesTheBuyAndAnExpiredOneStopsBlocking(t *testing.T) {
 	t.Parallel()
 	s, clk := newStore(t)
 	ctx := context.Background()
-	ev := ledger.Event{Type: "modification"}
+	ev := record.Event{Type: "modification"}
 	if _, err := s.BeginChange(ctx, initialBuy(), "chg-1", "budget", clk.Now().Add(time.Hour), ev); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func TestAnEndedChangeFreesTheBuyAndAnExpiredOneStopsBlocking(t *testing.T) {
 	if err != nil || got.ChangeID != "chg-3" {
 		t.Fatalf("after the expiry of the change in flight: %+v %v", got, err)
 	}
-	if _, err := s.GetBuyState(ctx, "other", "op-1"); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := s.GetBuyState(ctx, "other", "op-1"); !errors.Is(err, record.ErrNotFound) {
 		t.Fatalf("another tenant reads %v", err)
 	}
 }
@@ -119,7 +120,7 @@ func TestDeliverySnapshotsAreKeptOncePerAsOfNewestFirst(t *testing.T) {
 	ctx := context.Background()
 	at := clk.Now()
 	for i, spend := range []string{"100.00", "250.00", "250.00"} {
-		d := ledger.DeliverySnapshot{Tenant: "acme", OperationID: "op-1", MediaBuyID: "mb-1", AsOf: at.Add(time.Duration(min(i, 1)) * time.Hour),
+		d := record.DeliverySnapshot{Tenant: "acme", OperationID: "op-1", MediaBuyID: "mb-1", AsOf: at.Add(time.Duration(min(i, 1)) * time.Hour),
 			Impressions: int64(1000 * (i + 1)), Spend: spend, Currency: "USD", Approved: "200.00"}
 		created, err := s.PutDeliverySnapshot(ctx, d)
 		if err != nil || created != (i < 2) {
@@ -141,17 +142,17 @@ func TestCompletedOperationsAreListedLiveUntilRetiredOrCanceled(t *testing.T) {
 	ctx := context.Background()
 	for _, id := range []string{"op-live", "op-canceled", "op-pending"} {
 		mustCreate(t, s, newOp(id))
-		if _, err := s.Transition(ctx, "acme", id, workflow.StatusCreating, ledger.AnyVersion, ledger.Changes{}); err != nil {
+		if _, err := s.Transition(ctx, "acme", id, workflow.StatusCreating, record.AnyVersion, record.Changes{}); err != nil {
 			t.Fatal(err)
 		}
 		if id == "op-pending" {
 			continue
 		}
-		if _, err := s.Transition(ctx, "acme", id, workflow.StatusCompleted, ledger.AnyVersion, ledger.Changes{}); err != nil {
+		if _, err := s.Transition(ctx, "acme", id, workflow.StatusCompleted, record.AnyVersion, record.Changes{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Transition(ctx, "acme", "op-canceled", workflow.StatusCanceled, ledger.AnyVersion, ledger.Changes{}); err != nil {
+	if _, err := s.Transition(ctx, "acme", "op-canceled", workflow.StatusCanceled, record.AnyVersion, record.Changes{}); err != nil {
 		t.Fatal(err)
 	}
 	ids := func(at time.Time) []string {
@@ -179,7 +180,7 @@ func TestCompletedOperationsAreListedLiveUntilRetiredOrCanceled(t *testing.T) {
 	if got := ids(clk.Now().Add(2 * time.Hour)); len(got) != 1 {
 		t.Fatalf("two hours later: %v, want op-live due", got)
 	}
-	if err := s.ScheduleDeliveryRead(ctx, "acme", "op-canceled", clk.Now()); !errors.Is(err, ledger.ErrConflict) {
+	if err := s.ScheduleDeliveryRead(ctx, "acme", "op-canceled", clk.Now()); !errors.Is(err, record.ErrConflict) {
 		t.Fatalf("scheduling a canceled operation: %v", err)
 	}
 	if err := s.RetireLive(ctx, "acme", "op-live"); err != nil {

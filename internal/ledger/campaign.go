@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -14,85 +16,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// Campaign is the ledger's record of one campaign: one plan bought across several sellers. It
-// holds what the buyer asked for and which operation each leg is; every leg's status lives on its
-// own operation (the facts are written once), and a campaign's status is derived from them.
-type Campaign struct {
-	ID                string `dynamodbav:"id"`
-	Tenant            string `dynamodbav:"tenant"`
-	Name              string `dynamodbav:"name,omitempty"`
-	GovernanceAgentID string `dynamodbav:"governance_agent_id"`
-	PlanID            string `dynamodbav:"plan_id"`
-	// Policy is the partial-failure policy (best_effort or all_or_nothing).
-	Policy string `dynamodbav:"policy"`
-	// BudgetTotal is the campaign's total budget as a decimal string; never a float.
-	BudgetTotal string `dynamodbav:"budget_total"`
-	Currency    string `dynamodbav:"currency"`
-	Requester   string `dynamodbav:"requester,omitempty"`
-	// NotifySlack is the Slack user or channel id the requester asked to hear about the
-	// campaign in (its status events carry it).
-	NotifySlack string        `dynamodbav:"notify_slack,omitempty"`
-	Legs        []CampaignLeg `dynamodbav:"legs"`
-	// PlanIntent is the frozen sync_plans request (an adcp.Intent as JSON: task, idempotency key,
-	// exact bytes) when the campaign pushes its plan: written with the campaign, before the
-	// call, and sent as is by every attempt.
-	PlanIntent []byte `dynamodbav:"plan_intent,omitempty"`
-	// PlanClaims, PlanUnsent, PlanClaimedBy and PlanSentAt count the attempts that set out to
-	// send PlanIntent, as an intent item's Claims, Unsent, ClaimedBy and CreatedAt do (Intent;
-	// PlanIntentRecord reads them as one). CreateCampaign stores a plan unsent.
-	PlanClaims    int64     `dynamodbav:"plan_claims,omitempty"`
-	PlanUnsent    bool      `dynamodbav:"plan_unsent,omitempty"`
-	PlanClaimedBy string    `dynamodbav:"plan_claimed_by,omitempty"`
-	PlanSentAt    time.Time `dynamodbav:"plan_created_at,omitempty"`
-	CreatedAt     time.Time `dynamodbav:"created_at"`
-	// Outcome is the final status the Campaign execution recorded once nothing was left to do
-	// (no cancel pending); empty while it runs.
-	Outcome   string    `dynamodbav:"outcome,omitempty"`
-	SettledAt time.Time `dynamodbav:"settled_at,omitempty"`
-	// Committed is what the legs committed in total (a decimal string), written with Outcome:
-	// the campaign list shows it without reading any leg.
-	Committed string `dynamodbav:"committed,omitempty"`
-	// ApprovalID is the campaign's latest approval (one decision for every leg), when policy
-	// asked for one; the approval item holds its decision.
-	ApprovalID string `dynamodbav:"approval_id,omitempty"`
-	// Version counts the campaign item's writes from 1 (its creation); naming its approval and
-	// recording its outcome each add one. Its status events' sequence is the version after the
-	// write (a campaign stored before it counted reads as version 1).
-	Version int64 `dynamodbav:"version,omitempty"`
-}
-
-// SyncPlansIntent is the ledger task name of a campaign's plan intent (PlanIntentRecord).
-const SyncPlansIntent = "sync_plans"
-
-// PlanIntentRecord returns the campaign's plan intent as an intent record, for ClaimIntent
-// and ReleaseIntent (they write its claims on the campaign's item), or ErrNotFound when the
-// campaign pushes no plan. Request is PlanIntent as stored; CreatedAt is zero until a claim
-// sets out to send it after every earlier claim was released. A campaign stored before its
-// plan's claims were counted reads with no claims and not unsent: maybe sent, so its next
-// push is a resend.
-func (c *Campaign) PlanIntentRecord() (*Intent, error) {
-	if len(c.PlanIntent) == 0 {
-		return nil, ErrNotFound
-	}
-	return &Intent{Tenant: c.Tenant, OperationID: c.ID, Task: SyncPlansIntent, Request: c.PlanIntent, CreatedAt: c.PlanSentAt,
-		Claims: c.PlanClaims, Unsent: c.PlanUnsent, ClaimedBy: c.PlanClaimedBy, onCampaign: true}, nil
-}
-
-// CampaignLeg is one media buy of a campaign.
-type CampaignLeg struct {
-	OperationID string `dynamodbav:"operation_id"`
-	SellerID    string `dynamodbav:"seller_id"`
-	PONumber    string `dynamodbav:"po_number"`
-	// Amount is the leg's amount (the buy's one amount) as a decimal string.
-	Amount string `dynamodbav:"amount"`
-}
-
 type campaignItem struct {
 	PK     string `dynamodbav:"pk"`
 	SK     string `dynamodbav:"sk"`
 	GSI2PK string `dynamodbav:"gsi2pk"`
 	GSI2SK string `dynamodbav:"gsi2sk"`
-	Campaign
+	record.Campaign
 }
 
 const skCampaign = "CAMPAIGN"
@@ -106,7 +35,7 @@ func campaignGSI(tenant string) string { return "CAMPAIGNS#" + tenant }
 // CreateCampaign stores a new campaign (conditional on its key being free), its plan intent,
 // if any, unsent and unclaimed. A campaign with the same id already stored answers a
 // *ConflictError: a retry of the same submit converges on it.
-func (s *Store) CreateCampaign(ctx context.Context, c Campaign) (*Campaign, error) {
+func (s *Store) CreateCampaign(ctx context.Context, c record.Campaign) (*record.Campaign, error) {
 	if err := checkID("tenant", c.Tenant); err != nil {
 		return nil, err
 	}
@@ -131,7 +60,7 @@ func (s *Store) CreateCampaign(ctx context.Context, c Campaign) (*Campaign, erro
 		ConditionExpression: e.Condition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
 	})
 	if failed, _ := conditionFailed(err); failed {
-		return nil, &ConflictError{What: "campaign " + c.ID}
+		return nil, &record.ConflictError{What: "campaign " + c.ID}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ledger: create campaign %s: %w", c.ID, err)
@@ -147,7 +76,7 @@ func (s *Store) CreateCampaign(ctx context.Context, c Campaign) (*Campaign, erro
 // so a retry of the same settle succeeds and another outcome is a conflict (ErrConflict).
 func (s *Store) SettleCampaign(ctx context.Context, tenant, id, outcome, committed string) error {
 	if checkID("tenant", tenant) != nil || checkID("campaign id", id) != nil || outcome == "" || committed == "" {
-		return fmt.Errorf("%w: tenant, campaign id, outcome and committed are required", ErrInvalidArgument)
+		return fmt.Errorf("%w: tenant, campaign id, outcome and committed are required", record.ErrInvalidArgument)
 	}
 	cond := expression.AttributeExists(expression.Name(AttrPK)).And(expression.Or(
 		expression.AttributeNotExists(expression.Name("outcome")),
@@ -157,7 +86,7 @@ func (s *Store) SettleCampaign(ctx context.Context, tenant, id, outcome, committ
 		Set(expression.Name("settled_at"), expression.Value(s.now()))
 	err := s.updateCampaign(ctx, tenant, id, cond, nextVersion(up))
 	if failed, _ := conditionFailed(err); failed {
-		return &ConflictError{What: "campaign " + id + " outcome"}
+		return &record.ConflictError{What: "campaign " + id + " outcome"}
 	}
 	if err != nil {
 		return fmt.Errorf("ledger: settle campaign %s: %w", id, err)
@@ -169,12 +98,12 @@ func (s *Store) SettleCampaign(ctx context.Context, tenant, id, outcome, committ
 // escalation asks again under a new id). The condition is attribute_exists(pk).
 func (s *Store) SetCampaignApproval(ctx context.Context, tenant, id, approvalID string) error {
 	if checkID("tenant", tenant) != nil || checkID("campaign id", id) != nil || checkID("approval id", approvalID) != nil {
-		return fmt.Errorf("%w: tenant, campaign id and approval id are required", ErrInvalidArgument)
+		return fmt.Errorf("%w: tenant, campaign id and approval id are required", record.ErrInvalidArgument)
 	}
 	err := s.updateCampaign(ctx, tenant, id, expression.AttributeExists(expression.Name(AttrPK)),
 		nextVersion(expression.Set(expression.Name("approval_id"), expression.Value(approvalID))))
 	if failed, _ := conditionFailed(err); failed {
-		return fmt.Errorf("ledger: set approval of campaign %s: %w", id, ErrNotFound)
+		return fmt.Errorf("ledger: set approval of campaign %s: %w", id, record.ErrNotFound)
 	}
 	if err != nil {
 		return fmt.Errorf("ledger: set approval of campaign %s: %w", id, err)
@@ -205,13 +134,13 @@ func (s *Store) updateCampaign(ctx context.Context, tenant, id string, cond expr
 }
 
 // GetCampaign returns the tenant's campaign id; another tenant's id is ErrNotFound.
-func (s *Store) GetCampaign(ctx context.Context, tenant, id string) (*Campaign, error) {
+func (s *Store) GetCampaign(ctx context.Context, tenant, id string) (*record.Campaign, error) {
 	if checkID("tenant", tenant) != nil || checkID("campaign id", id) != nil {
-		return nil, ErrNotFound
+		return nil, record.ErrNotFound
 	}
 	item, err := s.getItem(ctx, key(campaignPK(tenant, id), skCampaign))
 	if err != nil {
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, record.ErrNotFound) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("ledger: get campaign %s: %w", id, err)
@@ -219,33 +148,33 @@ func (s *Store) GetCampaign(ctx context.Context, tenant, id string) (*Campaign, 
 	return decodeCampaign(item, tenant)
 }
 
-func decodeCampaign(item map[string]types.AttributeValue, tenant string) (*Campaign, error) {
+func decodeCampaign(item map[string]types.AttributeValue, tenant string) (*record.Campaign, error) {
 	var it campaignItem
 	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
 		return nil, fmt.Errorf("ledger: decode campaign: %w", err)
 	}
 	if it.Tenant != tenant { // defence in depth: the key already scopes it
-		return nil, ErrNotFound
+		return nil, record.ErrNotFound
 	}
 	return &it.Campaign, nil
 }
 
 // ListCampaigns lists the tenant's campaigns, newest first (gsi2). The cursor is opaque and is
 // refused if it does not belong to this tenant's campaign listing.
-func (s *Store) ListCampaigns(ctx context.Context, tenant string, limit int, cursor string) (Page[*Campaign], error) {
+func (s *Store) ListCampaigns(ctx context.Context, tenant string, limit int, cursor string) (record.Page[*record.Campaign], error) {
 	if err := checkID("tenant", tenant); err != nil {
-		return Page[*Campaign]{}, err
+		return record.Page[*record.Campaign]{}, err
 	}
 	start, err := decodeCursor(cursor, func(k map[string]string) bool {
 		return strings.HasPrefix(k[AttrPK], tenantPrefix(tenant)+"CAMPAIGN#") && k[AttrSK] == skCampaign &&
 			(k[AttrGSI2PK] == "" || k[AttrGSI2PK] == campaignGSI(tenant)) && onlyKeys(k, AttrPK, AttrSK, AttrGSI2PK, AttrGSI2SK)
 	})
 	if err != nil {
-		return Page[*Campaign]{}, err
+		return record.Page[*record.Campaign]{}, err
 	}
 	e, err := build(expression.NewBuilder().WithKeyCondition(expression.Key(AttrGSI2PK).Equal(expression.Value(campaignGSI(tenant)))))
 	if err != nil {
-		return Page[*Campaign]{}, err
+		return record.Page[*record.Campaign]{}, err
 	}
 	out, err := s.api.Query(ctx, &dynamodb.QueryInput{
 		TableName: aws.String(s.table), IndexName: aws.String(IndexTenant),
@@ -253,22 +182,22 @@ func (s *Store) ListCampaigns(ctx context.Context, tenant string, limit int, cur
 		ScanIndexForward: aws.Bool(false), Limit: aws.Int32(int32(clampLimit(limit))), ExclusiveStartKey: start,
 	})
 	if err != nil {
-		return Page[*Campaign]{}, fmt.Errorf("ledger: list campaigns of tenant %s: %w", tenant, err)
+		return record.Page[*record.Campaign]{}, fmt.Errorf("ledger: list campaigns of tenant %s: %w", tenant, err)
 	}
-	var page Page[*Campaign]
+	var page record.Page[*record.Campaign]
 	for _, item := range out.Items {
 		c, err := decodeCampaign(item, tenant)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, record.ErrNotFound) {
 			continue
 		}
 		if err != nil {
-			return Page[*Campaign]{}, err
+			return record.Page[*record.Campaign]{}, err
 		}
 		page.Items = append(page.Items, c)
 	}
 	if len(out.LastEvaluatedKey) > 0 {
 		if page.Cursor, err = encodeCursor(out.LastEvaluatedKey); err != nil {
-			return Page[*Campaign]{}, err
+			return record.Page[*record.Campaign]{}, err
 		}
 	}
 	return page, nil

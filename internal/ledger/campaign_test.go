@@ -6,14 +6,14 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/record"
 )
 
-func newCampaign(tenant, id string) ledger.Campaign {
-	return ledger.Campaign{
+func newCampaign(tenant, id string) record.Campaign {
+	return record.Campaign{
 		ID: id, Tenant: tenant, GovernanceAgentID: "gov", PlanID: "plan-1", Policy: "best_effort",
 		BudgetTotal: "30000.00", Currency: "USD", Requester: "dev:" + tenant,
-		Legs: []ledger.CampaignLeg{
+		Legs: []record.CampaignLeg{
 			{OperationID: "mb-a", SellerID: "seller-a", PONumber: "PO-A", Amount: "10000.00"},
 			{OperationID: "mb-b", SellerID: "seller-b", PONumber: "PO-B", Amount: "20000.00"},
 		},
@@ -35,7 +35,7 @@ func TestCampaignRoundTripAndConflict(t *testing.T) {
 		t.Fatalf("round trip: %+v", got)
 	}
 	_, err = s.CreateCampaign(ctx, newCampaign("acme", "cp-1"))
-	if !errors.Is(err, ledger.ErrConflict) {
+	if !errors.Is(err, record.ErrConflict) {
 		t.Fatalf("second create: err = %v, want a conflict", err)
 	}
 }
@@ -49,7 +49,7 @@ func TestCampaignTenantIsolation(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ tenant, id string }{{"other", "cp-1"}, {"acme", "cp-1#x"}, {"acme#CAMPAIGN", "cp-1"}} {
-		if _, err := s.GetCampaign(ctx, c.tenant, c.id); !errors.Is(err, ledger.ErrNotFound) {
+		if _, err := s.GetCampaign(ctx, c.tenant, c.id); !errors.Is(err, record.ErrNotFound) {
 			t.Errorf("get %s/%s: err = %v, want not found", c.tenant, c.id, err)
 		}
 	}
@@ -58,7 +58,7 @@ func TestCampaignTenantIsolation(t *testing.T) {
 		t.Fatalf("other tenant's list = %+v, %v", page.Items, err)
 	}
 	// The campaign listing and the operations listing share an index and never mix.
-	ops, err := s.ListOperations(ctx, "acme", ledger.ListOptions{})
+	ops, err := s.ListOperations(ctx, "acme", record.ListOptions{})
 	if err != nil || len(ops.Items) != 0 {
 		t.Fatalf("operations of acme = %+v, %v", ops.Items, err)
 	}
@@ -82,10 +82,10 @@ func TestListCampaignsNewestFirstWithCursor(t *testing.T) {
 	if err != nil || len(second.Items) != 1 || second.Items[0].ID != "cp-0" {
 		t.Fatalf("second page = %+v, %v", second, err)
 	}
-	if _, err := s.ListCampaigns(ctx, "other", 2, first.Cursor); !errors.Is(err, ledger.ErrInvalidCursor) {
+	if _, err := s.ListCampaigns(ctx, "other", 2, first.Cursor); !errors.Is(err, record.ErrInvalidCursor) {
 		t.Fatalf("another tenant's cursor: err = %v", err)
 	}
-	if _, err := s.ListOperations(ctx, "acme", ledger.ListOptions{Cursor: first.Cursor}); !errors.Is(err, ledger.ErrInvalidCursor) {
+	if _, err := s.ListOperations(ctx, "acme", record.ListOptions{Cursor: first.Cursor}); !errors.Is(err, record.ErrInvalidCursor) {
 		t.Fatalf("a campaign cursor in the operations listing: err = %v", err)
 	}
 }
@@ -105,17 +105,17 @@ func TestSettleCampaignOnce(t *testing.T) {
 	if err := s.SettleCampaign(ctx, "acme", "cp-1", "failed", "0.00"); err != nil {
 		t.Fatalf("retry: %v", err)
 	}
-	if err := s.SettleCampaign(ctx, "acme", "cp-1", "completed", "30000.00"); !errors.Is(err, ledger.ErrConflict) {
+	if err := s.SettleCampaign(ctx, "acme", "cp-1", "completed", "30000.00"); !errors.Is(err, record.ErrConflict) {
 		t.Fatalf("another outcome: err = %v", err)
 	}
 	got, err := s.GetCampaign(ctx, "acme", "cp-1")
 	if err != nil || got.Outcome != "failed" || got.Committed != "0.00" || got.SettledAt.IsZero() {
 		t.Fatalf("campaign = %+v, %v", got, err)
 	}
-	if err := s.SettleCampaign(ctx, "other", "cp-1", "failed", "0.00"); !errors.Is(err, ledger.ErrConflict) {
+	if err := s.SettleCampaign(ctx, "other", "cp-1", "failed", "0.00"); !errors.Is(err, record.ErrConflict) {
 		t.Fatalf("another tenant's campaign: err = %v", err)
 	}
-	if _, err := s.GetCampaign(ctx, "other", "cp-1"); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := s.GetCampaign(ctx, "other", "cp-1"); !errors.Is(err, record.ErrNotFound) {
 		t.Fatalf("settle created another tenant's item: %v", err)
 	}
 }
@@ -139,14 +139,14 @@ func TestSetCampaignApproval(t *testing.T) {
 		t.Fatalf("campaign = %+v, %v", got, err)
 	}
 	for _, c := range []struct{ tenant, id string }{{"other", "cp-1"}, {"acme", "cp-missing"}} {
-		if err := s.SetCampaignApproval(ctx, c.tenant, c.id, "apr_x"); !errors.Is(err, ledger.ErrNotFound) {
+		if err := s.SetCampaignApproval(ctx, c.tenant, c.id, "apr_x"); !errors.Is(err, record.ErrNotFound) {
 			t.Errorf("set approval of %s/%s: err = %v, want not found", c.tenant, c.id, err)
 		}
 	}
-	if _, err := s.GetCampaign(ctx, "other", "cp-1"); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := s.GetCampaign(ctx, "other", "cp-1"); !errors.Is(err, record.ErrNotFound) {
 		t.Errorf("the refused write created another tenant's campaign: %v", err)
 	}
-	if err := s.SetCampaignApproval(ctx, "acme", "cp-1", ""); !errors.Is(err, ledger.ErrInvalidArgument) {
+	if err := s.SetCampaignApproval(ctx, "acme", "cp-1", ""); !errors.Is(err, record.ErrInvalidArgument) {
 		t.Errorf("empty approval id: err = %v", err)
 	}
 }
@@ -159,15 +159,15 @@ func TestCampaignTimeline(t *testing.T) {
 	if _, err := s.CreateCampaign(ctx, newCampaign("acme", "cp-1")); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AppendEvent(ctx, "acme", "cp-1", ledger.Event{Type: ledger.EventApprovalRequested, Actor: "system"}); err != nil {
+	if err := s.AppendEvent(ctx, "acme", "cp-1", record.Event{Type: record.EventApprovalRequested, Actor: "system"}); err != nil {
 		t.Fatal(err)
 	}
 	page, err := s.ListEvents(ctx, "acme", "cp-1", 10, "")
-	if err != nil || len(page.Items) != 1 || page.Items[0].Type != ledger.EventApprovalRequested {
+	if err != nil || len(page.Items) != 1 || page.Items[0].Type != record.EventApprovalRequested {
 		t.Fatalf("campaign timeline = %+v, %v", page.Items, err)
 	}
 	for _, c := range []struct{ tenant, id string }{{"other", "cp-1"}, {"acme", "cp-none"}} {
-		if _, err := s.ListEvents(ctx, c.tenant, c.id, 10, ""); !errors.Is(err, ledger.ErrNotFound) {
+		if _, err := s.ListEvents(ctx, c.tenant, c.id, 10, ""); !errors.Is(err, record.ErrNotFound) {
 			t.Errorf("timeline of %s/%s: err = %v, want not found", c.tenant, c.id, err)
 		}
 	}

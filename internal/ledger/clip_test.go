@@ -5,7 +5,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/record"
 )
 
 func TestClipBoundsBytesAtACharacterBoundary(t *testing.T) {
@@ -23,16 +23,16 @@ func TestClipBoundsBytesAtACharacterBoundary(t *testing.T) {
 		{"日本語", 4, "日…"},
 		{"日本語", 0, "…"},
 	} {
-		got := ledger.Clip(tc.in, tc.n)
+		got := record.Clip(tc.in, tc.n)
 		if got != tc.want || !utf8.ValidString(got) {
 			t.Errorf("Clip(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
 		}
 	}
 	long := strings.Repeat("ü", 1000)
-	if got := ledger.Clip(long, 1000); len(got) > 1000+len("…") || !utf8.ValidString(got) {
+	if got := record.Clip(long, 1000); len(got) > 1000+len("…") || !utf8.ValidString(got) {
 		t.Errorf("Clip of 2000 bytes to 1000 = %d bytes, valid %v", len(got), utf8.ValidString(got))
 	}
-	if got := ledger.EventDetail(map[string]any{"bad": func() {}}); got != nil {
+	if got := record.EventDetail(map[string]any{"bad": func() {}}); got != nil {
 		t.Errorf("EventDetail of an unencodable value = %s, want no detail", got)
 	}
 }

@@ -3,6 +3,8 @@ package ledger
 import (
 	"context"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/buyflow/buyflow/internal/dynamoretry"
@@ -22,7 +24,7 @@ type conflictRetrying struct {
 }
 
 func retryConflicts(api API) conflictRetrying {
-	return conflictRetrying{API: api, retrier: dynamoretry.Retrier{Contention: ErrContention}}
+	return conflictRetrying{API: api, retrier: dynamoretry.Retrier{Contention: record.ErrContention}}
 }
 
 func (c conflictRetrying) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {

@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/dynamotest"
-	"github.com/buyflow/buyflow/internal/ledger"
 )
 
 // BenchmarkRacingWrites measures what the ledger's retries cost when writers race on one
@@ -52,12 +53,12 @@ func BenchmarkRacingWrites(b *testing.B) {
 				for range writers {
 					wg.Go(func() {
 						start := time.Now()
-						_, err := s.UpdateFields(ctx, "acme", "op-1", ledger.AnyVersion, ledger.Changes{Actor: "bench"})
+						_, err := s.UpdateFields(ctx, "acme", "op-1", record.AnyVersion, record.Changes{Actor: "bench"})
 						d := time.Since(start)
 						mu.Lock()
 						defer mu.Unlock()
 						switch {
-						case errors.Is(err, ledger.ErrContention):
+						case errors.Is(err, record.ErrContention):
 							lost++
 						case err != nil:
 							b.Error(err)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/clocktest"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
@@ -52,7 +54,7 @@ func TestWritesThatLoseARaceAreSentAgain(t *testing.T) {
 		lastEnded        = map[string]bool{}
 		wg               sync.WaitGroup
 		expires          = s.Now().Add(13 * time.Hour)
-		requested, ended = ledger.Event{Type: "modification_requested"}, ledger.Event{Type: "modification_ended"}
+		requested, ended = record.Event{Type: "modification_requested"}, record.Event{Type: "modification_ended"}
 	)
 	fail := func(what string, err error) {
 		mu.Lock()
@@ -61,7 +63,7 @@ func TestWritesThatLoseARaceAreSentAgain(t *testing.T) {
 	}
 	// contended reports whether err is a race lost on every attempt, and counts it.
 	contended := func(err error) bool {
-		if !errors.Is(err, ledger.ErrContention) {
+		if !errors.Is(err, record.ErrContention) {
 			return false
 		}
 		mu.Lock()
@@ -75,7 +77,7 @@ func TestWritesThatLoseARaceAreSentAgain(t *testing.T) {
 			defer wg.Done()
 			for i := range rounds {
 				reason := fmt.Sprintf("writer %d round %d", w, i)
-				switch _, err := s.UpdateFields(ctx, "acme", "op-1", ledger.AnyVersion, ledger.Changes{Actor: "test", Reason: &reason}); {
+				switch _, err := s.UpdateFields(ctx, "acme", "op-1", record.AnyVersion, record.Changes{Actor: "test", Reason: &reason}); {
 				case err == nil:
 					mu.Lock()
 					updated++
@@ -88,7 +90,7 @@ func TestWritesThatLoseARaceAreSentAgain(t *testing.T) {
 				}
 				id := fmt.Sprintf("chg-%d-%d", w, i)
 				_, err := s.BeginChange(ctx, initialBuy(), id, "budget", expires, requested)
-				if _, refused := errors.AsType[*ledger.ChangeRefusedError](err); refused {
+				if _, refused := errors.AsType[*record.ChangeRefusedError](err); refused {
 					mu.Lock()
 					refusals++
 					mu.Unlock()
@@ -143,7 +145,7 @@ func TestWritesThatLoseARaceAreSentAgain(t *testing.T) {
 	}
 	counts := map[string]int{}
 	for cursor := ""; ; {
-		page, err := s.ListEvents(ctx, "acme", "op-1", ledger.MaxListLimit, cursor)
+		page, err := s.ListEvents(ctx, "acme", "op-1", record.MaxListLimit, cursor)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +156,7 @@ func TestWritesThatLoseARaceAreSentAgain(t *testing.T) {
 			break
 		}
 	}
-	if counts[ledger.EventUpdate] != updated || counts[requested.Type] != begun || counts[ended.Type] != begun {
+	if counts[record.EventUpdate] != updated || counts[requested.Type] != begun || counts[ended.Type] != begun {
 		t.Errorf("timeline %v: want %d updates and %d changes requested and ended, each exactly once", counts, updated, begun)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -61,7 +63,7 @@ func TestTheLedgersTransactionsRetryLostRaces(t *testing.T) {
 		c := retryConflicts(api)
 		c.retrier.Sleep = noWait
 		_, err := c.TransactWriteItems(context.Background(), &dynamodb.TransactWriteItemsInput{})
-		if !errors.Is(err, ErrContention) || api.calls != dynamoretry.Attempts {
+		if !errors.Is(err, record.ErrContention) || api.calls != dynamoretry.Attempts {
 			t.Fatalf("err %v after %d attempts, want ErrContention after %d", err, api.calls, dynamoretry.Attempts)
 		}
 		if failed, _, contention := canceledAt(err, 0); failed || !contention {
@@ -73,7 +75,7 @@ func TestTheLedgersTransactionsRetryLostRaces(t *testing.T) {
 		c := retryConflicts(api)
 		c.retrier.Sleep = noWait
 		_, err := c.TransactWriteItems(context.Background(), &dynamodb.TransactWriteItemsInput{})
-		if errors.Is(err, ErrContention) || api.calls != 1 {
+		if errors.Is(err, record.ErrContention) || api.calls != 1 {
 			t.Fatalf("err %v after %d attempts, want the failed condition after 1", err, api.calls)
 		}
 		if failed, _, _ := canceledAt(err, 0); !failed {
@@ -92,7 +94,7 @@ func TestASingleWriteThatLostARaceIsSentAgain(t *testing.T) {
 		return &dynamodb.PutItemOutput{}, nil
 	}}
 	s := fakeStore(f)
-	if err := s.AppendEvent(context.Background(), "acme", "op-1", Event{Type: "note"}); err != nil || calls != 2 {
+	if err := s.AppendEvent(context.Background(), "acme", "op-1", record.Event{Type: "note"}); err != nil || calls != 2 {
 		t.Fatalf("err %v after %d puts, want success on the second", err, calls)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -13,37 +15,17 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// DeliverySnapshot is what a seller reported a live buy delivered, as of a moment: one read of
-// get_media_buy_delivery. Snapshots are append-only, one per (buy, as-of): reading the same
-// report twice stores it once.
-type DeliverySnapshot struct {
-	Tenant      string `dynamodbav:"tenant" json:"-"`
-	OperationID string `dynamodbav:"operation_id" json:"operation_id"`
-	MediaBuyID  string `dynamodbav:"media_buy_id" json:"media_buy_id"`
-	// AsOf is the end of the reporting period the seller reported.
-	AsOf        time.Time `dynamodbav:"as_of" json:"as_of"`
-	Impressions int64     `dynamodbav:"impressions" json:"impressions"`
-	// Spend is exact (a decimal string in Currency).
-	Spend    string `dynamodbav:"spend" json:"spend"`
-	Currency string `dynamodbav:"currency" json:"currency"`
-	// Pacing is the seller's pacing index when it reports one (a decimal string, 1 = on pace).
-	Pacing string `dynamodbav:"pacing,omitempty" json:"pacing,omitempty"`
-	// Approved is the budget approved when the snapshot was read, for spend-against-budget.
-	Approved string    `dynamodbav:"approved" json:"approved"`
-	ReadAt   time.Time `dynamodbav:"read_at" json:"read_at"`
-}
-
 const skDeliveryPfx = "DELIVERY#"
 
 type deliveryItem struct {
 	PK string `dynamodbav:"pk"`
 	SK string `dynamodbav:"sk"`
-	DeliverySnapshot
+	record.DeliverySnapshot
 }
 
 // PutDeliverySnapshot stores d (attribute_not_exists: a report already stored for that as-of
 // is kept as it was) and reports whether it was new.
-func (s *Store) PutDeliverySnapshot(ctx context.Context, d DeliverySnapshot) (created bool, err error) {
+func (s *Store) PutDeliverySnapshot(ctx context.Context, d record.DeliverySnapshot) (created bool, err error) {
 	if err := checkID("tenant", d.Tenant); err != nil {
 		return false, err
 	}
@@ -51,7 +33,7 @@ func (s *Store) PutDeliverySnapshot(ctx context.Context, d DeliverySnapshot) (cr
 		return false, err
 	}
 	if d.AsOf.IsZero() || d.Spend == "" || d.Currency == "" {
-		return false, fmt.Errorf("%w: a delivery snapshot needs as_of, spend and currency", ErrInvalidArgument)
+		return false, fmt.Errorf("%w: a delivery snapshot needs as_of, spend and currency", record.ErrInvalidArgument)
 	}
 	if d.ReadAt.IsZero() {
 		d.ReadAt = s.now()
@@ -80,7 +62,7 @@ func (s *Store) PutDeliverySnapshot(ctx context.Context, d DeliverySnapshot) (cr
 
 // ListDeliverySnapshots returns the newest limit snapshots of the tenant's buy opID, newest
 // first. Another tenant's buy has none.
-func (s *Store) ListDeliverySnapshots(ctx context.Context, tenant, opID string, limit int) ([]DeliverySnapshot, error) {
+func (s *Store) ListDeliverySnapshots(ctx context.Context, tenant, opID string, limit int) ([]record.DeliverySnapshot, error) {
 	if err := checkID("tenant", tenant); err != nil {
 		return nil, err
 	}
@@ -100,7 +82,7 @@ func (s *Store) ListDeliverySnapshots(ctx context.Context, tenant, opID string, 
 	if err != nil {
 		return nil, fmt.Errorf("ledger: list delivery snapshots of %s: %w", opID, err)
 	}
-	snaps := make([]DeliverySnapshot, 0, len(out.Items))
+	snaps := make([]record.DeliverySnapshot, 0, len(out.Items))
 	for _, item := range out.Items {
 		var it deliveryItem
 		if err := attributevalue.UnmarshalMap(item, &it); err != nil {
@@ -119,7 +101,7 @@ const liveGSI = "LIVE"
 // before dueBefore, the longest overdue first (gsi1 "LIVE"). It is not tenant-scoped: the delivery
 // reader is internal. A buy completed before this index existed is listed once BackfillLive
 // has reached it.
-func (s *Store) ListLiveDue(ctx context.Context, dueBefore time.Time, limit int) ([]*Operation, error) {
+func (s *Store) ListLiveDue(ctx context.Context, dueBefore time.Time, limit int) ([]*record.Operation, error) {
 	kc := expression.Key(AttrGSI1PK).Equal(expression.Value(liveGSI)).
 		And(expression.Key(AttrGSI1SK).LessThan(expression.Value(fmtTime(dueBefore) + "$"))) // "$" sorts after the "#" that follows the time: due at dueBefore counts
 	e, err := build(expression.NewBuilder().WithKeyCondition(kc))
@@ -134,7 +116,7 @@ func (s *Store) ListLiveDue(ctx context.Context, dueBefore time.Time, limit int)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: list live operations: %w", err)
 	}
-	ops := make([]*Operation, 0, len(out.Items))
+	ops := make([]*record.Operation, 0, len(out.Items))
 	for _, item := range out.Items {
 		op, err := decodeOp(item)
 		if err != nil {
@@ -178,7 +160,7 @@ func (s *Store) updateLive(ctx context.Context, tenant, id string, up expression
 		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
 	})
 	if failed, _ := conditionFailed(err); failed {
-		return fmt.Errorf("ledger: operation %s is not live: %w", id, ErrConflict)
+		return fmt.Errorf("ledger: operation %s is not live: %w", id, record.ErrConflict)
 	}
 	if err != nil {
 		return fmt.Errorf("ledger: update live operation %s: %w", id, err)

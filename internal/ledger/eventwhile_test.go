@@ -5,7 +5,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -16,19 +17,19 @@ func TestAppendEventWhile(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
 	op := mustCreate(t, s, newOp("op-1"))
-	if _, err := s.Transition(ctx, op.Tenant, op.ID, workflow.StatusCreating, ledger.AnyVersion, ledger.Changes{}); err != nil {
+	if _, err := s.Transition(ctx, op.Tenant, op.ID, workflow.StatusCreating, record.AnyVersion, record.Changes{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AppendEventWhile(ctx, op.Tenant, op.ID, workflow.StatusCreating, ledger.Event{Type: ledger.EventLapsedClaimCheck, Reason: "while creating"}); err != nil {
+	if err := s.AppendEventWhile(ctx, op.Tenant, op.ID, workflow.StatusCreating, record.Event{Type: record.EventLapsedClaimCheck, Reason: "while creating"}); err != nil {
 		t.Fatalf("append while creating: %v", err)
 	}
-	if _, err := s.Transition(ctx, op.Tenant, op.ID, workflow.StatusCompleted, ledger.AnyVersion, ledger.Changes{}); err != nil {
+	if _, err := s.Transition(ctx, op.Tenant, op.ID, workflow.StatusCompleted, record.AnyVersion, record.Changes{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AppendEventWhile(ctx, op.Tenant, op.ID, workflow.StatusCreating, ledger.Event{Type: ledger.EventLapsedClaimCheck, Reason: "after completed"}); !errors.Is(err, ledger.ErrConflict) {
+	if err := s.AppendEventWhile(ctx, op.Tenant, op.ID, workflow.StatusCreating, record.Event{Type: record.EventLapsedClaimCheck, Reason: "after completed"}); !errors.Is(err, record.ErrConflict) {
 		t.Fatalf("append after the operation moved on: err = %v, want ErrConflict", err)
 	}
-	if err := s.AppendEventWhile(ctx, op.Tenant, "op-none", workflow.StatusCreating, ledger.Event{Type: ledger.EventLapsedClaimCheck}); !errors.Is(err, ledger.ErrNotFound) {
+	if err := s.AppendEventWhile(ctx, op.Tenant, "op-none", workflow.StatusCreating, record.Event{Type: record.EventLapsedClaimCheck}); !errors.Is(err, record.ErrNotFound) {
 		t.Fatalf("append to a missing operation: err = %v, want ErrNotFound", err)
 	}
 	page, err := s.ListEvents(ctx, op.Tenant, op.ID, 100, "")
@@ -37,7 +38,7 @@ func TestAppendEventWhile(t *testing.T) {
 	}
 	var checks []string
 	for _, e := range page.Items {
-		if e.Type == ledger.EventLapsedClaimCheck {
+		if e.Type == record.EventLapsedClaimCheck {
 			checks = append(checks, e.Reason)
 		}
 	}

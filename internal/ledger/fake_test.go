@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -109,7 +111,7 @@ func fakeStore(f *fakeAPI) *Store {
 }
 
 func TestClaimWritesPowertoolsCondition(t *testing.T) {
-	old := claimItem{PK: "x", SK: skClaim, Claim: Claim{Status: ClaimCompleted, PayloadHash: "h", OperationID: "op-9", Owner: "other"}}
+	old := claimItem{PK: "x", SK: skClaim, Claim: record.Claim{Status: record.ClaimCompleted, PayloadHash: "h", OperationID: "op-9", Owner: "other"}}
 	oldAV, err := attributevalue.MarshalMap(old)
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +124,7 @@ func TestClaimWritesPowertoolsCondition(t *testing.T) {
 		{"claimed", nil, func(err error) bool { return err == nil }},
 		{"conflict carries the old record without a second read", &types.ConditionalCheckFailedException{Item: oldAV},
 			func(err error) bool {
-				var ce *ClaimExistsError
+				var ce *record.ClaimExistsError
 				return errors.As(err, &ce) && ce.Existing.OperationID == "op-9"
 			}},
 	}
@@ -144,7 +146,7 @@ func TestClaimWritesPowertoolsCondition(t *testing.T) {
 					t.Fatal(err)
 				}
 				if it.PK != claimPK("acme", "key") || it.Expiry != fixedNow.Add(DefaultClaimTTL).Unix() ||
-					it.InProgressExpiry != fixedNow.Add(DefaultInProgressTTL).UnixMilli() || it.Status != ClaimInProgress {
+					it.InProgressExpiry != fixedNow.Add(DefaultInProgressTTL).UnixMilli() || it.Status != record.ClaimInProgress {
 					t.Errorf("item %+v", it)
 				}
 				return &dynamodb.PutItemOutput{}, tt.putErr
@@ -159,7 +161,7 @@ func TestClaimWritesPowertoolsCondition(t *testing.T) {
 
 func TestTransitionConditionAndConflictMapping(t *testing.T) {
 	current, err := attributevalue.MarshalMap(opItem{PK: opPK("acme", "op-1"), SK: skOperation,
-		Operation: Operation{ID: "op-1", Tenant: "acme", Status: workflow.StatusCompleted, Version: 7}})
+		Operation: record.Operation{ID: "op-1", Tenant: "acme", Status: workflow.StatusCompleted, Version: 7}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,13 +176,13 @@ func TestTransitionConditionAndConflictMapping(t *testing.T) {
 		check func(t *testing.T, err error)
 	}{
 		{"terminal, from the item in the cancellation reason", canceled("ConditionalCheckFailed", current), func(t *testing.T, err error) {
-			var te *TransitionError
-			if !errors.As(err, &te) || te.Kind != ConflictTerminal || te.Current.Version != 7 {
+			var te *record.TransitionError
+			if !errors.As(err, &te) || te.Kind != record.ConflictTerminal || te.Current.Version != 7 {
 				t.Fatalf("err = %v", err)
 			}
 		}},
 		{"transaction conflict is contention", canceled("TransactionConflict", nil), func(t *testing.T, err error) {
-			if !errors.Is(err, ErrContention) {
+			if !errors.Is(err, record.ErrContention) {
 				t.Fatalf("err = %v", err)
 			}
 		}},
@@ -211,7 +213,7 @@ func TestTransitionConditionAndConflictMapping(t *testing.T) {
 				return nil, tt.err
 			}
 			_, err := fakeStore(f).Transition(context.Background(), "acme", "op-1", workflow.StatusCompleted, 6,
-				Changes{MediaBuyID: aws.String("mb-1")})
+				record.Changes{MediaBuyID: aws.String("mb-1")})
 			tt.check(t, err)
 		})
 	}

@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
+
+	"github.com/buyflow/buyflow/internal/record"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -14,60 +15,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// ClaimStatus is the state of an idempotency claim.
-type ClaimStatus string
-
-// The claim statuses (Powertools spelling).
-const (
-	ClaimInProgress ClaimStatus = "INPROGRESS"
-	ClaimCompleted  ClaimStatus = "COMPLETED"
-)
-
-// Claim is an idempotency record: the Idempotency-Key of one tenant's request, the hash of its
-// payload, and, once completed, the operation id and response to replay.
-type Claim struct {
-	Tenant      string      `dynamodbav:"tenant"`
-	Key         string      `dynamodbav:"idempotency_key"`
-	Status      ClaimStatus `dynamodbav:"status"`
-	PayloadHash string      `dynamodbav:"payload_hash"`
-	// Owner identifies the claimer; Complete and Release require it.
-	Owner string `dynamodbav:"owner"`
-	// Expiry (Unix seconds, the table's TTL) ends the record: after it the key may be reused.
-	Expiry int64 `dynamodbav:"ttl"`
-	// InProgressExpiry (Unix milliseconds) ends an INPROGRESS claim's hold on the key.
-	InProgressExpiry int64           `dynamodbav:"in_progress_expiry,omitempty"`
-	OperationID      string          `dynamodbav:"operation_id,omitempty"`
-	Response         json.RawMessage `dynamodbav:"response,omitempty"`
-	CreatedAt        time.Time       `dynamodbav:"created_at"`
-}
-
 type claimItem struct {
 	PK string `dynamodbav:"pk"`
 	SK string `dynamodbav:"sk"`
-	Claim
+	record.Claim
 }
-
-// ClaimExistsError reports an idempotency key held by a live record with the same payload:
-// Existing.Status COMPLETED means replay Existing.Response; INPROGRESS means another attempt of
-// the request is running (or died before completing the claim).
-type ClaimExistsError struct{ Existing *Claim }
-
-func (e *ClaimExistsError) Error() string {
-	return fmt.Sprintf("ledger: idempotency key is %s", e.Existing.Status)
-}
-
-// Is makes errors.Is(err, ErrConflict) true.
-func (e *ClaimExistsError) Is(target error) bool { return target == ErrConflict }
-
-// PayloadMismatchError reports an idempotency key held by a record for another payload (HTTP 422).
-type PayloadMismatchError struct{ Existing *Claim }
-
-func (e *PayloadMismatchError) Error() string {
-	return "ledger: idempotency key was used with another payload"
-}
-
-// Is makes errors.Is(err, ErrPayloadMismatch) true.
-func (e *PayloadMismatchError) Is(target error) bool { return target == ErrPayloadMismatch }
 
 // Claim takes the tenant's idempotency key for a request whose payload hashes to payloadHash, in
 // one conditional put (Powertools semantics):
@@ -78,16 +30,16 @@ func (e *PayloadMismatchError) Is(target error) bool { return target == ErrPaylo
 // not return the item). On success the claim is INPROGRESS and owned by the caller. On conflict:
 // *PayloadMismatchError if the live record has another payload hash, else *ClaimExistsError with
 // the live record.
-func (s *Store) Claim(ctx context.Context, tenant, idempotencyKey, payloadHash string) (*Claim, error) {
+func (s *Store) Claim(ctx context.Context, tenant, idempotencyKey, payloadHash string) (*record.Claim, error) {
 	if err := checkID("tenant", tenant); err != nil {
 		return nil, err
 	}
 	if idempotencyKey == "" || len(idempotencyKey) > 255 || payloadHash == "" {
-		return nil, fmt.Errorf("%w: idempotency key must be 1-255 bytes and the payload hash set", ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: idempotency key must be 1-255 bytes and the payload hash set", record.ErrInvalidArgument)
 	}
 	now := s.now()
-	c := Claim{
-		Tenant: tenant, Key: idempotencyKey, Status: ClaimInProgress, PayloadHash: payloadHash,
+	c := record.Claim{
+		Tenant: tenant, Key: idempotencyKey, Status: record.ClaimInProgress, PayloadHash: payloadHash,
 		Owner: s.NewID(), Expiry: now.Add(s.ClaimTTL).Unix(),
 		InProgressExpiry: now.Add(s.InProgressTTL).UnixMilli(), CreatedAt: now,
 	}
@@ -99,7 +51,7 @@ func (s *Store) Claim(ctx context.Context, tenant, idempotencyKey, payloadHash s
 	cond := expression.Or(
 		expression.AttributeNotExists(expression.Name(AttrPK)),
 		expression.Name(AttrTTL).LessThan(expression.Value(now.Unix())),
-		expression.Name(attrStatus).Equal(expression.Value(string(ClaimInProgress))).
+		expression.Name(attrStatus).Equal(expression.Value(string(record.ClaimInProgress))).
 			And(expression.Name("in_progress_expiry").LessThan(expression.Value(now.UnixMilli()))))
 	e, err := build(expression.NewBuilder().WithCondition(cond))
 	if err != nil {
@@ -118,9 +70,9 @@ func (s *Store) Claim(ctx context.Context, tenant, idempotencyKey, payloadHash s
 		return nil, fmt.Errorf("ledger: claim idempotency key: %w", err)
 	}
 	item, err := s.oldOrRead(ctx, old, k)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, record.ErrNotFound) {
 		// Deleted (released) between our write and our read: the caller may simply try again.
-		return nil, fmt.Errorf("ledger: claim idempotency key: released concurrently: %w", ErrContention)
+		return nil, fmt.Errorf("ledger: claim idempotency key: released concurrently: %w", record.ErrContention)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ledger: claim idempotency key: read existing: %w", err)
@@ -134,16 +86,16 @@ func (s *Store) Claim(ctx context.Context, tenant, idempotencyKey, payloadHash s
 		return &c, nil
 	}
 	if existing.PayloadHash != payloadHash {
-		return nil, &PayloadMismatchError{Existing: &existing.Claim}
+		return nil, &record.PayloadMismatchError{Existing: &existing.Claim}
 	}
-	return nil, &ClaimExistsError{Existing: &existing.Claim}
+	return nil, &record.ClaimExistsError{Existing: &existing.Claim}
 }
 
 // CompleteClaim marks the caller's INPROGRESS claim COMPLETED with the operation id and the
 // response to replay; it fails with ErrConflict if the claim is no longer the caller's (it lapsed
 // and was reclaimed, or was released).
-func (s *Store) CompleteClaim(ctx context.Context, c *Claim, operationID string, response json.RawMessage) error {
-	up := expression.Set(expression.Name(attrStatus), expression.Value(string(ClaimCompleted))).
+func (s *Store) CompleteClaim(ctx context.Context, c *record.Claim, operationID string, response json.RawMessage) error {
+	up := expression.Set(expression.Name(attrStatus), expression.Value(string(record.ClaimCompleted))).
 		Set(expression.Name("operation_id"), expression.Value(operationID)).
 		Set(expression.Name("response"), expression.Value([]byte(response))).
 		Remove(expression.Name("in_progress_expiry"))
@@ -167,17 +119,17 @@ func (s *Store) CompleteClaim(ctx context.Context, c *Claim, operationID string,
 		item, rerr := s.oldOrRead(ctx, old, k)
 		var cur claimItem
 		if rerr != nil || attributevalue.UnmarshalMap(item, &cur) != nil ||
-			cur.Owner != c.Owner || cur.Status != ClaimCompleted || cur.OperationID != operationID {
-			return fmt.Errorf("ledger: complete claim: no longer ours: %w", ErrConflict)
+			cur.Owner != c.Owner || cur.Status != record.ClaimCompleted || cur.OperationID != operationID {
+			return fmt.Errorf("ledger: complete claim: no longer ours: %w", record.ErrConflict)
 		}
 	}
-	c.Status, c.OperationID, c.Response, c.InProgressExpiry = ClaimCompleted, operationID, response, 0
+	c.Status, c.OperationID, c.Response, c.InProgressExpiry = record.ClaimCompleted, operationID, response, 0
 	return nil
 }
 
 // ReleaseClaim deletes the caller's INPROGRESS claim after a failure, so that a retry can run; it
 // fails with ErrConflict if the claim is no longer the caller's.
-func (s *Store) ReleaseClaim(ctx context.Context, c *Claim) error {
+func (s *Store) ReleaseClaim(ctx context.Context, c *record.Claim) error {
 	e, err := build(expression.NewBuilder().WithCondition(ownClaim(c)))
 	if err != nil {
 		return err
@@ -193,15 +145,15 @@ func (s *Store) ReleaseClaim(ctx context.Context, c *Claim) error {
 		}
 		// Gone: released by this very call, retried by the SDK after its response was lost (or
 		// expired); either way nothing holds the key for us any more.
-		if _, rerr := s.getItem(ctx, key(claimPK(c.Tenant, c.Key), skClaim)); errors.Is(rerr, ErrNotFound) {
+		if _, rerr := s.getItem(ctx, key(claimPK(c.Tenant, c.Key), skClaim)); errors.Is(rerr, record.ErrNotFound) {
 			return nil
 		}
-		return fmt.Errorf("ledger: release claim: no longer ours: %w", ErrConflict)
+		return fmt.Errorf("ledger: release claim: no longer ours: %w", record.ErrConflict)
 	}
 	return nil
 }
 
-func ownClaim(c *Claim) expression.ConditionBuilder {
+func ownClaim(c *record.Claim) expression.ConditionBuilder {
 	return expression.Name("owner").Equal(expression.Value(c.Owner)).
-		And(expression.Name(attrStatus).Equal(expression.Value(string(ClaimInProgress))))
+		And(expression.Name(attrStatus).Equal(expression.Value(string(record.ClaimInProgress))))
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/clocktest"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
@@ -21,8 +23,8 @@ func TestClaimConcurrentOneWinner(t *testing.T) {
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
-		winners []*ledger.Claim
-		losers  []*ledger.Claim
+		winners []*record.Claim
+		losers  []*record.Claim
 		other   []error
 	)
 	start := make(chan struct{})
@@ -32,7 +34,7 @@ func TestClaimConcurrentOneWinner(t *testing.T) {
 			c, err := s.Claim(ctx, "acme", "key-1", "hash-a")
 			mu.Lock()
 			defer mu.Unlock()
-			var exists *ledger.ClaimExistsError
+			var exists *record.ClaimExistsError
 			switch {
 			case err == nil:
 				winners = append(winners, c)
@@ -52,7 +54,7 @@ func TestClaimConcurrentOneWinner(t *testing.T) {
 		t.Fatalf("winners = %d, losers = %d; want 1 and %d", len(winners), len(losers), n-1)
 	}
 	for _, l := range losers {
-		if l.Owner != winners[0].Owner || l.Status != ledger.ClaimInProgress || l.PayloadHash != "hash-a" {
+		if l.Owner != winners[0].Owner || l.Status != record.ClaimInProgress || l.PayloadHash != "hash-a" {
 			t.Fatalf("loser saw %+v, want the winner's in-progress record (owner %s)", l, winners[0].Owner)
 		}
 	}
@@ -67,8 +69,8 @@ func TestClaimLifecycle(t *testing.T) {
 		{"other payload is refused", func(t *testing.T, s *ledger.Store, _ *clocktest.Clock) {
 			mustClaim(t, s, "k", "hash-a")
 			_, err := s.Claim(ctx, "acme", "k", "hash-b")
-			var pm *ledger.PayloadMismatchError
-			if !errors.As(err, &pm) || !errors.Is(err, ledger.ErrPayloadMismatch) || pm.Existing.PayloadHash != "hash-a" {
+			var pm *record.PayloadMismatchError
+			if !errors.As(err, &pm) || !errors.Is(err, record.ErrPayloadMismatch) || pm.Existing.PayloadHash != "hash-a" {
 				t.Fatalf("err = %v, want PayloadMismatchError with the first hash", err)
 			}
 		}},
@@ -78,8 +80,8 @@ func TestClaimLifecycle(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err := s.Claim(ctx, "acme", "k", "hash-a")
-			var ce *ledger.ClaimExistsError
-			if !errors.As(err, &ce) || ce.Existing.Status != ledger.ClaimCompleted || ce.Existing.OperationID != "op-1" ||
+			var ce *record.ClaimExistsError
+			if !errors.As(err, &ce) || ce.Existing.Status != record.ClaimCompleted || ce.Existing.OperationID != "op-1" ||
 				string(ce.Existing.Response) != `{"id":"op-1"}` {
 				t.Fatalf("err = %v (%+v), want the completed record", err, ce)
 			}
@@ -91,22 +93,22 @@ func TestClaimLifecycle(t *testing.T) {
 			}
 			clk.Advance(ledger.DefaultClaimTTL + time.Second)
 			c2 := mustClaim(t, s, "k", "hash-b")
-			if c2.Status != ledger.ClaimInProgress {
+			if c2.Status != record.ClaimInProgress {
 				t.Fatalf("reclaimed claim status %s", c2.Status)
 			}
 		}},
 		{"stale in-progress claim is reclaimable and the old owner loses it", func(t *testing.T, s *ledger.Store, clk *clocktest.Clock) {
 			old := mustClaim(t, s, "k", "hash-a")
 			clk.Advance(ledger.DefaultInProgressTTL - time.Second)
-			if _, err := s.Claim(ctx, "acme", "k", "hash-a"); !errors.Is(err, ledger.ErrConflict) {
+			if _, err := s.Claim(ctx, "acme", "k", "hash-a"); !errors.Is(err, record.ErrConflict) {
 				t.Fatalf("live in-progress claim: err = %v, want conflict", err)
 			}
 			clk.Advance(2 * time.Second)
 			fresh := mustClaim(t, s, "k", "hash-a")
-			if err := s.CompleteClaim(ctx, old, "op-old", nil); !errors.Is(err, ledger.ErrConflict) {
+			if err := s.CompleteClaim(ctx, old, "op-old", nil); !errors.Is(err, record.ErrConflict) {
 				t.Fatalf("old owner complete: err = %v, want conflict", err)
 			}
-			if err := s.ReleaseClaim(ctx, old); !errors.Is(err, ledger.ErrConflict) {
+			if err := s.ReleaseClaim(ctx, old); !errors.Is(err, record.ErrConflict) {
 				t.Fatalf("old owner release: err = %v, want conflict", err)
 			}
 			if err := s.ReleaseClaim(ctx, fresh); err != nil {
@@ -130,7 +132,7 @@ func TestClaimLifecycle(t *testing.T) {
 	}
 }
 
-func mustClaim(t *testing.T, s *ledger.Store, key, hash string) *ledger.Claim {
+func mustClaim(t *testing.T, s *ledger.Store, key, hash string) *record.Claim {
 	t.Helper()
 	c, err := s.Claim(context.Background(), "acme", key, hash)
 	if err != nil {

@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
+
+	"github.com/buyflow/buyflow/internal/record"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -12,39 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
-
-// Intent is the write-ahead record of one mutating seller call: the frozen request bytes and the
-// seller idempotency_key, stored before the first attempt and reused by every retry.
-//
-// An intent that is sent also counts the attempts that set out to send it (Claims): each claim
-// is written before its send, the put being the first. An intent is "maybe sent" unless Unsent
-// says otherwise: a claim whose attempt provably sent nothing (the agent's circuit breaker
-// refused it) is released with ReleaseIntent, and the next attempt's ClaimIntent sends it as a
-// first send again. A process killed between a claim and its answer leaves the claim standing,
-// so that intent is resent as a resend.
-type Intent struct {
-	Tenant      string `dynamodbav:"tenant"`
-	OperationID string `dynamodbav:"operation_id"`
-	// Task is the AdCP task name ("create_media_buy", "update_media_buy#cancel", ...).
-	Task           string `dynamodbav:"task"`
-	IdempotencyKey string `dynamodbav:"idempotency_key"`
-	Request        []byte `dynamodbav:"request"`
-	// CreatedAt is when the intent was fixed, or when its first send set out after every earlier
-	// claim was released: a seller's replay window runs from the first request it received.
-	CreatedAt time.Time `dynamodbav:"created_at"`
-	// Claims counts the attempts that set out to send the intent. Zero on what is never sent (a
-	// webhook token, a checked payload) and on intents stored before claims were counted (those
-	// are maybe sent).
-	Claims int64 `dynamodbav:"claims,omitempty"`
-	// Unsent is true when every claim so far was released: nothing of the intent left buyflow.
-	Unsent bool `dynamodbav:"unsent,omitempty"`
-	// ClaimedBy is the random id of the last claim's write (a retry of that write recognises it).
-	ClaimedBy string `dynamodbav:"claimed_by,omitempty"`
-
-	// onCampaign marks a campaign's plan intent (Campaign.PlanIntentRecord), which lives on
-	// the campaign's item: its claims are that item's plan_* attributes.
-	onCampaign bool
-}
 
 // intentAttrs name an intent's claim attributes on the item that holds it.
 type intentAttrs struct{ claims, unsent, claimedBy, createdAt string }
@@ -54,12 +22,13 @@ var (
 	campaignPlanAttrs = intentAttrs{claims: "plan_claims", unsent: "plan_unsent", claimedBy: "plan_claimed_by", createdAt: "plan_created_at"}
 )
 
-// item returns the key of the item that holds in, the names of its claim attributes there,
-// and how that item reads back as in.
-func (in *Intent) item() (map[string]types.AttributeValue, intentAttrs, func(map[string]types.AttributeValue) (*Intent, error)) {
-	if in.onCampaign {
+// intentKey returns the key of the item that holds in, the names of its claim attributes there,
+// and how that item reads back as in. A campaign's plan intent (Campaign.PlanIntentRecord) lives
+// on the campaign's item: its claims are that item's plan_* attributes.
+func intentKey(in *record.Intent) (map[string]types.AttributeValue, intentAttrs, func(map[string]types.AttributeValue) (*record.Intent, error)) {
+	if in.Task == record.SyncPlansIntent {
 		tenant := in.Tenant
-		return key(campaignPK(in.Tenant, in.OperationID), skCampaign), campaignPlanAttrs, func(item map[string]types.AttributeValue) (*Intent, error) {
+		return key(campaignPK(in.Tenant, in.OperationID), skCampaign), campaignPlanAttrs, func(item map[string]types.AttributeValue) (*record.Intent, error) {
 			c, err := decodeCampaign(item, tenant)
 			if err != nil {
 				return nil, err
@@ -70,26 +39,16 @@ func (in *Intent) item() (map[string]types.AttributeValue, intentAttrs, func(map
 	return key(opPK(in.Tenant, in.OperationID), skIntentPfx+in.Task), intentItemAttrs, decodeIntent
 }
 
-// CheckedIntentPrefix, followed by a governance check id, names the intent that holds the
-// create_media_buy payload that check approved (conditions applied): what the create stage
-// sends, and so what an approver is shown.
-const CheckedIntentPrefix = "check_governance#"
-
-// ChangeReviewIntent names the intent, on a change's operation, that holds what an approver
-// of the change is shown (an approvalcore.ChangeRecord: the buy, each line before and after,
-// governance's verdict), written once by the stage that asks for the approval.
-const ChangeReviewIntent = "approval_subject#change"
-
 type intentItem struct {
 	PK string `dynamodbav:"pk"`
 	SK string `dynamodbav:"sk"`
-	Intent
+	record.Intent
 }
 
 // PutIntent stores in with attribute_not_exists(pk). If an intent for the same operation and task
 // already exists, it is returned unchanged with created false (same-intent semantics: the caller
 // must then send the stored bytes and key, not its own).
-func (s *Store) PutIntent(ctx context.Context, in Intent) (stored *Intent, created bool, err error) {
+func (s *Store) PutIntent(ctx context.Context, in record.Intent) (stored *record.Intent, created bool, err error) {
 	if err := checkID("tenant", in.Tenant); err != nil {
 		return nil, false, err
 	}
@@ -97,7 +56,7 @@ func (s *Store) PutIntent(ctx context.Context, in Intent) (stored *Intent, creat
 		return nil, false, err
 	}
 	if in.Task == "" || in.IdempotencyKey == "" || len(in.Request) == 0 {
-		return nil, false, fmt.Errorf("%w: intent needs a task, an idempotency key and the request bytes", ErrInvalidArgument)
+		return nil, false, fmt.Errorf("%w: intent needs a task, an idempotency key and the request bytes", record.ErrInvalidArgument)
 	}
 	if in.CreatedAt.IsZero() {
 		in.CreatedAt = s.now()
@@ -135,7 +94,7 @@ func (s *Store) PutIntent(ctx context.Context, in Intent) (stored *Intent, creat
 }
 
 // GetIntent returns the stored intent of the tenant's operation for task, or ErrNotFound.
-func (s *Store) GetIntent(ctx context.Context, tenant, operationID, task string) (*Intent, error) {
+func (s *Store) GetIntent(ctx context.Context, tenant, operationID, task string) (*record.Intent, error) {
 	if err := checkID("tenant", tenant); err != nil {
 		return nil, err
 	}
@@ -149,7 +108,7 @@ func (s *Store) GetIntent(ctx context.Context, tenant, operationID, task string)
 	return decodeIntent(item)
 }
 
-func decodeIntent(item map[string]types.AttributeValue) (*Intent, error) {
+func decodeIntent(item map[string]types.AttributeValue) (*record.Intent, error) {
 	var it intentItem
 	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
 		return nil, fmt.Errorf("ledger: decode intent: %w", err)
@@ -163,14 +122,14 @@ func decodeIntent(item map[string]types.AttributeValue) (*Intent, error) {
 // the claim before it from marking the intent unsent. The condition is that the intent is
 // still as read; when another attempt claimed or released it since, the result is ErrConflict
 // and the caller reads it again.
-func (s *Store) ClaimIntent(ctx context.Context, seen *Intent) (*Intent, error) {
+func (s *Store) ClaimIntent(ctx context.Context, seen *record.Intent) (*record.Intent, error) {
 	if err := checkID("tenant", seen.Tenant); err != nil {
 		return nil, err
 	}
 	if err := checkID("operation id", seen.OperationID); err != nil {
 		return nil, err
 	}
-	_, attr, _ := seen.item()
+	_, attr, _ := intentKey(seen)
 	next := *seen
 	next.Claims++
 	next.ClaimedBy = s.NewID()
@@ -189,7 +148,7 @@ func (s *Store) ClaimIntent(ctx context.Context, seen *Intent) (*Intent, error) 
 	} else {
 		cond = cond.And(expression.AttributeNotExists(expression.Name(attr.unsent)))
 	}
-	err := s.updateIntent(ctx, seen, cond, up, func(cur *Intent) bool { return cur.ClaimedBy == next.ClaimedBy })
+	err := s.updateIntent(ctx, seen, cond, up, func(cur *record.Intent) bool { return cur.ClaimedBy == next.ClaimedBy })
 	if err != nil {
 		return nil, fmt.Errorf("ledger: claim intent %s of operation %s: %w", seen.Task, seen.OperationID, err)
 	}
@@ -199,7 +158,7 @@ func (s *Store) ClaimIntent(ctx context.Context, seen *Intent) (*Intent, error) 
 // ReleaseIntent marks claimed unsent: the attempt that holds its claim (the last one, which set
 // out to send it as a first send) sent nothing. The condition is that no attempt claimed it
 // since; otherwise the result is ErrConflict and the intent stays maybe sent.
-func (s *Store) ReleaseIntent(ctx context.Context, claimed *Intent) error {
+func (s *Store) ReleaseIntent(ctx context.Context, claimed *record.Intent) error {
 	if err := checkID("tenant", claimed.Tenant); err != nil {
 		return err
 	}
@@ -207,13 +166,13 @@ func (s *Store) ReleaseIntent(ctx context.Context, claimed *Intent) error {
 		return err
 	}
 	if claimed.Claims == 0 || claimed.Unsent {
-		return fmt.Errorf("%w: intent %s of operation %s holds no claim to release", ErrInvalidArgument, claimed.Task, claimed.OperationID)
+		return fmt.Errorf("%w: intent %s of operation %s holds no claim to release", record.ErrInvalidArgument, claimed.Task, claimed.OperationID)
 	}
-	_, attr, _ := claimed.item()
+	_, attr, _ := intentKey(claimed)
 	cond := expression.Name(attr.claims).Equal(expression.Value(claimed.Claims)).
 		And(expression.AttributeNotExists(expression.Name(attr.unsent)))
 	up := expression.Set(expression.Name(attr.unsent), expression.Value(true))
-	err := s.updateIntent(ctx, claimed, cond, up, func(cur *Intent) bool { return cur.Claims == claimed.Claims && cur.Unsent })
+	err := s.updateIntent(ctx, claimed, cond, up, func(cur *record.Intent) bool { return cur.Claims == claimed.Claims && cur.Unsent })
 	if err != nil {
 		return fmt.Errorf("ledger: release intent %s of operation %s: %w", claimed.Task, claimed.OperationID, err)
 	}
@@ -223,12 +182,12 @@ func (s *Store) ReleaseIntent(ctx context.Context, claimed *Intent) error {
 // updateIntent applies up to the intent of in under cond. A failed condition is ErrConflict
 // (ErrNotFound for a missing intent) unless mine says the current item is this very write,
 // retried by the SDK after its response was lost.
-func (s *Store) updateIntent(ctx context.Context, in *Intent, cond expression.ConditionBuilder, up expression.UpdateBuilder, mine func(cur *Intent) bool) error {
+func (s *Store) updateIntent(ctx context.Context, in *record.Intent, cond expression.ConditionBuilder, up expression.UpdateBuilder, mine func(cur *record.Intent) bool) error {
 	e, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(up))
 	if err != nil {
 		return err
 	}
-	k, _, decode := in.item()
+	k, _, decode := intentKey(in)
 	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.table), Key: k, ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
 		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
@@ -242,8 +201,8 @@ func (s *Store) updateIntent(ctx context.Context, in *Intent, cond expression.Co
 		return err
 	}
 	item, err := s.oldOrRead(ctx, old, k)
-	if errors.Is(err, ErrNotFound) {
-		return ErrNotFound
+	if errors.Is(err, record.ErrNotFound) {
+		return record.ErrNotFound
 	}
 	if err != nil {
 		return fmt.Errorf("read after a failed condition: %w", err)
@@ -255,5 +214,5 @@ func (s *Store) updateIntent(ctx context.Context, in *Intent, cond expression.Co
 	if mine(cur) {
 		return nil
 	}
-	return ErrConflict
+	return record.ErrConflict
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -23,7 +25,7 @@ func TestIntentClaimsAndReleases(t *testing.T) {
 	s, clk := newStore(t)
 	ctx := context.Background()
 	fixed := clk.Now()
-	first, created, err := s.PutIntent(ctx, ledger.Intent{Tenant: "acme", OperationID: "op-1", Task: "create_media_buy",
+	first, created, err := s.PutIntent(ctx, record.Intent{Tenant: "acme", OperationID: "op-1", Task: "create_media_buy",
 		IdempotencyKey: "k-1", Request: []byte(`{"a":1}`), CreatedAt: fixed, Claims: 1})
 	if err != nil || !created {
 		t.Fatalf("put: %v, created %v", err, created)
@@ -48,7 +50,7 @@ func TestIntentClaimsAndReleases(t *testing.T) {
 	if second.Unsent || second.Claims != 2 || !second.CreatedAt.Equal(clk.Now()) {
 		t.Fatalf("claim = %+v; want 2 claims, maybe sent, created now", second)
 	}
-	if _, err := s.ClaimIntent(ctx, unsent); !errors.Is(err, ledger.ErrConflict) {
+	if _, err := s.ClaimIntent(ctx, unsent); !errors.Is(err, record.ErrConflict) {
 		t.Fatalf("a claim of the intent as read before: err = %v, want ErrConflict", err)
 	}
 	stored, err := s.GetIntent(ctx, "acme", "op-1", "create_media_buy")
@@ -62,17 +64,17 @@ func TestIntentClaimsAndReleases(t *testing.T) {
 	if err != nil || third.Claims != 3 || third.Unsent {
 		t.Fatalf("resend claim = %+v, %v", third, err)
 	}
-	if err := s.ReleaseIntent(ctx, second); !errors.Is(err, ledger.ErrConflict) {
+	if err := s.ReleaseIntent(ctx, second); !errors.Is(err, record.ErrConflict) {
 		t.Fatalf("release after another claim: err = %v, want ErrConflict", err)
 	}
 	if got, _ := s.GetIntent(ctx, "acme", "op-1", "create_media_buy"); got.Unsent || got.Claims != 3 {
 		t.Fatalf("after the refused release: %+v; want maybe sent, 3 claims", got)
 	}
 
-	if _, err := s.ClaimIntent(ctx, &ledger.Intent{Tenant: "acme", OperationID: "op-1", Task: "update_media_buy#cancel"}); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := s.ClaimIntent(ctx, &record.Intent{Tenant: "acme", OperationID: "op-1", Task: "update_media_buy#cancel"}); !errors.Is(err, record.ErrNotFound) {
 		t.Fatalf("claim of a missing intent: err = %v, want ErrNotFound", err)
 	}
-	if err := s.ReleaseIntent(ctx, unsent); !errors.Is(err, ledger.ErrInvalidArgument) {
+	if err := s.ReleaseIntent(ctx, unsent); !errors.Is(err, record.ErrInvalidArgument) {
 		t.Fatalf("release of an unsent intent: err = %v, want ErrInvalidArgument", err)
 	}
 }
@@ -82,7 +84,7 @@ func TestIntentWithoutClaimsIsMaybeSent(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
 	ctx := context.Background()
-	old, _, err := s.PutIntent(ctx, ledger.Intent{Tenant: "acme", OperationID: "op-1", Task: "create_media_buy", IdempotencyKey: "k-1", Request: []byte(`{}`)})
+	old, _, err := s.PutIntent(ctx, record.Intent{Tenant: "acme", OperationID: "op-1", Task: "create_media_buy", IdempotencyKey: "k-1", Request: []byte(`{}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +92,7 @@ func TestIntentWithoutClaimsIsMaybeSent(t *testing.T) {
 	if err != nil || got.Claims != 1 || got.Unsent || !got.CreatedAt.Equal(old.CreatedAt) {
 		t.Fatalf("claim = %+v, %v; want 1 claim, maybe sent, the original creation time", got, err)
 	}
-	if _, err := s.ClaimIntent(ctx, old); !errors.Is(err, ledger.ErrConflict) {
+	if _, err := s.ClaimIntent(ctx, old); !errors.Is(err, record.ErrConflict) {
 		t.Fatalf("second claim of the unclaimed read: err = %v, want ErrConflict", err)
 	}
 }
@@ -102,7 +104,7 @@ func TestIntentClaimHasOneWinner(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
 	ctx := context.Background()
-	in, _, err := s.PutIntent(ctx, ledger.Intent{Tenant: "acme", OperationID: "op-1", Task: "create_media_buy",
+	in, _, err := s.PutIntent(ctx, record.Intent{Tenant: "acme", OperationID: "op-1", Task: "create_media_buy",
 		IdempotencyKey: "k-1", Request: []byte(`{}`), Claims: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +128,7 @@ func TestIntentClaimHasOneWinner(t *testing.T) {
 			switch {
 			case err == nil:
 				won++
-			case errors.Is(err, ledger.ErrConflict):
+			case errors.Is(err, record.ErrConflict):
 				lost++
 			default:
 				t.Errorf("claim: %v", err)
@@ -151,7 +153,7 @@ func TestCampaignPlanIntentClaimsOnTheCampaign(t *testing.T) {
 	if _, err := s.CreateCampaign(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	read := func() *ledger.Intent {
+	read := func() *record.Intent {
 		t.Helper()
 		got, err := s.GetCampaign(ctx, "acme", "cp-plan")
 		if err != nil {
@@ -161,7 +163,7 @@ func TestCampaignPlanIntentClaimsOnTheCampaign(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got.Legs) != 2 || string(in.Request) != `{"task":"sync_plans"}` || in.Task != ledger.SyncPlansIntent {
+		if len(got.Legs) != 2 || string(in.Request) != `{"task":"sync_plans"}` || in.Task != record.SyncPlansIntent {
 			t.Fatalf("campaign %+v, plan intent %+v: the campaign or its plan changed", got, in)
 		}
 		return in
@@ -189,14 +191,14 @@ func TestCampaignPlanIntentClaimsOnTheCampaign(t *testing.T) {
 	if err != nil || again.Claims != 2 || again.Unsent || !again.CreatedAt.Equal(clk.Now()) {
 		t.Fatalf("the claim after the release: %+v, %v; want a first send again, sent now", again, err)
 	}
-	if _, err := s.ClaimIntent(ctx, released); !errors.Is(err, ledger.ErrConflict) {
+	if _, err := s.ClaimIntent(ctx, released); !errors.Is(err, record.ErrConflict) {
 		t.Fatalf("a claim of the plan as read before: %v, want ErrConflict", err)
 	}
 	resend, err := s.ClaimIntent(ctx, read())
 	if err != nil || resend.Claims != 3 || resend.Unsent {
 		t.Fatalf("resend claim: %+v, %v", resend, err)
 	}
-	if err := s.ReleaseIntent(ctx, again); !errors.Is(err, ledger.ErrConflict) {
+	if err := s.ReleaseIntent(ctx, again); !errors.Is(err, record.ErrConflict) {
 		t.Fatalf("release of a claim another one followed: %v, want ErrConflict", err)
 	}
 	if got := read(); got.Unsent || got.Claims != 3 {
@@ -235,7 +237,7 @@ func TestCampaignPlanIntentStoredWithoutClaimsIsMaybeSent(t *testing.T) {
 		t.Fatalf("claim of the old plan: %+v, %v; want a resend's claim", claimed, err)
 	}
 	none := newCampaign("acme", "cp-none")
-	if _, err := none.PlanIntentRecord(); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := none.PlanIntentRecord(); !errors.Is(err, record.ErrNotFound) {
 		t.Fatalf("plan intent of a campaign without a plan: %v, want ErrNotFound", err)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -37,8 +39,6 @@ const (
 	DefaultReceiptTTL    = 48 * time.Hour
 	MinReceiptTTL        = 24 * time.Hour
 	DefaultLockRetention = 7 * 24 * time.Hour
-	DefaultListLimit     = 50
-	MaxListLimit         = 200
 	maxListRounds        = 10
 	maxIDLength          = 256
 )
@@ -85,31 +85,11 @@ func (s *Store) Table() string { return s.table }
 
 func (s *Store) now() time.Time { return s.Now().UTC() }
 
-// Sentinel errors. Typed errors below match them with errors.Is.
-var (
-	// ErrNotFound reports a missing item (or one that belongs to another tenant).
-	ErrNotFound = errors.New("ledger: not found")
-	// ErrConflict reports a conditional write that lost: the item is not in the state the write
-	// required. The typed errors carry the current item.
-	ErrConflict = errors.New("ledger: conflict")
-	// ErrPayloadMismatch reports an idempotency key reused with another payload (HTTP 422).
-	ErrPayloadMismatch = errors.New("ledger: idempotency key reused with another payload")
-	// ErrContention reports a write that DynamoDB refused because another write touched the
-	// same item at the same time, after the ledger's own retries (conflict.go); nothing was
-	// written, and sending the request again is safe.
-	ErrContention = errors.New("ledger: transaction conflict, retry")
-	// ErrInvalidCursor reports a pagination cursor that is malformed or belongs to another
-	// tenant or listing.
-	ErrInvalidCursor = errors.New("ledger: invalid cursor")
-	// ErrInvalidArgument reports an identifier or value the ledger refuses to store.
-	ErrInvalidArgument = errors.New("ledger: invalid argument")
-)
-
 // checkID refuses empty, over-long or '#'-bearing identifiers: '#' separates key segments, so
 // allowing it would let one tenant's key spell another's.
 func checkID(what, v string) error {
 	if v == "" || len(v) > maxIDLength || strings.Contains(v, "#") {
-		return fmt.Errorf("%w: %s %q must be 1-%d bytes without '#'", ErrInvalidArgument, what, v, maxIDLength)
+		return fmt.Errorf("%w: %s %q must be 1-%d bytes without '#'", record.ErrInvalidArgument, what, v, maxIDLength)
 	}
 	return nil
 }
@@ -177,7 +157,7 @@ func (s *Store) getItem(ctx context.Context, k map[string]types.AttributeValue) 
 		return nil, err
 	}
 	if len(out.Item) == 0 {
-		return nil, ErrNotFound
+		return nil, record.ErrNotFound
 	}
 	return out.Item, nil
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -13,49 +15,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// Lease is a held lock: Fence is the fencing token, strictly greater than every fence handed out
-// before for the same lock name (within LockRetention of the last use). Pass it to whatever the
-// lock protects so that a stale holder's writes can be refused.
-type Lease struct {
-	Name      string    `dynamodbav:"lock_name"`
-	Owner     string    `dynamodbav:"owner"`
-	Fence     int64     `dynamodbav:"fence"`
-	ExpiresAt time.Time `dynamodbav:"-"`
-	// Expiry is ExpiresAt in Unix milliseconds (the stored form).
-	Expiry int64 `dynamodbav:"lease_expiry"`
-}
-
-// LockHeldError reports a lock held by someone else; Holder is the current lease.
-type LockHeldError struct{ Holder Lease }
-
-func (e *LockHeldError) Error() string {
-	return fmt.Sprintf("ledger: lock %s is held by %s until %s", e.Holder.Name, e.Holder.Owner, e.Holder.ExpiresAt.Format(time.RFC3339))
-}
-
-// Is makes errors.Is(err, ErrConflict) true.
-func (e *LockHeldError) Is(target error) bool { return target == ErrConflict }
-
-// ErrLeaseLost reports a Renew or Release by a holder whose lease was taken over (or released).
-// It matches ErrConflict.
-var ErrLeaseLost = fmt.Errorf("%w: lease lost", ErrConflict)
-
-// BusinessKeyLock names the lock that allows one active operation per (tenant, seller, PO number).
-func BusinessKeyLock(tenant, sellerID, poNumber string) string {
-	return "PO#" + tenant + "#" + sellerID + "#" + hashHex(poNumber)
-}
-
-// ReconcileLock names the per-seller reconciliation lease.
-func ReconcileLock(sellerID string) string { return "RECONCILE#" + sellerID }
-
 // AcquireLock takes the lock name for owner for ttl, in one conditional update:
 //
 //	attribute_not_exists(pk) OR lease_expiry < :now_ms OR owner = :owner
 //
 // that also increments the fence counter stored in the same item (ADD fence 1). It returns the
 // lease with its new fence, or a *LockHeldError with the current holder.
-func (s *Store) AcquireLock(ctx context.Context, name, owner string, ttl time.Duration) (Lease, error) {
+func (s *Store) AcquireLock(ctx context.Context, name, owner string, ttl time.Duration) (record.Lease, error) {
 	if name == "" || owner == "" || ttl <= 0 {
-		return Lease{}, fmt.Errorf("%w: lock name, owner and a positive ttl are required", ErrInvalidArgument)
+		return record.Lease{}, fmt.Errorf("%w: lock name, owner and a positive ttl are required", record.ErrInvalidArgument)
 	}
 	now := s.now()
 	exp := now.Add(ttl)
@@ -70,7 +38,7 @@ func (s *Store) AcquireLock(ctx context.Context, name, owner string, ttl time.Du
 		Add(expression.Name("fence"), expression.Value(1))
 	e, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(up))
 	if err != nil {
-		return Lease{}, err
+		return record.Lease{}, err
 	}
 	k := key(lockPK(name), skLock)
 	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -83,32 +51,32 @@ func (s *Store) AcquireLock(ctx context.Context, name, owner string, ttl time.Du
 	if err != nil {
 		failed, old := conditionFailed(err)
 		if !failed {
-			return Lease{}, fmt.Errorf("ledger: acquire lock %s: %w", name, err)
+			return record.Lease{}, fmt.Errorf("ledger: acquire lock %s: %w", name, err)
 		}
 		item, rerr := s.oldOrRead(ctx, old, k)
-		if errors.Is(rerr, ErrNotFound) {
-			return Lease{}, fmt.Errorf("ledger: acquire lock %s: vanished concurrently: %w", name, ErrContention)
+		if errors.Is(rerr, record.ErrNotFound) {
+			return record.Lease{}, fmt.Errorf("ledger: acquire lock %s: vanished concurrently: %w", name, record.ErrContention)
 		}
 		if rerr != nil {
-			return Lease{}, fmt.Errorf("ledger: acquire lock %s: read holder: %w", name, rerr)
+			return record.Lease{}, fmt.Errorf("ledger: acquire lock %s: read holder: %w", name, rerr)
 		}
 		holder, derr := decodeLease(item)
 		if derr != nil {
-			return Lease{}, derr
+			return record.Lease{}, derr
 		}
-		return Lease{}, &LockHeldError{Holder: holder}
+		return record.Lease{}, &record.LockHeldError{Holder: holder}
 	}
 	return decodeLease(out.Attributes)
 }
 
 // RenewLock extends the caller's lease to now+ttl; it requires the stored owner and fence to be
 // the lease's (nobody acquired the lock since), else ErrLeaseLost.
-func (s *Store) RenewLock(ctx context.Context, l Lease, ttl time.Duration) (Lease, error) {
+func (s *Store) RenewLock(ctx context.Context, l record.Lease, ttl time.Duration) (record.Lease, error) {
 	exp := s.now().Add(ttl)
 	up := expression.Set(expression.Name("lease_expiry"), expression.Value(exp.UnixMilli())).
 		Set(expression.Name(AttrTTL), expression.Value(exp.Add(s.LockRetention).Unix()))
 	if err := s.updateLease(ctx, l, up); err != nil {
-		return Lease{}, fmt.Errorf("ledger: renew lock %s: %w", l.Name, err)
+		return record.Lease{}, fmt.Errorf("ledger: renew lock %s: %w", l.Name, err)
 	}
 	l.Expiry, l.ExpiresAt = exp.UnixMilli(), time.UnixMilli(exp.UnixMilli()).UTC()
 	return l, nil
@@ -117,7 +85,7 @@ func (s *Store) RenewLock(ctx context.Context, l Lease, ttl time.Duration) (Leas
 // ReleaseLock ends the caller's lease (owner and fence must match, else ErrLeaseLost). The item
 // stays, with its fence, so the next holder gets a higher fence; TTL removes it after
 // LockRetention.
-func (s *Store) ReleaseLock(ctx context.Context, l Lease) error {
+func (s *Store) ReleaseLock(ctx context.Context, l record.Lease) error {
 	up := expression.Set(expression.Name("lease_expiry"), expression.Value(int64(0))).
 		Remove(expression.Name("owner"))
 	if err := s.updateLease(ctx, l, up); err != nil {
@@ -126,7 +94,7 @@ func (s *Store) ReleaseLock(ctx context.Context, l Lease) error {
 	return nil
 }
 
-func (s *Store) updateLease(ctx context.Context, l Lease, up expression.UpdateBuilder) error {
+func (s *Store) updateLease(ctx context.Context, l record.Lease, up expression.UpdateBuilder) error {
 	cond := expression.Name("owner").Equal(expression.Value(l.Owner)).
 		And(expression.Name("fence").Equal(expression.Value(l.Fence)))
 	e, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(up))
@@ -140,17 +108,17 @@ func (s *Store) updateLease(ctx context.Context, l Lease, up expression.UpdateBu
 	})
 	if err != nil {
 		if failed, _ := conditionFailed(err); failed {
-			return ErrLeaseLost
+			return record.ErrLeaseLost
 		}
 		return err
 	}
 	return nil
 }
 
-func decodeLease(item map[string]types.AttributeValue) (Lease, error) {
-	var l Lease
+func decodeLease(item map[string]types.AttributeValue) (record.Lease, error) {
+	var l record.Lease
 	if err := attributevalue.UnmarshalMap(item, &l); err != nil {
-		return Lease{}, fmt.Errorf("ledger: decode lease: %w", err)
+		return record.Lease{}, fmt.Errorf("ledger: decode lease: %w", err)
 	}
 	l.ExpiresAt = time.UnixMilli(l.Expiry).UTC()
 	return l, nil

@@ -7,23 +7,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/dynamotest"
-	"github.com/buyflow/buyflow/internal/ledger"
 )
 
 func TestLockExpiryAndFencing(t *testing.T) {
 	t.Parallel()
 	s, clk := newStore(t)
 	ctx := context.Background()
-	name := ledger.BusinessKeyLock("acme", "seller-1", "PO-42")
+	name := record.BusinessKeyLock("acme", "seller-1", "PO-42")
 
 	a, err := s.AcquireLock(ctx, name, "op-a", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = s.AcquireLock(ctx, name, "op-b", time.Minute)
-	var held *ledger.LockHeldError
-	if !errors.As(err, &held) || held.Holder.Owner != "op-a" || held.Holder.Fence != a.Fence || !errors.Is(err, ledger.ErrConflict) {
+	var held *record.LockHeldError
+	if !errors.As(err, &held) || held.Holder.Owner != "op-a" || held.Holder.Fence != a.Fence || !errors.Is(err, record.ErrConflict) {
 		t.Fatalf("contended acquire: err = %v", err)
 	}
 	// The holder may renew while nobody took over.
@@ -44,10 +45,10 @@ func TestLockExpiryAndFencing(t *testing.T) {
 	if b.Fence <= a.Fence {
 		t.Fatalf("takeover fence %d not above %d", b.Fence, a.Fence)
 	}
-	if _, err := s.RenewLock(ctx, a, time.Minute); !errors.Is(err, ledger.ErrLeaseLost) {
+	if _, err := s.RenewLock(ctx, a, time.Minute); !errors.Is(err, record.ErrLeaseLost) {
 		t.Fatalf("old owner renew: err = %v", err)
 	}
-	if err := s.ReleaseLock(ctx, a); !errors.Is(err, ledger.ErrLeaseLost) {
+	if err := s.ReleaseLock(ctx, a); !errors.Is(err, record.ErrLeaseLost) {
 		t.Fatalf("old owner release: err = %v", err)
 	}
 	// The same owner may re-acquire (a retry), and gets a new fence.
@@ -70,11 +71,11 @@ func TestLockConcurrentOneWinner(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
 	ctx := context.Background()
-	name := ledger.ReconcileLock("seller-1")
+	name := record.ReconcileLock("seller-1")
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
-		winners []ledger.Lease
+		winners []record.Lease
 		errs    []error
 	)
 	start := make(chan struct{})
@@ -84,7 +85,7 @@ func TestLockConcurrentOneWinner(t *testing.T) {
 			l, err := s.AcquireLock(ctx, name, "sweeper-"+string(rune('a'+i)), time.Minute)
 			mu.Lock()
 			defer mu.Unlock()
-			var held *ledger.LockHeldError
+			var held *record.LockHeldError
 			switch {
 			case err == nil:
 				winners = append(winners, l)

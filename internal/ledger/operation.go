@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -22,119 +24,6 @@ import (
 )
 
 func randomID() string { return uuid.NewString() }
-
-// Operation is the ledger's record of one media buy, for internal use: it carries the current
-// Step Functions task token, which must never leave AWS. Use [Operation.View] for the API.
-type Operation struct {
-	ID       string          `dynamodbav:"id"`
-	Tenant   string          `dynamodbav:"tenant"`
-	Status   workflow.Status `dynamodbav:"status"`
-	Version  int64           `dynamodbav:"version"`
-	SellerID string          `dynamodbav:"seller_id"`
-	// GovernanceAgentID names the configured governance agent of the campaign.
-	GovernanceAgentID string `dynamodbav:"governance_agent_id,omitempty"`
-	// PlanID is the governance plan the buy belongs to.
-	PlanID   string `dynamodbav:"plan_id,omitempty"`
-	PONumber string `dynamodbav:"po_number,omitempty"`
-	// Requester is the principal who submitted the buy; they may not approve it.
-	Requester string `dynamodbav:"requester,omitempty"`
-	// RequireApproval is true when the buyer asked for a human approval whatever the policy.
-	RequireApproval bool `dynamodbav:"require_approval,omitempty"`
-	// NotifySlack is the Slack user or channel id the requester asked to hear about the buy in
-	// (it rides on the buy's status events, and the requester notifier posts there).
-	NotifySlack string `dynamodbav:"notify_slack,omitempty"`
-	// BudgetTotal is the budget as a decimal string ("1500.00"); never a float.
-	BudgetTotal string `dynamodbav:"budget_total,omitempty"`
-	Currency    string `dynamodbav:"currency,omitempty"`
-	// Request is the submitted buy, as received (JSON).
-	Request             json.RawMessage `dynamodbav:"request,omitempty"`
-	SellerTaskID        string          `dynamodbav:"seller_task_id,omitempty"`
-	MediaBuyID          string          `dynamodbav:"media_buy_id,omitempty"`
-	GovernanceCheckID   string          `dynamodbav:"governance_check_id,omitempty"`
-	GovernanceContext   string          `dynamodbav:"governance_context,omitempty"`
-	GovernanceExpiresAt time.Time       `dynamodbav:"governance_expires_at,omitempty"`
-	// WebhookTokenHash is the SHA-256 (hex) of the per-operation webhook token; the token itself is
-	// never stored. See [HashToken].
-	WebhookTokenHash string `dynamodbav:"webhook_token_hash,omitempty"`
-	Reason           string `dynamodbav:"reason,omitempty"`
-	// ErrorCode is the seller's AdCP error code for a task it ended (failed, rejected or an
-	// error as its result), kept for the failure report to governance.
-	ErrorCode     string    `dynamodbav:"error_code,omitempty"`
-	CreatedAt     time.Time `dynamodbav:"created_at"`
-	UpdatedAt     time.Time `dynamodbav:"updated_at"`
-	Deadline      time.Time `dynamodbav:"deadline,omitempty"`
-	ExecutionName string    `dynamodbav:"execution_name,omitempty"`
-	// TaskToken is the Step Functions task token the workflow currently waits on (internal only).
-	TaskToken string `dynamodbav:"task_token,omitempty"`
-	// Kind is KindModification for a change to a placed buy (empty for a buy itself); ParentID
-	// then names the buy's operation and Change holds the change as the buyer asked for it.
-	Kind     string          `dynamodbav:"kind,omitempty"`
-	ParentID string          `dynamodbav:"parent_id,omitempty"`
-	Change   json.RawMessage `dynamodbav:"change,omitempty"`
-	// SellerPackages are the packages the seller placed, as its create_media_buy answer (or
-	// the task's completion) reported them: their ids are what a per-package change names.
-	SellerPackages []PackageBudget `dynamodbav:"seller_packages,omitempty"`
-	// LastWrite is the random id of the last Transition or UpdateFields (internal only): a write
-	// whose response was lost is retried by the SDK and then fails its own condition; finding
-	// its id here tells the ledger the write is in.
-	LastWrite string `dynamodbav:"last_write,omitempty"`
-}
-
-// View is the API projection of an operation: every field but the task token.
-type View struct {
-	ID                  string          `json:"id"`
-	Tenant              string          `json:"tenant"`
-	Status              workflow.Status `json:"status"`
-	Version             int64           `json:"version"`
-	SellerID            string          `json:"seller_id"`
-	GovernanceAgentID   string          `json:"governance_agent_id,omitempty"`
-	PlanID              string          `json:"plan_id,omitempty"`
-	PONumber            string          `json:"po_number,omitempty"`
-	Requester           string          `json:"requester,omitempty"`
-	RequireApproval     bool            `json:"require_approval,omitempty"`
-	NotifySlack         string          `json:"notify_slack,omitempty"`
-	BudgetTotal         string          `json:"budget_total,omitempty"`
-	Currency            string          `json:"currency,omitempty"`
-	Request             json.RawMessage `json:"request,omitempty"`
-	SellerTaskID        string          `json:"seller_task_id,omitempty"`
-	MediaBuyID          string          `json:"media_buy_id,omitempty"`
-	GovernanceCheckID   string          `json:"governance_check_id,omitempty"`
-	GovernanceExpiresAt *time.Time      `json:"governance_expires_at,omitempty"`
-	Reason              string          `json:"reason,omitempty"`
-	CreatedAt           time.Time       `json:"created_at"`
-	UpdatedAt           time.Time       `json:"updated_at"`
-	Deadline            *time.Time      `json:"deadline,omitempty"`
-	Kind                string          `json:"kind,omitempty"`
-	ParentID            string          `json:"parent_id,omitempty"`
-	Change              json.RawMessage `json:"change,omitempty"`
-	SellerPackages      []PackageBudget `json:"seller_packages,omitempty"`
-}
-
-// KindModification is the Kind of an operation that changes a placed buy.
-const KindModification = "modification"
-
-// View returns the API projection of o (no task token, no webhook token hash, no governance
-// context, no execution name).
-func (o *Operation) View() View {
-	opt := func(t time.Time) *time.Time {
-		if t.IsZero() {
-			return nil
-		}
-		return &t
-	}
-	return View{
-		ID: o.ID, Tenant: o.Tenant, Status: o.Status, Version: o.Version, SellerID: o.SellerID,
-		GovernanceAgentID: o.GovernanceAgentID, PlanID: o.PlanID, PONumber: o.PONumber,
-		Requester: o.Requester, RequireApproval: o.RequireApproval, NotifySlack: o.NotifySlack, BudgetTotal: o.BudgetTotal,
-		Currency: o.Currency, Request: o.Request, SellerTaskID: o.SellerTaskID, MediaBuyID: o.MediaBuyID,
-		GovernanceCheckID: o.GovernanceCheckID, GovernanceExpiresAt: opt(o.GovernanceExpiresAt),
-		Reason: o.Reason, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt, Deadline: opt(o.Deadline),
-		Kind: o.Kind, ParentID: o.ParentID, Change: o.Change, SellerPackages: o.SellerPackages,
-	}
-}
-
-// HashToken returns the hex SHA-256 of a per-operation webhook token, the only form stored.
-func HashToken(token string) string { return hashHex(token) }
 
 // Attribute names used in expressions.
 const (
@@ -153,14 +42,14 @@ type opItem struct {
 	GSI1SK string `dynamodbav:"gsi1sk,omitempty"`
 	GSI2PK string `dynamodbav:"gsi2pk"`
 	GSI2SK string `dynamodbav:"gsi2sk"`
-	Operation
+	record.Operation
 }
 
 func pendingSK(updated time.Time, tenant, id string) string {
 	return fmtTime(updated) + "#" + tenant + "#" + id
 }
 
-func decodeOp(item map[string]types.AttributeValue) (*Operation, error) {
+func decodeOp(item map[string]types.AttributeValue) (*record.Operation, error) {
 	var it opItem
 	if err := attributevalue.UnmarshalMap(item, &it); err != nil {
 		return nil, fmt.Errorf("ledger: decode operation: %w", err)
@@ -173,7 +62,7 @@ func decodeOp(item map[string]types.AttributeValue) (*Operation, error) {
 // terminal) at version 1, with created/updated times from the clock. It fails with a
 // *ConflictError if the id is taken for the tenant, and records a "created" event in the same
 // transaction.
-func (s *Store) CreateOperation(ctx context.Context, op Operation) (*Operation, error) {
+func (s *Store) CreateOperation(ctx context.Context, op record.Operation) (*record.Operation, error) {
 	if err := checkID("tenant", op.Tenant); err != nil {
 		return nil, err
 	}
@@ -187,7 +76,7 @@ func (s *Store) CreateOperation(ctx context.Context, op Operation) (*Operation, 
 		op.Status = workflow.StatusRequested
 	}
 	if !op.Status.Pending() {
-		return nil, fmt.Errorf("%w: new operation status %q must be pending", ErrInvalidArgument, op.Status)
+		return nil, fmt.Errorf("%w: new operation status %q must be pending", record.ErrInvalidArgument, op.Status)
 	}
 	now := s.now()
 	op.Version, op.CreatedAt, op.UpdatedAt, op.TaskToken = 1, now, now, ""
@@ -205,8 +94,8 @@ func (s *Store) CreateOperation(ctx context.Context, op Operation) (*Operation, 
 	if err != nil {
 		return nil, err
 	}
-	evPut, err := s.eventPut(op.Tenant, op.ID, Event{
-		At: now, Type: EventCreated, To: op.Status, Version: 1,
+	evPut, err := s.eventPut(op.Tenant, op.ID, record.Event{
+		At: now, Type: record.EventCreated, To: op.Status, Version: 1,
 		Amount: op.BudgetTotal, Currency: op.Currency,
 	})
 	if err != nil {
@@ -236,7 +125,7 @@ func (s *Store) CreateOperation(ctx context.Context, op Operation) (*Operation, 
 		if failed, _, _ := canceledAt(err, 2); failed {
 			if held, _, _ := canceledAt(err, 0); !held {
 				// The id is another tenant's: refuse without revealing that operation.
-				return nil, &ConflictError{What: "operation id " + op.ID}
+				return nil, &record.ConflictError{What: "operation id " + op.ID}
 			}
 		}
 		if failed, old, contention := canceledAt(err, 0); failed {
@@ -248,26 +137,14 @@ func (s *Store) CreateOperation(ctx context.Context, op Operation) (*Operation, 
 			if derr != nil {
 				return nil, derr
 			}
-			return nil, &ConflictError{What: "operation " + op.ID, Operation: existing}
+			return nil, &record.ConflictError{What: "operation " + op.ID, Operation: existing}
 		} else if contention {
-			return nil, fmt.Errorf("ledger: create operation %s: %w", op.ID, ErrContention)
+			return nil, fmt.Errorf("ledger: create operation %s: %w", op.ID, record.ErrContention)
 		}
 		return nil, fmt.Errorf("ledger: create operation %s: %w", op.ID, err)
 	}
 	return &op, nil
 }
-
-// ConflictError reports a create whose key is already taken; Operation is the existing item when
-// the conflict is on an operation.
-type ConflictError struct {
-	What      string
-	Operation *Operation
-}
-
-func (e *ConflictError) Error() string { return fmt.Sprintf("ledger: %s already exists", e.What) }
-
-// Is makes errors.Is(err, ErrConflict) true.
-func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
 // canceledAt inspects a TransactWriteItems error: failed is true when the item at index i failed
 // its condition (old is the item if DynamoDB returned it), contention when the transaction lost a
@@ -305,7 +182,7 @@ func opIndexPK(id string) string { return "OPIDX#" + id }
 // FindOperation returns the operation id whatever its tenant, for callers that authenticate by
 // other means than the tenant (a seller's signed webhook names only the operation). Callers
 // must not reveal the operation to anyone but its tenant and its seller.
-func (s *Store) FindOperation(ctx context.Context, id string) (*Operation, error) {
+func (s *Store) FindOperation(ctx context.Context, id string) (*record.Operation, error) {
 	if err := checkID("operation id", id); err != nil {
 		return nil, err
 	}
@@ -322,7 +199,7 @@ func (s *Store) FindOperation(ctx context.Context, id string) (*Operation, error
 
 // GetOperation returns the tenant's operation id (consistent read). Another tenant's operation is
 // ErrNotFound: the key embeds the tenant.
-func (s *Store) GetOperation(ctx context.Context, tenant, id string) (*Operation, error) {
+func (s *Store) GetOperation(ctx context.Context, tenant, id string) (*record.Operation, error) {
 	if err := checkID("tenant", tenant); err != nil {
 		return nil, err
 	}
@@ -336,79 +213,6 @@ func (s *Store) GetOperation(ctx context.Context, tenant, id string) (*Operation
 	return decodeOp(item)
 }
 
-// Changes are the fields a transition sets along with the status; nil fields are left as they
-// are. Event fields describe the audit event written in the same transaction.
-type Changes struct {
-	SellerTaskID        *string
-	MediaBuyID          *string
-	GovernanceCheckID   *string
-	GovernanceContext   *string
-	GovernanceExpiresAt *time.Time
-	WebhookTokenHash    *string
-	Reason              *string
-	ErrorCode           *string
-	Deadline            *time.Time
-	ExecutionName       *string
-	// SellerPackages, when not nil, records the seller's packages (the placed buy's ids).
-	SellerPackages []PackageBudget
-
-	// From, when set, narrows the condition to exactly this current status (it must be a legal
-	// predecessor of the target) and is recorded in the event.
-	From workflow.Status
-	// Actor, EventType (default EventTransition) and Detail describe the audit event.
-	Actor     string
-	EventType string
-	Detail    json.RawMessage
-}
-
-// ConflictKind says why a transition's condition failed.
-type ConflictKind string
-
-// The kinds of transition conflict.
-const (
-	// ConflictTerminal: the operation is already in a terminal status.
-	ConflictTerminal ConflictKind = "terminal"
-	// ConflictIllegal: the current status may not move to the target.
-	ConflictIllegal ConflictKind = "illegal"
-	// ConflictVersion: the status allows the move but the version moved on.
-	ConflictVersion ConflictKind = "version"
-)
-
-// TransitionError reports a transition refused by its condition, with the current operation.
-type TransitionError struct {
-	Kind            ConflictKind
-	To              workflow.Status
-	ExpectedVersion int64
-	Current         *Operation
-}
-
-func (e *TransitionError) Error() string {
-	switch e.Kind {
-	case ConflictTerminal:
-		if e.To == "" {
-			return fmt.Sprintf("ledger: operation %s is already %s (version %d), cannot be updated",
-				e.Current.ID, e.Current.Status, e.Current.Version)
-		}
-		return fmt.Sprintf("ledger: operation %s is already %s (version %d), cannot move to %s",
-			e.Current.ID, e.Current.Status, e.Current.Version, e.To)
-	case ConflictIllegal:
-		return fmt.Sprintf("ledger: operation %s cannot move from %s to %s", e.Current.ID, e.Current.Status, e.To)
-	default:
-		if e.ExpectedVersion == AnyVersion {
-			return fmt.Sprintf("ledger: operation %s changed concurrently (now %s, version %d)",
-				e.Current.ID, e.Current.Status, e.Current.Version)
-		}
-		return fmt.Sprintf("ledger: operation %s moved to version %d (expected %d)",
-			e.Current.ID, e.Current.Version, e.ExpectedVersion)
-	}
-}
-
-// Is makes errors.Is(err, ErrConflict) true.
-func (e *TransitionError) Is(target error) bool { return target == ErrConflict }
-
-// AnyVersion disables the version check of a transition.
-const AnyVersion int64 = -1
-
 // Transition moves the tenant's operation id to status to, forward only: the condition requires
 // the current status to be one of workflow.Predecessors(to) (or exactly ch.From when set) and, when
 // expectedVersion is not AnyVersion, the version to equal it. The version increments, updated_at
@@ -416,7 +220,7 @@ const AnyVersion int64 = -1
 // audit event is written in the same transaction. A refused transition returns a
 // *TransitionError built from a consistent read of the current item; a missing operation returns
 // ErrNotFound. The returned operation is read after the commit and may include later writes.
-func (s *Store) Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch Changes) (*Operation, error) {
+func (s *Store) Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Changes) (*record.Operation, error) {
 	if err := checkID("tenant", tenant); err != nil {
 		return nil, err
 	}
@@ -426,12 +230,12 @@ func (s *Store) Transition(ctx context.Context, tenant, id string, to workflow.S
 	preds := workflow.Predecessors(to)
 	if ch.From != "" {
 		if !workflow.CanMove(ch.From, to) {
-			return nil, fmt.Errorf("%w: %s may not move to %s", ErrInvalidArgument, ch.From, to)
+			return nil, fmt.Errorf("%w: %s may not move to %s", record.ErrInvalidArgument, ch.From, to)
 		}
 		preds = []workflow.Status{ch.From}
 	}
 	if len(preds) == 0 {
-		return nil, fmt.Errorf("%w: no status may move to %q", ErrInvalidArgument, to)
+		return nil, fmt.Errorf("%w: no status may move to %q", record.ErrInvalidArgument, to)
 	}
 	write := s.NewID()
 	in, err := s.transitionInput(tenant, id, to, preds, expectedVersion, ch, s.now(), write)
@@ -443,12 +247,12 @@ func (s *Store) Transition(ctx context.Context, tenant, id string, to workflow.S
 		switch {
 		case failed:
 			err := s.transitionConflict(ctx, tenant, id, to, preds, expectedVersion, old)
-			if te, ok := errors.AsType[*TransitionError](err); ok && te.Current.LastWrite == write {
+			if te, ok := errors.AsType[*record.TransitionError](err); ok && te.Current.LastWrite == write {
 				return te.Current, nil // this very write, retried by the SDK after its response was lost
 			}
 			return nil, err
 		case contention:
-			return nil, fmt.Errorf("ledger: transition operation %s to %s: %w", id, to, ErrContention)
+			return nil, fmt.Errorf("ledger: transition operation %s to %s: %w", id, to, record.ErrContention)
 		}
 		return nil, fmt.Errorf("ledger: transition operation %s to %s: %w", id, to, err)
 	}
@@ -461,7 +265,7 @@ func (s *Store) Transition(ctx context.Context, tenant, id string, to workflow.S
 // Like Transition it increments the version, refreshes updated_at and the gsi1 sort key, writes
 // an "update" event in the same transaction, and reports a refusal as a *TransitionError (kind
 // terminal or version) or ErrNotFound.
-func (s *Store) UpdateFields(ctx context.Context, tenant, id string, expectedVersion int64, ch Changes) (*Operation, error) {
+func (s *Store) UpdateFields(ctx context.Context, tenant, id string, expectedVersion int64, ch record.Changes) (*record.Operation, error) {
 	if err := checkID("tenant", tenant); err != nil {
 		return nil, err
 	}
@@ -475,7 +279,7 @@ func (s *Store) UpdateFields(ctx context.Context, tenant, id string, expectedVer
 		}
 	}
 	if len(preds) == 0 {
-		return nil, fmt.Errorf("%w: %q is not a pending status", ErrInvalidArgument, ch.From)
+		return nil, fmt.Errorf("%w: %q is not a pending status", record.ErrInvalidArgument, ch.From)
 	}
 	write := s.NewID()
 	in, err := s.transitionInput(tenant, id, "", preds, expectedVersion, ch, s.now(), write)
@@ -487,12 +291,12 @@ func (s *Store) UpdateFields(ctx context.Context, tenant, id string, expectedVer
 		switch {
 		case failed:
 			err := s.transitionConflict(ctx, tenant, id, "", preds, expectedVersion, old)
-			if te, ok := errors.AsType[*TransitionError](err); ok && te.Current.LastWrite == write {
+			if te, ok := errors.AsType[*record.TransitionError](err); ok && te.Current.LastWrite == write {
 				return te.Current, nil // this very write, retried by the SDK after its response was lost
 			}
 			return nil, err
 		case contention:
-			return nil, fmt.Errorf("ledger: update operation %s: %w", id, ErrContention)
+			return nil, fmt.Errorf("ledger: update operation %s: %w", id, record.ErrContention)
 		}
 		return nil, fmt.Errorf("ledger: update operation %s: %w", id, err)
 	}
@@ -500,12 +304,12 @@ func (s *Store) UpdateFields(ctx context.Context, tenant, id string, expectedVer
 }
 
 // transitionInput builds the transaction of a transition (to set) or of an UpdateFields (to "").
-func (s *Store) transitionInput(tenant, id string, to workflow.Status, preds []workflow.Status, expectedVersion int64, ch Changes, now time.Time, write string) (*dynamodb.TransactWriteItemsInput, error) {
+func (s *Store) transitionInput(tenant, id string, to workflow.Status, preds []workflow.Status, expectedVersion int64, ch record.Changes, now time.Time, write string) (*dynamodb.TransactWriteItemsInput, error) {
 	cond := expression.Name(attrStatus).In(statusValue(preds[0]), statusOperands(preds[1:])...)
 	if len(preds) == 1 {
 		cond = expression.Name(attrStatus).Equal(statusValue(preds[0]))
 	}
-	if expectedVersion != AnyVersion {
+	if expectedVersion != record.AnyVersion {
 		cond = cond.And(expression.Name(attrVersion).Equal(expression.Value(expectedVersion)))
 	}
 	up := expression.Set(expression.Name(attrVersion), expression.Name(attrVersion).Plus(expression.Value(1))).
@@ -528,7 +332,7 @@ func (s *Store) transitionInput(tenant, id string, to workflow.Status, preds []w
 			Set(expression.Name(AttrGSI1PK), expression.Value(pendingGSI(string(to)))).
 			Set(expression.Name(AttrGSI1SK), expression.Value(pendingSK(now, tenant, id)))
 	}
-	up = ch.apply(up)
+	up = applyChanges(ch, up)
 	e, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(up))
 	if err != nil {
 		return nil, err
@@ -537,15 +341,15 @@ func (s *Store) transitionInput(tenant, id string, to workflow.Status, preds []w
 	switch {
 	case evType != "":
 	case to == "":
-		evType = EventUpdate
+		evType = record.EventUpdate
 	default:
-		evType = EventTransition
+		evType = record.EventTransition
 	}
-	ev := Event{At: now, Type: evType, Actor: ch.Actor, From: ch.From, To: to, Detail: ch.Detail}
+	ev := record.Event{At: now, Type: evType, Actor: ch.Actor, From: ch.From, To: to, Detail: ch.Detail}
 	if ch.Reason != nil {
 		ev.Reason = *ch.Reason
 	}
-	if expectedVersion != AnyVersion {
+	if expectedVersion != record.AnyVersion {
 		ev.Version = expectedVersion + 1
 	}
 	evPut, err := s.eventPut(tenant, id, ev)
@@ -576,7 +380,7 @@ func statusOperands(ss []workflow.Status) []expression.OperandBuilder {
 	return out
 }
 
-func (ch Changes) apply(up expression.UpdateBuilder) expression.UpdateBuilder {
+func applyChanges(ch record.Changes, up expression.UpdateBuilder) expression.UpdateBuilder {
 	setS := func(name string, v *string) {
 		if v != nil {
 			up = up.Set(expression.Name(name), expression.Value(*v))
@@ -606,8 +410,8 @@ func (ch Changes) apply(up expression.UpdateBuilder) expression.UpdateBuilder {
 // transitionConflict classifies a failed transition from the current item.
 func (s *Store) transitionConflict(ctx context.Context, tenant, id string, to workflow.Status, preds []workflow.Status, expected int64, old map[string]types.AttributeValue) error {
 	item, err := s.oldOrRead(ctx, old, key(opPK(tenant, id), skOperation))
-	if errors.Is(err, ErrNotFound) {
-		return fmt.Errorf("ledger: transition operation %s: %w", id, ErrNotFound)
+	if errors.Is(err, record.ErrNotFound) {
+		return fmt.Errorf("ledger: transition operation %s: %w", id, record.ErrNotFound)
 	}
 	if err != nil {
 		return fmt.Errorf("ledger: transition operation %s: read current: %w", id, err)
@@ -616,12 +420,12 @@ func (s *Store) transitionConflict(ctx context.Context, tenant, id string, to wo
 	if err != nil {
 		return err
 	}
-	te := &TransitionError{To: to, ExpectedVersion: expected, Current: cur, Kind: ConflictVersion}
+	te := &record.TransitionError{To: to, ExpectedVersion: expected, Current: cur, Kind: record.ConflictVersion}
 	switch {
 	case cur.Status.Terminal():
-		te.Kind = ConflictTerminal
+		te.Kind = record.ConflictTerminal
 	case !slices.Contains(preds, cur.Status):
-		te.Kind = ConflictIllegal
+		te.Kind = record.ConflictIllegal
 	}
 	// Otherwise the status allows the move: the version differs, or the item changed between the
 	// write and the read; either way the caller must re-read and decide again.
@@ -631,7 +435,7 @@ func (s *Store) transitionConflict(ctx context.Context, tenant, id string, to wo
 // SetTaskToken stores the task token the workflow now waits on and returns the operation as it
 // is after the write, so the caller can see a terminal status that arrived first (the
 // lost-wakeup race) and complete the token itself.
-func (s *Store) SetTaskToken(ctx context.Context, tenant, id, token string) (*Operation, error) {
+func (s *Store) SetTaskToken(ctx context.Context, tenant, id, token string) (*record.Operation, error) {
 	if err := checkID("tenant", tenant); err != nil {
 		return nil, err
 	}
@@ -639,7 +443,7 @@ func (s *Store) SetTaskToken(ctx context.Context, tenant, id, token string) (*Op
 		return nil, err
 	}
 	if token == "" {
-		return nil, fmt.Errorf("%w: empty task token", ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: empty task token", record.ErrInvalidArgument)
 	}
 	e, err := build(expression.NewBuilder().
 		WithCondition(expression.AttributeExists(expression.Name(AttrPK))).
@@ -655,16 +459,12 @@ func (s *Store) SetTaskToken(ctx context.Context, tenant, id, token string) (*Op
 	})
 	if err != nil {
 		if failed, _ := conditionFailed(err); failed {
-			return nil, fmt.Errorf("ledger: set task token of operation %s: %w", id, ErrNotFound)
+			return nil, fmt.Errorf("ledger: set task token of operation %s: %w", id, record.ErrNotFound)
 		}
 		return nil, fmt.Errorf("ledger: set task token of operation %s: %w", id, err)
 	}
 	return decodeOp(out.Attributes)
 }
-
-// ErrTokenMismatch reports a ClearTaskToken whose token is no longer the stored one (a newer
-// wait replaced it, or it was already cleared). It matches ErrConflict.
-var ErrTokenMismatch = fmt.Errorf("%w: task token is not the current one", ErrConflict)
 
 // ClearTaskToken removes the stored task token if it is still token.
 func (s *Store) ClearTaskToken(ctx context.Context, tenant, id, token string) error {
@@ -703,30 +503,16 @@ func (s *Store) ClearTaskToken(ctx context.Context, tenant, id, token string) er
 				return nil
 			}
 		}
-		return fmt.Errorf("ledger: clear task token of operation %s: %w", id, ErrTokenMismatch)
+		return fmt.Errorf("ledger: clear task token of operation %s: %w", id, record.ErrTokenMismatch)
 	}
 	return nil
 }
 
-// ListOptions filter and page a tenant's operations.
-type ListOptions struct {
-	Status   workflow.Status // optional
-	SellerID string          // optional
-	Limit    int             // default DefaultListLimit, at most MaxListLimit
-	Cursor   string          // from a previous page
-}
-
-// Page is one page of a listing; Cursor is empty on the last page.
-type Page[T any] struct {
-	Items  []T
-	Cursor string
-}
-
 // ListOperations lists the tenant's operations, newest first (gsi2), as API views. The cursor is
 // opaque (base64url of the last evaluated key) and is refused if it does not belong to the tenant.
-func (s *Store) ListOperations(ctx context.Context, tenant string, o ListOptions) (Page[View], error) {
+func (s *Store) ListOperations(ctx context.Context, tenant string, o record.ListOptions) (record.Page[record.View], error) {
 	if err := checkID("tenant", tenant); err != nil {
-		return Page[View]{}, err
+		return record.Page[record.View]{}, err
 	}
 	limit := clampLimit(o.Limit)
 	start, err := decodeCursor(o.Cursor, func(k map[string]string) bool {
@@ -734,7 +520,7 @@ func (s *Store) ListOperations(ctx context.Context, tenant string, o ListOptions
 			(k[AttrGSI2PK] == "" || k[AttrGSI2PK] == tenantGSI(tenant)) && onlyKeys(k, AttrPK, AttrSK, AttrGSI2PK, AttrGSI2SK)
 	})
 	if err != nil {
-		return Page[View]{}, err
+		return record.Page[record.View]{}, err
 	}
 	b := expression.NewBuilder().WithKeyCondition(expression.Key(AttrGSI2PK).Equal(expression.Value(tenantGSI(tenant))))
 	var filter []expression.ConditionBuilder
@@ -752,9 +538,9 @@ func (s *Store) ListOperations(ctx context.Context, tenant string, o ListOptions
 	}
 	e, err := build(b)
 	if err != nil {
-		return Page[View]{}, err
+		return record.Page[record.View]{}, err
 	}
-	var page Page[View]
+	var page record.Page[record.View]
 	for round := 0; round < maxListRounds; round++ {
 		out, err := s.api.Query(ctx, &dynamodb.QueryInput{
 			TableName: aws.String(s.table), IndexName: aws.String(IndexTenant),
@@ -764,12 +550,12 @@ func (s *Store) ListOperations(ctx context.Context, tenant string, o ListOptions
 			ExclusiveStartKey: start,
 		})
 		if err != nil {
-			return Page[View]{}, fmt.Errorf("ledger: list operations of tenant %s: %w", tenant, err)
+			return record.Page[record.View]{}, fmt.Errorf("ledger: list operations of tenant %s: %w", tenant, err)
 		}
 		for _, item := range out.Items {
 			op, err := decodeOp(item)
 			if err != nil {
-				return Page[View]{}, err
+				return record.Page[record.View]{}, err
 			}
 			if op.Tenant != tenant { // defence in depth: the key already scopes it
 				continue
@@ -783,7 +569,7 @@ func (s *Store) ListOperations(ctx context.Context, tenant string, o ListOptions
 	}
 	if len(start) > 0 {
 		if page.Cursor, err = encodeCursor(start); err != nil {
-			return Page[View]{}, err
+			return record.Page[record.View]{}, err
 		}
 	}
 	return page, nil
@@ -792,9 +578,9 @@ func (s *Store) ListOperations(ctx context.Context, tenant string, o ListOptions
 // ListPending lists operations in a pending status whose last update is before updatedBefore,
 // oldest first (gsi1), for reconciliation. It is not tenant-scoped (the reconciler is internal)
 // and returns full operations.
-func (s *Store) ListPending(ctx context.Context, status workflow.Status, updatedBefore time.Time, limit int, cursor string) (Page[*Operation], error) {
+func (s *Store) ListPending(ctx context.Context, status workflow.Status, updatedBefore time.Time, limit int, cursor string) (record.Page[*record.Operation], error) {
 	if !status.Pending() {
-		return Page[*Operation]{}, fmt.Errorf("%w: %q is not a pending status", ErrInvalidArgument, status)
+		return record.Page[*record.Operation]{}, fmt.Errorf("%w: %q is not a pending status", record.ErrInvalidArgument, status)
 	}
 	start, err := decodeCursor(cursor, func(k map[string]string) bool {
 		return strings.HasPrefix(k[AttrPK], tenantPfx) && k[AttrSK] == skOperation &&
@@ -802,13 +588,13 @@ func (s *Store) ListPending(ctx context.Context, status workflow.Status, updated
 			onlyKeys(k, AttrPK, AttrSK, AttrGSI1PK, AttrGSI1SK)
 	})
 	if err != nil {
-		return Page[*Operation]{}, err
+		return record.Page[*record.Operation]{}, err
 	}
 	kc := expression.Key(AttrGSI1PK).Equal(expression.Value(pendingGSI(string(status)))).
 		And(expression.Key(AttrGSI1SK).LessThan(expression.Value(fmtTime(updatedBefore))))
 	e, err := build(expression.NewBuilder().WithKeyCondition(kc))
 	if err != nil {
-		return Page[*Operation]{}, err
+		return record.Page[*record.Operation]{}, err
 	}
 	out, err := s.api.Query(ctx, &dynamodb.QueryInput{
 		TableName: aws.String(s.table), IndexName: aws.String(IndexPending),
@@ -817,19 +603,19 @@ func (s *Store) ListPending(ctx context.Context, status workflow.Status, updated
 		ExclusiveStartKey: start,
 	})
 	if err != nil {
-		return Page[*Operation]{}, fmt.Errorf("ledger: list pending %s operations: %w", status, err)
+		return record.Page[*record.Operation]{}, fmt.Errorf("ledger: list pending %s operations: %w", status, err)
 	}
-	var page Page[*Operation]
+	var page record.Page[*record.Operation]
 	for _, item := range out.Items {
 		op, err := decodeOp(item)
 		if err != nil {
-			return Page[*Operation]{}, err
+			return record.Page[*record.Operation]{}, err
 		}
 		page.Items = append(page.Items, op)
 	}
 	if len(out.LastEvaluatedKey) > 0 {
 		if page.Cursor, err = encodeCursor(out.LastEvaluatedKey); err != nil {
-			return Page[*Operation]{}, err
+			return record.Page[*record.Operation]{}, err
 		}
 	}
 	return page, nil
@@ -838,9 +624,9 @@ func (s *Store) ListPending(ctx context.Context, status workflow.Status, updated
 func clampLimit(n int) int {
 	switch {
 	case n <= 0:
-		return DefaultListLimit
-	case n > MaxListLimit:
-		return MaxListLimit
+		return record.DefaultListLimit
+	case n > record.MaxListLimit:
+		return record.MaxListLimit
 	}
 	return n
 }
@@ -874,18 +660,18 @@ func decodeCursor(c string, valid func(map[string]string) bool) (map[string]type
 	}
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidCursor, err)
+		return nil, fmt.Errorf("%w: %w", record.ErrInvalidCursor, err)
 	}
 	var m map[string]string
 	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidCursor, err)
+		return nil, fmt.Errorf("%w: %w", record.ErrInvalidCursor, err)
 	}
 	if m[AttrPK] == "" || m[AttrSK] == "" || !valid(m) {
-		return nil, ErrInvalidCursor
+		return nil, record.ErrInvalidCursor
 	}
 	av, err := attributevalue.MarshalMap(m)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidCursor, err)
+		return nil, fmt.Errorf("%w: %w", record.ErrInvalidCursor, err)
 	}
 	return av, nil
 }

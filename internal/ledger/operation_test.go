@@ -13,19 +13,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-func newOp(id string) ledger.Operation {
-	return ledger.Operation{
+func newOp(id string) record.Operation {
+	return record.Operation{
 		ID: id, Tenant: "acme", SellerID: "seller-1", PONumber: "PO-" + id,
 		BudgetTotal: "1500.00", Currency: "USD", Request: json.RawMessage(`{"po_number":"PO"}`),
 	}
 }
 
-func mustCreate(t *testing.T, s *ledger.Store, op ledger.Operation) *ledger.Operation {
+func mustCreate(t *testing.T, s *ledger.Store, op record.Operation) *record.Operation {
 	t.Helper()
 	got, err := s.CreateOperation(context.Background(), op)
 	if err != nil {
@@ -50,12 +52,12 @@ func TestCreateOperation(t *testing.T) {
 		t.Fatalf("round trip: %+v", got)
 	}
 	_, err = s.CreateOperation(ctx, newOp("op-1"))
-	var ce *ledger.ConflictError
-	if !errors.As(err, &ce) || ce.Operation == nil || ce.Operation.ID != "op-1" || !errors.Is(err, ledger.ErrConflict) {
+	var ce *record.ConflictError
+	if !errors.As(err, &ce) || ce.Operation == nil || ce.Operation.ID != "op-1" || !errors.Is(err, record.ErrConflict) {
 		t.Fatalf("duplicate create: err = %v", err)
 	}
 	bad := newOp("op#2")
-	if _, err := s.CreateOperation(ctx, bad); !errors.Is(err, ledger.ErrInvalidArgument) {
+	if _, err := s.CreateOperation(ctx, bad); !errors.Is(err, record.ErrInvalidArgument) {
 		t.Fatalf("id with '#': err = %v", err)
 	}
 }
@@ -68,14 +70,14 @@ func TestTransitionConflicts(t *testing.T) {
 		setup    []workflow.Status // transitions applied first
 		to       workflow.Status
 		expected int64
-		kind     ledger.ConflictKind
+		kind     record.ConflictKind
 	}{
 		{"legal move with the right version", nil, workflow.StatusCheckingGovernance, 1, ""},
-		{"legal move with any version", nil, workflow.StatusCreating, ledger.AnyVersion, ""},
-		{"version moved", []workflow.Status{workflow.StatusCheckingGovernance}, workflow.StatusCreating, 1, ledger.ConflictVersion},
-		{"illegal from current status", nil, workflow.StatusWorking, ledger.AnyVersion, ledger.ConflictIllegal},
-		{"already terminal", []workflow.Status{workflow.StatusCreating, workflow.StatusCompleted}, workflow.StatusFailed, ledger.AnyVersion, ledger.ConflictTerminal},
-		{"late working never overwrites completed", []workflow.Status{workflow.StatusCreating, workflow.StatusCompleted}, workflow.StatusWorking, 3, ledger.ConflictTerminal},
+		{"legal move with any version", nil, workflow.StatusCreating, record.AnyVersion, ""},
+		{"version moved", []workflow.Status{workflow.StatusCheckingGovernance}, workflow.StatusCreating, 1, record.ConflictVersion},
+		{"illegal from current status", nil, workflow.StatusWorking, record.AnyVersion, record.ConflictIllegal},
+		{"already terminal", []workflow.Status{workflow.StatusCreating, workflow.StatusCompleted}, workflow.StatusFailed, record.AnyVersion, record.ConflictTerminal},
+		{"late working never overwrites completed", []workflow.Status{workflow.StatusCreating, workflow.StatusCompleted}, workflow.StatusWorking, 3, record.ConflictTerminal},
 	}
 	s, _ := newStore(t)
 	for i, tt := range tests {
@@ -83,12 +85,12 @@ func TestTransitionConflicts(t *testing.T) {
 			id := fmt.Sprintf("op-%d", i)
 			mustCreate(t, s, newOp(id))
 			for _, st := range tt.setup {
-				if _, err := s.Transition(ctx, "acme", id, st, ledger.AnyVersion, ledger.Changes{}); err != nil {
+				if _, err := s.Transition(ctx, "acme", id, st, record.AnyVersion, record.Changes{}); err != nil {
 					t.Fatalf("setup %s: %v", st, err)
 				}
 			}
 			before, _ := s.GetOperation(ctx, "acme", id)
-			got, err := s.Transition(ctx, "acme", id, tt.to, tt.expected, ledger.Changes{MediaBuyID: ptr("mb-1")})
+			got, err := s.Transition(ctx, "acme", id, tt.to, tt.expected, record.Changes{MediaBuyID: ptr("mb-1")})
 			if tt.kind == "" {
 				if err != nil {
 					t.Fatalf("transition: %v", err)
@@ -98,8 +100,8 @@ func TestTransitionConflicts(t *testing.T) {
 				}
 				return
 			}
-			var te *ledger.TransitionError
-			if !errors.As(err, &te) || te.Kind != tt.kind || !errors.Is(err, ledger.ErrConflict) {
+			var te *record.TransitionError
+			if !errors.As(err, &te) || te.Kind != tt.kind || !errors.Is(err, record.ErrConflict) {
 				t.Fatalf("err = %v, want %s conflict", err, tt.kind)
 			}
 			if te.Current.Status != before.Status || te.Current.Version != before.Version {
@@ -151,8 +153,8 @@ func TestTransitionConcurrent(t *testing.T) {
 				if to.Terminal() && rng.IntN(20) != 0 {
 					to = next[0]
 				}
-				_, err = s.Transition(ctx, "acme", "op-race", to, cur.Version, ledger.Changes{})
-				var te *ledger.TransitionError
+				_, err = s.Transition(ctx, "acme", "op-race", to, cur.Version, record.Changes{})
+				var te *record.TransitionError
 				switch {
 				case err == nil:
 					successes.Add(1)
@@ -162,7 +164,7 @@ func TestTransitionConcurrent(t *testing.T) {
 						mu.Unlock()
 					}
 				case errors.As(err, &te):
-					if cur.Status.Terminal() && te.Kind != ledger.ConflictTerminal {
+					if cur.Status.Terminal() && te.Kind != record.ConflictTerminal {
 						mu.Lock()
 						failures = append(failures, fmt.Errorf("from terminal %s: kind %s", cur.Status, te.Kind))
 						mu.Unlock()
@@ -214,7 +216,7 @@ func TestTransitionConcurrent(t *testing.T) {
 	// Phase 2: end the operation, then 50 concurrent late updates (the "late working" webhook)
 	// must all be refused as terminal and change nothing.
 	if !final.Status.Terminal() {
-		if final, err = s.Transition(ctx, "acme", "op-race", workflow.StatusCanceled, final.Version, ledger.Changes{}); err != nil {
+		if final, err = s.Transition(ctx, "acme", "op-race", workflow.StatusCanceled, final.Version, record.Changes{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -222,9 +224,9 @@ func TestTransitionConcurrent(t *testing.T) {
 	for g := range 50 {
 		wg.Go(func() {
 			to := []workflow.Status{workflow.StatusWorking, workflow.StatusCompleted, workflow.StatusFailed}[g%3]
-			_, err := s.Transition(ctx, "acme", "op-race", to, ledger.AnyVersion, ledger.Changes{})
-			var te *ledger.TransitionError
-			if errors.As(err, &te) && te.Kind == ledger.ConflictTerminal {
+			_, err := s.Transition(ctx, "acme", "op-race", to, record.AnyVersion, record.Changes{})
+			var te *record.TransitionError
+			if errors.As(err, &te) && te.Kind == record.ConflictTerminal {
 				refused.Add(1)
 			}
 		})
@@ -245,35 +247,35 @@ func TestCrossTenantIsNotFound(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
 	mustCreate(t, s, newOp("op-1"))
-	if _, err := s.GetOperation(ctx, "globex", "op-1"); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := s.GetOperation(ctx, "globex", "op-1"); !errors.Is(err, record.ErrNotFound) {
 		t.Errorf("get: err = %v", err)
 	}
-	if _, err := s.Transition(ctx, "globex", "op-1", workflow.StatusCreating, ledger.AnyVersion, ledger.Changes{}); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := s.Transition(ctx, "globex", "op-1", workflow.StatusCreating, record.AnyVersion, record.Changes{}); !errors.Is(err, record.ErrNotFound) {
 		t.Errorf("transition: err = %v", err)
 	}
-	if _, err := s.ListEvents(ctx, "globex", "op-1", 10, ""); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := s.ListEvents(ctx, "globex", "op-1", 10, ""); !errors.Is(err, record.ErrNotFound) {
 		t.Errorf("events: err = %v", err)
 	}
-	if _, err := s.SetTaskToken(ctx, "globex", "op-1", "tok"); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := s.SetTaskToken(ctx, "globex", "op-1", "tok"); !errors.Is(err, record.ErrNotFound) {
 		t.Errorf("set task token: err = %v", err)
 	}
-	if _, err := s.GetIntent(ctx, "globex", "op-1", "create_media_buy"); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := s.GetIntent(ctx, "globex", "op-1", "create_media_buy"); !errors.Is(err, record.ErrNotFound) {
 		t.Errorf("intent: err = %v", err)
 	}
-	page, err := s.ListOperations(ctx, "globex", ledger.ListOptions{})
+	page, err := s.ListOperations(ctx, "globex", record.ListOptions{})
 	if err != nil || len(page.Items) != 0 {
 		t.Errorf("list: %v items, err = %v", len(page.Items), err)
 	}
 	// A cursor from acme's listing is refused for globex.
 	mustCreate(t, s, newOp("op-2"))
-	p, err := s.ListOperations(ctx, "acme", ledger.ListOptions{Limit: 1})
+	p, err := s.ListOperations(ctx, "acme", record.ListOptions{Limit: 1})
 	if err != nil || p.Cursor == "" {
 		t.Fatalf("acme page: %+v, %v", p, err)
 	}
-	if _, err := s.ListOperations(ctx, "globex", ledger.ListOptions{Cursor: p.Cursor}); !errors.Is(err, ledger.ErrInvalidCursor) {
+	if _, err := s.ListOperations(ctx, "globex", record.ListOptions{Cursor: p.Cursor}); !errors.Is(err, record.ErrInvalidCursor) {
 		t.Errorf("foreign cursor: err = %v", err)
 	}
-	if _, err := s.ListOperations(ctx, "acme", ledger.ListOptions{Cursor: "not-base64!"}); !errors.Is(err, ledger.ErrInvalidCursor) {
+	if _, err := s.ListOperations(ctx, "acme", record.ListOptions{Cursor: "not-base64!"}); !errors.Is(err, record.ErrInvalidCursor) {
 		t.Errorf("garbage cursor: err = %v", err)
 	}
 	// The original tenant still sees everything.
@@ -295,7 +297,7 @@ func TestTaskToken(t *testing.T) {
 	if strings.Contains(string(b), "token-1") || strings.Contains(string(b), "task_token") {
 		t.Fatalf("view leaks the task token: %s", b)
 	}
-	page, _ := s.ListOperations(ctx, "acme", ledger.ListOptions{})
+	page, _ := s.ListOperations(ctx, "acme", record.ListOptions{})
 	b, _ = json.Marshal(page)
 	if strings.Contains(string(b), "token-1") {
 		t.Fatalf("listing leaks the task token: %s", b)
@@ -303,7 +305,7 @@ func TestTaskToken(t *testing.T) {
 	if _, err := s.SetTaskToken(ctx, "acme", "op-1", "token-2"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ClearTaskToken(ctx, "acme", "op-1", "token-1"); !errors.Is(err, ledger.ErrTokenMismatch) || !errors.Is(err, ledger.ErrConflict) {
+	if err := s.ClearTaskToken(ctx, "acme", "op-1", "token-1"); !errors.Is(err, record.ErrTokenMismatch) || !errors.Is(err, record.ErrConflict) {
 		t.Fatalf("clear stale token: err = %v", err)
 	}
 	if err := s.ClearTaskToken(ctx, "acme", "op-1", "token-2"); err != nil {
@@ -313,7 +315,7 @@ func TestTaskToken(t *testing.T) {
 	if got.TaskToken != "" {
 		t.Fatalf("token still stored: %q", got.TaskToken)
 	}
-	if err := s.ClearTaskToken(ctx, "acme", "op-1", "token-2"); !errors.Is(err, ledger.ErrTokenMismatch) {
+	if err := s.ClearTaskToken(ctx, "acme", "op-1", "token-2"); !errors.Is(err, record.ErrTokenMismatch) {
 		t.Fatalf("second clear: err = %v", err)
 	}
 }
@@ -328,7 +330,7 @@ func TestListOperationsPaginationAndFilters(t *testing.T) {
 		op.SellerID = []string{"seller-a", "seller-b"}[i%2]
 		mustCreate(t, s, op)
 		if i%3 == 0 {
-			if _, err := s.Transition(ctx, "acme", op.ID, workflow.StatusCreating, 1, ledger.Changes{}); err != nil {
+			if _, err := s.Transition(ctx, "acme", op.ID, workflow.StatusCreating, 1, record.Changes{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -340,13 +342,13 @@ func TestListOperationsPaginationAndFilters(t *testing.T) {
 
 	tests := []struct {
 		name string
-		opts ledger.ListOptions
+		opts record.ListOptions
 		want []string // newest first
 	}{
-		{"all", ledger.ListOptions{Limit: 2}, []string{"op-8", "op-7", "op-6", "op-5", "op-4", "op-3", "op-2", "op-1", "op-0"}},
-		{"by seller", ledger.ListOptions{Limit: 2, SellerID: "seller-b"}, []string{"op-7", "op-5", "op-3", "op-1"}},
-		{"by status", ledger.ListOptions{Limit: 2, Status: workflow.StatusCreating}, []string{"op-6", "op-3", "op-0"}},
-		{"by seller and status", ledger.ListOptions{Limit: 1, SellerID: "seller-a", Status: workflow.StatusCreating}, []string{"op-6", "op-0"}},
+		{"all", record.ListOptions{Limit: 2}, []string{"op-8", "op-7", "op-6", "op-5", "op-4", "op-3", "op-2", "op-1", "op-0"}},
+		{"by seller", record.ListOptions{Limit: 2, SellerID: "seller-b"}, []string{"op-7", "op-5", "op-3", "op-1"}},
+		{"by status", record.ListOptions{Limit: 2, Status: workflow.StatusCreating}, []string{"op-6", "op-3", "op-0"}},
+		{"by seller and status", record.ListOptions{Limit: 1, SellerID: "seller-a", Status: workflow.StatusCreating}, []string{"op-6", "op-0"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -384,12 +386,12 @@ func TestListPendingIsSparse(t *testing.T) {
 	ctx := context.Background()
 	for _, id := range []string{"op-1", "op-2", "op-3"} {
 		mustCreate(t, s, newOp(id))
-		if _, err := s.Transition(ctx, "acme", id, workflow.StatusCreating, 1, ledger.Changes{}); err != nil {
+		if _, err := s.Transition(ctx, "acme", id, workflow.StatusCreating, 1, record.Changes{}); err != nil {
 			t.Fatal(err)
 		}
 		clk.Advance(time.Second)
 	}
-	if _, err := s.Transition(ctx, "acme", "op-2", workflow.StatusFailed, ledger.AnyVersion, ledger.Changes{Reason: ptr("seller down")}); err != nil {
+	if _, err := s.Transition(ctx, "acme", "op-2", workflow.StatusFailed, record.AnyVersion, record.Changes{Reason: ptr("seller down")}); err != nil {
 		t.Fatal(err)
 	}
 	page, err := s.ListPending(ctx, workflow.StatusCreating, clk.Now().Add(time.Minute), 10, "")
@@ -416,31 +418,31 @@ func TestUpdateFields(t *testing.T) {
 	s, clk := newStore(t)
 	ctx := context.Background()
 	mustCreate(t, s, newOp("op-1"))
-	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusWorking, ledger.AnyVersion, ledger.Changes{}); !errors.Is(err, ledger.ErrConflict) {
+	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusWorking, record.AnyVersion, record.Changes{}); !errors.Is(err, record.ErrConflict) {
 		t.Fatalf("requested → working must be illegal: %v", err)
 	}
-	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCreating, 1, ledger.Changes{}); err != nil {
+	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCreating, 1, record.Changes{}); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(time.Minute)
-	got, err := s.UpdateFields(ctx, "acme", "op-1", 2, ledger.Changes{SellerTaskID: ptr("task-9"), Actor: "poll"})
+	got, err := s.UpdateFields(ctx, "acme", "op-1", 2, record.Changes{SellerTaskID: ptr("task-9"), Actor: "poll"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Status != workflow.StatusCreating || got.Version != 3 || got.SellerTaskID != "task-9" || !got.UpdatedAt.Equal(clk.Now()) {
 		t.Fatalf("after update: %+v", got)
 	}
-	var te *ledger.TransitionError
-	if _, err := s.UpdateFields(ctx, "acme", "op-1", 2, ledger.Changes{}); !errors.As(err, &te) || te.Kind != ledger.ConflictVersion {
+	var te *record.TransitionError
+	if _, err := s.UpdateFields(ctx, "acme", "op-1", 2, record.Changes{}); !errors.As(err, &te) || te.Kind != record.ConflictVersion {
 		t.Fatalf("stale version: %v", err)
 	}
-	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCanceled, 3, ledger.Changes{}); err != nil {
+	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCanceled, 3, record.Changes{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.UpdateFields(ctx, "acme", "op-1", ledger.AnyVersion, ledger.Changes{MediaBuyID: ptr("x")}); !errors.As(err, &te) || te.Kind != ledger.ConflictTerminal {
+	if _, err := s.UpdateFields(ctx, "acme", "op-1", record.AnyVersion, record.Changes{MediaBuyID: ptr("x")}); !errors.As(err, &te) || te.Kind != record.ConflictTerminal {
 		t.Fatalf("update of a terminal operation: %v", err)
 	}
-	if _, err := s.UpdateFields(ctx, "globex", "op-1", ledger.AnyVersion, ledger.Changes{}); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := s.UpdateFields(ctx, "globex", "op-1", record.AnyVersion, record.Changes{}); !errors.Is(err, record.ErrNotFound) {
 		t.Fatalf("cross-tenant update: %v", err)
 	}
 	page, err := s.ListEvents(ctx, "acme", "op-1", 10, "")
@@ -465,7 +467,7 @@ func TestFindOperationByIDAlone(t *testing.T) {
 	if err != nil || got.Tenant != "acme" || got.ID != "op-find" {
 		t.Fatalf("FindOperation = %+v, %v", got, err)
 	}
-	if _, err := s.FindOperation(ctx, "op-missing"); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := s.FindOperation(ctx, "op-missing"); !errors.Is(err, record.ErrNotFound) {
 		t.Fatalf("missing: %v", err)
 	}
 	// The id is unique across tenants: another tenant cannot create it, and learns nothing of
@@ -473,11 +475,11 @@ func TestFindOperationByIDAlone(t *testing.T) {
 	other := newOp("op-find")
 	other.Tenant = "globex"
 	_, err = s.CreateOperation(ctx, other)
-	var ce *ledger.ConflictError
+	var ce *record.ConflictError
 	if !errors.As(err, &ce) || ce.Operation != nil {
 		t.Fatalf("cross-tenant create: err = %v (%+v)", err, ce)
 	}
-	if _, err := s.GetOperation(ctx, "globex", "op-find"); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := s.GetOperation(ctx, "globex", "op-find"); !errors.Is(err, record.ErrNotFound) {
 		t.Fatalf("globex sees the operation: %v", err)
 	}
 }

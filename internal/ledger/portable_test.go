@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -29,13 +31,13 @@ func TestStoreIsPortableWithEmulatorCompat(t *testing.T) {
 	s.Now = clk.Now
 	ctx := context.Background()
 	mustCreate(t, s, newOp("op-1"))
-	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCreating, 1, ledger.Changes{}); err != nil {
+	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCreating, 1, record.Changes{}); err != nil {
 		t.Fatal(err)
 	}
 	exp := clk.Now().Add(time.Hour)
-	got, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCompleted, 2, ledger.Changes{
+	got, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCompleted, 2, record.Changes{
 		SellerTaskID: ptr("task-1"), MediaBuyID: ptr("mb-1"), GovernanceCheckID: ptr("chk-1"),
-		GovernanceContext: ptr("ctx"), GovernanceExpiresAt: &exp, WebhookTokenHash: ptr(ledger.HashToken("t")),
+		GovernanceContext: ptr("ctx"), GovernanceExpiresAt: &exp, WebhookTokenHash: ptr(record.HashToken("t")),
 		Reason: ptr("done"), Deadline: &exp, ExecutionName: ptr("exec-1"),
 	})
 	if err != nil {

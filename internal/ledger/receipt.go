@@ -6,23 +6,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
-
-// Receipt is the deduplication record of one seller webhook delivery.
-type Receipt struct {
-	// SellerID is the authenticated sender (from the verified signature, never from the body).
-	SellerID       string    `dynamodbav:"seller_id"`
-	IdempotencyKey string    `dynamodbav:"idempotency_key"`
-	Tenant         string    `dynamodbav:"tenant,omitempty"`
-	OperationID    string    `dynamodbav:"operation_id,omitempty"`
-	TaskID         string    `dynamodbav:"task_id,omitempty"`
-	ReceivedAt     time.Time `dynamodbav:"received_at"`
-}
 
 type receiptItem struct {
 	PK  string `dynamodbav:"pk"`
@@ -31,19 +22,19 @@ type receiptItem struct {
 	// Writer is random per put: a failed condition on an item that carries our writer is our
 	// own put, retried by the SDK after its response was lost, not a duplicate.
 	Writer string `dynamodbav:"writer"`
-	Receipt
+	record.Receipt
 }
 
 // RecordReceipt stores the receipt of a webhook before any side effect, with
 // attribute_not_exists(pk) OR ttl < :now (TTL deletes lazily), kept for ReceiptTTL (at least 24 h).
 // duplicate is true when a live receipt for (seller, idempotency key) already exists; the caller
 // answers 2xx and does nothing else.
-func (s *Store) RecordReceipt(ctx context.Context, r Receipt) (duplicate bool, err error) {
+func (s *Store) RecordReceipt(ctx context.Context, r record.Receipt) (duplicate bool, err error) {
 	if err := checkID("seller id", r.SellerID); err != nil {
 		return false, err
 	}
 	if r.IdempotencyKey == "" {
-		return false, fmt.Errorf("%w: empty webhook idempotency key", ErrInvalidArgument)
+		return false, fmt.Errorf("%w: empty webhook idempotency key", record.ErrInvalidArgument)
 	}
 	now := s.now()
 	if r.ReceivedAt.IsZero() {
@@ -91,7 +82,7 @@ type nonceItem struct {
 // expiry) and reports whether it was already recorded and still live (a replay).
 func (s *Store) SeenNonce(ctx context.Context, keyID, nonce string, until time.Time) (bool, error) {
 	if keyID == "" || nonce == "" {
-		return false, fmt.Errorf("%w: key id and nonce are required", ErrInvalidArgument)
+		return false, fmt.Errorf("%w: key id and nonce are required", record.ErrInvalidArgument)
 	}
 	now := s.now()
 	exp := until.Unix()
@@ -135,7 +126,7 @@ func (s *Store) putOnce(ctx context.Context, item any, k map[string]types.Attrib
 	}
 	cur, err := s.oldOrRead(ctx, old, k)
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, record.ErrNotFound):
 		return true, nil // held a moment ago, released since: still not ours to record
 	case err != nil:
 		return false, fmt.Errorf("read existing: %w", err)

@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/dynamotest"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -17,7 +18,7 @@ func TestIntentIsWrittenOnce(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
 	ctx := context.Background()
-	first := ledger.Intent{Tenant: "acme", OperationID: "op-1", Task: "create_media_buy", IdempotencyKey: "k-1", Request: []byte(`{"a":1}`)}
+	first := record.Intent{Tenant: "acme", OperationID: "op-1", Task: "create_media_buy", IdempotencyKey: "k-1", Request: []byte(`{"a":1}`)}
 	_, created, err := s.PutIntent(ctx, first)
 	if err != nil || !created {
 		t.Fatalf("first put: %v, created %v", err, created)
@@ -32,7 +33,7 @@ func TestIntentIsWrittenOnce(t *testing.T) {
 	if err != nil || read.IdempotencyKey != "k-1" || string(read.Request) != `{"a":1}` {
 		t.Fatalf("get: %+v, %v", read, err)
 	}
-	if _, err := s.GetIntent(ctx, "acme", "op-1", "update_media_buy"); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := s.GetIntent(ctx, "acme", "op-1", "update_media_buy"); !errors.Is(err, record.ErrNotFound) {
 		t.Fatalf("missing intent: err = %v", err)
 	}
 }
@@ -41,16 +42,16 @@ func TestWebhookReceiptDuplicate(t *testing.T) {
 	t.Parallel()
 	s, clk := newStore(t)
 	ctx := context.Background()
-	r := ledger.Receipt{SellerID: "seller-1", IdempotencyKey: "wh-1", OperationID: "op-1", TaskID: "task-1"}
+	r := record.Receipt{SellerID: "seller-1", IdempotencyKey: "wh-1", OperationID: "op-1", TaskID: "task-1"}
 	steps := []struct {
 		name    string
 		advance time.Duration
-		r       ledger.Receipt
+		r       record.Receipt
 		dup     bool
 	}{
 		{"first delivery", 0, r, false},
 		{"redelivery", time.Hour, r, true},
-		{"same key from another seller", 0, ledger.Receipt{SellerID: "seller-2", IdempotencyKey: "wh-1"}, false},
+		{"same key from another seller", 0, record.Receipt{SellerID: "seller-2", IdempotencyKey: "wh-1"}, false},
 		{"redelivery after 47 h", 46 * time.Hour, r, true},
 		{"after the receipt expired (TTL not yet run)", 2 * time.Hour, r, false},
 	}
@@ -83,8 +84,8 @@ func TestSeenNonceReplay(t *testing.T) {
 	}
 }
 
-func newApproval(id string, expires time.Time) ledger.Approval {
-	return ledger.Approval{
+func newApproval(id string, expires time.Time) record.Approval {
+	return record.Approval{
 		ID: id, Tenant: "acme", OperationID: "op-1", TaskToken: "tok-" + id,
 		Approvers: []string{"U1", "U2"}, Requester: "U9", Amount: "25000.00", Currency: "USD",
 		Reason: "budget over threshold", ExpiresAt: expires,
@@ -99,19 +100,19 @@ func TestApprovalDecidedOnce(t *testing.T) {
 	if _, err := s.CreateApproval(ctx, newApproval("ap-1", clk.Now().Add(time.Hour))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.CreateApproval(ctx, newApproval("ap-1", clk.Now().Add(time.Hour))); !errors.Is(err, ledger.ErrConflict) {
+	if _, err := s.CreateApproval(ctx, newApproval("ap-1", clk.Now().Add(time.Hour))); !errors.Is(err, record.ErrConflict) {
 		t.Fatalf("duplicate create: err = %v", err)
 	}
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
-		wins    []*ledger.Approval
-		losers  []*ledger.DecisionError
+		wins    []*record.Approval
+		losers  []*record.DecisionError
 		unknown []error
 	)
-	decisions := []ledger.Decision{
-		{Outcome: ledger.ApprovalApproved, By: "U1", Comment: "ok"},
-		{Outcome: ledger.ApprovalRejected, By: "U2", Comment: "no"},
+	decisions := []record.Decision{
+		{Outcome: record.ApprovalApproved, By: "U1", Comment: "ok"},
+		{Outcome: record.ApprovalRejected, By: "U2", Comment: "no"},
 	}
 	start := make(chan struct{})
 	for _, d := range decisions {
@@ -120,7 +121,7 @@ func TestApprovalDecidedOnce(t *testing.T) {
 			a, err := s.Decide(ctx, "ap-1", d)
 			mu.Lock()
 			defer mu.Unlock()
-			var de *ledger.DecisionError
+			var de *record.DecisionError
 			switch {
 			case err == nil:
 				wins = append(wins, a)
@@ -143,7 +144,7 @@ func TestApprovalDecidedOnce(t *testing.T) {
 	if l.Status != w.Status || l.Decider != w.Decider || !l.DecidedAt.Equal(w.DecidedAt) {
 		t.Fatalf("loser sees %s by %s at %s, winner %s by %s at %s", l.Status, l.Decider, l.DecidedAt, w.Status, w.Decider, w.DecidedAt)
 	}
-	refs := []ledger.SlackRef{{Channel: "C1", TS: "1.2"}}
+	refs := []record.SlackRef{{Channel: "C1", TS: "1.2"}}
 	if err := s.SetSlackMessages(ctx, "ap-1", refs); err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +152,7 @@ func TestApprovalDecidedOnce(t *testing.T) {
 	if err != nil || got.Tenant != "acme" || got.Status != w.Status || len(got.SlackMessages) != 1 || got.SlackMessages[0] != refs[0] {
 		t.Fatalf("get: %+v, %v", got, err)
 	}
-	if err := s.SetSlackMessages(ctx, "ap-missing", refs); !errors.Is(err, ledger.ErrNotFound) {
+	if err := s.SetSlackMessages(ctx, "ap-missing", refs); !errors.Is(err, record.ErrNotFound) {
 		t.Fatalf("slack refs of a missing approval: %v", err)
 	}
 }
@@ -165,19 +166,19 @@ func TestApprovalExpired(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Advance(time.Hour) // expires_at == now: too late
-	_, err := s.Decide(ctx, "ap-2", ledger.Decision{Outcome: ledger.ApprovalApproved, By: "U1"})
-	var de *ledger.DecisionError
-	if !errors.As(err, &de) || de.Current.Status != ledger.ApprovalPending || !de.Current.ExpiresAt.Equal(expires) {
+	_, err := s.Decide(ctx, "ap-2", record.Decision{Outcome: record.ApprovalApproved, By: "U1"})
+	var de *record.DecisionError
+	if !errors.As(err, &de) || de.Current.Status != record.ApprovalPending || !de.Current.ExpiresAt.Equal(expires) {
 		t.Fatalf("late approve: err = %v", err)
 	}
-	a, err := s.Decide(ctx, "ap-2", ledger.Decision{Outcome: ledger.ApprovalExpired, By: "system"})
-	if err != nil || a.Status != ledger.ApprovalExpired {
+	a, err := s.Decide(ctx, "ap-2", record.Decision{Outcome: record.ApprovalExpired, By: "system"})
+	if err != nil || a.Status != record.ApprovalExpired {
 		t.Fatalf("expire: %+v, %v", a, err)
 	}
-	if _, err := s.Decide(ctx, "ap-2", ledger.Decision{Outcome: ledger.ApprovalExpired, By: "system"}); !errors.As(err, &de) || de.Current.Status != ledger.ApprovalExpired {
+	if _, err := s.Decide(ctx, "ap-2", record.Decision{Outcome: record.ApprovalExpired, By: "system"}); !errors.As(err, &de) || de.Current.Status != record.ApprovalExpired {
 		t.Fatalf("second expire: err = %v", err)
 	}
-	if _, err := s.Decide(ctx, "ap-missing", ledger.Decision{Outcome: ledger.ApprovalApproved, By: "U1"}); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := s.Decide(ctx, "ap-missing", record.Decision{Outcome: record.ApprovalApproved, By: "U1"}); !errors.Is(err, record.ErrNotFound) {
 		t.Fatalf("missing approval: err = %v", err)
 	}
 }
@@ -187,29 +188,29 @@ func TestEventsOrderedAndPaginated(t *testing.T) {
 	s, clk := newStore(t)
 	ctx := context.Background()
 	mustCreate(t, s, newOp("op-1"))
-	want := []string{ledger.EventCreated}
+	want := []string{record.EventCreated}
 	for _, to := range []workflow.Status{workflow.StatusCheckingGovernance, workflow.StatusCreating} {
 		clk.Advance(time.Second)
-		if _, err := s.Transition(ctx, "acme", "op-1", to, ledger.AnyVersion, ledger.Changes{Actor: "system"}); err != nil {
+		if _, err := s.Transition(ctx, "acme", "op-1", to, record.AnyVersion, record.Changes{Actor: "system"}); err != nil {
 			t.Fatal(err)
 		}
-		want = append(want, ledger.EventTransition)
+		want = append(want, record.EventTransition)
 		clk.Advance(10 * time.Millisecond)
-		if err := s.AppendEvent(ctx, "acme", "op-1", ledger.Event{Type: "call", Actor: "create", Detail: []byte(`{"tool":"x"}`)}); err != nil {
+		if err := s.AppendEvent(ctx, "acme", "op-1", record.Event{Type: "call", Actor: "create", Detail: []byte(`{"tool":"x"}`)}); err != nil {
 			t.Fatal(err)
 		}
 		want = append(want, "call")
 	}
 	// Two events in the same nanosecond keep distinct keys.
-	if err := s.AppendEvent(ctx, "acme", "op-1", ledger.Event{Type: "poll"}); err != nil {
+	if err := s.AppendEvent(ctx, "acme", "op-1", record.Event{Type: "poll"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AppendEvent(ctx, "acme", "op-1", ledger.Event{Type: "poll"}); err != nil {
+	if err := s.AppendEvent(ctx, "acme", "op-1", record.Event{Type: "poll"}); err != nil {
 		t.Fatal(err)
 	}
 	want = append(want, "poll", "poll")
 
-	var got []ledger.Event
+	var got []record.Event
 	cursor := ""
 	for range 10 {
 		page, err := s.ListEvents(ctx, "acme", "op-1", 3, cursor)
@@ -241,7 +242,7 @@ func TestReleasedReceiptIsAppliedAgain(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
 	ctx := context.Background()
-	r := ledger.Receipt{SellerID: "seller-1", IdempotencyKey: "wh-release"}
+	r := record.Receipt{SellerID: "seller-1", IdempotencyKey: "wh-release"}
 	if dup, err := s.RecordReceipt(ctx, r); err != nil || dup {
 		t.Fatalf("first: %v %v", dup, err)
 	}

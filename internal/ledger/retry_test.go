@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/buyflow/buyflow/internal/dynamotest"
@@ -51,19 +53,19 @@ func TestWritesSurviveARetryAfterALostResponse(t *testing.T) {
 	ctx := context.Background()
 
 	// A lost create answers a conflict, which the submit path already treats as "it exists".
-	if _, err := s.CreateOperation(ctx, newOp("op-r")); err != nil && !errors.Is(err, ledger.ErrConflict) {
+	if _, err := s.CreateOperation(ctx, newOp("op-r")); err != nil && !errors.Is(err, record.ErrConflict) {
 		t.Fatal(err)
 	}
 	op, err := s.GetOperation(ctx, "acme", "op-r")
 	if err != nil {
 		t.Fatal(err)
 	}
-	moved, err := s.Transition(ctx, "acme", "op-r", workflow.StatusCheckingGovernance, op.Version, ledger.Changes{Actor: "test"})
+	moved, err := s.Transition(ctx, "acme", "op-r", workflow.StatusCheckingGovernance, op.Version, record.Changes{Actor: "test"})
 	if err != nil || moved.Status != workflow.StatusCheckingGovernance || moved.Version != op.Version+1 {
 		t.Fatalf("transition: %+v, %v", moved, err)
 	}
 	reason := "r"
-	if _, err := s.UpdateFields(ctx, "acme", "op-r", moved.Version, ledger.Changes{Reason: &reason}); err != nil {
+	if _, err := s.UpdateFields(ctx, "acme", "op-r", moved.Version, record.Changes{Reason: &reason}); err != nil {
 		t.Fatalf("update fields: %v", err)
 	}
 	if _, err := s.SetTaskToken(ctx, "acme", "op-r", "tok-1"); err != nil {
@@ -72,10 +74,10 @@ func TestWritesSurviveARetryAfterALostResponse(t *testing.T) {
 	if err := s.ClearTaskToken(ctx, "acme", "op-r", "tok-1"); err != nil {
 		t.Fatalf("clear task token: %v", err)
 	}
-	if err := s.ClearTaskToken(ctx, "acme", "op-r", "tok-1"); !errors.Is(err, ledger.ErrTokenMismatch) {
+	if err := s.ClearTaskToken(ctx, "acme", "op-r", "tok-1"); !errors.Is(err, record.ErrTokenMismatch) {
 		t.Fatalf("a second waker's clear: err = %v, want ErrTokenMismatch", err)
 	}
-	if err := s.AppendEvent(ctx, "acme", "op-r", ledger.Event{Type: "note"}); err != nil {
+	if err := s.AppendEvent(ctx, "acme", "op-r", record.Event{Type: "note"}); err != nil {
 		t.Fatalf("append event: %v", err)
 	}
 	// A change begun again passes the buy state's condition (it is this change's) but finds its
@@ -83,18 +85,18 @@ func TestWritesSurviveARetryAfterALostResponse(t *testing.T) {
 	// ClientRequestToken from the first outcome.
 	buy := initialBuy()
 	buy.OperationID = "op-r"
-	begun, err := s.BeginChange(ctx, buy, "chg-r", "budget", time.Now().Add(time.Hour), ledger.Event{Type: "modification_requested"})
+	begun, err := s.BeginChange(ctx, buy, "chg-r", "budget", time.Now().Add(time.Hour), record.Event{Type: "modification_requested"})
 	if err != nil || begun.ChangeID != "chg-r" {
 		t.Fatalf("begin change: %+v, %v", begun, err)
 	}
 	buy.Revision = 3
-	if applied, err := s.ApplyChange(ctx, buy, "chg-r", ledger.Event{Type: "modification_applied"}); err != nil || applied.ChangeID != "" || applied.Revision != 3 {
+	if applied, err := s.ApplyChange(ctx, buy, "chg-r", record.Event{Type: "modification_applied"}); err != nil || applied.ChangeID != "" || applied.Revision != 3 {
 		t.Fatalf("apply change: %+v, %v", applied, err)
 	}
-	if _, err := s.BeginChange(ctx, buy, "chg-r2", "pause", time.Now().Add(time.Hour), ledger.Event{Type: "modification_requested"}); err != nil {
+	if _, err := s.BeginChange(ctx, buy, "chg-r2", "pause", time.Now().Add(time.Hour), record.Event{Type: "modification_requested"}); err != nil {
 		t.Fatalf("begin a second change: %v", err)
 	}
-	if ended, err := s.EndChange(ctx, "acme", "op-r", "chg-r2", "denied", "no", ledger.Event{Type: "modification_ended"}); err != nil || ended.LastChangeID != "chg-r2" {
+	if ended, err := s.EndChange(ctx, "acme", "op-r", "chg-r2", "denied", "no", record.Event{Type: "modification_ended"}); err != nil || ended.LastChangeID != "chg-r2" {
 		t.Fatalf("end change: %+v, %v", ended, err)
 	}
 	evs, err := s.ListEvents(ctx, "acme", "op-r", 100, "")
@@ -105,16 +107,16 @@ func TestWritesSurviveARetryAfterALostResponse(t *testing.T) {
 		t.Errorf("%d note events, want 1", notes)
 	}
 
-	if _, err := s.CreateApproval(ctx, newApproval("ap-r", time.Now().Add(time.Hour))); err != nil && !errors.Is(err, ledger.ErrConflict) {
+	if _, err := s.CreateApproval(ctx, newApproval("ap-r", time.Now().Add(time.Hour))); err != nil && !errors.Is(err, record.ErrConflict) {
 		t.Fatal(err)
 	}
-	a, err := s.Decide(ctx, "ap-r", ledger.Decision{Outcome: ledger.ApprovalRejected, By: "U1", Comment: "no"})
-	if err != nil || a.Status != ledger.ApprovalRejected || a.Decider != "U1" {
+	a, err := s.Decide(ctx, "ap-r", record.Decision{Outcome: record.ApprovalRejected, By: "U1", Comment: "no"})
+	if err != nil || a.Status != record.ApprovalRejected || a.Decider != "U1" {
 		t.Fatalf("decide: %+v, %v", a, err)
 	}
 	// Someone else's later decision is still refused.
-	var de *ledger.DecisionError
-	if _, err := s.Decide(ctx, "ap-r", ledger.Decision{Outcome: ledger.ApprovalApproved, By: "U2"}); !errors.As(err, &de) {
+	var de *record.DecisionError
+	if _, err := s.Decide(ctx, "ap-r", record.Decision{Outcome: record.ApprovalApproved, By: "U2"}); !errors.As(err, &de) {
 		t.Fatalf("second decider: err = %v, want a DecisionError", err)
 	}
 
@@ -133,15 +135,15 @@ func TestWritesSurviveARetryAfterALostResponse(t *testing.T) {
 		t.Fatalf("release claim: %v", err)
 	}
 	// A claim held by another request is still refused.
-	if _, err := s.Claim(ctx, "acme", "key-r", "hash"); !errors.Is(err, ledger.ErrConflict) {
+	if _, err := s.Claim(ctx, "acme", "key-r", "hash"); !errors.Is(err, record.ErrConflict) {
 		t.Fatalf("claim of a completed key: err = %v, want a conflict", err)
 	}
 
-	dup, err := s.RecordReceipt(ctx, ledger.Receipt{SellerID: "seller-1", IdempotencyKey: "wh-1"})
+	dup, err := s.RecordReceipt(ctx, record.Receipt{SellerID: "seller-1", IdempotencyKey: "wh-1"})
 	if err != nil || dup {
 		t.Fatalf("receipt: duplicate %v, %v", dup, err)
 	}
-	if dup, err := s.RecordReceipt(ctx, ledger.Receipt{SellerID: "seller-1", IdempotencyKey: "wh-1"}); err != nil || !dup {
+	if dup, err := s.RecordReceipt(ctx, record.Receipt{SellerID: "seller-1", IdempotencyKey: "wh-1"}); err != nil || !dup {
 		t.Fatalf("a real duplicate delivery: duplicate %v, %v", dup, err)
 	}
 	seen, err := s.SeenNonce(ctx, "kid", "n-1", time.Now().Add(time.Minute))
@@ -153,7 +155,7 @@ func TestWritesSurviveARetryAfterALostResponse(t *testing.T) {
 	}
 }
 
-func countType(evs []ledger.Event, typ string) int {
+func countType(evs []record.Event, typ string) int {
 	n := 0
 	for _, e := range evs {
 		if e.Type == typ {

@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
+
+	"github.com/buyflow/buyflow/internal/record"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -12,33 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
-
-// Phases of a seller pass stored in SweepProgress.
-const (
-	PhaseList    = "list"    // reading list_tasks pages
-	PhaseCompare = "compare" // comparing operations
-)
-
-// SweepProgress is where the reconciliation sweep's last run left a seller: the account group in progress, the phase, the
-// seller's list cursor or the last operation compared, and when a pass last completed. The
-// zero value means "start from the beginning".
-type SweepProgress struct {
-	Seller     string    `dynamodbav:"seller"`
-	Account    string    `dynamodbav:"account,omitempty"`
-	Phase      string    `dynamodbav:"phase,omitempty"`
-	ListCursor string    `dynamodbav:"list_cursor,omitempty"`
-	AfterOp    string    `dynamodbav:"after_op,omitempty"`
-	LastPass   time.Time `dynamodbav:"last_pass,omitempty"`
-	// NotBefore is set when the seller's retry_after reaches past the run that got it: no run
-	// calls the seller before then.
-	NotBefore time.Time `dynamodbav:"not_before,omitempty"`
-	// Fence is the reconcile lease fence of the run that wrote it.
-	Fence     int64     `dynamodbav:"fence"`
-	UpdatedAt time.Time `dynamodbav:"updated_at"`
-}
-
-// ErrStaleFence reports a progress write by a run whose lease was taken over.
-var ErrStaleFence = errors.New("ledger: sweep progress written under a newer lease")
 
 // The sweep's progress of a seller lives under pk "RECONCILE#<seller>", sk "PROGRESS" (a
 // prefix no other item uses), written with a put conditioned on the lease fence:
@@ -53,25 +27,25 @@ func progressKey(seller string) map[string]types.AttributeValue {
 
 // GetProgress returns the sweep's progress of seller (a consistent read), or the zero
 // SweepProgress of the seller when none is stored.
-func (s *Store) GetProgress(ctx context.Context, seller string) (SweepProgress, error) {
+func (s *Store) GetProgress(ctx context.Context, seller string) (record.SweepProgress, error) {
 	in := &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: progressKey(seller), ConsistentRead: aws.Bool(true)}
 	out, err := s.api.GetItem(ctx, in)
 	if err != nil {
-		return SweepProgress{}, fmt.Errorf("ledger: read sweep progress of %s: %w", seller, err)
+		return record.SweepProgress{}, fmt.Errorf("ledger: read sweep progress of %s: %w", seller, err)
 	}
 	if len(out.Item) == 0 {
-		return SweepProgress{Seller: seller}, nil
+		return record.SweepProgress{Seller: seller}, nil
 	}
-	var p SweepProgress
+	var p record.SweepProgress
 	if err := attributevalue.UnmarshalMap(out.Item, &p); err != nil {
-		return SweepProgress{}, fmt.Errorf("ledger: decode sweep progress of %s: %w", seller, err)
+		return record.SweepProgress{}, fmt.Errorf("ledger: decode sweep progress of %s: %w", seller, err)
 	}
 	return p, nil
 }
 
 // PutProgress stores p unless a sweep run holding a newer lease (a higher fence) stored one:
 // then it returns ErrStaleFence.
-func (s *Store) PutProgress(ctx context.Context, p SweepProgress) error {
+func (s *Store) PutProgress(ctx context.Context, p record.SweepProgress) error {
 	p.UpdatedAt = s.now()
 	item, err := attributevalue.MarshalMap(p)
 	if err != nil {
@@ -93,7 +67,7 @@ func (s *Store) PutProgress(ctx context.Context, p SweepProgress) error {
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &ccf):
-		return ErrStaleFence
+		return record.ErrStaleFence
 	case err != nil:
 		return fmt.Errorf("ledger: store sweep progress of %s: %w", p.Seller, err)
 	}

@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/buy"
-	"github.com/buyflow/buyflow/internal/ledger"
 )
 
 // latestApproval finds the operation's latest approval request on its timeline and reads it;
@@ -23,12 +24,12 @@ func (s *Service) latestApproval(ctx context.Context, tenant, opID string) (*buy
 	var requestedAt time.Time
 	cursor := ""
 	for page := 0; page < 200; page++ {
-		p, err := s.ledger.ListEvents(ctx, tenant, opID, ledger.MaxListLimit, cursor)
+		p, err := s.ledger.ListEvents(ctx, tenant, opID, record.MaxListLimit, cursor)
 		if err != nil {
 			return nil, fmt.Errorf("mediabuy: timeline of %s: %w", opID, err)
 		}
 		for _, ev := range p.Items {
-			if ev.Type != ledger.EventApprovalRequested {
+			if ev.Type != record.EventApprovalRequested {
 				continue
 			}
 			if json.Unmarshal(ev.Detail, &last) != nil {

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/buytest"
+	"github.com/buyflow/buyflow/internal/record"
 
-	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/buytest"
 )
 
 func TestGetShowsTheLatestApprovalWithoutLinksOrTokens(t *testing.T) {
@@ -29,12 +29,12 @@ func TestGetShowsTheLatestApprovalWithoutLinksOrTokens(t *testing.T) {
 	expires := time.Now().UTC().Add(2 * time.Hour).Truncate(time.Second)
 	request := func(apr, tenant, opID string, round int, escalation bool, approvers, escalateTo []string) {
 		t.Helper()
-		if _, err := store.CreateApproval(ctx, ledger.Approval{ID: apr, Tenant: tenant, OperationID: opID, TaskToken: "AQB-secret-token-" + apr,
+		if _, err := store.CreateApproval(ctx, record.Approval{ID: apr, Tenant: tenant, OperationID: opID, TaskToken: "AQB-secret-token-" + apr,
 			Approvers: approvers, EscalationApprovers: escalateTo, Amount: "20000.50", Currency: "USD", Reason: "policy_threshold", ExpiresAt: expires}); err != nil {
 			t.Fatal(err)
 		}
 		d, _ := json.Marshal(map[string]any{"approval_id": apr, "round": round, "escalation": escalation})
-		if err := store.AppendEvent(ctx, "acme", id, ledger.Event{Type: ledger.EventApprovalRequested, Actor: "system", Detail: d}); err != nil {
+		if err := store.AppendEvent(ctx, "acme", id, record.Event{Type: record.EventApprovalRequested, Actor: "system", Detail: d}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -57,7 +57,7 @@ func TestGetShowsTheLatestApprovalWithoutLinksOrTokens(t *testing.T) {
 
 	// The escalation round is the latest; once decided it says who and when.
 	request("apr_second", "acme", id, 1, true, []string{"S0FINANCE"}, nil)
-	if _, err := store.Decide(ctx, "apr_second", ledger.Decision{Outcome: ledger.ApprovalApproved, By: "S0FINANCE"}); err != nil {
+	if _, err := store.Decide(ctx, "apr_second", record.Decision{Outcome: record.ApprovalApproved, By: "S0FINANCE"}); err != nil {
 		t.Fatal(err)
 	}
 	v, err = svc.Get(ctx, "acme", id)

@@ -7,25 +7,24 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/buy"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
 // Ledger is the part of the ledger the submit and read use cases need.
 type Ledger interface {
-	Claim(ctx context.Context, tenant, idempotencyKey, payloadHash string) (*ledger.Claim, error)
-	CompleteClaim(ctx context.Context, c *ledger.Claim, operationID string, response json.RawMessage) error
-	ReleaseClaim(ctx context.Context, c *ledger.Claim) error
-	GetOperation(ctx context.Context, tenant, id string) (*ledger.Operation, error)
-	ListOperations(ctx context.Context, tenant string, o ledger.ListOptions) (ledger.Page[ledger.View], error)
-	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (ledger.Page[ledger.Event], error)
-	GetApproval(ctx context.Context, id string) (*ledger.Approval, error)
-	GetBuyState(ctx context.Context, tenant, opID string) (*ledger.BuyState, error)
-	GetBreaker(ctx context.Context, agentID string) (ledger.Breaker, error)
+	Claim(ctx context.Context, tenant, idempotencyKey, payloadHash string) (*record.Claim, error)
+	CompleteClaim(ctx context.Context, c *record.Claim, operationID string, response json.RawMessage) error
+	ReleaseClaim(ctx context.Context, c *record.Claim) error
+	GetOperation(ctx context.Context, tenant, id string) (*record.Operation, error)
+	ListOperations(ctx context.Context, tenant string, o record.ListOptions) (record.Page[record.View], error)
+	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (record.Page[record.Event], error)
+	GetApproval(ctx context.Context, id string) (*record.Approval, error)
+	GetBuyState(ctx context.Context, tenant, opID string) (*record.BuyState, error)
+	GetBreaker(ctx context.Context, agentID string) (record.Breaker, error)
 }
-
-var _ Ledger = (*ledger.Store)(nil)
 
 // Service implements the buyer-facing use cases.
 type Service struct {
@@ -69,7 +68,7 @@ func (s *Service) place(ctx context.Context, c buy.Caller, key string, req *buy.
 // Get returns the tenant's operation id.
 func (s *Service) Get(ctx context.Context, tenant, id string) (buy.View, error) {
 	op, err := s.ledger.GetOperation(ctx, tenant, id)
-	if errors.Is(err, ledger.ErrNotFound) {
+	if errors.Is(err, record.ErrNotFound) {
 		return buy.View{}, buy.ErrNotFound
 	}
 	if err != nil {
@@ -88,7 +87,7 @@ func (s *Service) Get(ctx context.Context, tenant, id string) (buy.View, error) 
 		v.Current = &buy.CurrentView{Revision: st.Revision, State: st.State, Budget: st.BudgetTotal, Currency: st.Currency,
 			Packages: st.Packages, EndTime: st.EndTime, ChangeInFlight: st.ChangeID, LastChangeID: st.LastChangeID,
 			LastOutcome: st.LastOutcome, LastReason: st.LastReason, UpdatedAt: st.UpdatedAt.UTC().Format(time.RFC3339Nano)}
-	case !errors.Is(err, ledger.ErrNotFound):
+	case !errors.Is(err, record.ErrNotFound):
 		return buy.View{}, fmt.Errorf("mediabuy: get the state of %s: %w", id, err)
 	}
 	if v.Waiting, err = s.waiting(ctx, op); err != nil {
@@ -99,7 +98,7 @@ func (s *Service) Get(ctx context.Context, tenant, id string) (buy.View, error) 
 
 // List returns one page of the tenant's operations, newest first.
 func (s *Service) List(ctx context.Context, tenant string, q ListQuery) (ListPage, error) {
-	opts := ledger.ListOptions{SellerID: q.Seller, Limit: q.Limit, Cursor: q.Cursor}
+	opts := record.ListOptions{SellerID: q.Seller, Limit: q.Limit, Cursor: q.Cursor}
 	if q.Status != "" {
 		st, err := workflow.ParseStatus(q.Status)
 		if err != nil {
@@ -108,7 +107,7 @@ func (s *Service) List(ctx context.Context, tenant string, q ListQuery) (ListPag
 		opts.Status = st
 	}
 	page, err := s.ledger.ListOperations(ctx, tenant, opts)
-	if errors.Is(err, ledger.ErrInvalidCursor) {
+	if errors.Is(err, record.ErrInvalidCursor) {
 		return ListPage{}, &buy.RequestError{Status: 400, Code: "invalid_cursor", Field: "cursor", Message: "the cursor is not one this listing returned"}
 	}
 	if err != nil {
@@ -123,13 +122,13 @@ func (s *Service) List(ctx context.Context, tenant string, q ListQuery) (ListPag
 
 // Events returns one page of the operation's timeline, oldest first.
 func (s *Service) Events(ctx context.Context, tenant, id, cursor string, limit int) (buy.EventPage, error) {
-	if _, err := s.ledger.GetOperation(ctx, tenant, id); errors.Is(err, ledger.ErrNotFound) {
+	if _, err := s.ledger.GetOperation(ctx, tenant, id); errors.Is(err, record.ErrNotFound) {
 		return buy.EventPage{}, buy.ErrNotFound
 	} else if err != nil {
 		return buy.EventPage{}, fmt.Errorf("mediabuy: get %s: %w", id, err)
 	}
 	page, err := s.ledger.ListEvents(ctx, tenant, id, limit, cursor)
-	if errors.Is(err, ledger.ErrInvalidCursor) {
+	if errors.Is(err, record.ErrInvalidCursor) {
 		return buy.EventPage{}, &buy.RequestError{Status: 400, Code: "invalid_cursor", Field: "cursor", Message: "the cursor is not one this listing returned"}
 	}
 	if err != nil {
@@ -142,7 +141,7 @@ func (s *Service) Events(ctx context.Context, tenant, id, cursor string, limit i
 	return out, nil
 }
 
-func viewOf(v ledger.View) buy.View {
+func viewOf(v record.View) buy.View {
 	out := buy.View{
 		OperationID: v.ID, Status: string(v.Status), SellerID: v.SellerID, GovernanceID: v.GovernanceAgentID,
 		PlanID: v.PlanID, PONumber: v.PONumber, Budget: v.BudgetTotal, Currency: v.Currency, Requester: v.Requester,

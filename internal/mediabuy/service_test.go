@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/buytest"
 
@@ -148,7 +150,7 @@ func TestConcurrentIdenticalSubmitsMakeOneOperation(t *testing.T) {
 	if len(execs.starts) != 1 || len(execs.starts[want]) != 1 {
 		t.Fatalf("starts = %v", execs.starts)
 	}
-	page, err := store.ListOperations(ctx, "acme", ledger.ListOptions{})
+	page, err := store.ListOperations(ctx, "acme", record.ListOptions{})
 	if err != nil || len(page.Items) != 1 {
 		t.Fatalf("operations = %d, %v", len(page.Items), err)
 	}
@@ -162,7 +164,7 @@ func TestRefusedSubmitLeavesNothing(t *testing.T) {
 	if _, err := svc.Submit(ctx, acme, "key-refused", buytest.Marshal(t, bad)); err == nil {
 		t.Fatal("accepted an invalid buy")
 	}
-	page, err := store.ListOperations(ctx, "acme", ledger.ListOptions{})
+	page, err := store.ListOperations(ctx, "acme", record.ListOptions{})
 	if err != nil || len(page.Items) != 0 || len(execs.starts) != 0 {
 		t.Fatalf("refusal left %d operations, %d starts (%v)", len(page.Items), len(execs.starts), err)
 	}
@@ -188,7 +190,7 @@ func TestStartFailureFreesTheKeyAndRetryConverges(t *testing.T) {
 	if out.Replayed || out.OperationID != buy.OperationID("acme", "key-retry") {
 		t.Fatalf("retry = %+v", out)
 	}
-	page, _ := store.ListOperations(ctx, "acme", ledger.ListOptions{})
+	page, _ := store.ListOperations(ctx, "acme", record.ListOptions{})
 	if len(page.Items) != 1 {
 		t.Fatalf("%d operations after a retry", len(page.Items))
 	}
@@ -246,7 +248,7 @@ func TestEventsKeepReasonAndDetail(t *testing.T) {
 		t.Fatal(err)
 	}
 	const reason = "adcp: update_media_buy at sim-seller: MEDIA_BUY_NOT_FOUND (terminal)"
-	if err := store.AppendEvent(ctx, "acme", out.OperationID, ledger.Event{Type: "cancel", Actor: "seller:sim-seller",
+	if err := store.AppendEvent(ctx, "acme", out.OperationID, record.Event{Type: "cancel", Actor: "seller:sim-seller",
 		Reason: reason, Detail: json.RawMessage(`{"error_code":"MEDIA_BUY_NOT_FOUND"}`)}); err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +346,7 @@ func TestAmountRefusalsLeaveNothing(t *testing.T) {
 			t.Errorf("%s: err = %v, want %s at %s", tt.Name, err, tt.Code, tt.Field)
 		}
 	}
-	page, err := store.ListOperations(ctx, "acme", ledger.ListOptions{})
+	page, err := store.ListOperations(ctx, "acme", record.ListOptions{})
 	if err != nil || len(page.Items) != 0 || execs.calls != 0 {
 		t.Fatalf("refusals left %d operations, %d starts (%v)", len(page.Items), execs.calls, err)
 	}
@@ -392,7 +394,7 @@ func TestDisabledSellerRefusesNewBuysAndReplaysAccepted(t *testing.T) {
 	if !errors.As(err, &re) || re.Status != 422 || re.Code != "seller_disabled" || re.Field != "/seller_id" {
 		t.Fatalf("new buy at a disabled seller: %v", err)
 	}
-	page, err := store.ListOperations(ctx, "acme", ledger.ListOptions{})
+	page, err := store.ListOperations(ctx, "acme", record.ListOptions{})
 	if err != nil || len(page.Items) != 1 || len(execs.starts) != 1 {
 		t.Fatalf("refusal left %d operations, %d starts (%v)", len(page.Items), len(execs.starts), err)
 	}

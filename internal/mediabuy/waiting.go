@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/buy"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -18,7 +19,7 @@ const (
 
 // waiting returns what the buy waits for when its next step calls an agent whose breaker is
 // open, or nil. Governance is asked until the buy is placed; the seller from the create on.
-func (s *Service) waiting(ctx context.Context, op *ledger.Operation) (*buy.WaitingView, error) {
+func (s *Service) waiting(ctx context.Context, op *record.Operation) (*buy.WaitingView, error) {
 	agent, reason := "", ""
 	switch op.Status {
 	case workflow.StatusRequested, workflow.StatusCheckingGovernance:
@@ -30,7 +31,7 @@ func (s *Service) waiting(ctx context.Context, op *ledger.Operation) (*buy.Waiti
 		return nil, nil
 	}
 	b, err := s.ledger.GetBreaker(ctx, agent)
-	if errors.Is(err, ledger.ErrNotFound) {
+	if errors.Is(err, record.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
@@ -38,8 +39,8 @@ func (s *Service) waiting(ctx context.Context, op *ledger.Operation) (*buy.Waiti
 	}
 	retryAt := b.RetryAt
 	switch b.State {
-	case ledger.BreakerOpen:
-	case ledger.BreakerHalfOpen:
+	case record.BreakerOpen:
+	case record.BreakerHalfOpen:
 		retryAt = b.ProbeUntil
 	default:
 		return nil, nil

@@ -5,10 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/buytest"
 
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -20,12 +21,12 @@ func TestGetSaysTheBuyWaitsForAnUnavailableAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	opened := time.Date(2030, 5, 1, 10, 0, 0, 0, time.UTC)
-	if _, err := store.PutBreaker(ctx, ledger.Breaker{AgentID: "sim-governance", State: ledger.BreakerOpen, Failures: 5,
+	if _, err := store.PutBreaker(ctx, record.Breaker{AgentID: "sim-governance", State: record.BreakerOpen, Failures: 5,
 		OpenedAt: opened, RetryAt: opened.Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	// The seller's breaker open too: a buy still at governance waits for governance only.
-	seller, err := store.PutBreaker(ctx, ledger.Breaker{AgentID: "sim-seller", State: ledger.BreakerHalfOpen, OpenedAt: opened,
+	seller, err := store.PutBreaker(ctx, record.Breaker{AgentID: "sim-seller", State: record.BreakerHalfOpen, OpenedAt: opened,
 		RetryAt: opened.Add(time.Minute), ProbeUntil: opened.Add(2 * time.Minute)})
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +45,7 @@ func TestGetSaysTheBuyWaitsForAnUnavailableAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, to := range []workflow.Status{workflow.StatusCheckingGovernance, workflow.StatusCreating} {
-		if op, err = store.Transition(ctx, "acme", op.ID, to, op.Version, ledger.Changes{Actor: "system"}); err != nil {
+		if op, err = store.Transition(ctx, "acme", op.ID, to, op.Version, record.Changes{Actor: "system"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -54,7 +55,7 @@ func TestGetSaysTheBuyWaitsForAnUnavailableAgent(t *testing.T) {
 		t.Fatalf("waiting = %+v, want %+v (the half-open breaker's probe ends at ProbeUntil)", v.Waiting, want)
 	}
 
-	seller.State = ledger.BreakerClosed
+	seller.State = record.BreakerClosed
 	if _, err := store.PutBreaker(ctx, seller); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcptest"
 	"github.com/buyflow/buyflow/internal/buy"
@@ -34,7 +36,7 @@ type crashingLedger struct {
 	crashed atomic.Bool
 }
 
-func (c *crashingLedger) Transition(ctx context.Context, tenant, id string, to workflow.Status, v int64, ch ledger.Changes) (*ledger.Operation, error) {
+func (c *crashingLedger) Transition(ctx context.Context, tenant, id string, to workflow.Status, v int64, ch record.Changes) (*record.Operation, error) {
 	if to == c.crashTo && c.crashed.CompareAndSwap(false, true) {
 		return nil, errors.New("lambda died")
 	}
@@ -47,7 +49,7 @@ type changeWorld struct {
 	e      *stagetest.Env
 	ledger *crashingLedger
 	svc    *modification.Service
-	buy    *ledger.Operation
+	buy    *record.Operation
 }
 
 func newChangeWorld(t *testing.T, o stagetest.Options) *changeWorld {
@@ -102,7 +104,7 @@ func (w *changeWorld) committedThenCrashed(t *testing.T, id string) {
 	}
 }
 
-func (w *changeWorld) intent(t *testing.T, id, task string) *ledger.Intent {
+func (w *changeWorld) intent(t *testing.T, id, task string) *record.Intent {
 	t.Helper()
 	in, err := w.e.Store.GetIntent(context.Background(), stagetest.Tenant, id, task)
 	if err != nil {
@@ -130,7 +132,7 @@ func lapsedChecks(t *testing.T, w *changeWorld, id string) []bool {
 		var d struct {
 			Applied bool `json:"applied"`
 		}
-		if ev.Type == ledger.EventLapsedClaimCheck && json.Unmarshal(ev.Detail, &d) == nil {
+		if ev.Type == record.EventLapsedClaimCheck && json.Unmarshal(ev.Detail, &d) == nil {
 			out = append(out, d.Applied)
 		}
 	}
@@ -197,7 +199,7 @@ func TestChangeRetriedAfterACrashIsAResendOfTheSameKey(t *testing.T) {
 	var attempts []any
 	for _, ev := range stagetest.Events(t, w.e, id) {
 		var d map[string]any
-		if ev.Type == ledger.EventModificationSellerCall && json.Unmarshal(ev.Detail, &d) == nil && d["attempt"] != nil {
+		if ev.Type == record.EventModificationSellerCall && json.Unmarshal(ev.Detail, &d) == nil && d["attempt"] != nil {
 			attempts = append(attempts, d["attempt"])
 		}
 	}
@@ -273,7 +275,7 @@ func legacyIntent(t *testing.T, w *changeWorld, id, task string, in adcp.Intent)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, created, err := w.e.Store.PutIntent(context.Background(), ledger.Intent{Tenant: stagetest.Tenant, OperationID: id, Task: task,
+	if _, created, err := w.e.Store.PutIntent(context.Background(), record.Intent{Tenant: stagetest.Tenant, OperationID: id, Task: task,
 		IdempotencyKey: task + "-" + id, Request: raw, CreatedAt: w.e.Clock.Now()}); err != nil || !created {
 		t.Fatalf("store the old intent: %v (created %v)", err, created)
 	}

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/modification"
@@ -19,7 +21,7 @@ func TestAChangeIsToldWhereItsBuyIs(t *testing.T) {
 	client, table := dynamotest.Start(t)
 	l := ledger.New(client, table)
 	ctx := context.Background()
-	buy := placed(t, l, ledger.Operation{ID: "buy-n", PONumber: "PO-N", MediaBuyID: "mb-n", NotifySlack: "U024BE7LH"})
+	buy := placed(t, l, record.Operation{ID: "buy-n", PONumber: "PO-N", MediaBuyID: "mb-n", NotifySlack: "U024BE7LH"})
 	route := modification.Routes(modification.NewRequests(l, &startedExecutions{names: map[string]int{}}, modification.RequestConfig{StateMachineARN: "arn:sm"}),
 		"", slog.New(slog.NewTextHandler(io.Discard, nil)))["PATCH /v1/media-buys/{id}"]
 	resp, err := route(ctx, patchRequest(buy.ID, "key-notify", `{"paused":true}`))
@@ -31,7 +33,7 @@ func TestAChangeIsToldWhereItsBuyIs(t *testing.T) {
 		t.Fatal(err)
 	}
 	op, err := l.GetOperation(ctx, tenant, a.ChangeID)
-	if err != nil || op.NotifySlack != "U024BE7LH" || op.Kind != ledger.KindModification {
+	if err != nil || op.NotifySlack != "U024BE7LH" || op.Kind != record.KindModification {
 		t.Fatalf("the change's operation %+v (%v) does not carry the buy's requester target", op, err)
 	}
 }

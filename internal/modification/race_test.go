@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/buyflow/buyflow/internal/dynamotest"
@@ -38,17 +40,17 @@ const tenant = "111122223333"
 
 // placed stores op (its id, PO number, media buy id and notify target as given) as a buy of
 // USD 3,000.00 at seller-1, in one package, completed: a buy that takes changes.
-func placed(t *testing.T, l *ledger.Store, op ledger.Operation) ledger.Operation {
+func placed(t *testing.T, l *ledger.Store, op record.Operation) record.Operation {
 	t.Helper()
 	ctx := context.Background()
 	op.Tenant, op.SellerID, op.BudgetTotal, op.Currency = tenant, "seller-1", "3000.00", "USD"
 	op.Request = json.RawMessage(`{"po_number":"` + op.PONumber + `"}`)
-	op.SellerPackages = []ledger.PackageBudget{{PackageID: "p1", Budget: "3000.00"}}
+	op.SellerPackages = []record.PackageBudget{{PackageID: "p1", Budget: "3000.00"}}
 	if _, err := l.CreateOperation(ctx, op); err != nil {
 		t.Fatal(err)
 	}
 	for _, to := range []workflow.Status{workflow.StatusCreating, workflow.StatusCompleted} {
-		if _, err := l.Transition(ctx, tenant, op.ID, to, ledger.AnyVersion, ledger.Changes{}); err != nil {
+		if _, err := l.Transition(ctx, tenant, op.ID, to, record.AnyVersion, record.Changes{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,7 +83,7 @@ func TestRacingChangesOfOneBuyNeverAnswer500(t *testing.T) {
 	client, table, conflicts := dynamotest.StartConflicting(t, 2*time.Millisecond)
 	l := ledger.New(client, table)
 	ctx := context.Background()
-	buy := placed(t, l, ledger.Operation{ID: "buy-1", PONumber: "PO-1", MediaBuyID: "mb-1"})
+	buy := placed(t, l, record.Operation{ID: "buy-1", PONumber: "PO-1", MediaBuyID: "mb-1"})
 	execs := &startedExecutions{names: map[string]int{}}
 	route := modification.Routes(modification.NewRequests(l, execs, modification.RequestConfig{StateMachineARN: "arn:sm"}),
 		"", slog.New(slog.NewTextHandler(io.Discard, nil)))["PATCH /v1/media-buys/{id}"]
@@ -103,7 +105,7 @@ func TestRacingChangesOfOneBuyNeverAnswer500(t *testing.T) {
 				defer wg.Done()
 				// The buy's partition keeps taking other writes meanwhile: its timeline and its
 				// next delivery read.
-				_ = l.AppendEvent(ctx, tenant, buy.ID, ledger.Event{Type: "delivery"})
+				_ = l.AppendEvent(ctx, tenant, buy.ID, record.Event{Type: "delivery"})
 				resp, err := route(ctx, patchRequest(buy.ID, key, `{"paused":true}`))
 				if err != nil {
 					t.Errorf("round %d: the handler failed: %v", round, err)
@@ -140,7 +142,7 @@ func TestRacingChangesOfOneBuyNeverAnswer500(t *testing.T) {
 			accepted[id], last = true, id
 			// The change's run ends it (here refused by governance), and the buy is free again.
 			if _, err := l.EndChange(ctx, tenant, buy.ID, id, modification.OutcomeFailed, "denied",
-				ledger.Event{Type: ledger.EventModificationEnded}); err != nil {
+				record.Event{Type: record.EventModificationEnded}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -156,12 +158,12 @@ func TestRacingChangesOfOneBuyNeverAnswer500(t *testing.T) {
 	}
 	requested := 0
 	for cursor := ""; ; {
-		page, err := l.ListEvents(ctx, tenant, buy.ID, ledger.MaxListLimit, cursor)
+		page, err := l.ListEvents(ctx, tenant, buy.ID, record.MaxListLimit, cursor)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range page.Items {
-			if e.Type == ledger.EventModificationRequested {
+			if e.Type == record.EventModificationRequested {
 				requested++
 			}
 		}
@@ -173,7 +175,7 @@ func TestRacingChangesOfOneBuyNeverAnswer500(t *testing.T) {
 		t.Errorf("%d changes requested on the timeline, %d accepted, %d executions: want %d of each", requested, len(accepted), len(execs.names), rounds)
 	}
 	for id := range accepted {
-		if op, err := l.GetOperation(ctx, tenant, id); err != nil || op.Kind != ledger.KindModification || op.ParentID != buy.ID {
+		if op, err := l.GetOperation(ctx, tenant, id); err != nil || op.Kind != record.KindModification || op.ParentID != buy.ID {
 			t.Errorf("change %s: %+v %v", id, op, err)
 		}
 	}

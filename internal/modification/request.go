@@ -10,23 +10,22 @@ import (
 	"strings"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/buy"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
 // RequestLedger is the part of the ledger the change requests need.
 type RequestLedger interface {
-	GetOperation(ctx context.Context, tenant, id string) (*ledger.Operation, error)
-	CreateOperation(ctx context.Context, op ledger.Operation) (*ledger.Operation, error)
-	GetBuyState(ctx context.Context, tenant, opID string) (*ledger.BuyState, error)
-	BeginChange(ctx context.Context, initial ledger.BuyState, changeID, kind string, expires time.Time, ev ledger.Event) (*ledger.BuyState, error)
-	EndChange(ctx context.Context, tenant, opID, changeID, outcome, reason string, ev ledger.Event) (*ledger.BuyState, error)
-	ListDeliverySnapshots(ctx context.Context, tenant, opID string, limit int) ([]ledger.DeliverySnapshot, error)
+	GetOperation(ctx context.Context, tenant, id string) (*record.Operation, error)
+	CreateOperation(ctx context.Context, op record.Operation) (*record.Operation, error)
+	GetBuyState(ctx context.Context, tenant, opID string) (*record.BuyState, error)
+	BeginChange(ctx context.Context, initial record.BuyState, changeID, kind string, expires time.Time, ev record.Event) (*record.BuyState, error)
+	EndChange(ctx context.Context, tenant, opID, changeID, outcome, reason string, ev record.Event) (*record.BuyState, error)
+	ListDeliverySnapshots(ctx context.Context, tenant, opID string, limit int) ([]record.DeliverySnapshot, error)
 }
-
-var _ RequestLedger = (*ledger.Store)(nil)
 
 // Executions starts workflow executions under deterministic names.
 type Executions interface {
@@ -114,21 +113,21 @@ func (s *Requests) Submit(ctx context.Context, caller buy.Caller, buyID, key str
 			return Accepted{}, fmt.Errorf("modification: start execution: %w", err)
 		}
 		return out, nil
-	case !errors.Is(err, ledger.ErrNotFound):
+	case !errors.Is(err, record.ErrNotFound):
 		return Accepted{}, fmt.Errorf("modification: read change: %w", err)
 	}
 	parent, err := s.ledger.GetOperation(ctx, caller.Tenant, buyID)
-	if errors.Is(err, ledger.ErrNotFound) {
+	if errors.Is(err, record.ErrNotFound) {
 		return Accepted{}, buy.ErrNotFound
 	}
 	if err != nil {
 		return Accepted{}, fmt.Errorf("modification: read buy: %w", err)
 	}
-	if parent.Kind == ledger.KindModification {
+	if parent.Kind == record.KindModification {
 		return Accepted{}, &RequestError{Status: 422, Code: "not_a_buy", Message: fmt.Sprintf("%s is a change, not a media buy: change the buy %s", buyID, parent.ParentID)}
 	}
 	b := Buy{OperationID: parent.ID, Status: parent.Status, MediaBuyID: parent.MediaBuyID, Currency: parent.Currency, State: StateActive}
-	initial := ledger.BuyState{Tenant: caller.Tenant, OperationID: parent.ID, MediaBuyID: parent.MediaBuyID, State: string(StateActive),
+	initial := record.BuyState{Tenant: caller.Tenant, OperationID: parent.ID, MediaBuyID: parent.MediaBuyID, State: string(StateActive),
 		BudgetTotal: parent.BudgetTotal, Currency: parent.Currency, Packages: parent.SellerPackages}
 	switch st, err := s.ledger.GetBuyState(ctx, caller.Tenant, parent.ID); {
 	case err == nil:
@@ -138,17 +137,17 @@ func (s *Requests) Submit(ctx context.Context, caller buy.Caller, buyID, key str
 		if st.ChangeID != "" && st.ChangeID != id && s.cfg.Now().Before(st.ChangeExpires) {
 			b.ChangeInFlight = st.ChangeID
 		}
-	case !errors.Is(err, ledger.ErrNotFound):
+	case !errors.Is(err, record.ErrNotFound):
 		return Accepted{}, fmt.Errorf("modification: read buy state: %w", err)
 	}
 	if err := Admit(b, c); err != nil {
 		return Accepted{}, err
 	}
 	expires := s.cfg.Now().Add(time.Duration(s.cfg.Run.ApprovalTimeoutSeconds+s.cfg.DeadlineSeconds)*time.Second + time.Hour)
-	ev := ledger.Event{Type: ledger.EventModificationRequested, Actor: caller.Principal, Reason: c.Reason, Amount: parent.BudgetTotal, Currency: parent.Currency,
-		Detail: ledger.EventDetail(map[string]any{"change_id": id, "kind": c.Kind, "total": c.Total, "packages": c.Packages, "end_time": c.EndTime})}
+	ev := record.Event{Type: record.EventModificationRequested, Actor: caller.Principal, Reason: c.Reason, Amount: parent.BudgetTotal, Currency: parent.Currency,
+		Detail: record.EventDetail(map[string]any{"change_id": id, "kind": c.Kind, "total": c.Total, "packages": c.Packages, "end_time": c.EndTime})}
 	if _, err := s.ledger.BeginChange(ctx, initial, id, string(c.Kind), expires, ev); err != nil {
-		var refused *ledger.ChangeRefusedError
+		var refused *record.ChangeRefusedError
 		if errors.As(err, &refused) {
 			if refused.Canceled {
 				return Accepted{}, &ConflictError{Code: CodeCanceled, Message: fmt.Sprintf("media buy %s is canceled: a cancellation is final", parent.ID)}
@@ -157,13 +156,13 @@ func (s *Requests) Submit(ctx context.Context, caller buy.Caller, buyID, key str
 		}
 		return Accepted{}, fmt.Errorf("modification: begin change: %w", err)
 	}
-	op := ledger.Operation{ID: id, Tenant: caller.Tenant, Status: workflow.StatusRequested, SellerID: parent.SellerID,
+	op := record.Operation{ID: id, Tenant: caller.Tenant, Status: workflow.StatusRequested, SellerID: parent.SellerID,
 		GovernanceAgentID: parent.GovernanceAgentID, PlanID: parent.PlanID, Requester: caller.Principal,
 		BudgetTotal: parent.BudgetTotal, Currency: parent.Currency, Request: parent.Request, MediaBuyID: parent.MediaBuyID,
-		ExecutionName: id, Kind: ledger.KindModification, ParentID: parent.ID, Change: stored,
+		ExecutionName: id, Kind: record.KindModification, ParentID: parent.ID, Change: stored,
 		// The buy's requester hears about its changes where they asked to hear about the buy.
 		NotifySlack: parent.NotifySlack}
-	if _, err := s.ledger.CreateOperation(ctx, op); err != nil && !errors.Is(err, ledger.ErrConflict) {
+	if _, err := s.ledger.CreateOperation(ctx, op); err != nil && !errors.Is(err, record.ErrConflict) {
 		s.abandon(ctx, caller.Tenant, parent.ID, id, err)
 		return Accepted{}, fmt.Errorf("modification: create change: %w", err)
 	}
@@ -177,9 +176,9 @@ func (s *Requests) Submit(ctx context.Context, caller buy.Caller, buyID, key str
 // abandon frees the buy of a change that could not start, so the buyer's retry (or another
 // change) is not refused until the change's expiry.
 func (s *Requests) abandon(ctx context.Context, tenant, buyID, changeID string, cause error) {
-	reason := "the change could not start: " + ledger.Clip(cause.Error(), 300)
+	reason := "the change could not start: " + record.Clip(cause.Error(), 300)
 	_, _ = s.ledger.EndChange(ctx, tenant, buyID, changeID, OutcomeFailed, reason,
-		ledger.Event{Type: ledger.EventModificationEnded, Actor: "system", Reason: reason, Detail: ledger.EventDetail(map[string]any{"change_id": changeID, "outcome": OutcomeFailed})})
+		record.Event{Type: record.EventModificationEnded, Actor: "system", Reason: reason, Detail: record.EventDetail(map[string]any{"change_id": changeID, "outcome": OutcomeFailed})})
 }
 
 func (s *Requests) input(tenant, buyID, changeID string, c Change) workflow.ChangeExecutionInput {
@@ -201,19 +200,19 @@ type Delivery struct {
 	// Spend and OverBudget are from the newest snapshot.
 	Spend      string                    `json:"spend,omitempty"`
 	OverBudget bool                      `json:"over_budget"`
-	Snapshots  []ledger.DeliverySnapshot `json:"snapshots"`
+	Snapshots  []record.DeliverySnapshot `json:"snapshots"`
 }
 
 // Delivery returns what the tenant's buy delivered, as its seller reported it.
 func (s *Requests) Delivery(ctx context.Context, tenant, buyID string, limit int) (Delivery, error) {
 	parent, err := s.ledger.GetOperation(ctx, tenant, buyID)
-	if errors.Is(err, ledger.ErrNotFound) {
+	if errors.Is(err, record.ErrNotFound) {
 		return Delivery{}, buy.ErrNotFound
 	}
 	if err != nil {
 		return Delivery{}, fmt.Errorf("modification: read buy: %w", err)
 	}
-	d := Delivery{OperationID: parent.ID, Currency: parent.Currency, Approved: parent.BudgetTotal, Snapshots: []ledger.DeliverySnapshot{}}
+	d := Delivery{OperationID: parent.ID, Currency: parent.Currency, Approved: parent.BudgetTotal, Snapshots: []record.DeliverySnapshot{}}
 	if st, err := s.ledger.GetBuyState(ctx, tenant, buyID); err == nil {
 		d.Approved = st.BudgetTotal
 	}

@@ -6,15 +6,16 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/approvalcore"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
 // storeReview writes, once, what the approver of the change is shown: the buy, each line the
 // change changes (now and after, from the plan governance checked), and governance's verdict.
-// The notify and approve functions read it (ledger.ChangeReviewIntent); a retried check keeps
+// The notify and approve functions read it (record.ChangeReviewIntent); a retried check keeps
 // the first record.
 func (s *Service) storeReview(ctx context.Context, r *run, p *frozenPlan, res *adcp.GovernanceResult) error {
 	rec := reviewRecord(r, p, res)
@@ -25,7 +26,7 @@ func (s *Service) storeReview(ctx context.Context, r *run, p *frozenPlan, res *a
 	if _, _, err := approvalcore.ParseChange(raw); err != nil {
 		return &workflow.TerminalError{Code: "unreadable_review", Reason: fmt.Sprintf("change %s cannot be shown to an approver exactly: %v", r.op.ID, err)}
 	}
-	_, _, err = s.ledger.PutIntent(ctx, ledger.Intent{Tenant: r.op.Tenant, OperationID: r.op.ID, Task: ledger.ChangeReviewIntent,
+	_, _, err = s.ledger.PutIntent(ctx, record.Intent{Tenant: r.op.Tenant, OperationID: r.op.ID, Task: record.ChangeReviewIntent,
 		IdempotencyKey: "review-" + r.op.ID, Request: raw, CreatedAt: s.now()})
 	if err != nil {
 		return &workflow.TransientError{Reason: fmt.Sprintf("store the review of %s: %v", r.op.ID, err)}
@@ -61,8 +62,8 @@ func reviewRecord(r *run, p *frozenPlan, res *adcp.GovernanceResult) approvalcor
 	}
 	for _, c := range res.Conditions {
 		req := strings.TrimSpace(string(c.RequiredValue))
-		rec.Governance.Conditions = append(rec.Governance.Conditions, approvalcore.ConditionRecord{Field: ledger.Clip(c.Field, 200),
-			Reason: ledger.Clip(c.Reason, 300), NeedsPerson: req == "" || req == "null"})
+		rec.Governance.Conditions = append(rec.Governance.Conditions, approvalcore.ConditionRecord{Field: record.Clip(c.Field, 200),
+			Reason: record.Clip(c.Reason, 300), NeedsPerson: req == "" || req == "null"})
 	}
 	return rec
 }
@@ -79,7 +80,7 @@ func orElse[T ~string](s, def T) T {
 func (s *Service) approvedByPerson(ctx context.Context, r *run) (bool, error) {
 	cursor := ""
 	for page := 0; page < 20; page++ {
-		p, err := s.ledger.ListEvents(ctx, r.op.Tenant, r.op.ID, ledger.MaxListLimit, cursor)
+		p, err := s.ledger.ListEvents(ctx, r.op.Tenant, r.op.ID, record.MaxListLimit, cursor)
 		if err != nil {
 			return false, &workflow.TransientError{Reason: fmt.Sprintf("read the timeline of %s: %v", r.op.ID, err)}
 		}
@@ -87,7 +88,7 @@ func (s *Service) approvedByPerson(ctx context.Context, r *run) (bool, error) {
 			var d struct {
 				Outcome string `json:"outcome"`
 			}
-			if ev.Type == ledger.EventDecision && json.Unmarshal(ev.Detail, &d) == nil && d.Outcome == string(ledger.ApprovalApproved) {
+			if ev.Type == record.EventDecision && json.Unmarshal(ev.Detail, &d) == nil && d.Outcome == string(record.ApprovalApproved) {
 				return true, nil
 			}
 		}

@@ -4,15 +4,16 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/approvalcore"
-	"github.com/buyflow/buyflow/internal/ledger"
 )
 
 // What an approver of a change is shown: one line per thing that changes, read back exactly.
 func TestReviewRecordShowsEachLineNowAndAfter(t *testing.T) {
-	r := &run{parent: &ledger.Operation{ID: "mb-1", MediaBuyID: "mb_9", Currency: "USD"}}
-	two := []ledger.PackageBudget{{PackageID: "pkg_a", Budget: "15000.00"}, {PackageID: "pkg_b", Budget: "5000.50"}}
+	r := &run{parent: &record.Operation{ID: "mb-1", MediaBuyID: "mb_9", Currency: "USD"}}
+	two := []record.PackageBudget{{PackageID: "pkg_a", Budget: "15000.00"}, {PackageID: "pkg_b", Budget: "5000.50"}}
 	res := &adcp.GovernanceResult{Verdict: adcp.VerdictConditions, Conditions: []adcp.Condition{
 		{Field: "budget", Reason: "pacing", RequiredValue: json.RawMessage(" null ")}, {Field: "end_time", RequiredValue: json.RawMessage(`"2027-04-30"`)}}}
 	for _, tc := range []struct {
@@ -22,7 +23,7 @@ func TestReviewRecordShowsEachLineNowAndAfter(t *testing.T) {
 		want   []approvalcore.ChangeLine
 	}{
 		{"a package budget", Change{Kind: KindBudget}, frozenPlan{Before: "20000.50", After: "22000.50", PackagesBefore: two,
-			Packages: []ledger.PackageBudget{two[0], {PackageID: "pkg_b", Budget: "7000.50"}}, StateBefore: StateActive, State: StateActive},
+			Packages: []record.PackageBudget{two[0], {PackageID: "pkg_b", Budget: "7000.50"}}, StateBefore: StateActive, State: StateActive},
 			[]approvalcore.ChangeLine{{What: "Total budget", Before: "USD 20,000.50", After: "USD 22,000.50"}, {What: "Package pkg_b", Before: "USD 5,000.50", After: "USD 7,000.50"}}},
 		{"a new end date", Change{Kind: KindEndTime}, frozenPlan{Before: "3000.00", After: "3000.00", EndTimeBefore: "2027-03-31T23:59:59Z",
 			EndTime: "2027-04-30T23:59:59Z", StateBefore: StateActive, State: StateActive},

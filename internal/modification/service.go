@@ -9,10 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/breaker"
 	"github.com/buyflow/buyflow/internal/buy"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/stage"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -21,16 +22,14 @@ import (
 // Ledger is the part of the ledger the modification stages use; *ledger.Store satisfies it.
 type Ledger interface {
 	stage.Intents
-	GetOperation(ctx context.Context, tenant, id string) (*ledger.Operation, error)
-	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch ledger.Changes) (*ledger.Operation, error)
-	AppendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) error
-	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (ledger.Page[ledger.Event], error)
-	GetBuyState(ctx context.Context, tenant, opID string) (*ledger.BuyState, error)
-	ApplyChange(ctx context.Context, next ledger.BuyState, changeID string, ev ledger.Event) (*ledger.BuyState, error)
-	EndChange(ctx context.Context, tenant, opID, changeID, outcome, reason string, ev ledger.Event) (*ledger.BuyState, error)
+	GetOperation(ctx context.Context, tenant, id string) (*record.Operation, error)
+	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Changes) (*record.Operation, error)
+	AppendEvent(ctx context.Context, tenant, opID string, ev record.Event) error
+	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (record.Page[record.Event], error)
+	GetBuyState(ctx context.Context, tenant, opID string) (*record.BuyState, error)
+	ApplyChange(ctx context.Context, next record.BuyState, changeID string, ev record.Event) (*record.BuyState, error)
+	EndChange(ctx context.Context, tenant, opID, changeID, outcome, reason string, ev record.Event) (*record.BuyState, error)
 }
-
-var _ Ledger = (*ledger.Store)(nil)
 
 // AdCP is the part of the AdCP client the modification stages use; *adcp.Client satisfies it.
 type AdCP interface {
@@ -100,8 +99,8 @@ const (
 // run is one change as the stages see it: the change's operation, the buy's operation and
 // the buyer's change.
 type run struct {
-	op     *ledger.Operation // the change
-	parent *ledger.Operation // the placed buy
+	op     *record.Operation // the change
+	parent *record.Operation // the placed buy
 	change Change
 	seller string
 	acct   adcp.AccountRef
@@ -112,13 +111,13 @@ type run struct {
 
 func (s *Service) load(ctx context.Context, tenant, id string) (*run, error) {
 	op, err := s.ledger.GetOperation(ctx, tenant, id)
-	if errors.Is(err, ledger.ErrNotFound) {
+	if errors.Is(err, record.ErrNotFound) {
 		return nil, &workflow.NotFoundError{OperationID: id}
 	}
 	if err != nil {
 		return nil, &workflow.TransientError{Reason: fmt.Sprintf("read change %s: %v", id, err)}
 	}
-	if op.Kind != ledger.KindModification || op.ParentID == "" {
+	if op.Kind != record.KindModification || op.ParentID == "" {
 		return nil, &workflow.TerminalError{Code: "not_a_change", Reason: fmt.Sprintf("operation %s is not a change to a placed buy", id)}
 	}
 	parent, err := s.ledger.GetOperation(ctx, tenant, op.ParentID)
@@ -195,14 +194,14 @@ type frozenPlan struct {
 	Args     adcp.UpdateMediaBuyRequest `json:"args"`
 	Before   string                     `json:"before"`
 	After    string                     `json:"after"`
-	Packages []ledger.PackageBudget     `json:"packages"`
+	Packages []record.PackageBudget     `json:"packages"`
 	State    State                      `json:"state"`
 	Revision int                        `json:"revision"`
 	Summary  string                     `json:"summary"`
 	EndTime  string                     `json:"end_time,omitempty"`
 	// PackagesBefore, StateBefore and EndTimeBefore are the buy before the change, as the
 	// plan was made against it: what an approver sees as "now".
-	PackagesBefore []ledger.PackageBudget `json:"packages_before,omitempty"`
+	PackagesBefore []record.PackageBudget `json:"packages_before,omitempty"`
 	StateBefore    State                  `json:"state_before,omitempty"`
 	EndTimeBefore  string                 `json:"end_time_before,omitempty"`
 }
@@ -217,7 +216,7 @@ func (s *Service) plan(ctx context.Context, r *run) (*frozenPlan, error) {
 			return nil, &workflow.TerminalError{Code: "bad_plan", Reason: err.Error()}
 		}
 		return &fixed, nil
-	case !errors.Is(err, ledger.ErrNotFound):
+	case !errors.Is(err, record.ErrNotFound):
 		return nil, &workflow.TransientError{Reason: fmt.Sprintf("read the plan of %s: %v", r.op.ID, err)}
 	}
 	b, err := s.current(ctx, r)
@@ -244,19 +243,19 @@ func (s *Service) plan(ctx context.Context, r *run) (*frozenPlan, error) {
 	f := frozenPlan{Args: p.Args, Before: p.Before.Decimal(), After: p.After.Decimal(), State: p.State, Revision: b.Revision, Summary: p.Summary, EndTime: b.EndTime,
 		StateBefore: b.State, EndTimeBefore: orElse(b.EndTime, r.bookedEnd)}
 	for _, pk := range b.Packages {
-		f.PackagesBefore = append(f.PackagesBefore, ledger.PackageBudget{PackageID: pk.ID, Budget: pk.Budget.Decimal()})
+		f.PackagesBefore = append(f.PackagesBefore, record.PackageBudget{PackageID: pk.ID, Budget: pk.Budget.Decimal()})
 	}
 	if r.change.Kind == KindEndTime {
 		f.EndTime = r.change.EndTime
 	}
 	for _, pk := range p.Packages {
-		f.Packages = append(f.Packages, ledger.PackageBudget{PackageID: pk.ID, Budget: pk.Budget.Decimal()})
+		f.Packages = append(f.Packages, record.PackageBudget{PackageID: pk.ID, Budget: pk.Budget.Decimal()})
 	}
 	raw, err := json.Marshal(f)
 	if err != nil {
 		return nil, fmt.Errorf("modification: encode plan: %w", err)
 	}
-	stored, _, err := s.ledger.PutIntent(ctx, ledger.Intent{Tenant: r.op.Tenant, OperationID: r.op.ID, Task: intentPlan,
+	stored, _, err := s.ledger.PutIntent(ctx, record.Intent{Tenant: r.op.Tenant, OperationID: r.op.ID, Task: intentPlan,
 		IdempotencyKey: "plan-" + r.op.ID, Request: raw, CreatedAt: s.now()})
 	if err != nil {
 		return nil, &workflow.TransientError{Reason: fmt.Sprintf("store the plan of %s: %v", r.op.ID, err)}
@@ -277,11 +276,11 @@ func (s *Service) unavailable(ctx context.Context, r *run, cfg workflow.RunConfi
 	if w == nil {
 		return nil, nil
 	}
-	s.event(ctx, r, ledger.Event{Type: ledger.EventAgentUnavailable, Actor: "system", Reason: ledger.Clip(w.Reason(), 500), Detail: ledger.EventDetail(w.Detail())})
+	s.event(ctx, r, record.Event{Type: record.EventAgentUnavailable, Actor: "system", Reason: record.Clip(w.Reason(), 500), Detail: record.EventDetail(w.Detail())})
 	return w.Wait, w.Err(r.op.ID)
 }
 
-func (s *Service) event(ctx context.Context, r *run, ev ledger.Event) {
+func (s *Service) event(ctx context.Context, r *run, ev record.Event) {
 	if ev.At.IsZero() {
 		ev.At = s.now()
 	}
@@ -294,12 +293,12 @@ func (s *Service) event(ctx context.Context, r *run, ev ledger.Event) {
 
 // move transitions the change's operation forward; a refused move (the ledger holds this
 // status or a later one) returns the current operation.
-func (s *Service) move(ctx context.Context, r *run, to workflow.Status, ch ledger.Changes) (*ledger.Operation, error) {
+func (s *Service) move(ctx context.Context, r *run, to workflow.Status, ch record.Changes) (*record.Operation, error) {
 	if r.op.Status == to {
 		return r.op, nil
 	}
-	next, err := s.ledger.Transition(ctx, r.op.Tenant, r.op.ID, to, ledger.AnyVersion, ch)
-	var te *ledger.TransitionError
+	next, err := s.ledger.Transition(ctx, r.op.Tenant, r.op.ID, to, record.AnyVersion, ch)
+	var te *record.TransitionError
 	switch {
 	case err == nil:
 		r.op = next
@@ -307,7 +306,7 @@ func (s *Service) move(ctx context.Context, r *run, to workflow.Status, ch ledge
 	case errors.As(err, &te) && te.Current != nil:
 		r.op = te.Current
 		return te.Current, nil
-	case errors.Is(err, ledger.ErrContention):
+	case errors.Is(err, record.ErrContention):
 		return nil, &workflow.TransientError{Reason: fmt.Sprintf("change %s: concurrent write, retry", r.op.ID)}
 	}
 	return nil, fmt.Errorf("modification: move change %s to %s: %w", r.op.ID, to, err)

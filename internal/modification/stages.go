@@ -8,9 +8,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/breaker"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/stage"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -58,12 +59,12 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 	}
 	// Only a change that waited for a person can have been approved by one.
 	afterApproval := r.op.Status == workflow.StatusAwaitingApproval
-	if _, err := s.move(ctx, r, workflow.StatusCheckingGovernance, ledger.Changes{Actor: "system"}); err != nil {
+	if _, err := s.move(ctx, r, workflow.StatusCheckingGovernance, record.Changes{Actor: "system"}); err != nil {
 		return workflow.GovernanceOutput{}, err
 	}
 	res, err := s.adcp.CheckGovernance(ctx, r.gov.AgentID, adcp.CheckGovernanceRequest{
 		PlanID: r.gov.PlanID, Caller: s.cfg.CallerURI, Tool: adcp.ToolUpdateMediaBuy, Payload: payload,
-		PurchaseType: "media_buy", Phase: "modification", ModificationSummary: ledger.Clip(p.Summary, 500),
+		PurchaseType: "media_buy", Phase: "modification", ModificationSummary: record.Clip(p.Summary, 500),
 		GovernanceContext: r.parent.GovernanceContext,
 	})
 	if wait, waitErr := s.unavailable(ctx, r, in.Config, adcp.RoleGovernance, adcp.ToolCheckGovernance, err); wait != nil || waitErr != nil {
@@ -105,11 +106,11 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 	default:
 		return workflow.GovernanceOutput{}, &workflow.TerminalError{Code: "unexpected_verdict", Reason: fmt.Sprintf("check_governance answered verdict %q", res.Verdict)}
 	}
-	s.event(ctx, r, ledger.Event{Type: ledger.EventModificationGovernanceCheck, Actor: "governance:" + r.gov.AgentID, Amount: p.After, Currency: r.parent.Currency, Reason: ledger.Clip(out.Reason, 500),
-		Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "kind": r.change.Kind, "verdict": res.Verdict, "pending": res.Pending, "check_id": res.CheckID,
+	s.event(ctx, r, record.Event{Type: record.EventModificationGovernanceCheck, Actor: "governance:" + r.gov.AgentID, Amount: p.After, Currency: r.parent.Currency, Reason: record.Clip(out.Reason, 500),
+		Detail: record.EventDetail(map[string]any{"change_id": r.op.ID, "kind": r.change.Kind, "verdict": res.Verdict, "pending": res.Pending, "check_id": res.CheckID,
 			"decision": out.Decision, "budget_before": p.Before, "budget_after": p.After})})
 	if res.CheckID != "" && !res.Pending {
-		ch := ledger.Changes{GovernanceCheckID: &res.CheckID, Actor: "governance:" + r.gov.AgentID}
+		ch := record.Changes{GovernanceCheckID: &res.CheckID, Actor: "governance:" + r.gov.AgentID}
 		if res.GovernanceContext != "" {
 			ch.GovernanceContext = &res.GovernanceContext
 		}
@@ -163,7 +164,7 @@ func (s *Service) Update(ctx context.Context, in workflow.StageInput) (workflow.
 	if err != nil {
 		return workflow.SellerOutput{}, err
 	}
-	if _, err := s.move(ctx, r, workflow.StatusCreating, ledger.Changes{Actor: "system"}); err != nil {
+	if _, err := s.move(ctx, r, workflow.StatusCreating, record.Changes{Actor: "system"}); err != nil {
 		return workflow.SellerOutput{}, err
 	}
 	token, err := s.fixed(ctx, r, intentToken, func() ([]byte, error) {
@@ -206,12 +207,12 @@ func (s *Service) Update(ctx context.Context, in workflow.StageInput) (workflow.
 		return workflow.SellerOutput{Status: r.op.Status, Unavailable: wait}, waitErr
 	}
 	if err != nil {
-		s.event(ctx, r, ledger.Event{Type: ledger.EventModificationSellerCall, Actor: "seller:" + r.seller, Reason: ledger.Clip(err.Error(), 500),
-			Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "tool": adcp.ToolUpdateMediaBuy, "attempt": intent.Attempt, "error_code": adcp.ErrorCode(err), "decision": adcp.Decide(err).String()})})
+		s.event(ctx, r, record.Event{Type: record.EventModificationSellerCall, Actor: "seller:" + r.seller, Reason: record.Clip(err.Error(), 500),
+			Detail: record.EventDetail(map[string]any{"change_id": r.op.ID, "tool": adcp.ToolUpdateMediaBuy, "attempt": intent.Attempt, "error_code": adcp.ErrorCode(err), "decision": adcp.Decide(err).String()})})
 		return workflow.SellerOutput{}, stage.CallError("update_media_buy", err)
 	}
-	s.event(ctx, r, ledger.Event{Type: ledger.EventModificationSellerCall, Actor: "seller:" + r.seller, Amount: p.After, Currency: r.parent.Currency,
-		Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "tool": adcp.ToolUpdateMediaBuy, "attempt": intent.Attempt, "shape": res.Shape, "status": res.Status,
+	s.event(ctx, r, record.Event{Type: record.EventModificationSellerCall, Actor: "seller:" + r.seller, Amount: p.After, Currency: r.parent.Currency,
+		Detail: record.EventDetail(map[string]any{"change_id": r.op.ID, "tool": adcp.ToolUpdateMediaBuy, "attempt": intent.Attempt, "shape": res.Shape, "status": res.Status,
 			"task_id": res.TaskID, "revision": res.Revision, "media_buy_status": res.MediaBuyStatus, "replayed": res.Replayed})})
 	return s.recordAnswer(ctx, r, res, token, in.Config, now)
 }
@@ -234,17 +235,17 @@ func (s *Service) recordAnswer(ctx context.Context, r *run, res *adcp.MediaBuyRe
 	default:
 		return workflow.SellerOutput{}, &workflow.TerminalError{Code: "unexpected_shape", Reason: fmt.Sprintf("update_media_buy answer shape %q", res.Shape)}
 	}
-	hash := ledger.HashToken(string(token))
+	hash := record.HashToken(string(token))
 	deadline := now.Add(time.Duration(cfg.DeadlineSeconds) * time.Second)
-	ch := ledger.Changes{WebhookTokenHash: &hash, Deadline: &deadline, Actor: "seller:" + r.seller, EventType: ledger.EventModificationSellerCall,
-		Detail: ledger.EventDetail(map[string]any{"tool": adcp.ToolUpdateMediaBuy, "task_id": res.TaskID, "revision": res.Revision})}
+	ch := record.Changes{WebhookTokenHash: &hash, Deadline: &deadline, Actor: "seller:" + r.seller, EventType: record.EventModificationSellerCall,
+		Detail: record.EventDetail(map[string]any{"tool": adcp.ToolUpdateMediaBuy, "task_id": res.TaskID, "revision": res.Revision})}
 	if res.TaskID != "" {
 		ch.SellerTaskID = &res.TaskID
 	}
 	mbID := r.parent.MediaBuyID
 	ch.MediaBuyID = &mbID
 	if to == workflow.StatusInputRequired && res.Message != "" {
-		m := ledger.Clip(res.Message, 1000)
+		m := record.Clip(res.Message, 1000)
 		ch.Reason = &m
 	}
 	cur, err := s.move(ctx, r, to, ch)
@@ -267,7 +268,7 @@ func (s *Service) appliedAtTheSeller(ctx context.Context, r *run, p *frozenPlan)
 	applied := err == nil && b.Revision > p.Revision && b.State == p.State && len(b.Packages) == len(p.Packages)
 	for i := 0; applied && i < len(b.Packages); i++ {
 		pk := b.Packages[i]
-		applied = slices.Contains(p.Packages, ledger.PackageBudget{PackageID: pk.ID, Budget: pk.Budget.Decimal()})
+		applied = slices.Contains(p.Packages, record.PackageBudget{PackageID: pk.ID, Budget: pk.Budget.Decimal()})
 	}
 	detail := map[string]any{"change_id": r.op.ID, "tool": adcp.ToolGetMediaBuys, "applied": applied, "planned_revision": p.Revision}
 	if err != nil {
@@ -275,7 +276,7 @@ func (s *Service) appliedAtTheSeller(ctx context.Context, r *run, p *frozenPlan)
 	} else {
 		detail["revision"] = b.Revision
 	}
-	s.event(ctx, r, ledger.Event{Type: ledger.EventLapsedClaimCheck, Actor: "seller:" + r.seller, Detail: ledger.EventDetail(detail)})
+	s.event(ctx, r, record.Event{Type: record.EventLapsedClaimCheck, Actor: "seller:" + r.seller, Detail: record.EventDetail(detail)})
 	if !applied {
 		return nil, nil
 	}
@@ -283,7 +284,7 @@ func (s *Service) appliedAtTheSeller(ctx context.Context, r *run, p *frozenPlan)
 }
 
 // waitOutput is the wait loop's state for the change as the ledger holds it.
-func (s *Service) waitOutput(op *ledger.Operation, cfg workflow.RunConfig, now time.Time) workflow.SellerOutput {
+func (s *Service) waitOutput(op *record.Operation, cfg workflow.RunConfig, now time.Time) workflow.SellerOutput {
 	w := workflow.StartWait(cfg, now, nil)
 	if !op.Deadline.IsZero() {
 		w.DeadlineUnix = op.Deadline.Unix()
@@ -303,7 +304,7 @@ func (s *Service) fixed(ctx context.Context, r *run, task string, build func() (
 	if err != nil {
 		return nil, err
 	}
-	got, _, err := s.ledger.PutIntent(ctx, ledger.Intent{Tenant: r.op.Tenant, OperationID: r.op.ID, Task: task,
+	got, _, err := s.ledger.PutIntent(ctx, record.Intent{Tenant: r.op.Tenant, OperationID: r.op.ID, Task: task,
 		IdempotencyKey: task + "-" + r.op.ID, Request: b, CreatedAt: s.now()})
 	if err != nil {
 		return nil, &workflow.TransientError{Reason: fmt.Sprintf("store %s of %s: %v", task, r.op.ID, err)}
@@ -320,7 +321,7 @@ func (s *Service) fixed(ctx context.Context, r *run, task string, build func() (
 // refuses, ending the change failed with nothing applied twice.
 func sentIntent(r *run, name, tool string) stage.IntentRef {
 	return stage.IntentRef{Tenant: r.op.Tenant, OperationID: r.op.ID, Name: name, Tool: tool,
-		Decode: func(stored *ledger.Intent) (adcp.Intent, error) {
+		Decode: func(stored *record.Intent) (adcp.Intent, error) {
 			if stored.IdempotencyKey != legacyKey(name, r.op.ID) {
 				return stage.StoredIntent(tool, stored), nil
 			}
@@ -372,13 +373,13 @@ func (s *Service) Apply(ctx context.Context, in workflow.StageInput) (ChangeOutc
 			rev = mb.Revision
 		}
 	}
-	next := ledger.BuyState{Tenant: r.op.Tenant, OperationID: r.parent.ID, MediaBuyID: r.parent.MediaBuyID, Revision: rev, State: string(p.State),
+	next := record.BuyState{Tenant: r.op.Tenant, OperationID: r.parent.ID, MediaBuyID: r.parent.MediaBuyID, Revision: rev, State: string(p.State),
 		BudgetTotal: p.After, Currency: r.parent.Currency, Packages: p.Packages, EndTime: p.EndTime, LastReason: r.change.Reason}
-	ev := ledger.Event{At: s.now(), Type: ledger.EventModificationApplied, Actor: "seller:" + r.seller, Amount: p.After, Currency: r.parent.Currency, Reason: p.Summary,
-		Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "kind": r.change.Kind, "budget_before": p.Before, "budget_after": p.After, "revision": rev, "state": p.State})}
+	ev := record.Event{At: s.now(), Type: record.EventModificationApplied, Actor: "seller:" + r.seller, Amount: p.After, Currency: r.parent.Currency, Reason: p.Summary,
+		Detail: record.EventDetail(map[string]any{"change_id": r.op.ID, "kind": r.change.Kind, "budget_before": p.Before, "budget_after": p.After, "revision": rev, "state": p.State})}
 	st, err := s.ledger.ApplyChange(ctx, next, r.op.ID, ev)
 	switch {
-	case errors.Is(err, ledger.ErrStaleRevision):
+	case errors.Is(err, record.ErrStaleRevision):
 		return ChangeOutcome{}, &workflow.TerminalError{Code: "stale_revision", Reason: fmt.Sprintf("the seller reports revision %d, below the recorded one", rev)}
 	case err != nil:
 		return ChangeOutcome{}, &workflow.TransientError{Reason: fmt.Sprintf("record change %s: %v", r.op.ID, err)}
@@ -407,14 +408,14 @@ func (s *Service) Fail(ctx context.Context, in workflow.OutcomeInput) (ChangeOut
 	}
 	outcome, reason, code := OutcomeFailed, "the change failed", ""
 	if f := in.Failure; f != nil {
-		reason = ledger.Clip(f.Error+": "+f.Cause, 1000)
+		reason = record.Clip(f.Error+": "+f.Cause, 1000)
 		code = workflow.TerminalErrorCode(f.Cause)
 		switch f.Error {
 		case workflow.FailureChangeDenied:
 			outcome, reason = OutcomeDenied, "governance denied the change"
 		case failureRejected:
 			// The cause names the approval, who rejected it, when, and their comment.
-			outcome, reason = OutcomeRejected, ledger.Clip("the approver rejected the change, which was not sent to the seller ("+f.Cause+")", 1000)
+			outcome, reason = OutcomeRejected, record.Clip("the approver rejected the change, which was not sent to the seller ("+f.Cause+")", 1000)
 		case workflow.FailureChangeApprovalExpired:
 			outcome, reason = OutcomeApprovalExpired, "nobody approved the change before its approval expired; it was not sent to the seller"
 		case workflow.FailureChangeDeadline, failureTimeout:
@@ -443,8 +444,8 @@ func (s *Service) end(ctx context.Context, r *run, outcome, reason, code string)
 		to = workflow.StatusExpired
 	}
 	if !r.op.Status.Terminal() {
-		rs := ledger.Clip(reason, 1000)
-		ch := ledger.Changes{Reason: &rs, Actor: "system"}
+		rs := record.Clip(reason, 1000)
+		ch := record.Changes{Reason: &rs, Actor: "system"}
 		if code != "" {
 			ch.ErrorCode = &code
 		}
@@ -452,9 +453,9 @@ func (s *Service) end(ctx context.Context, r *run, outcome, reason, code string)
 			return ChangeOutcome{}, err
 		}
 	}
-	ev := ledger.Event{At: s.now(), Type: ledger.EventModificationEnded, Actor: "system", Reason: ledger.Clip(reason, 1000),
-		Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "kind": r.change.Kind, "outcome": outcome, "error_code": code})}
-	st, err := s.ledger.EndChange(ctx, r.op.Tenant, r.parent.ID, r.op.ID, outcome, ledger.Clip(reason, 1000), ev)
+	ev := record.Event{At: s.now(), Type: record.EventModificationEnded, Actor: "system", Reason: record.Clip(reason, 1000),
+		Detail: record.EventDetail(map[string]any{"change_id": r.op.ID, "kind": r.change.Kind, "outcome": outcome, "error_code": code})}
+	st, err := s.ledger.EndChange(ctx, r.op.Tenant, r.parent.ID, r.op.ID, outcome, record.Clip(reason, 1000), ev)
 	if err != nil {
 		return ChangeOutcome{}, &workflow.TransientError{Reason: fmt.Sprintf("end change %s: %v", r.op.ID, err)}
 	}
@@ -465,7 +466,7 @@ func (s *Service) end(ctx context.Context, r *run, outcome, reason, code string)
 		if code == "" {
 			code = outcome
 		}
-		s.report(ctx, r, nil, &adcp.OutcomeError{Code: code, Message: ledger.Clip(reason, 500)})
+		s.report(ctx, r, nil, &adcp.OutcomeError{Code: code, Message: record.Clip(reason, 500)})
 	}
 	return ChangeOutcome{Outcome: outcome, Reason: reason, Revision: st.Revision, State: st.State}, nil
 }
@@ -490,12 +491,12 @@ func (s *Service) report(ctx context.Context, r *run, resp *adcp.SellerResponse,
 		res, err = s.adcp.ReportPlanOutcome(ctx, r.gov.AgentID, in.Intent)
 		stage.ReleaseUnsent(ctx, s.ledger, s.log, r.op.ID, in, err)
 	}
-	ev := ledger.Event{Type: ledger.EventModificationOutcomeReport, Actor: "governance:" + r.gov.AgentID, Detail: ledger.EventDetail(map[string]any{"change_id": r.op.ID, "outcome": outcome})}
+	ev := record.Event{Type: record.EventModificationOutcomeReport, Actor: "governance:" + r.gov.AgentID, Detail: record.EventDetail(map[string]any{"change_id": r.op.ID, "outcome": outcome})}
 	if err != nil {
-		ev.Reason = ledger.Clip(err.Error(), 500)
+		ev.Reason = record.Clip(err.Error(), 500)
 		s.log.WarnContext(ctx, "change outcome not reported", "operationId", r.parent.ID, "changeId", r.op.ID, "err", err)
 	} else {
-		ev.Detail = ledger.EventDetail(map[string]any{"change_id": r.op.ID, "outcome": outcome, "outcome_state": res.OutcomeState})
+		ev.Detail = record.EventDetail(map[string]any{"change_id": r.op.ID, "outcome": outcome, "outcome_state": res.OutcomeState})
 	}
 	s.event(ctx, r, ev)
 }

@@ -4,9 +4,10 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/approvalcore"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -47,7 +48,7 @@ func (s *Notifier) requestCampaign(ctx context.Context, in workflow.CallbackInpu
 	if len(approvers) == 0 {
 		return &workflow.TerminalError{Code: "no_approver", Reason: "no approver other than the requester is configured"}
 	}
-	a, err := s.createOnce(ctx, ledger.Approval{
+	a, err := s.createOnce(ctx, record.Approval{
 		ID: id, Tenant: in.Tenant, CampaignID: in.CampaignID, TaskToken: in.TaskToken,
 		Legs:      covered.LegIDs(),
 		Approvers: approvers, EscalationApprovers: escalateTo, Requester: c.Record.Requester, Amount: total.Decimal(), Currency: total.Currency,
@@ -63,8 +64,8 @@ func (s *Notifier) requestCampaign(ctx context.Context, in workflow.CallbackInpu
 	if a.ReasonText != "" {
 		reason = a.ReasonText
 	}
-	requested := ledger.Event{
-		Type: ledger.EventApprovalRequested, Actor: actorSystem, Amount: a.Amount, Currency: a.Currency, Reason: reason,
+	requested := record.Event{
+		Type: record.EventApprovalRequested, Actor: actorSystem, Amount: a.Amount, Currency: a.Currency, Reason: reason,
 		Detail: approval.EventDetail{ApprovalID: id, Round: rd.Round, Escalation: rd.Escalation, Approvers: a.Approvers, CampaignID: in.CampaignID}.Raw(),
 	}
 	if !known {
@@ -90,7 +91,7 @@ func (s *Notifier) requestCampaign(ctx context.Context, in workflow.CallbackInpu
 			}
 		}
 	}
-	if len(a.SlackMessages) == 0 && a.Status == ledger.ApprovalPending && s.Now().Before(a.ExpiresAt) {
+	if len(a.SlackMessages) == 0 && a.Status == record.ApprovalPending && s.Now().Before(a.ExpiresAt) {
 		v, err := s.CampaignView(ctx, a, covered)
 		if err != nil {
 			return err

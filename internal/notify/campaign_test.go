@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/approvaltest"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -25,7 +26,7 @@ func requestCampaign(e *approvaltest.Env, tok string, legs ...string) string {
 	return e.RequestCampaign(tok, legs...)
 }
 
-func count(evs []ledger.Event, typ string) int {
+func count(evs []record.Event, typ string) int {
 	n := 0
 	for _, ev := range evs {
 		if ev.Type == typ {
@@ -44,7 +45,7 @@ func TestRequestForACampaign(t *testing.T) {
 	tok := approvaltest.Token(7)
 	id := requestCampaign(e, tok)
 	a := e.Approval(id)
-	if a.CampaignID != campaignID || a.OperationID != "" || a.Amount != "25000.00" || a.Currency != "USD" || a.Status != ledger.ApprovalPending {
+	if a.CampaignID != campaignID || a.OperationID != "" || a.Amount != "25000.00" || a.Currency != "USD" || a.Status != record.ApprovalPending {
 		t.Fatalf("approval = %+v", a)
 	}
 	if c, err := e.Store.GetCampaign(e.Ctx, approvaltest.Tenant, campaignID); err != nil || c.ApprovalID != id {
@@ -55,11 +56,11 @@ func TestRequestForACampaign(t *testing.T) {
 		if err != nil || op.Status != workflow.StatusAwaitingApproval {
 			t.Errorf("%s is %s (%v), want awaiting_approval", leg, op.Status, err)
 		}
-		if n := count(e.Timeline(leg), ledger.EventApprovalRequested); n != 1 {
+		if n := count(e.Timeline(leg), record.EventApprovalRequested); n != 1 {
 			t.Errorf("%s's timeline has %d approval requests", leg, n)
 		}
 	}
-	if n := count(e.Timeline(campaignID), ledger.EventApprovalRequested); n != 1 {
+	if n := count(e.Timeline(campaignID), record.EventApprovalRequested); n != 1 {
 		t.Errorf("the campaign's timeline has %d approval requests", n)
 	}
 	msgs := e.Slack.Messages()
@@ -79,8 +80,8 @@ func TestRequestForACampaign(t *testing.T) {
 	}
 
 	requestCampaign(e, tok) // a retry of the same task
-	if len(e.Slack.Messages()) != 2 || count(e.Timeline(campaignID), ledger.EventApprovalRequested) != 1 ||
-		count(e.Timeline("leg-b"), ledger.EventApprovalRequested) != 1 {
+	if len(e.Slack.Messages()) != 2 || count(e.Timeline(campaignID), record.EventApprovalRequested) != 1 ||
+		count(e.Timeline("leg-b"), record.EventApprovalRequested) != 1 {
 		t.Errorf("the retry posted or recorded again")
 	}
 }
@@ -108,16 +109,16 @@ func TestDecisionOnACampaign(t *testing.T) {
 		evs := e.Timeline(tl)
 		decided := false
 		for _, ev := range evs {
-			decided = decided || (ev.Type == ledger.EventDecision && ev.Actor == "approver:"+approvaltest.Alice)
+			decided = decided || (ev.Type == record.EventDecision && ev.Actor == "approver:"+approvaltest.Alice)
 		}
 		if !decided {
 			t.Errorf("%s's timeline has no decision by %s", tl, approvaltest.Alice)
 		}
 	}
-	if n := count(e.Timeline(campaignID), ledger.EventApprovalViewed); n != 1 {
+	if n := count(e.Timeline(campaignID), record.EventApprovalViewed); n != 1 {
 		t.Errorf("the campaign's timeline has %d views", n)
 	}
-	if n := count(e.Timeline("leg-a"), ledger.EventApprovalViewed); n != 0 {
+	if n := count(e.Timeline("leg-a"), record.EventApprovalViewed); n != 0 {
 		t.Errorf("a leg's timeline has %d views: they belong to the campaign", n)
 	}
 }
@@ -138,10 +139,10 @@ func TestExpireACampaignApproval(t *testing.T) {
 	if exp := out.(workflow.ApprovalExpiry); exp.Escalated || !strings.Contains(exp.Reason, "expired") {
 		t.Errorf("expiry = %+v", exp)
 	}
-	if a := e.Approval(id); a.Status != ledger.ApprovalExpired {
+	if a := e.Approval(id); a.Status != record.ApprovalExpired {
 		t.Errorf("approval is %s", a.Status)
 	}
-	if n := count(e.Timeline(campaignID), ledger.EventApprovalExpired); n != 1 {
+	if n := count(e.Timeline(campaignID), record.EventApprovalExpired); n != 1 {
 		t.Errorf("the campaign's timeline has %d expiries", n)
 	}
 }
@@ -168,14 +169,14 @@ func TestRequestForACampaignShowsTheTotalTheGateUsed(t *testing.T) {
 		t.Fatalf("approval of %s %s covering %v because %q; want USD 25000.00 of leg-a and leg-b because %q", a.Amount, a.Currency, a.Legs, a.ReasonText, why)
 	}
 	for _, ev := range e.Timeline(campaignID) {
-		if ev.Type == ledger.EventApprovalRequested && (ev.Amount != "25000.00" || ev.Reason != why) {
+		if ev.Type == record.EventApprovalRequested && (ev.Amount != "25000.00" || ev.Reason != why) {
 			t.Errorf("the campaign's timeline reads the request as %s %s, %q", ev.Amount, ev.Currency, ev.Reason)
 		}
 	}
 	if op, _ := e.Store.GetOperation(e.Ctx, approvaltest.Tenant, "leg-c"); op.Status != workflow.StatusCheckingGovernance {
 		t.Errorf("the leg left out was moved to %s", op.Status)
 	}
-	if n := count(e.Timeline("leg-c"), ledger.EventApprovalRequested); n != 0 {
+	if n := count(e.Timeline("leg-c"), record.EventApprovalRequested); n != 0 {
 		t.Errorf("the leg left out has %d approval requests on its timeline", n)
 	}
 	msgs := e.Slack.Messages()
@@ -199,10 +200,10 @@ func TestRequestForACampaignShowsTheTotalTheGateUsed(t *testing.T) {
 	if resp := e.Post(e.Link(id, approvaltest.Alice), "approve", "fine"); resp.StatusCode != 200 {
 		t.Fatalf("approve: HTTP %d", resp.StatusCode)
 	}
-	if n := count(e.Timeline("leg-c"), ledger.EventDecision); n != 0 {
+	if n := count(e.Timeline("leg-c"), record.EventDecision); n != 0 {
 		t.Errorf("the decision is on the timeline of the leg it does not cover")
 	}
-	if n := count(e.Timeline("leg-b"), ledger.EventDecision); n != 1 {
+	if n := count(e.Timeline("leg-b"), record.EventDecision); n != 1 {
 		t.Errorf("leg-b's timeline has %d decisions", n)
 	}
 }
@@ -218,7 +219,7 @@ func TestRequestForACampaignRefusesAnotherLeg(t *testing.T) {
 	if _, err := e.Notifier.Notify(e.Ctx, payload); err == nil || !strings.Contains(err.Error(), "leg-x") {
 		t.Fatalf("request naming leg-x: %v", err)
 	}
-	if len(e.Slack.Messages()) != 0 || count(e.Timeline(campaignID), ledger.EventApprovalRequested) != 0 {
+	if len(e.Slack.Messages()) != 0 || count(e.Timeline(campaignID), record.EventApprovalRequested) != 0 {
 		t.Error("a refused request posted or recorded")
 	}
 }
@@ -260,7 +261,7 @@ func TestRequestForACampaignSaysItsTotalIsOverTheThreshold(t *testing.T) {
 	for _, tl := range []string{campaignID, "leg-a", "leg-b"} {
 		found := false
 		for _, ev := range e.Timeline(tl) {
-			found = found || (ev.Type == ledger.EventApprovalRequested && ev.Reason == why)
+			found = found || (ev.Type == record.EventApprovalRequested && ev.Reason == why)
 		}
 		if !found {
 			t.Errorf("%s's timeline has no approval request saying %q", tl, why)
@@ -274,7 +275,7 @@ func TestRequestForACampaignSaysItsTotalIsOverTheThreshold(t *testing.T) {
 		t.Errorf("under a threshold over the total, the approval says %q", a.ReasonText)
 	}
 	for _, ev := range under.Timeline(campaignID) {
-		if ev.Type == ledger.EventApprovalRequested && ev.Reason != "campaign_legs" {
+		if ev.Type == record.EventApprovalRequested && ev.Reason != "campaign_legs" {
 			t.Errorf("the request reads %q", ev.Reason)
 		}
 	}

@@ -8,9 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/approvalcore"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/slack"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -87,14 +88,14 @@ func (s *Notifier) Request(ctx context.Context, in workflow.CallbackInput) error
 		return &workflow.TerminalError{Code: "invalid_amount", Reason: fmt.Sprintf("the buy's amount %q %s cannot be shown exactly: %v", amount, op.Currency, err)}
 	}
 	now := s.Now()
-	a, err := s.storeApproval(ctx, in, op, ledger.Approval{ID: id, Approvers: approvers, EscalationApprovers: escalateTo,
+	a, err := s.storeApproval(ctx, in, op, record.Approval{ID: id, Approvers: approvers, EscalationApprovers: escalateTo,
 		Amount: amount, ExpiresAt: now.Add(s.timeout(rd, in.Config))})
 	if err != nil {
 		return err
 	}
 	if !known {
-		err := s.Cfg.Ledger.AppendEvent(ctx, in.Tenant, in.OperationID, ledger.Event{
-			Type: ledger.EventApprovalRequested, Actor: actorSystem, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason,
+		err := s.Cfg.Ledger.AppendEvent(ctx, in.Tenant, in.OperationID, record.Event{
+			Type: record.EventApprovalRequested, Actor: actorSystem, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason,
 			Detail: approval.EventDetail{ApprovalID: id, Round: rd.Round, Escalation: rd.Escalation, Approvers: a.Approvers}.Raw(),
 		})
 		if err != nil {
@@ -104,7 +105,7 @@ func (s *Notifier) Request(ctx context.Context, in workflow.CallbackInput) error
 	if err := s.awaitApproval(ctx, op, id); err != nil {
 		return err
 	}
-	if len(a.SlackMessages) == 0 && a.Status == ledger.ApprovalPending && now.Before(a.ExpiresAt) {
+	if len(a.SlackMessages) == 0 && a.Status == record.ApprovalPending && now.Before(a.ExpiresAt) {
 		if err := s.post(ctx, a, op); err != nil {
 			return err
 		}
@@ -116,8 +117,8 @@ func (s *Notifier) Request(ctx context.Context, in workflow.CallbackInput) error
 
 // amount is what the approver commits to: the buy's amount, or for a change to a placed buy
 // the buy's budget once changed, as the change's record holds it.
-func (s *Notifier) amount(ctx context.Context, op *ledger.Operation) (string, error) {
-	if op.Kind != ledger.KindModification {
+func (s *Notifier) amount(ctx context.Context, op *record.Operation) (string, error) {
+	if op.Kind != record.KindModification {
 		return op.BudgetTotal, nil
 	}
 	p, err := s.Purchase(ctx, op)
@@ -182,7 +183,7 @@ func (s *Notifier) timeout(rd approval.Round, cfg workflow.RunConfig) time.Durat
 // storeApproval returns the approval of this task token, creating it once (a concurrent retry
 // may create it first) with want's id, approvers, amount and expiry and the operation's
 // requester and reason. An approval of that id for another operation or token is refused.
-func (s *Notifier) storeApproval(ctx context.Context, in workflow.CallbackInput, op *ledger.Operation, want ledger.Approval) (*ledger.Approval, error) {
+func (s *Notifier) storeApproval(ctx context.Context, in workflow.CallbackInput, op *record.Operation, want record.Approval) (*record.Approval, error) {
 	code := s.reasonCode(in.Reason, op)
 	want.Tenant, want.OperationID, want.TaskToken = in.Tenant, in.OperationID, in.TaskToken
 	want.Requester, want.Currency = op.Requester, op.Currency
@@ -192,12 +193,12 @@ func (s *Notifier) storeApproval(ctx context.Context, in workflow.CallbackInput,
 
 // createOnce returns the approval want.ID, creating it as want the first time (a concurrent
 // retry may create it first). One of that id for another subject or token is refused.
-func (s *Notifier) createOnce(ctx context.Context, want ledger.Approval) (*ledger.Approval, error) {
+func (s *Notifier) createOnce(ctx context.Context, want record.Approval) (*record.Approval, error) {
 	a, err := s.Cfg.Ledger.GetApproval(ctx, want.ID)
 	switch {
-	case errors.Is(err, ledger.ErrNotFound):
+	case errors.Is(err, record.ErrNotFound):
 		a, err = s.Cfg.Ledger.CreateApproval(ctx, want)
-		if errors.Is(err, ledger.ErrConflict) { // a concurrent retry created it first
+		if errors.Is(err, record.ErrConflict) { // a concurrent retry created it first
 			a, err = s.Cfg.Ledger.GetApproval(ctx, want.ID)
 		}
 		if err != nil {
@@ -216,7 +217,7 @@ func (s *Notifier) createOnce(ctx context.Context, want ledger.Approval) (*ledge
 // Already being there (a retry, an escalation round) is fine; an operation that ended meanwhile
 // is a terminal error; any other status is left as it is and logged, since the approval itself
 // is already stored and the workflow decides what happens next.
-func (s *Notifier) awaitApproval(ctx context.Context, op *ledger.Operation, id string) error {
+func (s *Notifier) awaitApproval(ctx context.Context, op *record.Operation, id string) error {
 	if op.Status == workflow.StatusAwaitingApproval {
 		return nil
 	}
@@ -224,10 +225,10 @@ func (s *Notifier) awaitApproval(ctx context.Context, op *ledger.Operation, id s
 		s.Log.WarnContext(ctx, "operation cannot move to awaiting_approval; left as it is", "operationId", op.ID, "status", op.Status)
 		return nil
 	}
-	_, err := s.Cfg.Ledger.Transition(ctx, op.Tenant, op.ID, workflow.StatusAwaitingApproval, ledger.AnyVersion, ledger.Changes{
+	_, err := s.Cfg.Ledger.Transition(ctx, op.Tenant, op.ID, workflow.StatusAwaitingApproval, record.AnyVersion, record.Changes{
 		Actor: actorSystem, Detail: approval.EventDetail{ApprovalID: id}.Raw(),
 	})
-	var te *ledger.TransitionError
+	var te *record.TransitionError
 	switch {
 	case err == nil:
 		return nil
@@ -238,7 +239,7 @@ func (s *Notifier) awaitApproval(ctx context.Context, op *ledger.Operation, id s
 	case errors.As(err, &te) && te.Current != nil:
 		s.Log.WarnContext(ctx, "operation moved elsewhere; left as it is", "operationId", op.ID, "status", te.Current.Status)
 		return nil
-	case errors.Is(err, ledger.ErrNotFound):
+	case errors.Is(err, record.ErrNotFound):
 		return &workflow.NotFoundError{OperationID: op.ID}
 	default:
 		return fmt.Errorf("notify: move operation %s to awaiting_approval: %w", op.ID, err)
@@ -246,7 +247,7 @@ func (s *Notifier) awaitApproval(ctx context.Context, op *ledger.Operation, id s
 }
 
 // post sends a buy's request to Slack with what it buys.
-func (s *Notifier) post(ctx context.Context, a *ledger.Approval, op *ledger.Operation) error {
+func (s *Notifier) post(ctx context.Context, a *record.Approval, op *record.Operation) error {
 	v, err := s.Review(ctx, a, op)
 	if err != nil {
 		return err
@@ -257,7 +258,7 @@ func (s *Notifier) post(ctx context.Context, a *ledger.Approval, op *ledger.Oper
 // postView sends the request v to Slack, one signed link per approver, and stores where it
 // landed. Nothing posted at all is an error (the stage retries); a partial post is logged and
 // kept.
-func (s *Notifier) postView(ctx context.Context, a *ledger.Approval, v approvalcore.Approval) error {
+func (s *Notifier) postView(ctx context.Context, a *record.Approval, v approvalcore.Approval) error {
 	exp := s.LinkExpiry(a)
 	reviews := make([]slack.Review, 0, len(a.Approvers))
 	for _, who := range a.Approvers {
@@ -277,9 +278,9 @@ func (s *Notifier) postView(ctx context.Context, a *ledger.Approval, v approvalc
 	if err != nil {
 		s.Log.WarnContext(ctx, "approval request reached only some approvers", "approvalId", a.ID, "posted", len(refs), "err", err)
 	}
-	stored := make([]ledger.SlackRef, len(refs))
+	stored := make([]record.SlackRef, len(refs))
 	for i, r := range refs {
-		stored[i] = ledger.SlackRef{Channel: r.Channel, TS: r.TS}
+		stored[i] = record.SlackRef{Channel: r.Channel, TS: r.TS}
 	}
 	if err := s.Cfg.Ledger.SetSlackMessages(ctx, a.ID, stored); err != nil {
 		return fmt.Errorf("notify: store slack messages of approval %s: %w", a.ID, err)
@@ -289,7 +290,7 @@ func (s *Notifier) postView(ctx context.Context, a *ledger.Approval, v approvalc
 }
 
 // reasonCode maps the state machine's reason to the reason shown to approvers.
-func (s *Notifier) reasonCode(reason string, op *ledger.Operation) approvalcore.ReasonCode {
+func (s *Notifier) reasonCode(reason string, op *record.Operation) approvalcore.ReasonCode {
 	switch approvalcore.ReasonCode(reason) {
 	case approvalcore.ReasonSellerInputRequired, approvalcore.ReasonPolicyThreshold, approvalcore.ReasonGovernanceConditions,
 		approvalcore.ReasonChangeNeedsApproval:
@@ -307,10 +308,10 @@ func (s *Notifier) reasonCode(reason string, op *ledger.Operation) approvalcore.
 // reasonText is what the approvers read under the reason: the operation's recorded reason
 // when it carries the words of the party that asked (the seller's input-required message, the
 // governance agent's conditions), frozen into the approval when it is requested.
-func reasonText(code approvalcore.ReasonCode, op *ledger.Operation) string {
+func reasonText(code approvalcore.ReasonCode, op *record.Operation) string {
 	switch code {
 	case approvalcore.ReasonSellerInputRequired, approvalcore.ReasonGovernanceConditions, approvalcore.ReasonChangeNeedsApproval:
-		return ledger.Clip(strings.TrimSpace(op.Reason), 500)
+		return record.Clip(strings.TrimSpace(op.Reason), 500)
 	}
 	return ""
 }
@@ -342,26 +343,26 @@ func (s *Notifier) Expire(ctx context.Context, in workflow.StageInput) (workflow
 	if !ok {
 		return workflow.ApprovalExpiry{Reason: "no approval request was recorded for this operation"}, nil
 	}
-	a, err := s.Cfg.Ledger.Decide(ctx, last.ApprovalID, ledger.Decision{Outcome: ledger.ApprovalExpired, By: actorTimeout})
-	var de *ledger.DecisionError
+	a, err := s.Cfg.Ledger.Decide(ctx, last.ApprovalID, record.Decision{Outcome: record.ApprovalExpired, By: actorTimeout})
+	var de *record.DecisionError
 	fresh := err == nil
 	switch {
 	case err == nil:
 		s.recordExpiry() // here, so a failure below and its retry count it once
-	case errors.As(err, &de) && de.Current.Status == ledger.ApprovalExpired:
+	case errors.As(err, &de) && de.Current.Status == record.ApprovalExpired:
 		a = de.Current // a retry of this action
-	case errors.As(err, &de) && de.Current.Status != ledger.ApprovalPending:
+	case errors.As(err, &de) && de.Current.Status != record.ApprovalPending:
 		cur := de.Current
 		reason := fmt.Sprintf("approval %s was %s by %s at %s, after the approval window closed; the workflow had stopped waiting, so nothing is bought",
 			cur.ID, cur.Status, cur.Decider, approvalcore.FormatTime(cur.DecidedAt))
 		if !last.Expired {
-			s.AppendEvent(ctx, in.Tenant, timeline, ledger.Event{
-				Type: ledger.EventApprovalExpired, Actor: actorTimeout, Amount: cur.Amount, Currency: cur.Currency, Reason: cur.Reason,
+			s.AppendEvent(ctx, in.Tenant, timeline, record.Event{
+				Type: record.EventApprovalExpired, Actor: actorTimeout, Amount: cur.Amount, Currency: cur.Currency, Reason: cur.Reason,
 				Detail: approval.EventDetail{ApprovalID: cur.ID, Round: last.Round, Outcome: string(cur.Status), Note: "decided after the timeout"}.Raw(),
 			})
 		}
 		return workflow.ApprovalExpiry{Reason: reason}, nil
-	case errors.Is(err, ledger.ErrNotFound):
+	case errors.Is(err, record.ErrNotFound):
 		return workflow.ApprovalExpiry{Reason: fmt.Sprintf("approval %s was never stored", last.ApprovalID)}, nil
 	default:
 		return workflow.ApprovalExpiry{}, fmt.Errorf("notify: expire approval %s: %w", last.ApprovalID, err)
@@ -371,8 +372,8 @@ func (s *Notifier) Expire(ctx context.Context, in workflow.StageInput) (workflow
 	if last.Expired { // the event is already written: keep its answer
 		escalate = last.Escalated
 	} else {
-		err := s.Cfg.Ledger.AppendEvent(ctx, in.Tenant, timeline, ledger.Event{
-			Type: ledger.EventApprovalExpired, Actor: actorTimeout, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason,
+		err := s.Cfg.Ledger.AppendEvent(ctx, in.Tenant, timeline, record.Event{
+			Type: record.EventApprovalExpired, Actor: actorTimeout, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason,
 			Detail: approval.EventDetail{ApprovalID: a.ID, Round: last.Round, Escalation: last.Escalation, Escalated: escalate}.Raw(),
 		})
 		if err != nil {
@@ -380,7 +381,7 @@ func (s *Notifier) Expire(ctx context.Context, in workflow.StageInput) (workflow
 		}
 	}
 	if fresh {
-		var op *ledger.Operation
+		var op *record.Operation
 		if in.OperationID != "" {
 			if op, err = s.Cfg.Ledger.GetOperation(ctx, in.Tenant, in.OperationID); err != nil {
 				op = nil // the status message is still worth sending without the seller

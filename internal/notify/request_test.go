@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/approvaltest"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/notify"
 	"github.com/buyflow/buyflow/internal/slack"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -27,7 +28,7 @@ func TestRequestCreatesApprovalAndPostsPersonalLinks(t *testing.T) {
 	id := e.Request(tok)
 
 	a := e.Approval(id)
-	if a.Status != ledger.ApprovalPending || a.TaskToken != tok || a.Tenant != approvaltest.Tenant || a.OperationID != approvaltest.OpID {
+	if a.Status != record.ApprovalPending || a.TaskToken != tok || a.Tenant != approvaltest.Tenant || a.OperationID != approvaltest.OpID {
 		t.Fatalf("approval = %+v", a)
 	}
 	if strings.Join(a.Approvers, ",") != "UALICE,UBOB" {
@@ -73,7 +74,7 @@ func TestRequestCreatesApprovalAndPostsPersonalLinks(t *testing.T) {
 	if _, err := e.Signer.Verify(id, u.Query()); err != nil {
 		t.Errorf("posted link does not verify: %v", err)
 	}
-	if evs := e.EventsOf(ledger.EventApprovalRequested); len(evs) != 1 || evs[0].Amount != "12500.00" {
+	if evs := e.EventsOf(record.EventApprovalRequested); len(evs) != 1 || evs[0].Amount != "12500.00" {
 		t.Errorf("approval_requested events = %+v", evs)
 	}
 }
@@ -121,7 +122,7 @@ func TestRequestRetryAfterSlackFailurePostsOnce(t *testing.T) {
 	if err := svc.Request(e.Ctx, in); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(e.EventsOf(ledger.EventApprovalRequested)); n != 1 {
+	if n := len(e.EventsOf(record.EventApprovalRequested)); n != 1 {
 		t.Errorf("%d approval_requested events after retries, want 1", n)
 	}
 	if a := e.Approval(approval.ApprovalID(tok)); len(a.SlackMessages) != 2 {
@@ -151,7 +152,7 @@ func TestExpireEscalatesOnceThenRejects(t *testing.T) {
 	if !exp.Escalated {
 		t.Fatalf("first expiry = %+v, want escalated", exp)
 	}
-	if a := e.Approval(first); a.Status != ledger.ApprovalExpired {
+	if a := e.Approval(first); a.Status != record.ApprovalExpired {
 		t.Errorf("first approval = %s", a.Status)
 	}
 	if again := e.Expire(); again != exp {
@@ -181,7 +182,7 @@ func TestExpireEscalatesOnceThenRejects(t *testing.T) {
 	if exp := e.Expire(); exp.Escalated {
 		t.Fatalf("second expiry = %+v, want give up", exp)
 	}
-	if a := e.Approval(second); a.Status != ledger.ApprovalExpired {
+	if a := e.Approval(second); a.Status != record.ApprovalExpired {
 		t.Errorf("second approval = %s", a.Status)
 	}
 }
@@ -203,7 +204,7 @@ func TestExpireAfterARaceReportsTheDecision(t *testing.T) {
 	if exp.Escalated || !strings.Contains(exp.Reason, "approved by UALICE") {
 		t.Fatalf("expire = %+v", exp)
 	}
-	if a := e.Approval(id); a.Status != ledger.ApprovalApproved {
+	if a := e.Approval(id); a.Status != record.ApprovalApproved {
 		t.Errorf("ledger = %s", a.Status)
 	}
 }
@@ -240,7 +241,7 @@ func typeName(err error) string {
 
 func TestRequestForAnEndedOperationIsTerminal(t *testing.T) {
 	e := approvaltest.NewEnv(t, "")
-	if _, err := e.Store.Transition(e.Ctx, approvaltest.Tenant, approvaltest.OpID, workflow.StatusCanceled, ledger.AnyVersion, ledger.Changes{}); err != nil {
+	if _, err := e.Store.Transition(e.Ctx, approvaltest.Tenant, approvaltest.OpID, workflow.StatusCanceled, record.AnyVersion, record.Changes{}); err != nil {
 		t.Fatal(err)
 	}
 	payload, _ := json.Marshal(map[string]any{
@@ -272,7 +273,7 @@ func TestRequestReasons(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			e := approvaltest.NewEnv(t, "")
-			op, err := e.Store.CreateOperation(e.Ctx, ledger.Operation{ID: "op-2", Tenant: approvaltest.Tenant, SellerID: "s", BudgetTotal: tc.budget,
+			op, err := e.Store.CreateOperation(e.Ctx, record.Operation{ID: "op-2", Tenant: approvaltest.Tenant, SellerID: "s", BudgetTotal: tc.budget,
 				Currency: "USD", Requester: approvaltest.Requester, RequireApproval: tc.requireApproval, Reason: said,
 				Request: []byte(`{"media_buy":{"proposal_id":"prop-1","total_budget":{"amount":` + tc.budget + `,"currency":"USD"}}}`)})
 			if err != nil {
@@ -306,7 +307,7 @@ func TestRequestReasons(t *testing.T) {
 func TestRequestRefusesAnInexactAmount(t *testing.T) {
 	e := approvaltest.NewEnv(t, "")
 	const id = "op-inexact"
-	if _, err := e.Store.CreateOperation(e.Ctx, ledger.Operation{
+	if _, err := e.Store.CreateOperation(e.Ctx, record.Operation{
 		ID: id, Tenant: approvaltest.Tenant, Status: workflow.StatusAwaitingApproval, SellerID: "sports-network", PONumber: "PO-43",
 		BudgetTotal: "1000.50", Currency: "JPY", Requester: approvaltest.Requester,
 	}); err != nil {
@@ -323,7 +324,7 @@ func TestRequestRefusesAnInexactAmount(t *testing.T) {
 	if len(e.Slack.Messages()) != 0 {
 		t.Error("slack was shown an inexact amount")
 	}
-	if _, err := e.Store.GetApproval(e.Ctx, approval.ApprovalID(approvaltest.Token(7))); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := e.Store.GetApproval(e.Ctx, approval.ApprovalID(approvaltest.Token(7))); !errors.Is(err, record.ErrNotFound) {
 		t.Errorf("an approval was created: %v", err)
 	}
 }

@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/adcp"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/sellertask"
 	"github.com/buyflow/buyflow/internal/sfn"
 	"github.com/buyflow/buyflow/internal/stage"
@@ -48,7 +49,7 @@ func (s *Poll) Park(ctx context.Context, in workflow.CallbackInput) error {
 		return &workflow.InvalidInputError{Field: "operation_id", Reason: "operation_id and tenant are required"}
 	}
 	op, err := s.Ledger.SetTaskToken(ctx, in.Tenant, in.OperationID, in.TaskToken)
-	if errors.Is(err, ledger.ErrNotFound) {
+	if errors.Is(err, record.ErrNotFound) {
 		return &workflow.NotFoundError{OperationID: in.OperationID}
 	}
 	if err != nil {
@@ -63,11 +64,11 @@ func (s *Poll) Park(ctx context.Context, in workflow.CallbackInput) error {
 		s.Log.InfoContext(ctx, "parked", "operationId", op.ID, "status", op.Status, "intervalSeconds", in.Wait.IntervalSeconds, "round", in.Wait.Round)
 		return nil
 	}
-	if err := s.Ledger.ClearTaskToken(ctx, op.Tenant, op.ID, in.TaskToken); err != nil && !errors.Is(err, ledger.ErrTokenMismatch) {
+	if err := s.Ledger.ClearTaskToken(ctx, op.Tenant, op.ID, in.TaskToken); err != nil && !errors.Is(err, record.ErrTokenMismatch) {
 		s.Log.WarnContext(ctx, "task token not cleared", "operationId", op.ID, "err", err)
 	}
-	s.Event(ctx, op, ledger.Event{Type: ledger.EventWake, Actor: stage.ActorSystem,
-		Detail: ledger.EventDetail(map[string]any{"by": "park", "status": out.Status, "known": known, "deadline_exceeded": out.DeadlineExceeded})})
+	s.Event(ctx, op, record.Event{Type: record.EventWake, Actor: stage.ActorSystem,
+		Detail: record.EventDetail(map[string]any{"by": "park", "status": out.Status, "known": known, "deadline_exceeded": out.DeadlineExceeded})})
 	return s.complete(ctx, op.ID, in.TaskToken, out, "ledger already newer")
 }
 
@@ -125,7 +126,7 @@ func (s *Poll) PollSeller(ctx context.Context, in workflow.PollInput) (workflow.
 
 // pollSeller asks the seller about the operation's task and records the answer forward only
 // (RecordTaskStatus); a repeat, an unmapped status and a refused move leave a poll event.
-func (s *Poll) pollSeller(ctx context.Context, op *ledger.Operation) (*ledger.Operation, error) {
+func (s *Poll) pollSeller(ctx context.Context, op *record.Operation) (*record.Operation, error) {
 	req, err := stage.ParseRequest(op)
 	if err != nil {
 		return nil, err
@@ -135,8 +136,8 @@ func (s *Poll) pollSeller(ctx context.Context, op *ledger.Operation) (*ledger.Op
 	}
 	ts, err := s.AdCP.GetTaskStatus(ctx, req.SellerID, adcp.GetTaskStatusRequest{TaskID: op.SellerTaskID, Account: req.Account(), IncludeResult: true})
 	if err != nil {
-		s.Event(ctx, op, ledger.Event{Type: ledger.EventPoll, Actor: stage.SellerActor(req.SellerID), Reason: ledger.Clip(err.Error(), 300),
-			Detail: ledger.EventDetail(map[string]any{"task_id": op.SellerTaskID, "error_code": adcp.ErrorCode(err), "decision": adcp.Decide(err).String()})})
+		s.Event(ctx, op, record.Event{Type: record.EventPoll, Actor: stage.SellerActor(req.SellerID), Reason: record.Clip(err.Error(), 300),
+			Detail: record.EventDetail(map[string]any{"task_id": op.SellerTaskID, "error_code": adcp.ErrorCode(err), "decision": adcp.Decide(err).String()})})
 		if adcp.Decide(err) == adcp.DecisionRetry {
 			s.Log.WarnContext(ctx, "poll failed, backing off", "operationId", op.ID, "code", adcp.ErrorCode(err))
 			return op, nil
@@ -146,7 +147,7 @@ func (s *Poll) pollSeller(ctx context.Context, op *ledger.Operation) (*ledger.Op
 	actor := stage.SellerActor(req.SellerID)
 	ev := map[string]any{"task_id": op.SellerTaskID, "seller_status": ts.Status}
 	u := sellertask.UpdateFrom(ts)
-	u.TaskID, u.Actor, u.EventType, u.Detail, u.SkipRepeat = op.SellerTaskID, actor, ledger.EventPoll, ev, true
+	u.TaskID, u.Actor, u.EventType, u.Detail, u.SkipRepeat = op.SellerTaskID, actor, record.EventPoll, ev, true
 	rec, err := sellertask.RecordStatus(ctx, s.taskDeps(), op, u)
 	if err != nil {
 		return nil, stage.MoveError(op, err)
@@ -154,9 +155,9 @@ func (s *Poll) pollSeller(ctx context.Context, op *ledger.Operation) (*ledger.Op
 	switch rec.Outcome {
 	case sellertask.Unmapped, sellertask.Repeat:
 		// Unknown statuses (auth-required, unknown) and repeats change nothing.
-		s.Event(ctx, op, ledger.Event{Type: ledger.EventPoll, Actor: actor, Detail: ledger.EventDetail(ev)})
+		s.Event(ctx, op, record.Event{Type: record.EventPoll, Actor: actor, Detail: record.EventDetail(ev)})
 	case sellertask.Stale:
-		s.Event(ctx, op, ledger.Event{Type: ledger.EventPoll, Actor: actor, Reason: "no change: the ledger already holds " + string(rec.Op.Status), Detail: ledger.EventDetail(ev)})
+		s.Event(ctx, op, record.Event{Type: record.EventPoll, Actor: actor, Reason: "no change: the ledger already holds " + string(rec.Op.Status), Detail: record.EventDetail(ev)})
 	}
 	return rec.Op, nil
 }

@@ -7,17 +7,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/sellertask"
 	"github.com/buyflow/buyflow/internal/stagetest"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-func pollIn(op *ledger.Operation, wait workflow.WaitState, gen int) workflow.PollInput {
+func pollIn(op *record.Operation, wait workflow.WaitState, gen int) workflow.PollInput {
 	return workflow.PollInput{Action: workflow.ActionPoll, OperationID: op.ID, Tenant: stagetest.Tenant, Config: stagetest.RunConfig(), Generation: gen, Wait: wait}
 }
 
-func parkIn(op *ledger.Operation, token string, seller workflow.SellerOutput) workflow.CallbackInput {
+func parkIn(op *record.Operation, token string, seller workflow.SellerOutput) workflow.CallbackInput {
 	return workflow.CallbackInput{Action: workflow.ActionPark, OperationID: op.ID, Tenant: stagetest.Tenant, Config: stagetest.RunConfig(),
 		TaskToken: token, Wait: seller.Next, Seller: &seller}
 }
@@ -57,8 +58,8 @@ func TestParkAfterWebhookCompletesTokenItself(t *testing.T) {
 	op, out := e.Placed("approved,async_complete")
 	// The webhook recorded the completion before the park (the lost-wakeup race).
 	mb := "mb_from_webhook"
-	if _, err := e.Store.Transition(context.Background(), stagetest.Tenant, op.ID, workflow.StatusCompleted, ledger.AnyVersion,
-		ledger.Changes{MediaBuyID: &mb, Actor: "seller:" + stagetest.SellerID, EventType: "webhook"}); err != nil {
+	if _, err := e.Store.Transition(context.Background(), stagetest.Tenant, op.ID, workflow.StatusCompleted, record.AnyVersion,
+		record.Changes{MediaBuyID: &mb, Actor: "seller:" + stagetest.SellerID, EventType: "webhook"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.PollStage.Park(context.Background(), parkIn(op, "token-1", out)); err != nil {
@@ -76,7 +77,7 @@ func TestParkAfterWebhookCompletesTokenItself(t *testing.T) {
 		t.Fatal("the completed token is still stored")
 	}
 	evs := stagetest.Events(t, e, op.ID)
-	if last := evs[len(evs)-1]; last.Type != ledger.EventWake {
+	if last := evs[len(evs)-1]; last.Type != record.EventWake {
 		t.Fatalf("last event %s, want the park's wake", last.Type)
 	}
 	for _, ev := range evs {
@@ -207,8 +208,8 @@ func TestPollLateStatusNeverOverwritesNewer(t *testing.T) {
 	e.AdCP.BeforePoll = func() {
 		if once.CompareAndSwap(false, true) {
 			mb := "mb_from_webhook"
-			if _, err := e.Store.Transition(context.Background(), stagetest.Tenant, op.ID, workflow.StatusCompleted, ledger.AnyVersion,
-				ledger.Changes{MediaBuyID: &mb, Actor: "seller:" + stagetest.SellerID, EventType: "webhook"}); err != nil {
+			if _, err := e.Store.Transition(context.Background(), stagetest.Tenant, op.ID, workflow.StatusCompleted, record.AnyVersion,
+				record.Changes{MediaBuyID: &mb, Actor: "seller:" + stagetest.SellerID, EventType: "webhook"}); err != nil {
 				t.Error(err)
 			}
 		}
@@ -279,8 +280,8 @@ func TestPollAfterSellerInputApprovedDoesNotAskAgain(t *testing.T) {
 	e := stagetest.NewEnv(t, stagetest.Options{})
 	op, out := e.Placed("approved,input_required")
 	// notify moved the operation to awaiting_approval; the approver said yes.
-	if _, err := e.Store.Transition(context.Background(), stagetest.Tenant, op.ID, workflow.StatusAwaitingApproval, ledger.AnyVersion,
-		ledger.Changes{Actor: "system"}); err != nil {
+	if _, err := e.Store.Transition(context.Background(), stagetest.Tenant, op.ID, workflow.StatusAwaitingApproval, record.AnyVersion,
+		record.Changes{Actor: "system"}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := e.PollStage.PollSeller(context.Background(), pollIn(op, out.Next, 0))

@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
-	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/statusevent"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -111,7 +111,7 @@ func convert(t *testing.T, v ddbtypes.AttributeValue) events.DynamoDBAttributeVa
 
 var seq int
 
-func record(t *testing.T, name events.DynamoDBOperationType, sk string, oldItem, newItem any) events.DynamoDBEventRecord {
+func streamRecord(t *testing.T, name events.DynamoDBOperationType, sk string, oldItem, newItem any) events.DynamoDBEventRecord {
 	t.Helper()
 	seq++
 	r := events.DynamoDBEventRecord{EventName: string(name), Change: events.DynamoDBStreamRecord{
@@ -130,8 +130,8 @@ var t0 = time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
 
 // buy returns the operation at version v in status s, with a task token and a webhook token
 // hash: what must never reach an event.
-func buy(v int64, s workflow.Status) ledger.Operation {
-	return ledger.Operation{
+func buy(v int64, s workflow.Status) record.Operation {
+	return record.Operation{
 		ID: "op-1", Tenant: "acme", Status: s, Version: v, SellerID: "seller-a", BudgetTotal: "15000.00", Currency: "USD",
 		TaskToken: "SECRET-TASK-TOKEN", WebhookTokenHash: "SECRET-HASH", GovernanceContext: "SECRET-GOV-CONTEXT",
 		CreatedAt: t0, UpdatedAt: t0.Add(time.Duration(v) * time.Second),
@@ -151,15 +151,15 @@ func history(t *testing.T) []events.DynamoDBEventRecord {
 	completed := buy(6, workflow.StatusCompleted)
 	completed.MediaBuyID = "mb-77"
 	return []events.DynamoDBEventRecord{
-		record(t, events.DynamoDBOperationTypeInsert, "OP", nil, created),
-		record(t, events.DynamoDBOperationTypeInsert, "EV#2026", nil, ledger.Event{Type: "created"}),
-		record(t, events.DynamoDBOperationTypeModify, "OP", created, checking),
-		record(t, events.DynamoDBOperationTypeModify, "OP", checking, tokened),
-		record(t, events.DynamoDBOperationTypeModify, "OP", tokened, creating),
-		record(t, events.DynamoDBOperationTypeModify, "OP", creating, submitted),
-		record(t, events.DynamoDBOperationTypeModify, "OP", submitted, updated),
-		record(t, events.DynamoDBOperationTypeModify, "OP", updated, completed),
-		record(t, events.DynamoDBOperationTypeRemove, "OP", completed, nil),
+		streamRecord(t, events.DynamoDBOperationTypeInsert, "OP", nil, created),
+		streamRecord(t, events.DynamoDBOperationTypeInsert, "EV#2026", nil, record.Event{Type: "created"}),
+		streamRecord(t, events.DynamoDBOperationTypeModify, "OP", created, checking),
+		streamRecord(t, events.DynamoDBOperationTypeModify, "OP", checking, tokened),
+		streamRecord(t, events.DynamoDBOperationTypeModify, "OP", tokened, creating),
+		streamRecord(t, events.DynamoDBOperationTypeModify, "OP", creating, submitted),
+		streamRecord(t, events.DynamoDBOperationTypeModify, "OP", submitted, updated),
+		streamRecord(t, events.DynamoDBOperationTypeModify, "OP", updated, completed),
+		streamRecord(t, events.DynamoDBOperationTypeRemove, "OP", completed, nil),
 	}
 }
 
@@ -277,19 +277,19 @@ func equal(a, b []int64) bool {
 
 func TestChangeAndCampaignEvents(t *testing.T) {
 	chgOld := buy(3, workflow.StatusSubmitted)
-	chgOld.ID, chgOld.Kind, chgOld.ParentID = "chg-1", ledger.KindModification, "op-1"
+	chgOld.ID, chgOld.Kind, chgOld.ParentID = "chg-1", record.KindModification, "op-1"
 	chgNew := chgOld
 	chgNew.Version, chgNew.Status, chgNew.Reason = 4, workflow.StatusFailed, "seller refused the update"
-	camp := ledger.Campaign{ID: "cmp-1", Tenant: "acme", BudgetTotal: "50000.00", Currency: "EUR", CreatedAt: t0}
+	camp := record.Campaign{ID: "cmp-1", Tenant: "acme", BudgetTotal: "50000.00", Currency: "EUR", CreatedAt: t0}
 	settled := camp
 	settled.Outcome, settled.SettledAt = "completed", t0.Add(time.Hour)
 	bus := &fakeBus{}
 	_, err := New(bus, "bus", base).Handle(context.Background(), events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
-		record(t, events.DynamoDBOperationTypeModify, "OP", chgOld, chgNew),
-		record(t, events.DynamoDBOperationTypeInsert, "CAMPAIGN", nil, camp),
-		record(t, events.DynamoDBOperationTypeModify, "CAMPAIGN", camp, camp),
-		record(t, events.DynamoDBOperationTypeModify, "CAMPAIGN", camp, settled),
-		record(t, events.DynamoDBOperationTypeModify, "CAMPAIGN", settled, settled),
+		streamRecord(t, events.DynamoDBOperationTypeModify, "OP", chgOld, chgNew),
+		streamRecord(t, events.DynamoDBOperationTypeInsert, "CAMPAIGN", nil, camp),
+		streamRecord(t, events.DynamoDBOperationTypeModify, "CAMPAIGN", camp, camp),
+		streamRecord(t, events.DynamoDBOperationTypeModify, "CAMPAIGN", camp, settled),
+		streamRecord(t, events.DynamoDBOperationTypeModify, "CAMPAIGN", settled, settled),
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -316,7 +316,7 @@ func TestChangeAndCampaignEvents(t *testing.T) {
 // campaign's version, with the requester's Slack id; a retried write naming the same approval
 // is none, and the outcome comes after it.
 func TestCampaignApprovalEvents(t *testing.T) {
-	camp := ledger.Campaign{ID: "cmp-2", Tenant: "acme", BudgetTotal: "50000.00", Currency: "EUR", CreatedAt: t0, Version: 1, NotifySlack: "U024BE7LH"}
+	camp := record.Campaign{ID: "cmp-2", Tenant: "acme", BudgetTotal: "50000.00", Currency: "EUR", CreatedAt: t0, Version: 1, NotifySlack: "U024BE7LH"}
 	asked := camp
 	asked.ApprovalID, asked.Version = "apr_1", 2
 	retried := asked
@@ -325,15 +325,15 @@ func TestCampaignApprovalEvents(t *testing.T) {
 	escalated.ApprovalID, escalated.Version = "apr_2", 4
 	settled := escalated
 	settled.Outcome, settled.SettledAt, settled.Version = "canceled", t0.Add(time.Hour), 5
-	rec := record(t, events.DynamoDBOperationTypeModify, "CAMPAIGN", camp, asked)
+	rec := streamRecord(t, events.DynamoDBOperationTypeModify, "CAMPAIGN", camp, asked)
 	rec.Change.ApproximateCreationDateTime = events.SecondsEpochTime{Time: t0.Add(time.Minute)}
 	bus := &fakeBus{}
 	_, err := New(bus, "bus", base).Handle(context.Background(), events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
-		record(t, events.DynamoDBOperationTypeInsert, "CAMPAIGN", nil, camp),
+		streamRecord(t, events.DynamoDBOperationTypeInsert, "CAMPAIGN", nil, camp),
 		rec,
-		record(t, events.DynamoDBOperationTypeModify, "CAMPAIGN", asked, retried),
-		record(t, events.DynamoDBOperationTypeModify, "CAMPAIGN", retried, escalated),
-		record(t, events.DynamoDBOperationTypeModify, "CAMPAIGN", escalated, settled),
+		streamRecord(t, events.DynamoDBOperationTypeModify, "CAMPAIGN", asked, retried),
+		streamRecord(t, events.DynamoDBOperationTypeModify, "CAMPAIGN", retried, escalated),
+		streamRecord(t, events.DynamoDBOperationTypeModify, "CAMPAIGN", escalated, settled),
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -360,7 +360,7 @@ func TestUndecodableRecordIsSkipped(t *testing.T) {
 		SequenceNumber: "1", Keys: map[string]events.DynamoDBAttributeValue{"sk": events.NewStringAttribute("OP")},
 		NewImage: map[string]events.DynamoDBAttributeValue{"status": events.NewStringAttribute("completed"), "version": events.NewStringAttribute("seven")},
 	}}
-	good := record(t, events.DynamoDBOperationTypeInsert, "OP", nil, buy(1, workflow.StatusRequested))
+	good := streamRecord(t, events.DynamoDBOperationTypeInsert, "OP", nil, buy(1, workflow.StatusRequested))
 	bus := &fakeBus{}
 	resp, err := New(bus, "bus", base).Handle(context.Background(), events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{bad, good}})
 	if err != nil || len(resp.BatchItemFailures) != 0 || len(bus.put) != 1 {
@@ -375,11 +375,11 @@ func TestBatchIsChunkedPerOperation(t *testing.T) {
 	for i := range 12 {
 		op := buy(1, workflow.StatusRequested)
 		op.ID = "op-" + strconv.Itoa(i)
-		recs = append(recs, record(t, events.DynamoDBOperationTypeInsert, "OP", nil, op))
+		recs = append(recs, streamRecord(t, events.DynamoDBOperationTypeInsert, "OP", nil, op))
 	}
 	first, second := buy(1, workflow.StatusRequested), buy(2, workflow.StatusCheckingGovernance)
 	first.ID, second.ID = "op-0", "op-0"
-	recs = append(recs, record(t, events.DynamoDBOperationTypeModify, "OP", first, second))
+	recs = append(recs, streamRecord(t, events.DynamoDBOperationTypeModify, "OP", first, second))
 	bus := &fakeBus{}
 	if _, err := New(bus, "bus", base).Handle(context.Background(), events.DynamoDBEvent{Records: recs}); err != nil {
 		t.Fatal(err)

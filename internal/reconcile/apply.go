@@ -9,8 +9,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/adcp"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/sellertask"
 	"github.com/buyflow/buyflow/internal/sfn"
@@ -25,7 +26,7 @@ const codeNotFound = "REFERENCE_NOT_FOUND"
 // only, waking the workflow when it must act. A task the seller does not know fails the
 // operation once it waited longer than Grace. It returns the operation as it now is (op itself
 // when nothing changed or on error).
-func (s *Service) pollAndApply(ctx context.Context, r *run, seller string, account *adcp.AccountRef, op *ledger.Operation) (*ledger.Operation, error) {
+func (s *Service) pollAndApply(ctx context.Context, r *run, seller string, account *adcp.AccountRef, op *record.Operation) (*record.Operation, error) {
 	ts, err := s.cfg.AdCP.GetTaskStatus(ctx, seller, adcp.GetTaskStatusRequest{TaskID: op.SellerTaskID, Account: account, IncludeResult: true})
 	var ae *adcp.Error
 	switch {
@@ -44,9 +45,9 @@ func (s *Service) pollAndApply(ctx context.Context, r *run, seller string, accou
 // apply records a polled task status the way the webhook and the poll stage do
 // (sellertask.RecordStatus: same mapping, same forward-only moves; a repeat is no news), with
 // event type "reconcile", and wakes the workflow (sellertask.Wake) when it must act.
-func (s *Service) apply(ctx context.Context, r *run, seller string, op *ledger.Operation, ts *adcp.TaskStatusResult) (*ledger.Operation, error) {
+func (s *Service) apply(ctx context.Context, r *run, seller string, op *record.Operation, ts *adcp.TaskStatusResult) (*record.Operation, error) {
 	u := sellertask.UpdateFrom(ts)
-	u.TaskID, u.Actor, u.EventType, u.SkipRepeat = op.SellerTaskID, "seller:"+seller, ledger.EventReconcile, true
+	u.TaskID, u.Actor, u.EventType, u.SkipRepeat = op.SellerTaskID, "seller:"+seller, record.EventReconcile, true
 	u.Detail = map[string]any{"task_id": op.SellerTaskID, "seller_status": ts.Status, "source": "reconcile"}
 	rec, err := sellertask.RecordStatus(ctx, s.taskDeps(r), op, u)
 	if err != nil {
@@ -65,11 +66,11 @@ func (s *Service) apply(ctx context.Context, r *run, seller string, op *ledger.O
 
 // failUnknown fails an operation whose task the seller does not know, and wakes the workflow
 // so that it records the failure (report failed) and ends.
-func (s *Service) failUnknown(ctx context.Context, r *run, seller string, op *ledger.Operation) (*ledger.Operation, error) {
-	reason := ledger.Clip(fmt.Sprintf("the seller %s does not know task %s (not in list_tasks, get_task_status answered %s) after waiting %s; nothing was adopted or canceled",
+func (s *Service) failUnknown(ctx context.Context, r *run, seller string, op *record.Operation) (*record.Operation, error) {
+	reason := record.Clip(fmt.Sprintf("the seller %s does not know task %s (not in list_tasks, get_task_status answered %s) after waiting %s; nothing was adopted or canceled",
 		seller, op.SellerTaskID, codeNotFound, s.now().Sub(op.UpdatedAt).Round(time.Minute)), 1000)
-	ch := ledger.Changes{Reason: &reason, Actor: Actor, EventType: ledger.EventReconcile,
-		Detail: ledger.EventDetail(map[string]any{"task_id": op.SellerTaskID, "finding": KindUnknownTask})}
+	ch := record.Changes{Reason: &reason, Actor: Actor, EventType: record.EventReconcile,
+		Detail: record.EventDetail(map[string]any{"task_id": op.SellerTaskID, "finding": KindUnknownTask})}
 	cur, moved, err := sellertask.Move(ctx, s.taskDeps(r), op, workflow.StatusFailed, ch)
 	if err != nil {
 		return op, err
@@ -97,7 +98,7 @@ func (s *Service) taskDeps(r *run) sellertask.Deps {
 // wake completes the parked AwaitSeller token when the operation needs the state machine
 // (sellertask.Wake, as the webhook does). A failure is logged: the ledger holds the truth and the
 // wait's own timeout polls it.
-func (s *Service) wake(ctx context.Context, op *ledger.Operation) {
+func (s *Service) wake(ctx context.Context, op *record.Operation) {
 	woken, err := sellertask.Wake(ctx, s.taskDeps(nil), op, workflow.WaitState{}, s.cfg.RunConfig, s.now())
 	switch {
 	case err != nil:
@@ -110,8 +111,8 @@ func (s *Service) wake(ctx context.Context, op *ledger.Operation) {
 // mark records a reason on a stuck operation (ledger.UpdateFields: reason + an "update" event)
 // unless it already carries that reason. The version check makes it lose to any concurrent
 // change, which the next sweep looks at again.
-func (s *Service) mark(ctx context.Context, op *ledger.Operation, kind, reason string, extra map[string]any) {
-	reason = ledger.Clip(reason, 1000)
+func (s *Service) mark(ctx context.Context, op *record.Operation, kind, reason string, extra map[string]any) {
+	reason = record.Clip(reason, 1000)
 	s.log.ErrorContext(ctx, "operation stuck", "operationId", op.ID, "tenant", op.Tenant, "kind", kind, "status", op.Status)
 	if op.Reason == reason {
 		return
@@ -120,9 +121,9 @@ func (s *Service) mark(ctx context.Context, op *ledger.Operation, kind, reason s
 	for k, v := range extra {
 		d[k] = v
 	}
-	_, err := s.cfg.Ledger.UpdateFields(ctx, op.Tenant, op.ID, op.Version, ledger.Changes{Reason: &reason, Actor: Actor,
-		EventType: ledger.EventReconcile, Detail: ledger.EventDetail(d)})
-	var te *ledger.TransitionError
+	_, err := s.cfg.Ledger.UpdateFields(ctx, op.Tenant, op.ID, op.Version, record.Changes{Reason: &reason, Actor: Actor,
+		EventType: record.EventReconcile, Detail: record.EventDetail(d)})
+	var te *record.TransitionError
 	if err != nil && !errors.As(err, &te) {
 		s.log.WarnContext(ctx, "stuck operation not marked", "operationId", op.ID, "err", err)
 	}
@@ -144,7 +145,7 @@ func (s *Service) orphan(ctx context.Context, r *run, seller string, t listedTas
 	_ = json.Unmarshal(t.Context, &c) // optional: most sellers list no context
 	sum := sha256.Sum256([]byte(seller + "\x00" + t.TaskID))
 	_, err := s.cfg.Ledger.AcquireLock(ctx, "ORPHAN#"+hex.EncodeToString(sum[:]), r.id, s.cfg.OrphanRenotify)
-	var held *ledger.LockHeldError
+	var held *record.LockHeldError
 	switch {
 	case errors.As(err, &held):
 		return // recorded within OrphanRenotify
@@ -153,10 +154,10 @@ func (s *Service) orphan(ctx context.Context, r *run, seller string, t listedTas
 	}
 	s.log.WarnContext(ctx, "orphan seller task", "seller", seller, "taskId", t.TaskID, "taskStatus", t.Status,
 		"operationId", c.OperationID, "createdAt", t.CreatedAt)
-	ev := ledger.Event{Type: ledger.EventOrphan, Actor: "seller:" + seller,
-		Reason: ledger.Clip(fmt.Sprintf("seller %s has a %s task %s (%s, created %s) carrying buyflow's context that no pending operation waits on; decide by hand (see the reconcile runbook)",
+	ev := record.Event{Type: record.EventOrphan, Actor: "seller:" + seller,
+		Reason: record.Clip(fmt.Sprintf("seller %s has a %s task %s (%s, created %s) carrying buyflow's context that no pending operation waits on; decide by hand (see the reconcile runbook)",
 			seller, t.TaskType, t.TaskID, t.Status, t.CreatedAt), 1000),
-		Detail: ledger.EventDetail(map[string]any{"seller": seller, "task_id": t.TaskID, "task_type": t.TaskType, "status": t.Status,
+		Detail: record.EventDetail(map[string]any{"seller": seller, "task_id": t.TaskID, "task_type": t.TaskType, "status": t.Status,
 			"created_at": t.CreatedAt, "updated_at": t.UpdatedAt, "operation_id": c.OperationID})}
 	if err := s.cfg.Ledger.AppendEvent(ctx, OrphanTenant, OrphanOperation, ev); err != nil {
 		s.log.ErrorContext(ctx, "orphan not recorded", "seller", seller, "taskId", t.TaskID, "err", err)
@@ -172,7 +173,7 @@ type endedExecution struct {
 
 // executionEnded follows the operation's executions through their continue-as-new
 // generations (workflow.ExecutionName) and returns the last one if it is not running, or nil.
-func (s *Service) executionEnded(ctx context.Context, op *ledger.Operation) (*endedExecution, error) {
+func (s *Service) executionEnded(ctx context.Context, op *record.Operation) (*endedExecution, error) {
 	if op.ExecutionName != workflow.ExecutionName(op.ID, 0) {
 		// A name this package cannot follow: judge that one execution.
 		e, err := s.cfg.Executions.Describe(ctx, op.ExecutionName)

@@ -11,7 +11,7 @@
 //     pending status, paginated) and emit PendingOperations by stage. Group them by seller, and
 //     within a seller by the media buy's account (list_tasks is account-scoped).
 //  2. Sellers are visited least recently completed first (their progress item says when),
-//     SellerConcurrency at once. For each, take the lease ledger.ReconcileLock(seller); a lease
+//     SellerConcurrency at once. For each, take the lease record.ReconcileLock(seller); a lease
 //     held by another run means "skipped": two runs never reconcile one seller at once. A seller
 //     whose retry_after reached past an earlier run (Progress.NotBefore) is "deferred" until then.
 //  3. list_tasks with the pending statuses (submitted, working, input-required), our context
@@ -42,7 +42,7 @@
 //     SDK's) gets no orphan detection. A
 //     DescribeExecution refused with AccessDeniedException turns the execution check off for
 //     the rest of the run (one error line, not one per operation).
-//  5. Progress is stored per seller in the ledger (ledger.SweepProgress, item pk
+//  5. Progress is stored per seller in the ledger (record.SweepProgress, item pk
 //     "RECONCILE#<seller>", sk "PROGRESS"), written only with the holder's lease fence (condition: no item, or
 //     stored fence <= ours), so a stale holder cannot rewind a newer one.
 //

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -223,14 +225,14 @@ func (e *env) sellerTask(opID string) string {
 }
 
 // newOp stores an operation waiting on taskID (status st) with a parked task token.
-func (e *env) newOp(st workflow.Status, taskID string, mutate func(*ledger.Operation)) *ledger.Operation {
+func (e *env) newOp(st workflow.Status, taskID string, mutate func(*record.Operation)) *record.Operation {
 	e.t.Helper()
 	id := fmt.Sprintf("mb-rec-%d", opSeq.Add(1))
 	req, err := json.Marshal(map[string]any{"seller_id": sellerID, "media_buy": createRequest(id, "submitted")})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	op := ledger.Operation{ID: id, Tenant: tenant, Status: st, SellerID: sellerID, SellerTaskID: taskID,
+	op := record.Operation{ID: id, Tenant: tenant, Status: st, SellerID: sellerID, SellerTaskID: taskID,
 		BudgetTotal: "5000.00", Currency: "USD", Request: req, ExecutionName: workflow.ExecutionName(id, 0)}
 	if mutate != nil {
 		mutate(&op)
@@ -246,7 +248,7 @@ func (e *env) newOp(st workflow.Status, taskID string, mutate func(*ledger.Opera
 	return got
 }
 
-func (e *env) op(id string) *ledger.Operation {
+func (e *env) op(id string) *record.Operation {
 	e.t.Helper()
 	op, err := e.store.GetOperation(context.Background(), tenant, id)
 	if err != nil {
@@ -255,7 +257,7 @@ func (e *env) op(id string) *ledger.Operation {
 	return op
 }
 
-func (e *env) events(id string) []ledger.Event {
+func (e *env) events(id string) []record.Event {
 	e.t.Helper()
 	page, err := e.store.ListEvents(context.Background(), tenant, id, 200, "")
 	if err != nil {

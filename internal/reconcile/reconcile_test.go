@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
@@ -20,7 +22,6 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcptest"
 	"github.com/buyflow/buyflow/internal/clocktest"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/reconcile"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -57,10 +58,10 @@ func TestTerminalTaskIsRecordedAndWakesTheWorkflow(t *testing.T) {
 		t.Errorf("summary %+v", sum)
 	}
 	evs := e.events(op.ID)
-	if !slices.ContainsFunc(evs, func(ev ledger.Event) bool {
-		return ev.Type == ledger.EventReconcile && ev.To == workflow.StatusCompleted
+	if !slices.ContainsFunc(evs, func(ev record.Event) bool {
+		return ev.Type == record.EventReconcile && ev.To == workflow.StatusCompleted
 	}) ||
-		!slices.ContainsFunc(evs, func(ev ledger.Event) bool { return ev.Type == "wake" }) {
+		!slices.ContainsFunc(evs, func(ev record.Event) bool { return ev.Type == "wake" }) {
 		t.Errorf("events %+v lack the reconcile transition and the wake", evs)
 	}
 	m := e.emf()
@@ -130,7 +131,7 @@ func TestOrphanIsRecordedOnceAndNeverAdopted(t *testing.T) {
 	if len(items) != 1 {
 		t.Fatalf("%d orphan events, want 1", len(items))
 	}
-	var ev ledger.Event
+	var ev record.Event
 	if err := attributevalue.UnmarshalMap(items[0], &ev); err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func TestOrphanIsRecordedOnceAndNeverAdopted(t *testing.T) {
 	if err := json.Unmarshal(ev.Detail, &d); err != nil {
 		t.Fatal(err)
 	}
-	if ev.Type != ledger.EventOrphan || d["task_id"] != orphan || d["seller"] != sellerID || !strings.Contains(ev.Reason, "decide by hand") {
+	if ev.Type != record.EventOrphan || d["task_id"] != orphan || d["seller"] != sellerID || !strings.Contains(ev.Reason, "decide by hand") {
 		t.Errorf("orphan event %+v detail %v", ev, d)
 	}
 
@@ -206,7 +207,7 @@ func TestEndedExecutionIsMarked(t *testing.T) {
 	updates := func() int {
 		n := 0
 		for _, ev := range e.events(op.ID) {
-			if ev.Type == ledger.EventReconcile {
+			if ev.Type == record.EventReconcile {
 				n++
 			}
 		}
@@ -229,7 +230,7 @@ func TestDeadlinePassedIsMarked(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, adcptest.SellerOptions{})
 	past := e.clock.Now().Add(-time.Hour)
-	op := e.newOp(workflow.StatusSubmitted, e.sellerTask("d"), func(o *ledger.Operation) { o.Deadline = past })
+	op := e.newOp(workflow.StatusSubmitted, e.sellerTask("d"), func(o *record.Operation) { o.Deadline = past })
 	sum := e.run(e.cfg())
 	got := e.op(op.ID)
 	if !strings.Contains(got.Reason, "after its deadline") || got.Status != workflow.StatusSubmitted {
@@ -305,7 +306,7 @@ func TestLeaseHeldByAnotherRunSkipsTheSeller(t *testing.T) {
 	e := newEnv(t, adcptest.SellerOptions{})
 	e.newOp(workflow.StatusSubmitted, e.sellerTask("l"), nil)
 	ctx := context.Background()
-	if _, err := e.store.AcquireLock(ctx, ledger.ReconcileLock(sellerID), "someone-else", time.Minute); err != nil {
+	if _, err := e.store.AcquireLock(ctx, record.ReconcileLock(sellerID), "someone-else", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	sum := e.run(e.cfg())
@@ -374,7 +375,7 @@ func TestTimeBudgetStopsAndTheNextRunResumesFromTheCursor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Phase != ledger.PhaseList || p.ListCursor != "off:4" || !p.LastPass.IsZero() || p.Fence < 1 {
+	if p.Phase != record.PhaseList || p.ListCursor != "off:4" || !p.LastPass.IsZero() || p.Fence < 1 {
 		t.Fatalf("stored progress %+v, want the list cursor off:4", p)
 	}
 
@@ -401,13 +402,13 @@ func TestProgressRefusesAStaleFence(t *testing.T) {
 	e := newEnv(t, adcptest.SellerOptions{})
 	ps := e.store
 	ctx := context.Background()
-	if err := ps.PutProgress(ctx, ledger.SweepProgress{Seller: sellerID, Fence: 5, Phase: ledger.PhaseList, ListCursor: "off:8"}); err != nil {
+	if err := ps.PutProgress(ctx, record.SweepProgress{Seller: sellerID, Fence: 5, Phase: record.PhaseList, ListCursor: "off:8"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ps.PutProgress(ctx, ledger.SweepProgress{Seller: sellerID, Fence: 4}); !errors.Is(err, ledger.ErrStaleFence) {
+	if err := ps.PutProgress(ctx, record.SweepProgress{Seller: sellerID, Fence: 4}); !errors.Is(err, record.ErrStaleFence) {
 		t.Fatalf("stale fence: %v", err)
 	}
-	if err := ps.PutProgress(ctx, ledger.SweepProgress{Seller: sellerID, Fence: 5, ListCursor: "off:10", Phase: ledger.PhaseList}); err != nil {
+	if err := ps.PutProgress(ctx, record.SweepProgress{Seller: sellerID, Fence: 5, ListCursor: "off:10", Phase: record.PhaseList}); err != nil {
 		t.Fatal(err)
 	}
 	p, err := ps.GetProgress(ctx, sellerID)
@@ -454,7 +455,7 @@ func TestSellerWithoutListingIsReadEveryRun(t *testing.T) {
 func TestTimeBudgetStopsInTheComparePhaseAndResumesAfterTheLastOperation(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, adcptest.SellerOptions{})
-	var ops []*ledger.Operation
+	var ops []*record.Operation
 	for range 3 {
 		ops = append(ops, e.newOp(workflow.StatusSubmitted, "gone-"+e.sellerTask("q"), nil)) // unknown tasks: each is polled
 	}
@@ -470,7 +471,7 @@ func TestTimeBudgetStopsInTheComparePhaseAndResumesAfterTheLastOperation(t *test
 		t.Fatalf("first run %+v", sum)
 	}
 	p, err := e.store.GetProgress(context.Background(), sellerID)
-	if err != nil || p.Phase != ledger.PhaseCompare || p.AfterOp == "" {
+	if err != nil || p.Phase != record.PhaseCompare || p.AfterOp == "" {
 		t.Fatalf("progress %+v, %v", p, err)
 	}
 	cfg.Deadline = func(context.Context) time.Time { return e.clock.Now().Add(time.Hour) }

@@ -15,8 +15,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/adcp"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/sfn"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -46,16 +47,16 @@ const markPrefix = "reconcile: "
 
 // Ledger is the part of the ledger the sweep uses; *ledger.Store satisfies it.
 type Ledger interface {
-	ListPending(ctx context.Context, status workflow.Status, updatedBefore time.Time, limit int, cursor string) (ledger.Page[*ledger.Operation], error)
-	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch ledger.Changes) (*ledger.Operation, error)
-	UpdateFields(ctx context.Context, tenant, id string, expectedVersion int64, ch ledger.Changes) (*ledger.Operation, error)
-	AppendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) error
+	ListPending(ctx context.Context, status workflow.Status, updatedBefore time.Time, limit int, cursor string) (record.Page[*record.Operation], error)
+	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Changes) (*record.Operation, error)
+	UpdateFields(ctx context.Context, tenant, id string, expectedVersion int64, ch record.Changes) (*record.Operation, error)
+	AppendEvent(ctx context.Context, tenant, opID string, ev record.Event) error
 	ClearTaskToken(ctx context.Context, tenant, id, token string) error
-	AcquireLock(ctx context.Context, name, owner string, ttl time.Duration) (ledger.Lease, error)
-	ReleaseLock(ctx context.Context, l ledger.Lease) error
+	AcquireLock(ctx context.Context, name, owner string, ttl time.Duration) (record.Lease, error)
+	ReleaseLock(ctx context.Context, l record.Lease) error
 	// GetProgress and PutProgress keep where each seller's pass stopped between runs.
-	GetProgress(ctx context.Context, seller string) (ledger.SweepProgress, error)
-	PutProgress(ctx context.Context, p ledger.SweepProgress) error
+	GetProgress(ctx context.Context, seller string) (record.SweepProgress, error)
+	PutProgress(ctx context.Context, p record.SweepProgress) error
 }
 
 // AdCP is the part of the AdCP client the sweep uses; *adcp.Client satisfies it. Listing goes
@@ -78,8 +79,7 @@ type Executions interface {
 }
 
 var (
-	_ Ledger = (*ledger.Store)(nil)
-	_ AdCP   = (*adcp.Client)(nil)
+	_ AdCP = (*adcp.Client)(nil)
 )
 
 // The per-seller budget and the sellers swept at once, unless Config says otherwise.
@@ -302,7 +302,7 @@ func (s *Service) Run(ctx context.Context) (Summary, error) {
 	for id := range bySeller {
 		sellers = append(sellers, id)
 	}
-	progress := map[string]ledger.SweepProgress{}
+	progress := map[string]record.SweepProgress{}
 	for _, id := range sellers {
 		p, err := s.cfg.Ledger.GetProgress(ctx, id)
 		if err != nil {
@@ -346,8 +346,8 @@ func (s *Service) Run(ctx context.Context) (Summary, error) {
 }
 
 // readPending reads every pending operation, counts them by status and groups them by seller.
-func (s *Service) readPending(ctx context.Context, r *run) (map[string][]*ledger.Operation, error) {
-	bySeller := map[string][]*ledger.Operation{}
+func (s *Service) readPending(ctx context.Context, r *run) (map[string][]*record.Operation, error) {
+	bySeller := map[string][]*record.Operation{}
 	before := s.now().Add(time.Second)
 	for _, st := range workflow.Statuses {
 		if !st.Pending() {
@@ -359,7 +359,7 @@ func (s *Service) readPending(ctx context.Context, r *run) (map[string][]*ledger
 				r.sum.Partial = true
 				break
 			}
-			page, err := s.cfg.Ledger.ListPending(ctx, st, before, ledger.MaxListLimit, cursor)
+			page, err := s.cfg.Ledger.ListPending(ctx, st, before, record.MaxListLimit, cursor)
 			if err != nil {
 				return nil, fmt.Errorf("reconcile: read pending %s operations: %w", st, err)
 			}
@@ -381,12 +381,12 @@ func (s *Service) readPending(ctx context.Context, r *run) (map[string][]*ledger
 }
 
 // sweepSellerLeased holds the seller's lease around one pass.
-func (s *Service) sweepSellerLeased(ctx context.Context, r *run, seller string, ops []*ledger.Operation, prog ledger.SweepProgress) {
+func (s *Service) sweepSellerLeased(ctx context.Context, r *run, seller string, ops []*record.Operation, prog record.SweepProgress) {
 	// The lease outlives the budget a little, so it never lapses while this run still works;
 	// the run releases it as soon as the pass stops.
 	ttl := r.deadline.Sub(s.now()) + s.cfg.Margin
-	lease, err := s.cfg.Ledger.AcquireLock(ctx, ledger.ReconcileLock(seller), r.id, ttl)
-	var held *ledger.LockHeldError
+	lease, err := s.cfg.Ledger.AcquireLock(ctx, record.ReconcileLock(seller), r.id, ttl)
+	var held *record.LockHeldError
 	switch {
 	case errors.As(err, &held):
 		s.log.InfoContext(ctx, "seller reconciled by another run", "seller", seller, "until", held.Holder.ExpiresAt)

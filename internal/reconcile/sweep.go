@@ -11,10 +11,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/aws/smithy-go"
 
 	"github.com/buyflow/buyflow/internal/adcp"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -69,13 +70,13 @@ type listPage struct {
 type group struct {
 	key     string // compact JSON of the account ref, "" for none
 	account *adcp.AccountRef
-	ops     []*ledger.Operation
+	ops     []*record.Operation
 }
 
-func opKey(op *ledger.Operation) string { return op.Tenant + "/" + op.ID }
+func opKey(op *record.Operation) string { return op.Tenant + "/" + op.ID }
 
 // accountOf returns the media buy's account from the stored submit request.
-func accountOf(op *ledger.Operation) (*adcp.AccountRef, string) {
+func accountOf(op *record.Operation) (*adcp.AccountRef, string) {
 	var req struct {
 		MediaBuy struct {
 			Account *adcp.AccountRef `json:"account"`
@@ -93,7 +94,7 @@ func accountOf(op *ledger.Operation) (*adcp.AccountRef, string) {
 
 // sweepSeller runs (or resumes) one seller's pass under the lease fence. complete is false
 // when the budget stopped it; the progress then says where to resume.
-func (s *Service) sweepSeller(ctx context.Context, r *run, seller string, ops []*ledger.Operation, prog ledger.SweepProgress, fence int64) (complete bool, err error) {
+func (s *Service) sweepSeller(ctx context.Context, r *run, seller string, ops []*record.Operation, prog record.SweepProgress, fence int64) (complete bool, err error) {
 	known := map[string]bool{}
 	byKey := map[string]*group{}
 	for _, op := range ops {
@@ -110,14 +111,14 @@ func (s *Service) sweepSeller(ctx context.Context, r *run, seller string, ops []
 	}
 	groups := make([]*group, 0, len(byKey))
 	for _, g := range byKey {
-		slices.SortFunc(g.ops, func(a, b *ledger.Operation) int { return cmp.Compare(opKey(a), opKey(b)) })
+		slices.SortFunc(g.ops, func(a, b *record.Operation) int { return cmp.Compare(opKey(a), opKey(b)) })
 		groups = append(groups, g)
 	}
 	slices.SortFunc(groups, func(a, b *group) int { return cmp.Compare(a.key, b.key) })
 
 	budget := newPollBudget(s.cfg.PollConcurrency, s.cfg.PollRate, s.now, r.deadline)
 	ps := &sellerPass{seller: seller, budget: budget, lastPass: prog.LastPass}
-	start, resume := 0, ledger.SweepProgress{}
+	start, resume := 0, record.SweepProgress{}
 	if prog.Phase != "" {
 		if i := slices.IndexFunc(groups, func(g *group) bool { return g.key == prog.Account }); i >= 0 {
 			start, resume = i, prog
@@ -126,7 +127,7 @@ func (s *Service) sweepSeller(ctx context.Context, r *run, seller string, ops []
 	}
 	for i := start; i < len(groups); i++ {
 		g := groups[i]
-		from := ledger.SweepProgress{}
+		from := record.SweepProgress{}
 		if i == start {
 			from = resume
 		}
@@ -142,12 +143,12 @@ func (s *Service) sweepSeller(ctx context.Context, r *run, seller string, ops []
 			return false, s.putProgress(ctx, *stop)
 		}
 	}
-	return true, s.putProgress(ctx, ledger.SweepProgress{Seller: seller, Fence: fence, LastPass: s.now()})
+	return true, s.putProgress(ctx, record.SweepProgress{Seller: seller, Fence: fence, LastPass: s.now()})
 }
 
-func (s *Service) putProgress(ctx context.Context, p ledger.SweepProgress) error {
+func (s *Service) putProgress(ctx context.Context, p record.SweepProgress) error {
 	err := s.cfg.Ledger.PutProgress(ctx, p)
-	if errors.Is(err, ledger.ErrStaleFence) {
+	if errors.Is(err, record.ErrStaleFence) {
 		s.log.WarnContext(ctx, "reconcile progress not stored: a newer lease holder wrote it", "seller", p.Seller)
 		return nil
 	}
@@ -156,14 +157,14 @@ func (s *Service) putProgress(ctx context.Context, p ledger.SweepProgress) error
 
 // sweepGroup lists the group's pending tasks at the seller and compares. A non-nil stop is
 // where the time budget (or a seller's retry_after reaching past the run) stopped it.
-func (s *Service) sweepGroup(ctx context.Context, r *run, ps *sellerPass, g *group, known map[string]bool, from ledger.SweepProgress) (*ledger.SweepProgress, error) {
+func (s *Service) sweepGroup(ctx context.Context, r *run, ps *sellerPass, g *group, known map[string]bool, from record.SweepProgress) (*record.SweepProgress, error) {
 	seller := ps.seller
 	seen := map[string]listedTask{}
-	if from.Phase != ledger.PhaseCompare {
+	if from.Phase != record.PhaseCompare {
 		cursor := from.ListCursor
 		for {
 			if r.out(s.now()) {
-				return &ledger.SweepProgress{Phase: ledger.PhaseList, ListCursor: cursor}, nil
+				return &record.SweepProgress{Phase: record.PhaseList, ListCursor: cursor}, nil
 			}
 			page, err := s.list(ctx, seller, g.account, cursor)
 			var ae *adcp.Error
@@ -177,7 +178,7 @@ func (s *Service) sweepGroup(ctx context.Context, r *run, ps *sellerPass, g *gro
 				r.rec.Count(metrics.AdcpErrors, metrics.Dims{"Code": adcp.MetricCode(err)}, 1)
 				ps.budget.pause(ae.RetryAfter)
 				s.log.WarnContext(ctx, "seller asked to retry the listing later", "seller", seller, "retryAfter", ae.RetryAfter)
-				return &ledger.SweepProgress{Phase: ledger.PhaseList, ListCursor: cursor}, nil
+				return &record.SweepProgress{Phase: record.PhaseList, ListCursor: cursor}, nil
 			}
 			if err != nil {
 				r.rec.Count(metrics.AdcpErrors, metrics.Dims{"Code": adcp.MetricCode(err)}, 1)
@@ -195,9 +196,9 @@ func (s *Service) sweepGroup(ctx context.Context, r *run, ps *sellerPass, g *gro
 			cursor = page.Cursor
 		}
 	}
-	todo := make([]*ledger.Operation, 0, len(g.ops))
+	todo := make([]*record.Operation, 0, len(g.ops))
 	for _, op := range g.ops {
-		if from.Phase == ledger.PhaseCompare && opKey(op) <= from.AfterOp {
+		if from.Phase == record.PhaseCompare && opKey(op) <= from.AfterOp {
 			continue
 		}
 		if slices.Contains(s.cfg.Statuses, op.Status) {
@@ -209,7 +210,7 @@ func (s *Service) sweepGroup(ctx context.Context, r *run, ps *sellerPass, g *gro
 	for first := 0; first < len(todo); first += s.cfg.PollConcurrency {
 		batch := todo[first:min(first+s.cfg.PollConcurrency, len(todo))]
 		if r.out(s.now()) {
-			return &ledger.SweepProgress{Phase: ledger.PhaseCompare, AfterOp: lastBefore(g.ops, batch[0])}, nil
+			return &record.SweepProgress{Phase: record.PhaseCompare, AfterOp: lastBefore(g.ops, batch[0])}, nil
 		}
 		done := make([]bool, len(batch))
 		var wg sync.WaitGroup
@@ -218,14 +219,14 @@ func (s *Service) sweepGroup(ctx context.Context, r *run, ps *sellerPass, g *gro
 		}
 		wg.Wait()
 		if i := slices.Index(done, false); i >= 0 {
-			return &ledger.SweepProgress{Phase: ledger.PhaseCompare, AfterOp: lastBefore(g.ops, batch[i])}, nil
+			return &record.SweepProgress{Phase: record.PhaseCompare, AfterOp: lastBefore(g.ops, batch[i])}, nil
 		}
 	}
 	return nil, nil
 }
 
 // lastBefore is the key of the operation before op in ops ("" when op is the first).
-func lastBefore(ops []*ledger.Operation, op *ledger.Operation) string {
+func lastBefore(ops []*record.Operation, op *record.Operation) string {
 	i := slices.Index(ops, op)
 	if i <= 0 {
 		return ""
@@ -271,7 +272,7 @@ func (s *Service) list(ctx context.Context, seller string, account *adcp.Account
 // seller without a listing is read task by task. compare returns false when the operation was
 // not compared: the budget left no turn for the read in this run, or the seller answered it
 // with a retry_after.
-func (s *Service) compare(ctx context.Context, r *run, ps *sellerPass, account *adcp.AccountRef, op *ledger.Operation, seen map[string]listedTask) bool {
+func (s *Service) compare(ctx context.Context, r *run, ps *sellerPass, account *adcp.AccountRef, op *record.Operation, seen map[string]listedTask) bool {
 	now := s.now()
 	if op.SellerTaskID != "" {
 		poll := true
@@ -304,7 +305,7 @@ var errNoTurn = errors.New("reconcile: no turn left for the seller in this run")
 // the seller's reads and the read is tried again after it, if that is still within the run;
 // otherwise errNoTurn: the operation was not compared, and a run that stops there resumes with
 // it.
-func (s *Service) readWithin(ctx context.Context, r *run, ps *sellerPass, account *adcp.AccountRef, op *ledger.Operation) (*ledger.Operation, error) {
+func (s *Service) readWithin(ctx context.Context, r *run, ps *sellerPass, account *adcp.AccountRef, op *record.Operation) (*record.Operation, error) {
 	for {
 		if !ps.budget.acquire(ctx) {
 			return op, errNoTurn
@@ -322,7 +323,7 @@ func (s *Service) readWithin(ctx context.Context, r *run, ps *sellerPass, accoun
 
 // checkStuck marks an operation whose execution ended or whose deadline passed long ago.
 // lastPass is when the seller's previous pass completed (zero: none).
-func (s *Service) checkStuck(ctx context.Context, r *run, op *ledger.Operation, now, lastPass time.Time) {
+func (s *Service) checkStuck(ctx context.Context, r *run, op *record.Operation, now, lastPass time.Time) {
 	if !op.Deadline.IsZero() && now.Sub(op.Deadline) >= s.cfg.DeadlineSlack {
 		r.finding(KindDeadlinePassed)
 		r.rec.Count(metrics.Timeouts, metrics.Dims{"Kind": metrics.TimeoutOperationDeadline}, 1)
@@ -361,7 +362,7 @@ func (s *Service) checkStuck(ctx context.Context, r *run, op *ledger.Operation, 
 // run, so that DescribeExecution calls (throttled per account) grow with pending operations
 // per StaleAfter, not per cadence. A marked operation (rare: it is stuck) is checked on every
 // pass, so that its finding is counted while it lasts and the alarm stays up.
-func (s *Service) executionCheckDue(op *ledger.Operation, now, lastPass time.Time) bool {
+func (s *Service) executionCheckDue(op *record.Operation, now, lastPass time.Time) bool {
 	if strings.HasPrefix(op.Reason, markPrefix) {
 		return true
 	}

@@ -8,8 +8,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/adcp"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/sfn"
@@ -20,12 +21,10 @@ import (
 // satisfies it, and so do the ledgers of the stages, the webhook receiver and the
 // reconciliation sweep.
 type Ledger interface {
-	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch ledger.Changes) (*ledger.Operation, error)
-	AppendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) error
+	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Changes) (*record.Operation, error)
+	AppendEvent(ctx context.Context, tenant, opID string, ev record.Event) error
 	ClearTaskToken(ctx context.Context, tenant, id, token string) error
 }
-
-var _ Ledger = (*ledger.Store)(nil)
 
 // Tasks completes a parked Step Functions task token; *sfn.Client satisfies it. A token that
 // is already gone is an error matching sfn.ErrTaskGone.
@@ -125,7 +124,7 @@ const (
 type Recorded struct {
 	// Op is the operation as it now is: after the transition, the ledger's current one when
 	// the move was refused, the given one when nothing was tried.
-	Op *ledger.Operation
+	Op *record.Operation
 	// Outcome says what was done.
 	Outcome Outcome
 	// To is the status the update asked for, after the result was read (a completion whose
@@ -141,9 +140,9 @@ type Recorded struct {
 // never an error. When the task reached a terminal status, SellerTaskDuration is emitted (by
 // raw AdCP status) if deps.Metrics is set and u.CreatedAt parses.
 //
-// The only errors are the ledger's (wrapped, matching ledger.ErrNotFound, ledger.ErrContention
+// The only errors are the ledger's (wrapped, matching record.ErrNotFound, record.ErrContention
 // and the like) and ctx's. Waking the workflow is Wake's job.
-func RecordStatus(ctx context.Context, deps Deps, op *ledger.Operation, u Update) (Recorded, error) {
+func RecordStatus(ctx context.Context, deps Deps, op *record.Operation, u Update) (Recorded, error) {
 	to, ok := workflow.FromTaskStatus(u.Status)
 	switch {
 	case !ok:
@@ -154,7 +153,7 @@ func RecordStatus(ctx context.Context, deps Deps, op *ledger.Operation, u Update
 	if u.Detail == nil {
 		u.Detail = map[string]any{}
 	}
-	ch := ledger.Changes{Actor: u.Actor, EventType: u.EventType}
+	ch := record.Changes{Actor: u.Actor, EventType: u.EventType}
 	if op.SellerTaskID == "" && u.TaskID != "" {
 		ch.SellerTaskID = &u.TaskID
 	}
@@ -164,22 +163,22 @@ func RecordStatus(ctx context.Context, deps Deps, op *ledger.Operation, u Update
 		switch {
 		case derr != nil && mb != nil && mb.Shape == adcp.ShapeError:
 			to = workflow.StatusFailed
-			r := ledger.Clip("the seller completed the task with an error: "+derr.Error(), 1000)
+			r := record.Clip("the seller completed the task with an error: "+derr.Error(), 1000)
 			ch.Reason = &r
 			if code := adcpCode(derr); code != "" {
 				u.Detail["error_code"], ch.ErrorCode = code, &code
 			}
-		case derr == nil && EndedMediaBuy(mb) && op.Kind != ledger.KindModification:
+		case derr == nil && EndedMediaBuy(mb) && op.Kind != record.KindModification:
 			// The task completed, but the seller declined or ended the buy it created. (For a
 			// change to a placed buy, a canceled media buy is what a cancellation completes with.)
 			to = workflow.StatusRejected
-			r := ledger.Clip("the seller answered media buy "+mb.MediaBuyID+" with status "+mb.MediaBuyStatus, 1000)
+			r := record.Clip("the seller answered media buy "+mb.MediaBuyID+" with status "+mb.MediaBuyStatus, 1000)
 			ch.Reason, ch.MediaBuyID = &r, &mb.MediaBuyID
 			u.Detail["media_buy_id"], u.Detail["media_buy_status"] = mb.MediaBuyID, mb.MediaBuyStatus
 		case derr == nil && mb.MediaBuyID != "":
 			ch.MediaBuyID = &mb.MediaBuyID
 			u.Detail["media_buy_id"] = mb.MediaBuyID
-			if op.Kind != ledger.KindModification {
+			if op.Kind != record.KindModification {
 				ch.SellerPackages = SellerPackages(mb.Packages, op.Currency)
 			}
 		default:
@@ -202,15 +201,15 @@ func RecordStatus(ctx context.Context, deps Deps, op *ledger.Operation, u Update
 				u.Detail["error_code"], ch.ErrorCode = f.Code, &f.Code
 			}
 		}
-		r = ledger.Clip(r, 1000)
+		r = record.Clip(r, 1000)
 		ch.Reason = &r
 	case workflow.StatusInputRequired:
 		if u.Message != "" {
-			r := ledger.Clip(u.Message, 1000)
+			r := record.Clip(u.Message, 1000)
 			ch.Reason = &r
 		}
 	}
-	ch.Detail = ledger.EventDetail(u.Detail)
+	ch.Detail = record.EventDetail(u.Detail)
 
 	cur, moved, err := moveVia(ctx, deps, op, to, ch)
 	if err != nil {
@@ -237,13 +236,13 @@ func EndedMediaBuy(mb *adcp.MediaBuyResult) bool {
 // Move transitions op to to, forward only. A refused transition is "no change": it returns the
 // ledger's current operation and moved=false. Any other failure is returned wrapped ("move
 // operation <id> to <status>: ..."), with a nil operation; a transaction race the ledger's own
-// retries did not win is one (ledger.ErrContention).
-func Move(ctx context.Context, deps Deps, op *ledger.Operation, to workflow.Status, ch ledger.Changes) (cur *ledger.Operation, moved bool, err error) {
+// retries did not win is one (record.ErrContention).
+func Move(ctx context.Context, deps Deps, op *record.Operation, to workflow.Status, ch record.Changes) (cur *record.Operation, moved bool, err error) {
 	if op.Status == to {
 		return op, false, nil
 	}
-	next, err := deps.Ledger.Transition(ctx, op.Tenant, op.ID, to, ledger.AnyVersion, ch)
-	var te *ledger.TransitionError
+	next, err := deps.Ledger.Transition(ctx, op.Tenant, op.ID, to, record.AnyVersion, ch)
+	var te *record.TransitionError
 	switch {
 	case err == nil:
 		return next, true, nil
@@ -257,10 +256,10 @@ func Move(ctx context.Context, deps Deps, op *ledger.Operation, to workflow.Stat
 // → completed after the seller's input-required was answered), takes the legal step through
 // working first. A repeated input-required after that approval stays "no change", so nobody is
 // asked twice.
-func moveVia(ctx context.Context, deps Deps, op *ledger.Operation, to workflow.Status, ch ledger.Changes) (*ledger.Operation, bool, error) {
+func moveVia(ctx context.Context, deps Deps, op *record.Operation, to workflow.Status, ch record.Changes) (*record.Operation, bool, error) {
 	if to == workflow.StatusCompleted && !workflow.CanMove(op.Status, to) && op.Status != workflow.StatusWorking &&
 		workflow.CanMove(op.Status, workflow.StatusWorking) && workflow.CanMove(workflow.StatusWorking, to) {
-		mid, _, err := Move(ctx, deps, op, workflow.StatusWorking, ledger.Changes{Actor: ch.Actor, EventType: ch.EventType,
+		mid, _, err := Move(ctx, deps, op, workflow.StatusWorking, record.Changes{Actor: ch.Actor, EventType: ch.EventType,
 			SellerTaskID: ch.SellerTaskID, Detail: ch.Detail})
 		if err != nil {
 			return nil, false, err
@@ -278,13 +277,13 @@ func moveVia(ctx context.Context, deps Deps, op *ledger.Operation, to workflow.S
 // whoever completed it had the ledger's truth. Any other failure to complete is returned
 // (wrapped); the ledger holds the truth and the wait's timeout polls it. After a completion a
 // wake event is appended when deps.WakeActor is set.
-func Wake(ctx context.Context, deps Deps, op *ledger.Operation, wait workflow.WaitState, cfg workflow.RunConfig, now time.Time) (woken bool, err error) {
+func Wake(ctx context.Context, deps Deps, op *record.Operation, wait workflow.WaitState, cfg workflow.RunConfig, now time.Time) (woken bool, err error) {
 	out := WakeOutput(op, wait, cfg, now)
 	if !out.NeedsDecision() || op.TaskToken == "" {
 		return false, nil
 	}
 	switch err := deps.Ledger.ClearTaskToken(ctx, op.Tenant, op.ID, op.TaskToken); {
-	case errors.Is(err, ledger.ErrTokenMismatch):
+	case errors.Is(err, record.ErrTokenMismatch):
 		return false, nil // someone else completed or replaced the wait
 	case err != nil:
 		// Wake anyway: a double completion is answered "gone", a missed one costs a poll interval.
@@ -299,8 +298,8 @@ func Wake(ctx context.Context, deps Deps, op *ledger.Operation, wait workflow.Wa
 		return false, fmt.Errorf("wake the wait of %s: %w", op.ID, err)
 	}
 	if deps.WakeActor != "" {
-		if err := deps.Ledger.AppendEvent(ctx, op.Tenant, op.ID, ledger.Event{Type: ledger.EventWake, Actor: deps.WakeActor,
-			Detail: ledger.EventDetail(map[string]any{"by": deps.WakeBy, "status": out.Status})}); err != nil {
+		if err := deps.Ledger.AppendEvent(ctx, op.Tenant, op.ID, record.Event{Type: record.EventWake, Actor: deps.WakeActor,
+			Detail: record.EventDetail(map[string]any{"by": deps.WakeBy, "status": out.Status})}); err != nil {
 			deps.log().WarnContext(ctx, "wake event not recorded", "operationId", op.ID, "err", err)
 		}
 	}
@@ -318,7 +317,7 @@ func Wake(ctx context.Context, deps Deps, op *ledger.Operation, wait workflow.Wa
 // webhook: the ledger stores only the token) passes the zero WaitState; it is then rebuilt
 // from the operation: the safety net's interval of cfg, the deadline recorded at create
 // (Operation.Deadline), round 0.
-func WakeOutput(op *ledger.Operation, wait workflow.WaitState, cfg workflow.RunConfig, now time.Time) workflow.SellerOutput {
+func WakeOutput(op *record.Operation, wait workflow.WaitState, cfg workflow.RunConfig, now time.Time) workflow.SellerOutput {
 	if wait == (workflow.WaitState{}) {
 		wait = workflow.WaitState{IntervalSeconds: max(cfg.PollMaxSeconds, 1)}
 		if !op.Deadline.IsZero() {
@@ -344,13 +343,13 @@ func adcpCode(err error) string {
 // SellerPackages is what the seller reports it placed, for the ledger: each package's id and
 // budget, the budget read exactly in the buy's currency (one the seller leaves out, or that is
 // not money in that currency, stays empty rather than guessed). Nil when no package has an id.
-func SellerPackages(pkgs []adcp.Package, currency string) []ledger.PackageBudget {
-	var out []ledger.PackageBudget
+func SellerPackages(pkgs []adcp.Package, currency string) []record.PackageBudget {
+	var out []record.PackageBudget
 	for _, p := range pkgs {
 		if p.PackageID == "" {
 			continue
 		}
-		pb := ledger.PackageBudget{PackageID: ledger.Clip(p.PackageID, 255)}
+		pb := record.PackageBudget{PackageID: record.Clip(p.PackageID, 255)}
 		if amt, err := money.Parse(string(p.Budget), currency); p.Budget != "" && err == nil {
 			pb.Budget = amt.Decimal()
 		}

@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/adcp"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/sellertask"
 	"github.com/buyflow/buyflow/internal/sfn"
@@ -22,24 +23,24 @@ import (
 
 // fakeTaskLedger is a function-typed sellertask.Ledger that records what it was asked.
 type fakeTaskLedger struct {
-	transition func(to workflow.Status, ch ledger.Changes) (*ledger.Operation, error)
+	transition func(to workflow.Status, ch record.Changes) (*record.Operation, error)
 	clear      func(token string) error
 
 	mu          sync.Mutex
-	transitions []ledger.Changes
+	transitions []record.Changes
 	tos         []workflow.Status
-	events      []ledger.Event
+	events      []record.Event
 	cleared     []string
 }
 
-func (f *fakeTaskLedger) Transition(_ context.Context, _, _ string, to workflow.Status, _ int64, ch ledger.Changes) (*ledger.Operation, error) {
+func (f *fakeTaskLedger) Transition(_ context.Context, _, _ string, to workflow.Status, _ int64, ch record.Changes) (*record.Operation, error) {
 	f.mu.Lock()
 	f.transitions, f.tos = append(f.transitions, ch), append(f.tos, to)
 	f.mu.Unlock()
 	return f.transition(to, ch)
 }
 
-func (f *fakeTaskLedger) AppendEvent(_ context.Context, _, _ string, ev ledger.Event) error {
+func (f *fakeTaskLedger) AppendEvent(_ context.Context, _, _ string, ev record.Event) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.events = append(f.events, ev)
@@ -57,11 +58,11 @@ func (f *fakeTaskLedger) ClearTaskToken(_ context.Context, _, _, token string) e
 }
 
 // moves applies every transition to a copy of op.
-func moves(op ledger.Operation) func(workflow.Status, ledger.Changes) (*ledger.Operation, error) {
-	return func(to workflow.Status, ch ledger.Changes) (*ledger.Operation, error) {
+func moves(op record.Operation) func(workflow.Status, record.Changes) (*record.Operation, error) {
+	return func(to workflow.Status, ch record.Changes) (*record.Operation, error) {
 		if !workflow.CanMove(op.Status, to) {
 			cur := op
-			return nil, &ledger.TransitionError{To: to, Current: &cur}
+			return nil, &record.TransitionError{To: to, Current: &cur}
 		}
 		op.Status, op.Version = to, op.Version+1
 		if ch.MediaBuyID != nil {
@@ -159,7 +160,7 @@ func TestRecordTaskStatus(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			op := ledger.Operation{Tenant: tenant, ID: "op-1", Status: tc.from, SellerTaskID: tc.taskID, Version: 3}
+			op := record.Operation{Tenant: tenant, ID: "op-1", Status: tc.from, SellerTaskID: tc.taskID, Version: 3}
 			l := &fakeTaskLedger{transition: moves(op)}
 			tc.u.Actor, tc.u.EventType = "seller:"+sellerID, "test"
 			ev := map[string]any{"task_id": "task-1"}
@@ -214,12 +215,12 @@ func TestRecordTaskStatus(t *testing.T) {
 // update was not recorded.
 func TestRecordTaskStatusContention(t *testing.T) {
 	t.Parallel()
-	op := ledger.Operation{Tenant: tenant, ID: "op-1", Status: workflow.StatusSubmitted, SellerTaskID: "task-1"}
-	l := &fakeTaskLedger{transition: func(workflow.Status, ledger.Changes) (*ledger.Operation, error) {
-		return nil, fmt.Errorf("transact: %w", ledger.ErrContention)
+	op := record.Operation{Tenant: tenant, ID: "op-1", Status: workflow.StatusSubmitted, SellerTaskID: "task-1"}
+	l := &fakeTaskLedger{transition: func(workflow.Status, record.Changes) (*record.Operation, error) {
+		return nil, fmt.Errorf("transact: %w", record.ErrContention)
 	}}
 	rec, err := sellertask.RecordStatus(context.Background(), taskDeps(l), &op, sellertask.Update{Status: "working"})
-	if !errors.Is(err, ledger.ErrContention) || len(l.tos) != 1 || rec.Outcome == sellertask.Applied {
+	if !errors.Is(err, record.ErrContention) || len(l.tos) != 1 || rec.Outcome == sellertask.Applied {
 		t.Fatalf("%v, %v after %d transitions, want ErrContention after 1", rec.Outcome, err, len(l.tos))
 	}
 }
@@ -243,7 +244,7 @@ func TestRecordTaskStatusSellerTaskDuration(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			op := ledger.Operation{Tenant: tenant, ID: "op-1", Status: tc.from, SellerTaskID: "task-1"}
+			op := record.Operation{Tenant: tenant, ID: "op-1", Status: tc.from, SellerTaskID: "task-1"}
 			var buf bytes.Buffer
 			rec := metrics.New(&buf, metrics.Namespace, func() time.Time { return taskNow })
 			deps := taskDeps(&fakeTaskLedger{transition: moves(op)})
@@ -264,7 +265,7 @@ func TestRecordTaskStatusSellerTaskDuration(t *testing.T) {
 	}
 	t.Run("no recorder", func(t *testing.T) {
 		t.Parallel()
-		op := ledger.Operation{Tenant: tenant, ID: "op-1", Status: workflow.StatusWorking, SellerTaskID: "task-1"}
+		op := record.Operation{Tenant: tenant, ID: "op-1", Status: workflow.StatusWorking, SellerTaskID: "task-1"}
 		if _, err := sellertask.RecordStatus(context.Background(), taskDeps(&fakeTaskLedger{transition: moves(op)}), &op,
 			sellertask.Update{Status: "failed", CreatedAt: created}); err != nil {
 			t.Fatal(err)
@@ -291,7 +292,7 @@ func TestWake(t *testing.T) {
 		{name: "with a wake event", status: workflow.StatusCompleted, token: "tok", wakeActor: "system:test", want: true, wantCalls: 1, wantEvents: 1},
 		{name: "no decision needed", status: workflow.StatusWorking, token: "tok"},
 		{name: "no parked token", status: workflow.StatusCompleted},
-		{name: "another waker cleared it", status: workflow.StatusCompleted, token: "tok", clear: ledger.ErrTokenMismatch},
+		{name: "another waker cleared it", status: workflow.StatusCompleted, token: "tok", clear: record.ErrTokenMismatch},
 		{name: "a failed clear still wakes", status: workflow.StatusCompleted, token: "tok", clear: boom, want: true, wantCalls: 1},
 		{name: "a gone token is fine", status: workflow.StatusInputRequired, token: "tok", succeed: fmt.Errorf("send: %w", sfn.ErrTaskGone), wakeActor: "system:test", wantCalls: 1},
 		{name: "a failed completion is returned", status: workflow.StatusFailed, token: "tok", succeed: boom, wakeActor: "system:test", wantErr: boom, wantCalls: 1},
@@ -299,7 +300,7 @@ func TestWake(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			op := &ledger.Operation{Tenant: tenant, ID: "op-1", Status: tc.status, TaskToken: tc.token}
+			op := &record.Operation{Tenant: tenant, ID: "op-1", Status: tc.status, TaskToken: tc.token}
 			l := &fakeTaskLedger{clear: func(string) error { return tc.clear }}
 			var calls []completion
 			deps := taskDeps(l)
@@ -322,7 +323,7 @@ func TestWake(t *testing.T) {
 			}
 			if tc.wantEvents > 0 {
 				ev := l.events[0]
-				if d := detailOf(t, ev.Detail); ev.Type != ledger.EventWake || ev.Actor != tc.wakeActor || d["by"] != "test" || d["status"] != string(tc.status) {
+				if d := detailOf(t, ev.Detail); ev.Type != record.EventWake || ev.Actor != tc.wakeActor || d["by"] != "test" || d["status"] != string(tc.status) {
 					t.Fatalf("wake event %+v", ev)
 				}
 			}
@@ -352,7 +353,7 @@ func TestRecordTaskStatusKeepsTheSellersCode(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			op := ledger.Operation{Tenant: tenant, ID: "op-1", Status: workflow.StatusSubmitted, SellerTaskID: "task-1", Version: 3}
+			op := record.Operation{Tenant: tenant, ID: "op-1", Status: workflow.StatusSubmitted, SellerTaskID: "task-1", Version: 3}
 			l := &fakeTaskLedger{transition: moves(op)}
 			tc.u.Actor, tc.u.EventType = "seller:"+sellerID, "webhook"
 			rec, err := sellertask.RecordStatus(context.Background(), taskDeps(l), &op, tc.u)

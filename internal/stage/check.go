@@ -8,16 +8,17 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/adcp"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
 // settle stores the checked payload and the check on the operation and moves it on.
-func (s *Stage) Settle(ctx context.Context, op *ledger.Operation, req *Request, res *adcp.GovernanceResult, payload []byte, to workflow.Status, decision workflow.GovernanceDecision, why string) (workflow.GovernanceOutput, error) {
+func (s *Stage) Settle(ctx context.Context, op *record.Operation, req *Request, res *adcp.GovernanceResult, payload []byte, to workflow.Status, decision workflow.GovernanceDecision, why string) (workflow.GovernanceOutput, error) {
 	if res.CheckID != "" {
-		if _, _, err := s.Ledger.PutIntent(ctx, ledger.Intent{Tenant: op.Tenant, OperationID: op.ID, Task: IntentCheckPrefix + res.CheckID,
+		if _, _, err := s.Ledger.PutIntent(ctx, record.Intent{Tenant: op.Tenant, OperationID: op.ID, Task: IntentCheckPrefix + res.CheckID,
 			IdempotencyKey: res.CheckID, Request: payload, CreatedAt: s.Now()}); err != nil {
 			return workflow.GovernanceOutput{}, fmt.Errorf("stage: store checked payload of %s: %w", op.ID, err)
 		}
@@ -26,9 +27,9 @@ func (s *Stage) Settle(ctx context.Context, op *ledger.Operation, req *Request, 
 	if err != nil {
 		return workflow.GovernanceOutput{}, err
 	}
-	hash := ledger.HashToken(tok)
-	ch := ledger.Changes{WebhookTokenHash: &hash, Actor: GovernanceActor(req.Governance.AgentID), EventType: ledger.EventGovernanceCheck,
-		Detail: ledger.EventDetail(map[string]any{"verdict": res.Verdict, "check_id": res.CheckID, "expires_at": res.ExpiresAt, "decision": decision, "reason": why,
+	hash := record.HashToken(tok)
+	ch := record.Changes{WebhookTokenHash: &hash, Actor: GovernanceActor(req.Governance.AgentID), EventType: record.EventGovernanceCheck,
+		Detail: record.EventDetail(map[string]any{"verdict": res.Verdict, "check_id": res.CheckID, "expires_at": res.ExpiresAt, "decision": decision, "reason": why,
 			"conditions": res.Conditions})}
 	if res.CheckID != "" {
 		ch.GovernanceCheckID = &res.CheckID
@@ -42,7 +43,7 @@ func (s *Stage) Settle(ctx context.Context, op *ledger.Operation, req *Request, 
 		ch.GovernanceExpiresAt = &exp
 	}
 	if why != "" {
-		r := ledger.Clip(why, 1000)
+		r := record.Clip(why, 1000)
 		ch.Reason = &r
 	}
 	if decision == workflow.GovernanceProceed && (expErr != nil || !exp.After(s.Now())) {
@@ -64,7 +65,7 @@ func (s *Stage) Settle(ctx context.Context, op *ledger.Operation, req *Request, 
 // plan_id and our context echo (operation_id). The seller call adds only the envelope fields
 // excluded from the idempotency hash or owned by transport (idempotency_key,
 // governance_context, push_notification_config, adcp_version).
-func BasePayload(op *ledger.Operation, req *Request) ([]byte, error) {
+func BasePayload(op *record.Operation, req *Request) ([]byte, error) {
 	m, err := DecodeObject(req.MediaBuy)
 	if err != nil {
 		return nil, &workflow.TerminalError{Code: "bad_stored_request", Reason: "media_buy: " + err.Error()}

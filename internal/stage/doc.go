@@ -33,7 +33,7 @@
 //     lapsed claim: the seller may have executed it. It is reconciled with get_media_buys (our
 //     echoed context.operation_id) before the stored intent is resent.
 //   - The webhook token is random per operation, created once (intent "push_token") and stored
-//     on the operation only as ledger.HashToken; the token itself lives only in the frozen
+//     on the operation only as record.HashToken; the token itself lives only in the frozen
 //     create_media_buy bytes and that intent, never in logs, events or state output.
 //   - An async governance review is remembered under intent "check_governance#review#v<version>"
 //     (the operation's version does not move while the review is pending), and polled with

@@ -6,26 +6,25 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/adcp"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
 // Claims is the part of the ledger that counts the attempts setting out to send an intent;
 // *ledger.Store satisfies it.
 type Claims interface {
-	ClaimIntent(ctx context.Context, seen *ledger.Intent) (*ledger.Intent, error)
-	ReleaseIntent(ctx context.Context, claimed *ledger.Intent) error
+	ClaimIntent(ctx context.Context, seen *record.Intent) (*record.Intent, error)
+	ReleaseIntent(ctx context.Context, claimed *record.Intent) error
 }
 
 // Intents is the part of the ledger write-ahead intents live in; *ledger.Store satisfies it.
 type Intents interface {
 	Claims
-	PutIntent(ctx context.Context, in ledger.Intent) (*ledger.Intent, bool, error)
-	GetIntent(ctx context.Context, tenant, operationID, task string) (*ledger.Intent, error)
+	PutIntent(ctx context.Context, in record.Intent) (*record.Intent, bool, error)
+	GetIntent(ctx context.Context, tenant, operationID, task string) (*record.Intent, error)
 }
-
-var _ Intents = (*ledger.Store)(nil)
 
 // IntentRef names one write-ahead intent and says how its stored record reads.
 type IntentRef struct {
@@ -35,10 +34,10 @@ type IntentRef struct {
 	// Decode reads a claimed record as what to send (Attempt aside). Nil reads the layout
 	// FixIntent stores: the key, the request bytes and the time the intent was fixed. A use
 	// case whose records predate that layout reads them its own way here.
-	Decode func(stored *ledger.Intent) (adcp.Intent, error)
+	Decode func(stored *record.Intent) (adcp.Intent, error)
 }
 
-func (r IntentRef) decode(stored *ledger.Intent) (adcp.Intent, error) {
+func (r IntentRef) decode(stored *record.Intent) (adcp.Intent, error) {
 	if r.Decode != nil {
 		return r.Decode(stored)
 	}
@@ -46,7 +45,7 @@ func (r IntentRef) decode(stored *ledger.Intent) (adcp.Intent, error) {
 }
 
 // StoredIntent reads a record in the layout FixIntent stores as the intent of tool it holds.
-func StoredIntent(tool string, stored *ledger.Intent) adcp.Intent {
+func StoredIntent(tool string, stored *record.Intent) adcp.Intent {
 	return adcp.Intent{Task: tool, Key: stored.IdempotencyKey, Body: stored.Request, Created: stored.CreatedAt}
 }
 
@@ -54,7 +53,7 @@ func StoredIntent(tool string, stored *ledger.Intent) adcp.Intent {
 // what to send, with Attempt 0 when no send of it can have happened yet and 1 for a resend.
 type Claimed struct {
 	adcp.Intent
-	stored *ledger.Intent
+	stored *record.Intent
 }
 
 // Resend reports whether an earlier attempt may have sent the intent: the caller reconciles
@@ -71,19 +70,19 @@ const claimRounds = 3
 // first send again when every earlier claim was released (ReleaseUnsent), else a resend. Key
 // and bytes never change.
 func FixIntent(ctx context.Context, l Intents, ref IntentRef, build func() (adcp.Intent, error)) (*Claimed, error) {
-	return claim(ctx, l, ref, func(ctx context.Context) (*ledger.Intent, *Claimed, error) {
+	return claim(ctx, l, ref, func(ctx context.Context) (*record.Intent, *Claimed, error) {
 		stored, err := l.GetIntent(ctx, ref.Tenant, ref.OperationID, ref.Name)
 		if err == nil {
 			return stored, nil, nil
 		}
-		if !errors.Is(err, ledger.ErrNotFound) {
+		if !errors.Is(err, record.ErrNotFound) {
 			return nil, nil, fmt.Errorf("stage: read intent %s of %s: %w", ref.Name, ref.OperationID, err)
 		}
 		in, err := build()
 		if err != nil {
 			return nil, nil, err
 		}
-		put := ledger.Intent{Tenant: ref.Tenant, OperationID: ref.OperationID, Task: ref.Name, IdempotencyKey: in.Key, Request: in.Body, CreatedAt: in.Created, Claims: 1}
+		put := record.Intent{Tenant: ref.Tenant, OperationID: ref.OperationID, Task: ref.Name, IdempotencyKey: in.Key, Request: in.Body, CreatedAt: in.Created, Claims: 1}
 		got, created, err := l.PutIntent(ctx, put)
 		if err != nil {
 			return nil, nil, fmt.Errorf("stage: store intent %s of %s: %w", ref.Name, ref.OperationID, err)
@@ -98,8 +97,8 @@ func FixIntent(ctx context.Context, l Intents, ref IntentRef, build func() (adcp
 // ClaimStored claims, for one send, an intent its owner stored before any attempt (a
 // campaign's plan, written with the campaign): read returns the record as it is stored now.
 // The claim is a first send while nothing was sent, else a resend, as FixIntent's.
-func ClaimStored(ctx context.Context, l Claims, ref IntentRef, read func(ctx context.Context) (*ledger.Intent, error)) (*Claimed, error) {
-	return claim(ctx, l, ref, func(ctx context.Context) (*ledger.Intent, *Claimed, error) {
+func ClaimStored(ctx context.Context, l Claims, ref IntentRef, read func(ctx context.Context) (*record.Intent, error)) (*Claimed, error) {
+	return claim(ctx, l, ref, func(ctx context.Context) (*record.Intent, *Claimed, error) {
 		stored, err := read(ctx)
 		return stored, nil, err
 	})
@@ -107,14 +106,14 @@ func ClaimStored(ctx context.Context, l Claims, ref IntentRef, read func(ctx con
 
 // claim claims what read returns: a stored record to claim, or an intent read just fixed
 // (its put was the claim).
-func claim(ctx context.Context, l Claims, ref IntentRef, read func(ctx context.Context) (*ledger.Intent, *Claimed, error)) (*Claimed, error) {
+func claim(ctx context.Context, l Claims, ref IntentRef, read func(ctx context.Context) (*record.Intent, *Claimed, error)) (*Claimed, error) {
 	for range claimRounds {
 		stored, fixed, err := read(ctx)
 		if err != nil || fixed != nil {
 			return fixed, err
 		}
 		claimed, err := l.ClaimIntent(ctx, stored)
-		if errors.Is(err, ledger.ErrConflict) {
+		if errors.Is(err, record.ErrConflict) {
 			continue // another attempt claimed or released it since the read
 		}
 		if err != nil {

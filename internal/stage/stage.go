@@ -12,9 +12,10 @@ import (
 	mathrand "math/rand/v2"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/breaker"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/sellertask"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -23,18 +24,16 @@ import (
 // Ledger is the part of the ledger the stages use; *ledger.Store satisfies it.
 type Ledger interface {
 	Intents
-	GetOperation(ctx context.Context, tenant, id string) (*ledger.Operation, error)
-	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch ledger.Changes) (*ledger.Operation, error)
-	SetTaskToken(ctx context.Context, tenant, id, token string) (*ledger.Operation, error)
+	GetOperation(ctx context.Context, tenant, id string) (*record.Operation, error)
+	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Changes) (*record.Operation, error)
+	SetTaskToken(ctx context.Context, tenant, id, token string) (*record.Operation, error)
 	ClearTaskToken(ctx context.Context, tenant, id, token string) error
-	AppendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) error
-	AppendEventWhile(ctx context.Context, tenant, opID string, status workflow.Status, ev ledger.Event) error
-	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (ledger.Page[ledger.Event], error)
-	AcquireLock(ctx context.Context, name, owner string, ttl time.Duration) (ledger.Lease, error)
-	ReleaseLock(ctx context.Context, l ledger.Lease) error
+	AppendEvent(ctx context.Context, tenant, opID string, ev record.Event) error
+	AppendEventWhile(ctx context.Context, tenant, opID string, status workflow.Status, ev record.Event) error
+	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (record.Page[record.Event], error)
+	AcquireLock(ctx context.Context, name, owner string, ttl time.Duration) (record.Lease, error)
+	ReleaseLock(ctx context.Context, l record.Lease) error
 }
-
-var _ Ledger = (*ledger.Store)(nil)
 
 // AdCP is the part of the AdCP client the stages use; *adcp.Client satisfies it.
 type AdCP interface {
@@ -118,7 +117,7 @@ const (
 	IntentCancel       = "update_media_buy#cancel"
 	IntentReportPrefix = "report_plan_outcome#"
 	intentPushToken    = "push_token"
-	IntentCheckPrefix  = ledger.CheckedIntentPrefix
+	IntentCheckPrefix  = record.CheckedIntentPrefix
 	IntentReviewPrefix = "check_governance#review#v"
 )
 
@@ -134,7 +133,7 @@ type Request struct {
 	MediaBuy        json.RawMessage `json:"media_buy"`
 }
 
-func ParseRequest(op *ledger.Operation) (*Request, error) {
+func ParseRequest(op *record.Operation) (*Request, error) {
 	var r Request
 	if err := json.Unmarshal(op.Request, &r); err != nil {
 		return nil, &workflow.TerminalError{Code: "bad_stored_request", Reason: fmt.Sprintf("operation %s: stored request is not a submit request: %v", op.ID, err)}
@@ -163,12 +162,12 @@ func (r *Request) Account() *adcp.AccountRef {
 }
 
 // load reads the tenant's operation, mapping a missing one to workflow.NotFoundError.
-func (s *Stage) Load(ctx context.Context, tenant, id string) (*ledger.Operation, error) {
+func (s *Stage) Load(ctx context.Context, tenant, id string) (*record.Operation, error) {
 	if tenant == "" || id == "" {
 		return nil, &workflow.InvalidInputError{Field: "operation_id", Reason: "operation_id and tenant are required"}
 	}
 	op, err := s.Ledger.GetOperation(ctx, tenant, id)
-	if errors.Is(err, ledger.ErrNotFound) {
+	if errors.Is(err, record.ErrNotFound) {
 		return nil, &workflow.NotFoundError{OperationID: id}
 	}
 	if err != nil {
@@ -180,7 +179,7 @@ func (s *Stage) Load(ctx context.Context, tenant, id string) (*ledger.Operation,
 // move transitions op to to, forward only (sellertask.Move, no retry of a lost transaction
 // race: the ASL retries the TransientError). A refused transition is "no change": it returns
 // the current operation and moved=false. A missing operation is a NotFoundError.
-func (s *Stage) Move(ctx context.Context, op *ledger.Operation, to workflow.Status, ch ledger.Changes) (cur *ledger.Operation, moved bool, err error) {
+func (s *Stage) Move(ctx context.Context, op *record.Operation, to workflow.Status, ch record.Changes) (cur *record.Operation, moved bool, err error) {
 	cur, moved, err = sellertask.Move(ctx, sellertask.Deps{Ledger: s.Ledger, Log: s.Log}, op, to, ch)
 	if err != nil {
 		return nil, false, MoveError(op, err)
@@ -190,11 +189,11 @@ func (s *Stage) Move(ctx context.Context, op *ledger.Operation, to workflow.Stat
 
 // MoveError maps a failed sellertask call to the stage's errors: a missing operation is a
 // NotFoundError, a lost transaction race a TransientError the ASL retries.
-func MoveError(op *ledger.Operation, err error) error {
+func MoveError(op *record.Operation, err error) error {
 	switch {
-	case errors.Is(err, ledger.ErrNotFound):
+	case errors.Is(err, record.ErrNotFound):
 		return &workflow.NotFoundError{OperationID: op.ID}
-	case errors.Is(err, ledger.ErrContention):
+	case errors.Is(err, record.ErrContention):
 		return &workflow.TransientError{Reason: fmt.Sprintf("operation %s: concurrent write, retry", op.ID)}
 	default:
 		return fmt.Errorf("stage: %w", err)
@@ -203,7 +202,7 @@ func MoveError(op *ledger.Operation, err error) error {
 
 // event appends an audit event; a failure is logged, not returned: the event is a record of a
 // step that already happened and must not make the step run twice.
-func (s *Stage) Event(ctx context.Context, op *ledger.Operation, ev ledger.Event) {
+func (s *Stage) Event(ctx context.Context, op *record.Operation, ev record.Event) {
 	ev = withAmount(op, ev)
 	if err := s.Ledger.AppendEvent(ctx, op.Tenant, op.ID, ev); err != nil {
 		s.Log.WarnContext(ctx, "audit event not recorded", "operationId", op.ID, "eventType", ev.Type, "err", err)
@@ -213,9 +212,9 @@ func (s *Stage) Event(ctx context.Context, op *ledger.Operation, ev ledger.Event
 // EventWhile appends ev only while op still has status (ledger.AppendEventWhile), for a step
 // whose meaning depends on that status. moved is true when another actor moved the operation
 // on first: nothing is recorded. Any other failure is logged, as Event's.
-func (s *Stage) EventWhile(ctx context.Context, op *ledger.Operation, status workflow.Status, ev ledger.Event) (moved bool) {
+func (s *Stage) EventWhile(ctx context.Context, op *record.Operation, status workflow.Status, ev record.Event) (moved bool) {
 	err := s.Ledger.AppendEventWhile(ctx, op.Tenant, op.ID, status, withAmount(op, ev))
-	if errors.Is(err, ledger.ErrConflict) {
+	if errors.Is(err, record.ErrConflict) {
 		return true
 	}
 	if err != nil {
@@ -226,7 +225,7 @@ func (s *Stage) EventWhile(ctx context.Context, op *ledger.Operation, status wor
 
 // withAmount gives ev the operation's amount when it names none: the timeline shows what each
 // step was about.
-func withAmount(op *ledger.Operation, ev ledger.Event) ledger.Event {
+func withAmount(op *record.Operation, ev record.Event) record.Event {
 	if ev.Amount == "" && op.BudgetTotal != "" {
 		ev.Amount, ev.Currency = op.BudgetTotal, op.Currency
 	}
@@ -254,13 +253,13 @@ func CallError(what string, err error) error {
 // wait the state machine runs before the stage again (breaker.WaitFor), recorded on the buy's
 // timeline; past the buy's deadline it is a DeadlineExceededError. Any other error gives nil,
 // nil.
-func (s *Stage) Unavailable(ctx context.Context, op *ledger.Operation, cfg workflow.RunConfig, role adcp.Role, tool string, err error) (*workflow.AgentUnavailable, error) {
+func (s *Stage) Unavailable(ctx context.Context, op *record.Operation, cfg workflow.RunConfig, role adcp.Role, tool string, err error) (*workflow.AgentUnavailable, error) {
 	w := breaker.WaitFor(err, role, tool, op.CreatedAt, s.Now(), cfg)
 	if w == nil {
 		return nil, nil
 	}
-	s.Event(ctx, op, ledger.Event{Type: ledger.EventAgentUnavailable, Actor: ActorSystem, Reason: ledger.Clip(w.Reason(), 500),
-		Detail: ledger.EventDetail(w.Detail())})
+	s.Event(ctx, op, record.Event{Type: record.EventAgentUnavailable, Actor: ActorSystem, Reason: record.Clip(w.Reason(), 500),
+		Detail: record.EventDetail(w.Detail())})
 	if w.Wait != nil {
 		s.Log.InfoContext(ctx, "agent unavailable, waiting", "operationId", op.ID, "agent", w.Refusal.Agent, "role", role, "retryInSeconds", w.Wait.RetryInSeconds)
 	}
@@ -269,30 +268,30 @@ func (s *Stage) Unavailable(ctx context.Context, op *ledger.Operation, cfg workf
 
 // FixIntent returns the operation's intent name, claimed for one send (the package's
 // FixIntent over the stage's ledger, in the create stage's record layout).
-func (s *Stage) FixIntent(ctx context.Context, op *ledger.Operation, name, tool string, build func() (adcp.Intent, error)) (*Claimed, error) {
+func (s *Stage) FixIntent(ctx context.Context, op *record.Operation, name, tool string, build func() (adcp.Intent, error)) (*Claimed, error) {
 	return FixIntent(ctx, s.Ledger, IntentRef{Tenant: op.Tenant, OperationID: op.ID, Name: name, Tool: tool}, build)
 }
 
 // ReleaseUnsent forgets the claim of a first send that provably sent nothing (the package's
 // ReleaseUnsent over the stage's ledger).
-func (s *Stage) ReleaseUnsent(ctx context.Context, op *ledger.Operation, c *Claimed, callErr error) {
+func (s *Stage) ReleaseUnsent(ctx context.Context, op *record.Operation, c *Claimed, callErr error) {
 	ReleaseUnsent(ctx, s.Ledger, s.Log, op.ID, c, callErr)
 }
 
 // pushToken returns the operation's webhook token, creating it once.
-func (s *Stage) PushToken(ctx context.Context, op *ledger.Operation) (string, error) {
+func (s *Stage) PushToken(ctx context.Context, op *record.Operation) (string, error) {
 	stored, err := s.Ledger.GetIntent(ctx, op.Tenant, op.ID, intentPushToken)
 	if err == nil {
 		return string(stored.Request), nil
 	}
-	if !errors.Is(err, ledger.ErrNotFound) {
+	if !errors.Is(err, record.ErrNotFound) {
 		return "", fmt.Errorf("stage: read webhook token of %s: %w", op.ID, err)
 	}
 	tok, err := s.newToken()
 	if err != nil {
 		return "", err
 	}
-	got, _, err := s.Ledger.PutIntent(ctx, ledger.Intent{Tenant: op.Tenant, OperationID: op.ID, Task: intentPushToken,
+	got, _, err := s.Ledger.PutIntent(ctx, record.Intent{Tenant: op.Tenant, OperationID: op.ID, Task: intentPushToken,
 		IdempotencyKey: "push-token-" + op.ID, Request: []byte(tok), CreatedAt: s.Now()})
 	if err != nil {
 		return "", fmt.Errorf("stage: store webhook token of %s: %w", op.ID, err)

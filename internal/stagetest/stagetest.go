@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/adcptest"
@@ -58,19 +60,19 @@ type Completion struct {
 }
 
 // PolicyFunc is a function-typed fake of the governance stage's approval policy.
-type PolicyFunc func(op *ledger.Operation) (bool, string)
+type PolicyFunc func(op *record.Operation) (bool, string)
 
 // Needs calls f.
-func (f PolicyFunc) Needs(op *ledger.Operation) (bool, string) { return f(op) }
+func (f PolicyFunc) Needs(op *record.Operation) (bool, string) { return f(op) }
 
 // HookLedger wraps the real ledger; a non-nil hook replaces a method.
 type HookLedger struct {
 	stage.Ledger
-	OnTransition func(ctx context.Context, tenant, id string, to workflow.Status, v int64, ch ledger.Changes) (*ledger.Operation, error)
+	OnTransition func(ctx context.Context, tenant, id string, to workflow.Status, v int64, ch record.Changes) (*record.Operation, error)
 }
 
 // Transition calls OnTransition when it is set, else the ledger.
-func (h *HookLedger) Transition(ctx context.Context, tenant, id string, to workflow.Status, v int64, ch ledger.Changes) (*ledger.Operation, error) {
+func (h *HookLedger) Transition(ctx context.Context, tenant, id string, to workflow.Status, v int64, ch record.Changes) (*record.Operation, error) {
 	if h.OnTransition != nil {
 		return h.OnTransition(ctx, tenant, id, to, v, ch)
 	}
@@ -228,7 +230,7 @@ func mediaBuy(po, sim string) json.RawMessage {
 
 // NewOp stores a new operation as submit does (lock included) and returns it; sim drives the
 // simulated agents (see adcptest), requireApproval is the buyer's own request for approval.
-func (e *Env) NewOp(sim string, requireApproval bool) *ledger.Operation {
+func (e *Env) NewOp(sim string, requireApproval bool) *record.Operation {
 	e.T.Helper()
 	id := fmt.Sprintf("mb-test-%d", opSeq.Add(1))
 	po := "PO-" + id
@@ -240,10 +242,10 @@ func (e *Env) NewOp(sim string, requireApproval bool) *ledger.Operation {
 		e.T.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := e.Store.AcquireLock(ctx, ledger.BusinessKeyLock(Tenant, SellerID, po), id, time.Hour); err != nil {
+	if _, err := e.Store.AcquireLock(ctx, record.BusinessKeyLock(Tenant, SellerID, po), id, time.Hour); err != nil {
 		e.T.Fatal(err)
 	}
-	op, err := e.Store.CreateOperation(ctx, ledger.Operation{ID: id, Tenant: Tenant, Status: workflow.StatusRequested,
+	op, err := e.Store.CreateOperation(ctx, record.Operation{ID: id, Tenant: Tenant, Status: workflow.StatusRequested,
 		SellerID: SellerID, GovernanceAgentID: GovID, PONumber: po, BudgetTotal: testBudget, Currency: "USD",
 		Request: req, ExecutionName: id})
 	if err != nil {
@@ -260,7 +262,7 @@ func (e *Env) Completed() []Completion {
 }
 
 // Op reads operation id from the ledger.
-func (e *Env) Op(id string) *ledger.Operation {
+func (e *Env) Op(id string) *record.Operation {
 	e.T.Helper()
 	op, err := e.Store.GetOperation(context.Background(), Tenant, id)
 	if err != nil {
@@ -287,12 +289,12 @@ func SafetyNet(seconds int) bool {
 }
 
 // StageIn is the state machine's input to a stage: action a on op.
-func StageIn(op *ledger.Operation, a workflow.Action) workflow.StageInput {
+func StageIn(op *record.Operation, a workflow.Action) workflow.StageInput {
 	return workflow.StageInput{Action: a, OperationID: op.ID, Tenant: Tenant, Config: RunConfig()}
 }
 
 // Check runs the governance stage's check of op; an error fails the test.
-func (e *Env) Check(op *ledger.Operation) workflow.GovernanceOutput {
+func (e *Env) Check(op *record.Operation) workflow.GovernanceOutput {
 	e.T.Helper()
 	out, err := e.GovStage.Check(context.Background(), StageIn(op, workflow.ActionCheck))
 	if err != nil {
@@ -302,7 +304,7 @@ func (e *Env) Check(op *ledger.Operation) workflow.GovernanceOutput {
 }
 
 // Create runs the create stage on op; an error fails the test.
-func (e *Env) Create(op *ledger.Operation) workflow.SellerOutput {
+func (e *Env) Create(op *record.Operation) workflow.SellerOutput {
 	e.T.Helper()
 	out, err := e.CreateStage.CreateMediaBuy(context.Background(), StageIn(op, workflow.ActionCreate))
 	if err != nil {
@@ -312,7 +314,7 @@ func (e *Env) Create(op *ledger.Operation) workflow.SellerOutput {
 }
 
 // Placed runs check and create for a new operation driven by sim and returns it as stored.
-func (e *Env) Placed(sim string) (*ledger.Operation, workflow.SellerOutput) {
+func (e *Env) Placed(sim string) (*record.Operation, workflow.SellerOutput) {
 	e.T.Helper()
 	op := e.NewOp(sim, false)
 	if got := e.Check(op); got.Decision != workflow.GovernanceProceed {
@@ -365,9 +367,9 @@ func LastArgs(t *testing.T, calls []adcptest.Call) map[string]any {
 }
 
 // Events returns operation opID's timeline.
-func Events(t *testing.T, e *Env, opID string) []ledger.Event {
+func Events(t *testing.T, e *Env, opID string) []record.Event {
 	t.Helper()
-	p, err := e.Store.ListEvents(context.Background(), Tenant, opID, ledger.MaxListLimit, "")
+	p, err := e.Store.ListEvents(context.Background(), Tenant, opID, record.MaxListLimit, "")
 	if err != nil {
 		t.Fatal(err)
 	}

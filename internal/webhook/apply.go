@@ -7,7 +7,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/sellertask"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -25,7 +26,7 @@ func tokenMatches(token, storedHash string) bool {
 	if token == "" || storedHash == "" {
 		return false
 	}
-	return subtle.ConstantTimeCompare([]byte(ledger.HashToken(token)), []byte(storedHash)) == 1
+	return subtle.ConstantTimeCompare([]byte(record.HashToken(token)), []byte(storedHash)) == 1
 }
 
 // apply records d on op, forward only (sellertask.RecordStatus). A status the ledger refuses
@@ -33,12 +34,12 @@ func tokenMatches(token, storedHash string) bool {
 // with a status without lifecycle meaning, is ignored; both leave an event (the handler has
 // refused one about another task of the same type). The returned operation is
 // the one after the transition (with the parked task token, if any).
-func (s *Service) apply(ctx context.Context, op *ledger.Operation, d *Delivery) (Outcome, *ledger.Operation, error) {
+func (s *Service) apply(ctx context.Context, op *record.Operation, d *Delivery) (Outcome, *record.Operation, error) {
 	actor := "seller:" + op.SellerID
 	ev := deliveryFields(d)
 	var why string
 	want := taskCreateMediaBuy
-	if op.Kind == ledger.KindModification {
+	if op.Kind == record.KindModification {
 		want = taskUpdateMediaBuy
 	}
 	if d.TaskType != want {
@@ -46,7 +47,7 @@ func (s *Service) apply(ctx context.Context, op *ledger.Operation, d *Delivery) 
 	}
 	if why == "" {
 		rec, err := sellertask.RecordStatus(ctx, s.taskDeps(), op, sellertask.Update{Status: d.Status, TaskID: d.TaskID,
-			Result: d.Result, Message: d.Message, Actor: actor, EventType: ledger.EventWebhook, Detail: ev})
+			Result: d.Result, Message: d.Message, Actor: actor, EventType: record.EventWebhook, Detail: ev})
 		switch {
 		case err != nil:
 			return OutcomeError, nil, fmt.Errorf("webhook: %w", err)
@@ -57,13 +58,13 @@ func (s *Service) apply(ctx context.Context, op *ledger.Operation, d *Delivery) 
 			// (finance and the status events would read completed → completed).
 			cur := rec.Op
 			ev["current_status"], ev["reported_status"] = cur.Status, rec.To
-			s.event(ctx, cur, ledger.Event{Type: ledger.EventWebhook, Actor: actor,
-				Reason: "stale: the ledger already holds " + string(cur.Status), Detail: ledger.EventDetail(ev)})
+			s.event(ctx, cur, record.Event{Type: record.EventWebhook, Actor: actor,
+				Reason: "stale: the ledger already holds " + string(cur.Status), Detail: record.EventDetail(ev)})
 			return OutcomeStale, cur, nil
 		}
 		why = "a task status without lifecycle meaning" // sellertask.Unmapped
 	}
-	s.event(ctx, op, ledger.Event{Type: ledger.EventWebhook, Actor: actor, Reason: "ignored: " + why, Detail: ledger.EventDetail(ev)})
+	s.event(ctx, op, record.Event{Type: record.EventWebhook, Actor: actor, Reason: "ignored: " + why, Detail: record.EventDetail(ev)})
 	return OutcomeIgnored, op, nil
 }
 
@@ -77,12 +78,12 @@ func deliveryFields(d *Delivery) map[string]any {
 	return ev
 }
 
-func deliveryDetail(d *Delivery) json.RawMessage { return ledger.EventDetail(deliveryFields(d)) }
+func deliveryDetail(d *Delivery) json.RawMessage { return record.EventDetail(deliveryFields(d)) }
 
 // wake completes the parked AwaitSeller token when the update needs the state machine to act
 // (sellertask.Wake: the token is cleared first, so one waker wins; a gone token is fine). The
 // webhook appends no wake event: its own event records the delivery.
-func (s *Service) wake(ctx context.Context, op *ledger.Operation) error {
+func (s *Service) wake(ctx context.Context, op *record.Operation) error {
 	if _, err := sellertask.Wake(ctx, s.taskDeps(), op, workflow.WaitState{}, s.cfg.RunConfig, s.now()); err != nil {
 		return fmt.Errorf("webhook: %w", err)
 	}
@@ -97,7 +98,7 @@ func (s *Service) taskDeps() sellertask.Deps {
 // event appends an audit event to the operation's timeline. A failure is logged, not
 // returned: the receipt is already stored, so failing the delivery would not make the seller's
 // retry record it either.
-func (s *Service) event(ctx context.Context, op *ledger.Operation, ev ledger.Event) {
+func (s *Service) event(ctx context.Context, op *record.Operation, ev record.Event) {
 	if ev.Amount == "" && op.BudgetTotal != "" {
 		ev.Amount, ev.Currency = op.BudgetTotal, op.Currency
 	}

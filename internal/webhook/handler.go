@@ -7,11 +7,12 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/httpapi"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/topology"
 	"github.com/buyflow/buyflow/internal/webhookauth"
@@ -117,13 +118,13 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	}
 	wreq := webhookauth.Request{Method: http.MethodPost, URL: s.targetURL(req), Header: headers(req), Body: body}
 
-	var op *ledger.Operation
+	var op *record.Operation
 	if r.opID != "" {
 		found, err := s.cfg.Operations.FindOperation(ctx, r.opID)
 		switch {
 		case err == nil:
 			op = found
-		case !errors.Is(err, ledger.ErrNotFound):
+		case !errors.Is(err, record.ErrNotFound):
 			return r.fail("ledger_unavailable", err)
 		}
 	}
@@ -173,7 +174,7 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	}
 
 	// Mark the event processed before any side effect, so a redelivery cannot repeat one.
-	dup, err := s.cfg.Ledger.RecordReceipt(ctx, ledger.Receipt{SellerID: op.SellerID, IdempotencyKey: d.IdempotencyKey,
+	dup, err := s.cfg.Ledger.RecordReceipt(ctx, record.Receipt{SellerID: op.SellerID, IdempotencyKey: d.IdempotencyKey,
 		Tenant: op.Tenant, OperationID: op.ID, TaskID: d.TaskID, ReceivedAt: s.now()})
 	if err != nil {
 		return r.fail("ledger_unavailable", err)
@@ -184,7 +185,7 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return r.ok(OutcomeDuplicate)
 	}
 	if syncEcho {
-		s.event(ctx, op, ledger.Event{Type: ledger.EventWebhook, Actor: "seller:" + op.SellerID,
+		s.event(ctx, op, record.Event{Type: record.EventWebhook, Actor: "seller:" + op.SellerID,
 			Reason: "acknowledged: the completion of a synchronous create, already recorded", Detail: deliveryDetail(d)})
 		return r.ok(OutcomeAcknowledged)
 	}
@@ -247,7 +248,7 @@ func (s *Service) countRejected(r result) {
 // isSyncEcho reports whether d is the completion webhook a 3.0 seller sends after a
 // synchronous create: a sync-… task id for an operation whose create was answered inline
 // (no seller task). It is acknowledged and changes nothing: the create's answer already did.
-func isSyncEcho(op *ledger.Operation, d *Delivery) bool {
+func isSyncEcho(op *record.Operation, d *Delivery) bool {
 	return op.SellerTaskID == "" && strings.HasPrefix(d.TaskID, syncTaskPrefix)
 }
 

@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/sfn"
 	"github.com/buyflow/buyflow/internal/webhook"
 	"github.com/buyflow/buyflow/internal/webhookauth"
@@ -433,7 +434,7 @@ func TestCorrelationByWhatTheSignatureCovers(t *testing.T) {
 	})
 	t.Run("a delivery ahead of the create's recorded answer is answered 503", func(t *testing.T) {
 		e := newEnv(t)
-		if _, err := e.store.CreateOperation(e.ctx, ledger.Operation{ID: "op-1", Tenant: tenant, SellerID: seller9421,
+		if _, err := e.store.CreateOperation(e.ctx, record.Operation{ID: "op-1", Tenant: tenant, SellerID: seller9421,
 			Status: workflow.StatusCreating, BudgetTotal: "1500.00", Currency: "USD"}); err != nil {
 			t.Fatal(err)
 		}
@@ -463,7 +464,7 @@ type failingLedger struct {
 	released []string
 }
 
-func (f *failingLedger) Transition(context.Context, string, string, workflow.Status, int64, ledger.Changes) (*ledger.Operation, error) {
+func (f *failingLedger) Transition(context.Context, string, string, workflow.Status, int64, record.Changes) (*record.Operation, error) {
 	return nil, errors.New("dynamodb: service unavailable")
 }
 

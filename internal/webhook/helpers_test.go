@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/logging/logtest"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -138,10 +140,10 @@ func newEnvWith(t testing.TB, adjust func(*webhook.Config)) *env {
 
 // op creates a submitted operation of seller with a webhook token "tok-<id>-0123456789", its
 // id index item (what the ledger's create is asked to write) and a parked task token.
-func (e *env) op(id, seller string, parked bool) *ledger.Operation {
+func (e *env) op(id, seller string, parked bool) *record.Operation {
 	e.t.Helper()
-	hash := ledger.HashToken(token(id))
-	op, err := e.store.CreateOperation(e.ctx, ledger.Operation{ID: id, Tenant: tenant, SellerID: seller, Status: workflow.StatusSubmitted,
+	hash := record.HashToken(token(id))
+	op, err := e.store.CreateOperation(e.ctx, record.Operation{ID: id, Tenant: tenant, SellerID: seller, Status: workflow.StatusSubmitted,
 		SellerTaskID: "task-" + id, WebhookTokenHash: hash, BudgetTotal: "1500.00", Currency: "USD",
 		Deadline: e.clock.Now().Add(24 * time.Hour)})
 	if err != nil {
@@ -157,15 +159,15 @@ func (e *env) op(id, seller string, parked bool) *ledger.Operation {
 
 // syncOp creates an operation whose create the seller answered inline: completed, a media
 // buy, no seller task.
-func (e *env) syncOp(id, seller, mediaBuyID string) *ledger.Operation {
+func (e *env) syncOp(id, seller, mediaBuyID string) *record.Operation {
 	e.t.Helper()
-	op, err := e.store.CreateOperation(e.ctx, ledger.Operation{ID: id, Tenant: tenant, SellerID: seller, Status: workflow.StatusCreating,
+	op, err := e.store.CreateOperation(e.ctx, record.Operation{ID: id, Tenant: tenant, SellerID: seller, Status: workflow.StatusCreating,
 		BudgetTotal: "1500.00", Currency: "USD"})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	hash, deadline := ledger.HashToken(token(id)), e.clock.Now().Add(24*time.Hour)
-	op, err = e.store.Transition(e.ctx, tenant, id, workflow.StatusCompleted, op.Version, ledger.Changes{MediaBuyID: &mediaBuyID,
+	hash, deadline := record.HashToken(token(id)), e.clock.Now().Add(24*time.Hour)
+	op, err = e.store.Transition(e.ctx, tenant, id, workflow.StatusCompleted, op.Version, record.Changes{MediaBuyID: &mediaBuyID,
 		WebhookTokenHash: &hash, Deadline: &deadline, Actor: "seller:" + seller})
 	if err != nil {
 		e.t.Fatal(err)
@@ -285,7 +287,7 @@ func outcome(t testing.TB, resp events.APIGatewayV2HTTPResponse) webhook.Outcome
 	return a.Outcome
 }
 
-func (e *env) get(id string) *ledger.Operation {
+func (e *env) get(id string) *record.Operation {
 	e.t.Helper()
 	op, err := e.store.GetOperation(e.ctx, tenant, id)
 	if err != nil {
@@ -295,9 +297,9 @@ func (e *env) get(id string) *ledger.Operation {
 }
 
 // webhookEvents returns the operation's timeline entries of type webhook.
-func (e *env) webhookEvents(id string) []ledger.Event {
+func (e *env) webhookEvents(id string) []record.Event {
 	e.t.Helper()
-	var out []ledger.Event
+	var out []record.Event
 	cursor := ""
 	for {
 		p, err := e.store.ListEvents(e.ctx, tenant, id, 100, cursor)
@@ -305,7 +307,7 @@ func (e *env) webhookEvents(id string) []ledger.Event {
 			e.t.Fatal(err)
 		}
 		for _, ev := range p.Items {
-			if ev.Type == ledger.EventWebhook {
+			if ev.Type == record.EventWebhook {
 				out = append(out, ev)
 			}
 		}

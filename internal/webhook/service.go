@@ -10,7 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/webhookauth"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -18,26 +19,21 @@ import (
 
 // Ledger is the part of the ledger the receiver writes; *ledger.Store satisfies it.
 type Ledger interface {
-	RecordReceipt(ctx context.Context, r ledger.Receipt) (duplicate bool, err error)
+	RecordReceipt(ctx context.Context, r record.Receipt) (duplicate bool, err error)
 	// ReleaseReceipt deletes a receipt RecordReceipt stored, so that a delivery whose update
 	// could not be recorded (a ledger failure after the receipt) is answered 5xx and applied by
 	// the seller's retry instead of being taken for a duplicate.
 	ReleaseReceipt(ctx context.Context, sellerID, idempotencyKey string) error
-	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch ledger.Changes) (*ledger.Operation, error)
-	AppendEvent(ctx context.Context, tenant, opID string, ev ledger.Event) error
+	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Changes) (*record.Operation, error)
+	AppendEvent(ctx context.Context, tenant, opID string, ev record.Event) error
 	ClearTaskToken(ctx context.Context, tenant, id, token string) error
 }
 
-var (
-	_ Ledger     = (*ledger.Store)(nil)
-	_ Operations = (*ledger.Store)(nil)
-)
-
 // Operations finds an operation by its id alone: the webhook route is public and carries no
-// tenant. It returns an error matching ledger.ErrNotFound for an unknown id; *ledger.Store
+// tenant. It returns an error matching record.ErrNotFound for an unknown id; *ledger.Store
 // implements it through its operation-id index.
 type Operations interface {
-	FindOperation(ctx context.Context, id string) (*ledger.Operation, error)
+	FindOperation(ctx context.Context, id string) (*record.Operation, error)
 }
 
 // Verifier authenticates a webhook for one seller; *webhookauth.Verifier satisfies it.

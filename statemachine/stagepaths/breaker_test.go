@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -167,7 +169,7 @@ func (r *buyRun) waitingFor(agent string, timeout time.Duration) {
 			return false
 		}
 		for _, e := range evs {
-			if e.Type == ledger.EventAgentUnavailable {
+			if e.Type == record.EventAgentUnavailable {
 				return true
 			}
 		}
@@ -177,21 +179,21 @@ func (r *buyRun) waitingFor(agent string, timeout time.Duration) {
 
 // checkWaiting checks that GET /v1/media-buys/{id} says the buy waits for agent since its
 // breaker opened, and that its timeline records the wait.
-func checkWaiting(t *testing.T, r *buyRun, reason, agent string, opened ledger.Breaker) {
+func checkWaiting(t *testing.T, r *buyRun, reason, agent string, opened record.Breaker) {
 	t.Helper()
 	w := r.operation().Waiting
 	if w == nil || w.Reason != reason || w.AgentID != agent || w.Since != opened.OpenedAt.UTC().Format(time.RFC3339) {
 		t.Errorf("buy %s: waiting %+v, want %s for %s since %s", r.op, w, reason, agent, opened.OpenedAt)
 	}
-	if tl := r.timeline(); !slices.Contains(tl, ledger.EventAgentUnavailable) {
-		t.Errorf("buy %s: timeline %v has no %s", r.op, tl, ledger.EventAgentUnavailable)
+	if tl := r.timeline(); !slices.Contains(tl, record.EventAgentUnavailable) {
+		t.Errorf("buy %s: timeline %v has no %s", r.op, tl, record.EventAgentUnavailable)
 	}
 }
 
-func breakerOf(t *testing.T, agent string) ledger.Breaker {
+func breakerOf(t *testing.T, agent string) record.Breaker {
 	t.Helper()
 	b, err := ledger.New(sys.ddb, sys.table).GetBreaker(context.Background(), agent)
-	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+	if err != nil && !errors.Is(err, record.ErrNotFound) {
 		t.Fatal(err)
 	}
 	return b
@@ -227,7 +229,7 @@ func TestSellerBreakerOpensWaitsAndCloses(t *testing.T) {
 		t.Fatalf("the seller was called %d times before its breaker opened, want 3", failed)
 	}
 	opened := breakerOf(t, d.id)
-	if opened.State != ledger.BreakerOpen || opened.Trips != 1 {
+	if opened.State != record.BreakerOpen || opened.Trips != 1 {
 		t.Fatalf("breaker %+v, want open once", opened)
 	}
 
@@ -251,7 +253,7 @@ func TestSellerBreakerOpensWaitsAndCloses(t *testing.T) {
 	for _, r := range append([]*buyRun{first}, later...) {
 		placedAfterAWait(t, r, seller)
 	}
-	if b := breakerOf(t, d.id); b.State != ledger.BreakerClosed || b.Failures != 0 || b.Trips != 1 {
+	if b := breakerOf(t, d.id); b.State != record.BreakerClosed || b.Failures != 0 || b.Trips != 1 {
 		t.Fatalf("breaker after the recovery %+v, want closed", b)
 	}
 }
@@ -273,7 +275,7 @@ func TestSellerWithoutReplayWindowCreatesOnceAfterItsBreakerCloses(t *testing.T)
 	second := newRun(t, nil)
 	second.submitTo(d.id, devstack.GovernanceID)
 	second.waitingFor(d.id, 30*time.Second)
-	if b := breakerOf(t, d.id); b.State != ledger.BreakerOpen {
+	if b := breakerOf(t, d.id); b.State != record.BreakerOpen {
 		t.Fatalf("breaker %+v at the second buy's create, want open", b)
 	}
 	d.set(func(d *downAgent) { d.down = false })
@@ -334,7 +336,7 @@ func TestGovernanceBreakerKeepsTheGateClosed(t *testing.T) {
 			t.Errorf("buy %s: %d create_media_buy calls, want 1", r.op, n)
 		}
 	}
-	if b := breakerOf(t, d.id); b.State != ledger.BreakerClosed || b.Trips != 1 {
+	if b := breakerOf(t, d.id); b.State != record.BreakerClosed || b.Trips != 1 {
 		t.Fatalf("governance breaker after the recovery %+v, want closed", b)
 	}
 }
@@ -351,7 +353,7 @@ func TestChangeWaitsForAnUnavailableSeller(t *testing.T) {
 	}
 	d.set(func(d *downAgent) { d.down = true })
 	id := r.change(`{"budget":{"total":3500},"reason":"more reach","context":{"sim":"sync"}}`, false)
-	eventually(t, 30*time.Second, "the change waits for the seller", func() bool { return breakerOf(t, d.id).State == ledger.BreakerOpen })
+	eventually(t, 30*time.Second, "the change waits for the seller", func() bool { return breakerOf(t, d.id).State == record.BreakerOpen })
 	if failed := d.failures(); failed != 3 {
 		t.Fatalf("the seller was called %d times before its breaker opened, want 3", failed)
 	}

@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/buyflow/buyflow/internal/config"
 	"github.com/buyflow/buyflow/internal/dynamotest"
-	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/topology"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -61,16 +62,16 @@ func TestTheEmulatorWorkaroundIsInstalledOnlyOnAnEmulator(t *testing.T) {
 	s := c.Ledger()
 	ctx := context.Background()
 	exp := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
-	if _, err := s.CreateOperation(ctx, ledger.Operation{ID: "op-1", Tenant: "acme", SellerID: "seller-1", PONumber: "PO-1",
+	if _, err := s.CreateOperation(ctx, record.Operation{ID: "op-1", Tenant: "acme", SellerID: "seller-1", PONumber: "PO-1",
 		BudgetTotal: "1500.00", Currency: "USD", Request: []byte(`{"po_number":"PO-1"}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCreating, 1, ledger.Changes{}); err != nil {
+	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCreating, 1, record.Changes{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCompleted, 2, ledger.Changes{
+	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCompleted, 2, record.Changes{
 		SellerTaskID: ptr("task-1"), MediaBuyID: ptr("mb-1"), GovernanceCheckID: ptr("chk-1"),
-		GovernanceContext: ptr("ctx"), GovernanceExpiresAt: &exp, WebhookTokenHash: ptr(ledger.HashToken("t")),
+		GovernanceContext: ptr("ctx"), GovernanceExpiresAt: &exp, WebhookTokenHash: ptr(record.HashToken("t")),
 		Reason: ptr("done"), Deadline: &exp, ExecutionName: ptr("exec-1"),
 	}); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,11 @@
+// Package record holds buyflow's nouns, free of any storage: a media buy's operation and its
+// view, the audit timeline's events and their types (finance's contract), approvals, campaigns,
+// write-ahead intents, idempotency claims, locks, receipts, the circuit breaker's state, a placed
+// buy's state after its changes, delivery snapshots, the sweep's progress per seller, the errors
+// every layer matches (ErrNotFound, ErrConflict and their typed forms), and the text helpers that
+// bound what goes into an event (Clip, EventDetail).
+//
+// The use cases speak these nouns; package ledger maps them to DynamoDB items (the dynamodbav
+// tags are its column names, and the only trace of storage here: a tag is a string, not an
+// import). Only wiring, the local stack and the store's own tests import ledger.
+package record
