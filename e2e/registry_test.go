@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/agentops"
+	"github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/apiclient"
 	"github.com/buyflow/buyflow/internal/devstack"
 )
@@ -33,7 +33,7 @@ func addSeller(t *testing.T) string {
 	a := sim.Agent
 	a.ID = "e2e-seller-" + randomID(t)
 	body, _ := json.Marshal(a)
-	added, err := op.ChangeAgent(ctx, http.MethodPost, agentops.Prefix, body)
+	added, err := op.ChangeAgent(ctx, http.MethodPost, agents.Prefix, body)
 	if err != nil {
 		t.Fatalf("add %s: %v", a.ID, err)
 	}
@@ -62,7 +62,7 @@ func TestAgentAddedThroughTheAPIIsUsedByTheNextBuy(t *testing.T) {
 	defer cancel()
 	ops := client(t, "ops")
 	ops.Principal = devstack.LocalOperator
-	if _, err := ops.ChangeAgent(ctx, http.MethodPatch, agentops.Prefix+"/"+seller, []byte(`{"settings":{"sweep_reads_per_second":3}}`)); err != nil {
+	if _, err := ops.ChangeAgent(ctx, http.MethodPatch, agents.Prefix+"/"+seller, []byte(`{"settings":{"sweep_reads_per_second":3}}`)); err != nil {
 		t.Fatalf("update: %v", err)
 	}
 	shown, err := ops.Agent(ctx, seller)
@@ -94,7 +94,7 @@ func TestDisabledSellerRefusesNewBuysAndFinishesOpenOnes(t *testing.T) {
 	defer cancel()
 	ops := client(t, "ops")
 	ops.Principal = devstack.LocalOperator
-	if _, err := ops.ChangeAgent(ctx, http.MethodPost, agentops.Prefix+"/"+seller+"/disable", []byte(`{"reason":"e2e: paused"}`)); err != nil {
+	if _, err := ops.ChangeAgent(ctx, http.MethodPost, agents.Prefix+"/"+seller+"/disable", []byte(`{"reason":"e2e: paused"}`)); err != nil {
 		t.Fatalf("disable: %v", err)
 	}
 	_, _, err := c.Submit(ctx, "key-"+randomID(t), buy{PO: po(t), Sim: "async_complete", Seller: seller}.body(t))

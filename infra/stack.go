@@ -37,7 +37,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/buyflow/buyflow/internal/adcp"
-	"github.com/buyflow/buyflow/internal/agentops"
+	"github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
@@ -535,14 +535,14 @@ func (b *BuyflowStack) addSchedules(p *stackParts) {
 		if strings.TrimSpace(cfg.Agents) != "" {
 			awscdk.NewCustomResource(stack, jsii.String("AgentsSeed"), &awscdk.CustomResourceProps{
 				ServiceToken: fn.FunctionArn(),
-				ResourceType: jsii.String(agentops.SeedResourceType),
-				Properties:   &map[string]any{agentops.SeedProperty: cfg.Agents},
+				ResourceType: jsii.String(agents.SeedResourceType),
+				Properties:   &map[string]any{agents.SeedProperty: cfg.Agents},
 			})
 		}
 		schedule(stack, "Capabilities", fn, AgentsFunction, "the agents function's capabilities check", reasonSchedulerInvokeAgents,
 			"buyflow: call get_adcp_capabilities at every enabled agent and record what it supports",
 			awscdk.Duration_Hours(jsii.Number(float64(cfg.CapabilitiesHours))),
-			awsscheduler.ScheduleTargetInput_FromObject(map[string]any{"action": agentops.ActionRefresh}))
+			awsscheduler.ScheduleTargetInput_FromObject(map[string]any{"action": agents.ActionRefresh}))
 	}
 }
 
@@ -1180,7 +1180,7 @@ func validateConfig(cfg Config, stackName string) []error {
 	var operators []string
 	if err := json.Unmarshal([]byte(cfg.Operators), &operators); err != nil {
 		bad(CtxOperators, fmt.Errorf("not a JSON array of IAM ARNs: %w", err))
-	} else if err := agentops.CheckOperators(operators); err != nil {
+	} else if err := agents.CheckOperators(operators); err != nil {
 		bad(CtxOperators, err)
 	}
 	if v := strings.TrimSpace(cfg.ApprovalPolicy); v != "" {

@@ -21,7 +21,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/buyflow/buyflow/internal/adcp"
-	"github.com/buyflow/buyflow/internal/agentops"
+	"github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/topology"
@@ -1097,7 +1097,7 @@ func TestCapabilitiesSchedule(t *testing.T) {
 			continue
 		}
 		found++
-		if p["ScheduleExpression"] != "rate(12 hours)" || !strings.Contains(target, agentops.ActionRefresh) {
+		if p["ScheduleExpression"] != "rate(12 hours)" || !strings.Contains(target, agents.ActionRefresh) {
 			t.Errorf("capabilities schedule %v, target %s", p["ScheduleExpression"], target)
 		}
 	}
@@ -1383,11 +1383,11 @@ func TestDeploymentConfig(t *testing.T) {
 			t.Errorf("no warning for unset %s", key)
 		}
 	}
-	agents := `{"agents":[{"id":"seller1","role":"seller","mcp_url":"https://seller.example/mcp","credential_ref":"Buyflow/agents/seller1",` +
+	agentsSeed := `{"agents":[{"id":"seller1","role":"seller","mcp_url":"https://seller.example/mcp","credential_ref":"Buyflow/agents/seller1",` +
 		`"webhook":{"mode":"hmac","hmac_secret_ref":"Buyflow/agents/seller1-webhook"}}]}`
 	policy := `{"threshold":"10000.00","currency":"USD","approvers":["U123"],"on_timeout":"reject"}`
 	operators := `["arn:aws:iam::111122223333:role/BuyflowOperator"]`
-	s := synth(t, variant{app: topology.App, extra: map[string]any{CtxAgents: agents, CtxApprovalPolicy: policy, CtxOperators: operators}})
+	s := synth(t, variant{app: topology.App, extra: map[string]any{CtxAgents: agentsSeed, CtxApprovalPolicy: policy, CtxOperators: operators}})
 	if w := assertions.Annotations_FromStack(s.stack.Stack).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("buyflow:"))); len(*w) != 0 {
 		t.Errorf("warnings with the config set: %d", len(*w))
 	}
@@ -1427,16 +1427,16 @@ func TestDeploymentConfig(t *testing.T) {
 	if !found {
 		t.Error("no circuit breaker alarm for seller1 on AgentUnavailable by Agent")
 	}
-	seeds := s.ofType(agentops.SeedResourceType)
+	seeds := s.ofType(agents.SeedResourceType)
 	for _, r := range seeds {
-		if props(r)[agentops.SeedProperty] != agents {
+		if props(r)[agents.SeedProperty] != agentsSeed {
 			t.Errorf("seed custom resource = %v", r)
 		}
 	}
 	if len(seeds) != 1 {
 		t.Errorf("%d seed custom resources, want 1", len(seeds))
 	}
-	if len(prod(t).ofType(agentops.SeedResourceType)) != 0 {
+	if len(prod(t).ofType(agents.SeedResourceType)) != 0 {
 		t.Error("a stack without a seed has a seed custom resource")
 	}
 	cfg := DefaultConfig()

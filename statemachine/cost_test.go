@@ -116,7 +116,7 @@ const (
 
 // unitCost is what one invocation of a kind costs besides its state transitions: Lambda
 // duration (0: not a Lambda) and DynamoDB request units. The counts follow what the code does
-// (internal/governance, internal/create, internal/poll, internal/mediabuy, internal/webhook), with the item sizes above; they are
+// (internal/governance, internal/create, internal/poll, internal/submit, internal/webhook), with the item sizes above; they are
 // estimates, not measurements.
 type unitCost struct {
 	lambda   time.Duration
@@ -126,7 +126,7 @@ type unitCost struct {
 
 var costOf = map[string]unitCost{
 	callSubmit: {durationDefault, 2 * consistentRead, smallWrite + smallWrite + createOperation + smallWrite,
-		"mediabuy.Submit: the seller and governance agent read from the registry, Claim put, AcquireLock update, CreateOperation txn, CompleteClaim update"},
+		"submit.Submit: the seller and governance agent read from the registry, Claim put, AcquireLock update, CreateOperation txn, CompleteClaim update"},
 	string(workflow.ActionCheck): {time.Second, 2*consistentRead + breakerRead, transition + smallWrite + intentWrite + smallWrite + transition,
 		"governance.Check: load, move checking (txn), breaker read, check event, check intent, push-token get+put, settle move (txn); 1 s governance call"},
 	string(workflow.ActionCreate): {2 * time.Second, 4*consistentRead + 2*breakerRead, transition + smallWrite + intentWrite + transition,
@@ -156,13 +156,13 @@ var costOf = map[string]unitCost{
 	string(workflow.ActionRequest): {500 * time.Millisecond, consistentRead, smallWrite + setTaskToken,
 		"notify.Request: load, approval put, SetTaskToken; Slack (500 ms)"},
 	callChangeRequest: {durationDefault, 3 * consistentRead, 2*(smallWrite+smallWrite) + createOperation,
-		"modification.Requests.Submit: change and buy GetOperation, GetBuyState, BeginChange txn (buy state, event), CreateOperation txn"},
+		"modify.Requests.Submit: change and buy GetOperation, GetBuyState, BeginChange txn (buy state, event), CreateOperation txn"},
 	string(workflow.ActionCheckChange): {1300 * time.Millisecond, 4*consistentRead + 2*breakerRead, intentWrite + 2*transition + 2*smallWrite,
-		"modification.Check: change + buy + buy state + plan reads, breaker reads (get_media_buys, check), get_media_buys (300 ms), plan put, move checking and creating (txns), 2 events; 1 s governance"},
+		"modify.Check: change + buy + buy state + plan reads, breaker reads (get_media_buys, check), get_media_buys (300 ms), plan put, move checking and creating (txns), 2 events; 1 s governance"},
 	string(workflow.ActionUpdate): {2 * time.Second, 3*consistentRead + 2*breakerRead, transition + smallWrite + intentWrite + 2*smallWrite,
-		"modification.Update: change + buy + plan reads, breaker reads (capabilities, update), push-token and intent puts, 2 events (change, buy), record move (txn); 2 s seller call"},
+		"modify.Update: change + buy + plan reads, breaker reads (capabilities, update), push-token and intent puts, 2 events (change, buy), record move (txn); 2 s seller call"},
 	string(workflow.ActionApply): {800 * time.Millisecond, 3*consistentRead + 2*breakerRead, 2*(smallWrite+smallWrite) + smallWrite + intentWrite + 2*smallWrite,
-		"modification.Apply: change + buy + plan reads, breaker reads, get_media_buys (300 ms), ApplyChange txn (buy state, event), change event, report intent, report_plan_outcome (500 ms), 2 events"},
+		"modify.Apply: change + buy + plan reads, breaker reads, get_media_buys (300 ms), ApplyChange txn (buy state, event), change event, report intent, report_plan_outcome (500 ms), 2 events"},
 	callStartExecution: {0, 0, 0, "states:startExecution: no Lambda, no ledger write"},
 	callRead:           {durationDefault, consistentRead, 0, "GET /media-buys/{id}: GetOperation"},
 	callSweepWake: {0, 0, transition + clearTaskToken + smallWrite,

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/buyflow/buyflow/internal/agentops"
 	"github.com/buyflow/buyflow/internal/agents"
+	"github.com/buyflow/buyflow/internal/registry"
 )
 
 const agentsUsage = `agents list                        every agent of the registry
@@ -39,7 +39,7 @@ func (c cli) agents(ctx context.Context, args []string) error {
 		return nil
 	}
 	path := func(id string, action ...string) string {
-		return agentops.Prefix + "/" + strings.Join(append([]string{url.PathEscape(id)}, action...), "/")
+		return agents.Prefix + "/" + strings.Join(append([]string{url.PathEscape(id)}, action...), "/")
 	}
 	switch sub {
 	case "list":
@@ -68,7 +68,7 @@ func (c cli) agents(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		return c.changed(c.c.ChangeAgent(ctx, http.MethodPost, agentops.Prefix, body))
+		return c.changed(c.c.ChangeAgent(ctx, http.MethodPost, agents.Prefix, body))
 	case "update":
 		if err := one(2); err != nil {
 			return err
@@ -92,7 +92,7 @@ func (c cli) agents(ctx context.Context, args []string) error {
 		if fs.NArg() != 1 {
 			return usageError("agents disable takes one agent id")
 		}
-		body, _ := json.Marshal(agentops.Reason{Reason: *reason})
+		body, _ := json.Marshal(agents.Reason{Reason: *reason})
 		return c.changed(c.c.ChangeAgent(ctx, http.MethodPost, path(fs.Arg(0), "disable"), body))
 	case "enable", "check":
 		if err := one(1); err != nil {
@@ -108,7 +108,7 @@ func (c cli) readFile(name string) ([]byte, error) {
 	var b []byte
 	var err error
 	if name == "-" {
-		b, err = io.ReadAll(io.LimitReader(c.in, agentops.MaxBodyBytes+1))
+		b, err = io.ReadAll(io.LimitReader(c.in, agents.MaxBodyBytes+1))
 	} else {
 		b, err = os.ReadFile(name)
 	}
@@ -118,26 +118,26 @@ func (c cli) readFile(name string) ([]byte, error) {
 	return b, nil
 }
 
-func (c cli) changed(r agents.Record, err error) error {
+func (c cli) changed(r registry.Record, err error) error {
 	if err != nil {
 		return err
 	}
 	if c.json {
 		return writeJSON(c.out.w, r)
 	}
-	return c.printAgent(agentops.Shown{Record: r})
+	return c.printAgent(agents.Shown{Record: r})
 }
 
-func state(r agents.Record) string {
+func state(r registry.Record) string {
 	if r.Disabled {
 		return "disabled"
 	}
 	return "enabled"
 }
 
-func (c cli) printAgents(recs []agents.Record) error {
+func (c cli) printAgents(recs []registry.Record) error {
 	if c.json {
-		return writeJSON(c.out.w, agentops.List{Agents: recs})
+		return writeJSON(c.out.w, agents.List{Agents: recs})
 	}
 	if len(recs) == 0 {
 		c.out.println("the registry has no agents: add one with buyflow agents add FILE")
@@ -159,7 +159,7 @@ func (c cli) printAgents(recs []agents.Record) error {
 	return errors.Join(tp.err, tw.Flush())
 }
 
-func (c cli) printAgent(a agentops.Shown) error {
+func (c cli) printAgent(a agents.Shown) error {
 	if c.json {
 		return writeJSON(c.out.w, a)
 	}

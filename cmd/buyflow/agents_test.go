@@ -14,10 +14,10 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/adcptest"
-	"github.com/buyflow/buyflow/internal/agentops"
 	"github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/apigwtest"
 	"github.com/buyflow/buyflow/internal/dynamotest"
+	"github.com/buyflow/buyflow/internal/registry"
 )
 
 // operatorAPI serves the real operator API over HTTP, as API Gateway and the local stack's
@@ -31,13 +31,13 @@ func operatorAPI(t *testing.T) (api, sellerURL string) {
 	seller := httptest.NewServer(adcptest.NewSeller(adcptest.SellerOptions{Token: "tok-0123456789abcdef", Validator: v}))
 	t.Cleanup(seller.Close)
 	client, table := dynamotest.Start(t)
-	store := agents.NewStore(client, table)
+	store := registry.NewStore(client, table)
 	creds := adcp.CredentialsFunc(func(context.Context, string) (string, error) { return "tok-0123456789abcdef", nil })
 	prober, err := adcp.New(adcp.Options{Agents: store, Credentials: creds, Validator: adcp.NewLazyValidator(adcpschemas.FS), CapabilitiesTTL: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := agentops.New(agentops.Config{Registry: store, Prober: prober, SecretPrefix: "buyflow/agents/",
+	svc, err := agents.New(agents.Config{Registry: store, Prober: prober, SecretPrefix: "buyflow/agents/",
 		Operators: []string{"dev:operator"}, DevTenantHeader: "X-Buyflow-Tenant"})
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/buyflow/buyflow/internal/modification"
+	"github.com/buyflow/buyflow/internal/modify"
 )
 
 // TestChangeVerbsSendWhatTheAPIParses runs each change verb against a recording server and
@@ -83,9 +83,9 @@ func TestChangeVerbsSendWhatTheAPIParses(t *testing.T) {
 			if r.method == http.MethodGet {
 				continue
 			}
-			parse, wantMethod, wantPath := modification.ParsePatch, http.MethodPatch, "/v1/media-buys/mb-1"
+			parse, wantMethod, wantPath := modify.ParsePatch, http.MethodPatch, "/v1/media-buys/mb-1"
 			if tc.cancel {
-				parse, wantMethod, wantPath = modification.ParseCancel, http.MethodPost, "/v1/media-buys/mb-1/cancel"
+				parse, wantMethod, wantPath = modify.ParseCancel, http.MethodPost, "/v1/media-buys/mb-1/cancel"
 			}
 			if r.method != wantMethod || r.path != wantPath || r.key == "" {
 				t.Errorf("%v: sent %s %s key %q", tc.args, r.method, r.path, r.key)

@@ -9,29 +9,29 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/buyflow/buyflow/functions/internal/agents"
+	"github.com/buyflow/buyflow/functions/internal/agentwire"
 	"github.com/buyflow/buyflow/functions/internal/wire"
-	"github.com/buyflow/buyflow/internal/agentops"
-	registry "github.com/buyflow/buyflow/internal/agents"
+	"github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/config"
 	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/registry"
 )
 
 func main() { wire.Main(run) }
 
 func run(_ context.Context, getenv func(string) string) error {
-	c, err := wire.Load("agents", getenv, func(env config.Env) error { return agentops.CheckOperators(env.Operators) })
+	c, err := wire.Load("agents", getenv, func(env config.Env) error { return agents.CheckOperators(env.Operators) })
 	if err != nil {
 		return err
 	}
 	store := registry.NewStore(c.DynamoDB(), c.Env.TableName)
 	// The prober reads each agent straight from the store: it runs right after a change. An
 	// operator's check is not held back by the agent's circuit breaker.
-	prober, err := agents.Client(store, c.Secrets(), nil)
+	prober, err := agentwire.Client(store, c.Secrets(), nil)
 	if err != nil {
 		return err
 	}
-	svc, err := agentops.New(agentops.Config{Registry: store, Prober: prober, SecretPrefix: c.Env.AgentSecretPrefix,
+	svc, err := agents.New(agents.Config{Registry: store, Prober: prober, SecretPrefix: c.Env.AgentSecretPrefix,
 		Operators: c.Env.Operators, DevTenantHeader: c.Env.DevTenantHeader, Metrics: c.Metrics})
 	if err != nil {
 		return err

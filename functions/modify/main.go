@@ -8,32 +8,32 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/buyflow/buyflow/functions/internal/agents"
+	"github.com/buyflow/buyflow/functions/internal/agentwire"
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/config"
 	"github.com/buyflow/buyflow/internal/metrics"
-	"github.com/buyflow/buyflow/internal/modification"
+	"github.com/buyflow/buyflow/internal/modify"
 )
 
 func main() { wire.Main(run) }
 
 func run(ctx context.Context, getenv func(string) string) error {
 	var policy approval.Policy
-	c, err := wire.Load(modification.Function, getenv,
+	c, err := wire.Load(modify.Function, getenv,
 		func(env config.Env) (err error) { policy, err = approval.ParsePolicy(env.ApprovalPolicy); return err })
 	if err != nil {
 		return err
 	}
-	client, err := agents.GuardedClient(ctx, c)
+	client, err := agentwire.GuardedClient(ctx, c)
 	if err != nil {
 		return err
 	}
-	changes, err := modification.NewPolicy(policy.ChangeIncreaseThreshold, policy.ChangeAnyThreshold, policy.Currency)
+	changes, err := modify.NewPolicy(policy.ChangeIncreaseThreshold, policy.ChangeAnyThreshold, policy.Currency)
 	if err != nil {
 		return err
 	}
-	svc := modification.New(c.Ledger(), client, changes, modification.Config{CallerURI: c.Env.CallerURI, PublicBaseURL: c.Env.PublicBaseURL})
+	svc := modify.New(c.Ledger(), client, changes, modify.Config{CallerURI: c.Env.CallerURI, PublicBaseURL: c.Env.PublicBaseURL})
 	lambda.Start(metrics.Flushing(c.Metrics, svc.Handle)) // blocks
 	return nil
 }

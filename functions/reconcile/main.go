@@ -13,7 +13,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/buyflow/buyflow/functions/internal/agents"
+	"github.com/buyflow/buyflow/functions/internal/agentwire"
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/delivery"
 	"github.com/buyflow/buyflow/internal/metrics"
@@ -27,7 +27,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	client, err := agents.GuardedClient(ctx, c)
+	client, err := agentwire.GuardedClient(ctx, c)
 	if err != nil {
 		return err
 	}

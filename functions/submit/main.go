@@ -16,14 +16,14 @@ import (
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
-	registry "github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/campaign"
 	"github.com/buyflow/buyflow/internal/httpapi"
-	"github.com/buyflow/buyflow/internal/mediabuy"
 	"github.com/buyflow/buyflow/internal/metrics"
-	"github.com/buyflow/buyflow/internal/modification"
+	"github.com/buyflow/buyflow/internal/modify"
+	"github.com/buyflow/buyflow/internal/registry"
 	"github.com/buyflow/buyflow/internal/sfn"
+	"github.com/buyflow/buyflow/internal/submit"
 	"github.com/buyflow/buyflow/internal/topology"
 )
 
@@ -41,12 +41,12 @@ func run(_ context.Context, getenv func(string) string) error {
 	reg := registry.ForFunction(c.DynamoDB(), c.Env.TableName, c.Env.AgentSecretPrefix)
 	sellers, store := buy.RegistryLookup(reg), c.Ledger()
 	placer := buy.NewPlacer(store, buy.PlaceConfig{Run: c.Env.Run, StateMachineARN: c.Env.StateMachineARN})
-	buys := mediabuy.New(store, c.Tasks(), placer, sellers, validator)
+	buys := submit.New(store, c.Tasks(), placer, sellers, validator)
 	campaigns := campaign.New(store, placer, buys, sfn.New(sfnapi.NewFromConfig(c.AWS), c.Env.CampaignStateMachineARN), sellers, validator,
 		campaign.Config{Run: c.Env.Run, MediaBuyStateMachineARN: c.Env.StateMachineARN})
-	changes := modification.NewRequests(c.Ledger(), c.Tasks(), modification.RequestConfig{Run: c.Env.Run, StateMachineARN: c.Env.StateMachineARN})
-	api := httpapi.ByRouteKey(topology.App, mediabuy.Routes(buys, c.Env.DevTenantHeader, slog.Default()),
-		modification.Routes(changes, c.Env.DevTenantHeader, slog.Default()), campaign.Routes(campaigns, c.Env.DevTenantHeader, slog.Default()))
+	changes := modify.NewRequests(c.Ledger(), c.Tasks(), modify.RequestConfig{Run: c.Env.Run, StateMachineARN: c.Env.StateMachineARN})
+	api := httpapi.ByRouteKey(topology.App, submit.Routes(buys, c.Env.DevTenantHeader, slog.Default()),
+		modify.Routes(changes, c.Env.DevTenantHeader, slog.Default()), campaign.Routes(campaigns, c.Env.DevTenantHeader, slog.Default()))
 	lambda.Start(metrics.Flushing(c.Metrics, httpapi.Recovering(c.Metrics, api))) // blocks
 	return nil
 }

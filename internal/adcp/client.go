@@ -36,7 +36,7 @@ func (f CredentialsFunc) Token(ctx context.Context, ref string) (string, error) 
 // Options configures a Client.
 type Options struct {
 	// Agents are the only agents ever called: a fixed *Registry, or a registry that changes
-	// while the process runs (internal/agents). Exactly one of Registry and Agents is set.
+	// while the process runs (internal/registry). Exactly one of Registry and Agents is set.
 	Registry    *Registry
 	Agents      Agents
 	Credentials Credentials // required

@@ -215,7 +215,7 @@ func isLoopback(host string) bool {
 }
 
 // Agents answers which agent an id names: a fixed *Registry (through Options.Registry) or a
-// registry that changes while the process runs (internal/agents). An unknown id is an error
+// registry that changes while the process runs (internal/registry). An unknown id is an error
 // wrapping ErrUnknownAgent; any other error means the registry could not be read.
 type Agents interface {
 	Agent(ctx context.Context, id string) (Agent, error)

@@ -22,8 +22,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/agentops"
 	"github.com/buyflow/buyflow/internal/agents"
+	"github.com/buyflow/buyflow/internal/registry"
 )
 
 // Client calls one buyflow HTTP API.
@@ -741,37 +741,37 @@ func (b Buy) Body(repoRoot string) ([]byte, error) {
 }
 
 // Agents lists the agent registry (operators only).
-func (c *Client) Agents(ctx context.Context) ([]agents.Record, error) {
-	status, _, b, err := c.Do(ctx, http.MethodGet, agentops.Prefix, nil, nil)
+func (c *Client) Agents(ctx context.Context) ([]registry.Record, error) {
+	status, _, b, err := c.Do(ctx, http.MethodGet, agents.Prefix, nil, nil)
 	if err != nil {
 		return nil, err
 	}
-	var out agentops.List
+	var out agents.List
 	return out.Agents, decode(status, b, &out, http.StatusOK)
 }
 
 // Agent reads one agent with its audit trail.
-func (c *Client) Agent(ctx context.Context, id string) (agentops.Shown, error) {
-	status, _, b, err := c.Do(ctx, http.MethodGet, agentops.Prefix+"/"+url.PathEscape(id), nil, nil)
+func (c *Client) Agent(ctx context.Context, id string) (agents.Shown, error) {
+	status, _, b, err := c.Do(ctx, http.MethodGet, agents.Prefix+"/"+url.PathEscape(id), nil, nil)
 	if err != nil {
-		return agentops.Shown{}, err
+		return agents.Shown{}, err
 	}
-	var out agentops.Shown
+	var out agents.Shown
 	return out, decode(status, b, &out, http.StatusOK)
 }
 
-// ChangeAgent sends one change of the registry: POST the body of an add to agentops.Prefix,
+// ChangeAgent sends one change of the registry: POST the body of an add to agents.Prefix,
 // PATCH an update to Prefix/{id}, POST Prefix/{id}/disable|enable|capabilities. It returns
 // the agent as stored after the change.
-func (c *Client) ChangeAgent(ctx context.Context, method, path string, body []byte) (agents.Record, error) {
+func (c *Client) ChangeAgent(ctx context.Context, method, path string, body []byte) (registry.Record, error) {
 	h := http.Header{}
 	if body != nil {
 		h.Set("Content-Type", "application/json")
 	}
 	status, _, b, err := c.Do(ctx, method, path, h, body)
 	if err != nil {
-		return agents.Record{}, err
+		return registry.Record{}, err
 	}
-	var out agents.Record
+	var out registry.Record
 	return out, decode(status, b, &out, http.StatusOK, http.StatusCreated)
 }

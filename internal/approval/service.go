@@ -31,7 +31,7 @@ type Ledger interface {
 	SetSlackMessages(ctx context.Context, id string, refs []record.SlackRef) error
 	GetOperation(ctx context.Context, tenant, id string) (*record.Operation, error)
 	ListOperations(ctx context.Context, tenant string, o record.ListOptions) (record.Page[record.View], error)
-	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Changes) (*record.Operation, error)
+	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Patch) (*record.Operation, error)
 	AppendEvent(ctx context.Context, tenant, opID string, ev record.Event) error
 	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (record.Page[record.Event], error)
 	GetCampaign(ctx context.Context, tenant, id string) (*record.Campaign, error)

@@ -15,7 +15,7 @@ import (
 // and what governance said. The stage that asks for the approval stores it once, as
 // ChangeRecord, and every page and message reads it back with ParseChange, so what an
 // approver sees is what was checked and will be sent.
-type Change struct {
+type ChangeReview struct {
 	// BuyID is the operation of the placed buy; MediaBuyID the seller's id for it.
 	BuyID, MediaBuyID string
 	// Kind is budget, end_time, pause, resume or cancel.
@@ -34,7 +34,7 @@ type ChangeLine struct {
 }
 
 // Increase is how much the change adds to the budget; zero when it adds nothing.
-func (c Change) Increase() Money {
+func (c ChangeReview) Increase() Money {
 	d := c.After.Minor - c.Before.Minor
 	if d < 0 || c.After.Currency != c.Before.Currency {
 		d = 0
@@ -87,18 +87,18 @@ const MaxChangeLines = 120
 // currency; a record it cannot read fully is an error, so that an approver is never shown
 // part of a change as if it were all of it. The governance verdict is returned beside it, as
 // a Purchase carries it.
-func ParseChange(raw []byte) (Change, Verdict, error) {
+func ParseChange(raw []byte) (ChangeReview, Verdict, error) {
 	var r ChangeRecord
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
-		return Change{}, Verdict{}, fmt.Errorf("approval change: not a change record: %w", err)
+		return ChangeReview{}, Verdict{}, fmt.Errorf("approval change: not a change record: %w", err)
 	}
 	if r.BuyID == "" || r.Kind == "" {
-		return Change{}, Verdict{}, errors.New("approval change: the record names no buy or kind")
+		return ChangeReview{}, Verdict{}, errors.New("approval change: the record names no buy or kind")
 	}
 	if len(r.Lines) == 0 || len(r.Lines) > MaxChangeLines {
-		return Change{}, Verdict{}, fmt.Errorf("approval change: %d lines; a change shows 1 to %d", len(r.Lines), MaxChangeLines)
+		return ChangeReview{}, Verdict{}, fmt.Errorf("approval change: %d lines; a change shows 1 to %d", len(r.Lines), MaxChangeLines)
 	}
 	amount := func(s, what string) (Money, error) {
 		a, err := money.ParseDecimal(strings.TrimSpace(s), r.Currency)
@@ -107,24 +107,24 @@ func ParseChange(raw []byte) (Change, Verdict, error) {
 		}
 		return Money{Minor: a.Minor, Currency: a.Currency}, nil
 	}
-	c := Change{BuyID: r.BuyID, MediaBuyID: r.MediaBuyID, Kind: r.Kind, Summary: r.Summary}
+	c := ChangeReview{BuyID: r.BuyID, MediaBuyID: r.MediaBuyID, Kind: r.Kind, Summary: r.Summary}
 	var err error
 	if c.Before, err = amount(r.BudgetBefore, "budget before"); err != nil {
-		return Change{}, Verdict{}, err
+		return ChangeReview{}, Verdict{}, err
 	}
 	if c.After, err = amount(r.BudgetAfter, "budget after"); err != nil {
-		return Change{}, Verdict{}, err
+		return ChangeReview{}, Verdict{}, err
 	}
 	for _, l := range r.Lines {
 		line := ChangeLine{What: l.What, Before: l.Before, After: l.After}
 		if l.Amount {
 			b, err := amount(l.Before, l.What)
 			if err != nil {
-				return Change{}, Verdict{}, err
+				return ChangeReview{}, Verdict{}, err
 			}
 			a, err := amount(l.After, l.What)
 			if err != nil {
-				return Change{}, Verdict{}, err
+				return ChangeReview{}, Verdict{}, err
 			}
 			line.Before, line.After = b.String(), a.String()
 		}
@@ -171,7 +171,7 @@ func (a Approval) decided() string {
 
 // writeChange writes what a change changes: one row per line (what, now, after the change)
 // and, for new spend, how much it adds.
-func writeChange(b *strings.Builder, c Change) {
+func writeChange(b *strings.Builder, c ChangeReview) {
 	b.WriteString("<section aria-labelledby=\"changes\">\n<h2 id=\"changes\">What changes</h2>\n")
 	if c.Summary != "" {
 		b.WriteString("<p>" + esc(c.Summary) + "</p>\n")

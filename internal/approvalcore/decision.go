@@ -13,21 +13,21 @@ import (
 // with errors.Is. None of them carries an identifier a caller did not send.
 var (
 	// ErrWrongApproval means the request names another approval than the one loaded.
-	ErrWrongApproval = errors.New("approval: request is for another approval")
+	ErrWrongApproval = errors.New("approvalcore: request is for another approval")
 	// ErrNotApprover means the approver is not among the approval's approvers
 	// or escalation approvers.
-	ErrNotApprover = errors.New("approval: not an approver of this request")
+	ErrNotApprover = errors.New("approvalcore: not an approver of this request")
 	// ErrSelfApproval means the requester tried to decide their own request.
-	ErrSelfApproval = errors.New("approval: you cannot approve your own request")
+	ErrSelfApproval = errors.New("approvalcore: you cannot approve your own request")
 	// ErrInvalidDecision means the decision is neither approve nor reject.
-	ErrInvalidDecision = errors.New("approval: decision must be approve or reject")
+	ErrInvalidDecision = errors.New("approvalcore: decision must be approve or reject")
 	// ErrCommentTooLong means the comment is longer than MaxCommentRunes.
-	ErrCommentTooLong = errors.New("approval: comment is too long")
+	ErrCommentTooLong = errors.New("approvalcore: comment is too long")
 	// ErrInvalidComment means the comment is not valid UTF-8 or holds control characters.
-	ErrInvalidComment = errors.New("approval: comment has invalid characters")
+	ErrInvalidComment = errors.New("approvalcore: comment has invalid characters")
 	// ErrInvalidState means the stored approval is inconsistent (unknown
 	// status, or decided with no decider). It is our bug, not the caller's.
-	ErrInvalidState = errors.New("approval: stored approval is inconsistent")
+	ErrInvalidState = errors.New("approvalcore: stored approval is inconsistent")
 )
 
 // MaxCommentRunes is the longest comment an approver may leave.

@@ -1,4 +1,4 @@
-// Package approval holds the pure pieces of the human approval step: signed
+// Package approvalcore holds the pure pieces of the human approval step: signed
 // approval links, the decision rules and the confirm and result pages.
 //
 // It imports only the standard library and does no I/O of its own; the

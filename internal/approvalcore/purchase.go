@@ -25,7 +25,7 @@ type Purchase struct {
 	Governance Verdict
 	// Change, when set, is a change to a placed buy that the approver decides instead of a
 	// new buy (Packages, ProposalID and the flight are then empty).
-	Change *Change
+	Change *ChangeReview
 }
 
 // Package is one package of the buy.

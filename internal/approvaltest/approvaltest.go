@@ -109,8 +109,8 @@ type Env struct {
 	Tasks  *FakeTasks
 	Signer *approvalcore.Signer
 	// Notifier and Approver are the two Lambdas' use cases over the same ledger and Slack.
-	Notifier *notify.Notifier
-	Approver *approve.Approver
+	Notifier *notify.Service
+	Approver *approve.Service
 	Policy   approval.Policy
 	// Logger is the use cases' logger; NewEnv fails the test if a line it wrote carries a task
 	// token, a link or a signature.

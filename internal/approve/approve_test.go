@@ -347,7 +347,7 @@ func TestTokenGoneAfterTheWorkflowTookTheDecision(t *testing.T) {
 	id := e.Request(approvaltest.Token(1))
 	e.Tasks.OnCall = func(approvaltest.TaskCall) error {
 		// The first send was delivered: the workflow moved the buy on to the create.
-		if _, err := e.Store.Transition(e.Ctx, approvaltest.Tenant, approvaltest.OpID, workflow.StatusCreating, record.AnyVersion, record.Changes{Actor: "system"}); err != nil {
+		if _, err := e.Store.Transition(e.Ctx, approvaltest.Tenant, approvaltest.OpID, workflow.StatusCreating, record.AnyVersion, record.Patch{Actor: "system"}); err != nil {
 			t.Error(err)
 		}
 		return errors.Join(sfn.ErrTaskGone, errors.New("TaskTimedOut"))
@@ -366,7 +366,7 @@ func TestApprovalAfterGovernanceLapsedAsksForARecheck(t *testing.T) {
 	e := approvaltest.NewEnv(t, "")
 	lapse := e.Clock.Now().Add(30 * time.Minute)
 	if _, err := e.Store.Transition(e.Ctx, approvaltest.Tenant, approvaltest.OpID, workflow.StatusAwaitingApproval, record.AnyVersion,
-		record.Changes{GovernanceExpiresAt: &lapse}); err != nil {
+		record.Patch{GovernanceExpiresAt: &lapse}); err != nil {
 		t.Fatal(err)
 	}
 	id := e.Request(approvaltest.Token(1))

@@ -34,7 +34,7 @@ type Tasks interface {
 
 // Approver is the approve Lambda's use case: the confirm page, the decision and the approver
 // routes (HandleHTTP). It is safe for concurrent use.
-type Approver struct {
+type Service struct {
 	*approval.Base
 	// tasks completes the parked RequestApproval token.
 	tasks Tasks
@@ -45,7 +45,7 @@ type Approver struct {
 
 // New checks cfg and returns the approve Lambda's use case; tasks completes the parked
 // RequestApproval token after a decision. devTenantHeader is set on the local stack only.
-func New(cfg approval.Config, tasks Tasks, devTenantHeader string) (*Approver, error) {
+func New(cfg approval.Config, tasks Tasks, devTenantHeader string) (*Service, error) {
 	errs := cfg.Problems()
 	if tasks == nil {
 		errs = append(errs, errors.New("no task completer"))
@@ -54,7 +54,7 @@ func New(cfg approval.Config, tasks Tasks, devTenantHeader string) (*Approver, e
 	if err != nil {
 		return nil, err
 	}
-	return &Approver{Base: s, tasks: tasks, devTenantHeader: devTenantHeader}, nil
+	return &Service{Base: s, tasks: tasks, devTenantHeader: devTenantHeader}, nil
 }
 
 // RejectedErrorName is the SendTaskFailure error of a rejection: the Go type name of
@@ -79,7 +79,7 @@ func clientOf(req events.APIGatewayV2HTTPRequest) client {
 // then completes the task. Every answer is an HTML page with approvalcore.SecurityHeaders; the
 // error is always nil, so a client fault never becomes a Lambda error. Requests under
 // /v1/approver/ are the IAM-authorized approver routes and go to handleInbox (JSON).
-func (s *Approver) HandleHTTP(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+func (s *Service) HandleHTTP(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	if strings.Contains(req.RawPath, "/v1/approver/") || strings.HasSuffix(strings.TrimRight(req.RawPath, "/"), InboxPrefix) {
 		return s.handleInbox(ctx, req), nil
 	}
@@ -104,7 +104,7 @@ func (s *Approver) HandleHTTP(ctx context.Context, req events.APIGatewayV2HTTPRe
 	}
 }
 
-func (s *Approver) get(ctx context.Context, id string, q url.Values, c client) events.APIGatewayV2HTTPResponse {
+func (s *Service) get(ctx context.Context, id string, q url.Values, c client) events.APIGatewayV2HTTPResponse {
 	claims, err := s.Cfg.Signer.Verify(id, q)
 	if err != nil {
 		s.Log.InfoContext(ctx, "approval link refused", "approvalId", safeID(id), "sourceIp", c.IP, "err", err)
@@ -136,7 +136,7 @@ func (s *Approver) get(ctx context.Context, id string, q url.Values, c client) e
 	return confirmPage(http.StatusOK, approvalcore.ConfirmPage{Approval: v, Approver: claims.Approver, Signed: signed(q)})
 }
 
-func (s *Approver) postDecision(ctx context.Context, id string, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+func (s *Service) postDecision(ctx context.Context, id string, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
 	c := clientOf(req)
 	body := []byte(req.Body)
 	if req.IsBase64Encoded {
@@ -218,7 +218,7 @@ func (s *Approver) postDecision(ctx context.Context, id string, req events.APIGa
 
 // deliver hands a decision recorded in the ledger to Step Functions, records the decision event
 // with the delivery result, updates Slack and answers the decider.
-func (s *Approver) deliver(ctx context.Context, decided *record.Approval, op *record.Operation, approver string, audit approval.EventDetail) events.APIGatewayV2HTTPResponse {
+func (s *Service) deliver(ctx context.Context, decided *record.Approval, op *record.Operation, approver string, audit approval.EventDetail) events.APIGatewayV2HTTPResponse {
 	task := s.complete(ctx, decided, op)
 	audit.Outcome, audit.Comment, audit.Task = string(decided.Status), decided.Comment, task
 	s.AppendEvent(ctx, decided.Tenant, approval.TimelineOf(decided), record.Event{
@@ -260,7 +260,7 @@ func (s *Approver) deliver(ctx context.Context, decided *record.Approval, op *re
 // Functions failed, or whether a decided approval has no decision event at all: the decider's
 // process died between recording the decision and handing it over (the event follows the
 // hand-over). Read errors count as delivered: the answer is then the plain truth.
-func (s *Approver) undelivered(ctx context.Context, a *record.Approval) bool {
+func (s *Service) undelivered(ctx context.Context, a *record.Approval) bool {
 	last, found := "", false
 	cursor := ""
 	for page := 0; page < 200; page++ {
@@ -293,7 +293,7 @@ const (
 // complete hands a recorded decision to Step Functions: SendTaskSuccess with the approval
 // output, or SendTaskFailure with ApprovalRejectedError. A few quick retries cover throttling;
 // a token that is gone is not retried.
-func (s *Approver) complete(ctx context.Context, a *record.Approval, op *record.Operation) string {
+func (s *Service) complete(ctx context.Context, a *record.Approval, op *record.Operation) string {
 	call := func() error {
 		if a.Status == record.ApprovalApproved {
 			return s.tasks.Succeed(ctx, a.TaskToken, workflow.ApprovalOutput{
@@ -339,7 +339,7 @@ const goneRecheck = 2 * time.Second
 // approval to the governance re-check, the create or the seller task; a rejection to
 // rejected) within goneRecheck. A token that timed out (the buy expired) or that another path
 // ended answers false.
-func (s *Approver) workflowTook(ctx context.Context, a *record.Approval) bool {
+func (s *Service) workflowTook(ctx context.Context, a *record.Approval) bool {
 	deadline := time.Now().Add(goneRecheck)
 	watched := a.OperationID
 	if legs := s.LegIDs(ctx, a); len(legs) > 0 {
@@ -380,14 +380,14 @@ func rejectionCause(a *record.Approval) string {
 }
 
 // refused records a decision attempt that changed nothing.
-func (s *Approver) refused(ctx context.Context, a *record.Approval, approver string, d approval.EventDetail) {
+func (s *Service) refused(ctx context.Context, a *record.Approval, approver string, d approval.EventDetail) {
 	s.AppendEvent(ctx, a.Tenant, approval.TimelineOf(a), record.Event{
 		Type: record.EventApprovalRefused, Actor: "approver:" + approver, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason, Detail: d.Raw(),
 	})
 }
 
 // load reads the approval and its operation. When ok is false, resp is the page to serve.
-func (s *Approver) load(ctx context.Context, id string) (a *record.Approval, op *record.Operation, resp events.APIGatewayV2HTTPResponse, ok bool) {
+func (s *Service) load(ctx context.Context, id string) (a *record.Approval, op *record.Operation, resp events.APIGatewayV2HTTPResponse, ok bool) {
 	a, err := s.Cfg.Ledger.GetApproval(ctx, id)
 	switch {
 	case errors.Is(err, record.ErrNotFound):

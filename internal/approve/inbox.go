@@ -110,7 +110,7 @@ type InboxPage struct {
 // API Gateway verified them (the local stack's dev headers stand in where its emulator has no
 // IAM identity). An approver sees only pending approvals of their tenant that name them; any
 // other approval id is "not found", the same answer as one that does not exist.
-func (s *Approver) handleInbox(ctx context.Context, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+func (s *Service) handleInbox(ctx context.Context, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
 	if m := strings.ToUpper(req.RequestContext.HTTP.Method); m != "GET" {
 		resp := httpapi.Error(405, "method_not_allowed", "the approver routes are read-only: decide on the review page", "")
 		resp.Headers["Allow"] = "GET"
@@ -156,7 +156,7 @@ func (s *Approver) handleInbox(ctx context.Context, req events.APIGatewayV2HTTPR
 // timeline: the ledger keeps no index of approvals by approver, and a tenant has few buys
 // waiting for a person at once. A campaign's approval is found through its legs (each waits
 // for it, its request on each leg's timeline) and listed once.
-func (s *Approver) inbox(ctx context.Context, tenant, approver string) ([]InboxItem, error) {
+func (s *Service) inbox(ctx context.Context, tenant, approver string) ([]InboxItem, error) {
 	items := []InboxItem{}
 	listed := map[string]bool{}
 	cursor := ""
@@ -198,7 +198,7 @@ func (s *Approver) inbox(ctx context.Context, tenant, approver string) ([]InboxI
 // waitingFor returns the operation's latest approval when it is pending, unexpired, of this
 // tenant's operation (or of its campaign, covering it) and addressed to approver; otherwise
 // record.ErrNotFound.
-func (s *Approver) waitingFor(ctx context.Context, tenant, opID, approver string) (*record.Approval, approval.Round, error) {
+func (s *Service) waitingFor(ctx context.Context, tenant, opID, approver string) (*record.Approval, approval.Round, error) {
 	h, err := s.History(ctx, tenant, opID)
 	if err != nil {
 		return nil, approval.Round{}, err
@@ -219,7 +219,7 @@ func (s *Approver) waitingFor(ctx context.Context, tenant, opID, approver string
 
 // addressed reports whether a is pending, unexpired, of tenant and asks approver, who did not
 // request it.
-func (s *Approver) addressed(a *record.Approval, tenant, approver string) bool {
+func (s *Service) addressed(a *record.Approval, tenant, approver string) bool {
 	return a.Tenant == tenant && a.Status == record.ApprovalPending && s.Now().Before(a.ExpiresAt) &&
 		slices.Contains(a.Approvers, approver) && a.Requester != approver
 }
@@ -237,7 +237,7 @@ func covers(a *record.Approval, opID string) bool {
 // campaignWaiting returns a, a campaign's approval, with its round on the campaign's timeline
 // when it is the campaign's latest approval and waits for approver; otherwise
 // record.ErrNotFound.
-func (s *Approver) campaignWaiting(ctx context.Context, a *record.Approval, tenant, approver string) (approval.Round, error) {
+func (s *Service) campaignWaiting(ctx context.Context, a *record.Approval, tenant, approver string) (approval.Round, error) {
 	if !s.addressed(a, tenant, approver) {
 		return approval.Round{}, record.ErrNotFound
 	}
@@ -254,7 +254,7 @@ func (s *Approver) campaignWaiting(ctx context.Context, a *record.Approval, tena
 
 // campaignItem is the inbox entry of a campaign's approval: the legs it covers and their
 // total, as its page shows them.
-func (s *Approver) campaignItem(ctx context.Context, a *record.Approval, rd approval.Round) (InboxItem, error) {
+func (s *Service) campaignItem(ctx context.Context, a *record.Approval, rd approval.Round) (InboxItem, error) {
 	c, err := s.Campaign(ctx, a.Tenant, a.CampaignID)
 	if err != nil {
 		return InboxItem{}, err
@@ -273,7 +273,7 @@ func (s *Approver) campaignItem(ctx context.Context, a *record.Approval, rd appr
 }
 
 // open returns one approval waiting for approver, with what is bought and a fresh review link.
-func (s *Approver) open(ctx context.Context, tenant, approver, id string) (InboxApproval, error) {
+func (s *Service) open(ctx context.Context, tenant, approver, id string) (InboxApproval, error) {
 	if len(id) > approvalcore.MaxApprovalIDLen {
 		return InboxApproval{}, record.ErrNotFound
 	}
@@ -326,7 +326,7 @@ func (s *Approver) open(ctx context.Context, tenant, approver, id string) (Inbox
 
 // openCampaign is open for a campaign's approval: every leg it covers, their total and the
 // caller's review link.
-func (s *Approver) openCampaign(ctx context.Context, a *record.Approval, approver string) (InboxApproval, error) {
+func (s *Service) openCampaign(ctx context.Context, a *record.Approval, approver string) (InboxApproval, error) {
 	rd, err := s.campaignWaiting(ctx, a, a.Tenant, approver)
 	if err != nil {
 		return InboxApproval{}, err
@@ -343,7 +343,7 @@ func (s *Approver) openCampaign(ctx context.Context, a *record.Approval, approve
 }
 
 // reviewLink is approver's own signed link to a's confirm page, the one Slack sent them.
-func (s *Approver) reviewLink(a *record.Approval, approver string) (string, error) {
+func (s *Service) reviewLink(a *record.Approval, approver string) (string, error) {
 	link, err := s.Cfg.Signer.Sign(s.Cfg.BaseURL, a.ID, approver, s.LinkExpiry(a))
 	if err != nil {
 		return "", fmt.Errorf("approve: sign review link of %s: %w", a.ID, err)

@@ -9,7 +9,7 @@ import (
 // ApprovalLatency sample (request stored → decision, both on the ledger's clock) by Outcome,
 // and one ApprovalRejected for a rejection. It runs once per decision, never for a retried
 // hand-over or a lost race.
-func (s *Approver) recordDecision(a *record.Approval) {
+func (s *Service) recordDecision(a *record.Approval) {
 	outcome := metrics.Dims{"Outcome": string(a.Status)}
 	s.Cfg.Metrics.Count(metrics.ApprovalDecided, outcome, 1)
 	if !a.CreatedAt.IsZero() && !a.DecidedAt.Before(a.CreatedAt) {

@@ -183,27 +183,27 @@ func TestAdapterPackagesStayOutOfEachOther(t *testing.T) {
 // adapters → leaves. A use case's package serves its Lambdas alone.
 var (
 	useCases = []string{
-		module + "/internal/mediabuy",     // submit
-		module + "/internal/governance",   // governance
-		module + "/internal/create",       // create
-		module + "/internal/poll",         // poll
-		module + "/internal/notify",       // notify
-		module + "/internal/approve",      // approve
-		module + "/internal/webhook",      // webhook
-		module + "/internal/reconcile",    // reconcile
-		module + "/internal/agentops",     // agents
-		module + "/internal/publish",      // publish
-		module + "/internal/inform",       // inform
-		module + "/internal/campaign",     // campaign (and submit's campaign routes)
-		module + "/internal/modification", // modify (and submit's change routes)
-		module + "/internal/delivery",     // reconcile's delivery reads
+		module + "/internal/submit",     // submit
+		module + "/internal/governance", // governance
+		module + "/internal/create",     // create
+		module + "/internal/poll",       // poll
+		module + "/internal/notify",     // notify
+		module + "/internal/approve",    // approve
+		module + "/internal/webhook",    // webhook
+		module + "/internal/reconcile",  // reconcile
+		module + "/internal/agents",     // agents
+		module + "/internal/publish",    // publish
+		module + "/internal/inform",     // inform
+		module + "/internal/campaign",   // campaign (and submit's campaign routes)
+		module + "/internal/modify",     // modify (and submit's change routes)
+		module + "/internal/delivery",   // reconcile's delivery reads
 	}
 	// Kernels and adapters the use cases share; none of them may reach a use case.
 	shared = []string{
-		"./internal/buy", "./internal/stage", "./internal/approval", "./internal/sellertask", "./internal/breaker", "./internal/httpapi", "./internal/agents", "./internal/ledger", "./internal/sfn", "./internal/adcp",
+		"./internal/buy", "./internal/stage", "./internal/approval", "./internal/sellertask", "./internal/breaker", "./internal/httpapi", "./internal/registry", "./internal/ledger", "./internal/sfn", "./internal/adcp",
 		"./internal/slack", "./internal/secrets", "./internal/metrics", "./internal/config", "./internal/topology",
 		"./internal/approvalcore", "./internal/webhookauth", "./internal/money", "./internal/jsonnum",
-		"./internal/workflow", "./internal/record", "./internal/logging", "./internal/agents", "./internal/statusevent",
+		"./internal/workflow", "./internal/record", "./internal/logging", "./internal/registry", "./internal/statusevent",
 		"./internal/dynamoretry",
 	}
 )
@@ -285,5 +285,60 @@ func TestOnlyWiringBuildsAWSClients(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A package is named for its folder, and its comment says so: a reader of "Package x" or a log
+// line "x: ..." finds the folder x. A command (package main) opens with "Command <folder>".
+func TestEveryPackageCommentNamesItsFolder(t *testing.T) {
+	root := "../.."
+	dirs := map[string][]string{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			base := filepath.Base(rel)
+			if rel != "." && (strings.HasPrefix(base, ".") || base == "node_modules" || base == "testdata" || base == "bin" || base == "cdk.out") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(rel, ".go") {
+			dirs[filepath.Dir(rel)] = append(dirs[filepath.Dir(rel)], path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for dir, files := range dirs {
+		folder := filepath.Base(dir)
+		var docs []string
+		for _, path := range files {
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.PackageClauseOnly|parser.ParseComments)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := strings.TrimSuffix(f.Name.Name, "_test")
+			if name != folder && name != "main" {
+				t.Errorf("%s: package %s in folder %s", path, f.Name.Name, folder)
+			}
+			if f.Doc == nil {
+				continue
+			}
+			want := "Package " + folder + " "
+			if name == "main" {
+				want = "Command " + folder + " "
+			}
+			if text := f.Doc.Text(); !strings.HasPrefix(text, want) {
+				t.Errorf("%s: the package comment starts %q, not %q", path, strings.SplitN(text, "\n", 2)[0], want)
+			}
+			docs = append(docs, path)
+		}
+		if len(docs) == 0 {
+			t.Errorf("%s: no package comment", dir)
+		}
 	}
 }

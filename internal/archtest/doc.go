@@ -1,6 +1,6 @@
 // Package archtest guards the import graph, which reads top-down: functions/* (wiring, the only
-// code besides cmd/* that builds AWS clients) → one use-case package per Lambda (mediabuy,
-// governance, create, poll, notify, approve, webhook, reconcile, agentops), none importing
+// code besides cmd/* that builds AWS clients) → one use-case package per Lambda (submit,
+// governance, create, poll, notify, approve, webhook, reconcile, agents), none importing
 // another → shared kernels (stage, approval, sellertask, breaker, httpapi, agents) → adapters
 // (ledger, sfn, adcp, slack, secrets) → leaves (workflow, money, jsonnum, approvalcore,
 // webhookauth, dynamoretry). Lambdas never link CDK or test support, and only tests import the

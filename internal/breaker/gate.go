@@ -36,7 +36,7 @@ type Store interface {
 	PutBreaker(ctx context.Context, b record.Breaker) (record.Breaker, error)
 }
 
-// AgentSettings returns an agent's registry settings object (internal/agents Record.Settings).
+// AgentSettings returns an agent's registry settings object (internal/registry Record.Settings).
 type AgentSettings func(ctx context.Context, agentID string) (json.RawMessage, error)
 
 // maxRaces bounds how often one decision is read again after losing a write to another

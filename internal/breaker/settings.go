@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// SettingsKey is the key of an agent's registry settings (internal/agents Record.Settings)
+// SettingsKey is the key of an agent's registry settings (internal/registry Record.Settings)
 // that holds its breaker's thresholds.
 const SettingsKey = "circuit_breaker"
 

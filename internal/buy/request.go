@@ -11,9 +11,9 @@ import (
 	"io"
 	"strings"
 
-	registry "github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/jsonnum"
 	"github.com/buyflow/buyflow/internal/money"
+	"github.com/buyflow/buyflow/internal/registry"
 	"github.com/buyflow/buyflow/internal/statusevent"
 )
 
@@ -118,7 +118,7 @@ type Agent struct {
 // reported as an unknown agent).
 type AgentLookup func(ctx context.Context, id string) (a Agent, ok bool, err error)
 
-// CurrentAgents reads an agent as stored now; the registry's cache (internal/agents)
+// CurrentAgents reads an agent as stored now; the registry's cache (internal/registry)
 // satisfies it.
 type CurrentAgents interface {
 	Current(ctx context.Context, id string) (registry.Record, error)

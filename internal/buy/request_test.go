@@ -11,8 +11,8 @@ import (
 	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/buytest"
 
-	registry "github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/money"
+	"github.com/buyflow/buyflow/internal/registry"
 )
 
 func TestParseSubmitAcceptsTheExample(t *testing.T) {

@@ -28,7 +28,7 @@ func checked(t *testing.T, f fixture, policy Policy, after ...workflow.Status) (
 	}
 	for i, to := range after {
 		reason := "checked: " + string(to)
-		if _, err := f.store.Transition(ctx, "acme", out.Legs[i].OperationID, to, 1, record.Changes{Reason: &reason}); err != nil {
+		if _, err := f.store.Transition(ctx, "acme", out.Legs[i].OperationID, to, 1, record.Patch{Reason: &reason}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -275,7 +275,7 @@ func TestReleaseRechecksALapsedLeg(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.store.UpdateFields(context.Background(), "acme", op.ID, op.Version, record.Changes{GovernanceExpiresAt: &lapsed}); err != nil {
+	if _, err := f.store.UpdateFields(context.Background(), "acme", op.ID, op.Version, record.Patch{GovernanceExpiresAt: &lapsed}); err != nil {
 		t.Fatal(err)
 	}
 	r := release(t, f, out, in, func(ti *TaskInput) { ti.Approval = &workflow.ApprovalOutput{Decision: "approved"} })

@@ -10,7 +10,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/record"
 
-	"github.com/buyflow/buyflow/internal/mediabuy"
+	"github.com/buyflow/buyflow/internal/submit"
 
 	"github.com/buyflow/buyflow/internal/buytest"
 
@@ -46,7 +46,7 @@ func (e *executions) count() int {
 type fixture struct {
 	svc       *Service
 	placer    *buy.Placer
-	buys      *mediabuy.Service
+	buys      *submit.Service
 	store     *ledger.Store
 	execs     *executions // MediaBuy executions (single buys)
 	campaigns *executions // Campaign executions
@@ -58,7 +58,7 @@ func newFixture(t *testing.T) fixture {
 	store := ledger.New(client, table)
 	execs := &executions{}
 	placer := buy.NewPlacer(store, buy.PlaceConfig{Run: workflow.DefaultRunConfig(), StateMachineARN: mediaBuyARN})
-	buys := mediabuy.New(store, execs, placer, buytest.Agents, buytest.Schemas(t))
+	buys := submit.New(store, execs, placer, buytest.Agents, buytest.Schemas(t))
 	campaigns := &executions{}
 	svc := New(store, placer, buys, campaigns, buytest.Agents, buytest.Schemas(t), Config{Run: workflow.DefaultRunConfig(), MediaBuyStateMachineARN: mediaBuyARN})
 	return fixture{svc: svc, placer: placer, buys: buys, store: store, execs: execs, campaigns: campaigns}

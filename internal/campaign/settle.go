@@ -86,7 +86,7 @@ type Facts interface {
 	GetOperation(ctx context.Context, tenant, id string) (*record.Operation, error)
 	SettleCampaign(ctx context.Context, tenant, id, outcome, committed string) error
 	GetApproval(ctx context.Context, id string) (*record.Approval, error)
-	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Changes) (*record.Operation, error)
+	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Patch) (*record.Operation, error)
 	AcquireLock(ctx context.Context, name, owner string, ttl time.Duration) (record.Lease, error)
 	ReleaseLock(ctx context.Context, l record.Lease) error
 }
@@ -266,7 +266,7 @@ func (s *Settler) Close(ctx context.Context, tenant, id string, failure *workflo
 			return Closed{}, err
 		}
 		if op.Status == workflow.StatusRequested {
-			_, err := s.facts.Transition(ctx, tenant, op.ID, workflow.StatusFailed, op.Version, record.Changes{Reason: &reason, Actor: "system"})
+			_, err := s.facts.Transition(ctx, tenant, op.ID, workflow.StatusFailed, op.Version, record.Patch{Reason: &reason, Actor: "system"})
 			if err != nil && !errors.Is(err, record.ErrConflict) {
 				return Closed{}, &workflow.TransientError{Reason: "fail leg " + op.ID + ": " + err.Error()}
 			}

@@ -27,12 +27,12 @@ func submitAndEnd(t *testing.T, f fixture, policy Policy, ends ...workflow.Statu
 	}
 	for i, to := range ends {
 		id := out.Legs[i].OperationID
-		op, err := f.store.Transition(ctx, "acme", id, workflow.StatusCreating, 1, record.Changes{})
+		op, err := f.store.Transition(ctx, "acme", id, workflow.StatusCreating, 1, record.Patch{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		reason := "the seller said " + string(to)
-		if _, err := f.store.Transition(ctx, "acme", id, to, op.Version, record.Changes{Reason: &reason}); err != nil {
+		if _, err := f.store.Transition(ctx, "acme", id, to, op.Version, record.Patch{Reason: &reason}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -115,7 +115,7 @@ func TestOutcomeIsRecordedWhenNothingIsLeftToDo(t *testing.T) {
 	for _, i := range []int{0, 2} {
 		reason := "canceled by the campaign"
 		op, _ := f.store.GetOperation(ctx, "acme", out.Legs[i].OperationID)
-		if _, err := f.store.Transition(ctx, "acme", op.ID, workflow.StatusCanceled, op.Version, record.Changes{Reason: &reason}); err != nil {
+		if _, err := f.store.Transition(ctx, "acme", op.ID, workflow.StatusCanceled, op.Version, record.Patch{Reason: &reason}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -19,7 +19,7 @@ import (
 )
 
 // Create is the create function's use case: create and cancel. It is safe for concurrent use.
-type Create struct {
+type Service struct {
 	stage.Stage
 	callerURI     string
 	publicBaseURL string
@@ -28,8 +28,8 @@ type Create struct {
 
 // New returns the create stage. callerURI is the caller of the re-check of a lapsed approval
 // before spend; seller webhooks go to <publicBaseURL>/v1/webhooks/adcp/<operation id>.
-func New(l stage.Ledger, a stage.AdCP, callerURI, publicBaseURL string, o stage.Options) *Create {
-	return &Create{Stage: stage.New(l, a, o), callerURI: callerURI, publicBaseURL: strings.TrimRight(publicBaseURL, "/"), rand: stage.OrMathRand(o.Rand)}
+func New(l stage.Ledger, a stage.AdCP, callerURI, publicBaseURL string, o stage.Options) *Service {
+	return &Service{Stage: stage.New(l, a, o), callerURI: callerURI, publicBaseURL: strings.TrimRight(publicBaseURL, "/"), rand: stage.OrMathRand(o.Rand)}
 }
 
 // CreateMediaBuy is the CreateMediaBuy stage: create_media_buy with the frozen bytes stored write-ahead (the
@@ -37,7 +37,7 @@ func New(l stage.Ledger, a stage.AdCP, callerURI, publicBaseURL string, o stage.
 // our context echo). A retry sends the stored key and bytes; a lapsed claim is reconciled
 // with get_media_buys first. The output is the first SellerOutput of the wait loop:
 // completed (terminal), submitted, working or input_required.
-func (s *Create) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (workflow.SellerOutput, error) {
+func (s *Service) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (workflow.SellerOutput, error) {
 	if err := in.Config.Validate(); err != nil {
 		return workflow.SellerOutput{}, err
 	}
@@ -71,7 +71,7 @@ func (s *Create) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (wo
 		}
 		op = checked
 	}
-	if op, _, err = s.Move(ctx, op, workflow.StatusCreating, record.Changes{Actor: stage.ActorSystem}); err != nil {
+	if op, _, err = s.Move(ctx, op, workflow.StatusCreating, record.Patch{Actor: stage.ActorSystem}); err != nil {
 		return workflow.SellerOutput{}, err
 	}
 	if op.Status != workflow.StatusCreating {
@@ -123,7 +123,7 @@ func (s *Create) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (wo
 // here after it; a lapsed approval is no approval. Only an operation that has not started to
 // create (awaiting_approval, checking_governance) can take a new check; anything but a fresh
 // "approved" keeps the gate closed.
-func (s *Create) recheck(ctx context.Context, op *record.Operation, req *stage.Request) (*record.Operation, error) {
+func (s *Service) recheck(ctx context.Context, op *record.Operation, req *stage.Request) (*record.Operation, error) {
 	lapsed := &workflow.TerminalError{Code: "governance_expired",
 		Reason: fmt.Sprintf("the governance approval %s expired at %s before the buy was placed", op.GovernanceCheckID, stage.RFC3339(op.GovernanceExpiresAt))}
 	if op.Status != workflow.StatusAwaitingApproval && op.Status != workflow.StatusCheckingGovernance {
@@ -163,7 +163,7 @@ func (s *Create) recheck(ctx context.Context, op *record.Operation, req *stage.R
 }
 
 // createIntent builds the create_media_buy intent from the governance-checked payload.
-func (s *Create) createIntent(ctx context.Context, op *record.Operation, req *stage.Request, token string, now time.Time) (adcp.Intent, error) {
+func (s *Service) createIntent(ctx context.Context, op *record.Operation, req *stage.Request, token string, now time.Time) (adcp.Intent, error) {
 	payload, err := s.checkedPayload(ctx, op, req)
 	if err != nil {
 		return adcp.Intent{}, err
@@ -187,7 +187,7 @@ func (s *Create) createIntent(ctx context.Context, op *record.Operation, req *st
 }
 
 // checkedPayload returns the payload the governance check approved (conditions applied).
-func (s *Create) checkedPayload(ctx context.Context, op *record.Operation, req *stage.Request) ([]byte, error) {
+func (s *Service) checkedPayload(ctx context.Context, op *record.Operation, req *stage.Request) ([]byte, error) {
 	li, err := s.Ledger.GetIntent(ctx, op.Tenant, op.ID, stage.IntentCheckPrefix+op.GovernanceCheckID)
 	switch {
 	case err == nil:
@@ -204,7 +204,7 @@ func (s *Create) checkedPayload(ctx context.Context, op *record.Operation, req *
 // is recorded, or another actor (the seller's webhook, the sweep) moved the operation past
 // creating meanwhile. Each check is recorded only while the operation is still creating, so
 // the timeline never shows one after the status it was asking about was gone.
-func (s *Create) reconcile(ctx context.Context, op *record.Operation, req *stage.Request, cfg workflow.RunConfig, token string, now time.Time) (workflow.SellerOutput, bool, error) {
+func (s *Service) reconcile(ctx context.Context, op *record.Operation, req *stage.Request, cfg workflow.RunConfig, token string, now time.Time) (workflow.SellerOutput, bool, error) {
 	got, err := s.AdCP.GetMediaBuys(ctx, req.SellerID, adcp.GetMediaBuysRequest{Account: req.Account()})
 	if errors.As(err, new(*adcp.UnavailableError)) {
 		return workflow.SellerOutput{}, false, err // not sent: the caller waits for the seller's breaker
@@ -243,13 +243,13 @@ func (s *Create) reconcile(ctx context.Context, op *record.Operation, req *stage
 
 // checked records a lapsed-claim check while the operation is still creating; true means
 // another actor moved it on first and nothing was recorded.
-func (s *Create) checked(ctx context.Context, op *record.Operation, req *stage.Request, ev record.Event) (moved bool) {
+func (s *Service) checked(ctx context.Context, op *record.Operation, req *stage.Request, ev record.Event) (moved bool) {
 	ev.Type, ev.Actor = record.EventLapsedClaimCheck, stage.SellerActor(req.SellerID)
 	return s.EventWhile(ctx, op, workflow.StatusCreating, ev)
 }
 
 // movedOn is the output for an operation another actor moved past creating during the check.
-func (s *Create) movedOn(ctx context.Context, op *record.Operation, cfg workflow.RunConfig, now time.Time) (workflow.SellerOutput, bool, error) {
+func (s *Service) movedOn(ctx context.Context, op *record.Operation, cfg workflow.RunConfig, now time.Time) (workflow.SellerOutput, bool, error) {
 	cur, err := s.Load(ctx, op.Tenant, op.ID)
 	if err != nil {
 		return workflow.SellerOutput{}, true, err
@@ -258,7 +258,7 @@ func (s *Create) movedOn(ctx context.Context, op *record.Operation, cfg workflow
 }
 
 // recordCreate records the seller's answer forward-only and returns the first wait output.
-func (s *Create) recordCreate(ctx context.Context, op *record.Operation, req *stage.Request, res *adcp.MediaBuyResult, cfg workflow.RunConfig, token string, now time.Time) (workflow.SellerOutput, error) {
+func (s *Service) recordCreate(ctx context.Context, op *record.Operation, req *stage.Request, res *adcp.MediaBuyResult, cfg workflow.RunConfig, token string, now time.Time) (workflow.SellerOutput, error) {
 	var to workflow.Status
 	var reason string
 	switch res.Shape {
@@ -280,7 +280,7 @@ func (s *Create) recordCreate(ctx context.Context, op *record.Operation, req *st
 	}
 	hash := record.HashToken(token)
 	deadline := now.Add(time.Duration(cfg.DeadlineSeconds) * time.Second)
-	ch := record.Changes{WebhookTokenHash: &hash, Deadline: &deadline, Actor: stage.SellerActor(req.SellerID), EventType: record.EventSellerCall,
+	ch := record.Patch{WebhookTokenHash: &hash, Deadline: &deadline, Actor: stage.SellerActor(req.SellerID), EventType: record.EventSellerCall,
 		Detail: record.EventDetail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "task_id": res.TaskID, "media_buy_id": res.MediaBuyID, "media_buy_status": res.MediaBuyStatus})}
 	if res.TaskID != "" {
 		ch.SellerTaskID = &res.TaskID
@@ -306,7 +306,7 @@ func (s *Create) recordCreate(ctx context.Context, op *record.Operation, req *st
 }
 
 // recorded is the output for an operation whose create was already recorded.
-func (s *Create) recorded(op *record.Operation, cfg workflow.RunConfig, now time.Time) workflow.SellerOutput {
+func (s *Service) recorded(op *record.Operation, cfg workflow.RunConfig, now time.Time) workflow.SellerOutput {
 	return sellertask.WakeOutput(op, workflow.WaitState{}, cfg, now)
 }
 
@@ -316,7 +316,7 @@ func (s *Create) recorded(op *record.Operation, cfg workflow.RunConfig, now time
 // its status: on those paths (deadline, an approval of the seller's input-required request
 // rejected or expired) RecordFailure follows and records the status that says why (expired,
 // rejected), with the cancel in the timeline.
-func (s *Create) Cancel(ctx context.Context, in workflow.StageInput) (workflow.SellerOutput, error) {
+func (s *Service) Cancel(ctx context.Context, in workflow.StageInput) (workflow.SellerOutput, error) {
 	op, err := s.Load(ctx, in.Tenant, in.OperationID)
 	if err != nil {
 		return workflow.SellerOutput{}, err
@@ -383,10 +383,10 @@ func (s *Create) Cancel(ctx context.Context, in workflow.StageInput) (workflow.S
 	return workflow.SellerOutput{Status: cur.Status, Terminal: cur.Status.Terminal(), Reason: reason}, nil
 }
 
-func (s *Create) endCanceled(ctx context.Context, op *record.Operation, reason string) (*record.Operation, error) {
+func (s *Service) endCanceled(ctx context.Context, op *record.Operation, reason string) (*record.Operation, error) {
 	if op.Status != workflow.StatusCompleted {
 		return op, nil
 	}
-	cur, _, err := s.Move(ctx, op, workflow.StatusCanceled, record.Changes{Reason: &reason, Actor: stage.ActorSystem, EventType: record.EventCancel})
+	cur, _, err := s.Move(ctx, op, workflow.StatusCanceled, record.Patch{Reason: &reason, Actor: stage.ActorSystem, EventType: record.EventCancel})
 	return cur, err
 }

@@ -134,7 +134,7 @@ func committedThenCrashed(e *stagetest.Env) *record.Operation {
 // seller answered and before the answer was recorded.
 func crashOnce(e *stagetest.Env, to workflow.Status) {
 	var crashed atomic.Bool
-	e.Ledger.OnTransition = func(ctx context.Context, tn, id string, st workflow.Status, v int64, ch record.Changes) (*record.Operation, error) {
+	e.Ledger.OnTransition = func(ctx context.Context, tn, id string, st workflow.Status, v int64, ch record.Patch) (*record.Operation, error) {
 		if st == to && crashed.CompareAndSwap(false, true) {
 			return nil, errors.New("lambda died")
 		}

@@ -20,7 +20,7 @@ func TestLapsedClaimCheckIsNotRecordedAfterTheWebhookCompletedTheBuy(t *testing.
 	e.AdCP.BeforeListBuys = func() {
 		mb := e.Seller.MediaBuys()[0]["media_buy_id"].(string)
 		if _, err := e.Store.Transition(context.Background(), stagetest.Tenant, op.ID, workflow.StatusCompleted, record.AnyVersion,
-			record.Changes{MediaBuyID: &mb, Actor: "seller:" + stagetest.SellerID, EventType: record.EventWebhook}); err != nil {
+			record.Patch{MediaBuyID: &mb, Actor: "seller:" + stagetest.SellerID, EventType: record.EventWebhook}); err != nil {
 			t.Errorf("the webhook's completion: %v", err)
 		}
 	}

@@ -89,7 +89,7 @@ func TestDeliveryReadsLiveBuysOnACadence(t *testing.T) {
 		}
 		mb := created.MediaBuyID
 		for _, to := range []workflow.Status{workflow.StatusCreating, workflow.StatusCompleted} {
-			if _, err := store.Transition(ctx, "acme", id, to, record.AnyVersion, record.Changes{MediaBuyID: &mb}); err != nil {
+			if _, err := store.Transition(ctx, "acme", id, to, record.AnyVersion, record.Patch{MediaBuyID: &mb}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -16,8 +16,8 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcptest"
-	"github.com/buyflow/buyflow/internal/agentops"
-	agentstore "github.com/buyflow/buyflow/internal/agents"
+	"github.com/buyflow/buyflow/internal/agents"
+	"github.com/buyflow/buyflow/internal/registry"
 )
 
 // The simulated agents' ids, as examples/media-buy.json names them.
@@ -62,8 +62,8 @@ type AgentsFile struct {
 // The simulated agents an agents file can keep, by name, and the ids they serve as.
 var simulatedRoles = map[string]string{"seller": SellerID, "governance": GovernanceID}
 
-// agents is what the stack's functions are told about agents.
-type agents struct {
+// stackAgents is what the stack's functions are told about agents.
+type stackAgents struct {
 	registry    []byte            // BUYFLOW_AGENTS
 	credentials map[string]string // secret name → value
 
@@ -75,11 +75,11 @@ type agents struct {
 	srv        *server
 	stopTick   func()
 
-	simulated []string // of an agents file: the simulated agents to add (AgentsFile.Simulated)
-	sim       *agents  // the simulated agents started for them
+	simulated []string     // of an agents file: the simulated agents to add (AgentsFile.Simulated)
+	sim       *stackAgents // the simulated agents started for them
 }
 
-func (a *agents) close() {
+func (a *stackAgents) close() {
 	if a.sim != nil {
 		a.sim.close()
 	}
@@ -105,29 +105,29 @@ func (a *agents) close() {
 func schemaValidator() (*adcptest.Validator, error) {
 	v, err := adcptest.NewValidator("")
 	if err != nil {
-		return nil, fmt.Errorf("localstack: agent schemas: %w", err)
+		return nil, fmt.Errorf("devstack: agent schemas: %w", err)
 	}
 	return v, nil
 }
 
 // loadAgentsFile reads a real-agents file and checks its registry.
-func loadAgentsFile(path string) (*agents, error) {
+func loadAgentsFile(path string) (*stackAgents, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("localstack: agents file: %w", err)
+		return nil, fmt.Errorf("devstack: agents file: %w", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	var f AgentsFile
 	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("localstack: agents file %s: %w", path, err)
+		return nil, fmt.Errorf("devstack: agents file %s: %w", path, err)
 	}
 	reg, err := json.Marshal(adcp.RegistryConfig{Agents: f.Agents})
 	if err != nil {
-		return nil, fmt.Errorf("localstack: agents file %s: %w", path, err)
+		return nil, fmt.Errorf("devstack: agents file %s: %w", path, err)
 	}
 	if _, err := adcp.ParseRegistry(reg); err != nil {
-		return nil, fmt.Errorf("localstack: agents file %s: %w", path, err)
+		return nil, fmt.Errorf("devstack: agents file %s: %w", path, err)
 	}
 	var missing []error
 	for _, ag := range f.Agents {
@@ -152,14 +152,14 @@ func loadAgentsFile(path string) (*agents, error) {
 		}
 	}
 	if err := errors.Join(missing...); err != nil {
-		return nil, fmt.Errorf("localstack: agents file %s: %w", path, err)
+		return nil, fmt.Errorf("devstack: agents file %s: %w", path, err)
 	}
-	return &agents{registry: reg, credentials: f.Credentials, simulated: f.Simulated}, nil
+	return &stackAgents{registry: reg, credentials: f.Credentials, simulated: f.Simulated}, nil
 }
 
 // addSimulated starts the simulated agents an agents file keeps (AgentsFile.Simulated) and adds
 // them to its registry and credentials; without any it does nothing.
-func (a *agents) addSimulated(sellerOpts adcptest.SellerOptions, govOpts adcptest.GovernanceOptions, step time.Duration) error {
+func (a *stackAgents) addSimulated(sellerOpts adcptest.SellerOptions, govOpts adcptest.GovernanceOptions, step time.Duration) error {
 	if len(a.simulated) == 0 {
 		return nil
 	}
@@ -170,10 +170,10 @@ func (a *agents) addSimulated(sellerOpts adcptest.SellerOptions, govOpts adcptes
 	a.sim = sim
 	var reg, simReg adcp.RegistryConfig
 	if err := json.Unmarshal(a.registry, &reg); err != nil {
-		return fmt.Errorf("localstack: agent registry: %w", err)
+		return fmt.Errorf("devstack: agent registry: %w", err)
 	}
 	if err := json.Unmarshal(sim.registry, &simReg); err != nil {
-		return fmt.Errorf("localstack: simulated agent registry: %w", err)
+		return fmt.Errorf("devstack: simulated agent registry: %w", err)
 	}
 	creds := maps.Clone(a.credentials)
 	for _, name := range a.simulated {
@@ -192,10 +192,10 @@ func (a *agents) addSimulated(sellerOpts adcptest.SellerOptions, govOpts adcptes
 	}
 	raw, err := json.Marshal(reg)
 	if err != nil {
-		return fmt.Errorf("localstack: agent registry: %w", err)
+		return fmt.Errorf("devstack: agent registry: %w", err)
 	}
 	if _, err := adcp.ParseRegistry(raw); err != nil {
-		return fmt.Errorf("localstack: agent registry with simulated agents: %w", err)
+		return fmt.Errorf("devstack: agent registry with simulated agents: %w", err)
 	}
 	a.registry, a.credentials = raw, creds
 	return nil
@@ -204,7 +204,7 @@ func (a *agents) addSimulated(sellerOpts adcptest.SellerOptions, govOpts adcptes
 // startSimulatedAgents serves a simulated seller and governance agent on one loopback port and
 // describes them in a registry. The seller signs its webhooks (RFC 9421) with a fresh key whose
 // JWKS the registry carries inline; tasks advance every step on their own.
-func startSimulatedAgents(sellerOpts adcptest.SellerOptions, govOpts adcptest.GovernanceOptions, step time.Duration) (*agents, error) {
+func startSimulatedAgents(sellerOpts adcptest.SellerOptions, govOpts adcptest.GovernanceOptions, step time.Duration) (*stackAgents, error) {
 	sellerTok, err := randomHex(16)
 	if err != nil {
 		return nil, err
@@ -215,7 +215,7 @@ func startSimulatedAgents(sellerOpts adcptest.SellerOptions, govOpts adcptest.Go
 	}
 	signer, jwks, err := adcptest.NewWebhookKey("buyflow-local-seller", nil)
 	if err != nil {
-		return nil, fmt.Errorf("localstack: seller webhook key: %w", err)
+		return nil, fmt.Errorf("devstack: seller webhook key: %w", err)
 	}
 	sellerOpts.Token = sellerTok
 	sellerOpts.WebhookSigner, sellerOpts.JWKS = signer, jwks
@@ -229,7 +229,7 @@ func startSimulatedAgents(sellerOpts adcptest.SellerOptions, govOpts adcptest.Go
 	if govOpts.StepInterval == 0 {
 		govOpts.StepInterval = step
 	}
-	a := &agents{}
+	a := &stackAgents{}
 	if sellerOpts.Validator == nil || govOpts.Validator == nil {
 		v, err := schemaValidator()
 		if err != nil {
@@ -303,11 +303,11 @@ func startSimulatedAgents(sellerOpts adcptest.SellerOptions, govOpts adcptest.Go
 	}
 	if a.registry, err = json.Marshal(reg); err != nil {
 		a.close()
-		return nil, fmt.Errorf("localstack: agent registry: %w", err)
+		return nil, fmt.Errorf("devstack: agent registry: %w", err)
 	}
 	if _, err := adcp.ParseRegistry(a.registry); err != nil {
 		a.close()
-		return nil, fmt.Errorf("localstack: agent registry: %w", err)
+		return nil, fmt.Errorf("devstack: agent registry: %w", err)
 	}
 	return a, nil
 }
@@ -315,7 +315,7 @@ func startSimulatedAgents(sellerOpts adcptest.SellerOptions, govOpts adcptest.Go
 func randomHex(n int) (string, error) {
 	b := make([]byte, n)
 	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("localstack: random: %w", err)
+		return "", fmt.Errorf("devstack: random: %w", err)
 	}
 	return hex.EncodeToString(b), nil
 }
@@ -337,7 +337,7 @@ type SimulatedAgents struct {
 	// bearer token; store them in Secrets Manager.
 	Credentials map[string]string
 
-	a *agents
+	a *stackAgents
 }
 
 // Close stops both agents and their ticker.
@@ -364,13 +364,13 @@ const LocalOperator = "dev:operator"
 // SeedAgents loads an agents document (internal/adcp RegistryConfig) into the registry store
 // in table, as the CDK stack's seed custom resource does on a deploy: agents the store has
 // already are left as they are.
-func SeedAgents(ctx context.Context, api agentstore.API, table string, registry []byte) error {
-	seed, err := agentops.ParseSeed(string(registry), AgentSecretPrefix)
+func SeedAgents(ctx context.Context, api registry.API, table string, doc []byte) error {
+	seed, err := agents.ParseSeed(string(doc), AgentSecretPrefix)
 	if err != nil {
-		return fmt.Errorf("localstack: agents seed: %w", err)
+		return fmt.Errorf("devstack: agents seed: %w", err)
 	}
-	if _, err := agentstore.NewStore(api, table).Seed(ctx, seed, agentops.ActorDeploy); err != nil {
-		return fmt.Errorf("localstack: agents seed: %w", err)
+	if _, err := registry.NewStore(api, table).Seed(ctx, seed, agents.ActorDeploy); err != nil {
+		return fmt.Errorf("devstack: agents seed: %w", err)
 	}
 	return nil
 }

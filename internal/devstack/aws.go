@@ -32,32 +32,32 @@ func (c restClient) call(ctx context.Context, service, method, path string, in, 
 	if in != nil {
 		var err error
 		if body, err = json.Marshal(in); err != nil {
-			return fmt.Errorf("localstack: %s %s: encode: %w", method, path, err)
+			return fmt.Errorf("devstack: %s %s: encode: %w", method, path, err)
 		}
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("localstack: %s %s: %w", method, path, err)
+		return fmt.Errorf("devstack: %s %s: %w", method, path, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if err := apiclient.SignV4(credentials.StaticCredentialsProvider{Value: creds}, service, Region)(req, body); err != nil {
-		return fmt.Errorf("localstack: sign %s %s: %w", method, path, err)
+		return fmt.Errorf("devstack: sign %s %s: %w", method, path, err)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("localstack: %s %s: %w", method, path, err)
+		return fmt.Errorf("devstack: %s %s: %w", method, path, err)
 	}
 	defer discard(resp)
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return fmt.Errorf("localstack: %s %s: read: %w", method, path, err)
+		return fmt.Errorf("devstack: %s %s: read: %w", method, path, err)
 	}
 	if resp.StatusCode >= 300 {
-		return fmt.Errorf("localstack: %s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(raw))
+		return fmt.Errorf("devstack: %s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(raw))
 	}
 	if out != nil {
 		if err := json.Unmarshal(raw, out); err != nil {
-			return fmt.Errorf("localstack: %s %s: decode: %w", method, path, err)
+			return fmt.Errorf("devstack: %s %s: decode: %w", method, path, err)
 		}
 	}
 	return nil
@@ -86,7 +86,7 @@ func (c restClient) createFunction(ctx context.Context, name, description string
 		return "", err
 	}
 	if out.FunctionArn == "" {
-		return "", fmt.Errorf("localstack: create function %s: no ARN in the answer", name)
+		return "", fmt.Errorf("devstack: create function %s: no ARN in the answer", name)
 	}
 	return out.FunctionArn, nil
 }

@@ -19,7 +19,7 @@ import (
 func FindRepoRoot(dir string) (string, error) {
 	d, err := filepath.Abs(dir)
 	if err != nil {
-		return "", fmt.Errorf("localstack: find repository root: %w", err)
+		return "", fmt.Errorf("devstack: find repository root: %w", err)
 	}
 	for {
 		if isFile(filepath.Join(d, "go.mod")) && isFile(filepath.Join(d, topology.App.StateMachineFile)) {
@@ -27,7 +27,7 @@ func FindRepoRoot(dir string) (string, error) {
 		}
 		parent := filepath.Dir(d)
 		if parent == d {
-			return "", fmt.Errorf("localstack: no buyflow repository (go.mod and %s) above %s", topology.App.StateMachineFile, dir)
+			return "", fmt.Errorf("devstack: no buyflow repository (go.mod and %s) above %s", topology.App.StateMachineFile, dir)
 		}
 		d = parent
 	}
@@ -55,7 +55,7 @@ func MissingFunctions(repoRoot string) []string {
 // function has no source folder, and otherwise reports every build failure together.
 func Build(ctx context.Context, repoRoot, outDir string, log io.Writer) error {
 	if missing := MissingFunctions(repoRoot); len(missing) > 0 {
-		return fmt.Errorf("localstack: the topology declares functions that have no functions/<name>/main.go yet: %s", strings.Join(missing, ", "))
+		return fmt.Errorf("devstack: the topology declares functions that have no functions/<name>/main.go yet: %s", strings.Join(missing, ", "))
 	}
 	goBin := "go"
 	if gr := os.Getenv("GOROOT"); gr != "" && isFile(filepath.Join(gr, "bin", "go")) {
@@ -94,7 +94,7 @@ func Build(ctx context.Context, repoRoot, outDir string, log io.Writer) error {
 	}
 	wg.Wait()
 	if len(errs) > 0 {
-		return fmt.Errorf("localstack: %w", errors.Join(errs...))
+		return fmt.Errorf("devstack: %w", errors.Join(errs...))
 	}
 	return nil
 }

@@ -83,14 +83,14 @@ func (s *Stack) Deployed(ctx context.Context) (Deployed, error) {
 	for _, r := range routes.Items {
 		i := slices.IndexFunc(integ.Items, func(it integration) bool { return "integrations/"+it.IntegrationID == r.Target })
 		if i < 0 {
-			return Deployed{}, fmt.Errorf("localstack: route %s targets %s, which is not an integration", r.RouteKey, r.Target)
+			return Deployed{}, fmt.Errorf("devstack: route %s targets %s, which is not an integration", r.RouteKey, r.Target)
 		}
 		out.Routes[r.RouteKey] = DeployedRoute{FunctionARN: integ.Items[i].IntegrationURI,
 			PayloadFormatVersion: integ.Items[i].PayloadFormatVersion, AuthorizationType: r.AuthorizationType}
 	}
 	sm, err := s.sfn.DescribeStateMachine(ctx, &sfn.DescribeStateMachineInput{StateMachineArn: aws.String(s.StateMachineARN)})
 	if err != nil {
-		return Deployed{}, fmt.Errorf("localstack: describe state machine: %w", err)
+		return Deployed{}, fmt.Errorf("devstack: describe state machine: %w", err)
 	}
 	out.Definition = aws.ToString(sm.Definition)
 	return out, nil

@@ -1,4 +1,4 @@
-// Package localstack runs the whole buyflow application on one machine with no AWS account and
+// Package devstack runs the whole buyflow application on one machine with no AWS account and
 // no Docker: kumo (an in-process AWS emulator) hosts DynamoDB, Secrets Manager, Lambda and the
 // HTTP API; Step Functions is statemachine/harness/live.mjs (aws-local-stepfunctions on Node,
 // with AWS's Retry/Catch by error name, declared timeouts and execution history); the real

@@ -92,7 +92,7 @@ func (s *EventSink) WaitFor(ctx context.Context, done func([]statusevent.Event) 
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("localstack: waiting for status events: %w", ctx.Err())
+			return fmt.Errorf("devstack: waiting for status events: %w", ctx.Err())
 		case <-s.notify:
 		case <-time.After(200 * time.Millisecond):
 		}
@@ -103,7 +103,7 @@ func (s *EventSink) WaitFor(ctx context.Context, done func([]statusevent.Event) 
 // every buyflow event to sinkURL (an API destination: kumo delivers it over HTTP).
 func createEventBus(ctx context.Context, eb *eventbridge.Client, bus, sinkURL string) error {
 	if _, err := eb.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: aws.String(bus)}); err != nil {
-		return fmt.Errorf("localstack: create event bus: %w", err)
+		return fmt.Errorf("devstack: create event bus: %w", err)
 	}
 	dest, err := eb.CreateApiDestination(ctx, &eventbridge.CreateApiDestinationInput{
 		Name: aws.String(bus + "-sink"), InvocationEndpoint: aws.String(sinkURL), HttpMethod: ebtypes.ApiDestinationHttpMethodPost,
@@ -111,19 +111,19 @@ func createEventBus(ctx context.Context, eb *eventbridge.Client, bus, sinkURL st
 		ConnectionArn: aws.String("arn:aws:events:" + Region + ":000000000000:connection/" + bus + "-sink/local"),
 	})
 	if err != nil {
-		return fmt.Errorf("localstack: create the event sink's destination: %w", err)
+		return fmt.Errorf("devstack: create the event sink's destination: %w", err)
 	}
 	if _, err := eb.PutRule(ctx, &eventbridge.PutRuleInput{
 		Name: aws.String("local-event-sink"), EventBusName: aws.String(bus),
 		EventPattern: aws.String(`{"source":["` + statusevent.Source + `"]}`),
 	}); err != nil {
-		return fmt.Errorf("localstack: create the event sink's rule: %w", err)
+		return fmt.Errorf("devstack: create the event sink's rule: %w", err)
 	}
 	if _, err := eb.PutTargets(ctx, &eventbridge.PutTargetsInput{
 		Rule: aws.String("local-event-sink"), EventBusName: aws.String(bus),
 		Targets: []ebtypes.Target{{Id: aws.String("sink"), Arn: dest.ApiDestinationArn}},
 	}); err != nil {
-		return fmt.Errorf("localstack: target the event sink: %w", err)
+		return fmt.Errorf("devstack: target the event sink: %w", err)
 	}
 	return nil
 }
@@ -163,13 +163,13 @@ func createRequesterRule(ctx context.Context, eb *eventbridge.Client, bus string
 		if _, err := eb.PutRule(ctx, &eventbridge.PutRuleInput{
 			Name: aws.String(name), EventBusName: aws.String(bus), EventPattern: aws.String(topology.App.RequesterRule),
 		}); err != nil {
-			return fmt.Errorf("localstack: create the requester rule: %w", err)
+			return fmt.Errorf("devstack: create the requester rule: %w", err)
 		}
 		if _, err := eb.PutTargets(ctx, &eventbridge.PutTargetsInput{
 			Rule: aws.String(name), EventBusName: aws.String(bus),
 			Targets: []ebtypes.Target{{Id: aws.String(f.Name), Arn: aws.String(arns[f.Name])}},
 		}); err != nil {
-			return fmt.Errorf("localstack: target the requester notifier: %w", err)
+			return fmt.Errorf("devstack: target the requester notifier: %w", err)
 		}
 	}
 	return nil

@@ -22,7 +22,7 @@ func (s *Stack) Execution(ctx context.Context, name string) (Execution, error) {
 	arn := strings.Replace(s.StateMachineARN, ":stateMachine:", ":execution:", 1) + ":" + name
 	out, err := s.sfn.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: aws.String(arn)})
 	if err != nil {
-		return Execution{}, fmt.Errorf("localstack: describe execution %s: %w", name, err)
+		return Execution{}, fmt.Errorf("devstack: describe execution %s: %w", name, err)
 	}
 	return Execution{Status: string(out.Status), Error: aws.ToString(out.Error)}, nil
 }

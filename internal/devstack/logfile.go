@@ -13,13 +13,13 @@ func NewLogFile(path, prefix string) (*os.File, error) {
 	if path != "" {
 		f, err := os.Create(path)
 		if err != nil {
-			return nil, fmt.Errorf("localstack: the functions' log: %w", err)
+			return nil, fmt.Errorf("devstack: the functions' log: %w", err)
 		}
 		return f, nil
 	}
 	f, err := os.CreateTemp("", prefix+"-*.log")
 	if err != nil {
-		return nil, fmt.Errorf("localstack: the functions' log: %w", err)
+		return nil, fmt.Errorf("devstack: the functions' log: %w", err)
 	}
 	return f, nil
 }

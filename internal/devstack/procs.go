@@ -54,7 +54,7 @@ func (p *procs) start(spec procSpec) (*instance, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closing {
-		return nil, errors.New("localstack: stack is closing")
+		return nil, errors.New("devstack: stack is closing")
 	}
 	p.n++
 	key := fmt.Sprintf("%s~%d", spec.fn, p.n)
@@ -71,7 +71,7 @@ func (p *procs) start(spec procSpec) (*instance, error) {
 	inst := &instance{spec: spec, key: key, cmd: cmd, done: make(chan struct{})}
 	inst.started = time.Now()
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("localstack: start %s (%s): %w", spec.fn, spec.bin, err)
+		return nil, fmt.Errorf("devstack: start %s (%s): %w", spec.fn, spec.bin, err)
 	}
 	go func() {
 		inst.err = cmd.Wait()

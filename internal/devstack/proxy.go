@@ -28,7 +28,7 @@ const DefaultEmulatorAddr = "127.0.0.1:4566"
 
 // ErrPortTaken reports that the emulator port is owned by another process (another local stack,
 // a LocalStack container, a kumo test run).
-var ErrPortTaken = errors.New("localstack: the emulator port is in use")
+var ErrPortTaken = errors.New("devstack: the emulator port is in use")
 
 // server is one loopback HTTP server.
 type server struct {
@@ -39,10 +39,10 @@ type server struct {
 func listen(addr string) (net.Listener, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return nil, fmt.Errorf("localstack: listen %s: %w", addr, err)
+		return nil, fmt.Errorf("devstack: listen %s: %w", addr, err)
 	}
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return nil, fmt.Errorf("localstack: listen %s: not a loopback address", addr)
+		return nil, fmt.Errorf("devstack: listen %s: not a loopback address", addr)
 	}
 	return net.Listen("tcp", addr)
 }
@@ -118,7 +118,7 @@ type pollWaiter struct {
 func newEmulatorProxy(target string, trace *Trace) (*emulatorProxy, error) {
 	u, err := url.Parse(target)
 	if err != nil {
-		return nil, fmt.Errorf("localstack: emulator url: %w", err)
+		return nil, fmt.Errorf("devstack: emulator url: %w", err)
 	}
 	p := &emulatorProxy{trace: trace, kumo: target, polls: map[string]int{}, waiters: map[string][]pollWaiter{}, first: map[string]time.Time{}, inflight: map[string]string{}, dead: map[string]bool{}}
 	p.lifetime, p.close = context.WithCancel(context.Background())
@@ -564,7 +564,7 @@ func templateMatches(template, path string) bool {
 func newAPIFront(kumoURL string, trace *Trace) (*apiFront, error) {
 	u, err := url.Parse(kumoURL)
 	if err != nil {
-		return nil, fmt.Errorf("localstack: emulator url: %w", err)
+		return nil, fmt.Errorf("devstack: emulator url: %w", err)
 	}
 	f := &apiFront{target: u, trace: trace}
 	f.apiID.Store("")

@@ -18,14 +18,14 @@ func (s *Stack) replace(ps *procs, proxy *emulatorProxy, dead *instance, log io.
 	if dead.err != nil {
 		why = dead.err.Error()
 	}
-	_, _ = fmt.Fprintf(log, "localstack: process %s exited (%s) after %s; starting a new sandbox\n", dead.key, why, time.Since(dead.started).Round(time.Millisecond))
+	_, _ = fmt.Fprintf(log, "devstack: process %s exited (%s) after %s; starting a new sandbox\n", dead.key, why, time.Since(dead.started).Round(time.Millisecond))
 	// A process that dies at start would otherwise be restarted in a tight loop.
 	if time.Since(dead.started) < time.Second {
 		time.Sleep(time.Second)
 	}
 	next, err := ps.start(dead.spec)
 	if err != nil {
-		_, _ = fmt.Fprintf(log, "localstack: no new sandbox for %s: %v\n", dead.spec.fn, err)
+		_, _ = fmt.Fprintf(log, "devstack: no new sandbox for %s: %v\n", dead.spec.fn, err)
 		return
 	}
 	s.mu.Lock()
@@ -33,10 +33,10 @@ func (s *Stack) replace(ps *procs, proxy *emulatorProxy, dead *instance, log io.
 	s.mu.Unlock()
 	select {
 	case <-proxy.expect(next.key, 1):
-		_, _ = fmt.Fprintf(log, "localstack: new sandbox %s ready (cold start %s)\n", next.key, proxy.firstPoll(next.key).Sub(next.started).Round(time.Millisecond))
+		_, _ = fmt.Fprintf(log, "devstack: new sandbox %s ready (cold start %s)\n", next.key, proxy.firstPoll(next.key).Sub(next.started).Round(time.Millisecond))
 	case <-next.done:
 	case <-time.After(time.Minute):
-		_, _ = fmt.Fprintf(log, "localstack: new sandbox %s did not poll for work within a minute\n", next.key)
+		_, _ = fmt.Fprintf(log, "devstack: new sandbox %s did not poll for work within a minute\n", next.key)
 	}
 }
 
@@ -88,7 +88,7 @@ func (s *Stack) scheduleSweep(every time.Duration, log io.Writer) func() {
 			// EventBridge Scheduler sends the schedule's input; the CDK stack sets none.
 			var summary map[string]any
 			if err := invoker.call(ctx, "lambda", http.MethodPost, "/2015-03-31/functions/reconcile/invocations", map[string]any{}, &summary); err != nil && ctx.Err() == nil {
-				_, _ = fmt.Fprintf(log, "localstack: scheduled sweep failed: %v\n", err)
+				_, _ = fmt.Fprintf(log, "devstack: scheduled sweep failed: %v\n", err)
 			}
 		}
 	}()

@@ -335,7 +335,7 @@ func (st *Stack) startEmulator(ctx context.Context, o Options) (string, error) {
 func (st *Stack) startStepFunctions(o Options, out io.Writer) error {
 	cfgDir, err := os.MkdirTemp("", "buyflow-local-states-")
 	if err != nil {
-		return fmt.Errorf("localstack: %w", err)
+		return fmt.Errorf("devstack: %w", err)
 	}
 	st.closers = append(st.closers, func() { _ = os.RemoveAll(cfgDir) }) // a temp folder
 	states, err := startStates(o.RepoRoot, st.EmulatorURL, cfgDir, out, o.StartTimeout)
@@ -345,7 +345,7 @@ func (st *Stack) startStepFunctions(o Options, out io.Writer) error {
 	st.closers = append(st.closers, states.close)
 	statesURL, err := url.Parse(states.url)
 	if err != nil {
-		return fmt.Errorf("localstack: states url: %w", err)
+		return fmt.Errorf("devstack: states url: %w", err)
 	}
 	st.proxy.states.Store(httputil.NewSingleHostReverseProxy(statesURL))
 	return nil
@@ -383,8 +383,8 @@ func (st *Stack) startSlack() error {
 
 // startAgents starts the simulated agents, or loads o.AgentsFile's real ones (with the
 // simulated ones it names).
-func (st *Stack) startAgents(o Options) (*agents, error) {
-	var ag *agents
+func (st *Stack) startAgents(o Options) (*stackAgents, error) {
+	var ag *stackAgents
 	var err error
 	if o.AgentsFile != "" {
 		if ag, err = loadAgentsFile(o.AgentsFile); err == nil {
@@ -424,12 +424,12 @@ func (st *Stack) newClients(emuURL string) (*dynamodb.Client, *secretsmanager.Cl
 
 // createLedgerAndSecrets creates the ledger table (seeded with ag's registry) and the secrets
 // (the link keys, Slack and ag's credentials).
-func (st *Stack) createLedgerAndSecrets(ctx context.Context, ddb *dynamodb.Client, sm *secretsmanager.Client, names stackNames, ag *agents) error {
+func (st *Stack) createLedgerAndSecrets(ctx context.Context, ddb *dynamodb.Client, sm *secretsmanager.Client, names stackNames, ag *stackAgents) error {
 	if _, err := ddb.CreateTable(ctx, ledger.TableSchema(names.table)); err != nil {
-		return fmt.Errorf("localstack: create table: %w", err)
+		return fmt.Errorf("devstack: create table: %w", err)
 	}
 	if _, err := ddb.UpdateTimeToLive(ctx, ledger.TimeToLive(names.table)); err != nil {
-		return fmt.Errorf("localstack: enable ttl: %w", err)
+		return fmt.Errorf("devstack: enable ttl: %w", err)
 	}
 	if err := SeedAgents(ctx, ddb, names.table, ag.registry); err != nil {
 		return err
@@ -437,7 +437,7 @@ func (st *Stack) createLedgerAndSecrets(ctx context.Context, ddb *dynamodb.Clien
 
 	linkKey := make([]byte, 32)
 	if _, err := rand.Read(linkKey); err != nil {
-		return fmt.Errorf("localstack: link key: %w", err)
+		return fmt.Errorf("devstack: link key: %w", err)
 	}
 	linkKeys, _ := json.Marshal(map[string]any{"current": "k1", "keys": map[string]string{"k1": base64.StdEncoding.EncodeToString(linkKey)}})
 	slackCfg, _ := json.Marshal(map[string]string{"bot_token": "xoxb-local", "base_url": st.SlackURL + "/api/"})
@@ -447,7 +447,7 @@ func (st *Stack) createLedgerAndSecrets(ctx context.Context, ddb *dynamodb.Clien
 	}
 	for _, name := range sortedKeys(secretValues) {
 		if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(name), SecretString: aws.String(secretValues[name])}); err != nil {
-			return fmt.Errorf("localstack: create secret %s: %w", name, err)
+			return fmt.Errorf("devstack: create secret %s: %w", name, err)
 		}
 	}
 	return nil
@@ -458,7 +458,7 @@ func (st *Stack) createLedgerAndSecrets(ctx context.Context, ddb *dynamodb.Clien
 func (st *Stack) functionValues(o Options, names stackNames) (map[string]string, error) {
 	runCfg, err := json.Marshal(o.Run)
 	if err != nil {
-		return nil, fmt.Errorf("localstack: run config: %w", err)
+		return nil, fmt.Errorf("devstack: run config: %w", err)
 	}
 	return map[string]string{
 		topology.EnvTableName:          names.table,
@@ -505,11 +505,11 @@ func (st *Stack) createStateMachines(ctx context.Context, names stackNames, arns
 	}
 	def, err := statemachine.Render(statemachine.Only(subs, statemachine.Placeholders))
 	if err != nil {
-		return fmt.Errorf("localstack: %w", err)
+		return fmt.Errorf("devstack: %w", err)
 	}
 	campaignDef, err := statemachine.RenderCampaign(statemachine.Only(subs, statemachine.CampaignPlaceholders))
 	if err != nil {
-		return fmt.Errorf("localstack: %w", err)
+		return fmt.Errorf("devstack: %w", err)
 	}
 	for _, m := range []struct {
 		name, def string
@@ -524,7 +524,7 @@ func (st *Stack) createStateMachines(ctx context.Context, names stackNames, arns
 			RoleArn: aws.String("arn:aws:iam::000000000000:role/buyflow-local-states"),
 		})
 		if err != nil {
-			return fmt.Errorf("localstack: create state machine %s: %w", m.name, err)
+			return fmt.Errorf("devstack: create state machine %s: %w", m.name, err)
 		}
 		*m.arn = aws.ToString(created.StateMachineArn)
 		values[m.env] = *m.arn
@@ -550,7 +550,7 @@ func (st *Stack) createAPI(ctx context.Context, front *apiFront, name string, ar
 	for _, r := range topology.App.Routes {
 		arn, ok := arns[r.Function]
 		if !ok {
-			return fmt.Errorf("localstack: route %s %s names function %s, which the topology does not declare", r.Method, r.Path, r.Function)
+			return fmt.Errorf("devstack: route %s %s names function %s, which the topology does not declare", r.Method, r.Path, r.Function)
 		}
 		routes = append(routes, apiRoute{Method: r.Method, Path: r.Path, FunctionARN: arn, IAM: r.Auth == topology.AuthIAM})
 	}
@@ -629,11 +629,11 @@ func (st *Stack) startFunctions(ctx context.Context, o Options, values map[strin
 
 func (o *Options) defaults() error {
 	if o.BinDir == "" {
-		return errors.New("localstack: Options.BinDir is required (the folder holding <function>/bootstrap)")
+		return errors.New("devstack: Options.BinDir is required (the folder holding <function>/bootstrap)")
 	}
 	bin, err := filepath.Abs(o.BinDir)
 	if err != nil {
-		return fmt.Errorf("localstack: bin dir: %w", err)
+		return fmt.Errorf("devstack: bin dir: %w", err)
 	}
 	o.BinDir = bin
 	var missing []string
@@ -643,12 +643,12 @@ func (o *Options) defaults() error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("localstack: no bootstrap in %s for %s (build them with devstack.Build or `make build-host`)", o.BinDir, strings.Join(missing, ", "))
+		return fmt.Errorf("devstack: no bootstrap in %s for %s (build them with devstack.Build or `make build-host`)", o.BinDir, strings.Join(missing, ", "))
 	}
 	if o.RepoRoot == "" {
 		wd, err := os.Getwd()
 		if err != nil {
-			return fmt.Errorf("localstack: working directory: %w", err)
+			return fmt.Errorf("devstack: working directory: %w", err)
 		}
 		if o.RepoRoot, err = FindRepoRoot(wd); err != nil {
 			return err
@@ -664,7 +664,7 @@ func (o *Options) defaults() error {
 		o.Run = LocalRunConfig()
 	}
 	if err := o.Run.Validate(); err != nil {
-		return fmt.Errorf("localstack: run config: %w", err)
+		return fmt.Errorf("devstack: run config: %w", err)
 	}
 	if o.ApprovalPolicy == "" {
 		o.ApprovalPolicy = DefaultApprovalPolicy
@@ -697,7 +697,7 @@ func functionEnv(f topology.Function, values map[string]string) (map[string]stri
 	for _, name := range f.Env {
 		v, ok := values[name]
 		if !ok {
-			return nil, fmt.Errorf("localstack: function %s reads %s, which the local stack has no value for", f.Name, name)
+			return nil, fmt.Errorf("devstack: function %s reads %s, which the local stack has no value for", f.Name, name)
 		}
 		env[name] = v
 	}
@@ -743,11 +743,11 @@ func waitAllPolled(ctx context.Context, insts []*instance, polled <-chan struct{
 		return nil
 	case in := <-exited:
 		if in.err != nil {
-			return fmt.Errorf("localstack: function %s exited before it polled for work (its log is above): %w", in.spec.fn, in.err)
+			return fmt.Errorf("devstack: function %s exited before it polled for work (its log is above): %w", in.spec.fn, in.err)
 		}
-		return fmt.Errorf("localstack: function %s exited before it polled for work (its log is above)", in.spec.fn)
+		return fmt.Errorf("devstack: function %s exited before it polled for work (its log is above)", in.spec.fn)
 	case <-ctx.Done():
-		return fmt.Errorf("localstack: function %s did not poll for work in time: %w", insts[0].spec.fn, ctx.Err())
+		return fmt.Errorf("devstack: function %s did not poll for work in time: %w", insts[0].spec.fn, ctx.Err())
 	}
 }
 

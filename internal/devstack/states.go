@@ -44,18 +44,18 @@ type statesProcess struct {
 func startStates(repoRoot, lambdaURL, cfgDir string, out io.Writer, wait time.Duration) (*statesProcess, error) {
 	node, err := exec.LookPath("node")
 	if err != nil {
-		return nil, errors.New("localstack: the local Step Functions runs on Node.js (>= 20), which is not on PATH: install it (Debian: apt-get install nodejs)")
+		return nil, errors.New("devstack: the local Step Functions runs on Node.js (>= 20), which is not on PATH: install it (Debian: apt-get install nodejs)")
 	}
 	if st, err := os.Stat(filepath.Join(repoRoot, statesEngine)); err != nil || !st.IsDir() {
-		return nil, fmt.Errorf("localstack: the local Step Functions needs %s: run `npm ci` in %s (make local does)", statesEngine, repoRoot)
+		return nil, fmt.Errorf("devstack: the local Step Functions needs %s: run `npm ci` in %s (make local does)", statesEngine, repoRoot)
 	}
 	cfg, err := json.Marshal(map[string]any{"lambda_url": lambdaURL, "region": Region, "account": statesAccount, "max_states": statesMaxStates})
 	if err != nil {
-		return nil, fmt.Errorf("localstack: states config: %w", err)
+		return nil, fmt.Errorf("devstack: states config: %w", err)
 	}
 	cfgFile := filepath.Join(cfgDir, "states.json")
 	if err := os.WriteFile(cfgFile, cfg, 0o600); err != nil {
-		return nil, fmt.Errorf("localstack: states config: %w", err)
+		return nil, fmt.Errorf("devstack: states config: %w", err)
 	}
 	cmd := exec.Command(node, "-r", "./"+statesPolyfill, statesScript, cfgFile)
 	cmd.Dir = repoRoot
@@ -64,14 +64,14 @@ func startStates(repoRoot, lambdaURL, cfgDir string, out io.Writer, wait time.Du
 	cmd.SysProcAttr = sysProcAttr()
 	stdin, err := cmd.StdinPipe() // closing it stops the engine
 	if err != nil {
-		return nil, fmt.Errorf("localstack: states: %w", err)
+		return nil, fmt.Errorf("devstack: states: %w", err)
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, fmt.Errorf("localstack: states: %w", err)
+		return nil, fmt.Errorf("devstack: states: %w", err)
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("localstack: start the local Step Functions: %w", err)
+		return nil, fmt.Errorf("devstack: start the local Step Functions: %w", err)
 	}
 	sp := &statesProcess{cmd: cmd, stdin: stdin, done: make(chan struct{})}
 	hello := make(chan string, 1)
@@ -95,10 +95,10 @@ func startStates(repoRoot, lambdaURL, cfgDir string, out io.Writer, wait time.Du
 	case sp.url = <-hello:
 		return sp, nil
 	case <-sp.done:
-		return nil, errors.New("localstack: the local Step Functions exited at start (its log is above)")
+		return nil, errors.New("devstack: the local Step Functions exited at start (its log is above)")
 	case <-time.After(wait):
 		sp.close()
-		return nil, fmt.Errorf("localstack: the local Step Functions did not listen within %s", wait)
+		return nil, fmt.Errorf("devstack: the local Step Functions did not listen within %s", wait)
 	}
 }
 

@@ -293,10 +293,10 @@ type streamMapping struct {
 func newStreamMapping(stream *ledgerStream, src topology.StreamSource, invoke func(context.Context, []byte) (bool, []byte, error), logf func(string, ...any)) (*streamMapping, error) {
 	var filter map[string]any
 	if err := json.Unmarshal([]byte(src.FilterPattern), &filter); err != nil {
-		return nil, fmt.Errorf("localstack: the ledger stream's filter pattern: %w", err)
+		return nil, fmt.Errorf("devstack: the ledger stream's filter pattern: %w", err)
 	}
 	if err := checkExactPattern(filter); err != nil {
-		return nil, fmt.Errorf("localstack: the ledger stream's filter pattern: %w", err)
+		return nil, fmt.Errorf("devstack: the ledger stream's filter pattern: %w", err)
 	}
 	return &streamMapping{stream: stream, src: src, filter: filter, invoke: invoke, logf: logf, backoff: 200 * time.Millisecond}, nil
 }
@@ -474,7 +474,7 @@ func (m *streamMapping) Failed() []streamRecord {
 }
 
 // errNoStreamFunction reports a topology without the function the ledger stream invokes.
-var errNoStreamFunction = errors.New("localstack: no function reads the ledger stream")
+var errNoStreamFunction = errors.New("devstack: no function reads the ledger stream")
 
 // streamFunction names the function the ledger stream invokes.
 func streamFunction() (string, error) {

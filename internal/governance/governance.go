@@ -25,7 +25,7 @@ type Policy interface {
 
 // Governance is the governance function's use case: check, report and fail. It is safe for
 // concurrent use.
-type Governance struct {
+type Service struct {
 	stage.Stage
 	policy             Policy
 	callerURI          string
@@ -34,12 +34,12 @@ type Governance struct {
 
 // New returns the governance stage. callerURI is the caller sent with check_governance
 // (BUYFLOW_CALLER_URI); policy may be nil when no budget threshold applies.
-func New(l stage.Ledger, a stage.AdCP, policy Policy, callerURI string, o stage.Options) *Governance {
+func New(l stage.Ledger, a stage.AdCP, policy Policy, callerURI string, o stage.Options) *Service {
 	rounds := o.MaxConditionRounds
 	if rounds <= 0 {
 		rounds = 3
 	}
-	return &Governance{Stage: stage.New(l, a, o), policy: policy, callerURI: callerURI, maxConditionRounds: rounds}
+	return &Service{Stage: stage.New(l, a, o), policy: policy, callerURI: callerURI, maxConditionRounds: rounds}
 }
 
 // ReasonGovernanceConditions is the reason of a needs_approval decision caused by governance
@@ -60,7 +60,7 @@ type reviewRecord struct {
 // conditions a person must judge; the operation moves to awaiting_approval), denied (the
 // operation is rejected; nothing was spent), pending (async review; wait Wait.IntervalSeconds
 // and call Check again). An unreachable agent is a TransientError.
-func (s *Governance) Check(ctx context.Context, in workflow.StageInput) (workflow.GovernanceOutput, error) {
+func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.GovernanceOutput, error) {
 	if err := in.Config.Validate(); err != nil {
 		return workflow.GovernanceOutput{}, err
 	}
@@ -127,8 +127,8 @@ func answeredBefore(op *record.Operation) (out workflow.GovernanceOutput, answer
 
 // startChecking moves op to checking_governance, recording whether this is the re-check
 // after an approval.
-func (s *Governance) startChecking(ctx context.Context, op *record.Operation, afterApproval bool) (*record.Operation, error) {
-	cur, _, err := s.Move(ctx, op, workflow.StatusCheckingGovernance, record.Changes{Actor: stage.ActorSystem,
+func (s *Service) startChecking(ctx context.Context, op *record.Operation, afterApproval bool) (*record.Operation, error) {
+	cur, _, err := s.Move(ctx, op, workflow.StatusCheckingGovernance, record.Patch{Actor: stage.ActorSystem,
 		Detail: record.EventDetail(map[string]any{"after_approval": afterApproval})})
 	if err != nil {
 		return nil, err
@@ -142,7 +142,7 @@ func (s *Governance) startChecking(ctx context.Context, op *record.Operation, af
 // resume picks the check up where it stands: a pending async review is expired past the
 // run's deadline, else polled (pending while it has no answer); without one, the first round
 // starts from the buyer's payload.
-func (s *Governance) resume(ctx context.Context, op *record.Operation, req *stage.Request, cfg workflow.RunConfig) (r checkRound, pending bool, err error) {
+func (s *Service) resume(ctx context.Context, op *record.Operation, req *stage.Request, cfg workflow.RunConfig) (r checkRound, pending bool, err error) {
 	review, reviews, since, err := s.pendingReview(ctx, op)
 	if err != nil {
 		return checkRound{}, false, err
@@ -163,13 +163,13 @@ func (s *Governance) resume(ctx context.Context, op *record.Operation, req *stag
 
 // expireReview ends the buy when the async review that started at since outlived the run's
 // deadline: a DeadlineExceededError, after the operation moved to expired.
-func (s *Governance) expireReview(ctx context.Context, op *record.Operation, since time.Time, cfg workflow.RunConfig) error {
+func (s *Service) expireReview(ctx context.Context, op *record.Operation, since time.Time, cfg workflow.RunConfig) error {
 	deadline := since.Add(time.Duration(cfg.DeadlineSeconds) * time.Second)
 	if s.Now().Before(deadline) {
 		return nil
 	}
 	reason := fmt.Sprintf("the governance review started at %s did not finish by %s", stage.RFC3339(since), stage.RFC3339(deadline))
-	_, moved, err := s.Move(ctx, op, workflow.StatusExpired, record.Changes{Reason: &reason, Actor: stage.ActorSystem, EventType: record.EventGovernanceCheck})
+	_, moved, err := s.Move(ctx, op, workflow.StatusExpired, record.Patch{Reason: &reason, Actor: stage.ActorSystem, EventType: record.EventGovernanceCheck})
 	if err != nil {
 		return err
 	}
@@ -182,7 +182,7 @@ func (s *Governance) expireReview(ctx context.Context, op *record.Operation, sin
 // decide runs check_governance rounds until a verdict settles the check: approved, denied,
 // conditions a person must judge (or that did not converge within maxConditionRounds), or an
 // async review to wait for. Machine-actionable conditions are applied and checked again.
-func (s *Governance) decide(ctx context.Context, op *record.Operation, req *stage.Request, r checkRound, afterApproval bool, cfg workflow.RunConfig) (workflow.GovernanceOutput, error) {
+func (s *Service) decide(ctx context.Context, op *record.Operation, req *stage.Request, r checkRound, afterApproval bool, cfg workflow.RunConfig) (workflow.GovernanceOutput, error) {
 	for {
 		if r.res == nil {
 			r.n++
@@ -232,7 +232,7 @@ func actionable(conds []adcp.Condition) bool {
 
 // ask sends round n of check_governance with payload and records the answer (or the failure)
 // on the timeline.
-func (s *Governance) ask(ctx context.Context, op *record.Operation, req *stage.Request, payload []byte, n int) (*adcp.GovernanceResult, error) {
+func (s *Service) ask(ctx context.Context, op *record.Operation, req *stage.Request, payload []byte, n int) (*adcp.GovernanceResult, error) {
 	res, err := s.AdCP.CheckGovernance(ctx, req.Governance.AgentID, adcp.CheckGovernanceRequest{
 		PlanID: req.Governance.PlanID, Caller: s.callerURI, Tool: adcp.ToolCreateMediaBuy,
 		Payload: payload, PurchaseType: "media_buy",
@@ -255,7 +255,7 @@ func (s *Governance) ask(ctx context.Context, op *record.Operation, req *stage.R
 
 // awaitReview remembers the async review the agent started (its task, the payload and round
 // it reviews) under the next review intent of the operation's version, and answers pending.
-func (s *Governance) awaitReview(ctx context.Context, op *record.Operation, r checkRound, cfg workflow.RunConfig) (workflow.GovernanceOutput, error) {
+func (s *Service) awaitReview(ctx context.Context, op *record.Operation, r checkRound, cfg workflow.RunConfig) (workflow.GovernanceOutput, error) {
 	rec, _ := json.Marshal(reviewRecord{TaskID: r.res.TaskID, Payload: r.payload, Round: r.n})
 	_, _, err := s.Ledger.PutIntent(ctx, record.Intent{Tenant: op.Tenant, OperationID: op.ID,
 		Task: reviewName(op.Version, r.reviews+1), IdempotencyKey: r.res.TaskID, Request: rec, CreatedAt: s.Now()})
@@ -266,7 +266,7 @@ func (s *Governance) awaitReview(ctx context.Context, op *record.Operation, r ch
 	return s.pending(cfg), nil
 }
 
-func (s *Governance) pending(cfg workflow.RunConfig) workflow.GovernanceOutput {
+func (s *Service) pending(cfg workflow.RunConfig) workflow.GovernanceOutput {
 	return workflow.GovernanceOutput{Decision: workflow.GovernancePending,
 		Wait: workflow.WaitState{IntervalSeconds: cfg.PollInitialSeconds}}
 }
@@ -277,7 +277,7 @@ func reviewName(version int64, n int) string {
 
 // pendingReview returns the latest async review recorded at the operation's current version,
 // how many there are and when the first one started, or nil.
-func (s *Governance) pendingReview(ctx context.Context, op *record.Operation) (last *reviewRecord, n int, since time.Time, err error) {
+func (s *Service) pendingReview(ctx context.Context, op *record.Operation) (last *reviewRecord, n int, since time.Time, err error) {
 	for i := 1; i <= s.maxConditionRounds+1; i++ {
 		li, err := s.Ledger.GetIntent(ctx, op.Tenant, op.ID, reviewName(op.Version, i))
 		if errors.Is(err, record.ErrNotFound) {
@@ -300,7 +300,7 @@ func (s *Governance) pendingReview(ctx context.Context, op *record.Operation) (l
 
 // pollReview polls the async review; nil means still pending. A review task that ended
 // without a verdict keeps the gate closed.
-func (s *Governance) pollReview(ctx context.Context, op *record.Operation, req *stage.Request, rv *reviewRecord) (*adcp.GovernanceResult, error) {
+func (s *Service) pollReview(ctx context.Context, op *record.Operation, req *stage.Request, rv *reviewRecord) (*adcp.GovernanceResult, error) {
 	ts, err := s.AdCP.GetTaskStatus(ctx, req.Governance.AgentID, adcp.GetTaskStatusRequest{TaskID: rv.TaskID, IncludeResult: true})
 	if errors.As(err, new(*adcp.UnavailableError)) {
 		return nil, err // not sent: the caller waits for the agent's breaker
@@ -335,7 +335,7 @@ func (s *Governance) pollReview(ctx context.Context, op *record.Operation, req *
 // approvalRequested reports whether a person was asked to approve the operation after its last
 // move into awaiting_approval: then a "check" while awaiting (or checking) is the re-check the
 // state machine runs after that approval, not a retry of this stage's own needs_approval.
-func (s *Governance) approvalRequested(ctx context.Context, op *record.Operation) (bool, error) {
+func (s *Service) approvalRequested(ctx context.Context, op *record.Operation) (bool, error) {
 	requested := false
 	cursor := ""
 	for page := 0; page < 50; page++ {
@@ -359,7 +359,7 @@ func (s *Governance) approvalRequested(ctx context.Context, op *record.Operation
 	return requested, nil
 }
 
-func (s *Governance) approved(ctx context.Context, op *record.Operation, req *stage.Request, res *adcp.GovernanceResult, payload []byte, afterApproval bool) (workflow.GovernanceOutput, error) {
+func (s *Service) approved(ctx context.Context, op *record.Operation, req *stage.Request, res *adcp.GovernanceResult, payload []byte, afterApproval bool) (workflow.GovernanceOutput, error) {
 	needs, why := false, ""
 	if !afterApproval {
 		switch {
@@ -376,13 +376,13 @@ func (s *Governance) approved(ctx context.Context, op *record.Operation, req *st
 	return s.Settle(ctx, op, req, res, payload, to, decision, why)
 }
 
-func (s *Governance) needsApproval(ctx context.Context, op *record.Operation, req *stage.Request, res *adcp.GovernanceResult, payload []byte, why string) (workflow.GovernanceOutput, error) {
+func (s *Service) needsApproval(ctx context.Context, op *record.Operation, req *stage.Request, res *adcp.GovernanceResult, payload []byte, why string) (workflow.GovernanceOutput, error) {
 	return s.Settle(ctx, op, req, res, payload, workflow.StatusAwaitingApproval, workflow.GovernanceNeedsApproval, why)
 }
 
-func (s *Governance) denied(ctx context.Context, op *record.Operation, req *stage.Request, res *adcp.GovernanceResult) (workflow.GovernanceOutput, error) {
+func (s *Service) denied(ctx context.Context, op *record.Operation, req *stage.Request, res *adcp.GovernanceResult) (workflow.GovernanceOutput, error) {
 	reason := denialReason(res)
-	_, moved, err := s.Move(ctx, op, workflow.StatusRejected, record.Changes{Reason: &reason, Actor: stage.GovernanceActor(req.Governance.AgentID),
+	_, moved, err := s.Move(ctx, op, workflow.StatusRejected, record.Patch{Reason: &reason, Actor: stage.GovernanceActor(req.Governance.AgentID),
 		EventType: record.EventGovernanceCheck, Detail: record.EventDetail(map[string]any{"verdict": res.Verdict, "check_id": res.CheckID, "findings": res.Findings})})
 	if err != nil {
 		return workflow.GovernanceOutput{}, err
@@ -531,7 +531,7 @@ func setPath(root map[string]any, path string, v any) error {
 // Report is ReportOutcome: report_plan_outcome "completed" with the seller's response, sent as
 // an intent fixed once. CompensationRequired is true when the governance agent answers with
 // critical findings (the buy must be undone). The business-key lock is released.
-func (s *Governance) Report(ctx context.Context, in workflow.OutcomeInput) (workflow.OutcomeOutput, error) {
+func (s *Service) Report(ctx context.Context, in workflow.OutcomeInput) (workflow.OutcomeOutput, error) {
 	op, err := s.Load(ctx, in.Tenant, in.OperationID)
 	if err != nil {
 		return workflow.OutcomeOutput{}, err
@@ -560,7 +560,7 @@ func (s *Governance) Report(ctx context.Context, in workflow.OutcomeInput) (work
 
 // reportCompleted reports a completed buy with the seller's response (intent
 // "report_plan_outcome#completed", fixed once whichever stage sends it).
-func (s *Governance) reportCompleted(ctx context.Context, op *record.Operation, req *stage.Request) (*adcp.OutcomeResult, error) {
+func (s *Service) reportCompleted(ctx context.Context, op *record.Operation, req *stage.Request) (*adcp.OutcomeResult, error) {
 	return s.report(ctx, op, req, "completed", func(r *adcp.ReportPlanOutcomeRequest) {
 		sr := &adcp.SellerResponse{SellerReference: op.MediaBuyID}
 		// The ledger's exact decimal, the amount that was approved and bought.
@@ -585,7 +585,7 @@ func undo(r *adcp.OutcomeResult) workflow.OutcomeOutput {
 }
 
 // report sends report_plan_outcome for outcome once (intent "report_plan_outcome#<outcome>").
-func (s *Governance) report(ctx context.Context, op *record.Operation, req *stage.Request, outcome string, fill func(*adcp.ReportPlanOutcomeRequest)) (*adcp.OutcomeResult, error) {
+func (s *Service) report(ctx context.Context, op *record.Operation, req *stage.Request, outcome string, fill func(*adcp.ReportPlanOutcomeRequest)) (*adcp.OutcomeResult, error) {
 	in, err := s.FixIntent(ctx, op, stage.IntentReportPrefix+outcome, adcp.ToolReportPlanOutcome, func() (adcp.Intent, error) {
 		r := adcp.ReportPlanOutcomeRequest{PlanID: req.Governance.PlanID, CheckID: op.GovernanceCheckID, PurchaseType: "media_buy",
 			Outcome: outcome, GovernanceContext: op.GovernanceContext, Context: echoContext(op, req)}
@@ -661,7 +661,7 @@ func failureStatus(name string) workflow.Status {
 // and a webhook, a poll or the sweep saw it, while a step failed, e.g. a crashed create) is
 // reported completed, with the same fixed intent as ReportOutcome, so governance learns of the
 // buy exactly once; the output's Status tells the state machine to end it as completed.
-func (s *Governance) Fail(ctx context.Context, in workflow.OutcomeInput) (FailOutput, error) {
+func (s *Service) Fail(ctx context.Context, in workflow.OutcomeInput) (FailOutput, error) {
 	op, err := s.Load(ctx, in.Tenant, in.OperationID)
 	if err != nil {
 		return FailOutput{}, err
@@ -673,7 +673,7 @@ func (s *Governance) Fail(ctx context.Context, in workflow.OutcomeInput) (FailOu
 	reason := record.Clip(strings.TrimSpace(f.Error+": "+f.Cause), 1000)
 	if !op.Status.Terminal() {
 		ev := record.EventDetail(map[string]any{"error": f.Error})
-		if op, _, err = s.Move(ctx, op, failureStatus(f.Error), record.Changes{Reason: &reason, Actor: stage.ActorSystem, EventType: record.EventFailure, Detail: ev}); err != nil {
+		if op, _, err = s.Move(ctx, op, failureStatus(f.Error), record.Patch{Reason: &reason, Actor: stage.ActorSystem, EventType: record.EventFailure, Detail: ev}); err != nil {
 			return FailOutput{}, err
 		}
 	} else {
@@ -736,7 +736,7 @@ func failureCode(op *record.Operation, f workflow.StepError) string {
 // fence is not stored on the operation, so the lock is re-acquired by the same owner (which
 // succeeds only while the lock is ours or free) and released at once; a lock held by another
 // operation is left alone.
-func (s *Governance) releaseLock(ctx context.Context, op *record.Operation) error {
+func (s *Service) releaseLock(ctx context.Context, op *record.Operation) error {
 	if op.PONumber == "" || op.SellerID == "" {
 		return nil
 	}

@@ -10,7 +10,7 @@ import (
 
 // Handle handles the governance function's payload: actions check, report and fail.
 // Errors come back bare (workflow.TaskError), so the ASL's ErrorEquals match them.
-func (s *Governance) Handle(ctx context.Context, raw json.RawMessage) (any, error) {
+func (s *Service) Handle(ctx context.Context, raw json.RawMessage) (any, error) {
 	out, err := s.handle(ctx, raw)
 	if err != nil {
 		return nil, workflow.TaskError(err)
@@ -18,7 +18,7 @@ func (s *Governance) Handle(ctx context.Context, raw json.RawMessage) (any, erro
 	return out, nil
 }
 
-func (s *Governance) handle(ctx context.Context, raw json.RawMessage) (any, error) {
+func (s *Service) handle(ctx context.Context, raw json.RawMessage) (any, error) {
 	action, err := stage.ActionOf(raw)
 	if err != nil {
 		return nil, err

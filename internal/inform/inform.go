@@ -43,7 +43,7 @@ type Ledger interface {
 const Sender = "buyflow:requester"
 
 // Notifier posts requester notifications.
-type Notifier struct {
+type Service struct {
 	ledger Ledger
 	slack  slack.Client
 	log    *slog.Logger
@@ -53,14 +53,14 @@ type Notifier struct {
 // requester's user or channel id. With a nil c (Slack configured as an incoming webhook, which
 // posts to its one channel only) every notification is dropped with a warning: a requester's
 // direct message must not land in the approvers' channel.
-func New(l Ledger, c slack.Client) *Notifier {
-	return &Notifier{ledger: l, slack: c, log: slog.Default()}
+func New(l Ledger, c slack.Client) *Service {
+	return &Service{ledger: l, slack: c, log: slog.Default()}
 }
 
 // Handle tells the requester about one status event. An event that is not a status event, or
 // one the requester is not told about, is dropped (no retry could change that); a failed read
 // or post is an error, which Lambda retries.
-func (n *Notifier) Handle(ctx context.Context, raw json.RawMessage) error {
+func (n *Service) Handle(ctx context.Context, raw json.RawMessage) error {
 	ev, err := statusevent.Parse(raw)
 	if err != nil {
 		n.log.WarnContext(ctx, "not a status event; dropped", "err", err)
@@ -111,7 +111,7 @@ func (n *Notifier) Handle(ctx context.Context, raw json.RawMessage) error {
 
 // updateOf is what d tells the requester, by what changed status; ok is false for a
 // transition that is not news.
-func (n *Notifier) updateOf(ctx context.Context, d statusevent.Detail) (u slack.RequesterUpdate, ok bool, err error) {
+func (n *Service) updateOf(ctx context.Context, d statusevent.Detail) (u slack.RequesterUpdate, ok bool, err error) {
 	switch d.Kind {
 	case statusevent.KindMediaBuy:
 		kind, ok := kindOf(workflow.Status(d.From), workflow.Status(d.To))
@@ -169,7 +169,7 @@ var errStale = errors.New("inform: the approval is already decided")
 
 // update gathers what the message says from the event and the ledger, and returns the
 // latest approval it read (nil when it read none).
-func (n *Notifier) update(ctx context.Context, d statusevent.Detail, kind slack.RequesterKind) (slack.RequesterUpdate, *record.Approval, error) {
+func (n *Service) update(ctx context.Context, d statusevent.Detail, kind slack.RequesterKind) (slack.RequesterUpdate, *record.Approval, error) {
 	op, err := n.ledger.GetOperation(ctx, d.Tenant, d.OperationID)
 	if err != nil {
 		return slack.RequesterUpdate{}, nil, fmt.Errorf("inform: read operation %s: %w", d.OperationID, err)
@@ -222,7 +222,7 @@ func exact(value, currency string) approvalcore.Money {
 // budget before (the buy's when the change was asked for) and after (what the approver is
 // asked to approve while it waits; what the seller applied once it is). A change not applied
 // leaves the buy as it was.
-func (n *Notifier) changeUpdate(ctx context.Context, d statusevent.Detail, kind slack.RequesterKind) (slack.RequesterUpdate, error) {
+func (n *Service) changeUpdate(ctx context.Context, d statusevent.Detail, kind slack.RequesterKind) (slack.RequesterUpdate, error) {
 	u, a, err := n.update(ctx, d, kind)
 	if err != nil {
 		return u, err
@@ -265,7 +265,7 @@ var campaignKinds = map[string]slack.RequesterKind{
 // campaignUpdate is what a campaign's event tells: its legs and budget when submitted; while
 // it waits, who must approve until when and the approval's total of the legs it covers (the
 // one its gate compared); once ended, how many legs were placed and what they committed.
-func (n *Notifier) campaignUpdate(ctx context.Context, d statusevent.Detail, kind slack.RequesterKind) (slack.RequesterUpdate, error) {
+func (n *Service) campaignUpdate(ctx context.Context, d statusevent.Detail, kind slack.RequesterKind) (slack.RequesterUpdate, error) {
 	rec, err := n.ledger.GetCampaign(ctx, d.Tenant, d.OperationID)
 	if err != nil {
 		return slack.RequesterUpdate{}, fmt.Errorf("inform: read campaign %s: %w", d.OperationID, err)
@@ -306,7 +306,7 @@ func (n *Notifier) campaignUpdate(ctx context.Context, d statusevent.Detail, kin
 }
 
 // eachEvent calls f with every event of opID's timeline, oldest first.
-func (n *Notifier) eachEvent(ctx context.Context, tenant, opID string, f func(record.Event)) error {
+func (n *Service) eachEvent(ctx context.Context, tenant, opID string, f func(record.Event)) error {
 	cursor := ""
 	for {
 		page, err := n.ledger.ListEvents(ctx, tenant, opID, record.MaxListLimit, cursor)
@@ -324,7 +324,7 @@ func (n *Notifier) eachEvent(ctx context.Context, tenant, opID string, f func(re
 
 // latestApproval is the operation's most recent approval; found is false when it never asked
 // for one.
-func (n *Notifier) latestApproval(ctx context.Context, tenant, opID string) (a *record.Approval, found bool, err error) {
+func (n *Service) latestApproval(ctx context.Context, tenant, opID string) (a *record.Approval, found bool, err error) {
 	id := ""
 	err = n.eachEvent(ctx, tenant, opID, func(ev record.Event) {
 		if ev.Type != record.EventApprovalRequested {

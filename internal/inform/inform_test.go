@@ -21,7 +21,7 @@ import (
 type fixture struct {
 	store *ledger.Store
 	sink  *slack.Sink
-	n     *Notifier
+	n     *Service
 }
 
 func setup(t *testing.T) fixture {
@@ -340,7 +340,7 @@ func TestRequesterHearsAboutTheirCampaign(t *testing.T) {
 		id := "leg-" + string(rune('a'+i))
 		f.buy(t, id)
 		for v, st := range path {
-			if _, err := f.store.Transition(ctx, "acme", id, st, int64(v+1), record.Changes{}); err != nil {
+			if _, err := f.store.Transition(ctx, "acme", id, st, int64(v+1), record.Patch{}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -32,7 +32,7 @@ func TestBackfillListsLiveTheBuysCompletedBeforeTheLiveList(t *testing.T) {
 		t.Helper()
 		mustCreate(t, s, op)
 		for _, to := range []workflow.Status{workflow.StatusCreating, workflow.StatusCompleted} {
-			if _, err := s.Transition(ctx, op.Tenant, op.ID, to, record.AnyVersion, record.Changes{}); err != nil {
+			if _, err := s.Transition(ctx, op.Tenant, op.ID, to, record.AnyVersion, record.Patch{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -63,7 +63,7 @@ func TestBackfillListsLiveTheBuysCompletedBeforeTheLiveList(t *testing.T) {
 	complete(change)
 	unlist("change")
 	mustCreate(t, s, newOp("failed"))
-	if _, err := s.Transition(ctx, "acme", "failed", workflow.StatusFailed, record.AnyVersion, record.Changes{}); err != nil {
+	if _, err := s.Transition(ctx, "acme", "failed", workflow.StatusFailed, record.AnyVersion, record.Patch{}); err != nil {
 		t.Fatal(err)
 	}
 

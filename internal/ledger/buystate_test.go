@@ -142,17 +142,17 @@ func TestCompletedOperationsAreListedLiveUntilRetiredOrCanceled(t *testing.T) {
 	ctx := context.Background()
 	for _, id := range []string{"op-live", "op-canceled", "op-pending"} {
 		mustCreate(t, s, newOp(id))
-		if _, err := s.Transition(ctx, "acme", id, workflow.StatusCreating, record.AnyVersion, record.Changes{}); err != nil {
+		if _, err := s.Transition(ctx, "acme", id, workflow.StatusCreating, record.AnyVersion, record.Patch{}); err != nil {
 			t.Fatal(err)
 		}
 		if id == "op-pending" {
 			continue
 		}
-		if _, err := s.Transition(ctx, "acme", id, workflow.StatusCompleted, record.AnyVersion, record.Changes{}); err != nil {
+		if _, err := s.Transition(ctx, "acme", id, workflow.StatusCompleted, record.AnyVersion, record.Patch{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Transition(ctx, "acme", "op-canceled", workflow.StatusCanceled, record.AnyVersion, record.Changes{}); err != nil {
+	if _, err := s.Transition(ctx, "acme", "op-canceled", workflow.StatusCanceled, record.AnyVersion, record.Patch{}); err != nil {
 		t.Fatal(err)
 	}
 	ids := func(at time.Time) []string {

@@ -53,7 +53,7 @@ func BenchmarkRacingWrites(b *testing.B) {
 				for range writers {
 					wg.Go(func() {
 						start := time.Now()
-						_, err := s.UpdateFields(ctx, "acme", "op-1", record.AnyVersion, record.Changes{Actor: "bench"})
+						_, err := s.UpdateFields(ctx, "acme", "op-1", record.AnyVersion, record.Patch{Actor: "bench"})
 						d := time.Since(start)
 						mu.Lock()
 						defer mu.Unlock()

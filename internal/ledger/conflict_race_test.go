@@ -77,7 +77,7 @@ func TestWritesThatLoseARaceAreSentAgain(t *testing.T) {
 			defer wg.Done()
 			for i := range rounds {
 				reason := fmt.Sprintf("writer %d round %d", w, i)
-				switch _, err := s.UpdateFields(ctx, "acme", "op-1", record.AnyVersion, record.Changes{Actor: "test", Reason: &reason}); {
+				switch _, err := s.UpdateFields(ctx, "acme", "op-1", record.AnyVersion, record.Patch{Actor: "test", Reason: &reason}); {
 				case err == nil:
 					mu.Lock()
 					updated++

@@ -17,13 +17,13 @@ func TestAppendEventWhile(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
 	op := mustCreate(t, s, newOp("op-1"))
-	if _, err := s.Transition(ctx, op.Tenant, op.ID, workflow.StatusCreating, record.AnyVersion, record.Changes{}); err != nil {
+	if _, err := s.Transition(ctx, op.Tenant, op.ID, workflow.StatusCreating, record.AnyVersion, record.Patch{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.AppendEventWhile(ctx, op.Tenant, op.ID, workflow.StatusCreating, record.Event{Type: record.EventLapsedClaimCheck, Reason: "while creating"}); err != nil {
 		t.Fatalf("append while creating: %v", err)
 	}
-	if _, err := s.Transition(ctx, op.Tenant, op.ID, workflow.StatusCompleted, record.AnyVersion, record.Changes{}); err != nil {
+	if _, err := s.Transition(ctx, op.Tenant, op.ID, workflow.StatusCompleted, record.AnyVersion, record.Patch{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.AppendEventWhile(ctx, op.Tenant, op.ID, workflow.StatusCreating, record.Event{Type: record.EventLapsedClaimCheck, Reason: "after completed"}); !errors.Is(err, record.ErrConflict) {

@@ -213,7 +213,7 @@ func TestTransitionConditionAndConflictMapping(t *testing.T) {
 				return nil, tt.err
 			}
 			_, err := fakeStore(f).Transition(context.Background(), "acme", "op-1", workflow.StatusCompleted, 6,
-				record.Changes{MediaBuyID: aws.String("mb-1")})
+				record.Patch{MediaBuyID: aws.String("mb-1")})
 			tt.check(t, err)
 		})
 	}

@@ -220,7 +220,7 @@ func (s *Store) GetOperation(ctx context.Context, tenant, id string) (*record.Op
 // audit event is written in the same transaction. A refused transition returns a
 // *TransitionError built from a consistent read of the current item; a missing operation returns
 // ErrNotFound. The returned operation is read after the commit and may include later writes.
-func (s *Store) Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Changes) (*record.Operation, error) {
+func (s *Store) Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Patch) (*record.Operation, error) {
 	if err := checkID("tenant", tenant); err != nil {
 		return nil, err
 	}
@@ -265,7 +265,7 @@ func (s *Store) Transition(ctx context.Context, tenant, id string, to workflow.S
 // Like Transition it increments the version, refreshes updated_at and the gsi1 sort key, writes
 // an "update" event in the same transaction, and reports a refusal as a *TransitionError (kind
 // terminal or version) or ErrNotFound.
-func (s *Store) UpdateFields(ctx context.Context, tenant, id string, expectedVersion int64, ch record.Changes) (*record.Operation, error) {
+func (s *Store) UpdateFields(ctx context.Context, tenant, id string, expectedVersion int64, ch record.Patch) (*record.Operation, error) {
 	if err := checkID("tenant", tenant); err != nil {
 		return nil, err
 	}
@@ -304,7 +304,7 @@ func (s *Store) UpdateFields(ctx context.Context, tenant, id string, expectedVer
 }
 
 // transitionInput builds the transaction of a transition (to set) or of an UpdateFields (to "").
-func (s *Store) transitionInput(tenant, id string, to workflow.Status, preds []workflow.Status, expectedVersion int64, ch record.Changes, now time.Time, write string) (*dynamodb.TransactWriteItemsInput, error) {
+func (s *Store) transitionInput(tenant, id string, to workflow.Status, preds []workflow.Status, expectedVersion int64, ch record.Patch, now time.Time, write string) (*dynamodb.TransactWriteItemsInput, error) {
 	cond := expression.Name(attrStatus).In(statusValue(preds[0]), statusOperands(preds[1:])...)
 	if len(preds) == 1 {
 		cond = expression.Name(attrStatus).Equal(statusValue(preds[0]))
@@ -380,7 +380,7 @@ func statusOperands(ss []workflow.Status) []expression.OperandBuilder {
 	return out
 }
 
-func applyChanges(ch record.Changes, up expression.UpdateBuilder) expression.UpdateBuilder {
+func applyChanges(ch record.Patch, up expression.UpdateBuilder) expression.UpdateBuilder {
 	setS := func(name string, v *string) {
 		if v != nil {
 			up = up.Set(expression.Name(name), expression.Value(*v))

@@ -85,12 +85,12 @@ func TestTransitionConflicts(t *testing.T) {
 			id := fmt.Sprintf("op-%d", i)
 			mustCreate(t, s, newOp(id))
 			for _, st := range tt.setup {
-				if _, err := s.Transition(ctx, "acme", id, st, record.AnyVersion, record.Changes{}); err != nil {
+				if _, err := s.Transition(ctx, "acme", id, st, record.AnyVersion, record.Patch{}); err != nil {
 					t.Fatalf("setup %s: %v", st, err)
 				}
 			}
 			before, _ := s.GetOperation(ctx, "acme", id)
-			got, err := s.Transition(ctx, "acme", id, tt.to, tt.expected, record.Changes{MediaBuyID: ptr("mb-1")})
+			got, err := s.Transition(ctx, "acme", id, tt.to, tt.expected, record.Patch{MediaBuyID: ptr("mb-1")})
 			if tt.kind == "" {
 				if err != nil {
 					t.Fatalf("transition: %v", err)
@@ -153,7 +153,7 @@ func TestTransitionConcurrent(t *testing.T) {
 				if to.Terminal() && rng.IntN(20) != 0 {
 					to = next[0]
 				}
-				_, err = s.Transition(ctx, "acme", "op-race", to, cur.Version, record.Changes{})
+				_, err = s.Transition(ctx, "acme", "op-race", to, cur.Version, record.Patch{})
 				var te *record.TransitionError
 				switch {
 				case err == nil:
@@ -216,7 +216,7 @@ func TestTransitionConcurrent(t *testing.T) {
 	// Phase 2: end the operation, then 50 concurrent late updates (the "late working" webhook)
 	// must all be refused as terminal and change nothing.
 	if !final.Status.Terminal() {
-		if final, err = s.Transition(ctx, "acme", "op-race", workflow.StatusCanceled, final.Version, record.Changes{}); err != nil {
+		if final, err = s.Transition(ctx, "acme", "op-race", workflow.StatusCanceled, final.Version, record.Patch{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -224,7 +224,7 @@ func TestTransitionConcurrent(t *testing.T) {
 	for g := range 50 {
 		wg.Go(func() {
 			to := []workflow.Status{workflow.StatusWorking, workflow.StatusCompleted, workflow.StatusFailed}[g%3]
-			_, err := s.Transition(ctx, "acme", "op-race", to, record.AnyVersion, record.Changes{})
+			_, err := s.Transition(ctx, "acme", "op-race", to, record.AnyVersion, record.Patch{})
 			var te *record.TransitionError
 			if errors.As(err, &te) && te.Kind == record.ConflictTerminal {
 				refused.Add(1)
@@ -250,7 +250,7 @@ func TestCrossTenantIsNotFound(t *testing.T) {
 	if _, err := s.GetOperation(ctx, "globex", "op-1"); !errors.Is(err, record.ErrNotFound) {
 		t.Errorf("get: err = %v", err)
 	}
-	if _, err := s.Transition(ctx, "globex", "op-1", workflow.StatusCreating, record.AnyVersion, record.Changes{}); !errors.Is(err, record.ErrNotFound) {
+	if _, err := s.Transition(ctx, "globex", "op-1", workflow.StatusCreating, record.AnyVersion, record.Patch{}); !errors.Is(err, record.ErrNotFound) {
 		t.Errorf("transition: err = %v", err)
 	}
 	if _, err := s.ListEvents(ctx, "globex", "op-1", 10, ""); !errors.Is(err, record.ErrNotFound) {
@@ -330,7 +330,7 @@ func TestListOperationsPaginationAndFilters(t *testing.T) {
 		op.SellerID = []string{"seller-a", "seller-b"}[i%2]
 		mustCreate(t, s, op)
 		if i%3 == 0 {
-			if _, err := s.Transition(ctx, "acme", op.ID, workflow.StatusCreating, 1, record.Changes{}); err != nil {
+			if _, err := s.Transition(ctx, "acme", op.ID, workflow.StatusCreating, 1, record.Patch{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -386,12 +386,12 @@ func TestListPendingIsSparse(t *testing.T) {
 	ctx := context.Background()
 	for _, id := range []string{"op-1", "op-2", "op-3"} {
 		mustCreate(t, s, newOp(id))
-		if _, err := s.Transition(ctx, "acme", id, workflow.StatusCreating, 1, record.Changes{}); err != nil {
+		if _, err := s.Transition(ctx, "acme", id, workflow.StatusCreating, 1, record.Patch{}); err != nil {
 			t.Fatal(err)
 		}
 		clk.Advance(time.Second)
 	}
-	if _, err := s.Transition(ctx, "acme", "op-2", workflow.StatusFailed, record.AnyVersion, record.Changes{Reason: ptr("seller down")}); err != nil {
+	if _, err := s.Transition(ctx, "acme", "op-2", workflow.StatusFailed, record.AnyVersion, record.Patch{Reason: ptr("seller down")}); err != nil {
 		t.Fatal(err)
 	}
 	page, err := s.ListPending(ctx, workflow.StatusCreating, clk.Now().Add(time.Minute), 10, "")
@@ -418,14 +418,14 @@ func TestUpdateFields(t *testing.T) {
 	s, clk := newStore(t)
 	ctx := context.Background()
 	mustCreate(t, s, newOp("op-1"))
-	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusWorking, record.AnyVersion, record.Changes{}); !errors.Is(err, record.ErrConflict) {
+	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusWorking, record.AnyVersion, record.Patch{}); !errors.Is(err, record.ErrConflict) {
 		t.Fatalf("requested → working must be illegal: %v", err)
 	}
-	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCreating, 1, record.Changes{}); err != nil {
+	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCreating, 1, record.Patch{}); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(time.Minute)
-	got, err := s.UpdateFields(ctx, "acme", "op-1", 2, record.Changes{SellerTaskID: ptr("task-9"), Actor: "poll"})
+	got, err := s.UpdateFields(ctx, "acme", "op-1", 2, record.Patch{SellerTaskID: ptr("task-9"), Actor: "poll"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,16 +433,16 @@ func TestUpdateFields(t *testing.T) {
 		t.Fatalf("after update: %+v", got)
 	}
 	var te *record.TransitionError
-	if _, err := s.UpdateFields(ctx, "acme", "op-1", 2, record.Changes{}); !errors.As(err, &te) || te.Kind != record.ConflictVersion {
+	if _, err := s.UpdateFields(ctx, "acme", "op-1", 2, record.Patch{}); !errors.As(err, &te) || te.Kind != record.ConflictVersion {
 		t.Fatalf("stale version: %v", err)
 	}
-	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCanceled, 3, record.Changes{}); err != nil {
+	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCanceled, 3, record.Patch{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.UpdateFields(ctx, "acme", "op-1", record.AnyVersion, record.Changes{MediaBuyID: ptr("x")}); !errors.As(err, &te) || te.Kind != record.ConflictTerminal {
+	if _, err := s.UpdateFields(ctx, "acme", "op-1", record.AnyVersion, record.Patch{MediaBuyID: ptr("x")}); !errors.As(err, &te) || te.Kind != record.ConflictTerminal {
 		t.Fatalf("update of a terminal operation: %v", err)
 	}
-	if _, err := s.UpdateFields(ctx, "globex", "op-1", record.AnyVersion, record.Changes{}); !errors.Is(err, record.ErrNotFound) {
+	if _, err := s.UpdateFields(ctx, "globex", "op-1", record.AnyVersion, record.Patch{}); !errors.Is(err, record.ErrNotFound) {
 		t.Fatalf("cross-tenant update: %v", err)
 	}
 	page, err := s.ListEvents(ctx, "acme", "op-1", 10, "")

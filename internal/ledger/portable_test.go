@@ -31,11 +31,11 @@ func TestStoreIsPortableWithEmulatorCompat(t *testing.T) {
 	s.Now = clk.Now
 	ctx := context.Background()
 	mustCreate(t, s, newOp("op-1"))
-	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCreating, 1, record.Changes{}); err != nil {
+	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCreating, 1, record.Patch{}); err != nil {
 		t.Fatal(err)
 	}
 	exp := clk.Now().Add(time.Hour)
-	got, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCompleted, 2, record.Changes{
+	got, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCompleted, 2, record.Patch{
 		SellerTaskID: ptr("task-1"), MediaBuyID: ptr("mb-1"), GovernanceCheckID: ptr("chk-1"),
 		GovernanceContext: ptr("ctx"), GovernanceExpiresAt: &exp, WebhookTokenHash: ptr(record.HashToken("t")),
 		Reason: ptr("done"), Deadline: &exp, ExecutionName: ptr("exec-1"),

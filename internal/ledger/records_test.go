@@ -191,7 +191,7 @@ func TestEventsOrderedAndPaginated(t *testing.T) {
 	want := []string{record.EventCreated}
 	for _, to := range []workflow.Status{workflow.StatusCheckingGovernance, workflow.StatusCreating} {
 		clk.Advance(time.Second)
-		if _, err := s.Transition(ctx, "acme", "op-1", to, record.AnyVersion, record.Changes{Actor: "system"}); err != nil {
+		if _, err := s.Transition(ctx, "acme", "op-1", to, record.AnyVersion, record.Patch{Actor: "system"}); err != nil {
 			t.Fatal(err)
 		}
 		want = append(want, record.EventTransition)

@@ -60,12 +60,12 @@ func TestWritesSurviveARetryAfterALostResponse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	moved, err := s.Transition(ctx, "acme", "op-r", workflow.StatusCheckingGovernance, op.Version, record.Changes{Actor: "test"})
+	moved, err := s.Transition(ctx, "acme", "op-r", workflow.StatusCheckingGovernance, op.Version, record.Patch{Actor: "test"})
 	if err != nil || moved.Status != workflow.StatusCheckingGovernance || moved.Version != op.Version+1 {
 		t.Fatalf("transition: %+v, %v", moved, err)
 	}
 	reason := "r"
-	if _, err := s.UpdateFields(ctx, "acme", "op-r", moved.Version, record.Changes{Reason: &reason}); err != nil {
+	if _, err := s.UpdateFields(ctx, "acme", "op-r", moved.Version, record.Patch{Reason: &reason}); err != nil {
 		t.Fatalf("update fields: %v", err)
 	}
 	if _, err := s.SetTaskToken(ctx, "acme", "op-r", "tok-1"); err != nil {

@@ -19,7 +19,7 @@ import (
 // Slack request lists them. A leg the gate left out (denied, its check failed) is neither
 // counted, shown nor moved. A retry converges as a buy's request does (the approval id derives
 // from the token).
-func (s *Notifier) requestCampaign(ctx context.Context, in workflow.CallbackInput) error {
+func (s *Service) requestCampaign(ctx context.Context, in workflow.CallbackInput) error {
 	c, err := s.Campaign(ctx, in.Tenant, in.CampaignID)
 	if err != nil {
 		return err

@@ -11,7 +11,7 @@ import (
 // ("request", output {}) or Expire ("expire", output workflow.ApprovalExpiry). Errors are
 // returned bare through workflow.TaskError, so their type names match the state machine's
 // ErrorEquals.
-func (s *Notifier) Notify(ctx context.Context, payload json.RawMessage) (any, error) {
+func (s *Service) Notify(ctx context.Context, payload json.RawMessage) (any, error) {
 	var head struct {
 		Action workflow.Action `json:"action"`
 	}

@@ -5,6 +5,6 @@ import (
 )
 
 // recordExpiry records an approval this call marked expired (not a retry that found it so).
-func (s *Notifier) recordExpiry() {
+func (s *Service) recordExpiry() {
 	s.Cfg.Metrics.Count(metrics.Timeouts, metrics.Dims{"Kind": metrics.TimeoutApproval}, 1)
 }

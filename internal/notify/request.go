@@ -19,11 +19,11 @@ import (
 
 // Notifier is the notify Lambda's use case: Request and Expire (Notify dispatches the payload).
 // It is safe for concurrent use.
-type Notifier struct{ *approval.Base }
+type Service struct{ *approval.Base }
 
 // New checks cfg and returns the notify stage: it needs the Slack client, the public
 // base URL and a policy with approvers on top of what both Lambdas need.
-func New(cfg approval.Config) (*Notifier, error) {
+func New(cfg approval.Config) (*Service, error) {
 	errs := cfg.Problems()
 	if cfg.Slack == nil {
 		errs = append(errs, errors.New("no Slack client"))
@@ -38,7 +38,7 @@ func New(cfg approval.Config) (*Notifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Notifier{s}, nil
+	return &Service{s}, nil
 }
 
 // actorSystem is the actor of events the workflow causes; actorTimeout decides expiries.
@@ -55,7 +55,7 @@ const (
 // A retry with the same task token converges on the same approval (its id derives from the
 // token) and posts to Slack only if no message was recorded yet. The round after an expiry
 // that escalated goes to the policy's escalation approvers.
-func (s *Notifier) Request(ctx context.Context, in workflow.CallbackInput) error {
+func (s *Service) Request(ctx context.Context, in workflow.CallbackInput) error {
 	if err := checkRequest(in); err != nil {
 		return err
 	}
@@ -117,7 +117,7 @@ func (s *Notifier) Request(ctx context.Context, in workflow.CallbackInput) error
 
 // amount is what the approver commits to: the buy's amount, or for a change to a placed buy
 // the buy's budget once changed, as the change's record holds it.
-func (s *Notifier) amount(ctx context.Context, op *record.Operation) (string, error) {
+func (s *Service) amount(ctx context.Context, op *record.Operation) (string, error) {
 	if op.Kind != record.KindModification {
 		return op.BudgetTotal, nil
 	}
@@ -145,7 +145,7 @@ func checkRequest(in workflow.CallbackInput) error {
 // roundOf returns the round of approval id in the timeline of its subject (the operation, or
 // the campaign); known is false for a new request, whose round follows the latest (an
 // escalation when that one expired and escalated).
-func (s *Notifier) roundOf(ctx context.Context, tenant, timeline, id string) (rd approval.Round, known bool, err error) {
+func (s *Service) roundOf(ctx context.Context, tenant, timeline, id string) (rd approval.Round, known bool, err error) {
 	h, err := s.History(ctx, tenant, timeline)
 	if err != nil {
 		return approval.Round{}, false, err
@@ -157,7 +157,7 @@ func (s *Notifier) roundOf(ctx context.Context, tenant, timeline, id string) (rd
 // approversFor returns who is asked in round rd, and who is asked next if nobody decides in
 // time (so the buyer's view can say so). The requester may not approve their own buy, so
 // they get no link.
-func (s *Notifier) approversFor(rd approval.Round, requester string) (approvers, escalateTo []string) {
+func (s *Service) approversFor(rd approval.Round, requester string) (approvers, escalateTo []string) {
 	notRequester := func(a string) bool { return a == requester }
 	group := s.Cfg.Policy.Approvers
 	if rd.Escalation {
@@ -172,7 +172,7 @@ func (s *Notifier) approversFor(rd approval.Round, requester string) (approvers,
 
 // timeout is how long round rd waits for a decision: the run's approval timeout, or the
 // policy's shorter escalation timeout for an escalation round.
-func (s *Notifier) timeout(rd approval.Round, cfg workflow.RunConfig) time.Duration {
+func (s *Service) timeout(rd approval.Round, cfg workflow.RunConfig) time.Duration {
 	timeout := time.Duration(cfg.ApprovalTimeoutSeconds) * time.Second
 	if et := time.Duration(s.Cfg.Policy.EscalationTimeoutSeconds) * time.Second; rd.Escalation && et > 0 && et < timeout {
 		timeout = et
@@ -183,7 +183,7 @@ func (s *Notifier) timeout(rd approval.Round, cfg workflow.RunConfig) time.Durat
 // storeApproval returns the approval of this task token, creating it once (a concurrent retry
 // may create it first) with want's id, approvers, amount and expiry and the operation's
 // requester and reason. An approval of that id for another operation or token is refused.
-func (s *Notifier) storeApproval(ctx context.Context, in workflow.CallbackInput, op *record.Operation, want record.Approval) (*record.Approval, error) {
+func (s *Service) storeApproval(ctx context.Context, in workflow.CallbackInput, op *record.Operation, want record.Approval) (*record.Approval, error) {
 	code := s.reasonCode(in.Reason, op)
 	want.Tenant, want.OperationID, want.TaskToken = in.Tenant, in.OperationID, in.TaskToken
 	want.Requester, want.Currency = op.Requester, op.Currency
@@ -193,7 +193,7 @@ func (s *Notifier) storeApproval(ctx context.Context, in workflow.CallbackInput,
 
 // createOnce returns the approval want.ID, creating it as want the first time (a concurrent
 // retry may create it first). One of that id for another subject or token is refused.
-func (s *Notifier) createOnce(ctx context.Context, want record.Approval) (*record.Approval, error) {
+func (s *Service) createOnce(ctx context.Context, want record.Approval) (*record.Approval, error) {
 	a, err := s.Cfg.Ledger.GetApproval(ctx, want.ID)
 	switch {
 	case errors.Is(err, record.ErrNotFound):
@@ -217,7 +217,7 @@ func (s *Notifier) createOnce(ctx context.Context, want record.Approval) (*recor
 // Already being there (a retry, an escalation round) is fine; an operation that ended meanwhile
 // is a terminal error; any other status is left as it is and logged, since the approval itself
 // is already stored and the workflow decides what happens next.
-func (s *Notifier) awaitApproval(ctx context.Context, op *record.Operation, id string) error {
+func (s *Service) awaitApproval(ctx context.Context, op *record.Operation, id string) error {
 	if op.Status == workflow.StatusAwaitingApproval {
 		return nil
 	}
@@ -225,7 +225,7 @@ func (s *Notifier) awaitApproval(ctx context.Context, op *record.Operation, id s
 		s.Log.WarnContext(ctx, "operation cannot move to awaiting_approval; left as it is", "operationId", op.ID, "status", op.Status)
 		return nil
 	}
-	_, err := s.Cfg.Ledger.Transition(ctx, op.Tenant, op.ID, workflow.StatusAwaitingApproval, record.AnyVersion, record.Changes{
+	_, err := s.Cfg.Ledger.Transition(ctx, op.Tenant, op.ID, workflow.StatusAwaitingApproval, record.AnyVersion, record.Patch{
 		Actor: actorSystem, Detail: approval.EventDetail{ApprovalID: id}.Raw(),
 	})
 	var te *record.TransitionError
@@ -247,7 +247,7 @@ func (s *Notifier) awaitApproval(ctx context.Context, op *record.Operation, id s
 }
 
 // post sends a buy's request to Slack with what it buys.
-func (s *Notifier) post(ctx context.Context, a *record.Approval, op *record.Operation) error {
+func (s *Service) post(ctx context.Context, a *record.Approval, op *record.Operation) error {
 	v, err := s.Review(ctx, a, op)
 	if err != nil {
 		return err
@@ -258,7 +258,7 @@ func (s *Notifier) post(ctx context.Context, a *record.Approval, op *record.Oper
 // postView sends the request v to Slack, one signed link per approver, and stores where it
 // landed. Nothing posted at all is an error (the stage retries); a partial post is logged and
 // kept.
-func (s *Notifier) postView(ctx context.Context, a *record.Approval, v approvalcore.Approval) error {
+func (s *Service) postView(ctx context.Context, a *record.Approval, v approvalcore.Approval) error {
 	exp := s.LinkExpiry(a)
 	reviews := make([]slack.Review, 0, len(a.Approvers))
 	for _, who := range a.Approvers {
@@ -290,7 +290,7 @@ func (s *Notifier) postView(ctx context.Context, a *record.Approval, v approvalc
 }
 
 // reasonCode maps the state machine's reason to the reason shown to approvers.
-func (s *Notifier) reasonCode(reason string, op *record.Operation) approvalcore.ReasonCode {
+func (s *Service) reasonCode(reason string, op *record.Operation) approvalcore.ReasonCode {
 	switch approvalcore.ReasonCode(reason) {
 	case approvalcore.ReasonSellerInputRequired, approvalcore.ReasonPolicyThreshold, approvalcore.ReasonGovernanceConditions,
 		approvalcore.ReasonChangeNeedsApproval:
@@ -326,7 +326,7 @@ const ReasonBuyerRequested approvalcore.ReasonCode = "buyer_requested"
 // the workflow asks again (escalated: once, to the escalation approvers, when the policy says
 // so) or gives up. An approval decided in a race with the timeout is reported as it is: the
 // workflow had stopped waiting, so it gives up and says why.
-func (s *Notifier) Expire(ctx context.Context, in workflow.StageInput) (workflow.ApprovalExpiry, error) {
+func (s *Service) Expire(ctx context.Context, in workflow.StageInput) (workflow.ApprovalExpiry, error) {
 	if err := checkSubject(in.OperationID, in.CampaignID, in.Tenant); err != nil {
 		return workflow.ApprovalExpiry{}, err
 	}

@@ -241,7 +241,7 @@ func typeName(err error) string {
 
 func TestRequestForAnEndedOperationIsTerminal(t *testing.T) {
 	e := approvaltest.NewEnv(t, "")
-	if _, err := e.Store.Transition(e.Ctx, approvaltest.Tenant, approvaltest.OpID, workflow.StatusCanceled, record.AnyVersion, record.Changes{}); err != nil {
+	if _, err := e.Store.Transition(e.Ctx, approvaltest.Tenant, approvaltest.OpID, workflow.StatusCanceled, record.AnyVersion, record.Patch{}); err != nil {
 		t.Fatal(err)
 	}
 	payload, _ := json.Marshal(map[string]any{

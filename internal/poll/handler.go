@@ -9,7 +9,7 @@ import (
 )
 
 // Handle handles the poll function's payload: actions park and poll.
-func (s *Poll) Handle(ctx context.Context, raw json.RawMessage) (any, error) {
+func (s *Service) Handle(ctx context.Context, raw json.RawMessage) (any, error) {
 	out, err := s.handle(ctx, raw)
 	if err != nil {
 		return nil, workflow.TaskError(err)
@@ -17,7 +17,7 @@ func (s *Poll) Handle(ctx context.Context, raw json.RawMessage) (any, error) {
 	return out, nil
 }
 
-func (s *Poll) handle(ctx context.Context, raw json.RawMessage) (any, error) {
+func (s *Service) handle(ctx context.Context, raw json.RawMessage) (any, error) {
 	action, err := stage.ActionOf(raw)
 	if err != nil {
 		return nil, err

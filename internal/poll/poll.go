@@ -19,15 +19,15 @@ import (
 type Tasks = sellertask.Tasks
 
 // Poll is the poll function's use case: park and poll. It is safe for concurrent use.
-type Poll struct {
+type Service struct {
 	stage.Stage
 	tasks Tasks
 	rand  func() float64
 }
 
 // New returns the poll stage; tasks completes the parked AwaitSeller token.
-func New(l stage.Ledger, a stage.AdCP, tasks Tasks, o stage.Options) *Poll {
-	return &Poll{Stage: stage.New(l, a, o), tasks: tasks, rand: stage.OrMathRand(o.Rand)}
+func New(l stage.Ledger, a stage.AdCP, tasks Tasks, o stage.Options) *Service {
+	return &Service{Stage: stage.New(l, a, o), tasks: tasks, rand: stage.OrMathRand(o.Rand)}
 }
 
 // Park is AwaitSeller (waitForTaskToken): when the last seller result already needs a
@@ -35,7 +35,7 @@ func New(l stage.Ledger, a stage.AdCP, tasks Tasks, o stage.Options) *Poll {
 // operation, then completes it itself when the ledger already holds a newer status that needs
 // a decision (a webhook landed before the park) or the deadline passed. A token that is
 // already gone is not an error: whoever completed it had the ledger's truth.
-func (s *Poll) Park(ctx context.Context, in workflow.CallbackInput) error {
+func (s *Service) Park(ctx context.Context, in workflow.CallbackInput) error {
 	if in.TaskToken == "" {
 		return &workflow.InvalidInputError{Field: "task_token", Reason: "required"}
 	}
@@ -72,7 +72,7 @@ func (s *Poll) Park(ctx context.Context, in workflow.CallbackInput) error {
 	return s.complete(ctx, op.ID, in.TaskToken, out, "ledger already newer")
 }
 
-func (s *Poll) complete(ctx context.Context, opID, token string, out workflow.SellerOutput, why string) error {
+func (s *Service) complete(ctx context.Context, opID, token string, out workflow.SellerOutput, why string) error {
 	err := s.tasks.Succeed(ctx, token, out)
 	switch {
 	case errors.Is(err, sfn.ErrTaskGone):
@@ -91,7 +91,7 @@ func (s *Poll) complete(ctx context.Context, opID, token string, out workflow.Se
 // next safety-net interval (workflow.WaitState.Advance). A poll the seller answers with a
 // transient error counts as "no news" and waits another interval; one it refuses for good is
 // a TerminalError.
-func (s *Poll) PollSeller(ctx context.Context, in workflow.PollInput) (workflow.SellerOutput, error) {
+func (s *Service) PollSeller(ctx context.Context, in workflow.PollInput) (workflow.SellerOutput, error) {
 	if err := in.Config.Validate(); err != nil {
 		return workflow.SellerOutput{}, err
 	}
@@ -126,7 +126,7 @@ func (s *Poll) PollSeller(ctx context.Context, in workflow.PollInput) (workflow.
 
 // pollSeller asks the seller about the operation's task and records the answer forward only
 // (RecordTaskStatus); a repeat, an unmapped status and a refused move leave a poll event.
-func (s *Poll) pollSeller(ctx context.Context, op *record.Operation) (*record.Operation, error) {
+func (s *Service) pollSeller(ctx context.Context, op *record.Operation) (*record.Operation, error) {
 	req, err := stage.ParseRequest(op)
 	if err != nil {
 		return nil, err
@@ -164,6 +164,6 @@ func (s *Poll) pollSeller(ctx context.Context, op *record.Operation) (*record.Op
 
 // taskDeps is what the shared task-update code needs from the poll stage: the stage's ledger,
 // no retry of a lost transaction race (MoveError makes it a TransientError the ASL retries).
-func (s *Poll) taskDeps() sellertask.Deps {
+func (s *Service) taskDeps() sellertask.Deps {
 	return sellertask.Deps{Ledger: s.Ledger, Tasks: s.tasks, Metrics: s.Metrics, Now: s.Now, Log: s.Log}
 }

@@ -59,7 +59,7 @@ func TestParkAfterWebhookCompletesTokenItself(t *testing.T) {
 	// The webhook recorded the completion before the park (the lost-wakeup race).
 	mb := "mb_from_webhook"
 	if _, err := e.Store.Transition(context.Background(), stagetest.Tenant, op.ID, workflow.StatusCompleted, record.AnyVersion,
-		record.Changes{MediaBuyID: &mb, Actor: "seller:" + stagetest.SellerID, EventType: "webhook"}); err != nil {
+		record.Patch{MediaBuyID: &mb, Actor: "seller:" + stagetest.SellerID, EventType: "webhook"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.PollStage.Park(context.Background(), parkIn(op, "token-1", out)); err != nil {
@@ -209,7 +209,7 @@ func TestPollLateStatusNeverOverwritesNewer(t *testing.T) {
 		if once.CompareAndSwap(false, true) {
 			mb := "mb_from_webhook"
 			if _, err := e.Store.Transition(context.Background(), stagetest.Tenant, op.ID, workflow.StatusCompleted, record.AnyVersion,
-				record.Changes{MediaBuyID: &mb, Actor: "seller:" + stagetest.SellerID, EventType: "webhook"}); err != nil {
+				record.Patch{MediaBuyID: &mb, Actor: "seller:" + stagetest.SellerID, EventType: "webhook"}); err != nil {
 				t.Error(err)
 			}
 		}
@@ -281,7 +281,7 @@ func TestPollAfterSellerInputApprovedDoesNotAskAgain(t *testing.T) {
 	op, out := e.Placed("approved,input_required")
 	// notify moved the operation to awaiting_approval; the approver said yes.
 	if _, err := e.Store.Transition(context.Background(), stagetest.Tenant, op.ID, workflow.StatusAwaitingApproval, record.AnyVersion,
-		record.Changes{Actor: "system"}); err != nil {
+		record.Patch{Actor: "system"}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := e.PollStage.PollSeller(context.Background(), pollIn(op, out.Next, 0))

@@ -36,7 +36,7 @@ type PutEventsAPI interface {
 }
 
 // Publisher turns ledger stream records into status events on one bus.
-type Publisher struct {
+type Service struct {
 	api     PutEventsAPI
 	bus     string
 	baseURL string
@@ -44,8 +44,8 @@ type Publisher struct {
 
 // New returns a publisher to the bus named bus; links in the events start at baseURL (the HTTP
 // API's root).
-func New(api PutEventsAPI, bus, baseURL string) *Publisher {
-	return &Publisher{api: api, bus: bus, baseURL: baseURL}
+func New(api PutEventsAPI, bus, baseURL string) *Service {
+	return &Service{api: api, bus: bus, baseURL: baseURL}
 }
 
 // maxEntries is PutEvents' limit on entries per call.
@@ -82,7 +82,7 @@ func chunks(todo []pending) [][]pending {
 // Lambda sends again): never a later one, so one operation's events never overtake each other.
 // A record that is not a status change publishes nothing; one whose images do not decode is
 // logged and skipped, since no retry could ever publish it.
-func (p *Publisher) Handle(ctx context.Context, batch events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+func (p *Service) Handle(ctx context.Context, batch events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	var todo []pending
 	for _, rec := range batch.Records {
 		d, ok, err := Transition(rec, p.baseURL)
@@ -112,7 +112,7 @@ func (p *Publisher) Handle(ctx context.Context, batch events.DynamoDBEvent) (eve
 }
 
 // put sends one chunk and returns the index of its first entry EventBridge did not take, or -1.
-func (p *Publisher) put(ctx context.Context, chunk []pending) int {
+func (p *Service) put(ctx context.Context, chunk []pending) int {
 	entries := make([]types.PutEventsRequestEntry, len(chunk))
 	for i, c := range chunk {
 		entries[i] = c.entry

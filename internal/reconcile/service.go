@@ -48,8 +48,8 @@ const markPrefix = "reconcile: "
 // Ledger is the part of the ledger the sweep uses; *ledger.Store satisfies it.
 type Ledger interface {
 	ListPending(ctx context.Context, status workflow.Status, updatedBefore time.Time, limit int, cursor string) (record.Page[*record.Operation], error)
-	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Changes) (*record.Operation, error)
-	UpdateFields(ctx context.Context, tenant, id string, expectedVersion int64, ch record.Changes) (*record.Operation, error)
+	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Patch) (*record.Operation, error)
+	UpdateFields(ctx context.Context, tenant, id string, expectedVersion int64, ch record.Patch) (*record.Operation, error)
 	AppendEvent(ctx context.Context, tenant, opID string, ev record.Event) error
 	ClearTaskToken(ctx context.Context, tenant, id, token string) error
 	AcquireLock(ctx context.Context, name, owner string, ttl time.Duration) (record.Lease, error)

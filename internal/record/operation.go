@@ -149,7 +149,7 @@ func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
 // Changes are the fields a transition sets along with the status; nil fields are left as they
 // are. Event fields describe the audit event written in the same transaction.
-type Changes struct {
+type Patch struct {
 	SellerTaskID        *string
 	MediaBuyID          *string
 	GovernanceCheckID   *string

@@ -21,7 +21,7 @@ import (
 // satisfies it, and so do the ledgers of the stages, the webhook receiver and the
 // reconciliation sweep.
 type Ledger interface {
-	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Changes) (*record.Operation, error)
+	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Patch) (*record.Operation, error)
 	AppendEvent(ctx context.Context, tenant, opID string, ev record.Event) error
 	ClearTaskToken(ctx context.Context, tenant, id, token string) error
 }
@@ -153,7 +153,7 @@ func RecordStatus(ctx context.Context, deps Deps, op *record.Operation, u Update
 	if u.Detail == nil {
 		u.Detail = map[string]any{}
 	}
-	ch := record.Changes{Actor: u.Actor, EventType: u.EventType}
+	ch := record.Patch{Actor: u.Actor, EventType: u.EventType}
 	if op.SellerTaskID == "" && u.TaskID != "" {
 		ch.SellerTaskID = &u.TaskID
 	}
@@ -237,7 +237,7 @@ func EndedMediaBuy(mb *adcp.MediaBuyResult) bool {
 // ledger's current operation and moved=false. Any other failure is returned wrapped ("move
 // operation <id> to <status>: ..."), with a nil operation; a transaction race the ledger's own
 // retries did not win is one (record.ErrContention).
-func Move(ctx context.Context, deps Deps, op *record.Operation, to workflow.Status, ch record.Changes) (cur *record.Operation, moved bool, err error) {
+func Move(ctx context.Context, deps Deps, op *record.Operation, to workflow.Status, ch record.Patch) (cur *record.Operation, moved bool, err error) {
 	if op.Status == to {
 		return op, false, nil
 	}
@@ -256,10 +256,10 @@ func Move(ctx context.Context, deps Deps, op *record.Operation, to workflow.Stat
 // → completed after the seller's input-required was answered), takes the legal step through
 // working first. A repeated input-required after that approval stays "no change", so nobody is
 // asked twice.
-func moveVia(ctx context.Context, deps Deps, op *record.Operation, to workflow.Status, ch record.Changes) (*record.Operation, bool, error) {
+func moveVia(ctx context.Context, deps Deps, op *record.Operation, to workflow.Status, ch record.Patch) (*record.Operation, bool, error) {
 	if to == workflow.StatusCompleted && !workflow.CanMove(op.Status, to) && op.Status != workflow.StatusWorking &&
 		workflow.CanMove(op.Status, workflow.StatusWorking) && workflow.CanMove(workflow.StatusWorking, to) {
-		mid, _, err := Move(ctx, deps, op, workflow.StatusWorking, record.Changes{Actor: ch.Actor, EventType: ch.EventType,
+		mid, _, err := Move(ctx, deps, op, workflow.StatusWorking, record.Patch{Actor: ch.Actor, EventType: ch.EventType,
 			SellerTaskID: ch.SellerTaskID, Detail: ch.Detail})
 		if err != nil {
 			return nil, false, err

@@ -23,17 +23,17 @@ import (
 
 // fakeTaskLedger is a function-typed sellertask.Ledger that records what it was asked.
 type fakeTaskLedger struct {
-	transition func(to workflow.Status, ch record.Changes) (*record.Operation, error)
+	transition func(to workflow.Status, ch record.Patch) (*record.Operation, error)
 	clear      func(token string) error
 
 	mu          sync.Mutex
-	transitions []record.Changes
+	transitions []record.Patch
 	tos         []workflow.Status
 	events      []record.Event
 	cleared     []string
 }
 
-func (f *fakeTaskLedger) Transition(_ context.Context, _, _ string, to workflow.Status, _ int64, ch record.Changes) (*record.Operation, error) {
+func (f *fakeTaskLedger) Transition(_ context.Context, _, _ string, to workflow.Status, _ int64, ch record.Patch) (*record.Operation, error) {
 	f.mu.Lock()
 	f.transitions, f.tos = append(f.transitions, ch), append(f.tos, to)
 	f.mu.Unlock()
@@ -58,8 +58,8 @@ func (f *fakeTaskLedger) ClearTaskToken(_ context.Context, _, _, token string) e
 }
 
 // moves applies every transition to a copy of op.
-func moves(op record.Operation) func(workflow.Status, record.Changes) (*record.Operation, error) {
-	return func(to workflow.Status, ch record.Changes) (*record.Operation, error) {
+func moves(op record.Operation) func(workflow.Status, record.Patch) (*record.Operation, error) {
+	return func(to workflow.Status, ch record.Patch) (*record.Operation, error) {
 		if !workflow.CanMove(op.Status, to) {
 			cur := op
 			return nil, &record.TransitionError{To: to, Current: &cur}
@@ -216,7 +216,7 @@ func TestRecordTaskStatus(t *testing.T) {
 func TestRecordTaskStatusContention(t *testing.T) {
 	t.Parallel()
 	op := record.Operation{Tenant: tenant, ID: "op-1", Status: workflow.StatusSubmitted, SellerTaskID: "task-1"}
-	l := &fakeTaskLedger{transition: func(workflow.Status, record.Changes) (*record.Operation, error) {
+	l := &fakeTaskLedger{transition: func(workflow.Status, record.Patch) (*record.Operation, error) {
 		return nil, fmt.Errorf("transact: %w", record.ErrContention)
 	}}
 	rec, err := sellertask.RecordStatus(context.Background(), taskDeps(l), &op, sellertask.Update{Status: "working"})

@@ -9,7 +9,7 @@ import (
 
 // writeChange shows what a change to a placed buy changes, one line per thing that changes
 // (now → after the change), and the new spend it adds. Long lists fold as a buy's packages do.
-func writeChange(b *strings.Builder, c approvalcore.Change) {
+func writeChange(b *strings.Builder, c approvalcore.ChangeReview) {
 	b.WriteString("*What changes* on " + escape(c.BuyID, maxFieldRunes))
 	for i, l := range c.Lines {
 		if i == approvalcore.MaxShownPackages {

@@ -12,7 +12,7 @@ import (
 func TestRequestMessageOfAChangeListsEachLineNowAndAfter(t *testing.T) {
 	a := sampleApproval()
 	a.Summary, a.Reason = "Change to media buy mb-1", approvalcore.ReasonChangeNeedsApproval
-	a.Purchase = approvalcore.Purchase{Change: &approvalcore.Change{BuyID: "mb-1", Kind: "budget",
+	a.Purchase = approvalcore.Purchase{Change: &approvalcore.ChangeReview{BuyID: "mb-1", Kind: "budget",
 		Before: approvalcore.Money{Minor: 300000, Currency: "USD"}, After: approvalcore.Money{Minor: 1400025, Currency: "USD"},
 		Lines: []approvalcore.ChangeLine{{What: "Total budget", Before: "USD 3,000.00", After: "USD 14,000.25"}}},
 		Governance: approvalcore.Verdict{Verdict: "approved"}}
@@ -31,7 +31,7 @@ func TestRequestMessageOfAChangeListsEachLineNowAndAfter(t *testing.T) {
 
 func TestStatusMessageOfAChangeNamesTheChange(t *testing.T) {
 	a := sampleApproval()
-	a.Purchase = approvalcore.Purchase{Change: &approvalcore.Change{BuyID: "mb-1", Kind: "pause",
+	a.Purchase = approvalcore.Purchase{Change: &approvalcore.ChangeReview{BuyID: "mb-1", Kind: "pause",
 		Lines: []approvalcore.ChangeLine{{What: "Delivery", Before: "active", After: "paused"}}}}
 	a.Status, a.DecidedBy, a.DecidedAt = approvalcore.StatusRejected, "U0ALICE01", a.ExpiresAt.Add(-time.Hour)
 	m, err := StatusMessage(a)

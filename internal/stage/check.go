@@ -28,7 +28,7 @@ func (s *Stage) Settle(ctx context.Context, op *record.Operation, req *Request, 
 		return workflow.GovernanceOutput{}, err
 	}
 	hash := record.HashToken(tok)
-	ch := record.Changes{WebhookTokenHash: &hash, Actor: GovernanceActor(req.Governance.AgentID), EventType: record.EventGovernanceCheck,
+	ch := record.Patch{WebhookTokenHash: &hash, Actor: GovernanceActor(req.Governance.AgentID), EventType: record.EventGovernanceCheck,
 		Detail: record.EventDetail(map[string]any{"verdict": res.Verdict, "check_id": res.CheckID, "expires_at": res.ExpiresAt, "decision": decision, "reason": why,
 			"conditions": res.Conditions})}
 	if res.CheckID != "" {

@@ -25,7 +25,7 @@ import (
 type Ledger interface {
 	Intents
 	GetOperation(ctx context.Context, tenant, id string) (*record.Operation, error)
-	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Changes) (*record.Operation, error)
+	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Patch) (*record.Operation, error)
 	SetTaskToken(ctx context.Context, tenant, id, token string) (*record.Operation, error)
 	ClearTaskToken(ctx context.Context, tenant, id, token string) error
 	AppendEvent(ctx context.Context, tenant, opID string, ev record.Event) error
@@ -179,7 +179,7 @@ func (s *Stage) Load(ctx context.Context, tenant, id string) (*record.Operation,
 // move transitions op to to, forward only (sellertask.Move, no retry of a lost transaction
 // race: the ASL retries the TransientError). A refused transition is "no change": it returns
 // the current operation and moved=false. A missing operation is a NotFoundError.
-func (s *Stage) Move(ctx context.Context, op *record.Operation, to workflow.Status, ch record.Changes) (cur *record.Operation, moved bool, err error) {
+func (s *Stage) Move(ctx context.Context, op *record.Operation, to workflow.Status, ch record.Patch) (cur *record.Operation, moved bool, err error) {
 	cur, moved, err = sellertask.Move(ctx, sellertask.Deps{Ledger: s.Ledger, Log: s.Log}, op, to, ch)
 	if err != nil {
 		return nil, false, MoveError(op, err)

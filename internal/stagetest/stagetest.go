@@ -68,11 +68,11 @@ func (f PolicyFunc) Needs(op *record.Operation) (bool, string) { return f(op) }
 // HookLedger wraps the real ledger; a non-nil hook replaces a method.
 type HookLedger struct {
 	stage.Ledger
-	OnTransition func(ctx context.Context, tenant, id string, to workflow.Status, v int64, ch record.Changes) (*record.Operation, error)
+	OnTransition func(ctx context.Context, tenant, id string, to workflow.Status, v int64, ch record.Patch) (*record.Operation, error)
 }
 
 // Transition calls OnTransition when it is set, else the ledger.
-func (h *HookLedger) Transition(ctx context.Context, tenant, id string, to workflow.Status, v int64, ch record.Changes) (*record.Operation, error) {
+func (h *HookLedger) Transition(ctx context.Context, tenant, id string, to workflow.Status, v int64, ch record.Patch) (*record.Operation, error) {
 	if h.OnTransition != nil {
 		return h.OnTransition(ctx, tenant, id, to, v, ch)
 	}
@@ -129,9 +129,9 @@ type Env struct {
 	mu          sync.Mutex
 	completions []Completion
 	tasks       poll.Tasks
-	GovStage    *governance.Governance
-	CreateStage *create.Create
-	PollStage   *poll.Poll
+	GovStage    *governance.Service
+	CreateStage *create.Service
+	PollStage   *poll.Service
 }
 
 // Build makes the three stages over the env's ledger and agents, each with what its Lambda

@@ -136,7 +136,7 @@ func (a Application) Function(name string) (Function, bool) {
 }
 
 // agentEnv is what every function that calls agents reads: the ledger, which holds the agent
-// registry (internal/agents), and the prefix of the agents' secrets. The agents themselves are
+// registry (internal/registry), and the prefix of the agents' secrets. The agents themselves are
 // never in the environment, which stays the same size whatever their number.
 var agentEnv = []string{EnvTableName, EnvAgentsSecretPrefix}
 

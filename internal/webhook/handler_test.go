@@ -464,7 +464,7 @@ type failingLedger struct {
 	released []string
 }
 
-func (f *failingLedger) Transition(context.Context, string, string, workflow.Status, int64, record.Changes) (*record.Operation, error) {
+func (f *failingLedger) Transition(context.Context, string, string, workflow.Status, int64, record.Patch) (*record.Operation, error) {
 	return nil, errors.New("dynamodb: service unavailable")
 }
 

@@ -167,7 +167,7 @@ func (e *env) syncOp(id, seller, mediaBuyID string) *record.Operation {
 		e.t.Fatal(err)
 	}
 	hash, deadline := record.HashToken(token(id)), e.clock.Now().Add(24*time.Hour)
-	op, err = e.store.Transition(e.ctx, tenant, id, workflow.StatusCompleted, op.Version, record.Changes{MediaBuyID: &mediaBuyID,
+	op, err = e.store.Transition(e.ctx, tenant, id, workflow.StatusCompleted, op.Version, record.Patch{MediaBuyID: &mediaBuyID,
 		WebhookTokenHash: &hash, Deadline: &deadline, Actor: "seller:" + seller})
 	if err != nil {
 		e.t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/agents"
+	"github.com/buyflow/buyflow/internal/registry"
 	"github.com/buyflow/buyflow/internal/webhookauth"
 )
 
@@ -20,11 +20,11 @@ type VerifierSource interface {
 
 // Registry is the agent registry as the receiver reads it; *agents.Cache satisfies it.
 type Registry interface {
-	Lookup(ctx context.Context, id string) (agents.Record, error)
+	Lookup(ctx context.Context, id string) (registry.Record, error)
 	Refresh(ctx context.Context) error
 }
 
-var _ Registry = (*agents.Cache)(nil)
+var _ Registry = (*registry.Cache)(nil)
 
 // DefaultKeyMissRefresh is the shortest gap between two registry reloads for one seller
 // triggered by a key id its verifier does not know: the first webhook signed with a rotated

@@ -12,16 +12,16 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
-	"github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/clocktest"
 	"github.com/buyflow/buyflow/internal/dynamotest"
+	"github.com/buyflow/buyflow/internal/registry"
 	"github.com/buyflow/buyflow/internal/webhook"
 	"github.com/buyflow/buyflow/internal/webhookauth"
 )
 
 // countingLister counts the registry loads.
 type countingLister struct {
-	agents.Source
+	registry.Source
 	loads atomic.Int32
 }
 
@@ -52,18 +52,18 @@ func inlineJWKS(t *testing.T, keys map[string]ed25519.PrivateKey) json.RawMessag
 // change before. Forged key ids then reload the registry at most once per KeyMissRefresh.
 func TestRotatedInlineKeyIsPickedUpOnFirstUse(t *testing.T) {
 	client, table := dynamotest.Start(t)
-	store := agents.NewStore(client, table)
+	store := registry.NewStore(client, table)
 	ctx := context.Background()
 	_, oldKey, _ := ed25519.GenerateKey(rand.Reader)
 	_, newKey, _ := ed25519.GenerateKey(rand.Reader)
-	seller := agents.Record{Agent: adcp.Agent{ID: "acme", Role: adcp.RoleSeller, MCPURL: "https://acme.example/mcp", CredentialRef: "p/acme",
+	seller := registry.Record{Agent: adcp.Agent{ID: "acme", Role: adcp.RoleSeller, MCPURL: "https://acme.example/mcp", CredentialRef: "p/acme",
 		Webhook: &adcp.WebhookConfig{Mode: adcp.WebhookRFC9421, JWKS: inlineJWKS(t, map[string]ed25519.PrivateKey{"k-2026": oldKey})}}}
-	if _, err := store.Add(ctx, seller, "ops", agents.ActionAdded); err != nil {
+	if _, err := store.Add(ctx, seller, "ops", registry.ActionAdded); err != nil {
 		t.Fatal(err)
 	}
 	clk := clocktest.At(time.Now())
 	src := &countingLister{Source: store}
-	cache := agents.NewCache(src)
+	cache := registry.NewCache(src)
 	cache.Now = clk.Now
 	if err := cache.Load(ctx); err != nil {
 		t.Fatal(err)
@@ -88,13 +88,13 @@ func TestRotatedInlineKeyIsPickedUpOnFirstUse(t *testing.T) {
 		t.Fatalf("the configured key: %v", err)
 	}
 	// The seller rotates; the operator puts its new JWKS in the registry.
-	if _, err := store.Update(ctx, "acme", "ops", func(r *agents.Record) (string, string, error) {
+	if _, err := store.Update(ctx, "acme", "ops", func(r *registry.Record) (string, string, error) {
 		r.Webhook.JWKS = inlineJWKS(t, map[string]ed25519.PrivateKey{"k-2027": newKey})
-		return agents.ActionUpdated, "webhook", nil
+		return registry.ActionUpdated, "webhook", nil
 	}, nil); err != nil {
 		t.Fatal(err)
 	}
-	clk.Advance(agents.DefaultMissGap) // well within the cache's TTL: the warm cache still has the old key
+	clk.Advance(registry.DefaultMissGap) // well within the cache's TTL: the warm cache still has the old key
 	before := src.loads.Load()
 	if err := verify("k-2027", newKey); err != nil {
 		t.Fatalf("the first webhook signed with the rotated key: %v", err)
@@ -129,7 +129,7 @@ func TestRotatedInlineKeyIsPickedUpOnFirstUse(t *testing.T) {
 // (the receiver answers as for any seller without one) and an unreadable registry is an error.
 func TestRegistryVerifiersUnknownSeller(t *testing.T) {
 	client, table := dynamotest.Start(t)
-	cache := agents.NewCache(agents.NewStore(client, table))
+	cache := registry.NewCache(registry.NewStore(client, table))
 	rv := &webhook.RegistryVerifiers{Registry: cache}
 	if _, err := rv.Verifier(context.Background(), "nobody"); !errors.Is(err, adcp.ErrUnknownAgent) {
 		t.Fatalf("unknown seller: %v", err)

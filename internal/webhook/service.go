@@ -24,7 +24,7 @@ type Ledger interface {
 	// could not be recorded (a ledger failure after the receipt) is answered 5xx and applied by
 	// the seller's retry instead of being taken for a duplicate.
 	ReleaseReceipt(ctx context.Context, sellerID, idempotencyKey string) error
-	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Changes) (*record.Operation, error)
+	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Patch) (*record.Operation, error)
 	AppendEvent(ctx context.Context, tenant, opID string, ev record.Event) error
 	ClearTaskToken(ctx context.Context, tenant, id, token string) error
 }

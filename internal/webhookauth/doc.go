@@ -1,4 +1,4 @@
-// Package webhook authenticates inbound AdCP seller webhooks (AdCP 3.1,
+// Package webhookauth authenticates inbound AdCP seller webhooks (AdCP 3.1,
 // push notifications) and signs test fixtures for simulated sellers.
 //
 // A Verifier is configured per seller with exactly one Mode:

@@ -10,58 +10,58 @@ import (
 var (
 	// ErrMissingSignature: the request carries none of the headers of the
 	// seller's configured mode.
-	ErrMissingSignature = errors.New("webhook: missing signature")
+	ErrMissingSignature = errors.New("webhookauth: missing signature")
 	// ErrMalformedHeader: Signature / Signature-Input (or the legacy
 	// X-ADCP-Signature / X-ADCP-Timestamp) cannot be parsed, are not paired,
 	// or use a disallowed encoding.
-	ErrMalformedHeader = errors.New("webhook: malformed signature header")
+	ErrMalformedHeader = errors.New("webhookauth: malformed signature header")
 	// ErrParamsIncomplete: a required signature parameter (created, expires,
 	// nonce, keyid, alg, tag) is missing.
-	ErrParamsIncomplete = errors.New("webhook: signature parameters incomplete")
+	ErrParamsIncomplete = errors.New("webhookauth: signature parameters incomplete")
 	// ErrBadTag: the tag parameter is not adcp/webhook-signing/v1.
-	ErrBadTag = errors.New("webhook: signature tag invalid")
+	ErrBadTag = errors.New("webhookauth: signature tag invalid")
 	// ErrAlgNotAllowed: alg is not ed25519 or ecdsa-p256-sha256.
-	ErrAlgNotAllowed = errors.New("webhook: signature alg not allowed")
+	ErrAlgNotAllowed = errors.New("webhookauth: signature alg not allowed")
 	// ErrExpired: the signature (or legacy timestamp) is outside its
 	// validity window, including a window that is too long or inverted.
-	ErrExpired = errors.New("webhook: signature window invalid")
+	ErrExpired = errors.New("webhookauth: signature window invalid")
 	// ErrComponentsIncomplete: a mandatory covered component is missing.
-	ErrComponentsIncomplete = errors.New("webhook: covered components incomplete")
+	ErrComponentsIncomplete = errors.New("webhookauth: covered components incomplete")
 	// ErrTargetURIMalformed: the request URL cannot be canonicalised.
-	ErrTargetURIMalformed = errors.New("webhook: target uri malformed")
+	ErrTargetURIMalformed = errors.New("webhookauth: target uri malformed")
 	// ErrUnknownKey: no key with the signature's keyid, even after a refetch.
-	ErrUnknownKey = errors.New("webhook: unknown key")
+	ErrUnknownKey = errors.New("webhookauth: unknown key")
 	// ErrKeyPurpose: the JWK is not usable for webhook verification
 	// (adcp_use, use, key_ops, or kty/crv/alg mismatch).
-	ErrKeyPurpose = errors.New("webhook: key purpose invalid")
+	ErrKeyPurpose = errors.New("webhookauth: key purpose invalid")
 	// ErrKeyRevoked: the key id is on the revocation list.
-	ErrKeyRevoked = errors.New("webhook: key revoked")
+	ErrKeyRevoked = errors.New("webhookauth: key revoked")
 	// ErrRevocationStale: the revocation list is older than its grace.
-	ErrRevocationStale = errors.New("webhook: revocation list stale")
+	ErrRevocationStale = errors.New("webhookauth: revocation list stale")
 	// ErrRateAbuse: the replay cache for this key id is at its cap.
-	ErrRateAbuse = errors.New("webhook: per-key replay cap exceeded")
+	ErrRateAbuse = errors.New("webhookauth: per-key replay cap exceeded")
 	// ErrReplayed: (keyid, nonce) was already seen in its validity window.
-	ErrReplayed = errors.New("webhook: signature replayed")
+	ErrReplayed = errors.New("webhookauth: signature replayed")
 	// ErrBadSignature: the signature, MAC or bearer token does not verify.
-	ErrBadSignature = errors.New("webhook: signature invalid")
+	ErrBadSignature = errors.New("webhookauth: signature invalid")
 	// ErrBadDigest: Content-Digest is absent, has no sha-256 member, or
 	// does not match the raw body.
-	ErrBadDigest = errors.New("webhook: content digest mismatch")
+	ErrBadDigest = errors.New("webhookauth: content digest mismatch")
 	// ErrModeMismatch: the request is authenticated with a different mode
 	// than the one configured for the seller (for example RFC 9421 headers
 	// for a seller registered with HMAC credentials).
-	ErrModeMismatch = errors.New("webhook: authentication mode mismatch")
+	ErrModeMismatch = errors.New("webhookauth: authentication mode mismatch")
 	// ErrBodyMalformed: the body is not valid JSON or has duplicate object
 	// keys. Reported only after authentication succeeded.
-	ErrBodyMalformed = errors.New("webhook: body malformed")
+	ErrBodyMalformed = errors.New("webhookauth: body malformed")
 	// ErrBodyTooLarge: the body exceeds MaxBodyBytes. Answer 413.
-	ErrBodyTooLarge = errors.New("webhook: body too large")
+	ErrBodyTooLarge = errors.New("webhookauth: body too large")
 	// ErrKeysUnavailable: the seller's JWKS could not be fetched and no
 	// cached copy exists. This is not a verdict on the request: answer 5xx
 	// so the seller retries. Code returns "" for it.
-	ErrKeysUnavailable = errors.New("webhook: keys unavailable")
+	ErrKeysUnavailable = errors.New("webhookauth: keys unavailable")
 	// ErrConfig: the Verifier or signer configuration is invalid.
-	ErrConfig = errors.New("webhook: invalid configuration")
+	ErrConfig = errors.New("webhookauth: invalid configuration")
 )
 
 // codes maps sentinels to the AdCP webhook error codes

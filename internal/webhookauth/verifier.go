@@ -371,7 +371,7 @@ func (v *Verifier) verify9421(ctx context.Context, method, rawURL string, h http
 	if rc, ok := v.replay.(ReplayCapacity); ok {
 		full, err := rc.AtCapacity(ctx, si.KeyID, v.now())
 		if err != nil {
-			return Result{}, fmt.Errorf("webhook: replay capacity: %w", err)
+			return Result{}, fmt.Errorf("webhookauth: replay capacity: %w", err)
 		}
 		if full {
 			return Result{}, fmt.Errorf("%w: key %q", ErrRateAbuse, si.KeyID)
@@ -396,7 +396,7 @@ func (v *Verifier) verify9421(ctx context.Context, method, rawURL string, h http
 	}
 	seen, err := v.replay.Seen(ctx, si.KeyID, si.Nonce, until)
 	if err != nil {
-		return Result{}, fmt.Errorf("webhook: replay store: %w", err)
+		return Result{}, fmt.Errorf("webhookauth: replay store: %w", err)
 	}
 	if seen {
 		return Result{}, fmt.Errorf("%w: key %q", ErrReplayed, si.KeyID)

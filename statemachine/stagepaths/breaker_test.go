@@ -19,11 +19,11 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcptest"
-	"github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/apiclient"
 	"github.com/buyflow/buyflow/internal/devstack"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/registry"
 )
 
 // breakerSettings are the registry settings of the agents these scenarios break: 3
@@ -107,12 +107,12 @@ func startDownAgent(t *testing.T, id string, role adcp.Role, h http.Handler, tok
 	if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(ref), SecretString: aws.String(token)}); err != nil {
 		t.Fatal(err)
 	}
-	rec := agents.Record{Agent: adcp.Agent{ID: id, Role: role, MCPURL: d.srv.URL + "/mcp", CredentialRef: ref, Webhook: webhook},
+	rec := registry.Record{Agent: adcp.Agent{ID: id, Role: role, MCPURL: d.srv.URL + "/mcp", CredentialRef: ref, Webhook: webhook},
 		Settings: json.RawMessage(breakerSettings)}
-	if err := agents.Validate(rec, devstack.AgentSecretPrefix); err != nil {
+	if err := registry.Validate(rec, devstack.AgentSecretPrefix); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := agents.NewStore(sys.ddb, sys.table).Add(ctx, rec, devstack.LocalOperator, "add"); err != nil {
+	if _, err := registry.NewStore(sys.ddb, sys.table).Add(ctx, rec, devstack.LocalOperator, "add"); err != nil {
 		t.Fatal(err)
 	}
 	return d

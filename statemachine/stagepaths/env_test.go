@@ -31,10 +31,10 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/adcptest"
-	"github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/devstack"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/registry"
 	"github.com/buyflow/buyflow/internal/slack"
 	"github.com/buyflow/buyflow/internal/topology"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -316,16 +316,16 @@ func start() (*system, error) {
 // scenarios inject faults at them in parallel (a plan push failing a hundred times, 503s on a
 // create), and a breaker one scenario opened would make every other one wait, as it should in
 // production. The breaker's own scenarios break agents of their own (breaker_test.go).
-func tolerateFaults(ctx context.Context, ddb *dynamodb.Client, table string, registry []byte) error {
+func tolerateFaults(ctx context.Context, ddb *dynamodb.Client, table string, doc []byte) error {
 	var reg adcp.RegistryConfig
-	if err := json.Unmarshal(registry, &reg); err != nil {
+	if err := json.Unmarshal(doc, &reg); err != nil {
 		return err
 	}
-	store := agents.NewStore(ddb, table)
+	store := registry.NewStore(ddb, table)
 	for _, a := range reg.Agents {
-		_, err := store.Update(ctx, a.ID, devstack.LocalOperator, func(r *agents.Record) (string, string, error) {
+		_, err := store.Update(ctx, a.ID, devstack.LocalOperator, func(r *registry.Record) (string, string, error) {
 			r.Settings = json.RawMessage(`{"circuit_breaker":{"failures":1000}}`)
-			return agents.ActionUpdated, "settings", nil
+			return registry.ActionUpdated, "settings", nil
 		}, nil)
 		if err != nil {
 			return fmt.Errorf("settings of %s: %w", a.ID, err)

@@ -66,10 +66,10 @@ func TestTheEmulatorWorkaroundIsInstalledOnlyOnAnEmulator(t *testing.T) {
 		BudgetTotal: "1500.00", Currency: "USD", Request: []byte(`{"po_number":"PO-1"}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCreating, 1, record.Changes{}); err != nil {
+	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCreating, 1, record.Patch{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCompleted, 2, record.Changes{
+	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCompleted, 2, record.Patch{
 		SellerTaskID: ptr("task-1"), MediaBuyID: ptr("mb-1"), GovernanceCheckID: ptr("chk-1"),
 		GovernanceContext: ptr("ctx"), GovernanceExpiresAt: &exp, WebhookTokenHash: ptr(record.HashToken("t")),
 		Reason: ptr("done"), Deadline: &exp, ExecutionName: ptr("exec-1"),

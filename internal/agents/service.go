@@ -1,0 +1,385 @@
+// Package agents is the agents function's use case, the operators' side of the agent
+// registry (internal/registry): the IAM-only API under /v1/operator/agents that adds, updates, disables, lists and shows
+// agents, each change an audit event naming the caller; the get_adcp_capabilities check on
+// add and on a schedule; and the deployment's seed (the CDK context's agents, delivered by a
+// CloudFormation custom resource) loaded into the store.
+package agents
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/record"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/httpapi"
+	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/registry"
+)
+
+// Prefix is the operator API's path prefix.
+const Prefix = "/v1/operator/agents"
+
+// Registry is the store the operator API changes; *agents.Store satisfies it.
+type Registry interface {
+	List(ctx context.Context) ([]registry.Record, error)
+	Get(ctx context.Context, id string) (registry.Record, error)
+	Add(ctx context.Context, r registry.Record, actor, action string) (registry.Record, error)
+	Update(ctx context.Context, id, actor string, change registry.Change, validate func(registry.Record) error) (registry.Record, error)
+	Seed(ctx context.Context, seed []adcp.Agent, actor string) ([]string, error)
+	History(ctx context.Context, id string) ([]registry.Event, error)
+}
+
+// Prober asks an agent what it supports; *adcp.Client satisfies it (built over the store, so
+// it calls only agents the registry has).
+type Prober interface {
+	Capabilities(ctx context.Context, agentID string) (*adcp.Capabilities, error)
+	Tools(ctx context.Context, agentID string) (map[string]bool, error)
+}
+
+// Config wires the service.
+type Config struct {
+	Registry Registry
+	Prober   Prober
+	// SecretPrefix is the prefix every secret an agent names must lie under.
+	SecretPrefix string
+	// Operators are the IAM principals allowed to call the API: user ARNs, or role ARNs that
+	// stand for every session of the role (session ARNs are refused: whoever assumes a role
+	// picks the session name).
+	Operators []string
+	// DevTenantHeader is the local stack's identity header (never set by the CDK stack).
+	DevTenantHeader string
+	// ProbeTimeout bounds one agent's capabilities check (default 10 s); ProbeConcurrency
+	// bounds the scheduled check's parallel calls (default 8).
+	ProbeTimeout     time.Duration
+	ProbeConcurrency int
+	Log              *slog.Logger
+	// Metrics counts a recovered panic of an HTTP request (nil: not counted).
+	Metrics *metrics.Recorder
+}
+
+// Service serves the operator API, the seed and the scheduled check.
+type Service struct{ cfg Config }
+
+// New returns the service.
+func New(cfg Config) (*Service, error) {
+	if cfg.Registry == nil || cfg.Prober == nil {
+		return nil, errors.New("agents: registry and prober are required")
+	}
+	if err := CheckOperators(cfg.Operators); err != nil {
+		return nil, err
+	}
+	if cfg.ProbeTimeout <= 0 {
+		cfg.ProbeTimeout = 10 * time.Second
+	}
+	if cfg.ProbeConcurrency <= 0 {
+		cfg.ProbeConcurrency = 8
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Service{cfg: cfg}, nil
+}
+
+var (
+	userOrRoleARN = regexp.MustCompile(`^arn:aws[a-z-]*:iam::[0-9]{12}:(user|role)/[\w+=,.@/-]{1,512}$`)
+	devPrincipal  = regexp.MustCompile(`^dev:[A-Za-z0-9._-]{1,64}$`)
+	assumedRole   = regexp.MustCompile(`^arn:(aws[a-z-]*):sts::([0-9]{12}):assumed-role/([\w+=,.@-]{1,64})/[\w+=,.@-]{2,64}$`)
+)
+
+// CheckOperators refuses an operator list with anything but IAM user or role ARNs (or the
+// local stack's dev: principals).
+func CheckOperators(ops []string) error {
+	var errs []error
+	for i, op := range ops {
+		if !userOrRoleARN.MatchString(op) && !devPrincipal.MatchString(op) {
+			errs = append(errs, fmt.Errorf("operators[%d] %q is not an IAM user or role ARN", i, op))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// isOperator reports whether principal (as API Gateway verified it) is an operator: the
+// exact user ARN, or a session of an operator role.
+func (s *Service) isOperator(principal string) bool {
+	if principal != "" && slices.Contains(s.cfg.Operators, principal) {
+		return true
+	}
+	if m := assumedRole.FindStringSubmatch(principal); m != nil {
+		return slices.Contains(s.cfg.Operators, "arn:"+m[1]+":iam::"+m[2]+":role/"+m[3])
+	}
+	return false
+}
+
+// Shown is an agent as the API shows it, with its audit trail when one agent is asked for.
+type Shown struct {
+	registry.Record
+	History []registry.Event `json:"history,omitempty"`
+}
+
+// List is the answer of GET /v1/operator/agents.
+type List struct {
+	Agents []registry.Record `json:"agents"`
+}
+
+// HandleHTTP serves the operator routes.
+func (s *Service) HandleHTTP(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	caller, err := httpapi.Identify(req, s.cfg.DevTenantHeader)
+	if err != nil {
+		return httpapi.Error(401, "no_identity", "sign the request with SigV4 (IAM)", ""), nil
+	}
+	if !s.isOperator(caller.Principal) {
+		return httpapi.Error(403, "not_an_operator", "your IAM identity is not one of the deployment's operators (context buyflow:operators)", ""), nil
+	}
+	method := strings.ToUpper(req.RequestContext.HTTP.Method)
+	path := strings.TrimRight(req.RawPath, "/")
+	if path != Prefix && !strings.HasPrefix(path, Prefix+"/") {
+		return httpapi.Error(404, "no_route", "no such operator route: GET/POST "+Prefix, ""), nil
+	}
+	parts := strings.Split(strings.TrimPrefix(strings.TrimPrefix(path, Prefix), "/"), "/")
+	body, err := httpapi.Body(req)
+	if err != nil {
+		return httpapi.Error(400, "malformed_body", "the body is not valid base64", ""), nil
+	}
+	var out any
+	status := 200
+	switch {
+	case parts[0] == "" && method == "GET":
+		var recs []registry.Record
+		recs, err = s.cfg.Registry.List(ctx)
+		out = List{Agents: append([]registry.Record{}, recs...)}
+	case parts[0] == "" && method == "POST":
+		status = 201
+		out, err = s.add(ctx, caller.Principal, body)
+	case len(parts) == 1 && method == "GET":
+		out, err = s.show(ctx, parts[0])
+	case len(parts) == 1 && method == "PATCH":
+		out, err = s.update(ctx, caller.Principal, parts[0], body)
+	case len(parts) == 2 && method == "POST" && parts[1] == "disable":
+		out, err = s.setDisabled(ctx, caller.Principal, parts[0], body, true)
+	case len(parts) == 2 && method == "POST" && parts[1] == "enable":
+		out, err = s.setDisabled(ctx, caller.Principal, parts[0], nil, false)
+	case len(parts) == 2 && method == "POST" && parts[1] == "capabilities":
+		out, err = s.probe(ctx, caller.Principal, parts[0])
+	default:
+		return httpapi.Error(404, "no_route", "no such operator route: GET/POST "+Prefix+", GET/PATCH "+Prefix+
+			"/{agent_id}, POST "+Prefix+"/{agent_id}/disable|enable|capabilities", ""), nil
+	}
+	if err != nil {
+		return s.answerError(ctx, req.RequestContext.RequestID, err), nil
+	}
+	return httpapi.JSON(status, out), nil
+}
+
+func (s *Service) answerError(ctx context.Context, requestID string, err error) events.APIGatewayV2HTTPResponse {
+	var ie *InputError
+	switch {
+	case errors.As(err, &ie):
+		return httpapi.Error(ie.Status, ie.Code, ie.Message, ie.Field)
+	case errors.Is(err, registry.ErrInvalid):
+		return httpapi.Error(422, "invalid_agent", err.Error(), "")
+	case errors.Is(err, registry.ErrUnknown):
+		return httpapi.Error(404, "not_found", "no agent with that id", "")
+	case errors.Is(err, registry.ErrExists):
+		return httpapi.Error(409, "agent_exists", "an agent with that id exists: update it (PATCH) instead", "/id")
+	case errors.Is(err, registry.ErrConflict):
+		return httpapi.Error(409, "conflict", "the agent changed meanwhile; read it again and retry", "")
+	case errors.Is(err, record.ErrContention):
+		// The registry already sent the write again while other writes raced it; nothing applied.
+		s.cfg.Log.WarnContext(ctx, "operator request lost a write race", "requestId", requestID, "err", err)
+		resp := httpapi.Error(409, httpapi.CodeConcurrentWrite, "other writes were changing the registry at the same moment and this change was not applied; send it again", "")
+		resp.Headers["Retry-After"] = "1"
+		return resp
+	}
+	s.cfg.Log.ErrorContext(ctx, "operator request failed", "requestId", requestID, "err", err)
+	return httpapi.Error(500, "internal", "buyflow could not complete the request; it is safe to retry (request "+requestID+")", "")
+}
+
+func (s *Service) validate(r registry.Record) error { return registry.Validate(r, s.cfg.SecretPrefix) }
+
+func (s *Service) add(ctx context.Context, actor string, body []byte) (registry.Record, error) {
+	r, err := ParseNewAgent(body, s.cfg.SecretPrefix)
+	if err != nil {
+		return registry.Record{}, err
+	}
+	if _, err := s.cfg.Registry.Add(ctx, r, actor, registry.ActionAdded); err != nil {
+		return registry.Record{}, err
+	}
+	// Checked once it is stored: the prober calls only agents the registry has. A failed
+	// check is recorded on the agent, not a refusal (the seller may be down for a minute).
+	return s.probe(ctx, actor, r.ID)
+}
+
+func (s *Service) show(ctx context.Context, id string) (Shown, error) {
+	r, err := s.cfg.Registry.Get(ctx, id)
+	if err != nil {
+		return Shown{}, err
+	}
+	h, err := s.cfg.Registry.History(ctx, id)
+	if err != nil {
+		return Shown{}, err
+	}
+	return Shown{Record: r, History: h}, nil
+}
+
+func (s *Service) update(ctx context.Context, actor, id string, body []byte) (registry.Record, error) {
+	change, err := ParsePatch(body)
+	if err != nil {
+		return registry.Record{}, err
+	}
+	r, err := s.cfg.Registry.Update(ctx, id, actor, change, s.validate)
+	if err != nil {
+		return registry.Record{}, err
+	}
+	return s.probe(ctx, actor, r.ID)
+}
+
+func (s *Service) setDisabled(ctx context.Context, actor, id string, body []byte, disabled bool) (registry.Record, error) {
+	var why Reason
+	if len(strings.TrimSpace(string(body))) > 0 {
+		if err := decodeStrict(body, &why); err != nil {
+			return registry.Record{}, err
+		}
+	}
+	return s.cfg.Registry.Update(ctx, id, actor, func(r *registry.Record) (string, string, error) {
+		r.Disabled, r.DisabledReason = disabled, why.Reason
+		if disabled {
+			return registry.ActionDisabled, why.Reason, nil
+		}
+		return registry.ActionEnabled, "", nil
+	}, s.validate)
+}
+
+// probe calls get_adcp_capabilities and tools/list at agent id and records what buyflow
+// needs; a failure is recorded as the check's error, keeping the previous values.
+func (s *Service) probe(ctx context.Context, actor, id string) (registry.Record, error) {
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProbeTimeout)
+	defer cancel()
+	now := time.Now().UTC()
+	caps, err := s.cfg.Prober.Capabilities(pctx, id)
+	var tools map[string]bool
+	if err == nil {
+		tools, err = s.cfg.Prober.Tools(pctx, id)
+	}
+	return s.cfg.Registry.Update(ctx, id, actor, func(r *registry.Record) (string, string, error) {
+		next := &registry.Capabilities{CheckedAt: now}
+		if r.Capabilities != nil {
+			*next = *r.Capabilities
+			next.CheckedAt = now
+		}
+		if err != nil {
+			next.Error = err.Error()
+			r.Capabilities = next
+			return registry.ActionCapabilities, "check failed: " + next.Error, nil
+		}
+		replay, _ := caps.ReplayWindow()
+		next.SupportedVersions, next.ReplayTTLSeconds, next.WebhookSigning, next.Error =
+			caps.SupportedVersions, int(replay/time.Second), caps.WebhookSigning, ""
+		next.Tools = next.Tools[:0:0]
+		for t := range tools {
+			next.Tools = append(next.Tools, t)
+		}
+		slices.Sort(next.Tools)
+		r.Capabilities = next
+		return registry.ActionCapabilities, fmt.Sprintf("versions %v, replay window %ds, %d tools", next.SupportedVersions, next.ReplayTTLSeconds, len(next.Tools)), nil
+	}, nil)
+}
+
+// RefreshAll checks every enabled agent's capabilities (the schedule's job), a few at a
+// time; one agent's failure is recorded on it and does not stop the others.
+func (s *Service) RefreshAll(ctx context.Context) (checked, failed int, err error) {
+	recs, err := s.cfg.Registry.List(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	var mu sync.Mutex
+	sem := make(chan struct{}, s.cfg.ProbeConcurrency)
+	var wg sync.WaitGroup
+	for _, r := range recs {
+		if r.Disabled {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			got, perr := s.probe(ctx, ActorSchedule, r.ID)
+			mu.Lock()
+			defer mu.Unlock()
+			checked++
+			if perr != nil || (got.Capabilities != nil && got.Capabilities.Error != "") {
+				failed++
+				s.cfg.Log.WarnContext(ctx, "capabilities check failed", "agent", r.ID, "err", errors.Join(perr, errText(got)))
+			}
+		})
+	}
+	wg.Wait()
+	return checked, failed, nil
+}
+
+func errText(r registry.Record) error {
+	if r.Capabilities == nil || r.Capabilities.Error == "" {
+		return nil
+	}
+	return errors.New(r.Capabilities.Error)
+}
+
+// Actors that are not people.
+const (
+	ActorDeploy   = "deploy"
+	ActorSchedule = "schedule"
+)
+
+// ParseSeed decodes a deployment's seed (the agents document of the CDK context,
+// internal/adcp's RegistryConfig) with the same checks as an add; an empty seed is no agents.
+func ParseSeed(doc, secretPrefix string) ([]adcp.Agent, error) {
+	if strings.TrimSpace(doc) == "" {
+		return nil, nil
+	}
+	reg, err := adcp.ParseRegistry([]byte(doc))
+	if err != nil {
+		return nil, err
+	}
+	var out []adcp.Agent
+	var errs []error
+	for _, id := range reg.IDs() {
+		a, _ := reg.Agent(id)
+		if err := registry.Validate(registry.Record{Agent: a}, secretPrefix); err != nil {
+			errs = append(errs, fmt.Errorf("agent %s: %w", id, err))
+		}
+		out = append(out, a)
+	}
+	return out, errors.Join(errs...)
+}
+
+// LoadSeed adds the seed's agents the store does not have (operators' changes to the others
+// stay) and checks the new ones' capabilities.
+func (s *Service) LoadSeed(ctx context.Context, doc string) ([]string, error) {
+	seed, err := ParseSeed(doc, s.cfg.SecretPrefix)
+	if err != nil {
+		return nil, err
+	}
+	added, err := s.cfg.Registry.Seed(ctx, seed, ActorDeploy)
+	if err != nil {
+		return added, err
+	}
+	for _, id := range added {
+		if _, err := s.probe(ctx, ActorDeploy, id); err != nil {
+			s.cfg.Log.WarnContext(ctx, "capabilities check of a seeded agent not recorded", "agent", id, "err", err)
+		}
+	}
+	return added, nil
+}
+
+// Event is what the agents function is invoked with: an HTTP API request, a CloudFormation
+// custom resource request (the seed), or the schedule's {"action":"refresh_capabilities"}.
+type Event = json.RawMessage

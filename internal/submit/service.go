@@ -1,0 +1,158 @@
+package submit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/record"
+
+	"github.com/buyflow/buyflow/internal/buy"
+	"github.com/buyflow/buyflow/internal/workflow"
+)
+
+// Ledger is the part of the ledger the submit and read use cases need.
+type Ledger interface {
+	Claim(ctx context.Context, tenant, idempotencyKey, payloadHash string) (*record.Claim, error)
+	CompleteClaim(ctx context.Context, c *record.Claim, operationID string, response json.RawMessage) error
+	ReleaseClaim(ctx context.Context, c *record.Claim) error
+	GetOperation(ctx context.Context, tenant, id string) (*record.Operation, error)
+	ListOperations(ctx context.Context, tenant string, o record.ListOptions) (record.Page[record.View], error)
+	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (record.Page[record.Event], error)
+	GetApproval(ctx context.Context, id string) (*record.Approval, error)
+	GetBuyState(ctx context.Context, tenant, opID string) (*record.BuyState, error)
+	GetBreaker(ctx context.Context, agentID string) (record.Breaker, error)
+}
+
+// Service implements the buyer-facing use cases.
+type Service struct {
+	ledger Ledger
+	execs  buy.Executions
+	placer *buy.Placer
+	agents buy.AgentLookup
+	schema buy.SchemaValidator
+}
+
+// New returns the media-buy service: it places buys with placer and starts their executions
+// with execs.
+func New(l Ledger, execs buy.Executions, placer *buy.Placer, agents buy.AgentLookup, schema buy.SchemaValidator) *Service {
+	return &Service{ledger: l, execs: execs, placer: placer, agents: agents, schema: schema}
+}
+
+// Submit accepts a media buy: validate (nothing is written for a refused request), claim the
+// Idempotency-Key, take the business-key lock, create the operation, start its execution, and
+// complete the claim with the answer replayed to every retry.
+func (s *Service) Submit(ctx context.Context, c buy.Caller, key string, body []byte) (buy.Submitted, error) {
+	req, err := buy.ParseSubmit(ctx, body, s.agents, s.schema)
+	if err != nil {
+		return buy.Submitted{}, err
+	}
+	return buy.Once(ctx, s.ledger, c.Tenant, key, req.PayloadHash, "media buy",
+		func(out *buy.Submitted) { out.Replayed = true },
+		func() (buy.Submitted, error) { return s.place(ctx, c, key, req) })
+}
+
+func (s *Service) place(ctx context.Context, c buy.Caller, key string, req *buy.ValidatedRequest) (buy.Submitted, error) {
+	p, err := s.placer.Place(ctx, c, key, req)
+	if err != nil {
+		return buy.Submitted{}, err
+	}
+	if _, err := s.execs.Start(ctx, p.ExecutionName, p.Input); err != nil {
+		return buy.Submitted{}, fmt.Errorf("submit: start execution: %w", err)
+	}
+	return p.Submitted, nil
+}
+
+// Get returns the tenant's operation id.
+func (s *Service) Get(ctx context.Context, tenant, id string) (buy.View, error) {
+	op, err := s.ledger.GetOperation(ctx, tenant, id)
+	if errors.Is(err, record.ErrNotFound) {
+		return buy.View{}, buy.ErrNotFound
+	}
+	if err != nil {
+		return buy.View{}, fmt.Errorf("submit: get %s: %w", id, err)
+	}
+	v := viewOf(op.View())
+	a, err := s.latestApproval(ctx, tenant, id)
+	switch {
+	case err == nil:
+		v.Approval = a
+	case !errors.Is(err, errNoApproval):
+		return buy.View{}, err
+	}
+	switch st, err := s.ledger.GetBuyState(ctx, tenant, id); {
+	case err == nil:
+		v.Current = &buy.CurrentView{Revision: st.Revision, State: st.State, Budget: st.BudgetTotal, Currency: st.Currency,
+			Packages: st.Packages, EndTime: st.EndTime, ChangeInFlight: st.ChangeID, LastChangeID: st.LastChangeID,
+			LastOutcome: st.LastOutcome, LastReason: st.LastReason, UpdatedAt: st.UpdatedAt.UTC().Format(time.RFC3339Nano)}
+	case !errors.Is(err, record.ErrNotFound):
+		return buy.View{}, fmt.Errorf("submit: get the state of %s: %w", id, err)
+	}
+	if v.Waiting, err = s.waiting(ctx, op); err != nil {
+		return buy.View{}, err
+	}
+	return v, nil
+}
+
+// List returns one page of the tenant's operations, newest first.
+func (s *Service) List(ctx context.Context, tenant string, q ListQuery) (ListPage, error) {
+	opts := record.ListOptions{SellerID: q.Seller, Limit: q.Limit, Cursor: q.Cursor}
+	if q.Status != "" {
+		st, err := workflow.ParseStatus(q.Status)
+		if err != nil {
+			return ListPage{}, &buy.RequestError{Status: 400, Code: "invalid_status", Field: "status", Message: err.Error()}
+		}
+		opts.Status = st
+	}
+	page, err := s.ledger.ListOperations(ctx, tenant, opts)
+	if errors.Is(err, record.ErrInvalidCursor) {
+		return ListPage{}, &buy.RequestError{Status: 400, Code: "invalid_cursor", Field: "cursor", Message: "the cursor is not one this listing returned"}
+	}
+	if err != nil {
+		return ListPage{}, fmt.Errorf("submit: list: %w", err)
+	}
+	out := ListPage{Items: make([]buy.View, 0, len(page.Items)), NextCursor: page.Cursor}
+	for _, v := range page.Items {
+		out.Items = append(out.Items, viewOf(v))
+	}
+	return out, nil
+}
+
+// Events returns one page of the operation's timeline, oldest first.
+func (s *Service) Events(ctx context.Context, tenant, id, cursor string, limit int) (buy.EventPage, error) {
+	if _, err := s.ledger.GetOperation(ctx, tenant, id); errors.Is(err, record.ErrNotFound) {
+		return buy.EventPage{}, buy.ErrNotFound
+	} else if err != nil {
+		return buy.EventPage{}, fmt.Errorf("submit: get %s: %w", id, err)
+	}
+	page, err := s.ledger.ListEvents(ctx, tenant, id, limit, cursor)
+	if errors.Is(err, record.ErrInvalidCursor) {
+		return buy.EventPage{}, &buy.RequestError{Status: 400, Code: "invalid_cursor", Field: "cursor", Message: "the cursor is not one this listing returned"}
+	}
+	if err != nil {
+		return buy.EventPage{}, fmt.Errorf("submit: events of %s: %w", id, err)
+	}
+	out := buy.EventPage{Items: make([]buy.EventView, 0, len(page.Items)), NextCursor: page.Cursor}
+	for _, e := range page.Items {
+		out.Items = append(out.Items, buy.EventViewOf(e))
+	}
+	return out, nil
+}
+
+func viewOf(v record.View) buy.View {
+	out := buy.View{
+		OperationID: v.ID, Status: string(v.Status), SellerID: v.SellerID, GovernanceID: v.GovernanceAgentID,
+		PlanID: v.PlanID, PONumber: v.PONumber, Budget: v.BudgetTotal, Currency: v.Currency, Requester: v.Requester,
+		SellerTaskID: v.SellerTaskID, MediaBuyID: v.MediaBuyID, Reason: v.Reason, Version: v.Version,
+		CreatedAt: v.CreatedAt.UTC().Format(time.RFC3339Nano), UpdatedAt: v.UpdatedAt.UTC().Format(time.RFC3339Nano),
+		Kind: v.Kind, BuyID: v.ParentID, Change: v.Change, Links: buy.LinksFor(v.ID), ExecutionName: workflow.ExecutionName(v.ID, 0),
+		Packages: v.SellerPackages,
+	}
+	var req buy.SubmitRequest
+	if json.Unmarshal(v.Request, &req) == nil {
+		out.MediaBuy = req.MediaBuy
+	}
+	return out
+}
