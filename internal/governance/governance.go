@@ -617,29 +617,6 @@ type FailOutput struct {
 	Reported bool   `json:"reported"`
 }
 
-// readableFailure turns the {Error, Cause} a Catch recorded into a name and a sentence a person
-// can read. A Lambda task's Cause is the function's error as JSON ({"errorMessage",
-// "errorType"}); emulators prefix it with their own text and report the name as
-// States.TaskFailed. The function's own error type then names the failure.
-func readableFailure(f workflow.StepError) workflow.StepError {
-	i := strings.IndexByte(f.Cause, '{')
-	if i < 0 {
-		return f
-	}
-	var lambdaErr struct {
-		ErrorMessage string `json:"errorMessage"`
-		ErrorType    string `json:"errorType"`
-	}
-	if json.Unmarshal([]byte(f.Cause[i:]), &lambdaErr) != nil || lambdaErr.ErrorMessage == "" {
-		return f
-	}
-	out := workflow.StepError{Error: f.Error, Cause: lambdaErr.ErrorMessage}
-	if lambdaErr.ErrorType != "" && (f.Error == "States.TaskFailed" || f.Error == "States.ALL" || f.Error == lambdaErr.ErrorType) {
-		out.Error = lambdaErr.ErrorType
-	}
-	return out
-}
-
 // failureStatus maps a failure's Error name to the terminal status it records.
 func failureStatus(name string) workflow.Status {
 	switch name {
@@ -668,7 +645,7 @@ func (s *Service) Fail(ctx context.Context, in workflow.OutcomeInput) (FailOutpu
 	}
 	f := workflow.StepError{Error: "Unknown"}
 	if in.Failure != nil && in.Failure.Error != "" {
-		f = readableFailure(*in.Failure)
+		f = in.Failure.Readable()
 	}
 	reason := record.Clip(strings.TrimSpace(f.Error+": "+f.Cause), 1000)
 	if !op.Status.Terminal() {

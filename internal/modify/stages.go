@@ -407,7 +407,9 @@ func (s *Service) Fail(ctx context.Context, in workflow.OutcomeInput) (ChangeOut
 		return ChangeOutcome{}, err
 	}
 	outcome, reason, code := OutcomeFailed, "the change failed", ""
-	if f := in.Failure; f != nil {
+	if in.Failure != nil {
+		// A Lambda task's failure arrives as its JSON envelope; the person reads its message.
+		f := in.Failure.Readable()
 		reason = record.Clip(f.Error+": "+f.Cause, 1000)
 		code = workflow.TerminalErrorCode(f.Cause)
 		switch f.Error {

@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -139,4 +140,28 @@ func TaskError(err error) error {
 		return invalid
 	}
 	return &TransientError{Reason: err.Error()}
+}
+
+// Readable turns the {Error, Cause} a Catch recorded into a name and a sentence a person
+// can read. A Lambda task's Cause is the function's error as JSON ({"errorMessage",
+// "errorType"}); emulators prefix it with their own text and report the name as
+// States.TaskFailed. The function's own error type then names the failure. The buy's
+// failure (governance) and a change's (modify) both read it, so neither shows the envelope.
+func (f StepError) Readable() StepError {
+	i := strings.IndexByte(f.Cause, '{')
+	if i < 0 {
+		return f
+	}
+	var lambdaErr struct {
+		ErrorMessage string `json:"errorMessage"`
+		ErrorType    string `json:"errorType"`
+	}
+	if json.Unmarshal([]byte(f.Cause[i:]), &lambdaErr) != nil || lambdaErr.ErrorMessage == "" {
+		return f
+	}
+	out := StepError{Error: f.Error, Cause: lambdaErr.ErrorMessage}
+	if lambdaErr.ErrorType != "" && (f.Error == "States.TaskFailed" || f.Error == "States.ALL" || f.Error == lambdaErr.ErrorType) {
+		out.Error = lambdaErr.ErrorType
+	}
+	return out
 }

@@ -1,4 +1,4 @@
-package governance
+package workflow_test
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-func TestReadableFailure(t *testing.T) {
+func TestReadableFailureUnwrapsTheLambdaEnvelope(t *testing.T) {
 	tests := []struct {
 		name string
 		in   workflow.StepError
@@ -25,8 +25,8 @@ func TestReadableFailure(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := readableFailure(tt.in); got != tt.want {
-				t.Fatalf("readableFailure = %+v, want %+v", got, tt.want)
+			if got := tt.in.Readable(); got != tt.want {
+				t.Fatalf("Readable = %+v, want %+v", got, tt.want)
 			}
 		})
 	}
