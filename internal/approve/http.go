@@ -32,7 +32,7 @@ type Tasks interface {
 	Fail(ctx context.Context, token, errName, cause string) error
 }
 
-// Approver is the approve Lambda's use case: the confirm page, the decision and the approver
+// Service is the approve Lambda's use case: the confirm page, the decision and the approver
 // routes (HandleHTTP). It is safe for concurrent use.
 type Service struct {
 	*approval.Base

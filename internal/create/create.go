@@ -18,7 +18,7 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// Create is the create function's use case: create and cancel. It is safe for concurrent use.
+// Service is the create function's use case: create and cancel. It is safe for concurrent use.
 type Service struct {
 	stage.Stage
 	callerURI     string

@@ -23,7 +23,7 @@ type Policy interface {
 	Needs(op *record.Operation) (bool, string)
 }
 
-// Governance is the governance function's use case: check, report and fail. It is safe for
+// Service is the governance function's use case: check, report and fail. It is safe for
 // concurrent use.
 type Service struct {
 	stage.Stage

@@ -42,7 +42,7 @@ type Ledger interface {
 // (agent ids have no colon), so no seller webhook key can collide with an event id.
 const Sender = "buyflow:requester"
 
-// Notifier posts requester notifications.
+// Service posts requester notifications.
 type Service struct {
 	ledger Ledger
 	slack  slack.Client

@@ -18,7 +18,7 @@ import (
 // is already gone is an error matching sfn.ErrTaskGone.
 type Tasks = sellertask.Tasks
 
-// Poll is the poll function's use case: park and poll. It is safe for concurrent use.
+// Service is the poll function's use case: park and poll. It is safe for concurrent use.
 type Service struct {
 	stage.Stage
 	tasks Tasks

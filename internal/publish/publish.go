@@ -35,7 +35,7 @@ type PutEventsAPI interface {
 	PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, optFns ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error)
 }
 
-// Publisher turns ledger stream records into status events on one bus.
+// Service turns ledger stream records into status events on one bus.
 type Service struct {
 	api     PutEventsAPI
 	bus     string
