@@ -1,7 +1,8 @@
-// Package ledger is buyflow's only durable state, the DynamoDB store of the records of package
-// record: one table (see [TableSchema]) holding operations, idempotency claims, locks, seller intents, webhook receipts, replay nonces,
-// approvals, the reconciliation sweep's progress per seller and the audit timeline (whose event
-// types are listed in internal/record/event.go, finance's contract).
+// Package ledger is buyflow's only durable state, the DynamoDB store of package record's nouns:
+// one table (see [TableSchema]) holding operations, idempotency claims, locks, seller intents,
+// webhook receipts, replay nonces, approvals, the reconciliation sweep's progress per seller and
+// the audit timeline (whose event types are listed in internal/record/event.go, finance's
+// contract).
 //
 // Rules that hold for every item:
 //   - On an emulator, the client carries [EmulatorCompat] (single-spaced expressions,
