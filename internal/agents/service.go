@@ -17,13 +17,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/record"
-
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/registry"
 )
 

@@ -10,9 +10,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/buyflow/buyflow/internal/record"
-
 	"github.com/buyflow/buyflow/internal/money"
+	"github.com/buyflow/buyflow/internal/record"
 )
 
 // OnTimeout says what happens when an approval's SLA passes with no decision.

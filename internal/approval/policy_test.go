@@ -5,10 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/buyflow/buyflow/internal/record"
-
 	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/money"
+	"github.com/buyflow/buyflow/internal/record"
 )
 
 func TestParsePolicy(t *testing.T) {

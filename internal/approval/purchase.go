@@ -7,9 +7,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/buyflow/buyflow/internal/record"
-
 	"github.com/buyflow/buyflow/internal/approvalcore"
+	"github.com/buyflow/buyflow/internal/record"
 )
 
 // purchase reads what the approver is asked to buy. The packages come from the payload the

@@ -14,13 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/record"
-
 	"github.com/chromedp/chromedp"
 
 	"github.com/buyflow/buyflow/internal/apigwtest"
 	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/approvaltest"
+	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 

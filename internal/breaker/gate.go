@@ -24,10 +24,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/record"
-
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/record"
 )
 
 // Store keeps the breakers; *ledger.Store satisfies it.

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/record"
-
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 

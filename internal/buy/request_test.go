@@ -10,7 +10,6 @@ import (
 
 	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/buytest"
-
 	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/registry"
 )

@@ -8,16 +8,13 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/buyflow/buyflow/internal/record"
-
-	"github.com/buyflow/buyflow/internal/submit"
-
-	"github.com/buyflow/buyflow/internal/buytest"
-
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/buy"
+	"github.com/buyflow/buyflow/internal/buytest"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/record"
+	"github.com/buyflow/buyflow/internal/submit"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/buyflow/buyflow/internal/record"
-
 	"github.com/buyflow/buyflow/internal/stagetest"
 	"github.com/buyflow/buyflow/internal/workflow"
 )

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/record"
-
 	"github.com/buyflow/buyflow/internal/stage"
 	"github.com/buyflow/buyflow/internal/stagetest"
 	"github.com/buyflow/buyflow/internal/workflow"

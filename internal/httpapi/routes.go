@@ -11,10 +11,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/buyflow/buyflow/internal/record"
-
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/topology"
 )
 

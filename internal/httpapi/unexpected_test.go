@@ -10,9 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/buyflow/buyflow/internal/record"
-
 	"github.com/buyflow/buyflow/internal/httpapi"
+	"github.com/buyflow/buyflow/internal/record"
 )
 
 // A write that kept losing races in the ledger is a 409 the caller may send again; any other

@@ -19,10 +19,9 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/buyflow/buyflow/internal/record"
-
 	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/money"
+	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/slack"
 	"github.com/buyflow/buyflow/internal/statusevent"
 	"github.com/buyflow/buyflow/internal/workflow"

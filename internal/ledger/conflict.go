@@ -3,11 +3,10 @@ package ledger
 import (
 	"context"
 
-	"github.com/buyflow/buyflow/internal/record"
-
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/buyflow/buyflow/internal/dynamoretry"
+	"github.com/buyflow/buyflow/internal/record"
 )
 
 // Every write of the ledger that lost a race on its item (another write touched it at that

@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/record"
-
 	"github.com/buyflow/buyflow/internal/dynamotest"
+	"github.com/buyflow/buyflow/internal/record"
 )
 
 // BenchmarkRacingWrites measures what the ledger's retries cost when writers race on one

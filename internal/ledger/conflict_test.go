@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/record"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -17,6 +15,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/buyflow/buyflow/internal/dynamoretry"
+	"github.com/buyflow/buyflow/internal/record"
 )
 
 // cancelled builds the TransactionCanceledException DynamoDB answers, one reason per item, as

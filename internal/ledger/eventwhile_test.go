@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/buyflow/buyflow/internal/record"
-
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 

@@ -7,14 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/record"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/record"
 )
 
 // A claim refused before anything was sent is released, and the next claim is a first send

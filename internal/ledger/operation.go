@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/record"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -20,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/buyflow/buyflow/internal/dynamoretry"
+	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 

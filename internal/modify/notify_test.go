@@ -8,11 +8,10 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/buyflow/buyflow/internal/record"
-
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/modify"
+	"github.com/buyflow/buyflow/internal/record"
 )
 
 // A change to a buy whose submit asked to be told in Slack is told there too: the change's

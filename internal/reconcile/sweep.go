@@ -11,12 +11,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/record"
-
 	"github.com/aws/smithy-go"
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 

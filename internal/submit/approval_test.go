@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/record"
-
 	"github.com/buyflow/buyflow/internal/buytest"
+	"github.com/buyflow/buyflow/internal/record"
 )
 
 func TestGetShowsTheLatestApprovalWithoutLinksOrTokens(t *testing.T) {

@@ -7,10 +7,9 @@ import (
 	"net/http"
 	"regexp"
 
-	"github.com/buyflow/buyflow/internal/buy"
-
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/httpapi"
 )
 

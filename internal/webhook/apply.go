@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/record"
-
 	"github.com/buyflow/buyflow/internal/sellertask"
 	"github.com/buyflow/buyflow/internal/workflow"
 )

@@ -10,9 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/record"
-
 	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/webhookauth"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
