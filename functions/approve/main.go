@@ -11,6 +11,7 @@ import (
 
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvalpolicy"
 	"github.com/buyflow/buyflow/internal/approve"
 	"github.com/buyflow/buyflow/internal/config"
 	"github.com/buyflow/buyflow/internal/httpapi"
@@ -20,9 +21,9 @@ import (
 func main() { wire.Main(run) }
 
 func run(ctx context.Context, getenv func(string) string) error {
-	var policy approval.Policy
+	var policy approvalpolicy.Policy
 	c, err := wire.Load("approve", getenv, func(env config.Env) (err error) {
-		policy, err = approval.ParsePolicy(env.ApprovalPolicy)
+		policy, err = approvalpolicy.Parse(env.ApprovalPolicy)
 		return err
 	})
 	if err != nil {

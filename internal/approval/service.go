@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/approvalpolicy"
 	"github.com/buyflow/buyflow/internal/record"
 
 	"github.com/buyflow/buyflow/internal/approvalcore"
@@ -49,7 +50,7 @@ type Config struct {
 	Slack    slack.Client
 	Delivery slack.Delivery
 	Signer   *approvalcore.Signer
-	Policy   Policy
+	Policy   approvalpolicy.Policy
 	// BaseURL is the public root of the HTTP API the links point at.
 	BaseURL string
 	// Now is the clock; it must be the ledger's clock too.

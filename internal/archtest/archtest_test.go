@@ -114,9 +114,12 @@ func TestLeafPackagesImportOnlyTheStandardLibrary(t *testing.T) {
 		"./internal/record": {module + "/internal/workflow"},
 		// The approval page prints amounts with the currencies' minor units, from the money leaf.
 		"./internal/approvalcore": {module + "/internal/money"},
-		"./internal/webhookauth":  {"github.com/go-jose/go-jose/v4"},
-		"./internal/money":        {module + "/internal/jsonnum"},
-		"./internal/jsonnum":      nil,
+		// The approval policy compares amounts in ISO 4217 currencies; config and infra parse it
+		// without linking the approval kernel.
+		"./internal/approvalpolicy": {module + "/internal/money"},
+		"./internal/webhookauth":    {"github.com/go-jose/go-jose/v4"},
+		"./internal/money":          {module + "/internal/jsonnum"},
+		"./internal/jsonnum":        nil,
 		// The status events' contract, read by the publisher and by every consumer.
 		"./internal/statusevent": nil,
 		// The retry of DynamoDB writes that lost a race, shared by the ledger and the registry.
@@ -202,7 +205,7 @@ var (
 	shared = []string{
 		"./internal/buy", "./internal/stage", "./internal/approval", "./internal/sellertask", "./internal/breaker", "./internal/httpapi", "./internal/registry", "./internal/ledger", "./internal/sfn", "./internal/adcp",
 		"./internal/slack", "./internal/secrets", "./internal/metrics", "./internal/config", "./internal/topology",
-		"./internal/approvalcore", "./internal/webhookauth", "./internal/money", "./internal/jsonnum",
+		"./internal/approvalcore", "./internal/approvalpolicy", "./internal/webhookauth", "./internal/money", "./internal/jsonnum",
 		"./internal/workflow", "./internal/record", "./internal/logging", "./internal/registry", "./internal/statusevent",
 		"./internal/dynamoretry",
 	}

@@ -41,7 +41,7 @@ type Env struct {
 	// (BUYFLOW_PUBLIC_BASE_URL): an absolute http(s) URL without query, fragment or user info.
 	PublicBaseURL string
 	// ApprovalPolicy is the approval policy document (BUYFLOW_APPROVAL_POLICY), parsed by
-	// approval.ParsePolicy.
+	// approvalpolicy.Parse.
 	ApprovalPolicy []byte
 	// CallerURI is the caller sent to governance agents (BUYFLOW_CALLER_URI), an absolute URI.
 	CallerURI string
