@@ -139,6 +139,29 @@ func TestLeafPackagesImportOnlyTheStandardLibrary(t *testing.T) {
 	}
 }
 
+// The approval policy is parsed by its pure leaf: config parses it once per cold start for the
+// functions that read it and hands it to the mains typed, and infra validates the context value
+// at synth with the same parser. Neither links the approval kernel (its ledger interface, Slack,
+// Secrets Manager) for that, and no main parses the policy itself.
+func TestThePolicyIsParsedWithoutTheApprovalKernel(t *testing.T) {
+	kernel := []string{module + "/internal/approval", module + "/internal/approvalcore"}
+	for path, p := range list(t, "./internal/config", "./infra") {
+		for _, d := range p.Deps {
+			if slices.Contains(kernel, d) {
+				t.Errorf("%s depends on %s: parse the policy with internal/approvalpolicy", path, d)
+			}
+		}
+		if !slices.Contains(p.Imports, module+"/internal/approvalpolicy") {
+			t.Errorf("%s does not parse the policy with internal/approvalpolicy", path)
+		}
+	}
+	for path, p := range list(t, "./functions/...") {
+		if slices.Contains(p.Imports, module+"/internal/approvalpolicy") {
+			t.Errorf("%s imports internal/approvalpolicy: take the parsed policy from config.Env", path)
+		}
+	}
+}
+
 // The ledger is the DynamoDB store of the records; the use cases speak package record and name
 // the part of the store they need as an interface. Only wiring, the local stack and the test
 // emulators and harnesses that build a store import it, and the agent registry's own store,
