@@ -36,7 +36,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/agents"
-	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvalpolicy"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/record"
@@ -1183,7 +1183,7 @@ func validateConfig(cfg Config, stackName string) []error {
 		bad(CtxOperators, err)
 	}
 	if v := strings.TrimSpace(cfg.ApprovalPolicy); v != "" {
-		if _, err := approval.ParsePolicy([]byte(v)); err != nil {
+		if _, err := approvalpolicy.Parse([]byte(v)); err != nil {
 			bad(CtxApprovalPolicy, err)
 		}
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/approve"
-	"github.com/buyflow/buyflow/internal/config"
 	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/metrics"
 )
@@ -20,11 +19,7 @@ import (
 func main() { wire.Main(run) }
 
 func run(ctx context.Context, getenv func(string) string) error {
-	var policy approval.Policy
-	c, err := wire.Load("approve", getenv, func(env config.Env) (err error) {
-		policy, err = approval.ParsePolicy(env.ApprovalPolicy)
-		return err
-	})
+	c, err := wire.Load("approve", getenv)
 	if err != nil {
 		return err
 	}
@@ -32,7 +27,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	cfg.Ledger, cfg.Policy, cfg.BaseURL, cfg.Now, cfg.Metrics = c.Ledger(), policy, c.Env.PublicBaseURL, time.Now, c.Metrics
+	cfg.Ledger, cfg.Policy, cfg.BaseURL, cfg.Now, cfg.Metrics = c.Ledger(), c.Env.ApprovalPolicy, c.Env.PublicBaseURL, time.Now, c.Metrics
 	approver, err := approve.New(cfg, c.Tasks(), c.Env.DevTenantHeader)
 	if err != nil {
 		return err

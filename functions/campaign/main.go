@@ -12,18 +12,14 @@ import (
 
 	"github.com/buyflow/buyflow/functions/internal/agentwire"
 	"github.com/buyflow/buyflow/functions/internal/wire"
-	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/campaign"
-	"github.com/buyflow/buyflow/internal/config"
 	"github.com/buyflow/buyflow/internal/metrics"
 )
 
 func main() { wire.Main(run) }
 
 func run(ctx context.Context, getenv func(string) string) error {
-	var policy approval.Policy
-	c, err := wire.Load("campaign", getenv,
-		func(env config.Env) (err error) { policy, err = approval.ParsePolicy(env.ApprovalPolicy); return err })
+	c, err := wire.Load("campaign", getenv)
 	if err != nil {
 		return err
 	}
@@ -31,6 +27,6 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	lambda.Start(metrics.Flushing(c.Metrics, campaign.NewSettler(c.Ledger(), client, policy).Handle)) // blocks
+	lambda.Start(metrics.Flushing(c.Metrics, campaign.NewSettler(c.Ledger(), client, c.Env.ApprovalPolicy).Handle)) // blocks
 	return nil
 }

@@ -9,8 +9,6 @@ import (
 
 	"github.com/buyflow/buyflow/functions/internal/agentwire"
 	"github.com/buyflow/buyflow/functions/internal/wire"
-	"github.com/buyflow/buyflow/internal/approval"
-	"github.com/buyflow/buyflow/internal/config"
 	"github.com/buyflow/buyflow/internal/governance"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/stage"
@@ -19,9 +17,7 @@ import (
 func main() { wire.Main(run) }
 
 func run(ctx context.Context, getenv func(string) string) error {
-	var policy approval.Policy
-	c, err := wire.Load("governance", getenv,
-		func(env config.Env) (err error) { policy, err = approval.ParsePolicy(env.ApprovalPolicy); return err })
+	c, err := wire.Load("governance", getenv)
 	if err != nil {
 		return err
 	}
@@ -29,7 +25,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	governanceStage := governance.New(c.Ledger(), client, policy, c.Env.CallerURI, stage.Options{Metrics: c.Metrics})
+	governanceStage := governance.New(c.Ledger(), client, c.Env.ApprovalPolicy, c.Env.CallerURI, stage.Options{Metrics: c.Metrics})
 	lambda.Start(metrics.Flushing(c.Metrics, governanceStage.Handle)) // blocks
 	return nil
 }

@@ -10,8 +10,6 @@ import (
 
 	"github.com/buyflow/buyflow/functions/internal/agentwire"
 	"github.com/buyflow/buyflow/functions/internal/wire"
-	"github.com/buyflow/buyflow/internal/approval"
-	"github.com/buyflow/buyflow/internal/config"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/modify"
 )
@@ -19,9 +17,7 @@ import (
 func main() { wire.Main(run) }
 
 func run(ctx context.Context, getenv func(string) string) error {
-	var policy approval.Policy
-	c, err := wire.Load(modify.Function, getenv,
-		func(env config.Env) (err error) { policy, err = approval.ParsePolicy(env.ApprovalPolicy); return err })
+	c, err := wire.Load(modify.Function, getenv)
 	if err != nil {
 		return err
 	}
@@ -29,6 +25,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
+	policy := c.Env.ApprovalPolicy
 	changes, err := modify.NewPolicy(policy.ChangeIncreaseThreshold, policy.ChangeAnyThreshold, policy.Currency)
 	if err != nil {
 		return err

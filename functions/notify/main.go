@@ -10,7 +10,6 @@ import (
 
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/approval"
-	"github.com/buyflow/buyflow/internal/config"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/notify"
 )
@@ -18,11 +17,7 @@ import (
 func main() { wire.Main(run) }
 
 func run(ctx context.Context, getenv func(string) string) error {
-	var policy approval.Policy
-	c, err := wire.Load("notify", getenv, func(env config.Env) (err error) {
-		policy, err = approval.ParsePolicy(env.ApprovalPolicy)
-		return err
-	})
+	c, err := wire.Load("notify", getenv)
 	if err != nil {
 		return err
 	}
@@ -30,7 +25,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	cfg.Ledger, cfg.Policy, cfg.BaseURL, cfg.Now, cfg.Metrics = c.Ledger(), policy, c.Env.PublicBaseURL, time.Now, c.Metrics
+	cfg.Ledger, cfg.Policy, cfg.BaseURL, cfg.Now, cfg.Metrics = c.Ledger(), c.Env.ApprovalPolicy, c.Env.PublicBaseURL, time.Now, c.Metrics
 	notifier, err := notify.New(cfg)
 	if err != nil {
 		return err

@@ -27,7 +27,7 @@ func TestRunRefusesABadPolicy(t *testing.T) {
 		topology.EnvPublicBaseURL: "https://api.example.com", topology.EnvApprovalPolicy: `{"approvers":[]}`,
 	}
 	err := run(context.Background(), func(k string) string { return env[k] })
-	if err == nil || !strings.Contains(err.Error(), "approval policy") {
+	if err == nil || !strings.Contains(err.Error(), "approvalpolicy: ") {
 		t.Fatalf("run = %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvalpolicy"
 	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -19,7 +20,7 @@ func campaignLeg(id, amount string, st workflow.Status) *record.Operation {
 // refused, never guessed.
 func TestCampaignGate(t *testing.T) {
 	t.Parallel()
-	p, err := approval.ParsePolicy([]byte(`{"threshold":"10000.00","currency":"USD","approvers":["U1"]}`))
+	p, err := approvalpolicy.Parse([]byte(`{"threshold":"10000.00","currency":"USD","approvers":["U1"]}`))
 	if err != nil {
 		t.Fatal(err)
 	}

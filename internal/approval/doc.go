@@ -1,11 +1,12 @@
 // Package approval is what the two use cases of the human approval step share: the notify
 // stage (internal/notify: Request and Expire) and the approve Lambda (internal/approve: GET
 // and POST of /v1/approvals/{approval_id}, the approver routes). It holds their configuration
-// and the narrow Ledger interface, the approval policy (who approves, above what amount, for
-// how long), the approval rounds of an operation as its timeline records them, what a page
-// or a message shows of an approval and of the purchase, and the loading of the link keys
-// and the Slack client from Secrets Manager. The pure pieces (signed links, decision rules,
-// pages) are internal/approvalcore; internal/slack renders the messages.
+// and the narrow Ledger interface, the approval rounds of an operation as its timeline records
+// them, what a page or a message shows of an approval and of the purchase, and the loading of
+// the link keys and the Slack client from Secrets Manager. The pure pieces are leaves: signed
+// links, decision rules and pages in internal/approvalcore, the approval policy (who approves,
+// above what amount, for how long) in internal/approvalpolicy; internal/slack renders the
+// messages.
 //
 // The invariants below are the step's; each use case keeps its part.
 //

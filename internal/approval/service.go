@@ -13,10 +13,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/approvalpolicy"
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/money"
-	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/slack"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -48,7 +50,7 @@ type Config struct {
 	Slack    slack.Client
 	Delivery slack.Delivery
 	Signer   *approvalcore.Signer
-	Policy   Policy
+	Policy   approvalpolicy.Policy
 	// BaseURL is the public root of the HTTP API the links point at.
 	BaseURL string
 	// Now is the clock; it must be the ledger's clock too.

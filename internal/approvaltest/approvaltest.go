@@ -16,6 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/approvalpolicy"
+	"github.com/buyflow/buyflow/internal/record"
+
+	"github.com/buyflow/buyflow/internal/logging/logtest"
+
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/buyflow/buyflow/internal/approval"
@@ -24,10 +29,8 @@ import (
 	"github.com/buyflow/buyflow/internal/clocktest"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
-	"github.com/buyflow/buyflow/internal/logging/logtest"
 	"github.com/buyflow/buyflow/internal/metrics/metricstest"
 	"github.com/buyflow/buyflow/internal/notify"
-	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/slack"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -109,7 +112,7 @@ type Env struct {
 	// Notifier and Approver are the two Lambdas' use cases over the same ledger and Slack.
 	Notifier *notify.Service
 	Approver *approve.Service
-	Policy   approval.Policy
+	Policy   approvalpolicy.Policy
 	// Logger is the use cases' logger; NewEnv fails the test if a line it wrote carries a task
 	// token, a link or a signature.
 	Logger *slog.Logger
@@ -142,7 +145,7 @@ func NewEnv(t *testing.T, policyJSON string) *Env {
 	if policyJSON == "" {
 		policyJSON = `{"threshold":"10000.00","currency":"USD","approvers":["UALICE","UBOB","URITA"],"on_timeout":"reject"}`
 	}
-	policy, err := approval.ParsePolicy([]byte(policyJSON))
+	policy, err := approvalpolicy.Parse([]byte(policyJSON))
 	if err != nil {
 		t.Fatal(err)
 	}

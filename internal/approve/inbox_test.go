@@ -9,7 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvalpolicy"
 	"github.com/buyflow/buyflow/internal/approvaltest"
 	"github.com/buyflow/buyflow/internal/approve"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -131,11 +131,11 @@ func TestApproverInboxHidesExpiredApprovals(t *testing.T) {
 }
 
 func TestPolicyRefusesSessionIdentities(t *testing.T) {
-	_, err := approval.ParsePolicy([]byte(`{"approvers":["UALICE"],"identities":{"arn:aws:sts::111122223333:assumed-role/R/alice":"UALICE"}}`))
+	_, err := approvalpolicy.Parse([]byte(`{"approvers":["UALICE"],"identities":{"arn:aws:sts::111122223333:assumed-role/R/alice":"UALICE"}}`))
 	if err == nil || !strings.Contains(err.Error(), "IAM user or role ARN") {
 		t.Errorf("a session ARN as identity: %v", err)
 	}
-	_, err = approval.ParsePolicy([]byte(`{"approvers":["UALICE"],"identities":{"arn:aws:iam::111122223333:user/alice":"UNOBODY"}}`))
+	_, err = approvalpolicy.Parse([]byte(`{"approvers":["UALICE"],"identities":{"arn:aws:iam::111122223333:user/alice":"UNOBODY"}}`))
 	if err == nil || !strings.Contains(err.Error(), "neither an approver") {
 		t.Errorf("an identity for no approver: %v", err)
 	}

@@ -114,9 +114,12 @@ func TestLeafPackagesImportOnlyTheStandardLibrary(t *testing.T) {
 		"./internal/record": {module + "/internal/workflow"},
 		// The approval page prints amounts with the currencies' minor units, from the money leaf.
 		"./internal/approvalcore": {module + "/internal/money"},
-		"./internal/webhookauth":  {"github.com/go-jose/go-jose/v4"},
-		"./internal/money":        {module + "/internal/jsonnum"},
-		"./internal/jsonnum":      nil,
+		// The approval policy compares amounts in ISO 4217 currencies; config and infra parse it
+		// without linking the approval kernel.
+		"./internal/approvalpolicy": {module + "/internal/money"},
+		"./internal/webhookauth":    {"github.com/go-jose/go-jose/v4"},
+		"./internal/money":          {module + "/internal/jsonnum"},
+		"./internal/jsonnum":        nil,
 		// The status events' contract, read by the publisher and by every consumer.
 		"./internal/statusevent": nil,
 		// The retry of DynamoDB writes that lost a race, shared by the ledger and the registry.
@@ -133,6 +136,29 @@ func TestLeafPackagesImportOnlyTheStandardLibrary(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The approval policy is parsed by its pure leaf: config parses it once per cold start for the
+// functions that read it and hands it to the mains typed, and infra validates the context value
+// at synth with the same parser. Neither links the approval kernel (its ledger interface, Slack,
+// Secrets Manager) for that, and no main parses the policy itself.
+func TestThePolicyIsParsedWithoutTheApprovalKernel(t *testing.T) {
+	kernel := []string{module + "/internal/approval", module + "/internal/approvalcore"}
+	for path, p := range list(t, "./internal/config", "./infra") {
+		for _, d := range p.Deps {
+			if slices.Contains(kernel, d) {
+				t.Errorf("%s depends on %s: parse the policy with internal/approvalpolicy", path, d)
+			}
+		}
+		if !slices.Contains(p.Imports, module+"/internal/approvalpolicy") {
+			t.Errorf("%s does not parse the policy with internal/approvalpolicy", path)
+		}
+	}
+	for path, p := range list(t, "./functions/...") {
+		if slices.Contains(p.Imports, module+"/internal/approvalpolicy") {
+			t.Errorf("%s imports internal/approvalpolicy: take the parsed policy from config.Env", path)
+		}
 	}
 }
 
@@ -202,7 +228,7 @@ var (
 	shared = []string{
 		"./internal/buy", "./internal/stage", "./internal/approval", "./internal/sellertask", "./internal/breaker", "./internal/httpapi", "./internal/registry", "./internal/ledger", "./internal/sfn", "./internal/adcp",
 		"./internal/slack", "./internal/secrets", "./internal/metrics", "./internal/config", "./internal/topology",
-		"./internal/approvalcore", "./internal/webhookauth", "./internal/money", "./internal/jsonnum",
+		"./internal/approvalcore", "./internal/approvalpolicy", "./internal/webhookauth", "./internal/money", "./internal/jsonnum",
 		"./internal/workflow", "./internal/record", "./internal/logging", "./internal/registry", "./internal/statusevent",
 		"./internal/dynamoretry",
 	}

@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/approval"
+	"github.com/buyflow/buyflow/internal/approvalpolicy"
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/buytest"
 	"github.com/buyflow/buyflow/internal/ledger"
-	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -35,9 +36,9 @@ func checked(t *testing.T, f fixture, policy Policy, after ...workflow.Status) (
 }
 
 // policyAt is an approval policy whose threshold is threshold USD.
-func policyAt(t *testing.T, threshold string) approval.Policy {
+func policyAt(t *testing.T, threshold string) approvalpolicy.Policy {
 	t.Helper()
-	p, err := approval.ParsePolicy([]byte(`{"threshold":"` + threshold + `","currency":"USD","approvers":["U1"]}`))
+	p, err := approvalpolicy.Parse([]byte(`{"threshold":"` + threshold + `","currency":"USD","approvers":["U1"]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +47,7 @@ func policyAt(t *testing.T, threshold string) approval.Policy {
 
 // testPolicy's threshold is over the example campaign's total (22,500.00 USD of legs of
 // 8,500.25, 9,000.00 and 4,999.75): only a leg that waits for a person asks one.
-func testPolicy(t *testing.T) approval.Policy { return policyAt(t, "30000.00") }
+func testPolicy(t *testing.T) approvalpolicy.Policy { return policyAt(t, "30000.00") }
 
 func release(t *testing.T, f fixture, out Submitted, in ExecutionInput, mod func(*TaskInput)) Released {
 	t.Helper()
@@ -54,7 +55,7 @@ func release(t *testing.T, f fixture, out Submitted, in ExecutionInput, mod func
 }
 
 // releaseUnder runs ActionRelease with the approval policy p, reading facts.
-func releaseUnder(t *testing.T, p approval.Policy, facts Facts, out Submitted, in ExecutionInput, mod func(*TaskInput)) Released {
+func releaseUnder(t *testing.T, p approvalpolicy.Policy, facts Facts, out Submitted, in ExecutionInput, mod func(*TaskInput)) Released {
 	t.Helper()
 	task := TaskInput{Action: ActionRelease, Tenant: "acme", CampaignID: out.CampaignID, Legs: in.Legs}
 	for _, l := range in.Legs {
@@ -157,7 +158,7 @@ func TestReleaseTotalCountsTheClearedLegs(t *testing.T) {
 	if got, want := strings.Join(r.Covers, ","), out.Legs[0].OperationID+","+out.Legs[2].OperationID; got != want {
 		t.Errorf("the approval covers %s, want the cleared legs %s", got, want)
 	}
-	eur, err := approval.ParsePolicy([]byte(`{"threshold":"1000000.00","currency":"EUR","approvers":["U1"]}`))
+	eur, err := approvalpolicy.Parse([]byte(`{"threshold":"1000000.00","currency":"EUR","approvers":["U1"]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func TestReleaseTotalCountsTheClearedLegs(t *testing.T) {
 func TestReleaseAsksNobodyWhenNoLegIsBought(t *testing.T) {
 	f := newFixture(t)
 	out, in := checked(t, f, BestEffort, workflow.StatusRejected, workflow.StatusRejected, workflow.StatusRejected)
-	eur, err := approval.ParsePolicy([]byte(`{"threshold":"1.00","currency":"EUR","approvers":["U1"]}`))
+	eur, err := approvalpolicy.Parse([]byte(`{"threshold":"1.00","currency":"EUR","approvers":["U1"]}`))
 	if err != nil {
 		t.Fatal(err)
 	}

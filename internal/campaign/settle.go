@@ -95,7 +95,7 @@ type PlanSyncer interface {
 	SyncPlans(ctx context.Context, agentID string, in adcp.Intent) (*adcp.SyncPlansResult, error)
 }
 
-// Threshold is the approval policy's gate on a campaign's total (approval.Policy).
+// Threshold is the approval policy's gate on a campaign's total (approvalpolicy.Policy).
 type Threshold interface {
 	NeedsCampaign(total money.Amount) (bool, string)
 }

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/buyflow/buyflow/internal/approvalpolicy"
 	"github.com/buyflow/buyflow/internal/topology"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -40,9 +41,9 @@ type Env struct {
 	// PublicBaseURL is the HTTP API's root, without a trailing slash, for links and webhooks
 	// (BUYFLOW_PUBLIC_BASE_URL): an absolute http(s) URL without query, fragment or user info.
 	PublicBaseURL string
-	// ApprovalPolicy is the approval policy document (BUYFLOW_APPROVAL_POLICY), parsed by
-	// approval.ParsePolicy.
-	ApprovalPolicy []byte
+	// ApprovalPolicy is the approval policy (BUYFLOW_APPROVAL_POLICY), parsed and validated by
+	// approvalpolicy.Parse, the parser infra checks the buyflow:approvalPolicy value with.
+	ApprovalPolicy approvalpolicy.Policy
 	// CallerURI is the caller sent to governance agents (BUYFLOW_CALLER_URI), an absolute URI.
 	CallerURI string
 	// DevTenantHeader, on the local stack only, names the header the tenant is taken from
@@ -57,9 +58,9 @@ type Env struct {
 
 // Load reads the variables topology declares for the function fn through getenv (os.Getenv in
 // a Lambda, a map in tests) and returns every problem at once: missing required variables,
-// URLs that are not, a run configuration that does not decode or validate. With an error, the
-// Env still holds every well-formed value, so that a caller parsing one of them (a registry, a
-// policy) reports its problems together with these.
+// URLs that are not, a run configuration or an approval policy that does not decode or validate.
+// With an error, the Env still holds every well-formed value, so that a caller parsing one of
+// them further (the operators) reports its problems together with these.
 func Load(fn string, getenv func(string) string) (Env, error) {
 	f, ok := topology.App.Function(fn)
 	if !ok {
@@ -111,7 +112,11 @@ func (e *Env) set(name, v string) error {
 	case topology.EnvSlackSecret:
 		e.SlackSecret = v
 	case topology.EnvApprovalPolicy:
-		e.ApprovalPolicy = []byte(v)
+		p, err := approvalpolicy.Parse([]byte(v))
+		if err != nil {
+			return err
+		}
+		e.ApprovalPolicy = p
 	case topology.EnvLocalTenantHeader:
 		e.DevTenantHeader = v
 	case topology.EnvEventBusName:

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/buyflow/buyflow/internal/approvalpolicy"
 	"github.com/buyflow/buyflow/internal/topology"
 )
 
@@ -96,5 +97,48 @@ func TestEveryDeclaredVariableIsKnown(t *testing.T) {
 				t.Errorf("%s declares %s, which Load cannot read", f.Name, name)
 			}
 		}
+	}
+}
+
+// The approval policy is parsed once, by Load, with the parser infra validates the context
+// value with: a bad one is reported together with every other problem, a good one is typed.
+func TestLoadParsesTheApprovalPolicyWithTheOtherProblems(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		topology.EnvLinkKeySecret: "k", topology.EnvSlackSecret: "s", topology.EnvPublicBaseURL: "ftp://api.example",
+		topology.EnvApprovalPolicy: `{"threshold":"1e6","currency":"USD","approvers":[]}`,
+	}
+	got, err := Load("notify", func(k string) string { return env[k] })
+	if err == nil {
+		t.Fatal("loaded a bad policy")
+	}
+	for _, want := range []string{"missing environment variables: " + topology.EnvTableName, topology.EnvPublicBaseURL,
+		topology.EnvApprovalPolicy + ": approvalpolicy: ", `threshold "1e6"`, "approvers must list"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not name %q", err, want)
+		}
+	}
+	if got.ApprovalPolicy.Approvers != nil || got.LinkKeySecret != "k" {
+		t.Errorf("with an error, Env = %+v: want the well-formed values and no policy", got)
+	}
+
+	env[topology.EnvTableName], env[topology.EnvPublicBaseURL] = "t", "https://api.example"
+	env[topology.EnvApprovalPolicy] = `{"threshold":"10000.00","currency":"usd","approvers":["U1"],"on_timeout":"escalate","escalation_approvers":["U9"]}`
+	got, err = Load("notify", func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := got.ApprovalPolicy
+	if p.Currency != "USD" || p.OnTimeout != approvalpolicy.TimeoutEscalate || len(p.Approvers) != 1 || p.ChangeIncreaseThreshold != "10000.00" {
+		t.Errorf("policy = %+v", p)
+	}
+	if needs, _ := p.Needs("10000.00", "USD"); !needs {
+		t.Error("the parsed policy does not hold its threshold")
+	}
+	// create does not read the policy: a bad one is not its problem.
+	env[topology.EnvApprovalPolicy] = `{`
+	if got, err := Load("create", func(k string) string { return env[k] }); err != nil && strings.Contains(err.Error(), topology.EnvApprovalPolicy) ||
+		got.ApprovalPolicy.Approvers != nil {
+		t.Errorf("create: %+v, %v", got.ApprovalPolicy, err)
 	}
 }

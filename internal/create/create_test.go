@@ -259,7 +259,7 @@ func TestCreateRateLimitedIsTransientThenSucceeds(t *testing.T) {
 
 func TestCreateRechecksLapsedGovernanceAfterApproval(t *testing.T) {
 	t.Parallel()
-	e := stagetest.NewEnv(t, stagetest.Options{Policy: stagetest.PolicyFunc(func(*record.Operation) (bool, string) { return true, "over the threshold" })})
+	e := stagetest.NewEnv(t, stagetest.Options{Policy: stagetest.PolicyFunc(func(string, string) (bool, string) { return true, "over the threshold" })})
 	op := e.NewOp("approved,sync", false)
 	first := e.Check(op)
 	if first.Decision != workflow.GovernanceNeedsApproval {

@@ -17,9 +17,10 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// Policy says whether an operation's budget alone needs a person; approval.Policy satisfies it.
+// Policy says whether a buy's budget (a decimal string in currency) alone needs a person, and
+// why; approvalpolicy.Policy satisfies it.
 type Policy interface {
-	Needs(op *record.Operation) (bool, string)
+	Needs(budget, currency string) (bool, string)
 }
 
 // Service is the governance function's use case: check, report and fail. It is safe for
@@ -365,7 +366,7 @@ func (s *Service) approved(ctx context.Context, op *record.Operation, req *stage
 		case req.RequireApproval:
 			needs, why = true, "the request asks for a human approval"
 		case s.policy != nil:
-			needs, why = s.policy.Needs(op)
+			needs, why = s.policy.Needs(op.BudgetTotal, op.Currency)
 		}
 	}
 	to, decision := workflow.StatusCreating, workflow.GovernanceProceed

@@ -141,8 +141,8 @@ func TestCheckAdvisoryConditionsNeedApproval(t *testing.T) {
 
 func TestCheckPolicyThresholdNeedsApprovalOnce(t *testing.T) {
 	t.Parallel()
-	e := stagetest.NewEnv(t, stagetest.Options{Policy: stagetest.PolicyFunc(func(op *record.Operation) (bool, string) {
-		return op.BudgetTotal >= "1000.00", "the budget is at or above 1000.00 USD"
+	e := stagetest.NewEnv(t, stagetest.Options{Policy: stagetest.PolicyFunc(func(budget, _ string) (bool, string) {
+		return budget >= "1000.00", "the budget is at or above 1000.00 USD"
 	})})
 	op := e.NewOp("approved", false)
 

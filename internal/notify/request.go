@@ -8,10 +8,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/approvalpolicy"
+	"github.com/buyflow/buyflow/internal/record"
+
 	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/money"
-	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/slack"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -163,7 +165,7 @@ func (s *Service) approversFor(rd approval.Round, requester string) (approvers, 
 		group = s.Cfg.Policy.EscalationApprovers
 	}
 	approvers = slices.DeleteFunc(slices.Clone(group), notRequester)
-	if !rd.Escalation && s.Cfg.Policy.OnTimeout == approval.TimeoutEscalate {
+	if !rd.Escalation && s.Cfg.Policy.OnTimeout == approvalpolicy.TimeoutEscalate {
 		escalateTo = slices.DeleteFunc(slices.Clone(s.Cfg.Policy.EscalationApprovers), notRequester)
 	}
 	return approvers, escalateTo
@@ -295,7 +297,7 @@ func (s *Service) reasonCode(reason string, op *record.Operation) approvalcore.R
 		approvalcore.ReasonChangeNeedsApproval:
 		return approvalcore.ReasonCode(reason)
 	}
-	if needs, _ := s.Cfg.Policy.Needs(op); needs {
+	if needs, _ := s.Cfg.Policy.Needs(op.BudgetTotal, op.Currency); needs {
 		return approvalcore.ReasonPolicyThreshold
 	}
 	if op.RequireApproval {
@@ -367,7 +369,7 @@ func (s *Service) Expire(ctx context.Context, in workflow.StageInput) (workflow.
 		return workflow.ApprovalExpiry{}, fmt.Errorf("notify: expire approval %s: %w", last.ApprovalID, err)
 	}
 
-	escalate := s.Cfg.Policy.OnTimeout == approval.TimeoutEscalate && !last.Escalation && len(s.Cfg.Policy.EscalationApprovers) > 0
+	escalate := s.Cfg.Policy.OnTimeout == approvalpolicy.TimeoutEscalate && !last.Escalation && len(s.Cfg.Policy.EscalationApprovers) > 0
 	if last.Expired { // the event is already written: keep its answer
 		escalate = last.Escalated
 	} else {

@@ -59,10 +59,10 @@ type Completion struct {
 }
 
 // PolicyFunc is a function-typed fake of the governance stage's approval policy.
-type PolicyFunc func(op *record.Operation) (bool, string)
+type PolicyFunc func(budget, currency string) (bool, string)
 
 // Needs calls f.
-func (f PolicyFunc) Needs(op *record.Operation) (bool, string) { return f(op) }
+func (f PolicyFunc) Needs(budget, currency string) (bool, string) { return f(budget, currency) }
 
 // HookLedger wraps the real ledger; a non-nil hook replaces a method.
 type HookLedger struct {

@@ -49,9 +49,9 @@ type Cold struct {
 	Metrics *metrics.Recorder
 }
 
-// Load reads the environment of the function fn: its configuration, what parse reads from it
-// (an agent registry, an approval policy: each parse keeps its result in the caller's
-// variable) and the AWS runtime's variables, every problem of all of them reported together.
+// Load reads the environment of the function fn: its configuration (config.Load parses what it
+// can type once, such as the approval policy), what parse checks further (the agents function's
+// operators) and the AWS runtime's variables, every problem of all of them reported together.
 func Load(fn string, getenv func(string) string, parse ...func(config.Env) error) (*Cold, error) {
 	env, cerr := config.Load(fn, getenv)
 	errs := []error{cerr}

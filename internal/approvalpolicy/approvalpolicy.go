@@ -1,4 +1,12 @@
-package approval
+// Package approvalpolicy is the approval policy: who approves a buy, above what amount, for
+// how long, and which IAM principal is which approver. It is pure: Parse reads the policy
+// document (BUYFLOW_APPROVAL_POLICY, the buyflow:approvalPolicy context value) and reports every
+// problem together; the policy's methods compare amounts and map principals without I/O.
+//
+// It imports only the standard library and internal/money, so internal/config (which parses the
+// policy once per cold start for the functions that read it) and infra (which validates the
+// context value at synth) link no approval kernel, ledger or AWS SDK to parse it.
+package approvalpolicy
 
 import (
 	"bytes"
@@ -11,7 +19,6 @@ import (
 	"strings"
 
 	"github.com/buyflow/buyflow/internal/money"
-	"github.com/buyflow/buyflow/internal/record"
 )
 
 // OnTimeout says what happens when an approval's SLA passes with no decision.
@@ -26,7 +33,7 @@ const (
 )
 
 // Policy is the approval policy, parsed from BUYFLOW_APPROVAL_POLICY. It is immutable after
-// ParsePolicy.
+// Parse.
 type Policy struct {
 	// Threshold is the budget at or above which a buy needs a person ("10000.00"); empty means
 	// the amount never requires approval by itself.
@@ -60,7 +67,7 @@ type Policy struct {
 
 var decimalRE = regexp.MustCompile(`^[0-9]{1,18}(\.[0-9]{1,6})?$`)
 
-// ParsePolicy parses the policy JSON:
+// Parse parses the policy JSON:
 //
 //	{"threshold":"10000.00","currency":"USD","approvers":["U01","U02"],
 //	 "escalation_approvers":["U09"],"on_timeout":"escalate",
@@ -68,7 +75,7 @@ var decimalRE = regexp.MustCompile(`^[0-9]{1,18}(\.[0-9]{1,6})?$`)
 //	 "change_increase_threshold":"5000.00","change_any_threshold":"250000.00"}
 //
 // It reports every problem it finds together. on_timeout defaults to "reject".
-func ParsePolicy(raw []byte) (Policy, error) {
+func Parse(raw []byte) (Policy, error) {
 	var in struct {
 		Threshold                string            `json:"threshold"`
 		Currency                 string            `json:"currency"`
@@ -84,10 +91,10 @@ func ParsePolicy(raw []byte) (Policy, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		return Policy{}, fmt.Errorf("approval policy: not a JSON object with threshold, currency, approvers, escalation_approvers, on_timeout, escalation_timeout_seconds, link_ttl_seconds, identities, change_increase_threshold, change_any_threshold: %w", err)
+		return Policy{}, fmt.Errorf("approvalpolicy: not a JSON object with threshold, currency, approvers, escalation_approvers, on_timeout, escalation_timeout_seconds, link_ttl_seconds, identities, change_increase_threshold, change_any_threshold: %w", err)
 	}
 	if dec.More() {
-		return Policy{}, errors.New("approval policy: trailing data after the JSON object")
+		return Policy{}, errors.New("approvalpolicy: trailing data after the JSON object")
 	}
 	p := Policy{
 		Threshold: strings.TrimSpace(in.Threshold), Currency: strings.ToUpper(strings.TrimSpace(in.Currency)),
@@ -154,7 +161,7 @@ func ParsePolicy(raw []byte) (Policy, error) {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return Policy{}, fmt.Errorf("approval policy: %w", err)
+		return Policy{}, fmt.Errorf("approvalpolicy: %w", err)
 	}
 	return p, nil
 }
@@ -193,15 +200,13 @@ func checkIDs(field string, ids []string) []error {
 	return errs
 }
 
-// Needs reports whether op's budget alone requires a human approval (budget ≥ threshold) and
-// why, in a sentence a person can read. It is pure. A budget it cannot compare (missing,
+// Needs reports whether a buy's budget alone requires a human approval (budget ≥ threshold)
+// and why, in a sentence a person can read. budget is the buy's total as the request states it,
+// a decimal string ("12500.00"), in the ISO 4217 currency. A budget it cannot compare (missing,
 // malformed or in another currency than the threshold) needs approval: the gate fails closed.
 // A policy without a threshold never requires approval by amount.
-func (p Policy) Needs(op *record.Operation) (bool, string) {
-	if op == nil {
-		return false, ""
-	}
-	return p.needs("the budget", op.BudgetTotal, op.Currency)
+func (p Policy) Needs(budget, currency string) (bool, string) {
+	return p.needs("the budget", budget, currency)
 }
 
 // NeedsCampaign reports whether a campaign's total (the sum of the amounts of the legs it
