@@ -5,9 +5,9 @@
 // AdCP client, the clock and the outputs; it reads an operation's stored request, moves it
 // forward only, fixes write-ahead intents, keeps the webhook token, records a governance
 // check, and maps AdCP failures to the workflow errors the ASL matches. The functions under
-// functions/ only wire a use case and hand it the raw task payload; each Handle dispatches on
-// "action" (ActionOf, Decode) and returns errors through workflow.TaskError, so each
-// errorType is a name the ASL matches.
+// functions/ only wire a use case and hand it the raw task payload; each Handle is a
+// dispatch.Table from "action" to the use case's method, which returns errors through
+// workflow.TaskError, so each errorType is a name the ASL matches.
 //
 // # Invariants
 //
