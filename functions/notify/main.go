@@ -30,6 +30,6 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	lambda.Start(metrics.Flushing(c.Metrics, notifier.Notify)) // blocks
+	lambda.Start(metrics.Flushing(c.Metrics, notifier.Handle)) // blocks
 	return nil
 }

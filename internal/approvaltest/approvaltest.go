@@ -252,7 +252,7 @@ func (e *Env) Request(tok string) string {
 		"config": map[string]any{"approval_timeout_seconds": TimeoutSeconds}, "task_token": tok,
 		"reason": string(workflow.ApprovalForGovernance),
 	})
-	if _, err := e.Notifier.Notify(e.Ctx, payload); err != nil {
+	if _, err := e.Notifier.Handle(e.Ctx, payload); err != nil {
 		e.T.Fatalf("request: %v", err)
 	}
 	return approval.ApprovalID(tok)
@@ -291,7 +291,7 @@ func (e *Env) RequestCampaign(tok string, legs ...string) string {
 		"action": "request", "campaign_id": CampaignID, "tenant": Tenant, "legs": legs,
 		"config": map[string]any{"approval_timeout_seconds": TimeoutSeconds}, "task_token": tok,
 	})
-	if _, err := e.Notifier.Notify(e.Ctx, payload); err != nil {
+	if _, err := e.Notifier.Handle(e.Ctx, payload); err != nil {
 		e.T.Fatalf("request campaign: %v", err)
 	}
 	return approval.ApprovalID(tok)
@@ -304,7 +304,7 @@ func (e *Env) Expire() workflow.ApprovalExpiry {
 		"action": "expire", "operation_id": OpID, "tenant": Tenant,
 		"config": map[string]any{"approval_timeout_seconds": TimeoutSeconds}, "reason": string(workflow.ApprovalForGovernance),
 	})
-	out, err := e.Notifier.Notify(e.Ctx, payload)
+	out, err := e.Notifier.Handle(e.Ctx, payload)
 	if err != nil {
 		e.T.Fatalf("expire: %v", err)
 	}

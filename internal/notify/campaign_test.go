@@ -131,7 +131,7 @@ func TestExpireACampaignApproval(t *testing.T) {
 	e.Clock.Advance(approvaltest.TimeoutSeconds*time.Second + time.Second)
 	payload, _ := json.Marshal(map[string]any{"action": "expire", "campaign_id": campaignID, "tenant": approvaltest.Tenant,
 		"config": map[string]any{"approval_timeout_seconds": approvaltest.TimeoutSeconds}})
-	out, err := e.Notifier.Notify(e.Ctx, payload)
+	out, err := e.Notifier.Handle(e.Ctx, payload)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func TestRequestForACampaignRefusesAnotherLeg(t *testing.T) {
 		"action": "request", "campaign_id": campaignID, "tenant": approvaltest.Tenant, "legs": []string{"leg-a", "leg-x"},
 		"config": map[string]any{"approval_timeout_seconds": approvaltest.TimeoutSeconds}, "task_token": approvaltest.Token(3),
 	})
-	if _, err := e.Notifier.Notify(e.Ctx, payload); err == nil || !strings.Contains(err.Error(), "leg-x") {
+	if _, err := e.Notifier.Handle(e.Ctx, payload); err == nil || !strings.Contains(err.Error(), "leg-x") {
 		t.Fatalf("request naming leg-x: %v", err)
 	}
 	if len(e.Slack.Messages()) != 0 || count(e.Timeline(campaignID), record.EventApprovalRequested) != 0 {
@@ -233,7 +233,7 @@ func TestRequestNeedsOneSubject(t *testing.T) {
 		{"action": "request", "campaign_id": "cp-other", "tenant": approvaltest.Tenant, "task_token": approvaltest.Token(1), "config": map[string]any{"approval_timeout_seconds": approvaltest.TimeoutSeconds}},
 	} {
 		payload, _ := json.Marshal(p)
-		if _, err := e.Notifier.Notify(e.Ctx, payload); err == nil {
+		if _, err := e.Notifier.Handle(e.Ctx, payload); err == nil {
 			t.Errorf("request %v: no error", p)
 		}
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// Service is the notify Lambda's use case: Request and Expire (Notify dispatches the payload).
+// Service is the notify Lambda's use case: Request and Expire (Handle dispatches the payload).
 // It is safe for concurrent use.
 type Service struct{ *approval.Base }
 

@@ -223,7 +223,7 @@ func TestNotifyErrorsAreBareTypes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := e.Notifier.Notify(e.Ctx, json.RawMessage(tc.payload))
+			_, err := e.Notifier.Handle(e.Ctx, json.RawMessage(tc.payload))
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -247,7 +247,7 @@ func TestRequestForAnEndedOperationIsTerminal(t *testing.T) {
 		"action": "request", "operation_id": approvaltest.OpID, "tenant": approvaltest.Tenant,
 		"config": map[string]any{"approval_timeout_seconds": approvaltest.TimeoutSeconds}, "task_token": approvaltest.Token(1),
 	})
-	_, err := e.Notifier.Notify(e.Ctx, payload)
+	_, err := e.Notifier.Handle(e.Ctx, payload)
 	if got := typeName(err); got != "TerminalError" {
 		t.Fatalf("error %T %v, want TerminalError", err, err)
 	}
@@ -316,7 +316,7 @@ func TestRequestRefusesAnInexactAmount(t *testing.T) {
 		"action": "request", "operation_id": id, "tenant": approvaltest.Tenant,
 		"config": map[string]any{"approval_timeout_seconds": approvaltest.TimeoutSeconds}, "task_token": approvaltest.Token(7),
 	})
-	_, err := e.Notifier.Notify(e.Ctx, payload)
+	_, err := e.Notifier.Handle(e.Ctx, payload)
 	if got := typeName(err); got != "TerminalError" || !strings.Contains(err.Error(), "1000.50") {
 		t.Fatalf("error %T %v, want a TerminalError naming the amount", err, err)
 	}
