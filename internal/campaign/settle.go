@@ -1,7 +1,6 @@
 package campaign
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/dispatch"
 	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/stage"
@@ -117,40 +117,29 @@ func NewSettler(f Facts, agents PlanSyncer, threshold Threshold) *Settler {
 	return &Settler{facts: f, agents: agents, threshold: threshold, now: time.Now, log: slog.Default()}
 }
 
-// Handle serves one task payload. Errors come back bare (workflow.TaskError) so the state
-// machine's Retry matches TransientError.
+// Handle serves one task payload: actions leg, settle, sync_plans, close and release.
 func (s *Settler) Handle(ctx context.Context, raw json.RawMessage) (any, error) {
-	out, err := s.handle(ctx, raw)
-	if err != nil {
-		return nil, workflow.TaskError(err)
-	}
-	return out, nil
-}
-
-func (s *Settler) handle(ctx context.Context, raw json.RawMessage) (any, error) {
-	var in TaskInput
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		return nil, &workflow.InvalidInputError{Field: "payload", Reason: err.Error()}
-	}
-	switch in.Action {
-	case ActionLeg:
-		op, err := s.operation(ctx, in.Tenant, in.OperationID)
-		if err != nil {
-			return nil, err
-		}
-		return LegStatus{Status: op.Status, Terminal: op.Status.Terminal()}, nil
-	case ActionSettle:
-		return s.Settle(ctx, in.Tenant, in.CampaignID)
-	case ActionSyncPlans:
-		return s.SyncPlans(ctx, in.Tenant, in.CampaignID)
-	case ActionClose:
-		return s.Close(ctx, in.Tenant, in.CampaignID, in.Failure)
-	case ActionRelease:
-		return s.Release(ctx, in.Tenant, in.CampaignID, ReleaseInput{Legs: in.Legs, Checks: in.Checks, Approval: in.Approval, Failure: in.Failure})
-	}
-	return nil, &workflow.InvalidInputError{Field: "action", Reason: fmt.Sprintf("%q is not one of %s, %s, %s, %s, %s", in.Action, ActionLeg, ActionSettle, ActionSyncPlans, ActionClose, ActionRelease)}
+	return dispatch.Table{
+		ActionLeg: dispatch.Of(func(ctx context.Context, in TaskInput) (LegStatus, error) {
+			op, err := s.operation(ctx, in.Tenant, in.OperationID)
+			if err != nil {
+				return LegStatus{}, err
+			}
+			return LegStatus{Status: op.Status, Terminal: op.Status.Terminal()}, nil
+		}),
+		ActionSettle: dispatch.Of(func(ctx context.Context, in TaskInput) (Settled, error) {
+			return s.Settle(ctx, in.Tenant, in.CampaignID)
+		}),
+		ActionSyncPlans: dispatch.Of(func(ctx context.Context, in TaskInput) (PlanSynced, error) {
+			return s.SyncPlans(ctx, in.Tenant, in.CampaignID)
+		}),
+		ActionClose: dispatch.Of(func(ctx context.Context, in TaskInput) (Closed, error) {
+			return s.Close(ctx, in.Tenant, in.CampaignID, in.Failure)
+		}),
+		ActionRelease: dispatch.Of(func(ctx context.Context, in TaskInput) (Released, error) {
+			return s.Release(ctx, in.Tenant, in.CampaignID, ReleaseInput{Legs: in.Legs, Checks: in.Checks, Approval: in.Approval, Failure: in.Failure})
+		}),
+	}.Handle(ctx, raw)
 }
 
 func (s *Settler) operation(ctx context.Context, tenant, id string) (*record.Operation, error) {
