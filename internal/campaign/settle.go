@@ -120,23 +120,23 @@ func NewSettler(f Facts, agents PlanSyncer, threshold Threshold) *Settler {
 // Handle serves one task payload: actions leg, settle, sync_plans, close and release.
 func (s *Settler) Handle(ctx context.Context, raw json.RawMessage) (any, error) {
 	return dispatch.Table{
-		ActionLeg: dispatch.Of(func(ctx context.Context, in TaskInput) (LegStatus, error) {
+		ActionLeg: dispatch.StrictOf(func(ctx context.Context, in TaskInput) (LegStatus, error) {
 			op, err := s.operation(ctx, in.Tenant, in.OperationID)
 			if err != nil {
 				return LegStatus{}, err
 			}
 			return LegStatus{Status: op.Status, Terminal: op.Status.Terminal()}, nil
 		}),
-		ActionSettle: dispatch.Of(func(ctx context.Context, in TaskInput) (Settled, error) {
+		ActionSettle: dispatch.StrictOf(func(ctx context.Context, in TaskInput) (Settled, error) {
 			return s.Settle(ctx, in.Tenant, in.CampaignID)
 		}),
-		ActionSyncPlans: dispatch.Of(func(ctx context.Context, in TaskInput) (PlanSynced, error) {
+		ActionSyncPlans: dispatch.StrictOf(func(ctx context.Context, in TaskInput) (PlanSynced, error) {
 			return s.SyncPlans(ctx, in.Tenant, in.CampaignID)
 		}),
-		ActionClose: dispatch.Of(func(ctx context.Context, in TaskInput) (Closed, error) {
+		ActionClose: dispatch.StrictOf(func(ctx context.Context, in TaskInput) (Closed, error) {
 			return s.Close(ctx, in.Tenant, in.CampaignID, in.Failure)
 		}),
-		ActionRelease: dispatch.Of(func(ctx context.Context, in TaskInput) (Released, error) {
+		ActionRelease: dispatch.StrictOf(func(ctx context.Context, in TaskInput) (Released, error) {
 			return s.Release(ctx, in.Tenant, in.CampaignID, ReleaseInput{Legs: in.Legs, Checks: in.Checks, Approval: in.Approval, Failure: in.Failure})
 		}),
 	}.Handle(ctx, raw)

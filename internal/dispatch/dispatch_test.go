@@ -31,6 +31,10 @@ func table(calls *[]string) Table {
 			*calls = append(*calls, "nop")
 			return struct{}{}, nil
 		}),
+		"strict": StrictOf(func(_ context.Context, in ping) (int, error) {
+			*calls = append(*calls, "strict")
+			return in.N, nil
+		}),
 	}
 }
 
@@ -44,7 +48,12 @@ func TestRoutesToTheActionsHandler(t *testing.T) {
 	if _, err := tbl.Handle(context.Background(), json.RawMessage(`{"action":"nop","operation_id":"op-1","tenant":"t"}`)); err != nil {
 		t.Fatalf("nop: %v", err)
 	}
-	if !reflect.DeepEqual(calls, []string{"ping", "nop"}) {
+	// A field the input does not have (an execution started under an older definition) is
+	// ignored unless the handler is strict.
+	if out, err := tbl.Handle(context.Background(), json.RawMessage(`{"action":"ping","n":3,"extra":1}`)); err != nil || out != 3 {
+		t.Fatalf("ping with an extra field = %v, %v; want 3", out, err)
+	}
+	if !reflect.DeepEqual(calls, []string{"ping", "nop", "ping"}) {
 		t.Fatalf("calls = %v", calls)
 	}
 }
@@ -53,11 +62,11 @@ func TestRefusesWithInvalidInputError(t *testing.T) {
 	for _, tc := range []struct{ name, raw, field, reason string }{
 		{"not json", `{`, "payload", "not a JSON object: unexpected end of JSON input"},
 		{"not an object", `[]`, "payload", "not a JSON object: json: cannot unmarshal array"},
-		{"unknown action", `{"action":"dance"}`, "action", `"dance" is not one of nop, ping`},
-		{"no action", `{}`, "action", `"" is not one of nop, ping`},
-		{"null", `null`, "action", `"" is not one of nop, ping`},
+		{"unknown action", `{"action":"dance"}`, "action", `"dance" is not one of nop, ping, strict`},
+		{"no action", `{}`, "action", `"" is not one of nop, ping, strict`},
+		{"null", `null`, "action", `"" is not one of nop, ping, strict`},
 		{"wrong type", `{"action":"ping","n":"seven"}`, "payload", "json: cannot unmarshal string into Go struct field ping.n of type int"},
-		{"unknown field", `{"action":"ping","n":1,"extra":1}`, "payload", `json: unknown field "extra"`},
+		{"unknown field, strict", `{"action":"strict","n":1,"extra":1}`, "payload", `json: unknown field "extra"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var calls []string
