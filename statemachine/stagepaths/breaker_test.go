@@ -14,7 +14,6 @@ import (
 	"github.com/buyflow/buyflow/internal/record"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/buyflow/buyflow/internal/adcp"
@@ -101,8 +100,7 @@ func startDownAgent(t *testing.T, id string, role adcp.Role, h http.Handler, tok
 	d.srv = httptest.NewServer(mux)
 	t.Cleanup(d.srv.Close)
 	ctx := context.Background()
-	awsCfg := aws.Config{Region: region, Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")}
-	sm := secretsmanager.NewFromConfig(awsCfg, func(o *secretsmanager.Options) { o.BaseEndpoint = aws.String(dynamotest.Endpoint()) })
+	sm := secretsmanager.NewFromConfig(dynamotest.AWSConfig())
 	ref := devstack.AgentSecretPrefix + id
 	if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(ref), SecretString: aws.String(token)}); err != nil {
 		t.Fatal(err)
