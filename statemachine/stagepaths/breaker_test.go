@@ -148,14 +148,7 @@ func (r *buyRun) submitTo(seller, governance string) string {
 	}
 	req["governance"].(map[string]any)["agent_id"] = governance
 	body, _ = json.Marshal(req)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	sub, code, err := r.client.Submit(ctx, "key-"+r.po, body)
-	if err != nil {
-		r.t.Fatalf("submit: HTTP %d: %v", code, err)
-	}
-	r.op = sub.OperationID
-	return r.op
+	return r.submitBody(body)
 }
 
 // waitingFor waits until the buy's timeline shows it waiting on agent's open breaker.
