@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/benchtest"
 	"github.com/buyflow/buyflow/internal/devstack"
 )
 
@@ -77,9 +78,9 @@ func BenchmarkWebhookToResume(b *testing.B) {
 		b.Fatalf("no buy resumed on a webhook (%d completed by polling): is functions/webhook verifying and waking?", polled)
 	}
 	slices.Sort(lat)
-	p50, p99 := percentile(lat, 50), percentile(lat, 99)
-	b.ReportMetric(ms(p50), "p50-ms")
-	b.ReportMetric(ms(p99), "p99-ms")
+	p50, p99 := benchtest.Percentile(lat, 50), benchtest.Percentile(lat, 99)
+	b.ReportMetric(benchtest.Millis(p50), "p50-ms")
+	b.ReportMetric(benchtest.Millis(p99), "p99-ms")
 	b.ReportMetric(0, "ns/op")
 	b.Logf("seller webhook → workflow resumed over %d buys (%d completed by polling instead): p50 %s, p99 %s, max %s",
 		len(lat), polled, p50.Round(time.Microsecond), p99.Round(time.Microsecond), lat[len(lat)-1].Round(time.Microsecond))
@@ -102,10 +103,3 @@ func webhookToResume(evs []devstack.TraceEvent) (time.Duration, bool) {
 	}
 	return 0, false
 }
-
-func percentile(sorted []time.Duration, p int) time.Duration {
-	i := (len(sorted)*p + 99) / 100
-	return sorted[min(max(i-1, 0), len(sorted)-1)]
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/benchtest"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -368,9 +369,9 @@ func costTable(tb testing.TB, runs int) (lines, over []string) {
 			budget = fmt.Sprintf("≤ %d", c.budget)
 		}
 		lines = append(lines, fmt.Sprintf("%-34s %5d/%5.0f %6s %7.0f %8d %5.2f %6.0f %6.0f %6.0f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f",
-			c.name, percentile(counts, 0.5), mean.transitions, budget, mean.events, maxEvents, float64(execs)/float64(n),
+			c.name, benchtest.Percentile(counts, 50), mean.transitions, budget, mean.events, maxEvents, float64(execs)/float64(n),
 			mean.invocations, mean.rru, mean.wru, per.sfn, per.lambda, per.dynamo, per.api, per.sweep, per.total()))
-		if p50 := percentile(counts, 0.5); c.budget > 0 && p50 > c.budget {
+		if p50 := benchtest.Percentile(counts, 50); c.budget > 0 && p50 > c.budget {
 			over = append(over, fmt.Sprintf("OVER BUDGET: %s: median %d transitions > %d", c.name, p50, c.budget))
 		}
 		if per.total() > budgetUSD {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/benchtest"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -429,10 +430,6 @@ func simulateRun(t testing.TB, m machine, cfg workflow.RunConfig, change bool, w
 	return res
 }
 
-func percentile(sorted []int, p float64) int {
-	return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))]
-}
-
 // transitionCase is one row of the transition table.
 type transitionCase struct {
 	name   string
@@ -470,11 +467,11 @@ func transitionTable(tb testing.TB, m machine, runs int) (lines, over []string) 
 		slices.Sort(counts)
 		top := simulate(tb, m, c.wake, simulatedDay, func() float64 { return 0.999999 }).transitions
 		mid := simulate(tb, m, c.wake, simulatedDay, func() float64 { return 0.5 }).transitions
-		lines = append(lines, fmt.Sprintf("%-52s %8d %6d %6d %6.1f %6d %6d %6d  %d / %d", c.name, c.budget, counts[0], percentile(counts, 0.5),
-			float64(sum)/float64(len(counts)), percentile(counts, 0.95), counts[len(counts)-1], polls/len(counts), top, mid))
+		lines = append(lines, fmt.Sprintf("%-52s %8d %6d %6d %6.1f %6d %6d %6d  %d / %d", c.name, c.budget, counts[0], benchtest.Percentile(counts, 50),
+			float64(sum)/float64(len(counts)), benchtest.Percentile(counts, 95), counts[len(counts)-1], polls/len(counts), top, mid))
 		// Budgets are measured, not asserted by timed tests. Report the excess loudly
 		// rather than fail the build on a policy number that belongs to internal/workflow.
-		if p50 := percentile(counts, 0.5); p50 > c.budget {
+		if p50 := benchtest.Percentile(counts, 50); p50 > c.budget {
 			over = append(over, fmt.Sprintf("OVER BUDGET: %s: median %d transitions > %d (the wait policy in workflow.WaitState.Advance)", c.name, p50, c.budget))
 		}
 	}

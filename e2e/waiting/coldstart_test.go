@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/benchtest"
 	"github.com/buyflow/buyflow/internal/devstack"
 	"github.com/buyflow/buyflow/internal/topology"
 )
@@ -70,13 +71,13 @@ func BenchmarkColdStart(b *testing.B) {
 		slices.Sort(wall)
 		slices.Sort(cpu)
 		verdict := "ok"
-		if p := percentile(wall, 50); p > 25*time.Millisecond {
+		if p := benchtest.Percentile(wall, 50); p > 25*time.Millisecond {
 			verdict = fmt.Sprintf("over by %s", (p - 25*time.Millisecond).Round(100*time.Microsecond))
 		}
-		fmt.Printf("%-12s %10s %10s %10s %10s %8.1f MB   %s\n", f.Name, percentile(wall, 50).Round(100*time.Microsecond),
-			wall[len(wall)-1].Round(100*time.Microsecond), percentile(cpu, 50).Round(100*time.Microsecond),
+		fmt.Printf("%-12s %10s %10s %10s %10s %8.1f MB   %s\n", f.Name, benchtest.Percentile(wall, 50).Round(100*time.Microsecond),
+			wall[len(wall)-1].Round(100*time.Microsecond), benchtest.Percentile(cpu, 50).Round(100*time.Microsecond),
 			cpu[len(cpu)-1].Round(100*time.Microsecond), float64(rss)/(1<<20), verdict)
-		b.ReportMetric(ms(percentile(wall, 50)), f.Name+"-init-ms")
+		b.ReportMetric(benchtest.Millis(benchtest.Percentile(wall, 50)), f.Name+"-init-ms")
 	}
 	fmt.Println()
 	for b.Loop() { // the measurement above runs once, whatever -benchtime says

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/apiclient"
+	"github.com/buyflow/buyflow/internal/benchtest"
 	"github.com/buyflow/buyflow/internal/devstack"
 )
 
@@ -135,10 +136,10 @@ func BenchmarkDetection(b *testing.B) {
 		b.Fatalf("no buy was completed by the sweep (%d by a poll, %d not completed)", byPoll, other)
 	}
 	slices.Sort(lat)
-	p50, p95 := percentile(lat, 50), percentile(lat, 95)
+	p50, p95 := benchtest.Percentile(lat, 50), benchtest.Percentile(lat, 95)
 	scale := float64(productionCadence) / float64(cadence)
-	b.ReportMetric(ms(p50), "p50-ms")
-	b.ReportMetric(ms(p95), "p95-ms")
+	b.ReportMetric(benchtest.Millis(p50), "p50-ms")
+	b.ReportMetric(benchtest.Millis(p95), "p95-ms")
 	fmt.Printf("detection: seller finished (no webhook) → buy terminal in the ledger, %d buys by the sweep (%d by a poll, %d not completed), sweep every %s\n",
 		len(lat), byPoll, other, cadence)
 	fmt.Printf("%-28s %10s %10s %10s\n", "", "p50", "p95", "max")
@@ -153,10 +154,3 @@ func BenchmarkDetection(b *testing.B) {
 func scaled(d time.Duration, f float64) time.Duration {
 	return time.Duration(float64(d) * f).Round(time.Second)
 }
-
-func percentile(sorted []time.Duration, p int) time.Duration {
-	i := (len(sorted)*p + 99) / 100
-	return sorted[min(max(i-1, 0), len(sorted)-1)]
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/buyflow/buyflow/internal/clocktest"
 )
 
 var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
@@ -57,7 +59,7 @@ func TestSendReusesKeyAndBytes(t *testing.T) {
 			return structured(successBody)
 		},
 	})
-	clock := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := clocktest.At(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	c := newTestClient(t, clock, map[string]string{"s1": agent.URL()})
 	in := mustIntent(t, ToolCreateMediaBuy, validCreate(), clock.Now())
 	if !uuidV4.MatchString(in.Key) {
@@ -164,7 +166,7 @@ func TestReplayWindowRefusal(t *testing.T) {
 					return structured(successBody)
 				},
 			})
-			clock := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+			clock := clocktest.At(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 			c := newTestClient(t, clock, map[string]string{"s1": agent.URL()})
 			in := mustIntent(t, ToolCreateMediaBuy, validCreate(), clock.Now())
 			in.Attempt = tt.attempt
@@ -190,7 +192,7 @@ func TestReplayWindowRefusal(t *testing.T) {
 // TestCapabilitiesCache: one get_adcp_capabilities per agent per TTL.
 func TestCapabilitiesCache(t *testing.T) {
 	agent := newFakeAgent(t, map[string]toolFunc{ToolGetAdCPCapabilities: capsTool(capsWithReplay)})
-	clock := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := clocktest.At(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	c := newTestClient(t, clock, map[string]string{"s1": agent.URL()})
 	ctx := context.Background()
 	for range 3 {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/buyflow/buyflow/internal/clocktest"
 )
 
 // recordingGuard refuses while refuse is set and records every outcome it is told.
@@ -38,7 +40,7 @@ func TestGuardSeesEveryExchangeAndARefusalSendsNothing(t *testing.T) {
 			return toolError(`{"code":"SERVICE_UNAVAILABLE","message":"down"}`)
 		},
 	})
-	clock := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := clocktest.At(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	c := newTestClient(t, clock, map[string]string{"s1": agent.URL()})
 	g := &recordingGuard{}
 	c.opts.Guard = g
@@ -89,7 +91,7 @@ func TestNotSentOnlyWhenNothingLeft(t *testing.T) {
 			return toolError(`{"code":"SERVICE_UNAVAILABLE","message":"down"}`)
 		},
 	})
-	clock := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := clocktest.At(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	c := newTestClient(t, clock, map[string]string{"s1": agent.URL()})
 	g := &recordingGuard{}
 	c.opts.Guard = g

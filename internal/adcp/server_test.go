@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/buyflow/buyflow/internal/adcpschemas"
+	"github.com/buyflow/buyflow/internal/clocktest"
 )
 
 // toolFunc is a fake tool: it gets the raw arguments and returns a result or
@@ -144,19 +145,6 @@ func capsTool(body string) toolFunc {
 	return func(json.RawMessage) (*mcp.CallToolResult, error) { return structured(body) }
 }
 
-// fakeClock is an injected clock.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 var testValidatorOnce = sync.OnceValues(func() (*Validator, error) {
 	schemas, err := adcpschemas.FS()
 	if err != nil {
@@ -177,7 +165,7 @@ func testValidator(t *testing.T) *Validator {
 const testToken = "tok-secret-value-123"
 
 // newTestClient returns a client configured with one seller per (id, url).
-func newTestClient(t *testing.T, clock *fakeClock, agents map[string]string) *Client {
+func newTestClient(t *testing.T, clock *clocktest.Clock, agents map[string]string) *Client {
 	t.Helper()
 	var cfg RegistryConfig
 	for id, u := range agents {

@@ -1,7 +1,8 @@
 // Package apigwtest converts between net/http and the events of an API Gateway HTTP API
 // (payload format 2.0), the way API Gateway does, for tests that serve a Lambda handler (or a
-// Lambda) over real HTTP: a browser test of the approval page, the workflow tests' API front.
-// Only tests import it.
+// Lambda) over real HTTP: a browser test of the approval page, the workflow tests' API front;
+// and builds the event of a request API Gateway authorized with IAM, for the handlers' own
+// tests. Only tests import it.
 package apigwtest
 
 import (
@@ -14,7 +15,34 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/buyflow/buyflow/internal/topology"
 )
+
+// IAM identity of the caller of [IAMRequest]: an assumed role of account Account.
+const (
+	Account = "111122223333"
+	UserARN = "arn:aws:sts::111122223333:assumed-role/Buyer/alice"
+)
+
+// IAMRequest is the event API Gateway sends for method and path when IAM (SigV4) authorized
+// the call for the role UserARN of Account: the route matched in topology.App and its path's
+// parameters filled, as API Gateway does before the invocation, and an empty, non-nil header
+// map for the test to add to.
+func IAMRequest(method, path string) events.APIGatewayV2HTTPRequest {
+	route, params, _ := topology.App.Match(method, path)
+	return events.APIGatewayV2HTTPRequest{
+		Version: "2.0", RouteKey: route.Method + " " + route.Path, RawPath: path, PathParameters: params,
+		Headers: map[string]string{},
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			RequestID: "req-1", Stage: "$default",
+			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: path},
+			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+				IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{AccountID: Account, UserARN: UserARN},
+			},
+		},
+	}
+}
 
 // MaxBody is the largest request body Request reads (API Gateway's payload limit is 10 MB).
 const MaxBody = 10 << 20

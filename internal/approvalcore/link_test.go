@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/buyflow/buyflow/internal/clocktest"
 )
 
 var (
@@ -19,8 +21,6 @@ var (
 	b64k1 = base64.StdEncoding.EncodeToString(key1)
 	b64k2 = base64.RawURLEncoding.EncodeToString(key2)
 )
-
-func fixedClock(t time.Time) func() time.Time { return func() time.Time { return t } }
 
 func mustKeys(t *testing.T, current string, keys map[string][]byte) KeySet {
 	t.Helper()
@@ -33,7 +33,7 @@ func mustKeys(t *testing.T, current string, keys map[string][]byte) KeySet {
 
 func mustSigner(t *testing.T, ks KeySet, now time.Time) *Signer {
 	t.Helper()
-	s, err := NewSigner(ks, fixedClock(now))
+	s, err := NewSigner(ks, clocktest.At(now).Now)
 	if err != nil {
 		t.Fatalf("NewSigner: %v", err)
 	}

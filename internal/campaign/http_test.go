@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/buyflow/buyflow/internal/apigwtest"
 	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/topology"
@@ -38,23 +39,6 @@ func (f fakeCampaigns) Events(_ context.Context, t, id string) (EventPage, error
 const someCampaign = "cp-abcdefghijklmnopqrstuvwxyz"
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-func iamRequest(method, path string) events.APIGatewayV2HTTPRequest {
-	req := events.APIGatewayV2HTTPRequest{
-		Version: "2.0", RawPath: path, Headers: map[string]string{},
-		RequestContext: events.APIGatewayV2HTTPRequestContext{
-			RequestID: "req-1", Stage: "$default",
-			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: path},
-			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
-				IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{AccountID: "111122223333", UserARN: "arn:aws:iam::111122223333:user/alice"},
-			},
-		},
-	}
-	// API Gateway matched the route and filled the path's parameters before the invocation.
-	route, params, _ := topology.App.Match(method, path)
-	req.RouteKey, req.PathParameters = route.Method+" "+route.Path, params
-	return req
-}
 
 func problemCode(t *testing.T, resp events.APIGatewayV2HTTPResponse) string {
 	t.Helper()
@@ -85,7 +69,7 @@ func TestCampaignRoutes(t *testing.T) {
 	})
 	h := httpapi.ByRouteKey(topology.App, Routes(cps, "", quiet), map[string]httpapi.Handler{"GET /v1/media-buys/{id}": buys})
 
-	req := iamRequest("POST", "/v1/campaigns")
+	req := apigwtest.IAMRequest("POST", "/v1/campaigns")
 	req.Headers["idempotency-key"] = "campaign-0001"
 	req.Body = `{"legs":[]}`
 	resp, err := h(context.Background(), req)
@@ -113,7 +97,7 @@ func TestCampaignRoutes(t *testing.T) {
 		{"GET", "/v1/media-buys/mb-x", 404, "not_found"},
 	}
 	for _, c := range cases {
-		resp, err := h(context.Background(), iamRequest(c.method, c.path))
+		resp, err := h(context.Background(), apigwtest.IAMRequest(c.method, c.path))
 		if err != nil || resp.StatusCode != c.status {
 			t.Errorf("%s %s: %d %s %v, want %d", c.method, c.path, resp.StatusCode, resp.Body, err, c.status)
 			continue
@@ -129,7 +113,7 @@ func TestCampaignRoutes(t *testing.T) {
 		return View{}, errors.New("dynamodb: internal detail")
 	}
 	h = httpapi.ByRouteKey(topology.App, Routes(cps, "", quiet), map[string]httpapi.Handler{"GET /v1/media-buys/{id}": buys})
-	resp, _ = h(context.Background(), iamRequest("GET", "/v1/campaigns/"+someCampaign))
+	resp, _ = h(context.Background(), apigwtest.IAMRequest("GET", "/v1/campaigns/"+someCampaign))
 	if resp.StatusCode != 500 || strings.Contains(resp.Body, "internal detail") {
 		t.Fatalf("500: %+v", resp)
 	}

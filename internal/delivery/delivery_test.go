@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/adcptest"
+	"github.com/buyflow/buyflow/internal/clocktest"
 	"github.com/buyflow/buyflow/internal/delivery"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
@@ -24,25 +24,13 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // TestDeliveryReadsLiveBuysOnACadence places a buy at the simulated seller (a real MCP server),
 // records it completed in the ledger, and runs the reader against both: a snapshot and a
 // timeline entry per reported as-of, the next read an hour later, the over-budget metric when
 // the seller reports spend past the approved budget, and changes and canceled buys retired.
 func TestDeliveryReadsLiveBuysOnACadence(t *testing.T) {
 	db, table := dynamotest.Start(t)
-	clk := &clock{t: time.Date(2099, 3, 2, 12, 0, 0, 0, time.UTC)}
+	clk := clocktest.At(time.Date(2099, 3, 2, 12, 0, 0, 0, time.UTC))
 	store := ledger.New(db, table)
 	store.Now = clk.Now
 	seller := adcptest.NewSeller(adcptest.SellerOptions{Now: clk.Now})

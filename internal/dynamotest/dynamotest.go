@@ -42,12 +42,8 @@ func Start(t testing.TB) (*dynamodb.Client, string) {
 	}
 	client := clientOf(endpoint)
 	name := fmt.Sprintf("ledger-%d-%d", time.Now().UnixNano(), seq.Add(1))
-	ctx := context.Background()
-	if _, err := client.CreateTable(ctx, ledger.TableSchema(name)); err != nil {
-		t.Fatalf("dynamotest: create table %s: %v", name, err)
-	}
-	if _, err := client.UpdateTimeToLive(ctx, ledger.TimeToLive(name)); err != nil {
-		t.Fatalf("dynamotest: enable ttl on %s: %v", name, err)
+	if err := CreateTable(context.Background(), client, name); err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		// Best effort: a leftover table only costs memory in the shared server.
@@ -56,14 +52,41 @@ func Start(t testing.TB) (*dynamodb.Client, string) {
 	return client, name
 }
 
+// CreateTable creates the ledger table name through client, from ledger.TableSchema and with
+// its time to live, as Start does: for a table its caller names and deletes (one made outside
+// a test, or one other processes are pointed at).
+func CreateTable(ctx context.Context, client *dynamodb.Client, name string) error {
+	if _, err := client.CreateTable(ctx, ledger.TableSchema(name)); err != nil {
+		return fmt.Errorf("dynamotest: create table %s: %w", name, err)
+	}
+	if _, err := client.UpdateTimeToLive(ctx, ledger.TimeToLive(name)); err != nil {
+		return fmt.Errorf("dynamotest: enable ttl on %s: %w", name, err)
+	}
+	return nil
+}
+
+// region and credentials are what every client of a stand-in is given: static dummy keys.
+const region = "us-east-1"
+
+var dummyCredentials = credentials.NewStaticCredentialsProvider("test", "test", "")
+
 // clientOf is a DynamoDB client of the stand-in at endpoint: static dummy credentials, region
 // us-east-1, ledger.EmulatorCompat.
 func clientOf(endpoint string) *dynamodb.Client {
 	return dynamodb.New(dynamodb.Options{
-		Region:       "us-east-1",
+		Region:       region,
 		BaseEndpoint: aws.String(endpoint),
-		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
+		Credentials:  dummyCredentials,
 	}, ledger.EmulatorCompat)
+}
+
+// AWSConfig starts the process's kumo server (once) and returns an AWS configuration for it:
+// region us-east-1, static dummy credentials and the server's URL as the base endpoint, for
+// clients of what kumo serves on that URL (DynamoDB, Secrets Manager, SSM, ...). It is always
+// kumo's, also during the second run of [RunBoth]; a DynamoDB client made from it wants
+// ledger.EmulatorCompat, as [Start]'s has.
+func AWSConfig() aws.Config {
+	return aws.Config{Region: region, BaseEndpoint: aws.String(Endpoint()), Credentials: dummyCredentials}
 }
 
 // Endpoint starts the process's kumo server (once) and returns its URL, for tests that run

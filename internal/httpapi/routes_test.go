@@ -9,18 +9,17 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/buyflow/buyflow/internal/apigwtest"
 	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/topology"
 )
 
-// routed is the event API Gateway sends for method and path, its route matched in topology.
+// routed is the event API Gateway sends for method and path, its route matched in topology,
+// with the IAM identity or without any.
 func routed(method, path string, iam bool) events.APIGatewayV2HTTPRequest {
-	route, params, _ := topology.App.Match(method, path)
-	req := events.APIGatewayV2HTTPRequest{RouteKey: route.Method + " " + route.Path, RawPath: path, PathParameters: params,
-		RequestContext: events.APIGatewayV2HTTPRequestContext{HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: path}}}
-	if iam {
-		req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
-			IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{AccountID: "111122223333", UserARN: "arn:aws:iam::111122223333:user/alice"}}
+	req := apigwtest.IAMRequest(method, path)
+	if !iam {
+		req.RequestContext.Authorizer = nil
 	}
 	return req
 }

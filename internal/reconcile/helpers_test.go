@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -28,6 +27,7 @@ import (
 	"github.com/buyflow/buyflow/internal/reconcile"
 	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/sfn"
+	"github.com/buyflow/buyflow/internal/stagetest"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -38,18 +38,6 @@ const (
 )
 
 var opSeq atomic.Int64
-
-// completion is one recorded Succeed.
-type completion struct {
-	Token  string
-	Output workflow.SellerOutput
-}
-
-type tasksFunc func(ctx context.Context, token string, output any) error
-
-func (f tasksFunc) Succeed(ctx context.Context, token string, output any) error {
-	return f(ctx, token, output)
-}
 
 // executionsFunc answers DescribeExecution as Step Functions would; executions wraps it in the
 // real sfn.Client the sweep is given.
@@ -105,9 +93,7 @@ type env struct {
 	api    *hookAdCP
 	clock  *clocktest.Clock
 	out    bytes.Buffer // EMF lines of every run
-
-	mu          sync.Mutex
-	completions []completion
+	tasks  stagetest.Completer
 }
 
 func newEnv(t *testing.T, so adcptest.SellerOptions) *env {
@@ -144,16 +130,7 @@ func (e *env) cfg() reconcile.Config {
 	var mu sync.Mutex
 	return reconcile.Config{
 		Ledger: e.store, AdCP: e.api,
-		Tasks: tasksFunc(func(_ context.Context, token string, output any) error {
-			out, ok := output.(workflow.SellerOutput)
-			if !ok {
-				return fmt.Errorf("unexpected output %T", output)
-			}
-			e.mu.Lock()
-			defer e.mu.Unlock()
-			e.completions = append(e.completions, completion{Token: token, Output: out})
-			return nil
-		}),
+		Tasks: &e.tasks,
 		Grace: 10 * time.Minute, StaleAfter: 30 * time.Minute, DeadlineSlack: 15 * time.Minute,
 		Metrics: &lockedWriter{w: &e.out, mu: &mu}, Now: e.clock.Now,
 		Deadline: func(context.Context) time.Time { return e.clock.Now().Add(time.Hour) },
@@ -189,11 +166,7 @@ func (e *env) run(cfg reconcile.Config) reconcile.Summary {
 	return sum
 }
 
-func (e *env) completed() []completion {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return slices.Clone(e.completions)
-}
+func (e *env) completed() []stagetest.Completion { return e.tasks.Completed() }
 
 // createRequest is a schema-valid create_media_buy whose context carries the operation id, as
 // the create stage sends it; sim drives the simulated seller.

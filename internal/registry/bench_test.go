@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -156,7 +155,6 @@ func BenchmarkRegistryColdStart500(b *testing.B) {
 	}
 	ctx := context.Background()
 	defer printRegistryTable()
-	creds := credentials.NewStaticCredentialsProvider("test", "test", "")
 	b.Run("store=dynamodb", func(b *testing.B) {
 		client, table := dynamotest.Start(b)
 		store := registry.NewStore(client, table)
@@ -165,8 +163,7 @@ func BenchmarkRegistryColdStart500(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		api := &countingDynamo{Client: dynamodb.New(dynamodb.Options{Region: "us-east-1", BaseEndpoint: aws.String(dynamotest.Endpoint()),
-			Credentials: creds, HTTPClient: replayClient()})}
+		api := &countingDynamo{Client: dynamodb.NewFromConfig(dynamotest.AWSConfig(), func(o *dynamodb.Options) { o.HTTPClient = replayClient() })}
 		load := func() {
 			c, err := registry.Open(ctx, api, table, "Buyflow/agents/")
 			if err != nil {
@@ -193,8 +190,7 @@ func BenchmarkRegistryColdStart500(b *testing.B) {
 			usdPerMillion: rru * dynamoUSDPerMillionRRU})
 	})
 	b.Run("store=ssm", func(b *testing.B) {
-		client := ssm.New(ssm.Options{Region: "us-east-1", BaseEndpoint: aws.String(dynamotest.Endpoint()), Credentials: creds,
-			HTTPClient: replayClient()})
+		client := ssm.NewFromConfig(dynamotest.AWSConfig(), func(o *ssm.Options) { o.HTTPClient = replayClient() })
 		path := fmt.Sprintf("/buyflow-bench-%d/agents/", time.Now().UnixNano())
 		for i := range benchAgents {
 			r := benchRecord(i)

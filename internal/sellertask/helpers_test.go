@@ -1,10 +1,6 @@
 package sellertask_test
 
-import (
-	"context"
-
-	"github.com/buyflow/buyflow/internal/workflow"
-)
+import "github.com/buyflow/buyflow/internal/workflow"
 
 const (
 	tenant   = "tenant-1"
@@ -19,17 +15,4 @@ func cfg() workflow.RunConfig {
 	c.PollMaxSeconds = 600
 	c.LoopBudget = 50
 	return c
-}
-
-// tasksFunc is a function-typed fake task completer.
-type tasksFunc func(ctx context.Context, token string, output any) error
-
-func (f tasksFunc) Succeed(ctx context.Context, token string, output any) error {
-	return f(ctx, token, output)
-}
-
-// completion is one recorded Succeed.
-type completion struct {
-	Token  string
-	Output workflow.SellerOutput
 }

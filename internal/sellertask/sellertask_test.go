@@ -17,6 +17,7 @@ import (
 	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/sellertask"
 	"github.com/buyflow/buyflow/internal/sfn"
+	"github.com/buyflow/buyflow/internal/stagetest"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -301,11 +302,11 @@ func TestWake(t *testing.T) {
 			t.Parallel()
 			op := &record.Operation{Tenant: tenant, ID: "op-1", Status: tc.status, TaskToken: tc.token}
 			l := &fakeTaskLedger{clear: func(string) error { return tc.clear }}
-			var calls []completion
+			var calls []stagetest.Completion
 			deps := taskDeps(l)
 			deps.WakeActor, deps.WakeBy = tc.wakeActor, "test"
-			deps.Tasks = tasksFunc(func(_ context.Context, token string, output any) error {
-				calls = append(calls, completion{Token: token, Output: output.(workflow.SellerOutput)})
+			deps.Tasks = stagetest.TasksFunc(func(_ context.Context, token string, output any) error {
+				calls = append(calls, stagetest.Completion{Token: token, Output: output.(workflow.SellerOutput)})
 				return tc.succeed
 			})
 			woken, err := sellertask.Wake(context.Background(), deps, op, workflow.WaitState{}, cfg(), taskNow)

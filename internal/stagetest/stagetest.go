@@ -2,7 +2,8 @@
 // simulated seller and governance agents (adcptest) behind a real, schema-validating AdCP
 // client, a recording task completer, and the governance, create and poll stages over them as
 // their Lambdas build them, with hooks to interfere and helpers to drive a buy through. Only
-// the tests of governance, create and poll import it.
+// tests import it: those of governance, create and poll, and those of the other task
+// completers (reconcile, sellertask, webhook) for its fake completers.
 package stagetest
 
 import (
@@ -45,17 +46,46 @@ const (
 
 var opSeq atomic.Int64
 
-// tasksFunc is a function-typed fake task completer.
-type tasksFunc func(ctx context.Context, token string, output any) error
+// TasksFunc is a function-typed fake task completer (Step Functions' SendTaskSuccess).
+type TasksFunc func(ctx context.Context, token string, output any) error
 
-func (f tasksFunc) Succeed(ctx context.Context, token string, output any) error {
+// Succeed calls f.
+func (f TasksFunc) Succeed(ctx context.Context, token string, output any) error {
 	return f(ctx, token, output)
 }
 
-// Completion is one task completion the poll stage sent (Step Functions' SendTaskSuccess).
+// Completion is one task completion a stage sent (Step Functions' SendTaskSuccess).
 type Completion struct {
 	Token  string
 	Output workflow.SellerOutput
+}
+
+// Completer is a fake task completer, safe for concurrent use: it records every completion
+// whose output is a workflow.SellerOutput and answers it with Err (nil: success); any other
+// output is refused unrecorded.
+type Completer struct {
+	mu          sync.Mutex
+	completions []Completion
+	Err         error
+}
+
+// Succeed records the completion and returns Err.
+func (c *Completer) Succeed(_ context.Context, token string, output any) error {
+	out, ok := output.(workflow.SellerOutput)
+	if !ok {
+		return fmt.Errorf("unexpected output %T", output)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.completions = append(c.completions, Completion{Token: token, Output: out})
+	return c.Err
+}
+
+// Completed returns the completions recorded so far.
+func (c *Completer) Completed() []Completion {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.completions)
 }
 
 // PolicyFunc is a function-typed fake of the governance stage's approval policy.
@@ -125,9 +155,7 @@ type Env struct {
 	Clock  *clocktest.Clock
 	policy governance.Policy
 
-	mu          sync.Mutex
-	completions []Completion
-	tasks       poll.Tasks
+	tasks       Completer
 	GovStage    *governance.Service
 	CreateStage *create.Service
 	PollStage   *poll.Service
@@ -138,7 +166,7 @@ type Env struct {
 func (e *Env) Build(o stage.Options) {
 	e.GovStage = governance.New(e.Ledger, e.AdCP, e.policy, CallerURI, o)
 	e.CreateStage = create.New(e.Ledger, e.AdCP, CallerURI, BaseURL, o)
-	e.PollStage = poll.New(e.Ledger, e.AdCP, e.tasks, o)
+	e.PollStage = poll.New(e.Ledger, e.AdCP, &e.tasks, o)
 }
 
 // Options shape a world: the simulated agents' behaviour, the approval policy and breakers.
@@ -203,17 +231,6 @@ func NewEnv(t *testing.T, o Options) *Env {
 	}
 	e := &Env{T: t, Store: store, Ledger: &HookLedger{Ledger: store}, AdCP: &HookAdCP{AdCP: client}, Client: client,
 		Seller: seller, Gov: gov, Clock: clk, policy: o.Policy}
-	tasks := tasksFunc(func(_ context.Context, token string, output any) error {
-		out, ok := output.(workflow.SellerOutput)
-		if !ok {
-			return fmt.Errorf("unexpected output %T", output)
-		}
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		e.completions = append(e.completions, Completion{Token: token, Output: out})
-		return nil
-	})
-	e.tasks = tasks
 	e.Build(stage.Options{Now: clk.Now, Rand: func() float64 { return 0.99 }})
 	return e
 }
@@ -254,11 +271,7 @@ func (e *Env) NewOp(sim string, requireApproval bool) *record.Operation {
 }
 
 // Completed returns the task completions the poll stage sent so far.
-func (e *Env) Completed() []Completion {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return slices.Clone(e.completions)
-}
+func (e *Env) Completed() []Completion { return e.tasks.Completed() }
 
 // Op reads operation id from the ledger.
 func (e *Env) Op(id string) *record.Operation {

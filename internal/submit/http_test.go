@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"github.com/buyflow/buyflow/internal/apigwtest"
 	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/metrics"
@@ -42,25 +43,6 @@ func (f fakeMediaBuys) Events(_ context.Context, t, id, c string, l int) (buy.Ev
 	return f.events(t, id, c, l)
 }
 
-func iamRequest(method, path string) events.APIGatewayV2HTTPRequest {
-	req := events.APIGatewayV2HTTPRequest{
-		Version: "2.0", RawPath: path, Headers: map[string]string{},
-		RequestContext: events.APIGatewayV2HTTPRequestContext{
-			RequestID: "req-1", Stage: "$default",
-			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: path},
-			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
-				IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{
-					AccountID: "111122223333", UserARN: "arn:aws:sts::111122223333:assumed-role/Buyer/alice",
-				},
-			},
-		},
-	}
-	// API Gateway matched the route and filled the path's parameters before the invocation.
-	route, params, _ := topology.App.Match(method, path)
-	req.RouteKey, req.PathParameters = route.Method+" "+route.Path, params
-	return req
-}
-
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func problem(t *testing.T, resp events.APIGatewayV2HTTPResponse) httpapi.ProblemDetail {
@@ -86,7 +68,7 @@ func TestSubmitRoute(t *testing.T) {
 		return buy.Submitted{OperationID: "op1", Status: "requested", Links: buy.LinksFor("op1")}, nil
 	}}
 	h := httpapi.ByRouteKey(topology.App, submit.Routes(svc, "", quiet))
-	req := iamRequest("POST", "/v1/media-buys")
+	req := apigwtest.IAMRequest("POST", "/v1/media-buys")
 	req.Headers["idempotency-key"] = "key-12345678"
 	req.Headers["content-type"] = "application/json"
 	req.Body = base64.StdEncoding.EncodeToString([]byte(`{"a":1}`))
@@ -121,52 +103,54 @@ func TestRefusals(t *testing.T) {
 		code   string
 	}{
 		{"no identity", func() events.APIGatewayV2HTTPRequest {
-			r := iamRequest("GET", "/v1/media-buys")
+			r := apigwtest.IAMRequest("GET", "/v1/media-buys")
 			r.RequestContext.Authorizer = nil
 			return r
 		}, 403, "no_identity"},
-		{"no idempotency key", func() events.APIGatewayV2HTTPRequest { return iamRequest("POST", "/v1/media-buys") }, 400, "missing_idempotency_key"},
+		{"no idempotency key", func() events.APIGatewayV2HTTPRequest { return apigwtest.IAMRequest("POST", "/v1/media-buys") }, 400, "missing_idempotency_key"},
 		{"not json", func() events.APIGatewayV2HTTPRequest {
-			r := iamRequest("POST", "/v1/media-buys")
+			r := apigwtest.IAMRequest("POST", "/v1/media-buys")
 			r.Headers["idempotency-key"] = "key-12345678"
 			r.Headers["content-type"] = "text/plain"
 			return r
 		}, 415, "unsupported_media_type"},
 		{"use-case refusal", func() events.APIGatewayV2HTTPRequest {
-			r := iamRequest("POST", "/v1/media-buys")
+			r := apigwtest.IAMRequest("POST", "/v1/media-buys")
 			r.Headers["idempotency-key"] = "key-12345678"
 			return r
 		}, 422, "idempotency_key_reused"},
-		{"not found", func() events.APIGatewayV2HTTPRequest { return iamRequest("GET", "/v1/media-buys/op-x") }, 404, "not_found"},
-		{"bad id", func() events.APIGatewayV2HTTPRequest { return iamRequest("GET", "/v1/media-buys/a%20b") }, 404, "not_found"},
+		{"not found", func() events.APIGatewayV2HTTPRequest { return apigwtest.IAMRequest("GET", "/v1/media-buys/op-x") }, 404, "not_found"},
+		{"bad id", func() events.APIGatewayV2HTTPRequest { return apigwtest.IAMRequest("GET", "/v1/media-buys/a%20b") }, 404, "not_found"},
 		{"bad limit", func() events.APIGatewayV2HTTPRequest {
-			r := iamRequest("GET", "/v1/media-buys")
+			r := apigwtest.IAMRequest("GET", "/v1/media-buys")
 			r.QueryStringParameters = map[string]string{"limit": "1000"}
 			return r
 		}, 400, "invalid_limit"},
-		{"internal error hides detail", func() events.APIGatewayV2HTTPRequest { return iamRequest("GET", "/v1/media-buys") }, 500, "internal"},
+		{"internal error hides detail", func() events.APIGatewayV2HTTPRequest { return apigwtest.IAMRequest("GET", "/v1/media-buys") }, 500, "internal"},
 		{"jsonp is not json", func() events.APIGatewayV2HTTPRequest {
-			r := iamRequest("POST", "/v1/media-buys")
+			r := apigwtest.IAMRequest("POST", "/v1/media-buys")
 			r.Headers["idempotency-key"] = "key-12345678"
 			r.Headers["content-type"] = "application/jsonp"
 			return r
 		}, 415, "unsupported_media_type"},
 		{"json-seq is not json", func() events.APIGatewayV2HTTPRequest {
-			r := iamRequest("POST", "/v1/media-buys")
+			r := apigwtest.IAMRequest("POST", "/v1/media-buys")
 			r.Headers["idempotency-key"] = "key-12345678"
 			r.Headers["Content-Type"] = "application/json-seq"
 			return r
 		}, 415, "unsupported_media_type"},
 		{"json with a charset is json", func() events.APIGatewayV2HTTPRequest {
-			r := iamRequest("POST", "/v1/media-buys")
+			r := apigwtest.IAMRequest("POST", "/v1/media-buys")
 			r.Headers["idempotency-key"] = "key-12345678"
 			r.Headers["content-type"] = "Application/JSON; charset=utf-8"
 			return r
 		}, 422, "idempotency_key_reused"},
-		{"other method on the collection", func() events.APIGatewayV2HTTPRequest { return iamRequest("DELETE", "/v1/media-buys") }, 405, "method_not_allowed"},
-		{"other method on an item", func() events.APIGatewayV2HTTPRequest { return iamRequest("PUT", "/v1/media-buys/op-x") }, 405, "method_not_allowed"},
-		{"other method on events", func() events.APIGatewayV2HTTPRequest { return iamRequest("POST", "/v1/media-buys/op-x/events") }, 405, "method_not_allowed"},
-		{"unknown route under the prefix", func() events.APIGatewayV2HTTPRequest { return iamRequest("GET", "/v1/media-buys/op-x/nope") }, 404, "no_route"},
+		{"other method on the collection", func() events.APIGatewayV2HTTPRequest { return apigwtest.IAMRequest("DELETE", "/v1/media-buys") }, 405, "method_not_allowed"},
+		{"other method on an item", func() events.APIGatewayV2HTTPRequest { return apigwtest.IAMRequest("PUT", "/v1/media-buys/op-x") }, 405, "method_not_allowed"},
+		{"other method on events", func() events.APIGatewayV2HTTPRequest {
+			return apigwtest.IAMRequest("POST", "/v1/media-buys/op-x/events")
+		}, 405, "method_not_allowed"},
+		{"unknown route under the prefix", func() events.APIGatewayV2HTTPRequest { return apigwtest.IAMRequest("GET", "/v1/media-buys/op-x/nope") }, 404, "no_route"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -203,9 +187,9 @@ func TestReadRoutes(t *testing.T) {
 		},
 	}
 	h := httpapi.ByRouteKey(topology.App, submit.Routes(svc, "", quiet))
-	r := iamRequest("GET", "/v1/media-buys")
+	r := apigwtest.IAMRequest("GET", "/v1/media-buys")
 	r.QueryStringParameters = map[string]string{"status": "working", "seller_id": "s1", "limit": "5", "cursor": "c"}
-	for _, req := range []events.APIGatewayV2HTTPRequest{r, iamRequest("GET", "/v1/media-buys/op1"), iamRequest("GET", "/v1/media-buys/op1/events")} {
+	for _, req := range []events.APIGatewayV2HTTPRequest{r, apigwtest.IAMRequest("GET", "/v1/media-buys/op1"), apigwtest.IAMRequest("GET", "/v1/media-buys/op1/events")} {
 		resp, err := h(context.Background(), req)
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("%s: %d %s %v", req.RawPath, resp.StatusCode, resp.Body, err)
@@ -226,7 +210,7 @@ func TestRecoveringAnswersAPanic(t *testing.T) {
 	h := lambda.NewHandler(metrics.Flushing(rec, httpapi.Recovering(rec, httpapi.ByRouteKey(topology.App, submit.Routes(svc, "", quiet)))))
 	for i := 0; i < 2; i++ {
 		out.Reset()
-		payload, err := json.Marshal(iamRequest("GET", "/v1/media-buys"))
+		payload, err := json.Marshal(apigwtest.IAMRequest("GET", "/v1/media-buys"))
 		if err != nil {
 			t.Fatal(err)
 		}

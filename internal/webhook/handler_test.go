@@ -33,7 +33,7 @@ func TestGoodDeliveryIsAppliedAndWakesTheToken(t *testing.T) {
 			if op.TaskToken != "" {
 				t.Errorf("the woken task token is still stored")
 			}
-			calls := e.tasks.Calls()
+			calls := e.tasks.Completed()
 			if len(calls) != 1 || calls[0].Token != "sfn-token-op-1" || calls[0].Output.Status != workflow.StatusCompleted || !calls[0].Output.Terminal {
 				t.Fatalf("wakes = %+v, want one completed wake of sfn-token-op-1", calls)
 			}
@@ -66,7 +66,7 @@ func TestNonDecisionUpdateIsAppliedWithoutWake(t *testing.T) {
 	if op := e.get("op-1"); op.Status != workflow.StatusWorking || op.TaskToken == "" {
 		t.Fatalf("operation = %s token kept %v, want working with the token still parked", op.Status, op.TaskToken != "")
 	}
-	if n := len(e.tasks.Calls()); n != 0 {
+	if n := len(e.tasks.Completed()); n != 0 {
 		t.Fatalf("%d wakes for a working update, want 0 (the next poll reads the ledger)", n)
 	}
 }
@@ -84,7 +84,7 @@ func assertNothingStored(t *testing.T, e *env, id, seller, idemKey string) {
 	if op := e.get(id); op.Status != workflow.StatusSubmitted || op.Version != 1 {
 		t.Errorf("operation moved to %s v%d", op.Status, op.Version)
 	}
-	if n := len(e.tasks.Calls()); n != 0 {
+	if n := len(e.tasks.Completed()); n != 0 {
 		t.Errorf("%d wakes", n)
 	}
 }
@@ -289,7 +289,7 @@ func TestDuplicateIsAnswered2xxAndAppliedOnce(t *testing.T) {
 	if op := e.get("op-1"); op.Version != 2 {
 		t.Fatalf("version %d, want 2", op.Version)
 	}
-	if n, m := len(e.webhookEvents("op-1")), len(e.tasks.Calls()); n != 1 || m != 1 {
+	if n, m := len(e.webhookEvents("op-1")), len(e.tasks.Completed()); n != 1 || m != 1 {
 		t.Fatalf("%d events, %d wakes; want 1 and 1", n, m)
 	}
 }
@@ -324,7 +324,7 @@ func TestOutOfOrderNeverRegresses(t *testing.T) {
 			t.Errorf("stale event %+v claims a move, or lacks the status it found", ev)
 		}
 	}
-	if n := len(e.tasks.Calls()); n != 1 {
+	if n := len(e.tasks.Completed()); n != 1 {
 		t.Fatalf("%d wakes, want 1", n)
 	}
 }
@@ -332,7 +332,7 @@ func TestOutOfOrderNeverRegresses(t *testing.T) {
 func TestGoneTokenIsStill2xx(t *testing.T) {
 	e := newEnv(t)
 	e.op("op-1", seller9421, true)
-	e.tasks.err = fmt.Errorf("send task success: %w", sfn.ErrTaskGone)
+	e.tasks.Err = fmt.Errorf("send task success: %w", sfn.ErrTaskGone)
 	resp := e.deliver("op-1", seller9421, payload("op-1", "failed", key("f")), signOpts{})
 	if resp.StatusCode != http.StatusOK || outcome(t, resp) != webhook.OutcomeApplied {
 		t.Fatalf("answer = %d %s", resp.StatusCode, resp.Body)
@@ -340,7 +340,7 @@ func TestGoneTokenIsStill2xx(t *testing.T) {
 	if op := e.get("op-1"); op.Status != workflow.StatusFailed || !strings.Contains(op.Reason, "failed") {
 		t.Fatalf("operation = %s %q", op.Status, op.Reason)
 	}
-	if n := len(e.tasks.Calls()); n != 1 {
+	if n := len(e.tasks.Completed()); n != 1 {
 		t.Fatalf("%d wakes, want 1", n)
 	}
 }
@@ -348,7 +348,7 @@ func TestGoneTokenIsStill2xx(t *testing.T) {
 func TestFailedWakeIsStill2xx(t *testing.T) {
 	e := newEnv(t)
 	e.op("op-1", seller9421, true)
-	e.tasks.err = errors.New("throttled")
+	e.tasks.Err = errors.New("throttled")
 	resp := e.deliver("op-1", seller9421, payload("op-1", "completed", key("c")), signOpts{})
 	if resp.StatusCode != http.StatusOK || outcome(t, resp) != webhook.OutcomeApplied {
 		t.Fatalf("answer = %d %s", resp.StatusCode, resp.Body)
@@ -486,7 +486,7 @@ func TestLedgerFailureAfterTheReceiptIs503AndReleasesIt(t *testing.T) {
 	if len(fl.released) != 1 || fl.released[0] != seller9421+"/"+key("a") {
 		t.Fatalf("released %v", fl.released)
 	}
-	if n := len(e.tasks.Calls()); n != 0 {
+	if n := len(e.tasks.Completed()); n != 0 {
 		t.Fatalf("%d wakes", n)
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +26,7 @@ import (
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/logging/logtest"
 	"github.com/buyflow/buyflow/internal/record"
+	"github.com/buyflow/buyflow/internal/stagetest"
 	"github.com/buyflow/buyflow/internal/webhook"
 	"github.com/buyflow/buyflow/internal/webhookauth"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -40,42 +40,6 @@ const (
 	hmacSecret = "0123456789abcdef0123456789abcdef-hmac"
 )
 
-// wakeCall is one SendTaskSuccess the fake completer received.
-type wakeCall struct {
-	Token  string
-	Output workflow.SellerOutput
-}
-
-// tasksFunc is a function-typed fake of webhook.Tasks.
-type tasksFunc func(ctx context.Context, token string, output any) error
-
-func (f tasksFunc) Succeed(ctx context.Context, token string, output any) error {
-	return f(ctx, token, output)
-}
-
-// completer records wakes and answers them with err (nil: success).
-type completer struct {
-	mu    sync.Mutex
-	calls []wakeCall
-	err   error
-}
-
-func (c *completer) tasks() tasksFunc {
-	return func(_ context.Context, token string, output any) error {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		out, _ := output.(workflow.SellerOutput)
-		c.calls = append(c.calls, wakeCall{Token: token, Output: out})
-		return c.err
-	}
-}
-
-func (c *completer) Calls() []wakeCall {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]wakeCall(nil), c.calls...)
-}
-
 // env is one test's world: the ledger on kumo, two sellers (RFC 9421 and HMAC) and the service.
 type env struct {
 	t      testing.TB
@@ -84,7 +48,7 @@ type env struct {
 	api    *dynamodb.Client
 	table  string
 	store  *ledger.Store
-	tasks  *completer
+	tasks  *stagetest.Completer
 	svc    *webhook.Service
 	key    ed25519.PrivateKey
 	logBuf *logtest.Buffer
@@ -117,12 +81,12 @@ func newEnvWith(t testing.TB, adjust func(*webhook.Config)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, ctx: context.Background(), clock: clk, api: api, table: table, store: store, tasks: &completer{}, key: key, logBuf: &logtest.Buffer{}}
+	e := &env{t: t, ctx: context.Background(), clock: clk, api: api, table: table, store: store, tasks: &stagetest.Completer{}, key: key, logBuf: &logtest.Buffer{}}
 	var w io.Writer = e.logBuf
 	cfg := webhook.Config{
 		Ledger: store, Operations: store,
 		Verifiers: map[string]webhook.Verifier{seller9421: v9421, sellerHMAC: vHMAC},
-		Tasks:     e.tasks.tasks(), Now: clk.Now,
+		Tasks:     e.tasks, Now: clk.Now,
 		Logger: slog.New(slog.NewJSONHandler(w, nil)),
 	}
 	if adjust != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"testing"
+
+	"github.com/buyflow/buyflow/internal/clocktest"
 )
 
 // benchVerify measures a full verification. Each iteration needs a fresh
@@ -16,7 +18,7 @@ func benchVerify(b *testing.B, alg string) {
 		n++
 		return hexString([]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
 	}
-	v := newVerifier(b, Config{JWKS: jwksOf(b, s), Now: fixedClock(testNow), Replay: NewMemoryReplayStore(1<<30, fixedClock(testNow))})
+	v := newVerifier(b, Config{JWKS: jwksOf(b, s), Now: clocktest.At(testNow).Now, Replay: NewMemoryReplayStore(1<<30, clocktest.At(testNow).Now)})
 	reqs := make([]Request, b.N)
 	for i := range reqs {
 		reqs[i] = signed(b, s, testURL, testBody)
@@ -37,9 +39,9 @@ func BenchmarkVerifyRFC9421ES256(b *testing.B) { benchVerify(b, "es") }
 
 func BenchmarkVerifyHMAC(b *testing.B) {
 	secret := []byte("0123456789abcdef0123456789abcdef")
-	v := newVerifier(b, Config{Mode: ModeHMAC, Secrets: [][]byte{secret}, Now: fixedClock(testNow)})
+	v := newVerifier(b, Config{Mode: ModeHMAC, Secrets: [][]byte{secret}, Now: clocktest.At(testNow).Now})
 	req, _ := http.NewRequest(http.MethodPost, testURL, nil)
-	if err := (&HMACSigner{Secret: secret, Now: fixedClock(testNow)}).Sign(req, testBody); err != nil {
+	if err := (&HMACSigner{Secret: secret, Now: clocktest.At(testNow).Now}).Sign(req, testBody); err != nil {
 		b.Fatal(err)
 	}
 	r := Request{Method: "POST", URL: testURL, Header: req.Header, Body: testBody}

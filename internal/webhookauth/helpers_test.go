@@ -10,12 +10,12 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/buyflow/buyflow/internal/clocktest"
 )
 
 // testNow is the fixed clock of the round-trip tests.
 var testNow = time.Unix(1776520800, 0)
-
-func fixedClock(t time.Time) func() time.Time { return func() time.Time { return t } }
 
 func newKey(t testing.TB, alg string) crypto.Signer {
 	t.Helper()
@@ -37,7 +37,7 @@ func newKey(t testing.TB, alg string) crypto.Signer {
 // "es") and the fixed test clock.
 func testSigner(t testing.TB, alg string) *RFC9421Signer {
 	t.Helper()
-	return &RFC9421Signer{KeyID: "test-" + alg, Key: newKey(t, alg), Now: fixedClock(testNow)}
+	return &RFC9421Signer{KeyID: "test-" + alg, Key: newKey(t, alg), Now: clocktest.At(testNow).Now}
 }
 
 func hexString(b []byte) string { return hex.EncodeToString(b) }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/buyflow/buyflow/internal/clocktest"
 )
 
 const vectorDir = "testdata/vectors"
@@ -444,9 +446,9 @@ func TestReceiverEnvelopeVectorsSignatureLayer(t *testing.T) {
 		t.Fatalf("%d payloads, want 5", len(payloads))
 	}
 	s := testSigner(t, "ed")
-	v := newVerifier(t, Config{JWKS: jwksOf(t, s), Now: fixedClock(testNow)})
+	v := newVerifier(t, Config{JWKS: jwksOf(t, s), Now: clocktest.At(testNow).Now})
 	secret := []byte("0123456789abcdef0123456789abcdef")
-	hv := newVerifier(t, Config{Mode: ModeHMAC, Secrets: [][]byte{secret}, Now: fixedClock(testNow)})
+	hv := newVerifier(t, Config{Mode: ModeHMAC, Secrets: [][]byte{secret}, Now: clocktest.At(testNow).Now})
 	for id, raw := range payloads {
 		t.Run(id, func(t *testing.T) {
 			var body bytes.Buffer
@@ -460,7 +462,7 @@ func TestReceiverEnvelopeVectorsSignatureLayer(t *testing.T) {
 				t.Fatalf("rfc9421: %v", err)
 			}
 			req, _ := http.NewRequest(http.MethodPost, testURL, nil)
-			if err := (&HMACSigner{Secret: secret, Now: fixedClock(testNow)}).Sign(req, body.Bytes()); err != nil {
+			if err := (&HMACSigner{Secret: secret, Now: clocktest.At(testNow).Now}).Sign(req, body.Bytes()); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := hv.Verify(context.Background(), Request{Method: "POST", URL: testURL, Header: req.Header, Body: body.Bytes()}); err != nil {

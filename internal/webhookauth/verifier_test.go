@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/buyflow/buyflow/internal/clocktest"
 )
 
 const testURL = "https://buyer.example.com/adcp/webhook/create_media_buy/op_abc?x=1"
@@ -68,7 +70,7 @@ func TestRoundTripRFC9421(t *testing.T) {
 		t.Run(alg, func(t *testing.T) {
 			t.Parallel()
 			s := testSigner(t, alg)
-			v := newVerifier(t, Config{JWKS: jwksOf(t, s), Now: fixedClock(testNow.Add(10 * time.Second))})
+			v := newVerifier(t, Config{JWKS: jwksOf(t, s), Now: clocktest.At(testNow.Add(10 * time.Second)).Now})
 			req := signed(t, s, testURL, testBody)
 			if got := req.Header.Get("Content-Type"); got != "application/json" {
 				t.Errorf("Content-Type = %q", got)
@@ -132,10 +134,10 @@ func TestRoundTripLegacy(t *testing.T) {
 	old := []byte("0123456789abcdef0123456789abcdef-previous")
 	ctx := context.Background()
 
-	v := newVerifier(t, Config{Mode: ModeHMAC, Secrets: [][]byte{secret, old}, Now: fixedClock(testNow)})
+	v := newVerifier(t, Config{Mode: ModeHMAC, Secrets: [][]byte{secret, old}, Now: clocktest.At(testNow).Now})
 	for _, sec := range [][]byte{secret, old} {
 		req, _ := http.NewRequest(http.MethodPost, testURL, nil)
-		if err := (&HMACSigner{Secret: sec, Now: fixedClock(testNow.Add(-299 * time.Second))}).Sign(req, testBody); err != nil {
+		if err := (&HMACSigner{Secret: sec, Now: clocktest.At(testNow.Add(-299 * time.Second)).Now}).Sign(req, testBody); err != nil {
 			t.Fatal(err)
 		}
 		res, err := v.Verify(ctx, Request{Method: "POST", URL: testURL, Header: req.Header, Body: testBody})
@@ -144,7 +146,7 @@ func TestRoundTripLegacy(t *testing.T) {
 		}
 	}
 	req, _ := http.NewRequest(http.MethodPost, testURL, nil)
-	if err := (&HMACSigner{Secret: []byte("another-secret-of-at-least-32-bytes!!"), Now: fixedClock(testNow)}).Sign(req, testBody); err != nil {
+	if err := (&HMACSigner{Secret: []byte("another-secret-of-at-least-32-bytes!!"), Now: clocktest.At(testNow).Now}).Sign(req, testBody); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := v.Verify(ctx, Request{Method: "POST", URL: testURL, Header: req.Header, Body: testBody}); !errors.Is(err, ErrBadSignature) {
@@ -276,7 +278,7 @@ func TestVerifyRFC9421Cases(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			v := newVerifier(t, Config{JWKS: jwksOf(t, ed, es), Now: fixedClock(c.now)})
+			v := newVerifier(t, Config{JWKS: jwksOf(t, ed, es), Now: clocktest.At(c.now).Now})
 			_, err := v.Verify(context.Background(), c.req)
 			if c.want == nil && err != nil || c.want != nil && !errors.Is(err, c.want) {
 				t.Fatalf("Verify: %v, want %v", err, c.want)
@@ -328,8 +330,8 @@ func TestReplay(t *testing.T) {
 
 func TestReplayCap(t *testing.T) {
 	s := testSigner(t, "ed")
-	store := NewMemoryReplayStore(2, fixedClock(testNow))
-	v := newVerifier(t, Config{JWKS: jwksOf(t, s), Now: fixedClock(testNow), Replay: store})
+	store := NewMemoryReplayStore(2, clocktest.At(testNow).Now)
+	v := newVerifier(t, Config{JWKS: jwksOf(t, s), Now: clocktest.At(testNow).Now, Replay: store})
 	for i := range 3 {
 		_, err := v.Verify(context.Background(), signed(t, s, testURL, testBody))
 		if i < 2 && err != nil || i == 2 && !errors.Is(err, ErrRateAbuse) {
@@ -337,9 +339,9 @@ func TestReplayCap(t *testing.T) {
 		}
 	}
 	// Entries expire and free the cap.
-	later := newVerifier(t, Config{JWKS: jwksOf(t, s), Now: fixedClock(testNow.Add(10 * time.Minute)), Replay: store})
-	s.Now = fixedClock(testNow.Add(10 * time.Minute))
-	store.now = fixedClock(testNow.Add(10 * time.Minute))
+	later := newVerifier(t, Config{JWKS: jwksOf(t, s), Now: clocktest.At(testNow.Add(10 * time.Minute)).Now, Replay: store})
+	s.Now = clocktest.At(testNow.Add(10 * time.Minute)).Now
+	store.now = clocktest.At(testNow.Add(10 * time.Minute)).Now
 	if _, err := later.Verify(context.Background(), signed(t, s, testURL, testBody)); err != nil {
 		t.Fatalf("after expiry: %v", err)
 	}
@@ -384,7 +386,7 @@ func TestJWKSFetchRefetchCooldown(t *testing.T) {
 		mu.Lock()
 		now = now.Add(d)
 		mu.Unlock()
-		a.Now, b.Now = fixedClock(now), fixedClock(now)
+		a.Now, b.Now = clocktest.At(now).Now, clocktest.At(now).Now
 	}
 	v := newVerifier(t, Config{JWKSURL: js.URL + "/.well-known/jwks.json", HTTPClient: js.Client(), Now: clock})
 	ctx := context.Background()
@@ -420,7 +422,7 @@ func TestJWKSUnavailable(t *testing.T) {
 	s := testSigner(t, "ed")
 	js := newJWKSServer(t, nil)
 	js.set([]byte("{}"), http.StatusServiceUnavailable)
-	v := newVerifier(t, Config{JWKSURL: js.URL, HTTPClient: js.Client(), Now: fixedClock(testNow)})
+	v := newVerifier(t, Config{JWKSURL: js.URL, HTTPClient: js.Client(), Now: clocktest.At(testNow).Now})
 	_, err := v.Verify(context.Background(), signed(t, s, testURL, testBody))
 	if !errors.Is(err, ErrKeysUnavailable) || Code(err) != "" || WWWAuthenticate(err) != "" {
 		t.Fatalf("Verify: %v (code %q), want ErrKeysUnavailable with no code", err, Code(err))
@@ -430,7 +432,7 @@ func TestJWKSUnavailable(t *testing.T) {
 func TestConcurrentVerify(t *testing.T) {
 	s := testSigner(t, "ed")
 	js := newJWKSServer(t, jwksOf(t, s))
-	v := newVerifier(t, Config{JWKSURL: js.URL, HTTPClient: js.Client(), Now: fixedClock(testNow)})
+	v := newVerifier(t, Config{JWKSURL: js.URL, HTTPClient: js.Client(), Now: clocktest.At(testNow).Now})
 	reqs := make([]Request, 32)
 	for i := range reqs {
 		reqs[i] = signed(t, s, testURL, testBody)
@@ -486,7 +488,7 @@ func TestKeyPurpose(t *testing.T) {
 			}
 			c.edit(k)
 			doc, _ := json.Marshal(map[string]any{"keys": []any{k}})
-			v := newVerifier(t, Config{JWKS: doc, Now: fixedClock(testNow)})
+			v := newVerifier(t, Config{JWKS: doc, Now: clocktest.At(testNow).Now})
 			_, err := v.Verify(context.Background(), signed(t, s, testURL, testBody))
 			if c.want == nil && err != nil || c.want != nil && !errors.Is(err, c.want) {
 				t.Fatalf("Verify: %v, want %v", err, c.want)
@@ -511,7 +513,7 @@ func TestSignerWithVectorKeys(t *testing.T) {
 				t.Fatal(err)
 			}
 			d, _ := base64.RawURLEncoding.DecodeString(k.D)
-			s := &RFC9421Signer{KeyID: kid, Now: fixedClock(testNow)}
+			s := &RFC9421Signer{KeyID: kid, Now: clocktest.At(testNow).Now}
 			if k.Kty == "OKP" {
 				s.Key = ed25519.NewKeyFromSeed(d)
 			} else {
@@ -528,7 +530,7 @@ func TestSignerWithVectorKeys(t *testing.T) {
 				s.Key = key
 			}
 			doc, _ := json.Marshal(map[string]any{"keys": []json.RawMessage{keys[kid]}})
-			v := newVerifier(t, Config{JWKS: doc, Now: fixedClock(testNow)})
+			v := newVerifier(t, Config{JWKS: doc, Now: clocktest.At(testNow).Now})
 			if _, err := v.Verify(context.Background(), signed(t, s, testURL, testBody)); err != nil {
 				t.Fatal(err)
 			}
@@ -579,7 +581,7 @@ func TestSignerContentType(t *testing.T) {
 	if got := req.Header.Get("Content-Type"); got != "application/json; charset=utf-8" {
 		t.Errorf("Content-Type overwritten: %q", got)
 	}
-	v := newVerifier(t, Config{JWKS: jwksOf(t, s), Now: fixedClock(testNow)})
+	v := newVerifier(t, Config{JWKS: jwksOf(t, s), Now: clocktest.At(testNow).Now})
 	if _, err := v.Verify(context.Background(), Request{Method: "POST", URL: testURL, Header: req.Header, Body: testBody}); err != nil {
 		t.Fatal(err)
 	}
@@ -612,11 +614,11 @@ func TestLegacyModeMismatch(t *testing.T) {
 	secret := []byte("0123456789abcdef0123456789abcdef")
 	signedReq := signed(t, testSigner(t, "ed"), testURL, testBody)
 	hmacReq, _ := http.NewRequest(http.MethodPost, testURL, nil)
-	if err := (&HMACSigner{Secret: secret, Now: fixedClock(testNow)}).Sign(hmacReq, testBody); err != nil {
+	if err := (&HMACSigner{Secret: secret, Now: clocktest.At(testNow).Now}).Sign(hmacReq, testBody); err != nil {
 		t.Fatal(err)
 	}
-	h := newVerifier(t, Config{Mode: ModeHMAC, Secrets: [][]byte{secret}, Now: fixedClock(testNow)})
-	b := newVerifier(t, Config{Mode: ModeBearer, Secrets: [][]byte{secret}, Now: fixedClock(testNow)})
+	h := newVerifier(t, Config{Mode: ModeHMAC, Secrets: [][]byte{secret}, Now: clocktest.At(testNow).Now})
+	b := newVerifier(t, Config{Mode: ModeBearer, Secrets: [][]byte{secret}, Now: clocktest.At(testNow).Now})
 	bearer := http.Header{"Authorization": {"Bearer " + string(secret)}}
 	for _, c := range []struct {
 		name string
@@ -642,11 +644,11 @@ func TestRevocation(t *testing.T) {
 		rl   *RevocationList
 		want error
 	}{
-		{"not revoked", &RevocationList{KeyIDs: []string{"other"}, UpdatedAt: testNow, MaxAge: time.Hour, Now: fixedClock(testNow)}, nil},
-		{"revoked", &RevocationList{KeyIDs: []string{s.KeyID}, Now: fixedClock(testNow)}, ErrKeyRevoked},
-		{"stale", &RevocationList{UpdatedAt: testNow.Add(-2 * time.Hour), MaxAge: time.Hour, Now: fixedClock(testNow)}, ErrRevocationStale},
+		{"not revoked", &RevocationList{KeyIDs: []string{"other"}, UpdatedAt: testNow, MaxAge: time.Hour, Now: clocktest.At(testNow).Now}, nil},
+		{"revoked", &RevocationList{KeyIDs: []string{s.KeyID}, Now: clocktest.At(testNow).Now}, ErrKeyRevoked},
+		{"stale", &RevocationList{UpdatedAt: testNow.Add(-2 * time.Hour), MaxAge: time.Hour, Now: clocktest.At(testNow).Now}, ErrRevocationStale},
 	} {
-		v := newVerifier(t, Config{JWKS: jwksOf(t, s), Now: fixedClock(testNow), Revocations: c.rl})
+		v := newVerifier(t, Config{JWKS: jwksOf(t, s), Now: clocktest.At(testNow).Now, Revocations: c.rl})
 		_, err := v.Verify(context.Background(), signed(t, s, testURL, testBody))
 		if c.want == nil && err != nil || c.want != nil && !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
@@ -738,7 +740,7 @@ func TestVerifyDoesNotMutateRequest(t *testing.T) {
 	req.Header["Content-Type"] = []string{"  application/json  "}
 	before := req.Header.Clone()
 	body := bytes.Clone(req.Body)
-	v := newVerifier(t, Config{JWKS: jwksOf(t, s), Now: fixedClock(testNow)})
+	v := newVerifier(t, Config{JWKS: jwksOf(t, s), Now: clocktest.At(testNow).Now})
 	if _, err := v.Verify(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
@@ -757,7 +759,7 @@ func TestJWKSRedirectRefused(t *testing.T) {
 	js := newJWKSServer(t, jwksOf(t, s))
 	redirect := httptest.NewServer(http.RedirectHandler(js.URL, http.StatusFound))
 	defer redirect.Close()
-	v := newVerifier(t, Config{JWKSURL: redirect.URL, Now: fixedClock(testNow)})
+	v := newVerifier(t, Config{JWKSURL: redirect.URL, Now: clocktest.At(testNow).Now})
 	if _, err := v.Verify(context.Background(), signed(t, s, testURL, testBody)); !errors.Is(err, ErrKeysUnavailable) {
 		t.Fatalf("Verify: %v, want ErrKeysUnavailable", err)
 	}
@@ -776,17 +778,17 @@ func TestLowercaseHeaderMap(t *testing.T) {
 		lower[strings.ToLower(k)] = v
 	}
 	req.Header = lower
-	v := newVerifier(t, Config{JWKS: jwksOf(t, s), Now: fixedClock(testNow)})
+	v := newVerifier(t, Config{JWKS: jwksOf(t, s), Now: clocktest.At(testNow).Now})
 	if _, err := v.Verify(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
 	secret := []byte("0123456789abcdef0123456789abcdef")
 	hreq, _ := http.NewRequest(http.MethodPost, testURL, nil)
-	if err := (&HMACSigner{Secret: secret, Now: fixedClock(testNow)}).Sign(hreq, testBody); err != nil {
+	if err := (&HMACSigner{Secret: secret, Now: clocktest.At(testNow).Now}).Sign(hreq, testBody); err != nil {
 		t.Fatal(err)
 	}
 	hl := http.Header{"x-adcp-signature": hreq.Header["X-Adcp-Signature"], "x-adcp-timestamp": hreq.Header["X-Adcp-Timestamp"]}
-	hv := newVerifier(t, Config{Mode: ModeHMAC, Secrets: [][]byte{secret}, Now: fixedClock(testNow)})
+	hv := newVerifier(t, Config{Mode: ModeHMAC, Secrets: [][]byte{secret}, Now: clocktest.At(testNow).Now})
 	if _, err := hv.Verify(context.Background(), Request{Method: "POST", URL: testURL, Header: hl, Body: testBody}); err != nil {
 		t.Fatal(err)
 	}
@@ -796,7 +798,7 @@ func TestAllowHTTP(t *testing.T) {
 	s := testSigner(t, "ed")
 	req := signed(t, s, "http://buyflow.local:4566/wh", testBody)
 	for _, allow := range []bool{false, true} {
-		v := newVerifier(t, Config{JWKS: jwksOf(t, s), Now: fixedClock(testNow), AllowHTTP: allow})
+		v := newVerifier(t, Config{JWKS: jwksOf(t, s), Now: clocktest.At(testNow).Now, AllowHTTP: allow})
 		_, err := v.Verify(context.Background(), req)
 		if allow && err != nil || !allow && !errors.Is(err, ErrTargetURIMalformed) {
 			t.Errorf("AllowHTTP=%v: %v", allow, err)

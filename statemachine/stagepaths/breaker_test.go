@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/buyflow/buyflow/internal/adcp"
@@ -100,8 +99,7 @@ func startDownAgent(t *testing.T, id string, role adcp.Role, h http.Handler, tok
 	d.srv = httptest.NewServer(mux)
 	t.Cleanup(d.srv.Close)
 	ctx := context.Background()
-	awsCfg := aws.Config{Region: region, Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")}
-	sm := secretsmanager.NewFromConfig(awsCfg, func(o *secretsmanager.Options) { o.BaseEndpoint = aws.String(dynamotest.Endpoint()) })
+	sm := secretsmanager.NewFromConfig(dynamotest.AWSConfig())
 	ref := devstack.AgentSecretPrefix + id
 	if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(ref), SecretString: aws.String(token)}); err != nil {
 		t.Fatal(err)
@@ -149,14 +147,7 @@ func (r *buyRun) submitTo(seller, governance string) string {
 	}
 	req["governance"].(map[string]any)["agent_id"] = governance
 	body, _ = json.Marshal(req)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	sub, code, err := r.client.Submit(ctx, "key-"+r.po, body)
-	if err != nil {
-		r.t.Fatalf("submit: HTTP %d: %v", code, err)
-	}
-	r.op = sub.OperationID
-	return r.op
+	return r.submitBody(body)
 }
 
 // waitingFor waits until the buy's timeline shows it waiting on agent's open breaker.

@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
@@ -133,16 +132,12 @@ func start() (*system, error) {
 
 	// DynamoDB and Secrets Manager: kumo, in this process.
 	kumoURL := dynamotest.Endpoint()
-	awsCfg := aws.Config{Region: region, Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")}
-	s.ddb = dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(kumoURL) }, ledger.EmulatorCompat)
-	sm := secretsmanager.NewFromConfig(awsCfg, func(o *secretsmanager.Options) { o.BaseEndpoint = aws.String(kumoURL) })
+	s.ddb = dynamodb.NewFromConfig(dynamotest.AWSConfig(), ledger.EmulatorCompat)
+	sm := secretsmanager.NewFromConfig(dynamotest.AWSConfig())
 	suffix := randomHex(4)
 	s.table = "buyflow-stagepaths-" + suffix
-	if _, err := s.ddb.CreateTable(ctx, ledger.TableSchema(s.table)); err != nil {
-		return s, fmt.Errorf("create table: %w", err)
-	}
-	if _, err := s.ddb.UpdateTimeToLive(ctx, ledger.TimeToLive(s.table)); err != nil {
-		return s, fmt.Errorf("ttl: %w", err)
+	if err := dynamotest.CreateTable(ctx, s.ddb, s.table); err != nil {
+		return s, err
 	}
 
 	// The agents and Slack.

@@ -78,6 +78,13 @@ func (r *buyRun) submit(b apiclient.Buy) string {
 	if err != nil {
 		r.t.Fatal(err)
 	}
+	return r.submitBody(body)
+}
+
+// submitBody posts body, a buy request of r's PO, through the HTTP API under the idempotency
+// key of the PO and returns the operation id.
+func (r *buyRun) submitBody(body []byte) string {
+	r.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	sub, code, err := r.client.Submit(ctx, "key-"+r.po, body)

@@ -4,9 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/config"
@@ -30,9 +27,7 @@ func TestRegistryLeavesOutSecretsOutsideThePrefix(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c := &wire.Cold{Env: config.Env{TableName: table, AgentSecretPrefix: "buyflow/agents/"}, AWS: aws.Config{
-		Region: "us-east-1", BaseEndpoint: aws.String(dynamotest.Endpoint()),
-		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")}}
+	c := &wire.Cold{Env: config.Env{TableName: table, AgentSecretPrefix: "buyflow/agents/"}, AWS: dynamotest.AWSConfig()}
 	reg, err := Registry(ctx, c)
 	if err != nil {
 		t.Fatal(err)
