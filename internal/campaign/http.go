@@ -9,16 +9,17 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/httpapi"
 )
 
 // Campaigns is what the campaign routes need from the use cases; *Service satisfies it.
 type Campaigns interface {
-	Submit(ctx context.Context, c buy.Caller, idempotencyKey string, body []byte) (Submitted, error)
-	Get(ctx context.Context, tenant, id string) (View, error)
-	List(ctx context.Context, tenant string, limit int, cursor string) (ListPage, error)
-	Events(ctx context.Context, tenant, id string) (EventPage, error)
+	Submit(ctx context.Context, c buy.Caller, idempotencyKey string, body []byte) (api.CampaignSubmitted, error)
+	Get(ctx context.Context, tenant, id string) (api.Campaign, error)
+	List(ctx context.Context, tenant string, limit int, cursor string) (api.Page[api.Campaign], error)
+	Events(ctx context.Context, tenant, id string) (api.Page[api.CampaignEvent], error)
 }
 
 var _ Campaigns = (*Service)(nil)

@@ -9,16 +9,17 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/httpapi"
 )
 
 // MediaBuys is what the media-buy routes need from the use cases; *Service satisfies it.
 type MediaBuys interface {
-	Submit(ctx context.Context, c buy.Caller, idempotencyKey string, body []byte) (buy.Submitted, error)
-	Get(ctx context.Context, tenant, id string) (buy.View, error)
-	List(ctx context.Context, tenant string, q ListQuery) (ListPage, error)
-	Events(ctx context.Context, tenant, id, cursor string, limit int) (buy.EventPage, error)
+	Submit(ctx context.Context, c buy.Caller, idempotencyKey string, body []byte) (api.Submitted, error)
+	Get(ctx context.Context, tenant, id string) (api.MediaBuy, error)
+	List(ctx context.Context, tenant string, q ListQuery) (api.Page[api.MediaBuy], error)
+	Events(ctx context.Context, tenant, id, cursor string, limit int) (api.Page[api.Event], error)
 }
 
 var opIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
