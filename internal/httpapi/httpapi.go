@@ -1,8 +1,9 @@
 // Package httpapi is the API Gateway HTTP API (payload 2.0) plumbing the HTTP Lambdas' use
 // cases share: the error body every refused request gets (a machine-readable code and a
 // message a person understands, never a Lambda error, which API Gateway would turn into a bare
-// 500), JSON answers, the body, headers, the caller's identity and the panic boundary. It
-// knows no use case.
+// 500), JSON answers, the body, headers, the caller's identity, the panic boundary, and the
+// routes of a collection that is submitted to, listed, read and followed (Resource: media buys
+// and campaigns). It knows no use case.
 package httpapi
 
 import (
