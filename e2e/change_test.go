@@ -114,7 +114,7 @@ func TestDeliverySnapshotOfALiveBuy(t *testing.T) {
 	}
 	sub := submit(t, c, buy{PO: po(t), Sim: "sync", Budgets: []float64{3000}})
 	finished(t, c, sub.OperationID, "completed")
-	var d apiclient.Delivery
+	var d api.Delivery
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		var err error

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/record"
@@ -66,6 +67,12 @@ var views = []struct {
 	{"campaign_page", api.Page[api.Campaign]{Items: []api.Campaign{campaign}, NextCursor: "c2"}, true},
 	{"campaign_event_page", api.Page[api.CampaignEvent]{Items: []api.CampaignEvent{{OperationID: "mb-1", SellerID: "seller-a", Event: event}}}, false},
 	{"problem", api.Problem{Error: api.ProblemDetail{Code: "invalid_limit", Message: "limit must be an integer from 1 to 100", Field: "limit"}}, true},
+	{"change_accepted", api.ChangeAccepted{ChangeID: "chg-1", BuyID: "mb-1", Kind: "budget", Status: "requested", Replayed: true,
+		Links: api.ChangeLinks{Change: "/v1/media-buys/chg-1", Events: "/v1/media-buys/mb-1/events"}}, true},
+	{"delivery", api.Delivery{OperationID: "mb-1", Currency: "USD", Approved: "6000.00", Spend: "6100.00", OverBudget: true,
+		Snapshots: []record.DeliverySnapshot{{Tenant: "acme", OperationID: "mb-1", MediaBuyID: "smb-1",
+			AsOf: time.Date(2026, 1, 6, 0, 0, 0, 0, time.UTC), Impressions: 120000, Spend: "6100.00", Currency: "USD",
+			Pacing: "1.02", Approved: "6000.00", ReadAt: time.Date(2026, 1, 6, 1, 0, 0, 0, time.UTC)}}}, true},
 	{"inbox", api.Inbox{Approver: "U123", Items: []api.InboxItem{inboxItem}}, true},
 	{"inbox_approval", api.InboxApproval{InboxItem: inboxItem, Flight: "2026-01-05 → 2026-03-29", ProposalID: "prop-1",
 		Packages:   []api.InboxPackage{{Product: "ctv_premium", Flight: "2026-01-05 → 2026-03-29", Budget: "USD 6,000.00"}},
@@ -138,8 +145,16 @@ func unset(t *testing.T, path string, v reflect.Value) {
 			unset(t, path+"[0]", v.Index(0))
 		}
 	case reflect.Struct:
+		if v.Type().Implements(reflect.TypeFor[json.Marshaler]()) { // a time: set as a whole
+			if v.IsZero() {
+				t.Errorf("%s is zero: set it in the golden view", path)
+			}
+			return
+		}
 		for i := range v.NumField() {
-			unset(t, path+"."+v.Type().Field(i).Name, v.Field(i))
+			if f := v.Type().Field(i); f.Tag.Get("json") != "-" {
+				unset(t, path+"."+f.Name, v.Field(i))
+			}
 		}
 	default:
 		if v.IsZero() {

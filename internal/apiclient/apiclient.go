@@ -45,31 +45,6 @@ type Client struct {
 	Sign func(r *http.Request, body []byte) error
 }
 
-// ChangeAccepted is the answer to an accepted change.
-type ChangeAccepted struct {
-	ChangeID string `json:"change_id"`
-	BuyID    string `json:"media_buy_operation_id"`
-	Kind     string `json:"kind"`
-	Status   string `json:"status"`
-	Replayed bool   `json:"replayed"`
-}
-
-// Delivery is GET /v1/media-buys/{id}/delivery.
-type Delivery struct {
-	OperationID string `json:"operation_id"`
-	Currency    string `json:"currency"`
-	Approved    string `json:"approved_budget"`
-	Spend       string `json:"spend,omitempty"`
-	OverBudget  bool   `json:"over_budget"`
-	Snapshots   []struct {
-		AsOf        string `json:"as_of"`
-		Impressions int64  `json:"impressions"`
-		Spend       string `json:"spend"`
-		Approved    string `json:"approved"`
-		Pacing      string `json:"pacing,omitempty"`
-	} `json:"snapshots"`
-}
-
 // StatusError is an answer other than the one expected.
 type StatusError struct {
 	Status  int
@@ -185,26 +160,26 @@ func (c *Client) post(ctx context.Context, path, key string, body []byte, out an
 // Change sends a change to a placed buy: PATCH /v1/media-buys/{id} with body, or, when cancel
 // is true, POST /v1/media-buys/{id}/cancel. A refusal is a *StatusError (409 for a buy that
 // cannot take the change now).
-func (c *Client) Change(ctx context.Context, buyID, key string, body []byte, cancel bool) (ChangeAccepted, error) {
+func (c *Client) Change(ctx context.Context, buyID, key string, body []byte, cancel bool) (api.ChangeAccepted, error) {
 	method, path := http.MethodPatch, "/v1/media-buys/"+url.PathEscape(buyID)
 	if cancel {
 		method, path = http.MethodPost, path+"/cancel"
 	}
 	status, _, b, err := c.Do(ctx, method, path, http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {key}}, body)
 	if err != nil {
-		return ChangeAccepted{}, err
+		return api.ChangeAccepted{}, err
 	}
-	var out ChangeAccepted
+	var out api.ChangeAccepted
 	return out, decode(status, b, &out, http.StatusAccepted)
 }
 
 // Delivery reads what a buy delivered.
-func (c *Client) Delivery(ctx context.Context, buyID string) (Delivery, error) {
+func (c *Client) Delivery(ctx context.Context, buyID string) (api.Delivery, error) {
 	status, _, b, err := c.Do(ctx, http.MethodGet, "/v1/media-buys/"+url.PathEscape(buyID)+"/delivery", nil, nil)
 	if err != nil {
-		return Delivery{}, err
+		return api.Delivery{}, err
 	}
-	var out Delivery
+	var out api.Delivery
 	return out, decode(status, b, &out, http.StatusOK)
 }
 

@@ -120,7 +120,7 @@ func TestRacingChangesOfOneBuyNeverAnswer500(t *testing.T) {
 		for r, resp := range answers {
 			switch resp.StatusCode {
 			case http.StatusAccepted:
-				var a modify.Accepted
+				var a api.ChangeAccepted
 				if err := json.Unmarshal([]byte(resp.Body), &a); err != nil {
 					t.Fatal(err)
 				}

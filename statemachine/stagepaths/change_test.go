@@ -46,7 +46,7 @@ func (r *buyRun) change(body string, cancel bool) string {
 
 var changeSeq = 0
 
-func (r *buyRun) try(body string, cancel bool) (apiclient.ChangeAccepted, error) {
+func (r *buyRun) try(body string, cancel bool) (api.ChangeAccepted, error) {
 	changeSeq++
 	return r.client.Change(context.Background(), r.op, fmt.Sprintf("chg-%s-%d", r.po, changeSeq), []byte(body), cancel)
 }
