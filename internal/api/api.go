@@ -51,9 +51,6 @@ type Submitted struct {
 // ID returns the operation id (the id an Idempotency-Key claim records).
 func (s Submitted) ID() string { return s.OperationID }
 
-// Location is the path of the buy submitted (the Location header of the 202).
-func (s Submitted) Location() string { return s.Links.Self }
-
 // MediaBuy is one media buy (or a change to one) as GET /v1/media-buys/{id} shows it: what a
 // buyer or finance may read.
 type MediaBuy struct {

@@ -14,9 +14,6 @@ type CampaignSubmitted struct {
 // ID returns the campaign id (the id an Idempotency-Key claim records).
 func (s CampaignSubmitted) ID() string { return s.CampaignID }
 
-// Location is the path of the campaign submitted (the Location header of the 202).
-func (s CampaignSubmitted) Location() string { return s.Links.Self }
-
 // SubmittedLeg names one leg's media buy.
 type SubmittedLeg struct {
 	OperationID string `json:"operation_id"`

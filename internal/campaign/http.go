@@ -28,7 +28,8 @@ var idRE = regexp.MustCompile(`^cp-[a-z2-7]{26}$`)
 // campaign's timeline is one page: its events route reads no query.
 func Routes(svc Campaigns, devHeader string, log *slog.Logger) map[string]httpapi.Handler {
 	return httpapi.Resource[api.CampaignSubmitted, api.Page[api.Campaign], api.Campaign, api.Page[api.CampaignEvent]]{
-		Path: "/v1/campaigns", Noun: "campaign", ID: idRE, NotFound: ErrNotFound,
+		Path: "/v1/campaigns", Noun: "campaign", ID: idRE.MatchString, NotFound: ErrNotFound,
+		Location: func(s api.CampaignSubmitted) string { return s.Links.Self },
 		Submit: func(ctx context.Context, who httpapi.Caller, key string, body []byte) (api.CampaignSubmitted, error) {
 			return svc.Submit(ctx, buy.Caller(who), key, body)
 		},

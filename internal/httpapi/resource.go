@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"regexp"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -29,16 +28,18 @@ type Query struct {
 
 // Resource is a collection the caller submits to, lists, reads and follows (media buys,
 // campaigns): POST and GET Path, GET Path/{id} and GET Path/{id}/events, each with the caller's
-// verified identity. S is the answer of a submit (a 202 whose Location is S's), L a page of the
+// verified identity. S is the answer of a submit (a 202 with a Location), L a page of the
 // list, V one item, E its timeline.
-type Resource[S interface{ Location() string }, L, V, E any] struct {
+type Resource[S, L, V, E any] struct {
 	// Path is the collection's path ("/v1/media-buys"); Noun names one item in the refusals
 	// ("media buy": "no media buy with that id").
 	Path, Noun string
-	// ID matches the ids that may exist: any other is answered 404 without a read.
-	ID *regexp.Regexp
+	// ID reports whether an id may exist: any other is answered 404 without a read.
+	ID func(id string) bool
 	// NotFound is the use cases' error for an id the caller's tenant does not have (404).
 	NotFound error
+	// Location is the path of what a submit accepted (the 202's Location header).
+	Location func(S) string
 	Submit   func(ctx context.Context, who Caller, key string, body []byte) (S, error)
 	List     func(ctx context.Context, tenant string, q Query) (L, error)
 	Get      func(ctx context.Context, tenant, id string) (V, error)
@@ -62,7 +63,7 @@ func (r Resource[S, L, V, E]) Routes(devHeader string, log *slog.Logger) map[str
 }
 
 // resource is a Resource serving requests, with its logger.
-type resource[S interface{ Location() string }, L, V, E any] struct {
+type resource[S, L, V, E any] struct {
 	Resource[S, L, V, E]
 	log *slog.Logger
 }
@@ -77,7 +78,7 @@ func (r resource[S, L, V, E]) submit(ctx context.Context, req events.APIGatewayV
 		return r.fromError(req, err), nil
 	}
 	resp := JSON(http.StatusAccepted, out)
-	resp.Headers["Location"] = out.Location()
+	resp.Headers["Location"] = r.Location(out)
 	return resp, nil
 }
 
@@ -94,34 +95,32 @@ func (r resource[S, L, V, E]) list(ctx context.Context, req events.APIGatewayV2H
 }
 
 func (r resource[S, L, V, E]) get(ctx context.Context, req events.APIGatewayV2HTTPRequest, who Caller) (events.APIGatewayV2HTTPResponse, error) {
-	id := req.PathParameters["id"]
-	if !r.ID.MatchString(id) {
-		return r.notFound(), nil
-	}
-	v, err := r.Get(ctx, who.Tenant, id)
-	if err != nil {
-		return r.fromError(req, err), nil
-	}
-	return JSON(http.StatusOK, v), nil
+	return r.read(req, false, func(id string, _ Query) (any, error) { return r.Get(ctx, who.Tenant, id) })
 }
 
 func (r resource[S, L, V, E]) events(ctx context.Context, req events.APIGatewayV2HTTPRequest, who Caller) (events.APIGatewayV2HTTPResponse, error) {
+	return r.read(req, r.PagedEvents, func(id string, q Query) (any, error) { return r.Events(ctx, who.Tenant, id, q) })
+}
+
+// read answers a read of one item (itself or its timeline): an id that cannot exist is 404
+// unread; paged reads the query (a limit out of range is refused) before read is called.
+func (r resource[S, L, V, E]) read(req events.APIGatewayV2HTTPRequest, paged bool, read func(id string, q Query) (any, error)) (events.APIGatewayV2HTTPResponse, error) {
 	id := req.PathParameters["id"]
-	if !r.ID.MatchString(id) {
+	if !r.ID(id) {
 		return r.notFound(), nil
 	}
 	var q Query
-	if r.PagedEvents {
+	if paged {
 		var refused *events.APIGatewayV2HTTPResponse
 		if q, refused = query(req); refused != nil {
 			return *refused, nil
 		}
 	}
-	page, err := r.Events(ctx, who.Tenant, id, q)
+	v, err := read(id, q)
 	if err != nil {
 		return r.fromError(req, err), nil
 	}
-	return JSON(http.StatusOK, page), nil
+	return JSON(http.StatusOK, v), nil
 }
 
 // query reads a listing's query: its limit (a refusal is the response to send), cursor and

@@ -28,7 +28,8 @@ var errMissing = errors.New("missing")
 func TestResourceRoutes(t *testing.T) {
 	var seen httpapi.Query
 	res := httpapi.Resource[api.Submitted, api.Page[api.MediaBuy], api.MediaBuy, api.Page[api.Event]]{
-		Path: "/v1/media-buys", Noun: "media buy", ID: regexp.MustCompile(`^mb-[0-9]$`), NotFound: errMissing,
+		Path: "/v1/media-buys", Noun: "media buy", ID: regexp.MustCompile(`^mb-[0-9]$`).MatchString, NotFound: errMissing,
+		Location: func(s api.Submitted) string { return s.Links.Self },
 		Submit: func(context.Context, httpapi.Caller, string, []byte) (api.Submitted, error) {
 			return api.Submitted{OperationID: "mb-1", Links: api.Links{Self: "/v1/media-buys/mb-1"}}, nil
 		},

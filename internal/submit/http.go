@@ -25,7 +25,8 @@ var opIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // httpapi.ByRouteKey). devHeader is the dev-only tenant header (see httpapi.Identify).
 func Routes(svc MediaBuys, devHeader string, log *slog.Logger) map[string]httpapi.Handler {
 	return httpapi.Resource[api.Submitted, api.Page[api.MediaBuy], api.MediaBuy, api.Page[api.Event]]{
-		Path: "/v1/media-buys", Noun: "media buy", ID: opIDRE, NotFound: buy.ErrNotFound,
+		Path: "/v1/media-buys", Noun: "media buy", ID: opIDRE.MatchString, NotFound: buy.ErrNotFound,
+		Location: func(s api.Submitted) string { return s.Links.Self },
 		Submit: func(ctx context.Context, who httpapi.Caller, key string, body []byte) (api.Submitted, error) {
 			return svc.Submit(ctx, buy.Caller(who), key, body)
 		},
