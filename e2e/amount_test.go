@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apiclient"
 	"github.com/buyflow/buyflow/internal/money"
 )
@@ -113,7 +114,7 @@ func asProposal(t *testing.T, body []byte, amount, currency string) []byte {
 }
 
 // slackText returns the text and blocks of the Slack messages about op.
-func slackText(t *testing.T, op apiclient.Operation) string {
+func slackText(t *testing.T, op api.MediaBuy) string {
 	t.Helper()
 	msgs, err := apiclient.SlackMessages(context.Background(), nil, suite.slackURL)
 	if err != nil {
@@ -211,7 +212,7 @@ func TestCrashingNumbersLeaveSubmitServing(t *testing.T) {
 		if !errors.As(err, &se) || status != http.StatusUnprocessableEntity || se.Code != "number_out_of_range" {
 			t.Fatalf("post %d (%s): status %d, err %v; want 422 number_out_of_range", i, lit, status, err)
 		}
-		var p apiclient.Problem
+		var p api.Problem
 		if json.Unmarshal(se.Body, &p) != nil || p.Error.Field != "/media_buy/packages/0/budget" {
 			t.Errorf("post %d: problem %s, want field /media_buy/packages/0/budget", i, se.Body)
 		}
@@ -238,7 +239,7 @@ func TestUnservedRoutesAnswerInBuyflowsShape(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s %s: %v", tc.method, tc.path, err)
 		}
-		var p apiclient.Problem
+		var p api.Problem
 		if status != tc.status || json.Unmarshal(body, &p) != nil || p.Error.Code != tc.code || p.Error.Message == "" {
 			t.Errorf("%s %s: HTTP %d %s, want %d %s", tc.method, tc.path, status, body, tc.status, tc.code)
 		}

@@ -7,15 +7,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apiclient"
 )
 
-func awaitingApproval(op apiclient.Operation) bool {
+func awaitingApproval(op api.MediaBuy) bool {
 	return op.Status == "awaiting_approval" || apiclient.Terminal(op.Status)
 }
 
 // decide opens the approval link from Slack and submits decision, as the approver would.
-func decide(t *testing.T, op apiclient.Operation, decision string) {
+func decide(t *testing.T, op api.MediaBuy, decision string) {
 	t.Helper()
 	link := approvalLink(t, op)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apiclient"
 )
 
@@ -19,7 +20,7 @@ func TestApproverInboxAndTheBuyersView(t *testing.T) {
 		t.Skip("the approver routes take the approver from the IAM identity; on a deployed stack run them as a mapped approver")
 	}
 	sub := submit(t, c, buy{PO: po(t), Budgets: []float64{8250.5, 4250}, Sim: "async_complete"})
-	op := waitFor(t, c, sub.OperationID, 30*time.Second, func(op apiclient.Operation) bool {
+	op := waitFor(t, c, sub.OperationID, 30*time.Second, func(op api.MediaBuy) bool {
 		return op.Approval != nil || apiclient.Terminal(op.Status)
 	})
 	a := op.Approval
@@ -36,7 +37,7 @@ func TestApproverInboxAndTheBuyersView(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := slices.IndexFunc(inbox.Items, func(e apiclient.InboxEntry) bool { return e.ApprovalID == a.ApprovalID })
+	i := slices.IndexFunc(inbox.Items, func(e api.InboxItem) bool { return e.ApprovalID == a.ApprovalID })
 	if inbox.Approver != "U0LOCALAPPROVER" || i < 0 || inbox.Items[i].OperationID != op.OperationID || inbox.Items[i].Amount != "USD 12,500.50" {
 		t.Fatalf("inbox %+v lacks approval %s of %s for USD 12,500.50", inbox, a.ApprovalID, op.OperationID)
 	}
@@ -55,7 +56,7 @@ func TestApproverInboxAndTheBuyersView(t *testing.T) {
 	// The same approver identity in another tenant sees nothing, and cannot open it.
 	stranger := client(t, "t"+randomID(t))
 	stranger.Principal = "dev:approver"
-	if other, err := stranger.Approvals(ctx); err != nil || slices.ContainsFunc(other.Items, func(e apiclient.InboxEntry) bool { return e.ApprovalID == a.ApprovalID }) {
+	if other, err := stranger.Approvals(ctx); err != nil || slices.ContainsFunc(other.Items, func(e api.InboxItem) bool { return e.ApprovalID == a.ApprovalID }) {
 		t.Errorf("another tenant's approver: %+v, %v", other, err)
 	}
 	if _, err := stranger.OpenApproval(ctx, a.ApprovalID); apiclient.StatusOf(err) != http.StatusNotFound {
@@ -90,7 +91,7 @@ func TestApproverInboxHoldsACampaign(t *testing.T) {
 	approver.Principal = "dev:approver"
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	var entry apiclient.InboxEntry
+	var entry api.InboxItem
 	for entry.ApprovalID == "" {
 		inbox, err := approver.Approvals(ctx)
 		if err != nil {
@@ -126,7 +127,7 @@ func TestApproverInboxHoldsACampaign(t *testing.T) {
 	}
 	stranger := client(t, "t"+randomID(t))
 	stranger.Principal = "dev:approver"
-	if other, err := stranger.Approvals(ctx); err != nil || slices.ContainsFunc(other.Items, func(e apiclient.InboxEntry) bool { return e.ApprovalID == entry.ApprovalID }) {
+	if other, err := stranger.Approvals(ctx); err != nil || slices.ContainsFunc(other.Items, func(e api.InboxItem) bool { return e.ApprovalID == entry.ApprovalID }) {
 		t.Errorf("another tenant's approver: %+v, %v", other, err)
 	}
 	if _, err := stranger.OpenApproval(ctx, entry.ApprovalID); apiclient.StatusOf(err) != http.StatusNotFound {

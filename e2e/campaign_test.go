@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apiclient"
 	"github.com/buyflow/buyflow/internal/devstack"
 )
@@ -18,14 +19,14 @@ var campaignSellers = append([]string{devstack.SellerID}, devstack.OtherSellerID
 
 // runCampaign posts a three-leg campaign (budgets 1000, 2000, 3000), leg i scripted with
 // sims[i], and waits for its final status.
-func runCampaign(t *testing.T, c *apiclient.Client, policy string, sims ...string) (apiclient.CampaignSubmitted, apiclient.Campaign) {
+func runCampaign(t *testing.T, c *apiclient.Client, policy string, sims ...string) (api.CampaignSubmitted, api.Campaign) {
 	t.Helper()
 	sub := submitCampaign(t, c, policy, []float64{1000, 2000, 3000}, sims...)
 	return sub, finishedCampaign(t, c, sub.CampaignID)
 }
 
 // submitCampaign posts a three-leg campaign with these budgets, leg i scripted with sims[i].
-func submitCampaign(t *testing.T, c *apiclient.Client, policy string, budgets []float64, sims ...string) apiclient.CampaignSubmitted {
+func submitCampaign(t *testing.T, c *apiclient.Client, policy string, budgets []float64, sims ...string) api.CampaignSubmitted {
 	t.Helper()
 	root, err := devstack.FindRepoRoot(".")
 	if err != nil {
@@ -54,7 +55,7 @@ func submitCampaign(t *testing.T, c *apiclient.Client, policy string, budgets []
 }
 
 // finishedCampaign waits for the campaign's final status (two minutes at most).
-func finishedCampaign(t *testing.T, c *apiclient.Client, id string) apiclient.Campaign {
+func finishedCampaign(t *testing.T, c *apiclient.Client, id string) api.Campaign {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -98,7 +99,7 @@ func TestCampaignAcrossThreeSellersCompletedByWebhooks(t *testing.T) {
 	}
 	// The list reads the campaign's recorded outcome, which the settle writes right after the
 	// last leg ends.
-	var list []apiclient.Campaign
+	var list []api.Campaign
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(300 * time.Millisecond) {
 		list, err = c.ListCampaigns(context.Background(), 10)
 		if err != nil || len(list) != 1 || list[0].Status == "completed" || time.Now().After(deadline) {
@@ -161,7 +162,7 @@ func TestCampaignWithOneApprovalApprovedFromTheLink(t *testing.T) {
 	c := begin(t)
 	sub := submitCampaign(t, c, "all_or_nothing", []float64{12000, 2000, 3000})
 	// The campaign's Slack request names the campaign (its id stands in for the PO number).
-	decide(t, apiclient.Operation{OperationID: sub.CampaignID, PONumber: sub.CampaignID}, "approve")
+	decide(t, api.MediaBuy{OperationID: sub.CampaignID, PONumber: sub.CampaignID}, "approve")
 	cp := finishedCampaign(t, c, sub.CampaignID)
 	if cp.Status != "completed" || cp.Committed != "17000.00" || cp.Approval == nil || cp.Approval.Status != "approved" {
 		t.Fatalf("campaign %s, committed %s, approval %+v: %+v", cp.Status, cp.Committed, cp.Approval, cp.Legs)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apiclient"
 )
 
@@ -34,7 +35,7 @@ func TestBuyIncreasedPausedResumedCanceled(t *testing.T) {
 			t.Fatalf("change %s: %v", st.body, err)
 		}
 		finished(t, c, acc.ChangeID, "completed")
-		op := waitFor(t, c, sub.OperationID, 30*time.Second, func(op apiclient.Operation) bool {
+		op := waitFor(t, c, sub.OperationID, 30*time.Second, func(op api.MediaBuy) bool {
 			return op.Current != nil && op.Current.LastChangeID == acc.ChangeID
 		})
 		if cur := op.Current; cur.State != st.state || cur.Budget != st.budget || cur.Revision != i+2 || cur.LastOutcome != "applied" {
@@ -91,7 +92,7 @@ func TestChangeApprovedFromTheSlackLink(t *testing.T) {
 	}
 	decide(t, chg, "approve")
 	finished(t, c, acc.ChangeID, "completed")
-	op := waitFor(t, c, sub.OperationID, 30*time.Second, func(op apiclient.Operation) bool {
+	op := waitFor(t, c, sub.OperationID, 30*time.Second, func(op api.MediaBuy) bool {
 		return op.Current != nil && op.Current.LastChangeID == acc.ChangeID
 	})
 	if cur := op.Current; cur.Budget != "14000.25" || cur.LastOutcome != "applied" || cur.Revision != 2 {
@@ -113,7 +114,7 @@ func TestDeliverySnapshotOfALiveBuy(t *testing.T) {
 	}
 	sub := submit(t, c, buy{PO: po(t), Sim: "sync", Budgets: []float64{3000}})
 	finished(t, c, sub.OperationID, "completed")
-	var d apiclient.Delivery
+	var d api.Delivery
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		var err error
@@ -138,7 +139,7 @@ func TestDeliverySnapshotOfALiveBuy(t *testing.T) {
 	}
 }
 
-func countType(evs []apiclient.Event, typ string) int {
+func countType(evs []api.Event, typ string) int {
 	n := 0
 	for _, e := range evs {
 		if e.Type == typ {

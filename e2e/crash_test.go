@@ -12,6 +12,7 @@ import (
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
 	"github.com/buyflow/buyflow/internal/adcptest"
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apiclient"
 	"github.com/buyflow/buyflow/internal/devstack"
 )
@@ -73,7 +74,7 @@ func wantConsistent(t *testing.T, c *apiclient.Client, id string) {
 	// that arrives after the poll or the sweep completed the buy, recorded stale (it moves
 	// nothing), and the answer to a crashed create's resend when the seller's webhooks
 	// completed the buy while it was under way (a call that really happened; it moves nothing).
-	end := slices.IndexFunc(evs, func(e apiclient.Event) bool { return e.To == "completed" })
+	end := slices.IndexFunc(evs, func(e api.Event) bool { return e.To == "completed" })
 	for _, e := range evs[end+1:] {
 		var call struct {
 			Attempt int `json:"attempt"`
@@ -303,7 +304,7 @@ func appliedOnce(t *testing.T, c *apiclient.Client, seller *adcptest.Seller, buy
 	if !found && !resent {
 		t.Errorf("the retry looked at the seller %v and sent attempts %v (%d replays): want the update found applied, or a resend replayed", looks, attempts, replays)
 	}
-	op := waitFor(t, c, buyID, 30*time.Second, func(op apiclient.Operation) bool {
+	op := waitFor(t, c, buyID, 30*time.Second, func(op api.MediaBuy) bool {
 		return op.Current != nil && op.Current.LastChangeID == changeID
 	})
 	if cur := op.Current; cur.Budget != "3500.00" || cur.LastOutcome != "applied" {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/e2e/e2etest"
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apiclient"
 	"github.com/buyflow/buyflow/internal/devstack"
 )
@@ -33,7 +34,7 @@ func (b buy) body(t testing.TB) []byte {
 func po(t *testing.T) string { return "PO-E2E-" + strings.ToUpper(randomID(t)) }
 
 // submit posts b and fails the test unless it is accepted.
-func submit(t *testing.T, c *apiclient.Client, b buy) apiclient.Submitted {
+func submit(t *testing.T, c *apiclient.Client, b buy) api.Submitted {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -48,12 +49,12 @@ func submit(t *testing.T, c *apiclient.Client, b buy) apiclient.Submitted {
 }
 
 // waitFor polls the operation until until is true (nil: a terminal status) and returns it.
-func waitFor(t *testing.T, c *apiclient.Client, id string, timeout time.Duration, until func(apiclient.Operation) bool) apiclient.Operation {
+func waitFor(t *testing.T, c *apiclient.Client, id string, timeout time.Duration, until func(api.MediaBuy) bool) api.MediaBuy {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var seen []string
-	op, err := c.Wait(ctx, id, 200*time.Millisecond, until, func(op apiclient.Operation) { seen = append(seen, op.Status) })
+	op, err := c.Wait(ctx, id, 200*time.Millisecond, until, func(op api.MediaBuy) { seen = append(seen, op.Status) })
 	if err != nil {
 		t.Fatalf("operation %s: %v (statuses seen: %s)", id, err, strings.Join(seen, " → "))
 	}
@@ -62,7 +63,7 @@ func waitFor(t *testing.T, c *apiclient.Client, id string, timeout time.Duration
 }
 
 // finished waits for a terminal status and checks it.
-func finished(t *testing.T, c *apiclient.Client, id, want string) apiclient.Operation {
+func finished(t *testing.T, c *apiclient.Client, id, want string) api.MediaBuy {
 	t.Helper()
 	op := waitFor(t, c, id, 90*time.Second, nil)
 	if op.Status != want {
@@ -72,7 +73,7 @@ func finished(t *testing.T, c *apiclient.Client, id, want string) apiclient.Oper
 	return op
 }
 
-func types(evs []apiclient.Event) []string {
+func types(evs []api.Event) []string {
 	var out []string
 	for _, e := range evs {
 		out = append(out, e.Type)
@@ -81,10 +82,10 @@ func types(evs []apiclient.Event) []string {
 }
 
 // reached returns the event that moved the operation to status, if any.
-func reached(evs []apiclient.Event, status string) (apiclient.Event, bool) {
-	i := slices.IndexFunc(evs, func(e apiclient.Event) bool { return e.To == status })
+func reached(evs []api.Event, status string) (api.Event, bool) {
+	i := slices.IndexFunc(evs, func(e api.Event) bool { return e.To == status })
 	if i < 0 {
-		return apiclient.Event{}, false
+		return api.Event{}, false
 	}
 	return evs[i], true
 }
@@ -95,7 +96,7 @@ func reached(evs []apiclient.Event, status string) (apiclient.Event, bool) {
 // 10 s, and on a loaded machine the sweep or the poll can read the finished task at the seller
 // before the seller's webhook arrives; both are the product working. A webhook refused (bad
 // signature, unknown seller) leaves no such event, so the check still fails when webhooks do.
-func completedByWebhook(evs []apiclient.Event) bool {
+func completedByWebhook(evs []api.Event) bool {
 	done, ok := reached(evs, "completed")
 	if !ok {
 		return false
@@ -115,7 +116,7 @@ func completedByWebhook(evs []apiclient.Event) bool {
 }
 
 // approvalLink waits for the Slack message of the operation's approval and returns its link.
-func approvalLink(t *testing.T, op apiclient.Operation) string {
+func approvalLink(t *testing.T, op api.MediaBuy) string {
 	t.Helper()
 	if suite.slackURL == "" {
 		t.Skip("no Slack sink to read approval links from (set BUYFLOW_E2E_SLACK_URL)")
@@ -147,7 +148,7 @@ func approvalLink(t *testing.T, op apiclient.Operation) string {
 // settled returns the timeline once the workflow has finished its work after the final status
 // (the outcome report and the PO lock release follow a webhook's status change by a few
 // milliseconds), or after 15 s.
-func settled(t testing.TB, c *apiclient.Client, id string) []apiclient.Event {
+func settled(t testing.TB, c *apiclient.Client, id string) []api.Event {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {

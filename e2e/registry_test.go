@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/agents"
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apiclient"
 	"github.com/buyflow/buyflow/internal/devstack"
 )
@@ -87,7 +88,7 @@ func TestDisabledSellerRefusesNewBuysAndFinishesOpenOnes(t *testing.T) {
 	c := begin(t)
 	seller := addSeller(t)
 	open := submit(t, c, buy{PO: po(t), Sim: "async_complete", Seller: seller})
-	waitFor(t, c, open.OperationID, time.Minute, func(op apiclient.Operation) bool {
+	waitFor(t, c, open.OperationID, time.Minute, func(op api.MediaBuy) bool {
 		return op.SellerTaskID != "" || apiclient.Terminal(op.Status)
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apiclient"
 	"github.com/buyflow/buyflow/internal/devstack"
 )
@@ -188,7 +189,7 @@ func TestRequesterIsToldAboutTheirCampaignAndChanges(t *testing.T) {
 			{"Submitted: your campaign", "3 legs (USD 19,000.25)"},
 			{"Waiting for approval: your campaign", "approve 2 legs (USD 10,000.25) in one decision", "<@U0LOCALAPPROVER>"},
 		})
-		decide(t, apiclient.Operation{OperationID: sub.CampaignID, PONumber: sub.CampaignID}, "approve")
+		decide(t, api.MediaBuy{OperationID: sub.CampaignID, PONumber: sub.CampaignID}, "approve")
 		if cp := finishedCampaign(t, c, sub.CampaignID); cp.Status != "partially_completed" {
 			t.Fatalf("campaign %s", cp.Status)
 		}

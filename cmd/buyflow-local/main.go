@@ -31,6 +31,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apiclient"
 	"github.com/buyflow/buyflow/internal/devstack"
 	"github.com/buyflow/buyflow/internal/statusevent"
@@ -181,7 +182,7 @@ func runDemo(ctx context.Context, st *devstack.Stack, body []byte, w io.Writer) 
 	}
 	out.printf("submitted %s (HTTP %d, Idempotency-Key %s): %s\n", sub.OperationID, status, key, sub.Status)
 	approved := map[string]bool{}
-	op, err := c.Wait(ctx, sub.OperationID, 250*time.Millisecond, func(op apiclient.Operation) bool {
+	op, err := c.Wait(ctx, sub.OperationID, 250*time.Millisecond, func(op api.MediaBuy) bool {
 		if apiclient.Terminal(op.Status) {
 			return true
 		}
@@ -189,7 +190,7 @@ func runDemo(ctx context.Context, st *devstack.Stack, body []byte, w io.Writer) 
 			approve(ctx, st, out, approved)
 		}
 		return false
-	}, func(op apiclient.Operation) {
+	}, func(op api.MediaBuy) {
 		line := fmt.Sprintf("  status %-20s", op.Status)
 		// The reason belongs to the status that set it: a wait for a person or a failure.
 		if op.Reason != "" && (op.Status == "awaiting_approval" || (apiclient.Terminal(op.Status) && op.Status != "completed")) {
@@ -325,7 +326,7 @@ func runCampaignDemo(ctx context.Context, st *devstack.Stack, body []byte, w io.
 	}
 	out.printf("submitted campaign %s (HTTP %d, Idempotency-Key %s): %s, %d legs\n", sub.CampaignID, status, key, sub.Status, len(sub.Legs))
 	seen, approved := map[string]string{}, map[string]bool{}
-	var cp apiclient.Campaign
+	var cp api.Campaign
 	for {
 		if cp, err = c.GetCampaign(ctx, sub.CampaignID); err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apiclient"
 	"github.com/buyflow/buyflow/internal/money"
 )
@@ -134,7 +135,7 @@ func (c cli) followCampaign(ctx context.Context, id string) error {
 	}
 }
 
-func (c cli) printCampaign(cp apiclient.Campaign) error {
+func (c cli) printCampaign(cp api.Campaign) error {
 	if c.json {
 		return writeJSON(c.out.w, cp)
 	}

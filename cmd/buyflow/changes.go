@@ -12,7 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/buyflow/buyflow/internal/apiclient"
+	"github.com/buyflow/buyflow/internal/api"
 )
 
 // decimalRE is an amount as a person types it (the API checks it against the currency).
@@ -140,7 +140,7 @@ func (c cli) delivery(ctx context.Context, args []string) error {
 }
 
 // currentRows are the status rows of a changed buy.
-func currentRows(row func(k, v string), cur *apiclient.Current) {
+func currentRows(row func(k, v string), cur *api.Current) {
 	if cur == nil {
 		return
 	}

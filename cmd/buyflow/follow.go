@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apiclient"
 	"github.com/buyflow/buyflow/internal/approvalcore"
 )
@@ -48,18 +49,18 @@ func (c cli) follow(ctx context.Context, id string) error {
 	start := time.Now()
 	stageStart := start
 	lastStatus, lastApproval := "", ""
-	approvalChanged := func(op apiclient.Operation) bool {
+	approvalChanged := func(op api.MediaBuy) bool {
 		a := op.Approval
 		return a != nil && a.ApprovalID+a.Status != lastApproval
 	}
-	printApproval := func(a *apiclient.Approval) {
+	printApproval := func(a *api.Approval) {
 		lastApproval = a.ApprovalID + a.Status
 		c.err.printf("  %7s  %s\n", "", approvalLine(a))
 		if a.Status == "pending" {
 			c.printReviewLinks(ctx, a)
 		}
 	}
-	watch := func(op apiclient.Operation) bool {
+	watch := func(op api.MediaBuy) bool {
 		now := time.Now()
 		// A decision comes before the status it leads to; a new request after the status
 		// that waits for it.
@@ -99,7 +100,7 @@ func (c cli) follow(ctx context.Context, id string) error {
 
 // printReviewLinks prints the review links the local stack's fake Slack received for the
 // approval, so a person can open one; it does nothing without --slack.
-func (c cli) printReviewLinks(ctx context.Context, a *apiclient.Approval) {
+func (c cli) printReviewLinks(ctx context.Context, a *api.Approval) {
 	if c.slackURL == "" {
 		return
 	}
@@ -136,7 +137,7 @@ func (c cli) printReviewLinks(ctx context.Context, a *apiclient.Approval) {
 // approvalLine says where an approval stands and, while it waits, why a person is asked, e.g.
 // "waiting for approval by U123 or U456 until 2026-12-01 14:05 UTC; then asks S0FINANCE. Why:
 // The amount is over the approval threshold set by policy.".
-func approvalLine(a *apiclient.Approval) string {
+func approvalLine(a *api.Approval) string {
 	switch a.Status {
 	case "pending":
 		s := "waiting for approval by " + orList(a.Approvers) + " until " + when(a.ExpiresAt)
@@ -163,7 +164,7 @@ func approvalLine(a *apiclient.Approval) string {
 // whyAsked is why a person is asked, as the approval's reason says it (the policy's threshold,
 // the seller asked, governance's conditions), with what asked in its own words when it said
 // more; "" when the view has no reason.
-func whyAsked(a *apiclient.Approval) string {
+func whyAsked(a *api.Approval) string {
 	if a.Reason == "" {
 		return ""
 	}
@@ -176,7 +177,7 @@ func whyAsked(a *apiclient.Approval) string {
 
 // stageTimes sums how long the buy spent in each status, from the ledger's transition times,
 // in the order the buy went through them.
-func stageTimes(evs []apiclient.Event) string {
+func stageTimes(evs []api.Event) string {
 	var order []string
 	spent := map[string]time.Duration{}
 	var cur string

@@ -11,19 +11,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/apiclient"
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/approve"
-	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/slack"
 )
 
 // scriptedAPI serves one buy that moves through views, one per GET, staying on the last; the
-// views are buy.View values, the API's own projection type, so the CLI is tested against
+// views are api.MediaBuy values, the API's own projection type, so the CLI is tested against
 // what the API encodes. Its timeline has one transition per distinct status, a second apart.
 type scriptedAPI struct {
 	mu    sync.Mutex
-	views []buy.View
+	views []api.MediaBuy
 	gets  int
 }
 
@@ -39,13 +38,13 @@ func (s *scriptedAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.gets++
 		_ = json.NewEncoder(w).Encode(v)
 	case "/v1/media-buys/mb-2/events":
-		var page buy.EventPage
+		var page api.Page[api.Event]
 		from := ""
 		for i, v := range s.views {
 			if v.Status == from {
 				continue
 			}
-			page.Items = append(page.Items, buy.EventView{At: t0.Add(time.Duration(i) * time.Second).Format(time.RFC3339Nano),
+			page.Items = append(page.Items, api.Event{At: t0.Add(time.Duration(i) * time.Second).Format(time.RFC3339Nano),
 				Type: "transition", From: from, To: v.Status})
 			from = v.Status
 		}
@@ -56,12 +55,12 @@ func (s *scriptedAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func view(status string, a *buy.ApprovalView) buy.View {
-	return buy.View{OperationID: "mb-2", Status: status, SellerID: "sim-seller", PONumber: "PO-2", Budget: "20000.00", Currency: "USD", Approval: a}
+func view(status string, a *api.Approval) api.MediaBuy {
+	return api.MediaBuy{OperationID: "mb-2", Status: status, SellerID: "sim-seller", PONumber: "PO-2", Budget: "20000.00", Currency: "USD", Approval: a}
 }
 
-func pending(id string, escalation bool, approvers, escalatesTo []string) *buy.ApprovalView {
-	return &buy.ApprovalView{ApprovalID: id, Status: "pending", Approvers: approvers, RequestedAt: t0.Format(time.RFC3339),
+func pending(id string, escalation bool, approvers, escalatesTo []string) *api.Approval {
+	return &api.Approval{ApprovalID: id, Status: "pending", Approvers: approvers, RequestedAt: t0.Format(time.RFC3339),
 		ExpiresAt: "2026-12-01T14:05:00Z", Reason: "policy_threshold", Escalation: escalation, EscalatesTo: escalatesTo}
 }
 
@@ -80,28 +79,28 @@ func TestWaitShowsTheApprovalAndExitsPerFinalStatus(t *testing.T) {
 
 	cases := []struct {
 		name  string
-		views []buy.View
+		views []api.MediaBuy
 		code  int
 		want  []string // in stderr, in this order
 	}{
-		{"approved", []buy.View{view("checking_governance", nil), view("awaiting_approval", first), view("awaiting_approval", &approved),
+		{"approved", []api.MediaBuy{view("checking_governance", nil), view("awaiting_approval", first), view("awaiting_approval", &approved),
 			view("creating", &approved), view("completed", &approved)}, 0,
 			[]string{"checking_governance", "awaiting_approval", "(checking_governance took",
 				"waiting for approval by U123 or U456 until 2026-12-01 14:05 UTC; if nobody decides, the buy expires. Why: The amount is over the approval threshold set by policy.",
 				"approved by U456 at 2026-12-01 13:41 UTC", "creating", "(awaiting_approval took", "completed",
 				"time per stage: checking_governance 1.0s, awaiting_approval 2.0s, creating 1.0s"}},
-		{"rejected", []buy.View{view("awaiting_approval", first), view("rejected", &rejected)}, exitRejected,
+		{"rejected", []api.MediaBuy{view("awaiting_approval", first), view("rejected", &rejected)}, exitRejected,
 			[]string{"waiting for approval by U123 or U456", "rejected by U456 at 2026-12-01 13:41 UTC"}},
-		{"expired after escalation", []buy.View{view("awaiting_approval", escalating), view("awaiting_approval", escalated),
-			view("expired", &buy.ApprovalView{ApprovalID: "apr_2", Status: "expired", Approvers: []string{"S0FINANCE"}, ExpiresAt: "2026-12-01T15:05:00Z", Escalation: true})},
+		{"expired after escalation", []api.MediaBuy{view("awaiting_approval", escalating), view("awaiting_approval", escalated),
+			view("expired", &api.Approval{ApprovalID: "apr_2", Status: "expired", Approvers: []string{"S0FINANCE"}, ExpiresAt: "2026-12-01T15:05:00Z", Escalation: true})},
 			exitExpired,
 			[]string{"waiting for approval by U123 or U456 until 2026-12-01 14:05 UTC; then asks S0FINANCE",
 				"waiting for approval by S0FINANCE until 2026-12-01 14:05 UTC (escalated); if nobody decides, the buy expires",
 				"approval expired at 2026-12-01 15:05 UTC with no decision"}},
-		{"seller asked", []buy.View{view("awaiting_approval", sellerAsked), view("canceled", nil)}, exitCanceled,
+		{"seller asked", []api.MediaBuy{view("awaiting_approval", sellerAsked), view("canceled", nil)}, exitCanceled,
 			[]string{"waiting for approval by U123 until 2026-12-01 14:05 UTC; if nobody decides, the buy expires. Why: The seller asked for confirmation before going ahead. (confirm the makegood terms)"}},
-		{"failed", []buy.View{view("creating", nil), view("failed", nil)}, exitFailed, []string{"creating", "failed"}},
-		{"canceled", []buy.View{view("canceled", nil)}, exitCanceled, []string{"canceled"}},
+		{"failed", []api.MediaBuy{view("creating", nil), view("failed", nil)}, exitFailed, []string{"creating", "failed"}},
+		{"canceled", []api.MediaBuy{view("canceled", nil)}, exitCanceled, []string{"canceled"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -135,7 +134,7 @@ func TestWaitShowsTheApprovalAndExitsPerFinalStatus(t *testing.T) {
 }
 
 func TestStatusShowsWhoIsAskedUntilWhen(t *testing.T) {
-	srv := httptest.NewServer(&scriptedAPI{views: []buy.View{view("awaiting_approval", pending("apr_1", false, []string{"U123", "U456"}, []string{"S0FINANCE"}))}})
+	srv := httptest.NewServer(&scriptedAPI{views: []api.MediaBuy{view("awaiting_approval", pending("apr_1", false, []string{"U123", "U456"}, []string{"S0FINANCE"}))}})
 	defer srv.Close()
 	env := func(k string) string {
 		return map[string]string{"BUYFLOW_ENDPOINT": srv.URL, "BUYFLOW_TENANT": "acme"}[k]
@@ -154,7 +153,7 @@ func TestStatusShowsWhoIsAskedUntilWhen(t *testing.T) {
 // On the local stack --wait prints the review links the fake Slack received for the pending
 // approval (and no other approval's), read from a real request message.
 func TestWaitPrintsTheLocalSlackReviewLinks(t *testing.T) {
-	api := &scriptedAPI{views: []buy.View{view("awaiting_approval", pending("apr_1", false, []string{"U123"}, nil)), view("rejected", nil)}}
+	api := &scriptedAPI{views: []api.MediaBuy{view("awaiting_approval", pending("apr_1", false, []string{"U123"}, nil)), view("rejected", nil)}}
 	srv := httptest.NewServer(api)
 	defer srv.Close()
 	sink := slack.NewSink(nil)
@@ -188,10 +187,10 @@ func TestWaitPrintsTheLocalSlackReviewLinks(t *testing.T) {
 	}
 }
 
-func toClient(t *testing.T, a *buy.ApprovalView) *apiclient.Approval {
+func toClient(t *testing.T, a *api.Approval) *api.Approval {
 	t.Helper()
 	b, _ := json.Marshal(a)
-	var out apiclient.Approval
+	var out api.Approval
 	if err := json.Unmarshal(b, &out); err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +199,7 @@ func toClient(t *testing.T, a *buy.ApprovalView) *apiclient.Approval {
 
 // inboxAPI answers the approver routes with the approve package's own response types, for
 // the approver named by the dev principal header.
-type inboxAPI struct{ list approve.InboxPage }
+type inboxAPI struct{ list api.Inbox }
 
 func (a inboxAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
@@ -213,19 +212,19 @@ func (a inboxAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case approve.InboxPrefix:
 		_ = json.NewEncoder(w).Encode(a.list)
 	case approve.InboxPrefix + "/apr_1":
-		_ = json.NewEncoder(w).Encode(approve.InboxApproval{InboxItem: a.list.Items[0], Flight: "2026-01-05 → 2026-03-29",
-			Packages: []approve.InboxPackage{{Product: "ctv_premium_sports", Flight: "2026-01-05 → 2026-03-29", Budget: "USD 6,000.00"},
+		_ = json.NewEncoder(w).Encode(api.InboxApproval{InboxItem: a.list.Items[0], Flight: "2026-01-05 → 2026-03-29",
+			Packages: []api.InboxPackage{{Product: "ctv_premium_sports", Flight: "2026-01-05 → 2026-03-29", Budget: "USD 6,000.00"},
 				{Product: "display_run_of_site", Flight: "2026-01-05 → 2026-02-28", Budget: "USD 6,500.00"}},
-			Governance: &approve.InboxGovernance{Verdict: "conditions", Label: "Approved with 1 condition",
-				Conditions: []approve.InboxCondition{{Field: "packages[1].end_time", Reason: "ends with February", NeedsPerson: true}}},
+			Governance: &api.InboxGovernance{Verdict: "conditions", Label: "Approved with 1 condition",
+				Conditions: []api.InboxCondition{{Field: "packages[1].end_time", Reason: "ends with February", NeedsPerson: true}}},
 			ReviewURL: "http://127.0.0.1/v1/approvals/apr_1?approver=U0LOCALAPPROVER&exp=1&kid=k1&sig=x"})
 	case approve.InboxPrefix + "/apr_campaign":
-		_ = json.NewEncoder(w).Encode(approve.InboxApproval{InboxItem: a.list.Items[1],
+		_ = json.NewEncoder(w).Encode(api.InboxApproval{InboxItem: a.list.Items[1],
 			ReviewURL: "http://127.0.0.1/v1/approvals/apr_campaign?approver=U0LOCALAPPROVER&exp=1&kid=k1&sig=x"})
 	case approve.InboxPrefix + "/apr_change":
-		_ = json.NewEncoder(w).Encode(approve.InboxApproval{InboxItem: approve.InboxItem{ApprovalID: "apr_change", OperationID: "chg-1",
+		_ = json.NewEncoder(w).Encode(api.InboxApproval{InboxItem: api.InboxItem{ApprovalID: "apr_change", OperationID: "chg-1",
 			Summary: "Change to media buy mb-2", Seller: "sim-seller", Amount: "USD 14,000.25"},
-			Changes:   []approve.InboxChangeLine{{What: "Total budget", Before: "USD 3,000.00", After: "USD 14,000.25"}},
+			Changes:   []api.InboxChangeLine{{What: "Total budget", Before: "USD 3,000.00", After: "USD 14,000.25"}},
 			ReviewURL: "http://127.0.0.1/v1/approvals/apr_change?approver=U0LOCALAPPROVER&exp=1&kid=k1&sig=x"})
 	default:
 		w.WriteHeader(http.StatusNotFound)
@@ -234,13 +233,13 @@ func (a inboxAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func TestApprovalsListsAndOpens(t *testing.T) {
-	api := inboxAPI{list: approve.InboxPage{Approver: "U0LOCALAPPROVER", Items: []approve.InboxItem{{ApprovalID: "apr_1", OperationID: "mb-2",
+	api := inboxAPI{list: api.Inbox{Approver: "U0LOCALAPPROVER", Items: []api.InboxItem{{ApprovalID: "apr_1", OperationID: "mb-2",
 		Summary: "Media buy, PO PO-2", Seller: "sim-seller", Amount: "USD 12,500.00", Reason: "The amount is over the approval threshold set by policy.",
 		Requester: "dev:buyer", ExpiresAt: "2026-12-01T14:05:00Z"},
 		{ApprovalID: "apr_campaign", CampaignID: "cp-1", Summary: "Campaign Spring, 2 of 3 legs, plan plan-q1", Seller: "sim-seller, sim-seller-3",
 			Amount: "USD 10,000.25", Reason: "This campaign needs a person's approval; one decision covers every leg.",
 			ReasonText: "the campaign's total 10000.25 USD is at or over the approval threshold 10000.00 USD", Requester: "dev:buyer", ExpiresAt: "2026-12-01T14:05:00Z",
-			Legs: []approve.InboxLeg{{OperationID: "mb-a", Seller: "sim-seller", PONumber: "PO-A", Amount: "USD 4,000.25", Why: "governance approved it; it needs no approval on its own", Governance: "Approved"},
+			Legs: []api.InboxLeg{{OperationID: "mb-a", Seller: "sim-seller", PONumber: "PO-A", Amount: "USD 4,000.25", Why: "governance approved it; it needs no approval on its own", Governance: "Approved"},
 				{OperationID: "mb-c", Seller: "sim-seller-3", PONumber: "PO-C", Amount: "USD 6,000.00", Why: "governance approved it; it needs no approval on its own", Governance: "Approved"}}}}}}
 	srv := httptest.NewServer(api)
 	defer srv.Close()

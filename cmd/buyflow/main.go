@@ -42,6 +42,7 @@ import (
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apiclient"
 )
 
@@ -280,7 +281,7 @@ func (c cli) status(ctx context.Context, args []string) error {
 	return c.printOperation(op)
 }
 
-func (c cli) printOperation(op apiclient.Operation) error {
+func (c cli) printOperation(op api.MediaBuy) error {
 	if c.json {
 		return writeJSON(c.out.w, op)
 	}
@@ -372,7 +373,7 @@ func (c cli) list(ctx context.Context, args []string) error {
 }
 
 // amount shows a buy's amount as the approval page and Slack do ("USD 20,000.50").
-func amount(op apiclient.Operation) string { return showMoney(op.Budget, op.Currency) }
+func amount(op api.MediaBuy) string { return showMoney(op.Budget, op.Currency) }
 
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apiclient"
 )
 
@@ -24,7 +25,7 @@ func RandomID(t testing.TB) string {
 }
 
 // Timeline reads the operation's events.
-func Timeline(t testing.TB, c *apiclient.Client, id string) []apiclient.Event {
+func Timeline(t testing.TB, c *apiclient.Client, id string) []api.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

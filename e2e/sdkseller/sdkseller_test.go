@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/e2e/e2etest"
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apiclient"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -65,13 +66,13 @@ func place(t testing.TB, c *apiclient.Client, key string, b []byte) string {
 
 // finished waits for a terminal status and checks it. A buy that completes can still be
 // canceled (compensation): waiting for canceled waits past completed.
-func finished(t testing.TB, c *apiclient.Client, id, want string) apiclient.Operation {
+func finished(t testing.TB, c *apiclient.Client, id, want string) api.MediaBuy {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	var until func(apiclient.Operation) bool
+	var until func(api.MediaBuy) bool
 	if want == "canceled" {
-		until = func(op apiclient.Operation) bool {
+		until = func(op api.MediaBuy) bool {
 			return op.Status == want || (op.Status != "completed" && workflow.Status(op.Status).Terminal())
 		}
 	}
@@ -87,24 +88,24 @@ func finished(t testing.TB, c *apiclient.Client, id, want string) apiclient.Oper
 }
 
 // reached returns the event that moved the operation to status.
-func reached(t testing.TB, evs []apiclient.Event, status string) apiclient.Event {
+func reached(t testing.TB, evs []api.Event, status string) api.Event {
 	t.Helper()
-	i := slices.IndexFunc(evs, func(e apiclient.Event) bool { return e.To == status })
+	i := slices.IndexFunc(evs, func(e api.Event) bool { return e.To == status })
 	if i < 0 {
 		t.Fatalf("no event reached %s", status)
 	}
 	return evs[i]
 }
 
-func detailOf(e apiclient.Event) map[string]any {
+func detailOf(e api.Event) map[string]any {
 	var m map[string]any
 	_ = json.Unmarshal(e.Detail, &m) // nil for an event without details
 	return m
 }
 
 // withCode reports whether an event of type typ carries error_code code.
-func withCode(evs []apiclient.Event, typ, code string) bool {
-	return slices.ContainsFunc(evs, func(e apiclient.Event) bool { return e.Type == typ && detailOf(e)["error_code"] == code })
+func withCode(evs []api.Event, typ, code string) bool {
+	return slices.ContainsFunc(evs, func(e api.Event) bool { return e.Type == typ && detailOf(e)["error_code"] == code })
 }
 
 // createsFor returns the creates the seller ran for the operation.
@@ -185,7 +186,7 @@ func TestSyncCreate(t *testing.T) {
 		t.Errorf("buyflow recorded media buy %q; the seller created %+v", op.MediaBuyID, rec.Creates)
 	}
 	evs := timeline(t, c, id)
-	ack := slices.IndexFunc(evs, func(e apiclient.Event) bool {
+	ack := slices.IndexFunc(evs, func(e api.Event) bool {
 		return e.Type == "webhook" && strings.HasPrefix(e.Reason, "acknowledged")
 	})
 	if ack < 0 {
@@ -374,7 +375,7 @@ func TestTamperedWebhookIsRefused(t *testing.T) {
 	}
 }
 
-func get(t testing.TB, c *apiclient.Client, id string) apiclient.Operation {
+func get(t testing.TB, c *apiclient.Client, id string) api.MediaBuy {
 	t.Helper()
 	op, err := c.Get(context.Background(), id)
 	if err != nil {

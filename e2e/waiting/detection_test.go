@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apiclient"
 	"github.com/buyflow/buyflow/internal/benchtest"
 	"github.com/buyflow/buyflow/internal/devstack"
@@ -118,7 +119,7 @@ func BenchmarkDetection(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		i := slices.IndexFunc(evs, func(e apiclient.Event) bool { return e.To == "completed" })
+		i := slices.IndexFunc(evs, func(e api.Event) bool { return e.To == "completed" })
 		if i < 0 {
 			b.Fatalf("%s: no event moved it to completed", id)
 		}

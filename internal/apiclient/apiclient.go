@@ -2,7 +2,8 @@
 // browser) uses it: submit, read, list and follow events, and decide an approval from its
 // signed link. The local demo, the end-to-end suite and the buyflow CLI share it. It speaks
 // HTTP only; against a deployed stack it signs requests with SigV4 (Signer), against the local
-// stack it names the tenant in the dev-only header.
+// stack it names the tenant in the dev-only header. It decodes the API's answers into the
+// server's own views (internal/api).
 package apiclient
 
 import (
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/agents"
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/registry"
 )
 
@@ -43,163 +45,10 @@ type Client struct {
 	Sign func(r *http.Request, body []byte) error
 }
 
-// Links are the links of an operation.
-type Links struct {
-	Self   string `json:"self"`
-	Events string `json:"events"`
-}
-
-// Submitted is the answer to a submit.
-type Submitted struct {
-	OperationID string `json:"operation_id"`
-	Status      string `json:"status"`
-	Replayed    bool   `json:"replayed"`
-	Links       Links  `json:"links"`
-}
-
-// Operation is one media buy as GET /v1/media-buys/{id} shows it.
-type Operation struct {
-	OperationID   string          `json:"operation_id"`
-	Status        string          `json:"status"`
-	SellerID      string          `json:"seller_id"`
-	GovernanceID  string          `json:"governance_agent_id"`
-	PlanID        string          `json:"plan_id"`
-	PONumber      string          `json:"po_number"`
-	Budget        string          `json:"budget"`
-	Currency      string          `json:"currency"`
-	Requester     string          `json:"requester"`
-	SellerTaskID  string          `json:"seller_task_id,omitempty"`
-	MediaBuyID    string          `json:"media_buy_id,omitempty"`
-	Reason        string          `json:"reason,omitempty"`
-	CreatedAt     string          `json:"created_at"`
-	UpdatedAt     string          `json:"updated_at"`
-	Version       int64           `json:"version"`
-	MediaBuy      json.RawMessage `json:"media_buy,omitempty"`
-	Packages      []PackageBudget `json:"packages,omitempty"` // the seller's, as placed: what a per-package change names
-	ExecutionName string          `json:"execution_name,omitempty"`
-	Approval      *Approval       `json:"approval,omitempty"`
-	// Waiting is set while the buy waits for an unavailable seller or governance agent.
-	Waiting *Waiting `json:"waiting,omitempty"`
-	// Current is the placed buy after its changes; Kind, BuyID and Change describe a change.
-	Current *Current        `json:"current,omitempty"`
-	Kind    string          `json:"kind,omitempty"`
-	BuyID   string          `json:"media_buy_operation_id,omitempty"`
-	Change  json.RawMessage `json:"change,omitempty"`
-	Links   Links           `json:"links"`
-}
-
-// Waiting is what a buy waits for: an agent whose circuit breaker is open (reason
-// seller_unavailable or governance_unavailable) since Since, until a probe at RetryAt.
-type Waiting struct {
-	Reason  string `json:"reason"`
-	AgentID string `json:"agent_id"`
-	Since   string `json:"since"`
-	RetryAt string `json:"retry_at"`
-}
-
-// Current is a placed buy after its changes.
-type Current struct {
-	Revision       int             `json:"revision"`
-	State          string          `json:"state"`
-	Budget         string          `json:"budget"`
-	Currency       string          `json:"currency"`
-	Packages       []PackageBudget `json:"packages,omitempty"`
-	EndTime        string          `json:"end_time,omitempty"`
-	ChangeInFlight string          `json:"change_in_flight,omitempty"`
-	LastChangeID   string          `json:"last_change_id,omitempty"`
-	LastOutcome    string          `json:"last_outcome,omitempty"`
-	LastReason     string          `json:"last_reason,omitempty"`
-}
-
-// PackageBudget is one of the seller's packages and its budget (a decimal string).
-type PackageBudget struct {
-	PackageID string `json:"package_id"`
-	Budget    string `json:"budget"`
-}
-
-// ChangeAccepted is the answer to an accepted change.
-type ChangeAccepted struct {
-	ChangeID string `json:"change_id"`
-	BuyID    string `json:"media_buy_operation_id"`
-	Kind     string `json:"kind"`
-	Status   string `json:"status"`
-	Replayed bool   `json:"replayed"`
-}
-
-// Delivery is GET /v1/media-buys/{id}/delivery.
-type Delivery struct {
-	OperationID string `json:"operation_id"`
-	Currency    string `json:"currency"`
-	Approved    string `json:"approved_budget"`
-	Spend       string `json:"spend,omitempty"`
-	OverBudget  bool   `json:"over_budget"`
-	Snapshots   []struct {
-		AsOf        string `json:"as_of"`
-		Impressions int64  `json:"impressions"`
-		Spend       string `json:"spend"`
-		Approved    string `json:"approved"`
-		Pacing      string `json:"pacing,omitempty"`
-	} `json:"snapshots"`
-}
-
-// Approval is a buy's latest approval request as GET /v1/media-buys/{id} shows it (or a
-// campaign's one approval, as GET /v1/campaigns/{id} does).
-type Approval struct {
-	ApprovalID  string   `json:"approval_id"`
-	CampaignID  string   `json:"campaign_id,omitempty"`
-	Status      string   `json:"status"`
-	Approvers   []string `json:"approvers"`
-	RequestedAt string   `json:"requested_at"`
-	ExpiresAt   string   `json:"expires_at"`
-	Reason      string   `json:"reason,omitempty"`
-	ReasonText  string   `json:"reason_text,omitempty"`
-	// Amount is what the person approves; for a campaign the total of the legs it covers.
-	Amount      string   `json:"amount,omitempty"`
-	Legs        []string `json:"legs,omitempty"`
-	Round       int      `json:"round"`
-	Escalation  bool     `json:"escalation,omitempty"`
-	EscalatesTo []string `json:"escalates_to,omitempty"`
-	DecidedBy   string   `json:"decided_by,omitempty"`
-	DecidedAt   string   `json:"decided_at,omitempty"`
-}
-
-// Page is one page of operations.
-type Page struct {
-	Items      []Operation `json:"items"`
-	NextCursor string      `json:"next_cursor,omitempty"`
-}
-
-// Event is one timeline entry.
-type Event struct {
-	At     string          `json:"at"`
-	Type   string          `json:"type"`
-	Actor  string          `json:"actor,omitempty"`
-	From   string          `json:"from,omitempty"`
-	To     string          `json:"to,omitempty"`
-	Amount string          `json:"amount,omitempty"`
-	Reason string          `json:"reason,omitempty"`
-	Detail json.RawMessage `json:"detail,omitempty"`
-}
-
-// EventPage is one page of events.
-type EventPage struct {
-	Items      []Event `json:"items"`
-	NextCursor string  `json:"next_cursor,omitempty"`
-}
-
-// Problem is the API's error body.
-type Problem struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-		Field   string `json:"field,omitempty"`
-	} `json:"error"`
-}
-
 // StatusError is an answer other than the one expected.
 type StatusError struct {
 	Status  int
-	Code    string // the problem code, when the body is a Problem
+	Code    string // the problem code, when the body is an api.Problem
 	Message string
 	Body    []byte
 }
@@ -275,8 +124,8 @@ func (c *Client) httpClient() *http.Client {
 // delivery of the same request is still running: Go's transport itself resends a request that
 // carries an Idempotency-Key when a kept-alive connection fails), it retries with the same key
 // after Retry-After, as the API asks, for up to a minute.
-func (c *Client) Submit(ctx context.Context, key string, body []byte) (Submitted, int, error) {
-	var out Submitted
+func (c *Client) Submit(ctx context.Context, key string, body []byte) (api.Submitted, int, error) {
+	var out api.Submitted
 	status, err := c.post(ctx, "/v1/media-buys", key, body, &out)
 	return out, status, err
 }
@@ -311,41 +160,41 @@ func (c *Client) post(ctx context.Context, path, key string, body []byte, out an
 // Change sends a change to a placed buy: PATCH /v1/media-buys/{id} with body, or, when cancel
 // is true, POST /v1/media-buys/{id}/cancel. A refusal is a *StatusError (409 for a buy that
 // cannot take the change now).
-func (c *Client) Change(ctx context.Context, buyID, key string, body []byte, cancel bool) (ChangeAccepted, error) {
+func (c *Client) Change(ctx context.Context, buyID, key string, body []byte, cancel bool) (api.ChangeAccepted, error) {
 	method, path := http.MethodPatch, "/v1/media-buys/"+url.PathEscape(buyID)
 	if cancel {
 		method, path = http.MethodPost, path+"/cancel"
 	}
 	status, _, b, err := c.Do(ctx, method, path, http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {key}}, body)
 	if err != nil {
-		return ChangeAccepted{}, err
+		return api.ChangeAccepted{}, err
 	}
-	var out ChangeAccepted
+	var out api.ChangeAccepted
 	return out, decode(status, b, &out, http.StatusAccepted)
 }
 
 // Delivery reads what a buy delivered.
-func (c *Client) Delivery(ctx context.Context, buyID string) (Delivery, error) {
+func (c *Client) Delivery(ctx context.Context, buyID string) (api.Delivery, error) {
 	status, _, b, err := c.Do(ctx, http.MethodGet, "/v1/media-buys/"+url.PathEscape(buyID)+"/delivery", nil, nil)
 	if err != nil {
-		return Delivery{}, err
+		return api.Delivery{}, err
 	}
-	var out Delivery
+	var out api.Delivery
 	return out, decode(status, b, &out, http.StatusOK)
 }
 
 // Get reads one operation.
-func (c *Client) Get(ctx context.Context, id string) (Operation, error) {
+func (c *Client) Get(ctx context.Context, id string) (api.MediaBuy, error) {
 	status, _, b, err := c.Do(ctx, http.MethodGet, "/v1/media-buys/"+url.PathEscape(id), nil, nil)
 	if err != nil {
-		return Operation{}, err
+		return api.MediaBuy{}, err
 	}
-	var out Operation
+	var out api.MediaBuy
 	return out, decode(status, b, &out, http.StatusOK)
 }
 
 // List reads one page of the caller's operations (limit 0: the API's default).
-func (c *Client) List(ctx context.Context, limit int, cursor string) (Page, error) {
+func (c *Client) List(ctx context.Context, limit int, cursor string) (api.Page[api.MediaBuy], error) {
 	q := url.Values{}
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
@@ -359,15 +208,15 @@ func (c *Client) List(ctx context.Context, limit int, cursor string) (Page, erro
 	}
 	status, _, b, err := c.Do(ctx, http.MethodGet, path, nil, nil)
 	if err != nil {
-		return Page{}, err
+		return api.Page[api.MediaBuy]{}, err
 	}
-	var out Page
+	var out api.Page[api.MediaBuy]
 	return out, decode(status, b, &out, http.StatusOK)
 }
 
 // Events reads the whole timeline of an operation, following cursors.
-func (c *Client) Events(ctx context.Context, id string) ([]Event, error) {
-	var all []Event
+func (c *Client) Events(ctx context.Context, id string) ([]api.Event, error) {
+	var all []api.Event
 	cursor := ""
 	for range 100 {
 		path := "/v1/media-buys/" + url.PathEscape(id) + "/events"
@@ -378,7 +227,7 @@ func (c *Client) Events(ctx context.Context, id string) ([]Event, error) {
 		if err != nil {
 			return nil, err
 		}
-		var page EventPage
+		var page api.Page[api.Event]
 		if err := decode(status, b, &page, http.StatusOK); err != nil {
 			return nil, err
 		}
@@ -391,90 +240,31 @@ func (c *Client) Events(ctx context.Context, id string) ([]Event, error) {
 	return all, errors.New("apiclient: events: more than 100 pages")
 }
 
-// Inbox is GET /v1/approver/approvals: the approvals waiting for the caller.
-type Inbox struct {
-	Approver string       `json:"approver"`
-	Items    []InboxEntry `json:"items"`
-}
-
-// InboxEntry is one approval waiting for the caller: a buy's or a change's (OperationID), or a
-// campaign's (CampaignID, with the legs it covers, whose amounts add up to Amount).
-type InboxEntry struct {
-	ApprovalID  string `json:"approval_id"`
-	OperationID string `json:"operation_id,omitempty"`
-	CampaignID  string `json:"campaign_id,omitempty"`
-	Summary     string `json:"summary"`
-	Seller      string `json:"seller_id"`
-	Amount      string `json:"amount"`
-	Reason      string `json:"reason"`
-	ReasonText  string `json:"reason_text,omitempty"`
-	Requester   string `json:"requester"`
-	ExpiresAt   string `json:"expires_at"`
-	Escalation  bool   `json:"escalation,omitempty"`
-	Legs        []struct {
-		OperationID string `json:"operation_id"`
-		Seller      string `json:"seller_id"`
-		PONumber    string `json:"po_number,omitempty"`
-		Amount      string `json:"amount"`
-		Why         string `json:"why"`
-		Governance  string `json:"governance,omitempty"`
-	} `json:"legs,omitempty"`
-}
-
-// OpenedApproval is GET /v1/approver/approvals/{id}: one approval waiting for the caller, what
-// it buys, what governance said, and the caller's own review link.
-type OpenedApproval struct {
-	InboxEntry
-	Flight     string `json:"flight,omitempty"`
-	ProposalID string `json:"proposal_id,omitempty"`
-	Packages   []struct {
-		Product string `json:"product_id"`
-		Flight  string `json:"flight"`
-		Budget  string `json:"budget"`
-	} `json:"packages,omitempty"`
-	// Changes are what a change to a placed buy changes (a change's approval).
-	Changes []struct {
-		What   string `json:"what"`
-		Before string `json:"before"`
-		After  string `json:"after"`
-	} `json:"changes,omitempty"`
-	Governance *struct {
-		Verdict    string `json:"verdict"`
-		Label      string `json:"label"`
-		Conditions []struct {
-			Field       string `json:"field"`
-			Reason      string `json:"reason,omitempty"`
-			NeedsPerson bool   `json:"needs_person,omitempty"`
-		} `json:"conditions,omitempty"`
-	} `json:"governance,omitempty"`
-	ReviewURL string `json:"review_url"`
-}
-
 // Approvals lists the approvals waiting for the caller.
-func (c *Client) Approvals(ctx context.Context) (Inbox, error) {
+func (c *Client) Approvals(ctx context.Context) (api.Inbox, error) {
 	status, _, b, err := c.Do(ctx, http.MethodGet, "/v1/approver/approvals", nil, nil)
 	if err != nil {
-		return Inbox{}, err
+		return api.Inbox{}, err
 	}
-	var out Inbox
+	var out api.Inbox
 	return out, decode(status, b, &out, http.StatusOK)
 }
 
 // OpenApproval reads one approval waiting for the caller.
-func (c *Client) OpenApproval(ctx context.Context, id string) (OpenedApproval, error) {
+func (c *Client) OpenApproval(ctx context.Context, id string) (api.InboxApproval, error) {
 	status, _, b, err := c.Do(ctx, http.MethodGet, "/v1/approver/approvals/"+url.PathEscape(id), nil, nil)
 	if err != nil {
-		return OpenedApproval{}, err
+		return api.InboxApproval{}, err
 	}
-	var out OpenedApproval
+	var out api.InboxApproval
 	return out, decode(status, b, &out, http.StatusOK)
 }
 
 // Wait polls an operation every interval until until(op) is true (nil: a terminal status),
 // calling seen for every status change; it returns the last operation read.
-func (c *Client) Wait(ctx context.Context, id string, interval time.Duration, until func(Operation) bool, seen func(Operation)) (Operation, error) {
+func (c *Client) Wait(ctx context.Context, id string, interval time.Duration, until func(api.MediaBuy) bool, seen func(api.MediaBuy)) (api.MediaBuy, error) {
 	if until == nil {
-		until = func(op Operation) bool { return Terminal(op.Status) }
+		until = func(op api.MediaBuy) bool { return Terminal(op.Status) }
 	}
 	last := ""
 	for {
@@ -507,7 +297,7 @@ func decode(status int, b []byte, out any, ok ...int) error {
 		}
 	}
 	se := &StatusError{Status: status, Body: b}
-	var p Problem
+	var p api.Problem
 	if json.Unmarshal(b, &p) == nil && p.Error.Code != "" {
 		se.Code, se.Message = p.Error.Code, p.Error.Message
 	}

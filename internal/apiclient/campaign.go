@@ -10,89 +10,32 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/buyflow/buyflow/internal/api"
 )
-
-// CampaignSubmitted is the answer to a campaign submit.
-type CampaignSubmitted struct {
-	CampaignID string         `json:"campaign_id"`
-	Status     string         `json:"status"`
-	Replayed   bool           `json:"replayed"`
-	Legs       []SubmittedLeg `json:"legs"`
-	Links      Links          `json:"links"`
-}
-
-// SubmittedLeg names one leg's media buy.
-type SubmittedLeg struct {
-	OperationID string `json:"operation_id"`
-	SellerID    string `json:"seller_id"`
-	Links       Links  `json:"links"`
-}
-
-// Campaign is one campaign as GET /v1/campaigns/{id} shows it.
-type Campaign struct {
-	CampaignID   string `json:"campaign_id"`
-	Name         string `json:"name,omitempty"`
-	Status       string `json:"status"`
-	Policy       string `json:"policy"`
-	GovernanceID string `json:"governance_agent_id"`
-	PlanID       string `json:"plan_id"`
-	Currency     string `json:"currency"`
-	TotalBudget  string `json:"total_budget"`
-	Planned      string `json:"planned"`
-	Committed    string `json:"committed"`
-	BySeller     []struct {
-		SellerID  string `json:"seller_id"`
-		Committed string `json:"committed"`
-	} `json:"committed_by_seller"`
-	Legs []CampaignLeg `json:"legs"`
-	// Approval is the campaign's one approval, when a person was asked.
-	Approval  *Approval `json:"approval,omitempty"`
-	Requester string    `json:"requester,omitempty"`
-	CreatedAt string    `json:"created_at"`
-	Links     Links     `json:"links"`
-}
-
-// CampaignLeg is one leg of a campaign: its media buy's status and amount.
-type CampaignLeg struct {
-	OperationID string `json:"operation_id"`
-	SellerID    string `json:"seller_id"`
-	PONumber    string `json:"po_number"`
-	Amount      string `json:"amount"`
-	Status      string `json:"status"`
-	Reason      string `json:"reason,omitempty"`
-	MediaBuyID  string `json:"media_buy_id,omitempty"`
-	Links       Links  `json:"links"`
-}
-
-// CampaignEvent is one entry of a campaign's timeline (a leg's, or the campaign's own).
-type CampaignEvent struct {
-	OperationID string `json:"operation_id,omitempty"`
-	SellerID    string `json:"seller_id,omitempty"`
-	Event
-}
 
 // CampaignTerminal reports whether a campaign status is final.
 func CampaignTerminal(status string) bool { return status != "" && status != "running" }
 
 // SubmitCampaign posts a campaign with an Idempotency-Key (retried as Submit is).
-func (c *Client) SubmitCampaign(ctx context.Context, key string, body []byte) (CampaignSubmitted, int, error) {
-	var out CampaignSubmitted
+func (c *Client) SubmitCampaign(ctx context.Context, key string, body []byte) (api.CampaignSubmitted, int, error) {
+	var out api.CampaignSubmitted
 	status, err := c.post(ctx, "/v1/campaigns", key, body, &out)
 	return out, status, err
 }
 
 // GetCampaign reads one campaign.
-func (c *Client) GetCampaign(ctx context.Context, id string) (Campaign, error) {
+func (c *Client) GetCampaign(ctx context.Context, id string) (api.Campaign, error) {
 	status, _, b, err := c.Do(ctx, http.MethodGet, "/v1/campaigns/"+url.PathEscape(id), nil, nil)
 	if err != nil {
-		return Campaign{}, err
+		return api.Campaign{}, err
 	}
-	var out Campaign
+	var out api.Campaign
 	return out, decode(status, b, &out, http.StatusOK)
 }
 
 // ListCampaigns reads one page of the caller's campaigns, newest first.
-func (c *Client) ListCampaigns(ctx context.Context, limit int) ([]Campaign, error) {
+func (c *Client) ListCampaigns(ctx context.Context, limit int) ([]api.Campaign, error) {
 	path := "/v1/campaigns"
 	if limit > 0 {
 		path += "?limit=" + strconv.Itoa(limit)
@@ -101,21 +44,17 @@ func (c *Client) ListCampaigns(ctx context.Context, limit int) ([]Campaign, erro
 	if err != nil {
 		return nil, err
 	}
-	var out struct {
-		Items []Campaign `json:"items"`
-	}
+	var out api.Page[api.Campaign]
 	return out.Items, decode(status, b, &out, http.StatusOK)
 }
 
 // CampaignEvents reads a campaign's timeline: its own events and every leg's.
-func (c *Client) CampaignEvents(ctx context.Context, id string) ([]CampaignEvent, error) {
+func (c *Client) CampaignEvents(ctx context.Context, id string) ([]api.CampaignEvent, error) {
 	status, _, b, err := c.Do(ctx, http.MethodGet, "/v1/campaigns/"+url.PathEscape(id)+"/events", nil, nil)
 	if err != nil {
 		return nil, err
 	}
-	var out struct {
-		Items []CampaignEvent `json:"items"`
-	}
+	var out api.Page[api.CampaignEvent]
 	return out.Items, decode(status, b, &out, http.StatusOK)
 }
 

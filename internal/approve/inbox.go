@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/httpapi"
@@ -20,89 +21,6 @@ import (
 // InboxPrefix is the path of the IAM-authorized approver routes: GET InboxPrefix lists the
 // approvals waiting for the caller, GET InboxPrefix/{approval_id} opens one.
 const InboxPrefix = "/v1/approver/approvals"
-
-// InboxItem is one approval waiting for the caller: a buy's or a change's (OperationID), or a
-// campaign's (CampaignID, with the legs it covers).
-type InboxItem struct {
-	ApprovalID  string `json:"approval_id"`
-	OperationID string `json:"operation_id,omitempty"`
-	CampaignID  string `json:"campaign_id,omitempty"`
-	Summary     string `json:"summary"`
-	// Seller is the buy's seller, or a campaign's sellers ("a, b").
-	Seller string `json:"seller_id"`
-	// Amount is what is approved as the page shows it ("USD 20,000.50"): the buy's amount, or
-	// the total of the legs a campaign's approval covers.
-	Amount string `json:"amount"`
-	Reason string `json:"reason"`
-	// ReasonText is what asked in its own words (the policy's sentence, the seller's message).
-	ReasonText string `json:"reason_text,omitempty"`
-	Requester  string `json:"requester"`
-	ExpiresAt  string `json:"expires_at"`
-	Escalation bool   `json:"escalation,omitempty"`
-	// Legs are the media buys a campaign's approval decides, whose amounts add up to Amount.
-	Legs []InboxLeg `json:"legs,omitempty"`
-}
-
-// InboxLeg is one leg of a campaign's approval.
-type InboxLeg struct {
-	OperationID string `json:"operation_id"`
-	Seller      string `json:"seller_id"`
-	PONumber    string `json:"po_number,omitempty"`
-	Amount      string `json:"amount"`
-	// Why is why this leg asks a person, or that it does not on its own; Governance what the
-	// governance agent said of it.
-	Why        string `json:"why"`
-	Governance string `json:"governance,omitempty"`
-}
-
-// InboxApproval is one approval opened by its approver: what is bought, what governance said,
-// and the caller's own signed review link (the one Slack sent them, freshly signed) to decide
-// it on the confirm page.
-type InboxApproval struct {
-	InboxItem
-	Flight     string           `json:"flight,omitempty"`
-	ProposalID string           `json:"proposal_id,omitempty"`
-	Packages   []InboxPackage   `json:"packages,omitempty"`
-	Governance *InboxGovernance `json:"governance,omitempty"`
-	ReviewURL  string           `json:"review_url"`
-
-	// Changes are what a change to a placed buy changes, now and after (a change's approval).
-	Changes []InboxChangeLine `json:"changes,omitempty"`
-}
-
-// InboxPackage is one package of an opened approval.
-type InboxPackage struct {
-	Product string `json:"product_id"`
-	Flight  string `json:"flight"`
-	Budget  string `json:"budget"`
-}
-
-// InboxChangeLine is one line of a change's approval: what changes, now and after.
-type InboxChangeLine struct {
-	What   string `json:"what"`
-	Before string `json:"before"`
-	After  string `json:"after"`
-}
-
-// InboxGovernance is governance's verdict on an opened approval.
-type InboxGovernance struct {
-	Verdict    string           `json:"verdict"`
-	Label      string           `json:"label"`
-	Conditions []InboxCondition `json:"conditions,omitempty"`
-}
-
-// InboxCondition is one governance condition.
-type InboxCondition struct {
-	Field       string `json:"field"`
-	Reason      string `json:"reason,omitempty"`
-	NeedsPerson bool   `json:"needs_person,omitempty"`
-}
-
-// InboxPage is the listing.
-type InboxPage struct {
-	Approver string      `json:"approver"`
-	Items    []InboxItem `json:"items"`
-}
 
 // HandleInbox answers the IAM-authorized approver routes. The tenant is the caller's AWS
 // account and the approver the id Policy.Identities gives the caller's IAM principal, both as
@@ -135,7 +53,7 @@ func (s *Service) handleInbox(ctx context.Context, req events.APIGatewayV2HTTPRe
 			s.Log.ErrorContext(ctx, "approver inbox failed", "err", err)
 			return httpapi.Error(500, "internal", "buyflow could not list your approvals; try again", "")
 		}
-		return httpapi.JSON(200, InboxPage{Approver: approver, Items: items})
+		return httpapi.JSON(200, api.Inbox{Approver: approver, Items: items})
 	case id != "" && !strings.Contains(id, "/"):
 		out, err := s.open(ctx, caller.Tenant, approver, id)
 		if errors.Is(err, record.ErrNotFound) {
@@ -155,8 +73,8 @@ func (s *Service) handleInbox(ctx context.Context, req events.APIGatewayV2HTTPRe
 // timeline: the ledger keeps no index of approvals by approver, and a tenant has few buys
 // waiting for a person at once. A campaign's approval is found through its legs (each waits
 // for it, its request on each leg's timeline) and listed once.
-func (s *Service) inbox(ctx context.Context, tenant, approver string) ([]InboxItem, error) {
-	items := []InboxItem{}
+func (s *Service) inbox(ctx context.Context, tenant, approver string) ([]api.InboxItem, error) {
+	items := []api.InboxItem{}
 	listed := map[string]bool{}
 	cursor := ""
 	for page := 0; page < 50; page++ {
@@ -253,71 +171,71 @@ func (s *Service) campaignWaiting(ctx context.Context, a *record.Approval, tenan
 
 // campaignItem is the inbox entry of a campaign's approval: the legs it covers and their
 // total, as its page shows them.
-func (s *Service) campaignItem(ctx context.Context, a *record.Approval, rd approval.Round) (InboxItem, error) {
+func (s *Service) campaignItem(ctx context.Context, a *record.Approval, rd approval.Round) (api.InboxItem, error) {
 	c, err := s.Campaign(ctx, a.Tenant, a.CampaignID)
 	if err != nil {
-		return InboxItem{}, err
+		return api.InboxItem{}, err
 	}
 	v, err := s.CampaignView(ctx, a, c)
 	if err != nil {
-		return InboxItem{}, err
+		return api.InboxItem{}, err
 	}
 	it := inboxItem(a, rd, v.Seller, v.Summary)
 	it.CampaignID = a.CampaignID
 	for _, l := range v.Legs {
-		it.Legs = append(it.Legs, InboxLeg{OperationID: l.OperationID, Seller: l.Seller, PONumber: l.PONumber,
+		it.Legs = append(it.Legs, api.InboxLeg{OperationID: l.OperationID, Seller: l.Seller, PONumber: l.PONumber,
 			Amount: l.Amount.String(), Why: l.Why, Governance: l.Governance.Label()})
 	}
 	return it, nil
 }
 
 // open returns one approval waiting for approver, with what is bought and a fresh review link.
-func (s *Service) open(ctx context.Context, tenant, approver, id string) (InboxApproval, error) {
+func (s *Service) open(ctx context.Context, tenant, approver, id string) (api.InboxApproval, error) {
 	if len(id) > approvalcore.MaxApprovalIDLen {
-		return InboxApproval{}, record.ErrNotFound
+		return api.InboxApproval{}, record.ErrNotFound
 	}
 	a, err := s.Cfg.Ledger.GetApproval(ctx, id)
 	if err != nil {
-		return InboxApproval{}, err
+		return api.InboxApproval{}, err
 	}
 	if a.Tenant != tenant { // checked before anything else of the approval is read
-		return InboxApproval{}, record.ErrNotFound
+		return api.InboxApproval{}, record.ErrNotFound
 	}
 	if a.CampaignID != "" {
 		return s.openCampaign(ctx, a, approver)
 	}
 	a, rd, err := s.waitingFor(ctx, tenant, a.OperationID, approver)
 	if err != nil {
-		return InboxApproval{}, err
+		return api.InboxApproval{}, err
 	}
 	if a.ID != id { // a later round replaced it
-		return InboxApproval{}, record.ErrNotFound
+		return api.InboxApproval{}, record.ErrNotFound
 	}
 	op, err := s.Cfg.Ledger.GetOperation(ctx, tenant, a.OperationID)
 	if err != nil {
-		return InboxApproval{}, err
+		return api.InboxApproval{}, err
 	}
 	pu, err := s.Purchase(ctx, op)
 	if err != nil {
-		return InboxApproval{}, err
+		return api.InboxApproval{}, err
 	}
 	link, err := s.reviewLink(a, approver)
 	if err != nil {
-		return InboxApproval{}, err
+		return api.InboxApproval{}, err
 	}
-	out := InboxApproval{InboxItem: inboxItem(a, rd, op.SellerID, approval.Summary(op.ID, op.PONumber, op.Kind, op.ParentID)), Flight: pu.Flight(), ProposalID: pu.ProposalID, ReviewURL: link}
+	out := api.InboxApproval{InboxItem: inboxItem(a, rd, op.SellerID, approval.Summary(op.ID, op.PONumber, op.Kind, op.ParentID)), Flight: pu.Flight(), ProposalID: pu.ProposalID, ReviewURL: link}
 	for _, pk := range pu.Packages {
-		out.Packages = append(out.Packages, InboxPackage{Product: pk.Product, Flight: pk.Flight(), Budget: pk.Budget.String()})
+		out.Packages = append(out.Packages, api.InboxPackage{Product: pk.Product, Flight: pk.Flight(), Budget: pk.Budget.String()})
 	}
 	if c := pu.Change; c != nil {
 		for _, l := range c.Lines {
-			out.Changes = append(out.Changes, InboxChangeLine(l))
+			out.Changes = append(out.Changes, api.InboxChangeLine(l))
 		}
 	}
 	if g := pu.Governance; g.Verdict != "" {
-		out.Governance = &InboxGovernance{Verdict: g.Verdict, Label: g.Label()}
+		out.Governance = &api.InboxGovernance{Verdict: g.Verdict, Label: g.Label()}
 		for _, c := range g.Conditions {
-			out.Governance.Conditions = append(out.Governance.Conditions, InboxCondition{Field: c.Field, Reason: c.Reason, NeedsPerson: c.NeedsPerson})
+			out.Governance.Conditions = append(out.Governance.Conditions, api.InboxCondition{Field: c.Field, Reason: c.Reason, NeedsPerson: c.NeedsPerson})
 		}
 	}
 	return out, nil
@@ -325,20 +243,20 @@ func (s *Service) open(ctx context.Context, tenant, approver, id string) (InboxA
 
 // openCampaign is open for a campaign's approval: every leg it covers, their total and the
 // caller's review link.
-func (s *Service) openCampaign(ctx context.Context, a *record.Approval, approver string) (InboxApproval, error) {
+func (s *Service) openCampaign(ctx context.Context, a *record.Approval, approver string) (api.InboxApproval, error) {
 	rd, err := s.campaignWaiting(ctx, a, a.Tenant, approver)
 	if err != nil {
-		return InboxApproval{}, err
+		return api.InboxApproval{}, err
 	}
 	it, err := s.campaignItem(ctx, a, rd)
 	if err != nil {
-		return InboxApproval{}, err
+		return api.InboxApproval{}, err
 	}
 	link, err := s.reviewLink(a, approver)
 	if err != nil {
-		return InboxApproval{}, err
+		return api.InboxApproval{}, err
 	}
-	return InboxApproval{InboxItem: it, ReviewURL: link}, nil
+	return api.InboxApproval{InboxItem: it, ReviewURL: link}, nil
 }
 
 // reviewLink is approver's own signed link to a's confirm page, the one Slack sent them.
@@ -350,8 +268,8 @@ func (s *Service) reviewLink(a *record.Approval, approver string) (string, error
 	return link, nil
 }
 
-func inboxItem(a *record.Approval, rd approval.Round, seller, summary string) InboxItem {
-	return InboxItem{
+func inboxItem(a *record.Approval, rd approval.Round, seller, summary string) api.InboxItem {
+	return api.InboxItem{
 		ApprovalID: a.ID, OperationID: a.OperationID, Summary: summary, Seller: seller,
 		Amount: approval.ToMoney(a.Amount, a.Currency).String(), Reason: approvalcore.ReasonCode(a.Reason).Label(),
 		ReasonText: record.Clip(a.ReasonText, 500), Requester: a.Requester, ExpiresAt: a.ExpiresAt.UTC().Format(time.RFC3339), Escalation: rd.Escalation,

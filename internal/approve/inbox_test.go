@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/approvalpolicy"
 	"github.com/buyflow/buyflow/internal/approvaltest"
 	"github.com/buyflow/buyflow/internal/approve"
@@ -33,13 +34,13 @@ func TestApproverInboxListsOnlyWhatWaitsForTheCaller(t *testing.T) {
 	e := approvaltest.NewEnv(t, inboxPolicy)
 	id := e.Request(approvaltest.Token(21)) // the fixture buy: asks UALICE and UBOB (URITA requested it)
 
-	list := func(account, user string) (int, approve.InboxPage) {
+	list := func(account, user string) (int, api.Inbox) {
 		t.Helper()
 		resp, err := e.Approver.HandleHTTP(e.Ctx, iamGet(approve.InboxPrefix, account, user, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
-		var page approve.InboxPage
+		var page api.Inbox
 		if resp.StatusCode == 200 {
 			if err := json.Unmarshal([]byte(resp.Body), &page); err != nil {
 				t.Fatal(err)
@@ -80,7 +81,7 @@ func TestApproverInboxListsOnlyWhatWaitsForTheCaller(t *testing.T) {
 	}
 
 	// Alice opens it: what is bought, governance's verdict, and her own review link.
-	open := func(account, user, apr string) (int, approve.InboxApproval) {
+	open := func(account, user, apr string) (int, api.InboxApproval) {
 		t.Helper()
 		return openInbox(t, e, account, user, apr)
 	}
@@ -149,13 +150,13 @@ func TestApproverInboxListsACampaignApproval(t *testing.T) {
 	e := approvaltest.NewEnv(t, inboxPolicy)
 	legs := e.CreateCampaign(workflow.StatusAwaitingApproval, workflow.StatusCreating, workflow.StatusCheckingGovernance)
 	id := e.RequestCampaign(approvaltest.Token(31), legs[0], legs[1])
-	list := func(account, user string) approve.InboxPage {
+	list := func(account, user string) api.Inbox {
 		t.Helper()
 		resp, err := e.Approver.HandleHTTP(e.Ctx, iamGet(approve.InboxPrefix, account, user, nil))
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("list: %d %v", resp.StatusCode, err)
 		}
-		var page approve.InboxPage
+		var page api.Inbox
 		if err := json.Unmarshal([]byte(resp.Body), &page); err != nil {
 			t.Fatal(err)
 		}
@@ -180,7 +181,7 @@ func TestApproverInboxListsACampaignApproval(t *testing.T) {
 		}
 	}
 
-	open := func(account, user string) (int, approve.InboxApproval) {
+	open := func(account, user string) (int, api.InboxApproval) {
 		t.Helper()
 		return openInbox(t, e, account, user, id)
 	}
@@ -213,13 +214,13 @@ func TestApproverInboxListsACampaignApproval(t *testing.T) {
 
 // openInbox is GET InboxPrefix/{id} by the IAM user of account: the status, and the opened
 // approval when it is 200.
-func openInbox(t *testing.T, e *approvaltest.Env, account, user, id string) (int, approve.InboxApproval) {
+func openInbox(t *testing.T, e *approvaltest.Env, account, user, id string) (int, api.InboxApproval) {
 	t.Helper()
 	resp, err := e.Approver.HandleHTTP(e.Ctx, iamGet(approve.InboxPrefix+"/"+id, account, user, map[string]string{"approval_id": id}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out approve.InboxApproval
+	var out api.InboxApproval
 	if resp.StatusCode == 200 {
 		if err := json.Unmarshal([]byte(resp.Body), &out); err != nil {
 			t.Fatal(err)

@@ -122,6 +122,8 @@ func TestLeafPackagesImportOnlyTheStandardLibrary(t *testing.T) {
 		"./internal/jsonnum":        nil,
 		// The status events' contract, read by the publisher and by every consumer.
 		"./internal/statusevent": nil,
+		// The HTTP API's JSON, decoded by the CLI: it must not pull the server into it.
+		"./internal/api": {module + "/internal/record"},
 		// The retry of DynamoDB writes that lost a race, shared by the ledger and the registry.
 		"./internal/dynamoretry": {"github.com/aws/aws-sdk-go-v2"},
 		// The one dispatcher of the Lambdas that serve several ASL tasks.
@@ -232,7 +234,7 @@ var (
 		"./internal/slack", "./internal/secrets", "./internal/metrics", "./internal/config", "./internal/topology",
 		"./internal/approvalcore", "./internal/approvalpolicy", "./internal/webhookauth", "./internal/money", "./internal/jsonnum",
 		"./internal/workflow", "./internal/record", "./internal/logging", "./internal/registry", "./internal/statusevent",
-		"./internal/dynamoretry", "./internal/dispatch",
+		"./internal/dynamoretry", "./internal/dispatch", "./internal/api",
 	}
 )
 

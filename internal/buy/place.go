@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -63,7 +64,7 @@ func OperationID(tenant, idempotencyKey string) string {
 
 // Placed is a buy whose operation exists, and the execution that is to run it.
 type Placed struct {
-	Submitted
+	api.Submitted
 	ExecutionName string
 	Input         workflow.ExecutionInput
 }
@@ -153,7 +154,7 @@ func (p *Placer) record(ctx context.Context, c Caller, id string, req *Validated
 		return Placed{}, fmt.Errorf("buy: create operation: %w", err)
 	}
 	return Placed{
-		Submitted:     Submitted{OperationID: id, Status: string(workflow.StatusRequested), Links: LinksFor(id)},
+		Submitted:     api.Submitted{OperationID: id, Status: string(workflow.StatusRequested), Links: LinksFor(id)},
 		ExecutionName: op.ExecutionName,
 		Input:         workflow.ExecutionInput{OperationID: id, Tenant: c.Tenant, Config: p.cfg.Run, StateMachineARN: p.cfg.StateMachineARN},
 	}, nil

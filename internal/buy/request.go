@@ -11,6 +11,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/jsonnum"
 	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/registry"
@@ -78,6 +79,12 @@ func (e *RequestError) Error() string {
 		return fmt.Sprintf("%s at %s: %s", e.Code, e.Field, e.Message)
 	}
 	return e.Code + ": " + e.Message
+}
+
+// Problem is the answer to the refusal: Status and the API's problem body (an
+// httpapi.Refusal).
+func (e *RequestError) Problem() (int, api.ProblemDetail) {
+	return e.Status, api.ProblemDetail{Code: e.Code, Message: e.Message, Field: e.Field}
 }
 
 func badRequest(code, field, format string, args ...any) *RequestError {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apigwtest"
 	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/httpapi"
@@ -18,22 +19,22 @@ import (
 )
 
 type fakeCampaigns struct {
-	submit func(buy.Caller, string, []byte) (Submitted, error)
-	get    func(tenant, id string) (View, error)
+	submit func(buy.Caller, string, []byte) (api.CampaignSubmitted, error)
+	get    func(tenant, id string) (api.Campaign, error)
 }
 
-func (f fakeCampaigns) Submit(_ context.Context, c buy.Caller, k string, b []byte) (Submitted, error) {
+func (f fakeCampaigns) Submit(_ context.Context, c buy.Caller, k string, b []byte) (api.CampaignSubmitted, error) {
 	return f.submit(c, k, b)
 }
-func (f fakeCampaigns) Get(_ context.Context, t, id string) (View, error) {
+func (f fakeCampaigns) Get(_ context.Context, t, id string) (api.Campaign, error) {
 	return f.get(t, id)
 }
-func (f fakeCampaigns) List(context.Context, string, int, string) (ListPage, error) {
-	return ListPage{Items: []View{}}, nil
+func (f fakeCampaigns) List(context.Context, string, int, string) (api.Page[api.Campaign], error) {
+	return api.Page[api.Campaign]{Items: []api.Campaign{}}, nil
 }
-func (f fakeCampaigns) Events(_ context.Context, t, id string) (EventPage, error) {
+func (f fakeCampaigns) Events(_ context.Context, t, id string) (api.Page[api.CampaignEvent], error) {
 	_, err := f.get(t, id)
-	return EventPage{}, err
+	return api.Page[api.CampaignEvent]{}, err
 }
 
 const someCampaign = "cp-abcdefghijklmnopqrstuvwxyz"
@@ -42,7 +43,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func problemCode(t *testing.T, resp events.APIGatewayV2HTTPResponse) string {
 	t.Helper()
-	var p httpapi.Problem
+	var p api.Problem
 	if err := json.Unmarshal([]byte(resp.Body), &p); err != nil || p.Error.Code == "" || p.Error.Message == "" {
 		t.Fatalf("not a problem body: %s", resp.Body)
 	}
@@ -52,15 +53,15 @@ func problemCode(t *testing.T, resp events.APIGatewayV2HTTPResponse) string {
 func TestCampaignRoutes(t *testing.T) {
 	var submitted string
 	cps := fakeCampaigns{
-		submit: func(c buy.Caller, key string, body []byte) (Submitted, error) {
+		submit: func(c buy.Caller, key string, body []byte) (api.CampaignSubmitted, error) {
 			submitted = c.Tenant + " " + key + " " + string(body)
-			return Submitted{CampaignID: someCampaign, Status: Running, Links: LinksFor(someCampaign)}, nil
+			return api.CampaignSubmitted{CampaignID: someCampaign, Status: string(Running), Links: LinksFor(someCampaign)}, nil
 		},
-		get: func(tenant, id string) (View, error) {
+		get: func(tenant, id string) (api.Campaign, error) {
 			if tenant != "111122223333" || id != someCampaign {
-				return View{}, ErrNotFound
+				return api.Campaign{}, ErrNotFound
 			}
-			return View{CampaignID: id}, nil
+			return api.Campaign{CampaignID: id}, nil
 		},
 	}
 	// The submit function serves both prefixes; the media-buy side answers its own routes.
@@ -109,8 +110,8 @@ func TestCampaignRoutes(t *testing.T) {
 		}
 	}
 	// A failure that is not a refusal is a 500 that reveals nothing.
-	cps.get = func(string, string) (View, error) {
-		return View{}, errors.New("dynamodb: internal detail")
+	cps.get = func(string, string) (api.Campaign, error) {
+		return api.Campaign{}, errors.New("dynamodb: internal detail")
 	}
 	h = httpapi.ByRouteKey(topology.App, Routes(cps, "", quiet), map[string]httpapi.Handler{"GET /v1/media-buys/{id}": buys})
 	resp, _ = h(context.Background(), apigwtest.IAMRequest("GET", "/v1/campaigns/"+someCampaign))

@@ -7,17 +7,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/approvalpolicy"
-	"github.com/buyflow/buyflow/internal/record"
-
 	"github.com/buyflow/buyflow/internal/buytest"
 	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
 // checked submits the example campaign under policy and moves each leg as its governance check
 // would (creating: proceed, awaiting_approval: a person is needed, rejected: denied).
-func checked(t *testing.T, f fixture, policy Policy, after ...workflow.Status) (Submitted, ExecutionInput) {
+func checked(t *testing.T, f fixture, policy Policy, after ...workflow.Status) (api.CampaignSubmitted, ExecutionInput) {
 	t.Helper()
 	ctx := context.Background()
 	m := buytest.Example(t, "campaign.json")
@@ -49,13 +49,13 @@ func policyAt(t *testing.T, threshold string) approvalpolicy.Policy {
 // 8,500.25, 9,000.00 and 4,999.75): only a leg that waits for a person asks one.
 func testPolicy(t *testing.T) approvalpolicy.Policy { return policyAt(t, "30000.00") }
 
-func release(t *testing.T, f fixture, out Submitted, in ExecutionInput, mod func(*TaskInput)) Released {
+func release(t *testing.T, f fixture, out api.CampaignSubmitted, in ExecutionInput, mod func(*TaskInput)) Released {
 	t.Helper()
 	return releaseUnder(t, testPolicy(t), f.store, out, in, mod)
 }
 
 // releaseUnder runs ActionRelease with the approval policy p, reading facts.
-func releaseUnder(t *testing.T, p approvalpolicy.Policy, facts Facts, out Submitted, in ExecutionInput, mod func(*TaskInput)) Released {
+func releaseUnder(t *testing.T, p approvalpolicy.Policy, facts Facts, out api.CampaignSubmitted, in ExecutionInput, mod func(*TaskInput)) Released {
 	t.Helper()
 	task := TaskInput{Action: ActionRelease, Tenant: "acme", CampaignID: out.CampaignID, Legs: in.Legs}
 	for _, l := range in.Legs {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/record"
@@ -36,8 +37,8 @@ var _ Placer = (*buy.Placer)(nil)
 
 // Legs reads a leg as the media-buy API shows it (the media-buy use case's reads).
 type Legs interface {
-	Get(ctx context.Context, tenant, id string) (buy.View, error)
-	Events(ctx context.Context, tenant, id, cursor string, limit int) (buy.EventPage, error)
+	Get(ctx context.Context, tenant, id string) (api.MediaBuy, error)
+	Events(ctx context.Context, tenant, id, cursor string, limit int) (api.Page[api.Event], error)
 }
 
 // Service implements the campaign use cases.
@@ -99,17 +100,17 @@ var ErrNotFound = errors.New("campaign not found")
 // Submit accepts a campaign: validate every leg (nothing is written for a refused campaign),
 // claim the Idempotency-Key, place every leg as a media buy, record the campaign, and complete
 // the claim with the answer replayed to every retry.
-func (s *Service) Submit(ctx context.Context, c buy.Caller, key string, body []byte) (Submitted, error) {
+func (s *Service) Submit(ctx context.Context, c buy.Caller, key string, body []byte) (api.CampaignSubmitted, error) {
 	v, err := Parse(ctx, body, s.agents, s.schema)
 	if err != nil {
-		return Submitted{}, err
+		return api.CampaignSubmitted{}, err
 	}
 	return buy.Once(ctx, s.ledger, c.Tenant, key, v.PayloadHash, "campaign",
-		func(out *Submitted) { out.Replayed = true },
-		func() (Submitted, error) { return s.place(ctx, c, key, v) })
+		func(out *api.CampaignSubmitted) { out.Replayed = true },
+		func() (api.CampaignSubmitted, error) { return s.place(ctx, c, key, v) })
 }
 
-func (s *Service) place(ctx context.Context, c buy.Caller, key string, v *Validated) (Submitted, error) {
+func (s *Service) place(ctx context.Context, c buy.Caller, key string, v *Validated) (api.CampaignSubmitted, error) {
 	id := ID(c.Tenant, key)
 	keys := make([]string, len(v.Buys))
 	for i := range v.Buys {
@@ -117,12 +118,12 @@ func (s *Service) place(ctx context.Context, c buy.Caller, key string, v *Valida
 	}
 	for i, b := range v.Buys {
 		if re := b.Refusal(); re != nil {
-			return Submitted{}, legError(re, "/legs/"+strconv.Itoa(i), i)
+			return api.CampaignSubmitted{}, legError(re, "/legs/"+strconv.Itoa(i), i)
 		}
 	}
 	placed, err := s.placer.PlaceAll(ctx, c, keys, v.Buys)
 	if err != nil {
-		return Submitted{}, err
+		return api.CampaignSubmitted{}, err
 	}
 	rec := record.Campaign{
 		ID: id, Tenant: c.Tenant, Name: v.Name, GovernanceAgentID: v.Governance.AgentID, PlanID: v.Governance.PlanID,
@@ -134,27 +135,27 @@ func (s *Service) place(ctx context.Context, c buy.Caller, key string, v *Valida
 	if v.SyncPlans != nil {
 		intent, err := planIntent(id, v.SyncPlans, s.cfg.Now())
 		if err != nil {
-			return Submitted{}, err
+			return api.CampaignSubmitted{}, err
 		}
 		rec.PlanIntent = intent
 	}
 	in := ExecutionInput{CampaignID: id, Tenant: c.Tenant, Config: s.cfg.Run, MediaBuyStateMachineARN: s.cfg.MediaBuyStateMachineARN,
 		SyncPlan: rec.PlanIntent != nil}
-	out := Submitted{CampaignID: id, Status: Running, Links: LinksFor(id)}
+	out := api.CampaignSubmitted{CampaignID: id, Status: string(Running), Links: LinksFor(id)}
 	for i, b := range v.Buys {
 		p := placed[i]
 		rec.Legs = append(rec.Legs, record.CampaignLeg{
 			OperationID: p.OperationID, SellerID: b.SellerID, PONumber: b.PONumber, Amount: b.Amount.Decimal(),
 		})
 		in.Legs = append(in.Legs, LegInput{OperationID: p.OperationID, ExecutionName: p.ExecutionName, Input: p.Input})
-		out.Legs = append(out.Legs, SubmittedLeg{OperationID: p.OperationID, SellerID: b.SellerID, Links: p.Links})
+		out.Legs = append(out.Legs, api.SubmittedLeg{OperationID: p.OperationID, SellerID: b.SellerID, Links: p.Links})
 	}
 	if _, err := s.ledger.CreateCampaign(ctx, rec); err != nil && !errors.Is(err, record.ErrConflict) {
-		return Submitted{}, fmt.Errorf("campaign: record %s: %w", id, err)
+		return api.CampaignSubmitted{}, fmt.Errorf("campaign: record %s: %w", id, err)
 	}
 	// Named after the campaign: a retry of this submit starts the same execution.
 	if _, err := s.execs.Start(ctx, id, in); err != nil {
-		return Submitted{}, fmt.Errorf("campaign: start execution: %w", err)
+		return api.CampaignSubmitted{}, fmt.Errorf("campaign: start execution: %w", err)
 	}
 	return out, nil
 }
@@ -190,39 +191,39 @@ func (s *Service) campaign(ctx context.Context, tenant, id string) (*record.Camp
 }
 
 // Get returns the tenant's campaign id with every leg's current status.
-func (s *Service) Get(ctx context.Context, tenant, id string) (View, error) {
+func (s *Service) Get(ctx context.Context, tenant, id string) (api.Campaign, error) {
 	rec, err := s.campaign(ctx, tenant, id)
 	if err != nil {
-		return View{}, err
+		return api.Campaign{}, err
 	}
 	return s.view(ctx, rec)
 }
 
 // summary is what the campaign item alone says of rec: everything but the legs' statuses and
 // what they committed; planned is the sum of the legs' amounts.
-func summary(rec *record.Campaign) (View, money.Amount, error) {
-	out := View{
-		CampaignID: rec.ID, Name: rec.Name, Policy: Policy(rec.Policy), GovernanceID: rec.GovernanceAgentID,
+func summary(rec *record.Campaign) (api.Campaign, money.Amount, error) {
+	out := api.Campaign{
+		CampaignID: rec.ID, Name: rec.Name, Policy: rec.Policy, GovernanceID: rec.GovernanceAgentID,
 		PlanID: rec.PlanID, Currency: rec.Currency, TotalBudget: rec.BudgetTotal, Requester: rec.Requester,
-		CreatedAt: rec.CreatedAt.UTC().Format(time.RFC3339Nano), Links: LinksFor(rec.ID), Legs: make([]LegView, 0, len(rec.Legs)),
+		CreatedAt: rec.CreatedAt.UTC().Format(time.RFC3339Nano), Links: LinksFor(rec.ID), Legs: make([]api.CampaignLeg, 0, len(rec.Legs)),
 	}
 	planned := money.Amount{Currency: rec.Currency}
 	for _, leg := range rec.Legs {
 		amount, err := money.ParseDecimal(leg.Amount, rec.Currency)
 		if err != nil {
-			return View{}, money.Amount{}, fmt.Errorf("campaign: %s leg %s amount: %w", rec.ID, leg.OperationID, err)
+			return api.Campaign{}, money.Amount{}, fmt.Errorf("campaign: %s leg %s amount: %w", rec.ID, leg.OperationID, err)
 		}
 		planned = planned.Add(amount)
-		out.Legs = append(out.Legs, LegView{OperationID: leg.OperationID, SellerID: leg.SellerID, PONumber: leg.PONumber, Amount: amount.Decimal(),
+		out.Legs = append(out.Legs, api.CampaignLeg{OperationID: leg.OperationID, SellerID: leg.SellerID, PONumber: leg.PONumber, Amount: amount.Decimal(),
 			Links: buy.LinksFor(leg.OperationID)})
 	}
 	return out, planned, nil
 }
 
-func (s *Service) view(ctx context.Context, rec *record.Campaign) (View, error) {
+func (s *Service) view(ctx context.Context, rec *record.Campaign) (api.Campaign, error) {
 	out, planned, err := summary(rec)
 	if err != nil {
-		return View{}, err
+		return api.Campaign{}, err
 	}
 	states := make([]LegState, 0, len(rec.Legs))
 	for i, leg := range rec.Legs {
@@ -235,7 +236,7 @@ func (s *Service) view(ctx context.Context, rec *record.Campaign) (View, error) 
 			st = workflow.Status(got.Status)
 			lv.Reason, lv.MediaBuyID = got.Reason, got.MediaBuyID
 		case !errors.Is(err, buy.ErrNotFound):
-			return View{}, fmt.Errorf("campaign: %s leg %s: %w", rec.ID, leg.OperationID, err)
+			return api.Campaign{}, fmt.Errorf("campaign: %s leg %s: %w", rec.ID, leg.OperationID, err)
 		}
 		lv.Status = string(st)
 		states = append(states, LegState{SellerID: leg.SellerID, Status: st, Amount: amount})
@@ -244,23 +245,23 @@ func (s *Service) view(ctx context.Context, rec *record.Campaign) (View, error) 
 	if rec.ApprovalID != "" {
 		a, err := s.ledger.GetApproval(ctx, rec.ApprovalID)
 		if err != nil {
-			return View{}, fmt.Errorf("campaign: %s approval %s: %w", rec.ID, rec.ApprovalID, err)
+			return api.Campaign{}, fmt.Errorf("campaign: %s approval %s: %w", rec.ID, rec.ApprovalID, err)
 		}
 		if a.Tenant == rec.Tenant && a.CampaignID == rec.ID { // keyed by id alone: only the campaign's own
-			out.Approval = buy.ApprovalViewOf(a)
+			out.Approval = buy.ApprovalOf(a)
 			o.Status = approvalOutcome(a, o.Status)
 		}
 	}
-	out.Status, out.Planned, out.Committed = o.Status, planned.Decimal(), o.Committed.Decimal()
+	out.Status, out.Planned, out.Committed = string(o.Status), planned.Decimal(), o.Committed.Decimal()
 	switch {
 	case rec.Outcome != "":
-		out.Status = Status(rec.Outcome)
+		out.Status = rec.Outcome
 	case Policy(rec.Policy) == AllOrNothing && o.Status == PartiallyCompleted:
 		// The Campaign execution is canceling the placed legs: not final yet.
-		out.Status = Running
+		out.Status = string(Running)
 	}
 	for _, sa := range o.BySeller {
-		out.BySeller = append(out.BySeller, SellerView{SellerID: sa.SellerID, Committed: sa.Amount.Decimal()})
+		out.BySeller = append(out.BySeller, api.SellerCommitment{SellerID: sa.SellerID, Committed: sa.Amount.Decimal()})
 	}
 	return out, nil
 }
@@ -269,23 +270,23 @@ func (s *Service) view(ctx context.Context, rec *record.Campaign) (View, error) 
 // alone (one query, whatever the number of legs): each campaign's status is its recorded
 // outcome (running until it is settled), what it committed once settled, and its legs without
 // their statuses, which GET of one campaign reads.
-func (s *Service) List(ctx context.Context, tenant string, limit int, cursor string) (ListPage, error) {
+func (s *Service) List(ctx context.Context, tenant string, limit int, cursor string) (api.Page[api.Campaign], error) {
 	page, err := s.ledger.ListCampaigns(ctx, tenant, limit, cursor)
 	if errors.Is(err, record.ErrInvalidCursor) {
-		return ListPage{}, &buy.RequestError{Status: 400, Code: "invalid_cursor", Field: "cursor", Message: "the cursor is not one this listing returned"}
+		return api.Page[api.Campaign]{}, &buy.RequestError{Status: 400, Code: "invalid_cursor", Field: "cursor", Message: "the cursor is not one this listing returned"}
 	}
 	if err != nil {
-		return ListPage{}, fmt.Errorf("campaign: list: %w", err)
+		return api.Page[api.Campaign]{}, fmt.Errorf("campaign: list: %w", err)
 	}
-	out := ListPage{Items: make([]View, 0, len(page.Items)), NextCursor: page.Cursor}
+	out := api.Page[api.Campaign]{Items: make([]api.Campaign, 0, len(page.Items)), NextCursor: page.Cursor}
 	for _, rec := range page.Items {
 		v, planned, err := summary(rec)
 		if err != nil {
-			return ListPage{}, err
+			return api.Page[api.Campaign]{}, err
 		}
-		v.Status, v.Planned, v.Committed = Running, planned.Decimal(), ""
+		v.Status, v.Planned, v.Committed = string(Running), planned.Decimal(), ""
 		if rec.Outcome != "" {
-			v.Status, v.Committed = Status(rec.Outcome), rec.Committed
+			v.Status, v.Committed = rec.Outcome, rec.Committed
 		}
 		out.Items = append(out.Items, v)
 	}
@@ -298,16 +299,16 @@ const maxLegEvents = 500
 
 // Events returns the campaign's timeline, oldest first: the campaign's submission and its own
 // events (its approval's), then every leg's events, each named by its operation and seller.
-func (s *Service) Events(ctx context.Context, tenant, id string) (EventPage, error) {
+func (s *Service) Events(ctx context.Context, tenant, id string) (api.Page[api.CampaignEvent], error) {
 	rec, err := s.campaign(ctx, tenant, id)
 	if err != nil {
-		return EventPage{}, err
+		return api.Page[api.CampaignEvent]{}, err
 	}
 	detail, err := json.Marshal(map[string]any{"policy": rec.Policy, "legs": len(rec.Legs), "plan_id": rec.PlanID})
 	if err != nil {
-		return EventPage{}, fmt.Errorf("campaign: encode event detail: %w", err)
+		return api.Page[api.CampaignEvent]{}, fmt.Errorf("campaign: encode event detail: %w", err)
 	}
-	out := EventPage{Items: []EventView{{EventView: buy.EventView{
+	out := api.Page[api.CampaignEvent]{Items: []api.CampaignEvent{{Event: api.Event{
 		At: rec.CreatedAt.UTC().Format(time.RFC3339Nano), Type: record.EventCampaignSubmitted, Actor: rec.Requester,
 		Amount: rec.BudgetTotal + " " + rec.Currency, Detail: detail,
 	}}}}
@@ -315,10 +316,10 @@ func (s *Service) Events(ctx context.Context, tenant, id string) (EventPage, err
 	for cursor, n := "", 0; n < maxLegEvents; {
 		page, err := s.ledger.ListEvents(ctx, tenant, rec.ID, 100, cursor)
 		if err != nil {
-			return EventPage{}, fmt.Errorf("campaign: events of %s: %w", rec.ID, err)
+			return api.Page[api.CampaignEvent]{}, fmt.Errorf("campaign: events of %s: %w", rec.ID, err)
 		}
 		for _, e := range page.Items {
-			out.Items = append(out.Items, EventView{EventView: buy.EventViewOf(e)})
+			out.Items = append(out.Items, api.CampaignEvent{Event: buy.EventOf(e)})
 		}
 		n += len(page.Items)
 		if cursor = page.Cursor; cursor == "" {
@@ -333,10 +334,10 @@ func (s *Service) Events(ctx context.Context, tenant, id string) (EventPage, err
 				break
 			}
 			if err != nil {
-				return EventPage{}, fmt.Errorf("campaign: events of leg %s: %w", leg.OperationID, err)
+				return api.Page[api.CampaignEvent]{}, fmt.Errorf("campaign: events of leg %s: %w", leg.OperationID, err)
 			}
 			for _, e := range page.Items {
-				out.Items = append(out.Items, EventView{OperationID: leg.OperationID, SellerID: leg.SellerID, EventView: e})
+				out.Items = append(out.Items, api.CampaignEvent{OperationID: leg.OperationID, SellerID: leg.SellerID, Event: e})
 			}
 			n += len(page.Items)
 			if cursor = page.NextCursor; cursor == "" {
@@ -344,7 +345,7 @@ func (s *Service) Events(ctx context.Context, tenant, id string) (EventPage, err
 			}
 		}
 	}
-	slices.SortStableFunc(out.Items, func(a, b EventView) int { return cmp.Compare(at(a.At), at(b.At)) })
+	slices.SortStableFunc(out.Items, func(a, b api.CampaignEvent) int { return cmp.Compare(at(a.At), at(b.At)) })
 	return out, nil
 }
 

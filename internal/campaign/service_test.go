@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/buytest"
 	"github.com/buyflow/buyflow/internal/dynamotest"
@@ -72,7 +73,7 @@ func TestSubmitPlacesEveryLegAsAMediaBuy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.CampaignID != ID("acme", "campaign-key-1") || len(out.Legs) != 3 || out.Replayed || out.Status != Running {
+	if out.CampaignID != ID("acme", "campaign-key-1") || len(out.Legs) != 3 || out.Replayed || out.Status != string(Running) {
 		t.Fatalf("submitted = %+v", out)
 	}
 	// One Campaign execution, named after the campaign, carries each leg's child execution:
@@ -113,7 +114,7 @@ func TestSubmitPlacesEveryLegAsAMediaBuy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.Status != Running || v.TotalBudget != "30000.00" || v.Planned != "22500.00" || v.Committed != "0.00" ||
+	if v.Status != string(Running) || v.TotalBudget != "30000.00" || v.Planned != "22500.00" || v.Committed != "0.00" ||
 		len(v.Legs) != 3 || v.Legs[0].Amount != "8500.25" || v.Legs[2].Status != "requested" || len(v.BySeller) != 3 {
 		t.Fatalf("view = %+v", v)
 	}
@@ -241,7 +242,7 @@ type countingBuys struct {
 	reads int
 }
 
-func (c *countingBuys) Get(ctx context.Context, tenant, id string) (buy.View, error) {
+func (c *countingBuys) Get(ctx context.Context, tenant, id string) (api.MediaBuy, error) {
 	c.mu.Lock()
 	c.reads++
 	c.mu.Unlock()
@@ -277,15 +278,15 @@ func TestListReadsNoLeg(t *testing.T) {
 	if counted.reads != 0 {
 		t.Errorf("the list read %d legs", counted.reads)
 	}
-	byID := map[string]View{}
+	byID := map[string]api.Campaign{}
 	for _, v := range page.Items {
 		byID[v.CampaignID] = v
 	}
 	r, s := byID[running.CampaignID], byID[settled.CampaignID]
-	if r.Status != Running || r.Committed != "" || r.Planned != "22500.00" || len(r.Legs) != 3 || r.Legs[0].Status != "" || r.Legs[0].Amount != "8500.25" {
+	if r.Status != string(Running) || r.Committed != "" || r.Planned != "22500.00" || len(r.Legs) != 3 || r.Legs[0].Status != "" || r.Legs[0].Amount != "8500.25" {
 		t.Errorf("running campaign in the list: %+v", r)
 	}
-	if s.Status != Failed || s.Committed != "0.00" {
+	if s.Status != string(Failed) || s.Committed != "0.00" {
 		t.Errorf("settled campaign in the list: %+v", s)
 	}
 	// One campaign's GET reads its legs and derives their statuses.

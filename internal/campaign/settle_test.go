@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/buytest"
 	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -14,7 +15,7 @@ import (
 
 // submitAndEnd submits the example campaign under policy and moves each leg's operation to the
 // status given, as the legs' own stages would.
-func submitAndEnd(t *testing.T, f fixture, policy Policy, ends ...workflow.Status) Submitted {
+func submitAndEnd(t *testing.T, f fixture, policy Policy, ends ...workflow.Status) api.CampaignSubmitted {
 	t.Helper()
 	ctx := context.Background()
 	m := buytest.Example(t, "campaign.json")
@@ -37,7 +38,7 @@ func submitAndEnd(t *testing.T, f fixture, policy Policy, ends ...workflow.Statu
 	return out
 }
 
-func settle(t *testing.T, f fixture, out Submitted) Settled {
+func settle(t *testing.T, f fixture, out api.CampaignSubmitted) Settled {
 	t.Helper()
 	raw, _ := json.Marshal(TaskInput{Action: ActionSettle, Tenant: "acme", CampaignID: out.CampaignID})
 	got, err := NewSettler(f.store, nil, testPolicy(t)).Handle(context.Background(), raw)
@@ -107,7 +108,7 @@ func TestOutcomeIsRecordedWhenNothingIsLeftToDo(t *testing.T) {
 	out := submitAndEnd(t, f, AllOrNothing, workflow.StatusCompleted, workflow.StatusFailed, workflow.StatusCompleted)
 	settle(t, f, out)
 	v, err := f.svc.Get(ctx, "acme", out.CampaignID)
-	if err != nil || v.Status != Running || v.Committed != "13500.00" {
+	if err != nil || v.Status != string(Running) || v.Committed != "13500.00" {
 		t.Fatalf("while the cancels run: %+v, %v", v, err)
 	}
 	for _, i := range []int{0, 2} {
@@ -124,7 +125,7 @@ func TestOutcomeIsRecordedWhenNothingIsLeftToDo(t *testing.T) {
 	if err != nil || rec.Outcome != string(Failed) {
 		t.Fatalf("recorded outcome = %+v, %v", rec, err)
 	}
-	if v, _ := f.svc.Get(ctx, "acme", out.CampaignID); v.Status != Failed || v.Committed != "0.00" {
+	if v, _ := f.svc.Get(ctx, "acme", out.CampaignID); v.Status != string(Failed) || v.Committed != "0.00" {
 		t.Fatalf("after the outcome: %+v", v)
 	}
 

@@ -1,8 +1,9 @@
 // Package httpapi is the API Gateway HTTP API (payload 2.0) plumbing the HTTP Lambdas' use
 // cases share: the error body every refused request gets (a machine-readable code and a
 // message a person understands, never a Lambda error, which API Gateway would turn into a bare
-// 500), JSON answers, the body, headers, the caller's identity and the panic boundary. It
-// knows no use case.
+// 500), JSON answers, the body, headers, the caller's identity, the panic boundary, and the
+// routes of a collection that is submitted to, listed, read and followed (Resource: media buys
+// and campaigns). It knows no use case.
 package httpapi
 
 import (
@@ -14,19 +15,9 @@ import (
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/buyflow/buyflow/internal/api"
 )
-
-// Problem is the error body of every refused request.
-type Problem struct {
-	Error ProblemDetail `json:"error"`
-}
-
-// ProblemDetail says what went wrong, where and what to do.
-type ProblemDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Field   string `json:"field,omitempty"`
-}
 
 // JSON encodes v with status.
 func JSON(status int, v any) events.APIGatewayV2HTTPResponse {
@@ -41,9 +32,9 @@ func JSON(status int, v any) events.APIGatewayV2HTTPResponse {
 	}
 }
 
-// Error answers a refused request.
+// Error answers a refused request with the API's error body (api.Problem).
 func Error(status int, code, message, field string) events.APIGatewayV2HTTPResponse {
-	return JSON(status, Problem{Error: ProblemDetail{Code: code, Message: message, Field: field}})
+	return JSON(status, api.Problem{Error: api.ProblemDetail{Code: code, Message: message, Field: field}})
 }
 
 // Body returns the raw request body, decoding API Gateway's base64 form.

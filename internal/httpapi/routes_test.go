@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apigwtest"
 	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/topology"
@@ -57,7 +58,7 @@ func TestByRouteKey(t *testing.T) {
 			continue
 		}
 		if c.code != "" {
-			var p httpapi.Problem
+			var p api.Problem
 			if json.Unmarshal([]byte(resp.Body), &p) != nil || p.Error.Code != c.code {
 				t.Errorf("%s %s: body %s, want code %s", c.method, c.path, resp.Body, c.code)
 			}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/record"
 )
@@ -31,7 +32,7 @@ func TestUnexpectedAnswersALostRace409(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var logged bytes.Buffer
 			resp := httpapi.Unexpected(slog.New(slog.NewTextHandler(&logged, nil)), "req-7", tt.err)
-			var p httpapi.Problem
+			var p api.Problem
 			if err := json.Unmarshal([]byte(resp.Body), &p); err != nil {
 				t.Fatal(err)
 			}

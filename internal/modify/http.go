@@ -9,14 +9,15 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/httpapi"
 )
 
 // Changes is what the change routes need from the use cases; *Requests satisfies it.
 type Changes interface {
-	Submit(ctx context.Context, caller buy.Caller, buyID, idempotencyKey string, c Change) (Accepted, error)
-	Delivery(ctx context.Context, tenant, buyID string, limit int) (Delivery, error)
+	Submit(ctx context.Context, caller buy.Caller, buyID, idempotencyKey string, c Change) (api.ChangeAccepted, error)
+	Delivery(ctx context.Context, tenant, buyID string, limit int) (api.Delivery, error)
 }
 
 var _ Changes = (*Requests)(nil)

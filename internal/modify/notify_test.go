@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/modify"
@@ -27,7 +28,7 @@ func TestAChangeIsToldWhereItsBuyIs(t *testing.T) {
 	if err != nil || resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("PATCH: %d %v %s", resp.StatusCode, err, resp.Body)
 	}
-	var a modify.Accepted
+	var a api.ChangeAccepted
 	if err := json.Unmarshal([]byte(resp.Body), &a); err != nil {
 		t.Fatal(err)
 	}

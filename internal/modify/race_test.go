@@ -13,8 +13,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/dynamotest"
-	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/modify"
 	"github.com/buyflow/buyflow/internal/record"
@@ -120,13 +120,13 @@ func TestRacingChangesOfOneBuyNeverAnswer500(t *testing.T) {
 		for r, resp := range answers {
 			switch resp.StatusCode {
 			case http.StatusAccepted:
-				var a modify.Accepted
+				var a api.ChangeAccepted
 				if err := json.Unmarshal([]byte(resp.Body), &a); err != nil {
 					t.Fatal(err)
 				}
 				took[a.ChangeID] = true
 			case http.StatusConflict:
-				var p httpapi.Problem
+				var p api.Problem
 				if err := json.Unmarshal([]byte(resp.Body), &p); err != nil || p.Error.Code != modify.CodeChangeInFlight || sameKey {
 					t.Errorf("round %d racer %d: 409 %s, want change_in_flight (and none for one key)", round, r, resp.Body)
 				}

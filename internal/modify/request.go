@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/record"
@@ -73,57 +74,44 @@ func ChangeID(tenant, buyID, idempotencyKey string) string {
 	return "chg-" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:])[:26])
 }
 
-// Accepted is the answer to an accepted change (202).
-type Accepted struct {
-	ChangeID string `json:"change_id"`
-	BuyID    string `json:"media_buy_operation_id"`
-	Kind     Kind   `json:"kind"`
-	Status   string `json:"status"`
-	Replayed bool   `json:"replayed,omitempty"`
-	Links    struct {
-		Change string `json:"change"`
-		Events string `json:"events"`
-	} `json:"links"`
-}
-
 // Submit accepts c for the tenant's buy buyID under the request's Idempotency-Key: refused
 // with a 409 *ConflictError when the buy cannot take it now (not placed, a change in flight, a
 // cancellation before it), otherwise the change is marked in flight on the buy and its own
 // execution starts. A retry with the same key and change answers the same change; the same
 // key with another change is a 422.
-func (s *Requests) Submit(ctx context.Context, caller buy.Caller, buyID, key string, c Change) (Accepted, error) {
+func (s *Requests) Submit(ctx context.Context, caller buy.Caller, buyID, key string, c Change) (api.ChangeAccepted, error) {
 	id := ChangeID(caller.Tenant, buyID, key)
 	stored, err := json.Marshal(c)
 	if err != nil {
-		return Accepted{}, fmt.Errorf("modify: encode change: %w", err)
+		return api.ChangeAccepted{}, fmt.Errorf("modify: encode change: %w", err)
 	}
-	out := Accepted{ChangeID: id, BuyID: buyID, Kind: c.Kind, Status: string(workflow.StatusRequested)}
+	out := api.ChangeAccepted{ChangeID: id, BuyID: buyID, Kind: string(c.Kind), Status: string(workflow.StatusRequested)}
 	out.Links.Change = "/v1/media-buys/" + id
 	out.Links.Events = "/v1/media-buys/" + buyID + "/events"
 	switch prior, err := s.ledger.GetOperation(ctx, caller.Tenant, id); {
 	case err == nil:
 		if string(prior.Change) != string(stored) {
-			return Accepted{}, &RequestError{Status: 422, Code: "idempotency_key_reused", Field: "Idempotency-Key",
+			return api.ChangeAccepted{}, &RequestError{Status: 422, Code: "idempotency_key_reused", Field: "Idempotency-Key",
 				Message: "this Idempotency-Key was already used for a different change; use a new key for a new change"}
 		}
 		out.Status, out.Replayed = string(prior.Status), true
 		// The first attempt may have died before the start: starting again converges.
 		if _, err := s.execs.Start(ctx, id, s.input(caller.Tenant, buyID, id, c)); err != nil {
-			return Accepted{}, fmt.Errorf("modify: start execution: %w", err)
+			return api.ChangeAccepted{}, fmt.Errorf("modify: start execution: %w", err)
 		}
 		return out, nil
 	case !errors.Is(err, record.ErrNotFound):
-		return Accepted{}, fmt.Errorf("modify: read change: %w", err)
+		return api.ChangeAccepted{}, fmt.Errorf("modify: read change: %w", err)
 	}
 	parent, err := s.ledger.GetOperation(ctx, caller.Tenant, buyID)
 	if errors.Is(err, record.ErrNotFound) {
-		return Accepted{}, buy.ErrNotFound
+		return api.ChangeAccepted{}, buy.ErrNotFound
 	}
 	if err != nil {
-		return Accepted{}, fmt.Errorf("modify: read buy: %w", err)
+		return api.ChangeAccepted{}, fmt.Errorf("modify: read buy: %w", err)
 	}
 	if parent.Kind == record.KindModification {
-		return Accepted{}, &RequestError{Status: 422, Code: "not_a_buy", Message: fmt.Sprintf("%s is a change, not a media buy: change the buy %s", buyID, parent.ParentID)}
+		return api.ChangeAccepted{}, &RequestError{Status: 422, Code: "not_a_buy", Message: fmt.Sprintf("%s is a change, not a media buy: change the buy %s", buyID, parent.ParentID)}
 	}
 	b := Buy{OperationID: parent.ID, Status: parent.Status, MediaBuyID: parent.MediaBuyID, Currency: parent.Currency, State: StateActive}
 	initial := record.BuyState{Tenant: caller.Tenant, OperationID: parent.ID, MediaBuyID: parent.MediaBuyID, State: string(StateActive),
@@ -137,10 +125,10 @@ func (s *Requests) Submit(ctx context.Context, caller buy.Caller, buyID, key str
 			b.ChangeInFlight = st.ChangeID
 		}
 	case !errors.Is(err, record.ErrNotFound):
-		return Accepted{}, fmt.Errorf("modify: read buy state: %w", err)
+		return api.ChangeAccepted{}, fmt.Errorf("modify: read buy state: %w", err)
 	}
 	if err := Admit(b, c); err != nil {
-		return Accepted{}, err
+		return api.ChangeAccepted{}, err
 	}
 	expires := s.cfg.Now().Add(time.Duration(s.cfg.Run.ApprovalTimeoutSeconds+s.cfg.DeadlineSeconds)*time.Second + time.Hour)
 	ev := record.Event{Type: record.EventModificationRequested, Actor: caller.Principal, Reason: c.Reason, Amount: parent.BudgetTotal, Currency: parent.Currency,
@@ -149,11 +137,11 @@ func (s *Requests) Submit(ctx context.Context, caller buy.Caller, buyID, key str
 		var refused *record.ChangeRefusedError
 		if errors.As(err, &refused) {
 			if refused.Canceled {
-				return Accepted{}, &ConflictError{Code: CodeCanceled, Message: fmt.Sprintf("media buy %s is canceled: a cancellation is final", parent.ID)}
+				return api.ChangeAccepted{}, &ConflictError{Code: CodeCanceled, Message: fmt.Sprintf("media buy %s is canceled: a cancellation is final", parent.ID)}
 			}
-			return Accepted{}, &ConflictError{Code: CodeChangeInFlight, Message: fmt.Sprintf("media buy %s has a change under way (%s); send this one when it has finished", parent.ID, refused.Current.ChangeID)}
+			return api.ChangeAccepted{}, &ConflictError{Code: CodeChangeInFlight, Message: fmt.Sprintf("media buy %s has a change under way (%s); send this one when it has finished", parent.ID, refused.Current.ChangeID)}
 		}
-		return Accepted{}, fmt.Errorf("modify: begin change: %w", err)
+		return api.ChangeAccepted{}, fmt.Errorf("modify: begin change: %w", err)
 	}
 	op := record.Operation{ID: id, Tenant: caller.Tenant, Status: workflow.StatusRequested, SellerID: parent.SellerID,
 		GovernanceAgentID: parent.GovernanceAgentID, PlanID: parent.PlanID, Requester: caller.Principal,
@@ -163,11 +151,11 @@ func (s *Requests) Submit(ctx context.Context, caller buy.Caller, buyID, key str
 		NotifySlack: parent.NotifySlack}
 	if _, err := s.ledger.CreateOperation(ctx, op); err != nil && !errors.Is(err, record.ErrConflict) {
 		s.abandon(ctx, caller.Tenant, parent.ID, id, err)
-		return Accepted{}, fmt.Errorf("modify: create change: %w", err)
+		return api.ChangeAccepted{}, fmt.Errorf("modify: create change: %w", err)
 	}
 	if _, err := s.execs.Start(ctx, id, s.input(caller.Tenant, parent.ID, id, c)); err != nil {
 		s.abandon(ctx, caller.Tenant, parent.ID, id, err)
-		return Accepted{}, fmt.Errorf("modify: start execution: %w", err)
+		return api.ChangeAccepted{}, fmt.Errorf("modify: start execution: %w", err)
 	}
 	return out, nil
 }
@@ -189,35 +177,22 @@ func (s *Requests) input(tenant, buyID, changeID string, c Change) workflow.Chan
 	}
 }
 
-// Delivery is the answer of GET /v1/media-buys/{id}/delivery: the buy's approved budget, its
-// latest delivery and the snapshots, newest first.
-type Delivery struct {
-	OperationID string `json:"operation_id"`
-	Currency    string `json:"currency"`
-	// Approved is the buy's budget after its applied changes.
-	Approved string `json:"approved_budget"`
-	// Spend and OverBudget are from the newest snapshot.
-	Spend      string                    `json:"spend,omitempty"`
-	OverBudget bool                      `json:"over_budget"`
-	Snapshots  []record.DeliverySnapshot `json:"snapshots"`
-}
-
 // Delivery returns what the tenant's buy delivered, as its seller reported it.
-func (s *Requests) Delivery(ctx context.Context, tenant, buyID string, limit int) (Delivery, error) {
+func (s *Requests) Delivery(ctx context.Context, tenant, buyID string, limit int) (api.Delivery, error) {
 	parent, err := s.ledger.GetOperation(ctx, tenant, buyID)
 	if errors.Is(err, record.ErrNotFound) {
-		return Delivery{}, buy.ErrNotFound
+		return api.Delivery{}, buy.ErrNotFound
 	}
 	if err != nil {
-		return Delivery{}, fmt.Errorf("modify: read buy: %w", err)
+		return api.Delivery{}, fmt.Errorf("modify: read buy: %w", err)
 	}
-	d := Delivery{OperationID: parent.ID, Currency: parent.Currency, Approved: parent.BudgetTotal, Snapshots: []record.DeliverySnapshot{}}
+	d := api.Delivery{OperationID: parent.ID, Currency: parent.Currency, Approved: parent.BudgetTotal, Snapshots: []record.DeliverySnapshot{}}
 	if st, err := s.ledger.GetBuyState(ctx, tenant, buyID); err == nil {
 		d.Approved = st.BudgetTotal
 	}
 	snaps, err := s.ledger.ListDeliverySnapshots(ctx, tenant, buyID, limit)
 	if err != nil {
-		return Delivery{}, fmt.Errorf("modify: read delivery: %w", err)
+		return api.Delivery{}, fmt.Errorf("modify: read delivery: %w", err)
 	}
 	d.Snapshots = append(d.Snapshots, snaps...)
 	if len(snaps) > 0 {

@@ -7,13 +7,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/record"
 )
 
 // latestApproval finds the operation's latest approval request on its timeline and reads it;
 // errNoApproval says no person was asked.
-func (s *Service) latestApproval(ctx context.Context, tenant, opID string) (*buy.ApprovalView, error) {
+func (s *Service) latestApproval(ctx context.Context, tenant, opID string) (*api.Approval, error) {
 	var last struct {
 		ApprovalID string `json:"approval_id"`
 		Round      int    `json:"round"`
@@ -54,7 +55,7 @@ func (s *Service) latestApproval(ctx context.Context, tenant, opID string) (*buy
 	if a.Tenant != tenant || !mine {
 		return nil, errNoApproval
 	}
-	v := buy.ApprovalViewOf(a)
+	v := buy.ApprovalOf(a)
 	v.RequestedAt, v.Round, v.Escalation = buy.RFC3339(requestedAt), last.Round, last.Escalation
 	return v, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apigwtest"
 	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/httpapi"
@@ -24,30 +25,30 @@ import (
 
 // fakeMediaBuys is a function-typed fake of the use cases.
 type fakeMediaBuys struct {
-	submit func(buy.Caller, string, []byte) (buy.Submitted, error)
-	get    func(tenant, id string) (buy.View, error)
-	list   func(tenant string, q submit.ListQuery) (submit.ListPage, error)
-	events func(tenant, id, cursor string, limit int) (buy.EventPage, error)
+	submit func(buy.Caller, string, []byte) (api.Submitted, error)
+	get    func(tenant, id string) (api.MediaBuy, error)
+	list   func(tenant string, q submit.ListQuery) (api.Page[api.MediaBuy], error)
+	events func(tenant, id, cursor string, limit int) (api.Page[api.Event], error)
 }
 
-func (f fakeMediaBuys) Submit(_ context.Context, c buy.Caller, k string, b []byte) (buy.Submitted, error) {
+func (f fakeMediaBuys) Submit(_ context.Context, c buy.Caller, k string, b []byte) (api.Submitted, error) {
 	return f.submit(c, k, b)
 }
-func (f fakeMediaBuys) Get(_ context.Context, t, id string) (buy.View, error) {
+func (f fakeMediaBuys) Get(_ context.Context, t, id string) (api.MediaBuy, error) {
 	return f.get(t, id)
 }
-func (f fakeMediaBuys) List(_ context.Context, t string, q submit.ListQuery) (submit.ListPage, error) {
+func (f fakeMediaBuys) List(_ context.Context, t string, q submit.ListQuery) (api.Page[api.MediaBuy], error) {
 	return f.list(t, q)
 }
-func (f fakeMediaBuys) Events(_ context.Context, t, id, c string, l int) (buy.EventPage, error) {
+func (f fakeMediaBuys) Events(_ context.Context, t, id, c string, l int) (api.Page[api.Event], error) {
 	return f.events(t, id, c, l)
 }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func problem(t *testing.T, resp events.APIGatewayV2HTTPResponse) httpapi.ProblemDetail {
+func problem(t *testing.T, resp events.APIGatewayV2HTTPResponse) api.ProblemDetail {
 	t.Helper()
-	var p httpapi.Problem
+	var p api.Problem
 	if err := json.Unmarshal([]byte(resp.Body), &p); err != nil {
 		t.Fatalf("body %q: %v", resp.Body, err)
 	}
@@ -60,12 +61,12 @@ func problem(t *testing.T, resp events.APIGatewayV2HTTPResponse) httpapi.Problem
 func TestSubmitRoute(t *testing.T) {
 	var gotCaller buy.Caller
 	var gotBody string
-	svc := fakeMediaBuys{submit: func(c buy.Caller, key string, body []byte) (buy.Submitted, error) {
+	svc := fakeMediaBuys{submit: func(c buy.Caller, key string, body []byte) (api.Submitted, error) {
 		gotCaller, gotBody = c, string(body)
 		if key != "key-12345678" {
 			t.Fatalf("key %q", key)
 		}
-		return buy.Submitted{OperationID: "op1", Status: "requested", Links: buy.LinksFor("op1")}, nil
+		return api.Submitted{OperationID: "op1", Status: "requested", Links: buy.LinksFor("op1")}, nil
 	}}
 	h := httpapi.ByRouteKey(topology.App, submit.Routes(svc, "", quiet))
 	req := apigwtest.IAMRequest("POST", "/v1/media-buys")
@@ -87,12 +88,12 @@ func TestSubmitRoute(t *testing.T) {
 
 func TestRefusals(t *testing.T) {
 	svc := fakeMediaBuys{
-		submit: func(buy.Caller, string, []byte) (buy.Submitted, error) {
-			return buy.Submitted{}, &buy.RequestError{Status: 422, Code: "idempotency_key_reused", Message: "m"}
+		submit: func(buy.Caller, string, []byte) (api.Submitted, error) {
+			return api.Submitted{}, &buy.RequestError{Status: 422, Code: "idempotency_key_reused", Message: "m"}
 		},
-		get: func(string, string) (buy.View, error) { return buy.View{}, buy.ErrNotFound },
-		list: func(string, submit.ListQuery) (submit.ListPage, error) {
-			return submit.ListPage{}, errors.New("dynamodb: secret internal detail")
+		get: func(string, string) (api.MediaBuy, error) { return api.MediaBuy{}, buy.ErrNotFound },
+		list: func(string, submit.ListQuery) (api.Page[api.MediaBuy], error) {
+			return api.Page[api.MediaBuy]{}, errors.New("dynamodb: secret internal detail")
 		},
 	}
 	h := httpapi.ByRouteKey(topology.App, submit.Routes(svc, "", quiet))
@@ -173,17 +174,17 @@ func TestRefusals(t *testing.T) {
 
 func TestReadRoutes(t *testing.T) {
 	svc := fakeMediaBuys{
-		get: func(tenant, id string) (buy.View, error) {
-			return buy.View{OperationID: id, Status: "working"}, nil
+		get: func(tenant, id string) (api.MediaBuy, error) {
+			return api.MediaBuy{OperationID: id, Status: "working"}, nil
 		},
-		list: func(tenant string, q submit.ListQuery) (submit.ListPage, error) {
+		list: func(tenant string, q submit.ListQuery) (api.Page[api.MediaBuy], error) {
 			if q.Status != "working" || q.Seller != "s1" || q.Limit != 5 || q.Cursor != "c" {
 				t.Fatalf("query %+v", q)
 			}
-			return submit.ListPage{Items: []buy.View{{OperationID: "a"}}}, nil
+			return api.Page[api.MediaBuy]{Items: []api.MediaBuy{{OperationID: "a"}}}, nil
 		},
-		events: func(tenant, id, cursor string, limit int) (buy.EventPage, error) {
-			return buy.EventPage{Items: []buy.EventView{{Type: "submitted"}}}, nil
+		events: func(tenant, id, cursor string, limit int) (api.Page[api.Event], error) {
+			return api.Page[api.Event]{Items: []api.Event{{Type: "submitted"}}}, nil
 		},
 	}
 	h := httpapi.ByRouteKey(topology.App, submit.Routes(svc, "", quiet))
@@ -203,8 +204,8 @@ func TestReadRoutes(t *testing.T) {
 func TestRecoveringAnswersAPanic(t *testing.T) {
 	var out bytes.Buffer
 	rec := metrics.New(&out, metrics.Namespace, nil)
-	svc := fakeMediaBuys{list: func(string, submit.ListQuery) (submit.ListPage, error) {
-		var p *submit.ListPage
+	svc := fakeMediaBuys{list: func(string, submit.ListQuery) (api.Page[api.MediaBuy], error) {
+		var p *api.Page[api.MediaBuy]
 		return *p, nil // nil dereference
 	}}
 	h := lambda.NewHandler(metrics.Flushing(rec, httpapi.Recovering(rec, httpapi.ByRouteKey(topology.App, submit.Routes(svc, "", quiet)))))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -43,35 +44,35 @@ func New(l Ledger, execs buy.Executions, placer *buy.Placer, agents buy.AgentLoo
 // Submit accepts a media buy: validate (nothing is written for a refused request), claim the
 // Idempotency-Key, take the business-key lock, create the operation, start its execution, and
 // complete the claim with the answer replayed to every retry.
-func (s *Service) Submit(ctx context.Context, c buy.Caller, key string, body []byte) (buy.Submitted, error) {
+func (s *Service) Submit(ctx context.Context, c buy.Caller, key string, body []byte) (api.Submitted, error) {
 	req, err := buy.ParseSubmit(ctx, body, s.agents, s.schema)
 	if err != nil {
-		return buy.Submitted{}, err
+		return api.Submitted{}, err
 	}
 	return buy.Once(ctx, s.ledger, c.Tenant, key, req.PayloadHash, "media buy",
-		func(out *buy.Submitted) { out.Replayed = true },
-		func() (buy.Submitted, error) { return s.place(ctx, c, key, req) })
+		func(out *api.Submitted) { out.Replayed = true },
+		func() (api.Submitted, error) { return s.place(ctx, c, key, req) })
 }
 
-func (s *Service) place(ctx context.Context, c buy.Caller, key string, req *buy.ValidatedRequest) (buy.Submitted, error) {
+func (s *Service) place(ctx context.Context, c buy.Caller, key string, req *buy.ValidatedRequest) (api.Submitted, error) {
 	p, err := s.placer.Place(ctx, c, key, req)
 	if err != nil {
-		return buy.Submitted{}, err
+		return api.Submitted{}, err
 	}
 	if _, err := s.execs.Start(ctx, p.ExecutionName, p.Input); err != nil {
-		return buy.Submitted{}, fmt.Errorf("submit: start execution: %w", err)
+		return api.Submitted{}, fmt.Errorf("submit: start execution: %w", err)
 	}
 	return p.Submitted, nil
 }
 
 // Get returns the tenant's operation id.
-func (s *Service) Get(ctx context.Context, tenant, id string) (buy.View, error) {
+func (s *Service) Get(ctx context.Context, tenant, id string) (api.MediaBuy, error) {
 	op, err := s.ledger.GetOperation(ctx, tenant, id)
 	if errors.Is(err, record.ErrNotFound) {
-		return buy.View{}, buy.ErrNotFound
+		return api.MediaBuy{}, buy.ErrNotFound
 	}
 	if err != nil {
-		return buy.View{}, fmt.Errorf("submit: get %s: %w", id, err)
+		return api.MediaBuy{}, fmt.Errorf("submit: get %s: %w", id, err)
 	}
 	v := viewOf(op.View())
 	a, err := s.latestApproval(ctx, tenant, id)
@@ -79,40 +80,40 @@ func (s *Service) Get(ctx context.Context, tenant, id string) (buy.View, error) 
 	case err == nil:
 		v.Approval = a
 	case !errors.Is(err, errNoApproval):
-		return buy.View{}, err
+		return api.MediaBuy{}, err
 	}
 	switch st, err := s.ledger.GetBuyState(ctx, tenant, id); {
 	case err == nil:
-		v.Current = &buy.CurrentView{Revision: st.Revision, State: st.State, Budget: st.BudgetTotal, Currency: st.Currency,
+		v.Current = &api.Current{Revision: st.Revision, State: st.State, Budget: st.BudgetTotal, Currency: st.Currency,
 			Packages: st.Packages, EndTime: st.EndTime, ChangeInFlight: st.ChangeID, LastChangeID: st.LastChangeID,
 			LastOutcome: st.LastOutcome, LastReason: st.LastReason, UpdatedAt: st.UpdatedAt.UTC().Format(time.RFC3339Nano)}
 	case !errors.Is(err, record.ErrNotFound):
-		return buy.View{}, fmt.Errorf("submit: get the state of %s: %w", id, err)
+		return api.MediaBuy{}, fmt.Errorf("submit: get the state of %s: %w", id, err)
 	}
 	if v.Waiting, err = s.waiting(ctx, op); err != nil {
-		return buy.View{}, err
+		return api.MediaBuy{}, err
 	}
 	return v, nil
 }
 
 // List returns one page of the tenant's operations, newest first.
-func (s *Service) List(ctx context.Context, tenant string, q ListQuery) (ListPage, error) {
+func (s *Service) List(ctx context.Context, tenant string, q ListQuery) (api.Page[api.MediaBuy], error) {
 	opts := record.ListOptions{SellerID: q.Seller, Limit: q.Limit, Cursor: q.Cursor}
 	if q.Status != "" {
 		st, err := workflow.ParseStatus(q.Status)
 		if err != nil {
-			return ListPage{}, &buy.RequestError{Status: 400, Code: "invalid_status", Field: "status", Message: err.Error()}
+			return api.Page[api.MediaBuy]{}, &buy.RequestError{Status: 400, Code: "invalid_status", Field: "status", Message: err.Error()}
 		}
 		opts.Status = st
 	}
 	page, err := s.ledger.ListOperations(ctx, tenant, opts)
 	if errors.Is(err, record.ErrInvalidCursor) {
-		return ListPage{}, &buy.RequestError{Status: 400, Code: "invalid_cursor", Field: "cursor", Message: "the cursor is not one this listing returned"}
+		return api.Page[api.MediaBuy]{}, &buy.RequestError{Status: 400, Code: "invalid_cursor", Field: "cursor", Message: "the cursor is not one this listing returned"}
 	}
 	if err != nil {
-		return ListPage{}, fmt.Errorf("submit: list: %w", err)
+		return api.Page[api.MediaBuy]{}, fmt.Errorf("submit: list: %w", err)
 	}
-	out := ListPage{Items: make([]buy.View, 0, len(page.Items)), NextCursor: page.Cursor}
+	out := api.Page[api.MediaBuy]{Items: make([]api.MediaBuy, 0, len(page.Items)), NextCursor: page.Cursor}
 	for _, v := range page.Items {
 		out.Items = append(out.Items, viewOf(v))
 	}
@@ -120,28 +121,28 @@ func (s *Service) List(ctx context.Context, tenant string, q ListQuery) (ListPag
 }
 
 // Events returns one page of the operation's timeline, oldest first.
-func (s *Service) Events(ctx context.Context, tenant, id, cursor string, limit int) (buy.EventPage, error) {
+func (s *Service) Events(ctx context.Context, tenant, id, cursor string, limit int) (api.Page[api.Event], error) {
 	if _, err := s.ledger.GetOperation(ctx, tenant, id); errors.Is(err, record.ErrNotFound) {
-		return buy.EventPage{}, buy.ErrNotFound
+		return api.Page[api.Event]{}, buy.ErrNotFound
 	} else if err != nil {
-		return buy.EventPage{}, fmt.Errorf("submit: get %s: %w", id, err)
+		return api.Page[api.Event]{}, fmt.Errorf("submit: get %s: %w", id, err)
 	}
 	page, err := s.ledger.ListEvents(ctx, tenant, id, limit, cursor)
 	if errors.Is(err, record.ErrInvalidCursor) {
-		return buy.EventPage{}, &buy.RequestError{Status: 400, Code: "invalid_cursor", Field: "cursor", Message: "the cursor is not one this listing returned"}
+		return api.Page[api.Event]{}, &buy.RequestError{Status: 400, Code: "invalid_cursor", Field: "cursor", Message: "the cursor is not one this listing returned"}
 	}
 	if err != nil {
-		return buy.EventPage{}, fmt.Errorf("submit: events of %s: %w", id, err)
+		return api.Page[api.Event]{}, fmt.Errorf("submit: events of %s: %w", id, err)
 	}
-	out := buy.EventPage{Items: make([]buy.EventView, 0, len(page.Items)), NextCursor: page.Cursor}
+	out := api.Page[api.Event]{Items: make([]api.Event, 0, len(page.Items)), NextCursor: page.Cursor}
 	for _, e := range page.Items {
-		out.Items = append(out.Items, buy.EventViewOf(e))
+		out.Items = append(out.Items, buy.EventOf(e))
 	}
 	return out, nil
 }
 
-func viewOf(v record.View) buy.View {
-	out := buy.View{
+func viewOf(v record.View) api.MediaBuy {
+	out := api.MediaBuy{
 		OperationID: v.ID, Status: string(v.Status), SellerID: v.SellerID, GovernanceID: v.GovernanceAgentID,
 		PlanID: v.PlanID, PONumber: v.PONumber, Budget: v.BudgetTotal, Currency: v.Currency, Requester: v.Requester,
 		SellerTaskID: v.SellerTaskID, MediaBuyID: v.MediaBuyID, Reason: v.Reason, Version: v.Version,

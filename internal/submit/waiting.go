@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -18,7 +19,7 @@ const (
 
 // waiting returns what the buy waits for when its next step calls an agent whose breaker is
 // open, or nil. Governance is asked until the buy is placed; the seller from the create on.
-func (s *Service) waiting(ctx context.Context, op *record.Operation) (*buy.WaitingView, error) {
+func (s *Service) waiting(ctx context.Context, op *record.Operation) (*api.Waiting, error) {
 	agent, reason := "", ""
 	switch op.Status {
 	case workflow.StatusRequested, workflow.StatusCheckingGovernance:
@@ -44,5 +45,5 @@ func (s *Service) waiting(ctx context.Context, op *record.Operation) (*buy.Waiti
 	default:
 		return nil, nil
 	}
-	return &buy.WaitingView{Reason: reason, AgentID: agent, Since: buy.RFC3339(b.OpenedAt), RetryAt: buy.RFC3339(retryAt)}, nil
+	return &api.Waiting{Reason: reason, AgentID: agent, Since: buy.RFC3339(b.OpenedAt), RetryAt: buy.RFC3339(retryAt)}, nil
 }

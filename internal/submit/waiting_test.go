@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/buyflow/buyflow/internal/buy"
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/buytest"
 	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -33,7 +33,7 @@ func TestGetSaysTheBuyWaitsForAnUnavailableAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := buy.WaitingView{Reason: "governance_unavailable", AgentID: "sim-governance", Since: "2030-05-01T10:00:00Z", RetryAt: "2030-05-01T10:01:00Z"}
+	want := api.Waiting{Reason: "governance_unavailable", AgentID: "sim-governance", Since: "2030-05-01T10:00:00Z", RetryAt: "2030-05-01T10:01:00Z"}
 	if v.Waiting == nil || *v.Waiting != want {
 		t.Fatalf("waiting = %+v, want %+v", v.Waiting, want)
 	}
@@ -48,7 +48,7 @@ func TestGetSaysTheBuyWaitsForAnUnavailableAgent(t *testing.T) {
 		}
 	}
 	v, _ = svc.Get(ctx, "acme", out.OperationID)
-	want = buy.WaitingView{Reason: "seller_unavailable", AgentID: "sim-seller", Since: "2030-05-01T10:00:00Z", RetryAt: "2030-05-01T10:02:00Z"}
+	want = api.Waiting{Reason: "seller_unavailable", AgentID: "sim-seller", Since: "2030-05-01T10:00:00Z", RetryAt: "2030-05-01T10:02:00Z"}
 	if v.Waiting == nil || *v.Waiting != want {
 		t.Fatalf("waiting = %+v, want %+v (the half-open breaker's probe ends at ProbeUntil)", v.Waiting, want)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcptest"
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apiclient"
 	"github.com/buyflow/buyflow/internal/devstack"
 )
@@ -28,7 +29,7 @@ var campaignSellers = append([]string{devstack.SellerID}, devstack.OtherSellerID
 type campaignRun struct {
 	*buyRun
 	spec apiclient.CampaignSpec
-	sub  apiclient.CampaignSubmitted
+	sub  api.CampaignSubmitted
 }
 
 // beginCampaign prepares a campaign of three legs at the three sellers (budgets 1000, 2000,
@@ -61,7 +62,7 @@ func (r *campaignRun) submitCampaign() {
 	r.sub, r.op = sub, sub.CampaignID
 }
 
-func (r *campaignRun) campaign() apiclient.Campaign {
+func (r *campaignRun) campaign() api.Campaign {
 	r.t.Helper()
 	c, err := r.client.GetCampaign(context.Background(), r.sub.CampaignID)
 	if err != nil {
@@ -96,7 +97,7 @@ func (r *campaignRun) canceled(i int) bool {
 	return false
 }
 
-func (r *campaignRun) wantLegs(c apiclient.Campaign, statuses ...string) {
+func (r *campaignRun) wantLegs(c api.Campaign, statuses ...string) {
 	r.t.Helper()
 	if len(c.Legs) != len(statuses) {
 		r.t.Fatalf("%d legs, want %d", len(c.Legs), len(statuses))
@@ -172,16 +173,16 @@ func TestCampaignAllLegsComplete(t *testing.T) {
 			t.Errorf("leg %d: governance checked %v, want its own PO once", i, checked)
 		}
 		tl, err := r.client.Events(context.Background(), leg.OperationID)
-		if err != nil || !slices.ContainsFunc(tl, func(e apiclient.Event) bool { return e.Type == "outcome_report" }) {
+		if err != nil || !slices.ContainsFunc(tl, func(e api.Event) bool { return e.Type == "outcome_report" }) {
 			t.Errorf("leg %d timeline %v, %v", i, tl, err)
 		}
 	}
 	evs, err := r.client.CampaignEvents(context.Background(), r.sub.CampaignID)
-	if err != nil || !slices.ContainsFunc(evs, func(e apiclient.CampaignEvent) bool { return e.Type == "campaign_submitted" }) {
+	if err != nil || !slices.ContainsFunc(evs, func(e api.CampaignEvent) bool { return e.Type == "campaign_submitted" }) {
 		t.Fatalf("campaign events: %v", err)
 	}
 	for _, leg := range r.sub.Legs {
-		if !slices.ContainsFunc(evs, func(e apiclient.CampaignEvent) bool {
+		if !slices.ContainsFunc(evs, func(e api.CampaignEvent) bool {
 			return e.OperationID == leg.OperationID && e.Type == "seller_call"
 		}) {
 			t.Errorf("the campaign timeline lacks leg %s's seller call", leg.OperationID)
@@ -443,8 +444,8 @@ func TestCampaignOneApprovalCoversAllLegs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		asked := slices.ContainsFunc(tl, func(e apiclient.Event) bool { return e.Type == "approval_requested" })
-		decided := slices.ContainsFunc(tl, func(e apiclient.Event) bool { return e.Type == "decision" && e.Actor == "approver:"+approver })
+		asked := slices.ContainsFunc(tl, func(e api.Event) bool { return e.Type == "approval_requested" })
+		decided := slices.ContainsFunc(tl, func(e api.Event) bool { return e.Type == "decision" && e.Actor == "approver:"+approver })
 		if !asked || !decided {
 			t.Errorf("leg %d's timeline: approval requested %v, decided by %s %v", i, asked, approver, decided)
 		}
@@ -459,7 +460,7 @@ func TestCampaignOneApprovalCoversAllLegs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, typ := range []string{"approval_requested", "approval_viewed", "decision"} {
-		if !slices.ContainsFunc(evs, func(e apiclient.CampaignEvent) bool { return e.OperationID == "" && e.Type == typ }) {
+		if !slices.ContainsFunc(evs, func(e api.CampaignEvent) bool { return e.OperationID == "" && e.Type == typ }) {
 			t.Errorf("the campaign's own timeline lacks %s", typ)
 		}
 	}
@@ -521,7 +522,7 @@ func (r *campaignRun) waitingForTheDecision() {
 // approvedAndCreated approves from link and checks that the one approval released every leg:
 // each created once, at CreateMediaBuy with no approval of its own, the campaign completed
 // with committed and the approver's decision.
-func (r *campaignRun) approvedAndCreated(link, committed string) apiclient.Campaign {
+func (r *campaignRun) approvedAndCreated(link, committed string) api.Campaign {
 	t := r.t
 	t.Helper()
 	if code, heading := decideLink(t, link, "approve"); code != 200 {
@@ -649,7 +650,7 @@ func TestCampaignTotalOverTheThresholdNeedsTheOneApproval(t *testing.T) {
 	}
 	r.waitingForTheDecision()
 	evs, err := r.client.CampaignEvents(context.Background(), r.sub.CampaignID)
-	if err != nil || !slices.ContainsFunc(evs, func(e apiclient.CampaignEvent) bool {
+	if err != nil || !slices.ContainsFunc(evs, func(e api.CampaignEvent) bool {
 		return e.OperationID == "" && e.Type == "approval_requested" && e.Reason == why
 	}) {
 		t.Errorf("the campaign's timeline has no request saying %q (%v)", why, err)
@@ -690,7 +691,7 @@ func TestCampaignApprovalShowsTheTotalTheGateUsed(t *testing.T) {
 		t.Errorf("the requester's view of the approval: %+v, want 10000.25 USD of %v", a, covered)
 	}
 	evs, err := r.client.CampaignEvents(context.Background(), r.sub.CampaignID)
-	if err != nil || !slices.ContainsFunc(evs, func(e apiclient.CampaignEvent) bool {
+	if err != nil || !slices.ContainsFunc(evs, func(e api.CampaignEvent) bool {
 		return e.OperationID == "" && e.Type == "approval_requested" && e.Amount == "10000.25 USD"
 	}) {
 		t.Errorf("the campaign's timeline has no request of 10000.25 USD (%v)", err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apiclient"
 )
 
@@ -45,13 +46,13 @@ func (r *buyRun) change(body string, cancel bool) string {
 
 var changeSeq = 0
 
-func (r *buyRun) try(body string, cancel bool) (apiclient.ChangeAccepted, error) {
+func (r *buyRun) try(body string, cancel bool) (api.ChangeAccepted, error) {
 	changeSeq++
 	return r.client.Change(context.Background(), r.op, fmt.Sprintf("chg-%s-%d", r.po, changeSeq), []byte(body), cancel)
 }
 
 // current is the buy after its changes, as GET /v1/media-buys/{id} shows it.
-func (r *buyRun) current() apiclient.Current {
+func (r *buyRun) current() api.Current {
 	r.t.Helper()
 	op := r.operation()
 	if op.Current == nil {
@@ -60,7 +61,7 @@ func (r *buyRun) current() apiclient.Current {
 	return *op.Current
 }
 
-func wantCurrent(t *testing.T, c apiclient.Current, revision int, state, budget, outcome string) {
+func wantCurrent(t *testing.T, c api.Current, revision int, state, budget, outcome string) {
 	t.Helper()
 	if c.Revision != revision || c.State != state || c.Budget != budget || c.LastOutcome != outcome || c.ChangeInFlight != "" {
 		t.Errorf("current = %+v, want revision %d, %s, budget %s, last outcome %s, nothing in flight", c, revision, state, budget, outcome)

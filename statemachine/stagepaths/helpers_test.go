@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcptest"
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apiclient"
 )
 
@@ -151,7 +152,7 @@ func (r *buyRun) finishNamed(name string, wait time.Duration) []execution {
 }
 
 // operation is the buy as GET /v1/media-buys/{id} shows it.
-func (r *buyRun) operation() apiclient.Operation {
+func (r *buyRun) operation() api.MediaBuy {
 	r.t.Helper()
 	op, err := r.client.Get(context.Background(), r.op)
 	if err != nil {
@@ -175,7 +176,7 @@ func (r *buyRun) timelineOf(id string) []string {
 }
 
 // events is operation id's timeline, oldest first.
-func (r *buyRun) events(id string) []apiclient.Event {
+func (r *buyRun) events(id string) []api.Event {
 	r.t.Helper()
 	evs, err := r.client.Events(context.Background(), id)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apiclient"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -52,7 +53,7 @@ func only(t *testing.T, exs []execution) execution {
 	return exs[0]
 }
 
-func wantStatus(t *testing.T, op apiclient.Operation, status string) {
+func wantStatus(t *testing.T, op api.MediaBuy, status string) {
 	t.Helper()
 	if op.Status != status {
 		t.Errorf("operation %s is %s (reason %q), want %s", op.OperationID, op.Status, op.Reason, status)
