@@ -12,7 +12,7 @@ import (
 type Capabilities struct {
 	SupportedVersions    []string // adcp.supported_versions, e.g. ["3.0","3.1"]
 	MajorVersions        []int    // adcp.major_versions (deprecated)
-	Idempotency          *IdempotencyCapability
+	Idempotency          *idempotencyCapability
 	SupportedProtocols   []string        // supported_protocols
 	ExperimentalFeatures []string        // experimental_features
 	RequestSigning       json.RawMessage // request_signing, verbatim
@@ -21,8 +21,8 @@ type Capabilities struct {
 	Raw json.RawMessage
 }
 
-// IdempotencyCapability is adcp.idempotency.
-type IdempotencyCapability struct {
+// idempotencyCapability is adcp.idempotency.
+type idempotencyCapability struct {
 	Supported          bool `json:"supported"`
 	ReplayTTLSeconds   int  `json:"replay_ttl_seconds"`
 	InFlightMaxSeconds int  `json:"in_flight_max_seconds"`
@@ -78,7 +78,7 @@ func decodeCapabilities(body json.RawMessage) (*Capabilities, error) {
 		AdCP struct {
 			SupportedVersions []string               `json:"supported_versions"`
 			MajorVersions     []int                  `json:"major_versions"`
-			Idempotency       *IdempotencyCapability `json:"idempotency"`
+			Idempotency       *idempotencyCapability `json:"idempotency"`
 		} `json:"adcp"`
 		SupportedProtocols   []string        `json:"supported_protocols"`
 		ExperimentalFeatures []string        `json:"experimental_features"`

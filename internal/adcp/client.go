@@ -190,7 +190,7 @@ func checkIntentKey(in Intent) error {
 	}
 	if err := json.Unmarshal(in.Body, &probe); err != nil {
 		return &ValidationError{Tool: in.Task, Reason: "body is not a JSON object: " + err.Error(),
-			Issues: []Issue{{Reason: "body is not a JSON object"}}}
+			Issues: []issue{{Reason: "body is not a JSON object"}}}
 	}
 	if probe.Key != in.Key {
 		return fmt.Errorf("adcp: send %s: body idempotency_key differs from the intent key", in.Task)

@@ -6,12 +6,12 @@ import (
 	"fmt"
 )
 
-// ToolGetMediaBuyDelivery reads what live media buys delivered. The AdCP 3.1.19 release ships
+// toolGetMediaBuyDelivery reads what live media buys delivered. The AdCP 3.1.19 release ships
 // no request or response schema for it (its compliance storyboards name
 // media-buy/get-media-buy-delivery-request.json, which the release lacks), so its requests are
 // not schema-checked; the per-buy rows follow media-buy-delivery-webhook-result.json's
 // media_buy_deliveries, which the same report carries when it is pushed.
-const ToolGetMediaBuyDelivery = "get_media_buy_delivery"
+const toolGetMediaBuyDelivery = "get_media_buy_delivery"
 
 // GetMediaBuyDeliveryRequest is the request the compliance storyboards send.
 type GetMediaBuyDeliveryRequest struct {
@@ -52,7 +52,7 @@ type DeliveryReport struct {
 
 // GetMediaBuyDelivery reads delivery (fresh idempotency key).
 func (c *Client) GetMediaBuyDelivery(ctx context.Context, agentID string, req GetMediaBuyDeliveryRequest) (*DeliveryReport, error) {
-	resp, err := c.Call(ctx, agentID, ToolGetMediaBuyDelivery, req)
+	resp, err := c.Call(ctx, agentID, toolGetMediaBuyDelivery, req)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +68,7 @@ func (c *Client) GetMediaBuyDelivery(ctx context.Context, agentID string, req Ge
 		MediaBuyDeliveries []MediaBuyDelivery `json:"media_buy_deliveries"`
 	}
 	if err := json.Unmarshal(resp.Body, &w); err != nil {
-		return nil, &Error{Kind: KindProtocol, Agent: agentID, Tool: ToolGetMediaBuyDelivery, Recovery: RecoveryTerminal, Err: fmt.Errorf("decode get_media_buy_delivery: %w", err)}
+		return nil, &Error{Kind: KindProtocol, Agent: agentID, Tool: toolGetMediaBuyDelivery, Recovery: RecoveryTerminal, Err: fmt.Errorf("decode get_media_buy_delivery: %w", err)}
 	}
 	out := &DeliveryReport{Currency: w.Currency, MediaBuys: w.MediaBuyDeliveries, Raw: resp.Body}
 	out.ReportingPeriod.Start, out.ReportingPeriod.End = w.ReportingPeriod.Start, w.ReportingPeriod.End

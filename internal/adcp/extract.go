@@ -20,17 +20,17 @@ const (
 	StatusWorking       TaskStatus = "working"
 	StatusInputRequired TaskStatus = "input-required"
 	StatusCompleted     TaskStatus = "completed"
-	StatusCanceled      TaskStatus = "canceled"
-	StatusFailed        TaskStatus = "failed"
-	StatusRejected      TaskStatus = "rejected"
-	StatusAuthRequired  TaskStatus = "auth-required"
-	StatusUnknown       TaskStatus = "unknown"
+	statusCanceled      TaskStatus = "canceled"
+	statusFailed        TaskStatus = "failed"
+	statusRejected      TaskStatus = "rejected"
+	statusAuthRequired  TaskStatus = "auth-required"
+	statusUnknown       TaskStatus = "unknown"
 )
 
 // Terminal reports whether s ends a task.
 func (s TaskStatus) Terminal() bool {
 	switch s {
-	case StatusCompleted, StatusFailed, StatusCanceled, StatusRejected:
+	case StatusCompleted, statusFailed, statusCanceled, statusRejected:
 		return true
 	}
 	return false
@@ -38,8 +38,8 @@ func (s TaskStatus) Terminal() bool {
 
 func validTaskStatus(s string) bool {
 	switch TaskStatus(s) {
-	case StatusSubmitted, StatusWorking, StatusInputRequired, StatusCompleted, StatusCanceled,
-		StatusFailed, StatusRejected, StatusAuthRequired, StatusUnknown:
+	case StatusSubmitted, StatusWorking, StatusInputRequired, StatusCompleted, statusCanceled,
+		statusFailed, statusRejected, statusAuthRequired, statusUnknown:
 		return true
 	}
 	return false
@@ -84,7 +84,7 @@ type envelope struct {
 // (envelope status failed or rejected, with adcp_error or errors[]), or nil.
 // It is not used for polls: a poll's status describes the polled task.
 func (r *Response) Failure() *Error {
-	if r.Status != StatusFailed && r.Status != StatusRejected {
+	if r.Status != statusFailed && r.Status != statusRejected {
 		return nil
 	}
 	var env envelope

@@ -24,7 +24,7 @@ const (
 	ToolGetMediaBuys        = "get_media_buys"
 	ToolReportPlanOutcome   = "report_plan_outcome"
 	ToolSyncPlans           = "sync_plans"
-	ToolSyncGovernance      = "sync_governance"
+	toolSyncGovernance      = "sync_governance"
 	// ToolGetTaskStatus is the 3.1 polling alias; ToolTasksGet the legacy name
 	// every 3.x agent keeps; ToolTasksGetUnderscore the @adcp/sdk spelling.
 	ToolGetTaskStatus      = "get_task_status"
@@ -48,20 +48,16 @@ var tools = map[string]toolInfo{
 	ToolCreateMediaBuy:      {schema: "media-buy/create-media-buy-request.json", mutating: true},
 	ToolUpdateMediaBuy:      {schema: "media-buy/update-media-buy-request.json", mutating: true},
 	ToolGetMediaBuys:        {schema: "media-buy/get-media-buys-request.json"},
-	ToolGetMediaBuyDelivery: {}, // 3.1.19 ships no schema for it (see delivery.go)
+	toolGetMediaBuyDelivery: {}, // 3.1.19 ships no schema for it (see delivery.go)
 	ToolReportPlanOutcome:   {schema: "governance/report-plan-outcome-request.json", mutating: true},
 	ToolSyncPlans:           {schema: "governance/sync-plans-request.json", mutating: true},
-	ToolSyncGovernance:      {schema: "account/sync-governance-request.json", mutating: true},
+	toolSyncGovernance:      {schema: "account/sync-governance-request.json", mutating: true},
 	ToolGetTaskStatus:       {schema: "protocol/get-task-status-request.json"},
 	ToolTasksGet:            {schema: "core/tasks-get-request.json"},
 	ToolTasksGetUnderscore:  {schema: "core/tasks-get-request.json"},
 	ToolListTasks:           {schema: "protocol/list-tasks-request.json"},
 	ToolTasksList:           {schema: "core/tasks-list-request.json"},
 }
-
-// Mutating reports whether tool is a mutating AdCP task that must be sent
-// through an Intent.
-func Mutating(tool string) bool { return tools[tool].mutating }
 
 // Intent is one mutating call, fixed once: the idempotency key and the exact
 // argument bytes (envelope fields included) never change across retries.

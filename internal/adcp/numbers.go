@@ -17,7 +17,7 @@ func boundNumbers(tool, schema string, body []byte) error {
 	var ne *jsonnum.Error
 	if err := jsonnum.Check(body); errors.As(err, &ne) {
 		return &ValidationError{Tool: tool, Schema: schema, Pointer: ne.Pointer, Reason: ne.Err.Error(),
-			Issues: []Issue{{Pointer: ne.Pointer, Reason: ne.Err.Error()}}}
+			Issues: []issue{{Pointer: ne.Pointer, Reason: ne.Err.Error()}}}
 	}
 	return nil
 }

@@ -21,15 +21,15 @@ const (
 	RoleGovernance Role = "governance"
 )
 
-// WebhookMode is how an agent's webhooks are verified.
-type WebhookMode string
+// webhookMode is how an agent's webhooks are verified.
+type webhookMode string
 
 // Webhook verification modes. The mode is a switch, never a
 // fallback: a webhook signed another way is refused.
 const (
-	WebhookRFC9421 WebhookMode = "rfc9421"
-	WebhookHMAC    WebhookMode = "hmac"
-	WebhookBearer  WebhookMode = "bearer"
+	WebhookRFC9421 webhookMode = "rfc9421"
+	WebhookHMAC    webhookMode = "hmac"
+	WebhookBearer  webhookMode = "bearer"
 )
 
 // Agent is one configured AdCP agent. Only configured agents are ever called.
@@ -49,7 +49,7 @@ type Agent struct {
 
 // WebhookConfig is an agent's webhook verification settings.
 type WebhookConfig struct {
-	Mode WebhookMode `json:"mode"`
+	Mode webhookMode `json:"mode"`
 	// JWKSURI (https) or inline JWKS (a JWK Set object) for rfc9421; exactly one.
 	JWKSURI string          `json:"jwks_uri,omitempty"`
 	JWKS    json.RawMessage `json:"jwks,omitempty"`

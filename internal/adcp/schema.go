@@ -16,12 +16,12 @@ import (
 	"golang.org/x/text/message"
 )
 
-// SchemaVersion is the AdCP schema release requests are validated against.
-const SchemaVersion = "3.1.19"
+// schemaVersion is the AdCP schema release requests are validated against.
+const schemaVersion = "3.1.19"
 
 // schemaBase is the absolute URL the schema files are registered under. The
 // files' own $id values are "/schemas/3.1.19/<path>", which resolve against it.
-const schemaBase = "https://adcp.invalid/schemas/" + SchemaVersion + "/"
+const schemaBase = "https://adcp.invalid/schemas/" + schemaVersion + "/"
 
 // ValidationError reports a request that breaks the AdCP schema. It is
 // returned before anything is sent.
@@ -30,11 +30,11 @@ type ValidationError struct {
 	Schema  string  // schema file, relative to the schema root
 	Pointer string  // JSON pointer of the first offending field, e.g. "/idempotency_key"
 	Reason  string  // what is wrong there
-	Issues  []Issue // every leaf violation, Pointer order
+	Issues  []issue // every leaf violation, Pointer order
 }
 
-// Issue is one schema violation.
-type Issue struct {
+// issue is one schema violation.
+type issue struct {
 	Pointer string // RFC 6901 pointer into the request
 	Reason  string
 }
@@ -173,11 +173,11 @@ func (v *Validator) ValidateRequest(tool string, body []byte) error {
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
 	if err != nil {
 		return &ValidationError{Tool: tool, Schema: t.schema, Reason: "body is not JSON: " + err.Error(),
-			Issues: []Issue{{Reason: "body is not JSON"}}}
+			Issues: []issue{{Reason: "body is not JSON"}}}
 	}
 	if _, ok := inst.(map[string]any); !ok {
 		return &ValidationError{Tool: tool, Schema: t.schema, Reason: "arguments must be a JSON object",
-			Issues: []Issue{{Reason: "arguments must be a JSON object"}}}
+			Issues: []issue{{Reason: "arguments must be a JSON object"}}}
 	}
 	err = validateRecovering(s, inst)
 	if err == nil {
@@ -199,8 +199,8 @@ var printer = message.NewPrinter(language.English)
 
 // leafIssues flattens a validation error tree into its leaves, most specific
 // (deepest pointer) first.
-func leafIssues(root *jsonschema.ValidationError) []Issue {
-	var out []Issue
+func leafIssues(root *jsonschema.ValidationError) []issue {
+	var out []issue
 	var walk func(e *jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) > 0 {
@@ -216,7 +216,7 @@ func leafIssues(root *jsonschema.ValidationError) []Issue {
 		if dep, ok := e.ErrorKind.(*kind.Dependency); ok && len(dep.Missing) > 0 {
 			p += "/" + escapePointer(dep.Missing[0])
 		}
-		out = append(out, Issue{Pointer: p, Reason: e.ErrorKind.LocalizedString(printer)})
+		out = append(out, issue{Pointer: p, Reason: e.ErrorKind.LocalizedString(printer)})
 	}
 	walk(root)
 	sort.SliceStable(out, func(i, j int) bool {

@@ -22,15 +22,15 @@ type BrandRef struct {
 	BrandID string `json:"brand_id,omitempty"`
 }
 
-// Money is {amount, currency} as used by total_budget in requests. Amounts are JSON numbers
+// money is {amount, currency} as used by total_budget in requests. Amounts are JSON numbers
 // kept as written (exact decimals), never floats.
-type Money struct {
+type money struct {
 	Amount   json.Number `json:"amount"`
 	Currency string      `json:"currency"`
 }
 
-// FormatID is core/format-id.json.
-type FormatID struct {
+// formatID is core/format-id.json.
+type formatID struct {
 	AgentURL string `json:"agent_url"`
 	ID       string `json:"id"`
 }
@@ -54,7 +54,7 @@ type PackageRequest struct {
 	Impressions     *float64        `json:"impressions,omitempty"`
 	StartTime       string          `json:"start_time,omitempty"`
 	EndTime         string          `json:"end_time,omitempty"`
-	FormatIDs       []FormatID      `json:"format_ids,omitempty"`
+	FormatIDs       []formatID      `json:"format_ids,omitempty"`
 	Targeting       json.RawMessage `json:"targeting_overlay,omitempty"`
 	Context         json.RawMessage `json:"context,omitempty"`
 	Ext             json.RawMessage `json:"ext,omitempty"`
@@ -70,7 +70,7 @@ type CreateMediaBuyRequest struct {
 	EndTime                string                  `json:"end_time,omitempty"`
 	Packages               []PackageRequest        `json:"packages,omitempty"`
 	ProposalID             string                  `json:"proposal_id,omitempty"`
-	TotalBudget            *Money                  `json:"total_budget,omitempty"`
+	TotalBudget            *money                  `json:"total_budget,omitempty"`
 	PlanID                 string                  `json:"plan_id,omitempty"`
 	PONumber               string                  `json:"po_number,omitempty"`
 	Paused                 *bool                   `json:"paused,omitempty"`
@@ -195,11 +195,11 @@ func DecodeMediaBuy(body json.RawMessage) (*MediaBuyResult, error) {
 		r.Shape = ShapeInterim
 		return r, nil
 	}
-	if e := failureFromEnvelope(envelope{AdCPError: w.AdCPError, Errors: w.Errors}); e != nil && (w.MediaBuyID == "" || resp.Status == StatusFailed || resp.Status == StatusRejected) {
+	if e := failureFromEnvelope(envelope{AdCPError: w.AdCPError, Errors: w.Errors}); e != nil && (w.MediaBuyID == "" || resp.Status == statusFailed || resp.Status == statusRejected) {
 		r.Shape = ShapeError
 		return r, e
 	}
-	if resp.Status == StatusFailed || resp.Status == StatusRejected || resp.Status == StatusCanceled {
+	if resp.Status == statusFailed || resp.Status == statusRejected || resp.Status == statusCanceled {
 		r.Shape = ShapeError
 		return r, &Error{Kind: KindAdCP, Recovery: RecoveryTerminal, Message: "task " + string(resp.Status) + ": " + resp.Message}
 	}
@@ -276,8 +276,8 @@ type Condition struct {
 	Reason        string          `json:"reason"`
 }
 
-// Finding is one governance finding.
-type Finding struct {
+// finding is one governance finding.
+type finding struct {
 	CategoryID  string          `json:"category_id"`
 	PolicyID    string          `json:"policy_id,omitempty"`
 	Severity    string          `json:"severity"`
@@ -296,7 +296,7 @@ type GovernanceResult struct {
 	PlanID            string
 	Explanation       string
 	Conditions        []Condition
-	Findings          []Finding
+	Findings          []finding
 	ExpiresAt         string
 	GovernanceContext string
 	Raw               json.RawMessage
@@ -318,7 +318,7 @@ func DecodeGovernance(body json.RawMessage) (*GovernanceResult, error) {
 		PlanID            string      `json:"plan_id"`
 		Explanation       string      `json:"explanation"`
 		Conditions        []Condition `json:"conditions"`
-		Findings          []Finding   `json:"findings"`
+		Findings          []finding   `json:"findings"`
 		ExpiresAt         string      `json:"expires_at"`
 		GovernanceContext string      `json:"governance_context"`
 	}
@@ -391,7 +391,7 @@ type OutcomeResult struct {
 	OutcomeID       string
 	OutcomeState    string // "outcome_state" (3.1) or root "status" (3.0): accepted | findings
 	CommittedBudget *json.Number
-	Findings        []Finding
+	Findings        []finding
 	PlanSummary     json.RawMessage
 	Replayed        bool
 	Raw             json.RawMessage
@@ -410,7 +410,7 @@ func DecodeOutcome(body json.RawMessage) (*OutcomeResult, error) {
 		OutcomeID       string          `json:"outcome_id"`
 		OutcomeState    string          `json:"outcome_state"`
 		CommittedBudget *json.Number    `json:"committed_budget"`
-		Findings        []Finding       `json:"findings"`
+		Findings        []finding       `json:"findings"`
 		PlanSummary     json.RawMessage `json:"plan_summary"`
 		Errors          []ErrorDetail   `json:"errors"`
 	}
@@ -527,7 +527,7 @@ type TaskStatusResult struct {
 // Failure returns the polled task's failure as *Error (nil unless the task
 // failed or was rejected).
 func (t *TaskStatusResult) Failure() *Error {
-	if t.Status != StatusFailed && t.Status != StatusRejected {
+	if t.Status != statusFailed && t.Status != statusRejected {
 		return nil
 	}
 	if t.Error != nil && t.Error.Code != "" {

@@ -25,8 +25,8 @@ import (
 
 // Version strings the agents speak.
 const (
-	// Version31 is the default wire version: flat 3.1 responses.
-	Version31 = "3.1"
+	// version31 is the default wire version: flat 3.1 responses.
+	version31 = "3.1"
 	// Version30 selects the 3.0 field names (check_governance status instead
 	// of verdict, report_plan_outcome status instead of outcome_state, media
 	// buy status at the root of a create/update success, no adcp_version).
@@ -71,7 +71,7 @@ type AdcpError struct {
 	// RetryAfter is the wait in seconds for transient errors (1–3600).
 	RetryAfter float64 `json:"retry_after,omitempty"`
 	// Issues lists schema violations (INVALID_REQUEST).
-	Issues []SchemaIssue `json:"issues,omitempty"`
+	Issues []schemaIssue `json:"issues,omitempty"`
 	// Details carries code-specific data (e.g. error-details/rate-limited.json).
 	Details map[string]any `json:"details,omitempty"`
 	// Recovery is transient, correctable or terminal.
@@ -141,7 +141,7 @@ func newAgent(o commonOptions) *agent {
 		o.Now = time.Now
 	}
 	if o.Version == "" {
-		o.Version = Version31
+		o.Version = version31
 	}
 	if o.SlowDelay == 0 {
 		o.SlowDelay = 2 * time.Second
@@ -470,7 +470,7 @@ func (a *agent) envelope(c *call, body map[string]any, e *AdcpError) map[string]
 		out["context"] = ctxRaw
 	}
 	if c.version != Version30 {
-		out["adcp_version"] = Version31
+		out["adcp_version"] = version31
 	}
 	if _, ok := out["timestamp"]; !ok {
 		out["timestamp"] = c.now.Format(time.RFC3339)

@@ -14,8 +14,8 @@ type GovernanceBehavior string
 
 // Governance behaviours.
 const (
-	// GovApproved approves with check_id, governance_context and expires_at.
-	GovApproved GovernanceBehavior = "approved"
+	// govApproved approves with check_id, governance_context and expires_at.
+	govApproved GovernanceBehavior = "approved"
 	// GovDenied denies with a critical finding.
 	GovDenied GovernanceBehavior = "denied"
 	// GovConditions answers conditions with one machine-actionable
@@ -25,14 +25,14 @@ const (
 	// GovConditionsAdvisory answers conditions without required_value (a
 	// person must decide); after three such rounds for a plan it denies.
 	GovConditionsAdvisory GovernanceBehavior = "conditions_advisory"
-	// GovAsyncReview answers submitted (human review); the task completes
+	// govAsyncReview answers submitted (human review); the task completes
 	// approved on the next step (poll, Advance, StepInterval).
-	GovAsyncReview GovernanceBehavior = "async_review"
-	// GovAsyncDenied is GovAsyncReview that resolves denied.
-	GovAsyncDenied GovernanceBehavior = "async_review_denied"
+	govAsyncReview GovernanceBehavior = "async_review"
+	// govAsyncDenied is GovAsyncReview that resolves denied.
+	govAsyncDenied GovernanceBehavior = "async_review_denied"
 )
 
-var govBehaviors = []string{string(GovApproved), string(GovDenied), string(GovConditions), string(GovConditionsAdvisory), string(GovAsyncReview), string(GovAsyncDenied)}
+var govBehaviors = []string{string(govApproved), string(GovDenied), string(GovConditions), string(GovConditionsAdvisory), string(govAsyncReview), string(govAsyncDenied)}
 
 // GovernanceOptions configures a simulated campaign-governance agent.
 type GovernanceOptions struct {
@@ -98,7 +98,7 @@ func NewGovernance(opts GovernanceOptions) *Governance {
 		opts.Token = DefaultGovernanceToken
 	}
 	if opts.Behavior == "" {
-		opts.Behavior = GovApproved
+		opts.Behavior = govApproved
 	}
 	if opts.TokenTTL == 0 {
 		opts.TokenTTL = 15 * time.Minute
@@ -210,9 +210,9 @@ func (g *Governance) checkGovernance(_ context.Context, c *call) reply {
 	}
 	b := g.behavior(c)
 	switch b {
-	case GovAsyncReview, GovAsyncDenied:
-		final := GovApproved
-		if b == GovAsyncDenied {
+	case govAsyncReview, govAsyncDenied:
+		final := govApproved
+		if b == govAsyncDenied {
 			final = GovDenied
 		}
 		t := g.newTask(c, "check_governance", "governance", "submitted", []string{"completed"},
@@ -251,7 +251,7 @@ func (g *Governance) verdict(c *call, b GovernanceBehavior) map[string]any {
 		g.mu.Unlock()
 		cur, curOK := firstBudget(payload)
 		if asked && curOK && cur == want {
-			b = GovApproved
+			b = govApproved
 			break
 		}
 		if !asked {
@@ -282,7 +282,7 @@ func (g *Governance) verdict(c *call, b GovernanceBehavior) map[string]any {
 		body["expires_at"] = now.Add(ttl).Format(time.RFC3339)
 	}
 	switch b {
-	case GovApproved:
+	case govApproved:
 		exp := now.Add(ttl)
 		body["verdict"] = "approved"
 		body["explanation"] = "within plan budget and policy"

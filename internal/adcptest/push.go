@@ -26,26 +26,26 @@ type WebhookFault string
 
 // Webhook faults; the per-request tokens are the same strings.
 const (
-	// FaultDrop drops the terminal notification (intermediate ones go out).
-	FaultDrop WebhookFault = "wh_drop"
+	// faultDrop drops the terminal notification (intermediate ones go out).
+	faultDrop WebhookFault = "wh_drop"
 	// FaultDropAll drops every notification.
 	FaultDropAll WebhookFault = "wh_drop_all"
-	// FaultDuplicate delivers every notification twice with the same
+	// faultDuplicate delivers every notification twice with the same
 	// idempotency_key.
-	FaultDuplicate WebhookFault = "wh_duplicate"
-	// FaultOutOfOrder holds intermediate notifications and delivers them
+	faultDuplicate WebhookFault = "wh_duplicate"
+	// faultOutOfOrder holds intermediate notifications and delivers them
 	// after the terminal one (an older status after a newer one).
-	FaultOutOfOrder WebhookFault = "wh_out_of_order"
-	// FaultDelay waits WebhookDelay before each delivery.
-	FaultDelay WebhookFault = "wh_delay"
+	faultOutOfOrder WebhookFault = "wh_out_of_order"
+	// faultDelay waits WebhookDelay before each delivery.
+	faultDelay WebhookFault = "wh_delay"
 	// FaultBadSignature corrupts the signature (or bearer credential).
 	FaultBadSignature WebhookFault = "wh_bad_signature"
 )
 
-var allFaults = []WebhookFault{FaultDrop, FaultDropAll, FaultDuplicate, FaultOutOfOrder, FaultDelay, FaultBadSignature}
+var allFaults = []WebhookFault{faultDrop, FaultDropAll, faultDuplicate, faultOutOfOrder, faultDelay, FaultBadSignature}
 
-// Delivery is one recorded webhook POST attempt (or a dropped one).
-type Delivery struct {
+// delivery is one recorded webhook POST attempt (or a dropped one).
+type delivery struct {
 	// TaskID and Status are the task and status the notification reports.
 	TaskID, Status string
 	// IdempotencyKey is the payload's idempotency_key (stable across retries
@@ -163,7 +163,7 @@ func (s *Seller) notify(t *Task) {
 	_ = enc.Encode(payload)
 	ev := webhookEvent{status: t.Status, key: payload["idempotency_key"].(string), notifID: payload["notification_id"].(string), body: bytes.TrimSpace(buf.Bytes())}
 	faults := s.faultsFor(t)
-	if faults[FaultOutOfOrder] && !terminal(t.Status) {
+	if faults[faultOutOfOrder] && !terminal(t.Status) {
 		t.held = append(t.held, ev)
 		s.mu.Unlock()
 		return
@@ -202,16 +202,16 @@ func (s *Seller) drain(t *Task, faults map[WebhookFault]bool) {
 
 func (s *Seller) deliver(taskID string, pc PushConfig, ev webhookEvent, faults map[WebhookFault]bool) {
 	var applied []WebhookFault
-	if faults[FaultDropAll] || faults[FaultDrop] && terminal(ev.status) {
-		f := FaultDrop
+	if faults[FaultDropAll] || faults[faultDrop] && terminal(ev.status) {
+		f := faultDrop
 		if faults[FaultDropAll] {
 			f = FaultDropAll
 		}
-		s.recordDelivery(Delivery{TaskID: taskID, Status: ev.status, IdempotencyKey: ev.key, URL: pc.URL, Dropped: true, Faults: []WebhookFault{f}, Body: ev.body, Time: s.now()})
+		s.recordDelivery(delivery{TaskID: taskID, Status: ev.status, IdempotencyKey: ev.key, URL: pc.URL, Dropped: true, Faults: []WebhookFault{f}, Body: ev.body, Time: s.now()})
 		return
 	}
-	if faults[FaultDelay] {
-		applied = append(applied, FaultDelay)
+	if faults[faultDelay] {
+		applied = append(applied, faultDelay)
 		select {
 		case <-time.After(s.push.delay):
 		case <-s.closing:
@@ -220,12 +220,12 @@ func (s *Seller) deliver(taskID string, pc PushConfig, ev webhookEvent, faults m
 	if faults[FaultBadSignature] {
 		applied = append(applied, FaultBadSignature)
 	}
-	if faults[FaultOutOfOrder] && !terminal(ev.status) {
-		applied = append(applied, FaultOutOfOrder)
+	if faults[faultOutOfOrder] && !terminal(ev.status) {
+		applied = append(applied, faultOutOfOrder)
 	}
 	times := 1
-	if faults[FaultDuplicate] {
-		applied = append(applied, FaultDuplicate)
+	if faults[faultDuplicate] {
+		applied = append(applied, faultDuplicate)
 		times = 2
 	}
 	for range times {
@@ -238,7 +238,7 @@ func (s *Seller) deliver(taskID string, pc PushConfig, ev webhookEvent, faults m
 func (s *Seller) send(taskID string, pc PushConfig, ev webhookEvent, applied []WebhookFault, corrupt bool) {
 	backoff := s.push.backoff
 	for attempt := 1; attempt <= s.push.maxAttempts; attempt++ {
-		d := Delivery{TaskID: taskID, Status: ev.status, IdempotencyKey: ev.key, URL: pc.URL, Attempt: attempt, Faults: applied, Body: ev.body, Time: s.now()}
+		d := delivery{TaskID: taskID, Status: ev.status, IdempotencyKey: ev.key, URL: pc.URL, Attempt: attempt, Faults: applied, Body: ev.body, Time: s.now()}
 		code, hdr, err := s.post(pc, ev.body, corrupt)
 		d.StatusCode, d.Header = code, hdr
 		if err != nil {
@@ -334,15 +334,15 @@ func corruptSignature(h http.Header) {
 }
 
 // Deliveries returns every recorded webhook delivery attempt in order.
-func (s *Seller) Deliveries() []Delivery {
+func (s *Seller) Deliveries() []delivery {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Delivery(nil), s.deliveries...)
+	return append([]delivery(nil), s.deliveries...)
 }
 
 // WaitDeliveries blocks until at least n deliveries are recorded or
 // timeout passes, and returns them.
-func (s *Seller) WaitDeliveries(n int, timeout time.Duration) []Delivery {
+func (s *Seller) WaitDeliveries(n int, timeout time.Duration) []delivery {
 	deadline := time.Now().Add(timeout)
 	for {
 		d := s.Deliveries()
@@ -353,7 +353,7 @@ func (s *Seller) WaitDeliveries(n int, timeout time.Duration) []Delivery {
 	}
 }
 
-func (s *Seller) recordDelivery(d Delivery) {
+func (s *Seller) recordDelivery(d delivery) {
 	s.mu.Lock()
 	s.deliveries = append(s.deliveries, d)
 	s.mu.Unlock()

@@ -152,8 +152,8 @@ func (v *Validator) ValidateRequest(tool string, raw []byte) error {
 	return v.Validate(rel, raw)
 }
 
-// SchemaIssue is one leaf schema violation.
-type SchemaIssue struct {
+// schemaIssue is one leaf schema violation.
+type schemaIssue struct {
 	// Pointer is the RFC 6901 pointer of the offending value.
 	Pointer string `json:"pointer"`
 	// Message says what is wrong.
@@ -172,7 +172,7 @@ type SchemaError struct {
 	// Message summarises the first issue.
 	Message string
 	// Issues lists every leaf violation, most specific first.
-	Issues []SchemaIssue
+	Issues []schemaIssue
 }
 
 func (e *SchemaError) Error() string {
@@ -209,7 +209,7 @@ func newSchemaError(rel string, ve *jsonschema.ValidationError) *SchemaError {
 		if kp := l.ErrorKind.KeywordPath(); len(kp) > 0 {
 			kw = kp[len(kp)-1]
 		}
-		se.Issues = append(se.Issues, SchemaIssue{Pointer: pointer(loc), Message: msg, Keyword: kw})
+		se.Issues = append(se.Issues, schemaIssue{Pointer: pointer(loc), Message: msg, Keyword: kw})
 	}
 	// Deepest location first: it names the field most precisely.
 	sort.SliceStable(se.Issues, func(i, j int) bool {

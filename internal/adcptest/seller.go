@@ -23,14 +23,14 @@ const (
 	SellerAsyncComplete SellerBehavior = "async_complete"
 	// SellerAsyncFail answers submitted; the task then goes working → failed.
 	SellerAsyncFail SellerBehavior = "async_fail"
-	// SellerInputRequired answers input-required (reason APPROVAL_REQUIRED);
+	// sellerInputRequired answers input-required (reason APPROVAL_REQUIRED);
 	// the task then goes working → completed.
-	SellerInputRequired SellerBehavior = "input_required"
-	// SellerRejected answers rejected with errors[] and starts no task.
-	SellerRejected SellerBehavior = "rejected"
+	sellerInputRequired SellerBehavior = "input_required"
+	// sellerRejected answers rejected with errors[] and starts no task.
+	sellerRejected SellerBehavior = "rejected"
 )
 
-var sellerBehaviors = []string{string(SellerSync), string(SellerAsyncComplete), string(SellerAsyncFail), string(SellerInputRequired), string(SellerRejected)}
+var sellerBehaviors = []string{string(SellerSync), string(SellerAsyncComplete), string(SellerAsyncFail), string(sellerInputRequired), string(sellerRejected)}
 
 // IdempotencyMode says what get_adcp_capabilities declares.
 type IdempotencyMode string
@@ -52,8 +52,8 @@ type PollTools string
 
 // Polling tool sets.
 const (
-	// PollBoth registers get_task_status/list_tasks and tasks/get/tasks/list.
-	PollBoth PollTools = ""
+	// pollBoth registers get_task_status/list_tasks and tasks/get/tasks/list.
+	pollBoth PollTools = ""
 	// PollAliasOnly registers only get_task_status and list_tasks.
 	PollAliasOnly PollTools = "alias"
 	// PollLegacyOnly registers only tasks/get and tasks/list.
@@ -138,7 +138,7 @@ type Seller struct {
 	wg         sync.WaitGroup
 	buys       map[string]*mediaBuy
 	buyOrder   []string
-	deliveries []Delivery
+	deliveries []delivery
 	// delivered is what get_media_buy_delivery reports per media buy (SetDelivered).
 	delivered map[string]delivered
 }
@@ -290,7 +290,7 @@ func (s *Seller) runScripted(c *call, taskType string, done func() (map[string]a
 	}
 	b := s.behavior(c)
 	switch b {
-	case SellerRejected:
+	case sellerRejected:
 		e := map[string]any{"code": "POLICY_VIOLATION", "message": "the publisher declined this buy", "recovery": "terminal"}
 		return reply{body: map[string]any{"status": "rejected", "message": "the publisher declined this buy", "errors": []any{e}}}
 	case SellerSync:
@@ -321,7 +321,7 @@ func (s *Seller) runScripted(c *call, taskType string, done func() (map[string]a
 	switch b {
 	case SellerAsyncFail:
 		remaining = []string{"working", "failed"}
-	case SellerInputRequired:
+	case sellerInputRequired:
 		status, msg = "input-required", "buyer approval required: confirm the budget"
 	}
 	t := s.newTask(c, taskType, "media-buy", status, remaining, finish)

@@ -27,17 +27,17 @@ func refuse(status int, code, field, format string, args ...any) *InputError {
 	return &InputError{Status: status, Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
-// NewAgent is the body of an add: the agent's AdCP configuration (the fields of an entry of
+// newAgent is the body of an add: the agent's AdCP configuration (the fields of an entry of
 // the CDK context's agents document) and its settings.
-type NewAgent struct {
+type newAgent struct {
 	adcp.Agent
 	Settings json.RawMessage `json:"settings,omitempty"`
 }
 
-// Patch is the body of an update: each field present replaces the stored one; "webhook":
+// patch is the body of an update: each field present replaces the stored one; "webhook":
 // null removes a governance agent's webhook settings. The id and role never change (an agent
 // with open buys keeps its meaning): add another agent instead.
-type Patch struct {
+type patch struct {
 	Role          *adcp.Role      `json:"role,omitempty"`
 	MCPURL        *string         `json:"mcp_url,omitempty"`
 	CredentialRef *string         `json:"credential_ref,omitempty"`
@@ -73,7 +73,7 @@ func decodeStrict(body []byte, v any) error {
 // ParseNewAgent decodes and validates an add. secretPrefix is the prefix every secret the
 // agent names must lie under (the only secrets the functions may read).
 func ParseNewAgent(body []byte, secretPrefix string) (registry.Record, error) {
-	var in NewAgent
+	var in newAgent
 	if err := decodeStrict(body, &in); err != nil {
 		return registry.Record{}, err
 	}
@@ -87,7 +87,7 @@ func ParseNewAgent(body []byte, secretPrefix string) (registry.Record, error) {
 // ParsePatch decodes an update into a change of the stored record (validated by the store's
 // caller before it is written).
 func ParsePatch(body []byte) (registry.Change, error) {
-	var p Patch
+	var p patch
 	if err := decodeStrict(body, &p); err != nil {
 		return nil, err
 	}

@@ -39,9 +39,9 @@ type Registry interface {
 	History(ctx context.Context, id string) ([]registry.Event, error)
 }
 
-// Prober asks an agent what it supports; *adcp.Client satisfies it (built over the store, so
+// prober asks an agent what it supports; *adcp.Client satisfies it (built over the store, so
 // it calls only agents the registry has).
-type Prober interface {
+type prober interface {
 	Capabilities(ctx context.Context, agentID string) (*adcp.Capabilities, error)
 	Tools(ctx context.Context, agentID string) (map[string]bool, error)
 }
@@ -49,7 +49,7 @@ type Prober interface {
 // Config wires the service.
 type Config struct {
 	Registry Registry
-	Prober   Prober
+	Prober   prober
 	// SecretPrefix is the prefix every secret an agent names must lie under.
 	SecretPrefix string
 	// Operators are the IAM principals allowed to call the API: user ARNs, or role ARNs that
@@ -379,6 +379,6 @@ func (s *Service) LoadSeed(ctx context.Context, doc string) ([]string, error) {
 	return added, nil
 }
 
-// Event is what the agents function is invoked with: an HTTP API request, a CloudFormation
+// event is what the agents function is invoked with: an HTTP API request, a CloudFormation
 // custom resource request (the seed), or the schedule's {"action":"refresh_capabilities"}.
-type Event = json.RawMessage
+type event = json.RawMessage

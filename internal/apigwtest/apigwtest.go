@@ -21,8 +21,8 @@ import (
 
 // IAM identity of the caller of [IAMRequest]: an assumed role of account Account.
 const (
-	Account = "111122223333"
-	UserARN = "arn:aws:sts::111122223333:assumed-role/Buyer/alice"
+	account = "111122223333"
+	userARN = "arn:aws:sts::111122223333:assumed-role/Buyer/alice"
 )
 
 // IAMRequest is the event API Gateway sends for method and path when IAM (SigV4) authorized
@@ -38,14 +38,14 @@ func IAMRequest(method, path string) events.APIGatewayV2HTTPRequest {
 			RequestID: "req-1", Stage: "$default",
 			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: path},
 			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
-				IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{AccountID: Account, UserARN: UserARN},
+				IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{AccountID: account, UserARN: userARN},
 			},
 		},
 	}
 }
 
-// MaxBody is the largest request body Request reads (API Gateway's payload limit is 10 MB).
-const MaxBody = 10 << 20
+// maxBody is the largest request body Request reads (API Gateway's payload limit is 10 MB).
+const maxBody = 10 << 20
 
 // Request converts r into the event API Gateway sends for routeKey ("POST /v1/x/{id}") with
 // pathParams: lower-case header names with repeated values joined by commas, cookies moved to
@@ -54,7 +54,7 @@ const MaxBody = 10 << 20
 // source IP without its port). The authorizer is left empty: IAM identity is the caller's to
 // add.
 func Request(r *http.Request, routeKey string, pathParams map[string]string) (events.APIGatewayV2HTTPRequest, error) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody))
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
 	if err != nil {
 		return events.APIGatewayV2HTTPRequest{}, err
 	}

@@ -9,15 +9,15 @@ import (
 	"github.com/buyflow/buyflow/internal/slack"
 )
 
-// SecretGetter reads a secret's value by name; *secrets.Store satisfies it (once per cold
+// secretGetter reads a secret's value by name; *secrets.Store satisfies it (once per cold
 // start).
-type SecretGetter interface {
+type secretGetter interface {
 	Get(ctx context.Context, name string) ([]byte, error)
 }
 
 // LoadSigner reads the link-signing keys from the secret name and returns a Signer on now.
 // Errors name the secret, never its value.
-func LoadSigner(ctx context.Context, sg SecretGetter, name string, now func() time.Time) (*approvalcore.Signer, error) {
+func LoadSigner(ctx context.Context, sg secretGetter, name string, now func() time.Time) (*approvalcore.Signer, error) {
 	raw, err := sg.Get(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("approval: link keys: %w", err)
@@ -32,7 +32,7 @@ func LoadSigner(ctx context.Context, sg SecretGetter, name string, now func() ti
 // LoadSlack reads the Slack secret name and returns the client and how requests are
 // delivered: Direct (one DM per approver) for a bot token, Shared (one channel message) for
 // an incoming webhook.
-func LoadSlack(ctx context.Context, sg SecretGetter, name string, opts ...slack.Option) (slack.Client, slack.Delivery, error) {
+func LoadSlack(ctx context.Context, sg secretGetter, name string, opts ...slack.Option) (slack.Client, slack.Delivery, error) {
 	raw, err := sg.Get(ctx, name)
 	if err != nil {
 		return nil, 0, fmt.Errorf("approval: slack: %w", err)
@@ -54,7 +54,7 @@ func LoadSlack(ctx context.Context, sg SecretGetter, name string, opts ...slack.
 // FromSecrets is the part of a Config both approval Lambdas read from Secrets Manager once per
 // cold start: the link signer (on time.Now) from the keys secret linkKeys, the Slack client and
 // its delivery from the secret slackSecret. The caller fills in the rest.
-func FromSecrets(ctx context.Context, sg SecretGetter, linkKeys, slackSecret string) (Config, error) {
+func FromSecrets(ctx context.Context, sg secretGetter, linkKeys, slackSecret string) (Config, error) {
 	signer, err := LoadSigner(ctx, sg, linkKeys, time.Now)
 	if err != nil {
 		return Config{}, err

@@ -23,8 +23,8 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// Ledger is the part of the ledger the approval use cases need; *ledger.Store satisfies it.
-type Ledger interface {
+// ledger is the part of the ledger the approval use cases need; *ledger.Store satisfies it.
+type ledger interface {
 	CreateApproval(ctx context.Context, a record.Approval) (*record.Approval, error)
 	GetApproval(ctx context.Context, id string) (*record.Approval, error)
 	GetIntent(ctx context.Context, tenant, operationID, task string) (*record.Intent, error)
@@ -44,7 +44,7 @@ type Ledger interface {
 // picks the approvers, approve maps the IAM callers of the approver routes), the public root
 // of the links and the clock.
 type Config struct {
-	Ledger Ledger
+	Ledger ledger
 	// Slack posts and updates messages; Delivery says whether each approver gets a direct
 	// message (bot) or one shared message goes to a channel (webhook).
 	Slack    slack.Client

@@ -79,9 +79,9 @@ type ConditionRecord struct {
 	NeedsPerson bool   `json:"needs_person,omitempty"`
 }
 
-// MaxChangeLines bounds the lines a change shows (a budget change sets at most 100 packages,
+// maxChangeLines bounds the lines a change shows (a budget change sets at most 100 packages,
 // plus its total).
-const MaxChangeLines = 120
+const maxChangeLines = 120
 
 // ParseChange reads a stored ChangeRecord. Every amount is read exactly in the record's
 // currency; a record it cannot read fully is an error, so that an approver is never shown
@@ -97,8 +97,8 @@ func ParseChange(raw []byte) (ChangeReview, Verdict, error) {
 	if r.BuyID == "" || r.Kind == "" {
 		return ChangeReview{}, Verdict{}, errors.New("approval change: the record names no buy or kind")
 	}
-	if len(r.Lines) == 0 || len(r.Lines) > MaxChangeLines {
-		return ChangeReview{}, Verdict{}, fmt.Errorf("approval change: %d lines; a change shows 1 to %d", len(r.Lines), MaxChangeLines)
+	if len(r.Lines) == 0 || len(r.Lines) > maxChangeLines {
+		return ChangeReview{}, Verdict{}, fmt.Errorf("approval change: %d lines; a change shows 1 to %d", len(r.Lines), maxChangeLines)
 	}
 	amount := func(s, what string) (Money, error) {
 		a, err := money.ParseDecimal(strings.TrimSpace(s), r.Currency)

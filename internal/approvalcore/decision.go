@@ -205,7 +205,7 @@ func check(a Approval, approver string, now time.Time) (Outcome, error) {
 	if approver != "" && approver == a.Requester {
 		return Outcome{}, ErrSelfApproval
 	}
-	if !IsApprover(a, approver) {
+	if !isApprover(a, approver) {
 		return Outcome{}, ErrNotApprover
 	}
 	switch a.Status {
@@ -257,26 +257,26 @@ func Decide(a Approval, d DecisionRequest, now time.Time) (Outcome, error) {
 	default:
 		return Outcome{}, ErrInvalidDecision
 	}
-	comment, err := NormalizeComment(d.Comment)
+	comment, err := normalizeComment(d.Comment)
 	if err != nil {
 		return Outcome{}, err
 	}
 	return Outcome{Result: ResultDecided, Status: status, By: d.Approver, At: now.UTC(), Comment: comment, Record: true}, nil
 }
 
-// IsApprover reports whether approver may decide a: listed among the
+// isApprover reports whether approver may decide a: listed among the
 // approvers or the escalation approvers. The empty id is never an approver.
-func IsApprover(a Approval, approver string) bool {
+func isApprover(a Approval, approver string) bool {
 	if approver == "" {
 		return false
 	}
 	return slices.Contains(a.Approvers, approver) || slices.Contains(a.EscalationApprovers, approver)
 }
 
-// NormalizeComment trims surrounding space, turns CRLF into LF and checks the
+// normalizeComment trims surrounding space, turns CRLF into LF and checks the
 // comment: valid UTF-8, no control characters other than newline and tab, at
 // most MaxCommentRunes runes.
-func NormalizeComment(s string) (string, error) {
+func normalizeComment(s string) (string, error) {
 	if !utf8.ValidString(s) {
 		return "", ErrInvalidComment
 	}

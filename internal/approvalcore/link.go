@@ -44,14 +44,14 @@ var SignedParams = []string{ParamApprover, ParamExpires, ParamKeyID, ParamSignat
 
 // Limits on link fields and keys.
 const (
-	// MinKeyBytes is the shortest signing key ParseKeys accepts (256 bits).
-	MinKeyBytes = 32
+	// minKeyBytes is the shortest signing key ParseKeys accepts (256 bits).
+	minKeyBytes = 32
 	// MaxApprovalIDLen is the longest approval id a link may carry.
 	MaxApprovalIDLen = 128
-	// MaxApproverLen is the longest approver id a link may carry, in bytes.
-	MaxApproverLen = 256
-	// MaxKeyIDLen is the longest key id, in bytes.
-	MaxKeyIDLen = 64
+	// maxApproverLen is the longest approver id a link may carry, in bytes.
+	maxApproverLen = 256
+	// maxKeyIDLen is the longest key id, in bytes.
+	maxKeyIDLen = 64
 	// MaxLinkLifetime bounds how far ahead Sign accepts an expiry, so a
 	// leaked link cannot stay valid for long.
 	MaxLinkLifetime = 30 * 24 * time.Hour
@@ -79,10 +79,10 @@ func NewKeySet(current string, keys map[string][]byte) (KeySet, error) {
 	ks := KeySet{current: current, keys: make(map[string][]byte, len(keys))}
 	for kid, k := range keys {
 		if !validKeyID(kid) {
-			return KeySet{}, fmt.Errorf("approval keys: key id %q: must be 1-%d characters of A-Z a-z 0-9 . _ -", kid, MaxKeyIDLen)
+			return KeySet{}, fmt.Errorf("approval keys: key id %q: must be 1-%d characters of A-Z a-z 0-9 . _ -", kid, maxKeyIDLen)
 		}
-		if len(k) < MinKeyBytes {
-			return KeySet{}, fmt.Errorf("approval keys: key %q is %d bytes, need at least %d", kid, len(k), MinKeyBytes)
+		if len(k) < minKeyBytes {
+			return KeySet{}, fmt.Errorf("approval keys: key %q is %d bytes, need at least %d", kid, len(k), minKeyBytes)
 		}
 		ks.keys[kid] = slices.Clone(k)
 	}
@@ -222,7 +222,7 @@ func (s *Signer) SignParams(approvalID, approver string, expires time.Time) (url
 		return nil, fmt.Errorf("approval link: approval id must be 1-%d characters of A-Z a-z 0-9 _ -", MaxApprovalIDLen)
 	}
 	if !validApprover(approver) {
-		return nil, fmt.Errorf("approval link: approver id must be 1-%d bytes of printable UTF-8 without spaces", MaxApproverLen)
+		return nil, fmt.Errorf("approval link: approver id must be 1-%d bytes of printable UTF-8 without spaces", maxApproverLen)
 	}
 	exp := expires.Unix() // links carry whole seconds
 	now := s.now()
@@ -322,7 +322,7 @@ func validApprovalID(s string) bool {
 }
 
 func validKeyID(s string) bool {
-	if s == "" || len(s) > MaxKeyIDLen {
+	if s == "" || len(s) > maxKeyIDLen {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
@@ -340,7 +340,7 @@ func isIDByte(c byte) bool {
 }
 
 func validApprover(s string) bool {
-	if s == "" || len(s) > MaxApproverLen || !utf8.ValidString(s) {
+	if s == "" || len(s) > maxApproverLen || !utf8.ValidString(s) {
 		return false
 	}
 	for _, r := range s {

@@ -21,15 +21,15 @@ import (
 	"github.com/buyflow/buyflow/internal/money"
 )
 
-// OnTimeout says what happens when an approval's SLA passes with no decision.
-type OnTimeout string
+// onTimeout says what happens when an approval's SLA passes with no decision.
+type onTimeout string
 
 // The timeout behaviours.
 const (
 	// TimeoutEscalate sends the approval once to the escalation approvers, then rejects.
-	TimeoutEscalate OnTimeout = "escalate"
-	// TimeoutReject fails the buy as expired at once.
-	TimeoutReject OnTimeout = "reject"
+	TimeoutEscalate onTimeout = "escalate"
+	// timeoutReject fails the buy as expired at once.
+	timeoutReject onTimeout = "reject"
 )
 
 // Policy is the approval policy, parsed from BUYFLOW_APPROVAL_POLICY. It is immutable after
@@ -49,7 +49,7 @@ type Policy struct {
 	// TimeoutEscalate.
 	Approvers           []string
 	EscalationApprovers []string
-	OnTimeout           OnTimeout
+	OnTimeout           onTimeout
 	// EscalationTimeoutSeconds, when positive and shorter than the state's timeout, shortens
 	// the escalated approval's expiry in the ledger.
 	EscalationTimeoutSeconds int
@@ -98,7 +98,7 @@ func Parse(raw []byte) (Policy, error) {
 	}
 	p := Policy{
 		Threshold: strings.TrimSpace(in.Threshold), Currency: strings.ToUpper(strings.TrimSpace(in.Currency)),
-		Approvers: in.Approvers, EscalationApprovers: in.EscalationApprovers, OnTimeout: OnTimeout(in.OnTimeout),
+		Approvers: in.Approvers, EscalationApprovers: in.EscalationApprovers, OnTimeout: onTimeout(in.OnTimeout),
 		EscalationTimeoutSeconds: in.EscalationTimeoutSeconds, LinkTTLSeconds: in.LinkTTLSeconds,
 		Identities:              in.Identities,
 		ChangeIncreaseThreshold: strings.TrimSpace(in.ChangeIncreaseThreshold), ChangeAnyThreshold: strings.TrimSpace(in.ChangeAnyThreshold),
@@ -107,7 +107,7 @@ func Parse(raw []byte) (Policy, error) {
 		p.ChangeIncreaseThreshold = p.Threshold
 	}
 	if p.OnTimeout == "" {
-		p.OnTimeout = TimeoutReject
+		p.OnTimeout = timeoutReject
 	}
 	var errs []error
 	if p.Threshold != "" {
@@ -138,7 +138,7 @@ func Parse(raw []byte) (Policy, error) {
 	errs = append(errs, checkIDs("approvers", p.Approvers)...)
 	errs = append(errs, checkIDs("escalation_approvers", p.EscalationApprovers)...)
 	switch p.OnTimeout {
-	case TimeoutReject:
+	case timeoutReject:
 	case TimeoutEscalate:
 		if len(p.EscalationApprovers) == 0 {
 			errs = append(errs, errors.New(`on_timeout "escalate" needs escalation_approvers`))

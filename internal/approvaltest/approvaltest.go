@@ -58,16 +58,16 @@ type TaskCall struct {
 	Cause  string
 }
 
-// FakeTasks is a fake of approve.Tasks (Step Functions' SendTaskSuccess and SendTaskFailure)
+// fakeTasks is a fake of approve.Tasks (Step Functions' SendTaskSuccess and SendTaskFailure)
 // that records every call.
-type FakeTasks struct {
+type fakeTasks struct {
 	mu    sync.Mutex
 	calls []TaskCall
 	// OnCall, when set, runs before the call is answered and returns its error.
 	OnCall func(TaskCall) error
 }
 
-func (f *FakeTasks) record(c TaskCall) error {
+func (f *fakeTasks) record(c TaskCall) error {
 	f.mu.Lock()
 	f.calls = append(f.calls, c)
 	on := f.OnCall
@@ -79,7 +79,7 @@ func (f *FakeTasks) record(c TaskCall) error {
 }
 
 // Succeed records a success with output as JSON.
-func (f *FakeTasks) Succeed(_ context.Context, token string, output any) error {
+func (f *fakeTasks) Succeed(_ context.Context, token string, output any) error {
 	b, err := json.Marshal(output)
 	if err != nil {
 		return err
@@ -88,12 +88,12 @@ func (f *FakeTasks) Succeed(_ context.Context, token string, output any) error {
 }
 
 // Fail records a failure.
-func (f *FakeTasks) Fail(_ context.Context, token, errName, cause string) error {
+func (f *fakeTasks) Fail(_ context.Context, token, errName, cause string) error {
 	return f.record(TaskCall{Kind: "failure", Token: token, Error: errName, Cause: cause})
 }
 
 // Calls returns the calls so far, oldest first.
-func (f *FakeTasks) Calls() []TaskCall {
+func (f *fakeTasks) Calls() []TaskCall {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]TaskCall(nil), f.calls...)
@@ -107,7 +107,7 @@ type Env struct {
 	Clock  *clocktest.Clock
 	Store  *ledger.Store
 	Slack  *slack.Sink
-	Tasks  *FakeTasks
+	Tasks  *fakeTasks
 	Signer *approvalcore.Signer
 	// Notifier and Approver are the two Lambdas' use cases over the same ledger and Slack.
 	Notifier *notify.Service
@@ -168,7 +168,7 @@ func NewEnv(t *testing.T, policyJSON string) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tasks := &FakeTasks{}
+	tasks := &fakeTasks{}
 	logs := &logtest.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
 	// No log line may carry a task token, a link or a signature.

@@ -24,9 +24,9 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// Tasks completes parked Step Functions tasks; *sfn.Client satisfies it. A token that is gone
+// tasks completes parked Step Functions tasks; *sfn.Client satisfies it. A token that is gone
 // is reported as an error matching sfn.ErrTaskGone.
-type Tasks interface {
+type tasks interface {
 	Succeed(ctx context.Context, token string, output any) error
 	Fail(ctx context.Context, token, errName, cause string) error
 }
@@ -36,7 +36,7 @@ type Tasks interface {
 type Service struct {
 	*approval.Base
 	// tasks completes the parked RequestApproval token.
-	tasks Tasks
+	tasks tasks
 	// devTenantHeader, on the local stack only, names the header the approver routes take the
 	// tenant from (with X-Buyflow-Principal for the principal), as the buyer routes do.
 	devTenantHeader string
@@ -44,7 +44,7 @@ type Service struct {
 
 // New checks cfg and returns the approve Lambda's use case; tasks completes the parked
 // RequestApproval token after a decision. devTenantHeader is set on the local stack only.
-func New(cfg approval.Config, tasks Tasks, devTenantHeader string) (*Service, error) {
+func New(cfg approval.Config, tasks tasks, devTenantHeader string) (*Service, error) {
 	errs := cfg.Problems()
 	if tasks == nil {
 		errs = append(errs, errors.New("no task completer"))
@@ -56,9 +56,9 @@ func New(cfg approval.Config, tasks Tasks, devTenantHeader string) (*Service, er
 	return &Service{Base: s, tasks: tasks, devTenantHeader: devTenantHeader}, nil
 }
 
-// RejectedErrorName is the SendTaskFailure error of a rejection: the Go type name of
+// rejectedErrorName is the SendTaskFailure error of a rejection: the Go type name of
 // workflow.ApprovalRejectedError, which the state machine's Catch matches.
-var RejectedErrorName = reflect.TypeOf(workflow.ApprovalRejectedError{}).Name()
+var rejectedErrorName = reflect.TypeOf(workflow.ApprovalRejectedError{}).Name()
 
 // client is where a request came from, for the audit trail.
 type client struct{ IP, UserAgent string }
@@ -300,7 +300,7 @@ func (s *Service) complete(ctx context.Context, a *record.Approval, op *record.O
 				RecheckGovernance: op != nil && !op.GovernanceExpiresAt.IsZero() && !a.DecidedAt.Before(op.GovernanceExpiresAt),
 			})
 		}
-		return s.tasks.Fail(ctx, a.TaskToken, RejectedErrorName, rejectionCause(a))
+		return s.tasks.Fail(ctx, a.TaskToken, rejectedErrorName, rejectionCause(a))
 	}
 	var err error
 	for attempt, wait := 0, 100*time.Millisecond; attempt < 3; attempt, wait = attempt+1, wait*4 {

@@ -29,14 +29,14 @@ import (
 	"github.com/buyflow/buyflow/internal/record"
 )
 
-// Store keeps the breakers; *ledger.Store satisfies it.
-type Store interface {
+// store keeps the breakers; *ledger.Store satisfies it.
+type store interface {
 	GetBreaker(ctx context.Context, agentID string) (record.Breaker, error)
 	PutBreaker(ctx context.Context, b record.Breaker) (record.Breaker, error)
 }
 
-// AgentSettings returns an agent's registry settings object (internal/registry Record.Settings).
-type AgentSettings func(ctx context.Context, agentID string) (json.RawMessage, error)
+// agentSettings returns an agent's registry settings object (internal/registry Record.Settings).
+type agentSettings func(ctx context.Context, agentID string) (json.RawMessage, error)
 
 // maxRaces bounds how often one decision is read again after losing a write to another
 // function: each loss means another function moved the breaker, so a few suffice.
@@ -45,8 +45,8 @@ const maxRaces = 8
 // Gate is the circuit breaker of every agent a function calls; it satisfies adcp.Guard. Safe
 // for concurrent use.
 type Gate struct {
-	store    Store
-	settings AgentSettings
+	store    store
+	settings agentSettings
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Metrics receives metrics.AgentUnavailable and metrics.BreakerOpened; nil records nothing.
@@ -59,7 +59,7 @@ var _ adcp.Guard = (*Gate)(nil)
 
 // New returns the gate over store, with each agent's thresholds read from settings (Defaults
 // for an agent that sets none or cannot be read).
-func New(store Store, settings AgentSettings) *Gate {
+func New(store store, settings agentSettings) *Gate {
 	return &Gate{store: store, settings: settings, Now: time.Now, Log: slog.Default()}
 }
 
@@ -99,7 +99,7 @@ func (g *Gate) Admit(ctx context.Context, agentID string) (func(error), error) {
 
 // record applies the outcome of a call admitted as v.
 func (g *Gate) record(ctx context.Context, agentID string, s Settings, v verdict, callErr error) {
-	transient := Transient(callErr)
+	transient := transient(callErr)
 	for range maxRaces {
 		b, err := g.read(ctx, agentID)
 		if err != nil {
@@ -162,10 +162,10 @@ func (g *Gate) thresholds(ctx context.Context, agentID string) Settings {
 	return s
 }
 
-// Transient reports whether err is a failure the breaker counts: one the AdCP client says to
+// transient reports whether err is a failure the breaker counts: one the AdCP client says to
 // retry (adcp.Decide), other than buyflow's own (a local error, a refusal of the breaker
 // itself).
-func Transient(err error) bool {
+func transient(err error) bool {
 	if adcp.Decide(err) != adcp.DecisionRetry {
 		return false
 	}

@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// SettingsKey is the key of an agent's registry settings (internal/registry Record.Settings)
+// settingsKey is the key of an agent's registry settings (internal/registry Record.Settings)
 // that holds its breaker's thresholds.
-const SettingsKey = "circuit_breaker"
+const settingsKey = "circuit_breaker"
 
 // Settings are the thresholds of one agent's breaker.
 type Settings struct {
@@ -49,7 +49,7 @@ func ParseSettings(agentSettings json.RawMessage) (Settings, error) {
 	if err := json.Unmarshal(agentSettings, &all); err != nil {
 		return s, fmt.Errorf("settings must be a JSON object: %w", err)
 	}
-	raw, ok := all[SettingsKey]
+	raw, ok := all[settingsKey]
 	if !ok {
 		return s, nil
 	}
@@ -57,7 +57,7 @@ func ParseSettings(agentSettings json.RawMessage) (Settings, error) {
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&doc); err != nil {
-		return s, fmt.Errorf("%s must be an object of failures, window_seconds, cooldown_seconds and probe_timeout_seconds (whole numbers): %w", SettingsKey, err)
+		return s, fmt.Errorf("%s must be an object of failures, window_seconds, cooldown_seconds and probe_timeout_seconds (whole numbers): %w", settingsKey, err)
 	}
 	var problems []string
 	set := func(v *int, name string, lo, hi int, apply func(int)) {
@@ -65,7 +65,7 @@ func ParseSettings(agentSettings json.RawMessage) (Settings, error) {
 			return
 		}
 		if *v < lo || *v > hi {
-			problems = append(problems, fmt.Sprintf("%s.%s must be %d to %d", SettingsKey, name, lo, hi))
+			problems = append(problems, fmt.Sprintf("%s.%s must be %d to %d", settingsKey, name, lo, hi))
 			return
 		}
 		apply(*v)

@@ -15,8 +15,8 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// PlacementLedger is the part of the ledger placing a buy needs.
-type PlacementLedger interface {
+// placementLedger is the part of the ledger placing a buy needs.
+type placementLedger interface {
 	AcquireLock(ctx context.Context, name, owner string, ttl time.Duration) (record.Lease, error)
 	ReleaseLock(ctx context.Context, l record.Lease) error
 	CreateOperation(ctx context.Context, op record.Operation) (*record.Operation, error)
@@ -42,12 +42,12 @@ type PlaceConfig struct {
 
 // Placer places validated buys: the business-key lock, then the operation.
 type Placer struct {
-	ledger PlacementLedger
+	ledger placementLedger
 	cfg    PlaceConfig
 }
 
 // NewPlacer returns a Placer.
-func NewPlacer(l PlacementLedger, cfg PlaceConfig) *Placer {
+func NewPlacer(l placementLedger, cfg PlaceConfig) *Placer {
 	if cfg.LockTTL <= 0 {
 		cfg.LockTTL = time.Duration(cfg.Run.ApprovalTimeoutSeconds+cfg.Run.DeadlineSeconds)*time.Second + 24*time.Hour
 	}

@@ -125,15 +125,15 @@ type Agent struct {
 // reported as an unknown agent).
 type AgentLookup func(ctx context.Context, id string) (a Agent, ok bool, err error)
 
-// CurrentAgents reads an agent as stored now; the registry's cache (internal/registry)
+// currentAgents reads an agent as stored now; the registry's cache (internal/registry)
 // satisfies it.
-type CurrentAgents interface {
+type currentAgents interface {
 	Current(ctx context.Context, id string) (registry.Record, error)
 }
 
 // RegistryLookup answers AgentLookup from the agent registry, reading each agent as stored now:
 // a disable stops new buys at once, not after the cache's TTL.
-func RegistryLookup(r CurrentAgents) AgentLookup {
+func RegistryLookup(r currentAgents) AgentLookup {
 	return func(ctx context.Context, id string) (Agent, bool, error) {
 		a, err := r.Current(ctx, id)
 		if errors.Is(err, registry.ErrUnknown) {

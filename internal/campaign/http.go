@@ -10,15 +10,15 @@ import (
 	"github.com/buyflow/buyflow/internal/httpapi"
 )
 
-// Campaigns is what the campaign routes need from the use cases; *Service satisfies it.
-type Campaigns interface {
+// campaigns is what the campaign routes need from the use cases; *Service satisfies it.
+type campaigns interface {
 	Submit(ctx context.Context, c buy.Caller, idempotencyKey string, body []byte) (api.CampaignSubmitted, error)
 	Get(ctx context.Context, tenant, id string) (api.Campaign, error)
 	List(ctx context.Context, tenant string, limit int, cursor string) (api.Page[api.Campaign], error)
 	Events(ctx context.Context, tenant, id string) (api.Page[api.CampaignEvent], error)
 }
 
-var _ Campaigns = (*Service)(nil)
+var _ campaigns = (*Service)(nil)
 
 var idRE = regexp.MustCompile(`^cp-[a-z2-7]{26}$`)
 
@@ -26,7 +26,7 @@ var idRE = regexp.MustCompile(`^cp-[a-z2-7]{26}$`)
 // GET /v1/campaigns/{id} and GET /v1/campaigns/{id}/events (serve them with
 // httpapi.ByRouteKey). devHeader is the dev-only tenant header (see httpapi.Identify). A
 // campaign's timeline is one page: its events route reads no query.
-func Routes(svc Campaigns, devHeader string, log *slog.Logger) map[string]httpapi.Handler {
+func Routes(svc campaigns, devHeader string, log *slog.Logger) map[string]httpapi.Handler {
 	return httpapi.Resource[api.CampaignSubmitted, api.Page[api.Campaign], api.Campaign, api.Page[api.CampaignEvent]]{
 		Path: "/v1/campaigns", Noun: "campaign", ID: idRE.MatchString, NotFound: ErrNotFound,
 		Location: func(s api.CampaignSubmitted) string { return s.Links.Self },

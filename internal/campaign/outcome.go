@@ -32,11 +32,11 @@ type Outcome struct {
 	Committed money.Amount
 	// BySeller is the committed amount per seller, in the order sellers first appear in the
 	// legs; a seller whose legs all failed is there with zero.
-	BySeller []SellerAmount
+	BySeller []sellerAmount
 }
 
-// SellerAmount is what one seller committed.
-type SellerAmount struct {
+// sellerAmount is what one seller committed.
+type sellerAmount struct {
 	SellerID string
 	Amount   money.Amount
 }
@@ -55,7 +55,7 @@ func Decide(currency string, legs []LegState) Outcome {
 		if !seen {
 			i = len(out.BySeller)
 			idx[l.SellerID] = i
-			out.BySeller = append(out.BySeller, SellerAmount{SellerID: l.SellerID, Amount: money.Amount{Currency: currency}})
+			out.BySeller = append(out.BySeller, sellerAmount{SellerID: l.SellerID, Amount: money.Amount{Currency: currency}})
 		}
 		switch {
 		case !l.Status.Terminal():

@@ -31,16 +31,16 @@ type Released struct {
 	// whose total it compared (RequestCampaignApproval hands them to notify, which records that
 	// total on the approval).
 	Covers []string   `json:"covers,omitempty"`
-	Legs   []LegStart `json:"legs"`
+	Legs   []legStart `json:"legs"`
 }
 
-// LegStart is a leg's child execution under the name submit fixed, with where it starts.
-type LegStart = LegExecution[workflow.LegExecutionInput]
+// legStart is a leg's child execution under the name submit fixed, with where it starts.
+type legStart = legExecution[workflow.LegExecutionInput]
 
-// ReleaseInput is what ActionRelease reads besides the campaign: the legs as submit started
+// releaseInput is what ActionRelease reads besides the campaign: the legs as submit started
 // them, their checks, and the campaign approval's answer when there was one (Approval when
 // approved, Failure when rejected, expired or not delivered).
-type ReleaseInput struct {
+type releaseInput struct {
 	Legs     []LegInput               `json:"legs"`
 	Checks   []LegCheck               `json:"checks"`
 	Approval *workflow.ApprovalOutput `json:"approval,omitempty"`
@@ -60,7 +60,7 @@ type ReleaseInput struct {
 //   - After an approval, every leg that was checked is created (or re-checked when its
 //     governance approval lapsed before the decision); after a rejection or an expiry every one
 //     of them records that failure, so nothing is created at any seller.
-func (s *Settler) Release(ctx context.Context, tenant, id string, in ReleaseInput) (Released, error) {
+func (s *Settler) Release(ctx context.Context, tenant, id string, in releaseInput) (Released, error) {
 	rec, err := s.campaign(ctx, tenant, id)
 	if err != nil {
 		return Released{}, err
@@ -99,10 +99,10 @@ func (s *Settler) Release(ctx context.Context, tenant, id string, in ReleaseInpu
 		over, why := s.overThreshold(rec, cleared)
 		if waiting || over {
 			covers := approval.Campaign{Record: rec, Legs: cleared}.LegIDs()
-			return Released{NeedsApproval: true, Why: why, Covers: covers, Legs: []LegStart{}}, nil
+			return Released{NeedsApproval: true, Why: why, Covers: covers, Legs: []legStart{}}, nil
 		}
 	}
-	out := Released{Legs: make([]LegStart, len(rec.Legs))}
+	out := Released{Legs: make([]legStart, len(rec.Legs))}
 	now := s.now()
 	for i, leg := range in.Legs {
 		start := workflow.LegExecutionInput{ExecutionInput: leg.Input, CampaignLeg: workflow.LegStart{Start: workflow.LegCreate}}
@@ -116,7 +116,7 @@ func (s *Settler) Release(ctx context.Context, tenant, id string, in ReleaseInpu
 		case in.Approval != nil && !ops[i].GovernanceExpiresAt.IsZero() && !now.Before(ops[i].GovernanceExpiresAt):
 			start.CampaignLeg.Start = workflow.LegRecheck
 		}
-		out.Legs[i] = LegStart{OperationID: leg.OperationID, ExecutionName: leg.ExecutionName, Input: start}
+		out.Legs[i] = legStart{OperationID: leg.OperationID, ExecutionName: leg.ExecutionName, Input: start}
 	}
 	return out, nil
 }

@@ -42,7 +42,7 @@ type Request struct {
 	// Governance names the governance agent and the plan every leg belongs to.
 	Governance buy.GovernanceRef `json:"governance"`
 	// TotalBudget is the plan's budget: the legs may add up to it, never more.
-	TotalBudget Budget `json:"total_budget"`
+	TotalBudget budget `json:"total_budget"`
 	// Policy is the partial-failure policy.
 	Policy Policy `json:"policy"`
 	// RequireApproval asks for a human approval whatever the approval policy says.
@@ -61,8 +61,8 @@ type Request struct {
 	Notify *statusevent.Notify `json:"notify,omitempty"`
 }
 
-// Budget is an amount with its currency, as the body carries it (a JSON number).
-type Budget struct {
+// budget is an amount with its currency, as the body carries it (a JSON number).
+type budget struct {
 	Amount   json.RawMessage `json:"amount"`
 	Currency string          `json:"currency"`
 }

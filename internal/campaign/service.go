@@ -28,12 +28,12 @@ type Ledger interface {
 	ListCampaigns(ctx context.Context, tenant string, limit int, cursor string) (record.Page[*record.Campaign], error)
 }
 
-// Placer places a campaign's legs: a leg is a media buy (*buy.Placer).
-type Placer interface {
+// placer places a campaign's legs: a leg is a media buy (*buy.Placer).
+type placer interface {
 	PlaceAll(ctx context.Context, c buy.Caller, keys []string, reqs []*buy.ValidatedRequest) ([]buy.Placed, error)
 }
 
-var _ Placer = (*buy.Placer)(nil)
+var _ placer = (*buy.Placer)(nil)
 
 // Legs reads a leg as the media-buy API shows it (the media-buy use case's reads).
 type Legs interface {
@@ -44,7 +44,7 @@ type Legs interface {
 // Service implements the campaign use cases.
 type Service struct {
 	ledger Ledger
-	placer Placer
+	placer placer
 	legs   Legs
 	execs  buy.Executions
 	agents buy.AgentLookup
@@ -65,7 +65,7 @@ type Config struct {
 
 // New returns the campaign service. placer places the legs, legs reads them, execs starts
 // Campaign executions; agents is the seller lookup a single buy's submit uses.
-func New(l Ledger, placer Placer, legs Legs, execs buy.Executions, agents buy.AgentLookup, schema buy.SchemaValidator, cfg Config) *Service {
+func New(l Ledger, placer placer, legs Legs, execs buy.Executions, agents buy.AgentLookup, schema buy.SchemaValidator, cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -83,15 +83,15 @@ type ExecutionInput struct {
 	Legs     []LegInput `json:"legs"`
 }
 
-// LegExecution is one leg's child execution: its operation, its name and its input.
-type LegExecution[In any] struct {
+// legExecution is one leg's child execution: its operation, its name and its input.
+type legExecution[In any] struct {
 	OperationID   string `json:"operation_id"`
 	ExecutionName string `json:"execution_name"`
 	Input         In     `json:"input"`
 }
 
 // LegInput is a leg's child execution as a single buy's submit would start it.
-type LegInput = LegExecution[workflow.ExecutionInput]
+type LegInput = legExecution[workflow.ExecutionInput]
 
 // ErrNotFound reports a campaign that does not exist for the caller's tenant (including one of
 // another tenant: the answer is the same).

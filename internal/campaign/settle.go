@@ -67,11 +67,11 @@ type Settled struct {
 	Status     Status         `json:"status"`
 	Committed  string         `json:"committed"`
 	Currency   string         `json:"currency"`
-	Compensate []Compensation `json:"compensate"`
+	Compensate []compensation `json:"compensate"`
 }
 
-// Compensation names one placed leg to cancel and why.
-type Compensation struct {
+// compensation names one placed leg to cancel and why.
+type compensation struct {
 	OperationID string `json:"operation_id"`
 	Reason      string `json:"reason"`
 }
@@ -90,13 +90,13 @@ type Facts interface {
 	ReleaseLock(ctx context.Context, l record.Lease) error
 }
 
-// PlanSyncer sends a sync_plans intent to a governance agent (internal/adcp's client).
-type PlanSyncer interface {
+// planSyncer sends a sync_plans intent to a governance agent (internal/adcp's client).
+type planSyncer interface {
 	SyncPlans(ctx context.Context, agentID string, in adcp.Intent) (*adcp.SyncPlansResult, error)
 }
 
-// Threshold is the approval policy's gate on a campaign's total (approvalpolicy.Policy).
-type Threshold interface {
+// threshold is the approval policy's gate on a campaign's total (approvalpolicy.Policy).
+type threshold interface {
 	NeedsCampaign(total money.Amount) (bool, string)
 }
 
@@ -105,15 +105,15 @@ type Threshold interface {
 // campaign's final status.
 type Settler struct {
 	facts     Facts
-	agents    PlanSyncer
-	threshold Threshold
+	agents    planSyncer
+	threshold threshold
 	now       func() time.Time
 	log       *slog.Logger
 }
 
 // NewSettler returns the campaign function's handler; agents pushes plans, threshold is the
 // approval policy the release holds the campaign's total to.
-func NewSettler(f Facts, agents PlanSyncer, threshold Threshold) *Settler {
+func NewSettler(f Facts, agents planSyncer, threshold threshold) *Settler {
 	return &Settler{facts: f, agents: agents, threshold: threshold, now: time.Now, log: slog.Default()}
 }
 
@@ -137,7 +137,7 @@ func (s *Settler) Handle(ctx context.Context, raw json.RawMessage) (any, error) 
 			return s.Close(ctx, in.Tenant, in.CampaignID, in.Failure)
 		}),
 		ActionRelease: dispatch.StrictOf(func(ctx context.Context, in TaskInput) (Released, error) {
-			return s.Release(ctx, in.Tenant, in.CampaignID, ReleaseInput{Legs: in.Legs, Checks: in.Checks, Approval: in.Approval, Failure: in.Failure})
+			return s.Release(ctx, in.Tenant, in.CampaignID, releaseInput{Legs: in.Legs, Checks: in.Checks, Approval: in.Approval, Failure: in.Failure})
 		}),
 	}.Handle(ctx, raw)
 }
@@ -338,11 +338,11 @@ func (s *Settler) Settle(ctx context.Context, tenant, id string) (Settled, error
 		}
 		o.Status = approvalOutcome(decided, o.Status)
 	}
-	out := Settled{Status: o.Status, Committed: o.Committed.Decimal(), Currency: rec.Currency, Compensate: []Compensation{}}
+	out := Settled{Status: o.Status, Committed: o.Committed.Decimal(), Currency: rec.Currency, Compensate: []compensation{}}
 	if Policy(rec.Policy) == AllOrNothing && o.Status == PartiallyCompleted && rec.Outcome == "" {
 		for i, st := range states {
 			if st.Status == workflow.StatusCompleted {
-				out.Compensate = append(out.Compensate, Compensation{OperationID: rec.Legs[i].OperationID, Reason: why})
+				out.Compensate = append(out.Compensate, compensation{OperationID: rec.Legs[i].OperationID, Reason: why})
 			}
 		}
 		return out, nil // the outcome follows the cancels

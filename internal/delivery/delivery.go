@@ -23,8 +23,8 @@ import (
 	"github.com/buyflow/buyflow/internal/record"
 )
 
-// Ledger is the part of the ledger the reader uses; *ledger.Store satisfies it.
-type Ledger interface {
+// ledger is the part of the ledger the reader uses; *ledger.Store satisfies it.
+type ledger interface {
 	ListLiveDue(ctx context.Context, dueBefore time.Time, limit int) ([]*record.Operation, error)
 	BackfillLive(ctx context.Context, scanLimit int) (added int, done bool, err error)
 	ScheduleDeliveryRead(ctx context.Context, tenant, id string, next time.Time) error
@@ -34,8 +34,8 @@ type Ledger interface {
 	AppendEvent(ctx context.Context, tenant, opID string, ev record.Event) error
 }
 
-// AdCP is the part of the AdCP client the reader uses; *adcp.Client satisfies it.
-type AdCP interface {
+// adCP is the part of the AdCP client the reader uses; *adcp.Client satisfies it.
+type adCP interface {
 	GetMediaBuyDelivery(ctx context.Context, agentID string, req adcp.GetMediaBuyDeliveryRequest) (*adcp.DeliveryReport, error)
 }
 
@@ -45,7 +45,7 @@ type AdCP interface {
 const (
 	DefaultEvery        = time.Hour
 	DefaultBatch        = 200
-	DefaultBackfillScan = 1000
+	defaultBackfillScan = 1000
 )
 
 // Config holds a Reader's settings.
@@ -68,8 +68,8 @@ type Config struct {
 
 // Reader reads delivery; it is safe for one run at a time.
 type Reader struct {
-	ledger Ledger
-	adcp   AdCP
+	ledger ledger
+	adcp   adCP
 	cfg    Config
 	log    *slog.Logger
 	// backfilled is set once the ledger says the backfill is done: a warm function then stops
@@ -78,7 +78,7 @@ type Reader struct {
 }
 
 // New returns a Reader.
-func New(l Ledger, a AdCP, cfg Config) *Reader {
+func New(l ledger, a adCP, cfg Config) *Reader {
 	if cfg.Every <= 0 {
 		cfg.Every = DefaultEvery
 	}
@@ -86,7 +86,7 @@ func New(l Ledger, a AdCP, cfg Config) *Reader {
 		cfg.Batch = DefaultBatch
 	}
 	if cfg.BackfillScan <= 0 {
-		cfg.BackfillScan = DefaultBackfillScan
+		cfg.BackfillScan = defaultBackfillScan
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -41,7 +41,7 @@ func otherSellers() []string { return append(slices.Clone(OtherSellerIDs), NoRep
 // AgentSecretPrefix prefixes the names of the agents' credential secrets.
 const AgentSecretPrefix = "buyflow/agents/"
 
-// AgentsFile is the document BUYFLOW_AGENTS=<file> points at to use real agents: the agent
+// agentsFile is the document BUYFLOW_AGENTS=<file> points at to use real agents: the agent
 // registry (internal/adcp RegistryConfig) plus the credential values by credential_ref, which
 // the local stack stores as secrets. Credentials never travel in the functions' environment.
 //
@@ -53,7 +53,7 @@ const AgentSecretPrefix = "buyflow/agents/"
 // Simulated keeps some of the simulated agents next to the real ones: "seller" (as SellerID)
 // and "governance" (as GovernanceID). A real seller can so be tried with the simulated
 // governance agent, which no seller's test setup provides.
-type AgentsFile struct {
+type agentsFile struct {
 	Agents      []adcp.Agent      `json:"agents"`
 	Credentials map[string]string `json:"credentials"`
 	Simulated   []string          `json:"simulated,omitempty"`
@@ -118,7 +118,7 @@ func loadAgentsFile(path string) (*stackAgents, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	var f AgentsFile
+	var f agentsFile
 	if err := dec.Decode(&f); err != nil {
 		return nil, fmt.Errorf("devstack: agents file %s: %w", path, err)
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/buyflow/buyflow/internal/apiclient"
 )
 
-// Region is the region the local stack pretends to be in.
-const Region = "us-east-1"
+// region is the region the local stack pretends to be in.
+const region = "us-east-1"
 
 // creds are the dummy credentials every local client and function uses.
 var creds = aws.Credentials{AccessKeyID: "local", SecretAccessKey: "local", Source: "buyflow-local"}
@@ -40,7 +40,7 @@ func (c restClient) call(ctx context.Context, service, method, path string, in, 
 		return fmt.Errorf("devstack: %s %s: %w", method, path, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if err := apiclient.SignV4(credentials.StaticCredentialsProvider{Value: creds}, service, Region)(req, body); err != nil {
+	if err := apiclient.SignV4(credentials.StaticCredentialsProvider{Value: creds}, service, region)(req, body); err != nil {
 		return fmt.Errorf("devstack: sign %s %s: %w", method, path, err)
 	}
 	resp, err := c.http.Do(req)

@@ -38,9 +38,9 @@ func isFile(p string) bool {
 	return err == nil && !st.IsDir()
 }
 
-// MissingFunctions lists the topology functions that have no functions/<name>/main.go under
+// missingFunctions lists the topology functions that have no functions/<name>/main.go under
 // repoRoot.
-func MissingFunctions(repoRoot string) []string {
+func missingFunctions(repoRoot string) []string {
 	var missing []string
 	for _, f := range topology.App.Functions {
 		if !isFile(filepath.Join(repoRoot, "functions", f.Name, "main.go")) {
@@ -54,7 +54,7 @@ func MissingFunctions(repoRoot string) []string {
 // `go build -trimpath -tags lambda.norpc` does, two at a time. It fails, naming them, when a
 // function has no source folder, and otherwise reports every build failure together.
 func Build(ctx context.Context, repoRoot, outDir string, log io.Writer) error {
-	if missing := MissingFunctions(repoRoot); len(missing) > 0 {
+	if missing := missingFunctions(repoRoot); len(missing) > 0 {
 		return fmt.Errorf("devstack: the topology declares functions that have no functions/<name>/main.go yet: %s", strings.Join(missing, ", "))
 	}
 	goBin := "go"

@@ -16,21 +16,21 @@ import (
 type Deployed struct {
 	// Functions maps each function name to its ARN and the sorted names of its environment
 	// variables.
-	Functions map[string]DeployedFunction
+	Functions map[string]deployedFunction
 	// Routes maps each route key ("POST /v1/media-buys") to its integration.
-	Routes map[string]DeployedRoute
+	Routes map[string]deployedRoute
 	// Definition is the state machine's ASL as the emulator stores it.
 	Definition string
 }
 
-// DeployedFunction is one function as the emulator records it.
-type DeployedFunction struct {
+// deployedFunction is one function as the emulator records it.
+type deployedFunction struct {
 	ARN string
 	Env []string
 }
 
-// DeployedRoute is one route and its integration.
-type DeployedRoute struct {
+// deployedRoute is one route and its integration.
+type deployedRoute struct {
 	FunctionARN          string
 	PayloadFormatVersion string
 	AuthorizationType    string
@@ -44,7 +44,7 @@ type integration struct {
 
 // Deployed reads back the functions, routes and state machine definition.
 func (s *Stack) Deployed(ctx context.Context) (Deployed, error) {
-	out := Deployed{Functions: map[string]DeployedFunction{}, Routes: map[string]DeployedRoute{}}
+	out := Deployed{Functions: map[string]deployedFunction{}, Routes: map[string]deployedRoute{}}
 	var fns struct {
 		Functions []struct {
 			FunctionName string `json:"FunctionName"`
@@ -58,7 +58,7 @@ func (s *Stack) Deployed(ctx context.Context) (Deployed, error) {
 		return Deployed{}, err
 	}
 	for _, f := range fns.Functions {
-		df := DeployedFunction{ARN: f.FunctionArn}
+		df := deployedFunction{ARN: f.FunctionArn}
 		if f.Environment != nil {
 			df.Env = sortedKeys(f.Environment.Variables)
 		}
@@ -85,7 +85,7 @@ func (s *Stack) Deployed(ctx context.Context) (Deployed, error) {
 		if i < 0 {
 			return Deployed{}, fmt.Errorf("devstack: route %s targets %s, which is not an integration", r.RouteKey, r.Target)
 		}
-		out.Routes[r.RouteKey] = DeployedRoute{FunctionARN: integ.Items[i].IntegrationURI,
+		out.Routes[r.RouteKey] = deployedRoute{FunctionARN: integ.Items[i].IntegrationURI,
 			PayloadFormatVersion: integ.Items[i].PayloadFormatVersion, AuthorizationType: r.AuthorizationType}
 	}
 	sm, err := s.sfn.DescribeStateMachine(ctx, &sfn.DescribeStateMachineInput{StateMachineArn: aws.String(s.StateMachineARN)})

@@ -108,7 +108,7 @@ func createEventBus(ctx context.Context, eb *eventbridge.Client, bus, sinkURL st
 	dest, err := eb.CreateApiDestination(ctx, &eventbridge.CreateApiDestinationInput{
 		Name: aws.String(bus + "-sink"), InvocationEndpoint: aws.String(sinkURL), HttpMethod: ebtypes.ApiDestinationHttpMethodPost,
 		// kumo checks no connection; AWS would need one for the endpoint's authorization.
-		ConnectionArn: aws.String("arn:aws:events:" + Region + ":000000000000:connection/" + bus + "-sink/local"),
+		ConnectionArn: aws.String("arn:aws:events:" + region + ":000000000000:connection/" + bus + "-sink/local"),
 	})
 	if err != nil {
 		return fmt.Errorf("devstack: create the event sink's destination: %w", err)

@@ -23,12 +23,12 @@ import (
 	"github.com/buyflow/buyflow/internal/apiclient"
 )
 
-// DefaultEmulatorAddr is where kumo's engines expect to reach Lambda (http://localhost:4566).
-const DefaultEmulatorAddr = "127.0.0.1:4566"
+// defaultEmulatorAddr is where kumo's engines expect to reach Lambda (http://localhost:4566).
+const defaultEmulatorAddr = "127.0.0.1:4566"
 
-// ErrPortTaken reports that the emulator port is owned by another process (another local stack,
+// errPortTaken reports that the emulator port is owned by another process (another local stack,
 // a LocalStack container, a kumo test run).
-var ErrPortTaken = errors.New("devstack: the emulator port is in use")
+var errPortTaken = errors.New("devstack: the emulator port is in use")
 
 // server is one loopback HTTP server.
 type server struct {
@@ -266,7 +266,7 @@ func signLambda(r *http.Request) error {
 		return err
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	return apiclient.SignV4(credentials.StaticCredentialsProvider{Value: creds}, "lambda", Region)(r, body)
+	return apiclient.SignV4(credentials.StaticCredentialsProvider{Value: creds}, "lambda", region)(r, body)
 }
 
 // runtimeRequest handles a runtime-API request of one process (/_runtime/<fn>~<n>/...): it

@@ -36,17 +36,17 @@ import (
 	"github.com/buyflow/buyflow/statemachine"
 )
 
-// DefaultTenantHeader names the dev-only header the local stack's submit function takes the
+// defaultTenantHeader names the dev-only header the local stack's submit function takes the
 // tenant from (kumo's API Gateway carries no IAM identity).
-const DefaultTenantHeader = "X-Buyflow-Tenant"
+const defaultTenantHeader = "X-Buyflow-Tenant"
 
-// DefaultApprovalPolicy makes every buy of 10,000 USD or more wait for a person; the principal
+// defaultApprovalPolicy makes every buy of 10,000 USD or more wait for a person; the principal
 // dev:approver (X-Buyflow-Principal) is that person on the approver routes.
-const DefaultApprovalPolicy = `{"threshold":"10000.00","currency":"USD","approvers":["U0LOCALAPPROVER"],"on_timeout":"reject","identities":{"dev:approver":"U0LOCALAPPROVER"}}`
+const defaultApprovalPolicy = `{"threshold":"10000.00","currency":"USD","approvers":["U0LOCALAPPROVER"],"on_timeout":"reject","identities":{"dev:approver":"U0LOCALAPPROVER"}}`
 
-// LocalRunConfig returns timings that make a buy finish in seconds: a safety-net poll every
+// localRunConfig returns timings that make a buy finish in seconds: a safety-net poll every
 // 3 s (without waiting for the sweep), a 60 s approval window and a 5 min seller deadline.
-func LocalRunConfig() workflow.RunConfig {
+func localRunConfig() workflow.RunConfig {
 	return workflow.RunConfig{
 		ApprovalTimeoutSeconds: 60,
 		PollInitialSeconds:     1,
@@ -311,7 +311,7 @@ func (st *Stack) startEmulator(ctx context.Context, o Options) (string, error) {
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
 			return "", fmt.Errorf("%w: %s is taken (another buyflow local stack, LocalStack or a kumo test run?); kumo's Step Functions and API Gateway call Lambda there, so stop that first: %w",
-				ErrPortTaken, o.EmulatorAddr, err)
+				errPortTaken, o.EmulatorAddr, err)
 		}
 		return "", err
 	}
@@ -409,7 +409,7 @@ func (st *Stack) startAgents(o Options) (*stackAgents, error) {
 // client createEventBus uses.
 func (st *Stack) newClients(emuURL string) (*dynamodb.Client, *secretsmanager.Client, *eventbridge.Client) {
 	awsCfg := aws.Config{
-		Region:      Region,
+		Region:      region,
 		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return creds, nil }),
 	}
 	endpoint := aws.String(emuURL)
@@ -655,22 +655,22 @@ func (o *Options) defaults() error {
 		}
 	}
 	if o.EmulatorAddr == "" {
-		o.EmulatorAddr = DefaultEmulatorAddr
+		o.EmulatorAddr = defaultEmulatorAddr
 	}
 	if o.APIAddr == "" {
 		o.APIAddr = "127.0.0.1:0"
 	}
 	if o.Run == (workflow.RunConfig{}) {
-		o.Run = LocalRunConfig()
+		o.Run = localRunConfig()
 	}
 	if err := o.Run.Validate(); err != nil {
 		return fmt.Errorf("devstack: run config: %w", err)
 	}
 	if o.ApprovalPolicy == "" {
-		o.ApprovalPolicy = DefaultApprovalPolicy
+		o.ApprovalPolicy = defaultApprovalPolicy
 	}
 	if o.TenantHeader == "" {
-		o.TenantHeader = DefaultTenantHeader
+		o.TenantHeader = defaultTenantHeader
 	}
 	if o.Instances <= 0 {
 		o.Instances = 2
@@ -713,8 +713,8 @@ func lambdaEnv(f topology.Function, emulatorURL string) map[string]string {
 		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": fmt.Sprint(f.MemoryMB),
 		"AWS_LAMBDA_LOG_FORMAT":           "JSON",
 		"AWS_ENDPOINT_URL":                emulatorURL,
-		"AWS_REGION":                      Region,
-		"AWS_DEFAULT_REGION":              Region,
+		"AWS_REGION":                      region,
+		"AWS_DEFAULT_REGION":              region,
 		"AWS_ACCESS_KEY_ID":               creds.AccessKeyID + "-" + f.Name, // names the caller (callerFunction)
 		"AWS_SECRET_ACCESS_KEY":           creds.SecretAccessKey,
 		"AWS_EC2_METADATA_DISABLED":       "true",

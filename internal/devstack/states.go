@@ -49,7 +49,7 @@ func startStates(repoRoot, lambdaURL, cfgDir string, out io.Writer, wait time.Du
 	if st, err := os.Stat(filepath.Join(repoRoot, statesEngine)); err != nil || !st.IsDir() {
 		return nil, fmt.Errorf("devstack: the local Step Functions needs %s: run `npm ci` in %s (make local does)", statesEngine, repoRoot)
 	}
-	cfg, err := json.Marshal(map[string]any{"lambda_url": lambdaURL, "region": Region, "account": statesAccount, "max_states": statesMaxStates})
+	cfg, err := json.Marshal(map[string]any{"lambda_url": lambdaURL, "region": region, "account": statesAccount, "max_states": statesMaxStates})
 	if err != nil {
 		return nil, fmt.Errorf("devstack: states config: %w", err)
 	}

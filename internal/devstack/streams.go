@@ -66,7 +66,7 @@ type ledgerStream struct {
 func newLedgerStream(kumo, table string) *ledgerStream {
 	return &ledgerStream{
 		table: table, kumo: kumo, http: &http.Client{Timeout: 30 * time.Second},
-		arn:  "arn:aws:dynamodb:" + Region + ":000000000000:table/" + table + "/stream/local",
+		arn:  "arn:aws:dynamodb:" + region + ":000000000000:table/" + table + "/stream/local",
 		wake: make(chan struct{}, 1),
 	}
 }
@@ -188,7 +188,7 @@ func (s *ledgerStream) getItem(ctx context.Context, key map[string]json.RawMessa
 	}
 	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
 	req.Header.Set("X-Amz-Target", "DynamoDB_20120810.GetItem")
-	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=local/20260101/"+Region+"/dynamodb/aws4_request, SignedHeaders=host, Signature=0")
+	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=local/20260101/"+region+"/dynamodb/aws4_request, SignedHeaders=host, Signature=0")
 	resp, err := s.http.Do(req)
 	if err != nil {
 		return nil, err
@@ -233,7 +233,7 @@ func (s *ledgerStream) add(key, before, after map[string]json.RawMessage) {
 		}
 	}
 	s.records = append(s.records, streamRecord{
-		EventID: seq, EventName: name, EventVersion: "1.1", EventSource: "aws:dynamodb", AWSRegion: Region, EventSourceARN: s.arn,
+		EventID: seq, EventName: name, EventVersion: "1.1", EventSource: "aws:dynamodb", AWSRegion: region, EventSourceARN: s.arn,
 		DynamoDB: streamChange{
 			ApproximateCreationDateTime: time.Now().Unix(), Keys: key, NewImage: after, OldImage: before,
 			SequenceNumber: seq, SizeBytes: size, StreamViewType: "NEW_AND_OLD_IMAGES",

@@ -41,7 +41,7 @@ const (
 // Cancellation reason codes of TransactWriteItems (the API reference's list); kumo leaves the
 // code empty where DynamoDB sends None.
 const (
-	ReasonNone                = "None"
+	reasonNone                = "None"
 	ReasonConditionalCheck    = "ConditionalCheckFailed"
 	ReasonTransactionConflict = "TransactionConflict"
 )
@@ -67,7 +67,7 @@ func LostRace(err error) bool {
 		switch aws.ToString(r.Code) {
 		case ReasonTransactionConflict:
 			conflict = true
-		case "", ReasonNone:
+		case "", reasonNone:
 		default: // a failed condition, a validation error, throttling: not a lost race
 			return false
 		}
@@ -107,8 +107,8 @@ func Do[T any](ctx context.Context, r Retrier, write func() (T, error)) (T, erro
 	}
 }
 
-// TransactWriter is the DynamoDB call a transaction needs; *dynamodb.Client satisfies it.
-type TransactWriter interface {
+// transactWriter is the DynamoDB call a transaction needs; *dynamodb.Client satisfies it.
+type transactWriter interface {
 	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 }
 
@@ -117,7 +117,7 @@ type TransactWriter interface {
 // of that attempt, which DynamoDB answers from the first outcome), and DynamoDB treats a token
 // it has seen within ten minutes as the same request, so a new attempt must not carry the
 // token of the one that lost. The caller's input is left as it was.
-func TransactWriteItems(ctx context.Context, r Retrier, api TransactWriter, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+func TransactWriteItems(ctx context.Context, r Retrier, api transactWriter, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
 	return Do(ctx, r, func() (*dynamodb.TransactWriteItemsOutput, error) {
 		attempt := *in
 		attempt.ClientRequestToken = nil

@@ -27,8 +27,8 @@ const (
 	Moto Backend = "moto"
 )
 
-// MotoCommand is the moto server program RunBoth starts (moto 5.2.x).
-const MotoCommand = "moto_server"
+// motoCommand is the moto server program RunBoth starts (moto 5.2.x).
+const motoCommand = "moto_server"
 
 var backend atomic.Value // Backend; Kumo unless RunBoth switched it
 
@@ -46,12 +46,12 @@ func Current() Backend {
 // code for os.Exit.
 func RunBoth(m *testing.M) int {
 	code := m.Run()
-	if _, err := exec.LookPath(MotoCommand); err != nil {
+	if _, err := exec.LookPath(motoCommand); err != nil {
 		if os.Getenv("CI") == "true" {
-			fmt.Fprintf(os.Stderr, "dynamotest: %s is not on PATH; CI requires it (pip install 'moto[server]==5.2.1')\n", MotoCommand)
+			fmt.Fprintf(os.Stderr, "dynamotest: %s is not on PATH; CI requires it (pip install 'moto[server]==5.2.1')\n", motoCommand)
 			return 1
 		}
-		fmt.Fprintf(os.Stderr, "dynamotest: SKIP the second run against moto's DynamoDB: %s is not on PATH (pip install 'moto[server]==5.2.1')\n", MotoCommand)
+		fmt.Fprintf(os.Stderr, "dynamotest: SKIP the second run against moto's DynamoDB: %s is not on PATH (pip install 'moto[server]==5.2.1')\n", motoCommand)
 		return code
 	}
 	srv, err := startMoto(30 * time.Second)
@@ -87,11 +87,11 @@ func startMoto(wait time.Duration) (*motoServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(MotoCommand, "-H", "127.0.0.1", "-p", strconv.Itoa(port))
+	cmd := exec.Command(motoCommand, "-H", "127.0.0.1", "-p", strconv.Itoa(port))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	setDeathSignal(cmd.SysProcAttr)
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", MotoCommand, err)
+		return nil, fmt.Errorf("start %s: %w", motoCommand, err)
 	}
 	s := &motoServer{url: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd, done: make(chan struct{})}
 	go func() {
@@ -107,12 +107,12 @@ func startMoto(wait time.Duration) (*motoServer, error) {
 		}
 		select {
 		case <-s.done:
-			return nil, fmt.Errorf("%s exited before it answered on %s", MotoCommand, s.url)
+			return nil, fmt.Errorf("%s exited before it answered on %s", motoCommand, s.url)
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			s.stop()
-			return nil, fmt.Errorf("%s did not answer on %s within %s", MotoCommand, s.url, wait)
+			return nil, fmt.Errorf("%s did not answer on %s within %s", motoCommand, s.url, wait)
 		}
 	}
 }

@@ -42,9 +42,9 @@ func New(l stage.Ledger, a stage.AdCP, policy Policy, callerURI string, o stage.
 	return &Service{Stage: stage.New(l, a, o), policy: policy, callerURI: callerURI, maxConditionRounds: rounds}
 }
 
-// ReasonGovernanceConditions is the reason of a needs_approval decision caused by governance
+// reasonGovernanceConditions is the reason of a needs_approval decision caused by governance
 // conditions a machine cannot apply (or that did not converge within the rounds allowed).
-const ReasonGovernanceConditions = "governance_conditions"
+const reasonGovernanceConditions = "governance_conditions"
 
 // reviewRecord is what an async governance review keeps between "check" rounds.
 type reviewRecord struct {
@@ -429,7 +429,7 @@ func conditionsReason(res *adcp.GovernanceResult, round int) string {
 		}
 		parts = append(parts, p)
 	}
-	return record.Clip(fmt.Sprintf("%s after %d round(s): %s", ReasonGovernanceConditions, round, strings.Join(parts, "; ")), 1000)
+	return record.Clip(fmt.Sprintf("%s after %d round(s): %s", reasonGovernanceConditions, round, strings.Join(parts, "; ")), 1000)
 }
 
 // echoContext is the context object sent with our calls: the buyer's media_buy.context (if an

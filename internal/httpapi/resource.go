@@ -11,9 +11,9 @@ import (
 	"github.com/buyflow/buyflow/internal/api"
 )
 
-// Refusal is an error a request is answered with as a 4xx problem (buy.RequestError is one):
+// refusal is an error a request is answered with as a 4xx problem (buy.RequestError is one):
 // its status and the problem's code, message and field.
-type Refusal interface {
+type refusal interface {
 	error
 	Problem() (int, api.ProblemDetail)
 }
@@ -126,7 +126,7 @@ func (r resource[S, L, V, E]) read(req events.APIGatewayV2HTTPRequest, paged boo
 // query reads a listing's query: its limit (a refusal is the response to send), cursor and
 // parameters.
 func query(req events.APIGatewayV2HTTPRequest) (Query, *events.APIGatewayV2HTTPResponse) {
-	limit, refused := Limit(req)
+	limit, refused := limit(req)
 	if refused != nil {
 		return Query{}, refused
 	}
@@ -141,7 +141,7 @@ func (r resource[S, L, V, E]) notFound() events.APIGatewayV2HTTPResponse {
 // anything else is logged (with the request id, never the error's text in the body) and
 // answered by Unexpected.
 func (r resource[S, L, V, E]) fromError(req events.APIGatewayV2HTTPRequest, err error) events.APIGatewayV2HTTPResponse {
-	var refusal Refusal
+	var refusal refusal
 	switch {
 	case errors.As(err, &refusal):
 		status, p := refusal.Problem()

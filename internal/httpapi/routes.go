@@ -17,8 +17,8 @@ import (
 	"github.com/buyflow/buyflow/internal/topology"
 )
 
-// Path is the request's path without a trailing slash or a named stage.
-func Path(req events.APIGatewayV2HTTPRequest) string {
+// path is the request's path without a trailing slash or a named stage.
+func path(req events.APIGatewayV2HTTPRequest) string {
 	path := strings.TrimSuffix(req.RawPath, "/")
 	if s := req.RequestContext.Stage; s != "" && s != "$default" {
 		path = strings.TrimPrefix(path, "/"+s)
@@ -41,7 +41,7 @@ func ByRouteKey(app topology.Application, tables ...map[string]Handler) Handler 
 		if h, ok := handlers[req.RouteKey]; ok {
 			return h(ctx, req)
 		}
-		method, path := req.RequestContext.HTTP.Method, Path(req)
+		method, path := req.RequestContext.HTTP.Method, path(req)
 		if strings.HasPrefix(req.RouteKey, "ANY ") {
 			// API Gateway prefers a method's route to an ANY route of the same path; kumo (the
 			// local stack's emulator) ranks them alike and picks either. A catch-all is resolved
@@ -99,9 +99,9 @@ func Submission(req events.APIGatewayV2HTTPRequest, what string) (string, []byte
 	return key, body, nil
 }
 
-// Limit reads a listing's limit query parameter (default 25, at most 100); a refusal is the
+// limit reads a listing's limit query parameter (default 25, at most 100); a refusal is the
 // response to send.
-func Limit(req events.APIGatewayV2HTTPRequest) (int, *events.APIGatewayV2HTTPResponse) {
+func limit(req events.APIGatewayV2HTTPRequest) (int, *events.APIGatewayV2HTTPResponse) {
 	s := req.QueryStringParameters["limit"]
 	if s == "" {
 		return 25, nil

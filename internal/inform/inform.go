@@ -37,9 +37,9 @@ type Ledger interface {
 	ReleaseReceipt(ctx context.Context, sender, key string) error
 }
 
-// Sender is the receipts' sender for requester notifications: a name no agent id can take
+// sender is the receipts' sender for requester notifications: a name no agent id can take
 // (agent ids have no colon), so no seller webhook key can collide with an event id.
-const Sender = "buyflow:requester"
+const sender = "buyflow:requester"
 
 // Service posts requester notifications.
 type Service struct {
@@ -90,7 +90,7 @@ func (n *Service) Handle(ctx context.Context, raw json.RawMessage) error {
 		return nil
 	}
 	msg.Channel = d.Notify.Slack
-	dup, err := n.ledger.RecordReceipt(ctx, record.Receipt{SellerID: Sender, IdempotencyKey: d.EventID, Tenant: d.Tenant, OperationID: d.OperationID})
+	dup, err := n.ledger.RecordReceipt(ctx, record.Receipt{SellerID: sender, IdempotencyKey: d.EventID, Tenant: d.Tenant, OperationID: d.OperationID})
 	if err != nil {
 		return fmt.Errorf("inform: receipt of %s: %w", d.EventID, err)
 	}
@@ -99,7 +99,7 @@ func (n *Service) Handle(ctx context.Context, raw json.RawMessage) error {
 		return nil
 	}
 	if _, err := n.slack.Post(ctx, msg); err != nil {
-		if rerr := n.ledger.ReleaseReceipt(ctx, Sender, d.EventID); rerr != nil {
+		if rerr := n.ledger.ReleaseReceipt(ctx, sender, d.EventID); rerr != nil {
 			return errors.Join(fmt.Errorf("inform: post %s: %w", d.EventID, err), rerr)
 		}
 		return fmt.Errorf("inform: post %s: %w", d.EventID, err)

@@ -19,14 +19,14 @@ import (
 // The bounds. A number over any of them is refused; none is near what AdCP carries (budgets,
 // prices, counts, ratios).
 const (
-	// MaxLiteral is the longest number literal, in bytes.
-	MaxLiteral = 64
-	// MaxDigits is the most significant digits (integer and fraction digits together).
-	MaxDigits = 40
-	// MaxExponent bounds the literal's exponent: |e| ≤ MaxExponent.
-	MaxExponent = 100
-	// MaxMagnitude bounds the value: |x| < 10^MaxMagnitude.
-	MaxMagnitude = 30
+	// maxLiteral is the longest number literal, in bytes.
+	maxLiteral = 64
+	// maxDigits is the most significant digits (integer and fraction digits together).
+	maxDigits = 40
+	// maxExponent bounds the literal's exponent: |e| ≤ MaxExponent.
+	maxExponent = 100
+	// maxMagnitude bounds the value: |x| < 10^MaxMagnitude.
+	maxMagnitude = 30
 )
 
 // Decimal is a number literal taken apart: its value is (-1 if Negative) × Digits × 10^Exp,
@@ -40,8 +40,8 @@ type Decimal struct {
 // Split takes a JSON number literal apart. It reads only the JSON number grammar (RFC 8259
 // §6) and refuses a literal over the bounds, so what it returns is safe for any arithmetic.
 func Split(s string) (Decimal, error) {
-	if len(s) > MaxLiteral {
-		return Decimal{}, fmt.Errorf("the number has %d characters; at most %d are accepted", len(s), MaxLiteral)
+	if len(s) > maxLiteral {
+		return Decimal{}, fmt.Errorf("the number has %d characters; at most %d are accepted", len(s), maxLiteral)
 	}
 	var d Decimal
 	rest := s
@@ -74,23 +74,23 @@ func Split(s string) (Decimal, error) {
 		}
 		e = strings.TrimLeft(e, "0")
 		if len(e) > 3 {
-			return Decimal{}, fmt.Errorf("the exponent is beyond ±%d", MaxExponent)
+			return Decimal{}, fmt.Errorf("the exponent is beyond ±%d", maxExponent)
 		}
 		exp, _ = strconv.Atoi("0" + e)
 		if neg {
 			exp = -exp
 		}
-		if exp > MaxExponent || exp < -MaxExponent {
-			return Decimal{}, fmt.Errorf("the exponent %d is beyond ±%d", exp, MaxExponent)
+		if exp > maxExponent || exp < -maxExponent {
+			return Decimal{}, fmt.Errorf("the exponent %d is beyond ±%d", exp, maxExponent)
 		}
 	}
 	d.Digits, d.Exp = intPart+frac, exp-len(frac)
 	significant := strings.TrimLeft(d.Digits, "0")
-	if len(significant) > MaxDigits {
-		return Decimal{}, fmt.Errorf("the number has %d significant digits; at most %d are accepted", len(significant), MaxDigits)
+	if len(significant) > maxDigits {
+		return Decimal{}, fmt.Errorf("the number has %d significant digits; at most %d are accepted", len(significant), maxDigits)
 	}
-	if significant != "" && len(significant)+d.Exp > MaxMagnitude {
-		return Decimal{}, fmt.Errorf("the number is 10^%d or more in size; at most 10^%d is accepted", MaxMagnitude, MaxMagnitude)
+	if significant != "" && len(significant)+d.Exp > maxMagnitude {
+		return Decimal{}, fmt.Errorf("the number is 10^%d or more in size; at most 10^%d is accepted", maxMagnitude, maxMagnitude)
 	}
 	return d, nil
 }
@@ -195,8 +195,8 @@ func walk(doc []byte, unique bool) error {
 		if n, ok := tok.(json.Number); ok {
 			if _, err := Split(n.String()); err != nil {
 				lit := n.String()
-				if len(lit) > MaxLiteral {
-					lit = lit[:MaxLiteral]
+				if len(lit) > maxLiteral {
+					lit = lit[:maxLiteral]
 				}
 				return &Error{Pointer: pointer(stack), Literal: lit, Err: err}
 			}

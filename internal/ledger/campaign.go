@@ -167,17 +167,17 @@ func (s *Store) ListCampaigns(ctx context.Context, tenant string, limit int, cur
 	}
 	start, err := decodeCursor(cursor, func(k map[string]string) bool {
 		return strings.HasPrefix(k[AttrPK], tenantPrefix(tenant)+"CAMPAIGN#") && k[AttrSK] == skCampaign &&
-			(k[AttrGSI2PK] == "" || k[AttrGSI2PK] == campaignGSI(tenant)) && onlyKeys(k, AttrPK, AttrSK, AttrGSI2PK, AttrGSI2SK)
+			(k[attrGSI2PK] == "" || k[attrGSI2PK] == campaignGSI(tenant)) && onlyKeys(k, AttrPK, AttrSK, attrGSI2PK, attrGSI2SK)
 	})
 	if err != nil {
 		return record.Page[*record.Campaign]{}, err
 	}
-	e, err := build(expression.NewBuilder().WithKeyCondition(expression.Key(AttrGSI2PK).Equal(expression.Value(campaignGSI(tenant)))))
+	e, err := build(expression.NewBuilder().WithKeyCondition(expression.Key(attrGSI2PK).Equal(expression.Value(campaignGSI(tenant)))))
 	if err != nil {
 		return record.Page[*record.Campaign]{}, err
 	}
 	out, err := s.api.Query(ctx, &dynamodb.QueryInput{
-		TableName: aws.String(s.table), IndexName: aws.String(IndexTenant),
+		TableName: aws.String(s.table), IndexName: aws.String(indexTenant),
 		KeyConditionExpression: e.KeyCondition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
 		ScanIndexForward: aws.Bool(false), Limit: aws.Int32(int32(clampLimit(limit))), ExclusiveStartKey: start,
 	})

@@ -108,7 +108,7 @@ func (s *Store) ListLiveDue(ctx context.Context, dueBefore time.Time, limit int)
 		return nil, err
 	}
 	out, err := s.api.Query(ctx, &dynamodb.QueryInput{
-		TableName: aws.String(s.table), IndexName: aws.String(IndexPending),
+		TableName: aws.String(s.table), IndexName: aws.String(indexPending),
 		KeyConditionExpression: e.KeyCondition(), ExpressionAttributeNames: e.Names(),
 		ExpressionAttributeValues: e.Values(), Limit: aws.Int32(int32(clampLimit(limit))),
 	})

@@ -36,9 +36,9 @@ var _ API = (*dynamodb.Client)(nil)
 const (
 	DefaultClaimTTL      = 24 * time.Hour
 	DefaultInProgressTTL = 60 * time.Second
-	DefaultReceiptTTL    = 48 * time.Hour
-	MinReceiptTTL        = 24 * time.Hour
-	DefaultLockRetention = 7 * 24 * time.Hour
+	defaultReceiptTTL    = 48 * time.Hour
+	minReceiptTTL        = 24 * time.Hour
+	defaultLockRetention = 7 * 24 * time.Hour
 	maxListRounds        = 10
 	maxIDLength          = 256
 )
@@ -75,8 +75,8 @@ func New(api API, table string) *Store {
 		NewID:         randomID,
 		ClaimTTL:      DefaultClaimTTL,
 		InProgressTTL: DefaultInProgressTTL,
-		ReceiptTTL:    DefaultReceiptTTL,
-		LockRetention: DefaultLockRetention,
+		ReceiptTTL:    defaultReceiptTTL,
+		LockRetention: defaultLockRetention,
 	}
 }
 

@@ -516,12 +516,12 @@ func (s *Store) ListOperations(ctx context.Context, tenant string, o record.List
 	limit := clampLimit(o.Limit)
 	start, err := decodeCursor(o.Cursor, func(k map[string]string) bool {
 		return len(k) >= 2 && strings.HasPrefix(k[AttrPK], tenantPrefix(tenant)+"OP#") && k[AttrSK] == skOperation &&
-			(k[AttrGSI2PK] == "" || k[AttrGSI2PK] == tenantGSI(tenant)) && onlyKeys(k, AttrPK, AttrSK, AttrGSI2PK, AttrGSI2SK)
+			(k[attrGSI2PK] == "" || k[attrGSI2PK] == tenantGSI(tenant)) && onlyKeys(k, AttrPK, AttrSK, attrGSI2PK, attrGSI2SK)
 	})
 	if err != nil {
 		return record.Page[record.View]{}, err
 	}
-	b := expression.NewBuilder().WithKeyCondition(expression.Key(AttrGSI2PK).Equal(expression.Value(tenantGSI(tenant))))
+	b := expression.NewBuilder().WithKeyCondition(expression.Key(attrGSI2PK).Equal(expression.Value(tenantGSI(tenant))))
 	var filter []expression.ConditionBuilder
 	if o.Status != "" {
 		filter = append(filter, expression.Name(attrStatus).Equal(expression.Value(string(o.Status))))
@@ -542,7 +542,7 @@ func (s *Store) ListOperations(ctx context.Context, tenant string, o record.List
 	var page record.Page[record.View]
 	for round := 0; round < maxListRounds; round++ {
 		out, err := s.api.Query(ctx, &dynamodb.QueryInput{
-			TableName: aws.String(s.table), IndexName: aws.String(IndexTenant),
+			TableName: aws.String(s.table), IndexName: aws.String(indexTenant),
 			KeyConditionExpression: e.KeyCondition(), FilterExpression: e.Filter(),
 			ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
 			ScanIndexForward: aws.Bool(false), Limit: aws.Int32(int32(limit - len(page.Items))),
@@ -596,7 +596,7 @@ func (s *Store) ListPending(ctx context.Context, status workflow.Status, updated
 		return record.Page[*record.Operation]{}, err
 	}
 	out, err := s.api.Query(ctx, &dynamodb.QueryInput{
-		TableName: aws.String(s.table), IndexName: aws.String(IndexPending),
+		TableName: aws.String(s.table), IndexName: aws.String(indexPending),
 		KeyConditionExpression: e.KeyCondition(), ExpressionAttributeNames: e.Names(),
 		ExpressionAttributeValues: e.Values(), Limit: aws.Int32(int32(clampLimit(limit))),
 		ExclusiveStartKey: start,

@@ -41,8 +41,8 @@ func (s *Store) RecordReceipt(ctx context.Context, r record.Receipt) (duplicate 
 		r.ReceivedAt = now
 	}
 	ttl := s.ReceiptTTL
-	if ttl < MinReceiptTTL {
-		ttl = MinReceiptTTL
+	if ttl < minReceiptTTL {
+		ttl = minReceiptTTL
 	}
 	w := s.NewID()
 	dup, err := s.putOnce(ctx, receiptItem{

@@ -17,20 +17,20 @@ const (
 	// every condition that depends on expiry checks its own expiry attribute too.
 	AttrTTL = "ttl"
 
-	// IndexPending (gsi1) lists pending operations by status and last update, for reconciliation.
+	// indexPending (gsi1) lists pending operations by status and last update, for reconciliation.
 	// Sparse: only operations in a non-terminal status carry its keys.
-	IndexPending = "gsi1"
+	indexPending = "gsi1"
 	// AttrGSI1PK is gsi1's partition key: "PENDING#<status>".
 	AttrGSI1PK = "gsi1pk"
 	// AttrGSI1SK is gsi1's sort key: "<updated_at RFC3339Nano UTC>#<tenant>#<operation id>".
 	AttrGSI1SK = "gsi1sk"
 
-	// IndexTenant (gsi2) lists a tenant's operations by creation time.
-	IndexTenant = "gsi2"
-	// AttrGSI2PK is gsi2's partition key: "TENANT#<tenant>".
-	AttrGSI2PK = "gsi2pk"
-	// AttrGSI2SK is gsi2's sort key: "<created_at RFC3339Nano UTC>#<operation id>".
-	AttrGSI2SK = "gsi2sk"
+	// indexTenant (gsi2) lists a tenant's operations by creation time.
+	indexTenant = "gsi2"
+	// attrGSI2PK is gsi2's partition key: "TENANT#<tenant>".
+	attrGSI2PK = "gsi2pk"
+	// attrGSI2SK is gsi2's sort key: "<created_at RFC3339Nano UTC>#<operation id>".
+	attrGSI2SK = "gsi2sk"
 )
 
 // TableSchema returns the CreateTableInput of the ledger table named name: string keys pk/sk,
@@ -58,13 +58,13 @@ func TableSchema(name string) *dynamodb.CreateTableInput {
 	return &dynamodb.CreateTableInput{
 		TableName: aws.String(name),
 		AttributeDefinitions: []types.AttributeDefinition{
-			str(AttrPK), str(AttrSK), str(AttrGSI1PK), str(AttrGSI1SK), str(AttrGSI2PK), str(AttrGSI2SK),
+			str(AttrPK), str(AttrSK), str(AttrGSI1PK), str(AttrGSI1SK), str(attrGSI2PK), str(attrGSI2SK),
 		},
 		KeySchema:   key(AttrPK, AttrSK),
 		BillingMode: types.BillingModePayPerRequest,
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{
-			gsi(IndexPending, AttrGSI1PK, AttrGSI1SK),
-			gsi(IndexTenant, AttrGSI2PK, AttrGSI2SK),
+			gsi(indexPending, AttrGSI1PK, AttrGSI1SK),
+			gsi(indexTenant, attrGSI2PK, attrGSI2SK),
 		},
 		StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
 	}

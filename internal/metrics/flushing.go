@@ -47,7 +47,7 @@ func Recovered(ctx context.Context, rec *Recorder, answer func(*PanicError)) {
 		return
 	}
 	slog.ErrorContext(ctx, "handler panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-	rec.Count(HandlerPanics, Dims{"Function": functionName()}, 1)
+	rec.Count(handlerPanics, Dims{"Function": functionName()}, 1)
 	answer(&PanicError{Value: v})
 }
 

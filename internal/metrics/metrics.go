@@ -63,9 +63,9 @@ const (
 	WebhookDuplicates = "WebhookDuplicates"
 	// ReconcileFindings counts what a reconciliation sweep found, by Kind.
 	ReconcileFindings = "ReconcileFindings"
-	// HandlerPanics counts panics recovered at a handler's boundary (a bug: the request got a
+	// handlerPanics counts panics recovered at a handler's boundary (a bug: the request got a
 	// 500 or the task an error instead of the process ending), by Function.
-	HandlerPanics = "HandlerPanics"
+	handlerPanics = "HandlerPanics"
 	// AgentUnavailable counts AdCP calls not sent because the agent's circuit breaker is open
 	// (internal/breaker), by Agent and with no dimension: an alarm per open breaker reads it.
 	AgentUnavailable = "AgentUnavailable"

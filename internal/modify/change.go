@@ -31,8 +31,8 @@ const MaxBodyBytes = 64 << 10
 // MaxReasonChars bounds a reason: update_media_buy's cancellation_reason allows 500.
 const MaxReasonChars = 500
 
-// MaxPackages bounds the package budgets one change may set.
-const MaxPackages = 100
+// maxPackages bounds the package budgets one change may set.
+const maxPackages = 100
 
 // Change is one change a buyer asked for, parsed and checked for shape. Amounts stay JSON
 // number literals until Plan reads them in the buy's currency.
@@ -41,7 +41,7 @@ type Change struct {
 	// Total is the buy's new total budget (KindBudget, one-package buys).
 	Total json.Number `json:"total,omitempty"`
 	// Packages are the new package budgets (KindBudget).
-	Packages []PackageBudget `json:"packages,omitempty"`
+	Packages []packageBudget `json:"packages,omitempty"`
 	// EndTime is the new end of the flight (KindEndTime), RFC 3339.
 	EndTime string `json:"end_time,omitempty"`
 	// Reason is why the buyer changes the buy: required for a cancellation, optional otherwise.
@@ -51,11 +51,11 @@ type Change struct {
 	Context json.RawMessage `json:"context,omitempty"`
 }
 
-// MaxContextBytes bounds the buyer's context.
-const MaxContextBytes = 4 << 10
+// maxContextBytes bounds the buyer's context.
+const maxContextBytes = 4 << 10
 
-// PackageBudget is a new budget for one of the seller's packages.
-type PackageBudget struct {
+// packageBudget is a new budget for one of the seller's packages.
+type packageBudget struct {
 	PackageID string      `json:"package_id"`
 	Budget    json.Number `json:"budget"`
 }
@@ -64,7 +64,7 @@ type PackageBudget struct {
 type patchBody struct {
 	Budget *struct {
 		Total    json.Number     `json:"total"`
-		Packages []PackageBudget `json:"packages"`
+		Packages []packageBudget `json:"packages"`
 	} `json:"budget"`
 	EndTime *string         `json:"end_time"`
 	Paused  *bool           `json:"paused"`
@@ -107,8 +107,8 @@ func ParsePatch(body []byte) (Change, error) {
 		case b.Budget.Total != "":
 			c.Total = b.Budget.Total
 		case len(b.Budget.Packages) > 0:
-			if len(b.Budget.Packages) > MaxPackages {
-				return Change{}, unprocessable("too_many_packages", "/budget/packages", "at most %d package budgets per change", MaxPackages)
+			if len(b.Budget.Packages) > maxPackages {
+				return Change{}, unprocessable("too_many_packages", "/budget/packages", "at most %d package budgets per change", maxPackages)
 			}
 			seen := map[string]bool{}
 			for i, p := range b.Budget.Packages {
@@ -192,8 +192,8 @@ func buyerContext(raw json.RawMessage) (json.RawMessage, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
-	if len(raw) > MaxContextBytes {
-		return nil, unprocessable("invalid_context", "/context", "context is over %d bytes", MaxContextBytes)
+	if len(raw) > maxContextBytes {
+		return nil, unprocessable("invalid_context", "/context", "context is over %d bytes", maxContextBytes)
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil || m == nil {

@@ -14,20 +14,20 @@ import (
 	"github.com/buyflow/buyflow/internal/httpapi"
 )
 
-// Changes is what the change routes need from the use cases; *Requests satisfies it.
-type Changes interface {
+// changes is what the change routes need from the use cases; *Requests satisfies it.
+type changes interface {
 	Submit(ctx context.Context, caller buy.Caller, buyID, idempotencyKey string, c Change) (api.ChangeAccepted, error)
 	Delivery(ctx context.Context, tenant, buyID string, limit int) (api.Delivery, error)
 }
 
-var _ Changes = (*Requests)(nil)
+var _ changes = (*Requests)(nil)
 
 var opIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // Routes are the routes that change a placed buy and read what it delivered, by API Gateway
 // route key: PATCH /v1/media-buys/{id}, POST /v1/media-buys/{id}/cancel and
 // GET /v1/media-buys/{id}/delivery (serve them with httpapi.ByRouteKey).
-func Routes(svc Changes, devHeader string, log *slog.Logger) map[string]httpapi.Handler {
+func Routes(svc changes, devHeader string, log *slog.Logger) map[string]httpapi.Handler {
 	r := routes{svc: svc, log: log}
 	return map[string]httpapi.Handler{
 		"PATCH /v1/media-buys/{id}":        httpapi.WithCaller(devHeader, r.change(ParsePatch)),
@@ -38,7 +38,7 @@ func Routes(svc Changes, devHeader string, log *slog.Logger) map[string]httpapi.
 
 // routes are the change routes' handlers.
 type routes struct {
-	svc Changes
+	svc changes
 	log *slog.Logger
 }
 

@@ -13,14 +13,14 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// State is the buy's delivery state as the seller runs it.
-type State string
+// state is the buy's delivery state as the seller runs it.
+type state string
 
 // The states a placed buy is in, after its changes.
 const (
-	StateActive   State = "active"
-	StatePaused   State = "paused"
-	StateCanceled State = "canceled"
+	StateActive   state = "active"
+	StatePaused   state = "paused"
+	StateCanceled state = "canceled"
 )
 
 // Buy is what a change needs to know about the buy it changes: the operation that placed it,
@@ -36,7 +36,7 @@ type Buy struct {
 	// Revision is the seller's revision of the buy: sent with every update as the expected
 	// revision, so a change planned on a stale view is refused by the seller (CONFLICT).
 	Revision int
-	State    State
+	State    state
 	// Packages are the seller's packages with their current budgets, in the seller's order.
 	Packages []Package
 	// EndTime is the flight's current end (RFC 3339), when known.
@@ -119,7 +119,7 @@ type Planned struct {
 	// Packages are the package budgets after the change.
 	Packages []Package
 	// State is the buy's state after the change.
-	State State
+	State state
 	// Summary says what changes in words (check_governance's modification_summary).
 	Summary string
 }

@@ -17,8 +17,8 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// RequestLedger is the part of the ledger the change requests need.
-type RequestLedger interface {
+// requestLedger is the part of the ledger the change requests need.
+type requestLedger interface {
 	GetOperation(ctx context.Context, tenant, id string) (*record.Operation, error)
 	CreateOperation(ctx context.Context, op record.Operation) (*record.Operation, error)
 	GetBuyState(ctx context.Context, tenant, opID string) (*record.BuyState, error)
@@ -27,8 +27,8 @@ type RequestLedger interface {
 	ListDeliverySnapshots(ctx context.Context, tenant, opID string, limit int) ([]record.DeliverySnapshot, error)
 }
 
-// Executions starts workflow executions under deterministic names.
-type Executions interface {
+// executions starts workflow executions under deterministic names.
+type executions interface {
 	Start(ctx context.Context, name string, input any) (string, error)
 }
 
@@ -44,22 +44,22 @@ type RequestConfig struct {
 	Now func() time.Time
 }
 
-// DefaultDeadlineSeconds is how long a change waits for the seller: update_media_buy's own
+// defaultDeadlineSeconds is how long a change waits for the seller: update_media_buy's own
 // 12-hour timeout.
-const DefaultDeadlineSeconds = 12 * 3600
+const defaultDeadlineSeconds = 12 * 3600
 
 // Requests accepts changes to placed buys over the API: PATCH /v1/media-buys/{id} and
 // POST /v1/media-buys/{id}/cancel.
 type Requests struct {
-	ledger RequestLedger
-	execs  Executions
+	ledger requestLedger
+	execs  executions
 	cfg    RequestConfig
 }
 
 // NewRequests returns the change requests' use case.
-func NewRequests(l RequestLedger, e Executions, cfg RequestConfig) *Requests {
+func NewRequests(l requestLedger, e executions, cfg RequestConfig) *Requests {
 	if cfg.DeadlineSeconds <= 0 {
-		cfg.DeadlineSeconds = DefaultDeadlineSeconds
+		cfg.DeadlineSeconds = defaultDeadlineSeconds
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -67,9 +67,9 @@ func NewRequests(l RequestLedger, e Executions, cfg RequestConfig) *Requests {
 	return &Requests{ledger: l, execs: e, cfg: cfg}
 }
 
-// ChangeID derives a change's id from the tenant, the buy and the Idempotency-Key, so every
+// changeID derives a change's id from the tenant, the buy and the Idempotency-Key, so every
 // retry of one request names the same change and execution.
-func ChangeID(tenant, buyID, idempotencyKey string) string {
+func changeID(tenant, buyID, idempotencyKey string) string {
 	sum := sha256.Sum256([]byte(tenant + "\x00" + buyID + "\x00" + idempotencyKey))
 	return "chg-" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:])[:26])
 }
@@ -80,7 +80,7 @@ func ChangeID(tenant, buyID, idempotencyKey string) string {
 // execution starts. A retry with the same key and change answers the same change; the same
 // key with another change is a 422.
 func (s *Requests) Submit(ctx context.Context, caller buy.Caller, buyID, key string, c Change) (api.ChangeAccepted, error) {
-	id := ChangeID(caller.Tenant, buyID, key)
+	id := changeID(caller.Tenant, buyID, key)
 	stored, err := json.Marshal(c)
 	if err != nil {
 		return api.ChangeAccepted{}, fmt.Errorf("modify: encode change: %w", err)
@@ -118,7 +118,7 @@ func (s *Requests) Submit(ctx context.Context, caller buy.Caller, buyID, key str
 		BudgetTotal: parent.BudgetTotal, Currency: parent.Currency, Packages: parent.SellerPackages}
 	switch st, err := s.ledger.GetBuyState(ctx, caller.Tenant, parent.ID); {
 	case err == nil:
-		b.Revision, b.State = st.Revision, State(st.State)
+		b.Revision, b.State = st.Revision, state(st.State)
 		// This request's own change in flight is a retry racing its first attempt, which
 		// BeginChange answers as begun; only another change refuses it.
 		if st.ChangeID != "" && st.ChangeID != id && s.cfg.Now().Before(st.ChangeExpires) {

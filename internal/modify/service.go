@@ -18,8 +18,8 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// Ledger is the part of the ledger the modification stages use; *ledger.Store satisfies it.
-type Ledger interface {
+// ledger is the part of the ledger the modification stages use; *ledger.Store satisfies it.
+type ledger interface {
 	stage.Intents
 	GetOperation(ctx context.Context, tenant, id string) (*record.Operation, error)
 	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Patch) (*record.Operation, error)
@@ -30,15 +30,15 @@ type Ledger interface {
 	EndChange(ctx context.Context, tenant, opID, changeID, outcome, reason string, ev record.Event) (*record.BuyState, error)
 }
 
-// AdCP is the part of the AdCP client the modification stages use; *adcp.Client satisfies it.
-type AdCP interface {
+// adCP is the part of the AdCP client the modification stages use; *adcp.Client satisfies it.
+type adCP interface {
 	CheckGovernance(ctx context.Context, agentID string, req adcp.CheckGovernanceRequest) (*adcp.GovernanceResult, error)
 	UpdateMediaBuy(ctx context.Context, agentID string, in adcp.Intent) (*adcp.MediaBuyResult, error)
 	GetMediaBuys(ctx context.Context, agentID string, req adcp.GetMediaBuysRequest) (*adcp.GetMediaBuysResult, error)
 	ReportPlanOutcome(ctx context.Context, agentID string, in adcp.Intent) (*adcp.OutcomeResult, error)
 }
 
-var _ AdCP = (*adcp.Client)(nil)
+var _ adCP = (*adcp.Client)(nil)
 
 // Config holds a Service's settings.
 type Config struct {
@@ -57,15 +57,15 @@ type Config struct {
 
 // Service runs the stages of one change: Check, Update, Apply and Fail.
 type Service struct {
-	ledger Ledger
-	adcp   AdCP
+	ledger ledger
+	adcp   adCP
 	policy Policy
 	cfg    Config
 	log    *slog.Logger
 }
 
 // New returns a Service; the zero policy asks a person for no change.
-func New(l Ledger, a AdCP, policy Policy, cfg Config) *Service {
+func New(l ledger, a adCP, policy Policy, cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -82,8 +82,8 @@ func New(l Ledger, a AdCP, policy Policy, cfg Config) *Service {
 
 func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
 
-// WebhookPath is the seller webhook route; the change id follows it.
-const WebhookPath = "/v1/webhooks/adcp/"
+// webhookPath is the seller webhook route; the change id follows it.
+const webhookPath = "/v1/webhooks/adcp/"
 
 // Intent names: the frozen plan (what governance checked), the update call, the push token
 // and the outcome report, each written before the call that uses it. The update and the
@@ -155,7 +155,7 @@ func (s *Service) current(ctx context.Context, r *run) (Buy, error) {
 	if st.ChangeID != r.op.ID {
 		return Buy{}, &workflow.TerminalError{Code: "change_not_in_flight", Reason: fmt.Sprintf("change %s is not the change in flight on buy %s (%q is)", r.op.ID, r.parent.ID, st.ChangeID)}
 	}
-	b.Revision, b.State, b.EndTime = st.Revision, State(st.State), st.EndTime
+	b.Revision, b.State, b.EndTime = st.Revision, state(st.State), st.EndTime
 	got, err := s.adcp.GetMediaBuys(ctx, r.seller, adcp.GetMediaBuysRequest{Account: &r.acct, MediaBuyIDs: []string{r.parent.MediaBuyID}})
 	if breaker.Unavailable(err) != nil {
 		return Buy{}, err // not sent: the change waits for the seller's breaker
@@ -194,14 +194,14 @@ type frozenPlan struct {
 	Before   string                     `json:"before"`
 	After    string                     `json:"after"`
 	Packages []record.PackageBudget     `json:"packages"`
-	State    State                      `json:"state"`
+	State    state                      `json:"state"`
 	Revision int                        `json:"revision"`
 	Summary  string                     `json:"summary"`
 	EndTime  string                     `json:"end_time,omitempty"`
 	// PackagesBefore, StateBefore and EndTimeBefore are the buy before the change, as the
 	// plan was made against it: what an approver sees as "now".
 	PackagesBefore []record.PackageBudget `json:"packages_before,omitempty"`
-	StateBefore    State                  `json:"state_before,omitempty"`
+	StateBefore    state                  `json:"state_before,omitempty"`
 	EndTimeBefore  string                 `json:"end_time_before,omitempty"`
 }
 

@@ -27,11 +27,11 @@ const (
 // The outcomes of a change, recorded on the buy's state and read by the state machine.
 const (
 	OutcomeApplied  = "applied"
-	OutcomeDenied   = "denied"
-	OutcomeRejected = "rejected"
-	OutcomeExpired  = "expired"
-	// OutcomeApprovalExpired: nobody decided on the change before its approval expired.
-	OutcomeApprovalExpired = "approval_expired"
+	outcomeDenied   = "denied"
+	outcomeRejected = "rejected"
+	outcomeExpired  = "expired"
+	// outcomeApprovalExpired: nobody decided on the change before its approval expired.
+	outcomeApprovalExpired = "approval_expired"
 	OutcomeFailed          = "failed"
 )
 
@@ -179,7 +179,7 @@ func (s *Service) Update(ctx context.Context, in workflow.StageInput) (workflow.
 		if s.cfg.PublicBaseURL == "" {
 			return adcp.Intent{}, &workflow.TerminalError{Code: "no_public_base_url", Reason: "the webhook URL cannot be built: no public base URL configured"}
 		}
-		args.PushNotificationConfig = &adcp.PushNotificationConfig{URL: s.cfg.PublicBaseURL + WebhookPath + r.op.ID, OperationID: r.op.ID, Token: string(token)}
+		args.PushNotificationConfig = &adcp.PushNotificationConfig{URL: s.cfg.PublicBaseURL + webhookPath + r.op.ID, OperationID: r.op.ID, Token: string(token)}
 		in, err := adcp.NewIntent(adcp.ToolUpdateMediaBuy, args, now)
 		if err != nil {
 			return adcp.Intent{}, &workflow.TerminalError{Code: "bad_intent", Reason: err.Error()}
@@ -413,21 +413,21 @@ func (s *Service) Fail(ctx context.Context, in workflow.OutcomeInput) (ChangeOut
 		code = workflow.TerminalErrorCode(f.Cause)
 		switch f.Error {
 		case workflow.FailureChangeDenied:
-			outcome, reason = OutcomeDenied, "governance denied the change"
+			outcome, reason = outcomeDenied, "governance denied the change"
 		case failureRejected:
 			// The cause names the approval, who rejected it, when, and their comment.
-			outcome, reason = OutcomeRejected, record.Clip("the approver rejected the change, which was not sent to the seller ("+f.Cause+")", 1000)
+			outcome, reason = outcomeRejected, record.Clip("the approver rejected the change, which was not sent to the seller ("+f.Cause+")", 1000)
 		case workflow.FailureChangeApprovalExpired:
-			outcome, reason = OutcomeApprovalExpired, "nobody approved the change before its approval expired; it was not sent to the seller"
+			outcome, reason = outcomeApprovalExpired, "nobody approved the change before its approval expired; it was not sent to the seller"
 		case workflow.FailureChangeDeadline, failureTimeout:
-			outcome, reason = OutcomeExpired, "the change did not finish before its deadline"
+			outcome, reason = outcomeExpired, "the change did not finish before its deadline"
 		}
 	}
 	// What a stage recorded on the change (governance's explanation, the seller's message, why
 	// a person was asked) is the more precise reason.
 	if r.op.Reason != "" {
 		sep := ": "
-		if outcome == OutcomeRejected || outcome == OutcomeApprovalExpired {
+		if outcome == outcomeRejected || outcome == outcomeApprovalExpired {
 			sep = "; a person was asked because "
 		}
 		reason += sep + r.op.Reason
@@ -439,9 +439,9 @@ func (s *Service) Fail(ctx context.Context, in workflow.OutcomeInput) (ChangeOut
 func (s *Service) end(ctx context.Context, r *run, outcome, reason, code string) (ChangeOutcome, error) {
 	to := workflow.StatusFailed
 	switch outcome {
-	case OutcomeRejected, OutcomeDenied:
+	case outcomeRejected, outcomeDenied:
 		to = workflow.StatusRejected
-	case OutcomeExpired, OutcomeApprovalExpired:
+	case outcomeExpired, outcomeApprovalExpired:
 		to = workflow.StatusExpired
 	}
 	if !r.op.Status.Terminal() {

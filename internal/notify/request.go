@@ -301,7 +301,7 @@ func (s *Service) reasonCode(reason string, op *record.Operation) approvalcore.R
 		return approvalcore.ReasonPolicyThreshold
 	}
 	if op.RequireApproval {
-		return ReasonBuyerRequested
+		return reasonBuyerRequested
 	}
 	return approvalcore.ReasonGovernanceConditions
 }
@@ -317,9 +317,9 @@ func reasonText(code approvalcore.ReasonCode, op *record.Operation) string {
 	return ""
 }
 
-// ReasonBuyerRequested is the reason code of an approval the buyer asked for in the submit
+// reasonBuyerRequested is the reason code of an approval the buyer asked for in the submit
 // request (require_approval); approvalcore.ReasonCode.Label has a generic sentence for it.
-const ReasonBuyerRequested approvalcore.ReasonCode = "buyer_requested"
+const reasonBuyerRequested approvalcore.ReasonCode = "buyer_requested"
 
 // Expire runs the notify stage's "expire" action (ExpireApproval, after RequestApproval's
 // States.Timeout): it marks the operation's latest approval expired in the ledger (pending →

@@ -13,19 +13,19 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// Tasks completes a parked Step Functions task token; *sfn.Client satisfies it. A token that
+// tasks completes a parked Step Functions task token; *sfn.Client satisfies it. A token that
 // is already gone is an error matching sfn.ErrTaskGone.
-type Tasks = sellertask.Tasks
+type tasks = sellertask.Tasks
 
 // Service is the poll function's use case: park and poll. It is safe for concurrent use.
 type Service struct {
 	stage.Stage
-	tasks Tasks
+	tasks tasks
 	rand  func() float64
 }
 
 // New returns the poll stage; tasks completes the parked AwaitSeller token.
-func New(l stage.Ledger, a stage.AdCP, tasks Tasks, o stage.Options) *Service {
+func New(l stage.Ledger, a stage.AdCP, tasks tasks, o stage.Options) *Service {
 	return &Service{Stage: stage.New(l, a, o), tasks: tasks, rand: stage.OrMathRand(o.Rand)}
 }
 

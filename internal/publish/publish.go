@@ -30,21 +30,21 @@ import (
 	"github.com/buyflow/buyflow/internal/statusevent"
 )
 
-// PutEventsAPI is the part of the EventBridge client the publisher uses.
-type PutEventsAPI interface {
+// putEventsAPI is the part of the EventBridge client the publisher uses.
+type putEventsAPI interface {
 	PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, optFns ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error)
 }
 
 // Service turns ledger stream records into status events on one bus.
 type Service struct {
-	api     PutEventsAPI
+	api     putEventsAPI
 	bus     string
 	baseURL string
 }
 
 // New returns a publisher to the bus named bus; links in the events start at baseURL (the HTTP
 // API's root).
-func New(api PutEventsAPI, bus, baseURL string) *Service {
+func New(api putEventsAPI, bus, baseURL string) *Service {
 	return &Service{api: api, bus: bus, baseURL: baseURL}
 }
 
@@ -85,7 +85,7 @@ func chunks(todo []pending) [][]pending {
 func (p *Service) Handle(ctx context.Context, batch events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	var todo []pending
 	for _, rec := range batch.Records {
-		d, ok, err := Transition(rec, p.baseURL)
+		d, ok, err := transition(rec, p.baseURL)
 		if err != nil {
 			slog.ErrorContext(ctx, "ledger stream record skipped", "sequenceNumber", rec.Change.SequenceNumber, "err", err)
 			continue
@@ -166,9 +166,9 @@ const (
 	campaignAwaitingApproval = "awaiting_approval"
 )
 
-// Transition reads the status change a ledger stream record carries: ok is false for a record
+// transition reads the status change a ledger stream record carries: ok is false for a record
 // that is not one (another item, a write that left the status as it was, a removal).
-func Transition(rec events.DynamoDBEventRecord, baseURL string) (d statusevent.Detail, ok bool, err error) {
+func transition(rec events.DynamoDBEventRecord, baseURL string) (d statusevent.Detail, ok bool, err error) {
 	if rec.EventName != string(events.DynamoDBOperationTypeInsert) && rec.EventName != string(events.DynamoDBOperationTypeModify) {
 		return d, false, nil
 	}

@@ -68,7 +68,7 @@ func (s *Service) apply(ctx context.Context, r *run, seller string, op *record.O
 func (s *Service) failUnknown(ctx context.Context, r *run, seller string, op *record.Operation) (*record.Operation, error) {
 	reason := record.Clip(fmt.Sprintf("the seller %s does not know task %s (not in list_tasks, get_task_status answered %s) after waiting %s; nothing was adopted or canceled",
 		seller, op.SellerTaskID, codeNotFound, s.now().Sub(op.UpdatedAt).Round(time.Minute)), 1000)
-	ch := record.Patch{Reason: &reason, Actor: Actor, EventType: record.EventReconcile,
+	ch := record.Patch{Reason: &reason, Actor: actor, EventType: record.EventReconcile,
 		Detail: record.EventDetail(map[string]any{"task_id": op.SellerTaskID, "finding": KindUnknownTask})}
 	cur, moved, err := sellertask.Move(ctx, s.taskDeps(r), op, workflow.StatusFailed, ch)
 	if err != nil {
@@ -87,7 +87,7 @@ func (s *Service) failUnknown(ctx context.Context, r *run, seller string, op *re
 // the run's recorder (none when r is nil), and a wake leaves a wake event by the sweep.
 func (s *Service) taskDeps(r *run) sellertask.Deps {
 	d := sellertask.Deps{Ledger: s.cfg.Ledger, Tasks: s.cfg.Tasks,
-		WakeActor: Actor, WakeBy: "reconcile", Now: s.now, Log: s.log}
+		WakeActor: actor, WakeBy: "reconcile", Now: s.now, Log: s.log}
 	if r != nil {
 		d.Metrics = r.rec
 	}
@@ -120,7 +120,7 @@ func (s *Service) mark(ctx context.Context, op *record.Operation, kind, reason s
 	for k, v := range extra {
 		d[k] = v
 	}
-	_, err := s.cfg.Ledger.UpdateFields(ctx, op.Tenant, op.ID, op.Version, record.Patch{Reason: &reason, Actor: Actor,
+	_, err := s.cfg.Ledger.UpdateFields(ctx, op.Tenant, op.ID, op.Version, record.Patch{Reason: &reason, Actor: actor,
 		EventType: record.EventReconcile, Detail: record.EventDetail(d)})
 	var te *record.TransitionError
 	if err != nil && !errors.As(err, &te) {

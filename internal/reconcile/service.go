@@ -38,14 +38,14 @@ const (
 	OrphanOperation = "orphans"
 )
 
-// Actor is the actor of the events the sweep writes on its own account.
-const Actor = "system:reconcile"
+// actor is the actor of the events the sweep writes on its own account.
+const actor = "system:reconcile"
 
 // markPrefix starts every reason the sweep marks an operation with.
 const markPrefix = "reconcile: "
 
-// Ledger is the part of the ledger the sweep uses; *ledger.Store satisfies it.
-type Ledger interface {
+// ledger is the part of the ledger the sweep uses; *ledger.Store satisfies it.
+type ledger interface {
 	ListPending(ctx context.Context, status workflow.Status, updatedBefore time.Time, limit int, cursor string) (record.Page[*record.Operation], error)
 	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Patch) (*record.Operation, error)
 	UpdateFields(ctx context.Context, tenant, id string, expectedVersion int64, ch record.Patch) (*record.Operation, error)
@@ -67,13 +67,13 @@ type AdCP interface {
 	GetTaskStatus(ctx context.Context, agentID string, req adcp.GetTaskStatusRequest) (*adcp.TaskStatusResult, error)
 }
 
-// Tasks completes parked task tokens; *sfn.Client satisfies it.
-type Tasks interface {
+// tasks completes parked task tokens; *sfn.Client satisfies it.
+type tasks interface {
 	Succeed(ctx context.Context, token string, output any) error
 }
 
-// Executions describes the state machine's executions; *sfn.Client satisfies it.
-type Executions interface {
+// executions describes the state machine's executions; *sfn.Client satisfies it.
+type executions interface {
 	Describe(ctx context.Context, name string) (sfn.Execution, error)
 }
 
@@ -90,11 +90,11 @@ const (
 
 // Config wires a Service. Ledger, AdCP and Tasks are required.
 type Config struct {
-	Ledger Ledger
+	Ledger ledger
 	AdCP   AdCP
-	Tasks  Tasks
+	Tasks  tasks
 	// Executions enables the "execution ended" check; without it the check is skipped.
-	Executions Executions
+	Executions executions
 	// RunConfig rebuilds the wait state of a woken operation (sellertask.WakeOutput).
 	RunConfig workflow.RunConfig
 

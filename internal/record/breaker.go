@@ -2,15 +2,15 @@ package record
 
 import "time"
 
-// BreakerState is where an agent's circuit breaker stands.
-type BreakerState string
+// breakerState is where an agent's circuit breaker stands.
+type breakerState string
 
 // The breaker states: closed lets calls through, open lets none through until RetryAt,
 // half_open lets one probe through (until ProbeUntil) and refuses the others.
 const (
-	BreakerClosed   BreakerState = "closed"
-	BreakerOpen     BreakerState = "open"
-	BreakerHalfOpen BreakerState = "half_open"
+	BreakerClosed   breakerState = "closed"
+	BreakerOpen     breakerState = "open"
+	BreakerHalfOpen breakerState = "half_open"
 )
 
 // Breaker is the circuit breaker of one agent (seller or governance agent), shared by every
@@ -19,7 +19,7 @@ const (
 // concurrent functions never lose each other's updates.
 type Breaker struct {
 	AgentID string       `dynamodbav:"agent_id"`
-	State   BreakerState `dynamodbav:"state"`
+	State   breakerState `dynamodbav:"state"`
 	// Failures counts the consecutive transient failures since FirstFailureAt.
 	Failures       int       `dynamodbav:"failures"`
 	FirstFailureAt time.Time `dynamodbav:"first_failure_at,omitempty"`

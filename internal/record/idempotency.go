@@ -6,13 +6,13 @@ import (
 	"time"
 )
 
-// ClaimStatus is the state of an idempotency claim.
-type ClaimStatus string
+// claimStatus is the state of an idempotency claim.
+type claimStatus string
 
 // The claim statuses (Powertools spelling).
 const (
-	ClaimInProgress ClaimStatus = "INPROGRESS"
-	ClaimCompleted  ClaimStatus = "COMPLETED"
+	ClaimInProgress claimStatus = "INPROGRESS"
+	ClaimCompleted  claimStatus = "COMPLETED"
 )
 
 // Claim is an idempotency record: the Idempotency-Key of one tenant's request, the hash of its
@@ -20,7 +20,7 @@ const (
 type Claim struct {
 	Tenant      string      `dynamodbav:"tenant"`
 	Key         string      `dynamodbav:"idempotency_key"`
-	Status      ClaimStatus `dynamodbav:"status"`
+	Status      claimStatus `dynamodbav:"status"`
 	PayloadHash string      `dynamodbav:"payload_hash"`
 	// Owner identifies the claimer; Complete and Release require it.
 	Owner string `dynamodbav:"owner"`

@@ -17,23 +17,23 @@ import (
 // ErrNotFound reports a secret that does not exist.
 var ErrNotFound = errors.New("secrets: no such secret")
 
-// API is the part of the Secrets Manager client used here.
-type API interface {
+// api is the part of the Secrets Manager client used here.
+type api interface {
 	GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
 }
 
-var _ API = (*secretsmanager.Client)(nil)
+var _ api = (*secretsmanager.Client)(nil)
 
 // Store caches secret values by name. It is safe for concurrent use.
 type Store struct {
-	api API
+	api api
 
 	mu     sync.Mutex
 	values map[string][]byte
 }
 
 // New returns a Store reading through api.
-func New(api API) *Store { return &Store{api: api, values: map[string][]byte{}} }
+func New(api api) *Store { return &Store{api: api, values: map[string][]byte{}} }
 
 // Get returns the value of the secret name (SecretString, or SecretBinary when the secret is
 // binary), fetching it on first use.

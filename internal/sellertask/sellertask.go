@@ -16,10 +16,10 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// Ledger is the part of the ledger RecordStatus, Move and Wake use; *ledger.Store
+// ledger is the part of the ledger RecordStatus, Move and Wake use; *ledger.Store
 // satisfies it, and so do the ledgers of the stages, the webhook receiver and the
 // reconciliation sweep.
-type Ledger interface {
+type ledger interface {
 	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Patch) (*record.Operation, error)
 	AppendEvent(ctx context.Context, tenant, opID string, ev record.Event) error
 	ClearTaskToken(ctx context.Context, tenant, id, token string) error
@@ -35,7 +35,7 @@ type Tasks interface {
 // webhook receiver and the reconciliation sweep each build one.
 type Deps struct {
 	// Ledger records the transitions and events, and clears the parked token.
-	Ledger Ledger
+	Ledger ledger
 	// Tasks completes the parked token; only Wake uses it.
 	Tasks Tasks
 	// Metrics receives SellerTaskDuration when a task reaches a terminal status; nil emits

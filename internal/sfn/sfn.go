@@ -21,24 +21,24 @@ import (
 // TaskDoesNotExist or InvalidToken.
 var ErrTaskGone = errors.New("sfn: task token is gone")
 
-// API is the part of the Step Functions client buyflow uses.
-type API interface {
+// api is the part of the Step Functions client buyflow uses.
+type api interface {
 	StartExecution(ctx context.Context, in *sfn.StartExecutionInput, optFns ...func(*sfn.Options)) (*sfn.StartExecutionOutput, error)
 	DescribeExecution(ctx context.Context, in *sfn.DescribeExecutionInput, optFns ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error)
 	SendTaskSuccess(ctx context.Context, in *sfn.SendTaskSuccessInput, optFns ...func(*sfn.Options)) (*sfn.SendTaskSuccessOutput, error)
 	SendTaskFailure(ctx context.Context, in *sfn.SendTaskFailureInput, optFns ...func(*sfn.Options)) (*sfn.SendTaskFailureOutput, error)
 }
 
-var _ API = (*sfn.Client)(nil)
+var _ api = (*sfn.Client)(nil)
 
 // Client starts executions of one state machine and completes task tokens.
 type Client struct {
-	api             API
+	api             api
 	stateMachineARN string
 }
 
 // New returns a Client for the state machine stateMachineARN.
-func New(api API, stateMachineARN string) *Client {
+func New(api api, stateMachineARN string) *Client {
 	return &Client{api: api, stateMachineARN: stateMachineARN}
 }
 
@@ -59,16 +59,16 @@ func (c *Client) Start(ctx context.Context, name string, input any) (string, err
 	var exists *types.ExecutionAlreadyExists
 	switch {
 	case errors.As(err, &exists):
-		return ExecutionARN(c.stateMachineARN, name), nil
+		return executionARN(c.stateMachineARN, name), nil
 	case err != nil:
 		return "", fmt.Errorf("sfn: start execution %s: %w", name, err)
 	}
 	return aws.ToString(out.ExecutionArn), nil
 }
 
-// ExecutionARN derives an execution's ARN from its state machine's ARN and its name
+// executionARN derives an execution's ARN from its state machine's ARN and its name
 // (arn:aws:states:region:account:stateMachine:Name → …:execution:Name:exec).
-func ExecutionARN(stateMachineARN, name string) string {
+func executionARN(stateMachineARN, name string) string {
 	const marker = ":stateMachine:"
 	for i := 0; i+len(marker) <= len(stateMachineARN); i++ {
 		if stateMachineARN[i:i+len(marker)] == marker {
@@ -100,7 +100,7 @@ var ErrNoExecution = errors.New("sfn: no such execution")
 // is an error matching ErrNoExecution; a refused call keeps the service's error (an
 // AccessDeniedException is a smithy.APIError).
 func (c *Client) Describe(ctx context.Context, name string) (Execution, error) {
-	out, err := c.api.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: aws.String(ExecutionARN(c.stateMachineARN, name))})
+	out, err := c.api.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: aws.String(executionARN(c.stateMachineARN, name))})
 	var missing *types.ExecutionDoesNotExist
 	switch {
 	case errors.As(err, &missing):

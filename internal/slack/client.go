@@ -38,8 +38,8 @@ var (
 	_ Client = (*WebhookClient)(nil)
 )
 
-// DefaultBaseURL is the Slack Web API root.
-const DefaultBaseURL = "https://slack.com/api/"
+// defaultBaseURL is the Slack Web API root.
+const defaultBaseURL = "https://slack.com/api/"
 
 const maxResponseBytes = 1 << 20
 
@@ -89,7 +89,7 @@ func WithBaseURL(u string) Option { return func(o *options) { o.baseURL = u } }
 func WithHTTPClient(hc *http.Client) Option { return func(o *options) { o.hc = hc } }
 
 func buildOptions(opts []Option) options {
-	o := options{baseURL: DefaultBaseURL, hc: &http.Client{Timeout: 10 * time.Second}}
+	o := options{baseURL: defaultBaseURL, hc: &http.Client{Timeout: 10 * time.Second}}
 	for _, f := range opts {
 		f(&o)
 	}

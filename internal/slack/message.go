@@ -33,7 +33,7 @@ type Block struct {
 	BlockID   string  `json:"block_id,omitempty"`
 	Text      *Text   `json:"text,omitempty"`
 	Fields    []Text  `json:"fields,omitempty"`
-	Accessory *Button `json:"accessory,omitempty"`
+	Accessory *button `json:"accessory,omitempty"`
 	// Elements holds a context block's Text elements.
 	Elements []Text `json:"elements,omitempty"`
 }
@@ -44,8 +44,8 @@ type Text struct {
 	Text string `json:"text"`
 }
 
-// Button is a Block Kit link button.
-type Button struct {
+// button is a Block Kit link button.
+type button struct {
 	Type               string `json:"type"` // "button"
 	Text               Text   `json:"text"`
 	URL                string `json:"url"`
@@ -115,7 +115,7 @@ func RequestMessage(a approvalcore.Approval, reviews []Review) (Message, error) 
 		blocks = append(blocks, Block{
 			Type: "section",
 			Text: &Text{Type: "mrkdwn", Text: text},
-			Accessory: &Button{
+			Accessory: &button{
 				Type:               "button",
 				Text:               Text{Type: "plain_text", Text: "Review"},
 				URL:                r.URL,

@@ -16,7 +16,7 @@ import (
 type RequesterUpdate struct {
 	Kind RequesterKind
 	// Subject is what changed status: a buy (""), a change to a placed buy or a campaign.
-	Subject RequesterSubject
+	Subject requesterSubject
 	// OperationID is the buy's or the change's operation id, or the campaign id.
 	OperationID string
 	PONumber    string
@@ -49,13 +49,13 @@ type RequesterUpdate struct {
 	Landed int
 }
 
-// RequesterSubject is what a requester update is about.
-type RequesterSubject string
+// requesterSubject is what a requester update is about.
+type requesterSubject string
 
 // The subjects besides a buy ("").
 const (
-	SubjectChange   RequesterSubject = "change"
-	SubjectCampaign RequesterSubject = "campaign"
+	SubjectChange   requesterSubject = "change"
+	SubjectCampaign requesterSubject = "campaign"
 )
 
 // RequesterKind is which update it is.

@@ -94,22 +94,22 @@ type PolicyFunc func(budget, currency string) (bool, string)
 // Needs calls f.
 func (f PolicyFunc) Needs(budget, currency string) (bool, string) { return f(budget, currency) }
 
-// HookLedger wraps the real ledger; a non-nil hook replaces a method.
-type HookLedger struct {
+// hookLedger wraps the real ledger; a non-nil hook replaces a method.
+type hookLedger struct {
 	stage.Ledger
 	OnTransition func(ctx context.Context, tenant, id string, to workflow.Status, v int64, ch record.Patch) (*record.Operation, error)
 }
 
 // Transition calls OnTransition when it is set, else the ledger.
-func (h *HookLedger) Transition(ctx context.Context, tenant, id string, to workflow.Status, v int64, ch record.Patch) (*record.Operation, error) {
+func (h *hookLedger) Transition(ctx context.Context, tenant, id string, to workflow.Status, v int64, ch record.Patch) (*record.Operation, error) {
 	if h.OnTransition != nil {
 		return h.OnTransition(ctx, tenant, id, to, v, ch)
 	}
 	return h.Ledger.Transition(ctx, tenant, id, to, v, ch)
 }
 
-// HookAdCP wraps the real client; a non-nil hook runs before the call.
-type HookAdCP struct {
+// hookAdCP wraps the real client; a non-nil hook runs before the call.
+type hookAdCP struct {
 	stage.AdCP
 	BeforeCreate   func(in adcp.Intent)
 	BeforePoll     func()
@@ -117,7 +117,7 @@ type HookAdCP struct {
 }
 
 // GetMediaBuys runs BeforeListBuys, then the client's call.
-func (h *HookAdCP) GetMediaBuys(ctx context.Context, agentID string, req adcp.GetMediaBuysRequest) (*adcp.GetMediaBuysResult, error) {
+func (h *hookAdCP) GetMediaBuys(ctx context.Context, agentID string, req adcp.GetMediaBuysRequest) (*adcp.GetMediaBuysResult, error) {
 	if h.BeforeListBuys != nil {
 		h.BeforeListBuys()
 	}
@@ -125,7 +125,7 @@ func (h *HookAdCP) GetMediaBuys(ctx context.Context, agentID string, req adcp.Ge
 }
 
 // CreateMediaBuy runs BeforeCreate, then the client's call.
-func (h *HookAdCP) CreateMediaBuy(ctx context.Context, agentID string, in adcp.Intent) (*adcp.MediaBuyResult, error) {
+func (h *hookAdCP) CreateMediaBuy(ctx context.Context, agentID string, in adcp.Intent) (*adcp.MediaBuyResult, error) {
 	if h.BeforeCreate != nil {
 		h.BeforeCreate(in)
 	}
@@ -133,7 +133,7 @@ func (h *HookAdCP) CreateMediaBuy(ctx context.Context, agentID string, in adcp.I
 }
 
 // GetTaskStatus runs BeforePoll, then the client's call.
-func (h *HookAdCP) GetTaskStatus(ctx context.Context, agentID string, req adcp.GetTaskStatusRequest) (*adcp.TaskStatusResult, error) {
+func (h *hookAdCP) GetTaskStatus(ctx context.Context, agentID string, req adcp.GetTaskStatusRequest) (*adcp.TaskStatusResult, error) {
 	if h.BeforePoll != nil {
 		h.BeforePoll()
 	}
@@ -147,8 +147,8 @@ func (h *HookAdCP) GetTaskStatus(ctx context.Context, agentID string, req adcp.G
 type Env struct {
 	T      *testing.T
 	Store  *ledger.Store
-	Ledger *HookLedger
-	AdCP   *HookAdCP
+	Ledger *hookLedger
+	AdCP   *hookAdCP
 	Client *adcp.Client
 	Seller *adcptest.Seller
 	Gov    *adcptest.Governance
@@ -229,7 +229,7 @@ func NewEnv(t *testing.T, o Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &Env{T: t, Store: store, Ledger: &HookLedger{Ledger: store}, AdCP: &HookAdCP{AdCP: client}, Client: client,
+	e := &Env{T: t, Store: store, Ledger: &hookLedger{Ledger: store}, AdCP: &hookAdCP{AdCP: client}, Client: client,
 		Seller: seller, Gov: gov, Clock: clk, policy: o.Policy}
 	e.Build(stage.Options{Now: clk.Now, Rand: func() float64 { return 0.99 }})
 	return e

@@ -38,18 +38,18 @@ const (
 	DetailTypeCampaign = "Campaign Status Changed"
 )
 
-// Kind says what changed status.
-type Kind string
+// kind says what changed status.
+type kind string
 
 // The kinds.
 const (
-	KindMediaBuy Kind = "media_buy"
-	KindChange   Kind = "change"
-	KindCampaign Kind = "campaign"
+	KindMediaBuy kind = "media_buy"
+	KindChange   kind = "change"
+	KindCampaign kind = "campaign"
 )
 
 // DetailType is the EventBridge detail-type of the kind's events ("" for an unknown kind).
-func (k Kind) DetailType() string {
+func (k kind) DetailType() string {
 	switch k {
 	case KindMediaBuy:
 		return DetailTypeMediaBuy
@@ -66,7 +66,7 @@ type Detail struct {
 	SchemaVersion string `json:"schema_version"`
 	// EventID is stable across retries of the same publish: "<kind>:<id>:<sequence>".
 	EventID string `json:"event_id"`
-	Kind    Kind   `json:"kind"`
+	Kind    kind   `json:"kind"`
 	// OperationID is the buy's or the change's operation id, or the campaign id.
 	OperationID string `json:"operation_id"`
 	// ParentID is the buy a change applies to.
@@ -124,7 +124,7 @@ func CheckSlackID(id string) error {
 }
 
 // EventID is the stable id of the event of kind k on id at sequence seq.
-func EventID(k Kind, id string, seq int64) string {
+func EventID(k kind, id string, seq int64) string {
 	return string(k) + ":" + id + ":" + strconv.FormatInt(seq, 10)
 }
 

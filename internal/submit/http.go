@@ -10,8 +10,8 @@ import (
 	"github.com/buyflow/buyflow/internal/httpapi"
 )
 
-// MediaBuys is what the media-buy routes need from the use cases; *Service satisfies it.
-type MediaBuys interface {
+// mediaBuys is what the media-buy routes need from the use cases; *Service satisfies it.
+type mediaBuys interface {
 	Submit(ctx context.Context, c buy.Caller, idempotencyKey string, body []byte) (api.Submitted, error)
 	Get(ctx context.Context, tenant, id string) (api.MediaBuy, error)
 	List(ctx context.Context, tenant string, q ListQuery) (api.Page[api.MediaBuy], error)
@@ -23,7 +23,7 @@ var opIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // Routes are the media-buy routes by API Gateway route key: POST/GET /v1/media-buys,
 // GET /v1/media-buys/{id} and GET /v1/media-buys/{id}/events (serve them with
 // httpapi.ByRouteKey). devHeader is the dev-only tenant header (see httpapi.Identify).
-func Routes(svc MediaBuys, devHeader string, log *slog.Logger) map[string]httpapi.Handler {
+func Routes(svc mediaBuys, devHeader string, log *slog.Logger) map[string]httpapi.Handler {
 	return httpapi.Resource[api.Submitted, api.Page[api.MediaBuy], api.MediaBuy, api.Page[api.Event]]{
 		Path: "/v1/media-buys", Noun: "media buy", ID: opIDRE.MatchString, NotFound: buy.ErrNotFound,
 		Location: func(s api.Submitted) string { return s.Links.Self },

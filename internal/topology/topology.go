@@ -36,16 +36,16 @@ func Optional(name string) bool {
 // seller, and the receiver checks a signature's target URI against it.
 const WebhookPathPrefix = "/v1/webhooks/adcp/"
 
-// Auth says how a route authenticates its caller.
-type Auth string
+// auth says how a route authenticates its caller.
+type auth string
 
 // The route authentication kinds.
 const (
 	// AuthIAM routes use SigV4; the tenant comes from the caller's identity, never the body.
-	AuthIAM Auth = "iam"
+	AuthIAM auth = "iam"
 	// AuthSignature routes are public and authenticate each request by its signature
 	// (seller webhooks, signed approval links).
-	AuthSignature Auth = "signature"
+	AuthSignature auth = "signature"
 )
 
 // Function is one Lambda: one folder functions/<Name> with a main.go, one bootstrap.
@@ -102,7 +102,7 @@ type Route struct {
 	Method   string
 	Path     string
 	Function string
-	Auth     Auth
+	Auth     auth
 }
 
 // Application is the whole description.

@@ -49,7 +49,7 @@ func (s *Service) apply(ctx context.Context, op *record.Operation, d *Delivery) 
 			Result: d.Result, Message: d.Message, Actor: actor, EventType: record.EventWebhook, Detail: ev})
 		switch {
 		case err != nil:
-			return OutcomeError, nil, fmt.Errorf("webhook: %w", err)
+			return outcomeError, nil, fmt.Errorf("webhook: %w", err)
 		case rec.Outcome == sellertask.Applied:
 			return OutcomeApplied, rec.Op, nil
 		case rec.Outcome == sellertask.Stale:

@@ -35,10 +35,10 @@ const (
 	// OutcomeAcknowledged: the completion webhook a 3.0 seller sends after a synchronous create
 	// (task id sync-…, a task buyflow never saw); an event records it, nothing else changes.
 	OutcomeAcknowledged Outcome = "acknowledged"
-	// OutcomeRefused: the delivery was refused (4xx) and nothing was stored.
-	OutcomeRefused Outcome = "refused"
-	// OutcomeError: a dependency failed (5xx); the seller retries.
-	OutcomeError Outcome = "error"
+	// outcomeRefused: the delivery was refused (4xx) and nothing was stored.
+	outcomeRefused Outcome = "refused"
+	// outcomeError: a dependency failed (5xx); the seller retries.
+	outcomeError Outcome = "error"
 )
 
 // Answer is the body of a 2xx answer.
@@ -77,7 +77,7 @@ type result struct {
 }
 
 func (r *result) refuse(status int, code, message string) result {
-	r.resp, r.outcome, r.code = httpapi.Error(status, code, message, ""), OutcomeRefused, code
+	r.resp, r.outcome, r.code = httpapi.Error(status, code, message, ""), outcomeRefused, code
 	r.refused = true
 	return *r
 }
@@ -85,7 +85,7 @@ func (r *result) refuse(status int, code, message string) result {
 func (r *result) fail(code string, err error) result {
 	r.resp = httpapi.Error(http.StatusServiceUnavailable, code, "the webhook could not be processed now; retry later", "")
 	r.resp.Headers["Retry-After"] = "5"
-	r.outcome, r.code, r.err = OutcomeError, code, err
+	r.outcome, r.code, r.err = outcomeError, code, err
 	return *r
 }
 

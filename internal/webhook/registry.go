@@ -12,9 +12,9 @@ import (
 	"github.com/buyflow/buyflow/internal/webhookauth"
 )
 
-// VerifierSource gives the verifier of a seller's webhooks. A nil verifier with a nil error
+// verifierSource gives the verifier of a seller's webhooks. A nil verifier with a nil error
 // means the seller has no webhook settings.
-type VerifierSource interface {
+type verifierSource interface {
 	Verifier(ctx context.Context, sellerID string) (Verifier, error)
 }
 

@@ -28,10 +28,10 @@ type Ledger interface {
 	ClearTaskToken(ctx context.Context, tenant, id, token string) error
 }
 
-// Operations finds an operation by its id alone: the webhook route is public and carries no
+// operations finds an operation by its id alone: the webhook route is public and carries no
 // tenant. It returns an error matching record.ErrNotFound for an unknown id; *ledger.Store
 // implements it through its operation-id index.
-type Operations interface {
+type operations interface {
 	FindOperation(ctx context.Context, id string) (*record.Operation, error)
 }
 
@@ -42,21 +42,21 @@ type Verifier interface {
 
 var _ Verifier = (*webhookauth.Verifier)(nil)
 
-// Tasks completes a parked Step Functions task token; *sfn.Client satisfies it. A token that is
+// tasks completes a parked Step Functions task token; *sfn.Client satisfies it. A token that is
 // already gone is an error matching sfn.ErrTaskGone.
-type Tasks interface {
+type tasks interface {
 	Succeed(ctx context.Context, token string, output any) error
 }
 
 // Config holds a Service's dependencies and settings.
 type Config struct {
 	Ledger     Ledger
-	Operations Operations
+	Operations operations
 	// Verifiers holds one verifier per configured agent id (the operation's seller is used);
 	// Sellers, when set instead, gives them from the agent registry (RegistryVerifiers).
 	Verifiers map[string]Verifier
-	Sellers   VerifierSource
-	Tasks     Tasks
+	Sellers   verifierSource
+	Tasks     tasks
 	// RunConfig is the workflow timing used to build the wake output (default
 	// workflow.DefaultRunConfig()); only the deadline and the first interval matter there.
 	RunConfig workflow.RunConfig

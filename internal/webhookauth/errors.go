@@ -15,18 +15,18 @@ var (
 	// X-ADCP-Signature / X-ADCP-Timestamp) cannot be parsed, are not paired,
 	// or use a disallowed encoding.
 	ErrMalformedHeader = errors.New("webhookauth: malformed signature header")
-	// ErrParamsIncomplete: a required signature parameter (created, expires,
+	// errParamsIncomplete: a required signature parameter (created, expires,
 	// nonce, keyid, alg, tag) is missing.
-	ErrParamsIncomplete = errors.New("webhookauth: signature parameters incomplete")
-	// ErrBadTag: the tag parameter is not adcp/webhook-signing/v1.
-	ErrBadTag = errors.New("webhookauth: signature tag invalid")
-	// ErrAlgNotAllowed: alg is not ed25519 or ecdsa-p256-sha256.
-	ErrAlgNotAllowed = errors.New("webhookauth: signature alg not allowed")
+	errParamsIncomplete = errors.New("webhookauth: signature parameters incomplete")
+	// errBadTag: the tag parameter is not adcp/webhook-signing/v1.
+	errBadTag = errors.New("webhookauth: signature tag invalid")
+	// errAlgNotAllowed: alg is not ed25519 or ecdsa-p256-sha256.
+	errAlgNotAllowed = errors.New("webhookauth: signature alg not allowed")
 	// ErrExpired: the signature (or legacy timestamp) is outside its
 	// validity window, including a window that is too long or inverted.
 	ErrExpired = errors.New("webhookauth: signature window invalid")
-	// ErrComponentsIncomplete: a mandatory covered component is missing.
-	ErrComponentsIncomplete = errors.New("webhookauth: covered components incomplete")
+	// errComponentsIncomplete: a mandatory covered component is missing.
+	errComponentsIncomplete = errors.New("webhookauth: covered components incomplete")
 	// ErrTargetURIMalformed: the request URL cannot be canonicalised.
 	ErrTargetURIMalformed = errors.New("webhookauth: target uri malformed")
 	// ErrUnknownKey: no key with the signature's keyid, even after a refetch.
@@ -74,11 +74,11 @@ var codes = []struct {
 	{ErrModeMismatch, "webhook_mode_mismatch"},
 	{ErrMissingSignature, "webhook_signature_header_malformed"},
 	{ErrMalformedHeader, "webhook_signature_header_malformed"},
-	{ErrParamsIncomplete, "webhook_signature_params_incomplete"},
-	{ErrBadTag, "webhook_signature_tag_invalid"},
-	{ErrAlgNotAllowed, "webhook_signature_alg_not_allowed"},
+	{errParamsIncomplete, "webhook_signature_params_incomplete"},
+	{errBadTag, "webhook_signature_tag_invalid"},
+	{errAlgNotAllowed, "webhook_signature_alg_not_allowed"},
 	{ErrExpired, "webhook_signature_window_invalid"},
-	{ErrComponentsIncomplete, "webhook_signature_components_incomplete"},
+	{errComponentsIncomplete, "webhook_signature_components_incomplete"},
 	{ErrTargetURIMalformed, "webhook_target_uri_malformed"},
 	{ErrUnknownKey, "webhook_signature_key_unknown"},
 	{ErrKeyPurpose, "webhook_signature_key_purpose_invalid"},

@@ -14,8 +14,8 @@ import (
 
 // Profile constants of the AdCP webhook-signing profile (RFC 9421).
 const (
-	// Tag is the tag parameter every AdCP webhook signature carries.
-	Tag = "adcp/webhook-signing/v1"
+	// tag is the tag parameter every AdCP webhook signature carries.
+	tag = "adcp/webhook-signing/v1"
 	// AlgEd25519 is the RFC 9421 alg name for Ed25519 (JWK alg EdDSA).
 	AlgEd25519 = "ed25519"
 	// AlgES256 is the RFC 9421 alg name for ECDSA P-256 SHA-256 with r‖s
@@ -25,10 +25,10 @@ const (
 	MaxWindow = 300 * time.Second
 	// ClockSkew is the tolerance applied to created and expires.
 	ClockSkew = 60 * time.Second
-	// MinNonceBytes is the minimum decoded nonce length.
-	MinNonceBytes = 16
-	// HMACTolerance is the legacy HMAC timestamp window (±).
-	HMACTolerance = 300 * time.Second
+	// minNonceBytes is the minimum decoded nonce length.
+	minNonceBytes = 16
+	// hmacTolerance is the legacy HMAC timestamp window (±).
+	hmacTolerance = 300 * time.Second
 	// MaxBodyBytes is the largest webhook body accepted.
 	MaxBodyBytes = 1 << 20
 )

@@ -21,16 +21,16 @@ type ReplayStore interface {
 	Seen(ctx context.Context, keyID, nonce string, until time.Time) (bool, error)
 }
 
-// ReplayCapacity is optionally implemented by a ReplayStore that bounds the
+// replayCapacity is optionally implemented by a ReplayStore that bounds the
 // entries per key id. The Verifier asks it before the (expensive)
 // signature check, so a flood under one key id is refused cheaply with
 // ErrRateAbuse.
-type ReplayCapacity interface {
+type replayCapacity interface {
 	AtCapacity(ctx context.Context, keyID string, now time.Time) (bool, error)
 }
 
-// DefaultReplayCap is MemoryReplayStore's default per-key-id entry cap.
-const DefaultReplayCap = 100_000
+// defaultReplayCap is MemoryReplayStore's default per-key-id entry cap.
+const defaultReplayCap = 100_000
 
 // MemoryReplayStore is an in-process ReplayStore with a per-key-id cap.
 // The zero value is not usable; call NewMemoryReplayStore.
@@ -44,7 +44,7 @@ type MemoryReplayStore struct {
 
 var (
 	_ ReplayStore    = (*MemoryReplayStore)(nil)
-	_ ReplayCapacity = (*MemoryReplayStore)(nil)
+	_ replayCapacity = (*MemoryReplayStore)(nil)
 )
 
 // NewMemoryReplayStore returns a store holding at most perKeyCap live
@@ -52,7 +52,7 @@ var (
 // expire entries; nil means time.Now.
 func NewMemoryReplayStore(perKeyCap int, now func() time.Time) *MemoryReplayStore {
 	if perKeyCap <= 0 {
-		perKeyCap = DefaultReplayCap
+		perKeyCap = defaultReplayCap
 	}
 	if now == nil {
 		now = time.Now
@@ -103,10 +103,10 @@ func (m *MemoryReplayStore) sweep(byNonce map[string]time.Time, now time.Time) {
 	}
 }
 
-// RevocationChecker reports whether a key id is revoked. It returns an
+// revocationChecker reports whether a key id is revoked. It returns an
 // error wrapping ErrRevocationStale when its list is past its refresh
 // grace, which blocks verification until the list is refreshed.
-type RevocationChecker interface {
+type revocationChecker interface {
 	Revoked(ctx context.Context, keyID string) (bool, error)
 }
 

@@ -84,7 +84,7 @@ func (s *RFC9421Signer) Sign(req *http.Request, body []byte) error {
 		{"nonce", sfItem{kind: sfString, text: nonce}},
 		{"keyid", sfItem{kind: sfString, text: s.KeyID}},
 		{"alg", sfItem{kind: sfString, text: alg}},
-		{"tag", sfItem{kind: sfString, text: Tag}},
+		{"tag", sfItem{kind: sfString, text: tag}},
 	}
 	base, err := signatureBase(&si, req.Method, target, authority, req.Header)
 	if err != nil {

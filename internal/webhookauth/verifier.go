@@ -66,7 +66,7 @@ type Config struct {
 	// which only protects a single process.
 	Replay ReplayStore
 	// Revocations, if set, is consulted for every key id.
-	Revocations RevocationChecker
+	Revocations revocationChecker
 
 	// Secrets are the HMAC secrets (ModeHMAC) or bearer credentials
 	// (ModeBearer): the current one first, then the previous one during a
@@ -110,7 +110,7 @@ type Verifier struct {
 	mode        Mode
 	keys        *keySet
 	replay      ReplayStore
-	revocations RevocationChecker
+	revocations revocationChecker
 	secrets     [][]byte
 	allowHTTP   bool
 	now         func() time.Time
@@ -301,17 +301,17 @@ func (v *Verifier) verify9421(ctx context.Context, method, rawURL string, h http
 		}
 	}
 	if len(missing) > 0 {
-		return Result{}, fmt.Errorf("%w: missing %s", ErrParamsIncomplete, strings.Join(missing, ", "))
+		return Result{}, fmt.Errorf("%w: missing %s", errParamsIncomplete, strings.Join(missing, ", "))
 	}
-	if n, err := decodeBinary(si.Nonce, false); err != nil || len(n) < MinNonceBytes {
-		return Result{}, fmt.Errorf("%w: nonce must be base64url of at least %d bytes", ErrMalformedHeader, MinNonceBytes)
+	if n, err := decodeBinary(si.Nonce, false); err != nil || len(n) < minNonceBytes {
+		return Result{}, fmt.Errorf("%w: nonce must be base64url of at least %d bytes", ErrMalformedHeader, minNonceBytes)
 	}
 	// Step 3: tag. Step 4: alg.
-	if si.Tag != Tag {
-		return Result{}, fmt.Errorf("%w: %q", ErrBadTag, si.Tag)
+	if si.Tag != tag {
+		return Result{}, fmt.Errorf("%w: %q", errBadTag, si.Tag)
 	}
 	if si.Alg != AlgEd25519 && si.Alg != AlgES256 {
-		return Result{}, fmt.Errorf("%w: %q", ErrAlgNotAllowed, si.Alg)
+		return Result{}, fmt.Errorf("%w: %q", errAlgNotAllowed, si.Alg)
 	}
 	// Step 5: window.
 	now := v.now().Unix()
@@ -336,7 +336,7 @@ func (v *Verifier) verify9421(ctx context.Context, method, rawURL string, h http
 			}
 		}
 		if !found {
-			return Result{}, fmt.Errorf("%w: %q not covered", ErrComponentsIncomplete, c)
+			return Result{}, fmt.Errorf("%w: %q not covered", errComponentsIncomplete, c)
 		}
 	}
 	// Step 6a: target URI.
@@ -368,7 +368,7 @@ func (v *Verifier) verify9421(ctx context.Context, method, rawURL string, h http
 			return Result{}, fmt.Errorf("%w: %q", ErrKeyRevoked, si.KeyID)
 		}
 	}
-	if rc, ok := v.replay.(ReplayCapacity); ok {
+	if rc, ok := v.replay.(replayCapacity); ok {
 		full, err := rc.AtCapacity(ctx, si.KeyID, v.now())
 		if err != nil {
 			return Result{}, fmt.Errorf("webhookauth: replay capacity: %w", err)
@@ -408,7 +408,7 @@ func (v *Verifier) verify9421(ctx context.Context, method, rawURL string, h http
 // tag, else sig1, else the first (whose tag check then fails).
 func selectInput(inputs []SignatureInput) *SignatureInput {
 	for i := range inputs {
-		if inputs[i].Tag == Tag {
+		if inputs[i].Tag == tag {
 			return &inputs[i]
 		}
 	}
@@ -448,8 +448,8 @@ func (v *Verifier) verifyHMAC(h http.Header, body []byte) (Result, error) {
 	}
 	ts, _ := strconv.ParseInt(tsHdr, 10, 64)
 	d := v.now().Unix() - ts
-	if d > int64(HMACTolerance/time.Second) || -d > int64(HMACTolerance/time.Second) {
-		return Result{}, fmt.Errorf("%w: timestamp outside ±%s", ErrExpired, HMACTolerance)
+	if d > int64(hmacTolerance/time.Second) || -d > int64(hmacTolerance/time.Second) {
+		return Result{}, fmt.Errorf("%w: timestamp outside ±%s", ErrExpired, hmacTolerance)
 	}
 	hexSig, ok := strings.CutPrefix(sigHdr, "sha256=")
 	if !ok || len(hexSig) != 2*sha256.Size {

@@ -232,20 +232,20 @@ type CallbackInput struct {
 	Reason    string        `json:"reason,omitempty"`
 }
 
-// ApprovalReason says why RequestApproval runs; RouteApproval reads it afterwards.
-type ApprovalReason string
+// approvalReason says why RequestApproval runs; RouteApproval reads it afterwards.
+type approvalReason string
 
 // The approval reasons.
 const (
 	// ApprovalForGovernance: policy or governance conditions ask a person before any spend.
-	ApprovalForGovernance ApprovalReason = "governance_needs_approval"
+	ApprovalForGovernance approvalReason = "governance_needs_approval"
 	// ApprovalForSellerInput: the seller answered input-required on a created buy.
-	ApprovalForSellerInput ApprovalReason = "seller_input_required"
+	ApprovalForSellerInput approvalReason = "seller_input_required"
 )
 
 // ApprovalRequest is what a Pass state puts at $.approval_request before RequestApproval.
 type ApprovalRequest struct {
-	Reason ApprovalReason `json:"reason"`
+	Reason approvalReason `json:"reason"`
 }
 
 // ApprovalOutput is the SendTaskSuccess output of RequestApproval, sent by the approve Lambda
@@ -434,14 +434,14 @@ type StepError struct {
 const (
 	FailureGovernanceDenied     = "GovernanceDenied"
 	FailureSellerDidNotComplete = "SellerDidNotComplete"
-	FailureUnexpectedDecision   = "UnexpectedGovernanceDecision"
+	failureUnexpectedDecision   = "UnexpectedGovernanceDecision"
 
 	// A change to a placed buy ends on these without touching the buy.
 	FailureChangeDenied          = "ChangeDeniedByGovernance"
 	FailureChangeApprovalExpired = "ChangeApprovalExpired"
 	FailureChangeDeadline        = "ChangeDeadlinePassed"
-	FailureChangeInputRequired   = "ChangeInputRequired"
-	FailureChangeWaitTooLong     = "ChangeWaitTooLong"
+	failureChangeInputRequired   = "ChangeInputRequired"
+	failureChangeWaitTooLong     = "ChangeWaitTooLong"
 
 	// FailureCampaignCalledOff ends an all_or_nothing campaign's leg before it is bought,
 	// because another leg was denied or could not be checked.
@@ -449,6 +449,6 @@ const (
 )
 
 // FailureNames lists the names above.
-var FailureNames = []string{FailureGovernanceDenied, FailureSellerDidNotComplete, FailureUnexpectedDecision,
-	FailureChangeDenied, FailureChangeApprovalExpired, FailureChangeDeadline, FailureChangeInputRequired, FailureChangeWaitTooLong,
+var FailureNames = []string{FailureGovernanceDenied, FailureSellerDidNotComplete, failureUnexpectedDecision,
+	FailureChangeDenied, FailureChangeApprovalExpired, FailureChangeDeadline, failureChangeInputRequired, failureChangeWaitTooLong,
 	FailureCampaignCalledOff}

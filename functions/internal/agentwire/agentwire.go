@@ -21,10 +21,10 @@ func Registry(ctx context.Context, c *wire.Cold) (*registry.Cache, error) {
 	return registry.Open(ctx, c.DynamoDB(), c.Env.TableName, c.Env.AgentSecretPrefix)
 }
 
-// Breakers is the circuit breaker of every agent in reg, kept in the function's ledger table
+// breakers is the circuit breaker of every agent in reg, kept in the function's ledger table
 // and shared with every other function that calls agents; each agent's thresholds are its
 // registry settings' circuit_breaker (internal/breaker).
-func Breakers(c *wire.Cold, reg *registry.Cache) *breaker.Gate {
+func breakers(c *wire.Cold, reg *registry.Cache) *breaker.Gate {
 	g := breaker.New(c.Ledger(), func(ctx context.Context, id string) (json.RawMessage, error) {
 		r, err := reg.Lookup(ctx, id)
 		return r.Settings, err
@@ -49,5 +49,5 @@ func GuardedClient(ctx context.Context, c *wire.Cold) (*adcp.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Client(reg, c.Secrets(), Breakers(c, reg))
+	return Client(reg, c.Secrets(), breakers(c, reg))
 }

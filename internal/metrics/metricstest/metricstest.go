@@ -23,10 +23,10 @@ type Point struct {
 	Value any
 }
 
-// Parse reads the EMF lines in out and returns their metrics by name. Each line must be a JSON
+// parse reads the EMF lines in out and returns their metrics by name. Each line must be a JSON
 // object with _aws.Timestamp and one directive in the Buyflow namespace whose dimension keys
 // are root strings and whose declared metrics are root values; anything else fails t.
-func Parse(t testing.TB, out string) map[string][]Point {
+func parse(t testing.TB, out string) map[string][]Point {
 	t.Helper()
 	got := map[string][]Point{}
 	sc := bufio.NewScanner(strings.NewReader(out))
@@ -119,5 +119,5 @@ func (s *Sink) Flush() map[string][]Point {
 	out := s.buf.String()
 	s.buf.Reset()
 	s.mu.Unlock()
-	return Parse(s.t, out)
+	return parse(s.t, out)
 }
