@@ -89,6 +89,7 @@
 //	input_required   input-required (reason APPROVAL_REQUIRED) + task_id; steps: working → completed
 //	rejected         rejected with errors[] (POLICY_VIOLATION), no task
 //	governance_denied  isError GOVERNANCE_DENIED (the seller's own execution check failed)
+//	no_packages      (create_media_buy) placed with packages: [], as the @adcp/sdk broadcast example answers
 //
 // Governance outcome tokens (check_governance):
 //

@@ -71,6 +71,11 @@ type SellerOptions struct {
 	// Behavior is the default outcome of create_media_buy/update_media_buy
 	// when the request carries no behaviour token.
 	Behavior SellerBehavior
+	// ListsNothing makes get_media_buys answer no media buys, whatever the
+	// seller placed, as the @adcp/sdk broadcast example
+	// (decisioning-platform-broadcast-tv.ts) does: a buyer must not need the
+	// listing to change or cancel a buy.
+	ListsNothing bool
 	// Version is Version31 (default) or Version30.
 	Version string
 	// Now is the agent clock (default time.Now).
@@ -381,6 +386,9 @@ func (s *Seller) materialise(c *call) map[string]any {
 	if pkgs == nil {
 		pkgs = []any{map[string]any{"package_id": "pkg_" + strings.TrimPrefix(id, "mb_") + "_1"}}
 	}
+	if c.script.has("no_packages") {
+		pkgs = []any{} // the broadcast example's answer: a buy, but no package to name
+	}
 	mbStatus := "pending_creatives"
 	body := map[string]any{
 		"media_buy_id":     id,
@@ -548,7 +556,7 @@ func (s *Seller) getMediaBuys(_ context.Context, c *call) reply {
 	out := []any{}
 	for _, id := range s.buyOrder {
 		mb := s.buys[id]
-		if mb.owner != c.owner || len(want) > 0 && !want[id] {
+		if s.opts.ListsNothing || mb.owner != c.owner || len(want) > 0 && !want[id] {
 			continue
 		}
 		if st, _ := mb.body["status"].(string); len(statuses) > 0 && !statuses[st] {

@@ -694,3 +694,27 @@ func TestConcurrentSameKey(t *testing.T) {
 		t.Errorf("created = %d, media buys = %d (%v)", created, len(s.MediaBuys()), codes)
 	}
 }
+
+// The broadcast example's seller: it places the buy (packages: [] when asked), takes changes
+// to it, and lists none of its buys.
+func TestSellerListsNothing(t *testing.T) {
+	s, cs := startSeller(t, SellerOptions{ListsNothing: true})
+	c := callT(t, cs, "create_media_buy", createArgs("no_packages"))
+	mustValidate(t, "media-buy/create-media-buy-response.json", c.Raw)
+	id := c.str("media_buy_id")
+	if pkgs, ok := c.get("packages").([]any); id == "" || !ok || len(pkgs) != 0 {
+		t.Fatalf("create with no_packages: %s", c.Raw)
+	}
+	g := callT(t, cs, "get_media_buys", map[string]any{"media_buy_ids": []any{id}})
+	mustValidate(t, "media-buy/get-media-buys-response.json", g.Raw)
+	if mbs, _ := g.get("media_buys").([]any); g.IsError || len(mbs) != 0 {
+		t.Fatalf("get_media_buys listed %s", g.Raw)
+	}
+	r := callT(t, cs, "update_media_buy", map[string]any{"idempotency_key": key(), "account": createArgs("")["account"], "media_buy_id": id, "canceled": true})
+	if r.IsError || r.str("media_buy_status") != "canceled" {
+		t.Fatalf("cancel of an unlisted buy: %s", r.Raw)
+	}
+	if mbs := s.MediaBuys(); len(mbs) != 1 || mbs[0]["status"] != "canceled" {
+		t.Errorf("the seller holds %v", mbs)
+	}
+}
