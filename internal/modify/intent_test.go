@@ -53,8 +53,14 @@ type changeWorld struct {
 
 func newChangeWorld(t *testing.T, o stagetest.Options) *changeWorld {
 	t.Helper()
+	return newChangeWorldOf(t, o, "approved,sync")
+}
+
+// newChangeWorldOf is newChangeWorld with the buy placed as the simulation tokens sim say.
+func newChangeWorldOf(t *testing.T, o stagetest.Options, sim string) *changeWorld {
+	t.Helper()
 	e := stagetest.NewEnv(t, o)
-	placed, out := e.Placed("approved,sync")
+	placed, out := e.Placed(sim)
 	if out.Status != workflow.StatusCompleted {
 		t.Fatalf("the buy was not placed: %+v", out)
 	}

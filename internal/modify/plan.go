@@ -24,7 +24,8 @@ const (
 )
 
 // Buy is what a change needs to know about the buy it changes: the operation that placed it,
-// the seller's current revision and packages, and the change in flight, if any.
+// the seller's current revision and packages, and the change in flight, if any. Where the
+// seller does not list the buy, it is buyflow's own record of what it placed (Unlisted).
 type Buy struct {
 	OperationID string
 	// Status is the status of the operation that placed the buy; only a completed one can
@@ -39,23 +40,50 @@ type Buy struct {
 	State    state
 	// Packages are the seller's packages with their current budgets, in the seller's order.
 	Packages []Package
+	// Budget is the buy's total as buyflow recorded it: the total when the packages do not
+	// tell it (a buy placed without packages, or one whose package budgets the seller never
+	// said), so that a threshold on the buy's size is not passed by a total of nothing.
+	Budget money.Amount
+	// Unlisted says the seller does not list the buy (its get_media_buys answers without it,
+	// or, for a cancellation, cannot be read): the change is planned from buyflow's record,
+	// and the seller's answer alone confirms it.
+	Unlisted bool
 	// EndTime is the flight's current end (RFC 3339), when known.
 	EndTime string
 	// ChangeInFlight is the id of a change under way, empty when none is.
 	ChangeInFlight string
 }
 
-// Package is one of the seller's packages and its current budget.
+// Package is one of the seller's packages and its current budget; a budget with no currency is
+// one the seller never said (known reports which).
 type Package struct {
 	ID     string
 	Budget money.Amount
 }
 
-// Total is the buy's budget: the sum of its package budgets, the amount the seller commits.
+// known says whether the package's budget is known.
+func (p Package) known() bool { return p.Budget.Currency != "" }
+
+// decimal is the budget as the ledger keeps it, "" when it is not known (never a made-up 0).
+func (p Package) decimal() string {
+	if !p.known() {
+		return ""
+	}
+	return p.Budget.Decimal()
+}
+
+// Total is the buy's budget: the sum of its package budgets, the amount the seller commits;
+// Budget when the packages cannot say (none, or one whose budget is not known).
 func (b Buy) Total() money.Amount {
 	sum := money.Amount{Currency: b.Currency}
 	for _, p := range b.Packages {
+		if !p.known() {
+			return b.Budget
+		}
 		sum = sum.Add(p.Budget)
+	}
+	if len(b.Packages) == 0 {
+		return b.Budget
 	}
 	return sum
 }
@@ -136,13 +164,15 @@ func (p Planned) Increase() money.Amount {
 // Plan builds the update_media_buy arguments of c against b and the buy after it. It refuses
 // (a *buy.RequestError, 422) amounts that are not money in the buy's currency, a package
 // the buy does not have, a total for a buy of several packages (the split would be buyflow's
-// guess), and an end date in the past. operationID is echoed in context, so the seller's
-// answers and buyflow's timeline name the same change.
+// guess), a budget change to a buy whose package budgets are not known, and an end date in the past. operationID is echoed in context, so the seller's answers and
+// buyflow's timeline name the same change. The revision is sent only when it is the seller's
+// own: buyflow's count for an unlisted buy is not, and a seller would refuse every change
+// after the first as stale.
 func Plan(b Buy, c Change, changeID string, now time.Time) (Planned, error) {
 	p := Planned{Change: c, Before: b.Total(), State: b.State, Packages: append([]Package(nil), b.Packages...)}
 	rev := b.Revision
 	p.Args = adcp.UpdateMediaBuyRequest{Account: b.Account, MediaBuyID: b.MediaBuyID, Context: echo(c.Context, b.OperationID, changeID)}
-	if rev > 0 {
+	if rev > 0 && !b.Unlisted {
 		p.Args.Revision = &rev
 	}
 	switch c.Kind {
@@ -177,7 +207,7 @@ func Plan(b Buy, c Change, changeID string, now time.Time) (Planned, error) {
 	default:
 		return Planned{}, unprocessable("unknown_change", "", "unknown change %q", c.Kind)
 	}
-	p.After = Buy{Currency: b.Currency, Packages: p.Packages}.Total()
+	p.After = Buy{Currency: b.Currency, Packages: p.Packages, Budget: b.Budget}.Total()
 	return p, nil
 }
 
@@ -198,6 +228,14 @@ func planBudget(p *Planned, b Buy, c Change) error {
 	type update struct {
 		PackageID string      `json:"package_id"`
 		Budget    json.Number `json:"budget"`
+	}
+	for _, pk := range b.Packages {
+		if !pk.known() {
+			// The total before the change, and so what it adds, would be buyflow's guess.
+			return unprocessable("package_budget_unknown", "/budget",
+				"buyflow does not know the budget of package %q of media buy %s: the seller did not say it when it placed the buy and does not list the buy, so the change cannot be planned. "+
+					"Ask the seller to change the budget", pk.ID, b.OperationID)
+		}
 	}
 	var ups []update
 	set := func(i int, literal, field string) error {

@@ -264,3 +264,60 @@ func TestPolicyForAnyChangeToALargeBuy(t *testing.T) {
 		t.Error("NewPolicy accepted an increase threshold that is not money")
 	}
 }
+
+// A buy without packages (placed with packages: []) or whose package budgets are not known
+// cannot take a budget change: Plan refuses it with a code and says why, and every other change
+// is planned against the buy's recorded total, so a threshold on a large buy still holds.
+func TestPlanABuyWithoutPackagesOrTheirBudgets(t *testing.T) {
+	bare := placed(t)
+	bare.Packages, bare.Budget = nil, usd(t, "20000.50")
+	unknown := placed(t)
+	unknown.Packages, unknown.Budget = []Package{{ID: "pkg-a"}}, usd(t, "20000.50")
+	for name, tc := range map[string]struct {
+		b          Buy
+		body, code string
+	}{
+		"total, budget not known":    {unknown, `{"budget":{"total":30000}}`, "package_budget_unknown"},
+		"package, budgets not known": {unknown, `{"budget":{"packages":[{"package_id":"pkg-a","budget":1}]}}`, "package_budget_unknown"},
+	} {
+		c, err := ParsePatch([]byte(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Plan(tc.b, c, "chg-1", now)
+		var re *RequestError
+		if !errors.As(err, &re) || re.Code != tc.code || re.Status != 422 || !strings.Contains(re.Message, bare.OperationID) {
+			t.Errorf("%s: Plan = %v, want 422 %s naming the buy", name, err, tc.code)
+		}
+	}
+	pol, err := NewPolicy("", "20000.50", "USD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []Buy{bare, unknown} {
+		p, err := Plan(b, Change{Kind: KindPause}, "chg-1", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Before.Decimal() != "20000.50" || p.After.Decimal() != "20000.50" {
+			t.Errorf("a pause of %v: before %s after %s, want the recorded 20000.50", b.Packages, p.Before.Decimal(), p.After.Decimal())
+		}
+		if need, _ := pol.Needs(p); !need {
+			t.Errorf("a pause of a 20,000.50 buy with packages %v passed the threshold for any change", b.Packages)
+		}
+	}
+}
+
+// An unlisted buy is planned from buyflow's record, whose revision is buyflow's count, not the
+// seller's: it is not sent.
+func TestPlanOfAnUnlistedBuySendsNoRevision(t *testing.T) {
+	b := placed(t)
+	b.Unlisted = true
+	p, err := Plan(b, Change{Kind: KindCancel, Reason: "withdrawn"}, "chg-1", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := validate(t, p); m["revision"] != nil || m["canceled"] != true {
+		t.Fatalf("the cancellation of an unlisted buy sends %v", m)
+	}
+}

@@ -143,11 +143,13 @@ func (s *Service) load(ctx context.Context, tenant, id string) (*run, error) {
 	return r, nil
 }
 
-// current reads the buy as the seller holds it now (its revision, packages and status), with
-// the ledger's record of the change in flight: the plan is made against the seller's truth,
-// and the revision sent with it makes a seller refuse a plan made on a stale view.
+// current reads the buy as buyflow recorded it and, where the seller lists it, as the seller
+// holds it now (its revision, packages and status), with the ledger's record of the change in
+// flight: the plan is made against the seller's truth where there is one, and the revision
+// sent with it makes a seller refuse a plan made on a stale view. A seller that does not list
+// the buy (the @adcp/sdk broadcast example answers get_media_buys with []) does not stop the
+// change: it is planned from buyflow's record (Unlisted) and the seller's answer judges it.
 func (s *Service) current(ctx context.Context, r *run) (Buy, error) {
-	b := Buy{OperationID: r.parent.ID, Status: r.parent.Status, MediaBuyID: r.parent.MediaBuyID, Currency: r.parent.Currency, Account: r.acct, State: StateActive}
 	st, err := s.ledger.GetBuyState(ctx, r.op.Tenant, r.parent.ID)
 	if err != nil {
 		return Buy{}, &workflow.TransientError{Reason: fmt.Sprintf("read the state of buy %s: %v", r.parent.ID, err)}
@@ -155,37 +157,81 @@ func (s *Service) current(ctx context.Context, r *run) (Buy, error) {
 	if st.ChangeID != r.op.ID {
 		return Buy{}, &workflow.TerminalError{Code: "change_not_in_flight", Reason: fmt.Sprintf("change %s is not the change in flight on buy %s (%q is)", r.op.ID, r.parent.ID, st.ChangeID)}
 	}
-	b.Revision, b.State, b.EndTime = st.Revision, state(st.State), st.EndTime
-	got, err := s.adcp.GetMediaBuys(ctx, r.seller, adcp.GetMediaBuysRequest{Account: &r.acct, MediaBuyIDs: []string{r.parent.MediaBuyID}})
-	if breaker.Unavailable(err) != nil {
+	b := Buy{OperationID: r.parent.ID, Status: r.parent.Status, MediaBuyID: r.parent.MediaBuyID, Currency: r.parent.Currency, Account: r.acct,
+		Revision: st.Revision, State: state(st.State), EndTime: st.EndTime, Packages: recordedPackages(st.Packages, r.parent.Currency)}
+	if total, err := money.ParseDecimal(st.BudgetTotal, r.parent.Currency); err == nil {
+		b.Budget = total
+	}
+	mb, err := s.listed(ctx, r)
+	switch {
+	case breaker.Unavailable(err) != nil:
 		return Buy{}, err // not sent: the change waits for the seller's breaker
-	}
-	if err != nil {
+	case err != nil && r.change.Kind == KindCancel && adcp.Decide(err) != adcp.DecisionRetry:
+		// A cancellation is sent whatever the read says: it is idempotent and the seller's
+		// answer judges it, and a seller that cannot be read must still be able to stop a buy.
+		s.log.WarnContext(ctx, "the buy was not read before its cancellation; it is sent as buyflow recorded the buy", "operationId", r.parent.ID, "changeId", r.op.ID, "err", err)
+		b.Unlisted = true
+		return b, nil
+	case err != nil:
 		return Buy{}, stage.CallError("get_media_buys", err)
-	}
-	for _, mb := range got.MediaBuys {
-		if mb.MediaBuyID != r.parent.MediaBuyID {
-			continue
-		}
-		if mb.Revision > b.Revision {
-			b.Revision = mb.Revision
-		}
-		for _, p := range mb.Packages {
-			amt, err := money.Parse(string(p.Budget), b.Currency)
-			if p.Budget == "" || err != nil {
-				return Buy{}, &workflow.TerminalError{Code: "unreadable_package", Reason: fmt.Sprintf("the seller reports package %s of %s with budget %q: %v", p.PackageID, mb.MediaBuyID, p.Budget, err)}
-			}
-			b.Packages = append(b.Packages, Package{ID: p.PackageID, Budget: amt})
-		}
-		switch mb.Status {
-		case "paused":
-			b.State = StatePaused
-		case "canceled", "completed", "rejected":
-			b.State = StateCanceled
-		}
+	case mb == nil:
+		b.Unlisted = true
 		return b, nil
 	}
-	return Buy{}, &workflow.TerminalError{Code: "media_buy_not_found", Reason: fmt.Sprintf("the seller does not report media buy %s", r.parent.MediaBuyID)}
+	if mb.Revision > b.Revision {
+		b.Revision = mb.Revision
+	}
+	b.Packages = nil
+	for _, p := range mb.Packages {
+		amt, err := money.Parse(string(p.Budget), b.Currency)
+		if p.Budget == "" || err != nil {
+			return Buy{}, &workflow.TerminalError{Code: "unreadable_package", Reason: fmt.Sprintf("the seller reports package %s of %s with budget %q: %v", p.PackageID, mb.MediaBuyID, p.Budget, err)}
+		}
+		b.Packages = append(b.Packages, Package{ID: p.PackageID, Budget: amt})
+	}
+	switch mb.Status {
+	case "paused":
+		b.State = StatePaused
+	case "canceled", "completed", "rejected":
+		b.State = StateCanceled
+	}
+	return b, nil
+}
+
+// listed is the buy as the seller's get_media_buys lists it; nil, nil when the seller does not
+// list it (it answers without it, or MEDIA_BUY_NOT_FOUND).
+func (s *Service) listed(ctx context.Context, r *run) (*adcp.MediaBuy, error) {
+	got, err := s.adcp.GetMediaBuys(ctx, r.seller, adcp.GetMediaBuysRequest{Account: &r.acct, MediaBuyIDs: []string{r.parent.MediaBuyID}})
+	if adcp.ErrorCode(err) == codeMediaBuyNotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	for i := range got.MediaBuys {
+		if got.MediaBuys[i].MediaBuyID == r.parent.MediaBuyID {
+			return &got.MediaBuys[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// codeMediaBuyNotFound is the AdCP error a seller may answer get_media_buys with for a buy it
+// does not list, instead of leaving it out.
+const codeMediaBuyNotFound = "MEDIA_BUY_NOT_FOUND"
+
+// recordedPackages are the packages buyflow recorded for the buy, in the currency; a budget
+// the seller never said stays unknown (Package.known), not zero.
+func recordedPackages(pkgs []record.PackageBudget, currency string) []Package {
+	var out []Package
+	for _, pb := range pkgs {
+		p := Package{ID: pb.PackageID}
+		if amt, err := money.ParseDecimal(pb.Budget, currency); pb.Budget != "" && err == nil {
+			p.Budget = amt
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // frozenPlan is the plan stored write-ahead: what governance checks and the seller receives.
@@ -203,6 +249,9 @@ type frozenPlan struct {
 	PackagesBefore []record.PackageBudget `json:"packages_before,omitempty"`
 	StateBefore    state                  `json:"state_before,omitempty"`
 	EndTimeBefore  string                 `json:"end_time_before,omitempty"`
+	// Unlisted says the plan was made from buyflow's record: the seller did not list the buy
+	// (or, for a cancellation, could not be read).
+	Unlisted bool `json:"unlisted,omitempty"`
 }
 
 // plan fixes the change's plan once, against the seller's current buy: every later stage and
@@ -222,7 +271,10 @@ func (s *Service) plan(ctx context.Context, r *run) (*frozenPlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := Admit(b, r.change); err != nil {
+	// A cancellation is not held back by the seller's listing (the API admitted it on
+	// buyflow's record): a buy the seller shows ended is still sent the cancellation, and the
+	// seller's answer, in its own words, says whether there was anything left to cancel.
+	if err := Admit(b, r.change); err != nil && r.change.Kind != KindCancel {
 		// The seller's truth disagrees with what the API saw (the buy was paused or canceled
 		// at the seller): nothing is sent.
 		var ce *ConflictError
@@ -240,15 +292,15 @@ func (s *Service) plan(ctx context.Context, r *run) (*frozenPlan, error) {
 		return nil, err
 	}
 	f := frozenPlan{Args: p.Args, Before: p.Before.Decimal(), After: p.After.Decimal(), State: p.State, Revision: b.Revision, Summary: p.Summary, EndTime: b.EndTime,
-		StateBefore: b.State, EndTimeBefore: orElse(b.EndTime, r.bookedEnd)}
+		StateBefore: b.State, EndTimeBefore: orElse(b.EndTime, r.bookedEnd), Unlisted: b.Unlisted}
 	for _, pk := range b.Packages {
-		f.PackagesBefore = append(f.PackagesBefore, record.PackageBudget{PackageID: pk.ID, Budget: pk.Budget.Decimal()})
+		f.PackagesBefore = append(f.PackagesBefore, record.PackageBudget{PackageID: pk.ID, Budget: pk.decimal()})
 	}
 	if r.change.Kind == KindEndTime {
 		f.EndTime = r.change.EndTime
 	}
 	for _, pk := range p.Packages {
-		f.Packages = append(f.Packages, record.PackageBudget{PackageID: pk.ID, Budget: pk.Budget.Decimal()})
+		f.Packages = append(f.Packages, record.PackageBudget{PackageID: pk.ID, Budget: pk.decimal()})
 	}
 	raw, err := json.Marshal(f)
 	if err != nil {

@@ -107,7 +107,7 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 	}
 	s.event(ctx, r, record.Event{Type: record.EventModificationGovernanceCheck, Actor: "governance:" + r.gov.AgentID, Amount: p.After, Currency: r.parent.Currency, Reason: record.Clip(out.Reason, 500),
 		Detail: record.EventDetail(map[string]any{"change_id": r.op.ID, "kind": r.change.Kind, "verdict": res.Verdict, "pending": res.Pending, "check_id": res.CheckID,
-			"decision": out.Decision, "budget_before": p.Before, "budget_after": p.After})})
+			"decision": out.Decision, "budget_before": p.Before, "budget_after": p.After, "unlisted": p.Unlisted})})
 	if res.CheckID != "" && !res.Pending {
 		ch := record.Patch{GovernanceCheckID: &res.CheckID, Actor: "governance:" + r.gov.AgentID}
 		if res.GovernanceContext != "" {
@@ -257,22 +257,25 @@ func (s *Service) recordAnswer(ctx context.Context, r *run, res *adcp.MediaBuyRe
 // appliedAtTheSeller reads the buy at the seller before a resend of the change's update and
 // returns the update's success when the seller already applied it: the buy is past the
 // revision the plan was made against (no other change is in flight on it) with the planned
-// packages and state. Nil, nil when it cannot tell: the resend decides. An error is only the
-// seller's open breaker (nothing was read).
+// packages and state. Nil, nil when it cannot tell (a seller that does not list the buy never
+// tells): the resend decides. An error is only the seller's open breaker (nothing was read).
 func (s *Service) appliedAtTheSeller(ctx context.Context, r *run, p *frozenPlan) (*adcp.MediaBuyResult, error) {
 	b, err := s.current(ctx, r)
 	if breaker.Unavailable(err) != nil {
 		return nil, err
 	}
-	applied := err == nil && b.Revision > p.Revision && b.State == p.State && len(b.Packages) == len(p.Packages)
+	applied := err == nil && !b.Unlisted && b.Revision > p.Revision && b.State == p.State && len(b.Packages) == len(p.Packages)
 	for i := 0; applied && i < len(b.Packages); i++ {
 		pk := b.Packages[i]
-		applied = slices.Contains(p.Packages, record.PackageBudget{PackageID: pk.ID, Budget: pk.Budget.Decimal()})
+		applied = slices.Contains(p.Packages, record.PackageBudget{PackageID: pk.ID, Budget: pk.decimal()})
 	}
 	detail := map[string]any{"change_id": r.op.ID, "tool": adcp.ToolGetMediaBuys, "applied": applied, "planned_revision": p.Revision}
-	if err != nil {
+	switch {
+	case err != nil:
 		detail["error_code"] = adcp.ErrorCode(err)
-	} else {
+	case b.Unlisted:
+		detail["listed"] = false
+	default:
 		detail["revision"] = b.Revision
 	}
 	s.event(ctx, r, record.Event{Type: record.EventLapsedClaimCheck, Actor: "seller:" + r.seller, Detail: record.EventDetail(detail)})
@@ -362,15 +365,16 @@ func (s *Service) Apply(ctx context.Context, in workflow.StageInput) (ChangeOutc
 	if err := s.readFixed(ctx, r, intentPlan, &p); err != nil {
 		return ChangeOutcome{}, err
 	}
+	// The seller's answer confirmed the change; its listing only tells the new revision. A
+	// seller that does not list the buy, or cannot be read now, leaves buyflow's own count,
+	// which no update sends (Plan), and the next change that finds the buy listed corrects.
 	rev := p.Revision + 1
-	got, err := s.adcp.GetMediaBuys(ctx, r.seller, adcp.GetMediaBuysRequest{Account: &r.acct, MediaBuyIDs: []string{r.parent.MediaBuyID}})
+	got, err := s.listed(ctx, r)
 	if err != nil {
-		return ChangeOutcome{}, stage.CallError("get_media_buys (after the update)", err)
+		s.log.WarnContext(ctx, "the buy's revision was not read after its change", "operationId", r.parent.ID, "changeId", r.op.ID, "err", err)
 	}
-	for _, mb := range got.MediaBuys {
-		if mb.MediaBuyID == r.parent.MediaBuyID && mb.Revision > 0 {
-			rev = mb.Revision
-		}
+	if got != nil && got.Revision > 0 {
+		rev = got.Revision
 	}
 	next := record.BuyState{Tenant: r.op.Tenant, OperationID: r.parent.ID, MediaBuyID: r.parent.MediaBuyID, Revision: rev, State: string(p.State),
 		BudgetTotal: p.After, Currency: r.parent.Currency, Packages: p.Packages, EndTime: p.EndTime, LastReason: r.change.Reason}
