@@ -104,6 +104,21 @@ const (
 	CodeAlreadyInState = "already_in_state"
 )
 
+// codeNoPackages refuses a budget change to a buy that has no package to change.
+const codeNoPackages = "no_packages"
+
+// budgetWithoutPackages refuses a budget change to a buy without packages (the seller placed it
+// with packages: []): update_media_buy sets budgets package by package, and has no budget for
+// the buy as a whole, so there is nothing buyflow could send. Nil for any other change.
+func budgetWithoutPackages(b Buy, c Change) error {
+	if c.Kind != KindBudget || len(b.Packages) > 0 {
+		return nil
+	}
+	return unprocessable(codeNoPackages, "/budget",
+		"media buy %s has no packages: the seller placed it without naming any, and an AdCP seller changes a budget only package by package, so buyflow has no budget it could send. "+
+			"Ask the seller to change the budget, or cancel this buy and place a new one with the budget you want", b.OperationID)
+}
+
 // ErrConflict matches every *ConflictError with errors.Is.
 var ErrConflict = errors.New("modify: the buy cannot take this change now")
 
@@ -164,7 +179,8 @@ func (p Planned) Increase() money.Amount {
 // Plan builds the update_media_buy arguments of c against b and the buy after it. It refuses
 // (a *buy.RequestError, 422) amounts that are not money in the buy's currency, a package
 // the buy does not have, a total for a buy of several packages (the split would be buyflow's
-// guess), a budget change to a buy whose package budgets are not known, and an end date in the past. operationID is echoed in context, so the seller's answers and
+// guess), a budget change to a buy without packages or whose package budgets are not known,
+// and an end date in the past. operationID is echoed in context, so the seller's answers and
 // buyflow's timeline name the same change. The revision is sent only when it is the seller's
 // own: buyflow's count for an unlisted buy is not, and a seller would refuse every change
 // after the first as stale.
@@ -228,6 +244,9 @@ func planBudget(p *Planned, b Buy, c Change) error {
 	type update struct {
 		PackageID string      `json:"package_id"`
 		Budget    json.Number `json:"budget"`
+	}
+	if err := budgetWithoutPackages(b, c); err != nil {
+		return err
 	}
 	for _, pk := range b.Packages {
 		if !pk.known() {

@@ -277,6 +277,8 @@ func TestPlanABuyWithoutPackagesOrTheirBudgets(t *testing.T) {
 		b          Buy
 		body, code string
 	}{
+		"total, no packages":         {bare, `{"budget":{"total":30000}}`, codeNoPackages},
+		"package, no packages":       {bare, `{"budget":{"packages":[{"package_id":"pkg-a","budget":1}]}}`, codeNoPackages},
 		"total, budget not known":    {unknown, `{"budget":{"total":30000}}`, "package_budget_unknown"},
 		"package, budgets not known": {unknown, `{"budget":{"packages":[{"package_id":"pkg-a","budget":1}]}}`, "package_budget_unknown"},
 	} {

@@ -41,10 +41,16 @@ const tenant = "111122223333"
 // USD 3,000.00 at seller-1, in one package, completed: a buy that takes changes.
 func placed(t *testing.T, l *ledger.Store, op record.Operation) record.Operation {
 	t.Helper()
+	return placedWith(t, l, op, []record.PackageBudget{{PackageID: "p1", Budget: "3000.00"}})
+}
+
+// placedWith is placed with the seller's packages as given (none: the seller named none).
+func placedWith(t *testing.T, l *ledger.Store, op record.Operation, pkgs []record.PackageBudget) record.Operation {
+	t.Helper()
 	ctx := context.Background()
 	op.Tenant, op.SellerID, op.BudgetTotal, op.Currency = tenant, "seller-1", "3000.00", "USD"
 	op.Request = json.RawMessage(`{"po_number":"` + op.PONumber + `"}`)
-	op.SellerPackages = []record.PackageBudget{{PackageID: "p1", Budget: "3000.00"}}
+	op.SellerPackages = pkgs
 	if _, err := l.CreateOperation(ctx, op); err != nil {
 		t.Fatal(err)
 	}

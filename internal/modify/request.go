@@ -113,12 +113,13 @@ func (s *Requests) Submit(ctx context.Context, caller buy.Caller, buyID, key str
 	if parent.Kind == record.KindModification {
 		return api.ChangeAccepted{}, &RequestError{Status: 422, Code: "not_a_buy", Message: fmt.Sprintf("%s is a change, not a media buy: change the buy %s", buyID, parent.ParentID)}
 	}
-	b := Buy{OperationID: parent.ID, Status: parent.Status, MediaBuyID: parent.MediaBuyID, Currency: parent.Currency, State: StateActive}
+	b := Buy{OperationID: parent.ID, Status: parent.Status, MediaBuyID: parent.MediaBuyID, Currency: parent.Currency, State: StateActive,
+		Packages: recordedPackages(parent.SellerPackages, parent.Currency)}
 	initial := record.BuyState{Tenant: caller.Tenant, OperationID: parent.ID, MediaBuyID: parent.MediaBuyID, State: string(StateActive),
 		BudgetTotal: parent.BudgetTotal, Currency: parent.Currency, Packages: parent.SellerPackages}
 	switch st, err := s.ledger.GetBuyState(ctx, caller.Tenant, parent.ID); {
 	case err == nil:
-		b.Revision, b.State = st.Revision, state(st.State)
+		b.Revision, b.State, b.Packages = st.Revision, state(st.State), recordedPackages(st.Packages, parent.Currency)
 		// This request's own change in flight is a retry racing its first attempt, which
 		// BeginChange answers as begun; only another change refuses it.
 		if st.ChangeID != "" && st.ChangeID != id && s.cfg.Now().Before(st.ChangeExpires) {
@@ -128,6 +129,11 @@ func (s *Requests) Submit(ctx context.Context, caller buy.Caller, buyID, key str
 		return api.ChangeAccepted{}, fmt.Errorf("modify: read buy state: %w", err)
 	}
 	if err := Admit(b, c); err != nil {
+		return api.ChangeAccepted{}, err
+	}
+	// Said now, to the person asking, not by a run that fails later: the buy's record shows no
+	// package a budget could be set on.
+	if err := budgetWithoutPackages(b, c); err != nil {
 		return api.ChangeAccepted{}, err
 	}
 	expires := s.cfg.Now().Add(time.Duration(s.cfg.Run.ApprovalTimeoutSeconds+s.cfg.DeadlineSeconds)*time.Second + time.Hour)
