@@ -159,13 +159,13 @@ func lostFinding(op *record.Operation, seller string, since, now time.Time) (str
 	if po == "" {
 		po = "(none recorded)"
 	}
-	mayExist := "an order the seller may have created before it lost the task (for example after its people approved the IO); buyflow holds no media buy id for it, so nothing was canceled"
+	mayExist := "an order the seller created before it lost the task (for example once its people approved the IO); buyflow holds no media buy id for it, so nothing was canceled"
 	if op.MediaBuyID != "" {
-		mayExist = "media buy " + op.MediaBuyID + " at the seller, which buyflow did not cancel"
+		mayExist = "media buy " + op.MediaBuyID + ", which buyflow did not cancel"
 	}
-	check := fmt.Sprintf("ask seller %s (or read its get_media_buys) whether an order for PO %s exists; if it does, cancel it at the seller or agree with the buyer and finance that it stands, then submit the buy again if it is still wanted", seller, po)
-	reason := record.Clip(fmt.Sprintf("lost seller task: the seller %s does not know task %s for PO %s (%s since %s, past the %s grace). It may hold %s. Check: %s.",
-		seller, op.SellerTaskID, po, codeTaskNotFound, since.Format(time.RFC3339), LostTaskGrace, mayExist, check), 1000)
+	check := fmt.Sprintf("ask seller %s (or read its get_media_buys) whether an order for PO %s exists; if one does, cancel it at the seller or agree with the buyer and finance that it stands; if none does and the buy is still wanted, submit it again", seller, po)
+	reason := record.Clip(fmt.Sprintf("lost seller task: the seller %s does not know task %s for PO %s (%s since %s, past the %d-minute grace). The seller may hold %s. Check: %s.",
+		seller, op.SellerTaskID, po, codeTaskNotFound, since.Format(time.RFC3339), int(LostTaskGrace/time.Minute), mayExist, check), 1000)
 	return reason, map[string]any{"finding": "lost_task", "seller": seller, "po_number": op.PONumber, "task_id": op.SellerTaskID,
 		"media_buy_id": op.MediaBuyID, "error_code": codeTaskNotFound, "lost_since": since.Format(time.RFC3339),
 		"waited_seconds": int64(now.Sub(since) / time.Second), "may_exist": mayExist, "check": check}

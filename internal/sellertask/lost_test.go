@@ -109,7 +109,7 @@ func TestRecordLost(t *testing.T) {
 			if f.tos[len(f.tos)-1] != workflow.StatusFailed || ch.EventType != record.EventLostTask || ch.ErrorCode == nil || *ch.ErrorCode != "REFERENCE_NOT_FOUND" {
 				t.Fatalf("transition to %v %+v", f.tos, ch)
 			}
-			for _, want := range []string{sellerID, "PO-77", "task-1", "may hold", "get_media_buys", "nothing was canceled"} {
+			for _, want := range []string{sellerID, "PO-77", "task-1", "may hold", "get_media_buys", "nothing was canceled", "10-minute grace"} {
 				if !strings.Contains(*ch.Reason, want) {
 					t.Errorf("reason %q lacks %q", *ch.Reason, want)
 				}
