@@ -164,9 +164,14 @@ func lostFinding(op *record.Operation, seller string, since, now time.Time) (str
 		mayExist = "media buy " + op.MediaBuyID + ", which buyflow did not cancel"
 	}
 	check := fmt.Sprintf("ask seller %s (or read its get_media_buys) whether an order for PO %s exists; if one does, cancel it at the seller or agree with the buyer and finance that it stands; if none does and the buy is still wanted, submit it again", seller, po)
+	if op.Kind == record.KindModification {
+		// A change's task: the buy exists; what is unknown is whether the seller applied it.
+		mayExist = "media buy " + op.MediaBuyID + " with this change applied, though buyflow recorded no answer for it"
+		check = fmt.Sprintf("read media buy %s at seller %s (get_media_buys) and compare it with buyflow's record of buy %s; if the change was applied, agree with the buyer and finance whether it stands, otherwise request it again if it is still wanted", op.MediaBuyID, seller, op.ParentID)
+	}
 	reason := record.Clip(fmt.Sprintf("lost seller task: the seller %s does not know task %s for PO %s (%s since %s, past the %d-minute grace). The seller may hold %s. Check: %s.",
 		seller, op.SellerTaskID, po, codeTaskNotFound, since.Format(time.RFC3339), int(LostTaskGrace/time.Minute), mayExist, check), 1000)
-	return reason, map[string]any{"finding": "lost_task", "seller": seller, "po_number": op.PONumber, "task_id": op.SellerTaskID,
+	return reason, map[string]any{"finding": "lost_task", "kind": op.Kind, "parent_id": op.ParentID, "seller": seller, "po_number": op.PONumber, "task_id": op.SellerTaskID,
 		"media_buy_id": op.MediaBuyID, "error_code": codeTaskNotFound, "lost_since": since.Format(time.RFC3339),
 		"waited_seconds": int64(now.Sub(since) / time.Second), "may_exist": mayExist, "check": check}
 }

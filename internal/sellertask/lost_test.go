@@ -132,6 +132,28 @@ func TestRecordLost(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a change's lost task points at the buy it changes", func(t *testing.T) {
+		t.Parallel()
+		op := record.Operation{Tenant: tenant, ID: "chg-1", Kind: record.KindModification, ParentID: "op-1", MediaBuyID: "mb-9",
+			Status: workflow.StatusWorking, SellerTaskID: "task-2", PONumber: "PO-77", UpdatedAt: changed}
+		f := &fakeTaskLedger{transition: moves(op)}
+		l := &timelineLedger{fakeTaskLedger: f, timeline: []record.Event{lostMark(taskNow.Add(-11 * time.Minute))}}
+		deps := taskDeps(f)
+		deps.Ledger, deps.Timeline = l, l
+		rec, err := sellertask.RecordLost(context.Background(), deps, &op, sellertask.Lost{Seller: sellerID, Actor: "seller:" + sellerID, EventType: record.EventPoll})
+		if err != nil || rec.Outcome != sellertask.LostFailed {
+			t.Fatalf("%v, %v", rec.Outcome, err)
+		}
+		ch := f.transitions[len(f.transitions)-1]
+		for _, want := range []string{"media buy mb-9 with this change applied", "compare it with buyflow's record of buy op-1"} {
+			if !strings.Contains(*ch.Reason, want) {
+				t.Errorf("reason %q lacks %q", *ch.Reason, want)
+			}
+		}
+		if d := detailOf(t, ch.Detail); d["kind"] != record.KindModification || d["parent_id"] != "op-1" || d["media_buy_id"] != "mb-9" {
+			t.Errorf("detail %v", d)
+		}
+	})
 	t.Run("a timeline it cannot read is an error", func(t *testing.T) {
 		t.Parallel()
 		op := record.Operation{Tenant: tenant, ID: "op-1", Status: workflow.StatusWorking, SellerTaskID: "task-1"}
