@@ -111,6 +111,11 @@ type SellerOptions struct {
 	// RequireGovernanceContext makes create/update without
 	// governance_context fail with PERMISSION_DENIED.
 	RequireGovernanceContext bool
+	// ForgetTasksOnRestart makes Restart drop every task, as the official
+	// SDK's example sellers do (they keep tasks in memory): afterwards
+	// get_task_status / tasks/get answer REFERENCE_NOT_FOUND for them. Media
+	// buys already placed stay (the upstream order outlives the process).
+	ForgetTasksOnRestart bool
 
 	// HTTPClient delivers webhooks (default: a client with a 5 s timeout).
 	HTTPClient *http.Client

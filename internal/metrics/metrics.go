@@ -63,6 +63,11 @@ const (
 	WebhookDuplicates = "WebhookDuplicates"
 	// ReconcileFindings counts what a reconciliation sweep found, by Kind.
 	ReconcileFindings = "ReconcileFindings"
+	// LostSellerTasks counts operations failed because their seller no longer knows their
+	// task (REFERENCE_NOT_FOUND past the grace), whichever path saw it (the poll stage or the
+	// sweep), by Seller and with no dimension: each may have left an order at the seller that
+	// a person must look for (reconcile RUNBOOK, "Lost task").
+	LostSellerTasks = "LostSellerTasks"
 	// handlerPanics counts panics recovered at a handler's boundary (a bug: the request got a
 	// 500 or the task an error instead of the process ending), by Function.
 	handlerPanics = "HandlerPanics"

@@ -88,8 +88,9 @@ func (s *Service) complete(ctx context.Context, opID, token string, out workflow
 // recorded forward only, and the next step of the loop: terminal, input_required, the deadline,
 // the end of this execution's loop budget (continue as new under a deterministic name), or the
 // next safety-net interval (workflow.WaitState.Advance). A poll the seller answers with a
-// transient error counts as "no news" and waits another interval; one it refuses for good is
-// a TerminalError.
+// transient error counts as "no news" and waits another interval, and so does a task it does
+// not know (REFERENCE_NOT_FOUND) within sellertask.LostTaskGrace, past which the operation fails
+// with a lost-task finding; one it refuses for good is a TerminalError.
 func (s *Service) PollSeller(ctx context.Context, in workflow.PollInput) (workflow.SellerOutput, error) {
 	if err := in.Config.Validate(); err != nil {
 		return workflow.SellerOutput{}, err
@@ -134,6 +135,9 @@ func (s *Service) pollSeller(ctx context.Context, op *record.Operation) (*record
 		return nil, &workflow.TerminalError{Code: "no_seller_task", Reason: fmt.Sprintf("operation %s (%s) has no seller task to poll", op.ID, op.Status)}
 	}
 	ts, err := s.AdCP.GetTaskStatus(ctx, req.SellerID, adcp.GetTaskStatusRequest{TaskID: op.SellerTaskID, Account: req.Account(), IncludeResult: true})
+	if sellertask.TaskLost(err) {
+		return s.lost(ctx, op, req.SellerID)
+	}
 	if err != nil {
 		s.Event(ctx, op, record.Event{Type: record.EventPoll, Actor: stage.SellerActor(req.SellerID), Reason: record.Clip(err.Error(), 300),
 			Detail: record.EventDetail(map[string]any{"task_id": op.SellerTaskID, "error_code": adcp.ErrorCode(err), "decision": adcp.Decide(err).String()})})
@@ -161,8 +165,19 @@ func (s *Service) pollSeller(ctx context.Context, op *record.Operation) (*record
 	return rec.Op, nil
 }
 
+// lost handles a seller that does not know the operation's task as the sweep does
+// (sellertask.RecordLost): within the grace the buy keeps waiting, on its cadence; past it the
+// operation is failed with the finding, and the terminal status ends the loop (RecordFailure).
+func (s *Service) lost(ctx context.Context, op *record.Operation, seller string) (*record.Operation, error) {
+	rec, err := sellertask.RecordLost(ctx, s.taskDeps(), op, sellertask.Lost{Seller: seller, Actor: stage.SellerActor(seller), EventType: record.EventPoll})
+	if err != nil {
+		return nil, &workflow.TransientError{Reason: "poll: " + err.Error()}
+	}
+	return rec.Op, nil
+}
+
 // taskDeps is what the shared task-update code needs from the poll stage: the stage's ledger,
 // no retry of a lost transaction race (MoveError makes it a TransientError the ASL retries).
 func (s *Service) taskDeps() sellertask.Deps {
-	return sellertask.Deps{Ledger: s.Ledger, Tasks: s.tasks, Metrics: s.Metrics, Now: s.Now, Log: s.Log}
+	return sellertask.Deps{Ledger: s.Ledger, Tasks: s.tasks, Timeline: s.Ledger, Metrics: s.Metrics, Now: s.Now, Log: s.Log}
 }

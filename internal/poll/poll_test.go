@@ -1,14 +1,21 @@
 package poll_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/adcptest"
+	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/sellertask"
+	"github.com/buyflow/buyflow/internal/stage"
 	"github.com/buyflow/buyflow/internal/stagetest"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -302,5 +309,83 @@ func TestPollAfterSellerInputApprovedDoesNotAskAgain(t *testing.T) {
 	}
 	if got.Status != workflow.StatusCompleted || !got.Terminal || e.Op(op.ID).MediaBuyID == "" {
 		t.Fatalf("output = %+v, operation %+v", got, e.Op(op.ID))
+	}
+}
+
+// TestPollLostTaskWaitsTheGraceThenLeavesAFinding (issue 30, symptom 3): a seller restarted
+// during its IO review forgets the task and answers REFERENCE_NOT_FOUND. The buy must not fail
+// on that answer: it keeps waiting, on its cadence, for the grace (counted from the first such
+// answer, not from the buy's last change hours ago), and only then fails with a finding a
+// person can act on, on the timeline and in a metric.
+func TestPollLostTaskWaitsTheGraceThenLeavesAFinding(t *testing.T) {
+	t.Parallel()
+	e := stagetest.NewEnv(t, stagetest.Options{Seller: adcptest.SellerOptions{ForgetTasksOnRestart: true}})
+	var emf bytes.Buffer
+	e.Build(stage.Options{Now: e.Clock.Now, Rand: func() float64 { return 0.99 }, Metrics: metrics.New(&emf, metrics.Namespace, e.Clock.Now)})
+	op, out := e.Placed("approved,async_complete")
+	task := op.SellerTaskID
+	if _, err := e.Seller.Advance(task); err != nil { // the IO review: working
+		t.Fatal(err)
+	}
+	got, err := e.PollStage.PollSeller(context.Background(), pollIn(op, out.Next, 0))
+	if err != nil || got.Status != workflow.StatusWorking {
+		t.Fatalf("first poll %+v, %v", got, err)
+	}
+	e.Clock.Advance(2 * time.Hour) // the review takes hours; then the seller restarts
+	e.Seller.Restart()
+
+	next := got.Next
+	for _, after := range []time.Duration{0, sellertask.LostTaskGrace - time.Minute} {
+		e.Clock.Advance(after)
+		got, err = e.PollStage.PollSeller(context.Background(), pollIn(op, next, 0))
+		if err != nil {
+			t.Fatalf("poll %s into the grace: %v; a lost task must not fail the buy at once", after, err)
+		}
+		if got.NeedsDecision() || got.Status != workflow.StatusWorking || got.Next.Round != next.Round+1 || !stagetest.SafetyNet(got.Next.IntervalSeconds) {
+			t.Fatalf("poll %s into the grace: %+v, want working and another interval", after, got)
+		}
+		if o := e.Op(op.ID); o.Status != workflow.StatusWorking {
+			t.Fatalf("operation %s within the grace", o.Status)
+		}
+		next = got.Next
+	}
+
+	e.Clock.Advance(2 * time.Minute) // past the grace
+	got, err = e.PollStage.PollSeller(context.Background(), pollIn(op, next, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != workflow.StatusFailed || !got.Terminal {
+		t.Fatalf("output %+v after the grace, want failed", got)
+	}
+	o := e.Op(op.ID)
+	for _, want := range []string{stagetest.SellerID, o.PONumber, task, "may", "get_media_buys"} {
+		if want == "" || !strings.Contains(o.Reason, want) {
+			t.Errorf("reason %q lacks %q", o.Reason, want)
+		}
+	}
+	if o.Status != workflow.StatusFailed || o.ErrorCode != "REFERENCE_NOT_FOUND" {
+		t.Errorf("operation %s code %q", o.Status, o.ErrorCode)
+	}
+	evs := stagetest.Events(t, e, op.ID)
+	i := slices.IndexFunc(evs, func(ev record.Event) bool { return ev.Type == record.EventLostTask })
+	if i < 0 {
+		t.Fatalf("no %s event in %+v", record.EventLostTask, evs)
+	}
+	var d map[string]any
+	if err := json.Unmarshal(evs[i].Detail, &d); err != nil {
+		t.Fatal(err)
+	}
+	since, _ := time.Parse(time.RFC3339, fmt.Sprint(d["lost_since"]))
+	if d["seller"] != stagetest.SellerID || d["po_number"] != o.PONumber || d["task_id"] != task || d["may_exist"] == "" || d["check"] == "" ||
+		since.Sub(e.Clock.Now().Add(-sellertask.LostTaskGrace-time.Minute)).Abs() > 5*time.Second || evs[i].To != workflow.StatusFailed {
+		t.Errorf("finding %+v detail %v, want lost since the first REFERENCE_NOT_FOUND", evs[i], d)
+	}
+	// The function's wiring flushes the stage's recorder once per invocation; flush it here.
+	if err := e.PollStage.Metrics.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(emf.String(), `"LostSellerTasks":1`) || !strings.Contains(emf.String(), `"Seller":"`+stagetest.SellerID+`"`) {
+		t.Errorf("metrics %s, want LostSellerTasks by Seller", emf.String())
 	}
 }

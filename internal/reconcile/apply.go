@@ -17,23 +17,15 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// codeNotFound is the AdCP error code get_task_status answers for a task the seller does not
-// know (for this principal).
-const codeNotFound = "REFERENCE_NOT_FOUND"
-
 // pollAndApply polls the operation's task directly and records what the seller says, forward
 // only, waking the workflow when it must act. A task the seller does not know fails the
-// operation once it waited longer than Grace. It returns the operation as it now is (op itself
+// operation once sellertask.LostTaskGrace passed since the seller first said so. It returns the operation as it now is (op itself
 // when nothing changed or on error).
 func (s *Service) pollAndApply(ctx context.Context, r *run, seller string, account *adcp.AccountRef, op *record.Operation) (*record.Operation, error) {
 	ts, err := s.cfg.AdCP.GetTaskStatus(ctx, seller, adcp.GetTaskStatusRequest{TaskID: op.SellerTaskID, Account: account, IncludeResult: true})
-	var ae *adcp.Error
 	switch {
-	case errors.As(err, &ae) && ae.Code == codeNotFound:
-		if s.now().Sub(op.UpdatedAt) < s.cfg.Grace {
-			return op, nil
-		}
-		return s.failUnknown(ctx, r, seller, op)
+	case sellertask.TaskLost(err):
+		return s.lost(ctx, r, seller, op)
 	case err != nil:
 		r.rec.Count(metrics.AdcpErrors, metrics.Dims{"Code": adcp.MetricCode(err)}, 1)
 		return op, fmt.Errorf("get_task_status %s at %s: %w", op.SellerTaskID, seller, err)
@@ -63,30 +55,27 @@ func (s *Service) apply(ctx context.Context, r *run, seller string, op *record.O
 	return cur, nil
 }
 
-// failUnknown fails an operation whose task the seller does not know, and wakes the workflow
-// so that it records the failure (report failed) and ends.
-func (s *Service) failUnknown(ctx context.Context, r *run, seller string, op *record.Operation) (*record.Operation, error) {
-	reason := record.Clip(fmt.Sprintf("the seller %s does not know task %s (not in list_tasks, get_task_status answered %s) after waiting %s; nothing was adopted or canceled",
-		seller, op.SellerTaskID, codeNotFound, s.now().Sub(op.UpdatedAt).Round(time.Minute)), 1000)
-	ch := record.Patch{Reason: &reason, Actor: actor, EventType: record.EventReconcile,
-		Detail: record.EventDetail(map[string]any{"task_id": op.SellerTaskID, "finding": KindUnknownTask})}
-	cur, moved, err := sellertask.Move(ctx, s.taskDeps(r), op, workflow.StatusFailed, ch)
+// lost handles a task the seller does not know the way the poll stage does
+// (sellertask.RecordLost: the grace from the first such answer, then a failure with the
+// lost-task finding), and wakes the workflow once the operation failed, so that it records the
+// failure (report failed) and ends.
+func (s *Service) lost(ctx context.Context, r *run, seller string, op *record.Operation) (*record.Operation, error) {
+	rec, err := sellertask.RecordLost(ctx, s.taskDeps(r), op, sellertask.Lost{Seller: seller, Actor: actor, EventType: record.EventReconcile})
 	if err != nil {
 		return op, err
 	}
-	if !moved {
-		return cur, nil
+	if rec.Outcome != sellertask.LostFailed {
+		return rec.Op, nil
 	}
 	r.finding(KindUnknownTask)
-	s.log.ErrorContext(ctx, "operation failed: the seller does not know its task", "operationId", op.ID, "seller", seller)
-	s.wake(ctx, cur)
-	return cur, nil
+	s.wake(ctx, rec.Op)
+	return rec.Op, nil
 }
 
 // taskDeps is what the shared task-update code needs from the sweep: SellerTaskDuration goes to
 // the run's recorder (none when r is nil), and a wake leaves a wake event by the sweep.
 func (s *Service) taskDeps(r *run) sellertask.Deps {
-	d := sellertask.Deps{Ledger: s.cfg.Ledger, Tasks: s.cfg.Tasks,
+	d := sellertask.Deps{Ledger: s.cfg.Ledger, Tasks: s.cfg.Tasks, Timeline: s.cfg.Ledger,
 		WakeActor: actor, WakeBy: "reconcile", Now: s.now, Log: s.log}
 	if r != nil {
 		d.Metrics = r.rec
@@ -134,7 +123,7 @@ func (s *Service) orphan(ctx context.Context, r *run, seller string, t listedTas
 	if t.TaskType != "" && t.TaskType != taskCreateMediaBuy {
 		return
 	}
-	if created, err := time.Parse(time.RFC3339, t.CreatedAt); err == nil && s.now().Sub(created) < s.cfg.Grace {
+	if created, err := time.Parse(time.RFC3339, t.CreatedAt); err == nil && s.now().Sub(created) < sellertask.LostTaskGrace {
 		return // the create may not be recorded yet
 	}
 	r.finding(KindOrphan)

@@ -26,11 +26,14 @@
 //     A status the seller moved on (a terminal one above all: a lost webhook) is recorded
 //     forward only and the parked AwaitSeller token is woken with sellertask.WakeOutput — the
 //     webhook's path (finding lost_update). A read with the ledger's status writes nothing.
-//     - The direct poll answers REFERENCE_NOT_FOUND and the operation waited longer than
-//     Grace: the operation moves to failed with a readable reason, its token is woken so the
-//     workflow records the failure and ends, and the finding unknown_task is counted (alarm).
-//     - A listed create_media_buy task older than Grace that no pending operation waits on is
-//     an orphan: an "orphan" event is appended to the pseudo-operation OrphanTenant /
+//     - The direct poll answers REFERENCE_NOT_FOUND: the operation keeps waiting for
+//     sellertask.LostTaskGrace from the first such answer (the poll stage's grace too: the
+//     seller's records may lag), then moves to failed with the lost-task finding (an
+//     EventLostTask transition: seller, PO number, what may exist there, what to check;
+//     LostSellerTasks), its token is woken so the workflow records the failure and ends, and
+//     the finding unknown_task is counted.
+//     - A listed create_media_buy task older than sellertask.LostTaskGrace that no pending
+//     operation waits on is an orphan: an "orphan" event is appended to the pseudo-operation OrphanTenant /
 //     OrphanOperation (once per OrphanRenotify per task) for a person to decide. It is never
 //     adopted or canceled automatically.
 //     - An operation not updated for StaleAfter whose execution (followed through its
@@ -53,7 +56,7 @@
 // past it; it stores where it stopped (account group, list cursor or the last operation of
 // the compared prefix) and returns. The next run resumes that seller from there. A run
 // resumed in the comparison phase has not seen the earlier pages, so it polls every operation
-// past Grace directly: more calls, never a wrong conclusion (the direct poll is the authority).
+// directly: more calls, never a wrong conclusion (the direct poll is the authority).
 //
 // # Invariants
 //

@@ -130,8 +130,8 @@ func (e *env) cfg() reconcile.Config {
 	var mu sync.Mutex
 	return reconcile.Config{
 		Ledger: e.store, AdCP: e.api,
-		Tasks: &e.tasks,
-		Grace: 10 * time.Minute, StaleAfter: 30 * time.Minute, DeadlineSlack: 15 * time.Minute,
+		Tasks:      &e.tasks,
+		StaleAfter: 30 * time.Minute, DeadlineSlack: 15 * time.Minute,
 		Metrics: &lockedWriter{w: &e.out, mu: &mu}, Now: e.clock.Now,
 		Deadline: func(context.Context) time.Time { return e.clock.Now().Add(time.Hour) },
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -458,6 +459,8 @@ func TestTimeBudgetStopsInTheComparePhaseAndResumesAfterTheLastOperation(t *test
 	for range 3 {
 		ops = append(ops, e.newOp(workflow.StatusSubmitted, "gone-"+e.sellerTask("q"), nil)) // unknown tasks: each is polled
 	}
+	e.run(e.cfg()) // each task's first REFERENCE_NOT_FOUND starts its grace
+	warm := len(e.seller.CallsTo("get_task_status"))
 	e.clock.Advance(11 * time.Minute)
 	cfg := e.cfg()
 	start := e.clock.Now()
@@ -483,7 +486,7 @@ func TestTimeBudgetStopsInTheComparePhaseAndResumesAfterTheLastOperation(t *test
 			t.Errorf("%s is %s", op.ID, got.Status)
 		}
 	}
-	if n := len(e.seller.CallsTo("get_task_status")); n != 3 {
+	if n := len(e.seller.CallsTo("get_task_status")) - warm; n != 3 {
 		t.Errorf("%d polls, want each operation polled once", n)
 	}
 }
@@ -515,5 +518,66 @@ func TestDescribeExecutionDeniedTurnsTheCheckOffForTheRun(t *testing.T) {
 	sum := e.run(cfg)
 	if calls.Load() != 1 || !slices.Equal(sum.Reconciled, []string{sellerID}) || len(sum.Findings) != 0 {
 		t.Errorf("%d DescribeExecution calls, summary %+v; want one refused call and a completed pass", calls.Load(), sum)
+	}
+}
+
+// TestLostTaskGetsTheGraceFromTheFirstAnswer (issue 30, symptom 3): a seller restarted during
+// an IO review that has run for hours forgets the task. The grace runs from the seller's first
+// REFERENCE_NOT_FOUND, not from the operation's last change: the buy waits, and past the grace
+// it fails with a finding a person can act on (seller, PO number, what may exist, what to
+// check), on the timeline and in LostSellerTasks.
+func TestLostTaskGetsTheGraceFromTheFirstAnswer(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, adcptest.SellerOptions{ForgetTasksOnRestart: true})
+	task := e.sellerTask("io-review")
+	op := e.newOp(workflow.StatusSubmitted, task, func(o *record.Operation) { o.PONumber = "PO-IO-7" })
+	cfg := e.cfg()
+	e.run(cfg)
+	e.clock.Advance(3 * time.Hour) // the seller's people review the IO
+	e.seller.Restart()
+
+	firstAnswer := e.clock.Now()
+	for _, after := range []time.Duration{0, 9 * time.Minute} {
+		e.clock.Advance(after)
+		e.run(cfg)
+		if got := e.op(op.ID); got.Status != workflow.StatusSubmitted {
+			t.Fatalf("%s after the first REFERENCE_NOT_FOUND: %s (%q); the grace counts from that answer", after, got.Status, got.Reason)
+		}
+	}
+	if c := e.completed(); len(c) != 0 {
+		t.Fatalf("woken within the grace: %+v", c)
+	}
+
+	e.clock.Advance(2 * time.Minute)
+	sum := e.run(cfg)
+	got := e.op(op.ID)
+	if got.Status != workflow.StatusFailed {
+		t.Fatalf("operation %s past the grace, want failed", got.Status)
+	}
+	for _, want := range []string{sellerID, "PO-IO-7", task, "may", "get_media_buys"} {
+		if !strings.Contains(got.Reason, want) {
+			t.Errorf("reason %q lacks %q", got.Reason, want)
+		}
+	}
+	evs := e.events(op.ID)
+	i := slices.IndexFunc(evs, func(ev record.Event) bool { return ev.Type == record.EventLostTask })
+	if i < 0 {
+		t.Fatalf("no %s event in %+v", record.EventLostTask, evs)
+	}
+	var d map[string]any
+	if err := json.Unmarshal(evs[i].Detail, &d); err != nil {
+		t.Fatal(err)
+	}
+	since, _ := time.Parse(time.RFC3339, fmt.Sprint(d["lost_since"]))
+	if d["seller"] != sellerID || d["po_number"] != "PO-IO-7" || d["task_id"] != task || d["may_exist"] == "" || d["check"] == "" ||
+		since.Sub(firstAnswer).Abs() > 5*time.Second || evs[i].To != workflow.StatusFailed || evs[i].Reason != got.Reason {
+		t.Errorf("finding %+v detail %v", evs[i], d)
+	}
+	if c := e.completed(); len(c) != 1 || c[0].Output.Status != workflow.StatusFailed || !c[0].Output.Terminal {
+		t.Fatalf("completions %+v, want the token woken with the failure", c)
+	}
+	m := e.emf()
+	if sum.Findings[reconcile.KindUnknownTask] != 1 || m["LostSellerTasks/"+sellerID] != 1 || m["LostSellerTasks/"] != 1 {
+		t.Errorf("findings %v, metrics %v", sum.Findings, m)
 	}
 }

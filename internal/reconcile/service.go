@@ -51,6 +51,8 @@ type ledger interface {
 	UpdateFields(ctx context.Context, tenant, id string, expectedVersion int64, ch record.Patch) (*record.Operation, error)
 	AppendEvent(ctx context.Context, tenant, opID string, ev record.Event) error
 	ClearTaskToken(ctx context.Context, tenant, id, token string) error
+	// ListEvents finds where a lost task's grace began (sellertask.RecordLost).
+	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (record.Page[record.Event], error)
 	AcquireLock(ctx context.Context, name, owner string, ttl time.Duration) (record.Lease, error)
 	ReleaseLock(ctx context.Context, l record.Lease) error
 	// GetProgress and PutProgress keep where each seller's pass stopped between runs.
@@ -102,10 +104,6 @@ type Config struct {
 	// working, input_required, creating). Every pending status is read, so that a task any
 	// pending operation waits on is never an orphan.
 	Statuses []workflow.Status
-	// Grace is how long an operation may wait on a task the seller does not know
-	// (REFERENCE_NOT_FOUND: its records may lag) before it is failed, and how old an unknown
-	// seller task must be before it is an orphan (default 10 min).
-	Grace time.Duration
 	// StaleAfter is how long an operation must go without an update before its execution is
 	// described (default 30 min).
 	StaleAfter time.Duration
@@ -182,7 +180,6 @@ func New(cfg Config) (*Service, error) {
 			*d = v
 		}
 	}
-	def(&cfg.Grace, 10*time.Minute)
 	def(&cfg.StaleAfter, 30*time.Minute)
 	def(&cfg.DeadlineSlack, 15*time.Minute)
 	def(&cfg.OrphanRenotify, 24*time.Hour)

@@ -38,6 +38,11 @@ const (
 	EventPoll    = "poll"    // a get_task_status answer or failure
 	EventWebhook = "webhook" // a seller webhook (applied, stale or ignored)
 	EventWake    = "wake"    // a parked AwaitSeller token was completed; detail.by says who
+	// EventLostTask ends an operation whose seller no longer knows its task
+	// (REFERENCE_NOT_FOUND past sellertask.LostTaskGrace): the failing transition, with the
+	// finding for a person in reason and detail (seller, po_number, task_id, lost_since,
+	// may_exist, check). The seller may hold an order buyflow has no media buy id for.
+	EventLostTask = "lost_task"
 
 	// The reconciliation sweep.
 	EventReconcile = "reconcile" // an update applied, a failure or a stuck mark by the sweep

@@ -8,6 +8,9 @@
 //     working when the transition table needs it, answers a stale status as "no change" and
 //     emits SellerTaskDuration when the task ends.
 //   - Move is the forward-only transition: a refused move is "no change", never an error.
+//   - RecordLost handles a task the seller answers REFERENCE_NOT_FOUND for: the operation
+//     keeps waiting for LostTaskGrace from the first such answer, then fails with a finding
+//     (EventLostTask, LostSellerTasks) that tells a person an order may exist at the seller.
 //   - Wake clears the parked AwaitSeller token first (conditional, so one waker wins) and then
 //     completes it with WakeOutput, the state machine's view of what the ledger holds.
 //

@@ -38,6 +38,8 @@ type Deps struct {
 	Ledger ledger
 	// Tasks completes the parked token; only Wake uses it.
 	Tasks Tasks
+	// Timeline reads the operation's events; only RecordLost uses it (where the grace began).
+	Timeline timeline
 	// Metrics receives SellerTaskDuration when a task reaches a terminal status; nil emits
 	// nothing.
 	Metrics *metrics.Recorder
