@@ -1,11 +1,13 @@
 package webhook_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/buyflow/buyflow/internal/record"
+	"github.com/buyflow/buyflow/internal/sellertask"
 	"github.com/buyflow/buyflow/internal/webhook"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -33,5 +35,37 @@ func TestTheEchoOfASynchronousUpdateIsCalledAnUpdate(t *testing.T) {
 	evs := e.webhookEvents("chg-1")
 	if len(evs) != 1 || !strings.Contains(evs[0].Reason, "synchronous update") || strings.Contains(evs[0].Reason, "create") {
 		t.Fatalf("events %+v", evs)
+	}
+}
+
+// The seller's own words on a delivery (an IO review under way) stay on the timeline,
+// bounded, whether the delivery moved the buy or not.
+func TestTheSellersMessageIsKeptOnTheWebhookEvent(t *testing.T) {
+	e := newEnv(t)
+	e.op("op-1", seller9421, true)
+	p := payload("op-1", "working", key("w"))
+	p["message"] = "IO review by our sales team; expect 2-3 business days"
+	if resp := e.deliver("op-1", seller9421, p, signOpts{}); outcome(t, resp) != webhook.OutcomeApplied {
+		t.Fatalf("answer = %d %s", resp.StatusCode, resp.Body)
+	}
+	long := payload("op-1", "working", key("x"))
+	long["message"] = strings.Repeat("é", 3000)
+	if resp := e.deliver("op-1", seller9421, long, signOpts{}); outcome(t, resp) != webhook.OutcomeStale {
+		t.Fatalf("answer = %d %s", resp.StatusCode, resp.Body)
+	}
+	evs := e.webhookEvents("op-1")
+	if len(evs) != 2 {
+		t.Fatalf("%d events, want 2", len(evs))
+	}
+	for i, want := range []string{"IO review by our sales team; expect 2-3 business days", strings.Repeat("é", 500)} {
+		var d struct {
+			Message string `json:"message"`
+		}
+		if err := json.Unmarshal(evs[i].Detail, &d); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(d.Message, want) || len(d.Message) > sellertask.MaxMessageBytes+len("…") {
+			t.Errorf("event %d message = %.80q (%d bytes)", i, d.Message, len(d.Message))
+		}
 	}
 }
