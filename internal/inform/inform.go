@@ -218,9 +218,12 @@ func exact(value, currency string) approvalcore.Money {
 }
 
 // changeUpdate is update for a change to a placed buy: the buy it changes (its PO number), the
-// budget before (the buy's when the change was asked for) and after (what the approver is
-// asked to approve while it waits; what the seller applied once it is). A change not applied
-// leaves the buy as it was.
+// budget before (the buy's when the change was asked for) and after, from the change's own
+// record: what the approver is asked to approve or approved (the approval's amount, the
+// change's "after" the notify stage computed), what the seller applied once it is (the total
+// the change asked for, else the approved amount). Never from a timeline read alone: the
+// change's applied event is written after the status this message tells, so it may not be
+// there yet. A change not applied leaves the buy as it was.
 func (n *Service) changeUpdate(ctx context.Context, d statusevent.Detail, kind slack.RequesterKind) (slack.RequesterUpdate, error) {
 	u, a, err := n.update(ctx, d, kind)
 	if err != nil {
@@ -232,15 +235,34 @@ func (n *Service) changeUpdate(ctx context.Context, d statusevent.Detail, kind s
 	} else if !errors.Is(err, record.ErrNotFound) {
 		return u, fmt.Errorf("inform: read buy %s: %w", d.ParentID, err)
 	}
+	approved := approvalcore.Money{}
+	if a != nil {
+		approved = exact(a.Amount, a.Currency)
+	}
 	switch kind {
-	case slack.KindAwaitingApproval:
-		if a != nil {
-			u.Amount = exact(a.Amount, a.Currency)
+	case slack.KindAwaitingApproval, slack.KindApproved:
+		if approved.Currency != "" {
+			u.Amount = approved
 		}
 	case slack.KindPlaced:
+		op, err := n.ledger.GetOperation(ctx, d.Tenant, d.OperationID)
+		if err != nil {
+			return u, fmt.Errorf("inform: read change %s: %w", d.OperationID, err)
+		}
+		after, ok := asked(op, u.Before)
+		if !ok && a != nil && a.Status == record.ApprovalApproved && approved.Currency != "" {
+			after, ok = approved, true
+		}
+		if ok {
+			u.Amount = after
+			return u, nil
+		}
+		// A change of package budgets without an approval: its record holds the new package
+		// budgets, not the total, which the seller call's event records (written before the
+		// change completes) and the applied event confirms.
 		u.Amount = approvalcore.Money{}
-		err := n.eachEvent(ctx, d.Tenant, d.OperationID, func(ev record.Event) {
-			if ev.Type == record.EventModificationApplied {
+		err = n.eachEvent(ctx, d.Tenant, d.OperationID, func(ev record.Event) {
+			if ev.Type == record.EventModificationSellerCall || ev.Type == record.EventModificationApplied {
 				u.Amount = exact(ev.Amount, ev.Currency)
 			}
 		})
@@ -249,6 +271,28 @@ func (n *Service) changeUpdate(ctx context.Context, d statusevent.Detail, kind s
 		}
 	}
 	return u, nil
+}
+
+// asked is the buy's total after change op as the change's own record says it: the total a
+// budget change asked for (in the buy's currency), the total before for a change that moves
+// no budget (an end time, a pause, a resume, a cancellation). ok is false when the record does
+// not say it: a change of package budgets, or a record that does not read.
+func asked(op *record.Operation, before approvalcore.Money) (approvalcore.Money, bool) {
+	var c struct {
+		Kind  string      `json:"kind"`
+		Total json.Number `json:"total"`
+	}
+	if len(op.Change) == 0 || json.Unmarshal(op.Change, &c) != nil {
+		return approvalcore.Money{}, false
+	}
+	switch {
+	case c.Kind != "budget":
+		return before, before.Currency != ""
+	case c.Total != "":
+		after := exact(c.Total.String(), op.Currency)
+		return after, after.Currency != ""
+	}
+	return approvalcore.Money{}, false
 }
 
 // campaignKinds are the campaign statuses the requester is told about.
