@@ -18,6 +18,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 
 	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/money"
@@ -73,7 +75,7 @@ func (n *Service) Handle(ctx context.Context, raw json.RawMessage) error {
 		n.log.WarnContext(ctx, "requester notifications need a Slack bot token (the Slack secret holds a webhook); dropped", "operationId", d.OperationID)
 		return nil
 	}
-	u, ok, err := n.updateOf(ctx, d)
+	u, key, ok, err := n.updateOf(ctx, d)
 	if err == nil && !ok {
 		return nil
 	}
@@ -90,16 +92,16 @@ func (n *Service) Handle(ctx context.Context, raw json.RawMessage) error {
 		return nil
 	}
 	msg.Channel = d.Notify.Slack
-	dup, err := n.ledger.RecordReceipt(ctx, record.Receipt{SellerID: sender, IdempotencyKey: d.EventID, Tenant: d.Tenant, OperationID: d.OperationID})
+	dup, err := n.ledger.RecordReceipt(ctx, record.Receipt{SellerID: sender, IdempotencyKey: key, Tenant: d.Tenant, OperationID: d.OperationID})
 	if err != nil {
 		return fmt.Errorf("inform: receipt of %s: %w", d.EventID, err)
 	}
 	if dup {
-		n.log.InfoContext(ctx, "requester already told", "operationId", d.OperationID, "eventId", d.EventID)
+		n.log.InfoContext(ctx, "requester already told", "operationId", d.OperationID, "eventId", d.EventID, "receipt", key)
 		return nil
 	}
 	if _, err := n.slack.Post(ctx, msg); err != nil {
-		if rerr := n.ledger.ReleaseReceipt(ctx, sender, d.EventID); rerr != nil {
+		if rerr := n.ledger.ReleaseReceipt(ctx, sender, key); rerr != nil {
 			return errors.Join(fmt.Errorf("inform: post %s: %w", d.EventID, err), rerr)
 		}
 		return fmt.Errorf("inform: post %s: %w", d.EventID, err)
@@ -108,34 +110,97 @@ func (n *Service) Handle(ctx context.Context, raw json.RawMessage) error {
 	return nil
 }
 
-// updateOf is what d tells the requester, by what changed status; ok is false for a
+// updateOf is what d tells the requester, by what changed status, and the key of the receipt
+// that tells it once (the event id, or the wait's for a wait on the seller); ok is false for a
 // transition that is not news.
-func (n *Service) updateOf(ctx context.Context, d statusevent.Detail) (u slack.RequesterUpdate, ok bool, err error) {
+func (n *Service) updateOf(ctx context.Context, d statusevent.Detail) (u slack.RequesterUpdate, key string, ok bool, err error) {
+	key = d.EventID
 	switch d.Kind {
 	case statusevent.KindMediaBuy:
 		kind, ok := kindOf(workflow.Status(d.From), workflow.Status(d.To))
 		if !ok {
-			return u, false, nil
+			return n.sellerWait(ctx, d)
 		}
 		u, _, err = n.update(ctx, d, kind)
-		return u, true, err
+		return u, key, true, err
 	case statusevent.KindChange:
 		kind, ok := kindOf(workflow.Status(d.From), workflow.Status(d.To))
 		if !ok {
-			return u, false, nil
+			return u, key, false, nil
 		}
 		u, err = n.changeUpdate(ctx, d, kind)
-		return u, true, err
+		return u, key, true, err
 	case statusevent.KindCampaign:
 		kind, ok := campaignKinds[d.To]
 		if !ok {
-			return u, false, nil
+			return u, key, false, nil
 		}
 		u, err = n.campaignUpdate(ctx, d, kind)
-		return u, true, err
+		return u, key, true, err
 	}
-	return u, false, nil
+	return u, key, false, nil
 }
+
+// sellerWait tells the requester that their buy waits on the seller's people: the seller took
+// it as a long-running task (submitted: AdCP's status for work that takes hours or days, an
+// IO review by its people), or said in its own words what it does while working, or asks for
+// input (input_required). A wait in submitted and working is told once, however its status
+// moves and however often it is polled: its receipt is keyed by the wait (the buy's rounds
+// before the seller: the create, each input asked, each approval), not by the event. Each ask
+// for input is its own. Working without the seller's words is its systems at work: not news.
+func (n *Service) sellerWait(ctx context.Context, d statusevent.Detail) (u slack.RequesterUpdate, key string, ok bool, err error) {
+	to := workflow.Status(d.To)
+	if to != workflow.StatusSubmitted && to != workflow.StatusWorking && to != workflow.StatusInputRequired {
+		return u, "", false, nil
+	}
+	said, round := "", 0
+	err = n.eachEvent(ctx, d.Tenant, d.OperationID, func(ev record.Event) {
+		switch ev.To {
+		case workflow.StatusCreating, workflow.StatusInputRequired, workflow.StatusAwaitingApproval:
+			round, said = round+1, "" // a new round before the seller: a new wait
+		}
+		if m := sellerMessage(ev); m != "" {
+			said = m
+		}
+	})
+	if err != nil {
+		return u, "", false, err
+	}
+	kind, key := slack.KindSellerWaiting, "seller_wait:"+d.OperationID+":"+strconv.Itoa(round)
+	switch {
+	case to == workflow.StatusInputRequired:
+		kind, key = slack.KindSellerInput, d.EventID
+		if said == "" {
+			said = d.Reason // the ask as the ledger recorded it (the create's answer)
+		}
+	case to == workflow.StatusWorking && strings.TrimSpace(said) == "":
+		return u, "", false, nil
+	}
+	u, _, err = n.update(ctx, d, kind)
+	u.SellerMessage = said
+	return u, key, true, err
+}
+
+// sellerMessage is the seller's message an event of the seller wait keeps (the poll's and the
+// webhook's detail.message, bounded when they recorded it), or "".
+func sellerMessage(ev record.Event) string {
+	switch ev.Type {
+	case record.EventPoll, record.EventWebhook, record.EventSellerCall:
+	default:
+		return ""
+	}
+	var d struct {
+		Message any `json:"message"`
+	}
+	if json.Unmarshal(ev.Detail, &d) != nil {
+		return ""
+	}
+	m, _ := d.Message.(string)
+	return record.Clip(strings.TrimSpace(m), maxSellerMessage)
+}
+
+// maxSellerMessage bounds the seller's message a requester reads, whoever recorded it.
+const maxSellerMessage = 1000
 
 // kindOf is what a transition tells the requester, if anything: an approval asked for or
 // decided, the buy placed or ended. The steps between (governance, the seller working) are
