@@ -6,10 +6,11 @@
 //
 // The event says which transition happened; the ledger says the rest: who must approve and
 // until when (the latest approval), who approved or rejected it, the PO number, a change's
-// budget before and after, a campaign's legs and how many were placed. Each
-// event is told once: a receipt keyed by the event id is written before the post (EventBridge
-// delivers at least once and Lambda retries an async invocation), and a post that fails
-// releases it again, so the retry posts.
+// budget before and after, a campaign's legs and how many were placed, the seller's own words
+// while it holds a buy. Each event is told once, a wait on the seller once per wait: a receipt
+// keyed by the event id (or the wait) is written before the post (EventBridge delivers at
+// least once and Lambda retries an async invocation), and a post that fails releases it
+// again, so the retry posts.
 package inform
 
 import (
@@ -203,8 +204,8 @@ func sellerMessage(ev record.Event) string {
 const maxSellerMessage = 1000
 
 // kindOf is what a transition tells the requester, if anything: an approval asked for or
-// decided, the buy placed or ended. The steps between (governance, the seller working) are
-// not news.
+// decided, the buy placed or ended. Governance's steps are not news; a buy's wait on the
+// seller is sellerWait's to judge.
 func kindOf(from, to workflow.Status) (slack.RequesterKind, bool) {
 	switch to {
 	case workflow.StatusAwaitingApproval:
