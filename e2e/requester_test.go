@@ -28,10 +28,12 @@ func TestRequesterIsToldInSlack(t *testing.T) {
 		final  string
 		want   [][]string // the requester's messages, in order, each with these texts
 	}{
-		{"placed", buy{Sim: "async_complete"}, "", "completed", [][]string{{"Placed", "sim-seller"}}},
-		{"failed", buy{Sim: "async_fail"}, "", "failed", [][]string{{"Failed"}}},
+		// An async seller takes the buy as a long-running task (submitted): the requester hears
+		// that it waits on the seller, once, then how it ended.
+		{"placed", buy{Sim: "async_complete"}, "", "completed", [][]string{{"Waiting for the seller", "sim-seller"}, {"Placed", "sim-seller"}}},
+		{"failed", buy{Sim: "async_fail"}, "", "failed", [][]string{{"Waiting for the seller"}, {"Failed"}}},
 		{"approved", buy{Budgets: []float64{12000, 3000}, Sim: "async_complete"}, "approve", "completed", [][]string{
-			{"Waiting for approval", "<@U0LOCALAPPROVER>"}, {"Approved", "by <@U0LOCALAPPROVER>"}, {"Placed"},
+			{"Waiting for approval", "<@U0LOCALAPPROVER>"}, {"Approved", "by <@U0LOCALAPPROVER>"}, {"Waiting for the seller"}, {"Placed"},
 		}},
 		{"rejected", buy{RequireApproval: true, Sim: "async_complete"}, "reject", "rejected", [][]string{
 			{"Waiting for approval"}, {"Rejected", "by <@U0LOCALAPPROVER>", "e2e: reject"},

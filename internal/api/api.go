@@ -84,6 +84,9 @@ type MediaBuy struct {
 	Current *Current `json:"current,omitempty"`
 	// Waiting is set while the buy waits for an unavailable agent (GET of one buy only).
 	Waiting *Waiting `json:"waiting,omitempty"`
+	// Seller is what the seller last said about the buy's task while the buy waits on it (GET
+	// of one buy only): a review by the seller's people shows here, not only as working.
+	Seller *SellerWords `json:"seller,omitempty"`
 	// Kind is "modification" for a change to a placed buy: BuyID names the buy and Change is
 	// the change as the buyer asked for it.
 	Kind   string          `json:"kind,omitempty"`
@@ -118,6 +121,17 @@ type Waiting struct {
 	// (a probe: the buy goes on when it succeeds).
 	Since   string `json:"since"`
 	RetryAt string `json:"retry_at"`
+}
+
+// SellerWords is the seller's latest message about a buy's task, as its poll answer or
+// webhook said it: untrusted text, bounded, JSON-escaped here and escaped again wherever it is
+// rendered.
+type SellerWords struct {
+	Message string `json:"message"`
+	// SellerStatus is the seller's task status the message came with (submitted, working,
+	// input-required, ...).
+	SellerStatus string `json:"seller_status,omitempty"`
+	At           string `json:"at"`
 }
 
 // Approval is a buy's latest approval (or a campaign's one approval) as its buyer may see it:

@@ -34,6 +34,7 @@ var (
 			EndTime: "2026-03-29T00:00:00Z", ChangeInFlight: "chg-2", LastChangeID: "chg-1", LastOutcome: "applied",
 			LastReason: "seller accepted", UpdatedAt: "2026-01-07T10:00:00Z"},
 		Waiting: &api.Waiting{Reason: "seller_unavailable", AgentID: "seller-a", Since: "2026-01-05T10:01:00Z", RetryAt: "2026-01-05T10:02:00Z"},
+		Seller:  &api.SellerWords{Message: "IO review by our sales team", SellerStatus: "working", At: "2026-01-05T10:03:00Z"},
 		Kind:    "modification", BuyID: "mb-0", Change: json.RawMessage(`{"budget":6000}`), Links: links}
 	campaign = api.Campaign{CampaignID: "cp-1", Name: "spring", Status: "partially_completed", Policy: "best_effort",
 		GovernanceID: "gov-a", PlanID: "plan-1", Currency: "USD", TotalBudget: "30000.00", Planned: "22500.00",

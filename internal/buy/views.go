@@ -1,6 +1,7 @@
 package buy
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"time"
@@ -58,4 +59,32 @@ func RFC3339(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+// maxSellerWords bounds the seller's message a view shows, whoever wrote the event: the
+// poll and the webhook bound it when they record it (sellertask.MaxMessageBytes), an older or
+// another writer's event may not have.
+const maxSellerWords = 1000
+
+// SellerWordsOf is the seller's message an event of the seller wait carries (a poll's, a
+// webhook's, a create or update answer's detail.message), or nil when it carries none.
+func SellerWordsOf(e record.Event) *api.SellerWords {
+	switch e.Type {
+	case record.EventPoll, record.EventWebhook, record.EventSellerCall, record.EventModificationSellerCall:
+	default:
+		return nil
+	}
+	var d struct {
+		Message      any `json:"message"`
+		SellerStatus any `json:"seller_status"`
+	}
+	if json.Unmarshal(e.Detail, &d) != nil {
+		return nil
+	}
+	msg, _ := d.Message.(string)
+	if msg = strings.TrimSpace(msg); msg == "" {
+		return nil
+	}
+	st, _ := d.SellerStatus.(string)
+	return &api.SellerWords{Message: record.Clip(msg, maxSellerWords), SellerStatus: record.Clip(st, 64), At: e.At.UTC().Format(time.RFC3339Nano)}
 }

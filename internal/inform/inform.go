@@ -6,10 +6,11 @@
 //
 // The event says which transition happened; the ledger says the rest: who must approve and
 // until when (the latest approval), who approved or rejected it, the PO number, a change's
-// budget before and after, a campaign's legs and how many were placed. Each
-// event is told once: a receipt keyed by the event id is written before the post (EventBridge
-// delivers at least once and Lambda retries an async invocation), and a post that fails
-// releases it again, so the retry posts.
+// budget before and after, a campaign's legs and how many were placed, the seller's own words
+// while it holds a buy. Each event is told once, a wait on the seller once per wait: a receipt
+// keyed by the event id (or the wait) is written before the post (EventBridge delivers at
+// least once and Lambda retries an async invocation), and a post that fails releases it
+// again, so the retry posts.
 package inform
 
 import (
@@ -18,6 +19,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 
 	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/money"
@@ -73,7 +76,7 @@ func (n *Service) Handle(ctx context.Context, raw json.RawMessage) error {
 		n.log.WarnContext(ctx, "requester notifications need a Slack bot token (the Slack secret holds a webhook); dropped", "operationId", d.OperationID)
 		return nil
 	}
-	u, ok, err := n.updateOf(ctx, d)
+	u, key, ok, err := n.updateOf(ctx, d)
 	if err == nil && !ok {
 		return nil
 	}
@@ -90,16 +93,16 @@ func (n *Service) Handle(ctx context.Context, raw json.RawMessage) error {
 		return nil
 	}
 	msg.Channel = d.Notify.Slack
-	dup, err := n.ledger.RecordReceipt(ctx, record.Receipt{SellerID: sender, IdempotencyKey: d.EventID, Tenant: d.Tenant, OperationID: d.OperationID})
+	dup, err := n.ledger.RecordReceipt(ctx, record.Receipt{SellerID: sender, IdempotencyKey: key, Tenant: d.Tenant, OperationID: d.OperationID})
 	if err != nil {
 		return fmt.Errorf("inform: receipt of %s: %w", d.EventID, err)
 	}
 	if dup {
-		n.log.InfoContext(ctx, "requester already told", "operationId", d.OperationID, "eventId", d.EventID)
+		n.log.InfoContext(ctx, "requester already told", "operationId", d.OperationID, "eventId", d.EventID, "receipt", key)
 		return nil
 	}
 	if _, err := n.slack.Post(ctx, msg); err != nil {
-		if rerr := n.ledger.ReleaseReceipt(ctx, sender, d.EventID); rerr != nil {
+		if rerr := n.ledger.ReleaseReceipt(ctx, sender, key); rerr != nil {
 			return errors.Join(fmt.Errorf("inform: post %s: %w", d.EventID, err), rerr)
 		}
 		return fmt.Errorf("inform: post %s: %w", d.EventID, err)
@@ -108,38 +111,101 @@ func (n *Service) Handle(ctx context.Context, raw json.RawMessage) error {
 	return nil
 }
 
-// updateOf is what d tells the requester, by what changed status; ok is false for a
+// updateOf is what d tells the requester, by what changed status, and the key of the receipt
+// that tells it once (the event id, or the wait's for a wait on the seller); ok is false for a
 // transition that is not news.
-func (n *Service) updateOf(ctx context.Context, d statusevent.Detail) (u slack.RequesterUpdate, ok bool, err error) {
+func (n *Service) updateOf(ctx context.Context, d statusevent.Detail) (u slack.RequesterUpdate, key string, ok bool, err error) {
+	key = d.EventID
 	switch d.Kind {
 	case statusevent.KindMediaBuy:
 		kind, ok := kindOf(workflow.Status(d.From), workflow.Status(d.To))
 		if !ok {
-			return u, false, nil
+			return n.sellerWait(ctx, d)
 		}
 		u, _, err = n.update(ctx, d, kind)
-		return u, true, err
+		return u, key, true, err
 	case statusevent.KindChange:
 		kind, ok := kindOf(workflow.Status(d.From), workflow.Status(d.To))
 		if !ok {
-			return u, false, nil
+			return u, key, false, nil
 		}
 		u, err = n.changeUpdate(ctx, d, kind)
-		return u, true, err
+		return u, key, true, err
 	case statusevent.KindCampaign:
 		kind, ok := campaignKinds[d.To]
 		if !ok {
-			return u, false, nil
+			return u, key, false, nil
 		}
 		u, err = n.campaignUpdate(ctx, d, kind)
-		return u, true, err
+		return u, key, true, err
 	}
-	return u, false, nil
+	return u, key, false, nil
 }
 
+// sellerWait tells the requester that their buy waits on the seller's people: the seller took
+// it as a long-running task (submitted: AdCP's status for work that takes hours or days, an
+// IO review by its people), or said in its own words what it does while working, or asks for
+// input (input_required). A wait in submitted and working is told once, however its status
+// moves and however often it is polled: its receipt is keyed by the wait (the buy's rounds
+// before the seller: the create, each input asked, each approval), not by the event. Each ask
+// for input is its own. Working without the seller's words is its systems at work: not news.
+func (n *Service) sellerWait(ctx context.Context, d statusevent.Detail) (u slack.RequesterUpdate, key string, ok bool, err error) {
+	to := workflow.Status(d.To)
+	if to != workflow.StatusSubmitted && to != workflow.StatusWorking && to != workflow.StatusInputRequired {
+		return u, "", false, nil
+	}
+	said, round := "", 0
+	err = n.eachEvent(ctx, d.Tenant, d.OperationID, func(ev record.Event) {
+		switch ev.To {
+		case workflow.StatusCreating, workflow.StatusInputRequired, workflow.StatusAwaitingApproval:
+			round, said = round+1, "" // a new round before the seller: a new wait
+		}
+		if m := sellerMessage(ev); m != "" {
+			said = m
+		}
+	})
+	if err != nil {
+		return u, "", false, err
+	}
+	kind, key := slack.KindSellerWaiting, "seller_wait:"+d.OperationID+":"+strconv.Itoa(round)
+	switch {
+	case to == workflow.StatusInputRequired:
+		kind, key = slack.KindSellerInput, d.EventID
+		if said == "" {
+			said = d.Reason // the ask as the ledger recorded it (the create's answer)
+		}
+	case to == workflow.StatusWorking && strings.TrimSpace(said) == "":
+		return u, "", false, nil
+	}
+	u, _, err = n.update(ctx, d, kind)
+	u.SellerMessage = said
+	return u, key, true, err
+}
+
+// sellerMessage is the seller's message an event of the seller wait keeps (the poll's and the
+// webhook's detail.message, bounded when they recorded it), or "".
+func sellerMessage(ev record.Event) string {
+	switch ev.Type {
+	case record.EventPoll, record.EventWebhook, record.EventSellerCall:
+	default:
+		return ""
+	}
+	var d struct {
+		Message any `json:"message"`
+	}
+	if json.Unmarshal(ev.Detail, &d) != nil {
+		return ""
+	}
+	m, _ := d.Message.(string)
+	return record.Clip(strings.TrimSpace(m), maxSellerMessage)
+}
+
+// maxSellerMessage bounds the seller's message a requester reads, whoever recorded it.
+const maxSellerMessage = 1000
+
 // kindOf is what a transition tells the requester, if anything: an approval asked for or
-// decided, the buy placed or ended. The steps between (governance, the seller working) are
-// not news.
+// decided, the buy placed or ended. Governance's steps are not news; a buy's wait on the
+// seller is sellerWait's to judge.
 func kindOf(from, to workflow.Status) (slack.RequesterKind, bool) {
 	switch to {
 	case workflow.StatusAwaitingApproval:
@@ -218,9 +284,12 @@ func exact(value, currency string) approvalcore.Money {
 }
 
 // changeUpdate is update for a change to a placed buy: the buy it changes (its PO number), the
-// budget before (the buy's when the change was asked for) and after (what the approver is
-// asked to approve while it waits; what the seller applied once it is). A change not applied
-// leaves the buy as it was.
+// budget before (the buy's when the change was asked for) and after, from the change's own
+// record: what the approver is asked to approve or approved (the approval's amount, the
+// change's "after" the notify stage computed), what the seller applied once it is (the total
+// the change asked for, else the approved amount). Never from a timeline read alone: the
+// change's applied event is written after the status this message tells, so it may not be
+// there yet. A change not applied leaves the buy as it was.
 func (n *Service) changeUpdate(ctx context.Context, d statusevent.Detail, kind slack.RequesterKind) (slack.RequesterUpdate, error) {
 	u, a, err := n.update(ctx, d, kind)
 	if err != nil {
@@ -232,15 +301,34 @@ func (n *Service) changeUpdate(ctx context.Context, d statusevent.Detail, kind s
 	} else if !errors.Is(err, record.ErrNotFound) {
 		return u, fmt.Errorf("inform: read buy %s: %w", d.ParentID, err)
 	}
+	approved := approvalcore.Money{}
+	if a != nil {
+		approved = exact(a.Amount, a.Currency)
+	}
 	switch kind {
-	case slack.KindAwaitingApproval:
-		if a != nil {
-			u.Amount = exact(a.Amount, a.Currency)
+	case slack.KindAwaitingApproval, slack.KindApproved:
+		if approved.Currency != "" {
+			u.Amount = approved
 		}
 	case slack.KindPlaced:
+		op, err := n.ledger.GetOperation(ctx, d.Tenant, d.OperationID)
+		if err != nil {
+			return u, fmt.Errorf("inform: read change %s: %w", d.OperationID, err)
+		}
+		after, ok := asked(op, u.Before)
+		if !ok && a != nil && a.Status == record.ApprovalApproved && approved.Currency != "" {
+			after, ok = approved, true
+		}
+		if ok {
+			u.Amount = after
+			return u, nil
+		}
+		// A change of package budgets without an approval: its record holds the new package
+		// budgets, not the total, which the seller call's event records (written before the
+		// change completes) and the applied event confirms.
 		u.Amount = approvalcore.Money{}
-		err := n.eachEvent(ctx, d.Tenant, d.OperationID, func(ev record.Event) {
-			if ev.Type == record.EventModificationApplied {
+		err = n.eachEvent(ctx, d.Tenant, d.OperationID, func(ev record.Event) {
+			if ev.Type == record.EventModificationSellerCall || ev.Type == record.EventModificationApplied {
 				u.Amount = exact(ev.Amount, ev.Currency)
 			}
 		})
@@ -249,6 +337,28 @@ func (n *Service) changeUpdate(ctx context.Context, d statusevent.Detail, kind s
 		}
 	}
 	return u, nil
+}
+
+// asked is the buy's total after change op as the change's own record says it: the total a
+// budget change asked for (in the buy's currency), the total before for a change that moves
+// no budget (an end time, a pause, a resume, a cancellation). ok is false when the record does
+// not say it: a change of package budgets, or a record that does not read.
+func asked(op *record.Operation, before approvalcore.Money) (approvalcore.Money, bool) {
+	var c struct {
+		Kind  string      `json:"kind"`
+		Total json.Number `json:"total"`
+	}
+	if len(op.Change) == 0 || json.Unmarshal(op.Change, &c) != nil {
+		return approvalcore.Money{}, false
+	}
+	switch {
+	case c.Kind != "budget":
+		return before, before.Currency != ""
+	case c.Total != "":
+		after := exact(c.Total.String(), op.Currency)
+		return after, after.Currency != ""
+	}
+	return approvalcore.Money{}, false
 }
 
 // campaignKinds are the campaign statuses the requester is told about.

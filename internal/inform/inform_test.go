@@ -105,7 +105,8 @@ func TestRequesterHearsEachStepOfTheirBuy(t *testing.T) {
 		{event(t, "op-1", 2, workflow.StatusRequested, workflow.StatusCheckingGovernance, nil), nil},
 		{event(t, "op-1", 3, workflow.StatusCheckingGovernance, workflow.StatusAwaitingApproval, nil), []string{"Waiting for approval", "<@U0APPROVER>", "<@U0OTHER>", "<!date^"}},
 		{event(t, "op-1", 4, workflow.StatusAwaitingApproval, workflow.StatusCreating, nil), []string{"Approved", "by <@U0APPROVER>", "fine by me"}},
-		{event(t, "op-1", 5, workflow.StatusCreating, workflow.StatusSubmitted, nil), nil},
+		// The seller took it as a long-running task: the requester hears who has it now.
+		{event(t, "op-1", 5, workflow.StatusCreating, workflow.StatusSubmitted, nil), []string{"Waiting for the seller", "seller-a"}},
 		{event(t, "op-1", 6, workflow.StatusSubmitted, workflow.StatusCompleted, func(d *statusevent.Detail) { d.MediaBuyID = "mb-77" }), []string{"Placed", "mb-77", "seller-a"}},
 	}
 	told := 0

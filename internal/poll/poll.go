@@ -150,6 +150,9 @@ func (s *Service) pollSeller(ctx context.Context, op *record.Operation) (*record
 	actor := stage.SellerActor(req.SellerID)
 	ev := map[string]any{"task_id": op.SellerTaskID, "seller_status": ts.Status}
 	u := sellertask.UpdateFrom(ts)
+	if m := sellertask.Message(u.Message); m != "" {
+		ev["message"] = m // what the seller says the wait is for, on repeats too
+	}
 	u.TaskID, u.Actor, u.EventType, u.Detail, u.SkipRepeat = op.SellerTaskID, actor, record.EventPoll, ev, true
 	rec, err := sellertask.RecordStatus(ctx, s.taskDeps(), op, u)
 	if err != nil {

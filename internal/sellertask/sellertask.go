@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
@@ -101,7 +102,40 @@ type Update struct {
 // result, creation time, and the task's failure as the message. The caller adds the task id,
 // actor, event type and detail.
 func UpdateFrom(ts *adcp.TaskStatusResult) Update {
-	return Update{Status: string(ts.Status), Result: ts.Result, CreatedAt: ts.CreatedAt, Failure: ts.Failure()}
+	return Update{Status: string(ts.Status), Result: ts.Result, CreatedAt: ts.CreatedAt, Failure: ts.Failure(), Message: polledMessage(ts.Raw)}
+}
+
+// MaxMessageBytes bounds the seller's message kept on an event: enough for a person's note
+// ("IO review by our sales team, 2-3 business days"), never a page the seller chose to send.
+const MaxMessageBytes = 1000
+
+// Message is the seller's message as an event keeps it: trimmed and bounded (record.Clip).
+// It is untrusted text; whoever renders it escapes it.
+func Message(s string) string {
+	return record.Clip(strings.TrimSpace(s), MaxMessageBytes)
+}
+
+// polledMessage is the seller's words in a task status answer: its message (the official
+// SDK's tasks/get sends the task's status message there), else its progress's current step
+// (what the SDK's handoff context reports while people work on the task).
+func polledMessage(raw json.RawMessage) string {
+	var w struct {
+		Message  any `json:"message"`
+		Progress struct {
+			CurrentStep any `json:"current_step"`
+		} `json:"progress"`
+	}
+	if json.Unmarshal(raw, &w) != nil {
+		return ""
+	}
+	// Typed as any: a seller that sends a number or an object here must not cost the poll.
+	if s, ok := w.Message.(string); ok && strings.TrimSpace(s) != "" {
+		return s
+	}
+	if s, ok := w.Progress.CurrentStep.(string); ok {
+		return s
+	}
+	return ""
 }
 
 // Outcome is what RecordStatus did with an update.

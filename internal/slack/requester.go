@@ -34,6 +34,9 @@ type RequesterUpdate struct {
 	MediaBuyID string
 	// Reason is why the buy ended (failed, rejected, canceled, expired).
 	Reason string
+	// SellerMessage is what the seller said the buy waits for, in its words (KindSellerWaiting,
+	// KindSellerInput): untrusted text, escaped and quoted in the message.
+	SellerMessage string
 	// Link is the buy's API resource (IAM-authenticated, not a signed link).
 	Link string
 
@@ -74,6 +77,10 @@ const (
 	// legs placed and the others not (partially_completed).
 	KindSubmitted RequesterKind = "submitted"
 	KindPartial   RequesterKind = "partially_completed"
+	// KindSellerWaiting and KindSellerInput are a buy's: the seller took it as a long-running
+	// task (its people review it), or the seller asks for input before it places it.
+	KindSellerWaiting RequesterKind = "seller_waiting"
+	KindSellerInput   RequesterKind = "seller_input"
 )
 
 // RequesterMessage builds the requester's message for u, with the approval messages' Block
@@ -118,6 +125,18 @@ func RequesterMessage(u RequesterUpdate) (Message, error) {
 		}
 		title = "Placed: your media buy"
 		line = "*Placed* with " + escape(u.Seller, maxFieldRunes) + ": the seller's media buy id is `" + escape(u.MediaBuyID, maxFieldRunes) + "`."
+	case KindSellerWaiting:
+		title = "Waiting for the seller: your media buy"
+		line = "*" + escape(u.Seller, maxFieldRunes) + "* took your buy for review by its people, which can take days; nothing is placed yet."
+		if strings.TrimSpace(u.SellerMessage) != "" {
+			line = quoted(line+" The seller says:", u.SellerMessage)
+		}
+	case KindSellerInput:
+		title = "The seller asks for input: your media buy"
+		line = "*" + escape(u.Seller, maxFieldRunes) + "* asks for input before it places your buy; nothing is placed yet."
+		if strings.TrimSpace(u.SellerMessage) != "" {
+			line = quoted(line+" The seller says:", u.SellerMessage)
+		}
 	case KindFailed:
 		title = "Failed: your media buy"
 		line = "*Failed*: " + escape(orUnknown(u.Reason), maxFieldRunes*2)
@@ -253,7 +272,13 @@ func requesterMessage(u RequesterUpdate, title, line, summary string, fields []T
 
 // withComment adds the approver's comment, quoted, to line.
 func withComment(line, comment string) string {
-	if c := strings.TrimSpace(comment); c != "" {
+	return quoted(line, comment)
+}
+
+// quoted adds text from outside (an approver's comment, a seller's message), escaped and
+// bounded, as a quote under line; blank text adds nothing.
+func quoted(line, text string) string {
+	if c := strings.TrimSpace(text); c != "" {
 		return line + "\n>" + strings.ReplaceAll(escape(c, maxCommentRunes), "\n", "\n>")
 	}
 	return line

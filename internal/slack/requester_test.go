@@ -33,6 +33,13 @@ func TestRequesterMessage(t *testing.T) {
 		{"failed", with(func(u *RequesterUpdate) { u.Kind = KindFailed }), []string{"Failed", "(no reason recorded)"}, false},
 		{"canceled", with(func(u *RequesterUpdate) { u.Kind, u.Reason = KindCanceled, "governance findings" }), []string{"Canceled", "governance findings"}, false},
 		{"expired", with(func(u *RequesterUpdate) { u.Kind = KindExpired }), []string{"Expired"}, false},
+		{"seller's people at work", with(func(u *RequesterUpdate) {
+			u.Kind, u.SellerMessage = KindSellerWaiting, "IO review <!here>\nby <@U0BOSS>"
+		}), []string{"Waiting for the seller", "*seller-a* took your buy for review", ">IO review &lt;!here&gt;\\n>by &lt;@U0BOSS&gt;"}, false},
+		{"seller asks for input", with(func(u *RequesterUpdate) { u.Kind, u.SellerMessage = KindSellerInput, "confirm the dates" }),
+			[]string{"asks for input", "confirm the dates"}, false},
+		{"seller without words", with(func(u *RequesterUpdate) { u.Kind, u.SellerMessage = KindSellerWaiting, " " }),
+			[]string{"took your buy for review", "nothing is placed yet."}, false},
 		{"unknown kind", with(func(u *RequesterUpdate) { u.Kind = "working" }), nil, true},
 		{"no operation", RequesterUpdate{Kind: KindFailed}, nil, true},
 	} {

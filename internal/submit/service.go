@@ -75,12 +75,23 @@ func (s *Service) Get(ctx context.Context, tenant, id string) (api.MediaBuy, err
 		return api.MediaBuy{}, fmt.Errorf("submit: get %s: %w", id, err)
 	}
 	v := viewOf(op.View())
-	a, err := s.latestApproval(ctx, tenant, id)
+	var said *api.SellerWords
+	a, err := s.latestApproval(ctx, tenant, id, func(ev record.Event) {
+		if w := buy.SellerWordsOf(ev); w != nil {
+			said = w
+		}
+	})
 	switch {
 	case err == nil:
 		v.Approval = a
 	case !errors.Is(err, errNoApproval):
 		return api.MediaBuy{}, err
+	}
+	// Only while the seller has the buy: after it, a "review under way" would mislead, and
+	// an ending's words are in its reason.
+	switch op.Status {
+	case workflow.StatusSubmitted, workflow.StatusWorking, workflow.StatusInputRequired:
+		v.Seller = said
 	}
 	switch st, err := s.ledger.GetBuyState(ctx, tenant, id); {
 	case err == nil:

@@ -74,6 +74,11 @@ func deliveryFields(d *Delivery) map[string]any {
 	if d.NotificationID != "" {
 		ev["notification_id"] = d.NotificationID
 	}
+	// The seller's own words (an IO review under way, why it needs input) are often the only
+	// thing that says what a long wait is for: kept on every delivery's event, bounded.
+	if m := sellertask.Message(d.Message); m != "" {
+		ev["message"] = m
+	}
 	return ev
 }
 

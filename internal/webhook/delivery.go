@@ -131,6 +131,6 @@ func ParseDelivery(body []byte) (*Delivery, error) {
 }
 
 // syncTaskPrefix starts the task id 3.0 sellers built on the official SDK give the completion
-// webhook they send after a synchronous create: a task buyflow never saw, since the create
+// webhook they send after a synchronous create or update: a task buyflow never saw, since the call
 // answered inline.
 const syncTaskPrefix = "sync-"

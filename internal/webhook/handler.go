@@ -33,7 +33,8 @@ const (
 	// records it.
 	OutcomeIgnored Outcome = "ignored"
 	// OutcomeAcknowledged: the completion webhook a 3.0 seller sends after a synchronous create
-	// (task id sync-…, a task buyflow never saw); an event records it, nothing else changes.
+	// or update (task id sync-…, a task buyflow never saw); an event records it, nothing else
+	// changes.
 	OutcomeAcknowledged Outcome = "acknowledged"
 	// outcomeRefused: the delivery was refused (4xx) and nothing was stored.
 	outcomeRefused Outcome = "refused"
@@ -185,7 +186,7 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	}
 	if syncEcho {
 		s.event(ctx, op, record.Event{Type: record.EventWebhook, Actor: "seller:" + op.SellerID,
-			Reason: "acknowledged: the completion of a synchronous create, already recorded", Detail: deliveryDetail(d)})
+			Reason: "acknowledged: the completion of a synchronous " + syncTaskWord(op) + ", already recorded", Detail: deliveryDetail(d)})
 		return r.ok(OutcomeAcknowledged)
 	}
 	outcome, cur, err := s.apply(ctx, op, d)
@@ -244,8 +245,19 @@ func (s *Service) countRejected(r result) {
 	s.cfg.Metrics.Count(metrics.WebhookRejected, nil, 1)
 }
 
+// syncTaskWord names the task a synchronous echo completes, by the operation it reached: a
+// change to a placed buy was sent as update_media_buy, a buy as create_media_buy. The
+// operation, not the payload's task_type, says it: the timeline must not repeat a seller's
+// mislabel.
+func syncTaskWord(op *record.Operation) string {
+	if op.Kind == record.KindModification {
+		return "update"
+	}
+	return "create"
+}
+
 // isSyncEcho reports whether d is the completion webhook a 3.0 seller sends after a
-// synchronous create: a sync-… task id for an operation whose create was answered inline
+// synchronous create or update: a sync-… task id for an operation whose call was answered inline
 // (no seller task). It is acknowledged and changes nothing: the create's answer already did.
 func isSyncEcho(op *record.Operation, d *Delivery) bool {
 	return op.SellerTaskID == "" && strings.HasPrefix(d.TaskID, syncTaskPrefix)
