@@ -123,15 +123,7 @@ func (s *Store) addLive(ctx context.Context, tenant, id string, now time.Time) (
 		And(expression.AttributeNotExists(expression.Name(attrLiveRetired)))
 	up := expression.Set(expression.Name(AttrGSI1PK), expression.Value(liveGSI)).
 		Set(expression.Name(AttrGSI1SK), expression.Value(pendingSK(now, tenant, id)))
-	e, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(up))
-	if err != nil {
-		return false, err
-	}
-	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: key(opPK(tenant, id), skOperation),
-		ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
-		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-	})
+	_, err := s.update(ctx, key(opPK(tenant, id), skOperation), cond, up, "")
 	if failed, _ := conditionFailed(err); failed {
 		return false, nil
 	}

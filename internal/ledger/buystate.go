@@ -25,10 +25,7 @@ type buyStateItem struct {
 // GetBuyState returns the tenant's buy state of operation opID, or ErrNotFound when the buy
 // has never been changed.
 func (s *Store) GetBuyState(ctx context.Context, tenant, opID string) (*record.BuyState, error) {
-	if err := checkID("tenant", tenant); err != nil {
-		return nil, err
-	}
-	if err := checkID("operation id", opID); err != nil {
+	if err := checkOp(tenant, opID); err != nil {
 		return nil, err
 	}
 	item, err := s.getItem(ctx, key(opPK(tenant, opID), skBuyState))
@@ -46,10 +43,7 @@ func (s *Store) GetBuyState(ctx context.Context, tenant, opID string) (*record.B
 // written in the same transaction.
 func (s *Store) BeginChange(ctx context.Context, initial record.BuyState, changeID, kind string, expires time.Time, ev record.Event) (*record.BuyState, error) {
 	tenant, opID := initial.Tenant, initial.OperationID
-	if err := checkID("tenant", tenant); err != nil {
-		return nil, err
-	}
-	if err := checkID("operation id", opID); err != nil {
+	if err := checkOp(tenant, opID); err != nil {
 		return nil, err
 	}
 	if err := checkID("change id", changeID); err != nil {
@@ -58,7 +52,7 @@ func (s *Store) BeginChange(ctx context.Context, initial record.BuyState, change
 	now := s.now()
 	free := expression.AttributeNotExists(expression.Name("change_id")).
 		Or(expression.Name("change_expires").LessThan(expression.Value(now.Unix())))
-	cond := expression.AttributeNotExists(expression.Name(AttrPK)).
+	cond := keyFree().
 		Or(free.And(expression.Name("state").NotEqual(expression.Value(record.BuyStateCanceled))))
 	init := func(up expression.UpdateBuilder, name string, v any) expression.UpdateBuilder {
 		return up.Set(expression.Name(name), expression.IfNotExists(expression.Name(name), expression.Value(v)))
@@ -116,10 +110,7 @@ func (s *Store) BeginChange(ctx context.Context, initial record.BuyState, change
 // state (a retry of a write whose response was lost). ev is written in the same transaction.
 func (s *Store) ApplyChange(ctx context.Context, next record.BuyState, changeID string, ev record.Event) (*record.BuyState, error) {
 	tenant, opID := next.Tenant, next.OperationID
-	if err := checkID("tenant", tenant); err != nil {
-		return nil, err
-	}
-	if err := checkID("operation id", opID); err != nil {
+	if err := checkOp(tenant, opID); err != nil {
 		return nil, err
 	}
 	pkgs, err := attributevalue.Marshal(next.Packages)
@@ -146,10 +137,7 @@ func (s *Store) ApplyChange(ctx context.Context, next record.BuyState, changeID 
 // EndChange ends change changeID without changing the buy (denied, rejected, failed,
 // expired): condition change_id = changeID. Ending it twice is a no-op.
 func (s *Store) EndChange(ctx context.Context, tenant, opID, changeID, outcome, reason string, ev record.Event) (*record.BuyState, error) {
-	if err := checkID("tenant", tenant); err != nil {
-		return nil, err
-	}
-	if err := checkID("operation id", opID); err != nil {
+	if err := checkOp(tenant, opID); err != nil {
 		return nil, err
 	}
 	cond := expression.Name("change_id").Equal(expression.Value(changeID))

@@ -51,14 +51,7 @@ func (s *Store) CreateCampaign(ctx context.Context, c record.Campaign) (*record.
 	if err != nil {
 		return nil, fmt.Errorf("ledger: encode campaign %s: %w", c.ID, err)
 	}
-	e, err := build(expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrPK))))
-	if err != nil {
-		return nil, err
-	}
-	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(s.table), Item: av,
-		ConditionExpression: e.Condition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-	})
+	err = s.putIf(ctx, av, keyFree())
 	if failed, _ := conditionFailed(err); failed {
 		return nil, &record.ConflictError{What: "campaign " + c.ID}
 	}
@@ -121,15 +114,7 @@ func nextVersion(up expression.UpdateBuilder) expression.UpdateBuilder {
 // updateCampaign applies up to the tenant's campaign id under cond; the caller reads a failed
 // condition from the error.
 func (s *Store) updateCampaign(ctx context.Context, tenant, id string, cond expression.ConditionBuilder, up expression.UpdateBuilder) error {
-	e, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(up))
-	if err != nil {
-		return err
-	}
-	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: key(campaignPK(tenant, id), skCampaign),
-		ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
-		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-	})
+	_, err := s.update(ctx, key(campaignPK(tenant, id), skCampaign), cond, up, "")
 	return err
 }
 

@@ -25,10 +25,7 @@ type deliveryItem struct {
 // PutDeliverySnapshot stores d (attribute_not_exists: a report already stored for that as-of
 // is kept as it was) and reports whether it was new.
 func (s *Store) PutDeliverySnapshot(ctx context.Context, d record.DeliverySnapshot) (created bool, err error) {
-	if err := checkID("tenant", d.Tenant); err != nil {
-		return false, err
-	}
-	if err := checkID("operation id", d.OperationID); err != nil {
+	if err := checkOp(d.Tenant, d.OperationID); err != nil {
 		return false, err
 	}
 	if d.AsOf.IsZero() || d.Spend == "" || d.Currency == "" {
@@ -42,14 +39,7 @@ func (s *Store) PutDeliverySnapshot(ctx context.Context, d record.DeliverySnapsh
 	if err != nil {
 		return false, fmt.Errorf("ledger: encode delivery snapshot of %s: %w", d.OperationID, err)
 	}
-	e, err := build(expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrPK))))
-	if err != nil {
-		return false, err
-	}
-	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(s.table), Item: av, ConditionExpression: e.Condition(),
-		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-	})
+	err = s.putIf(ctx, av, keyFree())
 	if err != nil {
 		if failed, _ := conditionFailed(err); failed {
 			return false, nil
@@ -62,10 +52,7 @@ func (s *Store) PutDeliverySnapshot(ctx context.Context, d record.DeliverySnapsh
 // ListDeliverySnapshots returns the newest limit snapshots of the tenant's buy opID, newest
 // first. Another tenant's buy has none.
 func (s *Store) ListDeliverySnapshots(ctx context.Context, tenant, opID string, limit int) ([]record.DeliverySnapshot, error) {
-	if err := checkID("tenant", tenant); err != nil {
-		return nil, err
-	}
-	if err := checkID("operation id", opID); err != nil {
+	if err := checkOp(tenant, opID); err != nil {
 		return nil, err
 	}
 	kc := expression.Key(AttrPK).Equal(expression.Value(opPK(tenant, opID))).And(expression.Key(AttrSK).BeginsWith(skDeliveryPfx))
@@ -141,23 +128,12 @@ func (s *Store) RetireLive(ctx context.Context, tenant, id string) error {
 }
 
 func (s *Store) updateLive(ctx context.Context, tenant, id string, up expression.UpdateBuilder) error {
-	if err := checkID("tenant", tenant); err != nil {
-		return err
-	}
-	if err := checkID("operation id", id); err != nil {
+	if err := checkOp(tenant, id); err != nil {
 		return err
 	}
 	cond := expression.Name(attrStatus).Equal(expression.Value(string(workflow.StatusCompleted))).
 		And(expression.Name(AttrGSI1PK).Equal(expression.Value(liveGSI)))
-	e, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(up))
-	if err != nil {
-		return err
-	}
-	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: key(opPK(tenant, id), skOperation),
-		ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
-		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-	})
+	_, err := s.update(ctx, key(opPK(tenant, id), skOperation), cond, up, "")
 	if failed, _ := conditionFailed(err); failed {
 		return fmt.Errorf("ledger: operation %s is not live: %w", id, record.ErrConflict)
 	}

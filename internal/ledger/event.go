@@ -55,7 +55,7 @@ func (s *Store) eventInput(tenant, opID string, ev record.Event) (*dynamodb.PutI
 	if err != nil {
 		return nil, fmt.Errorf("ledger: encode event of operation %s: %w", opID, err)
 	}
-	e, err := build(expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrPK))))
+	e, err := build(expression.NewBuilder().WithCondition(keyFree()))
 	if err != nil {
 		return nil, err
 	}
@@ -69,10 +69,7 @@ func (s *Store) eventInput(tenant, opID string, ev record.Event) (*dynamodb.PutI
 // does not check that the operation exists; the key embeds the tenant, so an event can only ever
 // be read back by the same tenant.
 func (s *Store) AppendEvent(ctx context.Context, tenant, opID string, ev record.Event) error {
-	if err := checkID("tenant", tenant); err != nil {
-		return err
-	}
-	if err := checkID("operation id", opID); err != nil {
+	if err := checkOp(tenant, opID); err != nil {
 		return err
 	}
 	in, err := s.eventInput(tenant, opID, ev)
@@ -96,10 +93,7 @@ func (s *Store) AppendEvent(ctx context.Context, tenant, opID string, ev record.
 // depended on the status it read records nothing once that status is gone. A missing
 // operation is ErrNotFound.
 func (s *Store) AppendEventWhile(ctx context.Context, tenant, opID string, status workflow.Status, ev record.Event) error {
-	if err := checkID("tenant", tenant); err != nil {
-		return err
-	}
-	if err := checkID("operation id", opID); err != nil {
+	if err := checkOp(tenant, opID); err != nil {
 		return err
 	}
 	put, err := s.eventPut(tenant, opID, ev)

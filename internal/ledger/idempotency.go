@@ -10,7 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/buyflow/buyflow/internal/record"
 )
@@ -49,19 +48,11 @@ func (s *Store) Claim(ctx context.Context, tenant, idempotencyKey, payloadHash s
 		return nil, fmt.Errorf("ledger: encode claim: %w", err)
 	}
 	cond := expression.Or(
-		expression.AttributeNotExists(expression.Name(AttrPK)),
+		keyFree(),
 		expression.Name(AttrTTL).LessThan(expression.Value(now.Unix())),
 		expression.Name(attrStatus).Equal(expression.Value(string(record.ClaimInProgress))).
 			And(expression.Name("in_progress_expiry").LessThan(expression.Value(now.UnixMilli()))))
-	e, err := build(expression.NewBuilder().WithCondition(cond))
-	if err != nil {
-		return nil, err
-	}
-	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(s.table), Item: av, ConditionExpression: e.Condition(),
-		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	err = s.putIf(ctx, av, cond)
 	if err == nil {
 		return &c, nil
 	}
@@ -99,17 +90,8 @@ func (s *Store) CompleteClaim(ctx context.Context, c *record.Claim, operationID 
 		Set(expression.Name("operation_id"), expression.Value(operationID)).
 		Set(expression.Name("response"), expression.Value([]byte(response))).
 		Remove(expression.Name("in_progress_expiry"))
-	e, err := build(expression.NewBuilder().WithCondition(ownClaim(c)).WithUpdate(up))
-	if err != nil {
-		return err
-	}
 	k := key(claimPK(c.Tenant, c.Key), skClaim)
-	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: k,
-		ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
-		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	_, err := s.update(ctx, k, ownClaim(c), up, "")
 	if err != nil {
 		failed, old := conditionFailed(err)
 		if !failed {

@@ -94,6 +94,14 @@ func checkID(what, v string) error {
 	return nil
 }
 
+// checkOp checks the tenant and the id of an operation whose items are read or written.
+func checkOp(tenant, opID string) error {
+	if err := checkID("tenant", tenant); err != nil {
+		return err
+	}
+	return checkID("operation id", opID)
+}
+
 // Key layout. Every tenant-owned item lives under "TENANT#<tenant>#...".
 const (
 	skOperation = "OP"
@@ -168,6 +176,47 @@ func (s *Store) oldOrRead(ctx context.Context, old, k map[string]types.Attribute
 		return old, nil
 	}
 	return s.getItem(ctx, k)
+}
+
+// update applies up to item k under cond in one UpdateItem and returns the item as updated when
+// ret is types.ReturnValueAllNew. A failed condition asks for the item as it was (ALL_OLD), which
+// conditionFailed returns.
+func (s *Store) update(ctx context.Context, k map[string]types.AttributeValue, cond expression.ConditionBuilder, up expression.UpdateBuilder, ret types.ReturnValue) (map[string]types.AttributeValue, error) {
+	e, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(up))
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: k,
+		ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
+		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+		ReturnValues:                        ret,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out.Attributes, nil
+}
+
+// putIf puts item under cond in one PutItem; a failed condition asks for the item as it was
+// (ALL_OLD), which conditionFailed returns.
+func (s *Store) putIf(ctx context.Context, item map[string]types.AttributeValue, cond expression.ConditionBuilder) error {
+	e, err := build(expression.NewBuilder().WithCondition(cond))
+	if err != nil {
+		return err
+	}
+	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.table), Item: item, ConditionExpression: e.Condition(),
+		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	return err
+}
+
+// keyFree is the condition of a put that must not replace an item.
+func keyFree() expression.ConditionBuilder {
+	return expression.AttributeNotExists(expression.Name(AttrPK))
 }
 
 // build finishes an expression builder, wrapping its (programming) errors.

@@ -62,10 +62,7 @@ func decodeOp(item map[string]types.AttributeValue) (*record.Operation, error) {
 // *ConflictError if the id is taken for the tenant, and records a "created" event in the same
 // transaction.
 func (s *Store) CreateOperation(ctx context.Context, op record.Operation) (*record.Operation, error) {
-	if err := checkID("tenant", op.Tenant); err != nil {
-		return nil, err
-	}
-	if err := checkID("operation id", op.ID); err != nil {
+	if err := checkOp(op.Tenant, op.ID); err != nil {
 		return nil, err
 	}
 	if err := checkID("seller id", op.SellerID); err != nil {
@@ -89,7 +86,7 @@ func (s *Store) CreateOperation(ctx context.Context, op record.Operation) (*reco
 	if err != nil {
 		return nil, fmt.Errorf("ledger: encode operation %s: %w", op.ID, err)
 	}
-	e, err := build(expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrPK))))
+	e, err := build(expression.NewBuilder().WithCondition(keyFree()))
 	if err != nil {
 		return nil, err
 	}
@@ -199,10 +196,7 @@ func (s *Store) FindOperation(ctx context.Context, id string) (*record.Operation
 // GetOperation returns the tenant's operation id (consistent read). Another tenant's operation is
 // ErrNotFound: the key embeds the tenant.
 func (s *Store) GetOperation(ctx context.Context, tenant, id string) (*record.Operation, error) {
-	if err := checkID("tenant", tenant); err != nil {
-		return nil, err
-	}
-	if err := checkID("operation id", id); err != nil {
+	if err := checkOp(tenant, id); err != nil {
 		return nil, err
 	}
 	item, err := s.getItem(ctx, key(opPK(tenant, id), skOperation))
@@ -220,10 +214,7 @@ func (s *Store) GetOperation(ctx context.Context, tenant, id string) (*record.Op
 // *TransitionError built from a consistent read of the current item; a missing operation returns
 // ErrNotFound. The returned operation is read after the commit and may include later writes.
 func (s *Store) Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Patch) (*record.Operation, error) {
-	if err := checkID("tenant", tenant); err != nil {
-		return nil, err
-	}
-	if err := checkID("operation id", id); err != nil {
+	if err := checkOp(tenant, id); err != nil {
 		return nil, err
 	}
 	preds := workflow.Predecessors(to)
@@ -265,10 +256,7 @@ func (s *Store) Transition(ctx context.Context, tenant, id string, to workflow.S
 // an "update" event in the same transaction, and reports a refusal as a *TransitionError (kind
 // terminal or version) or ErrNotFound.
 func (s *Store) UpdateFields(ctx context.Context, tenant, id string, expectedVersion int64, ch record.Patch) (*record.Operation, error) {
-	if err := checkID("tenant", tenant); err != nil {
-		return nil, err
-	}
-	if err := checkID("operation id", id); err != nil {
+	if err := checkOp(tenant, id); err != nil {
 		return nil, err
 	}
 	var preds []workflow.Status
@@ -435,60 +423,35 @@ func (s *Store) transitionConflict(ctx context.Context, tenant, id string, to wo
 // is after the write, so the caller can see a terminal status that arrived first (the
 // lost-wakeup race) and complete the token itself.
 func (s *Store) SetTaskToken(ctx context.Context, tenant, id, token string) (*record.Operation, error) {
-	if err := checkID("tenant", tenant); err != nil {
-		return nil, err
-	}
-	if err := checkID("operation id", id); err != nil {
+	if err := checkOp(tenant, id); err != nil {
 		return nil, err
 	}
 	if token == "" {
 		return nil, fmt.Errorf("%w: empty task token", record.ErrInvalidArgument)
 	}
-	e, err := build(expression.NewBuilder().
-		WithCondition(expression.AttributeExists(expression.Name(AttrPK))).
-		WithUpdate(expression.Set(expression.Name(attrTaskToken), expression.Value(token))))
-	if err != nil {
-		return nil, err
-	}
-	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: key(opPK(tenant, id), skOperation),
-		ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
-		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-		ReturnValues: types.ReturnValueAllNew,
-	})
+	out, err := s.update(ctx, key(opPK(tenant, id), skOperation),
+		expression.AttributeExists(expression.Name(AttrPK)),
+		expression.Set(expression.Name(attrTaskToken), expression.Value(token)), types.ReturnValueAllNew)
 	if err != nil {
 		if failed, _ := conditionFailed(err); failed {
 			return nil, fmt.Errorf("ledger: set task token of operation %s: %w", id, record.ErrNotFound)
 		}
 		return nil, fmt.Errorf("ledger: set task token of operation %s: %w", id, err)
 	}
-	return decodeOp(out.Attributes)
+	return decodeOp(out)
 }
 
 // ClearTaskToken removes the stored task token if it is still token.
 func (s *Store) ClearTaskToken(ctx context.Context, tenant, id, token string) error {
-	if err := checkID("tenant", tenant); err != nil {
-		return err
-	}
-	if err := checkID("operation id", id); err != nil {
+	if err := checkOp(tenant, id); err != nil {
 		return err
 	}
 	// The clear leaves its random id in token_cleared_by, so that a clear retried by the SDK
 	// after its response was lost is recognised as this one: the caller won the wake.
 	clear := s.NewID()
-	e, err := build(expression.NewBuilder().
-		WithCondition(expression.Name(attrTaskToken).Equal(expression.Value(token))).
-		WithUpdate(expression.Remove(expression.Name(attrTaskToken)).Set(expression.Name("token_cleared_by"), expression.Value(clear))))
-	if err != nil {
-		return err
-	}
 	k := key(opPK(tenant, id), skOperation)
-	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: k,
-		ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
-		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	_, err := s.update(ctx, k, expression.Name(attrTaskToken).Equal(expression.Value(token)),
+		expression.Remove(expression.Name(attrTaskToken)).Set(expression.Name("token_cleared_by"), expression.Value(clear)), "")
 	if err != nil {
 		failed, old := conditionFailed(err)
 		if !failed {

@@ -106,17 +106,9 @@ func (s *Store) putOnce(ctx context.Context, item any, k map[string]types.Attrib
 	if err != nil {
 		return false, fmt.Errorf("encode: %w", err)
 	}
-	cond := expression.AttributeNotExists(expression.Name(AttrPK)).
+	cond := keyFree().
 		Or(expression.Name(AttrTTL).LessThan(expression.Value(now.Unix())))
-	e, err := build(expression.NewBuilder().WithCondition(cond))
-	if err != nil {
-		return false, err
-	}
-	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(s.table), Item: av, ConditionExpression: e.Condition(),
-		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	err = s.putIf(ctx, av, cond)
 	if err == nil {
 		return false, nil
 	}

@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -55,20 +54,13 @@ func (s *Store) PutProgress(ctx context.Context, p record.SweepProgress) error {
 		item[k] = v
 	}
 	cond := expression.Or(
-		expression.AttributeNotExists(expression.Name(AttrPK)),
+		keyFree(),
 		expression.Name("fence").LessThanEqual(expression.Value(p.Fence)))
-	e, err := expression.NewBuilder().WithCondition(cond).Build()
-	if err != nil {
-		return fmt.Errorf("ledger: build sweep progress condition: %w", err)
-	}
-	in := &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item,
-		ConditionExpression: e.Condition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values()}
-	_, err = s.api.PutItem(ctx, in)
-	var ccf *types.ConditionalCheckFailedException
-	switch {
-	case errors.As(err, &ccf):
+	err = s.putIf(ctx, item, cond)
+	if failed, _ := conditionFailed(err); failed {
 		return record.ErrStaleFence
-	case err != nil:
+	}
+	if err != nil {
 		return fmt.Errorf("ledger: store sweep progress of %s: %w", p.Seller, err)
 	}
 	return nil
