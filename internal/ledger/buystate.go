@@ -76,32 +76,13 @@ func (s *Store) BeginChange(ctx context.Context, initial record.BuyState, change
 	if initial.EndTime != "" {
 		up = init(up, "end_time", initial.EndTime)
 	}
-	in, err := s.buyStateTx(tenant, opID, cond, up, ev)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := s.api.TransactWriteItems(ctx, in); err != nil {
-		failed, old, contention := canceledAt(err, 0)
-		switch {
-		case failed:
-			item, rerr := s.oldOrRead(ctx, old, key(opPK(tenant, opID), skBuyState))
-			if rerr != nil {
-				return nil, fmt.Errorf("ledger: begin change %s of %s: read current: %w", changeID, opID, rerr)
-			}
-			cur, derr := decodeBuyState(item)
-			if derr != nil {
-				return nil, derr
-			}
-			if cur.ChangeID == changeID && cur.State != record.BuyStateCanceled {
-				return cur, nil // this very change, begun already
-			}
-			return nil, &record.ChangeRefusedError{Current: cur, Canceled: cur.State == record.BuyStateCanceled}
-		case contention:
-			return nil, fmt.Errorf("ledger: begin change %s of %s: %w", changeID, opID, record.ErrContention)
+	what := fmt.Sprintf("begin change %s of %s", changeID, opID)
+	return s.changeTx(ctx, tenant, opID, what, cond, up, ev, func(cur *record.BuyState) (*record.BuyState, error) {
+		if cur.ChangeID == changeID && cur.State != record.BuyStateCanceled {
+			return cur, nil // this very change, begun already
 		}
-		return nil, fmt.Errorf("ledger: begin change %s of %s: %w", changeID, opID, err)
-	}
-	return s.GetBuyState(ctx, tenant, opID)
+		return nil, &record.ChangeRefusedError{Current: cur, Canceled: cur.State == record.BuyStateCanceled}
+	})
 }
 
 // ApplyChange records the buy after change changeID was applied by the seller and ends the
@@ -150,33 +131,40 @@ func (s *Store) EndChange(ctx context.Context, tenant, opID, changeID, outcome, 
 }
 
 func (s *Store) endChange(ctx context.Context, tenant, opID, changeID string, cond expression.ConditionBuilder, up expression.UpdateBuilder, ev record.Event) (*record.BuyState, error) {
+	what := fmt.Sprintf("end change %s of %s", changeID, opID)
+	return s.changeTx(ctx, tenant, opID, what, cond, up, ev, func(cur *record.BuyState) (*record.BuyState, error) {
+		switch {
+		case cur.ChangeID == changeID:
+			return nil, fmt.Errorf("ledger: %s: %w", what, record.ErrStaleRevision)
+		case cur.LastChangeID == changeID:
+			return cur, nil // this very change, ended already
+		}
+		return nil, fmt.Errorf("ledger: %s: it is not in flight (in flight: %q): %w", what, cur.ChangeID, record.ErrConflict)
+	})
+}
+
+// changeTx writes a buy-state update and its event in one transaction and returns the state
+// after it; when the update's condition failed, refused decides from the state as it is. what
+// names the write in errors.
+func (s *Store) changeTx(ctx context.Context, tenant, opID, what string, cond expression.ConditionBuilder, up expression.UpdateBuilder, ev record.Event, refused func(cur *record.BuyState) (*record.BuyState, error)) (*record.BuyState, error) {
 	in, err := s.buyStateTx(tenant, opID, cond, up, ev)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.api.TransactWriteItems(ctx, in); err != nil {
-		failed, old, contention := canceledAt(err, 0)
-		switch {
-		case failed:
-			item, rerr := s.oldOrRead(ctx, old, key(opPK(tenant, opID), skBuyState))
-			if rerr != nil {
-				return nil, fmt.Errorf("ledger: end change %s of %s: read current: %w", changeID, opID, rerr)
-			}
-			cur, derr := decodeBuyState(item)
-			if derr != nil {
-				return nil, derr
-			}
-			switch {
-			case cur.ChangeID == changeID:
-				return nil, fmt.Errorf("ledger: end change %s of %s: %w", changeID, opID, record.ErrStaleRevision)
-			case cur.LastChangeID == changeID:
-				return cur, nil // this very change, ended already
-			}
-			return nil, fmt.Errorf("ledger: end change %s of %s: it is not in flight (in flight: %q): %w", changeID, opID, cur.ChangeID, record.ErrConflict)
-		case contention:
-			return nil, fmt.Errorf("ledger: end change %s of %s: %w", changeID, opID, record.ErrContention)
+	failed, old, err := s.writeTx(ctx, in, what)
+	if err != nil {
+		return nil, err
+	}
+	if failed {
+		item, err := s.oldOrRead(ctx, old, key(opPK(tenant, opID), skBuyState))
+		if err != nil {
+			return nil, fmt.Errorf("ledger: %s: read current: %w", what, err)
 		}
-		return nil, fmt.Errorf("ledger: end change %s of %s: %w", changeID, opID, err)
+		cur, err := decodeBuyState(item)
+		if err != nil {
+			return nil, err
+		}
+		return refused(cur)
 	}
 	return s.GetBuyState(ctx, tenant, opID)
 }

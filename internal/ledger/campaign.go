@@ -169,7 +169,7 @@ func (s *Store) ListCampaigns(ctx context.Context, tenant string, limit int, cur
 	if err != nil {
 		return record.Page[*record.Campaign]{}, fmt.Errorf("ledger: list campaigns of tenant %s: %w", tenant, err)
 	}
-	var page record.Page[*record.Campaign]
+	var items []*record.Campaign
 	for _, item := range out.Items {
 		c, err := decodeCampaign(item, tenant)
 		if errors.Is(err, record.ErrNotFound) {
@@ -178,12 +178,7 @@ func (s *Store) ListCampaigns(ctx context.Context, tenant string, limit int, cur
 		if err != nil {
 			return record.Page[*record.Campaign]{}, err
 		}
-		page.Items = append(page.Items, c)
+		items = append(items, c)
 	}
-	if len(out.LastEvaluatedKey) > 0 {
-		if page.Cursor, err = encodeCursor(out.LastEvaluatedKey); err != nil {
-			return record.Page[*record.Campaign]{}, err
-		}
-	}
-	return page, nil
+	return pageOf(items, out.LastEvaluatedKey)
 }

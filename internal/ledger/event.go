@@ -160,18 +160,13 @@ func (s *Store) ListEvents(ctx context.Context, tenant, opID string, limit int, 
 	if err != nil {
 		return record.Page[record.Event]{}, fmt.Errorf("ledger: list events of operation %s: %w", opID, err)
 	}
-	var page record.Page[record.Event]
+	var items []record.Event
 	for _, item := range out.Items {
 		var it eventItem
 		if err := attributevalue.UnmarshalMap(item, &it); err != nil {
 			return record.Page[record.Event]{}, fmt.Errorf("ledger: decode event of operation %s: %w", opID, err)
 		}
-		page.Items = append(page.Items, it.Event)
+		items = append(items, it.Event)
 	}
-	if len(out.LastEvaluatedKey) > 0 {
-		if page.Cursor, err = encodeCursor(out.LastEvaluatedKey); err != nil {
-			return record.Page[record.Event]{}, err
-		}
-	}
-	return page, nil
+	return pageOf(items, out.LastEvaluatedKey)
 }

@@ -145,6 +145,24 @@ func (s *Store) CreateOperation(ctx context.Context, op record.Operation) (*reco
 // canceledAt inspects a TransactWriteItems error: failed is true when the item at index i failed
 // its condition (old is the item if DynamoDB returned it), contention when the transaction lost a
 // race with another transaction.
+// writeTx writes the transaction in, whose first item is its conditional write. failed reports
+// that this condition failed, with the item as it was when DynamoDB sent it; contention and other
+// errors come back wrapped, what naming the write.
+func (s *Store) writeTx(ctx context.Context, in *dynamodb.TransactWriteItemsInput, what string) (failed bool, old map[string]types.AttributeValue, err error) {
+	_, err = s.api.TransactWriteItems(ctx, in)
+	if err == nil {
+		return false, nil, nil
+	}
+	failed, old, contention := canceledAt(err, 0)
+	switch {
+	case failed:
+		return true, old, nil
+	case contention:
+		return false, nil, fmt.Errorf("ledger: %s: %w", what, record.ErrContention)
+	}
+	return false, nil, fmt.Errorf("ledger: %s: %w", what, err)
+}
+
 func canceledAt(err error, i int) (failed bool, old map[string]types.AttributeValue, contention bool) {
 	var tce *types.TransactionCanceledException
 	if !errors.As(err, &tce) {
@@ -227,26 +245,7 @@ func (s *Store) Transition(ctx context.Context, tenant, id string, to workflow.S
 	if len(preds) == 0 {
 		return nil, fmt.Errorf("%w: no status may move to %q", record.ErrInvalidArgument, to)
 	}
-	write := s.NewID()
-	in, err := s.transitionInput(tenant, id, to, preds, expectedVersion, ch, s.now(), write)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := s.api.TransactWriteItems(ctx, in); err != nil {
-		failed, old, contention := canceledAt(err, 0)
-		switch {
-		case failed:
-			err := s.transitionConflict(ctx, tenant, id, to, preds, expectedVersion, old)
-			if te, ok := errors.AsType[*record.TransitionError](err); ok && te.Current.LastWrite == write {
-				return te.Current, nil // this very write, retried by the SDK after its response was lost
-			}
-			return nil, err
-		case contention:
-			return nil, fmt.Errorf("ledger: transition operation %s to %s: %w", id, to, record.ErrContention)
-		}
-		return nil, fmt.Errorf("ledger: transition operation %s to %s: %w", id, to, err)
-	}
-	return s.GetOperation(ctx, tenant, id)
+	return s.transition(ctx, tenant, id, to, preds, expectedVersion, ch, fmt.Sprintf("transition operation %s to %s", id, to))
 }
 
 // UpdateFields applies changes to the tenant's pending operation without moving its status
@@ -268,24 +267,27 @@ func (s *Store) UpdateFields(ctx context.Context, tenant, id string, expectedVer
 	if len(preds) == 0 {
 		return nil, fmt.Errorf("%w: %q is not a pending status", record.ErrInvalidArgument, ch.From)
 	}
+	return s.transition(ctx, tenant, id, "", preds, expectedVersion, ch, "update operation "+id)
+}
+
+// transition writes the transaction of a transition (to set) or of an UpdateFields (to "") and
+// reads the operation after it; what names the write in errors.
+func (s *Store) transition(ctx context.Context, tenant, id string, to workflow.Status, preds []workflow.Status, expectedVersion int64, ch record.Patch, what string) (*record.Operation, error) {
 	write := s.NewID()
-	in, err := s.transitionInput(tenant, id, "", preds, expectedVersion, ch, s.now(), write)
+	in, err := s.transitionInput(tenant, id, to, preds, expectedVersion, ch, s.now(), write)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.api.TransactWriteItems(ctx, in); err != nil {
-		failed, old, contention := canceledAt(err, 0)
-		switch {
-		case failed:
-			err := s.transitionConflict(ctx, tenant, id, "", preds, expectedVersion, old)
-			if te, ok := errors.AsType[*record.TransitionError](err); ok && te.Current.LastWrite == write {
-				return te.Current, nil // this very write, retried by the SDK after its response was lost
-			}
-			return nil, err
-		case contention:
-			return nil, fmt.Errorf("ledger: update operation %s: %w", id, record.ErrContention)
+	failed, old, err := s.writeTx(ctx, in, what)
+	if err != nil {
+		return nil, err
+	}
+	if failed {
+		err := s.transitionConflict(ctx, tenant, id, to, preds, expectedVersion, old)
+		if te, ok := errors.AsType[*record.TransitionError](err); ok && te.Current.LastWrite == write {
+			return te.Current, nil // this very write, retried by the SDK after its response was lost
 		}
-		return nil, fmt.Errorf("ledger: update operation %s: %w", id, err)
+		return nil, err
 	}
 	return s.GetOperation(ctx, tenant, id)
 }
@@ -529,12 +531,7 @@ func (s *Store) ListOperations(ctx context.Context, tenant string, o record.List
 			break
 		}
 	}
-	if len(start) > 0 {
-		if page.Cursor, err = encodeCursor(start); err != nil {
-			return record.Page[record.View]{}, err
-		}
-	}
-	return page, nil
+	return pageOf(page.Items, start)
 }
 
 // ListPending lists operations in a pending status whose last update is before updatedBefore,
@@ -603,6 +600,19 @@ func onlyKeys(k map[string]string, allowed ...string) bool {
 }
 
 // encodeCursor turns a LastEvaluatedKey (string attributes only) into an opaque cursor.
+// pageOf is the page of items of a query that stopped at lek (none on the last page).
+func pageOf[T any](items []T, lek map[string]types.AttributeValue) (record.Page[T], error) {
+	page := record.Page[T]{Items: items}
+	if len(lek) > 0 {
+		c, err := encodeCursor(lek)
+		if err != nil {
+			return record.Page[T]{}, err
+		}
+		page.Cursor = c
+	}
+	return page, nil
+}
+
 func encodeCursor(lek map[string]types.AttributeValue) (string, error) {
 	var m map[string]string
 	if err := attributevalue.UnmarshalMap(lek, &m); err != nil {
