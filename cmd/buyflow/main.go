@@ -38,7 +38,6 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"text/tabwriter"
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 
@@ -224,21 +223,33 @@ func (c cli) submit(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	return c.submitted(in, sub, func() {
+		c.out.printf("submitted %s: %s (HTTP %d, Idempotency-Key %s)%s\n", sub.OperationID, sub.Status, status, in.key, replayed(sub.Replayed, "buy"))
+	}, func() error { return c.follow(ctx, sub.OperationID) })
+}
+
+// submitted answers a submission: the API's answer v as JSON with --json, else the lines say
+// prints; then, with --wait, it follows what was submitted.
+func (c cli) submitted(in submission, v any, say func(), follow func() error) error {
 	if c.json {
-		if err := writeJSON(c.out.w, sub); err != nil {
+		if err := writeJSON(c.out.w, v); err != nil {
 			return err
 		}
 	} else {
-		replay := ""
-		if sub.Replayed {
-			replay = " (already submitted with this key: same buy)"
-		}
-		c.out.printf("submitted %s: %s (HTTP %d, Idempotency-Key %s)%s\n", sub.OperationID, sub.Status, status, in.key, replay)
+		say()
 	}
 	if in.wait {
-		return c.follow(ctx, sub.OperationID)
+		return follow()
 	}
 	return nil
+}
+
+// replayed notes a submission the API answered from an earlier one with the same key.
+func replayed(yes bool, what string) string {
+	if !yes {
+		return ""
+	}
+	return " (already submitted with this key: same " + what + ")"
 }
 
 // readRequest reads a request file (or stdin for "-"), and sets *key, when empty, to a hash of
@@ -262,36 +273,42 @@ func (c cli) readRequest(file string, key *string) ([]byte, error) {
 }
 
 func (c cli) status(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(c.err.w)
-	wait := fs.Bool("wait", false, "follow the buy to a final status")
-	if err := fs.Parse(args); err != nil {
-		return usageError("status: " + err.Error())
+	id, wait, err := c.statusArgs("status", "operation id", "buy", args)
+	if err != nil {
+		return err
 	}
-	if fs.NArg() != 1 {
-		return usageError("status takes one operation id")
+	if wait {
+		return c.follow(ctx, id)
 	}
-	if *wait {
-		return c.follow(ctx, fs.Arg(0))
-	}
-	op, err := c.c.Get(ctx, fs.Arg(0))
+	op, err := c.c.Get(ctx, id)
 	if err != nil {
 		return err
 	}
 	return c.printOperation(op)
 }
 
+// statusArgs reads the arguments of a status command: one id (what) and -wait, to follow the
+// buy or campaign (follows) to a final status.
+func (c cli) statusArgs(name, what, follows string, args []string) (id string, wait bool, err error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(c.err.w)
+	w := fs.Bool("wait", false, "follow the "+follows+" to a final status")
+	if err := fs.Parse(args); err != nil {
+		return "", false, usageError(name + ": " + err.Error())
+	}
+	if fs.NArg() != 1 {
+		return "", false, usageError(name + " takes one " + what)
+	}
+	return fs.Arg(0), *w, nil
+}
+
 func (c cli) printOperation(op api.MediaBuy) error {
-	if c.json {
-		return writeJSON(c.out.w, op)
-	}
-	tw := tabwriter.NewWriter(c.out.w, 0, 4, 2, ' ', 0)
-	tp := &printer{w: tw}
-	row := func(k, v string) {
-		if v != "" {
-			tp.printf("%s\t%s\n", k, v)
-		}
-	}
+	return c.report(op, "", func(tp *printer) {
+		operationRows(tp.row, op)
+	})
+}
+
+func operationRows(row func(k, v string), op api.MediaBuy) {
 	row("operation", op.OperationID)
 	row("status", op.Status)
 	row("reason", op.Reason)
@@ -314,7 +331,6 @@ func (c cli) printOperation(op api.MediaBuy) error {
 	row("requester", op.Requester)
 	row("created", op.CreatedAt)
 	row("updated", op.UpdatedAt)
-	return errors.Join(tp.err, tw.Flush())
 }
 
 func (c cli) events(ctx context.Context, args []string) error {
@@ -325,20 +341,19 @@ func (c cli) events(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if c.json {
-		return writeJSON(c.out.w, evs)
-	}
-	tw := tabwriter.NewWriter(c.out.w, 0, 4, 2, ' ', 0)
-	tp := &printer{w: tw}
-	tp.println("AT\tEVENT\tSTATUS\tBY\tAMOUNT\tREASON")
-	for _, e := range evs {
-		moved := ""
-		if e.To != "" {
-			moved = strings.TrimSpace(e.From + " → " + e.To)
+	return c.report(evs, "AT\tEVENT\tSTATUS\tBY\tAMOUNT\tREASON", func(tp *printer) {
+		for _, e := range evs {
+			tp.printf("%s\t%s\t%s\t%s\t%s\t%s\n", e.At, e.Type, moved(e.From, e.To), e.Actor, e.Amount, e.Reason)
 		}
-		tp.printf("%s\t%s\t%s\t%s\t%s\t%s\n", e.At, e.Type, moved, e.Actor, e.Amount, e.Reason)
+	})
+}
+
+// moved shows an event's change of status ("" when it did not move one).
+func moved(from, to string) string {
+	if to == "" {
+		return ""
 	}
-	return errors.Join(tp.err, tw.Flush())
+	return strings.TrimSpace(from + " → " + to)
 }
 
 func (c cli) list(ctx context.Context, args []string) error {
@@ -353,17 +368,13 @@ func (c cli) list(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if c.json {
-		return writeJSON(c.out.w, page)
-	}
-	tw := tabwriter.NewWriter(c.out.w, 0, 4, 2, ' ', 0)
-	tp := &printer{w: tw}
-	tp.println("OPERATION\tSTATUS\tSELLER\tPO NUMBER\tBUDGET\tCREATED")
-	for _, op := range page.Items {
-		tp.printf("%s\t%s\t%s\t%s\t%s\t%s\n", op.OperationID, op.Status, op.SellerID, op.PONumber,
-			amount(op), op.CreatedAt)
-	}
-	if err := errors.Join(tp.err, tw.Flush()); err != nil {
+	err = c.report(page, "OPERATION\tSTATUS\tSELLER\tPO NUMBER\tBUDGET\tCREATED", func(tp *printer) {
+		for _, op := range page.Items {
+			tp.printf("%s\t%s\t%s\t%s\t%s\t%s\n", op.OperationID, op.Status, op.SellerID, op.PONumber,
+				amount(op), op.CreatedAt)
+		}
+	})
+	if err != nil || c.json {
 		return err
 	}
 	if page.NextCursor != "" {
@@ -422,6 +433,13 @@ type printer struct {
 func (p *printer) printf(format string, a ...any) {
 	if p.err == nil {
 		_, p.err = fmt.Fprintf(p.w, format, a...)
+	}
+}
+
+// row prints the line "k<tab>v" of a table of fields, unless v is empty.
+func (p *printer) row(k, v string) {
+	if v != "" {
+		p.printf("%s\t%s\n", k, v)
 	}
 }
 
