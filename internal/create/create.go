@@ -40,11 +40,7 @@ func (s *Service) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (w
 	if err := in.Config.Validate(); err != nil {
 		return workflow.SellerOutput{}, err
 	}
-	op, err := s.Load(ctx, in.Tenant, in.OperationID)
-	if err != nil {
-		return workflow.SellerOutput{}, err
-	}
-	req, err := stage.ParseRequest(op)
+	op, req, err := s.LoadRequest(ctx, in.Tenant, in.OperationID)
 	if err != nil {
 		return workflow.SellerOutput{}, err
 	}
@@ -316,11 +312,7 @@ func (s *Service) recorded(op *record.Operation, cfg workflow.RunConfig, now tim
 // rejected or expired) RecordFailure follows and records the status that says why (expired,
 // rejected), with the cancel in the timeline.
 func (s *Service) Cancel(ctx context.Context, in workflow.StageInput) (workflow.SellerOutput, error) {
-	op, err := s.Load(ctx, in.Tenant, in.OperationID)
-	if err != nil {
-		return workflow.SellerOutput{}, err
-	}
-	req, err := stage.ParseRequest(op)
+	op, req, err := s.LoadRequest(ctx, in.Tenant, in.OperationID)
 	if err != nil {
 		return workflow.SellerOutput{}, err
 	}

@@ -64,11 +64,7 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 	if err := in.Config.Validate(); err != nil {
 		return workflow.GovernanceOutput{}, err
 	}
-	op, err := s.Load(ctx, in.Tenant, in.OperationID)
-	if err != nil {
-		return workflow.GovernanceOutput{}, err
-	}
-	req, err := stage.ParseRequest(op)
+	op, req, err := s.LoadRequest(ctx, in.Tenant, in.OperationID)
 	if err != nil {
 		return workflow.GovernanceOutput{}, err
 	}
@@ -532,11 +528,7 @@ func setPath(root map[string]any, path string, v any) error {
 // an intent fixed once. CompensationRequired is true when the governance agent answers with
 // critical findings (the buy must be undone). The business-key lock is released.
 func (s *Service) Report(ctx context.Context, in workflow.OutcomeInput) (workflow.OutcomeOutput, error) {
-	op, err := s.Load(ctx, in.Tenant, in.OperationID)
-	if err != nil {
-		return workflow.OutcomeOutput{}, err
-	}
-	req, err := stage.ParseRequest(op)
+	op, req, err := s.LoadRequest(ctx, in.Tenant, in.OperationID)
 	if err != nil {
 		return workflow.OutcomeOutput{}, err
 	}
