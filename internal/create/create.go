@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/dispatch"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/sellertask"
@@ -29,6 +30,14 @@ type Service struct {
 // before spend; seller webhooks go to <publicBaseURL>/v1/webhooks/adcp/<operation id>.
 func New(l stage.Ledger, a stage.AdCP, callerURI, publicBaseURL string, o stage.Options) *Service {
 	return &Service{Stage: stage.New(l, a, o), callerURI: callerURI, publicBaseURL: strings.TrimRight(publicBaseURL, "/"), rand: stage.OrMathRand(o.Rand)}
+}
+
+// Handle handles the create function's payload: actions create and cancel.
+func (s *Service) Handle(ctx context.Context, raw json.RawMessage) (any, error) {
+	return dispatch.Table{
+		workflow.ActionCreate: dispatch.Of(s.CreateMediaBuy),
+		workflow.ActionCancel: dispatch.Of(s.Cancel),
+	}.Handle(ctx, raw)
 }
 
 // CreateMediaBuy is the CreateMediaBuy stage: create_media_buy with the frozen bytes stored write-ahead (the

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/dispatch"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/stage"
@@ -40,6 +41,15 @@ func New(l stage.Ledger, a stage.AdCP, policy Policy, callerURI string, o stage.
 		rounds = 3
 	}
 	return &Service{Stage: stage.New(l, a, o), policy: policy, callerURI: callerURI, maxConditionRounds: rounds}
+}
+
+// Handle handles the governance function's payload: actions check, report and fail.
+func (s *Service) Handle(ctx context.Context, raw json.RawMessage) (any, error) {
+	return dispatch.Table{
+		workflow.ActionCheck:  dispatch.Of(s.Check),
+		workflow.ActionReport: dispatch.Of(s.Report),
+		workflow.ActionFail:   dispatch.Of(s.Fail),
+	}.Handle(ctx, raw)
 }
 
 // reasonGovernanceConditions is the reason of a needs_approval decision caused by governance
