@@ -7,10 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/buyflow/buyflow/internal/record"
@@ -161,11 +159,7 @@ func (s *Store) ListCampaigns(ctx context.Context, tenant string, limit int, cur
 	if err != nil {
 		return record.Page[*record.Campaign]{}, err
 	}
-	out, err := s.api.Query(ctx, &dynamodb.QueryInput{
-		TableName: aws.String(s.table), IndexName: aws.String(indexTenant),
-		KeyConditionExpression: e.KeyCondition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-		ScanIndexForward: aws.Bool(false), Limit: aws.Int32(int32(clampLimit(limit))), ExclusiveStartKey: start,
-	})
+	out, err := s.query(ctx, query{index: indexTenant, e: e, limit: clampLimit(limit), start: start, backward: true})
 	if err != nil {
 		return record.Page[*record.Campaign]{}, fmt.Errorf("ledger: list campaigns of tenant %s: %w", tenant, err)
 	}

@@ -62,11 +62,7 @@ func (s *Store) ListDeliverySnapshots(ctx context.Context, tenant, opID string, 
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.api.Query(ctx, &dynamodb.QueryInput{
-		TableName: aws.String(s.table), KeyConditionExpression: e.KeyCondition(),
-		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-		Limit: aws.Int32(int32(clampLimit(limit))), ScanIndexForward: aws.Bool(false), ConsistentRead: aws.Bool(true),
-	})
+	out, err := s.query(ctx, query{e: e, limit: clampLimit(limit), backward: true, consistent: true})
 	if err != nil {
 		return nil, fmt.Errorf("ledger: list delivery snapshots of %s: %w", opID, err)
 	}
@@ -96,11 +92,7 @@ func (s *Store) ListLiveDue(ctx context.Context, dueBefore time.Time, limit int)
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.api.Query(ctx, &dynamodb.QueryInput{
-		TableName: aws.String(s.table), IndexName: aws.String(indexPending),
-		KeyConditionExpression: e.KeyCondition(), ExpressionAttributeNames: e.Names(),
-		ExpressionAttributeValues: e.Values(), Limit: aws.Int32(int32(clampLimit(limit))),
-	})
+	out, err := s.query(ctx, query{index: indexPending, e: e, limit: clampLimit(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("ledger: list live operations: %w", err)
 	}

@@ -152,11 +152,7 @@ func (s *Store) ListEvents(ctx context.Context, tenant, opID string, limit int, 
 	if err != nil {
 		return record.Page[record.Event]{}, err
 	}
-	out, err := s.api.Query(ctx, &dynamodb.QueryInput{
-		TableName: aws.String(s.table), KeyConditionExpression: e.KeyCondition(),
-		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-		Limit: aws.Int32(int32(clampLimit(limit))), ExclusiveStartKey: start, ConsistentRead: aws.Bool(true),
-	})
+	out, err := s.query(ctx, query{e: e, limit: clampLimit(limit), start: start, consistent: true})
 	if err != nil {
 		return record.Page[record.Event]{}, fmt.Errorf("ledger: list events of operation %s: %w", opID, err)
 	}

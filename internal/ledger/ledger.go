@@ -219,6 +219,35 @@ func keyFree() expression.ConditionBuilder {
 	return expression.AttributeNotExists(expression.Name(AttrPK))
 }
 
+// query is one Query of the table, or of its index when index is set: e's key condition (and
+// filter), at most limit items from start, newest first when backward, consistent when asked.
+type query struct {
+	index      string
+	e          expression.Expression
+	limit      int
+	start      map[string]types.AttributeValue
+	backward   bool
+	consistent bool
+}
+
+func (s *Store) query(ctx context.Context, q query) (*dynamodb.QueryOutput, error) {
+	in := &dynamodb.QueryInput{
+		TableName: aws.String(s.table), KeyConditionExpression: q.e.KeyCondition(), FilterExpression: q.e.Filter(),
+		ExpressionAttributeNames: q.e.Names(), ExpressionAttributeValues: q.e.Values(),
+		Limit: aws.Int32(int32(q.limit)), ExclusiveStartKey: q.start,
+	}
+	if q.index != "" {
+		in.IndexName = aws.String(q.index)
+	}
+	if q.backward {
+		in.ScanIndexForward = aws.Bool(false)
+	}
+	if q.consistent {
+		in.ConsistentRead = aws.Bool(true)
+	}
+	return s.api.Query(ctx, in)
+}
+
 // build finishes an expression builder, wrapping its (programming) errors.
 func build(b expression.Builder) (expression.Expression, error) {
 	e, err := b.Build()

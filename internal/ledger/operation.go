@@ -506,13 +506,7 @@ func (s *Store) ListOperations(ctx context.Context, tenant string, o record.List
 	}
 	var page record.Page[record.View]
 	for round := 0; round < maxListRounds; round++ {
-		out, err := s.api.Query(ctx, &dynamodb.QueryInput{
-			TableName: aws.String(s.table), IndexName: aws.String(indexTenant),
-			KeyConditionExpression: e.KeyCondition(), FilterExpression: e.Filter(),
-			ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-			ScanIndexForward: aws.Bool(false), Limit: aws.Int32(int32(limit - len(page.Items))),
-			ExclusiveStartKey: start,
-		})
+		out, err := s.query(ctx, query{index: indexTenant, e: e, limit: limit - len(page.Items), start: start, backward: true})
 		if err != nil {
 			return record.Page[record.View]{}, fmt.Errorf("ledger: list operations of tenant %s: %w", tenant, err)
 		}
@@ -555,12 +549,7 @@ func (s *Store) ListPending(ctx context.Context, status workflow.Status, updated
 	if err != nil {
 		return record.Page[*record.Operation]{}, err
 	}
-	out, err := s.api.Query(ctx, &dynamodb.QueryInput{
-		TableName: aws.String(s.table), IndexName: aws.String(indexPending),
-		KeyConditionExpression: e.KeyCondition(), ExpressionAttributeNames: e.Names(),
-		ExpressionAttributeValues: e.Values(), Limit: aws.Int32(int32(clampLimit(limit))),
-		ExclusiveStartKey: start,
-	})
+	out, err := s.query(ctx, query{index: indexPending, e: e, limit: clampLimit(limit), start: start})
 	if err != nil {
 		return record.Page[*record.Operation]{}, fmt.Errorf("ledger: list pending %s operations: %w", status, err)
 	}
