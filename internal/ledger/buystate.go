@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -182,15 +181,7 @@ func (s *Store) buyStateTx(tenant, opID string, cond expression.ConditionBuilder
 	if err != nil {
 		return nil, err
 	}
-	return &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		{Update: &types.Update{
-			TableName: aws.String(s.table), Key: key(opPK(tenant, opID), skBuyState),
-			ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
-			ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}},
-		evPut,
-	}}, nil
+	return s.updateWithEvent(key(opPK(tenant, opID), skBuyState), e, evPut), nil
 }
 
 func decodeBuyState(item map[string]types.AttributeValue) (*record.BuyState, error) {

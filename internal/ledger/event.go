@@ -44,6 +44,20 @@ func (s *Store) eventPut(tenant, opID string, ev record.Event) (types.TransactWr
 	}}, nil
 }
 
+// updateWithEvent is the transaction of one conditional update of item k (e, its first write: see
+// writeTx) and evPut, the Put of its event (eventPut).
+func (s *Store) updateWithEvent(k map[string]types.AttributeValue, e expression.Expression, evPut types.TransactWriteItem) *dynamodb.TransactWriteItemsInput {
+	return &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Update: &types.Update{
+			TableName: aws.String(s.table), Key: k,
+			ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
+			ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}},
+		evPut,
+	}}
+}
+
 func (s *Store) eventInput(tenant, opID string, ev record.Event) (*dynamodb.PutItemInput, error) {
 	if ev.At.IsZero() {
 		ev.At = s.now()

@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/buyflow/buyflow/internal/record"
@@ -114,14 +112,7 @@ func (s *Store) CompleteClaim(ctx context.Context, c *record.Claim, operationID 
 // ReleaseClaim deletes the caller's INPROGRESS claim after a failure, so that a retry can run; it
 // fails with ErrConflict if the claim is no longer the caller's.
 func (s *Store) ReleaseClaim(ctx context.Context, c *record.Claim) error {
-	e, err := build(expression.NewBuilder().WithCondition(ownClaim(c)))
-	if err != nil {
-		return err
-	}
-	_, err = s.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: aws.String(s.table), Key: key(claimPK(c.Tenant, c.Key), skClaim),
-		ConditionExpression: e.Condition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-	})
+	err := s.deleteItem(ctx, key(claimPK(c.Tenant, c.Key), skClaim), ownClaim(c))
 	if err != nil {
 		failed, _ := conditionFailed(err)
 		if !failed {
@@ -188,10 +179,7 @@ func (s *Store) ReleaseReceipt(ctx context.Context, sellerID, idempotencyKey str
 	if err := checkID("seller id", sellerID); err != nil {
 		return err
 	}
-	_, err := s.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: aws.String(s.table), Key: key(receiptPK(sellerID, idempotencyKey), skReceipt),
-	})
-	if err != nil {
+	if err := s.deleteItem(ctx, key(receiptPK(sellerID, idempotencyKey), skReceipt)); err != nil {
 		return fmt.Errorf("ledger: release webhook receipt from %s: %w", sellerID, err)
 	}
 	return nil

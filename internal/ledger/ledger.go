@@ -199,6 +199,20 @@ func (s *Store) update(ctx context.Context, k map[string]types.AttributeValue, c
 	return out.Attributes, nil
 }
 
+// deleteItem deletes item k, under cond when one is given.
+func (s *Store) deleteItem(ctx context.Context, k map[string]types.AttributeValue, cond ...expression.ConditionBuilder) error {
+	in := &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: k}
+	if len(cond) > 0 {
+		e, err := build(expression.NewBuilder().WithCondition(cond[0]))
+		if err != nil {
+			return err
+		}
+		in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.Condition(), e.Names(), e.Values()
+	}
+	_, err := s.api.DeleteItem(ctx, in)
+	return err
+}
+
 // putIf puts item under cond in one PutItem; a failed condition asks for the item as it was
 // (ALL_OLD), which conditionFailed returns.
 func (s *Store) putIf(ctx context.Context, item map[string]types.AttributeValue, cond expression.ConditionBuilder) error {

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/buyflow/buyflow/internal/record"
@@ -120,16 +118,15 @@ func progressKey(seller string) map[string]types.AttributeValue {
 // GetProgress returns the sweep's progress of seller (a consistent read), or the zero
 // SweepProgress of the seller when none is stored.
 func (s *Store) GetProgress(ctx context.Context, seller string) (record.SweepProgress, error) {
-	in := &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: progressKey(seller), ConsistentRead: aws.Bool(true)}
-	out, err := s.api.GetItem(ctx, in)
+	item, err := s.getItem(ctx, progressKey(seller))
+	if errors.Is(err, record.ErrNotFound) {
+		return record.SweepProgress{Seller: seller}, nil
+	}
 	if err != nil {
 		return record.SweepProgress{}, fmt.Errorf("ledger: read sweep progress of %s: %w", seller, err)
 	}
-	if len(out.Item) == 0 {
-		return record.SweepProgress{Seller: seller}, nil
-	}
 	var p record.SweepProgress
-	if err := attributevalue.UnmarshalMap(out.Item, &p); err != nil {
+	if err := attributevalue.UnmarshalMap(item, &p); err != nil {
 		return record.SweepProgress{}, fmt.Errorf("ledger: decode sweep progress of %s: %w", seller, err)
 	}
 	return p, nil

@@ -345,18 +345,7 @@ func (s *Store) transitionInput(tenant, id string, to workflow.Status, preds []w
 	if err != nil {
 		return nil, err
 	}
-	return &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		{Update: &types.Update{
-			TableName:                           aws.String(s.table),
-			Key:                                 key(opPK(tenant, id), skOperation),
-			ConditionExpression:                 e.Condition(),
-			UpdateExpression:                    e.Update(),
-			ExpressionAttributeNames:            e.Names(),
-			ExpressionAttributeValues:           e.Values(),
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}},
-		evPut,
-	}}, nil
+	return s.updateWithEvent(key(opPK(tenant, id), skOperation), e, evPut), nil
 }
 
 func statusValue(s workflow.Status) expression.OperandBuilder { return expression.Value(string(s)) }
