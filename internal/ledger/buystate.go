@@ -24,12 +24,9 @@ type buyStateItem struct {
 // GetBuyState returns the tenant's buy state of operation opID, or ErrNotFound when the buy
 // has never been changed.
 func (s *Store) GetBuyState(ctx context.Context, tenant, opID string) (*record.BuyState, error) {
-	if err := checkOp(tenant, opID); err != nil {
-		return nil, err
-	}
-	item, err := s.getItem(ctx, key(opPK(tenant, opID), skBuyState))
+	item, err := s.getOpItem(ctx, tenant, opID, skBuyState, "buy state of "+opID)
 	if err != nil {
-		return nil, fmt.Errorf("ledger: get buy state of %s: %w", opID, err)
+		return nil, err
 	}
 	return decodeBuyState(item)
 }

@@ -82,12 +82,9 @@ func (s *Store) PutIntent(ctx context.Context, in record.Intent) (stored *record
 
 // GetIntent returns the stored intent of the tenant's operation for task, or ErrNotFound.
 func (s *Store) GetIntent(ctx context.Context, tenant, operationID, task string) (*record.Intent, error) {
-	if err := checkOp(tenant, operationID); err != nil {
-		return nil, err
-	}
-	item, err := s.getItem(ctx, key(opPK(tenant, operationID), skIntentPfx+task))
+	item, err := s.getOpItem(ctx, tenant, operationID, skIntentPfx+task, fmt.Sprintf("intent %s of operation %s", task, operationID))
 	if err != nil {
-		return nil, fmt.Errorf("ledger: get intent %s of operation %s: %w", task, operationID, err)
+		return nil, err
 	}
 	return decodeIntent(item)
 }

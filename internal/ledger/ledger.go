@@ -170,6 +170,18 @@ func (s *Store) getItem(ctx context.Context, k map[string]types.AttributeValue) 
 	return out.Item, nil
 }
 
+// getOpItem reads the item sk of the tenant's operation opID (getItem); what names it in errors.
+func (s *Store) getOpItem(ctx context.Context, tenant, opID, sk, what string) (map[string]types.AttributeValue, error) {
+	if err := checkOp(tenant, opID); err != nil {
+		return nil, err
+	}
+	item, err := s.getItem(ctx, key(opPK(tenant, opID), sk))
+	if err != nil {
+		return nil, fmt.Errorf("ledger: get %s: %w", what, err)
+	}
+	return item, nil
+}
+
 // oldOrRead returns the item from a failed condition when DynamoDB sent it, or reads it.
 func (s *Store) oldOrRead(ctx context.Context, old, k map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
 	if len(old) > 0 {

@@ -214,12 +214,9 @@ func (s *Store) FindOperation(ctx context.Context, id string) (*record.Operation
 // GetOperation returns the tenant's operation id (consistent read). Another tenant's operation is
 // ErrNotFound: the key embeds the tenant.
 func (s *Store) GetOperation(ctx context.Context, tenant, id string) (*record.Operation, error) {
-	if err := checkOp(tenant, id); err != nil {
-		return nil, err
-	}
-	item, err := s.getItem(ctx, key(opPK(tenant, id), skOperation))
+	item, err := s.getOpItem(ctx, tenant, id, skOperation, "operation "+id)
 	if err != nil {
-		return nil, fmt.Errorf("ledger: get operation %s: %w", id, err)
+		return nil, err
 	}
 	return decodeOp(item)
 }
