@@ -132,28 +132,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	cmd := cli{c: c, json: *asJSON, out: &printer{w: stdout}, err: se, in: stdin, slackURL: strings.TrimRight(*slackURL, "/")}
 	var err error
-	switch name, rest := fs.Arg(0), fs.Args()[1:]; name {
-	case "submit":
-		err = cmd.submit(ctx, rest)
-	case "status":
-		err = cmd.status(ctx, rest)
-	case "events":
-		err = cmd.events(ctx, rest)
-	case "list":
-		err = cmd.list(ctx, rest)
-	case "approvals":
-		err = cmd.approvals(ctx, rest)
-	case "campaign":
-		err = cmd.campaign(ctx, rest)
-	case "delivery":
-		err = cmd.delivery(ctx, rest)
-	case "agents":
-		err = cmd.agents(ctx, rest)
+	name, rest := fs.Arg(0), fs.Args()[1:]
+	switch run, ok := commands[name]; {
+	case ok:
+		err = run(cmd, ctx, rest)
+	case changeVerbs[name]:
+		err = cmd.change(ctx, name, rest)
 	default:
-		if changeVerbs[name] {
-			err = cmd.change(ctx, name, rest)
-			break
-		}
 		se.printf("buyflow: unknown command %q\n", name)
 		fs.Usage()
 		return 2
@@ -270,6 +255,18 @@ func (c cli) readRequest(file string, key *string) ([]byte, error) {
 		*key = "cli-" + hex.EncodeToString(sum[:12])
 	}
 	return body, nil
+}
+
+// commands are the CLI's commands by name, but for the changes to a buy (changeVerbs).
+var commands = map[string]func(c cli, ctx context.Context, args []string) error{
+	"submit":    cli.submit,
+	"status":    cli.status,
+	"events":    cli.events,
+	"list":      cli.list,
+	"approvals": cli.approvals,
+	"campaign":  cli.campaign,
+	"delivery":  cli.delivery,
+	"agents":    cli.agents,
 }
 
 func (c cli) status(ctx context.Context, args []string) error {
