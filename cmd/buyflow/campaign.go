@@ -19,23 +19,9 @@ func (c cli) campaign(ctx context.Context, args []string) error {
 	case "submit":
 		return c.campaignSubmit(ctx, rest)
 	case "status":
-		id, wait, err := c.statusArgs("campaign status", "campaign id", "campaign", rest)
-		if err != nil {
-			return err
-		}
-		if wait {
-			return c.followCampaign(ctx, id)
-		}
-		cp, err := c.c.GetCampaign(ctx, id)
-		if err != nil {
-			return err
-		}
-		return c.printCampaign(cp)
+		return showStatus(ctx, c, "campaign status", "campaign id", "campaign", rest, c.followCampaign, c.c.GetCampaign, c.printCampaign)
 	case "events":
-		if len(rest) != 1 {
-			return usageError("campaign events takes one campaign id")
-		}
-		return c.campaignEvents(ctx, rest[0])
+		return c.campaignEvents(ctx, rest)
 	case "list":
 		list, err := c.c.ListCampaigns(ctx, 0)
 		if err != nil {
@@ -139,8 +125,8 @@ func campaignRows(tp *printer, cp api.Campaign) {
 	}
 }
 
-func (c cli) campaignEvents(ctx context.Context, id string) error {
-	evs, err := c.c.CampaignEvents(ctx, id)
+func (c cli) campaignEvents(ctx context.Context, args []string) error {
+	evs, err := readOne(ctx, args, "campaign events takes one campaign id", c.c.CampaignEvents)
 	if err != nil {
 		return err
 	}

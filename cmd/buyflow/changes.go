@@ -108,10 +108,7 @@ func (c cli) change(ctx context.Context, verb string, args []string) error {
 // delivery prints what a buy delivered: the approved budget, the spend of the newest
 // snapshot and every snapshot, newest first.
 func (c cli) delivery(ctx context.Context, args []string) error {
-	if len(args) != 1 {
-		return usageError("delivery takes one operation id")
-	}
-	d, err := c.c.Delivery(ctx, args[0])
+	d, err := readOne(ctx, args, "delivery takes one operation id", c.c.Delivery)
 	if err != nil {
 		return err
 	}

@@ -270,33 +270,40 @@ var commands = map[string]func(c cli, ctx context.Context, args []string) error{
 }
 
 func (c cli) status(ctx context.Context, args []string) error {
-	id, wait, err := c.statusArgs("status", "operation id", "buy", args)
-	if err != nil {
-		return err
-	}
-	if wait {
-		return c.follow(ctx, id)
-	}
-	op, err := c.c.Get(ctx, id)
-	if err != nil {
-		return err
-	}
-	return c.printOperation(op)
+	return showStatus(ctx, c, "status", "operation id", "buy", args, c.follow, c.c.Get, c.printOperation)
 }
 
-// statusArgs reads the arguments of a status command: one id (what) and -wait, to follow the
-// buy or campaign (follows) to a final status.
-func (c cli) statusArgs(name, what, follows string, args []string) (id string, wait bool, err error) {
+// showStatus runs a status command (name): its arguments are one id (what) and -wait, which
+// follows the buy or campaign (follows) to a final status; without it, get reads it once and
+// show prints it.
+func showStatus[T any](ctx context.Context, c cli, name, what, follows string, args []string,
+	follow func(context.Context, string) error, get func(context.Context, string) (T, error), show func(T) error) error {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(c.err.w)
-	w := fs.Bool("wait", false, "follow the "+follows+" to a final status")
+	wait := fs.Bool("wait", false, "follow the "+follows+" to a final status")
 	if err := fs.Parse(args); err != nil {
-		return "", false, usageError(name + ": " + err.Error())
+		return usageError(name + ": " + err.Error())
 	}
 	if fs.NArg() != 1 {
-		return "", false, usageError(name + " takes one " + what)
+		return usageError(name + " takes one " + what)
 	}
-	return fs.Arg(0), *w, nil
+	if *wait {
+		return follow(ctx, fs.Arg(0))
+	}
+	v, err := get(ctx, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	return show(v)
+}
+
+// readOne reads, with get, what a command's one argument names; usage says what it takes.
+func readOne[T any](ctx context.Context, args []string, usage string, get func(context.Context, string) (T, error)) (T, error) {
+	if len(args) != 1 {
+		var zero T
+		return zero, usageError(usage)
+	}
+	return get(ctx, args[0])
 }
 
 func (c cli) printOperation(op api.MediaBuy) error {
@@ -331,10 +338,7 @@ func operationRows(row func(k, v string), op api.MediaBuy) {
 }
 
 func (c cli) events(ctx context.Context, args []string) error {
-	if len(args) != 1 {
-		return usageError("events takes one operation id")
-	}
-	evs, err := c.c.Events(ctx, args[0])
+	evs, err := readOne(ctx, args, "events takes one operation id", c.c.Events)
 	if err != nil {
 		return err
 	}
