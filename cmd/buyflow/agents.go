@@ -30,47 +30,34 @@ func (c cli) agents(ctx context.Context, args []string) error {
 		return usageError("agents takes a subcommand:\n" + agentsUsage)
 	}
 	sub, args := args[0], args[1:]
-	one := func(n int) error {
-		if len(args) != n {
-			return usageError(fmt.Sprintf("agents %s: wrong number of arguments\n%s", sub, agentsUsage))
-		}
-		return nil
+	// How many arguments each subcommand takes, but disable (an id and --reason).
+	arity := map[string]int{"list": 0, "show": 1, "add": 1, "update": 2, "enable": 1, "check": 1}
+	if n, ok := arity[sub]; ok && len(args) != n {
+		return usageError(fmt.Sprintf("agents %s: wrong number of arguments\n%s", sub, agentsUsage))
 	}
 	path := func(id string, action ...string) string {
 		return agents.Prefix + "/" + strings.Join(append([]string{url.PathEscape(id)}, action...), "/")
 	}
 	switch sub {
 	case "list":
-		if err := one(0); err != nil {
-			return err
-		}
 		recs, err := c.c.Agents(ctx)
 		if err != nil {
 			return err
 		}
 		return c.printAgents(recs)
 	case "show":
-		if err := one(1); err != nil {
-			return err
-		}
 		a, err := c.c.Agent(ctx, args[0])
 		if err != nil {
 			return err
 		}
 		return c.printAgent(a)
 	case "add":
-		if err := one(1); err != nil {
-			return err
-		}
 		body, err := c.readFile(args[0])
 		if err != nil {
 			return err
 		}
 		return c.changed(c.c.ChangeAgent(ctx, http.MethodPost, agents.Prefix, body))
 	case "update":
-		if err := one(2); err != nil {
-			return err
-		}
 		body, err := c.readFile(args[1])
 		if err != nil {
 			return err
@@ -93,9 +80,6 @@ func (c cli) agents(ctx context.Context, args []string) error {
 		body, _ := json.Marshal(agents.Reason{Reason: *reason})
 		return c.changed(c.c.ChangeAgent(ctx, http.MethodPost, path(fs.Arg(0), "disable"), body))
 	case "enable", "check":
-		if err := one(1); err != nil {
-			return err
-		}
 		action := map[string]string{"enable": "enable", "check": "capabilities"}[sub]
 		return c.changed(c.c.ChangeAgent(ctx, http.MethodPost, path(args[0], action), nil))
 	}
