@@ -136,7 +136,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
-		if err := runDemo(ctx, st, body, stdout); err != nil {
+		if err := runDemoOf(ctx, st, body, stdout, "demo", demoBuy); err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
 	}
@@ -145,7 +145,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if err != nil {
 			return fmt.Errorf("campaign demo: %w", err)
 		}
-		if err := runCampaignDemo(ctx, st, body, stdout); err != nil {
+		if err := runDemoOf(ctx, st, body, stdout, "demo-campaign", demoCampaign); err != nil {
 			return fmt.Errorf("campaign demo: %w", err)
 		}
 	}
@@ -164,19 +164,43 @@ func orNone(s string) string {
 	return s
 }
 
-// runDemo submits body as tenant "demo", prints every status, approves from the Slack link when
-// the buy waits for a person, and prints the timeline.
-func runDemo(ctx context.Context, st *devstack.Stack, body []byte, w io.Writer) error {
-	out := &printer{w: w}
+// demo is what a demo runs with: the stack, the printer, the API client of tenant "demo", the
+// submission's fresh Idempotency-Key, and the submission, asking to tell requester (askToBeTold).
+type demo struct {
+	st        *devstack.Stack
+	out       *printer
+	c         *apiclient.Client
+	key       string
+	body      []byte
+	requester string
+}
+
+// runDemoOf runs the demo run of body on st as tenant "demo" within three minutes, printing to
+// w; its Idempotency-Key starts with keyPrefix.
+func runDemoOf(ctx context.Context, st *devstack.Stack, body []byte, w io.Writer, keyPrefix string, run func(context.Context, demo) error) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	c := &apiclient.Client{BaseURL: st.APIURL, TenantHeader: st.TenantHeader, Tenant: "demo"}
-	key := fmt.Sprintf("demo-%d", time.Now().UnixNano())
 	body, requester, err := askToBeTold(body)
 	if err != nil {
 		return err
 	}
-	sub, status, err := c.Submit(ctx, key, body)
+	d := demo{
+		st: st, out: &printer{w: w},
+		c:    &apiclient.Client{BaseURL: st.APIURL, TenantHeader: st.TenantHeader, Tenant: "demo"},
+		key:  fmt.Sprintf("%s-%d", keyPrefix, time.Now().UnixNano()),
+		body: body, requester: requester,
+	}
+	if err := run(ctx, d); err != nil {
+		return err
+	}
+	return d.out.err
+}
+
+// demoBuy submits a buy, prints every status, approves from the Slack link when the buy waits
+// for a person, and prints the timeline.
+func demoBuy(ctx context.Context, d demo) error {
+	st, out, c, key, requester := d.st, d.out, d.c, d.key, d.requester
+	sub, status, err := c.Submit(ctx, key, d.body)
 	if err != nil {
 		return err
 	}
@@ -223,7 +247,7 @@ func runDemo(ctx context.Context, st *devstack.Stack, body []byte, w io.Writer) 
 	}
 	printStatusEvents(ctx, st, out, sub.OperationID, op.Status)
 	printRequesterMessages(ctx, st, out, requester, finalWord(op.Status))
-	return out.err
+	return nil
 }
 
 // demoRequester is the Slack user the demo buy asks to be told in.
@@ -307,20 +331,11 @@ func finalWord(status string) string {
 	return status
 }
 
-// runCampaignDemo submits a campaign as tenant "demo", prints every leg's status as it changes
-// (approving from Slack when a leg waits for a person), then the campaign's legs and totals and
-// its timeline.
-func runCampaignDemo(ctx context.Context, st *devstack.Stack, body []byte, w io.Writer) error {
-	out := &printer{w: w}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	c := &apiclient.Client{BaseURL: st.APIURL, TenantHeader: st.TenantHeader, Tenant: "demo"}
-	key := fmt.Sprintf("demo-campaign-%d", time.Now().UnixNano())
-	body, requester, err := askToBeTold(body)
-	if err != nil {
-		return err
-	}
-	sub, status, err := c.SubmitCampaign(ctx, key, body)
+// demoCampaign submits a campaign, prints every leg's status as it changes (approving from
+// Slack when a leg waits for a person), then the campaign's legs and totals and its timeline.
+func demoCampaign(ctx context.Context, d demo) error {
+	st, out, c, key, requester := d.st, d.out, d.c, d.key, d.requester
+	sub, status, err := c.SubmitCampaign(ctx, key, d.body)
 	if err != nil {
 		return err
 	}
@@ -371,7 +386,7 @@ func runCampaignDemo(ctx context.Context, st *devstack.Stack, body []byte, w io.
 	}
 	// A campaign's last message names its outcome ("Partially completed: your campaign").
 	printRequesterMessages(ctx, st, out, requester, strings.ReplaceAll(cp.Status, "_", " "))
-	return out.err
+	return nil
 }
 
 // approve opens every new approval link in the fake Slack and approves, as a person would.

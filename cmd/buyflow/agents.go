@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/registry"
@@ -32,47 +30,34 @@ func (c cli) agents(ctx context.Context, args []string) error {
 		return usageError("agents takes a subcommand:\n" + agentsUsage)
 	}
 	sub, args := args[0], args[1:]
-	one := func(n int) error {
-		if len(args) != n {
-			return usageError(fmt.Sprintf("agents %s: wrong number of arguments\n%s", sub, agentsUsage))
-		}
-		return nil
+	// How many arguments each subcommand takes, but disable (an id and --reason).
+	arity := map[string]int{"list": 0, "show": 1, "add": 1, "update": 2, "enable": 1, "check": 1}
+	if n, ok := arity[sub]; ok && len(args) != n {
+		return usageError(fmt.Sprintf("agents %s: wrong number of arguments\n%s", sub, agentsUsage))
 	}
 	path := func(id string, action ...string) string {
 		return agents.Prefix + "/" + strings.Join(append([]string{url.PathEscape(id)}, action...), "/")
 	}
 	switch sub {
 	case "list":
-		if err := one(0); err != nil {
-			return err
-		}
 		recs, err := c.c.Agents(ctx)
 		if err != nil {
 			return err
 		}
 		return c.printAgents(recs)
 	case "show":
-		if err := one(1); err != nil {
-			return err
-		}
 		a, err := c.c.Agent(ctx, args[0])
 		if err != nil {
 			return err
 		}
 		return c.printAgent(a)
 	case "add":
-		if err := one(1); err != nil {
-			return err
-		}
 		body, err := c.readFile(args[0])
 		if err != nil {
 			return err
 		}
 		return c.changed(c.c.ChangeAgent(ctx, http.MethodPost, agents.Prefix, body))
 	case "update":
-		if err := one(2); err != nil {
-			return err
-		}
 		body, err := c.readFile(args[1])
 		if err != nil {
 			return err
@@ -95,9 +80,6 @@ func (c cli) agents(ctx context.Context, args []string) error {
 		body, _ := json.Marshal(agents.Reason{Reason: *reason})
 		return c.changed(c.c.ChangeAgent(ctx, http.MethodPost, path(fs.Arg(0), "disable"), body))
 	case "enable", "check":
-		if err := one(1); err != nil {
-			return err
-		}
 		action := map[string]string{"enable": "enable", "check": "capabilities"}[sub]
 		return c.changed(c.c.ChangeAgent(ctx, http.MethodPost, path(args[0], action), nil))
 	}
@@ -136,35 +118,36 @@ func state(r registry.Record) string {
 }
 
 func (c cli) printAgents(recs []registry.Record) error {
-	if c.json {
-		return writeJSON(c.out.w, agents.List{Agents: recs})
-	}
-	if len(recs) == 0 {
+	if !c.json && len(recs) == 0 {
 		c.out.println("the registry has no agents: add one with buyflow agents add FILE")
 		return c.out.err
 	}
-	tw := tabwriter.NewWriter(c.out.w, 0, 4, 2, ' ', 0)
-	tp := &printer{w: tw}
-	tp.println("AGENT\tROLE\tSTATE\tMCP URL\tCHECKED\tUPDATED BY")
-	for _, r := range recs {
-		checked := "never"
-		if r.Capabilities != nil {
-			checked = r.Capabilities.CheckedAt.UTC().Format("2006-01-02 15:04 UTC")
-			if r.Capabilities.Error != "" {
-				checked += " (failed)"
+	return c.report(agents.List{Agents: recs}, "AGENT\tROLE\tSTATE\tMCP URL\tCHECKED\tUPDATED BY", func(tp *printer) {
+		for _, r := range recs {
+			checked := "never"
+			if r.Capabilities != nil {
+				checked = r.Capabilities.CheckedAt.UTC().Format("2006-01-02 15:04 UTC")
+				if r.Capabilities.Error != "" {
+					checked += " (failed)"
+				}
 			}
+			tp.printf("%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Role, state(r), r.MCPURL, checked, r.UpdatedBy)
 		}
-		tp.printf("%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Role, state(r), r.MCPURL, checked, r.UpdatedBy)
-	}
-	return errors.Join(tp.err, tw.Flush())
+	})
 }
 
 func (c cli) printAgent(a agents.Shown) error {
-	if c.json {
-		return writeJSON(c.out.w, a)
+	if err := c.report(a, "", func(tp *printer) { agentRows(tp, a) }); err != nil || c.json || len(a.History) == 0 {
+		return err
 	}
-	tw := tabwriter.NewWriter(c.out.w, 0, 4, 2, ' ', 0)
-	tp := &printer{w: tw}
+	return tabulate(c.out.w, "\nWHEN\tWHAT\tWHO\tDETAIL", func(tp *printer) {
+		for _, h := range a.History {
+			tp.printf("%s\t%s\t%s\t%s\n", h.At.UTC().Format("2006-01-02 15:04:05 UTC"), h.Action, h.Actor, h.Detail)
+		}
+	})
+}
+
+func agentRows(tp *printer, a agents.Shown) {
 	tp.printf("agent\t%s\nrole\t%s\nstate\t%s\nmcp url\t%s\ncredential\t%s (Secrets Manager)\n", a.ID, a.Role, state(a.Record), a.MCPURL, a.CredentialRef)
 	if a.Disabled && a.DisabledReason != "" {
 		tp.printf("why disabled\t%s\n", a.DisabledReason)
@@ -194,17 +177,4 @@ func (c cli) printAgent(a agents.Shown) error {
 		}
 	}
 	tp.printf("version\t%d, updated %s by %s\n", a.Version, a.UpdatedAt.UTC().Format("2006-01-02 15:04 UTC"), a.UpdatedBy)
-	if err := errors.Join(tp.err, tw.Flush()); err != nil {
-		return err
-	}
-	if len(a.History) > 0 {
-		tw = tabwriter.NewWriter(c.out.w, 0, 4, 2, ' ', 0)
-		tp = &printer{w: tw}
-		tp.println("\nWHEN\tWHAT\tWHO\tDETAIL")
-		for _, h := range a.History {
-			tp.printf("%s\t%s\t%s\t%s\n", h.At.UTC().Format("2006-01-02 15:04:05 UTC"), h.Action, h.Actor, h.Detail)
-		}
-		return errors.Join(tp.err, tw.Flush())
-	}
-	return nil
 }

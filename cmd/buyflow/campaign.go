@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/buyflow/buyflow/internal/api"
@@ -22,44 +19,20 @@ func (c cli) campaign(ctx context.Context, args []string) error {
 	case "submit":
 		return c.campaignSubmit(ctx, rest)
 	case "status":
-		fs := flag.NewFlagSet("campaign status", flag.ContinueOnError)
-		fs.SetOutput(c.err.w)
-		wait := fs.Bool("wait", false, "follow the campaign to a final status")
-		if err := fs.Parse(rest); err != nil {
-			return usageError("campaign status: " + err.Error())
-		}
-		if fs.NArg() != 1 {
-			return usageError("campaign status takes one campaign id")
-		}
-		if *wait {
-			return c.followCampaign(ctx, fs.Arg(0))
-		}
-		cp, err := c.c.GetCampaign(ctx, fs.Arg(0))
-		if err != nil {
-			return err
-		}
-		return c.printCampaign(cp)
+		return showStatus(ctx, c, "campaign status", "campaign id", "campaign", rest, c.followCampaign, c.c.GetCampaign, c.printCampaign)
 	case "events":
-		if len(rest) != 1 {
-			return usageError("campaign events takes one campaign id")
-		}
-		return c.campaignEvents(ctx, rest[0])
+		return c.campaignEvents(ctx, rest)
 	case "list":
 		list, err := c.c.ListCampaigns(ctx, 0)
 		if err != nil {
 			return err
 		}
-		if c.json {
-			return writeJSON(c.out.w, list)
-		}
-		tw := tabwriter.NewWriter(c.out.w, 0, 4, 2, ' ', 0)
-		tp := &printer{w: tw}
-		tp.println("CAMPAIGN\tSTATUS\tPOLICY\tLEGS\tCOMMITTED\tTOTAL\tCREATED")
-		for _, cp := range list {
-			tp.printf("%s\t%s\t%s\t%d\t%s\t%s\t%s\n", cp.CampaignID, cp.Status, cp.Policy, len(cp.Legs),
-				showMoney(cp.Committed, cp.Currency), showMoney(cp.TotalBudget, cp.Currency), cp.CreatedAt)
-		}
-		return errors.Join(tp.err, tw.Flush())
+		return c.report(list, "CAMPAIGN\tSTATUS\tPOLICY\tLEGS\tCOMMITTED\tTOTAL\tCREATED", func(tp *printer) {
+			for _, cp := range list {
+				tp.printf("%s\t%s\t%s\t%d\t%s\t%s\t%s\n", cp.CampaignID, cp.Status, cp.Policy, len(cp.Legs),
+					showMoney(cp.Committed, cp.Currency), showMoney(cp.TotalBudget, cp.Currency), cp.CreatedAt)
+			}
+		})
 	}
 	return usageError("campaign takes submit, status, events or list, not " + args[0])
 }
@@ -73,24 +46,12 @@ func (c cli) campaignSubmit(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if c.json {
-		if err := writeJSON(c.out.w, sub); err != nil {
-			return err
-		}
-	} else {
-		replay := ""
-		if sub.Replayed {
-			replay = " (already submitted with this key: same campaign)"
-		}
-		c.out.printf("submitted campaign %s: %s, %d legs (HTTP %d, Idempotency-Key %s)%s\n", sub.CampaignID, sub.Status, len(sub.Legs), status, in.key, replay)
+	return c.submitted(in, sub, func() {
+		c.out.printf("submitted campaign %s: %s, %d legs (HTTP %d, Idempotency-Key %s)%s\n", sub.CampaignID, sub.Status, len(sub.Legs), status, in.key, replayed(sub.Replayed, "campaign"))
 		for _, l := range sub.Legs {
 			c.out.printf("  leg %s at %s\n", l.OperationID, l.SellerID)
 		}
-	}
-	if in.wait {
-		return c.followCampaign(ctx, sub.CampaignID)
-	}
-	return nil
+	}, func() error { return c.followCampaign(ctx, sub.CampaignID) })
 }
 
 // followCampaign prints every leg's status change with the time since it started following,
@@ -136,16 +97,11 @@ func (c cli) followCampaign(ctx context.Context, id string) error {
 }
 
 func (c cli) printCampaign(cp api.Campaign) error {
-	if c.json {
-		return writeJSON(c.out.w, cp)
-	}
-	tw := tabwriter.NewWriter(c.out.w, 0, 4, 2, ' ', 0)
-	tp := &printer{w: tw}
-	row := func(k, v string) {
-		if v != "" {
-			tp.printf("%s\t%s\n", k, v)
-		}
-	}
+	return c.report(cp, "", func(tp *printer) { campaignRows(tp, cp) })
+}
+
+func campaignRows(tp *printer, cp api.Campaign) {
+	row := tp.row
 	row("campaign", cp.CampaignID)
 	row("name", cp.Name)
 	row("status", cp.Status)
@@ -167,32 +123,18 @@ func (c cli) printCampaign(cp api.Campaign) error {
 	for _, l := range cp.Legs {
 		tp.printf("%s\t%s\t%s\t%s\t%s\t%s\n", l.OperationID, l.SellerID, l.PONumber, showMoney(l.Amount, cp.Currency), l.Status, l.Reason)
 	}
-	return errors.Join(tp.err, tw.Flush())
 }
 
-func (c cli) campaignEvents(ctx context.Context, id string) error {
-	evs, err := c.c.CampaignEvents(ctx, id)
+func (c cli) campaignEvents(ctx context.Context, args []string) error {
+	evs, err := readOne(ctx, args, "campaign events takes one campaign id", c.c.CampaignEvents)
 	if err != nil {
 		return err
 	}
-	if c.json {
-		return writeJSON(c.out.w, evs)
-	}
-	tw := tabwriter.NewWriter(c.out.w, 0, 4, 2, ' ', 0)
-	tp := &printer{w: tw}
-	tp.println("AT\tSELLER\tEVENT\tSTATUS\tBY\tAMOUNT\tREASON")
-	for _, e := range evs {
-		moved := ""
-		if e.To != "" {
-			moved = strings.TrimSpace(e.From + " → " + e.To)
+	return c.report(evs, "AT\tSELLER\tEVENT\tSTATUS\tBY\tAMOUNT\tREASON", func(tp *printer) {
+		for _, e := range evs {
+			tp.printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.At, orDefault(e.SellerID, "(campaign)"), e.Type, moved(e.From, e.To), e.Actor, e.Amount, e.Reason)
 		}
-		seller := e.SellerID
-		if seller == "" {
-			seller = "(campaign)"
-		}
-		tp.printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.At, seller, e.Type, moved, e.Actor, e.Amount, e.Reason)
-	}
-	return errors.Join(tp.err, tw.Flush())
+	})
 }
 
 // showMoney shows a decimal amount as the approval page does ("USD 20,000.50").

@@ -5,12 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"regexp"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/buyflow/buyflow/internal/api"
 )
@@ -110,33 +108,26 @@ func (c cli) change(ctx context.Context, verb string, args []string) error {
 // delivery prints what a buy delivered: the approved budget, the spend of the newest
 // snapshot and every snapshot, newest first.
 func (c cli) delivery(ctx context.Context, args []string) error {
-	if len(args) != 1 {
-		return usageError("delivery takes one operation id")
-	}
-	d, err := c.c.Delivery(ctx, args[0])
+	d, err := readOne(ctx, args, "delivery takes one operation id", c.c.Delivery)
 	if err != nil {
 		return err
 	}
-	if c.json {
-		return writeJSON(c.out.w, d)
-	}
-	tw := tabwriter.NewWriter(c.out.w, 0, 4, 2, ' ', 0)
-	tp := &printer{w: tw}
-	tp.printf("approved budget\t%s %s\n", d.Approved, d.Currency)
-	if d.Spend == "" {
-		tp.println("spend\tno delivery reported yet")
-		return errors.Join(tp.err, tw.Flush())
-	}
-	over := ""
-	if d.OverBudget {
-		over = "  OVER THE APPROVED BUDGET"
-	}
-	tp.printf("spend\t%s %s%s\n", d.Spend, d.Currency, over)
-	tp.println("AS OF\tIMPRESSIONS\tSPEND\tAPPROVED\tPACING")
-	for _, s := range d.Snapshots {
-		tp.printf("%s\t%d\t%s\t%s\t%s\n", s.AsOf, s.Impressions, s.Spend, s.Approved, s.Pacing)
-	}
-	return errors.Join(tp.err, tw.Flush())
+	return c.report(d, "", func(tp *printer) {
+		tp.printf("approved budget\t%s %s\n", d.Approved, d.Currency)
+		if d.Spend == "" {
+			tp.println("spend\tno delivery reported yet")
+			return
+		}
+		over := ""
+		if d.OverBudget {
+			over = "  OVER THE APPROVED BUDGET"
+		}
+		tp.printf("spend\t%s %s%s\n", d.Spend, d.Currency, over)
+		tp.println("AS OF\tIMPRESSIONS\tSPEND\tAPPROVED\tPACING")
+		for _, s := range d.Snapshots {
+			tp.printf("%s\t%d\t%s\t%s\t%s\n", s.AsOf, s.Impressions, s.Spend, s.Approved, s.Pacing)
+		}
+	})
 }
 
 // currentRows are the status rows of a changed buy.

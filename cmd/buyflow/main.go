@@ -38,7 +38,6 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"text/tabwriter"
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 
@@ -133,28 +132,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	cmd := cli{c: c, json: *asJSON, out: &printer{w: stdout}, err: se, in: stdin, slackURL: strings.TrimRight(*slackURL, "/")}
 	var err error
-	switch name, rest := fs.Arg(0), fs.Args()[1:]; name {
-	case "submit":
-		err = cmd.submit(ctx, rest)
-	case "status":
-		err = cmd.status(ctx, rest)
-	case "events":
-		err = cmd.events(ctx, rest)
-	case "list":
-		err = cmd.list(ctx, rest)
-	case "approvals":
-		err = cmd.approvals(ctx, rest)
-	case "campaign":
-		err = cmd.campaign(ctx, rest)
-	case "delivery":
-		err = cmd.delivery(ctx, rest)
-	case "agents":
-		err = cmd.agents(ctx, rest)
+	name, rest := fs.Arg(0), fs.Args()[1:]
+	switch run, ok := commands[name]; {
+	case ok:
+		err = run(cmd, ctx, rest)
+	case changeVerbs[name]:
+		err = cmd.change(ctx, name, rest)
 	default:
-		if changeVerbs[name] {
-			err = cmd.change(ctx, name, rest)
-			break
-		}
 		se.printf("buyflow: unknown command %q\n", name)
 		fs.Usage()
 		return 2
@@ -224,21 +208,33 @@ func (c cli) submit(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	return c.submitted(in, sub, func() {
+		c.out.printf("submitted %s: %s (HTTP %d, Idempotency-Key %s)%s\n", sub.OperationID, sub.Status, status, in.key, replayed(sub.Replayed, "buy"))
+	}, func() error { return c.follow(ctx, sub.OperationID) })
+}
+
+// submitted answers a submission: the API's answer v as JSON with --json, else the lines say
+// prints; then, with --wait, it follows what was submitted.
+func (c cli) submitted(in submission, v any, say func(), follow func() error) error {
 	if c.json {
-		if err := writeJSON(c.out.w, sub); err != nil {
+		if err := writeJSON(c.out.w, v); err != nil {
 			return err
 		}
 	} else {
-		replay := ""
-		if sub.Replayed {
-			replay = " (already submitted with this key: same buy)"
-		}
-		c.out.printf("submitted %s: %s (HTTP %d, Idempotency-Key %s)%s\n", sub.OperationID, sub.Status, status, in.key, replay)
+		say()
 	}
 	if in.wait {
-		return c.follow(ctx, sub.OperationID)
+		return follow()
 	}
 	return nil
+}
+
+// replayed notes a submission the API answered from an earlier one with the same key.
+func replayed(yes bool, what string) string {
+	if !yes {
+		return ""
+	}
+	return " (already submitted with this key: same " + what + ")"
 }
 
 // readRequest reads a request file (or stdin for "-"), and sets *key, when empty, to a hash of
@@ -261,37 +257,62 @@ func (c cli) readRequest(file string, key *string) ([]byte, error) {
 	return body, nil
 }
 
+// commands are the CLI's commands by name, but for the changes to a buy (changeVerbs).
+var commands = map[string]func(c cli, ctx context.Context, args []string) error{
+	"submit":    cli.submit,
+	"status":    cli.status,
+	"events":    cli.events,
+	"list":      cli.list,
+	"approvals": cli.approvals,
+	"campaign":  cli.campaign,
+	"delivery":  cli.delivery,
+	"agents":    cli.agents,
+}
+
 func (c cli) status(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	return showStatus(ctx, c, "status", "operation id", "buy", args, c.follow, c.c.Get, c.printOperation)
+}
+
+// showStatus runs a status command (name): its arguments are one id (what) and -wait, which
+// follows the buy or campaign (follows) to a final status; without it, get reads it once and
+// show prints it.
+func showStatus[T any](ctx context.Context, c cli, name, what, follows string, args []string,
+	follow func(context.Context, string) error, get func(context.Context, string) (T, error), show func(T) error) error {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(c.err.w)
-	wait := fs.Bool("wait", false, "follow the buy to a final status")
+	wait := fs.Bool("wait", false, "follow the "+follows+" to a final status")
 	if err := fs.Parse(args); err != nil {
-		return usageError("status: " + err.Error())
+		return usageError(name + ": " + err.Error())
 	}
 	if fs.NArg() != 1 {
-		return usageError("status takes one operation id")
+		return usageError(name + " takes one " + what)
 	}
 	if *wait {
-		return c.follow(ctx, fs.Arg(0))
+		return follow(ctx, fs.Arg(0))
 	}
-	op, err := c.c.Get(ctx, fs.Arg(0))
+	v, err := get(ctx, fs.Arg(0))
 	if err != nil {
 		return err
 	}
-	return c.printOperation(op)
+	return show(v)
+}
+
+// readOne reads, with get, what a command's one argument names; usage says what it takes.
+func readOne[T any](ctx context.Context, args []string, usage string, get func(context.Context, string) (T, error)) (T, error) {
+	if len(args) != 1 {
+		var zero T
+		return zero, usageError(usage)
+	}
+	return get(ctx, args[0])
 }
 
 func (c cli) printOperation(op api.MediaBuy) error {
-	if c.json {
-		return writeJSON(c.out.w, op)
-	}
-	tw := tabwriter.NewWriter(c.out.w, 0, 4, 2, ' ', 0)
-	tp := &printer{w: tw}
-	row := func(k, v string) {
-		if v != "" {
-			tp.printf("%s\t%s\n", k, v)
-		}
-	}
+	return c.report(op, "", func(tp *printer) {
+		operationRows(tp.row, op)
+	})
+}
+
+func operationRows(row func(k, v string), op api.MediaBuy) {
 	row("operation", op.OperationID)
 	row("status", op.Status)
 	row("reason", op.Reason)
@@ -314,31 +335,26 @@ func (c cli) printOperation(op api.MediaBuy) error {
 	row("requester", op.Requester)
 	row("created", op.CreatedAt)
 	row("updated", op.UpdatedAt)
-	return errors.Join(tp.err, tw.Flush())
 }
 
 func (c cli) events(ctx context.Context, args []string) error {
-	if len(args) != 1 {
-		return usageError("events takes one operation id")
-	}
-	evs, err := c.c.Events(ctx, args[0])
+	evs, err := readOne(ctx, args, "events takes one operation id", c.c.Events)
 	if err != nil {
 		return err
 	}
-	if c.json {
-		return writeJSON(c.out.w, evs)
-	}
-	tw := tabwriter.NewWriter(c.out.w, 0, 4, 2, ' ', 0)
-	tp := &printer{w: tw}
-	tp.println("AT\tEVENT\tSTATUS\tBY\tAMOUNT\tREASON")
-	for _, e := range evs {
-		moved := ""
-		if e.To != "" {
-			moved = strings.TrimSpace(e.From + " → " + e.To)
+	return c.report(evs, "AT\tEVENT\tSTATUS\tBY\tAMOUNT\tREASON", func(tp *printer) {
+		for _, e := range evs {
+			tp.printf("%s\t%s\t%s\t%s\t%s\t%s\n", e.At, e.Type, moved(e.From, e.To), e.Actor, e.Amount, e.Reason)
 		}
-		tp.printf("%s\t%s\t%s\t%s\t%s\t%s\n", e.At, e.Type, moved, e.Actor, e.Amount, e.Reason)
+	})
+}
+
+// moved shows an event's change of status ("" when it did not move one).
+func moved(from, to string) string {
+	if to == "" {
+		return ""
 	}
-	return errors.Join(tp.err, tw.Flush())
+	return strings.TrimSpace(from + " → " + to)
 }
 
 func (c cli) list(ctx context.Context, args []string) error {
@@ -353,17 +369,13 @@ func (c cli) list(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if c.json {
-		return writeJSON(c.out.w, page)
-	}
-	tw := tabwriter.NewWriter(c.out.w, 0, 4, 2, ' ', 0)
-	tp := &printer{w: tw}
-	tp.println("OPERATION\tSTATUS\tSELLER\tPO NUMBER\tBUDGET\tCREATED")
-	for _, op := range page.Items {
-		tp.printf("%s\t%s\t%s\t%s\t%s\t%s\n", op.OperationID, op.Status, op.SellerID, op.PONumber,
-			amount(op), op.CreatedAt)
-	}
-	if err := errors.Join(tp.err, tw.Flush()); err != nil {
+	err = c.report(page, "OPERATION\tSTATUS\tSELLER\tPO NUMBER\tBUDGET\tCREATED", func(tp *printer) {
+		for _, op := range page.Items {
+			tp.printf("%s\t%s\t%s\t%s\t%s\t%s\n", op.OperationID, op.Status, op.SellerID, op.PONumber,
+				amount(op), op.CreatedAt)
+		}
+	})
+	if err != nil || c.json {
 		return err
 	}
 	if page.NextCursor != "" {
@@ -422,6 +434,13 @@ type printer struct {
 func (p *printer) printf(format string, a ...any) {
 	if p.err == nil {
 		_, p.err = fmt.Fprintf(p.w, format, a...)
+	}
+}
+
+// row prints the line "k<tab>v" of a table of fields, unless v is empty.
+func (p *printer) row(k, v string) {
+	if v != "" {
+		p.printf("%s\t%s\n", k, v)
 	}
 }
 

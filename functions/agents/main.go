@@ -7,13 +7,10 @@ package main
 import (
 	"context"
 
-	"github.com/aws/aws-lambda-go/lambda"
-
 	"github.com/buyflow/buyflow/functions/internal/agentwire"
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/config"
-	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/registry"
 )
 
@@ -36,6 +33,6 @@ func run(_ context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	lambda.Start(metrics.Flushing(c.Metrics, svc.Invoke)) // blocks
+	wire.Start(c, svc.Invoke) // blocks
 	return nil
 }

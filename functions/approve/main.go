@@ -7,13 +7,10 @@ import (
 	"context"
 	"time"
 
-	"github.com/aws/aws-lambda-go/lambda"
-
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/approval"
 	"github.com/buyflow/buyflow/internal/approve"
 	"github.com/buyflow/buyflow/internal/httpapi"
-	"github.com/buyflow/buyflow/internal/metrics"
 )
 
 func main() { wire.Main(run) }
@@ -32,6 +29,6 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	lambda.Start(metrics.Flushing(c.Metrics, httpapi.Recovering(c.Metrics, approver.HandleHTTP))) // blocks
+	wire.Start(c, httpapi.Recovering(c.Metrics, approver.HandleHTTP)) // blocks
 	return nil
 }

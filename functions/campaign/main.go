@@ -8,12 +8,9 @@ package main
 import (
 	"context"
 
-	"github.com/aws/aws-lambda-go/lambda"
-
 	"github.com/buyflow/buyflow/functions/internal/agentwire"
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/campaign"
-	"github.com/buyflow/buyflow/internal/metrics"
 )
 
 func main() { wire.Main(run) }
@@ -27,6 +24,6 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	lambda.Start(metrics.Flushing(c.Metrics, campaign.NewSettler(c.Ledger(), client, c.Env.ApprovalPolicy).Handle)) // blocks
+	wire.Start(c, campaign.NewSettler(c.Ledger(), client, c.Env.ApprovalPolicy).Handle) // blocks
 	return nil
 }

@@ -5,12 +5,9 @@ package main
 import (
 	"context"
 
-	"github.com/aws/aws-lambda-go/lambda"
-
 	"github.com/buyflow/buyflow/functions/internal/agentwire"
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/create"
-	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/stage"
 )
 
@@ -26,6 +23,6 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return err
 	}
 	createStage := create.New(c.Ledger(), client, c.Env.CallerURI, c.Env.PublicBaseURL, stage.Options{Metrics: c.Metrics})
-	lambda.Start(metrics.Flushing(c.Metrics, createStage.Handle)) // blocks
+	wire.Start(c, createStage.Handle) // blocks
 	return nil
 }

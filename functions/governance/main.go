@@ -5,12 +5,9 @@ package main
 import (
 	"context"
 
-	"github.com/aws/aws-lambda-go/lambda"
-
 	"github.com/buyflow/buyflow/functions/internal/agentwire"
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/governance"
-	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/stage"
 )
 
@@ -26,6 +23,6 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return err
 	}
 	governanceStage := governance.New(c.Ledger(), client, c.Env.ApprovalPolicy, c.Env.CallerURI, stage.Options{Metrics: c.Metrics})
-	lambda.Start(metrics.Flushing(c.Metrics, governanceStage.Handle)) // blocks
+	wire.Start(c, governanceStage.Handle) // blocks
 	return nil
 }

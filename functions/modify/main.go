@@ -6,11 +6,8 @@ package main
 import (
 	"context"
 
-	"github.com/aws/aws-lambda-go/lambda"
-
 	"github.com/buyflow/buyflow/functions/internal/agentwire"
 	"github.com/buyflow/buyflow/functions/internal/wire"
-	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/modify"
 )
 
@@ -31,6 +28,6 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return err
 	}
 	svc := modify.New(c.Ledger(), client, changes, modify.Config{CallerURI: c.Env.CallerURI, PublicBaseURL: c.Env.PublicBaseURL})
-	lambda.Start(metrics.Flushing(c.Metrics, svc.Handle)) // blocks
+	wire.Start(c, svc.Handle) // blocks
 	return nil
 }

@@ -6,11 +6,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/aws/aws-lambda-go/lambda"
-
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/approval"
-	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/notify"
 )
 
@@ -30,6 +27,6 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	lambda.Start(metrics.Flushing(c.Metrics, notifier.Handle)) // blocks
+	wire.Start(c, notifier.Handle) // blocks
 	return nil
 }

@@ -5,11 +5,8 @@ package main
 import (
 	"context"
 
-	"github.com/aws/aws-lambda-go/lambda"
-
 	"github.com/buyflow/buyflow/functions/internal/agentwire"
 	"github.com/buyflow/buyflow/functions/internal/wire"
-	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/poll"
 	"github.com/buyflow/buyflow/internal/stage"
 )
@@ -26,6 +23,6 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return err
 	}
 	pollStage := poll.New(c.Ledger(), client, c.Tasks(), stage.Options{Metrics: c.Metrics})
-	lambda.Start(metrics.Flushing(c.Metrics, pollStage.Handle)) // blocks
+	wire.Start(c, pollStage.Handle) // blocks
 	return nil
 }

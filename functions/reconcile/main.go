@@ -11,12 +11,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/aws/aws-lambda-go/lambda"
-
 	"github.com/buyflow/buyflow/functions/internal/agentwire"
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/delivery"
-	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/reconcile"
 )
 
@@ -42,6 +39,6 @@ func run(ctx context.Context, getenv func(string) string) error {
 	// The sweep writes its own metrics; this recorder carries a recovered panic's count and the
 	// delivery read's SpendOverBudget.
 	reader := delivery.New(c.Ledger(), client, delivery.Config{Every: time.Duration(c.Env.Run.DeliveryReadMinutes) * time.Minute, Metrics: c.Metrics})
-	lambda.Start(metrics.Flushing(c.Metrics, delivery.AfterSweep(svc.Handle, reader))) // blocks
+	wire.Start(c, delivery.AfterSweep(svc.Handle, reader)) // blocks
 	return nil
 }

@@ -10,7 +10,6 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/aws/aws-lambda-go/lambda"
 	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"github.com/buyflow/buyflow/functions/internal/wire"
@@ -19,7 +18,6 @@ import (
 	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/campaign"
 	"github.com/buyflow/buyflow/internal/httpapi"
-	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/modify"
 	"github.com/buyflow/buyflow/internal/registry"
 	"github.com/buyflow/buyflow/internal/sfn"
@@ -47,6 +45,6 @@ func run(_ context.Context, getenv func(string) string) error {
 	changes := modify.NewRequests(c.Ledger(), c.Tasks(), modify.RequestConfig{Run: c.Env.Run, StateMachineARN: c.Env.StateMachineARN})
 	api := httpapi.ByRouteKey(topology.App, submit.Routes(buys, c.Env.DevTenantHeader, slog.Default()),
 		modify.Routes(changes, c.Env.DevTenantHeader, slog.Default()), campaign.Routes(campaigns, c.Env.DevTenantHeader, slog.Default()))
-	lambda.Start(metrics.Flushing(c.Metrics, httpapi.Recovering(c.Metrics, api))) // blocks
+	wire.Start(c, httpapi.Recovering(c.Metrics, api)) // blocks
 	return nil
 }

@@ -8,12 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-lambda-go/lambda"
-
 	"github.com/buyflow/buyflow/functions/internal/agentwire"
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/httpapi"
-	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/webhook"
 )
 
@@ -41,6 +38,6 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	lambda.Start(metrics.Flushing(c.Metrics, httpapi.Recovering(c.Metrics, svc.HandleHTTP))) // blocks
+	wire.Start(c, httpapi.Recovering(c.Metrics, svc.HandleHTTP)) // blocks
 	return nil
 }

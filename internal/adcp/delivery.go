@@ -3,7 +3,6 @@ package adcp
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 )
 
 // toolGetMediaBuyDelivery reads what live media buys delivered. The AdCP 3.1.19 release ships
@@ -56,9 +55,6 @@ func (c *Client) GetMediaBuyDelivery(ctx context.Context, agentID string, req Ge
 	if err != nil {
 		return nil, err
 	}
-	if f := resp.Failure(); f != nil {
-		return nil, f
-	}
 	var w struct {
 		Currency        string `json:"currency"`
 		ReportingPeriod struct {
@@ -67,8 +63,8 @@ func (c *Client) GetMediaBuyDelivery(ctx context.Context, agentID string, req Ge
 		} `json:"reporting_period"`
 		MediaBuyDeliveries []MediaBuyDelivery `json:"media_buy_deliveries"`
 	}
-	if err := json.Unmarshal(resp.Body, &w); err != nil {
-		return nil, &Error{Kind: KindProtocol, Agent: agentID, Tool: toolGetMediaBuyDelivery, Recovery: RecoveryTerminal, Err: fmt.Errorf("decode get_media_buy_delivery: %w", err)}
+	if err := resp.decode(&w, "get_media_buy_delivery", agentID, toolGetMediaBuyDelivery); err != nil {
+		return nil, err
 	}
 	out := &DeliveryReport{Currency: w.Currency, MediaBuys: w.MediaBuyDeliveries, Raw: resp.Body}
 	out.ReportingPeriod.Start, out.ReportingPeriod.End = w.ReportingPeriod.Start, w.ReportingPeriod.End

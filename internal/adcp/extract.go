@@ -80,6 +80,25 @@ type envelope struct {
 	Error       json.RawMessage `json:"error"`
 }
 
+// decode decodes the body of an answer that did not fail into w; a failed answer is its
+// *Error (see Failure), and a body that does not decode a terminal protocol error on what
+// (decodeJSON).
+func (r *Response) decode(w any, what, agent, tool string) error {
+	if f := r.Failure(); f != nil {
+		return f
+	}
+	return decodeJSON(r.Body, w, what, agent, tool)
+}
+
+// decodeJSON decodes raw into w; JSON that does not decode is a terminal protocol error on what,
+// from agent's tool ("" when not known here: the caller tags it).
+func decodeJSON(raw json.RawMessage, w any, what, agent, tool string) error {
+	if err := json.Unmarshal(raw, w); err != nil {
+		return &Error{Kind: KindProtocol, Agent: agent, Tool: tool, Recovery: RecoveryTerminal, Err: fmt.Errorf("decode %s: %w", what, err)}
+	}
+	return nil
+}
+
 // Failure returns the failure a payload reports about the call itself
 // (envelope status failed or rejected, with adcp_error or errors[]), or nil.
 // It is not used for polls: a poll's status describes the polled task.

@@ -170,8 +170,8 @@ func DecodeMediaBuy(body json.RawMessage) (*MediaBuyResult, error) {
 		Errors         []ErrorDetail   `json:"errors"`
 		AdCPError      json.RawMessage `json:"adcp_error"`
 	}
-	if err := json.Unmarshal(body, &w); err != nil {
-		return nil, &Error{Kind: KindProtocol, Recovery: RecoveryTerminal, Err: fmt.Errorf("decode media buy: %w", err)}
+	if err := decodeJSON(resp.Body, &w, "media buy", "", ""); err != nil {
+		return nil, err
 	}
 	r := &MediaBuyResult{
 		Status: resp.Status, TaskID: resp.TaskID, Message: resp.Message, Replayed: resp.Replayed,
@@ -227,14 +227,26 @@ func (c *Client) UpdateMediaBuy(ctx context.Context, agentID string, in Intent) 
 }
 
 func (c *Client) sendMediaBuy(ctx context.Context, agentID string, in Intent, tool string) (*MediaBuyResult, error) {
+	return sendDecoded(ctx, c, agentID, in, tool, DecodeMediaBuy)
+}
+
+// sendIntent sends in, which must be an intent for tool.
+func (c *Client) sendIntent(ctx context.Context, agentID string, in Intent, tool string) (*Response, error) {
 	if in.Task != tool {
 		return nil, fmt.Errorf("adcp: %s: intent is for %s", tool, in.Task)
 	}
-	resp, err := c.Send(ctx, agentID, in)
+	return c.Send(ctx, agentID, in)
+}
+
+// sendDecoded sends in, an intent for tool, and decodes the answer's body with decode, its
+// error tagged with the agent and the tool.
+func sendDecoded[R any](ctx context.Context, c *Client, agentID string, in Intent, tool string, decode func(json.RawMessage) (R, error)) (R, error) {
+	resp, err := c.sendIntent(ctx, agentID, in, tool)
 	if err != nil {
-		return nil, err
+		var zero R
+		return zero, err
 	}
-	r, err := DecodeMediaBuy(resp.Body)
+	r, err := decode(resp.Body)
 	return r, tag(err, agentID, tool)
 }
 
@@ -309,9 +321,6 @@ func DecodeGovernance(body json.RawMessage) (*GovernanceResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if f := resp.Failure(); f != nil {
-		return nil, f
-	}
 	var w struct {
 		CheckID           string      `json:"check_id"`
 		Verdict           string      `json:"verdict"`
@@ -322,8 +331,8 @@ func DecodeGovernance(body json.RawMessage) (*GovernanceResult, error) {
 		ExpiresAt         string      `json:"expires_at"`
 		GovernanceContext string      `json:"governance_context"`
 	}
-	if err := json.Unmarshal(body, &w); err != nil {
-		return nil, &Error{Kind: KindProtocol, Recovery: RecoveryTerminal, Err: fmt.Errorf("decode check_governance: %w", err)}
+	if err := resp.decode(&w, "check_governance", "", ""); err != nil {
+		return nil, err
 	}
 	g := &GovernanceResult{Status: resp.Status, TaskID: resp.TaskID, CheckID: w.CheckID, Verdict: w.Verdict,
 		PlanID: w.PlanID, Explanation: w.Explanation, Conditions: w.Conditions, Findings: w.Findings,
@@ -403,9 +412,6 @@ func DecodeOutcome(body json.RawMessage) (*OutcomeResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if f := resp.Failure(); f != nil {
-		return nil, f
-	}
 	var w struct {
 		OutcomeID       string          `json:"outcome_id"`
 		OutcomeState    string          `json:"outcome_state"`
@@ -414,8 +420,8 @@ func DecodeOutcome(body json.RawMessage) (*OutcomeResult, error) {
 		PlanSummary     json.RawMessage `json:"plan_summary"`
 		Errors          []ErrorDetail   `json:"errors"`
 	}
-	if err := json.Unmarshal(body, &w); err != nil {
-		return nil, &Error{Kind: KindProtocol, Recovery: RecoveryTerminal, Err: fmt.Errorf("decode report_plan_outcome: %w", err)}
+	if err := resp.decode(&w, "report_plan_outcome", "", ""); err != nil {
+		return nil, err
 	}
 	o := &OutcomeResult{Status: resp.Status, TaskID: resp.TaskID, OutcomeID: w.OutcomeID, OutcomeState: w.OutcomeState,
 		CommittedBudget: w.CommittedBudget, Findings: w.Findings, PlanSummary: w.PlanSummary, Replayed: resp.Replayed, Raw: body}
@@ -432,15 +438,7 @@ func DecodeOutcome(body json.RawMessage) (*OutcomeResult, error) {
 
 // ReportPlanOutcome sends a report_plan_outcome Intent.
 func (c *Client) ReportPlanOutcome(ctx context.Context, agentID string, in Intent) (*OutcomeResult, error) {
-	if in.Task != ToolReportPlanOutcome {
-		return nil, fmt.Errorf("adcp: report_plan_outcome: intent is for %s", in.Task)
-	}
-	resp, err := c.Send(ctx, agentID, in)
-	if err != nil {
-		return nil, err
-	}
-	o, err := DecodeOutcome(resp.Body)
-	return o, tag(err, agentID, ToolReportPlanOutcome)
+	return sendDecoded(ctx, c, agentID, in, ToolReportPlanOutcome, DecodeOutcome)
 }
 
 // SyncPlansRequest is governance/sync-plans-request.json; each plan is passed
@@ -470,22 +468,16 @@ type SyncPlansResult struct {
 
 // SyncPlans sends a sync_plans Intent.
 func (c *Client) SyncPlans(ctx context.Context, agentID string, in Intent) (*SyncPlansResult, error) {
-	if in.Task != ToolSyncPlans {
-		return nil, fmt.Errorf("adcp: sync_plans: intent is for %s", in.Task)
-	}
-	resp, err := c.Send(ctx, agentID, in)
+	resp, err := c.sendIntent(ctx, agentID, in, ToolSyncPlans)
 	if err != nil {
 		return nil, err
-	}
-	if f := resp.Failure(); f != nil {
-		return nil, f
 	}
 	var w struct {
 		Plans  []SyncedPlan  `json:"plans"`
 		Errors []ErrorDetail `json:"errors"`
 	}
-	if err := json.Unmarshal(resp.Body, &w); err != nil {
-		return nil, &Error{Kind: KindProtocol, Agent: agentID, Tool: ToolSyncPlans, Recovery: RecoveryTerminal, Err: fmt.Errorf("decode sync_plans: %w", err)}
+	if err := resp.decode(&w, "sync_plans", agentID, ToolSyncPlans); err != nil {
+		return nil, err
 	}
 	r := &SyncPlansResult{Status: resp.Status, TaskID: resp.TaskID, Plans: w.Plans, Replayed: resp.Replayed, Raw: resp.Body}
 	if len(w.Plans) == 0 && resp.Status == StatusCompleted {
@@ -583,8 +575,8 @@ func (c *Client) GetTaskStatus(ctx context.Context, agentID string, req GetTaskS
 		Error       json.RawMessage `json:"error"`
 		Result      json.RawMessage `json:"result"`
 	}
-	if err := json.Unmarshal(resp.Body, &w); err != nil {
-		return nil, &Error{Kind: KindProtocol, Agent: agentID, Tool: tool, Recovery: RecoveryTerminal, Err: fmt.Errorf("decode task status: %w", err)}
+	if err := decodeJSON(resp.Body, &w, "task status", agentID, tool); err != nil {
+		return nil, err
 	}
 	if !validTaskStatus(w.Status) {
 		return nil, &Error{Kind: KindProtocol, Agent: agentID, Tool: tool, Recovery: RecoveryTerminal, Message: fmt.Sprintf("task status %q is not a task status", w.Status)}
@@ -658,8 +650,8 @@ func (c *Client) ListTasks(ctx context.Context, agentID string, req ListTasksReq
 		Tasks      []TaskSummary   `json:"tasks"`
 		Pagination json.RawMessage `json:"pagination"`
 	}
-	if err := json.Unmarshal(resp.Body, &w); err != nil {
-		return nil, &Error{Kind: KindProtocol, Agent: agentID, Tool: tool, Recovery: RecoveryTerminal, Err: fmt.Errorf("decode list_tasks: %w", err)}
+	if err := decodeJSON(resp.Body, &w, "list_tasks", agentID, tool); err != nil {
+		return nil, err
 	}
 	var p struct {
 		HasMore bool   `json:"has_more"`
@@ -704,20 +696,17 @@ func (c *Client) GetMediaBuys(ctx context.Context, agentID string, req GetMediaB
 	if err != nil {
 		return nil, err
 	}
-	if f := resp.Failure(); f != nil {
-		return nil, f
-	}
 	var w struct {
 		MediaBuys []json.RawMessage `json:"media_buys"`
 	}
-	if err := json.Unmarshal(resp.Body, &w); err != nil {
-		return nil, &Error{Kind: KindProtocol, Agent: agentID, Tool: ToolGetMediaBuys, Recovery: RecoveryTerminal, Err: fmt.Errorf("decode get_media_buys: %w", err)}
+	if err := resp.decode(&w, "get_media_buys", agentID, ToolGetMediaBuys); err != nil {
+		return nil, err
 	}
 	out := &GetMediaBuysResult{Raw: resp.Body}
 	for _, raw := range w.MediaBuys {
 		var mb MediaBuy
-		if err := json.Unmarshal(raw, &mb); err != nil {
-			return nil, &Error{Kind: KindProtocol, Agent: agentID, Tool: ToolGetMediaBuys, Recovery: RecoveryTerminal, Err: fmt.Errorf("decode media buy: %w", err)}
+		if err := decodeJSON(raw, &mb, "media buy", agentID, ToolGetMediaBuys); err != nil {
+			return nil, err
 		}
 		mb.Raw = raw
 		out.MediaBuys = append(out.MediaBuys, mb)

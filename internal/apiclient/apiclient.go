@@ -175,22 +175,22 @@ func (c *Client) Change(ctx context.Context, buyID, key string, body []byte, can
 
 // Delivery reads what a buy delivered.
 func (c *Client) Delivery(ctx context.Context, buyID string) (api.Delivery, error) {
-	status, _, b, err := c.Do(ctx, http.MethodGet, "/v1/media-buys/"+url.PathEscape(buyID)+"/delivery", nil, nil)
+	return get[api.Delivery](ctx, c, "/v1/media-buys/"+url.PathEscape(buyID)+"/delivery")
+}
+
+// get reads path and decodes its answer, which must be 200 OK, into a T.
+func get[T any](ctx context.Context, c *Client, path string) (T, error) {
+	var out T
+	status, _, b, err := c.Do(ctx, http.MethodGet, path, nil, nil)
 	if err != nil {
-		return api.Delivery{}, err
+		return out, err
 	}
-	var out api.Delivery
 	return out, decode(status, b, &out, http.StatusOK)
 }
 
 // Get reads one operation.
 func (c *Client) Get(ctx context.Context, id string) (api.MediaBuy, error) {
-	status, _, b, err := c.Do(ctx, http.MethodGet, "/v1/media-buys/"+url.PathEscape(id), nil, nil)
-	if err != nil {
-		return api.MediaBuy{}, err
-	}
-	var out api.MediaBuy
-	return out, decode(status, b, &out, http.StatusOK)
+	return get[api.MediaBuy](ctx, c, "/v1/media-buys/"+url.PathEscape(id))
 }
 
 // List reads one page of the caller's operations (limit 0: the API's default).
@@ -206,12 +206,7 @@ func (c *Client) List(ctx context.Context, limit int, cursor string) (api.Page[a
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	status, _, b, err := c.Do(ctx, http.MethodGet, path, nil, nil)
-	if err != nil {
-		return api.Page[api.MediaBuy]{}, err
-	}
-	var out api.Page[api.MediaBuy]
-	return out, decode(status, b, &out, http.StatusOK)
+	return get[api.Page[api.MediaBuy]](ctx, c, path)
 }
 
 // Events reads the whole timeline of an operation, following cursors.
@@ -223,12 +218,8 @@ func (c *Client) Events(ctx context.Context, id string) ([]api.Event, error) {
 		if cursor != "" {
 			path += "?cursor=" + url.QueryEscape(cursor)
 		}
-		status, _, b, err := c.Do(ctx, http.MethodGet, path, nil, nil)
+		page, err := get[api.Page[api.Event]](ctx, c, path)
 		if err != nil {
-			return nil, err
-		}
-		var page api.Page[api.Event]
-		if err := decode(status, b, &page, http.StatusOK); err != nil {
 			return nil, err
 		}
 		all = append(all, page.Items...)
@@ -242,22 +233,12 @@ func (c *Client) Events(ctx context.Context, id string) ([]api.Event, error) {
 
 // Approvals lists the approvals waiting for the caller.
 func (c *Client) Approvals(ctx context.Context) (api.Inbox, error) {
-	status, _, b, err := c.Do(ctx, http.MethodGet, "/v1/approver/approvals", nil, nil)
-	if err != nil {
-		return api.Inbox{}, err
-	}
-	var out api.Inbox
-	return out, decode(status, b, &out, http.StatusOK)
+	return get[api.Inbox](ctx, c, "/v1/approver/approvals")
 }
 
 // OpenApproval reads one approval waiting for the caller.
 func (c *Client) OpenApproval(ctx context.Context, id string) (api.InboxApproval, error) {
-	status, _, b, err := c.Do(ctx, http.MethodGet, "/v1/approver/approvals/"+url.PathEscape(id), nil, nil)
-	if err != nil {
-		return api.InboxApproval{}, err
-	}
-	var out api.InboxApproval
-	return out, decode(status, b, &out, http.StatusOK)
+	return get[api.InboxApproval](ctx, c, "/v1/approver/approvals/"+url.PathEscape(id))
 }
 
 // Wait polls an operation every interval until until(op) is true (nil: a terminal status),
@@ -532,22 +513,13 @@ func (b Buy) Body(repoRoot string) ([]byte, error) {
 
 // Agents lists the agent registry (operators only).
 func (c *Client) Agents(ctx context.Context) ([]registry.Record, error) {
-	status, _, b, err := c.Do(ctx, http.MethodGet, agents.Prefix, nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	var out agents.List
-	return out.Agents, decode(status, b, &out, http.StatusOK)
+	out, err := get[agents.List](ctx, c, agents.Prefix)
+	return out.Agents, err
 }
 
 // Agent reads one agent with its audit trail.
 func (c *Client) Agent(ctx context.Context, id string) (agents.Shown, error) {
-	status, _, b, err := c.Do(ctx, http.MethodGet, agents.Prefix+"/"+url.PathEscape(id), nil, nil)
-	if err != nil {
-		return agents.Shown{}, err
-	}
-	var out agents.Shown
-	return out, decode(status, b, &out, http.StatusOK)
+	return get[agents.Shown](ctx, c, agents.Prefix+"/"+url.PathEscape(id))
 }
 
 // ChangeAgent sends one change of the registry: POST the body of an add to agents.Prefix,

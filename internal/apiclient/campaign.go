@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -26,12 +25,7 @@ func (c *Client) SubmitCampaign(ctx context.Context, key string, body []byte) (a
 
 // GetCampaign reads one campaign.
 func (c *Client) GetCampaign(ctx context.Context, id string) (api.Campaign, error) {
-	status, _, b, err := c.Do(ctx, http.MethodGet, "/v1/campaigns/"+url.PathEscape(id), nil, nil)
-	if err != nil {
-		return api.Campaign{}, err
-	}
-	var out api.Campaign
-	return out, decode(status, b, &out, http.StatusOK)
+	return get[api.Campaign](ctx, c, "/v1/campaigns/"+url.PathEscape(id))
 }
 
 // ListCampaigns reads one page of the caller's campaigns, newest first.
@@ -40,22 +34,14 @@ func (c *Client) ListCampaigns(ctx context.Context, limit int) ([]api.Campaign, 
 	if limit > 0 {
 		path += "?limit=" + strconv.Itoa(limit)
 	}
-	status, _, b, err := c.Do(ctx, http.MethodGet, path, nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	var out api.Page[api.Campaign]
-	return out.Items, decode(status, b, &out, http.StatusOK)
+	out, err := get[api.Page[api.Campaign]](ctx, c, path)
+	return out.Items, err
 }
 
 // CampaignEvents reads a campaign's timeline: its own events and every leg's.
 func (c *Client) CampaignEvents(ctx context.Context, id string) ([]api.CampaignEvent, error) {
-	status, _, b, err := c.Do(ctx, http.MethodGet, "/v1/campaigns/"+url.PathEscape(id)+"/events", nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	var out api.Page[api.CampaignEvent]
-	return out.Items, decode(status, b, &out, http.StatusOK)
+	out, err := get[api.Page[api.CampaignEvent]](ctx, c, "/v1/campaigns/"+url.PathEscape(id)+"/events")
+	return out.Items, err
 }
 
 // CampaignSpec describes a campaign built from examples/campaign.json, as the test suites

@@ -398,6 +398,15 @@ type resultView struct {
 	Hint  string
 }
 
+// decidedPages are the titles ("<title> by <approver> at <time>.") and hints of the pages of a
+// decision.
+var decidedPages = map[PageKind]struct{ title, hint string }{
+	PageApproved:        {"Approved", "The buy goes ahead. You can close this page."},
+	PageRejected:        {"Rejected", "Nothing will be bought. You can close this page."},
+	PageAlreadyApproved: {"Already approved", "Your click did not change anything."},
+	PageAlreadyRejected: {"Already rejected", "Your click did not change anything."},
+}
+
 func (p ResultPage) view() resultView {
 	var v resultView
 	at := ""
@@ -405,18 +414,9 @@ func (p ResultPage) view() resultView {
 		at = " at " + FormatTime(p.At)
 	}
 	switch p.Kind {
-	case PageApproved:
-		v.Title, v.Line = "Approved", fmt.Sprintf("Approved by %s%s.", p.By, at)
-		v.Hint = "The buy goes ahead. You can close this page."
-	case PageRejected:
-		v.Title, v.Line = "Rejected", fmt.Sprintf("Rejected by %s%s.", p.By, at)
-		v.Hint = "Nothing will be bought. You can close this page."
-	case PageAlreadyApproved:
-		v.Title, v.Line = "Already approved", fmt.Sprintf("Already approved by %s%s.", p.By, at)
-		v.Hint = "Your click did not change anything."
-	case PageAlreadyRejected:
-		v.Title, v.Line = "Already rejected", fmt.Sprintf("Already rejected by %s%s.", p.By, at)
-		v.Hint = "Your click did not change anything."
+	case PageApproved, PageRejected, PageAlreadyApproved, PageAlreadyRejected:
+		d := decidedPages[p.Kind]
+		v.Title, v.Line, v.Hint = d.title, fmt.Sprintf("%s by %s%s.", d.title, p.By, at), d.hint
 	case PageExpired:
 		v.Title = "Expired"
 		if at != "" {

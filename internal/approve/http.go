@@ -104,12 +104,7 @@ func (s *Service) HandleHTTP(ctx context.Context, req events.APIGatewayV2HTTPReq
 }
 
 func (s *Service) get(ctx context.Context, id string, q url.Values, c client) events.APIGatewayV2HTTPResponse {
-	claims, err := s.Cfg.Signer.Verify(id, q)
-	if err != nil {
-		s.Log.InfoContext(ctx, "approval link refused", "approvalId", safeID(id), "sourceIp", c.IP, "err", err)
-		return linkError(err, claims)
-	}
-	a, op, resp, ok := s.load(ctx, id)
+	claims, a, op, resp, ok := s.verifyAndLoad(ctx, id, q, c)
 	if !ok {
 		return resp
 	}
@@ -149,12 +144,7 @@ func (s *Service) postDecision(ctx context.Context, id string, req events.APIGat
 	if err != nil {
 		return resultPage(approvalcore.ResultFromError(err, time.Time{}))
 	}
-	claims, err := s.Cfg.Signer.Verify(id, posted)
-	if err != nil {
-		s.Log.InfoContext(ctx, "approval link refused", "approvalId", safeID(id), "sourceIp", c.IP, "err", err)
-		return linkError(err, claims)
-	}
-	a, op, resp, ok := s.load(ctx, id)
+	claims, a, op, resp, ok := s.verifyAndLoad(ctx, id, posted, c)
 	if !ok {
 		return resp
 	}
@@ -383,6 +373,18 @@ func (s *Service) refused(ctx context.Context, a *record.Approval, approver stri
 	s.AppendEvent(ctx, a.Tenant, approval.TimelineOf(a), record.Event{
 		Type: record.EventApprovalRefused, Actor: "approver:" + approver, Amount: a.Amount, Currency: a.Currency, Reason: a.Reason, Detail: d.Raw(),
 	})
+}
+
+// verifyAndLoad checks the link's signature over its signed parameters, then reads the approval and its
+// operation. When ok is false, resp is the page to serve.
+func (s *Service) verifyAndLoad(ctx context.Context, id string, signed url.Values, c client) (claims approvalcore.Claims, a *record.Approval, op *record.Operation, resp events.APIGatewayV2HTTPResponse, ok bool) {
+	claims, err := s.Cfg.Signer.Verify(id, signed)
+	if err != nil {
+		s.Log.InfoContext(ctx, "approval link refused", "approvalId", safeID(id), "sourceIp", c.IP, "err", err)
+		return claims, nil, nil, linkError(err, claims), false
+	}
+	a, op, resp, ok = s.load(ctx, id)
+	return claims, a, op, resp, ok
 }
 
 // load reads the approval and its operation. When ok is false, resp is the page to serve.

@@ -92,35 +92,23 @@ func Load(fn string, getenv func(string) string) (Env, error) {
 
 // set stores the value v of the variable name, checking its form.
 func (e *Env) set(name, v string) error {
+	if field := e.plain(name); field != nil {
+		*field = v
+		return nil
+	}
 	switch name {
-	case topology.EnvTableName:
-		e.TableName = v
-	case topology.EnvStateMachineARN:
-		e.StateMachineARN = v
-	case topology.EnvCampaignsARN:
-		e.CampaignStateMachineARN = v
 	case topology.EnvOperators:
 		var ops []string
 		if err := json.Unmarshal([]byte(v), &ops); err != nil {
 			return fmt.Errorf("is not a JSON array of IAM ARNs: %w", err)
 		}
 		e.Operators = ops
-	case topology.EnvAgentsSecretPrefix:
-		e.AgentSecretPrefix = v
-	case topology.EnvLinkKeySecret:
-		e.LinkKeySecret = v
-	case topology.EnvSlackSecret:
-		e.SlackSecret = v
 	case topology.EnvApprovalPolicy:
 		p, err := approvalpolicy.Parse([]byte(v))
 		if err != nil {
 			return err
 		}
 		e.ApprovalPolicy = p
-	case topology.EnvLocalTenantHeader:
-		e.DevTenantHeader = v
-	case topology.EnvEventBusName:
-		e.EventBusName = v
 	case topology.EnvPublicBaseURL:
 		if err := checkBaseURL(v); err != nil {
 			return err
@@ -146,6 +134,20 @@ func (e *Env) set(name, v string) error {
 		return errors.New("topology declares it but config does not know it")
 	}
 	return nil
+}
+
+// plain is the field of a variable whose value is kept as it is; nil for the others.
+func (e *Env) plain(name string) *string {
+	return map[string]*string{
+		topology.EnvTableName:          &e.TableName,
+		topology.EnvStateMachineARN:    &e.StateMachineARN,
+		topology.EnvCampaignsARN:       &e.CampaignStateMachineARN,
+		topology.EnvAgentsSecretPrefix: &e.AgentSecretPrefix,
+		topology.EnvLinkKeySecret:      &e.LinkKeySecret,
+		topology.EnvSlackSecret:        &e.SlackSecret,
+		topology.EnvLocalTenantHeader:  &e.DevTenantHeader,
+		topology.EnvEventBusName:       &e.EventBusName,
+	}[name]
 }
 
 // checkBaseURL checks a public base URL that links and webhook addresses are built on: absolute

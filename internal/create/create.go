@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/dispatch"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/sellertask"
@@ -31,6 +32,14 @@ func New(l stage.Ledger, a stage.AdCP, callerURI, publicBaseURL string, o stage.
 	return &Service{Stage: stage.New(l, a, o), callerURI: callerURI, publicBaseURL: strings.TrimRight(publicBaseURL, "/"), rand: stage.OrMathRand(o.Rand)}
 }
 
+// Handle handles the create function's payload: actions create and cancel.
+func (s *Service) Handle(ctx context.Context, raw json.RawMessage) (any, error) {
+	return dispatch.Table{
+		workflow.ActionCreate: dispatch.Of(s.CreateMediaBuy),
+		workflow.ActionCancel: dispatch.Of(s.Cancel),
+	}.Handle(ctx, raw)
+}
+
 // CreateMediaBuy is the CreateMediaBuy stage: create_media_buy with the frozen bytes stored write-ahead (the
 // governance-checked payload plus plan_id, governance_context, push_notification_config and
 // our context echo). A retry sends the stored key and bytes; a lapsed claim is reconciled
@@ -40,11 +49,7 @@ func (s *Service) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (w
 	if err := in.Config.Validate(); err != nil {
 		return workflow.SellerOutput{}, err
 	}
-	op, err := s.Load(ctx, in.Tenant, in.OperationID)
-	if err != nil {
-		return workflow.SellerOutput{}, err
-	}
-	req, err := stage.ParseRequest(op)
+	op, req, err := s.LoadRequest(ctx, in.Tenant, in.OperationID)
 	if err != nil {
 		return workflow.SellerOutput{}, err
 	}
@@ -316,11 +321,7 @@ func (s *Service) recorded(op *record.Operation, cfg workflow.RunConfig, now tim
 // rejected or expired) RecordFailure follows and records the status that says why (expired,
 // rejected), with the cancel in the timeline.
 func (s *Service) Cancel(ctx context.Context, in workflow.StageInput) (workflow.SellerOutput, error) {
-	op, err := s.Load(ctx, in.Tenant, in.OperationID)
-	if err != nil {
-		return workflow.SellerOutput{}, err
-	}
-	req, err := stage.ParseRequest(op)
+	op, req, err := s.LoadRequest(ctx, in.Tenant, in.OperationID)
 	if err != nil {
 		return workflow.SellerOutput{}, err
 	}

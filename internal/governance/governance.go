@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/dispatch"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/stage"
@@ -42,6 +43,15 @@ func New(l stage.Ledger, a stage.AdCP, policy Policy, callerURI string, o stage.
 	return &Service{Stage: stage.New(l, a, o), policy: policy, callerURI: callerURI, maxConditionRounds: rounds}
 }
 
+// Handle handles the governance function's payload: actions check, report and fail.
+func (s *Service) Handle(ctx context.Context, raw json.RawMessage) (any, error) {
+	return dispatch.Table{
+		workflow.ActionCheck:  dispatch.Of(s.Check),
+		workflow.ActionReport: dispatch.Of(s.Report),
+		workflow.ActionFail:   dispatch.Of(s.Fail),
+	}.Handle(ctx, raw)
+}
+
 // reasonGovernanceConditions is the reason of a needs_approval decision caused by governance
 // conditions a machine cannot apply (or that did not converge within the rounds allowed).
 const reasonGovernanceConditions = "governance_conditions"
@@ -64,11 +74,7 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 	if err := in.Config.Validate(); err != nil {
 		return workflow.GovernanceOutput{}, err
 	}
-	op, err := s.Load(ctx, in.Tenant, in.OperationID)
-	if err != nil {
-		return workflow.GovernanceOutput{}, err
-	}
-	req, err := stage.ParseRequest(op)
+	op, req, err := s.LoadRequest(ctx, in.Tenant, in.OperationID)
 	if err != nil {
 		return workflow.GovernanceOutput{}, err
 	}
@@ -532,11 +538,7 @@ func setPath(root map[string]any, path string, v any) error {
 // an intent fixed once. CompensationRequired is true when the governance agent answers with
 // critical findings (the buy must be undone). The business-key lock is released.
 func (s *Service) Report(ctx context.Context, in workflow.OutcomeInput) (workflow.OutcomeOutput, error) {
-	op, err := s.Load(ctx, in.Tenant, in.OperationID)
-	if err != nil {
-		return workflow.OutcomeOutput{}, err
-	}
-	req, err := stage.ParseRequest(op)
+	op, req, err := s.LoadRequest(ctx, in.Tenant, in.OperationID)
 	if err != nil {
 		return workflow.OutcomeOutput{}, err
 	}

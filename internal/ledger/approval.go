@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/buyflow/buyflow/internal/record"
@@ -42,14 +40,7 @@ func (s *Store) CreateApproval(ctx context.Context, a record.Approval) (*record.
 	if err != nil {
 		return nil, fmt.Errorf("ledger: encode approval %s: %w", a.ID, err)
 	}
-	e, err := build(expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrPK))))
-	if err != nil {
-		return nil, err
-	}
-	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(s.table), Item: av, ConditionExpression: e.Condition(),
-		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-	})
+	err = s.putIf(ctx, av, keyFree())
 	if err != nil {
 		if failed, _ := conditionFailed(err); failed {
 			return nil, &record.ConflictError{What: "approval " + a.ID}
@@ -99,18 +90,8 @@ func (s *Store) Decide(ctx context.Context, id string, d record.Decision) (*reco
 	if d.Comment != "" {
 		up = up.Set(expression.Name("comment"), expression.Value(d.Comment))
 	}
-	e, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(up))
-	if err != nil {
-		return nil, err
-	}
 	k := key(approvalPK(id), skApproval)
-	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: k,
-		ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
-		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	out, err := s.update(ctx, k, cond, up, types.ReturnValueAllNew)
 	if err != nil {
 		failed, old := conditionFailed(err)
 		if !failed {
@@ -132,7 +113,7 @@ func (s *Store) Decide(ctx context.Context, id string, d record.Decision) (*reco
 		}
 		return nil, &record.DecisionError{Current: cur}
 	}
-	return decodeApproval(out.Attributes)
+	return decodeApproval(out)
 }
 
 // SetSlackMessages records where the approval's Slack messages were posted.
@@ -140,17 +121,8 @@ func (s *Store) SetSlackMessages(ctx context.Context, id string, refs []record.S
 	if err := checkID("approval id", id); err != nil {
 		return err
 	}
-	e, err := build(expression.NewBuilder().
-		WithCondition(expression.AttributeExists(expression.Name(AttrPK))).
-		WithUpdate(expression.Set(expression.Name("slack_messages"), expression.Value(refs))))
-	if err != nil {
-		return err
-	}
-	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: key(approvalPK(id), skApproval),
-		ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
-		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-	})
+	_, err := s.update(ctx, key(approvalPK(id), skApproval), expression.AttributeExists(expression.Name(AttrPK)),
+		expression.Set(expression.Name("slack_messages"), expression.Value(refs)), "")
 	if err != nil {
 		if failed, _ := conditionFailed(err); failed {
 			return fmt.Errorf("ledger: set slack messages of approval %s: %w", id, record.ErrNotFound)

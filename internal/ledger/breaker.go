@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/buyflow/buyflow/internal/record"
 )
@@ -57,18 +55,11 @@ func (s *Store) PutBreaker(ctx context.Context, b record.Breaker) (record.Breake
 	for k, v := range key(breakerPK(b.AgentID), skBreaker) {
 		item[k] = v
 	}
-	cond := expression.AttributeNotExists(expression.Name(AttrPK))
+	cond := keyFree()
 	if read > 0 {
 		cond = expression.Name("version").Equal(expression.Value(read))
 	}
-	e, err := build(expression.NewBuilder().WithCondition(cond))
-	if err != nil {
-		return record.Breaker{}, err
-	}
-	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(s.table), Item: item,
-		ConditionExpression: e.Condition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-	})
+	err = s.putIf(ctx, item, cond)
 	if err != nil {
 		if failed, _ := conditionFailed(err); failed {
 			return record.Breaker{}, fmt.Errorf("ledger: breaker of %s changed since version %d: %w", b.AgentID, read, record.ErrContention)

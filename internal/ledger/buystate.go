@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -25,15 +24,9 @@ type buyStateItem struct {
 // GetBuyState returns the tenant's buy state of operation opID, or ErrNotFound when the buy
 // has never been changed.
 func (s *Store) GetBuyState(ctx context.Context, tenant, opID string) (*record.BuyState, error) {
-	if err := checkID("tenant", tenant); err != nil {
-		return nil, err
-	}
-	if err := checkID("operation id", opID); err != nil {
-		return nil, err
-	}
-	item, err := s.getItem(ctx, key(opPK(tenant, opID), skBuyState))
+	item, err := s.getOpItem(ctx, tenant, opID, skBuyState, "buy state of "+opID)
 	if err != nil {
-		return nil, fmt.Errorf("ledger: get buy state of %s: %w", opID, err)
+		return nil, err
 	}
 	return decodeBuyState(item)
 }
@@ -46,10 +39,7 @@ func (s *Store) GetBuyState(ctx context.Context, tenant, opID string) (*record.B
 // written in the same transaction.
 func (s *Store) BeginChange(ctx context.Context, initial record.BuyState, changeID, kind string, expires time.Time, ev record.Event) (*record.BuyState, error) {
 	tenant, opID := initial.Tenant, initial.OperationID
-	if err := checkID("tenant", tenant); err != nil {
-		return nil, err
-	}
-	if err := checkID("operation id", opID); err != nil {
+	if err := checkOp(tenant, opID); err != nil {
 		return nil, err
 	}
 	if err := checkID("change id", changeID); err != nil {
@@ -58,7 +48,7 @@ func (s *Store) BeginChange(ctx context.Context, initial record.BuyState, change
 	now := s.now()
 	free := expression.AttributeNotExists(expression.Name("change_id")).
 		Or(expression.Name("change_expires").LessThan(expression.Value(now.Unix())))
-	cond := expression.AttributeNotExists(expression.Name(AttrPK)).
+	cond := keyFree().
 		Or(free.And(expression.Name("state").NotEqual(expression.Value(record.BuyStateCanceled))))
 	init := func(up expression.UpdateBuilder, name string, v any) expression.UpdateBuilder {
 		return up.Set(expression.Name(name), expression.IfNotExists(expression.Name(name), expression.Value(v)))
@@ -82,32 +72,13 @@ func (s *Store) BeginChange(ctx context.Context, initial record.BuyState, change
 	if initial.EndTime != "" {
 		up = init(up, "end_time", initial.EndTime)
 	}
-	in, err := s.buyStateTx(tenant, opID, cond, up, ev)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := s.api.TransactWriteItems(ctx, in); err != nil {
-		failed, old, contention := canceledAt(err, 0)
-		switch {
-		case failed:
-			item, rerr := s.oldOrRead(ctx, old, key(opPK(tenant, opID), skBuyState))
-			if rerr != nil {
-				return nil, fmt.Errorf("ledger: begin change %s of %s: read current: %w", changeID, opID, rerr)
-			}
-			cur, derr := decodeBuyState(item)
-			if derr != nil {
-				return nil, derr
-			}
-			if cur.ChangeID == changeID && cur.State != record.BuyStateCanceled {
-				return cur, nil // this very change, begun already
-			}
-			return nil, &record.ChangeRefusedError{Current: cur, Canceled: cur.State == record.BuyStateCanceled}
-		case contention:
-			return nil, fmt.Errorf("ledger: begin change %s of %s: %w", changeID, opID, record.ErrContention)
+	what := fmt.Sprintf("begin change %s of %s", changeID, opID)
+	return s.changeTx(ctx, tenant, opID, what, cond, up, ev, func(cur *record.BuyState) (*record.BuyState, error) {
+		if cur.ChangeID == changeID && cur.State != record.BuyStateCanceled {
+			return cur, nil // this very change, begun already
 		}
-		return nil, fmt.Errorf("ledger: begin change %s of %s: %w", changeID, opID, err)
-	}
-	return s.GetBuyState(ctx, tenant, opID)
+		return nil, &record.ChangeRefusedError{Current: cur, Canceled: cur.State == record.BuyStateCanceled}
+	})
 }
 
 // ApplyChange records the buy after change changeID was applied by the seller and ends the
@@ -116,10 +87,7 @@ func (s *Store) BeginChange(ctx context.Context, initial record.BuyState, change
 // state (a retry of a write whose response was lost). ev is written in the same transaction.
 func (s *Store) ApplyChange(ctx context.Context, next record.BuyState, changeID string, ev record.Event) (*record.BuyState, error) {
 	tenant, opID := next.Tenant, next.OperationID
-	if err := checkID("tenant", tenant); err != nil {
-		return nil, err
-	}
-	if err := checkID("operation id", opID); err != nil {
+	if err := checkOp(tenant, opID); err != nil {
 		return nil, err
 	}
 	pkgs, err := attributevalue.Marshal(next.Packages)
@@ -146,10 +114,7 @@ func (s *Store) ApplyChange(ctx context.Context, next record.BuyState, changeID 
 // EndChange ends change changeID without changing the buy (denied, rejected, failed,
 // expired): condition change_id = changeID. Ending it twice is a no-op.
 func (s *Store) EndChange(ctx context.Context, tenant, opID, changeID, outcome, reason string, ev record.Event) (*record.BuyState, error) {
-	if err := checkID("tenant", tenant); err != nil {
-		return nil, err
-	}
-	if err := checkID("operation id", opID); err != nil {
+	if err := checkOp(tenant, opID); err != nil {
 		return nil, err
 	}
 	cond := expression.Name("change_id").Equal(expression.Value(changeID))
@@ -162,33 +127,40 @@ func (s *Store) EndChange(ctx context.Context, tenant, opID, changeID, outcome, 
 }
 
 func (s *Store) endChange(ctx context.Context, tenant, opID, changeID string, cond expression.ConditionBuilder, up expression.UpdateBuilder, ev record.Event) (*record.BuyState, error) {
+	what := fmt.Sprintf("end change %s of %s", changeID, opID)
+	return s.changeTx(ctx, tenant, opID, what, cond, up, ev, func(cur *record.BuyState) (*record.BuyState, error) {
+		switch {
+		case cur.ChangeID == changeID:
+			return nil, fmt.Errorf("ledger: %s: %w", what, record.ErrStaleRevision)
+		case cur.LastChangeID == changeID:
+			return cur, nil // this very change, ended already
+		}
+		return nil, fmt.Errorf("ledger: %s: it is not in flight (in flight: %q): %w", what, cur.ChangeID, record.ErrConflict)
+	})
+}
+
+// changeTx writes a buy-state update and its event in one transaction and returns the state
+// after it; when the update's condition failed, refused decides from the state as it is. what
+// names the write in errors.
+func (s *Store) changeTx(ctx context.Context, tenant, opID, what string, cond expression.ConditionBuilder, up expression.UpdateBuilder, ev record.Event, refused func(cur *record.BuyState) (*record.BuyState, error)) (*record.BuyState, error) {
 	in, err := s.buyStateTx(tenant, opID, cond, up, ev)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.api.TransactWriteItems(ctx, in); err != nil {
-		failed, old, contention := canceledAt(err, 0)
-		switch {
-		case failed:
-			item, rerr := s.oldOrRead(ctx, old, key(opPK(tenant, opID), skBuyState))
-			if rerr != nil {
-				return nil, fmt.Errorf("ledger: end change %s of %s: read current: %w", changeID, opID, rerr)
-			}
-			cur, derr := decodeBuyState(item)
-			if derr != nil {
-				return nil, derr
-			}
-			switch {
-			case cur.ChangeID == changeID:
-				return nil, fmt.Errorf("ledger: end change %s of %s: %w", changeID, opID, record.ErrStaleRevision)
-			case cur.LastChangeID == changeID:
-				return cur, nil // this very change, ended already
-			}
-			return nil, fmt.Errorf("ledger: end change %s of %s: it is not in flight (in flight: %q): %w", changeID, opID, cur.ChangeID, record.ErrConflict)
-		case contention:
-			return nil, fmt.Errorf("ledger: end change %s of %s: %w", changeID, opID, record.ErrContention)
+	failed, old, err := s.writeTx(ctx, in, what)
+	if err != nil {
+		return nil, err
+	}
+	if failed {
+		item, err := s.oldOrRead(ctx, old, key(opPK(tenant, opID), skBuyState))
+		if err != nil {
+			return nil, fmt.Errorf("ledger: %s: read current: %w", what, err)
 		}
-		return nil, fmt.Errorf("ledger: end change %s of %s: %w", changeID, opID, err)
+		cur, err := decodeBuyState(item)
+		if err != nil {
+			return nil, err
+		}
+		return refused(cur)
 	}
 	return s.GetBuyState(ctx, tenant, opID)
 }
@@ -206,15 +178,7 @@ func (s *Store) buyStateTx(tenant, opID string, cond expression.ConditionBuilder
 	if err != nil {
 		return nil, err
 	}
-	return &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		{Update: &types.Update{
-			TableName: aws.String(s.table), Key: key(opPK(tenant, opID), skBuyState),
-			ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
-			ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}},
-		evPut,
-	}}, nil
+	return s.updateWithEvent(key(opPK(tenant, opID), skBuyState), e, evPut), nil
 }
 
 func decodeBuyState(item map[string]types.AttributeValue) (*record.BuyState, error) {

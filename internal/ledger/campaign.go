@@ -7,10 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/buyflow/buyflow/internal/record"
@@ -51,14 +49,7 @@ func (s *Store) CreateCampaign(ctx context.Context, c record.Campaign) (*record.
 	if err != nil {
 		return nil, fmt.Errorf("ledger: encode campaign %s: %w", c.ID, err)
 	}
-	e, err := build(expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrPK))))
-	if err != nil {
-		return nil, err
-	}
-	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(s.table), Item: av,
-		ConditionExpression: e.Condition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-	})
+	err = s.putIf(ctx, av, keyFree())
 	if failed, _ := conditionFailed(err); failed {
 		return nil, &record.ConflictError{What: "campaign " + c.ID}
 	}
@@ -121,15 +112,7 @@ func nextVersion(up expression.UpdateBuilder) expression.UpdateBuilder {
 // updateCampaign applies up to the tenant's campaign id under cond; the caller reads a failed
 // condition from the error.
 func (s *Store) updateCampaign(ctx context.Context, tenant, id string, cond expression.ConditionBuilder, up expression.UpdateBuilder) error {
-	e, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(up))
-	if err != nil {
-		return err
-	}
-	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: key(campaignPK(tenant, id), skCampaign),
-		ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
-		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-	})
+	_, err := s.update(ctx, key(campaignPK(tenant, id), skCampaign), cond, up, "")
 	return err
 }
 
@@ -176,15 +159,11 @@ func (s *Store) ListCampaigns(ctx context.Context, tenant string, limit int, cur
 	if err != nil {
 		return record.Page[*record.Campaign]{}, err
 	}
-	out, err := s.api.Query(ctx, &dynamodb.QueryInput{
-		TableName: aws.String(s.table), IndexName: aws.String(indexTenant),
-		KeyConditionExpression: e.KeyCondition(), ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-		ScanIndexForward: aws.Bool(false), Limit: aws.Int32(int32(clampLimit(limit))), ExclusiveStartKey: start,
-	})
+	out, err := s.query(ctx, query{index: indexTenant, e: e, limit: clampLimit(limit), start: start, backward: true})
 	if err != nil {
 		return record.Page[*record.Campaign]{}, fmt.Errorf("ledger: list campaigns of tenant %s: %w", tenant, err)
 	}
-	var page record.Page[*record.Campaign]
+	var items []*record.Campaign
 	for _, item := range out.Items {
 		c, err := decodeCampaign(item, tenant)
 		if errors.Is(err, record.ErrNotFound) {
@@ -193,12 +172,7 @@ func (s *Store) ListCampaigns(ctx context.Context, tenant string, limit int, cur
 		if err != nil {
 			return record.Page[*record.Campaign]{}, err
 		}
-		page.Items = append(page.Items, c)
+		items = append(items, c)
 	}
-	if len(out.LastEvaluatedKey) > 0 {
-		if page.Cursor, err = encodeCursor(out.LastEvaluatedKey); err != nil {
-			return record.Page[*record.Campaign]{}, err
-		}
-	}
-	return page, nil
+	return pageOf(items, out.LastEvaluatedKey)
 }

@@ -44,6 +44,20 @@ func (s *Store) eventPut(tenant, opID string, ev record.Event) (types.TransactWr
 	}}, nil
 }
 
+// updateWithEvent is the transaction of one conditional update of item k (e, its first write: see
+// writeTx) and evPut, the Put of its event (eventPut).
+func (s *Store) updateWithEvent(k map[string]types.AttributeValue, e expression.Expression, evPut types.TransactWriteItem) *dynamodb.TransactWriteItemsInput {
+	return &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Update: &types.Update{
+			TableName: aws.String(s.table), Key: k,
+			ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
+			ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}},
+		evPut,
+	}}
+}
+
 func (s *Store) eventInput(tenant, opID string, ev record.Event) (*dynamodb.PutItemInput, error) {
 	if ev.At.IsZero() {
 		ev.At = s.now()
@@ -55,7 +69,7 @@ func (s *Store) eventInput(tenant, opID string, ev record.Event) (*dynamodb.PutI
 	if err != nil {
 		return nil, fmt.Errorf("ledger: encode event of operation %s: %w", opID, err)
 	}
-	e, err := build(expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrPK))))
+	e, err := build(expression.NewBuilder().WithCondition(keyFree()))
 	if err != nil {
 		return nil, err
 	}
@@ -69,10 +83,7 @@ func (s *Store) eventInput(tenant, opID string, ev record.Event) (*dynamodb.PutI
 // does not check that the operation exists; the key embeds the tenant, so an event can only ever
 // be read back by the same tenant.
 func (s *Store) AppendEvent(ctx context.Context, tenant, opID string, ev record.Event) error {
-	if err := checkID("tenant", tenant); err != nil {
-		return err
-	}
-	if err := checkID("operation id", opID); err != nil {
+	if err := checkOp(tenant, opID); err != nil {
 		return err
 	}
 	in, err := s.eventInput(tenant, opID, ev)
@@ -96,10 +107,7 @@ func (s *Store) AppendEvent(ctx context.Context, tenant, opID string, ev record.
 // depended on the status it read records nothing once that status is gone. A missing
 // operation is ErrNotFound.
 func (s *Store) AppendEventWhile(ctx context.Context, tenant, opID string, status workflow.Status, ev record.Event) error {
-	if err := checkID("tenant", tenant); err != nil {
-		return err
-	}
-	if err := checkID("operation id", opID); err != nil {
+	if err := checkOp(tenant, opID); err != nil {
 		return err
 	}
 	put, err := s.eventPut(tenant, opID, ev)
@@ -158,26 +166,17 @@ func (s *Store) ListEvents(ctx context.Context, tenant, opID string, limit int, 
 	if err != nil {
 		return record.Page[record.Event]{}, err
 	}
-	out, err := s.api.Query(ctx, &dynamodb.QueryInput{
-		TableName: aws.String(s.table), KeyConditionExpression: e.KeyCondition(),
-		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-		Limit: aws.Int32(int32(clampLimit(limit))), ExclusiveStartKey: start, ConsistentRead: aws.Bool(true),
-	})
+	out, err := s.query(ctx, query{e: e, limit: clampLimit(limit), start: start, consistent: true})
 	if err != nil {
 		return record.Page[record.Event]{}, fmt.Errorf("ledger: list events of operation %s: %w", opID, err)
 	}
-	var page record.Page[record.Event]
+	var items []record.Event
 	for _, item := range out.Items {
 		var it eventItem
 		if err := attributevalue.UnmarshalMap(item, &it); err != nil {
 			return record.Page[record.Event]{}, fmt.Errorf("ledger: decode event of operation %s: %w", opID, err)
 		}
-		page.Items = append(page.Items, it.Event)
+		items = append(items, it.Event)
 	}
-	if len(out.LastEvaluatedKey) > 0 {
-		if page.Cursor, err = encodeCursor(out.LastEvaluatedKey); err != nil {
-			return record.Page[record.Event]{}, err
-		}
-	}
-	return page, nil
+	return pageOf(items, out.LastEvaluatedKey)
 }

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/buyflow/buyflow/internal/record"
@@ -49,10 +47,7 @@ type intentItem struct {
 // already exists, it is returned unchanged with created false (same-intent semantics: the caller
 // must then send the stored bytes and key, not its own).
 func (s *Store) PutIntent(ctx context.Context, in record.Intent) (stored *record.Intent, created bool, err error) {
-	if err := checkID("tenant", in.Tenant); err != nil {
-		return nil, false, err
-	}
-	if err := checkID("operation id", in.OperationID); err != nil {
+	if err := checkOp(in.Tenant, in.OperationID); err != nil {
 		return nil, false, err
 	}
 	if in.Task == "" || in.IdempotencyKey == "" || len(in.Request) == 0 {
@@ -66,15 +61,7 @@ func (s *Store) PutIntent(ctx context.Context, in record.Intent) (stored *record
 	if err != nil {
 		return nil, false, fmt.Errorf("ledger: encode intent %s of operation %s: %w", in.Task, in.OperationID, err)
 	}
-	e, err := build(expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrPK))))
-	if err != nil {
-		return nil, false, err
-	}
-	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(s.table), Item: av, ConditionExpression: e.Condition(),
-		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	err = s.putIf(ctx, av, keyFree())
 	if err == nil {
 		return &in, true, nil
 	}
@@ -95,15 +82,9 @@ func (s *Store) PutIntent(ctx context.Context, in record.Intent) (stored *record
 
 // GetIntent returns the stored intent of the tenant's operation for task, or ErrNotFound.
 func (s *Store) GetIntent(ctx context.Context, tenant, operationID, task string) (*record.Intent, error) {
-	if err := checkID("tenant", tenant); err != nil {
-		return nil, err
-	}
-	if err := checkID("operation id", operationID); err != nil {
-		return nil, err
-	}
-	item, err := s.getItem(ctx, key(opPK(tenant, operationID), skIntentPfx+task))
+	item, err := s.getOpItem(ctx, tenant, operationID, skIntentPfx+task, fmt.Sprintf("intent %s of operation %s", task, operationID))
 	if err != nil {
-		return nil, fmt.Errorf("ledger: get intent %s of operation %s: %w", task, operationID, err)
+		return nil, err
 	}
 	return decodeIntent(item)
 }
@@ -123,10 +104,7 @@ func decodeIntent(item map[string]types.AttributeValue) (*record.Intent, error) 
 // still as read; when another attempt claimed or released it since, the result is ErrConflict
 // and the caller reads it again.
 func (s *Store) ClaimIntent(ctx context.Context, seen *record.Intent) (*record.Intent, error) {
-	if err := checkID("tenant", seen.Tenant); err != nil {
-		return nil, err
-	}
-	if err := checkID("operation id", seen.OperationID); err != nil {
+	if err := checkOp(seen.Tenant, seen.OperationID); err != nil {
 		return nil, err
 	}
 	_, attr, _ := intentKey(seen)
@@ -159,10 +137,7 @@ func (s *Store) ClaimIntent(ctx context.Context, seen *record.Intent) (*record.I
 // out to send it as a first send) sent nothing. The condition is that no attempt claimed it
 // since; otherwise the result is ErrConflict and the intent stays maybe sent.
 func (s *Store) ReleaseIntent(ctx context.Context, claimed *record.Intent) error {
-	if err := checkID("tenant", claimed.Tenant); err != nil {
-		return err
-	}
-	if err := checkID("operation id", claimed.OperationID); err != nil {
+	if err := checkOp(claimed.Tenant, claimed.OperationID); err != nil {
 		return err
 	}
 	if claimed.Claims == 0 || claimed.Unsent {
@@ -183,16 +158,8 @@ func (s *Store) ReleaseIntent(ctx context.Context, claimed *record.Intent) error
 // (ErrNotFound for a missing intent) unless mine says the current item is this very write,
 // retried by the SDK after its response was lost.
 func (s *Store) updateIntent(ctx context.Context, in *record.Intent, cond expression.ConditionBuilder, up expression.UpdateBuilder, mine func(cur *record.Intent) bool) error {
-	e, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(up))
-	if err != nil {
-		return err
-	}
 	k, _, decode := intentKey(in)
-	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: k, ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
-		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	_, err := s.update(ctx, k, cond, up, "")
 	if err == nil {
 		return nil
 	}

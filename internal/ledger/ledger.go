@@ -94,6 +94,14 @@ func checkID(what, v string) error {
 	return nil
 }
 
+// checkOp checks the tenant and the id of an operation whose items are read or written.
+func checkOp(tenant, opID string) error {
+	if err := checkID("tenant", tenant); err != nil {
+		return err
+	}
+	return checkID("operation id", opID)
+}
+
 // Key layout. Every tenant-owned item lives under "TENANT#<tenant>#...".
 const (
 	skOperation = "OP"
@@ -162,12 +170,108 @@ func (s *Store) getItem(ctx context.Context, k map[string]types.AttributeValue) 
 	return out.Item, nil
 }
 
+// getOpItem reads the item sk of the tenant's operation opID (getItem); what names it in errors.
+func (s *Store) getOpItem(ctx context.Context, tenant, opID, sk, what string) (map[string]types.AttributeValue, error) {
+	if err := checkOp(tenant, opID); err != nil {
+		return nil, err
+	}
+	item, err := s.getItem(ctx, key(opPK(tenant, opID), sk))
+	if err != nil {
+		return nil, fmt.Errorf("ledger: get %s: %w", what, err)
+	}
+	return item, nil
+}
+
 // oldOrRead returns the item from a failed condition when DynamoDB sent it, or reads it.
 func (s *Store) oldOrRead(ctx context.Context, old, k map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
 	if len(old) > 0 {
 		return old, nil
 	}
 	return s.getItem(ctx, k)
+}
+
+// update applies up to item k under cond in one UpdateItem and returns the item as updated when
+// ret is types.ReturnValueAllNew. A failed condition asks for the item as it was (ALL_OLD), which
+// conditionFailed returns.
+func (s *Store) update(ctx context.Context, k map[string]types.AttributeValue, cond expression.ConditionBuilder, up expression.UpdateBuilder, ret types.ReturnValue) (map[string]types.AttributeValue, error) {
+	e, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(up))
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: k,
+		ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
+		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+		ReturnValues:                        ret,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out.Attributes, nil
+}
+
+// deleteItem deletes item k, under cond when one is given.
+func (s *Store) deleteItem(ctx context.Context, k map[string]types.AttributeValue, cond ...expression.ConditionBuilder) error {
+	in := &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: k}
+	if len(cond) > 0 {
+		e, err := build(expression.NewBuilder().WithCondition(cond[0]))
+		if err != nil {
+			return err
+		}
+		in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.Condition(), e.Names(), e.Values()
+	}
+	_, err := s.api.DeleteItem(ctx, in)
+	return err
+}
+
+// putIf puts item under cond in one PutItem; a failed condition asks for the item as it was
+// (ALL_OLD), which conditionFailed returns.
+func (s *Store) putIf(ctx context.Context, item map[string]types.AttributeValue, cond expression.ConditionBuilder) error {
+	e, err := build(expression.NewBuilder().WithCondition(cond))
+	if err != nil {
+		return err
+	}
+	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.table), Item: item, ConditionExpression: e.Condition(),
+		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	return err
+}
+
+// keyFree is the condition of a put that must not replace an item.
+func keyFree() expression.ConditionBuilder {
+	return expression.AttributeNotExists(expression.Name(AttrPK))
+}
+
+// query is one Query of the table, or of its index when index is set: e's key condition (and
+// filter), at most limit items from start, newest first when backward, consistent when asked.
+type query struct {
+	index      string
+	e          expression.Expression
+	limit      int
+	start      map[string]types.AttributeValue
+	backward   bool
+	consistent bool
+}
+
+func (s *Store) query(ctx context.Context, q query) (*dynamodb.QueryOutput, error) {
+	in := &dynamodb.QueryInput{
+		TableName: aws.String(s.table), KeyConditionExpression: q.e.KeyCondition(), FilterExpression: q.e.Filter(),
+		ExpressionAttributeNames: q.e.Names(), ExpressionAttributeValues: q.e.Values(),
+		Limit: aws.Int32(int32(q.limit)), ExclusiveStartKey: q.start,
+	}
+	if q.index != "" {
+		in.IndexName = aws.String(q.index)
+	}
+	if q.backward {
+		in.ScanIndexForward = aws.Bool(false)
+	}
+	if q.consistent {
+		in.ConsistentRead = aws.Bool(true)
+	}
+	return s.api.Query(ctx, in)
 }
 
 // build finishes an expression builder, wrapping its (programming) errors.

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/buyflow/buyflow/internal/record"
@@ -28,7 +26,7 @@ func (s *Store) AcquireLock(ctx context.Context, name, owner string, ttl time.Du
 	now := s.now()
 	exp := now.Add(ttl)
 	cond := expression.Or(
-		expression.AttributeNotExists(expression.Name(AttrPK)),
+		keyFree(),
 		expression.Name("lease_expiry").LessThan(expression.Value(now.UnixMilli())),
 		expression.Name("owner").Equal(expression.Value(owner)))
 	up := expression.Set(expression.Name("owner"), expression.Value(owner)).
@@ -36,18 +34,8 @@ func (s *Store) AcquireLock(ctx context.Context, name, owner string, ttl time.Du
 		Set(expression.Name("lock_name"), expression.Value(name)).
 		Set(expression.Name(AttrTTL), expression.Value(exp.Add(s.LockRetention).Unix())).
 		Add(expression.Name("fence"), expression.Value(1))
-	e, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(up))
-	if err != nil {
-		return record.Lease{}, err
-	}
 	k := key(lockPK(name), skLock)
-	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: k,
-		ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
-		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	out, err := s.update(ctx, k, cond, up, types.ReturnValueAllNew)
 	if err != nil {
 		failed, old := conditionFailed(err)
 		if !failed {
@@ -66,7 +54,7 @@ func (s *Store) AcquireLock(ctx context.Context, name, owner string, ttl time.Du
 		}
 		return record.Lease{}, &record.LockHeldError{Holder: holder}
 	}
-	return decodeLease(out.Attributes)
+	return decodeLease(out)
 }
 
 // RenewLock extends the caller's lease to now+ttl; it requires the stored owner and fence to be
@@ -97,15 +85,7 @@ func (s *Store) ReleaseLock(ctx context.Context, l record.Lease) error {
 func (s *Store) updateLease(ctx context.Context, l record.Lease, up expression.UpdateBuilder) error {
 	cond := expression.Name("owner").Equal(expression.Value(l.Owner)).
 		And(expression.Name("fence").Equal(expression.Value(l.Fence)))
-	e, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(up))
-	if err != nil {
-		return err
-	}
-	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: key(lockPK(l.Name), skLock),
-		ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
-		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-	})
+	_, err := s.update(ctx, key(lockPK(l.Name), skLock), cond, up, "")
 	if err != nil {
 		if failed, _ := conditionFailed(err); failed {
 			return record.ErrLeaseLost
@@ -122,4 +102,56 @@ func decodeLease(item map[string]types.AttributeValue) (record.Lease, error) {
 	}
 	l.ExpiresAt = time.UnixMilli(l.Expiry).UTC()
 	return l, nil
+}
+
+// The sweep's progress of a seller lives under pk "RECONCILE#<seller>", sk "PROGRESS" (a
+// prefix no other item uses), written with a put conditioned on the lease fence:
+//
+//	attribute_not_exists(pk) OR fence <= :fence
+func progressKey(seller string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		AttrPK: &types.AttributeValueMemberS{Value: "RECONCILE#" + seller},
+		AttrSK: &types.AttributeValueMemberS{Value: "PROGRESS"},
+	}
+}
+
+// GetProgress returns the sweep's progress of seller (a consistent read), or the zero
+// SweepProgress of the seller when none is stored.
+func (s *Store) GetProgress(ctx context.Context, seller string) (record.SweepProgress, error) {
+	item, err := s.getItem(ctx, progressKey(seller))
+	if errors.Is(err, record.ErrNotFound) {
+		return record.SweepProgress{Seller: seller}, nil
+	}
+	if err != nil {
+		return record.SweepProgress{}, fmt.Errorf("ledger: read sweep progress of %s: %w", seller, err)
+	}
+	var p record.SweepProgress
+	if err := attributevalue.UnmarshalMap(item, &p); err != nil {
+		return record.SweepProgress{}, fmt.Errorf("ledger: decode sweep progress of %s: %w", seller, err)
+	}
+	return p, nil
+}
+
+// PutProgress stores p unless a sweep run holding a newer lease (a higher fence) stored one:
+// then it returns ErrStaleFence.
+func (s *Store) PutProgress(ctx context.Context, p record.SweepProgress) error {
+	p.UpdatedAt = s.now()
+	item, err := attributevalue.MarshalMap(p)
+	if err != nil {
+		return fmt.Errorf("ledger: encode sweep progress of %s: %w", p.Seller, err)
+	}
+	for k, v := range progressKey(p.Seller) {
+		item[k] = v
+	}
+	cond := expression.Or(
+		keyFree(),
+		expression.Name("fence").LessThanEqual(expression.Value(p.Fence)))
+	err = s.putIf(ctx, item, cond)
+	if failed, _ := conditionFailed(err); failed {
+		return record.ErrStaleFence
+	}
+	if err != nil {
+		return fmt.Errorf("ledger: store sweep progress of %s: %w", p.Seller, err)
+	}
+	return nil
 }

@@ -62,10 +62,7 @@ func decodeOp(item map[string]types.AttributeValue) (*record.Operation, error) {
 // *ConflictError if the id is taken for the tenant, and records a "created" event in the same
 // transaction.
 func (s *Store) CreateOperation(ctx context.Context, op record.Operation) (*record.Operation, error) {
-	if err := checkID("tenant", op.Tenant); err != nil {
-		return nil, err
-	}
-	if err := checkID("operation id", op.ID); err != nil {
+	if err := checkOp(op.Tenant, op.ID); err != nil {
 		return nil, err
 	}
 	if err := checkID("seller id", op.SellerID); err != nil {
@@ -89,7 +86,7 @@ func (s *Store) CreateOperation(ctx context.Context, op record.Operation) (*reco
 	if err != nil {
 		return nil, fmt.Errorf("ledger: encode operation %s: %w", op.ID, err)
 	}
-	e, err := build(expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrPK))))
+	e, err := build(expression.NewBuilder().WithCondition(keyFree()))
 	if err != nil {
 		return nil, err
 	}
@@ -148,6 +145,24 @@ func (s *Store) CreateOperation(ctx context.Context, op record.Operation) (*reco
 // canceledAt inspects a TransactWriteItems error: failed is true when the item at index i failed
 // its condition (old is the item if DynamoDB returned it), contention when the transaction lost a
 // race with another transaction.
+// writeTx writes the transaction in, whose first item is its conditional write. failed reports
+// that this condition failed, with the item as it was when DynamoDB sent it; contention and other
+// errors come back wrapped, what naming the write.
+func (s *Store) writeTx(ctx context.Context, in *dynamodb.TransactWriteItemsInput, what string) (failed bool, old map[string]types.AttributeValue, err error) {
+	_, err = s.api.TransactWriteItems(ctx, in)
+	if err == nil {
+		return false, nil, nil
+	}
+	failed, old, contention := canceledAt(err, 0)
+	switch {
+	case failed:
+		return true, old, nil
+	case contention:
+		return false, nil, fmt.Errorf("ledger: %s: %w", what, record.ErrContention)
+	}
+	return false, nil, fmt.Errorf("ledger: %s: %w", what, err)
+}
+
 func canceledAt(err error, i int) (failed bool, old map[string]types.AttributeValue, contention bool) {
 	var tce *types.TransactionCanceledException
 	if !errors.As(err, &tce) {
@@ -199,15 +214,9 @@ func (s *Store) FindOperation(ctx context.Context, id string) (*record.Operation
 // GetOperation returns the tenant's operation id (consistent read). Another tenant's operation is
 // ErrNotFound: the key embeds the tenant.
 func (s *Store) GetOperation(ctx context.Context, tenant, id string) (*record.Operation, error) {
-	if err := checkID("tenant", tenant); err != nil {
-		return nil, err
-	}
-	if err := checkID("operation id", id); err != nil {
-		return nil, err
-	}
-	item, err := s.getItem(ctx, key(opPK(tenant, id), skOperation))
+	item, err := s.getOpItem(ctx, tenant, id, skOperation, "operation "+id)
 	if err != nil {
-		return nil, fmt.Errorf("ledger: get operation %s: %w", id, err)
+		return nil, err
 	}
 	return decodeOp(item)
 }
@@ -220,10 +229,7 @@ func (s *Store) GetOperation(ctx context.Context, tenant, id string) (*record.Op
 // *TransitionError built from a consistent read of the current item; a missing operation returns
 // ErrNotFound. The returned operation is read after the commit and may include later writes.
 func (s *Store) Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Patch) (*record.Operation, error) {
-	if err := checkID("tenant", tenant); err != nil {
-		return nil, err
-	}
-	if err := checkID("operation id", id); err != nil {
+	if err := checkOp(tenant, id); err != nil {
 		return nil, err
 	}
 	preds := workflow.Predecessors(to)
@@ -236,26 +242,7 @@ func (s *Store) Transition(ctx context.Context, tenant, id string, to workflow.S
 	if len(preds) == 0 {
 		return nil, fmt.Errorf("%w: no status may move to %q", record.ErrInvalidArgument, to)
 	}
-	write := s.NewID()
-	in, err := s.transitionInput(tenant, id, to, preds, expectedVersion, ch, s.now(), write)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := s.api.TransactWriteItems(ctx, in); err != nil {
-		failed, old, contention := canceledAt(err, 0)
-		switch {
-		case failed:
-			err := s.transitionConflict(ctx, tenant, id, to, preds, expectedVersion, old)
-			if te, ok := errors.AsType[*record.TransitionError](err); ok && te.Current.LastWrite == write {
-				return te.Current, nil // this very write, retried by the SDK after its response was lost
-			}
-			return nil, err
-		case contention:
-			return nil, fmt.Errorf("ledger: transition operation %s to %s: %w", id, to, record.ErrContention)
-		}
-		return nil, fmt.Errorf("ledger: transition operation %s to %s: %w", id, to, err)
-	}
-	return s.GetOperation(ctx, tenant, id)
+	return s.transition(ctx, tenant, id, to, preds, expectedVersion, ch, fmt.Sprintf("transition operation %s to %s", id, to))
 }
 
 // UpdateFields applies changes to the tenant's pending operation without moving its status
@@ -265,10 +252,7 @@ func (s *Store) Transition(ctx context.Context, tenant, id string, to workflow.S
 // an "update" event in the same transaction, and reports a refusal as a *TransitionError (kind
 // terminal or version) or ErrNotFound.
 func (s *Store) UpdateFields(ctx context.Context, tenant, id string, expectedVersion int64, ch record.Patch) (*record.Operation, error) {
-	if err := checkID("tenant", tenant); err != nil {
-		return nil, err
-	}
-	if err := checkID("operation id", id); err != nil {
+	if err := checkOp(tenant, id); err != nil {
 		return nil, err
 	}
 	var preds []workflow.Status
@@ -280,24 +264,27 @@ func (s *Store) UpdateFields(ctx context.Context, tenant, id string, expectedVer
 	if len(preds) == 0 {
 		return nil, fmt.Errorf("%w: %q is not a pending status", record.ErrInvalidArgument, ch.From)
 	}
+	return s.transition(ctx, tenant, id, "", preds, expectedVersion, ch, "update operation "+id)
+}
+
+// transition writes the transaction of a transition (to set) or of an UpdateFields (to "") and
+// reads the operation after it; what names the write in errors.
+func (s *Store) transition(ctx context.Context, tenant, id string, to workflow.Status, preds []workflow.Status, expectedVersion int64, ch record.Patch, what string) (*record.Operation, error) {
 	write := s.NewID()
-	in, err := s.transitionInput(tenant, id, "", preds, expectedVersion, ch, s.now(), write)
+	in, err := s.transitionInput(tenant, id, to, preds, expectedVersion, ch, s.now(), write)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.api.TransactWriteItems(ctx, in); err != nil {
-		failed, old, contention := canceledAt(err, 0)
-		switch {
-		case failed:
-			err := s.transitionConflict(ctx, tenant, id, "", preds, expectedVersion, old)
-			if te, ok := errors.AsType[*record.TransitionError](err); ok && te.Current.LastWrite == write {
-				return te.Current, nil // this very write, retried by the SDK after its response was lost
-			}
-			return nil, err
-		case contention:
-			return nil, fmt.Errorf("ledger: update operation %s: %w", id, record.ErrContention)
+	failed, old, err := s.writeTx(ctx, in, what)
+	if err != nil {
+		return nil, err
+	}
+	if failed {
+		err := s.transitionConflict(ctx, tenant, id, to, preds, expectedVersion, old)
+		if te, ok := errors.AsType[*record.TransitionError](err); ok && te.Current.LastWrite == write {
+			return te.Current, nil // this very write, retried by the SDK after its response was lost
 		}
-		return nil, fmt.Errorf("ledger: update operation %s: %w", id, err)
+		return nil, err
 	}
 	return s.GetOperation(ctx, tenant, id)
 }
@@ -355,18 +342,7 @@ func (s *Store) transitionInput(tenant, id string, to workflow.Status, preds []w
 	if err != nil {
 		return nil, err
 	}
-	return &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		{Update: &types.Update{
-			TableName:                           aws.String(s.table),
-			Key:                                 key(opPK(tenant, id), skOperation),
-			ConditionExpression:                 e.Condition(),
-			UpdateExpression:                    e.Update(),
-			ExpressionAttributeNames:            e.Names(),
-			ExpressionAttributeValues:           e.Values(),
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}},
-		evPut,
-	}}, nil
+	return s.updateWithEvent(key(opPK(tenant, id), skOperation), e, evPut), nil
 }
 
 func statusValue(s workflow.Status) expression.OperandBuilder { return expression.Value(string(s)) }
@@ -435,60 +411,35 @@ func (s *Store) transitionConflict(ctx context.Context, tenant, id string, to wo
 // is after the write, so the caller can see a terminal status that arrived first (the
 // lost-wakeup race) and complete the token itself.
 func (s *Store) SetTaskToken(ctx context.Context, tenant, id, token string) (*record.Operation, error) {
-	if err := checkID("tenant", tenant); err != nil {
-		return nil, err
-	}
-	if err := checkID("operation id", id); err != nil {
+	if err := checkOp(tenant, id); err != nil {
 		return nil, err
 	}
 	if token == "" {
 		return nil, fmt.Errorf("%w: empty task token", record.ErrInvalidArgument)
 	}
-	e, err := build(expression.NewBuilder().
-		WithCondition(expression.AttributeExists(expression.Name(AttrPK))).
-		WithUpdate(expression.Set(expression.Name(attrTaskToken), expression.Value(token))))
-	if err != nil {
-		return nil, err
-	}
-	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: key(opPK(tenant, id), skOperation),
-		ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
-		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-		ReturnValues: types.ReturnValueAllNew,
-	})
+	out, err := s.update(ctx, key(opPK(tenant, id), skOperation),
+		expression.AttributeExists(expression.Name(AttrPK)),
+		expression.Set(expression.Name(attrTaskToken), expression.Value(token)), types.ReturnValueAllNew)
 	if err != nil {
 		if failed, _ := conditionFailed(err); failed {
 			return nil, fmt.Errorf("ledger: set task token of operation %s: %w", id, record.ErrNotFound)
 		}
 		return nil, fmt.Errorf("ledger: set task token of operation %s: %w", id, err)
 	}
-	return decodeOp(out.Attributes)
+	return decodeOp(out)
 }
 
 // ClearTaskToken removes the stored task token if it is still token.
 func (s *Store) ClearTaskToken(ctx context.Context, tenant, id, token string) error {
-	if err := checkID("tenant", tenant); err != nil {
-		return err
-	}
-	if err := checkID("operation id", id); err != nil {
+	if err := checkOp(tenant, id); err != nil {
 		return err
 	}
 	// The clear leaves its random id in token_cleared_by, so that a clear retried by the SDK
 	// after its response was lost is recognised as this one: the caller won the wake.
 	clear := s.NewID()
-	e, err := build(expression.NewBuilder().
-		WithCondition(expression.Name(attrTaskToken).Equal(expression.Value(token))).
-		WithUpdate(expression.Remove(expression.Name(attrTaskToken)).Set(expression.Name("token_cleared_by"), expression.Value(clear))))
-	if err != nil {
-		return err
-	}
 	k := key(opPK(tenant, id), skOperation)
-	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: k,
-		ConditionExpression: e.Condition(), UpdateExpression: e.Update(),
-		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	_, err := s.update(ctx, k, expression.Name(attrTaskToken).Equal(expression.Value(token)),
+		expression.Remove(expression.Name(attrTaskToken)).Set(expression.Name("token_cleared_by"), expression.Value(clear)), "")
 	if err != nil {
 		failed, old := conditionFailed(err)
 		if !failed {
@@ -541,13 +492,7 @@ func (s *Store) ListOperations(ctx context.Context, tenant string, o record.List
 	}
 	var page record.Page[record.View]
 	for round := 0; round < maxListRounds; round++ {
-		out, err := s.api.Query(ctx, &dynamodb.QueryInput{
-			TableName: aws.String(s.table), IndexName: aws.String(indexTenant),
-			KeyConditionExpression: e.KeyCondition(), FilterExpression: e.Filter(),
-			ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(),
-			ScanIndexForward: aws.Bool(false), Limit: aws.Int32(int32(limit - len(page.Items))),
-			ExclusiveStartKey: start,
-		})
+		out, err := s.query(ctx, query{index: indexTenant, e: e, limit: limit - len(page.Items), start: start, backward: true})
 		if err != nil {
 			return record.Page[record.View]{}, fmt.Errorf("ledger: list operations of tenant %s: %w", tenant, err)
 		}
@@ -566,12 +511,7 @@ func (s *Store) ListOperations(ctx context.Context, tenant string, o record.List
 			break
 		}
 	}
-	if len(start) > 0 {
-		if page.Cursor, err = encodeCursor(start); err != nil {
-			return record.Page[record.View]{}, err
-		}
-	}
-	return page, nil
+	return pageOf(page.Items, start)
 }
 
 // ListPending lists operations in a pending status whose last update is before updatedBefore,
@@ -595,12 +535,7 @@ func (s *Store) ListPending(ctx context.Context, status workflow.Status, updated
 	if err != nil {
 		return record.Page[*record.Operation]{}, err
 	}
-	out, err := s.api.Query(ctx, &dynamodb.QueryInput{
-		TableName: aws.String(s.table), IndexName: aws.String(indexPending),
-		KeyConditionExpression: e.KeyCondition(), ExpressionAttributeNames: e.Names(),
-		ExpressionAttributeValues: e.Values(), Limit: aws.Int32(int32(clampLimit(limit))),
-		ExclusiveStartKey: start,
-	})
+	out, err := s.query(ctx, query{index: indexPending, e: e, limit: clampLimit(limit), start: start})
 	if err != nil {
 		return record.Page[*record.Operation]{}, fmt.Errorf("ledger: list pending %s operations: %w", status, err)
 	}
@@ -640,6 +575,19 @@ func onlyKeys(k map[string]string, allowed ...string) bool {
 }
 
 // encodeCursor turns a LastEvaluatedKey (string attributes only) into an opaque cursor.
+// pageOf is the page of items of a query that stopped at lek (none on the last page).
+func pageOf[T any](items []T, lek map[string]types.AttributeValue) (record.Page[T], error) {
+	page := record.Page[T]{Items: items}
+	if len(lek) > 0 {
+		c, err := encodeCursor(lek)
+		if err != nil {
+			return record.Page[T]{}, err
+		}
+		page.Cursor = c
+	}
+	return page, nil
+}
+
 func encodeCursor(lek map[string]types.AttributeValue) (string, error) {
 	var m map[string]string
 	if err := attributevalue.UnmarshalMap(lek, &m); err != nil {

@@ -86,44 +86,22 @@ func rewrite(params any) any {
 	switch v := params.(type) {
 	case *dynamodb.PutItemInput:
 		c := *v
-		f := newFixer(c.ExpressionAttributeNames)
-		c.ConditionExpression = f.expr(c.ConditionExpression)
-		c.ExpressionAttributeNames = f.namesMap(c.ExpressionAttributeNames)
-		return &c
+		return fix(&c, &c.ExpressionAttributeNames, &c.ConditionExpression)
 	case *dynamodb.UpdateItemInput:
 		c := *v
-		f := newFixer(c.ExpressionAttributeNames)
-		c.ConditionExpression = f.expr(c.ConditionExpression)
-		c.UpdateExpression = f.expr(c.UpdateExpression)
-		c.ExpressionAttributeNames = f.namesMap(c.ExpressionAttributeNames)
-		return &c
+		return fix(&c, &c.ExpressionAttributeNames, &c.ConditionExpression, &c.UpdateExpression)
 	case *dynamodb.DeleteItemInput:
 		c := *v
-		f := newFixer(c.ExpressionAttributeNames)
-		c.ConditionExpression = f.expr(c.ConditionExpression)
-		c.ExpressionAttributeNames = f.namesMap(c.ExpressionAttributeNames)
-		return &c
+		return fix(&c, &c.ExpressionAttributeNames, &c.ConditionExpression)
 	case *dynamodb.GetItemInput:
 		c := *v
-		f := newFixer(c.ExpressionAttributeNames)
-		c.ProjectionExpression = f.expr(c.ProjectionExpression)
-		c.ExpressionAttributeNames = f.namesMap(c.ExpressionAttributeNames)
-		return &c
+		return fix(&c, &c.ExpressionAttributeNames, &c.ProjectionExpression)
 	case *dynamodb.QueryInput:
 		c := *v
-		f := newFixer(c.ExpressionAttributeNames)
-		c.KeyConditionExpression = f.expr(c.KeyConditionExpression)
-		c.FilterExpression = f.expr(c.FilterExpression)
-		c.ProjectionExpression = f.expr(c.ProjectionExpression)
-		c.ExpressionAttributeNames = f.namesMap(c.ExpressionAttributeNames)
-		return &c
+		return fix(&c, &c.ExpressionAttributeNames, &c.KeyConditionExpression, &c.FilterExpression, &c.ProjectionExpression)
 	case *dynamodb.ScanInput:
 		c := *v
-		f := newFixer(c.ExpressionAttributeNames)
-		c.FilterExpression = f.expr(c.FilterExpression)
-		c.ProjectionExpression = f.expr(c.ProjectionExpression)
-		c.ExpressionAttributeNames = f.namesMap(c.ExpressionAttributeNames)
-		return &c
+		return fix(&c, &c.ExpressionAttributeNames, &c.FilterExpression, &c.ProjectionExpression)
 	case *dynamodb.TransactWriteItemsInput:
 		c := *v
 		c.TransactItems = make([]types.TransactWriteItem, len(v.TransactItems))
@@ -139,29 +117,27 @@ func rewriteTransactItem(it types.TransactWriteItem) types.TransactWriteItem {
 	switch {
 	case it.Put != nil:
 		p := *it.Put
-		f := newFixer(p.ExpressionAttributeNames)
-		p.ConditionExpression = f.expr(p.ConditionExpression)
-		p.ExpressionAttributeNames = f.namesMap(p.ExpressionAttributeNames)
-		it.Put = &p
+		it.Put = fix(&p, &p.ExpressionAttributeNames, &p.ConditionExpression)
 	case it.Update != nil:
 		u := *it.Update
-		f := newFixer(u.ExpressionAttributeNames)
-		u.ConditionExpression = f.expr(u.ConditionExpression)
-		u.UpdateExpression = f.expr(u.UpdateExpression)
-		u.ExpressionAttributeNames = f.namesMap(u.ExpressionAttributeNames)
-		it.Update = &u
+		it.Update = fix(&u, &u.ExpressionAttributeNames, &u.ConditionExpression, &u.UpdateExpression)
 	case it.Delete != nil:
 		d := *it.Delete
-		f := newFixer(d.ExpressionAttributeNames)
-		d.ConditionExpression = f.expr(d.ConditionExpression)
-		d.ExpressionAttributeNames = f.namesMap(d.ExpressionAttributeNames)
-		it.Delete = &d
+		it.Delete = fix(&d, &d.ExpressionAttributeNames, &d.ConditionExpression)
 	case it.ConditionCheck != nil:
 		cc := *it.ConditionCheck
-		f := newFixer(cc.ExpressionAttributeNames)
-		cc.ConditionExpression = f.expr(cc.ConditionExpression)
-		cc.ExpressionAttributeNames = f.namesMap(cc.ExpressionAttributeNames)
-		it.ConditionCheck = &cc
+		it.ConditionCheck = fix(&cc, &cc.ExpressionAttributeNames, &cc.ConditionExpression)
 	}
 	return it
+}
+
+// fix rewrites, in c (a copy of a request or of a transaction's item), the expressions exprs and
+// the names map they share, and returns c.
+func fix[T any](c *T, names *map[string]string, exprs ...**string) *T {
+	f := newFixer(*names)
+	for _, e := range exprs {
+		*e = f.expr(*e)
+	}
+	*names = f.namesMap(*names)
+	return c
 }

@@ -136,26 +136,27 @@ func New(w io.Writer, namespace string, now func() time.Time) *Recorder {
 
 // Count adds n to the counter name with dims.
 func (r *Recorder) Count(name string, dims Dims, n int) {
-	if r == nil {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	g := r.group(dims)
-	g.add(name, UnitCount)
-	g.counts[name] += float64(n)
+	r.record(name, dims, UnitCount, func(g *group) { g.counts[name] += float64(n) })
 }
 
 // Duration records one duration sample of name with dims, in milliseconds.
 func (r *Recorder) Duration(name string, dims Dims, d time.Duration) {
+	r.record(name, dims, UnitMilliseconds, func(g *group) {
+		g.samples[name] = append(g.samples[name], float64(d.Microseconds())/1000)
+	})
+}
+
+// record declares the metric name of unit in the group of dims and lets add add its value,
+// under the lock; a nil Recorder records nothing.
+func (r *Recorder) record(name string, dims Dims, unit string, add func(g *group)) {
 	if r == nil {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	g := r.group(dims)
-	g.add(name, UnitMilliseconds)
-	g.samples[name] = append(g.samples[name], float64(d.Microseconds())/1000)
+	g.add(name, unit)
+	add(g)
 }
 
 // Flush writes every collected metric, one line per dimension set (more when a duration has

@@ -175,6 +175,20 @@ func (s *Stage) Load(ctx context.Context, tenant, id string) (*record.Operation,
 	return op, nil
 }
 
+// LoadRequest reads the tenant's operation (Load) and the buy request stored with it
+// (ParseRequest).
+func (s *Stage) LoadRequest(ctx context.Context, tenant, id string) (*record.Operation, *Request, error) {
+	op, err := s.Load(ctx, tenant, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	req, err := ParseRequest(op)
+	if err != nil {
+		return nil, nil, err
+	}
+	return op, req, nil
+}
+
 // move transitions op to to, forward only (sellertask.Move, no retry of a lost transaction
 // race: the ASL retries the TransientError). A refused transition is "no change": it returns
 // the current operation and moved=false. A missing operation is a NotFoundError.

@@ -308,19 +308,21 @@ func StageIn(op *record.Operation, a workflow.Action) workflow.StageInput {
 // Check runs the governance stage's check of op; an error fails the test.
 func (e *Env) Check(op *record.Operation) workflow.GovernanceOutput {
 	e.T.Helper()
-	out, err := e.GovStage.Check(context.Background(), StageIn(op, workflow.ActionCheck))
-	if err != nil {
-		e.T.Fatalf("check: %v", err)
-	}
-	return out
+	return runStage(e, "check", e.GovStage.Check, StageIn(op, workflow.ActionCheck))
 }
 
 // Create runs the create stage on op; an error fails the test.
 func (e *Env) Create(op *record.Operation) workflow.SellerOutput {
 	e.T.Helper()
-	out, err := e.CreateStage.CreateMediaBuy(context.Background(), StageIn(op, workflow.ActionCreate))
+	return runStage(e, "create", e.CreateStage.CreateMediaBuy, StageIn(op, workflow.ActionCreate))
+}
+
+// runStage runs stage on in; an error fails the test, named what.
+func runStage[Out any](e *Env, what string, stage func(context.Context, workflow.StageInput) (Out, error), in workflow.StageInput) Out {
+	e.T.Helper()
+	out, err := stage(context.Background(), in)
 	if err != nil {
-		e.T.Fatalf("create: %v", err)
+		e.T.Fatalf("%s: %v", what, err)
 	}
 	return out
 }

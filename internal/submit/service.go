@@ -167,3 +167,94 @@ func viewOf(v record.View) api.MediaBuy {
 	}
 	return out
 }
+
+// latestApproval finds the operation's latest approval request on its timeline and reads it;
+// errNoApproval says no person was asked. also, when set, sees every event of the walk: what
+// else the view reads from the timeline costs no second walk.
+func (s *Service) latestApproval(ctx context.Context, tenant, opID string, also func(record.Event)) (*api.Approval, error) {
+	var last struct {
+		ApprovalID string `json:"approval_id"`
+		Round      int    `json:"round"`
+		Escalation bool   `json:"escalation"`
+		CampaignID string `json:"campaign_id"`
+	}
+	var requestedAt time.Time
+	cursor := ""
+	for page := 0; page < 200; page++ {
+		p, err := s.ledger.ListEvents(ctx, tenant, opID, record.MaxListLimit, cursor)
+		if err != nil {
+			return nil, fmt.Errorf("submit: timeline of %s: %w", opID, err)
+		}
+		for _, ev := range p.Items {
+			if also != nil {
+				also(ev)
+			}
+			if ev.Type != record.EventApprovalRequested {
+				continue
+			}
+			if json.Unmarshal(ev.Detail, &last) != nil {
+				continue
+			}
+			requestedAt = ev.At
+		}
+		if p.Cursor == "" {
+			break
+		}
+		cursor = p.Cursor
+	}
+	if last.ApprovalID == "" {
+		return nil, errNoApproval
+	}
+	a, err := s.ledger.GetApproval(ctx, last.ApprovalID)
+	if err != nil {
+		return nil, fmt.Errorf("submit: approval of %s: %w", opID, err)
+	}
+	// Approvals are keyed by id alone: one that is not this tenant's operation's (or the
+	// campaign's whose request this leg's timeline records) is not shown.
+	mine := a.OperationID == opID || (a.CampaignID != "" && a.CampaignID == last.CampaignID)
+	if a.Tenant != tenant || !mine {
+		return nil, errNoApproval
+	}
+	v := buy.ApprovalOf(a)
+	v.RequestedAt, v.Round, v.Escalation = buy.RFC3339(requestedAt), last.Round, last.Escalation
+	return v, nil
+}
+
+var errNoApproval = errors.New("submit: no approval")
+
+// Reasons of a WaitingView.
+const (
+	waitingSeller     = "seller_unavailable"
+	waitingGovernance = "governance_unavailable"
+)
+
+// waiting returns what the buy waits for when its next step calls an agent whose breaker is
+// open, or nil. Governance is asked until the buy is placed; the seller from the create on.
+func (s *Service) waiting(ctx context.Context, op *record.Operation) (*api.Waiting, error) {
+	agent, reason := "", ""
+	switch op.Status {
+	case workflow.StatusRequested, workflow.StatusCheckingGovernance:
+		agent, reason = op.GovernanceAgentID, waitingGovernance
+	case workflow.StatusCreating, workflow.StatusSubmitted, workflow.StatusWorking:
+		agent, reason = op.SellerID, waitingSeller
+	}
+	if agent == "" {
+		return nil, nil
+	}
+	b, err := s.ledger.GetBreaker(ctx, agent)
+	if errors.Is(err, record.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("submit: circuit breaker of %s: %w", agent, err)
+	}
+	retryAt := b.RetryAt
+	switch b.State {
+	case record.BreakerOpen:
+	case record.BreakerHalfOpen:
+		retryAt = b.ProbeUntil
+	default:
+		return nil, nil
+	}
+	return &api.Waiting{Reason: reason, AgentID: agent, Since: buy.RFC3339(b.OpenedAt), RetryAt: buy.RFC3339(retryAt)}, nil
+}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -36,6 +37,12 @@ func Main(run func(ctx context.Context, getenv func(string) string) error) {
 		slog.Error("cold start failed", "err", err)
 		os.Exit(1)
 	}
+}
+
+// Start hands h, wrapped with metrics.Flushing of the function's recorder, to lambda.Start,
+// which blocks.
+func Start[In, Out any](c *Cold, h func(context.Context, In) (Out, error)) {
+	lambda.Start(metrics.Flushing(c.Metrics, h))
 }
 
 // Cold is what a function builds from its environment once per cold start.
