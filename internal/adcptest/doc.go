@@ -57,6 +57,14 @@
 //     principal's task answers REFERENCE_NOT_FOUND. Statuses move only along
 //     the script (Advance) or as forced (Finish); terminal tasks never move.
 //     Inline (synchronous) results never produce a task or a webhook.
+//   - Plans (governance): a plan pushed with sync_plans binds every later
+//     check_governance of a create_media_buy under its plan_id, before any
+//     scripted outcome. The proposed amount (total_budget, budget.total or the
+//     sum of package budgets) over budget.reallocation_threshold (the
+//     per-transaction limit, as the official storyboards read it; 0 and
+//     reallocation_unlimited mean none), or over budget.total less what
+//     report_plan_outcome reported committed since the sync, is denied with one
+//     critical finding per limit naming the amounts. ForgetPlan drops a plan.
 //   - Known spec gap, kept faithfully: an async check_governance task reports
 //     task_type "check_governance", which the 3.1.19 task-type enum lacks, so
 //     its get_task_status response does not validate against the schema.

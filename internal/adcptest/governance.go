@@ -86,8 +86,9 @@ type Governance struct {
 	*agent
 	opts     GovernanceOptions
 	plans    map[string]map[string]any
-	rounds   map[string]int     // advisory condition rounds per plan
-	required map[string]float64 // machine-actionable required value per plan|tool
+	limits   map[string]*planLimits // per plan, from its last sync_plans
+	rounds   map[string]int         // advisory condition rounds per plan
+	required map[string]float64     // machine-actionable required value per plan|tool
 	checks   map[string]map[string]any
 }
 
@@ -118,6 +119,7 @@ func NewGovernance(opts GovernanceOptions) *Governance {
 		}),
 		opts:     opts,
 		plans:    map[string]map[string]any{},
+		limits:   map[string]*planLimits{},
 		rounds:   map[string]int{},
 		required: map[string]float64{},
 		checks:   map[string]map[string]any{},
@@ -175,6 +177,8 @@ func (g *Governance) syncPlans(_ context.Context, c *call) reply {
 		cp := cloneMap(pm)
 		cp["_version"] = version
 		g.plans[id] = cp
+		l := limitsOf(pm)
+		g.limits[id] = &l
 		out = append(out, map[string]any{
 			"plan_id": id, "status": "active", "version": version,
 			"categories": []any{map[string]any{"category_id": "budget_compliance", "status": "active"}},
@@ -208,6 +212,11 @@ func (g *Governance) checkGovernance(_ context.Context, c *call) reply {
 	if g.opts.RequireSyncedPlans && !known {
 		return reply{err: &AdcpError{Code: "PLAN_NOT_FOUND", Message: "no plan " + planID, Field: "plan_id", Recovery: "correctable"}}
 	}
+	if f := g.planFindings(c); len(f) > 0 {
+		// The plan binds before any scripted outcome: a real agent never lets a script
+		// (or a person's review) approve what its plan forbids outright.
+		return reply{body: g.verdict(c, GovDenied, f)}
+	}
 	b := g.behavior(c)
 	switch b {
 	case govAsyncReview, govAsyncDenied:
@@ -220,18 +229,39 @@ func (g *Governance) checkGovernance(_ context.Context, c *call) reply {
 				if status != "completed" {
 					return nil, nil
 				}
-				return g.verdict(c, final), nil
+				return g.verdict(c, final, nil), nil
 			})
 		g.mu.Lock()
 		t.Message = "plan requires human review"
 		g.mu.Unlock()
 		return reply{body: map[string]any{"status": "submitted", "task_id": t.ID, "message": "plan requires human review"}}
 	}
-	return reply{body: g.verdict(c, b)}
+	return reply{body: g.verdict(c, b, nil)}
 }
 
-// verdict builds a check_governance body for a synchronous behaviour.
-func (g *Governance) verdict(c *call, b GovernanceBehavior) map[string]any {
+// planFindings are the synced plan's objections to the create_media_buy a check proposes; nil
+// when the plan is unknown, the tool is another or the payload names no amount.
+func (g *Governance) planFindings(c *call) []any {
+	if c.str("tool") != "create_media_buy" {
+		return nil
+	}
+	payload, _ := c.args["payload"].(map[string]any)
+	amount, ok := transactionAmount(payload)
+	if !ok {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	l := g.limits[c.str("plan_id")]
+	if l == nil {
+		return nil
+	}
+	return l.findings(amount)
+}
+
+// verdict builds a check_governance body for a synchronous behaviour; findings, when given,
+// replace a denial's scripted finding (the plan's own objections).
+func (g *Governance) verdict(c *call, b GovernanceBehavior, findings []any) map[string]any {
 	ttl := g.opts.TokenTTL
 	if c.script.has("short_ttl") {
 		ttl = time.Second
@@ -295,6 +325,10 @@ func (g *Governance) verdict(c *call, b GovernanceBehavior) map[string]any {
 		body["verdict"] = "denied"
 		body["explanation"] = "the action violates the plan"
 		body["findings"] = []any{map[string]any{"category_id": "budget_compliance", "severity": "critical", "explanation": "committed spend would exceed the plan budget"}}
+		if len(findings) > 0 {
+			body["explanation"] = "the action exceeds the plan's spending authority"
+			body["findings"] = findings
+		}
 	}
 	if g.opts.Version == Version30 || c.version == Version30 {
 		body["status"] = body["verdict"]
@@ -339,10 +373,24 @@ func (g *Governance) reportOutcome(_ context.Context, c *call) reply {
 	if sr, ok := c.args["seller_response"].(map[string]any); ok {
 		committed, _ = sr["committed_budget"].(float64)
 	}
+	// A synced plan keeps what its outcomes committed, so the next check sees less room; a
+	// plan never synced is summarised against a nominal 100,000.
+	total, sum := 100000.0, committed
+	g.mu.Lock()
+	if l := g.limits[c.str("plan_id")]; l != nil {
+		if outcome == "completed" {
+			l.committed += committed
+		}
+		sum = l.committed
+		if l.hasTotal {
+			total = l.total
+		}
+	}
+	g.mu.Unlock()
 	body := map[string]any{
 		"outcome_id":    g.nextID("out"),
 		"outcome_state": "accepted",
-		"plan_summary":  map[string]any{"total_committed": committed, "budget_remaining": math.Max(0, 100000-committed)},
+		"plan_summary":  map[string]any{"total_committed": sum, "budget_remaining": math.Max(0, total-sum)},
 	}
 	if outcome == "completed" {
 		body["committed_budget"] = committed
@@ -356,6 +404,16 @@ func (g *Governance) reportOutcome(_ context.Context, c *call) reply {
 		delete(body, "outcome_state")
 	}
 	return reply{body: body}
+}
+
+// ForgetPlan drops plan id and what was committed to it, as if it had never been synced: a
+// test that pushes a plan to an agent other tests share calls it when done, so their checks
+// are not held to its limits.
+func (g *Governance) ForgetPlan(id string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.plans, id)
+	delete(g.limits, id)
 }
 
 // Check returns the body of a recorded check_governance verdict by check_id.
