@@ -95,7 +95,6 @@ type commonOptions struct {
 	RetryAfter    int
 	ReplayTTL     time.Duration
 	IdempotencyOK bool
-	AuthHTTP      bool
 	SSE           bool
 }
 
@@ -324,7 +323,9 @@ func (a *agent) handle(ctx context.Context, tool string, req *mcp.CallToolReques
 		}
 	}
 
-	// Auth: Authorization: Bearer is canonical; x-adcp-auth is the legacy alias.
+	// Auth: Authorization: Bearer is canonical; x-adcp-auth is the legacy alias. The HTTP
+	// middleware already refused the request without them; this keeps a tool body from ever
+	// running unauthenticated should a request reach MCP another way.
 	tok, present := bearer(hdr)
 	if !present {
 		return finish(nil, &AdcpError{Code: "AUTH_MISSING", Message: "no bearer credential on the request", Recovery: "terminal"}, false)
@@ -562,7 +563,9 @@ func (a *agent) faultMiddleware(next http.Handler) http.Handler {
 			} `json:"params"`
 		}
 		parseErr := json.Unmarshal(body, &msg)
-		if a.opts.AuthHTTP {
+		// Credentials are checked before MCP sees the request, the handshake included, as
+		// the SDK's sellers do (RFC 6750: HTTP 401 and a challenge), never as a tool result.
+		{
 			tok, present := bearer(r.Header)
 			if !present || !a.tokenOK(tok) {
 				code, jcode, text := "AUTH_INVALID", -32028, "bearer credential not recognised"
@@ -582,6 +585,14 @@ func (a *agent) faultMiddleware(next http.Handler) http.Handler {
 				_, _ = w.Write(e)
 				return
 			}
+		}
+		if jsonOK, streamOK := accepts(r.Header.Values("Accept")); !jsonOK || !streamOK {
+			// The MCP TypeScript SDK's answer (a JSON 406), not the Go SDK's text/plain 400:
+			// a buyer that reads the body of an error must get JSON from an SDK seller.
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotAcceptable)
+			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","error":{"code":-32000,"message":"Not Acceptable: Client must accept both application/json and text/event-stream"},"id":null}`))
+			return
 		}
 		if parseErr != nil || msg.Method != "tools/call" || msg.Params.Name == "get_adcp_capabilities" {
 			next.ServeHTTP(w, r)
@@ -668,6 +679,25 @@ func (a *agent) faultMiddleware(next http.Handler) http.Handler {
 		w.WriteHeader(f.status)
 		_, _ = fmt.Fprintf(w, `{"jsonrpc":"2.0","error":{"code":-32603,"message":"simulated HTTP %d"}}`, f.status)
 	})
+}
+
+// accepts reports whether Accept values admit JSON and an event stream, as the MCP
+// streamable HTTP transport requires of every POST.
+func accepts(values []string) (jsonOK, streamOK bool) {
+	for _, v := range values {
+		for _, raw := range strings.Split(v, ",") {
+			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
+			switch strings.ToLower(strings.TrimSpace(base)) {
+			case "application/json", "application/*":
+				jsonOK = true
+			case "text/event-stream", "text/*":
+				streamOK = true
+			case "*/*":
+				jsonOK, streamOK = true, true
+			}
+		}
+	}
+	return jsonOK, streamOK
 }
 
 // ---- tasks ----

@@ -15,13 +15,15 @@
 //
 // # Invariants
 //
-//   - Auth: every tool call must carry Authorization: Bearer <token> (the
-//     legacy x-adcp-auth header is accepted too). Missing → isError with
-//     adcp_error AUTH_MISSING; wrong → AUTH_INVALID. The MCP handshake itself
-//     is not authenticated, so clients connect and then see the tool error.
-//     With AuthHTTP the check moves before MCP: every POST without the token
-//     gets HTTP 401, WWW-Authenticate: Bearer and a JSON-RPC error -32028
-//     whose data.adcp_error names the code.
+//   - Auth: every MCP POST (the handshake included) must carry
+//     Authorization: Bearer <token> (the legacy x-adcp-auth header is accepted
+//     too). Without it, or with a wrong one, the agent answers as the SDK's
+//     sellers do: HTTP 401, WWW-Authenticate: Bearer and a JSON-RPC error
+//     -32028 whose data.adcp_error names AUTH_MISSING or AUTH_INVALID; MCP never
+//     sees the request.
+//   - Accept: a POST whose Accept admits not both application/json and
+//     text/event-stream gets HTTP 406 with a JSON-RPC error as
+//     application/json (the MCP TypeScript SDK's answer).
 //   - Validation: every call's arguments are validated against the tool's
 //     request schema (format assertion on; the schemas embedded by
 //     internal/adcpschemas, or the folder $BUYFLOW_ADCP_SCHEMAS names). A
@@ -146,10 +148,15 @@
 // # Push notifications
 //
 // When create_media_buy or update_media_buy goes async and carries
-// push_notification_config (url, operation_id — required here — token,
+// push_notification_config (url, operation_id — optional, as the SDK's sellers
+// accept a config without it; the notifications then carry none — token,
 // authentication), the seller POSTs a core/mcp-webhook-payload.json body on
 // every later status change (working, input-required, completed, failed,
-// canceled; never for submitted or inline results): idempotency_key (new per
+// canceled; never for submitted or inline results). With
+// SellerOptions.TerminalWebhooks it posts as the SDK's sellers do: only
+// terminal statuses, plus one completed notification after each synchronous
+// success (task_id "sync-<uuid>", a task no poll knows, result the success
+// body). Each carries idempotency_key (new per
 // event, stable across retries), notification_id, operation_id, task_id,
 // task_type, protocol, status, timestamp, message, token echo, result and
 // the create request's context. Signing follows the registration: with

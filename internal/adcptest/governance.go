@@ -62,10 +62,6 @@ type GovernanceOptions struct {
 	RequireSyncedPlans bool
 	// PollTools selects the polling tool names.
 	PollTools PollTools
-	// AuthHTTP rejects unauthenticated MCP POSTs (the handshake included)
-	// with HTTP 401, WWW-Authenticate: Bearer and a JSON-RPC error -32028
-	// whose data carries adcp_error, instead of a tool-level isError.
-	AuthHTTP bool
 	// SSE answers MCP POSTs as text/event-stream (as @adcp/sdk does)
 	// instead of application/json.
 	SSE bool
@@ -115,7 +111,7 @@ func NewGovernance(opts GovernanceOptions) *Governance {
 			Name: "adcptest-governance", Token: opts.Token, Tokens: opts.Tokens, Version: opts.Version, Now: opts.Now,
 			SchemaDir: opts.SchemaDir, Validator: opts.Validator, PollsPerStep: polls,
 			StepInterval: opts.StepInterval, SlowDelay: opts.SlowDelay, RetryAfter: opts.RetryAfter,
-			ReplayTTL: opts.ReplayTTL, AuthHTTP: opts.AuthHTTP, SSE: opts.SSE, IdempotencyOK: true,
+			ReplayTTL: opts.ReplayTTL, SSE: opts.SSE, IdempotencyOK: true,
 		}),
 		opts:     opts,
 		plans:    map[string]map[string]any{},
