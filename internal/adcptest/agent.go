@@ -359,6 +359,10 @@ func (a *agent) handle(ctx context.Context, tool string, req *mcp.CallToolReques
 		}
 	} else if m, ok := c.args["adcp_major_version"].(float64); ok && m != 3 {
 		return finish(nil, &AdcpError{Code: "VERSION_UNSUPPORTED", Message: "adcp_major_version " + strconv.Itoa(int(m)) + " is not supported", Field: "adcp_major_version", Recovery: "correctable"}, false)
+	} else if ok {
+		// The integer alone is how a 3.0 client pins its version (adcp_version arrived in
+		// 3.1, whose clients send both): answer it in 3.0's shape, as a 3.0 seller would.
+		c.version = Version30
 	}
 
 	c.script = a.parse(c.args)
@@ -464,7 +468,9 @@ func (a *agent) envelope(c *call, body map[string]any, e *AdcpError) map[string]
 			delete(out, "status")
 		}
 	}
-	if _, ok := out["status"]; !ok && e == nil && c.version != Version30 {
+	if _, ok := out["status"]; !ok && e == nil {
+		// 3.0 carries the task status at the root too (v3_envelope_integrity grades it);
+		// only its create/update and governance answers put another status there.
 		out["status"] = "completed"
 	}
 	if ctxRaw, ok := c.fields["context"]; ok {

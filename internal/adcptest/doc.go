@@ -38,7 +38,8 @@
 //     isError and carry adcp_error (core/error.json: code, message, recovery,
 //     field, retry_after, issues, details), the same error in errors[] (the
 //     two-layer model) and status "failed".
-//   - Version: Version30 (or a request pinning adcp_version "3.0") switches
+//   - Version: Version30 (or a request pinning adcp_version "3.0", or one
+//     carrying adcp_major_version without adcp_version, as 3.0 clients do) switches
 //     to the 3.0 names: check_governance status (not verdict),
 //     report_plan_outcome status (not outcome_state), the media-buy status in
 //     the root status of a create/update success, no adcp_version. Another

@@ -103,3 +103,31 @@ func TestGovernanceCountsCommittedSpendAgainstThePlan(t *testing.T) {
 		t.Errorf("2,000 more on 8,000 of 10,000: %s", r.Raw)
 	}
 }
+
+// A caller that sends adcp_major_version without adcp_version speaks 3.0 (the SDK's 3.0
+// clients send only the integer, the field adcp_version arrived in 3.1): the agents answer it
+// in 3.0's shape, as governance_spend_authority/denied grades it.
+func TestAgentsAnswerAThreeZeroCallerInThreeZero(t *testing.T) {
+	g, cs := startGov(t, GovernanceOptions{})
+	syncPlan(t, g, map[string]any{"total": 10000, "currency": "USD", "reallocation_threshold": 0})
+	a := checkArgs("", 50000)
+	delete(a, "adcp_version")
+	a["adcp_major_version"] = 3
+	r := callT(t, cs, "check_governance", a)
+	if r.str("status") != "denied" || r.get("verdict") != nil || r.get("adcp_version") != nil {
+		t.Errorf("3.0 caller's check: %s", r.Raw)
+	}
+	_, ss := startSeller(t, SellerOptions{})
+	c := createArgs("")
+	delete(c, "adcp_version")
+	c["adcp_major_version"] = 3
+	if r := callT(t, ss, "create_media_buy", c); r.str("status") != "pending_creatives" || r.get("adcp_version") != nil {
+		t.Errorf("3.0 caller's create: %s", r.Raw)
+	}
+	// A 3.1 caller sends both and gets 3.1.
+	c = createArgs("")
+	c["adcp_major_version"] = 3
+	if r := callT(t, ss, "create_media_buy", c); r.str("status") != "completed" || r.str("adcp_version") != "3.1" {
+		t.Errorf("3.1 caller's create: %s", r.Raw)
+	}
+}
