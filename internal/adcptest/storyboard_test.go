@@ -48,6 +48,11 @@ func TestOfficialStoryboards(t *testing.T) {
 		"seller":     runStoryboards(t, root, sellerURL, DefaultSellerToken),
 		"governance": runStoryboards(t, root, govURL, DefaultGovernanceToken),
 	}
+	// The assessment picks storyboards by declared specialisms, which the governance double
+	// declares none of; the plan's limits are graded by this one, named.
+	for k, v := range runStoryboards(t, root, govURL, DefaultGovernanceToken, "governance_spend_authority/denied") {
+		got["governance"][k] = v
+	}
 	for agent, steps := range got {
 		for _, line := range storyboardCounts(steps) {
 			t.Logf("%s: %s", agent, line)
@@ -88,14 +93,15 @@ func TestOfficialStoryboards(t *testing.T) {
 	}
 }
 
-// runStoryboards runs the runner's capability-driven assessment of the agent at url and
-// returns each graded step ("storyboard :: phase/title") with its grade.
-func runStoryboards(t *testing.T, root, url, token string) map[string]string {
+// runStoryboards runs the runner's capability-driven assessment of the agent at url (or the
+// storyboards ids names) and returns each graded step ("storyboard :: phase/title") with its grade.
+func runStoryboards(t *testing.T, root, url, token string, ids ...string) map[string]string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "node_modules", ".bin", "adcp"), "storyboard", "run", url,
-		"--auth", token, "--protocol", "mcp", "--allow-http", "--json")
+	args := append([]string{"storyboard", "run", url}, ids...)
+	args = append(args, "--auth", token, "--protocol", "mcp", "--allow-http", "--json")
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "node_modules", ".bin", "adcp"), args...)
 	cmd.Dir = root
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
