@@ -67,7 +67,7 @@
 //     per-transaction limit, as the official storyboards read it; 0 and
 //     reallocation_unlimited mean none), or over budget.total less what
 //     report_plan_outcome reported committed since the sync, is denied with one
-//     critical finding per limit naming the amounts. ForgetPlan drops a plan.
+//     critical finding per limit naming the amounts.
 //   - Known spec gap, kept faithfully: an async check_governance task reports
 //     task_type "check_governance", which the 3.1.19 task-type enum lacks, so
 //     its get_task_status response does not validate against the schema.

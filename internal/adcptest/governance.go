@@ -402,16 +402,6 @@ func (g *Governance) reportOutcome(_ context.Context, c *call) reply {
 	return reply{body: body}
 }
 
-// ForgetPlan drops plan id and what was committed to it, as if it had never been synced: a
-// test that pushes a plan to an agent other tests share calls it when done, so their checks
-// are not held to its limits.
-func (g *Governance) ForgetPlan(id string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	delete(g.plans, id)
-	delete(g.limits, id)
-}
-
 // Check returns the body of a recorded check_governance verdict by check_id.
 func (g *Governance) Check(checkID string) (map[string]any, bool) {
 	g.mu.Lock()
