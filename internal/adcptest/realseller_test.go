@@ -170,3 +170,26 @@ func TestWrongAcceptIsJSON406(t *testing.T) {
 		}
 	}
 }
+
+// A canceled buy cannot be paused, resumed or changed: the seller answers INVALID_STATE, as
+// media_buy_state_machine grades it (pause_canceled_buy), instead of applying the change.
+func TestChangeOfACanceledBuyIsInvalidState(t *testing.T) {
+	_, cs := startSeller(t, SellerOptions{})
+	id := callT(t, cs, "create_media_buy", createArgs("")).str("media_buy_id")
+	account := createArgs("")["account"]
+	upd := func(extra map[string]any) result {
+		a := map[string]any{"idempotency_key": key(), "account": account, "media_buy_id": id, "adcp_version": "3.1"}
+		for k, v := range extra {
+			a[k] = v
+		}
+		return callT(t, cs, "update_media_buy", a)
+	}
+	if r := upd(map[string]any{"canceled": true}); r.IsError {
+		t.Fatalf("cancel: %s", r.Raw)
+	}
+	for _, change := range []map[string]any{{"paused": true}, {"paused": false}, {"end_time": "2099-12-31T23:59:59Z"}} {
+		if r := upd(change); r.code() != "INVALID_STATE" {
+			t.Errorf("%v on a canceled buy: %s", change, r.Raw)
+		}
+	}
+}

@@ -459,6 +459,11 @@ func (s *Seller) updateMediaBuy(_ context.Context, c *call) reply {
 	if cancel && (st == "canceled" || st == "completed") {
 		return reply{err: &AdcpError{Code: "NOT_CANCELLABLE", Message: "media buy is already " + st, Field: "canceled", Recovery: "correctable"}}
 	}
+	if !cancel && (st == "canceled" || st == "completed") {
+		// The media-buy lifecycle ends there: a real seller refuses to pause, resume or
+		// change it rather than reviving it.
+		return reply{err: &AdcpError{Code: "INVALID_STATE", Message: "media buy " + id + " is " + st + " and cannot be changed", Field: "media_buy_id", Recovery: "correctable"}}
+	}
 	return s.runScripted(c, "update_media_buy", func() (map[string]any, *AdcpError) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
