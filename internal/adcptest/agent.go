@@ -95,7 +95,6 @@ type commonOptions struct {
 	RetryAfter    int
 	ReplayTTL     time.Duration
 	IdempotencyOK bool
-	AuthHTTP      bool
 	SSE           bool
 }
 
@@ -324,7 +323,9 @@ func (a *agent) handle(ctx context.Context, tool string, req *mcp.CallToolReques
 		}
 	}
 
-	// Auth: Authorization: Bearer is canonical; x-adcp-auth is the legacy alias.
+	// Auth: Authorization: Bearer is canonical; x-adcp-auth is the legacy alias. The HTTP
+	// middleware already refused the request without them; this keeps a tool body from ever
+	// running unauthenticated should a request reach MCP another way.
 	tok, present := bearer(hdr)
 	if !present {
 		return finish(nil, &AdcpError{Code: "AUTH_MISSING", Message: "no bearer credential on the request", Recovery: "terminal"}, false)
@@ -358,6 +359,10 @@ func (a *agent) handle(ctx context.Context, tool string, req *mcp.CallToolReques
 		}
 	} else if m, ok := c.args["adcp_major_version"].(float64); ok && m != 3 {
 		return finish(nil, &AdcpError{Code: "VERSION_UNSUPPORTED", Message: "adcp_major_version " + strconv.Itoa(int(m)) + " is not supported", Field: "adcp_major_version", Recovery: "correctable"}, false)
+	} else if ok {
+		// The integer alone is how a 3.0 client pins its version (adcp_version arrived in
+		// 3.1, whose clients send both): answer it in 3.0's shape, as a 3.0 seller would.
+		c.version = Version30
 	}
 
 	c.script = a.parse(c.args)
@@ -463,7 +468,9 @@ func (a *agent) envelope(c *call, body map[string]any, e *AdcpError) map[string]
 			delete(out, "status")
 		}
 	}
-	if _, ok := out["status"]; !ok && e == nil && c.version != Version30 {
+	if _, ok := out["status"]; !ok && e == nil {
+		// 3.0 carries the task status at the root too (v3_envelope_integrity grades it);
+		// only its create/update and governance answers put another status there.
 		out["status"] = "completed"
 	}
 	if ctxRaw, ok := c.fields["context"]; ok {
@@ -562,7 +569,9 @@ func (a *agent) faultMiddleware(next http.Handler) http.Handler {
 			} `json:"params"`
 		}
 		parseErr := json.Unmarshal(body, &msg)
-		if a.opts.AuthHTTP {
+		// Credentials are checked before MCP sees the request, the handshake included, as
+		// the SDK's sellers do (RFC 6750: HTTP 401 and a challenge), never as a tool result.
+		{
 			tok, present := bearer(r.Header)
 			if !present || !a.tokenOK(tok) {
 				code, jcode, text := "AUTH_INVALID", -32028, "bearer credential not recognised"
@@ -582,6 +591,14 @@ func (a *agent) faultMiddleware(next http.Handler) http.Handler {
 				_, _ = w.Write(e)
 				return
 			}
+		}
+		if jsonOK, streamOK := accepts(r.Header.Values("Accept")); !jsonOK || !streamOK {
+			// The MCP TypeScript SDK's answer (a JSON 406), not the Go SDK's text/plain 400:
+			// a buyer that reads the body of an error must get JSON from an SDK seller.
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotAcceptable)
+			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","error":{"code":-32000,"message":"Not Acceptable: Client must accept both application/json and text/event-stream"},"id":null}`))
+			return
 		}
 		if parseErr != nil || msg.Method != "tools/call" || msg.Params.Name == "get_adcp_capabilities" {
 			next.ServeHTTP(w, r)
@@ -668,6 +685,25 @@ func (a *agent) faultMiddleware(next http.Handler) http.Handler {
 		w.WriteHeader(f.status)
 		_, _ = fmt.Fprintf(w, `{"jsonrpc":"2.0","error":{"code":-32603,"message":"simulated HTTP %d"}}`, f.status)
 	})
+}
+
+// accepts reports whether Accept values admit JSON and an event stream, as the MCP
+// streamable HTTP transport requires of every POST.
+func accepts(values []string) (jsonOK, streamOK bool) {
+	for _, v := range values {
+		for _, raw := range strings.Split(v, ",") {
+			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
+			switch strings.ToLower(strings.TrimSpace(base)) {
+			case "application/json", "application/*":
+				jsonOK = true
+			case "text/event-stream", "text/*":
+				streamOK = true
+			case "*/*":
+				jsonOK, streamOK = true, true
+			}
+		}
+	}
+	return jsonOK, streamOK
 }
 
 // ---- tasks ----

@@ -15,13 +15,15 @@
 //
 // # Invariants
 //
-//   - Auth: every tool call must carry Authorization: Bearer <token> (the
-//     legacy x-adcp-auth header is accepted too). Missing → isError with
-//     adcp_error AUTH_MISSING; wrong → AUTH_INVALID. The MCP handshake itself
-//     is not authenticated, so clients connect and then see the tool error.
-//     With AuthHTTP the check moves before MCP: every POST without the token
-//     gets HTTP 401, WWW-Authenticate: Bearer and a JSON-RPC error -32028
-//     whose data.adcp_error names the code.
+//   - Auth: every MCP POST (the handshake included) must carry
+//     Authorization: Bearer <token> (the legacy x-adcp-auth header is accepted
+//     too). Without it, or with a wrong one, the agent answers as the SDK's
+//     sellers do: HTTP 401, WWW-Authenticate: Bearer and a JSON-RPC error
+//     -32028 whose data.adcp_error names AUTH_MISSING or AUTH_INVALID; MCP never
+//     sees the request.
+//   - Accept: a POST whose Accept admits not both application/json and
+//     text/event-stream gets HTTP 406 with a JSON-RPC error as
+//     application/json (the MCP TypeScript SDK's answer).
 //   - Validation: every call's arguments are validated against the tool's
 //     request schema (format assertion on; the schemas embedded by
 //     internal/adcpschemas, or the folder $BUYFLOW_ADCP_SCHEMAS names). A
@@ -36,7 +38,8 @@
 //     isError and carry adcp_error (core/error.json: code, message, recovery,
 //     field, retry_after, issues, details), the same error in errors[] (the
 //     two-layer model) and status "failed".
-//   - Version: Version30 (or a request pinning adcp_version "3.0") switches
+//   - Version: Version30 (or a request pinning adcp_version "3.0", or one
+//     carrying adcp_major_version without adcp_version, as 3.0 clients do) switches
 //     to the 3.0 names: check_governance status (not verdict),
 //     report_plan_outcome status (not outcome_state), the media-buy status in
 //     the root status of a create/update success, no adcp_version. Another
@@ -57,6 +60,14 @@
 //     principal's task answers REFERENCE_NOT_FOUND. Statuses move only along
 //     the script (Advance) or as forced (Finish); terminal tasks never move.
 //     Inline (synchronous) results never produce a task or a webhook.
+//   - Plans (governance): a plan pushed with sync_plans binds every later
+//     check_governance of a create_media_buy under its plan_id, before any
+//     scripted outcome. The proposed amount (total_budget, budget.total or the
+//     sum of package budgets) over budget.reallocation_threshold (the
+//     per-transaction limit, as the official storyboards read it; 0 and
+//     reallocation_unlimited mean none), or over budget.total less what
+//     report_plan_outcome reported committed since the sync, is denied with one
+//     critical finding per limit naming the amounts.
 //   - Known spec gap, kept faithfully: an async check_governance task reports
 //     task_type "check_governance", which the 3.1.19 task-type enum lacks, so
 //     its get_task_status response does not validate against the schema.
@@ -139,10 +150,15 @@
 // # Push notifications
 //
 // When create_media_buy or update_media_buy goes async and carries
-// push_notification_config (url, operation_id — required here — token,
+// push_notification_config (url, operation_id — optional, as the SDK's sellers
+// accept a config without it; the notifications then carry none — token,
 // authentication), the seller POSTs a core/mcp-webhook-payload.json body on
 // every later status change (working, input-required, completed, failed,
-// canceled; never for submitted or inline results): idempotency_key (new per
+// canceled; never for submitted or inline results). With
+// SellerOptions.TerminalWebhooks it posts as the SDK's sellers do: only
+// terminal statuses, plus one completed notification after each synchronous
+// success (task_id "sync-<uuid>", a task no poll knows, result the success
+// body). Each carries idempotency_key (new per
 // event, stable across retries), notification_id, operation_id, task_id,
 // task_type, protocol, status, timestamp, message, token echo, result and
 // the create request's context. Signing follows the registration: with

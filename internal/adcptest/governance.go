@@ -62,10 +62,6 @@ type GovernanceOptions struct {
 	RequireSyncedPlans bool
 	// PollTools selects the polling tool names.
 	PollTools PollTools
-	// AuthHTTP rejects unauthenticated MCP POSTs (the handshake included)
-	// with HTTP 401, WWW-Authenticate: Bearer and a JSON-RPC error -32028
-	// whose data carries adcp_error, instead of a tool-level isError.
-	AuthHTTP bool
 	// SSE answers MCP POSTs as text/event-stream (as @adcp/sdk does)
 	// instead of application/json.
 	SSE bool
@@ -86,8 +82,9 @@ type Governance struct {
 	*agent
 	opts     GovernanceOptions
 	plans    map[string]map[string]any
-	rounds   map[string]int     // advisory condition rounds per plan
-	required map[string]float64 // machine-actionable required value per plan|tool
+	limits   map[string]*planLimits // per plan, from its last sync_plans
+	rounds   map[string]int         // advisory condition rounds per plan
+	required map[string]float64     // machine-actionable required value per plan|tool
 	checks   map[string]map[string]any
 }
 
@@ -114,10 +111,11 @@ func NewGovernance(opts GovernanceOptions) *Governance {
 			Name: "adcptest-governance", Token: opts.Token, Tokens: opts.Tokens, Version: opts.Version, Now: opts.Now,
 			SchemaDir: opts.SchemaDir, Validator: opts.Validator, PollsPerStep: polls,
 			StepInterval: opts.StepInterval, SlowDelay: opts.SlowDelay, RetryAfter: opts.RetryAfter,
-			ReplayTTL: opts.ReplayTTL, AuthHTTP: opts.AuthHTTP, SSE: opts.SSE, IdempotencyOK: true,
+			ReplayTTL: opts.ReplayTTL, SSE: opts.SSE, IdempotencyOK: true,
 		}),
 		opts:     opts,
 		plans:    map[string]map[string]any{},
+		limits:   map[string]*planLimits{},
 		rounds:   map[string]int{},
 		required: map[string]float64{},
 		checks:   map[string]map[string]any{},
@@ -175,6 +173,8 @@ func (g *Governance) syncPlans(_ context.Context, c *call) reply {
 		cp := cloneMap(pm)
 		cp["_version"] = version
 		g.plans[id] = cp
+		l := limitsOf(pm)
+		g.limits[id] = &l
 		out = append(out, map[string]any{
 			"plan_id": id, "status": "active", "version": version,
 			"categories": []any{map[string]any{"category_id": "budget_compliance", "status": "active"}},
@@ -208,6 +208,11 @@ func (g *Governance) checkGovernance(_ context.Context, c *call) reply {
 	if g.opts.RequireSyncedPlans && !known {
 		return reply{err: &AdcpError{Code: "PLAN_NOT_FOUND", Message: "no plan " + planID, Field: "plan_id", Recovery: "correctable"}}
 	}
+	if f := g.planFindings(c); len(f) > 0 {
+		// The plan binds before any scripted outcome: a real agent never lets a script
+		// (or a person's review) approve what its plan forbids outright.
+		return reply{body: g.verdict(c, GovDenied, f)}
+	}
 	b := g.behavior(c)
 	switch b {
 	case govAsyncReview, govAsyncDenied:
@@ -220,18 +225,39 @@ func (g *Governance) checkGovernance(_ context.Context, c *call) reply {
 				if status != "completed" {
 					return nil, nil
 				}
-				return g.verdict(c, final), nil
+				return g.verdict(c, final, nil), nil
 			})
 		g.mu.Lock()
 		t.Message = "plan requires human review"
 		g.mu.Unlock()
 		return reply{body: map[string]any{"status": "submitted", "task_id": t.ID, "message": "plan requires human review"}}
 	}
-	return reply{body: g.verdict(c, b)}
+	return reply{body: g.verdict(c, b, nil)}
 }
 
-// verdict builds a check_governance body for a synchronous behaviour.
-func (g *Governance) verdict(c *call, b GovernanceBehavior) map[string]any {
+// planFindings are the synced plan's objections to the create_media_buy a check proposes; nil
+// when the plan is unknown, the tool is another or the payload names no amount.
+func (g *Governance) planFindings(c *call) []any {
+	if c.str("tool") != "create_media_buy" {
+		return nil
+	}
+	payload, _ := c.args["payload"].(map[string]any)
+	amount, ok := transactionAmount(payload)
+	if !ok {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	l := g.limits[c.str("plan_id")]
+	if l == nil {
+		return nil
+	}
+	return l.findings(amount)
+}
+
+// verdict builds a check_governance body for a synchronous behaviour; findings, when given,
+// replace a denial's scripted finding (the plan's own objections).
+func (g *Governance) verdict(c *call, b GovernanceBehavior, findings []any) map[string]any {
 	ttl := g.opts.TokenTTL
 	if c.script.has("short_ttl") {
 		ttl = time.Second
@@ -295,6 +321,10 @@ func (g *Governance) verdict(c *call, b GovernanceBehavior) map[string]any {
 		body["verdict"] = "denied"
 		body["explanation"] = "the action violates the plan"
 		body["findings"] = []any{map[string]any{"category_id": "budget_compliance", "severity": "critical", "explanation": "committed spend would exceed the plan budget"}}
+		if len(findings) > 0 {
+			body["explanation"] = "the action exceeds the plan's spending authority"
+			body["findings"] = findings
+		}
 	}
 	if g.opts.Version == Version30 || c.version == Version30 {
 		body["status"] = body["verdict"]
@@ -339,10 +369,24 @@ func (g *Governance) reportOutcome(_ context.Context, c *call) reply {
 	if sr, ok := c.args["seller_response"].(map[string]any); ok {
 		committed, _ = sr["committed_budget"].(float64)
 	}
+	// A synced plan keeps what its outcomes committed, so the next check sees less room; a
+	// plan never synced is summarised against a nominal 100,000.
+	total, sum := 100000.0, committed
+	g.mu.Lock()
+	if l := g.limits[c.str("plan_id")]; l != nil {
+		if outcome == "completed" {
+			l.committed += committed
+		}
+		sum = l.committed
+		if l.hasTotal {
+			total = l.total
+		}
+	}
+	g.mu.Unlock()
 	body := map[string]any{
 		"outcome_id":    g.nextID("out"),
 		"outcome_state": "accepted",
-		"plan_summary":  map[string]any{"total_committed": committed, "budget_remaining": math.Max(0, 100000-committed)},
+		"plan_summary":  map[string]any{"total_committed": sum, "budget_remaining": math.Max(0, total-sum)},
 	}
 	if outcome == "completed" {
 		body["committed_budget"] = committed

@@ -98,9 +98,6 @@ func parsePush(args map[string]any) (*PushConfig, *AdcpError) {
 	pc.URL, _ = m["url"].(string)
 	pc.OperationID, _ = m["operation_id"].(string)
 	pc.Token, _ = m["token"].(string)
-	if pc.OperationID == "" {
-		return nil, &AdcpError{Code: "INVALID_REQUEST", Message: "push_notification_config.operation_id is required by this seller", Field: "push_notification_config.operation_id", Recovery: "correctable"}
-	}
 	if au, ok := m["authentication"].(map[string]any); ok {
 		if l, ok := au["schemes"].([]any); ok && len(l) > 0 {
 			pc.Scheme, _ = l[0].(string)
@@ -108,6 +105,17 @@ func parsePush(args map[string]any) (*PushConfig, *AdcpError) {
 		pc.Credentials, _ = au["credentials"].(string)
 	}
 	return pc, nil
+}
+
+// notifySync posts the completed notification the SDK's sellers send after a synchronous
+// success that carried push_notification_config: a task of its own (task_id "sync-<uuid>")
+// that no poll knows, with the success body as result.
+func (s *Seller) notifySync(c *call, taskType string, pc *PushConfig, body map[string]any) {
+	now := s.now()
+	t := &Task{ID: "sync-" + uuid.NewString(), Type: taskType, Protocol: "media-buy", Status: "completed",
+		CreatedAt: now, UpdatedAt: now, CompletedAt: now, Result: body, Message: "task completed",
+		Context: c.fields["context"], Push: pc, owner: c.owner, script: c.script}
+	s.notify(t)
 }
 
 func (s *Seller) faultsFor(t *Task) map[WebhookFault]bool {
@@ -127,7 +135,7 @@ func (s *Seller) faultsFor(t *Task) map[WebhookFault]bool {
 // after every status change; tasks without push config are ignored.
 func (s *Seller) notify(t *Task) {
 	s.mu.Lock()
-	if t.Push == nil || t.Status == "submitted" {
+	if t.Push == nil || t.Status == "submitted" || s.opts.TerminalWebhooks && !terminal(t.Status) {
 		s.mu.Unlock()
 		return
 	}
@@ -135,12 +143,14 @@ func (s *Seller) notify(t *Task) {
 	payload := map[string]any{
 		"idempotency_key": "whk_" + strings.ReplaceAll(uuid.NewString(), "-", ""),
 		"notification_id": fmt.Sprintf("%s.%d", t.ID, t.seq),
-		"operation_id":    t.Push.OperationID,
 		"task_id":         t.ID,
 		"task_type":       t.Type,
 		"protocol":        t.Protocol,
 		"status":          t.Status,
 		"timestamp":       s.now().Format(time.RFC3339Nano),
+	}
+	if t.Push.OperationID != "" {
+		payload["operation_id"] = t.Push.OperationID
 	}
 	if t.Push.Token != "" {
 		payload["token"] = t.Push.Token

@@ -137,15 +137,6 @@ func TestWebhookNotSentForSync(t *testing.T) {
 	}
 }
 
-func TestWebhookRequiresOperationID(t *testing.T) {
-	_, cs := startSeller(t, SellerOptions{})
-	args := withPush(createArgs("async_complete"), "http://127.0.0.1:1/x", nil)
-	delete(args["push_notification_config"].(map[string]any), "operation_id")
-	if r := callT(t, cs, "create_media_buy", args); r.code() != "INVALID_REQUEST" || r.str("adcp_error.field") != "push_notification_config.operation_id" {
-		t.Errorf("%s", r.Raw)
-	}
-}
-
 func TestWebhookFaults(t *testing.T) {
 	tests := []struct {
 		name       string

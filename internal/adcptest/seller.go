@@ -97,10 +97,6 @@ type SellerOptions struct {
 	ReplayTTL time.Duration
 	// PollTools selects the polling tool names.
 	PollTools PollTools
-	// AuthHTTP rejects unauthenticated MCP POSTs (the handshake included)
-	// with HTTP 401, WWW-Authenticate: Bearer and a JSON-RPC error -32028
-	// whose data carries adcp_error, instead of a tool-level isError.
-	AuthHTTP bool
 	// SSE answers MCP POSTs as text/event-stream (as @adcp/sdk does)
 	// instead of application/json.
 	SSE bool
@@ -126,6 +122,10 @@ type SellerOptions struct {
 	JWKS []byte
 	// WebhookFaults apply to every task's notifications.
 	WebhookFaults []WebhookFault
+	// TerminalWebhooks posts as the SDK's sellers do: terminal statuses only (no working,
+	// no input-required), plus one completed notification after each synchronous success
+	// that carried push_notification_config.
+	TerminalWebhooks bool
 	// WebhookDelay is the FaultDelay wait (default 50 ms).
 	WebhookDelay time.Duration
 	// WebhookMaxAttempts bounds delivery attempts per notification (default 3).
@@ -180,7 +180,7 @@ func NewSeller(opts SellerOptions) *Seller {
 			Name: "adcptest-seller", Token: opts.Token, Tokens: opts.Tokens, Version: opts.Version, Now: opts.Now,
 			SchemaDir: opts.SchemaDir, Validator: opts.Validator, PollsPerStep: opts.PollsPerStep,
 			StepInterval: opts.StepInterval, SlowDelay: opts.SlowDelay, RetryAfter: opts.RetryAfter,
-			ReplayTTL: opts.ReplayTTL, AuthHTTP: opts.AuthHTTP, SSE: opts.SSE, IdempotencyOK: opts.Idempotency == IdempotencyDeclared,
+			ReplayTTL: opts.ReplayTTL, SSE: opts.SSE, IdempotencyOK: opts.Idempotency == IdempotencyDeclared,
 		}),
 		opts:    opts,
 		closing: make(chan struct{}),
@@ -307,6 +307,9 @@ func (s *Seller) runScripted(c *call, taskType string, done func() (map[string]a
 		body, err := done()
 		if err != nil {
 			return reply{err: err}
+		}
+		if pc != nil && s.opts.TerminalWebhooks {
+			s.notifySync(c, taskType, pc, body)
 		}
 		return reply{body: body}
 	}
@@ -468,6 +471,11 @@ func (s *Seller) updateMediaBuy(_ context.Context, c *call) reply {
 	cancel, _ := c.args["canceled"].(bool)
 	if cancel && (st == "canceled" || st == "completed") {
 		return reply{err: &AdcpError{Code: "NOT_CANCELLABLE", Message: "media buy is already " + st, Field: "canceled", Recovery: "correctable"}}
+	}
+	if !cancel && (st == "canceled" || st == "completed") {
+		// The media-buy lifecycle ends there: a real seller refuses to pause, resume or
+		// change it rather than reviving it.
+		return reply{err: &AdcpError{Code: "INVALID_STATE", Message: "media buy " + id + " is " + st + " and cannot be changed", Field: "media_buy_id", Recovery: "correctable"}}
 	}
 	return s.runScripted(c, "update_media_buy", func() (map[string]any, *AdcpError) {
 		s.mu.Lock()

@@ -261,41 +261,6 @@ func TestSellerNoReplayWhenUnsupported(t *testing.T) {
 	}
 }
 
-func TestAuth(t *testing.T) {
-	tests := []struct {
-		name, token, code string
-	}{
-		{"missing", "", "AUTH_MISSING"},
-		{"invalid", "wrong-token", "AUTH_INVALID"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			for _, agentURL := range []func(t *testing.T) (string, func() []Call){
-				func(t *testing.T) (string, func() []Call) {
-					s := NewSeller(SellerOptions{})
-					t.Cleanup(s.Close)
-					return s.Start(), s.Calls
-				},
-				func(t *testing.T) (string, func() []Call) {
-					g := NewGovernance(GovernanceOptions{})
-					t.Cleanup(g.Close)
-					return g.Start(), g.Calls
-				},
-			} {
-				url, calls := agentURL(t)
-				cs := connect(t, url, tt.token, 0)
-				r := callT(t, cs, "get_adcp_capabilities", map[string]any{})
-				if !r.IsError || r.code() != tt.code {
-					t.Errorf("%s: %s", url, r.Raw)
-				}
-				if c := calls(); len(c) != 1 || c[0].AuthOK {
-					t.Errorf("recorded: %+v", c)
-				}
-			}
-		})
-	}
-}
-
 func TestSchemaRejection(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -568,7 +533,7 @@ func TestPONumberScript(t *testing.T) {
 }
 
 func TestAuthHTTP(t *testing.T) {
-	s := NewSeller(SellerOptions{AuthHTTP: true})
+	s := NewSeller(SellerOptions{})
 	url := s.Start()
 	t.Cleanup(s.Close)
 	for _, tok := range []string{"", "wrong-token"} {

@@ -30,6 +30,9 @@ type campaignRun struct {
 	*buyRun
 	spec apiclient.CampaignSpec
 	sub  api.CampaignSubmitted
+	// planID, when set, replaces the example's plan id: a campaign that pushes its plan must
+	// not hold the parallel campaigns on the shared governance agent to that plan's limits.
+	planID string
 }
 
 // beginCampaign prepares a campaign of three legs at the three sellers (budgets 1000, 2000,
@@ -52,6 +55,16 @@ func (r *campaignRun) submitCampaign() {
 	body, err := r.spec.Body(sys.root)
 	if err != nil {
 		r.t.Fatal(err)
+	}
+	if r.planID != "" {
+		var m map[string]any
+		if err := json.Unmarshal(body, &m); err != nil {
+			r.t.Fatal(err)
+		}
+		m["governance"].(map[string]any)["plan_id"] = r.planID
+		if body, err = json.Marshal(m); err != nil {
+			r.t.Fatal(err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -322,6 +335,7 @@ func (r *campaignRun) syncPlansCalls() []adcptest.Call {
 func TestCampaignPushesItsPlanBeforeTheFirstCheck(t *testing.T) {
 	r := beginCampaign(t, "best_effort")
 	r.spec.Plan = true
+	r.planID = "plan-spring-2027-" + r.spec.Legs[0].PO
 	r.submitCampaign()
 	ex := only(t, r.finish(90*time.Second))
 	if ex.Status != "SUCCEEDED" || !slices.Equal(ex.States[:3], []string{"PushPlan", "SyncPlan", "CheckLegs"}) {
@@ -340,7 +354,7 @@ func TestCampaignPushesItsPlanBeforeTheFirstCheck(t *testing.T) {
 		} `json:"plans"`
 	}
 	if err := json.Unmarshal(syncs[0].Arguments, &args); err != nil || len(args.Plans) != 1 ||
-		args.Plans[0].PlanID != "plan-spring-2027" || args.Plans[0].Budget.Total != 6000 {
+		args.Plans[0].PlanID != r.planID || args.Plans[0].Budget.Total != 6000 {
 		t.Errorf("sync_plans arguments %s (%v)", syncs[0].Arguments, err)
 	}
 	for i, leg := range r.sub.Legs {
