@@ -647,11 +647,7 @@ func (a *agent) faultMiddleware(next http.Handler) http.Handler {
 			// response is held back, as when a reply is lost after commit.
 			rec := httptest.NewRecorder()
 			next.ServeHTTP(rec, r)
-			t := time.NewTimer(f.delay)
-			select {
-			case <-t.C:
-			case <-r.Context().Done():
-				t.Stop()
+			if !sleep(r.Context(), f.delay) {
 				return
 			}
 			for k, v := range rec.Header() {
@@ -666,16 +662,11 @@ func (a *agent) faultMiddleware(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		_, authOK := bearer(r.Header)
-		tok, _ := bearer(r.Header)
+		tok, authOK := bearer(r.Header)
 		authOK = authOK && a.tokenOK(tok)
 		a.record(Call{Tool: msg.Params.Name, Arguments: append(json.RawMessage(nil), msg.Params.Arguments...), Time: a.now(), AuthOK: authOK, Fault: name})
 		if f.delay > 0 {
-			t := time.NewTimer(f.delay)
-			select {
-			case <-t.C:
-			case <-r.Context().Done():
-				t.Stop()
+			if !sleep(r.Context(), f.delay) {
 				return
 			}
 			next.ServeHTTP(w, r)
@@ -1129,4 +1120,16 @@ func (a *agent) listTasks(_ context.Context, c *call) reply {
 		"tasks":      items,
 		"pagination": pg,
 	}}
+}
+
+// sleep waits d, or less when ctx ends first (the client gave up); it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
