@@ -47,13 +47,12 @@ const (
 	IdempotencyAbsent IdempotencyMode = "absent"
 )
 
-// PollTools selects which polling tool names an agent registers.
+// PollTools selects which polling tool names an agent registers; the zero value registers both
+// get_task_status/list_tasks and tasks/get/tasks/list.
 type PollTools string
 
 // Polling tool sets.
 const (
-	// pollBoth registers get_task_status/list_tasks and tasks/get/tasks/list.
-	pollBoth PollTools = ""
 	// PollAliasOnly registers only get_task_status and list_tasks.
 	PollAliasOnly PollTools = "alias"
 	// PollLegacyOnly registers only tasks/get and tasks/list.

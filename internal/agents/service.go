@@ -7,7 +7,6 @@ package agents
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -378,7 +377,3 @@ func (s *Service) LoadSeed(ctx context.Context, doc string) ([]string, error) {
 	}
 	return added, nil
 }
-
-// event is what the agents function is invoked with: an HTTP API request, a CloudFormation
-// custom resource request (the seed), or the schedule's {"action":"refresh_capabilities"}.
-type event = json.RawMessage

@@ -71,7 +71,7 @@ func TestRefusesWithInvalidInputError(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var calls []string
 			_, err := table(&calls).Handle(context.Background(), json.RawMessage(tc.raw))
-			invalid, ok := err.(*workflow.InvalidInputError)
+			invalid, ok := err.(*workflow.InvalidInputError) //nolint:errorlint // the ASL matches the bare type: a wrapped error is the bug
 			if !ok {
 				t.Fatalf("err = %T %v, want a bare *workflow.InvalidInputError", err, err)
 			}
@@ -107,7 +107,7 @@ func FuzzHandle(f *testing.F) {
 			Action string `json:"action"`
 		}
 		parsed := json.Unmarshal(raw, &head) == nil
-		if _, invalid := err.(*workflow.InvalidInputError); invalid {
+		if _, invalid := err.(*workflow.InvalidInputError); invalid { //nolint:errorlint // the ASL matches the bare type: a wrapped error is the bug
 			if len(calls) != 0 {
 				t.Fatalf("refused %q after running %v", raw, calls)
 			}
