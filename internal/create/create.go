@@ -333,10 +333,17 @@ func (s *Service) Cancel(ctx context.Context, in workflow.StageInput) (workflow.
 	} else {
 		reason = "the buyer's approver rejected the buy or the approval expired"
 	}
+	nothing := "no media buy at the seller to cancel"
 	if op.MediaBuyID == "" && op.SellerTaskID != "" {
 		// A buy still in the seller's hands (input-required): learn its id if it has one.
 		ts, err := s.AdCP.GetTaskStatus(ctx, req.SellerID, adcp.GetTaskStatusRequest{TaskID: op.SellerTaskID, Account: req.Account(), IncludeResult: true})
 		switch {
+		case sellertask.TaskLost(err):
+			// The seller forgot the task, not the order it may have placed for it: a person
+			// must look, as after the grace of the poll and the sweep.
+			s.CountAdcpError(err)
+			nothing = record.Clip(fmt.Sprintf("seller %s no longer knows task %s, so buyflow has no media buy id to cancel; "+
+				"an order for PO %s may still exist at the seller: ask the seller to find and cancel it", req.SellerID, op.SellerTaskID, op.PONumber), 1000)
 		case err != nil:
 			s.CountAdcpError(err) // best effort: the cancel goes on without the id
 		case len(ts.Result) > 0:
@@ -346,7 +353,7 @@ func (s *Service) Cancel(ctx context.Context, in workflow.StageInput) (workflow.
 		}
 	}
 	if op.MediaBuyID == "" {
-		s.Event(ctx, op, record.Event{Type: record.EventCancel, Actor: stage.ActorSystem, Reason: "no media buy at the seller to cancel"})
+		s.Event(ctx, op, record.Event{Type: record.EventCancel, Actor: stage.ActorSystem, Reason: nothing})
 		cur, err := s.endCanceled(ctx, op, reason)
 		if err != nil {
 			return workflow.SellerOutput{}, err

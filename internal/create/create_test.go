@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/adcptest"
 	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/stagetest"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -356,4 +357,27 @@ func jsonEqual(a, b []byte) bool {
 	xa, _ := json.Marshal(x)
 	ya, _ := json.Marshal(y)
 	return bytes.Equal(xa, ya)
+}
+
+// A cancel of a buy whose task the seller forgot (a restart lost it) cannot name a media buy;
+// its event says an order may still exist at the seller and what to do, not that there is none.
+func TestCancelOfALostTaskSaysAnOrderMayExist(t *testing.T) {
+	t.Parallel()
+	e := stagetest.NewEnv(t, stagetest.Options{Seller: adcptest.SellerOptions{ForgetTasksOnRestart: true}})
+	op, _ := e.Placed("approved,input_required")
+	e.Seller.Restart()
+	if _, err := e.CreateStage.Cancel(context.Background(), stagetest.StageIn(op, workflow.ActionCancel)); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := e.Store.ListEvents(context.Background(), op.Tenant, op.ID, 100, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(evs.Items, func(ev record.Event) bool { return ev.Type == record.EventCancel })
+	if i < 0 {
+		t.Fatal("no cancel event")
+	}
+	if r := evs.Items[i].Reason; !strings.Contains(r, "may still exist") || !strings.Contains(r, op.PONumber) || !strings.Contains(r, op.SellerTaskID) {
+		t.Fatalf("cancel reason %q: want the lost task, the PO and that an order may exist", r)
+	}
 }
