@@ -28,7 +28,7 @@ func TestAsyncBuyCompletedByWebhook(t *testing.T) {
 	if op.MediaBuyID == "" {
 		t.Errorf("completed without a seller media buy id: %+v", op)
 	}
-	evs := timeline(t, c, sub.OperationID)
+	evs := webhookTimeline(t, c, sub.OperationID)
 	if !completedByWebhook(evs) {
 		t.Errorf("no completed webhook from the seller recorded (timeline %v)", types(evs))
 	}

@@ -89,7 +89,7 @@ func TestCampaignAcrossThreeSellersCompletedByWebhooks(t *testing.T) {
 		if cp.Legs[i].Status != "completed" || cp.Legs[i].SellerID != campaignSellers[i] || cp.Legs[i].MediaBuyID == "" {
 			t.Errorf("leg %d: %+v", i, cp.Legs[i])
 		}
-		if evs := timeline(t, c, leg.OperationID); !completedByWebhook(evs) {
+		if evs := webhookTimeline(t, c, leg.OperationID); !completedByWebhook(evs) {
 			t.Errorf("leg %d at %s: no completed webhook from the seller recorded (timeline %v)", i, campaignSellers[i], types(evs))
 		}
 	}

@@ -90,6 +90,22 @@ func reached(evs []api.Event, status string) (api.Event, bool) {
 	return evs[i], true
 }
 
+// webhookTimeline returns the buy's timeline once the seller's completed webhook is on it
+// (completedByWebhook), or after 15 s. A buy the sweep or the poll completed first gets the
+// seller's webhook a moment later, recorded stale; a test that reads the timeline at the final
+// status would race it.
+func webhookTimeline(t testing.TB, c *apiclient.Client, id string) []api.Event {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		evs := timeline(t, c, id)
+		if completedByWebhook(evs) || time.Now().After(deadline) {
+			return evs
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // completedByWebhook reports whether the seller's signed completed webhook reached the buy
 // and was recorded: it moved the buy to completed, or it found that move already made by the
 // buy's poll or the reconciliation sweep and was recorded stale. The local stack sweeps every

@@ -55,7 +55,7 @@ func TestAgentAddedThroughTheAPIIsUsedByTheNextBuy(t *testing.T) {
 		t.Fatalf("completed %+v, want seller %s and a media buy id", op, seller)
 	}
 	// Its webhooks were verified with the keys the registry gave it.
-	if evs := timeline(t, c, sub.OperationID); !completedByWebhook(evs) {
+	if evs := webhookTimeline(t, c, sub.OperationID); !completedByWebhook(evs) {
 		t.Errorf("no completed webhook from the new seller recorded (timeline %v)", types(evs))
 	}
 	// An update goes through the same route table (PATCH), and the trail says who did what.

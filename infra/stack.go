@@ -701,7 +701,8 @@ func (mo monitor) label(l string) *awscloudwatch.MetricOptions {
 var approvalTimeouts = map[string]*string{"Kind": jsii.String(metrics.TimeoutApproval)}
 
 // alarmOnOutcomes alarms on what stops or endangers a buy: failed and timed-out executions,
-// API 5xx, approvals past their SLA, refused webhook signatures, spend over budget.
+// API 5xx, approvals past their SLA, refused webhook signatures, spend over budget, tasks a
+// seller lost.
 func (b *BuyflowStack) alarmOnOutcomes(m monitor) {
 	sm := b.StateMachine
 	m.alarm("ExecutionsFailedAlarm", "MediaBuy executions failed (a buy stopped: read the Fail state's Error/Cause)", sm.MetricFailed(m.sum))
@@ -714,6 +715,8 @@ func (b *BuyflowStack) alarmOnOutcomes(m monitor) {
 		webhookSignatureFailuresThreshold), m.custom(metrics.WebhookSignatureFailures, nil, "Sum", ""), webhookSignatureFailuresThreshold)
 	m.alarm("SpendOverBudgetAlarm", "A live buy's reported spend passed its approved budget (Buyflow SpendOverBudget, by Seller on the dashboard; the buy's timeline has the delivery entry with spend and approved budget)",
 		m.custom(metrics.SpendOverBudget, nil, "Sum", ""))
+	m.alarm("LostSellerTasksAlarm", "A seller no longer knows a buy's task after the grace: the buy failed and an order may exist at the seller (Buyflow LostSellerTasks, by Seller on the metric; runbook: internal/reconcile/RUNBOOK.md, 'Lost task')",
+		m.custom(metrics.LostSellerTasks, nil, "Sum", ""))
 }
 
 // alarmOnBreakers alarms while an agent's circuit breaker is open (calls refused because the

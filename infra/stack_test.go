@@ -1185,12 +1185,15 @@ func TestAlarmsDashboardAndOutputs(t *testing.T) {
 	// Spend past the approved budget: the dimensionless series internal/delivery records next
 	// to the one by Seller; the first one pages.
 	want(key{"Buyflow", "SpendOverBudget", "null"}, 1)
+	// A task the seller lost past the grace: the dimensionless series internal/sellertask
+	// records next to the one by Seller; an order may exist there, so the first one pages.
+	want(key{"Buyflow", "LostSellerTasks", "null"}, 1)
 	// An open circuit breaker: the dimensionless series internal/breaker records next to the
 	// one by Agent, for the agents an operator adds after the deploy.
 	want(key{"Buyflow", "AgentUnavailable", "null"}, 1)
 	if metrics.Namespace != "Buyflow" || metrics.Timeouts != "Timeouts" || metrics.TimeoutApproval != "approval" ||
 		metrics.WebhookSignatureFailures != "WebhookSignatureFailures" || metrics.SpendOverBudget != "SpendOverBudget" ||
-		metrics.AgentUnavailable != "AgentUnavailable" {
+		metrics.AgentUnavailable != "AgentUnavailable" || metrics.LostSellerTasks != "LostSellerTasks" {
 		t.Error("the metric names the alarms read changed: update this test and infra/README.md")
 	}
 	api := false
@@ -1205,9 +1208,9 @@ func TestAlarmsDashboardAndOutputs(t *testing.T) {
 	for _, q := range []awssqs.Queue{s.stack.PublishFailures, s.stack.NotifyFailures} {
 		want(key{"AWS/SQS", "ApproximateNumberOfMessagesVisible", jsonOf(t, []map[string]any{{"Name": "QueueName", "Value": s.stack.Resolve(q.QueueName())}})}, 1)
 	}
-	// Nothing else: 2 execution alarms, API 5xx, 4 on buyflow metrics, the two failure
+	// Nothing else: 2 execution alarms, API 5xx, 5 on buyflow metrics, the two failure
 	// queues, errors and throttles per function.
-	if n := 9 + 2*len(topology.App.Functions); len(alarms) != n {
+	if n := 10 + 2*len(topology.App.Functions); len(alarms) != n {
 		t.Errorf("%d alarms, want %d", len(alarms), n)
 	}
 
