@@ -7,5 +7,7 @@
 //
 // The use cases speak these nouns; package ledger maps them to DynamoDB items (the dynamodbav
 // tags are its column names, and the only trace of storage here: a tag is a string, not an
-// import). Only wiring, the local stack and the store's own tests import ledger.
+// import). Outside tests, only wiring, the local stack, the test emulators and harnesses that
+// build a store, and the agent registry's own store (same table) import ledger; archtest's
+// TestOnlyWiringImportsTheLedger holds that list.
 package record
