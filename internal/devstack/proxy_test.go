@@ -156,8 +156,12 @@ func FuzzRuntimeAndCaller(f *testing.F) {
 		r.Header.Set("Authorization", auth)
 		out := p.runtimeRequest(r)
 		key := segmentAfter(path, "_runtime")
-		if fn, _, numbered := strings.Cut(key, "~"); numbered && strings.Contains(out.URL.Path, "/_runtime/"+key+"/") && key != fn {
-			t.Errorf("path %q still names the process after the rewrite: %q", path, out.URL.Path)
+		// The segment that named the process is rewritten to the function's name; the rest of
+		// the path is the runtime API's own and may repeat any text.
+		if fn, _, numbered := strings.Cut(key, "~"); numbered {
+			if i := strings.Index(path, "/_runtime/"+key+"/"); i >= 0 && !strings.HasPrefix(out.URL.Path[i:], "/_runtime/"+fn+"/") {
+				t.Errorf("path %q still names the process after the rewrite: %q", path, out.URL.Path)
+			}
 		}
 		if fn := callerFunction(r); fn != "" && !strings.Contains(auth, "Credential="+creds.AccessKeyID+"-"+fn) {
 			t.Errorf("caller %q read from %q", fn, auth)
