@@ -122,14 +122,29 @@ func Parse(raw []byte) (Policy, error) {
 	}
 	for _, f := range [][2]string{{"change_increase_threshold", p.ChangeIncreaseThreshold}, {"change_any_threshold", p.ChangeAnyThreshold}} {
 		name, v := f[0], f[1]
-		if v == "" || v == p.Threshold {
+		if v == "" {
 			continue
 		}
-		if !decimalRE.MatchString(v) {
+		if v != p.Threshold && !decimalRE.MatchString(v) {
 			errs = append(errs, fmt.Errorf("%s %q must be a non-negative decimal string such as \"5000.00\"", name, v))
+			continue
 		}
 		if _, ok := money.MinorUnits(p.Currency); !ok {
-			errs = append(errs, fmt.Errorf("%s needs currency, an ISO 4217 code such as USD", name))
+			if v != p.Threshold { // the threshold's own check already named the currency
+				errs = append(errs, fmt.Errorf("%s needs currency, an ISO 4217 code such as USD", name))
+			}
+			continue
+		}
+		// A change's approval compares exact amounts in the currency's minor units (modify reads
+		// the threshold with money.ParseDecimal), so a finer threshold is refused here, where an
+		// operator sees it, not at the modify function's cold start. A change threshold taken
+		// from threshold is checked too, and named so.
+		if _, err := money.ParseDecimal(v, p.Currency); err != nil {
+			from := ""
+			if v == p.Threshold {
+				from = " (taken from threshold)"
+			}
+			errs = append(errs, fmt.Errorf("%s %q%s has more decimals than %s has minor units", name, v, from, p.Currency))
 		}
 	}
 	if len(p.Approvers) == 0 {

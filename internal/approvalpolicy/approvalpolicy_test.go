@@ -28,6 +28,12 @@ func TestParse(t *testing.T) {
 		{"change thresholds", `{"threshold":"10000","currency":"USD","approvers":["U1"],"change_increase_threshold":"500.50","change_any_threshold":"250000"}`, nil},
 		{"change thresholds wrong", `{"approvers":["U1"],"change_increase_threshold":"lots","change_any_threshold":"5"}`,
 			[]string{`change_increase_threshold "lots"`, "change_any_threshold needs currency"}},
+		// modify compares changes in the currency's minor units: a finer threshold used to pass
+		// here and then stop the modify function at its cold start.
+		{"change threshold finer than a cent", `{"threshold":"10000","currency":"USD","approvers":["U1"],"change_increase_threshold":"500.505"}`,
+			[]string{`change_increase_threshold "500.505" has more decimals than USD has minor units`}},
+		{"threshold finer than a yen, inherited by changes", `{"threshold":"10000.5","currency":"JPY","approvers":["U1"]}`,
+			[]string{`change_increase_threshold "10000.5" (taken from threshold)`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package modify
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
+	"github.com/buyflow/buyflow/internal/approvalpolicy"
 	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -262,6 +264,30 @@ func TestPolicyForAnyChangeToALargeBuy(t *testing.T) {
 	}
 	if _, err := NewPolicy("ten", "", "USD"); err == nil {
 		t.Error("NewPolicy accepted an increase threshold that is not money")
+	}
+}
+
+// Every approval policy the configuration accepts (approvalpolicy.Parse, which config and the
+// CDK stack run) must give modify a policy: otherwise a deploy succeeds and the modify function
+// stops at its cold start. Parse refusing what NewPolicy would refuse is the other half.
+func TestNewPolicyTakesEveryParsedPolicy(t *testing.T) {
+	for _, currency := range []string{"USD", "JPY", "KWD"} {
+		for _, th := range []string{"0", "10000", "500.5", "500.50", "500.505", "500.5055", "1.000000"} {
+			for _, raw := range []string{
+				`{"threshold":%q,"currency":%q,"approvers":["U1"]}`,
+				`{"threshold":"1","currency":%[2]q,"approvers":["U1"],"change_increase_threshold":%[1]q}`,
+				`{"threshold":"1","currency":%[2]q,"approvers":["U1"],"change_any_threshold":%[1]q}`,
+			} {
+				js := fmt.Sprintf(raw, th, currency)
+				p, err := approvalpolicy.Parse([]byte(js))
+				if err != nil {
+					continue
+				}
+				if _, err := NewPolicy(p.ChangeIncreaseThreshold, p.ChangeAnyThreshold, p.Currency); err != nil {
+					t.Errorf("%s: approvalpolicy.Parse accepts it but NewPolicy refuses it: %v", js, err)
+				}
+			}
+		}
 	}
 }
 
