@@ -15,6 +15,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 
 	"github.com/buyflow/buyflow/internal/adcpschemas"
+	"github.com/buyflow/buyflow/internal/ecmaregexp"
 	"github.com/buyflow/buyflow/internal/jsonnum"
 )
 
@@ -74,7 +75,7 @@ func NewValidator(dir string) (*Validator, error) {
 	c := jsonschema.NewCompiler()
 	c.AssertFormat()
 	c.DefaultDraft(jsonschema.Draft7)
-	c.UseRegexpEngine(compileRegexp)
+	c.UseRegexpEngine(ecmaregexp.Compile)
 	n := 0
 	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".json") {

@@ -1,4 +1,8 @@
-package adcptest
+// Package ecmaregexp compiles the ECMA-262 regular expressions JSON Schema "pattern"s are
+// written in (the AdCP schemas among them) for Go's RE2, for the jsonschema validators of the
+// buyer (internal/adcp) and of the simulated agents (internal/adcptest): one translation, so
+// the two never disagree on what a pattern accepts.
+package ecmaregexp
 
 import (
 	"regexp"
@@ -46,9 +50,18 @@ func (r *lookaheadRegexp) MatchString(s string) bool {
 	return true
 }
 
-func compileRegexp(src string) (jsonschema.Regexp, error) {
+// Compile is a jsonschema regexp engine (Compiler.UseRegexpEngine). A pattern RE2 takes as it
+// is compiles as it is. Otherwise ECMA-262's \uXXXX escapes (which RE2 spells \x{XXXX}) are
+// translated and lookaheads are handled as lookaheadRegexp says; anything else RE2 refuses is
+// an error, so a schema whose pattern cannot be honoured fails to compile rather than pass
+// everything.
+func Compile(src string) (jsonschema.Regexp, error) {
 	if re, err := regexp.Compile(src); err == nil {
 		return re, nil
+	}
+	src = translateUnicodeEscapes(src)
+	if re, err := regexp.Compile(src); err == nil {
+		return &translated{src: src, Regexp: re}, nil
 	}
 	r := &lookaheadRegexp{src: src}
 	var b strings.Builder
@@ -105,4 +118,41 @@ func compileRegexp(src string) (jsonschema.Regexp, error) {
 		r.pre = regexp.MustCompile(anchoredPrefix)
 	}
 	return r, nil
+}
+
+// translated is a pattern RE2 took once its escapes were translated; String gives RE2's form.
+type translated struct {
+	src string
+	*regexp.Regexp
+}
+
+func (t *translated) String() string { return t.src }
+
+// translateUnicodeEscapes rewrites ECMA-262's \uXXXX (four hex digits) as RE2's \x{XXXX},
+// inside and outside character classes; an escaped backslash (\\u) is left alone.
+func translateUnicodeEscapes(src string) string {
+	var b strings.Builder
+	for i := 0; i < len(src); i++ {
+		if src[i] != '\\' || i+1 >= len(src) {
+			b.WriteByte(src[i])
+			continue
+		}
+		if src[i+1] == 'u' && i+6 <= len(src) && isHex(src[i+2:i+6]) {
+			b.WriteString(`\x{` + src[i+2:i+6] + `}`)
+			i += 5
+			continue
+		}
+		b.WriteString(src[i : i+2]) // any other escape, kept whole so \\u stays literal
+		i++
+	}
+	return b.String()
+}
+
+func isHex(s string) bool {
+	for _, c := range s {
+		if !strings.ContainsRune("0123456789abcdefABCDEF", c) {
+			return false
+		}
+	}
+	return true
 }
