@@ -1,30 +1,56 @@
 #!/usr/bin/env bash
-# Vendors the AdCP JSON Schemas from ../shared/adcp-schemas into internal/adcpschemas so that
-# the Lambdas can embed them (a deployed function has no ../shared). The files are packed
-# verbatim into a reproducible gzip'd tar (2.4 MB of JSON is ~10x smaller packed, which keeps
-# every bootstrap under its 12 MB budget); PROVENANCE.md records where they came from and a
-# digest of every file (a test checks the pack against them). Run it again when the upstream
-# schemas change: `make vendor-check` fails while the archive and ../shared/adcp-schemas differ.
+# Vendors the AdCP JSON Schema releases buyflow validates requests against into
+# internal/adcpschemas so that the Lambdas can embed them (a deployed function has no
+# ../shared): 3.1.19 from UPSTREAM/adcp-schemas (every file) and 3.2.3 from
+# UPSTREAM/adcp-schemas-3.2.3 (the modular buyer subset: bundled/ is left out, since its two
+# files inline every reference and the modular files carry the same definitions). Each release
+# is packed verbatim into a reproducible gzip'd tar (JSON packs ~10x smaller, which keeps every
+# bootstrap under its 12 MB budget); PROVENANCE.md records, per release, where it came from,
+# its file count and a digest of every file (a test checks each pack against them). Run it
+# again when an upstream folder changes: `make vendor-check` fails while they differ.
+#
+# Usage: scripts/vendor-adcp-schemas.sh [UPSTREAM]   (default: ../shared beside the checkout)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-src=${1:-$root/../shared/adcp-schemas}
+upstream=${1:-$root/../shared}
 dst=$root/internal/adcpschemas
-[ -f "$src/README.md" ] || { echo "no AdCP schemas at $src" >&2; exit 1; }
-rm -rf "$dst/schemas"
-(cd "$src" && find . -type f | LC_ALL=C sort | sed 's|^\./||' |
-  tar --owner=0 --group=0 --numeric-owner --mtime=@0 --mode='a+r,u+w,go-w' --no-recursion -T - -cf - |
-  gzip -n -9) > "$dst/schemas.tar.gz"
-files=$(cd "$src" && find . -type f | wc -l)
-digest=$(cd "$src" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
+
+# release  folder under UPSTREAM  what is left out (a find -path pattern, or -)
+releases=(
+  "3.1.19 adcp-schemas -"
+  "3.2.3 adcp-schemas-3.2.3 ./bundled/*"
+)
+
+list() { # the files of folder $1 but those matching $2, sorted, without the leading ./
+  if [ "$2" = - ]; then (cd "$1" && find . -type f); else (cd "$1" && find . -type f -not -path "$2"); fi |
+    LC_ALL=C sort | sed 's|^\./||'
+}
+
 {
   echo "# Provenance of the vendored AdCP schemas"
   echo
-  echo "\`schemas.tar.gz\` packs, verbatim, every file of \`../shared/adcp-schemas\` (made by"
-  echo "\`scripts/vendor-adcp-schemas.sh\`). Its README.md, packed alongside, names the upstream"
-  echo "repository, commit, path and licence (Apache-2.0; its LICENSE is packed alongside too)."
-  echo
-  echo "- source: ../shared/adcp-schemas"
-  echo "- files: $files"
-  echo "- tree digest (sha256 of the sorted per-file sha256 list): $digest"
+  echo "Each \`schemas-<release>.tar.gz\` packs, verbatim, the files of an upstream folder (made by"
+  echo "\`scripts/vendor-adcp-schemas.sh\`, which \`make vendor-check\` checks against the folder)."
+  echo "Each pack holds the folder's README.md or PROVENANCE.md, naming the upstream repository,"
+  echo "commits, paths and licence (Apache-2.0), and its LICENSE."
 } > "$dst/PROVENANCE.md"
-echo "vendored $files files ($(stat -c %s "$dst/schemas.tar.gz") bytes packed), digest $digest"
+
+for r in "${releases[@]}"; do
+  read -r release folder leftout <<<"$r"
+  src=$upstream/$folder
+  [ -f "$src/media-buy/create-media-buy-request.json" ] || { echo "no AdCP $release schemas at $src" >&2; exit 1; }
+  (cd "$src" && list . "$leftout" |
+    tar --owner=0 --group=0 --numeric-owner --mtime=@0 --mode='a+r,u+w,go-w' --no-recursion -T - -cf - |
+    gzip -n -9) > "$dst/schemas-$release.tar.gz"
+  files=$(list "$src" "$leftout" | wc -l)
+  digest=$(cd "$src" && list . "$leftout" | sed 's|^|./|' | tr '\n' '\0' | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
+  {
+    echo
+    echo "## $release"
+    echo
+    echo "- source: ../shared/$folder$([ "$leftout" = - ] || echo " (without ${leftout#./})")"
+    echo "- files: $files"
+    echo "- tree digest (sha256 of the sorted per-file sha256 list): $digest"
+  } >> "$dst/PROVENANCE.md"
+  echo "vendored AdCP $release: $files files ($(stat -c %s "$dst/schemas-$release.tar.gz") bytes packed), digest $digest"
+done

@@ -1,33 +1,42 @@
 #!/usr/bin/env bash
 # Checks that what the repository vendors from the AdCP reference material is still an
-# unmodified copy of it: the schema pack (internal/adcpschemas/schemas.tar.gz, made by
-# scripts/vendor-adcp-schemas.sh) against the upstream schema folder, and every test-vector
+# unmodified copy of it: the schema packs (internal/adcpschemas/schemas-<release>.tar.gz, made
+# by scripts/vendor-adcp-schemas.sh) against their upstream folders, and every test-vector
 # file under testdata/ against the upstream vectors it was copied from (the testdata READMEs
 # list the same mapping). `make vendor-check` runs it; .ci/run runs it only where the upstream
 # checkout sits beside the repository, since nothing else in the build needs it.
 #
 # Usage: scripts/vendor-check.sh [UPSTREAM]   (default: ../shared beside the checkout, holding
-# adcp-schemas/ and adcp-test-vectors/)
+# adcp-schemas/, adcp-schemas-3.2.3/ and adcp-test-vectors/)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 upstream=${1:-$root/../shared}
-schemas=$upstream/adcp-schemas
 vectors=$upstream/adcp-test-vectors
-for d in "$schemas" "$vectors"; do
-  [ -d "$d" ] || { echo "vendor-check: no upstream folder $d (pass the folder holding adcp-schemas/ and adcp-test-vectors/)" >&2; exit 2; }
+for d in "$upstream/adcp-schemas" "$upstream/adcp-schemas-3.2.3" "$vectors"; do
+  [ -d "$d" ] || { echo "vendor-check: no upstream folder $d (pass the folder holding adcp-schemas/, adcp-schemas-3.2.3/ and adcp-test-vectors/)" >&2; exit 2; }
 done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 bad=0
 
-tar -xzf "$root/internal/adcpschemas/schemas.tar.gz" -C "$tmp"
-if ! diff -r "$schemas" "$tmp" >"$tmp.diff" 2>&1; then
-  echo "vendor-check: internal/adcpschemas/schemas.tar.gz differs from $schemas:" >&2
-  head -40 "$tmp.diff" >&2
-  echo "  refresh it with scripts/vendor-adcp-schemas.sh $schemas" >&2
-  bad=1
-fi
-rm -f "$tmp.diff"
+# release, upstream folder, what the pack leaves out (see scripts/vendor-adcp-schemas.sh)
+while read -r release folder leftout; do
+  pack=internal/adcpschemas/schemas-$release.tar.gz
+  mkdir "$tmp/$release"
+  tar -xzf "$root/$pack" -C "$tmp/$release"
+  exclude=()
+  [ "$leftout" = - ] || exclude=(-x "$leftout")
+  if ! diff -r "${exclude[@]}" "$upstream/$folder" "$tmp/$release" >"$tmp.diff" 2>&1; then
+    echo "vendor-check: $pack differs from $upstream/$folder:" >&2
+    head -40 "$tmp.diff" >&2
+    echo "  refresh it with scripts/vendor-adcp-schemas.sh $upstream" >&2
+    bad=1
+  fi
+  rm -f "$tmp.diff"
+done <<'PACKS'
+3.1.19 adcp-schemas -
+3.2.3 adcp-schemas-3.2.3 bundled
+PACKS
 
 # vendored path (under the repository) ← upstream path (under adcp-test-vectors/)
 while read -r ours theirs; do
@@ -46,4 +55,4 @@ internal/webhookauth/testdata/vectors/canonicalization.json static/compliance/so
 MAP
 
 [ "$bad" = 0 ] || exit 1
-echo "vendor-check: the schema pack ($(tar -tzf "$root/internal/adcpschemas/schemas.tar.gz" | wc -l) files) and the test vectors match $upstream"
+echo "vendor-check: the schema packs ($(cat "$root"/internal/adcpschemas/schemas-*.tar.gz | tar -tzf - -i | wc -l) files) and the test vectors match $upstream"

@@ -33,7 +33,7 @@ func operatorAPI(t *testing.T) (api, sellerURL string) {
 	client, table := dynamotest.Start(t)
 	store := registry.NewStore(client, table)
 	creds := adcp.CredentialsFunc(func(context.Context, string) (string, error) { return "tok-0123456789abcdef", nil })
-	prober, err := adcp.New(adcp.Options{Agents: store, Credentials: creds, Validator: adcp.NewLazyValidator(adcpschemas.FS), CapabilitiesTTL: time.Nanosecond})
+	prober, err := adcp.New(adcp.Options{Agents: store, Credentials: creds, Validator: adcp.NewReleasesValidator(adcpschemas.Open), CapabilitiesTTL: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func run(_ context.Context, getenv func(string) string) error {
 		return err
 	}
 	// Unpacked and compiled on the first validation, off the cold path.
-	validator := adcp.NewLazyValidator(adcpschemas.FS)
+	validator := adcp.NewReleasesValidator(adcpschemas.Open)
 	// Submit reads the agents a buy names as stored now (Cache.Current): no load at cold start.
 	// A campaign's legs are looked up the same way.
 	reg := registry.ForFunction(c.DynamoDB(), c.Env.TableName, c.Env.AgentSecretPrefix)

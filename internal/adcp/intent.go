@@ -37,9 +37,21 @@ const (
 
 // toolInfo says how a tool's requests are checked and keyed.
 type toolInfo struct {
-	schema   string // request schema, relative to the schema root
+	schema   string // 3.1.19 request schema, relative to the schema root
+	schema32 string // 3.2.3's, when it differs from schema ("-": 3.2.3 ships none)
 	mutating bool   // needs an Intent: key and bytes fixed per intent
 	noKey    bool   // exempt from idempotency_key (get_adcp_capabilities)
+}
+
+// schemaIn returns the tool's request schema in wire version's release ("" for none).
+func (t toolInfo) schemaIn(version string) string {
+	if version == WireVersion || t.schema32 == "" {
+		return t.schema
+	}
+	if t.schema32 == "-" {
+		return ""
+	}
+	return t.schema32
 }
 
 var tools = map[string]toolInfo{
@@ -51,12 +63,15 @@ var tools = map[string]toolInfo{
 	toolGetMediaBuyDelivery: {}, // 3.1.19 ships no schema for it (see delivery.go)
 	ToolReportPlanOutcome:   {schema: "governance/report-plan-outcome-request.json", mutating: true},
 	ToolSyncPlans:           {schema: "governance/sync-plans-request.json", mutating: true},
-	toolSyncGovernance:      {schema: "account/sync-governance-request.json", mutating: true},
-	ToolGetTaskStatus:       {schema: "protocol/get-task-status-request.json"},
-	ToolTasksGet:            {schema: "core/tasks-get-request.json"},
-	ToolTasksGetUnderscore:  {schema: "core/tasks-get-request.json"},
-	ToolListTasks:           {schema: "protocol/list-tasks-request.json"},
-	ToolTasksList:           {schema: "core/tasks-list-request.json"},
+	// The 3.2.3 buyer subset vendored here (internal/adcpschemas) carries neither: upstream
+	// ships list_tasks only bundled and sync_governance outside a buyer's closure. A 3.2 call
+	// of either is refused before it is sent; tasks/list and a 3.1 sync_governance remain.
+	toolSyncGovernance:     {schema: "account/sync-governance-request.json", schema32: "-", mutating: true},
+	ToolGetTaskStatus:      {schema: "protocol/get-task-status-request.json"},
+	ToolTasksGet:           {schema: "core/tasks-get-request.json"},
+	ToolTasksGetUnderscore: {schema: "core/tasks-get-request.json"},
+	ToolListTasks:          {schema: "protocol/list-tasks-request.json", schema32: "-"},
+	ToolTasksList:          {schema: "core/tasks-list-request.json"},
 }
 
 // Intent is one mutating call, fixed once: the idempotency key and the exact

@@ -139,7 +139,7 @@ func TestDefaultRecoveriesMatchSchema(t *testing.T) {
 // TestValidatorFromFS shows the loader works from any fs.FS (embedding).
 func TestValidatorFromFS(t *testing.T) {
 	fsys := fstest.MapFS{
-		"enums/error-code.json": {Data: []byte(`{"enum":[]}`)},
+		releaseCheckFile: {Data: []byte(`{"type":"object"}`)},
 		"core/tasks-get-request.json": {Data: []byte(`{"$schema":"http://json-schema.org/draft-07/schema#","$id":"/schemas/3.1.19/core/tasks-get-request.json",
 			"type":"object","required":["task_id"],"properties":{"task_id":{"type":"string"},"when":{"type":"string","format":"date-time"}},
 			"allOf":[{"$ref":"/schemas/3.1.19/core/version-envelope.json"}]}`)},
@@ -169,12 +169,12 @@ func TestValidatorFromFS(t *testing.T) {
 // once, and a tree that cannot be opened fails validations instead of the constructor.
 func TestLazyValidatorOpensOnFirstValidation(t *testing.T) {
 	fsys := fstest.MapFS{
-		"enums/error-code.json": {Data: []byte(`{"enum":[]}`)},
+		releaseCheckFile: {Data: []byte(`{"type":"object"}`)},
 		"core/tasks-get-request.json": {Data: []byte(`{"$schema":"http://json-schema.org/draft-07/schema#","$id":"/schemas/3.1.19/core/tasks-get-request.json",
 			"type":"object","required":["task_id"],"properties":{"task_id":{"type":"string"}}}`)},
 	}
 	opened := 0
-	v := NewLazyValidator(func() (fs.FS, error) { opened++; return fsys, nil })
+	v := NewReleasesValidator(func(string) (fs.FS, error) { opened++; return fsys, nil })
 	if opened != 0 {
 		t.Fatal("opened at construction")
 	}
@@ -190,11 +190,11 @@ func TestLazyValidatorOpensOnFirstValidation(t *testing.T) {
 	if opened != 1 {
 		t.Fatalf("opened %d times, want once", opened)
 	}
-	broken := NewLazyValidator(func() (fs.FS, error) { return nil, errors.New("pack corrupt") })
+	broken := NewReleasesValidator(func(string) (fs.FS, error) { return nil, errors.New("pack corrupt") })
 	if err := broken.ValidateRequest(ToolTasksGet, []byte(`{"task_id":"t"}`)); err == nil || !strings.Contains(err.Error(), "pack corrupt") {
 		t.Fatalf("unopenable tree: %v", err)
 	}
-	empty := NewLazyValidator(func() (fs.FS, error) { return fstest.MapFS{}, nil })
+	empty := NewReleasesValidator(func(string) (fs.FS, error) { return fstest.MapFS{}, nil })
 	if err := empty.ValidateRequest(ToolTasksGet, []byte(`{"task_id":"t"}`)); err == nil {
 		t.Fatal("a tree without the schemas validated")
 	}
@@ -205,7 +205,7 @@ func TestPrecompile(t *testing.T) {
 		t.Skip("compiles every request schema")
 	}
 	start := time.Now()
-	if err := testValidator(t).Precompile(); err != nil {
+	if err := testValidator(t).Precompile(WireVersion); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("precompiled in %v", time.Since(start))

@@ -1,16 +1,17 @@
-// Package adcpschemas embeds the AdCP 3.1.19 JSON Schemas that buyflow validates every outbound
-// request against, so that a deployed Lambda, the tests and the local stack carry them and read
-// nothing outside the repository. schemas.tar.gz is a verbatim, reproducible pack of the upstream
-// schema release made by scripts/vendor-adcp-schemas.sh; PROVENANCE.md records its file count and
-// tree digest, which a test checks against the pack, and `make vendor-check` compares the pack
-// with the upstream folder where one is at hand.
+// Package adcpschemas embeds the AdCP JSON Schema releases buyflow validates every outbound
+// request against (3.1.19, and the 3.2.3 buyer subset), so that a deployed Lambda, the tests and
+// the local stack carry them and read nothing outside the repository. Each
+// schemas-<release>.tar.gz is a verbatim, reproducible pack of an upstream folder made by
+// scripts/vendor-adcp-schemas.sh; PROVENANCE.md records each pack's file count and tree digest,
+// which a test checks against the pack, and `make vendor-check` compares the packs with the
+// upstream folders where they are at hand.
 package adcpschemas
 
 import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
-	_ "embed"
+	"embed"
 	"errors"
 	"fmt"
 	"io"
@@ -22,28 +23,48 @@ import (
 	"time"
 )
 
-//go:embed schemas.tar.gz
-var packed []byte
-
-var (
-	once     sync.Once
-	unpacked fs.FS
-	err      error
+// The releases embedded here, by name. Release31 is the one FS serves.
+const (
+	Release31 = "3.1.19"
+	Release32 = "3.2.3"
 )
 
-// EnvOverride names the environment variable that points FS at a schema folder on disk instead
-// of the embedded pack (to try a newer schema release before vendoring it).
+// Releases lists the embedded releases, oldest first.
+var Releases = []string{Release31, Release32}
+
+//go:embed schemas-*.tar.gz
+var packs embed.FS
+
+type unpacked struct {
+	once sync.Once
+	fsys fs.FS
+	err  error
+}
+
+var trees = map[string]*unpacked{Release31: {}, Release32: {}}
+
+// EnvOverride names the environment variable that points FS at a 3.1 schema folder on disk
+// instead of the embedded pack (to try a newer schema release before vendoring it).
 const EnvOverride = "BUYFLOW_ADCP_SCHEMAS"
 
-// FS returns the schema tree every validator uses, rooted at the schema root (core/, enums/,
-// media-buy/, …): the folder named by $BUYFLOW_ADCP_SCHEMAS when it is set, else the embedded
-// pack.
+// FS returns the 3.1.19 schema tree every 3.1 validator uses, rooted at the schema root (core/,
+// enums/, media-buy/, …): the folder named by $BUYFLOW_ADCP_SCHEMAS when it is set, else the
+// embedded pack.
 func FS() (fs.FS, error) { return fromEnv(os.Getenv) }
+
+// Open returns release's schema tree: FS for 3.1.19 (so the override holds), the embedded pack
+// for any other release. It is what adcp.NewReleasesValidator calls.
+func Open(release string) (fs.FS, error) {
+	if release == Release31 {
+		return FS()
+	}
+	return Embedded(release)
+}
 
 func fromEnv(getenv func(string) string) (fs.FS, error) {
 	dir := getenv(EnvOverride)
 	if dir == "" {
-		return Embedded()
+		return Embedded(Release31)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "enums", "error-code.json")); err != nil {
 		return nil, fmt.Errorf("adcpschemas: %s=%q is not an AdCP schema folder: %w", EnvOverride, dir, err)
@@ -51,11 +72,22 @@ func fromEnv(getenv func(string) string) (fs.FS, error) {
 	return os.DirFS(dir), nil
 }
 
-// Embedded returns the embedded pack, unpacked in memory on first use, whatever the environment
-// says.
-func Embedded() (fs.FS, error) {
-	once.Do(func() { unpacked, err = unpack(packed) })
-	return unpacked, err
+// Embedded returns release's embedded pack, unpacked in memory on first use, whatever the
+// environment says.
+func Embedded(release string) (fs.FS, error) {
+	t, ok := trees[release]
+	if !ok {
+		return nil, fmt.Errorf("adcpschemas: no AdCP %s schemas are embedded (only %v)", release, Releases)
+	}
+	t.once.Do(func() {
+		data, err := packs.ReadFile("schemas-" + release + ".tar.gz")
+		if err != nil {
+			t.err = fmt.Errorf("adcpschemas: %w", err)
+			return
+		}
+		t.fsys, t.err = unpack(data)
+	})
+	return t.fsys, t.err
 }
 
 func unpack(data []byte) (fs.FS, error) {

@@ -3,6 +3,7 @@ package adcpschemas
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -15,31 +16,43 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 )
 
-// TestPackMatchesProvenance recomputes, from the embedded pack, the file count and the tree
-// digest that scripts/vendor-adcp-schemas.sh wrote into PROVENANCE.md (sha256 over sha256sum's
-// lines for every file, sorted by path), so a pack replaced or edited by hand fails here. That
-// the pack equals its upstream folder is `make vendor-check`'s job: the folder is not part of
-// the repository.
+// TestPackMatchesProvenance recomputes, from each embedded pack, the file count and the tree
+// digest that scripts/vendor-adcp-schemas.sh wrote into PROVENANCE.md under the release's
+// heading (sha256 over sha256sum's lines for every file, sorted by path), so a pack replaced or
+// edited by hand fails here. That a pack equals its upstream folder is `make vendor-check`'s
+// job: the folders are not part of the repository.
 func TestPackMatchesProvenance(t *testing.T) {
 	provenance, err := os.ReadFile("PROVENANCE.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantFiles := regexp.MustCompile(`(?m)^- files: (\d+)$`).FindSubmatch(provenance)
-	wantDigest := regexp.MustCompile(`(?m)^- tree digest [^:]*: ([0-9a-f]{64})$`).FindSubmatch(provenance)
-	if wantFiles == nil || wantDigest == nil {
-		t.Fatalf("PROVENANCE.md names no file count or tree digest:\n%s", provenance)
+	for _, release := range Releases {
+		t.Run(release, func(t *testing.T) {
+			_, section, ok := strings.Cut(string(provenance), "\n## "+release+"\n")
+			if !ok {
+				t.Fatalf("PROVENANCE.md has no section ## %s", release)
+			}
+			section, _, _ = strings.Cut(section, "\n## ")
+			wantFiles := regexp.MustCompile(`(?m)^- files: (\d+)$`).FindStringSubmatch(section)
+			wantDigest := regexp.MustCompile(`(?m)^- tree digest [^:]*: ([0-9a-f]{64})$`).FindStringSubmatch(section)
+			if wantFiles == nil || wantDigest == nil {
+				t.Fatalf("PROVENANCE.md names no file count or tree digest for %s:\n%s", release, section)
+			}
+			pack, err := Embedded(release)
+			if err != nil {
+				t.Fatal(err)
+			}
+			paths := allFiles(t, pack)
+			if got := fmt.Sprint(len(paths)); got != wantFiles[1] {
+				t.Errorf("the pack holds %s files, PROVENANCE.md says %s", got, wantFiles[1])
+			}
+			if got := treeDigest(t, pack, paths); got != wantDigest[1] {
+				t.Errorf("the pack's tree digest is %s, PROVENANCE.md says %s", got, wantDigest[1])
+			}
+		})
 	}
-	pack, err := Embedded()
-	if err != nil {
-		t.Fatal(err)
-	}
-	paths := allFiles(t, pack)
-	if got := fmt.Sprint(len(paths)); got != string(wantFiles[1]) {
-		t.Errorf("the pack holds %s files, PROVENANCE.md says %s", got, wantFiles[1])
-	}
-	if got := treeDigest(t, pack, paths); got != string(wantDigest[1]) {
-		t.Errorf("the pack's tree digest is %s, PROVENANCE.md says %s", got, wantDigest[1])
+	if _, err := Embedded("9.9.9"); err == nil {
+		t.Error("a release that is not embedded opened")
 	}
 }
 
@@ -64,22 +77,35 @@ func treeDigest(t *testing.T, fsys fs.FS, paths []string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// Every tool's request schema compiles in each embedded release, and each release refuses what
+// it refuses: a 3.1 check_governance without plan_id, which 3.2 no longer needs.
 func TestEmbeddedSchemasValidate(t *testing.T) {
-	schemas, err := Embedded()
-	if err != nil {
-		t.Fatal(err)
+	v := adcp.NewReleasesValidator(Open)
+	for _, version := range []string{"3.1", "3.2"} {
+		if err := v.Precompile(version); err != nil {
+			t.Fatalf("AdCP %s: %v", version, err)
+		}
+		if err := v.ValidateRequestAt(version, "create_media_buy", []byte(`{"idempotency_key":"short"}`)); err == nil {
+			t.Fatalf("AdCP %s: an invalid create_media_buy passed the embedded schemas", version)
+		}
 	}
-	v, err := adcp.NewValidator(schemas)
-	if err != nil {
-		t.Fatal(err)
+	// 3.2 names the agent a checked call goes to (target_agent); 3.1 has no such field.
+	check := []byte(`{"adcp_version":"3.1","plan_id":"plan-1","caller":"https://buyer.example",
+		"tool":"create_media_buy","payload":{}}`)
+	if err := v.ValidateRequestAt("3.1", "check_governance", check); err != nil {
+		t.Errorf("3.1 refused a 3.1 check_governance: %v", err)
 	}
-	if err := v.ValidateRequest("create_media_buy", []byte(`{"idempotency_key":"short"}`)); err == nil {
-		t.Fatal("an invalid create_media_buy passed the embedded schemas")
+	var ve *adcp.ValidationError
+	if err := v.ValidateRequestAt("3.2", "check_governance", check); !errors.As(err, &ve) || ve.Pointer != "/target_agent" {
+		t.Errorf("3.2 took a check_governance without target_agent: %v", err)
+	}
+	if err := v.ValidateRequestAt("3.2", "list_tasks", []byte(`{}`)); err == nil || !strings.Contains(err.Error(), "no request schema") {
+		t.Errorf("a 3.2 list_tasks, which the 3.2.3 subset does not carry, was not refused: %v", err)
 	}
 }
 
 func TestOverride(t *testing.T) {
-	pack, err := Embedded()
+	pack, err := Embedded(Release31)
 	if err != nil {
 		t.Fatal(err)
 	}

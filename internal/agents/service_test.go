@@ -62,7 +62,7 @@ func newEnvOn(t *testing.T, api registry.API, table string) *env {
 		}
 		return "wrong-token-0123456789", nil
 	})
-	prober, err := adcp.New(adcp.Options{Agents: store, Credentials: creds, Validator: adcp.NewLazyValidator(adcpschemas.FS), CapabilitiesTTL: time.Nanosecond})
+	prober, err := adcp.New(adcp.Options{Agents: store, Credentials: creds, Validator: adcp.NewReleasesValidator(adcpschemas.Open), CapabilitiesTTL: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)
 	}
