@@ -221,8 +221,8 @@ func TestCrashingNumbersLeaveSubmitServing(t *testing.T) {
 	finished(t, c, sub.OperationID, "completed")
 }
 
-// Methods and paths under buyflow's prefixes that no route serves get buyflow's error shape,
-// not the gateway's {"message":"Not Found"}.
+// Methods and paths that no route serves, under buyflow's prefixes or outside them (the
+// default route), get buyflow's error shape, not the gateway's {"message":"Not Found"}.
 func TestUnservedRoutesAnswerInBuyflowsShape(t *testing.T) {
 	c := begin(t)
 	for _, tc := range []struct {
@@ -234,6 +234,9 @@ func TestUnservedRoutesAnswerInBuyflowsShape(t *testing.T) {
 		{http.MethodPut, "/v1/media-buys/mb-x", http.StatusMethodNotAllowed, "method_not_allowed"},
 		{http.MethodGet, "/v1/media-buys/mb-x/nothing/here", http.StatusNotFound, "no_route"},
 		{http.MethodGet, "/v1/webhooks/adcp/op-1", http.StatusMethodNotAllowed, "method_not_allowed"},
+		{http.MethodGet, "/v1/nope", http.StatusNotFound, "no_route"},
+		{http.MethodGet, "/", http.StatusNotFound, "no_route"},
+		{http.MethodPost, "/v2/media-buys", http.StatusNotFound, "no_route"},
 	} {
 		status, _, body, err := c.Do(context.Background(), tc.method, tc.path, nil, nil)
 		if err != nil {

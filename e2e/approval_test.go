@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,6 +81,10 @@ func TestApprovalExpired(t *testing.T) {
 	if op.Status != "expired" {
 		t.Errorf("final status %s (reason %q), want expired", op.Status, op.Reason)
 		logTimeline(t, c, sub.OperationID)
+	}
+	// The reason is a sentence, not the engine's "States.Timeout: States.Timeout".
+	if !readable(op.Reason) || !strings.Contains(op.Reason, "approval expired") {
+		t.Errorf("reason %q does not say in words that the approval expired", op.Reason)
 	}
 	if link != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

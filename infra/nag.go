@@ -33,6 +33,9 @@ const (
 	reasonPublicRoute        = "Public by design: seller webhooks and approval links cannot sign with IAM. The function authenticates " +
 		"every request itself (webhook: the per-agent RFC 9421 signature, HMAC or bearer check configured in buyflow:agents; approval: HMAC-signed, " +
 		"expiring link with the <stack>/approval-link-keys key) and rejects unsigned or expired ones before any side effect."
+	reasonDefaultRoute = "Public by design: the $default route answers every request no other route matches with buyflow's " +
+		"404 no_route (an unsigned probe or a mistyped link included), which IAM would turn into API Gateway's bare 403. Its " +
+		"function answers from the route table alone: it reads and changes nothing for such a request."
 	reasonLinkSeedRotation = "Read only by CloudFormation (dynamic reference) to build the first approval-link key; no function can " +
 		"read it. Rotating it would change nothing: keys rotate in <stack>/approval-link-keys."
 	reasonLinkKeysRotation = "Rotated by the operator with put-secret-value (add a kid, switch \"current\", keep the old kid until its " +

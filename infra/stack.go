@@ -500,6 +500,14 @@ func (b *BuyflowStack) addRoutes(app topology.Application) {
 			integ = awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String(pascal(r.Function)+"Integration"), b.Functions[r.Function], nil)
 			integrations[r.Function] = integ
 		}
+		if r.Default() {
+			// API Gateway's $default route: a path AddRoutes cannot express.
+			route := awsapigatewayv2.NewHttpRoute(b.Stack, jsii.String("DefaultRoute"), &awsapigatewayv2.HttpRouteProps{
+				HttpApi: b.Api, RouteKey: awsapigatewayv2.HttpRouteKey_DEFAULT(), Integration: integ,
+			})
+			suppress(route.Node().DefaultChild(), "AwsSolutions-APIG4", reasonDefaultRoute)
+			continue
+		}
 		opts := &awsapigatewayv2.AddRoutesOptions{
 			Path:        jsii.String(r.Path),
 			Methods:     &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.Method)},

@@ -32,7 +32,7 @@ const (
 func IAMRequest(method, path string) events.APIGatewayV2HTTPRequest {
 	route, params, _ := topology.App.Match(method, path)
 	return events.APIGatewayV2HTTPRequest{
-		Version: "2.0", RouteKey: route.Method + " " + route.Path, RawPath: path, PathParameters: params,
+		Version: "2.0", RouteKey: route.Key(), RawPath: path, PathParameters: params,
 		Headers: map[string]string{},
 		RequestContext: events.APIGatewayV2HTTPRequestContext{
 			RequestID: "req-1", Stage: "$default",

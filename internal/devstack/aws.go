@@ -106,8 +106,8 @@ type httpAPI struct {
 }
 
 type apiRoute struct {
-	Method, Path, FunctionARN string
-	IAM                       bool
+	Key, Method, Path, FunctionARN string
+	IAM                            bool
 }
 
 // createHTTPAPI creates an HTTP API with one Lambda proxy integration (payload 2.0) per
@@ -142,7 +142,7 @@ func (c restClient) createHTTPAPI(ctx context.Context, name string, routes []api
 			auth = "AWS_IAM" // kumo does not enforce it; recorded as the CDK stack declares it
 		}
 		in := map[string]any{
-			"routeKey": r.Method + " " + r.Path, "target": "integrations/" + integrations[r.FunctionARN],
+			"routeKey": r.Key, "target": "integrations/" + integrations[r.FunctionARN],
 			"authorizationType": auth,
 		}
 		if err := c.call(ctx, "apigateway", http.MethodPost, "/v2/apis/"+api.APIID+"/routes", in, nil); err != nil {

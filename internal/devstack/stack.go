@@ -552,7 +552,7 @@ func (st *Stack) createAPI(ctx context.Context, front *apiFront, name string, ar
 		if !ok {
 			return fmt.Errorf("devstack: route %s %s names function %s, which the topology does not declare", r.Method, r.Path, r.Function)
 		}
-		routes = append(routes, apiRoute{Method: r.Method, Path: r.Path, FunctionARN: arn, IAM: r.Auth == topology.AuthIAM})
+		routes = append(routes, apiRoute{Key: r.Key(), Method: r.Method, Path: r.Path, FunctionARN: arn, IAM: r.Auth == topology.AuthIAM})
 	}
 	api, err := st.rest.createHTTPAPI(ctx, name, routes)
 	if err != nil {
@@ -561,11 +561,12 @@ func (st *Stack) createAPI(ctx context.Context, front *apiFront, name string, ar
 	// kumo breaks a tie between a route and a greedy one ({proxy+}), or between a method's
 	// route and ANY on the same path, at random, where API Gateway picks the more specific
 	// route: a twin API with only the method routes on literal paths serves the requests one
-	// of them matches (see apiFront). The catch-alls (ANY) answer the rest from the other API;
-	// every catch-all of a path reaches the same function, which answers from the path alone.
+	// of them matches (see apiFront). The catch-alls (ANY) and the default route answer the
+	// rest from the other API; every catch-all of a path reaches the same function, which
+	// answers from the path alone.
 	var specific []apiRoute
 	for _, r := range routes {
-		if !greedy(r.Path) && r.Method != "ANY" {
+		if !greedy(r.Path) && r.Method != "ANY" && r.Key != topology.DefaultRouteKey {
 			specific = append(specific, r)
 		}
 	}

@@ -186,9 +186,9 @@ func checkAgreesWithTopology(ctx context.Context, t *testing.T, st *devstack.Sta
 		t.Errorf("emulator has %d routes, topology %d", len(d.Routes), len(topology.App.Routes))
 	}
 	for _, r := range topology.App.Routes {
-		got, ok := d.Routes[r.Method+" "+r.Path]
+		got, ok := d.Routes[r.Key()]
 		if !ok {
-			t.Errorf("route %s %s is not deployed", r.Method, r.Path)
+			t.Errorf("route %s is not deployed", r.Key())
 			continue
 		}
 		wantAuth := "NONE"
@@ -196,7 +196,7 @@ func checkAgreesWithTopology(ctx context.Context, t *testing.T, st *devstack.Sta
 			wantAuth = "AWS_IAM"
 		}
 		if got.FunctionARN != d.Functions[r.Function].ARN || got.PayloadFormatVersion != "2.0" || got.AuthorizationType != wantAuth {
-			t.Errorf("route %s %s = %+v, want function %s, payload 2.0, auth %s", r.Method, r.Path, got, r.Function, wantAuth)
+			t.Errorf("route %s = %+v, want function %s, payload 2.0, auth %s", r.Key(), got, r.Function, wantAuth)
 		}
 	}
 	def, err := statemachine.Render(statemachine.Only(subs, statemachine.Placeholders))

@@ -619,12 +619,21 @@ type FailOutput struct {
 	Reported bool   `json:"reported"`
 }
 
+// failureTimeout is the failure of a callback whose time ran out. In the MediaBuy state
+// machine only RequestApproval's reaches RecordFailure (ExpireApproval gave up; FailureKind
+// then ends the execution as ApprovalExpired), so a buy that fails on it expired waiting for a
+// person: reasonApprovalExpired, beside the approval line that says when (GET, the CLI).
+const (
+	failureTimeout        = "States.Timeout"
+	reasonApprovalExpired = "the approval expired with no decision, so the buy went no further"
+)
+
 // failureStatus maps a failure's Error name to the terminal status it records.
 func failureStatus(name string) workflow.Status {
 	switch name {
 	case workflow.FailureGovernanceDenied, "ApprovalRejectedError":
 		return workflow.StatusRejected
-	case "States.Timeout", "DeadlineExceededError":
+	case failureTimeout, "DeadlineExceededError":
 		return workflow.StatusExpired
 	case workflow.FailureCampaignCalledOff:
 		return workflow.StatusCanceled
@@ -649,7 +658,10 @@ func (s *Service) Fail(ctx context.Context, in workflow.OutcomeInput) (FailOutpu
 	if in.Failure != nil && in.Failure.Error != "" {
 		f = in.Failure.Readable()
 	}
-	reason := record.Clip(strings.TrimSpace(f.Error+": "+f.Cause), 1000)
+	reason := record.Clip(f.Sentence(), 1000)
+	if f.Error == failureTimeout {
+		reason = reasonApprovalExpired
+	}
 	if !op.Status.Terminal() {
 		ev := record.EventDetail(map[string]any{"error": f.Error})
 		if op, _, err = s.Move(ctx, op, failureStatus(f.Error), record.Patch{Reason: &reason, Actor: stage.ActorSystem, EventType: record.EventFailure, Detail: ev}); err != nil {

@@ -336,6 +336,29 @@ func TestFailMapsFailureKinds(t *testing.T) {
 	}
 }
 
+// An approval nobody decided, and any other failure the engine names, leaves a reason a person
+// reads: never "States.Timeout: States.Timeout".
+func TestFailReasonIsASentence(t *testing.T) {
+	t.Parallel()
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	for _, c := range []struct {
+		failure workflow.StepError
+		want    string
+	}{
+		{workflow.StepError{Error: "States.Timeout", Cause: "States.Timeout"}, "the approval expired with no decision, so the buy went no further"},
+		{workflow.StepError{Error: "States.Timeout"}, "the approval expired with no decision, so the buy went no further"},
+		{workflow.StepError{Error: "Lambda.ServiceException", Cause: "Lambda.ServiceException: boom"}, "AWS Lambda failed while running a step, and every retry failed too"},
+	} {
+		op := e.NewOp("approved", false)
+		if _, err := e.GovStage.Fail(context.Background(), workflow.OutcomeInput{OperationID: op.ID, Tenant: stagetest.Tenant, Failure: &c.failure}); err != nil {
+			t.Fatalf("%s: %v", c.failure.Error, err)
+		}
+		if got := e.Op(op.ID).Reason; got != c.want {
+			t.Errorf("%s: reason %q, want %q", c.failure.Error, got, c.want)
+		}
+	}
+}
+
 // A step failed (its answer lost in a crash), but the seller completed the buy and the ledger
 // recorded it: RecordFailure reports "completed" (not "failed"), appends nothing after the
 // terminal status but the outcome report and the lock release, and tells the state machine

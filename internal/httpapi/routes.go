@@ -30,7 +30,8 @@ func path(req events.APIGatewayV2HTTPRequest) string {
 // ("GET /v1/media-buys/{id}"): API Gateway matched the request's method and path to a route
 // of app and filled PathParameters before invoking the function, so the handler is chosen by
 // req.RouteKey, never by parsing the path again. A catch-all route (ANY) is answered 405 with
-// Allow when app serves the path with other methods, else 404 no_route (as is a route of app
+// Allow when app serves the path with other methods, else 404 no_route (as are the default
+// route, which API Gateway sends every request no other route matches, and a route of app
 // that no table serves).
 func ByRouteKey(app topology.Application, tables ...map[string]Handler) Handler {
 	handlers := map[string]Handler{}
@@ -46,9 +47,9 @@ func ByRouteKey(app topology.Application, tables ...map[string]Handler) Handler 
 			// API Gateway prefers a method's route to an ANY route of the same path; kumo (the
 			// local stack's emulator) ranks them alike and picks either. A catch-all is resolved
 			// against the table as API Gateway would have.
-			if r, params, ok := app.Match(method, path); ok && r.Method != "ANY" {
-				if h, ok := handlers[r.Method+" "+r.Path]; ok {
-					req.RouteKey, req.PathParameters = r.Method+" "+r.Path, params
+			if r, params, ok := app.Match(method, path); ok && r.Method != "ANY" && !r.Default() {
+				if h, ok := handlers[r.Key()]; ok {
+					req.RouteKey, req.PathParameters = r.Key(), params
 					return h(ctx, req)
 				}
 			}

@@ -50,6 +50,9 @@ func TestByRouteKey(t *testing.T) {
 		{"GET", "/v1/media-buys/mb-1/nope", true, 404, "no_route", ""},
 		// A route of the table that this function does not serve is no route of its own.
 		{"GET", "/v1/media-buys/mb-1/events", true, 404, "no_route", ""},
+		// The default route: any path outside the table, signed or not.
+		{"GET", "/v1/nope", false, 404, "no_route", ""},
+		{"POST", "/", true, 404, "no_route", ""},
 	}
 	for _, c := range cases {
 		resp, err := h(context.Background(), routed(c.method, c.path, c.iam))

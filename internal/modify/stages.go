@@ -413,7 +413,7 @@ func (s *Service) Fail(ctx context.Context, in workflow.OutcomeInput) (ChangeOut
 	if in.Failure != nil {
 		// A Lambda task's failure arrives as its JSON envelope; the person reads its message.
 		f := in.Failure.Readable()
-		reason = record.Clip(f.Error+": "+f.Cause, 1000)
+		reason = record.Clip(f.Sentence(), 1000)
 		code = workflow.TerminalErrorCode(f.Cause)
 		switch f.Error {
 		case workflow.FailureChangeDenied:

@@ -9,13 +9,18 @@ import (
 // path's parameters. A {name} segment matches one non-empty segment, a final {name+} the
 // rest of the path. Of the routes that match, a route without a greedy segment comes before
 // one with, then the one with more literal segments, then a route of the request's method
-// before an ANY route; of equals the first in the table, as the local emulator does.
+// before an ANY route; of equals the first in the table, as the local emulator does. A
+// request no route matches goes to the default route, when the table has one.
 func (a Application) Match(method, path string) (Route, map[string]string, bool) {
 	parts := strings.Split(strings.Trim(path, "/"), "/")
-	var best Route
+	var best, fallback Route
 	var bestParams map[string]string
 	bestScore := -1
 	for _, r := range a.Routes {
+		if r.Default() {
+			fallback = r
+			continue
+		}
 		if r.Method != method && r.Method != "ANY" {
 			continue
 		}
@@ -34,16 +39,19 @@ func (a Application) Match(method, path string) (Route, map[string]string, bool)
 			best, bestParams, bestScore = r, params, score
 		}
 	}
+	if bestScore < 0 && fallback.Default() {
+		return fallback, map[string]string{}, true
+	}
 	return best, bestParams, bestScore >= 0
 }
 
-// Methods lists the methods of the routes (ANY routes aside) that serve path, in the
-// table's order: what a 405 answer's Allow names.
+// Methods lists the methods of the routes (ANY and the default route aside) that serve path,
+// in the table's order: what a 405 answer's Allow names.
 func (a Application) Methods(path string) []string {
 	parts := strings.Split(strings.Trim(path, "/"), "/")
 	var out []string
 	for _, r := range a.Routes {
-		if r.Method == "ANY" || slices.Contains(out, r.Method) {
+		if r.Method == "ANY" || r.Default() || slices.Contains(out, r.Method) {
 			continue
 		}
 		if _, _, greedy, ok := matchPath(r.Path, parts); ok && !greedy {

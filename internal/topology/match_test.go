@@ -26,14 +26,18 @@ func TestMatchChoosesAsAPIGatewayDoes(t *testing.T) {
 	}
 	for _, c := range cases {
 		r, params, ok := App.Match(c.method, c.path)
-		if got := r.Method + " " + r.Path; !ok || got != c.want || !maps.Equal(params, c.params) {
+		if got := r.Key(); !ok || got != c.want || !maps.Equal(params, c.params) {
 			t.Errorf("Match(%s %s) = %q %v %v, want %q %v", c.method, c.path, got, params, ok, c.want, c.params)
 		}
 	}
-	for _, p := range []string{"/", "/v1", "/v2/media-buys", "/v1/media-buys//events"} {
-		if r, _, ok := App.Match("GET", p); ok {
-			t.Errorf("Match(GET %s) = %s %s, want no route", p, r.Method, r.Path)
+	// Any other request goes to the default route, as API Gateway sends it.
+	for _, p := range []string{"/", "/v1", "/v2/media-buys", "/v1/media-buys//events", "/$default", "/v1/nope"} {
+		if r, params, ok := App.Match("GET", p); !ok || r.Key() != DefaultRouteKey || len(params) != 0 {
+			t.Errorf("Match(GET %s) = %s %v %v, want %s", p, r.Key(), params, ok, DefaultRouteKey)
 		}
+	}
+	if r, _, ok := (Application{Routes: App.Routes[:1]}).Match("GET", "/v1/nope"); ok {
+		t.Errorf("a table without a default route matched GET /v1/nope to %s", r.Key())
 	}
 }
 
@@ -44,6 +48,7 @@ func TestMethodsServingAPath(t *testing.T) {
 		"/v1/media-buys/mb-1/cancel": {"POST"},
 		"/v1/media-buys/mb-1/nope":   nil,
 		"/v1/approvals/apr_1":        {"GET", "HEAD", "POST"},
+		"/$default":                  nil,
 	}
 	for path, want := range cases {
 		if got := App.Methods(path); !slices.Equal(got, want) {
@@ -54,14 +59,18 @@ func TestMethodsServingAPath(t *testing.T) {
 
 // FuzzMatch: any request path (outside input, for a catch-all route) is matched without a
 // panic, to a route of the request's method or ANY whose every parameter is a non-empty part
-// of the path; Methods answers for the same path without a panic.
+// of the path, or else to the default route; Methods answers for the same path without a
+// panic.
 func FuzzMatch(f *testing.F) {
 	for _, s := range []string{"/v1/media-buys", "/v1/media-buys/mb-1/events", "/v1/media-buys//x", "/", "", "//", "/v1/approvals/a/b/c", "/v1/operator/agents/a/disable/"} {
 		f.Add("GET", s)
 	}
 	f.Fuzz(func(t *testing.T, method, path string) {
 		r, params, ok := App.Match(method, path)
-		if ok {
+		if !ok {
+			t.Fatalf("Match(%q, %q): no route, but the default route takes every request", method, path)
+		}
+		if !r.Default() {
 			if r.Method != method && r.Method != "ANY" {
 				t.Fatalf("Match(%q, %q) = %s %s", method, path, r.Method, r.Path)
 			}

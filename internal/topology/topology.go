@@ -46,7 +46,15 @@ const (
 	// AuthSignature routes are public and authenticate each request by its signature
 	// (seller webhooks, signed approval links).
 	AuthSignature auth = "signature"
+	// AuthNone is the default route's: public, because a request that matches no route (an
+	// unsigned one, a mistyped link) must still get buyflow's 404, which its function
+	// answers from the route table alone, reading and changing nothing.
+	AuthNone auth = "none"
 )
+
+// DefaultRouteKey is API Gateway's route key of the route that serves every request no other
+// route matches; the default route has it as its Path and no Method.
+const DefaultRouteKey = "$default"
 
 // Function is one Lambda: one folder functions/<Name> with a main.go, one bootstrap.
 type Function struct {
@@ -103,6 +111,18 @@ type Route struct {
 	Path     string
 	Function string
 	Auth     auth
+}
+
+// Default reports whether r is the default route ($default).
+func (r Route) Default() bool { return r.Path == DefaultRouteKey }
+
+// Key is the route key API Gateway gives the route and puts in its events:
+// "GET /v1/media-buys/{id}", or "$default".
+func (r Route) Key() string {
+	if r.Default() {
+		return DefaultRouteKey
+	}
+	return r.Method + " " + r.Path
 }
 
 // Application is the whole description.
@@ -271,5 +291,10 @@ var App = Application{
 		{Method: "ANY", Path: "/v1/approvals/{proxy+}", Function: "approve", Auth: AuthSignature},
 		{Method: "ANY", Path: "/v1/approver/{proxy+}", Function: "approve", Auth: AuthIAM},
 		{Method: "ANY", Path: "/v1/operator/{proxy+}", Function: "agents", Auth: AuthIAM},
+		// Every other request (a path outside buyflow's prefixes, an unsigned probe of "/")
+		// gets 404 no_route in buyflow's error shape from submit's router, instead of API
+		// Gateway's {"message":"Not Found"}. Public: the router answers from this table alone,
+		// and submit's role gains nothing.
+		{Path: DefaultRouteKey, Function: "submit", Auth: AuthNone},
 	},
 }

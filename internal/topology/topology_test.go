@@ -13,17 +13,36 @@ func TestEveryRouteNamesAFunction(t *testing.T) {
 		if _, ok := App.Function(r.Function); !ok {
 			t.Errorf("route %s %s names unknown function %q", r.Method, r.Path, r.Function)
 		}
-		key := r.Method + " " + r.Path
+		key := r.Key()
 		if seen[key] {
 			t.Errorf("route %s declared twice", key)
 		}
 		seen[key] = true
+		if r.Default() {
+			if r.Method != "" || r.Auth != AuthNone {
+				t.Errorf("the default route has method %q and auth %q, want none of either", r.Method, r.Auth)
+			}
+			continue
+		}
 		if r.Auth != AuthIAM && r.Auth != AuthSignature {
 			t.Errorf("route %s has unknown auth %q", key, r.Auth)
 		}
 		if !strings.HasPrefix(r.Path, "/v1/") {
 			t.Errorf("route %s is not versioned", key)
 		}
+	}
+}
+
+// An unknown path gets buyflow's 404, not the gateway's: the table has a default route.
+func TestTheDefaultRouteIsDeclared(t *testing.T) {
+	n := 0
+	for _, r := range App.Routes {
+		if r.Default() {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d default routes, want 1", n)
 	}
 }
 

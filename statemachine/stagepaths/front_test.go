@@ -31,7 +31,7 @@ func (a *apiFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	account := r.Header.Get(callerAccountHeader)
 	r.Header.Del(callerAccountHeader)
-	ev, err := apigwtest.Request(r, rt.Method+" "+rt.Path, params)
+	ev, err := apigwtest.Request(r, rt.Key(), params)
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"message": "Bad Request"})
 		return
