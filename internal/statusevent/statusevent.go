@@ -79,10 +79,10 @@ type Detail struct {
 	// approval; it runs on after the decision) and running -> its outcome.
 	// A placed buy then moves with the changes the seller applied: completed -> paused ->
 	// completed, and to canceled.
-	From       string  `json:"from,omitempty"`
-	To         string  `json:"to"`
-	SellerID   string  `json:"seller_id,omitempty"`
-	MediaBuyID string  `json:"media_buy_id,omitempty"`
+	From       string `json:"from,omitempty"`
+	To         string `json:"to"`
+	SellerID   string `json:"seller_id,omitempty"`
+	MediaBuyID string `json:"media_buy_id,omitempty"`
 	// Amount is the buy's amount: after a change, the budget committed after it.
 	Amount *Amount `json:"amount,omitempty"`
 	// Reason is why a buy failed, was rejected or was canceled, as the ledger recorded it.
