@@ -2,8 +2,12 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,6 +72,97 @@ func TestBuyIncreasedPausedResumedCanceled(t *testing.T) {
 			t.Errorf("the timeline has %d %s, want one per change (%d): %v", n, typ, len(steps), types(evs))
 		}
 	}
+}
+
+// A buy canceled after placement reads canceled everywhere a reader looks: GET, the ?status=
+// list filter, the status events on the bus (completed → canceled, with the committed amount)
+// and finance's timeline. A cancel the seller answered with the buy still active reads as
+// what it is: the buy stays completed and the change ends contradicted, with a finding.
+func TestCanceledBuyReadsCanceledEverywhere(t *testing.T) {
+	c := begin(t)
+	sub := submit(t, c, buy{PO: po(t), Sim: "sync", Budgets: []float64{3000}})
+	finished(t, c, sub.OperationID, "completed")
+
+	// First a cancel the seller answers with success while its answer shows the buy active.
+	acc, err := c.Change(context.Background(), sub.OperationID, "chg-key-ignored-"+randomID(t), []byte(`{"reason":"withdrawn","context":{"sim":"sync,unchanged"}}`), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chg := finished(t, c, acc.ChangeID, "failed")
+	if !strings.Contains(chg.Reason, "not recorded as applied") {
+		t.Errorf("the contradicted change's reason: %q", chg.Reason)
+	}
+	op := waitFor(t, c, sub.OperationID, 30*time.Second, func(op api.MediaBuy) bool {
+		return op.Current != nil && op.Current.LastChangeID == acc.ChangeID
+	})
+	if op.Status != "completed" || op.Current.State != "active" || op.Current.LastOutcome != "contradicted" {
+		t.Errorf("after a cancel the seller did not apply the buy reads %s, current %+v", op.Status, op.Current)
+	}
+
+	// Then a cancel the seller applies.
+	acc, err = c.Change(context.Background(), sub.OperationID, "chg-key-cancel-"+randomID(t), []byte(`{"reason":"campaign withdrawn","context":{"sim":"sync"}}`), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	finished(t, c, acc.ChangeID, "completed")
+	op = waitFor(t, c, sub.OperationID, 30*time.Second, func(op api.MediaBuy) bool { return op.Status == "canceled" })
+	if op.Current == nil || op.Current.State != "canceled" || op.Budget != "3000.00" {
+		t.Errorf("the canceled buy reads %s, budget %s, current %+v", op.Status, op.Budget, op.Current)
+	}
+	if !listedWithStatus(t, c, sub.OperationID, "canceled") {
+		t.Error("GET /v1/media-buys?status=canceled does not list the canceled buy")
+	}
+	if listedWithStatus(t, c, sub.OperationID, "completed") {
+		t.Error("GET /v1/media-buys?status=completed still lists the canceled buy")
+	}
+	var moved bool
+	for _, e := range settled(t, c, sub.OperationID) {
+		moved = moved || e.From == "completed" && e.To == "canceled" && e.Amount == "3000.00 USD"
+	}
+	if !moved {
+		t.Error("finance's timeline has no completed → canceled with the committed amount")
+	}
+	if suite.local == nil {
+		return // the event sink is the local stack's
+	}
+	evs := published(t, sub.OperationID, "canceled")
+	checkChain(t, evs, "canceled")
+	last := evs[len(evs)-1].Detail
+	if last.From != "completed" || last.Amount == nil || last.Amount.Value != "3000.00" || last.Amount.Currency != "USD" {
+		t.Errorf("the canceled event: %+v", last)
+	}
+}
+
+// listedWithStatus reports whether GET /v1/media-buys?status=status lists buy id.
+func listedWithStatus(t *testing.T, c *apiclient.Client, id, status string) bool {
+	t.Helper()
+	cursor := ""
+	for range 20 {
+		path := "/v1/media-buys?limit=100&status=" + url.QueryEscape(status)
+		if cursor != "" {
+			path += "&cursor=" + url.QueryEscape(cursor)
+		}
+		code, _, body, err := c.Do(context.Background(), http.MethodGet, path, nil, nil)
+		if err != nil || code != http.StatusOK {
+			t.Fatalf("GET %s: %d %v: %s", path, code, err, body)
+		}
+		var page api.Page[api.MediaBuy]
+		if err := json.Unmarshal(body, &page); err != nil {
+			t.Fatal(err)
+		}
+		for _, op := range page.Items {
+			if op.Status != status {
+				t.Errorf("?status=%s lists %s in %s", status, op.OperationID, op.Status)
+			}
+			if op.OperationID == id {
+				return true
+			}
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			return false
+		}
+	}
+	return false
 }
 
 // A budget increase over the approval threshold waits for a person, who approves it from the

@@ -101,6 +101,8 @@
 //	rejected         rejected with errors[] (POLICY_VIOLATION), no task
 //	governance_denied  isError GOVERNANCE_DENIED (the seller's own execution check failed)
 //	no_packages      (create_media_buy) placed with packages: [], as the @adcp/sdk broadcast example answers
+//	unchanged        (update_media_buy) success that applies nothing: the buy as it is (status, revision,
+//	                 packages), as the @adcp/sdk broadcast example answers a cancel
 //
 // Governance outcome tokens (check_governance):
 //

@@ -479,6 +479,9 @@ func (s *Seller) updateMediaBuy(_ context.Context, c *call) reply {
 	return s.runScripted(c, "update_media_buy", func() (map[string]any, *AdcpError) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		if c.script.has("unchanged") {
+			return unchangedAnswer(mb.body, id, c.version), nil
+		}
 		newStatus, _ := mb.body["status"].(string)
 		if cancel {
 			newStatus = "canceled"
@@ -536,6 +539,28 @@ func (s *Seller) updateMediaBuy(_ context.Context, c *call) reply {
 		}
 		return body, nil
 	})
+}
+
+// unchangedAnswer is a success answer to update_media_buy that applied nothing: the buy as it
+// is (status, revision, packages), as the @adcp/sdk broadcast example answers a cancel with the
+// buy still active. The caller holds s.mu.
+func unchangedAnswer(buy map[string]any, id, version string) map[string]any {
+	st, _ := buy["status"].(string)
+	body := map[string]any{"media_buy_id": id, "revision": buy["revision"], "media_buy_status": st}
+	if pkgs, ok := buy["packages"].([]any); ok {
+		out := make([]any, 0, len(pkgs))
+		for _, p := range pkgs {
+			if pm, _ := p.(map[string]any); pm != nil {
+				out = append(out, map[string]any{"package_id": pm["package_id"], "budget": pm["budget"]})
+			}
+		}
+		body["packages"] = out
+	}
+	if version == Version30 {
+		delete(body, "media_buy_status")
+		body["status"] = st
+	}
+	return body
 }
 
 // mediaBuyIDs is the set of media_buy_ids a read names (empty: all).

@@ -328,7 +328,7 @@ func (s *Service) Cancel(ctx context.Context, in workflow.StageInput) (workflow.
 	reason := "canceled by buyflow"
 	if in.Reason != "" {
 		reason = record.Clip(in.Reason, 500)
-	} else if op.Status == workflow.StatusCompleted {
+	} else if op.Status.Placed() {
 		reason = "governance findings required an undo"
 	} else {
 		reason = "the buyer's approver rejected the buy or the approval expired"
@@ -391,7 +391,7 @@ func (s *Service) Cancel(ctx context.Context, in workflow.StageInput) (workflow.
 }
 
 func (s *Service) endCanceled(ctx context.Context, op *record.Operation, reason string) (*record.Operation, error) {
-	if op.Status != workflow.StatusCompleted {
+	if !op.Status.Placed() {
 		return op, nil
 	}
 	cur, _, err := s.Move(ctx, op, workflow.StatusCanceled, record.Patch{Reason: &reason, Actor: stage.ActorSystem, EventType: record.EventCancel})

@@ -327,6 +327,22 @@ func TestCancelCompensates(t *testing.T) {
 	}
 }
 
+// A compensation of a buy a change paused meanwhile cancels it too: paused is placed.
+func TestCancelCompensatesAPausedBuy(t *testing.T) {
+	t.Parallel()
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	op, _ := e.Placed("approved,sync")
+	if _, err := e.Store.FollowChange(context.Background(), stagetest.Tenant, op.ID, workflow.StatusCompleted, workflow.StatusPaused, op.BudgetTotal, record.Patch{Actor: "seller:x"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.CreateStage.Cancel(context.Background(), stagetest.StageIn(op, workflow.ActionCancel)); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.Op(op.ID); got.Status != workflow.StatusCanceled || got.Reason != "governance findings required an undo" {
+		t.Fatalf("a paused buy after compensation: %s (reason %q), want canceled, with the undo as its reason", got.Status, got.Reason)
+	}
+}
+
 // Before completion the cancel is recorded but the status is left to RecordFailure, which
 // follows on every such path and says why (expired, rejected).
 func TestCancelBeforeCompletionLeavesStatusToFailure(t *testing.T) {

@@ -542,7 +542,9 @@ func (s *Service) Report(ctx context.Context, in workflow.OutcomeInput) (workflo
 	if err != nil {
 		return workflow.OutcomeOutput{}, err
 	}
-	if op.Status != workflow.StatusCompleted {
+	// A change may pause or cancel the buy the moment it is placed, while this run still
+	// reports: the buy was placed all the same (before ReportOutcome nothing else cancels it).
+	if !op.Status.Placed() && (op.Status != workflow.StatusCanceled || op.MediaBuyID == "") {
 		return workflow.OutcomeOutput{}, &workflow.TerminalError{Code: "not_completed", Reason: fmt.Sprintf("operation %s is %s; only a completed buy is reported completed", op.ID, op.Status)}
 	}
 	out := workflow.OutcomeOutput{}
@@ -677,7 +679,7 @@ func (s *Service) Fail(ctx context.Context, in workflow.OutcomeInput) (FailOutpu
 			return FailOutput{}, err
 		}
 		var report *adcp.OutcomeResult
-		if op.Status == workflow.StatusCompleted {
+		if op.Status.Placed() {
 			report, err = s.reportCompleted(ctx, op, req)
 		} else {
 			code := failureCode(op, f)
@@ -697,7 +699,7 @@ func (s *Service) Fail(ctx context.Context, in workflow.OutcomeInput) (FailOutpu
 			s.Log.WarnContext(ctx, "outcome not reported", "operationId", op.ID, "status", op.Status, "err", err)
 		default:
 			out.Reported = true
-			if op.Status == workflow.StatusCompleted {
+			if op.Status.Placed() {
 				u := undo(report)
 				out.CompensationRequired, out.Reason = u.CompensationRequired, u.Reason
 			}

@@ -267,6 +267,25 @@ func TestReportCompletedReleasesLock(t *testing.T) {
 	}
 }
 
+// A change may pause or cancel a buy the moment it reads completed, while the buy's own run
+// still reports it: the buy was placed, and governance hears completed.
+func TestReportAfterAChangeMovedThePlacedBuy(t *testing.T) {
+	t.Parallel()
+	for _, to := range []workflow.Status{workflow.StatusPaused, workflow.StatusCanceled} {
+		e := stagetest.NewEnv(t, stagetest.Options{})
+		op, _ := e.Placed("approved,sync")
+		if _, err := e.Store.FollowChange(context.Background(), stagetest.Tenant, op.ID, workflow.StatusCompleted, to, op.BudgetTotal, record.Patch{Actor: "seller:x"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.GovStage.Report(context.Background(), workflow.OutcomeInput{OperationID: op.ID, Tenant: stagetest.Tenant}); err != nil {
+			t.Fatalf("report of a buy %s by a change: %v", to, err)
+		}
+		if args := stagetest.LastArgs(t, e.Gov.CallsTo("report_plan_outcome")); args["outcome"] != "completed" {
+			t.Errorf("a buy %s by a change was reported %v", to, args["outcome"])
+		}
+	}
+}
+
 func TestReportFindingsRequireCompensation(t *testing.T) {
 	t.Parallel()
 	e := stagetest.NewEnv(t, stagetest.Options{})

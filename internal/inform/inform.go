@@ -207,6 +207,10 @@ const maxSellerMessage = 1000
 // decided, the buy placed or ended. Governance's steps are not news; a buy's wait on the
 // seller is sellerWait's to judge.
 func kindOf(from, to workflow.Status) (slack.RequesterKind, bool) {
+	if from.Placed() && to.Placed() {
+		// A pause or a resume: the change's own message tells it; "placed" again would mislead.
+		return "", false
+	}
 	switch to {
 	case workflow.StatusAwaitingApproval:
 		return slack.KindAwaitingApproval, true

@@ -222,6 +222,25 @@ func TestQuietWhereNothingWasAsked(t *testing.T) {
 	}
 }
 
+// A placed buy paused and resumed by its changes is not placed again: the changes' own
+// messages tell it.
+func TestPauseAndResumeOfTheBuyAreNotToldAsPlaced(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	f.buy(t, "op-p")
+	for _, raw := range []json.RawMessage{
+		event(t, "op-p", 8, workflow.StatusCompleted, workflow.StatusPaused, func(d *statusevent.Detail) { d.MediaBuyID = "mb-1" }),
+		event(t, "op-p", 9, workflow.StatusPaused, workflow.StatusCompleted, func(d *statusevent.Detail) { d.MediaBuyID = "mb-1" }),
+	} {
+		if err := f.n.Handle(ctx, raw); err != nil {
+			t.Errorf("Handle(%s) = %v", raw, err)
+		}
+	}
+	if msgs := f.messages(t); len(msgs) != 0 {
+		t.Errorf("messages = %+v, want none", msgs)
+	}
+}
+
 // A post that fails is an error (Lambda retries) and leaves no receipt, so the retry posts.
 func TestFailedPostIsRetried(t *testing.T) {
 	f := setup(t)

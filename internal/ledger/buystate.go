@@ -114,6 +114,18 @@ func (s *Store) ApplyChange(ctx context.Context, next record.BuyState, changeID 
 // EndChange ends change changeID without changing the buy (denied, rejected, failed,
 // expired): condition change_id = changeID. Ending it twice is a no-op.
 func (s *Store) EndChange(ctx context.Context, tenant, opID, changeID, outcome, reason string, ev record.Event) (*record.BuyState, error) {
+	return s.endChangeAs(ctx, tenant, opID, changeID, outcome, reason, "", ev)
+}
+
+// ContradictChange ends change changeID whose success answer contradicted it (outcome
+// record.OutcomeContradicted, reason the finding) and records the buy's state as the seller's
+// answer reported it (state, when not empty): not the change as planned, nor the buy as it
+// was if the seller says otherwise. Condition change_id = changeID; ending it twice is a no-op.
+func (s *Store) ContradictChange(ctx context.Context, tenant, opID, changeID, state, reason string, ev record.Event) (*record.BuyState, error) {
+	return s.endChangeAs(ctx, tenant, opID, changeID, record.OutcomeContradicted, reason, state, ev)
+}
+
+func (s *Store) endChangeAs(ctx context.Context, tenant, opID, changeID, outcome, reason, state string, ev record.Event) (*record.BuyState, error) {
 	if err := checkOp(tenant, opID); err != nil {
 		return nil, err
 	}
@@ -123,6 +135,9 @@ func (s *Store) EndChange(ctx context.Context, tenant, opID, changeID, outcome, 
 		Set(expression.Name("last_reason"), expression.Value(reason)).
 		Set(expression.Name(attrUpdatedAt), expression.Value(s.now())).
 		Remove(expression.Name("change_id")).Remove(expression.Name("change_kind")).Remove(expression.Name("change_expires"))
+	if state != "" {
+		up = up.Set(expression.Name("state"), expression.Value(state))
+	}
 	return s.endChange(ctx, tenant, opID, changeID, cond, up, ev)
 }
 

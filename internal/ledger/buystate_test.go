@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -190,5 +191,98 @@ func TestCompletedOperationsAreListedLiveUntilRetiredOrCanceled(t *testing.T) {
 	}
 	if pending, err := s.ListPending(ctx, workflow.StatusCreating, clk.Now().Add(time.Hour), 10, ""); err != nil || len(pending.Items) != 1 {
 		t.Fatalf("the pending list still holds only the pending operation: %+v %v", pending.Items, err)
+	}
+}
+
+// placed creates operation id and moves it to completed, as a buy the seller placed.
+func placed(t *testing.T, s interface {
+	Transition(context.Context, string, string, workflow.Status, int64, record.Patch) (*record.Operation, error)
+}, id string) {
+	t.Helper()
+	for _, to := range []workflow.Status{workflow.StatusCreating, workflow.StatusSubmitted, workflow.StatusCompleted} {
+		if _, err := s.Transition(context.Background(), "acme", id, to, record.AnyVersion, record.Patch{}); err != nil {
+			t.Fatalf("move %s to %s: %v", id, to, err)
+		}
+	}
+}
+
+// A placed buy's status and committed budget follow its changes, conditionally: only from the
+// status the caller read, a retry writes nothing twice, a cancellation is final, and the resume
+// is legal only here (a plain transition to completed never resumes a paused buy).
+func TestPlacedBuyFollowsItsChanges(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	mustCreate(t, s, newOp("op-1"))
+	placed(t, s, "op-1")
+	ch := record.Patch{Actor: "seller:seller-1", EventCurrency: "USD"}
+
+	got, err := s.FollowChange(ctx, "acme", "op-1", workflow.StatusCompleted, workflow.StatusCompleted, "1800.00", ch)
+	if err != nil || got.Status != workflow.StatusCompleted || got.BudgetTotal != "1800.00" {
+		t.Fatalf("a budget change: %+v %v", got, err)
+	}
+	v := got.Version
+	if again, err := s.FollowChange(ctx, "acme", "op-1", workflow.StatusCompleted, workflow.StatusCompleted, "1800.00", ch); err != nil || again.Version != v {
+		t.Fatalf("the same change recorded again: %+v %v; want a no-op at version %d", again, err, v)
+	}
+	if got, err = s.FollowChange(ctx, "acme", "op-1", workflow.StatusCompleted, workflow.StatusPaused, "1800.00", ch); err != nil || got.Status != workflow.StatusPaused {
+		t.Fatalf("a pause: %+v %v", got, err)
+	}
+	// A late completion of the buy's create task does not resume it.
+	if _, err := s.Transition(ctx, "acme", "op-1", workflow.StatusCompleted, record.AnyVersion, record.Patch{}); !errors.Is(err, record.ErrConflict) {
+		t.Fatalf("a plain transition of a paused buy to completed: %v, want a conflict", err)
+	}
+	// From a status the buy is no longer in: refused, with the buy as it is.
+	_, err = s.FollowChange(ctx, "acme", "op-1", workflow.StatusCompleted, workflow.StatusCanceled, "1800.00", ch)
+	var te *record.TransitionError
+	if !errors.As(err, &te) || te.Current.Status != workflow.StatusPaused {
+		t.Fatalf("a change recorded from a stale status: %v", err)
+	}
+	if got, err = s.FollowChange(ctx, "acme", "op-1", workflow.StatusPaused, workflow.StatusCompleted, "1800.00", ch); err != nil || got.Status != workflow.StatusCompleted {
+		t.Fatalf("a resume: %+v %v", got, err)
+	}
+	if got, err = s.FollowChange(ctx, "acme", "op-1", workflow.StatusCompleted, workflow.StatusCanceled, "1800.00", ch); err != nil || got.Status != workflow.StatusCanceled {
+		t.Fatalf("a cancellation: %+v %v", got, err)
+	}
+	if _, err := s.FollowChange(ctx, "acme", "op-1", workflow.StatusCanceled, workflow.StatusCompleted, "1800.00", ch); !errors.Is(err, record.ErrInvalidArgument) {
+		t.Fatalf("a canceled buy revived: %v", err)
+	}
+	page, err := s.ListOperations(ctx, "acme", record.ListOptions{Status: workflow.StatusCanceled})
+	if err != nil || len(page.Items) != 1 || page.Items[0].BudgetTotal != "1800.00" {
+		t.Fatalf("?status=canceled: %+v %v", page.Items, err)
+	}
+	evs, err := s.ListEvents(ctx, "acme", "op-1", 100, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var moves []string
+	for _, e := range evs.Items {
+		if e.From.Placed() {
+			moves = append(moves, e.Type+":"+string(e.From)+">"+string(e.To)+" "+e.Amount+" "+e.Currency)
+		}
+	}
+	want := []string{"update:completed>completed 1800.00 USD", "transition:completed>paused 1800.00 USD",
+		"transition:paused>completed 1800.00 USD", "transition:completed>canceled 1800.00 USD"}
+	if !slices.Equal(moves, want) {
+		t.Errorf("the timeline after placement:\n got  %q\n want %q", moves, want)
+	}
+}
+
+// A change the seller's answer contradicted ends with the state the seller reported.
+func TestContradictedChangeRecordsTheSellersState(t *testing.T) {
+	t.Parallel()
+	s, clk := newStore(t)
+	ctx := context.Background()
+	mustCreate(t, s, newOp("op-1"))
+	ev := record.Event{Type: "modification_requested"}
+	if _, err := s.BeginChange(ctx, initialBuy(), "chg-1", "cancel", clk.Now().Add(time.Hour), ev); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ContradictChange(ctx, "acme", "op-1", "chg-1", "paused", "the seller says paused", record.Event{Type: "modification_ended"})
+	if err != nil || got.State != "paused" || got.LastOutcome != record.OutcomeContradicted || got.ChangeID != "" || got.Revision != 2 || got.BudgetTotal != "20000.50" {
+		t.Fatalf("contradicted: %+v %v", got, err)
+	}
+	if again, err := s.ContradictChange(ctx, "acme", "op-1", "chg-1", "paused", "the seller says paused", record.Event{Type: "modification_ended"}); err != nil || again.State != "paused" {
+		t.Fatalf("ended twice: %+v %v", again, err)
 	}
 }

@@ -125,7 +125,7 @@ func (s *Store) updateLive(ctx context.Context, tenant, id string, up expression
 	if err := checkOp(tenant, id); err != nil {
 		return err
 	}
-	cond := expression.Name(attrStatus).Equal(expression.Value(string(workflow.StatusCompleted))).
+	cond := expression.Name(attrStatus).In(statusValue(workflow.StatusCompleted), statusValue(workflow.StatusPaused)).
 		And(expression.Name(AttrGSI1PK).Equal(expression.Value(liveGSI)))
 	_, err := s.update(ctx, key(opPK(tenant, id), skOperation), cond, up, "")
 	if failed, _ := conditionFailed(err); failed {

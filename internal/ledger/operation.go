@@ -267,6 +267,48 @@ func (s *Store) UpdateFields(ctx context.Context, tenant, id string, expectedVer
 	return s.transition(ctx, tenant, id, "", preds, expectedVersion, ch, "update operation "+id)
 }
 
+// FollowChange records on a placed buy's operation what a change the seller answered made of
+// it: its status to (completed, paused or canceled, from the buy's state) and its committed
+// budget. Condition: the status is from (a placed status, as the caller read it), and the
+// operation does not already read to with that budget, so a retry writes nothing twice. A
+// status change is a transition event (and a status event on the bus), a budget change alone
+// an update event; either carries the budget as its amount. An operation already as asked is
+// returned as it is; any other refusal is a *TransitionError.
+func (s *Store) FollowChange(ctx context.Context, tenant, id string, from, to workflow.Status, budget string, ch record.Patch) (*record.Operation, error) {
+	if err := checkOp(tenant, id); err != nil {
+		return nil, err
+	}
+	if !from.Placed() || (from != to && !workflow.FollowsChange(from, to)) {
+		return nil, fmt.Errorf("%w: a placed buy may not follow a change from %s to %s", record.ErrInvalidArgument, from, to)
+	}
+	ch.From, ch.BudgetTotal = from, &budget
+	if ch.EventType == "" {
+		ch.EventType = record.EventTransition
+		if from == to {
+			ch.EventType = record.EventUpdate
+		}
+	}
+	done := expression.Name(attrStatus).Equal(statusValue(to)).And(expression.Name("budget_total").Equal(expression.Value(budget)))
+	write := s.NewID()
+	in, err := s.transitionInput(tenant, id, to, []workflow.Status{from}, record.AnyVersion, ch, s.now(), write, expression.Not(done))
+	if err != nil {
+		return nil, err
+	}
+	what := fmt.Sprintf("operation %s follows a change to %s", id, to)
+	failed, old, err := s.writeTx(ctx, in, what)
+	if err != nil {
+		return nil, err
+	}
+	if !failed {
+		return s.GetOperation(ctx, tenant, id)
+	}
+	err = s.transitionConflict(ctx, tenant, id, to, []workflow.Status{from}, record.AnyVersion, old)
+	if te, ok := errors.AsType[*record.TransitionError](err); ok && (te.Current.LastWrite == write || te.Current.Status == to && te.Current.BudgetTotal == budget) {
+		return te.Current, nil // written already: this write retried by the SDK, or an earlier attempt
+	}
+	return nil, err
+}
+
 // transition writes the transaction of a transition (to set) or of an UpdateFields (to "") and
 // reads the operation after it; what names the write in errors.
 func (s *Store) transition(ctx context.Context, tenant, id string, to workflow.Status, preds []workflow.Status, expectedVersion int64, ch record.Patch, what string) (*record.Operation, error) {
@@ -289,14 +331,18 @@ func (s *Store) transition(ctx context.Context, tenant, id string, to workflow.S
 	return s.GetOperation(ctx, tenant, id)
 }
 
-// transitionInput builds the transaction of a transition (to set) or of an UpdateFields (to "").
-func (s *Store) transitionInput(tenant, id string, to workflow.Status, preds []workflow.Status, expectedVersion int64, ch record.Patch, now time.Time, write string) (*dynamodb.TransactWriteItemsInput, error) {
+// transitionInput builds the transaction of a transition (to set) or of an UpdateFields (to ""),
+// its condition narrowed further by the extra ones.
+func (s *Store) transitionInput(tenant, id string, to workflow.Status, preds []workflow.Status, expectedVersion int64, ch record.Patch, now time.Time, write string, extra ...expression.ConditionBuilder) (*dynamodb.TransactWriteItemsInput, error) {
 	cond := expression.Name(attrStatus).In(statusValue(preds[0]), statusOperands(preds[1:])...)
 	if len(preds) == 1 {
 		cond = expression.Name(attrStatus).Equal(statusValue(preds[0]))
 	}
 	if expectedVersion != record.AnyVersion {
 		cond = cond.And(expression.Name(attrVersion).Equal(expression.Value(expectedVersion)))
+	}
+	for _, c := range extra {
+		cond = cond.And(c)
 	}
 	up := expression.Set(expression.Name(attrVersion), expression.Name(attrVersion).Plus(expression.Value(1))).
 		Set(expression.Name(attrUpdatedAt), expression.Value(now)).
@@ -310,6 +356,9 @@ func (s *Store) transitionInput(tenant, id string, to workflow.Status, preds []w
 		up = up.Set(expression.Name(attrStatus), expression.Value(string(to))).
 			Set(expression.Name(AttrGSI1PK), expression.Value(liveGSI)).
 			Set(expression.Name(AttrGSI1SK), expression.Value(pendingSK(now, tenant, id)))
+	case to == workflow.StatusPaused:
+		// A paused buy stays live: what it delivered before the pause is still read.
+		up = up.Set(expression.Name(attrStatus), expression.Value(string(to)))
 	case to.Terminal():
 		up = up.Set(expression.Name(attrStatus), expression.Value(string(to)))
 		up = up.Remove(expression.Name(AttrGSI1PK)).Remove(expression.Name(AttrGSI1SK))
@@ -334,6 +383,9 @@ func (s *Store) transitionInput(tenant, id string, to workflow.Status, preds []w
 	ev := record.Event{At: now, Type: evType, Actor: ch.Actor, From: ch.From, To: to, Detail: ch.Detail}
 	if ch.Reason != nil {
 		ev.Reason = *ch.Reason
+	}
+	if ch.BudgetTotal != nil {
+		ev.Amount, ev.Currency = *ch.BudgetTotal, ch.EventCurrency
 	}
 	if expectedVersion != record.AnyVersion {
 		ev.Version = expectedVersion + 1
@@ -376,6 +428,8 @@ func applyChanges(ch record.Patch, up expression.UpdateBuilder) expression.Updat
 	setS("error_code", ch.ErrorCode)
 	setT("deadline", ch.Deadline)
 	setS("execution_name", ch.ExecutionName)
+	setS("budget_total", ch.BudgetTotal)
+	setS("seller_state", ch.SellerState)
 	if ch.SellerPackages != nil {
 		up = up.Set(expression.Name("seller_packages"), expression.Value(ch.SellerPackages))
 	}

@@ -7,7 +7,11 @@
 // seller receives, and the buy's budget after the change, computed exactly.
 //
 // Service runs one change against the seller and governance agents and records the buy's new
-// state forward-only in the ledger (revision, budget, paused/active/canceled). Its
+// state forward-only in the ledger (revision, budget, paused/active/canceled), and moves the
+// buy's own status and committed budget with it (completed, paused, canceled), the status every
+// reader goes by. A success answer that shows the buy otherwise than the change asked is not
+// recorded as applied: the change ends seller_contradicted with a finding, and the buy's state
+// is what the seller said (contradiction.go). Its
 // update_media_buy and report_plan_outcome are write-ahead intents claimed before each send
 // (stage.FixIntent): a retry after an attempt that may have sent one is a resend of the same
 // key and bytes, and a send that provably left nothing is released, so it stays a first send.

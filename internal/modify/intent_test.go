@@ -289,16 +289,21 @@ func legacyIntent(t *testing.T, w *changeWorld, id, task string, in adcp.Intent)
 // oldUpdate is an update_media_buy intent of the change as the first attempt fixed it.
 func oldUpdate(t *testing.T, w *changeWorld, id string) adcp.Intent {
 	t.Helper()
-	mbID := w.e.Op(w.buy.ID).MediaBuyID
-	in, err := adcp.NewIntent(adcp.ToolUpdateMediaBuy, adcp.UpdateMediaBuyRequest{Account: adcp.AccountRef{AccountID: "acc_1"}, MediaBuyID: mbID, Paused: ptr(true),
-		Context: json.RawMessage(`{"change_id":"` + id + `"}`)}, w.e.Clock.Now())
+	// The plan the check fixed: the seller's answer is judged against it.
+	var p struct {
+		Args adcp.UpdateMediaBuyRequest `json:"args"`
+	}
+	if err := json.Unmarshal(w.intent(t, id, "modification_plan").Request, &p); err != nil {
+		t.Fatal(err)
+	}
+	args := p.Args
+	args.Context = json.RawMessage(`{"change_id":"` + id + `"}`)
+	in, err := adcp.NewIntent(adcp.ToolUpdateMediaBuy, args, w.e.Clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return in
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // A change in flight at the deploy holds its update intent in the old layout. Its retry reads
 // it as the intent it holds and sends it as a resend (the attempt that stored it sent it at

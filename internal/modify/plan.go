@@ -10,6 +10,7 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/money"
+	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -18,9 +19,9 @@ type state string
 
 // The states a placed buy is in, after its changes.
 const (
-	StateActive   state = "active"
-	StatePaused   state = "paused"
-	StateCanceled state = "canceled"
+	StateActive   state = record.BuyStateActive
+	StatePaused   state = record.BuyStatePaused
+	StateCanceled state = record.BuyStateCanceled
 )
 
 // Buy is what a change needs to know about the buy it changes: the operation that placed it,
@@ -137,7 +138,7 @@ func Admit(b Buy, c Change) error {
 			verb = "resumed"
 		}
 		return &ConflictError{Code: CodeCanceled, Message: fmt.Sprintf("media buy %s is canceled and cannot be %s: a cancellation is final", b.OperationID, verb)}
-	case b.Status != workflow.StatusCompleted || b.MediaBuyID == "":
+	case !b.Status.Placed() || b.MediaBuyID == "":
 		return &ConflictError{Code: CodeNotPlaced, Message: fmt.Sprintf("media buy %s is not placed yet (status %s): only a placed buy can change", b.OperationID, b.Status)}
 	case b.ChangeInFlight != "":
 		return &ConflictError{Code: CodeChangeInFlight, Message: fmt.Sprintf("media buy %s has a change under way (%s); send this one when it has finished", b.OperationID, b.ChangeInFlight)}

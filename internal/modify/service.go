@@ -28,6 +28,8 @@ type ledger interface {
 	GetBuyState(ctx context.Context, tenant, opID string) (*record.BuyState, error)
 	ApplyChange(ctx context.Context, next record.BuyState, changeID string, ev record.Event) (*record.BuyState, error)
 	EndChange(ctx context.Context, tenant, opID, changeID, outcome, reason string, ev record.Event) (*record.BuyState, error)
+	ContradictChange(ctx context.Context, tenant, opID, changeID, state, reason string, ev record.Event) (*record.BuyState, error)
+	FollowChange(ctx context.Context, tenant, id string, from, to workflow.Status, budget string, ch record.Patch) (*record.Operation, error)
 }
 
 // adCP is the part of the AdCP client the modification stages use; *adcp.Client satisfies it.
@@ -189,13 +191,27 @@ func (s *Service) current(ctx context.Context, r *run) (Buy, error) {
 		}
 		b.Packages = append(b.Packages, Package{ID: p.PackageID, Budget: amt})
 	}
-	switch mb.Status {
-	case "paused":
-		b.State = StatePaused
-	case "canceled", "completed", "rejected":
-		b.State = StateCanceled
+	// A listing says when the buy stopped (paused, canceled, ended); "active" leaves buyflow's
+	// own record, as it always has.
+	if st, ok := sellerState(mb.Status); ok && st != StateActive {
+		b.State = st
 	}
 	return b, nil
+}
+
+// sellerState is the state of a buy whose media-buy status the seller reports as status; ok is
+// false for a status that says nothing about it ("" or unknown). A buy whose flight ended
+// (completed) or that the seller rejected takes no change, as a canceled one.
+func sellerState(status string) (state, bool) {
+	switch status {
+	case "active", "pending_creatives", "pending_start", "pending_activation":
+		return StateActive, true
+	case "paused":
+		return StatePaused, true
+	case "canceled", "completed", "rejected":
+		return StateCanceled, true
+	}
+	return "", false
 }
 
 // listed is the buy as the seller's get_media_buys lists it; nil, nil when the seller does not

@@ -197,7 +197,7 @@ func (s *Service) Update(ctx context.Context, in workflow.StageInput) (workflow.
 			return workflow.SellerOutput{Status: r.op.Status, Unavailable: wait}, waitErr
 		}
 		if res != nil {
-			return s.recordAnswer(ctx, r, res, token, in.Config, now)
+			return s.recordAnswer(ctx, r, p, res, token, in.Config, now)
 		}
 	}
 	res, err := s.adcp.UpdateMediaBuy(ctx, r.seller, intent.Intent)
@@ -213,16 +213,23 @@ func (s *Service) Update(ctx context.Context, in workflow.StageInput) (workflow.
 	s.event(ctx, r, record.Event{Type: record.EventModificationSellerCall, Actor: "seller:" + r.seller, Amount: p.After, Currency: r.parent.Currency,
 		Detail: record.EventDetail(map[string]any{"change_id": r.op.ID, "tool": adcp.ToolUpdateMediaBuy, "attempt": intent.Attempt, "shape": res.Shape, "status": res.Status,
 			"task_id": res.TaskID, "revision": res.Revision, "media_buy_status": res.MediaBuyStatus, "replayed": res.Replayed})})
-	return s.recordAnswer(ctx, r, res, token, in.Config, now)
+	return s.recordAnswer(ctx, r, p, res, token, in.Config, now)
 }
 
 // recordAnswer records the seller's answer to the change's update forward-only and returns
-// the first wait output.
-func (s *Service) recordAnswer(ctx context.Context, r *run, res *adcp.MediaBuyResult, token []byte, cfg workflow.RunConfig, now time.Time) (workflow.SellerOutput, error) {
+// the first wait output. A success whose answer contradicts the change ends the change failed
+// (seller_contradicted) with the finding as its reason and the state the seller reported,
+// which ApplyChange records instead of the plan.
+func (s *Service) recordAnswer(ctx context.Context, r *run, p *frozenPlan, res *adcp.MediaBuyResult, token []byte, cfg workflow.RunConfig, now time.Time) (workflow.SellerOutput, error) {
 	var to workflow.Status
+	var finding string
+	var reported state
 	switch res.Shape {
 	case adcp.ShapeSuccess:
 		to = workflow.StatusCompleted
+		if finding, reported = contradiction(r.change, p, res, r.seller, r.parent.MediaBuyID, r.parent.Currency); finding != "" {
+			to = workflow.StatusFailed
+		}
 	case adcp.ShapeSubmitted:
 		to = workflow.StatusSubmitted
 	case adcp.ShapeInterim:
@@ -246,6 +253,13 @@ func (s *Service) recordAnswer(ctx context.Context, r *run, res *adcp.MediaBuyRe
 	if to == workflow.StatusInputRequired && res.Message != "" {
 		m := record.Clip(res.Message, 1000)
 		ch.Reason = &m
+	}
+	if finding != "" {
+		f, code, st := record.Clip(finding, 1000), codeContradicted, string(reported)
+		ch.Reason, ch.ErrorCode, ch.SellerState = &f, &code, &st
+		ch.Detail = record.EventDetail(map[string]any{"tool": adcp.ToolUpdateMediaBuy, "task_id": res.TaskID, "revision": res.Revision,
+			"contradicted": true, "media_buy_status": res.MediaBuyStatus, "planned_state": p.State})
+		s.log.WarnContext(ctx, "the seller's success answer contradicts the change", "operationId", r.parent.ID, "changeId", r.op.ID, "mediaBuyStatus", res.MediaBuyStatus)
 	}
 	cur, err := s.move(ctx, r, to, ch)
 	if err != nil {
@@ -390,9 +404,38 @@ func (s *Service) Apply(ctx context.Context, in workflow.StageInput) (ChangeOutc
 	if err := s.ledger.AppendEvent(ctx, r.op.Tenant, r.op.ID, ev); err != nil {
 		s.log.WarnContext(ctx, "event not recorded", "operationId", r.op.ID, "err", err)
 	}
+	if err := s.follow(ctx, r, st); err != nil {
+		return ChangeOutcome{}, err
+	}
 	s.report(ctx, r, &adcp.SellerResponse{SellerReference: r.parent.MediaBuyID, CommittedBudget: json.Number(p.After)}, nil)
 	s.log.InfoContext(ctx, "change applied", "operationId", r.parent.ID, "changeId", r.op.ID, "kind", r.change.Kind, "revision", st.Revision)
 	return ChangeOutcome{Outcome: OutcomeApplied, Revision: st.Revision, State: st.State, Reason: p.Summary}, nil
+}
+
+// follow moves the buy's own status and committed budget to what its state says after the
+// change ended (completed, paused or canceled): the one status every reader, list filter,
+// status event and finance's timeline go by. A buy that is no longer placed (a compensation
+// canceled it meanwhile) is left as it is.
+func (s *Service) follow(ctx context.Context, r *run, st *record.BuyState) error {
+	if !r.parent.Status.Placed() {
+		return nil
+	}
+	to := record.PlacedStatus(st.State)
+	if to == r.parent.Status && st.BudgetTotal == r.parent.BudgetTotal {
+		return nil
+	}
+	ch := record.Patch{Actor: "seller:" + r.seller, EventCurrency: r.parent.Currency,
+		Detail: record.EventDetail(map[string]any{"change_id": r.op.ID, "kind": r.change.Kind, "state": st.State, "budget_total": st.BudgetTotal})}
+	cur, err := s.ledger.FollowChange(ctx, r.op.Tenant, r.parent.ID, r.parent.Status, to, st.BudgetTotal, ch)
+	if te, ok := errors.AsType[*record.TransitionError](err); ok && te.Current != nil && !te.Current.Status.Placed() {
+		return nil
+	}
+	if err != nil {
+		// Another write moved the buy between the read and this one: the step's retry reads it again.
+		return &workflow.TransientError{Reason: fmt.Sprintf("record the status of buy %s after change %s: %v", r.parent.ID, r.op.ID, err)}
+	}
+	r.parent = cur
+	return nil
 }
 
 // The failure names the state machine writes for a change, beside workflow's own.
@@ -458,14 +501,33 @@ func (s *Service) end(ctx context.Context, r *run, outcome, reason, code string)
 			return ChangeOutcome{}, err
 		}
 	}
-	ev := record.Event{At: s.now(), Type: record.EventModificationEnded, Actor: "system", Reason: record.Clip(reason, 1000),
-		Detail: record.EventDetail(map[string]any{"change_id": r.op.ID, "kind": r.change.Kind, "outcome": outcome, "error_code": code})}
-	st, err := s.ledger.EndChange(ctx, r.op.Tenant, r.parent.ID, r.op.ID, outcome, record.Clip(reason, 1000), ev)
+	contradicted := code == codeContradicted
+	if contradicted {
+		outcome = record.OutcomeContradicted
+	}
+	detail := map[string]any{"change_id": r.op.ID, "kind": r.change.Kind, "outcome": outcome, "error_code": code}
+	if contradicted && r.op.SellerState != "" {
+		detail["seller_state"] = r.op.SellerState
+	}
+	ev := record.Event{At: s.now(), Type: record.EventModificationEnded, Actor: "system", Reason: record.Clip(reason, 1000), Detail: record.EventDetail(detail)}
+	var st *record.BuyState
+	var err error
+	if contradicted {
+		st, err = s.ledger.ContradictChange(ctx, r.op.Tenant, r.parent.ID, r.op.ID, r.op.SellerState, record.Clip(reason, 1000), ev)
+	} else {
+		st, err = s.ledger.EndChange(ctx, r.op.Tenant, r.parent.ID, r.op.ID, outcome, record.Clip(reason, 1000), ev)
+	}
 	if err != nil {
 		return ChangeOutcome{}, &workflow.TransientError{Reason: fmt.Sprintf("end change %s: %v", r.op.ID, err)}
 	}
 	if err := s.ledger.AppendEvent(ctx, r.op.Tenant, r.op.ID, ev); err != nil {
 		s.log.WarnContext(ctx, "event not recorded", "operationId", r.op.ID, "err", err)
+	}
+	if contradicted {
+		// What the seller said of the buy is its status now, whatever the change asked.
+		if err := s.follow(ctx, r, st); err != nil {
+			return ChangeOutcome{}, err
+		}
 	}
 	if r.op.GovernanceCheckID != "" {
 		if code == "" {

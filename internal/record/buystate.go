@@ -4,13 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/buyflow/buyflow/internal/workflow"
 )
 
 // BuyState is the ledger's record of a placed buy after its changes: the seller's revision,
 // the package budgets, paused/active/canceled, and the change in flight. It sits beside the
-// operation that placed the buy (the operation's status stays "completed"; a cancellation
-// after placement shows here and in the timeline). Every write is conditional: one change at
-// a time, the revision only moves forward, nothing follows a cancellation.
+// operation that placed the buy, whose status and budget follow it once a change ends
+// (completed, paused or canceled, and the committed budget), so every reader of the status
+// sees the same buy. Every write is conditional: one change at a time, the revision only
+// moves forward, nothing follows a cancellation.
 type BuyState struct {
 	Tenant      string `dynamodbav:"tenant"`
 	OperationID string `dynamodbav:"operation_id"`
@@ -44,8 +47,28 @@ type PackageBudget struct {
 	Budget    string `dynamodbav:"budget" json:"budget"`
 }
 
-// BuyStateCanceled is the state after which a buy takes no change.
-const BuyStateCanceled = "canceled"
+// The buy states; BuyStateCanceled is the one after which a buy takes no change.
+const (
+	BuyStateActive   = "active"
+	BuyStatePaused   = "paused"
+	BuyStateCanceled = "canceled"
+)
+
+// OutcomeContradicted is a change's outcome when the seller answered success but its answer
+// shows the buy not as the change asked (still active after a cancel, another budget): the
+// buy's state records what the seller said, and the change's reason is the finding.
+const OutcomeContradicted = "contradicted"
+
+// PlacedStatus is the status of a placed buy in state (active, paused or canceled).
+func PlacedStatus(state string) workflow.Status {
+	switch state {
+	case BuyStatePaused:
+		return workflow.StatusPaused
+	case BuyStateCanceled:
+		return workflow.StatusCanceled
+	}
+	return workflow.StatusCompleted
+}
 
 // ChangeRefusedError is a BeginChange the buy's state refuses: a change is in flight, or the
 // buy is canceled. Current is the state as it is.

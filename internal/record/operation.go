@@ -67,6 +67,10 @@ type Operation struct {
 	// SellerPackages are the packages the seller placed, as its create_media_buy answer (or
 	// the task's completion) reported them: their ids are what a per-package change names.
 	SellerPackages []PackageBudget `dynamodbav:"seller_packages,omitempty"`
+	// SellerState is, on a change, the buy's state (active, paused, canceled) as the seller's
+	// answer to the update reported it when that contradicts the change (internal only: the
+	// change's reason says it in words).
+	SellerState string `dynamodbav:"seller_state,omitempty"`
 	// LastWrite is the random id of the last Transition or UpdateFields (internal only): a write
 	// whose response was lost is retried by the SDK and then fails its own condition; finding
 	// its id here tells the ledger the write is in.
@@ -162,6 +166,12 @@ type Patch struct {
 	ExecutionName       *string
 	// SellerPackages, when not nil, records the seller's packages (the placed buy's ids).
 	SellerPackages []PackageBudget
+	// BudgetTotal, when set, is a placed buy's committed budget after a change the seller
+	// applied; the audit event carries it as its amount, in EventCurrency.
+	BudgetTotal   *string
+	EventCurrency string
+	// SellerState records what the seller's answer said of a change it contradicted.
+	SellerState *string
 
 	// From, when set, narrows the condition to exactly this current status (it must be a legal
 	// predecessor of the target) and is recorded in the event.

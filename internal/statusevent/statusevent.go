@@ -77,11 +77,14 @@ type Detail struct {
 	// From is the status before ("" when the operation was just created), To the status after.
 	// A campaign's are running (created), running -> awaiting_approval (each round of its one
 	// approval; it runs on after the decision) and running -> its outcome.
-	From       string  `json:"from,omitempty"`
-	To         string  `json:"to"`
-	SellerID   string  `json:"seller_id,omitempty"`
-	MediaBuyID string  `json:"media_buy_id,omitempty"`
-	Amount     *Amount `json:"amount,omitempty"`
+	// A placed buy then moves with the changes the seller applied: completed -> paused ->
+	// completed, and to canceled.
+	From       string `json:"from,omitempty"`
+	To         string `json:"to"`
+	SellerID   string `json:"seller_id,omitempty"`
+	MediaBuyID string `json:"media_buy_id,omitempty"`
+	// Amount is the buy's amount: after a change, the budget committed after it.
+	Amount *Amount `json:"amount,omitempty"`
 	// Reason is why a buy failed, was rejected or was canceled, as the ledger recorded it.
 	Reason string `json:"reason,omitempty"`
 	// ErrorCode is the seller's AdCP error code when the seller ended the task.

@@ -9,7 +9,8 @@ import (
 type Status string
 
 // The operation statuses. Seller task statuses map onto submitted, working and input_required;
-// the terminal ones are completed, failed, rejected, canceled and expired.
+// the terminal ones are completed, failed, rejected, canceled and expired. A placed buy's status
+// then follows its applied changes: paused (and completed again on a resume), canceled.
 const (
 	StatusRequested          Status = "requested"
 	StatusCheckingGovernance Status = "checking_governance"
@@ -23,13 +24,16 @@ const (
 	StatusRejected           Status = "rejected"
 	StatusCanceled           Status = "canceled"
 	StatusExpired            Status = "expired"
+	// StatusPaused is a placed buy the seller paused on a change buyflow sent: placed, delivering
+	// nothing until a resume moves it back to completed.
+	StatusPaused Status = "paused"
 )
 
 // Statuses lists every status in lifecycle order.
 var Statuses = []Status{
 	StatusRequested, StatusCheckingGovernance, StatusAwaitingApproval, StatusCreating,
 	StatusSubmitted, StatusWorking, StatusInputRequired,
-	StatusCompleted, StatusFailed, StatusRejected, StatusCanceled, StatusExpired,
+	StatusCompleted, StatusFailed, StatusRejected, StatusCanceled, StatusExpired, StatusPaused,
 }
 
 // endings are the terminal statuses every live status may move to: a failure, a refusal, a
@@ -50,25 +54,42 @@ var Transitions = map[Status][]Status{
 	StatusSubmitted:     with(StatusWorking, StatusInputRequired, StatusCompleted),
 	StatusWorking:       with(StatusInputRequired, StatusCompleted),
 	StatusInputRequired: with(StatusAwaitingApproval, StatusSubmitted, StatusWorking, StatusCompleted),
-	// The one move out of a terminal status: a buy the seller completed that buyflow then
-	// canceled at the seller (Compensate: governance findings required an undo, or the approval
-	// of a seller's input-required request was rejected or expired after the seller went on).
-	StatusCompleted: {StatusCanceled},
+	// The moves out of a placed buy, and only from it: a buy the seller completed that buyflow
+	// then canceled at the seller (Compensate: governance findings required an undo, or the
+	// approval of a seller's input-required request was rejected or expired after the seller
+	// went on), and the changes the seller applied after placement (modify): a pause, a
+	// cancellation. A resume is not here (FollowsChange).
+	StatusCompleted: {StatusCanceled, StatusPaused},
+	StatusPaused:    {StatusCanceled},
 }
 
 func with(next ...Status) []Status { return append(next, endings...) }
 
+// FollowsChange reports whether a placed buy may move from → to after a change the seller
+// answered: between completed and paused, or to canceled. The resume (paused → completed) is
+// legal only here, never in Transitions: the table is every transition's condition, and a late
+// completion of the buy's own create task must not resume a paused buy.
+func FollowsChange(from, to Status) bool {
+	return from.Placed() && from != to && (to.Placed() || to == StatusCanceled)
+}
+
 // Valid reports whether s is one of the declared statuses.
 func (s Status) Valid() bool { return slices.Contains(Statuses, s) }
 
-// Terminal reports whether s is a final status that never changes again.
+// Terminal reports whether s ends the operation's workflow: nothing waits on governance, an
+// approver or the seller any more. Only a placed buy (Placed) moves on after it, and only on a
+// change the seller applied.
 func (s Status) Terminal() bool {
 	switch s {
-	case StatusCompleted, StatusFailed, StatusRejected, StatusCanceled, StatusExpired:
+	case StatusCompleted, StatusFailed, StatusRejected, StatusCanceled, StatusExpired, StatusPaused:
 		return true
 	}
 	return false
 }
+
+// Placed reports whether s is a buy live at the seller: completed (active) or paused. A placed
+// buy takes changes, and its delivery is read.
+func (s Status) Placed() bool { return s == StatusCompleted || s == StatusPaused }
 
 // Pending reports whether an operation in status s still waits on someone (governance, an
 // approver or the seller); reconciliation sweeps pending operations.

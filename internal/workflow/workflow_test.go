@@ -9,17 +9,53 @@ import (
 	"time"
 )
 
-// Terminal statuses never move, but for compensation: completed → canceled.
+// Terminal statuses never move, but for a placed buy's changes after placement: between
+// completed and paused, and from either to canceled (a cancellation, a compensation).
 func TestTerminalStatusesNeverMove(t *testing.T) {
 	for _, s := range Statuses {
 		if !s.Terminal() {
 			continue
 		}
 		for _, to := range Statuses {
-			if CanMove(s, to) && (s != StatusCompleted || to != StatusCanceled) {
+			if CanMove(s, to) && (!s.Placed() || !to.Placed() && to != StatusCanceled) {
 				t.Errorf("terminal %s may move to %s", s, to)
 			}
 		}
+	}
+}
+
+// A placed buy follows what its changes made of it, and a cancellation is final.
+func TestPlacedBuyFollowsItsChanges(t *testing.T) {
+	for _, c := range []struct {
+		from, to Status
+		ok       bool
+	}{
+		{StatusCompleted, StatusPaused, true},
+		{StatusPaused, StatusCompleted, true},
+		{StatusPaused, StatusCanceled, true},
+		{StatusCompleted, StatusCanceled, true},
+		{StatusCompleted, StatusCompleted, false},
+		{StatusCanceled, StatusCompleted, false},
+		{StatusCanceled, StatusPaused, false},
+		{StatusWorking, StatusPaused, false},
+		{StatusFailed, StatusPaused, false},
+	} {
+		if got := FollowsChange(c.from, c.to); got != c.ok {
+			t.Errorf("FollowsChange(%s, %s) = %t, want %t", c.from, c.to, got, c.ok)
+		}
+	}
+	// The table is every transition's condition: a late completion of the create task must
+	// not resume a paused buy.
+	if CanMove(StatusPaused, StatusCompleted) || slices.Contains(Predecessors(StatusCompleted), StatusPaused) {
+		t.Error("paused → completed is in the transition table")
+	}
+	for _, s := range Statuses {
+		if s.Placed() != (s == StatusCompleted || s == StatusPaused) {
+			t.Errorf("%s placed = %t", s, s.Placed())
+		}
+	}
+	if StatusPaused.Pending() {
+		t.Error("a paused buy is pending: the sweep would poll a seller task that ended")
 	}
 }
 

@@ -173,16 +173,20 @@ func TestPauseResumeCancelAndNothingAfter(t *testing.T) {
 		body   string
 		cancel bool
 		state  string
+		status string // the buy's own status: what readers, filters and status events go by
 	}{
-		{`{"paused":true,"context":{"sim":"sync"}}`, false, "paused"},
-		{`{"paused":false}`, false, "active"}, // the seller's default: async, completed by webhook
-		{`{"reason":"campaign withdrawn","context":{"sim":"sync"}}`, true, "canceled"},
+		{`{"paused":true,"context":{"sim":"sync"}}`, false, "paused", "paused"},
+		{`{"paused":false}`, false, "active", "completed"}, // the seller's default: async, completed by webhook
+		{`{"reason":"campaign withdrawn","context":{"sim":"sync"}}`, true, "canceled", "canceled"},
 	}
 	for i, st := range steps {
 		id := r.change(st.body, st.cancel)
 		ex := only(t, r.finishNamed(id, 60*time.Second))
 		ends(t, ex, "SUCCEEDED", "", "ApplyChange", "ChangeOutcome", "ChangeApplied")
 		wantCurrent(t, r.current(), i+2, st.state, "3000.00", "applied")
+		if op := r.operation(); op.Status != st.status {
+			t.Errorf("after %s the buy's status is %s, want %s", st.body, op.Status, st.status)
+		}
 	}
 	if got := r.sellerCalls("update_media_buy"); len(got) != 3 || arg(t, got[2].Arguments, "canceled") != true ||
 		arg(t, got[2].Arguments, "cancellation_reason") != "campaign withdrawn" {
@@ -193,6 +197,36 @@ func TestPauseResumeCancelAndNothingAfter(t *testing.T) {
 		if apiclient.StatusOf(err) != 409 || !containsCode(err, "buy_canceled") {
 			t.Errorf("%s after the cancellation: %v, want 409 buy_canceled", body, err)
 		}
+	}
+}
+
+// A seller that answers a cancel with success and the buy still active (the official SDK's
+// broadcast example) did not cancel it: the change ends contradicted with a finding, the buy
+// keeps reading completed and active, and governance hears failed.
+func TestChangeContradictedByTheSellersAnswerKeepsTheBuy(t *testing.T) {
+	r := placed(t, nil)
+	id := r.change(`{"reason":"campaign withdrawn","context":{"sim":"sync,unchanged"}}`, true)
+	ex := only(t, r.finishNamed(id, 60*time.Second))
+	path(t, ex, "FAILED", "SellerDidNotApplyChange", seq(changePrelude,
+		[]string{"UpdateMediaBuy", "ChangeSellerAvailable", "AwaitChangeSeller", "ChangeSellerStatus", "ApplyChange", "ChangeOutcome", "ChangeNotApplied"})...)
+	c := r.current()
+	wantCurrent(t, c, 0, "active", "3000.00", "contradicted")
+	if !strings.Contains(c.LastReason, "answered the cancel") || !strings.Contains(c.LastReason, "Check the buy at the seller") {
+		t.Errorf("the finding on the buy: %q", c.LastReason)
+	}
+	if op := r.operation(); op.Status != "completed" {
+		t.Errorf("the buy reads %s after a cancel the seller did not apply", op.Status)
+	}
+	change, err := r.client.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if change.Status != "failed" || !strings.Contains(change.Reason, "not recorded as applied") {
+		t.Errorf("the change reads %s: %q", change.Status, change.Reason)
+	}
+	reports := r.governanceCalls("report_plan_outcome")
+	if len(reports) != 2 || arg(t, reports[1].Arguments, "outcome") != "failed" {
+		t.Errorf("governance heard %v, want the change reported failed", tools(reports))
 	}
 }
 
