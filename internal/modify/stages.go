@@ -197,7 +197,7 @@ func (s *Service) Update(ctx context.Context, in workflow.StageInput) (workflow.
 			return workflow.SellerOutput{Status: r.op.Status, Unavailable: wait}, waitErr
 		}
 		if res != nil {
-			return s.recordAnswer(ctx, r, res, token, in.Config, now)
+			return s.recordAnswer(ctx, r, p, res, token, in.Config, now)
 		}
 	}
 	res, err := s.adcp.UpdateMediaBuy(ctx, r.seller, intent.Intent)
@@ -213,12 +213,13 @@ func (s *Service) Update(ctx context.Context, in workflow.StageInput) (workflow.
 	s.event(ctx, r, record.Event{Type: record.EventModificationSellerCall, Actor: "seller:" + r.seller, Amount: p.After, Currency: r.parent.Currency,
 		Detail: record.EventDetail(map[string]any{"change_id": r.op.ID, "tool": adcp.ToolUpdateMediaBuy, "attempt": intent.Attempt, "shape": res.Shape, "status": res.Status,
 			"task_id": res.TaskID, "revision": res.Revision, "media_buy_status": res.MediaBuyStatus, "replayed": res.Replayed})})
-	return s.recordAnswer(ctx, r, res, token, in.Config, now)
+	return s.recordAnswer(ctx, r, p, res, token, in.Config, now)
 }
 
 // recordAnswer records the seller's answer to the change's update forward-only and returns
-// the first wait output.
-func (s *Service) recordAnswer(ctx context.Context, r *run, res *adcp.MediaBuyResult, token []byte, cfg workflow.RunConfig, now time.Time) (workflow.SellerOutput, error) {
+// the first wait output. A success whose media-buy status says the seller did not do what the
+// change planned (notApplied) ends the change failed with the seller's answer as the reason.
+func (s *Service) recordAnswer(ctx context.Context, r *run, p *frozenPlan, res *adcp.MediaBuyResult, token []byte, cfg workflow.RunConfig, now time.Time) (workflow.SellerOutput, error) {
 	var to workflow.Status
 	switch res.Shape {
 	case adcp.ShapeSuccess:
@@ -247,11 +248,35 @@ func (s *Service) recordAnswer(ctx context.Context, r *run, res *adcp.MediaBuyRe
 		m := record.Clip(res.Message, 1000)
 		ch.Reason = &m
 	}
+	if why := notApplied(p, res, mbID); to == workflow.StatusCompleted && why != "" {
+		code := CodeNotCanceled
+		to, ch.Reason, ch.ErrorCode = workflow.StatusFailed, &why, &code
+	}
 	cur, err := s.move(ctx, r, to, ch)
 	if err != nil {
 		return workflow.SellerOutput{}, err
 	}
 	return s.waitOutput(cur, cfg, now), nil
+}
+
+// CodeNotCanceled is the error code of a cancellation the seller answered without canceling.
+const CodeNotCanceled = "seller_did_not_cancel"
+
+// notApplied says why a successful update answer did not do what the change planned, in the
+// seller's own terms, or "". A cancellation is judged by the media-buy status the seller
+// answered: a seller may take canceled: true and keep the buy running (the @adcp/sdk broadcast
+// example ignores it and answers its buy active), and recording that buy canceled would leave
+// it live at the seller with nobody told. An answer without a status says nothing against it.
+func notApplied(p *frozenPlan, res *adcp.MediaBuyResult, mediaBuyID string) string {
+	if p.State != StateCanceled || res.MediaBuyStatus == "" {
+		return ""
+	}
+	switch res.MediaBuyStatus {
+	case "canceled", "completed", "rejected": // nothing left running there
+		return ""
+	}
+	return record.Clip(fmt.Sprintf("the seller answered the cancellation with media buy status %q: it did not cancel media buy %s, "+
+		"which is still %s there; ask the seller to cancel it", res.MediaBuyStatus, mediaBuyID, res.MediaBuyStatus), 1000)
 }
 
 // appliedAtTheSeller reads the buy at the seller before a resend of the change's update and
