@@ -1,7 +1,9 @@
-// Package interop runs seller.mjs, a seller on the official AdCP TypeScript SDK's own server
-// framework (@adcp/sdk 6.11.0, AdCP 3.0.6), as a peer nobody here wrote: the client interop
-// test (internal/adcp) and the system suite (e2e/sdkseller) start it. It needs Node on PATH
-// and node_modules/@adcp/sdk above this folder (make deps installs it).
+// Package interop runs sellers built on the official AdCP TypeScript SDK (@adcp/sdk 6.11.0,
+// AdCP 3.0.6) as peers nobody here wrote: seller.mjs, on the SDK's own server framework, which
+// the client interop test (internal/adcp) and the system suite (e2e/sdkseller) start; and the
+// SDK's own example sellers, run from the installed package (examples.go), with the mock
+// upstream ad server one of them wraps, for e2e/sdkexamples. It needs Node on PATH and
+// node_modules (@adcp/sdk, tsx) above this folder (make deps installs them).
 package interop
 
 import (
