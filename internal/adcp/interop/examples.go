@@ -48,7 +48,7 @@ type ExampleOptions struct {
 }
 
 // StartExample runs an example seller with examples/deploy.cjs preloaded (loopback, optional
-// signed webhooks, GET /recorded) and waits (up to 60 s) until it listens.
+// signed webhooks, GET /recorded) and waits (up to two minutes) until it listens.
 func StartExample(o ExampleOptions) (*Seller, error) {
 	dir, err := here()
 	if err != nil {
@@ -125,7 +125,7 @@ type Upstream struct {
 }
 
 // StartUpstream runs the SDK's sales-guaranteed mock server on a free loopback port and waits
-// (up to 60 s) until it listens.
+// (up to two minutes) until it listens.
 func StartUpstream() (*Upstream, error) {
 	dir, err := here()
 	if err != nil {

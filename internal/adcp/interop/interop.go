@@ -42,7 +42,7 @@ type Seller struct {
 	example *ExampleOptions
 }
 
-// Start runs the seller and waits (up to 60 s) until it listens.
+// Start runs the seller and waits (up to two minutes) until it listens.
 func Start(o Options) (*Seller, error) {
 	if o.Token == "" {
 		return nil, errors.New("interop: a token is required")
@@ -82,8 +82,9 @@ type proc struct {
 	output *logtest.Buffer
 }
 
-// startNode runs node with args in dir, its stdout and stderr kept, and waits (up to 60 s)
-// for a stdout line starting with ready; it returns the rest of that line.
+// startNode runs node with args in dir, its stdout and stderr kept, and waits (up to two
+// minutes: tsx compiles an example first, about 6 s on an idle machine, far longer on a busy
+// one) for a stdout line starting with ready; it returns the rest of that line.
 func startNode(dir string, env []string, ready string, args ...string) (*proc, string, error) {
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -118,9 +119,9 @@ func startNode(dir string, env []string, ready string, args ...string) (*proc, s
 	select {
 	case line := <-linec:
 		return p, line, nil
-	case <-time.After(60 * time.Second):
+	case <-time.After(2 * time.Minute):
 		p.stop(syscall.SIGKILL)
-		return nil, "", fmt.Errorf("interop: %s did not start within 60 s: %s", strings.Join(args, " "), p.output)
+		return nil, "", fmt.Errorf("interop: %s did not start within two minutes: %s", strings.Join(args, " "), p.output)
 	}
 }
 
