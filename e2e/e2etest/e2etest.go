@@ -1,4 +1,5 @@
-// Package e2etest holds the helpers the end-to-end suites (e2e, e2e/sdkseller) share: reading
+// Package e2etest holds the helpers the end-to-end suites (e2e, e2e/sdkseller, e2e/sdkexamples)
+// share: the local stack with real sellers as peers, placing a buy and waiting for its end, reading
 // a buy's timeline through the API, logging it when a test fails, and random names that keep
 // concurrent tests (tenants, idempotency keys, PO numbers) apart.
 package e2etest

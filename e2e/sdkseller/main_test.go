@@ -13,13 +13,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/e2e/e2etest"
 	"github.com/buyflow/buyflow/internal/adcp/interop"
 	"github.com/buyflow/buyflow/internal/devstack"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -52,10 +51,8 @@ var runConfig = workflow.RunConfig{
 
 var (
 	suite struct {
-		api     string
-		local   *devstack.Stack
-		seller  *sdkSeller
-		logPath string
+		*e2etest.PeerStack
+		seller *sdkSeller
 	}
 	skip string
 )
@@ -77,20 +74,6 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "sdkseller:", err)
 		return 1
 	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return fail(err)
-	}
-	root, err := devstack.FindRepoRoot(wd)
-	if err != nil {
-		return fail(err)
-	}
-	tmp, err := os.MkdirTemp("", "buyflow-sdkseller-")
-	if err != nil {
-		return fail(err)
-	}
-	defer func() { _ = os.RemoveAll(tmp) }() // a temporary folder
-
 	seller, err := startSeller()
 	if err != nil {
 		return fail(err)
@@ -98,54 +81,15 @@ func run(m *testing.M) int {
 	defer seller.Stop()
 	suite.seller = seller
 
-	agentsFile := filepath.Join(tmp, "agents.json")
-	doc := map[string]any{
-		"agents": []map[string]any{{
-			"id": sellerID, "role": "seller", "mcp_url": seller.Base + "/mcp", "credential_ref": devstack.AgentSecretPrefix + sellerID,
-			"webhook": map[string]any{"mode": "rfc9421", "jwks_uri": seller.Base + "/.well-known/jwks.json"},
-		}},
-		"credentials": map[string]string{devstack.AgentSecretPrefix + sellerID: sellerToken},
-		"simulated":   []string{"governance"},
-	}
-	raw, err := json.Marshal(doc)
+	peers := []e2etest.Peer{{ID: sellerID, MCPURL: seller.Base + "/mcp", Token: sellerToken, JWKSURL: seller.Base + "/.well-known/jwks.json"}}
+	st, err := e2etest.StartPeerStack(ctx, "sdkseller", peers, devstack.Options{Run: runConfig, Instances: 3, PortWait: 8 * time.Minute, SweepEvery: sweepEvery})
 	if err != nil {
 		return fail(err)
 	}
-	if err := os.WriteFile(agentsFile, raw, 0o600); err != nil {
-		return fail(err)
-	}
-
-	bin := os.Getenv("BUYFLOW_E2E_BIN")
-	if bin == "" {
-		bin = filepath.Join(tmp, "bin")
-		if err := devstack.Build(ctx, root, bin, nil); err != nil {
-			return fail(err)
-		}
-	}
-	var logw io.Writer = os.Stderr
-	if os.Getenv("BUYFLOW_E2E_VERBOSE") != "1" {
-		f, err := devstack.NewLogFile("", "buyflow-sdkseller-functions")
-		if err != nil {
-			return fail(err)
-		}
-		defer func() { _ = f.Close() }() // log file
-		suite.logPath, logw = f.Name(), f
-	}
-	st, err := devstack.Start(ctx, devstack.Options{BinDir: bin, RepoRoot: root, AgentsFile: agentsFile, Run: runConfig,
-		Instances: 3, Log: logw, PortWait: 8 * time.Minute, SweepEvery: sweepEvery})
-	if err != nil {
-		return fail(err)
-	}
-	defer st.Close()
-	suite.api, suite.local = st.APIURL, st
+	suite.PeerStack = st
 	code := m.Run()
-	if code == 0 && suite.logPath != "" {
-		_ = os.Remove(suite.logPath) // each run has a log of its own: a passing run's is not kept
-	}
+	st.Close(code == 0)
 	if code != 0 {
-		if suite.logPath != "" {
-			fmt.Fprintf(os.Stderr, "sdkseller: the functions' logs are in %s (BUYFLOW_E2E_VERBOSE=1 streams them)\n", suite.logPath)
-		}
 		fmt.Fprintf(os.Stderr, "sdkseller: seller stderr:\n%s\n", seller.Stderr())
 	}
 	return code

@@ -15,7 +15,6 @@ import (
 	"github.com/buyflow/buyflow/e2e/e2etest"
 	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apiclient"
-	"github.com/buyflow/buyflow/internal/workflow"
 )
 
 // begin skips when the suite cannot run and returns a client for a fresh tenant.
@@ -24,8 +23,7 @@ func begin(t *testing.T) *apiclient.Client {
 	if skip != "" {
 		t.Skip(skip)
 	}
-	return &apiclient.Client{BaseURL: suite.api, HTTP: &http.Client{Timeout: 30 * time.Second},
-		TenantHeader: suite.local.TenantHeader, Tenant: "t" + randomID(t)}
+	return suite.Client(t)
 }
 
 // body is a submit for the SDK seller: scenario selects what its create does (seller.mjs), sim
@@ -50,62 +48,6 @@ func body(t testing.TB, scenario, sim string) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// place submits a buy and returns its operation id.
-func place(t testing.TB, c *apiclient.Client, key string, b []byte) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	sub, _, err := c.Submit(ctx, key, b)
-	if err != nil || sub.OperationID == "" {
-		t.Fatalf("submit: %+v, %v", sub, err)
-	}
-	return sub.OperationID
-}
-
-// finished waits for a terminal status and checks it. A buy that completes can still be
-// canceled (compensation): waiting for canceled waits past completed.
-func finished(t testing.TB, c *apiclient.Client, id, want string) api.MediaBuy {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	var until func(api.MediaBuy) bool
-	if want == "canceled" {
-		until = func(op api.MediaBuy) bool {
-			return op.Status == want || (op.Status != "completed" && workflow.Status(op.Status).Terminal())
-		}
-	}
-	op, err := c.Wait(ctx, id, 100*time.Millisecond, until, nil)
-	if err != nil {
-		t.Fatalf("operation %s: %v", id, err)
-	}
-	if op.Status != want {
-		logTimeline(t, c, id)
-		t.Fatalf("operation %s ended %s (reason %q), want %s", id, op.Status, op.Reason, want)
-	}
-	return op
-}
-
-// reached returns the event that moved the operation to status.
-func reached(t testing.TB, evs []api.Event, status string) api.Event {
-	t.Helper()
-	i := slices.IndexFunc(evs, func(e api.Event) bool { return e.To == status })
-	if i < 0 {
-		t.Fatalf("no event reached %s", status)
-	}
-	return evs[i]
-}
-
-func detailOf(e api.Event) map[string]any {
-	var m map[string]any
-	_ = json.Unmarshal(e.Detail, &m) // nil for an event without details
-	return m
-}
-
-// withCode reports whether an event of type typ carries error_code code.
-func withCode(evs []api.Event, typ, code string) bool {
-	return slices.ContainsFunc(evs, func(e api.Event) bool { return e.Type == typ && detailOf(e)["error_code"] == code })
 }
 
 // createsFor returns the creates the seller ran for the operation.
@@ -143,24 +85,6 @@ func sellerWebhooks(t testing.TB, id string, n int) []sentWebhook {
 			return ws
 		}
 		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// executionEnd waits for the operation's (first) execution to end and returns its status and
-// error.
-func executionEnd(t testing.TB, id string) (string, string) {
-	t.Helper()
-	name := workflow.ExecutionName(id, 0)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ex, err := suite.local.Execution(context.Background(), name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ex.Status != "RUNNING" || time.Now().After(deadline) {
-			return ex.Status, ex.Error
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }
 
@@ -254,7 +178,7 @@ func reportedCode(t testing.TB, id string) string {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		for _, call := range suite.local.Governance.CallsTo("report_plan_outcome") {
+		for _, call := range suite.Governance.CallsTo("report_plan_outcome") {
 			var args struct {
 				Outcome string `json:"outcome"`
 				Error   struct {
@@ -393,15 +317,6 @@ func ownEvents(t testing.TB, c *apiclient.Client, id string) int {
 	return n
 }
 
-func get(t testing.TB, c *apiclient.Client, id string) api.MediaBuy {
-	t.Helper()
-	op, err := c.Get(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return op
-}
-
 // TestLatencyWebhookVersusPolling measures, over 20 buys each, how long after the seller
 // finished a task buyflow's ledger held the terminal status: with the seller's webhooks, and
 // with them lost before they left (the buy's own safety-net poll or the reconciliation sweep,
@@ -476,9 +391,19 @@ func TestLatencyWebhookVersusPolling(t *testing.T) {
 	t.Logf("webhook sent by the seller -> terminal status: p50 %v  p90 %v  max %v", pct(webhooks, wh, .5), pct(webhooks, wh, .9), pct(webhooks, wh, 1))
 }
 
-// The helpers both end-to-end suites use.
+// The helpers the end-to-end suites share.
 var (
 	randomID    = e2etest.RandomID
 	timeline    = e2etest.Timeline
 	logTimeline = e2etest.LogTimeline
+	place       = e2etest.Place
+	finished    = e2etest.Finished
+	get         = e2etest.Get
+	reached     = e2etest.Reached
+	detailOf    = e2etest.DetailOf
+	withCode    = e2etest.WithCode
 )
+
+// executionEnd waits for the operation's first execution to end and returns its status and
+// error.
+func executionEnd(t testing.TB, id string) (string, string) { return suite.ExecutionEnd(t, id) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/record"
@@ -89,7 +90,7 @@ func (s *Service) complete(ctx context.Context, opID, token string, out workflow
 // the end of this execution's loop budget (continue as new under a deterministic name), or the
 // next safety-net interval (workflow.WaitState.Advance). A poll the seller answers with a
 // transient error counts as "no news" and waits another interval, and so does a task it does
-// not know (REFERENCE_NOT_FOUND) within sellertask.LostTaskGrace, past which the operation fails
+// not know (REFERENCE_NOT_FOUND) within the lost-task grace (the run configuration's), past which the operation fails
 // with a lost-task finding; one it refuses for good is a TerminalError.
 func (s *Service) PollSeller(ctx context.Context, in workflow.PollInput) (workflow.SellerOutput, error) {
 	if err := in.Config.Validate(); err != nil {
@@ -104,7 +105,7 @@ func (s *Service) PollSeller(ctx context.Context, in workflow.PollInput) (workfl
 		wait = sellertask.WakeOutput(op, wait, in.Config, s.Now()).Next
 	}
 	if !op.Status.Terminal() {
-		if op, err = s.pollSeller(ctx, op); err != nil {
+		if op, err = s.pollSeller(ctx, op, in.Config); err != nil {
 			return workflow.SellerOutput{}, err
 		}
 	}
@@ -126,7 +127,7 @@ func (s *Service) PollSeller(ctx context.Context, in workflow.PollInput) (workfl
 
 // pollSeller asks the seller about the operation's task and records the answer forward only
 // (RecordTaskStatus); a repeat, an unmapped status and a refused move leave a poll event.
-func (s *Service) pollSeller(ctx context.Context, op *record.Operation) (*record.Operation, error) {
+func (s *Service) pollSeller(ctx context.Context, op *record.Operation, cfg workflow.RunConfig) (*record.Operation, error) {
 	req, err := stage.ParseRequest(op)
 	if err != nil {
 		return nil, err
@@ -136,7 +137,7 @@ func (s *Service) pollSeller(ctx context.Context, op *record.Operation) (*record
 	}
 	ts, err := s.AdCP.GetTaskStatus(ctx, req.SellerID, adcp.GetTaskStatusRequest{TaskID: op.SellerTaskID, Account: req.Account(), IncludeResult: true})
 	if sellertask.TaskLost(err) {
-		return s.lost(ctx, op, req.SellerID)
+		return s.lost(ctx, op, req.SellerID, cfg.LostTaskGrace())
 	}
 	if err != nil {
 		s.Event(ctx, op, record.Event{Type: record.EventPoll, Actor: stage.SellerActor(req.SellerID), Reason: record.Clip(err.Error(), 300),
@@ -171,8 +172,10 @@ func (s *Service) pollSeller(ctx context.Context, op *record.Operation) (*record
 // lost handles a seller that does not know the operation's task as the sweep does
 // (sellertask.RecordLost): within the grace the buy keeps waiting, on its cadence; past it the
 // operation is failed with the finding, and the terminal status ends the loop (RecordFailure).
-func (s *Service) lost(ctx context.Context, op *record.Operation, seller string) (*record.Operation, error) {
-	rec, err := sellertask.RecordLost(ctx, s.taskDeps(), op, sellertask.Lost{Seller: seller, Actor: stage.SellerActor(seller), EventType: record.EventPoll})
+func (s *Service) lost(ctx context.Context, op *record.Operation, seller string, grace time.Duration) (*record.Operation, error) {
+	deps := s.taskDeps()
+	deps.Grace = grace
+	rec, err := sellertask.RecordLost(ctx, deps, op, sellertask.Lost{Seller: seller, Actor: stage.SellerActor(seller), EventType: record.EventPoll})
 	if err != nil {
 		return nil, &workflow.TransientError{Reason: "poll: " + err.Error()}
 	}

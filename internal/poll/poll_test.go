@@ -389,3 +389,32 @@ func TestPollLostTaskWaitsTheGraceThenLeavesAFinding(t *testing.T) {
 		t.Errorf("metrics %s, want LostSellerTasks by Seller", emf.String())
 	}
 }
+
+// The lost-task grace is the run configuration's when it sets one (lost_task_grace_seconds):
+// an operator (or a local stack that must see a grace end) shortens or lengthens it, and the
+// finding names the grace that was waited.
+func TestPollLostTaskGraceFromTheRunConfig(t *testing.T) {
+	t.Parallel()
+	e := stagetest.NewEnv(t, stagetest.Options{Seller: adcptest.SellerOptions{ForgetTasksOnRestart: true}})
+	op, out := e.Placed("approved,async_complete")
+	e.Seller.Restart()
+	in := pollIn(op, out.Next, 0)
+	in.Config.LostTaskGraceSeconds = 30
+	got, err := e.PollStage.PollSeller(context.Background(), in)
+	if err != nil || got.Terminal {
+		t.Fatalf("the first REFERENCE_NOT_FOUND: %+v, %v; want the buy waiting", got, err)
+	}
+	e.Clock.Advance(29 * time.Second)
+	in.Wait = got.Next
+	if got, err = e.PollStage.PollSeller(context.Background(), in); err != nil || got.Terminal {
+		t.Fatalf("29 s into a 30 s grace: %+v, %v; want the buy waiting", got, err)
+	}
+	e.Clock.Advance(2 * time.Second)
+	in.Wait = got.Next
+	if got, err = e.PollStage.PollSeller(context.Background(), in); err != nil || got.Status != workflow.StatusFailed {
+		t.Fatalf("past a 30 s grace: %+v, %v; want failed", got, err)
+	}
+	if o := e.Op(op.ID); o.ErrorCode != "REFERENCE_NOT_FOUND" || !strings.Contains(o.Reason, "past the 30-second grace") {
+		t.Errorf("operation %s %q: %q", o.Status, o.ErrorCode, o.Reason)
+	}
+}

@@ -19,8 +19,8 @@ import (
 
 // pollAndApply polls the operation's task directly and records what the seller says, forward
 // only, waking the workflow when it must act. A task the seller does not know fails the
-// operation once sellertask.LostTaskGrace passed since the seller first said so. It returns the operation as it now is (op itself
-// when nothing changed or on error).
+// operation once the lost-task grace (the run configuration's) passed since the seller first
+// said so. It returns the operation as it now is (op itself when nothing changed or on error).
 func (s *Service) pollAndApply(ctx context.Context, r *run, seller string, account *adcp.AccountRef, op *record.Operation) (*record.Operation, error) {
 	ts, err := s.cfg.AdCP.GetTaskStatus(ctx, seller, adcp.GetTaskStatusRequest{TaskID: op.SellerTaskID, Account: account, IncludeResult: true})
 	switch {
@@ -75,7 +75,7 @@ func (s *Service) lost(ctx context.Context, r *run, seller string, op *record.Op
 // taskDeps is what the shared task-update code needs from the sweep: SellerTaskDuration goes to
 // the run's recorder (none when r is nil), and a wake leaves a wake event by the sweep.
 func (s *Service) taskDeps(r *run) sellertask.Deps {
-	d := sellertask.Deps{Ledger: s.cfg.Ledger, Tasks: s.cfg.Tasks, Timeline: s.cfg.Ledger,
+	d := sellertask.Deps{Ledger: s.cfg.Ledger, Tasks: s.cfg.Tasks, Timeline: s.cfg.Ledger, Grace: s.cfg.RunConfig.LostTaskGrace(),
 		WakeActor: actor, WakeBy: "reconcile", Now: s.now, Log: s.log}
 	if r != nil {
 		d.Metrics = r.rec
@@ -123,7 +123,7 @@ func (s *Service) orphan(ctx context.Context, r *run, seller string, t listedTas
 	if t.TaskType != "" && t.TaskType != taskCreateMediaBuy {
 		return
 	}
-	if created, err := time.Parse(time.RFC3339, t.CreatedAt); err == nil && s.now().Sub(created) < sellertask.LostTaskGrace {
+	if created, err := time.Parse(time.RFC3339, t.CreatedAt); err == nil && s.now().Sub(created) < s.cfg.RunConfig.LostTaskGrace() {
 		return // the create may not be recorded yet
 	}
 	r.finding(KindOrphan)

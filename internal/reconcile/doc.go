@@ -27,12 +27,13 @@
 //     forward only and the parked AwaitSeller token is woken with sellertask.WakeOutput — the
 //     webhook's path (finding lost_update). A read with the ledger's status writes nothing.
 //     - The direct poll answers REFERENCE_NOT_FOUND: the operation keeps waiting for
-//     sellertask.LostTaskGrace from the first such answer (the poll stage's grace too: the
+//     the lost-task grace (RunConfig.LostTaskGrace, sellertask.LostTaskGrace by default) from
+//     the first such answer (the poll stage's grace too: the
 //     seller's records may lag), then moves to failed with the lost-task finding (an
 //     EventLostTask transition: seller, PO number, what may exist there, what to check;
 //     LostSellerTasks), its token is woken so the workflow records the failure and ends, and
 //     the finding unknown_task is counted.
-//     - A listed create_media_buy task older than sellertask.LostTaskGrace that no pending
+//     - A listed create_media_buy task older than the lost-task grace that no pending
 //     operation waits on is an orphan: an "orphan" event is appended to the pseudo-operation OrphanTenant /
 //     OrphanOperation (once per OrphanRenotify per task) for a person to decide. It is never
 //     adopted or canceled automatically.

@@ -111,6 +111,26 @@ func TestUnknownTaskFailsAfterTheGracePeriod(t *testing.T) {
 	}
 }
 
+// The sweep takes the lost-task grace from the run configuration, as the poll stage does, so
+// that a lost task ends at the same time whoever reads it.
+func TestUnknownTaskGraceFromTheRunConfig(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, adcptest.SellerOptions{})
+	op := e.newOp(workflow.StatusSubmitted, "task-the-seller-never-had", nil)
+	cfg := e.cfg()
+	cfg.RunConfig.LostTaskGraceSeconds = 45
+	e.run(cfg)
+	e.clock.Advance(44 * time.Second)
+	if e.run(cfg); e.op(op.ID).Status != workflow.StatusSubmitted {
+		t.Fatalf("failed within a 45 s grace: %s", e.op(op.ID).Status)
+	}
+	e.clock.Advance(2 * time.Second)
+	e.run(cfg)
+	if got := e.op(op.ID); got.Status != workflow.StatusFailed || !strings.Contains(got.Reason, "past the 45-second grace") {
+		t.Fatalf("operation %s (%q), want failed past the configured grace", got.Status, got.Reason)
+	}
+}
+
 func TestOrphanIsRecordedOnceAndNeverAdopted(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, adcptest.SellerOptions{})

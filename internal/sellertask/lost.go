@@ -14,11 +14,12 @@ import (
 
 // LostTaskGrace is how long an operation keeps waiting on a task its seller answers
 // REFERENCE_NOT_FOUND for, counted from the first such answer since the operation last
-// changed. A seller's records may lag (a replica, a process that reloads after a restart), and
-// failing a buy on one answer abandons an order the seller may have placed upstream. It is the
-// one grace of every path that reads a task's status (the poll stage and the sweep), so that a
-// lost task ends the same way whoever saw it first.
-const LostTaskGrace = 10 * time.Minute
+// changed, unless the run configuration sets another (lost_task_grace_seconds, Deps.Grace). A
+// seller's records may lag (a replica, a process that reloads after a restart), and failing a
+// buy on one answer abandons an order the seller may have placed upstream. It is the one grace
+// of every path that reads a task's status (the poll stage and the sweep, both given the run
+// configuration's), so that a lost task ends the same way whoever saw it first.
+const LostTaskGrace = workflow.DefaultLostTaskGrace
 
 // codeTaskNotFound is the AdCP error code get_task_status / tasks/get answer for a task the
 // seller does not know (for this principal).
@@ -80,7 +81,7 @@ type LostRecorded struct {
 // next answer counts as the first again); a timeline it cannot read, and a failed move, are
 // returned.
 func RecordLost(ctx context.Context, deps Deps, op *record.Operation, l Lost) (LostRecorded, error) {
-	now := deps.now()
+	now, grace := deps.now(), deps.grace()
 	since, err := lostSince(ctx, deps.Timeline, op)
 	if err != nil {
 		return LostRecorded{Op: op}, err
@@ -89,19 +90,19 @@ func RecordLost(ctx context.Context, deps Deps, op *record.Operation, l Lost) (L
 		since = now
 		ev := record.Event{Type: l.EventType, Actor: l.Actor,
 			Reason: record.Clip(fmt.Sprintf("the seller %s answered %s for task %s; its records may lag, so the buy waits until %s before it ends",
-				l.Seller, codeTaskNotFound, op.SellerTaskID, since.Add(LostTaskGrace).Format(time.RFC3339)), 1000),
+				l.Seller, codeTaskNotFound, op.SellerTaskID, since.Add(grace).Format(time.RFC3339)), 1000),
 			Detail: record.EventDetail(map[string]any{"task_id": op.SellerTaskID, "error_code": codeTaskNotFound,
-				"lost_since": since.Format(time.RFC3339), "grace_until": since.Add(LostTaskGrace).Format(time.RFC3339)})}
+				"lost_since": since.Format(time.RFC3339), "grace_until": since.Add(grace).Format(time.RFC3339)})}
 		if err := deps.Ledger.AppendEvent(ctx, op.Tenant, op.ID, ev); err != nil {
 			deps.log().WarnContext(ctx, "first lost-task answer not recorded; the grace starts again", "operationId", op.ID, "err", err)
 		}
 	}
-	if now.Sub(since) < LostTaskGrace {
+	if now.Sub(since) < grace {
 		deps.log().WarnContext(ctx, "seller does not know the task; waiting the grace", "operationId", op.ID, "seller", l.Seller,
-			"lostSince", since, "graceUntil", since.Add(LostTaskGrace))
+			"lostSince", since, "graceUntil", since.Add(grace))
 		return LostRecorded{Op: op, Outcome: LostWaiting, Since: since}, nil
 	}
-	reason, detail := lostFinding(op, l.Seller, since, now)
+	reason, detail := lostFinding(op, l.Seller, since, now, grace)
 	code := codeTaskNotFound
 	cur, moved, err := Move(ctx, deps, op, workflow.StatusFailed, record.Patch{Reason: &reason, ErrorCode: &code,
 		Actor: l.Actor, EventType: record.EventLostTask, Detail: record.EventDetail(detail)})
@@ -154,7 +155,7 @@ func lostSince(ctx context.Context, tl timeline, op *record.Operation) (time.Tim
 
 // lostFinding is the reason and event detail of an operation failed because its seller lost
 // the task: what a person needs to find a possible order at the seller without reading code.
-func lostFinding(op *record.Operation, seller string, since, now time.Time) (string, map[string]any) {
+func lostFinding(op *record.Operation, seller string, since, now time.Time, grace time.Duration) (string, map[string]any) {
 	po := op.PONumber
 	if po == "" {
 		po = "(none recorded)"
@@ -169,9 +170,18 @@ func lostFinding(op *record.Operation, seller string, since, now time.Time) (str
 		mayExist = "media buy " + op.MediaBuyID + " with this change applied, though buyflow recorded no answer for it"
 		check = fmt.Sprintf("read media buy %s at seller %s (get_media_buys) and compare it with buyflow's record of buy %s; if the change was applied, agree with the buyer and finance whether it stands, otherwise request it again if it is still wanted", op.MediaBuyID, seller, op.ParentID)
 	}
-	reason := record.Clip(fmt.Sprintf("lost seller task: the seller %s does not know task %s for PO %s (%s since %s, past the %d-minute grace). The seller may hold %s. Check: %s.",
-		seller, op.SellerTaskID, po, codeTaskNotFound, since.Format(time.RFC3339), int(LostTaskGrace/time.Minute), mayExist, check), 1000)
+	reason := record.Clip(fmt.Sprintf("lost seller task: the seller %s does not know task %s for PO %s (%s since %s, past the %s grace). The seller may hold %s. Check: %s.",
+		seller, op.SellerTaskID, po, codeTaskNotFound, since.Format(time.RFC3339), graceWords(grace), mayExist, check), 1000)
 	return reason, map[string]any{"finding": "lost_task", "kind": op.Kind, "parent_id": op.ParentID, "seller": seller, "po_number": op.PONumber, "task_id": op.SellerTaskID,
 		"media_buy_id": op.MediaBuyID, "error_code": codeTaskNotFound, "lost_since": since.Format(time.RFC3339),
 		"waited_seconds": int64(now.Sub(since) / time.Second), "may_exist": mayExist, "check": check}
+}
+
+// graceWords is a grace as a person reads it: "10-minute", or "45-second" when it is not whole
+// minutes.
+func graceWords(d time.Duration) string {
+	if d%time.Minute == 0 {
+		return fmt.Sprintf("%d-minute", int(d/time.Minute))
+	}
+	return fmt.Sprintf("%d-second", int(d/time.Second))
 }

@@ -41,6 +41,9 @@ type Deps struct {
 	Tasks Tasks
 	// Timeline reads the operation's events; only RecordLost uses it (where the grace began).
 	Timeline timeline
+	// Grace is RecordLost's lost-task grace (the run configuration's LostTaskGrace; zero:
+	// LostTaskGrace).
+	Grace time.Duration
 	// Metrics receives SellerTaskDuration when a task reaches a terminal status; nil emits
 	// nothing.
 	Metrics *metrics.Recorder
@@ -51,6 +54,13 @@ type Deps struct {
 	Now func() time.Time
 	// Log defaults to slog.Default().
 	Log *slog.Logger
+}
+
+func (d Deps) grace() time.Duration {
+	if d.Grace <= 0 {
+		return LostTaskGrace
+	}
+	return d.Grace
 }
 
 func (d Deps) now() time.Time {

@@ -108,6 +108,24 @@ type RunConfig struct {
 	// buy delivered (0: every 60 minutes). The reconcile function reads it; executions carry it
 	// along unused.
 	DeliveryReadMinutes int `json:"delivery_read_minutes,omitempty"`
+	// LostTaskGraceSeconds is how long a buy keeps waiting on a task its seller answers
+	// REFERENCE_NOT_FOUND for before it fails with the lost-task finding (0: 600, ten
+	// minutes; see sellertask.RecordLost). The poll stage and the reconciliation sweep read it.
+	LostTaskGraceSeconds int `json:"lost_task_grace_seconds,omitempty"`
+}
+
+// DefaultLostTaskGrace is the lost-task grace when the run configuration sets none: a seller
+// that reloads its tasks after a restart, or whose records lag, has that long to find the task
+// again.
+const DefaultLostTaskGrace = 10 * time.Minute
+
+// LostTaskGrace is the lost-task grace the configuration asks for (DefaultLostTaskGrace when
+// it sets none).
+func (c RunConfig) LostTaskGrace() time.Duration {
+	if c.LostTaskGraceSeconds <= 0 {
+		return DefaultLostTaskGrace
+	}
+	return time.Duration(c.LostTaskGraceSeconds) * time.Second
 }
 
 // DefaultRunConfig returns the production timings.
@@ -137,6 +155,9 @@ func (c RunConfig) Validate() error {
 		if ck.v <= 0 {
 			return &InvalidInputError{Field: "config." + ck.name, Reason: "must be a positive integer"}
 		}
+	}
+	if c.LostTaskGraceSeconds < 0 {
+		return &InvalidInputError{Field: "config.lost_task_grace_seconds", Reason: "must not be negative (0 or absent: ten minutes)"}
 	}
 	if c.PollMaxSeconds < c.PollInitialSeconds {
 		return &InvalidInputError{Field: "config.poll_max_seconds", Reason: "must not be below poll_initial_seconds"}

@@ -276,6 +276,19 @@ func TestRunConfigValidate(t *testing.T) {
 	if err := bad.Validate(); !errors.As(err, &inv) || inv.Field != "config.loop_budget" {
 		t.Fatalf("Validate = %v", err)
 	}
+	// The lost-task grace: absent is the default ten minutes, negative is refused.
+	if g := DefaultRunConfig().LostTaskGrace(); g != 10*time.Minute {
+		t.Errorf("default lost-task grace %v", g)
+	}
+	bad = DefaultRunConfig()
+	bad.LostTaskGraceSeconds = -1
+	if err := bad.Validate(); !errors.As(err, &inv) || inv.Field != "config.lost_task_grace_seconds" {
+		t.Fatalf("Validate = %v", err)
+	}
+	bad.LostTaskGraceSeconds = 90
+	if err := bad.Validate(); err != nil || bad.LostTaskGrace() != 90*time.Second {
+		t.Fatalf("a 90 s grace: %v, %v", err, bad.LostTaskGrace())
+	}
 }
 
 func TestExecutionName(t *testing.T) {

@@ -1,7 +1,9 @@
-// Package interop runs seller.mjs, a seller on the official AdCP TypeScript SDK's own server
-// framework (@adcp/sdk 6.11.0, AdCP 3.0.6), as a peer nobody here wrote: the client interop
-// test (internal/adcp) and the system suite (e2e/sdkseller) start it. It needs Node on PATH
-// and node_modules/@adcp/sdk above this folder (make deps installs it).
+// Package interop runs sellers built on the official AdCP TypeScript SDK (@adcp/sdk 6.11.0,
+// AdCP 3.0.6) as peers nobody here wrote: seller.mjs, on the SDK's own server framework, which
+// the client interop test (internal/adcp) and the system suite (e2e/sdkseller) start; and the
+// SDK's own example sellers, run from the installed package (examples.go), with the mock
+// upstream ad server one of them wraps, for e2e/sdkexamples. It needs Node on PATH and
+// node_modules (@adcp/sdk, tsx) above this folder (make deps installs them).
 package interop
 
 import (
@@ -35,75 +37,119 @@ type Seller struct {
 	// Base is its root (http://127.0.0.1:<port>); the MCP endpoint is Base + "/mcp".
 	Base string
 
-	cmd    *exec.Cmd
-	stderr *logtest.Buffer
+	*proc
+	// example is how an example seller was started (StartExample), for Restart.
+	example *ExampleOptions
 }
 
-// Start runs the seller and waits (up to 60 s) until it listens.
+// Start runs the seller and waits (up to two minutes) until it listens.
 func Start(o Options) (*Seller, error) {
 	if o.Token == "" {
 		return nil, errors.New("interop: a token is required")
 	}
-	node, err := exec.LookPath("node")
+	dir, err := here()
 	if err != nil {
-		return nil, fmt.Errorf("interop: node is not on PATH: %w", err)
-	}
-	_, self, _, ok := runtime.Caller(0)
-	if !ok {
-		return nil, errors.New("interop: cannot locate seller.mjs")
+		return nil, err
 	}
 	if o.Delay <= 0 {
 		o.Delay = 300 * time.Millisecond
 	}
-	cmd := exec.Command(node, filepath.Join(filepath.Dir(self), "seller.mjs"))
-	cmd.Env = append(os.Environ(), "BUYFLOW_INTEROP_TOKEN="+o.Token, fmt.Sprintf("BUYFLOW_INTEROP_DELAY_MS=%d", o.Delay.Milliseconds()))
+	env := []string{"BUYFLOW_INTEROP_TOKEN=" + o.Token, fmt.Sprintf("BUYFLOW_INTEROP_DELAY_MS=%d", o.Delay.Milliseconds())}
 	if o.Webhooks {
 		// NODE_ENV=test: the SDK then takes the loopback webhook URLs without a production warning.
-		cmd.Env = append(cmd.Env, "BUYFLOW_INTEROP_WEBHOOKS=1", "ADCP_DECISIONING_ALLOW_HTTP_WEBHOOKS=1", "NODE_ENV=test")
+		env = append(env, "BUYFLOW_INTEROP_WEBHOOKS=1", "ADCP_DECISIONING_ALLOW_HTTP_WEBHOOKS=1", "NODE_ENV=test")
 	}
-	s := &Seller{cmd: cmd, stderr: &logtest.Buffer{}}
-	cmd.Stderr = s.stderr
+	p, u, err := startNode(dir, env, "LISTENING ", filepath.Join(dir, "seller.mjs"))
+	if err != nil {
+		return nil, err
+	}
+	return &Seller{Base: strings.TrimSuffix(u, "/mcp"), proc: p}, nil
+}
+
+// here is this package's folder, where the Node files are.
+func here() (string, error) {
+	_, self, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", errors.New("interop: cannot locate this package's folder")
+	}
+	return filepath.Dir(self), nil
+}
+
+// proc is a Node process this package started, in its own process group (tsx and the SDK may
+// start children of their own: stopping the group leaves none behind).
+type proc struct {
+	cmd    *exec.Cmd
+	output *logtest.Buffer
+}
+
+// startNode runs node with args in dir, its stdout and stderr kept, and waits (up to two
+// minutes: tsx compiles an example first, about 6 s on an idle machine, far longer on a busy
+// one) for a stdout line starting with ready; it returns the rest of that line.
+func startNode(dir string, env []string, ready string, args ...string) (*proc, string, error) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		return nil, "", fmt.Errorf("interop: node is not on PATH: %w", err)
+	}
+	cmd := exec.Command(node, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p := &proc{cmd: cmd, output: &logtest.Buffer{}}
+	cmd.Stderr = p.output
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, fmt.Errorf("interop: %w", err)
+		return nil, "", fmt.Errorf("interop: %w", err)
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("interop: start seller: %w", err)
+		return nil, "", fmt.Errorf("interop: start %s: %w", strings.Join(args, " "), err)
 	}
-	urlc := make(chan string, 1)
+	linec := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "LISTENING "); ok {
-				urlc <- u
+			_, _ = fmt.Fprintln(p.output, sc.Text())
+			if rest, ok := strings.CutPrefix(sc.Text(), ready); ok {
+				select {
+				case linec <- rest:
+				default:
+				}
 			}
 		}
 	}()
 	select {
-	case u := <-urlc:
-		s.Base = strings.TrimSuffix(u, "/mcp")
-		return s, nil
-	case <-time.After(60 * time.Second):
-		s.Stop()
-		return nil, fmt.Errorf("interop: the seller did not listen within 60 s: %s", s.Stderr())
+	case line := <-linec:
+		return p, line, nil
+	case <-time.After(2 * time.Minute):
+		p.stop(syscall.SIGKILL)
+		return nil, "", fmt.Errorf("interop: %s did not start within two minutes: %s", strings.Join(args, " "), p.output)
+	}
+}
+
+// stop signals the process group (SIGKILL after 5 s if it is still there) and reaps it.
+func (p *proc) stop(sig syscall.Signal) {
+	_ = syscall.Kill(-p.cmd.Process.Pid, sig) // best effort; Wait below reaps it
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) // it ignored the signal
+		<-done
 	}
 }
 
 // MCPURL is the seller's MCP endpoint.
 func (s *Seller) MCPURL() string { return s.Base + "/mcp" }
 
-// Stderr returns what the seller wrote to stderr so far.
-func (s *Seller) Stderr() string { return s.stderr.String() }
+// Stderr returns what the seller wrote so far (stderr, and stdout after its first line).
+func (s *Seller) Stderr() string { return s.output.String() }
 
 // Stop ends the seller (SIGTERM, then a kill after 5 s) and reaps it.
-func (s *Seller) Stop() {
-	_ = s.cmd.Process.Signal(syscall.SIGTERM) // best effort; Wait below reaps it
-	done := make(chan struct{})
-	go func() { _ = s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		_ = s.cmd.Process.Kill() // it ignored SIGTERM
-		<-done
-	}
-}
+func (s *Seller) Stop() { s.stop(sigterm) }
+
+// Kill ends the seller at once (SIGKILL), as a crash would, and reaps it: whatever it held
+// only in memory is gone.
+func (s *Seller) Kill() { s.stop(syscall.SIGKILL) }
+
+// sigterm asks a process group to end.
+const sigterm = syscall.SIGTERM
