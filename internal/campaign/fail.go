@@ -2,6 +2,7 @@ package campaign
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -100,7 +101,19 @@ func failureCause(f *workflow.StepError) string {
 		return "a step failed after its retries, with no cause given"
 	}
 	r := f.Readable()
-	cause := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(r.Cause), "."))
+	cause := strings.TrimSpace(r.Cause)
+	// The Lambda service's own refusals (Lambda.ServiceException and the like) carry the
+	// service's error document, {"Type": ..., "message": ...}: its message is the sentence.
+	var doc struct {
+		Message      string `json:"message"`
+		MessageUpper string `json:"Message"`
+	}
+	if strings.HasPrefix(cause, "{") && json.Unmarshal([]byte(cause), &doc) == nil {
+		if m := strings.TrimSpace(doc.Message + doc.MessageUpper); m != "" {
+			cause = m
+		}
+	}
+	cause = strings.TrimSpace(strings.TrimSuffix(cause, "."))
 	if cause == "" {
 		return "a step failed after its retries, with no cause given (" + r.Error + ")"
 	}

@@ -52,6 +52,10 @@ func TestFailBeforePlacementLeavesEveryLeg(t *testing.T) {
 	if again := fail(t, f, out, lambdaFailure, false); again.Reason != got.Reason || again.Status != Failed {
 		t.Fatalf("retry = %+v", again)
 	}
+	service := &workflow.StepError{Error: "Lambda.ServiceException", Cause: `{"Type":"User","message":"Rate exceeded."}`}
+	if got := failureCause(service); got != "a step failed after its retries (Rate exceeded)" {
+		t.Errorf("the Lambda service's refusal reads %q", got)
+	}
 	page, err := f.svc.List(ctx, "acme", 10, "")
 	if err != nil || len(page.Items) != 1 || page.Items[0].Status != string(Failed) || page.Items[0].Reason != got.Reason {
 		t.Fatalf("list = %+v, %v", page, err)
