@@ -42,7 +42,9 @@ func (s aslState) recorder() bool {
 }
 
 // notRecorded reports whether s is the end of a failure whose recording failed too.
-func (s aslState) notRecorded() bool { return s.Type == "Fail" && strings.HasSuffix(s.Error, "NotRecorded") }
+func (s aslState) notRecorded() bool {
+	return s.Type == "Fail" && strings.HasSuffix(s.Error, "NotRecorded")
+}
 
 func (s aslState) ends() bool { return s.Type == "Succeed" || s.Type == "Fail" || s.End }
 
