@@ -66,8 +66,12 @@ func (s *Settler) Fail(ctx context.Context, tenant, id string, failure *workflow
 				placed++
 			}
 		}
-		out.Reason = fmt.Sprintf("The campaign stopped after its legs were handed to their own media buys: %s. %d of its %d legs placed, committing %s %s; each leg's status says how it ended.",
-			why, placed, len(rec.Legs), o.Committed.Decimal(), rec.Currency)
+		legs := "legs"
+		if len(rec.Legs) == 1 {
+			legs = "leg"
+		}
+		out.Reason = fmt.Sprintf("The campaign stopped after its legs were handed to their own media buys: %s. %d of its %d %s placed, committing %s %s; each leg's status says how it ended.",
+			why, placed, len(rec.Legs), legs, o.Committed.Decimal(), rec.Currency)
 	} else {
 		out.Reason = fmt.Sprintf("The campaign stopped before any leg was placed: %s. Nothing was sent to any seller, and every leg records this failure.", why)
 		for _, leg := range rec.Legs {
