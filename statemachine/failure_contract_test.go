@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/buyflow/buyflow/internal/campaign"
 )
 
 // The failure contract of both machines: every Task and Map, once its retries are spent, ends
@@ -174,5 +176,53 @@ func TestEveryTaskAndMapEndsInARecordedFailure(t *testing.T) {
 				t.Fatalf("checked %d Map states of the campaign, want its three", maps)
 			}
 		})
+	}
+}
+
+// Every status Settle can answer ends the campaign where the outcome is recorded: a final one
+// in the Succeed or Fail state of that name (Settle wrote it), running (a leg had not ended,
+// so Settle wrote nothing) in RecordCampaignFailure.
+func TestEverySettledStatusEndsRecorded(t *testing.T) {
+	var top struct {
+		States map[string]json.RawMessage `json:"States"`
+	}
+	if err := json.Unmarshal([]byte(CampaignDefinition), &top); err != nil {
+		t.Fatal(err)
+	}
+	var outcome struct {
+		Choices []struct {
+			Variable     string `json:"Variable"`
+			StringEquals string `json:"StringEquals"`
+			Next         string `json:"Next"`
+		} `json:"Choices"`
+		Default string `json:"Default"`
+	}
+	if err := json.Unmarshal(top.States["CampaignOutcome"], &outcome); err != nil {
+		t.Fatal(err)
+	}
+	states := map[string]aslState{}
+	eachLevel(t, CampaignDefinition, func(where string, level map[string]aslState) {
+		if where == "" {
+			states = level
+		}
+	})
+	route := func(status campaign.Status) string {
+		for _, c := range outcome.Choices {
+			if c.Variable == "$.settle.result.status" && c.StringEquals == string(status) {
+				return c.Next
+			}
+		}
+		return outcome.Default
+	}
+	want := map[campaign.Status]string{campaign.Completed: "CampaignCompleted", campaign.PartiallyCompleted: "CampaignPartiallyCompleted",
+		campaign.Canceled: "CampaignCanceled", campaign.Failed: "CampaignFailed"}
+	for status, end := range want {
+		if got := route(status); got != end {
+			t.Errorf("a campaign settled %s ends in %s, want %s", status, got, end)
+		}
+	}
+	lands := landings(states, route(campaign.Running))
+	if len(lands) != 1 || lands[0] != "RecordCampaignFailure" || !states[lands[0]].recorder() {
+		t.Errorf("a campaign Settle found running lands in %v, want RecordCampaignFailure: nothing records its outcome", lands)
 	}
 }
