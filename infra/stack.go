@@ -708,13 +708,19 @@ func (mo monitor) label(l string) *awscloudwatch.MetricOptions {
 // approvalTimeouts is the Timeouts series of approvals that expired past their SLA.
 var approvalTimeouts = map[string]*string{"Kind": jsii.String(metrics.TimeoutApproval)}
 
-// alarmOnOutcomes alarms on what stops or endangers a buy: failed and timed-out executions,
-// API 5xx, approvals past their SLA, refused webhook signatures, spend over budget, tasks a
-// seller lost.
+// alarmOnOutcomes alarms on what stops or endangers a buy: failed and timed-out executions
+// (and failed Campaign executions), API 5xx, approvals past their SLA, refused webhook
+// signatures, spend over budget, tasks a seller lost.
 func (b *BuyflowStack) alarmOnOutcomes(m monitor) {
 	sm := b.StateMachine
 	m.alarm("ExecutionsFailedAlarm", "MediaBuy executions failed (a buy stopped: read the Fail state's Error/Cause)", sm.MetricFailed(m.sum))
 	m.alarm("ExecutionsTimedOutAlarm", "MediaBuy executions timed out", sm.MetricTimedOut(m.sum))
+	if c := b.CampaignStateMachine; c != nil {
+		// A campaign's own failure says nothing in the MediaBuy alarm: its legs may all end
+		// well while a step of the campaign fails.
+		m.alarm("CampaignExecutionsFailedAlarm", "Campaign executions failed (read the Fail state's Error: CampaignStepFailed, CampaignFailureNotRecorded or LegFailuresNotRecorded is a step of the campaign itself failing, recorded on the campaign with its reason; CampaignFailed and CampaignCanceled are campaigns no leg of which committed; runbook: docs/operator.md, 'A campaign failed in its own steps')",
+			c.MetricFailed(m.sum))
+	}
 	m.alarm("ApiServerErrorsAlarm", "HTTP API answered 5xx", b.Api.MetricServerError(m.sum))
 	m.alarmAt("ApprovalsPastSlaAlarm", "Approvals expired past their SLA (Buyflow Timeouts, Kind=approval): the buy followed the policy's on_timeout",
 		m.custom(metrics.Timeouts, approvalTimeouts, "Sum", ""), approvalsPastSLAThreshold)

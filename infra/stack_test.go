@@ -1172,6 +1172,9 @@ func TestAlarmsDashboardAndOutputs(t *testing.T) {
 	for _, m := range []string{"ExecutionsFailed", "ExecutionsTimedOut"} {
 		want(key{"AWS/States", m, smDim}, 1)
 	}
+	// A campaign that fails in its own steps: its machine's failed executions page too.
+	campaignDim := jsonOf(t, []any{map[string]any{"Name": "StateMachineArn", "Value": s.stack.Resolve(s.stack.CampaignStateMachine.StateMachineArn())}})
+	want(key{"AWS/States", "ExecutionsFailed", campaignDim}, 1)
 	for _, f := range topology.App.Functions {
 		dim := jsonOf(t, []any{map[string]any{"Name": "FunctionName", "Value": s.stack.Resolve(s.stack.Functions[f.Name].FunctionName())}})
 		want(key{"AWS/Lambda", "Errors", dim}, 1)
@@ -1208,9 +1211,9 @@ func TestAlarmsDashboardAndOutputs(t *testing.T) {
 	for _, q := range []awssqs.Queue{s.stack.PublishFailures, s.stack.NotifyFailures} {
 		want(key{"AWS/SQS", "ApproximateNumberOfMessagesVisible", jsonOf(t, []map[string]any{{"Name": "QueueName", "Value": s.stack.Resolve(q.QueueName())}})}, 1)
 	}
-	// Nothing else: 2 execution alarms, API 5xx, 5 on buyflow metrics, the two failure
-	// queues, errors and throttles per function.
-	if n := 10 + 2*len(topology.App.Functions); len(alarms) != n {
+	// Nothing else: 2 execution alarms of the MediaBuy machine and 1 of the Campaign machine,
+	// API 5xx, 5 on buyflow metrics, the two failure queues, errors and throttles per function.
+	if n := 11 + 2*len(topology.App.Functions); len(alarms) != n {
 		t.Errorf("%d alarms, want %d", len(alarms), n)
 	}
 

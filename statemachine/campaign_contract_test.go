@@ -101,9 +101,9 @@ func TestCampaignTasks(t *testing.T) {
 		t.Errorf("campaign.asl.json uses %v, CampaignPlaceholders says %v", used, CampaignPlaceholders)
 	}
 	actions := map[string][]string{
-		"${" + CampaignFunctionARN + "}":   {campaign.ActionLeg, campaign.ActionSettle, campaign.ActionSyncPlans, campaign.ActionClose, campaign.ActionRelease},
+		"${" + CampaignFunctionARN + "}":   {campaign.ActionLeg, campaign.ActionSettle, campaign.ActionSyncPlans, campaign.ActionClose, campaign.ActionRelease, campaign.ActionFail},
 		"${" + CreateFunctionARN + "}":     {string(workflow.ActionCancel)},
-		"${" + GovernanceFunctionARN + "}": {string(workflow.ActionCheck)},
+		"${" + GovernanceFunctionARN + "}": {string(workflow.ActionCheck), string(workflow.ActionFail)},
 		"${" + NotifyFunctionARN + "}":     {string(workflow.ActionExpire)},
 	}
 	approvals := 0

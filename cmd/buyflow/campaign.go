@@ -105,6 +105,7 @@ func campaignRows(tp *printer, cp api.Campaign) {
 	row("campaign", cp.CampaignID)
 	row("name", cp.Name)
 	row("status", cp.Status)
+	row("reason", cp.Reason)
 	row("policy", cp.Policy)
 	row("governance", cp.GovernanceID+" / plan "+cp.PlanID)
 	row("total budget", showMoney(cp.TotalBudget, cp.Currency))

@@ -100,3 +100,24 @@ func TestCampaignCommands(t *testing.T) {
 		})
 	}
 }
+
+// A campaign that failed in its own steps shows its reason.
+func TestCampaignStatusShowsWhyItFailed(t *testing.T) {
+	why := "The campaign stopped before any leg was placed: a step failed after its retries (the ledger did not answer)."
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"campaign_id":"cp-f","status":"failed","reason":"`+why+`","policy":"best_effort","currency":"USD","total_budget":"1000.00","committed":"0.00",`+
+			`"legs":[{"operation_id":"mb-a","seller_id":"s-a","po_number":"PO-a","amount":"1000.00","status":"failed","reason":"CampaignFailed: campaign cp-f stopped"}]}`)
+	}))
+	defer srv.Close()
+	env := func(k string) string {
+		return map[string]string{"BUYFLOW_ENDPOINT": srv.URL, "BUYFLOW_TENANT": "acme"}[k]
+	}
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"campaign", "status", "cp-f"}, env, strings.NewReader(""), &out, &errOut); code != 0 {
+		t.Fatalf("exit %d, want 0; stdout %q stderr %q", code, out.String(), errOut.String())
+	}
+	if !strings.Contains(out.String(), "reason") || !strings.Contains(out.String(), why) {
+		t.Errorf("stdout lacks the campaign's reason:\n%s", out.String())
+	}
+}

@@ -1,8 +1,9 @@
 // Command campaign is the Lambda of the Campaign state machine: action "sync_plans" (push the
 // campaign's plan to its governance agent), "close" (fail the legs that never started when that
 // failed), "release" (where each leg starts; the approval policy's threshold on the campaign's
-// total), "leg" (a leg's status) and "settle" (the campaign's outcome and, under
-// all_or_nothing, the placed legs to cancel).
+// total), "leg" (a leg's status), "settle" (the campaign's outcome and, under
+// all_or_nothing, the placed legs to cancel) and "fail" (a step of the campaign that failed,
+// recorded with its reason).
 package main
 
 import (

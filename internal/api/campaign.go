@@ -27,7 +27,10 @@ type Campaign struct {
 	CampaignID string `json:"campaign_id"`
 	Name       string `json:"name,omitempty"`
 	// Status is running until the campaign is settled (internal/campaign's Status).
-	Status       string `json:"status"`
+	Status string `json:"status"`
+	// Reason is why the campaign failed when a step of its own execution failed (its legs'
+	// reasons say why each of them ended).
+	Reason       string `json:"reason,omitempty"`
 	Policy       string `json:"policy"`
 	GovernanceID string `json:"governance_agent_id"`
 	PlanID       string `json:"plan_id"`

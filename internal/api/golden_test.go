@@ -36,7 +36,8 @@ var (
 		Waiting: &api.Waiting{Reason: "seller_unavailable", AgentID: "seller-a", Since: "2026-01-05T10:01:00Z", RetryAt: "2026-01-05T10:02:00Z"},
 		Seller:  &api.SellerWords{Message: "IO review by our sales team", SellerStatus: "working", At: "2026-01-05T10:03:00Z"},
 		Kind:    "modification", BuyID: "mb-0", Change: json.RawMessage(`{"budget":6000}`), Links: links}
-	campaign = api.Campaign{CampaignID: "cp-1", Name: "spring", Status: "partially_completed", Policy: "best_effort",
+	campaign = api.Campaign{CampaignID: "cp-1", Name: "spring", Status: "failed", Policy: "best_effort",
+		Reason:       "The campaign stopped after its legs were handed to their own media buys: a step failed after its retries (Rate exceeded). 1 of its 1 leg placed, committing 13500.00 USD; each leg's status says how it ended.",
 		GovernanceID: "gov-a", PlanID: "plan-1", Currency: "USD", TotalBudget: "30000.00", Planned: "22500.00",
 		Committed: "13500.00", BySeller: []api.SellerCommitment{{SellerID: "seller-a", Committed: "13500.00"}},
 		Legs: []api.CampaignLeg{{OperationID: "mb-1", SellerID: "seller-a", PONumber: "PO-1", Amount: "13500.00",

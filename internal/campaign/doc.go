@@ -12,7 +12,9 @@
 // The campaign function's tasks (Settler) push the plan (sync_plans) before the first check,
 // close the legs that never started when that fails, and settle the partial-failure policy:
 // under all_or_nothing, the completed legs to cancel when another did not complete; then the
-// outcome is recorded once on the campaign.
+// outcome is recorded once on the campaign. A step of the Campaign execution that fails after
+// its retries is recorded too (Settler.Fail): failed, with a reason a person reads and, before
+// the legs were placed, every leg named to be failed with it.
 //
 // The ledger holds one campaign item (the plan, the policy, the total and which operation each
 // leg is, and the outcome once settled); every leg's status lives on its own operation. Until

@@ -203,7 +203,7 @@ func (s *Service) Get(ctx context.Context, tenant, id string) (api.Campaign, err
 // what they committed; planned is the sum of the legs' amounts.
 func summary(rec *record.Campaign) (api.Campaign, money.Amount, error) {
 	out := api.Campaign{
-		CampaignID: rec.ID, Name: rec.Name, Policy: rec.Policy, GovernanceID: rec.GovernanceAgentID,
+		CampaignID: rec.ID, Name: rec.Name, Reason: rec.Reason, Policy: rec.Policy, GovernanceID: rec.GovernanceAgentID,
 		PlanID: rec.PlanID, Currency: rec.Currency, TotalBudget: rec.BudgetTotal, Requester: rec.Requester,
 		CreatedAt: rec.CreatedAt.UTC().Format(time.RFC3339Nano), Links: LinksFor(rec.ID), Legs: make([]api.CampaignLeg, 0, len(rec.Legs)),
 	}

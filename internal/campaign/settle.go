@@ -26,6 +26,8 @@ const (
 	ActionSyncPlans = "sync_plans"
 	// ActionClose fails the legs that never started, after the plan could not be pushed.
 	ActionClose = "close"
+	// ActionFail records that a step of the Campaign execution itself failed after its retries.
+	ActionFail = "fail"
 )
 
 // TaskInput is the campaign function's payload.
@@ -34,9 +36,13 @@ type TaskInput struct {
 	Tenant      string `json:"tenant"`
 	CampaignID  string `json:"campaign_id,omitempty"`
 	OperationID string `json:"operation_id,omitempty"`
-	// Failure is why the legs are closed (ActionClose): the Catch of the step that failed; for
-	// ActionRelease, why the campaign's approval did not approve.
+	// Failure is why the legs are closed (ActionClose) or the campaign failed (ActionFail): the
+	// Catch of the step that failed; for ActionRelease, why the campaign's approval did not
+	// approve.
 	Failure *workflow.StepError `json:"failure,omitempty"`
+	// LegsPlaced is ActionFail's: whether the step failed after the legs were handed to their
+	// own executions (PlaceLegs or later), which then record each leg's end themselves.
+	LegsPlaced bool `json:"legs_placed,omitempty"`
 	// Legs, Checks and Approval are ActionRelease's (see ReleaseInput).
 	Legs     []LegInput               `json:"legs,omitempty"`
 	Checks   []LegCheck               `json:"checks,omitempty"`
@@ -84,6 +90,7 @@ type Facts interface {
 	GetCampaign(ctx context.Context, tenant, id string) (*record.Campaign, error)
 	GetOperation(ctx context.Context, tenant, id string) (*record.Operation, error)
 	SettleCampaign(ctx context.Context, tenant, id, outcome, committed string) error
+	FailCampaign(ctx context.Context, tenant, id, committed, reason string) error
 	GetApproval(ctx context.Context, id string) (*record.Approval, error)
 	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Patch) (*record.Operation, error)
 	AcquireLock(ctx context.Context, name, owner string, ttl time.Duration) (record.Lease, error)
@@ -117,7 +124,7 @@ func NewSettler(f Facts, agents planSyncer, threshold threshold) *Settler {
 	return &Settler{facts: f, agents: agents, threshold: threshold, now: time.Now, log: slog.Default()}
 }
 
-// Handle serves one task payload: actions leg, settle, sync_plans, close and release.
+// Handle serves one task payload: actions leg, settle, sync_plans, close, release and fail.
 func (s *Settler) Handle(ctx context.Context, raw json.RawMessage) (any, error) {
 	return dispatch.Table{
 		ActionLeg: dispatch.StrictOf(func(ctx context.Context, in TaskInput) (LegStatus, error) {
@@ -138,6 +145,9 @@ func (s *Settler) Handle(ctx context.Context, raw json.RawMessage) (any, error) 
 		}),
 		ActionRelease: dispatch.StrictOf(func(ctx context.Context, in TaskInput) (Released, error) {
 			return s.Release(ctx, in.Tenant, in.CampaignID, releaseInput{Legs: in.Legs, Checks: in.Checks, Approval: in.Approval, Failure: in.Failure})
+		}),
+		ActionFail: dispatch.StrictOf(func(ctx context.Context, in TaskInput) (FailureRecorded, error) {
+			return s.Fail(ctx, in.Tenant, in.CampaignID, in.Failure, in.LegsPlaced)
 		}),
 	}.Handle(ctx, raw)
 }

@@ -405,7 +405,7 @@ func (n *Service) campaignUpdate(ctx context.Context, d statusevent.Detail, kind
 		u.Amount = exact(a.Amount, a.Currency)
 		return u, decided(&u, a)
 	}
-	u.Amount = exact(rec.Committed, rec.Currency)
+	u.Amount, u.Reason = exact(rec.Committed, rec.Currency), rec.Reason
 	for _, leg := range rec.Legs {
 		op, err := n.ledger.GetOperation(ctx, rec.Tenant, leg.OperationID)
 		if err != nil {

@@ -389,4 +389,17 @@ func TestRequesterHearsAboutTheirCampaign(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantAll(t, f.handled(t, ev(3, "running", "partially_completed")), "Partially completed", "2 of 3 legs placed", "committing USD 10,000.00")
+
+	// A campaign that failed in its own steps: the requester reads its reason.
+	why := "The campaign stopped before any leg was placed: a step failed after its retries (the ledger did not answer)."
+	if _, err := f.store.CreateCampaign(ctx, record.Campaign{ID: "cp-2", Tenant: "acme", Name: "Summer", GovernanceAgentID: "gov", PlanID: "plan-1",
+		Policy: "best_effort", BudgetTotal: "20000.00", Currency: "USD", NotifySlack: "U024BE7LH", Legs: legs}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.FailCampaign(ctx, "acme", "cp-2", "0.00", why); err != nil {
+		t.Fatal(err)
+	}
+	failed := envelope(t, statusevent.Detail{Kind: statusevent.KindCampaign, OperationID: "cp-2", Sequence: 2, From: "running", To: "failed",
+		Amount: &statusevent.Amount{Value: "20000.00", Currency: "USD"}, Links: statusevent.Links{Self: "https://api.example.com/v1/campaigns/cp-2"}})
+	wantAll(t, f.handled(t, failed), "Failed: your campaign", why)
 }

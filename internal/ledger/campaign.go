@@ -66,6 +66,20 @@ func (s *Store) CreateCampaign(ctx context.Context, c record.Campaign) (*record.
 //
 // so a retry of the same settle succeeds and another outcome is a conflict (ErrConflict).
 func (s *Store) SettleCampaign(ctx context.Context, tenant, id, outcome, committed string) error {
+	return s.settleCampaign(ctx, tenant, id, outcome, committed, "")
+}
+
+// FailCampaign records that a step of the Campaign execution itself failed: the outcome
+// failed with what the legs committed and the reason, once, under SettleCampaign's condition
+// (an outcome already recorded is a conflict, ErrConflict, and stands).
+func (s *Store) FailCampaign(ctx context.Context, tenant, id, committed, reason string) error {
+	if strings.TrimSpace(reason) == "" {
+		return fmt.Errorf("%w: a campaign's failure needs its reason", record.ErrInvalidArgument)
+	}
+	return s.settleCampaign(ctx, tenant, id, "failed", committed, reason)
+}
+
+func (s *Store) settleCampaign(ctx context.Context, tenant, id, outcome, committed, reason string) error {
 	if checkID("tenant", tenant) != nil || checkID("campaign id", id) != nil || outcome == "" || committed == "" {
 		return fmt.Errorf("%w: tenant, campaign id, outcome and committed are required", record.ErrInvalidArgument)
 	}
@@ -75,6 +89,9 @@ func (s *Store) SettleCampaign(ctx context.Context, tenant, id, outcome, committ
 	up := expression.Set(expression.Name("outcome"), expression.Value(outcome)).
 		Set(expression.Name("committed"), expression.Value(committed)).
 		Set(expression.Name("settled_at"), expression.Value(s.now()))
+	if reason != "" {
+		up = up.Set(expression.Name("reason"), expression.Value(record.Clip(reason, 1000)))
+	}
 	err := s.updateCampaign(ctx, tenant, id, cond, nextVersion(up))
 	if failed, _ := conditionFailed(err); failed {
 		return &record.ConflictError{What: "campaign " + id + " outcome"}

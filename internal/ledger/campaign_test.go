@@ -120,6 +120,42 @@ func TestSettleCampaignOnce(t *testing.T) {
 	}
 }
 
+// A campaign whose own step failed records failed with its reason and what its legs committed,
+// once; a campaign already settled keeps its outcome and gets no reason.
+func TestFailCampaignRecordsTheReason(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	for _, id := range []string{"cp-f", "cp-s"} {
+		if _, err := s.CreateCampaign(ctx, newCampaign("acme", id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	why := "The campaign stopped before its legs were placed."
+	if err := s.FailCampaign(ctx, "acme", "cp-f", "1000.00", why); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FailCampaign(ctx, "acme", "cp-f", "1000.00", why); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	got, err := s.GetCampaign(ctx, "acme", "cp-f")
+	if err != nil || got.Outcome != "failed" || got.Reason != why || got.Committed != "1000.00" || got.SettledAt.IsZero() || got.Version < 2 {
+		t.Fatalf("campaign = %+v, %v", got, err)
+	}
+	if err := s.FailCampaign(ctx, "acme", "cp-f", "0.00", " "); !errors.Is(err, record.ErrInvalidArgument) {
+		t.Fatalf("no reason: err = %v", err)
+	}
+	if err := s.SettleCampaign(ctx, "acme", "cp-s", "completed", "30000.00"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FailCampaign(ctx, "acme", "cp-s", "30000.00", why); !errors.Is(err, record.ErrConflict) {
+		t.Fatalf("a settled campaign: err = %v", err)
+	}
+	if got, err := s.GetCampaign(ctx, "acme", "cp-s"); err != nil || got.Outcome != "completed" || got.Reason != "" {
+		t.Fatalf("settled campaign = %+v, %v", got, err)
+	}
+}
+
 // The campaign names its latest approval; another tenant's campaign and a missing one are not
 // found and nothing is written for them.
 func TestSetCampaignApproval(t *testing.T) {

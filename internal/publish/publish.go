@@ -232,6 +232,7 @@ func campaignTransition(oldImg, newImg image, at time.Time, baseURL string) (sta
 		d.Sequence, d.To, d.OccurredAt = max(version, 1), campaignRunning, newImg.time(attrCreatedAt)
 	case oldImg.str(attrOutcome) == "" && outcome != "":
 		d.Sequence, d.From, d.To, d.OccurredAt = max(version, 2), campaignRunning, outcome, newImg.time(attrSettledAt)
+		d.Reason = newImg.str(attrReason) // a campaign that failed in its own steps says why
 	case outcome == "" && approval != "" && approval != oldImg.str(attrApprovalID):
 		if version < 2 {
 			return statusevent.Detail{}, false, fmt.Errorf("publish: campaign %q: an approval named without a version", id)

@@ -312,6 +312,24 @@ func TestChangeAndCampaignEvents(t *testing.T) {
 	}
 }
 
+// A campaign that failed in its own steps carries its reason on the outcome event.
+func TestCampaignFailureEventCarriesTheReason(t *testing.T) {
+	camp := record.Campaign{ID: "cmp-3", Tenant: "acme", BudgetTotal: "50000.00", Currency: "EUR", CreatedAt: t0, Version: 1}
+	failed := camp
+	failed.Outcome, failed.SettledAt, failed.Version, failed.Reason = "failed", t0.Add(time.Hour), 2, "The campaign stopped before any leg was placed."
+	bus := &fakeBus{}
+	_, err := New(bus, "bus", base).Handle(context.Background(), events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
+		streamRecord(t, events.DynamoDBOperationTypeModify, "CAMPAIGN", camp, failed),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := bus.details(t)
+	if len(got) != 1 || got[0].To != "failed" || got[0].Reason != failed.Reason {
+		t.Fatalf("events = %+v", got)
+	}
+}
+
 // Each round of a campaign's approval is an event (running -> awaiting_approval) ordered by the
 // campaign's version, with the requester's Slack id; a retried write naming the same approval
 // is none, and the outcome comes after it.

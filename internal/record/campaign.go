@@ -40,6 +40,10 @@ type Campaign struct {
 	// Committed is what the legs committed in total (a decimal string), written with Outcome:
 	// the campaign list shows it without reading any leg.
 	Committed string `dynamodbav:"committed,omitempty"`
+	// Reason is why the campaign failed when a step of the Campaign execution itself failed
+	// after its retries (written with Outcome failed): a sentence for a person, since no leg's
+	// status explains it.
+	Reason string `dynamodbav:"reason,omitempty"`
 	// ApprovalID is the campaign's latest approval (one decision for every leg), when policy
 	// asked for one; the approval item holds its decision.
 	ApprovalID string `dynamodbav:"approval_id,omitempty"`

@@ -32,7 +32,8 @@ type RequesterUpdate struct {
 	Comment   string
 	// MediaBuyID is the seller's id of the placed buy (KindPlaced).
 	MediaBuyID string
-	// Reason is why the buy ended (failed, rejected, canceled, expired).
+	// Reason is why the buy ended (failed, rejected, canceled, expired), or why a campaign
+	// failed in its own steps.
 	Reason string
 	// SellerMessage is what the seller said the buy waits for, in its words (KindSellerWaiting,
 	// KindSellerInput): untrusted text, escaped and quoted in the message.
@@ -234,6 +235,11 @@ func campaignMessage(u RequesterUpdate) (Message, error) {
 	case KindFailed:
 		title = "Failed: your campaign"
 		line = "*Failed*: " + placed + "; nothing is committed."
+		if strings.TrimSpace(u.Reason) != "" {
+			// A campaign that failed in its own steps: its reason says where it stopped and
+			// what its legs committed, which may not be nothing.
+			line = "*Failed*: " + escape(u.Reason, maxFieldRunes*2)
+		}
 	case KindCanceled:
 		title = "Canceled: your campaign"
 		line = "*Canceled*: nothing was bought (" + placed + ")."

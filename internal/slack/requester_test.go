@@ -117,6 +117,10 @@ func TestRequesterMessageOfAChangeAndACampaign(t *testing.T) {
 		{"campaign partial", with(camp, func(u *RequesterUpdate) { u.Kind, u.Landed, u.Amount = KindPartial, 2, usd(1000025) }),
 			[]string{"Partially completed", "2 of 3 legs placed", "USD 10,000.25"}, false},
 		{"campaign failed", with(camp, func(u *RequesterUpdate) { u.Kind = KindFailed }), []string{"Failed: your campaign", "0 of 3 legs placed"}, false},
+		{"campaign failed in its own steps", with(camp, func(u *RequesterUpdate) {
+			u.Kind, u.Landed, u.Reason = KindFailed, 1, "The campaign stopped after its legs were handed to their own media buys: a step <failed>. 1 of its 3 legs placed."
+		}),
+			[]string{"Failed: your campaign", "*Failed*: The campaign stopped after its legs were handed", "a step &lt;failed&gt;", "1 of 3 legs placed"}, false},
 		{"campaign canceled", with(camp, func(u *RequesterUpdate) { u.Kind = KindCanceled }), []string{"Canceled: your campaign", "nothing was bought"}, false},
 		{"campaign without legs", with(camp, func(u *RequesterUpdate) { u.Kind, u.Legs = KindSubmitted, 0 }), nil, true},
 		{"campaign placed a buy", with(camp, func(u *RequesterUpdate) { u.Kind = KindExpired }), nil, true},

@@ -467,9 +467,12 @@ const (
 	// FailureCampaignCalledOff ends an all_or_nothing campaign's leg before it is bought,
 	// because another leg was denied or could not be checked.
 	FailureCampaignCalledOff = "CampaignCalledOff"
+	// FailureCampaignFailed ends a campaign's leg before it is bought, because a step of the
+	// Campaign execution itself failed after its retries.
+	FailureCampaignFailed = "CampaignFailed"
 )
 
 // FailureNames lists the names above.
 var FailureNames = []string{FailureGovernanceDenied, FailureSellerDidNotComplete, failureUnexpectedDecision,
 	FailureChangeDenied, FailureChangeApprovalExpired, FailureChangeDeadline, failureChangeInputRequired, failureChangeWaitTooLong,
-	FailureCampaignCalledOff}
+	FailureCampaignCalledOff, FailureCampaignFailed}
