@@ -44,8 +44,8 @@ type sellerAmount struct {
 // Decide derives a campaign's outcome from its legs: running while any leg is; completed when
 // every leg completed; partially_completed when some did and others failed or were rejected;
 // canceled when every leg was canceled (the campaign was called off); failed otherwise (every
-// leg failed, was denied, rejected or expired, or some of each). A committed amount counts only completed legs: a leg canceled by
-// compensation committed nothing.
+// leg failed, was denied, rejected or expired, or some of each). A committed amount counts only placed legs (completed, or paused
+// since): a leg canceled by compensation committed nothing.
 func Decide(currency string, legs []LegState) Outcome {
 	out := Outcome{Committed: money.Amount{Currency: currency}}
 	idx := map[string]int{}
@@ -60,7 +60,7 @@ func Decide(currency string, legs []LegState) Outcome {
 		switch {
 		case !l.Status.Terminal():
 			pending++
-		case l.Status == workflow.StatusCompleted:
+		case l.Status.Placed(): // completed, or paused by a change since: committed either way
 			completed++
 			out.Committed = out.Committed.Add(l.Amount)
 			out.BySeller[i].Amount = out.BySeller[i].Amount.Add(l.Amount)

@@ -23,6 +23,7 @@ func TestDecide(t *testing.T) {
 		rejected = workflow.StatusRejected
 		canceled = workflow.StatusCanceled
 		working  = workflow.StatusWorking
+		paused   = workflow.StatusPaused
 	)
 	cases := []struct {
 		name      string
@@ -38,6 +39,8 @@ func TestDecide(t *testing.T) {
 		{"compensated after a failure", []workflow.Status{canceled, failed, canceled}, Failed, "0.00", []string{"0.00", "0.00", "0.00"}},
 		{"all canceled", []workflow.Status{canceled, canceled, canceled}, Canceled, "0.00", []string{"0.00", "0.00", "0.00"}},
 		{"all rejected", []workflow.Status{rejected, rejected, rejected}, Failed, "0.00", []string{"0.00", "0.00", "0.00"}},
+		// A leg a change paused before the campaign settled is still placed and committed.
+		{"one paused since", []workflow.Status{done, paused, done}, Completed, "22500.00", []string{"8500.25", "9000.00", "4999.75"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

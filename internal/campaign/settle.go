@@ -254,8 +254,10 @@ func (s *Settler) Close(ctx context.Context, tenant, id string, failure *workflo
 		return Closed{}, err
 	}
 	reason := "the campaign's plan could not be pushed to its governance agent, so no leg was checked or sent to a seller"
-	if failure != nil && failure.Cause != "" {
-		reason += ": " + failure.Cause
+	if failure != nil {
+		if why := failure.Sentence(); why != "" {
+			reason += ": " + why // a sentence, never a Lambda envelope or an engine's error name
+		}
 	}
 	out := Closed{Closed: []string{}}
 	for _, leg := range rec.Legs {

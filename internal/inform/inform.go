@@ -411,7 +411,7 @@ func (n *Service) campaignUpdate(ctx context.Context, d statusevent.Detail, kind
 		if err != nil {
 			return u, fmt.Errorf("inform: read leg %s: %w", leg.OperationID, err)
 		}
-		if op.Status == workflow.StatusCompleted {
+		if op.Status.Placed() {
 			u.Landed++
 		}
 	}
