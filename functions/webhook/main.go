@@ -32,7 +32,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	verifiers := &webhook.RegistryVerifiers{Registry: reg, Secrets: c.Secrets(), Options: webhook.VerifierOptions{
 		Replay: store, AllowHTTP: strings.HasPrefix(c.Env.PublicBaseURL, "http://"), Now: time.Now}}
 	svc, err := webhook.New(webhook.Config{
-		Ledger: store, Operations: store, Sellers: verifiers, Tasks: c.Tasks(),
+		Ledger: store, Operations: store, Sellers: verifiers, Registry: reg, Tasks: c.Tasks(),
 		RunConfig: c.Env.Run, PublicBaseURL: c.Env.PublicBaseURL, Now: time.Now, Metrics: c.Metrics,
 	})
 	if err != nil {

@@ -140,7 +140,87 @@ type receiptItem struct {
 	// Writer is random per put: a failed condition on an item that carries our writer is our
 	// own put, retried by the SDK after its response was lost, not a duplicate.
 	Writer string `dynamodbav:"writer"`
+	// ClaimedAt (Unix seconds) is when ClaimReceipt took the receipt, in a number a condition
+	// can compare; receipts RecordReceipt writes have none and are never taken over.
+	ClaimedAt int64 `dynamodbav:"claimed_at,omitempty"`
 	record.Receipt
+}
+
+// ClaimReceipt records a webhook delivery's receipt, in progress, before any side effect, and
+// returns nil when this call holds it: no live receipt for (seller, idempotency key) existed,
+// or the one that did is still in progress after stale (its holder died between the claim and
+// CompleteReceipt or ReleaseReceipt: the delivery is taken over). Otherwise it returns the
+// receipt held, whose Done and PayloadHash decide the answer: 2xx done, 503 in progress, 409 a
+// different payload (AdCP 3.2's retry rules). A receipt RecordReceipt wrote reads as done.
+func (s *Store) ClaimReceipt(ctx context.Context, r record.Receipt, stale time.Duration) (*record.Receipt, error) {
+	if err := checkID("seller id", r.SellerID); err != nil {
+		return nil, err
+	}
+	if r.IdempotencyKey == "" {
+		return nil, fmt.Errorf("%w: empty webhook idempotency key", record.ErrInvalidArgument)
+	}
+	now := s.now()
+	if r.ReceivedAt.IsZero() {
+		r.ReceivedAt = now
+	}
+	r.Done = false
+	k := key(receiptPK(r.SellerID, r.IdempotencyKey), skReceipt)
+	w := s.NewID()
+	av, err := attributevalue.MarshalMap(receiptItem{PK: receiptPK(r.SellerID, r.IdempotencyKey), SK: skReceipt,
+		TTL: now.Add(max(s.ReceiptTTL, minReceiptTTL)).Unix(), Writer: w, ClaimedAt: now.Unix(), Receipt: r})
+	if err != nil {
+		return nil, fmt.Errorf("ledger: claim webhook receipt: encode: %w", err)
+	}
+	abandoned := expression.AttributeExists(expression.Name("claimed_at")).
+		And(expression.AttributeNotExists(expression.Name("done"))).
+		And(expression.Name("claimed_at").LessThan(expression.Value(now.Add(-stale).Unix())))
+	cond := keyFree().Or(expression.Name(AttrTTL).LessThan(expression.Value(now.Unix()))).Or(abandoned)
+	err = s.putIf(ctx, av, cond)
+	if err == nil {
+		return nil, nil
+	}
+	failed, old := conditionFailed(err)
+	if !failed {
+		return nil, fmt.Errorf("ledger: claim webhook receipt from %s: %w", r.SellerID, err)
+	}
+	cur, err := s.oldOrRead(ctx, old, k)
+	if errors.Is(err, record.ErrNotFound) {
+		// Held a moment ago, released since (its delivery failed): in progress again for the
+		// seller's next retry, which finds it free.
+		return &record.Receipt{SellerID: r.SellerID, IdempotencyKey: r.IdempotencyKey, PayloadHash: r.PayloadHash}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ledger: claim webhook receipt from %s: read existing: %w", r.SellerID, err)
+	}
+	var held receiptItem
+	if err := attributevalue.UnmarshalMap(cur, &held); err != nil {
+		return nil, fmt.Errorf("ledger: claim webhook receipt from %s: decode: %w", r.SellerID, err)
+	}
+	if held.Writer == w {
+		return nil, nil // our own put, retried by the SDK after its response was lost
+	}
+	if held.ClaimedAt == 0 {
+		held.Done = true // written by RecordReceipt: deduplicated the 3.1 way
+	}
+	return &held.Receipt, nil
+}
+
+// CompleteReceipt marks the receipt of (sellerID, idempotencyKey) done once its delivery's
+// effects are recorded, so a retry is answered 2xx. A receipt that is gone (released, expired)
+// is not recreated.
+func (s *Store) CompleteReceipt(ctx context.Context, sellerID, idempotencyKey string) error {
+	if err := checkID("seller id", sellerID); err != nil {
+		return err
+	}
+	_, err := s.update(ctx, key(receiptPK(sellerID, idempotencyKey), skReceipt), expression.AttributeExists(expression.Name(AttrPK)),
+		expression.Set(expression.Name("done"), expression.Value(true)), types.ReturnValueNone)
+	if failed, _ := conditionFailed(err); failed {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("ledger: complete webhook receipt from %s: %w", sellerID, err)
+	}
+	return nil
 }
 
 // RecordReceipt stores the receipt of a webhook before any side effect, with

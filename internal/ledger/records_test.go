@@ -255,3 +255,60 @@ func TestReleasedReceiptIsAppliedAgain(t *testing.T) {
 		t.Fatalf("redelivery: duplicate = %v, err = %v", dup, err)
 	}
 }
+
+// ClaimReceipt: the first claim holds the receipt in progress; a second sees it with its payload
+// hash; CompleteReceipt marks it done; a claim in progress past stale is taken over; a receipt
+// RecordReceipt wrote (3.1 deduplication) reads as done; a completed receipt that is gone is not
+// recreated.
+func TestClaimReceipt(t *testing.T) {
+	t.Parallel()
+	s, clk := newStore(t)
+	ctx := context.Background()
+	r := record.Receipt{SellerID: "seller-1", IdempotencyKey: "wh-claim-0001", PayloadHash: "h1"}
+	if held, err := s.ClaimReceipt(ctx, r, 30*time.Second); err != nil || held != nil {
+		t.Fatalf("first claim: %+v, %v", held, err)
+	}
+	held, err := s.ClaimReceipt(ctx, record.Receipt{SellerID: "seller-1", IdempotencyKey: "wh-claim-0001", PayloadHash: "h2"}, 30*time.Second)
+	if err != nil || held == nil || held.Done || held.PayloadHash != "h1" {
+		t.Fatalf("second claim while in progress: %+v, %v", held, err)
+	}
+	if err := s.CompleteReceipt(ctx, "seller-1", "wh-claim-0001"); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Minute) // a done receipt is never taken over, however old
+	if held, err := s.ClaimReceipt(ctx, r, 30*time.Second); err != nil || held == nil || !held.Done {
+		t.Fatalf("claim after completion: %+v, %v", held, err)
+	}
+
+	abandoned := record.Receipt{SellerID: "seller-1", IdempotencyKey: "wh-claim-0002", PayloadHash: "h1"}
+	if held, err := s.ClaimReceipt(ctx, abandoned, 30*time.Second); err != nil || held != nil {
+		t.Fatalf("claim: %+v, %v", held, err)
+	}
+	clk.Advance(29 * time.Second)
+	if held, err := s.ClaimReceipt(ctx, abandoned, 30*time.Second); err != nil || held == nil {
+		t.Fatalf("a claim 29 s old was taken over: %+v, %v", held, err)
+	}
+	clk.Advance(2 * time.Second)
+	if held, err := s.ClaimReceipt(ctx, abandoned, 30*time.Second); err != nil || held != nil {
+		t.Fatalf("a claim 31 s old was not taken over: %+v, %v", held, err)
+	}
+
+	legacy := record.Receipt{SellerID: "seller-1", IdempotencyKey: "wh-claim-0003"}
+	if dup, err := s.RecordReceipt(ctx, legacy); err != nil || dup {
+		t.Fatalf("record: %v %v", dup, err)
+	}
+	clk.Advance(time.Hour)
+	if held, err := s.ClaimReceipt(ctx, legacy, 30*time.Second); err != nil || held == nil || !held.Done {
+		t.Fatalf("a 3.1 receipt: %+v, %v", held, err)
+	}
+
+	if err := s.ReleaseReceipt(ctx, "seller-1", "wh-claim-0002"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CompleteReceipt(ctx, "seller-1", "wh-claim-0002"); err != nil {
+		t.Fatalf("completing a released receipt: %v", err)
+	}
+	if held, err := s.ClaimReceipt(ctx, abandoned, 30*time.Second); err != nil || held != nil {
+		t.Fatalf("CompleteReceipt recreated a released receipt: %+v, %v", held, err)
+	}
+}

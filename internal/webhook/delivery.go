@@ -2,6 +2,8 @@ package webhook
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +38,10 @@ type Delivery struct {
 	Token   string          `json:"token,omitempty"`
 	Result  json.RawMessage `json:"result,omitempty"`
 	Context json.RawMessage `json:"context,omitempty"`
+	// PayloadHash is the SHA-256 (hex) of the whole payload in canonical form: what AdCP 3.2
+	// binds an idempotency_key to (a retry must repeat the payload, a different one under the
+	// same key is refused 409).
+	PayloadHash string `json:"-"`
 }
 
 // ErrInvalidDelivery reports a payload that is not a valid AdCP webhook envelope.
@@ -124,6 +130,7 @@ func ParseDelivery(body []byte) (*Delivery, error) {
 		return nil, &DeliveryError{Field: "timestamp", Reason: "must be an RFC 3339 date-time"}
 	}
 	d.Timestamp = ts.UTC()
+	d.PayloadHash = canonicalHash(body)
 	if len(d.Message) > maxMessageLen {
 		d.Message = strings.ToValidUTF8(d.Message[:maxMessageLen], "")
 	}
@@ -134,3 +141,21 @@ func ParseDelivery(body []byte) (*Delivery, error) {
 // webhook they send after a synchronous create or update: a task buyflow never saw, since the call
 // answered inline.
 const syncTaskPrefix = "sync-"
+
+// canonicalHash is the SHA-256 (hex) of body re-encoded with sorted keys, no insignificant
+// space, numbers as IEEE doubles printed the ECMAScript way and no HTML escaping: RFC 8785's
+// equivalence for the payloads sellers send, which is what "the same payload" means for a
+// retry (3.2 senders may re-serialise it, and a fresh signature changes only headers). body
+// has passed CheckJSON and the number bounds; should it not decode, its raw bytes are hashed.
+func canonicalHash(body []byte) string {
+	var v any
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	b := body
+	if json.Unmarshal(body, &v) == nil && enc.Encode(v) == nil {
+		b = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}

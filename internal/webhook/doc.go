@@ -24,9 +24,13 @@
 //     an inline answer) is acknowledged with 2xx and an event, changing nothing. A refusal here
 //     stores nothing but the transport nonce of an authentic request. Every 4xx is counted in
 //     WebhookRejected (by Code, by Seller); every authenticated 2xx in WebhookAccepted.
-//  5. The receipt (authenticated seller id = the operation's seller, idempotency_key) is written
-//     with a conditional put before any side effect; a live receipt means duplicate: 200, nothing
-//     else.
+//  5. The receipt (authenticated seller id = the operation's seller, idempotency_key, the
+//     payload's canonical hash) is claimed with a conditional put before any side effect, in
+//     progress until the effects are recorded (then done). A key already held is answered by
+//     AdCP 3.2's retry rules: 503 delivery_in_progress while its first copy is being processed
+//     (a claim older than receiptStale is taken over: its holder died), 200 duplicate once
+//     done, and 409 idempotency_conflict for another payload under the key from a seller that
+//     speaks only 3.2 or later (3.0 and 3.1 dedupe by the key alone: 200). Nothing else.
 //  6. The update is applied forward only (workflow.FromTaskStatus; media_buy_id from the result
 //     via adcp.DecodeMediaBuy). A transition the ledger refuses (an older or equal status) is
 //     "stale" and leaves an audit event; a delivery about another task type, or a

@@ -5,7 +5,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -173,20 +175,20 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return r.refuse(http.StatusBadRequest, "task_mismatch", "the payload's task_id is not the operation's seller task")
 	}
 
-	// Mark the event processed before any side effect, so a redelivery cannot repeat one.
-	dup, err := s.cfg.Ledger.RecordReceipt(ctx, record.Receipt{SellerID: op.SellerID, IdempotencyKey: d.IdempotencyKey,
-		Tenant: op.Tenant, OperationID: op.ID, TaskID: d.TaskID, ReceivedAt: s.now()})
+	// Claim the delivery before any side effect, so a redelivery cannot repeat one.
+	held, err := s.cfg.Ledger.ClaimReceipt(ctx, record.Receipt{SellerID: op.SellerID, IdempotencyKey: d.IdempotencyKey,
+		Tenant: op.Tenant, OperationID: op.ID, TaskID: d.TaskID, ReceivedAt: s.now(), PayloadHash: d.PayloadHash}, receiptStale)
 	if err != nil {
 		return r.fail("ledger_unavailable", err)
 	}
 	s.accepted(ctx, op.SellerID)
-	if dup {
-		s.cfg.Metrics.Count(metrics.WebhookDuplicates, nil, 1)
-		return r.ok(OutcomeDuplicate)
+	if held != nil {
+		return s.redelivery(ctx, r, op, d, held)
 	}
 	if syncEcho {
 		s.event(ctx, op, record.Event{Type: record.EventWebhook, Actor: "seller:" + op.SellerID,
 			Reason: "acknowledged: the completion of a synchronous " + syncTaskWord(op) + ", already recorded", Detail: deliveryDetail(d)})
+		s.complete(ctx, r, op, d)
 		return r.ok(OutcomeAcknowledged)
 	}
 	outcome, cur, err := s.apply(ctx, op, d)
@@ -196,6 +198,7 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		}
 		return r.fail("ledger_unavailable", err)
 	}
+	s.complete(ctx, r, op, d)
 	if outcome == OutcomeApplied {
 		if werr := s.wake(ctx, cur); werr != nil {
 			// The ledger holds the update; the wait's timeout polls and finds it.
@@ -203,6 +206,75 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		}
 	}
 	return r.ok(outcome)
+}
+
+// receiptStale is how long a claimed delivery may stay in progress before a retry takes it
+// over: three times the webhook function's 10 s timeout, so only a holder that died (a crash,
+// a timeout) loses it, and a seller's retries (503 meanwhile) end in the update applied.
+const receiptStale = 30 * time.Second
+
+// redelivery answers a delivery whose idempotency_key is already held, by AdCP 3.2's retry
+// rules: a different payload under the key is 409 from a seller that speaks only 3.2 or later
+// (a 3.0 or 3.1 seller may re-serialise a retry, and those versions dedupe by the key alone);
+// a delivery still being processed is 503, so the seller retries rather than take a 2xx for an
+// update that may yet fail; one whose effects are recorded is 200, nothing done.
+func (s *Service) redelivery(ctx context.Context, r *result, op *record.Operation, d *Delivery, held *record.Receipt) result {
+	switch {
+	case held.PayloadHash != "" && held.PayloadHash != d.PayloadHash && s.speaksOnly32(ctx, op.SellerID):
+		s.cfg.Metrics.Count(metrics.WebhookDuplicates, metrics.Dims{"Kind": "conflict"}, 1)
+		return r.refuse(http.StatusConflict, "idempotency_conflict",
+			"this idempotency_key was delivered with a different payload; a changed payload needs a fresh key")
+	case !held.Done:
+		out := r.fail("delivery_in_progress", nil)
+		out.resp = httpapi.Error(http.StatusServiceUnavailable, "delivery_in_progress",
+			"this delivery is still being processed; retry it unchanged", "")
+		out.resp.Headers["Retry-After"] = "2"
+		return out
+	}
+	s.cfg.Metrics.Count(metrics.WebhookDuplicates, nil, 1)
+	return r.ok(OutcomeDuplicate)
+}
+
+// complete marks the delivery's receipt done. A failure is logged, not answered: the update is
+// recorded, and a retry meets an in-progress receipt (503) until it is stale, then applies the
+// delivery again, which the forward-only ledger takes as stale.
+func (s *Service) complete(ctx context.Context, r *result, op *record.Operation, d *Delivery) {
+	if err := s.cfg.Ledger.CompleteReceipt(ctx, op.SellerID, d.IdempotencyKey); err != nil {
+		r.err = errors.Join(r.err, err)
+	}
+}
+
+// speaksOnly32 reports whether the registry lists the seller as speaking AdCP 3.2 or later
+// and nothing older. Without a registry, or when it cannot say, the seller is read the 3.1 way.
+func (s *Service) speaksOnly32(ctx context.Context, sellerID string) bool {
+	if s.cfg.Registry == nil {
+		return false
+	}
+	rec, err := s.cfg.Registry.Lookup(ctx, sellerID)
+	if err != nil || rec.Capabilities == nil || len(rec.Capabilities.SupportedVersions) == 0 {
+		return false
+	}
+	for _, v := range rec.Capabilities.SupportedVersions {
+		if major, minor, ok := versionOf(v); !ok || major < 3 || major == 3 && minor < 2 {
+			return false
+		}
+	}
+	return true
+}
+
+// versionOf reads the major and minor of an AdCP version ("3.2", "3.2.3", "3.3-rc.0").
+func versionOf(v string) (major, minor int, ok bool) {
+	ma, rest, found := strings.Cut(v, ".")
+	if !found {
+		return 0, 0, false
+	}
+	mi := strings.FieldsFunc(rest, func(r rune) bool { return r == '.' || r == '-' })
+	if len(mi) == 0 {
+		return 0, 0, false
+	}
+	major, err1 := strconv.Atoi(ma)
+	minor, err2 := strconv.Atoi(mi[0])
+	return major, minor, err1 == nil && err2 == nil
 }
 
 // authFailure answers a verification error: 401 with WWW-Authenticate for a verdict on the

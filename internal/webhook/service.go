@@ -18,8 +18,12 @@ import (
 
 // Ledger is the part of the ledger the receiver writes; *ledger.Store satisfies it.
 type Ledger interface {
-	RecordReceipt(ctx context.Context, r record.Receipt) (duplicate bool, err error)
-	// ReleaseReceipt deletes a receipt RecordReceipt stored, so that a delivery whose update
+	// ClaimReceipt records the delivery's receipt, in progress, before any side effect: nil
+	// when this call holds it, else the receipt held (done or still in progress).
+	ClaimReceipt(ctx context.Context, r record.Receipt, stale time.Duration) (*record.Receipt, error)
+	// CompleteReceipt marks a receipt done once its delivery's effects are recorded.
+	CompleteReceipt(ctx context.Context, sellerID, idempotencyKey string) error
+	// ReleaseReceipt deletes a receipt ClaimReceipt stored, so that a delivery whose update
 	// could not be recorded (a ledger failure after the receipt) is answered 5xx and applied by
 	// the seller's retry instead of being taken for a duplicate.
 	ReleaseReceipt(ctx context.Context, sellerID, idempotencyKey string) error
@@ -56,7 +60,11 @@ type Config struct {
 	// Sellers, when set instead, gives them from the agent registry (RegistryVerifiers).
 	Verifiers map[string]Verifier
 	Sellers   verifierSource
-	Tasks     tasks
+	// Registry, when set, says which AdCP versions a seller speaks: a seller that speaks only
+	// 3.2 or later gets 3.2's 409 for a different payload under a delivery's idempotency_key;
+	// the others are deduplicated by the key alone, as 3.0 and 3.1 say.
+	Registry Registry
+	Tasks    tasks
 	// RunConfig is the workflow timing used to build the wake output (default
 	// workflow.DefaultRunConfig()); only the deadline and the first interval matter there.
 	RunConfig workflow.RunConfig
