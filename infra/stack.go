@@ -539,11 +539,16 @@ func (b *BuyflowStack) addSchedules(p *stackParts) {
 	// served by the agents function itself, so the seed is in no environment), and a
 	// schedule checks every agent's capabilities.
 	if fn, ok := b.Functions[AgentsFunction]; ok {
+		agentsSpec, _ := p.app.Function(AgentsFunction) // in the topology: it has a function
 		if strings.TrimSpace(cfg.Agents) != "" {
+			// CloudFormation waits an hour by default for an answer that never comes (the
+			// function killed at its timeout before it answered): the seed's wait is bounded
+			// by the function's own timeout and a minute for CloudFormation's round trip.
 			awscdk.NewCustomResource(stack, jsii.String("AgentsSeed"), &awscdk.CustomResourceProps{
-				ServiceToken: fn.FunctionArn(),
-				ResourceType: jsii.String(agents.SeedResourceType),
-				Properties:   &map[string]any{agents.SeedProperty: cfg.Agents},
+				ServiceToken:   fn.FunctionArn(),
+				ServiceTimeout: awscdk.Duration_Seconds(jsii.Number(float64(agentsSpec.TimeoutSeconds + 60))),
+				ResourceType:   jsii.String(agents.SeedResourceType),
+				Properties:     &map[string]any{agents.SeedProperty: cfg.Agents},
 			})
 		}
 		schedule(stack, "Capabilities", fn, AgentsFunction, "the agents function's capabilities check", reasonSchedulerInvokeAgents,

@@ -1434,9 +1434,14 @@ func TestDeploymentConfig(t *testing.T) {
 		t.Error("no circuit breaker alarm for seller1 on AgentUnavailable by Agent")
 	}
 	seeds := s.ofType(agents.SeedResourceType)
+	agentsFn, _ := topology.App.Function(AgentsFunction)
 	for _, r := range seeds {
 		if props(r)[agents.SeedProperty] != agentsSeed {
 			t.Errorf("seed custom resource = %v", r)
+		}
+		// No stack waits CloudFormation's default hour on a seed that never answered.
+		if got, want := fmt.Sprint(props(r)["ServiceTimeout"]), fmt.Sprint(agentsFn.TimeoutSeconds+60); got != want {
+			t.Errorf("seed custom resource's ServiceTimeout = %v, want %v (the function's timeout and a minute)", got, want)
 		}
 	}
 	if len(seeds) != 1 {

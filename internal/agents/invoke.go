@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/buyflow/buyflow/internal/httpapi"
+	"github.com/buyflow/buyflow/internal/record"
 )
 
 // ActionRefresh is the scheduled invocation's action.
@@ -65,6 +66,22 @@ func (s *Service) Invoke(ctx context.Context, raw json.RawMessage) (any, error) 
 	return nil, errors.New("agents: unknown invocation (not an HTTP request, a custom resource request or the schedule)")
 }
 
+// maxSeedReason bounds a refused seed's reason, JSON-encoded, in CloudFormation's response
+// (4,096 bytes in all, with the ids and the stack ARN beside it).
+const maxSeedReason = 3000
+
+// clipForJSON clips s so that its JSON encoding is at most n bytes (escapes can make it up to
+// six times longer than s).
+func clipForJSON(s string, n int) string {
+	for {
+		b, _ := json.Marshal(s) // a string always marshals
+		if len(b) <= n {
+			return s
+		}
+		s = record.Clip(s, max(0, len(s)*n/len(b)-4))
+	}
+}
+
 // customResource loads the seed on Create and Update; Delete leaves the registry as it is
 // (operators' agents are not the stack's to delete; the table goes with the stack anyway).
 func (s *Service) customResource(ctx context.Context, ev cfn.Event) (string, map[string]any, error) {
@@ -75,7 +92,11 @@ func (s *Service) customResource(ctx context.Context, ev cfn.Event) (string, map
 	doc, _ := ev.ResourceProperties[SeedProperty].(string)
 	added, err := s.LoadSeed(ctx, doc)
 	if err != nil {
-		return physicalID, nil, fmt.Errorf("agents seed: %w", err)
+		// The reason travels in CloudFormation's response, whose body may not exceed 4,096
+		// bytes: a longer one is refused, and the stack would wait out ServiceTimeout instead
+		// of failing with it. The function's log keeps the whole error.
+		s.cfg.Log.ErrorContext(ctx, "agents seed refused", "err", err)
+		return physicalID, nil, fmt.Errorf("agents seed: %s", clipForJSON(err.Error(), maxSeedReason))
 	}
 	s.cfg.Log.InfoContext(ctx, "agents seeded", "added", added)
 	return physicalID, map[string]any{"Added": len(added)}, nil

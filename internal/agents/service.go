@@ -300,28 +300,39 @@ func (s *Service) RefreshAll(ctx context.Context) (checked, failed int, err erro
 	if err != nil {
 		return 0, 0, err
 	}
+	var ids []string
+	for _, r := range recs {
+		if !r.Disabled {
+			ids = append(ids, r.ID)
+		}
+	}
+	s.probeAll(ctx, ActorSchedule, ids, func(id string, got registry.Record, perr error) {
+		checked++
+		if perr != nil || (got.Capabilities != nil && got.Capabilities.Error != "") {
+			failed++
+			s.cfg.Log.WarnContext(ctx, "capabilities check failed", "agent", id, "err", errors.Join(perr, errText(got)))
+		}
+	})
+	return checked, failed, nil
+}
+
+// probeAll checks the capabilities of every agent in ids, ProbeConcurrency at a time, each
+// bounded by ProbeTimeout, and hands each result to done (called under a lock, one at a time).
+func (s *Service) probeAll(ctx context.Context, actor string, ids []string, done func(id string, got registry.Record, err error)) {
 	var mu sync.Mutex
 	sem := make(chan struct{}, s.cfg.ProbeConcurrency)
 	var wg sync.WaitGroup
-	for _, r := range recs {
-		if r.Disabled {
-			continue
-		}
+	for _, id := range ids {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			got, perr := s.probe(ctx, ActorSchedule, r.ID)
+			got, err := s.probe(ctx, actor, id)
 			mu.Lock()
 			defer mu.Unlock()
-			checked++
-			if perr != nil || (got.Capabilities != nil && got.Capabilities.Error != "") {
-				failed++
-				s.cfg.Log.WarnContext(ctx, "capabilities check failed", "agent", r.ID, "err", errors.Join(perr, errText(got)))
-			}
+			done(id, got, err)
 		})
 	}
 	wg.Wait()
-	return checked, failed, nil
 }
 
 func errText(r registry.Record) error {
@@ -370,10 +381,12 @@ func (s *Service) LoadSeed(ctx context.Context, doc string) ([]string, error) {
 	if err != nil {
 		return added, err
 	}
-	for _, id := range added {
-		if _, err := s.probe(ctx, ActorDeploy, id); err != nil {
+	// In parallel, as the scheduled check does: the deploy waits on this answer, and one
+	// agent that hangs must not hold it for ProbeTimeout per agent in turn.
+	s.probeAll(ctx, ActorDeploy, added, func(id string, _ registry.Record, err error) {
+		if err != nil {
 			s.cfg.Log.WarnContext(ctx, "capabilities check of a seeded agent not recorded", "agent", id, "err", err)
 		}
-	}
+	})
 	return added, nil
 }

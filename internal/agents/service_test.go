@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -346,4 +347,101 @@ func TestAChangeThatKeepsLosingRacesIsAConcurrentWrite(t *testing.T) {
 	if _, err := e.store.Get(context.Background(), "acme"); !errors.Is(err, registry.ErrUnknown) {
 		t.Fatalf("the refused add left an agent: %v", err)
 	}
+}
+
+// panickingRegistry crashes the seed: the handler's bug, not the seed's.
+type panickingRegistry struct{ agents.Registry }
+
+func (panickingRegistry) Seed(context.Context, []adcp.Agent, string) ([]string, error) {
+	panic("a bug in the seed")
+}
+
+// TestSeedKeepsCloudFormationsResponseContract holds the custom resource to what CloudFormation
+// accepts, answering at the pre-signed S3 URL it sends: a PUT to that URL with its query kept
+// byte for byte (the signature covers it), no Content-Type (the URL was signed without one),
+// and a body of at most 4,096 bytes, so that a seed refusing hundreds of agents still fails the
+// deploy with its reason instead of leaving the stack waiting. A crash inside the handler
+// still answers FAILED.
+func TestSeedKeepsCloudFormationsResponseContract(t *testing.T) {
+	e := newEnv(t)
+	const query = "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIA%2F20261202%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20261202T000000Z&X-Amz-Expires=7200&X-Amz-SignedHeaders=host&X-Amz-Signature=0123abcd"
+	var mu sync.Mutex
+	var answers []map[string]any
+	s3 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		switch {
+		case r.Method != http.MethodPut, r.URL.RawQuery != query, r.Header.Get("Content-Type") != "":
+			t.Errorf("answered with %s ?%s Content-Type %q", r.Method, r.URL.RawQuery, r.Header.Get("Content-Type"))
+			w.WriteHeader(http.StatusForbidden) // S3: SignatureDoesNotMatch
+			return
+		case len(b) > 4096:
+			t.Errorf("answer of %d bytes: CloudFormation refuses more than 4096", len(b))
+		}
+		var m map[string]any
+		_ = json.Unmarshal(b, &m)
+		mu.Lock()
+		answers = append(answers, m)
+		mu.Unlock()
+	}))
+	defer s3.Close()
+	event := func(kind, seed string) json.RawMessage {
+		ev, _ := json.Marshal(map[string]any{"RequestType": kind, "RequestId": "4fd1c2a8-0b6e-4d0e-9c1e-" + strings.Repeat("0", 12),
+			"ResponseURL": s3.URL + "/cloudformation-custom-resource-response-useast1/arn%3Aaws%3Acloudformation%3Aus-east-1%3A111122223333%3Astack/Buyflow/x%7CAgentsSeed%7C4fd1?" + query,
+			"ResourceType": agents.SeedResourceType, "LogicalResourceId": "AgentsSeed", "PhysicalResourceId": "buyflow-agents-seed",
+			"StackId":            "arn:aws:cloudformation:us-east-1:111122223333:stack/Buyflow/0b6e4d0e-9c1e-11ee-8c90-0242ac120002",
+			"ResourceProperties": map[string]any{"ServiceToken": "arn:aws:lambda:us-east-1:111122223333:function:agents", agents.SeedProperty: seed}})
+		return ev
+	}
+	last := func() map[string]any {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(answers) == 0 {
+			t.Fatal("CloudFormation got no answer")
+		}
+		return answers[len(answers)-1]
+	}
+	seed := `{"agents":[` + e.sellerBody("acme")[:strings.Index(e.sellerBody("acme"), `,"settings"`)] + `}]}`
+	for _, kind := range []string{"Create", "Update", "Delete"} {
+		if _, err := e.svc.Invoke(context.Background(), event(kind, seed)); err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		if a := last(); a["Status"] != "SUCCESS" || a["PhysicalResourceId"] != "buyflow-agents-seed" {
+			t.Fatalf("%s answered %v", kind, a)
+		}
+	}
+
+	// Three hundred agents, each refused with its own reason (and quotes to escape).
+	var bad []string
+	for i := range 300 {
+		bad = append(bad, fmt.Sprintf(`{"id":"bad-\"%03d\"","role":"seller"}`, i))
+	}
+	if _, err := e.svc.Invoke(context.Background(), event("Update", `{"agents":[`+strings.Join(bad, ",")+`]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if a := last(); a["Status"] != "FAILED" || !strings.HasPrefix(a["Reason"].(string), "agents seed: ") {
+		t.Fatalf("a refused seed answered %v", a)
+	}
+
+	crashing, err := agents.New(agents.Config{Registry: panickingRegistry{e.store}, Prober: noProber{}, Operators: []string{operator}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() { _ = recover() }() // the runtime reports the panic; CloudFormation must have its answer first
+		_, _ = crashing.Invoke(context.Background(), event("Create", seed))
+	}()
+	if a := last(); a["Status"] != "FAILED" {
+		t.Fatalf("a crash answered %v", a)
+	}
+}
+
+// noProber reaches no agent: the crash happens before any is checked.
+type noProber struct{}
+
+func (noProber) Capabilities(context.Context, string) (*adcp.Capabilities, error) {
+	return nil, errors.New("no agent is reachable here")
+}
+
+func (noProber) Tools(context.Context, string) (map[string]bool, error) {
+	return nil, errors.New("no agent is reachable here")
 }
