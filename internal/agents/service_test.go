@@ -386,7 +386,7 @@ func TestSeedKeepsCloudFormationsResponseContract(t *testing.T) {
 	defer s3.Close()
 	event := func(kind, seed string) json.RawMessage {
 		ev, _ := json.Marshal(map[string]any{"RequestType": kind, "RequestId": "4fd1c2a8-0b6e-4d0e-9c1e-" + strings.Repeat("0", 12),
-			"ResponseURL": s3.URL + "/cloudformation-custom-resource-response-useast1/arn%3Aaws%3Acloudformation%3Aus-east-1%3A111122223333%3Astack/Buyflow/x%7CAgentsSeed%7C4fd1?" + query,
+			"ResponseURL":  s3.URL + "/cloudformation-custom-resource-response-useast1/arn%3Aaws%3Acloudformation%3Aus-east-1%3A111122223333%3Astack/Buyflow/x%7CAgentsSeed%7C4fd1?" + query,
 			"ResourceType": agents.SeedResourceType, "LogicalResourceId": "AgentsSeed", "PhysicalResourceId": "buyflow-agents-seed",
 			"StackId":            "arn:aws:cloudformation:us-east-1:111122223333:stack/Buyflow/0b6e4d0e-9c1e-11ee-8c90-0242ac120002",
 			"ResourceProperties": map[string]any{"ServiceToken": "arn:aws:lambda:us-east-1:111122223333:function:agents", agents.SeedProperty: seed}})
