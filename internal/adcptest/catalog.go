@@ -86,7 +86,12 @@ func (s *Seller) getProducts(_ context.Context, c *call) reply {
 		out = append(out, cloneJSON(p))
 	}
 	s.mu.Unlock()
-	return reply{body: map[string]any{"products": out}}
+	body := map[string]any{"products": out}
+	if c.version != Version30 {
+		// 3.1 requires it: one rate card for every buyer.
+		body["cache_scope"] = "public"
+	}
+	return reply{body: body}
 }
 
 // listCreativeFormats answers the formats the catalogue uses, filtered by format_ids (each

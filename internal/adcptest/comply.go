@@ -17,6 +17,15 @@ var complyScenarios = []string{
 	"seed_product", "seed_pricing_option", "seed_creative", "seed_creative_format",
 }
 
+// complyRequired are the string params each scenario cannot do without.
+var complyRequired = map[string][]string{
+	"force_media_buy_status": {"media_buy_id", "status"}, "force_create_media_buy_arm": {"arm"},
+	"force_task_completion": {"task_id"}, "force_creative_status": {"creative_id", "status"},
+	"force_account_status": {"account_id", "status"}, "simulate_delivery": {"media_buy_id"},
+	"seed_product": {"product_id"}, "seed_pricing_option": {"product_id", "pricing_option_id"},
+	"seed_creative": {"creative_id"}, "seed_creative_format": {"format_id"},
+}
+
 // mediaBuyMoves is the media-buy state machine the controller enforces (what a buy may be
 // forced to from each status); canceled, completed and rejected are final.
 var mediaBuyMoves = map[string][]string{
@@ -49,8 +58,10 @@ func (s *Seller) complyTestController(_ context.Context, c *call) reply {
 	params, _ := c.args["params"].(map[string]any)
 	str := func(k string) string { v, _ := params[k].(string); return v }
 	sc := c.str("scenario")
-	if params == nil && sc != "list_scenarios" && sc != "" {
-		return controllerError("INVALID_PARAMS", sc+" needs params", nil)
+	for _, k := range complyRequired[sc] {
+		if v, _ := params[k].(string); v == "" {
+			return controllerError("INVALID_PARAMS", sc+" needs params."+k, nil)
+		}
 	}
 	switch sc {
 	case "list_scenarios":

@@ -115,10 +115,11 @@ func (s *Seller) advanceOnCreatives(mb *mediaBuy) {
 			return
 		}
 	}
-	next := "pending_start"
+	// A buy without start_time started asap: its flight is under way.
+	next := "active"
 	if st, _ := mb.body["start_time"].(string); st != "" {
-		if t, err := time.Parse(time.RFC3339, st); err == nil && !s.now().Before(t) {
-			next = "active"
+		if t, err := time.Parse(time.RFC3339, st); err == nil && s.now().Before(t) {
+			next = "pending_start"
 		}
 	}
 	mb.body["status"] = next
