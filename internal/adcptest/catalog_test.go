@@ -58,7 +58,10 @@ func TestSellerReachesABuyFromTheCatalogue(t *testing.T) {
 		t.Errorf("account without billing: %s", r.Raw)
 	}
 
-	c := callT(t, cs, "create_media_buy", catalogueBuy(nil))
+	list := func(id string) map[string]any {
+		return map[string]any{"property_list": map[string]any{"agent_url": "https://lists.example", "list_id": id}}
+	}
+	c := callT(t, cs, "create_media_buy", catalogueBuy(func(pkg, _ map[string]any) { pkg["targeting_overlay"] = list("allow_v1") }))
 	if c.IsError || c.str("media_buy_status") != "pending_creatives" {
 		t.Fatalf("create: %s", c.Raw)
 	}
@@ -77,10 +80,20 @@ func TestSellerReachesABuyFromTheCatalogue(t *testing.T) {
 	if sc.IsError || len(items) != 2 || items[0].(map[string]any)["action"] != "created" || items[1].(map[string]any)["action"] != "failed" {
 		t.Fatalf("sync_creatives: %s", sc.Raw)
 	}
+	u := callT(t, cs, "update_media_buy", map[string]any{"idempotency_key": key(), "account": createArgs("")["account"],
+		"media_buy_id": c.str("media_buy_id"), "packages": []any{map[string]any{"package_id": pkgID, "targeting_overlay": list("allow_v2")}}})
+	if u.IsError {
+		t.Fatalf("swap the property list: %s", u.Raw)
+	}
 	g := callT(t, cs, "get_media_buys", map[string]any{"media_buy_ids": []any{c.str("media_buy_id")}})
+	mustValidate(t, "media-buy/get-media-buys-response.json", g.Raw)
+	mb := g.get("media_buys").([]any)[0].(map[string]any)
 	// The flight starts asap, so with its only package assigned the buy is live.
-	if st := g.get("media_buys").([]any)[0].(map[string]any)["status"]; st != "active" {
-		t.Errorf("after assigning the creative, status = %v", st)
+	if mb["status"] != "active" {
+		t.Errorf("after assigning the creative, status = %v", mb["status"])
+	}
+	if id := mb["packages"].([]any)[0].(map[string]any)["targeting_overlay"].(map[string]any)["property_list"].(map[string]any)["list_id"]; id != "allow_v2" {
+		t.Errorf("targeting overlay after the swap: %v", id)
 	}
 }
 
@@ -139,8 +152,19 @@ func TestComplyTestController(t *testing.T) {
 	if r := ctl("force_media_buy_status", nil); !r.IsError || r.str("error") != "INVALID_PARAMS" {
 		t.Errorf("no params: %s", r.Raw)
 	}
-	if r := ctl("seed_media_buy", map[string]any{"media_buy_id": "x"}); r.str("error") != "UNKNOWN_SCENARIO" {
+	if r := ctl("simulate_budget_spend", map[string]any{"media_buy_id": "x", "spend_percentage": 95}); r.str("error") != "UNKNOWN_SCENARIO" {
 		t.Errorf("unknown scenario: %s", r.Raw)
+	}
+	if r := ctl("seed_media_buy", map[string]any{"media_buy_id": "mb_seeded", "fixture": map[string]any{"status": "active", "currency": "EUR", "revision": 3}}); r.IsError {
+		t.Fatalf("seed_media_buy: %s", r.Raw)
+	}
+	g := callT(t, cs, "get_media_buys", map[string]any{"media_buy_ids": []any{"mb_seeded"}})
+	mustValidate(t, "media-buy/get-media-buys-response.json", g.Raw)
+	if mbs, _ := g.get("media_buys").([]any); len(mbs) != 1 || mbs[0].(map[string]any)["currency"] != "EUR" {
+		t.Errorf("seeded buy: %s", g.Raw)
+	}
+	if r := callT(t, cs, "update_media_buy", map[string]any{"idempotency_key": key(), "account": createArgs("")["account"], "media_buy_id": "mb_seeded", "revision": 3, "paused": true}); r.IsError || r.get("revision") != float64(4) {
+		t.Errorf("pausing the seeded buy: %s", r.Raw)
 	}
 
 	if r := ctl("force_create_media_buy_arm", map[string]any{"arm": "submitted", "task_id": "task-forced-1"}); r.str("forced.task_id") != "task-forced-1" {

@@ -14,7 +14,7 @@ import (
 var complyScenarios = []string{
 	"force_media_buy_status", "force_create_media_buy_arm", "force_task_completion",
 	"force_creative_status", "force_account_status", "simulate_delivery",
-	"seed_product", "seed_pricing_option", "seed_creative", "seed_creative_format",
+	"seed_product", "seed_pricing_option", "seed_creative", "seed_creative_format", "seed_media_buy",
 }
 
 // complyRequired are the string params each scenario cannot do without.
@@ -24,6 +24,7 @@ var complyRequired = map[string][]string{
 	"force_account_status": {"account_id", "status"}, "simulate_delivery": {"media_buy_id"},
 	"seed_product": {"product_id"}, "seed_pricing_option": {"product_id", "pricing_option_id"},
 	"seed_creative": {"creative_id"}, "seed_creative_format": {"format_id"},
+	"seed_media_buy": {"media_buy_id"},
 }
 
 // mediaBuyMoves is the media-buy state machine the controller enforces (what a buy may be
@@ -110,7 +111,7 @@ func (s *Seller) complyTestController(_ context.Context, c *call) reply {
 		return controllerError("NOT_FOUND", "no account "+str("account_id"), nil)
 	case "simulate_delivery":
 		return s.simulateDelivery(c.owner, params)
-	case "seed_product", "seed_pricing_option", "seed_creative", "seed_creative_format":
+	case "seed_product", "seed_pricing_option", "seed_creative", "seed_creative_format", "seed_media_buy":
 		return s.seed(c.owner, sc, params)
 	case "":
 		return controllerError("INVALID_PARAMS", "scenario is required", nil)
@@ -216,6 +217,11 @@ func (s *Seller) seed(owner, scenario string, p map[string]any) reply {
 		key, _ = p["creative_id"].(string)
 	case "seed_creative_format":
 		key, _ = p["format_id"].(string)
+	case "seed_media_buy":
+		key, _ = p["media_buy_id"].(string)
+		if st, _ := fixture["status"].(string); st != "" && mediaBuyMoves[st] == nil && !terminal(st) {
+			return controllerError("INVALID_PARAMS", "status "+st+" is not a media-buy status", nil)
+		}
 	}
 	if key == "" {
 		return controllerError("INVALID_PARAMS", scenario+" needs the fixture's id", nil)
@@ -256,6 +262,11 @@ func (s *Seller) seed(owner, scenario string, p map[string]any) reply {
 			st = "approved"
 		}
 		s.creatives[owner+"|"+key] = &creative{owner: owner, id: key, format: format, status: st}
+	case "seed_media_buy":
+		if mb := s.buys[key]; mb != nil && mb.owner != owner {
+			return controllerError("INVALID_PARAMS", "media buy "+key+" belongs to another principal", nil)
+		}
+		s.seedMediaBuy(owner, key, fixture)
 	case "seed_creative_format":
 		f := cloneJSON(fixture)
 		f["format_id"] = map[string]any{"agent_url": formatAgentURL, "id": key}
@@ -291,4 +302,24 @@ func (s *Seller) seedProduct(id string, fixture map[string]any) {
 		}
 	}
 	s.products = append(s.products, p)
+}
+
+// seedMediaBuy places a buy as if a create had confirmed it: the fixture's fields over a
+// complete get_media_buys item (under s.mu).
+func (s *Seller) seedMediaBuy(owner, id string, fixture map[string]any) {
+	now := s.now().Format(time.RFC3339)
+	item := map[string]any{"media_buy_id": id, "status": "active", "currency": "USD", "total_budget": 0.0,
+		"confirmed_at": now, "revision": 1, "packages": []any{}, "created_at": now, "updated_at": now}
+	for k, v := range cloneJSON(fixture) {
+		item[k] = v
+	}
+	item["media_buy_id"] = id
+	// update_media_buy counts revisions as int; JSON gave a float.
+	if r, ok := item["revision"].(float64); ok {
+		item["revision"] = int(r)
+	}
+	if _, ok := s.buys[id]; !ok {
+		s.buyOrder = append(s.buyOrder, id)
+	}
+	s.buys[id] = &mediaBuy{owner: owner, body: item}
 }

@@ -11,18 +11,21 @@
 // sync_creatives (synchronous review; assignments, here or in
 // update_media_buy's packages[].creative_assignments, move a pending_creatives
 // buy to pending_start, or active once its flight began), create_media_buy,
-// update_media_buy (including canceled: true), get_media_buys,
+// update_media_buy (including canceled: true; a package's targeting_overlay,
+// given on create, is replaced whole by an update's), get_media_buys,
 // get_media_buy_delivery, comply_test_controller (list_scenarios,
 // force_media_buy_status along the media-buy state machine,
 // force_create_media_buy_arm, force_task_completion, force_creative_status,
 // force_account_status, simulate_delivery (cumulative), seed_product,
-// seed_pricing_option, seed_creative, seed_creative_format; others answer
-// UNKNOWN_SCENARIO), get_task_status and list_tasks (3.1 aliases) and
+// seed_pricing_option, seed_creative, seed_creative_format, seed_media_buy;
+// others answer UNKNOWN_SCENARIO), get_task_status and list_tasks (3.1 aliases) and
 // tasks/get and tasks/list (legacy names; PollTools picks one set or both).
 // The official storyboards' grades against these doubles, and why each step
 // that does not pass fails or skips, are in testdata/storyboards.json and
-// testdata/storyboard_reasons.json. Governance tools: get_adcp_capabilities, sync_plans,
-// check_governance, report_plan_outcome, get_task_status and tasks/get.
+// testdata/storyboard_reasons.json.
+//
+// Governance tools: get_adcp_capabilities, sync_plans, check_governance,
+// report_plan_outcome, get_task_status and tasks/get.
 // tools/list publishes every input schema as {"type":"object"}, as AdCP
 // agents do; shapes come from the AdCP JSON Schemas.
 //

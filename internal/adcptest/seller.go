@@ -425,7 +425,7 @@ func (s *Seller) materialise(c *call) map[string]any {
 	for i, p := range pkgsIn {
 		pm, _ := p.(map[string]any)
 		out := map[string]any{"package_id": fmt.Sprintf("pkg_%s_%d", strings.TrimPrefix(id, "mb_"), i+1)}
-		for _, k := range []string{"product_id", "pricing_option_id", "budget", "pacing", "bid_price", "impressions", "context", "paused"} {
+		for _, k := range []string{"product_id", "pricing_option_id", "budget", "pacing", "bid_price", "impressions", "context", "paused", "targeting_overlay"} {
 			if v, ok := pm[k]; ok {
 				out[k] = v
 			}
@@ -565,6 +565,10 @@ func (s *Seller) updateMediaBuy(_ context.Context, c *call) reply {
 				if pm, _ := p.(map[string]any); pm != nil && pm["package_id"] == um["package_id"] {
 					if b, ok := um["budget"]; ok {
 						pm["budget"] = b
+					}
+					// A new overlay replaces the old one whole, lists included.
+					if o, ok := um["targeting_overlay"]; ok {
+						pm["targeting_overlay"] = o
 					}
 				}
 			}

@@ -119,26 +119,39 @@ func TestStoryboardGapsHaveReasons(t *testing.T) {
 		t.Fatalf("%s: %v", storyboardReasonsFile, err)
 	}
 	for agent, steps := range want {
+		used := map[string]bool{}
 		for step, grade := range steps {
-			if grade != "pass" && reasonFor(reasons[agent], step) == "" {
+			if grade == "pass" {
+				continue
+			}
+			k := reasonKey(reasons[agent], step)
+			if k == "" {
 				t.Errorf("%s: step %q is %s with no reason in %s", agent, step, grade, storyboardReasonsFile)
+			}
+			used[k] = true
+		}
+		// A reason nothing needs any more is a gap that closed: drop it.
+		for k := range reasons[agent] {
+			if !used[k] {
+				t.Errorf("%s: reason %q matches no failing or skipped step", agent, k)
 			}
 		}
 	}
 }
 
-// reasonFor is the reason whose key is the step itself or the longest "prefix*" it starts with.
-func reasonFor(reasons map[string]string, step string) string {
-	if r, ok := reasons[step]; ok {
-		return r
+// reasonKey is the key of the step's reason: the step itself or the longest "prefix*" it
+// starts with ("" if none).
+func reasonKey(reasons map[string]string, step string) string {
+	if _, ok := reasons[step]; ok {
+		return step
 	}
-	best, reason := -1, ""
-	for k, r := range reasons {
+	best, key := -1, ""
+	for k := range reasons {
 		if p, ok := strings.CutSuffix(k, "*"); ok && strings.HasPrefix(step, p) && len(p) > best {
-			best, reason = len(p), r
+			best, key = len(p), k
 		}
 	}
-	return reason
+	return key
 }
 
 // runStoryboards runs the runner's capability-driven assessment of the agent at url (or the
