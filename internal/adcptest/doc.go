@@ -25,7 +25,10 @@
 // testdata/storyboard_reasons.json.
 //
 // Governance tools: get_adcp_capabilities, sync_plans, check_governance,
-// report_plan_outcome, get_task_status and tasks/get.
+// report_plan_outcome, get_plan_audit_logs (per synced plan: budget
+// authorised, committed and remaining, check and outcome counts, entries on
+// request, governed actions by governance context), get_task_status and
+// tasks/get.
 // tools/list publishes every input schema as {"type":"object"}, as AdCP
 // agents do; shapes come from the AdCP JSON Schemas.
 //
