@@ -95,6 +95,18 @@ func TestSellerReachesABuyFromTheCatalogue(t *testing.T) {
 	if id := mb["packages"].([]any)[0].(map[string]any)["targeting_overlay"].(map[string]any)["property_list"].(map[string]any)["list_id"]; id != "allow_v2" {
 		t.Errorf("targeting overlay after the swap: %v", id)
 	}
+
+	// The creative outlives the buy: canceled, the buy leaves it in the library.
+	if r := callT(t, cs, "update_media_buy", map[string]any{"idempotency_key": key(), "account": createArgs("")["account"],
+		"media_buy_id": c.str("media_buy_id"), "canceled": true}); r.IsError {
+		t.Fatalf("cancel: %s", r.Raw)
+	}
+	lc := callT(t, cs, "list_creatives", map[string]any{"filters": map[string]any{"creative_ids": []any{"cr-1", "cr-2"}}})
+	cl, _ := lc.get("creatives").([]any)
+	if lc.IsError || len(cl) != 1 || cl[0].(map[string]any)["creative_id"] != "cr-1" || cl[0].(map[string]any)["status"] != "approved" ||
+		lc.get("query_summary.total_matching") != float64(1) {
+		t.Errorf("list_creatives after the cancel: %s", lc.Raw)
+	}
 }
 
 // The seller holds a create to the rules a real one enforces: a listed product's own pricing

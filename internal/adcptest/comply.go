@@ -257,11 +257,16 @@ func (s *Seller) seed(owner, scenario string, p map[string]any) reply {
 	case "seed_creative":
 		fid, _ := fixture["format_id"].(map[string]any)
 		format, _ := fid["id"].(string)
+		if format == "" {
+			format = "display_300x250" // the fixture's format is optional; the library needs one
+		}
 		st, _ := fixture["status"].(string)
 		if st == "" {
 			st = "approved"
 		}
-		s.creatives[owner+"|"+key] = &creative{owner: owner, id: key, format: format, status: st}
+		name, _ := fixture["name"].(string)
+		now := s.now()
+		s.creatives[owner+"|"+key] = &creative{owner: owner, id: key, name: name, format: format, status: st, created: now, updated: now}
 	case "seed_media_buy":
 		if mb := s.buys[key]; mb != nil && mb.owner != owner {
 			return controllerError("INVALID_PARAMS", "media buy "+key+" belongs to another principal", nil)

@@ -3,15 +3,18 @@ package adcptest
 import (
 	"context"
 	"fmt"
+	"sort"
 	"time"
 )
 
 // creative is one creative a principal synced.
 type creative struct {
-	owner  string
-	id     string
-	format string
-	status string // core creative-status: approved unless forced otherwise
+	owner            string
+	id               string
+	name             string
+	format           string
+	status           string // core creative-status: approved unless forced otherwise
+	created, updated time.Time
 }
 
 // syncCreatives ingests creatives (creative_id, name, format_id and assets, as
@@ -53,10 +56,10 @@ func (s *Seller) syncCreatives(_ context.Context, c *call) reply {
 		}
 		if !dry {
 			if cr == nil {
-				cr = &creative{owner: c.owner, id: id, status: "approved"}
+				cr = &creative{owner: c.owner, id: id, status: "approved", created: c.now}
 				s.creatives[c.owner+"|"+id] = cr
 			}
-			cr.format = format
+			cr.format, cr.name, cr.updated = format, name, c.now
 		}
 		out = append(out, map[string]any{"creative_id": id, "action": action, "status": "approved"})
 	}
@@ -187,4 +190,63 @@ func (s *Seller) creativeAssignments(c *call) (packageAssignments, *AdcpError) {
 		}
 	}
 	return out, nil
+}
+
+// listCreatives answers the caller's creative library, filtered by creative_ids and statuses,
+// oldest first. A creative outlives the buys it was assigned to: canceling a buy leaves it
+// in the library, reusable on the next one.
+func (s *Seller) listCreatives(_ context.Context, c *call) reply {
+	f, _ := c.args["filters"].(map[string]any)
+	set := func(k string) map[string]bool {
+		l, _ := f[k].([]any)
+		if len(l) == 0 {
+			return nil
+		}
+		m := map[string]bool{}
+		for _, v := range l {
+			if s, ok := v.(string); ok {
+				m[s] = true
+			}
+		}
+		return m
+	}
+	ids, statuses := set("creative_ids"), set("statuses")
+	applied := []string{}
+	if ids != nil {
+		applied = append(applied, "creative_ids")
+	}
+	if statuses != nil {
+		applied = append(applied, "statuses")
+	}
+	s.mu.Lock()
+	var match []*creative
+	for _, cr := range s.creatives {
+		if cr.owner == c.owner && (ids == nil || ids[cr.id]) && (statuses == nil || statuses[cr.status]) {
+			match = append(match, cr)
+		}
+	}
+	sort.Slice(match, func(i, j int) bool {
+		if !match[i].created.Equal(match[j].created) {
+			return match[i].created.Before(match[j].created)
+		}
+		return match[i].id < match[j].id
+	})
+	from, to, pg, e := pageOf(c, len(match))
+	if e != nil {
+		s.mu.Unlock()
+		return reply{err: e}
+	}
+	out := make([]any, 0, to-from)
+	for _, cr := range match[from:to] {
+		name := cr.name
+		if name == "" {
+			name = cr.id
+		}
+		out = append(out, map[string]any{"creative_id": cr.id, "name": name,
+			"format_id": map[string]any{"agent_url": formatAgentURL, "id": cr.format}, "status": cr.status,
+			"created_date": cr.created.Format(time.RFC3339), "updated_date": cr.updated.Format(time.RFC3339)})
+	}
+	s.mu.Unlock()
+	return reply{body: map[string]any{"creatives": out, "pagination": pg,
+		"query_summary": map[string]any{"total_matching": len(match), "returned": len(out), "filters_applied": applied}}}
 }

@@ -10,7 +10,8 @@
 // list_creative_formats, sync_accounts and list_accounts (instant approval),
 // sync_creatives (synchronous review; assignments, here or in
 // update_media_buy's packages[].creative_assignments, move a pending_creatives
-// buy to pending_start, or active once its flight began), create_media_buy,
+// buy to pending_start, or active once its flight began), list_creatives
+// (the library; creatives outlive the buys they served), create_media_buy,
 // update_media_buy (including canceled: true; a package's targeting_overlay,
 // given on create, is replaced whole by an update's), get_media_buys,
 // get_media_buy_delivery, comply_test_controller (list_scenarios,

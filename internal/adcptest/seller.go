@@ -231,6 +231,7 @@ func NewSeller(opts SellerOptions) *Seller {
 	s.addTool("sync_accounts", "Set up buyer accounts.", s.syncAccounts)
 	s.addTool("list_accounts", "List buyer accounts.", s.listAccounts)
 	s.addTool("sync_creatives", "Upload creatives and assign them to packages.", s.syncCreatives)
+	s.addTool("list_creatives", "Read the creative library.", s.listCreatives)
 	s.addTool("comply_test_controller", "Force states for compliance testing (sandbox).", s.complyTestController)
 	if opts.PollTools != PollLegacyOnly {
 		s.addTool("get_task_status", "Read an AdCP task.", s.poll)
