@@ -278,6 +278,9 @@ func (c *call) str(key string) string {
 type reply struct {
 	body map[string]any // flat body; envelope fields are added by the wrapper
 	err  *AdcpError     // tool-level error (isError)
+	// isError answers body itself with isError, for tools whose error arm is not
+	// core/error.json (comply_test_controller's success: false).
+	isError bool
 }
 
 type toolFunc func(ctx context.Context, c *call) reply
@@ -444,6 +447,11 @@ func (a *agent) handle(ctx context.Context, tool string, req *mcp.CallToolReques
 		return finish(nil, r.err, false)
 	}
 	res := a.envelope(c, r.body, nil)
+	if r.isError {
+		out := finish(res, nil, false)
+		out.IsError = true
+		return out
+	}
 	if ikey != "" {
 		a.mu.Lock()
 		a.idem[ikey] = &idemEntry{hash: hash, at: c.now, result: cloneMap(res)}
@@ -1068,24 +1076,11 @@ func (a *agent) listTasks(_ context.Context, c *call) reply {
 		}
 		return key(match[i]) > key(match[j])
 	})
-	limit, offset := 50, 0
-	if p, ok := c.args["pagination"].(map[string]any); ok {
-		if m, ok := p["max_results"].(float64); ok {
-			limit = int(m)
-		}
-		if cur, ok := p["cursor"].(string); ok && cur != "" {
-			n, err := strconv.Atoi(strings.TrimPrefix(cur, "off:"))
-			if err != nil || !strings.HasPrefix(cur, "off:") || n < 0 {
-				a.mu.Unlock()
-				return reply{err: &AdcpError{Code: "INVALID_REQUEST", Message: "unknown pagination cursor", Field: "pagination.cursor", Recovery: "correctable"}}
-			}
-			offset = n
-		}
-	}
 	total := len(match)
-	end := min(offset+limit, total)
-	if offset > total {
-		offset = total
+	offset, end, pg, perr := pageOf(c, total)
+	if perr != nil {
+		a.mu.Unlock()
+		return reply{err: perr}
 	}
 	page := match[offset:end]
 	status := map[string]int{}
@@ -1105,10 +1100,6 @@ func (a *agent) listTasks(_ context.Context, c *call) reply {
 		items = append(items, it)
 	}
 	a.mu.Unlock()
-	pg := map[string]any{"has_more": end < total, "total_count": total}
-	if end < total {
-		pg["cursor"] = "off:" + strconv.Itoa(end)
-	}
 	if applied == nil {
 		applied = []string{}
 	}
@@ -1132,4 +1123,32 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// pageOf reads a request's pagination (max_results, default 50; an opaque offset cursor) over
+// total items and returns the page's bounds and the response's pagination object.
+func pageOf(c *call, total int) (offset, end int, pg map[string]any, e *AdcpError) {
+	limit := 50
+	if p, ok := c.args["pagination"].(map[string]any); ok {
+		if m, ok := p["max_results"].(float64); ok {
+			limit = int(m)
+		}
+		if cur, ok := p["cursor"].(string); ok && cur != "" {
+			n, err := strconv.Atoi(strings.TrimPrefix(cur, "off:"))
+			if err != nil || !strings.HasPrefix(cur, "off:") || n < 0 {
+				return 0, 0, nil, &AdcpError{Code: "INVALID_REQUEST", Message: "unknown pagination cursor", Field: "pagination.cursor", Recovery: "correctable"}
+			}
+			offset = n
+		}
+	}
+	if limit < 1 {
+		return 0, 0, nil, &AdcpError{Code: "INVALID_REQUEST", Message: "pagination.max_results must be at least 1", Field: "pagination.max_results", Recovery: "correctable"}
+	}
+	offset = min(offset, total)
+	end = min(offset+limit, total)
+	pg = map[string]any{"has_more": end < total, "total_count": total}
+	if end < total {
+		pg["cursor"] = "off:" + strconv.Itoa(end)
+	}
+	return offset, end, pg, nil
 }

@@ -5,11 +5,31 @@
 //
 // # Surface
 //
-// Seller tools: get_adcp_capabilities, create_media_buy, update_media_buy
-// (including canceled: true), get_media_buys, get_task_status and list_tasks
-// (3.1 aliases) and tasks/get and tasks/list (legacy names; PollTools picks
-// one set or both). Governance tools: get_adcp_capabilities, sync_plans,
-// check_governance, report_plan_outcome, get_task_status and tasks/get.
+// Seller tools: get_adcp_capabilities, get_products (a two-product
+// catalogue: the official media_buy_seller storyboard's fixtures),
+// list_creative_formats, sync_accounts and list_accounts (instant approval),
+// sync_creatives (synchronous review; assignments, here or in
+// update_media_buy's packages[].creative_assignments, move a pending_creatives
+// buy to pending_start, or active once its flight began), list_creatives
+// (the library; creatives outlive the buys they served), create_media_buy,
+// update_media_buy (including canceled: true; a package's targeting_overlay,
+// given on create, is replaced whole by an update's), get_media_buys,
+// get_media_buy_delivery, comply_test_controller (list_scenarios,
+// force_media_buy_status along the media-buy state machine,
+// force_create_media_buy_arm, force_task_completion, force_creative_status,
+// force_account_status, simulate_delivery (cumulative), seed_product,
+// seed_pricing_option, seed_creative, seed_creative_format, seed_media_buy;
+// others answer UNKNOWN_SCENARIO), get_task_status and list_tasks (3.1 aliases) and
+// tasks/get and tasks/list (legacy names; PollTools picks one set or both).
+// The official storyboards' grades against these doubles, and why each step
+// that does not pass fails or skips, are in testdata/storyboards.json and
+// testdata/storyboard_reasons.json.
+//
+// Governance tools: get_adcp_capabilities, sync_plans, check_governance,
+// report_plan_outcome, get_plan_audit_logs (per synced plan: budget
+// authorised, committed and remaining, check and outcome counts, entries on
+// request, governed actions by governance context), get_task_status and
+// tasks/get.
 // tools/list publishes every input schema as {"type":"object"}, as AdCP
 // agents do; shapes come from the AdCP JSON Schemas.
 //
@@ -55,6 +75,11 @@
 //     running answers IDEMPOTENCY_IN_FLIGHT. Errors are never cached. Reads are
 //     cached too, so a poll that reuses a key gets a stale snapshot — buyers
 //     must use fresh keys per poll. get_adcp_capabilities is exempt.
+//   - Business rules (create_media_buy): a package naming a catalogue product
+//     must use one of its pricing options; end_time must follow start_time;
+//     measurement_terms asking billing variance under 5 % answer
+//     TERMS_REJECTED. Product ids outside the catalogue are still accepted
+//     (the workflow tests name their own).
 //   - Principals: Token plus Tokens; each bearer is its own principal.
 //     Tasks are owned by the bearer that created them: polling another
 //     principal's task answers REFERENCE_NOT_FOUND. Statuses move only along

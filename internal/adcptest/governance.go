@@ -86,6 +86,7 @@ type Governance struct {
 	rounds   map[string]int         // advisory condition rounds per plan
 	required map[string]float64     // machine-actionable required value per plan|tool
 	checks   map[string]map[string]any
+	auditLog []auditEntry // checks and outcomes, in order, for get_plan_audit_logs
 }
 
 // NewGovernance returns a governance agent; serve it with Start or as an
@@ -124,6 +125,7 @@ func NewGovernance(opts GovernanceOptions) *Governance {
 	g.addTool("sync_plans", "Register campaign plans.", g.syncPlans)
 	g.addTool("check_governance", "Check an action against a plan.", g.checkGovernance)
 	g.addTool("report_plan_outcome", "Report the outcome of a governed action.", g.reportOutcome)
+	g.addTool("get_plan_audit_logs", "Read a plan's checks, outcomes and budget.", g.getPlanAuditLogs)
 	if opts.PollTools != PollLegacyOnly {
 		g.addTool("get_task_status", "Read an AdCP task.", g.poll)
 	}
@@ -330,8 +332,33 @@ func (g *Governance) verdict(c *call, b GovernanceBehavior, findings []any) map[
 		body["status"] = body["verdict"]
 		delete(body, "verdict")
 	}
+	entry := map[string]any{"id": checkID, "type": "check", "tool": tool, "mode": "enforce", "check_type": "intent",
+		"explanation": body["explanation"]}
+	if _, ok := c.args["planned_delivery"]; ok {
+		entry["check_type"] = "execution"
+	}
+	if _, ok := c.args["delivery_metrics"]; ok {
+		entry["check_type"] = "execution"
+	}
+	// The audit log speaks 3.1 (verdict) whatever version the check was answered in.
+	if v, ok := body["verdict"]; ok {
+		entry["verdict"] = v
+	} else {
+		entry["verdict"] = body["status"]
+	}
+	if f, ok := body["findings"]; ok {
+		entry["findings"] = f
+	}
+	gctx := c.str("governance_context")
+	if gc, ok := body["governance_context"].(string); ok {
+		gctx = gc
+	}
+	if gctx != "" {
+		entry["governance_context"] = gctx
+	}
 	g.mu.Lock()
 	g.checks[checkID] = body
+	g.audit(auditEntry{owner: c.owner, planID: planID, at: now, body: entry, context: gctx, checkID: checkID})
 	g.mu.Unlock()
 	return body
 }
@@ -395,6 +422,28 @@ func (g *Governance) reportOutcome(_ context.Context, c *call) reply {
 		body["outcome_state"] = "findings"
 		body["findings"] = []any{map[string]any{"category_id": "budget_compliance", "severity": "critical", "explanation": "committed budget exceeds the approved amount; cancel the buy"}}
 	}
+	entry := map[string]any{"id": body["outcome_id"], "type": "outcome", "outcome": outcome,
+		"outcome_status": body["outcome_state"], "purchase_type": "media_buy", "governance_context": c.str("governance_context")}
+	if pt := c.str("purchase_type"); pt != "" {
+		entry["purchase_type"] = pt
+	}
+	if outcome == "completed" {
+		entry["committed_budget"] = committed
+	}
+	if f, ok := body["findings"]; ok {
+		entry["findings"] = f
+	}
+	seller, commit := "", 0.0
+	if outcome == "completed" {
+		commit = committed
+	}
+	if sr, ok := c.args["seller_response"].(map[string]any); ok {
+		seller, _ = sr["seller_reference"].(string)
+	}
+	g.mu.Lock()
+	g.audit(auditEntry{owner: c.owner, planID: c.str("plan_id"), at: g.now(), body: entry,
+		context: c.str("governance_context"), checkID: c.str("check_id"), commit: commit, seller: seller})
+	g.mu.Unlock()
 	if g.opts.Version == Version30 || c.version == Version30 {
 		body["status"] = body["outcome_state"]
 		delete(body, "outcome_state")

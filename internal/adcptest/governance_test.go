@@ -187,6 +187,27 @@ func TestGovernanceSyncPlansAndOutcome(t *testing.T) {
 	if _, ok := g.Check(chk.str("check_id")); !ok {
 		t.Error("check not recorded")
 	}
+	// The audit log holds what the plan saw: one approved check, two outcomes committing
+	// 1,000 each, the findings of the second, per governance context.
+	al := callT(t, cs, "get_plan_audit_logs", map[string]any{"plan_ids": []any{"plan_q3"}, "include_entries": true})
+	mustValidate(t, "governance/get-plan-audit-logs-response.json", al.Raw)
+	pl, _ := al.get("plans").([]any)
+	if al.IsError || len(pl) != 1 {
+		t.Fatalf("audit: %s", al.Raw)
+	}
+	p := result{Body: pl[0].(map[string]any)}
+	if p.get("budget.committed") != float64(2000) || p.get("budget.remaining") != float64(98000) ||
+		p.get("summary.checks_performed") != float64(1) || p.get("summary.outcomes_reported") != float64(2) ||
+		p.get("summary.statuses.approved") != float64(1) || p.get("summary.findings_count") != float64(1) ||
+		len(p.get("entries").([]any)) != 3 {
+		t.Errorf("audit plan: %s", al.Raw)
+	}
+	if ga, _ := p.get("governed_actions").([]any); len(ga) != 1 || ga[0].(map[string]any)["check_count"] != float64(1) || ga[0].(map[string]any)["committed"] != float64(2000) {
+		t.Errorf("governed actions: %s", al.Raw)
+	}
+	if r := callT(t, cs, "get_plan_audit_logs", map[string]any{"plan_ids": []any{"plan_nope"}}); r.code() != "PLAN_NOT_FOUND" {
+		t.Errorf("audit of an unknown plan: %s", r.Raw)
+	}
 	bad := checkArgs("", 1000)
 	bad["account"] = map[string]any{"account_id": "acc_1"}
 	if r := callT(t, cs, "check_governance", bad); r.code() != "INVALID_REQUEST" {

@@ -37,6 +37,7 @@ var requestSchemas = map[string]string{
 	"check_governance":      "governance/check-governance-request.json",
 	"report_plan_outcome":   "governance/report-plan-outcome-request.json",
 	"sync_plans":            "governance/sync-plans-request.json",
+	"get_plan_audit_logs":   "governance/get-plan-audit-logs-request.json",
 }
 
 // Validator validates AdCP payloads against the JSON Schemas with format

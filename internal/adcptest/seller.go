@@ -150,6 +150,14 @@ type Seller struct {
 	deliveries []delivery
 	// delivered is what get_media_buy_delivery reports per media buy (SetDelivered).
 	delivered map[string]delivered
+
+	products  []map[string]any          // get_products' catalogue
+	formats   map[string]map[string]any // list_creative_formats, by format id
+	accounts  []*account
+	creatives map[string]*creative      // by owner|creative_id
+	assigned  map[string][]string       // creative ids per package id
+	forced    map[string]forcedArm      // the next create's answer, per owner
+	seeded    map[string]map[string]any // comply_test_controller fixtures, by owner|scenario|id
 }
 
 // delivered is one media buy's reported delivery.
@@ -181,9 +189,11 @@ func NewSeller(opts SellerOptions) *Seller {
 			StepInterval: opts.StepInterval, SlowDelay: opts.SlowDelay, RetryAfter: opts.RetryAfter,
 			ReplayTTL: opts.ReplayTTL, SSE: opts.SSE, IdempotencyOK: opts.Idempotency == IdempotencyDeclared,
 		}),
-		opts:    opts,
-		closing: make(chan struct{}),
-		buys:    map[string]*mediaBuy{},
+		opts:     opts,
+		closing:  make(chan struct{}),
+		buys:     map[string]*mediaBuy{},
+		products: defaultCatalogue(), formats: defaultFormats(), creatives: map[string]*creative{},
+		assigned: map[string][]string{}, forced: map[string]forcedArm{}, seeded: map[string]map[string]any{},
 		push: pushOptions{
 			client: opts.HTTPClient, signer: opts.WebhookSigner, faults: opts.WebhookFaults,
 			delay: opts.WebhookDelay, maxAttempts: opts.WebhookMaxAttempts, backoff: opts.WebhookBackoff,
@@ -216,6 +226,13 @@ func NewSeller(opts SellerOptions) *Seller {
 	s.addTool("update_media_buy", "Update, pause or cancel a media buy.", s.updateMediaBuy)
 	s.addTool("get_media_buys", "Read media buys.", s.getMediaBuys)
 	s.addTool("get_media_buy_delivery", "Read what media buys delivered.", s.getMediaBuyDelivery)
+	s.addTool("get_products", "Discover products.", s.getProducts)
+	s.addTool("list_creative_formats", "List the creative formats products accept.", s.listCreativeFormats)
+	s.addTool("sync_accounts", "Set up buyer accounts.", s.syncAccounts)
+	s.addTool("list_accounts", "List buyer accounts.", s.listAccounts)
+	s.addTool("sync_creatives", "Upload creatives and assign them to packages.", s.syncCreatives)
+	s.addTool("list_creatives", "Read the creative library.", s.listCreatives)
+	s.addTool("comply_test_controller", "Force states for compliance testing (sandbox).", s.complyTestController)
 	if opts.PollTools != PollLegacyOnly {
 		s.addTool("get_task_status", "Read an AdCP task.", s.poll)
 		s.addTool("list_tasks", "List AdCP tasks.", s.listTasks)
@@ -298,6 +315,21 @@ func (s *Seller) runScripted(c *call, taskType string, done func() (map[string]a
 		return reply{err: &AdcpError{Code: "GOVERNANCE_DENIED", Message: "the account's governance agent denied this purchase at execution", Recovery: "correctable"}}
 	}
 	b := s.behavior(c)
+	var force *forcedArm
+	if taskType == "create_media_buy" {
+		s.mu.Lock()
+		if f, ok := s.forced[c.owner]; ok {
+			force = &f
+			delete(s.forced, c.owner)
+		}
+		s.mu.Unlock()
+	}
+	if force != nil {
+		b = SellerAsyncComplete
+		if force.arm == "input-required" {
+			b = sellerInputRequired
+		}
+	}
 	switch b {
 	case sellerRejected:
 		e := map[string]any{"code": "POLICY_VIOLATION", "message": "the publisher declined this buy", "recovery": "terminal"}
@@ -338,6 +370,20 @@ func (s *Seller) runScripted(c *call, taskType string, done func() (map[string]a
 	}
 	t := s.newTask(c, taskType, "media-buy", status, remaining, finish)
 	s.mu.Lock()
+	if force != nil {
+		// The controller named the task id the storyboard will look for.
+		for i, id := range s.taskOrder {
+			if id == t.ID {
+				s.taskOrder[i] = force.taskID
+			}
+		}
+		delete(s.tasks, t.ID)
+		t.ID = force.taskID
+		s.tasks[t.ID] = t
+		if force.message != "" {
+			msg = force.message
+		}
+	}
 	t.Push = pc
 	t.Message = msg
 	s.mu.Unlock()
@@ -353,6 +399,9 @@ func (s *Seller) runScripted(c *call, taskType string, done func() (map[string]a
 }
 
 func (s *Seller) createMediaBuy(_ context.Context, c *call) reply {
+	if e := s.refuseCreate(c); e != nil {
+		return reply{err: e}
+	}
 	return s.runScripted(c, "create_media_buy", func() (map[string]any, *AdcpError) {
 		return s.materialise(c), nil
 	})
@@ -377,7 +426,7 @@ func (s *Seller) materialise(c *call) map[string]any {
 	for i, p := range pkgsIn {
 		pm, _ := p.(map[string]any)
 		out := map[string]any{"package_id": fmt.Sprintf("pkg_%s_%d", strings.TrimPrefix(id, "mb_"), i+1)}
-		for _, k := range []string{"product_id", "pricing_option_id", "budget", "pacing", "bid_price", "impressions", "context", "paused"} {
+		for _, k := range []string{"product_id", "pricing_option_id", "budget", "pacing", "bid_price", "impressions", "context", "paused", "targeting_overlay"} {
 			if v, ok := pm[k]; ok {
 				out[k] = v
 			}
@@ -467,6 +516,10 @@ func (s *Seller) updateMediaBuy(_ context.Context, c *call) reply {
 			}
 		}
 	}
+	assigns, aerr := s.creativeAssignments(c)
+	if aerr != nil {
+		return reply{err: aerr}
+	}
 	cancel, _ := c.args["canceled"].(bool)
 	if cancel && (st == "canceled" || st == "completed") {
 		return reply{err: &AdcpError{Code: "NOT_CANCELLABLE", Message: "media buy is already " + st, Field: "canceled", Recovery: "correctable"}}
@@ -480,7 +533,13 @@ func (s *Seller) updateMediaBuy(_ context.Context, c *call) reply {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if c.script.has("unchanged") {
-			return unchangedAnswer(mb.body, id, c.version), nil
+			return unchangedAnswer(mb.body, id, c.version), nil // success, and nothing applied
+		}
+		for _, id := range assigns.order {
+			s.assigned[id] = appendNew(s.assigned[id], assigns.creatives[id]...)
+		}
+		if !cancel {
+			s.advanceOnCreatives(mb)
 		}
 		newStatus, _ := mb.body["status"].(string)
 		if cancel {
@@ -510,6 +569,10 @@ func (s *Seller) updateMediaBuy(_ context.Context, c *call) reply {
 				if pm, _ := p.(map[string]any); pm != nil && pm["package_id"] == um["package_id"] {
 					if b, ok := um["budget"]; ok {
 						pm["budget"] = b
+					}
+					// A new overlay replaces the old one whole, lists included.
+					if o, ok := um["targeting_overlay"]; ok {
+						pm["targeting_overlay"] = o
 					}
 				}
 			}
@@ -599,10 +662,7 @@ func (s *Seller) getMediaBuys(_ context.Context, c *call) reply {
 		if st, _ := mb.body["status"].(string); len(statuses) > 0 && !statuses[st] {
 			continue
 		}
-		raw, _ := json.Marshal(mb.body)
-		var cp map[string]any
-		_ = json.Unmarshal(raw, &cp)
-		out = append(out, cp)
+		out = append(out, cloneJSON(mb.body))
 	}
 	s.mu.Unlock()
 	return reply{body: map[string]any{"media_buys": out, "pagination": map[string]any{"has_more": false, "total_count": len(out)}}}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -44,15 +45,48 @@ func TestOfficialStoryboards(t *testing.T) {
 	g := NewGovernance(GovernanceOptions{})
 	govURL := g.Start()
 	t.Cleanup(g.Close)
-
-	got := map[string]map[string]string{
-		"seller":     runStoryboards(t, root, sellerURL, DefaultSellerToken),
-		"governance": runStoryboards(t, root, govURL, DefaultGovernanceToken),
+	// The mode that posts webhooks as the SDK's sellers do (terminal only, one after a
+	// synchronous success, RFC 9421-signed) is graded by webhook_emission on its own: the
+	// default seller posts nothing after a synchronous create.
+	signer, jwks, err := NewWebhookKey("adcptest-storyboards", nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	// The assessment picks storyboards by declared specialisms, which the governance double
-	// declares none of; the plan's limits are graded by this one, named.
-	for k, v := range runStoryboards(t, root, govURL, DefaultGovernanceToken, "governance_spend_authority/denied") {
-		got["governance"][k] = v
+	sdkLike := NewSeller(SellerOptions{TerminalWebhooks: true, WebhookSigner: signer, JWKS: jwks})
+	sdkLikeURL := sdkLike.Start()
+	t.Cleanup(sdkLike.Close)
+
+	// The runs share no agent, and the webhook one mostly waits on the runner's retry window:
+	// run them side by side.
+	runs := []struct {
+		agent, url, token string
+		ids               []string
+	}{
+		{"seller", sellerURL, DefaultSellerToken, nil},
+		{"governance", govURL, DefaultGovernanceToken, nil},
+		// The assessment picks storyboards by declared specialisms, which the governance
+		// double declares none of; the plan's limits are graded by this one, named.
+		{"governance", govURL, DefaultGovernanceToken, []string{"governance_spend_authority/denied"}},
+		{"seller_terminal_webhooks", sdkLikeURL, DefaultSellerToken, []string{"webhook_emission"}},
+	}
+	results := make([]map[string]string, len(runs))
+	errs := make([]error, len(runs))
+	var wg sync.WaitGroup
+	for i, r := range runs {
+		wg.Go(func() { results[i], errs[i] = runStoryboards(root, r.url, r.token, r.ids...) })
+	}
+	wg.Wait()
+	got := map[string]map[string]string{}
+	for i, r := range runs {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if got[r.agent] == nil {
+			got[r.agent] = map[string]string{}
+		}
+		for k, v := range results[i] {
+			got[r.agent][k] = v
+		}
 	}
 	for agent, steps := range got {
 		for _, line := range storyboardCounts(steps) {
@@ -66,14 +100,7 @@ func TestOfficialStoryboards(t *testing.T) {
 		}
 		return
 	}
-	raw, err := os.ReadFile(storyboardsFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var want map[string]map[string]string
-	if err := json.Unmarshal(raw, &want); err != nil {
-		t.Fatalf("%s: %v", storyboardsFile, err)
-	}
+	want := readStoryboards(t)
 	for agent, steps := range want {
 		for step, was := range steps {
 			now, ok := got[agent][step]
@@ -94,14 +121,82 @@ func TestOfficialStoryboards(t *testing.T) {
 	}
 }
 
+// readStoryboards reads the recorded grades.
+func readStoryboards(t *testing.T) map[string]map[string]string {
+	t.Helper()
+	raw, err := os.ReadFile(storyboardsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want map[string]map[string]string
+	if err := json.Unmarshal(raw, &want); err != nil {
+		t.Fatalf("%s: %v", storyboardsFile, err)
+	}
+	return want
+}
+
+// storyboardReasonsFile says, per agent, why each step the doubles do not pass fails or
+// skips. Keys are a step ("storyboard :: scenario/title") or a prefix of steps ending in
+// "*"; the longest matching key is the reason.
+const storyboardReasonsFile = "testdata/storyboard_reasons.json"
+
+// Every step the doubles are recorded as failing or skipping has a written reason, so the
+// expectations file never quietly accepts a gap nobody explained. Needs no Node.
+func TestStoryboardGapsHaveReasons(t *testing.T) {
+	want := readStoryboards(t)
+	raw, err := os.ReadFile(storyboardReasonsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reasons map[string]map[string]string
+	if err := json.Unmarshal(raw, &reasons); err != nil {
+		t.Fatalf("%s: %v", storyboardReasonsFile, err)
+	}
+	for agent, steps := range want {
+		used := map[string]bool{}
+		for step, grade := range steps {
+			if grade == "pass" {
+				continue
+			}
+			k := reasonKey(reasons[agent], step)
+			if k == "" {
+				t.Errorf("%s: step %q is %s with no reason in %s", agent, step, grade, storyboardReasonsFile)
+			}
+			used[k] = true
+		}
+		// A reason nothing needs any more is a gap that closed: drop it.
+		for k := range reasons[agent] {
+			if !used[k] {
+				t.Errorf("%s: reason %q matches no failing or skipped step", agent, k)
+			}
+		}
+	}
+}
+
+// reasonKey is the key of the step's reason: the step itself or the longest "prefix*" it
+// starts with ("" if none).
+func reasonKey(reasons map[string]string, step string) string {
+	if _, ok := reasons[step]; ok {
+		return step
+	}
+	best, key := -1, ""
+	for k := range reasons {
+		if p, ok := strings.CutSuffix(k, "*"); ok && strings.HasPrefix(step, p) && len(p) > best {
+			best, key = len(p), k
+		}
+	}
+	return key
+}
+
 // runStoryboards runs the runner's capability-driven assessment of the agent at url (or the
 // storyboards ids names) and returns each graded step ("storyboard :: phase/title") with its grade.
-func runStoryboards(t *testing.T, root, url, token string, ids ...string) map[string]string {
-	t.Helper()
+func runStoryboards(root, url, token string, ids ...string) (map[string]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	args := append([]string{"storyboard", "run", url}, ids...)
-	args = append(args, "--auth", token, "--protocol", "mcp", "--allow-http", "--json")
+	// The loopback receiver lets the webhook steps grade what the doubles post instead of
+	// skipping them.
+	args = append(args, "--auth", token, "--protocol", "mcp", "--allow-http", "--json", "--webhook-receiver")
 	cmd := exec.CommandContext(ctx, filepath.Join(root, "node_modules", ".bin", "adcp"), args...)
 	cmd.Dir = root
 	var stderr strings.Builder
@@ -109,13 +204,13 @@ func runStoryboards(t *testing.T, root, url, token string, ids ...string) map[st
 	out, err := cmd.Output()
 	// The runner exits non-zero when any step fails; its JSON report is what counts.
 	if ee := (*exec.ExitError)(nil); err != nil && !errors.As(err, &ee) {
-		t.Fatalf("adcptest: storyboard run %s: %v\n%s", url, err, stderr.String())
+		return nil, fmt.Errorf("adcptest: storyboard run %s %v: %w\n%s", url, ids, err, stderr.String())
 	}
 	steps, err := gradeSteps(out)
 	if err != nil {
-		t.Fatalf("adcptest: storyboard run %s: %v\n%s", url, err, stderr.String())
+		return nil, fmt.Errorf("adcptest: storyboard run %s %v: %w\n%s", url, ids, err, stderr.String())
 	}
-	return steps
+	return steps, nil
 }
 
 // gradeSteps reads the runner's --json report: steps graded inside tracks, and failures of
