@@ -180,3 +180,61 @@ func TestConcurrentFailuresAreAllCounted(t *testing.T) {
 		t.Fatalf("breaker %+v %v: want the 3 failures counted in 3 versions, opened once", b, err)
 	}
 }
+
+// timedOut is a call that hung until the AdCP client's call timeout.
+var timedOut = &adcp.Error{Kind: adcp.KindTransport, Recovery: adcp.RecoveryTransient, Message: "timed out or canceled", Err: context.DeadlineExceeded}
+
+// One buy's create at an agent that hangs: each attempt times out after 30 s (half the
+// window) and the state machine retries it 2 s later. The third timeout opens the breaker
+// although the streak spans 94 s, and the next attempt is refused instead of spent.
+func TestOneStreamOfTimeoutsOpensTheBreaker(t *testing.T) {
+	gates, store, clk := newGates(t, 1)
+	g := gates[0]
+	ctx := context.Background()
+	for i := range 3 {
+		done, err := g.Admit(ctx, "seller-a")
+		if err != nil {
+			t.Fatalf("attempt %d refused before the breaker opened: %v", i+1, err)
+		}
+		clk.Advance(30 * time.Second)
+		done(timedOut)
+		clk.Advance(2 * time.Second)
+	}
+	b, err := store.GetBreaker(ctx, "seller-a")
+	if err != nil || b.State != record.BreakerOpen || b.Failures != 3 || b.Trips != 1 {
+		t.Fatalf("after 3 timeouts of one stream: %+v %v, want open", b, err)
+	}
+	if _, err := g.Admit(ctx, "seller-a"); breaker.Unavailable(err) == nil {
+		t.Fatalf("the fourth attempt went through an open breaker: %v", err)
+	}
+}
+
+// Callers refused while the probe is out are told to try again at the end of the cool-down
+// (already passed), not when the probe would count as lost (probe_timeout_seconds later):
+// once the probe succeeded they go at once.
+func TestRefusedWhileProbingRetryAtTheCoolDownsEnd(t *testing.T) {
+	gates, store, clk := newGates(t, 2)
+	ctx := context.Background()
+	for range 3 {
+		call(t, gates[0], "seller-a", unavailable503)
+	}
+	opened, err := store.GetBreaker(ctx, "seller-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(30 * time.Second)
+	probeDone, err := gates[0].Admit(ctx, "seller-a")
+	if err != nil {
+		t.Fatalf("the probe was refused: %v", err)
+	}
+	clk.Advance(2 * time.Second)
+	_, err = gates[1].Admit(ctx, "seller-a")
+	u := breaker.Unavailable(err)
+	if u == nil || !u.RetryAt.Equal(opened.RetryAt) {
+		t.Fatalf("refused while probing: %v, want retry at the cool-down's end %s", err, opened.RetryAt)
+	}
+	probeDone(nil)
+	if !call(t, gates[1], "seller-a", nil) {
+		t.Fatal("refused after the probe closed the breaker")
+	}
+}

@@ -42,14 +42,11 @@ func admit(b record.Breaker, s Settings, now time.Time) (next record.Breaker, wr
 	return b, true, probe
 }
 
-// retryAt is when a refused caller may try again: the end of the cool-down, or of the probe
-// in flight.
-func retryAt(b record.Breaker) time.Time {
-	if b.State == record.BreakerHalfOpen {
-		return b.ProbeUntil
-	}
-	return b.RetryAt
-}
+// RetryAt is when a caller refused by b may try again: the end of the cool-down. While the
+// probe is out that moment has passed: the probe's answer is due, and a successful one lets
+// every caller through at once, so a refused caller tries again as soon as it may (the
+// stages' shortest wait) instead of when the probe would count as lost.
+func RetryAt(b record.Breaker) time.Time { return b.RetryAt }
 
 // succeeded records an answer from the agent (any answer that is not a transient failure:
 // the agent is reachable): the breaker closes and the count starts again.
@@ -58,15 +55,18 @@ func succeeded(b record.Breaker) (next record.Breaker, write bool) {
 		return b, false
 	}
 	b.State, b.Failures = record.BreakerClosed, 0
-	b.FirstFailureAt, b.RetryAt, b.ProbeUntil, b.OpenedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	b.FirstFailureAt, b.LastFailureAt, b.RetryAt, b.ProbeUntil, b.OpenedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}
 	return b, true
 }
 
-// failed records a transient failure of a call admitted as v. At a closed breaker it counts
-// (from 1 again when the previous failure streak began more than Window ago) and opens the
-// breaker at Failures. A failed probe opens it again for another cool-down. A failure of a
+// failed records a transient failure of a call admitted as v at started that ended at now.
+// At a closed breaker it counts, and opens the breaker at Failures. The streak goes on while
+// each failed call began within Window after the previous failure ended, so a call that hangs
+// until its timeout (30 s, maybe longer than Window) never takes its own duration out of the
+// window: one stream of calls retried after their timeouts opens the breaker as surely as a
+// burst of fast 503s. A failed probe opens it again for another cool-down. A failure of a
 // call let through before the breaker opened changes nothing: the breaker already knows.
-func failed(b record.Breaker, s Settings, now time.Time, v verdict, reason string) (next record.Breaker, write bool) {
+func failed(b record.Breaker, s Settings, started, now time.Time, v verdict, reason string) (next record.Breaker, write bool) {
 	switch {
 	case v == probe && b.State == record.BreakerHalfOpen:
 		b.State, b.RetryAt, b.ProbeUntil, b.LastError = record.BreakerOpen, now.Add(s.Cooldown), time.Time{}, reason
@@ -74,10 +74,13 @@ func failed(b record.Breaker, s Settings, now time.Time, v verdict, reason strin
 	case b.State == record.BreakerOpen || b.State == record.BreakerHalfOpen:
 		return b, false
 	}
-	if b.Failures == 0 || now.Sub(b.FirstFailureAt) > s.Window {
-		b.Failures, b.FirstFailureAt = 0, now
+	if b.Failures == 0 || started.Sub(b.LastFailureAt) > s.Window {
+		b.Failures, b.FirstFailureAt, b.LastFailureAt = 0, started, time.Time{}
 	}
 	b.Failures++
+	if now.After(b.LastFailureAt) {
+		b.LastFailureAt = now
+	}
 	b.State, b.LastError = record.BreakerClosed, reason
 	if b.Failures >= s.Failures {
 		b.State, b.OpenedAt, b.RetryAt, b.Trips = record.BreakerOpen, now, now.Add(s.Cooldown), b.Trips+1

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/api"
+	"github.com/buyflow/buyflow/internal/breaker"
 	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -248,13 +249,9 @@ func (s *Service) waiting(ctx context.Context, op *record.Operation) (*api.Waiti
 	if err != nil {
 		return nil, fmt.Errorf("submit: circuit breaker of %s: %w", agent, err)
 	}
-	retryAt := b.RetryAt
-	switch b.State {
-	case record.BreakerOpen:
-	case record.BreakerHalfOpen:
-		retryAt = b.ProbeUntil
-	default:
+	if b.State != record.BreakerOpen && b.State != record.BreakerHalfOpen {
 		return nil, nil
 	}
-	return &api.Waiting{Reason: reason, AgentID: agent, Since: buy.RFC3339(b.OpenedAt), RetryAt: buy.RFC3339(retryAt)}, nil
+	// What the gate tells a refused call: while the probe is out, the cool-down's end (passed).
+	return &api.Waiting{Reason: reason, AgentID: agent, Since: buy.RFC3339(b.OpenedAt), RetryAt: buy.RFC3339(breaker.RetryAt(b))}, nil
 }
