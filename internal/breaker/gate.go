@@ -3,8 +3,9 @@
 // after the previous one ended, an agent's breaker opens and no function calls that agent;
 // after Settings.Cooldown exactly one probe is let through (half-open, claimed with a
 // conditional write); its success closes the breaker, its failure opens it for another
-// cool-down. A caller refused while the probe is out is told to try again at once (the end of
-// the cool-down, passed), not when the probe would count as lost.
+// cool-down. A caller refused while the probe is out is told to try again a few seconds
+// after the cool-down's end, when the probe's answer is due, not when the probe would count
+// as lost.
 //
 // The breaker lives in the ledger (record.Breaker, one item per agent, every write conditioned
 // on the version read), so every function that calls agents shares it. A Gate is the
@@ -82,7 +83,8 @@ func (g *Gate) Admit(ctx context.Context, agentID string) (func(error), error) {
 		if v == refuse {
 			g.Metrics.Count(metrics.AgentUnavailable, metrics.Dims{"Agent": agentID}, 1)
 			g.Metrics.Count(metrics.AgentUnavailable, nil, 1)
-			return nil, &adcp.UnavailableError{Agent: agentID, Since: b.OpenedAt, RetryAt: RetryAt(b)}
+			at, soon := refusedUntil(b, s, now)
+			return nil, &adcp.UnavailableError{Agent: agentID, Since: b.OpenedAt, RetryAt: at, Probing: soon}
 		}
 		if write {
 			if next, err = g.store.PutBreaker(ctx, next); errors.Is(err, record.ErrContention) {

@@ -14,6 +14,7 @@ import (
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/record"
+	"github.com/buyflow/buyflow/internal/workflow"
 )
 
 // settings are the registry's settings of every agent in these tests.
@@ -209,10 +210,10 @@ func TestOneStreamOfTimeoutsOpensTheBreaker(t *testing.T) {
 	}
 }
 
-// Callers refused while the probe is out are told to try again at the end of the cool-down
-// (already passed), not when the probe would count as lost (probe_timeout_seconds later):
-// once the probe succeeded they go at once.
-func TestRefusedWhileProbingRetryAtTheCoolDownsEnd(t *testing.T) {
+// Callers refused while the probe is out are told to try again when its answer is due, 3 s
+// after it was let through, and then at the end of the cool-down (passed), never when the
+// probe would count as lost (probe_timeout_seconds later): once the probe succeeded they go.
+func TestRefusedWhileProbingRetrySoonAfterTheProbe(t *testing.T) {
 	gates, store, clk := newGates(t, 2)
 	ctx := context.Background()
 	for range 3 {
@@ -230,11 +231,37 @@ func TestRefusedWhileProbingRetryAtTheCoolDownsEnd(t *testing.T) {
 	clk.Advance(2 * time.Second)
 	_, err = gates[1].Admit(ctx, "seller-a")
 	u := breaker.Unavailable(err)
-	if u == nil || !u.RetryAt.Equal(opened.RetryAt) {
-		t.Fatalf("refused while probing: %v, want retry at the cool-down's end %s", err, opened.RetryAt)
+	if due := opened.RetryAt.Add(3 * time.Second); u == nil || !u.RetryAt.Equal(due) || !u.Probing {
+		t.Fatalf("refused while probing: %+v, want a short wait until %s", u, due)
+	}
+	clk.Advance(2 * time.Second)
+	_, err = gates[1].Admit(ctx, "seller-a")
+	if u = breaker.Unavailable(err); u == nil || !u.RetryAt.Equal(opened.RetryAt) || u.Probing {
+		t.Fatalf("refused again while the probe is late: %+v, want the cool-down's end %s", u, opened.RetryAt)
 	}
 	probeDone(nil)
 	if !call(t, gates[1], "seller-a", nil) {
 		t.Fatal("refused after the probe closed the breaker")
+	}
+}
+
+// A refusal while the probe is young waits until its answer is due, below the stages' usual
+// interval; any other refusal waits at least that interval.
+func TestWaitForShortensOnlyTheWaitForAYoungProbe(t *testing.T) {
+	now := time.Date(2099, 1, 1, 12, 0, 0, 0, time.UTC)
+	cfg := workflow.DefaultRunConfig()
+	for _, c := range []struct {
+		u    adcp.UnavailableError
+		want int
+	}{
+		{adcp.UnavailableError{Agent: "s", RetryAt: now.Add(2500 * time.Millisecond), Probing: true}, 3},
+		{adcp.UnavailableError{Agent: "s", RetryAt: now.Add(-time.Second), Probing: true}, 1},
+		{adcp.UnavailableError{Agent: "s", RetryAt: now.Add(-time.Second)}, cfg.PollInitialSeconds},
+		{adcp.UnavailableError{Agent: "s", RetryAt: now.Add(50 * time.Second)}, 50},
+	} {
+		w := breaker.WaitFor(&c.u, adcp.RoleSeller, adcp.ToolCreateMediaBuy, now, now, cfg)
+		if w == nil || w.Wait == nil || w.Wait.RetryInSeconds != c.want {
+			t.Errorf("WaitFor(%+v) = %+v, want a wait of %d s", c.u, w, c.want)
+		}
 	}
 }

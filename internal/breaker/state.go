@@ -42,11 +42,30 @@ func admit(b record.Breaker, s Settings, now time.Time) (next record.Breaker, wr
 	return b, true, probe
 }
 
-// RetryAt is when a caller refused by b may try again: the end of the cool-down. While the
-// probe is out that moment has passed: the probe's answer is due, and a successful one lets
-// every caller through at once, so a refused caller tries again as soon as it may (the
-// stages' shortest wait) instead of when the probe would count as lost.
+// RetryAt is when b lets a call through: the end of the cool-down (passed while the probe
+// is out).
 func RetryAt(b record.Breaker) time.Time { return b.RetryAt }
+
+// probeAnswer is how long after it was let through a probe's answer is due from an agent
+// that is back (one call, most often get_adcp_capabilities): the waiting buys all wake at the
+// cool-down's end, one probes, and the others try again this soon after it.
+const probeAnswer = 3 * time.Second
+
+// refusedUntil is when a caller refused by b at now may try again. At an open breaker, the
+// end of the cool-down. While the probe is out: probeAnswer after the probe was let through,
+// when a successful probe has let everyone through (soon: the caller may wait less than its
+// usual interval); refused again after that, the probe is slow or lost, and the caller is
+// told the cool-down's end, passed, and waits its usual interval. Never the probe's timeout
+// (ProbeUntil, 45 s by default): that left waiting buys behind a probe that succeeded in a
+// second. A caller gets at most one short wait per probe, so the waits stay few.
+func refusedUntil(b record.Breaker, s Settings, now time.Time) (at time.Time, soon bool) {
+	if b.State == record.BreakerHalfOpen {
+		if due := b.ProbeUntil.Add(-s.ProbeTimeout).Add(probeAnswer); now.Before(due) {
+			return due, true
+		}
+	}
+	return b.RetryAt, false
+}
 
 // succeeded records an answer from the agent (any answer that is not a transient failure:
 // the agent is reachable): the breaker closes and the count starts again.

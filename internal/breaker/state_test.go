@@ -89,8 +89,21 @@ func TestOpenBreakerRefusesThenLetsOneProbeThrough(t *testing.T) {
 	if _, _, v := admit(half, tight, t0.Add(69*time.Second)); v != refuse {
 		t.Fatalf("probe in flight: verdict %v", v)
 	}
-	// Those refused are told to try again at the end of the cool-down (passed: as soon as they
-	// may), not when the probe would count as lost.
+	// Those refused are told to try again when the probe's answer is due, soon; once it is
+	// late, at the end of the cool-down (passed: after their usual interval); never when the
+	// probe would count as lost.
+	for _, c := range []struct {
+		now  time.Duration
+		at   time.Duration
+		soon bool
+	}{{30 * time.Second, 33 * time.Second, true}, {32 * time.Second, 33 * time.Second, true}, {33 * time.Second, 30 * time.Second, false}, {60 * time.Second, 30 * time.Second, false}} {
+		if at, soon := refusedUntil(half, tight, t0.Add(c.now)); !at.Equal(t0.Add(c.at)) || soon != c.soon {
+			t.Errorf("refused at +%s while the probe is out: retry at %s soon=%v, want +%s soon=%v", c.now, at.Sub(t0), soon, c.at, c.soon)
+		}
+	}
+	if at, soon := refusedUntil(open, tight, t0.Add(10*time.Second)); !at.Equal(open.RetryAt) || soon {
+		t.Errorf("refused at an open breaker: retry at %s soon=%v, want the cool-down's end", at, soon)
+	}
 	if got := RetryAt(half); !got.Equal(t0.Add(30 * time.Second)) {
 		t.Fatalf("RetryAt while half-open = %s, want the end of the cool-down", got)
 	}

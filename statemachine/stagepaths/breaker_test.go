@@ -17,6 +17,7 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcptest"
 	"github.com/buyflow/buyflow/internal/apiclient"
+	"github.com/buyflow/buyflow/internal/breaker"
 	"github.com/buyflow/buyflow/internal/devstack"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
@@ -431,11 +432,14 @@ func (r *buyRun) refusals() (at, retryAt []time.Time) {
 }
 
 // A buy that reaches the seller while the breaker's probe is out is refused, and told to try
-// again at the end of the cool-down (passed: after its shortest wait, poll_initial_seconds),
-// not when the probe would count as lost (probe_timeout_seconds, 45 s): once the probe found
-// the seller back, it is placed right after the buy that probed.
+// again when the probe's answer is due (or, later, at the end of the cool-down: after its
+// usual wait), not when the probe would count as lost (probe_timeout_seconds, 45 s): once the
+// probe found the seller back, it is placed right after the buy that probed.
 func TestBuyRefusedWhileTheProbeIsOutGoesRightAfterIt(t *testing.T) {
-	first := begin(t, nil)
+	// The default shortest wait (30 s): the buy refused while the probe is out must not wait
+	// it, let alone the probe's timeout.
+	timing := map[string]any{"poll_initial_seconds": 30, "poll_max_seconds": 30, "deadline_seconds": 300}
+	first := begin(t, timing)
 	d, seller := startDownSeller(t, adcptest.IdempotencyDeclared)
 	d.set(func(d *downAgent) { d.down = true })
 	first.submitTo(d.id, devstack.GovernanceID)
@@ -452,21 +456,23 @@ func TestBuyRefusedWhileTheProbeIsOutGoesRightAfterIt(t *testing.T) {
 	if probing.State != record.BreakerHalfOpen || probing.OpenedAt != opened.OpenedAt {
 		t.Fatalf("breaker %+v while the probe is out, want half-open since %s", probing, opened.OpenedAt)
 	}
-	second := newRun(t, nil)
+	second := newRun(t, timing)
 	second.submitTo(d.id, devstack.GovernanceID)
 	second.waitingFor(d.id, 30*time.Second)
 	released := time.Now()
 	release()
 
 	at, retryAt := second.refusals()
-	if len(at) != 1 {
-		t.Fatalf("second buy: %d agent_unavailable entries, want 1 (refused while the probe was out)", len(at))
+	if len(at) == 0 {
+		t.Fatal("second buy: no agent_unavailable entry")
 	}
-	// Refused while the probe was out, the buy is told the cool-down's end (the timeline
-	// keeps whole seconds), already passed when it was refused.
-	if !retryAt[0].Equal(probing.RetryAt.Truncate(time.Second)) || retryAt[0].After(at[0]) {
-		t.Errorf("second buy refused at %s told to retry at %s, want the cool-down's end %s (not the probe's timeout %s)",
-			at[0], retryAt[0], probing.RetryAt, probing.ProbeUntil)
+	// Refused while the probe was out, the buy is told to try again when the probe's answer
+	// is due (3 s after it was let through; the timeline keeps whole seconds), or the
+	// cool-down's end if it came later: never the probe's timeout.
+	claimed := probing.ProbeUntil.Add(-breaker.Defaults.ProbeTimeout)
+	if retryAt[0].After(claimed.Add(3*time.Second)) || retryAt[0].Before(probing.RetryAt.Truncate(time.Second)) {
+		t.Errorf("second buy refused at %s told to retry at %s, want by %s, when the probe's answer was due (not the probe's timeout %s)",
+			at[0], retryAt[0], claimed.Add(3*time.Second), probing.ProbeUntil)
 	}
 	for _, r := range []*buyRun{first, second} {
 		placedAfterAWait(t, r, seller)
