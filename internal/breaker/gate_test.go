@@ -24,13 +24,19 @@ const settings = `{"circuit_breaker":{"failures":3,"window_seconds":60,"cooldown
 // would each build one, sharing a clock.
 func newGates(t *testing.T, n int) ([]*breaker.Gate, *ledger.Store, *clocktest.Clock) {
 	t.Helper()
+	return newGatesWith(t, n, settings)
+}
+
+// newGatesWith is newGates with the registry settings agentSettings ("{}": the defaults).
+func newGatesWith(t *testing.T, n int, agentSettings string) ([]*breaker.Gate, *ledger.Store, *clocktest.Clock) {
+	t.Helper()
 	client, table := dynamotest.Start(t)
 	clk := clocktest.At(time.Date(2099, 1, 1, 12, 0, 0, 0, time.UTC))
 	store := ledger.New(client, table)
 	store.Now = clk.Now
 	gates := make([]*breaker.Gate, n)
 	for i := range gates {
-		gates[i] = breaker.New(store, func(context.Context, string) (json.RawMessage, error) { return json.RawMessage(settings), nil })
+		gates[i] = breaker.New(store, func(context.Context, string) (json.RawMessage, error) { return json.RawMessage(agentSettings), nil })
 		gates[i].Now = clk.Now
 	}
 	return gates, store, clk
@@ -207,6 +213,33 @@ func TestOneStreamOfTimeoutsOpensTheBreaker(t *testing.T) {
 	}
 	if _, err := g.Admit(ctx, "seller-a"); breaker.Unavailable(err) == nil {
 		t.Fatalf("the fourth attempt went through an open breaker: %v", err)
+	}
+}
+
+// The issue's timeline with the default settings (5 failures, 60 s window): one buy's create
+// at an agent that hangs, each attempt timing out after 30 s, retried by the state machine's
+// TransientError policy (2 s doubling, the longest jittered waits). The fifth timeout, 180 s
+// in, opens the breaker, and the sixth and last attempt is refused: the buy waits instead of
+// failing at 242 s.
+func TestDefaultsOpenTheBreakerBeforeOneBuysRetriesRunOut(t *testing.T) {
+	gates, store, clk := newGatesWith(t, 1, `{}`)
+	g := gates[0]
+	ctx := context.Background()
+	for i, backoff := range []time.Duration{2, 4, 8, 16, 32} {
+		done, err := g.Admit(ctx, "seller-a")
+		if err != nil {
+			t.Fatalf("attempt %d refused before the breaker opened: %v", i+1, err)
+		}
+		clk.Advance(30 * time.Second)
+		done(timedOut)
+		clk.Advance(backoff * time.Second)
+	}
+	b, err := store.GetBreaker(ctx, "seller-a")
+	if err != nil || b.State != record.BreakerOpen || b.Failures != 5 || b.OpenedAt.Sub(b.FirstFailureAt) != 180*time.Second {
+		t.Fatalf("after 5 timeouts: %+v %v, want open 180 s after the first attempt began", b, err)
+	}
+	if _, err := g.Admit(ctx, "seller-a"); breaker.Unavailable(err) == nil {
+		t.Fatalf("the sixth attempt went through an open breaker: %v", err)
 	}
 }
 
