@@ -1,9 +1,11 @@
 package stagepaths
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -47,8 +49,16 @@ type downAgent struct {
 	// hold, when set, keeps every request from an answer until it is closed or the caller
 	// gives up (an agent that hangs); held counts the requests it kept.
 	hold chan struct{}
-	held int
+	held []heldRequest
 }
+
+// heldRequest is a request a hanging agent kept: when it came and its JSON-RPC method.
+type heldRequest struct {
+	at     time.Time
+	method string
+}
+
+func (h heldRequest) String() string { return h.at.Format("15:04:05.000") + " " + h.method }
 
 func (d *downAgent) ServeHTTPWith(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -61,7 +71,13 @@ func (d *downAgent) ServeHTTPWith(next http.Handler) http.Handler {
 			d.failed++
 		}
 		if hold != nil && r.Method == http.MethodPost {
-			d.held++
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var rpc struct {
+				Method string `json:"method"`
+			}
+			_ = json.Unmarshal(body, &rpc)
+			d.held = append(d.held, heldRequest{at: time.Now(), method: rpc.Method})
 		}
 		d.mu.Unlock()
 		if hold != nil {
@@ -91,10 +107,10 @@ func (d *downAgent) failures() int {
 	return d.failed
 }
 
-func (d *downAgent) heldRequests() int {
+func (d *downAgent) heldRequests() []heldRequest {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.held
+	return slices.Clone(d.held)
 }
 
 // hang makes the agent keep every request unanswered until the returned function is called
@@ -451,7 +467,7 @@ func TestBuyRefusedWhileTheProbeIsOutGoesRightAfterIt(t *testing.T) {
 	release := d.hang()
 	defer release()
 	d.set(func(d *downAgent) { d.down = false })
-	eventually(t, 60*time.Second, "the probe at the seller", func() bool { return d.heldRequests() > 0 })
+	eventually(t, 60*time.Second, "the probe at the seller", func() bool { return len(d.heldRequests()) > 0 })
 	probing := breakerOf(t, d.id)
 	if probing.State != record.BreakerHalfOpen || probing.OpenedAt != opened.OpenedAt {
 		t.Fatalf("breaker %+v while the probe is out, want half-open since %s", probing, opened.OpenedAt)
@@ -507,11 +523,14 @@ func TestOneBuyAtAHangingSellerOpensItsBreakerAndWaits(t *testing.T) {
 	if b.State != record.BreakerOpen || b.Trips != 1 || b.Failures != 2 {
 		t.Fatalf("breaker %+v after the buy's timeouts, want open once after 2", b)
 	}
-	if held := d.heldRequests(); held != 2 {
-		t.Errorf("%d requests reached the hanging seller before its breaker opened, want 2", held)
+	// Nothing reached the seller once its breaker was open (the clocks are the same machine's).
+	held := d.heldRequests()
+	if len(held) < 2 || held[len(held)-1].at.After(b.OpenedAt) {
+		t.Errorf("requests %v reached the hanging seller, want 2 or more before its breaker opened at %s and none after",
+			held, b.OpenedAt.Format("15:04:05.000"))
 	}
-	t.Logf("hanging seller: first timeout streak began %s, breaker opened %s (%s later)",
-		b.FirstFailureAt.Format(time.RFC3339Nano), b.OpenedAt.Format(time.RFC3339Nano), b.OpenedAt.Sub(b.FirstFailureAt))
+	t.Logf("hanging seller: first timeout streak began %s, breaker opened %s (%s later); requests held %v",
+		b.FirstFailureAt.Format(time.RFC3339Nano), b.OpenedAt.Format(time.RFC3339Nano), b.OpenedAt.Sub(b.FirstFailureAt), held)
 	release()
 	placedAfterAWait(t, r, seller)
 }
