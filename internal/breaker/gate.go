@@ -4,8 +4,8 @@
 // after Settings.Cooldown exactly one probe is let through (half-open, claimed with a
 // conditional write); its success closes the breaker, its failure opens it for another
 // cool-down. A caller refused while the probe is out is told to try again a few seconds
-// after the cool-down's end, when the probe's answer is due, not when the probe would count
-// as lost.
+// after the probe was let through, when its answer is due, not when the probe would count as
+// lost.
 //
 // The breaker lives in the ledger (record.Breaker, one item per agent, every write conditioned
 // on the version read), so every function that calls agents shares it. A Gate is the

@@ -42,10 +42,6 @@ func admit(b record.Breaker, s Settings, now time.Time) (next record.Breaker, wr
 	return b, true, probe
 }
 
-// RetryAt is when b lets a call through: the end of the cool-down (passed while the probe
-// is out).
-func RetryAt(b record.Breaker) time.Time { return b.RetryAt }
-
 // probeAnswer is how long after it was let through a probe's answer is due from an agent
 // that is back (one call, most often get_adcp_capabilities): the waiting buys all wake at the
 // cool-down's end, one probes, and the others try again this soon after it.

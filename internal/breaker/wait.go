@@ -27,7 +27,7 @@ type Waiting struct {
 // cfg.PollInitialSeconds (as an async governance review's rounds do), which keeps a day of
 // waiting within an execution's history; the one exception is a refusal while the probe is
 // young (Probing), which waits only until the probe's answer is due: the gate grants that
-// once per cool-down. An operation still waiting cfg.DeadlineSeconds after it was created has
+// once per probe. An operation still waiting cfg.DeadlineSeconds after it was created has
 // waited long enough.
 func WaitFor(err error, role adcp.Role, tool string, created, now time.Time, cfg workflow.RunConfig) *Waiting {
 	var u *adcp.UnavailableError

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/api"
-	"github.com/buyflow/buyflow/internal/breaker"
 	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -252,6 +251,7 @@ func (s *Service) waiting(ctx context.Context, op *record.Operation) (*api.Waiti
 	if b.State != record.BreakerOpen && b.State != record.BreakerHalfOpen {
 		return nil, nil
 	}
-	// What the gate tells a refused call: while the probe is out, the cool-down's end (passed).
-	return &api.Waiting{Reason: reason, AgentID: agent, Since: buy.RFC3339(b.OpenedAt), RetryAt: buy.RFC3339(breaker.RetryAt(b))}, nil
+	// When the breaker lets a call through: the cool-down's end, passed while the probe is out
+	// (never the probe's timeout: the waiting buys go on as soon as the probe succeeds).
+	return &api.Waiting{Reason: reason, AgentID: agent, Since: buy.RFC3339(b.OpenedAt), RetryAt: buy.RFC3339(b.RetryAt)}, nil
 }
