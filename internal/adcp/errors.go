@@ -65,6 +65,10 @@ type UnavailableError struct {
 	Agent   string
 	Since   time.Time
 	RetryAt time.Time
+	// Probing is set when the breaker's probe is out and its answer is due by RetryAt, a few
+	// seconds away: a caller may wait less than its usual interval, this once (the guard
+	// sets it only while the probe is young, so it cannot make a caller loop).
+	Probing bool
 }
 
 func (e *UnavailableError) Error() string {

@@ -118,7 +118,7 @@ type Waiting struct {
 	Reason  string `json:"reason"`
 	AgentID string `json:"agent_id"`
 	// Since is when the agent's breaker opened; RetryAt is when it lets the next call through
-	// (a probe: the buy goes on when it succeeds).
+	// (a probe: the buy goes on when it succeeds), passed while that probe is out.
 	Since   string `json:"since"`
 	RetryAt string `json:"retry_at"`
 }

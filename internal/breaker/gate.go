@@ -1,8 +1,11 @@
 // Package breaker is the circuit breaker per AdCP agent (seller or governance agent): after
-// Settings.Failures consecutive transient failures within Settings.Window an agent's breaker
-// opens and no function calls that agent; after Settings.Cooldown exactly one probe is let
-// through (half-open, claimed with a conditional write); its success closes the breaker, its
-// failure opens it for another cool-down.
+// Settings.Failures consecutive transient failures, none begun more than Settings.Window
+// after the previous one ended, an agent's breaker opens and no function calls that agent;
+// after Settings.Cooldown exactly one probe is let through (half-open, claimed with a
+// conditional write); its success closes the breaker, its failure opens it for another
+// cool-down. A caller refused while the probe is out is told to try again a few seconds
+// after the probe was let through, when its answer is due, not when the probe would count as
+// lost.
 //
 // The breaker lives in the ledger (record.Breaker, one item per agent, every write conditioned
 // on the version read), so every function that calls agents shares it. A Gate is the
@@ -80,7 +83,8 @@ func (g *Gate) Admit(ctx context.Context, agentID string) (func(error), error) {
 		if v == refuse {
 			g.Metrics.Count(metrics.AgentUnavailable, metrics.Dims{"Agent": agentID}, 1)
 			g.Metrics.Count(metrics.AgentUnavailable, nil, 1)
-			return nil, &adcp.UnavailableError{Agent: agentID, Since: b.OpenedAt, RetryAt: retryAt(b)}
+			at, soon := refusedUntil(b, s, now)
+			return nil, &adcp.UnavailableError{Agent: agentID, Since: b.OpenedAt, RetryAt: at, Probing: soon}
 		}
 		if write {
 			if next, err = g.store.PutBreaker(ctx, next); errors.Is(err, record.ErrContention) {
@@ -91,14 +95,14 @@ func (g *Gate) Admit(ctx context.Context, agentID string) (func(error), error) {
 			}
 			g.Log.InfoContext(ctx, "circuit breaker half-open: probing", "agent", agentID, "openedAt", next.OpenedAt)
 		}
-		return func(err error) { g.record(context.WithoutCancel(ctx), agentID, s, v, err) }, nil
+		return func(err error) { g.record(context.WithoutCancel(ctx), agentID, s, v, now, err) }, nil
 	}
 	g.Log.WarnContext(ctx, "circuit breaker kept changing, calling anyway", "agent", agentID)
 	return func(error) {}, nil
 }
 
-// record applies the outcome of a call admitted as v.
-func (g *Gate) record(ctx context.Context, agentID string, s Settings, v verdict, callErr error) {
+// record applies the outcome of a call admitted as v at started.
+func (g *Gate) record(ctx context.Context, agentID string, s Settings, v verdict, started time.Time, callErr error) {
 	transient := transient(callErr)
 	for range maxRaces {
 		b, err := g.read(ctx, agentID)
@@ -109,7 +113,7 @@ func (g *Gate) record(ctx context.Context, agentID string, s Settings, v verdict
 		now := g.Now().UTC()
 		next, write := succeeded(b)
 		if transient {
-			next, write = failed(b, s, now, v, record.Clip(callErr.Error(), 300))
+			next, write = failed(b, s, started, now, v, record.Clip(callErr.Error(), 300))
 		}
 		if !write {
 			return

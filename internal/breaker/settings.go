@@ -16,8 +16,9 @@ const settingsKey = "circuit_breaker"
 type Settings struct {
 	// Failures is how many consecutive transient failures open the breaker.
 	Failures int
-	// Window bounds how far apart the first and the last of them may be: a failure after a
-	// quieter Window starts the count again.
+	// Window bounds the quiet between them: a failed call that began more than Window after
+	// the previous failure ended starts the count again. It is measured from a call's start,
+	// not its end, so calls that each hang until their timeout still count as consecutive.
 	Window time.Duration
 	// Cooldown is how long an open breaker refuses every call before it lets one probe through.
 	Cooldown time.Duration

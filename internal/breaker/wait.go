@@ -25,8 +25,10 @@ type Waiting struct {
 // agent in role (the agent's role for this operation) ended in err, or nil when err is not the breaker's
 // refusal. Each wait lasts until the breaker lets a probe through, and at least
 // cfg.PollInitialSeconds (as an async governance review's rounds do), which keeps a day of
-// waiting within an execution's history; an operation still waiting cfg.DeadlineSeconds after
-// it was created has waited long enough.
+// waiting within an execution's history; the one exception is a refusal while the probe is
+// young (Probing), which waits only until the probe's answer is due: the gate grants that
+// once per probe. An operation still waiting cfg.DeadlineSeconds after it was created has
+// waited long enough.
 func WaitFor(err error, role adcp.Role, tool string, created, now time.Time, cfg workflow.RunConfig) *Waiting {
 	var u *adcp.UnavailableError
 	if !errors.As(err, &u) {
@@ -36,7 +38,11 @@ func WaitFor(err error, role adcp.Role, tool string, created, now time.Time, cfg
 	if !now.Before(w.Deadline) {
 		return w
 	}
-	wait := max(int(math.Ceil(u.RetryAt.Sub(now).Seconds())), cfg.PollInitialSeconds, 1)
+	least := cfg.PollInitialSeconds
+	if u.Probing {
+		least = 1
+	}
+	wait := max(int(math.Ceil(u.RetryAt.Sub(now).Seconds())), least, 1)
 	w.Wait = &workflow.AgentUnavailable{AgentID: u.Agent, Role: string(role), Since: rfc3339(u.Since), RetryInSeconds: wait}
 	return w
 }

@@ -23,6 +23,9 @@ type Breaker struct {
 	// Failures counts the consecutive transient failures since FirstFailureAt.
 	Failures       int       `dynamodbav:"failures"`
 	FirstFailureAt time.Time `dynamodbav:"first_failure_at,omitempty"`
+	// LastFailureAt is when the last failure counted ended: the streak goes on while each
+	// failed call began within the window after it.
+	LastFailureAt time.Time `dynamodbav:"last_failure_at,omitempty"`
 	// OpenedAt is when the breaker last opened from closed (a failed probe keeps it).
 	OpenedAt time.Time `dynamodbav:"opened_at,omitempty"`
 	// RetryAt is when an open breaker lets a probe through.

@@ -248,13 +248,10 @@ func (s *Service) waiting(ctx context.Context, op *record.Operation) (*api.Waiti
 	if err != nil {
 		return nil, fmt.Errorf("submit: circuit breaker of %s: %w", agent, err)
 	}
-	retryAt := b.RetryAt
-	switch b.State {
-	case record.BreakerOpen:
-	case record.BreakerHalfOpen:
-		retryAt = b.ProbeUntil
-	default:
+	if b.State != record.BreakerOpen && b.State != record.BreakerHalfOpen {
 		return nil, nil
 	}
-	return &api.Waiting{Reason: reason, AgentID: agent, Since: buy.RFC3339(b.OpenedAt), RetryAt: buy.RFC3339(retryAt)}, nil
+	// When the breaker lets a call through: the cool-down's end, passed while the probe is out
+	// (never the probe's timeout: the waiting buys go on as soon as the probe succeeds).
+	return &api.Waiting{Reason: reason, AgentID: agent, Since: buy.RFC3339(b.OpenedAt), RetryAt: buy.RFC3339(b.RetryAt)}, nil
 }

@@ -48,9 +48,9 @@ func TestGetSaysTheBuyWaitsForAnUnavailableAgent(t *testing.T) {
 		}
 	}
 	v, _ = svc.Get(ctx, "acme", out.OperationID)
-	want = api.Waiting{Reason: "seller_unavailable", AgentID: "sim-seller", Since: "2030-05-01T10:00:00Z", RetryAt: "2030-05-01T10:02:00Z"}
+	want = api.Waiting{Reason: "seller_unavailable", AgentID: "sim-seller", Since: "2030-05-01T10:00:00Z", RetryAt: "2030-05-01T10:01:00Z"}
 	if v.Waiting == nil || *v.Waiting != want {
-		t.Fatalf("waiting = %+v, want %+v (the half-open breaker's probe ends at ProbeUntil)", v.Waiting, want)
+		t.Fatalf("waiting = %+v, want %+v (while the probe is out, the buy tries again as soon as it may, not at ProbeUntil)", v.Waiting, want)
 	}
 
 	seller.State = record.BreakerClosed

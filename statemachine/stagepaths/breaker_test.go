@@ -1,9 +1,11 @@
 package stagepaths
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -17,6 +19,7 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcptest"
 	"github.com/buyflow/buyflow/internal/apiclient"
+	"github.com/buyflow/buyflow/internal/breaker"
 	"github.com/buyflow/buyflow/internal/devstack"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
@@ -43,7 +46,19 @@ type downAgent struct {
 	// it is open).
 	watch   bool
 	watched []time.Time
+	// hold, when set, keeps every request from an answer until it is closed or the caller
+	// gives up (an agent that hangs); held counts the requests it kept.
+	hold chan struct{}
+	held []heldRequest
 }
+
+// heldRequest is a request a hanging agent kept: when it came and its JSON-RPC method.
+type heldRequest struct {
+	at     time.Time
+	method string
+}
+
+func (h heldRequest) String() string { return h.at.Format("15:04:05.000") + " " + h.method }
 
 func (d *downAgent) ServeHTTPWith(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -51,11 +66,27 @@ func (d *downAgent) ServeHTTPWith(next http.Handler) http.Handler {
 		if d.watch && r.Method == http.MethodPost {
 			d.watched = append(d.watched, time.Now())
 		}
-		down := d.down
+		down, hold := d.down, d.hold
 		if down && r.Method == http.MethodPost {
 			d.failed++
 		}
+		if hold != nil && r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var rpc struct {
+				Method string `json:"method"`
+			}
+			_ = json.Unmarshal(body, &rpc)
+			d.held = append(d.held, heldRequest{at: time.Now(), method: rpc.Method})
+		}
 		d.mu.Unlock()
+		if hold != nil {
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+				return // the caller timed out: it got no answer
+			}
+		}
 		if down {
 			http.Error(w, "service unavailable", http.StatusServiceUnavailable)
 			return
@@ -76,6 +107,23 @@ func (d *downAgent) failures() int {
 	return d.failed
 }
 
+func (d *downAgent) heldRequests() []heldRequest {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.held)
+}
+
+// hang makes the agent keep every request unanswered until the returned function is called
+// (once or more).
+func (d *downAgent) hang() (release func()) {
+	ch := make(chan struct{})
+	d.set(func(d *downAgent) { d.hold = ch })
+	return sync.OnceFunc(func() {
+		d.set(func(d *downAgent) { d.hold = nil })
+		close(ch)
+	})
+}
+
 // callsBefore returns the watched requests that arrived before t.
 func (d *downAgent) callsBefore(t time.Time) []time.Time {
 	d.mu.Lock()
@@ -89,9 +137,10 @@ func (d *downAgent) callsBefore(t time.Time) []time.Time {
 	return early
 }
 
-// startDownAgent serves h as agent id (role seller or governance) with breakerSettings, its
-// credential in Secrets Manager and its record in the registry, as an operator adds one.
-func startDownAgent(t *testing.T, id string, role adcp.Role, h http.Handler, token string, webhook *adcp.WebhookConfig) *downAgent {
+// startDownAgent serves h as agent id (role seller or governance) with the registry settings
+// settings, its credential in Secrets Manager and its record in the registry, as an operator
+// adds one.
+func startDownAgent(t *testing.T, id string, role adcp.Role, h http.Handler, token string, webhook *adcp.WebhookConfig, settings string) *downAgent {
 	t.Helper()
 	d := &downAgent{id: id}
 	mux := http.NewServeMux()
@@ -105,7 +154,7 @@ func startDownAgent(t *testing.T, id string, role adcp.Role, h http.Handler, tok
 		t.Fatal(err)
 	}
 	rec := registry.Record{Agent: adcp.Agent{ID: id, Role: role, MCPURL: d.srv.URL + "/mcp", CredentialRef: ref, Webhook: webhook},
-		Settings: json.RawMessage(breakerSettings)}
+		Settings: json.RawMessage(settings)}
 	if err := registry.Validate(rec, devstack.AgentSecretPrefix); err != nil {
 		t.Fatal(err)
 	}
@@ -115,8 +164,15 @@ func startDownAgent(t *testing.T, id string, role adcp.Role, h http.Handler, tok
 	return d
 }
 
-// startDownSeller starts a seller of its own whose get_adcp_capabilities declares idem.
+// startDownSeller starts a seller of its own whose get_adcp_capabilities declares idem, with
+// breakerSettings.
 func startDownSeller(t *testing.T, idem adcptest.IdempotencyMode) (*downAgent, *adcptest.Seller) {
+	t.Helper()
+	return startDownSellerWith(t, idem, breakerSettings)
+}
+
+// startDownSellerWith is startDownSeller with the registry settings settings.
+func startDownSellerWith(t *testing.T, idem adcptest.IdempotencyMode, settings string) (*downAgent, *adcptest.Seller) {
 	t.Helper()
 	signer, jwks, err := adcptest.NewWebhookKey("breaker-seller", nil)
 	if err != nil {
@@ -129,7 +185,7 @@ func startDownSeller(t *testing.T, idem adcptest.IdempotencyMode) (*downAgent, *
 	}
 	seller := adcptest.NewSeller(adcptest.SellerOptions{Token: token, Behavior: adcptest.SellerSync, Validator: v, WebhookSigner: signer, JWKS: jwks, Idempotency: idem})
 	t.Cleanup(seller.Close)
-	d := startDownAgent(t, "brk-seller-"+randomHex(4), adcp.RoleSeller, seller, token, &adcp.WebhookConfig{Mode: adcp.WebhookRFC9421, JWKS: jwks})
+	d := startDownAgent(t, "brk-seller-"+randomHex(4), adcp.RoleSeller, seller, token, &adcp.WebhookConfig{Mode: adcp.WebhookRFC9421, JWKS: jwks}, settings)
 	return d, seller
 }
 
@@ -290,7 +346,7 @@ func TestGovernanceBreakerKeepsTheGateClosed(t *testing.T) {
 	}
 	gov := adcptest.NewGovernance(adcptest.GovernanceOptions{Token: token, Validator: v})
 	t.Cleanup(gov.Close)
-	d := startDownAgent(t, "brk-gov-"+randomHex(4), adcp.RoleGovernance, gov, token, nil)
+	d := startDownAgent(t, "brk-gov-"+randomHex(4), adcp.RoleGovernance, gov, token, nil, breakerSettings)
 	d.set(func(d *downAgent) { d.down = true })
 
 	first.submitTo(devstack.SellerID, d.id)
@@ -358,4 +414,123 @@ func TestChangeWaitsForAnUnavailableSeller(t *testing.T) {
 	if c := r.current(); c.Budget != "3500.00" || c.LastOutcome != "applied" {
 		t.Errorf("current = %+v, want the new budget applied", c)
 	}
+}
+
+// lastEntry is when r's timeline was last written.
+func (r *buyRun) lastEntry() time.Time {
+	r.t.Helper()
+	evs := r.events(r.op)
+	at, err := time.Parse(time.RFC3339Nano, evs[len(evs)-1].At)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return at
+}
+
+// refusals returns the agent_unavailable entries of r's timeline: when each was written and the
+// retry_at the breaker told the buy.
+func (r *buyRun) refusals() (at, retryAt []time.Time) {
+	r.t.Helper()
+	for _, e := range r.events(r.op) {
+		if e.Type != record.EventAgentUnavailable {
+			continue
+		}
+		var d struct {
+			RetryAt time.Time `json:"retry_at"`
+		}
+		when, err := time.Parse(time.RFC3339Nano, e.At)
+		if err != nil || json.Unmarshal(e.Detail, &d) != nil {
+			r.t.Fatalf("agent_unavailable entry %+v: %v", e, err)
+		}
+		at, retryAt = append(at, when), append(retryAt, d.RetryAt)
+	}
+	return at, retryAt
+}
+
+// A buy that reaches the seller while the breaker's probe is out is refused, and told to try
+// again when the probe's answer is due (or, later, at the end of the cool-down: after its
+// usual wait), not when the probe would count as lost (probe_timeout_seconds, 45 s): once the
+// probe found the seller back, it is placed right after the buy that probed.
+func TestBuyRefusedWhileTheProbeIsOutGoesRightAfterIt(t *testing.T) {
+	// The default shortest wait (30 s): the buy refused while the probe is out must not wait
+	// it, let alone the probe's timeout.
+	timing := map[string]any{"poll_initial_seconds": 30, "poll_max_seconds": 30, "deadline_seconds": 300}
+	first := begin(t, timing)
+	d, seller := startDownSeller(t, adcptest.IdempotencyDeclared)
+	d.set(func(d *downAgent) { d.down = true })
+	first.submitTo(d.id, devstack.GovernanceID)
+	first.waitingFor(d.id, 30*time.Second)
+	opened := breakerOf(t, d.id)
+
+	// The seller is back but keeps its answers until released: after the cool-down, the first
+	// buy's create is the probe, and it stays out while a second buy reaches the seller.
+	release := d.hang()
+	defer release()
+	d.set(func(d *downAgent) { d.down = false })
+	eventually(t, 60*time.Second, "the probe at the seller", func() bool { return len(d.heldRequests()) > 0 })
+	probing := breakerOf(t, d.id)
+	if probing.State != record.BreakerHalfOpen || probing.OpenedAt != opened.OpenedAt {
+		t.Fatalf("breaker %+v while the probe is out, want half-open since %s", probing, opened.OpenedAt)
+	}
+	second := newRun(t, timing)
+	second.submitTo(d.id, devstack.GovernanceID)
+	second.waitingFor(d.id, 30*time.Second)
+	released := time.Now()
+	release()
+
+	at, retryAt := second.refusals()
+	if len(at) == 0 {
+		t.Fatal("second buy: no agent_unavailable entry")
+	}
+	// Refused while the probe was out, the buy is told to try again when the probe's answer
+	// is due (3 s after it was let through; the timeline keeps whole seconds), or the
+	// cool-down's end if it came later: never the probe's timeout.
+	claimed := probing.ProbeUntil.Add(-breaker.Defaults.ProbeTimeout)
+	if retryAt[0].After(claimed.Add(3*time.Second)) || retryAt[0].Before(probing.RetryAt.Truncate(time.Second)) {
+		t.Errorf("second buy refused at %s told to retry at %s, want by %s, when the probe's answer was due (not the probe's timeout %s)",
+			at[0], retryAt[0], claimed.Add(3*time.Second), probing.ProbeUntil)
+	}
+	for _, r := range []*buyRun{first, second} {
+		placedAfterAWait(t, r, seller)
+	}
+	if b := breakerOf(t, d.id); b.State != record.BreakerClosed || b.Trips != 1 {
+		t.Fatalf("breaker after the probe %+v, want closed", b)
+	}
+	t.Logf("second buy: refused at %s while the probe was out (until %s at the latest), told to retry at %s; "+
+		"probe answered %s, first buy's last entry %s later, second's %s later",
+		at[0].Format(time.RFC3339Nano), probing.ProbeUntil.Format(time.RFC3339), retryAt[0].Format(time.RFC3339),
+		released.Format(time.RFC3339Nano), first.lastEntry().Sub(released), second.lastEntry().Sub(released))
+}
+
+// hangSettings break a seller whose calls each hang until the client's 30 s timeout: two
+// failures open its breaker, and the window (20 s) is shorter than one call, so a rule that
+// measured the streak from the first failure's end could never fit two of them.
+const hangSettings = `{"circuit_breaker":{"failures":2,"window_seconds":20,"cooldown_seconds":8}}`
+
+// One buy at a seller that hangs: each create attempt times out after 30 s and the state
+// machine retries it. Each timed-out call began within the window after the previous failure
+// ended, so the second opens the breaker and the buy waits instead of spending every retry;
+// once the seller answers again the probe closes the breaker and the buy is placed.
+func TestOneBuyAtAHangingSellerOpensItsBreakerAndWaits(t *testing.T) {
+	r := begin(t, map[string]any{"deadline_seconds": 600})
+	d, seller := startDownSellerWith(t, adcptest.IdempotencyDeclared, hangSettings)
+	release := d.hang()
+	defer release()
+	r.submitTo(d.id, devstack.GovernanceID)
+	// Two calls of 30 s each, then the refusal.
+	r.waitingFor(d.id, 150*time.Second)
+	b := breakerOf(t, d.id)
+	if b.State != record.BreakerOpen || b.Trips != 1 || b.Failures != 2 {
+		t.Fatalf("breaker %+v after the buy's timeouts, want open once after 2", b)
+	}
+	// Nothing reached the seller once its breaker was open (the clocks are the same machine's).
+	held := d.heldRequests()
+	if len(held) < 2 || held[len(held)-1].at.After(b.OpenedAt) {
+		t.Errorf("requests %v reached the hanging seller, want 2 or more before its breaker opened at %s and none after",
+			held, b.OpenedAt.Format("15:04:05.000"))
+	}
+	t.Logf("hanging seller: first timeout streak began %s, breaker opened %s (%s later); requests held %v",
+		b.FirstFailureAt.Format(time.RFC3339Nano), b.OpenedAt.Format(time.RFC3339Nano), b.OpenedAt.Sub(b.FirstFailureAt), held)
+	release()
+	placedAfterAWait(t, r, seller)
 }
