@@ -248,19 +248,7 @@ func (s *oauthSession) endpointFailed(what string, cause error) *Error {
 // challenge and the metadata unless configured.
 func (s *oauthSession) discover(ctx context.Context, challenges []oauthex.Challenge) error {
 	a := s.st.agent
-	metaURL := ""
-	var scopes []string
-	for _, ch := range challenges {
-		if ch.Scheme != "bearer" {
-			continue
-		}
-		if u := ch.Params["resource_metadata"]; u != "" && metaURL == "" {
-			metaURL = u
-		}
-		if sc := ch.Params["scope"]; sc != "" && scopes == nil {
-			scopes = strings.Fields(sc)
-		}
-	}
+	metaURL, scopes := readChallenges(challenges)
 	if metaURL == "" {
 		u, err := url.Parse(a.MCPURL)
 		if err != nil {
@@ -307,6 +295,24 @@ func (s *oauthSession) discover(ctx context.Context, challenges []oauthex.Challe
 		st.style = oauth2.AuthStyleInParams
 	}
 	return nil
+}
+
+// readChallenges returns what an agent's Bearer challenges ask for: the URL of its
+// protected-resource metadata and the scopes (RFC 6750 §3, RFC 9728 §5.1). A URL that is not
+// https (or http on loopback) is ignored, as if the challenge named none.
+func readChallenges(challenges []oauthex.Challenge) (metaURL string, scopes []string) {
+	for _, ch := range challenges {
+		if ch.Scheme != "bearer" {
+			continue
+		}
+		if u := ch.Params["resource_metadata"]; u != "" && metaURL == "" && checkAgentURL(u, true) == nil {
+			metaURL = u
+		}
+		if sc := strings.Fields(ch.Params["scope"]); len(sc) > 0 && scopes == nil {
+			scopes = sc
+		}
+	}
+	return metaURL, scopes
 }
 
 // authServerMetadata reads the RFC 8414 metadata of issuer, trying the locations the MCP
