@@ -30,6 +30,10 @@ const (
 	sellerID     = "sdk-seller"
 	governanceID = devstack.GovernanceID
 	sellerToken  = "tok-sdk-seller-0123456789abcdef"
+	// oauthSellerID is the same seller requiring OAuth 2.0 client credentials (oauth_test.go).
+	oauthSellerID     = "sdk-oauth-seller"
+	oauthClientID     = "buyflow-e2e"
+	oauthClientSecret = "cs-sdk-oauth-seller-0123456789abcdef"
 	// sellerDelay is how long an async task stays submitted at the seller.
 	sellerDelay = 1500 * time.Millisecond
 )
@@ -55,6 +59,7 @@ var (
 		api     string
 		local   *devstack.Stack
 		seller  *sdkSeller
+		oauth   *sdkSeller
 		logPath string
 	}
 	skip string
@@ -97,14 +102,26 @@ func run(m *testing.M) int {
 	}
 	defer seller.Stop()
 	suite.seller = seller
+	oauthSeller, err := interop.Start(interop.Options{OAuth: &interop.OAuthClient{ID: oauthClientID, Secret: oauthClientSecret},
+		Delay: sellerDelay, Webhooks: true})
+	if err != nil {
+		return fail(err)
+	}
+	defer oauthSeller.Stop()
+	suite.oauth = &sdkSeller{oauthSeller}
 
 	agentsFile := filepath.Join(tmp, "agents.json")
 	doc := map[string]any{
 		"agents": []map[string]any{{
 			"id": sellerID, "role": "seller", "mcp_url": seller.Base + "/mcp", "credential_ref": devstack.AgentSecretPrefix + sellerID,
 			"webhook": map[string]any{"mode": "rfc9421", "jwks_uri": seller.Base + "/.well-known/jwks.json"},
+		}, {
+			// No token_url: buyflow discovers it from the seller's 401.
+			"id": oauthSellerID, "role": "seller", "mcp_url": oauthSeller.MCPURL(), "credential_ref": devstack.AgentSecretPrefix + oauthSellerID,
+			"auth":    map[string]any{"mode": "oauth2_client_credentials", "client_id": oauthClientID},
+			"webhook": map[string]any{"mode": "rfc9421", "jwks_uri": oauthSeller.Base + "/.well-known/jwks.json"},
 		}},
-		"credentials": map[string]string{devstack.AgentSecretPrefix + sellerID: sellerToken},
+		"credentials": map[string]string{devstack.AgentSecretPrefix + sellerID: sellerToken, devstack.AgentSecretPrefix + oauthSellerID: oauthClientSecret},
 		"simulated":   []string{"governance"},
 	}
 	raw, err := json.Marshal(doc)
@@ -147,6 +164,7 @@ func run(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "sdkseller: the functions' logs are in %s (BUYFLOW_E2E_VERBOSE=1 streams them)\n", suite.logPath)
 		}
 		fmt.Fprintf(os.Stderr, "sdkseller: seller stderr:\n%s\n", seller.Stderr())
+		fmt.Fprintf(os.Stderr, "sdkseller: OAuth seller stderr:\n%s\n", oauthSeller.Stderr())
 	}
 	return code
 }
@@ -168,6 +186,26 @@ type recorded struct {
 	Creates  []sellerCreate `json:"creates"`
 	Updates  []sellerUpdate `json:"updates"`
 	Webhooks []sentWebhook  `json:"webhooks"`
+	// With OAuth: every token granted and every request refused.
+	Grants       []grant       `json:"grants"`
+	AuthRefusals []authRefusal `json:"auth_refusals"`
+}
+
+// grant is one token the OAuth seller's authorization server issued.
+type grant struct {
+	At       int64  `json:"at"`
+	ClientID string `json:"client_id"`
+	Resource string `json:"resource"`
+	Scope    string `json:"scope"`
+	Token    string `json:"token"`
+}
+
+// authRefusal is one request the OAuth seller answered 401.
+type authRefusal struct {
+	At             int64  `json:"at"`
+	Why            string `json:"why"`
+	Tool           string `json:"tool"`
+	IdempotencyKey string `json:"idempotency_key"`
 }
 
 // sellerCreate is one create_media_buy the seller ran (replays excluded). Times are Unix ms.
