@@ -259,11 +259,15 @@ func (s *oauthSession) discover(ctx context.Context, challenges []oauthex.Challe
 	}
 	dctx, cancel := context.WithTimeout(ctx, s.c.opts.TokenTimeout)
 	defer cancel()
-	prm, err := oauthex.GetProtectedResourceMetadata(dctx, metaURL, a.MCPURL, s.c.opts.HTTPClient)
-	if err != nil {
+	var prm resourceMetadata
+	if _, err := s.getMetadata(dctx, metaURL, &prm); err != nil {
 		return s.discoveryFailed(dctx, "its protected-resource metadata "+metaURL, err)
 	}
-	if len(prm.AuthorizationServers) == 0 {
+	switch {
+	case prm.Resource != a.MCPURL:
+		// RFC 9728 §3.3: metadata for another resource is not to be used.
+		return s.discoveryFailed(dctx, "its protected-resource metadata "+metaURL, fmt.Errorf("is for resource %q", prm.Resource))
+	case len(prm.AuthorizationServers) == 0:
 		return s.discoveryFailed(dctx, "its protected-resource metadata "+metaURL, errors.New("names no authorization server"))
 	}
 	asm, err := s.authServerMetadata(dctx, prm.AuthorizationServers[0])
@@ -315,13 +319,27 @@ func readChallenges(challenges []oauthex.Challenge) (metaURL string, scopes []st
 	return metaURL, scopes
 }
 
+// resourceMetadata is what buyflow reads of RFC 9728 protected-resource metadata.
+type resourceMetadata struct {
+	Resource             string   `json:"resource"`
+	AuthorizationServers []string `json:"authorization_servers"`
+	ScopesSupported      []string `json:"scopes_supported"`
+}
+
+// serverMetadata is what buyflow reads of RFC 8414 authorization server metadata.
+type serverMetadata struct {
+	Issuer                            string   `json:"issuer"`
+	TokenEndpoint                     string   `json:"token_endpoint"`
+	TokenEndpointAuthMethodsSupported []string `json:"token_endpoint_auth_methods_supported"`
+}
+
 // authServerMetadata reads the RFC 8414 metadata of issuer, trying the locations the MCP
-// authorization spec lists in its order. The go-sdk's own reader (oauthex.GetAuthServerMeta)
-// refuses servers that do not list PKCE, which the client credentials grant does not use.
-func (s *oauthSession) authServerMetadata(ctx context.Context, issuer string) (*oauthex.AuthServerMeta, error) {
+// authorization spec lists in its order. (The go-sdk's own reader, oauthex.GetAuthServerMeta,
+// refuses servers that do not list PKCE, which the client credentials grant does not use.)
+func (s *oauthSession) authServerMetadata(ctx context.Context, issuer string) (*serverMetadata, error) {
 	u, err := url.Parse(issuer)
-	if err != nil || checkAgentURL(issuer, true) != nil {
-		return nil, fmt.Errorf("issuer %q is not an https URL", issuer)
+	if err != nil {
+		return nil, fmt.Errorf("issuer %q is not a URL", issuer)
 	}
 	path := strings.TrimSuffix(u.Path, "/")
 	var tries []string
@@ -337,26 +355,14 @@ func (s *oauthSession) authServerMetadata(ctx context.Context, issuer string) (*
 	}
 	var last error
 	for _, try := range tries {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, try, nil)
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Accept", "application/json")
-		resp, err := s.c.opts.HTTPClient.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		var m oauthex.AuthServerMeta
-		err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&m)
-		_ = resp.Body.Close()
+		var m serverMetadata
+		status, err := s.getMetadata(ctx, try, &m)
 		switch {
-		case resp.StatusCode >= 400 && resp.StatusCode < 500:
-			last = fmt.Errorf("%s answered HTTP %d", try, resp.StatusCode)
+		case status >= 400 && status < 500:
+			last = err
 			continue
-		case resp.StatusCode != http.StatusOK:
-			return nil, fmt.Errorf("%s answered HTTP %d", try, resp.StatusCode)
 		case err != nil:
-			return nil, fmt.Errorf("%s is not JSON metadata", try)
+			return nil, err
 		case strings.TrimSuffix(m.Issuer, "/") != strings.TrimSuffix(issuer, "/"):
 			// RFC 8414 §3.3: metadata for another issuer is not to be used.
 			return nil, fmt.Errorf("%s names issuer %q", try, m.Issuer)
@@ -366,6 +372,31 @@ func (s *oauthSession) authServerMetadata(ctx context.Context, issuer string) (*
 		return &m, nil
 	}
 	return nil, last
+}
+
+// getMetadata reads the JSON metadata document at u (https, or http on loopback; at most
+// 1 MB) into v and returns the answer's HTTP status.
+func (s *oauthSession) getMetadata(ctx context.Context, u string, v any) (int, error) {
+	if err := checkAgentURL(u, true); err != nil {
+		return 0, fmt.Errorf("%s: %w", u, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := s.c.opts.HTTPClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = resp.Body.Close() }() // read below; nothing to report on close
+	if resp.StatusCode != http.StatusOK {
+		return resp.StatusCode, fmt.Errorf("%s answered HTTP %d", u, resp.StatusCode)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(v); err != nil {
+		return resp.StatusCode, fmt.Errorf("%s is not JSON metadata", u)
+	}
+	return resp.StatusCode, nil
 }
 
 func (s *oauthSession) discoveryFailed(ctx context.Context, what string, err error) *Error {
