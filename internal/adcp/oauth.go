@@ -274,7 +274,7 @@ func (s *oauthSession) discover(ctx context.Context, challenges []oauthex.Challe
 	if err != nil {
 		return s.discoveryFailed(dctx, "the metadata of its authorization server "+prm.AuthorizationServers[0], err)
 	}
-	if err := checkAgentURL(asm.TokenEndpoint, true); err != nil {
+	if err := checkAgentURL(asm.TokenEndpoint, s.loopbackOK()); err != nil {
 		return s.discoveryFailed(dctx, "the token_endpoint of "+prm.AuthorizationServers[0], err)
 	}
 	cfg := a.Auth
@@ -374,10 +374,19 @@ func (s *oauthSession) authServerMetadata(ctx context.Context, issuer string) (*
 	return nil, last
 }
 
+// loopbackOK says whether URLs the agent hands out (metadata, token endpoint) may be http on
+// loopback: only for an agent that is itself on loopback (tests, the local stack). Any other
+// agent could otherwise point buyflow at services on its own host, such as the Lambda runtime
+// API on 127.0.0.1.
+func (s *oauthSession) loopbackOK() bool {
+	u, err := url.Parse(s.st.agent.MCPURL)
+	return err == nil && u.Scheme == "http" && isLoopback(u.Hostname())
+}
+
 // getMetadata reads the JSON metadata document at u (https, or http on loopback; at most
 // 1 MB) into v and returns the answer's HTTP status.
 func (s *oauthSession) getMetadata(ctx context.Context, u string, v any) (int, error) {
-	if err := checkAgentURL(u, true); err != nil {
+	if err := checkAgentURL(u, s.loopbackOK()); err != nil {
 		return 0, fmt.Errorf("%s: %w", u, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)

@@ -419,3 +419,36 @@ func assertNoSecrets(t *testing.T, as *authServer, text string) {
 		}
 	}
 }
+
+// TestOAuthDiscoveryStaysOffLoopbackForRemoteAgents: an https agent whose 401 points buyflow at
+// http://127.0.0.1 (the Lambda runtime API lives there) is not followed.
+func TestOAuthDiscoveryStaysOffLoopbackForRemoteAgents(t *testing.T) {
+	var hits int
+	var mu sync.Mutex
+	local := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		hits++
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{}`)
+	}))
+	t.Cleanup(local.Close)
+	agent := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+local.URL+`/2018-06-01/runtime/invocation/next"`)
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+	}))
+	t.Cleanup(agent.Close)
+	mcpURL := agent.URL + "/mcp" // https: not a loopback http agent, whatever its address
+	c := newOAuthClient(t, clocktest.At(time.Now()), mcpURL, AuthConfig{})
+	c.opts.HTTPClient = agent.Client()
+	_, err := c.Capabilities(context.Background(), "s1")
+	var ae *Error
+	if !errors.As(err, &ae) || ae.Code != CodeTokenEndpointFailed {
+		t.Fatalf("got %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if hits != 0 {
+		t.Fatalf("buyflow followed the agent to loopback http %d times", hits)
+	}
+}
