@@ -452,3 +452,23 @@ func TestOAuthDiscoveryStaysOffLoopbackForRemoteAgents(t *testing.T) {
 		t.Fatalf("buyflow followed the agent to loopback http %d times", hits)
 	}
 }
+
+// TestOAuthTokenEndpointRefusesConnections: a token endpoint nobody listens on is a transient
+// failure of the agent that names the endpoint, with nothing sent to the agent.
+func TestOAuthTokenEndpointRefusesConnections(t *testing.T) {
+	as := newAuthServer(t)
+	agent := newProtectedAgent(t, as, oauthTools())
+	gone := httptest.NewServer(http.NotFoundHandler())
+	closedURL := gone.URL + "/token"
+	gone.Close()
+	c := newOAuthClient(t, clocktest.At(time.Now()), agent.URL(), AuthConfig{TokenURL: closedURL})
+	_, err := c.Capabilities(context.Background(), "s1")
+	var ae *Error
+	if !errors.As(err, &ae) || ae.Code != CodeTokenEndpointFailed || Decide(err) != DecisionRetry || ae.Kind == KindLocal ||
+		!strings.Contains(ae.Message, closedURL+" of agent s1 could not be reached") {
+		t.Fatalf("got %v", err)
+	}
+	if refused, _ := agent.counts(); refused != 0 || agent.Requests() != 0 {
+		t.Fatalf("the agent refused %d requests and served %d, want none", refused, agent.Requests())
+	}
+}
