@@ -19,7 +19,7 @@ const agentsUsage = `agents list                        every agent of the regis
 agents show ID                     one agent: its settings, capabilities and audit trail
 agents add FILE                    add an agent (FILE: one agent's JSON, - for stdin)
 agents update ID FILE              replace the fields FILE names (mcp_url, credential_ref,
-                                   webhook, settings)
+                                   auth, webhook, settings)
 agents disable ID [--reason R]     no new buys for it (its open buys finish)
 agents enable ID
 agents check ID                    call get_adcp_capabilities at it now`
@@ -148,7 +148,19 @@ func (c cli) printAgent(a agents.Shown) error {
 }
 
 func agentRows(tp *printer, a agents.Shown) {
-	tp.printf("agent\t%s\nrole\t%s\nstate\t%s\nmcp url\t%s\ncredential\t%s (Secrets Manager)\n", a.ID, a.Role, state(a.Record), a.MCPURL, a.CredentialRef)
+	tp.printf("agent\t%s\nrole\t%s\nstate\t%s\nmcp url\t%s\n", a.ID, a.Role, state(a.Record), a.MCPURL)
+	if a.OAuth() {
+		tokenURL := a.Auth.TokenURL
+		if tokenURL == "" {
+			tokenURL = "discovered from the agent's 401"
+		}
+		tp.printf("auth\tOAuth 2.0 client credentials, client %s, client secret %s (Secrets Manager)\ntoken endpoint\t%s\n", a.Auth.ClientID, a.CredentialRef, tokenURL)
+		if len(a.Auth.Scopes) > 0 || a.Auth.Resource != "" || a.Auth.Audience != "" {
+			tp.printf("token request\tscopes %q, resource %q, audience %q\n", strings.Join(a.Auth.Scopes, " "), a.Auth.Resource, a.Auth.Audience)
+		}
+	} else {
+		tp.printf("auth\tstatic bearer token %s (Secrets Manager)\n", a.CredentialRef)
+	}
 	if a.Disabled && a.DisabledReason != "" {
 		tp.printf("why disabled\t%s\n", a.DisabledReason)
 	}

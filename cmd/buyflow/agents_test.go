@@ -106,3 +106,56 @@ func TestAgentsCommands(t *testing.T) {
 		t.Errorf("a buyer listing agents: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// TestAgentsAuthModes: an agent added with OAuth client credentials shows its client, secret
+// and token endpoint, and its check reports an authorization server that fails in words an
+// operator can act on; "auth": null returns it to its static bearer token, which the seller
+// accepts.
+func TestAgentsAuthModes(t *testing.T) {
+	api, sellerURL := operatorAPI(t)
+	as := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(as.Close)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "acme.json")
+	if err := os.WriteFile(file, []byte(`{"id":"acme","role":"seller","mcp_url":"`+sellerURL+`","credential_ref":"buyflow/agents/acme",
+		"auth":{"mode":"oauth2_client_credentials","client_id":"buyflow-prod","token_url":"`+as.URL+`/token","scopes":["adcp:buy"]},
+		"webhook":{"mode":"rfc9421","jwks_uri":"https://acme.example/.well-known/jwks.json"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	toBearer := filepath.Join(dir, "bearer.json")
+	if err := os.WriteFile(toBearer, []byte(`{"auth":null}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cli := func(args ...string) (int, string) {
+		var out, errOut bytes.Buffer
+		env := map[string]string{"BUYFLOW_ENDPOINT": api, "BUYFLOW_TENANT": "demo", "BUYFLOW_PRINCIPAL": "dev:operator"}
+		code := run(context.Background(), append([]string{"agents"}, args...), func(k string) string { return env[k] }, nil, &out, &errOut)
+		return code, out.String() + errOut.String()
+	}
+	steps := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"add", file}, []string{"OAuth 2.0 client credentials, client buyflow-prod, client secret buyflow/agents/acme",
+			"token endpoint  " + as.URL + "/token", `scopes "adcp:buy"`,
+			"BUYFLOW_TOKEN_ENDPOINT_FAILED", "answered HTTP 503"}},
+		{[]string{"update", "acme", toBearer}, []string{"static bearer token buyflow/agents/acme"}},
+		{[]string{"check", "acme"}, []string{"adcp versions"}},
+	}
+	for _, s := range steps {
+		code, out := cli(s.args...)
+		if code != 0 {
+			t.Fatalf("agents %v: exit %d\n%s", s.args, code, out)
+		}
+		for _, w := range s.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("agents %v: no %q in\n%s", s.args, w, out)
+			}
+		}
+	}
+	if _, out := cli("check", "acme"); strings.Contains(out, "check failed") {
+		t.Errorf("a bearer agent's check still fails:\n%s", out)
+	}
+}

@@ -30,9 +30,11 @@ type PeerStack struct {
 }
 
 // Peer is one real agent of the stack's registry: a seller on MCP, signing its webhooks
-// (RFC 9421, key at JWKSURL) when JWKSURL is set.
+// (RFC 9421, key at JWKSURL) when JWKSURL is set. Token is its credential: the bearer token,
+// or with Auth (the registry's auth block, e.g. OAuth client credentials) the client secret.
 type Peer struct {
 	ID, MCPURL, Token, JWKSURL string
+	Auth                       map[string]any
 }
 
 // StartPeerStack starts the local stack (kumo, the real bootstraps, the same state machine
@@ -59,6 +61,9 @@ func StartPeerStack(ctx context.Context, suite string, peers []Peer, o devstack.
 		a := map[string]any{"id": p.ID, "role": "seller", "mcp_url": p.MCPURL, "credential_ref": devstack.AgentSecretPrefix + p.ID}
 		if p.JWKSURL != "" {
 			a["webhook"] = map[string]any{"mode": "rfc9421", "jwks_uri": p.JWKSURL}
+		}
+		if p.Auth != nil {
+			a["auth"] = p.Auth
 		}
 		agents = append(agents, a)
 		creds[devstack.AgentSecretPrefix+p.ID] = p.Token

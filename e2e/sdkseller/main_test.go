@@ -29,6 +29,10 @@ const (
 	sellerID     = "sdk-seller"
 	governanceID = devstack.GovernanceID
 	sellerToken  = "tok-sdk-seller-0123456789abcdef"
+	// oauthSellerID is the same seller requiring OAuth 2.0 client credentials (oauth_test.go).
+	oauthSellerID     = "sdk-oauth-seller"
+	oauthClientID     = "buyflow-e2e"
+	oauthClientSecret = "cs-sdk-oauth-seller-0123456789abcdef"
 	// sellerDelay is how long an async task stays submitted at the seller.
 	sellerDelay = 1500 * time.Millisecond
 )
@@ -53,6 +57,7 @@ var (
 	suite struct {
 		*e2etest.PeerStack
 		seller *sdkSeller
+		oauth  *sdkSeller
 	}
 	skip string
 )
@@ -80,8 +85,20 @@ func run(m *testing.M) int {
 	}
 	defer seller.Stop()
 	suite.seller = seller
+	oauthSeller, err := interop.Start(interop.Options{OAuth: &interop.OAuthClient{ID: oauthClientID, Secret: oauthClientSecret},
+		Delay: sellerDelay, Webhooks: true})
+	if err != nil {
+		return fail(err)
+	}
+	defer oauthSeller.Stop()
+	suite.oauth = &sdkSeller{oauthSeller}
 
-	peers := []e2etest.Peer{{ID: sellerID, MCPURL: seller.Base + "/mcp", Token: sellerToken, JWKSURL: seller.Base + "/.well-known/jwks.json"}}
+	peers := []e2etest.Peer{
+		{ID: sellerID, MCPURL: seller.Base + "/mcp", Token: sellerToken, JWKSURL: seller.Base + "/.well-known/jwks.json"},
+		// No token_url: buyflow discovers it from the seller's 401.
+		{ID: oauthSellerID, MCPURL: oauthSeller.MCPURL(), Token: oauthClientSecret, JWKSURL: oauthSeller.Base + "/.well-known/jwks.json",
+			Auth: map[string]any{"mode": "oauth2_client_credentials", "client_id": oauthClientID}},
+	}
 	st, err := e2etest.StartPeerStack(ctx, "sdkseller", peers, devstack.Options{Run: runConfig, Instances: 3, PortWait: 8 * time.Minute, SweepEvery: sweepEvery})
 	if err != nil {
 		return fail(err)
@@ -91,6 +108,7 @@ func run(m *testing.M) int {
 	st.Close(code == 0)
 	if code != 0 {
 		fmt.Fprintf(os.Stderr, "sdkseller: seller stderr:\n%s\n", seller.Stderr())
+		fmt.Fprintf(os.Stderr, "sdkseller: OAuth seller stderr:\n%s\n", oauthSeller.Stderr())
 	}
 	return code
 }
@@ -112,6 +130,26 @@ type recorded struct {
 	Creates  []sellerCreate `json:"creates"`
 	Updates  []sellerUpdate `json:"updates"`
 	Webhooks []sentWebhook  `json:"webhooks"`
+	// With OAuth: every token granted and every request refused.
+	Grants       []grant       `json:"grants"`
+	AuthRefusals []authRefusal `json:"auth_refusals"`
+}
+
+// grant is one token the OAuth seller's authorization server issued.
+type grant struct {
+	At       int64  `json:"at"`
+	ClientID string `json:"client_id"`
+	Resource string `json:"resource"`
+	Scope    string `json:"scope"`
+	Token    string `json:"token"`
+}
+
+// authRefusal is one request the OAuth seller answered 401.
+type authRefusal struct {
+	At             int64  `json:"at"`
+	Why            string `json:"why"`
+	Tool           string `json:"tool"`
+	IdempotencyKey string `json:"idempotency_key"`
 }
 
 // sellerCreate is one create_media_buy the seller ran (replays excluded). Times are Unix ms.

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 )
 
 // mcpProtocolVersion is offered at initialize. It is the newest version that
@@ -50,6 +51,10 @@ type Options struct {
 	NewKey func() string
 	// CallTimeout bounds one tools/call including connection setup (default 30 s).
 	CallTimeout time.Duration
+	// TokenTimeout bounds one OAuth token request, and OAuth discovery, for agents that
+	// authenticate with OAuth (default 10 s): a hanging authorization server fails the call
+	// with time left to report it.
+	TokenTimeout time.Duration
 	// CapabilitiesTTL bounds how long get_adcp_capabilities and tools/list
 	// answers are cached per agent (default 1 h).
 	CapabilitiesTTL time.Duration
@@ -76,6 +81,9 @@ type Client struct {
 	mu    sync.Mutex
 	caps  map[string]cached[*Capabilities]
 	tools map[string]cached[map[string]bool]
+	// oauth holds each OAuth agent's discovered token endpoint and current token for the
+	// life of the process (one Lambda cold start).
+	oauth oauthAgents
 }
 
 type cached[T any] struct {
@@ -114,6 +122,9 @@ func New(opts Options) (*Client, error) {
 	}
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = 30 * time.Second
+	}
+	if opts.TokenTimeout <= 0 {
+		opts.TokenTimeout = 10 * time.Second
 	}
 	if opts.CapabilitiesTTL <= 0 {
 		opts.CapabilitiesTTL = time.Hour
@@ -347,42 +358,70 @@ func (c *Client) admit(ctx context.Context, agentID, tool string) (func(error), 
 // withSession opens an MCP session to agent (initialize over streamable
 // HTTP, no standalone SSE stream), runs fn, and closes it. Sessions are not
 // reused: sellers may be stateless, and Lambdas are short-lived.
+//
+// An OAuth agent (Agent.Auth) gets its token through the go-sdk transport's OAuth hook
+// (oauthSession), which also refreshes a refused token once and resends the same request.
 func (c *Client) withSession(ctx context.Context, agent Agent, what string, fn func(context.Context, *mcp.ClientSession) error) error {
-	token, err := c.opts.Credentials.Token(ctx, agent.CredentialRef)
-	if err != nil {
-		// The error text of a resolver must not contain the secret; we add only the ref.
-		return beforeSend{&Error{Kind: KindLocal, Agent: agent.ID, Tool: what, Recovery: RecoveryTransient,
-			Message: "resolve credential " + agent.CredentialRef, Err: err}}
-	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
 	defer cancel()
-	rt := &authTransport{base: c.opts.HTTPClient.Transport, token: token}
+	rt := &authTransport{base: c.opts.HTTPClient.Transport}
+	var oauth *oauthSession
+	if agent.OAuth() {
+		oauth = &oauthSession{c: c, st: c.oauth.get(agent), ctx: ctx}
+	} else {
+		token, err := c.opts.Credentials.Token(ctx, agent.CredentialRef)
+		if err != nil {
+			// The error text of a resolver must not contain the secret; we add only the ref.
+			return beforeSend{&Error{Kind: KindLocal, Agent: agent.ID, Tool: what, Recovery: RecoveryTransient,
+				Message: "resolve credential " + agent.CredentialRef, Err: err}}
+		}
+		rt.token = token
+	}
 	hc := *c.opts.HTTPClient
 	hc.Transport = rt
 	client := mcp.NewClient(&mcp.Implementation{Name: "buyflow", Version: c.opts.Version}, nil)
-	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+	transport := &mcp.StreamableClientTransport{
 		Endpoint:             agent.MCPURL,
 		HTTPClient:           &hc,
 		MaxRetries:           -1,
 		DisableStandaloneSSE: true,
-	}, &mcp.ClientSessionOptions{ProtocolVersion: mcpProtocolVersion})
+	}
+	if oauth != nil {
+		transport.OAuthHandler = oauth
+	}
+	sess, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: mcpProtocolVersion})
 	if err != nil {
-		return classify(ctx, err, rt, agent.ID, what)
+		return classify(ctx, err, rt, oauth, agent.ID, what)
 	}
 	// The call's outcome is decided by fn; a failure to end the session
 	// afterwards (the DELETE may not reach the agent) changes nothing for it.
 	defer func() { _ = sess.Close() }()
 	if err := fn(ctx, sess); err != nil {
-		return classify(ctx, err, rt, agent.ID, what)
+		return classify(ctx, err, rt, oauth, agent.ID, what)
 	}
 	return nil
 }
 
-// classify maps a session or call failure to *Error.
-func classify(ctx context.Context, err error, rt *authTransport, agentID, tool string) error {
+// classify maps a session or call failure to *Error. oauth is the session's OAuth hook (nil
+// for a static bearer agent).
+func classify(ctx context.Context, err error, rt *authTransport, oauth *oauthSession, agentID, tool string) error {
 	e := &Error{Agent: agentID, Tool: tool, Err: err}
 	werr := wireError(err)
 	status, retryAfter := rt.last()
+	var own *Error
+	switch {
+	case oauth != nil && errors.As(err, &own):
+		// The OAuth hook's own failure (token endpoint, discovery, a refused token), which the
+		// transport wrapped.
+		own.Tool = tool
+		return own
+	case oauth != nil && werr == nil && (status == http.StatusUnauthorized || status == http.StatusForbidden):
+		// The agent refused the token it got after one refresh.
+		challenges, _ := oauthex.ParseWWWAuthenticate(rt.challenges()) // a malformed challenge is treated as none
+		e := oauth.refused(status, challenges)
+		e.Tool, e.Err = tool, err
+		return e
+	}
 	switch {
 	case werr != nil:
 		e.JSONRPCCode = werr.Code
@@ -472,11 +511,15 @@ type authTransport struct {
 	mu         sync.Mutex
 	status     int
 	retryAfter time.Duration
+	challenge  []string // WWW-Authenticate of the last answer
 }
 
 func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	r := req.Clone(req.Context())
-	r.Header.Set("Authorization", "Bearer "+t.token)
+	if t.token != "" {
+		// A static bearer agent; an OAuth agent's header is set by the go-sdk's OAuth hook.
+		r.Header.Set("Authorization", "Bearer "+t.token)
+	}
 	r.Header.Set("Accept", "application/json, text/event-stream")
 	base := t.base
 	if base == nil {
@@ -488,6 +531,7 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	t.mu.Lock()
 	t.status = resp.StatusCode
+	t.challenge = resp.Header.Values("WWW-Authenticate")
 	t.retryAfter = 0
 	if v := resp.Header.Get("Retry-After"); v != "" {
 		if n, err := strconv.Atoi(v); err == nil {
@@ -496,6 +540,12 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	t.mu.Unlock()
 	return resp, nil
+}
+
+func (t *authTransport) challenges() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.challenge
 }
 
 func (t *authTransport) last() (int, time.Duration) {

@@ -14,6 +14,12 @@
 //     the deprecated adcp_major_version 3). HTTP requests carry
 //     "Authorization: Bearer <credential>" and "Accept: application/json,
 //     text/event-stream". Credentials are never logged or put in errors.
+//   - The credential is the static token the agent's credential_ref names, or
+//     with Agent.Auth an OAuth 2.0 client credentials token (oauth.go): the
+//     token endpoint configured or discovered from the agent's 401 (RFC 9728,
+//     RFC 8414), tokens kept per process until 10 s before they expire, and a
+//     refused request resent once, byte for byte, with a fresh token. The
+//     client secret only ever goes to the token endpoint.
 //   - Every request is validated against its 3.1.19 request schema with format
 //     assertion on before any network I/O; a violation is a *ValidationError
 //     naming the offending field by JSON pointer.

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/buyflow/buyflow/internal/jsonnum"
 )
@@ -167,6 +169,32 @@ func FuzzDecodeMediaBuy(f *testing.F) {
 			if _, err := interpret(res); err == nil || !errors.As(err, &ae) {
 				t.Fatalf("an isError payload gave %v", err)
 			}
+		}
+	})
+}
+
+// FuzzOAuthChallenge: any WWW-Authenticate an agent answers is read into a metadata URL that
+// buyflow may call (https, or http on loopback) or none, scopes without blanks, and a refusal
+// of bounded length; never a panic.
+func FuzzOAuthChallenge(f *testing.F) {
+	f.Add(`Bearer realm="mcp", error="invalid_token", error_description="expired", resource_metadata="https://s.example/.well-known/oauth-protected-resource/mcp", scope="adcp:buy adcp:read"`)
+	f.Add(`Basic realm="x", Bearer resource_metadata="javascript:alert(1)"`)
+	f.Add(`Bearer error="insufficient_scope", scope="` + strings.Repeat("a", 5000) + `"`)
+	f.Add(`Bearer ,,, "`)
+	f.Fuzz(func(t *testing.T, header string) {
+		challenges, _ := oauthex.ParseWWWAuthenticate([]string{header})
+		metaURL, scopes := readChallenges(challenges)
+		if metaURL != "" && checkAgentURL(metaURL, true) != nil {
+			t.Fatalf("kept metadata URL %q", metaURL)
+		}
+		for _, s := range scopes {
+			if s == "" || strings.ContainsAny(s, " \t\r\n") {
+				t.Fatalf("scope %q", s)
+			}
+		}
+		s := &oauthSession{st: &oauthAgent{agent: Agent{ID: "s1", Auth: &AuthConfig{Mode: AuthOAuth2ClientCredentials}}}}
+		if e := s.refused(401, challenges); len(e.Message) > 1000 || e.Code != CodeOAuthTokenRejected {
+			t.Fatalf("refusal %d bytes, code %s", len(e.Message), e.Code)
 		}
 	})
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp/interop"
+	"github.com/buyflow/buyflow/internal/clocktest"
 )
 
 // startInteropSeller runs interop/seller.mjs (a seller on @adcp/sdk 6.11.0's
@@ -143,4 +145,80 @@ func TestInteropAdCPSDKSeller(t *testing.T) {
 			t.Fatalf("got %v", err)
 		}
 	})
+}
+
+// TestInteropOAuthSDKSeller: a seller whose @adcp/sdk serve() requires OAuth (verifyBearer,
+// RFC 9728 metadata named in its 401) and whose authorization server mints 60 s tokens for the
+// client it knows. The client discovers the token endpoint from the 401, and a token the seller
+// refuses as expired at the create is replaced once, the create resent with its key and run once.
+func TestInteropOAuthSDKSeller(t *testing.T) {
+	if os.Getenv("BUYFLOW_NODE_TESTS") != "1" {
+		t.Skip("interop test needs Node and node_modules/@adcp/sdk; set BUYFLOW_NODE_TESTS=1 (make test does)")
+	}
+	s, err := interop.Start(interop.Options{OAuth: &interop.OAuthClient{ID: oauthClientID, Secret: oauthClientSecret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("seller stderr:\n%s", s.Stderr())
+		}
+		s.Stop()
+	})
+	c := newOAuthClient(t, clocktest.At(time.Now()), s.MCPURL(), AuthConfig{})
+	c.opts.CallTimeout, c.opts.TokenTimeout = 45*time.Second, 10*time.Second // the SDK compiles its schemas lazily
+	ctx := context.Background()
+	if _, err := c.Capabilities(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	in := mustIntent(t, ToolCreateMediaBuy, CreateMediaBuyRequest{
+		Account: AccountRef{AccountID: "acc_interop"}, Brand: BrandRef{Domain: "acme.example"},
+		StartTime: "asap", EndTime: "2030-01-31T23:59:59Z",
+		Packages: []PackageRequest{{ProductID: "prod_display", PricingOptionID: "cpm_5", Budget: "5000"}},
+		Context:  json.RawMessage(`{"path":"token_expires"}`),
+	}, time.Now())
+	r, err := c.CreateMediaBuy(ctx, "s1", in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.MediaBuyID == "" {
+		t.Fatalf("result %+v", r)
+	}
+	var rec struct {
+		Creates []struct {
+			IdempotencyKey string `json:"idempotency_key"`
+		} `json:"creates"`
+		Grants []struct {
+			Resource string `json:"resource"`
+			Scope    string `json:"scope"`
+		} `json:"grants"`
+		Refusals []struct {
+			Why            string `json:"why"`
+			Tool           string `json:"tool"`
+			IdempotencyKey string `json:"idempotency_key"`
+		} `json:"auth_refusals"`
+	}
+	resp, err := http.Get(s.Base + "/recorded")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }() // read fully below
+	if err := json.NewDecoder(resp.Body).Decode(&rec); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Grants) != 2 || rec.Grants[0].Resource != s.MCPURL() || rec.Grants[0].Scope != "adcp:buy" {
+		t.Errorf("grants %+v, want 2 for resource %s scope adcp:buy (the first, and one refresh)", rec.Grants, s.MCPURL())
+	}
+	var expired int
+	for _, x := range rec.Refusals {
+		if x.Why == "expired" {
+			expired++
+			if x.Tool != ToolCreateMediaBuy || x.IdempotencyKey != in.Key {
+				t.Errorf("refused %+v, want the create with key %s", x, in.Key)
+			}
+		}
+	}
+	if expired != 1 || len(rec.Creates) != 1 || rec.Creates[0].IdempotencyKey != in.Key {
+		t.Errorf("%d expired-token refusals and creates %+v; want 1 refusal and one create with key %s", expired, rec.Creates, in.Key)
+	}
 }

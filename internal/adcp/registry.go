@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"regexp"
 	"sort"
+	"strings"
 )
 
 // Role is what an agent does for buyflow.
@@ -39,13 +40,57 @@ type Agent struct {
 	// MCPURL is the agent's MCP streamable HTTP endpoint (https; http only on
 	// loopback, for tests and the local stack).
 	MCPURL string `json:"mcp_url"`
-	// CredentialRef names the bearer credential (a Secrets Manager secret
-	// name). The value is resolved through Credentials at call time.
+	// CredentialRef names the agent's credential (a Secrets Manager secret
+	// name): the static bearer token, or with OAuth the client secret. The
+	// value is resolved through Credentials at call time.
 	CredentialRef string `json:"credential_ref"`
+	// Auth says how buyflow authenticates to the agent; absent: the static
+	// bearer token CredentialRef names.
+	Auth *AuthConfig `json:"auth,omitempty"`
 	// Webhook says how this agent's webhooks are verified. Required for
 	// sellers, optional for governance agents.
 	Webhook *WebhookConfig `json:"webhook,omitempty"`
 }
+
+// authMode is how buyflow authenticates to an agent.
+type authMode string
+
+// Authentication modes. Like the webhook modes they are a switch, never a
+// fallback: an OAuth agent never gets the client secret as a bearer token.
+const (
+	// AuthBearer sends CredentialRef's value as the bearer token (the default).
+	AuthBearer authMode = "bearer"
+	// AuthOAuth2ClientCredentials gets tokens with the OAuth 2.0 client
+	// credentials grant (RFC 6749 §4.4): ClientID and CredentialRef's value as
+	// the client secret, at TokenURL or at the token endpoint discovered from
+	// the agent's 401 (RFC 9728 protected-resource metadata, then RFC 8414
+	// authorization server metadata), as the MCP authorization spec asks.
+	AuthOAuth2ClientCredentials authMode = "oauth2_client_credentials"
+)
+
+// AuthConfig is how buyflow authenticates to one agent. It says nothing about
+// request signing, which is a setting of its own beside it.
+type AuthConfig struct {
+	Mode authMode `json:"mode"`
+	// ClientID is the OAuth client id the seller registered for buyflow.
+	ClientID string `json:"client_id,omitempty"`
+	// TokenURL is the token endpoint (https; http only on loopback). Empty:
+	// discovered from the agent's 401 challenge.
+	TokenURL string `json:"token_url,omitempty"`
+	// Scopes are requested with every token. Empty: the scopes the agent's
+	// challenge names, else its metadata's scopes_supported.
+	Scopes []string `json:"scopes,omitempty"`
+	// Resource is the RFC 8707 resource indicator sent with every token
+	// request. Empty: the resource of the agent's protected-resource metadata,
+	// else mcp_url.
+	Resource string `json:"resource,omitempty"`
+	// Audience is sent as the "audience" parameter, for authorization servers
+	// that bind tokens by it rather than by resource.
+	Audience string `json:"audience,omitempty"`
+}
+
+// OAuth reports whether the agent is reached with OAuth tokens.
+func (a Agent) OAuth() bool { return a.Auth != nil && a.Auth.Mode == AuthOAuth2ClientCredentials }
 
 // WebhookConfig is an agent's webhook verification settings.
 type WebhookConfig struct {
@@ -116,6 +161,11 @@ func NewRegistry(cfg RegistryConfig) (*Registry, error) {
 		if a.CredentialRef == "" {
 			bad(i, a.ID, "credential_ref is required")
 		}
+		if a.Auth != nil {
+			for _, p := range a.Auth.problems() {
+				bad(i, a.ID, "auth: %s", p)
+			}
+		}
 		if a.Webhook == nil {
 			if a.Role == RoleSeller {
 				bad(i, a.ID, "webhook verification settings are required for sellers")
@@ -131,6 +181,38 @@ func NewRegistry(cfg RegistryConfig) (*Registry, error) {
 		return nil, fmt.Errorf("adcp: invalid registry config: %w", errors.Join(errs...))
 	}
 	return r, nil
+}
+
+func (c *AuthConfig) problems() []string {
+	var p []string
+	switch c.Mode {
+	case AuthBearer:
+		if c.ClientID != "" || c.TokenURL != "" || len(c.Scopes) > 0 || c.Resource != "" || c.Audience != "" {
+			p = append(p, "bearer takes no client_id, token_url, scopes, resource or audience (credential_ref is the token)")
+		}
+	case AuthOAuth2ClientCredentials:
+		if c.ClientID == "" {
+			p = append(p, "oauth2_client_credentials needs client_id (credential_ref names the client secret)")
+		}
+		if c.TokenURL != "" {
+			if err := checkAgentURL(c.TokenURL, true); err != nil {
+				p = append(p, "token_url: "+err.Error())
+			}
+		}
+		if c.Resource != "" {
+			if u, err := url.Parse(c.Resource); err != nil || !u.IsAbs() || u.Fragment != "" {
+				p = append(p, "resource must be an absolute URI without a fragment (RFC 8707)")
+			}
+		}
+		for _, s := range c.Scopes {
+			if s == "" || strings.ContainsAny(s, " \t\r\n\"\\") {
+				p = append(p, fmt.Sprintf("scope %q must be one non-empty token without spaces or quotes", s))
+			}
+		}
+	default:
+		p = append(p, fmt.Sprintf("mode %q is not bearer or oauth2_client_credentials", c.Mode))
+	}
+	return p
 }
 
 func (w *WebhookConfig) problems() []string {

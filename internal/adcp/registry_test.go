@@ -281,3 +281,38 @@ func readErrorCodeMetadata(fsys fs.FS) (map[string]Recovery, error) {
 	}
 	return out, nil
 }
+
+// TestAuthConfig: an agent's auth settings are checked with the rest of the registry, every
+// problem at once; absent, the agent keeps its static bearer token.
+func TestAuthConfig(t *testing.T) {
+	agent := func(auth string) string {
+		return `{"agents":[{"id":"s1","role":"seller","mcp_url":"https://s1.example/mcp","credential_ref":"buyflow/s1",` +
+			auth + `"webhook":{"mode":"hmac","hmac_secret_ref":"buyflow/s1-hmac"}}]}`
+	}
+	for _, ok := range []string{``, `"auth":{"mode":"bearer"},`, `"auth":{"mode":"oauth2_client_credentials","client_id":"c"},`,
+		`"auth":{"mode":"oauth2_client_credentials","client_id":"c","token_url":"https://as.example/token","scopes":["adcp:buy"],"resource":"https://s1.example/mcp","audience":"s1"},`} {
+		r, err := ParseRegistry([]byte(agent(ok)))
+		if err != nil {
+			t.Fatalf("%s: %v", ok, err)
+		}
+		a, _ := r.Agent("s1")
+		if a.OAuth() != strings.Contains(ok, "oauth2") {
+			t.Errorf("%s: OAuth() = %v", ok, a.OAuth())
+		}
+	}
+	tests := []struct{ auth, want string }{
+		{`"auth":{"mode":"oauth2_client_credentials"},`, "needs client_id"},
+		{`"auth":{"mode":"oauth2_client_credentials","client_id":"c","token_url":"http://as.example/token"},`, "token_url: http is allowed only on loopback"},
+		{`"auth":{"mode":"oauth2_client_credentials","client_id":"c","resource":"seller"},`, "resource must be an absolute URI"},
+		{`"auth":{"mode":"oauth2_client_credentials","client_id":"c","scopes":["a b"]},`, `scope "a b" must be one non-empty token`},
+		{`"auth":{"mode":"bearer","client_id":"c"},`, "bearer takes no client_id"},
+		{`"auth":{"mode":"saml"},`, `mode "saml" is not bearer or oauth2_client_credentials`},
+		{`"auth":{"mode":"bearer","client_secret":"x"},`, "unknown field"},
+	}
+	for _, tc := range tests {
+		_, err := ParseRegistry([]byte(agent(tc.auth)))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.auth, err, tc.want)
+		}
+	}
+}

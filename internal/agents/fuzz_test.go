@@ -14,6 +14,7 @@ func FuzzParseNewAgent(f *testing.F) {
 	f.Add([]byte(`{"id":"acme","role":"seller","mcp_url":"https://acme.example/mcp","credential_ref":"buyflow/agents/acme","webhook":{"mode":"rfc9421","jwks_uri":"https://acme.example/jwks.json"}}`))
 	f.Add([]byte(`{"id":"g","role":"governance","mcp_url":"https://g.example/mcp","credential_ref":"buyflow/agents/g","settings":{"a":1}}`))
 	f.Add([]byte(`{"id":"x","webhook":{"mode":"rfc9421","jwks":{"keys":[{}]}}}`))
+	f.Add([]byte(`{"id":"o","role":"governance","mcp_url":"https://o.example/mcp","credential_ref":"buyflow/agents/o","auth":{"mode":"oauth2_client_credentials","client_id":"c","scopes":["adcp:buy"],"resource":"https://o.example/mcp"}}`))
 	f.Add([]byte(`[]`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := agents.ParseNewAgent(body, "buyflow/agents/")

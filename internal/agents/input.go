@@ -35,12 +35,14 @@ type newAgent struct {
 }
 
 // patch is the body of an update: each field present replaces the stored one; "webhook":
-// null removes a governance agent's webhook settings. The id and role never change (an agent
+// null removes a governance agent's webhook settings, "auth": null returns an agent to its
+// static bearer token. The id and role never change (an agent
 // with open buys keeps its meaning): add another agent instead.
 type patch struct {
 	Role          *adcp.Role      `json:"role,omitempty"`
 	MCPURL        *string         `json:"mcp_url,omitempty"`
 	CredentialRef *string         `json:"credential_ref,omitempty"`
+	Auth          json.RawMessage `json:"auth,omitempty"`
 	Webhook       json.RawMessage `json:"webhook,omitempty"`
 	Settings      json.RawMessage `json:"settings,omitempty"`
 }
@@ -100,8 +102,17 @@ func ParsePatch(body []byte) (registry.Change, error) {
 			return nil, refuse(400, "malformed_json", "/webhook", "webhook is not valid webhook settings: %v", err)
 		}
 	}
-	if p.Role == nil && p.MCPURL == nil && p.CredentialRef == nil && len(p.Webhook) == 0 && len(p.Settings) == 0 {
-		return nil, refuse(422, "empty_update", "", "name at least one of mcp_url, credential_ref, webhook, settings")
+	var auth *adcp.AuthConfig
+	removeAuth := string(bytes.TrimSpace(p.Auth)) == "null"
+	if len(p.Auth) > 0 && !removeAuth {
+		dec := json.NewDecoder(bytes.NewReader(p.Auth))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&auth); err != nil {
+			return nil, refuse(400, "malformed_json", "/auth", "auth is not valid auth settings: %v", err)
+		}
+	}
+	if p.Role == nil && p.MCPURL == nil && p.CredentialRef == nil && len(p.Auth) == 0 && len(p.Webhook) == 0 && len(p.Settings) == 0 {
+		return nil, refuse(422, "empty_update", "", "name at least one of mcp_url, credential_ref, auth, webhook, settings")
 	}
 	return func(r *registry.Record) (string, string, error) {
 		var changed []string
@@ -113,6 +124,12 @@ func ParsePatch(body []byte) (registry.Change, error) {
 		}
 		if p.CredentialRef != nil {
 			r.CredentialRef, changed = *p.CredentialRef, append(changed, "credential_ref")
+		}
+		switch {
+		case removeAuth:
+			r.Auth, changed = nil, append(changed, "auth removed")
+		case auth != nil:
+			r.Auth, changed = auth, append(changed, "auth")
 		}
 		switch {
 		case removeWebhook:

@@ -184,6 +184,8 @@ func TestRefusals(t *testing.T) {
 		{"role change", "PATCH", agents.Prefix + "/acme", `{"role":"governance"}`, 422, "role_immutable"},
 		{"empty update", "PATCH", agents.Prefix + "/acme", `{}`, 422, "empty_update"},
 		{"update to an invalid agent", "PATCH", agents.Prefix + "/acme", `{"webhook":null}`, 422, "invalid_agent"},
+		{"auth with an unknown field", "PATCH", agents.Prefix + "/acme", `{"auth":{"mode":"bearer","client_secret":"x"}}`, 400, "malformed_json"},
+		{"oauth without a client id", "PATCH", agents.Prefix + "/acme", `{"auth":{"mode":"oauth2_client_credentials"}}`, 422, "invalid_agent"},
 		{"unknown agent", "PATCH", agents.Prefix + "/nobody", `{"mcp_url":"https://n.example/mcp"}`, 404, "not_found"},
 		{"unknown route", "DELETE", agents.Prefix + "/acme", ``, 404, "no_route"},
 		{"a path that only starts like the prefix", "GET", agents.Prefix + "acme", ``, 404, "no_route"},

@@ -389,8 +389,13 @@ func decodeDoc(item map[string]types.AttributeValue, v any) error {
 	return nil
 }
 
-// cloneAgent copies the agent's webhook settings, so a change edits its own copy.
+// cloneAgent copies the agent's webhook and auth settings, so a change edits its own copy.
 func cloneAgent(a adcp.Agent) adcp.Agent {
+	if a.Auth != nil {
+		au := *a.Auth
+		au.Scopes = append([]string(nil), a.Auth.Scopes...)
+		a.Auth = &au
+	}
 	if a.Webhook != nil {
 		w := *a.Webhook
 		w.JWKS = append(json.RawMessage(nil), a.Webhook.JWKS...)

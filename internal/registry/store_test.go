@@ -185,6 +185,13 @@ func TestValidate(t *testing.T) {
 		"hmac secret outside": func(r *registry.Record) {
 			r.Webhook = &adcp.WebhookConfig{Mode: adcp.WebhookHMAC, HMACSecretRef: "other/x"}
 		},
+		// The OAuth client secret is credential_ref's: only the functions that call agents read
+		// it, through their grant on the agents prefix.
+		"oauth client secret outside": func(r *registry.Record) {
+			r.Auth = &adcp.AuthConfig{Mode: adcp.AuthOAuth2ClientCredentials, ClientID: "c"}
+			r.CredentialRef = "prod/oauth-client"
+		},
+		"oauth without client id": func(r *registry.Record) { r.Auth = &adcp.AuthConfig{Mode: adcp.AuthOAuth2ClientCredentials} },
 	}
 	for name, mutate := range cases {
 		r := seller("acme")

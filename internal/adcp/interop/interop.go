@@ -23,14 +23,20 @@ import (
 
 // Options configures the seller (see seller.mjs for what each does).
 type Options struct {
-	// Token is the bearer credential it accepts (required).
+	// Token is the bearer credential it accepts (required unless OAuth is set).
 	Token string
+	// OAuth makes it require OAuth 2.0 client credentials instead: its own authorization
+	// server, 60 s tokens, RFC 9728 metadata named in its 401 challenges (see seller.mjs).
+	OAuth *OAuthClient
 	// Delay is how long an async create stays submitted (default 300 ms).
 	Delay time.Duration
 	// Webhooks makes it sign and send webhooks (RFC 9421, its framework's emitter) to loopback
 	// http URLs, with its key at /.well-known/jwks.json.
 	Webhooks bool
 }
+
+// OAuthClient is the one OAuth client the seller's authorization server knows.
+type OAuthClient struct{ ID, Secret string }
 
 // Seller is a running seller.mjs.
 type Seller struct {
@@ -44,8 +50,8 @@ type Seller struct {
 
 // Start runs the seller and waits (up to two minutes) until it listens.
 func Start(o Options) (*Seller, error) {
-	if o.Token == "" {
-		return nil, errors.New("interop: a token is required")
+	if o.Token == "" && o.OAuth == nil {
+		return nil, errors.New("interop: a token or an OAuth client is required")
 	}
 	dir, err := here()
 	if err != nil {
@@ -55,6 +61,9 @@ func Start(o Options) (*Seller, error) {
 		o.Delay = 300 * time.Millisecond
 	}
 	env := []string{"BUYFLOW_INTEROP_TOKEN=" + o.Token, fmt.Sprintf("BUYFLOW_INTEROP_DELAY_MS=%d", o.Delay.Milliseconds())}
+	if o.OAuth != nil {
+		env = append(env, "BUYFLOW_INTEROP_OAUTH_CLIENT_ID="+o.OAuth.ID, "BUYFLOW_INTEROP_OAUTH_CLIENT_SECRET="+o.OAuth.Secret)
+	}
 	if o.Webhooks {
 		// NODE_ENV=test: the SDK then takes the loopback webhook URLs without a production warning.
 		env = append(env, "BUYFLOW_INTEROP_WEBHOOKS=1", "ADCP_DECISIONING_ALLOW_HTTP_WEBHOOKS=1", "NODE_ENV=test")

@@ -3,7 +3,15 @@
 // check the Go client against a peer nobody here wrote.
 //
 // Usage: node internal/adcp/interop/seller.mjs
-//   env BUYFLOW_INTEROP_TOKEN  bearer token the seller accepts (required)
+//   env BUYFLOW_INTEROP_TOKEN  bearer token the seller accepts (required unless OAuth is on)
+//   env BUYFLOW_INTEROP_OAUTH_CLIENT_ID, BUYFLOW_INTEROP_OAUTH_CLIENT_SECRET  require OAuth 2.0
+//     instead: the seller runs its own authorization server on another loopback port (RFC 8414
+//     metadata and a client credentials token endpoint that checks this client, and mints 60 s
+//     JWTs for the resource asked, RFC 8707, with the SDK's own test authorization server) and
+//     the SDK's serve() verifies bearer JWTs (verifyBearer: issuer, audience = this MCP URL,
+//     scope adcp:buy), publishes RFC 9728 protected-resource metadata and names it in the
+//     WWW-Authenticate of every 401. Scenario token_expires (below) makes the token of the
+//     first create_media_buy with a given idempotency key expire as it arrives.
 //   env BUYFLOW_INTEROP_DELAY_MS  how long an async create stays submitted (default 300)
 //   env BUYFLOW_INTEROP_WEBHOOKS=1  sign webhooks (RFC 9421, Ed25519, the framework's own
 //     emitter) with a fresh key served at /.well-known/jwks.json, and post them to the
@@ -22,14 +30,23 @@
 //                   only polling finds the completion)
 //   error_arm       the spec's Error arm: errors[] with POLICY_VIOLATION
 //   throw           a thrown AdcpError BUDGET_TOO_LOW (as is any budget under 100)
+//   token_expires   (OAuth only) sync, but the first attempt's token is refused as expired
 //
 // GET /recorded returns what the seller saw and did, for tests that assert on the seller's
 // side: creates (one per create the framework ran, replays excluded), updates, and every
-// webhook attempt (url, headers, body, HTTP status, or dropped: true).
-import { generateKeyPairSync } from 'node:crypto';
+// webhook attempt (url, headers, body, HTTP status, or dropped: true); with OAuth also every
+// token grant (grants: client, resource, scope, the token) and every refused request
+// (auth_refusals: why, and the tool and idempotency key of a refused tools/call).
+import { generateKeyPairSync, randomUUID } from 'node:crypto';
+import { createServer } from 'node:http';
+import { createTestAuthorizationServer } from '@adcp/sdk/compliance-fixtures';
 import {
   AdcpError,
+  AuthError,
   createAdcpServerFromPlatform,
+  extractBearerToken,
+  tagAuthenticatorNeedsRawBody,
+  verifyBearer,
   createIdempotencyStore,
   createInMemoryTaskRegistry,
   InMemoryStateStore,
@@ -39,8 +56,10 @@ import {
 } from '@adcp/sdk/server';
 
 const token = process.env.BUYFLOW_INTEROP_TOKEN;
-if (!token) {
-  console.error('BUYFLOW_INTEROP_TOKEN is required');
+const oauthClient = process.env.BUYFLOW_INTEROP_OAUTH_CLIENT_ID;
+const oauthSecret = process.env.BUYFLOW_INTEROP_OAUTH_CLIENT_SECRET;
+if (!token && !(oauthClient && oauthSecret)) {
+  console.error('BUYFLOW_INTEROP_TOKEN, or BUYFLOW_INTEROP_OAUTH_CLIENT_ID and _SECRET, are required');
   process.exit(2);
 }
 const delayMs = Number(process.env.BUYFLOW_INTEROP_DELAY_MS ?? '300');
@@ -58,7 +77,7 @@ const buys = new Map();
 let seq = 0;
 
 // What the seller saw and did (GET /recorded).
-const recorded = { creates: [], updates: [], webhooks: [] };
+const recorded = { creates: [], updates: [], webhooks: [], grants: [], auth_refusals: [] };
 // The webhook URLs of creates whose webhooks are dropped (scenario async_lost).
 const lostURLs = new Set();
 
@@ -226,6 +245,103 @@ const platform = {
   },
 };
 
+// OAuth: the authorization server (its own loopback port) and the authenticator serve() runs
+// before any request reaches MCP.
+const TOKEN_SECONDS = 60;
+const SCOPE = 'adcp:buy';
+let oauth;
+if (oauthClient) {
+  const front = createServer();
+  await new Promise(resolve => front.listen(0, '127.0.0.1', resolve));
+  const issuer = `http://127.0.0.1:${front.address().port}`;
+  // The SDK's fixture signs the JWTs and serves their JWKS; this front is the server a
+  // client talks to, so that the token endpoint checks the client and records each grant.
+  const as = await createTestAuthorizationServer({ issuer, tokenLifetimeSeconds: TOKEN_SECONDS });
+  const json = (res, status, doc) => {
+    res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+    res.end(JSON.stringify(doc));
+  };
+  front.on('request', (req, res) => {
+    const path = (req.url ?? '').split('?')[0];
+    if (req.method === 'GET' && path === '/.well-known/oauth-authorization-server') {
+      return json(res, 200, {
+        issuer,
+        token_endpoint: `${issuer}/token`,
+        jwks_uri: as.jwksUri,
+        grant_types_supported: ['client_credentials'],
+        token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+        response_types_supported: ['token'],
+        scopes_supported: [SCOPE],
+      });
+    }
+    if (req.method !== 'POST' || path !== '/token') return json(res, 404, { error: 'not_found' });
+    let body = '';
+    req.on('data', c => (body += c));
+    req.on('end', async () => {
+      const form = new URLSearchParams(body);
+      let id = form.get('client_id');
+      let secret = form.get('client_secret');
+      const basic = /^Basic (.+)$/i.exec(req.headers.authorization ?? '');
+      if (basic) {
+        const [u, p] = Buffer.from(basic[1], 'base64').toString('utf8').split(':');
+        [id, secret] = [decodeURIComponent(u), decodeURIComponent(p ?? '')];
+      }
+      if (form.get('grant_type') !== 'client_credentials') return json(res, 400, { error: 'unsupported_grant_type' });
+      if (id !== oauthClient || secret !== oauthSecret) return json(res, 401, { error: 'invalid_client' });
+      const resource = form.get('resource');
+      if (!resource) return json(res, 400, { error: 'invalid_target', error_description: 'resource (RFC 8707) is required' });
+      const scope = form.get('scope') ?? SCOPE;
+      // A jti makes every token unique, as a real server's are: two grants in one second
+      // would otherwise mint the same JWT.
+      const access = await as.issueToken({ sub: id, aud: resource, scope, expiresInSeconds: TOKEN_SECONDS, claims: { jti: randomUUID() } });
+      recorded.grants.push({ at: Date.now(), client_id: id, resource, scope, token: access });
+      json(res, 200, { access_token: access, token_type: 'Bearer', expires_in: TOKEN_SECONDS, scope });
+    });
+  });
+  const bearer = verifyBearer({ jwksUri: as.jwksUri, issuer, audience: (_req, { publicUrl }) => publicUrl, requiredScopes: [SCOPE] });
+  // Tokens this seller treats as expired before their time, and the creates that expired one.
+  const expired = new Set();
+  const expiredAt = new Set();
+  const authenticate = tagAuthenticatorNeedsRawBody(async req => {
+    const presented = extractBearerToken(req);
+    let call;
+    try {
+      const msg = JSON.parse(req.rawBody ?? '');
+      if (msg?.method === 'tools/call') call = msg.params;
+    } catch {}
+    const refuse = why => {
+      recorded.auth_refusals.push({ at: Date.now(), why, tool: call?.name, idempotency_key: call?.arguments?.idempotency_key });
+      throw new AuthError('The access token is missing, invalid or expired.');
+    };
+    if (!presented) {
+      recorded.auth_refusals.push({ at: Date.now(), why: 'no token', tool: call?.name });
+      return null; // serve() answers 401 with the challenge
+    }
+    if (expired.has(presented)) refuse('expired');
+    const key = call?.arguments?.idempotency_key;
+    const scenario = call?.arguments?.context?.sdk ?? call?.arguments?.context?.path;
+    if (call?.name === 'create_media_buy' && scenario === 'token_expires' && !expiredAt.has(key)) {
+      expiredAt.add(key);
+      expired.add(presented);
+      refuse('expired');
+    }
+    try {
+      return await bearer(req);
+    } catch (err) {
+      refuse('invalid');
+    }
+  });
+  oauth = {
+    authenticate,
+    publicUrl: host => `http://${host}/mcp`,
+    protectedResource: { authorization_servers: [issuer], scopes_supported: [SCOPE], bearer_methods_supported: ['header'] },
+    close: async () => {
+      front.close();
+      await as.close();
+    },
+  };
+}
+
 // Framework state that must outlive a single request: the SDK builds a fresh
 // server per request (stateless MCP), so these are hoisted.
 const idempotency = createIdempotencyStore({ backend: memoryBackend(), ttlSeconds: 86_400 });
@@ -252,7 +368,9 @@ const server = serve(
     }),
   {
     port: 0,
-    authenticate: verifyApiKey({ keys: { [token]: { principal: 'buyflow-interop' } } }),
+    ...(oauth
+      ? { authenticate: oauth.authenticate, publicUrl: oauth.publicUrl, protectedResource: oauth.protectedResource }
+      : { authenticate: verifyApiKey({ keys: { [token]: { principal: 'buyflow-interop' } } }) }),
     // serve() listens on all interfaces; keep it from listening so we can
     // bind loopback ourselves.
     readinessCheck: () => new Promise(() => {}),
@@ -279,5 +397,8 @@ server.listen(0, '127.0.0.1', () => {
 });
 
 for (const sig of ['SIGTERM', 'SIGINT']) {
-  process.on(sig, () => server.close(() => process.exit(0)));
+  process.on(sig, () => server.close(async () => {
+    await oauth?.close();
+    process.exit(0);
+  }));
 }
