@@ -15,15 +15,24 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 upstream=${1:-$root/../shared}
 dst=$root/internal/adcpschemas
 
-# release  folder under UPSTREAM  what is left out (a find -path pattern, or -)
+# release  folder under UPSTREAM  what is left out of the pack (a find -path pattern, or -).
+# 3.2.3's PROVENANCE.md (its per-file upstream commits, 150 KB) is copied beside the pack as
+# provenance-3.2.3.md instead of packed: no function reads it, and packed it would cost every
+# bootstrap that validates requests 35 KB of its 12 MB budget.
 releases=(
   "3.1.19 adcp-schemas -"
-  "3.2.3 adcp-schemas-3.2.3 ./bundled/*"
+  "3.2.3 adcp-schemas-3.2.3 ./bundled/*|./PROVENANCE.md"
 )
 
-list() { # the files of folder $1 but those matching $2, sorted, without the leading ./
-  if [ "$2" = - ]; then (cd "$1" && find . -type f); else (cd "$1" && find . -type f -not -path "$2"); fi |
-    LC_ALL=C sort | sed 's|^\./||'
+list() { # the files of folder $1 but those matching a pattern of $2 (|-separated), sorted, without ./
+  local not=()
+  if [ "$2" != - ]; then
+    local IFS='|' p
+    set -f # the patterns are find's, not the shell's
+    for p in $2; do not+=(-not -path "$p"); done
+    set +f
+  fi
+  (cd "$1" && find . -type f "${not[@]}") | LC_ALL=C sort | sed 's|^\./||'
 }
 
 {
@@ -48,9 +57,12 @@ for r in "${releases[@]}"; do
     echo
     echo "## $release"
     echo
-    echo "- source: ../shared/$folder$([ "$leftout" = - ] || echo " (without ${leftout#./})")"
+    echo "- source: ../shared/$folder$([ "$leftout" = - ] || echo " (left out: ${leftout//|/ and }; an upstream PROVENANCE.md is provenance-$release.md beside the pack)")"
     echo "- files: $files"
     echo "- tree digest (sha256 of the sorted per-file sha256 list): $digest"
   } >> "$dst/PROVENANCE.md"
+  if [ -f "$src/PROVENANCE.md" ] && [ "$leftout" != - ] && [[ "|$leftout|" == *"|./PROVENANCE.md|"* ]]; then
+    cp "$src/PROVENANCE.md" "$dst/provenance-$release.md" && chmod 0644 "$dst/provenance-$release.md"
+  fi
   echo "vendored AdCP $release: $files files ($(stat -c %s "$dst/schemas-$release.tar.gz") bytes packed), digest $digest"
 done

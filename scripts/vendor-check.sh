@@ -25,7 +25,10 @@ while read -r release folder leftout; do
   mkdir "$tmp/$release"
   tar -xzf "$root/$pack" -C "$tmp/$release"
   exclude=()
-  [ "$leftout" = - ] || exclude=(-x "$leftout")
+  if [ "$leftout" != - ]; then
+    IFS=, read -ra names <<<"$leftout"
+    for n in "${names[@]}"; do exclude+=(-x "$n"); done
+  fi
   if ! diff -r "${exclude[@]}" "$upstream/$folder" "$tmp/$release" >"$tmp.diff" 2>&1; then
     echo "vendor-check: $pack differs from $upstream/$folder:" >&2
     head -40 "$tmp.diff" >&2
@@ -35,8 +38,12 @@ while read -r release folder leftout; do
   rm -f "$tmp.diff"
 done <<'PACKS'
 3.1.19 adcp-schemas -
-3.2.3 adcp-schemas-3.2.3 bundled
+3.2.3 adcp-schemas-3.2.3 bundled,PROVENANCE.md
 PACKS
+if ! cmp -s "$upstream/adcp-schemas-3.2.3/PROVENANCE.md" "$root/internal/adcpschemas/provenance-3.2.3.md"; then
+  echo "vendor-check: internal/adcpschemas/provenance-3.2.3.md differs from $upstream/adcp-schemas-3.2.3/PROVENANCE.md" >&2
+  bad=1
+fi
 
 # vendored path (under the repository) ← upstream path (under adcp-test-vectors/)
 while read -r ours theirs; do
