@@ -1,7 +1,13 @@
 package devstack
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,6 +17,7 @@ import (
 	"github.com/sivchari/kumo"
 
 	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/statusevent"
 )
 
 // TestLedgerTableHasNoKumoStream holds the ledger table kumo hosts to no DynamoDB stream of its
@@ -58,5 +65,62 @@ func TestLedgerTableHasNoKumoStream(t *testing.T) {
 	}
 	if d := ttl.TimeToLiveDescription; d == nil || aws.ToString(d.AttributeName) != ledger.AttrTTL {
 		t.Errorf("TTL is not on %s: %+v", ledger.AttrTTL, d)
+	}
+}
+
+// TestEventSinkKeepsTheLastEvents holds the sink to its bound: of max+1 status events it keeps
+// the newest max, in arrival order, and of malformed deliveries the newest maxSinkMalformed.
+func TestEventSinkKeepsTheLastEvents(t *testing.T) {
+	const max = 3
+	sink := newEventSink(max)
+	deliver := func(body []byte) {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		sink.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body)))
+		if rec.Code != http.StatusNoContent {
+			t.Fatalf("delivery answered %d", rec.Code)
+		}
+	}
+	for seq := int64(1); seq <= max+1; seq++ {
+		body, err := json.Marshal(statusevent.Event{
+			ID: "e", Source: statusevent.Source, DetailType: statusevent.DetailTypeMediaBuy, Time: time.Now(),
+			Detail: statusevent.Detail{
+				SchemaVersion: statusevent.SchemaVersion, Kind: statusevent.KindMediaBuy, OperationID: "mb-1", Tenant: "t",
+				Sequence: seq, To: "requested", EventID: statusevent.EventID(statusevent.KindMediaBuy, "mb-1", seq),
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		deliver(body)
+	}
+	var seqs []int64
+	for _, ev := range sink.Events() {
+		seqs = append(seqs, ev.Detail.Sequence)
+	}
+	if want := []int64{2, 3, 4}; !slices.Equal(seqs, want) {
+		t.Errorf("kept events %v, want the newest %d: %v", seqs, max, want)
+	}
+	for i := range maxSinkMalformed + 1 {
+		deliver([]byte(fmt.Sprintf(`{"not":"an event %d"}`, i)))
+	}
+	bad := sink.Malformed()
+	if len(bad) != maxSinkMalformed || string(bad[0]) != `{"not":"an event 1"}` {
+		t.Errorf("kept %d malformed deliveries from %s, want the newest %d", len(bad), bad[0], maxSinkMalformed)
+	}
+}
+
+// TestTraceKeepsTheLastEvents holds the trace to its bound, as the sink above.
+func TestTraceKeepsTheLastEvents(t *testing.T) {
+	tr := newTrace(2)
+	for _, id := range []string{"a", "b", "c"} {
+		tr.add(TraceEvent{Kind: TraceInvoke, OperationID: id})
+	}
+	var ids []string
+	for _, e := range tr.Events() {
+		ids = append(ids, e.OperationID)
+	}
+	if !slices.Equal(ids, []string{"b", "c"}) {
+		t.Errorf("kept %v, want [b c]", ids)
 	}
 }

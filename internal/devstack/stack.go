@@ -252,7 +252,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 
 // startEventSink serves the status event sink on a free port.
 func (st *Stack) startEventSink() error {
-	st.Events = newEventSink()
+	st.Events = newEventSink(maxSinkEvents)
 	ln, err := listen("127.0.0.1:0")
 	if err != nil {
 		return err
