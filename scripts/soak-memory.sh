@@ -3,13 +3,14 @@
 # of each of its processes: buyflow-local itself (kumo, the proxies, the simulated agents, the
 # fake Slack and the event sink run in it), the local Step Functions (node) and the Lambda
 # bootstraps (summed), with buyflow-local's Go heap after a GC (from its --pprof endpoint). Then
-# the growth per buy from the first sample after warm-up to the last. The figures are for a
-# reader, not a test: the machine's load moves them.
+# the growth per buy from the first sample after warm-up to the last, and what the ledger table
+# holds. The figures are for a reader, not a test: the machine's load moves them.
 #
 #   scripts/soak-memory.sh [BUYS=200] [EVERY=50] [PARALLEL=4]     (make soak-memory)
 #
 # It needs bin/host, bin/buyflow-local and bin/buyflow (the make target builds them) and
-# node_modules. Each buy is examples/media-buy.json with budgets under the local approval
+# node_modules. One local stack runs per machine (it owns 127.0.0.1:4566): it waits up to 10
+# minutes for another to end. Each buy is examples/media-buy.json with budgets under the local approval
 # threshold (no person in the loop), submitted and followed to its final status by the CLI.
 # Heap profiles of the first and last samples are kept (their paths are printed) for
 # `go tool pprof -top -base <first> <last>`.
@@ -20,7 +21,7 @@ buys=${1:-200} every=${2:-50} parallel=${3:-4}
 work=$(mktemp -d "${TMPDIR:-/tmp}/buyflow-soak-XXXXXX")
 jq '.media_buy.packages[0].budget = 3000 | .media_buy.packages[1].budget = 2000' examples/media-buy.json >"$work/buy.json"
 
-bin/buyflow-local --bin bin/host --pprof 127.0.0.1:0 --log "$work/functions.log" >"$work/stdout" 2>"$work/stderr" &
+bin/buyflow-local --bin bin/host --pprof 127.0.0.1:0 --port-wait 10m --log "$work/functions.log" >"$work/stdout" 2>"$work/stderr" &
 stack=$!
 trap 'kill -TERM $stack 2>/dev/null; wait $stack 2>/dev/null || true' EXIT
 until grep -qs '^buyflow local stack ready' "$work/stdout"; do
@@ -95,4 +96,21 @@ awk -v first="$every" '
 		for (i = 2; i <= 6; i++) printf " %s %+.1f", name[i-1], (last[i] - base[i]) * 1024 / (n1 - n0)
 		printf "\n"
 	}' "$work/table"
+# What the ledger table holds, as DynamoDB JSON: kumo keeps every item in memory, in Go
+# structures several times that size, for as long as the stack runs (as DynamoDB keeps them).
+ddb() {
+	curl -sf http://127.0.0.1:4566/ -H 'Content-Type: application/x-amz-json-1.0' -H "X-Amz-Target: DynamoDB_20120810.$1" \
+		-H 'Authorization: AWS4-HMAC-SHA256 Credential=local/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=0' -d "$2"
+}
+table=$(ddb ListTables '{}' | jq -r '.TableNames[]' | grep -i ledger | head -n 1)
+start='' items=0 bytes=0
+while :; do
+	page=$(ddb Scan "$(jq -cn --arg t "$table" --argjson k "${start:-null}" '{TableName: $t} + (if $k then {ExclusiveStartKey: $k} else {} end)')")
+	items=$((items + $(jq '.Items | length' <<<"$page")))
+	bytes=$((bytes + $(jq -c '.Items[]' <<<"$page" | wc -c)))
+	start=$(jq -c '.LastEvaluatedKey // empty' <<<"$page")
+	[[ -n $start ]] || break
+done
+awk -v i="$items" -v b="$bytes" -v n="$buys" 'BEGIN {
+	printf "ledger table: %d items, %.1f MiB as DynamoDB JSON (%.1f items, %.1f KiB per buy)\n", i, b/1048576, i/n, b/1024/n }'
 echo "heap profiles: go tool pprof -top -sample_index=inuse_space -base $work/heap-$every.pb.gz $work/heap-$buys.pb.gz"
