@@ -58,6 +58,11 @@ local-campaign: build-host build-local node_modules/.installed ## the local stac
 local-serve: build-host build-local node_modules/.installed ## the local stack without the demo
 	$(LOCAL_STACK) --bin $(HOST_BIN)
 
+.PHONY: soak-memory
+soak-memory: build-host build-local node_modules/.installed ## 200 buys through the local stack; prints each process's RSS every 50 buys and the growth per buy
+	$(GO) build -trimpath -buildvcs=false -o bin/buyflow ./cmd/buyflow
+	scripts/soak-memory.sh 200 50 4
+
 .PHONY: e2e
 e2e: build-host node_modules/.installed ## end-to-end suites over HTTP (local stack, and with an official-SDK seller; BUYFLOW_E2E_ENDPOINT=<url> for LocalStack/AWS)
 	BUYFLOW_E2E=1 BUYFLOW_NODE_TESTS=1 BUYFLOW_E2E_BIN=$(CURDIR)/$(HOST_BIN) $(GO) test -count=1 -timeout 15m ./e2e/... ./internal/devstack

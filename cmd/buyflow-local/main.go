@@ -2,7 +2,7 @@
 // embedded AWS emulator (kumo), the real Lambda bootstraps, the same state machine and HTTP API
 // as the CDK stack, simulated seller and governance agents and a fake Slack.
 //
-//	go run ./cmd/buyflow-local [--bin bin/host] [--demo] [--verbose | --log <file>]
+//	go run ./cmd/buyflow-local [--bin bin/host] [--demo] [--verbose | --log <file>] [--pprof 127.0.0.1:6060]
 //
 // It prints one line a script can wait for,
 //
@@ -70,6 +70,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	apiAddr := fs.String("api-addr", "127.0.0.1:0", "listen address of the HTTP API (loopback only)")
 	example := fs.String("example", "examples/media-buy.json", "the request the demo submits")
 	portWait := fs.Duration("port-wait", 0, "wait up to this long for a taken emulator port to become free (as test runs take turns)")
+	profiles := fs.String("pprof", "", "serve Go's runtime profiles (/debug/pprof/) at this loopback address, e.g. 127.0.0.1:6060 (scripts/soak-memory.sh uses it)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -115,6 +116,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if err := devstack.Build(ctx, root, opts.BinDir, nil); err != nil {
 			return err
 		}
+	}
+
+	if *profiles != "" {
+		url, stopProfiles, err := devstack.ServeProfiles(*profiles)
+		if err != nil {
+			return err
+		}
+		defer stopProfiles()
+		se.printf("profiles: %s/debug/pprof/\n", url)
 	}
 
 	start := time.Now()

@@ -18,15 +18,25 @@ import (
 )
 
 // EventSink receives what the status event bus delivers to the local stack's own rule (every
-// event whose source is buyflow), as a cloud team's rule target would.
+// event whose source is buyflow), as a cloud team's rule target would. It keeps the last
+// maxSinkEvents events and the last maxSinkMalformed malformed deliveries: a stack that runs for
+// days must not keep every event it was ever sent (docs/local-stack.md#memory).
 type EventSink struct {
 	mu     sync.Mutex
+	max    int
 	events []statusevent.Event
 	bad    [][]byte
 	notify chan struct{}
 }
 
-func newEventSink() *EventSink { return &EventSink{notify: make(chan struct{}, 1)} }
+// maxSinkEvents is how many status events the local stack's sink keeps, the newest: a buy
+// publishes about five, so those of the last 2,000 buys or so.
+const maxSinkEvents = 10000
+
+// maxSinkMalformed is how many malformed deliveries the sink keeps (each up to 256 KB).
+const maxSinkMalformed = 100
+
+func newEventSink(max int) *EventSink { return &EventSink{max: max, notify: make(chan struct{}, 1)} }
 
 // ServeHTTP takes one delivery (EventBridge's API destination POSTs the event envelope).
 func (s *EventSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -38,9 +48,9 @@ func (s *EventSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ev, err := statusevent.Parse(body)
 	s.mu.Lock()
 	if err != nil {
-		s.bad = append(s.bad, body)
+		s.bad = appendBounded(s.bad, body, maxSinkMalformed)
 	} else {
-		s.events = append(s.events, ev)
+		s.events = appendBounded(s.events, ev, s.max)
 	}
 	s.mu.Unlock()
 	select {
@@ -50,15 +60,15 @@ func (s *EventSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// Events returns every status event received, in arrival order (EventBridge keeps none: order
-// one operation's by Detail.Sequence).
+// Events returns the status events received (the last maxSinkEvents), in arrival order
+// (EventBridge keeps none: order one operation's by Detail.Sequence).
 func (s *EventSink) Events() []statusevent.Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]statusevent.Event(nil), s.events...)
 }
 
-// Malformed returns the deliveries that were not status events.
+// Malformed returns the deliveries that were not status events (the last 100).
 func (s *EventSink) Malformed() [][]byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()

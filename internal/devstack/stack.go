@@ -252,7 +252,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 
 // startEventSink serves the status event sink on a free port.
 func (st *Stack) startEventSink() error {
-	st.Events = newEventSink()
+	st.Events = newEventSink(maxSinkEvents)
 	ln, err := listen("127.0.0.1:0")
 	if err != nil {
 		return err
@@ -404,6 +404,24 @@ func (st *Stack) startAgents(o Options) (*stackAgents, error) {
 	return ag, nil
 }
 
+// createLedgerTable creates the ledger table as the CDK stack does (ledger.TableSchema, TTL on),
+// but without DynamoDB's own stream. kumo keeps every stream record, old and new image, for as
+// long as it runs (DynamoDB drops them after 24 hours) and nothing here reads them: the ledger
+// stream is the stack's own tap of the table's writes (streams.go), because kumo records none
+// for transactions. With kumo's stream on, a 200-buy soak kept about 120 KiB per buy of
+// records nobody would ever read (docs/local-stack.md#memory).
+func createLedgerTable(ctx context.Context, ddb *dynamodb.Client, name string) error {
+	schema := ledger.TableSchema(name)
+	schema.StreamSpecification = nil
+	if _, err := ddb.CreateTable(ctx, schema); err != nil {
+		return fmt.Errorf("devstack: create table: %w", err)
+	}
+	if _, err := ddb.UpdateTimeToLive(ctx, ledger.TimeToLive(name)); err != nil {
+		return fmt.Errorf("devstack: enable ttl: %w", err)
+	}
+	return nil
+}
+
 // newClients makes the AWS clients of the stack: st.rest and st.sfn, which the stack keeps,
 // the DynamoDB and Secrets Manager clients createLedgerAndSecrets uses and the EventBridge
 // client createEventBus uses.
@@ -425,11 +443,8 @@ func (st *Stack) newClients(emuURL string) (*dynamodb.Client, *secretsmanager.Cl
 // createLedgerAndSecrets creates the ledger table (seeded with ag's registry) and the secrets
 // (the link keys, Slack and ag's credentials).
 func (st *Stack) createLedgerAndSecrets(ctx context.Context, ddb *dynamodb.Client, sm *secretsmanager.Client, names stackNames, ag *stackAgents) error {
-	if _, err := ddb.CreateTable(ctx, ledger.TableSchema(names.table)); err != nil {
-		return fmt.Errorf("devstack: create table: %w", err)
-	}
-	if _, err := ddb.UpdateTimeToLive(ctx, ledger.TimeToLive(names.table)); err != nil {
-		return fmt.Errorf("devstack: enable ttl: %w", err)
+	if err := createLedgerTable(ctx, ddb, names.table); err != nil {
+		return err
 	}
 	if err := SeedAgents(ctx, ddb, names.table, ag.registry); err != nil {
 		return err

@@ -50,10 +50,17 @@ func (t *Trace) add(e TraceEvent) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.events) >= t.max {
-		t.events = t.events[1:]
+	t.events = appendBounded(t.events, e, t.max)
+}
+
+// appendBounded appends v to s and drops the oldest entries beyond max, so a log the stack
+// keeps for as long as it runs stays bounded (docs/local-stack.md#memory). The dropped entries
+// stay in s's array only until an append outgrows it: the array holds at most about 2*max.
+func appendBounded[T any](s []T, v T, max int) []T {
+	if over := len(s) + 1 - max; over > 0 {
+		s = s[over:]
 	}
-	t.events = append(t.events, e)
+	return append(s, v)
 }
 
 // Events returns a copy of the events so far, oldest first.
