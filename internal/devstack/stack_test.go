@@ -3,6 +3,7 @@ package devstack_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -125,10 +126,39 @@ func TestStackPlumbing(t *testing.T) {
 	if left := running(t, bin); len(left) > 0 {
 		t.Errorf("processes left after Close: %v", left)
 	}
-	if resp, err := http.Get("http://127.0.0.1:4566/"); err == nil {
-		_ = resp.Body.Close()
-		t.Error("127.0.0.1:4566 still answers after Close")
+	// Not "nothing answers on 4566": another suite's stack may take the port the moment this
+	// one lets it go. What must hold is that this process listens there no more.
+	if listeningOn(t, 4566) {
+		t.Error("this process still listens on 127.0.0.1:4566 after Close")
 	}
+}
+
+// listeningOn reports whether this process holds a listening TCP socket on port (Linux /proc:
+// the LISTEN sockets of /proc/net/tcp on that port, against the sockets among our fds).
+func listeningOn(t *testing.T, port int) bool {
+	t.Helper()
+	table, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Skipf("no /proc/net/tcp: %v", err)
+	}
+	inodes := map[string]bool{}
+	for _, line := range strings.Split(string(table), "\n")[1:] {
+		f := strings.Fields(line)
+		// local_address is HEXIP:HEXPORT; st 0A is LISTEN; the inode is the tenth field.
+		if len(f) > 9 && strings.HasSuffix(f[1], fmt.Sprintf(":%04X", port)) && f[3] == "0A" {
+			inodes["socket:["+f[9]+"]"] = true
+		}
+	}
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && inodes[target] {
+			return true
+		}
+	}
+	return false
 }
 
 func discardBody(resp *http.Response) {
