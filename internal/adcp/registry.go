@@ -45,6 +45,9 @@ type Agent struct {
 	// Webhook says how this agent's webhooks are verified. Required for
 	// sellers, optional for governance agents.
 	Webhook *WebhookConfig `json:"webhook,omitempty"`
+	// AdCPVersion pins the AdCP version spoken with the agent ("3.1", "3.2", or a release
+	// candidate such as "3.3-rc.0"); empty: negotiated from its capabilities (Negotiate).
+	AdCPVersion string `json:"adcp_version,omitempty"`
 }
 
 // WebhookConfig is an agent's webhook verification settings.
@@ -115,6 +118,9 @@ func NewRegistry(cfg RegistryConfig) (*Registry, error) {
 		}
 		if a.CredentialRef == "" {
 			bad(i, a.ID, "credential_ref is required")
+		}
+		if err := CheckPin(a.AdCPVersion); err != nil {
+			bad(i, a.ID, "%v", err)
 		}
 		if a.Webhook == nil {
 			if a.Role == RoleSeller {
