@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -174,4 +175,30 @@ func TestAnswersReadInTheirVersion(t *testing.T) {
 			t.Fatalf("%s: sent %s", tt.supported, a.Calls(ToolGetMediaBuys)[0].Args)
 		}
 	}
+}
+
+// FuzzNegotiate: whatever an agent lists and an operator pins, the choice is a version buyflow
+// speaks (a stable one, or a release candidate the agent lists beside 3.2) or an error; a pin
+// CheckPin accepts never panics Negotiate, and the shapes are always a release with schemas.
+func FuzzNegotiate(f *testing.F) {
+	f.Add("", "3.0,3.1")
+	f.Add("3.3-rc.0", "3.2,3.3-rc.0")
+	f.Add("3.2", "")
+	f.Add("x", "3.2-rc.1,4.0")
+	f.Fuzz(func(t *testing.T, pin, listed string) {
+		supported := strings.Split(listed, ",")
+		v, err := Negotiate(pin, supported)
+		if err != nil {
+			return
+		}
+		if CheckPin(pin) != nil {
+			t.Fatalf("Negotiate(%q, %q) = %q for a pin CheckPin refuses", pin, supported, v)
+		}
+		if s := shapesOf(v); s != WireVersion && s != Version32 {
+			t.Fatalf("shapes of %q = %q", v, s)
+		}
+		if v != WireVersion && v != Version32 && (v != pin || !slices.Contains(supported, Version32)) {
+			t.Fatalf("Negotiate(%q, %q) = %q", pin, supported, v)
+		}
+	})
 }
