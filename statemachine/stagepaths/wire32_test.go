@@ -3,8 +3,11 @@ package stagepaths
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,37 +38,53 @@ func begin32(t *testing.T, patch map[string]any) *buyRun {
 // are started (async by default, one step every 300 ms), and adds them to the registry.
 func start32(t *testing.T) *runAgents {
 	t.Helper()
-	signer, jwks, err := adcptest.NewWebhookKey("seller-32", nil)
+	a := &runAgents{govID: "gov-32-" + randomHex(4)}
+	a.seller, a.sellerID = startSellerAt(t, adcptest.Version32)
+	govTok := randomHex(16)
+	a.gov = adcptest.NewGovernance(adcptest.GovernanceOptions{Token: govTok, Version: adcptest.Version32, StepInterval: 300 * time.Millisecond})
+	t.Cleanup(a.gov.Close)
+	ticking(t, a.gov.AdvanceDue)
+	register32(t, a.govID, adcp.RoleGovernance, httptest.NewServer(a.gov), govTok, nil)
+	return a
+}
+
+// startSellerAt starts a seller of its own that speaks AdCP version (adcptest.Version30,
+// "" for 3.1, adcptest.Version32), as the local stack's are started, in the registry under the
+// id it returns.
+func startSellerAt(t *testing.T, version string) (*adcptest.Seller, string) {
+	t.Helper()
+	signer, jwks, err := adcptest.NewWebhookKey("seller-"+version, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &runAgents{sellerID: "seller-32-" + randomHex(4), govID: "gov-32-" + randomHex(4)}
-	sellerTok, govTok := randomHex(16), randomHex(16)
-	a.seller = adcptest.NewSeller(adcptest.SellerOptions{Token: sellerTok, Version: adcptest.Version32, Behavior: adcptest.SellerAsyncComplete,
+	id, tok := "seller-v"+strings.ReplaceAll(version, ".", "")+"-"+randomHex(4), randomHex(16)
+	s := adcptest.NewSeller(adcptest.SellerOptions{Token: tok, Version: version, Behavior: adcptest.SellerAsyncComplete,
 		StepInterval: 300 * time.Millisecond, WebhookSigner: signer, JWKS: jwks})
-	a.gov = adcptest.NewGovernance(adcptest.GovernanceOptions{Token: govTok, Version: adcptest.Version32, StepInterval: 300 * time.Millisecond})
-	t.Cleanup(a.seller.Close)
-	t.Cleanup(a.gov.Close)
+	t.Cleanup(s.Close)
+	ticking(t, s.AdvanceDue)
+	register32(t, id, adcp.RoleSeller, httptest.NewServer(s), tok, &adcp.WebhookConfig{Mode: adcp.WebhookRFC9421, JWKS: jwks})
+	return s, id
+}
+
+// ticking runs advance every 100 ms until the test ends: the simulated agents' clock, as
+// devstack's.
+func ticking(t *testing.T, advance func() int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { // the simulated agents' clock, as devstack's
+	go func() {
 		defer close(done)
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for {
 			select {
 			case <-tick.C:
-				a.seller.AdvanceDue()
-				a.gov.AdvanceDue()
+				_ = advance() // how many tasks moved does not matter here
 			case <-ctx.Done():
 				return
 			}
 		}
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	register32(t, a.sellerID, adcp.RoleSeller, httptest.NewServer(a.seller), sellerTok, &adcp.WebhookConfig{Mode: adcp.WebhookRFC9421, JWKS: jwks})
-	register32(t, a.govID, adcp.RoleGovernance, httptest.NewServer(a.gov), govTok, nil)
-	return a
 }
 
 func register32(t *testing.T, id string, role adcp.Role, srv *httptest.Server, token string, webhook *adcp.WebhookConfig) {
@@ -168,5 +187,47 @@ func TestWire32ChangeBudgetIncreaseApplied(t *testing.T) {
 	wantCurrent(t, r.current(), 2, "active", "3500.00", "applied")
 	if reports := r.governanceCalls("report_plan_outcome"); len(reports) != 2 {
 		t.Errorf("governance heard %v, want the change reported", tools(reports))
+	}
+}
+
+// A campaign whose legs go to a 3.0 seller, a 3.1 seller and a 3.2 seller: each leg is placed,
+// each seller hearing its create in the version it speaks (3.1 for the 3.0 seller, which reads
+// it). The 3.0 seller is the simulated one in its 3.0 mode: the official SDK seller runs only in
+// the end-to-end suite (e2e/sdkseller), not in this package's system.
+func TestWire32CampaignMixesVersions(t *testing.T) {
+	r := &campaignRun{buyRun: begin(t, nil), spec: apiclient.CampaignSpec{Policy: "best_effort"}}
+	s30, id30 := startSellerAt(t, adcptest.Version30)
+	s32, id32 := startSellerAt(t, adcptest.Version32)
+	legs := []struct {
+		id      string
+		seller  *adcptest.Seller
+		version string
+	}{{id30, s30, "3.1"}, {devstack.SellerID, sys.agents.Seller, "3.1"}, {id32, s32, "3.2"}}
+	tag := fmt.Sprintf("%08X", rand.Uint32())
+	for i, l := range legs {
+		r.spec.Legs = append(r.spec.Legs, apiclient.LegSpec{SellerID: l.id, PO: fmt.Sprintf("PO-CV-%s-%d", tag, i), Budget: float64(1000 * (i + 1)), Sim: "sync"})
+	}
+	r.submitCampaign()
+	ex := only(t, r.finish(90*time.Second))
+	if ex.Status != "SUCCEEDED" {
+		t.Fatalf("campaign ended %s %s: %v", ex.Status, ex.Error, ex.States)
+	}
+	c := r.campaign()
+	if c.Status != "completed" || c.Committed != "6000.00" {
+		t.Errorf("campaign %s, committed %s", c.Status, c.Committed)
+	}
+	for i, l := range legs {
+		if c.Legs[i].Status != "completed" || c.Legs[i].SellerID != l.id {
+			t.Errorf("leg %d at %s is %s (%s)", i, c.Legs[i].SellerID, c.Legs[i].Status, c.Legs[i].Reason)
+		}
+		leg := &buyRun{po: r.spec.Legs[i].PO, op: r.sub.Legs[i].OperationID}
+		creates := mine(l.seller.Calls(), "create_media_buy", leg.keys(l.seller.Calls()))
+		var versions []any
+		for _, cr := range creates {
+			versions = append(versions, arg(t, cr.Arguments, "adcp_version"))
+		}
+		if len(versions) != 1 || versions[0] != l.version {
+			t.Errorf("leg %d: creates at %s in AdCP %v, want one in %s", i, l.id, versions, l.version)
+		}
 	}
 }
