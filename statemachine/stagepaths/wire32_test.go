@@ -231,3 +231,20 @@ func TestWire32CampaignMixesVersions(t *testing.T) {
 		}
 	}
 }
+
+// A seller task that fails is reported to governance as failed, in 3.2's shape: check_id,
+// governance_context and the error (the 3.2 governance agent refuses it otherwise).
+func TestWire32SellerFailedIsReported(t *testing.T) {
+	r := begin32(t, nil)
+	r.submit(apiclient.Buy{Sim: "async_fail"})
+	ex := only(t, r.finish(60*time.Second))
+	ends(t, ex, "FAILED", "SellerDidNotComplete", "SellerDidNotComplete", "RecordFailure", "FailureKind", "SellerTaskFailed")
+	wantStatus(t, r.operation(), "failed")
+	r.wantReport("failed")
+	spoke32(t, r)
+	if reports := r.governanceCalls("report_plan_outcome"); len(reports) == 1 {
+		if res := string(reports[0].Result); strings.Contains(res, "adcp_error") {
+			t.Errorf("governance refused the failed report: %s", res)
+		}
+	}
+}
