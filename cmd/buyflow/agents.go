@@ -183,10 +183,21 @@ func agentRows(tp *printer, a agents.Shown) {
 		if cp.ReplayTTLSeconds > 0 {
 			replay = fmt.Sprintf("%ds", cp.ReplayTTLSeconds)
 		}
-		tp.printf("adcp versions\t%s\nreplay window\t%s\ntools\t%s\n", strings.Join(cp.SupportedVersions, ", "), replay, strings.Join(cp.Tools, ", "))
+		tp.printf("adcp versions\t%s\nspeaks\t%s\nreplay window\t%s\ntools\t%s\n", strings.Join(cp.SupportedVersions, ", "), speaks(cp.WireVersion, a.AdCPVersion), replay, strings.Join(cp.Tools, ", "))
 		if len(cp.WebhookSigning) > 0 {
 			tp.printf("webhook signing\t%s\n", cp.WebhookSigning)
 		}
 	}
 	tp.printf("version\t%d, updated %s by %s\n", a.Version, a.UpdatedAt.UTC().Format("2006-01-02 15:04 UTC"), a.UpdatedBy)
+}
+
+// speaks says which AdCP version buyflow speaks with an agent and why: negotiated, or pinned.
+func speaks(version, pin string) string {
+	switch {
+	case version == "":
+		return "not negotiated yet (run buyflow agents check)"
+	case pin == "":
+		return "AdCP " + version + " (negotiated)"
+	}
+	return "AdCP " + version + " (pinned to " + pin + ")"
 }

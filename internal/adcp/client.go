@@ -157,7 +157,10 @@ func (c *Client) Send(ctx context.Context, agentID string, in Intent) (*Response
 	if err := checkIntentKey(in); err != nil {
 		return nil, err
 	}
-	if err := c.opts.Validator.ValidateRequest(in.Task, in.Body); err != nil {
+	// The intent was fixed in the version negotiated then; its bytes never change, so it is
+	// checked in that version's schemas even if the agent has moved on since.
+	version := bodyVersion(in.Body)
+	if err := c.opts.Validator.ValidateRequestAt(shapesOf(version), in.Task, in.Body); err != nil {
 		return nil, err
 	}
 	caps, err := c.Capabilities(ctx, agentID)
@@ -175,7 +178,7 @@ func (c *Client) Send(ctx context.Context, agentID string, in Intent) (*Response
 				Message:  fmt.Sprintf("intent is %s old, past the agent's %s replay window; reconcile by reading state instead of resending", age.Round(time.Second), window)}
 		}
 	}
-	resp, err := c.callTool(ctx, agent, in.Task, json.RawMessage(in.Body))
+	resp, err := c.callTool(ctx, agent, in.Task, version, json.RawMessage(in.Body))
 	if err != nil && !hasWindow && Decide(err) == DecisionRetry && !NotSent(err) {
 		return nil, noReplayWindow(agentID, in.Task, err)
 	}
@@ -213,6 +216,12 @@ func checkIntentKey(in Intent) error {
 // fresh idempotency key and adcp_version, after schema validation. req is a
 // typed request or anything that marshals to a JSON object.
 func (c *Client) Call(ctx context.Context, agentID, tool string, req any) (*Response, error) {
+	return c.callShaped(ctx, agentID, tool, func(string) (any, error) { return req, nil })
+}
+
+// callShaped is Call with the request built by shape for the AdCP version negotiated with
+// the agent.
+func (c *Client) callShaped(ctx context.Context, agentID, tool string, shape func(version string) (any, error)) (*Response, error) {
 	agent, err := c.opts.Agents.Agent(ctx, agentID)
 	if err != nil {
 		return nil, err
@@ -224,6 +233,17 @@ func (c *Client) Call(ctx context.Context, agentID, tool string, req any) (*Resp
 	if t.mutating {
 		return nil, fmt.Errorf("adcp: call: %s is mutating; build an Intent and use Send", tool)
 	}
+	// get_adcp_capabilities is how the version is chosen, so it goes out in buyflow's default.
+	version := WireVersion
+	if tool != ToolGetAdCPCapabilities {
+		if version, err = c.Speaks(ctx, agentID); err != nil {
+			return nil, err
+		}
+	}
+	req, err := shape(version)
+	if err != nil {
+		return nil, fmt.Errorf("adcp: call %s: %w", tool, err)
+	}
 	m, err := toObject(req)
 	if err != nil {
 		return nil, fmt.Errorf("adcp: call %s: %w", tool, err)
@@ -232,14 +252,14 @@ func (c *Client) Call(ctx context.Context, agentID, tool string, req any) (*Resp
 	if !t.noKey {
 		key = c.opts.NewKey()
 	}
-	body, err := finishBody(m, key)
+	body, err := finishBody(m, key, version)
 	if err != nil {
 		return nil, fmt.Errorf("adcp: call %s: %w", tool, err)
 	}
-	if err := c.opts.Validator.ValidateRequest(tool, body); err != nil {
+	if err := c.opts.Validator.ValidateRequestAt(shapesOf(version), tool, body); err != nil {
 		return nil, err
 	}
-	return c.callTool(ctx, agent, tool, json.RawMessage(body))
+	return c.callTool(ctx, agent, tool, version, json.RawMessage(body))
 }
 
 // Tools returns the names the agent lists in tools/list, cached per agent.
@@ -304,8 +324,9 @@ func (c *Client) ListTool(ctx context.Context, agentID string) (string, error) {
 	return c.pickTool(ctx, agentID, ToolListTasks, ToolTasksList)
 }
 
-// callTool runs one tools/call on a fresh MCP session.
-func (c *Client) callTool(ctx context.Context, agent Agent, tool string, args json.RawMessage) (resp *Response, err error) {
+// callTool runs one tools/call on a fresh MCP session; version is the AdCP version the
+// request was sent in, which decides how its errors are read (recoveryFallback).
+func (c *Client) callTool(ctx context.Context, agent Agent, tool, version string, args json.RawMessage) (resp *Response, err error) {
 	done, err := c.admit(ctx, agent.ID, tool)
 	if err != nil {
 		return nil, err
@@ -325,10 +346,11 @@ func (c *Client) callTool(ctx context.Context, agent Agent, tool string, args js
 		var ae *Error
 		if errors.As(err, &ae) {
 			ae.Agent, ae.Tool = agent.ID, tool
+			ae.readAs(version)
 		}
 		return nil, err
 	}
-	resp.Agent, resp.Tool = agent.ID, tool
+	resp.Agent, resp.Tool, resp.SentVersion = agent.ID, tool, version
 	return resp, nil
 }
 

@@ -274,7 +274,8 @@ func TestPollToolDiscovery(t *testing.T) {
 }
 
 // TestSchemaInvalidRequestsAreLocal: invalid requests fail with a
-// *ValidationError naming the field, and the agent sees no request at all.
+// *ValidationError naming the field, and the agent sees no task call (only the capabilities
+// read that chooses the AdCP version).
 func TestSchemaInvalidRequestsAreLocal(t *testing.T) {
 	agent := newFakeAgent(t, map[string]toolFunc{
 		ToolGetAdCPCapabilities: capsTool(capsWithReplay),
@@ -333,8 +334,10 @@ func TestSchemaInvalidRequestsAreLocal(t *testing.T) {
 			t.Fatalf("got %v", err)
 		}
 	})
-	if n := agent.Requests(); n != 0 {
-		t.Fatalf("agent saw %d requests, want 0", n)
+	// The invalid read is refused after the capabilities read that chooses its version, before
+	// the read itself: no task reached the agent.
+	if n := len(agent.Calls("")) - len(agent.Calls(ToolGetAdCPCapabilities)); n != 0 {
+		t.Fatalf("agent saw %d task calls, want 0", n)
 	}
 }
 
@@ -457,9 +460,16 @@ func TestErrorPaths(t *testing.T) {
 			} else {
 				tools[ToolGetMediaBuys] = capsTool(`{"media_buys":[]}`)
 			}
+			tools[ToolGetAdCPCapabilities] = capsTool(`{"adcp":{"supported_versions":["3.1"]}}`)
 			agent := newFakeAgent(t, tools)
 			if tt.fault != nil {
-				agent.setFault(tt.fault)
+				// The fault is the read's; the capabilities read that chooses its version passes.
+				agent.setFault(func(tool string) (int, http.Header, string, bool) {
+					if tool == ToolGetAdCPCapabilities {
+						return 0, nil, "", false
+					}
+					return tt.fault(tool)
+				})
 			}
 			c := newTestClient(t, nil, map[string]string{"s1": agent.URL()})
 			if tt.timeout > 0 {

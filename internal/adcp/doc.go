@@ -10,8 +10,12 @@
 //   - Only agents in the Registry are ever called; an unknown agent id is an
 //     error wrapping ErrUnknownAgent and nothing is sent.
 //   - Every request is a tools/call whose arguments are the task fields with the
-//     envelope fields flat beside them, always including adcp_version "3.1" (and
-//     the deprecated adcp_major_version 3). HTTP requests carry
+//     envelope fields flat beside them, always including the adcp_version negotiated
+//     with the agent (Negotiate: "3.1" or "3.2", a pinned release candidate; see
+//     Speaks) and the deprecated adcp_major_version 3. The request is validated in that
+//     version's schemas and shaped for it in one place per task (CheckGovernanceRequest's
+//     atVersion); an intent keeps the version it was fixed in; answers are read in the
+//     version they echo, else the one sent (DecodeMediaBuy, recoveryFallback). HTTP requests carry
 //     "Authorization: Bearer <credential>" and "Accept: application/json,
 //     text/event-stream". Credentials are never logged or put in errors.
 //   - The credential is the static token the agent's credential_ref names, or
@@ -106,9 +110,8 @@
 //
 // # Sellers that declare AdCP 3.2
 //
-// buyflow keeps its 3.1 pin (WireVersion) with a seller whose
-// supported_versions lists "3.2". What the 3.2 migration notes change on the
-// answers buyflow reads is tolerated: the deprecated root media-buy status of
+// buyflow speaks 3.2 with an agent whose supported_versions lists "3.2" (Negotiate). An
+// answer that does not say it is 3.2 is read with 3.1's tolerance: the deprecated root media-buy status of
 // create/update successes is removed, so media_buy_status is read when the
 // root status is absent (the envelope then defaults to completed); retry_after
 // may come as an integer (it is read as a number either way) and is applied

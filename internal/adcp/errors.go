@@ -57,6 +57,9 @@ const (
 	// CodeAgentUnavailable: the agent's circuit breaker is open (Options.Guard refused the
 	// call); nothing was sent. Transient: try again after RetryAfter.
 	CodeAgentUnavailable = "BUYFLOW_AGENT_UNAVAILABLE"
+	// CodeVersionUnsupported: the agent's pinned AdCP version cannot be spoken with it (see
+	// Negotiate); nothing was sent. Terminal until the pin or the agent changes.
+	CodeVersionUnsupported = "BUYFLOW_VERSION_UNSUPPORTED"
 )
 
 // UnavailableError is a Guard's refusal to let an agent be called: its circuit breaker opened
@@ -108,8 +111,12 @@ type Error struct {
 	Recovery   Recovery        // as sent, or defaulted from the code (see RecoveryGiven)
 	RetryAfter time.Duration   // from retry_after or Retry-After, clamped to 1 h; 0 if none
 	Details    json.RawMessage // error.details verbatim
-	// RecoveryGiven is false when Recovery was inferred from the code.
+	// RecoveryGiven is false when Recovery was inferred from the code (recoveryFallback).
 	RecoveryGiven bool
+	// BuyerReason is the agent's buyer_reason (3.2): why, in words meant for the buyer.
+	BuyerReason string
+	// retryHint is retry_after as sent, kept in case the recovery is re-read as transient.
+	retryHint time.Duration
 	// Errors holds the payload's errors[] when the failure came with one.
 	Errors []ErrorDetail
 	// HTTPStatus is set for KindTransport errors that got an HTTP answer.
@@ -123,15 +130,17 @@ type Error struct {
 // ErrorDetail is one AdCP error object (core/error.json) as it appears in a
 // payload's errors[] or as adcp_error.
 type ErrorDetail struct {
-	Code       string          `json:"code"`
-	Message    string          `json:"message,omitempty"`
-	Field      string          `json:"field,omitempty"`
-	Suggestion string          `json:"suggestion,omitempty"`
-	RetryAfter *float64        `json:"retry_after,omitempty"`
-	Recovery   string          `json:"recovery,omitempty"`
-	Severity   string          `json:"severity,omitempty"`
-	Details    json.RawMessage `json:"details,omitempty"`
-	Issues     json.RawMessage `json:"issues,omitempty"`
+	Code       string   `json:"code"`
+	Message    string   `json:"message,omitempty"`
+	Field      string   `json:"field,omitempty"`
+	Suggestion string   `json:"suggestion,omitempty"`
+	RetryAfter *float64 `json:"retry_after,omitempty"`
+	Recovery   string   `json:"recovery,omitempty"`
+	// BuyerReason is 3.2's buyer_reason.
+	BuyerReason string          `json:"buyer_reason,omitempty"`
+	Severity    string          `json:"severity,omitempty"`
+	Details     json.RawMessage `json:"details,omitempty"`
+	Issues      json.RawMessage `json:"issues,omitempty"`
 }
 
 // Error implements error. Credentials never appear here; Message is the
@@ -253,13 +262,36 @@ func RetryAfter(err error) time.Duration {
 // (vendor codes) are terminal, as the spec's transport-error-mapping vectors
 // require.
 func DefaultRecovery(code string) Recovery {
+	return recoveryFallback(WireVersion, code)
+}
+
+// recoveryFallback is the recovery of an error whose producer sent none, read as AdCP
+// version: the class the error-code enum gives its code; for a code outside the enum, terminal
+// in 3.1 (the transport-error-mapping vectors) and transient in 3.2, which requires producers
+// to send recovery and tells consumers to fall back to the code's class, or transient.
+func recoveryFallback(version, code string) Recovery {
 	if r, ok := defaultRecovery[code]; ok {
 		return r
 	}
 	if r, ok := newerCodeRecovery[code]; ok {
 		return r
 	}
+	if speaks32(version) {
+		return RecoveryTransient
+	}
 	return RecoveryTerminal
+}
+
+// readAs re-reads an AdCP error in the rules of version (the version the request was sent in,
+// or the answer echoed): only a recovery the agent did not send can change.
+func (e *Error) readAs(version string) {
+	if e.Kind != KindAdCP || e.RecoveryGiven || e.Code == "" {
+		return
+	}
+	e.Recovery = recoveryFallback(version, e.Code)
+	if e.Recovery == RecoveryTransient && e.RetryAfter == 0 {
+		e.RetryAfter = e.retryHint
+	}
 }
 
 // newerCodeRecovery holds codes added after 3.1.19 whose canonical fallback
@@ -294,6 +326,8 @@ func errorFromDetail(d ErrorDetail) *Error {
 		Field:      d.Field,
 		Suggestion: d.Suggestion,
 		Details:    d.Details,
+		// buyer_reason is the agent's text: untrusted, like Message.
+		BuyerReason: d.BuyerReason,
 	}
 	if d.Recovery != "" {
 		e.Recovery = Recovery(d.Recovery)
@@ -303,8 +337,11 @@ func errorFromDetail(d ErrorDetail) *Error {
 	}
 	// retry_after (seconds; 3.2 sellers send integers) is a hint for when to
 	// resend, which only a transient error gets.
-	if d.RetryAfter != nil && e.Recovery == RecoveryTransient {
-		e.RetryAfter = clampRetryAfter(*d.RetryAfter)
+	if d.RetryAfter != nil {
+		e.retryHint = clampRetryAfter(*d.RetryAfter)
+	}
+	if e.Recovery == RecoveryTransient {
+		e.RetryAfter = e.retryHint
 	}
 	return e
 }

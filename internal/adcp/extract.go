@@ -62,7 +62,9 @@ type Response struct {
 	ContextID    string
 	Message      string
 	AdCPVersion  string // empty when the agent does not echo it (3.0 peers)
-	Replayed     bool
+	// SentVersion is the AdCP version the request went out in (set by the Client).
+	SentVersion string
+	Replayed    bool
 	// Body is the whole flat payload object (envelope and task fields).
 	Body json.RawMessage
 }
@@ -130,6 +132,7 @@ func failureFromEnvelope(env envelope) *Error {
 	}
 	if e != nil {
 		e.Errors = env.Errors
+		e.readAs(env.AdCPVersion) // the release the agent says it answered in
 	}
 	return e
 }

@@ -1,6 +1,7 @@
 package adcp
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -45,7 +46,7 @@ type toolInfo struct {
 
 // schemaIn returns the tool's request schema in wire version's release ("" for none).
 func (t toolInfo) schemaIn(version string) string {
-	if version == WireVersion || t.schema32 == "" {
+	if shapesOf(version) == WireVersion || t.schema32 == "" {
 		return t.schema
 	}
 	if t.schema32 == "-" {
@@ -105,6 +106,12 @@ func (in Intent) Retry() Intent {
 // form encoding/json produces, so re-encoding them inside the JSON-RPC
 // envelope does not change them.
 func NewIntent(task string, req any, created time.Time) (Intent, error) {
+	return NewIntentAt(WireVersion, task, req, created)
+}
+
+// NewIntentAt is NewIntent for an agent that speaks AdCP version (Client.Speaks): the body
+// carries adcp_version version, and Send validates it in that version's schemas.
+func NewIntentAt(version, task string, req any, created time.Time) (Intent, error) {
 	t, ok := tools[task]
 	if !ok || !t.mutating {
 		return Intent{}, fmt.Errorf("adcp: new intent: %q is not a mutating AdCP task", task)
@@ -122,7 +129,7 @@ func NewIntent(task string, req any, created time.Time) (Intent, error) {
 	if key == "" {
 		key = uuid.NewString()
 	}
-	body, err := finishBody(m, key)
+	body, err := finishBody(m, key, version)
 	if err != nil {
 		return Intent{}, fmt.Errorf("adcp: new intent for %s: %w", task, err)
 	}
@@ -153,14 +160,15 @@ func toObject(v any) (map[string]json.RawMessage, error) {
 	return m, nil
 }
 
-// finishBody adds the envelope fields and marshals the arguments. An empty
+// finishBody adds the envelope fields for AdCP version and marshals the arguments. An empty
 // key leaves idempotency_key out.
-func finishBody(m map[string]json.RawMessage, key string) ([]byte, error) {
+func finishBody(m map[string]json.RawMessage, key, version string) ([]byte, error) {
 	if key != "" {
 		k, _ := json.Marshal(key) // marshalling a string cannot fail
 		m["idempotency_key"] = k
 	}
-	m["adcp_version"] = json.RawMessage(`"` + WireVersion + `"`)
+	v, _ := json.Marshal(version) // marshalling a string cannot fail
+	m["adcp_version"] = v
 	m["adcp_major_version"] = json.RawMessage(fmt.Sprint(wireMajor))
 	b, err := json.Marshal(m)
 	if err != nil {
@@ -175,5 +183,15 @@ func (v *Validator) ValidateIntent(in Intent) error {
 	if !tools[in.Task].mutating {
 		return fmt.Errorf("adcp: validate intent: %q is not a mutating AdCP task", in.Task)
 	}
-	return v.ValidateRequest(in.Task, in.Body)
+	return v.ValidateRequestAt(shapesOf(bodyVersion(in.Body)), in.Task, in.Body)
+}
+
+// NewIntent fixes a mutating request for agentID in the AdCP version negotiated with it
+// (Speaks), shaped for that version (see shape).
+func (c *Client) NewIntent(ctx context.Context, agentID, task string, req any, created time.Time) (Intent, error) {
+	version, err := c.Speaks(ctx, agentID)
+	if err != nil {
+		return Intent{}, err
+	}
+	return NewIntentAt(version, task, req, created)
 }

@@ -50,6 +50,9 @@ type Agent struct {
 	// Webhook says how this agent's webhooks are verified. Required for
 	// sellers, optional for governance agents.
 	Webhook *WebhookConfig `json:"webhook,omitempty"`
+	// AdCPVersion pins the AdCP version spoken with the agent ("3.1", "3.2", or a release
+	// candidate such as "3.3-rc.0"); empty: negotiated from its capabilities (Negotiate).
+	AdCPVersion string `json:"adcp_version,omitempty"`
 }
 
 // authMode is how buyflow authenticates to an agent.
@@ -165,6 +168,9 @@ func NewRegistry(cfg RegistryConfig) (*Registry, error) {
 			for _, p := range a.Auth.problems() {
 				bad(i, a.ID, "auth: %s", p)
 			}
+		}
+		if err := CheckPin(a.AdCPVersion); err != nil {
+			bad(i, a.ID, "%v", err)
 		}
 		if a.Webhook == nil {
 			if a.Role == RoleSeller {

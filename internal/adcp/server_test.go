@@ -145,12 +145,9 @@ func capsTool(body string) toolFunc {
 	return func(json.RawMessage) (*mcp.CallToolResult, error) { return structured(body) }
 }
 
+// testValidatorOnce validates both releases, as the functions' validator does.
 var testValidatorOnce = sync.OnceValues(func() (*Validator, error) {
-	schemas, err := adcpschemas.FS()
-	if err != nil {
-		return nil, err
-	}
-	return NewValidator(schemas)
+	return NewReleasesValidator(adcpschemas.Open), nil
 })
 
 func testValidator(t *testing.T) *Validator {

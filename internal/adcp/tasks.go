@@ -155,11 +155,26 @@ var mediaBuyStatuses = map[string]bool{"pending_creatives": true, "pending_start
 // is the success arm, whose root status is the media buy's (3.0, and 3.1's
 // deprecated form). So a 3.0 cancel answered "canceled" is a canceled buy in a
 // completed task, never a canceled task.
+//
+// A 3.2 answer (one that echoes adcp_version 3.2 or later, or answers a request sent in 3.2)
+// has no such legacy form: its root status is always the task's, the buy's is
+// media_buy_status only.
 func DecodeMediaBuy(body json.RawMessage) (*MediaBuyResult, error) {
+	return decodeMediaBuyAs("", body)
+}
+
+// decodeMediaBuyAs is DecodeMediaBuy for the answer to a request sent in AdCP version sent
+// ("" when not known); the answer's own adcp_version echo wins.
+func decodeMediaBuyAs(sent string, body json.RawMessage) (*MediaBuyResult, error) {
 	resp, err := responseFromBody(body)
 	if err != nil {
 		return nil, err
 	}
+	answered := resp.AdCPVersion
+	if answered == "" {
+		answered = sent
+	}
+	legacy := !speaks32(answered)
 	var w struct {
 		Status         string          `json:"status"`
 		MediaBuyID     string          `json:"media_buy_id"`
@@ -178,10 +193,10 @@ func DecodeMediaBuy(body json.RawMessage) (*MediaBuyResult, error) {
 		MediaBuyID: w.MediaBuyID, MediaBuyStatus: w.MediaBuyStatus, ConfirmedAt: w.ConfirmedAt,
 		Revision: w.Revision, Packages: w.Packages, Errors: w.Errors, Raw: body,
 	}
-	if r.MediaBuyStatus == "" && w.MediaBuyID != "" && mediaBuyStatuses[w.Status] && !hasFatal(w.AdCPError, w.Errors) {
+	if legacy && r.MediaBuyStatus == "" && w.MediaBuyID != "" && mediaBuyStatuses[w.Status] && !hasFatal(w.AdCPError, w.Errors) {
 		r.MediaBuyStatus, r.Status, resp.Status = w.Status, StatusCompleted, StatusCompleted
 	}
-	if r.MediaBuyStatus == "" && resp.LegacyStatus != "" {
+	if legacy && r.MediaBuyStatus == "" && resp.LegacyStatus != "" {
 		r.MediaBuyStatus = resp.LegacyStatus
 	}
 	switch resp.Status {
@@ -227,7 +242,12 @@ func (c *Client) UpdateMediaBuy(ctx context.Context, agentID string, in Intent) 
 }
 
 func (c *Client) sendMediaBuy(ctx context.Context, agentID string, in Intent, tool string) (*MediaBuyResult, error) {
-	return sendDecoded(ctx, c, agentID, in, tool, DecodeMediaBuy)
+	resp, err := c.sendIntent(ctx, agentID, in, tool)
+	if err != nil {
+		return nil, err
+	}
+	r, err := decodeMediaBuyAs(resp.SentVersion, resp.Body)
+	return r, tag(err, agentID, tool)
 }
 
 // sendIntent sends in, which must be an intent for tool.
@@ -260,8 +280,16 @@ func tag(err error, agentID, tool string) error {
 }
 
 // CheckGovernanceRequest is governance/check-governance-request.json (intent
-// check). Never carries account.
+// check). Never carries account. Fill every field buyflow knows; CheckGovernance sends the
+// ones the governance agent's AdCP version has (atVersion).
 type CheckGovernanceRequest struct {
+	// Target is the registry id of the agent that will receive Payload (the seller); in 3.2 its
+	// MCP URL is sent as target_agent.
+	Target      string `json:"-"`
+	TargetAgent string `json:"target_agent,omitempty"` // set by CheckGovernance (3.2)
+	// ProposedCommitment is the positive incremental amount the intent would commit (3.2;
+	// required for update_media_buy).
+	ProposedCommitment  *Commitment     `json:"proposed_commitment,omitempty"`
 	PlanID              string          `json:"plan_id,omitempty"`
 	Caller              string          `json:"caller,omitempty"` // URI of the calling agent
 	Tool                string          `json:"tool,omitempty"`
@@ -272,6 +300,30 @@ type CheckGovernanceRequest struct {
 	InvoiceRecipient    json.RawMessage `json:"invoice_recipient,omitempty"`
 	ModificationSummary string          `json:"modification_summary,omitempty"`
 	Context             json.RawMessage `json:"context,omitempty"`
+}
+
+// Commitment is check_governance's proposed_commitment: an exact amount and its currency.
+type Commitment struct {
+	Amount   json.Number `json:"amount"`
+	Currency string      `json:"currency"`
+}
+
+// atVersion shapes an intent check for a governance agent that speaks version: the one place
+// the two shapes differ. 3.1 has no target_agent or proposed_commitment and carries a prior
+// approval's governance_context on a modification check; 3.2 names the downstream agent's URL
+// (target), forbids governance_context on an intent (tool + payload) check — the plan is
+// addressed by plan_id, the approval binds the new check to it — and keeps
+// proposed_commitment.
+func (r CheckGovernanceRequest) atVersion(version string, target Agent) CheckGovernanceRequest {
+	if !speaks32(version) {
+		r.TargetAgent, r.ProposedCommitment = "", nil
+		return r
+	}
+	r.TargetAgent = target.MCPURL
+	if r.Tool != "" {
+		r.GovernanceContext = ""
+	}
+	return r
 }
 
 // Governance verdicts (enums/governance-decision.json).
@@ -354,9 +406,19 @@ func DecodeGovernance(body json.RawMessage) (*GovernanceResult, error) {
 	return g, &Error{Kind: KindProtocol, Recovery: RecoveryTerminal, Message: fmt.Sprintf("check_governance answer has no known verdict (%q)", g.Verdict)}
 }
 
-// CheckGovernance runs an intent check (fresh idempotency key per call).
+// CheckGovernance runs an intent check (fresh idempotency key per call), shaped for the AdCP
+// version the governance agent speaks.
 func (c *Client) CheckGovernance(ctx context.Context, agentID string, req CheckGovernanceRequest) (*GovernanceResult, error) {
-	resp, err := c.Call(ctx, agentID, ToolCheckGovernance, req)
+	resp, err := c.callShaped(ctx, agentID, ToolCheckGovernance, func(version string) (any, error) {
+		if !speaks32(version) {
+			return req.atVersion(version, Agent{}), nil
+		}
+		target, err := c.opts.Agents.Agent(ctx, req.Target)
+		if err != nil {
+			return nil, fmt.Errorf("target agent of the check: %w", err)
+		}
+		return req.atVersion(version, target), nil
+	})
 	if err != nil {
 		return nil, err
 	}

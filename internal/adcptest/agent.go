@@ -31,6 +31,11 @@ const (
 	// of verdict, report_plan_outcome status instead of outcome_state, media
 	// buy status at the root of a create/update success, no adcp_version).
 	Version30 = "3.0"
+	// Version32 makes a 3.2-only agent: it advertises ["3.2"], validates every request against
+	// the 3.2.3 schemas, refuses a task request that is not pinned to 3.2 or later within
+	// major 3 (it cannot downshift to a release it does not list) and answers in 3.2's shapes
+	// (adcp_version "3.2"; check_governance with check_type and its verdict rules).
+	Version32 = "3.2"
 )
 
 // Call is one recorded tool call.
@@ -161,7 +166,10 @@ func newAgent(o commonOptions) *agent {
 		mux:         http.NewServeMux(),
 	}
 	a.validator = o.Validator
-	if a.validator == nil {
+	switch {
+	case o.Version == Version32:
+		a.validator, a.valErr = NewValidator32() // its own schemas, whatever it was given
+	case a.validator == nil:
 		a.validator, a.valErr = NewValidator(o.SchemaDir)
 	}
 	a.server = mcp.NewServer(&mcp.Implementation{Name: o.Name, Version: "3.1.19"}, nil)
@@ -352,8 +360,14 @@ func (a *agent) handle(ctx context.Context, tool string, req *mcp.CallToolReques
 		return finish(nil, e, false)
 	}
 
-	// Version negotiation: downshift within major 3, refuse other majors.
-	if v := c.str("adcp_version"); v != "" {
+	// Version negotiation: downshift within major 3, refuse other majors. A 3.2-only agent
+	// has nothing to downshift to: it refuses a task in an older release (or none); the
+	// capabilities read, which is how a buyer learns the versions, is answered whatever it says.
+	if a.opts.Version == Version32 {
+		if v := c.str("adcp_version"); tool != "get_adcp_capabilities" && !atLeast32(v) {
+			return finish(nil, &AdcpError{Code: "VERSION_UNSUPPORTED", Message: fmt.Sprintf("adcp_version %q is not supported; supported: 3.2", v), Field: "adcp_version", Recovery: "correctable"}, false)
+		}
+	} else if v := c.str("adcp_version"); v != "" {
 		if !strings.HasPrefix(v, "3.") {
 			return finish(nil, &AdcpError{Code: "VERSION_UNSUPPORTED", Message: "adcp_version " + v + " is not supported; supported: 3.0, 3.1", Field: "adcp_version", Recovery: "correctable"}, false)
 		}
@@ -484,7 +498,11 @@ func (a *agent) envelope(c *call, body map[string]any, e *AdcpError) map[string]
 	if ctxRaw, ok := c.fields["context"]; ok {
 		out["context"] = ctxRaw
 	}
-	if c.version != Version30 {
+	switch c.version {
+	case Version30:
+	case Version32:
+		out["adcp_version"] = Version32
+	default:
 		out["adcp_version"] = version31
 	}
 	if _, ok := out["timestamp"]; !ok {
@@ -1151,4 +1169,15 @@ func pageOf(c *call, total int) (offset, end int, pg map[string]any, e *AdcpErro
 		pg["cursor"] = "off:" + strconv.Itoa(end)
 	}
 	return offset, end, pg, nil
+}
+
+// atLeast32 reports whether an adcp_version is 3.2 or a later 3.x ("3.2", "3.3-rc.0").
+func atLeast32(v string) bool {
+	rest, ok := strings.CutPrefix(v, "3.")
+	if !ok {
+		return false
+	}
+	minor, _, _ := strings.Cut(rest, "-")
+	n, err := strconv.Atoi(minor)
+	return err == nil && n >= 2
 }

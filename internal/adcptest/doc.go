@@ -63,7 +63,11 @@
 //     to the 3.0 names: check_governance status (not verdict),
 //     report_plan_outcome status (not outcome_state), the media-buy status in
 //     the root status of a create/update success, no adcp_version. Another
-//     major answers VERSION_UNSUPPORTED.
+//     major answers VERSION_UNSUPPORTED. Version32 makes a 3.2-only agent: it
+//     lists ["3.2"], validates requests against the 3.2.3 schemas (NewValidator32),
+//     answers a task not pinned to 3.2 or later with VERSION_UNSUPPORTED, and gives
+//     verdicts 3.2's shape (check_type; governance_context and expires_at on an
+//     approval only; consultation_context on conditions).
 //   - Idempotency (seller, unless IdempotencyUnsupported/Absent; governance
 //     always): a call with idempotency_key is cached per (bearer, key) when it
 //     succeeds. The same key with the same canonical body (sorted-key JSON of

@@ -42,7 +42,7 @@ type GovernanceOptions struct {
 	Tokens []string
 	// Behavior is the default check_governance outcome (default approved).
 	Behavior GovernanceBehavior
-	// Version is Version31 (default) or Version30.
+	// Version is Version31 (default), Version30 or Version32.
 	Version string
 	// Now is the agent clock (default time.Now).
 	Now func() time.Time
@@ -332,6 +332,9 @@ func (g *Governance) verdict(c *call, b GovernanceBehavior, findings []any) map[
 		body["status"] = body["verdict"]
 		delete(body, "verdict")
 	}
+	if c.version == Version32 {
+		shape32(body, c)
+	}
 	entry := map[string]any{"id": checkID, "type": "check", "tool": tool, "mode": "enforce", "check_type": "intent",
 		"explanation": body["explanation"]}
 	if _, ok := c.args["planned_delivery"]; ok {
@@ -460,4 +463,25 @@ func (g *Governance) Check(checkID string) (map[string]any, bool) {
 		return nil, false
 	}
 	return cloneMap(b), true
+}
+
+// shape32 gives a verdict 3.2's shape (check-governance-response.json with check_type): only
+// an approval authorizes, so only it carries governance_context and expires_at; conditions
+// carry a consultation_context instead.
+func shape32(body map[string]any, c *call) {
+	body["check_type"] = "intent"
+	if _, ok := c.args["planned_delivery"]; ok {
+		body["check_type"] = "execution"
+	}
+	switch body["verdict"] {
+	case "approved":
+	case "conditions":
+		id, _ := body["check_id"].(string)
+		body["consultation_context"] = "cc-" + id
+		delete(body, "expires_at")
+		delete(body, "governance_context")
+	default:
+		delete(body, "expires_at")
+		delete(body, "governance_context")
+	}
 }

@@ -24,6 +24,10 @@ import (
 // form /schemas/3.1.19/<rel>, so it resolves against this origin.
 const schemaBase = "https://adcp.schemas.invalid/schemas/3.1.19/"
 
+// schemaBase32 is where the 3.2.3 files live: each names its $id and every $ref absolutely
+// under it, so they are registered there as they are.
+const schemaBase32 = "https://adcontextprotocol.org/schemas/" + adcpschemas.Release32 + "/"
+
 // requestSchemas maps each tool the agents serve to its request schema.
 var requestSchemas = map[string]string{
 	"get_adcp_capabilities": "protocol/get-adcp-capabilities-request.json",
@@ -43,6 +47,7 @@ var requestSchemas = map[string]string{
 // Validator validates AdCP payloads against the JSON Schemas with format
 // assertion on. It is safe for concurrent use.
 type Validator struct {
+	base     string // the origin the schema files are registered under
 	mu       sync.Mutex
 	compiler *jsonschema.Compiler
 	compiled map[string]*jsonschema.Schema
@@ -73,6 +78,37 @@ func NewValidator(dir string) (*Validator, error) {
 			return nil, err
 		}
 	}
+	v, err := newValidator(fsys, schemaBase, key)
+	if err != nil {
+		return nil, err
+	}
+	validators[key] = v
+	return v, nil
+}
+
+// NewValidator32 returns the (process-wide, cached) validator of the AdCP 3.2.3 schemas
+// buyflow embeds (adcpschemas.Open): what an agent in Version32 mode checks requests with.
+func NewValidator32() (*Validator, error) {
+	key := "release:" + adcpschemas.Release32
+	validatorsMu.Lock()
+	defer validatorsMu.Unlock()
+	if v, ok := validators[key]; ok {
+		return v, nil
+	}
+	fsys, err := adcpschemas.Open(adcpschemas.Release32)
+	if err != nil {
+		return nil, err
+	}
+	v, err := newValidator(fsys, schemaBase32, key)
+	if err != nil {
+		return nil, err
+	}
+	validators[key] = v
+	return v, nil
+}
+
+// newValidator registers every schema file of fsys under base.
+func newValidator(fsys fs.FS, base, key string) (*Validator, error) {
 	c := jsonschema.NewCompiler()
 	c.AssertFormat()
 	c.DefaultDraft(jsonschema.Draft7)
@@ -91,7 +127,7 @@ func NewValidator(dir string) (*Validator, error) {
 			return fmt.Errorf("%s: %w", p, err)
 		}
 		n++
-		return c.AddResource(schemaBase+p, doc)
+		return c.AddResource(base+p, doc)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load adcp schemas (%s): %w", key, err)
@@ -99,9 +135,7 @@ func NewValidator(dir string) (*Validator, error) {
 	if n == 0 {
 		return nil, fmt.Errorf("load adcp schemas: no .json files in %s", key)
 	}
-	v := &Validator{compiler: c, compiled: map[string]*jsonschema.Schema{}}
-	validators[key] = v
-	return v, nil
+	return &Validator{base: base, compiler: c, compiled: map[string]*jsonschema.Schema{}}, nil
 }
 
 func (v *Validator) schema(rel string) (*jsonschema.Schema, error) {
@@ -110,7 +144,7 @@ func (v *Validator) schema(rel string) (*jsonschema.Schema, error) {
 	if s, ok := v.compiled[rel]; ok {
 		return s, nil
 	}
-	s, err := v.compiler.Compile(schemaBase + rel)
+	s, err := v.compiler.Compile(v.base + rel)
 	if err != nil {
 		return nil, fmt.Errorf("compile %s: %w", rel, err)
 	}

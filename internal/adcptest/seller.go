@@ -75,7 +75,7 @@ type SellerOptions struct {
 	// (decisioning-platform-broadcast-tv.ts) does: a buyer must not need the
 	// listing to change or cancel a buy.
 	ListsNothing bool
-	// Version is Version31 (default) or Version30.
+	// Version is Version31 (default), Version30 or Version32.
 	Version string
 	// Now is the agent clock (default time.Now).
 	Now func() time.Time
@@ -263,8 +263,11 @@ func (s *Seller) Close() {
 }
 
 func supportedVersions(v string) []string {
-	if v == Version30 {
+	switch v {
+	case Version30:
 		return []string{"3.0"}
+	case Version32:
+		return []string{"3.2"}
 	}
 	return []string{"3.0", "3.1"}
 }

@@ -283,13 +283,21 @@ func (s *Service) probe(ctx context.Context, actor, id string) (registry.Record,
 		replay, _ := caps.ReplayWindow()
 		next.SupportedVersions, next.ReplayTTLSeconds, next.WebhookSigning, next.Error =
 			caps.SupportedVersions, int(replay/time.Second), caps.WebhookSigning, ""
+		// The version the functions will speak, chosen as they choose it (adcp.Negotiate), with
+		// the pin as it is now; a pin the agent cannot honour fails the check.
+		next.WireVersion = ""
+		if next.WireVersion, err = adcp.Negotiate(r.AdCPVersion, caps.SupportedVersions); err != nil {
+			next.Error = err.Error()
+			r.Capabilities = next
+			return registry.ActionCapabilities, "check failed: " + next.Error, nil
+		}
 		next.Tools = next.Tools[:0:0]
 		for t := range tools {
 			next.Tools = append(next.Tools, t)
 		}
 		slices.Sort(next.Tools)
 		r.Capabilities = next
-		return registry.ActionCapabilities, fmt.Sprintf("versions %v, replay window %ds, %d tools", next.SupportedVersions, next.ReplayTTLSeconds, len(next.Tools)), nil
+		return registry.ActionCapabilities, fmt.Sprintf("versions %v (speaks %s), replay window %ds, %d tools", next.SupportedVersions, next.WireVersion, next.ReplayTTLSeconds, len(next.Tools)), nil
 	}, nil)
 }
 

@@ -153,6 +153,29 @@ func TestAddChecksCapabilitiesAndAudits(t *testing.T) {
 	}
 }
 
+// TestTheCheckRecordsTheNegotiatedVersion: the check keeps the AdCP version the functions
+// will speak with the agent (adcp.Negotiate); a pin the agent cannot honour fails the check,
+// and a pin that is no version buyflow knows is refused at the door.
+func TestTheCheckRecordsTheNegotiatedVersion(t *testing.T) {
+	e := newEnv(t)
+	_, m := e.call(t, operator, "POST", agents.Prefix, e.sellerBody("acme"))
+	if caps, _ := m["capabilities"].(map[string]any); caps == nil || caps["wire_version"] != "3.1" {
+		t.Fatalf("a 3.0/3.1 seller: %v", caps)
+	}
+	// The seller's credential is acme's: pin acme itself, in a registry of its own.
+	e2 := newEnv(t)
+	pinned := strings.Replace(e2.sellerBody("acme"), `"role"`, `"adcp_version":"3.3-rc.0","role"`, 1)
+	st, m := e2.call(t, operator, "POST", agents.Prefix, pinned)
+	caps, _ := m["capabilities"].(map[string]any)
+	if errText, _ := caps["error"].(string); st != 201 || !strings.Contains(errText, "pinned to 3.3-rc.0") {
+		t.Fatalf("RC pin at a seller without it: %d %v", st, m)
+	}
+	bad := strings.Replace(e.sellerBody("old"), `"role"`, `"adcp_version":"2.5","role"`, 1)
+	if st, m := e.call(t, operator, "POST", agents.Prefix, bad); st != 422 || code(m) != "invalid_agent" || !strings.Contains(fmt.Sprint(m), "adcp_version") {
+		t.Fatalf("pin 2.5: %d %v", st, m)
+	}
+}
+
 // TestAddOfAnUnreachableAgentRecordsTheFailure: the agent is stored (the seller may be down
 // for a minute) and the check's failure is on the record for the operator to see.
 func TestAddOfAnUnreachableAgentRecordsTheFailure(t *testing.T) {

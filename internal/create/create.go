@@ -89,6 +89,9 @@ func (s *Service) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (w
 	intent, err := s.FixIntent(ctx, op, stage.IntentCreate, adcp.ToolCreateMediaBuy, func() (adcp.Intent, error) {
 		return s.createIntent(ctx, op, req, token, now)
 	})
+	if wait, waitErr := s.Unavailable(ctx, op, in.Config, adcp.RoleSeller, adcp.ToolGetAdCPCapabilities, err); wait != nil || waitErr != nil {
+		return workflow.SellerOutput{Status: op.Status, Unavailable: wait}, waitErr
+	}
 	if err != nil {
 		return workflow.SellerOutput{}, err
 	}
@@ -139,6 +142,7 @@ func (s *Service) recheck(ctx context.Context, op *record.Operation, req *stage.
 	}
 	res, err := s.AdCP.CheckGovernance(ctx, req.Governance.AgentID, adcp.CheckGovernanceRequest{
 		PlanID: req.Governance.PlanID, Caller: s.callerURI, Tool: adcp.ToolCreateMediaBuy, Payload: payload, PurchaseType: "media_buy",
+		Target: req.SellerID,
 	})
 	if errors.As(err, new(*adcp.UnavailableError)) {
 		return nil, err // not sent: the caller waits for the governance agent's breaker
@@ -183,11 +187,7 @@ func (s *Service) createIntent(ctx context.Context, op *record.Operation, req *s
 		return adcp.Intent{}, &workflow.TerminalError{Code: "no_public_base_url", Reason: "the webhook URL cannot be built: no public base URL configured"}
 	}
 	m["push_notification_config"] = adcp.PushNotificationConfig{URL: s.publicBaseURL + topology.WebhookPathPrefix + op.ID, OperationID: op.ID, Token: token}
-	in, err := adcp.NewIntent(adcp.ToolCreateMediaBuy, m, now)
-	if err != nil {
-		return adcp.Intent{}, &workflow.TerminalError{Code: "bad_intent", Reason: err.Error()}
-	}
-	return in, nil
+	return stage.BuildIntent(ctx, s.AdCP, req.SellerID, adcp.ToolCreateMediaBuy, m, now)
 }
 
 // checkedPayload returns the payload the governance check approved (conditions applied).
@@ -365,9 +365,9 @@ func (s *Service) Cancel(ctx context.Context, in workflow.StageInput) (workflow.
 		if acct == nil {
 			acct = &adcp.AccountRef{}
 		}
-		return adcp.NewIntent(adcp.ToolUpdateMediaBuy, adcp.UpdateMediaBuyRequest{Account: *acct, MediaBuyID: op.MediaBuyID,
+		return s.NewIntent(ctx, req.SellerID, adcp.ToolUpdateMediaBuy, adcp.UpdateMediaBuyRequest{Account: *acct, MediaBuyID: op.MediaBuyID,
 			Canceled: true, CancellationReason: reason, GovernanceContext: op.GovernanceContext,
-			Context: json.RawMessage(fmt.Sprintf(`{"operation_id":%q}`, op.ID))}, s.Now())
+			Context: json.RawMessage(fmt.Sprintf(`{"operation_id":%q}`, op.ID))})
 	})
 	if err != nil {
 		return workflow.SellerOutput{}, err

@@ -241,7 +241,7 @@ func actionable(conds []adcp.Condition) bool {
 func (s *Service) ask(ctx context.Context, op *record.Operation, req *stage.Request, payload []byte, n int) (*adcp.GovernanceResult, error) {
 	res, err := s.AdCP.CheckGovernance(ctx, req.Governance.AgentID, adcp.CheckGovernanceRequest{
 		PlanID: req.Governance.PlanID, Caller: s.callerURI, Tool: adcp.ToolCreateMediaBuy,
-		Payload: payload, PurchaseType: "media_buy",
+		Payload: payload, PurchaseType: "media_buy", Target: req.SellerID,
 	})
 	if errors.As(err, new(*adcp.UnavailableError)) {
 		return nil, err // not sent: the caller waits for the agent's breaker
@@ -594,7 +594,7 @@ func (s *Service) report(ctx context.Context, op *record.Operation, req *stage.R
 		r := adcp.ReportPlanOutcomeRequest{PlanID: req.Governance.PlanID, CheckID: op.GovernanceCheckID, PurchaseType: "media_buy",
 			Outcome: outcome, GovernanceContext: op.GovernanceContext, Context: echoContext(op, req)}
 		fill(&r)
-		return adcp.NewIntent(adcp.ToolReportPlanOutcome, r, s.Now())
+		return s.NewIntent(ctx, req.Governance.AgentID, adcp.ToolReportPlanOutcome, r)
 	})
 	if err != nil {
 		return nil, err

@@ -38,6 +38,7 @@ type adCP interface {
 	UpdateMediaBuy(ctx context.Context, agentID string, in adcp.Intent) (*adcp.MediaBuyResult, error)
 	GetMediaBuys(ctx context.Context, agentID string, req adcp.GetMediaBuysRequest) (*adcp.GetMediaBuysResult, error)
 	ReportPlanOutcome(ctx context.Context, agentID string, in adcp.Intent) (*adcp.OutcomeResult, error)
+	NewIntent(ctx context.Context, agentID, task string, req any, created time.Time) (adcp.Intent, error)
 }
 
 var _ adCP = (*adcp.Client)(nil)
@@ -268,6 +269,19 @@ type frozenPlan struct {
 	// Unlisted says the plan was made from buyflow's record: the seller did not list the buy
 	// (or, for a cancellation, could not be read).
 	Unlisted bool `json:"unlisted,omitempty"`
+}
+
+// commitment is the change's proposed_commitment (check_governance, AdCP 3.2): what it adds
+// to the buy's budget, zero for a decrease or no budget change — the positive delta, never the
+// total. Nil when the plan's amounts do not parse (3.2 then refuses the check before sending).
+func (p *frozenPlan) commitment(currency string) *adcp.Commitment {
+	before, err1 := money.ParseDecimal(p.Before, currency)
+	after, err2 := money.ParseDecimal(p.After, currency)
+	if err1 != nil || err2 != nil {
+		return nil
+	}
+	inc := Planned{Before: before, After: after}.Increase()
+	return &adcp.Commitment{Amount: json.Number(inc.Decimal()), Currency: currency}
 }
 
 // plan fixes the change's plan once, against the seller's current buy: every later stage and

@@ -64,7 +64,8 @@ func (s *Service) Check(ctx context.Context, in workflow.StageInput) (workflow.G
 	res, err := s.adcp.CheckGovernance(ctx, r.gov.AgentID, adcp.CheckGovernanceRequest{
 		PlanID: r.gov.PlanID, Caller: s.cfg.CallerURI, Tool: adcp.ToolUpdateMediaBuy, Payload: payload,
 		PurchaseType: "media_buy", Phase: "modification", ModificationSummary: record.Clip(p.Summary, 500),
-		GovernanceContext: r.parent.GovernanceContext,
+		GovernanceContext: r.parent.GovernanceContext, Target: r.op.SellerID,
+		ProposedCommitment: p.commitment(r.parent.Currency),
 	})
 	if wait, waitErr := s.unavailable(ctx, r, in.Config, adcp.RoleGovernance, adcp.ToolCheckGovernance, err); wait != nil || waitErr != nil {
 		return workflow.GovernanceOutput{Decision: workflow.GovernanceAgentUnavailable, Unavailable: wait}, waitErr
@@ -180,7 +181,7 @@ func (s *Service) Update(ctx context.Context, in workflow.StageInput) (workflow.
 			return adcp.Intent{}, &workflow.TerminalError{Code: "no_public_base_url", Reason: "the webhook URL cannot be built: no public base URL configured"}
 		}
 		args.PushNotificationConfig = &adcp.PushNotificationConfig{URL: s.cfg.PublicBaseURL + webhookPath + r.op.ID, OperationID: r.op.ID, Token: string(token)}
-		in, err := adcp.NewIntent(adcp.ToolUpdateMediaBuy, args, now)
+		in, err := stage.BuildIntent(ctx, s.adcp, r.op.SellerID, adcp.ToolUpdateMediaBuy, args, now)
 		if err != nil {
 			return adcp.Intent{}, &workflow.TerminalError{Code: "bad_intent", Reason: err.Error()}
 		}
@@ -549,7 +550,7 @@ func (s *Service) report(ctx context.Context, r *run, resp *adcp.SellerResponse,
 		outcome = "failed"
 	}
 	in, err := stage.FixIntent(ctx, s.ledger, sentIntent(r, intentReport, adcp.ToolReportPlanOutcome), func() (adcp.Intent, error) {
-		return adcp.NewIntent(adcp.ToolReportPlanOutcome, adcp.ReportPlanOutcomeRequest{PlanID: r.gov.PlanID, CheckID: r.op.GovernanceCheckID,
+		return stage.BuildIntent(ctx, s.adcp, r.gov.AgentID, adcp.ToolReportPlanOutcome, adcp.ReportPlanOutcomeRequest{PlanID: r.gov.PlanID, CheckID: r.op.GovernanceCheckID,
 			PurchaseType: "media_buy", Outcome: outcome, SellerResponse: resp, Error: failure, GovernanceContext: r.op.GovernanceContext,
 			Context: json.RawMessage(fmt.Sprintf(`{"operation_id":%q,"change_id":%q}`, r.parent.ID, r.op.ID))}, s.now())
 	})

@@ -52,6 +52,9 @@ type Capabilities struct {
 	CheckedAt time.Time `json:"checked_at"`
 	// SupportedVersions are the AdCP releases the agent speaks (adcp.supported_versions).
 	SupportedVersions []string `json:"supported_versions,omitempty"`
+	// WireVersion is the AdCP version buyflow speaks with the agent, negotiated from
+	// SupportedVersions and the agent's pin (adcp.Negotiate) at the check.
+	WireVersion string `json:"wire_version,omitempty"`
 	// ReplayTTLSeconds is the idempotency replay window; 0 when the agent declares none, in
 	// which case no mutating call is ever retried at it.
 	ReplayTTLSeconds int `json:"replay_ttl_seconds"`

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/record"
@@ -145,4 +146,29 @@ func ReleaseUnsent(ctx context.Context, l Claims, log *slog.Logger, operationID 
 	if err := l.ReleaseIntent(ctx, c.stored); err != nil {
 		log.WarnContext(ctx, "unsent intent kept as maybe sent", "operationId", operationID, "task", c.stored.Task, "err", err)
 	}
+}
+
+// NewIntent fixes a mutating request for agentID in the AdCP version the agent speaks
+// (adcp.Client.NewIntent), at the stage's clock. A failure to learn that version is the
+// stage's like any call's (CallError: transient or terminal; a breaker's refusal stays an
+// *adcp.UnavailableError for Unavailable); a request that cannot be encoded is terminal.
+func (s *Stage) NewIntent(ctx context.Context, agentID, task string, req any) (adcp.Intent, error) {
+	return BuildIntent(ctx, s.AdCP, agentID, task, req, s.Now())
+}
+
+// BuildIntent is Stage.NewIntent for a stage without a Stage (modify).
+func BuildIntent(ctx context.Context, a interface {
+	NewIntent(ctx context.Context, agentID, task string, req any, created time.Time) (adcp.Intent, error)
+}, agentID, task string, req any, now time.Time) (adcp.Intent, error) {
+	in, err := a.NewIntent(ctx, agentID, task, req, now)
+	var ae *adcp.Error
+	switch {
+	case err == nil:
+		return in, nil
+	case errors.As(err, new(*adcp.UnavailableError)):
+		return adcp.Intent{}, err
+	case errors.As(err, &ae):
+		return adcp.Intent{}, CallError(adcp.ToolGetAdCPCapabilities+" (to choose the AdCP version)", err)
+	}
+	return adcp.Intent{}, &workflow.TerminalError{Code: "bad_intent", Reason: err.Error()}
 }

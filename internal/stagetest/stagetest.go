@@ -390,11 +390,7 @@ func Events(t *testing.T, e *Env, opID string) []record.Event {
 	return p.Items
 }
 
-// schemaValidator compiles the embedded AdCP schemas once per test binary.
+// schemaValidator compiles the embedded AdCP schemas (every release) once per test binary.
 var schemaValidator = sync.OnceValues(func() (*adcp.Validator, error) {
-	schemas, err := adcpschemas.FS()
-	if err != nil {
-		return nil, err
-	}
-	return adcp.NewValidator(schemas)
+	return adcp.NewReleasesValidator(adcpschemas.Open), nil
 })

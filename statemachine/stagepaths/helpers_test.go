@@ -27,6 +27,17 @@ type buyRun struct {
 	op     string
 	// changes are the ids of the changes sent to the buy (their logs are the buy's too).
 	changes []string
+	// agents, when set, are the seller and governance agent the buy goes to instead of the
+	// system's simulated ones (devstack.SellerID, devstack.GovernanceID).
+	agents *runAgents
+}
+
+// runAgents are a seller and a governance agent of a run's own, in the registry as sellerID
+// and govID.
+type runAgents struct {
+	seller          *adcptest.Seller
+	gov             *adcptest.Governance
+	sellerID, govID string
 }
 
 // begin starts a parallel scenario under a fresh tenant whose executions run with baseRun
@@ -75,9 +86,20 @@ func newRun(t *testing.T, patch map[string]any) *buyRun {
 func (r *buyRun) submit(b apiclient.Buy) string {
 	r.t.Helper()
 	b.PO = r.po
+	if r.agents != nil {
+		b.Seller = r.agents.sellerID
+	}
 	body, err := b.Body(sys.root)
 	if err != nil {
 		r.t.Fatal(err)
+	}
+	if r.agents != nil {
+		var req map[string]any
+		if err := json.Unmarshal(body, &req); err != nil {
+			r.t.Fatal(err)
+		}
+		req["governance"].(map[string]any)["agent_id"] = r.agents.govID
+		body, _ = json.Marshal(req)
 	}
 	return r.submitBody(body)
 }
@@ -188,12 +210,20 @@ func (r *buyRun) events(id string) []api.Event {
 // sellerCalls returns the seller's recorded calls of tool for this buy: calls whose arguments
 // name its PO or operation, or one of the seller tasks its create calls started.
 func (r *buyRun) sellerCalls(tool string) []adcptest.Call {
-	return mine(sys.agents.Seller.Calls(), tool, r.keys(sys.agents.Seller.Calls()))
+	calls := sys.agents.Seller.Calls()
+	if r.agents != nil {
+		calls = r.agents.seller.Calls()
+	}
+	return mine(calls, tool, r.keys(calls))
 }
 
 // governanceCalls is sellerCalls for the governance agent.
 func (r *buyRun) governanceCalls(tool string) []adcptest.Call {
-	return mine(sys.agents.Governance.Calls(), tool, r.keys(sys.agents.Governance.Calls()))
+	calls := sys.agents.Governance.Calls()
+	if r.agents != nil {
+		calls = r.agents.gov.Calls()
+	}
+	return mine(calls, tool, r.keys(calls))
 }
 
 // keys are the strings that mark a call as this buy's: the PO, the operation id and the task
