@@ -273,7 +273,9 @@ func TestApprovalRejected(t *testing.T) {
 }
 
 func TestApprovalTimedOut(t *testing.T) {
-	r := begin(t, map[string]any{"approval_timeout_seconds": 2})
+	// 8 s, not 2: the test needs the Slack link, and notify posts none for an approval already
+	// past its deadline, which a loaded machine can reach between the approval and its post.
+	r := begin(t, map[string]any{"approval_timeout_seconds": 8})
 	r.submit(apiclient.Buy{RequireApproval: true, Sim: "sync"})
 	link := r.approvalLink()
 	ex := only(t, r.finish(60*time.Second))
