@@ -53,13 +53,20 @@ func start32(t *testing.T) *runAgents {
 // id it returns.
 func startSellerAt(t *testing.T, version string) (*adcptest.Seller, string) {
 	t.Helper()
-	signer, jwks, err := adcptest.NewWebhookKey("seller-"+version, nil)
+	return startSellerWith(t, "v"+strings.ReplaceAll(version, ".", ""), adcptest.SellerOptions{Version: version})
+}
+
+// startSellerWith starts a seller of its own with o (its token, default behaviour, clock and
+// webhook key filled in as the local stack's), in the registry under an id made of name.
+func startSellerWith(t *testing.T, name string, o adcptest.SellerOptions) (*adcptest.Seller, string) {
+	t.Helper()
+	signer, jwks, err := adcptest.NewWebhookKey("seller-"+name, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, tok := "seller-v"+strings.ReplaceAll(version, ".", "")+"-"+randomHex(4), randomHex(16)
-	s := adcptest.NewSeller(adcptest.SellerOptions{Token: tok, Version: version, Behavior: adcptest.SellerAsyncComplete,
-		StepInterval: 300 * time.Millisecond, WebhookSigner: signer, JWKS: jwks})
+	id, tok := "seller-"+name+"-"+randomHex(4), randomHex(16)
+	o.Token, o.Behavior, o.StepInterval, o.WebhookSigner, o.JWKS = tok, adcptest.SellerAsyncComplete, 300*time.Millisecond, signer, jwks
+	s := adcptest.NewSeller(o)
 	t.Cleanup(s.Close)
 	ticking(t, s.AdvanceDue)
 	register32(t, id, adcp.RoleSeller, httptest.NewServer(s), tok, &adcp.WebhookConfig{Mode: adcp.WebhookRFC9421, JWKS: jwks})
