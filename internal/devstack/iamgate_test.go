@@ -243,7 +243,9 @@ func TestIAMGateDecidesAsTheRoleDoes(t *testing.T) {
 		"| reconcile | `states:DescribeExecution` | `arn:aws:states:us-east-1:123456789012:execution:Buyflow-MediaBuy:op1` | `ReconcileRoleDefaultPolicy[0]` |",
 		"| notify | `secretsmanager:GetSecretValue` | `arn:aws:secretsmanager:us-east-1:123456789012:secret:Buyflow/slack-AbCdEf` | `NotifyRoleDefaultPolicy[0]` |",
 		// Granted, never called: listed, the service-side one with its reason.
-		"| submit | `dynamodb:GetItem` | `arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752` | `SubmitRoleDefaultPolicy[0]` | **no test makes this call** |",
+		"| submit | `dynamodb:GetItem` | `arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752`<br>`arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752/index/gsi1` | `SubmitRoleDefaultPolicy[0]` | **no test makes this call** |",
+		// Used on the table, never on the index: the index alone is listed.
+		"| submit | `dynamodb:PutItem` | `arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752/index/gsi1` | `SubmitRoleDefaultPolicy[0]` |",
 		"| approve | `logs:PutLogEvents` | `*` | `ApproveRoleDefaultPolicy[0]` | the Lambda service writes",
 	} {
 		if !strings.Contains(doc, want) {

@@ -9,9 +9,11 @@ import (
 	"github.com/buyflow/buyflow/internal/topology"
 )
 
-// IAMGrant is one (action, resource pattern) a statement of a function's role grants.
+// IAMGrant is an action a statement of a function's role grants, on the resource patterns no
+// call of that action used.
 type IAMGrant struct {
-	Function, Action, Resource, Statement string
+	Function, Action, Statement string
+	Resources                   []string
 }
 
 // Unexercised returns the grants of every function's role that no allowed call used, each with
@@ -27,15 +29,19 @@ func (g *IAMGate) Unexercised() (grants []IAMGrant, why []string) {
 				continue
 			}
 			for _, a := range s.Action {
+				gr := IAMGrant{Function: f.Name, Action: a, Statement: s.Source}
 				for _, res := range s.Resource {
 					used := slices.ContainsFunc(calls, func(c IAMCall) bool {
 						return !c.Denied && c.Function == f.Name && c.Statement == s.Source &&
 							iampolicy.Match(strings.ToLower(a), strings.ToLower(c.Action)) && iampolicy.Match(res, c.Resource)
 					})
 					if !used {
-						grants = append(grants, IAMGrant{Function: f.Name, Action: a, Resource: res, Statement: s.Source})
-						why = append(why, serviceSide(a))
+						gr.Resources = append(gr.Resources, res)
 					}
+				}
+				if len(gr.Resources) > 0 {
+					grants = append(grants, gr)
+					why = append(why, serviceSide(a))
 				}
 			}
 		}
@@ -79,14 +85,14 @@ func (g *IAMGate) Markdown() string {
 	b.WriteString("\n## Grants no call used\n\n")
 	b.WriteString("Each either gets a test that makes the call, or goes from the role. Those the Lambda service\n" +
 		"uses on the function's behalf say so.\n\n")
-	b.WriteString("| Function | Action | Resource | Statement | Why no call |\n|---|---|---|---|---|\n")
+	b.WriteString("| Function | Action | Resources | Statement | Why no call |\n|---|---|---|---|---|\n")
 	grants, why := g.Unexercised()
 	for i, gr := range grants {
 		reason := why[i]
 		if reason == "" {
 			reason = "**no test makes this call**"
 		}
-		fmt.Fprintf(&b, "| %s | `%s` | `%s` | `%s` | %s |\n", gr.Function, gr.Action, gr.Resource, gr.Statement, reason)
+		fmt.Fprintf(&b, "| %s | `%s` | `%s` | `%s` | %s |\n", gr.Function, gr.Action, strings.Join(gr.Resources, "`<br>`"), gr.Statement, reason)
 	}
 	return b.String()
 }
