@@ -113,7 +113,7 @@ func run(m *testing.M) int {
 	suite.api, suite.slackURL, suite.local = st.APIURL, st.SlackURL, st
 	code := m.Run()
 	if code == 0 {
-		code = checkIAM(st.IAM)
+		code = checkIAM(st.IAM, root)
 	}
 	if suite.logPath != "" {
 		// Each run has a log of its own: one of a passing run is not kept.
@@ -148,8 +148,9 @@ func client(t testing.TB, tenant string) *apiclient.Client {
 }
 
 // checkIAM fails the suite when a function's role refused one of its calls, naming each, and
-// writes the grants table to BUYFLOW_E2E_IAM_DOC when set.
-func checkIAM(g *devstack.IAMGate) int {
+// writes the grants table to BUYFLOW_E2E_IAM_DOC when set (a relative path is the repository
+// root's: go test runs in e2e/).
+func checkIAM(g *devstack.IAMGate, root string) int {
 	if g == nil {
 		return 0
 	}
@@ -160,6 +161,9 @@ func checkIAM(g *devstack.IAMGate) int {
 	unused, _ := g.Unexercised()
 	fmt.Fprintf(os.Stderr, "e2e: IAM: %d distinct calls allowed by the synthesized roles, none denied; %d grants no call used\n", len(g.Calls()), len(unused))
 	if path := os.Getenv("BUYFLOW_E2E_IAM_DOC"); path != "" {
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(root, path)
+		}
 		if err := os.WriteFile(path, []byte(g.Markdown()), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e:", err)
 			return 1
