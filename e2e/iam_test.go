@@ -33,7 +33,7 @@ func TestRemovedGrantIsDeniedAndNamed(t *testing.T) {
 	}
 	var provoked []devstack.IAMCall
 	for _, call := range g.Calls() {
-		if call.Denied && call.Function == "submit" && strings.HasSuffix(call.Reason, "[provoked by a test]") {
+		if call.Denied && call.Caller == "submit" && strings.HasSuffix(call.Reason, "[provoked by a test]") {
 			provoked = append(provoked, call)
 		}
 	}

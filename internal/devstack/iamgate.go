@@ -18,10 +18,11 @@ import (
 // checks and reports are the ones the deployed stack would have in this (placeholder) account.
 var TemplateEnv = iampolicy.Env{Partition: "aws", Region: region, AccountID: "123456789012", StackName: "Buyflow"}
 
-// IAMCall is one decision of the gate: a function's call, the ARN it named as the deployed stack
+// IAMCall is one decision of the gate: a caller's call (a function's, or a state machine's
+// Lambda invocation, its Caller then "state machine <name>"), the ARN it named as the deployed stack
 // would see it, and the statement that allowed it (or, denied, the explicit Deny or nothing).
 type IAMCall struct {
-	Function, Action, Resource string
+	Caller, Action, Resource string
 	// Statement is the deciding statement's source (policy logical id[index]).
 	Statement string
 	Denied    bool
@@ -30,7 +31,7 @@ type IAMCall struct {
 }
 
 func (c IAMCall) String() string {
-	s := fmt.Sprintf("%s: %s on %s", c.Function, c.Action, c.Resource)
+	s := fmt.Sprintf("%s: %s on %s", c.Caller, c.Action, c.Resource)
 	if c.Reason != "" {
 		s += " (" + c.Reason + ")"
 	}
@@ -48,6 +49,12 @@ type IAMGate struct {
 	// agents' secrets).
 	names    map[string]string
 	prefixes [][2]string
+	// functions maps a local function name to its logical id (its name in the template);
+	// machines maps a local state machine ARN to its caller name.
+	functions map[string]string
+	machines  map[string]string
+	// callers lists the functions, then the state machines, in report order.
+	callers []string
 
 	mu       sync.Mutex
 	policies map[string]iampolicy.Policy
@@ -65,7 +72,7 @@ func newIAMGate(raw []byte, values map[string]string) (*IAMGate, error) {
 		return nil, fmt.Errorf("devstack: iam: %w", err)
 	}
 	g := &IAMGate{tpl: tpl, names: map[string]string{}, policies: map[string]iampolicy.Policy{}, roles: map[string]string{},
-		expected: map[string]bool{}, calls: map[IAMCall]int{}}
+		functions: map[string]string{}, machines: map[string]string{}, expected: map[string]bool{}, calls: map[IAMCall]int{}}
 	for _, f := range topology.App.Functions {
 		tf, err := tpl.Function(topology.ConstructID(f.Name) + "Function")
 		if err != nil {
@@ -75,6 +82,8 @@ func newIAMGate(raw []byte, values map[string]string) (*IAMGate, error) {
 			return nil, fmt.Errorf("devstack: iam: function %s: %w", f.Name, err)
 		}
 		g.roles[f.Name] = tf.Role
+		g.functions[f.Name] = tf.LogicalID
+		g.callers = append(g.callers, f.Name)
 		for _, name := range f.Env {
 			local, deployed := values[name], tf.Env[name]
 			if local == "" || deployed == "" || local == deployed {
@@ -90,10 +99,54 @@ func newIAMGate(raw []byte, values map[string]string) (*IAMGate, error) {
 			// A state machine ARN also pairs the machines' names, which execution ARNs carry.
 			if l, d := arnName(local, "stateMachine:"), arnName(deployed, "stateMachine:"); l != "" && d != "" {
 				g.names[l] = d
+				g.machines[local] = "state machine " + d
 			}
 		}
 	}
+	// The state machines' roles: their Lambda invocations come from the local engine, which
+	// names the machine (statesMachineHeader).
+	for _, local := range sortedKeys(g.machines) {
+		caller := g.machines[local]
+		role, err := tpl.StateMachineRole(strings.TrimPrefix(caller, "state machine "))
+		if err != nil {
+			return nil, fmt.Errorf("devstack: iam: %w", err)
+		}
+		if g.policies[caller], err = tpl.RolePolicy(role); err != nil {
+			return nil, fmt.Errorf("devstack: iam: %s: %w", caller, err)
+		}
+		g.roles[caller] = role
+		g.callers = append(g.callers, caller)
+	}
 	return g, nil
+}
+
+// statesMachineHeader names the state machine whose execution invokes a function (live.mjs).
+const statesMachineHeader = "X-Buyflow-Local-Machine"
+
+// machineCall returns the IAM question of a local Step Functions Lambda invocation: the
+// machine's caller name and lambda:InvokeFunction on the function's deployed ARN; ok is false
+// for a request that is not one.
+func (g *IAMGate) machineCall(r *http.Request) (caller string, c awsCall, ok bool) {
+	machine := r.Header.Get(statesMachineHeader)
+	if machine == "" || r.Header.Get(statesCallerHeader) == "" {
+		return "", awsCall{}, false
+	}
+	_, rest, _ := strings.Cut(r.URL.Path, "/functions/")
+	fn, _, _ := strings.Cut(rest, "/invocations")
+	// The engine names the function by its ARN (a qualifier would follow the name).
+	if n := arnName(fn, "function:"); n != "" {
+		fn, _, _ = strings.Cut(n, ":")
+	}
+	caller = g.machines[machine]
+	if caller == "" {
+		caller = "state machine " + machine
+	}
+	id := g.functions[fn]
+	if id == "" {
+		id = fn
+	}
+	env := g.tpl.Env()
+	return caller, awsCall{Action: "lambda:InvokeFunction", Resource: "arn:" + env.Partition + ":lambda:" + env.Region + ":" + env.AccountID + ":function:" + id}, true
 }
 
 // arnName returns what follows marker in an ARN, or "".
@@ -165,7 +218,11 @@ func (g *IAMGate) deployedARN(c awsCall) string {
 func (g *IAMGate) admit(w http.ResponseWriter, r *http.Request) bool {
 	fn := callerFunction(r)
 	if fn == "" {
-		return true
+		caller, c, ok := g.machineCall(r)
+		if !ok {
+			return true
+		}
+		return g.decide(w, r, caller, []awsCall{c})
 	}
 	target := r.Header.Get("X-Amz-Target")
 	var body []byte
@@ -185,9 +242,14 @@ func (g *IAMGate) admit(w http.ResponseWriter, r *http.Request) bool {
 		if action == "" {
 			action = r.Method + " " + r.URL.Path
 		}
-		g.deny(w, r, IAMCall{Function: fn, Action: action, Resource: "?", Denied: true, Reason: err.Error()})
+		g.deny(w, r, IAMCall{Caller: fn, Action: action, Resource: "?", Denied: true, Reason: err.Error()})
 		return false
 	}
+	return g.decide(w, r, fn, calls)
+}
+
+// decide evaluates calls for caller, answers the first refused one and records the decisions.
+func (g *IAMGate) decide(w http.ResponseWriter, r *http.Request, fn string, calls []awsCall) bool {
 	decided := make([]IAMCall, 0, len(calls))
 	for _, c := range calls {
 		res := g.deployedARN(c)
@@ -195,7 +257,7 @@ func (g *IAMGate) admit(w http.ResponseWriter, r *http.Request) bool {
 		pol := g.policies[fn]
 		g.mu.Unlock()
 		d := pol.Evaluate(iampolicy.Request{Action: c.Action, Resource: res})
-		call := IAMCall{Function: fn, Action: c.Action, Resource: res, Denied: !d.Allowed}
+		call := IAMCall{Caller: fn, Action: c.Action, Resource: res, Denied: !d.Allowed}
 		if d.Statement != nil {
 			call.Statement = d.Statement.Source
 		}
@@ -224,26 +286,34 @@ func (g *IAMGate) admit(w http.ResponseWriter, r *http.Request) bool {
 // type AccessDeniedException (the SDKs read __type, Step Functions' also x-amzn-ErrorType).
 func (g *IAMGate) deny(w http.ResponseWriter, r *http.Request, c IAMCall) {
 	g.mu.Lock()
-	if g.expected[c.Function] {
+	if g.expected[c.Caller] {
 		c.Reason += " [provoked by a test]"
 	}
 	g.calls[c]++
-	role := g.roles[c.Function]
+	role := g.roles[c.Caller]
 	g.mu.Unlock()
 	why := "because no identity-based policy allows the " + c.Action + " action"
 	if strings.HasPrefix(c.Reason, "explicitly") {
 		why = "with an explicit deny in an identity-based policy"
 	}
+	session := c.Caller
+	if strings.HasPrefix(session, "state machine ") {
+		session = "states-session"
+	}
 	msg := fmt.Sprintf("User: arn:aws:sts::%s:assumed-role/%s/%s is not authorized to perform: %s on resource: %s %s",
-		g.tpl.Env().AccountID, role, c.Function, c.Action, c.Resource, why)
-	ct := r.Header.Get("Content-Type")
+		g.tpl.Env().AccountID, role, session, c.Action, c.Resource, why)
+	ct, status := r.Header.Get("Content-Type"), http.StatusBadRequest
 	if ct == "" {
 		ct = "application/x-amz-json-1.1"
 	}
+	if strings.HasPrefix(c.Action, "lambda:") {
+		// Lambda's REST API answers 403 (the engine reports it as Lambda.AWSLambdaException).
+		ct, status = "application/json", http.StatusForbidden
+	}
 	w.Header().Set("Content-Type", ct)
 	w.Header().Set("X-Amzn-ErrorType", "AccessDeniedException")
-	w.WriteHeader(http.StatusBadRequest)
-	_ = json.NewEncoder(w).Encode(map[string]string{"__type": "AccessDeniedException", "message": msg}) // the client may be gone
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"__type": "AccessDeniedException", "Type": "User", "message": msg}) // the client may be gone
 }
 
 // Calls returns every decision so far (allowed and denied), sorted.
@@ -255,7 +325,7 @@ func (g *IAMGate) Calls() []IAMCall {
 		out = append(out, c)
 	}
 	slices.SortFunc(out, func(a, b IAMCall) int {
-		return strings.Compare(a.Function+"\x00"+a.Action+"\x00"+a.Resource+"\x00"+a.Reason, b.Function+"\x00"+b.Action+"\x00"+b.Resource+"\x00"+b.Reason)
+		return strings.Compare(a.Caller+"\x00"+a.Action+"\x00"+a.Resource+"\x00"+a.Reason, b.Caller+"\x00"+b.Action+"\x00"+b.Resource+"\x00"+b.Reason)
 	})
 	return out
 }

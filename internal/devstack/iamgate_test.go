@@ -46,6 +46,14 @@ func gateTemplate(t *testing.T) []byte {
 		"reconcile": {map[string]any{"Effect": "Allow", "Action": "states:DescribeExecution",
 			"Resource": join("arn:", ref("AWS::Partition"), ":states:", ref("AWS::Region"), ":", ref("AWS::AccountId"), ":execution:Buyflow-MediaBuy:*")}},
 	}
+	res["StateMachineRole"] = map[string]any{"Type": "AWS::IAM::Role", "Properties": map[string]any{}}
+	res["StateMachine2E01A3A5"] = map[string]any{"Type": "AWS::StepFunctions::StateMachine", "Properties": map[string]any{
+		"StateMachineName": "Buyflow-MediaBuy", "RoleArn": getAtt("StateMachineRole", "Arn")}}
+	res["StateMachineRoleDefaultPolicy"] = map[string]any{"Type": "AWS::IAM::Policy", "Properties": map[string]any{
+		"Roles": []any{ref("StateMachineRole")}, "PolicyDocument": map[string]any{"Statement": []any{
+			map[string]any{"Effect": "Allow", "Action": "lambda:InvokeFunction", "Resource": getAtt("CreateFunction0A1B2C3D", "Arn")},
+			map[string]any{"Effect": "Allow", "Action": "states:StartExecution", "Resource": machineARN},
+		}}}}
 	for _, f := range topology.App.Functions {
 		id := topology.ConstructID(f.Name)
 		env := map[string]any{}
@@ -246,7 +254,7 @@ func TestIAMGateDecidesAsTheRoleDoes(t *testing.T) {
 		"| submit | `dynamodb:GetItem` | `arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752`<br>`arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752/index/gsi1` | `SubmitRoleDefaultPolicy[0]` | **no test makes this call** |",
 		// Used on the table, never on the index: the index alone is listed.
 		"| submit | `dynamodb:PutItem` | `arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752/index/gsi1` | `SubmitRoleDefaultPolicy[0]` |",
-		"| approve | `logs:PutLogEvents` | `*` | `ApproveRoleDefaultPolicy[0]` | the Lambda service writes",
+		"| approve | `logs:PutLogEvents` | `*` | `ApproveRoleDefaultPolicy[0]` | the service writes the logs",
 	} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("the table lacks %q:\n%s", want, doc)
@@ -283,6 +291,43 @@ func TestIAMGateWithoutStatement(t *testing.T) {
 	}
 	if _, _, err := g.WithoutStatement("notify", "states:StartExecution"); err == nil {
 		t.Error("removed a statement that does not exist")
+	}
+}
+
+// The local Step Functions names the machine whose execution invokes a function: the
+// invocation is checked against that machine's role, and refused as Lambda refuses it.
+func TestIAMGateChecksTheStateMachinesInvocations(t *testing.T) {
+	g, url := newTestGate(t)
+	invoke := func(fn string) (status int, errType string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, url+"/2015-03-31/functions/arn%3Aaws%3Alambda%3Aus-east-1%3A000000000000%3Afunction%3A"+fn+"/invocations", strings.NewReader(`{}`))
+		req.Header.Set(statesCallerHeader, "states")
+		req.Header.Set(statesMachineHeader, gateValues[topology.EnvStateMachineARN])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("X-Amzn-ErrorType")
+	}
+	if status, _ := invoke("create"); status != http.StatusOK {
+		t.Errorf("the machine's invocation of create got %d", status)
+	}
+	if status, errType := invoke("poll"); status != http.StatusForbidden || errType != "AccessDeniedException" {
+		t.Errorf("the machine's invocation of poll, which its role does not allow, got %d %s", status, errType)
+	}
+	want := "state machine Buyflow-MediaBuy: lambda:InvokeFunction on arn:aws:lambda:us-east-1:123456789012:function:PollFunction0A1B2C3D"
+	if d := DeniedError(g.Denied()); d == nil || !strings.Contains(d.Error(), want) {
+		t.Errorf("denials %v, want %q", d, want)
+	}
+	doc := g.Markdown()
+	for _, row := range []string{
+		"| state machine Buyflow-MediaBuy | `lambda:InvokeFunction` | `arn:aws:lambda:us-east-1:123456789012:function:CreateFunction0A1B2C3D` | `StateMachineRoleDefaultPolicy[0]` |",
+		"| state machine Buyflow-MediaBuy | `states:StartExecution` | `arn:aws:states:us-east-1:123456789012:stateMachine:Buyflow-MediaBuy` | `StateMachineRoleDefaultPolicy[1]` | the local Step Functions engine",
+	} {
+		if !strings.Contains(doc, row) {
+			t.Errorf("the table lacks %q:\n%s", row, doc)
+		}
 	}
 }
 

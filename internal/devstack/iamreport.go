@@ -6,14 +6,13 @@ import (
 	"strings"
 
 	"github.com/buyflow/buyflow/internal/iampolicy"
-	"github.com/buyflow/buyflow/internal/topology"
 )
 
 // IAMGrant is an action a statement of a function's role grants, on the resource patterns no
 // call of that action used.
 type IAMGrant struct {
-	Function, Action, Statement string
-	Resources                   []string
+	Caller, Action, Statement string
+	Resources                 []string
 }
 
 // Unexercised returns the grants of every function's role that no allowed call used, each with
@@ -23,16 +22,16 @@ func (g *IAMGate) Unexercised() (grants []IAMGrant, why []string) {
 	calls := g.Calls()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for _, f := range topology.App.Functions {
-		for _, s := range g.policies[f.Name] {
+	for _, caller := range g.callers {
+		for _, s := range g.policies[caller] {
 			if s.Effect != "Allow" {
 				continue
 			}
 			for _, a := range s.Action {
-				gr := IAMGrant{Function: f.Name, Action: a, Statement: s.Source}
+				gr := IAMGrant{Caller: caller, Action: a, Statement: s.Source}
 				for _, res := range s.Resource {
 					used := slices.ContainsFunc(calls, func(c IAMCall) bool {
-						return !c.Denied && c.Function == f.Name && c.Statement == s.Source &&
+						return !c.Denied && c.Caller == caller && c.Statement == s.Source &&
 							iampolicy.Match(strings.ToLower(a), strings.ToLower(c.Action)) && iampolicy.Match(res, c.Resource)
 					})
 					if !used {
@@ -41,7 +40,7 @@ func (g *IAMGate) Unexercised() (grants []IAMGrant, why []string) {
 				}
 				if len(gr.Resources) > 0 {
 					grants = append(grants, gr)
-					why = append(why, serviceSide(a))
+					why = append(why, serviceSide(caller, a))
 				}
 			}
 		}
@@ -49,14 +48,16 @@ func (g *IAMGate) Unexercised() (grants []IAMGrant, why []string) {
 	return grants, why
 }
 
-// serviceSide says why a grant the function's code never uses is still needed, for the grants
-// the Lambda service uses with the function's role; "" for the others.
-func serviceSide(action string) string {
+// serviceSide says why a grant the caller's code never uses is still needed, for the grants the
+// service (Lambda, Step Functions) uses with the caller's role; "" for the others.
+func serviceSide(caller, action string) string {
 	switch {
 	case strings.HasPrefix(action, "logs:"):
-		return "the Lambda service writes the function's logs with its role; the local stack has no CloudWatch Logs"
+		return "the service writes the logs with the role; the local stack has no CloudWatch Logs"
 	case strings.HasPrefix(action, "xray:"):
-		return "Lambda's active tracing sends the segments; the local stack does not trace"
+		return "active tracing sends the segments; the local stack does not trace"
+	case strings.HasPrefix(caller, "state machine ") && action != "lambda:InvokeFunction":
+		return "the local Step Functions engine does this inside itself: no API call the local stack can check"
 	case strings.HasPrefix(action, "sqs:"), action == "dynamodb:DescribeStream", action == "dynamodb:GetRecords",
 		action == "dynamodb:GetShardIterator", action == "dynamodb:ListStreams":
 		return "the stream's event source mapping reads the stream and sends failed batches to the queue with the function's role; the local stack's mapping does that itself"
@@ -75,24 +76,24 @@ func (g *IAMGate) Markdown() string {
 		"the synthesized CDK template and refused when the role did not allow it. ARNs are the deployed stack's,\n"+
 		"in the placeholder account %s; a statement is named `<policy logical id>[<index>]`.\n\n", env.AccountID)
 	b.WriteString("## Calls, and the statement that allows each\n\n")
-	b.WriteString("| Function | Action | Resource | Allowed by |\n|---|---|---|---|\n")
+	b.WriteString("| Caller | Action | Resource | Allowed by |\n|---|---|---|---|\n")
 	for _, c := range g.Calls() {
 		if c.Denied {
 			continue
 		}
-		fmt.Fprintf(&b, "| %s | `%s` | `%s` | `%s` |\n", c.Function, c.Action, c.Resource, c.Statement)
+		fmt.Fprintf(&b, "| %s | `%s` | `%s` | `%s` |\n", c.Caller, c.Action, c.Resource, c.Statement)
 	}
 	b.WriteString("\n## Grants no call used\n\n")
 	b.WriteString("Each either gets a test that makes the call, or goes from the role. Those the Lambda service\n" +
 		"uses on the function's behalf say so.\n\n")
-	b.WriteString("| Function | Action | Resources | Statement | Why no call |\n|---|---|---|---|---|\n")
+	b.WriteString("| Caller | Action | Resources | Statement | Why no call |\n|---|---|---|---|---|\n")
 	grants, why := g.Unexercised()
 	for i, gr := range grants {
 		reason := why[i]
 		if reason == "" {
 			reason = "**no test makes this call**"
 		}
-		fmt.Fprintf(&b, "| %s | `%s` | `%s` | `%s` | %s |\n", gr.Function, gr.Action, strings.Join(gr.Resources, "`<br>`"), gr.Statement, reason)
+		fmt.Fprintf(&b, "| %s | `%s` | `%s` | `%s` | %s |\n", gr.Caller, gr.Action, strings.Join(gr.Resources, "`<br>`"), gr.Statement, reason)
 	}
 	return b.String()
 }

@@ -384,3 +384,20 @@ func (t *Template) Function(constructID string) (Function, error) {
 	}
 	return fn, nil
 }
+
+// StateMachineRole returns the logical id of the role of the state machine named name.
+func (t *Template) StateMachineRole(name string) (string, error) {
+	for id, r := range t.resources {
+		if r.Type != "AWS::StepFunctions::StateMachine" || t.physicalName(id) != name {
+			continue
+		}
+		role, _ := r.Properties["RoleArn"].(map[string]any)
+		if ga, ok := role["Fn::GetAtt"].([]any); ok && len(ga) == 2 {
+			if id, ok := ga[0].(string); ok {
+				return id, nil
+			}
+		}
+		return "", fmt.Errorf("iampolicy: state machine %s: role %v is not a role of the template", name, r.Properties["RoleArn"])
+	}
+	return "", fmt.Errorf("iampolicy: no state machine named %s in the template", name)
+}
