@@ -95,3 +95,21 @@ func TestTemplateRefusesWhatItCannotModel(t *testing.T) {
 		}
 	}
 }
+
+func TestStateMachineRole(t *testing.T) {
+	tpl, err := ParseTemplate([]byte(`{"Resources": {
+  "SM": {"Type": "AWS::StepFunctions::StateMachine", "Properties": {"StateMachineName": "Buyflow-MediaBuy", "RoleArn": {"Fn::GetAtt": ["SMRole", "Arn"]}}},
+  "Bad": {"Type": "AWS::StepFunctions::StateMachine", "Properties": {"StateMachineName": "Buyflow-Bad", "RoleArn": "arn:aws:iam::1:role/x"}}
+}}`), testEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if role, err := tpl.StateMachineRole("Buyflow-MediaBuy"); err != nil || role != "SMRole" {
+		t.Errorf("role %q, %v", role, err)
+	}
+	for _, name := range []string{"Buyflow-Bad", "Buyflow-None"} {
+		if _, err := tpl.StateMachineRole(name); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
