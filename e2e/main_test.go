@@ -112,8 +112,9 @@ func run(m *testing.M) int {
 	defer st.Close()
 	suite.api, suite.slackURL, suite.local = st.APIURL, st.SlackURL, st
 	code := m.Run()
-	if code == 0 {
-		code = checkIAM(st.IAM, root)
+	// The denials are reported after failed tests too: a refused call is often why one failed.
+	if c := checkIAM(st.IAM, root, code == 0); c != 0 {
+		code = c
 	}
 	if suite.logPath != "" {
 		// Each run has a log of its own: one of a passing run is not kept.
@@ -148,9 +149,9 @@ func client(t testing.TB, tenant string) *apiclient.Client {
 }
 
 // checkIAM fails the suite when a function's role refused one of its calls, naming each, and
-// writes the grants table to BUYFLOW_E2E_IAM_DOC when set (a relative path is the repository
-// root's: go test runs in e2e/).
-func checkIAM(g *devstack.IAMGate, root string) int {
+// after a passing run (whole) writes the grants table to BUYFLOW_E2E_IAM_DOC when set (a
+// relative path is the repository root's: go test runs in e2e/).
+func checkIAM(g *devstack.IAMGate, root string, passed bool) int {
 	if g == nil {
 		return 0
 	}
@@ -160,7 +161,7 @@ func checkIAM(g *devstack.IAMGate, root string) int {
 	}
 	unused, _ := g.Unexercised()
 	fmt.Fprintf(os.Stderr, "e2e: IAM: %d distinct calls allowed by the synthesized roles, none denied; %d grants no call used\n", len(g.Calls()), len(unused))
-	if path := os.Getenv("BUYFLOW_E2E_IAM_DOC"); path != "" {
+	if path := os.Getenv("BUYFLOW_E2E_IAM_DOC"); path != "" && passed {
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(root, path)
 		}
