@@ -179,6 +179,9 @@ func (g *IAMGate) deployedARN(c awsCall) string {
 	switch c.Kind {
 	case "table":
 		table, index, hasIndex := strings.Cut(c.Resource, "/index/")
+		if n := arnName(table, "table/"); n != "" {
+			table = n // DynamoDB also takes the table's ARN as its name
+		}
 		out := arn("dynamodb", "table/"+g.translate(table))
 		if hasIndex {
 			out += "/index/" + index

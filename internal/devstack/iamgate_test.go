@@ -151,6 +151,10 @@ func TestIAMGateDecidesAsTheRoleDoes(t *testing.T) {
 			_, err := ddb("submit").PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: key})
 			return err
 		}, true},
+		{"submit names the table by its ARN", func() error {
+			_, err := ddb("submit").GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("arn:aws:dynamodb:us-east-1:000000000000:table/" + table), Key: key})
+			return err
+		}, true},
 		{"submit queries an index the role names", func() error {
 			_, err := ddb("submit").Query(ctx, &dynamodb.QueryInput{TableName: &table, IndexName: aws.String("gsi1")})
 			return err
@@ -251,7 +255,8 @@ func TestIAMGateDecidesAsTheRoleDoes(t *testing.T) {
 		"| reconcile | `states:DescribeExecution` | `arn:aws:states:us-east-1:123456789012:execution:Buyflow-MediaBuy:op1` | `ReconcileRoleDefaultPolicy[0]` |",
 		"| notify | `secretsmanager:GetSecretValue` | `arn:aws:secretsmanager:us-east-1:123456789012:secret:Buyflow/slack-AbCdEf` | `NotifyRoleDefaultPolicy[0]` |",
 		// Granted, never called: listed, the service-side one with its reason.
-		"| submit | `dynamodb:GetItem` | `arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752`<br>`arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752/index/gsi1` | `SubmitRoleDefaultPolicy[0]` | **no test makes this call** |",
+		"| submit | `dynamodb:UpdateItem` | `arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752/index/gsi1` | `SubmitRoleDefaultPolicy[0]` | **no test makes this call** |",
+		"| submit | `dynamodb:Query` | `arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752` | `SubmitRoleDefaultPolicy[0]` | **no test makes this call** |",
 		// Used on the table, never on the index: the index alone is listed.
 		"| submit | `dynamodb:PutItem` | `arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752/index/gsi1` | `SubmitRoleDefaultPolicy[0]` |",
 		"| approve | `logs:PutLogEvents` | `*` | `ApproveRoleDefaultPolicy[0]` | the service writes the logs",
