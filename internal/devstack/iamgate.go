@@ -215,9 +215,9 @@ func (g *IAMGate) deployedARN(c awsCall) string {
 	return c.Resource
 }
 
-// admit decides r; it answers a refused call itself and reports whether r may go on.
-// Requests that no function signed (the stack's own set-up, the runtime API, the Step
-// Functions engine) are not a function's calls and go on.
+// admit decides r; it answers a refused call itself and reports whether r may go on. A local
+// Step Functions invocation is checked against its machine's role; other requests that no
+// function signed (the stack's own set-up, the runtime API, the stream mapping) go on.
 func (g *IAMGate) admit(w http.ResponseWriter, r *http.Request) bool {
 	fn := callerFunction(r)
 	if fn == "" {
@@ -230,10 +230,15 @@ func (g *IAMGate) admit(w http.ResponseWriter, r *http.Request) bool {
 	target := r.Header.Get("X-Amz-Target")
 	var body []byte
 	if r.Body != nil {
-		b, err := io.ReadAll(io.LimitReader(r.Body, maxIAMBody))
+		b, err := io.ReadAll(io.LimitReader(r.Body, maxIAMBody+1))
 		_ = r.Body.Close() // replaced below
 		if err != nil {
 			http.Error(w, "local stack: read request: "+err.Error(), http.StatusBadRequest)
+			return false
+		}
+		if len(b) > maxIAMBody {
+			// Never forward a truncated body; no API the gate models takes one this large.
+			http.Error(w, "local stack: the request body is larger than the 16 MB the IAM gate reads", http.StatusRequestEntityTooLarge)
 			return false
 		}
 		body = b
