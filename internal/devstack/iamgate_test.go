@@ -392,3 +392,18 @@ func FuzzParseAWSCall(f *testing.F) {
 		}
 	})
 }
+
+func TestIAMGateRefusesABodyItCannotReadWhole(t *testing.T) {
+	_, url := newTestGate(t)
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(strings.Repeat(" ", maxIAMBody+1)))
+	req.Header.Set("X-Amz-Target", "DynamoDB_20120810.PutItem")
+	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=local-submit/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=x")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("an oversized body got %s, want 413 (never forwarded cut)", resp.Status)
+	}
+}
