@@ -93,8 +93,17 @@ func run(m *testing.M) int {
 		defer func() { _ = f.Close() }() // log file
 		suite.logPath, logw = f.Name(), f
 	}
+	// Least privilege, proven: every AWS call a function makes is checked against its role
+	// in the synthesized CDK stack (BUYFLOW_E2E_IAM=0 skips the minute the synthesis takes).
+	var tpl []byte
+	if os.Getenv("BUYFLOW_E2E_IAM") != "0" {
+		if tpl, err = devstack.SynthTemplate(ctx, root, bin, nil); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+	}
 	st, err := devstack.Start(ctx, devstack.Options{
-		BinDir: bin, RepoRoot: root, Run: runConfig, Instances: 4, Log: logw, PortWait: 5 * time.Minute,
+		BinDir: bin, RepoRoot: root, Run: runConfig, Instances: 4, Log: logw, PortWait: 5 * time.Minute, IAMTemplate: tpl,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
@@ -103,6 +112,10 @@ func run(m *testing.M) int {
 	defer st.Close()
 	suite.api, suite.slackURL, suite.local = st.APIURL, st.SlackURL, st
 	code := m.Run()
+	// The denials are reported after failed tests too: a refused call is often why one failed.
+	if c := checkIAM(st.IAM, root, code == 0); c != 0 {
+		code = c
+	}
 	if suite.logPath != "" {
 		// Each run has a log of its own: one of a passing run is not kept.
 		if code == 0 {
@@ -133,4 +146,29 @@ func client(t testing.TB, tenant string) *apiclient.Client {
 		c.TenantHeader, c.Tenant = suite.local.TenantHeader, tenant
 	}
 	return c
+}
+
+// checkIAM fails the suite when a function's role refused one of its calls, naming each, and
+// after a passing run (whole) writes the grants table to BUYFLOW_E2E_IAM_DOC when set (a
+// relative path is the repository root's: go test runs in e2e/).
+func checkIAM(g *devstack.IAMGate, root string, passed bool) int {
+	if g == nil {
+		return 0
+	}
+	if err := devstack.DeniedError(g.Denied()); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	unused, _ := g.Unexercised()
+	fmt.Fprintf(os.Stderr, "e2e: IAM: %d distinct calls allowed by the synthesized roles, none denied; %d grants no call used\n", len(g.Calls()), len(unused))
+	if path := os.Getenv("BUYFLOW_E2E_IAM_DOC"); path != "" && passed {
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(root, path)
+		}
+		if err := os.WriteFile(path, []byte(g.Markdown()), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+	}
+	return 0
 }

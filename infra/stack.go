@@ -348,7 +348,7 @@ func (b *BuyflowStack) addFunction(p *stackParts, f topology.Function) (awslambd
 	if _, err := os.Stat(filepath.Join(dir, "bootstrap")); err != nil {
 		return nil, nil, fmt.Errorf("function %s: %s/bootstrap is missing: run `make build`, or set -c %s=DIR", f.Name, dir, CtxAssetRoot)
 	}
-	cid := pascal(f.Name)
+	cid := topology.ConstructID(f.Name)
 	// Its own role: writes to its own log group only (no AWSLambdaBasicExecutionRole, whose
 	// logs actions are on *), plus the grants of grantFunction.
 	role := awsiam.NewRole(stack, jsii.String(cid+"Role"), &awsiam.RoleProps{
@@ -497,7 +497,7 @@ func (b *BuyflowStack) addRoutes(app topology.Application) {
 	for _, r := range app.Routes {
 		integ, ok := integrations[r.Function]
 		if !ok {
-			integ = awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String(pascal(r.Function)+"Integration"), b.Functions[r.Function], nil)
+			integ = awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String(topology.ConstructID(r.Function)+"Integration"), b.Functions[r.Function], nil)
 			integrations[r.Function] = integ
 		}
 		if r.Default() {
@@ -746,7 +746,7 @@ func alarmOnBreakers(m monitor, agents string) {
 	m.alarm("AgentUnavailableAlarm", "An agent's circuit breaker is open: its buys wait and nothing is sent to it (Buyflow AgentUnavailable; the dashboard splits it by Agent; "+runbook+")",
 		m.custom(metrics.AgentUnavailable, nil, "Sum", ""))
 	for _, id := range agentIDs(agents, func(adcp.Agent) bool { return true }) {
-		m.alarm("AgentUnavailable"+pascal(id)+"Alarm", fmt.Sprintf("The circuit breaker of agent %s is open: its buys wait and nothing is sent to it (Buyflow AgentUnavailable, Agent=%s; %s)", id, id, runbook),
+		m.alarm("AgentUnavailable"+topology.ConstructID(id)+"Alarm", fmt.Sprintf("The circuit breaker of agent %s is open: its buys wait and nothing is sent to it (Buyflow AgentUnavailable, Agent=%s; %s)", id, id, runbook),
 			m.custom(metrics.AgentUnavailable, map[string]*string{"Agent": jsii.String(id)}, "Sum", ""))
 	}
 }
@@ -769,7 +769,7 @@ func alarmOnSellerWebhooks(m monitor, agents string) {
 			Period:       window,
 			Label:        jsii.String("webhooks of " + id + " all refused"),
 		})
-		m.alarm("WebhooksAllRefused"+pascal(id)+"Alarm", fmt.Sprintf("Every webhook of seller %s was refused for 15 minutes (Buyflow WebhookRejected by Seller, none in WebhookAccepted): its buys finish only by polling; WebhookRejected by Code says why", id), allRefused)
+		m.alarm("WebhooksAllRefused"+topology.ConstructID(id)+"Alarm", fmt.Sprintf("Every webhook of seller %s was refused for 15 minutes (Buyflow WebhookRejected by Seller, none in WebhookAccepted): its buys finish only by polling; WebhookRejected by Code says why", id), allRefused)
 	}
 }
 
@@ -784,8 +784,8 @@ func (b *BuyflowStack) alarmOnFunctions(m monitor, app topology.Application) fun
 	var fm functionMetrics
 	for _, f := range app.Functions {
 		fn := b.Functions[f.Name]
-		m.alarm(pascal(f.Name)+"ErrorsAlarm", "Lambda "+f.Name+" errors", fn.MetricErrors(m.sum))
-		m.alarm(pascal(f.Name)+"ThrottlesAlarm", "Lambda "+f.Name+" throttled (account or reserved concurrency)", fn.MetricThrottles(m.sum))
+		m.alarm(topology.ConstructID(f.Name)+"ErrorsAlarm", "Lambda "+f.Name+" errors", fn.MetricErrors(m.sum))
+		m.alarm(topology.ConstructID(f.Name)+"ThrottlesAlarm", "Lambda "+f.Name+" throttled (account or reserved concurrency)", fn.MetricThrottles(m.sum))
 		fm.errors = append(fm.errors, fn.MetricErrors(&awscloudwatch.MetricOptions{
 			Period: m.period, Statistic: jsii.String("Sum"), Label: jsii.String(f.Name),
 		}))
@@ -1124,25 +1124,7 @@ func schedule(stack awscdk.Stack, id string, fn awslambda.Function, function, wh
 		Target:      awsschedulertargets.NewLambdaInvoke(fn, &awsschedulertargets.ScheduleTargetBaseProps{Role: role, Input: input}),
 	})
 	// After the schedule: the target adds the role's policy when it binds.
-	suppress(role, "AwsSolutions-IAM5", reason, `/^Resource::<`+pascal(function)+`Function[0-9A-F]{8}\.Arn>:\*$/`)
-}
-
-func pascal(s string) string {
-	var b strings.Builder
-	up := true
-	for _, r := range s {
-		if r == '-' || r == '_' {
-			up = true
-			continue
-		}
-		if up {
-			b.WriteString(strings.ToUpper(string(r)))
-			up = false
-		} else {
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
+	suppress(role, "AwsSolutions-IAM5", reason, `/^Resource::<`+topology.ConstructID(function)+`Function[0-9A-F]{8}\.Arn>:\*$/`)
 }
 
 var retentions = map[int]awslogs.RetentionDays{

@@ -65,7 +65,7 @@ func TestLambdasNeverLinkCDK(t *testing.T) {
 // Test-support packages (simulated agents, emulators, event converters) never reach a Lambda.
 func TestLambdasNeverLinkTestSupport(t *testing.T) {
 	support := []string{"/internal/adcptest", "/internal/buytest", "/internal/dynamotest", "/internal/apigwtest", "/internal/metrics/metricstest", "/internal/logging/logtest", "/internal/devstack",
-		"/internal/approvaltest", "/internal/stagetest", "/internal/clocktest", "/internal/benchtest"}
+		"/internal/approvaltest", "/internal/stagetest", "/internal/clocktest", "/internal/benchtest", "/internal/iampolicy"}
 	for path, p := range list(t, "./functions/...") {
 		for _, d := range p.Deps {
 			for _, s := range support {

@@ -50,6 +50,14 @@ func missingFunctions(repoRoot string) []string {
 	return missing
 }
 
+// goTool is the go command of the toolchain running this process when GOROOT names one.
+func goTool() string {
+	if gr := os.Getenv("GOROOT"); gr != "" && isFile(filepath.Join(gr, "bin", "go")) {
+		return filepath.Join(gr, "bin", "go")
+	}
+	return "go"
+}
+
 // Build compiles every topology function for the host into outDir/<name>/bootstrap, as
 // `go build -trimpath -tags lambda.norpc` does, two at a time. It fails, naming them, when a
 // function has no source folder, and otherwise reports every build failure together.
@@ -57,10 +65,7 @@ func Build(ctx context.Context, repoRoot, outDir string, log io.Writer) error {
 	if missing := missingFunctions(repoRoot); len(missing) > 0 {
 		return fmt.Errorf("devstack: the topology declares functions that have no functions/<name>/main.go yet: %s", strings.Join(missing, ", "))
 	}
-	goBin := "go"
-	if gr := os.Getenv("GOROOT"); gr != "" && isFile(filepath.Join(gr, "bin", "go")) {
-		goBin = filepath.Join(gr, "bin", "go")
-	}
+	goBin := goTool()
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex

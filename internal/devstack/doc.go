@@ -47,6 +47,12 @@
 //     a test binary built with -race (kumo runs in it) does not report kumo's race.
 //   - kumo routes AWS REST calls by the SigV4 credential scope: the Lambda and API Gateway calls
 //     here are signed with dummy credentials.
+//   - No emulator enforces IAM. With Options.IAMTemplate (a template SynthTemplate made), the
+//     proxy checks every call a function signs (its access key id names it) against that
+//     function's role in the template and answers a refused one with AccessDeniedException, as
+//     AWS does (iamgate.go); Stack.IAM keeps each decision. Not checked: the Step Functions
+//     engine's own calls (the state machines' roles) and what the Lambda service does with a
+//     function's role (logs, X-Ray, the stream's event source mapping).
 //
 // # Invariants
 //

@@ -79,6 +79,8 @@ type emulatorProxy struct {
 	crash  atomic.Pointer[crashPoint]
 	trace  *Trace
 	kumo   string
+	// gate, once set, checks the functions' AWS calls against their roles (iamgate.go).
+	gate atomic.Pointer[IAMGate]
 	// stream taps the ledger table's writes (see streams.go), once the table exists.
 	stream atomic.Pointer[ledgerStream]
 	// secrets serializes Secrets Manager calls: kumo's GetSecretValue writes LastAccessedDate
@@ -182,6 +184,9 @@ func (p *emulatorProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			defer context.AfterFunc(p.lifetime, cancel)()
 			r = r.WithContext(ctx)
 		}
+	}
+	if g := p.gate.Load(); g != nil && !g.admit(w, r) {
+		return
 	}
 	if cp := p.crash.Load(); cp != nil && r.Header.Get("X-Amz-Target") == cp.Target && callerFunction(r) == cp.Function && p.crashes(w, r, cp) {
 		return

@@ -95,6 +95,10 @@ type Options struct {
 	// SweepEvery is the cadence of the reconciliation sweep (the reconcile function), as the
 	// EventBridge schedule runs it on AWS (default 10 s; negative: never).
 	SweepEvery time.Duration
+	// IAMTemplate, when set, is a synthesized CDK template (SynthTemplate): every AWS call a
+	// function makes is checked against that function's role in it and refused as AWS refuses
+	// it (Stack.IAM records the decisions).
+	IAMTemplate []byte
 	// PortWait, when positive, waits up to that long for a taken emulator port to become free
 	// (test packages that each start a stack then take turns) instead of failing at once.
 	PortWait time.Duration
@@ -134,6 +138,8 @@ type Stack struct {
 	ColdStarts map[string]time.Duration
 	// Trace records webhooks received and Lambda invocations, for latency measurements.
 	Trace *Trace
+	// IAM is the enforcement of Options.IAMTemplate (nil without one).
+	IAM *IAMGate
 
 	rest  restClient
 	sfn   *sfn.Client
@@ -234,6 +240,13 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	if err := st.createStateMachines(ctx, names, arns, values); err != nil {
 		return nil, err
+	}
+	if len(o.IAMTemplate) > 0 {
+		// Before the functions start: their first call is already checked.
+		if st.IAM, err = newIAMGate(o.IAMTemplate, values); err != nil {
+			return nil, err
+		}
+		st.proxy.gate.Store(st.IAM)
 	}
 	if err := st.createAPI(ctx, front, names.api, arns); err != nil {
 		return nil, err

@@ -6,6 +6,8 @@
 // It imports the standard library only, so Lambdas, infra and the local stack can all use it.
 package topology
 
+import "strings"
+
 // Environment variable names the functions read. Values are supplied by the deployer (CDK or
 // the local stack); secrets are never values here, only the names of Secrets Manager secrets.
 const (
@@ -297,4 +299,25 @@ var App = Application{
 		// and submit's role gains nothing.
 		{Path: DefaultRouteKey, Function: "submit", Auth: AuthNone},
 	},
+}
+
+// ConstructID is the CDK construct id infra derives from a function's name (or any name):
+// pascal case, "-" and "_" dropped. The template's logical ids start with it, which is how
+// the local stack finds a function's role in a synthesized template.
+func ConstructID(name string) string {
+	var b strings.Builder
+	up := true
+	for _, r := range name {
+		if r == '-' || r == '_' {
+			up = true
+			continue
+		}
+		if up {
+			b.WriteString(strings.ToUpper(string(r)))
+			up = false
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }

@@ -132,3 +132,11 @@ func servesIAMRoute(fn string) bool {
 	}
 	return false
 }
+
+func TestConstructID(t *testing.T) {
+	for in, want := range map[string]string{"submit": "Submit", "send-task_x": "SendTaskX", "": ""} {
+		if got := ConstructID(in); got != want {
+			t.Errorf("ConstructID(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -121,14 +121,15 @@ function newToken() {
 
 // ---- Lambda ----------------------------------------------------------------------------------
 
-async function invoke(functionArn, payload) {
+async function invoke(functionArn, payload, machineArn) {
   let resp;
   try {
     resp = await fetch(`${config.lambda_url}/2015-03-31/functions/${encodeURIComponent(functionArn)}/invocations`, {
       method: 'POST',
       // The caller header tells the local stack's proxy that Step Functions calls: it must see
-      // a function error as the Lambda API reports it (200 + X-Amz-Function-Error).
-      headers: { 'content-type': 'application/json', 'x-buyflow-local-caller': 'states' },
+      // a function error as the Lambda API reports it (200 + X-Amz-Function-Error). The machine
+      // header names the state machine whose role makes the call (the proxy may check it).
+      headers: { 'content-type': 'application/json', 'x-buyflow-local-caller': 'states', 'x-buyflow-local-machine': machineArn ?? '' },
       body: JSON.stringify(payload),
     });
   } catch (err) {
@@ -371,7 +372,7 @@ async function lambdaTask(ex, stateName, raw) {
   if (JSON.stringify(input).includes(MARKER)) ex.leaks.push(`${stateName}: token marker in a non-callback payload`);
   const attempt = openAttempt(ex, stateName, 'lambda', 'invoke', input);
   try {
-    const out = await invoke(input.FunctionName, payload);
+    const out = await invoke(input.FunctionName, payload, ex.machine.arn);
     rec.result = 'ok';
     const envelope = { StatusCode: 200, ExecutedVersion: '$LATEST', Payload: out };
     endAttempt(ex, attempt, 'TaskSucceeded', { output: json(envelope), outputDetails: noTruncation });
@@ -406,7 +407,7 @@ async function callbackTask(ex, stateName, raw) {
   }, (timeout ?? NO_TIMEOUT_SECONDS) * 1000);
   timer.unref();
   try {
-    const out = await invoke(input.FunctionName, payload);
+    const out = await invoke(input.FunctionName, payload, ex.machine.arn);
     endAttempt(ex, attempt, 'TaskSubmitted', { output: json({ StatusCode: 200, ExecutedVersion: '$LATEST', Payload: out }), outputDetails: noTruncation });
   } catch (err) {
     clearTimeout(timer);
