@@ -29,6 +29,19 @@ type PeerStack struct {
 	logFile *os.File
 }
 
+// PeerSkip says why a suite of real Node peers on the local stack cannot run here ("" when it
+// can): it needs BUYFLOW_E2E=1 and BUYFLOW_NODE_TESTS=1 (make test sets both), and the local
+// stack, since the peers must reach the API on loopback. what names the suite and its peers.
+func PeerSkip(what string) string {
+	switch {
+	case os.Getenv("BUYFLOW_E2E") != "1" || os.Getenv("BUYFLOW_NODE_TESTS") != "1":
+		return what + ": set BUYFLOW_E2E=1 and BUYFLOW_NODE_TESTS=1 (make test does); it starts the local stack and Node sellers"
+	case os.Getenv("BUYFLOW_E2E_ENDPOINT") != "":
+		return what + ": runs on the local stack only (the sellers must reach the API on loopback)"
+	}
+	return ""
+}
+
 // Peer is one real agent of the stack's registry: a seller on MCP, signing its webhooks
 // (RFC 9421, key at JWKSURL) when JWKSURL is set. Token is its credential: the bearer token,
 // or with Auth (the registry's auth block, e.g. OAuth client credentials) the client secret.

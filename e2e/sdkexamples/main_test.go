@@ -70,12 +70,7 @@ var (
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	switch {
-	case os.Getenv("BUYFLOW_E2E") != "1" || os.Getenv("BUYFLOW_NODE_TESTS") != "1":
-		skip = "SDK example sellers suite: set BUYFLOW_E2E=1 and BUYFLOW_NODE_TESTS=1 (make test does); it starts the local stack and the SDK's example sellers"
-		return m.Run()
-	case os.Getenv("BUYFLOW_E2E_ENDPOINT") != "":
-		skip = "SDK example sellers suite: runs on the local stack only (the sellers must reach the API on loopback)"
+	if skip = e2etest.PeerSkip("SDK example sellers suite"); skip != "" {
 		return m.Run()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

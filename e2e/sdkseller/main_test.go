@@ -65,12 +65,7 @@ var (
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	switch {
-	case os.Getenv("BUYFLOW_E2E") != "1" || os.Getenv("BUYFLOW_NODE_TESTS") != "1":
-		skip = "SDK seller suite: set BUYFLOW_E2E=1 and BUYFLOW_NODE_TESTS=1 (make test does); it starts the local stack and a Node seller"
-		return m.Run()
-	case os.Getenv("BUYFLOW_E2E_ENDPOINT") != "":
-		skip = "SDK seller suite: runs on the local stack only (the seller must reach the API on loopback)"
+	if skip = e2etest.PeerSkip("SDK seller suite"); skip != "" {
 		return m.Run()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
