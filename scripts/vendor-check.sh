@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks that what the repository vendors from the AdCP reference material is still an
-# unmodified copy of it: the schema packs (internal/adcpschemas/schemas-<release>.tar.gz, made
-# by scripts/vendor-adcp-schemas.sh) against their upstream folders, and every test-vector
+# unmodified copy of it: the schema packs (internal/adcpschemas/schemas-*.tar.gz and the
+# doubles' internal/adcptest/schemas-3.2.3.tar.gz, made by scripts/vendor-adcp-schemas.sh) file
+# by file against their upstream folders, and every test-vector
 # file under testdata/ against the upstream vectors it was copied from (the testdata READMEs
 # list the same mapping). `make vendor-check` runs it; .ci/run runs it only where the upstream
 # checkout sits beside the repository, since nothing else in the build needs it.
@@ -19,26 +20,32 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 bad=0
 
-# release, upstream folder, what the pack leaves out (see scripts/vendor-adcp-schemas.sh)
-while read -r release folder leftout; do
-  pack=internal/adcpschemas/schemas-$release.tar.gz
-  mkdir "$tmp/$release"
-  tar -xzf "$root/$pack" -C "$tmp/$release"
-  exclude=()
-  if [ "$leftout" != - ]; then
-    IFS=, read -ra names <<<"$leftout"
-    for n in "${names[@]}"; do exclude+=(-x "$n"); done
-  fi
-  if ! diff -r "${exclude[@]}" "$upstream/$folder" "$tmp/$release" >"$tmp.diff" 2>&1; then
-    echo "vendor-check: $pack differs from $upstream/$folder:" >&2
-    head -40 "$tmp.diff" >&2
-    echo "  refresh it with scripts/vendor-adcp-schemas.sh $upstream" >&2
-    bad=1
+# pack, its upstream folder, and whether it must hold the whole folder (bundled/ and the
+# upstream PROVENANCE.md aside) or a selection of it (the requests' closure)
+while read -r pack folder whole; do
+  dir=$tmp/$(basename "$(dirname "$pack")")-$(basename "$pack" .tar.gz)
+  mkdir "$dir"
+  tar -xzf "$root/$pack" -C "$dir"
+  if [ "$whole" = whole ]; then
+    if ! diff -r -x bundled -x PROVENANCE.md "$upstream/$folder" "$dir" >"$tmp.diff" 2>&1; then
+      echo "vendor-check: $pack differs from $upstream/$folder:" >&2
+      head -40 "$tmp.diff" >&2
+      echo "  refresh it with scripts/vendor-adcp-schemas.sh $upstream" >&2
+      bad=1
+    fi
+  else
+    while read -r f; do
+      if ! cmp -s "$upstream/$folder/$f" "$dir/$f"; then
+        echo "vendor-check: $f in $pack differs from $upstream/$folder/$f (refresh with scripts/vendor-adcp-schemas.sh)" >&2
+        bad=1
+      fi
+    done < <(cd "$dir" && find . -type f | sed 's|^\./||')
   fi
   rm -f "$tmp.diff"
 done <<'PACKS'
-3.1.19 adcp-schemas -
-3.2.3 adcp-schemas-3.2.3 bundled,PROVENANCE.md
+internal/adcpschemas/schemas-3.1.19.tar.gz adcp-schemas whole
+internal/adcpschemas/schemas-3.2.3.tar.gz adcp-schemas-3.2.3 selection
+internal/adcptest/schemas-3.2.3.tar.gz adcp-schemas-3.2.3 whole
 PACKS
 if ! cmp -s "$upstream/adcp-schemas-3.2.3/PROVENANCE.md" "$root/internal/adcpschemas/provenance-3.2.3.md"; then
   echo "vendor-check: internal/adcpschemas/provenance-3.2.3.md differs from $upstream/adcp-schemas-3.2.3/PROVENANCE.md" >&2
@@ -62,4 +69,4 @@ internal/webhookauth/testdata/vectors/canonicalization.json static/compliance/so
 MAP
 
 [ "$bad" = 0 ] || exit 1
-echo "vendor-check: the schema packs ($(cat "$root"/internal/adcpschemas/schemas-*.tar.gz | tar -tzf - -i | wc -l) files) and the test vectors match $upstream"
+echo "vendor-check: the schema packs ($(cat "$root"/internal/adcpschemas/schemas-*.tar.gz "$root"/internal/adcptest/schemas-*.tar.gz | tar -tzf - -i | wc -l) files) and the test vectors match $upstream"

@@ -1,10 +1,12 @@
 // Package adcpschemas embeds the AdCP JSON Schema releases buyflow validates every outbound
-// request against (3.1.19, and the 3.2.3 buyer subset), so that a deployed Lambda, the tests and
-// the local stack carry them and read nothing outside the repository. Each
-// schemas-<release>.tar.gz is a verbatim, reproducible pack of an upstream folder made by
-// scripts/vendor-adcp-schemas.sh; PROVENANCE.md records each pack's file count and tree digest,
-// which a test checks against the pack, and `make vendor-check` compares the packs with the
-// upstream folders where they are at hand.
+// request against, so that a deployed Lambda, the tests and the local stack carry them and
+// read nothing outside the repository: 3.1.19 whole, and of 3.2.3 the closure under $ref of
+// the request schemas buyflow sends (the simulated agents embed the whole 3.2.3 buyer subset
+// themselves; a Lambda validates no answer, and the rest would cost every bootstrap 400 KB of
+// its 12 MB). Each schemas-<release>.tar.gz is a verbatim, reproducible pack of upstream files
+// made by scripts/vendor-adcp-schemas.sh; PROVENANCE.md records each pack's file count and
+// tree digest, which a test checks against the pack, and `make vendor-check` compares every
+// packed file with its upstream copy where the folders are at hand.
 package adcpschemas
 
 import (
@@ -85,12 +87,13 @@ func Embedded(release string) (fs.FS, error) {
 			t.err = fmt.Errorf("adcpschemas: %w", err)
 			return
 		}
-		t.fsys, t.err = unpack(data)
+		t.fsys, t.err = Unpack(data)
 	})
 	return t.fsys, t.err
 }
 
-func unpack(data []byte) (fs.FS, error) {
+// Unpack reads a pack made by scripts/vendor-adcp-schemas.sh into memory.
+func Unpack(data []byte) (fs.FS, error) {
 	zr, err := gzip.NewReader(bytes.NewReader(data))
 	if err != nil {
 		return nil, fmt.Errorf("adcpschemas: open pack: %w", err)

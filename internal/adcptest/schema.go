@@ -2,6 +2,7 @@ package adcptest
 
 import (
 	"bytes"
+	_ "embed"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -86,8 +87,15 @@ func NewValidator(dir string) (*Validator, error) {
 	return v, nil
 }
 
-// NewValidator32 returns the (process-wide, cached) validator of the AdCP 3.2.3 schemas
-// buyflow embeds (adcpschemas.Open): what an agent in Version32 mode checks requests with.
+// buyer32 is the whole AdCP 3.2.3 buyer subset (requests and the answers a buyer reads), made
+// by scripts/vendor-adcp-schemas.sh with its provenance in internal/adcpschemas/PROVENANCE.md.
+// The Lambdas embed only the requests' closure (adcpschemas); an agent checks its answers too.
+//
+//go:embed schemas-3.2.3.tar.gz
+var buyer32 []byte
+
+// NewValidator32 returns the (process-wide, cached) validator of the AdCP 3.2.3 buyer subset:
+// what an agent in Version32 mode checks requests and its own answers with.
 func NewValidator32() (*Validator, error) {
 	key := "release:" + adcpschemas.Release32
 	validatorsMu.Lock()
@@ -95,7 +103,7 @@ func NewValidator32() (*Validator, error) {
 	if v, ok := validators[key]; ok {
 		return v, nil
 	}
-	fsys, err := adcpschemas.Open(adcpschemas.Release32)
+	fsys, err := adcpschemas.Unpack(buyer32)
 	if err != nil {
 		return nil, err
 	}
