@@ -11,6 +11,7 @@ import (
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
+	"github.com/buyflow/buyflow/internal/adcpvalidate"
 	"github.com/buyflow/buyflow/internal/breaker"
 	"github.com/buyflow/buyflow/internal/registry"
 )
@@ -38,7 +39,7 @@ func breakers(c *wire.Cold, reg *registry.Cache) *breaker.Gate {
 // compiling every request schema took ~70 ms of CPU, most of a cold start, while an invocation
 // calls one or two tools.
 func Client(reg adcp.Agents, creds adcp.Credentials, guard adcp.Guard) (*adcp.Client, error) {
-	return adcp.New(adcp.Options{Agents: reg, Credentials: creds, Guard: guard, Validator: adcp.NewReleasesValidator(adcpschemas.Open)})
+	return adcp.New(adcp.Options{Agents: reg, Credentials: creds, Guard: guard, Validator: adcpvalidate.NewReleasesValidator(adcpschemas.Open)})
 }
 
 // GuardedClient is what every function that calls agents on a buy's behalf builds at its cold
