@@ -14,6 +14,7 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/adcptest"
+	"github.com/buyflow/buyflow/internal/adcpvalidate"
 	"github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/apigwtest"
 	"github.com/buyflow/buyflow/internal/dynamotest"
@@ -33,7 +34,7 @@ func operatorAPI(t *testing.T) (api, sellerURL string) {
 	client, table := dynamotest.Start(t)
 	store := registry.NewStore(client, table)
 	creds := adcp.CredentialsFunc(func(context.Context, string) (string, error) { return "tok-0123456789abcdef", nil })
-	prober, err := adcp.New(adcp.Options{Agents: store, Credentials: creds, Validator: adcp.NewReleasesValidator(adcpschemas.Open), CapabilitiesTTL: time.Nanosecond})
+	prober, err := adcp.New(adcp.Options{Agents: store, Credentials: creds, Validator: adcpvalidate.NewReleasesValidator(adcpschemas.Open), CapabilitiesTTL: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)
 	}

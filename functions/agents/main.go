@@ -7,7 +7,7 @@ package main
 import (
 	"context"
 
-	"github.com/buyflow/buyflow/functions/internal/agentwire"
+	"github.com/buyflow/buyflow/functions/internal/agentclient"
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/config"
@@ -24,7 +24,7 @@ func run(_ context.Context, getenv func(string) string) error {
 	store := registry.NewStore(c.DynamoDB(), c.Env.TableName)
 	// The prober reads each agent straight from the store: it runs right after a change. An
 	// operator's check is not held back by the agent's circuit breaker.
-	prober, err := agentwire.Client(store, c.Secrets(), nil)
+	prober, err := agentclient.Client(store, c.Secrets(), nil)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,7 @@ package main
 import (
 	"context"
 
-	"github.com/buyflow/buyflow/functions/internal/agentwire"
+	"github.com/buyflow/buyflow/functions/internal/agentclient"
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/create"
 	"github.com/buyflow/buyflow/internal/stage"
@@ -18,7 +18,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	client, err := agentwire.GuardedClient(ctx, c)
+	client, err := agentclient.GuardedClient(ctx, c)
 	if err != nil {
 		return err
 	}

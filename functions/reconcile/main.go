@@ -11,7 +11,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/buyflow/buyflow/functions/internal/agentwire"
+	"github.com/buyflow/buyflow/functions/internal/agentclient"
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/delivery"
 	"github.com/buyflow/buyflow/internal/reconcile"
@@ -24,7 +24,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	client, err := agentwire.GuardedClient(ctx, c)
+	client, err := agentclient.GuardedClient(ctx, c)
 	if err != nil {
 		return err
 	}

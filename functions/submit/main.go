@@ -13,8 +13,8 @@ import (
 	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"github.com/buyflow/buyflow/functions/internal/wire"
-	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
+	"github.com/buyflow/buyflow/internal/adcpvalidate"
 	"github.com/buyflow/buyflow/internal/buy"
 	"github.com/buyflow/buyflow/internal/campaign"
 	"github.com/buyflow/buyflow/internal/httpapi"
@@ -33,7 +33,7 @@ func run(_ context.Context, getenv func(string) string) error {
 		return err
 	}
 	// Unpacked and compiled on the first validation, off the cold path.
-	validator := adcp.NewReleasesValidator(adcpschemas.Open)
+	validator := adcpvalidate.NewReleasesValidator(adcpschemas.Open)
 	// Submit reads the agents a buy names as stored now (Cache.Current): no load at cold start.
 	// A campaign's legs are looked up the same way.
 	reg := registry.ForFunction(c.DynamoDB(), c.Env.TableName, c.Env.AgentSecretPrefix)

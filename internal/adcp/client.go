@@ -40,8 +40,8 @@ type Options struct {
 	// while the process runs (internal/registry). Exactly one of Registry and Agents is set.
 	Registry    *Registry
 	Agents      Agents
-	Credentials Credentials // required
-	Validator   *Validator  // required: every request is validated before sending
+	Credentials Credentials      // required
+	Validator   RequestValidator // required: every request is validated before sending (internal/adcpvalidate)
 	// HTTPClient carries the MCP traffic; its Transport is wrapped to add auth.
 	// Default: a client with no timeout of its own (CallTimeout bounds calls).
 	HTTPClient *http.Client
@@ -204,7 +204,7 @@ func checkIntentKey(in Intent) error {
 	}
 	if err := json.Unmarshal(in.Body, &probe); err != nil {
 		return &ValidationError{Tool: in.Task, Reason: "body is not a JSON object: " + err.Error(),
-			Issues: []issue{{Reason: "body is not a JSON object"}}}
+			Issues: []Issue{{Reason: "body is not a JSON object"}}}
 	}
 	if probe.Key != in.Key {
 		return fmt.Errorf("adcp: send %s: body idempotency_key differs from the intent key", in.Task)

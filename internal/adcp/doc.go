@@ -54,8 +54,10 @@
 //     Options.CapabilitiesTTL against the injected clock. The polling tool is
 //     get_task_status when listed, else tasks/get (else tasks_get); listing is
 //     list_tasks, else tasks/list.
-//   - Schemas load from an fs.FS (NewValidator): the copy embedded by
-//     internal/adcpschemas, or a folder it is pointed at.
+//   - The validator is Options.Validator, a RequestValidator: internal/adcpvalidate
+//     over the schemas embedded by internal/adcpschemas, or a folder it is pointed
+//     at. It is apart so that a binary calling no agent does not link the schema
+//     library; the tool → request schema table stays here (RequestSchema).
 //   - MCP sessions are opened per call (initialize, call, close) with no
 //     standalone SSE stream, so stateless sellers that answer every POST as SSE
 //     and issue no Mcp-Session-Id work.

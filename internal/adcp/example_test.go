@@ -8,6 +8,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
+	"github.com/buyflow/buyflow/internal/adcpvalidate"
 )
 
 // Example shows the calling pattern of a stage Lambda: fix the intent once
@@ -25,7 +26,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	v, err := adcp.NewValidator(schemas)
+	v, err := adcpvalidate.NewValidator(schemas)
 	if err != nil {
 		panic(err)
 	}

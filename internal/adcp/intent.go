@@ -177,13 +177,14 @@ func finishBody(m map[string]json.RawMessage, key, version string) ([]byte, erro
 	return b, nil
 }
 
-// ValidateIntent checks an intent's body against its task's request schema,
-// so a caller can refuse to store an intent that could never be sent.
-func (v *Validator) ValidateIntent(in Intent) error {
+// RequestVersion returns the wire version whose request schema the intent's body is checked
+// against (the version its body was shaped for), or an error if the intent's task is not a
+// mutating one: a caller refuses to store an intent that could never be sent.
+func (in Intent) RequestVersion() (string, error) {
 	if !tools[in.Task].mutating {
-		return fmt.Errorf("adcp: validate intent: %q is not a mutating AdCP task", in.Task)
+		return "", fmt.Errorf("adcp: validate intent: %q is not a mutating AdCP task", in.Task)
 	}
-	return v.ValidateRequestAt(shapesOf(bodyVersion(in.Body)), in.Task, in.Body)
+	return shapesOf(bodyVersion(in.Body)), nil
 }
 
 // NewIntent fixes a mutating request for agentID in the AdCP version negotiated with it

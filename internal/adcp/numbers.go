@@ -4,23 +4,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
 	"github.com/buyflow/buyflow/internal/jsonnum"
 )
-
-// boundNumbers refuses, as a validation error at its field, a number in body that
-// github.com/santhosh-tekuri/jsonschema v6.0.3 cannot compare: for 1e10000000 it dereferences
-// the nil *big.Rat that math/big returns and panics (there is no later release). jsonnum's
-// bounds sit far inside what the library handles.
-func boundNumbers(tool, schema string, body []byte) error {
-	var ne *jsonnum.Error
-	if err := jsonnum.Check(body); errors.As(err, &ne) {
-		return &ValidationError{Tool: tool, Schema: schema, Pointer: ne.Pointer, Reason: ne.Err.Error(),
-			Issues: []issue{{Pointer: ne.Pointer, Reason: ne.Err.Error()}}}
-	}
-	return nil
-}
 
 // boundAnswer refuses an agent's answer that holds a number over jsonnum's bounds, before
 // anything decodes it: a protocol error, terminal, like any other answer buyflow cannot read.
@@ -30,15 +15,4 @@ func boundAnswer(body []byte) error {
 		return &Error{Kind: KindProtocol, Recovery: RecoveryTerminal, Err: fmt.Errorf("decode payload: %w", ne)}
 	}
 	return nil
-}
-
-// validateRecovering runs the schema library, turning a panic inside it (a defect of the
-// library on some input nobody has found yet) into an error instead of the process's end.
-func validateRecovering(s *jsonschema.Schema, inst any) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("adcp: the schema validator failed on this input: %v", r)
-		}
-	}()
-	return s.Validate(inst)
 }

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"strings"
 	"testing"
-	"testing/fstest"
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcpschemas"
@@ -136,81 +135,6 @@ func TestDefaultRecoveriesMatchSchema(t *testing.T) {
 	}
 }
 
-// TestValidatorFromFS shows the loader works from any fs.FS (embedding).
-func TestValidatorFromFS(t *testing.T) {
-	fsys := fstest.MapFS{
-		releaseCheckFile: {Data: []byte(`{"type":"object"}`)},
-		"core/tasks-get-request.json": {Data: []byte(`{"$schema":"http://json-schema.org/draft-07/schema#","$id":"/schemas/3.1.19/core/tasks-get-request.json",
-			"type":"object","required":["task_id"],"properties":{"task_id":{"type":"string"},"when":{"type":"string","format":"date-time"}},
-			"allOf":[{"$ref":"/schemas/3.1.19/core/version-envelope.json"}]}`)},
-		"core/version-envelope.json": {Data: []byte(`{"$schema":"http://json-schema.org/draft-07/schema#","$id":"/schemas/3.1.19/core/version-envelope.json",
-			"type":"object","properties":{"adcp_version":{"type":"string","pattern":"^\\d+\\.\\d+$"}}}`)},
-	}
-	v, err := NewValidator(fsys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := v.ValidateRequest(ToolTasksGet, []byte(`{"task_id":"t","adcp_version":"3.1","when":"2030-01-01T00:00:00Z"}`)); err != nil {
-		t.Fatal(err)
-	}
-	var ve *ValidationError
-	if err := v.ValidateRequest(ToolTasksGet, []byte(`{"task_id":"t","adcp_version":"three"}`)); !errors.As(err, &ve) || ve.Pointer != "/adcp_version" {
-		t.Fatalf("got %v", err)
-	}
-	if err := v.ValidateRequest(ToolTasksGet, []byte(`{"task_id":"t","when":"yesterday"}`)); !errors.As(err, &ve) || ve.Pointer != "/when" {
-		t.Fatalf("format not asserted: %v", err)
-	}
-	if _, err := NewValidator(fstest.MapFS{}); err == nil {
-		t.Fatal("empty fs accepted")
-	}
-}
-
-// TestLazyValidatorOpensOnFirstValidation: the schema tree is opened by the first validation,
-// once, and a tree that cannot be opened fails validations instead of the constructor.
-func TestLazyValidatorOpensOnFirstValidation(t *testing.T) {
-	fsys := fstest.MapFS{
-		releaseCheckFile: {Data: []byte(`{"type":"object"}`)},
-		"core/tasks-get-request.json": {Data: []byte(`{"$schema":"http://json-schema.org/draft-07/schema#","$id":"/schemas/3.1.19/core/tasks-get-request.json",
-			"type":"object","required":["task_id"],"properties":{"task_id":{"type":"string"}}}`)},
-	}
-	opened := 0
-	v := NewReleasesValidator(func(string) (fs.FS, error) { opened++; return fsys, nil })
-	if opened != 0 {
-		t.Fatal("opened at construction")
-	}
-	for range 2 {
-		if err := v.ValidateRequest(ToolTasksGet, []byte(`{"task_id":"t"}`)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var ve *ValidationError
-	if err := v.ValidateRequest(ToolTasksGet, []byte(`{}`)); !errors.As(err, &ve) {
-		t.Fatalf("missing task_id: %v", err)
-	}
-	if opened != 1 {
-		t.Fatalf("opened %d times, want once", opened)
-	}
-	broken := NewReleasesValidator(func(string) (fs.FS, error) { return nil, errors.New("pack corrupt") })
-	if err := broken.ValidateRequest(ToolTasksGet, []byte(`{"task_id":"t"}`)); err == nil || !strings.Contains(err.Error(), "pack corrupt") {
-		t.Fatalf("unopenable tree: %v", err)
-	}
-	empty := NewReleasesValidator(func(string) (fs.FS, error) { return fstest.MapFS{}, nil })
-	if err := empty.ValidateRequest(ToolTasksGet, []byte(`{"task_id":"t"}`)); err == nil {
-		t.Fatal("a tree without the schemas validated")
-	}
-}
-
-func TestPrecompile(t *testing.T) {
-	if testing.Short() {
-		t.Skip("compiles every request schema")
-	}
-	start := time.Now()
-	if err := testValidator(t).Precompile(WireVersion); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("precompiled in %v", time.Since(start))
-}
-
 func TestNewIntent(t *testing.T) {
 	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	req := validCreate()
@@ -236,23 +160,6 @@ func TestNewIntent(t *testing.T) {
 	}
 	if _, err := NewIntent(ToolCreateMediaBuy, []int{1}, at); err == nil {
 		t.Fatal("non-object accepted")
-	}
-}
-
-func TestValidateIntent(t *testing.T) {
-	v := testValidator(t)
-	good := mustIntent(t, ToolCreateMediaBuy, validCreate(), time.Now())
-	if err := v.ValidateIntent(good); err != nil {
-		t.Fatal(err)
-	}
-	r := validCreate()
-	r.EndTime = ""
-	var ve *ValidationError
-	if err := v.ValidateIntent(mustIntent(t, ToolCreateMediaBuy, r, time.Now())); !errors.As(err, &ve) || ve.Pointer != "/end_time" {
-		t.Fatalf("got %v", err)
-	}
-	if err := v.ValidateIntent(Intent{Task: ToolGetMediaBuys}); err == nil {
-		t.Fatal("read task accepted")
 	}
 }
 

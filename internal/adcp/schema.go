@@ -1,31 +1,10 @@
 package adcp
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
-	"path"
 	"slices"
-	"sort"
-	"strings"
-	"sync"
-
-	"github.com/buyflow/buyflow/internal/ecmaregexp"
-	"github.com/santhosh-tekuri/jsonschema/v6"
-	"github.com/santhosh-tekuri/jsonschema/v6/kind"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
 )
-
-// schemaOrigin is where every AdCP schema release lives, and the one origin the validator
-// serves schema files under: the release is the first path segment after it. The 3.2 files
-// name their $id and every $ref absolutely ("https://adcontextprotocol.org/schemas/3.2.3/…");
-// the 3.1.19 files use root-relative ones ("/schemas/3.1.19/…"), which resolve against the
-// same origin. One loader therefore serves both forms, and a reference can never cross from
-// one release into another unnoticed: it names its release.
-const schemaOrigin = "https://adcontextprotocol.org/schemas/"
 
 // schemaReleases maps each AdCP wire version buyflow speaks to the schema release its requests
 // are validated against.
@@ -34,9 +13,14 @@ var schemaReleases = map[string]string{
 	"3.2":       "3.2.3",
 }
 
-// releaseCheckFile is a file every schema release buyflow carries has (the 3.2.3 pack holds
-// the buyer's closure only, without enums/error-code.json).
-const releaseCheckFile = "media-buy/create-media-buy-request.json"
+// RequestValidator checks a request before the client sends it: body, the exact arguments
+// object for tool, against the tool's request schema in AdCP wire version ("3.1", "3.2"). A
+// refusal is a *ValidationError. It is an interface, implemented by internal/adcpvalidate, so
+// that a binary which never calls an agent does not link the JSON Schema library (whose init
+// compiles every draft's metaschema, milliseconds of every cold start).
+type RequestValidator interface {
+	ValidateRequestAt(version, tool string, body []byte) error
+}
 
 // ValidationError reports a request that breaks the AdCP schema. It is
 // returned before anything is sent.
@@ -45,11 +29,11 @@ type ValidationError struct {
 	Schema  string  // schema file, relative to the schema root
 	Pointer string  // JSON pointer of the first offending field, e.g. "/idempotency_key"
 	Reason  string  // what is wrong there
-	Issues  []issue // every leaf violation, Pointer order
+	Issues  []Issue // every leaf violation, Pointer order
 }
 
-// issue is one schema violation.
-type issue struct {
+// Issue is one schema violation.
+type Issue struct {
 	Pointer string // RFC 6901 pointer into the request
 	Reason  string
 }
@@ -73,247 +57,52 @@ func pointerOrRoot(p string) string {
 	return p
 }
 
-// Validator validates outbound requests against the AdCP JSON Schemas of the wire version
-// each is sent in, with format assertion on. Schemas compile on first use and are cached; a
-// Validator is safe for concurrent use.
-type Validator struct {
-	open func(release string) (fs.FS, error)
-
-	mu       sync.Mutex
-	compiler *jsonschema.Compiler // nil until the first compile
-	trees    map[string]fs.FS     // release → its opened schema tree
-	compiled map[string]*jsonschema.Schema
-}
-
-// NewValidator returns a Validator reading the 3.1.19 schema files from fsys, whose root is the
-// schema release directory (it holds core/, enums/, media-buy/, ...). Pass os.DirFS(dir) or an
-// embed.FS sub-tree. It validates 3.1 requests only.
-func NewValidator(fsys fs.FS) (*Validator, error) {
-	if err := checkSchemaFS(fsys); err != nil {
-		return nil, err
-	}
-	return NewReleasesValidator(func(release string) (fs.FS, error) {
-		if release != schemaReleases[WireVersion] {
-			return nil, fmt.Errorf("adcp: no %s schemas were given to this validator", release)
-		}
-		return fsys, nil
-	}), nil
-}
-
-// NewReleasesValidator returns a Validator for every wire version in schemaReleases. It calls
-// open on the first validation in a release, not now (a Lambda whose schemas are an embedded
-// archive does not unpack it on its cold path: most invocations validate nothing), once per
-// release, with the release's name ("3.1.19", "3.2.3"); open returns its schema tree. An error
-// from open, or a tree that is not a schema release, is the error of every validation in that
-// release.
-func NewReleasesValidator(open func(release string) (fs.FS, error)) *Validator {
-	return &Validator{open: open, trees: map[string]fs.FS{}, compiled: map[string]*jsonschema.Schema{}}
-}
-
-func checkSchemaFS(fsys fs.FS) error {
-	if _, err := fs.Stat(fsys, releaseCheckFile); err != nil {
-		return fmt.Errorf("adcp: schema fs has no %s: %w", releaseCheckFile, err)
-	}
-	return nil
-}
-
-// compilerLocked makes the compiler once; v.mu is held.
-func (v *Validator) compilerLocked() *jsonschema.Compiler {
-	if v.compiler == nil {
-		v.compiler = jsonschema.NewCompiler()
-		v.compiler.DefaultDraft(jsonschema.Draft7)
-		v.compiler.AssertFormat()
-		v.compiler.UseRegexpEngine(ecmaregexp.Compile) // the schemas' patterns are ECMA-262
-		v.compiler.UseLoader(releaseLoader{v})
-	}
-	return v.compiler
-}
-
-// treeLocked opens release's schema tree once; v.mu is held (the compiler's loader runs inside
-// Compile, under the same lock).
-func (v *Validator) treeLocked(release string) (fs.FS, error) {
-	if t, ok := v.trees[release]; ok {
-		return t, nil
-	}
-	fsys, err := v.open(release)
-	if err != nil {
-		return nil, fmt.Errorf("adcp: open %s schemas: %w", release, err)
-	}
-	if err := checkSchemaFS(fsys); err != nil {
-		return nil, fmt.Errorf("adcp: %s schemas: %w", release, err)
-	}
-	v.trees[release] = fsys
-	return fsys, nil
-}
-
-// schema compiles (once) and returns the schema at rel in release.
-func (v *Validator) schema(release, rel string) (*jsonschema.Schema, error) {
-	url := schemaOrigin + release + "/" + rel
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if s, ok := v.compiled[url]; ok {
-		return s, nil
-	}
-	if _, err := v.treeLocked(release); err != nil {
-		return nil, err
-	}
-	s, err := v.compilerLocked().Compile(url)
-	if err != nil {
-		return nil, fmt.Errorf("adcp: compile schema %s: %w", url, err)
-	}
-	v.compiled[url] = s
-	return s, nil
-}
-
-// Precompile compiles the request schemas of every known tool in wire version's release now.
-// The functions do not call it (a cold start would pay ~70 ms of CPU for tools the invocation
-// never calls); it proves that a schema release compiles.
-func (v *Validator) Precompile(version string) error {
+// SchemaRelease returns the schema release requests in wire version are validated against
+// ("3.1" → "3.1.19").
+func SchemaRelease(version string) (string, error) {
 	release, ok := schemaReleases[version]
 	if !ok {
-		return fmt.Errorf("adcp: no schema release for AdCP %s", version)
+		return "", fmt.Errorf("adcp: no schema release for AdCP %s", version)
 	}
-	seen := map[string]bool{}
-	for name, t := range tools {
-		rel := t.schemaIn(version)
-		if rel == "" || seen[rel] {
-			continue
-		}
-		seen[rel] = true
-		if _, err := v.schema(release, rel); err != nil {
-			return fmt.Errorf("adcp: %s: %w", name, err)
-		}
-	}
-	return nil
+	return release, nil
 }
 
-// ValidateRequest validates body, the exact arguments object for tool, against the tool's
-// AdCP 3.1 request schema. It returns a *ValidationError naming the first offending field, or
-// another error if the tool is unknown or the schema cannot be compiled.
-func (v *Validator) ValidateRequest(tool string, body []byte) error {
-	return v.ValidateRequestAt(WireVersion, tool, body)
+// SchemaReleases returns every schema release buyflow validates against, sorted.
+func SchemaReleases() []string {
+	return slices.Sorted(maps.Values(schemaReleases))
 }
 
-// ValidateRequestAt is ValidateRequest for a request sent in AdCP wire version ("3.1",
-// "3.2"). A tool whose request schema the version's release does not carry is an error, not a
-// pass: buyflow sends nothing it cannot check.
-func (v *Validator) ValidateRequestAt(version, tool string, body []byte) error {
+// RequestSchema returns where tool's request schema is for a request sent in wire version:
+// the release and the schema file relative to its root. An empty path with no error means no
+// release ships the tool's request schema (the request is sent unchecked); a tool the
+// version's release does not carry is an error, not a pass: buyflow sends nothing it cannot
+// check.
+func RequestSchema(version, tool string) (release, path string, err error) {
 	t, ok := tools[tool]
 	if !ok {
-		return fmt.Errorf("adcp: no request schema known for tool %q", tool)
+		return "", "", fmt.Errorf("adcp: no request schema known for tool %q", tool)
 	}
-	release, ok := schemaReleases[version]
-	if !ok {
-		return fmt.Errorf("adcp: no schema release for AdCP %s", version)
+	if release, err = SchemaRelease(version); err != nil {
+		return "", "", err
 	}
-	rel := t.schemaIn(version)
-	if rel == "" {
-		if t.schema == "" {
-			return nil // no release ships this tool's request schema (see the tools table)
-		}
-		return fmt.Errorf("adcp: the AdCP %s schemas buyflow carries have no request schema for %s", release, tool)
+	path = t.schemaIn(version)
+	if path == "" && t.schema != "" {
+		return "", "", fmt.Errorf("adcp: the AdCP %s schemas buyflow carries have no request schema for %s", release, tool)
 	}
-	s, err := v.schema(release, rel)
-	if err != nil {
-		return err
-	}
-	if err := boundNumbers(tool, rel, body); err != nil {
-		return err
-	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
-	if err != nil {
-		return &ValidationError{Tool: tool, Schema: rel, Reason: "body is not JSON: " + err.Error(),
-			Issues: []issue{{Reason: "body is not JSON"}}}
-	}
-	if _, ok := inst.(map[string]any); !ok {
-		return &ValidationError{Tool: tool, Schema: rel, Reason: "arguments must be a JSON object",
-			Issues: []issue{{Reason: "arguments must be a JSON object"}}}
-	}
-	err = validateRecovering(s, inst)
-	if err == nil {
-		return nil
-	}
-	var jve *jsonschema.ValidationError
-	if !errors.As(err, &jve) {
-		return fmt.Errorf("adcp: validate %s request: %w", tool, err)
-	}
-	issues := leafIssues(jve)
-	ve := &ValidationError{Tool: tool, Schema: rel, Issues: issues}
-	if len(issues) > 0 {
-		ve.Pointer, ve.Reason = issues[0].Pointer, issues[0].Reason
-	}
-	return ve
+	return release, path, nil
 }
 
-var printer = message.NewPrinter(language.English)
-
-// leafIssues flattens a validation error tree into its leaves, most specific
-// (deepest pointer) first.
-func leafIssues(root *jsonschema.ValidationError) []issue {
-	var out []issue
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) > 0 {
-			for _, c := range e.Causes {
-				walk(c)
-			}
-			return
+// RequestSchemas returns wire version's release and the request schema file of every tool
+// whose request schema that release carries, by tool.
+func RequestSchemas(version string) (release string, paths map[string]string, err error) {
+	if release, err = SchemaRelease(version); err != nil {
+		return "", nil, err
+	}
+	paths = map[string]string{}
+	for name, t := range tools {
+		if rel := t.schemaIn(version); rel != "" {
+			paths[name] = rel
 		}
-		p := jsonPointer(e.InstanceLocation)
-		if req, ok := e.ErrorKind.(*kind.Required); ok && len(req.Missing) > 0 {
-			p += "/" + escapePointer(req.Missing[0])
-		}
-		if dep, ok := e.ErrorKind.(*kind.Dependency); ok && len(dep.Missing) > 0 {
-			p += "/" + escapePointer(dep.Missing[0])
-		}
-		out = append(out, issue{Pointer: p, Reason: e.ErrorKind.LocalizedString(printer)})
 	}
-	walk(root)
-	sort.SliceStable(out, func(i, j int) bool {
-		return strings.Count(out[i].Pointer, "/") > strings.Count(out[j].Pointer, "/")
-	})
-	return out
-}
-
-func jsonPointer(toks []string) string {
-	var b strings.Builder
-	for _, t := range toks {
-		b.WriteByte('/')
-		b.WriteString(escapePointer(t))
-	}
-	return b.String()
-}
-
-func escapePointer(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
-}
-
-// releaseLoader serves schema URLs under schemaOrigin from the tree of the release their first
-// path segment names; it runs inside Compile, with the validator's lock held.
-type releaseLoader struct{ v *Validator }
-
-func (l releaseLoader) Load(url string) (any, error) {
-	rest, ok := strings.CutPrefix(url, schemaOrigin)
-	if !ok {
-		return nil, fmt.Errorf("adcp: schema %s is outside %s", url, schemaOrigin)
-	}
-	release, rel, ok := strings.Cut(rest, "/")
-	if !ok || !slices.Contains(slices.Collect(maps.Values(schemaReleases)), release) {
-		return nil, fmt.Errorf("adcp: schema %s names no release buyflow carries", url)
-	}
-	fsys, err := l.v.treeLocked(release)
-	if err != nil {
-		return nil, err
-	}
-	rel = path.Clean(rel)
-	f, err := fsys.Open(rel)
-	if err != nil {
-		return nil, fmt.Errorf("adcp: open schema %s: %w", url, err)
-	}
-	defer func() { _ = f.Close() }() // read-only; the document is fully read before Close
-	doc, err := jsonschema.UnmarshalJSON(f)
-	if err != nil {
-		return nil, fmt.Errorf("adcp: parse schema %s: %w", url, err)
-	}
-	return doc, nil
+	return release, paths, nil
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/clocktest"
 )
 
@@ -145,18 +144,17 @@ func capsTool(body string) toolFunc {
 	return func(json.RawMessage) (*mcp.CallToolResult, error) { return structured(body) }
 }
 
-// testValidatorOnce validates both releases, as the functions' validator does.
-var testValidatorOnce = sync.OnceValues(func() (*Validator, error) {
-	return NewReleasesValidator(adcpschemas.Open), nil
-})
+// testValidators is the request validator of the package's tests: internal/adcpvalidate over
+// every embedded release, as the functions' validator is. It imports this package, so a test
+// file here cannot import it; validator_ext_test.go (package adcp_test) sets it in its init.
+var testValidators RequestValidator
 
-func testValidator(t *testing.T) *Validator {
+func testValidator(t *testing.T) RequestValidator {
 	t.Helper()
-	v, err := testValidatorOnce()
-	if err != nil {
-		t.Fatalf("schemas: %v", err)
+	if testValidators == nil {
+		t.Fatal("no test validator: validator_ext_test.go sets it")
 	}
-	return v
+	return testValidators
 }
 
 const testToken = "tok-secret-value-123"

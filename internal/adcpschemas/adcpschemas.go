@@ -55,7 +55,7 @@ const EnvOverride = "BUYFLOW_ADCP_SCHEMAS"
 func FS() (fs.FS, error) { return fromEnv(os.Getenv) }
 
 // Open returns release's schema tree: FS for 3.1.19 (so the override holds), the embedded pack
-// for any other release. It is what adcp.NewReleasesValidator calls.
+// for any other release. It is what adcpvalidate.NewReleasesValidator calls.
 func Open(release string) (fs.FS, error) {
 	if release == Release31 {
 		return FS()

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/adcpvalidate"
 )
 
 // TestPackMatchesProvenance recomputes, from each pack, the file count and the tree digest that
@@ -88,7 +89,7 @@ func treeDigest(t *testing.T, fsys fs.FS, paths []string) string {
 // Every tool's request schema compiles in each embedded release, and each release refuses what
 // it refuses: a 3.1 check_governance without plan_id, which 3.2 no longer needs.
 func TestEmbeddedSchemasValidate(t *testing.T) {
-	v := adcp.NewReleasesValidator(Open)
+	v := adcpvalidate.NewReleasesValidator(Open)
 	for _, version := range []string{"3.1", "3.2"} {
 		if err := v.Precompile(version); err != nil {
 			t.Fatalf("AdCP %s: %v", version, err)

@@ -21,6 +21,7 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/adcptest"
+	"github.com/buyflow/buyflow/internal/adcpvalidate"
 	"github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/httpapi"
@@ -63,7 +64,7 @@ func newEnvOn(t *testing.T, api registry.API, table string) *env {
 		}
 		return "wrong-token-0123456789", nil
 	})
-	prober, err := adcp.New(adcp.Options{Agents: store, Credentials: creds, Validator: adcp.NewReleasesValidator(adcpschemas.Open), CapabilitiesTTL: time.Nanosecond})
+	prober, err := adcp.New(adcp.Options{Agents: store, Credentials: creds, Validator: adcpvalidate.NewReleasesValidator(adcpschemas.Open), CapabilitiesTTL: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)
 	}

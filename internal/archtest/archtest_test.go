@@ -62,6 +62,23 @@ func TestLambdasNeverLinkCDK(t *testing.T) {
 	}
 }
 
+// The functions that send no AdCP request never link the JSON Schema library: its init compiles
+// every draft's metaschema (5-8 ms of each cold start) whether anything validates or not. The
+// validator lives in internal/adcpvalidate, reached through functions/internal/agentclient.
+func TestFunctionsWithoutAgentCallsNeverLinkJSONSchema(t *testing.T) {
+	var patterns []string
+	for _, f := range []string{"webhook", "approve", "notify", "inform", "publish"} {
+		patterns = append(patterns, "./functions/"+f)
+	}
+	for path, p := range list(t, patterns...) {
+		for _, d := range p.Deps {
+			if strings.HasPrefix(d, "github.com/santhosh-tekuri/jsonschema") || d == module+"/internal/adcpvalidate" {
+				t.Errorf("%s links %s, though it validates no AdCP request", path, d)
+			}
+		}
+	}
+}
+
 // Test-support packages (simulated agents, emulators, event converters) never reach a Lambda.
 func TestLambdasNeverLinkTestSupport(t *testing.T) {
 	support := []string{"/internal/adcptest", "/internal/buytest", "/internal/dynamotest", "/internal/apigwtest", "/internal/metrics/metricstest", "/internal/logging/logtest", "/internal/devstack",
@@ -230,7 +247,7 @@ var (
 	}
 	// Kernels and adapters the use cases share; none of them may reach a use case.
 	shared = []string{
-		"./internal/buy", "./internal/stage", "./internal/approval", "./internal/sellertask", "./internal/breaker", "./internal/httpapi", "./internal/registry", "./internal/ledger", "./internal/sfn", "./internal/adcp",
+		"./internal/buy", "./internal/stage", "./internal/approval", "./internal/sellertask", "./internal/breaker", "./internal/httpapi", "./internal/registry", "./internal/ledger", "./internal/sfn", "./internal/adcp", "./internal/adcpvalidate",
 		"./internal/slack", "./internal/secrets", "./internal/metrics", "./internal/config", "./internal/topology",
 		"./internal/approvalcore", "./internal/approvalpolicy", "./internal/webhookauth", "./internal/money", "./internal/jsonnum",
 		"./internal/workflow", "./internal/record", "./internal/logging", "./internal/registry", "./internal/statusevent",

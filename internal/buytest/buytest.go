@@ -13,14 +13,14 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
+	"github.com/buyflow/buyflow/internal/adcpvalidate"
 	"github.com/buyflow/buyflow/internal/buy"
 )
 
 var (
 	validatorOnce sync.Once
-	validator     *adcp.Validator
+	validator     *adcpvalidate.Validator
 	validatorErr  error
 )
 
@@ -33,7 +33,7 @@ func Schemas(t testing.TB) buy.SchemaValidator {
 			validatorErr = err
 			return
 		}
-		validator, validatorErr = adcp.NewValidator(fs)
+		validator, validatorErr = adcpvalidate.NewValidator(fs)
 	})
 	if validatorErr != nil {
 		t.Fatalf("load AdCP schemas: %v", validatorErr)

@@ -15,6 +15,7 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/adcptest"
+	"github.com/buyflow/buyflow/internal/adcpvalidate"
 	"github.com/buyflow/buyflow/internal/clocktest"
 	"github.com/buyflow/buyflow/internal/delivery"
 	"github.com/buyflow/buyflow/internal/dynamotest"
@@ -45,7 +46,7 @@ func TestDeliveryReadsLiveBuysOnACadence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := adcp.NewValidator(fsys)
+	v, err := adcpvalidate.NewValidator(fsys)
 	if err != nil {
 		t.Fatal(err)
 	}

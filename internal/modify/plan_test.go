@@ -11,6 +11,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
+	"github.com/buyflow/buyflow/internal/adcpvalidate"
 	"github.com/buyflow/buyflow/internal/approvalpolicy"
 	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -20,12 +21,12 @@ var now = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 
 var (
 	validatorOnce sync.Once
-	schemaCheck   *adcp.Validator
+	schemaCheck   *adcpvalidate.Validator
 	validatorErr  error
 )
 
 // validator is the AdCP 3.1.19 schema validator over the vendored schemas.
-func validator(t testing.TB) *adcp.Validator {
+func validator(t testing.TB) *adcpvalidate.Validator {
 	t.Helper()
 	validatorOnce.Do(func() {
 		fsys, err := adcpschemas.FS()
@@ -33,7 +34,7 @@ func validator(t testing.TB) *adcp.Validator {
 			validatorErr = err
 			return
 		}
-		schemaCheck, validatorErr = adcp.NewValidator(fsys)
+		schemaCheck, validatorErr = adcpvalidate.NewValidator(fsys)
 	})
 	if validatorErr != nil {
 		t.Fatal(validatorErr)

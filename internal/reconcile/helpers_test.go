@@ -20,6 +20,7 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/adcptest"
+	"github.com/buyflow/buyflow/internal/adcpvalidate"
 	"github.com/buyflow/buyflow/internal/clocktest"
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
@@ -307,10 +308,10 @@ func (e *env) emf() map[string]float64 {
 }
 
 // schemaValidator compiles the embedded AdCP schemas once for the package's tests.
-var schemaValidator = sync.OnceValues(func() (*adcp.Validator, error) {
+var schemaValidator = sync.OnceValues(func() (*adcpvalidate.Validator, error) {
 	schemas, err := adcpschemas.FS()
 	if err != nil {
 		return nil, err
 	}
-	return adcp.NewValidator(schemas)
+	return adcpvalidate.NewValidator(schemas)
 })

@@ -20,6 +20,7 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/adcptest"
+	"github.com/buyflow/buyflow/internal/adcpvalidate"
 	"github.com/buyflow/buyflow/internal/breaker"
 	"github.com/buyflow/buyflow/internal/clocktest"
 	"github.com/buyflow/buyflow/internal/create"
@@ -391,6 +392,6 @@ func Events(t *testing.T, e *Env, opID string) []record.Event {
 }
 
 // schemaValidator compiles the embedded AdCP schemas (every release) once per test binary.
-var schemaValidator = sync.OnceValues(func() (*adcp.Validator, error) {
-	return adcp.NewReleasesValidator(adcpschemas.Open), nil
+var schemaValidator = sync.OnceValues(func() (*adcpvalidate.Validator, error) {
+	return adcpvalidate.NewReleasesValidator(adcpschemas.Open), nil
 })

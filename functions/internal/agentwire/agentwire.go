@@ -1,17 +1,14 @@
-// Package agentwire builds a function's view of the AdCP agents once per cold start: the agent
-// registry in the ledger table (internal/registry: cached, agents whose secrets lie outside the
-// function's prefix left out), and the AdCP client over it. It is apart from package wire so
-// that the functions without agents (notify, approve) do not link the MCP client.
+// Package agentwire loads a function's agent registry once per cold start: the registry in the
+// ledger table (internal/registry: cached, agents whose secrets lie outside the function's
+// prefix left out). It is apart from package wire so that the functions without agents (notify,
+// approve) do not link it, and apart from agentclient so that a function that reads the
+// registry but calls no agent (webhook) does not link the AdCP request validator.
 package agentwire
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/buyflow/buyflow/functions/internal/wire"
-	"github.com/buyflow/buyflow/internal/adcp"
-	"github.com/buyflow/buyflow/internal/adcpschemas"
-	"github.com/buyflow/buyflow/internal/breaker"
 	"github.com/buyflow/buyflow/internal/registry"
 )
 
@@ -19,35 +16,4 @@ import (
 // the cold start rather than the first invocation.
 func Registry(ctx context.Context, c *wire.Cold) (*registry.Cache, error) {
 	return registry.Open(ctx, c.DynamoDB(), c.Env.TableName, c.Env.AgentSecretPrefix)
-}
-
-// breakers is the circuit breaker of every agent in reg, kept in the function's ledger table
-// and shared with every other function that calls agents; each agent's thresholds are its
-// registry settings' circuit_breaker (internal/breaker).
-func breakers(c *wire.Cold, reg *registry.Cache) *breaker.Gate {
-	g := breaker.New(c.Ledger(), func(ctx context.Context, id string) (json.RawMessage, error) {
-		r, err := reg.Lookup(ctx, id)
-		return r.Settings, err
-	})
-	g.Metrics = c.Metrics
-	return g
-}
-
-// Client is the AdCP client over reg, bearer credentials resolved through creds (Secrets
-// Manager), every exchange with an agent asked of guard first (nil: none). Each tool's request schema is compiled on that tool's first call, not here:
-// compiling every request schema took ~70 ms of CPU, most of a cold start, while an invocation
-// calls one or two tools.
-func Client(reg adcp.Agents, creds adcp.Credentials, guard adcp.Guard) (*adcp.Client, error) {
-	return adcp.New(adcp.Options{Agents: reg, Credentials: creds, Guard: guard, Validator: adcp.NewReleasesValidator(adcpschemas.Open)})
-}
-
-// GuardedClient is what every function that calls agents on a buy's behalf builds at its cold
-// start: the registry, loaded now, and the AdCP client over it with every exchange asked of the
-// agents' circuit breakers first.
-func GuardedClient(ctx context.Context, c *wire.Cold) (*adcp.Client, error) {
-	reg, err := Registry(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	return Client(reg, c.Secrets(), breakers(c, reg))
 }

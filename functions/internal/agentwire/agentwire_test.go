@@ -40,7 +40,4 @@ func TestRegistryLeavesOutSecretsOutsideThePrefix(t *testing.T) {
 			t.Errorf("%s, whose secrets lie outside the prefix, was served", id)
 		}
 	}
-	if _, err := Client(reg, adcp.CredentialsFunc(func(context.Context, string) (string, error) { return "token", nil }), nil); err != nil {
-		t.Fatalf("Client = %v", err)
-	}
 }
