@@ -92,7 +92,9 @@ func RecordLost(ctx context.Context, deps Deps, op *record.Operation, l Lost) (L
 			Reason: record.Clip(fmt.Sprintf("the seller %s answered %s for task %s; its records may lag, so the buy waits until %s before it ends",
 				l.Seller, codeTaskNotFound, op.SellerTaskID, since.Add(grace).Format(time.RFC3339)), 1000),
 			Detail: record.EventDetail(map[string]any{"task_id": op.SellerTaskID, "error_code": codeTaskNotFound,
-				"lost_since": since.Format(time.RFC3339), "grace_until": since.Add(grace).Format(time.RFC3339)})}
+				// To the nanosecond: read back as the grace's start, a time cut to the second
+				// would end the grace up to a second early.
+				"lost_since": since.Format(time.RFC3339Nano), "grace_until": since.Add(grace).Format(time.RFC3339Nano)})}
 		if err := deps.Ledger.AppendEvent(ctx, op.Tenant, op.ID, ev); err != nil {
 			deps.log().WarnContext(ctx, "first lost-task answer not recorded; the grace starts again", "operationId", op.ID, "err", err)
 		}
@@ -173,7 +175,7 @@ func lostFinding(op *record.Operation, seller string, since, now time.Time, grac
 	reason := record.Clip(fmt.Sprintf("lost seller task: the seller %s does not know task %s for PO %s (%s since %s, past the %s grace). The seller may hold %s. Check: %s.",
 		seller, op.SellerTaskID, po, codeTaskNotFound, since.Format(time.RFC3339), graceWords(grace), mayExist, check), 1000)
 	return reason, map[string]any{"finding": "lost_task", "kind": op.Kind, "parent_id": op.ParentID, "seller": seller, "po_number": op.PONumber, "task_id": op.SellerTaskID,
-		"media_buy_id": op.MediaBuyID, "error_code": codeTaskNotFound, "lost_since": since.Format(time.RFC3339),
+		"media_buy_id": op.MediaBuyID, "error_code": codeTaskNotFound, "lost_since": since.Format(time.RFC3339Nano),
 		"waited_seconds": int64(now.Sub(since) / time.Second), "may_exist": mayExist, "check": check}
 }
 

@@ -32,7 +32,7 @@ func (l *timelineLedger) ListEvents(context.Context, string, string, int, string
 // lostMark is the event a first REFERENCE_NOT_FOUND leaves, written at at.
 func lostMark(at time.Time) record.Event {
 	return record.Event{At: at, Type: record.EventPoll, Detail: record.EventDetail(map[string]any{
-		"error_code": "REFERENCE_NOT_FOUND", "lost_since": at.Format(time.RFC3339)})}
+		"error_code": "REFERENCE_NOT_FOUND", "lost_since": at.Format(time.RFC3339Nano)})}
 }
 
 func TestTaskLost(t *testing.T) {
@@ -91,7 +91,7 @@ func TestRecordLost(t *testing.T) {
 				t.Fatalf("%v since %s, %d events; want %v since %s, %d", rec.Outcome, rec.Since, len(f.events), tc.want, tc.since, tc.marks)
 			}
 			if tc.marks > 0 {
-				if d := detailOf(t, f.events[0].Detail); d["lost_since"] != taskNow.Format(time.RFC3339) || d["error_code"] != "REFERENCE_NOT_FOUND" ||
+				if d := detailOf(t, f.events[0].Detail); d["lost_since"] != taskNow.Format(time.RFC3339Nano) || d["error_code"] != "REFERENCE_NOT_FOUND" ||
 					f.events[0].Type != record.EventPoll || !strings.Contains(f.events[0].Reason, "waits until") {
 					t.Errorf("first answer's event %+v", f.events[0])
 				}
@@ -115,7 +115,7 @@ func TestRecordLost(t *testing.T) {
 				}
 			}
 			d := detailOf(t, ch.Detail)
-			if d["seller"] != sellerID || d["po_number"] != "PO-77" || d["task_id"] != "task-1" || d["lost_since"] != tc.since.Format(time.RFC3339) ||
+			if d["seller"] != sellerID || d["po_number"] != "PO-77" || d["task_id"] != "task-1" || d["lost_since"] != tc.since.Format(time.RFC3339Nano) ||
 				d["waited_seconds"] != float64(11*60) || d["may_exist"] == "" || d["check"] == "" {
 				t.Errorf("finding detail %v", d)
 			}
@@ -167,4 +167,35 @@ func TestRecordLost(t *testing.T) {
 			t.Fatal("no timeline, no error")
 		}
 	})
+}
+
+// The first answer's mark keeps its time to the nanosecond, and the grace is read back from it:
+// cut to the second, the grace ended up to a second early (a workflow test with a 4 s grace saw
+// a buy failed 3.2 s after the first REFERENCE_NOT_FOUND).
+func TestLostGraceRunsFromTheFirstAnswerExactly(t *testing.T) {
+	t.Parallel()
+	first := taskNow.Add(875 * time.Millisecond)
+	op := record.Operation{Tenant: tenant, ID: "op-1", Status: workflow.StatusWorking, SellerTaskID: "task-1", UpdatedAt: taskNow.Add(-time.Hour)}
+	f := &fakeTaskLedger{transition: moves(op)}
+	l := &timelineLedger{fakeTaskLedger: f}
+	now := first
+	deps := taskDeps(f)
+	deps.Ledger, deps.Timeline, deps.Now = l, l, func() time.Time { return now }
+	lost := sellertask.Lost{Seller: sellerID, Actor: "seller:" + sellerID, EventType: record.EventPoll}
+	if rec, err := sellertask.RecordLost(context.Background(), deps, &op, lost); err != nil || rec.Outcome != sellertask.LostWaiting {
+		t.Fatalf("first answer: %+v, %v", rec, err)
+	}
+	// The mark as the ledger keeps it (the store stamps At), then an answer 9 m 59.5 s after
+	// the first: past ten minutes from the second the first began in.
+	mark := f.events[0]
+	mark.At = first
+	l.timeline, f.events = []record.Event{mark}, nil
+	now = first.Add(10*time.Minute - 500*time.Millisecond)
+	rec, err := sellertask.RecordLost(context.Background(), deps, &op, lost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Outcome != sellertask.LostWaiting || !rec.Since.Equal(first) {
+		t.Fatalf("%v since %s, want waiting since %s", rec.Outcome, rec.Since, first)
+	}
 }
