@@ -70,17 +70,8 @@ func TestCampaignTransitionsResolveAndEveryStateIsReachable(t *testing.T) {
 				return
 			}
 			reached[name] = true
-			next := []string{st.Next, st.Default}
-			for _, c := range st.Choices {
-				next = append(next, c.Next)
-			}
-			for _, c := range st.Catch {
-				next = append(next, c.Next)
-			}
-			for _, n := range next {
-				if n != "" {
-					walk(n)
-				}
+			for _, n := range st.successors() {
+				walk(n)
 			}
 			ends := st.End || st.Type == "Succeed" || st.Type == "Fail"
 			if !ends && st.Next == "" && st.Type != "Choice" {

@@ -105,6 +105,25 @@ func landings(states map[string]aslState, start string) []string {
 	return out
 }
 
+// successors are the states st may move to: Next, a Choice's branches and Default, its Catches.
+func (st aslState) successors() []string {
+	var out []string
+	add := func(n string) {
+		if n != "" {
+			out = append(out, n)
+		}
+	}
+	add(st.Next)
+	add(st.Default)
+	for _, c := range st.Choices {
+		add(c.Next)
+	}
+	for _, c := range st.Catch {
+		add(c.Next)
+	}
+	return out
+}
+
 // afterRecorders are the states reachable from a recorder (the recorders included).
 func afterRecorders(states map[string]aslState) map[string]bool {
 	out := map[string]bool{}
@@ -115,17 +134,8 @@ func afterRecorders(states map[string]aslState) map[string]bool {
 			return
 		}
 		out[n] = true
-		next := []string{st.Next, st.Default}
-		for _, c := range st.Choices {
-			next = append(next, c.Next)
-		}
-		for _, c := range st.Catch {
-			next = append(next, c.Next)
-		}
-		for _, x := range next {
-			if x != "" {
-				walk(x)
-			}
+		for _, x := range st.successors() {
+			walk(x)
 		}
 	}
 	for n, st := range states {
