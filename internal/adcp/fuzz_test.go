@@ -181,6 +181,7 @@ func FuzzOAuthChallenge(f *testing.F) {
 	f.Add(`Basic realm="x", Bearer resource_metadata="javascript:alert(1)"`)
 	f.Add(`Bearer error="insufficient_scope", scope="` + strings.Repeat("a", 5000) + `"`)
 	f.Add(`Bearer ,,, "`)
+	f.Add(`Bearer error="` + strings.Repeat("e", 100) + `", scope="` + strings.Repeat("\x01", 400) + `"`) // quoting grows each byte fourfold
 	f.Fuzz(func(t *testing.T, header string) {
 		challenges, _ := oauthex.ParseWWWAuthenticate([]string{header})
 		metaURL, scopes := readChallenges(challenges)

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
@@ -425,9 +426,11 @@ func (s *oauthSession) refused(status int, challenges []oauthex.Challenge) *Erro
 	detail := ""
 	for _, ch := range challenges {
 		if ch.Scheme == "bearer" && ch.Params["error"] != "" {
-			detail = fmt.Sprintf(" (%s: %s)", ch.Params["error"], clip(ch.Params["error_description"], 200))
+			// Quoted before clipping: quoting can grow a hostile value fourfold, and the
+			// refusal must stay short and on one line whatever the agent sent.
+			detail = fmt.Sprintf(" (%s: %s)", clip(strconv.Quote(ch.Params["error"]), 100), clip(strconv.Quote(ch.Params["error_description"]), 200))
 			if sc := ch.Params["scope"]; sc != "" {
-				detail += fmt.Sprintf(", it asks for scope %q", clip(sc, 200))
+				detail += ", it asks for scope " + clip(strconv.Quote(sc), 200)
 			}
 			break
 		}
@@ -447,9 +450,13 @@ func (s *oauthSession) rejected(why string) *Error {
 		Message:    fmt.Sprintf("agent %s asks for OAuth but %s; set auth.token_url", s.st.agent.ID, why)}
 }
 
+// clip keeps at most n bytes of s, cut on a rune boundary.
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "…"
 }
