@@ -126,9 +126,11 @@ cfn-lint: ## check that cfn-lint $(CFN_LINT_VERSION) is on PATH (pip install cfn
 	echo "$$v"
 
 .PHONY: test
-test: deps ## the whole suite: unit, adapter, contract, interop, workflow, browser and end-to-end tests, cfn-lint, fuzzing, build
+# The suites that start the local stack (e2e, stagepaths, the local stack's own test) run the
+# host bootstraps build-host makes once, instead of each linking all of them again.
+test: deps build-host ## the whole suite: unit, adapter, contract, interop, workflow, browser and end-to-end tests, cfn-lint, fuzzing, build
 	@command -v cfn-lint >/dev/null || echo "make test: cfn-lint is not on PATH, so the template lint is skipped (pip install cfn-lint==$(CFN_LINT_VERSION); .ci/run requires it)"
-	BUYFLOW_NODE_TESTS=1 BUYFLOW_E2E=1 BUYFLOW_BROWSER_TESTS=1 $(GO) test -race -count=1 -timeout 45m ./...
+	BUYFLOW_NODE_TESTS=1 BUYFLOW_E2E=1 BUYFLOW_BROWSER_TESTS=1 BUYFLOW_E2E_BIN=$(CURDIR)/$(HOST_BIN) $(GO) test -race -count=1 -timeout 45m ./...
 	$(MAKE) --no-print-directory fuzz
 	$(MAKE) --no-print-directory build
 

@@ -75,13 +75,10 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	bin := os.Getenv("BUYFLOW_E2E_BIN")
-	if bin == "" {
-		bin = filepath.Join(tmp, "bin")
-		if err := devstack.Build(ctx, root, bin, nil); err != nil {
-			fmt.Fprintln(os.Stderr, "e2e:", err)
-			return 1
-		}
+	bin, err := devstack.Bootstraps(ctx, root, filepath.Join(tmp, "bin"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
 	}
 	var logw io.Writer = os.Stderr
 	if os.Getenv("BUYFLOW_E2E_VERBOSE") != "1" {

@@ -90,11 +90,8 @@ func StartPeerStack(ctx context.Context, suite string, peers []Peer, o devstack.
 		return fail(err)
 	}
 	o.RepoRoot = root
-	if o.BinDir = os.Getenv("BUYFLOW_E2E_BIN"); o.BinDir == "" {
-		o.BinDir = filepath.Join(ps.tmp, "bin")
-		if err := devstack.Build(ctx, root, o.BinDir, nil); err != nil {
-			return fail(err)
-		}
+	if o.BinDir, err = devstack.Bootstraps(ctx, root, filepath.Join(ps.tmp, "bin")); err != nil {
+		return fail(err)
 	}
 	var logw io.Writer = os.Stderr
 	if os.Getenv("BUYFLOW_E2E_VERBOSE") != "1" {

@@ -62,19 +62,15 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "waiting:", err)
 		return 1
 	}
-	binDir = os.Getenv("BUYFLOW_E2E_BIN")
-	if binDir == "" {
-		tmp, err := os.MkdirTemp("", "buyflow-waiting-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "waiting:", err)
-			return 1
-		}
-		defer func() { _ = os.RemoveAll(tmp) }() // temp folder, best effort
-		binDir = filepath.Join(tmp, "bin")
-		if err := devstack.Build(ctx, root, binDir, nil); err != nil {
-			fmt.Fprintln(os.Stderr, "waiting:", err)
-			return 1
-		}
+	tmp, err := os.MkdirTemp("", "buyflow-waiting-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "waiting:", err)
+		return 1
+	}
+	defer func() { _ = os.RemoveAll(tmp) }() // temp folder, best effort
+	if binDir, err = devstack.Bootstraps(ctx, root, filepath.Join(tmp, "bin")); err != nil {
+		fmt.Fprintln(os.Stderr, "waiting:", err)
+		return 1
 	}
 	cadence, err := localCadence()
 	if err != nil {

@@ -58,6 +58,20 @@ func goTool() string {
 	return "go"
 }
 
+// PrebuiltEnv names a folder of host bootstraps built beforehand (make build-host), which the
+// test suites that start the local stack use instead of building their own.
+const PrebuiltEnv = "BUYFLOW_E2E_BIN"
+
+// Bootstraps returns the folder of host bootstraps a local stack runs: PrebuiltEnv's when it is
+// set, else dir after building every function into it. make test builds them once and sets
+// PrebuiltEnv, so the suites that start a stack in parallel do not each link all of them.
+func Bootstraps(ctx context.Context, repoRoot, dir string) (string, error) {
+	if prebuilt := os.Getenv(PrebuiltEnv); prebuilt != "" {
+		return prebuilt, nil
+	}
+	return dir, Build(ctx, repoRoot, dir, nil)
+}
+
 // Build compiles every topology function for the host into outDir/<name>/bootstrap, as
 // `go build -trimpath -tags lambda.norpc` does, two at a time. It fails, naming them, when a
 // function has no source folder, and otherwise reports every build failure together.

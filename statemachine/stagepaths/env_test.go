@@ -121,12 +121,13 @@ func start() (*system, error) {
 	s := &system{root: root, logs: &logBook{}}
 
 	// The real bootstraps, built for this host.
-	bin, err := os.MkdirTemp("", "buyflow-stagepaths-")
+	tmp, err := os.MkdirTemp("", "buyflow-stagepaths-")
 	if err != nil {
 		return s, err
 	}
-	s.onClose(func() { _ = os.RemoveAll(bin) }) // a temporary folder
-	if err := devstack.Build(ctx, root, bin, nil); err != nil {
+	s.onClose(func() { _ = os.RemoveAll(tmp) }) // a temporary folder
+	bin, err := devstack.Bootstraps(ctx, root, filepath.Join(tmp, "bin"))
+	if err != nil {
 		return s, err
 	}
 
@@ -220,7 +221,7 @@ func start() (*system, error) {
 	}
 
 	// The live harness: aws-local-stepfunctions with every Task calling the Lambda service.
-	cfgFile := filepath.Join(bin, "harness.json")
+	cfgFile := filepath.Join(tmp, "harness.json")
 	cfg, _ := json.Marshal(map[string]any{
 		"lambda_url": awsSrv.URL, "state_machine_arn": stateMachineARN, "campaign_state_machine_arn": campaignsARN,
 		"functions": functions, "retry_interval_ms": 20,
