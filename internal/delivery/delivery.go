@@ -1,8 +1,9 @@
 // Package delivery reads what live buys delivered: on a cadence, get_media_buy_delivery for
 // every completed buy whose read is due (one call per seller and account, for all its due
-// buys), a delivery snapshot in the ledger per reported as-of (impressions, spend, pacing, and
-// the budget approved then), an event on the buy's timeline showing spend against the approved
-// budget, and the SpendOverBudget metric when a buy spent past it.
+// buys), a delivery snapshot in the ledger when the delivery moved since the last one
+// (impressions, spend, pacing, and the budget approved then), an event on the buy's timeline
+// showing spend against the approved budget, and the SpendOverBudget metric when a buy spent
+// past it.
 package delivery
 
 import (
@@ -13,6 +14,7 @@ import (
 	"log/slog"
 	"math/big"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
@@ -27,7 +29,7 @@ import (
 type ledger interface {
 	ListLiveDue(ctx context.Context, dueBefore time.Time, limit int) ([]*record.Operation, error)
 	BackfillLive(ctx context.Context, scanLimit int) (added int, done bool, err error)
-	ScheduleDeliveryRead(ctx context.Context, tenant, id string, next time.Time) error
+	ScheduleDeliveryReadMarked(ctx context.Context, tenant, id string, next time.Time, mark string) error
 	RetireLive(ctx context.Context, tenant, id string) error
 	GetBuyState(ctx context.Context, tenant, opID string) (*record.BuyState, error)
 	PutDeliverySnapshot(ctx context.Context, d record.DeliverySnapshot) (bool, error)
@@ -101,6 +103,9 @@ func New(l ledger, a adCP, cfg Config) *Reader {
 // Report is what one run did.
 type Report struct {
 	Read, Snapshots, OverBudget, Retired, Failed int
+	// Unchanged counts the buys read whose delivery had not moved since their last snapshot:
+	// nothing was written for them but their next read.
+	Unchanged int
 	// Backfilled counts the buys completed before the live list that this run listed live.
 	Backfilled int
 }
@@ -110,6 +115,9 @@ type group struct {
 	seller  string
 	account adcp.AccountRef
 	buys    map[string]*record.Operation // media buy id → operation
+	// approved is each buy's approved budget now (by media buy id), from the buy state read
+	// that also tells a canceled buy.
+	approved map[string]string
 }
 
 // Run first lists live, within BackfillScan, buys completed before the live list existed
@@ -136,9 +144,13 @@ func (r *Reader) Run(ctx context.Context) (Report, error) {
 			r.retire(ctx, op, &rep) // a change delivers nothing; a buy without a seller id cannot be read
 			continue
 		}
-		if st, err := r.ledger.GetBuyState(ctx, op.Tenant, op.ID); err == nil && st.State == record.BuyStateCanceled {
-			r.retire(ctx, op, &rep)
-			continue
+		approved := op.BudgetTotal
+		if st, err := r.ledger.GetBuyState(ctx, op.Tenant, op.ID); err == nil {
+			if st.State == record.BuyStateCanceled {
+				r.retire(ctx, op, &rep)
+				continue
+			}
+			approved = st.BudgetTotal
 		}
 		var req buy.SubmitRequest
 		var mb struct {
@@ -152,11 +164,12 @@ func (r *Reader) Run(ctx context.Context) (Report, error) {
 		k := op.SellerID + "\x00" + string(acct)
 		g, ok := groups[k]
 		if !ok {
-			g = &group{seller: op.SellerID, account: mb.Account, buys: map[string]*record.Operation{}}
+			g = &group{seller: op.SellerID, account: mb.Account, buys: map[string]*record.Operation{}, approved: map[string]string{}}
 			groups[k] = g
 			order = append(order, k)
 		}
 		g.buys[op.MediaBuyID] = op
+		g.approved[op.MediaBuyID] = approved
 	}
 	for _, k := range order {
 		r.read(ctx, groups[k], now, &rep)
@@ -188,42 +201,44 @@ func (r *Reader) read(ctx context.Context, g *group, now time.Time, rep *Report)
 	if t, err := time.Parse(time.RFC3339, res.ReportingPeriod.End); err == nil {
 		asOf = t
 	}
+	marks := map[string]string{} // media buy id → the mark of the snapshot this read stored
 	for _, row := range res.MediaBuys {
 		op, ok := g.buys[row.MediaBuyID]
 		if !ok {
 			continue // a buy the seller reports that this read did not ask for
 		}
 		rep.Read++
-		if err := r.record(ctx, op, row, res.Currency, asOf, rep); err != nil {
+		mark, err := r.record(ctx, op, g.approved[row.MediaBuyID], row, res.Currency, asOf, rep)
+		if err != nil {
 			rep.Failed++
 			r.log.WarnContext(ctx, "delivery not recorded", "operationId", op.ID, "err", err)
 			continue
 		}
+		marks[row.MediaBuyID] = mark
 	}
-	for _, op := range g.buys {
-		if err := r.ledger.ScheduleDeliveryRead(ctx, op.Tenant, op.ID, now.Add(r.cfg.Every)); err != nil && !errors.Is(err, record.ErrConflict) {
+	for id, op := range g.buys {
+		if err := r.ledger.ScheduleDeliveryReadMarked(ctx, op.Tenant, op.ID, now.Add(r.cfg.Every), marks[id]); err != nil && !errors.Is(err, record.ErrConflict) {
 			r.log.WarnContext(ctx, "next delivery read not scheduled", "operationId", op.ID, "err", err)
 		}
 	}
 }
 
-// record stores one buy's reported delivery and, for a new snapshot, its timeline event.
-func (r *Reader) record(ctx context.Context, op *record.Operation, row adcp.MediaBuyDelivery, currency string, asOf time.Time, rep *Report) error {
+// record stores one buy's reported delivery and, for a new snapshot, its timeline event. A
+// report that matches the buy's last snapshot (its DeliveryMark) moved nothing: it stores
+// nothing, since a snapshot per read of an unmoved buy is most of what reading costs. It
+// returns the mark of the snapshot it stored ("" when it stored none).
+func (r *Reader) record(ctx context.Context, op *record.Operation, approved string, row adcp.MediaBuyDelivery, currency string, asOf time.Time, rep *Report) (string, error) {
 	if currency == "" {
 		currency = op.Currency
 	}
 	if currency != op.Currency {
-		return fmt.Errorf("the seller reports delivery in %s, the buy is in %s", currency, op.Currency)
+		return "", fmt.Errorf("the seller reports delivery in %s, the buy is in %s", currency, op.Currency)
 	}
 	spend, ok := decimal(row.Totals.Spend)
 	if !ok {
-		return fmt.Errorf("the seller reports spend %q, not a decimal amount of 0 or more", row.Totals.Spend)
+		return "", fmt.Errorf("the seller reports spend %q, not a decimal amount of 0 or more", row.Totals.Spend)
 	}
 	impressions, _ := strconv.ParseInt(string(row.Totals.Impressions), 10, 64)
-	approved := op.BudgetTotal
-	if st, err := r.ledger.GetBuyState(ctx, op.Tenant, op.ID); err == nil {
-		approved = st.BudgetTotal
-	}
 	snap := record.DeliverySnapshot{Tenant: op.Tenant, OperationID: op.ID, MediaBuyID: op.MediaBuyID, AsOf: asOf,
 		Impressions: impressions, Spend: spend, Currency: op.Currency, Approved: approved}
 	if len(row.ByPackage) == 1 {
@@ -231,9 +246,14 @@ func (r *Reader) record(ctx context.Context, op *record.Operation, row adcp.Medi
 			snap.Pacing = p
 		}
 	}
+	m := mark(snap, row.Status)
+	if m == op.DeliveryMark {
+		rep.Unchanged++
+		return "", nil
+	}
 	created, err := r.ledger.PutDeliverySnapshot(ctx, snap)
 	if err != nil || !created {
-		return err
+		return "", err
 	}
 	rep.Snapshots++
 	over := money.OverBudget(spend, approved)
@@ -249,8 +269,18 @@ func (r *Reader) record(ctx context.Context, op *record.Operation, row adcp.Medi
 	}
 	detail, _ := json.Marshal(map[string]any{"as_of": asOf.Format(time.RFC3339), "impressions": impressions, "spend": spend,
 		"approved_budget": approved, "over_budget": over, "media_buy_status": row.Status})
-	return r.ledger.AppendEvent(ctx, op.Tenant, op.ID, record.Event{At: r.cfg.Now().UTC(), Type: record.EventDelivery, Actor: "seller:" + op.SellerID,
-		Amount: spend, Currency: op.Currency, Reason: reason, Detail: detail})
+	if err := r.ledger.AppendEvent(ctx, op.Tenant, op.ID, record.Event{At: r.cfg.Now().UTC(), Type: record.EventDelivery, Actor: "seller:" + op.SellerID,
+		Amount: spend, Currency: op.Currency, Reason: reason, Detail: detail}); err != nil {
+		return "", err
+	}
+	return m, nil
+}
+
+// mark is what a snapshot says that a reader compares: delivered, spent, pacing, the budget it
+// was measured against, and the seller's status of the buy. The as-of is left out on purpose:
+// a seller stamps every answer with a new reporting period even when nothing moved.
+func mark(s record.DeliverySnapshot, status string) string {
+	return strings.Join([]string{strconv.FormatInt(s.Impressions, 10), s.Spend, s.Pacing, s.Approved, status}, "|")
 }
 
 // decimal returns a seller's number literal as a plain decimal string (its exact value, in as
@@ -291,7 +321,7 @@ func AfterSweep[S any](sweep func(context.Context, json.RawMessage) (S, error), 
 		if derr != nil {
 			r.log.WarnContext(ctx, "delivery read failed", "err", derr)
 		} else if rep != (Report{}) {
-			r.log.InfoContext(ctx, "delivery read", "read", rep.Read, "snapshots", rep.Snapshots, "overBudget", rep.OverBudget, "retired", rep.Retired,
+			r.log.InfoContext(ctx, "delivery read", "read", rep.Read, "snapshots", rep.Snapshots, "unchanged", rep.Unchanged, "overBudget", rep.OverBudget, "retired", rep.Retired,
 				"failed", rep.Failed, "backfilled", rep.Backfilled)
 		}
 		return out, err

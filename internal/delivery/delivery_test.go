@@ -25,11 +25,21 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// TestDeliveryReadsLiveBuysOnACadence places a buy at the simulated seller (a real MCP server),
-// records it completed in the ledger, and runs the reader against both: a snapshot and a
-// timeline entry per reported as-of, the next read an hour later, the over-budget metric when
-// the seller reports spend past the approved budget, and changes and canceled buys retired.
-func TestDeliveryReadsLiveBuysOnACadence(t *testing.T) {
+// fixture is a ledger on the emulator, the simulated seller (a real MCP server) with one buy
+// placed at it, and an AdCP client that talks to it.
+type fixture struct {
+	db      *dynamodb.Client
+	table   string
+	store   *ledger.Store
+	clk     *clocktest.Clock
+	seller  *adcptest.Seller
+	client  *adcp.Client
+	created *adcp.MediaBuyResult
+	place   func(id, kind string)
+}
+
+func start(t *testing.T) *fixture {
+	t.Helper()
 	db, table := dynamotest.Start(t)
 	clk := clocktest.At(time.Date(2099, 3, 2, 12, 0, 0, 0, time.UTC))
 	store := ledger.New(db, table)
@@ -82,6 +92,16 @@ func TestDeliveryReadsLiveBuysOnACadence(t *testing.T) {
 			}
 		}
 	}
+	return &fixture{db: db, table: table, store: store, clk: clk, seller: seller, client: client, created: created, place: place}
+}
+
+// TestDeliveryReadsLiveBuysOnACadence places a buy at the simulated seller (a real MCP server),
+// records it completed in the ledger, and runs the reader against both: a snapshot and a
+// timeline entry per reported as-of, the next read an hour later, the over-budget metric when
+// the seller reports spend past the approved budget, and changes and canceled buys retired.
+func TestDeliveryReadsLiveBuysOnACadence(t *testing.T) {
+	f := start(t)
+	ctx, db, table, store, clk, seller, client, created, place := context.Background(), f.db, f.table, f.store, f.clk, f.seller, f.client, f.created, f.place
 	place("op-buy", "")
 	place("chg-1", record.KindModification)
 	// op-buy was completed before the live list existed, as a deployment's older buys were: no
@@ -150,5 +170,66 @@ func TestDeliveryReadsLiveBuysOnACadence(t *testing.T) {
 	}
 	if live, _ := store.ListLiveDue(ctx, clk.Now().Add(48*time.Hour), 10); len(live) != 0 {
 		t.Fatalf("still live: %d", len(live))
+	}
+}
+
+// countingLedger counts the delivery writes a reader makes: snapshots and timeline events.
+type countingLedger struct {
+	*ledger.Store
+	snapshots, events int
+}
+
+func (c *countingLedger) PutDeliverySnapshot(ctx context.Context, d record.DeliverySnapshot) (bool, error) {
+	c.snapshots++
+	return c.Store.PutDeliverySnapshot(ctx, d)
+}
+
+func (c *countingLedger) AppendEvent(ctx context.Context, tenant, opID string, ev record.Event) error {
+	c.events++
+	return c.Store.AppendEvent(ctx, tenant, opID, ev)
+}
+
+// TestDeliveryWritesOnlyWhenItMoved reads a buy whose seller reports a new reporting period on
+// every read: a read that finds the same delivery writes no snapshot and no event (only the
+// next read's schedule); a read after the delivery moved, or after the approved budget
+// changed, writes one of each.
+func TestDeliveryWritesOnlyWhenItMoved(t *testing.T) {
+	f := start(t)
+	ctx := context.Background()
+	f.place("op-buy", "")
+	counted := &countingLedger{Store: f.store}
+	r := delivery.New(counted, f.client, delivery.Config{Every: time.Hour, Now: f.clk.Now})
+	run := func(what string, snapshots, unchanged int) {
+		t.Helper()
+		f.clk.Advance(time.Hour)
+		before := counted.snapshots + counted.events
+		rep, err := r.Run(ctx)
+		if err != nil || rep.Read != 1 || rep.Snapshots != snapshots || rep.Unchanged != unchanged {
+			t.Fatalf("%s: %+v %v; want 1 read, %d snapshots, %d unchanged", what, rep, err, snapshots, unchanged)
+		}
+		if writes := counted.snapshots + counted.events - before; writes != 2*snapshots {
+			t.Fatalf("%s: %d snapshot and event writes, want %d", what, writes, 2*snapshots)
+		}
+	}
+	f.seller.SetDelivered(f.created.MediaBuyID, 12000, "100.5")
+	run("the first read", 1, 0)
+	run("the same delivery an hour later", 0, 1)
+	run("and again", 0, 1)
+	f.seller.SetDelivered(f.created.MediaBuyID, 12000, "100.50") // the same amount, written otherwise
+	run("the same spend in another literal", 0, 1)
+	f.seller.SetDelivered(f.created.MediaBuyID, 13000, "110")
+	run("more delivered", 1, 0)
+	if _, err := f.store.BeginChange(ctx, record.BuyState{Tenant: "acme", OperationID: "op-buy", MediaBuyID: f.created.MediaBuyID, State: "active",
+		BudgetTotal: "3000.00", Currency: "USD"}, "chg-1", "budget", f.clk.Now().Add(time.Hour), record.Event{Type: "modification_requested"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.ApplyChange(ctx, record.BuyState{Tenant: "acme", OperationID: "op-buy", MediaBuyID: f.created.MediaBuyID, Revision: 2,
+		State: "active", BudgetTotal: "5000.00", Currency: "USD"}, "chg-1", record.Event{Type: "modification_applied"}); err != nil {
+		t.Fatal(err)
+	}
+	run("the same delivery against a new approved budget", 1, 0)
+	snaps, err := f.store.ListDeliverySnapshots(ctx, "acme", "op-buy", 10)
+	if err != nil || len(snaps) != 3 || snaps[0].Approved != "5000.00" {
+		t.Fatalf("snapshots: %+v %v; want 3, the newest against 5000.00", snaps, err)
 	}
 }
