@@ -1,9 +1,10 @@
-// Package delivery reads what live buys delivered: on a cadence, get_media_buy_delivery for
-// every completed buy whose read is due (one call per seller and account, for all its due
-// buys), a delivery snapshot in the ledger when the delivery moved since the last one
-// (impressions, spend, pacing, and the budget approved then), an event on the buy's timeline
-// showing spend against the approved budget, and the SpendOverBudget metric when a buy spent
-// past it.
+// Package delivery reads what live buys delivered: on a cadence that follows each buy's
+// flight (often at launch and near the end, daily in between, once after the end, when the buy
+// leaves the live list), get_media_buy_delivery for every completed buy whose read is due (one
+// call per seller and account, for all its due buys), a delivery snapshot in the ledger when
+// the delivery moved since the last one (impressions, spend, pacing, and the budget approved
+// then), an event on the buy's timeline showing spend against the approved budget, and the
+// SpendOverBudget metric when a buy spent past it.
 package delivery
 
 import (
@@ -41,19 +42,17 @@ type adCP interface {
 	GetMediaBuyDelivery(ctx context.Context, agentID string, req adcp.GetMediaBuyDeliveryRequest) (*adcp.DeliveryReport, error)
 }
 
-// The Reader's defaults: one read of each live buy an hour (sellers report hourly at best), at
-// most DefaultBatch buys a run, and DefaultBackfillScan ledger items scanned a run until the
-// backfill is done.
+// The Reader's defaults: at most DefaultBatch buys a run, and DefaultBackfillScan ledger items
+// scanned a run until the backfill is done. When each buy is read is its Cadence's.
 const (
-	DefaultEvery        = time.Hour
 	DefaultBatch        = 200
 	defaultBackfillScan = 1000
 )
 
 // Config holds a Reader's settings.
 type Config struct {
-	// Every is how often one buy's delivery is read (default DefaultEvery).
-	Every time.Duration
+	// Cadence decides when each buy is read next, from its flight.
+	Cadence Cadence
 	// Batch bounds the buys read in one run (default DefaultBatch); the rest are read on the
 	// next run.
 	Batch int
@@ -81,9 +80,6 @@ type Reader struct {
 
 // New returns a Reader.
 func New(l ledger, a adCP, cfg Config) *Reader {
-	if cfg.Every <= 0 {
-		cfg.Every = DefaultEvery
-	}
 	if cfg.Batch <= 0 {
 		cfg.Batch = DefaultBatch
 	}
@@ -115,9 +111,15 @@ type group struct {
 	seller  string
 	account adcp.AccountRef
 	buys    map[string]*record.Operation // media buy id → operation
-	// approved is each buy's approved budget now (by media buy id), from the buy state read
-	// that also tells a canceled buy.
-	approved map[string]string
+	// flights holds what each buy's read needs besides its operation (by media buy id).
+	flights map[string]flight
+}
+
+// flight is one buy's flight, as its request and its later changes set it, and its approved
+// budget now (both from the buy state read that also tells a canceled buy).
+type flight struct {
+	start, end time.Time
+	approved   string
 }
 
 // Run first lists live, within BackfillScan, buys completed before the live list existed
@@ -144,32 +146,42 @@ func (r *Reader) Run(ctx context.Context) (Report, error) {
 			r.retire(ctx, op, &rep) // a change delivers nothing; a buy without a seller id cannot be read
 			continue
 		}
-		approved := op.BudgetTotal
-		if st, err := r.ledger.GetBuyState(ctx, op.Tenant, op.ID); err == nil {
-			if st.State == record.BuyStateCanceled {
-				r.retire(ctx, op, &rep)
-				continue
-			}
-			approved = st.BudgetTotal
-		}
 		var req buy.SubmitRequest
 		var mb struct {
-			Account adcp.AccountRef `json:"account"`
+			Account   adcp.AccountRef `json:"account"`
+			StartTime string          `json:"start_time"`
+			EndTime   string          `json:"end_time"`
 		}
 		if json.Unmarshal(op.Request, &req) != nil || json.Unmarshal(req.MediaBuy, &mb) != nil {
 			r.retire(ctx, op, &rep)
 			continue
 		}
+		// "asap" (or no start) starts the flight when the buy was submitted.
+		fl := flight{start: op.CreatedAt, approved: op.BudgetTotal}
+		if t, err := time.Parse(time.RFC3339, mb.StartTime); err == nil {
+			fl.start = t
+		}
+		fl.end, _ = time.Parse(time.RFC3339, mb.EndTime)
+		if st, err := r.ledger.GetBuyState(ctx, op.Tenant, op.ID); err == nil {
+			if st.State == record.BuyStateCanceled {
+				r.retire(ctx, op, &rep)
+				continue
+			}
+			fl.approved = st.BudgetTotal
+			if t, err := time.Parse(time.RFC3339, st.EndTime); err == nil {
+				fl.end = t // a change moved the end
+			}
+		}
 		acct, _ := json.Marshal(mb.Account)
 		k := op.SellerID + "\x00" + string(acct)
 		g, ok := groups[k]
 		if !ok {
-			g = &group{seller: op.SellerID, account: mb.Account, buys: map[string]*record.Operation{}, approved: map[string]string{}}
+			g = &group{seller: op.SellerID, account: mb.Account, buys: map[string]*record.Operation{}, flights: map[string]flight{}}
 			groups[k] = g
 			order = append(order, k)
 		}
 		g.buys[op.MediaBuyID] = op
-		g.approved[op.MediaBuyID] = approved
+		g.flights[op.MediaBuyID] = fl
 	}
 	for _, k := range order {
 		r.read(ctx, groups[k], now, &rep)
@@ -208,7 +220,7 @@ func (r *Reader) read(ctx context.Context, g *group, now time.Time, rep *Report)
 			continue // a buy the seller reports that this read did not ask for
 		}
 		rep.Read++
-		mark, err := r.record(ctx, op, g.approved[row.MediaBuyID], row, res.Currency, asOf, rep)
+		mark, err := r.record(ctx, op, g.flights[row.MediaBuyID].approved, row, res.Currency, asOf, rep)
 		if err != nil {
 			rep.Failed++
 			r.log.WarnContext(ctx, "delivery not recorded", "operationId", op.ID, "err", err)
@@ -217,7 +229,13 @@ func (r *Reader) read(ctx context.Context, g *group, now time.Time, rep *Report)
 		marks[row.MediaBuyID] = mark
 	}
 	for id, op := range g.buys {
-		if err := r.ledger.ScheduleDeliveryReadMarked(ctx, op.Tenant, op.ID, now.Add(r.cfg.Every), marks[id]); err != nil && !errors.Is(err, record.ErrConflict) {
+		fl := g.flights[id]
+		next, last := r.cfg.Cadence.Next(now, fl.start, fl.end)
+		if last {
+			r.retire(ctx, op, rep) // the flight ended and its final read is in
+			continue
+		}
+		if err := r.ledger.ScheduleDeliveryReadMarked(ctx, op.Tenant, op.ID, next, marks[id]); err != nil && !errors.Is(err, record.ErrConflict) {
 			r.log.WarnContext(ctx, "next delivery read not scheduled", "operationId", op.ID, "err", err)
 		}
 	}
@@ -312,7 +330,7 @@ func mustEqual(s string, r *big.Rat) bool {
 }
 
 // AfterSweep returns a scheduled handler that runs sweep, then the delivery read: the
-// reconcile function's one schedule drives both, and the read's own cadence (Config.Every)
+// reconcile function's one schedule drives both, and the read's own cadence (Config.Cadence)
 // decides which buys are due. A failed read is logged, never the sweep's failure.
 func AfterSweep[S any](sweep func(context.Context, json.RawMessage) (S, error), r *Reader) func(context.Context, json.RawMessage) (S, error) {
 	return func(ctx context.Context, in json.RawMessage) (S, error) {

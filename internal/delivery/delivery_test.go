@@ -36,6 +36,8 @@ type fixture struct {
 	client  *adcp.Client
 	created *adcp.MediaBuyResult
 	place   func(id, kind string)
+	// placeWith is place with the buy's submitted request (its flight).
+	placeWith func(id, kind string, request json.RawMessage)
 }
 
 func start(t *testing.T) *fixture {
@@ -79,7 +81,7 @@ func start(t *testing.T) *fixture {
 	}
 
 	request := json.RawMessage(`{"seller_id":"sim-seller","currency":"USD","media_buy":{"account":{"account_id":"acct-1"}}}`)
-	place := func(id, kind string) {
+	placeWith := func(id, kind string, request json.RawMessage) {
 		t.Helper()
 		if _, err := store.CreateOperation(ctx, record.Operation{ID: id, Tenant: "acme", SellerID: "sim-seller", BudgetTotal: "3000.00", Currency: "USD",
 			Request: request, Kind: kind, ParentID: map[bool]string{true: "op-buy"}[kind != ""]}); err != nil {
@@ -92,7 +94,8 @@ func start(t *testing.T) *fixture {
 			}
 		}
 	}
-	return &fixture{db: db, table: table, store: store, clk: clk, seller: seller, client: client, created: created, place: place}
+	place := func(id, kind string) { t.Helper(); placeWith(id, kind, request) }
+	return &fixture{db: db, table: table, store: store, clk: clk, seller: seller, client: client, created: created, place: place, placeWith: placeWith}
 }
 
 // TestDeliveryReadsLiveBuysOnACadence places a buy at the simulated seller (a real MCP server),
@@ -115,7 +118,7 @@ func TestDeliveryReadsLiveBuysOnACadence(t *testing.T) {
 
 	var out bytes.Buffer
 	rec := metrics.New(&out, metrics.Namespace, clk.Now)
-	r := delivery.New(store, client, delivery.Config{Every: time.Hour, Now: clk.Now, Metrics: rec})
+	r := delivery.New(store, client, delivery.Config{Cadence: delivery.Cadence{Every: time.Hour}, Now: clk.Now, Metrics: rec})
 	seller.SetDelivered(created.MediaBuyID, 12000, "2999.995")
 	clk.Advance(time.Second)
 	rep, err := r.Run(ctx)
@@ -198,7 +201,7 @@ func TestDeliveryWritesOnlyWhenItMoved(t *testing.T) {
 	ctx := context.Background()
 	f.place("op-buy", "")
 	counted := &countingLedger{Store: f.store}
-	r := delivery.New(counted, f.client, delivery.Config{Every: time.Hour, Now: f.clk.Now})
+	r := delivery.New(counted, f.client, delivery.Config{Cadence: delivery.Cadence{Every: time.Hour}, Now: f.clk.Now})
 	run := func(what string, snapshots, unchanged int) {
 		t.Helper()
 		f.clk.Advance(time.Hour)
