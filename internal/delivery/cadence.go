@@ -14,6 +14,9 @@ const (
 	DefaultEdgeEvery    = 3 * time.Hour
 	DefaultQuietEvery   = 24 * time.Hour
 	DefaultFinalAfter   = 24 * time.Hour
+	// DefaultPushWatch is how often a buy whose seller pushes its reports is pulled anyway: a
+	// watchdog for a push channel gone quiet (lost deliveries, a seller that stopped).
+	DefaultPushWatch = 7 * 24 * time.Hour
 )
 
 // Cadence decides when a live buy is next read, from its flight.
@@ -28,6 +31,8 @@ type Cadence struct {
 	// FinalAfter is how long after the flight's end the last read comes: sellers finalize late
 	// data and adjustments after the flight; the buy leaves the live list with that read.
 	FinalAfter time.Duration
+	// PushWatch is the pull cadence of a buy whose seller pushes its delivery reports.
+	PushWatch time.Duration
 }
 
 func (c Cadence) withDefaults() Cadence {
@@ -41,6 +46,7 @@ func (c Cadence) withDefaults() Cadence {
 	set(&c.EdgeEvery, DefaultEdgeEvery)
 	set(&c.QuietEvery, DefaultQuietEvery)
 	set(&c.FinalAfter, DefaultFinalAfter)
+	set(&c.PushWatch, DefaultPushWatch)
 	return c
 }
 
@@ -50,6 +56,17 @@ func (c Cadence) withDefaults() Cadence {
 // mid-flight is read when its end window opens, and a buy read just before its end is read
 // again FinalAfter after it.
 func (c Cadence) Next(now, start, end time.Time) (next time.Time, retire bool) {
+	return c.next(now, start, end, false)
+}
+
+// NextPushed is Next for a buy whose seller pushes its delivery reports: the pushes carry the
+// flight, so it is pulled only every PushWatch, at its end and a final time after it (the
+// operator's Every still wins).
+func (c Cadence) NextPushed(now, start, end time.Time) (next time.Time, retire bool) {
+	return c.next(now, start, end, true)
+}
+
+func (c Cadence) next(now, start, end time.Time, pushed bool) (next time.Time, retire bool) {
 	c = c.withDefaults()
 	if !end.IsZero() && !now.Before(end) {
 		if !now.Before(end.Add(c.FinalAfter)) {
@@ -61,6 +78,8 @@ func (c Cadence) Next(now, start, end time.Time) (next time.Time, retire bool) {
 	switch {
 	case c.Every > 0:
 		step = c.Every
+	case pushed:
+		step = c.PushWatch
 	case now.Before(start):
 		return start, false // nothing delivers before the flight starts
 	case now.Before(start.Add(c.LaunchWindow)):
@@ -70,7 +89,7 @@ func (c Cadence) Next(now, start, end time.Time) (next time.Time, retire bool) {
 	}
 	next = now.Add(step)
 	var edges []time.Time // the phase boundaries a read must not skip
-	if c.Every <= 0 {
+	if c.Every <= 0 && !pushed {
 		edges = append(edges, start.Add(c.LaunchWindow))
 		if !end.IsZero() {
 			edges = append(edges, end.Add(-c.EndWindow))

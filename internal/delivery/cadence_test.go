@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/delivery"
 )
 
@@ -43,6 +44,25 @@ func TestCadenceFollowsTheFlight(t *testing.T) {
 		{"windows of the operator's", delivery.Cadence{LaunchWindow: 2 * h, EdgeEvery: h, QuietEvery: 6 * h}, start.Add(3 * h), end, start.Add(9 * h), false},
 	} {
 		next, retire := c.c.Next(c.now, start, c.end)
+		if !next.Equal(c.next) || retire != c.retire {
+			t.Errorf("%s: next %s, retire %v; want %s, %v", c.name, next, retire, c.next, c.retire)
+		}
+	}
+	// A buy whose seller pushes its reports is pulled as a watchdog only: every PushWatch,
+	// whatever the phase, never past the end, and a final time after it.
+	for _, c := range []struct {
+		name   string
+		now    time.Time
+		next   time.Time
+		retire bool
+	}{
+		{"pushed, at launch", start.Add(h), start.Add(h + delivery.DefaultPushWatch), false},
+		{"pushed, mid-flight", start.Add(10 * 24 * h), start.Add(10*24*h + delivery.DefaultPushWatch), false},
+		{"pushed, the end within a watch", end.Add(-3 * 24 * h), end, false},
+		{"pushed, at the end", end, end.Add(delivery.DefaultFinalAfter), false},
+		{"pushed, the final read", end.Add(delivery.DefaultFinalAfter), time.Time{}, true},
+	} {
+		next, retire := def.NextPushed(c.now, start, end)
 		if !next.Equal(c.next) || retire != c.retire {
 			t.Errorf("%s: next %s, retire %v; want %s, %v", c.name, next, retire, c.next, c.retire)
 		}
@@ -97,4 +117,39 @@ func TestDeliveryReadsAFlightOnItsCadence(t *testing.T) {
 	if live, err := f.store.ListLiveDue(ctx, f.clk.Now().Add(365*day), 10); err != nil || len(live) != 0 {
 		t.Fatalf("still live: %d %v", len(live), err)
 	}
+}
+
+// TestPushedBuyIsPulledAsAWatchdog: once the seller pushed a report for a buy (Push, as the
+// webhook receiver calls it), the scheduled read pulls it only every PushWatch.
+func TestPushedBuyIsPulledAsAWatchdog(t *testing.T) {
+	f := start(t)
+	ctx := context.Background()
+	begin := f.clk.Now()
+	f.placeWith("op-buy", "", json.RawMessage(fmt.Sprintf(`{"seller_id":"sim-seller","currency":"USD","media_buy":{"account":{"account_id":"acct-1"},"start_time":%q,"end_time":%q}}`,
+		begin.Format(time.RFC3339), begin.Add(30*24*time.Hour).Format(time.RFC3339))))
+	r := delivery.New(f.store, f.client, delivery.Config{Now: f.clk.Now})
+	read := func(what string, want int) {
+		t.Helper()
+		if rep, err := r.Run(ctx); err != nil || rep.Read != want {
+			t.Fatalf("%s: %+v %v; want %d read", what, rep, err, want)
+		}
+	}
+	read("at launch", 1)
+	op, err := f.store.GetOperation(ctx, "acme", "op-buy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pushed adcp.DeliveryReport
+	pushed.Currency, pushed.ReportingPeriod.End = "USD", f.clk.Now().Add(time.Hour).Format(time.RFC3339)
+	pushed.MediaBuys = []adcp.MediaBuyDelivery{{MediaBuyID: f.created.MediaBuyID, Status: "active"}}
+	pushed.MediaBuys[0].Totals.Spend = "12.5"
+	if moved, err := r.Push(ctx, op, &pushed); err != nil || !moved {
+		t.Fatalf("push: %v %v", moved, err)
+	}
+	f.clk.Advance(delivery.DefaultEdgeEvery)
+	read("the read scheduled before the push", 1)
+	f.clk.Advance(24 * time.Hour)
+	read("a day later: no launch or quiet read for a pushed buy", 0)
+	f.clk.Advance(delivery.DefaultPushWatch)
+	read("a watch later", 1)
 }

@@ -26,14 +26,16 @@ import (
 	"github.com/buyflow/buyflow/internal/record"
 )
 
-// ledger is the part of the ledger the reader uses; *ledger.Store satisfies it.
-type ledger interface {
+// Store is the part of the ledger the reader uses; *ledger.Store satisfies it.
+type Store interface {
 	ListLiveDue(ctx context.Context, dueBefore time.Time, limit int) ([]*record.Operation, error)
 	BackfillLive(ctx context.Context, scanLimit int) (added int, done bool, err error)
 	ScheduleDeliveryReadMarked(ctx context.Context, tenant, id string, next time.Time, mark string) error
 	RetireLive(ctx context.Context, tenant, id string) error
 	GetBuyState(ctx context.Context, tenant, opID string) (*record.BuyState, error)
 	PutDeliverySnapshot(ctx context.Context, d record.DeliverySnapshot) (bool, error)
+	ListDeliverySnapshots(ctx context.Context, tenant, opID string, limit int) ([]record.DeliverySnapshot, error)
+	MarkDeliveryPushed(ctx context.Context, tenant, id string) error
 	AppendEvent(ctx context.Context, tenant, opID string, ev record.Event) error
 }
 
@@ -69,7 +71,7 @@ type Config struct {
 
 // Reader reads delivery; it is safe for one run at a time.
 type Reader struct {
-	ledger ledger
+	ledger Store
 	adcp   adCP
 	cfg    Config
 	log    *slog.Logger
@@ -78,8 +80,9 @@ type Reader struct {
 	backfilled bool
 }
 
-// New returns a Reader.
-func New(l ledger, a adCP, cfg Config) *Reader {
+// New returns a Reader. A Reader that only records pushed reports (Push) needs no AdCP client:
+// a nil one.
+func New(l Store, a adCP, cfg Config) *Reader {
 	if cfg.Batch <= 0 {
 		cfg.Batch = DefaultBatch
 	}
@@ -230,7 +233,7 @@ func (r *Reader) read(ctx context.Context, g *group, now time.Time, rep *Report)
 	}
 	for id, op := range g.buys {
 		fl := g.flights[id]
-		next, last := r.cfg.Cadence.Next(now, fl.start, fl.end)
+		next, last := r.cfg.Cadence.next(now, fl.start, fl.end, op.DeliveryPushed)
 		if last {
 			r.retire(ctx, op, rep) // the flight ended and its final read is in
 			continue
@@ -264,7 +267,7 @@ func (r *Reader) record(ctx context.Context, op *record.Operation, approved stri
 			snap.Pacing = p
 		}
 	}
-	m := mark(snap, row.Status)
+	m := mark(snap)
 	if m == op.DeliveryMark {
 		rep.Unchanged++
 		return "", nil
@@ -294,11 +297,68 @@ func (r *Reader) record(ctx context.Context, op *record.Operation, approved stri
 	return m, nil
 }
 
-// mark is what a snapshot says that a reader compares: delivered, spent, pacing, the budget it
-// was measured against, and the seller's status of the buy. The as-of is left out on purpose:
-// a seller stamps every answer with a new reporting period even when nothing moved.
-func mark(s record.DeliverySnapshot, status string) string {
-	return strings.Join([]string{strconv.FormatInt(s.Impressions, 10), s.Spend, s.Pacing, s.Approved, status}, "|")
+// mark is what a snapshot says that a reader compares: delivered, spent, pacing, and the
+// budget it was measured against. The as-of is left out on purpose: a seller stamps every
+// answer with a new reporting period even when nothing moved.
+func mark(s record.DeliverySnapshot) string {
+	return strings.Join([]string{strconv.FormatInt(s.Impressions, 10), s.Spend, s.Pacing, s.Approved}, "|")
+}
+
+// Push records a delivery report the seller pushed for op's buy (its reporting_webhook), after
+// the webhook receiver verified and deduplicated the delivery: as a read's report, a snapshot
+// and a timeline event only when the delivery moved, compared here with the buy's last
+// snapshot (a push writes nothing else on the operation). Rows about other media buys are
+// ignored. The first push marks the buy pushed, so that the scheduled read pulls it only as a
+// watchdog from then on. It reports whether a snapshot was written; a report for an operation
+// that delivers nothing (a change, a buy the seller has not placed, a canceled buy) is an error
+// matching record.ErrConflict.
+func (r *Reader) Push(ctx context.Context, op *record.Operation, res *adcp.DeliveryReport) (moved bool, err error) {
+	rep, err := r.push(ctx, op, res)
+	return rep.Snapshots > 0, err
+}
+
+func (r *Reader) push(ctx context.Context, op *record.Operation, res *adcp.DeliveryReport) (Report, error) {
+	var rep Report
+	notLive := fmt.Errorf("delivery: operation %s is not a live buy: %w", op.ID, record.ErrConflict)
+	if op.Kind == record.KindModification || op.MediaBuyID == "" {
+		return rep, notLive
+	}
+	approved := op.BudgetTotal
+	switch st, err := r.ledger.GetBuyState(ctx, op.Tenant, op.ID); {
+	case err == nil && st.State == record.BuyStateCanceled:
+		return rep, notLive
+	case err == nil:
+		approved = st.BudgetTotal
+	case !errors.Is(err, record.ErrNotFound):
+		return rep, err
+	}
+	last, err := r.ledger.ListDeliverySnapshots(ctx, op.Tenant, op.ID, 1)
+	if err != nil {
+		return rep, err
+	}
+	cur := *op
+	if len(last) == 1 {
+		cur.DeliveryMark = mark(last[0])
+	}
+	asOf, err := time.Parse(time.RFC3339, res.ReportingPeriod.End)
+	if err != nil {
+		return rep, fmt.Errorf("the pushed report's reporting_period.end %q is not a date-time", res.ReportingPeriod.End)
+	}
+	for _, row := range res.MediaBuys {
+		if row.MediaBuyID != op.MediaBuyID {
+			continue
+		}
+		rep.Read++
+		if _, err := r.record(ctx, &cur, approved, row, res.Currency, asOf, &rep); err != nil {
+			return rep, err
+		}
+	}
+	if !op.DeliveryPushed {
+		if err := r.ledger.MarkDeliveryPushed(ctx, op.Tenant, op.ID); err != nil && !errors.Is(err, record.ErrConflict) {
+			return rep, err
+		}
+	}
+	return rep, nil
 }
 
 // decimal returns a seller's number literal as a plain decimal string (its exact value, in as

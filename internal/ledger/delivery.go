@@ -128,6 +128,12 @@ func (s *Store) ScheduleDeliveryReadMarked(ctx context.Context, tenant, id strin
 // attrDeliveryMark is record.Operation's DeliveryMark.
 const attrDeliveryMark = "delivery_mark"
 
+// MarkDeliveryPushed records that the seller of the tenant's live buy id pushes its delivery
+// reports (record.Operation's DeliveryPushed): condition still listed live, else ErrConflict.
+func (s *Store) MarkDeliveryPushed(ctx context.Context, tenant, id string) error {
+	return s.updateLive(ctx, tenant, id, expression.Set(expression.Name("delivery_pushed"), expression.Value(true)))
+}
+
 // RetireLive takes the tenant's operation id off the live list (a change, or a buy that will
 // deliver no more): condition still listed live.
 func (s *Store) RetireLive(ctx context.Context, tenant, id string) error {

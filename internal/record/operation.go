@@ -79,6 +79,9 @@ type Operation struct {
 	// internal/delivery): a read whose report matches it writes no snapshot, so an unmoved buy
 	// costs a read, not a write.
 	DeliveryMark string `dynamodbav:"delivery_mark,omitempty"`
+	// DeliveryPushed is set on a live buy once its seller pushed a delivery report
+	// (reporting_webhook): from then on the delivery read pulls it only as a watchdog.
+	DeliveryPushed bool `dynamodbav:"delivery_pushed,omitempty"`
 }
 
 // View is the API projection of an operation: every field but the task token.
