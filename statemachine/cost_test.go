@@ -414,13 +414,6 @@ func TestCostPer1000Buys(t *testing.T) {
 	if res.polls != 60 || res.transitions != 5+3*res.polls || res.events != 21+9*res.polls {
 		t.Errorf("fixed loop, 1 h: %d polls, %d transitions, %d events; want 60, %d, %d", res.polls, res.transitions, res.events, 5+3*60, 21+9*60)
 	}
-	// A live buy is read every delivery.DefaultEvery: 24 reads a day, each billed.
-	if d := deliveryFleets[0].cost(); d.readsPerBuy != 24 || d.wru != 24*float64(deliveryFleets[0].live)*deliveryWRUPerBuy || d.usdPerBuyDay <= 0 {
-		t.Errorf("delivery reads of %d live buys: %+v", deliveryFleets[0].live, d)
-	}
-	if n := len(deliveryTable()); n != 2+len(deliveryFleets)+1 {
-		t.Errorf("the delivery table has %d lines", n)
-	}
 	// Every case prices and ends (the table itself prints through make bench).
 	_, over := costTable(t, 5)
 	for _, line := range over {
@@ -434,8 +427,6 @@ func BenchmarkCostTable(b *testing.B) {
 	lines, over := costTable(b, 60)
 	lines = append(lines, "")
 	lines = append(lines, sweepTable()...)
-	lines = append(lines, "")
-	lines = append(lines, deliveryTable()...)
 	printTable(append(lines, over...))
 	for b.Loop() {
 		_ = fleet1kUnlisted.cost()

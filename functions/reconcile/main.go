@@ -38,7 +38,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	}
 	// The sweep writes its own metrics; this recorder carries a recovered panic's count and the
 	// delivery read's SpendOverBudget.
-	reader := delivery.New(c.Ledger(), client, delivery.Config{Every: time.Duration(c.Env.Run.DeliveryReadMinutes) * time.Minute, Metrics: c.Metrics})
+	reader := delivery.New(c.Ledger(), client, delivery.Config{Cadence: delivery.Cadence{Every: time.Duration(c.Env.Run.DeliveryReadMinutes) * time.Minute}, Metrics: c.Metrics})
 	wire.Start(c, delivery.AfterSweep(svc.Handle, reader)) // blocks
 	return nil
 }

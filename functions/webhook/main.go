@@ -1,6 +1,7 @@
 // Command webhook serves POST /v1/webhooks/adcp/{operation_id}: seller task updates,
 // authenticated per seller (RFC 9421 or the seller's legacy mode), deduplicated, applied forward
-// only, and waking the parked AwaitSeller task.
+// only, and waking the parked AwaitSeller task; and the delivery reports a seller pushes to a
+// buy's reporting_webhook, recorded by internal/delivery.
 package main
 
 import (
@@ -10,6 +11,7 @@ import (
 
 	"github.com/buyflow/buyflow/functions/internal/agentwire"
 	"github.com/buyflow/buyflow/functions/internal/wire"
+	"github.com/buyflow/buyflow/internal/delivery"
 	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/webhook"
 )
@@ -31,8 +33,11 @@ func run(ctx context.Context, getenv func(string) string) error {
 	// nonce) replays are recorded in the ledger for every instance.
 	verifiers := &webhook.RegistryVerifiers{Registry: reg, Secrets: c.Secrets(), Options: webhook.VerifierOptions{
 		Replay: store, AllowHTTP: strings.HasPrefix(c.Env.PublicBaseURL, "http://"), Now: time.Now}}
+	// Pushed delivery reports (the reporting_webhook the create stage registers) are recorded as
+	// the scheduled read records pulled ones; recording a push calls no agent.
+	reports := delivery.New(store, nil, delivery.Config{Metrics: c.Metrics})
 	svc, err := webhook.New(webhook.Config{
-		Ledger: store, Operations: store, Sellers: verifiers, Registry: reg, Tasks: c.Tasks(),
+		Ledger: store, Operations: store, Sellers: verifiers, Registry: reg, Tasks: c.Tasks(), Reports: reports,
 		RunConfig: c.Env.Run, PublicBaseURL: c.Env.PublicBaseURL, Now: time.Now, Metrics: c.Metrics,
 	})
 	if err != nil {

@@ -43,6 +43,18 @@ func (c *Capabilities) SupportsVersion(v string) bool {
 	return slices.Contains(c.SupportedVersions, v)
 }
 
+// PushesDelivery reports whether the agent pushes delivery reports to a buy's
+// reporting_webhook (media_buy.reporting_delivery_methods lists "webhook"). Polling
+// get_media_buy_delivery is always available besides.
+func (c *Capabilities) PushesDelivery() bool {
+	var w struct {
+		MediaBuy struct {
+			Methods []string `json:"reporting_delivery_methods"`
+		} `json:"media_buy"`
+	}
+	return c != nil && json.Unmarshal(c.Raw, &w) == nil && slices.Contains(w.MediaBuy.Methods, "webhook")
+}
+
 // HasExperimental reports whether the agent declares experimental feature f
 // (e.g. "governance.campaign").
 func (c *Capabilities) HasExperimental(f string) bool {

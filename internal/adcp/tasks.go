@@ -43,6 +43,23 @@ type PushNotificationConfig struct {
 	Auth        json.RawMessage `json:"authentication,omitempty"` // legacy HMAC/Bearer opt-in
 }
 
+// ReportingWebhook is core/reporting-webhook.json: where a seller that pushes delivery reports
+// (capabilities media_buy.reporting_delivery_methods "webhook") posts them for a buy.
+type ReportingWebhook struct {
+	URL   string `json:"url"`
+	Token string `json:"token,omitempty"`
+	// Authentication is required in AdCP 3.x (the legacy Bearer or HMAC-SHA256 opt-in).
+	Authentication     WebhookAuthentication `json:"authentication"`
+	ReportingFrequency string                `json:"reporting_frequency"` // hourly, daily or monthly
+}
+
+// WebhookAuthentication is the legacy authentication of a webhook registration: exactly one
+// scheme ("Bearer" or "HMAC-SHA256") and its credentials (32 characters or more).
+type WebhookAuthentication struct {
+	Schemes     []string `json:"schemes"`
+	Credentials string   `json:"credentials"`
+}
+
 // PackageRequest is media-buy/package-request.json (the fields buyflow sets;
 // Context is the per-package echo, e.g. {"buyer_ref": "..."}).
 type PackageRequest struct {
@@ -76,6 +93,7 @@ type CreateMediaBuyRequest struct {
 	Paused                 *bool                   `json:"paused,omitempty"`
 	GovernanceContext      string                  `json:"governance_context,omitempty"`
 	PushNotificationConfig *PushNotificationConfig `json:"push_notification_config,omitempty"`
+	ReportingWebhook       *ReportingWebhook       `json:"reporting_webhook,omitempty"`
 	Context                json.RawMessage         `json:"context,omitempty"`
 	Ext                    json.RawMessage         `json:"ext,omitempty"`
 }

@@ -14,7 +14,8 @@
 // (the library; creatives outlive the buys they served), create_media_buy,
 // update_media_buy (including canceled: true; a package's targeting_overlay,
 // given on create, is replaced whole by an update's), get_media_buys,
-// get_media_buy_delivery, comply_test_controller (list_scenarios,
+// get_media_buy_delivery (and, with PushReporting, delivery reports pushed to
+// a buy's reporting_webhook by PushDelivery), comply_test_controller (list_scenarios,
 // force_media_buy_status along the media-buy state machine,
 // force_create_media_buy_arm, force_task_completion, force_creative_status,
 // force_account_status, simulate_delivery (cumulative), seed_product,

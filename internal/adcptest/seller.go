@@ -112,6 +112,11 @@ type SellerOptions struct {
 	// buys already placed stay (the upstream order outlives the process).
 	ForgetTasksOnRestart bool
 
+	// PushReporting declares media_buy.reporting_delivery_methods ["webhook"] in the
+	// capabilities and keeps the reporting_webhook a create registers, to which PushDelivery
+	// posts the buy's delivery reports.
+	PushReporting bool
+
 	// HTTPClient delivers webhooks (default: a client with a 5 s timeout).
 	HTTPClient *http.Client
 	// WebhookSigner signs webhooks registered without authentication (the
@@ -169,6 +174,10 @@ type delivered struct {
 type mediaBuy struct {
 	owner string
 	body  map[string]any // get_media_buys item
+	// reporting is the reporting_webhook the create registered (PushReporting), nil if none;
+	// reports counts the reports pushed to it (the sequence_number).
+	reporting *PushConfig
+	reports   int
 }
 
 // NewSeller returns a seller; serve it with Start or as an http.Handler.
@@ -289,6 +298,9 @@ func (s *Seller) capabilities(_ context.Context, c *call) reply {
 			"algorithms":           []string{"ed25519"},
 			"legacy_hmac_fallback": true,
 		},
+	}
+	if s.opts.PushReporting {
+		body["media_buy"] = map[string]any{"reporting_delivery_methods": []string{"webhook"}}
 	}
 	return reply{body: body}
 }
@@ -474,8 +486,12 @@ func (s *Seller) materialise(c *call) map[string]any {
 	if ctx, ok := c.fields["context"]; ok {
 		item["context"] = ctx
 	}
+	mb := &mediaBuy{owner: c.owner, body: item}
+	if rw, ok := c.args["reporting_webhook"].(map[string]any); ok && s.opts.PushReporting {
+		mb.reporting, _ = parsePush(map[string]any{"push_notification_config": rw})
+	}
 	s.mu.Lock()
-	s.buys[id] = &mediaBuy{owner: c.owner, body: item}
+	s.buys[id] = mb
 	s.buyOrder = append(s.buyOrder, id)
 	s.mu.Unlock()
 	return body
@@ -689,11 +705,21 @@ func (s *Seller) getMediaBuyDelivery(_ context.Context, c *call) reply {
 	want := mediaBuyIDs(c)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	rows, currency := s.deliveryRows(c.owner, want)
+	now := s.now().UTC()
+	return reply{body: map[string]any{"currency": currency,
+		"reporting_period":     map[string]any{"start": now.Add(-24 * time.Hour).Format(time.RFC3339), "end": now.Format(time.RFC3339)},
+		"media_buy_deliveries": rows}}
+}
+
+// deliveryRows are the delivery rows of owner's media buys (those in want, or all) and their
+// currency; the caller holds s.mu.
+func (s *Seller) deliveryRows(owner string, want map[string]bool) ([]any, string) {
 	rows := []any{}
 	currency := "USD"
 	for _, id := range s.buyOrder {
 		mb := s.buys[id]
-		if mb.owner != c.owner || len(want) > 0 && !want[id] {
+		if mb.owner != owner || len(want) > 0 && !want[id] {
 			continue
 		}
 		if cur, ok := mb.body["currency"].(string); ok {
@@ -714,14 +740,14 @@ func (s *Seller) getMediaBuyDelivery(_ context.Context, c *call) reply {
 			}
 			byPkg = append(byPkg, map[string]any{"package_id": pm["package_id"], "spend": ps, "pacing_index": 1})
 		}
+		if byPkg == nil {
+			byPkg = []any{} // required by the report's schema, even for a buy without packages
+		}
 		st, _ := mb.body["status"].(string)
 		rows = append(rows, map[string]any{"media_buy_id": id, "status": st,
 			"totals": map[string]any{"impressions": d.impressions, "spend": spend}, "by_package": byPkg})
 	}
-	now := s.now().UTC()
-	return reply{body: map[string]any{"currency": currency,
-		"reporting_period":     map[string]any{"start": now.Add(-24 * time.Hour).Format(time.RFC3339), "end": now.Format(time.RFC3339)},
-		"media_buy_deliveries": rows}}
+	return rows, currency
 }
 
 // MediaBuys returns snapshots (get_media_buys items) of every media buy.

@@ -186,7 +186,17 @@ func (s *Service) createIntent(ctx context.Context, op *record.Operation, req *s
 	if s.publicBaseURL == "" {
 		return adcp.Intent{}, &workflow.TerminalError{Code: "no_public_base_url", Reason: "the webhook URL cannot be built: no public base URL configured"}
 	}
-	m["push_notification_config"] = adcp.PushNotificationConfig{URL: s.publicBaseURL + topology.WebhookPathPrefix + op.ID, OperationID: op.ID, Token: token}
+	url := s.publicBaseURL + topology.WebhookPathPrefix + op.ID
+	m["push_notification_config"] = adcp.PushNotificationConfig{URL: url, OperationID: op.ID, Token: token}
+	// A seller that pushes delivery reports gets the buy's reporting_webhook: the same URL and
+	// token. AdCP 3.x requires its legacy authentication; its Bearer credential is that token
+	// (64 hex characters, already the operation's secret, stored only hashed), so the webhook
+	// receiver checks it against the operation without a shared secret crossing the wire.
+	// Capabilities not readable now: no push, the scheduled read pulls the buy.
+	if caps, err := s.AdCP.Capabilities(ctx, req.SellerID); err == nil && caps.PushesDelivery() {
+		m["reporting_webhook"] = adcp.ReportingWebhook{URL: url, Token: token, ReportingFrequency: "daily",
+			Authentication: adcp.WebhookAuthentication{Schemes: []string{"Bearer"}, Credentials: token}}
+	}
 	return stage.BuildIntent(ctx, s.AdCP, req.SellerID, adcp.ToolCreateMediaBuy, m, now)
 }
 

@@ -1,8 +1,10 @@
-// Package delivery reads what live buys delivered: on a cadence, get_media_buy_delivery for
-// every completed buy whose read is due (one call per seller and account, for all its due
-// buys), a delivery snapshot in the ledger per reported as-of (impressions, spend, pacing, and
-// the budget approved then), an event on the buy's timeline showing spend against the approved
-// budget, and the SpendOverBudget metric when a buy spent past it.
+// Package delivery reads what live buys delivered: on a cadence that follows each buy's
+// flight (often at launch and near the end, daily in between, once after the end, when the buy
+// leaves the live list), get_media_buy_delivery for every completed buy whose read is due (one
+// call per seller and account, for all its due buys), a delivery snapshot in the ledger when
+// the delivery moved since the last one (impressions, spend, pacing, and the budget approved
+// then), an event on the buy's timeline showing spend against the approved budget, and the
+// SpendOverBudget metric when a buy spent past it.
 package delivery
 
 import (
@@ -13,6 +15,7 @@ import (
 	"log/slog"
 	"math/big"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
@@ -23,14 +26,16 @@ import (
 	"github.com/buyflow/buyflow/internal/record"
 )
 
-// ledger is the part of the ledger the reader uses; *ledger.Store satisfies it.
-type ledger interface {
+// Store is the part of the ledger the reader uses; *ledger.Store satisfies it.
+type Store interface {
 	ListLiveDue(ctx context.Context, dueBefore time.Time, limit int) ([]*record.Operation, error)
 	BackfillLive(ctx context.Context, scanLimit int) (added int, done bool, err error)
-	ScheduleDeliveryRead(ctx context.Context, tenant, id string, next time.Time) error
+	ScheduleDeliveryReadMarked(ctx context.Context, tenant, id string, next time.Time, mark string) error
 	RetireLive(ctx context.Context, tenant, id string) error
 	GetBuyState(ctx context.Context, tenant, opID string) (*record.BuyState, error)
 	PutDeliverySnapshot(ctx context.Context, d record.DeliverySnapshot) (bool, error)
+	ListDeliverySnapshots(ctx context.Context, tenant, opID string, limit int) ([]record.DeliverySnapshot, error)
+	MarkDeliveryPushed(ctx context.Context, tenant, id string) error
 	AppendEvent(ctx context.Context, tenant, opID string, ev record.Event) error
 }
 
@@ -39,19 +44,17 @@ type adCP interface {
 	GetMediaBuyDelivery(ctx context.Context, agentID string, req adcp.GetMediaBuyDeliveryRequest) (*adcp.DeliveryReport, error)
 }
 
-// The Reader's defaults: one read of each live buy an hour (sellers report hourly at best), at
-// most DefaultBatch buys a run, and DefaultBackfillScan ledger items scanned a run until the
-// backfill is done.
+// The Reader's defaults: at most DefaultBatch buys a run, and DefaultBackfillScan ledger items
+// scanned a run until the backfill is done. When each buy is read is its Cadence's.
 const (
-	DefaultEvery        = time.Hour
 	DefaultBatch        = 200
 	defaultBackfillScan = 1000
 )
 
 // Config holds a Reader's settings.
 type Config struct {
-	// Every is how often one buy's delivery is read (default DefaultEvery).
-	Every time.Duration
+	// Cadence decides when each buy is read next, from its flight.
+	Cadence Cadence
 	// Batch bounds the buys read in one run (default DefaultBatch); the rest are read on the
 	// next run.
 	Batch int
@@ -68,7 +71,7 @@ type Config struct {
 
 // Reader reads delivery; it is safe for one run at a time.
 type Reader struct {
-	ledger ledger
+	ledger Store
 	adcp   adCP
 	cfg    Config
 	log    *slog.Logger
@@ -77,11 +80,9 @@ type Reader struct {
 	backfilled bool
 }
 
-// New returns a Reader.
-func New(l ledger, a adCP, cfg Config) *Reader {
-	if cfg.Every <= 0 {
-		cfg.Every = DefaultEvery
-	}
+// New returns a Reader. A Reader that only records pushed reports (Push) needs no AdCP client:
+// a nil one.
+func New(l Store, a adCP, cfg Config) *Reader {
 	if cfg.Batch <= 0 {
 		cfg.Batch = DefaultBatch
 	}
@@ -101,6 +102,9 @@ func New(l ledger, a adCP, cfg Config) *Reader {
 // Report is what one run did.
 type Report struct {
 	Read, Snapshots, OverBudget, Retired, Failed int
+	// Unchanged counts the buys read whose delivery had not moved since their last snapshot:
+	// nothing was written for them but their next read.
+	Unchanged int
 	// Backfilled counts the buys completed before the live list that this run listed live.
 	Backfilled int
 }
@@ -110,6 +114,15 @@ type group struct {
 	seller  string
 	account adcp.AccountRef
 	buys    map[string]*record.Operation // media buy id → operation
+	// flights holds what each buy's read needs besides its operation (by media buy id).
+	flights map[string]flight
+}
+
+// flight is one buy's flight, as its request and its later changes set it, and its approved
+// budget now (both from the buy state read that also tells a canceled buy).
+type flight struct {
+	start, end time.Time
+	approved   string
 }
 
 // Run first lists live, within BackfillScan, buys completed before the live list existed
@@ -136,27 +149,42 @@ func (r *Reader) Run(ctx context.Context) (Report, error) {
 			r.retire(ctx, op, &rep) // a change delivers nothing; a buy without a seller id cannot be read
 			continue
 		}
-		if st, err := r.ledger.GetBuyState(ctx, op.Tenant, op.ID); err == nil && st.State == record.BuyStateCanceled {
-			r.retire(ctx, op, &rep)
-			continue
-		}
 		var req buy.SubmitRequest
 		var mb struct {
-			Account adcp.AccountRef `json:"account"`
+			Account   adcp.AccountRef `json:"account"`
+			StartTime string          `json:"start_time"`
+			EndTime   string          `json:"end_time"`
 		}
 		if json.Unmarshal(op.Request, &req) != nil || json.Unmarshal(req.MediaBuy, &mb) != nil {
 			r.retire(ctx, op, &rep)
 			continue
 		}
+		// "asap" (or no start) starts the flight when the buy was submitted.
+		fl := flight{start: op.CreatedAt, approved: op.BudgetTotal}
+		if t, err := time.Parse(time.RFC3339, mb.StartTime); err == nil {
+			fl.start = t
+		}
+		fl.end, _ = time.Parse(time.RFC3339, mb.EndTime)
+		if st, err := r.ledger.GetBuyState(ctx, op.Tenant, op.ID); err == nil {
+			if st.State == record.BuyStateCanceled {
+				r.retire(ctx, op, &rep)
+				continue
+			}
+			fl.approved = st.BudgetTotal
+			if t, err := time.Parse(time.RFC3339, st.EndTime); err == nil {
+				fl.end = t // a change moved the end
+			}
+		}
 		acct, _ := json.Marshal(mb.Account)
 		k := op.SellerID + "\x00" + string(acct)
 		g, ok := groups[k]
 		if !ok {
-			g = &group{seller: op.SellerID, account: mb.Account, buys: map[string]*record.Operation{}}
+			g = &group{seller: op.SellerID, account: mb.Account, buys: map[string]*record.Operation{}, flights: map[string]flight{}}
 			groups[k] = g
 			order = append(order, k)
 		}
 		g.buys[op.MediaBuyID] = op
+		g.flights[op.MediaBuyID] = fl
 	}
 	for _, k := range order {
 		r.read(ctx, groups[k], now, &rep)
@@ -188,42 +216,50 @@ func (r *Reader) read(ctx context.Context, g *group, now time.Time, rep *Report)
 	if t, err := time.Parse(time.RFC3339, res.ReportingPeriod.End); err == nil {
 		asOf = t
 	}
+	marks := map[string]string{} // media buy id → the mark of the snapshot this read stored
 	for _, row := range res.MediaBuys {
 		op, ok := g.buys[row.MediaBuyID]
 		if !ok {
 			continue // a buy the seller reports that this read did not ask for
 		}
 		rep.Read++
-		if err := r.record(ctx, op, row, res.Currency, asOf, rep); err != nil {
+		mark, err := r.record(ctx, op, g.flights[row.MediaBuyID].approved, row, res.Currency, asOf, rep)
+		if err != nil {
 			rep.Failed++
 			r.log.WarnContext(ctx, "delivery not recorded", "operationId", op.ID, "err", err)
 			continue
 		}
+		marks[row.MediaBuyID] = mark
 	}
-	for _, op := range g.buys {
-		if err := r.ledger.ScheduleDeliveryRead(ctx, op.Tenant, op.ID, now.Add(r.cfg.Every)); err != nil && !errors.Is(err, record.ErrConflict) {
+	for id, op := range g.buys {
+		fl := g.flights[id]
+		next, last := r.cfg.Cadence.next(now, fl.start, fl.end, op.DeliveryPushed)
+		if last {
+			r.retire(ctx, op, rep) // the flight ended and its final read is in
+			continue
+		}
+		if err := r.ledger.ScheduleDeliveryReadMarked(ctx, op.Tenant, op.ID, next, marks[id]); err != nil && !errors.Is(err, record.ErrConflict) {
 			r.log.WarnContext(ctx, "next delivery read not scheduled", "operationId", op.ID, "err", err)
 		}
 	}
 }
 
-// record stores one buy's reported delivery and, for a new snapshot, its timeline event.
-func (r *Reader) record(ctx context.Context, op *record.Operation, row adcp.MediaBuyDelivery, currency string, asOf time.Time, rep *Report) error {
+// record stores one buy's reported delivery and, for a new snapshot, its timeline event. A
+// report that matches the buy's last snapshot (its DeliveryMark) moved nothing: it stores
+// nothing, since a snapshot per read of an unmoved buy is most of what reading costs. It
+// returns the mark of the snapshot it stored ("" when it stored none).
+func (r *Reader) record(ctx context.Context, op *record.Operation, approved string, row adcp.MediaBuyDelivery, currency string, asOf time.Time, rep *Report) (string, error) {
 	if currency == "" {
 		currency = op.Currency
 	}
 	if currency != op.Currency {
-		return fmt.Errorf("the seller reports delivery in %s, the buy is in %s", currency, op.Currency)
+		return "", fmt.Errorf("the seller reports delivery in %s, the buy is in %s", currency, op.Currency)
 	}
 	spend, ok := decimal(row.Totals.Spend)
 	if !ok {
-		return fmt.Errorf("the seller reports spend %q, not a decimal amount of 0 or more", row.Totals.Spend)
+		return "", fmt.Errorf("the seller reports spend %q, not a decimal amount of 0 or more", row.Totals.Spend)
 	}
 	impressions, _ := strconv.ParseInt(string(row.Totals.Impressions), 10, 64)
-	approved := op.BudgetTotal
-	if st, err := r.ledger.GetBuyState(ctx, op.Tenant, op.ID); err == nil {
-		approved = st.BudgetTotal
-	}
 	snap := record.DeliverySnapshot{Tenant: op.Tenant, OperationID: op.ID, MediaBuyID: op.MediaBuyID, AsOf: asOf,
 		Impressions: impressions, Spend: spend, Currency: op.Currency, Approved: approved}
 	if len(row.ByPackage) == 1 {
@@ -231,9 +267,14 @@ func (r *Reader) record(ctx context.Context, op *record.Operation, row adcp.Medi
 			snap.Pacing = p
 		}
 	}
+	m := mark(snap)
+	if m == op.DeliveryMark {
+		rep.Unchanged++
+		return "", nil
+	}
 	created, err := r.ledger.PutDeliverySnapshot(ctx, snap)
 	if err != nil || !created {
-		return err
+		return "", err
 	}
 	rep.Snapshots++
 	over := money.OverBudget(spend, approved)
@@ -249,8 +290,75 @@ func (r *Reader) record(ctx context.Context, op *record.Operation, row adcp.Medi
 	}
 	detail, _ := json.Marshal(map[string]any{"as_of": asOf.Format(time.RFC3339), "impressions": impressions, "spend": spend,
 		"approved_budget": approved, "over_budget": over, "media_buy_status": row.Status})
-	return r.ledger.AppendEvent(ctx, op.Tenant, op.ID, record.Event{At: r.cfg.Now().UTC(), Type: record.EventDelivery, Actor: "seller:" + op.SellerID,
-		Amount: spend, Currency: op.Currency, Reason: reason, Detail: detail})
+	if err := r.ledger.AppendEvent(ctx, op.Tenant, op.ID, record.Event{At: r.cfg.Now().UTC(), Type: record.EventDelivery, Actor: "seller:" + op.SellerID,
+		Amount: spend, Currency: op.Currency, Reason: reason, Detail: detail}); err != nil {
+		return "", err
+	}
+	return m, nil
+}
+
+// mark is what a snapshot says that a reader compares: delivered, spent, pacing, and the
+// budget it was measured against. The as-of is left out on purpose: a seller stamps every
+// answer with a new reporting period even when nothing moved.
+func mark(s record.DeliverySnapshot) string {
+	return strings.Join([]string{strconv.FormatInt(s.Impressions, 10), s.Spend, s.Pacing, s.Approved}, "|")
+}
+
+// Push records a delivery report the seller pushed for op's buy (its reporting_webhook), after
+// the webhook receiver verified and deduplicated the delivery: as a read's report, a snapshot
+// and a timeline event only when the delivery moved, compared here with the buy's last
+// snapshot (a push writes nothing else on the operation). Rows about other media buys are
+// ignored. The first push marks the buy pushed, so that the scheduled read pulls it only as a
+// watchdog from then on. It reports whether a snapshot was written; a report for an operation
+// that delivers nothing (a change, a buy the seller has not placed, a canceled buy) is an error
+// matching record.ErrConflict.
+func (r *Reader) Push(ctx context.Context, op *record.Operation, res *adcp.DeliveryReport) (moved bool, err error) {
+	rep, err := r.push(ctx, op, res)
+	return rep.Snapshots > 0, err
+}
+
+func (r *Reader) push(ctx context.Context, op *record.Operation, res *adcp.DeliveryReport) (Report, error) {
+	var rep Report
+	notLive := fmt.Errorf("delivery: operation %s is not a live buy: %w", op.ID, record.ErrConflict)
+	if op.Kind == record.KindModification || op.MediaBuyID == "" {
+		return rep, notLive
+	}
+	approved := op.BudgetTotal
+	switch st, err := r.ledger.GetBuyState(ctx, op.Tenant, op.ID); {
+	case err == nil && st.State == record.BuyStateCanceled:
+		return rep, notLive
+	case err == nil:
+		approved = st.BudgetTotal
+	case !errors.Is(err, record.ErrNotFound):
+		return rep, err
+	}
+	last, err := r.ledger.ListDeliverySnapshots(ctx, op.Tenant, op.ID, 1)
+	if err != nil {
+		return rep, err
+	}
+	cur := *op
+	if len(last) == 1 {
+		cur.DeliveryMark = mark(last[0])
+	}
+	asOf, err := time.Parse(time.RFC3339, res.ReportingPeriod.End)
+	if err != nil {
+		return rep, fmt.Errorf("the pushed report's reporting_period.end %q is not a date-time", res.ReportingPeriod.End)
+	}
+	for _, row := range res.MediaBuys {
+		if row.MediaBuyID != op.MediaBuyID {
+			continue
+		}
+		rep.Read++
+		if _, err := r.record(ctx, &cur, approved, row, res.Currency, asOf, &rep); err != nil {
+			return rep, err
+		}
+	}
+	if !op.DeliveryPushed {
+		if err := r.ledger.MarkDeliveryPushed(ctx, op.Tenant, op.ID); err != nil && !errors.Is(err, record.ErrConflict) {
+			return rep, err
+		}
+	}
+	return rep, nil
 }
 
 // decimal returns a seller's number literal as a plain decimal string (its exact value, in as
@@ -282,7 +390,7 @@ func mustEqual(s string, r *big.Rat) bool {
 }
 
 // AfterSweep returns a scheduled handler that runs sweep, then the delivery read: the
-// reconcile function's one schedule drives both, and the read's own cadence (Config.Every)
+// reconcile function's one schedule drives both, and the read's own cadence (Config.Cadence)
 // decides which buys are due. A failed read is logged, never the sweep's failure.
 func AfterSweep[S any](sweep func(context.Context, json.RawMessage) (S, error), r *Reader) func(context.Context, json.RawMessage) (S, error) {
 	return func(ctx context.Context, in json.RawMessage) (S, error) {
@@ -291,7 +399,7 @@ func AfterSweep[S any](sweep func(context.Context, json.RawMessage) (S, error), 
 		if derr != nil {
 			r.log.WarnContext(ctx, "delivery read failed", "err", derr)
 		} else if rep != (Report{}) {
-			r.log.InfoContext(ctx, "delivery read", "read", rep.Read, "snapshots", rep.Snapshots, "overBudget", rep.OverBudget, "retired", rep.Retired,
+			r.log.InfoContext(ctx, "delivery read", "read", rep.Read, "snapshots", rep.Snapshots, "unchanged", rep.Unchanged, "overBudget", rep.OverBudget, "retired", rep.Retired,
 				"failed", rep.Failed, "backfilled", rep.Backfilled)
 		}
 		return out, err

@@ -25,11 +25,23 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
-// TestDeliveryReadsLiveBuysOnACadence places a buy at the simulated seller (a real MCP server),
-// records it completed in the ledger, and runs the reader against both: a snapshot and a
-// timeline entry per reported as-of, the next read an hour later, the over-budget metric when
-// the seller reports spend past the approved budget, and changes and canceled buys retired.
-func TestDeliveryReadsLiveBuysOnACadence(t *testing.T) {
+// fixture is a ledger on the emulator, the simulated seller (a real MCP server) with one buy
+// placed at it, and an AdCP client that talks to it.
+type fixture struct {
+	db      *dynamodb.Client
+	table   string
+	store   *ledger.Store
+	clk     *clocktest.Clock
+	seller  *adcptest.Seller
+	client  *adcp.Client
+	created *adcp.MediaBuyResult
+	place   func(id, kind string)
+	// placeWith is place with the buy's submitted request (its flight).
+	placeWith func(id, kind string, request json.RawMessage)
+}
+
+func start(t *testing.T) *fixture {
+	t.Helper()
 	db, table := dynamotest.Start(t)
 	clk := clocktest.At(time.Date(2099, 3, 2, 12, 0, 0, 0, time.UTC))
 	store := ledger.New(db, table)
@@ -69,7 +81,7 @@ func TestDeliveryReadsLiveBuysOnACadence(t *testing.T) {
 	}
 
 	request := json.RawMessage(`{"seller_id":"sim-seller","currency":"USD","media_buy":{"account":{"account_id":"acct-1"}}}`)
-	place := func(id, kind string) {
+	placeWith := func(id, kind string, request json.RawMessage) {
 		t.Helper()
 		if _, err := store.CreateOperation(ctx, record.Operation{ID: id, Tenant: "acme", SellerID: "sim-seller", BudgetTotal: "3000.00", Currency: "USD",
 			Request: request, Kind: kind, ParentID: map[bool]string{true: "op-buy"}[kind != ""]}); err != nil {
@@ -82,6 +94,17 @@ func TestDeliveryReadsLiveBuysOnACadence(t *testing.T) {
 			}
 		}
 	}
+	place := func(id, kind string) { t.Helper(); placeWith(id, kind, request) }
+	return &fixture{db: db, table: table, store: store, clk: clk, seller: seller, client: client, created: created, place: place, placeWith: placeWith}
+}
+
+// TestDeliveryReadsLiveBuysOnACadence places a buy at the simulated seller (a real MCP server),
+// records it completed in the ledger, and runs the reader against both: a snapshot and a
+// timeline entry per reported as-of, the next read an hour later, the over-budget metric when
+// the seller reports spend past the approved budget, and changes and canceled buys retired.
+func TestDeliveryReadsLiveBuysOnACadence(t *testing.T) {
+	f := start(t)
+	ctx, db, table, store, clk, seller, client, created, place := context.Background(), f.db, f.table, f.store, f.clk, f.seller, f.client, f.created, f.place
 	place("op-buy", "")
 	place("chg-1", record.KindModification)
 	// op-buy was completed before the live list existed, as a deployment's older buys were: no
@@ -95,7 +118,7 @@ func TestDeliveryReadsLiveBuysOnACadence(t *testing.T) {
 
 	var out bytes.Buffer
 	rec := metrics.New(&out, metrics.Namespace, clk.Now)
-	r := delivery.New(store, client, delivery.Config{Every: time.Hour, Now: clk.Now, Metrics: rec})
+	r := delivery.New(store, client, delivery.Config{Cadence: delivery.Cadence{Every: time.Hour}, Now: clk.Now, Metrics: rec})
 	seller.SetDelivered(created.MediaBuyID, 12000, "2999.995")
 	clk.Advance(time.Second)
 	rep, err := r.Run(ctx)
@@ -150,5 +173,66 @@ func TestDeliveryReadsLiveBuysOnACadence(t *testing.T) {
 	}
 	if live, _ := store.ListLiveDue(ctx, clk.Now().Add(48*time.Hour), 10); len(live) != 0 {
 		t.Fatalf("still live: %d", len(live))
+	}
+}
+
+// countingLedger counts the delivery writes a reader makes: snapshots and timeline events.
+type countingLedger struct {
+	*ledger.Store
+	snapshots, events int
+}
+
+func (c *countingLedger) PutDeliverySnapshot(ctx context.Context, d record.DeliverySnapshot) (bool, error) {
+	c.snapshots++
+	return c.Store.PutDeliverySnapshot(ctx, d)
+}
+
+func (c *countingLedger) AppendEvent(ctx context.Context, tenant, opID string, ev record.Event) error {
+	c.events++
+	return c.Store.AppendEvent(ctx, tenant, opID, ev)
+}
+
+// TestDeliveryWritesOnlyWhenItMoved reads a buy whose seller reports a new reporting period on
+// every read: a read that finds the same delivery writes no snapshot and no event (only the
+// next read's schedule); a read after the delivery moved, or after the approved budget
+// changed, writes one of each.
+func TestDeliveryWritesOnlyWhenItMoved(t *testing.T) {
+	f := start(t)
+	ctx := context.Background()
+	f.place("op-buy", "")
+	counted := &countingLedger{Store: f.store}
+	r := delivery.New(counted, f.client, delivery.Config{Cadence: delivery.Cadence{Every: time.Hour}, Now: f.clk.Now})
+	run := func(what string, snapshots, unchanged int) {
+		t.Helper()
+		f.clk.Advance(time.Hour)
+		before := counted.snapshots + counted.events
+		rep, err := r.Run(ctx)
+		if err != nil || rep.Read != 1 || rep.Snapshots != snapshots || rep.Unchanged != unchanged {
+			t.Fatalf("%s: %+v %v; want 1 read, %d snapshots, %d unchanged", what, rep, err, snapshots, unchanged)
+		}
+		if writes := counted.snapshots + counted.events - before; writes != 2*snapshots {
+			t.Fatalf("%s: %d snapshot and event writes, want %d", what, writes, 2*snapshots)
+		}
+	}
+	f.seller.SetDelivered(f.created.MediaBuyID, 12000, "100.5")
+	run("the first read", 1, 0)
+	run("the same delivery an hour later", 0, 1)
+	run("and again", 0, 1)
+	f.seller.SetDelivered(f.created.MediaBuyID, 12000, "100.50") // the same amount, written otherwise
+	run("the same spend in another literal", 0, 1)
+	f.seller.SetDelivered(f.created.MediaBuyID, 13000, "110")
+	run("more delivered", 1, 0)
+	if _, err := f.store.BeginChange(ctx, record.BuyState{Tenant: "acme", OperationID: "op-buy", MediaBuyID: f.created.MediaBuyID, State: "active",
+		BudgetTotal: "3000.00", Currency: "USD"}, "chg-1", "budget", f.clk.Now().Add(time.Hour), record.Event{Type: "modification_requested"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.ApplyChange(ctx, record.BuyState{Tenant: "acme", OperationID: "op-buy", MediaBuyID: f.created.MediaBuyID, Revision: 2,
+		State: "active", BudgetTotal: "5000.00", Currency: "USD"}, "chg-1", record.Event{Type: "modification_applied"}); err != nil {
+		t.Fatal(err)
+	}
+	run("the same delivery against a new approved budget", 1, 0)
+	snaps, err := f.store.ListDeliverySnapshots(ctx, "acme", "op-buy", 10)
+	if err != nil || len(snaps) != 3 || snaps[0].Approved != "5000.00" {
+		t.Fatalf("snapshots: %+v %v; want 3, the newest against 5000.00", snaps, err)
 	}
 }

@@ -180,6 +180,25 @@ func TestCompletedOperationsAreListedLiveUntilRetiredOrCanceled(t *testing.T) {
 	if got := ids(clk.Now().Add(2 * time.Hour)); len(got) != 1 {
 		t.Fatalf("two hours later: %v, want op-live due", got)
 	}
+	// The mark of the last snapshot rides on the schedule's write; an empty mark keeps it.
+	if err := s.ScheduleDeliveryReadMarked(ctx, "acme", "op-live", clk.Now(), "12000|2999.995"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ScheduleDeliveryRead(ctx, "acme", "op-live", clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if ops, err := s.ListLiveDue(ctx, clk.Now(), 10); err != nil || len(ops) != 1 || ops[0].DeliveryMark != "12000|2999.995" {
+		t.Fatalf("the live buy's delivery mark: %+v %v", ops, err)
+	}
+	if err := s.MarkDeliveryPushed(ctx, "acme", "op-live"); err != nil {
+		t.Fatal(err)
+	}
+	if ops, err := s.ListLiveDue(ctx, clk.Now(), 10); err != nil || len(ops) != 1 || !ops[0].DeliveryPushed {
+		t.Fatalf("the live buy's seller pushes: %+v %v", ops, err)
+	}
+	if err := s.MarkDeliveryPushed(ctx, "acme", "op-canceled"); !errors.Is(err, record.ErrConflict) {
+		t.Fatalf("marking a buy that is not live: %v", err)
+	}
 	if err := s.ScheduleDeliveryRead(ctx, "acme", "op-canceled", clk.Now()); !errors.Is(err, record.ErrConflict) {
 		t.Fatalf("scheduling a canceled operation: %v", err)
 	}

@@ -111,7 +111,27 @@ func (s *Store) ListLiveDue(ctx context.Context, dueBefore time.Time, limit int)
 // read: condition status = completed and still listed live. An operation that left the list
 // (canceled, retired) is ErrConflict.
 func (s *Store) ScheduleDeliveryRead(ctx context.Context, tenant, id string, next time.Time) error {
-	return s.updateLive(ctx, tenant, id, expression.Set(expression.Name(AttrGSI1SK), expression.Value(pendingSK(next, tenant, id))))
+	return s.ScheduleDeliveryReadMarked(ctx, tenant, id, next, "")
+}
+
+// ScheduleDeliveryReadMarked is ScheduleDeliveryRead that also stores mark as the operation's
+// DeliveryMark (unless empty) in the same write: the mark of the snapshot just stored rides on
+// the update the read makes anyway, so the next read compares without reading a snapshot.
+func (s *Store) ScheduleDeliveryReadMarked(ctx context.Context, tenant, id string, next time.Time, mark string) error {
+	up := expression.Set(expression.Name(AttrGSI1SK), expression.Value(pendingSK(next, tenant, id)))
+	if mark != "" {
+		up = up.Set(expression.Name(attrDeliveryMark), expression.Value(mark))
+	}
+	return s.updateLive(ctx, tenant, id, up)
+}
+
+// attrDeliveryMark is record.Operation's DeliveryMark.
+const attrDeliveryMark = "delivery_mark"
+
+// MarkDeliveryPushed records that the seller of the tenant's live buy id pushes its delivery
+// reports (record.Operation's DeliveryPushed): condition still listed live, else ErrConflict.
+func (s *Store) MarkDeliveryPushed(ctx context.Context, tenant, id string) error {
+	return s.updateLive(ctx, tenant, id, expression.Set(expression.Name("delivery_pushed"), expression.Value(true)))
 }
 
 // RetireLive takes the tenant's operation id off the live list (a change, or a buy that will

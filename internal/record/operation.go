@@ -75,6 +75,13 @@ type Operation struct {
 	// whose response was lost is retried by the SDK and then fails its own condition; finding
 	// its id here tells the ledger the write is in.
 	LastWrite string `dynamodbav:"last_write,omitempty"`
+	// DeliveryMark is, on a live buy, what its last delivery snapshot recorded (internal only,
+	// internal/delivery): a read whose report matches it writes no snapshot, so an unmoved buy
+	// costs a read, not a write.
+	DeliveryMark string `dynamodbav:"delivery_mark,omitempty"`
+	// DeliveryPushed is set on a live buy once its seller pushed a delivery report
+	// (reporting_webhook): from then on the delivery read pulls it only as a watchdog.
+	DeliveryPushed bool `dynamodbav:"delivery_pushed,omitempty"`
 }
 
 // View is the API projection of an operation: every field but the task token.

@@ -42,6 +42,8 @@ type AdCP interface {
 	UpdateMediaBuy(ctx context.Context, agentID string, in adcp.Intent) (*adcp.MediaBuyResult, error)
 	GetMediaBuys(ctx context.Context, agentID string, req adcp.GetMediaBuysRequest) (*adcp.GetMediaBuysResult, error)
 	ReportPlanOutcome(ctx context.Context, agentID string, in adcp.Intent) (*adcp.OutcomeResult, error)
+	// Capabilities is the agent's get_adcp_capabilities answer (cached).
+	Capabilities(ctx context.Context, agentID string) (*adcp.Capabilities, error)
 	// NewIntent fixes a mutating request in the AdCP version the agent speaks.
 	NewIntent(ctx context.Context, agentID, task string, req any, created time.Time) (adcp.Intent, error)
 }

@@ -31,6 +31,12 @@
 //     (a claim older than receiptStale is taken over: its holder died), 200 duplicate once
 //     done, and 409 idempotency_conflict for another payload under the key from a seller that
 //     speaks only 3.2 or later (3.0 and 3.1 dedupe by the key alone: 200). Nothing else.
+//     A delivery report (task_type media_buy_delivery, pushed to the buy's reporting_webhook)
+//     may instead be authenticated by the Bearer credential that webhook registered: the
+//     operation's token, checked against its hash; that credential authenticates nothing else.
+//     It is correlated by the token alone (a reporting_webhook has no operation_id to echo, no
+//     task), claimed as a receipt like a task update, and recorded by Reports (the delivery
+//     reader: a snapshot when it moved): 200 "reported".
 //  6. The update is applied forward only (workflow.FromTaskStatus; media_buy_id from the result
 //     via adcp.DecodeMediaBuy). A transition the ledger refuses (an older or equal status) is
 //     "stale" and leaves an audit event; a delivery about another task type, or a

@@ -34,6 +34,9 @@ const (
 	// operation's lifecycle (another task type, a status without lifecycle meaning); an event
 	// records it.
 	OutcomeIgnored Outcome = "ignored"
+	// OutcomeReported: a pushed delivery report (task_type media_buy_delivery) was recorded:
+	// a snapshot when the delivery moved, nothing when it had not.
+	OutcomeReported Outcome = "reported"
 	// OutcomeAcknowledged: the completion webhook a 3.0 seller sends after a synchronous create
 	// or update (task id sync-…, a task buyflow never saw); an event records it, nothing else
 	// changes.
@@ -139,15 +142,24 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return s.authFailure(r, err)
 	}
 	r.seller = op.SellerID
-	v, err := s.verifier(ctx, op.SellerID)
-	if err != nil {
-		return r.fail("registry_unavailable", err)
-	}
-	if v == nil {
-		return r.fail("seller_not_configured", errors.New("no webhook verifier for the operation's seller"))
-	}
-	if _, err := v.Verify(ctx, wreq); err != nil {
-		return s.authFailure(r, err)
+	// A delivery report may come authenticated by the Bearer credential of the buy's
+	// reporting_webhook, which is the operation's own token (only its seller was given it):
+	// checked against the operation's hash, constant-time. Anything else is verified the way
+	// the seller's registry settings say.
+	reportingBearer := false
+	if bearer, ok := strings.CutPrefix(httpapi.Header(req, "Authorization"), "Bearer "); ok && s.cfg.Reports != nil && tokenMatches(bearer, op.WebhookTokenHash) {
+		reportingBearer = true
+	} else {
+		v, err := s.verifier(ctx, op.SellerID)
+		if err != nil {
+			return r.fail("registry_unavailable", err)
+		}
+		if v == nil {
+			return r.fail("seller_not_configured", errors.New("no webhook verifier for the operation's seller"))
+		}
+		if _, err := v.Verify(ctx, wreq); err != nil {
+			return s.authFailure(r, err)
+		}
 	}
 
 	d, err := ParseDelivery(body)
@@ -157,9 +169,23 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return r.refuse(http.StatusBadRequest, "invalid_payload", de.Error())
 	}
 	r.status = d.Status
+	// A pushed delivery report travels the task webhooks' route, token and checks, but belongs
+	// to no task: its reporting_webhook carries no operation_id for the seller to echo, and its
+	// task_id is the seller's reporting stream.
+	var report *adcp.DeliveryReport
+	if d.TaskType == taskTypeDelivery && s.cfg.Reports != nil {
+		if report, err = adcp.DecodeDeliveryReport(d.Result); err != nil {
+			return r.refuse(http.StatusBadRequest, "invalid_payload", err.Error())
+		}
+	}
+	if reportingBearer && report == nil {
+		// The reporting credential authenticates delivery reports only: a task update must
+		// come as the seller's registered mode signs it.
+		return s.authFailure(r, webhookauth.ErrModeMismatch)
+	}
 	// Correlation by what the signature covers: the operation is the URL path's; a body
 	// operation_id (3.1) must agree, and the task must be the operation's.
-	if d.OperationID != "" && d.OperationID != op.ID {
+	if d.OperationID != "" && d.OperationID != op.ID && report == nil {
 		return r.refuse(http.StatusBadRequest, "operation_mismatch", "the payload's operation_id is not the one in the URL")
 	}
 	syncEcho := isSyncEcho(op, d)
@@ -170,8 +196,8 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return r.fail("operation_not_ready", errors.New("the operation's webhook token is not recorded yet"))
 	case op.WebhookTokenHash != "" && !tokenMatches(d.Token, op.WebhookTokenHash):
 		return r.refuse(http.StatusForbidden, "token_mismatch", "the token does not echo the one registered for this operation")
-	case !syncEcho && op.SellerTaskID != "" && d.TaskID != op.SellerTaskID,
-		!syncEcho && op.SellerTaskID == "" && op.MediaBuyID != "":
+	case report == nil && !syncEcho && op.SellerTaskID != "" && d.TaskID != op.SellerTaskID,
+		report == nil && !syncEcho && op.SellerTaskID == "" && op.MediaBuyID != "":
 		return r.refuse(http.StatusBadRequest, "task_mismatch", "the payload's task_id is not the operation's seller task")
 	}
 
@@ -184,6 +210,9 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	s.accepted(ctx, op.SellerID)
 	if held != nil {
 		return s.redelivery(ctx, r, op, d, held)
+	}
+	if report != nil {
+		return s.recordReport(ctx, r, op, d, report)
 	}
 	if syncEcho {
 		s.event(ctx, op, record.Event{Type: record.EventWebhook, Actor: "seller:" + op.SellerID,
@@ -206,6 +235,30 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		}
 	}
 	return r.ok(outcome)
+}
+
+// taskTypeDelivery is the task type of a pushed delivery report.
+const taskTypeDelivery = "media_buy_delivery"
+
+// recordReport records a pushed delivery report whose receipt this delivery holds. A ledger
+// failure releases the receipt and is answered 5xx, so the seller's retry records it; a report
+// for an operation that delivers nothing (a change, a canceled buy) is "ignored" with an event.
+func (s *Service) recordReport(ctx context.Context, r *result, op *record.Operation, d *Delivery, report *adcp.DeliveryReport) result {
+	_, err := s.cfg.Reports.Push(ctx, op, report)
+	switch {
+	case errors.Is(err, record.ErrConflict):
+		s.event(ctx, op, record.Event{Type: record.EventWebhook, Actor: "seller:" + op.SellerID,
+			Reason: "ignored: a delivery report for an operation that delivers nothing", Detail: deliveryDetail(d)})
+		s.complete(ctx, r, op, d)
+		return r.ok(OutcomeIgnored)
+	case err != nil:
+		if rerr := s.cfg.Ledger.ReleaseReceipt(ctx, op.SellerID, d.IdempotencyKey); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		return r.fail("ledger_unavailable", err)
+	}
+	s.complete(ctx, r, op, d)
+	return r.ok(OutcomeReported)
 }
 
 // receiptStale is how long a claimed delivery may stay in progress before a retry takes it

@@ -123,12 +123,18 @@ func (e *env) op(id, seller string, parked bool) *record.Operation {
 // buy, no seller task.
 func (e *env) syncOp(id, seller, mediaBuyID string) *record.Operation {
 	e.t.Helper()
+	return e.syncOpWithToken(id, seller, mediaBuyID, token(id))
+}
+
+// syncOpWithToken is syncOp with the operation's webhook token.
+func (e *env) syncOpWithToken(id, seller, mediaBuyID, tok string) *record.Operation {
+	e.t.Helper()
 	op, err := e.store.CreateOperation(e.ctx, record.Operation{ID: id, Tenant: tenant, SellerID: seller, Status: workflow.StatusCreating,
 		BudgetTotal: "1500.00", Currency: "USD"})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	hash, deadline := record.HashToken(token(id)), e.clock.Now().Add(24*time.Hour)
+	hash, deadline := record.HashToken(tok), e.clock.Now().Add(24*time.Hour)
 	op, err = e.store.Transition(e.ctx, tenant, id, workflow.StatusCompleted, op.Version, record.Patch{MediaBuyID: &mediaBuyID,
 		WebhookTokenHash: &hash, Deadline: &deadline, Actor: "seller:" + seller})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/webhookauth"
@@ -52,6 +53,14 @@ type tasks interface {
 	Succeed(ctx context.Context, token string, output any) error
 }
 
+// Reports records a delivery report a seller pushed (task_type media_buy_delivery, the
+// reporting_webhook the create stage registered) for an operation: whether a snapshot was
+// written, and an error matching record.ErrConflict for an operation that delivers nothing.
+// *delivery.Reader satisfies it (wired in functions/webhook).
+type Reports interface {
+	Push(ctx context.Context, op *record.Operation, rep *adcp.DeliveryReport) (moved bool, err error)
+}
+
 // Config holds a Service's dependencies and settings.
 type Config struct {
 	Ledger     Ledger
@@ -65,6 +74,8 @@ type Config struct {
 	// the others are deduplicated by the key alone, as 3.0 and 3.1 say.
 	Registry Registry
 	Tasks    tasks
+	// Reports records pushed delivery reports; nil answers them "ignored", as another task type.
+	Reports Reports
 	// RunConfig is the workflow timing used to build the wake output (default
 	// workflow.DefaultRunConfig()); only the deadline and the first interval matter there.
 	RunConfig workflow.RunConfig

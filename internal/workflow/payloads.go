@@ -104,9 +104,10 @@ type RunConfig struct {
 	// LoopBudget is the number of wait-loop rounds one execution may run before it continues
 	// as a new execution, keeping its history far below the 25,000-event cap.
 	LoopBudget int `json:"loop_budget"`
-	// DeliveryReadMinutes is how often the scheduled delivery read asks a seller what one live
-	// buy delivered (0: every 60 minutes). The reconcile function reads it; executions carry it
-	// along unused.
+	// DeliveryReadMinutes, when set, is the operator's override of the delivery read's cadence:
+	// one read of each live buy every so many minutes for its whole flight (0: the cadence
+	// follows the flight, see delivery.Cadence). The reconcile function reads it; executions
+	// carry it along unused.
 	DeliveryReadMinutes int `json:"delivery_read_minutes,omitempty"`
 	// LostTaskGraceSeconds is how long a buy keeps waiting on a task its seller answers
 	// REFERENCE_NOT_FOUND for before it fails with the lost-task finding (0: 600, ten

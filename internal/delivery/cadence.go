@@ -1,0 +1,107 @@
+package delivery
+
+import "time"
+
+// The flight-following cadence's defaults. Reads cost per buy (each moves the buy on the live
+// list: a write of the operation and its two index copies), so a read is spent where the
+// delivery says something new: at launch, when a buy that does not deliver must be seen early;
+// near the end, when the last spend decides overspend; and once after the end, when sellers
+// finalize. In between sellers report daily at best (most finalize a day at a time), so a read
+// a day follows the delivery without paying for the hours that only repeat it.
+const (
+	DefaultLaunchWindow = 24 * time.Hour
+	DefaultEndWindow    = 24 * time.Hour
+	DefaultEdgeEvery    = 3 * time.Hour
+	DefaultQuietEvery   = 24 * time.Hour
+	DefaultFinalAfter   = 24 * time.Hour
+	// DefaultPushWatch is how often a buy whose seller pushes its reports is pulled anyway: a
+	// watchdog for a push channel gone quiet (lost deliveries, a seller that stopped).
+	DefaultPushWatch = 7 * 24 * time.Hour
+)
+
+// Cadence decides when a live buy is next read, from its flight.
+type Cadence struct {
+	// Every, when set, is the operator's override: one read every Every for the whole flight,
+	// whatever its phase (the run configuration's delivery_read_minutes). The read after the
+	// flight's end still comes FinalAfter later and retires the buy.
+	Every time.Duration
+	// LaunchWindow and EndWindow are the flight's first and last stretches, read every
+	// EdgeEvery; the rest of the flight is read every QuietEvery.
+	LaunchWindow, EndWindow, EdgeEvery, QuietEvery time.Duration
+	// FinalAfter is how long after the flight's end the last read comes: sellers finalize late
+	// data and adjustments after the flight; the buy leaves the live list with that read.
+	FinalAfter time.Duration
+	// PushWatch is the pull cadence of a buy whose seller pushes its delivery reports.
+	PushWatch time.Duration
+}
+
+func (c Cadence) withDefaults() Cadence {
+	set := func(d *time.Duration, def time.Duration) {
+		if *d <= 0 {
+			*d = def
+		}
+	}
+	set(&c.LaunchWindow, DefaultLaunchWindow)
+	set(&c.EndWindow, DefaultEndWindow)
+	set(&c.EdgeEvery, DefaultEdgeEvery)
+	set(&c.QuietEvery, DefaultQuietEvery)
+	set(&c.FinalAfter, DefaultFinalAfter)
+	set(&c.PushWatch, DefaultPushWatch)
+	return c
+}
+
+// Next returns when a buy read at now, whose flight runs from start to end (a zero end: no end
+// known), is next read; retire is true when this read was its last (the flight ended
+// FinalAfter ago or more). A read is never scheduled past a phase's beginning: a buy quiet in
+// mid-flight is read when its end window opens, and a buy read just before its end is read
+// again FinalAfter after it.
+func (c Cadence) Next(now, start, end time.Time) (next time.Time, retire bool) {
+	return c.next(now, start, end, false)
+}
+
+// NextPushed is Next for a buy whose seller pushes its delivery reports: the pushes carry the
+// flight, so it is pulled only every PushWatch, at its end and a final time after it (the
+// operator's Every still wins).
+func (c Cadence) NextPushed(now, start, end time.Time) (next time.Time, retire bool) {
+	return c.next(now, start, end, true)
+}
+
+func (c Cadence) next(now, start, end time.Time, pushed bool) (next time.Time, retire bool) {
+	c = c.withDefaults()
+	if !end.IsZero() && !now.Before(end) {
+		if !now.Before(end.Add(c.FinalAfter)) {
+			return time.Time{}, true
+		}
+		return end.Add(c.FinalAfter), false
+	}
+	step := c.QuietEvery
+	switch {
+	case c.Every > 0:
+		step = c.Every
+	case pushed:
+		step = c.PushWatch
+	case now.Before(start):
+		return start, false // nothing delivers before the flight starts
+	case now.Before(start.Add(c.LaunchWindow)):
+		step = c.EdgeEvery
+	case !end.IsZero() && !now.Before(end.Add(-c.EndWindow)):
+		step = c.EdgeEvery
+	}
+	next = now.Add(step)
+	var edges []time.Time // the phase boundaries a read must not skip
+	if c.Every <= 0 && !pushed {
+		edges = append(edges, start.Add(c.LaunchWindow))
+		if !end.IsZero() {
+			edges = append(edges, end.Add(-c.EndWindow))
+		}
+	}
+	if !end.IsZero() {
+		edges = append(edges, end)
+	}
+	for _, edge := range edges {
+		if edge.After(now) && edge.Before(next) {
+			next = edge
+		}
+	}
+	return next, false
+}

@@ -1,0 +1,155 @@
+package delivery_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/delivery"
+)
+
+// TestCadenceFollowsTheFlight checks each of the cadence's decisions: before the flight, at
+// launch, mid-flight, near the end, after it, and under the operator's override.
+func TestCadenceFollowsTheFlight(t *testing.T) {
+	start := time.Date(2099, 3, 1, 0, 0, 0, 0, time.UTC)
+	end := start.Add(30 * 24 * time.Hour)
+	h := time.Hour
+	def := delivery.Cadence{}
+	override := delivery.Cadence{Every: 2 * h}
+	for _, c := range []struct {
+		name   string
+		c      delivery.Cadence
+		now    time.Time
+		end    time.Time
+		next   time.Time
+		retire bool
+	}{
+		{"before the flight: at its start", def, start.Add(-5 * 24 * h), end, start, false},
+		{"at launch: every edge step", def, start, end, start.Add(delivery.DefaultEdgeEvery), false},
+		{"late in the launch window: not past it", def, start.Add(23 * h), end, start.Add(delivery.DefaultLaunchWindow), false},
+		{"mid-flight: a quiet step", def, start.Add(5 * 24 * h), end, start.Add(5*24*h + delivery.DefaultQuietEvery), false},
+		{"mid-flight, the end window near: at its opening", def, end.Add(-36 * h), end, end.Add(-delivery.DefaultEndWindow), false},
+		{"in the end window: every edge step", def, end.Add(-20 * h), end, end.Add(-20*h + delivery.DefaultEdgeEvery), false},
+		{"just before the end: at the end", def, end.Add(-h), end, end, false},
+		{"at the end: the final read", def, end, end, end.Add(delivery.DefaultFinalAfter), false},
+		{"the final read: retire", def, end.Add(delivery.DefaultFinalAfter), end, time.Time{}, true},
+		{"no end known: quiet for good", def, start.Add(90 * 24 * h), time.Time{}, start.Add(90*24*h + delivery.DefaultQuietEvery), false},
+		{"override mid-flight", override, start.Add(5 * 24 * h), end, start.Add(5*24*h + 2*h), false},
+		{"override before the flight", override, start.Add(-24 * h), end, start.Add(-22 * h), false},
+		{"override, the end near: at the end", override, end.Add(-h), end, end, false},
+		{"override after the end: the final read", override, end.Add(h), end, end.Add(delivery.DefaultFinalAfter), false},
+		{"windows of the operator's", delivery.Cadence{LaunchWindow: 2 * h, EdgeEvery: h, QuietEvery: 6 * h}, start.Add(3 * h), end, start.Add(9 * h), false},
+	} {
+		next, retire := c.c.Next(c.now, start, c.end)
+		if !next.Equal(c.next) || retire != c.retire {
+			t.Errorf("%s: next %s, retire %v; want %s, %v", c.name, next, retire, c.next, c.retire)
+		}
+	}
+	// A buy whose seller pushes its reports is pulled as a watchdog only: every PushWatch,
+	// whatever the phase, never past the end, and a final time after it.
+	for _, c := range []struct {
+		name   string
+		now    time.Time
+		next   time.Time
+		retire bool
+	}{
+		{"pushed, at launch", start.Add(h), start.Add(h + delivery.DefaultPushWatch), false},
+		{"pushed, mid-flight", start.Add(10 * 24 * h), start.Add(10*24*h + delivery.DefaultPushWatch), false},
+		{"pushed, the end within a watch", end.Add(-3 * 24 * h), end, false},
+		{"pushed, at the end", end, end.Add(delivery.DefaultFinalAfter), false},
+		{"pushed, the final read", end.Add(delivery.DefaultFinalAfter), time.Time{}, true},
+	} {
+		next, retire := def.NextPushed(c.now, start, end)
+		if !next.Equal(c.next) || retire != c.retire {
+			t.Errorf("%s: next %s, retire %v; want %s, %v", c.name, next, retire, c.next, c.retire)
+		}
+	}
+}
+
+// TestDeliveryReadsAFlightOnItsCadence lives a 30-day buy through the reader on the ledger
+// and the simulated seller, the clock moved an hour at a time: reads come at launch, daily in
+// between, near the end, once after it, and then the buy is off the live list. Delivery that
+// moves every read writes a snapshot each time.
+func TestDeliveryReadsAFlightOnItsCadence(t *testing.T) {
+	f := start(t)
+	ctx := context.Background()
+	begin := f.clk.Now()
+	end := begin.Add(30 * 24 * time.Hour)
+	f.placeWith("op-buy", "", json.RawMessage(fmt.Sprintf(`{"seller_id":"sim-seller","currency":"USD","media_buy":{"account":{"account_id":"acct-1"},"start_time":%q,"end_time":%q}}`,
+		begin.Format(time.RFC3339), end.Format(time.RFC3339))))
+	r := delivery.New(f.store, f.client, delivery.Config{Now: f.clk.Now})
+	var reads []time.Duration // when, after the flight's start
+	retired, snapshots := 0, 0
+	for at := time.Duration(0); at <= 32*24*time.Hour; at += time.Hour {
+		f.seller.SetDelivered(f.created.MediaBuyID, int64(at/time.Hour)*100, fmt.Sprint(int64(at/time.Hour)))
+		rep, err := r.Run(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range rep.Read {
+			reads = append(reads, at)
+		}
+		retired += rep.Retired
+		snapshots += rep.Snapshots
+		f.clk.Advance(time.Hour)
+	}
+	var want []time.Duration
+	day := 24 * time.Hour
+	for at := time.Duration(0); at < day; at += delivery.DefaultEdgeEvery {
+		want = append(want, at) // launch
+	}
+	for at := day; at < 29*day; at += day {
+		want = append(want, at) // quiet
+	}
+	for at := 29 * day; at <= 30*day; at += delivery.DefaultEdgeEvery {
+		want = append(want, at) // the end window, and the end
+	}
+	want = append(want, 31*day) // final
+	if fmt.Sprint(reads) != fmt.Sprint(want) {
+		t.Fatalf("reads at %v\nwant       %v", reads, want)
+	}
+	if retired != 1 || snapshots != len(want) {
+		t.Fatalf("%d retired, %d snapshots; want the buy retired after its final read and %d snapshots", retired, snapshots, len(want))
+	}
+	if live, err := f.store.ListLiveDue(ctx, f.clk.Now().Add(365*day), 10); err != nil || len(live) != 0 {
+		t.Fatalf("still live: %d %v", len(live), err)
+	}
+}
+
+// TestPushedBuyIsPulledAsAWatchdog: once the seller pushed a report for a buy (Push, as the
+// webhook receiver calls it), the scheduled read pulls it only every PushWatch.
+func TestPushedBuyIsPulledAsAWatchdog(t *testing.T) {
+	f := start(t)
+	ctx := context.Background()
+	begin := f.clk.Now()
+	f.placeWith("op-buy", "", json.RawMessage(fmt.Sprintf(`{"seller_id":"sim-seller","currency":"USD","media_buy":{"account":{"account_id":"acct-1"},"start_time":%q,"end_time":%q}}`,
+		begin.Format(time.RFC3339), begin.Add(30*24*time.Hour).Format(time.RFC3339))))
+	r := delivery.New(f.store, f.client, delivery.Config{Now: f.clk.Now})
+	read := func(what string, want int) {
+		t.Helper()
+		if rep, err := r.Run(ctx); err != nil || rep.Read != want {
+			t.Fatalf("%s: %+v %v; want %d read", what, rep, err, want)
+		}
+	}
+	read("at launch", 1)
+	op, err := f.store.GetOperation(ctx, "acme", "op-buy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pushed adcp.DeliveryReport
+	pushed.Currency, pushed.ReportingPeriod.End = "USD", f.clk.Now().Add(time.Hour).Format(time.RFC3339)
+	pushed.MediaBuys = []adcp.MediaBuyDelivery{{MediaBuyID: f.created.MediaBuyID, Status: "active"}}
+	pushed.MediaBuys[0].Totals.Spend = "12.5"
+	if moved, err := r.Push(ctx, op, &pushed); err != nil || !moved {
+		t.Fatalf("push: %v %v", moved, err)
+	}
+	f.clk.Advance(delivery.DefaultEdgeEvery)
+	read("the read scheduled before the push", 1)
+	f.clk.Advance(24 * time.Hour)
+	read("a day later: no launch or quiet read for a pushed buy", 0)
+	f.clk.Advance(delivery.DefaultPushWatch)
+	read("a watch later", 1)
+}
