@@ -235,19 +235,24 @@ func TestCreateIdempotencyConflictIsTerminal(t *testing.T) {
 	}
 }
 
-func TestCreateRateLimitedIsTransientThenSucceeds(t *testing.T) {
+// A transient failure with the seller's retry_after is waited out exactly (the state machine's
+// SellerAvailable → WaitForSeller), not left to the TransientError retrier, whose full jitter
+// would resend sooner than the seller asked (the buyer storyboards' retry_delay check).
+func TestCreateRateLimitedWaitsRetryAfterThenResends(t *testing.T) {
 	t.Parallel()
-	e := stagetest.NewEnv(t, stagetest.Options{})
+	e := stagetest.NewEnv(t, stagetest.Options{Seller: adcptest.SellerOptions{RetryAfter: 7}})
 	op := e.NewOp("approved,sync", false)
 	e.Check(op)
 	e.Seller.RateLimitNext(1)
 
-	_, err := stagetest.Handle(t, e.CreateStage.Handle, stagetest.StageIn(op, workflow.ActionCreate))
-	stagetest.WantBare(t, err, "TransientError")
-	var te *workflow.TransientError
-	if !errors.As(err, &te) || te.RetryAfterSeconds < 1 {
-		t.Fatalf("err = %#v, want retry_after honoured", err)
+	got, err := stagetest.Handle(t, e.CreateStage.Handle, stagetest.StageIn(op, workflow.ActionCreate))
+	if err != nil {
+		t.Fatalf("err = %v, want the wait as output", err)
 	}
+	if out := got.(workflow.SellerOutput); out.Unavailable == nil || out.Unavailable.RetryInSeconds != 7 || out.Unavailable.Role != "seller" || out.Terminal {
+		t.Fatalf("output = %+v, want a 7 s wait before CreateMediaBuy again", out)
+	}
+	e.Clock.Advance(7 * time.Second)
 	out := e.Create(op)
 	if out.Status != workflow.StatusCompleted {
 		t.Fatalf("output = %+v", out)
@@ -255,6 +260,29 @@ func TestCreateRateLimitedIsTransientThenSucceeds(t *testing.T) {
 	calls := e.Seller.CallsTo("create_media_buy")
 	if len(calls) != 2 || !jsonEqual(calls[0].Arguments, calls[1].Arguments) {
 		t.Fatalf("%d calls; the retry must resend the same bytes", len(calls))
+	}
+	if d := calls[1].Time.Sub(calls[0].Time); d < 7*time.Second {
+		t.Errorf("resent after %s, before the seller's retry_after", d)
+	}
+}
+
+// Past retryAfterSpan from the first send the wait is no longer taken: the failure goes back to
+// the state machine's retrier, which gives up after its attempts.
+func TestCreateRateLimitedLongAfterTheFirstSendIsTransient(t *testing.T) {
+	t.Parallel()
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	op := e.NewOp("approved,sync", false)
+	e.Check(op)
+	e.Seller.RateLimitNext(2)
+	if out := e.Create(op); out.Unavailable == nil {
+		t.Fatalf("first answer = %+v, want a wait", out)
+	}
+	e.Clock.Advance(11 * time.Minute)
+	_, err := stagetest.Handle(t, e.CreateStage.Handle, stagetest.StageIn(op, workflow.ActionCreate))
+	stagetest.WantBare(t, err, "TransientError")
+	var te *workflow.TransientError
+	if !errors.As(err, &te) || te.RetryAfterSeconds < 1 {
+		t.Fatalf("err = %#v, want retry_after kept on the error", err)
 	}
 }
 
