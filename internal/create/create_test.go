@@ -425,3 +425,40 @@ func TestCancelOfALostTaskSaysAnOrderMayExist(t *testing.T) {
 		t.Fatalf("cancel reason %q: want the lost task, the PO and that an order may exist", r)
 	}
 }
+
+// A seller listing the compact lifecycle tools (media_buy.lifecycle_tools, AdCP 3.2) is bought
+// from and canceled through the create_media_buy/update_media_buy facades, which 3.x keeps
+// (docs/seller-onboarding.md: buyflow never calls buy_products, accept_proposal or
+// control_media_buy).
+func TestCreateAtASellerListingCompactLifecycleToolsUsesTheFacades(t *testing.T) {
+	t.Parallel()
+	e := stagetest.NewEnv(t, stagetest.Options{Seller: adcptest.SellerOptions{Version: adcptest.Version32,
+		LifecycleTools: []string{"list_products", "buy_products", "accept_proposal", "control_media_buy"}}})
+	op, out := e.Placed("approved,sync")
+	if out.Status != workflow.StatusCompleted || op.MediaBuyID == "" {
+		t.Fatalf("output = %+v, operation %s", out, op.Status)
+	}
+	if _, err := e.CreateStage.Cancel(context.Background(), stagetest.StageIn(op, workflow.ActionCancel)); err != nil {
+		t.Fatal(err)
+	}
+	var tools []string
+	for _, c := range e.Seller.Calls() {
+		tools = append(tools, c.Tool)
+		if c.ValidationError != "" || c.IsError {
+			t.Errorf("%s refused: %s %s", c.Tool, c.ValidationError, c.ErrorCode)
+		}
+	}
+	for _, want := range []string{"get_adcp_capabilities", "create_media_buy", "update_media_buy"} {
+		if !slices.Contains(tools, want) {
+			t.Errorf("calls %v lack %s", tools, want)
+		}
+	}
+	for _, compact := range []string{"buy_products", "accept_proposal", "control_media_buy", "list_products"} {
+		if slices.Contains(tools, compact) {
+			t.Errorf("called the compact tool %s: %v", compact, tools)
+		}
+	}
+	if a := stagetest.LastArgs(t, e.Seller.CallsTo("create_media_buy")); a["adcp_version"] != "3.2" {
+		t.Errorf("create spoke %v, want 3.2 (the seller lists only 3.2)", a["adcp_version"])
+	}
+}
