@@ -40,6 +40,9 @@ type scope struct {
 	via string
 	// na says why the step does not apply to buyflow.
 	na string
+	// reauth also requires a new OAuth token fetched during the run: the storyboard expects the
+	// buyer to re-authenticate on the 401, not to resend the refused token.
+	reauth bool
 	// campaign marks a step graded by statemachine/stagepaths (TestOrchestratorStoryboard): a
 	// campaign's legs and its partial-failure policy run in the Campaign state machine, which
 	// needs Node. This test keeps the README's row as that test graded it.
@@ -71,7 +74,7 @@ var scopes = map[string]scope{
 	"buyer_negotiation/accept":           {na: notNegotiating},
 
 	"buyer_recovery/seller_unavailable": {call: "create_media_buy#1", via: "the 503 is served on create_media_buy (buyflow never calls get_products)"},
-	"buyer_recovery/auth_expired":       {call: "create_media_buy#1", via: "an OAuth client-credentials seller"},
+	"buyer_recovery/auth_expired":       {call: "create_media_buy#1", reauth: true, via: "an OAuth client-credentials seller"},
 	"buyer_recovery/conflict_on_reuse":  {call: "create_media_buy#1", via: "deliberate: buyflow fixes one key per buy write-ahead and never reuses it, so the other request under its key may be this very buy (an earlier plan of it): it stops the buy for a person rather than risk placing it twice with a fresh key"},
 	"buyer_recovery/rate_limited":       {call: "create_media_buy#1"},
 
@@ -147,7 +150,9 @@ func logCounts(t *testing.T, rows []buyerstoryboards.Row) {
 // README's table, whose rows of steps graded elsewhere are kept.
 func runStoryboard(t *testing.T, sb *buyerstoryboards.Storyboard, current map[string]string) []buyerstoryboards.Row {
 	var env *stagetest.Env
+	var issued *atomic.Int64
 	logs := map[string][]buyerstoryboards.Call{}
+	tokens := map[string]int64{} // OAuth tokens fetched during each run
 	run := func(id string) []buyerstoryboards.Call {
 		if calls, ok := logs[id]; ok {
 			return calls
@@ -157,12 +162,12 @@ func runStoryboard(t *testing.T, sb *buyerstoryboards.Storyboard, current map[st
 			if err != nil {
 				t.Fatal(err)
 			}
-			env = newEnv(t, opts)
+			env, issued = newEnv(t, opts)
 		}
-		from := len(env.Seller.Calls())
+		from, before := len(env.Seller.Calls()), issued.Load()
 		drive(t, env, id)
 		calls := buyerstoryboards.Calls(env.Seller.Calls()[from:])
-		logs[id] = calls
+		logs[id], tokens[id] = calls, issued.Load()-max(before, 1) // the world's first token is no re-authentication
 		return calls
 	}
 	aliases := map[string]string{}
@@ -190,6 +195,9 @@ func runStoryboard(t *testing.T, sb *buyerstoryboards.Storyboard, current map[st
 				calls := run(id)
 				var checks []buyerstoryboards.CheckResult
 				row.Result, checks = buyerstoryboards.GradeStep(st, buyerstoryboards.Observation{Calls: calls, Index: nth(calls, sc.call)}, sc.via, aliases)
+				if sc.reauth && tokens[id] == 0 {
+					row.Result = buyerstoryboards.Fail + ": no new OAuth token was fetched after the 401 (" + sc.via + ")"
+				}
 				for _, c := range checks {
 					t.Logf("%s %s: %s (%s)", row.Key(), c.Check, c.Result, c.Detail)
 				}
@@ -223,8 +231,8 @@ func nth(calls []buyerstoryboards.Call, sel string) int {
 // newEnv is a stage world whose seller serves opts, reached with OAuth client credentials (the
 // token endpoint hands out a new token per request, each one the seller accepts), so that a 401
 // is answered as buyflow answers one in production: a fresh token and the same request again.
-func newEnv(t *testing.T, opts adcptest.SellerOptions) *stagetest.Env {
-	var issued atomic.Int64
+func newEnv(t *testing.T, opts adcptest.SellerOptions) (*stagetest.Env, *atomic.Int64) {
+	issued := new(atomic.Int64)
 	tokens := make([]string, 50)
 	for i := range tokens {
 		tokens[i] = fmt.Sprintf("oauth-token-%d", i+1)
@@ -241,7 +249,7 @@ func newEnv(t *testing.T, opts adcptest.SellerOptions) *stagetest.Env {
 	t.Cleanup(ts.Close)
 	opts.Token, opts.Tokens = tokens[0], tokens[1:]
 	return stagetest.NewEnv(t, stagetest.Options{Seller: opts, SellerSecret: "client-secret",
-		SellerAuth: &adcp.AuthConfig{Mode: adcp.AuthOAuth2ClientCredentials, ClientID: "buyflow", TokenURL: ts.URL + "/token"}})
+		SellerAuth: &adcp.AuthConfig{Mode: adcp.AuthOAuth2ClientCredentials, ClientID: "buyflow", TokenURL: ts.URL + "/token"}}), issued
 }
 
 // asl is the part of statemachine/mediabuy.asl.json the runner follows between stages.
