@@ -3,8 +3,12 @@ package adcptest
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"strings"
+	"sync"
+
+	"github.com/buyflow/buyflow/internal/adcpschemas"
 )
 
 // Scenario is one fixture-publisher scenario of the AdCP buyer storyboards
@@ -95,16 +99,41 @@ func (a *agent) scenarioError(c *call) *AdcpError {
 }
 
 // defaultRecovery is the recovery class a fixture error without one carries: AdCP 3.2
-// requires recovery of producers, and the storyboards declare only codes.
+// requires recovery of producers, and the storyboards declare only codes. It is the one the
+// error-code enum's enumMetadata assigns (the embedded 3.1.19 schemas), correctable for a code
+// outside the enum.
 func defaultRecovery(code string) string {
-	switch code {
-	case "RATE_LIMITED", "SERVICE_UNAVAILABLE", "IDEMPOTENCY_IN_FLIGHT", "CONFLICT", "GOVERNANCE_UNAVAILABLE":
-		return "transient"
-	case "AUTH_INVALID", "ACCOUNT_NOT_FOUND", "ACCOUNT_SUSPENDED":
-		return "terminal"
+	if r := enumRecovery()[code]; r != "" {
+		return r
 	}
 	return "correctable"
 }
+
+// enumRecovery reads enums/error-code.json's enumMetadata once: code → recovery.
+var enumRecovery = sync.OnceValue(func() map[string]string {
+	out := map[string]string{}
+	fsys, err := adcpschemas.Open(adcpschemas.Release31)
+	if err != nil {
+		return out
+	}
+	raw, err := fs.ReadFile(fsys, "enums/error-code.json")
+	if err != nil {
+		return out
+	}
+	var enum struct {
+		Meta map[string]json.RawMessage `json:"enumMetadata"`
+	}
+	_ = json.Unmarshal(raw, &enum)
+	for code, m := range enum.Meta {
+		var e struct {
+			Recovery string `json:"recovery"`
+		}
+		if json.Unmarshal(m, &e) == nil && e.Recovery != "" {
+			out[code] = e.Recovery
+		}
+	}
+	return out
+})
 
 // scenarioHTTP answers a matching scenario's HTTP status and reports whether it did.
 func (a *agent) scenarioHTTP(w http.ResponseWriter, id json.RawMessage, tool string, rawArgs json.RawMessage, args map[string]any, authOK bool) bool {

@@ -96,7 +96,7 @@ func grade(v Validation, o Observation) (bool, string) {
 		}
 		vals := Lookup(c.Args, v.Path)
 		if len(vals) == 0 || vals[0] == nil {
-			return false, fmt.Sprintf("%s: %s has no %s", c.Tool, "request", v.Path)
+			return false, fmt.Sprintf("the %s request has no %s", c.Tool, v.Path)
 		}
 		got := vals[0]
 		switch v.Check {

@@ -3,8 +3,10 @@
 // (with our corrections, see testdata/PROVENANCE.md), turns each storyboard's fixture into the
 // simulated seller's scenarios (internal/adcptest), and grades the calls buyflow made with the
 // storyboards' own check kinds (universal/buyer-fixture-publisher.yaml > buyer_check_kinds).
-// The test drives buyflow's create and poll stages against that seller (runner_test.go) and
-// holds the README's conformance table to the results.
+// TestStoryboards (runner_test.go) drives buyflow's governance, create and poll stages against
+// that seller and holds the README's conformance table to the results; the orchestrator's
+// partial-failure steps need the Campaign state machine and are graded by
+// statemachine/stagepaths' TestOrchestratorStoryboard with this package's grading.
 //
 // Test support: no Lambda links it.
 package buyerstoryboards
