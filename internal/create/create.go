@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -117,7 +116,7 @@ func (s *Service) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (w
 		s.Event(ctx, op, record.Event{Type: record.EventSellerCall, Actor: stage.SellerActor(req.SellerID), Reason: record.Clip(err.Error(), 500),
 			Detail: record.EventDetail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "attempt": intent.Attempt, "error_code": adcp.ErrorCode(err), "decision": adcp.Decide(err).String()})})
 		s.Log.WarnContext(ctx, "create_media_buy failed", "operationId", op.ID, "attempt", intent.Attempt, "code", adcp.ErrorCode(err), "decision", adcp.Decide(err).String())
-		if wait := retryAfterWait(req.SellerID, err, intent.Created, s.Now()); wait != nil {
+		if wait := stage.RetryAfterWait(req.SellerID, err, intent.Created, s.Now()); wait != nil {
 			return workflow.SellerOutput{Status: op.Status, Unavailable: wait}, nil
 		}
 		return workflow.SellerOutput{}, stage.CallError("create_media_buy", err)
@@ -126,27 +125,6 @@ func (s *Service) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (w
 		Detail: record.EventDetail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "attempt": intent.Attempt, "shape": res.Shape, "status": res.Status,
 			"task_id": res.TaskID, "media_buy_id": res.MediaBuyID, "replayed": res.Replayed})})
 	return s.recordCreate(ctx, op, req, res, in.Config, token, now)
-}
-
-// retryAfterSpan bounds how long after its first send a create keeps waiting out the seller's
-// retry_after; past it a transient failure goes back to the state machine's retrier, which gives
-// up after its attempts. With the agent's circuit breaker it bounds a seller that asks for waits
-// forever.
-const retryAfterSpan = 10 * time.Minute
-
-// retryAfterWait is the wait a transient create failure that carries the seller's retry_after
-// (a RATE_LIMITED, a SERVICE_UNAVAILABLE, a Retry-After header) asks for, as the output the
-// state machine waits on before CreateMediaBuy again (SellerAvailable → WaitForSeller), nil for
-// any other failure. The state machine's retrier of TransientError draws its waits with full
-// jitter from 2 s up, so it would resend sooner than the seller asked; the wait is exactly
-// retry_after and the resend is the same intent (same key, same bytes).
-func retryAfterWait(sellerID string, err error, created, now time.Time) *workflow.AgentUnavailable {
-	after := adcp.RetryAfter(err)
-	if after <= 0 || adcp.Decide(err) != adcp.DecisionRetry || created.IsZero() || now.Add(after).Sub(created) > retryAfterSpan {
-		return nil
-	}
-	return &workflow.AgentUnavailable{AgentID: sellerID, Role: string(adcp.RoleSeller), Since: stage.RFC3339(now),
-		RetryInSeconds: int(math.Ceil(after.Seconds()))}
 }
 
 // recheck runs check_governance again, with the payload that was checked, when the approval
