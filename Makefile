@@ -143,7 +143,7 @@ test-unit: ## the fast layer only: go test ./... without the Node-backed tests
 UPSTREAM ?= ../shared
 
 .PHONY: vendor-check
-vendor-check: ## check the vendored AdCP schemas and test vectors against UPSTREAM (default ../shared)
+vendor-check: ## check the vendored AdCP schemas, test vectors and buyer storyboards against UPSTREAM (default ../shared)
 	scripts/vendor-check.sh $(UPSTREAM)
 
 .PHONY: fuzz

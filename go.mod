@@ -24,6 +24,7 @@ require (
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // panics on 1e10000000 (nil *big.Rat): internal/jsonnum bounds numbers before it
 	github.com/sivchari/kumo v0.33.1
+	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/oauth2 v0.35.0
 	golang.org/x/text v0.33.0
 )

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 GO=${GO:-go}
 DEADCODE_VERSION=v0.39.0
 # Test support: what tests and the local stack's harness are for.
-support='internal/(adcptest|buytest|devstack|dynamotest|apigwtest|metrics/metricstest|logging/logtest|approvaltest|stagetest|clocktest)/'
+support='internal/(adcptest|buytest|devstack|dynamotest|apigwtest|metrics/metricstest|logging/logtest|approvaltest|stagetest|clocktest|buyerstoryboards)/'
 found=$($GO run golang.org/x/tools/cmd/deadcode@$DEADCODE_VERSION ./functions/... ./cmd/... ./infra |
   grep -Ev "^($support)" | sed -E 's/^([^:]+):[0-9]+:[0-9]+: unreachable func: (.*)$/\1: \2/' | sort)
 kept=$(grep -Ev '^(#|$)' scripts/deadcode-kept.txt | sed -E 's/ *#.*$//' | sort)

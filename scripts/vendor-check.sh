@@ -8,13 +8,14 @@
 # checkout sits beside the repository, since nothing else in the build needs it.
 #
 # Usage: scripts/vendor-check.sh [UPSTREAM]   (default: ../shared beside the checkout, holding
-# adcp-schemas/, adcp-schemas-3.2.3/ and adcp-test-vectors/)
+# adcp-schemas/, adcp-schemas-3.2.3/, adcp-test-vectors/ and adcp-buyer-storyboards/)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 upstream=${1:-$root/../shared}
 vectors=$upstream/adcp-test-vectors
-for d in "$upstream/adcp-schemas" "$upstream/adcp-schemas-3.2.3" "$vectors"; do
-  [ -d "$d" ] || { echo "vendor-check: no upstream folder $d (pass the folder holding adcp-schemas/, adcp-schemas-3.2.3/ and adcp-test-vectors/)" >&2; exit 2; }
+storyboards=$upstream/adcp-buyer-storyboards
+for d in "$upstream/adcp-schemas" "$upstream/adcp-schemas-3.2.3" "$vectors" "$storyboards"; do
+  [ -d "$d" ] || { echo "vendor-check: no upstream folder $d (pass the folder holding adcp-schemas/, adcp-schemas-3.2.3/, adcp-test-vectors/ and adcp-buyer-storyboards/)" >&2; exit 2; }
 done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -68,5 +69,20 @@ internal/webhookauth/testdata/vectors/webhook-receiver-envelope.json static/comp
 internal/webhookauth/testdata/vectors/canonicalization.json static/compliance/source/test-vectors/request-signing/canonicalization.json
 MAP
 
+# The buyer storyboards: each vendored YAML is upstream's with corrections.patch applied (the
+# preview's known faults, each listed with why in the folder's PROVENANCE.md); LICENSE unmodified.
+ours=$root/internal/buyerstoryboards/testdata
+mkdir "$tmp/storyboards"
+(cd "$ours" && find specialisms universal -type f) | while read -r f; do
+  mkdir -p "$tmp/storyboards/$(dirname "$f")"
+  cp "$storyboards/static/compliance/source/$f" "$tmp/storyboards/$f" 2>/dev/null || echo "vendor-check: no upstream $f" >&2
+done
+if ! (cd "$tmp/storyboards" && patch -s -p1 --no-backup-if-mismatch <"$ours/corrections.patch") >&2 ||
+  ! diff -r -x LICENSE -x PROVENANCE.md -x corrections.patch "$tmp/storyboards" "$ours" >&2 ||
+  ! cmp -s "$storyboards/LICENSE" "$ours/LICENSE"; then
+  echo "vendor-check: internal/buyerstoryboards/testdata is not $storyboards with corrections.patch applied" >&2
+  bad=1
+fi
+
 [ "$bad" = 0 ] || exit 1
-echo "vendor-check: the schema packs ($(cat "$root"/internal/adcpschemas/schemas-*.tar.gz "$root"/internal/adcptest/schemas-*.tar.gz | tar -tzf - -i | wc -l) files) and the test vectors match $upstream"
+echo "vendor-check: the schema packs ($(cat "$root"/internal/adcpschemas/schemas-*.tar.gz "$root"/internal/adcptest/schemas-*.tar.gz | tar -tzf - -i | wc -l) files), the test vectors and the buyer storyboards (with our corrections) match $upstream"

@@ -136,6 +136,25 @@ func NewIntentAt(version, task string, req any, created time.Time) (Intent, erro
 	return Intent{Task: task, Key: key, Body: body, Created: created}, nil
 }
 
+// At returns the intent with its body in AdCP version instead: the same key, arguments,
+// creation time and attempt, the envelope's adcp_version replaced. It is for a request fixed
+// before its agent was asked (a campaign's plan, built at submit) whose shape the two versions
+// share (sync_plans: 3.2 only adds optional fields); the same intent and version always give
+// the same bytes, so a resend repeats the first send.
+func (in Intent) At(version string) (Intent, error) {
+	if bodyVersion(in.Body) == version {
+		return in, nil
+	}
+	m, err := toObject(json.RawMessage(in.Body))
+	if err != nil {
+		return Intent{}, fmt.Errorf("adcp: %s intent at %s: %w", in.Task, version, err)
+	}
+	if in.Body, err = finishBody(m, in.Key, version); err != nil {
+		return Intent{}, fmt.Errorf("adcp: %s intent at %s: %w", in.Task, version, err)
+	}
+	return in, nil
+}
+
 // toObject marshals v and decodes it as a JSON object.
 func toObject(v any) (map[string]json.RawMessage, error) {
 	var b []byte

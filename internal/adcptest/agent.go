@@ -126,6 +126,7 @@ type agent struct {
 	rateNext    int
 	httpNext    []httpFault
 	seq         int
+	scenarios   []Scenario // the buyer storyboards' fixture scenarios (scenario.go)
 }
 
 type httpFault struct {
@@ -384,6 +385,13 @@ func (a *agent) handle(ctx context.Context, tool string, req *mcp.CallToolReques
 
 	c.script = a.parse(c.args)
 	key := c.str("idempotency_key")
+	if sc := a.scenarioFor(tool, c.args); sc != nil && sc.Tokens != "" {
+		c.script.add(sc.Tokens)
+	}
+	if e := a.scenarioError(c); e != nil {
+		rec.Fault = "scenario"
+		return finish(nil, e, false)
+	}
 
 	if tool != "get_adcp_capabilities" {
 		a.mu.Lock()
@@ -632,6 +640,9 @@ func (a *agent) faultMiddleware(next http.Handler) http.Handler {
 		}
 		var args map[string]any
 		_ = json.Unmarshal(msg.Params.Arguments, &args)
+		if a.scenarioHTTP(w, msg.ID, msg.Params.Name, msg.Params.Arguments, args, true) {
+			return
+		}
 		sc := a.parse(args)
 		key, _ := args["idempotency_key"].(string)
 

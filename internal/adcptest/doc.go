@@ -170,6 +170,15 @@
 // until after the terminal one), wh_delay (WebhookDelay before each), and
 // wh_bad_signature (signature or bearer corrupted after signing).
 //
+// # Storyboard scenarios (seller)
+//
+// SellerOptions.Scenarios serve the AdCP buyer storyboards' fixture publisher
+// (internal/buyerstoryboards): a call whose context.correlation_id contains a
+// scenario's Match gets its tokens, or its AdCP error (a tool result) or HTTP
+// status (401 with a WWW-Authenticate challenge, 5xx) once per idempotency
+// key, as errors are never cached. SupportedVersions and LifecycleTools
+// replace what get_adcp_capabilities declares.
+//
 // # Advancing tasks
 //
 // Async tasks move one scripted step per Advance(taskID); Finish(taskID,

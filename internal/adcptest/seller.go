@@ -136,6 +136,17 @@ type SellerOptions struct {
 	WebhookMaxAttempts int
 	// WebhookBackoff is the first retry wait, doubled each retry (default 5 ms).
 	WebhookBackoff time.Duration
+
+	// Scenarios answer calls by their context.correlation_id, as the buyer storyboards'
+	// fixture publisher does (scenario.go).
+	Scenarios []Scenario
+	// SupportedVersions, when set, replaces adcp.supported_versions in get_adcp_capabilities
+	// (a storyboard's fixture declares its own list).
+	SupportedVersions []string
+	// LifecycleTools, when set, is declared as media_buy.lifecycle_tools: the compact
+	// lifecycle tools (buy_products, accept_proposal, control_media_buy, list_products) a 3.2
+	// seller may list beside the create_media_buy/update_media_buy facades, which it keeps.
+	LifecycleTools []string
 }
 
 // DefaultSellerToken is the bearer the seller accepts when none is configured.
@@ -221,6 +232,7 @@ func NewSeller(opts SellerOptions) *Seller {
 		s.push.backoff = 5 * time.Millisecond
 	}
 	s.route = s.notify
+	s.scenarios = opts.Scenarios
 	jwks := opts.JWKS
 	if jwks == nil {
 		jwks = []byte(`{"keys":[]}`)
@@ -283,6 +295,9 @@ func supportedVersions(v string) []string {
 
 func (s *Seller) capabilities(_ context.Context, c *call) reply {
 	adcp := map[string]any{"major_versions": []int{3}, "supported_versions": supportedVersions(s.opts.Version)}
+	if s.opts.SupportedVersions != nil {
+		adcp["supported_versions"] = s.opts.SupportedVersions
+	}
 	switch s.opts.Idempotency {
 	case IdempotencyDeclared:
 		adcp["idempotency"] = map[string]any{"supported": true, "replay_ttl_seconds": int(s.opts.ReplayTTL / time.Second)}
@@ -299,8 +314,15 @@ func (s *Seller) capabilities(_ context.Context, c *call) reply {
 			"legacy_hmac_fallback": true,
 		},
 	}
+	mediaBuy := map[string]any{}
 	if s.opts.PushReporting {
-		body["media_buy"] = map[string]any{"reporting_delivery_methods": []string{"webhook"}}
+		mediaBuy["reporting_delivery_methods"] = []string{"webhook"}
+	}
+	if s.opts.LifecycleTools != nil {
+		mediaBuy["lifecycle_tools"] = s.opts.LifecycleTools
+	}
+	if len(mediaBuy) > 0 {
+		body["media_buy"] = mediaBuy
 	}
 	return reply{body: body}
 }

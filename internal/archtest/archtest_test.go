@@ -82,7 +82,7 @@ func TestFunctionsWithoutAgentCallsNeverLinkJSONSchema(t *testing.T) {
 // Test-support packages (simulated agents, emulators, event converters) never reach a Lambda.
 func TestLambdasNeverLinkTestSupport(t *testing.T) {
 	support := []string{"/internal/adcptest", "/internal/buytest", "/internal/dynamotest", "/internal/apigwtest", "/internal/metrics/metricstest", "/internal/logging/logtest", "/internal/devstack",
-		"/internal/approvaltest", "/internal/stagetest", "/internal/clocktest", "/internal/benchtest", "/internal/iampolicy"}
+		"/internal/approvaltest", "/internal/stagetest", "/internal/clocktest", "/internal/benchtest", "/internal/iampolicy", "/internal/buyerstoryboards"}
 	for path, p := range list(t, "./functions/...") {
 		for _, d := range p.Deps {
 			for _, s := range support {

@@ -97,8 +97,10 @@ type Facts interface {
 	ReleaseLock(ctx context.Context, l record.Lease) error
 }
 
-// planSyncer sends a sync_plans intent to a governance agent (internal/adcp's client).
+// planSyncer sends a sync_plans intent to a governance agent in the AdCP version it speaks
+// (internal/adcp's client).
 type planSyncer interface {
+	Speaks(ctx context.Context, agentID string) (string, error)
 	SyncPlans(ctx context.Context, agentID string, in adcp.Intent) (*adcp.SyncPlansResult, error)
 }
 
@@ -188,6 +190,14 @@ func (s *Settler) SyncPlans(ctx context.Context, tenant, id string) (PlanSynced,
 	if len(rec.PlanIntent) == 0 {
 		return PlanSynced{}, &workflow.TerminalError{Code: "no_plan", Reason: "campaign " + id + " carries no plan to push"}
 	}
+	// The plan was fixed at submit, before any agent was asked, in 3.1: it is sent in the version
+	// the governance agent speaks (a 3.2-only agent refuses a 3.1 request), asked before the
+	// claim so that a failure to ask sends nothing. The agent's version comes from its record, so
+	// a resend repeats the first send's bytes.
+	version, err := s.agents.Speaks(ctx, rec.GovernanceAgentID)
+	if err != nil {
+		return PlanSynced{}, planError("sync_plans at "+rec.GovernanceAgentID+" (to choose the AdCP version)", err)
+	}
 	ref := stage.IntentRef{Tenant: tenant, OperationID: id, Name: record.SyncPlansIntent, Tool: adcp.ToolSyncPlans, Decode: storedPlan}
 	read := rec
 	intent, err := stage.ClaimStored(ctx, s.facts, ref, func(ctx context.Context) (*record.Intent, error) {
@@ -206,14 +216,15 @@ func (s *Settler) SyncPlans(ctx context.Context, tenant, id string) (PlanSynced,
 	if err != nil {
 		return PlanSynced{}, err // a ledger failure is a TransientError (workflow.TaskError)
 	}
-	res, err := s.agents.SyncPlans(ctx, rec.GovernanceAgentID, intent.Intent)
+	send := intent.Intent
+	if send, err = send.At(version); err != nil {
+		// The claim stands: an intent that cannot be re-enveloped is never sent.
+		return PlanSynced{}, &workflow.TerminalError{Code: "bad_intent", Reason: err.Error()}
+	}
+	res, err := s.agents.SyncPlans(ctx, rec.GovernanceAgentID, send)
 	stage.ReleaseUnsent(ctx, s.facts, s.log, id, intent, err)
 	if err != nil {
-		what := "sync_plans at " + rec.GovernanceAgentID
-		if adcp.Decide(err) == adcp.DecisionRetry {
-			return PlanSynced{}, &workflow.TransientError{Reason: what + ": " + err.Error(), RetryAfterSeconds: int(adcp.RetryAfter(err) / time.Second)}
-		}
-		return PlanSynced{}, &workflow.TerminalError{Code: "plan_not_synced", Reason: what + ": " + err.Error()}
+		return PlanSynced{}, planError("sync_plans at "+rec.GovernanceAgentID, err)
 	}
 	for _, p := range res.Plans {
 		if p.PlanID != rec.PlanID {
@@ -227,6 +238,14 @@ func (s *Settler) SyncPlans(ctx context.Context, tenant, id string) (PlanSynced,
 	}
 	return PlanSynced{}, &workflow.TerminalError{Code: "plan_not_synced",
 		Reason: fmt.Sprintf("governance agent %s did not answer for plan %s", rec.GovernanceAgentID, rec.PlanID)}
+}
+
+// planError is the workflow error of a push that failed: retried (transient) or the end.
+func planError(what string, err error) error {
+	if adcp.Decide(err) == adcp.DecisionRetry {
+		return &workflow.TransientError{Reason: what + ": " + err.Error(), RetryAfterSeconds: int(adcp.RetryAfter(err) / time.Second)}
+	}
+	return &workflow.TerminalError{Code: "plan_not_synced", Reason: what + ": " + err.Error()}
 }
 
 // storedPlan reads the campaign's plan record as the intent it holds (PlanIntent is the JSON of

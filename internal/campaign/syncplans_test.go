@@ -2,7 +2,9 @@ package campaign
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -18,6 +20,15 @@ type pushes struct {
 	plan  string
 	fails []error
 	sent  []adcp.Intent
+	// version is the AdCP version the agent speaks ("" = 3.1).
+	version string
+}
+
+func (p *pushes) Speaks(context.Context, string) (string, error) {
+	if p.version == "" {
+		return "3.1", nil
+	}
+	return p.version, nil
 }
 
 func (p *pushes) SyncPlans(_ context.Context, _ string, in adcp.Intent) (*adcp.SyncPlansResult, error) {
@@ -129,5 +140,58 @@ func TestPlanPushOfAnUnreadablePlanSendsNothing(t *testing.T) {
 	}
 	if len(agent.sent) != 0 {
 		t.Fatalf("%d pushes of a missing campaign", len(agent.sent))
+	}
+}
+
+// The plan is fixed at submit, before any agent is asked; a governance agent that speaks 3.2
+// gets it in 3.2 (a 3.2-only agent refuses a 3.1 request), with the same key and arguments,
+// and its resend repeats those bytes. One that speaks 3.1 gets the stored bytes.
+func TestPlanPushSpeaksTheGovernanceAgentsVersion(t *testing.T) {
+	f := newFixture(t)
+	rec := submitted(t, f)
+	stored, err := storedPlan(storedPlanRecord(t, f, rec.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := &pushes{plan: rec.PlanID, version: "3.2", fails: []error{&adcp.Error{Kind: adcp.KindTransport, Tool: adcp.ToolSyncPlans, Recovery: adcp.RecoveryTransient, Message: "connection reset"}}}
+	s := NewSettler(f.store, agent, testPolicy(t))
+	if _, err := s.SyncPlans(context.Background(), "acme", rec.ID); err == nil {
+		t.Fatal("the first push succeeded")
+	}
+	if got, err := s.SyncPlans(context.Background(), "acme", rec.ID); err != nil || got.Status != "active" {
+		t.Fatalf("the resend: %+v, %v", got, err)
+	}
+	var sent map[string]any
+	if err := json.Unmarshal(agent.sent[0].Body, &sent); err != nil {
+		t.Fatal(err)
+	}
+	var orig map[string]any
+	if err := json.Unmarshal(stored.Body, &orig); err != nil {
+		t.Fatal(err)
+	}
+	if sent["adcp_version"] != "3.2" || orig["adcp_version"] != "3.1" || agent.sent[0].Key != stored.Key {
+		t.Fatalf("sent adcp_version %v key %s; stored %v key %s", sent["adcp_version"], agent.sent[0].Key, orig["adcp_version"], stored.Key)
+	}
+	delete(sent, "adcp_version")
+	delete(orig, "adcp_version")
+	if !reflect.DeepEqual(sent, orig) {
+		t.Errorf("the arguments changed:\n%v\n%v", sent, orig)
+	}
+	if string(agent.sent[1].Body) != string(agent.sent[0].Body) || agent.sent[1].Attempt != 1 {
+		t.Errorf("the resend is not the first send's bytes:\n%s\n%s", agent.sent[0].Body, agent.sent[1].Body)
+	}
+
+	f31 := newFixture(t)
+	rec31 := submitted(t, f31)
+	stored31, err := storedPlan(storedPlanRecord(t, f31, rec31.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent31 := &pushes{plan: rec31.PlanID}
+	if _, err := NewSettler(f31.store, agent31, testPolicy(t)).SyncPlans(context.Background(), "acme", rec31.ID); err != nil {
+		t.Fatal(err)
+	}
+	if string(agent31.sent[0].Body) != string(stored31.Body) {
+		t.Errorf("a 3.1 agent got other bytes than the stored plan:\n%s\n%s", agent31.sent[0].Body, stored31.Body)
 	}
 }

@@ -116,6 +116,9 @@ func (s *Service) CreateMediaBuy(ctx context.Context, in workflow.StageInput) (w
 		s.Event(ctx, op, record.Event{Type: record.EventSellerCall, Actor: stage.SellerActor(req.SellerID), Reason: record.Clip(err.Error(), 500),
 			Detail: record.EventDetail(map[string]any{"tool": adcp.ToolCreateMediaBuy, "attempt": intent.Attempt, "error_code": adcp.ErrorCode(err), "decision": adcp.Decide(err).String()})})
 		s.Log.WarnContext(ctx, "create_media_buy failed", "operationId", op.ID, "attempt", intent.Attempt, "code", adcp.ErrorCode(err), "decision", adcp.Decide(err).String())
+		if wait := stage.RetryAfterWait(req.SellerID, err, intent.Created, s.Now()); wait != nil {
+			return workflow.SellerOutput{Status: op.Status, Unavailable: wait}, nil
+		}
 		return workflow.SellerOutput{}, stage.CallError("create_media_buy", err)
 	}
 	s.Event(ctx, op, record.Event{Type: record.EventSellerCall, Actor: stage.SellerActor(req.SellerID),

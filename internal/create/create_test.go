@@ -235,19 +235,24 @@ func TestCreateIdempotencyConflictIsTerminal(t *testing.T) {
 	}
 }
 
-func TestCreateRateLimitedIsTransientThenSucceeds(t *testing.T) {
+// A transient failure with the seller's retry_after is waited out exactly (the state machine's
+// SellerAvailable → WaitForSeller), not left to the TransientError retrier, whose full jitter
+// would resend sooner than the seller asked (the buyer storyboards' retry_delay check).
+func TestCreateRateLimitedWaitsRetryAfterThenResends(t *testing.T) {
 	t.Parallel()
-	e := stagetest.NewEnv(t, stagetest.Options{})
+	e := stagetest.NewEnv(t, stagetest.Options{Seller: adcptest.SellerOptions{RetryAfter: 7}})
 	op := e.NewOp("approved,sync", false)
 	e.Check(op)
 	e.Seller.RateLimitNext(1)
 
-	_, err := stagetest.Handle(t, e.CreateStage.Handle, stagetest.StageIn(op, workflow.ActionCreate))
-	stagetest.WantBare(t, err, "TransientError")
-	var te *workflow.TransientError
-	if !errors.As(err, &te) || te.RetryAfterSeconds < 1 {
-		t.Fatalf("err = %#v, want retry_after honoured", err)
+	got, err := stagetest.Handle(t, e.CreateStage.Handle, stagetest.StageIn(op, workflow.ActionCreate))
+	if err != nil {
+		t.Fatalf("err = %v, want the wait as output", err)
 	}
+	if out := got.(workflow.SellerOutput); out.Unavailable == nil || out.Unavailable.RetryInSeconds != 7 || out.Unavailable.Role != "seller" || out.Terminal {
+		t.Fatalf("output = %+v, want a 7 s wait before CreateMediaBuy again", out)
+	}
+	e.Clock.Advance(7 * time.Second)
 	out := e.Create(op)
 	if out.Status != workflow.StatusCompleted {
 		t.Fatalf("output = %+v", out)
@@ -255,6 +260,29 @@ func TestCreateRateLimitedIsTransientThenSucceeds(t *testing.T) {
 	calls := e.Seller.CallsTo("create_media_buy")
 	if len(calls) != 2 || !jsonEqual(calls[0].Arguments, calls[1].Arguments) {
 		t.Fatalf("%d calls; the retry must resend the same bytes", len(calls))
+	}
+	if d := calls[1].Time.Sub(calls[0].Time); d < 7*time.Second {
+		t.Errorf("resent after %s, before the seller's retry_after", d)
+	}
+}
+
+// Past retryAfterSpan from the first send the wait is no longer taken: the failure goes back to
+// the state machine's retrier, which gives up after its attempts.
+func TestCreateRateLimitedLongAfterTheFirstSendIsTransient(t *testing.T) {
+	t.Parallel()
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	op := e.NewOp("approved,sync", false)
+	e.Check(op)
+	e.Seller.RateLimitNext(2)
+	if out := e.Create(op); out.Unavailable == nil {
+		t.Fatalf("first answer = %+v, want a wait", out)
+	}
+	e.Clock.Advance(11 * time.Minute)
+	_, err := stagetest.Handle(t, e.CreateStage.Handle, stagetest.StageIn(op, workflow.ActionCreate))
+	stagetest.WantBare(t, err, "TransientError")
+	var te *workflow.TransientError
+	if !errors.As(err, &te) || te.RetryAfterSeconds < 1 {
+		t.Fatalf("err = %#v, want retry_after kept on the error", err)
 	}
 }
 
@@ -395,5 +423,42 @@ func TestCancelOfALostTaskSaysAnOrderMayExist(t *testing.T) {
 	}
 	if r := evs.Items[i].Reason; !strings.Contains(r, "may still exist") || !strings.Contains(r, op.PONumber) || !strings.Contains(r, op.SellerTaskID) {
 		t.Fatalf("cancel reason %q: want the lost task, the PO and that an order may exist", r)
+	}
+}
+
+// A seller listing the compact lifecycle tools (media_buy.lifecycle_tools, AdCP 3.2) is bought
+// from and canceled through the create_media_buy/update_media_buy facades, which 3.x keeps
+// (docs/seller-onboarding.md: buyflow never calls buy_products, accept_proposal or
+// control_media_buy).
+func TestCreateAtASellerListingCompactLifecycleToolsUsesTheFacades(t *testing.T) {
+	t.Parallel()
+	e := stagetest.NewEnv(t, stagetest.Options{Seller: adcptest.SellerOptions{Version: adcptest.Version32,
+		LifecycleTools: []string{"list_products", "buy_products", "accept_proposal", "control_media_buy"}}})
+	op, out := e.Placed("approved,sync")
+	if out.Status != workflow.StatusCompleted || op.MediaBuyID == "" {
+		t.Fatalf("output = %+v, operation %s", out, op.Status)
+	}
+	if _, err := e.CreateStage.Cancel(context.Background(), stagetest.StageIn(op, workflow.ActionCancel)); err != nil {
+		t.Fatal(err)
+	}
+	var tools []string
+	for _, c := range e.Seller.Calls() {
+		tools = append(tools, c.Tool)
+		if c.ValidationError != "" || c.IsError {
+			t.Errorf("%s refused: %s %s", c.Tool, c.ValidationError, c.ErrorCode)
+		}
+	}
+	for _, want := range []string{"get_adcp_capabilities", "create_media_buy", "update_media_buy"} {
+		if !slices.Contains(tools, want) {
+			t.Errorf("calls %v lack %s", tools, want)
+		}
+	}
+	for _, compact := range []string{"buy_products", "accept_proposal", "control_media_buy", "list_products"} {
+		if slices.Contains(tools, compact) {
+			t.Errorf("called the compact tool %s: %v", compact, tools)
+		}
+	}
+	if a := stagetest.LastArgs(t, e.Seller.CallsTo("create_media_buy")); a["adcp_version"] != "3.2" {
+		t.Errorf("create spoke %v, want 3.2 (the seller lists only 3.2)", a["adcp_version"])
 	}
 }

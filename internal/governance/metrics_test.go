@@ -104,8 +104,11 @@ func TestCreateFailureRecordsAdcpErrorByCode(t *testing.T) {
 	e.Check(op)
 	m.Flush()
 	e.Seller.RateLimitNext(1)
-	_, err := stagetest.Handle(t, e.CreateStage.Handle, stagetest.StageIn(op, workflow.ActionCreate))
-	stagetest.WantBare(t, err, "TransientError")
+	// RATE_LIMITED carries retry_after: the stage answers the wait, and still counts the error.
+	out, err := stagetest.Handle(t, e.CreateStage.Handle, stagetest.StageIn(op, workflow.ActionCreate))
+	if err != nil || out.(workflow.SellerOutput).Unavailable == nil {
+		t.Fatalf("create = %+v, %v; want the seller's retry_after as a wait", out, err)
+	}
 	got := m.Flush()
 	wantCount(t, got, metrics.AdcpErrors, map[string]string{"Code": "RATE_LIMITED"}, 1)
 	if len(got[metrics.AdcpErrors]) != 1 {

@@ -395,3 +395,26 @@ func TestChangeOutcomeReportRetriedIsAResend(t *testing.T) {
 		t.Errorf("the report intent: %d claims, want 2", in.Claims)
 	}
 }
+
+// A rate-limited update_media_buy is waited out for the seller's retry_after (the state
+// machine's ChangeSellerAvailable → WaitForChangeSeller), not left to the TransientError
+// retrier's jitter, and the resend is the same key and bytes.
+func TestChangeRateLimitedWaitsRetryAfter(t *testing.T) {
+	t.Parallel()
+	w := newChangeWorld(t, stagetest.Options{Seller: adcptest.SellerOptions{RetryAfter: 9}})
+	id := w.checked(t, "3500")
+	w.e.Seller.RateLimitNext(1)
+
+	out, err := w.update(id)
+	if err != nil || out.Unavailable == nil || out.Unavailable.RetryInSeconds != 9 {
+		t.Fatalf("the rate-limited update: %+v, %v; want a 9 s wait", out, err)
+	}
+	w.e.Clock.Advance(9 * time.Second)
+	if out, err = w.update(id); err != nil || out.Status != workflow.StatusCompleted {
+		t.Fatalf("the update after the wait: %+v, %v", out, err)
+	}
+	calls := w.e.Seller.CallsTo(adcp.ToolUpdateMediaBuy)
+	if len(calls) != 2 || string(calls[0].Arguments) != string(calls[1].Arguments) || calls[1].Time.Sub(calls[0].Time) < 9*time.Second {
+		t.Fatalf("update_media_buy calls %d; want the same bytes again after 9 s", len(calls))
+	}
+}

@@ -209,6 +209,9 @@ func (s *Service) Update(ctx context.Context, in workflow.StageInput) (workflow.
 	if err != nil {
 		s.event(ctx, r, record.Event{Type: record.EventModificationSellerCall, Actor: "seller:" + r.seller, Reason: record.Clip(err.Error(), 500),
 			Detail: record.EventDetail(map[string]any{"change_id": r.op.ID, "tool": adcp.ToolUpdateMediaBuy, "attempt": intent.Attempt, "error_code": adcp.ErrorCode(err), "decision": adcp.Decide(err).String()})})
+		if wait := stage.RetryAfterWait(r.seller, err, intent.Created, s.now()); wait != nil {
+			return workflow.SellerOutput{Status: r.op.Status, Unavailable: wait}, nil
+		}
 		return workflow.SellerOutput{}, stage.CallError("update_media_buy", err)
 	}
 	s.event(ctx, r, record.Event{Type: record.EventModificationSellerCall, Actor: "seller:" + r.seller, Amount: p.After, Currency: r.parent.Currency,

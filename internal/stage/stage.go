@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	mathrand "math/rand/v2"
 	"time"
 
@@ -264,6 +265,28 @@ func CallError(what string, err error) error {
 		}
 		return &workflow.TerminalError{Code: code, Reason: what + ": " + err.Error()}
 	}
+}
+
+// RetryAfterSpan bounds how long after its first send a create or a change keeps waiting out
+// the seller's retry_after; past it a transient failure goes back to the state machine's
+// retrier, which gives up after its attempts. With the agent's circuit breaker it bounds a
+// seller that asks for waits forever.
+const RetryAfterSpan = 10 * time.Minute
+
+// RetryAfterWait is the wait a transient create or update failure that carries the seller's retry_after
+// (a RATE_LIMITED, a SERVICE_UNAVAILABLE, a Retry-After header) asks for, as the output the
+// state machine waits on before the stage again (SellerAvailable → WaitForSeller before
+// CreateMediaBuy, ChangeSellerAvailable → WaitForChangeSeller before UpdateMediaBuy), nil for
+// any other failure. The state machine's retrier of TransientError draws its waits with full
+// jitter from 2 s up, so it would resend sooner than the seller asked; the wait is exactly
+// retry_after and the resend is the same intent (same key, same bytes).
+func RetryAfterWait(sellerID string, err error, created, now time.Time) *workflow.AgentUnavailable {
+	after := adcp.RetryAfter(err)
+	if after <= 0 || adcp.Decide(err) != adcp.DecisionRetry || created.IsZero() || now.Add(after).Sub(created) > RetryAfterSpan {
+		return nil
+	}
+	return &workflow.AgentUnavailable{AgentID: sellerID, Role: string(adcp.RoleSeller), Since: RFC3339(now),
+		RetryInSeconds: int(math.Ceil(after.Seconds()))}
 }
 
 // Unavailable turns a call the agent's circuit breaker refused (nothing was sent) into the

@@ -178,6 +178,10 @@ type Options struct {
 	// Breakers, when set, guards the AdCP client with the agents' circuit breakers in the
 	// env's ledger, with these registry settings for every agent.
 	Breakers json.RawMessage
+	// SellerAuth, when set, is the seller agent's auth settings (OAuth client credentials) and
+	// SellerSecret what its credential ref resolves to (the client secret).
+	SellerAuth   *adcp.AuthConfig
+	SellerSecret string
 }
 
 // NewEnv starts the agents and builds the stages as o says, on a clock the agents share unless o
@@ -203,7 +207,7 @@ func NewEnv(t *testing.T, o Options) *Env {
 	t.Cleanup(gov.Close)
 
 	reg, err := adcp.NewRegistry(adcp.RegistryConfig{Agents: []adcp.Agent{
-		{ID: SellerID, Role: adcp.RoleSeller, MCPURL: seller.URL(), CredentialRef: "cred/seller",
+		{ID: SellerID, Role: adcp.RoleSeller, MCPURL: seller.URL(), CredentialRef: "cred/seller", Auth: o.SellerAuth,
 			Webhook: &adcp.WebhookConfig{Mode: adcp.WebhookHMAC, HMACSecretRef: "hmac/seller"}},
 		{ID: GovID, Role: adcp.RoleGovernance, MCPURL: gov.URL(), CredentialRef: "cred/gov"},
 	}})
@@ -222,8 +226,11 @@ func NewEnv(t *testing.T, o Options) *Env {
 	}
 	client, err := adcp.New(adcp.Options{Registry: reg, Validator: v, CallTimeout: 5 * time.Second, Guard: guard, Now: clk.Now,
 		Credentials: adcp.CredentialsFunc(func(_ context.Context, ref string) (string, error) {
-			if ref == "cred/gov" {
+			switch {
+			case ref == "cred/gov":
 				return adcptest.DefaultGovernanceToken, nil
+			case o.SellerSecret != "":
+				return o.SellerSecret, nil
 			}
 			return adcptest.DefaultSellerToken, nil
 		})})
@@ -236,24 +243,31 @@ func NewEnv(t *testing.T, o Options) *Env {
 	return e
 }
 
-// mediaBuy is a schema-valid create_media_buy request as a buyer submits it; sim drives the
-// simulated agents.
-func mediaBuy(po, sim string) json.RawMessage {
+// mediaBuy is a schema-valid create_media_buy request as a buyer submits it, with ctx as its
+// context (context.sim drives the simulated agents).
+func mediaBuy(po string, ctx map[string]any) json.RawMessage {
+	c, _ := json.Marshal(ctx)
 	return json.RawMessage(fmt.Sprintf(`{"account":{"account_id":"acc_1"},"brand":{"domain":"acme.example"},
 		"start_time":"asap","end_time":"2030-01-31T23:59:59Z","po_number":%q,
 		"packages":[{"product_id":"prod_1","pricing_option_id":"cpm_1","budget":5000,"context":{"buyer_ref":"li-1"}}],
-		"context":{"sim":%q}}`, po, sim))
+		"context":%s}`, po, c))
 }
 
 // NewOp stores a new operation as submit does (lock included) and returns it; sim drives the
 // simulated agents (see adcptest), requireApproval is the buyer's own request for approval.
 func (e *Env) NewOp(sim string, requireApproval bool) *record.Operation {
 	e.T.Helper()
+	return e.NewOpWithContext(map[string]any{"sim": sim}, requireApproval)
+}
+
+// NewOpWithContext is NewOp with the buy's context given whole (a storyboard's correlation_id).
+func (e *Env) NewOpWithContext(buyContext map[string]any, requireApproval bool) *record.Operation {
+	e.T.Helper()
 	id := fmt.Sprintf("mb-test-%d", opSeq.Add(1))
 	po := "PO-" + id
 	req, err := json.Marshal(map[string]any{
 		"seller_id": SellerID, "governance": map[string]string{"agent_id": GovID, "plan_id": PlanID},
-		"currency": "USD", "require_approval": requireApproval, "media_buy": mediaBuy(po, sim),
+		"currency": "USD", "require_approval": requireApproval, "media_buy": mediaBuy(po, buyContext),
 	})
 	if err != nil {
 		e.T.Fatal(err)

@@ -364,7 +364,8 @@ type SellerOutput struct {
 	DeadlineExceeded bool   `json:"deadline_exceeded"`
 	Reason           string `json:"reason,omitempty"`
 	// Unavailable is set when CreateMediaBuy did not reach the seller because its circuit
-	// breaker is open: the state machine waits and runs CreateMediaBuy again.
+	// breaker is open, or the seller answered a transient error with retry_after: the state
+	// machine waits RetryInSeconds and runs CreateMediaBuy again.
 	Unavailable *AgentUnavailable `json:"unavailable,omitempty"`
 }
 
