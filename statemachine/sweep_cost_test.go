@@ -96,7 +96,8 @@ func (f *sweepFleet) cost() sweepDay {
 	busy := runsPerDay*readTime.Seconds() + passesPerDay*(time.Duration(waves)*d.pass).Seconds()
 	d.gbSeconds = busy * sweepLambdaGB
 	d.rru = runsPerDay*(float64(pendingStatuses)*0.5+math.Ceil(float64(f.pending)*opItemKB/4)*0.5) + passesPerDay*float64(f.sellers)*consistentRead
-	d.wru = passesPerDay * float64(f.sellers) * 3 * smallWrite
+	// Per pass and seller: AcquireLock, ReleaseLock, PutProgress; per run, the heartbeat.
+	d.wru = passesPerDay*float64(f.sellers)*3*smallWrite + runsPerDay*smallWrite
 	d.describes = float64(f.pending) * executionChecksPerDay
 	d.usd = d.requests*usdPerRequest + d.gbSeconds*usdPerGBSecond + d.rru*usdPerRRU + d.wru*usdPerWRU
 	d.usdPerBuyDay = d.usd / float64(f.pending)

@@ -601,3 +601,37 @@ func TestLostTaskGetsTheGraceFromTheFirstAnswer(t *testing.T) {
 		t.Errorf("findings %v, metrics %v", sum.Findings, m)
 	}
 }
+
+// TestRunVouchesForTheSweepOnlyWhenItReadEveryPendingOperation: a run that read the whole
+// pending index stores a heartbeat fresh for HeartbeatFor (the stages then give buys the long
+// safety net); a run whose budget ran out before the ledger was read completely stores none.
+func TestRunVouchesForTheSweepOnlyWhenItReadEveryPendingOperation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, adcptest.SellerOptions{})
+	e.newOp(workflow.StatusSubmitted, e.sellerTask("hb"), nil)
+	ctx := context.Background()
+
+	cfg := e.cfg()
+	start := e.clock.Now()
+	cfg.Deadline = func(context.Context) time.Time { return start } // out of budget at once
+	if sum := e.run(cfg); !sum.Partial {
+		t.Fatalf("run %+v, want a partial read", sum)
+	}
+	if h, err := e.store.GetSweepHeartbeat(ctx); err != nil || h.Fresh(e.clock.Now()) || !h.At.IsZero() {
+		t.Fatalf("after a partial run: heartbeat %+v, %v; want none", h, err)
+	}
+
+	cfg = e.cfg()
+	cfg.HeartbeatFor = 3 * time.Minute
+	if sum := e.run(cfg); sum.Partial {
+		t.Fatalf("run %+v, want a complete read", sum)
+	}
+	h, err := e.store.GetSweepHeartbeat(ctx)
+	if err != nil || !h.Fresh(e.clock.Now()) || h.Until.Sub(h.At) != 3*time.Minute {
+		t.Fatalf("after a complete run: heartbeat %+v, %v; want one fresh for 3 min", h, err)
+	}
+	e.clock.Advance(3 * time.Minute)
+	if h.Fresh(e.clock.Now()) {
+		t.Fatal("the heartbeat still vouches for the sweep after HeartbeatFor with no run")
+	}
+}

@@ -58,6 +58,8 @@ type ledger interface {
 	// GetProgress and PutProgress keep where each seller's pass stopped between runs.
 	GetProgress(ctx context.Context, seller string) (record.SweepProgress, error)
 	PutProgress(ctx context.Context, p record.SweepProgress) error
+	// PutSweepHeartbeat vouches for the sweep to the stages that choose the safety net.
+	PutSweepHeartbeat(ctx context.Context, h record.SweepHeartbeat) error
 }
 
 // AdCP is the part of the AdCP client the sweep uses; *adcp.Client satisfies it. Listing goes
@@ -126,6 +128,10 @@ type Config struct {
 	SellerConcurrency int
 	// MaxGenerations bounds how many continue-as-new generations are followed (default 100).
 	MaxGenerations int
+	// HeartbeatFor is how long a run's heartbeat vouches for the sweep (default 5 min: five
+	// periods of the minute schedule, so one slow or failed run does not shorten every buy's
+	// safety net). Set it to a few periods of the schedule that runs the sweep.
+	HeartbeatFor time.Duration
 	// Margin is kept free before the Lambda deadline (default 15 s).
 	Margin time.Duration
 	// MaxRun bounds a run whose context has no deadline (default 2 min).
@@ -183,6 +189,7 @@ func New(cfg Config) (*Service, error) {
 	def(&cfg.StaleAfter, 30*time.Minute)
 	def(&cfg.DeadlineSlack, 15*time.Minute)
 	def(&cfg.OrphanRenotify, 24*time.Hour)
+	def(&cfg.HeartbeatFor, 5*time.Minute)
 	def(&cfg.Margin, 15*time.Second)
 	def(&cfg.MaxRun, 2*time.Minute)
 	if cfg.PageSize <= 0 || cfg.PageSize > 100 {
@@ -280,6 +287,7 @@ func (r *run) finding(kind string) {
 // Run sweeps once. It returns an error only when the ledger cannot be read at all; a failing
 // seller is reported in the summary (Failed) and the logs.
 func (s *Service) Run(ctx context.Context) (Summary, error) {
+	start := s.now()
 	r := &run{id: s.cfg.NewID(), deadline: s.cfg.Deadline(ctx),
 		rec: metrics.New(s.cfg.Metrics, metrics.Namespace, s.cfg.Now),
 		sum: &Summary{Pending: map[string]int{}, Findings: map[string]int{}, Reconciled: []string{}}}
@@ -293,6 +301,11 @@ func (s *Service) Run(ctx context.Context) (Summary, error) {
 	bySeller, err := s.readPending(ctx, r)
 	if err != nil {
 		return *r.sum, err
+	}
+	if !r.sum.Partial {
+		// This run has every pending operation in hand: it vouches for the sweep, and the
+		// stages may give the buys the long safety net (record.SweepHeartbeat).
+		s.heartbeat(ctx, start)
 	}
 	sellers := make([]string, 0, len(bySeller))
 	for id := range bySeller {
@@ -339,6 +352,14 @@ func (s *Service) Run(ctx context.Context) (Summary, error) {
 		"incomplete", r.sum.Incomplete, "skipped", r.sum.Skipped, "deferred", r.sum.Deferred, "failed", r.sum.Failed,
 		"findings", r.sum.Findings, "partial", r.sum.Partial)
 	return *r.sum, nil
+}
+
+// heartbeat stores the run's heartbeat; a failed write only shortens the safety nets chosen
+// meanwhile, so it is logged, not returned.
+func (s *Service) heartbeat(ctx context.Context, start time.Time) {
+	if err := s.cfg.Ledger.PutSweepHeartbeat(ctx, record.SweepHeartbeat{At: start, Until: start.Add(s.cfg.HeartbeatFor)}); err != nil {
+		s.log.WarnContext(ctx, "sweep heartbeat not stored", "err", err)
+	}
 }
 
 // readPending reads every pending operation, counts them by status and groups them by seller.
