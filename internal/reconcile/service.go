@@ -90,6 +90,9 @@ const (
 	DefaultPollConcurrency   = 4
 	DefaultPollRate          = 10.0 // reads started per second and seller
 	DefaultSellerConcurrency = 16
+	// DefaultShardBudget is one seller's pass at most per run: under the minute of the
+	// schedule, so a seller is never held by two runs' passes at once.
+	DefaultShardBudget = 50 * time.Second
 )
 
 // Config wires a Service. Ledger, AdCP and Tasks are required.
@@ -132,6 +135,9 @@ type Config struct {
 	// periods of the minute schedule, so one slow or failed run does not shorten every buy's
 	// safety net). Set it to a few periods of the schedule that runs the sweep.
 	HeartbeatFor time.Duration
+	// ShardBudget bounds one seller's pass (a shard) in a run (default 50 s): a pass that
+	// needs longer stops there, keeps its cursor and resumes next run.
+	ShardBudget time.Duration
 	// Margin is kept free before the Lambda deadline (default 15 s).
 	Margin time.Duration
 	// MaxRun bounds a run whose context has no deadline (default 2 min).
@@ -190,6 +196,7 @@ func New(cfg Config) (*Service, error) {
 	def(&cfg.DeadlineSlack, 15*time.Minute)
 	def(&cfg.OrphanRenotify, 24*time.Hour)
 	def(&cfg.HeartbeatFor, 5*time.Minute)
+	def(&cfg.ShardBudget, DefaultShardBudget)
 	def(&cfg.Margin, 15*time.Second)
 	def(&cfg.MaxRun, 2*time.Minute)
 	if cfg.PageSize <= 0 || cfg.PageSize > 100 {
@@ -276,6 +283,17 @@ func (r *run) note(list *[]string, seller string) {
 func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
 
 func (r *run) out(now time.Time) bool { return !now.Before(r.deadline) }
+
+// shard is one seller's pass within a run: the unit a fan-out hands to a worker. Its own
+// deadline (Config.ShardBudget after it starts, never past the run's) bounds it in time
+// whatever the run's budget, so a slow seller stops, stores its cursor and resumes next run
+// instead of holding a worker.
+type shard struct {
+	*run
+	deadline time.Time
+}
+
+func (r *shard) out(now time.Time) bool { return !now.Before(r.deadline) }
 
 func (r *run) finding(kind string) {
 	r.mu.Lock()
@@ -399,9 +417,13 @@ func (s *Service) readPending(ctx context.Context, r *run) (map[string][]*record
 
 // sweepSellerLeased holds the seller's lease around one pass.
 func (s *Service) sweepSellerLeased(ctx context.Context, r *run, seller string, ops []*record.Operation, prog record.SweepProgress) {
+	sh := &shard{run: r, deadline: r.deadline}
+	if d := s.now().Add(s.cfg.ShardBudget); d.Before(sh.deadline) {
+		sh.deadline = d
+	}
 	// The lease outlives the budget a little, so it never lapses while this run still works;
 	// the run releases it as soon as the pass stops.
-	ttl := r.deadline.Sub(s.now()) + s.cfg.Margin
+	ttl := sh.deadline.Sub(s.now()) + s.cfg.Margin
 	lease, err := s.cfg.Ledger.AcquireLock(ctx, record.ReconcileLock(seller), r.id, ttl)
 	var held *record.LockHeldError
 	switch {
@@ -420,7 +442,7 @@ func (s *Service) sweepSellerLeased(ctx context.Context, r *run, seller string, 
 			s.log.WarnContext(ctx, "reconcile lease not released", "seller", seller, "err", err)
 		}
 	}()
-	complete, err := s.sweepSeller(ctx, r, seller, ops, prog, lease.Fence)
+	complete, err := s.sweepSeller(ctx, sh, seller, ops, prog, lease.Fence)
 	switch {
 	case err != nil:
 		s.log.ErrorContext(ctx, "seller not reconciled", "seller", seller, "err", err)
