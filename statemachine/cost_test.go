@@ -300,7 +300,9 @@ var (
 	fleet1kListed   = &sweepFleet{pending: 1000, sellers: 10, listing: true}
 	fleet1kUnlisted = &sweepFleet{pending: 1000, sellers: 10, listing: false}
 	sweepFleets     = []*sweepFleet{fleet1kListed, fleet1kUnlisted,
-		{pending: 10000, sellers: 10, listing: true}, {pending: 10000, sellers: 10, listing: false}}
+		{pending: 10000, sellers: 10, listing: true}, {pending: 10000, sellers: 10, listing: false},
+		{pending: 100000, sellers: 500, listing: true}, {pending: 100000, sellers: 500, listing: false},
+		{pending: 100000, sellers: 500, listing: true, fanOut: true}, {pending: 100000, sellers: 500, listing: false, fanOut: true}}
 )
 
 var costCases = []costCase{
