@@ -14,7 +14,10 @@ import (
 // fleet of pending buys spread evenly over sellers, from what internal/reconcile does in a run
 // (its default budget per seller) with the latencies below. These are estimates from the
 // code's calls, not measurements; the local stack's detection benchmark (e2e) measures the
-// latency side.
+// latency side. The calls a run makes (list pages, direct reads, ledger calls per seller and
+// per run) are counted against these assumptions in internal/reconcile
+// (TestCallsPerRunMatchTheCostModel); the fan-out rows' own calls (SQS, the per-seller index)
+// are not built yet, so nothing counts them.
 const (
 	sellerReadLatency = 300 * time.Millisecond // one get_task_status / tasks/get
 	listPageLatency   = 500 * time.Millisecond // one list_tasks page of up to 100 tasks
