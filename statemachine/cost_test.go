@@ -97,9 +97,13 @@ const (
 	buysPerBatch     = 1000         // the budget's unit
 	budgetUSD        = 1.0          // ≤ $1 per 1,000 buys, all four services
 	consistentRead   = 1.0          // RRU of a consistent GetItem of an item ≤ 4 KB
-	opWrite          = 2.0          // WRU of one write of the operation item (≤ 2 KB)
-	smallWrite       = 1.0          // WRU of an event, intent, receipt, nonce, claim, lock, approval (≤ 1 KB)
-	intentWrite      = 2.0          // PutIntent of frozen request bytes (≤ 2 KB)
+	eventualRead     = 0.5          // RRU of an eventually consistent GetItem of an item ≤ 4 KB
+	// heartbeatRead is the sweep's heartbeat, read by the stages that choose the next
+	// safety-net interval (stage.SweepUp).
+	heartbeatRead = eventualRead
+	opWrite       = 2.0 // WRU of one write of the operation item (≤ 2 KB)
+	smallWrite    = 1.0 // WRU of an event, intent, receipt, nonce, claim, lock, approval (≤ 1 KB)
+	intentWrite   = 2.0 // PutIntent of frozen request bytes (≤ 2 KB)
 	// The operation item is in both GSIs (projection ALL; gsi1 only while pending): a write that
 	// keeps the index keys also writes both index copies; a status move changes gsi1's keys
 	// (delete + put there) and updates gsi2. Transactions bill 2x on the table, not on indexes.
@@ -130,16 +134,16 @@ var costOf = map[string]unitCost{
 		"submit.Submit: the seller and governance agent read from the registry, Claim put, AcquireLock update, CreateOperation txn, CompleteClaim update"},
 	string(workflow.ActionCheck): {time.Second, 2*consistentRead + breakerRead, transition + smallWrite + intentWrite + smallWrite + transition,
 		"governance.Check: load, move checking (txn), breaker read, check event, check intent, push-token get+put, settle move (txn); 1 s governance call"},
-	string(workflow.ActionCreate): {2 * time.Second, 4*consistentRead + 2*breakerRead, transition + smallWrite + intentWrite + transition,
-		"create.CreateMediaBuy: load, move creating (txn), push-token get, intent get+put, checked-payload get, breaker reads (capabilities, create), seller_call event, record move (txn); 2 s seller call"},
+	string(workflow.ActionCreate): {2 * time.Second, 4*consistentRead + 2*breakerRead + heartbeatRead, transition + smallWrite + intentWrite + transition,
+		"create.CreateMediaBuy: load, move creating (txn), push-token get, intent get+put, checked-payload get, breaker reads (capabilities, create), seller_call event, record move (txn), sweep heartbeat get; 2 s seller call"},
 	callCreateRefused: {durationDefault, 4*consistentRead + breakerRead, transition + 2*intentWrite + smallWrite,
 		"create.CreateMediaBuy, the seller's breaker open: load, move creating (txn), push-token get, intent get+put, checked-payload get, breaker read, intent released unsent, agent_unavailable event; no seller call (the next create claims the intent: an update for the put)"},
 	string(workflow.ActionPark): {durationDefault, 0, setTaskToken,
 		"poll.Park: SetTaskToken update (ALL_NEW)"},
 	callParkDecided: {durationDefault, 0, 0,
 		"poll.Park with a decided result: SendTaskSuccess only"},
-	string(workflow.ActionPoll): {300 * time.Millisecond, consistentRead + breakerRead, smallWrite,
-		"poll.PollSeller, no news: load, breaker read, get_task_status (300 ms), poll event"},
+	string(workflow.ActionPoll): {300 * time.Millisecond, consistentRead + breakerRead + heartbeatRead, smallWrite,
+		"poll.PollSeller, no news: load, breaker read, get_task_status (300 ms), poll event, sweep heartbeat get"},
 	callPollCompleted: {300 * time.Millisecond, consistentRead + breakerRead, transition + clearTaskToken,
 		"poll.PollSeller, completed: load, breaker read, get_task_status, RecordTaskStatus move (txn), ClearTaskToken"},
 	callPollDeadline: {300 * time.Millisecond, consistentRead + breakerRead, smallWrite,
@@ -296,19 +300,22 @@ var (
 	fleet1kListed   = &sweepFleet{pending: 1000, sellers: 10, listing: true}
 	fleet1kUnlisted = &sweepFleet{pending: 1000, sellers: 10, listing: false}
 	sweepFleets     = []*sweepFleet{fleet1kListed, fleet1kUnlisted,
-		{pending: 10000, sellers: 10, listing: true}, {pending: 10000, sellers: 10, listing: false}}
+		{pending: 10000, sellers: 10, listing: true}, {pending: 10000, sellers: 10, listing: false},
+		{pending: 100000, sellers: 500, listing: true}, {pending: 100000, sellers: 500, listing: false},
+		{pending: 100000, sellers: 500, listing: true, fanOut: true}, {pending: 100000, sellers: 500, listing: false, fanOut: true}}
 )
 
 var costCases = []costCase{
 	{"webhook after 24 h", false, wakeWebhook, simulatedDay, fleet1kUnlisted, budgetWebhook, false, 0},
 	{"no webhooks, 24 h, list_tasks", false, wakeSweep, simulatedDay, fleet1kListed, budgetNoWebhook, false, 0},
 	{"no webhooks, 24 h, no list_tasks", false, wakeSweep, simulatedDay, fleet1kUnlisted, budgetNoWebhook, false, 0},
-	{"no webhooks, 24 h, sweep down", false, wakeNone, simulatedDay, nil, budgetNoWebhook, false, 0},
+	{"no webhooks, 24 h, sweep down", false, wakeNone, simulatedDay, nil, budgetSweepDown, false, 0},
 	{"fixed 60 s polling loop, 24 h", true, wakeNone, simulatedDay, nil, 0, false, 0},
 	{"(info) webhook after 10 min", false, wakeWebhook, 10 * time.Minute, fleet1kUnlisted, 0, false, 0},
 	{"change, webhook after 1 h", false, wakeWebhook, time.Hour, fleet1kUnlisted, budgetWebhook, true, 0},
 	{"change, no webhooks, sweep 1 h", false, wakeSweep, time.Hour, fleet1kUnlisted, budgetNoWebhook, true, 0},
-	{"webhook 24 h, 1 breaker cool-down", false, wakeWebhook, simulatedDay, fleet1kUnlisted, budgetWebhook, false, breakerCooldown},
+	// The cool-down adds its own three states (WaitForSeller, CreateMediaBuy, SellerAvailable).
+	{"webhook 24 h, 1 breaker cool-down", false, wakeWebhook, simulatedDay, fleet1kUnlisted, budgetWebhook + 3, false, breakerCooldown},
 }
 
 // breakerCooldown is the default cool-down of an agent's circuit breaker (internal/breaker):

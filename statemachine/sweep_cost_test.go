@@ -14,7 +14,10 @@ import (
 // fleet of pending buys spread evenly over sellers, from what internal/reconcile does in a run
 // (its default budget per seller) with the latencies below. These are estimates from the
 // code's calls, not measurements; the local stack's detection benchmark (e2e) measures the
-// latency side.
+// latency side. The calls a run makes (list pages, direct reads, ledger calls per seller and
+// per run) are counted against these assumptions in internal/reconcile
+// (TestCallsPerRunMatchTheCostModel); the fan-out rows' own calls (SQS, the per-seller index)
+// are not built yet, so nothing counts them.
 const (
 	sellerReadLatency = 300 * time.Millisecond // one get_task_status / tasks/get
 	listPageLatency   = 500 * time.Millisecond // one list_tasks page of up to 100 tasks
@@ -31,10 +34,31 @@ const (
 	executionChecksPerDay = 48
 )
 
+// The fan-out (docs/ARCHITECTURE.md, "The sweep's fan-out"): the scheduled run plans, one SQS
+// message per seller with pending work, and reconcile workers (an SQS event source, batches of
+// sqsBatch messages, at most fanOutWorkers invocations at once) sweep the sellers of their
+// batch concurrently, one shard each, reading each seller's pending operations from a
+// per-seller pending index. List prices and the assumptions below.
+const (
+	fanOutWorkers   = 50         // the event source's MaximumConcurrency
+	sqsBatch        = 10         // messages per SendMessageBatch / ReceiveMessage / DeleteMessageBatch
+	usdPerSQS       = 0.40 / 1e6 // SQS standard, per request (64 KB chunk)
+	sqsIdlePolls    = 15         // requests a minute the event source's long polls make while idle
+	sqsSendLatency  = 20 * time.Millisecond
+	indexWritesBuy  = 6                // operation writes while pending (one per status move and token set)
+	shardBudgetMax  = 60 * time.Second // the bound on one shard
+	detectBudgetMax = 2 * time.Minute  // seller finishes → ledger terminal, p95
+	sweepUSDBudget  = 0.10             // per 1,000 buys, the sweep's share
+	fanOutNote      = "SQS ×50"        // the fleet name's engine suffix
+)
+
 // sweepFleet is a set of pending buys spread evenly over sellers.
 type sweepFleet struct {
 	pending, sellers int
 	listing          bool // the sellers offer list_tasks / tasks/list
+	// fanOut sweeps each seller in its own worker (the SQS fan-out) instead of inside the one
+	// scheduled invocation.
+	fanOut bool
 }
 
 // sweepDay is what the fleet's sweep costs per day and how fresh it keeps the ledger.
@@ -54,6 +78,9 @@ func (f *sweepFleet) name() string {
 	l := "no list_tasks"
 	if f.listing {
 		l = "list_tasks"
+	}
+	if f.fanOut {
+		l += ", " + fanOutNote
 	}
 	return fmt.Sprintf("%d buys / %d sellers, %s", f.pending, f.sellers, l)
 }
@@ -84,9 +111,17 @@ func (f *sweepFleet) cost() sweepDay {
 	}
 	readPages := pendingStatuses + f.pending/record.MaxListLimit
 	readTime := time.Duration(readPages) * ledgerOpLatency
+	if f.fanOut {
+		return f.fanOutCost(d, perSeller)
+	}
+	// A pass longer than the shard budget stops there and resumes next run.
+	d.pass = min(d.pass, reconcile.DefaultShardBudget)
 	waves := math.Ceil(float64(f.sellers) / reconcile.DefaultSellerConcurrency)
 	d.run = readTime + time.Duration(waves)*d.pass
 	d.period = max(sweepCadence, time.Duration(waves)*d.pass)
+	if full := f.fullPass(perSeller); full > d.pass {
+		d.period = max(d.period, time.Duration(math.Ceil(float64(full)/float64(d.pass)))*sweepCadence)
+	}
 
 	runsPerDay := (24 * time.Hour).Seconds() / sweepCadence.Seconds()
 	passesPerDay := (24 * time.Hour).Seconds() / d.period.Seconds()
@@ -96,13 +131,59 @@ func (f *sweepFleet) cost() sweepDay {
 	busy := runsPerDay*readTime.Seconds() + passesPerDay*(time.Duration(waves)*d.pass).Seconds()
 	d.gbSeconds = busy * sweepLambdaGB
 	d.rru = runsPerDay*(float64(pendingStatuses)*0.5+math.Ceil(float64(f.pending)*opItemKB/4)*0.5) + passesPerDay*float64(f.sellers)*consistentRead
-	d.wru = passesPerDay * float64(f.sellers) * 3 * smallWrite
+	// Per pass and seller: AcquireLock, ReleaseLock, PutProgress; per run, the heartbeat.
+	d.wru = passesPerDay*float64(f.sellers)*3*smallWrite + runsPerDay*smallWrite
 	d.describes = float64(f.pending) * executionChecksPerDay
 	d.usd = d.requests*usdPerRequest + d.gbSeconds*usdPerGBSecond + d.rru*usdPerRRU + d.wru*usdPerWRU
 	d.usdPerBuyDay = d.usd / float64(f.pending)
 	// At worst the task ends just after its read: the next pass reads it one period later, and
-	// within the pass it may come last.
-	d.detectWorst = d.period + d.pass
+	// its seller may come in the run's last wave.
+	d.detectWorst = d.period + d.run
+	return d
+}
+
+// fullPass is one seller's whole pass, however many runs it takes.
+func (f *sweepFleet) fullPass(perSeller float64) time.Duration {
+	if f.listing {
+		return 0 // a listing pass is short: the budget never splits it in these fleets
+	}
+	byConcurrency := time.Duration(math.Ceil(perSeller/reconcile.DefaultPollConcurrency)) * sellerReadLatency
+	byRate := time.Duration(perSeller / reconcile.DefaultPollRate * float64(time.Second))
+	return max(byConcurrency, byRate) + perSellerLedgerOps*ledgerOpLatency
+}
+
+// fanOutCost is cost for the fan-out: d holds the seller pass and the calls per run.
+func (f *sweepFleet) fanOutCost(d sweepDay, perSeller float64) sweepDay {
+	// A shard reads its seller's pending operations from the per-seller index (pages of
+	// MaxListLimit), then runs the pass, at most the shard budget.
+	indexPages := math.Ceil(perSeller / record.MaxListLimit)
+	d.pass = min(d.pass+time.Duration(indexPages)*ledgerOpLatency, reconcile.DefaultShardBudget)
+	batches := math.Ceil(float64(f.sellers) / sqsBatch)
+	plan := time.Duration(batches)*sqsSendLatency + ledgerOpLatency // the sends, the heartbeat
+	// A worker's invocation lasts its slowest shard (the sellers of a batch run at once).
+	invocations := batches
+	waves := math.Ceil(invocations / fanOutWorkers)
+	d.run = plan + time.Duration(waves)*d.pass
+	d.period = max(sweepCadence, d.run)
+	if full := f.fullPass(perSeller); full > d.pass {
+		d.period = max(d.period, time.Duration(math.Ceil(float64(full)/float64(d.pass)))*sweepCadence)
+	}
+	runsPerDay := (24 * time.Hour).Seconds() / sweepCadence.Seconds()
+	passesPerDay := (24 * time.Hour).Seconds() / d.period.Seconds()
+	d.requests = runsPerDay + passesPerDay*invocations
+	d.gbSeconds = (runsPerDay*plan.Seconds() + passesPerDay*invocations*d.pass.Seconds()) * sweepLambdaGB
+	// Each operation is read once a pass, from its seller's index (eventually consistent).
+	d.rru = passesPerDay * (math.Ceil(float64(f.pending)*opItemKB/4)*0.5 + float64(f.sellers)*consistentRead)
+	d.wru = passesPerDay*float64(f.sellers)*3*smallWrite + runsPerDay*smallWrite
+	d.describes = float64(f.pending) * executionChecksPerDay
+	sqsRequests := runsPerDay*(3*batches) + (24*time.Hour).Minutes()*sqsIdlePolls
+	// The index's upkeep is the buys': each write while pending updates its copy there too.
+	indexWRU := float64(f.pending) * indexWritesBuy * opWrite * (24 * time.Hour).Hours() / buyWait.Hours()
+	d.usd = d.requests*usdPerRequest + d.gbSeconds*usdPerGBSecond + d.rru*usdPerRRU + (d.wru+indexWRU)*usdPerWRU + sqsRequests*usdPerSQS
+	d.usdPerBuyDay = d.usd / float64(f.pending)
+	// At worst the task ends just after its read: the next plan one period later, and its
+	// seller's shard in the last wave.
+	d.detectWorst = d.period + d.run
 	return d
 }
 
@@ -111,15 +192,27 @@ func sweepTable() []string {
 	lines := []string{
 		fmt.Sprintf("reconciliation sweep every %s, per day (list prices; seller read %s, list page %s, ledger op %s; per seller at most %d reads at once, %.0f/s; %d sellers at once)",
 			sweepCadence, sellerReadLatency, listPageLatency, ledgerOpLatency, reconcile.DefaultPollConcurrency, reconcile.DefaultPollRate, reconcile.DefaultSellerConcurrency),
-		fmt.Sprintf("%-40s %10s %7s %7s %7s %8s %9s %9s %8s %11s %8s %10s %11s",
+		fmt.Sprintf("%-52s %10s %7s %7s %7s %8s %9s %9s %8s %11s %8s %10s %11s",
 			"fleet", "calls/run", "pass", "run", "period", "λ req", "GB-s", "RRU", "WRU", "Describe", "$/day", "$/1000 buys", "detect ≤"),
 	}
 	for _, f := range sweepFleets {
 		d := f.cost()
-		lines = append(lines, fmt.Sprintf("%-40s %10.0f %7s %7s %7s %8.0f %9.0f %9.0f %8.0f %11.0f %8.3f %10.3f %11s",
+		lines = append(lines, fmt.Sprintf("%-52s %10.0f %7s %7s %7s %8.0f %9.0f %9.0f %8.0f %11.0f %8.3f %10.3f %11s",
 			f.name(), d.sellerCallsPerRun, d.pass.Round(100*time.Millisecond), d.run.Round(100*time.Millisecond), d.period.Round(time.Second),
 			d.requests, d.gbSeconds, d.rru, d.wru, d.describes, d.usd, d.usdPerBuyDay*buysPerBatch, d.detectWorst.Round(time.Second)))
 	}
-	lines = append(lines, "$/1000 buys is the share of 1,000 buys that each wait 24 h; DescribeExecution calls are not billed (throttled at 25/s per account and region)")
+	lines = append(lines, "$/1000 buys is the share of 1,000 buys that each wait 24 h; DescribeExecution calls are not billed (throttled at 25/s per account and region)",
+		fmt.Sprintf("%s rows: the run plans (one SQS message per seller), up to %d worker invocations at once sweep %d sellers each concurrently (pass = one shard, bounded at %s); SQS requests and the per-seller index's upkeep in $; detect ≤ is the worst case",
+			fanOutNote, fanOutWorkers, sqsBatch, reconcile.DefaultShardBudget))
+	for _, f := range sweepFleets {
+		if !f.fanOut || !f.listing {
+			continue
+		}
+		d := f.cost()
+		if d.pass > shardBudgetMax || d.detectWorst > detectBudgetMax || d.usdPerBuyDay*buysPerBatch > sweepUSDBudget {
+			lines = append(lines, fmt.Sprintf("OVER BUDGET: sweep, %s: shard %s (≤ %s), detection %s (≤ %s), $%.3f per 1,000 buys (≤ $%.2f)",
+				f.name(), d.pass.Round(100*time.Millisecond), shardBudgetMax, d.detectWorst.Round(time.Second), detectBudgetMax, d.usdPerBuyDay*buysPerBatch, sweepUSDBudget))
+		}
+	}
 	return lines
 }

@@ -21,8 +21,11 @@ import (
 // bills, do not happen here). The tables print through `make bench` (BenchmarkCostTable).
 
 const (
-	budgetWebhook   = 25 // a buy completed by webhook after 24 h
-	budgetNoWebhook = 40 // a buy completed after 24 h with no webhook (the sweep wakes it)
+	budgetWebhook   = 12 // a buy completed by webhook after 24 h
+	budgetNoWebhook = 14 // a buy completed after 24 h with no webhook (the sweep wakes it)
+	// budgetSweepDown is the degraded case: no webhook and no sweep, so the short safety net
+	// polls every PollMaxSeconds (about 4 h).
+	budgetSweepDown = 40
 )
 
 // waker is what wakes a parked AwaitSeller when the seller finishes.
@@ -58,6 +61,10 @@ type sim struct {
 	sellerDownUntil time.Time
 }
 
+// sweepUp is the sweep's heartbeat as the stages read it: fresh unless the case has the
+// sweep down (a webhook case has it up, as in production).
+func (s *sim) sweepUp() bool { return s.wake != wakeNone }
+
 // call counts one task invocation of the given kind.
 func (s *sim) call(kind string) {
 	if s.calls == nil {
@@ -86,7 +93,7 @@ func (s *sim) lambda(state string, resource string, params map[string]any) (any,
 				Unavailable: &workflow.AgentUnavailable{AgentID: "seller", Role: "seller", RetryInSeconds: wait}}), ""
 		}
 		s.call(string(workflow.ActionCreate))
-		return envelope(workflow.SellerOutput{Status: workflow.StatusSubmitted, Next: workflow.StartWait(s.cfg, s.now, s.rnd)}), ""
+		return envelope(workflow.SellerOutput{Status: workflow.StatusSubmitted, Next: workflow.StartWait(s.cfg, s.now, s.sweepUp(), s.rnd)}), ""
 	case workflow.ActionPark:
 		s.parks++
 		var in workflow.CallbackInput
@@ -126,7 +133,7 @@ func (s *sim) lambda(state string, resource string, params map[string]any) (any,
 			return envelope(workflow.SellerOutput{Status: workflow.StatusWorking, DeadlineExceeded: true, Next: in.Wait}), ""
 		}
 		s.call(string(workflow.ActionPoll))
-		next := in.Wait.Advance(s.cfg, s.now, s.rnd)
+		next := in.Wait.Advance(s.cfg, s.now, s.sweepUp(), s.rnd)
 		if next.Round >= s.cfg.LoopBudget {
 			next.Round = 0
 			return envelope(workflow.SellerOutput{Status: workflow.StatusWorking, Next: next, ContinueAsNew: true,
@@ -141,7 +148,7 @@ func (s *sim) lambda(state string, resource string, params map[string]any) (any,
 		return envelope(workflow.GovernanceOutput{Decision: workflow.GovernanceProceed}), ""
 	case workflow.ActionUpdate:
 		s.call(string(workflow.ActionUpdate))
-		return envelope(workflow.SellerOutput{Status: workflow.StatusSubmitted, Next: workflow.StartWait(s.cfg, s.now, s.rnd)}), ""
+		return envelope(workflow.SellerOutput{Status: workflow.StatusSubmitted, Next: workflow.StartWait(s.cfg, s.now, s.sweepUp(), s.rnd)}), ""
 	case workflow.ActionApply:
 		s.call(string(workflow.ActionApply))
 		return envelope(workflow.ChangeOutcome{Outcome: "applied"}), ""
@@ -440,7 +447,7 @@ type transitionCase struct {
 var transitionCases = []transitionCase{
 	{"completed by webhook after 24 h", wakeWebhook, budgetWebhook},
 	{"completed after 24 h, no webhooks (sweep wakes it)", wakeSweep, budgetNoWebhook},
-	{"completed after 24 h, no webhooks, sweep down", wakeNone, budgetNoWebhook},
+	{"completed after 24 h, no webhooks, sweep down", wakeNone, budgetSweepDown},
 }
 
 // simulatedDay is the wait of the 24-hour rows: the seller finishes just early enough for the
@@ -489,6 +496,15 @@ func TestTransitionBudgets(t *testing.T) {
 		if res.end != "MediaBuyCompleted" || res.executions != 1 || res.transitions != 10+2*res.polls {
 			t.Errorf("%v: %d transitions for %d rounds in %d executions, ended %s; want one execution, 10 + 2 per round",
 				wake, res.transitions, res.polls, res.executions, res.end)
+		}
+	}
+	// While the sweep runs, the safety net waits until the deadline: a 24-hour wait is at most
+	// one safety-net round, whatever the jitter, with or without webhooks.
+	for _, wake := range []waker{wakeWebhook, wakeSweep} {
+		for _, rnd := range []func() float64{func() float64 { return 0 }, func() float64 { return 0.999999 }} {
+			if res := simulate(t, m, wake, simulatedDay, rnd); res.polls > 1 || res.transitions > 12 {
+				t.Errorf("%v, sweep up: %d polls, %d transitions; want at most one round (12 transitions)", wake, res.polls, res.transitions)
+			}
 		}
 	}
 	// A buy that the sweep never wakes still completes, through the safety net's own poll,

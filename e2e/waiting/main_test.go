@@ -1,7 +1,8 @@
 // Package waiting holds the local-stack benchmarks of how a buy waits for its seller: how soon
 // the reconciliation sweep notices a seller that finished without a webhook, and what each
 // function's cold start costs when it starts alone. It runs its own local stack, whose per-buy
-// safety net is far longer than the measurement, so that only the sweep can notice:
+// safety net, while the sweep runs, is far longer than the measurement, so that only the sweep
+// can notice:
 //
 //	make build-host
 //	BUYFLOW_E2E=1 BUYFLOW_E2E_BIN=$PWD/bin/host go test -run '^$' -bench . -benchtime 50x ./e2e/waiting
@@ -28,12 +29,14 @@ var (
 	logPath string
 )
 
-// runConfig: the safety net polls after 15 minutes, so every buy of the detection benchmark is
-// noticed by the sweep (a poll would show as "by poll" in its table).
+// runConfig: the short safety net polls every 3 s, the long one (while the sweep's heartbeat is
+// fresh) after 15 minutes, so every buy of the detection benchmark is noticed by the sweep only
+// if the stages saw the heartbeat: a buy that got the short net shows as "by a poll" in its table.
 var runConfig = workflow.RunConfig{
 	ApprovalTimeoutSeconds: 60,
 	PollInitialSeconds:     1,
-	PollMaxSeconds:         900,
+	PollMaxSeconds:         3,
+	SweepNetSeconds:        900,
 	DeadlineSeconds:        1800,
 	LoopBudget:             100,
 }

@@ -318,7 +318,7 @@ func (s *Service) recordCreate(ctx context.Context, op *record.Operation, req *s
 		return workflow.SellerOutput{}, err
 	}
 	s.Log.InfoContext(ctx, "media buy placed", "operationId", op.ID, "status", cur.Status, "shape", res.Shape)
-	out := workflow.SellerOutput{Status: cur.Status, Terminal: cur.Status.Terminal(), Next: workflow.StartWait(cfg, now, s.rand), Reason: cur.Reason}
+	out := workflow.SellerOutput{Status: cur.Status, Terminal: cur.Status.Terminal(), Next: workflow.StartWait(cfg, now, s.SweepUp(ctx, cfg), s.rand), Reason: cur.Reason}
 	return out, nil
 }
 

@@ -108,6 +108,21 @@ func TestCreateAsyncSubmitted(t *testing.T) {
 	}
 }
 
+// TestCreateLongNetWhileSweepRuns: a buy placed while the sweep's heartbeat is fresh waits
+// until its deadline before its own first poll: the sweep will notice the seller first.
+func TestCreateLongNetWhileSweepRuns(t *testing.T) {
+	t.Parallel()
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	now := e.Clock.Now()
+	if err := e.Store.PutSweepHeartbeat(context.Background(), record.SweepHeartbeat{At: now, Until: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	_, out := e.Placed("approved,async_complete")
+	if left := out.Next.DeadlineUnix - e.Clock.Now().Unix(); int64(out.Next.IntervalSeconds) < left-5 || int64(out.Next.IntervalSeconds) > left {
+		t.Fatalf("first interval %d s with %d s to the deadline; want until the deadline", out.Next.IntervalSeconds, left)
+	}
+}
+
 func TestCreateInputRequired(t *testing.T) {
 	t.Parallel()
 	e := stagetest.NewEnv(t, stagetest.Options{})

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/buyflow/buyflow/internal/record"
@@ -152,6 +155,51 @@ func (s *Store) PutProgress(ctx context.Context, p record.SweepProgress) error {
 	}
 	if err != nil {
 		return fmt.Errorf("ledger: store sweep progress of %s: %w", p.Seller, err)
+	}
+	return nil
+}
+
+// The sweep's heartbeat is one item, pk "SWEEP", sk "HEARTBEAT" (no other item uses the pk),
+// put only forward (condition: no item, or a stored Until not later than ours), so a slow run
+// that ends after a newer one cannot age it.
+func heartbeatKey() map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		AttrPK: &types.AttributeValueMemberS{Value: "SWEEP"},
+		AttrSK: &types.AttributeValueMemberS{Value: "HEARTBEAT"},
+	}
+}
+
+// GetSweepHeartbeat returns the sweep's last heartbeat (an eventually consistent read: a
+// heartbeat a second old vouches as well), or the zero SweepHeartbeat, never fresh, when no
+// run has stored one.
+func (s *Store) GetSweepHeartbeat(ctx context.Context) (record.SweepHeartbeat, error) {
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: heartbeatKey()})
+	if err != nil {
+		return record.SweepHeartbeat{}, fmt.Errorf("ledger: read the sweep's heartbeat: %w", err)
+	}
+	var h record.SweepHeartbeat
+	if len(out.Item) == 0 {
+		return h, nil
+	}
+	if err := attributevalue.UnmarshalMap(out.Item, &h); err != nil {
+		return record.SweepHeartbeat{}, fmt.Errorf("ledger: decode the sweep's heartbeat: %w", err)
+	}
+	return h, nil
+}
+
+// PutSweepHeartbeat stores h unless a later one is stored (then it does nothing).
+func (s *Store) PutSweepHeartbeat(ctx context.Context, h record.SweepHeartbeat) error {
+	item, err := attributevalue.MarshalMap(h)
+	if err != nil {
+		return fmt.Errorf("ledger: encode the sweep's heartbeat: %w", err)
+	}
+	maps.Copy(item, heartbeatKey())
+	err = s.putIf(ctx, item, expression.Or(keyFree(), expression.Name("until").LessThanEqual(expression.Value(h.Until.Unix()))))
+	if failed, _ := conditionFailed(err); failed {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("ledger: store the sweep's heartbeat: %w", err)
 	}
 	return nil
 }

@@ -99,3 +99,26 @@ func TestLockConcurrentOneWinner(t *testing.T) {
 		t.Fatalf("winners %v, errors %v", winners, errs)
 	}
 }
+
+// TestSweepHeartbeatOnlyMovesForward: none stored reads as never fresh; a later heartbeat
+// replaces an earlier one, never the reverse (a slow run ending after a newer one).
+func TestSweepHeartbeatOnlyMovesForward(t *testing.T) {
+	t.Parallel()
+	s, clk := newStore(t)
+	ctx := context.Background()
+	now := clk.Now().Truncate(time.Second)
+	if h, err := s.GetSweepHeartbeat(ctx); err != nil || h.Fresh(now) {
+		t.Fatalf("no heartbeat stored: %+v, %v", h, err)
+	}
+	newer := record.SweepHeartbeat{At: now, Until: now.Add(5 * time.Minute)}
+	older := record.SweepHeartbeat{At: now.Add(-time.Minute), Until: now.Add(4 * time.Minute)}
+	for _, h := range []record.SweepHeartbeat{newer, older} {
+		if err := s.PutSweepHeartbeat(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.GetSweepHeartbeat(ctx)
+	if err != nil || !got.At.Equal(newer.At) || !got.Until.Equal(newer.Until) || !got.Fresh(now) || got.Fresh(newer.Until) {
+		t.Fatalf("heartbeat %+v, %v; want the newer %+v", got, err, newer)
+	}
+}

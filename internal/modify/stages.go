@@ -305,7 +305,9 @@ func (s *Service) appliedAtTheSeller(ctx context.Context, r *run, p *frozenPlan)
 
 // waitOutput is the wait loop's state for the change as the ledger holds it.
 func (s *Service) waitOutput(op *record.Operation, cfg workflow.RunConfig, now time.Time) workflow.SellerOutput {
-	w := workflow.StartWait(cfg, now, nil)
+	// A change keeps the short net whatever the sweep's health: its wait is bounded by the
+	// change's own deadline (12 h) and already fits its transition budget.
+	w := workflow.StartWait(cfg, now, false, nil)
 	if !op.Deadline.IsZero() {
 		w.DeadlineUnix = op.Deadline.Unix()
 	}

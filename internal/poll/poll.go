@@ -114,7 +114,7 @@ func (s *Service) PollSeller(ctx context.Context, in workflow.PollInput) (workfl
 	if out.NeedsDecision() {
 		return out, nil
 	}
-	out.Next = wait.Advance(in.Config, now, s.rand)
+	out.Next = wait.Advance(in.Config, now, s.SweepUp(ctx, in.Config), s.rand)
 	if out.Next.Round >= in.Config.LoopBudget {
 		out.ContinueAsNew = true
 		out.NextGeneration = in.Generation + 1

@@ -118,6 +118,39 @@ func TestPollSafetyNetInterval(t *testing.T) {
 	}
 }
 
+// TestPollLongNetWhileSweepRuns: with the sweep's heartbeat fresh, the next wait runs until
+// the deadline (one round for the whole wait); with it stale, or never stored, it is the short
+// net of TestPollSafetyNetInterval.
+func TestPollLongNetWhileSweepRuns(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		until time.Duration // the heartbeat's Until, from now (0: none stored)
+		long  bool
+	}{{"fresh", time.Minute, true}, {"stale", -time.Second, false}, {"never stored", 0, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := stagetest.NewEnv(t, stagetest.Options{})
+			op, out := e.Placed("approved,async_complete")
+			if tc.until != 0 {
+				now := e.Clock.Now()
+				if err := e.Store.PutSweepHeartbeat(context.Background(), record.SweepHeartbeat{At: now.Add(-time.Minute), Until: now.Add(tc.until)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := e.PollStage.PollSeller(context.Background(), pollIn(op, out.Next, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			left := out.Next.DeadlineUnix - e.Clock.Now().Unix()
+			if long := int64(got.Next.IntervalSeconds) >= left-5 && int64(got.Next.IntervalSeconds) <= left; long != tc.long ||
+				(!tc.long && !stagetest.SafetyNet(got.Next.IntervalSeconds)) {
+				t.Fatalf("next interval %d s with %d s to the deadline; want the long net: %v", got.Next.IntervalSeconds, left, tc.long)
+			}
+		})
+	}
+}
+
 func TestPollWorkingWaitsAgain(t *testing.T) {
 	t.Parallel()
 	e := stagetest.NewEnv(t, stagetest.Options{})

@@ -21,7 +21,7 @@ import (
 // only, waking the workflow when it must act. A task the seller does not know fails the
 // operation once the lost-task grace (the run configuration's) passed since the seller first
 // said so. It returns the operation as it now is (op itself when nothing changed or on error).
-func (s *Service) pollAndApply(ctx context.Context, r *run, seller string, account *adcp.AccountRef, op *record.Operation) (*record.Operation, error) {
+func (s *Service) pollAndApply(ctx context.Context, r *shard, seller string, account *adcp.AccountRef, op *record.Operation) (*record.Operation, error) {
 	ts, err := s.cfg.AdCP.GetTaskStatus(ctx, seller, adcp.GetTaskStatusRequest{TaskID: op.SellerTaskID, Account: account, IncludeResult: true})
 	switch {
 	case sellertask.TaskLost(err):
@@ -36,7 +36,7 @@ func (s *Service) pollAndApply(ctx context.Context, r *run, seller string, accou
 // apply records a polled task status the way the webhook and the poll stage do
 // (sellertask.RecordStatus: same mapping, same forward-only moves; a repeat is no news), with
 // event type "reconcile", and wakes the workflow (sellertask.Wake) when it must act.
-func (s *Service) apply(ctx context.Context, r *run, seller string, op *record.Operation, ts *adcp.TaskStatusResult) (*record.Operation, error) {
+func (s *Service) apply(ctx context.Context, r *shard, seller string, op *record.Operation, ts *adcp.TaskStatusResult) (*record.Operation, error) {
 	u := sellertask.UpdateFrom(ts)
 	u.TaskID, u.Actor, u.EventType, u.SkipRepeat = op.SellerTaskID, "seller:"+seller, record.EventReconcile, true
 	u.Detail = map[string]any{"task_id": op.SellerTaskID, "seller_status": ts.Status, "source": "reconcile"}
@@ -59,7 +59,7 @@ func (s *Service) apply(ctx context.Context, r *run, seller string, op *record.O
 // (sellertask.RecordLost: the grace from the first such answer, then a failure with the
 // lost-task finding), and wakes the workflow once the operation failed, so that it records the
 // failure (report failed) and ends.
-func (s *Service) lost(ctx context.Context, r *run, seller string, op *record.Operation) (*record.Operation, error) {
+func (s *Service) lost(ctx context.Context, r *shard, seller string, op *record.Operation) (*record.Operation, error) {
 	rec, err := sellertask.RecordLost(ctx, s.taskDeps(r), op, sellertask.Lost{Seller: seller, Actor: actor, EventType: record.EventReconcile})
 	if err != nil {
 		return op, err
@@ -74,7 +74,7 @@ func (s *Service) lost(ctx context.Context, r *run, seller string, op *record.Op
 
 // taskDeps is what the shared task-update code needs from the sweep: SellerTaskDuration goes to
 // the run's recorder (none when r is nil), and a wake leaves a wake event by the sweep.
-func (s *Service) taskDeps(r *run) sellertask.Deps {
+func (s *Service) taskDeps(r *shard) sellertask.Deps {
 	d := sellertask.Deps{Ledger: s.cfg.Ledger, Tasks: s.cfg.Tasks, Timeline: s.cfg.Ledger, Grace: s.cfg.RunConfig.LostTaskGrace(),
 		WakeActor: actor, WakeBy: "reconcile", Now: s.now, Log: s.log}
 	if r != nil {
@@ -119,7 +119,7 @@ func (s *Service) mark(ctx context.Context, op *record.Operation, kind, reason s
 
 // orphan records a listed task no pending operation waits on, once per OrphanRenotify: an
 // event on the orphan pseudo-operation for a person to decide. Nothing else is done with it.
-func (s *Service) orphan(ctx context.Context, r *run, seller string, t listedTask) {
+func (s *Service) orphan(ctx context.Context, r *shard, seller string, t listedTask) {
 	if t.TaskType != "" && t.TaskType != taskCreateMediaBuy {
 		return
 	}

@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcptest"
+	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -178,5 +181,117 @@ func TestQuietExecutionIsDescribedOncePerStaleAfter(t *testing.T) {
 	e.run(cfg)
 	if n := calls.Load(); n != 2 {
 		t.Fatalf("%d DescribeExecution calls after another StaleAfter, want 2", n)
+	}
+}
+
+// countingLedger counts the sweep's ledger calls that the sweep's cost model prices.
+type countingLedger struct {
+	*ledger.Store
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *countingLedger) count(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[name]++
+}
+
+func (c *countingLedger) counts() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := maps.Clone(c.n)
+	clear(c.n)
+	return out
+}
+
+func (c *countingLedger) ListPending(ctx context.Context, st workflow.Status, before time.Time, limit int, cursor string) (record.Page[*record.Operation], error) {
+	c.count("ListPending")
+	return c.Store.ListPending(ctx, st, before, limit, cursor)
+}
+
+func (c *countingLedger) GetProgress(ctx context.Context, seller string) (record.SweepProgress, error) {
+	c.count("GetProgress")
+	return c.Store.GetProgress(ctx, seller)
+}
+
+func (c *countingLedger) PutProgress(ctx context.Context, p record.SweepProgress) error {
+	c.count("PutProgress")
+	return c.Store.PutProgress(ctx, p)
+}
+
+func (c *countingLedger) AcquireLock(ctx context.Context, name, owner string, ttl time.Duration) (record.Lease, error) {
+	c.count("AcquireLock")
+	return c.Store.AcquireLock(ctx, name, owner, ttl)
+}
+
+func (c *countingLedger) ReleaseLock(ctx context.Context, l record.Lease) error {
+	c.count("ReleaseLock")
+	return c.Store.ReleaseLock(ctx, l)
+}
+
+func (c *countingLedger) PutSweepHeartbeat(ctx context.Context, h record.SweepHeartbeat) error {
+	c.count("PutSweepHeartbeat")
+	return c.Store.PutSweepHeartbeat(ctx, h)
+}
+
+// TestCallsPerRunMatchTheCostModel counts what one run costs and checks it against the
+// assumptions of the sweep's table in statemachine/sweep_cost_test.go: per seller with a listing,
+// ceil(pending/listPageSize) list pages (listPageSize 100) plus one direct read per task that
+// ended since the last run, and perSellerLedgerOps (4) ledger calls (GetProgress, AcquireLock,
+// ReleaseLock, PutProgress); per run, one ListPending page per pending status plus one per
+// full page of record.MaxListLimit operations, and one heartbeat.
+func TestCallsPerRunMatchTheCostModel(t *testing.T) {
+	t.Parallel()
+	const pending, ended = 250, 2
+	e := newEnv(t, adcptest.SellerOptions{})
+	var tasks []string
+	for i := range pending {
+		task := e.sellerTask(fmt.Sprintf("m%03d", i))
+		e.newOp(workflow.StatusSubmitted, task, nil)
+		tasks = append(tasks, task)
+	}
+	counting := &countingLedger{Store: e.store, n: map[string]int{}}
+	cfg := e.cfg()
+	cfg.Ledger = counting
+	pendingStatuses := 0
+	for _, st := range workflow.Statuses {
+		if st.Pending() {
+			pendingStatuses++
+		}
+	}
+	wantLedger := func(listPages int) map[string]int {
+		return map[string]int{"ListPending": pendingStatuses + listPages, "GetProgress": 1, "AcquireLock": 1, "ReleaseLock": 1,
+			"PutProgress": 1, "PutSweepHeartbeat": 1}
+	}
+	ceil := func(a, b int) int { return (a + b - 1) / b }
+
+	e.run(cfg)
+	if got, want := counting.counts(), wantLedger(pending/record.MaxListLimit); !maps.Equal(got, want) {
+		t.Errorf("ledger calls of a run: %v, want %v", got, want)
+	}
+	if got := len(e.seller.CallsTo("list_tasks")); got != ceil(pending, 100) {
+		t.Errorf("%d list pages for %d pending tasks, want %d", got, pending, ceil(pending, 100))
+	}
+	if got := len(e.seller.CallsTo("get_task_status")); got != 0 {
+		t.Errorf("%d direct reads with no task ended, want 0", got)
+	}
+
+	for _, task := range tasks[:ended] {
+		for range 2 { // submitted → working → completed
+			if _, err := e.seller.Advance(task); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	e.run(cfg)
+	if got, want := counting.counts(), wantLedger(pending/record.MaxListLimit); !maps.Equal(got, want) {
+		t.Errorf("ledger calls of the second run: %v, want %v", got, want)
+	}
+	if got := len(e.seller.CallsTo("list_tasks")); got != 2*ceil(pending, 100) {
+		t.Errorf("%d list pages after two runs, want %d", got, 2*ceil(pending, 100))
+	}
+	if got := len(e.seller.CallsTo("get_task_status")); got != ended {
+		t.Errorf("%d direct reads after %d tasks ended, want one each", got, ended)
 	}
 }

@@ -52,9 +52,10 @@
 //
 // # Time budget
 //
-// The sweep stops before Deadline(ctx) (the Lambda deadline minus Margin): between list pages
-// and between batches of PollConcurrency operations it checks the clock, and no read starts
-// past it; it stores where it stopped (account group, list cursor or the last operation of
+// Each seller's pass is a shard, bounded by its own deadline: ShardBudget (50 s) after it
+// starts, never past the run's. The run stops before Deadline(ctx) (the Lambda deadline minus
+// Margin). Between list pages and between batches of PollConcurrency operations a pass checks
+// its clock, and no read starts past it; it stores where it stopped (account group, list cursor or the last operation of
 // the compared prefix) and returns. The next run resumes that seller from there. A run
 // resumed in the comparison phase has not seen the earlier pages, so it polls every operation
 // directly: more calls, never a wrong conclusion (the direct poll is the authority).

@@ -135,6 +135,8 @@ func (e *env) cfg() reconcile.Config {
 		StaleAfter: 30 * time.Minute, DeadlineSlack: 15 * time.Minute,
 		Metrics: &lockedWriter{w: &e.out, mu: &mu}, Now: e.clock.Now,
 		Deadline: func(context.Context) time.Time { return e.clock.Now().Add(time.Hour) },
+		// The run's budget (Deadline) governs unless a test bounds a shard itself.
+		ShardBudget: 2 * time.Hour,
 	}
 }
 

@@ -601,3 +601,67 @@ func TestLostTaskGetsTheGraceFromTheFirstAnswer(t *testing.T) {
 		t.Errorf("findings %v, metrics %v", sum.Findings, m)
 	}
 }
+
+// TestRunVouchesForTheSweepOnlyWhenItReadEveryPendingOperation: a run that read the whole
+// pending index stores a heartbeat fresh for HeartbeatFor (the stages then give buys the long
+// safety net); a run whose budget ran out before the ledger was read completely stores none.
+func TestRunVouchesForTheSweepOnlyWhenItReadEveryPendingOperation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, adcptest.SellerOptions{})
+	e.newOp(workflow.StatusSubmitted, e.sellerTask("hb"), nil)
+	ctx := context.Background()
+
+	cfg := e.cfg()
+	start := e.clock.Now()
+	cfg.Deadline = func(context.Context) time.Time { return start } // out of budget at once
+	if sum := e.run(cfg); !sum.Partial {
+		t.Fatalf("run %+v, want a partial read", sum)
+	}
+	if h, err := e.store.GetSweepHeartbeat(ctx); err != nil || h.Fresh(e.clock.Now()) || !h.At.IsZero() {
+		t.Fatalf("after a partial run: heartbeat %+v, %v; want none", h, err)
+	}
+
+	cfg = e.cfg()
+	cfg.HeartbeatFor = 3 * time.Minute
+	if sum := e.run(cfg); sum.Partial {
+		t.Fatalf("run %+v, want a complete read", sum)
+	}
+	h, err := e.store.GetSweepHeartbeat(ctx)
+	if err != nil || !h.Fresh(e.clock.Now()) || h.Until.Sub(h.At) != 3*time.Minute {
+		t.Fatalf("after a complete run: heartbeat %+v, %v; want one fresh for 3 min", h, err)
+	}
+	e.clock.Advance(3 * time.Minute)
+	if h.Fresh(e.clock.Now()) {
+		t.Fatal("the heartbeat still vouches for the sweep after HeartbeatFor with no run")
+	}
+}
+
+// TestShardBudgetBoundsOneSellersPass: a seller's pass (a shard) stops at ShardBudget even
+// when the run's own budget is far off, keeps its list cursor, and the next run resumes it.
+func TestShardBudgetBoundsOneSellersPass(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, adcptest.SellerOptions{})
+	for i := range 5 {
+		e.newOp(workflow.StatusSubmitted, e.sellerTask("s"+string(rune('a'+i))), nil)
+	}
+	e.api.beforeList = func() { e.clock.Advance(time.Minute) } // every page costs a minute
+	cfg := e.cfg()                                             // the run's budget: an hour
+	cfg.PageSize = 2
+	cfg.ShardBudget = 90 * time.Second
+
+	if sum := e.run(cfg); !slices.Equal(sum.Incomplete, []string{sellerID}) || len(sum.Reconciled) != 0 {
+		t.Fatalf("first run %+v, want the seller's pass stopped by the shard budget", sum)
+	}
+	if n := len(e.seller.CallsTo("list_tasks")); n != 2 {
+		t.Fatalf("%d pages before the shard budget ran out, want 2", n)
+	}
+	if p, err := e.store.GetProgress(context.Background(), sellerID); err != nil || p.ListCursor != "off:4" {
+		t.Fatalf("stored progress %+v, %v; want the list cursor off:4", p, err)
+	}
+	if sum := e.run(cfg); !slices.Equal(sum.Reconciled, []string{sellerID}) {
+		t.Fatalf("second run %+v, want the pass resumed and completed", sum)
+	}
+	if calls := e.seller.CallsTo("list_tasks"); len(calls) != 3 || !strings.Contains(string(calls[2].Arguments), `"cursor":"off:4"`) {
+		t.Fatalf("resumed listing: %d calls", len(calls))
+	}
+}

@@ -58,6 +58,8 @@ type ledger interface {
 	// GetProgress and PutProgress keep where each seller's pass stopped between runs.
 	GetProgress(ctx context.Context, seller string) (record.SweepProgress, error)
 	PutProgress(ctx context.Context, p record.SweepProgress) error
+	// PutSweepHeartbeat vouches for the sweep to the stages that choose the safety net.
+	PutSweepHeartbeat(ctx context.Context, h record.SweepHeartbeat) error
 }
 
 // AdCP is the part of the AdCP client the sweep uses; *adcp.Client satisfies it. Listing goes
@@ -88,6 +90,9 @@ const (
 	DefaultPollConcurrency   = 4
 	DefaultPollRate          = 10.0 // reads started per second and seller
 	DefaultSellerConcurrency = 16
+	// DefaultShardBudget is one seller's pass at most per run: under the minute of the
+	// schedule, so a seller is never held by two runs' passes at once.
+	DefaultShardBudget = 50 * time.Second
 )
 
 // Config wires a Service. Ledger, AdCP and Tasks are required.
@@ -126,6 +131,13 @@ type Config struct {
 	SellerConcurrency int
 	// MaxGenerations bounds how many continue-as-new generations are followed (default 100).
 	MaxGenerations int
+	// HeartbeatFor is how long a run's heartbeat vouches for the sweep (default 5 min: five
+	// periods of the minute schedule, so one slow or failed run does not shorten every buy's
+	// safety net). Set it to a few periods of the schedule that runs the sweep.
+	HeartbeatFor time.Duration
+	// ShardBudget bounds one seller's pass (a shard) in a run (default 50 s): a pass that
+	// needs longer stops there, keeps its cursor and resumes next run.
+	ShardBudget time.Duration
 	// Margin is kept free before the Lambda deadline (default 15 s).
 	Margin time.Duration
 	// MaxRun bounds a run whose context has no deadline (default 2 min).
@@ -183,6 +195,8 @@ func New(cfg Config) (*Service, error) {
 	def(&cfg.StaleAfter, 30*time.Minute)
 	def(&cfg.DeadlineSlack, 15*time.Minute)
 	def(&cfg.OrphanRenotify, 24*time.Hour)
+	def(&cfg.HeartbeatFor, 5*time.Minute)
+	def(&cfg.ShardBudget, DefaultShardBudget)
 	def(&cfg.Margin, 15*time.Second)
 	def(&cfg.MaxRun, 2*time.Minute)
 	if cfg.PageSize <= 0 || cfg.PageSize > 100 {
@@ -270,6 +284,17 @@ func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
 
 func (r *run) out(now time.Time) bool { return !now.Before(r.deadline) }
 
+// shard is one seller's pass within a run: the unit a fan-out hands to a worker. Its own
+// deadline (Config.ShardBudget after it starts, never past the run's) bounds it in time
+// whatever the run's budget, so a slow seller stops, stores its cursor and resumes next run
+// instead of holding a worker.
+type shard struct {
+	*run
+	deadline time.Time
+}
+
+func (r *shard) out(now time.Time) bool { return !now.Before(r.deadline) }
+
 func (r *run) finding(kind string) {
 	r.mu.Lock()
 	r.sum.Findings[kind]++
@@ -280,6 +305,7 @@ func (r *run) finding(kind string) {
 // Run sweeps once. It returns an error only when the ledger cannot be read at all; a failing
 // seller is reported in the summary (Failed) and the logs.
 func (s *Service) Run(ctx context.Context) (Summary, error) {
+	start := s.now()
 	r := &run{id: s.cfg.NewID(), deadline: s.cfg.Deadline(ctx),
 		rec: metrics.New(s.cfg.Metrics, metrics.Namespace, s.cfg.Now),
 		sum: &Summary{Pending: map[string]int{}, Findings: map[string]int{}, Reconciled: []string{}}}
@@ -293,6 +319,11 @@ func (s *Service) Run(ctx context.Context) (Summary, error) {
 	bySeller, err := s.readPending(ctx, r)
 	if err != nil {
 		return *r.sum, err
+	}
+	if !r.sum.Partial {
+		// This run has every pending operation in hand: it vouches for the sweep, and the
+		// stages may give the buys the long safety net (record.SweepHeartbeat).
+		s.heartbeat(ctx, start)
 	}
 	sellers := make([]string, 0, len(bySeller))
 	for id := range bySeller {
@@ -341,6 +372,14 @@ func (s *Service) Run(ctx context.Context) (Summary, error) {
 	return *r.sum, nil
 }
 
+// heartbeat stores the run's heartbeat; a failed write only shortens the safety nets chosen
+// meanwhile, so it is logged, not returned.
+func (s *Service) heartbeat(ctx context.Context, start time.Time) {
+	if err := s.cfg.Ledger.PutSweepHeartbeat(ctx, record.SweepHeartbeat{At: start, Until: start.Add(s.cfg.HeartbeatFor)}); err != nil {
+		s.log.WarnContext(ctx, "sweep heartbeat not stored", "err", err)
+	}
+}
+
 // readPending reads every pending operation, counts them by status and groups them by seller.
 func (s *Service) readPending(ctx context.Context, r *run) (map[string][]*record.Operation, error) {
 	bySeller := map[string][]*record.Operation{}
@@ -378,9 +417,13 @@ func (s *Service) readPending(ctx context.Context, r *run) (map[string][]*record
 
 // sweepSellerLeased holds the seller's lease around one pass.
 func (s *Service) sweepSellerLeased(ctx context.Context, r *run, seller string, ops []*record.Operation, prog record.SweepProgress) {
+	sh := &shard{run: r, deadline: r.deadline}
+	if d := s.now().Add(s.cfg.ShardBudget); d.Before(sh.deadline) {
+		sh.deadline = d
+	}
 	// The lease outlives the budget a little, so it never lapses while this run still works;
 	// the run releases it as soon as the pass stops.
-	ttl := r.deadline.Sub(s.now()) + s.cfg.Margin
+	ttl := sh.deadline.Sub(s.now()) + s.cfg.Margin
 	lease, err := s.cfg.Ledger.AcquireLock(ctx, record.ReconcileLock(seller), r.id, ttl)
 	var held *record.LockHeldError
 	switch {
@@ -399,7 +442,7 @@ func (s *Service) sweepSellerLeased(ctx context.Context, r *run, seller string, 
 			s.log.WarnContext(ctx, "reconcile lease not released", "seller", seller, "err", err)
 		}
 	}()
-	complete, err := s.sweepSeller(ctx, r, seller, ops, prog, lease.Fence)
+	complete, err := s.sweepSeller(ctx, sh, seller, ops, prog, lease.Fence)
 	switch {
 	case err != nil:
 		s.log.ErrorContext(ctx, "seller not reconciled", "seller", seller, "err", err)

@@ -93,7 +93,7 @@ func accountOf(op *record.Operation) (*adcp.AccountRef, string) {
 
 // sweepSeller runs (or resumes) one seller's pass under the lease fence. complete is false
 // when the budget stopped it; the progress then says where to resume.
-func (s *Service) sweepSeller(ctx context.Context, r *run, seller string, ops []*record.Operation, prog record.SweepProgress, fence int64) (complete bool, err error) {
+func (s *Service) sweepSeller(ctx context.Context, r *shard, seller string, ops []*record.Operation, prog record.SweepProgress, fence int64) (complete bool, err error) {
 	known := map[string]bool{}
 	byKey := map[string]*group{}
 	for _, op := range ops {
@@ -156,7 +156,7 @@ func (s *Service) putProgress(ctx context.Context, p record.SweepProgress) error
 
 // sweepGroup lists the group's pending tasks at the seller and compares. A non-nil stop is
 // where the time budget (or a seller's retry_after reaching past the run) stopped it.
-func (s *Service) sweepGroup(ctx context.Context, r *run, ps *sellerPass, g *group, known map[string]bool, from record.SweepProgress) (*record.SweepProgress, error) {
+func (s *Service) sweepGroup(ctx context.Context, r *shard, ps *sellerPass, g *group, known map[string]bool, from record.SweepProgress) (*record.SweepProgress, error) {
 	seller := ps.seller
 	seen := map[string]listedTask{}
 	if from.Phase != record.PhaseCompare {
@@ -271,7 +271,7 @@ func (s *Service) list(ctx context.Context, seller string, account *adcp.Account
 // seller without a listing is read task by task. compare returns false when the operation was
 // not compared: the budget left no turn for the read in this run, or the seller answered it
 // with a retry_after.
-func (s *Service) compare(ctx context.Context, r *run, ps *sellerPass, account *adcp.AccountRef, op *record.Operation, seen map[string]listedTask) bool {
+func (s *Service) compare(ctx context.Context, r *shard, ps *sellerPass, account *adcp.AccountRef, op *record.Operation, seen map[string]listedTask) bool {
 	now := s.now()
 	if op.SellerTaskID != "" {
 		poll := true
@@ -304,7 +304,7 @@ var errNoTurn = errors.New("reconcile: no turn left for the seller in this run")
 // the seller's reads and the read is tried again after it, if that is still within the run;
 // otherwise errNoTurn: the operation was not compared, and a run that stops there resumes with
 // it.
-func (s *Service) readWithin(ctx context.Context, r *run, ps *sellerPass, account *adcp.AccountRef, op *record.Operation) (*record.Operation, error) {
+func (s *Service) readWithin(ctx context.Context, r *shard, ps *sellerPass, account *adcp.AccountRef, op *record.Operation) (*record.Operation, error) {
 	for {
 		if !ps.budget.acquire(ctx) {
 			return op, errNoTurn
@@ -322,7 +322,7 @@ func (s *Service) readWithin(ctx context.Context, r *run, ps *sellerPass, accoun
 
 // checkStuck marks an operation whose execution ended or whose deadline passed long ago.
 // lastPass is when the seller's previous pass completed (zero: none).
-func (s *Service) checkStuck(ctx context.Context, r *run, op *record.Operation, now, lastPass time.Time) {
+func (s *Service) checkStuck(ctx context.Context, r *shard, op *record.Operation, now, lastPass time.Time) {
 	if !op.Deadline.IsZero() && now.Sub(op.Deadline) >= s.cfg.DeadlineSlack {
 		r.finding(KindDeadlinePassed)
 		r.rec.Count(metrics.Timeouts, metrics.Dims{"Kind": metrics.TimeoutOperationDeadline}, 1)

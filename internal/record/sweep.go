@@ -31,3 +31,19 @@ type SweepProgress struct {
 
 // ErrStaleFence reports a progress write by a run whose lease was taken over.
 var ErrStaleFence = errors.New("record: sweep progress written under a newer lease")
+
+// SweepHeartbeat is the reconciliation sweep's sign of life: the last run that read every
+// pending operation stores it, and the stages that choose a buy's safety-net interval read
+// it. While it is fresh the sweep notices a seller's progress within a run or two, so the
+// per-buy net may wait until the seller's deadline (RunConfig.SweepNetSeconds); once it is
+// stale the net falls back to its short interval (RunConfig.PollMaxSeconds).
+type SweepHeartbeat struct {
+	// At is when the run that stored it started.
+	At time.Time `dynamodbav:"at,unixtime"`
+	// Until is when it stops vouching for the sweep: At plus a few of the schedule's
+	// periods, so that one slow or missed run does not shorten every buy's net.
+	Until time.Time `dynamodbav:"until,unixtime"`
+}
+
+// Fresh reports whether the heartbeat still vouches for the sweep at now.
+func (h SweepHeartbeat) Fresh(now time.Time) bool { return now.Before(h.Until) }

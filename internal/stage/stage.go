@@ -33,6 +33,8 @@ type Ledger interface {
 	ListEvents(ctx context.Context, tenant, opID string, limit int, cursor string) (record.Page[record.Event], error)
 	AcquireLock(ctx context.Context, name, owner string, ttl time.Duration) (record.Lease, error)
 	ReleaseLock(ctx context.Context, l record.Lease) error
+	// GetSweepHeartbeat tells how long the safety net may wait (SweepUp).
+	GetSweepHeartbeat(ctx context.Context) (record.SweepHeartbeat, error)
 }
 
 // AdCP is the part of the AdCP client the stages use; *adcp.Client satisfies it.
@@ -114,6 +116,22 @@ func RandomToken() (string, error) {
 
 // Now is the stage's clock, in UTC.
 func (s *Stage) Now() time.Time { return s.clock().UTC() }
+
+// SweepUp reports whether the reconciliation sweep's heartbeat is fresh, which lets the
+// safety net wait its long interval (workflow.RunConfig.SweepNetSeconds). The heartbeat is
+// read only when cfg has a long net; a read that fails counts as a sweep that is down: a
+// short net costs a few transitions, a long one with no sweep behind it a late buy.
+func (s *Stage) SweepUp(ctx context.Context, cfg workflow.RunConfig) bool {
+	if cfg.SweepNetSeconds <= 0 {
+		return false
+	}
+	h, err := s.Ledger.GetSweepHeartbeat(ctx)
+	if err != nil {
+		s.Log.WarnContext(ctx, "sweep heartbeat not read: short safety net", "err", err)
+		return false
+	}
+	return h.Fresh(s.Now())
+}
 
 // Intent task names in the ledger.
 const (

@@ -99,6 +99,13 @@ type RunConfig struct {
 	// the seller's progress, so this is hours in production, the same whether or not the seller
 	// sends webhooks: it only matters while the sweep is down.
 	PollMaxSeconds int `json:"poll_max_seconds"`
+	// SweepNetSeconds is the safety net's interval while the sweep's heartbeat is fresh
+	// (record.SweepHeartbeat): a sweep that runs notices a finished task within a run or two,
+	// so the net need only catch what the sweep cannot, and it waits this long, or until the
+	// deadline when that comes first (the default: 24 h, the default deadline). With a stale
+	// heartbeat the net is PollMaxSeconds. 0: the heartbeat is not read and the net is always
+	// PollMaxSeconds.
+	SweepNetSeconds int `json:"sweep_net_seconds,omitempty"`
 	// DeadlineSeconds bounds the whole wait for the seller (24 h by default).
 	DeadlineSeconds int `json:"deadline_seconds"`
 	// LoopBudget is the number of wait-loop rounds one execution may run before it continues
@@ -135,6 +142,7 @@ func DefaultRunConfig() RunConfig {
 		ApprovalTimeoutSeconds: 24 * 3600,
 		PollInitialSeconds:     30,
 		PollMaxSeconds:         4 * 3600,
+		SweepNetSeconds:        24 * 3600,
 		DeadlineSeconds:        24 * 3600,
 		LoopBudget:             500,
 	}
@@ -156,6 +164,12 @@ func (c RunConfig) Validate() error {
 		if ck.v <= 0 {
 			return &InvalidInputError{Field: "config." + ck.name, Reason: "must be a positive integer"}
 		}
+	}
+	if c.SweepNetSeconds < 0 {
+		return &InvalidInputError{Field: "config.sweep_net_seconds", Reason: "must not be negative (0 or absent: the net is always poll_max_seconds)"}
+	}
+	if c.SweepNetSeconds > 0 && c.SweepNetSeconds < c.PollMaxSeconds {
+		return &InvalidInputError{Field: "config.sweep_net_seconds", Reason: "must not be below poll_max_seconds: the net while the sweep runs is the long one"}
 	}
 	if c.LostTaskGraceSeconds < 0 {
 		return &InvalidInputError{Field: "config.lost_task_grace_seconds", Reason: "must not be negative (0 or absent: ten minutes)"}
@@ -386,38 +400,51 @@ type WaitState struct {
 }
 
 // StartWait returns the first wait state of a seller task started at now: the first safety-net
-// round is already a full one (see [RunConfig.PollMaxSeconds]).
-func StartWait(cfg RunConfig, now time.Time, rnd func() float64) WaitState {
+// round is already a full one (see [RunConfig.PollMaxSeconds] and [RunConfig.SweepNetSeconds];
+// sweepUp says whether the sweep's heartbeat is fresh).
+func StartWait(cfg RunConfig, now time.Time, sweepUp bool, rnd func() float64) WaitState {
 	w := WaitState{DeadlineUnix: now.Add(time.Duration(cfg.DeadlineSeconds) * time.Second).Unix()}
-	w.IntervalSeconds = w.interval(cfg, now, rnd)
+	w.IntervalSeconds = w.interval(cfg, now, sweepUp, rnd)
 	return w
 }
 
 // Advance returns the wait state after one more unfinished round. The interval is the safety
-// net's, with jitter on its last quarter (0.75x to 1x PollMaxSeconds) so that the buys of one
-// seller placed together do not poll it in lockstep, and never past the deadline. rnd returns a
+// net's (NetSeconds), with jitter on its last quarter (0.75x to 1x) so that the buys of one
+// seller placed together do not poll it in lockstep, and never past the deadline: a net that
+// reaches the deadline waits exactly until it, one round for the whole wait. rnd returns a
 // float in [0,1); nil means math/rand/v2.
 //
 // There is no backoff from a short first interval: the sweep notices a seller's progress
 // within a minute, and every safety-net round costs the buy two state transitions (AwaitSeller,
-// PollSeller), so a 24-hour wait costs four to five rounds.
-func (w WaitState) Advance(cfg RunConfig, now time.Time, rnd func() float64) WaitState {
+// PollSeller): with the sweep up a 24-hour wait is one round, with it down four to five.
+func (w WaitState) Advance(cfg RunConfig, now time.Time, sweepUp bool, rnd func() float64) WaitState {
 	out := w
-	out.IntervalSeconds = w.interval(cfg, now, rnd)
+	out.IntervalSeconds = w.interval(cfg, now, sweepUp, rnd)
 	out.Round++
 	return out
 }
 
-func (w WaitState) interval(cfg RunConfig, now time.Time, rnd func() float64) int {
+// NetSeconds is the safety net's full interval: SweepNetSeconds while the sweep is up (when
+// set), else PollMaxSeconds.
+func (c RunConfig) NetSeconds(sweepUp bool) int {
+	if sweepUp && c.SweepNetSeconds > 0 {
+		return c.SweepNetSeconds
+	}
+	return c.PollMaxSeconds
+}
+
+func (w WaitState) interval(cfg RunConfig, now time.Time, sweepUp bool, rnd func() float64) int {
 	if rnd == nil {
 		rnd = rand.Float64
 	}
-	full := cfg.PollMaxSeconds
-	next := full - int(rnd()*float64(full/4+1))
-	next = min(next, full)
-	if left := w.DeadlineUnix - now.Unix(); left > 0 && int64(next) > left {
-		next = int(left)
+	full := cfg.NetSeconds(sweepUp)
+	left := w.DeadlineUnix - now.Unix()
+	if left > 0 && int64(full) >= left {
+		// The deadlines of buys placed together already spread their polls as much as
+		// their placements do; jitter here would only add a round.
+		return int(left)
 	}
+	next := full - int(rnd()*float64(full/4+1))
 	return max(next, 1)
 }
 

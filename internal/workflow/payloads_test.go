@@ -113,7 +113,7 @@ func TestFirstExecutionInputHasNoWaitLoopState(t *testing.T) {
 			t.Fatalf("first execution input encodes %q: %s", k, b)
 		}
 	}
-	w := StartWait(DefaultRunConfig(), time.Unix(0, 0), nil)
+	w := StartWait(DefaultRunConfig(), time.Unix(0, 0), true, nil)
 	cont := ExecutionInput{OperationID: "op", Generation: 1, Wait: &w, Seller: &Stage[SellerOutput]{Result: SellerOutput{Status: StatusWorking, Next: w}}}
 	b, _ = json.Marshal(cont)
 	var back ExecutionInput

@@ -229,40 +229,73 @@ func TestWaitSafetyNet(t *testing.T) {
 	bottom := func() float64 { return 0 }
 
 	// The first round is a full safety-net round: no short first poll, no backoff.
-	w := StartWait(cfg, now, bottom)
+	w := StartWait(cfg, now, false, bottom)
 	if w.IntervalSeconds != 400 || w.DeadlineUnix != now.Unix()+1000 || w.Round != 0 {
 		t.Fatalf("StartWait = %+v", w)
 	}
 	// Jitter takes at most a quarter off.
-	if got := StartWait(cfg, now, top).IntervalSeconds; got != 300 {
+	if got := StartWait(cfg, now, false, top).IntervalSeconds; got != 300 {
 		t.Fatalf("interval with max jitter = %d, want 300", got)
 	}
 	var seq []int
 	for range 3 {
-		w = w.Advance(cfg, now, bottom)
+		w = w.Advance(cfg, now, false, bottom)
 		seq = append(seq, w.IntervalSeconds)
 	}
 	if want := []int{400, 400, 400}; !slices.Equal(seq, want) || w.Round != 3 {
 		t.Fatalf("intervals = %v (round %d), want %v", seq, w.Round, want)
 	}
 	for range 200 {
-		if got := w.Advance(cfg, now, nil).IntervalSeconds; got < 300 || got > 400 {
+		if got := w.Advance(cfg, now, false, nil).IntervalSeconds; got < 300 || got > 400 {
 			t.Fatalf("random jitter gave %d, outside [300, 400]", got)
 		}
 	}
 	one := RunConfig{PollInitialSeconds: 1, PollMaxSeconds: 1, DeadlineSeconds: 100}
-	if got := StartWait(one, now, top).IntervalSeconds; got != 1 {
+	if got := StartWait(one, now, false, top).IntervalSeconds; got != 1 {
 		t.Fatalf("a 1 s safety net waits %d, want 1", got)
 	}
 	// Never past the deadline, never below one second.
-	if got := w.Advance(cfg, now.Add(995*time.Second), bottom).IntervalSeconds; got != 5 {
+	if got := w.Advance(cfg, now.Add(995*time.Second), false, bottom).IntervalSeconds; got != 5 {
 		t.Fatalf("interval near deadline = %d, want 5", got)
 	}
-	if got := w.Advance(cfg, now.Add(2000*time.Second), bottom).IntervalSeconds; got != 400 {
+	if got := w.Advance(cfg, now.Add(2000*time.Second), false, bottom).IntervalSeconds; got != 400 {
 		t.Fatalf("interval past the deadline = %d, want 400 (the deadline is decided by Expired)", got)
 	}
 	if !w.Expired(now.Add(1000*time.Second)) || w.Expired(now) {
 		t.Fatal("Expired wrong")
+	}
+}
+
+// While the sweep's heartbeat is fresh the net is the long one, and a long net that reaches
+// the deadline waits exactly until it: one round for the whole wait (two transitions) instead
+// of one every PollMaxSeconds. With a stale heartbeat, or no long net configured, it is the
+// short net as before.
+func TestWaitSafetyNetWhileSweepRuns(t *testing.T) {
+	cfg := RunConfig{PollInitialSeconds: 10, PollMaxSeconds: 400, SweepNetSeconds: 5000, DeadlineSeconds: 1000, LoopBudget: 10, ApprovalTimeoutSeconds: 1}
+	now := time.Unix(1_000_000, 0)
+	top := func() float64 { return 0.999999 }
+	if got := StartWait(cfg, now, true, top).IntervalSeconds; got != 1000 {
+		t.Fatalf("sweep up: first interval %d, want 1000 (until the deadline, no jitter)", got)
+	}
+	if got := StartWait(cfg, now, false, top).IntervalSeconds; got != 300 {
+		t.Fatalf("sweep down: first interval %d, want the short net's 300", got)
+	}
+	w := StartWait(cfg, now, false, top)
+	if got := w.Advance(cfg, now.Add(300*time.Second), true, top).IntervalSeconds; got != 700 {
+		t.Fatalf("sweep back up: interval %d, want the 700 s left to the deadline", got)
+	}
+	long := cfg
+	long.DeadlineSeconds = 100_000
+	if got := StartWait(long, now, true, top).IntervalSeconds; got < 3750 || got > 5000 {
+		t.Fatalf("sweep up, deadline far: interval %d, want the long net jittered into [3750, 5000]", got)
+	}
+	off := cfg
+	off.SweepNetSeconds = 0
+	if got := StartWait(off, now, true, top).IntervalSeconds; got != 300 {
+		t.Fatalf("no long net configured: interval %d, want the short net's 300", got)
+	}
+	if d := DefaultRunConfig(); d.NetSeconds(true) < d.DeadlineSeconds {
+		t.Fatalf("production's long net %d s is shorter than its deadline %d s", d.NetSeconds(true), d.DeadlineSeconds)
 	}
 }
 
@@ -288,6 +321,14 @@ func TestRunConfigValidate(t *testing.T) {
 	bad.LostTaskGraceSeconds = 90
 	if err := bad.Validate(); err != nil || bad.LostTaskGrace() != 90*time.Second {
 		t.Fatalf("a 90 s grace: %v, %v", err, bad.LostTaskGrace())
+	}
+	// The long net: negative, or shorter than the short one, is refused.
+	for _, v := range []int{-1, DefaultRunConfig().PollMaxSeconds - 1} {
+		bad = DefaultRunConfig()
+		bad.SweepNetSeconds = v
+		if err := bad.Validate(); !errors.As(err, &inv) || inv.Field != "config.sweep_net_seconds" {
+			t.Fatalf("sweep_net_seconds %d: Validate = %v", v, err)
+		}
 	}
 }
 
