@@ -5,9 +5,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"strings"
+	"net/url"
+	"regexp"
 	"time"
 
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+
+	"github.com/buyflow/buyflow/internal/apiclient"
 	"github.com/buyflow/buyflow/internal/smoke"
 )
 
@@ -26,7 +30,7 @@ func (c cli) smoke(ctx context.Context, args []string) error {
 	fs.SetOutput(c.err.w)
 	seller := fs.String("seller", smoke.SandboxSellerID, "the seller agent's registry id")
 	gov := fs.String("governance", smoke.SandboxGovernanceID, "the governance agent's registry id")
-	events := fs.String("events", "", "where the bus's status events can be read: the local stack's sink URL (it prints it)")
+	events := fs.String("events", "", "where the bus's status events can be read: the sandbox's queue (the SandboxEventsQueueUrl output) or the local stack's sink URL (it prints it)")
 	sim := fs.String("sim", "", "ask the simulated agents for a scripted outcome (e.g. rejected) to see a failure's diagnosis")
 	timeout := fs.Duration("timeout", 3*time.Minute, "give up on the buy after this long")
 	if err := fs.Parse(args); err != nil {
@@ -37,10 +41,11 @@ func (c cli) smoke(ctx context.Context, args []string) error {
 	}
 	o := smoke.Options{Client: c.c, SellerID: *seller, GovernanceID: *gov, Sim: *sim, Timeout: *timeout}
 	if *events != "" {
-		if !strings.HasPrefix(*events, "http://") && !strings.HasPrefix(*events, "https://") {
-			return usageError("smoke: --events takes an http(s) URL")
+		src, err := eventSource(ctx, *events)
+		if err != nil {
+			return err
 		}
-		o.Events = smoke.SinkEvents{URL: *events}
+		o.Events = src
 	}
 	c.out.printf("smoke: one buy at seller %s and governance %s\n", o.SellerID, o.GovernanceID)
 	rep, err := smoke.Run(ctx, o, func(s smoke.Stage) {
@@ -69,4 +74,25 @@ func (c cli) smoke(ctx context.Context, args []string) error {
 	c.out.printf("  reason      %s\n", d.Reason)
 	c.out.printf("  look at     %s\n", d.Hint)
 	return errors.Join(smokeFailed{d.Stage}, c.out.err)
+}
+
+// sqsHost is an SQS endpoint's host: sqs.<region>.amazonaws.com.
+var sqsHost = regexp.MustCompile(`^sqs\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$`)
+
+// eventSource is what --events names: the sandbox's SQS queue (read with SigV4 and the
+// default AWS credentials) or an event sink that answers GET ?operation_id=.
+func eventSource(ctx context.Context, raw string) (smoke.Events, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, usageError("smoke: --events takes an http(s) URL: the SandboxEventsQueueUrl output or a local event sink")
+	}
+	m := sqsHost.FindStringSubmatch(u.Host)
+	if m == nil {
+		return smoke.SinkEvents{URL: raw}, nil
+	}
+	cfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load AWS credentials to read the events queue: %w", err)
+	}
+	return &smoke.SQSEvents{QueueURL: raw, Sign: apiclient.SignV4(cfg.Credentials, "sqs", m[1])}, nil
 }

@@ -118,3 +118,18 @@ func TestBodyIsASmallBuyAtTheNamedAgents(t *testing.T) {
 		t.Errorf("body %s", b)
 	}
 }
+
+// FuzzDiagnose: whatever a failure's reason says (an AWS error, a seller's words), the
+// diagnosis names the stage and its function, and never panics.
+func FuzzDiagnose(f *testing.F) {
+	f.Add("is not authorized to perform: dynamodb:PutItem on resource: arn:aws:dynamodb:x:1:table/t because", "failed")
+	f.Add("assumed-role/R/s is not authorized to perform: s:A operation error X: Y", "submitted")
+	f.Add("not authorized to perform: a:b on resource: ", "")
+	f.Fuzz(func(t *testing.T, reason, status string) {
+		evs := append(completedTimeline[:4:4], ev("01.000", "failure", "failed", reason, `{"error":"X"}`))
+		d := diagnose(stages[2], api.MediaBuy{Status: status, Reason: reason}, evs, nil)
+		if d.Stage != "create sent" || d.Function == "" || d.Call == "" {
+			t.Fatalf("diagnosis %+v", d)
+		}
+	})
+}
