@@ -59,6 +59,11 @@ const (
 	// the sweep is how a buy without webhooks learns that its seller finished).
 	// It only applies when the topology declares a "reconcile" function.
 	CtxReconcileMinutes = "buyflow:reconcileMinutes"
+	// CtxSandbox (true/false, default false) deploys the sandbox next to the stack: the
+	// simulated seller and governance agents of topology.Sandbox behind Function URLs,
+	// registered as sandbox-seller and sandbox-governance, for `buyflow smoke`. Never in
+	// production: deploy again without it to remove them.
+	CtxSandbox = "buyflow:sandbox"
 )
 
 // Config is the deploy-time configuration of one stack, read from the CDK context.
@@ -78,6 +83,7 @@ type Config struct {
 	ThrottleRate      float64
 	ThrottleBurst     float64
 	ReconcileMinutes  int
+	Sandbox           bool
 }
 
 // DefaultConfig is the configuration with no context set.
@@ -166,6 +172,7 @@ func ConfigFromContext(node constructs.Node) (Config, error) {
 	number(CtxThrottleRate, &cfg.ThrottleRate)
 	number(CtxThrottleBurst, &cfg.ThrottleBurst)
 	integer(CtxReconcileMinutes, &cfg.ReconcileMinutes)
+	boolean(CtxSandbox, &cfg.Sandbox)
 	if len(errs) > 0 {
 		return cfg, fmt.Errorf("context: %s", strings.Join(errs, "; "))
 	}

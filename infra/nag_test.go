@@ -40,6 +40,10 @@ var nagVariants = []nagVariant{
 		CtxApprovalPolicy: `{"threshold":"10000.00","currency":"USD","approvers":["U123"],"on_timeout":"reject"}`,
 		CtxRunConfig:      `{"approval_timeout_seconds":7200}`,
 	}},
+	// The sandbox (simulated agents behind Function URLs) next to configured agents.
+	{name: "sandbox", extra: map[string]any{CtxSandbox: "true",
+		CtxAgents: `{"agents":[{"id":"seller1","role":"seller","mcp_url":"https://seller.example/mcp","credential_ref":"Buyflow/agents/seller1",` +
+			`"webhook":{"mode":"hmac","hmac_secret_ref":"Buyflow/agents/seller1-webhook"}}]}`}},
 }
 
 var reportPathRE = regexp.MustCompile(`found in: (\S+validation-report\.json)`)
@@ -148,10 +152,10 @@ func TestNagCatchesAViolation(t *testing.T) {
 // nag.go). A new kind of suppression needs a review: add it here and to README.md.
 var suppressedRules = []string{"AwsSolutions-APIG4", "AwsSolutions-IAM5", "AwsSolutions-SF2", "AwsSolutions-SMG4", "AwsSolutions-SQS3"}
 
-// TestNagSuppressionsAreJustified lists every suppression in the prod template and checks it is
-// one of suppressedRules, with a reason of a sentence or more.
+// TestNagSuppressionsAreJustified lists every suppression in the prod, configured and sandbox
+// templates and checks it is one of suppressedRules, with a reason of a sentence or more.
 func TestNagSuppressionsAreJustified(t *testing.T) {
-	for _, v := range []nagVariant{nagVariants[0], nagVariants[3]} {
+	for _, v := range []nagVariant{nagVariants[0], nagVariants[3], nagVariants[4]} {
 		t.Run(v.name, func(t *testing.T) {
 			stack, err := synthWithNag(t, v)
 			if err != nil {

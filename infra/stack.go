@@ -154,12 +154,17 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 	if err := b.addFunctions(p); err != nil {
 		return nil, err
 	}
+	if p.sandboxAgents, err = b.addSandbox(p); err != nil {
+		return nil, err
+	}
 	b.addStateMachine(p, props.Definition)
 	if props.CampaignDefinition != "" {
 		b.addCampaigns(app, props.CampaignDefinition, p.campaignsName, p.smName, p.executionsArn, p.logGroup("CampaignStateMachineLogs"), cfg)
 	}
 	b.addRoutes(app)
-	b.addSchedules(p)
+	if err := b.addSchedules(p); err != nil {
+		return nil, err
+	}
 	b.addAlarms(app, cfg)
 	b.addStatusEventAlarm()
 	b.addOutputs(p)
@@ -181,6 +186,8 @@ type stackParts struct {
 	agentsPrefix          string  // the name prefix of the agents' credentials
 	agentsPrefixArn       *string
 	apiURL, callerURI     *string
+	// sandboxAgents are the agents the sandbox registers (buyflow:sandbox), their URLs tokens.
+	sandboxAgents []map[string]any
 }
 
 // addStateMachineArns builds the state machines' ARNs from their fixed names: no reference to
@@ -526,7 +533,7 @@ func (b *BuyflowStack) addRoutes(app topology.Application) {
 
 // addSchedules adds the schedules of the functions the topology declares: the reconciliation
 // sweep and the agent registry's seed and capabilities check.
-func (b *BuyflowStack) addSchedules(p *stackParts) {
+func (b *BuyflowStack) addSchedules(p *stackParts) error {
 	stack, cfg := b.Stack, p.cfg
 	// The reconciliation sweep, when the topology has it.
 	if fn, ok := b.Functions[ReconcileFunction]; ok {
@@ -540,7 +547,11 @@ func (b *BuyflowStack) addSchedules(p *stackParts) {
 	// schedule checks every agent's capabilities.
 	if fn, ok := b.Functions[AgentsFunction]; ok {
 		agentsSpec, _ := p.app.Function(AgentsFunction) // in the topology: it has a function
-		if strings.TrimSpace(cfg.Agents) != "" {
+		if strings.TrimSpace(cfg.Agents) != "" || len(p.sandboxAgents) > 0 {
+			seed, err := seedDocument(stack, cfg.Agents, p.sandboxAgents)
+			if err != nil {
+				return err
+			}
 			// CloudFormation waits an hour by default for an answer that never comes (the
 			// function killed at its timeout before it answered): the seed's wait is bounded
 			// by the function's own timeout and a minute for CloudFormation's round trip.
@@ -548,7 +559,7 @@ func (b *BuyflowStack) addSchedules(p *stackParts) {
 				ServiceToken:   fn.FunctionArn(),
 				ServiceTimeout: awscdk.Duration_Seconds(jsii.Number(float64(agentsSpec.TimeoutSeconds + 60))),
 				ResourceType:   jsii.String(agents.SeedResourceType),
-				Properties:     &map[string]any{agents.SeedProperty: cfg.Agents},
+				Properties:     &map[string]any{agents.SeedProperty: seed},
 			})
 		}
 		schedule(stack, "Capabilities", fn, AgentsFunction, "the agents function's capabilities check", reasonSchedulerInvokeAgents,
@@ -556,6 +567,7 @@ func (b *BuyflowStack) addSchedules(p *stackParts) {
 			awscdk.Duration_Hours(jsii.Number(float64(cfg.CapabilitiesHours))),
 			awsscheduler.ScheduleTargetInput_FromObject(map[string]any{"action": agents.ActionRefresh}))
 	}
+	return nil
 }
 
 // addOutputs adds the stack outputs: the API URL, the table and the state machine.
@@ -1168,6 +1180,9 @@ func validateConfig(cfg Config, stackName string) []error {
 			_ = json.Unmarshal([]byte(v), &doc) // ParseRegistry accepted it
 			prefix := stackName + "/agents/"
 			for _, a := range doc.Agents {
+				if cfg.Sandbox && (a.ID == topology.SandboxSellerAgent || a.ID == topology.SandboxGovernanceAgent) {
+					bad(CtxAgents, fmt.Errorf("agent %s: the id is the sandbox's (%s=true registers it)", a.ID, CtxSandbox))
+				}
 				refs := map[string]string{"credential_ref": a.CredentialRef}
 				if a.Webhook != nil {
 					refs["webhook.hmac_secret_ref"], refs["webhook.bearer_secret_ref"] = a.Webhook.HMACSecretRef, a.Webhook.BearerSecretRef

@@ -116,11 +116,15 @@ func cdkContext(t *testing.T) map[string]any {
 	return cfg.Context
 }
 
-// fakeAssets writes <dir>/<name>/bootstrap for every function of app.
+// fakeAssets writes <dir>/<name>/bootstrap for every function of app and of the sandbox.
 func fakeAssets(t *testing.T, app topology.Application) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, f := range app.Functions {
+	all := slices.Clone(app.Functions)
+	for _, s := range topology.Sandbox {
+		all = append(all, s.Function)
+	}
+	for _, f := range all {
 		if err := os.MkdirAll(filepath.Join(dir, f.Name), 0o755); err != nil {
 			t.Fatal(err)
 		}

@@ -140,6 +140,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("print the ready line: %w", so.err)
 	}
 	se.printf("try: curl -s -H '%s: demo' %s/v1/media-buys   (Ctrl-C stops everything)\n", st.TenantHeader, st.APIURL)
+	se.printf("smoke: buyflow --endpoint %s --tenant demo smoke --seller %s --governance %s --events %s\n",
+		st.APIURL, devstack.SellerID, devstack.GovernanceID, st.EventSinkURL)
 
 	if *demo {
 		body, err := os.ReadFile(filepath.Join(root, *example))

@@ -11,6 +11,7 @@
 //	buyflow [flags] campaign events <campaign-id>
 //	buyflow [flags] campaign list
 //	buyflow [flags] agents list|show|add|update|disable|enable|check …
+//	buyflow [flags] smoke [--seller ID] [--governance ID] [--events URL] [--sim TOKENS]
 //
 // Flags (before the command): --endpoint (or BUYFLOW_ENDPOINT) is the API's base URL;
 // --tenant (or BUYFLOW_TENANT) names the tenant on a local stack through its dev-only header;
@@ -63,6 +64,10 @@ commands:
   agents SUBCOMMAND                manage the agent registry (as an operator): list, show ID,
                                    add FILE, update ID FILE, disable ID [--reason R], enable ID,
                                    check ID; every change is in the agent's audit trail
+  smoke [--events URL] [--sim T]   run one buy at the sandbox agents (sandbox-seller,
+                                   sandbox-governance; --seller, --governance for others) and
+                                   print each stage with its time; a stage not reached is
+                                   diagnosed (function, call, missing permission), exit 8
 
 changing a placed buy (each is its own workflow run; --reason, --key K, --wait):
   budget ID TOTAL | PKG=AMOUNT...  a new budget: the total of a one-package buy, or per package
@@ -145,7 +150,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	var ue usageError
 	var fin finalStatus
+	var sf smokeFailed
 	switch {
+	case errors.As(err, &sf):
+		se.println("buyflow:", err)
+		return exitSmokeFailed
 	case errors.As(err, &fin):
 		return fin.code()
 	case errors.As(err, &ue):
@@ -267,6 +276,7 @@ var commands = map[string]func(c cli, ctx context.Context, args []string) error{
 	"campaign":  cli.campaign,
 	"delivery":  cli.delivery,
 	"agents":    cli.agents,
+	"smoke":     cli.smoke,
 }
 
 func (c cli) status(ctx context.Context, args []string) error {

@@ -368,3 +368,9 @@ func (s *Seller) recordDelivery(d delivery) {
 	s.deliveries = append(s.deliveries, d)
 	s.mu.Unlock()
 }
+
+// Settle waits until the webhooks queued so far are delivered (or given up). The sandbox's
+// Lambda handler calls it before it answers: Lambda freezes the environment after a response,
+// and a delivery left running would stall until the next invocation. Not for concurrent use
+// with calls that queue webhooks.
+func (s *Seller) Settle() { s.wg.Wait() }

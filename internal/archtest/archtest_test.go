@@ -83,8 +83,18 @@ func TestFunctionsWithoutAgentCallsNeverLinkJSONSchema(t *testing.T) {
 func TestLambdasNeverLinkTestSupport(t *testing.T) {
 	support := []string{"/internal/adcptest", "/internal/buytest", "/internal/dynamotest", "/internal/apigwtest", "/internal/metrics/metricstest", "/internal/logging/logtest", "/internal/devstack",
 		"/internal/approvaltest", "/internal/stagetest", "/internal/clocktest", "/internal/benchtest", "/internal/iampolicy", "/internal/buyerstoryboards"}
+	// The sandbox's functions are the simulated agents (topology.Sandbox), deployed only with
+	// infra's buyflow:sandbox: they may link those, and only through internal/sandbox.
+	sandboxed := map[string]bool{module + "/internal/adcptest": true, module + "/internal/sandbox": true}
 	for path, p := range list(t, "./functions/...") {
+		sandbox := strings.HasPrefix(path, module+"/functions/sandbox")
 		for _, d := range p.Deps {
+			if !sandbox && d == module+"/internal/sandbox" {
+				t.Errorf("%s links %s, which only the sandbox's functions may", path, d)
+			}
+			if sandbox && sandboxed[d] {
+				continue
+			}
 			for _, s := range support {
 				if d == module+s || strings.HasPrefix(d, module+s+"/") {
 					t.Errorf("%s links the test-support package %s", path, d)

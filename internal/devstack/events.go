@@ -3,6 +3,7 @@ package devstack
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -38,8 +39,24 @@ const maxSinkMalformed = 100
 
 func newEventSink(max int) *EventSink { return &EventSink{max: max, notify: make(chan struct{}, 1)} }
 
-// ServeHTTP takes one delivery (EventBridge's API destination POSTs the event envelope).
+// ServeHTTP takes one delivery (EventBridge's API destination POSTs the event envelope); a
+// GET ?operation_id=<id> answers that operation's events (Of) as a JSON array, which is how
+// `buyflow smoke --events` sees the bus from outside the stack's process.
 func (s *EventSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet {
+		id := r.URL.Query().Get("operation_id")
+		if id == "" {
+			http.Error(w, "operation_id is required", http.StatusBadRequest)
+			return
+		}
+		evs := s.Of(id)
+		if evs == nil {
+			evs = []statusevent.Event{}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(evs) // a reader that went away
+		return
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, statusevent.MaxEventBytes+1))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)

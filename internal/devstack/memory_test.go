@@ -110,6 +110,46 @@ func TestEventSinkKeepsTheLastEvents(t *testing.T) {
 	}
 }
 
+// A GET of the sink answers one operation's events (what `buyflow smoke --events` reads from
+// outside the stack's process), deduplicated and in sequence order, and is not a delivery.
+func TestEventSinkAnswersAnOperationsEvents(t *testing.T) {
+	sink := newEventSink(10)
+	for _, seq := range []int64{2, 1, 2} {
+		body, err := json.Marshal(statusevent.Event{
+			ID: "e", Source: statusevent.Source, DetailType: statusevent.DetailTypeMediaBuy, Time: time.Now(),
+			Detail: statusevent.Detail{SchemaVersion: statusevent.SchemaVersion, Kind: statusevent.KindMediaBuy, OperationID: "mb-1", Tenant: "t",
+				Sequence: seq, To: "requested", EventID: statusevent.EventID(statusevent.KindMediaBuy, "mb-1", seq)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sink.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body)))
+	}
+	get := func(q string) (int, []statusevent.Event) {
+		rec := httptest.NewRecorder()
+		sink.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/events"+q, nil))
+		var evs []statusevent.Event
+		if rec.Code == http.StatusOK {
+			if err := json.Unmarshal(rec.Body.Bytes(), &evs); err != nil {
+				t.Fatalf("GET %s: %v: %s", q, err, rec.Body)
+			}
+		}
+		return rec.Code, evs
+	}
+	if code, evs := get("?operation_id=mb-1"); code != http.StatusOK || len(evs) != 2 || evs[0].Detail.Sequence != 1 {
+		t.Errorf("GET mb-1: %d %+v", code, evs)
+	}
+	if code, evs := get("?operation_id=mb-2"); code != http.StatusOK || evs == nil || len(evs) != 0 {
+		t.Errorf("GET mb-2: %d %v, want 200 and []", code, evs)
+	}
+	if code, _ := get(""); code != http.StatusBadRequest {
+		t.Errorf("GET without an operation id: %d, want 400", code)
+	}
+	if n := len(sink.Events()) + len(sink.Malformed()); n != 3 {
+		t.Errorf("the sink holds %d deliveries after the GETs, want the 3 POSTs", n)
+	}
+}
+
 // TestTraceKeepsTheLastEvents holds the trace to its bound, as the sink above.
 func TestTraceKeepsTheLastEvents(t *testing.T) {
 	tr := newTrace(2)

@@ -150,3 +150,21 @@ func SkipOnMoto(t testing.TB, why string) {
 		t.Skip("not on moto's DynamoDB: " + why)
 	}
 }
+
+// MotoServer starts a moto_server of t's own (every moto service, SQS included) and returns
+// its URL; it stops with t. Without moto_server on PATH t is skipped, unless CI=true.
+func MotoServer(t testing.TB) string {
+	t.Helper()
+	if _, err := exec.LookPath(motoCommand); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is not on PATH; CI requires it (pip install 'moto[server]==5.2.1')", motoCommand)
+		}
+		t.Skipf("%s is not on PATH (pip install 'moto[server]==5.2.1')", motoCommand)
+	}
+	srv, err := startMoto(30 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.stop)
+	return srv.url
+}

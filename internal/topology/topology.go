@@ -24,6 +24,11 @@ const (
 	EnvLocalTenantHeader  = "BUYFLOW_DEV_TENANT_HEADER"          // local stack only; never set by infra/
 	EnvRunConfig          = "BUYFLOW_RUN_CONFIG"                 // optional JSON workflow.RunConfig (timings)
 	EnvEventBusName       = "BUYFLOW_EVENT_BUS_NAME"             // the status events' EventBridge bus
+
+	// The sandbox agents' (Sandbox): the secret holding the bearer token they accept (the same
+	// secret buyflow reads as the agent's credential) and the seller's webhook-signing key seed.
+	EnvSandboxTokenSecret      = "BUYFLOW_SANDBOX_TOKEN_SECRET"
+	EnvSandboxWebhookKeySecret = "BUYFLOW_SANDBOX_WEBHOOK_KEY_SECRET"
 )
 
 // Optional reports whether a function may run without the variable name: the local stack's
@@ -299,6 +304,36 @@ var App = Application{
 		// and submit's role gains nothing.
 		{Path: DefaultRouteKey, Function: "submit", Auth: AuthNone},
 	},
+}
+
+// Sandbox are the simulated agents a sandbox deploy adds next to the application (infra's
+// buyflow:sandbox), each behind a Lambda Function URL, for `buyflow smoke`. They are not in
+// App: a production deploy and the local stack (which serves the same agents in process) have
+// none of them. Agent is the registry id each is registered as.
+var Sandbox = []SandboxFunction{
+	{Function: Function{
+		Name: "sandboxseller", Description: "Sandbox only: the simulated AdCP seller (async tasks, RFC 9421-signed webhooks) for buyflow smoke",
+		MemoryMB: 256, TimeoutSeconds: 30,
+		Env:     []string{EnvSandboxTokenSecret, EnvSandboxWebhookKeySecret},
+		Secrets: []string{EnvSandboxTokenSecret, EnvSandboxWebhookKeySecret},
+	}, Agent: SandboxSellerAgent, Role: "seller"},
+	{Function: Function{
+		Name: "sandboxgovernance", Description: "Sandbox only: the simulated AdCP governance agent for buyflow smoke",
+		MemoryMB: 256, TimeoutSeconds: 30,
+		Env: []string{EnvSandboxTokenSecret}, Secrets: []string{EnvSandboxTokenSecret},
+	}, Agent: SandboxGovernanceAgent, Role: "governance"},
+}
+
+// The registry ids of the sandbox agents, which `buyflow smoke` buys from by default.
+const (
+	SandboxSellerAgent     = "sandbox-seller"
+	SandboxGovernanceAgent = "sandbox-governance"
+)
+
+// SandboxFunction is one sandbox agent's function and the registry id and role it serves as.
+type SandboxFunction struct {
+	Function
+	Agent, Role string
 }
 
 // ConstructID is the CDK construct id infra derives from a function's name (or any name):

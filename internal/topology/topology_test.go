@@ -3,6 +3,7 @@ package topology
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -104,14 +105,21 @@ func TestFunctionsMatchTheFolders(t *testing.T) {
 			folders[e.Name()] = true
 		}
 	}
-	for _, f := range App.Functions {
+	all := slices.Clone(App.Functions)
+	for _, s := range Sandbox {
+		if _, ok := App.Function(s.Name); ok {
+			t.Errorf("the sandbox function %s is in App too: a production deploy would get it", s.Name)
+		}
+		all = append(all, s.Function)
+	}
+	for _, f := range all {
 		if _, err := os.Stat(filepath.Join("..", "..", "functions", f.Name, "main.go")); err != nil {
 			t.Errorf("function %s has no functions/%s/main.go", f.Name, f.Name)
 		}
 		delete(folders, f.Name)
 	}
 	for name := range folders {
-		t.Errorf("functions/%s is not described in topology.App", name)
+		t.Errorf("functions/%s is described neither in topology.App nor in topology.Sandbox", name)
 	}
 }
 
