@@ -118,7 +118,7 @@ func (c *Client) signatureError(agentID, tool, code string, status int, signed b
 		e.Message = fmt.Sprintf("agent %s requires a signed request for %s (request_signature_required), which its request_signing capabilities did not list when buyflow sent it unsigned: run `buyflow agents check %s`, or set sign_requests on the agent", agentID, tool, agentID)
 	case signed:
 		e.Code = CodeSignatureRejected
-		e.Message = fmt.Sprintf("agent %s rejected buyflow's request signature on %s (%s, key %s): the seller must accept buyflow's current key, published in its JWKS (/.well-known/jwks.json)", agentID, tool, code, kid)
+		e.Message = fmt.Sprintf("agent %s rejected buyflow's request signature on %s (%s, key %s): the seller must accept buyflow's current key, published in its JWKS (/v1/jwks.json)", agentID, tool, code, kid)
 	default:
 		e.Code = CodeSignatureRejected
 		e.Message = fmt.Sprintf("agent %s refused %s for its request signature (%s), which buyflow did not sign: it may require signing that its capabilities do not list; set sign_requests on the agent", agentID, tool, code)

@@ -119,6 +119,9 @@ type SellerOptions struct {
 	WebhookSigner RequestSigner
 	// JWKS is served at /.well-known/jwks.json (default {"keys":[]}).
 	JWKS []byte
+	// RequestSigning is declared verbatim as get_adcp_capabilities.request_signing (nil:
+	// none). The seller does not verify signatures; the official SDK seller does (e2e).
+	RequestSigning json.RawMessage
 	// WebhookFaults apply to every task's notifications.
 	WebhookFaults []WebhookFault
 	// TerminalWebhooks posts as the SDK's sellers do: terminal statuses only (no working,
@@ -289,6 +292,9 @@ func (s *Seller) capabilities(_ context.Context, c *call) reply {
 			"algorithms":           []string{"ed25519"},
 			"legacy_hmac_fallback": true,
 		},
+	}
+	if s.opts.RequestSigning != nil {
+		body["request_signing"] = s.opts.RequestSigning
 	}
 	return reply{body: body}
 }
