@@ -351,6 +351,11 @@ if (oauthClient) {
   };
 }
 
+// With explicit accounts the framework projects an account block into the capabilities and
+// then drops the capabilities passed to it (request_signing among them); the signing sellers
+// leave the require_operator_auth claim out so that their request_signing is declared.
+if (signingOn) platform.capabilities.requireOperatorAuth = false;
+
 // Request signing: the SDK's verifier over the buyer's JWKS, set (and keys revoked) through
 // POST /signing once the buyer's stack runs.
 const requestSigning = { supported: true, covers_content_digest: 'required', required_for: ['create_media_buy'] };
@@ -389,7 +394,14 @@ const server = serve(
       // are acceptable to a 3.0 peer.
       validation: { requests: 'strict' },
       ...(webhooksOn ? { webhooks, allowPrivateWebhookUrls: true } : {}),
-      ...(signingOn ? { signedRequests, capabilities: { request_signing: requestSigning } } : {}),
+      ...(signingOn
+        ? {
+            signedRequests,
+            // The framework refuses signedRequests unless the capabilities claim the
+            // signed-requests specialism and declare request_signing.
+            capabilities: { specialisms: [...platform.capabilities.specialisms, 'signed-requests'], request_signing: requestSigning },
+          }
+        : {}),
     }),
   {
     port: 0,
