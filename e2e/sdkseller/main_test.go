@@ -95,7 +95,7 @@ func run(m *testing.M) int {
 	suite.oauth = &sdkSeller{oauthSeller}
 	var signers []*interop.Seller
 	for range 2 {
-		s, err := interop.Start(interop.Options{Token: sellerToken, Delay: sellerDelay, Signing: true})
+		s, err := interop.Start(interop.Options{Token: sellerToken, Delay: sellerDelay, Signing: true, Webhooks: true})
 		if err != nil {
 			return fail(err)
 		}
@@ -109,8 +109,8 @@ func run(m *testing.M) int {
 		// No token_url: buyflow discovers it from the seller's 401.
 		{ID: oauthSellerID, MCPURL: oauthSeller.MCPURL(), Token: oauthClientSecret, JWKSURL: oauthSeller.Base + "/.well-known/jwks.json",
 			Auth: map[string]any{"mode": "oauth2_client_credentials", "client_id": oauthClientID}},
-		{ID: signingSellerID, MCPURL: suite.signing.Base + "/mcp", Token: sellerToken},
-		{ID: revokingSellerID, MCPURL: suite.revoking.Base + "/mcp", Token: sellerToken},
+		{ID: signingSellerID, MCPURL: suite.signing.Base + "/mcp", Token: sellerToken, JWKSURL: suite.signing.Base + "/.well-known/jwks.json"},
+		{ID: revokingSellerID, MCPURL: suite.revoking.Base + "/mcp", Token: sellerToken, JWKSURL: suite.revoking.Base + "/.well-known/jwks.json"},
 	}
 	st, err := e2etest.StartPeerStack(ctx, "sdkseller", peers, devstack.Options{Run: runConfig, Instances: 3, PortWait: 8 * time.Minute, SweepEvery: sweepEvery})
 	if err != nil {
