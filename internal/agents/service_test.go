@@ -282,6 +282,21 @@ func TestRefusals(t *testing.T) {
 	}
 }
 
+// TestUpdateSignRequests: the operator's flag to sign every request to an agent is set and
+// cleared by an update.
+func TestUpdateSignRequests(t *testing.T) {
+	e := newEnv(t)
+	if st, _ := e.call(t, operator, "POST", agents.Prefix, e.sellerBody("acme")); st != 201 {
+		t.Fatal(st)
+	}
+	if st, m := e.call(t, operator, "PATCH", agents.Prefix+"/acme", `{"sign_requests":true}`); st != 200 || m["sign_requests"] != true {
+		t.Fatalf("sign_requests on: %d %v", st, m)
+	}
+	if st, m := e.call(t, operator, "PATCH", agents.Prefix+"/acme", `{"sign_requests":false}`); st != 200 || m["sign_requests"] != nil {
+		t.Fatalf("sign_requests off: %d %v", st, m)
+	}
+}
+
 func TestUpdateDisableEnable(t *testing.T) {
 	e := newEnv(t)
 	if st, _ := e.call(t, operator, "POST", agents.Prefix, e.sellerBody("acme")); st != 201 {
