@@ -261,3 +261,30 @@ func TestSignatureAnswersHaveTheirOwnCodes(t *testing.T) {
 		})
 	}
 }
+
+// TestOAuthAgentSignatureChallengeIsNotATokenProblem: at an OAuth agent, a 401 whose challenge
+// is a Signature one is about signing: buyflow gets no new token and does not resend, and the
+// error says signing.
+func TestOAuthAgentSignatureChallengeIsNotATokenProblem(t *testing.T) {
+	as := newAuthServer(t)
+	agent := newProtectedAgent(t, as, oauthTools())
+	agent.setFault(func(tool string) (int, http.Header, string, bool) {
+		if tool != ToolCreateMediaBuy {
+			return 0, nil, "", false
+		}
+		return http.StatusUnauthorized, http.Header{"Www-Authenticate": {`Signature error="request_signature_required"`}}, `{"error":"request_signature_required"}`, true
+	})
+	clock := clocktest.At(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	c := newOAuthClient(t, clock, agent.URL(), AuthConfig{})
+	_, err := c.CreateMediaBuy(context.Background(), "s1", mustIntent(t, ToolCreateMediaBuy, validCreate(), clock.Now()))
+	var ae *Error
+	if !errors.As(err, &ae) || ae.Code != CodeSignatureRequired || !strings.Contains(ae.Message, "signed request") {
+		t.Fatalf("err = %v, want %s", err, CodeSignatureRequired)
+	}
+	if n := len(agent.Creates()); n != 1 {
+		t.Errorf("the create went out %d times, want once", n)
+	}
+	if g := as.Grants(); len(g) != 1 {
+		t.Errorf("%d token requests, want the first one only", len(g))
+	}
+}
