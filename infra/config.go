@@ -49,6 +49,10 @@ const (
 	// CtxRunConfig is the JSON workflow.RunConfig (timings: poll intervals, deadlines) handed to
 	// the functions as BUYFLOW_RUN_CONFIG. Default empty: the built-in timings.
 	CtxRunConfig = "buyflow:runConfig"
+	// CtxSigningKeysPublished lists further request-signing keys the JWKS publishes
+	// (comma-separated kms:<key arn>): the next key, published before it signs, and the previous
+	// one until its signatures have expired (docs/cloud-team.md, rotation).
+	CtxSigningKeysPublished = "buyflow:signingKeysPublished"
 	// CtxCallerURI is the `caller` URI sent to governance agents (default: the API's URL).
 	CtxCallerURI = "buyflow:callerUri"
 	// CtxThrottleRate and CtxThrottleBurst are the API stage's default throttling (requests per
@@ -80,10 +84,12 @@ type Config struct {
 	ApprovalPolicy    string
 	RunConfig         string
 	CallerURI         string
-	ThrottleRate      float64
-	ThrottleBurst     float64
-	ReconcileMinutes  int
-	Sandbox           bool
+	// SigningKeysPublished: see CtxSigningKeysPublished.
+	SigningKeysPublished string
+	ThrottleRate         float64
+	ThrottleBurst        float64
+	ReconcileMinutes     int
+	Sandbox              bool
 }
 
 // DefaultConfig is the configuration with no context set.
@@ -168,6 +174,7 @@ func ConfigFromContext(node constructs.Node) (Config, error) {
 	integer(CtxCapabilitiesHours, &cfg.CapabilitiesHours)
 	str(CtxApprovalPolicy, &cfg.ApprovalPolicy)
 	str(CtxRunConfig, &cfg.RunConfig)
+	str(CtxSigningKeysPublished, &cfg.SigningKeysPublished)
 	str(CtxCallerURI, &cfg.CallerURI)
 	number(CtxThrottleRate, &cfg.ThrottleRate)
 	number(CtxThrottleBurst, &cfg.ThrottleBurst)

@@ -40,6 +40,10 @@ const (
 		"read it. Rotating it would change nothing: keys rotate in <stack>/approval-link-keys."
 	reasonLinkKeysRotation = "Rotated by the operator with put-secret-value (add a kid, switch \"current\", keep the old kid until its " +
 		"links expire): links in flight must stay verifiable, which a single-value rotation Lambda would break."
+	reasonSigningKeyRotation = "An asymmetric KMS key has no automatic rotation (KMS rotates symmetric keys only). The request-signing " +
+		"key rotates by publishing a new key in the JWKS before it signs and keeping the old one until its signatures expire (docs/cloud-team.md)."
+	reasonJWKSRoute = "Public by design: GET /v1/jwks.json serves buyflow's public request-signing keys, which every seller must be " +
+		"able to fetch without AWS credentials to verify buyflow's signed requests; it reveals nothing private and changes nothing."
 	reasonSlackRotation = "A Slack bot token / incoming-webhook URL is issued by Slack; Secrets Manager cannot rotate it. Rotate in " +
 		"Slack and store it with put-secret-value."
 )

@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsscheduler"
@@ -107,6 +108,9 @@ type BuyflowStack struct {
 	PublishFailures awssqs.Queue
 	// NotifyFailures keeps the status events the requester notifier failed on.
 	NotifyFailures awssqs.Queue
+	// SigningKey is the request-signing key (KMS, ECC_NIST_P256): its private half never
+	// leaves KMS; the functions that call agents may sign with it.
+	SigningKey awskms.Key
 }
 
 // NewBuyflowStack builds the whole application from props.App: the ledger table, one Lambda per
@@ -150,6 +154,7 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 	b.addEventBus(p)
 	b.addStateMachineArns(p)
 	b.addSecrets(p)
+	b.addSigningKey(p)
 	b.addAPI(p)
 	if err := b.addFunctions(p); err != nil {
 		return nil, err
@@ -252,6 +257,18 @@ func (b *BuyflowStack) addSecrets(p *stackParts) {
 	})
 }
 
+// addSigningKey creates the request-signing key: a KMS asymmetric ECC_NIST_P256 key, the
+// profile's ecdsa-p256-sha256 (docs/cloud-team.md says why KMS rather than a secret).
+func (b *BuyflowStack) addSigningKey(p *stackParts) {
+	b.SigningKey = awskms.NewKey(b.Stack, jsii.String("RequestSigningKey"), &awskms.KeyProps{
+		Description:   jsii.String("buyflow's AdCP request-signing key (RFC 9421, ecdsa-p256-sha256); public half served at GET /v1/jwks.json"),
+		KeySpec:       awskms.KeySpec_ECC_NIST_P256,
+		KeyUsage:      awskms.KeyUsage_SIGN_VERIFY,
+		RemovalPolicy: p.removal,
+	})
+	suppress(b.SigningKey, "AwsSolutions-KMS5", reasonSigningKeyRotation)
+}
+
 // addAPI creates the HTTP API and its stage. It comes before the functions: its URL goes into
 // their environment (the API itself does not depend on any function, only its routes and
 // integrations do; see addRoutes).
@@ -306,6 +323,10 @@ func (b *BuyflowStack) envValue(p *stackParts, name string) (*string, error) {
 		return jsii.String(cfg.RunConfig), nil
 	case topology.EnvEventBusName:
 		return b.EventBus.EventBusName(), nil
+	case topology.EnvSigningKey:
+		return awscdk.Fn_Join(jsii.String(""), &[]*string{jsii.String("kms:"), b.SigningKey.KeyArn()}), nil
+	case topology.EnvSigningKeysPublished:
+		return jsii.String(cfg.SigningKeysPublished), nil
 	}
 	return nil, fmt.Errorf("infra: no value for environment variable %s", name)
 }
@@ -428,6 +449,14 @@ func (b *BuyflowStack) grantFunction(p *stackParts, f topology.Function, fn awsl
 			Grantee: fn, Actions: jsii.Strings(SendTaskActions...), ResourceArns: jsii.Strings("*"),
 		})
 	}
+	// The request-signing key: the functions that call agents sign (and read the public half to
+	// name it); the JWKS function reads the public half only.
+	switch {
+	case f.SignsRequests:
+		b.SigningKey.Grant(fn, jsii.String("kms:Sign"), jsii.String("kms:GetPublicKey"))
+	case f.PublishesKeys:
+		b.SigningKey.Grant(fn, jsii.String("kms:GetPublicKey"))
+	}
 	for _, s := range f.Secrets {
 		switch s {
 		case topology.EnvLinkKeySecret, topology.EnvSlackSecret:
@@ -524,7 +553,11 @@ func (b *BuyflowStack) addRoutes(app topology.Application) {
 			opts.Authorizer = iamAuth
 		}
 		for _, route := range *b.Api.AddRoutes(opts) {
-			if r.Auth != topology.AuthIAM {
+			switch r.Auth {
+			case topology.AuthIAM:
+			case topology.AuthPublic:
+				suppress(route.Node().DefaultChild(), "AwsSolutions-APIG4", reasonJWKSRoute)
+			default:
 				suppress(route.Node().DefaultChild(), "AwsSolutions-APIG4", reasonPublicRoute)
 			}
 		}

@@ -531,7 +531,7 @@ func TestRoutesMatchTopology(t *testing.T) {
 			if auth != "AWS_IAM" {
 				t.Errorf("%s: AuthorizationType %v, want AWS_IAM", key, auth)
 			}
-		case topology.AuthSignature, topology.AuthNone:
+		case topology.AuthSignature, topology.AuthNone, topology.AuthPublic:
 			if auth != nil && auth != "NONE" {
 				t.Errorf("%s: AuthorizationType %v, want NONE", key, auth)
 			}
@@ -1607,4 +1607,56 @@ func sortedJSON(t *testing.T, v any) string {
 	}
 	sort.Strings(parts)
 	return "[" + strings.Join(parts, ",") + "]"
+}
+
+// TestRequestSigningKey: one KMS ECC_NIST_P256 sign/verify key; kms:Sign (and GetPublicKey,
+// to name the key) exactly to the functions that call agents, GetPublicKey alone to the JWKS
+// function, both on that key only; its ARN reaches them as BUYFLOW_SIGNING_KEY.
+func TestRequestSigningKey(t *testing.T) {
+	s := prod(t)
+	keys := s.ofType("AWS::KMS::Key")
+	if len(keys) != 1 {
+		t.Fatalf("%d KMS keys, want 1", len(keys))
+	}
+	keyID := s.logicalID(t, s.stack.SigningKey.KeyArn())
+	if p := props(keys[keyID]); p["KeySpec"] != "ECC_NIST_P256" || p["KeyUsage"] != "SIGN_VERIFY" {
+		t.Fatalf("signing key %v", p)
+	}
+	byRole := s.grantsByRole(t)
+	signers := 0
+	for _, f := range topology.App.Functions {
+		role := s.roleOf(t, f.Name)
+		var acts []string
+		for _, st := range byRole[role] {
+			for _, a := range st.actions {
+				if strings.HasPrefix(a, "kms:") {
+					acts = append(acts, a)
+					if !strings.Contains(st.raw, `"`+keyID+`"`) {
+						t.Errorf("%s: %s on something other than the signing key: %s", f.Name, a, st.raw)
+					}
+				}
+			}
+		}
+		slices.Sort(acts)
+		var want []string
+		switch {
+		case f.SignsRequests:
+			want = []string{"kms:GetPublicKey", "kms:Sign"}
+			signers++
+		case f.PublishesKeys:
+			want = []string{"kms:GetPublicKey"}
+		}
+		if !slices.Equal(acts, want) {
+			t.Errorf("%s: KMS actions %v, want %v", f.Name, acts, want)
+		}
+		env := props(s.ofType("AWS::Lambda::Function")[s.logicalID(t, s.stack.Functions[f.Name].FunctionArn())])["Environment"]
+		raw := jsonOf(t, env)
+		if has := strings.Contains(raw, topology.EnvSigningKey); has != slices.Contains(f.Env, topology.EnvSigningKey) ||
+			has && !strings.Contains(raw, keyID) {
+			t.Errorf("%s: environment %s (declares the key: %v)", f.Name, raw, slices.Contains(f.Env, topology.EnvSigningKey))
+		}
+	}
+	if signers == 0 {
+		t.Fatal("no function signs requests")
+	}
 }

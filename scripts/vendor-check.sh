@@ -67,6 +67,12 @@ internal/webhookauth/testdata/vectors/webhook-signing static/compliance/source/t
 internal/webhookauth/testdata/vectors/webhook-hmac-sha256.json static/test-vectors/webhook-hmac-sha256.json
 internal/webhookauth/testdata/vectors/webhook-receiver-envelope.json static/compliance/source/test-vectors/webhook-receiver-envelope.json
 internal/webhookauth/testdata/vectors/canonicalization.json static/compliance/source/test-vectors/request-signing/canonicalization.json
+internal/reqsign/testdata/vectors/request-signing/positive static/compliance/source/test-vectors/request-signing/positive
+internal/reqsign/testdata/vectors/request-signing/negative static/compliance/source/test-vectors/request-signing/negative
+internal/reqsign/testdata/vectors/request-signing/profile-3.2 static/compliance/source/test-vectors/request-signing/profile-3.2
+internal/reqsign/testdata/vectors/request-signing/keys.json static/compliance/source/test-vectors/request-signing/keys.json
+internal/reqsign/testdata/vectors/request-signing/body-integrity-policy.json static/compliance/source/test-vectors/request-signing/body-integrity-policy.json
+internal/reqsign/testdata/vectors/LICENSE LICENSE
 MAP
 
 # The buyer storyboards: each vendored YAML is upstream's with corrections.patch applied (the

@@ -187,6 +187,7 @@ func agentRows(tp *printer, a agents.Shown) {
 		if len(cp.WebhookSigning) > 0 {
 			tp.printf("webhook signing\t%s\n", cp.WebhookSigning)
 		}
+		tp.printf("signing\t%s\n", agents.SigningSummary(a.Record))
 	}
 	tp.printf("version\t%d, updated %s by %s\n", a.Version, a.UpdatedAt.UTC().Format("2006-01-02 15:04 UTC"), a.UpdatedBy)
 }

@@ -33,6 +33,10 @@ const (
 	oauthSellerID     = "sdk-oauth-seller"
 	oauthClientID     = "buyflow-e2e"
 	oauthClientSecret = "cs-sdk-oauth-seller-0123456789abcdef"
+	// signingSellerID requires signed create_media_buy (the SDK's verifier, signing_test.go);
+	// revokingSellerID too, and refuses buyflow's key as revoked when a test says so.
+	signingSellerID  = "sdk-signing-seller"
+	revokingSellerID = "sdk-revoking-seller"
 	// sellerDelay is how long an async task stays submitted at the seller.
 	sellerDelay = 1500 * time.Millisecond
 )
@@ -56,8 +60,10 @@ var runConfig = workflow.RunConfig{
 var (
 	suite struct {
 		*e2etest.PeerStack
-		seller *sdkSeller
-		oauth  *sdkSeller
+		seller   *sdkSeller
+		oauth    *sdkSeller
+		signing  *sdkSeller
+		revoking *sdkSeller
 	}
 	skip string
 )
@@ -87,18 +93,37 @@ func run(m *testing.M) int {
 	}
 	defer oauthSeller.Stop()
 	suite.oauth = &sdkSeller{oauthSeller}
+	var signers []*interop.Seller
+	for range 2 {
+		s, err := interop.Start(interop.Options{Token: sellerToken, Delay: sellerDelay, Signing: true, Webhooks: true})
+		if err != nil {
+			return fail(err)
+		}
+		defer s.Stop()
+		signers = append(signers, s)
+	}
+	suite.signing, suite.revoking = &sdkSeller{signers[0]}, &sdkSeller{signers[1]}
 
 	peers := []e2etest.Peer{
 		{ID: sellerID, MCPURL: seller.Base + "/mcp", Token: sellerToken, JWKSURL: seller.Base + "/.well-known/jwks.json"},
 		// No token_url: buyflow discovers it from the seller's 401.
 		{ID: oauthSellerID, MCPURL: oauthSeller.MCPURL(), Token: oauthClientSecret, JWKSURL: oauthSeller.Base + "/.well-known/jwks.json",
 			Auth: map[string]any{"mode": "oauth2_client_credentials", "client_id": oauthClientID}},
+		{ID: signingSellerID, MCPURL: suite.signing.Base + "/mcp", Token: sellerToken, JWKSURL: suite.signing.Base + "/.well-known/jwks.json"},
+		{ID: revokingSellerID, MCPURL: suite.revoking.Base + "/mcp", Token: sellerToken, JWKSURL: suite.revoking.Base + "/.well-known/jwks.json"},
 	}
 	st, err := e2etest.StartPeerStack(ctx, "sdkseller", peers, devstack.Options{Run: runConfig, Instances: 3, PortWait: 8 * time.Minute, SweepEvery: sweepEvery})
 	if err != nil {
 		return fail(err)
 	}
 	suite.PeerStack = st
+	// The signing sellers verify with the stack's JWKS, which exists only now.
+	for _, s := range []*sdkSeller{suite.signing, suite.revoking} {
+		if err := s.SetSigning(st.APIURL+"/v1/jwks.json", nil); err != nil {
+			st.Close(false)
+			return fail(err)
+		}
+	}
 	code := m.Run()
 	st.Close(code == 0)
 	if code != 0 {
@@ -128,6 +153,16 @@ type recorded struct {
 	// With OAuth: every token granted and every request refused.
 	Grants       []grant       `json:"grants"`
 	AuthRefusals []authRefusal `json:"auth_refusals"`
+	// With signing: every request the SDK's verifier saw signed or refused.
+	Signed []verified `json:"signed"`
+}
+
+// verified is one request the signing seller's verifier answered.
+type verified struct {
+	At             int64  `json:"at"`
+	Status         int    `json:"status"`
+	SignatureInput string `json:"signature_input"`
+	Challenge      string `json:"challenge"`
 }
 
 // grant is one token the OAuth seller's authorization server issued.

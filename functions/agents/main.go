@@ -16,7 +16,7 @@ import (
 
 func main() { wire.Main(run) }
 
-func run(_ context.Context, getenv func(string) string) error {
+func run(ctx context.Context, getenv func(string) string) error {
 	c, err := wire.Load("agents", getenv, func(env config.Env) error { return agents.CheckOperators(env.Operators) })
 	if err != nil {
 		return err
@@ -24,11 +24,15 @@ func run(_ context.Context, getenv func(string) string) error {
 	store := registry.NewStore(c.DynamoDB(), c.Env.TableName)
 	// The prober reads each agent straight from the store: it runs right after a change. An
 	// operator's check is not held back by the agent's circuit breaker.
-	prober, err := agentclient.Client(store, c.Secrets(), nil)
+	signer, err := c.RequestSigner(ctx)
 	if err != nil {
 		return err
 	}
-	svc, err := agents.New(agents.Config{Registry: store, Prober: prober, SecretPrefix: c.Env.AgentSecretPrefix,
+	prober, err := agentclient.Client(store, c.Secrets(), nil, signer)
+	if err != nil {
+		return err
+	}
+	svc, err := agents.New(agents.Config{Registry: store, Prober: prober, Signer: signer, SecretPrefix: c.Env.AgentSecretPrefix,
 		Operators: c.Env.Operators, DevTenantHeader: c.Env.DevTenantHeader, Metrics: c.Metrics})
 	if err != nil {
 		return err

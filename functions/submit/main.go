@@ -37,7 +37,8 @@ func run(_ context.Context, getenv func(string) string) error {
 	// Submit reads the agents a buy names as stored now (Cache.Current): no load at cold start.
 	// A campaign's legs are looked up the same way.
 	reg := registry.ForFunction(c.DynamoDB(), c.Env.TableName, c.Env.AgentSecretPrefix)
-	sellers, store := buy.RegistryLookup(reg), c.Ledger()
+	// A seller that requires signed creates gets no buy while the deployment has no signing key.
+	sellers, store := buy.RegistryLookup(reg, c.Env.SigningKey != ""), c.Ledger()
 	placer := buy.NewPlacer(store, buy.PlaceConfig{Run: c.Env.Run, StateMachineARN: c.Env.StateMachineARN})
 	buys := submit.New(store, c.Tasks(), placer, sellers, validator)
 	campaigns := campaign.New(store, placer, buys, sfn.New(sfnapi.NewFromConfig(c.AWS), c.Env.CampaignStateMachineARN), sellers, validator,

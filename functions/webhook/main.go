@@ -1,7 +1,8 @@
 // Command webhook serves POST /v1/webhooks/adcp/{operation_id}: seller task updates,
 // authenticated per seller (RFC 9421 or the seller's legacy mode), deduplicated, applied forward
-// only, and waking the parked AwaitSeller task; and the delivery reports a seller pushes to a
-// buy's reporting_webhook, recorded by internal/delivery.
+// only, and waking the parked AwaitSeller task; the delivery reports a seller pushes to a
+// buy's reporting_webhook, recorded by internal/delivery; and GET /v1/jwks.json, buyflow's
+// public request-signing keys.
 package main
 
 import (
@@ -13,6 +14,7 @@ import (
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/delivery"
 	"github.com/buyflow/buyflow/internal/httpapi"
+	"github.com/buyflow/buyflow/internal/signingkey"
 	"github.com/buyflow/buyflow/internal/webhook"
 )
 
@@ -43,6 +45,15 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	wire.Start(c, httpapi.Recovering(c.Metrics, svc.HandleHTTP)) // blocks
+	// The JWKS sellers verify buyflow's request signatures with, read once per cold start.
+	keys, err := c.PublishedKeys(ctx)
+	if err != nil {
+		return err
+	}
+	jwks, err := signingkey.JWKS(keys)
+	if err != nil {
+		return err
+	}
+	wire.Start(c, httpapi.Recovering(c.Metrics, signingkey.Serve(jwks, svc.HandleHTTP))) // blocks
 	return nil
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/buyflow/buyflow/internal/reqsign"
 )
 
 // mcpProtocolVersion is offered at initialize. It is the newest version that
@@ -63,6 +65,10 @@ type Options struct {
 	// Guard is asked before every exchange with an agent and told how it ended (the circuit
 	// breaker per agent, internal/breaker). Nil lets every exchange through.
 	Guard Guard
+	// RequestSigner signs the requests an agent's request_signing capability lists (and every
+	// request to an agent with SignRequests). Nil: buyflow has no request-signing key, and a
+	// call an agent requires signed is refused before it is sent.
+	RequestSigner *reqsign.Signer
 }
 
 // Guard decides whether an agent may be called now and learns how each call ended.
@@ -279,7 +285,7 @@ func (c *Client) Tools(ctx context.Context, agentID string) (map[string]bool, er
 		return nil, err
 	}
 	names := map[string]bool{}
-	err = c.withSession(ctx, agent, "tools/list", func(ctx context.Context, s *mcp.ClientSession) error {
+	err = c.withSession(ctx, agent, "tools/list", c.signingPlan(agent, ""), func(ctx context.Context, s *mcp.ClientSession) error {
 		for tool, err := range s.Tools(ctx, nil) {
 			if err != nil {
 				return err
@@ -332,8 +338,12 @@ func (c *Client) callTool(ctx context.Context, agent Agent, tool, version string
 		return nil, err
 	}
 	defer func() { done(err) }()
+	plan := c.signingPlan(agent, version)
+	if err := plan.refuseUnsigned(agent.ID, tool); err != nil {
+		return nil, err
+	}
 	var res *mcp.CallToolResult
-	err = c.withSession(ctx, agent, tool, func(ctx context.Context, s *mcp.ClientSession) error {
+	err = c.withSession(ctx, agent, tool, plan, func(ctx context.Context, s *mcp.ClientSession) error {
 		var err error
 		res, err = s.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 		return err
@@ -383,13 +393,13 @@ func (c *Client) admit(ctx context.Context, agentID, tool string) (func(error), 
 //
 // An OAuth agent (Agent.Auth) gets its token through the go-sdk transport's OAuth hook
 // (oauthSession), which also refreshes a refused token once and resends the same request.
-func (c *Client) withSession(ctx context.Context, agent Agent, what string, fn func(context.Context, *mcp.ClientSession) error) error {
+func (c *Client) withSession(ctx context.Context, agent Agent, what string, plan signingPlan, fn func(context.Context, *mcp.ClientSession) error) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
 	defer cancel()
-	rt := &authTransport{base: c.opts.HTTPClient.Transport}
+	rt := &authTransport{base: c.opts.HTTPClient.Transport, plan: plan}
 	var oauth *oauthSession
 	if agent.OAuth() {
-		oauth = &oauthSession{c: c, st: c.oauth.get(agent), ctx: ctx}
+		oauth = &oauthSession{c: c, st: c.oauth.get(agent), ctx: ctx, rt: rt}
 	} else {
 		token, err := c.opts.Credentials.Token(ctx, agent.CredentialRef)
 		if err != nil {
@@ -413,25 +423,31 @@ func (c *Client) withSession(ctx context.Context, agent Agent, what string, fn f
 	}
 	sess, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: mcpProtocolVersion})
 	if err != nil {
-		return classify(ctx, err, rt, oauth, agent.ID, what)
+		return c.classify(ctx, err, rt, oauth, agent.ID, what)
 	}
 	// The call's outcome is decided by fn; a failure to end the session
 	// afterwards (the DELETE may not reach the agent) changes nothing for it.
 	defer func() { _ = sess.Close() }()
 	if err := fn(ctx, sess); err != nil {
-		return classify(ctx, err, rt, oauth, agent.ID, what)
+		return c.classify(ctx, err, rt, oauth, agent.ID, what)
 	}
 	return nil
 }
 
 // classify maps a session or call failure to *Error. oauth is the session's OAuth hook (nil
 // for a static bearer agent).
-func classify(ctx context.Context, err error, rt *authTransport, oauth *oauthSession, agentID, tool string) error {
+func (c *Client) classify(ctx context.Context, err error, rt *authTransport, oauth *oauthSession, agentID, tool string) error {
 	e := &Error{Agent: agentID, Tool: tool, Err: err}
 	werr := wireError(err)
 	status, retryAfter := rt.last()
 	var own *Error
+	challenges, _ := oauthex.ParseWWWAuthenticate(rt.challenges()) // a malformed challenge is treated as none
 	switch {
+	case status == http.StatusUnauthorized && signatureChallenge(challenges) != "":
+		// The agent refused the request's signature, or its absence: not the credential.
+		e := c.signatureError(agentID, tool, signatureChallenge(challenges), status, rt.wasSigned())
+		e.Err = err
+		return e
 	case oauth != nil && errors.As(err, &own):
 		// The OAuth hook's own failure (token endpoint, discovery, a refused token), which the
 		// transport wrapped.
@@ -439,7 +455,6 @@ func classify(ctx context.Context, err error, rt *authTransport, oauth *oauthSes
 		return own
 	case oauth != nil && werr == nil && (status == http.StatusUnauthorized || status == http.StatusForbidden):
 		// The agent refused the token it got after one refresh.
-		challenges, _ := oauthex.ParseWWWAuthenticate(rt.challenges()) // a malformed challenge is treated as none
 		e := oauth.refused(status, challenges)
 		e.Tool, e.Err = tool, err
 		return e
@@ -529,6 +544,9 @@ func wireError(err error) *jsonrpc.Error {
 type authTransport struct {
 	base  http.RoundTripper
 	token string
+	plan  signingPlan
+
+	signed bool // the last request went out signed
 
 	mu         sync.Mutex
 	status     int
@@ -543,6 +561,13 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		r.Header.Set("Authorization", "Bearer "+t.token)
 	}
 	r.Header.Set("Accept", "application/json, text/event-stream")
+	signed, err := t.plan.sign(r)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	t.signed = signed
+	t.mu.Unlock()
 	base := t.base
 	if base == nil {
 		base = http.DefaultTransport
@@ -562,6 +587,15 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	t.mu.Unlock()
 	return resp, nil
+}
+
+func (t *authTransport) wasSigned() bool {
+	if t == nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.signed
 }
 
 func (t *authTransport) challenges() []string {

@@ -94,7 +94,7 @@ func TestTransportErrorMappingVectors(t *testing.T) {
 				if e := json.Unmarshal(v["response"], &msg); e != nil {
 					t.Fatal(e)
 				}
-				err = classify(context.Background(), &msg.Error, &authTransport{}, nil, "a", "t")
+				err = (&Client{}).classify(context.Background(), &msg.Error, &authTransport{}, nil, "a", "t")
 			default:
 				var res mcp.CallToolResult
 				if e := json.Unmarshal(v["response"], &res); e != nil {

@@ -92,6 +92,7 @@ type oauthSession struct {
 	c   *Client
 	st  *oauthAgent
 	ctx context.Context
+	rt  *authTransport // the session's transport, which knows whether it signed the request
 }
 
 var _ auth.OAuthHandler = (*oauthSession)(nil)
@@ -124,6 +125,11 @@ func (s *oauthSession) Authorize(ctx context.Context, req *http.Request, resp *h
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // drained so the connection can be reused
 	_ = resp.Body.Close()
 	challenges, _ := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate")) // a malformed challenge is treated as none
+	if code := signatureChallenge(challenges); code != "" && resp.StatusCode == http.StatusUnauthorized {
+		// The request's signature (or its absence) was refused, not the token: a new token
+		// would get the same answer.
+		return s.c.signatureError(s.st.agent.ID, "", code, resp.StatusCode, s.rt.wasSigned())
+	}
 	if resp.StatusCode == http.StatusForbidden {
 		// A valid token without the rights the call needs: another token from the same client
 		// gets the same answer.

@@ -53,6 +53,10 @@ type Agent struct {
 	// AdCPVersion pins the AdCP version spoken with the agent ("3.1", "3.2", or a release
 	// candidate such as "3.3-rc.0"); empty: negotiated from its capabilities (Negotiate).
 	AdCPVersion string `json:"adcp_version,omitempty"`
+	// SignRequests signs every request to the agent, not only the operations its
+	// get_adcp_capabilities.request_signing.required_for lists (for sellers that verify
+	// signatures they do not yet require, or whose capabilities lag their verifier).
+	SignRequests bool `json:"sign_requests,omitempty"`
 }
 
 // authMode is how buyflow authenticates to an agent.

@@ -124,6 +124,9 @@ type SellerOptions struct {
 	WebhookSigner RequestSigner
 	// JWKS is served at /.well-known/jwks.json (default {"keys":[]}).
 	JWKS []byte
+	// RequestSigning is declared verbatim as get_adcp_capabilities.request_signing (nil:
+	// none). The seller does not verify signatures; the official SDK seller does (e2e).
+	RequestSigning json.RawMessage
 	// WebhookFaults apply to every task's notifications.
 	WebhookFaults []WebhookFault
 	// TerminalWebhooks posts as the SDK's sellers do: terminal statuses only (no working,
@@ -323,6 +326,9 @@ func (s *Seller) capabilities(_ context.Context, c *call) reply {
 	}
 	if len(mediaBuy) > 0 {
 		body["media_buy"] = mediaBuy
+	}
+	if s.opts.RequestSigning != nil {
+		body["request_signing"] = s.opts.RequestSigning
 	}
 	return reply{body: body}
 }

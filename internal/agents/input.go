@@ -42,6 +42,7 @@ type patch struct {
 	Role          *adcp.Role      `json:"role,omitempty"`
 	MCPURL        *string         `json:"mcp_url,omitempty"`
 	CredentialRef *string         `json:"credential_ref,omitempty"`
+	SignRequests  *bool           `json:"sign_requests,omitempty"`
 	Auth          json.RawMessage `json:"auth,omitempty"`
 	Webhook       json.RawMessage `json:"webhook,omitempty"`
 	Settings      json.RawMessage `json:"settings,omitempty"`
@@ -111,8 +112,8 @@ func ParsePatch(body []byte) (registry.Change, error) {
 			return nil, refuse(400, "malformed_json", "/auth", "auth is not valid auth settings: %v", err)
 		}
 	}
-	if p.Role == nil && p.MCPURL == nil && p.CredentialRef == nil && len(p.Auth) == 0 && len(p.Webhook) == 0 && len(p.Settings) == 0 {
-		return nil, refuse(422, "empty_update", "", "name at least one of mcp_url, credential_ref, auth, webhook, settings")
+	if p.Role == nil && p.MCPURL == nil && p.CredentialRef == nil && p.SignRequests == nil && len(p.Auth) == 0 && len(p.Webhook) == 0 && len(p.Settings) == 0 {
+		return nil, refuse(422, "empty_update", "", "name at least one of mcp_url, credential_ref, sign_requests, auth, webhook, settings")
 	}
 	return func(r *registry.Record) (string, string, error) {
 		var changed []string
@@ -124,6 +125,9 @@ func ParsePatch(body []byte) (registry.Change, error) {
 		}
 		if p.CredentialRef != nil {
 			r.CredentialRef, changed = *p.CredentialRef, append(changed, "credential_ref")
+		}
+		if p.SignRequests != nil {
+			r.SignRequests, changed = *p.SignRequests, append(changed, "sign_requests")
 		}
 		switch {
 		case removeAuth:

@@ -23,6 +23,7 @@ import (
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/registry"
+	"github.com/buyflow/buyflow/internal/reqsign"
 )
 
 // Prefix is the operator API's path prefix.
@@ -49,6 +50,9 @@ type prober interface {
 type Config struct {
 	Registry Registry
 	Prober   prober
+	// Signer is the deployment's request signer (nil: no request-signing key); a check records
+	// its key id, so that an agent's record says whether buyflow signs for it.
+	Signer *reqsign.Signer
 	// SecretPrefix is the prefix every secret an agent names must lie under.
 	SecretPrefix string
 	// Operators are the IAM principals allowed to call the API: user ARNs, or role ARNs that
@@ -281,8 +285,12 @@ func (s *Service) probe(ctx context.Context, actor, id string) (registry.Record,
 			return registry.ActionCapabilities, "check failed: " + next.Error, nil
 		}
 		replay, _ := caps.ReplayWindow()
-		next.SupportedVersions, next.ReplayTTLSeconds, next.WebhookSigning, next.Error =
-			caps.SupportedVersions, int(replay/time.Second), caps.WebhookSigning, ""
+		next.SupportedVersions, next.ReplayTTLSeconds, next.WebhookSigning, next.RequestSigning, next.Error =
+			caps.SupportedVersions, int(replay/time.Second), caps.WebhookSigning, caps.RequestSigning, ""
+		next.SigningKeyID = ""
+		if s.cfg.Signer != nil {
+			next.SigningKeyID = s.cfg.Signer.KeyID
+		}
 		// The version the functions will speak, chosen as they choose it (adcp.Negotiate), with
 		// the pin as it is now; a pin the agent cannot honour fails the check.
 		next.WireVersion = ""
@@ -297,8 +305,40 @@ func (s *Service) probe(ctx context.Context, actor, id string) (registry.Record,
 		}
 		slices.Sort(next.Tools)
 		r.Capabilities = next
-		return registry.ActionCapabilities, fmt.Sprintf("versions %v (speaks %s), replay window %ds, %d tools", next.SupportedVersions, next.WireVersion, next.ReplayTTLSeconds, len(next.Tools)), nil
+		return registry.ActionCapabilities, fmt.Sprintf("versions %v (speaks %s), replay window %ds, %d tools; %s", next.SupportedVersions, next.WireVersion, next.ReplayTTLSeconds, len(next.Tools), SigningSummary(*r)), nil
 	}, nil)
+}
+
+// SigningSummary says, in a line, whether the agent requires signed requests and whether
+// buyflow signs for it, as of its last check.
+func SigningSummary(r registry.Record) string {
+	if r.Capabilities == nil {
+		return "request signing: not checked yet"
+	}
+	c, err := reqsign.ParseCapability(r.Capabilities.RequestSigning)
+	if err != nil {
+		return "request signing: the agent's request_signing block is unreadable (" + err.Error() + ")"
+	}
+	var requires string
+	switch {
+	case c.RequiresAny():
+		requires = "required for " + strings.Join(append(append([]string{}, c.RequiredFor...), c.ProtocolMethodsRequiredFor...), ", ")
+	case c.Supported:
+		requires = "supported, not required"
+	default:
+		requires = "not required"
+	}
+	signs := "buyflow signs what it requires with key " + r.Capabilities.SigningKeyID
+	if r.SignRequests {
+		signs = "buyflow signs every request (sign_requests) with key " + r.Capabilities.SigningKeyID
+	}
+	if r.Capabilities.SigningKeyID == "" {
+		signs = "buyflow has no request-signing key"
+		if c.Requires(adcp.ToolCreateMediaBuy) {
+			signs += ": buys to it are refused at submit"
+		}
+	}
+	return "request signing " + requires + "; " + signs
 }
 
 // RefreshAll checks every enabled agent's capabilities (the schedule's job), a few at a

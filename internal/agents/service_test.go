@@ -2,6 +2,7 @@ package agents_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/httpapi"
 	"github.com/buyflow/buyflow/internal/registry"
+	"github.com/buyflow/buyflow/internal/reqsign"
 )
 
 const (
@@ -51,11 +53,17 @@ func newEnv(t *testing.T) *env {
 // newEnvOn is newEnv with the registry in table through api.
 func newEnvOn(t *testing.T, api registry.API, table string) *env {
 	t.Helper()
+	return newEnvWith(t, api, table, nil, nil)
+}
+
+// newEnvWith is newEnvOn with a seller declaring requestSigning and the deployment's signer.
+func newEnvWith(t *testing.T, api registry.API, table string, requestSigning json.RawMessage, signer *reqsign.Signer) *env {
+	t.Helper()
 	v, err := adcptest.NewValidator("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	seller := httptest.NewServer(adcptest.NewSeller(adcptest.SellerOptions{Token: sellerTok, Validator: v}))
+	seller := httptest.NewServer(adcptest.NewSeller(adcptest.SellerOptions{Token: sellerTok, Validator: v, RequestSigning: requestSigning}))
 	t.Cleanup(seller.Close)
 	store := registry.NewStore(api, table)
 	creds := adcp.CredentialsFunc(func(_ context.Context, ref string) (string, error) {
@@ -68,7 +76,7 @@ func newEnvOn(t *testing.T, api registry.API, table string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := agents.New(agents.Config{Registry: store, Prober: prober, SecretPrefix: prefix,
+	svc, err := agents.New(agents.Config{Registry: store, Prober: prober, Signer: signer, SecretPrefix: prefix,
 		Operators: []string{operator}, ProbeTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -177,6 +185,47 @@ func TestTheCheckRecordsTheNegotiatedVersion(t *testing.T) {
 	}
 }
 
+// TestTheCheckReportsRequestSigning: the agent's request_signing block is kept on its record
+// with the key buyflow signs with, and the audit line says whether the agent requires signing
+// and whether buyflow signs for it.
+func TestTheCheckReportsRequestSigning(t *testing.T) {
+	requires := json.RawMessage(`{"supported":true,"covers_content_digest":"required","required_for":["create_media_buy"]}`)
+	for _, tc := range []struct {
+		name   string
+		signer *reqsign.Signer
+		kid    string
+		says   string
+	}{
+		{"no key", nil, "", "request signing required for create_media_buy; buyflow has no request-signing key: buys to it are refused at submit"},
+		{"a key", &reqsign.Signer{KeyID: "kid-1", Key: ed25519.NewKeyFromSeed(make([]byte, 32))}, "kid-1", "request signing required for create_media_buy; buyflow signs what it requires with key kid-1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client, table := dynamotest.Start(t)
+			e := newEnvWith(t, client, table, requires, tc.signer)
+			st, m := e.call(t, operator, "POST", agents.Prefix, e.sellerBody("acme"))
+			caps, _ := m["capabilities"].(map[string]any)
+			rs, _ := json.Marshal(caps["request_signing"])
+			if st != 201 || !strings.Contains(string(rs), `"required_for":["create_media_buy"]`) || caps["signing_key_id"] != nil && caps["signing_key_id"] != tc.kid {
+				t.Fatalf("add: %d %v", st, caps)
+			}
+			rec, err := e.store.Get(context.Background(), "acme")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := agents.SigningSummary(rec); got != tc.says {
+				t.Errorf("summary %q, want %q", got, tc.says)
+			}
+			if !rec.RequiresSignedCreate() {
+				t.Error("the record does not say the agent requires signed creates")
+			}
+			_, m = e.call(t, operator, "GET", agents.Prefix+"/acme", "")
+			if hist, _ := json.Marshal(m["history"]); !strings.Contains(string(hist), tc.says) {
+				t.Errorf("history %s lacks %q", hist, tc.says)
+			}
+		})
+	}
+}
+
 // TestAddOfAnUnreachableAgentRecordsTheFailure: the agent is stored (the seller may be down
 // for a minute) and the check's failure is on the record for the operator to see.
 func TestAddOfAnUnreachableAgentRecordsTheFailure(t *testing.T) {
@@ -230,6 +279,21 @@ func TestRefusals(t *testing.T) {
 	}
 	if all, _ := e.store.List(context.Background()); len(all) != 1 {
 		t.Errorf("refusals stored agents: %d", len(all))
+	}
+}
+
+// TestUpdateSignRequests: the operator's flag to sign every request to an agent is set and
+// cleared by an update.
+func TestUpdateSignRequests(t *testing.T) {
+	e := newEnv(t)
+	if st, _ := e.call(t, operator, "POST", agents.Prefix, e.sellerBody("acme")); st != 201 {
+		t.Fatal(st)
+	}
+	if st, m := e.call(t, operator, "PATCH", agents.Prefix+"/acme", `{"sign_requests":true}`); st != 200 || m["sign_requests"] != true {
+		t.Fatalf("sign_requests on: %d %v", st, m)
+	}
+	if st, m := e.call(t, operator, "PATCH", agents.Prefix+"/acme", `{"sign_requests":false}`); st != 200 || m["sign_requests"] != nil {
+		t.Fatalf("sign_requests off: %d %v", st, m)
 	}
 }
 

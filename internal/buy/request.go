@@ -118,6 +118,9 @@ type Agent struct {
 	Role string // "seller" or "governance"
 	// Disabled agents take no new buys (their open buys finish).
 	Disabled bool
+	// Unsignable is a seller whose last capabilities check says it requires create_media_buy
+	// signed while this deployment has no request-signing key: nothing could be sent to it.
+	Unsignable bool
 }
 
 // AgentLookup tells what a configured agent id names. ok is false for an id the registry
@@ -132,8 +135,9 @@ type currentAgents interface {
 }
 
 // RegistryLookup answers AgentLookup from the agent registry, reading each agent as stored now:
-// a disable stops new buys at once, not after the cache's TTL.
-func RegistryLookup(r currentAgents) AgentLookup {
+// a disable stops new buys at once, not after the cache's TTL. canSign says whether the
+// deployment has a request-signing key.
+func RegistryLookup(r currentAgents, canSign bool) AgentLookup {
 	return func(ctx context.Context, id string) (Agent, bool, error) {
 		a, err := r.Current(ctx, id)
 		if errors.Is(err, registry.ErrUnknown) {
@@ -142,7 +146,7 @@ func RegistryLookup(r currentAgents) AgentLookup {
 		if err != nil {
 			return Agent{}, false, err
 		}
-		return Agent{Role: string(a.Role), Disabled: a.Disabled}, true, nil
+		return Agent{Role: string(a.Role), Disabled: a.Disabled, Unsignable: !canSign && a.RequiresSignedCreate()}, true, nil
 	}
 }
 
@@ -187,8 +191,11 @@ func ParseSubmit(ctx context.Context, body []byte, agents AgentLookup, schema Sc
 		return nil, unprocessable("unknown_seller", "/seller_id", "seller %q is not a configured seller agent", req.SellerID)
 	}
 	var refusal *RequestError
-	if seller.Disabled {
+	switch {
+	case seller.Disabled:
 		refusal = unprocessable("seller_disabled", "/seller_id", "seller %q is disabled: it takes no new buys (its open buys finish)", req.SellerID)
+	case seller.Unsignable:
+		refusal = unprocessable("seller_requires_signing", "/seller_id", "seller %q requires create_media_buy to be signed (request_signing.required_for) and this deployment has no request-signing key; nothing was sent (see docs/ARCHITECTURE.md, Request signing)", req.SellerID)
 	}
 	if req.Governance.AgentID == "" {
 		return nil, unprocessable("missing_field", "/governance/agent_id", "governance.agent_id is required: every buy is checked before any spend")

@@ -135,18 +135,33 @@ func (f currentFunc) Current(ctx context.Context, id string) (registry.Record, e
 // ok (a 422 follows), and an unreadable registry is an error (never an unknown agent).
 func TestRegistryLookup(t *testing.T) {
 	outage := errors.New("table unavailable")
-	lookup := buy.RegistryLookup(currentFunc(func(_ context.Context, id string) (registry.Record, error) {
+	records := currentFunc(func(_ context.Context, id string) (registry.Record, error) {
 		switch id {
 		case "paused":
 			r := registry.Record{Disabled: true}
+			r.ID, r.Role = id, "seller"
+			return r, nil
+		case "signing":
+			r := registry.Record{Capabilities: &registry.Capabilities{
+				RequestSigning: json.RawMessage(`{"supported":true,"required_for":["create_media_buy"]}`)}}
 			r.ID, r.Role = id, "seller"
 			return r, nil
 		case "down":
 			return registry.Record{}, outage
 		}
 		return registry.Record{}, fmt.Errorf("%w %q", registry.ErrUnknown, id)
-	}))
+	})
+	lookup := buy.RegistryLookup(records, false)
 	ctx := context.Background()
+	if a, ok, err := lookup(ctx, "signing"); !ok || err != nil || !a.Unsignable {
+		t.Errorf("a seller requiring signed creates, no key = %+v, %v, %v", a, ok, err)
+	}
+	if a, _, _ := buy.RegistryLookup(records, true)(ctx, "signing"); a.Unsignable {
+		t.Errorf("a seller requiring signed creates, with a key = %+v", a)
+	}
+	if a, _, _ := lookup(ctx, "paused"); a.Unsignable {
+		t.Errorf("a seller requiring nothing = %+v", a)
+	}
 	if a, ok, err := lookup(ctx, "paused"); !ok || err != nil || a.Role != "seller" || !a.Disabled {
 		t.Errorf("paused = %+v, %v, %v", a, ok, err)
 	}

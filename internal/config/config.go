@@ -51,6 +51,12 @@ type Env struct {
 	DevTenantHeader string
 	// EventBusName is the status events' EventBridge bus (BUYFLOW_EVENT_BUS_NAME).
 	EventBusName string
+	// SigningKey names the request-signing key (BUYFLOW_SIGNING_KEY, optional; internal/signingkey).
+	SigningKey string
+	// SigningKeysPublished names further keys the JWKS publishes (BUYFLOW_SIGNING_KEYS_PUBLISHED,
+	// optional, comma-separated): the next key before it signs, the previous until its
+	// signatures have expired.
+	SigningKeysPublished string
 	// Run is the workflow's timings (BUYFLOW_RUN_CONFIG, optional): the defaults with what the
 	// variable sets, validated.
 	Run workflow.RunConfig
@@ -139,14 +145,16 @@ func (e *Env) set(name, v string) error {
 // plain is the field of a variable whose value is kept as it is; nil for the others.
 func (e *Env) plain(name string) *string {
 	return map[string]*string{
-		topology.EnvTableName:          &e.TableName,
-		topology.EnvStateMachineARN:    &e.StateMachineARN,
-		topology.EnvCampaignsARN:       &e.CampaignStateMachineARN,
-		topology.EnvAgentsSecretPrefix: &e.AgentSecretPrefix,
-		topology.EnvLinkKeySecret:      &e.LinkKeySecret,
-		topology.EnvSlackSecret:        &e.SlackSecret,
-		topology.EnvLocalTenantHeader:  &e.DevTenantHeader,
-		topology.EnvEventBusName:       &e.EventBusName,
+		topology.EnvTableName:            &e.TableName,
+		topology.EnvStateMachineARN:      &e.StateMachineARN,
+		topology.EnvCampaignsARN:         &e.CampaignStateMachineARN,
+		topology.EnvAgentsSecretPrefix:   &e.AgentSecretPrefix,
+		topology.EnvLinkKeySecret:        &e.LinkKeySecret,
+		topology.EnvSlackSecret:          &e.SlackSecret,
+		topology.EnvLocalTenantHeader:    &e.DevTenantHeader,
+		topology.EnvEventBusName:         &e.EventBusName,
+		topology.EnvSigningKey:           &e.SigningKey,
+		topology.EnvSigningKeysPublished: &e.SigningKeysPublished,
 	}[name]
 }
 

@@ -99,6 +99,13 @@ type Options struct {
 	// function makes is checked against that function's role in it and refused as AWS refuses
 	// it (Stack.IAM records the decisions).
 	IAMTemplate []byte
+	// SigningKey is the request-signing key the functions sign with ("file:<PKCS #8 PEM>"; the
+	// JWKS route publishes it); empty: Start writes a fresh P-256 key. NoSigningKey starts the
+	// stack without one, as a deployment that signs nothing. SigningKeysPublished adds keys to
+	// the JWKS (comma-separated), as buyflow:signingKeysPublished does on AWS.
+	SigningKey           string
+	NoSigningKey         bool
+	SigningKeysPublished string
 	// PortWait, when positive, waits up to that long for a taken emulator port to become free
 	// (test packages that each start a stack then take turns) instead of failing at once.
 	PortWait time.Duration
@@ -123,6 +130,9 @@ type Stack struct {
 	EmulatorURL string
 	// TenantHeader names the dev-only tenant header.
 	TenantHeader string
+	// SigningKeyID is the kid of the request-signing key the functions sign with ("" with
+	// Options.NoSigningKey); its public key is served at APIURL + /v1/jwks.json.
+	SigningKeyID string
 	// TableName, StateMachineARN, CampaignStateMachineARN and APIID name what Start created.
 	TableName, StateMachineARN, CampaignStateMachineARN, APIID string
 	// Seller, Governance and Slack are the in-process stand-ins (Seller and Governance are nil
@@ -488,18 +498,24 @@ func (st *Stack) functionValues(o Options, names stackNames) (map[string]string,
 	if err != nil {
 		return nil, fmt.Errorf("devstack: run config: %w", err)
 	}
+	signing, err := st.signingKey(o)
+	if err != nil {
+		return nil, err
+	}
 	return map[string]string{
-		topology.EnvTableName:          names.table,
-		topology.EnvOperators:          `["` + LocalOperator + `"]`,
-		topology.EnvAgentsSecretPrefix: AgentSecretPrefix,
-		topology.EnvLinkKeySecret:      names.linkKeys,
-		topology.EnvSlackSecret:        names.slack,
-		topology.EnvPublicBaseURL:      st.APIURL,
-		topology.EnvApprovalPolicy:     o.ApprovalPolicy,
-		topology.EnvCallerURI:          st.APIURL,
-		topology.EnvLocalTenantHeader:  o.TenantHeader,
-		topology.EnvRunConfig:          string(runCfg),
-		topology.EnvEventBusName:       names.bus,
+		topology.EnvSigningKey:           signing,
+		topology.EnvSigningKeysPublished: o.SigningKeysPublished,
+		topology.EnvTableName:            names.table,
+		topology.EnvOperators:            `["` + LocalOperator + `"]`,
+		topology.EnvAgentsSecretPrefix:   AgentSecretPrefix,
+		topology.EnvLinkKeySecret:        names.linkKeys,
+		topology.EnvSlackSecret:          names.slack,
+		topology.EnvPublicBaseURL:        st.APIURL,
+		topology.EnvApprovalPolicy:       o.ApprovalPolicy,
+		topology.EnvCallerURI:            st.APIURL,
+		topology.EnvLocalTenantHeader:    o.TenantHeader,
+		topology.EnvRunConfig:            string(runCfg),
+		topology.EnvEventBusName:         names.bus,
 	}, nil
 }
 

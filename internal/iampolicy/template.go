@@ -116,6 +116,8 @@ func (t *Template) getAtt(id, attr string) (string, error) {
 		return "arn:" + t.env.Partition + ":iam::" + t.env.AccountID + ":role/" + name, nil
 	case "AWS::StepFunctions::StateMachine.Arn":
 		return t.arn("states", "stateMachine:"+name), nil
+	case "AWS::KMS::Key.Arn":
+		return t.arn("kms", "key/"+name), nil
 	}
 	return "", fmt.Errorf("iampolicy: Fn::GetAtt %s.%s (%s) is not modelled", id, attr, r.Type)
 }

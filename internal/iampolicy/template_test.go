@@ -79,6 +79,40 @@ func TestTemplateResolvesTheStackShapes(t *testing.T) {
 	}
 }
 
+// TestTemplateResolvesTheSigningKey: the request-signing KMS key's ARN resolves in a grant and
+// in the environment variable that names it, so kms:Sign on it is checked like any call.
+func TestTemplateResolvesTheSigningKey(t *testing.T) {
+	tpl, err := ParseTemplate([]byte(`{"Resources": {
+  "RequestSigningKeyA1": {"Type": "AWS::KMS::Key", "Properties": {}},
+  "CreateRole": {"Type": "AWS::IAM::Role", "Properties": {}},
+  "CreateFunction0D8C391C": {"Type": "AWS::Lambda::Function", "Properties": {"Role": {"Fn::GetAtt": ["CreateRole", "Arn"]},
+    "Environment": {"Variables": {"BUYFLOW_SIGNING_KEY": {"Fn::Join": ["", ["kms:", {"Fn::GetAtt": ["RequestSigningKeyA1", "Arn"]}]]}}}}},
+  "CreatePolicy": {"Type": "AWS::IAM::Policy", "Properties": {"Roles": [{"Ref": "CreateRole"}],
+    "PolicyDocument": {"Statement": [{"Action": ["kms:Sign", "kms:GetPublicKey"], "Effect": "Allow", "Resource": {"Fn::GetAtt": ["RequestSigningKeyA1", "Arn"]}}]}}}
+}}`), testEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn, err := tpl.Function("CreateFunction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "arn:aws:kms:us-east-1:123456789012:key/RequestSigningKeyA1"
+	if fn.Env["BUYFLOW_SIGNING_KEY"] != "kms:"+key {
+		t.Fatalf("BUYFLOW_SIGNING_KEY = %q", fn.Env["BUYFLOW_SIGNING_KEY"])
+	}
+	pol, err := tpl.RolePolicy(fn.Role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := pol.Evaluate(Request{Action: "kms:Sign", Resource: key}); !d.Allowed {
+		t.Error("kms:Sign on the key is denied")
+	}
+	if d := pol.Evaluate(Request{Action: "kms:Sign", Resource: key + "-other"}); d.Allowed {
+		t.Error("kms:Sign on another key is allowed")
+	}
+}
+
 func TestTemplateRefusesWhatItCannotModel(t *testing.T) {
 	for name, tpl := range map[string]string{
 		"unknown operator": `{"Resources": {"R": {"Type": "AWS::IAM::Role"}, "P": {"Type": "AWS::IAM::Policy", "Properties": {"Roles": [{"Ref": "R"}], "PolicyDocument": {"Statement": [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*", "Condition": {"NumericLessThan": {"s3:max-keys": "10"}}}]}}}}}`,

@@ -24,6 +24,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/breaker"
+	"github.com/buyflow/buyflow/internal/reqsign"
 )
 
 // Record is one agent of the registry: its AdCP configuration (adcp.Agent, the fields of the
@@ -62,8 +63,24 @@ type Capabilities struct {
 	Tools []string `json:"tools,omitempty"`
 	// WebhookSigning is the agent's webhook_signing block, verbatim.
 	WebhookSigning json.RawMessage `json:"webhook_signing,omitempty"`
+	// RequestSigning is the agent's request_signing block, verbatim: the operations it
+	// refuses unsigned (required_for) and its content-digest policy.
+	RequestSigning json.RawMessage `json:"request_signing,omitempty"`
+	// SigningKeyID is the key buyflow signed the agent's requests with at the check; empty:
+	// the deployment had no request-signing key.
+	SigningKeyID string `json:"signing_key_id,omitempty"`
 	// Error is why the last check failed; the values above are then the previous check's.
 	Error string `json:"error,omitempty"`
+}
+
+// RequiresSignedCreate reports whether the agent's last capabilities check lists
+// create_media_buy in request_signing.required_for.
+func (r Record) RequiresSignedCreate() bool {
+	if r.Capabilities == nil {
+		return false
+	}
+	c, err := reqsign.ParseCapability(r.Capabilities.RequestSigning)
+	return err == nil && c.Requires(adcp.ToolCreateMediaBuy)
 }
 
 // MaxSettingsBytes bounds an agent's settings object.

@@ -358,6 +358,31 @@ func TestAmountRefusalsLeaveNothing(t *testing.T) {
 	}
 }
 
+// TestSellerRequiringSignaturesWithoutAKeyIsRefused: a seller whose capabilities require
+// create_media_buy signed, while the deployment has no request-signing key, gets no buy: a 422
+// naming the seller and the missing key, nothing recorded, no execution started.
+func TestSellerRequiringSignaturesWithoutAKeyIsRefused(t *testing.T) {
+	client, table := dynamotest.Start(t)
+	store := ledger.New(client, table)
+	execs := &recordingExecutions{}
+	lookup := func(ctx context.Context, id string) (buy.Agent, bool, error) {
+		a, ok, err := buytest.Agents(ctx, id)
+		a.Unsignable = id == "sim-seller"
+		return a, ok, err
+	}
+	svc := New(store, execs, buy.NewPlacer(store, buy.PlaceConfig{Run: workflow.DefaultRunConfig(), StateMachineARN: "arn:sm"}), lookup, buytest.Schemas(t))
+	_, err := svc.Submit(context.Background(), acme, "key-1", buytest.Marshal(t, buytest.Example(t, "media-buy.json")))
+	var re *buy.RequestError
+	if !errors.As(err, &re) || re.Status != 422 || re.Code != "seller_requires_signing" || re.Field != "/seller_id" ||
+		!strings.Contains(re.Message, `"sim-seller"`) || !strings.Contains(re.Message, "request-signing key") {
+		t.Fatalf("buy at a seller requiring signatures: %v", err)
+	}
+	page, err := store.ListOperations(context.Background(), "acme", record.ListOptions{})
+	if err != nil || len(page.Items) != 0 || len(execs.starts) != 0 {
+		t.Fatalf("refusal left %d operations, %d starts (%v)", len(page.Items), len(execs.starts), err)
+	}
+}
+
 // TestDisabledSellerRefusesNewBuysAndReplaysAccepted: a buy accepted before its seller was
 // disabled is replayed to its retries; a new buy is refused with a 422 that names the field,
 // and leaves nothing behind (its key goes through once the seller is enabled again).

@@ -29,13 +29,20 @@ const (
 	// secret buyflow reads as the agent's credential) and the seller's webhook-signing key seed.
 	EnvSandboxTokenSecret      = "BUYFLOW_SANDBOX_TOKEN_SECRET"
 	EnvSandboxWebhookKeySecret = "BUYFLOW_SANDBOX_WEBHOOK_KEY_SECRET"
+	// EnvSigningKey names the request-signing key ("kms:<key arn>", or "file:<pem>" on the
+	// local stack; internal/signingkey). Optional: without it buyflow signs nothing, and a buy
+	// to a seller that requires signatures is refused at submit.
+	EnvSigningKey = "BUYFLOW_SIGNING_KEY"
+	// EnvSigningKeysPublished names further keys the JWKS publishes (comma-separated, same
+	// form): the next key before it signs, the previous one until its signatures expire.
+	EnvSigningKeysPublished = "BUYFLOW_SIGNING_KEYS_PUBLISHED"
 )
 
 // Optional reports whether a function may run without the variable name: the local stack's
 // tenant header (never set by infra) and the run configuration (the defaults apply). Every
 // other variable a function declares is required.
 func Optional(name string) bool {
-	return name == EnvLocalTenantHeader || name == EnvRunConfig
+	return name == EnvLocalTenantHeader || name == EnvRunConfig || name == EnvSigningKey || name == EnvSigningKeysPublished
 }
 
 // WebhookPathPrefix is the path of the seller webhook route up to the operation id that ends
@@ -57,6 +64,9 @@ const (
 	// unsigned one, a mistyped link) must still get buyflow's 404, which its function
 	// answers from the route table alone, reading and changing nothing.
 	AuthNone auth = "none"
+	// AuthPublic routes serve documents anyone may read and that reveal nothing private
+	// (buyflow's public request-signing keys).
+	AuthPublic auth = "public"
 )
 
 // DefaultRouteKey is API Gateway's route key of the route that serves every request no other
@@ -94,6 +104,11 @@ type Function struct {
 	// ConsumesStatusEvents is true for the function a rule on the status event bus invokes
 	// with Application.RequesterRule's pattern.
 	ConsumesStatusEvents bool
+	// SignsRequests is true for the functions that call agents: the only ones that may sign
+	// with the request-signing key (kms:Sign).
+	SignsRequests bool
+	// PublishesKeys is true for the function that serves the JWKS (kms:GetPublicKey).
+	PublishesKeys bool
 }
 
 // StreamSource is how the ledger table's stream invokes its function: the same settings for
@@ -170,6 +185,10 @@ var agentEnv = []string{EnvTableName, EnvAgentsSecretPrefix}
 // with returns agentEnv and more, in a fresh slice.
 func with(more ...string) []string { return append(append([]string{}, agentEnv...), more...) }
 
+// signing returns agentEnv, the request-signing key and more: what a function that calls
+// agents reads.
+func signing(more ...string) []string { return with(append([]string{EnvSigningKey}, more...)...) }
+
 // App is buyflow.
 var App = Application{
 	StateMachineName:         "MediaBuy",
@@ -188,17 +207,17 @@ var App = Application{
 		{
 			Name: "submit", Description: "POST/GET /v1/media-buys and /v1/campaigns: validate, claim the key, lock, start the executions",
 			MemoryMB: 256, TimeoutSeconds: 15, LedgerWrite: true, StartsExecutions: true,
-			Env: []string{EnvTableName, EnvStateMachineARN, EnvCampaignsARN, EnvAgentsSecretPrefix, EnvRunConfig, EnvLocalTenantHeader},
+			Env: []string{EnvTableName, EnvStateMachineARN, EnvCampaignsARN, EnvAgentsSecretPrefix, EnvRunConfig, EnvLocalTenantHeader, EnvSigningKey},
 		},
 		{
 			Name: "campaign", Description: "The Campaign state machine's tasks: sync_plans, releasing the legs (the approval threshold on the total), a leg's status, settling the partial-failure policy",
-			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, Placeholder: "CampaignFunctionArn",
-			Env: with(EnvApprovalPolicy), Secrets: []string{EnvAgentsSecretPrefix},
+			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, SignsRequests: true, Placeholder: "CampaignFunctionArn",
+			Env: signing(EnvApprovalPolicy), Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "governance", Description: "CheckGovernance, ReportOutcome and RecordFailure stages",
-			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, Placeholder: "GovernanceFunctionArn",
-			Env: with(EnvCallerURI, EnvApprovalPolicy), Secrets: []string{EnvAgentsSecretPrefix},
+			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, SignsRequests: true, Placeholder: "GovernanceFunctionArn",
+			Env: signing(EnvCallerURI, EnvApprovalPolicy), Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "notify", Description: "RequestApproval: records the approval and posts the Slack message",
@@ -214,35 +233,35 @@ var App = Application{
 		},
 		{
 			Name: "create", Description: "CreateMediaBuy (write-ahead intent) and Compensate (cancel)",
-			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, Placeholder: "CreateFunctionArn",
-			Env: with(EnvCallerURI, EnvPublicBaseURL), Secrets: []string{EnvAgentsSecretPrefix},
+			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, SignsRequests: true, Placeholder: "CreateFunctionArn",
+			Env: signing(EnvCallerURI, EnvPublicBaseURL), Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "modify", Description: "A change to a placed buy: governance (phase modification), update_media_buy, the buy's new state",
-			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, Placeholder: "ModifyFunctionArn",
-			Env: with(EnvCallerURI, EnvPublicBaseURL, EnvApprovalPolicy), Secrets: []string{EnvAgentsSecretPrefix},
+			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, SignsRequests: true, Placeholder: "ModifyFunctionArn",
+			Env: signing(EnvCallerURI, EnvPublicBaseURL, EnvApprovalPolicy), Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "poll", Description: "AwaitSeller (parks the task token) and PollSeller",
-			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, Placeholder: "PollFunctionArn", CompletesTasks: true,
-			Env: with(), Secrets: []string{EnvAgentsSecretPrefix},
+			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, SignsRequests: true, Placeholder: "PollFunctionArn", CompletesTasks: true,
+			Env: signing(), Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
-			Name: "webhook", Description: "POST /v1/webhooks/adcp/{operation_id}: verify, dedupe, apply, wake",
-			MemoryMB: 256, TimeoutSeconds: 10, LedgerWrite: true, CompletesTasks: true,
-			Env:     with(EnvPublicBaseURL, EnvRunConfig),
+			Name: "webhook", Description: "POST /v1/webhooks/adcp/{operation_id}: verify, dedupe, apply, wake; GET /v1/jwks.json: buyflow's request-signing keys",
+			MemoryMB: 256, TimeoutSeconds: 10, LedgerWrite: true, CompletesTasks: true, PublishesKeys: true,
+			Env:     with(EnvPublicBaseURL, EnvRunConfig, EnvSigningKey, EnvSigningKeysPublished),
 			Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "reconcile", Description: "Scheduled sweep: pending operations vs each seller's list_tasks; wakes, fails, records orphans, marks stuck buys",
-			MemoryMB: 256, TimeoutSeconds: 300, LedgerWrite: true, CompletesTasks: true, DescribesExecutions: true,
-			Env:     with(EnvStateMachineARN, EnvRunConfig),
+			MemoryMB: 256, TimeoutSeconds: 300, LedgerWrite: true, SignsRequests: true, CompletesTasks: true, DescribesExecutions: true,
+			Env:     signing(EnvStateMachineARN, EnvRunConfig),
 			Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "agents", Description: "/v1/operator/agents: the agent registry (add, update, disable, list, show); the deploy's seed; the scheduled capabilities check",
-			MemoryMB: 256, TimeoutSeconds: 300, LedgerWrite: true,
-			Env:     with(EnvOperators, EnvLocalTenantHeader),
+			MemoryMB: 256, TimeoutSeconds: 300, LedgerWrite: true, SignsRequests: true,
+			Env:     signing(EnvOperators, EnvLocalTenantHeader),
 			Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
@@ -269,6 +288,8 @@ var App = Application{
 		{Method: "POST", Path: "/v1/media-buys/{id}/cancel", Function: "submit", Auth: AuthIAM},
 		{Method: "GET", Path: "/v1/media-buys/{id}/delivery", Function: "submit", Auth: AuthIAM},
 		{Method: "POST", Path: "/v1/webhooks/adcp/{operation_id}", Function: "webhook", Auth: AuthSignature},
+		// Sellers verify buyflow's request signatures with these public keys.
+		{Method: "GET", Path: "/v1/jwks.json", Function: "webhook", Auth: AuthPublic},
 		{Method: "GET", Path: "/v1/approvals/{approval_id}", Function: "approve", Auth: AuthSignature},
 		{Method: "HEAD", Path: "/v1/approvals/{approval_id}", Function: "approve", Auth: AuthSignature},
 		{Method: "POST", Path: "/v1/approvals/{approval_id}", Function: "approve", Auth: AuthSignature},

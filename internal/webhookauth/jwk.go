@@ -32,14 +32,22 @@ type jwk struct {
 // "webhook-signing" (the value the conformance keys and @adcp/sdk use;
 // verifiers also accept "request-signing").
 func PublicJWK(kid string, key crypto.Signer) ([]byte, error) {
-	if kid == "" {
-		return nil, fmt.Errorf("%w: empty kid", ErrConfig)
-	}
 	if key == nil {
 		return nil, fmt.Errorf("%w: nil key", ErrConfig)
 	}
-	k := jwk{Kid: kid, Use: "sig", KeyOps: []string{"verify"}, AdcpUse: "webhook-signing"}
-	switch pub := key.Public().(type) {
+	return PublicJWKFor(kid, key.Public(), "webhook-signing")
+}
+
+// PublicJWKFor returns the public JWK JSON of pub (ed25519.PublicKey or a
+// P-256 *ecdsa.PublicKey) for the purpose adcpUse ("webhook-signing",
+// "request-signing"): use "sig", key_ops ["verify"], kty/crv/alg matching
+// the key, as the profiles' verifiers check.
+func PublicJWKFor(kid string, pub crypto.PublicKey, adcpUse string) ([]byte, error) {
+	if kid == "" {
+		return nil, fmt.Errorf("%w: empty kid", ErrConfig)
+	}
+	k := jwk{Kid: kid, Use: "sig", KeyOps: []string{"verify"}, AdcpUse: adcpUse}
+	switch pub := pub.(type) {
 	case ed25519.PublicKey:
 		k.Kty, k.Crv, k.Alg = "OKP", "Ed25519", "EdDSA"
 		k.X = base64.RawURLEncoding.EncodeToString(pub)
@@ -55,7 +63,7 @@ func PublicJWK(kid string, key crypto.Signer) ([]byte, error) {
 		k.X = base64.RawURLEncoding.EncodeToString(raw[1:33])
 		k.Y = base64.RawURLEncoding.EncodeToString(raw[33:65])
 	default:
-		return nil, fmt.Errorf("%w: unsupported key type %T", ErrConfig, key.Public())
+		return nil, fmt.Errorf("%w: unsupported key type %T", ErrConfig, pub)
 	}
 	return json.Marshal(k)
 }

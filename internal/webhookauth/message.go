@@ -246,13 +246,6 @@ func decodeBinary(s string, strict bool) ([]byte, error) {
 	return out, nil
 }
 
-// contentDigest returns the Content-Digest header value for body
-// (sha-256, base64url without padding, as the profile specifies).
-func contentDigest(body []byte) string {
-	sum := sha256.Sum256(body)
-	return "sha-256=:" + base64.RawURLEncoding.EncodeToString(sum[:]) + ":"
-}
-
 // checkContentDigest checks the sha-256 member of a Content-Digest header
 // against the raw body, comparing decoded bytes in constant time.
 func checkContentDigest(h http.Header, body []byte) error {

@@ -15,7 +15,9 @@ import (
 	"fmt"
 	"math/big"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -37,31 +39,63 @@ type RFC9421Signer struct {
 // A body with duplicate JSON object keys is refused before signing, as the
 // profile requires of signers.
 func (s *RFC9421Signer) Sign(req *http.Request, body []byte) error {
-	if s.KeyID == "" || !isPrintableASCII(s.KeyID) {
-		return fmt.Errorf("%w: signer key id must be non-empty printable ascii", ErrConfig)
-	}
-	alg, err := algFor(s.Key)
-	if err != nil {
-		return err
-	}
 	if err := checkDuplicateKeys(body); err != nil {
 		return fmt.Errorf("sign webhook: %w", err)
 	}
+	return Sign(req, body, Spec{KeyID: s.KeyID, Key: s.Key, Tag: tag, Components: coveredComponents,
+		Binary: base64.RawURLEncoding, Now: s.Now, Nonce: s.Nonce})
+}
+
+// Spec is one RFC 9421 signature under an AdCP profile: the webhook-signing
+// profile (RFC9421Signer) or the request-signing profile (internal/reqsign),
+// which share the canonicalisation, the signature base and the parameters
+// and differ in tag, covered components and the encoding of binary values.
+type Spec struct {
+	KeyID string
+	Key   crypto.Signer // ed25519.PrivateKey, *ecdsa.PrivateKey (P-256) or a remote signer of either
+	Tag   string
+	// Components are the covered components in order; "content-digest"
+	// among them makes Sign set Content-Digest over the body.
+	Components []string
+	// Binary encodes the signature and the digest: base64url without
+	// padding (webhooks, request signing 3.1) or padded standard base64
+	// (request signing 3.2, RFC 8941 sf-binary).
+	Binary *base64.Encoding
+	Now    func() time.Time // nil means time.Now
+	Nonce  func() string    // nil means 16 random bytes, base64url
+}
+
+// Sign signs req for body under spec: Content-Digest (when covered),
+// Signature-Input (label sig1, created, expires = created + MaxWindow,
+// nonce, keyid, alg, tag, in that order) and Signature, replacing any
+// previous values. Content-Type defaults to application/json. The body is
+// signed as given: it must be the exact bytes sent.
+func Sign(req *http.Request, body []byte, spec Spec) error {
+	if spec.KeyID == "" || !isPrintableASCII(spec.KeyID) {
+		return fmt.Errorf("%w: signer key id must be non-empty printable ascii", ErrConfig)
+	}
+	if spec.Tag == "" || spec.Binary == nil || len(spec.Components) == 0 {
+		return fmt.Errorf("%w: signature spec needs a tag, components and an encoding", ErrConfig)
+	}
+	alg, err := algFor(spec.Key)
+	if err != nil {
+		return err
+	}
 	target, authority, err := CanonicalTargetURI(requestURL(req))
 	if err != nil {
-		return fmt.Errorf("sign webhook: %w", err)
+		return fmt.Errorf("sign: %w", err)
 	}
 	now := time.Now
-	if s.Now != nil {
-		now = s.Now
+	if spec.Now != nil {
+		now = spec.Now
 	}
 	nonce := ""
-	if s.Nonce != nil {
-		nonce = s.Nonce()
+	if spec.Nonce != nil {
+		nonce = spec.Nonce()
 	} else {
 		var n [16]byte
 		if _, err := rand.Read(n[:]); err != nil {
-			return fmt.Errorf("sign webhook: nonce: %w", err)
+			return fmt.Errorf("sign: nonce: %w", err)
 		}
 		nonce = base64.RawURLEncoding.EncodeToString(n[:])
 	}
@@ -74,45 +108,75 @@ func (s *RFC9421Signer) Sign(req *http.Request, body []byte) error {
 	if req.Header.Get("Content-Type") == "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	req.Header.Set("Content-Digest", contentDigest(body))
+	if slices.Contains(spec.Components, "content-digest") {
+		sum := sha256.Sum256(body)
+		req.Header.Set("Content-Digest", "sha-256=:"+spec.Binary.EncodeToString(sum[:])+":")
+	}
 
 	created := now().Unix()
-	si := SignatureInput{Label: "sig1", Components: coveredComponents}
+	si := SignatureInput{Label: "sig1", Components: spec.Components}
 	si.params = []sfParam{
 		{"created", sfItem{kind: sfInteger, num: created}},
 		{"expires", sfItem{kind: sfInteger, num: created + int64(MaxWindow/time.Second)}},
 		{"nonce", sfItem{kind: sfString, text: nonce}},
-		{"keyid", sfItem{kind: sfString, text: s.KeyID}},
+		{"keyid", sfItem{kind: sfString, text: spec.KeyID}},
 		{"alg", sfItem{kind: sfString, text: alg}},
-		{"tag", sfItem{kind: sfString, text: tag}},
+		{"tag", sfItem{kind: sfString, text: spec.Tag}},
 	}
 	base, err := signatureBase(&si, req.Method, target, authority, req.Header)
 	if err != nil {
-		return fmt.Errorf("sign webhook: %w", err)
+		return fmt.Errorf("sign: %w", err)
 	}
-	sig, err := signBase(s.Key, alg, base)
+	sig, err := signBase(spec.Key, alg, base)
 	if err != nil {
-		return fmt.Errorf("sign webhook: %w", err)
+		return fmt.Errorf("sign: %w", err)
 	}
 	req.Header.Set("Signature-Input", "sig1="+si.signatureParams())
-	req.Header.Set("Signature", "sig1=:"+base64.RawURLEncoding.EncodeToString(sig)+":")
+	req.Header.Set("Signature", "sig1=:"+spec.Binary.EncodeToString(sig)+":")
 	return nil
 }
 
-// requestURL reconstructs the absolute URL of an outgoing or incoming request.
-func requestURL(req *http.Request) string {
-	u := *req.URL
-	if u.Host == "" {
-		u.Host = req.Host
+// SignatureBase returns the RFC 9421 signature base of req under the one
+// Signature-Input member named label, as a verifier rebuilds it (canonical
+// @target-uri and @authority, re-serialised @signature-params). It lets
+// signers of other profiles check themselves against published vectors.
+func SignatureBase(req *http.Request, label string) ([]byte, error) {
+	inputs, err := ParseSignatureInput(strings.Join(req.Header.Values("Signature-Input"), ", "))
+	if err != nil {
+		return nil, err
 	}
-	if u.Scheme == "" {
-		u.Scheme = "http"
-		if req.TLS != nil {
-			u.Scheme = "https"
+	target, authority, err := CanonicalTargetURI(requestURL(req))
+	if err != nil {
+		return nil, err
+	}
+	for i := range inputs {
+		if inputs[i].Label == label {
+			return signatureBase(&inputs[i], req.Method, target, authority, canonicalHeader(req.Header))
 		}
 	}
-	u.Fragment, u.RawFragment = "", ""
-	return u.String()
+	return nil, fmt.Errorf("%w: no signature-input member %q", ErrMalformedHeader, label)
+}
+
+// requestURL reconstructs the absolute URL of an outgoing or incoming request.
+// The host is kept as written: url.URL.String would percent-encode a
+// Unicode host, which the canonicalisation must see as its U-label.
+func requestURL(req *http.Request) string {
+	host := req.URL.Host
+	if host == "" {
+		host = req.Host
+	}
+	scheme := req.URL.Scheme
+	if scheme == "" {
+		scheme = "http"
+		if req.TLS != nil {
+			scheme = "https"
+		}
+	}
+	out := scheme + "://" + host + req.URL.EscapedPath()
+	if req.URL.RawQuery != "" || req.URL.ForceQuery {
+		out += "?" + req.URL.RawQuery
+	}
+	return out
 }
 
 func algFor(key crypto.Signer) (string, error) {

@@ -16,6 +16,7 @@ import (
 	"github.com/buyflow/buyflow/internal/adcpvalidate"
 	"github.com/buyflow/buyflow/internal/breaker"
 	"github.com/buyflow/buyflow/internal/registry"
+	"github.com/buyflow/buyflow/internal/reqsign"
 )
 
 // breakers is the circuit breaker of every agent in reg, kept in the function's ledger table
@@ -31,11 +32,13 @@ func breakers(c *wire.Cold, reg *registry.Cache) *breaker.Gate {
 }
 
 // Client is the AdCP client over reg, bearer credentials resolved through creds (Secrets
-// Manager), every exchange with an agent asked of guard first (nil: none). Each tool's request
+// Manager), every exchange with an agent asked of guard first (nil: none), requests signed by
+// signer where the agent asks (nil: buyflow has no request-signing key). Each tool's request
 // schema is compiled on that tool's first call, not here: compiling every request schema took
 // ~70 ms of CPU, most of a cold start, while an invocation calls one or two tools.
-func Client(reg adcp.Agents, creds adcp.Credentials, guard adcp.Guard) (*adcp.Client, error) {
-	return adcp.New(adcp.Options{Agents: reg, Credentials: creds, Guard: guard, Validator: adcpvalidate.NewReleasesValidator(adcpschemas.Open)})
+func Client(reg adcp.Agents, creds adcp.Credentials, guard adcp.Guard, signer *reqsign.Signer) (*adcp.Client, error) {
+	return adcp.New(adcp.Options{Agents: reg, Credentials: creds, Guard: guard, RequestSigner: signer,
+		Validator: adcpvalidate.NewReleasesValidator(adcpschemas.Open)})
 }
 
 // GuardedClient is what every function that calls agents on a buy's behalf builds at its cold
@@ -46,5 +49,9 @@ func GuardedClient(ctx context.Context, c *wire.Cold) (*adcp.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Client(reg, c.Secrets(), breakers(c, reg))
+	signer, err := c.RequestSigner(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return Client(reg, c.Secrets(), breakers(c, reg), signer)
 }

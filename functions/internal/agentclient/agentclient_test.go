@@ -19,7 +19,7 @@ func (oneAgent) Agent(context.Context, string) (adcp.Agent, error) {
 // the embedded AdCP schemas before sending it; a request that breaks them is a
 // *adcp.ValidationError at its field, not a failed connection.
 func TestClientValidatesBeforeSending(t *testing.T) {
-	c, err := Client(oneAgent{}, adcp.CredentialsFunc(func(context.Context, string) (string, error) { return "token", nil }), nil)
+	c, err := Client(oneAgent{}, adcp.CredentialsFunc(func(context.Context, string) (string, error) { return "token", nil }), nil, nil)
 	if err != nil {
 		t.Fatalf("Client = %v", err)
 	}

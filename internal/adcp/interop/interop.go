@@ -8,8 +8,11 @@ package interop
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,6 +36,9 @@ type Options struct {
 	// Webhooks makes it sign and send webhooks (RFC 9421, its framework's emitter) to loopback
 	// http URLs, with its key at /.well-known/jwks.json.
 	Webhooks bool
+	// Signing makes it require signed create_media_buy, verified by the SDK's own verifier
+	// against the buyer's JWKS (Seller.SetSigning names it).
+	Signing bool
 }
 
 // OAuthClient is the one OAuth client the seller's authorization server knows.
@@ -68,11 +74,39 @@ func Start(o Options) (*Seller, error) {
 		// NODE_ENV=test: the SDK then takes the loopback webhook URLs without a production warning.
 		env = append(env, "BUYFLOW_INTEROP_WEBHOOKS=1", "ADCP_DECISIONING_ALLOW_HTTP_WEBHOOKS=1", "NODE_ENV=test")
 	}
+	if o.Signing {
+		env = append(env, "BUYFLOW_INTEROP_SIGNING=1")
+	}
 	p, u, err := startNode(dir, env, "LISTENING ", filepath.Join(dir, "seller.mjs"))
 	if err != nil {
 		return nil, err
 	}
 	return &Seller{Base: strings.TrimSuffix(u, "/mcp"), proc: p}, nil
+}
+
+// SetSigning tells a Signing seller where the buyer's JWKS is and which of its key ids it
+// refuses as revoked (nil: keep the list).
+func (s *Seller) SetSigning(jwksURL string, revoked []string) error {
+	cfg := map[string]any{}
+	if jwksURL != "" {
+		cfg["jwks_url"] = jwksURL
+	}
+	if revoked != nil {
+		cfg["revoked_kids"] = revoked
+	}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	resp, err := http.Post(s.Base+"/signing", "application/json", bytes.NewReader(b))
+	if err != nil {
+		return fmt.Errorf("interop: set signing: %w", err)
+	}
+	_ = resp.Body.Close() // 204, no body
+	if resp.StatusCode != http.StatusNoContent {
+		return fmt.Errorf("interop: set signing answered %d", resp.StatusCode)
+	}
+	return nil
 }
 
 // here is this package's folder, where the Node files are.

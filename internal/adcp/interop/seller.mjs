@@ -12,6 +12,13 @@
 //     scope adcp:buy), publishes RFC 9728 protected-resource metadata and names it in the
 //     WWW-Authenticate of every 401. Scenario token_expires (below) makes the token of the
 //     first create_media_buy with a given idempotency key expire as it arrives.
+//   env BUYFLOW_INTEROP_SIGNING=1  require signed create_media_buy (RFC 9421, the AdCP
+//     request-signing profile) with the SDK's own verifier (signedRequests: its preTransport
+//     answers an unsigned or badly signed create 401 WWW-Authenticate: Signature
+//     error="request_signature_*"), declared in get_adcp_capabilities.request_signing. The
+//     buyer's keys come from the JWKS URL set by POST /signing {"jwks_url": ...} (the buyer's
+//     stack starts after the seller); {"revoked_kids": [...]} revokes keys, as a seller that
+//     rotates to reject a buyer's old key does. Refused requests are recorded too.
 //   env BUYFLOW_INTEROP_DELAY_MS  how long an async create stays submitted (default 300)
 //   env BUYFLOW_INTEROP_WEBHOOKS=1  sign webhooks (RFC 9421, Ed25519, the framework's own
 //     emitter) with a fresh key served at /.well-known/jwks.json, and post them to the
@@ -40,6 +47,7 @@
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import { createTestAuthorizationServer } from '@adcp/sdk/compliance-fixtures';
+import { HttpsJwksResolver, InMemoryReplayStore, InMemoryRevocationStore } from '@adcp/sdk/signing/server';
 import {
   AdcpError,
   AuthError,
@@ -63,6 +71,7 @@ if (!token && !(oauthClient && oauthSecret)) {
   process.exit(2);
 }
 const delayMs = Number(process.env.BUYFLOW_INTEROP_DELAY_MS ?? '300');
+const signingOn = process.env.BUYFLOW_INTEROP_SIGNING === '1';
 
 const ACCOUNT = {
   id: 'acc_interop',
@@ -77,7 +86,7 @@ const buys = new Map();
 let seq = 0;
 
 // What the seller saw and did (GET /recorded).
-const recorded = { creates: [], updates: [], webhooks: [], grants: [], auth_refusals: [] };
+const recorded = { creates: [], updates: [], webhooks: [], grants: [], auth_refusals: [], signed: [] };
 // The webhook URLs of creates whose webhooks are dropped (scenario async_lost).
 const lostURLs = new Set();
 
@@ -342,6 +351,26 @@ if (oauthClient) {
   };
 }
 
+// With explicit accounts the framework projects an account block into the capabilities and
+// then drops the capabilities passed to it (request_signing among them); the signing sellers
+// leave the require_operator_auth claim out so that their request_signing is declared.
+if (signingOn) platform.capabilities.requireOperatorAuth = false;
+
+// Request signing: the SDK's verifier over the buyer's JWKS, set (and keys revoked) through
+// POST /signing once the buyer's stack runs.
+const requestSigning = { supported: true, covers_content_digest: 'required', required_for: ['create_media_buy'] };
+let buyerJwks;
+const revocations = new InMemoryRevocationStore();
+const signedRequests = signingOn
+  ? {
+      jwks: { resolve: async kid => (buyerJwks ? buyerJwks.resolve(kid) : null) },
+      replayStore: new InMemoryReplayStore(),
+      revocationStore: revocations,
+      required_for: requestSigning.required_for,
+      covers_content_digest: requestSigning.covers_content_digest,
+    }
+  : undefined;
+
 // Framework state that must outlive a single request: the SDK builds a fresh
 // server per request (stateless MCP), so these are hoisted.
 const idempotency = createIdempotencyStore({ backend: memoryBackend(), ttlSeconds: 86_400 });
@@ -365,6 +394,14 @@ const server = serve(
       // are acceptable to a 3.0 peer.
       validation: { requests: 'strict' },
       ...(webhooksOn ? { webhooks, allowPrivateWebhookUrls: true } : {}),
+      ...(signingOn
+        ? {
+            signedRequests,
+            // The framework refuses signedRequests unless the capabilities claim the
+            // signed-requests specialism and declare request_signing.
+            capabilities: { specialisms: [...platform.capabilities.specialisms, 'signed-requests'], request_signing: requestSigning },
+          }
+        : {}),
     }),
   {
     port: 0,
@@ -382,6 +419,28 @@ const mcpHandlers = server.listeners('request');
 server.removeAllListeners('request');
 server.on('request', (req, res) => {
   const path = (req.url ?? '').split('?')[0];
+  if (req.method === 'POST' && path === '/signing') {
+    let raw = '';
+    req.on('data', c => (raw += c));
+    req.on('end', () => {
+      const cfg = JSON.parse(raw || '{}');
+      if (cfg.jwks_url) buyerJwks = new HttpsJwksResolver(cfg.jwks_url, { allowPrivateIp: true, minCooldownSeconds: 0 });
+      if (cfg.revoked_kids) revocations.load({ revoked_kids: cfg.revoked_kids });
+      res.writeHead(204);
+      res.end();
+    });
+    return;
+  }
+  if (signingOn && req.method === 'POST' && path === '/mcp') {
+    // Record what the verifier answered each signed or refused request (after it ran).
+    const input = req.headers['signature-input'];
+    res.on('finish', () => {
+      if (input || res.statusCode === 401) {
+        recorded.signed.push({ at: Date.now(), status: res.statusCode, signature_input: input ?? '',
+          challenge: String(res.getHeader('www-authenticate') ?? '') });
+      }
+    });
+  }
   if (req.method === 'GET' && (path === '/.well-known/jwks.json' || path === '/recorded')) {
     const doc = path === '/recorded' ? recorded : jwks;
     res.writeHead(200, { 'content-type': 'application/json' });
