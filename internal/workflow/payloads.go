@@ -112,6 +112,10 @@ type RunConfig struct {
 	// REFERENCE_NOT_FOUND for before it fails with the lost-task finding (0: 600, ten
 	// minutes; see sellertask.RecordLost). The poll stage and the reconciliation sweep read it.
 	LostTaskGraceSeconds int `json:"lost_task_grace_seconds,omitempty"`
+	// ExecutionCheckSeconds is how long a pending buy goes without an update before the
+	// reconciliation sweep describes its execution, to find one that ended under it (0: 1800,
+	// half an hour). The reconcile function reads it; executions carry it along unused.
+	ExecutionCheckSeconds int `json:"execution_check_seconds,omitempty"`
 }
 
 // DefaultLostTaskGrace is the lost-task grace when the run configuration sets none: a seller
@@ -155,6 +159,9 @@ func (c RunConfig) Validate() error {
 		if ck.v <= 0 {
 			return &InvalidInputError{Field: "config." + ck.name, Reason: "must be a positive integer"}
 		}
+	}
+	if c.ExecutionCheckSeconds < 0 {
+		return &InvalidInputError{Field: "config.execution_check_seconds", Reason: "must not be negative (0 or absent: half an hour)"}
 	}
 	if c.LostTaskGraceSeconds < 0 {
 		return &InvalidInputError{Field: "config.lost_task_grace_seconds", Reason: "must not be negative (0 or absent: ten minutes)"}

@@ -289,6 +289,11 @@ func TestRunConfigValidate(t *testing.T) {
 	if err := bad.Validate(); err != nil || bad.LostTaskGrace() != 90*time.Second {
 		t.Fatalf("a 90 s grace: %v, %v", err, bad.LostTaskGrace())
 	}
+	// The sweep's execution check: absent is the sweep's default, negative is refused.
+	bad.ExecutionCheckSeconds = -1
+	if err := bad.Validate(); !errors.As(err, &inv) || inv.Field != "config.execution_check_seconds" {
+		t.Fatalf("Validate = %v", err)
+	}
 }
 
 func TestExecutionName(t *testing.T) {
