@@ -30,7 +30,7 @@ func TestTopologyListsWhatRunReads(t *testing.T) {
 			t.Errorf("topology does not give reconcile %s", name)
 		}
 	}
-	if !f.LedgerWrite || !f.CompletesTasks || f.Placeholder != "" {
+	if !f.WritesLedger() || !f.CompletesTasks || f.Placeholder != "" {
 		t.Errorf("reconcile %+v: it writes the ledger, completes tasks and is not invoked by the state machine", f)
 	}
 }

@@ -6,7 +6,10 @@
 // It imports the standard library only, so Lambdas, infra and the local stack can all use it.
 package topology
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // Environment variable names the functions read. Values are supplied by the deployer (CDK or
 // the local stack); secrets are never values here, only the names of Secrets Manager secrets.
@@ -70,12 +73,18 @@ type Function struct {
 	// Placeholder is the ASL DefinitionSubstitutions key that receives this function's ARN,
 	// empty for functions the state machine does not invoke.
 	Placeholder string
-	// LedgerWrite is true when the function writes the ledger (every function reads it).
-	LedgerWrite bool
+	// LedgerActions lists the DynamoDB actions the function's code makes on the ledger table,
+	// a transaction's items counted as IAM counts them (a Put is dynamodb:PutItem, a
+	// ConditionCheck dynamodb:ConditionCheckItem). Its role grants exactly these on the table:
+	// the end-to-end suite proves each is used (docs/iam-grants.md) and refuses any other.
+	LedgerActions []string
+	// LedgerIndexes lists the ledger's indexes the function queries (dynamodb:Query on each).
+	LedgerIndexes []string
 	// StartsExecutions is true when the function calls StartExecution.
 	StartsExecutions bool
-	// CompletesTasks is true when the function calls SendTaskSuccess/SendTaskFailure.
-	CompletesTasks bool
+	// CompletesTasks is true when the function calls SendTaskSuccess; FailsTasks when it
+	// calls SendTaskFailure (an approver's rejection).
+	CompletesTasks, FailsTasks bool
 	// DescribesExecutions is true when the function reads the state of executions
 	// (states:DescribeExecution), e.g. to find an operation whose execution ended.
 	DescribesExecutions bool
@@ -165,6 +174,27 @@ var agentEnv = []string{EnvTableName, EnvAgentsSecretPrefix}
 // with returns agentEnv and more, in a fresh slice.
 func with(more ...string) []string { return append(append([]string{}, agentEnv...), more...) }
 
+// The ledger's DynamoDB actions (LedgerActions).
+const (
+	LedgerGet            = "dynamodb:GetItem"
+	LedgerQuery          = "dynamodb:Query"
+	LedgerPut            = "dynamodb:PutItem"
+	LedgerUpdate         = "dynamodb:UpdateItem"
+	LedgerDelete         = "dynamodb:DeleteItem"
+	LedgerConditionCheck = "dynamodb:ConditionCheckItem"
+	LedgerScan           = "dynamodb:Scan"
+)
+
+// ledgerRW is what most writers do: read an item, query a partition, put and update items.
+func ledgerRW(more ...string) []string {
+	return append([]string{LedgerGet, LedgerQuery, LedgerPut, LedgerUpdate}, more...)
+}
+
+// WritesLedger is true when the function writes the ledger table.
+func (f Function) WritesLedger() bool {
+	return slices.ContainsFunc(f.LedgerActions, func(a string) bool { return a != LedgerGet && a != LedgerQuery && a != LedgerScan })
+}
+
 // App is buyflow.
 var App = Application{
 	StateMachineName:         "MediaBuy",
@@ -182,61 +212,61 @@ var App = Application{
 	Functions: []Function{
 		{
 			Name: "submit", Description: "POST/GET /v1/media-buys and /v1/campaigns: validate, claim the key, lock, start the executions",
-			MemoryMB: 256, TimeoutSeconds: 15, LedgerWrite: true, StartsExecutions: true,
+			MemoryMB: 256, TimeoutSeconds: 15, LedgerActions: ledgerRW(LedgerDelete), LedgerIndexes: []string{"gsi2"}, StartsExecutions: true,
 			Env: []string{EnvTableName, EnvStateMachineARN, EnvCampaignsARN, EnvAgentsSecretPrefix, EnvRunConfig, EnvLocalTenantHeader},
 		},
 		{
 			Name: "campaign", Description: "The Campaign state machine's tasks: sync_plans, releasing the legs (the approval threshold on the total), a leg's status, settling the partial-failure policy",
-			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, Placeholder: "CampaignFunctionArn",
+			MemoryMB: 256, TimeoutSeconds: 60, LedgerActions: []string{LedgerGet, LedgerPut, LedgerUpdate}, Placeholder: "CampaignFunctionArn",
 			Env: with(EnvApprovalPolicy), Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "governance", Description: "CheckGovernance, ReportOutcome and RecordFailure stages",
-			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, Placeholder: "GovernanceFunctionArn",
+			MemoryMB: 256, TimeoutSeconds: 60, LedgerActions: ledgerRW(), Placeholder: "GovernanceFunctionArn",
 			Env: with(EnvCallerURI, EnvApprovalPolicy), Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "notify", Description: "RequestApproval: records the approval and posts the Slack message",
-			MemoryMB: 256, TimeoutSeconds: 30, LedgerWrite: true, Placeholder: "NotifyFunctionArn",
+			MemoryMB: 256, TimeoutSeconds: 30, LedgerActions: ledgerRW(), Placeholder: "NotifyFunctionArn",
 			Env:     []string{EnvTableName, EnvLinkKeySecret, EnvSlackSecret, EnvPublicBaseURL, EnvApprovalPolicy},
 			Secrets: []string{EnvLinkKeySecret, EnvSlackSecret},
 		},
 		{
 			Name: "approve", Description: "GET/POST /v1/approvals/{approval_id}: confirm page and decision; GET /v1/approver/approvals: the caller's approvals",
-			MemoryMB: 256, TimeoutSeconds: 15, LedgerWrite: true, CompletesTasks: true,
+			MemoryMB: 256, TimeoutSeconds: 15, LedgerActions: ledgerRW(), LedgerIndexes: []string{"gsi2"}, CompletesTasks: true, FailsTasks: true,
 			Env:     []string{EnvTableName, EnvLinkKeySecret, EnvSlackSecret, EnvPublicBaseURL, EnvApprovalPolicy, EnvLocalTenantHeader},
 			Secrets: []string{EnvLinkKeySecret, EnvSlackSecret},
 		},
 		{
 			Name: "create", Description: "CreateMediaBuy (write-ahead intent) and Compensate (cancel)",
-			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, Placeholder: "CreateFunctionArn",
+			MemoryMB: 256, TimeoutSeconds: 60, LedgerActions: ledgerRW(LedgerConditionCheck), Placeholder: "CreateFunctionArn",
 			Env: with(EnvCallerURI, EnvPublicBaseURL), Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "modify", Description: "A change to a placed buy: governance (phase modification), update_media_buy, the buy's new state",
-			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, Placeholder: "ModifyFunctionArn",
+			MemoryMB: 256, TimeoutSeconds: 60, LedgerActions: ledgerRW(), Placeholder: "ModifyFunctionArn",
 			Env: with(EnvCallerURI, EnvPublicBaseURL, EnvApprovalPolicy), Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "poll", Description: "AwaitSeller (parks the task token) and PollSeller",
-			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, Placeholder: "PollFunctionArn", CompletesTasks: true,
+			MemoryMB: 256, TimeoutSeconds: 60, LedgerActions: ledgerRW(), Placeholder: "PollFunctionArn", CompletesTasks: true,
 			Env: with(), Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "webhook", Description: "POST /v1/webhooks/adcp/{operation_id}: verify, dedupe, apply, wake",
-			MemoryMB: 256, TimeoutSeconds: 10, LedgerWrite: true, CompletesTasks: true,
+			MemoryMB: 256, TimeoutSeconds: 10, LedgerActions: ledgerRW(LedgerDelete), CompletesTasks: true,
 			Env:     with(EnvPublicBaseURL, EnvRunConfig),
 			Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "reconcile", Description: "Scheduled sweep: pending operations vs each seller's list_tasks; wakes, fails, records orphans, marks stuck buys",
-			MemoryMB: 256, TimeoutSeconds: 300, LedgerWrite: true, CompletesTasks: true, DescribesExecutions: true,
+			MemoryMB: 256, TimeoutSeconds: 300, LedgerActions: ledgerRW(LedgerScan), LedgerIndexes: []string{"gsi1"}, CompletesTasks: true, DescribesExecutions: true,
 			Env:     with(EnvStateMachineARN, EnvRunConfig),
 			Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "agents", Description: "/v1/operator/agents: the agent registry (add, update, disable, list, show); the deploy's seed; the scheduled capabilities check",
-			MemoryMB: 256, TimeoutSeconds: 300, LedgerWrite: true,
+			MemoryMB: 256, TimeoutSeconds: 300, LedgerActions: []string{LedgerGet, LedgerQuery, LedgerPut},
 			Env:     with(EnvOperators, EnvLocalTenantHeader),
 			Secrets: []string{EnvAgentsSecretPrefix},
 		},
@@ -247,7 +277,7 @@ var App = Application{
 		},
 		{
 			Name: "inform", Description: "The requester notifier: the buy's status events, in Slack, for a submit that asked for them",
-			MemoryMB: 128, TimeoutSeconds: 30, LedgerWrite: true, ConsumesStatusEvents: true,
+			MemoryMB: 128, TimeoutSeconds: 30, LedgerActions: []string{LedgerGet, LedgerQuery, LedgerPut, LedgerDelete}, ConsumesStatusEvents: true,
 			Env: []string{EnvTableName, EnvSlackSecret}, Secrets: []string{EnvSlackSecret},
 		},
 	},
