@@ -6,10 +6,7 @@
 // It imports the standard library only, so Lambdas, infra and the local stack can all use it.
 package topology
 
-import (
-	"slices"
-	"strings"
-)
+import "strings"
 
 // Environment variable names the functions read. Values are supplied by the deployer (CDK or
 // the local stack); secrets are never values here, only the names of Secrets Manager secrets.
@@ -188,11 +185,6 @@ const (
 // ledgerRW is what most writers do: read an item, query a partition, put and update items.
 func ledgerRW(more ...string) []string {
 	return append([]string{LedgerGet, LedgerQuery, LedgerPut, LedgerUpdate}, more...)
-}
-
-// WritesLedger is true when the function writes the ledger table.
-func (f Function) WritesLedger() bool {
-	return slices.ContainsFunc(f.LedgerActions, func(a string) bool { return a != LedgerGet && a != LedgerQuery && a != LedgerScan })
 }
 
 // App is buyflow.
