@@ -209,7 +209,7 @@ var App = Application{
 		},
 		{
 			Name: "campaign", Description: "The Campaign state machine's tasks: sync_plans, releasing the legs (the approval threshold on the total), a leg's status, settling the partial-failure policy",
-			MemoryMB: 256, TimeoutSeconds: 60, LedgerActions: []string{LedgerGet, LedgerPut, LedgerUpdate}, Placeholder: "CampaignFunctionArn",
+			MemoryMB: 256, TimeoutSeconds: 60, LedgerActions: ledgerRW(), Placeholder: "CampaignFunctionArn",
 			Env: with(EnvApprovalPolicy), Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
