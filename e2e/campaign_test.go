@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -28,11 +29,17 @@ func runCampaign(t *testing.T, c *apiclient.Client, policy string, sims ...strin
 // submitCampaign posts a three-leg campaign with these budgets, leg i scripted with sims[i].
 func submitCampaign(t *testing.T, c *apiclient.Client, policy string, budgets []float64, sims ...string) api.CampaignSubmitted {
 	t.Helper()
+	return submitCampaignSpec(t, c, apiclient.CampaignSpec{Policy: policy}, budgets, sims...)
+}
+
+// submitCampaignSpec posts spec with one leg per seller and these budgets, leg i scripted with
+// sims[i].
+func submitCampaignSpec(t *testing.T, c *apiclient.Client, spec apiclient.CampaignSpec, budgets []float64, sims ...string) api.CampaignSubmitted {
+	t.Helper()
 	root, err := devstack.FindRepoRoot(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := apiclient.CampaignSpec{Policy: policy}
 	tag := po(t)
 	for i, seller := range campaignSellers {
 		leg := apiclient.LegSpec{SellerID: seller, PO: fmt.Sprintf("%s-%d", tag, i), Budget: budgets[i], Sim: "async_complete"}
@@ -44,6 +51,11 @@ func submitCampaign(t *testing.T, c *apiclient.Client, policy string, budgets []
 	body, err := spec.Body(root)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if spec.Plan {
+		// A pushed plan is the governance agent's for every buy that names its id: the test's
+		// own id keeps its budget from the other tests', which name the example's.
+		body = regexp.MustCompile(`"plan_id":"[^"]*"`).ReplaceAll(body, []byte(`"plan_id":"plan-e2e-`+randomID(t)+`"`))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -172,5 +184,26 @@ func TestCampaignWithOneApprovalApprovedFromTheLink(t *testing.T) {
 		if !slices.Contains(types(evs), "approval_requested") || !slices.Contains(types(evs), "decision") || cp.Legs[i].Status != "completed" {
 			t.Errorf("leg %d (%s): timeline %v", i, cp.Legs[i].Status, types(evs))
 		}
+	}
+}
+
+// A campaign with a governance plan pushes it to the governance agent (sync_plans, from the
+// campaign function with the agent's credential) before any leg is placed, and completes.
+func TestCampaignWithAPlanPushesItToGovernance(t *testing.T) {
+	c := begin(t)
+	sub := submitCampaignSpec(t, c, apiclient.CampaignSpec{Policy: "all_or_nothing", Plan: true}, []float64{1000, 2000, 3000})
+	cp := finishedCampaign(t, c, sub.CampaignID)
+	if cp.Status != "completed" || cp.PlanID == "" || cp.GovernanceID == "" {
+		t.Fatalf("campaign %s, plan %q at %q: %+v", cp.Status, cp.PlanID, cp.GovernanceID, cp.Legs)
+	}
+	if suite.local == nil {
+		return // a deployed stack's governance agent is not ours to inspect
+	}
+	pushed := false
+	for _, call := range suite.local.Governance.CallsTo("sync_plans") {
+		pushed = pushed || strings.Contains(string(call.Arguments), cp.PlanID)
+	}
+	if !pushed {
+		t.Errorf("the governance agent recorded no sync_plans of plan %s", cp.PlanID)
 	}
 }

@@ -38,6 +38,7 @@ func localOnly(t *testing.T) *apiclient.Client {
 	if suite.local == nil {
 		t.Skip("fault injection needs the local stack's simulated agents and processes")
 	}
+	track(t)
 	return client(t, "t"+randomID(t))
 }
 

@@ -9,9 +9,10 @@ import (
 	"github.com/buyflow/buyflow/internal/devstack"
 )
 
-// A stack built without one grant (submit's states:StartExecution statement taken out of its
-// role) refuses the call as AWS would: the buy is not accepted, and the denial, named, is what
-// fails the suite. Not parallel: the grant is missing only while no other test runs.
+// A test build of the stack without one grant (the synthesized template with the statement of
+// submit's role that allows states:StartExecution taken out, fed to the local stack's check)
+// refuses the call as AWS would: the buy is not accepted, and the denial, named, is what fails
+// the suite. Not parallel: the grant is missing only while no other test runs.
 func TestRemovedGrantIsDeniedAndNamed(t *testing.T) {
 	if skip != "" {
 		t.Skip(skip)

@@ -6,9 +6,14 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apiclient"
@@ -19,6 +24,12 @@ import (
 // stack's simulated seller under a new id (same URL, credential and webhook keys), as an
 // operator would add a real one. Nothing is deployed.
 func addSeller(t *testing.T) string {
+	t.Helper()
+	return addSellerWith(t, nil)
+}
+
+// addSellerWith is addSeller with change applied to the agent before it is added.
+func addSellerWith(t *testing.T, change func(*adcp.Agent)) string {
 	t.Helper()
 	if suite.local == nil {
 		t.Skip("the registry tests add agents as the local stack's operator")
@@ -33,6 +44,9 @@ func addSeller(t *testing.T) string {
 	}
 	a := sim.Agent
 	a.ID = "e2e-seller-" + randomID(t)
+	if change != nil {
+		change(&a)
+	}
 	body, _ := json.Marshal(a)
 	added, err := op.ChangeAgent(ctx, http.MethodPost, agents.Prefix, body)
 	if err != nil {
@@ -110,5 +124,47 @@ func TestDisabledSellerRefusesNewBuysAndFinishesOpenOnes(t *testing.T) {
 	}
 	if len(page.Items) != 1 {
 		t.Errorf("the tenant has %d buys, want the one accepted before the disable", len(page.Items))
+	}
+}
+
+// A seller registered for legacy HMAC webhooks has each webhook verified with the shared secret
+// its registry entry names (read by the webhook function from Secrets Manager): the simulated
+// seller's RFC 9421-signed webhooks carry no such signature and are refused with 401, and the
+// buy completes all the same through the sweep and the poll.
+func TestHMACSellerWebhooksAreVerifiedWithItsSecret(t *testing.T) {
+	c := begin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	secret := devstack.AgentSecretPrefix + "e2e-webhook-" + randomID(t)
+	sm := secretsmanager.New(secretsmanager.Options{
+		Region: "us-east-1", BaseEndpoint: aws.String(suite.local.EmulatorURL),
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: "local", SecretAccessKey: "local"}, nil
+		}),
+	})
+	// HMAC secrets are at least 32 bytes (webhookauth refuses shorter ones).
+	if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(secret), SecretString: aws.String("e2e-shared-" + randomID(t) + strings.Repeat("k", 32))}); err != nil {
+		t.Fatalf("create the webhook secret: %v", err)
+	}
+	seller := addSellerWith(t, func(a *adcp.Agent) {
+		a.Webhook = &adcp.WebhookConfig{Mode: adcp.WebhookHMAC, HMACSecretRef: secret}
+	})
+	sub := submit(t, c, buy{PO: po(t), Sim: "async_complete", Seller: seller})
+	finished(t, c, sub.OperationID, "completed")
+	var refused, accepted int
+	for _, d := range suite.local.Seller.Deliveries() {
+		if !strings.Contains(d.URL, sub.OperationID) {
+			continue
+		}
+		switch d.StatusCode {
+		case http.StatusUnauthorized:
+			refused++
+		case 0:
+		default:
+			accepted++
+		}
+	}
+	if refused == 0 || accepted != 0 {
+		t.Errorf("the seller's webhooks for %s: %d refused with 401, %d answered otherwise; want every one refused", sub.OperationID, refused, accepted)
 	}
 }

@@ -53,19 +53,12 @@ const ReconcileFunction = "reconcile"
 // AgentsFunction is the function that owns the agent registry (its API, seed and schedule).
 const AgentsFunction = "agents"
 
-// SendTaskActions are the task-token callbacks. The IAM Service Authorization Reference lists
-// no resource type for them (no resource-level permissions, no condition keys), so they can
-// only be granted on "*". The token itself is the capability: it is unguessable and lives in
-// the ledger only. They are granted only to functions with CompletesTasks.
-var SendTaskActions = []string{"states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"}
-
-// LedgerReadActions and LedgerWriteActions are the DynamoDB actions granted on the ledger table
-// and its indexes (by name): read to every function, write to those with LedgerWrite.
-// ConditionCheckItem is what a condition check inside TransactWriteItems needs.
-var (
-	LedgerReadActions  = []string{"dynamodb:BatchGetItem", "dynamodb:ConditionCheckItem", "dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:Query", "dynamodb:Scan"}
-	LedgerWriteActions = []string{"dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}
-)
+// SendTaskActions are the task-token callbacks buyflow makes. The IAM Service Authorization
+// Reference lists no resource type for them (no resource-level permissions, no condition keys),
+// so they can only be granted on "*". The token itself is the capability: it is unguessable and
+// lives in the ledger only. SendTaskSuccess is granted to functions with CompletesTasks,
+// SendTaskFailure to those with FailsTasks; SendTaskHeartbeat to none (no task has a heartbeat).
+var SendTaskActions = []string{"states:SendTaskSuccess", "states:SendTaskFailure"}
 
 // BuyflowStackProps configures NewBuyflowStack.
 type BuyflowStackProps struct {
@@ -333,10 +326,10 @@ func (b *BuyflowStack) envValue(p *stackParts, name string) (*string, error) {
 
 // addFunctions creates one Lambda per topology function, each with its own role and grants.
 func (b *BuyflowStack) addFunctions(p *stackParts) error {
-	// The ledger's ARNs: the table and each of its indexes by name (no index/* wildcard).
-	ledgerArns := []*string{b.Table.TableArn()}
+	// The ledger's indexes by name (no index/* wildcard); a function queries those it declares.
+	indexes := map[string]*string{}
 	for _, g := range ledger.TableSchema("").GlobalSecondaryIndexes {
-		ledgerArns = append(ledgerArns, awscdk.Fn_Join(jsii.String(""), &[]*string{b.Table.TableArn(), jsii.String("/index/" + *g.IndexName)}))
+		indexes[*g.IndexName] = awscdk.Fn_Join(jsii.String(""), &[]*string{b.Table.TableArn(), jsii.String("/index/" + *g.IndexName)})
 	}
 	for _, f := range p.app.Functions {
 		fn, role, err := b.addFunction(p, f)
@@ -344,7 +337,7 @@ func (b *BuyflowStack) addFunctions(p *stackParts) error {
 			return err
 		}
 		b.Functions[f.Name] = fn
-		if err := b.grantFunction(p, f, fn, role, ledgerArns); err != nil {
+		if err := b.grantFunction(p, f, fn, role, indexes); err != nil {
 			return err
 		}
 	}
@@ -406,16 +399,32 @@ func (b *BuyflowStack) addFunction(p *stackParts, f topology.Function) (awslambd
 
 // grantFunction grants fn what its topology entry f declares (the ledger, the state machines,
 // task callbacks, secrets), with the nag suppressions of the grants that cannot be narrower.
-func (b *BuyflowStack) grantFunction(p *stackParts, f topology.Function, fn awslambda.Function, role awsiam.Role, ledgerArns []*string) error {
-	ledgerActions := LedgerReadActions
-	if f.LedgerWrite {
-		ledgerActions = append(slices.Clone(LedgerReadActions), LedgerWriteActions...)
+// Each grant is an action the function's code makes: docs/iam-grants.md names the test of each.
+func (b *BuyflowStack) grantFunction(p *stackParts, f topology.Function, fn awslambda.Function, role awsiam.Role, indexes map[string]*string) error {
+	// The item actions and the table's own queries and scans are on the table (an index
+	// ARN authorizes nothing but a Query or Scan of that index); a function that is not told
+	// the table (the publisher, which reads the table's stream) gets nothing of it.
+	if len(f.LedgerActions) > 0 || len(f.LedgerIndexes) > 0 {
+		if !slices.Contains(f.Env, topology.EnvTableName) {
+			return fmt.Errorf("function %s: ledger actions without %s in its environment", f.Name, topology.EnvTableName)
+		}
 	}
-	// A function that is not told the table (the publisher, which reads the table's stream)
-	// gets nothing of it.
-	if slices.Contains(f.Env, topology.EnvTableName) {
+	if len(f.LedgerActions) > 0 {
 		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
-			Grantee: fn, Actions: jsii.Strings(ledgerActions...), ResourceArns: &ledgerArns,
+			Grantee: fn, Actions: jsii.Strings(f.LedgerActions...), ResourceArns: &[]*string{b.Table.TableArn()},
+		})
+	}
+	if len(f.LedgerIndexes) > 0 {
+		arns := make([]*string, 0, len(f.LedgerIndexes))
+		for _, name := range f.LedgerIndexes {
+			arn, ok := indexes[name]
+			if !ok {
+				return fmt.Errorf("function %s: the ledger has no index %s", f.Name, name)
+			}
+			arns = append(arns, arn)
+		}
+		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+			Grantee: fn, Actions: jsii.Strings(topology.LedgerQuery), ResourceArns: &arns,
 		})
 	}
 	if f.PutsEvents {
@@ -444,9 +453,16 @@ func (b *BuyflowStack) grantFunction(p *stackParts, f topology.Function, fn awsl
 		})
 		suppress(role, "AwsSolutions-IAM5", reasonExecutions, arnFinding("states", "execution", p.smName+":*"))
 	}
+	var tasks []string
 	if f.CompletesTasks {
+		tasks = append(tasks, SendTaskActions[0])
+	}
+	if f.FailsTasks {
+		tasks = append(tasks, SendTaskActions[1])
+	}
+	if len(tasks) > 0 {
 		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
-			Grantee: fn, Actions: jsii.Strings(SendTaskActions...), ResourceArns: jsii.Strings("*"),
+			Grantee: fn, Actions: jsii.Strings(tasks...), ResourceArns: jsii.Strings("*"),
 		})
 	}
 	// The request-signing key: the functions that call agents sign (and read the public half to
@@ -460,7 +476,10 @@ func (b *BuyflowStack) grantFunction(p *stackParts, f topology.Function, fn awsl
 	for _, s := range f.Secrets {
 		switch s {
 		case topology.EnvLinkKeySecret, topology.EnvSlackSecret:
-			b.Secrets[s].GrantRead(fn, nil)
+			// GetSecretValue only: Secret.GrantRead adds DescribeSecret, which no code calls.
+			awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+				Grantee: fn, Actions: jsii.Strings("secretsmanager:GetSecretValue"), ResourceArns: &[]*string{b.Secrets[s].SecretArn()},
+			})
 		case topology.EnvAgentsSecretPrefix:
 			awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
 				Grantee: fn, Actions: jsii.Strings("secretsmanager:GetSecretValue"), ResourceArns: &[]*string{p.agentsPrefixArn},
@@ -472,7 +491,7 @@ func (b *BuyflowStack) grantFunction(p *stackParts, f topology.Function, fn awsl
 	}
 	// The only grants on "*": task-token callbacks, X-Ray and the stream listing.
 	var onStar []string
-	if f.CompletesTasks {
+	if len(tasks) > 0 {
 		onStar = append(onStar, reasonSendTask)
 	}
 	if p.cfg.Tracing {

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsstepfunctions"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/buyflow/buyflow/internal/adcp"
@@ -306,15 +308,32 @@ func TestTracingIsOptional(t *testing.T) {
 	checkNoCycle(t, off, topology.App)
 }
 
+// What `cdk destroy` keeps of a production stack is exactly the data (docs/cloud-team.md): the
+// ledger table, the secrets and the log groups; everything else goes with the stack.
 func TestProdStackRetainsData(t *testing.T) {
 	s := prod(t)
+	kept := []string{"AWS::DynamoDB::Table", "AWS::SecretsManager::Secret", "AWS::Logs::LogGroup"}
 	for id, r := range s.resources() {
-		switch r["Type"] {
-		case "AWS::DynamoDB::Table", "AWS::SecretsManager::Secret", "AWS::Logs::LogGroup":
-			if r["DeletionPolicy"] != "Retain" {
-				t.Errorf("%s (%s): DeletionPolicy = %v, want Retain", id, r["Type"], r["DeletionPolicy"])
+		typ, _ := r["Type"].(string)
+		if retained := r["DeletionPolicy"] == "Retain"; retained != slices.Contains(kept, typ) {
+			t.Errorf("%s (%s): DeletionPolicy = %v; a destroy keeps exactly the %v", id, typ, r["DeletionPolicy"], kept)
+		}
+	}
+}
+
+// A second synth with nothing changed is the same template, byte for byte: the closest local
+// stand-in for an empty `cdk diff` after a deploy (asset hashes are of the bootstraps' content,
+// wherever they are; no timestamp or random name anywhere), so a second deploy changes nothing.
+func TestSecondSynthIsIdentical(t *testing.T) {
+	first, second := synth(t, variant{app: topology.App}), synth(t, variant{app: topology.App})
+	if a, b := jsonOf(t, first.tpl), jsonOf(t, second.tpl); a != b {
+		one, two := first.resources(), second.resources()
+		for _, id := range slices.Sorted(maps.Keys(one)) {
+			if jsonOf(t, one[id]) != jsonOf(t, two[id]) {
+				t.Errorf("resource %s differs between two synths:\n%s\n%s", id, jsonOf(t, one[id]), jsonOf(t, two[id]))
 			}
 		}
+		t.Fatalf("two synths of the same app differ (%d and %d bytes)", len(a), len(b))
 	}
 }
 
@@ -661,6 +680,36 @@ func TestIAMIsLeastPrivilege(t *testing.T) {
 	checkLeastPrivilege(t, s, topology.App)
 }
 
+// A ledger action a role may be granted is one the code can make: the functions reach the
+// table only through ledger.API (the registry's store takes a subset of it), which has no
+// BatchGetItem, BatchWriteItem or DescribeTable; a transaction's items are IAM's item actions.
+func TestLedgerActionsAreCallsTheCodeCanMake(t *testing.T) {
+	can := map[string]bool{}
+	api := reflect.TypeFor[ledger.API]()
+	for i := range api.NumMethod() {
+		name := api.Method(i).Name
+		if name == "TransactWriteItems" {
+			for _, a := range []string{topology.LedgerPut, topology.LedgerUpdate, topology.LedgerDelete, topology.LedgerConditionCheck} {
+				can[a] = true
+			}
+			continue
+		}
+		can["dynamodb:"+name] = true
+	}
+	for _, f := range topology.App.Functions {
+		for _, a := range f.LedgerActions {
+			if !can[a] {
+				t.Errorf("%s is granted %s, which ledger.API cannot make", f.Name, a)
+			}
+		}
+		for _, idx := range f.LedgerIndexes {
+			if !slices.ContainsFunc(ledger.TableSchema("").GlobalSecondaryIndexes, func(g types.GlobalSecondaryIndex) bool { return *g.IndexName == idx }) {
+				t.Errorf("%s queries the index %s, which the ledger does not have", f.Name, idx)
+			}
+		}
+	}
+}
+
 func checkLeastPrivilege(t *testing.T, s synthesized, app topology.Application) {
 	t.Helper()
 	smID := s.logicalID(t, s.stack.StateMachine.StateMachineArn())
@@ -724,13 +773,46 @@ func checkLeastPrivilege(t *testing.T, s synthesized, app topology.Application) 
 		}
 	}
 
-	writes := []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
+	tableArn := jsonOf(t, s.stack.Resolve(s.stack.Table.TableArn()))
 	for _, f := range app.Functions {
 		role := s.roleOf(t, f.Name)
 		acts := actionsOf(byRole[role])
 		has := func(a string) bool { return slices.Contains(acts, a) }
-		if reads := slices.Contains(f.Env, topology.EnvTableName); has("dynamodb:GetItem") != reads || has("dynamodb:Query") != reads {
-			t.Errorf("%s: ledger reads granted = %v, table in its environment = %v", f.Name, has("dynamodb:GetItem"), reads)
+		// The ledger: exactly the declared actions on the table, and Query on the declared
+		// indexes; nothing on any other resource of the table.
+		var onTable, onIndexes []string
+		for _, st := range byRole[role] {
+			for _, a := range st.actions {
+				if !strings.HasPrefix(a, "dynamodb:") || slices.Contains([]string{"dynamodb:ListStreams", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:DescribeStream"}, a) {
+					continue
+				}
+				for _, res := range st.resources {
+					raw := jsonOf(t, res)
+					switch {
+					case raw == tableArn:
+						onTable = append(onTable, a)
+					case strings.Contains(raw, "/index/"):
+						if a != topology.LedgerQuery {
+							t.Errorf("%s may %s on an index: %s", f.Name, a, raw)
+						}
+						for _, idx := range f.LedgerIndexes {
+							if strings.Contains(raw, `"/index/`+idx+`"`) {
+								onIndexes = append(onIndexes, idx)
+							}
+						}
+					default:
+						t.Errorf("%s may %s on %s", f.Name, a, raw)
+					}
+				}
+			}
+		}
+		slices.Sort(onTable)
+		if want := slices.Sorted(slices.Values(f.LedgerActions)); !slices.Equal(onTable, want) {
+			t.Errorf("%s: ledger actions on the table %v, LedgerActions %v", f.Name, onTable, want)
+		}
+		slices.Sort(onIndexes)
+		if want := slices.Sorted(slices.Values(f.LedgerIndexes)); !slices.Equal(onIndexes, want) {
+			t.Errorf("%s: queries the indexes %v, LedgerIndexes %v", f.Name, onIndexes, want)
 		}
 		// Status events: PutEvents on the stack's bus only, to the functions that put them;
 		// the stream's reads on the ledger's stream only, to the function it invokes.
@@ -758,11 +840,6 @@ func checkLeastPrivilege(t *testing.T, s synthesized, app topology.Application) 
 		if has("events:PutEvents") != f.PutsEvents || has("dynamodb:GetRecords") != f.ReadsLedgerStream {
 			t.Errorf("%s: PutEvents %v (PutsEvents %v), GetRecords %v (ReadsLedgerStream %v)", f.Name, has("events:PutEvents"), f.PutsEvents, has("dynamodb:GetRecords"), f.ReadsLedgerStream)
 		}
-		for _, w := range writes {
-			if has(w) != f.LedgerWrite {
-				t.Errorf("%s: %s granted = %v, LedgerWrite = %v", f.Name, w, has(w), f.LedgerWrite)
-			}
-		}
 		// Logs: its own log group only.
 		logGroup := jsonOf(t, s.stack.Resolve(s.stack.Functions[f.Name].LogGroup().LogGroupArn()))
 		for _, st := range byRole[role] {
@@ -779,10 +856,12 @@ func checkLeastPrivilege(t *testing.T, s synthesized, app topology.Application) 
 		if has("states:StartExecution") != f.StartsExecutions {
 			t.Errorf("%s: states:StartExecution granted = %v, StartsExecutions = %v", f.Name, has("states:StartExecution"), f.StartsExecutions)
 		}
-		for _, a := range SendTaskActions {
-			if has(a) != f.CompletesTasks {
-				t.Errorf("%s: %s granted = %v, CompletesTasks = %v", f.Name, a, has(a), f.CompletesTasks)
-			}
+		if has("states:SendTaskSuccess") != f.CompletesTasks || has("states:SendTaskFailure") != f.FailsTasks || has("states:SendTaskHeartbeat") {
+			t.Errorf("%s: SendTaskSuccess %v (CompletesTasks %v), SendTaskFailure %v (FailsTasks %v), SendTaskHeartbeat %v",
+				f.Name, has("states:SendTaskSuccess"), f.CompletesTasks, has("states:SendTaskFailure"), f.FailsTasks, has("states:SendTaskHeartbeat"))
+		}
+		if has("secretsmanager:DescribeSecret") {
+			t.Errorf("%s may DescribeSecret, which no code calls", f.Name)
 		}
 		if has("secretsmanager:GetSecretValue") != (len(f.Secrets) > 0) {
 			t.Errorf("%s: GetSecretValue granted = %v, secrets %v", f.Name, has("secretsmanager:GetSecretValue"), f.Secrets)

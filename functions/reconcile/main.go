@@ -32,6 +32,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	svc, err := reconcile.New(reconcile.Config{
 		Ledger: c.Ledger(), AdCP: client, Tasks: stateMachine, Executions: stateMachine,
 		RunConfig: c.Env.Run, Metrics: os.Stdout, Now: time.Now,
+		StaleAfter: time.Duration(c.Env.Run.ExecutionCheckSeconds) * time.Second,
 	})
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -45,6 +46,8 @@ func (c IAMCall) String() string {
 // in both (the same topology variable names the same resource).
 type IAMGate struct {
 	tpl *iampolicy.Template
+	// raw is the synthesized template, which WithoutStatement edits.
+	raw []byte
 	// names maps local resource names to the template's; prefixes map name prefixes (the
 	// agents' secrets).
 	names    map[string]string
@@ -56,12 +59,19 @@ type IAMGate struct {
 	// callers lists the functions, then the state machines, in report order.
 	callers []string
 
-	mu       sync.Mutex
-	policies map[string]iampolicy.Policy
-	roles    map[string]string
+	mu sync.Mutex
+	// policies are the roles checked now; base are the synthesized ones (the report's grants),
+	// which policies differ from only while a test has a statement removed.
+	policies, base map[string]iampolicy.Policy
+	roles          map[string]string
 	// expected are the functions whose denials a test provoked (WithoutStatement).
 	expected map[string]bool
 	calls    map[IAMCall]int
+	// active counts the tests running now (Track), ran is every test that ran, and seen names
+	// the tests that were running while an allowed call was made: who exercised a grant.
+	active map[string]int
+	ran    map[string]bool
+	seen   map[IAMCall]map[string]bool
 }
 
 // newIAMGate reads raw (a synthesized template) for every topology function; values are the
@@ -71,8 +81,9 @@ func newIAMGate(raw []byte, values map[string]string) (*IAMGate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("devstack: iam: %w", err)
 	}
-	g := &IAMGate{tpl: tpl, names: map[string]string{}, policies: map[string]iampolicy.Policy{}, roles: map[string]string{},
-		functions: map[string]string{}, machines: map[string]string{}, expected: map[string]bool{}, calls: map[IAMCall]int{}}
+	g := &IAMGate{tpl: tpl, raw: raw, names: map[string]string{}, policies: map[string]iampolicy.Policy{}, roles: map[string]string{},
+		functions: map[string]string{}, machines: map[string]string{}, expected: map[string]bool{}, calls: map[IAMCall]int{},
+		active: map[string]int{}, ran: map[string]bool{SuiteRun: true}, seen: map[IAMCall]map[string]bool{}}
 	for _, f := range topology.App.Functions {
 		tf, err := tpl.Function(topology.ConstructID(f.Name) + "Function")
 		if err != nil {
@@ -117,6 +128,7 @@ func newIAMGate(raw []byte, values map[string]string) (*IAMGate, error) {
 		g.roles[caller] = role
 		g.callers = append(g.callers, caller)
 	}
+	g.base = maps.Clone(g.policies)
 	return g, nil
 }
 
@@ -285,9 +297,41 @@ func (g *IAMGate) decide(w http.ResponseWriter, r *http.Request, fn string, call
 	g.mu.Lock()
 	for _, c := range decided {
 		g.calls[c]++
+		// A role with a statement taken out names its statements differently for a while:
+		// those calls prove nothing about the synthesized grants.
+		if g.expected[fn] {
+			continue
+		}
+		if g.seen[c] == nil {
+			g.seen[c] = map[string]bool{}
+		}
+		g.seen[c][SuiteRun] = true
+		for test := range g.active {
+			g.seen[c][test] = true
+		}
 	}
 	g.mu.Unlock()
 	return true
+}
+
+// SuiteRun names the suite's own run in ExercisedBy: every allowed call counts as exercised by
+// it, for the calls no test starts (a function's cold start at the stack's start, a schedule).
+const SuiteRun = "TestMain"
+
+// Track records that test runs until done is called: the allowed calls made meanwhile count
+// as exercised by it (with parallel tests, by each test running then).
+func (g *IAMGate) Track(test string) (done func()) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.active[test]++
+	g.ran[test] = true
+	return func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.active[test]--; g.active[test] <= 0 {
+			delete(g.active, test)
+		}
+	}
 }
 
 // deny records c and answers as AWS does for a JSON-protocol API: HTTP 400 with the error
@@ -361,14 +405,14 @@ func DeniedError(denied []IAMCall) error {
 	return fmt.Errorf("the functions' roles in the synthesized stack refused %d AWS call(s) (AccessDeniedException on AWS):\n%s", len(denied), strings.Join(lines, "\n"))
 }
 
-// WithoutStatement takes the statement of fn's role that allows action out of the role until
-// restore is called, as a test build of the stack without that grant would have it; the denials
-// it causes are marked as provoked (Denied leaves them out). It returns the removed statement's
-// source.
+// WithoutStatement checks fn's calls against the synthesized template with the statement of
+// fn's role that allows action taken out (iampolicy.RemoveStatement), until restore is called:
+// the template a build of the stack without that grant would synthesize. The denials it causes
+// are marked as provoked (Denied leaves them out). It returns the removed statement's source.
 func (g *IAMGate) WithoutStatement(fn, action string) (source string, restore func(), err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	pol, ok := g.policies[fn]
+	pol, ok := g.base[fn]
 	if !ok {
 		return "", nil, fmt.Errorf("devstack: iam: no function %s", fn)
 	}
@@ -378,12 +422,22 @@ func (g *IAMGate) WithoutStatement(fn, action string) (source string, restore fu
 	if i < 0 {
 		return "", nil, fmt.Errorf("devstack: iam: no statement of %s's role allows %s", fn, action)
 	}
-	g.policies[fn] = slices.Delete(slices.Clone(pol), i, i+1)
+	edited, err := iampolicy.RemoveStatement(g.raw, pol[i].Source)
+	if err != nil {
+		return "", nil, fmt.Errorf("devstack: iam: %w", err)
+	}
+	tpl, err := iampolicy.ParseTemplate(edited, g.tpl.Env())
+	if err != nil {
+		return "", nil, fmt.Errorf("devstack: iam: %w", err)
+	}
+	if g.policies[fn], err = tpl.RolePolicy(g.roles[fn]); err != nil {
+		return "", nil, fmt.Errorf("devstack: iam: %w", err)
+	}
 	g.expected[fn] = true
 	return pol[i].Source, func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		g.policies[fn] = pol
+		g.policies[fn] = g.base[fn]
 		delete(g.expected, fn)
 	}, nil
 }

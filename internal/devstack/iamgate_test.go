@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -142,6 +143,7 @@ func TestIAMGateDecidesAsTheRoleDoes(t *testing.T) {
 	table := gateValues[topology.EnvTableName]
 	key := map[string]ddbtypes.AttributeValue{"pk": &ddbtypes.AttributeValueMemberS{Value: "k"}}
 	mediaBuy := gateValues[topology.EnvStateMachineARN]
+	done := g.Track("TestA")
 	for _, c := range []struct {
 		name    string
 		call    func() error
@@ -250,23 +252,61 @@ func TestIAMGateDecidesAsTheRoleDoes(t *testing.T) {
 		}
 	}
 
-	doc := g.Markdown()
+	done()
+	// Made after TestA ended: exercised by no test.
+	if _, err := ddb("submit").UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: &table, Key: key, UpdateExpression: aws.String("SET a = :a")}); err != nil {
+		t.Fatal(err)
+	}
+
+	const arn = "arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752"
+	describe := IAMGrant{Caller: "reconcile", Action: "states:DescribeExecution", Resource: "arn:aws:states:us-east-1:123456789012:execution:Buyflow-MediaBuy:*", Statement: "ReconcileRoleDefaultPolicy[0]"}
+	put := IAMGrant{Caller: "submit", Action: "dynamodb:PutItem", Resource: arn, Statement: "SubmitRoleDefaultPolicy[0]"}
+	update := IAMGrant{Caller: "submit", Action: "dynamodb:UpdateItem", Resource: arn, Statement: "SubmitRoleDefaultPolicy[0]"}
+	onIndex := IAMGrant{Caller: "submit", Action: "dynamodb:UpdateItem", Resource: arn + "/index/gsi1", Statement: "SubmitRoleDefaultPolicy[0]"}
+	for _, c := range []struct {
+		gr   IAMGrant
+		want []string
+	}{{describe, []string{"TestA", SuiteRun}}, {put, []string{"TestA", SuiteRun}}, {update, []string{"TestA", SuiteRun}}, {onIndex, nil}} {
+		if got := g.ExercisedBy(c.gr); !slices.Equal(got, c.want) {
+			t.Errorf("%s exercised by %v, want %v", c.gr.Key(), got, c.want)
+		}
+	}
+	if !slices.Contains(g.Grants(), onIndex) || !slices.Contains(g.Grants(), describe) {
+		t.Errorf("the grants lack %v or %v: %v", onIndex, describe, g.Grants())
+	}
+
+	claims := map[string]string{describe.Key(): "TestA", put.Key(): "TestA", onIndex.Key(): "TestA",
+		"submit dynamodb:Scan " + arn: "TestA", update.Key(): "TestB"}
+	doc, problems := g.Report(claims, map[string]string{"approve states:SendTaskSuccess *": "the path"})
 	for _, want := range []string{
-		"| reconcile | `states:DescribeExecution` | `arn:aws:states:us-east-1:123456789012:execution:Buyflow-MediaBuy:op1` | `ReconcileRoleDefaultPolicy[0]` |",
-		"| notify | `secretsmanager:GetSecretValue` | `arn:aws:secretsmanager:us-east-1:123456789012:secret:Buyflow/slack-AbCdEf` | `NotifyRoleDefaultPolicy[0]` |",
-		// Granted, never called: listed, the service-side one with its reason.
-		"| submit | `dynamodb:UpdateItem` | `arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752/index/gsi1` | `SubmitRoleDefaultPolicy[0]` | **no test makes this call** |",
-		"| submit | `dynamodb:Query` | `arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752` | `SubmitRoleDefaultPolicy[0]` | **no test makes this call** |",
-		// Used on the table, never on the index: the index alone is listed.
-		"| submit | `dynamodb:PutItem` | `arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752/index/gsi1` | `SubmitRoleDefaultPolicy[0]` |",
-		"| approve | `logs:PutLogEvents` | `*` | `ApproveRoleDefaultPolicy[0]` | the service writes the logs",
+		"| reconcile | `states:DescribeExecution` | `arn:aws:states:us-east-1:123456789012:execution:Buyflow-MediaBuy:*` | `ReconcileRoleDefaultPolicy[0]` | `TestA` |",
+		"| submit | `dynamodb:Query` | `" + arn + "/index/gsi1` | `SubmitRoleDefaultPolicy[0]` | **no test** |",
+		"| approve | `logs:PutLogEvents` | `*` | `ApproveRoleDefaultPolicy[0]` | none: the service writes the logs",
+		"| approve | `states:SendTaskSuccess` | `*` | `ApproveRoleDefaultPolicy[0]` | **untested**: the path |",
 	} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("the table lacks %q:\n%s", want, doc)
 		}
 	}
-	if strings.Contains(doc, "| submit | `dynamodb:PutItem` | `arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752` | `SubmitRoleDefaultPolicy[0]` | **") {
-		t.Errorf("a grant a call used is listed as unused:\n%s", doc)
+	if again, _ := g.Report(claims, map[string]string{"approve states:SendTaskSuccess *": "the path"}); again != doc {
+		t.Error("the table differs between two reports of the same grants and claims")
+	}
+	joined := strings.Join(problems, "\n")
+	for _, want := range []string{
+		"no test exercises submit dynamodb:Query " + arn + "/index/gsi1",
+		"TestA claims submit dynamodb:Scan " + arn + ", which no role of the template grants",
+	} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("the problems lack %q:\n%s", want, joined)
+		}
+	}
+	if strings.Contains(joined, "approve logs:PutLogEvents") || strings.Contains(joined, describe.Key()) {
+		t.Errorf("a service-side or claimed grant is a problem:\n%s", joined)
+	}
+	// TestA ran and never updated on the index: unproven. TestB never ran: not checked here.
+	unproven := strings.Join(g.Unproven(claims), "\n")
+	if !strings.Contains(unproven, "TestA claims "+onIndex.Key()) || strings.Contains(unproven, describe.Key()) || strings.Contains(unproven, "TestB") {
+		t.Errorf("unproven claims:\n%s", unproven)
 	}
 }
 
@@ -325,10 +365,10 @@ func TestIAMGateChecksTheStateMachinesInvocations(t *testing.T) {
 	if d := DeniedError(g.Denied()); d == nil || !strings.Contains(d.Error(), want) {
 		t.Errorf("denials %v, want %q", d, want)
 	}
-	doc := g.Markdown()
+	doc, _ := g.Report(map[string]string{"state machine Buyflow-MediaBuy lambda:InvokeFunction arn:aws:lambda:us-east-1:123456789012:function:CreateFunction0A1B2C3D": "TestB"}, nil)
 	for _, row := range []string{
-		"| state machine Buyflow-MediaBuy | `lambda:InvokeFunction` | `arn:aws:lambda:us-east-1:123456789012:function:CreateFunction0A1B2C3D` | `StateMachineRoleDefaultPolicy[0]` |",
-		"| state machine Buyflow-MediaBuy | `states:StartExecution` | `arn:aws:states:us-east-1:123456789012:stateMachine:Buyflow-MediaBuy` | `StateMachineRoleDefaultPolicy[1]` | the local Step Functions engine",
+		"| state machine Buyflow-MediaBuy | `lambda:InvokeFunction` | `arn:aws:lambda:us-east-1:123456789012:function:CreateFunction0A1B2C3D` | `StateMachineRoleDefaultPolicy[0]` | `TestB` |",
+		"| state machine Buyflow-MediaBuy | `states:StartExecution` | `arn:aws:states:us-east-1:123456789012:stateMachine:Buyflow-MediaBuy` | `StateMachineRoleDefaultPolicy[1]` | none: the local Step Functions engine",
 	} {
 		if !strings.Contains(doc, row) {
 			t.Errorf("the table lacks %q:\n%s", row, doc)

@@ -8,92 +8,138 @@ import (
 	"github.com/buyflow/buyflow/internal/iampolicy"
 )
 
-// IAMGrant is an action a statement of a function's role grants, on the resource patterns no
-// call of that action used.
+// IAMGrant is one action a statement of a caller's role allows on one resource pattern, as
+// synthesized.
 type IAMGrant struct {
-	Caller, Action, Statement string
-	Resources                 []string
+	Caller, Action, Resource, Statement string
 }
 
-// Unexercised returns the grants of every function's role that no allowed call used, each with
-// why none could have when the local stack has no such caller (the Lambda service acts for the
-// function there), else "".
-func (g *IAMGate) Unexercised() (grants []IAMGrant, why []string) {
-	calls := g.Calls()
+// Key names the grant in a suite's claims (see Report): caller, action and resource.
+func (gr IAMGrant) Key() string { return gr.Caller + " " + gr.Action + " " + gr.Resource }
+
+// Grants returns every grant of every caller's role in the synthesized template (whatever a test
+// took out for a while), in report order: callers, then statements, actions and resources as
+// the template has them. It depends on the template alone, so the report is the same every run.
+func (g *IAMGate) Grants() []IAMGrant {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	var out []IAMGrant
 	for _, caller := range g.callers {
-		for _, s := range g.policies[caller] {
+		for _, s := range g.base[caller] {
 			if s.Effect != "Allow" {
 				continue
 			}
 			for _, a := range s.Action {
-				gr := IAMGrant{Caller: caller, Action: a, Statement: s.Source}
 				for _, res := range s.Resource {
-					used := slices.ContainsFunc(calls, func(c IAMCall) bool {
-						return !c.Denied && c.Caller == caller && c.Statement == s.Source &&
-							iampolicy.Match(strings.ToLower(a), strings.ToLower(c.Action)) && iampolicy.Match(res, c.Resource)
-					})
-					if !used {
-						gr.Resources = append(gr.Resources, res)
-					}
-				}
-				if len(gr.Resources) > 0 {
-					grants = append(grants, gr)
-					why = append(why, serviceSide(caller, a))
+					out = append(out, IAMGrant{Caller: caller, Action: a, Resource: res, Statement: s.Source})
 				}
 			}
 		}
 	}
-	return grants, why
+	return out
 }
 
-// serviceSide says why a grant the caller's code never uses is still needed, for the grants the
-// service (Lambda, Step Functions) uses with the caller's role; "" for the others.
-func serviceSide(caller, action string) string {
-	switch {
-	case strings.HasPrefix(action, "logs:"):
+// ExercisedBy returns the tests (sorted) that were running while an allowed call used gr.
+func (g *IAMGate) ExercisedBy(gr IAMGrant) []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []string
+	for c, tests := range g.seen {
+		if c.Caller != gr.Caller || c.Statement != gr.Statement || !iampolicy.Match(strings.ToLower(gr.Action), strings.ToLower(c.Action)) || !iampolicy.Match(gr.Resource, c.Resource) {
+			continue
+		}
+		for test := range tests {
+			if !slices.Contains(out, test) {
+				out = append(out, test)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ServiceSide says why a grant the caller's code never uses is still needed, for the grants the
+// service (Lambda, Step Functions, the stream's mapping) uses with the caller's role and that the
+// local stack has no API call of; "" for the others, which a test must exercise.
+func ServiceSide(gr IAMGrant) string {
+	switch a := gr.Action; {
+	case strings.HasPrefix(a, "logs:"):
 		return "the service writes the logs with the role; the local stack has no CloudWatch Logs"
-	case strings.HasPrefix(action, "xray:"):
+	case strings.HasPrefix(a, "xray:"):
 		return "active tracing sends the segments; the local stack does not trace"
-	case strings.HasPrefix(caller, "state machine ") && action != "lambda:InvokeFunction":
+	case strings.HasPrefix(gr.Caller, "state machine ") && a != "lambda:InvokeFunction":
 		return "the local Step Functions engine does this inside itself: no API call the local stack can check"
-	case strings.HasPrefix(action, "sqs:"), action == "dynamodb:DescribeStream", action == "dynamodb:GetRecords",
-		action == "dynamodb:GetShardIterator", action == "dynamodb:ListStreams":
+	case strings.HasPrefix(a, "sqs:"), a == "dynamodb:DescribeStream", a == "dynamodb:GetRecords",
+		a == "dynamodb:GetShardIterator", a == "dynamodb:ListStreams":
 		return "the stream's event source mapping reads the stream and sends failed batches to the queue with the function's role; the local stack's mapping does that itself"
 	}
 	return ""
 }
 
-// Markdown is docs/iam-grants.md: every call the suite saw, by function, with the statement
-// that allowed it, then every grant no call used.
-func (g *IAMGate) Markdown() string {
+// Report is docs/iam-grants.md for claims (a grant's Key → the test that exercises it): every
+// grant of every role with the statement that allows it and its test, or why none can call it.
+// untested names the grants a function's code needs on a path no test takes yet (Key → that
+// path): the table shows them as such. problems lists what makes the table unproven: a grant
+// with neither a claim, a service-side reason nor an untested path, and a claim or untested
+// entry on a grant the template does not have or that has another answer. Both depend on the
+// template, claims and untested only, never on a run's timing.
+func (g *IAMGate) Report(claims, untested map[string]string) (doc string, problems []string) {
 	var b strings.Builder
-	env := g.tpl.Env()
-	b.WriteString("# IAM grants, proven by the end-to-end suite\n\n")
+	b.WriteString("# IAM grants, each proven by a test\n\n")
 	b.WriteString("Generated by the end-to-end suite (`BUYFLOW_E2E_IAM_DOC=docs/iam-grants.md make e2e`); do not edit.\n")
-	fmt.Fprintf(&b, "Every AWS call a function made through the local stack was checked against that function's role in\n"+
-		"the synthesized CDK template and refused when the role did not allow it. ARNs are the deployed stack's,\n"+
-		"in the placeholder account %s; a statement is named `<policy logical id>[<index>]`.\n\n", env.AccountID)
-	b.WriteString("## Calls, and the statement that allows each\n\n")
-	b.WriteString("| Caller | Action | Resource | Allowed by |\n|---|---|---|---|\n")
-	for _, c := range g.Calls() {
-		if c.Denied {
+	fmt.Fprintf(&b, "Every AWS call a function makes through the local stack is checked against that function's role in\n"+
+		"the synthesized CDK template and refused as AWS refuses it (`AccessDeniedException`) when the role does\n"+
+		"not allow it. Below is every grant of every role: the statement that allows it (`<policy logical id>[<index>]`)\n"+
+		"and the test that makes the call (the suite fails when that test ran and made no such call, and when a\n"+
+		"grant has no test), or why no function code makes it. ARNs are the deployed stack's, in the placeholder\n"+
+		"account %s.\n\n", g.tpl.Env().AccountID)
+	b.WriteString("| Caller | Action | Resource | Allowed by | Exercised by |\n|---|---|---|---|---|\n")
+	known := map[string]bool{}
+	for _, gr := range g.Grants() {
+		known[gr.Key()] = true
+		test, why, path := claims[gr.Key()], ServiceSide(gr), untested[gr.Key()]
+		cell := "`" + test + "`"
+		switch {
+		case why != "" && (test != "" || path != ""):
+			problems = append(problems, fmt.Sprintf("%s is claimed or listed untested, but %s", gr.Key(), why))
+		case test != "" && path != "":
+			problems = append(problems, fmt.Sprintf("%s is claimed by %s and listed untested", gr.Key(), test))
+		case why != "":
+			cell = "none: " + why
+		case path != "":
+			cell = "**untested**: " + path
+		case test == "":
+			cell = "**no test**"
+			problems = append(problems, fmt.Sprintf("no test exercises %s (%s): claim it for the test that makes the call, or take the grant out of infra/", gr.Key(), gr.Statement))
+		}
+		fmt.Fprintf(&b, "| %s | `%s` | `%s` | `%s` | %s |\n", gr.Caller, gr.Action, gr.Resource, gr.Statement, cell)
+	}
+	for _, k := range sortedKeys(claims) {
+		if !known[k] {
+			problems = append(problems, fmt.Sprintf("%s claims %s, which no role of the template grants", claims[k], k))
+		}
+	}
+	for _, k := range sortedKeys(untested) {
+		if !known[k] {
+			problems = append(problems, fmt.Sprintf("%s is listed untested, but no role of the template grants it", k))
+		}
+	}
+	return b.String(), problems
+}
+
+// Unproven lists the claims whose test ran without any allowed call using the grant: the claim
+// is wrong, or the test stopped making the call.
+func (g *IAMGate) Unproven(claims map[string]string) []string {
+	var out []string
+	for _, gr := range g.Grants() {
+		test := claims[gr.Key()]
+		g.mu.Lock()
+		ran := g.ran[test]
+		g.mu.Unlock()
+		if test == "" || !ran || slices.Contains(g.ExercisedBy(gr), test) {
 			continue
 		}
-		fmt.Fprintf(&b, "| %s | `%s` | `%s` | `%s` |\n", c.Caller, c.Action, c.Resource, c.Statement)
+		out = append(out, fmt.Sprintf("%s claims %s (%s), but made no such call while it ran", test, gr.Key(), gr.Statement))
 	}
-	b.WriteString("\n## Grants no call used\n\n")
-	b.WriteString("Each either gets a test that makes the call, or goes from the role. Those the Lambda service\n" +
-		"uses on the function's behalf say so.\n\n")
-	b.WriteString("| Caller | Action | Resources | Statement | Why no call |\n|---|---|---|---|---|\n")
-	grants, why := g.Unexercised()
-	for i, gr := range grants {
-		reason := why[i]
-		if reason == "" {
-			reason = "**no test makes this call**"
-		}
-		fmt.Fprintf(&b, "| %s | `%s` | `%s` | `%s` | %s |\n", gr.Caller, gr.Action, strings.Join(gr.Resources, "`<br>`"), gr.Statement, reason)
-	}
-	return b.String()
+	return out
 }

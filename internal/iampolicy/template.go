@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -402,4 +403,29 @@ func (t *Template) StateMachineRole(name string) (string, error) {
 		return "", fmt.Errorf("iampolicy: state machine %s: role %v is not a role of the template", name, r.Properties["RoleArn"])
 	}
 	return "", fmt.Errorf("iampolicy: no state machine named %s in the template", name)
+}
+
+// RemoveStatement returns raw (a synthesized template) with the statement source names
+// (`<policy logical id>[<index>]`, as Statement.Source has it) taken out of its policy: the
+// template a build of the stack without that one grant would synthesize.
+func RemoveStatement(raw []byte, source string) ([]byte, error) {
+	id, rest, ok := strings.Cut(source, "[")
+	idx, err := strconv.Atoi(strings.TrimSuffix(rest, "]"))
+	if !ok || err != nil || !strings.HasSuffix(rest, "]") || idx < 0 {
+		return nil, fmt.Errorf("iampolicy: %q does not name a statement (<policy id>[<index>])", source)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("iampolicy: template: %w", err)
+	}
+	resources, _ := doc["Resources"].(map[string]any)
+	res, _ := resources[id].(map[string]any)
+	props, _ := res["Properties"].(map[string]any)
+	pd, _ := props["PolicyDocument"].(map[string]any)
+	stmts := asList(pd["Statement"])
+	if res == nil || res["Type"] != "AWS::IAM::Policy" || idx >= len(stmts) {
+		return nil, fmt.Errorf("iampolicy: the template has no statement %s", source)
+	}
+	pd["Statement"] = slices.Delete(slices.Clone(stmts), idx, idx+1)
+	return json.Marshal(doc)
 }

@@ -147,3 +147,33 @@ func TestStateMachineRole(t *testing.T) {
 		}
 	}
 }
+
+// A template with one statement taken out refuses what only that statement allowed, and keeps
+// every other statement where it was (the sources of the others do not move before it).
+func TestRemoveStatement(t *testing.T) {
+	raw, err := RemoveStatement([]byte(testTemplate), "NotifyRoleDefaultPolicyBF67238D[1]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl, err := ParseTemplate(raw, testEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := tpl.RolePolicy("NotifyRoleB73FE60E")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := Request{Action: "secretsmanager:GetSecretValue", Resource: "arn:aws:secretsmanager:us-east-1:123456789012:secret:Buyflow/slack" + SecretSuffix}
+	if d := pol.Evaluate(secret); d.Allowed {
+		t.Errorf("GetSecretValue still allowed by %s after its statement was removed", d.Statement.Source)
+	}
+	get := Request{Action: "dynamodb:GetItem", Resource: "arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752"}
+	if d := pol.Evaluate(get); !d.Allowed || d.Statement.Source != "NotifyRoleDefaultPolicyBF67238D[0]" {
+		t.Errorf("GetItem: %+v, want allowed by statement [0]", d)
+	}
+	for _, bad := range []string{"NotifyRoleDefaultPolicyBF67238D[3]", "NotifyRoleDefaultPolicyBF67238D", "NotifyRoleB73FE60E[0]", "NotifyRoleDefaultPolicyBF67238D[-1]", "X[1"} {
+		if _, err := RemoveStatement([]byte(testTemplate), bad); err == nil {
+			t.Errorf("RemoveStatement(%q) succeeded", bad)
+		}
+	}
+}

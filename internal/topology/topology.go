@@ -85,12 +85,18 @@ type Function struct {
 	// Placeholder is the ASL DefinitionSubstitutions key that receives this function's ARN,
 	// empty for functions the state machine does not invoke.
 	Placeholder string
-	// LedgerWrite is true when the function writes the ledger (every function reads it).
-	LedgerWrite bool
+	// LedgerActions lists the DynamoDB actions the function's code makes on the ledger table,
+	// a transaction's items counted as IAM counts them (a Put is dynamodb:PutItem, a
+	// ConditionCheck dynamodb:ConditionCheckItem). Its role grants exactly these on the table:
+	// the end-to-end suite proves each is used (docs/iam-grants.md) and refuses any other.
+	LedgerActions []string
+	// LedgerIndexes lists the ledger's indexes the function queries (dynamodb:Query on each).
+	LedgerIndexes []string
 	// StartsExecutions is true when the function calls StartExecution.
 	StartsExecutions bool
-	// CompletesTasks is true when the function calls SendTaskSuccess/SendTaskFailure.
-	CompletesTasks bool
+	// CompletesTasks is true when the function calls SendTaskSuccess; FailsTasks when it
+	// calls SendTaskFailure (an approver's rejection).
+	CompletesTasks, FailsTasks bool
 	// DescribesExecutions is true when the function reads the state of executions
 	// (states:DescribeExecution), e.g. to find an operation whose execution ended.
 	DescribesExecutions bool
@@ -189,6 +195,22 @@ func with(more ...string) []string { return append(append([]string{}, agentEnv..
 // agents reads.
 func signing(more ...string) []string { return with(append([]string{EnvSigningKey}, more...)...) }
 
+// The ledger's DynamoDB actions (LedgerActions).
+const (
+	LedgerGet            = "dynamodb:GetItem"
+	LedgerQuery          = "dynamodb:Query"
+	LedgerPut            = "dynamodb:PutItem"
+	LedgerUpdate         = "dynamodb:UpdateItem"
+	LedgerDelete         = "dynamodb:DeleteItem"
+	LedgerConditionCheck = "dynamodb:ConditionCheckItem"
+	LedgerScan           = "dynamodb:Scan"
+)
+
+// ledgerRW is what most writers do: read an item, query a partition, put and update items.
+func ledgerRW(more ...string) []string {
+	return append([]string{LedgerGet, LedgerQuery, LedgerPut, LedgerUpdate}, more...)
+}
+
 // App is buyflow.
 var App = Application{
 	StateMachineName:         "MediaBuy",
@@ -206,61 +228,61 @@ var App = Application{
 	Functions: []Function{
 		{
 			Name: "submit", Description: "POST/GET /v1/media-buys and /v1/campaigns: validate, claim the key, lock, start the executions",
-			MemoryMB: 256, TimeoutSeconds: 15, LedgerWrite: true, StartsExecutions: true,
+			MemoryMB: 256, TimeoutSeconds: 15, LedgerActions: ledgerRW(LedgerDelete), LedgerIndexes: []string{"gsi2"}, StartsExecutions: true,
 			Env: []string{EnvTableName, EnvStateMachineARN, EnvCampaignsARN, EnvAgentsSecretPrefix, EnvRunConfig, EnvLocalTenantHeader, EnvSigningKey},
 		},
 		{
 			Name: "campaign", Description: "The Campaign state machine's tasks: sync_plans, releasing the legs (the approval threshold on the total), a leg's status, settling the partial-failure policy",
-			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, SignsRequests: true, Placeholder: "CampaignFunctionArn",
+			MemoryMB: 256, TimeoutSeconds: 60, LedgerActions: ledgerRW(), SignsRequests: true, Placeholder: "CampaignFunctionArn",
 			Env: signing(EnvApprovalPolicy), Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "governance", Description: "CheckGovernance, ReportOutcome and RecordFailure stages",
-			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, SignsRequests: true, Placeholder: "GovernanceFunctionArn",
+			MemoryMB: 256, TimeoutSeconds: 60, LedgerActions: ledgerRW(), SignsRequests: true, Placeholder: "GovernanceFunctionArn",
 			Env: signing(EnvCallerURI, EnvApprovalPolicy), Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "notify", Description: "RequestApproval: records the approval and posts the Slack message",
-			MemoryMB: 256, TimeoutSeconds: 30, LedgerWrite: true, Placeholder: "NotifyFunctionArn",
+			MemoryMB: 256, TimeoutSeconds: 30, LedgerActions: ledgerRW(), Placeholder: "NotifyFunctionArn",
 			Env:     []string{EnvTableName, EnvLinkKeySecret, EnvSlackSecret, EnvPublicBaseURL, EnvApprovalPolicy},
 			Secrets: []string{EnvLinkKeySecret, EnvSlackSecret},
 		},
 		{
 			Name: "approve", Description: "GET/POST /v1/approvals/{approval_id}: confirm page and decision; GET /v1/approver/approvals: the caller's approvals",
-			MemoryMB: 256, TimeoutSeconds: 15, LedgerWrite: true, CompletesTasks: true,
+			MemoryMB: 256, TimeoutSeconds: 15, LedgerActions: ledgerRW(), LedgerIndexes: []string{"gsi2"}, CompletesTasks: true, FailsTasks: true,
 			Env:     []string{EnvTableName, EnvLinkKeySecret, EnvSlackSecret, EnvPublicBaseURL, EnvApprovalPolicy, EnvLocalTenantHeader},
 			Secrets: []string{EnvLinkKeySecret, EnvSlackSecret},
 		},
 		{
 			Name: "create", Description: "CreateMediaBuy (write-ahead intent) and Compensate (cancel)",
-			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, SignsRequests: true, Placeholder: "CreateFunctionArn",
+			MemoryMB: 256, TimeoutSeconds: 60, LedgerActions: ledgerRW(LedgerConditionCheck), SignsRequests: true, Placeholder: "CreateFunctionArn",
 			Env: signing(EnvCallerURI, EnvPublicBaseURL), Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "modify", Description: "A change to a placed buy: governance (phase modification), update_media_buy, the buy's new state",
-			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, SignsRequests: true, Placeholder: "ModifyFunctionArn",
+			MemoryMB: 256, TimeoutSeconds: 60, LedgerActions: ledgerRW(), SignsRequests: true, Placeholder: "ModifyFunctionArn",
 			Env: signing(EnvCallerURI, EnvPublicBaseURL, EnvApprovalPolicy), Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "poll", Description: "AwaitSeller (parks the task token) and PollSeller",
-			MemoryMB: 256, TimeoutSeconds: 60, LedgerWrite: true, SignsRequests: true, Placeholder: "PollFunctionArn", CompletesTasks: true,
+			MemoryMB: 256, TimeoutSeconds: 60, LedgerActions: ledgerRW(), SignsRequests: true, Placeholder: "PollFunctionArn", CompletesTasks: true,
 			Env: signing(), Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "webhook", Description: "POST /v1/webhooks/adcp/{operation_id}: verify, dedupe, apply, wake; GET /v1/jwks.json: buyflow's request-signing keys",
-			MemoryMB: 256, TimeoutSeconds: 10, LedgerWrite: true, CompletesTasks: true, PublishesKeys: true,
+			MemoryMB: 256, TimeoutSeconds: 10, LedgerActions: ledgerRW(LedgerDelete), CompletesTasks: true, PublishesKeys: true,
 			Env:     with(EnvPublicBaseURL, EnvRunConfig, EnvSigningKey, EnvSigningKeysPublished),
 			Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "reconcile", Description: "Scheduled sweep: pending operations vs each seller's list_tasks; wakes, fails, records orphans, marks stuck buys",
-			MemoryMB: 256, TimeoutSeconds: 300, LedgerWrite: true, SignsRequests: true, CompletesTasks: true, DescribesExecutions: true,
+			MemoryMB: 256, TimeoutSeconds: 300, LedgerActions: ledgerRW(LedgerScan), LedgerIndexes: []string{"gsi1"}, SignsRequests: true, CompletesTasks: true, DescribesExecutions: true,
 			Env:     signing(EnvStateMachineARN, EnvRunConfig),
 			Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "agents", Description: "/v1/operator/agents: the agent registry (add, update, disable, list, show); the deploy's seed; the scheduled capabilities check",
-			MemoryMB: 256, TimeoutSeconds: 300, LedgerWrite: true, SignsRequests: true,
+			MemoryMB: 256, TimeoutSeconds: 300, LedgerActions: []string{LedgerGet, LedgerQuery, LedgerPut}, SignsRequests: true,
 			Env:     signing(EnvOperators, EnvLocalTenantHeader),
 			Secrets: []string{EnvAgentsSecretPrefix},
 		},
@@ -271,7 +293,7 @@ var App = Application{
 		},
 		{
 			Name: "inform", Description: "The requester notifier: the buy's status events, in Slack, for a submit that asked for them",
-			MemoryMB: 128, TimeoutSeconds: 30, LedgerWrite: true, ConsumesStatusEvents: true,
+			MemoryMB: 128, TimeoutSeconds: 30, LedgerActions: []string{LedgerGet, LedgerQuery, LedgerPut, LedgerDelete}, ConsumesStatusEvents: true,
 			Env: []string{EnvTableName, EnvSlackSecret}, Secrets: []string{EnvSlackSecret},
 		},
 	},

@@ -120,6 +120,10 @@ type RunConfig struct {
 	// REFERENCE_NOT_FOUND for before it fails with the lost-task finding (0: 600, ten
 	// minutes; see sellertask.RecordLost). The poll stage and the reconciliation sweep read it.
 	LostTaskGraceSeconds int `json:"lost_task_grace_seconds,omitempty"`
+	// ExecutionCheckSeconds is how long a pending buy goes without an update before the
+	// reconciliation sweep describes its execution, to find one that ended under it (0: 1800,
+	// half an hour). The reconcile function reads it; executions carry it along unused.
+	ExecutionCheckSeconds int `json:"execution_check_seconds,omitempty"`
 }
 
 // DefaultLostTaskGrace is the lost-task grace when the run configuration sets none: a seller
@@ -170,6 +174,9 @@ func (c RunConfig) Validate() error {
 	}
 	if c.SweepNetSeconds > 0 && c.SweepNetSeconds < c.PollMaxSeconds {
 		return &InvalidInputError{Field: "config.sweep_net_seconds", Reason: "must not be below poll_max_seconds: the net while the sweep runs is the long one"}
+	}
+	if c.ExecutionCheckSeconds < 0 {
+		return &InvalidInputError{Field: "config.execution_check_seconds", Reason: "must not be negative (0 or absent: half an hour)"}
 	}
 	if c.LostTaskGraceSeconds < 0 {
 		return &InvalidInputError{Field: "config.lost_task_grace_seconds", Reason: "must not be negative (0 or absent: ten minutes)"}

@@ -330,6 +330,12 @@ func TestRunConfigValidate(t *testing.T) {
 			t.Fatalf("sweep_net_seconds %d: Validate = %v", v, err)
 		}
 	}
+	// The sweep's execution check: absent is the sweep's default, negative is refused.
+	bad = DefaultRunConfig()
+	bad.ExecutionCheckSeconds = -1
+	if err := bad.Validate(); !errors.As(err, &inv) || inv.Field != "config.execution_check_seconds" {
+		t.Fatalf("Validate = %v", err)
+	}
 }
 
 func TestExecutionName(t *testing.T) {
