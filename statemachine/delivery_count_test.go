@@ -58,9 +58,9 @@ func (c *countingStore) AppendEvent(ctx context.Context, tenant, opID string, ev
 	return c.Store.AppendEvent(ctx, tenant, opID, ev)
 }
 
-func (c *countingStore) ScheduleDeliveryReadMarked(ctx context.Context, tenant, id string, next time.Time, mark string) error {
-	c.count("ScheduleDeliveryReadMarked")
-	return c.Store.ScheduleDeliveryReadMarked(ctx, tenant, id, next, mark)
+func (c *countingStore) ScheduleLive(ctx context.Context, op *record.Operation, next time.Time, mark string) error {
+	c.count("ScheduleLive")
+	return c.Store.ScheduleLive(ctx, op, next, mark)
 }
 
 func (c *countingStore) RetireLive(ctx context.Context, tenant, id string) error {
@@ -152,7 +152,7 @@ func TestDeliveryModelMatchesCountedCalls(t *testing.T) {
 		if rep.Read > 0 {
 			pulls++
 			retired += rep.Retired
-			ops := n["GetBuyState"] + n["PutDeliverySnapshot"] + n["AppendEvent"] + n["ScheduleDeliveryReadMarked"] + n["RetireLive"]
+			ops := n["GetBuyState"] + n["PutDeliverySnapshot"] + n["AppendEvent"] + n["ScheduleLive"] + n["RetireLive"]
 			if rep.Snapshots != 1 || ops != pullOps+movedOps {
 				t.Fatalf("the pull at %s: %+v, ledger calls %v; the model says %d", at, rep, n, pullOps+movedOps)
 			}

@@ -30,7 +30,7 @@ import (
 type Store interface {
 	ListLiveDue(ctx context.Context, dueBefore time.Time, limit int) ([]*record.Operation, error)
 	BackfillLive(ctx context.Context, scanLimit int) (added int, done bool, err error)
-	ScheduleDeliveryReadMarked(ctx context.Context, tenant, id string, next time.Time, mark string) error
+	ScheduleLive(ctx context.Context, op *record.Operation, next time.Time, mark string) error
 	RetireLive(ctx context.Context, tenant, id string) error
 	GetBuyState(ctx context.Context, tenant, opID string) (*record.BuyState, error)
 	PutDeliverySnapshot(ctx context.Context, d record.DeliverySnapshot) (bool, error)
@@ -238,7 +238,7 @@ func (r *Reader) read(ctx context.Context, g *group, now time.Time, rep *Report)
 			r.retire(ctx, op, rep) // the flight ended and its final read is in
 			continue
 		}
-		if err := r.ledger.ScheduleDeliveryReadMarked(ctx, op.Tenant, op.ID, next, marks[id]); err != nil && !errors.Is(err, record.ErrConflict) {
+		if err := r.ledger.ScheduleLive(ctx, op, next, marks[id]); err != nil && !errors.Is(err, record.ErrConflict) {
 			r.log.WarnContext(ctx, "next delivery read not scheduled", "operationId", op.ID, "err", err)
 		}
 	}

@@ -181,7 +181,11 @@ func TestCompletedOperationsAreListedLiveUntilRetiredOrCanceled(t *testing.T) {
 		t.Fatalf("two hours later: %v, want op-live due", got)
 	}
 	// The mark of the last snapshot rides on the schedule's write; an empty mark keeps it.
-	if err := s.ScheduleDeliveryReadMarked(ctx, "acme", "op-live", clk.Now(), "12000|2999.995"); err != nil {
+	ops, err := s.ListLiveDue(ctx, clk.Now().Add(2*time.Hour), 10)
+	if err != nil || len(ops) != 1 || !ops[0].DeliveryEntry {
+		t.Fatalf("after its first schedule the buy is listed by its live entry: %+v %v", ops, err)
+	}
+	if err := s.ScheduleLive(ctx, ops[0], clk.Now(), "12000|2999.995"); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.ScheduleDeliveryRead(ctx, "acme", "op-live", clk.Now()); err != nil {
