@@ -43,7 +43,7 @@ func (c *countingStore) GetBuyState(ctx context.Context, tenant, opID string) (*
 	return c.Store.GetBuyState(ctx, tenant, opID)
 }
 
-func (c *countingStore) PutDeliverySnapshot(ctx context.Context, d record.DeliverySnapshot) (bool, error) {
+func (c *countingStore) PutDeliverySnapshot(ctx context.Context, d record.DeliverySnapshot) (bool, *record.DeliverySnapshot, error) {
 	c.count("PutDeliverySnapshot")
 	return c.Store.PutDeliverySnapshot(ctx, d)
 }

@@ -33,7 +33,7 @@ type Store interface {
 	ScheduleLive(ctx context.Context, op *record.Operation, next time.Time, mark string) error
 	RetireLive(ctx context.Context, tenant, id string) error
 	GetBuyState(ctx context.Context, tenant, opID string) (*record.BuyState, error)
-	PutDeliverySnapshot(ctx context.Context, d record.DeliverySnapshot) (bool, error)
+	PutDeliverySnapshot(ctx context.Context, d record.DeliverySnapshot) (stored bool, replaced *record.DeliverySnapshot, err error)
 	ListDeliverySnapshots(ctx context.Context, tenant, opID string, limit int) ([]record.DeliverySnapshot, error)
 	MarkDeliveryPushed(ctx context.Context, tenant, id string) error
 	AppendEvent(ctx context.Context, tenant, opID string, ev record.Event) error
@@ -105,6 +105,9 @@ type Report struct {
 	// Unchanged counts the buys read whose delivery had not moved since their last snapshot:
 	// nothing was written for them but their next read.
 	Unchanged int
+	// Corrected counts the snapshots (among Snapshots) that replaced what the seller had
+	// reported before for the same as-of.
+	Corrected int
 	// Backfilled counts the buys completed before the live list that this run listed live.
 	Backfilled int
 }
@@ -173,6 +176,19 @@ func (r *Reader) Run(ctx context.Context) (Report, error) {
 			fl.approved = st.BudgetTotal
 			if t, err := time.Parse(time.RFC3339, st.EndTime); err == nil {
 				fl.end = t // a change moved the end
+			}
+		}
+		if op.DeliveryPushed {
+			// Pushes write snapshots without touching the live list, so the mark it carries is
+			// the last pull's: a watchdog pull compares with the newest snapshot instead (a
+			// read of one small item, for the few pulls of a pushed buy).
+			last, err := r.ledger.ListDeliverySnapshots(ctx, op.Tenant, op.ID, 1)
+			if err != nil {
+				r.log.WarnContext(ctx, "last delivery snapshot not read; the next run reads the buy", "operationId", op.ID, "err", err)
+				continue
+			}
+			if len(last) == 1 {
+				op.DeliveryMark = mark(last[0])
 			}
 		}
 		acct, _ := json.Marshal(mb.Account)
@@ -272,24 +288,38 @@ func (r *Reader) record(ctx context.Context, op *record.Operation, approved stri
 		rep.Unchanged++
 		return "", nil
 	}
-	created, err := r.ledger.PutDeliverySnapshot(ctx, snap)
-	if err != nil || !created {
+	stored, replaced, err := r.ledger.PutDeliverySnapshot(ctx, snap)
+	if err != nil || !stored {
 		return "", err
 	}
 	rep.Snapshots++
 	over := money.OverBudget(spend, approved)
 	reason := fmt.Sprintf("spent %s of the approved %s %s", spend, approved, op.Currency)
+	fields := map[string]any{"as_of": asOf.Format(time.RFC3339), "impressions": impressions, "spend": spend,
+		"approved_budget": approved, "media_buy_status": row.Status}
+	if replaced != nil {
+		// The seller corrected what it reported for this as-of: the snapshot now says the
+		// corrected figures, and the timeline keeps what they replaced.
+		rep.Corrected++
+		reason = fmt.Sprintf("corrected: spent %s of the approved %s %s (reported before: %s)", spend, approved, op.Currency, replaced.Spend)
+		fields["corrected"] = true
+		fields["replaced"] = map[string]any{"impressions": replaced.Impressions, "spend": replaced.Spend, "pacing": replaced.Pacing,
+			"approved_budget": replaced.Approved, "read_at": replaced.ReadAt.UTC().Format(time.RFC3339)}
+	}
 	if over {
 		rep.OverBudget++
 		reason = fmt.Sprintf("spent %s %s, over the approved budget of %s", spend, op.Currency, approved)
+		if replaced != nil {
+			reason = "corrected: " + reason
+		}
 		if r.cfg.Metrics != nil {
 			r.cfg.Metrics.Count(metrics.SpendOverBudget, nil, 1) // the alarm's series
 			r.cfg.Metrics.Count(metrics.SpendOverBudget, metrics.Dims{"Seller": op.SellerID}, 1)
 		}
 		r.log.WarnContext(ctx, "spend over the approved budget", "operationId", op.ID, "spend", spend, "approved", approved, "currency", op.Currency)
 	}
-	detail, _ := json.Marshal(map[string]any{"as_of": asOf.Format(time.RFC3339), "impressions": impressions, "spend": spend,
-		"approved_budget": approved, "over_budget": over, "media_buy_status": row.Status})
+	fields["over_budget"] = over
+	detail, _ := json.Marshal(fields)
 	if err := r.ledger.AppendEvent(ctx, op.Tenant, op.ID, record.Event{At: r.cfg.Now().UTC(), Type: record.EventDelivery, Actor: "seller:" + op.SellerID,
 		Amount: spend, Currency: op.Currency, Reason: reason, Detail: detail}); err != nil {
 		return "", err

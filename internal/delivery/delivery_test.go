@@ -182,7 +182,7 @@ type countingLedger struct {
 	snapshots, events int
 }
 
-func (c *countingLedger) PutDeliverySnapshot(ctx context.Context, d record.DeliverySnapshot) (bool, error) {
+func (c *countingLedger) PutDeliverySnapshot(ctx context.Context, d record.DeliverySnapshot) (bool, *record.DeliverySnapshot, error) {
 	c.snapshots++
 	return c.Store.PutDeliverySnapshot(ctx, d)
 }

@@ -24,14 +24,17 @@ type deliveryItem struct {
 	record.DeliverySnapshot
 }
 
-// PutDeliverySnapshot stores d (attribute_not_exists: a report already stored for that as-of
-// is kept as it was) and reports whether it was new.
-func (s *Store) PutDeliverySnapshot(ctx context.Context, d record.DeliverySnapshot) (created bool, err error) {
+// PutDeliverySnapshot stores d, one snapshot per reported as-of, and reports whether it
+// wrote it. A snapshot already stored for that as-of with the same figures (impressions,
+// spend, pacing, approved budget) is kept as it was: a report sent again writes nothing. One
+// with other figures is the seller's correction of that as-of: d replaces it, and replaced is
+// the snapshot it replaced (nil for a new as-of).
+func (s *Store) PutDeliverySnapshot(ctx context.Context, d record.DeliverySnapshot) (stored bool, replaced *record.DeliverySnapshot, err error) {
 	if err := checkOp(d.Tenant, d.OperationID); err != nil {
-		return false, err
+		return false, nil, err
 	}
 	if d.AsOf.IsZero() || d.Spend == "" || d.Currency == "" {
-		return false, fmt.Errorf("%w: a delivery snapshot needs as_of, spend and currency", record.ErrInvalidArgument)
+		return false, nil, fmt.Errorf("%w: a delivery snapshot needs as_of, spend and currency", record.ErrInvalidArgument)
 	}
 	if d.ReadAt.IsZero() {
 		d.ReadAt = s.now()
@@ -39,16 +42,36 @@ func (s *Store) PutDeliverySnapshot(ctx context.Context, d record.DeliverySnapsh
 	pk := opPK(d.Tenant, d.OperationID)
 	av, err := attributevalue.MarshalMap(deliveryItem{PK: pk, SK: skDeliveryPfx + fmtTime(d.AsOf), DeliverySnapshot: d})
 	if err != nil {
-		return false, fmt.Errorf("ledger: encode delivery snapshot of %s: %w", d.OperationID, err)
+		return false, nil, fmt.Errorf("ledger: encode delivery snapshot of %s: %w", d.OperationID, err)
 	}
-	err = s.putIf(ctx, av, keyFree())
+	pacing := expression.AttributeExists(expression.Name("pacing"))
+	if d.Pacing != "" {
+		pacing = expression.AttributeNotExists(expression.Name("pacing")).Or(expression.Name("pacing").NotEqual(expression.Value(d.Pacing)))
+	}
+	cond := keyFree().Or(expression.Name("impressions").NotEqual(expression.Value(d.Impressions))).
+		Or(expression.Name("spend").NotEqual(expression.Value(d.Spend))).
+		Or(expression.Name("approved").NotEqual(expression.Value(d.Approved))).
+		Or(pacing)
+	e, err := build(expression.NewBuilder().WithCondition(cond))
 	if err != nil {
-		if failed, _ := conditionFailed(err); failed {
-			return false, nil
-		}
-		return false, fmt.Errorf("ledger: put delivery snapshot of %s: %w", d.OperationID, err)
+		return false, nil, err
 	}
-	return true, nil
+	out, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: av, ConditionExpression: e.Condition(),
+		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(), ReturnValues: types.ReturnValueAllOld})
+	if failed, _ := conditionFailed(err); failed {
+		return false, nil, nil
+	}
+	if err != nil {
+		return false, nil, fmt.Errorf("ledger: put delivery snapshot of %s: %w", d.OperationID, err)
+	}
+	if len(out.Attributes) > 0 {
+		var old deliveryItem
+		if err := attributevalue.UnmarshalMap(out.Attributes, &old); err != nil {
+			return true, nil, fmt.Errorf("ledger: decode the replaced delivery snapshot of %s: %w", d.OperationID, err)
+		}
+		replaced = &old.DeliverySnapshot
+	}
+	return true, replaced, nil
 }
 
 // ListDeliverySnapshots returns the newest limit snapshots of the tenant's buy opID, newest

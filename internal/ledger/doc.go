@@ -139,7 +139,9 @@
 //	  TTL            none
 //
 //	delivery         pk TENANT#<t>#OP#<id>  sk DELIVERY#<as of>
-//	  put            Put if attribute_not_exists(pk): one snapshot per reported as-of
+//	  put            Put if attribute_not_exists(pk) OR its figures (impressions, spend,
+//	                 approved, pacing) differ, ReturnValues ALL_OLD: one snapshot per reported
+//	                 as-of, the same report again writes nothing, a correction replaces it
 //	  read           Query begins_with(sk, "DELIVERY#"), consistent, newest first
 //	  TTL            none (kept for finance)
 //
