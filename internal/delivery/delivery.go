@@ -239,7 +239,7 @@ func (r *Reader) read(ctx context.Context, g *group, now time.Time, rep *Report)
 			continue // a buy the seller reports that this read did not ask for
 		}
 		rep.Read++
-		mark, err := r.record(ctx, op, g.flights[row.MediaBuyID].approved, row, res.Currency, asOf, rep)
+		mark, err := r.record(ctx, op, g.flights[row.MediaBuyID].approved, row, res.Currency, asOf, false, rep)
 		if err != nil {
 			rep.Failed++
 			r.log.WarnContext(ctx, "delivery not recorded", "operationId", op.ID, "err", err)
@@ -264,7 +264,7 @@ func (r *Reader) read(ctx context.Context, g *group, now time.Time, rep *Report)
 // report that matches the buy's last snapshot (its DeliveryMark) moved nothing: it stores
 // nothing, since a snapshot per read of an unmoved buy is most of what reading costs. It
 // returns the mark of the snapshot it stored ("" when it stored none).
-func (r *Reader) record(ctx context.Context, op *record.Operation, approved string, row adcp.MediaBuyDelivery, currency string, asOf time.Time, rep *Report) (string, error) {
+func (r *Reader) record(ctx context.Context, op *record.Operation, approved string, row adcp.MediaBuyDelivery, currency string, asOf time.Time, pushed bool, rep *Report) (string, error) {
 	if currency == "" {
 		currency = op.Currency
 	}
@@ -277,7 +277,7 @@ func (r *Reader) record(ctx context.Context, op *record.Operation, approved stri
 	}
 	impressions, _ := strconv.ParseInt(string(row.Totals.Impressions), 10, 64)
 	snap := record.DeliverySnapshot{Tenant: op.Tenant, OperationID: op.ID, MediaBuyID: op.MediaBuyID, AsOf: asOf,
-		Impressions: impressions, Spend: spend, Currency: op.Currency, Approved: approved}
+		Impressions: impressions, Spend: spend, Currency: op.Currency, Approved: approved, Pushed: pushed}
 	if len(row.ByPackage) == 1 {
 		if p, ok := decimal(row.ByPackage[0].PacingIndex); ok {
 			snap.Pacing = p
@@ -374,17 +374,21 @@ func (r *Reader) push(ctx context.Context, op *record.Operation, res *adcp.Deliv
 	if err != nil {
 		return rep, fmt.Errorf("the pushed report's reporting_period.end %q is not a date-time", res.ReportingPeriod.End)
 	}
+	// The buy's push flag lives on its live entry, which the webhook does not read: a newest
+	// snapshot that a push wrote says the buy is marked already, so only its first push (or
+	// the first after a pull found news) pays the write. Marked before the report is recorded,
+	// so a failure in between leaves the buy marked, never a pushed snapshot on an unmarked buy.
+	if !op.DeliveryPushed && (len(last) == 0 || !last[0].Pushed) {
+		if err := r.ledger.MarkDeliveryPushed(ctx, op.Tenant, op.ID); err != nil && !errors.Is(err, record.ErrConflict) {
+			return rep, err
+		}
+	}
 	for _, row := range res.MediaBuys {
 		if row.MediaBuyID != op.MediaBuyID {
 			continue
 		}
 		rep.Read++
-		if _, err := r.record(ctx, &cur, approved, row, res.Currency, asOf, &rep); err != nil {
-			return rep, err
-		}
-	}
-	if !op.DeliveryPushed {
-		if err := r.ledger.MarkDeliveryPushed(ctx, op.Tenant, op.ID); err != nil && !errors.Is(err, record.ErrConflict) {
+		if _, err := r.record(ctx, &cur, approved, row, res.Currency, asOf, true, &rep); err != nil {
 			return rep, err
 		}
 	}
