@@ -17,6 +17,12 @@ const (
 	// DefaultPushWatch is how often a buy whose seller pushes its reports is pulled anyway: a
 	// watchdog for a push channel gone quiet (lost deliveries, a seller that stopped).
 	DefaultPushWatch = 7 * 24 * time.Hour
+	// DefaultSlot is the grid a flight-following read is put on: a read falls on the nearest
+	// whole hour (UTC), so the buys of one seller and account due within the same hour are due
+	// in the same run and share one get_media_buy_delivery. Unaligned, each buy kept the
+	// minute its flight went live, nearly every read was a call of its own, and the Lambda's
+	// wait on that call was the largest cost of a read after its writes.
+	DefaultSlot = time.Hour
 )
 
 // Cadence decides when a live buy is next read, from its flight.
@@ -33,6 +39,8 @@ type Cadence struct {
 	FinalAfter time.Duration
 	// PushWatch is the pull cadence of a buy whose seller pushes its delivery reports.
 	PushWatch time.Duration
+	// Slot is the grid reads are put on (DefaultSlot); the operator's Every is not aligned.
+	Slot time.Duration
 }
 
 func (c Cadence) withDefaults() Cadence {
@@ -47,6 +55,7 @@ func (c Cadence) withDefaults() Cadence {
 	set(&c.QuietEvery, DefaultQuietEvery)
 	set(&c.FinalAfter, DefaultFinalAfter)
 	set(&c.PushWatch, DefaultPushWatch)
+	set(&c.Slot, DefaultSlot)
 	return c
 }
 
@@ -88,6 +97,11 @@ func (c Cadence) next(now, start, end time.Time, pushed bool) (next time.Time, r
 		step = c.EdgeEvery
 	}
 	next = now.Add(step)
+	// To the nearest slot, not the next: a run comes a little after the slot it serves, and
+	// rounding up would add a slot to every step.
+	if aligned := next.Round(c.Slot); c.Every <= 0 && aligned.After(now) {
+		next = aligned
+	}
 	var edges []time.Time // the phase boundaries a read must not skip
 	if c.Every <= 0 && !pushed {
 		edges = append(edges, start.Add(c.LaunchWindow))
