@@ -75,6 +75,24 @@ func (c Cadence) NextPushed(now, start, end time.Time) (next time.Time, retire b
 	return c.next(now, start, end, true)
 }
 
+// NextPushAsked is Next for a buy whose seller was asked to push its reports (its
+// capabilities offer push, so the create registered a reporting_webhook) and has pushed none
+// yet: in the launch window, where Next reads every EdgeEvery, it is read once more, when the
+// window closes, since its first daily report is due by then; once the window has closed with
+// no push it is read as Next says (a seller that does not push after all is pulled).
+func (c Cadence) NextPushAsked(now, start, end time.Time) (next time.Time, retire bool) {
+	next, retire = c.next(now, start, end, false)
+	if d := c.withDefaults(); d.Every <= 0 && !retire && !now.Before(start) && now.Before(start.Add(d.LaunchWindow)) {
+		next = start.Add(d.LaunchWindow)
+		for _, edge := range []time.Time{end.Add(-d.EndWindow), end} { // a short flight's end comes first
+			if !end.IsZero() && edge.After(now) && edge.Before(next) {
+				next = edge
+			}
+		}
+	}
+	return next, retire
+}
+
 func (c Cadence) next(now, start, end time.Time, pushed bool) (next time.Time, retire bool) {
 	c = c.withDefaults()
 	if !end.IsZero() && !now.Before(end) {

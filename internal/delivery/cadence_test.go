@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/adcptest"
 	"github.com/buyflow/buyflow/internal/delivery"
 	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -72,6 +73,50 @@ func TestCadenceFollowsTheFlight(t *testing.T) {
 		if !next.Equal(c.next) || retire != c.retire {
 			t.Errorf("%s: next %s, retire %v; want %s, %v", c.name, next, retire, c.next, c.retire)
 		}
+	}
+	// A buy whose seller was asked to push, none pushed yet: read at launch, then when the
+	// launch window closes; after it, pulled as any buy; the override still wins.
+	short := start.Add(12 * h)
+	for _, c := range []struct {
+		name string
+		c    delivery.Cadence
+		now  time.Time
+		end  time.Time
+		next time.Time
+	}{
+		{"asked, at launch: the window's close", def, start, end, start.Add(delivery.DefaultLaunchWindow)},
+		{"asked, late in the window: its close", def, start.Add(20 * h), end, start.Add(delivery.DefaultLaunchWindow)},
+		{"asked, no push after the window: a quiet step", def, start.Add(delivery.DefaultLaunchWindow), end, start.Add(delivery.DefaultLaunchWindow + delivery.DefaultQuietEvery)},
+		{"asked, a flight shorter than the window: its end", def, start, short, short},
+		{"asked, under the override", override, start, end, start.Add(2 * h)},
+	} {
+		next, retire := c.c.NextPushAsked(c.now, start, c.end)
+		if !next.Equal(c.next) || retire {
+			t.Errorf("%s: next %s, retire %v; want %s", c.name, next, retire, c.next)
+		}
+	}
+}
+
+// TestBuyAskedToPushIsNotPulledThroughItsLaunch: a buy at a seller that offers push reporting
+// is read at launch and when the launch window closes, not every EdgeEvery through it.
+func TestBuyAskedToPushIsNotPulledThroughItsLaunch(t *testing.T) {
+	f := startWith(t, adcptest.SellerOptions{PushReporting: true})
+	ctx := context.Background()
+	begin := f.clk.Now()
+	f.placeWith("op-buy", "", json.RawMessage(fmt.Sprintf(`{"seller_id":"sim-seller","currency":"USD","media_buy":{"account":{"account_id":"acct-1"},"start_time":%q,"end_time":%q}}`,
+		begin.Format(time.RFC3339), begin.Add(30*24*time.Hour).Format(time.RFC3339))))
+	r := delivery.New(f.store, f.client, delivery.Config{Now: f.clk.Now})
+	reads := 0
+	for at := time.Duration(0); at <= delivery.DefaultLaunchWindow; at += time.Hour {
+		rep, err := r.Run(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reads += rep.Read
+		f.clk.Advance(time.Hour)
+	}
+	if reads != 2 {
+		t.Fatalf("%d reads through the launch window, want 2: at launch and at its close", reads)
 	}
 }
 

@@ -42,6 +42,8 @@ type Store interface {
 // adCP is the part of the AdCP client the reader uses; *adcp.Client satisfies it.
 type adCP interface {
 	GetMediaBuyDelivery(ctx context.Context, agentID string, req adcp.GetMediaBuyDeliveryRequest) (*adcp.DeliveryReport, error)
+	// Capabilities tells a seller that pushes its reports (the client caches the answer).
+	Capabilities(ctx context.Context, agentID string) (*adcp.Capabilities, error)
 }
 
 // The Reader's defaults: at most DefaultBatch buys a run, and DefaultBackfillScan ledger items
@@ -247,9 +249,23 @@ func (r *Reader) read(ctx context.Context, g *group, now time.Time, rep *Report)
 		}
 		marks[row.MediaBuyID] = mark
 	}
+	// The create registered a reporting_webhook at a seller whose capabilities offer push (the
+	// same test, create.createIntent): its buys' first report is due within the launch window,
+	// which they need not be pulled through. Capabilities not readable: pulled as usual.
+	asked := false
+	for _, op := range g.buys {
+		if !op.DeliveryPushed {
+			caps, err := r.adcp.Capabilities(ctx, g.seller)
+			asked = err == nil && caps.PushesDelivery()
+			break
+		}
+	}
 	for id, op := range g.buys {
 		fl := g.flights[id]
 		next, last := r.cfg.Cadence.next(now, fl.start, fl.end, op.DeliveryPushed)
+		if asked && !op.DeliveryPushed {
+			next, last = r.cfg.Cadence.NextPushAsked(now, fl.start, fl.end)
+		}
 		if last {
 			r.retire(ctx, op, rep) // the flight ended and its final read is in
 			continue
