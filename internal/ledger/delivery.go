@@ -225,15 +225,15 @@ func (s *Store) ScheduleLive(ctx context.Context, op *record.Operation, next tim
 	if err != nil {
 		return err
 	}
-	if mark == "" {
-		mark = op.DeliveryMark
-	}
 	up := expression.Set(expression.Name(AttrGSI1PK), expression.Value(liveGSI)).
 		Set(expression.Name(AttrGSI1SK), expression.Value(pendingSK(next, op.Tenant, op.ID))).
 		Set(expression.Name("tenant"), expression.Value(op.Tenant)).
 		Set(expression.Name("id"), expression.Value(op.ID))
-	if mark != "" {
-		up = up.Set(expression.Name(attrDeliveryMark), expression.IfNotExists(expression.Name(attrDeliveryMark), expression.Value(mark)))
+	switch {
+	case mark != "": // this read's snapshot
+		up = up.Set(expression.Name(attrDeliveryMark), expression.Value(mark))
+	case op.DeliveryMark != "": // the operation's, older than an entry's own
+		up = up.Set(expression.Name(attrDeliveryMark), expression.IfNotExists(expression.Name(attrDeliveryMark), expression.Value(op.DeliveryMark)))
 	}
 	if op.DeliveryPushed {
 		up = up.Set(expression.Name(attrDeliveryPushed), expression.Value(true))

@@ -100,6 +100,21 @@ func TestLiveEntryTakesTheListingAtTheFirstRead(t *testing.T) {
 	if len(ops) != 1 || !ops[0].DeliveryEntry || ops[0].DeliveryMark != "m2" || !ops[0].DeliveryPushed {
 		t.Fatalf("handed back: %+v", ops)
 	}
+	// Handed back by a read that stored a snapshot: the entry takes that snapshot's mark.
+	if _, err := s.FollowChange(ctx, "acme", "op-live", workflow.StatusCompleted, workflow.StatusCompleted, "1600.00", record.Patch{}); err != nil {
+		t.Fatal(err)
+	}
+	ops = due(clk.Now())
+	if len(ops) != 1 || ops[0].DeliveryEntry {
+		t.Fatalf("after a budget change: %+v, want the buy listed by its operation", ops)
+	}
+	if err := s.ScheduleLive(ctx, ops[0], clk.Now().Add(5*time.Hour), "m3"); err != nil {
+		t.Fatal(err)
+	}
+	ops = due(clk.Now().Add(24 * time.Hour))
+	if len(ops) != 1 || !ops[0].DeliveryEntry || ops[0].DeliveryMark != "m3" {
+		t.Fatalf("handed back with a new mark: %+v", ops)
+	}
 	if _, _, err := s.BackfillLive(ctx, 100); err != nil {
 		t.Fatal(err)
 	}
