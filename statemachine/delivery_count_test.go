@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/clocktest"
 	"github.com/buyflow/buyflow/internal/delivery"
@@ -199,6 +203,9 @@ func TestDeliveryModelMatchesCountedCalls(t *testing.T) {
 			if opAfterFirst, err = store.GetOperation(ctx, "t", "op-pull"); err != nil {
 				t.Fatal(err)
 			}
+			if kb := itemKB(t, db, table, "TENANT#t#OP#op-pull", "LIVE"); kb > entryKB {
+				t.Fatalf("the live entry is %.2f KB; the model says %.2f", kb, entryKB)
+			}
 		}
 		clk.Advance(time.Hour)
 	}
@@ -212,4 +219,31 @@ func TestDeliveryModelMatchesCountedCalls(t *testing.T) {
 		t.Fatalf("pulls %v (%d of them pushed), calls %v, %d retired, %d pushes, %d MarkDeliveryPushed; the model says %+v pulled, %+v pushed, one call each, each retired after its last, %v marks",
 			pulls, pushedPulls, seller.calls, retired, pushes, marks, pull, push, pushMarks(push, true))
 	}
+}
+
+// itemKB is the size of item pk/sk as DynamoDB bills a write of it: each attribute's name and
+// value (strings and numbers by their bytes, a bool one byte). The model's one write unit per
+// entry write holds while this stays under 1 KB (ids near their 256-byte limit would not).
+func itemKB(t *testing.T, db *dynamodb.Client, table, pk, sk string) float64 {
+	t.Helper()
+	out, err := db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{ledger.AttrPK: &types.AttributeValueMemberS{Value: pk}, ledger.AttrSK: &types.AttributeValueMemberS{Value: sk}}})
+	if err != nil || len(out.Item) == 0 {
+		t.Fatalf("item %s/%s: %v", pk, sk, err)
+	}
+	n := 0
+	for name, v := range out.Item {
+		n += len(name)
+		switch v := v.(type) {
+		case *types.AttributeValueMemberS:
+			n += len(v.Value)
+		case *types.AttributeValueMemberN:
+			n += len(v.Value)
+		case *types.AttributeValueMemberBOOL:
+			n++
+		default:
+			t.Fatalf("item %s/%s: attribute %s of type %T", pk, sk, name, v)
+		}
+	}
+	return float64(n) / 1024
 }
