@@ -74,7 +74,7 @@ var views = []struct {
 	{"delivery", api.Delivery{OperationID: "mb-1", Currency: "USD", Approved: "6000.00", Spend: "6100.00", OverBudget: true,
 		Snapshots: []record.DeliverySnapshot{{Tenant: "acme", OperationID: "mb-1", MediaBuyID: "smb-1",
 			AsOf: time.Date(2026, 1, 6, 0, 0, 0, 0, time.UTC), Impressions: 120000, Spend: "6100.00", Currency: "USD",
-			Pacing: "1.02", Approved: "6000.00", ReadAt: time.Date(2026, 1, 6, 1, 0, 0, 0, time.UTC)}}}, true},
+			Pacing: "1.02", Approved: "6000.00", ReadAt: time.Date(2026, 1, 6, 1, 0, 0, 0, time.UTC), Pushed: true}}}, true},
 	{"inbox", api.Inbox{Approver: "U123", Items: []api.InboxItem{inboxItem}}, true},
 	{"inbox_approval", api.InboxApproval{InboxItem: inboxItem, Flight: "2026-01-05 → 2026-03-29", ProposalID: "prop-1",
 		Packages:   []api.InboxPackage{{Product: "ctv_premium", Flight: "2026-01-05 → 2026-03-29", Budget: "USD 6,000.00"}},

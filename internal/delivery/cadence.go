@@ -17,6 +17,12 @@ const (
 	// DefaultPushWatch is how often a buy whose seller pushes its reports is pulled anyway: a
 	// watchdog for a push channel gone quiet (lost deliveries, a seller that stopped).
 	DefaultPushWatch = 7 * 24 * time.Hour
+	// DefaultSlot is the grid a flight-following read is put on: a read falls on the nearest
+	// whole hour (UTC), so the buys of one seller and account due within the same hour are due
+	// in the same run and share one get_media_buy_delivery. Unaligned, each buy kept the
+	// minute its flight went live, nearly every read was a call of its own, and the Lambda's
+	// wait on that call was the largest cost of a read after its writes.
+	DefaultSlot = time.Hour
 )
 
 // Cadence decides when a live buy is next read, from its flight.
@@ -33,6 +39,8 @@ type Cadence struct {
 	FinalAfter time.Duration
 	// PushWatch is the pull cadence of a buy whose seller pushes its delivery reports.
 	PushWatch time.Duration
+	// Slot is the grid reads are put on (DefaultSlot); the operator's Every is not aligned.
+	Slot time.Duration
 }
 
 func (c Cadence) withDefaults() Cadence {
@@ -47,6 +55,7 @@ func (c Cadence) withDefaults() Cadence {
 	set(&c.QuietEvery, DefaultQuietEvery)
 	set(&c.FinalAfter, DefaultFinalAfter)
 	set(&c.PushWatch, DefaultPushWatch)
+	set(&c.Slot, DefaultSlot)
 	return c
 }
 
@@ -64,6 +73,24 @@ func (c Cadence) Next(now, start, end time.Time) (next time.Time, retire bool) {
 // operator's Every still wins).
 func (c Cadence) NextPushed(now, start, end time.Time) (next time.Time, retire bool) {
 	return c.next(now, start, end, true)
+}
+
+// NextPushAsked is Next for a buy whose seller was asked to push its reports (its
+// capabilities offer push, so the create registered a reporting_webhook) and has pushed none
+// yet: in the launch window, where Next reads every EdgeEvery, it is read once more, when the
+// window closes, since its first daily report is due by then; once the window has closed with
+// no push it is read as Next says (a seller that does not push after all is pulled).
+func (c Cadence) NextPushAsked(now, start, end time.Time) (next time.Time, retire bool) {
+	next, retire = c.next(now, start, end, false)
+	if d := c.withDefaults(); d.Every <= 0 && !retire && !now.Before(start) && now.Before(start.Add(d.LaunchWindow)) {
+		next = start.Add(d.LaunchWindow)
+		for _, edge := range []time.Time{end.Add(-d.EndWindow), end} { // a short flight's end comes first
+			if !end.IsZero() && edge.After(now) && edge.Before(next) {
+				next = edge
+			}
+		}
+	}
+	return next, retire
 }
 
 func (c Cadence) next(now, start, end time.Time, pushed bool) (next time.Time, retire bool) {
@@ -88,6 +115,11 @@ func (c Cadence) next(now, start, end time.Time, pushed bool) (next time.Time, r
 		step = c.EdgeEvery
 	}
 	next = now.Add(step)
+	// To the nearest slot, not the next: a run comes a little after the slot it serves, and
+	// rounding up would add a slot to every step.
+	if aligned := next.Round(c.Slot); c.Every <= 0 && aligned.After(now) {
+		next = aligned
+	}
 	var edges []time.Time // the phase boundaries a read must not skip
 	if c.Every <= 0 && !pushed {
 		edges = append(edges, start.Add(c.LaunchWindow))

@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
+	"github.com/buyflow/buyflow/internal/adcptest"
 	"github.com/buyflow/buyflow/internal/delivery"
+	"github.com/buyflow/buyflow/internal/record"
+	"github.com/buyflow/buyflow/internal/workflow"
 )
 
 // TestCadenceFollowsTheFlight checks each of the cadence's decisions: before the flight, at
@@ -42,6 +45,10 @@ func TestCadenceFollowsTheFlight(t *testing.T) {
 		{"override, the end near: at the end", override, end.Add(-h), end, end, false},
 		{"override after the end: the final read", override, end.Add(h), end, end.Add(delivery.DefaultFinalAfter), false},
 		{"windows of the operator's", delivery.Cadence{LaunchWindow: 2 * h, EdgeEvery: h, QuietEvery: 6 * h}, start.Add(3 * h), end, start.Add(9 * h), false},
+		{"a run late in its slot: the nearest slot", def, start.Add(5*24*h + 40*time.Second), end, start.Add(6 * 24 * h), false},
+		{"a buy live at 10:37: its next read on the hour", def, start.Add(10*h + 37*time.Minute), end, start.Add(14 * h), false},
+		{"in the end window, off the grid", def, end.Add(-20*h - 29*time.Minute), end, end.Add(-17 * h), false},
+		{"the override is not aligned", override, start.Add(5*24*h + 40*time.Second), end, start.Add(5*24*h + 2*h + 40*time.Second), false},
 	} {
 		next, retire := c.c.Next(c.now, start, c.end)
 		if !next.Equal(c.next) || retire != c.retire {
@@ -66,6 +73,50 @@ func TestCadenceFollowsTheFlight(t *testing.T) {
 		if !next.Equal(c.next) || retire != c.retire {
 			t.Errorf("%s: next %s, retire %v; want %s, %v", c.name, next, retire, c.next, c.retire)
 		}
+	}
+	// A buy whose seller was asked to push, none pushed yet: read at launch, then when the
+	// launch window closes; after it, pulled as any buy; the override still wins.
+	short := start.Add(12 * h)
+	for _, c := range []struct {
+		name string
+		c    delivery.Cadence
+		now  time.Time
+		end  time.Time
+		next time.Time
+	}{
+		{"asked, at launch: the window's close", def, start, end, start.Add(delivery.DefaultLaunchWindow)},
+		{"asked, late in the window: its close", def, start.Add(20 * h), end, start.Add(delivery.DefaultLaunchWindow)},
+		{"asked, no push after the window: a quiet step", def, start.Add(delivery.DefaultLaunchWindow), end, start.Add(delivery.DefaultLaunchWindow + delivery.DefaultQuietEvery)},
+		{"asked, a flight shorter than the window: its end", def, start, short, short},
+		{"asked, under the override", override, start, end, start.Add(2 * h)},
+	} {
+		next, retire := c.c.NextPushAsked(c.now, start, c.end)
+		if !next.Equal(c.next) || retire {
+			t.Errorf("%s: next %s, retire %v; want %s", c.name, next, retire, c.next)
+		}
+	}
+}
+
+// TestBuyAskedToPushIsNotPulledThroughItsLaunch: a buy at a seller that offers push reporting
+// is read at launch and when the launch window closes, not every EdgeEvery through it.
+func TestBuyAskedToPushIsNotPulledThroughItsLaunch(t *testing.T) {
+	f := startWith(t, adcptest.SellerOptions{PushReporting: true})
+	ctx := context.Background()
+	begin := f.clk.Now()
+	f.placeWith("op-buy", "", json.RawMessage(fmt.Sprintf(`{"seller_id":"sim-seller","currency":"USD","media_buy":{"account":{"account_id":"acct-1"},"start_time":%q,"end_time":%q}}`,
+		begin.Format(time.RFC3339), begin.Add(30*24*time.Hour).Format(time.RFC3339))))
+	r := delivery.New(f.store, f.client, delivery.Config{Now: f.clk.Now})
+	reads := 0
+	for at := time.Duration(0); at <= delivery.DefaultLaunchWindow; at += time.Hour {
+		rep, err := r.Run(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reads += rep.Read
+		f.clk.Advance(time.Hour)
+	}
+	if reads != 2 {
+		t.Fatalf("%d reads through the launch window, want 2: at launch and at its close", reads)
 	}
 }
 
@@ -152,4 +203,47 @@ func TestPushedBuyIsPulledAsAWatchdog(t *testing.T) {
 	read("a day later: no launch or quiet read for a pushed buy", 0)
 	f.clk.Advance(delivery.DefaultPushWatch)
 	read("a watch later", 1)
+}
+
+// TestReadsOfOneSellerShareTheirSlot: two buys at one seller and account that went live 20
+// minutes apart are due in the same slot for their next read, and one call reads both.
+func TestReadsOfOneSellerShareTheirSlot(t *testing.T) {
+	f := start(t)
+	ctx := context.Background()
+	r := delivery.New(f.store, f.client, delivery.Config{Now: f.clk.Now})
+	f.place("op-a", "")
+	if rep, err := r.Run(ctx); err != nil || rep.Read != 1 {
+		t.Fatalf("the first buy at launch: %+v %v", rep, err)
+	}
+	f.clk.Advance(20 * time.Minute)
+	in, err := adcp.NewIntent(adcp.ToolCreateMediaBuy, adcp.CreateMediaBuyRequest{Account: adcp.AccountRef{AccountID: "acct-1"}, Brand: adcp.BrandRef{Domain: "acme.example"},
+		StartTime: "asap", EndTime: "2099-04-01T00:00:00Z", Context: json.RawMessage(`{"sim":"sync"}`),
+		Packages: []adcp.PackageRequest{{ProductID: "p", PricingOptionID: "cpm", Budget: "3000"}}}, f.clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := f.client.CreateMediaBuy(ctx, "sim-seller", in)
+	if err != nil || second.MediaBuyID == "" || second.MediaBuyID == f.created.MediaBuyID {
+		t.Fatalf("the second buy: %+v %v", second, err)
+	}
+	if _, err := f.store.CreateOperation(ctx, record.Operation{ID: "op-b", Tenant: "acme", SellerID: "sim-seller", BudgetTotal: "3000.00", Currency: "USD",
+		Request: json.RawMessage(`{"seller_id":"sim-seller","currency":"USD","media_buy":{"account":{"account_id":"acct-1"}}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, to := range []workflow.Status{workflow.StatusCreating, workflow.StatusCompleted} {
+		if _, err := f.store.Transition(ctx, "acme", "op-b", to, record.AnyVersion, record.Patch{MediaBuyID: &second.MediaBuyID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rep, err := r.Run(ctx); err != nil || rep.Read != 1 {
+		t.Fatalf("the second buy at launch: %+v %v", rep, err)
+	}
+	calls := len(f.seller.CallsTo("get_media_buy_delivery"))
+	f.clk.Advance(delivery.DefaultEdgeEvery - 20*time.Minute + 30*time.Second) // the first run of the slot
+	if rep, err := r.Run(ctx); err != nil || rep.Read != 2 {
+		t.Fatalf("the next slot: %+v %v; want both buys read", rep, err)
+	}
+	if n := len(f.seller.CallsTo("get_media_buy_delivery")) - calls; n != 1 {
+		t.Fatalf("%d calls for both buys, want one", n)
+	}
 }

@@ -30,10 +30,10 @@ import (
 type Store interface {
 	ListLiveDue(ctx context.Context, dueBefore time.Time, limit int) ([]*record.Operation, error)
 	BackfillLive(ctx context.Context, scanLimit int) (added int, done bool, err error)
-	ScheduleDeliveryReadMarked(ctx context.Context, tenant, id string, next time.Time, mark string) error
+	ScheduleLive(ctx context.Context, op *record.Operation, next time.Time, mark string) error
 	RetireLive(ctx context.Context, tenant, id string) error
 	GetBuyState(ctx context.Context, tenant, opID string) (*record.BuyState, error)
-	PutDeliverySnapshot(ctx context.Context, d record.DeliverySnapshot) (bool, error)
+	PutDeliverySnapshot(ctx context.Context, d record.DeliverySnapshot) (stored bool, replaced *record.DeliverySnapshot, err error)
 	ListDeliverySnapshots(ctx context.Context, tenant, opID string, limit int) ([]record.DeliverySnapshot, error)
 	MarkDeliveryPushed(ctx context.Context, tenant, id string) error
 	AppendEvent(ctx context.Context, tenant, opID string, ev record.Event) error
@@ -42,6 +42,8 @@ type Store interface {
 // adCP is the part of the AdCP client the reader uses; *adcp.Client satisfies it.
 type adCP interface {
 	GetMediaBuyDelivery(ctx context.Context, agentID string, req adcp.GetMediaBuyDeliveryRequest) (*adcp.DeliveryReport, error)
+	// Capabilities tells a seller that pushes its reports (the client caches the answer).
+	Capabilities(ctx context.Context, agentID string) (*adcp.Capabilities, error)
 }
 
 // The Reader's defaults: at most DefaultBatch buys a run, and DefaultBackfillScan ledger items
@@ -105,6 +107,9 @@ type Report struct {
 	// Unchanged counts the buys read whose delivery had not moved since their last snapshot:
 	// nothing was written for them but their next read.
 	Unchanged int
+	// Corrected counts the snapshots (among Snapshots) that replaced what the seller had
+	// reported before for the same as-of.
+	Corrected int
 	// Backfilled counts the buys completed before the live list that this run listed live.
 	Backfilled int
 }
@@ -175,6 +180,19 @@ func (r *Reader) Run(ctx context.Context) (Report, error) {
 				fl.end = t // a change moved the end
 			}
 		}
+		if op.DeliveryPushed {
+			// Pushes write snapshots without touching the live list, so the mark it carries is
+			// the last pull's: a watchdog pull compares with the newest snapshot instead (a
+			// read of one small item, for the few pulls of a pushed buy).
+			last, err := r.ledger.ListDeliverySnapshots(ctx, op.Tenant, op.ID, 1)
+			if err != nil {
+				r.log.WarnContext(ctx, "last delivery snapshot not read; the next run reads the buy", "operationId", op.ID, "err", err)
+				continue
+			}
+			if len(last) == 1 {
+				op.DeliveryMark = mark(last[0])
+			}
+		}
 		acct, _ := json.Marshal(mb.Account)
 		k := op.SellerID + "\x00" + string(acct)
 		g, ok := groups[k]
@@ -223,7 +241,7 @@ func (r *Reader) read(ctx context.Context, g *group, now time.Time, rep *Report)
 			continue // a buy the seller reports that this read did not ask for
 		}
 		rep.Read++
-		mark, err := r.record(ctx, op, g.flights[row.MediaBuyID].approved, row, res.Currency, asOf, rep)
+		mark, err := r.record(ctx, op, g.flights[row.MediaBuyID].approved, row, res.Currency, asOf, false, rep)
 		if err != nil {
 			rep.Failed++
 			r.log.WarnContext(ctx, "delivery not recorded", "operationId", op.ID, "err", err)
@@ -231,14 +249,28 @@ func (r *Reader) read(ctx context.Context, g *group, now time.Time, rep *Report)
 		}
 		marks[row.MediaBuyID] = mark
 	}
+	// The create registered a reporting_webhook at a seller whose capabilities offer push (the
+	// same test, create.createIntent): its buys' first report is due within the launch window,
+	// which they need not be pulled through. Capabilities not readable: pulled as usual.
+	asked := false
+	for _, op := range g.buys {
+		if !op.DeliveryPushed {
+			caps, err := r.adcp.Capabilities(ctx, g.seller)
+			asked = err == nil && caps.PushesDelivery()
+			break
+		}
+	}
 	for id, op := range g.buys {
 		fl := g.flights[id]
 		next, last := r.cfg.Cadence.next(now, fl.start, fl.end, op.DeliveryPushed)
+		if asked && !op.DeliveryPushed {
+			next, last = r.cfg.Cadence.NextPushAsked(now, fl.start, fl.end)
+		}
 		if last {
 			r.retire(ctx, op, rep) // the flight ended and its final read is in
 			continue
 		}
-		if err := r.ledger.ScheduleDeliveryReadMarked(ctx, op.Tenant, op.ID, next, marks[id]); err != nil && !errors.Is(err, record.ErrConflict) {
+		if err := r.ledger.ScheduleLive(ctx, op, next, marks[id]); err != nil && !errors.Is(err, record.ErrConflict) {
 			r.log.WarnContext(ctx, "next delivery read not scheduled", "operationId", op.ID, "err", err)
 		}
 	}
@@ -248,7 +280,7 @@ func (r *Reader) read(ctx context.Context, g *group, now time.Time, rep *Report)
 // report that matches the buy's last snapshot (its DeliveryMark) moved nothing: it stores
 // nothing, since a snapshot per read of an unmoved buy is most of what reading costs. It
 // returns the mark of the snapshot it stored ("" when it stored none).
-func (r *Reader) record(ctx context.Context, op *record.Operation, approved string, row adcp.MediaBuyDelivery, currency string, asOf time.Time, rep *Report) (string, error) {
+func (r *Reader) record(ctx context.Context, op *record.Operation, approved string, row adcp.MediaBuyDelivery, currency string, asOf time.Time, pushed bool, rep *Report) (string, error) {
 	if currency == "" {
 		currency = op.Currency
 	}
@@ -261,7 +293,7 @@ func (r *Reader) record(ctx context.Context, op *record.Operation, approved stri
 	}
 	impressions, _ := strconv.ParseInt(string(row.Totals.Impressions), 10, 64)
 	snap := record.DeliverySnapshot{Tenant: op.Tenant, OperationID: op.ID, MediaBuyID: op.MediaBuyID, AsOf: asOf,
-		Impressions: impressions, Spend: spend, Currency: op.Currency, Approved: approved}
+		Impressions: impressions, Spend: spend, Currency: op.Currency, Approved: approved, Pushed: pushed}
 	if len(row.ByPackage) == 1 {
 		if p, ok := decimal(row.ByPackage[0].PacingIndex); ok {
 			snap.Pacing = p
@@ -272,24 +304,38 @@ func (r *Reader) record(ctx context.Context, op *record.Operation, approved stri
 		rep.Unchanged++
 		return "", nil
 	}
-	created, err := r.ledger.PutDeliverySnapshot(ctx, snap)
-	if err != nil || !created {
+	stored, replaced, err := r.ledger.PutDeliverySnapshot(ctx, snap)
+	if err != nil || !stored {
 		return "", err
 	}
 	rep.Snapshots++
 	over := money.OverBudget(spend, approved)
 	reason := fmt.Sprintf("spent %s of the approved %s %s", spend, approved, op.Currency)
+	fields := map[string]any{"as_of": asOf.Format(time.RFC3339), "impressions": impressions, "spend": spend,
+		"approved_budget": approved, "media_buy_status": row.Status}
+	if replaced != nil {
+		// The seller corrected what it reported for this as-of: the snapshot now says the
+		// corrected figures, and the timeline keeps what they replaced.
+		rep.Corrected++
+		reason = fmt.Sprintf("corrected: spent %s of the approved %s %s (reported before: %s)", spend, approved, op.Currency, replaced.Spend)
+		fields["corrected"] = true
+		fields["replaced"] = map[string]any{"impressions": replaced.Impressions, "spend": replaced.Spend, "pacing": replaced.Pacing,
+			"approved_budget": replaced.Approved, "read_at": replaced.ReadAt.UTC().Format(time.RFC3339)}
+	}
 	if over {
 		rep.OverBudget++
 		reason = fmt.Sprintf("spent %s %s, over the approved budget of %s", spend, op.Currency, approved)
+		if replaced != nil {
+			reason = "corrected: " + reason
+		}
 		if r.cfg.Metrics != nil {
 			r.cfg.Metrics.Count(metrics.SpendOverBudget, nil, 1) // the alarm's series
 			r.cfg.Metrics.Count(metrics.SpendOverBudget, metrics.Dims{"Seller": op.SellerID}, 1)
 		}
 		r.log.WarnContext(ctx, "spend over the approved budget", "operationId", op.ID, "spend", spend, "approved", approved, "currency", op.Currency)
 	}
-	detail, _ := json.Marshal(map[string]any{"as_of": asOf.Format(time.RFC3339), "impressions": impressions, "spend": spend,
-		"approved_budget": approved, "over_budget": over, "media_buy_status": row.Status})
+	fields["over_budget"] = over
+	detail, _ := json.Marshal(fields)
 	if err := r.ledger.AppendEvent(ctx, op.Tenant, op.ID, record.Event{At: r.cfg.Now().UTC(), Type: record.EventDelivery, Actor: "seller:" + op.SellerID,
 		Amount: spend, Currency: op.Currency, Reason: reason, Detail: detail}); err != nil {
 		return "", err
@@ -344,17 +390,21 @@ func (r *Reader) push(ctx context.Context, op *record.Operation, res *adcp.Deliv
 	if err != nil {
 		return rep, fmt.Errorf("the pushed report's reporting_period.end %q is not a date-time", res.ReportingPeriod.End)
 	}
+	// The buy's push flag lives on its live entry, which the webhook does not read: a newest
+	// snapshot that a push wrote says the buy is marked already, so only its first push (or
+	// the first after a pull found news) pays the write. Marked before the report is recorded,
+	// so a failure in between leaves the buy marked, never a pushed snapshot on an unmarked buy.
+	if !op.DeliveryPushed && (len(last) == 0 || !last[0].Pushed) {
+		if err := r.ledger.MarkDeliveryPushed(ctx, op.Tenant, op.ID); err != nil && !errors.Is(err, record.ErrConflict) {
+			return rep, err
+		}
+	}
 	for _, row := range res.MediaBuys {
 		if row.MediaBuyID != op.MediaBuyID {
 			continue
 		}
 		rep.Read++
-		if _, err := r.record(ctx, &cur, approved, row, res.Currency, asOf, &rep); err != nil {
-			return rep, err
-		}
-	}
-	if !op.DeliveryPushed {
-		if err := r.ledger.MarkDeliveryPushed(ctx, op.Tenant, op.ID); err != nil && !errors.Is(err, record.ErrConflict) {
+		if _, err := r.record(ctx, &cur, approved, row, res.Currency, asOf, true, &rep); err != nil {
 			return rep, err
 		}
 	}

@@ -42,11 +42,18 @@ type fixture struct {
 
 func start(t *testing.T) *fixture {
 	t.Helper()
+	return startWith(t, adcptest.SellerOptions{})
+}
+
+// startWith is start with the simulated seller's options (its clock is the fixture's).
+func startWith(t *testing.T, opts adcptest.SellerOptions) *fixture {
+	t.Helper()
 	db, table := dynamotest.Start(t)
 	clk := clocktest.At(time.Date(2099, 3, 2, 12, 0, 0, 0, time.UTC))
 	store := ledger.New(db, table)
 	store.Now = clk.Now
-	seller := adcptest.NewSeller(adcptest.SellerOptions{Now: clk.Now})
+	opts.Now = clk.Now
+	seller := adcptest.NewSeller(opts)
 	seller.Start()
 	t.Cleanup(seller.Close)
 	reg, err := adcp.NewRegistry(adcp.RegistryConfig{Agents: []adcp.Agent{{ID: "sim-seller", Role: adcp.RoleSeller, MCPURL: seller.URL(),
@@ -182,7 +189,7 @@ type countingLedger struct {
 	snapshots, events int
 }
 
-func (c *countingLedger) PutDeliverySnapshot(ctx context.Context, d record.DeliverySnapshot) (bool, error) {
+func (c *countingLedger) PutDeliverySnapshot(ctx context.Context, d record.DeliverySnapshot) (bool, *record.DeliverySnapshot, error) {
 	c.snapshots++
 	return c.Store.PutDeliverySnapshot(ctx, d)
 }

@@ -114,21 +114,37 @@ func TestAnEndedChangeFreesTheBuyAndAnExpiredOneStopsBlocking(t *testing.T) {
 	}
 }
 
+// TestDeliverySnapshotsAreKeptOncePerAsOfNewestFirst: one snapshot per as-of; the same report
+// again writes nothing; other figures for a stored as-of are the seller's correction, which
+// replaces the snapshot and returns the one it replaced.
 func TestDeliverySnapshotsAreKeptOncePerAsOfNewestFirst(t *testing.T) {
 	t.Parallel()
 	s, clk := newStore(t)
 	ctx := context.Background()
 	at := clk.Now()
-	for i, spend := range []string{"100.00", "250.00", "250.00"} {
-		d := record.DeliverySnapshot{Tenant: "acme", OperationID: "op-1", MediaBuyID: "mb-1", AsOf: at.Add(time.Duration(min(i, 1)) * time.Hour),
-			Impressions: int64(1000 * (i + 1)), Spend: spend, Currency: "USD", Approved: "200.00"}
-		created, err := s.PutDeliverySnapshot(ctx, d)
-		if err != nil || created != (i < 2) {
-			t.Fatalf("snapshot %d: created %v, %v", i, created, err)
+	snap := func(hour, impressions int, spend, pacing string) record.DeliverySnapshot {
+		return record.DeliverySnapshot{Tenant: "acme", OperationID: "op-1", MediaBuyID: "mb-1", AsOf: at.Add(time.Duration(hour) * time.Hour),
+			Impressions: int64(impressions), Spend: spend, Pacing: pacing, Currency: "USD", Approved: "200.00"}
+	}
+	for i, c := range []struct {
+		d               record.DeliverySnapshot
+		stored          bool
+		replacedImpress int64
+	}{
+		{snap(0, 1000, "100.00", ""), true, 0},
+		{snap(1, 2000, "250.00", "1.1"), true, 0},
+		{snap(1, 2000, "250.00", "1.1"), false, 0}, // sent again
+		{snap(1, 2100, "250.00", "1.1"), true, 2000},
+		{snap(1, 2100, "250.00", ""), true, 2100}, // the pacing withdrawn
+		{snap(1, 2100, "250.00", ""), false, 0},
+	} {
+		stored, replaced, err := s.PutDeliverySnapshot(ctx, c.d)
+		if err != nil || stored != c.stored || (replaced == nil) != (c.replacedImpress == 0) || replaced != nil && replaced.Impressions != c.replacedImpress {
+			t.Fatalf("snapshot %d: stored %v, replaced %+v, %v", i, stored, replaced, err)
 		}
 	}
 	snaps, err := s.ListDeliverySnapshots(ctx, "acme", "op-1", 10)
-	if err != nil || len(snaps) != 2 || snaps[0].Spend != "250.00" || snaps[0].Impressions != 2000 || snaps[1].Spend != "100.00" {
+	if err != nil || len(snaps) != 2 || snaps[0].Spend != "250.00" || snaps[0].Impressions != 2100 || snaps[0].Pacing != "" || snaps[1].Spend != "100.00" {
 		t.Fatalf("snapshots: %+v %v", snaps, err)
 	}
 	if other, err := s.ListDeliverySnapshots(ctx, "other", "op-1", 10); err != nil || len(other) != 0 {
@@ -181,7 +197,11 @@ func TestCompletedOperationsAreListedLiveUntilRetiredOrCanceled(t *testing.T) {
 		t.Fatalf("two hours later: %v, want op-live due", got)
 	}
 	// The mark of the last snapshot rides on the schedule's write; an empty mark keeps it.
-	if err := s.ScheduleDeliveryReadMarked(ctx, "acme", "op-live", clk.Now(), "12000|2999.995"); err != nil {
+	ops, err := s.ListLiveDue(ctx, clk.Now().Add(2*time.Hour), 10)
+	if err != nil || len(ops) != 1 || !ops[0].DeliveryEntry {
+		t.Fatalf("after its first schedule the buy is listed by its live entry: %+v %v", ops, err)
+	}
+	if err := s.ScheduleLive(ctx, ops[0], clk.Now(), "12000|2999.995"); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.ScheduleDeliveryRead(ctx, "acme", "op-live", clk.Now()); err != nil {

@@ -24,14 +24,17 @@ type deliveryItem struct {
 	record.DeliverySnapshot
 }
 
-// PutDeliverySnapshot stores d (attribute_not_exists: a report already stored for that as-of
-// is kept as it was) and reports whether it was new.
-func (s *Store) PutDeliverySnapshot(ctx context.Context, d record.DeliverySnapshot) (created bool, err error) {
+// PutDeliverySnapshot stores d, one snapshot per reported as-of, and reports whether it
+// wrote it. A snapshot already stored for that as-of with the same figures (impressions,
+// spend, pacing, approved budget) is kept as it was: a report sent again writes nothing. One
+// with other figures is the seller's correction of that as-of: d replaces it, and replaced is
+// the snapshot it replaced (nil for a new as-of).
+func (s *Store) PutDeliverySnapshot(ctx context.Context, d record.DeliverySnapshot) (stored bool, replaced *record.DeliverySnapshot, err error) {
 	if err := checkOp(d.Tenant, d.OperationID); err != nil {
-		return false, err
+		return false, nil, err
 	}
 	if d.AsOf.IsZero() || d.Spend == "" || d.Currency == "" {
-		return false, fmt.Errorf("%w: a delivery snapshot needs as_of, spend and currency", record.ErrInvalidArgument)
+		return false, nil, fmt.Errorf("%w: a delivery snapshot needs as_of, spend and currency", record.ErrInvalidArgument)
 	}
 	if d.ReadAt.IsZero() {
 		d.ReadAt = s.now()
@@ -39,16 +42,36 @@ func (s *Store) PutDeliverySnapshot(ctx context.Context, d record.DeliverySnapsh
 	pk := opPK(d.Tenant, d.OperationID)
 	av, err := attributevalue.MarshalMap(deliveryItem{PK: pk, SK: skDeliveryPfx + fmtTime(d.AsOf), DeliverySnapshot: d})
 	if err != nil {
-		return false, fmt.Errorf("ledger: encode delivery snapshot of %s: %w", d.OperationID, err)
+		return false, nil, fmt.Errorf("ledger: encode delivery snapshot of %s: %w", d.OperationID, err)
 	}
-	err = s.putIf(ctx, av, keyFree())
+	pacing := expression.AttributeExists(expression.Name("pacing"))
+	if d.Pacing != "" {
+		pacing = expression.AttributeNotExists(expression.Name("pacing")).Or(expression.Name("pacing").NotEqual(expression.Value(d.Pacing)))
+	}
+	cond := keyFree().Or(expression.Name("impressions").NotEqual(expression.Value(d.Impressions))).
+		Or(expression.Name("spend").NotEqual(expression.Value(d.Spend))).
+		Or(expression.Name("approved").NotEqual(expression.Value(d.Approved))).
+		Or(pacing)
+	e, err := build(expression.NewBuilder().WithCondition(cond))
 	if err != nil {
-		if failed, _ := conditionFailed(err); failed {
-			return false, nil
-		}
-		return false, fmt.Errorf("ledger: put delivery snapshot of %s: %w", d.OperationID, err)
+		return false, nil, err
 	}
-	return true, nil
+	out, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: av, ConditionExpression: e.Condition(),
+		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(), ReturnValues: types.ReturnValueAllOld})
+	if failed, _ := conditionFailed(err); failed {
+		return false, nil, nil
+	}
+	if err != nil {
+		return false, nil, fmt.Errorf("ledger: put delivery snapshot of %s: %w", d.OperationID, err)
+	}
+	if len(out.Attributes) > 0 {
+		var old deliveryItem
+		if err := attributevalue.UnmarshalMap(out.Attributes, &old); err != nil {
+			return true, nil, fmt.Errorf("ledger: decode the replaced delivery snapshot of %s: %w", d.OperationID, err)
+		}
+		replaced = &old.DeliverySnapshot
+	}
+	return true, replaced, nil
 }
 
 // ListDeliverySnapshots returns the newest limit snapshots of the tenant's buy opID, newest
@@ -81,10 +104,32 @@ func (s *Store) ListDeliverySnapshots(ctx context.Context, tenant, opID string, 
 // delivery reader retires them), sorted by when each is due for its next delivery read.
 const liveGSI = "LIVE"
 
+// skLive is the sort key of a buy's live entry, under its operation's pk: the small item that
+// lists the buy live from its first delivery read on. A completion lists the operation item
+// itself (its transition moves gsi1 anyway); rescheduling it there would rewrite a ~2 KB item,
+// move it in gsi1 and update its gsi2 copy (8 write units a read), so the first read hands the
+// listing to the entry, whose reschedule is a write of well under 1 KB and its gsi1 move (3).
+const skLive = "LIVE"
+
+// liveEntry is a buy's live entry: its listing, and the delivery mark and push flag the
+// reader needs besides the operation.
+type liveEntry struct {
+	PK     string `dynamodbav:"pk"`
+	SK     string `dynamodbav:"sk"`
+	GSI1PK string `dynamodbav:"gsi1pk"`
+	GSI1SK string `dynamodbav:"gsi1sk"`
+	Tenant string `dynamodbav:"tenant"`
+	ID     string `dynamodbav:"id"`
+	Mark   string `dynamodbav:"delivery_mark,omitempty"`
+	Pushed bool   `dynamodbav:"delivery_pushed,omitempty"`
+}
+
 // ListLiveDue returns up to limit completed operations whose next delivery read is due at or
 // before dueBefore, the longest overdue first (gsi1 "LIVE"). It is not tenant-scoped: the delivery
 // reader is internal. A buy completed before this index existed is listed once BackfillLive
-// has reached it.
+// has reached it. A buy listed by its live entry comes with DeliveryEntry set and the entry's
+// mark and push flag (its operation read consistently); a buy listed by both its operation (a
+// resumed buy) and its entry comes once, as listed by its operation, with the entry's mark.
 func (s *Store) ListLiveDue(ctx context.Context, dueBefore time.Time, limit int) ([]*record.Operation, error) {
 	kc := expression.Key(AttrGSI1PK).Equal(expression.Value(liveGSI)).
 		And(expression.Key(AttrGSI1SK).LessThan(expression.Value(fmtTime(dueBefore) + "$"))) // "$" sorts after the "#" that follows the time: due at dueBefore counts
@@ -97,57 +142,182 @@ func (s *Store) ListLiveDue(ctx context.Context, dueBefore time.Time, limit int)
 		return nil, fmt.Errorf("ledger: list live operations: %w", err)
 	}
 	ops := make([]*record.Operation, 0, len(out.Items))
+	seen := map[string]*record.Operation{} // pk → the buy listed
 	for _, item := range out.Items {
-		op, err := decodeOp(item)
+		sk, _ := item[AttrSK].(*types.AttributeValueMemberS)
+		if sk == nil || sk.Value != skLive {
+			op, err := decodeOp(item)
+			if err != nil {
+				return nil, err
+			}
+			if prev := seen[opPK(op.Tenant, op.ID)]; prev != nil { // its entry came first
+				op.DeliveryMark, op.DeliveryPushed = prev.DeliveryMark, prev.DeliveryPushed || op.DeliveryPushed
+				*prev = *op
+				continue
+			}
+			seen[opPK(op.Tenant, op.ID)] = op
+			ops = append(ops, op)
+			continue
+		}
+		var en liveEntry
+		if err := attributevalue.UnmarshalMap(item, &en); err != nil {
+			return nil, fmt.Errorf("ledger: decode live entry: %w", err)
+		}
+		if prev := seen[en.PK]; prev != nil { // listed by its operation too: that listing goes on
+			prev.DeliveryMark, prev.DeliveryPushed = en.Mark, en.Pushed || prev.DeliveryPushed
+			continue
+		}
+		opItem, err := s.getOpItem(ctx, en.Tenant, en.ID, skOperation, "operation "+en.ID)
+		if errors.Is(err, record.ErrNotFound) {
+			continue // never: operations are not deleted
+		}
 		if err != nil {
 			return nil, err
 		}
+		op, err := decodeOp(opItem)
+		if err != nil {
+			return nil, err
+		}
+		op.DeliveryEntry, op.DeliveryMark, op.DeliveryPushed = true, en.Mark, en.Pushed
+		seen[en.PK] = op
 		ops = append(ops, op)
 	}
 	return ops, nil
 }
 
 // ScheduleDeliveryRead sets when the tenant's live operation id is next due for a delivery
-// read: condition status = completed and still listed live. An operation that left the list
-// (canceled, retired) is ErrConflict.
+// read: on its live entry if it has one, else as ScheduleLive hands the listing to one. An
+// operation that is listed nowhere (canceled, retired) is ErrConflict.
 func (s *Store) ScheduleDeliveryRead(ctx context.Context, tenant, id string, next time.Time) error {
-	return s.ScheduleDeliveryReadMarked(ctx, tenant, id, next, "")
+	err := s.updateEntry(ctx, tenant, id, expression.Set(expression.Name(AttrGSI1SK), expression.Value(pendingSK(next, tenant, id))))
+	if !errors.Is(err, record.ErrConflict) {
+		return err
+	}
+	op, err := s.GetOperation(ctx, tenant, id)
+	if err != nil {
+		return err
+	}
+	return s.ScheduleLive(ctx, op, next, "")
 }
 
-// ScheduleDeliveryReadMarked is ScheduleDeliveryRead that also stores mark as the operation's
-// DeliveryMark (unless empty) in the same write: the mark of the snapshot just stored rides on
-// the update the read makes anyway, so the next read compares without reading a snapshot.
-func (s *Store) ScheduleDeliveryReadMarked(ctx context.Context, tenant, id string, next time.Time, mark string) error {
-	up := expression.Set(expression.Name(AttrGSI1SK), expression.Value(pendingSK(next, tenant, id)))
-	if mark != "" {
+// ScheduleLive sets when op, as ListLiveDue listed it, is next due for a delivery read, and
+// stores mark as its DeliveryMark (unless empty) in the same write: the mark of the snapshot
+// just stored rides on the update the read makes anyway, so the next read compares without
+// reading a snapshot. A buy listed by its entry (DeliveryEntry) updates the entry (condition:
+// it exists, else ErrConflict: retired). A buy listed by its operation hands the listing to
+// its entry in one transaction: the operation leaves gsi1 (condition status completed or
+// paused and still listed live, else ErrConflict) and is marked so that the backfill never
+// lists it again, and the entry is written (created, or for a resumed buy moved; an entry's
+// mark is kept when this read stored none).
+func (s *Store) ScheduleLive(ctx context.Context, op *record.Operation, next time.Time, mark string) error {
+	if op.DeliveryEntry {
+		up := expression.Set(expression.Name(AttrGSI1SK), expression.Value(pendingSK(next, op.Tenant, op.ID)))
+		if mark != "" {
+			up = up.Set(expression.Name(attrDeliveryMark), expression.Value(mark))
+		}
+		return s.updateEntry(ctx, op.Tenant, op.ID, up)
+	}
+	if err := checkOp(op.Tenant, op.ID); err != nil {
+		return err
+	}
+	unlist, err := build(expression.NewBuilder().WithCondition(listedOnItself()).WithUpdate(
+		expression.Remove(expression.Name(AttrGSI1PK)).Remove(expression.Name(AttrGSI1SK)).Set(expression.Name(attrLiveRetired), expression.Value(true))))
+	if err != nil {
+		return err
+	}
+	up := expression.Set(expression.Name(AttrGSI1PK), expression.Value(liveGSI)).
+		Set(expression.Name(AttrGSI1SK), expression.Value(pendingSK(next, op.Tenant, op.ID))).
+		Set(expression.Name("tenant"), expression.Value(op.Tenant)).
+		Set(expression.Name("id"), expression.Value(op.ID))
+	switch {
+	case mark != "": // this read's snapshot
 		up = up.Set(expression.Name(attrDeliveryMark), expression.Value(mark))
+	case op.DeliveryMark != "": // the operation's, older than an entry's own
+		up = up.Set(expression.Name(attrDeliveryMark), expression.IfNotExists(expression.Name(attrDeliveryMark), expression.Value(op.DeliveryMark)))
+	}
+	if op.DeliveryPushed {
+		up = up.Set(expression.Name(attrDeliveryPushed), expression.Value(true))
+	}
+	entry, err := build(expression.NewBuilder().WithUpdate(up))
+	if err != nil {
+		return err
+	}
+	in := s.updateWithEvent(key(opPK(op.Tenant, op.ID), skOperation), unlist, types.TransactWriteItem{Update: &types.Update{
+		TableName: aws.String(s.table), Key: key(opPK(op.Tenant, op.ID), skLive), UpdateExpression: entry.Update(),
+		ExpressionAttributeNames: entry.Names(), ExpressionAttributeValues: entry.Values()}})
+	failed, _, err := s.writeTx(ctx, in, "hand operation "+op.ID+" to its live entry")
+	if failed {
+		return fmt.Errorf("ledger: operation %s is not live: %w", op.ID, record.ErrConflict)
+	}
+	return err
+}
+
+// attrDeliveryMark and attrDeliveryPushed are record.Operation's DeliveryMark and
+// DeliveryPushed, on an operation item or a live entry.
+const (
+	attrDeliveryMark   = "delivery_mark"
+	attrDeliveryPushed = "delivery_pushed"
+)
+
+// MarkDeliveryPushed records that the seller of the tenant's live buy id pushes its delivery
+// reports (record.Operation's DeliveryPushed), on its live entry or, before its first read,
+// its operation (condition still listed live, else ErrConflict).
+func (s *Store) MarkDeliveryPushed(ctx context.Context, tenant, id string) error {
+	up := expression.Set(expression.Name(attrDeliveryPushed), expression.Value(true))
+	if err := s.updateEntry(ctx, tenant, id, up); !errors.Is(err, record.ErrConflict) {
+		return err
 	}
 	return s.updateLive(ctx, tenant, id, up)
 }
 
-// attrDeliveryMark is record.Operation's DeliveryMark.
-const attrDeliveryMark = "delivery_mark"
-
-// MarkDeliveryPushed records that the seller of the tenant's live buy id pushes its delivery
-// reports (record.Operation's DeliveryPushed): condition still listed live, else ErrConflict.
-func (s *Store) MarkDeliveryPushed(ctx context.Context, tenant, id string) error {
-	return s.updateLive(ctx, tenant, id, expression.Set(expression.Name("delivery_pushed"), expression.Value(true)))
+// RetireLive takes the tenant's operation id off the live list (a change, or a buy that will
+// deliver no more): its live entry is deleted and, if the operation lists itself, it leaves
+// gsi1. ErrConflict when it was listed nowhere.
+func (s *Store) RetireLive(ctx context.Context, tenant, id string) error {
+	if err := checkOp(tenant, id); err != nil {
+		return err
+	}
+	err := s.deleteItem(ctx, key(opPK(tenant, id), skLive), expression.AttributeExists(expression.Name(AttrPK)))
+	if failed, _ := conditionFailed(err); !failed && err != nil {
+		return fmt.Errorf("ledger: delete the live entry of %s: %w", id, err)
+	}
+	entry := err == nil
+	err = s.updateLive(ctx, tenant, id, expression.Remove(expression.Name(AttrGSI1PK)).Remove(expression.Name(AttrGSI1SK)).
+		Set(expression.Name(attrLiveRetired), expression.Value(true)))
+	if entry && errors.Is(err, record.ErrConflict) {
+		return nil // listed by its entry alone, the usual case
+	}
+	return err
 }
 
-// RetireLive takes the tenant's operation id off the live list (a change, or a buy that will
-// deliver no more): condition still listed live.
-func (s *Store) RetireLive(ctx context.Context, tenant, id string) error {
-	return s.updateLive(ctx, tenant, id, expression.Remove(expression.Name(AttrGSI1PK)).Remove(expression.Name(AttrGSI1SK)).
-		Set(expression.Name(attrLiveRetired), expression.Value(true)))
+// updateEntry applies up to the live entry of the tenant's buy id: condition it exists, else
+// ErrConflict.
+func (s *Store) updateEntry(ctx context.Context, tenant, id string, up expression.UpdateBuilder) error {
+	if err := checkOp(tenant, id); err != nil {
+		return err
+	}
+	_, err := s.update(ctx, key(opPK(tenant, id), skLive), expression.AttributeExists(expression.Name(AttrPK)), up, "")
+	if failed, _ := conditionFailed(err); failed {
+		return fmt.Errorf("ledger: buy %s has no live entry: %w", id, record.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("ledger: update the live entry of %s: %w", id, err)
+	}
+	return nil
+}
+
+// listedOnItself is the condition of a write to an operation the live list holds by its own
+// item: completed or paused, and in gsi1's LIVE partition.
+func listedOnItself() expression.ConditionBuilder {
+	return expression.Name(attrStatus).In(statusValue(workflow.StatusCompleted), statusValue(workflow.StatusPaused)).
+		And(expression.Name(AttrGSI1PK).Equal(expression.Value(liveGSI)))
 }
 
 func (s *Store) updateLive(ctx context.Context, tenant, id string, up expression.UpdateBuilder) error {
 	if err := checkOp(tenant, id); err != nil {
 		return err
 	}
-	cond := expression.Name(attrStatus).In(statusValue(workflow.StatusCompleted), statusValue(workflow.StatusPaused)).
-		And(expression.Name(AttrGSI1PK).Equal(expression.Value(liveGSI)))
-	_, err := s.update(ctx, key(opPK(tenant, id), skOperation), cond, up, "")
+	_, err := s.update(ctx, key(opPK(tenant, id), skOperation), listedOnItself(), up, "")
 	if failed, _ := conditionFailed(err); failed {
 		return fmt.Errorf("ledger: operation %s is not live: %w", id, record.ErrConflict)
 	}
@@ -157,8 +327,8 @@ func (s *Store) updateLive(ctx context.Context, tenant, id string, up expression
 	return nil
 }
 
-// attrLiveRetired marks an operation the delivery reader took off the live list, so that the
-// backfill never lists it again.
+// attrLiveRetired marks an operation that left the live list on its own item (retired, or
+// handed to its live entry), so that the backfill never lists it again.
 const attrLiveRetired = "live_retired"
 
 // The backfill's progress lives under pk "BACKFILL#LIVE", sk "PROGRESS": the scan's cursor

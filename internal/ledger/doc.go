@@ -139,16 +139,29 @@
 //	  TTL            none
 //
 //	delivery         pk TENANT#<t>#OP#<id>  sk DELIVERY#<as of>
-//	  put            Put if attribute_not_exists(pk): one snapshot per reported as-of
+//	  put            Put if attribute_not_exists(pk) OR its figures (impressions, spend,
+//	                 approved, pacing) differ, ReturnValues ALL_OLD: one snapshot per reported
+//	                 as-of, the same report again writes nothing, a correction replaces it
 //	  read           Query begins_with(sk, "DELIVERY#"), consistent, newest first
 //	  TTL            none (kept for finance)
 //
-//	live list        the operation's gsi1 keys LIVE / <next read>#<t>#<id>
-//	  retire         Update REMOVE gsi1 keys, SET live_retired if status = completed AND
-//	                 gsi1pk = LIVE (ErrConflict otherwise)
+//	live list        until its first delivery read, a completed operation's own gsi1 keys
+//	                 LIVE / <next read>#<t>#<id>; from then on its live entry's:
+//	live entry       pk TENANT#<t>#OP#<id>  sk LIVE   {tenant, id, delivery_mark, delivery_pushed,
+//	                 gsi1 keys LIVE / <next read>#<t>#<id>}: a read reschedules a small item, never
+//	                 the operation and its indexes
+//	  hand over      ScheduleLive of a buy its operation lists: TransactWriteItems[Update op
+//	                 REMOVE gsi1 keys, SET live_retired if status IN (completed, paused) AND
+//	                 gsi1pk = LIVE; Update entry SET gsi1 keys, delivery_mark if_not_exists]
+//	                 (a resumed buy, listed by its operation again, is handed back the same way)
+//	  reschedule     Update entry SET gsi1sk[, delivery_mark] if attribute_exists(pk)
+//	  retire         Delete entry if attribute_exists(pk); Update op REMOVE gsi1 keys, SET
+//	                 live_retired if status IN (completed, paused) AND gsi1pk = LIVE (ErrConflict when
+//	                 listed by neither)
 //	  backfill       Scan (bounded per call, cursor in pk BACKFILL#LIVE sk PROGRESS, done
 //	                 once the table was covered); each find: Update SET gsi1 keys LIVE if
 //	                 status = completed AND no gsi1pk AND no kind AND no live_retired
+//	  TTL            none
 //
 //	sweep progress   pk RECONCILE#<seller>  sk PROGRESS   (SweepProgress)
 //	  put            Put if attribute_not_exists(pk) OR fence <= :fence (the sweep lease's fence),

@@ -20,4 +20,7 @@ type DeliverySnapshot struct {
 	// Approved is the budget approved when the snapshot was read, for spend-against-budget.
 	Approved string    `dynamodbav:"approved" json:"approved"`
 	ReadAt   time.Time `dynamodbav:"read_at" json:"read_at"`
+	// Pushed is set when the seller pushed this report (its reporting_webhook); a pull read
+	// the others.
+	Pushed bool `dynamodbav:"pushed,omitempty" json:"pushed,omitempty"`
 }

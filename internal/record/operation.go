@@ -82,6 +82,11 @@ type Operation struct {
 	// DeliveryPushed is set on a live buy once its seller pushed a delivery report
 	// (reporting_webhook): from then on the delivery read pulls it only as a watchdog.
 	DeliveryPushed bool `dynamodbav:"delivery_pushed,omitempty"`
+	// DeliveryEntry is set by the ledger's live list on a buy listed by its own small live
+	// entry rather than by its operation item (internal/ledger: a buy moves to its entry at its
+	// first read, so that each later read rewrites a small item, not the operation and its
+	// indexes). DeliveryMark and DeliveryPushed are then the entry's. Never stored.
+	DeliveryEntry bool `dynamodbav:"-"`
 }
 
 // View is the API projection of an operation: every field but the task token.
