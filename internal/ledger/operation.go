@@ -41,6 +41,8 @@ type opItem struct {
 	GSI1SK string `dynamodbav:"gsi1sk,omitempty"`
 	GSI2PK string `dynamodbav:"gsi2pk"`
 	GSI2SK string `dynamodbav:"gsi2sk"`
+	GSI3PK string `dynamodbav:"gsi3pk,omitempty"`
+	GSI3SK string `dynamodbav:"gsi3sk,omitempty"`
 	record.Operation
 }
 
@@ -80,6 +82,7 @@ func (s *Store) CreateOperation(ctx context.Context, op record.Operation) (*reco
 		PK: opPK(op.Tenant, op.ID), SK: skOperation,
 		GSI1PK: pendingGSI(string(op.Status)), GSI1SK: pendingSK(now, op.Tenant, op.ID),
 		GSI2PK: tenantGSI(op.Tenant), GSI2SK: fmtTime(now) + "#" + op.ID,
+		GSI3PK: op.SellerID, GSI3SK: sellerSK(op.Tenant, op.ID),
 		Operation: op,
 	}
 	av, err := attributevalue.MarshalMap(it)
@@ -366,6 +369,10 @@ func (s *Store) transitionInput(tenant, id string, to workflow.Status, preds []w
 		up = up.Set(expression.Name(attrStatus), expression.Value(string(to))).
 			Set(expression.Name(AttrGSI1PK), expression.Value(pendingGSI(string(to)))).
 			Set(expression.Name(AttrGSI1SK), expression.Value(pendingSK(now, tenant, id)))
+	}
+	if to != "" && !to.Pending() {
+		// Off the per-seller pending index (gsi3) too: the sweep's shards read only pending ones.
+		up = up.Remove(expression.Name(attrGSI3PK)).Remove(expression.Name(attrGSI3SK))
 	}
 	up = applyChanges(ch, up)
 	e, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(up))
