@@ -184,8 +184,8 @@
 //	  TTL            none (kept for years)
 //
 // Listing: ListOperations queries gsi2 (newest first) with optional filters status and seller_id;
-// ListPending queries gsi1 for one pending status, updated before a time, oldest first;
-// ListPendingBySeller queries gsi3 for one seller's pending operations. Cursors
+// ListPendingBySeller queries gsi3 for one seller's pending operations (gsi1's PENDING#
+// partitions are read by nothing since; they tell the backfill what is pending). Cursors
 // are base64url(JSON(LastEvaluatedKey)) and are refused (ErrInvalidCursor) unless every key names
 // the same tenant (or listing) and only key attributes are present.
 package ledger

@@ -575,47 +575,6 @@ func (s *Store) ListOperations(ctx context.Context, tenant string, o record.List
 	return pageOf(page.Items, start)
 }
 
-// ListPending lists operations in a pending status whose last update is before updatedBefore,
-// oldest first (gsi1), for reconciliation. It is not tenant-scoped (the reconciler is internal)
-// and returns full operations.
-func (s *Store) ListPending(ctx context.Context, status workflow.Status, updatedBefore time.Time, limit int, cursor string) (record.Page[*record.Operation], error) {
-	if !status.Pending() {
-		return record.Page[*record.Operation]{}, fmt.Errorf("%w: %q is not a pending status", record.ErrInvalidArgument, status)
-	}
-	start, err := decodeCursor(cursor, func(k map[string]string) bool {
-		return strings.HasPrefix(k[AttrPK], tenantPfx) && k[AttrSK] == skOperation &&
-			(k[AttrGSI1PK] == "" || k[AttrGSI1PK] == pendingGSI(string(status))) &&
-			onlyKeys(k, AttrPK, AttrSK, AttrGSI1PK, AttrGSI1SK)
-	})
-	if err != nil {
-		return record.Page[*record.Operation]{}, err
-	}
-	kc := expression.Key(AttrGSI1PK).Equal(expression.Value(pendingGSI(string(status)))).
-		And(expression.Key(AttrGSI1SK).LessThan(expression.Value(fmtTime(updatedBefore))))
-	e, err := build(expression.NewBuilder().WithKeyCondition(kc))
-	if err != nil {
-		return record.Page[*record.Operation]{}, err
-	}
-	out, err := s.query(ctx, query{index: indexPending, e: e, limit: clampLimit(limit), start: start})
-	if err != nil {
-		return record.Page[*record.Operation]{}, fmt.Errorf("ledger: list pending %s operations: %w", status, err)
-	}
-	var page record.Page[*record.Operation]
-	for _, item := range out.Items {
-		op, err := decodeOp(item)
-		if err != nil {
-			return record.Page[*record.Operation]{}, err
-		}
-		page.Items = append(page.Items, op)
-	}
-	if len(out.LastEvaluatedKey) > 0 {
-		if page.Cursor, err = encodeCursor(out.LastEvaluatedKey); err != nil {
-			return record.Page[*record.Operation]{}, err
-		}
-	}
-	return page, nil
-}
-
 func clampLimit(n int) int {
 	switch {
 	case n <= 0:

@@ -46,5 +46,11 @@ func GuardedClient(ctx context.Context, c *wire.Cold) (*adcp.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	return Guarded(c, reg)
+}
+
+// Guarded is GuardedClient over a registry the function loaded itself (agentwire.Registry):
+// for a function that reads the registry too (the sweep lists its sellers).
+func Guarded(c *wire.Cold, reg *registry.Cache) (*adcp.Client, error) {
 	return Client(reg, c.Secrets(), breakers(c, reg))
 }
