@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -105,11 +106,23 @@ func (s *Service) plan(ctx context.Context, r *run, wait bool, dispatch func(con
 	return dispatch(ctx, shards)
 }
 
-// inProcess runs the shards in this invocation, SellerConcurrency at once, into r's summary. A
-// shard not started before r's deadline is deferred and does not report, so that plan earns
-// no heartbeat.
+// inProcess runs the shards in this invocation, SellerConcurrency at once, into r's summary:
+// the sellers least recently completed first, so that one the run's deadline cut off goes
+// first next time. A shard not started before r's deadline is deferred and does not report, so
+// that plan earns no heartbeat.
 func (s *Service) inProcess(r *run) func(context.Context, []ShardMessage) error {
 	return func(ctx context.Context, shards []ShardMessage) error {
+		progress := make(map[string]*record.SweepProgress, len(shards))
+		for _, m := range shards {
+			p, err := s.cfg.Ledger.GetProgress(ctx, m.Seller)
+			if err != nil {
+				s.log.WarnContext(ctx, "reconcile progress not read", "seller", m.Seller, "err", err)
+			}
+			progress[m.Seller] = &p
+		}
+		slices.SortFunc(shards, func(a, b ShardMessage) int {
+			return cmp.Or(progress[a.Seller].LastPass.Compare(progress[b.Seller].LastPass), cmp.Compare(a.Seller, b.Seller))
+		})
 		slots := make(chan struct{}, s.cfg.SellerConcurrency)
 		var wg sync.WaitGroup
 		for _, m := range shards {
@@ -121,7 +134,7 @@ func (s *Service) inProcess(r *run) func(context.Context, []ShardMessage) error 
 			}
 			wg.Go(func() {
 				defer func() { <-slots }()
-				if err := s.shard(ctx, r, m); err != nil {
+				if err := s.shard(ctx, r, m, progress[m.Seller]); err != nil {
 					s.log.ErrorContext(ctx, "shard not swept", "seller", m.Seller, "err", err)
 					r.note(&r.sum.Failed, m.Seller)
 				}
@@ -152,22 +165,25 @@ func (s *Service) Plan(ctx context.Context) (Summary, error) {
 func (s *Service) Shard(ctx context.Context, m ShardMessage) (Summary, error) {
 	r := s.newRun(ctx)
 	defer s.flush(ctx, r)
-	err := s.shard(ctx, r, m)
+	err := s.shard(ctx, r, m, nil)
 	s.logSummary(ctx, r, "reconciliation shard")
 	return *r.sum, err
 }
 
 // shard reads the seller's pending operations from the per-seller index and sweeps them under
 // the seller's lease, read budget, retry_after deferral and cursor; then it reports to the
-// plan, unless the read was cut short (the plan then earns no heartbeat).
-func (s *Service) shard(ctx context.Context, r *run, m ShardMessage) error {
+// plan, unless the read was cut short (the plan then earns no heartbeat). known is the
+// seller's progress when the caller read it already (nil: read here, if anything is pending).
+func (s *Service) shard(ctx context.Context, r *run, m ShardMessage, known *record.SweepProgress) error {
 	ops, complete, err := s.readSeller(ctx, r, m.Seller)
 	if err != nil {
 		return err
 	}
 	if len(ops) > 0 {
-		prog, err := s.cfg.Ledger.GetProgress(ctx, m.Seller)
-		if err != nil {
+		var prog record.SweepProgress
+		if known != nil {
+			prog = *known
+		} else if prog, err = s.cfg.Ledger.GetProgress(ctx, m.Seller); err != nil {
 			s.log.WarnContext(ctx, "reconcile progress not read", "seller", m.Seller, "err", err)
 		}
 		if nb := prog.NotBefore; s.now().Before(nb) {

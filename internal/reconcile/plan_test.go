@@ -16,6 +16,7 @@ import (
 	"github.com/buyflow/buyflow/internal/adcptest"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/reconcile"
+	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/registry"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -179,5 +180,48 @@ func TestOperationsPendingBeforeTheIndexAreSwept(t *testing.T) {
 	}
 	if h, err := e.store.GetSweepHeartbeat(ctx); err != nil || !h.Fresh(e.clock.Now()) {
 		t.Fatalf("heartbeat %+v, %v; want one", h, err)
+	}
+}
+
+// listOrder records which sellers' listings were asked for, in order; each costs a minute.
+type listOrder struct {
+	reconcile.AdCP
+	advance func()
+	mu      sync.Mutex
+	sellers []string
+}
+
+func (o *listOrder) ListTool(ctx context.Context, agentID string) (string, error) {
+	o.mu.Lock()
+	o.sellers = append(o.sellers, agentID)
+	o.mu.Unlock()
+	o.advance()
+	return o.AdCP.ListTool(ctx, agentID)
+}
+
+// Run sweeps the sellers least recently completed first: when its deadline leaves room for one
+// shard, the seller whose last pass completed earlier (here: never) goes before the other,
+// whatever their names.
+func TestRunSweepsTheLeastRecentlyCompletedSellerFirst(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, adcptest.SellerOptions{})
+	ctx := context.Background()
+	const later = "seller-b" // not in the AdCP registry: its pass fails, after its minute
+	e.newOp(workflow.StatusSubmitted, e.sellerTask("first"), nil)
+	e.newOp(workflow.StatusSubmitted, e.sellerTask("second"), func(op *record.Operation) { op.SellerID = later })
+	if err := e.store.PutProgress(ctx, record.SweepProgress{Seller: sellerID, LastPass: e.clock.Now(), Fence: 1}); err != nil {
+		t.Fatal(err)
+	}
+	order := &listOrder{AdCP: e.api, advance: func() { e.clock.Advance(time.Minute) }}
+	cfg := e.cfg()
+	cfg.AdCP = order
+	cfg.Sellers = func(context.Context) ([]string, error) { return []string{sellerID, later}, nil }
+	cfg.SellerConcurrency = 1
+	start := e.clock.Now()
+	cfg.Deadline = func(context.Context) time.Time { return start.Add(30 * time.Second) }
+	sum := e.run(cfg)
+	if !slices.Equal(order.sellers, []string{later}) || !slices.Equal(sum.Deferred, []string{sellerID}) {
+		t.Fatalf("listings %v, run %+v; want %s (never completed) first and %s (completed recently) deferred",
+			order.sellers, sum, later, sellerID)
 	}
 }
