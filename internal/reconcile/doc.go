@@ -12,7 +12,7 @@
 // (record.SweepPlan) and hands one shard per seller (Config.Sellers: the registry's sellers)
 // to a Dispatcher, or, in Run, sweeps the shards itself, SellerConcurrency at once. Plan makes
 // no new plan while the last one's shards have not all reported, until PlanTimeout after it,
-// so shards never pile up behind a slow plan. A shard (Shard) is one seller's pass:
+// so shards never pile up behind a slow plan. A shard is one seller's pass:
 //
 //  1. Read the seller's pending operations from the per-seller index (ListPendingBySeller,
 //     paginated) and emit PendingOperations by stage (the fleet's count is the sum over a

@@ -24,9 +24,9 @@ type ShardMessage struct {
 	Seller string `json:"seller"`
 }
 
-// Dispatcher hands a plan's shards to workers that run Service.Shard on each (a queue whose
-// event source invokes the worker function). Dispatch returns once every shard was handed
-// out, not run.
+// Dispatcher hands a plan's shards to workers that run each as its own invocation (a queue
+// whose event source invokes the worker function: not built yet; the tests run the shards
+// themselves). Dispatch returns once every shard was handed out, not run.
 type Dispatcher interface {
 	Dispatch(ctx context.Context, shards []ShardMessage) error
 }
@@ -156,17 +156,6 @@ func (s *Service) Plan(ctx context.Context) (Summary, error) {
 	defer s.flush(ctx, r)
 	err := s.plan(ctx, r, true, s.cfg.Dispatcher.Dispatch)
 	s.logSummary(ctx, r, "reconciliation plan")
-	return *r.sum, err
-}
-
-// Shard is a worker's run: one seller's pass of plan m.Plan (Service.shard), bounded by
-// ShardBudget. It returns an error only when the seller's pending operations cannot be read
-// (the message is then retried); a failing seller is reported in the summary (Failed).
-func (s *Service) Shard(ctx context.Context, m ShardMessage) (Summary, error) {
-	r := s.newRun(ctx)
-	defer s.flush(ctx, r)
-	err := s.shard(ctx, r, m, nil)
-	s.logSummary(ctx, r, "reconciliation shard")
 	return *r.sum, err
 }
 
