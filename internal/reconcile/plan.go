@@ -49,8 +49,14 @@ func SellersOf(all func(context.Context) ([]registry.Record, error)) func(contex
 	}
 }
 
-// backfillScan is how many items one BackfillSellerIndex call scans.
-const backfillScan = 1000
+// backfillScan is how many items one BackfillSellerIndex call scans, and backfillFor how long
+// one plan continues the backfill at most: on a large table it takes many plans, and the shards
+// must still run meanwhile (they sweep the operations already indexed; the others keep their
+// short per-buy safety net, since no heartbeat is stored until the backfill is done).
+const (
+	backfillScan = 1000
+	backfillFor  = 10 * time.Second
+)
 
 // plan is a planner run: it finishes the per-seller index's backfill if it can, and, unless
 // wait finds the previous plan's shards still running, stores a new plan of one shard per
@@ -58,7 +64,7 @@ const backfillScan = 1000
 // one that completes a plan vouches for the sweep (Service.report).
 func (s *Service) plan(ctx context.Context, r *run, wait bool, dispatch func(context.Context, []ShardMessage) error) error {
 	indexed := false
-	for !r.out(s.now()) {
+	for until := s.now().Add(backfillFor); s.now().Before(until) && !r.out(s.now()); {
 		_, done, err := s.cfg.Ledger.BackfillSellerIndex(ctx, backfillScan)
 		if err != nil {
 			// The plan goes on: only operations stored before the index are missed, and the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -223,5 +224,44 @@ func TestRunSweepsTheLeastRecentlyCompletedSellerFirst(t *testing.T) {
 	if !slices.Equal(order.sellers, []string{later}) || !slices.Equal(sum.Deferred, []string{sellerID}) {
 		t.Fatalf("listings %v, run %+v; want %s (never completed) first and %s (completed recently) deferred",
 			order.sellers, sum, later, sellerID)
+	}
+}
+
+// slowBackfill is a ledger whose index backfill never finishes and costs clock time per call.
+type slowBackfill struct {
+	*ledger.Store
+	advance func()
+	calls   atomic.Int32
+}
+
+func (l *slowBackfill) BackfillSellerIndex(context.Context, int) (int, bool, error) {
+	l.calls.Add(1)
+	l.advance()
+	return 0, false, nil
+}
+
+// A backfill that takes longer than a plan's share of the run (a large table on the first
+// deploy) is continued by later plans: this one still hands out its shards, which sweep what
+// is indexed, and stores no heartbeat.
+func TestALongBackfillLeavesTheShardsTheirTime(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, adcptest.SellerOptions{})
+	task := e.sellerTask("during")
+	op := e.newOp(workflow.StatusSubmitted, task, nil)
+	if err := e.seller.Finish(task, "completed"); err != nil {
+		t.Fatal(err)
+	}
+	slow := &slowBackfill{Store: e.store, advance: func() { e.clock.Advance(4 * time.Second) }}
+	cfg := e.cfg() // the run's budget: an hour
+	cfg.Ledger = slow
+	sum := e.run(cfg)
+	if n := slow.calls.Load(); n < 2 || n > 4 {
+		t.Errorf("%d backfill calls of 4 s in one plan, want the plan's 10 s of them", n)
+	}
+	if !sum.Partial || !slices.Equal(sum.Reconciled, []string{sellerID}) || e.op(op.ID).Status != workflow.StatusCompleted {
+		t.Fatalf("run %+v: want the shard swept while the backfill goes on (partial)", sum)
+	}
+	if h, err := e.store.GetSweepHeartbeat(context.Background()); err != nil || h.Fresh(e.clock.Now()) {
+		t.Fatalf("heartbeat %+v, %v: none while the backfill is not done", h, err)
 	}
 }
