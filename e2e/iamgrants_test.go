@@ -147,12 +147,30 @@ var iamClaims = map[string]string{
 	"state machine Buyflow-MediaBuy lambda:InvokeFunction arn:aws:lambda:us-east-1:123456789012:function:PollFunctionFBFFF505":       "TestAsyncBuyCompletedByWebhook",
 }
 
+// kmsUntested is why no e2e test makes the request-signing key's KMS calls.
+const kmsUntested = "KMS is not emulated on the local stack, which signs with a file key (BUYFLOW_SIGNING_KEY=file:…): signingkey.Load's GetPublicKey and the KMS signer are tested against a fake KMS in internal/signingkey, never against this role"
+
 // iamUntested names the grants a function's code needs on a path no test takes yet, each with
 // that path: they stay in the roles (taking them out would break that path in production) and
 // the table says so.
 var iamUntested = map[string]string{
-	"reconcile states:SendTaskSuccess *":                                                       "the sweep wakes a parked buy whose seller finished (sellertask wake): most runs make it, but whether the sweep or the buy's own poll wakes a buy first is a race no test controls",
-	"campaign dynamodb:PutItem arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752":   "a campaign whose plan push fails fails its unstarted legs (Settler close: ledger Transition writes the leg's event)",
-	"inform dynamodb:DeleteItem arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752":  "Slack refuses the requester's message: the receipt is released for the retry (inform.go, ReleaseReceipt)",
-	"webhook dynamodb:DeleteItem arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752": "the ledger fails while a webhook is applied: the receipt is released for the seller's retry (handler.go, ReleaseReceipt)",
+	"campaign kms:GetPublicKey arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":   kmsUntested,
+	"campaign kms:Sign arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":           kmsUntested,
+	"governance kms:GetPublicKey arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D": kmsUntested,
+	"governance kms:Sign arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":         kmsUntested,
+	"create kms:GetPublicKey arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":     kmsUntested,
+	"create kms:Sign arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":             kmsUntested,
+	"modify kms:GetPublicKey arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":     kmsUntested,
+	"modify kms:Sign arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":             kmsUntested,
+	"poll kms:GetPublicKey arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":       kmsUntested,
+	"poll kms:Sign arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":               kmsUntested,
+	"reconcile kms:GetPublicKey arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":  kmsUntested,
+	"reconcile kms:Sign arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":          kmsUntested,
+	"agents kms:GetPublicKey arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":     kmsUntested,
+	"agents kms:Sign arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":             kmsUntested,
+	"webhook kms:GetPublicKey arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":    kmsUntested,
+	"reconcile states:SendTaskSuccess *":                                                           "the sweep wakes a parked buy whose seller finished (sellertask wake): most runs make it, but whether the sweep or the buy's own poll wakes a buy first is a race no test controls",
+	"campaign dynamodb:PutItem arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752":       "a campaign whose plan push fails fails its unstarted legs (Settler close: ledger Transition writes the leg's event)",
+	"inform dynamodb:DeleteItem arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752":      "Slack refuses the requester's message: the receipt is released for the retry (inform.go, ReleaseReceipt)",
+	"webhook dynamodb:DeleteItem arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752":     "the ledger fails while a webhook is applied: the receipt is released for the seller's retry (handler.go, ReleaseReceipt)",
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/buyflow/buyflow/internal/reconcile"
 	"github.com/buyflow/buyflow/internal/record"
-	"github.com/buyflow/buyflow/internal/workflow"
 )
 
 // The reconciliation sweep's share of the bill: what one day of runs every sweepCadence costs a
@@ -15,9 +14,9 @@ import (
 // (its default budget per seller) with the latencies below. These are estimates from the
 // code's calls, not measurements; the local stack's detection benchmark (e2e) measures the
 // latency side. The calls a run makes (list pages, direct reads, ledger calls per seller and
-// per run) are counted against these assumptions in internal/reconcile
-// (TestCallsPerRunMatchTheCostModel); the fan-out rows' own calls (SQS, the per-seller index)
-// are not built yet, so nothing counts them.
+// per run, the per-seller index's pages, the plan and the shards' reports) are counted against
+// these assumptions in internal/reconcile (TestCallsPerRunMatchTheCostModel); the fan-out
+// rows' SQS requests are not built yet, so nothing counts them.
 const (
 	sellerReadLatency = 300 * time.Millisecond // one get_task_status / tasks/get
 	listPageLatency   = 500 * time.Millisecond // one list_tasks page of up to 100 tasks
@@ -26,7 +25,11 @@ const (
 	opItemKB          = 2.0                   // the operation item (see opWrite)
 	sweepLambdaGB     = lambdaGB
 	// perSellerLedgerOps: GetProgress (consistent read), AcquireLock, ReleaseLock, PutProgress.
+	// Besides, each shard reports to its plan (one small write).
 	perSellerLedgerOps = 4
+	// planLedgerOps: a plan reads the index backfill's progress (done) and writes the plan;
+	// the fan-out's planner also reads the last plan (consistent reads, small writes).
+	planLedgerOps = 2
 	// buyWait is how long each buy of the fleet stays pending (the 24-hour rows).
 	buyWait = 24 * time.Hour
 	// executionChecksPerDay: an operation quiet for StaleAfter has its execution described
@@ -101,19 +104,14 @@ func (f *sweepFleet) cost() sweepDay {
 		byRate := time.Duration(perSeller / reconcile.DefaultPollRate * float64(time.Second))
 		d.pass = max(byConcurrency, byRate) + ledgerTime
 	}
-	// The ledger read: one query per pending status, pages of MaxListLimit items, eventually
-	// consistent (0.5 RRU per 4 KB).
-	pendingStatuses := 0
-	for _, st := range workflow.Statuses {
-		if st.Pending() {
-			pendingStatuses++
-		}
-	}
-	readPages := pendingStatuses + f.pending/record.MaxListLimit
-	readTime := time.Duration(readPages) * ledgerOpLatency
+	// Each shard first reads its seller's pending operations from the per-seller index (pages
+	// of MaxListLimit, eventually consistent: 0.5 RRU per 4 KB).
+	indexPages := math.Ceil(perSeller / record.MaxListLimit)
+	d.pass += time.Duration(indexPages) * ledgerOpLatency
 	if f.fanOut {
 		return f.fanOutCost(d, perSeller)
 	}
+	readTime := planLedgerOps * ledgerOpLatency
 	// A pass longer than the shard budget stops there and resumes next run.
 	d.pass = min(d.pass, reconcile.DefaultShardBudget)
 	waves := math.Ceil(float64(f.sellers) / reconcile.DefaultSellerConcurrency)
@@ -130,11 +128,14 @@ func (f *sweepFleet) cost() sweepDay {
 	// ledger; the passes themselves run back to back.
 	busy := runsPerDay*readTime.Seconds() + passesPerDay*(time.Duration(waves)*d.pass).Seconds()
 	d.gbSeconds = busy * sweepLambdaGB
-	d.rru = runsPerDay*(float64(pendingStatuses)*0.5+math.Ceil(float64(f.pending)*opItemKB/4)*0.5) + passesPerDay*float64(f.sellers)*consistentRead
-	// Per pass and seller: AcquireLock, ReleaseLock, PutProgress; per run, the heartbeat.
-	d.wru = passesPerDay*float64(f.sellers)*3*smallWrite + runsPerDay*smallWrite
+	// Every run reads each seller's index and the backfill's progress.
+	d.rru = runsPerDay*(math.Ceil(float64(f.pending)*opItemKB/4)*0.5+consistentRead) + passesPerDay*float64(f.sellers)*consistentRead
+	// Per pass and seller: AcquireLock, ReleaseLock, PutProgress; per run and seller, the
+	// shard's report (a shard that finds the lease held reports too); per run, the plan and
+	// the heartbeat of the plan the last shard completes.
+	d.wru = passesPerDay*float64(f.sellers)*3*smallWrite + runsPerDay*(float64(f.sellers)+2)*smallWrite
 	d.describes = float64(f.pending) * executionChecksPerDay
-	d.usd = d.requests*usdPerRequest + d.gbSeconds*usdPerGBSecond + d.rru*usdPerRRU + d.wru*usdPerWRU
+	d.usd = d.requests*usdPerRequest + d.gbSeconds*usdPerGBSecond + d.rru*usdPerRRU + (d.wru+f.indexWRU())*usdPerWRU
 	d.usdPerBuyDay = d.usd / float64(f.pending)
 	// At worst the task ends just after its read: the next pass reads it one period later, and
 	// its seller may come in the run's last wave.
@@ -152,14 +153,18 @@ func (f *sweepFleet) fullPass(perSeller float64) time.Duration {
 	return max(byConcurrency, byRate) + perSellerLedgerOps*ledgerOpLatency
 }
 
-// fanOutCost is cost for the fan-out: d holds the seller pass and the calls per run.
+// indexWRU is the per-seller index's upkeep a day: each write to a buy while it is pending
+// updates its copy there too (projection ALL).
+func (f *sweepFleet) indexWRU() float64 {
+	return float64(f.pending) * indexWritesBuy * opWrite * (24 * time.Hour).Hours() / buyWait.Hours()
+}
+
+// fanOutCost is cost for the fan-out: d holds the seller pass (its index read included) and
+// the calls per run.
 func (f *sweepFleet) fanOutCost(d sweepDay, perSeller float64) sweepDay {
-	// A shard reads its seller's pending operations from the per-seller index (pages of
-	// MaxListLimit), then runs the pass, at most the shard budget.
-	indexPages := math.Ceil(perSeller / record.MaxListLimit)
-	d.pass = min(d.pass+time.Duration(indexPages)*ledgerOpLatency, reconcile.DefaultShardBudget)
+	d.pass = min(d.pass, reconcile.DefaultShardBudget)
 	batches := math.Ceil(float64(f.sellers) / sqsBatch)
-	plan := time.Duration(batches)*sqsSendLatency + ledgerOpLatency // the sends, the heartbeat
+	plan := time.Duration(batches)*sqsSendLatency + (planLedgerOps+1)*ledgerOpLatency // the sends; the ledger
 	// A worker's invocation lasts its slowest shard (the sellers of a batch run at once).
 	invocations := batches
 	waves := math.Ceil(invocations / fanOutWorkers)
@@ -172,14 +177,15 @@ func (f *sweepFleet) fanOutCost(d sweepDay, perSeller float64) sweepDay {
 	passesPerDay := (24 * time.Hour).Seconds() / d.period.Seconds()
 	d.requests = runsPerDay + passesPerDay*invocations
 	d.gbSeconds = (runsPerDay*plan.Seconds() + passesPerDay*invocations*d.pass.Seconds()) * sweepLambdaGB
-	// Each operation is read once a pass, from its seller's index (eventually consistent).
-	d.rru = passesPerDay * (math.Ceil(float64(f.pending)*opItemKB/4)*0.5 + float64(f.sellers)*consistentRead)
-	d.wru = passesPerDay*float64(f.sellers)*3*smallWrite + runsPerDay*smallWrite
+	// Each operation is read once a pass, from its seller's index (eventually consistent); the
+	// planner reads the backfill's progress and the last plan every run.
+	d.rru = passesPerDay*(math.Ceil(float64(f.pending)*opItemKB/4)*0.5+float64(f.sellers)*consistentRead) + runsPerDay*2*consistentRead
+	// Per pass and seller: AcquireLock, ReleaseLock, PutProgress and the report; per plan (a
+	// planner waits while the last plan's shards run), the plan and its heartbeat.
+	d.wru = passesPerDay*float64(f.sellers)*4*smallWrite + passesPerDay*2*smallWrite
 	d.describes = float64(f.pending) * executionChecksPerDay
 	sqsRequests := runsPerDay*(3*batches) + (24*time.Hour).Minutes()*sqsIdlePolls
-	// The index's upkeep is the buys': each write while pending updates its copy there too.
-	indexWRU := float64(f.pending) * indexWritesBuy * opWrite * (24 * time.Hour).Hours() / buyWait.Hours()
-	d.usd = d.requests*usdPerRequest + d.gbSeconds*usdPerGBSecond + d.rru*usdPerRRU + (d.wru+indexWRU)*usdPerWRU + sqsRequests*usdPerSQS
+	d.usd = d.requests*usdPerRequest + d.gbSeconds*usdPerGBSecond + d.rru*usdPerRRU + (d.wru+f.indexWRU())*usdPerWRU + sqsRequests*usdPerSQS
 	d.usdPerBuyDay = d.usd / float64(f.pending)
 	// At worst the task ends just after its read: the next plan one period later, and its
 	// seller's shard in the last wave.

@@ -1,5 +1,6 @@
 // Command reconcile is the reconciliation sweep, invoked by EventBridge Scheduler every minute:
-// it reads the status of every pending seller task (list_tasks, else task by task), records
+// it plans one shard per seller and sweeps them (internal/reconcile: Run), each reading the
+// status of its seller's pending tasks (list_tasks, else task by task), records
 // what moved on and wakes the workflow, fails operations whose task the seller does not know,
 // records orphans and marks stuck operations (internal/reconcile; runbook in
 // internal/reconcile/RUNBOOK.md); then it reads the delivery of the live buys that are due
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/functions/internal/agentclient"
+	"github.com/buyflow/buyflow/functions/internal/agentwire"
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/delivery"
 	"github.com/buyflow/buyflow/internal/reconcile"
@@ -24,13 +26,17 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	client, err := agentclient.GuardedClient(ctx, c)
+	reg, err := agentwire.Registry(ctx, c)
+	if err != nil {
+		return err
+	}
+	client, err := agentclient.Guarded(ctx, c, reg)
 	if err != nil {
 		return err
 	}
 	stateMachine := c.Tasks()
 	svc, err := reconcile.New(reconcile.Config{
-		Ledger: c.Ledger(), AdCP: client, Tasks: stateMachine, Executions: stateMachine,
+		Ledger: c.Ledger(), AdCP: client, Tasks: stateMachine, Executions: stateMachine, Sellers: reconcile.SellersOf(reg.All),
 		RunConfig: c.Env.Run, Metrics: os.Stdout, Now: time.Now,
 		StaleAfter: time.Duration(c.Env.Run.ExecutionCheckSeconds) * time.Second,
 	})

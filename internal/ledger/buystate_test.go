@@ -228,8 +228,8 @@ func TestCompletedOperationsAreListedLiveUntilRetiredOrCanceled(t *testing.T) {
 	if got := ids(clk.Now().Add(2 * time.Hour)); len(got) != 0 {
 		t.Fatalf("after retiring: %v", got)
 	}
-	if pending, err := s.ListPending(ctx, workflow.StatusCreating, clk.Now().Add(time.Hour), 10, ""); err != nil || len(pending.Items) != 1 {
-		t.Fatalf("the pending list still holds only the pending operation: %+v %v", pending.Items, err)
+	if pending := pendingOf(t, s, "seller-1", 10); len(pending) != 1 {
+		t.Fatalf("the pending list still holds only the pending operation: %v", pending)
 	}
 }
 

@@ -53,12 +53,14 @@
 //	operation        pk TENANT#<t>#OP#<id>  sk OP
 //	                 gsi1pk PENDING#<status>  gsi1sk <updated_at>#<t>#<id>   (only while pending; REMOVEd when terminal)
 //	                 gsi2pk TENANT#<t>        gsi2sk <created_at>#<id>
+//	                 gsi3pk <seller id>       gsi3sk <t>#<id>   (only while pending; REMOVEd when it leaves
+//	                 the pending statuses; the sweep's per-seller index)
 //	  create         TransactWriteItems[Put attribute_not_exists(pk), Put created event, Put
 //	                 operation index]; version 1
 //	  transition     TransactWriteItems[Update, Put event attribute_not_exists(pk)]; Update condition
 //	                 status IN workflow.Predecessors(to) (or status = From) [AND version = :expected];
-//	                 SET status, version = version + 1, updated_at, gsi1 keys or REMOVE gsi1pk, gsi1sk,
-//	                 changed fields. Cancellation reason ConditionalCheckFailed → *TransitionError
+//	                 SET status, version = version + 1, updated_at, gsi1 keys or REMOVE gsi1pk, gsi1sk
+//	                 (and gsi3pk, gsi3sk), changed fields. Cancellation reason ConditionalCheckFailed → *TransitionError
 //	                 (terminal | illegal | version) with the current item; TransactionConflict →
 //	                 ErrContention; missing → ErrNotFound
 //	  update fields  UpdateFields: the same transaction without a status change; condition status IN
@@ -163,6 +165,15 @@
 //	                 status = completed AND no gsi1pk AND no kind AND no live_retired
 //	  TTL            none
 //
+//	seller index     BackfillSellerIndex: Scan (bounded per call, cursor in pk BACKFILL#SELLERINDEX
+//	  backfill       sk PROGRESS, done once the table was covered); each find: Update SET gsi3 keys
+//	                 if attribute_not_exists(gsi3pk) AND begins_with(gsi1pk, "PENDING#")
+//
+//	sweep plan       pk SWEEP  sk PLAN   (SweepPlan: id, at, shards, reported, indexed)
+//	  put            Put (the planner's new plan replaces the last)
+//	  report         ReportShard: Update ADD reported 1 if id = :plan, returns ALL_NEW
+//	  TTL            none
+//
 //	sweep progress   pk RECONCILE#<seller>  sk PROGRESS   (SweepProgress)
 //	  put            Put if attribute_not_exists(pk) OR fence <= :fence (the sweep lease's fence),
 //	                 else ErrStaleFence: a run whose lease was taken over cannot rewind a newer one
@@ -186,7 +197,8 @@
 //	  TTL            none (kept for years)
 //
 // Listing: ListOperations queries gsi2 (newest first) with optional filters status and seller_id;
-// ListPending queries gsi1 for one pending status, updated before a time, oldest first. Cursors
+// ListPendingBySeller queries gsi3 for one seller's pending operations (gsi1's PENDING#
+// partitions are read by nothing since; they tell the backfill what is pending). Cursors
 // are base64url(JSON(LastEvaluatedKey)) and are refused (ErrInvalidCursor) unless every key names
 // the same tenant (or listing) and only key attributes are present.
 package ledger

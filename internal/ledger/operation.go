@@ -41,6 +41,8 @@ type opItem struct {
 	GSI1SK string `dynamodbav:"gsi1sk,omitempty"`
 	GSI2PK string `dynamodbav:"gsi2pk"`
 	GSI2SK string `dynamodbav:"gsi2sk"`
+	GSI3PK string `dynamodbav:"gsi3pk,omitempty"`
+	GSI3SK string `dynamodbav:"gsi3sk,omitempty"`
 	record.Operation
 }
 
@@ -80,6 +82,7 @@ func (s *Store) CreateOperation(ctx context.Context, op record.Operation) (*reco
 		PK: opPK(op.Tenant, op.ID), SK: skOperation,
 		GSI1PK: pendingGSI(string(op.Status)), GSI1SK: pendingSK(now, op.Tenant, op.ID),
 		GSI2PK: tenantGSI(op.Tenant), GSI2SK: fmtTime(now) + "#" + op.ID,
+		GSI3PK: op.SellerID, GSI3SK: sellerSK(op.Tenant, op.ID),
 		Operation: op,
 	}
 	av, err := attributevalue.MarshalMap(it)
@@ -367,6 +370,10 @@ func (s *Store) transitionInput(tenant, id string, to workflow.Status, preds []w
 			Set(expression.Name(AttrGSI1PK), expression.Value(pendingGSI(string(to)))).
 			Set(expression.Name(AttrGSI1SK), expression.Value(pendingSK(now, tenant, id)))
 	}
+	if to != "" && !to.Pending() {
+		// Off the per-seller pending index (gsi3) too: the sweep's shards read only pending ones.
+		up = up.Remove(expression.Name(attrGSI3PK)).Remove(expression.Name(attrGSI3SK))
+	}
 	up = applyChanges(ch, up)
 	e, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(up))
 	if err != nil {
@@ -566,47 +573,6 @@ func (s *Store) ListOperations(ctx context.Context, tenant string, o record.List
 		}
 	}
 	return pageOf(page.Items, start)
-}
-
-// ListPending lists operations in a pending status whose last update is before updatedBefore,
-// oldest first (gsi1), for reconciliation. It is not tenant-scoped (the reconciler is internal)
-// and returns full operations.
-func (s *Store) ListPending(ctx context.Context, status workflow.Status, updatedBefore time.Time, limit int, cursor string) (record.Page[*record.Operation], error) {
-	if !status.Pending() {
-		return record.Page[*record.Operation]{}, fmt.Errorf("%w: %q is not a pending status", record.ErrInvalidArgument, status)
-	}
-	start, err := decodeCursor(cursor, func(k map[string]string) bool {
-		return strings.HasPrefix(k[AttrPK], tenantPfx) && k[AttrSK] == skOperation &&
-			(k[AttrGSI1PK] == "" || k[AttrGSI1PK] == pendingGSI(string(status))) &&
-			onlyKeys(k, AttrPK, AttrSK, AttrGSI1PK, AttrGSI1SK)
-	})
-	if err != nil {
-		return record.Page[*record.Operation]{}, err
-	}
-	kc := expression.Key(AttrGSI1PK).Equal(expression.Value(pendingGSI(string(status)))).
-		And(expression.Key(AttrGSI1SK).LessThan(expression.Value(fmtTime(updatedBefore))))
-	e, err := build(expression.NewBuilder().WithKeyCondition(kc))
-	if err != nil {
-		return record.Page[*record.Operation]{}, err
-	}
-	out, err := s.query(ctx, query{index: indexPending, e: e, limit: clampLimit(limit), start: start})
-	if err != nil {
-		return record.Page[*record.Operation]{}, fmt.Errorf("ledger: list pending %s operations: %w", status, err)
-	}
-	var page record.Page[*record.Operation]
-	for _, item := range out.Items {
-		op, err := decodeOp(item)
-		if err != nil {
-			return record.Page[*record.Operation]{}, err
-		}
-		page.Items = append(page.Items, op)
-	}
-	if len(out.LastEvaluatedKey) > 0 {
-		if page.Cursor, err = encodeCursor(out.LastEvaluatedKey); err != nil {
-			return record.Page[*record.Operation]{}, err
-		}
-	}
-	return page, nil
 }
 
 func clampLimit(n int) int {

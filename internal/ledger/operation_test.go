@@ -406,16 +406,8 @@ func TestListPendingIsSparse(t *testing.T) {
 	if _, err := s.Transition(ctx, "acme", "op-2", workflow.StatusFailed, record.AnyVersion, record.Patch{Reason: ptr("seller down")}); err != nil {
 		t.Fatal(err)
 	}
-	page, err := s.ListPending(ctx, workflow.StatusCreating, clk.Now().Add(time.Minute), 10, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, op := range page.Items {
-		ids = append(ids, op.ID)
-	}
-	if !slices.Equal(ids, []string{"op-1", "op-3"}) {
-		t.Fatalf("pending creating = %v, want [op-1 op-3] (oldest first, terminal one gone)", ids)
+	if ids := pendingOf(t, s, "seller-1", 10); !slices.Equal(ids, []string{"op-1", "op-3"}) {
+		t.Fatalf("pending = %v, want [op-1 op-3] (the terminal one gone)", ids)
 	}
 	failed, _ := s.GetOperation(ctx, "acme", "op-2")
 	if failed.Reason != "seller down" {

@@ -46,9 +46,8 @@ func TestStoreIsPortableWithEmulatorCompat(t *testing.T) {
 		got.GovernanceCheckID != "chk-1" || got.ExecutionName != "exec-1" || !got.Deadline.Equal(exp) || got.Reason != "done" {
 		t.Fatalf("after transition: %+v", got)
 	}
-	page, err := s.ListPending(ctx, workflow.StatusCreating, clk.Now().Add(time.Hour), 10, "")
-	if err != nil || len(page.Items) != 0 {
-		t.Fatalf("terminal operation still pending: %+v, %v", page.Items, err)
+	if ids := pendingOf(t, s, "seller-1", 10); len(ids) != 0 {
+		t.Fatalf("terminal operation still pending: %v", ids)
 	}
 }
 

@@ -31,10 +31,19 @@ const (
 	attrGSI2PK = "gsi2pk"
 	// attrGSI2SK is gsi2's sort key: "<created_at RFC3339Nano UTC>#<operation id>".
 	attrGSI2SK = "gsi2sk"
+
+	// indexSeller (gsi3) lists one seller's pending operations, for the sweep's per-seller
+	// shards. Sparse like gsi1: only operations in a pending status carry its keys.
+	indexSeller = "gsi3"
+	// attrGSI3PK is gsi3's partition key: the operation's seller id.
+	attrGSI3PK = "gsi3pk"
+	// attrGSI3SK is gsi3's sort key: "<tenant>#<operation id>" (fixed for the operation's
+	// life: a write that keeps the status leaves the index keys alone).
+	attrGSI3SK = "gsi3sk"
 )
 
 // TableSchema returns the CreateTableInput of the ledger table named name: string keys pk/sk,
-// on-demand billing, the two GSIs (projection ALL) and a stream of new and old images (the
+// on-demand billing, the three GSIs (projection ALL) and a stream of new and old images (the
 // status events are published from it: a transition is an operation whose status differs
 // between the two). The TTL attribute (AttrTTL) is not part of
 // CreateTable; enable it with UpdateTimeToLive (the CDK stack sets TimeToLiveAttribute).
@@ -58,13 +67,14 @@ func TableSchema(name string) *dynamodb.CreateTableInput {
 	return &dynamodb.CreateTableInput{
 		TableName: aws.String(name),
 		AttributeDefinitions: []types.AttributeDefinition{
-			str(AttrPK), str(AttrSK), str(AttrGSI1PK), str(AttrGSI1SK), str(attrGSI2PK), str(attrGSI2SK),
+			str(AttrPK), str(AttrSK), str(AttrGSI1PK), str(AttrGSI1SK), str(attrGSI2PK), str(attrGSI2SK), str(attrGSI3PK), str(attrGSI3SK),
 		},
 		KeySchema:   key(AttrPK, AttrSK),
 		BillingMode: types.BillingModePayPerRequest,
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{
 			gsi(indexPending, AttrGSI1PK, AttrGSI1SK),
 			gsi(indexTenant, attrGSI2PK, attrGSI2SK),
+			gsi(indexSeller, attrGSI3PK, attrGSI3SK),
 		},
 		StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
 	}

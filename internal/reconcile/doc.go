@@ -5,15 +5,22 @@
 // operations with what each seller reports through list_tasks (or legacy tasks/list), or, for
 // a seller without a listing, with each pending task's status, and repairs or reports every gap.
 //
-// # One sweep
+// # One sweep: a plan and its shards
 //
-//  1. Read every pending operation from the ledger's sparse pending index (ListPending, every
-//     pending status, paginated) and emit PendingOperations by stage. Group them by seller, and
-//     within a seller by the media buy's account (list_tasks is account-scoped).
-//  2. Sellers are visited least recently completed first (their progress item says when),
-//     SellerConcurrency at once. For each, take the lease record.ReconcileLock(seller); a lease
-//     held by another run means "skipped": two runs never reconcile one seller at once. A seller
-//     whose retry_after reached past an earlier run (Progress.NotBefore) is "deferred" until then.
+// A planner run (Plan, or Run) finishes the backfill of the ledger's per-seller pending index
+// if it can (operations stored before the index; ledger.BackfillSellerIndex), stores a plan
+// (record.SweepPlan) and hands one shard per seller (Config.Sellers: the registry's sellers)
+// to a Dispatcher, or, in Run, sweeps the shards itself, SellerConcurrency at once. Plan makes
+// no new plan while the last one's shards have not all reported, until PlanTimeout after it,
+// so shards never pile up behind a slow plan. A shard is one seller's pass:
+//
+//  1. Read the seller's pending operations from the per-seller index (ListPendingBySeller,
+//     paginated) and emit PendingOperations by stage (the fleet's count is the sum over a
+//     plan's shards). Group them by the media buy's account (list_tasks is account-scoped).
+//     A seller with nothing pending ends there.
+//  2. A seller whose retry_after reached past an earlier pass (Progress.NotBefore) is
+//     "deferred" until then. Otherwise take the lease record.ReconcileLock(seller); a lease
+//     held by another shard means "skipped": two shards never reconcile one seller at once.
 //  3. list_tasks with the pending statuses (submitted, working, input-required), our context
 //     marker ("operation_id", context_contains) and task type create_media_buy, paginated.
 //  4. Compare, for the operations in Config.Statuses (default submitted, working,
@@ -50,13 +57,23 @@
 //     "RECONCILE#<seller>", sk "PROGRESS"), written only with the holder's lease fence (condition: no item, or
 //     stored fence <= ours), so a stale holder cannot rewind a newer one.
 //
+// # Heartbeat
+//
+// Every shard that read its seller's index to the end reports to its plan
+// (ledger.ReportShard); the one that completes a plan made with the index fully backfilled
+// stores the sweep's heartbeat (record.SweepHeartbeat, fresh for HeartbeatFor from the plan's
+// start). The heartbeat so vouches only for a sweep in which every seller's shard ran, on
+// whichever worker; a shard that failed (the seller's pending operations unreadable) or never
+// ran withholds it, and the stages fall back to the short safety net once it is stale. A
+// shard of a replaced plan counts for nothing.
+//
 // # Time budget
 //
 // Each seller's pass is a shard, bounded by its own deadline: ShardBudget (50 s) after it
 // starts, never past the run's. The run stops before Deadline(ctx) (the Lambda deadline minus
 // Margin). Between list pages and between batches of PollConcurrency operations a pass checks
 // its clock, and no read starts past it; it stores where it stopped (account group, list cursor or the last operation of
-// the compared prefix) and returns. The next run resumes that seller from there. A run
+// the compared prefix) and returns. The next shard resumes that seller from there. A pass
 // resumed in the comparison phase has not seen the earlier pages, so it polls every operation
 // directly: more calls, never a wrong conclusion (the direct poll is the authority).
 //

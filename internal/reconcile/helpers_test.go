@@ -132,6 +132,7 @@ func (e *env) cfg() reconcile.Config {
 	return reconcile.Config{
 		Ledger: e.store, AdCP: e.api,
 		Tasks:      &e.tasks,
+		Sellers:    func(context.Context) ([]string, error) { return []string{sellerID}, nil },
 		StaleAfter: 30 * time.Minute, DeadlineSlack: 15 * time.Minute,
 		Metrics: &lockedWriter{w: &e.out, mu: &mu}, Now: e.clock.Now,
 		Deadline: func(context.Context) time.Time { return e.clock.Now().Add(time.Hour) },

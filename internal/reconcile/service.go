@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -46,7 +45,10 @@ const markPrefix = "reconcile: "
 
 // ledger is the part of the ledger the sweep uses; *ledger.Store satisfies it.
 type ledger interface {
-	ListPending(ctx context.Context, status workflow.Status, updatedBefore time.Time, limit int, cursor string) (record.Page[*record.Operation], error)
+	// ListPendingBySeller reads one seller's pending operations (the per-seller index);
+	// BackfillSellerIndex puts there the ones stored before it existed.
+	ListPendingBySeller(ctx context.Context, seller string, limit int, cursor string) (record.Page[*record.Operation], error)
+	BackfillSellerIndex(ctx context.Context, scanLimit int) (added int, done bool, err error)
 	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Patch) (*record.Operation, error)
 	UpdateFields(ctx context.Context, tenant, id string, expectedVersion int64, ch record.Patch) (*record.Operation, error)
 	AppendEvent(ctx context.Context, tenant, opID string, ev record.Event) error
@@ -60,6 +62,10 @@ type ledger interface {
 	PutProgress(ctx context.Context, p record.SweepProgress) error
 	// PutSweepHeartbeat vouches for the sweep to the stages that choose the safety net.
 	PutSweepHeartbeat(ctx context.Context, h record.SweepHeartbeat) error
+	// The plan: the shards the last planner run handed out, and how many reported.
+	GetSweepPlan(ctx context.Context) (record.SweepPlan, error)
+	PutSweepPlan(ctx context.Context, p record.SweepPlan) error
+	ReportShard(ctx context.Context, plan string) (record.SweepPlan, bool, error)
 }
 
 // AdCP is the part of the AdCP client the sweep uses; *adcp.Client satisfies it. Listing goes
@@ -95,11 +101,20 @@ const (
 	DefaultShardBudget = 50 * time.Second
 )
 
-// Config wires a Service. Ledger, AdCP and Tasks are required.
+// Config wires a Service. Ledger, AdCP, Tasks and Sellers are required.
 type Config struct {
 	Ledger ledger
 	AdCP   AdCP
 	Tasks  tasks
+	// Sellers lists the sellers a plan hands a shard to (SellersOf a registry): every seller
+	// that may have pending buys. A shard whose seller has none ends after one index read.
+	Sellers func(ctx context.Context) ([]string, error)
+	// Dispatcher hands shards to workers (Plan); without it, Run sweeps the shards itself.
+	Dispatcher Dispatcher
+	// PlanTimeout is how long a plan whose shards have not all reported holds off the next
+	// one (default ShardBudget + Margin): shards never pile up behind a slow plan, and a
+	// failed shard delays the next plan by this much at most.
+	PlanTimeout time.Duration
 	// Executions enables the "execution ended" check; without it the check is skipped.
 	Executions executions
 	// RunConfig rebuilds the wait state of a woken operation (sellertask.WakeOutput).
@@ -173,6 +188,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Tasks == nil {
 		missing = append(missing, "Tasks")
 	}
+	if cfg.Sellers == nil {
+		missing = append(missing, "Sellers")
+	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("reconcile: missing %v", missing)
 	}
@@ -199,6 +217,7 @@ func New(cfg Config) (*Service, error) {
 	def(&cfg.ShardBudget, DefaultShardBudget)
 	def(&cfg.Margin, 15*time.Second)
 	def(&cfg.MaxRun, 2*time.Minute)
+	def(&cfg.PlanTimeout, planTimeout(cfg))
 	if cfg.PageSize <= 0 || cfg.PageSize > 100 {
 		cfg.PageSize = 100
 	}
@@ -251,13 +270,22 @@ type Summary struct {
 	Deferred   []string       `json:"deferred,omitempty"`
 	Failed     []string       `json:"failed,omitempty"`
 	Findings   map[string]int `json:"findings"`
-	// Partial is true when the ledger could not be read completely within the budget.
+	// Partial is true when the ledger could not be read completely within the budget: a
+	// seller's pending operations, or the per-seller index's backfill, not finished.
 	Partial bool `json:"partial,omitempty"`
+	// Plan is the plan this planner run made and Shards its number of shards; Waiting is true
+	// when it made none because the last plan's shards were still running.
+	Plan    string `json:"plan,omitempty"`
+	Shards  int    `json:"shards,omitempty"`
+	Waiting bool   `json:"waiting,omitempty"`
 }
 
-// Handle is the Lambda handler: the EventBridge Scheduler event is ignored (every run sweeps
-// everything it can within its budget).
+// Handle is the scheduled Lambda handler (the EventBridge Scheduler event is ignored): Plan
+// when shards go to workers (Config.Dispatcher), else Run.
 func (s *Service) Handle(ctx context.Context, _ json.RawMessage) (Summary, error) {
+	if s.cfg.Dispatcher != nil {
+		return s.Plan(ctx)
+	}
 	return s.Run(ctx)
 }
 
@@ -302,117 +330,47 @@ func (r *run) finding(kind string) {
 	r.rec.Count(metrics.ReconcileFindings, metrics.Dims{"Kind": kind}, 1)
 }
 
-// Run sweeps once. It returns an error only when the ledger cannot be read at all; a failing
-// seller is reported in the summary (Failed) and the logs.
+// Run sweeps once in this invocation: a plan of one shard per seller, each shard run here
+// (SellerConcurrency at once) as a worker would run it. It returns an error only when the plan
+// cannot be made; a failing seller is reported in the summary (Failed) and the logs.
 func (s *Service) Run(ctx context.Context) (Summary, error) {
-	start := s.now()
+	r := s.newRun(ctx)
+	defer s.flush(ctx, r)
+	err := s.plan(ctx, r, false, s.inProcess(r))
+	for _, l := range []*[]string{&r.sum.Reconciled, &r.sum.Incomplete, &r.sum.Skipped, &r.sum.Deferred, &r.sum.Failed} {
+		slices.Sort(*l) // the order the sellers finished in says nothing
+	}
+	s.logSummary(ctx, r, "reconciliation sweep")
+	return *r.sum, err
+}
+
+func (s *Service) newRun(ctx context.Context) *run {
 	r := &run{id: s.cfg.NewID(), deadline: s.cfg.Deadline(ctx),
 		rec: metrics.New(s.cfg.Metrics, metrics.Namespace, s.cfg.Now),
 		sum: &Summary{Pending: map[string]int{}, Findings: map[string]int{}, Reconciled: []string{}}}
 	r.sum.RunID = r.id
-	defer func() {
-		if err := r.rec.Flush(); err != nil {
-			s.log.WarnContext(ctx, "metrics not written", "err", err)
-		}
-	}()
-
-	bySeller, err := s.readPending(ctx, r)
-	if err != nil {
-		return *r.sum, err
-	}
-	if !r.sum.Partial {
-		// This run has every pending operation in hand: it vouches for the sweep, and the
-		// stages may give the buys the long safety net (record.SweepHeartbeat).
-		s.heartbeat(ctx, start)
-	}
-	sellers := make([]string, 0, len(bySeller))
-	for id := range bySeller {
-		sellers = append(sellers, id)
-	}
-	progress := map[string]record.SweepProgress{}
-	for _, id := range sellers {
-		p, err := s.cfg.Ledger.GetProgress(ctx, id)
-		if err != nil {
-			s.log.WarnContext(ctx, "reconcile progress not read", "seller", id, "err", err)
-		}
-		progress[id] = p
-	}
-	// Least recently completed first, so a seller the budget cut off goes first next time.
-	slices.SortFunc(sellers, func(a, b string) int {
-		return cmp.Or(progress[a].LastPass.Compare(progress[b].LastPass), cmp.Compare(a, b))
-	})
-
-	slots := make(chan struct{}, s.cfg.SellerConcurrency)
-	var wg sync.WaitGroup
-	for _, seller := range sellers {
-		slots <- struct{}{}
-		if r.out(s.now()) {
-			<-slots
-			r.note(&r.sum.Deferred, seller)
-			continue
-		}
-		if nb := progress[seller].NotBefore; s.now().Before(nb) {
-			<-slots
-			s.log.InfoContext(ctx, "seller not called before its retry_after", "seller", seller, "notBefore", nb)
-			r.note(&r.sum.Deferred, seller)
-			continue
-		}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			s.sweepSellerLeased(ctx, r, seller, bySeller[seller], progress[seller])
-		})
-	}
-	wg.Wait()
-	for _, l := range []*[]string{&r.sum.Reconciled, &r.sum.Incomplete, &r.sum.Skipped, &r.sum.Deferred, &r.sum.Failed} {
-		slices.Sort(*l) // the order the sellers finished in says nothing
-	}
-	s.log.InfoContext(ctx, "reconciliation sweep", "runId", r.id, "pending", r.sum.Pending, "reconciled", len(r.sum.Reconciled),
-		"incomplete", r.sum.Incomplete, "skipped", r.sum.Skipped, "deferred", r.sum.Deferred, "failed", r.sum.Failed,
-		"findings", r.sum.Findings, "partial", r.sum.Partial)
-	return *r.sum, nil
+	return r
 }
 
-// heartbeat stores the run's heartbeat; a failed write only shortens the safety nets chosen
-// meanwhile, so it is logged, not returned.
+func (s *Service) flush(ctx context.Context, r *run) {
+	if err := r.rec.Flush(); err != nil {
+		s.log.WarnContext(ctx, "metrics not written", "err", err)
+	}
+}
+
+func (s *Service) logSummary(ctx context.Context, r *run, msg string) {
+	s.log.InfoContext(ctx, msg, "runId", r.id, "plan", r.sum.Plan, "shards", r.sum.Shards, "waiting", r.sum.Waiting,
+		"pending", r.sum.Pending, "reconciled", len(r.sum.Reconciled),
+		"incomplete", r.sum.Incomplete, "skipped", r.sum.Skipped, "deferred", r.sum.Deferred, "failed", r.sum.Failed,
+		"findings", r.sum.Findings, "partial", r.sum.Partial)
+}
+
+// heartbeat stores the sweep's heartbeat for a plan made at start; a failed write only
+// shortens the safety nets chosen meanwhile, so it is logged, not returned.
 func (s *Service) heartbeat(ctx context.Context, start time.Time) {
 	if err := s.cfg.Ledger.PutSweepHeartbeat(ctx, record.SweepHeartbeat{At: start, Until: start.Add(s.cfg.HeartbeatFor)}); err != nil {
 		s.log.WarnContext(ctx, "sweep heartbeat not stored", "err", err)
 	}
-}
-
-// readPending reads every pending operation, counts them by status and groups them by seller.
-func (s *Service) readPending(ctx context.Context, r *run) (map[string][]*record.Operation, error) {
-	bySeller := map[string][]*record.Operation{}
-	before := s.now().Add(time.Second)
-	for _, st := range workflow.Statuses {
-		if !st.Pending() {
-			continue
-		}
-		n, cursor := 0, ""
-		for {
-			if r.out(s.now()) {
-				r.sum.Partial = true
-				break
-			}
-			page, err := s.cfg.Ledger.ListPending(ctx, st, before, record.MaxListLimit, cursor)
-			if err != nil {
-				return nil, fmt.Errorf("reconcile: read pending %s operations: %w", st, err)
-			}
-			for _, op := range page.Items {
-				n++
-				if op.SellerID != "" {
-					bySeller[op.SellerID] = append(bySeller[op.SellerID], op)
-				}
-			}
-			if page.Cursor == "" {
-				break
-			}
-			cursor = page.Cursor
-		}
-		r.sum.Pending[string(st)] = n
-		r.rec.Count(metrics.PendingOperations, metrics.Dims{"Stage": string(st)}, n)
-	}
-	return bySeller, nil
 }
 
 // sweepSellerLeased holds the seller's lease around one pass.

@@ -47,3 +47,22 @@ type SweepHeartbeat struct {
 
 // Fresh reports whether the heartbeat still vouches for the sweep at now.
 func (h SweepHeartbeat) Fresh(now time.Time) bool { return now.Before(h.Until) }
+
+// SweepPlan is what the sweep's last planner run handed out: one shard per seller, each a
+// worker's pass over that seller. Workers count themselves in Reported when their shard
+// ends; the planner's next run vouches for the sweep (SweepHeartbeat) only when every shard
+// of this plan reported.
+type SweepPlan struct {
+	ID string `dynamodbav:"id"`
+	// At is when the planner run started.
+	At time.Time `dynamodbav:"at"`
+	// Shards is how many shards the plan handed out; Reported how many of them ended.
+	Shards   int `dynamodbav:"shards"`
+	Reported int `dynamodbav:"reported"`
+	// Indexed is true when every pending operation was on the per-seller index when the plan
+	// was made (its backfill done), so the shards read every one.
+	Indexed bool `dynamodbav:"indexed,omitempty"`
+}
+
+// Complete reports whether every shard of the plan reported.
+func (p SweepPlan) Complete() bool { return p.ID != "" && p.Reported >= p.Shards }

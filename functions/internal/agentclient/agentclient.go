@@ -49,6 +49,12 @@ func GuardedClient(ctx context.Context, c *wire.Cold) (*adcp.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	return Guarded(ctx, c, reg)
+}
+
+// Guarded is GuardedClient over a registry the function loaded itself (agentwire.Registry):
+// for a function that reads the registry too (the sweep lists its sellers).
+func Guarded(ctx context.Context, c *wire.Cold, reg *registry.Cache) (*adcp.Client, error) {
 	signer, err := c.RequestSigner(ctx)
 	if err != nil {
 		return nil, err
