@@ -195,8 +195,14 @@ func (s *Service) createIntent(ctx context.Context, op *record.Operation, req *s
 	// token. AdCP 3.x requires its legacy authentication; its Bearer credential is that token
 	// (64 hex characters, already the operation's secret, stored only hashed), so the webhook
 	// receiver checks it against the operation without a shared secret crossing the wire.
-	// Capabilities not readable now: no push, the scheduled read pulls the buy.
-	if caps, err := s.AdCP.Capabilities(ctx, req.SellerID); err == nil && caps.PushesDelivery() {
+	// Capabilities not readable now fail the intent as BuildIntent would (it chooses the
+	// version from the same capabilities): reading them a second time there would spend the
+	// function's time twice at a seller that hangs, past its timeout.
+	caps, err := s.AdCP.Capabilities(ctx, req.SellerID)
+	if err != nil {
+		return adcp.Intent{}, stage.IntentError(err)
+	}
+	if caps.PushesDelivery() {
 		m["reporting_webhook"] = adcp.ReportingWebhook{URL: url, Token: token, ReportingFrequency: "daily",
 			Authentication: adcp.WebhookAuthentication{Schemes: []string{"Bearer"}, Credentials: token}}
 	}

@@ -161,14 +161,22 @@ func BuildIntent(ctx context.Context, a interface {
 	NewIntent(ctx context.Context, agentID, task string, req any, created time.Time) (adcp.Intent, error)
 }, agentID, task string, req any, now time.Time) (adcp.Intent, error) {
 	in, err := a.NewIntent(ctx, agentID, task, req, now)
+	if err != nil {
+		return adcp.Intent{}, IntentError(err)
+	}
+	return in, nil
+}
+
+// IntentError is the stage error of a failure to build an intent: an open breaker as it is
+// (the caller waits), the agent's capabilities unread (the version is chosen from them) as a
+// call error, anything else terminal.
+func IntentError(err error) error {
 	var ae *adcp.Error
 	switch {
-	case err == nil:
-		return in, nil
 	case errors.As(err, new(*adcp.UnavailableError)):
-		return adcp.Intent{}, err
+		return err
 	case errors.As(err, &ae):
-		return adcp.Intent{}, CallError(adcp.ToolGetAdCPCapabilities+" (to choose the AdCP version)", err)
+		return CallError(adcp.ToolGetAdCPCapabilities+" (to choose the AdCP version)", err)
 	}
-	return adcp.Intent{}, &workflow.TerminalError{Code: "bad_intent", Reason: err.Error()}
+	return &workflow.TerminalError{Code: "bad_intent", Reason: err.Error()}
 }
