@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // Role is what an agent does for buyflow.
@@ -125,7 +126,9 @@ type Registry struct {
 // ErrUnknownAgent is returned (wrapped) for an agent id that is not configured.
 var ErrUnknownAgent = errors.New("adcp: unknown agent")
 
-var agentIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+// Compiled on first use, not in the package's init (counted repetitions are costly to compile
+// and every cold start linking this package would pay): see internal/approvalpolicy.
+var agentIDPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`) })
 
 // ParseRegistry decodes and validates a registry configuration document.
 // Unknown fields are rejected, and every problem is reported at once (the
@@ -152,8 +155,8 @@ func NewRegistry(cfg RegistryConfig) (*Registry, error) {
 	}
 	r := &Registry{agents: map[string]Agent{}}
 	for i, a := range cfg.Agents {
-		if !agentIDPattern.MatchString(a.ID) {
-			bad(i, a.ID, "id must match %s", agentIDPattern)
+		if !agentIDPattern().MatchString(a.ID) {
+			bad(i, a.ID, "id must match %s", agentIDPattern())
 		} else if _, dup := r.agents[a.ID]; dup {
 			bad(i, a.ID, "duplicate id")
 		}

@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/buyflow/buyflow/internal/money"
 )
@@ -65,7 +66,10 @@ type Policy struct {
 	threshold *big.Rat
 }
 
-var decimalRE = regexp.MustCompile(`^[0-9]{1,18}(\.[0-9]{1,6})?$`)
+// Compiled on first use, not in the package's init: counted repetitions compile to hundreds
+// of instructions (~1,000–3,000 allocations each), which every cold start linking this package
+// would pay.
+var decimalRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]{1,18}(\.[0-9]{1,6})?$`) })
 
 // Parse parses the policy JSON:
 //
@@ -111,7 +115,7 @@ func Parse(raw []byte) (Policy, error) {
 	}
 	var errs []error
 	if p.Threshold != "" {
-		if !decimalRE.MatchString(p.Threshold) {
+		if !decimalRE().MatchString(p.Threshold) {
 			errs = append(errs, fmt.Errorf("threshold %q must be a non-negative decimal string such as \"10000.00\"", p.Threshold))
 		} else {
 			p.threshold, _ = new(big.Rat).SetString(p.Threshold) // the pattern guarantees it parses
@@ -125,7 +129,7 @@ func Parse(raw []byte) (Policy, error) {
 		if v == "" {
 			continue
 		}
-		if v != p.Threshold && !decimalRE.MatchString(v) {
+		if v != p.Threshold && !decimalRE().MatchString(v) {
 			errs = append(errs, fmt.Errorf("%s %q must be a non-negative decimal string such as \"5000.00\"", name, v))
 			continue
 		}
@@ -168,7 +172,7 @@ func Parse(raw []byte) (Policy, error) {
 		errs = append(errs, errors.New("link_ttl_seconds must not be negative"))
 	}
 	for principal, id := range p.Identities {
-		if !identityRE.MatchString(principal) {
+		if !identityRE().MatchString(principal) {
 			errs = append(errs, fmt.Errorf("identities: %q must be an IAM user or role ARN such as arn:aws:iam::111122223333:role/ApproverAlice (or a dev: principal on the local stack)", principal))
 		}
 		if !slices.Contains(p.Approvers, id) && !slices.Contains(p.EscalationApprovers, id) {
@@ -183,9 +187,13 @@ func Parse(raw []byte) (Policy, error) {
 
 // identityRE accepts the principals API Gateway reports for IAM callers, and the local stack's
 // dev: principals (its emulator carries no IAM identity; the CDK stack never enables them).
-var identityRE = regexp.MustCompile(`^(arn:aws[a-z-]*:iam::[0-9]{12}:(user|role)/[A-Za-z0-9+=,.@_/-]{1,512}|dev:[A-Za-z0-9._-]{1,64})$`)
+var identityRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(arn:aws[a-z-]*:iam::[0-9]{12}:(user|role)/[A-Za-z0-9+=,.@_/-]{1,512}|dev:[A-Za-z0-9._-]{1,64})$`)
+})
 
-var assumedRoleRE = regexp.MustCompile(`^arn:(aws[a-z-]*):sts::([0-9]{12}):assumed-role/([A-Za-z0-9+=,.@_-]{1,64})/[^/]+$`)
+var assumedRoleRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^arn:(aws[a-z-]*):sts::([0-9]{12}):assumed-role/([A-Za-z0-9+=,.@_-]{1,64})/[^/]+$`)
+})
 
 // ApproverFor returns the approver id of the IAM principal API Gateway verified for a request:
 // the identity configured for that exact user ARN, or, for an assumed-role session, the one
@@ -195,7 +203,7 @@ func (p Policy) ApproverFor(principal string) (string, bool) {
 	if id, ok := p.Identities[principal]; ok && principal != "" {
 		return id, true
 	}
-	if m := assumedRoleRE.FindStringSubmatch(principal); m != nil {
+	if m := assumedRoleRE().FindStringSubmatch(principal); m != nil {
 		id, ok := p.Identities["arn:"+m[1]+":iam::"+m[2]+":role/"+m[3]]
 		return id, ok
 	}
@@ -240,7 +248,7 @@ func (p Policy) needs(what, amount, currency string) (bool, string) {
 	}
 	amount = strings.TrimSpace(amount)
 	cur := strings.ToUpper(strings.TrimSpace(currency))
-	if !decimalRE.MatchString(amount) {
+	if !decimalRE().MatchString(amount) {
 		return true, fmt.Sprintf("%s %q cannot be compared with the approval threshold %s %s", what, amount, p.Threshold, p.Currency)
 	}
 	if cur != p.Currency {

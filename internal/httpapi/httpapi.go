@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -63,7 +64,9 @@ func Header(req events.APIGatewayV2HTTPRequest, name string) string {
 	return ""
 }
 
-var devTenantRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+// Compiled on first use, not in the package's init (counted repetitions are costly to compile
+// and every cold start linking this package would pay): see internal/approvalpolicy.
+var devTenantRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`) })
 
 // Caller is who sent a request: the tenant (an AWS account) and the principal in it.
 type Caller struct {
@@ -88,7 +91,7 @@ func Identify(req events.APIGatewayV2HTTPRequest, devHeader string) (Caller, err
 	}
 	if devHeader != "" {
 		tenant := Header(req, devHeader)
-		if devTenantRE.MatchString(tenant) {
+		if devTenantRE().MatchString(tenant) {
 			principal := Header(req, "X-Buyflow-Principal")
 			if principal == "" {
 				principal = "dev:" + tenant

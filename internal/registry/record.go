@@ -20,6 +20,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
@@ -86,7 +87,9 @@ func (r Record) RequiresSignedCreate() bool {
 // MaxSettingsBytes bounds an agent's settings object.
 const MaxSettingsBytes = 4096
 
-var settingKey = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+// Compiled on first use, not in the package's init (counted repetitions are costly to compile
+// and every cold start linking this package would pay): see internal/approvalpolicy.
+var settingKey = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`) })
 
 // Errors of the registry.
 var (
@@ -125,8 +128,8 @@ func Validate(r Record, secretPrefix string) error {
 			problems = append(problems, "settings must be a JSON object")
 		default:
 			for k := range obj {
-				if !settingKey.MatchString(k) {
-					problems = append(problems, fmt.Sprintf("setting %q must match %s", k, settingKey))
+				if !settingKey().MatchString(k) {
+					problems = append(problems, fmt.Sprintf("setting %q must match %s", k, settingKey()))
 				}
 			}
 			if _, err := breaker.ParseSettings(r.Settings); err != nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/buyflow/buyflow/internal/webhookauth"
@@ -60,11 +61,13 @@ func (e *DeliveryError) Error() string {
 // Is makes errors.Is(err, ErrInvalidDelivery) true.
 func (e *DeliveryError) Is(target error) bool { return target == ErrInvalidDelivery }
 
+// Compiled on first use, not in the package's init (counted repetitions are costly to compile
+// and every cold start linking this package would pay): see internal/approvalpolicy.
 var (
 	// keyPattern is the schema's pattern for idempotency_key (with its 16–255 length).
-	keyPattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]{16,255}$`)
+	keyPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.:-]{16,255}$`) })
 	// operationIDPattern is push-notification-config's operation_id pattern.
-	operationIDPattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,255}$`)
+	operationIDPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,255}$`) })
 )
 
 // Bounds on free-form fields before they reach the ledger.
@@ -77,7 +80,7 @@ const (
 
 // ValidOperationID reports whether id has the shape of an AdCP operation_id (and so can name a
 // ledger operation: it contains no '#').
-func ValidOperationID(id string) bool { return operationIDPattern.MatchString(id) }
+func ValidOperationID(id string) bool { return operationIDPattern().MatchString(id) }
 
 // ParseDelivery decodes and validates a webhook body that already passed signature
 // verification. It first runs webhookauth.CheckJSON (at most MaxBodyBytes, one JSON object, no
@@ -106,9 +109,9 @@ func ParseDelivery(body []byte) (*Delivery, error) {
 	}
 	d := wire.Delivery
 	switch {
-	case !keyPattern.MatchString(d.IdempotencyKey):
+	case !keyPattern().MatchString(d.IdempotencyKey):
 		return nil, &DeliveryError{Field: "idempotency_key", Reason: "must be 16-255 characters of [A-Za-z0-9_.:-]"}
-	case d.OperationID != "" && !operationIDPattern.MatchString(d.OperationID):
+	case d.OperationID != "" && !operationIDPattern().MatchString(d.OperationID):
 		// Optional: AdCP 3.0 sellers (the official SDK's included) do not send it; the URL path,
 		// which the signature covers, names the operation.
 		return nil, &DeliveryError{Field: "operation_id", Reason: "must be 1-255 characters of [A-Za-z0-9_.:-] when present"}

@@ -227,13 +227,17 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		}
 		return r.fail("ledger_unavailable", err)
 	}
-	s.complete(ctx, r, op, d)
+	// Wake first: the receipt's completion is bookkeeping for redeliveries, and the workflow
+	// should not wait a table round trip for it. Were this instance to die between the two, a
+	// redelivery meets an in-progress receipt (503) until it is stale, then applies the update
+	// again, which the forward-only ledger takes as stale.
 	if outcome == OutcomeApplied {
 		if werr := s.wake(ctx, cur); werr != nil {
 			// The ledger holds the update; the wait's timeout polls and finds it.
 			r.err = werr
 		}
 	}
+	s.complete(ctx, r, op, d)
 	return r.ok(outcome)
 }
 
