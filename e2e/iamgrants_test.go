@@ -125,6 +125,8 @@ var iamClaims = map[string]string{
 	"reconcile dynamodb:UpdateItem arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752":                                     "TestMain",
 	"reconcile dynamodb:Scan arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752":                                           "TestMain",
 	"reconcile dynamodb:Query arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752/index/gsi1":                               "TestMain",
+	"reconcile dynamodb:Query arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752/index/gsi3":                               "TestMain",
+	"reconcile dynamodb:DeleteItem arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752":                                     "TestMain",
 	"reconcile secretsmanager:GetSecretValue arn:aws:secretsmanager:us-east-1:123456789012:secret:Buyflow/agents/*":                  "TestMain",
 	"reconcile states:DescribeExecution arn:aws:states:us-east-1:123456789012:execution:Buyflow-MediaBuy:*":                          "TestSweepChecksTheExecutionOfAQuietBuy",
 	"agents dynamodb:GetItem arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752":                                           "TestAgentAddedThroughTheAPIIsUsedByTheNextBuy",

@@ -43,6 +43,10 @@ var runConfig = workflow.RunConfig{
 	// that its DescribeExecution runs in the suite (TestSweepChecksTheExecutionOfAQuietBuy)
 	// whatever the buy's polls (every 3 s) write between two sweeps.
 	ExecutionCheckSeconds: 1,
+	// The safety net stays the short one while the sweep runs: the suite's tests of the poll
+	// function (and the grants they prove) need its polls; the long net is the workflow
+	// tests' (statemachine/stagepaths) and the detection benchmark's (e2e/waiting).
+	SweepNetSeconds: 3,
 }
 
 func TestMain(m *testing.M) {

@@ -276,7 +276,7 @@ var App = Application{
 		},
 		{
 			Name: "reconcile", Description: "Scheduled sweep: pending operations vs each seller's list_tasks; wakes, fails, records orphans, marks stuck buys",
-			MemoryMB: 256, TimeoutSeconds: 300, LedgerActions: ledgerRW(LedgerScan), LedgerIndexes: []string{"gsi1", "gsi3"}, SignsRequests: true, CompletesTasks: true, DescribesExecutions: true,
+			MemoryMB: 256, TimeoutSeconds: 300, LedgerActions: ledgerRW(LedgerScan, LedgerDelete), LedgerIndexes: []string{"gsi1", "gsi3"}, SignsRequests: true, CompletesTasks: true, DescribesExecutions: true,
 			Env:     signing(EnvStateMachineARN, EnvRunConfig),
 			Secrets: []string{EnvAgentsSecretPrefix},
 		},
