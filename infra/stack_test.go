@@ -312,7 +312,9 @@ func TestTracingIsOptional(t *testing.T) {
 // ledger table, the secrets and the log groups; everything else goes with the stack.
 func TestProdStackRetainsData(t *testing.T) {
 	s := prod(t)
-	kept := []string{"AWS::DynamoDB::Table", "AWS::SecretsManager::Secret", "AWS::Logs::LogGroup"}
+	// The request-signing key too: sellers hold its public half, and a KMS key once deleted
+	// cannot be brought back (a redeploy makes a new key; the old one is deleted by hand).
+	kept := []string{"AWS::DynamoDB::Table", "AWS::SecretsManager::Secret", "AWS::Logs::LogGroup", "AWS::KMS::Key"}
 	for id, r := range s.resources() {
 		typ, _ := r["Type"].(string)
 		if retained := r["DeletionPolicy"] == "Retain"; retained != slices.Contains(kept, typ) {

@@ -279,6 +279,10 @@ func start() (*system, error) {
 		topology.EnvCallerURI:          s.apiURL,
 		topology.EnvLocalTenantHeader:  "", // tenants come from the IAM identity, as on AWS
 		topology.EnvRunConfig:          string(runCfg),
+		// No request-signing key: the workflow's paths at sellers that require no signatures
+		// (the signing paths are e2e/sdkseller's and e2e/unsigned's).
+		topology.EnvSigningKey:           "",
+		topology.EnvSigningKeysPublished: "",
 	}
 	s.onClose(func() { s.lambda.stop(3 * time.Second) })
 	for _, f := range topology.App.Functions {
