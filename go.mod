@@ -29,8 +29,6 @@ require (
 	golang.org/x/text v0.33.0
 )
 
-require github.com/aws/aws-sdk-go-v2/service/kms v1.63.0
-
 require (
 	github.com/Masterminds/semver/v3 v3.5.0 // indirect
 	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.9 // indirect

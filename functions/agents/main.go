@@ -8,6 +8,7 @@ import (
 	"context"
 
 	"github.com/buyflow/buyflow/functions/internal/agentclient"
+	"github.com/buyflow/buyflow/functions/internal/keywire"
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/agents"
 	"github.com/buyflow/buyflow/internal/config"
@@ -24,7 +25,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	store := registry.NewStore(c.DynamoDB(), c.Env.TableName)
 	// The prober reads each agent straight from the store: it runs right after a change. An
 	// operator's check is not held back by the agent's circuit breaker.
-	signer, err := c.RequestSigner(ctx)
+	signer, err := keywire.RequestSigner(ctx, c)
 	if err != nil {
 		return err
 	}

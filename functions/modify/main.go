@@ -7,6 +7,7 @@ import (
 	"context"
 
 	"github.com/buyflow/buyflow/functions/internal/agentclient"
+	"github.com/buyflow/buyflow/functions/internal/keywire"
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/modify"
 )
@@ -18,7 +19,11 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	client, err := agentclient.GuardedClient(ctx, c)
+	signer, err := keywire.RequestSigner(ctx, c)
+	if err != nil {
+		return err
+	}
+	client, err := agentclient.GuardedClient(ctx, c, signer)
 	if err != nil {
 		return err
 	}

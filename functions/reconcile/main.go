@@ -14,6 +14,7 @@ import (
 
 	"github.com/buyflow/buyflow/functions/internal/agentclient"
 	"github.com/buyflow/buyflow/functions/internal/agentwire"
+	"github.com/buyflow/buyflow/functions/internal/keywire"
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/delivery"
 	"github.com/buyflow/buyflow/internal/reconcile"
@@ -30,7 +31,11 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	client, err := agentclient.Guarded(ctx, c, reg)
+	signer, err := keywire.RequestSigner(ctx, c)
+	if err != nil {
+		return err
+	}
+	client, err := agentclient.Guarded(c, reg, signer)
 	if err != nil {
 		return err
 	}

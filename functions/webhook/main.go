@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/functions/internal/agentwire"
+	"github.com/buyflow/buyflow/functions/internal/keywire"
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/delivery"
 	"github.com/buyflow/buyflow/internal/httpapi"
@@ -46,7 +47,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return err
 	}
 	// The JWKS sellers verify buyflow's request signatures with, read once per cold start.
-	keys, err := c.PublishedKeys(ctx)
+	keys, err := keywire.PublishedKeys(ctx, c)
 	if err != nil {
 		return err
 	}

@@ -28,8 +28,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/service/kms"
-	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
 
 	"github.com/buyflow/buyflow/internal/reqsign"
 	"github.com/buyflow/buyflow/internal/webhookauth"
@@ -44,11 +42,26 @@ const JWKSPath = "/v1/jwks.json"
 // an unknown kid.
 const CacheSeconds = 300
 
-// KMS is the part of the KMS API buyflow uses; *kms.Client satisfies it.
+// KMS is the part of the KMS API buyflow uses (NewKMS: its JSON protocol over HTTP).
 type KMS interface {
-	Sign(ctx context.Context, in *kms.SignInput, opts ...func(*kms.Options)) (*kms.SignOutput, error)
-	GetPublicKey(ctx context.Context, in *kms.GetPublicKeyInput, opts ...func(*kms.Options)) (*kms.GetPublicKeyOutput, error)
+	// GetPublicKey returns the key's public half (DER SubjectPublicKeyInfo), spec and usage.
+	GetPublicKey(ctx context.Context, keyID string) (*PublicKey, error)
+	// Sign signs a SHA-256 digest with ECDSA_SHA_256 and returns the DER signature.
+	Sign(ctx context.Context, keyID string, digest []byte) ([]byte, error)
 }
+
+// PublicKey is KMS's GetPublicKey answer, as buyflow reads it.
+type PublicKey struct {
+	DER      []byte `json:"PublicKey"`
+	KeySpec  string `json:"KeySpec"`
+	KeyUsage string `json:"KeyUsage"`
+}
+
+// The key spec and usage the request-signing profile's ecdsa-p256-sha256 needs.
+const (
+	keySpecP256    = "ECC_NIST_P256"
+	keyUsageSignIt = "SIGN_VERIFY"
+)
 
 // Key is one request-signing key.
 type Key struct {
@@ -74,14 +87,14 @@ func Load(ctx context.Context, ref string, kmsAPI KMS) (*Key, error) {
 	var signer crypto.Signer
 	switch {
 	case kind == "kms" && rest != "" && kmsAPI != nil:
-		out, err := kmsAPI.GetPublicKey(ctx, &kms.GetPublicKeyInput{KeyId: &rest})
+		out, err := kmsAPI.GetPublicKey(ctx, rest)
 		if err != nil {
 			return nil, fmt.Errorf("signingkey: public key of %s: %w", rest, err)
 		}
-		if out.KeySpec != kmstypes.KeySpecEccNistP256 || out.KeyUsage != kmstypes.KeyUsageTypeSignVerify {
+		if out.KeySpec != keySpecP256 || out.KeyUsage != keyUsageSignIt {
 			return nil, fmt.Errorf("signingkey: %s is %s/%s; the request-signing profile needs an ECC_NIST_P256 SIGN_VERIFY key", rest, out.KeySpec, out.KeyUsage)
 		}
-		pub, err := x509.ParsePKIXPublicKey(out.PublicKey)
+		pub, err := x509.ParsePKIXPublicKey(out.DER)
 		if err != nil {
 			return nil, fmt.Errorf("signingkey: public key of %s: %w", rest, err)
 		}
@@ -206,10 +219,9 @@ func (s *kmsSigner) Sign(_ io.Reader, digest []byte, opts crypto.SignerOpts) ([]
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), signTimeout)
 	defer cancel()
-	out, err := s.api.Sign(ctx, &kms.SignInput{KeyId: &s.keyID, Message: digest,
-		MessageType: kmstypes.MessageTypeDigest, SigningAlgorithm: kmstypes.SigningAlgorithmSpecEcdsaSha256})
+	sig, err := s.api.Sign(ctx, s.keyID, digest)
 	if err != nil {
 		return nil, fmt.Errorf("signingkey: kms sign with %s: %w", s.keyID, err)
 	}
-	return out.Signature, nil
+	return sig, nil
 }

@@ -19,8 +19,6 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/service/kms"
-	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
 
 	"github.com/buyflow/buyflow/internal/reqsign"
 	"github.com/buyflow/buyflow/internal/signingkey"
@@ -31,25 +29,21 @@ import (
 // key, ASN.1 DER signature of a digest), and counts the signatures.
 type fakeKMS struct {
 	key   *ecdsa.PrivateKey
-	spec  kmstypes.KeySpec
+	spec  string
 	signs int
 }
 
-func (f *fakeKMS) GetPublicKey(_ context.Context, _ *kms.GetPublicKeyInput, _ ...func(*kms.Options)) (*kms.GetPublicKeyOutput, error) {
+func (f *fakeKMS) GetPublicKey(_ context.Context, _ string) (*signingkey.PublicKey, error) {
 	der, err := x509.MarshalPKIXPublicKey(&f.key.PublicKey)
 	if err != nil {
 		return nil, err
 	}
-	return &kms.GetPublicKeyOutput{PublicKey: der, KeySpec: f.spec, KeyUsage: kmstypes.KeyUsageTypeSignVerify}, nil
+	return &signingkey.PublicKey{DER: der, KeySpec: f.spec, KeyUsage: "SIGN_VERIFY"}, nil
 }
 
-func (f *fakeKMS) Sign(_ context.Context, in *kms.SignInput, _ ...func(*kms.Options)) (*kms.SignOutput, error) {
+func (f *fakeKMS) Sign(_ context.Context, _ string, digest []byte) ([]byte, error) {
 	f.signs++
-	if in.MessageType != kmstypes.MessageTypeDigest || in.SigningAlgorithm != kmstypes.SigningAlgorithmSpecEcdsaSha256 {
-		return nil, &kmstypes.InvalidKeyUsageException{}
-	}
-	sig, err := ecdsa.SignASN1(rand.Reader, f.key, in.Message)
-	return &kms.SignOutput{Signature: sig}, err
+	return ecdsa.SignASN1(rand.Reader, f.key, digest)
 }
 
 func newFakeKMS(t *testing.T) *fakeKMS {
@@ -58,7 +52,7 @@ func newFakeKMS(t *testing.T) *fakeKMS {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fakeKMS{key: k, spec: kmstypes.KeySpecEccNistP256}
+	return &fakeKMS{key: k, spec: "ECC_NIST_P256"}
 }
 
 // TestKMSKeySignsARequestSellersCanVerify: a KMS key signs through the digest API, the
@@ -120,7 +114,7 @@ func TestKMSKeySignsARequestSellersCanVerify(t *testing.T) {
 // secp256k1) and references of an unknown kind fail at load, not at the first signature.
 func TestLoadRefusesKeysTheProfileDoesNotAllow(t *testing.T) {
 	fk := newFakeKMS(t)
-	fk.spec = kmstypes.KeySpecEccSecgP256k1
+	fk.spec = "ECC_SECG_P256K1"
 	if _, err := signingkey.Load(context.Background(), "kms:k1", fk); err == nil || !strings.Contains(err.Error(), "ECC_NIST_P256") {
 		t.Errorf("secp256k1 key: err = %v", err)
 	}

@@ -43,21 +43,17 @@ func Client(reg adcp.Agents, creds adcp.Credentials, guard adcp.Guard, signer *r
 
 // GuardedClient is what every function that calls agents on a buy's behalf builds at its cold
 // start: the registry, loaded now, and the AdCP client over it with every exchange asked of the
-// agents' circuit breakers first.
-func GuardedClient(ctx context.Context, c *wire.Cold) (*adcp.Client, error) {
+// agents' circuit breakers first, signing with signer (keywire.RequestSigner; nil: nothing).
+func GuardedClient(ctx context.Context, c *wire.Cold, signer *reqsign.Signer) (*adcp.Client, error) {
 	reg, err := agentwire.Registry(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	return Guarded(ctx, c, reg)
+	return Guarded(c, reg, signer)
 }
 
 // Guarded is GuardedClient over a registry the function loaded itself (agentwire.Registry):
 // for a function that reads the registry too (the sweep lists its sellers).
-func Guarded(ctx context.Context, c *wire.Cold, reg *registry.Cache) (*adcp.Client, error) {
-	signer, err := c.RequestSigner(ctx)
-	if err != nil {
-		return nil, err
-	}
+func Guarded(c *wire.Cold, reg *registry.Cache, signer *reqsign.Signer) (*adcp.Client, error) {
 	return Client(reg, c.Secrets(), breakers(c, reg), signer)
 }

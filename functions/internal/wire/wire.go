@@ -11,13 +11,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
 
@@ -26,10 +24,8 @@ import (
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/logging"
 	"github.com/buyflow/buyflow/internal/metrics"
-	"github.com/buyflow/buyflow/internal/reqsign"
 	"github.com/buyflow/buyflow/internal/secrets"
 	"github.com/buyflow/buyflow/internal/sfn"
-	"github.com/buyflow/buyflow/internal/signingkey"
 )
 
 // Main is every Lambda's main: the JSON logger, then run with os.Getenv; run builds the
@@ -107,44 +103,4 @@ func (c *Cold) Tasks() *sfn.Client {
 // Secrets reads Secrets Manager once per secret and cold start.
 func (c *Cold) Secrets() *secrets.Store {
 	return secrets.New(secretsmanager.NewFromConfig(c.AWS))
-}
-
-// SigningKey loads the request-signing key the deployment names (BUYFLOW_SIGNING_KEY): nil
-// when it names none, and buyflow then signs nothing. A KMS key's public half is read now; its
-// private half never leaves KMS.
-func (c *Cold) SigningKey(ctx context.Context) (*signingkey.Key, error) {
-	if c.Env.SigningKey == "" {
-		return nil, nil
-	}
-	return signingkey.Load(ctx, c.Env.SigningKey, kms.NewFromConfig(c.AWS))
-}
-
-// RequestSigner is the signer of the function's AdCP client: nil without a signing key.
-func (c *Cold) RequestSigner(ctx context.Context) (*reqsign.Signer, error) {
-	k, err := c.SigningKey(ctx)
-	if k == nil || err != nil {
-		return nil, err
-	}
-	return &reqsign.Signer{KeyID: k.KeyID, Key: k.Signer}, nil
-}
-
-// PublishedKeys are the keys the JWKS serves: the signing key and the ones
-// BUYFLOW_SIGNING_KEYS_PUBLISHED adds (the next, the previous).
-func (c *Cold) PublishedKeys(ctx context.Context) ([]*signingkey.Key, error) {
-	var keys []*signingkey.Key
-	refs := []string{c.Env.SigningKey}
-	if c.Env.SigningKeysPublished != "" {
-		refs = append(refs, strings.Split(c.Env.SigningKeysPublished, ",")...)
-	}
-	for _, ref := range refs {
-		if ref = strings.TrimSpace(ref); ref == "" {
-			continue
-		}
-		k, err := signingkey.Load(ctx, ref, kms.NewFromConfig(c.AWS))
-		if err != nil {
-			return nil, err
-		}
-		keys = append(keys, k)
-	}
-	return keys, nil
 }
