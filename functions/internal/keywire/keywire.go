@@ -1,13 +1,12 @@
 // Package keywire (functions/internal/keywire) loads the request-signing keys a function uses:
 // the signer of a function that calls agents, the keys the webhook function publishes as the
-// JWKS. It stands apart from wire so that a function that signs nothing does not link the KMS
-// client (about 0.3 MB of every bootstrap, against the 12 MiB budget).
+// JWKS. It stands apart from wire so that the functions that sign nothing (approve, notify,
+// inform, publish, submit) link none of it.
 package keywire
 
 import (
 	"context"
 	"strings"
-
 
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/reqsign"
