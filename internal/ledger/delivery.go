@@ -189,7 +189,8 @@ func (s *Store) ListLiveDue(ctx context.Context, dueBefore time.Time, limit int)
 // read: on its live entry if it has one, else as ScheduleLive hands the listing to one. An
 // operation that is listed nowhere (canceled, retired) is ErrConflict.
 func (s *Store) ScheduleDeliveryRead(ctx context.Context, tenant, id string, next time.Time) error {
-	err := s.updateEntry(ctx, tenant, id, expression.Set(expression.Name(AttrGSI1SK), expression.Value(pendingSK(next, tenant, id))))
+	due := expression.Set(expression.Name(AttrGSI1SK), expression.Value(pendingSK(next, tenant, id)))
+	err := s.updateEntry(ctx, tenant, id, due)
 	if !errors.Is(err, record.ErrConflict) {
 		return err
 	}
@@ -197,7 +198,12 @@ func (s *Store) ScheduleDeliveryRead(ctx context.Context, tenant, id string, nex
 	if err != nil {
 		return err
 	}
-	return s.ScheduleLive(ctx, op, next, "")
+	if err := s.ScheduleLive(ctx, op, next, ""); !errors.Is(err, record.ErrConflict) {
+		return err
+	}
+	// Another writer handed the listing to the entry between the two reads (two schedulers of
+	// one buy at once): the entry exists now, else the buy is listed nowhere (ErrConflict).
+	return s.updateEntry(ctx, tenant, id, due)
 }
 
 // ScheduleLive sets when op, as ListLiveDue listed it, is next due for a delivery read, and
