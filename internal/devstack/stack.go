@@ -161,6 +161,11 @@ type Stack struct {
 	mu       sync.Mutex
 	restarts map[string]int
 
+	// sweep is held by each scheduled sweep while it runs; sweepHeld counts HoldSweep's
+	// holders, during whose hold the schedule skips its ticks.
+	sweep     sync.Mutex
+	sweepHeld int
+
 	closeOnce sync.Once
 	closers   []func()
 }
