@@ -711,6 +711,7 @@ func (b *BuyflowStack) addAlarms(app topology.Application, cfg Config) {
 	m := monitor{stack: b.Stack, action: awscloudwatchactions.NewSnsAction(b.AlarmTopic), period: period,
 		sum: &awscloudwatch.MetricOptions{Period: period, Statistic: jsii.String("Sum")}}
 	b.alarmOnOutcomes(m)
+	b.alarmOnSweep(m, cfg)
 	alarmOnSellerWebhooks(m, cfg.Agents)
 	alarmOnBreakers(m, cfg.Agents)
 	fns := b.alarmOnFunctions(m, app)
@@ -835,6 +836,31 @@ func alarmOnSellerWebhooks(m monitor, agents string) {
 		})
 		m.alarm("WebhooksAllRefused"+topology.ConstructID(id)+"Alarm", fmt.Sprintf("Every webhook of seller %s was refused for 15 minutes (Buyflow WebhookRejected by Seller, none in WebhookAccepted): its buys finish only by polling; WebhookRejected by Code says why", id), allRefused)
 	}
+}
+
+// alarmOnSweep pages when the reconciliation sweep has not run for three of its periods (at
+// least 15 minutes): a disabled or deleted schedule stops nothing else that alarms, yet every
+// buy parked on the long safety net then waits for its deadline (the sweep's heartbeat lapses
+// and only buys parked afterwards get the short net). Missing data is the signal here, so it
+// breaches.
+func (b *BuyflowStack) alarmOnSweep(m monitor, cfg Config) {
+	fn, ok := b.Functions[ReconcileFunction]
+	if !ok {
+		return
+	}
+	window := awscdk.Duration_Minutes(jsii.Number(float64(max(15, 3*cfg.ReconcileMinutes))))
+	a := awscloudwatch.NewAlarm(m.stack, jsii.String("SweepStoppedAlarm"), &awscloudwatch.AlarmProps{
+		AlarmDescription: jsii.String("The reconciliation sweep (Lambda " + ReconcileFunction + ") has not run for " +
+			fmt.Sprint(max(15, 3*cfg.ReconcileMinutes)) + " minutes: check its EventBridge schedule (Reconcile) is enabled; " +
+			"until it runs, parked buys wake only at their own safety net (runbook: internal/reconcile/RUNBOOK.md)"),
+		Metric:             fn.MetricInvocations(&awscloudwatch.MetricOptions{Period: window, Statistic: jsii.String("Sum")}),
+		Threshold:          jsii.Number(1),
+		EvaluationPeriods:  jsii.Number(1),
+		ComparisonOperator: awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD,
+		TreatMissingData:   awscloudwatch.TreatMissingData_BREACHING,
+	})
+	a.AddAlarmAction(m.action)
+	a.AddOkAction(m.action)
 }
 
 // functionMetrics are the Lambdas' errors, throttles and p99 durations, one series per

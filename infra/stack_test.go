@@ -1257,6 +1257,16 @@ func TestAlarmsDashboardAndOutputs(t *testing.T) {
 	for _, m := range []string{"ExecutionsFailed", "ExecutionsTimedOut"} {
 		want(key{"AWS/States", m, smDim}, 1)
 	}
+	// A sweep that stopped running (its schedule disabled) pages: no invocations in 15 minutes,
+	// missing data breaching.
+	sweepDim := jsonOf(t, []any{map[string]any{"Name": "FunctionName", "Value": s.stack.Resolve(s.stack.Functions[ReconcileFunction].FunctionName())}})
+	if p, ok := alarms[key{"AWS/Lambda", "Invocations", sweepDim}]; !ok {
+		t.Error("no alarm on the reconcile function's invocations (a stopped sweep)")
+	} else if p["Threshold"] != 1.0 || p["Statistic"] != "Sum" || p["Period"] != 900.0 ||
+		p["ComparisonOperator"] != "LessThanThreshold" || p["TreatMissingData"] != "breaching" {
+		t.Errorf("sweep-stopped alarm: Threshold %v Statistic %v Period %v %v %v, want Sum over 900 s < 1, breaching",
+			p["Threshold"], p["Statistic"], p["Period"], p["ComparisonOperator"], p["TreatMissingData"])
+	}
 	// A campaign that fails in its own steps: its machine's failed executions page too.
 	campaignDim := jsonOf(t, []any{map[string]any{"Name": "StateMachineArn", "Value": s.stack.Resolve(s.stack.CampaignStateMachine.StateMachineArn())}})
 	want(key{"AWS/States", "ExecutionsFailed", campaignDim}, 1)
@@ -1297,8 +1307,9 @@ func TestAlarmsDashboardAndOutputs(t *testing.T) {
 		want(key{"AWS/SQS", "ApproximateNumberOfMessagesVisible", jsonOf(t, []map[string]any{{"Name": "QueueName", "Value": s.stack.Resolve(q.QueueName())}})}, 1)
 	}
 	// Nothing else: 2 execution alarms of the MediaBuy machine and 1 of the Campaign machine,
-	// API 5xx, 5 on buyflow metrics, the two failure queues, errors and throttles per function.
-	if n := 11 + 2*len(topology.App.Functions); len(alarms) != n {
+	// API 5xx, 5 on buyflow metrics, the two failure queues, the stopped sweep, errors and
+	// throttles per function.
+	if n := 12 + 2*len(topology.App.Functions); len(alarms) != n {
 		t.Errorf("%d alarms, want %d", len(alarms), n)
 	}
 
