@@ -241,7 +241,10 @@ func TestSellerRestartedMidReview(t *testing.T) {
 		t.Fatalf("restart the seller: %v", err)
 	}
 
-	first := eventually(t, c, id, 60*time.Second, "the first REFERENCE_NOT_FOUND", func(e api.Event) bool {
+	// Polls that found the seller down while it restarted (a Node start takes seconds on a busy
+	// machine) may open its circuit breaker: the first poll of the restarted seller then waits
+	// out the breaker's 60 s cool-down, so the wait covers it and a poll interval.
+	first := eventually(t, c, id, 2*time.Minute, "the first REFERENCE_NOT_FOUND", func(e api.Event) bool {
 		return e.Type == "poll" && detailOf(e)["error_code"] == "REFERENCE_NOT_FOUND"
 	})
 	if !strings.Contains(first.Reason, "records may lag") || !strings.Contains(first.Reason, task) {
