@@ -82,6 +82,10 @@ func TestChangeBudgetIncreaseApplied(t *testing.T) {
 	if arg(t, chk, "phase") != "modification" || arg(t, chk, "tool") != "update_media_buy" {
 		t.Errorf("the change's check is %s: want phase modification, tool update_media_buy", chk)
 	}
+	// 3.2: the positive increment the change commits, not the new total.
+	if pc, _ := arg(t, chk, "proposed_commitment").(map[string]any); pc == nil || pc["amount"] != 500.0 || pc["currency"] != "USD" {
+		t.Errorf("the change's check %s: want proposed_commitment 500 USD", chk)
+	}
 	updates := r.sellerCalls("update_media_buy")
 	if len(updates) != 1 {
 		t.Fatalf("seller heard %d update_media_buy, want 1", len(updates))

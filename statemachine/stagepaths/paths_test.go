@@ -106,8 +106,13 @@ func TestApprovedSyncCreateSucceeds(t *testing.T) {
 	if arg(t, create.Arguments, "governance_context") != verdict.Context || verdict.Context == "" {
 		t.Errorf("create_media_buy did not carry the governance context of the check")
 	}
-	if arg(t, report.Arguments, "outcome") != "completed" || arg(t, report.Arguments, "check_id") != verdict.CheckID {
-		t.Errorf("report_plan_outcome %s: want outcome completed for check %s", report.Arguments, verdict.CheckID)
+	if arg(t, report.Arguments, "outcome") != "completed" || arg(t, report.Arguments, "check_id") != verdict.CheckID ||
+		arg(t, report.Arguments, "governance_context") != verdict.Context {
+		t.Errorf("report_plan_outcome %s: want outcome completed for check %s with its governance_context", report.Arguments, verdict.CheckID)
+	}
+	// 3.2's intent check names the seller it is for and carries no governance_context yet.
+	if arg(t, check.Arguments, "target_agent") == nil || arg(t, check.Arguments, "governance_context") != nil {
+		t.Errorf("the intent check %s: want target_agent and no governance_context", check.Arguments)
 	}
 
 	op := r.operation()
