@@ -66,6 +66,13 @@ func (r *campaignRun) submitCampaign() {
 			r.t.Fatal(err)
 		}
 	}
+	r.submitCampaignBody(body)
+}
+
+// submitCampaignBody submits body, a campaign of r's legs, under the idempotency key of its
+// first leg's PO; the 202 is required.
+func (r *campaignRun) submitCampaignBody(body []byte) {
+	r.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	sub, code, err := r.client.SubmitCampaign(ctx, "key-"+r.spec.Legs[0].PO, body)

@@ -1,7 +1,6 @@
 package stagepaths
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -76,13 +75,7 @@ func TestOrchestratorStoryboard(t *testing.T) {
 	if body, err = json.Marshal(req); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	sub, code, err := r.client.SubmitCampaign(ctx, "key-"+r.spec.Legs[0].PO, body)
-	if err != nil || code != 202 {
-		t.Fatalf("submit campaign: HTTP %d: %v", code, err)
-	}
-	r.sub, r.op = sub, sub.CampaignID
+	r.submitCampaignBody(body)
 	ex := only(t, r.finish(120*time.Second))
 	c := r.campaign()
 	t.Logf("campaign ended %s (%s); legs %+v", ex.Status, c.Status, c.Legs)

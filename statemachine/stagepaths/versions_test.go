@@ -218,16 +218,20 @@ func refusesNothing(t *testing.T, who string, calls func() []adcptest.Call) {
 	t.Cleanup(func() { checkSpoken(t, who, calls(), adcp.Version32) })
 }
 
+// version is the AdCP version buyflow speaks to r's agents.
+func (r *buyRun) version() string {
+	if r.agents != nil {
+		return r.agents.version
+	}
+	return adcp.Version32 // the system's agents
+}
+
 // spoken checks the calls of r's buy at its seller and its governance agent: each went out in
 // the version buyflow speaks to them and none was refused.
 func (r *buyRun) spoken() {
 	r.t.Helper()
-	version := adcp.Version32 // the system's agents
-	if r.agents != nil {
-		version = r.agents.version
-	}
-	checkSpoken(r.t, "the seller", r.sellerCalls(""), version)
-	checkSpoken(r.t, "the governance agent", r.governanceCalls(""), version)
+	checkSpoken(r.t, "the seller", r.sellerCalls(""), r.version())
+	checkSpoken(r.t, "the governance agent", r.governanceCalls(""), r.version())
 }
 
 // unclaimedRefusals lists the calls the system's 3.2 agents heard that refusal finds fault
@@ -263,97 +267,20 @@ func heardByTool(a *devstack.SimulatedAgents) map[string]int {
 	return n
 }
 
-func TestAt31ApprovedSyncCreateSucceeds(t *testing.T) {
-	r := beginAt(t, "", nil)
-	r.submit(apiclient.Buy{Sim: "sync"})
-	ex := only(t, r.finish(60*time.Second))
-	path(t, ex, "SUCCEEDED", "", seq(prelude, []string{"CreateMediaBuy", "SellerAvailable", "AwaitSeller"}, completes)...)
-	wantCalls(t, "seller", tools(r.sellerCalls("")), "create_media_buy")
-	wantCalls(t, "governance", tools(r.governanceCalls("")), "check_governance", "report_plan_outcome")
-	// 3.1's intent check names the plan and no target agent.
-	check := r.governanceCalls("check_governance")[0]
-	if arg(t, check.Arguments, "plan_id") == nil || arg(t, check.Arguments, "target_agent") != nil {
-		t.Errorf("the 3.1 intent check %s: want plan_id and no target_agent", check.Arguments)
-	}
-	op := r.operation()
-	wantStatus(t, op, "completed")
-	if op.MediaBuyID == "" {
-		t.Error("completed without the seller's media_buy_id")
-	}
-}
+func TestAt31ApprovedSyncCreateSucceeds(t *testing.T) { approvedSyncCreate(beginAt(t, "", nil)) }
 
-func TestAt31GovernanceDeniedCreatesNothing(t *testing.T) {
-	r := beginAt(t, "", nil)
-	r.submit(apiclient.Buy{Sim: "denied"})
-	ex := only(t, r.finish(60*time.Second))
-	path(t, ex, "FAILED", "GovernanceDenied", seq(prelude, []string{"GovernanceDenied", "RecordFailure", "FailureKind", "DeniedByGovernance"})...)
-	wantCalls(t, "seller", tools(r.sellerCalls("")))
-	wantCalls(t, "governance", tools(r.governanceCalls("")), "check_governance")
-	wantStatus(t, r.operation(), "rejected")
-}
+func TestAt31GovernanceDeniedCreatesNothing(t *testing.T) { governanceDenied(beginAt(t, "", nil)) }
 
-// 3.1 conditions carry a governance_context; the re-check after applying them is approved and
-// the create carries the reduced budget.
-func TestAt31GovernanceConditionsRecheck(t *testing.T) {
-	r := beginAt(t, "", nil)
-	r.submit(apiclient.Buy{Sim: "conditions,sync"})
-	ex := only(t, r.finish(60*time.Second))
-	path(t, ex, "SUCCEEDED", "", seq(prelude, []string{"CreateMediaBuy", "SellerAvailable", "AwaitSeller"}, completes)...)
-	checks := r.governanceCalls("check_governance")
-	if len(checks) != 2 || arg(t, checks[0].Result, "verdict") != "conditions" || arg(t, checks[1].Result, "verdict") != "approved" {
-		t.Fatalf("governance heard %v: want conditions, then an approved re-check", tools(checks))
-	}
-	var create struct {
-		Packages []struct {
-			Budget float64 `json:"budget"`
-		} `json:"packages"`
-	}
-	_ = json.Unmarshal(r.sellerCalls("create_media_buy")[0].Arguments, &create)
-	if len(create.Packages) == 0 || create.Packages[0].Budget != 2400 {
-		t.Errorf("create_media_buy packages %+v: want the first budget reduced to 2400 (80 %% of 3000)", create.Packages)
-	}
-	wantStatus(t, r.operation(), "completed")
-}
+func TestAt31GovernanceConditionsRecheck(t *testing.T) { conditionsRecheck(beginAt(t, "", nil)) }
 
-func TestAt31SubmittedThenWebhookWakes(t *testing.T) {
-	r := beginAt(t, "", map[string]any{"poll_initial_seconds": 10, "poll_max_seconds": 10})
-	r.submit(apiclient.Buy{Sim: "async_complete"})
-	ex := only(t, r.finish(60*time.Second))
-	path(t, ex, "SUCCEEDED", "", seq(prelude, []string{"CreateMediaBuy", "SellerAvailable", "AwaitSeller"}, completes)...)
-	wantCalls(t, "seller", tools(r.sellerCalls("")), "create_media_buy") // no poll
-	wantStatus(t, r.operation(), "completed")
-	if tl := r.timeline(); count(tl, "webhook") == 0 || count(tl, "poll") != 0 {
-		t.Errorf("timeline %v: want the seller's webhook and no poll", tl)
-	}
-}
+func TestAt31SubmittedThenWebhookWakes(t *testing.T) { webhookWakes(beginAt(t, "", webhookFirst)) }
+
+func TestAt31SellerFailed(t *testing.T) { sellerFailed(beginAt(t, "", nil)) }
 
 func TestAt31ChangeBudgetIncreaseApplied(t *testing.T) {
 	r := beginAt(t, "", nil)
-	r.submit(apiclient.Buy{Sim: "sync", Budgets: []float64{3000}})
-	path(t, only(t, r.finish(60*time.Second)), "SUCCEEDED", "", seq(prelude, []string{"CreateMediaBuy", "SellerAvailable", "AwaitSeller"}, completes)...)
-	id := r.change(`{"budget":{"total":3500},"reason":"strong first week","context":{"sim":"sync"}}`, false)
-	ex := only(t, r.finishNamed(id, 60*time.Second))
-	path(t, ex, "SUCCEEDED", "", seq(changePrelude, changeApplied)...)
-	checks := r.governanceCalls("check_governance")
-	if len(checks) != 2 {
-		t.Fatalf("governance heard %d checks, want the buy's and the change's", len(checks))
-	}
-	if arg(t, checks[1].Arguments, "proposed_commitment") != nil {
-		t.Errorf("the change's 3.1 check %s carries 3.2's proposed_commitment", checks[1].Arguments)
-	}
-	wantCurrent(t, r.current(), 2, "active", "3500.00", "applied")
-	if reports := r.governanceCalls("report_plan_outcome"); len(reports) != 2 {
-		t.Errorf("governance heard %v, want the change reported", tools(reports))
-	}
-}
-
-func TestAt31SellerFailedIsReported(t *testing.T) {
-	r := beginAt(t, "", nil)
-	r.submit(apiclient.Buy{Sim: "async_fail"})
-	ex := only(t, r.finish(60*time.Second))
-	ends(t, ex, "FAILED", "SellerDidNotComplete", "SellerDidNotComplete", "RecordFailure", "FailureKind", "SellerTaskFailed")
-	wantStatus(t, r.operation(), "failed")
-	r.wantReport("failed")
+	r.place()
+	budgetIncrease(r)
 }
 
 // A campaign whose legs go to the official SDK's seller (AdCP 3.0.6, internal/adcp/interop), a
@@ -397,13 +324,7 @@ func TestCampaignMixesVersions(t *testing.T) {
 	if body, err = json.Marshal(req); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	sub, code, err := r.client.SubmitCampaign(ctx, "key-"+r.spec.Legs[0].PO, body)
-	if err != nil || code != 202 {
-		t.Fatalf("submit campaign: HTTP %d: %v", code, err)
-	}
-	r.sub, r.op = sub, sub.CampaignID
+	r.submitCampaignBody(body)
 	ex := only(t, r.finish(90*time.Second))
 	if ex.Status != "SUCCEEDED" {
 		t.Fatalf("campaign ended %s %s: %v\nSDK seller: %s", ex.Status, ex.Error, ex.States, sdk.Stderr())
