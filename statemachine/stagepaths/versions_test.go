@@ -308,23 +308,13 @@ func TestCampaignMixesVersions(t *testing.T) {
 	for i, l := range legs {
 		r.spec.Legs = append(r.spec.Legs, apiclient.LegSpec{SellerID: l.id, PO: fmt.Sprintf("PO-CV-%s-%d", tag, i), Budget: float64(1000 * (i + 1)), Sim: "sync"})
 	}
-	body, err := r.spec.Body(sys.root)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The SDK seller's leg buys from its catalog, in its one account (seller.mjs).
-	var req map[string]any
-	if err := json.Unmarshal(body, &req); err != nil {
-		t.Fatal(err)
-	}
-	mb := req["legs"].([]any)[0].(map[string]any)["media_buy"].(map[string]any)
-	mb["account"] = map[string]any{"account_id": "acc_interop"}
-	mb["packages"] = []any{map[string]any{"product_id": "prod_display", "pricing_option_id": "cpm_5", "budget": 1000}}
-	mb["context"] = map[string]any{"sdk": "sync"}
-	if body, err = json.Marshal(req); err != nil {
-		t.Fatal(err)
-	}
-	r.submitCampaignBody(body)
+	r.submitCampaignWith(func(req map[string]any) {
+		mb := legBuy(req, 0)
+		mb["account"] = map[string]any{"account_id": "acc_interop"}
+		mb["packages"] = []any{map[string]any{"product_id": "prod_display", "pricing_option_id": "cpm_5", "budget": 1000}}
+		mb["context"] = map[string]any{"sdk": "sync"}
+	})
 	ex := only(t, r.finish(90*time.Second))
 	if ex.Status != "SUCCEEDED" {
 		t.Fatalf("campaign ended %s %s: %v\nSDK seller: %s", ex.Status, ex.Error, ex.States, sdk.Stderr())
