@@ -13,15 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcptest"
 	"github.com/buyflow/buyflow/internal/apiclient"
 	"github.com/buyflow/buyflow/internal/breaker"
 	"github.com/buyflow/buyflow/internal/devstack"
-	"github.com/buyflow/buyflow/internal/dynamotest"
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/registry"
@@ -147,20 +143,8 @@ func startDownAgent(t *testing.T, id string, role adcp.Role, h http.Handler, tok
 	mux.Handle("/", d.ServeHTTPWith(h))
 	d.srv = httptest.NewServer(mux)
 	t.Cleanup(d.srv.Close)
-	ctx := context.Background()
-	sm := secretsmanager.NewFromConfig(dynamotest.AWSConfig())
-	ref := devstack.AgentSecretPrefix + id
-	if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(ref), SecretString: aws.String(token)}); err != nil {
-		t.Fatal(err)
-	}
-	rec := registry.Record{Agent: adcp.Agent{ID: id, Role: role, MCPURL: d.srv.URL + "/mcp", CredentialRef: ref, Webhook: webhook},
-		Settings: json.RawMessage(settings)}
-	if err := registry.Validate(rec, devstack.AgentSecretPrefix); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := registry.NewStore(sys.ddb, sys.table).Add(ctx, rec, devstack.LocalOperator, "add"); err != nil {
-		t.Fatal(err)
-	}
+	registerAt(t, registry.Record{Agent: adcp.Agent{ID: id, Role: role, MCPURL: d.srv.URL + "/mcp", Webhook: webhook},
+		Settings: json.RawMessage(settings)}, token)
 	return d
 }
 
@@ -179,13 +163,10 @@ func startDownSellerWith(t *testing.T, idem adcptest.IdempotencyMode, settings s
 		t.Fatal(err)
 	}
 	token := randomHex(16)
-	v, err := adcptest.NewValidator("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	seller := adcptest.NewSeller(adcptest.SellerOptions{Token: token, Behavior: adcptest.SellerSync, Validator: v, WebhookSigner: signer, JWKS: jwks, Idempotency: idem})
+	seller := adcptest.NewSeller(adcptest.SellerOptions{Token: token, Version: adcptest.Version32, Behavior: adcptest.SellerSync, WebhookSigner: signer, JWKS: jwks, Idempotency: idem})
 	t.Cleanup(seller.Close)
 	d := startDownAgent(t, "brk-seller-"+randomHex(4), adcp.RoleSeller, seller, token, &adcp.WebhookConfig{Mode: adcp.WebhookRFC9421, JWKS: jwks}, settings)
+	refusesNothing(t, d.id, seller.Calls)
 	return d, seller
 }
 
@@ -340,13 +321,10 @@ func TestSellerWithoutReplayWindowCreatesOnceAfterItsBreakerCloses(t *testing.T)
 func TestGovernanceBreakerKeepsTheGateClosed(t *testing.T) {
 	first := begin(t, nil)
 	token := randomHex(16)
-	v, err := adcptest.NewValidator("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gov := adcptest.NewGovernance(adcptest.GovernanceOptions{Token: token, Validator: v})
+	gov := adcptest.NewGovernance(adcptest.GovernanceOptions{Token: token, Version: adcptest.Version32})
 	t.Cleanup(gov.Close)
 	d := startDownAgent(t, "brk-gov-"+randomHex(4), adcp.RoleGovernance, gov, token, nil, breakerSettings)
+	refusesNothing(t, d.id, gov.Calls)
 	d.set(func(d *downAgent) { d.down = true })
 
 	first.submitTo(devstack.SellerID, d.id)

@@ -52,19 +52,28 @@ func beginCampaign(t *testing.T, policy string, sims ...string) *campaignRun {
 
 func (r *campaignRun) submitCampaign() {
 	r.t.Helper()
+	r.submitCampaignWith(func(req map[string]any) {
+		if r.planID != "" {
+			req["governance"].(map[string]any)["plan_id"] = r.planID
+		}
+	})
+}
+
+// submitCampaignWith submits r's spec with edit applied to the request's JSON object, under
+// the idempotency key of its first leg's PO; the 202 is required.
+func (r *campaignRun) submitCampaignWith(edit func(req map[string]any)) {
+	r.t.Helper()
 	body, err := r.spec.Body(sys.root)
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	if r.planID != "" {
-		var m map[string]any
-		if err := json.Unmarshal(body, &m); err != nil {
-			r.t.Fatal(err)
-		}
-		m["governance"].(map[string]any)["plan_id"] = r.planID
-		if body, err = json.Marshal(m); err != nil {
-			r.t.Fatal(err)
-		}
+	var req map[string]any
+	if err := json.Unmarshal(body, &req); err != nil {
+		r.t.Fatal(err)
+	}
+	edit(req)
+	if body, err = json.Marshal(req); err != nil {
+		r.t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -73,6 +82,11 @@ func (r *campaignRun) submitCampaign() {
 		r.t.Fatalf("submit campaign: HTTP %d: %v", code, err)
 	}
 	r.sub, r.op = sub, sub.CampaignID
+}
+
+// legBuy is the media_buy of leg i of a campaign request's JSON object.
+func legBuy(req map[string]any, i int) map[string]any {
+	return req["legs"].([]any)[i].(map[string]any)["media_buy"].(map[string]any)
 }
 
 func (r *campaignRun) campaign() api.Campaign {

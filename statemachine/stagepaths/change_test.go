@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apiclient"
 )
@@ -28,9 +29,15 @@ var (
 func placed(t *testing.T, patch map[string]any) *buyRun {
 	t.Helper()
 	r := begin(t, patch)
-	r.submit(apiclient.Buy{Sim: "sync", Budgets: []float64{3000}})
-	path(t, only(t, r.finish(60*time.Second)), "SUCCEEDED", "", seq(prelude, []string{"CreateMediaBuy", "SellerAvailable", "AwaitSeller"}, completes)...)
+	r.place()
 	return r
+}
+
+// place submits r's buy as placed does and waits until it is placed.
+func (r *buyRun) place() {
+	r.t.Helper()
+	r.submit(apiclient.Buy{Sim: "sync", Budgets: []float64{3000}})
+	path(r.t, only(r.t, r.finish(60*time.Second)), "SUCCEEDED", "", seq(prelude, []string{"CreateMediaBuy", "SellerAvailable", "AwaitSeller"}, completes)...)
 }
 
 // change sends a change and returns its id; the 202 is required.
@@ -68,8 +75,12 @@ func wantCurrent(t *testing.T, c api.Current, revision int, state, budget, outco
 	}
 }
 
-func TestChangeBudgetIncreaseApplied(t *testing.T) {
-	r := placed(t, nil)
+func TestChangeBudgetIncreaseApplied(t *testing.T) { budgetIncrease(placed(t, nil)) }
+
+// budgetIncrease is the path at r's agents, r's buy placed (versions_test.go runs it at 3.1
+// too).
+func budgetIncrease(r *buyRun) {
+	t := r.t
 	id := r.change(`{"budget":{"total":3500},"reason":"strong first week","context":{"sim":"sync"}}`, false)
 	ex := only(t, r.finishNamed(id, 60*time.Second))
 	path(t, ex, "SUCCEEDED", "", seq(changePrelude, changeApplied)...)
@@ -81,6 +92,12 @@ func TestChangeBudgetIncreaseApplied(t *testing.T) {
 	chk := checks[1].Arguments
 	if arg(t, chk, "phase") != "modification" || arg(t, chk, "tool") != "update_media_buy" {
 		t.Errorf("the change's check is %s: want phase modification, tool update_media_buy", chk)
+	}
+	// 3.2: the positive increment the change commits, not the new total; 3.1 has no such field.
+	if pc, _ := arg(t, chk, "proposed_commitment").(map[string]any); r.version() == adcp.Version32 && (pc == nil || pc["amount"] != 500.0 || pc["currency"] != "USD") {
+		t.Errorf("the change's 3.2 check %s: want proposed_commitment 500 USD", chk)
+	} else if r.version() != adcp.Version32 && pc != nil {
+		t.Errorf("the change's 3.1 check %s carries 3.2's proposed_commitment", chk)
 	}
 	updates := r.sellerCalls("update_media_buy")
 	if len(updates) != 1 {

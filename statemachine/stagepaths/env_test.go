@@ -97,7 +97,16 @@ func run(m *testing.M) int {
 		return 1
 	}
 	sys = s
-	return m.Run()
+	code := m.Run()
+	// Every call the shared 3.2 agents heard, whichever scenario sent it (versions_test.go).
+	if testing.Verbose() {
+		fmt.Fprintln(os.Stderr, "stagepaths: the shared 3.2 agents heard", heardByTool(s.agents))
+	}
+	if refused := unclaimedRefusals(s.agents); len(refused) > 0 {
+		fmt.Fprintf(os.Stderr, "stagepaths: %d calls the 3.2 agents did not hear as AdCP 3.2:\n%s\n", len(refused), strings.Join(refused, "\n"))
+		return 1
+	}
+	return code
 }
 
 func (s *system) close() {
@@ -141,8 +150,11 @@ func start() (*system, error) {
 		return s, err
 	}
 
-	// The agents and Slack.
-	s.agents, err = devstack.StartSimulatedAgents(adcptest.SellerOptions{}, adcptest.GovernanceOptions{}, 300*time.Millisecond)
+	// The agents and Slack. The agents speak only AdCP 3.2 (adcptest.Version32): every path
+	// reaches a seller and a governance agent that check each request against the 3.2.3
+	// schemas and refuse what 3.2 refuses; versions_test.go keeps 3.1 and 3.0 agents on the
+	// paths whose shapes differ.
+	s.agents, err = devstack.StartSimulatedAgents(adcptest.SellerOptions{Version: adcptest.Version32}, adcptest.GovernanceOptions{Version: adcptest.Version32}, 300*time.Millisecond)
 	if err != nil {
 		return s, err
 	}

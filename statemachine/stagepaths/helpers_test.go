@@ -33,11 +33,12 @@ type buyRun struct {
 }
 
 // runAgents are a seller and a governance agent of a run's own, in the registry as sellerID
-// and govID.
+// and govID, that buyflow speaks AdCP version to.
 type runAgents struct {
 	seller          *adcptest.Seller
 	gov             *adcptest.Governance
 	sellerID, govID string
+	version         string
 }
 
 // begin starts a parallel scenario under a fresh tenant whose executions run with baseRun
@@ -67,6 +68,7 @@ func newRun(t *testing.T, patch map[string]any) *buyRun {
 	}
 	_ = resp.Body.Close()
 	t.Cleanup(func() {
+		r.spoken()
 		if t.Failed() && r.op != "" {
 			for _, l := range sys.logs.matching(r.op) {
 				t.Log(l)

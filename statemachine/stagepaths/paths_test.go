@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apiclient"
 	"github.com/buyflow/buyflow/internal/workflow"
@@ -85,8 +86,11 @@ func arg(t *testing.T, raw json.RawMessage, name string) any {
 	return m[name]
 }
 
-func TestApprovedSyncCreateSucceeds(t *testing.T) {
-	r := begin(t, nil)
+func TestApprovedSyncCreateSucceeds(t *testing.T) { approvedSyncCreate(begin(t, nil)) }
+
+// approvedSyncCreate is the path at r's agents (versions_test.go runs it at 3.1 too).
+func approvedSyncCreate(r *buyRun) {
+	t := r.t
 	r.submit(apiclient.Buy{Sim: "sync"})
 	ex := only(t, r.finish(60*time.Second))
 	path(t, ex, "SUCCEEDED", "", seq(prelude, []string{"CreateMediaBuy", "SellerAvailable", "AwaitSeller"}, completes)...)
@@ -106,8 +110,18 @@ func TestApprovedSyncCreateSucceeds(t *testing.T) {
 	if arg(t, create.Arguments, "governance_context") != verdict.Context || verdict.Context == "" {
 		t.Errorf("create_media_buy did not carry the governance context of the check")
 	}
-	if arg(t, report.Arguments, "outcome") != "completed" || arg(t, report.Arguments, "check_id") != verdict.CheckID {
-		t.Errorf("report_plan_outcome %s: want outcome completed for check %s", report.Arguments, verdict.CheckID)
+	if arg(t, report.Arguments, "outcome") != "completed" || arg(t, report.Arguments, "check_id") != verdict.CheckID ||
+		arg(t, report.Arguments, "governance_context") != verdict.Context {
+		t.Errorf("report_plan_outcome %s: want outcome completed for check %s with its governance_context", report.Arguments, verdict.CheckID)
+	}
+	// 3.2's intent check names the seller it is for and carries no governance_context yet;
+	// 3.1's names the plan and no target agent.
+	if r.version() == adcp.Version32 {
+		if arg(t, check.Arguments, "target_agent") == nil || arg(t, check.Arguments, "governance_context") != nil {
+			t.Errorf("the 3.2 intent check %s: want target_agent and no governance_context", check.Arguments)
+		}
+	} else if arg(t, check.Arguments, "plan_id") == nil || arg(t, check.Arguments, "target_agent") != nil {
+		t.Errorf("the 3.1 intent check %s: want plan_id and no target_agent", check.Arguments)
 	}
 
 	op := r.operation()
@@ -123,8 +137,11 @@ func TestApprovedSyncCreateSucceeds(t *testing.T) {
 	}
 }
 
-func TestGovernanceDeniedCreatesNothing(t *testing.T) {
-	r := begin(t, nil)
+func TestGovernanceDeniedCreatesNothing(t *testing.T) { governanceDenied(begin(t, nil)) }
+
+// governanceDenied is the path at r's agents (versions_test.go runs it at 3.1 too).
+func governanceDenied(r *buyRun) {
+	t := r.t
 	r.submit(apiclient.Buy{Sim: "denied"})
 	ex := only(t, r.finish(60*time.Second))
 	path(t, ex, "FAILED", "GovernanceDenied", seq(prelude, []string{"GovernanceDenied", "RecordFailure", "FailureKind", "DeniedByGovernance"})...)
@@ -142,8 +159,12 @@ func TestGovernanceDeniedCreatesNothing(t *testing.T) {
 
 // Machine-actionable conditions are applied and checked again (inside one CheckGovernance
 // invocation); the create carries the reduced budget.
-func TestGovernanceConditionsRecheck(t *testing.T) {
-	r := begin(t, nil)
+func TestGovernanceConditionsRecheck(t *testing.T) { conditionsRecheck(begin(t, nil)) }
+
+// conditionsRecheck is the path at r's agents (versions_test.go runs it at 3.1 too: 3.1
+// conditions carry a governance_context, 3.2's a consultation_context).
+func conditionsRecheck(r *buyRun) {
+	t := r.t
 	r.submit(apiclient.Buy{Sim: "conditions,sync"})
 	ex := only(t, r.finish(60*time.Second))
 	path(t, ex, "SUCCEEDED", "", seq(prelude, []string{"CreateMediaBuy", "SellerAvailable", "AwaitSeller"}, completes)...)
@@ -186,8 +207,15 @@ func TestAsyncGovernanceReview(t *testing.T) {
 
 // The seller answers submitted and later completes by webhook: the webhook wakes AwaitSeller
 // before its first poll is due.
-func TestSubmittedThenWebhookWakes(t *testing.T) {
-	r := begin(t, map[string]any{"poll_initial_seconds": 10, "poll_max_seconds": 10})
+func TestSubmittedThenWebhookWakes(t *testing.T) { webhookWakes(begin(t, webhookFirst)) }
+
+// webhookFirst puts the first poll well after the seller's webhook.
+var webhookFirst = map[string]any{"poll_initial_seconds": 10, "poll_max_seconds": 10}
+
+// webhookWakes is the path at r's agents, r begun with webhookFirst (versions_test.go runs it
+// at 3.1 too).
+func webhookWakes(r *buyRun) {
+	t := r.t
 	r.submit(apiclient.Buy{Sim: "async_complete"})
 	ex := only(t, r.finish(60*time.Second))
 	path(t, ex, "SUCCEEDED", "", seq(prelude, []string{"CreateMediaBuy", "SellerAvailable", "AwaitSeller"}, completes)...)
@@ -361,8 +389,12 @@ func TestSellerInputRequiredRejected(t *testing.T) {
 	}
 }
 
-func TestSellerFailed(t *testing.T) {
-	r := begin(t, nil)
+func TestSellerFailed(t *testing.T) { sellerFailed(begin(t, nil)) }
+
+// sellerFailed is the path at r's agents (versions_test.go runs it at 3.1 too: 3.2's failed
+// report must carry check_id and governance_context).
+func sellerFailed(r *buyRun) {
+	t := r.t
 	r.submit(apiclient.Buy{Sim: "async_fail"})
 	ex := only(t, r.finish(60*time.Second))
 	ends(t, ex, "FAILED", "SellerDidNotComplete", "SellerDidNotComplete", "RecordFailure", "FailureKind", "SellerTaskFailed")

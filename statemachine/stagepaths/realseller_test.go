@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcptest"
 	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apiclient"
@@ -18,13 +19,14 @@ import (
 // restart (adcptest.SellerOptions). The SDK's own sellers run the same paths end to end in
 // e2e/sdkseller and e2e/sdkexamples; here every state of the workflow is checked.
 
-// beginRealSeller starts a scenario whose buy goes to a seller of its own in those modes, with
-// the system's governance agent.
+// beginRealSeller starts a scenario whose buy goes to a seller of its own in those modes,
+// speaking AdCP 3.2 as the suite's agents do (versions_test.go), with the system's governance
+// agent.
 func beginRealSeller(t *testing.T, patch map[string]any) *buyRun {
 	t.Helper()
 	r := begin(t, patch)
-	a := &runAgents{gov: sys.agents.Governance, govID: devstack.GovernanceID}
-	a.seller, a.sellerID = startSellerWith(t, "sdklike", adcptest.SellerOptions{TerminalWebhooks: true, ListsNothing: true, ForgetTasksOnRestart: true})
+	a := &runAgents{gov: sys.agents.Governance, govID: devstack.GovernanceID, version: adcp.Version32}
+	a.seller, a.sellerID = startSellerWith(t, "sdklike", adcptest.SellerOptions{Version: adcptest.Version32, TerminalWebhooks: true, ListsNothing: true, ForgetTasksOnRestart: true})
 	r.agents = a
 	return r
 }

@@ -1,8 +1,6 @@
 package stagepaths
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -61,28 +59,11 @@ func TestOrchestratorStoryboard(t *testing.T) {
 		{SellerID: ids["alpha"], PO: "PO-SB-" + tag + "-A", Budget: 5000},
 		{SellerID: ids["beta"], PO: "PO-SB-" + tag + "-B", Budget: 2500},
 	}}
-	body, err := r.spec.Body(sys.root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var req map[string]any
-	if err := json.Unmarshal(body, &req); err != nil {
-		t.Fatal(err)
-	}
-	for i, step := range []string{"activate_alpha", "activate_beta_fails"} {
-		mb := req["legs"].([]any)[i].(map[string]any)["media_buy"].(map[string]any)
-		mb["context"] = map[string]any{"correlation_id": sb.ID + "--" + step}
-	}
-	if body, err = json.Marshal(req); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	sub, code, err := r.client.SubmitCampaign(ctx, "key-"+r.spec.Legs[0].PO, body)
-	if err != nil || code != 202 {
-		t.Fatalf("submit campaign: HTTP %d: %v", code, err)
-	}
-	r.sub, r.op = sub, sub.CampaignID
+	r.submitCampaignWith(func(req map[string]any) {
+		for i, step := range []string{"activate_alpha", "activate_beta_fails"} {
+			legBuy(req, i)["context"] = map[string]any{"correlation_id": sb.ID + "--" + step}
+		}
+	})
 	ex := only(t, r.finish(120*time.Second))
 	c := r.campaign()
 	t.Logf("campaign ended %s (%s); legs %+v", ex.Status, c.Status, c.Legs)
