@@ -77,6 +77,8 @@ type emulatorProxy struct {
 	rp     *httputil.ReverseProxy
 	states atomic.Pointer[httputil.ReverseProxy]
 	crash  atomic.Pointer[crashPoint]
+	// calls are the tests' injected faults and holds (intercept.go).
+	calls interceptors
 	trace  *Trace
 	kumo   string
 	// gate, once set, checks the functions' AWS calls against their roles (iamgate.go).
@@ -189,6 +191,9 @@ func (p *emulatorProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if cp := p.crash.Load(); cp != nil && r.Header.Get("X-Amz-Target") == cp.Target && callerFunction(r) == cp.Function && p.crashes(w, r, cp) {
+		return
+	}
+	if p.calls.handle(w, r) {
 		return
 	}
 	switch {
