@@ -77,8 +77,6 @@ type emulatorProxy struct {
 	rp     *httputil.ReverseProxy
 	states atomic.Pointer[httputil.ReverseProxy]
 	crash  atomic.Pointer[crashPoint]
-	// calls are the tests' injected faults and holds (intercept.go).
-	calls interceptors
 	trace  *Trace
 	kumo   string
 	// gate, once set, checks the functions' AWS calls against their roles (iamgate.go).
@@ -89,6 +87,8 @@ type emulatorProxy struct {
 	// under a read lock, a data race (and a -race failure) when two functions read a secret
 	// at once.
 	secrets sync.Mutex
+	// calls are the tests' injected faults and holds (intercept.go).
+	calls interceptors
 
 	mu      sync.Mutex
 	polls   map[string]int
