@@ -207,3 +207,26 @@ func TestCampaignWithAPlanPushesItToGovernance(t *testing.T) {
 		t.Errorf("the governance agent recorded no sync_plans of plan %s", cp.PlanID)
 	}
 }
+
+// The governance agent refuses a campaign's plan: no leg is checked or sent to a seller, and
+// every leg fails with the reason (the campaign function moves each, under its role).
+func TestCampaignWhosePlanIsRefusedFailsItsLegs(t *testing.T) {
+	c := begin(t)
+	sub := submitCampaignSpec(t, c, apiclient.CampaignSpec{Policy: "all_or_nothing", Plan: true, Sim: "plan_refused"}, []float64{1000, 2000, 3000})
+	cp := finishedCampaign(t, c, sub.CampaignID)
+	if cp.Status != "failed" {
+		t.Errorf("campaign %s (%q), want failed", cp.Status, cp.Reason)
+	}
+	for _, leg := range cp.Legs {
+		op, err := c.Get(context.Background(), leg.OperationID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if op.Status != "failed" || !strings.Contains(op.Reason, "plan could not be pushed") {
+			t.Errorf("leg %s at %s is %s (%q), want failed because the plan was refused", leg.OperationID, leg.SellerID, op.Status, op.Reason)
+		}
+		if slices.Contains(types(timeline(t, c, leg.OperationID)), "seller_call") {
+			t.Errorf("leg %s reached its seller", leg.OperationID)
+		}
+	}
+}

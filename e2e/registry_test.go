@@ -151,17 +151,23 @@ func TestHMACSellerWebhooksAreVerifiedWithItsSecret(t *testing.T) {
 	})
 	sub := submit(t, c, buy{PO: po(t), Sim: "async_complete", Seller: seller})
 	finished(t, c, sub.OperationID, "completed")
+	// The buy's poll may read the finished task before the seller's completed webhook was
+	// answered: wait until the seller recorded that attempt (a 401 is not retried).
 	var refused, accepted int
-	for _, d := range suite.local.Seller.Deliveries() {
-		if !strings.Contains(d.URL, sub.OperationID) {
-			continue
-		}
-		switch d.StatusCode {
-		case http.StatusUnauthorized:
-			refused++
-		case 0:
-		default:
-			accepted++
+	for deadline, done := time.Now().Add(15*time.Second), false; !done && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		refused, accepted = 0, 0
+		for _, d := range suite.local.Seller.Deliveries() {
+			if !strings.Contains(d.URL, sub.OperationID) {
+				continue
+			}
+			done = done || d.Status == "completed"
+			switch d.StatusCode {
+			case http.StatusUnauthorized:
+				refused++
+			case 0:
+			default:
+				accepted++
+			}
 		}
 	}
 	if refused == 0 || accepted != 0 {

@@ -109,7 +109,8 @@ func published(t *testing.T, id, final string) []statusevent.Event {
 	// known client-side race), and EventBridge, which has no idempotency token, takes the
 	// entries twice. A second delivery must be the same event, id and all, so a consumer
 	// deduping on the id sees it once, and its PutEvents must have been resent: a repeat
-	// without one is the stack producing an event twice.
+	// without one is the stack producing an event twice. The wait is bounded, not a condition:
+	// the final event is the buy's last, so no later event is ordered after a duplicate of it.
 	time.Sleep(1500 * time.Millisecond)
 	resent := map[string]int{}
 	for _, e := range suite.local.Trace.For(id) {

@@ -15,6 +15,7 @@ import (
 	"github.com/buyflow/buyflow/e2e/e2etest"
 	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apiclient"
+	"github.com/buyflow/buyflow/internal/workflow"
 )
 
 // begin skips when the suite cannot run and returns a client for a fresh tenant.
@@ -235,10 +236,23 @@ func TestResubmitSameKeyCreatesOnce(t *testing.T) {
 	key, b := "key-"+randomID(t), body(t, "async", "approved")
 	id := place(t, c, key, b)
 	finished(t, c, id, "completed")
+	// The buy's one run is over: a second create could only come from a run the resubmit
+	// starts, and submit starts a run before it answers.
+	if status, _ := executionEnd(t, id); status != "SUCCEEDED" {
+		t.Fatalf("the buy's execution ended %s", status)
+	}
 	if again := place(t, c, key, b); again != id {
 		t.Fatalf("resubmit named %s, want %s", again, id)
 	}
-	time.Sleep(time.Second)
+	for gen := range 2 {
+		ex, err := suite.Execution(context.Background(), workflow.ExecutionName(id, gen))
+		switch {
+		case gen == 0 && (err != nil || ex.Status != "SUCCEEDED"):
+			t.Fatalf("after the resubmit the buy's run is %+v (%v): it was started again", ex, err)
+		case gen > 0 && (err == nil || !strings.Contains(err.Error(), "ExecutionDoesNotExist")):
+			t.Fatalf("run %d of the buy: %+v, %v; want none (a resubmit starts no run)", gen, ex, err)
+		}
+	}
 	if n := createsFor(suite.seller.recorded(t), id); n != 1 {
 		t.Errorf("the seller ran %d creates for one operation", n)
 	}

@@ -5,33 +5,24 @@ package main
 
 import (
 	"context"
-	"fmt"
+	"net/http"
 
-	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-
-	"github.com/buyflow/buyflow/functions/internal/awsenv"
+	"github.com/buyflow/buyflow/functions/internal/sandboxwire"
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/sandbox"
 	"github.com/buyflow/buyflow/internal/secrets"
-	"github.com/buyflow/buyflow/internal/topology"
 )
 
-func main() { wire.Main(run) }
+func main() {
+	wire.Main(func(ctx context.Context, getenv func(string) string) error {
+		return sandboxwire.Start(ctx, getenv, "sandboxgovernance", governance)
+	})
+}
 
-func run(ctx context.Context, getenv func(string) string) error {
-	cfg, err := awsenv.Load(getenv)
-	if err != nil {
-		return err
-	}
-	token, err := secrets.New(secretsmanager.NewFromConfig(cfg)).Token(ctx, getenv(topology.EnvSandboxTokenSecret))
-	if err != nil {
-		return fmt.Errorf("sandboxgovernance: token: %w", err)
-	}
+func governance(_ context.Context, _ func(string) string, _ *secrets.Store, token string) (http.Handler, func(), error) {
 	g, err := sandbox.Governance(token)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	lambda.Start(sandbox.Handler(g, nil)) // blocks
-	return nil
+	return g, nil, nil
 }

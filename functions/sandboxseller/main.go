@@ -7,41 +7,33 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 
-	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-
-	"github.com/buyflow/buyflow/functions/internal/awsenv"
+	"github.com/buyflow/buyflow/functions/internal/sandboxwire"
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/sandbox"
 	"github.com/buyflow/buyflow/internal/secrets"
 	"github.com/buyflow/buyflow/internal/topology"
 )
 
-func main() { wire.Main(run) }
+func main() {
+	wire.Main(func(ctx context.Context, getenv func(string) string) error {
+		return sandboxwire.Start(ctx, getenv, "sandboxseller", seller)
+	})
+}
 
-func run(ctx context.Context, getenv func(string) string) error {
-	cfg, err := awsenv.Load(getenv)
-	if err != nil {
-		return err
-	}
-	store := secrets.New(secretsmanager.NewFromConfig(cfg))
-	token, err := store.Token(ctx, getenv(topology.EnvSandboxTokenSecret))
-	if err != nil {
-		return fmt.Errorf("sandboxseller: token: %w", err)
-	}
+func seller(ctx context.Context, getenv func(string) string, store *secrets.Store, token string) (http.Handler, func(), error) {
 	keySecret, err := store.Get(ctx, getenv(topology.EnvSandboxWebhookKeySecret))
 	if err != nil {
-		return fmt.Errorf("sandboxseller: webhook key: %w", err)
+		return nil, nil, fmt.Errorf("sandboxseller: webhook key: %w", err)
 	}
 	signer, jwks, err := sandbox.WebhookKey(keySecret)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	s, err := sandbox.Seller(token, signer, jwks)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	lambda.Start(sandbox.Handler(s, sandbox.SellerSettle(s))) // blocks
-	return nil
+	return s, sandbox.SellerSettle(s), nil
 }

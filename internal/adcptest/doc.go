@@ -145,6 +145,7 @@
 //	async_review_denied  as async_review, resolving denied
 //	outcome_findings     (report_plan_outcome) outcome_state findings with a critical finding
 //	short_ttl            the verdict's expires_at (and token exp) is 1 s away instead of TokenTTL
+//	plan_refused         (sync_plans) isError POLICY_VIOLATION, recovery correctable: no plan is registered
 //
 // Transient faults (any tool but get_adcp_capabilities; once per
 // idempotency_key unless "*N", every call when the request has no key):

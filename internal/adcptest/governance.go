@@ -161,6 +161,10 @@ func (g *Governance) capabilities(_ context.Context, _ *call) reply {
 }
 
 func (g *Governance) syncPlans(_ context.Context, c *call) reply {
+	if c.script.has("plan_refused") {
+		return reply{err: &AdcpError{Code: "POLICY_VIOLATION", Message: "the plan is refused: its budget authority is not on file (sim plan_refused)",
+			Field: "plans", Recovery: "correctable"}}
+	}
 	plans, _ := c.args["plans"].([]any)
 	out := make([]any, 0, len(plans))
 	g.mu.Lock()

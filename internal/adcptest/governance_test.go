@@ -243,3 +243,19 @@ func TestGovernanceScriptFromPayloadPO(t *testing.T) {
 		t.Errorf("payload po_number script ignored: %s", r.Raw)
 	}
 }
+
+// plan_refused on sync_plans is an AdCP error the buyer cannot retry its way out of, and no plan
+// is registered: a later check against it finds none.
+func TestGovernancePlanRefused(t *testing.T) {
+	_, cs := startGov(t, GovernanceOptions{RequireSyncedPlans: true})
+	r := callT(t, cs, "sync_plans", map[string]any{"idempotency_key": key(), "context": map[string]any{"sim": "plan_refused"},
+		"plans": []any{map[string]any{"plan_id": "plan_q3", "brand": map[string]any{"domain": "acmeoutdoor.example"},
+			"objectives": "Q3 awareness", "budget": map[string]any{"total": 100000, "currency": "USD", "reallocation_threshold": 5000},
+			"flight": map[string]any{"start": "2026-07-01T00:00:00Z", "end": "2026-09-30T23:59:59Z"}}}})
+	if !r.IsError || r.code() != "POLICY_VIOLATION" {
+		t.Fatalf("sync_plans with plan_refused: %s", r.Raw)
+	}
+	if c := callT(t, cs, "check_governance", checkArgs("", 1000)); c.code() != "PLAN_NOT_FOUND" {
+		t.Errorf("a refused plan was registered: %s", c.Raw)
+	}
+}

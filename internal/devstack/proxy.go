@@ -87,6 +87,8 @@ type emulatorProxy struct {
 	// under a read lock, a data race (and a -race failure) when two functions read a secret
 	// at once.
 	secrets sync.Mutex
+	// calls are the tests' injected faults and holds (intercept.go).
+	calls interceptors
 
 	mu      sync.Mutex
 	polls   map[string]int
@@ -189,6 +191,9 @@ func (p *emulatorProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if cp := p.crash.Load(); cp != nil && r.Header.Get("X-Amz-Target") == cp.Target && callerFunction(r) == cp.Function && p.crashes(w, r, cp) {
+		return
+	}
+	if p.calls.handle(w, r) {
 		return
 	}
 	switch {

@@ -51,6 +51,14 @@ type Sink struct {
 	records []Record
 	posted  map[Ref]bool
 	seq     int
+	// refuse holds the scripted refusals of chat.postMessage by channel (Refuse).
+	refuse map[string]*refusal
+}
+
+// refusal is Refuse's script for one channel.
+type refusal struct {
+	code          string
+	left, refused int
 }
 
 // NewSink returns an empty Sink reading the time from now (time.Now if nil).
@@ -58,7 +66,22 @@ func NewSink(now func() time.Time) *Sink {
 	if now == nil {
 		now = time.Now
 	}
-	return &Sink{now: now, posted: map[Ref]bool{}}
+	return &Sink{now: now, posted: map[Ref]bool{}, refuse: map[string]*refusal{}}
+}
+
+// Refuse makes the sink answer the next n chat.postMessage calls to channel with
+// {"ok":false,"error":code}, as Slack answers a post it did not take (e.g. "internal_error"),
+// and record none of them. refused reports how many it has refused so far.
+func (s *Sink) Refuse(channel, code string, n int) (refused func() int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := &refusal{code: code, left: n}
+	s.refuse[channel] = r
+	return func() int {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return r.refused
+	}
 }
 
 // Messages returns a copy of the records so far.
@@ -158,6 +181,12 @@ func (s *Sink) api(w http.ResponseWriter, r *http.Request, method string) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if r := s.refuse[b.Channel]; r != nil && r.left > 0 && method == "chat.postMessage" {
+		r.left--
+		r.refused++
+		fail(r.code)
+		return
+	}
 	now := s.now().UTC()
 	rec := Record{Kind: method, Path: r.URL.Path, Channel: b.Channel, Authorized: true, Text: b.Text, Body: raw, Received: now}
 	switch method {

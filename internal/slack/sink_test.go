@@ -170,3 +170,35 @@ func TestSinkRefuses(t *testing.T) {
 		t.Fatalf("refused requests were recorded: %+v", recs)
 	}
 }
+
+// A scripted refusal answers the bot client's posts to one channel with Slack's error, as many
+// times as asked, records none of them, and leaves other channels alone.
+func TestSinkRefusesPostsToAChannelAsScripted(t *testing.T) {
+	t.Parallel()
+	sink, srv := newSinkServer(t)
+	bot, err := NewBotClient("xoxb-test", WithBaseURL(srv.URL+"/api/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := sink.Refuse("U1", "internal_error", 2)
+	ctx := context.Background()
+	if _, err := bot.Post(ctx, Message{Channel: "U2", Text: "other"}); err != nil {
+		t.Fatalf("a post to another channel: %v", err)
+	}
+	for i := range 2 {
+		var ae *APIError
+		if _, err := bot.Post(ctx, Message{Channel: "U1", Text: "hi"}); !errors.As(err, &ae) || ae.Code != "internal_error" || !ae.Retryable() {
+			t.Fatalf("post %d: %v, want a retryable internal_error", i+1, err)
+		}
+	}
+	if _, err := bot.Post(ctx, Message{Channel: "U1", Text: "hi"}); err != nil {
+		t.Fatalf("the post after two refusals: %v", err)
+	}
+	if n := refused(); n != 2 {
+		t.Errorf("refused %d, want 2", n)
+	}
+	recs := getMessages(t, srv)
+	if len(recs) != 2 || recs[0].Channel != "U2" || recs[1].Channel != "U1" {
+		t.Errorf("records %+v, want the post to U2 and the third to U1", recs)
+	}
+}
