@@ -127,6 +127,47 @@ func TestDisabledSellerRefusesNewBuysAndFinishesOpenOnes(t *testing.T) {
 	}
 }
 
+// An HMAC webhook secret under 32 bytes (one the webhook function could never verify with) is
+// refused when an operator adds the agent that names it: 422 invalid_agent naming the secret
+// and its length, the agent not stored. The agents function reads the secret with its own role.
+func TestAgentWithAShortHMACSecretIsRefusedAtAdd(t *testing.T) {
+	if suite.local == nil {
+		t.Skip("the registry tests add agents as the local stack's operator")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	secret := devstack.AgentSecretPrefix + "e2e-short-webhook-" + randomID(t)
+	sm := secretsmanager.New(secretsmanager.Options{
+		Region: "us-east-1", BaseEndpoint: aws.String(suite.local.EmulatorURL),
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: "local", SecretAccessKey: "local"}, nil
+		}),
+	})
+	const short = "e2e-16-byte-hmac"
+	if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(secret), SecretString: aws.String(short)}); err != nil {
+		t.Fatalf("create the webhook secret: %v", err)
+	}
+	op := client(t, "ops")
+	op.Principal = devstack.LocalOperator
+	sim, err := op.Agent(ctx, devstack.SellerID)
+	if err != nil {
+		t.Fatalf("show %s: %v", devstack.SellerID, err)
+	}
+	a := sim.Agent
+	a.ID = "e2e-short-hmac-" + randomID(t)
+	a.Webhook = &adcp.WebhookConfig{Mode: adcp.WebhookHMAC, HMACSecretRef: secret}
+	body, _ := json.Marshal(a)
+	_, err = op.ChangeAgent(ctx, http.MethodPost, agents.Prefix, body)
+	var se *apiclient.StatusError
+	if !errors.As(err, &se) || se.Status != 422 || se.Code != "invalid_agent" ||
+		!strings.Contains(se.Error(), secret) || !strings.Contains(se.Error(), "16 bytes") || strings.Contains(se.Error(), short) {
+		t.Fatalf("add with a 16-byte HMAC secret: %v, want 422 invalid_agent naming %s and its length, not its value", err, secret)
+	}
+	if _, err := op.Agent(ctx, a.ID); err == nil {
+		t.Errorf("%s was refused, yet stored", a.ID)
+	}
+}
+
 // A seller registered for legacy HMAC webhooks has each webhook verified with the shared secret
 // its registry entry names (read by the webhook function from Secrets Manager): the simulated
 // seller's RFC 9421-signed webhooks carry no such signature and are refused with 401, and the

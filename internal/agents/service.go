@@ -252,7 +252,7 @@ func (s *Service) checkWebhookSecret(ctx context.Context, a adcp.Agent) error {
 	}
 	raw, err := s.cfg.Secrets.Get(ctx, ref)
 	if err != nil {
-		return nil //nolint:nilerr // unreadable is not refused: see above
+		return nil // unreadable is not refused: see above
 	}
 	for i, secret := range webhookauth.StoredSecrets(raw) {
 		if err := webhookauth.CheckSecret(secret); err != nil {
