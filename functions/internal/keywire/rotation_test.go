@@ -1,6 +1,7 @@
 package keywire_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -10,7 +11,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"maps"
-	"math/big"
 	"os"
 	"path/filepath"
 	"slices"
@@ -91,15 +91,16 @@ func (d deployment) verifies(t *testing.T, signer *reqsign.Signer) bool {
 	if !ok || jwk["adcp_use"] != reqsign.AdCPUse || jwk["use"] != "sig" {
 		return false
 	}
-	pub := signer.Key.Public().(*ecdsa.PublicKey)
-	coord := func(s string) *big.Int {
-		b, err := base64.RawURLEncoding.DecodeString(s)
-		if err != nil {
-			t.Fatalf("JWK coordinate %q: %v", s, err)
-		}
-		return new(big.Int).SetBytes(b)
+	pub, err := signer.Key.Public().(*ecdsa.PublicKey).Bytes() // 0x04 ‖ x ‖ y
+	if err != nil {
+		t.Fatal(err)
 	}
-	return coord(jwk["x"]).Cmp(pub.X) == 0 && coord(jwk["y"]).Cmp(pub.Y) == 0
+	x, errX := base64.RawURLEncoding.DecodeString(jwk["x"])
+	y, errY := base64.RawURLEncoding.DecodeString(jwk["y"])
+	if errX != nil || errY != nil {
+		t.Fatalf("JWK coordinates %q, %q", jwk["x"], jwk["y"])
+	}
+	return bytes.Equal(pub, append(append([]byte{4}, x...), y...))
 }
 
 // TestRotationPublishesTheNextKeyBeforeItSigns walks the rotation of docs/cloud-team.md
