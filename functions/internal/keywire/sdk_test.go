@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -39,20 +38,8 @@ func (s sdkSeller) Agent(_ context.Context, id string) (adcp.Agent, error) {
 // switch (no new fetch), and once the old key is retired (and the seller's cache expired), a
 // create signed with it is refused as a signature problem, not a credential one.
 func TestRotationAgainstTheSDKVerifier(t *testing.T) {
-	if os.Getenv("BUYFLOW_NODE_TESTS") != "1" {
-		t.Skip("needs Node and node_modules/@adcp/sdk; set BUYFLOW_NODE_TESTS=1 (make test does)")
-	}
 	const token = "tok-keywire-rotation-0123456789"
-	seller, err := interop.Start(interop.Options{Token: token, Signing: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("seller stderr:\n%s", seller.Stderr())
-		}
-		seller.Stop()
-	})
+	seller := interop.StartForTest(t, interop.Options{Token: token, Signing: true})
 	// The JWKS route as the webhook function serves it, one deployment at a time.
 	var jwks atomic.Pointer[[]byte]
 	var fetches atomic.Int32
@@ -138,7 +125,7 @@ func TestRotationAgainstTheSDKVerifier(t *testing.T) {
 	if err := buy("step 3, the new key", next); err != nil {
 		t.Fatalf("step 3, the new key signs: %v", err)
 	}
-	err = buy("step 3, the retired key", current)
+	err := buy("step 3, the retired key", current)
 	var ae *adcp.Error
 	if !errors.As(err, &ae) || ae.Code != adcp.CodeSignatureRejected || !strings.Contains(ae.Message, "request_signature_key_unknown") {
 		t.Fatalf("a create signed with the retired key: %v, want %s (request_signature_key_unknown)", err, adcp.CodeSignatureRejected)
