@@ -18,6 +18,7 @@ import (
 	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apiclient"
 	"github.com/buyflow/buyflow/internal/devstack"
+	"github.com/buyflow/buyflow/internal/registry"
 )
 
 // addSeller adds, through the operator API, a seller of its own for the test: the local
@@ -31,13 +32,34 @@ func addSeller(t *testing.T) string {
 // addSellerWith is addSeller with change applied to the agent before it is added.
 func addSellerWith(t *testing.T, change func(*adcp.Agent)) string {
 	t.Helper()
+	id, added, err := tryAddSeller(t, change)
+	if err != nil {
+		t.Fatalf("add %s: %v", id, err)
+	}
+	if added.Capabilities == nil || added.Capabilities.Error != "" || added.Capabilities.ReplayTTLSeconds <= 0 {
+		t.Fatalf("added %s without its capabilities: %+v", id, added.Capabilities)
+	}
+	return id
+}
+
+// operator is a client of the local stack's operator.
+func operator(t *testing.T) *apiclient.Client {
+	t.Helper()
 	if suite.local == nil {
 		t.Skip("the registry tests add agents as the local stack's operator")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	op := client(t, "ops")
 	op.Principal = devstack.LocalOperator
+	return op
+}
+
+// tryAddSeller asks the operator API to add a copy of the simulated seller under a new id,
+// changed by change, and returns the id and what the API answered.
+func tryAddSeller(t *testing.T, change func(*adcp.Agent)) (string, registry.Record, error) {
+	t.Helper()
+	op := operator(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	sim, err := op.Agent(ctx, devstack.SellerID)
 	if err != nil {
 		t.Fatalf("show %s: %v", devstack.SellerID, err)
@@ -49,13 +71,26 @@ func addSellerWith(t *testing.T, change func(*adcp.Agent)) string {
 	}
 	body, _ := json.Marshal(a)
 	added, err := op.ChangeAgent(ctx, http.MethodPost, agents.Prefix, body)
-	if err != nil {
-		t.Fatalf("add %s: %v", a.ID, err)
+	return a.ID, added, err
+}
+
+// agentSecret creates a secret under the agents' prefix in the local stack's Secrets Manager
+// and returns its name.
+func agentSecret(t *testing.T, name, value string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	secret := devstack.AgentSecretPrefix + name + "-" + randomID(t)
+	sm := secretsmanager.New(secretsmanager.Options{
+		Region: "us-east-1", BaseEndpoint: aws.String(suite.local.EmulatorURL),
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: "local", SecretAccessKey: "local"}, nil
+		}),
+	})
+	if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(secret), SecretString: aws.String(value)}); err != nil {
+		t.Fatalf("create the secret %s: %v", secret, err)
 	}
-	if added.Capabilities == nil || added.Capabilities.Error != "" || added.Capabilities.ReplayTTLSeconds <= 0 {
-		t.Fatalf("added %s without its capabilities: %+v", a.ID, added.Capabilities)
-	}
-	return a.ID
+	return secret
 }
 
 // A seller added through the API takes the very next buy: no deploy, no restart, the warm
@@ -127,25 +162,34 @@ func TestDisabledSellerRefusesNewBuysAndFinishesOpenOnes(t *testing.T) {
 	}
 }
 
+// An HMAC webhook secret under 32 bytes (one the webhook function could never verify with) is
+// refused when an operator adds the agent that names it: 422 invalid_agent naming the secret
+// and its length, the agent not stored. The agents function reads the secret with its own role.
+func TestAgentWithAShortHMACSecretIsRefusedAtAdd(t *testing.T) {
+	op := operator(t)
+	const short = "e2e-16-byte-hmac"
+	secret := agentSecret(t, "e2e-short-webhook", short)
+	id, _, err := tryAddSeller(t, func(a *adcp.Agent) {
+		a.Webhook = &adcp.WebhookConfig{Mode: adcp.WebhookHMAC, HMACSecretRef: secret}
+	})
+	var se *apiclient.StatusError
+	if !errors.As(err, &se) || se.Status != 422 || se.Code != "invalid_agent" ||
+		!strings.Contains(se.Error(), secret) || !strings.Contains(se.Error(), "16 bytes") || strings.Contains(se.Error(), short) {
+		t.Fatalf("add with a 16-byte HMAC secret: %v, want 422 invalid_agent naming %s and its length, not its value", err, secret)
+	}
+	if _, err := op.Agent(context.Background(), id); err == nil {
+		t.Errorf("%s was refused, yet stored", id)
+	}
+}
+
 // A seller registered for legacy HMAC webhooks has each webhook verified with the shared secret
 // its registry entry names (read by the webhook function from Secrets Manager): the simulated
 // seller's RFC 9421-signed webhooks carry no such signature and are refused with 401, and the
 // buy completes all the same through the sweep and the poll.
 func TestHMACSellerWebhooksAreVerifiedWithItsSecret(t *testing.T) {
 	c := begin(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	secret := devstack.AgentSecretPrefix + "e2e-webhook-" + randomID(t)
-	sm := secretsmanager.New(secretsmanager.Options{
-		Region: "us-east-1", BaseEndpoint: aws.String(suite.local.EmulatorURL),
-		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
-			return aws.Credentials{AccessKeyID: "local", SecretAccessKey: "local"}, nil
-		}),
-	})
 	// HMAC secrets are at least 32 bytes (webhookauth refuses shorter ones).
-	if _, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(secret), SecretString: aws.String("e2e-shared-" + randomID(t) + strings.Repeat("k", 32))}); err != nil {
-		t.Fatalf("create the webhook secret: %v", err)
-	}
+	secret := agentSecret(t, "e2e-webhook", "e2e-shared-"+randomID(t)+strings.Repeat("k", 32))
 	seller := addSellerWith(t, func(a *adcp.Agent) {
 		a.Webhook = &adcp.WebhookConfig{Mode: adcp.WebhookHMAC, HMACSecretRef: secret}
 	})

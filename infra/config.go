@@ -49,10 +49,19 @@ const (
 	// CtxRunConfig is the JSON workflow.RunConfig (timings: poll intervals, deadlines) handed to
 	// the functions as BUYFLOW_RUN_CONFIG. Default empty: the built-in timings.
 	CtxRunConfig = "buyflow:runConfig"
-	// CtxSigningKeysPublished lists further request-signing keys the JWKS publishes
-	// (comma-separated kms:<key arn>): the next key, published before it signs, and the previous
-	// one until its signatures have expired (docs/cloud-team.md, rotation).
-	CtxSigningKeysPublished = "buyflow:signingKeysPublished"
+	// CtxSigningKeys names the request-signing KMS keys the stack holds (comma-separated, in
+	// the order created; default "1"). Every one is published at GET /v1/jwks.json; one signs
+	// (CtxSigningKey). Key "1" is the logical id RequestSigningKey, key N RequestSigningKeyN.
+	// Rotation adds the next name (published, signing nothing), later signs with it, later
+	// drops the old one (docs/cloud-team.md, rotation).
+	CtxSigningKeys = "buyflow:signingKeys"
+	// CtxSigningKey is the name, among CtxSigningKeys, of the key the functions sign with
+	// (default: the first).
+	CtxSigningKey = "buyflow:signingKey"
+	// ctxSigningKeysPublished is the retired list of KMS key ARNs the JWKS also published; a
+	// deploy that still sets it is refused (those keys had no grant; the stack holds the next
+	// key itself now).
+	ctxSigningKeysPublished = "buyflow:signingKeysPublished"
 	// CtxCallerURI is the `caller` URI sent to governance agents (default: the API's URL).
 	CtxCallerURI = "buyflow:callerUri"
 	// CtxThrottleRate and CtxThrottleBurst are the API stage's default throttling (requests per
@@ -84,12 +93,13 @@ type Config struct {
 	ApprovalPolicy    string
 	RunConfig         string
 	CallerURI         string
-	// SigningKeysPublished: see CtxSigningKeysPublished.
-	SigningKeysPublished string
-	ThrottleRate         float64
-	ThrottleBurst        float64
-	ReconcileMinutes     int
-	Sandbox              bool
+	// SigningKeys and SigningKey: see CtxSigningKeys, CtxSigningKey.
+	SigningKeys      []string
+	SigningKey       string
+	ThrottleRate     float64
+	ThrottleBurst    float64
+	ReconcileMinutes int
+	Sandbox          bool
 }
 
 // DefaultConfig is the configuration with no context set.
@@ -104,6 +114,8 @@ func DefaultConfig() Config {
 		ReconcileMinutes:  1,
 		Operators:         "[]",
 		CapabilitiesHours: 6,
+		SigningKeys:       []string{"1"},
+		SigningKey:        "1",
 	}
 }
 
@@ -123,6 +135,12 @@ func ConfigFromContext(node constructs.Node) (Config, error) {
 			return strconv.FormatBool(t), true
 		case float64:
 			return strconv.FormatFloat(t, 'f', -1, 64), true
+		case []any: // a list in cdk.json: comma-separated, as on the command line
+			parts := make([]string, len(t))
+			for i, e := range t {
+				parts[i] = fmt.Sprint(e)
+			}
+			return strings.Join(parts, ","), true
 		default:
 			return fmt.Sprint(t), true
 		}
@@ -174,7 +192,18 @@ func ConfigFromContext(node constructs.Node) (Config, error) {
 	integer(CtxCapabilitiesHours, &cfg.CapabilitiesHours)
 	str(CtxApprovalPolicy, &cfg.ApprovalPolicy)
 	str(CtxRunConfig, &cfg.RunConfig)
-	str(CtxSigningKeysPublished, &cfg.SigningKeysPublished)
+	if v, ok := get(CtxSigningKeys); ok {
+		cfg.SigningKeys = nil
+		for _, name := range strings.Split(v, ",") {
+			cfg.SigningKeys = append(cfg.SigningKeys, strings.TrimSpace(name))
+		}
+		cfg.SigningKey = cfg.SigningKeys[0]
+	}
+	str(CtxSigningKey, &cfg.SigningKey)
+	if _, ok := get(ctxSigningKeysPublished); ok {
+		errs = append(errs, ctxSigningKeysPublished+" is retired: the stack holds the next key itself ("+CtxSigningKeys+", "+
+			CtxSigningKey+"; docs/cloud-team.md, rotation)")
+	}
 	str(CtxCallerURI, &cfg.CallerURI)
 	number(CtxThrottleRate, &cfg.ThrottleRate)
 	number(CtxThrottleBurst, &cfg.ThrottleBurst)

@@ -8,8 +8,10 @@ import (
 	"net/mail"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
@@ -101,9 +103,12 @@ type BuyflowStack struct {
 	PublishFailures awssqs.Queue
 	// NotifyFailures keeps the status events the requester notifier failed on.
 	NotifyFailures awssqs.Queue
-	// SigningKey is the request-signing key (KMS, ECC_NIST_P256): its private half never
-	// leaves KMS; the functions that call agents may sign with it.
+	// SigningKey is the request-signing key the functions sign with (KMS, ECC_NIST_P256): its
+	// private half never leaves KMS; the functions that call agents may sign with it.
 	SigningKey awskms.Key
+	// PublishedKeys are the stack's other request-signing keys (the next one before it signs,
+	// the previous one until its signatures expire): in the JWKS, signing nothing.
+	PublishedKeys []awskms.Key
 }
 
 // NewBuyflowStack builds the whole application from props.App: the ledger table, one Lambda per
@@ -250,16 +255,43 @@ func (b *BuyflowStack) addSecrets(p *stackParts) {
 	})
 }
 
-// addSigningKey creates the request-signing key: a KMS asymmetric ECC_NIST_P256 key, the
-// profile's ecdsa-p256-sha256 (docs/cloud-team.md says why KMS rather than a secret).
+// addSigningKey creates the request-signing keys buyflow:signingKeys names: KMS asymmetric
+// ECC_NIST_P256 keys, the profile's ecdsa-p256-sha256 (docs/cloud-team.md says why KMS rather
+// than a secret). The one buyflow:signingKey names signs; the others are only published.
 func (b *BuyflowStack) addSigningKey(p *stackParts) {
-	b.SigningKey = awskms.NewKey(b.Stack, jsii.String("RequestSigningKey"), &awskms.KeyProps{
-		Description:   jsii.String("buyflow's AdCP request-signing key (RFC 9421, ecdsa-p256-sha256); public half served at GET /v1/jwks.json"),
-		KeySpec:       awskms.KeySpec_ECC_NIST_P256,
-		KeyUsage:      awskms.KeyUsage_SIGN_VERIFY,
-		RemovalPolicy: p.removal,
-	})
-	suppress(b.SigningKey, "AwsSolutions-KMS5", reasonSigningKeyRotation)
+	for _, name := range p.cfg.SigningKeys {
+		id := signingKeyID(name)
+		role := "next or previous key, published at GET /v1/jwks.json, signing nothing"
+		if name == p.cfg.SigningKey {
+			role = "the key that signs; public half served at GET /v1/jwks.json"
+		}
+		k := awskms.NewKey(b.Stack, jsii.String(id), &awskms.KeyProps{
+			Description:   jsii.String("buyflow's AdCP request-signing key " + name + " (RFC 9421, ecdsa-p256-sha256): " + role),
+			KeySpec:       awskms.KeySpec_ECC_NIST_P256,
+			KeyUsage:      awskms.KeyUsage_SIGN_VERIFY,
+			RemovalPolicy: p.removal,
+		})
+		suppress(k, "AwsSolutions-KMS5", reasonSigningKeyRotation)
+		if name == p.cfg.SigningKey {
+			b.SigningKey = k
+		} else {
+			b.PublishedKeys = append(b.PublishedKeys, k)
+		}
+	}
+}
+
+// signingKeyID is the logical id of request-signing key name: key "1" keeps the id the stack's
+// one key always had, so a stack that never rotated keeps its key.
+func signingKeyID(name string) string {
+	if name == "1" {
+		return "RequestSigningKey"
+	}
+	return "RequestSigningKey" + name
+}
+
+// kmsRef is a key's reference as the functions read it (internal/signingkey).
+func kmsRef(k awskms.Key) *string {
+	return awscdk.Fn_Join(jsii.String(""), &[]*string{jsii.String("kms:"), k.KeyArn()})
 }
 
 // addAPI creates the HTTP API and its stage. It comes before the functions: its URL goes into
@@ -317,9 +349,16 @@ func (b *BuyflowStack) envValue(p *stackParts, name string) (*string, error) {
 	case topology.EnvEventBusName:
 		return b.EventBus.EventBusName(), nil
 	case topology.EnvSigningKey:
-		return awscdk.Fn_Join(jsii.String(""), &[]*string{jsii.String("kms:"), b.SigningKey.KeyArn()}), nil
+		return kmsRef(b.SigningKey), nil
 	case topology.EnvSigningKeysPublished:
-		return jsii.String(cfg.SigningKeysPublished), nil
+		refs := []*string{}
+		for _, k := range b.PublishedKeys {
+			refs = append(refs, kmsRef(k))
+		}
+		if len(refs) == 0 {
+			return jsii.String(""), nil
+		}
+		return awscdk.Fn_Join(jsii.String(","), &refs), nil
 	}
 	return nil, fmt.Errorf("infra: no value for environment variable %s", name)
 }
@@ -465,13 +504,17 @@ func (b *BuyflowStack) grantFunction(p *stackParts, f topology.Function, fn awsl
 			Grantee: fn, Actions: jsii.Strings(tasks...), ResourceArns: jsii.Strings("*"),
 		})
 	}
-	// The request-signing key: the functions that call agents sign (and read the public half to
-	// name it); the JWKS function reads the public half only.
+	// The request-signing keys: the functions that call agents sign with the signing key (and
+	// read its public half to name it); the JWKS function reads the public half of every key
+	// it publishes. No function may sign with a key that is only published.
 	switch {
 	case f.SignsRequests:
 		b.SigningKey.Grant(fn, jsii.String("kms:Sign"), jsii.String("kms:GetPublicKey"))
 	case f.PublishesKeys:
 		b.SigningKey.Grant(fn, jsii.String("kms:GetPublicKey"))
+		for _, k := range b.PublishedKeys {
+			k.Grant(fn, jsii.String("kms:GetPublicKey"))
+		}
 	}
 	for _, s := range f.Secrets {
 		switch s {
@@ -1298,6 +1341,7 @@ func validateConfig(cfg Config, stackName string) []error {
 				run.ApprovalTimeoutSeconds, maxApprovalTimeoutSeconds))
 		}
 	}
+	errs = append(errs, validateSigningKeys(cfg)...)
 	if v := cfg.AlarmEmail; v != "" {
 		addr, err := mail.ParseAddress(v)
 		if err != nil || addr.Name != "" || addr.Address != v || !strings.Contains(v[strings.LastIndex(v, "@")+1:], ".") {
@@ -1306,3 +1350,35 @@ func validateConfig(cfg Config, stackName string) []error {
 	}
 	return errs
 }
+
+// maxSigningKeys bounds buyflow:signingKeys: a rotation needs the previous, the current and
+// the next key at most.
+const maxSigningKeys = 3
+
+// validateSigningKeys checks buyflow:signingKeys and buyflow:signingKey: one to three distinct
+// names a logical id can carry, the signing one among them.
+func validateSigningKeys(cfg Config) []error {
+	var errs []error
+	bad := func(key string, err error) { errs = append(errs, fmt.Errorf("infra: context %s: %w", key, err)) }
+	if n := len(cfg.SigningKeys); n == 0 || n > maxSigningKeys {
+		bad(CtxSigningKeys, fmt.Errorf("%d keys; name 1 to %d (the previous, the current, the next)", n, maxSigningKeys))
+	}
+	seen := map[string]bool{}
+	for _, name := range cfg.SigningKeys {
+		if !signingKeyName().MatchString(name) {
+			bad(CtxSigningKeys, fmt.Errorf("key name %q: 1 to 16 letters or digits", name))
+		}
+		if seen[name] {
+			bad(CtxSigningKeys, fmt.Errorf("key %q is named twice", name))
+		}
+		seen[name] = true
+	}
+	if !seen[cfg.SigningKey] {
+		bad(CtxSigningKey, fmt.Errorf("%q is not one of the stack's keys %v: a key is published (in %s) before it signs",
+			cfg.SigningKey, cfg.SigningKeys, CtxSigningKeys))
+	}
+	return errs
+}
+
+// signingKeyName is what a request-signing key's name may be (a part of its logical id).
+var signingKeyName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9]{1,16}$`) })

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -1750,5 +1751,118 @@ func TestRequestSigningKey(t *testing.T) {
 	}
 	if signers == 0 {
 		t.Fatal("no function signs requests")
+	}
+}
+
+// kmsGrants is, for each function, the KMS actions its role has on each key (logical id).
+func (s synthesized) kmsGrants(t *testing.T) map[string]map[string][]string {
+	t.Helper()
+	keys := s.ofType("AWS::KMS::Key")
+	byRole := s.grantsByRole(t)
+	out := map[string]map[string][]string{}
+	for _, f := range topology.App.Functions {
+		out[f.Name] = map[string][]string{}
+		for _, st := range byRole[s.roleOf(t, f.Name)] {
+			for _, a := range st.actions {
+				if !strings.HasPrefix(a, "kms:") {
+					continue
+				}
+				on := 0
+				for id := range keys {
+					if strings.Contains(st.raw, `"`+id+`"`) {
+						out[f.Name][id] = append(out[f.Name][id], a)
+						on++
+					}
+				}
+				if on == 0 {
+					t.Errorf("%s: %s on none of the stack's keys: %s", f.Name, a, st.raw)
+				}
+			}
+		}
+		for id := range out[f.Name] {
+			slices.Sort(out[f.Name][id])
+		}
+	}
+	return out
+}
+
+// TestSigningKeyRotation: the three deploys of a rotation (docs/cloud-team.md). With
+// buyflow:signingKeys=1,2 the stack holds both keys; key 2 is published (the JWKS function
+// reads its public half, BUYFLOW_SIGNING_KEYS_PUBLISHED names it) and nothing may sign with it.
+// buyflow:signingKey=2 then switches: the functions that call agents sign with key 2 only, key
+// 1 stays published, and neither key is replaced. Dropping key 1 leaves key 2 alone. A signing
+// key that is not among the stack's keys, and the retired signingKeysPublished, are refused.
+func TestSigningKeyRotation(t *testing.T) {
+	type step struct {
+		name          string
+		keys, signing string
+	}
+	var ids map[string]string // key name -> logical id, as the first step created them
+	for _, st := range []step{{"publish the next key", "1,2", ""}, {"sign with it", "1,2", "2"}, {"retire the old key", "2", ""}} {
+		extra := map[string]any{CtxSigningKeys: st.keys}
+		if st.signing != "" {
+			extra[CtxSigningKey] = st.signing
+		}
+		s := synth(t, variant{app: topology.App, extra: extra})
+		names := strings.Split(st.keys, ",")
+		keys := s.ofType("AWS::KMS::Key")
+		if len(keys) != len(names) {
+			t.Fatalf("%s: %d KMS keys, want %d", st.name, len(keys), len(names))
+		}
+		signer := s.logicalID(t, s.stack.SigningKey.KeyArn())
+		var published []string
+		for _, k := range s.stack.PublishedKeys {
+			published = append(published, s.logicalID(t, k.KeyArn()))
+		}
+		if ids == nil {
+			ids = map[string]string{"1": signer, "2": published[0]}
+			if !strings.HasPrefix(ids["1"], "RequestSigningKey") || !strings.HasPrefix(ids["2"], "RequestSigningKey2") {
+				t.Fatalf("logical ids %v: key 1 must keep the id of the stack's one key", ids)
+			}
+		}
+		wantSigner := ids[cmp.Or(st.signing, names[0])]
+		if signer != wantSigner {
+			t.Errorf("%s: signs with %s, want %s (a switch must not replace a key)", st.name, signer, wantSigner)
+		}
+		for _, id := range append([]string{signer}, published...) {
+			if _, ok := keys[id]; !ok {
+				t.Errorf("%s: key %s is not the one created first (%v)", st.name, id, ids)
+			}
+		}
+		grants := s.kmsGrants(t)
+		for _, f := range topology.App.Functions {
+			want := map[string][]string{}
+			switch {
+			case f.SignsRequests:
+				want[signer] = []string{"kms:GetPublicKey", "kms:Sign"}
+			case f.PublishesKeys:
+				for _, id := range append([]string{signer}, published...) {
+					want[id] = []string{"kms:GetPublicKey"}
+				}
+			}
+			if !reflect.DeepEqual(grants[f.Name], want) {
+				t.Errorf("%s: %s has KMS grants %v, want %v", st.name, f.Name, grants[f.Name], want)
+			}
+			env := jsonOf(t, props(s.ofType("AWS::Lambda::Function")[s.logicalID(t, s.stack.Functions[f.Name].FunctionArn())])["Environment"])
+			if !slices.Contains(f.Env, topology.EnvSigningKeysPublished) {
+				continue
+			}
+			for _, id := range published {
+				if !strings.Contains(env, `"`+id+`"`) {
+					t.Errorf("%s: %s's environment does not publish %s: %s", st.name, f.Name, id, env)
+				}
+			}
+		}
+	}
+	for name, ctx := range map[string]map[string]any{
+		"a signing key the stack does not hold": {CtxSigningKeys: "1", CtxSigningKey: "2"},
+		"a key named twice":                     {CtxSigningKeys: "1,1"},
+		"four keys":                             {CtxSigningKeys: "1,2,3,4"},
+		"a name no logical id can carry":        {CtxSigningKeys: "1,next-key"},
+		"the retired list of ARNs":              {ctxSigningKeysPublished: "kms:arn:aws:kms:us-east-1:111122223333:key/x"},
+	} {
+		if _, err := trySynth(t, variant{app: topology.App, extra: ctx}); err == nil || !strings.Contains(err.Error(), "buyflow:signingKey") {
+			t.Errorf("%s: err = %v, want a refusal naming the context key", name, err)
+		}
 	}
 }

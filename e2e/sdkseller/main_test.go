@@ -10,6 +10,7 @@
 package sdkseller
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -37,6 +38,10 @@ const (
 	// revokingSellerID too, and refuses buyflow's key as revoked when a test says so.
 	signingSellerID  = "sdk-signing-seller"
 	revokingSellerID = "sdk-revoking-seller"
+	// oauthSigningSellerID requires both: OAuth client credentials and signed create_media_buy
+	// (oauth_test.go); its client secret is its own, so the log search tells them apart.
+	oauthSigningSellerID     = "sdk-oauth-signing-seller"
+	oauthSigningClientSecret = "cs-sdk-oauth-signing-seller-0123456789abcdef"
 	// sellerDelay is how long an async task stays submitted at the seller.
 	sellerDelay = 1500 * time.Millisecond
 )
@@ -64,6 +69,8 @@ var (
 		oauth    *sdkSeller
 		signing  *sdkSeller
 		revoking *sdkSeller
+		// oauthSigning requires OAuth client credentials and signed creates.
+		oauthSigning *sdkSeller
 	}
 	skip string
 )
@@ -103,6 +110,13 @@ func run(m *testing.M) int {
 		signers = append(signers, s)
 	}
 	suite.signing, suite.revoking = &sdkSeller{signers[0]}, &sdkSeller{signers[1]}
+	both, err := interop.Start(interop.Options{OAuth: &interop.OAuthClient{ID: oauthClientID, Secret: oauthSigningClientSecret},
+		Signing: true, Delay: sellerDelay, Webhooks: true})
+	if err != nil {
+		return fail(err)
+	}
+	defer both.Stop()
+	suite.oauthSigning = &sdkSeller{both}
 
 	peers := []e2etest.Peer{
 		{ID: sellerID, MCPURL: seller.Base + "/mcp", Token: sellerToken, JWKSURL: seller.Base + "/.well-known/jwks.json"},
@@ -111,6 +125,8 @@ func run(m *testing.M) int {
 			Auth: map[string]any{"mode": "oauth2_client_credentials", "client_id": oauthClientID}},
 		{ID: signingSellerID, MCPURL: suite.signing.Base + "/mcp", Token: sellerToken, JWKSURL: suite.signing.Base + "/.well-known/jwks.json"},
 		{ID: revokingSellerID, MCPURL: suite.revoking.Base + "/mcp", Token: sellerToken, JWKSURL: suite.revoking.Base + "/.well-known/jwks.json"},
+		{ID: oauthSigningSellerID, MCPURL: both.MCPURL(), Token: oauthSigningClientSecret, JWKSURL: both.Base + "/.well-known/jwks.json",
+			Auth: map[string]any{"mode": "oauth2_client_credentials", "client_id": oauthClientID}},
 	}
 	st, err := e2etest.StartPeerStack(ctx, "sdkseller", peers, devstack.Options{Run: runConfig, Instances: 3, PortWait: 8 * time.Minute, SweepEvery: sweepEvery})
 	if err != nil {
@@ -118,19 +134,69 @@ func run(m *testing.M) int {
 	}
 	suite.PeerStack = st
 	// The signing sellers verify with the stack's JWKS, which exists only now.
-	for _, s := range []*sdkSeller{suite.signing, suite.revoking} {
+	for _, s := range []*sdkSeller{suite.signing, suite.revoking, suite.oauthSigning} {
 		if err := s.SetSigning(st.APIURL+"/v1/jwks.json", nil); err != nil {
 			st.Close(false)
 			return fail(err)
 		}
 	}
 	code := m.Run()
+	if code == 0 {
+		if err := logsHoldNoSecret(); err != nil {
+			fmt.Fprintln(os.Stderr, "sdkseller:", err)
+			code = 1
+		}
+	}
 	st.Close(code == 0)
 	if code != 0 {
 		fmt.Fprintf(os.Stderr, "sdkseller: seller stderr:\n%s\n", seller.Stderr())
 		fmt.Fprintf(os.Stderr, "sdkseller: OAuth seller stderr:\n%s\n", oauthSeller.Stderr())
+		fmt.Fprintf(os.Stderr, "sdkseller: OAuth and signing seller stderr:\n%s\n", both.Stderr())
 	}
 	return code
+}
+
+// logsHoldNoSecret searches every function's log of the whole run (after every test, so that
+// it covers what each of them made the functions log) for the secrets the functions held: the
+// bearer token, both OAuth client secrets, and every access token the sellers' authorization
+// servers granted. It fails too when the log never names a buy, so that a log that is not the
+// functions' cannot pass.
+func logsHoldNoSecret() error {
+	if suite.LogPath == "" {
+		fmt.Fprintln(os.Stderr, "sdkseller: the functions log to stderr (BUYFLOW_E2E_VERBOSE=1): their logs are not searched for secrets")
+		return nil
+	}
+	logs, err := os.ReadFile(suite.LogPath)
+	if err != nil {
+		return err
+	}
+	secrets := map[string]string{"the bearer token": sellerToken, "the OAuth client secret": oauthClientSecret,
+		"the OAuth and signing seller's client secret": oauthSigningClientSecret}
+	grants := 0
+	for name, s := range map[string]*sdkSeller{"OAuth": suite.oauth, "OAuth and signing": suite.oauthSigning} {
+		r, err := s.fetchRecorded()
+		if err != nil {
+			return err
+		}
+		for i, g := range r.Grants {
+			secrets[fmt.Sprintf("the %s seller's token %d", name, i)] = g.Token
+			grants++
+		}
+	}
+	var leaked []string
+	for what, s := range secrets {
+		if s != "" && bytes.Contains(logs, []byte(s)) {
+			leaked = append(leaked, what)
+		}
+	}
+	if len(leaked) > 0 {
+		return fmt.Errorf("the functions' logs (%s) carry %v", suite.LogPath, leaked)
+	}
+	if !bytes.Contains(logs, []byte("operationId")) {
+		return fmt.Errorf("the functions' logs (%d bytes) never name an operation: the search above searched the wrong file", len(logs))
+	}
+	fmt.Fprintf(os.Stderr, "sdkseller: %d bytes of the functions' logs hold none of %d secrets (%d tokens granted)\n", len(logs), len(secrets), grants)
+	return nil
 }
 
 // sdkSeller is the Node seller process.
@@ -213,14 +279,22 @@ type sentWebhook struct {
 
 func (s *sdkSeller) recorded(t testing.TB) recorded {
 	t.Helper()
-	resp, err := http.Get(s.Base + "/recorded")
+	r, err := s.fetchRecorded()
 	if err != nil {
 		t.Fatal(err)
+	}
+	return r
+}
+
+func (s *sdkSeller) fetchRecorded() (recorded, error) {
+	resp, err := http.Get(s.Base + "/recorded")
+	if err != nil {
+		return recorded{}, err
 	}
 	defer func() { _ = resp.Body.Close() }() // read fully below
 	var r recorded
 	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		t.Fatal(err)
+		return recorded{}, fmt.Errorf("the seller's record: %w", err)
 	}
-	return r
+	return r, nil
 }

@@ -33,7 +33,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	svc, err := agents.New(agents.Config{Registry: store, Prober: prober, Signer: signer, SecretPrefix: c.Env.AgentSecretPrefix,
+	svc, err := agents.New(agents.Config{Registry: store, Prober: prober, Signer: signer, SecretPrefix: c.Env.AgentSecretPrefix, Secrets: c.Secrets(),
 		Operators: c.Env.Operators, DevTenantHeader: c.Env.DevTenantHeader, Metrics: c.Metrics})
 	if err != nil {
 		return err

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"os"
 	"testing"
 	"time"
 
@@ -17,20 +16,7 @@ import (
 // own server framework) and returns its MCP URL.
 func startInteropSeller(t *testing.T, token string) string {
 	t.Helper()
-	if os.Getenv("BUYFLOW_NODE_TESTS") != "1" {
-		t.Skip("interop test needs Node and node_modules/@adcp/sdk; set BUYFLOW_NODE_TESTS=1 (make test does)")
-	}
-	s, err := interop.Start(interop.Options{Token: token, Delay: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("seller stderr:\n%s", s.Stderr())
-		}
-		s.Stop()
-	})
-	return s.MCPURL()
+	return interop.StartForTest(t, interop.Options{Token: token, Delay: 300 * time.Millisecond}).MCPURL()
 }
 
 // TestInteropAdCPSDKSeller drives capabilities, a synchronous create, an
@@ -152,19 +138,7 @@ func TestInteropAdCPSDKSeller(t *testing.T) {
 // client it knows. The client discovers the token endpoint from the 401, and a token the seller
 // refuses as expired at the create is replaced once, the create resent with its key and run once.
 func TestInteropOAuthSDKSeller(t *testing.T) {
-	if os.Getenv("BUYFLOW_NODE_TESTS") != "1" {
-		t.Skip("interop test needs Node and node_modules/@adcp/sdk; set BUYFLOW_NODE_TESTS=1 (make test does)")
-	}
-	s, err := interop.Start(interop.Options{OAuth: &interop.OAuthClient{ID: oauthClientID, Secret: oauthClientSecret}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("seller stderr:\n%s", s.Stderr())
-		}
-		s.Stop()
-	})
+	s := interop.StartForTest(t, interop.Options{OAuth: &interop.OAuthClient{ID: oauthClientID, Secret: oauthClientSecret}})
 	c := newOAuthClient(t, clocktest.At(time.Now()), s.MCPURL(), AuthConfig{})
 	c.opts.CallTimeout, c.opts.TokenTimeout = 45*time.Second, 10*time.Second // the SDK compiles its schemas lazily
 	ctx := context.Background()

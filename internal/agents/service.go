@@ -24,6 +24,7 @@ import (
 	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/registry"
 	"github.com/buyflow/buyflow/internal/reqsign"
+	"github.com/buyflow/buyflow/internal/webhookauth"
 )
 
 // Prefix is the operator API's path prefix.
@@ -46,6 +47,11 @@ type prober interface {
 	Tools(ctx context.Context, agentID string) (map[string]bool, error)
 }
 
+// secretReader returns a secret's value by name; *secrets.Store satisfies it.
+type secretReader interface {
+	Get(ctx context.Context, name string) ([]byte, error)
+}
+
 // Config wires the service.
 type Config struct {
 	Registry Registry
@@ -55,6 +61,9 @@ type Config struct {
 	Signer *reqsign.Signer
 	// SecretPrefix is the prefix every secret an agent names must lie under.
 	SecretPrefix string
+	// Secrets reads the secrets agents name (nil: their values are not checked). An add or an
+	// update whose HMAC or bearer webhook secret webhookauth would refuse is refused with it.
+	Secrets secretReader
 	// Operators are the IAM principals allowed to call the API: user ARNs, or role ARNs that
 	// stand for every session of the role (session ARNs are refused: whoever assumes a role
 	// picks the session name).
@@ -215,9 +224,57 @@ func (s *Service) answerError(ctx context.Context, requestID string, err error) 
 
 func (s *Service) validate(r registry.Record) error { return registry.Validate(r, s.cfg.SecretPrefix) }
 
+// validateWith is validate plus the check of the agent's webhook secret, for an add or an
+// update (one that names a new secret, or an operator's retry after fixing it).
+func (s *Service) validateWith(ctx context.Context) func(registry.Record) error {
+	return func(r registry.Record) error {
+		if err := s.validate(r); err != nil {
+			return err
+		}
+		return s.checkWebhookSecret(ctx, r.Agent)
+	}
+}
+
+// checkWebhookSecret refuses an agent whose HMAC or bearer webhook secret exists and is one
+// webhookauth refuses: every webhook of the agent would otherwise be turned away until someone
+// notices. A secret that cannot be read is not refused here (it may be created next; the
+// webhook function then says what is wrong with it).
+func (s *Service) checkWebhookSecret(ctx context.Context, a adcp.Agent) error {
+	if s.cfg.Secrets == nil || a.Webhook == nil {
+		return nil
+	}
+	field, ref := "webhook.hmac_secret_ref", a.Webhook.HMACSecretRef
+	if a.Webhook.Mode == adcp.WebhookBearer {
+		field, ref = "webhook.bearer_secret_ref", a.Webhook.BearerSecretRef
+	}
+	if ref == "" {
+		return nil
+	}
+	raw, err := s.cfg.Secrets.Get(ctx, ref)
+	if err != nil {
+		return nil // unreadable is not refused: see above
+	}
+	for i, secret := range webhookauth.StoredSecrets(raw) {
+		if err := webhookauth.CheckSecret(secret); err != nil {
+			which := "its value"
+			if i > 0 {
+				which = "its previous value"
+			}
+			// The error names the secret and its length, never its value.
+			why := strings.TrimPrefix(err.Error(), webhookauth.ErrConfig.Error()+": ")
+			return fmt.Errorf("%w: %s %s: %s is refused (%s): put a random secret of at least %d bytes in it",
+				registry.ErrInvalid, field, ref, which, why, webhookauth.MinSecretBytes)
+		}
+	}
+	return nil
+}
+
 func (s *Service) add(ctx context.Context, actor string, body []byte) (registry.Record, error) {
 	r, err := ParseNewAgent(body, s.cfg.SecretPrefix)
 	if err != nil {
+		return registry.Record{}, err
+	}
+	if err := s.checkWebhookSecret(ctx, r.Agent); err != nil {
 		return registry.Record{}, err
 	}
 	if _, err := s.cfg.Registry.Add(ctx, r, actor, registry.ActionAdded); err != nil {
@@ -245,7 +302,7 @@ func (s *Service) update(ctx context.Context, actor, id string, body []byte) (re
 	if err != nil {
 		return registry.Record{}, err
 	}
-	r, err := s.cfg.Registry.Update(ctx, id, actor, change, s.validate)
+	r, err := s.cfg.Registry.Update(ctx, id, actor, change, s.validateWith(ctx))
 	if err != nil {
 		return registry.Record{}, err
 	}

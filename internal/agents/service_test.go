@@ -77,7 +77,7 @@ func newEnvWith(t *testing.T, api registry.API, table string, requestSigning jso
 		t.Fatal(err)
 	}
 	svc, err := agents.New(agents.Config{Registry: store, Prober: prober, Signer: signer, SecretPrefix: prefix,
-		Operators: []string{operator}, ProbeTimeout: 5 * time.Second})
+		Secrets: webhookSecrets, Operators: []string{operator}, ProbeTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,6 +115,61 @@ func code(m map[string]any) string {
 func (e *env) sellerBody(id string) string {
 	return `{"id":"` + id + `","role":"seller","mcp_url":"` + e.sellerURL + `","credential_ref":"` + prefix + id + `",
 		"webhook":{"mode":"rfc9421","jwks_uri":"https://` + id + `.example/.well-known/jwks.json"},"settings":{"sweep_reads_per_second":5}}`
+}
+
+// webhookSecrets are the webhook secrets the tests' agents name, by name.
+var webhookSecrets = secretsOf{
+	prefix + "hook-short":          "sixteen-bytes-16",
+	prefix + "hook-ok":             "a-webhook-secret-of-32-bytes-ok!",
+	prefix + "hook-short-previous": `{"current":"a-webhook-secret-of-32-bytes-ok!","previous":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}`,
+}
+
+type secretsOf map[string]string
+
+func (s secretsOf) Get(_ context.Context, name string) ([]byte, error) {
+	if v, ok := s[name]; ok {
+		return []byte(v), nil
+	}
+	return nil, errors.New("no secret " + name)
+}
+
+// TestAddRefusesAWebhookSecretTheReceiverWouldRefuse: an HMAC or bearer webhook secret under
+// 32 bytes (or one repeated byte, current or previous) is refused at add and at update with
+// 422 invalid_agent naming the field, the secret and why, never its value; a good secret, or
+// one not created yet, is accepted.
+func TestAddRefusesAWebhookSecretTheReceiverWouldRefuse(t *testing.T) {
+	e := newEnv(t)
+	withHook := func(id, mode, ref string) string {
+		return strings.Replace(e.sellerBody(id), `{"mode":"rfc9421","jwks_uri":"https://`+id+`.example/.well-known/jwks.json"}`,
+			`{"mode":"`+mode+`","`+mode+`_secret_ref":"`+prefix+ref+`"}`, 1)
+	}
+	for _, c := range []struct{ id, mode, ref, want string }{
+		{"short-hmac", "hmac", "hook-short", "webhook.hmac_secret_ref " + prefix + "hook-short: its value is refused (secret has 16 bytes, at least 32 are needed)"},
+		{"short-bearer", "bearer", "hook-short", "webhook.bearer_secret_ref " + prefix + "hook-short"},
+		{"repeated-previous", "hmac", "hook-short-previous", "its previous value is refused (secret is one repeated byte)"},
+	} {
+		st, m := e.call(t, operator, "POST", agents.Prefix, withHook(c.id, c.mode, c.ref))
+		msg, _ := json.Marshal(m)
+		if st != 422 || code(m) != "invalid_agent" || !strings.Contains(string(msg), c.want) {
+			t.Errorf("%s: %d %s, want 422 invalid_agent with %q", c.id, st, msg, c.want)
+		}
+		if strings.Contains(string(msg), "sixteen-bytes-16") || strings.Contains(string(msg), "xxxxxxxx") {
+			t.Errorf("%s: the answer carries the secret: %s", c.id, msg)
+		}
+		if st, _ := e.call(t, operator, "GET", agents.Prefix+"/"+c.id, ""); st != 404 {
+			t.Errorf("%s: refused, yet stored (%d)", c.id, st)
+		}
+	}
+	for _, ref := range []string{"hook-ok", "hook-not-created-yet"} {
+		if st, m := e.call(t, operator, "POST", agents.Prefix, withHook(ref, "hmac", ref)); st != 201 {
+			t.Errorf("%s: %d %v", ref, st, m)
+		}
+	}
+	// An update that names a short secret is refused and changes nothing.
+	st, m := e.call(t, operator, "PATCH", agents.Prefix+"/hook-ok", `{"webhook":{"mode":"hmac","hmac_secret_ref":"`+prefix+`hook-short"}}`)
+	if msg, _ := json.Marshal(m); st != 422 || code(m) != "invalid_agent" || !strings.Contains(string(msg), "hook-short: its value is refused") {
+		t.Errorf("update to a short secret: %d %s", st, msg)
+	}
 }
 
 func TestOnlyOperatorsGetIn(t *testing.T) {

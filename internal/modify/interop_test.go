@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -20,20 +19,8 @@ import (
 // pass the SDK's validation, decode from its 3.0 answer (the media-buy status at the root),
 // and show in the seller's own get_media_buys; a resend of the cancellation converges.
 func TestInteropChangesAtTheSDKSeller(t *testing.T) {
-	if os.Getenv("BUYFLOW_NODE_TESTS") != "1" {
-		t.Skip("needs Node and node_modules/@adcp/sdk; set BUYFLOW_NODE_TESTS=1 (make test does)")
-	}
 	const token = "tok-interop-changes-0123456789"
-	seller, err := interop.Start(interop.Options{Token: token})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("seller stderr:\n%s", seller.Stderr())
-		}
-		seller.Stop()
-	})
+	seller := interop.StartForTest(t, interop.Options{Token: token})
 	reg, err := adcp.ParseRegistry([]byte(fmt.Sprintf(`{"agents":[{"id":"sdk","role":"seller","mcp_url":%q,"credential_ref":"sdk","webhook":{"mode":"bearer","bearer_secret_ref":"sdk-webhook"}}]}`, seller.MCPURL())))
 	if err != nil {
 		t.Fatal(err)

@@ -89,7 +89,11 @@ func (r *result) refuse(status int, code, message string) result {
 }
 
 func (r *result) fail(code string, err error) result {
-	r.resp = httpapi.Error(http.StatusServiceUnavailable, code, "the webhook could not be processed now; retry later", "")
+	return r.failWith(code, "the webhook could not be processed now; retry later", err)
+}
+
+func (r *result) failWith(code, message string, err error) result {
+	r.resp = httpapi.Error(http.StatusServiceUnavailable, code, message, "")
 	r.resp.Headers["Retry-After"] = "5"
 	r.outcome, r.code, r.err = outcomeError, code, err
 	return *r
@@ -151,6 +155,10 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		reportingBearer = true
 	} else {
 		v, err := s.verifier(ctx, op.SellerID)
+		if errors.Is(err, ErrSecretInvalid) {
+			// Still a 503: once the operator fixes the secret, the seller's next retry is taken.
+			return r.failWith("webhook_secret_invalid", "buyflow's webhook secret for this seller is misconfigured (its operator is told); retry later", err)
+		}
 		if err != nil {
 			return r.fail("registry_unavailable", err)
 		}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/buyflow/buyflow/internal/registry"
 	"github.com/buyflow/buyflow/internal/webhook"
 	"github.com/buyflow/buyflow/internal/webhookauth"
+	"github.com/buyflow/buyflow/internal/workflow"
 )
 
 // countingLister counts the registry loads.
@@ -133,5 +135,65 @@ func TestRegistryVerifiersUnknownSeller(t *testing.T) {
 	rv := &webhook.RegistryVerifiers{Registry: cache}
 	if _, err := rv.Verifier(context.Background(), "nobody"); !errors.Is(err, adcp.ErrUnknownAgent) {
 		t.Fatalf("unknown seller: %v", err)
+	}
+}
+
+// oneAgent is a registry of one agent.
+type oneAgent struct{ r registry.Record }
+
+func (o oneAgent) Lookup(_ context.Context, id string) (registry.Record, error) {
+	if id != o.r.ID {
+		return registry.Record{}, adcp.ErrUnknownAgent
+	}
+	return o.r, nil
+}
+
+func (oneAgent) Refresh(context.Context) error { return nil }
+
+// secretsOf is a secret store of fixed values.
+type secretsOf map[string]string
+
+func (s secretsOf) Get(_ context.Context, name string) ([]byte, error) {
+	v, ok := s[name]
+	if !ok {
+		return nil, errors.New("no secret " + name)
+	}
+	return []byte(v), nil
+}
+
+// TestShortHMACSecretIsAConfigurationError: an HMAC seller whose stored secret is under 32
+// bytes gets a 503 that says buyflow's webhook secret is misconfigured (so it retries, and the
+// retry after the operator's fix is taken), not registry_unavailable; the log line names the
+// agent, the secret's name, its length and the fix, and never the secret.
+func TestShortHMACSecretIsAConfigurationError(t *testing.T) {
+	const short = "only-sixteen-byt"
+	seller := registry.Record{Agent: adcp.Agent{ID: sellerHMAC, Role: adcp.RoleSeller, MCPURL: "https://hmac.example/mcp", CredentialRef: "p/hmac",
+		Webhook: &adcp.WebhookConfig{Mode: adcp.WebhookHMAC, HMACSecretRef: "p/hmac-webhook"}}}
+	e := newEnvWith(t, func(c *webhook.Config) {
+		c.Verifiers = nil
+		c.Sellers = &webhook.RegistryVerifiers{Registry: oneAgent{seller}, Secrets: secretsOf{"p/hmac-webhook": short}}
+	})
+	e.op("op-short", sellerHMAC, true)
+	resp := e.deliver("op-short", sellerHMAC, payload("op-short", "completed", key("short")), signOpts{})
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(resp.Body, `"webhook_secret_invalid"`) || resp.Headers["Retry-After"] == "" {
+		t.Fatalf("answer %d %v %s, want 503 webhook_secret_invalid with Retry-After", resp.StatusCode, resp.Headers, resp.Body)
+	}
+	logs := e.logBuf.String()
+	for _, want := range []string{`"code":"webhook_secret_invalid"`, sellerHMAC, "p/hmac-webhook", "16 bytes", "at least 32", "buyflow agents update"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the log lacks %q: %s", want, logs)
+		}
+	}
+	if strings.Contains(logs, short) || strings.Contains(resp.Body, short) {
+		t.Errorf("the secret leaked: log %s, answer %s", logs, resp.Body)
+	}
+	if got := e.get("op-short").Status; got != workflow.StatusSubmitted {
+		t.Errorf("the operation is %s, want it untouched (submitted)", got)
+	}
+
+	// The operator puts a proper secret: a warm function takes the seller's retry.
+	ok := &webhook.RegistryVerifiers{Registry: oneAgent{seller}, Secrets: secretsOf{"p/hmac-webhook": hmacSecret}}
+	if v, err := ok.Verifier(context.Background(), sellerHMAC); err != nil || v == nil {
+		t.Fatalf("a 32-byte secret: %v, %v", v, err)
 	}
 }

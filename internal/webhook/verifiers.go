@@ -1,9 +1,8 @@
 package webhook
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -11,6 +10,11 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/webhookauth"
 )
+
+// ErrSecretInvalid reports an agent whose HMAC or bearer webhook secret webhookauth refuses
+// (shorter than webhookauth.MinSecretBytes, or one repeated byte): a configuration error an
+// operator fixes, which no retry by the seller mends until then.
+var ErrSecretInvalid = errors.New("webhook: the agent's webhook secret is invalid")
 
 // Secrets returns a secret's value by name; *secrets.Store satisfies it.
 type Secrets interface {
@@ -58,28 +62,17 @@ func buildVerifier(ctx context.Context, a adcp.Agent, sec Secrets, o VerifierOpt
 			// The error names the secret, never its value.
 			return nil, fmt.Errorf("agent %s: webhook secret %s: %w", id, ref, err)
 		}
-		cfg.Secrets = splitSecret(raw)
+		cfg.Secrets = webhookauth.StoredSecrets(raw)
 	}
 	v, err := webhookauth.New(cfg)
+	if err != nil && ref != "" && errors.Is(err, webhookauth.ErrConfig) {
+		// The secret is the operator's to fix, not the seller's: say which one and how.
+		return nil, fmt.Errorf("%w: agent %s: webhook %s secret %s: %w; put a random secret of at least %d bytes "+
+			"in it (and give the seller the same), or run `buyflow agents update %s` to name another",
+			ErrSecretInvalid, id, a.Webhook.Mode, ref, err, webhookauth.MinSecretBytes, id)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: webhook verifier: %w", id, err)
 	}
 	return v, nil
-}
-
-// splitSecret returns the secrets a stored value holds: current first, then previous.
-func splitSecret(raw []byte) [][]byte {
-	raw = bytes.TrimSpace(raw)
-	var rot struct {
-		Current  string `json:"current"`
-		Previous string `json:"previous"`
-	}
-	if len(raw) > 0 && raw[0] == '{' && json.Unmarshal(raw, &rot) == nil && rot.Current != "" {
-		out := [][]byte{[]byte(rot.Current)}
-		if rot.Previous != "" {
-			out = append(out, []byte(rot.Previous))
-		}
-		return out
-	}
-	return [][]byte{raw}
 }

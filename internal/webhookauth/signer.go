@@ -1,6 +1,7 @@
 package webhookauth
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -11,6 +12,7 @@ import (
 	"encoding/asn1"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
@@ -225,7 +227,7 @@ type HMACSigner struct {
 // secret shorter than 32 bytes or a body with duplicate JSON object keys is
 // refused.
 func (s *HMACSigner) Sign(req *http.Request, body []byte) error {
-	if err := checkSecret(s.Secret); err != nil {
+	if err := CheckSecret(s.Secret); err != nil {
 		return err
 	}
 	if err := checkDuplicateKeys(body); err != nil {
@@ -252,11 +254,14 @@ func hmacSHA256(secret []byte, ts string, body []byte) []byte {
 	return m.Sum(nil)
 }
 
-// checkSecret enforces the legacy secret rules: at least 32 bytes and not
-// a single repeated byte.
-func checkSecret(secret []byte) error {
-	if len(secret) < 32 {
-		return fmt.Errorf("%w: secret shorter than 32 bytes", ErrConfig)
+// MinSecretBytes is the shortest HMAC or bearer webhook secret accepted.
+const MinSecretBytes = 32
+
+// CheckSecret enforces the legacy secret rules: at least MinSecretBytes and not a single
+// repeated byte. The error names the length, never the secret.
+func CheckSecret(secret []byte) error {
+	if len(secret) < MinSecretBytes {
+		return fmt.Errorf("%w: secret has %d bytes, at least %d are needed", ErrConfig, len(secret), MinSecretBytes)
 	}
 	same := true
 	for _, c := range secret[1:] {
@@ -269,4 +274,22 @@ func checkSecret(secret []byte) error {
 		return fmt.Errorf("%w: secret is one repeated byte", ErrConfig)
 	}
 	return nil
+}
+
+// StoredSecrets returns the secrets a stored secret value holds, the current one first: the
+// value itself, or {"current": "…", "previous": "…"} during a rotation.
+func StoredSecrets(raw []byte) [][]byte {
+	raw = bytes.TrimSpace(raw)
+	var rot struct {
+		Current  string `json:"current"`
+		Previous string `json:"previous"`
+	}
+	if len(raw) > 0 && raw[0] == '{' && json.Unmarshal(raw, &rot) == nil && rot.Current != "" {
+		out := [][]byte{[]byte(rot.Current)}
+		if rot.Previous != "" {
+			out = append(out, []byte(rot.Previous))
+		}
+		return out
+	}
+	return [][]byte{raw}
 }

@@ -169,7 +169,7 @@ func New(cfg Config) (*Verifier, error) {
 			return nil, fmt.Errorf("%w: keys given for a %s seller", ErrConfig, cfg.Mode)
 		}
 		for _, s := range cfg.Secrets {
-			if err := checkSecret(s); err != nil {
+			if err := CheckSecret(s); err != nil {
 				return nil, err
 			}
 			v.secrets = append(v.secrets, append([]byte(nil), s...))

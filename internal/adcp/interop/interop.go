@@ -19,6 +19,7 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/buyflow/buyflow/internal/logging/logtest"
@@ -82,6 +83,27 @@ func Start(o Options) (*Seller, error) {
 		return nil, err
 	}
 	return &Seller{Base: strings.TrimSuffix(u, "/mcp"), proc: p}, nil
+}
+
+// StartForTest starts a seller for t: t is skipped unless BUYFLOW_NODE_TESTS=1 (the seller
+// needs Node and node_modules/@adcp/sdk; make test sets it), fails if the seller does not
+// start, and at its end stops the seller, logging what it wrote when t failed.
+func StartForTest(t testing.TB, o Options) *Seller {
+	t.Helper()
+	if os.Getenv("BUYFLOW_NODE_TESTS") != "1" {
+		t.Skip("needs Node and node_modules/@adcp/sdk; set BUYFLOW_NODE_TESTS=1 (make test does)")
+	}
+	s, err := Start(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("seller stderr:\n%s", s.Stderr())
+		}
+		s.Stop()
+	})
+	return s
 }
 
 // SetSigning tells a Signing seller where the buyer's JWKS is and which of its key ids it
