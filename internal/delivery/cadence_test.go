@@ -194,7 +194,7 @@ func TestPushedBuyIsPulledAsAWatchdog(t *testing.T) {
 	pushed.Currency, pushed.ReportingPeriod.End = "USD", f.clk.Now().Add(time.Hour).Format(time.RFC3339)
 	pushed.MediaBuys = []adcp.MediaBuyDelivery{{MediaBuyID: f.created.MediaBuyID, Status: "active"}}
 	pushed.MediaBuys[0].Totals.Spend = "12.5"
-	if moved, err := r.Push(ctx, op, &pushed); err != nil || !moved {
+	if moved, _, err := r.Push(ctx, op, &pushed, "whk_cadence_push_0001"); err != nil || !moved {
 		t.Fatalf("push: %v %v", moved, err)
 	}
 	f.clk.Advance(delivery.DefaultEdgeEvery)
