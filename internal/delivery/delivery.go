@@ -112,6 +112,9 @@ type Report struct {
 	Corrected int
 	// Backfilled counts the buys completed before the live list that this run listed live.
 	Backfilled int
+	// Watched counts the pushed buys due for a watchdog pull whose seller had pushed within
+	// Cadence.PushAlive: rescheduled (or retired) without a call.
+	Watched int
 }
 
 // group is the due buys of one seller and account: one call reads them all.
@@ -192,6 +195,12 @@ func (r *Reader) Run(ctx context.Context) (Report, error) {
 			if len(last) == 1 {
 				op.DeliveryMark = mark(last[0])
 			}
+			if len(last) == 1 && r.cfg.Cadence.pushAlive(last[0], now) {
+				// The watchdog is for a push channel gone quiet, and this one is not: the
+				// seller is not asked, and nothing is written but the next watch.
+				r.watch(ctx, op, fl, now, &rep)
+				continue
+			}
 		}
 		acct, _ := json.Marshal(mb.Account)
 		k := op.SellerID + "\x00" + string(acct)
@@ -208,6 +217,20 @@ func (r *Reader) Run(ctx context.Context) (Report, error) {
 		r.read(ctx, groups[k], now, &rep)
 	}
 	return rep, nil
+}
+
+// watch reschedules a pushed buy whose push channel is alive, without reading it: its next
+// watch, or its retirement when the flight is over (the seller's reports carried its end).
+func (r *Reader) watch(ctx context.Context, op *record.Operation, fl flight, now time.Time, rep *Report) {
+	rep.Watched++
+	next, last := r.cfg.Cadence.NextPushed(now, fl.start, fl.end)
+	if last {
+		r.retire(ctx, op, rep)
+		return
+	}
+	if err := r.ledger.ScheduleLive(ctx, op, next, ""); err != nil && !errors.Is(err, record.ErrConflict) {
+		r.log.WarnContext(ctx, "next delivery watch not scheduled", "operationId", op.ID, "err", err)
+	}
 }
 
 func (r *Reader) retire(ctx context.Context, op *record.Operation, rep *Report) {
@@ -462,7 +485,7 @@ func AfterSweep[S any](sweep func(context.Context, json.RawMessage) (S, error), 
 			r.log.WarnContext(ctx, "delivery read failed", "err", derr)
 		} else if rep != (Report{}) {
 			r.log.InfoContext(ctx, "delivery read", "read", rep.Read, "snapshots", rep.Snapshots, "unchanged", rep.Unchanged, "overBudget", rep.OverBudget, "retired", rep.Retired,
-				"failed", rep.Failed, "backfilled", rep.Backfilled)
+				"failed", rep.Failed, "backfilled", rep.Backfilled, "watched", rep.Watched)
 		}
 		return out, err
 	}
