@@ -105,14 +105,16 @@ type countingDB struct {
 	reads, writes int
 }
 
-func (c *countingDB) add(read bool) {
+// countCall counts one call of f, a read or a write, and makes it.
+func countCall[I, O any](c *countingDB, read bool, f func(context.Context, I, ...func(*dynamodb.Options)) (O, error), ctx context.Context, in I, o ...func(*dynamodb.Options)) (O, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if read {
 		c.reads++
 	} else {
 		c.writes++
 	}
+	c.mu.Unlock()
+	return f(ctx, in, o...)
 }
 
 // take returns the reads and writes counted since the last take.
@@ -124,38 +126,31 @@ func (c *countingDB) take() (reads, writes int) {
 }
 
 func (c *countingDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	c.add(true)
-	return c.Client.GetItem(ctx, in, o...)
+	return countCall(c, true, c.Client.GetItem, ctx, in, o...)
 }
 
 func (c *countingDB) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	c.add(true)
-	return c.Client.Query(ctx, in, o...)
+	return countCall(c, true, c.Client.Query, ctx, in, o...)
 }
 
 func (c *countingDB) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
-	c.add(true)
-	return c.Client.Scan(ctx, in, o...)
+	return countCall(c, true, c.Client.Scan, ctx, in, o...)
 }
 
 func (c *countingDB) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	c.add(false)
-	return c.Client.PutItem(ctx, in, o...)
+	return countCall(c, false, c.Client.PutItem, ctx, in, o...)
 }
 
 func (c *countingDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	c.add(false)
-	return c.Client.UpdateItem(ctx, in, o...)
+	return countCall(c, false, c.Client.UpdateItem, ctx, in, o...)
 }
 
 func (c *countingDB) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	c.add(false)
-	return c.Client.DeleteItem(ctx, in, o...)
+	return countCall(c, false, c.Client.DeleteItem, ctx, in, o...)
 }
 
 func (c *countingDB) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	c.add(false)
-	return c.Client.TransactWriteItems(ctx, in, o...)
+	return countCall(c, false, c.Client.TransactWriteItems, ctx, in, o...)
 }
 
 // movingSeller answers get_media_buy_delivery with delivery that moved since the last call, for
