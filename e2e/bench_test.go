@@ -61,6 +61,7 @@ func BenchmarkWebhookToResume(b *testing.B) {
 		b.Fatalf("%d buys failed: %s", len(errs), strings.Join(errs, "; "))
 	}
 	var lat []time.Duration
+	hops := map[string][]time.Duration{}
 	polled := 0
 	for _, id := range ids {
 		done, _ := reached(timeline(b, c, id), "completed")
@@ -70,6 +71,9 @@ func BenchmarkWebhookToResume(b *testing.B) {
 		}
 		if d, ok := webhookToResume(suite.local.Trace.For(id)); ok {
 			lat = append(lat, d)
+			for name, h := range resumeHops(suite.local.Trace.For(id)) {
+				hops[name] = append(hops[name], h)
+			}
 		} else {
 			polled++
 		}
@@ -84,6 +88,62 @@ func BenchmarkWebhookToResume(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 	b.Logf("seller webhook → workflow resumed over %d buys (%d completed by polling instead): p50 %s, p99 %s, max %s",
 		len(lat), polled, p50.Round(time.Microsecond), p99.Round(time.Microsecond), lat[len(lat)-1].Round(time.Microsecond))
+	// Printed, not logged: a benchmark's log is cut after ten lines.
+	for _, h := range resumeHopNames {
+		d := hops[h.name]
+		if len(d) == 0 {
+			continue
+		}
+		slices.Sort(d)
+		fmt.Printf("  %-10s p50 %8s  p99 %8s  (%d of %d buys)  %s\n", h.name, benchtest.Percentile(d, 50).Round(10*time.Microsecond),
+			benchtest.Percentile(d, 99).Round(10*time.Microsecond), len(d), len(lat), h.what)
+	}
+}
+
+// resumeHopNames are the hops of a webhook's way to the resumed workflow, in order, with what
+// each one is on the local stack.
+var resumeHopNames = []struct{ name, what string }{
+	{"api", "front → kumo's API Gateway → its Lambda invoke reaching the proxy (emulation; API Gateway on AWS)"},
+	{"queue", "invoke → kumo's runtime API hands it to the webhook process's poll (emulation; the Lambda service on AWS)"},
+	{"function", "the webhook function from its handoff to its SendTaskSuccess (buyflow's code, its ledger calls to kumo's DynamoDB)"},
+	{"  calls", "of function: its AWS calls before SendTaskSuccess, as the local stack answered them (kumo's DynamoDB behind the proxy)"},
+	{"  own", "of function: the rest (buyflow's code, the SDK, the process's scheduling on a busy machine)"},
+	{"engine", "SendTaskSuccess → the local Step Functions invokes ReportOutcome (emulation; Step Functions on AWS)"},
+}
+
+// resumeHops splits webhookToResume's span at the trace's hops (see resumeHopNames): the
+// webhook function's invocation and handoff of the last webhook before ReportOutcome, and the
+// SendTaskSuccess traced with the operation (left out when the local stack could not tell
+// which operation a SendTaskSuccess woke).
+func resumeHops(evs []devstack.TraceEvent) map[string]time.Duration {
+	var webhook, invoke, handoff, success time.Time
+	var calls time.Duration
+	for _, e := range evs {
+		switch {
+		case e.Kind == devstack.TraceWebhook:
+			webhook, invoke, handoff, success, calls = e.At, time.Time{}, time.Time{}, time.Time{}, 0
+		case e.Kind == devstack.TraceCall && e.Function == "webhook" && !handoff.IsZero() && success.IsZero():
+			calls += e.Took
+		case e.Kind == devstack.TraceInvoke && e.Function == "webhook" && invoke.IsZero():
+			invoke = e.At
+		case e.Kind == devstack.TraceHandoff && e.Function == "webhook" && handoff.IsZero():
+			handoff = e.At
+		case e.Kind == devstack.TraceTaskSuccess && e.Function == "webhook" && success.IsZero():
+			success = e.At
+		case e.Kind == devstack.TraceInvoke && e.Action == "report":
+			out := map[string]time.Duration{}
+			if webhook.IsZero() || invoke.IsZero() || handoff.IsZero() {
+				return out
+			}
+			out["api"], out["queue"] = invoke.Sub(webhook), handoff.Sub(invoke)
+			if !success.IsZero() {
+				out["function"], out["engine"] = success.Sub(handoff), e.At.Sub(success)
+				out["  calls"], out["  own"] = calls, success.Sub(handoff)-calls
+			}
+			return out
+		}
+	}
+	return nil
 }
 
 // webhookToResume is the time from the last webhook before the first ReportOutcome invocation

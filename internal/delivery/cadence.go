@@ -1,6 +1,10 @@
 package delivery
 
-import "time"
+import (
+	"time"
+
+	"github.com/buyflow/buyflow/internal/record"
+)
 
 // The flight-following cadence's defaults. Reads cost per buy (each moves the buy on the live
 // list: a write of the operation and its two index copies), so a read is spent where the
@@ -17,6 +21,10 @@ const (
 	// DefaultPushWatch is how often a buy whose seller pushes its reports is pulled anyway: a
 	// watchdog for a push channel gone quiet (lost deliveries, a seller that stopped).
 	DefaultPushWatch = 7 * 24 * time.Hour
+	// DefaultPushAlive is how recent a pushed snapshot must be for a watchdog pull to find the
+	// push channel alive and skip the seller: two of the daily reports the create asks for
+	// (reporting_frequency "daily"), so one late or lost report is not yet a quiet channel.
+	DefaultPushAlive = 48 * time.Hour
 	// DefaultSlot is the grid a flight-following read is put on: a read falls on the nearest
 	// whole hour (UTC), so the buys of one seller and account due within the same hour are due
 	// in the same run and share one get_media_buy_delivery. Unaligned, each buy kept the
@@ -39,6 +47,10 @@ type Cadence struct {
 	FinalAfter time.Duration
 	// PushWatch is the pull cadence of a buy whose seller pushes its delivery reports.
 	PushWatch time.Duration
+	// PushAlive: a watchdog pull that finds a pushed snapshot written less than PushAlive ago
+	// does not call the seller (DefaultPushAlive). A report that moved nothing writes no
+	// snapshot, so a buy that stopped delivering is pulled at its watch as before.
+	PushAlive time.Duration
 	// Slot is the grid reads are put on (DefaultSlot); the operator's Every is not aligned.
 	Slot time.Duration
 }
@@ -55,6 +67,7 @@ func (c Cadence) withDefaults() Cadence {
 	set(&c.QuietEvery, DefaultQuietEvery)
 	set(&c.FinalAfter, DefaultFinalAfter)
 	set(&c.PushWatch, DefaultPushWatch)
+	set(&c.PushAlive, DefaultPushAlive)
 	set(&c.Slot, DefaultSlot)
 	return c
 }
@@ -91,6 +104,13 @@ func (c Cadence) NextPushAsked(now, start, end time.Time) (next time.Time, retir
 		}
 	}
 	return next, retire
+}
+
+// pushAlive reports whether last, a buy's newest snapshot, says its push channel is alive at
+// now: a push wrote it less than PushAlive ago. The operator's Every asks for pulls: never.
+func (c Cadence) pushAlive(last record.DeliverySnapshot, now time.Time) bool {
+	c = c.withDefaults()
+	return c.Every <= 0 && last.Pushed && now.Sub(last.ReadAt) < c.PushAlive
 }
 
 func (c Cadence) next(now, start, end time.Time, pushed bool) (next time.Time, retire bool) {

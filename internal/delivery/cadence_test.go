@@ -171,7 +171,9 @@ func TestDeliveryReadsAFlightOnItsCadence(t *testing.T) {
 }
 
 // TestPushedBuyIsPulledAsAWatchdog: once the seller pushed a report for a buy (Push, as the
-// webhook receiver calls it), the scheduled read pulls it only every PushWatch.
+// webhook receiver calls it), the scheduled read pulls it only every PushWatch, and then only
+// when no push wrote a snapshot within PushAlive: a watch that finds the channel alive
+// reschedules the buy without asking the seller.
 func TestPushedBuyIsPulledAsAWatchdog(t *testing.T) {
 	f := start(t)
 	ctx := context.Background()
@@ -179,30 +181,42 @@ func TestPushedBuyIsPulledAsAWatchdog(t *testing.T) {
 	f.placeWith("op-buy", "", json.RawMessage(fmt.Sprintf(`{"seller_id":"sim-seller","currency":"USD","media_buy":{"account":{"account_id":"acct-1"},"start_time":%q,"end_time":%q}}`,
 		begin.Format(time.RFC3339), begin.Add(30*24*time.Hour).Format(time.RFC3339))))
 	r := delivery.New(f.store, f.client, delivery.Config{Now: f.clk.Now})
-	read := func(what string, want int) {
+	read := func(what string, want, watched int) {
 		t.Helper()
-		if rep, err := r.Run(ctx); err != nil || rep.Read != want {
-			t.Fatalf("%s: %+v %v; want %d read", what, rep, err, want)
+		calls := len(f.seller.CallsTo("get_media_buy_delivery"))
+		if rep, err := r.Run(ctx); err != nil || rep.Read != want || rep.Watched != watched {
+			t.Fatalf("%s: %+v %v; want %d read, %d watched", what, rep, err, want, watched)
+		}
+		if n := len(f.seller.CallsTo("get_media_buy_delivery")) - calls; n != want {
+			t.Fatalf("%s: %d calls to the seller, want %d", what, n, want)
 		}
 	}
-	read("at launch", 1)
-	op, err := f.store.GetOperation(ctx, "acme", "op-buy")
-	if err != nil {
-		t.Fatal(err)
+	push := func(key, spend string) {
+		t.Helper()
+		op, err := f.store.GetOperation(ctx, "acme", "op-buy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pushed adcp.DeliveryReport
+		pushed.Currency, pushed.ReportingPeriod.End = "USD", f.clk.Now().Add(time.Hour).Format(time.RFC3339)
+		pushed.MediaBuys = []adcp.MediaBuyDelivery{{MediaBuyID: f.created.MediaBuyID, Status: "active"}}
+		pushed.MediaBuys[0].Totals.Spend = json.Number(spend)
+		if moved, _, err := r.Push(ctx, op, &pushed, key); err != nil || !moved {
+			t.Fatalf("push: %v %v", moved, err)
+		}
 	}
-	var pushed adcp.DeliveryReport
-	pushed.Currency, pushed.ReportingPeriod.End = "USD", f.clk.Now().Add(time.Hour).Format(time.RFC3339)
-	pushed.MediaBuys = []adcp.MediaBuyDelivery{{MediaBuyID: f.created.MediaBuyID, Status: "active"}}
-	pushed.MediaBuys[0].Totals.Spend = "12.5"
-	if moved, err := r.Push(ctx, op, &pushed); err != nil || !moved {
-		t.Fatalf("push: %v %v", moved, err)
-	}
+	read("at launch", 1, 0)
+	push("whk_cadence_push_0001", "12.5")
 	f.clk.Advance(delivery.DefaultEdgeEvery)
-	read("the read scheduled before the push", 1)
+	read("the read scheduled before the push, 3 h after it: the channel is alive", 0, 1)
 	f.clk.Advance(24 * time.Hour)
-	read("a day later: no launch or quiet read for a pushed buy", 0)
+	read("a day later: no launch or quiet read for a pushed buy", 0, 0)
 	f.clk.Advance(delivery.DefaultPushWatch)
-	read("a watch later", 1)
+	read("a watch later, nothing pushed since: the watchdog pulls", 1, 0)
+	f.clk.Advance(delivery.DefaultPushWatch - 24*time.Hour)
+	push("whk_cadence_push_0002", "20")
+	f.clk.Advance(24 * time.Hour)
+	read("a watch later, a day after a push", 0, 1)
 }
 
 // TestReadsOfOneSellerShareTheirSlot: two buys at one seller and account that went live 20

@@ -112,6 +112,9 @@ type Report struct {
 	Corrected int
 	// Backfilled counts the buys completed before the live list that this run listed live.
 	Backfilled int
+	// Watched counts the pushed buys due for a watchdog pull whose seller had pushed within
+	// Cadence.PushAlive: rescheduled (or retired) without a call.
+	Watched int
 }
 
 // group is the due buys of one seller and account: one call reads them all.
@@ -192,6 +195,12 @@ func (r *Reader) Run(ctx context.Context) (Report, error) {
 			if len(last) == 1 {
 				op.DeliveryMark = mark(last[0])
 			}
+			if len(last) == 1 && r.cfg.Cadence.pushAlive(last[0], now) {
+				// The watchdog is for a push channel gone quiet, and this one is not: the
+				// seller is not asked, and nothing is written but the next watch.
+				r.watch(ctx, op, fl, now, &rep)
+				continue
+			}
 		}
 		acct, _ := json.Marshal(mb.Account)
 		k := op.SellerID + "\x00" + string(acct)
@@ -208,6 +217,20 @@ func (r *Reader) Run(ctx context.Context) (Report, error) {
 		r.read(ctx, groups[k], now, &rep)
 	}
 	return rep, nil
+}
+
+// watch reschedules a pushed buy whose push channel is alive, without reading it: its next
+// watch, or its retirement when the flight is over (the seller's reports carried its end).
+func (r *Reader) watch(ctx context.Context, op *record.Operation, fl flight, now time.Time, rep *Report) {
+	rep.Watched++
+	next, last := r.cfg.Cadence.NextPushed(now, fl.start, fl.end)
+	if last {
+		r.retire(ctx, op, rep)
+		return
+	}
+	if err := r.ledger.ScheduleLive(ctx, op, next, ""); err != nil && !errors.Is(err, record.ErrConflict) {
+		r.log.WarnContext(ctx, "next delivery watch not scheduled", "operationId", op.ID, "err", err)
+	}
 }
 
 func (r *Reader) retire(ctx context.Context, op *record.Operation, rep *Report) {
@@ -241,7 +264,7 @@ func (r *Reader) read(ctx context.Context, g *group, now time.Time, rep *Report)
 			continue // a buy the seller reports that this read did not ask for
 		}
 		rep.Read++
-		mark, err := r.record(ctx, op, g.flights[row.MediaBuyID].approved, row, res.Currency, asOf, false, rep)
+		mark, err := r.record(ctx, op, g.flights[row.MediaBuyID].approved, row, res.Currency, asOf, nil, rep)
 		if err != nil {
 			rep.Failed++
 			r.log.WarnContext(ctx, "delivery not recorded", "operationId", op.ID, "err", err)
@@ -279,8 +302,9 @@ func (r *Reader) read(ctx context.Context, g *group, now time.Time, rep *Report)
 // record stores one buy's reported delivery and, for a new snapshot, its timeline event. A
 // report that matches the buy's last snapshot (its DeliveryMark) moved nothing: it stores
 // nothing, since a snapshot per read of an unmoved buy is most of what reading costs. It
-// returns the mark of the snapshot it stored ("" when it stored none).
-func (r *Reader) record(ctx context.Context, op *record.Operation, approved string, row adcp.MediaBuyDelivery, currency string, asOf time.Time, pushed bool, rep *Report) (string, error) {
+// returns the mark of the snapshot it stored ("" when it stored none). pushKey is the
+// idempotency key of the pushed delivery that reported it, nil for a pull.
+func (r *Reader) record(ctx context.Context, op *record.Operation, approved string, row adcp.MediaBuyDelivery, currency string, asOf time.Time, pushKey *string, rep *Report) (string, error) {
 	if currency == "" {
 		currency = op.Currency
 	}
@@ -293,7 +317,10 @@ func (r *Reader) record(ctx context.Context, op *record.Operation, approved stri
 	}
 	impressions, _ := strconv.ParseInt(string(row.Totals.Impressions), 10, 64)
 	snap := record.DeliverySnapshot{Tenant: op.Tenant, OperationID: op.ID, MediaBuyID: op.MediaBuyID, AsOf: asOf,
-		Impressions: impressions, Spend: spend, Currency: op.Currency, Approved: approved, Pushed: pushed}
+		Impressions: impressions, Spend: spend, Currency: op.Currency, Approved: approved, Pushed: pushKey != nil}
+	if pushKey != nil {
+		snap.PushKey = *pushKey
+	}
 	if len(row.ByPackage) == 1 {
 		if p, ok := decimal(row.ByPackage[0].PacingIndex); ok {
 			snap.Pacing = p
@@ -351,36 +378,44 @@ func mark(s record.DeliverySnapshot) string {
 }
 
 // Push records a delivery report the seller pushed for op's buy (its reporting_webhook), after
-// the webhook receiver verified and deduplicated the delivery: as a read's report, a snapshot
-// and a timeline event only when the delivery moved, compared here with the buy's last
-// snapshot (a push writes nothing else on the operation). Rows about other media buys are
+// the webhook receiver verified the delivery, whose idempotency key is key: as a read's report,
+// a snapshot and a timeline event only when the delivery moved, compared here with the buy's
+// last snapshot (a push writes nothing else on the operation). Rows about other media buys are
 // ignored. The first push marks the buy pushed, so that the scheduled read pulls it only as a
-// watchdog from then on. It reports whether a snapshot was written; a report for an operation
-// that delivers nothing (a change, a buy the seller has not placed, a canceled buy) is an error
-// matching record.ErrConflict.
-func (r *Reader) Push(ctx context.Context, op *record.Operation, res *adcp.DeliveryReport) (moved bool, err error) {
-	rep, err := r.push(ctx, op, res)
-	return rep.Snapshots > 0, err
+// watchdog from then on. It reports whether a snapshot (and its timeline event) was written,
+// and whether the delivery was a redelivery of the one that wrote the buy's newest snapshot
+// (nothing was done). A report for an operation that delivers nothing (a change, a buy the
+// seller has not placed, a canceled buy) is an error matching record.ErrConflict.
+//
+// The snapshot is the report's receipt: it is stored once per (buy, as-of) with its figures
+// and the key of the delivery that wrote it, by a conditional put, so a redelivery (the
+// seller's retry, or two copies at once) writes nothing, and one of the newest snapshot is
+// answered as a duplicate, without a receipt of its own.
+func (r *Reader) Push(ctx context.Context, op *record.Operation, res *adcp.DeliveryReport, key string) (moved, duplicate bool, err error) {
+	rep, duplicate, err := r.push(ctx, op, res, key)
+	return rep.Snapshots > 0, duplicate, err
 }
 
-func (r *Reader) push(ctx context.Context, op *record.Operation, res *adcp.DeliveryReport) (Report, error) {
-	var rep Report
+func (r *Reader) push(ctx context.Context, op *record.Operation, res *adcp.DeliveryReport, key string) (rep Report, duplicate bool, err error) {
 	notLive := fmt.Errorf("delivery: operation %s is not a live buy: %w", op.ID, record.ErrConflict)
 	if op.Kind == record.KindModification || op.MediaBuyID == "" {
-		return rep, notLive
+		return rep, false, notLive
 	}
 	approved := op.BudgetTotal
 	switch st, err := r.ledger.GetBuyState(ctx, op.Tenant, op.ID); {
 	case err == nil && st.State == record.BuyStateCanceled:
-		return rep, notLive
+		return rep, false, notLive
 	case err == nil:
 		approved = st.BudgetTotal
 	case !errors.Is(err, record.ErrNotFound):
-		return rep, err
+		return rep, false, err
 	}
 	last, err := r.ledger.ListDeliverySnapshots(ctx, op.Tenant, op.ID, 1)
 	if err != nil {
-		return rep, err
+		return rep, false, err
+	}
+	if len(last) == 1 && key != "" && last[0].PushKey == key {
+		return rep, true, nil
 	}
 	cur := *op
 	if len(last) == 1 {
@@ -388,7 +423,7 @@ func (r *Reader) push(ctx context.Context, op *record.Operation, res *adcp.Deliv
 	}
 	asOf, err := time.Parse(time.RFC3339, res.ReportingPeriod.End)
 	if err != nil {
-		return rep, fmt.Errorf("the pushed report's reporting_period.end %q is not a date-time", res.ReportingPeriod.End)
+		return rep, false, fmt.Errorf("the pushed report's reporting_period.end %q is not a date-time", res.ReportingPeriod.End)
 	}
 	// The buy's push flag lives on its live entry, which the webhook does not read: a newest
 	// snapshot that a push wrote says the buy is marked already, so only its first push (or
@@ -396,7 +431,7 @@ func (r *Reader) push(ctx context.Context, op *record.Operation, res *adcp.Deliv
 	// so a failure in between leaves the buy marked, never a pushed snapshot on an unmarked buy.
 	if !op.DeliveryPushed && (len(last) == 0 || !last[0].Pushed) {
 		if err := r.ledger.MarkDeliveryPushed(ctx, op.Tenant, op.ID); err != nil && !errors.Is(err, record.ErrConflict) {
-			return rep, err
+			return rep, false, err
 		}
 	}
 	for _, row := range res.MediaBuys {
@@ -404,11 +439,11 @@ func (r *Reader) push(ctx context.Context, op *record.Operation, res *adcp.Deliv
 			continue
 		}
 		rep.Read++
-		if _, err := r.record(ctx, &cur, approved, row, res.Currency, asOf, true, &rep); err != nil {
-			return rep, err
+		if _, err := r.record(ctx, &cur, approved, row, res.Currency, asOf, &key, &rep); err != nil {
+			return rep, false, err
 		}
 	}
-	return rep, nil
+	return rep, false, nil
 }
 
 // decimal returns a seller's number literal as a plain decimal string (its exact value, in as
@@ -450,7 +485,7 @@ func AfterSweep[S any](sweep func(context.Context, json.RawMessage) (S, error), 
 			r.log.WarnContext(ctx, "delivery read failed", "err", derr)
 		} else if rep != (Report{}) {
 			r.log.InfoContext(ctx, "delivery read", "read", rep.Read, "snapshots", rep.Snapshots, "unchanged", rep.Unchanged, "overBudget", rep.OverBudget, "retired", rep.Retired,
-				"failed", rep.Failed, "backfilled", rep.Backfilled)
+				"failed", rep.Failed, "backfilled", rep.Backfilled, "watched", rep.Watched)
 		}
 		return out, err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/buyflow/buyflow/internal/apiclient"
+	"github.com/buyflow/buyflow/internal/topology"
 )
 
 // defaultEmulatorAddr is where kumo's engines expect to reach Lambda (http://localhost:4566).
@@ -98,7 +99,10 @@ type emulatorProxy struct {
 	// took and has not answered yet; dead holds the keys of processes that exited or are
 	// being killed.
 	inflight map[string]string
-	dead     map[string]bool
+	// inflightOp maps a process to the operation its invocation is about (traced handoffs),
+	// so a SendTaskSuccess its function signs can be traced with the operation it wakes.
+	inflightOp map[string]string
+	dead       map[string]bool
 	// lifetime ends when the proxy is closed: the runtime polls it forwards end with it.
 	lifetime context.Context
 	close    context.CancelFunc
@@ -124,7 +128,7 @@ func newEmulatorProxy(target string, trace *Trace) (*emulatorProxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("devstack: emulator url: %w", err)
 	}
-	p := &emulatorProxy{trace: trace, kumo: target, polls: map[string]int{}, waiters: map[string][]pollWaiter{}, first: map[string]time.Time{}, inflight: map[string]string{}, dead: map[string]bool{}}
+	p := &emulatorProxy{trace: trace, kumo: target, polls: map[string]int{}, waiters: map[string][]pollWaiter{}, first: map[string]time.Time{}, inflight: map[string]string{}, inflightOp: map[string]string{}, dead: map[string]bool{}}
 	p.lifetime, p.close = context.WithCancel(context.Background())
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
@@ -142,6 +146,9 @@ func newEmulatorProxy(target string, trace *Trace) (*emulatorProxy, error) {
 						p.inflight[key] = id
 					}
 					p.mu.Unlock()
+					if !gone {
+						p.traceHandoff(key, resp)
+					}
 					if gone {
 						// kumo handed an invocation to the poll of a process that has just
 						// died: no sandbox ever started it, so it goes to a live one, as
@@ -193,11 +200,18 @@ func (p *emulatorProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if cp := p.crash.Load(); cp != nil && r.Header.Get("X-Amz-Target") == cp.Target && callerFunction(r) == cp.Function && p.crashes(w, r, cp) {
 		return
 	}
+	if fn, target := callerFunction(r), r.Header.Get("X-Amz-Target"); fn != "" && target != "" {
+		ev := TraceEvent{Kind: TraceCall, Function: fn, Action: target, OperationID: p.heldOperation(fn), At: time.Now()}
+		defer func() { ev.Took = time.Since(ev.At); p.trace.add(ev) }()
+	}
 	if p.calls.handle(w, r) {
 		return
 	}
 	switch {
 	case strings.HasPrefix(r.Header.Get("X-Amz-Target"), "AWSStepFunctions."):
+		if r.Header.Get("X-Amz-Target") == "AWSStepFunctions.SendTaskSuccess" {
+			p.traceTaskSuccess(r)
+		}
 		if sp := p.states.Load(); sp != nil {
 			sp.ServeHTTP(w, r)
 			return
@@ -295,6 +309,7 @@ func (p *emulatorProxy) runtimeRequest(r *http.Request) *http.Request {
 	case r.Method == http.MethodPost && (strings.HasSuffix(r.URL.Path, "/response") || strings.HasSuffix(r.URL.Path, "/error")):
 		p.mu.Lock()
 		delete(p.inflight, key)
+		delete(p.inflightOp, key)
 		p.mu.Unlock()
 	}
 	r = r.WithContext(context.WithValue(r.Context(), runtimeKey{}, key))
@@ -417,6 +432,48 @@ func (p *emulatorProxy) traceInvoke(w http.ResponseWriter, r *http.Request) bool
 	return true
 }
 
+// traceHandoff records the invocation resp hands to process key's poll (its payload read and
+// put back), so a trace can tell the runtime API's queue from the function's own time.
+func (p *emulatorProxy) traceHandoff(key string, resp *http.Response) {
+	payload, err := io.ReadAll(io.LimitReader(resp.Body, MaxInvokePayload+1))
+	_ = resp.Body.Close() // replaced below
+	resp.Body = io.NopCloser(bytes.NewReader(payload))
+	if err != nil {
+		return // the process reads the same failure
+	}
+	fn, _, _ := strings.Cut(key, "~")
+	ev := invocationEvent(TraceHandoff, fn, payload)
+	p.mu.Lock()
+	p.inflightOp[key] = ev.OperationID
+	p.mu.Unlock()
+	p.trace.add(ev)
+}
+
+// traceTaskSuccess records a SendTaskSuccess, so a trace can tell the function's time from the
+// engine's: with the operation of the invocation its signer holds, when exactly one process
+// of the signing function holds one (a wake's output does not name its operation).
+func (p *emulatorProxy) traceTaskSuccess(r *http.Request) {
+	fn := callerFunction(r)
+	p.trace.add(TraceEvent{Kind: TraceTaskSuccess, Function: fn, OperationID: p.heldOperation(fn)})
+}
+
+// heldOperation is the operation of the invocation a process of fn holds, "" unless exactly
+// one of its processes holds one (a function's calls do not say which process made them).
+func (p *emulatorProxy) heldOperation(fn string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	held, op := 0, ""
+	for key, o := range p.inflightOp {
+		if f, _, _ := strings.Cut(key, "~"); f == fn && fn != "" {
+			held, op = held+1, o
+		}
+	}
+	if held != 1 {
+		return ""
+	}
+	return op
+}
+
 // traceResend records each entry of a PutEvents the SDK sends again (attempt 2 or later in
 // its Amz-Sdk-Request header), so that a status event delivered twice can be told from one the
 // stack produced twice.
@@ -458,8 +515,13 @@ func invocationEvent(kind, fn string, payload []byte) TraceEvent {
 	var head struct {
 		OperationID string `json:"operation_id"`
 		Action      string `json:"action"`
+		// RawPath is an API Gateway event's: a seller webhook's names its operation.
+		RawPath string `json:"rawPath"`
 	}
 	_ = json.Unmarshal(payload, &head) // API Gateway events have neither field
+	if rest, ok := strings.CutPrefix(head.RawPath, topology.WebhookPathPrefix); ok && head.OperationID == "" {
+		head.OperationID = rest
+	}
 	return TraceEvent{Kind: kind, Function: fn, OperationID: head.OperationID, Action: head.Action}
 }
 

@@ -18,6 +18,16 @@ const (
 	// attempt is not the first): the first attempt may have been applied with its answer lost,
 	// so the entry's event may reach the bus twice, as on AWS.
 	TraceResend = "resend"
+	// TraceHandoff is the runtime API handing an invocation to a function's process (the
+	// answer to its poll for the next one), as the proxy passed it on.
+	TraceHandoff = "handoff"
+	// TraceTaskSuccess is a SendTaskSuccess reaching the local Step Functions, with the
+	// operation id of its output.
+	TraceTaskSuccess = "task_success"
+	// TraceCall is an AWS call a function signed (its X-Amz-Target in Action), at its start,
+	// with how long the stack took to answer it (Took), attributed to an operation as
+	// TraceTaskSuccess is.
+	TraceCall = "call"
 )
 
 // TraceEvent is one traced request.
@@ -33,6 +43,8 @@ type TraceEvent struct {
 	Action string
 	// EventID is a resent status event's event_id (resends only).
 	EventID string
+	// Took is how long a traced call took to answer (calls only).
+	Took time.Duration
 }
 
 // Trace is a bounded, concurrency-safe log of TraceEvents.

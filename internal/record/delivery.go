@@ -23,4 +23,7 @@ type DeliverySnapshot struct {
 	// Pushed is set when the seller pushed this report (its reporting_webhook); a pull read
 	// the others.
 	Pushed bool `dynamodbav:"pushed,omitempty" json:"pushed,omitempty"`
+	// PushKey is the idempotency_key of the pushed delivery that wrote this snapshot: the
+	// receiver's dedupe for a redelivery of the newest report (internal/delivery.Push).
+	PushKey string `dynamodbav:"push_key,omitempty" json:"-"`
 }

@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/buyflow/buyflow/internal/delivery"
+	"github.com/buyflow/buyflow/internal/webhook"
 )
 
 // BenchmarkHandlerRFC9421 is the end-to-end handler cost of one RFC 9421 delivery against
@@ -50,5 +53,32 @@ func benchHandler(b *testing.B, seller string) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkPushReport is the handler cost of one pushed delivery report (Bearer, as the
+// reporting_webhook is registered) that moved, against kumo: the operation's lookup, the
+// reader's buy state and newest snapshot, the snapshot and its event. statemachine's
+// whole-life model takes a push's Lambda time as its ledger calls plus pushCPU, which the
+// CPU profile of this benchmark bounds (buyflow's own frames, not kumo's or the SDK's).
+func BenchmarkPushReport(b *testing.B) {
+	e := newEnvWith(b, func(c *webhook.Config) {
+		c.Reports = delivery.New(c.Ledger.(delivery.Store), nil, delivery.Config{Now: c.Now})
+	})
+	e.syncOp("op-r", sellerHMAC, "mb-r")
+	n := 0
+	for b.Loop() {
+		b.StopTimer()
+		n++
+		body := mustJSON(b, report("op-r", "mb-r", key(fmt.Sprintf("p%d", n)), 1, fmt.Sprint(n), 1000*n))
+		req := events.APIGatewayV2HTTPRequest{RawPath: "/v1/webhooks/adcp/op-r", Body: string(body),
+			PathParameters: map[string]string{"operation_id": "op-r"},
+			Headers:        map[string]string{"content-type": "application/json", "authorization": "Bearer " + token("op-r")}}
+		req.RequestContext.HTTP.Method = http.MethodPost
+		b.StartTimer()
+		resp, err := e.svc.HandleHTTP(e.ctx, req)
+		if err != nil || resp.StatusCode != http.StatusOK || outcome(b, resp) != webhook.OutcomeReported {
+			b.Fatalf("report: %d %s %v", resp.StatusCode, resp.Body, err)
+		}
 	}
 }

@@ -209,6 +209,11 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return r.refuse(http.StatusBadRequest, "task_mismatch", "the payload's task_id is not the operation's seller task")
 	}
 
+	if report != nil {
+		// A delivery report needs no receipt: its snapshot is one (delivery.Reader.Push).
+		s.accepted(ctx, op.SellerID)
+		return s.recordReport(ctx, r, op, d, report)
+	}
 	// Claim the delivery before any side effect, so a redelivery cannot repeat one.
 	held, err := s.cfg.Ledger.ClaimReceipt(ctx, record.Receipt{SellerID: op.SellerID, IdempotencyKey: d.IdempotencyKey,
 		Tenant: op.Tenant, OperationID: op.ID, TaskID: d.TaskID, ReceivedAt: s.now(), PayloadHash: d.PayloadHash}, receiptStale)
@@ -218,9 +223,6 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	s.accepted(ctx, op.SellerID)
 	if held != nil {
 		return s.redelivery(ctx, r, op, d, held)
-	}
-	if report != nil {
-		return s.recordReport(ctx, r, op, d, report)
 	}
 	if syncEcho {
 		s.event(ctx, op, record.Event{Type: record.EventWebhook, Actor: "seller:" + op.SellerID,
@@ -252,24 +254,26 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 // taskTypeDelivery is the task type of a pushed delivery report.
 const taskTypeDelivery = "media_buy_delivery"
 
-// recordReport records a pushed delivery report whose receipt this delivery holds. A ledger
-// failure releases the receipt and is answered 5xx, so the seller's retry records it; a report
-// for an operation that delivers nothing (a change, a canceled buy) is "ignored" with an event.
+// recordReport records a pushed delivery report. It claims no receipt: a report is recorded
+// as a snapshot per (buy, as-of) by a conditional put that a redelivery cannot repeat, and a
+// redelivery of the newest one is recognised by its idempotency key on that snapshot
+// (delivery.Reader.Push), so the receipt's two writes a report would cost dedupe nothing more.
+// A ledger failure is answered 5xx, and the seller's retry records what is not recorded yet; a
+// report for an operation that delivers nothing (a change, a canceled buy) is "ignored" with an
+// event.
 func (s *Service) recordReport(ctx context.Context, r *result, op *record.Operation, d *Delivery, report *adcp.DeliveryReport) result {
-	_, err := s.cfg.Reports.Push(ctx, op, report)
+	_, duplicate, err := s.cfg.Reports.Push(ctx, op, report, d.IdempotencyKey)
 	switch {
 	case errors.Is(err, record.ErrConflict):
 		s.event(ctx, op, record.Event{Type: record.EventWebhook, Actor: "seller:" + op.SellerID,
 			Reason: "ignored: a delivery report for an operation that delivers nothing", Detail: deliveryDetail(d)})
-		s.complete(ctx, r, op, d)
 		return r.ok(OutcomeIgnored)
 	case err != nil:
-		if rerr := s.cfg.Ledger.ReleaseReceipt(ctx, op.SellerID, d.IdempotencyKey); rerr != nil {
-			err = errors.Join(err, rerr)
-		}
 		return r.fail("ledger_unavailable", err)
+	case duplicate:
+		s.cfg.Metrics.Count(metrics.WebhookDuplicates, nil, 1)
+		return r.ok(OutcomeDuplicate)
 	}
-	s.complete(ctx, r, op, d)
 	return r.ok(OutcomeReported)
 }
 

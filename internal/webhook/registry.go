@@ -53,18 +53,15 @@ type sellerVerifier struct {
 	lastRefresh time.Time
 }
 
-// Verifier returns seller id's verifier, building it if its settings are new.
+// Verifier returns seller id's verifier, building it if its settings are new. It is meant for
+// one webhook: it verifies with the settings the registry had when it was returned (one
+// lookup per webhook), and looks again only for a key id they do not know.
 func (rv *RegistryVerifiers) Verifier(ctx context.Context, id string) (Verifier, error) {
-	if _, err := rv.current(ctx, id); err != nil {
+	v, err := rv.current(ctx, id)
+	if err != nil || v == nil {
 		return nil, err
 	}
-	rv.mu.Lock()
-	sv := rv.built[id]
-	rv.mu.Unlock()
-	if sv == nil || sv.v == nil {
-		return nil, nil
-	}
-	return registryVerifier{rv: rv, id: id}, nil
+	return registryVerifier{rv: rv, id: id, v: v}, nil
 }
 
 // current returns the verifier built from the seller's settings as the registry has them now.
@@ -120,21 +117,16 @@ func (rv *RegistryVerifiers) mayRefresh(id string) bool {
 	return true
 }
 
-// registryVerifier verifies with the seller's current verifier and, on an unknown key id,
-// reloads the registry once and verifies again with what it then says.
+// registryVerifier verifies with the seller's verifier as Verifier found it and, on an unknown
+// key id, reloads the registry once and verifies again with what it then says.
 type registryVerifier struct {
 	rv *RegistryVerifiers
 	id string
+	v  *webhookauth.Verifier
 }
 
 func (r registryVerifier) Verify(ctx context.Context, req webhookauth.Request) (webhookauth.Result, error) {
-	v, err := r.rv.current(ctx, r.id)
-	if err != nil {
-		return webhookauth.Result{}, err
-	}
-	if v == nil {
-		return webhookauth.Result{}, fmt.Errorf("%w: the seller has no webhook settings", webhookauth.ErrUnknownKey)
-	}
+	v := r.v
 	res, err := v.Verify(ctx, req)
 	if !errors.Is(err, webhookauth.ErrUnknownKey) || !r.rv.mayRefresh(r.id) {
 		return res, err

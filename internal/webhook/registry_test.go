@@ -32,6 +32,17 @@ func (c *countingLister) Documents(ctx context.Context) (map[string]string, erro
 	return c.Source.Documents(ctx)
 }
 
+// countingRegistry counts the receiver's registry lookups.
+type countingRegistry struct {
+	webhook.Registry
+	lookups atomic.Int32
+}
+
+func (c *countingRegistry) Lookup(ctx context.Context, id string) (registry.Record, error) {
+	c.lookups.Add(1)
+	return c.Registry.Lookup(ctx, id)
+}
+
 func inlineJWKS(t *testing.T, keys map[string]ed25519.PrivateKey) json.RawMessage {
 	t.Helper()
 	var set struct {
@@ -51,7 +62,8 @@ func inlineJWKS(t *testing.T, keys map[string]ed25519.PrivateKey) json.RawMessag
 // TestRotatedInlineKeyIsPickedUpOnFirstUse: an operator replaces a seller's inline JWKS
 // through the registry; the first webhook signed with the new key id reloads the registry
 // (one load), is verified with the new key and accepted, while a warm function never saw the
-// change before. Forged key ids then reload the registry at most once per KeyMissRefresh.
+// change before. Forged key ids then reload the registry at most once per KeyMissRefresh. A
+// webhook signed with a known key looks its seller up once.
 func TestRotatedInlineKeyIsPickedUpOnFirstUse(t *testing.T) {
 	client, table := dynamotest.Start(t)
 	store := registry.NewStore(client, table)
@@ -70,7 +82,8 @@ func TestRotatedInlineKeyIsPickedUpOnFirstUse(t *testing.T) {
 	if err := cache.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rv := &webhook.RegistryVerifiers{Registry: cache, Options: webhook.VerifierOptions{Now: clk.Now}}
+	counted := &countingRegistry{Registry: cache}
+	rv := &webhook.RegistryVerifiers{Registry: counted, Options: webhook.VerifierOptions{Now: clk.Now}}
 	verify := func(kid string, key ed25519.PrivateKey) error {
 		t.Helper()
 		v, err := rv.Verifier(ctx, "acme")
@@ -88,6 +101,9 @@ func TestRotatedInlineKeyIsPickedUpOnFirstUse(t *testing.T) {
 	}
 	if err := verify("k-2026", oldKey); err != nil {
 		t.Fatalf("the configured key: %v", err)
+	}
+	if n := counted.lookups.Load(); n != 1 {
+		t.Fatalf("a webhook with a known key looked its seller up %d times, want once", n)
 	}
 	// The seller rotates; the operator puts its new JWKS in the registry.
 	if _, err := store.Update(ctx, "acme", "ops", func(r *registry.Record) (string, string, error) {

@@ -24,9 +24,9 @@ func report(id, mb, key string, hour int, spend string, impressions int) map[str
 
 // TestPushedDeliveryReports posts the delivery reports a seller pushes to its buy's
 // reporting_webhook through the task webhooks' route: verified (the seller's HMAC, the
-// operation's token), deduplicated by the receipt (a retry records nothing twice), a snapshot
-// only when the delivery moved, the buy marked pushed; a malformed report or a wrong token is
-// refused with nothing stored.
+// operation's token), deduplicated by its snapshot without a receipt of its own (a retry
+// records nothing twice and is answered a duplicate), a snapshot only when the delivery moved,
+// the buy marked pushed; a malformed report or a wrong token is refused with nothing stored.
 func TestPushedDeliveryReports(t *testing.T) {
 	e := newEnvWith(t, func(c *webhook.Config) {
 		c.Reports = delivery.New(c.Ledger.(delivery.Store), nil, delivery.Config{Now: c.Now})
@@ -53,6 +53,9 @@ func TestPushedDeliveryReports(t *testing.T) {
 	post("the first report", report("op-r", "mb-r", key("r1"), 1, "50.5", 1000), http.StatusOK, webhook.OutcomeReported, 1)
 	if !e.get("op-r").DeliveryPushed {
 		t.Fatal("the buy is not marked pushed after its first report")
+	}
+	if e.hasReceipt(sellerHMAC, key("r1")) {
+		t.Fatal("a report wrote a receipt: its snapshot is its receipt")
 	}
 	post("its retry", report("op-r", "mb-r", key("r1"), 1, "50.5", 1000), http.StatusOK, webhook.OutcomeDuplicate, 1)
 	post("the next report, nothing moved", report("op-r", "mb-r", key("r2"), 2, "50.50", 1000), http.StatusOK, webhook.OutcomeReported, 1)

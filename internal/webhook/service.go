@@ -54,11 +54,13 @@ type tasks interface {
 }
 
 // Reports records a delivery report a seller pushed (task_type media_buy_delivery, the
-// reporting_webhook the create stage registered) for an operation: whether a snapshot was
-// written, and an error matching record.ErrConflict for an operation that delivers nothing.
-// *delivery.Reader satisfies it (wired in functions/webhook).
+// reporting_webhook the create stage registered) for an operation, under the delivery's
+// idempotency key: whether a snapshot was written, whether the delivery is a redelivery, and an
+// error matching record.ErrConflict for an operation that delivers nothing. It is its own
+// dedupe (the receiver claims no receipt for a report). *delivery.Reader satisfies it (wired
+// in functions/webhook).
 type Reports interface {
-	Push(ctx context.Context, op *record.Operation, rep *adcp.DeliveryReport) (moved bool, err error)
+	Push(ctx context.Context, op *record.Operation, rep *adcp.DeliveryReport, key string) (moved, duplicate bool, err error)
 }
 
 // Config holds a Service's dependencies and settings.
