@@ -222,7 +222,12 @@ func TestEmulatorProxyTracesResentPutEvents(t *testing.T) {
 		}
 		discard(resp)
 	}
-	evs := trace.Events()
+	var evs []TraceEvent // the resends; each call is traced as well (TraceCall)
+	for _, ev := range trace.Events() {
+		if ev.Kind == TraceResend {
+			evs = append(evs, ev)
+		}
+	}
 	if len(evs) != 2 || evs[0].Kind != TraceResend || evs[0].EventID != "media_buy:op-1:2" || evs[0].OperationID != "op-1" ||
 		evs[0].Function != "publish" || evs[1].Kind != TraceResend || evs[1].EventID != "" {
 		t.Errorf("trace = %+v, want the resent attempt's two entries, the first with its ids", evs)
