@@ -43,10 +43,6 @@ func Available() error {
 	return nil
 }
 
-// Required reports whether a missing Command is a failure rather than a skip: on CI
-// (CI=true), whose machine has moto.
-func Required() bool { return os.Getenv("CI") == "true" }
-
 // Options configures Start.
 type Options struct {
 	// Wait bounds the wait for the server to answer (default 30 s).
