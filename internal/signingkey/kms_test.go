@@ -71,6 +71,24 @@ func kmsHandler(fk *fakeKMS) http.Handler {
 	})
 }
 
+// signsAndVerifies signs a digest with key's signer (through KMS for a kms: key) and checks
+// the ASN.1 signature with der, a DER SubjectPublicKeyInfo.
+func signsAndVerifies(t *testing.T, key *signingkey.Key, der []byte) {
+	t.Helper()
+	pub, err := x509.ParsePKIXPublicKey(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest := sha256.Sum256([]byte("signature base"))
+	sig, err := key.Signer.Sign(rand.Reader, digest[:], crypto.SHA256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ec, ok := pub.(*ecdsa.PublicKey); !ok || !ecdsa.VerifyASN1(ec, digest[:], sig) {
+		t.Fatal("the signature does not verify over the digest with the public key")
+	}
+}
+
 // TestKMSClientSpeaksKMSsProtocol: the client signs its requests with SigV4 for kms, reads the
 // public key and gets a signature that verifies with it, and reports KMS's own error.
 func TestKMSClientSpeaksKMSsProtocol(t *testing.T) {
@@ -83,16 +101,8 @@ func TestKMSClientSpeaksKMSsProtocol(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	digest := sha256.Sum256([]byte("signature base"))
-	sig, err := key.Signer.Sign(rand.Reader, digest[:], crypto.SHA256)
-	if err != nil {
-		t.Fatal(err)
-	}
 	der, _ := x509.MarshalPKIXPublicKey(key.Public)
-	pub, _ := x509.ParsePKIXPublicKey(der)
-	if !ecdsa.VerifyASN1(pub.(*ecdsa.PublicKey), digest[:], sig) {
-		t.Fatal("the signature does not verify with the key's public half")
-	}
+	signsAndVerifies(t, key, der)
 	if _, err := signingkey.Load(context.Background(), "kms:other", client); err == nil || !strings.Contains(err.Error(), "NotFoundException") {
 		t.Errorf("an unknown key: err = %v", err)
 	}

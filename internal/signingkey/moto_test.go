@@ -2,9 +2,7 @@ package signingkey_test
 
 import (
 	"context"
-	"crypto"
 	"crypto/ecdsa"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/x509"
 	"net/http"
@@ -48,18 +46,7 @@ func TestKMSClientAgainstMoto(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	parsed, err := x509.ParsePKIXPublicKey(pub.DER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	digest := sha256.Sum256([]byte("signature base"))
-	sig, err := key.Signer.Sign(rand.Reader, digest[:], crypto.SHA256)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !ecdsa.VerifyASN1(parsed.(*ecdsa.PublicKey), digest[:], sig) {
-		t.Fatal("KMS's signature does not verify over the digest with KMS's public key")
-	}
+	signsAndVerifies(t, key, pub.DER)
 
 	body := []byte(`{"jsonrpc":"2.0","method":"tools/call","params":{"name":"create_media_buy"},"id":1}`)
 	req, _ := http.NewRequest(http.MethodPost, "https://seller.example/mcp", strings.NewReader(string(body)))
