@@ -61,8 +61,12 @@ func TestIAMGrantsTableIsCurrent(t *testing.T) {
 // iamClaims names, for each grant (IAMGrant.Key) of each role, the test that makes the call: the
 // suite fails when that test ran and no allowed call used the grant while it ran. TestMain is
 // the suite's own run, for the calls no one test is sure to start: what a function reads once
-// per process (the agent registry, a secret, cached after), and the scheduled sweep (the
-// sweep's execution check has a test of its own).
+// per process (the agent registry, a secret, the signing key's public half, cached after), and
+// the scheduled sweep (the sweep's execution check has a test of its own).
+//
+// The KMS grants are made by the functions signing every request to the simulated agents
+// (sign_requests) through moto_server's KMS; without moto_server the stack signs with a file
+// key and checkIAM leaves their claims unchecked (CI has moto_server, so CI checks them).
 var iamClaims = map[string]string{
 	"submit dynamodb:GetItem arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752":                                        "TestTheApprovedAmountIsTheBoughtAmount",
 	"submit dynamodb:PutItem arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752":                                        "TestTheApprovedAmountIsTheBoughtAmount",
@@ -142,6 +146,21 @@ var iamClaims = map[string]string{
 	"inform dynamodb:Query arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752":                                             "TestRequesterIsToldInSlack",
 	"inform dynamodb:DeleteItem arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752":                                        "TestRequesterIsToldAfterSlackRefusedOnce",
 	"inform secretsmanager:GetSecretValue arn:aws:secretsmanager:us-east-1:123456789012:secret:Buyflow/slack-AbCdEf":                 "TestMain",
+	"campaign kms:GetPublicKey arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":                                     "TestMain",
+	"campaign kms:Sign arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":                                             "TestCampaignWithAPlanPushesItToGovernance",
+	"governance kms:GetPublicKey arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":                                   "TestMain",
+	"governance kms:Sign arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":                                           "TestTheApprovedAmountIsTheBoughtAmount",
+	"create kms:GetPublicKey arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":                                       "TestMain",
+	"create kms:Sign arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":                                               "TestAsyncBuyCompletedByWebhook",
+	"modify kms:GetPublicKey arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":                                       "TestMain",
+	"modify kms:Sign arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":                                               "TestBuyIncreasedPausedResumedCanceled",
+	"poll kms:GetPublicKey arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":                                         "TestMain",
+	"poll kms:Sign arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":                                                 "TestCompletedByPollingWhenWebhooksDropped",
+	"reconcile kms:GetPublicKey arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":                                    "TestMain",
+	"reconcile kms:Sign arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":                                            "TestMain",
+	"agents kms:GetPublicKey arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":                                       "TestMain",
+	"agents kms:Sign arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":                                               "TestAgentAddedThroughTheAPIIsUsedByTheNextBuy",
+	"webhook kms:GetPublicKey arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":                                      "TestMain",
 	"state machine Buyflow-Campaign lambda:InvokeFunction arn:aws:lambda:us-east-1:123456789012:function:CampaignFunctionC9F0CF18":   "TestCampaignAcrossThreeSellersCompletedByWebhooks",
 	"state machine Buyflow-Campaign lambda:InvokeFunction arn:aws:lambda:us-east-1:123456789012:function:CreateFunction1693F3C7":     "TestCampaignWithAFailingSellerCancelsTheOthers",
 	"state machine Buyflow-Campaign lambda:InvokeFunction arn:aws:lambda:us-east-1:123456789012:function:GovernanceFunction149F312C": "TestCampaignAcrossThreeSellersCompletedByWebhooks",
@@ -153,26 +172,7 @@ var iamClaims = map[string]string{
 	"state machine Buyflow-MediaBuy lambda:InvokeFunction arn:aws:lambda:us-east-1:123456789012:function:PollFunctionFBFFF505":       "TestAsyncBuyCompletedByWebhook",
 }
 
-// kmsUntested is why no e2e test makes the request-signing key's KMS calls.
-const kmsUntested = "KMS is not emulated on the local stack, which signs with a file key (BUYFLOW_SIGNING_KEY=file:…): signingkey.Load's GetPublicKey and the KMS signer are tested against a fake KMS in internal/signingkey, never against this role"
-
 // iamUntested names the grants a function's code needs on a path no test takes yet, each with
 // that path: they stay in the roles (taking them out would break that path in production) and
 // the table says so.
-var iamUntested = map[string]string{
-	"campaign kms:GetPublicKey arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":   kmsUntested,
-	"campaign kms:Sign arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":           kmsUntested,
-	"governance kms:GetPublicKey arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D": kmsUntested,
-	"governance kms:Sign arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":         kmsUntested,
-	"create kms:GetPublicKey arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":     kmsUntested,
-	"create kms:Sign arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":             kmsUntested,
-	"modify kms:GetPublicKey arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":     kmsUntested,
-	"modify kms:Sign arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":             kmsUntested,
-	"poll kms:GetPublicKey arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":       kmsUntested,
-	"poll kms:Sign arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":               kmsUntested,
-	"reconcile kms:GetPublicKey arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":  kmsUntested,
-	"reconcile kms:Sign arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":          kmsUntested,
-	"agents kms:GetPublicKey arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":     kmsUntested,
-	"agents kms:Sign arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":             kmsUntested,
-	"webhook kms:GetPublicKey arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D":    kmsUntested,
-}
+var iamUntested = map[string]string{}

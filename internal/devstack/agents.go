@@ -312,6 +312,22 @@ func startSimulatedAgents(sellerOpts adcptest.SellerOptions, govOpts adcptest.Go
 	return a, nil
 }
 
+// signEveryRequest sets sign_requests on every agent of the registry doc.
+func signEveryRequest(doc []byte) ([]byte, error) {
+	var reg adcp.RegistryConfig
+	if err := json.Unmarshal(doc, &reg); err != nil {
+		return nil, fmt.Errorf("devstack: agent registry: %w", err)
+	}
+	for i := range reg.Agents {
+		reg.Agents[i].SignRequests = true
+	}
+	out, err := json.Marshal(reg)
+	if err != nil {
+		return nil, fmt.Errorf("devstack: agent registry: %w", err)
+	}
+	return out, nil
+}
+
 func randomHex(n int) (string, error) {
 	b := make([]byte, n)
 	if _, err := rand.Read(b); err != nil {

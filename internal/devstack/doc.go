@@ -47,6 +47,10 @@
 //     a test binary built with -race (kumo runs in it) does not report kumo's race.
 //   - kumo routes AWS REST calls by the SigV4 credential scope: the Lambda and API Gateway calls
 //     here are signed with dummy credentials.
+//   - KMS, with Options.KMS, is a moto_server of the stack's own (internal/motoserver): the proxy
+//     sends KMS calls (X-Amz-Target TrentService.*) there, and the functions sign with a key
+//     created there as the CDK stack creates RequestSigningKey. Without it the functions sign
+//     with a PEM file key and make no KMS call.
 //   - No emulator enforces IAM. With Options.IAMTemplate (a template SynthTemplate made), the
 //     proxy checks every call a function signs (its access key id names it) against that
 //     function's role in the template and answers a refused one with AccessDeniedException, as

@@ -13,8 +13,9 @@ import (
 type awsCall struct {
 	Action string
 	// Kind says what Resource is: "table" (a table name, or table/index), "stateMachine" or
-	// "execution" (an ARN), "secret" (a name or ARN), "bus" (a name or ARN), or "" for an
-	// action without resource-level permissions (Resource is then "*").
+	// "execution" (an ARN), "secret" (a name or ARN), "bus" (a name or ARN), "key" (a KMS
+	// key's ARN or id), or "" for an action without resource-level permissions (Resource is
+	// then "*").
 	Kind, Resource string
 }
 
@@ -50,6 +51,14 @@ func parseAWSCall(target string, body []byte) ([]awsCall, error) {
 			return nil, fmt.Errorf("%s: no SecretId: %w", target, errNotModelled)
 		}
 		return []awsCall{{Action: "secretsmanager:" + op, Kind: "secret", Resource: id}}, nil
+	case "TrentService":
+		// KMS authorizes a call on the key it names. An alias is authorized on the key it
+		// points to, which only KMS knows: the gate refuses it rather than guess.
+		id := str(in, "KeyId")
+		if id == "" || strings.HasPrefix(id, "alias/") || strings.Contains(id, ":alias/") {
+			return nil, fmt.Errorf("%s: KeyId %q: %w", target, id, errNotModelled)
+		}
+		return []awsCall{{Action: "kms:" + op, Kind: "key", Resource: id}}, nil
 	case "AWSEvents":
 		if op != "PutEvents" {
 			return nil, fmt.Errorf("%s: %w", target, errNotModelled)

@@ -107,6 +107,13 @@ func newIAMGate(raw []byte, values map[string]string) (*IAMGate, error) {
 				continue
 			}
 			g.names[local] = deployed
+			// A signing key's reference (kms:<ARN>) also pairs the keys' ARNs, which KMS
+			// calls name.
+			if l, ok := strings.CutPrefix(local, "kms:"); ok {
+				if d, ok := strings.CutPrefix(deployed, "kms:"); ok {
+					g.names[l] = d
+				}
+			}
 			// A state machine ARN also pairs the machines' names, which execution ARNs carry.
 			if l, d := arnName(local, "stateMachine:"), arnName(deployed, "stateMachine:"); l != "" && d != "" {
 				g.names[l] = d
@@ -223,6 +230,20 @@ func (g *IAMGate) deployedARN(c awsCall) string {
 			name = n
 		}
 		return arn("events", "event-bus/"+g.translate(name))
+	case "key":
+		if d, ok := g.names[c.Resource]; ok {
+			return d
+		}
+		// A key named by its id alone: the key whose ARN ends with it.
+		for local, d := range g.names {
+			if strings.HasPrefix(local, "arn:") && arnName(local, "key/") == c.Resource {
+				return d
+			}
+		}
+		if strings.HasPrefix(c.Resource, "arn:") {
+			return c.Resource
+		}
+		return arn("kms", "key/"+c.Resource)
 	}
 	return c.Resource
 }

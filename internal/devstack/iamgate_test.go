@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/smithy-go"
 
+	"github.com/buyflow/buyflow/internal/signingkey"
 	"github.com/buyflow/buyflow/internal/topology"
 )
 
@@ -31,10 +32,12 @@ func gateTemplate(t *testing.T) []byte {
 	getAtt := func(id, a string) any { return map[string]any{"Fn::GetAtt": []any{id, a}} }
 	machineARN := join("arn:", ref("AWS::Partition"), ":states:", ref("AWS::Region"), ":", ref("AWS::AccountId"), ":stateMachine:Buyflow-MediaBuy")
 	res := map[string]any{
-		"LedgerB7379752":       map[string]any{"Type": "AWS::DynamoDB::Table", "Properties": map[string]any{}},
-		"Slack738A1058":        map[string]any{"Type": "AWS::SecretsManager::Secret", "Properties": map[string]any{"Name": "Buyflow/slack"}},
-		"StatusEventsB0717AAF": map[string]any{"Type": "AWS::Events::EventBus", "Properties": map[string]any{"Name": "Buyflow-status-events"}},
+		"LedgerB7379752":            map[string]any{"Type": "AWS::DynamoDB::Table", "Properties": map[string]any{}},
+		"Slack738A1058":             map[string]any{"Type": "AWS::SecretsManager::Secret", "Properties": map[string]any{"Name": "Buyflow/slack"}},
+		"StatusEventsB0717AAF":      map[string]any{"Type": "AWS::Events::EventBus", "Properties": map[string]any{"Name": "Buyflow-status-events"}},
+		"RequestSigningKey7B8BAB5D": map[string]any{"Type": "AWS::KMS::Key", "Properties": map[string]any{}},
 	}
+	signingKey := getAtt("RequestSigningKey7B8BAB5D", "Arn")
 	table := getAtt("LedgerB7379752", "Arn")
 	grants := map[string][]any{
 		"submit": {
@@ -42,6 +45,8 @@ func gateTemplate(t *testing.T) []byte {
 			map[string]any{"Effect": "Allow", "Action": "states:StartExecution", "Resource": machineARN},
 		},
 		"notify":  {map[string]any{"Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": ref("Slack738A1058")}},
+		"create":  {map[string]any{"Effect": "Allow", "Action": []any{"kms:Sign", "kms:GetPublicKey"}, "Resource": signingKey}},
+		"webhook": {map[string]any{"Effect": "Allow", "Action": "kms:GetPublicKey", "Resource": signingKey}},
 		"publish": {map[string]any{"Effect": "Allow", "Action": "events:PutEvents", "Resource": getAtt("StatusEventsB0717AAF", "Arn")}},
 		"approve": {map[string]any{"Effect": "Allow", "Action": []any{"states:SendTaskSuccess", "logs:PutLogEvents"}, "Resource": "*"}},
 		"reconcile": {map[string]any{"Effect": "Allow", "Action": "states:DescribeExecution",
@@ -70,6 +75,8 @@ func gateTemplate(t *testing.T) []byte {
 				env[name] = ref("StatusEventsB0717AAF")
 			case topology.EnvAgentsSecretPrefix:
 				env[name] = "Buyflow/agents/"
+			case topology.EnvSigningKey:
+				env[name] = join("kms:", signingKey)
 			default:
 				env[name] = "same"
 			}
@@ -96,7 +103,11 @@ var gateValues = map[string]string{
 	topology.EnvStateMachineARN:    "arn:aws:states:us-east-1:000000000000:stateMachine:MediaBuy-1a2b",
 	topology.EnvEventBusName:       "buyflow-status-events-1a2b",
 	topology.EnvAgentsSecretPrefix: AgentSecretPrefix,
+	topology.EnvSigningKey:         "kms:" + localKeyARN,
 }
+
+// localKeyARN is the local stack's request-signing key (in moto's KMS).
+const localKeyARN = "arn:aws:kms:us-east-1:123456789012:key/0b6f1e2a-7c9d-4e3f-a1b2-c3d4e5f60718"
 
 func newTestGate(t *testing.T) (*IAMGate, string) {
 	t.Helper()
@@ -121,6 +132,22 @@ func newTestGate(t *testing.T) (*IAMGate, string) {
 	}))
 	t.Cleanup(srv.Close)
 	return g, srv.URL
+}
+
+// kmsCall makes KMS call op on key at url as function fn does (signingkey.KMSClient: KMS's
+// JSON protocol, SigV4-signed with fn's credentials) and returns KMS's error, or the gate's.
+func kmsCall(ctx context.Context, url, fn, op, key string) error {
+	c := signingkey.NewKMS(aws.Config{Region: region, BaseEndpoint: aws.String(url), Credentials: as(fn).Credentials})
+	digest := make([]byte, 32)
+	if op == "Sign" {
+		_, err := c.Sign(ctx, key, digest)
+		if err != nil && strings.Contains(err.Error(), "without a signature") {
+			return nil // the test gate answers {} when it lets a call through
+		}
+		return err
+	}
+	_, err := c.GetPublicKey(ctx, key)
+	return err
 }
 
 // as is the AWS configuration of function fn's processes (lambdaEnv's credentials).
@@ -217,6 +244,24 @@ func TestIAMGateDecidesAsTheRoleDoes(t *testing.T) {
 				GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(AgentSecretPrefix + "seller")})
 			return err
 		}, false},
+		{"create signs with the signing key, named by its ARN", func() error {
+			return kmsCall(ctx, url, "create", "Sign", localKeyARN)
+		}, true},
+		{"create reads the signing key's public half, named by its id", func() error {
+			return kmsCall(ctx, url, "create", "GetPublicKey", "0b6f1e2a-7c9d-4e3f-a1b2-c3d4e5f60718")
+		}, true},
+		{"create signs with another key", func() error {
+			return kmsCall(ctx, url, "create", "Sign", "arn:aws:kms:us-east-1:123456789012:key/other")
+		}, false},
+		{"webhook reads the signing key's public half", func() error {
+			return kmsCall(ctx, url, "webhook", "GetPublicKey", localKeyARN)
+		}, true},
+		{"webhook signs, which its role does not allow", func() error {
+			return kmsCall(ctx, url, "webhook", "Sign", localKeyARN)
+		}, false},
+		{"create names the key by an alias, which the gate cannot resolve", func() error {
+			return kmsCall(ctx, url, "create", "Sign", "alias/buyflow-signing")
+		}, false},
 		{"publish puts events on the status bus", func() error {
 			_, err := eventbridge.NewFromConfig(as("publish"), func(o *eventbridge.Options) { o.BaseEndpoint = ep }).
 				PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{EventBusName: aws.String(gateValues[topology.EnvEventBusName]), Source: aws.String("s"), DetailType: aws.String("d"), Detail: aws.String("{}")}}})
@@ -233,7 +278,9 @@ func TestIAMGateDecidesAsTheRoleDoes(t *testing.T) {
 		switch {
 		case c.allowed && err != nil:
 			t.Errorf("%s: %v", c.name, err)
-		case !c.allowed && (!errors.As(err, &api) || api.ErrorCode() != "AccessDeniedException" || !strings.Contains(api.ErrorMessage(), "is not authorized to perform")):
+		case !c.allowed && (!errors.As(err, &api) || api.ErrorCode() != "AccessDeniedException" || !strings.Contains(api.ErrorMessage(), "is not authorized to perform")) &&
+			// signingkey's KMS client reports KMS's error type and message in its text.
+			(err == nil || !strings.Contains(err.Error(), "HTTP 400 AccessDeniedException: User: arn:aws:sts::123456789012:assumed-role/")):
 			t.Errorf("%s: err %v, want AccessDeniedException as AWS words it", c.name, err)
 		}
 	}
@@ -246,6 +293,9 @@ func TestIAMGateDecidesAsTheRoleDoes(t *testing.T) {
 		"submit: states:StartExecution on arn:aws:states:us-east-1:123456789012:stateMachine:Other",
 		"notify: secretsmanager:GetSecretValue on arn:aws:secretsmanager:us-east-1:123456789012:secret:Buyflow/agents/seller-AbCdEf",
 		"publish: events:PutEvents on arn:aws:events:us-east-1:123456789012:event-bus/default",
+		"create: kms:Sign on arn:aws:kms:us-east-1:123456789012:key/other",
+		"webhook: kms:Sign on arn:aws:kms:us-east-1:123456789012:key/RequestSigningKey7B8BAB5D",
+		"create: TrentService.Sign on ? (TrentService.Sign: KeyId \"alias/buyflow-signing\"",
 	} {
 		if denied == nil || !strings.Contains(denied.Error(), want) {
 			t.Errorf("the denials do not name %q:\n%v", want, denied)
@@ -413,6 +463,8 @@ func FuzzParseAWSCall(f *testing.F) {
 	f.Add("AWSStepFunctions.DescribeExecution", `{"executionArn":"arn:aws:states:r:a:execution:m:id"}`)
 	f.Add("AWSEvents.PutEvents", `{"Entries":[{"EventBusName":"b"},{}]}`)
 	f.Add("secretsmanager.GetSecretValue", `{"SecretId":"s"}`)
+	f.Add("TrentService.Sign", `{"KeyId":"arn:aws:kms:r:a:key/k","Message":"AA==","MessageType":"DIGEST"}`)
+	f.Add("TrentService.GetPublicKey", `{"KeyId":"arn:aws:kms:r:a:alias/a"}`)
 	f.Add("x", `[`)
 	f.Fuzz(func(t *testing.T, target, body string) {
 		calls, err := parseAWSCall(target, []byte(body))

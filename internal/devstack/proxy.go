@@ -80,6 +80,8 @@ type emulatorProxy struct {
 	crash  atomic.Pointer[crashPoint]
 	trace  *Trace
 	kumo   string
+	// kms, once set, is the stack's KMS (Options.KMS).
+	kms atomic.Pointer[httputil.ReverseProxy]
 	// gate, once set, checks the functions' AWS calls against their roles (iamgate.go).
 	gate atomic.Pointer[IAMGate]
 	// stream taps the ledger table's writes (see streams.go), once the table exists.
@@ -232,6 +234,13 @@ func (p *emulatorProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	case r.Header.Get("X-Amz-Target") == "AWSEvents.PutEvents":
 		p.traceResend(r)
+	case strings.HasPrefix(r.Header.Get("X-Amz-Target"), "TrentService."):
+		if kp := p.kms.Load(); kp != nil {
+			kp.ServeHTTP(w, r)
+			return
+		}
+		http.Error(w, "local stack: no KMS here: start the stack with Options.KMS (moto_server) to sign through KMS", http.StatusNotImplemented)
+		return
 	case strings.HasPrefix(r.Header.Get("X-Amz-Target"), "secretsmanager."):
 		p.secrets.Lock()
 		defer p.secrets.Unlock()

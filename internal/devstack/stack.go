@@ -106,6 +106,15 @@ type Options struct {
 	SigningKey           string
 	NoSigningKey         bool
 	SigningKeysPublished string
+	// KMS signs through KMS, as on AWS: Start runs moto_server (internal/motoserver; it must
+	// be on PATH) as the stack's KMS, creates an ECC_NIST_P256 key there as the CDK stack
+	// creates RequestSigningKey, and gives the functions kms:<its ARN>. Their GetPublicKey and
+	// Sign calls go through the emulator proxy, so the IAM gate checks each against the
+	// caller's role. It takes the place of SigningKey.
+	KMS bool
+	// SignRequests sets sign_requests on the simulated agents: buyflow signs every request to
+	// them (they accept signed and unsigned alike), so every function that calls agents signs.
+	SignRequests bool
 	// PortWait, when positive, waits up to that long for a taken emulator port to become free
 	// (test packages that each start a stack then take turns) instead of failing at once.
 	PortWait time.Duration
@@ -133,6 +142,8 @@ type Stack struct {
 	// SigningKeyID is the kid of the request-signing key the functions sign with ("" with
 	// Options.NoSigningKey); its public key is served at APIURL + /v1/jwks.json.
 	SigningKeyID string
+	// KMSURL is the stack's KMS (moto_server) with Options.KMS, else "".
+	KMSURL string
 	// TableName, StateMachineARN, CampaignStateMachineARN and APIID name what Start created.
 	TableName, StateMachineARN, CampaignStateMachineARN, APIID string
 	// Seller, Governance and Slack are the in-process stand-ins (Seller and Governance are nil
@@ -239,7 +250,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err := createEventBus(ctx, eb, names.bus, st.EventSinkURL); err != nil {
 		return nil, err
 	}
-	values, err := st.functionValues(o, names)
+	values, err := st.functionValues(ctx, o, names)
 	if err != nil {
 		return nil, err
 	}
@@ -420,8 +431,10 @@ func (st *Stack) startAgents(o Options) (*stackAgents, error) {
 				ag.close()
 			}
 		}
-	} else {
-		ag, err = startSimulatedAgents(o.Seller, o.Governance, o.AgentStep)
+	} else if ag, err = startSimulatedAgents(o.Seller, o.Governance, o.AgentStep); err == nil && o.SignRequests {
+		if ag.registry, err = signEveryRequest(ag.registry); err != nil {
+			ag.close()
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -498,12 +511,12 @@ func (st *Stack) createLedgerAndSecrets(ctx context.Context, ddb *dynamodb.Clien
 
 // functionValues are the values of the functions' environment variables, but for the state
 // machines' ARNs, which createStateMachines adds.
-func (st *Stack) functionValues(o Options, names stackNames) (map[string]string, error) {
+func (st *Stack) functionValues(ctx context.Context, o Options, names stackNames) (map[string]string, error) {
 	runCfg, err := json.Marshal(o.Run)
 	if err != nil {
 		return nil, fmt.Errorf("devstack: run config: %w", err)
 	}
-	signing, err := st.signingKey(o)
+	signing, err := st.signingKey(ctx, o)
 	if err != nil {
 		return nil, err
 	}
@@ -727,6 +740,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
+	}
+	if o.KMS && (o.SigningKey != "" || o.NoSigningKey) {
+		return errors.New("devstack: Options.KMS creates the signing key; it excludes SigningKey and NoSigningKey")
 	}
 	if o.AgentStep <= 0 {
 		o.AgentStep = 300 * time.Millisecond

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"time"
@@ -29,7 +30,7 @@ type KMSClient struct {
 // NewKMS returns the KMS client of cfg: its region and credentials, and its BaseEndpoint when
 // set (AWS_ENDPOINT_URL), else the region's public KMS endpoint.
 func NewKMS(cfg aws.Config) *KMSClient {
-	return &KMSClient{cfg: cfg, http: &http.Client{Timeout: signTimeout}, signer: v4.NewSigner()}
+	return &KMSClient{cfg: cfg, http: &http.Client{Timeout: kmsTryTimeout}, signer: v4.NewSigner()}
 }
 
 // GetPublicKey implements KMS.
@@ -68,38 +69,81 @@ func (c *KMSClient) endpoint() string {
 	return "https://kms." + c.cfg.Region + "." + suffix
 }
 
+// KMS's answers that are worth another try: throttling (KMS's request quotas are per second,
+// shared by every function of the account and region) and its own transient failures. Any
+// other error (a key that does not exist, a denied call, a bad request) is the same on every
+// try.
+var retryable = map[string]bool{
+	"ThrottlingException": true, "KMSInternalException": true, "DependencyTimeoutException": true,
+}
+
+// Retries of one call: at most kmsAttempts tries, waiting a random time up to kmsBackoff,
+// then twice that (full jitter, as the AWS SDKs do), so a burst of cold starts spreads out.
+// Both operations only read (GetPublicKey) or compute (Sign), so a retry changes nothing.
+// The tries together take at most signTimeout, whatever the caller's context allows (a cold
+// start's GetPublicKey has no deadline of its own).
+// One try that hangs gets kmsTryTimeout (KMS answers a Sign in tens of milliseconds), so that
+// another try still fits.
+const (
+	kmsAttempts   = 3
+	kmsBackoff    = 50 * time.Millisecond
+	kmsTryTimeout = 2 * time.Second
+)
+
 // call sends one JSON 1.1 request (X-Amz-Target TrentService.<op>) and decodes the answer, or
-// returns KMS's error (its __type and message).
+// returns KMS's error (its __type and message). A throttled, 5xx or unsent request is tried
+// again, kmsAttempts in all.
 func (c *KMSClient) call(ctx context.Context, op string, in, out any) error {
 	body, err := json.Marshal(in)
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint()+"/", bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("kms %s: %w", op, err)
-	}
-	req.Header.Set("Content-Type", "application/x-amz-json-1.1")
-	req.Header.Set("X-Amz-Target", "TrentService."+op)
 	if c.cfg.Credentials == nil {
 		return fmt.Errorf("kms %s: no AWS credentials", op)
 	}
+	ctx, cancel := context.WithTimeout(ctx, signTimeout)
+	defer cancel()
+	for attempt := 1; ; attempt++ {
+		again, err := c.try(ctx, op, body, out)
+		if err == nil || !again || attempt == kmsAttempts {
+			if err != nil && again {
+				err = fmt.Errorf("%w (after %d tries)", err, attempt)
+			}
+			return err
+		}
+		wait := time.Duration(rand.Int64N(int64(kmsBackoff) << (attempt - 1)))
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (then %w)", err, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+}
+
+// try sends the request once; again says whether its error is worth another try.
+func (c *KMSClient) try(ctx context.Context, op string, body []byte, out any) (again bool, _ error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint()+"/", bytes.NewReader(body))
+	if err != nil {
+		return false, fmt.Errorf("kms %s: %w", op, err)
+	}
+	req.Header.Set("Content-Type", "application/x-amz-json-1.1")
+	req.Header.Set("X-Amz-Target", "TrentService."+op)
 	creds, err := c.cfg.Credentials.Retrieve(ctx)
 	if err != nil {
-		return fmt.Errorf("kms %s: credentials: %w", op, err)
+		return false, fmt.Errorf("kms %s: credentials: %w", op, err)
 	}
 	sum := sha256.Sum256(body)
 	if err := c.signer.SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), "kms", c.cfg.Region, time.Now()); err != nil {
-		return fmt.Errorf("kms %s: sign the request: %w", op, err)
+		return false, fmt.Errorf("kms %s: sign the request: %w", op, err)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("kms %s: %w", op, err)
+		return ctx.Err() == nil, fmt.Errorf("kms %s: %w", op, err)
 	}
 	defer func() { _ = resp.Body.Close() }() // read below
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return fmt.Errorf("kms %s: read the answer: %w", op, err)
+		return ctx.Err() == nil, fmt.Errorf("kms %s: read the answer: %w", op, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e struct {
@@ -110,12 +154,13 @@ func (c *KMSClient) call(ctx context.Context, op string, in, out any) error {
 		if i := strings.LastIndexByte(e.Type, '#'); i >= 0 {
 			e.Type = e.Type[i+1:]
 		}
-		return fmt.Errorf("kms %s: HTTP %d %s: %s", op, resp.StatusCode, e.Type, clip(e.Message, 300))
+		again := retryable[e.Type] || resp.StatusCode >= 500
+		return again, fmt.Errorf("kms %s: HTTP %d %s: %s", op, resp.StatusCode, e.Type, clip(e.Message, 300))
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
-		return fmt.Errorf("kms %s: an answer that is not KMS's JSON: %w", op, err)
+		return false, fmt.Errorf("kms %s: an answer that is not KMS's JSON: %w", op, err)
 	}
-	return nil
+	return false, nil
 }
 
 func clip(s string, n int) string {

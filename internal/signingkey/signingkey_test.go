@@ -73,6 +73,15 @@ func TestKMSKeySignsARequestSellersCanVerify(t *testing.T) {
 	if fk.signs != 1 {
 		t.Fatalf("%d KMS signs, want 1", fk.signs)
 	}
+	verifySignedRequest(t, req, key)
+}
+
+// verifySignedRequest checks req's RFC 9421 signature as a seller does: the JWKS buyflow serves
+// for key publishes its kid for request signing, req's Signature-Input names that kid and
+// ecdsa-p256-sha256, and the 64-byte r‖s signature verifies over the signature base with the
+// published key.
+func verifySignedRequest(t *testing.T, req *http.Request, key *signingkey.Key) {
+	t.Helper()
 	jwks, err := signingkey.JWKS([]*signingkey.Key{key})
 	if err != nil {
 		t.Fatal(err)
