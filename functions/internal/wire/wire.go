@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/buyflow/buyflow/functions/internal/awsenv"
 	"github.com/buyflow/buyflow/internal/config"
@@ -98,6 +99,11 @@ func (c *Cold) dynamoOptions() []func(*dynamodb.Options) {
 // declares one: starting, describing) and the parked task tokens it completes.
 func (c *Cold) Tasks() *sfn.Client {
 	return sfn.New(sfnapi.NewFromConfig(c.AWS), c.Env.StateMachineARN)
+}
+
+// Queues is the SQS client (the sweep's shard queue).
+func (c *Cold) Queues() *sqs.Client {
+	return sqs.NewFromConfig(c.AWS)
 }
 
 // Secrets reads Secrets Manager once per secret and cold start.
