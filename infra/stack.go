@@ -101,6 +101,9 @@ type BuyflowStack struct {
 	PublishFailures awssqs.Queue
 	// NotifyFailures keeps the status events the requester notifier failed on.
 	NotifyFailures awssqs.Queue
+	// SweepQueue carries the sweep's shards from its planner to its workers (the reconcile
+	// function both); SweepShardFailures keeps the shards that failed every delivery.
+	SweepQueue, SweepShardFailures awssqs.Queue
 	// SigningKey is the request-signing key (KMS, ECC_NIST_P256): its private half never
 	// leaves KMS; the functions that call agents may sign with it.
 	SigningKey awskms.Key
@@ -149,6 +152,7 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 	b.addSecrets(p)
 	b.addSigningKey(p)
 	b.addAPI(p)
+	b.addSweepQueue(p)
 	if err := b.addFunctions(p); err != nil {
 		return nil, err
 	}
@@ -164,7 +168,7 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 		return nil, err
 	}
 	b.addAlarms(app, cfg)
-	b.addStatusEventAlarm()
+	b.addFailureQueueAlarms()
 	b.addOutputs(p)
 	return b, nil
 }
@@ -320,6 +324,10 @@ func (b *BuyflowStack) envValue(p *stackParts, name string) (*string, error) {
 		return awscdk.Fn_Join(jsii.String(""), &[]*string{jsii.String("kms:"), b.SigningKey.KeyArn()}), nil
 	case topology.EnvSigningKeysPublished:
 		return jsii.String(cfg.SigningKeysPublished), nil
+	case topology.EnvSweepQueueURL:
+		if b.SweepQueue != nil {
+			return b.SweepQueue.QueueUrl(), nil
+		}
 	}
 	return nil, fmt.Errorf("infra: no value for environment variable %s", name)
 }
@@ -432,6 +440,9 @@ func (b *BuyflowStack) grantFunction(p *stackParts, f topology.Function, fn awsl
 	}
 	if f.ReadsLedgerStream {
 		b.addLedgerStream(p, fn)
+	}
+	if f.SweepsShards {
+		b.consumeSweepQueue(p, fn)
 	}
 	if f.ConsumesStatusEvents {
 		if err := b.addRequesterRule(p, fn); err != nil {

@@ -223,6 +223,11 @@ func (g *IAMGate) deployedARN(c awsCall) string {
 			name = n
 		}
 		return arn("events", "event-bus/"+g.translate(name))
+	case "queue":
+		// The local URL pairs with the deployed one (https://sqs.<region>.amazonaws.com/
+		// <account>/<name>), whose last segment names the queue.
+		u := g.translate(c.Resource)
+		return arn("sqs", u[strings.LastIndex(u, "/")+1:])
 	}
 	return c.Resource
 }

@@ -453,9 +453,16 @@ func invocationEvent(kind, fn string, payload []byte) TraceEvent {
 	var head struct {
 		OperationID string `json:"operation_id"`
 		Action      string `json:"action"`
+		Records     []struct {
+			EventSource string `json:"eventSource"`
+		} `json:"Records"`
 	}
-	_ = json.Unmarshal(payload, &head) // API Gateway events have neither field
-	return TraceEvent{Kind: kind, Function: fn, OperationID: head.OperationID, Action: head.Action}
+	_ = json.Unmarshal(payload, &head) // API Gateway events have none of the fields
+	ev := TraceEvent{Kind: kind, Function: fn, OperationID: head.OperationID, Action: head.Action}
+	if len(head.Records) > 0 {
+		ev.Source = head.Records[0].EventSource
+	}
+	return ev
 }
 
 // expect returns a channel closed once fn has polled n times in all.
