@@ -18,30 +18,51 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/buyflow/buyflow/internal/reconcile"
+	"github.com/buyflow/buyflow/internal/sqsjson"
 )
 
 // MaxBatch is SendMessageBatch's limit of entries per call.
 const MaxBatch = 10
 
-// sender is the part of the SQS client the Dispatcher uses; *sqs.Client satisfies it.
+// sender calls SQS's JSON protocol; *sqsjson.Client satisfies it.
 type sender interface {
-	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
+	Call(ctx context.Context, queueURL, action string, in, out any) error
 }
 
-var _ sender = (*sqs.Client)(nil)
+var _ sender = (*sqsjson.Client)(nil)
+
+// The SendMessageBatch request and answer, as SQS's JSON protocol spells them.
+type (
+	batchEntry struct {
+		ID          string `json:"Id"`
+		MessageBody string `json:"MessageBody"`
+	}
+	batchRequest struct {
+		QueueURL string       `json:"QueueUrl"`
+		Entries  []batchEntry `json:"Entries"`
+	}
+	batchResult struct {
+		Successful []struct {
+			ID string `json:"Id"`
+		} `json:"Successful"`
+		Failed []struct {
+			ID          string `json:"Id"`
+			Code        string `json:"Code"`
+			Message     string `json:"Message"`
+			SenderFault bool   `json:"SenderFault"`
+		} `json:"Failed"`
+	}
+)
 
 // Dispatcher sends a plan's shards to the queue: one message each, MaxBatch a call.
 type Dispatcher struct {
 	API      sender
 	QueueURL string
 	// Attempts bounds the sends of an entry SendMessageBatch refused for a reason of its own
-	// (throttling, an internal error: the call itself succeeded, so the SDK's retryer does not
-	// see it); default 3. An entry refused as the sender's fault is never sent again.
+	// (throttling, an internal error), and of a whole call SQS refused so (a retryable
+	// *sqsjson.Error); default 3. An entry refused as the sender's fault is never sent again.
 	Attempts int
 	// Backoff is the wait before the first resend, doubled for each further one (default 100 ms).
 	Backoff time.Duration
@@ -72,7 +93,7 @@ func (d *Dispatcher) send(ctx context.Context, batch []reconcile.ShardMessage) e
 		backoff = 100 * time.Millisecond
 	}
 	pending := map[string]reconcile.ShardMessage{} // by entry id: its index in the batch
-	entries := make([]types.SendMessageBatchRequestEntry, 0, len(batch))
+	entries := make([]batchEntry, 0, len(batch))
 	for i, m := range batch {
 		body, err := json.Marshal(m)
 		if err != nil {
@@ -80,37 +101,44 @@ func (d *Dispatcher) send(ctx context.Context, batch []reconcile.ShardMessage) e
 		}
 		id := strconv.Itoa(i)
 		pending[id] = m
-		entries = append(entries, types.SendMessageBatchRequestEntry{Id: aws.String(id), MessageBody: aws.String(string(body))})
+		entries = append(entries, batchEntry{ID: id, MessageBody: string(body)})
 	}
 	var refused []string
 	for attempt := 1; len(entries) > 0; attempt++ {
-		out, err := d.API.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(d.QueueURL), Entries: entries})
-		if err != nil {
+		var out batchResult
+		err := d.API.Call(ctx, d.QueueURL, "SendMessageBatch", batchRequest{QueueURL: d.QueueURL, Entries: entries}, &out)
+		var sqsErr *sqsjson.Error
+		switch {
+		case errors.As(err, &sqsErr) && sqsErr.Retryable() && attempt < attempts:
+			out = batchResult{} // the whole call again
+		case err != nil:
 			return fmt.Errorf("sweepqueue: send the shards of %s: %w", sellers(pending), err)
 		}
 		for _, ok := range out.Successful {
-			delete(pending, aws.ToString(ok.Id))
+			delete(pending, ok.ID)
 		}
-		var again []types.SendMessageBatchRequestEntry
 		for _, f := range out.Failed {
-			id := aws.ToString(f.Id)
-			m, known := pending[id]
+			m, known := pending[f.ID]
 			if !known {
 				continue
 			}
 			if f.SenderFault || attempt >= attempts {
-				refused = append(refused, fmt.Sprintf("%s (%s: %s)", m.Seller, aws.ToString(f.Code), aws.ToString(f.Message)))
-				delete(pending, id)
-				continue
+				refused = append(refused, fmt.Sprintf("%s (%s: %s)", m.Seller, f.Code, f.Message))
+				delete(pending, f.ID)
 			}
-			for _, e := range entries {
-				if aws.ToString(e.Id) == id {
-					again = append(again, e)
-				}
+		}
+		// What is still pending was refused for a reason of its own, or not answered at all.
+		var again []batchEntry
+		for _, e := range entries {
+			if _, left := pending[e.ID]; left {
+				again = append(again, e)
 			}
 		}
 		if entries = again; len(entries) == 0 {
 			break
+		}
+		if attempt >= attempts {
+			return fmt.Errorf("sweepqueue: the shards of %s not sent after %d attempts", sellers(pending), attempts)
 		}
 		select {
 		case <-ctx.Done():

@@ -10,19 +10,53 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/buyflow/buyflow/internal/reconcile"
+	"github.com/buyflow/buyflow/internal/sqsjson"
 	"github.com/buyflow/buyflow/internal/sweepqueue"
 )
 
-// sendFunc is an SQS client whose SendMessageBatch is the function itself.
-type sendFunc func(*sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, error)
+// entry, result and failure are SendMessageBatch's JSON as SQS spells it.
+type entry struct{ Id, MessageBody string }
 
-func (f sendFunc) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
-	return f(in)
+type failure struct {
+	Id, Code, Message string
+	SenderFault       bool
+}
+
+type result struct {
+	Successful []struct{ Id string }
+	Failed     []failure
+}
+
+func succeed(r *result, id string) { r.Successful = append(r.Successful, struct{ Id string }{id}) }
+
+// sendFunc is an SQS JSON-protocol client whose SendMessageBatch is the function itself.
+type sendFunc func(queueURL string, entries []entry) (result, error)
+
+func (f sendFunc) Call(_ context.Context, queueURL, action string, in, out any) error {
+	if action != "SendMessageBatch" {
+		return fmt.Errorf("unexpected action %s", action)
+	}
+	raw, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		QueueUrl string
+		Entries  []entry
+	}
+	if err := json.Unmarshal(raw, &req); err != nil || req.QueueUrl != queueURL {
+		return fmt.Errorf("request %s for %s: %v", raw, queueURL, err)
+	}
+	res, err := f(queueURL, req.Entries)
+	if err != nil {
+		return err
+	}
+	if raw, err = json.Marshal(res); err != nil {
+		return err
+	}
+	return json.Unmarshal(raw, out)
 }
 
 func shards(n int) []reconcile.ShardMessage {
@@ -34,11 +68,11 @@ func shards(n int) []reconcile.ShardMessage {
 }
 
 // sent decodes the bodies of a call's entries.
-func sent(t *testing.T, in *sqs.SendMessageBatchInput) []reconcile.ShardMessage {
+func sent(t *testing.T, entries []entry) []reconcile.ShardMessage {
 	t.Helper()
 	var out []reconcile.ShardMessage
-	for _, e := range in.Entries {
-		m, err := sweepqueue.ParseShard([]byte(aws.ToString(e.MessageBody)))
+	for _, e := range entries {
+		m, err := sweepqueue.ParseShard([]byte(e.MessageBody))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,14 +84,14 @@ func sent(t *testing.T, in *sqs.SendMessageBatchInput) []reconcile.ShardMessage 
 // 23 shards go out in three calls of 10, 10 and 3, each one message per shard, to the queue.
 func TestDispatchSendsTenShardsACall(t *testing.T) {
 	var calls [][]reconcile.ShardMessage
-	d := &sweepqueue.Dispatcher{QueueURL: "https://sqs.example/q", API: sendFunc(func(in *sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, error) {
-		if aws.ToString(in.QueueUrl) != "https://sqs.example/q" {
-			t.Errorf("sent to %q", aws.ToString(in.QueueUrl))
+	d := &sweepqueue.Dispatcher{QueueURL: "https://sqs.example/q", API: sendFunc(func(url string, entries []entry) (result, error) {
+		if url != "https://sqs.example/q" {
+			t.Errorf("sent to %q", url)
 		}
-		calls = append(calls, sent(t, in))
-		out := &sqs.SendMessageBatchOutput{}
-		for _, e := range in.Entries {
-			out.Successful = append(out.Successful, types.SendMessageBatchResultEntry{Id: e.Id})
+		calls = append(calls, sent(t, entries))
+		var out result
+		for _, e := range entries {
+			succeed(&out, e.Id)
 		}
 		return out, nil
 	})}
@@ -66,7 +100,7 @@ func TestDispatchSendsTenShardsACall(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(calls) != 3 || len(calls[0]) != 10 || len(calls[1]) != 10 || len(calls[2]) != 3 {
-		t.Fatalf("calls of %d, %d, %d entries; want 10, 10, 3", len(calls[0]), len(calls[1]), len(calls[min(2, len(calls)-1)]))
+		t.Fatalf("calls %v; want 10, 10 and 3 entries", calls)
 	}
 	if got := slices.Concat(calls...); !slices.Equal(got, want) {
 		t.Fatalf("sent %v, want %v", got, want)
@@ -77,18 +111,18 @@ func TestDispatchSendsTenShardsACall(t *testing.T) {
 // the sender's fault is not, and the error names its seller; the other batches still go out.
 func TestDispatchSendsAgainWhatSQSRefused(t *testing.T) {
 	var calls [][]reconcile.ShardMessage
-	d := &sweepqueue.Dispatcher{QueueURL: "q", Backoff: 1, API: sendFunc(func(in *sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, error) {
-		calls = append(calls, sent(t, in))
-		out := &sqs.SendMessageBatchOutput{}
-		for i, e := range in.Entries {
+	d := &sweepqueue.Dispatcher{QueueURL: "q", Backoff: 1, API: sendFunc(func(_ string, entries []entry) (result, error) {
+		calls = append(calls, sent(t, entries))
+		var out result
+		for i, e := range entries {
 			m := calls[len(calls)-1][i]
 			switch {
 			case m.Seller == "seller-03" && len(calls) == 1:
-				out.Failed = append(out.Failed, types.BatchResultErrorEntry{Id: e.Id, Code: aws.String("RequestThrottled")})
+				out.Failed = append(out.Failed, failure{Id: e.Id, Code: "RequestThrottled"})
 			case m.Seller == "seller-05":
-				out.Failed = append(out.Failed, types.BatchResultErrorEntry{Id: e.Id, Code: aws.String("InvalidMessageContents"), SenderFault: true})
+				out.Failed = append(out.Failed, failure{Id: e.Id, Code: "InvalidMessageContents", SenderFault: true})
 			default:
-				out.Successful = append(out.Successful, types.SendMessageBatchResultEntry{Id: e.Id})
+				succeed(&out, e.Id)
 			}
 		}
 		return out, nil
@@ -102,20 +136,36 @@ func TestDispatchSendsAgainWhatSQSRefused(t *testing.T) {
 	}
 }
 
-// An entry throttled on every attempt is given up after Attempts, and named.
+// An entry throttled on every attempt is given up after Attempts, and named; a whole call SQS
+// refused for its own reason is made again, one refused otherwise (access denied) is not.
 func TestDispatchGivesUpAfterItsAttempts(t *testing.T) {
 	n := 0
-	d := &sweepqueue.Dispatcher{QueueURL: "q", Attempts: 2, Backoff: 1, API: sendFunc(func(in *sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, error) {
+	d := &sweepqueue.Dispatcher{QueueURL: "q", Attempts: 2, Backoff: 1, API: sendFunc(func(_ string, entries []entry) (result, error) {
 		n++
-		return &sqs.SendMessageBatchOutput{Failed: []types.BatchResultErrorEntry{{Id: in.Entries[0].Id, Code: aws.String("InternalError")}}}, nil
+		return result{Failed: []failure{{Id: entries[0].Id, Code: "InternalError"}}}, nil
 	})}
 	if err := d.Dispatch(context.Background(), shards(1)); err == nil || !strings.Contains(err.Error(), "seller-00") || n != 2 {
 		t.Fatalf("%d calls, error %v; want 2 and seller-00 named", n, err)
 	}
-	boom := errors.New("no network")
-	d.API = sendFunc(func(*sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, error) { return nil, boom })
-	if err := d.Dispatch(context.Background(), shards(11)); !errors.Is(err, boom) || !strings.Contains(err.Error(), "seller-10") {
-		t.Fatalf("a failed call: %v", err)
+	n = 0
+	d.API = sendFunc(func(_ string, entries []entry) (result, error) {
+		if n++; n == 1 {
+			return result{}, &sqsjson.Error{Action: "SendMessageBatch", Status: 500, Type: "InternalFailure"}
+		}
+		var out result
+		for _, e := range entries {
+			succeed(&out, e.Id)
+		}
+		return out, nil
+	})
+	if err := d.Dispatch(context.Background(), shards(3)); err != nil || n != 2 {
+		t.Fatalf("%d calls, %v; want the refused call made again", n, err)
+	}
+	denied := &sqsjson.Error{Action: "SendMessageBatch", Status: 400, Type: "AccessDeniedException"}
+	n = 0
+	d.API = sendFunc(func(string, []entry) (result, error) { n++; return result{}, denied })
+	if err := d.Dispatch(context.Background(), shards(11)); !errors.Is(err, denied) || !strings.Contains(err.Error(), "seller-10") || n != 2 {
+		t.Fatalf("%d calls (one per batch), %v", n, err)
 	}
 }
 
