@@ -309,21 +309,12 @@ func (st *Stack) startStreamMapping(stream *ledgerStream, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	logf := func(format string, args ...any) { _, _ = fmt.Fprintf(out, format+"\n", args...) }
-	m, err := newStreamMapping(stream, topology.App.LedgerStream, func(ctx context.Context, payload []byte) (bool, []byte, error) {
-		return st.invokeFunction(ctx, fn, payload)
-	}, logf)
+	m, err := newStreamMapping(stream, topology.App.LedgerStream, st.invoker(fn), logfTo(out))
 	if err != nil {
 		return err
 	}
 	st.streamMapping = m
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		m.run(ctx)
-	}()
-	st.closers = append(st.closers, func() { cancel(); <-done })
+	st.runUntilClose(m.run)
 	return nil
 }
 
@@ -339,19 +330,31 @@ func (st *Stack) startQueueMapping(api *sqs.Client, url, arn string, out io.Writ
 	if fn == "" {
 		return errors.New("devstack: no function sweeps the sweep queue's shards")
 	}
-	logf := func(format string, args ...any) { _, _ = fmt.Fprintf(out, format+"\n", args...) }
-	m := newQueueMapping(api, url, arn, topology.App.SweepQueue, func(ctx context.Context, payload []byte) (bool, []byte, error) {
-		return st.invokeFunction(ctx, fn, payload)
-	}, logf)
+	m := newQueueMapping(api, url, arn, topology.App.SweepQueue, st.invoker(fn), logfTo(out))
 	st.sweepQueue = m
+	st.runUntilClose(m.run)
+	return nil
+}
+
+// runUntilClose runs run in its own goroutine until the stack closes, and waits for it then.
+func (st *Stack) runUntilClose(run func(context.Context)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		m.run(ctx)
+		run(ctx)
 	}()
 	st.closers = append(st.closers, func() { cancel(); <-done })
-	return nil
+}
+
+// invoker invokes fn synchronously, as an event source mapping's poller does.
+func (st *Stack) invoker(fn string) func(context.Context, []byte) (bool, []byte, error) {
+	return func(ctx context.Context, payload []byte) (bool, []byte, error) { return st.invokeFunction(ctx, fn, payload) }
+}
+
+// logfTo writes one line per call to out.
+func logfTo(out io.Writer) func(string, ...any) {
+	return func(format string, args ...any) { _, _ = fmt.Fprintf(out, format+"\n", args...) }
 }
 
 // SweepQueueStats returns what the emulated mapping of the sweep's shard queue did so far.
