@@ -349,7 +349,9 @@ func (st *Stack) runUntilClose(run func(context.Context)) {
 
 // invoker invokes fn synchronously, as an event source mapping's poller does.
 func (st *Stack) invoker(fn string) func(context.Context, []byte) (bool, []byte, error) {
-	return func(ctx context.Context, payload []byte) (bool, []byte, error) { return st.invokeFunction(ctx, fn, payload) }
+	return func(ctx context.Context, payload []byte) (bool, []byte, error) {
+		return st.invokeFunction(ctx, fn, payload)
+	}
 }
 
 // logfTo writes one line per call to out.
