@@ -47,7 +47,7 @@ func (f sendFunc) Call(_ context.Context, queueURL, action string, in, out any) 
 		Entries  []entry
 	}
 	if err := json.Unmarshal(raw, &req); err != nil || req.QueueUrl != queueURL {
-		return fmt.Errorf("request %s for %s: %v", raw, queueURL, err)
+		return fmt.Errorf("request %s for %s: %w", raw, queueURL, err)
 	}
 	res, err := f(queueURL, req.Entries)
 	if err != nil {
