@@ -136,6 +136,7 @@ var iamClaims = map[string]string{
 	"reconcile secretsmanager:GetSecretValue arn:aws:secretsmanager:us-east-1:123456789012:secret:Buyflow/agents/*": "TestMain",
 	"reconcile states:DescribeExecution arn:aws:states:us-east-1:123456789012:execution:Buyflow-MediaBuy:*":         "TestSweepChecksTheExecutionOfAQuietBuy",
 	"reconcile states:SendTaskSuccess *":                                                                                             "TestSweepWakesTheParkedBuy",
+	"reconcile sqs:SendMessage arn:aws:sqs:us-east-1:123456789012:SweepShards2B5F5F47":                                               "TestScheduledSweepRunsItsShardsThroughTheQueue",
 	"agents dynamodb:GetItem arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752":                                           "TestAgentAddedThroughTheAPIIsUsedByTheNextBuy",
 	"agents dynamodb:PutItem arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752":                                           "TestAgentAddedThroughTheAPIIsUsedByTheNextBuy",
 	"agents dynamodb:Query arn:aws:dynamodb:us-east-1:123456789012:table/LedgerB7379752":                                             "TestAgentAddedThroughTheAPIIsUsedByTheNextBuy",

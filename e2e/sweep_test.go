@@ -8,6 +8,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/apiclient"
+	"github.com/buyflow/buyflow/internal/devstack"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -51,4 +52,48 @@ func TestSweepChecksTheExecutionOfAQuietBuy(t *testing.T) {
 		t.Fatal(err)
 	}
 	finished(t, c, sub.OperationID, "completed")
+}
+
+// A scheduled sweep runs its shards through the queue, as on AWS: the planner sends them
+// (sqs:SendMessage under the reconcile role), the queue's mapping invokes the reconcile function
+// with batches of them after that plan, and deletes each shard once it is done.
+func TestScheduledSweepRunsItsShardsThroughTheQueue(t *testing.T) {
+	begin(t)
+	if suite.local == nil {
+		t.Skip("the queue's mapping is the local stack's")
+	}
+	start, before := time.Now(), suite.local.SweepQueueStats()
+	// The first plan after the start, and the first batch of shards after that plan.
+	var plan, batch time.Time
+	for deadline := time.Now().Add(45 * time.Second); batch.IsZero(); time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no plan and batch of shards after it in 45 s (plan at %v); queue %+v, was %+v", plan, suite.local.SweepQueueStats(), before)
+		}
+		for _, e := range suite.local.Trace.Events() {
+			if e.Kind != devstack.TraceInvoke || e.Function != "reconcile" || e.At.Before(start) {
+				continue
+			}
+			switch {
+			case e.Source == "" && plan.IsZero():
+				plan = e.At
+			case e.Source == "aws:sqs" && !plan.IsZero() && e.At.After(plan):
+				batch = e.At
+			}
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); suite.local.SweepQueueStats().Deleted <= before.Deleted; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no shard deleted after its batch: queue %+v, was %+v", suite.local.SweepQueueStats(), before)
+		}
+	}
+	if suite.local.IAM == nil {
+		return
+	}
+	sent := false
+	for _, call := range suite.local.IAM.Calls() {
+		sent = sent || call.Caller == "reconcile" && call.Action == "sqs:SendMessage" && !call.Denied && strings.HasPrefix(call.Resource, "arn:aws:sqs:")
+	}
+	if !sent {
+		t.Error("the planner's sqs:SendMessage was not seen under the reconcile role")
+	}
 }

@@ -103,6 +103,9 @@ type BuyflowStack struct {
 	PublishFailures awssqs.Queue
 	// NotifyFailures keeps the status events the requester notifier failed on.
 	NotifyFailures awssqs.Queue
+	// SweepQueue carries the sweep's shards from its planner to its workers (the reconcile
+	// function both); SweepShardFailures keeps the shards that failed every delivery.
+	SweepQueue, SweepShardFailures awssqs.Queue
 	// SigningKey is the request-signing key the functions sign with (KMS, ECC_NIST_P256): its
 	// private half never leaves KMS; the functions that call agents may sign with it.
 	SigningKey awskms.Key
@@ -154,6 +157,7 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 	b.addSecrets(p)
 	b.addSigningKey(p)
 	b.addAPI(p)
+	b.addSweepQueue(p)
 	if err := b.addFunctions(p); err != nil {
 		return nil, err
 	}
@@ -169,7 +173,7 @@ func NewBuyflowStack(scope constructs.Construct, id string, props *BuyflowStackP
 		return nil, err
 	}
 	b.addAlarms(app, cfg)
-	b.addStatusEventAlarm()
+	b.addFailureQueueAlarms()
 	b.addOutputs(p)
 	return b, nil
 }
@@ -359,6 +363,10 @@ func (b *BuyflowStack) envValue(p *stackParts, name string) (*string, error) {
 			return jsii.String(""), nil
 		}
 		return awscdk.Fn_Join(jsii.String(","), &refs), nil
+	case topology.EnvSweepQueueURL:
+		if b.SweepQueue != nil {
+			return b.SweepQueue.QueueUrl(), nil
+		}
 	}
 	return nil, fmt.Errorf("infra: no value for environment variable %s", name)
 }
@@ -471,6 +479,9 @@ func (b *BuyflowStack) grantFunction(p *stackParts, f topology.Function, fn awsl
 	}
 	if f.ReadsLedgerStream {
 		b.addLedgerStream(p, fn)
+	}
+	if f.SweepsShards {
+		b.consumeSweepQueue(p, fn)
 	}
 	if f.ConsumesStatusEvents {
 		if err := b.addRequesterRule(p, fn); err != nil {

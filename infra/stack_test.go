@@ -843,6 +843,29 @@ func checkLeastPrivilege(t *testing.T, s synthesized, app topology.Application) 
 		if has("events:PutEvents") != f.PutsEvents || has("dynamodb:GetRecords") != f.ReadsLedgerStream {
 			t.Errorf("%s: PutEvents %v (PutsEvents %v), GetRecords %v (ReadsLedgerStream %v)", f.Name, has("events:PutEvents"), f.PutsEvents, has("dynamodb:GetRecords"), f.ReadsLedgerStream)
 		}
+		// The sweep's queue: the function that sweeps shards sends to it and the Lambda service
+		// reads it with that role (exactly the event source's three actions); no other role
+		// touches it.
+		if s.stack.SweepQueue != nil {
+			queueArn := jsonOf(t, s.stack.Resolve(s.stack.SweepQueue.QueueArn()))
+			var onQueue []string
+			for _, st := range byRole[role] {
+				for _, res := range st.resources {
+					if jsonOf(t, res) != queueArn {
+						continue
+					}
+					onQueue = append(onQueue, st.actions...)
+				}
+			}
+			slices.Sort(onQueue)
+			var want []string
+			if f.SweepsShards {
+				want = slices.Sorted(slices.Values(append([]string{"sqs:SendMessage"}, sweepQueueConsumer...)))
+			}
+			if !slices.Equal(onQueue, want) {
+				t.Errorf("%s: on the sweep queue %v, want %v", f.Name, onQueue, want)
+			}
+		}
 		// Logs: its own log group only.
 		logGroup := jsonOf(t, s.stack.Resolve(s.stack.Functions[f.Name].LogGroup().LogGroupArn()))
 		for _, st := range byRole[role] {
@@ -1302,15 +1325,15 @@ func TestAlarmsDashboardAndOutputs(t *testing.T) {
 	if !api {
 		t.Error("no API 5xx alarm")
 	}
-	// A status event that could not be published, or a requester not told: what is left in
-	// either failure queue pages.
-	for _, q := range []awssqs.Queue{s.stack.PublishFailures, s.stack.NotifyFailures} {
+	// A status event that could not be published, a requester not told, or a sweep shard that
+	// failed every delivery: what is left in a failure queue pages.
+	for _, q := range []awssqs.Queue{s.stack.PublishFailures, s.stack.NotifyFailures, s.stack.SweepShardFailures} {
 		want(key{"AWS/SQS", "ApproximateNumberOfMessagesVisible", jsonOf(t, []map[string]any{{"Name": "QueueName", "Value": s.stack.Resolve(q.QueueName())}})}, 1)
 	}
 	// Nothing else: 2 execution alarms of the MediaBuy machine and 1 of the Campaign machine,
-	// API 5xx, 5 on buyflow metrics, the two failure queues, the stopped sweep, errors and
+	// API 5xx, 5 on buyflow metrics, the three failure queues, the stopped sweep, errors and
 	// throttles per function.
-	if n := 12 + 2*len(topology.App.Functions); len(alarms) != n {
+	if n := 13 + 2*len(topology.App.Functions); len(alarms) != n {
 		t.Errorf("%d alarms, want %d", len(alarms), n)
 	}
 
@@ -1864,5 +1887,42 @@ func TestSigningKeyRotation(t *testing.T) {
 		if _, err := trySynth(t, variant{app: topology.App, extra: ctx}); err == nil || !strings.Contains(err.Error(), "buyflow:signingKey") {
 			t.Errorf("%s: err = %v, want a refusal naming the context key", name, err)
 		}
+	}
+}
+
+// The sweep's shard queue invokes the function that sweeps shards with topology's settings,
+// reports each failed shard alone, and keeps what failed every delivery in its dead-letter
+// queue; the function is told the queue's URL.
+func TestTheSweepQueueInvokesTheFunctionThatSweepsShards(t *testing.T) {
+	s := prod(t)
+	src := topology.App.SweepQueue
+	queueArn := jsonOf(t, s.stack.Resolve(s.stack.SweepQueue.QueueArn()))
+	var found int
+	for id, m := range s.ofType("AWS::Lambda::EventSourceMapping") {
+		p := props(m)
+		if jsonOf(t, p["EventSourceArn"]) != queueArn {
+			continue
+		}
+		found++
+		fn := jsonOf(t, s.stack.Resolve(s.stack.Functions[ReconcileFunction].FunctionName()))
+		if jsonOf(t, p["FunctionName"]) != fn || p["BatchSize"] != float64(src.BatchSize) ||
+			jsonOf(t, p["ScalingConfig"]) != fmt.Sprintf(`{"MaximumConcurrency":%d}`, src.MaximumConcurrency) ||
+			jsonOf(t, p["FunctionResponseTypes"]) != `["ReportBatchItemFailures"]` {
+			t.Errorf("mapping %s: %s", id, jsonOf(t, p))
+		}
+	}
+	if found != 1 {
+		t.Fatalf("%d mappings of the sweep queue, want 1", found)
+	}
+	q := props(s.resources()[s.logicalID(t, s.stack.SweepQueue.QueueArn())])
+	dlqArn := jsonOf(t, s.stack.Resolve(s.stack.SweepShardFailures.QueueArn()))
+	if q["VisibilityTimeout"] != float64(src.VisibilityTimeoutSeconds) || q["MessageRetentionPeriod"] != float64(src.RetentionSeconds) ||
+		jsonOf(t, q["RedrivePolicy"]) != fmt.Sprintf(`{"deadLetterTargetArn":%s,"maxReceiveCount":%d}`, dlqArn, src.MaxReceiveCount) ||
+		q["SqsManagedSseEnabled"] != true {
+		t.Errorf("sweep queue %s", jsonOf(t, q))
+	}
+	env := props(s.resources()[s.logicalID(t, s.stack.Functions[ReconcileFunction].FunctionArn())])["Environment"]
+	if want := jsonOf(t, s.stack.Resolve(s.stack.SweepQueue.QueueUrl())); !strings.Contains(jsonOf(t, env), want) {
+		t.Errorf("the reconcile function's environment %s does not name the queue %s", jsonOf(t, env), want)
 	}
 }

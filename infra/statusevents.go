@@ -19,7 +19,8 @@ const (
 	reasonStreamList = "dynamodb:ListStreams has no resource-level permissions (IAM Service Authorization Reference), so the " +
 		"DynamoDB event source grants it on *; the stream reads themselves (DescribeStream, GetRecords, GetShardIterator) are on the ledger's stream ARN only."
 	reasonFailureQueue = "This queue is itself a failure destination (the ledger stream records the publish function could not publish, " +
-		"or the status events the requester notifier could not take, after their retries); a queue of failures needs no queue of its own."
+		"the status events the requester notifier could not take, or the sweep's shards that failed every delivery, after their retries); " +
+		"a queue of failures needs no queue of its own."
 )
 
 // addEventBus creates the status events' bus: every status change of a buy, a change or a
@@ -90,15 +91,17 @@ func (b *BuyflowStack) addRequesterRule(p *stackParts, fn awslambda.Function) er
 	return nil
 }
 
-// addStatusEventAlarm pages when a status event could not be published (its record is in the
-// failure queue: a consumer is then missing a transition) or a requester was not told.
-func (b *BuyflowStack) addStatusEventAlarm() {
+// addFailureQueueAlarms pages when a status event could not be published (its record is in the
+// failure queue: a consumer is then missing a transition), a requester was not told, or a
+// sweep shard failed every delivery.
+func (b *BuyflowStack) addFailureQueueAlarms() {
 	for _, q := range []struct {
 		queue       awssqs.Queue
 		id, message string
 	}{
 		{b.PublishFailures, "StatusEventsNotPublishedAlarm", "buyflow: a ledger stream record could not be published as a status event after every retry (see the PublishFailures queue)"},
 		{b.NotifyFailures, "RequesterNotNotifiedAlarm", "buyflow: a requester notification failed after every retry (see the RequesterNotificationFailures queue)"},
+		{b.SweepShardFailures, "SweepShardsFailedAlarm", "buyflow: a sweep shard failed every delivery (its seller's pending operations unreadable) or was no shard (see the SweepShardFailures queue; runbook: internal/reconcile/RUNBOOK.md)"},
 	} {
 		if q.queue == nil {
 			continue

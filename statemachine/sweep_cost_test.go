@@ -16,7 +16,9 @@ import (
 // latency side. The calls a run makes (list pages, direct reads, ledger calls per seller and
 // per run, the per-seller index's pages, the plan and the shards' reports) are counted against
 // these assumptions in internal/reconcile (TestCallsPerRunMatchTheCostModel); the fan-out
-// rows' SQS requests are not built yet, so nothing counts them.
+// rows' sends (one SendMessageBatch per sqsBatch sellers a plan) in internal/sweepqueue
+// (TestDispatchSendsTenShardsACall), while their receives and deletes are the event source
+// mapping's own, one of each per batch.
 const (
 	sellerReadLatency = 300 * time.Millisecond // one get_task_status / tasks/get
 	listPageLatency   = 500 * time.Millisecond // one list_tasks page of up to 100 tasks

@@ -14,7 +14,7 @@ func TestRunReportsEveryMissingVariable(t *testing.T) {
 	if err == nil {
 		t.Fatal("run started without configuration")
 	}
-	for _, name := range []string{topology.EnvTableName, topology.EnvAgentsSecretPrefix, topology.EnvStateMachineARN} {
+	for _, name := range []string{topology.EnvTableName, topology.EnvAgentsSecretPrefix, topology.EnvStateMachineARN, topology.EnvSweepQueueURL} {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("error %q does not name %s", err, name)
 		}
@@ -26,12 +26,12 @@ func TestTopologyListsWhatRunReads(t *testing.T) {
 	if !ok {
 		t.Fatal("no reconcile function in the topology")
 	}
-	for _, name := range []string{topology.EnvTableName, topology.EnvAgentsSecretPrefix, topology.EnvStateMachineARN, topology.EnvRunConfig} {
+	for _, name := range []string{topology.EnvTableName, topology.EnvAgentsSecretPrefix, topology.EnvStateMachineARN, topology.EnvRunConfig, topology.EnvSweepQueueURL} {
 		if !strings.Contains(strings.Join(f.Env, ","), name) {
 			t.Errorf("topology does not give reconcile %s", name)
 		}
 	}
-	if !slices.Contains(f.LedgerActions, topology.LedgerUpdate) || !f.CompletesTasks || f.Placeholder != "" {
-		t.Errorf("reconcile %+v: it writes the ledger, completes tasks and is not invoked by the state machine", f)
+	if !slices.Contains(f.LedgerActions, topology.LedgerUpdate) || !f.CompletesTasks || !f.SweepsShards || f.Placeholder != "" {
+		t.Errorf("reconcile %+v: it writes the ledger, completes tasks, sweeps the queue's shards and is not invoked by the state machine", f)
 	}
 }

@@ -51,6 +51,8 @@ type Env struct {
 	DevTenantHeader string
 	// EventBusName is the status events' EventBridge bus (BUYFLOW_EVENT_BUS_NAME).
 	EventBusName string
+	// SweepQueueURL is the sweep's shard queue (BUYFLOW_SWEEP_QUEUE_URL).
+	SweepQueueURL string
 	// SigningKey names the request-signing key (BUYFLOW_SIGNING_KEY, optional; internal/signingkey).
 	SigningKey string
 	// SigningKeysPublished names further keys the JWKS publishes (BUYFLOW_SIGNING_KEYS_PUBLISHED,
@@ -146,6 +148,7 @@ func (e *Env) set(name, v string) error {
 func (e *Env) plain(name string) *string {
 	return map[string]*string{
 		topology.EnvTableName:            &e.TableName,
+		topology.EnvSweepQueueURL:        &e.SweepQueueURL,
 		topology.EnvStateMachineARN:      &e.StateMachineARN,
 		topology.EnvCampaignsARN:         &e.CampaignStateMachineARN,
 		topology.EnvAgentsSecretPrefix:   &e.AgentSecretPrefix,

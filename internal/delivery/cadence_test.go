@@ -201,7 +201,7 @@ func TestPushedBuyIsPulledAsAWatchdog(t *testing.T) {
 		pushed.Currency, pushed.ReportingPeriod.End = "USD", f.clk.Now().Add(time.Hour).Format(time.RFC3339)
 		pushed.MediaBuys = []adcp.MediaBuyDelivery{{MediaBuyID: f.created.MediaBuyID, Status: "active"}}
 		pushed.MediaBuys[0].Totals.Spend = json.Number(spend)
-		if moved, _, err := r.Push(ctx, op, &pushed, key); err != nil || !moved {
+		if moved, _, err := r.Push(ctx, op, &pushed, key, ""); err != nil || !moved {
 			t.Fatalf("push: %v %v", moved, err)
 		}
 	}

@@ -302,9 +302,9 @@ func (r *Reader) read(ctx context.Context, g *group, now time.Time, rep *Report)
 // record stores one buy's reported delivery and, for a new snapshot, its timeline event. A
 // report that matches the buy's last snapshot (its DeliveryMark) moved nothing: it stores
 // nothing, since a snapshot per read of an unmoved buy is most of what reading costs. It
-// returns the mark of the snapshot it stored ("" when it stored none). pushKey is the
-// idempotency key of the pushed delivery that reported it, nil for a pull.
-func (r *Reader) record(ctx context.Context, op *record.Operation, approved string, row adcp.MediaBuyDelivery, currency string, asOf time.Time, pushKey *string, rep *Report) (string, error) {
+// returns the mark of the snapshot it stored ("" when it stored none). push is the pushed
+// delivery that reported it, nil for a pull.
+func (r *Reader) record(ctx context.Context, op *record.Operation, approved string, row adcp.MediaBuyDelivery, currency string, asOf time.Time, push *pushed, rep *Report) (string, error) {
 	if currency == "" {
 		currency = op.Currency
 	}
@@ -317,9 +317,9 @@ func (r *Reader) record(ctx context.Context, op *record.Operation, approved stri
 	}
 	impressions, _ := strconv.ParseInt(string(row.Totals.Impressions), 10, 64)
 	snap := record.DeliverySnapshot{Tenant: op.Tenant, OperationID: op.ID, MediaBuyID: op.MediaBuyID, AsOf: asOf,
-		Impressions: impressions, Spend: spend, Currency: op.Currency, Approved: approved, Pushed: pushKey != nil}
-	if pushKey != nil {
-		snap.PushKey = *pushKey
+		Impressions: impressions, Spend: spend, Currency: op.Currency, Approved: approved, Pushed: push != nil}
+	if push != nil {
+		snap.PushKey, snap.PushHash = push.key, push.hash
 	}
 	if len(row.ByPackage) == 1 {
 		if p, ok := decimal(row.ByPackage[0].PacingIndex); ok {
@@ -383,39 +383,44 @@ func mark(s record.DeliverySnapshot) string {
 // last snapshot (a push writes nothing else on the operation). Rows about other media buys are
 // ignored. The first push marks the buy pushed, so that the scheduled read pulls it only as a
 // watchdog from then on. It reports whether a snapshot (and its timeline event) was written,
-// and whether the delivery was a redelivery of the one that wrote the buy's newest snapshot
-// (nothing was done). A report for an operation that delivers nothing (a change, a buy the
+// and, when the delivery carries the key of the one that wrote the buy's newest snapshot
+// (nothing was done), that snapshot (its PushHash is that delivery's payload hash, "" for one
+// stored before hashes were kept), for the receiver's retry rules. A report for an operation that delivers nothing (a change, a buy the
 // seller has not placed, a canceled buy) is an error matching record.ErrConflict.
 //
 // The snapshot is the report's receipt: it is stored once per (buy, as-of) with its figures
 // and the key of the delivery that wrote it, by a conditional put, so a redelivery (the
 // seller's retry, or two copies at once) writes nothing, and one of the newest snapshot is
-// answered as a duplicate, without a receipt of its own.
-func (r *Reader) Push(ctx context.Context, op *record.Operation, res *adcp.DeliveryReport, key string) (moved, duplicate bool, err error) {
-	rep, duplicate, err := r.push(ctx, op, res, key)
-	return rep.Snapshots > 0, duplicate, err
+// answered as a duplicate, without a receipt of its own. hash is the delivery's payload hash,
+// kept on the snapshot it writes.
+func (r *Reader) Push(ctx context.Context, op *record.Operation, res *adcp.DeliveryReport, key, hash string) (moved bool, prior *record.DeliverySnapshot, err error) {
+	rep, prior, err := r.push(ctx, op, res, key, hash)
+	return rep.Snapshots > 0, prior, err
 }
 
-func (r *Reader) push(ctx context.Context, op *record.Operation, res *adcp.DeliveryReport, key string) (rep Report, duplicate bool, err error) {
+// pushed is the delivery a pushed report came in: its idempotency key and payload hash.
+type pushed struct{ key, hash string }
+
+func (r *Reader) push(ctx context.Context, op *record.Operation, res *adcp.DeliveryReport, key, hash string) (rep Report, prior *record.DeliverySnapshot, err error) {
 	notLive := fmt.Errorf("delivery: operation %s is not a live buy: %w", op.ID, record.ErrConflict)
 	if op.Kind == record.KindModification || op.MediaBuyID == "" {
-		return rep, false, notLive
+		return rep, nil, notLive
 	}
 	approved := op.BudgetTotal
 	switch st, err := r.ledger.GetBuyState(ctx, op.Tenant, op.ID); {
 	case err == nil && st.State == record.BuyStateCanceled:
-		return rep, false, notLive
+		return rep, nil, notLive
 	case err == nil:
 		approved = st.BudgetTotal
 	case !errors.Is(err, record.ErrNotFound):
-		return rep, false, err
+		return rep, nil, err
 	}
 	last, err := r.ledger.ListDeliverySnapshots(ctx, op.Tenant, op.ID, 1)
 	if err != nil {
-		return rep, false, err
+		return rep, nil, err
 	}
 	if len(last) == 1 && key != "" && last[0].PushKey == key {
-		return rep, true, nil
+		return rep, &last[0], nil
 	}
 	cur := *op
 	if len(last) == 1 {
@@ -423,7 +428,7 @@ func (r *Reader) push(ctx context.Context, op *record.Operation, res *adcp.Deliv
 	}
 	asOf, err := time.Parse(time.RFC3339, res.ReportingPeriod.End)
 	if err != nil {
-		return rep, false, fmt.Errorf("the pushed report's reporting_period.end %q is not a date-time", res.ReportingPeriod.End)
+		return rep, nil, fmt.Errorf("the pushed report's reporting_period.end %q is not a date-time", res.ReportingPeriod.End)
 	}
 	// The buy's push flag lives on its live entry, which the webhook does not read: a newest
 	// snapshot that a push wrote says the buy is marked already, so only its first push (or
@@ -431,7 +436,7 @@ func (r *Reader) push(ctx context.Context, op *record.Operation, res *adcp.Deliv
 	// so a failure in between leaves the buy marked, never a pushed snapshot on an unmarked buy.
 	if !op.DeliveryPushed && (len(last) == 0 || !last[0].Pushed) {
 		if err := r.ledger.MarkDeliveryPushed(ctx, op.Tenant, op.ID); err != nil && !errors.Is(err, record.ErrConflict) {
-			return rep, false, err
+			return rep, nil, err
 		}
 	}
 	for _, row := range res.MediaBuys {
@@ -439,11 +444,11 @@ func (r *Reader) push(ctx context.Context, op *record.Operation, res *adcp.Deliv
 			continue
 		}
 		rep.Read++
-		if _, err := r.record(ctx, &cur, approved, row, res.Currency, asOf, &key, &rep); err != nil {
-			return rep, false, err
+		if _, err := r.record(ctx, &cur, approved, row, res.Currency, asOf, &pushed{key: key, hash: hash}, &rep); err != nil {
+			return rep, nil, err
 		}
 	}
-	return rep, false, nil
+	return rep, nil, nil
 }
 
 // decimal returns a seller's number literal as a plain decimal string (its exact value, in as

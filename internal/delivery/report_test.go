@@ -37,7 +37,7 @@ func TestPullAfterPushesComparesWithThePushedFigures(t *testing.T) {
 		"by_package":[{"package_id":"pkg-1","spend":50,"pacing_index":1}]}`), &pushed.MediaBuys[0]); err != nil {
 		t.Fatal(err)
 	}
-	if moved, _, err := r.Push(ctx, op, &pushed, "whk_report_push_0001"); err != nil || !moved {
+	if moved, _, err := r.Push(ctx, op, &pushed, "whk_report_push_0001", "hash-0001"); err != nil || !moved {
 		t.Fatalf("push: %v %v", moved, err)
 	}
 	f.seller.SetDelivered(f.created.MediaBuyID, 5000, "50")
@@ -71,13 +71,13 @@ func TestCorrectedReportReplacesItsAsOf(t *testing.T) {
 		spend string
 		moved bool
 	}{{"10", true}, {"10", false}, {"9.5", true}, {"9.5", false}} {
-		if moved, dup, err := r.Push(ctx, op, report(c.spend), fmt.Sprintf("whk_correction_%04d", i)); err != nil || moved != c.moved || dup {
+		if moved, dup, err := r.Push(ctx, op, report(c.spend), fmt.Sprintf("whk_correction_%04d", i), fmt.Sprintf("hash-%04d", i)); err != nil || moved != c.moved || dup != nil {
 			t.Fatalf("report %d (spend %s): moved %v, %v; want %v", i, c.spend, moved, err, c.moved)
 		}
 	}
 	// The delivery that wrote the newest snapshot, delivered again (its response was lost):
 	// recognised by its key on the snapshot, nothing read from the report or written.
-	if moved, dup, err := r.Push(ctx, op, report("9.5"), "whk_correction_0002"); err != nil || moved || !dup {
+	if moved, dup, err := r.Push(ctx, op, report("9.5"), "whk_correction_0002", "hash-other"); err != nil || moved || dup == nil || dup.PushHash != "hash-0002" {
 		t.Fatalf("the redelivery of the newest report: moved %v, duplicate %v, %v; want a duplicate", moved, dup, err)
 	}
 	snaps, err := f.store.ListDeliverySnapshots(ctx, "acme", "op-buy", 10)

@@ -14,8 +14,8 @@ type awsCall struct {
 	Action string
 	// Kind says what Resource is: "table" (a table name, or table/index), "stateMachine" or
 	// "execution" (an ARN), "secret" (a name or ARN), "bus" (a name or ARN), "key" (a KMS
-	// key's ARN or id), or "" for an action without resource-level permissions (Resource is
-	// then "*").
+	// key's ARN or id), "queue" (a queue URL), or "" for an action without resource-level
+	// permissions (Resource is then "*").
 	Kind, Resource string
 }
 
@@ -59,6 +59,15 @@ func parseAWSCall(target string, body []byte) ([]awsCall, error) {
 			return nil, fmt.Errorf("%s: KeyId %q: %w", target, id, errNotModelled)
 		}
 		return []awsCall{{Action: "kms:" + op, Kind: "key", Resource: id}}, nil
+	case "AmazonSQS":
+		url := str(in, "QueueUrl")
+		if url == "" {
+			return nil, fmt.Errorf("%s: no QueueUrl: %w", target, errNotModelled)
+		}
+		// A batch is authorized as its single action (the Service Authorization Reference
+		// lists no sqs:SendMessageBatch).
+		action, _ := strings.CutSuffix(op, "Batch")
+		return []awsCall{{Action: "sqs:" + action, Kind: "queue", Resource: url}}, nil
 	case "AWSEvents":
 		if op != "PutEvents" {
 			return nil, fmt.Errorf("%s: %w", target, errNotModelled)

@@ -244,6 +244,11 @@ func (g *IAMGate) deployedARN(c awsCall) string {
 			return c.Resource
 		}
 		return arn("kms", "key/"+c.Resource)
+	case "queue":
+		// The local URL pairs with the deployed one (https://sqs.<region>.amazonaws.com/
+		// <account>/<name>), whose last segment names the queue.
+		u := g.translate(c.Resource)
+		return arn("sqs", u[strings.LastIndex(u, "/")+1:])
 	}
 	return c.Resource
 }

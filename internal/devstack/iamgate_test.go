@@ -456,6 +456,22 @@ func TestIAMGateRefusesWhatItCannotModel(t *testing.T) {
 	}
 }
 
+// An SQS batch is authorized as its single action, on the queue its URL names.
+func TestParseAWSCallOfSQS(t *testing.T) {
+	for target, want := range map[string]string{
+		"AmazonSQS.SendMessageBatch": "sqs:SendMessage", "AmazonSQS.SendMessage": "sqs:SendMessage",
+		"AmazonSQS.DeleteMessageBatch": "sqs:DeleteMessage", "AmazonSQS.ReceiveMessage": "sqs:ReceiveMessage",
+	} {
+		calls, err := parseAWSCall(target, []byte(`{"QueueUrl":"http://h/000000000000/q"}`))
+		if err != nil || len(calls) != 1 || calls[0] != (awsCall{Action: want, Kind: "queue", Resource: "http://h/000000000000/q"}) {
+			t.Errorf("%s: %+v, %v; want %s on the queue", target, calls, err, want)
+		}
+	}
+	if _, err := parseAWSCall("AmazonSQS.SendMessage", []byte(`{}`)); err == nil {
+		t.Error("a call without a QueueUrl was modelled")
+	}
+}
+
 func FuzzParseAWSCall(f *testing.F) {
 	f.Add("DynamoDB_20120810.TransactWriteItems", `{"TransactItems":[{"Put":{"TableName":"t"}},{"Update":{"TableName":"u"}}]}`)
 	f.Add("DynamoDB_20120810.Query", `{"TableName":"t","IndexName":"gsi1"}`)
@@ -465,6 +481,7 @@ func FuzzParseAWSCall(f *testing.F) {
 	f.Add("secretsmanager.GetSecretValue", `{"SecretId":"s"}`)
 	f.Add("TrentService.Sign", `{"KeyId":"arn:aws:kms:r:a:key/k","Message":"AA==","MessageType":"DIGEST"}`)
 	f.Add("TrentService.GetPublicKey", `{"KeyId":"arn:aws:kms:r:a:alias/a"}`)
+	f.Add("AmazonSQS.SendMessageBatch", `{"QueueUrl":"http://127.0.0.1:1/000000000000/q","Entries":[]}`)
 	f.Add("x", `[`)
 	f.Fuzz(func(t *testing.T, target, body string) {
 		calls, err := parseAWSCall(target, []byte(body))

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/buyflow/buyflow/internal/iampolicy"
+	"github.com/buyflow/buyflow/internal/topology"
 )
 
 // IAMGrant is one action a statement of a caller's role allows on one resource pattern, as
@@ -59,7 +60,7 @@ func (g *IAMGate) ExercisedBy(gr IAMGrant) []string {
 }
 
 // ServiceSide says why a grant the caller's code never uses is still needed, for the grants the
-// service (Lambda, Step Functions, the stream's mapping) uses with the caller's role and that the
+// service (Lambda, Step Functions, the event source mappings of the stream and the sweep queue) uses with the caller's role and that the
 // local stack has no API call of; "" for the others, which a test must exercise.
 func ServiceSide(gr IAMGrant) string {
 	switch a := gr.Action; {
@@ -69,9 +70,14 @@ func ServiceSide(gr IAMGrant) string {
 		return "active tracing sends the segments; the local stack does not trace"
 	case strings.HasPrefix(gr.Caller, "state machine ") && a != "lambda:InvokeFunction":
 		return "the local Step Functions engine does this inside itself: no API call the local stack can check"
-	case strings.HasPrefix(a, "sqs:"), a == "dynamodb:DescribeStream", a == "dynamodb:GetRecords",
-		a == "dynamodb:GetShardIterator", a == "dynamodb:ListStreams":
+	}
+	f, _ := topology.App.Function(gr.Caller)
+	switch a := gr.Action; {
+	case f.ReadsLedgerStream && (strings.HasPrefix(a, "sqs:") || a == "dynamodb:DescribeStream" || a == "dynamodb:GetRecords" ||
+		a == "dynamodb:GetShardIterator" || a == "dynamodb:ListStreams"):
 		return "the stream's event source mapping reads the stream and sends failed batches to the queue with the function's role; the local stack's mapping does that itself"
+	case f.SweepsShards && (a == "sqs:ReceiveMessage" || a == "sqs:DeleteMessage" || a == "sqs:GetQueueAttributes"):
+		return "the sweep queue's event source mapping receives and deletes the shards with the function's role; the local stack's mapping does that itself"
 	}
 	return ""
 }

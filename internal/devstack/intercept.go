@@ -37,11 +37,16 @@ func (s *Stack) HoldAt(p CallPoint) (held <-chan struct{}, release func()) {
 }
 
 // SweepNow runs one reconciliation sweep now and returns when it has ended: the invocation the
-// schedule makes (HoldSweep's hold does not stop it), serialized with the scheduled ones. A test
-// that holds the schedule decides with it when the sweep reads the sellers.
+// schedule makes, then the shards its plan sent to the queue, delivered here rather than by the
+// queue's mapping (HoldSweep's hold stops neither), serialized with the scheduled sweeps. A
+// test that holds the schedule decides with it when the sweep reads the sellers.
 func (s *Stack) SweepNow(ctx context.Context) error {
 	s.sweep.Lock()
 	defer s.sweep.Unlock()
+	if s.sweepQueue != nil {
+		// The mapping takes nothing meanwhile, so every shard of this plan runs before return.
+		defer s.sweepQueue.hold()()
+	}
 	// EventBridge Scheduler sends the schedule's input; the CDK stack sets none.
 	failed, out, err := s.invokeFunction(ctx, "reconcile", []byte("{}"))
 	switch {
@@ -49,6 +54,9 @@ func (s *Stack) SweepNow(ctx context.Context) error {
 		return fmt.Errorf("devstack: sweep: %w", err)
 	case failed:
 		return fmt.Errorf("devstack: sweep failed: %s", bytes.TrimSpace(out))
+	}
+	if s.sweepQueue != nil {
+		return s.sweepQueue.drain(ctx)
 	}
 	return nil
 }

@@ -29,7 +29,7 @@ func TestLedgerTableHasNoKumoStream(t *testing.T) {
 	defer emu.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ddb, _, _ := (&Stack{}).newClients(emu.URL)
+	ddb, _, _, _ := (&Stack{}).newClients(emu.URL)
 	const table = "memory-test-ledger"
 	if err := createLedgerTable(ctx, ddb, table); err != nil {
 		t.Fatal(err)

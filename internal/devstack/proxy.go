@@ -526,12 +526,19 @@ func invocationEvent(kind, fn string, payload []byte) TraceEvent {
 		Action      string `json:"action"`
 		// RawPath is an API Gateway event's: a seller webhook's names its operation.
 		RawPath string `json:"rawPath"`
+		Records []struct {
+			EventSource string `json:"eventSource"`
+		} `json:"Records"`
 	}
-	_ = json.Unmarshal(payload, &head) // API Gateway events have neither field
+	_ = json.Unmarshal(payload, &head) // API Gateway events have none of the fields but rawPath
 	if rest, ok := strings.CutPrefix(head.RawPath, topology.WebhookPathPrefix); ok && head.OperationID == "" {
 		head.OperationID = rest
 	}
-	return TraceEvent{Kind: kind, Function: fn, OperationID: head.OperationID, Action: head.Action}
+	ev := TraceEvent{Kind: kind, Function: fn, OperationID: head.OperationID, Action: head.Action}
+	if len(head.Records) > 0 {
+		ev.Source = head.Records[0].EventSource
+	}
+	return ev
 }
 
 // expect returns a channel closed once fn has polled n times in all.

@@ -100,17 +100,24 @@ func (s *Stack) scheduleSweep(every time.Duration, log io.Writer) func() {
 	return func() { cancel(); <-done }
 }
 
-// HoldSweep stops the scheduled sweep, as disabling its EventBridge schedule does on AWS, until
-// the returned func is called: a sweep under way finishes first, and the schedule skips its
-// ticks while any hold lasts. A test that must see what the workflow does alone (a buy's own
+// HoldSweep stops the scheduled sweep, as disabling its EventBridge schedule and the shard
+// queue's event source mapping does on AWS, until the returned func is called: a plan and the
+// shard batches under way finish first, the schedule skips its ticks and the queue keeps its
+// shards while any hold lasts. A test that must see what the workflow does alone (a buy's own
 // polls) holds it.
 func (s *Stack) HoldSweep() (release func()) {
 	s.sweep.Lock()
 	s.sweepHeld++
 	s.sweep.Unlock()
+	// The shards of a plan made before the hold: those under way finish, the others wait.
+	queue := func() {}
+	if s.sweepQueue != nil {
+		queue = s.sweepQueue.hold()
+	}
 	var once sync.Once
 	return func() {
 		once.Do(func() {
+			queue()
 			s.sweep.Lock()
 			s.sweepHeld--
 			s.sweep.Unlock()

@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/sivchari/kumo"
 
 	"github.com/buyflow/buyflow/internal/adcpschemas"
@@ -166,8 +167,10 @@ type Stack struct {
 	sfn   *sfn.Client
 	procs *procs
 	proxy *emulatorProxy
-	// streamMapping delivers the ledger stream to the function that reads it.
+	// streamMapping delivers the ledger stream to the function that reads it; sweepQueue the
+	// sweep's shards to the function that sweeps them.
 	streamMapping *streamMapping
+	sweepQueue    *queueMapping
 
 	mu       sync.Mutex
 	restarts map[string]int
@@ -240,7 +243,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		"buyflow-status-events-" + suffix,
 	}
 	st.TableName, st.EventBusName = names.table, names.bus
-	ddb, sm, eb := st.newClients(emuURL)
+	ddb, sm, eb, sq := st.newClients(emuURL)
 	// The ledger stream's tap is in place before anything writes the table.
 	stream := newLedgerStream(emuURL, names.table)
 	st.proxy.stream.Store(stream)
@@ -254,6 +257,11 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	queueURL, queueARN, err := createSweepQueue(ctx, sq, "buyflow-sweep-shards-"+suffix, topology.App.SweepQueue)
+	if err != nil {
+		return nil, err
+	}
+	values[topology.EnvSweepQueueURL] = queueURL
 
 	// Functions: registered in kumo (it needs them for invoke routing), then the state machine
 	// from their ARNs, then the processes, which need the state machine's ARN.
@@ -283,6 +291,9 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err := st.startStreamMapping(stream, logTo("stream")); err != nil {
 		return nil, err
 	}
+	if err := st.startQueueMapping(sq, queueURL, queueARN, logTo("queue")); err != nil {
+		return nil, err
+	}
 	if o.SweepEvery > 0 {
 		st.closers = append(st.closers, st.scheduleSweep(o.SweepEvery, logTo("schedule")))
 	}
@@ -309,23 +320,58 @@ func (st *Stack) startStreamMapping(stream *ledgerStream, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	logf := func(format string, args ...any) { _, _ = fmt.Fprintf(out, format+"\n", args...) }
-	m, err := newStreamMapping(stream, topology.App.LedgerStream, func(ctx context.Context, payload []byte) (bool, []byte, error) {
-		return st.invokeFunction(ctx, fn, payload)
-	}, logf)
+	m, err := newStreamMapping(stream, topology.App.LedgerStream, st.invoker(fn), logfTo(out))
 	if err != nil {
 		return err
 	}
 	st.streamMapping = m
+	st.runUntilClose(m.run)
+	return nil
+}
+
+// startQueueMapping runs the emulated event source mapping of the sweep's shard queue (see
+// sweepqueue.go) until the stack closes.
+func (st *Stack) startQueueMapping(api *sqs.Client, url, arn string, out io.Writer) error {
+	var fn string
+	for _, f := range topology.App.Functions {
+		if f.SweepsShards {
+			fn = f.Name
+		}
+	}
+	if fn == "" {
+		return errors.New("devstack: no function sweeps the sweep queue's shards")
+	}
+	m := newQueueMapping(api, url, arn, topology.App.SweepQueue, st.invoker(fn), logfTo(out))
+	st.sweepQueue = m
+	st.runUntilClose(m.run)
+	return nil
+}
+
+// runUntilClose runs run in its own goroutine until the stack closes, and waits for it then.
+func (st *Stack) runUntilClose(run func(context.Context)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		m.run(ctx)
+		run(ctx)
 	}()
 	st.closers = append(st.closers, func() { cancel(); <-done })
-	return nil
 }
+
+// invoker invokes fn synchronously, as an event source mapping's poller does.
+func (st *Stack) invoker(fn string) func(context.Context, []byte) (bool, []byte, error) {
+	return func(ctx context.Context, payload []byte) (bool, []byte, error) {
+		return st.invokeFunction(ctx, fn, payload)
+	}
+}
+
+// logfTo writes one line per call to out.
+func logfTo(out io.Writer) func(string, ...any) {
+	return func(format string, args ...any) { _, _ = fmt.Fprintf(out, format+"\n", args...) }
+}
+
+// SweepQueueStats returns what the emulated mapping of the sweep's shard queue did so far.
+func (st *Stack) SweepQueueStats() QueueStats { return st.sweepQueue.Stats() }
 
 // StreamFailures returns the ledger stream records the emulated mapping gave up on (the
 // failure queue's messages on AWS).
@@ -464,9 +510,9 @@ func createLedgerTable(ctx context.Context, ddb *dynamodb.Client, name string) e
 }
 
 // newClients makes the AWS clients of the stack: st.rest and st.sfn, which the stack keeps,
-// the DynamoDB and Secrets Manager clients createLedgerAndSecrets uses and the EventBridge
-// client createEventBus uses.
-func (st *Stack) newClients(emuURL string) (*dynamodb.Client, *secretsmanager.Client, *eventbridge.Client) {
+// the DynamoDB and Secrets Manager clients createLedgerAndSecrets uses, the EventBridge
+// client createEventBus uses and the SQS client of the sweep queue and its mapping.
+func (st *Stack) newClients(emuURL string) (*dynamodb.Client, *secretsmanager.Client, *eventbridge.Client, *sqs.Client) {
 	awsCfg := aws.Config{
 		Region:      region,
 		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return creds, nil }),
@@ -478,7 +524,7 @@ func (st *Stack) newClients(emuURL string) (*dynamodb.Client, *secretsmanager.Cl
 	rest := restClient{base: emuURL, http: &http.Client{Timeout: 30 * time.Second}}
 	eb := eventbridge.NewFromConfig(awsCfg, func(o *eventbridge.Options) { o.BaseEndpoint = endpoint })
 	st.rest, st.sfn = rest, sf
-	return ddb, sm, eb
+	return ddb, sm, eb, sqs.NewFromConfig(awsCfg, func(o *sqs.Options) { o.BaseEndpoint = endpoint })
 }
 
 // createLedgerAndSecrets creates the ledger table (seeded with ag's registry) and the secrets

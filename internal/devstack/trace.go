@@ -41,6 +41,9 @@ type TraceEvent struct {
 	OperationID string
 	// Action is a stage invocation's action (workflow.Action).
 	Action string
+	// Source is the event source of an invocation with records (aws:sqs: a batch of the sweep
+	// queue), "" for the others.
+	Source string
 	// EventID is a resent status event's event_id (resends only).
 	EventID string
 	// Took is how long a traced call took to answer (calls only).

@@ -70,72 +70,24 @@ var sellerBackfillKey = map[string]types.AttributeValue{
 // Concurrent calls are safe: each add is conditional, and a cursor stored late only makes the
 // next call scan a part again.
 func (s *Store) BackfillSellerIndex(ctx context.Context, scanLimit int) (added int, done bool, err error) {
-	var prog backfillProgress
-	switch item, err := s.getItem(ctx, sellerBackfillKey); {
-	case err == nil:
-		if err := attributevalue.UnmarshalMap(item, &prog); err != nil {
-			return 0, false, fmt.Errorf("ledger: decode the seller index backfill's progress: %w", err)
-		}
-	case !errors.Is(err, record.ErrNotFound):
-		return 0, false, fmt.Errorf("ledger: read the seller index backfill's progress: %w", err)
-	}
-	if prog.Done {
-		return 0, true, nil
-	}
-	filter := expression.Name(AttrSK).Equal(expression.Value(skOperation)).
-		And(expression.Name(AttrGSI1PK).BeginsWith(pendingGSI(""))).
-		And(expression.AttributeNotExists(expression.Name(attrGSI3PK)))
-	e, err := build(expression.NewBuilder().WithFilter(filter).
-		WithProjection(expression.NamesList(expression.Name("tenant"), expression.Name("id"), expression.Name(attrSellerID))))
-	if err != nil {
-		return 0, false, err
-	}
-	in := &dynamodb.ScanInput{TableName: aws.String(s.table), FilterExpression: e.Filter(), ProjectionExpression: e.Projection(),
-		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(), Limit: aws.Int32(int32(max(scanLimit, 1)))}
-	if prog.CursorPK != "" {
-		in.ExclusiveStartKey = key(prog.CursorPK, prog.CursorSK)
-	}
-	out, err := s.api.Scan(ctx, in)
-	if err != nil {
-		return 0, false, fmt.Errorf("ledger: scan for operations to put on the seller index: %w", err)
-	}
-	for _, item := range out.Items {
-		var op struct {
-			Tenant string `dynamodbav:"tenant"`
-			ID     string `dynamodbav:"id"`
-			Seller string `dynamodbav:"seller_id"`
-		}
-		if attributevalue.UnmarshalMap(item, &op) != nil || op.Tenant == "" || op.ID == "" || op.Seller == "" {
-			continue
-		}
-		ok, err := s.indexSeller(ctx, op.Tenant, op.ID, op.Seller)
-		if err != nil {
-			return added, false, err
-		}
-		if ok {
-			added++
-		}
-	}
-	next := backfillProgress{Done: len(out.LastEvaluatedKey) == 0}
-	if !next.Done {
-		var last struct {
-			PK string `dynamodbav:"pk"`
-			SK string `dynamodbav:"sk"`
-		}
-		if err := attributevalue.UnmarshalMap(out.LastEvaluatedKey, &last); err != nil {
-			return added, false, fmt.Errorf("ledger: decode the scan's cursor: %w", err)
-		}
-		next.CursorPK, next.CursorSK = last.PK, last.SK
-	}
-	av, err := attributevalue.MarshalMap(next)
-	if err != nil {
-		return added, false, fmt.Errorf("ledger: encode the seller index backfill's progress: %w", err)
-	}
-	maps.Copy(av, sellerBackfillKey)
-	if _, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: av}); err != nil {
-		return added, false, fmt.Errorf("ledger: store the seller index backfill's progress: %w", err)
-	}
-	return added, next.Done, nil
+	return s.backfill(ctx, backfill{
+		name: "seller index backfill", what: "operations to put on the seller index", progress: sellerBackfillKey,
+		filter: expression.Name(AttrSK).Equal(expression.Value(skOperation)).
+			And(expression.Name(AttrGSI1PK).BeginsWith(pendingGSI(""))).
+			And(expression.AttributeNotExists(expression.Name(attrGSI3PK))),
+		project: []string{"tenant", "id", attrSellerID},
+		add: func(ctx context.Context, item map[string]types.AttributeValue) (bool, error) {
+			var op struct {
+				Tenant string `dynamodbav:"tenant"`
+				ID     string `dynamodbav:"id"`
+				Seller string `dynamodbav:"seller_id"`
+			}
+			if attributevalue.UnmarshalMap(item, &op) != nil || op.Tenant == "" || op.ID == "" || op.Seller == "" {
+				return false, nil
+			}
+			return s.indexSeller(ctx, op.Tenant, op.ID, op.Seller)
+		},
+	}, scanLimit)
 }
 
 // indexSeller puts one operation on gsi3 if it is still pending and not there yet.

@@ -10,9 +10,11 @@
 // A planner run (Plan, or Run) finishes the backfill of the ledger's per-seller pending index
 // if it can (operations stored before the index; ledger.BackfillSellerIndex), stores a plan
 // (record.SweepPlan) and hands one shard per seller (Config.Sellers: the registry's sellers)
-// to a Dispatcher, or, in Run, sweeps the shards itself, SellerConcurrency at once. Plan makes
-// no new plan while the last one's shards have not all reported, until PlanTimeout after it,
-// so shards never pile up behind a slow plan. A shard is one seller's pass:
+// to a Dispatcher (internal/sweepqueue: one SQS message each, whose event source mapping
+// invokes the function again with Shards, a batch at a time), or, in Run, sweeps the shards
+// itself, SellerConcurrency at once. Plan makes no new plan while the last one's shards have
+// not all reported, until PlanTimeout after it, so shards never pile up behind a slow plan. A
+// shard is one seller's pass:
 //
 //  1. Read the seller's pending operations from the per-seller index (ListPendingBySeller,
 //     paginated) and emit PendingOperations by stage (the fleet's count is the sum over a

@@ -2,13 +2,9 @@ package reconcile
 
 import "context"
 
-// Shard is a worker's run: one seller's pass of plan m.Plan, in its own invocation, as the
-// queue's worker will run it (its SQS handler is not built yet, so only the tests call it). It
-// returns an error only when the seller's pending operations cannot be read.
+// Shard is a worker's run of one shard (Shards with a batch of one), for the tests that follow
+// one seller's pass; it returns the shard's failure.
 func (s *Service) Shard(ctx context.Context, m ShardMessage) (Summary, error) {
-	r := s.newRun(ctx)
-	defer s.flush(ctx, r)
-	err := s.shard(ctx, r, m, nil)
-	s.logSummary(ctx, r, "reconciliation shard")
-	return *r.sum, err
+	sum, errs := s.Shards(ctx, []ShardMessage{m})
+	return sum, errs[0]
 }

@@ -24,9 +24,10 @@ type ShardMessage struct {
 	Seller string `json:"seller"`
 }
 
-// Dispatcher hands a plan's shards to workers that run each as its own invocation (a queue
-// whose event source invokes the worker function: not built yet; the tests run the shards
-// themselves). Dispatch returns once every shard was handed out, not run.
+// Dispatcher hands a plan's shards to workers that run them in their own invocations
+// (internal/sweepqueue: one SQS message per shard, whose event source mapping invokes the
+// worker with Shards). Dispatch returns once every shard was handed out, not run; an error
+// names the shards it could not hand out, and their plan then earns no heartbeat.
 type Dispatcher interface {
 	Dispatch(ctx context.Context, shards []ShardMessage) error
 }
@@ -163,6 +164,33 @@ func (s *Service) Plan(ctx context.Context) (Summary, error) {
 	err := s.plan(ctx, r, true, s.cfg.Dispatcher.Dispatch)
 	s.logSummary(ctx, r, "reconciliation plan")
 	return *r.sum, err
+}
+
+// Shards is a worker's run: a batch of shards (a queue's, each the message of one seller's
+// pass of its plan), SellerConcurrency at once, in this invocation and its one summary. errs[i]
+// is shard i's failure: its seller's pending operations could not be read, so it did not
+// report to its plan (the queue delivers that message again, alone). A seller whose pass
+// failed otherwise is in the summary's Failed and its shard reported, exactly as in Run.
+func (s *Service) Shards(ctx context.Context, shards []ShardMessage) (sum Summary, errs []error) {
+	r := s.newRun(ctx)
+	defer s.flush(ctx, r)
+	errs = make([]error, len(shards))
+	slots := make(chan struct{}, s.cfg.SellerConcurrency)
+	var wg sync.WaitGroup
+	for i, m := range shards {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if errs[i] = s.shard(ctx, r, m, nil); errs[i] != nil {
+				s.log.ErrorContext(ctx, "shard not swept", "plan", m.Plan, "seller", m.Seller, "err", errs[i])
+				r.note(&r.sum.Failed, m.Seller)
+			}
+		})
+	}
+	wg.Wait()
+	sortSellers(r.sum)
+	s.logSummary(ctx, r, "reconciliation shards")
+	return *r.sum, errs
 }
 
 // shard reads the seller's pending operations from the per-seller index and sweeps them under

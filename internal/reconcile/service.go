@@ -337,11 +337,16 @@ func (s *Service) Run(ctx context.Context) (Summary, error) {
 	r := s.newRun(ctx)
 	defer s.flush(ctx, r)
 	err := s.plan(ctx, r, false, s.inProcess(r))
-	for _, l := range []*[]string{&r.sum.Reconciled, &r.sum.Incomplete, &r.sum.Skipped, &r.sum.Deferred, &r.sum.Failed} {
-		slices.Sort(*l) // the order the sellers finished in says nothing
-	}
+	sortSellers(r.sum)
 	s.logSummary(ctx, r, "reconciliation sweep")
 	return *r.sum, err
+}
+
+// sortSellers sorts the summary's seller lists: the order the sellers finished in says nothing.
+func sortSellers(sum *Summary) {
+	for _, l := range []*[]string{&sum.Reconciled, &sum.Incomplete, &sum.Skipped, &sum.Deferred, &sum.Failed} {
+		slices.Sort(*l)
+	}
 }
 
 func (s *Service) newRun(ctx context.Context) *run {

@@ -26,4 +26,7 @@ type DeliverySnapshot struct {
 	// PushKey is the idempotency_key of the pushed delivery that wrote this snapshot: the
 	// receiver's dedupe for a redelivery of the newest report (internal/delivery.Push).
 	PushKey string `dynamodbav:"push_key,omitempty" json:"-"`
+	// PushHash is that delivery's payload hash: the same key with another payload is a
+	// conflict, not a redelivery (AdCP 3.2's retry rules).
+	PushHash string `dynamodbav:"push_hash,omitempty" json:"-"`
 }

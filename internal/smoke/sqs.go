@@ -1,23 +1,18 @@
 package smoke
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"sync"
-	"time"
 
+	"github.com/buyflow/buyflow/internal/sqsjson"
 	"github.com/buyflow/buyflow/internal/statusevent"
 )
 
 // SQSEvents reads status events from the sandbox's queue (infra's SandboxEventsQueueUrl
 // output), where a rule on the bus sends the events of buys at the sandbox seller: a deployed
-// stack's bus seen from a terminal. It speaks SQS's JSON protocol with SigV4 (Sign), so the CLI
-// needs no SQS SDK. Every message read is deleted: the queue is the smoke's alone, and one
+// stack's bus seen from a terminal. It speaks SQS's JSON protocol with SigV4 (Sign; internal/sqsjson),
+// so the CLI needs no SQS SDK. Every message read is deleted: the queue is the smoke's alone, and one
 // smoke runs at a time.
 type SQSEvents struct {
 	QueueURL string
@@ -80,47 +75,5 @@ func (q *SQSEvents) add(ev statusevent.Event) {
 
 // call sends one SQS JSON-protocol action to the queue's endpoint.
 func (q *SQSEvents) call(ctx context.Context, action string, in map[string]any, out any) error {
-	u, err := url.Parse(q.QueueURL)
-	if err != nil || u.Host == "" {
-		return fmt.Errorf("the events queue URL %q is not a URL", q.QueueURL)
-	}
-	body, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.Scheme+"://"+u.Host+"/", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
-	req.Header.Set("X-Amz-Target", "AmazonSQS."+action)
-	if q.Sign != nil {
-		if err := q.Sign(req, body); err != nil {
-			return fmt.Errorf("sqs %s: %w", action, err)
-		}
-	}
-	hc := q.Client
-	if hc == nil {
-		hc = &http.Client{Timeout: 30 * time.Second}
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("sqs %s: %w", action, err)
-	}
-	defer func() { _ = resp.Body.Close() }() // read below
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return fmt.Errorf("sqs %s: %w", action, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		// AWS's error document names the refusal (AccessDenied names the permission).
-		return fmt.Errorf("sqs %s: HTTP %d: %s", action, resp.StatusCode, bytes.TrimSpace(b))
-	}
-	if out == nil {
-		return nil
-	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("sqs %s: %w", action, err)
-	}
-	return nil
+	return (&sqsjson.Client{Sign: q.Sign, HTTP: q.Client}).Call(ctx, q.QueueURL, action, in, out)
 }

@@ -24,6 +24,7 @@ const (
 	EnvLocalTenantHeader  = "BUYFLOW_DEV_TENANT_HEADER"          // local stack only; never set by infra/
 	EnvRunConfig          = "BUYFLOW_RUN_CONFIG"                 // optional JSON workflow.RunConfig (timings)
 	EnvEventBusName       = "BUYFLOW_EVENT_BUS_NAME"             // the status events' EventBridge bus
+	EnvSweepQueueURL      = "BUYFLOW_SWEEP_QUEUE_URL"            // the sweep's shard queue (Application.SweepQueue)
 
 	// The sandbox agents' (Sandbox): the secret holding the bearer token they accept (the same
 	// secret buyflow reads as the agent's credential) and the seller's webhook-signing key seed.
@@ -105,6 +106,10 @@ type Function struct {
 	// ReadsLedgerStream is true for the function the ledger table's stream invokes, through an
 	// event source mapping with Application.LedgerStream's settings.
 	ReadsLedgerStream bool
+	// SweepsShards is true for the function that plans the sweep on its schedule and sends
+	// the shards to the sweep's queue, which invokes it again with Application.SweepQueue's
+	// settings to run them.
+	SweepsShards bool
 	// PutsEvents is true when the function puts events on the status event bus.
 	PutsEvents bool
 	// ConsumesStatusEvents is true for the function a rule on the status event bus invokes
@@ -131,6 +136,25 @@ type StreamSource struct {
 	RetryAttempts int
 	// MaxRecordAgeSeconds drops records older than this to the failure destination.
 	MaxRecordAgeSeconds int
+}
+
+// QueueSource is how the sweep's queue invokes its function (an SQS event source mapping): the
+// same settings for the CDK stack's queue and mapping and the local stack's emulation of them.
+type QueueSource struct {
+	// BatchSize is the shards one invocation runs together, MaximumConcurrency the
+	// invocations the mapping runs at once: BatchSize × MaximumConcurrency sellers are swept
+	// at once at most.
+	BatchSize, MaximumConcurrency int
+	// VisibilityTimeoutSeconds is how long a message taken stays hidden: a shard that failed
+	// comes back after it. Lambda refuses a mapping whose queue's timeout is shorter than the
+	// function's.
+	VisibilityTimeoutSeconds int
+	// MaxReceiveCount is how many times a message is taken before the redrive policy moves it
+	// to the dead-letter queue (a shard that keeps failing, a message that is no shard).
+	MaxReceiveCount int
+	// RetentionSeconds drops a shard no worker took in time: a later plan hands its seller out
+	// again.
+	RetentionSeconds int
 }
 
 // Route is one HTTP API route.
@@ -167,6 +191,8 @@ type Application struct {
 	CampaignStateMachineFile string
 	// LedgerStream is how the ledger's stream invokes the ReadsLedgerStream function.
 	LedgerStream StreamSource
+	// SweepQueue is how the sweep's shard queue invokes the SweepsShards function.
+	SweepQueue QueueSource
 	// RequesterRule is the event pattern of the status event bus's rule that invokes the
 	// ConsumesStatusEvents function: the events of a buy, a change or a campaign that carry a
 	// requester's Slack id.
@@ -224,6 +250,9 @@ var App = Application{
 		RetryAttempts:            20,
 		MaxRecordAgeSeconds:      86400,
 	},
+	// Retention: an hour holds a shard across MaxReceiveCount deliveries (15 min), so one that
+	// keeps failing reaches the dead-letter queue instead of expiring.
+	SweepQueue:    QueueSource{BatchSize: 10, MaximumConcurrency: 50, VisibilityTimeoutSeconds: 300, MaxReceiveCount: 3, RetentionSeconds: 3600},
 	RequesterRule: `{"source":["buyflow"],"detail-type":["MediaBuy Status Changed","MediaBuy Change Status Changed","Campaign Status Changed"],"detail":{"notify":{"slack":[{"exists":true}]}}}`,
 	Functions: []Function{
 		{
@@ -275,10 +304,11 @@ var App = Application{
 			Secrets: []string{EnvAgentsSecretPrefix},
 		},
 		{
-			Name: "reconcile", Description: "Scheduled sweep: pending operations vs each seller's list_tasks; wakes, fails, records orphans, marks stuck buys",
+			Name: "reconcile", Description: "Scheduled sweep: plans one shard per seller onto the sweep queue and runs the queue's shards (pending operations vs the seller's list_tasks; wakes, fails, records orphans, marks stuck buys)",
 			MemoryMB: 256, TimeoutSeconds: 300, LedgerActions: ledgerRW(LedgerScan, LedgerDelete), LedgerIndexes: []string{"gsi1", "gsi3"}, SignsRequests: true, CompletesTasks: true, DescribesExecutions: true,
-			Env:     signing(EnvStateMachineARN, EnvRunConfig),
-			Secrets: []string{EnvAgentsSecretPrefix},
+			SweepsShards: true,
+			Env:          signing(EnvStateMachineARN, EnvRunConfig, EnvSweepQueueURL),
+			Secrets:      []string{EnvAgentsSecretPrefix},
 		},
 		{
 			Name: "agents", Description: "/v1/operator/agents: the agent registry (add, update, disable, list, show); the deploy's seed; the scheduled capabilities check",

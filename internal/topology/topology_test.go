@@ -148,3 +148,32 @@ func TestConstructID(t *testing.T) {
 		}
 	}
 }
+
+// One function plans and runs the sweep's shards, and its queue's settings are ones SQS and
+// Lambda accept: a batch SendMessageBatch and the mapping take, a visibility timeout no
+// shorter than the function's timeout (Lambda refuses the mapping otherwise), and a retention
+// that outlasts every delivery, so a shard that keeps failing reaches the dead-letter queue.
+func TestTheSweepQueueFitsItsFunction(t *testing.T) {
+	var fns []Function
+	for _, f := range App.Functions {
+		if f.SweepsShards {
+			fns = append(fns, f)
+		}
+	}
+	if len(fns) != 1 {
+		t.Fatalf("%d functions sweep shards, want 1", len(fns))
+	}
+	q, f := App.SweepQueue, fns[0]
+	if q.BatchSize < 1 || q.BatchSize > 10 || q.MaximumConcurrency < 2 || q.MaximumConcurrency > 1000 {
+		t.Errorf("batch %d, concurrency %d: SQS batches are 1-10, MaximumConcurrency 2-1000", q.BatchSize, q.MaximumConcurrency)
+	}
+	if q.VisibilityTimeoutSeconds < f.TimeoutSeconds {
+		t.Errorf("visibility timeout %d s under %s's timeout %d s", q.VisibilityTimeoutSeconds, f.Name, f.TimeoutSeconds)
+	}
+	if q.MaxReceiveCount < 1 || q.RetentionSeconds <= q.MaxReceiveCount*q.VisibilityTimeoutSeconds || q.RetentionSeconds > 1209600 {
+		t.Errorf("retention %d s for %d deliveries %d s apart", q.RetentionSeconds, q.MaxReceiveCount, q.VisibilityTimeoutSeconds)
+	}
+	if !strings.Contains(strings.Join(f.Env, ","), EnvSweepQueueURL) {
+		t.Errorf("%s is not told its queue (%s)", f.Name, EnvSweepQueueURL)
+	}
+}

@@ -37,11 +37,12 @@
 //     It is correlated by the token alone (a reporting_webhook has no operation_id to echo, no
 //     task) and recorded by Reports (the delivery reader: a snapshot when it moved): 200
 //     "reported". It claims no receipt: the snapshot, one per (buy, as-of) by a conditional put
-//     that carries the delivery's idempotency_key, is its dedupe (a redelivery writes nothing;
-//     one of the newest report is 200 "duplicate"), which saves a report the receipt's two
-//     writes. Since a report is totals up to its as-of, a redelivery is harmless without 3.2's
-//     409: the same key with other figures for the same as-of is taken as the seller's
-//     correction, as an "adjusted" report would be.
+//     that carries the delivery's idempotency_key and payload hash, is its dedupe (a
+//     redelivery writes nothing; one of the newest report is 200 "duplicate"), which saves a
+//     report the receipt's two writes. The retry rules are a task update's: the newest
+//     report's key with another payload is 409 idempotency_conflict from a seller that speaks
+//     only 3.2, a duplicate otherwise; a new key for the same as-of is the seller's
+//     correction, as an "adjusted" report is.
 //  6. The update is applied forward only (workflow.FromTaskStatus; media_buy_id from the result
 //     via adcp.DecodeMediaBuy). A transition the ledger refuses (an older or equal status) is
 //     "stale" and leaves an audit event; a delivery about another task type, or a

@@ -262,7 +262,7 @@ const taskTypeDelivery = "media_buy_delivery"
 // report for an operation that delivers nothing (a change, a canceled buy) is "ignored" with an
 // event.
 func (s *Service) recordReport(ctx context.Context, r *result, op *record.Operation, d *Delivery, report *adcp.DeliveryReport) result {
-	_, duplicate, err := s.cfg.Reports.Push(ctx, op, report, d.IdempotencyKey)
+	_, prior, err := s.cfg.Reports.Push(ctx, op, report, d.IdempotencyKey, d.PayloadHash)
 	switch {
 	case errors.Is(err, record.ErrConflict):
 		s.event(ctx, op, record.Event{Type: record.EventWebhook, Actor: "seller:" + op.SellerID,
@@ -270,9 +270,10 @@ func (s *Service) recordReport(ctx context.Context, r *result, op *record.Operat
 		return r.ok(OutcomeIgnored)
 	case err != nil:
 		return r.fail("ledger_unavailable", err)
-	case duplicate:
-		s.cfg.Metrics.Count(metrics.WebhookDuplicates, nil, 1)
-		return r.ok(OutcomeDuplicate)
+	case prior != nil:
+		// The retry rules of a task update's receipt: another payload under the key is a
+		// conflict for a 3.2 seller, a duplicate otherwise.
+		return s.redelivery(ctx, r, op, d, &record.Receipt{PayloadHash: prior.PushHash, Done: true})
 	}
 	return r.ok(OutcomeReported)
 }

@@ -3,6 +3,7 @@ package webhook_test
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/buyflow/buyflow/internal/delivery"
@@ -71,4 +72,39 @@ func TestPushedDeliveryReports(t *testing.T) {
 	wrong := report("op-r", "mb-r", key("r6"), 6, "80", 1600)
 	wrong["token"] = "tok-of-someone-else-0123"
 	post("a wrong token", wrong, http.StatusForbidden, "", 2)
+}
+
+// A pushed report keeps AdCP 3.2's retry rules without a receipt: the same key with other
+// figures is a 409 for a seller that speaks only 3.2 (nothing recorded), and a duplicate for
+// one that also speaks 3.1, as a task update's redelivery is (TestDifferentPayloadUnderOneKey).
+func TestPushedReportUnderAKeyWithOtherFigures(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		speaks []string
+		status int
+		want   webhook.Outcome
+	}{
+		{"a 3.2 seller gets 409", []string{"3.2"}, http.StatusConflict, ""},
+		{"a seller that also speaks 3.1 is deduplicated by the key", []string{"3.1", "3.2"}, http.StatusOK, webhook.OutcomeDuplicate},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnvWith(t, func(c *webhook.Config) {
+				c.Reports = delivery.New(c.Ledger.(delivery.Store), nil, delivery.Config{Now: c.Now})
+				c.Registry = versions{sellerHMAC: tc.speaks}
+			})
+			e.syncOp("op-r", sellerHMAC, "mb-r")
+			if resp := e.deliver("op-r", sellerHMAC, report("op-r", "mb-r", key("r1"), 1, "50.5", 1000), signOpts{}); outcome(t, resp) != webhook.OutcomeReported {
+				t.Fatalf("first report = %d %s", resp.StatusCode, resp.Body)
+			}
+			resp := e.deliver("op-r", sellerHMAC, report("op-r", "mb-r", key("r1"), 1, "60", 1200), signOpts{})
+			if resp.StatusCode != tc.status || strings.Contains(resp.Body, "idempotency_conflict") != (tc.status == http.StatusConflict) ||
+				tc.want != "" && outcome(t, resp) != tc.want {
+				t.Fatalf("same key, other figures = %d %s, want %d %s", resp.StatusCode, resp.Body, tc.status, tc.want)
+			}
+			snaps, err := e.store.ListDeliverySnapshots(e.ctx, tenant, "op-r", 10)
+			if err != nil || len(snaps) != 1 || snaps[0].Spend != "50.5" {
+				t.Fatalf("snapshots %+v %v: the second payload was recorded", snaps, err)
+			}
+		})
+	}
 }

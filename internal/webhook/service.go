@@ -55,12 +55,13 @@ type tasks interface {
 
 // Reports records a delivery report a seller pushed (task_type media_buy_delivery, the
 // reporting_webhook the create stage registered) for an operation, under the delivery's
-// idempotency key: whether a snapshot was written, whether the delivery is a redelivery, and an
+// idempotency key and payload hash: what it did (a snapshot written, or a redelivery with the
+// payload hash the first delivery had), and an
 // error matching record.ErrConflict for an operation that delivers nothing. It is its own
 // dedupe (the receiver claims no receipt for a report). *delivery.Reader satisfies it (wired
 // in functions/webhook).
 type Reports interface {
-	Push(ctx context.Context, op *record.Operation, rep *adcp.DeliveryReport, key string) (moved, duplicate bool, err error)
+	Push(ctx context.Context, op *record.Operation, rep *adcp.DeliveryReport, key, hash string) (moved bool, prior *record.DeliverySnapshot, err error)
 }
 
 // Config holds a Service's dependencies and settings.

@@ -26,6 +26,8 @@ import (
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/secrets"
 	"github.com/buyflow/buyflow/internal/sfn"
+	"github.com/buyflow/buyflow/internal/sigv4"
+	"github.com/buyflow/buyflow/internal/sqsjson"
 )
 
 // Main is every Lambda's main: the JSON logger, then run with os.Getenv; run builds the
@@ -98,6 +100,12 @@ func (c *Cold) dynamoOptions() []func(*dynamodb.Options) {
 // declares one: starting, describing) and the parked task tokens it completes.
 func (c *Cold) Tasks() *sfn.Client {
 	return sfn.New(sfnapi.NewFromConfig(c.AWS), c.Env.StateMachineARN)
+}
+
+// Queues is the SQS client (the sweep's shard queue): its JSON protocol signed with the
+// function's credentials (internal/sqsjson), to the emulator's endpoint on the local stack.
+func (c *Cold) Queues() *sqsjson.Client {
+	return &sqsjson.Client{Endpoint: aws.ToString(c.AWS.BaseEndpoint), Sign: sigv4.Signer(c.AWS.Credentials, "sqs", c.AWS.Region)}
 }
 
 // Secrets reads Secrets Manager once per secret and cold start.
