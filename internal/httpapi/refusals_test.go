@@ -19,9 +19,10 @@ import (
 var refusalPackages = []string{"httpapi", "buy", "submit", "modify", "campaign", "webhook", "webhookauth", "approve", "agents"}
 
 // codeArg names the refusal helpers and the position of their code argument: httpapi.Error
-// and the packages' own refuse(status, code, …), the webhook's fail(code, err) (a 503), buy's
+// and the packages' own refuse(status, code, …), the webhook's fail(code, err) and
+// failWith(code, message, err) (a 503), buy's
 // and modify's badRequest/unprocessable(code, …), buy.AmountAt(raw, currency, field, code).
-var codeArg = map[string]int{"Error": 1, "refuse": 1, "fail": 0, "badRequest": 0, "unprocessable": 0, "AmountAt": 3}
+var codeArg = map[string]int{"Error": 1, "refuse": 1, "fail": 0, "failWith": 0, "badRequest": 0, "unprocessable": 0, "AmountAt": 3}
 
 var (
 	codeRE      = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
