@@ -5,6 +5,9 @@
 // its own webhooks (RFC 9421) and records what it saw and did (GET /recorded), so the tests
 // assert on the seller's side as well as on buyflow's.
 //
+// The functions sign through moto_server's KMS when it is on PATH (required with CI=true), so
+// the SDK's verifier checks signatures made by kms:Sign, as on AWS.
+//
 // It needs BUYFLOW_E2E=1 and BUYFLOW_NODE_TESTS=1 (make test sets both), Node and
 // node_modules/@adcp/sdk; BUYFLOW_E2E_BIN names prebuilt host bootstraps (make build-host).
 package sdkseller
@@ -22,6 +25,8 @@ import (
 	"github.com/buyflow/buyflow/e2e/e2etest"
 	"github.com/buyflow/buyflow/internal/adcp/interop"
 	"github.com/buyflow/buyflow/internal/devstack"
+	"github.com/buyflow/buyflow/internal/dynamotest"
+	"github.com/buyflow/buyflow/internal/motoserver"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -128,9 +133,23 @@ func run(m *testing.M) int {
 		{ID: oauthSigningSellerID, MCPURL: both.MCPURL(), Token: oauthSigningClientSecret, JWKSURL: both.Base + "/.well-known/jwks.json",
 			Auth: map[string]any{"mode": "oauth2_client_credentials", "client_id": oauthClientID}},
 	}
-	st, err := e2etest.StartPeerStack(ctx, "sdkseller", peers, devstack.Options{Run: runConfig, Instances: 3, PortWait: 8 * time.Minute, SweepEvery: sweepEvery})
+	// The functions sign through KMS, as on AWS, when moto_server is here to be the KMS (CI
+	// has it), so the SDK's verifier checks signatures made by kms:Sign; else with a file key.
+	kms := true
+	if err := motoserver.Available(); err != nil {
+		if dynamotest.MotoRequired() {
+			return fail(fmt.Errorf("%w; CI requires it (the functions sign through its KMS)", err))
+		}
+		fmt.Fprintf(os.Stderr, "sdkseller: the functions sign with a file key, not through KMS: %v\n", err)
+		kms = false
+	}
+	st, err := e2etest.StartPeerStack(ctx, "sdkseller", peers, devstack.Options{Run: runConfig, Instances: 3, PortWait: 8 * time.Minute,
+		SweepEvery: sweepEvery, KMS: kms})
 	if err != nil {
 		return fail(err)
+	}
+	if kms {
+		fmt.Fprintf(os.Stderr, "sdkseller: the functions sign through moto_server's KMS at %s (key id %s)\n", st.KMSURL, st.SigningKeyID)
 	}
 	suite.PeerStack = st
 	// The signing sellers verify with the stack's JWKS, which exists only now.
