@@ -203,6 +203,9 @@ func (s *Store) FindOperation(ctx context.Context, id string) (*record.Operation
 	if err := checkID("operation id", id); err != nil {
 		return nil, err
 	}
+	if tenant, ok := s.opTenants.get(id); ok {
+		return s.GetOperation(ctx, tenant, id)
+	}
 	item, err := s.getItem(ctx, key(opIndexPK(id), skOpIndex))
 	if err != nil {
 		return nil, fmt.Errorf("ledger: find operation %s: %w", id, err)
@@ -211,6 +214,7 @@ func (s *Store) FindOperation(ctx context.Context, id string) (*record.Operation
 	if err := attributevalue.UnmarshalMap(item, &idx); err != nil || idx.Tenant == "" {
 		return nil, fmt.Errorf("ledger: operation index %s is unreadable", id)
 	}
+	s.opTenants.put(id, idx.Tenant)
 	return s.GetOperation(ctx, idx.Tenant, id)
 }
 

@@ -57,9 +57,11 @@ func (w *wakeCounter) Succeed(ctx context.Context, token string, output any) err
 }
 
 // TestWakeWaitsOnlyForTheUpdate: the seller's terminal update reaches the workflow after the
-// requests that record it (read the operation, claim the receipt, move the operation, clear
-// the parked token), not after the receipt's bookkeeping, which follows the wake. Each table
-// request is a round trip on the path the webhook-to-resume budget measures.
+// requests that record it (find the operation, claim the receipt, move the operation and read
+// it back, clear the parked token), not after the receipt's bookkeeping, which follows the
+// wake. Each table request is a round trip on the path the webhook-to-resume budget measures,
+// so their number is pinned: a seller's later webhook for the same buy (working, then
+// completed) finds the operation without its index (ledger's opTenants).
 func TestWakeWaitsOnlyForTheUpdate(t *testing.T) {
 	var cfg webhook.Config
 	e := newEnvWith(t, func(c *webhook.Config) { cfg = *c })
@@ -74,19 +76,42 @@ func TestWakeWaitsOnlyForTheUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.svc = svc
+	// The index read, the operation, the receipt's claim, the transition and its read-back, the
+	// token's clear; the receipt's completion follows the wake.
+	const firstBeforeWake = 6
 	e.op("op-1", sellerHMAC, true)
-	api.n.Store(0)
-	resp := e.deliver("op-1", sellerHMAC, payload("op-1", "completed", key("c")), signOpts{})
-	if resp.StatusCode != http.StatusOK || outcome(t, resp) != webhook.OutcomeApplied {
-		t.Fatalf("answer = %d %s", resp.StatusCode, resp.Body)
-	}
-	if len(tasks.Completed()) != 1 {
-		t.Fatalf("%d wakes, want 1", len(tasks.Completed()))
-	}
-	if total := api.n.Load(); tasks.atWake >= total {
-		t.Errorf("the wake came after all %d table requests; want the receipt's completion after it", total)
-	}
-	if !e.hasReceipt(sellerHMAC, key("c")) {
-		t.Error("no receipt stored")
+	e.op("op-2", sellerHMAC, true)
+	for _, c := range []struct {
+		id, status string
+		beforeWake int64
+	}{
+		{"op-1", "completed", firstBeforeWake},
+		{"op-2", "working", -1},                    // not a decision: no wake
+		{"op-2", "completed", firstBeforeWake - 1}, // the same buy again: no index read
+	} {
+		api.n.Store(0)
+		woken := len(tasks.Completed())
+		resp := e.deliver(c.id, sellerHMAC, payload(c.id, c.status, key(c.id+c.status)), signOpts{})
+		if resp.StatusCode != http.StatusOK || outcome(t, resp) != webhook.OutcomeApplied {
+			t.Fatalf("%s %s: answer = %d %s", c.id, c.status, resp.StatusCode, resp.Body)
+		}
+		if !e.hasReceipt(sellerHMAC, key(c.id+c.status)) {
+			t.Errorf("%s %s: no receipt stored", c.id, c.status)
+		}
+		if c.beforeWake < 0 {
+			if len(tasks.Completed()) != woken {
+				t.Errorf("%s %s woke the workflow", c.id, c.status)
+			}
+			continue
+		}
+		if len(tasks.Completed()) != woken+1 {
+			t.Fatalf("%s %s: %d wakes, want 1", c.id, c.status, len(tasks.Completed())-woken)
+		}
+		if total := api.n.Load(); tasks.atWake >= total {
+			t.Errorf("%s %s: the wake came after all %d table requests; want the receipt's completion after it", c.id, c.status, total)
+		}
+		if tasks.atWake != c.beforeWake {
+			t.Errorf("%s %s: the wake came after %d table requests, want %d", c.id, c.status, tasks.atWake, c.beforeWake)
+		}
 	}
 }
