@@ -1,36 +1,38 @@
 package signingkey
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+
+	"github.com/buyflow/buyflow/internal/awsjson"
+	"github.com/buyflow/buyflow/internal/sigv4"
 )
 
-// KMSClient calls the two KMS operations buyflow uses over KMS's JSON protocol, SigV4-signed
-// with the function's AWS credentials. It is not the SDK's kms client on purpose: that package
-// adds about 0.3 MB to every bootstrap that signs, which took them past the 12 MiB budget, for
-// two calls whose wire format is a JSON object each way.
+// KMSClient calls the two KMS operations buyflow uses over KMS's JSON protocol
+// (internal/awsjson), SigV4-signed with the function's AWS credentials. It is not the SDK's
+// kms client on purpose: that package adds about 0.3 MB to every bootstrap that signs, which
+// took them past the 12 MiB budget, for two calls whose wire format is a JSON object each way.
 type KMSClient struct {
-	cfg    aws.Config
-	http   *http.Client
-	signer *v4.Signer
+	cfg aws.Config
+	api awsjson.Service
 }
 
 // NewKMS returns the KMS client of cfg: its region and credentials, and its BaseEndpoint when
 // set (AWS_ENDPOINT_URL), else the region's public KMS endpoint.
 func NewKMS(cfg aws.Config) *KMSClient {
-	return &KMSClient{cfg: cfg, http: &http.Client{Timeout: kmsTryTimeout}, signer: v4.NewSigner()}
+	api := awsjson.Service{Name: "kms", URL: kmsEndpoint(cfg), TargetPrefix: "TrentService", Version: "1.1",
+		HTTP: &http.Client{Timeout: kmsTryTimeout}}
+	if cfg.Credentials != nil {
+		api.Sign = sigv4.Signer(cfg.Credentials, "kms", cfg.Region)
+	}
+	return &KMSClient{cfg: cfg, api: api}
 }
 
 // GetPublicKey implements KMS.
@@ -57,16 +59,17 @@ func (c *KMSClient) Sign(ctx context.Context, keyID string, digest []byte) ([]by
 	return out.Signature, nil
 }
 
-// endpoint is the KMS endpoint of the configuration's region (AWS and AWS China partitions).
-func (c *KMSClient) endpoint() string {
-	if c.cfg.BaseEndpoint != nil && *c.cfg.BaseEndpoint != "" {
-		return strings.TrimSuffix(*c.cfg.BaseEndpoint, "/")
+// kmsEndpoint is the KMS endpoint of cfg's region (AWS and AWS China partitions), or its
+// BaseEndpoint when set.
+func kmsEndpoint(cfg aws.Config) string {
+	if cfg.BaseEndpoint != nil && *cfg.BaseEndpoint != "" {
+		return *cfg.BaseEndpoint
 	}
 	suffix := "amazonaws.com"
-	if strings.HasPrefix(c.cfg.Region, "cn-") {
+	if strings.HasPrefix(cfg.Region, "cn-") {
 		suffix = "amazonaws.com.cn"
 	}
-	return "https://kms." + c.cfg.Region + "." + suffix
+	return "https://kms." + cfg.Region + "." + suffix
 }
 
 // KMS's answers that are worth another try: throttling (KMS's request quotas are per second,
@@ -90,21 +93,19 @@ const (
 	kmsTryTimeout = 2 * time.Second
 )
 
-// call sends one JSON 1.1 request (X-Amz-Target TrentService.<op>) and decodes the answer, or
-// returns KMS's error (its __type and message). A throttled, 5xx or unsent request is tried
-// again, kmsAttempts in all.
+// call sends one request (X-Amz-Target TrentService.<op>) and decodes the answer, or returns
+// KMS's error. A throttled, 5xx or unanswered request is tried again, kmsAttempts in all.
 func (c *KMSClient) call(ctx context.Context, op string, in, out any) error {
-	body, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
 	if c.cfg.Credentials == nil {
 		return fmt.Errorf("kms %s: no AWS credentials", op)
 	}
 	ctx, cancel := context.WithTimeout(ctx, signTimeout)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
-		again, err := c.try(ctx, op, body, out)
+		err := c.api.Call(ctx, op, in, out)
+		var refused *awsjson.Error
+		again := errors.As(err, &refused) && (retryable[refused.Type] || refused.Status >= 500) ||
+			errors.Is(err, awsjson.ErrNoAnswer) && ctx.Err() == nil
 		if err == nil || !again || attempt == kmsAttempts {
 			if err != nil && again {
 				err = fmt.Errorf("%w (after %d tries)", err, attempt)
@@ -118,54 +119,4 @@ func (c *KMSClient) call(ctx context.Context, op string, in, out any) error {
 		case <-time.After(wait):
 		}
 	}
-}
-
-// try sends the request once; again says whether its error is worth another try.
-func (c *KMSClient) try(ctx context.Context, op string, body []byte, out any) (again bool, _ error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint()+"/", bytes.NewReader(body))
-	if err != nil {
-		return false, fmt.Errorf("kms %s: %w", op, err)
-	}
-	req.Header.Set("Content-Type", "application/x-amz-json-1.1")
-	req.Header.Set("X-Amz-Target", "TrentService."+op)
-	creds, err := c.cfg.Credentials.Retrieve(ctx)
-	if err != nil {
-		return false, fmt.Errorf("kms %s: credentials: %w", op, err)
-	}
-	sum := sha256.Sum256(body)
-	if err := c.signer.SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), "kms", c.cfg.Region, time.Now()); err != nil {
-		return false, fmt.Errorf("kms %s: sign the request: %w", op, err)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return ctx.Err() == nil, fmt.Errorf("kms %s: %w", op, err)
-	}
-	defer func() { _ = resp.Body.Close() }() // read below
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return ctx.Err() == nil, fmt.Errorf("kms %s: read the answer: %w", op, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Type    string `json:"__type"`
-			Message string `json:"message"`
-		}
-		_ = json.Unmarshal(raw, &e) // a body that is not KMS's error shape leaves the status alone
-		if i := strings.LastIndexByte(e.Type, '#'); i >= 0 {
-			e.Type = e.Type[i+1:]
-		}
-		again := retryable[e.Type] || resp.StatusCode >= 500
-		return again, fmt.Errorf("kms %s: HTTP %d %s: %s", op, resp.StatusCode, e.Type, clip(e.Message, 300))
-	}
-	if err := json.Unmarshal(raw, out); err != nil {
-		return false, fmt.Errorf("kms %s: an answer that is not KMS's JSON: %w", op, err)
-	}
-	return false, nil
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

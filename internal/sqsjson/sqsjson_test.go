@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/buyflow/buyflow/internal/awsjson"
 	"github.com/buyflow/buyflow/internal/sqsjson"
 )
 
@@ -43,9 +44,9 @@ func TestCallSpeaksSQSJSONProtocol(t *testing.T) {
 	} {
 		status, answer = tc.status, tc.answer
 		err := c.Call(context.Background(), "not a url", "SendMessageBatch", map[string]string{"QueueUrl": "q"}, nil)
-		var e *sqsjson.Error
-		if !errors.As(err, &e) || e.Status != tc.status || e.Retryable() != tc.retryable {
-			t.Errorf("%d %s: %v (retryable %v), want retryable %v", tc.status, tc.answer, err, e != nil && e.Retryable(), tc.retryable)
+		var e *awsjson.Error
+		if !errors.As(err, &e) || e.Status != tc.status || sqsjson.Retryable(err) != tc.retryable {
+			t.Errorf("%d %s: %v (retryable %v), want retryable %v", tc.status, tc.answer, err, sqsjson.Retryable(err), tc.retryable)
 		}
 	}
 }

@@ -61,8 +61,8 @@ type Dispatcher struct {
 	API      sender
 	QueueURL string
 	// Attempts bounds the sends of an entry SendMessageBatch refused for a reason of its own
-	// (throttling, an internal error), and of a whole call SQS refused so (a retryable
-	// *sqsjson.Error); default 3. An entry refused as the sender's fault is never sent again.
+	// (throttling, an internal error), and of a whole call SQS refused so (sqsjson.Retryable);
+	// default 3. An entry refused as the sender's fault is never sent again.
 	Attempts int
 	// Backoff is the wait before the first resend, doubled for each further one (default 100 ms).
 	Backoff time.Duration
@@ -107,9 +107,8 @@ func (d *Dispatcher) send(ctx context.Context, batch []reconcile.ShardMessage) e
 	for attempt := 1; len(entries) > 0; attempt++ {
 		var out batchResult
 		err := d.API.Call(ctx, d.QueueURL, "SendMessageBatch", batchRequest{QueueURL: d.QueueURL, Entries: entries}, &out)
-		var sqsErr *sqsjson.Error
 		switch {
-		case errors.As(err, &sqsErr) && sqsErr.Retryable() && attempt < attempts:
+		case sqsjson.Retryable(err) && attempt < attempts:
 			out = batchResult{} // the whole call again
 		case err != nil:
 			return fmt.Errorf("sweepqueue: send the shards of %s: %w", sellers(pending), err)

@@ -11,8 +11,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/buyflow/buyflow/internal/awsjson"
 	"github.com/buyflow/buyflow/internal/reconcile"
-	"github.com/buyflow/buyflow/internal/sqsjson"
 	"github.com/buyflow/buyflow/internal/sweepqueue"
 )
 
@@ -150,7 +150,7 @@ func TestDispatchGivesUpAfterItsAttempts(t *testing.T) {
 	n = 0
 	d.API = sendFunc(func(_ string, entries []entry) (result, error) {
 		if n++; n == 1 {
-			return result{}, &sqsjson.Error{Action: "SendMessageBatch", Status: 500, Type: "InternalFailure"}
+			return result{}, &awsjson.Error{Service: "sqs", Action: "SendMessageBatch", Status: 500, Type: "InternalFailure"}
 		}
 		var out result
 		for _, e := range entries {
@@ -161,7 +161,7 @@ func TestDispatchGivesUpAfterItsAttempts(t *testing.T) {
 	if err := d.Dispatch(context.Background(), shards(3)); err != nil || n != 2 {
 		t.Fatalf("%d calls, %v; want the refused call made again", n, err)
 	}
-	denied := &sqsjson.Error{Action: "SendMessageBatch", Status: 400, Type: "AccessDeniedException"}
+	denied := &awsjson.Error{Service: "sqs", Action: "SendMessageBatch", Status: 400, Type: "AccessDeniedException"}
 	n = 0
 	d.API = sendFunc(func(string, []entry) (result, error) { n++; return result{}, denied })
 	if err := d.Dispatch(context.Background(), shards(11)); !errors.Is(err, denied) || !strings.Contains(err.Error(), "seller-10") || n != 2 {
