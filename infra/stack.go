@@ -851,6 +851,8 @@ func (b *BuyflowStack) alarmOnOutcomes(m monitor) {
 	m.alarmAt("WebhookSignatureFailuresAlarm", fmt.Sprintf(
 		"At least %d seller webhooks refused with 401 in 5 minutes (Buyflow WebhookSignatureFailures; the dashboard splits them by Code)",
 		webhookSignatureFailuresThreshold), m.custom(metrics.WebhookSignatureFailures, nil, "Sum", ""), webhookSignatureFailuresThreshold)
+	m.alarm("WebhookSecretInvalidAlarm", "A seller's webhooks are answered 503 webhook_secret_invalid: its HMAC or bearer secret in Secrets Manager is too short or one repeated byte, and its buys finish only by polling until it is fixed (Buyflow WebhookSecretInvalid, by Seller on the metric; the webhook function's log names the agent and the secret; runbook: docs/seller-onboarding.md, 'Webhooks and their authentication')",
+		m.custom(metrics.WebhookSecretInvalid, nil, "Sum", ""))
 	m.alarm("SpendOverBudgetAlarm", "A live buy's reported spend passed its approved budget (Buyflow SpendOverBudget, by Seller on the dashboard; the buy's timeline has the delivery entry with spend and approved budget)",
 		m.custom(metrics.SpendOverBudget, nil, "Sum", ""))
 	m.alarm("LostSellerTasksAlarm", "A seller no longer knows a buy's task after the grace: the buy failed and an order may exist at the seller (Buyflow LostSellerTasks, by Seller on the metric; runbook: internal/reconcile/RUNBOOK.md, 'Lost task')",

@@ -1333,7 +1333,7 @@ func TestAlarmsDashboardAndOutputs(t *testing.T) {
 	// Nothing else: 2 execution alarms of the MediaBuy machine and 1 of the Campaign machine,
 	// API 5xx, 5 on buyflow metrics, the three failure queues, the stopped sweep, errors and
 	// throttles per function.
-	if n := 13 + 2*len(topology.App.Functions); len(alarms) != n {
+	if n := 14 + 2*len(topology.App.Functions); len(alarms) != n {
 		t.Errorf("%d alarms, want %d", len(alarms), n)
 	}
 

@@ -59,6 +59,10 @@ const (
 	// WebhookAccepted counts authenticated webhooks answered 2xx (duplicates included), by
 	// Seller: next to WebhookRejected by Seller it shows a seller whose webhooks are all refused.
 	WebhookAccepted = "WebhookAccepted"
+	// WebhookSecretInvalid counts webhooks answered 503 webhook_secret_invalid: the seller's
+	// HMAC or bearer secret in Secrets Manager is one webhookauth refuses, an operator's fix that
+	// no retry by the seller makes. By Seller and with no dimension (the alarm's series).
+	WebhookSecretInvalid = "WebhookSecretInvalid"
 	// WebhookDuplicates counts webhook deliveries answered as duplicates.
 	WebhookDuplicates = "WebhookDuplicates"
 	// ReconcileFindings counts what a reconciliation sweep found, by Kind.

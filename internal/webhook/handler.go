@@ -157,6 +157,9 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		v, err := s.verifier(ctx, op.SellerID)
 		if errors.Is(err, ErrSecretInvalid) {
 			// Still a 503: once the operator fixes the secret, the seller's next retry is taken.
+			// Counted, so that an operator learns it from an alarm, not from the seller.
+			s.cfg.Metrics.Count(metrics.WebhookSecretInvalid, metrics.Dims{"Seller": op.SellerID}, 1)
+			s.cfg.Metrics.Count(metrics.WebhookSecretInvalid, nil, 1)
 			return r.failWith("webhook_secret_invalid", "buyflow's webhook secret for this seller is misconfigured (its operator is told); retry later", err)
 		}
 		if err != nil {

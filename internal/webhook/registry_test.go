@@ -6,7 +6,9 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,6 +17,8 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/clocktest"
 	"github.com/buyflow/buyflow/internal/dynamotest"
+	"github.com/buyflow/buyflow/internal/metrics"
+	"github.com/buyflow/buyflow/internal/metrics/metricstest"
 	"github.com/buyflow/buyflow/internal/registry"
 	"github.com/buyflow/buyflow/internal/webhook"
 	"github.com/buyflow/buyflow/internal/webhookauth"
@@ -180,19 +184,36 @@ func (s secretsOf) Get(_ context.Context, name string) ([]byte, error) {
 // TestShortHMACSecretIsAConfigurationError: an HMAC seller whose stored secret is under 32
 // bytes gets a 503 that says buyflow's webhook secret is misconfigured (so it retries, and the
 // retry after the operator's fix is taken), not registry_unavailable; the log line names the
-// agent, the secret's name, its length and the fix, and never the secret.
+// agent, the secret's name, its length and the fix, and never the secret; WebhookSecretInvalid
+// counts it by seller and with no dimension (the alarm's series).
 func TestShortHMACSecretIsAConfigurationError(t *testing.T) {
 	const short = "only-sixteen-byt"
 	seller := registry.Record{Agent: adcp.Agent{ID: sellerHMAC, Role: adcp.RoleSeller, MCPURL: "https://hmac.example/mcp", CredentialRef: "p/hmac",
 		Webhook: &adcp.WebhookConfig{Mode: adcp.WebhookHMAC, HMACSecretRef: "p/hmac-webhook"}}}
+	var sink *metricstest.Sink
 	e := newEnvWith(t, func(c *webhook.Config) {
 		c.Verifiers = nil
 		c.Sellers = &webhook.RegistryVerifiers{Registry: oneAgent{seller}, Secrets: secretsOf{"p/hmac-webhook": short}}
+		sink = metricstest.NewSink(t, c.Now)
+		c.Metrics = sink.Recorder
 	})
 	e.op("op-short", sellerHMAC, true)
 	resp := e.deliver("op-short", sellerHMAC, payload("op-short", "completed", key("short")), signOpts{})
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(resp.Body, `"webhook_secret_invalid"`) || resp.Headers["Retry-After"] == "" {
 		t.Fatalf("answer %d %v %s, want 503 webhook_secret_invalid with Retry-After", resp.StatusCode, resp.Headers, resp.Body)
+	}
+	var series []string
+	for _, p := range sink.Flush()[metrics.WebhookSecretInvalid] {
+		if p.Value != 1.0 || p.Unit != metrics.UnitCount {
+			t.Errorf("%s %v = %v %s, want 1 Count", metrics.WebhookSecretInvalid, p.Dims, p.Value, p.Unit)
+		}
+		series = append(series, fmt.Sprint(p.Dims))
+	}
+	want := []string{fmt.Sprint(map[string]string{}), fmt.Sprint(map[string]string{"Seller": sellerHMAC})}
+	slices.Sort(series)
+	slices.Sort(want)
+	if !slices.Equal(series, want) {
+		t.Errorf("%s series %v, want %v", metrics.WebhookSecretInvalid, series, want)
 	}
 	logs := e.logBuf.String()
 	for _, want := range []string{`"code":"webhook_secret_invalid"`, sellerHMAC, "p/hmac-webhook", "16 bytes", "at least 32", "buyflow agents update"} {
