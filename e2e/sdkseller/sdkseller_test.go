@@ -123,9 +123,21 @@ func TestSyncCreate(t *testing.T) {
 	}
 }
 
+// holdSweep holds the stack's scheduled sweep until the test ends: this seller has no
+// list_tasks, so a sweep run reads each pending task, and one that comes in the moment between
+// the seller finishing a task and its webhook arriving finishes the buy first (on a busy
+// machine, about one run in five of TestLatencyWebhookVersusPolling). A test that asserts the
+// webhook finished a buy holds it. The buy's own safety-net poll comes 3 s after its park, ten
+// times the seller's task.
+func holdSweep(t *testing.T) {
+	t.Helper()
+	t.Cleanup(suite.HoldSweep())
+}
+
 // An async create is finished by the seller's own signed webhook, not by a poll.
 func TestAsyncCreateFinishedByWebhook(t *testing.T) {
 	c := begin(t)
+	holdSweep(t)
 	id := place(t, c, "key-"+randomID(t), body(t, "async", "approved"))
 	op := finished(t, c, id, "completed")
 	evs := timeline(t, c, id)
@@ -156,6 +168,7 @@ func TestAsyncCreateFinishedByWebhook(t *testing.T) {
 // A task the seller fails: its code reaches the reason, the timeline and the failure report.
 func TestAsyncFailureKeepsTheSellersCode(t *testing.T) {
 	c := begin(t)
+	holdSweep(t)
 	id := place(t, c, "key-"+randomID(t), body(t, "async_fail", "approved"))
 	op := finished(t, c, id, "failed")
 	if !strings.Contains(op.Reason, "PRODUCT_UNAVAILABLE") {
@@ -384,7 +397,9 @@ func TestLatencyWebhookVersusPolling(t *testing.T) {
 		}
 		return out
 	}
+	release := suite.HoldSweep() // see holdSweep; the lost webhooks' buys need it back
 	webhooks := measure("async", "webhook")
+	release()
 	polled := measure("async_lost", "poll", "reconcile")
 	pct := func(ss []sample, f func(sample) time.Duration, p float64) time.Duration {
 		ds := make([]time.Duration, 0, len(ss))
