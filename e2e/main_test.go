@@ -37,9 +37,12 @@ var (
 
 // runConfig is the workflow timing of the local stack: polls after 2 s (so a webhook, which
 // the seller sends about 0.6 s after the create, wins the race), polls at most every 3 s, a
-// 10 s approval window, and the sweep's execution check after 1 s of quiet.
+// 30 s approval window, and the sweep's execution check after 1 s of quiet. The approval
+// window is the time a test has, as a person would, to read the requester's "waiting for
+// approval" before it decides (a request told after its decision is dropped as stale): with
+// 10 s, a loaded machine's bus brought that message after the approval had expired.
 var runConfig = workflow.RunConfig{
-	ApprovalTimeoutSeconds: 10,
+	ApprovalTimeoutSeconds: 30,
 	PollInitialSeconds:     2,
 	PollMaxSeconds:         3,
 	DeadlineSeconds:        120,
