@@ -30,7 +30,9 @@ const (
 	backfillRRU = consistentRead / 60
 	// A push (one report for one buy, authenticated by the reporting_webhook's Bearer
 	// credential, as the create registers it): the webhook's FindOperation (the id index
-	// item, then the operation: pushReceiverOps calls); the reader's GetBuyState and
+	// item, then the operation: pushReceiverOps calls; a warm instance that has seen the buy
+	// remembers its tenant and reads the operation only, which the model does not count on:
+	// a buy's reports come a day apart); the reader's GetBuyState and
 	// last-snapshot query (ListDeliverySnapshots, 1 item); the snapshot and event when it
 	// moved. Once per buy, MarkDeliveryPushed. A report signed RFC 9421 instead would add its
 	// nonce's put (one write unit).
