@@ -398,6 +398,7 @@ func TestLatencyWebhookVersusPolling(t *testing.T) {
 		return out
 	}
 	release := suite.HoldSweep() // see holdSweep; the lost webhooks' buys need it back
+	t.Cleanup(release)           // should measure stop the test, the suites after it get the sweep
 	webhooks := measure("async", "webhook")
 	release()
 	polled := measure("async_lost", "poll", "reconcile")
