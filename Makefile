@@ -69,7 +69,6 @@ e2e: build-host node_modules/.installed ## end-to-end suites over HTTP (local st
 
 .PHONY: bench-local
 bench-local: build-host node_modules/.installed ## webhook-to-resume latency, sweep detection latency, cold starts alone, on the local stack
-	BUYFLOW_E2E=1 BUYFLOW_E2E_BIN=$(CURDIR)/$(HOST_BIN) $(GO) test -run '^$$' -bench WebhookToResume -benchtime 100x ./e2e
 	BUYFLOW_E2E=1 BUYFLOW_E2E_BIN=$(CURDIR)/$(HOST_BIN) $(GO) test -run '^$$' -bench . -benchtime 50x ./e2e/waiting
 
 .PHONY: localstack-deploy

@@ -1,6 +1,7 @@
 // Package waiting holds the local-stack benchmarks of how a buy waits for its seller: how soon
-// the reconciliation sweep notices a seller that finished without a webhook, and what each
-// function's cold start costs when it starts alone. It runs its own local stack, whose per-buy
+// a seller's webhook resumes a parked buy, how soon the reconciliation sweep notices a seller
+// that finished without a webhook, and what each function's cold start costs when it starts
+// alone. It runs its own local stack, whose per-buy
 // safety net, while the sweep runs, is far longer than the measurement, so that only the sweep
 // can notice:
 //

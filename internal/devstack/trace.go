@@ -52,9 +52,16 @@ type TraceEvent struct {
 
 // Trace is a bounded, concurrency-safe log of TraceEvents.
 type Trace struct {
-	mu     sync.Mutex
-	max    int
-	events []TraceEvent
+	mu       sync.Mutex
+	max      int
+	events   []TraceEvent
+	watchers map[*traceWatcher]struct{}
+}
+
+// traceWatcher is one Watch: the first event match accepts goes to found.
+type traceWatcher struct {
+	match func(TraceEvent) bool
+	found chan TraceEvent
 }
 
 func newTrace(max int) *Trace { return &Trace{max: max} }
@@ -66,6 +73,32 @@ func (t *Trace) add(e TraceEvent) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.events = appendBounded(t.events, e, t.max)
+	for w := range t.watchers {
+		if w.match(e) {
+			w.found <- e // buffered, and sent at most once: the watcher leaves the set now
+			delete(t.watchers, w)
+		}
+	}
+}
+
+// Watch returns a channel that receives the first event added from now on that match
+// accepts, and a stop func that ends the watch (the channel then never receives). A benchmark
+// that waits for one event watches rather than reading Events in a loop: a copy of the whole
+// trace per look would load the stack it measures. match runs under the trace's lock: it must
+// be quick and must not call the trace.
+func (t *Trace) Watch(match func(TraceEvent) bool) (found <-chan TraceEvent, stop func()) {
+	w := &traceWatcher{match: match, found: make(chan TraceEvent, 1)}
+	t.mu.Lock()
+	if t.watchers == nil {
+		t.watchers = map[*traceWatcher]struct{}{}
+	}
+	t.watchers[w] = struct{}{}
+	t.mu.Unlock()
+	return w.found, func() {
+		t.mu.Lock()
+		delete(t.watchers, w)
+		t.mu.Unlock()
+	}
 }
 
 // appendBounded appends v to s and drops the oldest entries beyond max, so a log the stack
