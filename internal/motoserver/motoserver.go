@@ -45,7 +45,7 @@ func Available() error {
 
 // Options configures Start.
 type Options struct {
-	// Wait bounds the wait for the server to answer (default 30 s).
+	// Wait bounds the wait for the server to answer (default 2 min).
 	Wait time.Duration
 	// Stock runs moto as shipped, without sitecustomize.py's KMS mends.
 	Stock bool
@@ -62,13 +62,18 @@ type Server struct {
 	once sync.Once
 }
 
+// defaultWait bounds the wait for a moto_server to answer. The wait ends when it answers, or
+// at once when it exits, so the bound only ever meets a start that hangs: it is long enough for
+// a Python server's start on a machine whose cores are busy with other work (30 s was not).
+const defaultWait = 2 * time.Minute
+
 // Start starts Command on a free loopback port and waits until it answers.
 func Start(o Options) (*Server, error) {
 	if err := Available(); err != nil {
 		return nil, err
 	}
 	if o.Wait <= 0 {
-		o.Wait = 30 * time.Second
+		o.Wait = defaultWait
 	}
 	port, err := freePort()
 	if err != nil {
