@@ -245,7 +245,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	st.TableName, st.EventBusName = names.table, names.bus
 	ddb, sm, eb, sq := st.newClients(emuURL)
 	// The ledger stream's tap is in place before anything writes the table.
-	stream := newLedgerStream(emuURL, names.table)
+	stream := newLedgerStream(emuURL, names.table, topology.App.LedgerStream)
 	st.proxy.stream.Store(stream)
 	if err := st.createLedgerAndSecrets(ctx, ddb, sm, names, ag); err != nil {
 		return nil, err

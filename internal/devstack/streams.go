@@ -54,6 +54,11 @@ type streamChange struct {
 type ledgerStream struct {
 	table, arn, kumo string
 	http             *http.Client
+	// keyPattern is the part of the mapping's filter pattern on an item's keys (dynamodb.Keys),
+	// nil when it has none. No record of an item whose keys it rejects could reach the
+	// function, so the tap leaves such writes alone: the receipts, replay nonces and timeline
+	// events a webhook writes go to kumo without the lock and the two reads each.
+	keyPattern map[string]any
 
 	write sync.Mutex // one table write at a time, with its before and after reads
 
@@ -63,12 +68,38 @@ type ledgerStream struct {
 	wake    chan struct{}
 }
 
-func newLedgerStream(kumo, table string) *ledgerStream {
-	return &ledgerStream{
+func newLedgerStream(kumo, table string, src topology.StreamSource) *ledgerStream {
+	s := &ledgerStream{
 		table: table, kumo: kumo, http: &http.Client{Timeout: 30 * time.Second},
 		arn:  "arn:aws:dynamodb:" + region + ":000000000000:table/" + table + "/stream/local",
 		wake: make(chan struct{}, 1),
 	}
+	var filter struct {
+		DynamoDB struct {
+			Keys map[string]any `json:"Keys"`
+		} `json:"dynamodb"`
+	}
+	// A pattern that does not parse keeps every record: the mapping refuses it with its error.
+	if json.Unmarshal([]byte(src.FilterPattern), &filter) == nil && checkExactPattern(filter.DynamoDB.Keys) == nil {
+		s.keyPattern = filter.DynamoDB.Keys
+	}
+	return s
+}
+
+// mayPass reports whether a record of the item with key k could pass the mapping's filter.
+func (s *ledgerStream) mayPass(k map[string]json.RawMessage) bool {
+	if s.keyPattern == nil {
+		return true
+	}
+	decoded := make(map[string]any, len(k))
+	for name, v := range k {
+		var d any
+		if json.Unmarshal(v, &d) != nil {
+			return true // not ours to judge: tapped, and the mapping's filter decides
+		}
+		decoded[name] = d
+	}
+	return matches(s.keyPattern, decoded)
 }
 
 // dynamoWrites are the DynamoDB actions that change items.
@@ -150,7 +181,7 @@ func (s *ledgerStream) keysOf(action string, body []byte) []map[string]json.RawM
 		}
 		k := map[string]json.RawMessage{ledger.AttrPK: src[ledger.AttrPK], ledger.AttrSK: src[ledger.AttrSK]}
 		id := string(k[ledger.AttrPK]) + "\x00" + string(k[ledger.AttrSK])
-		if k[ledger.AttrPK] == nil || seen[id] {
+		if k[ledger.AttrPK] == nil || seen[id] || !s.mayPass(k) {
 			return
 		}
 		seen[id] = true
