@@ -23,7 +23,8 @@ import (
 // in the emulator proxy, which every function's AWS calls pass: a write to the table is run
 // alone (the tap holds a lock around it), with a consistent read of each item it names before
 // and after, and every item it changed becomes one record, in commit order, with its new and
-// old images (the table's NEW_AND_OLD_IMAGES stream). The mapping's emulation then does what
+// old images (the table's NEW_AND_OLD_IMAGES stream). Only the items whose keys the mapping's
+// filter pattern keeps are tapped: the others' records would be dropped unseen. The mapping's emulation then does what
 // Lambda's does with topology.App.LedgerStream: the filter pattern, batches of BatchSize
 // within MaxBatchingWindowSeconds, one batch at a time, a batch that fails retried (from the
 // first failed record when the function reports batch item failures) up to RetryAttempts,
