@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/buyflow/buyflow/internal/record"
 )
@@ -42,6 +43,9 @@ func (s *Store) GetBreaker(ctx context.Context, agentID string) (record.Breaker,
 //
 // It returns the stored breaker (Version one more than read), or an error matching
 // ErrContention when another function wrote it since it was read: read again and decide again.
+// The put leaves its random id in last_write, so that a put the SDK retried after its response
+// was lost is recognised as this one: were it taken for another writer's, the gate would decide
+// again on its own write and count one failure twice.
 func (s *Store) PutBreaker(ctx context.Context, b record.Breaker) (record.Breaker, error) {
 	if err := checkID("agent id", b.AgentID); err != nil {
 		return record.Breaker{}, err
@@ -52,19 +56,31 @@ func (s *Store) PutBreaker(ctx context.Context, b record.Breaker) (record.Breake
 	if err != nil {
 		return record.Breaker{}, fmt.Errorf("ledger: encode breaker of %s: %w", b.AgentID, err)
 	}
-	for k, v := range key(breakerPK(b.AgentID), skBreaker) {
-		item[k] = v
+	k := key(breakerPK(b.AgentID), skBreaker)
+	for name, v := range k {
+		item[name] = v
 	}
+	write := s.NewID()
+	item[attrLastWrite] = &types.AttributeValueMemberS{Value: write}
 	cond := keyFree()
 	if read > 0 {
 		cond = expression.Name("version").Equal(expression.Value(read))
 	}
 	err = s.putIf(ctx, item, cond)
-	if err != nil {
-		if failed, _ := conditionFailed(err); failed {
-			return record.Breaker{}, fmt.Errorf("ledger: breaker of %s changed since version %d: %w", b.AgentID, read, record.ErrContention)
-		}
+	if err == nil {
+		return b, nil
+	}
+	failed, old := conditionFailed(err)
+	if !failed {
 		return record.Breaker{}, fmt.Errorf("ledger: write breaker of %s: %w", b.AgentID, err)
 	}
-	return b, nil
+	if cur, rerr := s.oldOrRead(ctx, old, k); rerr == nil {
+		var stored struct {
+			LastWrite string `dynamodbav:"last_write"`
+		}
+		if attributevalue.UnmarshalMap(cur, &stored) == nil && stored.LastWrite == write {
+			return b, nil // this very put, retried by the SDK after its response was lost
+		}
+	}
+	return record.Breaker{}, fmt.Errorf("ledger: breaker of %s changed since version %d: %w", b.AgentID, read, record.ErrContention)
 }

@@ -181,7 +181,8 @@
 //
 //	circuit breaker  pk BREAKER#<agent id>  sk BREAKER   (Breaker; the rules: internal/breaker)
 //	  put            Put if attribute_not_exists(pk) when none was read, else if version = :read;
-//	                 it stores version :read + 1; a lost race is ErrContention: read, decide again
+//	                 it stores version :read + 1 and its random id in last_write (its own retry
+//	                 after a lost response is success); a lost race is ErrContention: read, decide again
 //	  read           GetItem, consistent; none written means closed with no failures
 //	  TTL            none (deployment-wide, like the agent registry)
 //

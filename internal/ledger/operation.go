@@ -31,6 +31,9 @@ const (
 	attrUpdatedAt = "updated_at"
 	attrTaskToken = "task_token"
 	attrSellerID  = "seller_id"
+	// attrLastWrite holds the random id of an item's last conditional write: how a write the
+	// SDK sent again after its response was lost knows it is its own.
+	attrLastWrite = "last_write"
 )
 
 // opItem is the stored shape of an operation: the fields plus keys and index attributes.
@@ -353,7 +356,7 @@ func (s *Store) transitionInput(tenant, id string, to workflow.Status, preds []w
 	}
 	up := expression.Set(expression.Name(attrVersion), expression.Name(attrVersion).Plus(expression.Value(1))).
 		Set(expression.Name(attrUpdatedAt), expression.Value(now)).
-		Set(expression.Name("last_write"), expression.Value(write))
+		Set(expression.Name(attrLastWrite), expression.Value(write))
 	switch {
 	case to == "": // UpdateFields: the status stays (pending), only the gsi1 time moves
 		up = up.Set(expression.Name(AttrGSI1SK), expression.Value(pendingSK(now, tenant, id)))

@@ -119,6 +119,25 @@ func TestWritesSurviveARetryAfterALostResponse(t *testing.T) {
 		t.Fatalf("second decider: err = %v, want a DecisionError", err)
 	}
 
+	// A breaker write is versioned: its retry must not read as another writer's (ErrContention),
+	// or the gate decides again on its own write and counts one failure twice.
+	b, err := s.PutBreaker(ctx, record.Breaker{AgentID: "seller-r", State: record.BreakerClosed, Failures: 1})
+	if err != nil || b.Version != 1 {
+		t.Fatalf("first breaker write: %+v, %v", b, err)
+	}
+	b.Failures = 2
+	if b, err = s.PutBreaker(ctx, b); err != nil || b.Version != 2 || b.Failures != 2 {
+		t.Fatalf("next breaker write: %+v, %v", b, err)
+	}
+	if stored, err := s.GetBreaker(ctx, "seller-r"); err != nil || stored.Version != 2 || stored.Failures != 2 {
+		t.Fatalf("stored breaker: %+v, %v", stored, err)
+	}
+	stale := b
+	stale.Version, stale.Failures = 1, 9
+	if _, err := s.PutBreaker(ctx, stale); !errors.Is(err, record.ErrContention) {
+		t.Fatalf("a write from a stale read: err = %v, want ErrContention", err)
+	}
+
 	c, err := s.Claim(ctx, "acme", "key-r", "hash")
 	if err != nil {
 		t.Fatalf("claim: %v", err)
