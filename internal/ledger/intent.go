@@ -45,7 +45,8 @@ type intentItem struct {
 
 // PutIntent stores in with attribute_not_exists(pk). If an intent for the same operation and task
 // already exists, it is returned unchanged with created false (same-intent semantics: the caller
-// must then send the stored bytes and key, not its own).
+// must then send the stored bytes and key, not its own). The put leaves its random id in
+// last_write, so that its own retry after a lost response is still created true.
 func (s *Store) PutIntent(ctx context.Context, in record.Intent) (stored *record.Intent, created bool, err error) {
 	if err := checkOp(in.Tenant, in.OperationID); err != nil {
 		return nil, false, err
@@ -61,6 +62,8 @@ func (s *Store) PutIntent(ctx context.Context, in record.Intent) (stored *record
 	if err != nil {
 		return nil, false, fmt.Errorf("ledger: encode intent %s of operation %s: %w", in.Task, in.OperationID, err)
 	}
+	write := s.NewID()
+	av[attrLastWrite] = &types.AttributeValueMemberS{Value: write}
 	err = s.putIf(ctx, av, keyFree())
 	if err == nil {
 		return &in, true, nil
@@ -72,6 +75,14 @@ func (s *Store) PutIntent(ctx context.Context, in record.Intent) (stored *record
 	item, err := s.oldOrRead(ctx, old, k)
 	if err != nil {
 		return nil, false, fmt.Errorf("ledger: put intent %s of operation %s: read existing: %w", in.Task, in.OperationID, err)
+	}
+	var mark struct {
+		LastWrite string `dynamodbav:"last_write"`
+	}
+	if attributevalue.UnmarshalMap(item, &mark) == nil && mark.LastWrite == write {
+		// This very put, retried by the SDK after its response was lost. Taken for another
+		// attempt's, a put that was a first send's claim would be claimed again: a resend.
+		return &in, true, nil
 	}
 	existing, err := decodeIntent(item)
 	if err != nil {

@@ -119,6 +119,19 @@ func TestWritesSurviveARetryAfterALostResponse(t *testing.T) {
 		t.Fatalf("second decider: err = %v, want a DecisionError", err)
 	}
 
+	// An intent's put is a first send's claim (stage.FixIntent): its retry must still be the put
+	// that created it, or the stage would claim it again and resend.
+	intent := record.Intent{Tenant: "acme", OperationID: "op-r", Task: "update_media_buy", IdempotencyKey: "key-intent-r",
+		Request: []byte(`{"a":1}`), Claims: 1}
+	if got, created, err := s.PutIntent(ctx, intent); err != nil || !created || got.Claims != 1 {
+		t.Fatalf("put intent: %+v created=%t, %v; want created", got, created, err)
+	}
+	other := intent
+	other.IdempotencyKey, other.Request = "key-intent-other", []byte(`{"b":2}`)
+	if got, created, err := s.PutIntent(ctx, other); err != nil || created || got.IdempotencyKey != "key-intent-r" {
+		t.Fatalf("another attempt's put: %+v created=%t, %v; want the stored intent, not created", got, created, err)
+	}
+
 	// A breaker write is versioned: its retry must not read as another writer's (ErrContention),
 	// or the gate decides again on its own write and counts one failure twice.
 	b, err := s.PutBreaker(ctx, record.Breaker{AgentID: "seller-r", State: record.BreakerClosed, Failures: 1})
