@@ -148,8 +148,8 @@ var costOf = map[string]unitCost{
 		"poll.PollSeller, completed: load, breaker read, get_task_status, RecordTaskStatus move (txn), ClearTaskToken"},
 	callPollDeadline: {300 * time.Millisecond, consistentRead + breakerRead, smallWrite,
 		"poll.PollSeller past the deadline: load, breaker read, get_task_status, poll event"},
-	callWebhook: {durationDefault, 2 * consistentRead, smallWrite + smallWrite + transition + clearTaskToken + smallWrite,
-		"webhook: FindOperation (index+op), nonce put, receipt put, RecordTaskStatus move (txn), ClearTaskToken, wake event, SendTaskSuccess"},
+	callWebhook: {durationDefault, 2 * consistentRead, smallWrite + smallWrite + transition + smallWrite,
+		"webhook: FindOperation (index+op), nonce put, receipt put, RecordTaskStatus move taking the token (txn), SendTaskSuccess, receipt done"},
 	string(workflow.ActionReport): {500 * time.Millisecond, consistentRead + breakerRead, smallWrite,
 		"governance.Report: load, breaker read, report_plan_outcome (500 ms), outcome event"},
 	string(workflow.ActionFail): {500 * time.Millisecond, consistentRead + breakerRead, transition,
@@ -170,8 +170,8 @@ var costOf = map[string]unitCost{
 		"modify.Apply: change + buy + plan reads, breaker reads, get_media_buys (300 ms), ApplyChange txn (buy state, event), change event, report intent, report_plan_outcome (500 ms), 2 events"},
 	callStartExecution: {0, 0, 0, "states:startExecution: no Lambda, no ledger write"},
 	callRead:           {durationDefault, consistentRead, 0, "GET /media-buys/{id}: GetOperation"},
-	callSweepWake: {0, 0, transition + clearTaskToken + smallWrite,
-		"reconcile apply: RecordTaskStatus move (txn), ClearTaskToken, wake event, SendTaskSuccess (its Lambda time is the sweep's)"},
+	callSweepWake: {0, 0, transition + smallWrite,
+		"reconcile apply: RecordTaskStatus move taking the token (txn), SendTaskSuccess, wake event (its Lambda time is the sweep's)"},
 }
 
 // buyCost is one buy's bill, in dollars, with the counts it comes from.

@@ -22,7 +22,7 @@
 //     response was lost (a 200 whose body read failed), and the retry then fails its own
 //     condition. Each write leaves a random id the retry recognises (last_write on transitions
 //     and field updates, decision_id on decisions, writer on receipts and nonces,
-//     token_cleared_by on token clears, the owner on claims, claimed_by on intent claims;
+//     token_cleared_by on token clears and takes, the owner on claims, claimed_by on intent claims;
 //     events have random keys) and then reports the success it had.
 //   - A write that lost a race on its item is sent again before any caller sees it (conflict.go,
 //     through the dynamoretry package, which the agent registry shares):
@@ -63,6 +63,12 @@
 //	                 (and gsi3pk, gsi3sk), changed fields. Cancellation reason ConditionalCheckFailed → *TransitionError
 //	                 (terminal | illegal | version) with the current item; TransactionConflict →
 //	                 ErrContention; missing → ErrNotFound
+//	  advance        Advance: the transition's transaction from the operation as the caller read it;
+//	                 condition status = the status read AND version = the version read AND
+//	                 task_token = the token read (or attribute_not_exists(task_token)); with take
+//	                 also REMOVE task_token, SET token_cleared_by. The operation it returns is the
+//	                 one read with the write applied (no read-back); a refusal is a *TransitionError
+//	                 classified against every predecessor of to (version: try again from Current)
 //	  update fields  UpdateFields: the same transaction without a status change; condition status IN
 //	                 (every pending status) [AND version = :expected]; SET version + 1, updated_at,
 //	                 gsi1sk, changed fields; an "update" event

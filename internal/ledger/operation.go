@@ -30,7 +30,10 @@ const (
 	attrVersion   = "version"
 	attrUpdatedAt = "updated_at"
 	attrTaskToken = "task_token"
-	attrSellerID  = "seller_id"
+	// attrTokenClearedBy holds the random id of the write that took the parked task token, so
+	// that the same write retried by the SDK after its response was lost knows it won it.
+	attrTokenClearedBy = "token_cleared_by"
+	attrSellerID       = "seller_id"
 	// attrLastWrite holds the random id of an item's last conditional write: how a write the
 	// SDK sent again after its response was lost knows it is its own.
 	attrLastWrite = "last_write"
@@ -255,6 +258,65 @@ func (s *Store) Transition(ctx context.Context, tenant, id string, to workflow.S
 	return s.transition(ctx, tenant, id, to, preds, expectedVersion, ch, fmt.Sprintf("transition operation %s to %s", id, to))
 }
 
+// Advance moves op, exactly as the caller read it, to status to: Transition's transaction,
+// conditioned on all that another writer could have changed since the read (the status, the
+// version, and the parked task token or its absence). With take it also removes that token
+// (leaving the write's id in token_cleared_by, as ClearTaskToken does), so that the caller
+// alone completes it. It returns the operation as the write left it, built from op without
+// reading the table again (record.Patch.ApplyTo): one round trip where Transition needs two,
+// and a waker's clear needs a third. Attributes other writers keep without a version (a
+// live buy's delivery and sweep marks) are as op had them.
+//
+// A refused condition returns a *TransitionError built from the item as the refusal found it
+// (kind version when its status still allows the move: the caller may advance from Current);
+// a missing operation returns ErrNotFound.
+func (s *Store) Advance(ctx context.Context, op *record.Operation, to workflow.Status, ch record.Patch, take bool) (*record.Operation, error) {
+	if err := checkOp(op.Tenant, op.ID); err != nil {
+		return nil, err
+	}
+	switch {
+	case !workflow.CanMove(op.Status, to):
+		return nil, fmt.Errorf("%w: %s may not move to %s", record.ErrInvalidArgument, op.Status, to)
+	case ch.From != "" && ch.From != op.Status:
+		return nil, fmt.Errorf("%w: the change is from %s, the operation is %s", record.ErrInvalidArgument, ch.From, op.Status)
+	case take && op.TaskToken == "":
+		return nil, fmt.Errorf("%w: no parked task token to take", record.ErrInvalidArgument)
+	}
+	token := expression.AttributeNotExists(expression.Name(attrTaskToken))
+	if op.TaskToken != "" {
+		token = expression.Name(attrTaskToken).Equal(expression.Value(op.TaskToken))
+	}
+	write, now := s.NewID(), s.now()
+	in, err := s.transitionInput(op.Tenant, op.ID, to, []workflow.Status{op.Status}, op.Version, ch, now, write, take, token)
+	if err != nil {
+		return nil, err
+	}
+	failed, old, err := s.writeTx(ctx, in, fmt.Sprintf("advance operation %s to %s", op.ID, to))
+	if err != nil {
+		return nil, err
+	}
+	if failed {
+		// Classified against every status that may move to to, not just op's: a refusal because
+		// another writer moved the operation on is a version conflict while the move stays legal.
+		preds := workflow.Predecessors(to)
+		if ch.From != "" {
+			preds = []workflow.Status{ch.From}
+		}
+		err := s.transitionConflict(ctx, op.Tenant, op.ID, to, preds, op.Version, old)
+		if te, ok := errors.AsType[*record.TransitionError](err); !ok || te.Current.LastWrite != write {
+			return nil, err
+		}
+		// This very write, retried by the SDK after its response was lost.
+	}
+	next := *op
+	next.Status, next.Version, next.UpdatedAt, next.LastWrite = to, op.Version+1, now, write
+	ch.ApplyTo(&next)
+	if take {
+		next.TaskToken = ""
+	}
+	return &next, nil
+}
+
 // UpdateFields applies changes to the tenant's pending operation without moving its status
 // (a seller task id, a governance check, a deadline): condition status IN (every pending status)
 // (or status = ch.From when set) and, unless expectedVersion is AnyVersion, version = expected.
@@ -300,7 +362,7 @@ func (s *Store) FollowChange(ctx context.Context, tenant, id string, from, to wo
 	}
 	done := expression.Name(attrStatus).Equal(statusValue(to)).And(expression.Name("budget_total").Equal(expression.Value(budget)))
 	write := s.NewID()
-	in, err := s.transitionInput(tenant, id, to, []workflow.Status{from}, record.AnyVersion, ch, s.now(), write, expression.Not(done))
+	in, err := s.transitionInput(tenant, id, to, []workflow.Status{from}, record.AnyVersion, ch, s.now(), write, false, expression.Not(done))
 	if err != nil {
 		return nil, err
 	}
@@ -323,7 +385,7 @@ func (s *Store) FollowChange(ctx context.Context, tenant, id string, from, to wo
 // reads the operation after it; what names the write in errors.
 func (s *Store) transition(ctx context.Context, tenant, id string, to workflow.Status, preds []workflow.Status, expectedVersion int64, ch record.Patch, what string) (*record.Operation, error) {
 	write := s.NewID()
-	in, err := s.transitionInput(tenant, id, to, preds, expectedVersion, ch, s.now(), write)
+	in, err := s.transitionInput(tenant, id, to, preds, expectedVersion, ch, s.now(), write, false)
 	if err != nil {
 		return nil, err
 	}
@@ -343,7 +405,7 @@ func (s *Store) transition(ctx context.Context, tenant, id string, to workflow.S
 
 // transitionInput builds the transaction of a transition (to set) or of an UpdateFields (to ""),
 // its condition narrowed further by the extra ones.
-func (s *Store) transitionInput(tenant, id string, to workflow.Status, preds []workflow.Status, expectedVersion int64, ch record.Patch, now time.Time, write string, extra ...expression.ConditionBuilder) (*dynamodb.TransactWriteItemsInput, error) {
+func (s *Store) transitionInput(tenant, id string, to workflow.Status, preds []workflow.Status, expectedVersion int64, ch record.Patch, now time.Time, write string, take bool, extra ...expression.ConditionBuilder) (*dynamodb.TransactWriteItemsInput, error) {
 	cond := expression.Name(attrStatus).In(statusValue(preds[0]), statusOperands(preds[1:])...)
 	if len(preds) == 1 {
 		cond = expression.Name(attrStatus).Equal(statusValue(preds[0]))
@@ -380,6 +442,9 @@ func (s *Store) transitionInput(tenant, id string, to workflow.Status, preds []w
 	if to != "" && !to.Pending() {
 		// Off the per-seller pending index (gsi3) too: the sweep's shards read only pending ones.
 		up = up.Remove(expression.Name(attrGSI3PK)).Remove(expression.Name(attrGSI3SK))
+	}
+	if take {
+		up = up.Remove(expression.Name(attrTaskToken)).Set(expression.Name(attrTokenClearedBy), expression.Value(write))
 	}
 	up = applyChanges(ch, up)
 	e, err := build(expression.NewBuilder().WithCondition(cond).WithUpdate(up))
@@ -507,7 +572,7 @@ func (s *Store) ClearTaskToken(ctx context.Context, tenant, id, token string) er
 	clear := s.NewID()
 	k := key(opPK(tenant, id), skOperation)
 	_, err := s.update(ctx, k, expression.Name(attrTaskToken).Equal(expression.Value(token)),
-		expression.Remove(expression.Name(attrTaskToken)).Set(expression.Name("token_cleared_by"), expression.Value(clear)), "")
+		expression.Remove(expression.Name(attrTaskToken)).Set(expression.Name(attrTokenClearedBy), expression.Value(clear)), "")
 	if err != nil {
 		failed, old := conditionFailed(err)
 		if !failed {

@@ -76,6 +76,18 @@ func TestWritesSurviveARetryAfterALostResponse(t *testing.T) {
 	if err := s.ClearTaskToken(ctx, "acme", "op-r", "tok-1"); !errors.Is(err, record.ErrTokenMismatch) {
 		t.Fatalf("a second waker's clear: err = %v, want ErrTokenMismatch", err)
 	}
+	// An advance that takes the token: its retry must still be the write that took it, or the
+	// webhook that won the wake would take it for another waker's and wake nobody.
+	if _, err := s.SetTaskToken(ctx, "acme", "op-r", "tok-2"); err != nil {
+		t.Fatal(err)
+	}
+	parked, err := s.GetOperation(ctx, "acme", "op-r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Advance(ctx, parked, workflow.StatusAwaitingApproval, record.Patch{Actor: "test"}, true); err != nil || got.TaskToken != "" {
+		t.Fatalf("advance taking the token: %+v, %v", got, err)
+	}
 	if err := s.AppendEvent(ctx, "acme", "op-r", record.Event{Type: "note"}); err != nil {
 		t.Fatalf("append event: %v", err)
 	}

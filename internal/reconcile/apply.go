@@ -38,7 +38,7 @@ func (s *Service) pollAndApply(ctx context.Context, r *shard, seller string, acc
 // event type "reconcile", and wakes the workflow (sellertask.Wake) when it must act.
 func (s *Service) apply(ctx context.Context, r *shard, seller string, op *record.Operation, ts *adcp.TaskStatusResult) (*record.Operation, error) {
 	u := sellertask.UpdateFrom(ts)
-	u.TaskID, u.Actor, u.EventType, u.SkipRepeat = op.SellerTaskID, "seller:"+seller, record.EventReconcile, true
+	u.TaskID, u.Actor, u.EventType, u.SkipRepeat, u.Take = op.SellerTaskID, "seller:"+seller, record.EventReconcile, true, true
 	u.Detail = map[string]any{"task_id": op.SellerTaskID, "seller_status": ts.Status, "source": "reconcile"}
 	rec, err := sellertask.RecordStatus(ctx, s.taskDeps(r), op, u)
 	if err != nil {
@@ -51,7 +51,7 @@ func (s *Service) apply(ctx context.Context, r *shard, seller string, op *record
 	r.finding(KindLostUpdate)
 	s.log.WarnContext(ctx, "seller update recorded by reconciliation (a webhook was lost or late)", "operationId", op.ID,
 		"seller", seller, "from", op.Status, "to", cur.Status)
-	s.wake(ctx, cur)
+	s.wake(ctx, cur, rec.Token)
 	return cur, nil
 }
 
@@ -68,7 +68,7 @@ func (s *Service) lost(ctx context.Context, r *shard, seller string, op *record.
 		return rec.Op, nil
 	}
 	r.finding(KindUnknownTask)
-	s.wake(ctx, rec.Op)
+	s.wake(ctx, rec.Op, "")
 	return rec.Op, nil
 }
 
@@ -84,10 +84,11 @@ func (s *Service) taskDeps(r *shard) sellertask.Deps {
 }
 
 // wake completes the parked AwaitSeller token when the operation needs the state machine
-// (sellertask.Wake, as the webhook does). A failure is logged: the ledger holds the truth and the
-// wait's own timeout polls it.
-func (s *Service) wake(ctx context.Context, op *record.Operation) {
-	woken, err := sellertask.Wake(ctx, s.taskDeps(nil), op, workflow.WaitState{}, s.cfg.RunConfig, s.now())
+// (sellertask.Wake, as the webhook does): taken, when the update's own write took it, else the
+// stored one. A failure is logged: the ledger holds the truth and the wait's own timeout polls
+// it.
+func (s *Service) wake(ctx context.Context, op *record.Operation, taken string) {
+	woken, err := sellertask.Wake(ctx, s.taskDeps(nil), op, taken, workflow.WaitState{}, s.cfg.RunConfig, s.now())
 	switch {
 	case err != nil:
 		s.log.WarnContext(ctx, "workflow not woken", "operationId", op.ID, "err", err)

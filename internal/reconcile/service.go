@@ -50,6 +50,7 @@ type ledger interface {
 	ListPendingBySeller(ctx context.Context, seller string, limit int, cursor string) (record.Page[*record.Operation], error)
 	BackfillSellerIndex(ctx context.Context, scanLimit int) (added int, done bool, err error)
 	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Patch) (*record.Operation, error)
+	Advance(ctx context.Context, op *record.Operation, to workflow.Status, ch record.Patch, take bool) (*record.Operation, error)
 	UpdateFields(ctx context.Context, tenant, id string, expectedVersion int64, ch record.Patch) (*record.Operation, error)
 	AppendEvent(ctx context.Context, tenant, opID string, ev record.Event) error
 	ClearTaskToken(ctx context.Context, tenant, id, token string) error

@@ -194,6 +194,31 @@ type Patch struct {
 	Detail    json.RawMessage
 }
 
+// ApplyTo sets on op the fields p changes, as the ledger's transitions write them (times in
+// UTC): a caller that knows the item a conditioned write changed can tell what it became
+// without reading it again. The event fields and From are not the operation's.
+func (p Patch) ApplyTo(op *Operation) {
+	strs := [...]struct{ dst, v *string }{
+		{&op.SellerTaskID, p.SellerTaskID}, {&op.MediaBuyID, p.MediaBuyID}, {&op.GovernanceCheckID, p.GovernanceCheckID},
+		{&op.GovernanceContext, p.GovernanceContext}, {&op.WebhookTokenHash, p.WebhookTokenHash}, {&op.Reason, p.Reason},
+		{&op.ErrorCode, p.ErrorCode}, {&op.ExecutionName, p.ExecutionName}, {&op.BudgetTotal, p.BudgetTotal},
+		{&op.SellerState, p.SellerState},
+	}
+	for _, f := range strs {
+		if f.v != nil {
+			*f.dst = *f.v
+		}
+	}
+	for _, f := range [...]struct{ dst, v *time.Time }{{&op.GovernanceExpiresAt, p.GovernanceExpiresAt}, {&op.Deadline, p.Deadline}} {
+		if f.v != nil {
+			*f.dst = f.v.UTC()
+		}
+	}
+	if p.SellerPackages != nil {
+		op.SellerPackages = p.SellerPackages
+	}
+}
+
 // ConflictKind says why a transition's condition failed.
 type ConflictKind string
 

@@ -22,6 +22,7 @@ import (
 // reconciliation sweep.
 type ledger interface {
 	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Patch) (*record.Operation, error)
+	Advance(ctx context.Context, op *record.Operation, to workflow.Status, ch record.Patch, take bool) (*record.Operation, error)
 	AppendEvent(ctx context.Context, tenant, opID string, ev record.Event) error
 	ClearTaskToken(ctx context.Context, tenant, id, token string) error
 }
@@ -102,6 +103,12 @@ type Update struct {
 	// Detail is the transition's event detail. RecordStatus adds media_buy_id to this map
 	// (so a caller's own no-change event carries it too); nil starts an empty one.
 	Detail map[string]any
+	// Take is set by a caller that completes the parked token itself when the update ends the
+	// wait (the webhook receiver, the sweep): when the status reached needs the state machine
+	// by itself (terminal, or input required), the move takes the token in its own write, and
+	// Recorded.Token holds it for Wake. That saves the waker the token's clear; a wake for
+	// a lapsed deadline still clears it first (Wake).
+	Take bool
 	// SkipRepeat answers a status equal to the operation's with Repeat before the result
 	// is read, writing nothing: a poller seeing the same answer again has no news. Without it
 	// the repeat goes to the transition and comes back Stale (the webhook records it).
@@ -175,14 +182,18 @@ type Recorded struct {
 	// To is the status the update asked for, after the result was read (a completion whose
 	// result is an error is failed); empty for Unmapped.
 	To workflow.Status
+	// Token is the parked task token the move took from the ledger (Update.Take): nobody else
+	// can complete it now, so the caller must (Wake).
+	Token string
 }
 
 // RecordStatus records a seller's task update on op, forward only: the AdCP status mapped
 // with workflow.FromTaskStatus, media_buy_id (or the error) read from a completion's result
 // with adcp.DecodeMediaBuy, the seller task id recorded when the operation has none, a reason
 // for an ended, failed-on-completion or input-required task, and a legal step through working
-// when the transition table needs it (Move). A transition the ledger refuses is Stale,
-// never an error. When the task reached a terminal status, SellerTaskDuration is emitted (by
+// when the transition table needs it. The move is the ledger's Advance from op: another
+// writer's change since op was read is read back from the refusal and the move tried again from
+// it while it stays legal. A transition the ledger refuses is Stale, never an error. When the task reached a terminal status, SellerTaskDuration is emitted (by
 // raw AdCP status) if deps.Metrics is set and u.CreatedAt parses.
 //
 // The only errors are the ledger's (wrapped, matching record.ErrNotFound, record.ErrContention
@@ -256,7 +267,8 @@ func RecordStatus(ctx context.Context, deps Deps, op *record.Operation, u Update
 	}
 	ch.Detail = record.EventDetail(u.Detail)
 
-	cur, moved, err := moveVia(ctx, deps, op, to, ch)
+	take := u.Take && workflow.SellerOutput{Status: to, Terminal: to.Terminal()}.NeedsDecision()
+	cur, moved, token, err := advanceVia(ctx, deps, op, to, ch, take)
 	if err != nil {
 		return Recorded{Op: op, To: to}, err
 	}
@@ -268,7 +280,7 @@ func RecordStatus(ctx context.Context, deps Deps, op *record.Operation, u Update
 			deps.Metrics.Duration(metrics.SellerTaskDuration, metrics.Dims{"Status": u.Status}, deps.now().Sub(created))
 		}
 	}
-	return Recorded{Op: cur, Outcome: Applied, To: to}, nil
+	return Recorded{Op: cur, Outcome: Applied, To: to, Token: token}, nil
 }
 
 // EndedMediaBuy reports whether a successful create answer reports a media buy the seller
@@ -276,6 +288,62 @@ func RecordStatus(ctx context.Context, deps Deps, op *record.Operation, u Update
 // or canceled).
 func EndedMediaBuy(mb *adcp.MediaBuyResult) bool {
 	return mb.MediaBuyID != "" && (mb.MediaBuyStatus == "rejected" || mb.MediaBuyStatus == "canceled")
+}
+
+// advanceTries bounds how often advance tries again after another writer changed the operation:
+// each refusal hands back the item as it then was, so only a storm of writers exhausts it.
+const advanceTries = 4
+
+// advance moves op to to with the ledger's Advance (taking the parked token when take is set
+// and one is parked). A move the ledger refuses because another writer changed the operation
+// since op was read is tried again from the operation as the refusal read it, while the move
+// stays legal; any other refusal is "no change" (the current operation, moved=false). A move
+// not legal from the status read is left to the ledger's own status (Move). token is the token
+// the move took.
+func advance(ctx context.Context, deps Deps, op *record.Operation, to workflow.Status, ch record.Patch, take bool) (cur *record.Operation, moved bool, token string, err error) {
+	for range advanceTries {
+		switch {
+		case op.Status == to:
+			return op, false, "", nil
+		case !workflow.CanMove(op.Status, to):
+			// Not from the status read: the ledger decides from the one it holds now.
+			cur, moved, err := Move(ctx, deps, op, to, ch)
+			return cur, moved, "", err
+		}
+		taking := take && op.TaskToken != ""
+		next, err := deps.Ledger.Advance(ctx, op, to, ch, taking)
+		var te *record.TransitionError
+		switch {
+		case err == nil && taking:
+			return next, true, op.TaskToken, nil
+		case err == nil:
+			return next, true, "", nil
+		case errors.As(err, &te) && te.Current != nil && te.Kind == record.ConflictVersion:
+			op = te.Current
+			continue
+		case errors.As(err, &te) && te.Current != nil:
+			return te.Current, false, "", nil
+		}
+		return nil, false, "", fmt.Errorf("move operation %s to %s: %w", op.ID, to, err)
+	}
+	return nil, false, "", fmt.Errorf("move operation %s to %s: changed by others %d times: %w", op.ID, to, advanceTries, record.ErrContention)
+}
+
+// advanceVia is advance that, for a completion the table does not allow directly
+// (awaiting_approval → completed after the seller's input-required was answered), takes the
+// legal step through working first. A repeated input-required after that approval stays "no
+// change", so nobody is asked twice.
+func advanceVia(ctx context.Context, deps Deps, op *record.Operation, to workflow.Status, ch record.Patch, take bool) (*record.Operation, bool, string, error) {
+	if to == workflow.StatusCompleted && !workflow.CanMove(op.Status, to) && op.Status != workflow.StatusWorking &&
+		workflow.CanMove(op.Status, workflow.StatusWorking) && workflow.CanMove(workflow.StatusWorking, to) {
+		mid, _, _, err := advance(ctx, deps, op, workflow.StatusWorking, record.Patch{Actor: ch.Actor, EventType: ch.EventType,
+			SellerTaskID: ch.SellerTaskID, Detail: ch.Detail}, false)
+		if err != nil {
+			return nil, false, "", err
+		}
+		op = mid
+	}
+	return advance(ctx, deps, op, to, ch, take)
 }
 
 // Move transitions op to to, forward only. A refused transition is "no change": it returns the
@@ -297,33 +365,20 @@ func Move(ctx context.Context, deps Deps, op *record.Operation, to workflow.Stat
 	return nil, false, fmt.Errorf("move operation %s to %s: %w", op.ID, to, err)
 }
 
-// moveVia is Move that, for a completion the table does not allow directly (awaiting_approval
-// → completed after the seller's input-required was answered), takes the legal step through
-// working first. A repeated input-required after that approval stays "no change", so nobody is
-// asked twice.
-func moveVia(ctx context.Context, deps Deps, op *record.Operation, to workflow.Status, ch record.Patch) (*record.Operation, bool, error) {
-	if to == workflow.StatusCompleted && !workflow.CanMove(op.Status, to) && op.Status != workflow.StatusWorking &&
-		workflow.CanMove(op.Status, workflow.StatusWorking) && workflow.CanMove(workflow.StatusWorking, to) {
-		mid, _, err := Move(ctx, deps, op, workflow.StatusWorking, record.Patch{Actor: ch.Actor, EventType: ch.EventType,
-			SellerTaskID: ch.SellerTaskID, Detail: ch.Detail})
-		if err != nil {
-			return nil, false, err
-		}
-		op = mid
-	}
-	return Move(ctx, deps, op, to, ch)
-}
-
-// Wake completes the parked AwaitSeller token stored on op when the ledger's state needs the
-// state machine to act (WakeOutput(op, wait, cfg, now).NeedsDecision()); woken says it did.
-// The token is cleared first (conditional on the stored value), so that of a park, a poll,
-// webhooks and a sweep racing for it exactly one completes it; a token someone else cleared or
-// replaced is left alone. A token Step Functions no longer knows (sfn.ErrTaskGone) is fine:
-// whoever completed it had the ledger's truth. Any other failure to complete is returned
-// (wrapped); the ledger holds the truth and the wait's timeout polls it. After a completion a
-// wake event is appended when deps.WakeActor is set.
-func Wake(ctx context.Context, deps Deps, op *record.Operation, wait workflow.WaitState, cfg workflow.RunConfig, now time.Time) (woken bool, err error) {
+// Wake completes the parked AwaitSeller token when the ledger's state needs the state machine
+// to act (WakeOutput(op, wait, cfg, now).NeedsDecision()); woken says it did. taken is the token
+// the caller's own update took from the ledger (Recorded.Token), which nobody else can complete
+// now. Without one, the token stored on op is cleared first (conditional on the stored value),
+// so that of a park, a poll, webhooks and a sweep racing for it exactly one completes it; a
+// token someone else cleared or replaced is left alone. A token Step Functions no longer knows
+// (sfn.ErrTaskGone) is fine: whoever completed it had the ledger's truth. Any other failure to
+// complete is returned (wrapped); the ledger holds the truth and the wait's timeout polls it.
+// After a completion a wake event is appended when deps.WakeActor is set.
+func Wake(ctx context.Context, deps Deps, op *record.Operation, taken string, wait workflow.WaitState, cfg workflow.RunConfig, now time.Time) (woken bool, err error) {
 	out := WakeOutput(op, wait, cfg, now)
+	if taken != "" {
+		return complete(ctx, deps, op, taken, out)
+	}
 	if !out.NeedsDecision() || op.TaskToken == "" {
 		return false, nil
 	}
@@ -334,7 +389,13 @@ func Wake(ctx context.Context, deps Deps, op *record.Operation, wait workflow.Wa
 		// Wake anyway: a double completion is answered "gone", a missed one costs a poll interval.
 		deps.log().WarnContext(ctx, "task token not cleared", "operationId", op.ID, "err", err)
 	}
-	err = deps.Tasks.Succeed(ctx, op.TaskToken, out)
+	return complete(ctx, deps, op, op.TaskToken, out)
+}
+
+// complete sends out to the parked token the caller holds, then appends the wake event when
+// deps.WakeActor is set.
+func complete(ctx context.Context, deps Deps, op *record.Operation, token string, out workflow.SellerOutput) (bool, error) {
+	err := deps.Tasks.Succeed(ctx, token, out)
 	switch {
 	case errors.Is(err, sfn.ErrTaskGone):
 		deps.log().InfoContext(ctx, "wait already completed", "operationId", op.ID)

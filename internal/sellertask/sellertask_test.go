@@ -29,6 +29,7 @@ type fakeTaskLedger struct {
 	mu          sync.Mutex
 	transitions []record.Patch
 	tos         []workflow.Status
+	taken       []bool
 	events      []record.Event
 	cleared     []string
 }
@@ -38,6 +39,21 @@ func (f *fakeTaskLedger) Transition(_ context.Context, _, _ string, to workflow.
 	f.transitions, f.tos = append(f.transitions, ch), append(f.tos, to)
 	f.mu.Unlock()
 	return f.transition(to, ch)
+}
+
+// Advance records the move as Transition does (take in taken), and takes the token from what
+// transition returns when asked to.
+func (f *fakeTaskLedger) Advance(_ context.Context, _ *record.Operation, to workflow.Status, ch record.Patch, take bool) (*record.Operation, error) {
+	f.mu.Lock()
+	f.transitions, f.tos, f.taken = append(f.transitions, ch), append(f.tos, to), append(f.taken, take)
+	f.mu.Unlock()
+	op, err := f.transition(to, ch)
+	if err == nil && take {
+		cur := *op
+		cur.TaskToken = ""
+		op = &cur
+	}
+	return op, err
 }
 
 func (f *fakeTaskLedger) AppendEvent(_ context.Context, _, _ string, ev record.Event) error {
@@ -309,7 +325,7 @@ func TestWake(t *testing.T) {
 				calls = append(calls, stagetest.Completion{Token: token, Output: output.(workflow.SellerOutput)})
 				return tc.succeed
 			})
-			woken, err := sellertask.Wake(context.Background(), deps, op, workflow.WaitState{}, cfg(), taskNow)
+			woken, err := sellertask.Wake(context.Background(), deps, op, "", workflow.WaitState{}, cfg(), taskNow)
 			if woken != tc.want || !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
 				t.Fatalf("Wake = %v, %v; want %v, %v", woken, err, tc.want, tc.wantErr)
 			}
@@ -371,5 +387,90 @@ func TestRecordTaskStatusKeepsTheSellersCode(t *testing.T) {
 				t.Errorf("detail error_code %v", got)
 			}
 		})
+	}
+}
+
+// TestRecordTaskStatusTakesTheTokenItWakes: with Take, a move to a status that needs the state
+// machine takes the parked token in its own write and hands it over; nothing else takes it.
+func TestRecordTaskStatusTakesTheTokenItWakes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, status, token string
+		take                bool
+		want                string
+	}{
+		{"a completion with Take", "completed", "tok", true, "tok"},
+		{"input required with Take", "input-required", "tok", true, "tok"},
+		{"a failure with Take", "failed", "tok", true, "tok"},
+		{"working needs no decision", "working", "tok", true, ""},
+		{"without Take", "completed", "tok", false, ""},
+		{"nothing parked", "completed", "", true, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			op := record.Operation{Tenant: tenant, ID: "op-1", Status: workflow.StatusSubmitted, SellerTaskID: "task-1", TaskToken: tc.token}
+			l := &fakeTaskLedger{transition: moves(op)}
+			rec, err := sellertask.RecordStatus(context.Background(), taskDeps(l), &op, sellertask.Update{Status: tc.status,
+				Result: json.RawMessage(`{"status":"completed","media_buy_id":"mb-1"}`), Take: tc.take})
+			if err != nil || rec.Outcome != sellertask.Applied {
+				t.Fatalf("%v, %v", rec.Outcome, err)
+			}
+			if rec.Token != tc.want || l.taken[len(l.taken)-1] != (tc.want != "") {
+				t.Fatalf("token %q (take asked: %v), want %q", rec.Token, l.taken, tc.want)
+			}
+			if tc.want != "" && rec.Op.TaskToken != "" {
+				t.Fatalf("the operation still holds token %q after the take", rec.Op.TaskToken)
+			}
+		})
+	}
+}
+
+// TestRecordTaskStatusTriesAgainAfterAnotherWriter: a move refused because another writer
+// changed the operation since it was read (a token parked meanwhile) is tried again from the
+// operation the refusal returned, and takes that token; a writer that never stops is contention.
+func TestRecordTaskStatusTriesAgainAfterAnotherWriter(t *testing.T) {
+	t.Parallel()
+	read := record.Operation{Tenant: tenant, ID: "op-1", Status: workflow.StatusWorking, SellerTaskID: "task-1", Version: 4}
+	parked := read
+	parked.TaskToken = "tok-late"
+	refusals := 1
+	l := &fakeTaskLedger{}
+	l.transition = func(to workflow.Status, ch record.Patch) (*record.Operation, error) {
+		if refusals > 0 {
+			refusals--
+			cur := parked
+			return nil, &record.TransitionError{To: to, Current: &cur, Kind: record.ConflictVersion}
+		}
+		return moves(parked)(to, ch)
+	}
+	rec, err := sellertask.RecordStatus(context.Background(), taskDeps(l), &read, sellertask.Update{Status: "completed",
+		Result: json.RawMessage(`{"status":"completed","media_buy_id":"mb-1"}`), Take: true})
+	if err != nil || rec.Outcome != sellertask.Applied || rec.Token != "tok-late" || len(l.tos) != 2 || !l.taken[1] || l.taken[0] {
+		t.Fatalf("%v token %q after %d moves (take %v), %v; want applied with tok-late after 2", rec.Outcome, rec.Token, len(l.tos), l.taken, err)
+	}
+
+	refusals = 100
+	l.tos = nil
+	rec, err = sellertask.RecordStatus(context.Background(), taskDeps(l), &read, sellertask.Update{Status: "completed", Take: true})
+	if !errors.Is(err, record.ErrContention) || rec.Outcome == sellertask.Applied || len(l.tos) != 4 {
+		t.Fatalf("%v, %v after %d moves; want ErrContention after 4", rec.Outcome, err, len(l.tos))
+	}
+}
+
+// TestWakeTakenToken: a token the caller's update took is completed as it is, without a clear.
+func TestWakeTakenToken(t *testing.T) {
+	t.Parallel()
+	op := &record.Operation{Tenant: tenant, ID: "op-1", Status: workflow.StatusCompleted}
+	l := &fakeTaskLedger{}
+	var calls []stagetest.Completion
+	deps := taskDeps(l)
+	deps.Tasks = stagetest.TasksFunc(func(_ context.Context, token string, output any) error {
+		calls = append(calls, stagetest.Completion{Token: token, Output: output.(workflow.SellerOutput)})
+		return nil
+	})
+	woken, err := sellertask.Wake(context.Background(), deps, op, "tok-taken", workflow.WaitState{}, cfg(), taskNow)
+	if !woken || err != nil || len(calls) != 1 || calls[0].Token != "tok-taken" || len(l.cleared) != 0 {
+		t.Fatalf("Wake = %v, %v; completions %+v, cleared %v", woken, err, calls, l.cleared)
 	}
 }

@@ -26,6 +26,8 @@ type Ledger interface {
 	Intents
 	GetOperation(ctx context.Context, tenant, id string) (*record.Operation, error)
 	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Patch) (*record.Operation, error)
+	// Advance records a seller's task update (sellertask.RecordStatus, the poll stage's).
+	Advance(ctx context.Context, op *record.Operation, to workflow.Status, ch record.Patch, take bool) (*record.Operation, error)
 	SetTaskToken(ctx context.Context, tenant, id, token string) (*record.Operation, error)
 	ClearTaskToken(ctx context.Context, tenant, id, token string) error
 	AppendEvent(ctx context.Context, tenant, opID string, ev record.Event) error

@@ -32,8 +32,9 @@ func tokenMatches(token, storedHash string) bool {
 // (older than, or equal to, what it holds) is stale; a delivery about another task type, or
 // with a status without lifecycle meaning, is ignored; both leave an event (the handler has
 // refused one about another task of the same type). The returned operation is
-// the one after the transition (with the parked task token, if any).
-func (s *Service) apply(ctx context.Context, op *record.Operation, d *Delivery) (Outcome, *record.Operation, error) {
+// the one after the transition; token is the parked task token the transition took, when the
+// status it reached needs the state machine (sellertask.Update.Take): the wake completes it.
+func (s *Service) apply(ctx context.Context, op *record.Operation, d *Delivery) (o Outcome, cur *record.Operation, token string, err error) {
 	actor := "seller:" + op.SellerID
 	ev := deliveryFields(d)
 	var why string
@@ -46,12 +47,12 @@ func (s *Service) apply(ctx context.Context, op *record.Operation, d *Delivery) 
 	}
 	if why == "" {
 		rec, err := sellertask.RecordStatus(ctx, s.taskDeps(), op, sellertask.Update{Status: d.Status, TaskID: d.TaskID,
-			Result: d.Result, Message: d.Message, Actor: actor, EventType: record.EventWebhook, Detail: ev})
+			Result: d.Result, Message: d.Message, Actor: actor, EventType: record.EventWebhook, Detail: ev, Take: true})
 		switch {
 		case err != nil:
-			return outcomeError, nil, fmt.Errorf("webhook: %w", err)
+			return outcomeError, nil, "", fmt.Errorf("webhook: %w", err)
 		case rec.Outcome == sellertask.Applied:
-			return OutcomeApplied, rec.Op, nil
+			return OutcomeApplied, rec.Op, rec.Token, nil
 		case rec.Outcome == sellertask.Stale:
 			// No From/To: the timeline's From/To mark moves of the buy, and this moved nothing
 			// (finance and the status events would read completed → completed).
@@ -59,12 +60,12 @@ func (s *Service) apply(ctx context.Context, op *record.Operation, d *Delivery) 
 			ev["current_status"], ev["reported_status"] = cur.Status, rec.To
 			s.event(ctx, cur, record.Event{Type: record.EventWebhook, Actor: actor,
 				Reason: "stale: the ledger already holds " + string(cur.Status), Detail: record.EventDetail(ev)})
-			return OutcomeStale, cur, nil
+			return OutcomeStale, cur, "", nil
 		}
 		why = "a task status without lifecycle meaning" // sellertask.Unmapped
 	}
 	s.event(ctx, op, record.Event{Type: record.EventWebhook, Actor: actor, Reason: "ignored: " + why, Detail: record.EventDetail(ev)})
-	return OutcomeIgnored, op, nil
+	return OutcomeIgnored, op, "", nil
 }
 
 // deliveryFields is what the timeline keeps of a delivery (never its token).
@@ -85,10 +86,11 @@ func deliveryFields(d *Delivery) map[string]any {
 func deliveryDetail(d *Delivery) json.RawMessage { return record.EventDetail(deliveryFields(d)) }
 
 // wake completes the parked AwaitSeller token when the update needs the state machine to act
-// (sellertask.Wake: the token is cleared first, so one waker wins; a gone token is fine). The
-// webhook appends no wake event: its own event records the delivery.
-func (s *Service) wake(ctx context.Context, op *record.Operation) error {
-	if _, err := sellertask.Wake(ctx, s.taskDeps(), op, workflow.WaitState{}, s.cfg.RunConfig, s.now()); err != nil {
+// (sellertask.Wake): the token the update's own write took, else the stored one, cleared first
+// so that one waker wins; a gone token is fine. The webhook appends no wake event: its own
+// event records the delivery.
+func (s *Service) wake(ctx context.Context, op *record.Operation, taken string) error {
+	if _, err := sellertask.Wake(ctx, s.taskDeps(), op, taken, workflow.WaitState{}, s.cfg.RunConfig, s.now()); err != nil {
 		return fmt.Errorf("webhook: %w", err)
 	}
 	return nil

@@ -44,13 +44,17 @@
 //     only 3.2, a duplicate otherwise; a new key for the same as-of is the seller's
 //     correction, as an "adjusted" report is.
 //  6. The update is applied forward only (workflow.FromTaskStatus; media_buy_id from the result
-//     via adcp.DecodeMediaBuy). A transition the ledger refuses (an older or equal status) is
+//     via adcp.DecodeMediaBuy), in one write conditioned on the operation exactly as step 2
+//     read it (ledger.Advance: tried again from the item its refusal returns when another
+//     writer came between). A transition the ledger refuses (an older or equal status) is
 //     "stale" and leaves an audit event; a delivery about another task type, or a
 //     status without lifecycle meaning, is "ignored" and leaves an audit event.
 //  7. When the applied status needs the state machine (sellertask.WakeOutput(...).NeedsDecision()),
-//     the parked token is cleared (conditional: one waker wins) and completed with the wake
-//     output. A gone token is fine; a failed wake is logged: the ledger holds the truth and the
-//     wait's timeout polls it.
+//     the parked token is completed with the wake output. For a terminal or input-required
+//     status the write of step 6 took the token (one waker wins, and no request more); for a
+//     lapsed deadline it is cleared first, conditionally. A gone token is fine; a failed wake is
+//     logged: the ledger holds the truth and the wait's timeout polls it. The receipt is marked
+//     done after the wake.
 //  8. 200 {"outcome": "..."}; one structured log line per delivery (operationId, seller, status,
 //     outcome, httpStatus, code). Tokens, signatures and bodies are never logged.
 //

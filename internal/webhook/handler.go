@@ -233,7 +233,7 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		s.complete(ctx, r, op, d)
 		return r.ok(OutcomeAcknowledged)
 	}
-	outcome, cur, err := s.apply(ctx, op, d)
+	outcome, cur, token, err := s.apply(ctx, op, d)
 	if err != nil {
 		if rerr := s.cfg.Ledger.ReleaseReceipt(ctx, op.SellerID, d.IdempotencyKey); rerr != nil {
 			err = errors.Join(err, rerr)
@@ -245,7 +245,7 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	// redelivery meets an in-progress receipt (503) until it is stale, then applies the update
 	// again, which the forward-only ledger takes as stale.
 	if outcome == OutcomeApplied {
-		if werr := s.wake(ctx, cur); werr != nil {
+		if werr := s.wake(ctx, cur, token); werr != nil {
 			// The ledger holds the update; the wait's timeout polls and finds it.
 			r.err = werr
 		}

@@ -457,13 +457,17 @@ func TestCorrelationByWhatTheSignatureCovers(t *testing.T) {
 	})
 }
 
-// failingLedger fails every transition and records receipt releases.
+// failingLedger fails every move and records receipt releases.
 type failingLedger struct {
 	webhook.Ledger
 	released []string
 }
 
 func (f *failingLedger) Transition(context.Context, string, string, workflow.Status, int64, record.Patch) (*record.Operation, error) {
+	return nil, errors.New("dynamodb: service unavailable")
+}
+
+func (f *failingLedger) Advance(context.Context, *record.Operation, workflow.Status, record.Patch, bool) (*record.Operation, error) {
 	return nil, errors.New("dynamodb: service unavailable")
 }
 

@@ -30,10 +30,10 @@ type gatedLedger struct {
 	once    sync.Once
 }
 
-func (g *gatedLedger) Transition(ctx context.Context, tenant, id string, to workflow.Status, v int64, ch record.Patch) (*record.Operation, error) {
+func (g *gatedLedger) Advance(ctx context.Context, op *record.Operation, to workflow.Status, ch record.Patch, take bool) (*record.Operation, error) {
 	g.once.Do(func() { close(g.entered) })
 	<-g.open
-	return g.Ledger.Transition(ctx, tenant, id, to, v, ch)
+	return g.Ledger.Advance(ctx, op, to, ch, take)
 }
 
 func TestRetryWhileTheFirstIsProcessingIs503ThenDuplicate(t *testing.T) {

@@ -29,6 +29,8 @@ type Ledger interface {
 	// the seller's retry instead of being taken for a duplicate.
 	ReleaseReceipt(ctx context.Context, sellerID, idempotencyKey string) error
 	Transition(ctx context.Context, tenant, id string, to workflow.Status, expectedVersion int64, ch record.Patch) (*record.Operation, error)
+	// Advance records the update and takes the parked token the wake completes.
+	Advance(ctx context.Context, op *record.Operation, to workflow.Status, ch record.Patch, take bool) (*record.Operation, error)
 	AppendEvent(ctx context.Context, tenant, opID string, ev record.Event) error
 	ClearTaskToken(ctx context.Context, tenant, id, token string) error
 }

@@ -57,8 +57,8 @@ func (w *wakeCounter) Succeed(ctx context.Context, token string, output any) err
 }
 
 // TestWakeWaitsOnlyForTheUpdate: the seller's terminal update reaches the workflow after the
-// requests that record it (find the operation, claim the receipt, move the operation and read
-// it back, clear the parked token), not after the receipt's bookkeeping, which follows the
+// requests that record it (find the operation, claim the receipt, move the operation taking the
+// parked token in the same write), not after the receipt's bookkeeping, which follows the
 // wake. Each table request is a round trip on the path the webhook-to-resume budget measures,
 // so their number is pinned: a seller's later webhook for the same buy (working, then
 // completed) finds the operation without its index (ledger's opTenants).
@@ -76,9 +76,9 @@ func TestWakeWaitsOnlyForTheUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.svc = svc
-	// The index read, the operation, the receipt's claim, the transition and its read-back, the
-	// token's clear; the receipt's completion follows the wake.
-	const firstBeforeWake = 6
+	// The index read, the operation, the receipt's claim, the transition that takes the token;
+	// the receipt's completion follows the wake.
+	const firstBeforeWake = 4
 	e.op("op-1", sellerHMAC, true)
 	e.op("op-2", sellerHMAC, true)
 	for _, c := range []struct {
