@@ -14,7 +14,9 @@
 //     raw bytes against the exact target URI (BUYFLOW_PUBLIC_BASE_URL + the path from
 //     /v1/webhooks/adcp/ when configured, else https://<domainName><rawPath>, plus ?rawQuery).
 //     A failure is 401 with WWW-Authenticate: Signature error="<code>" and nothing stored (the
-//     verifier records the (keyid, nonce) pair only after every check passed).
+//     (keyid, nonce) pair is recorded only after every check passed: webhookauth's
+//     VerifyDeferred, then Verified.Commit before any answer of steps 4 and 5, and a replay is
+//     answered 401 webhook_signature_replayed whatever else the request would get).
 //  4. The payload (core/mcp-webhook-payload.json) is parsed and correlated by what the
 //     signature covers: the URL path names the operation; a body operation_id (3.1; 3.0
 //     sellers leave it out) must equal it; the token echo must hash to the operation's
@@ -26,7 +28,9 @@
 //     WebhookRejected (by Code, by Seller); every authenticated 2xx in WebhookAccepted.
 //  5. The receipt (authenticated seller id = the operation's seller, idempotency_key, the
 //     payload's canonical hash) is claimed with a conditional put before any side effect, in
-//     progress until the effects are recorded (then done). A key already held is answered by
+//     progress until the effects are recorded (then done). The nonce is recorded meanwhile: two
+//     conditional puts on items of their own, so one round trip on the path a wake waits for;
+//     a replay releases the receipt its claim made, and stores nothing. A key already held is answered by
 //     AdCP 3.2's retry rules: 503 delivery_in_progress while its first copy is being processed
 //     (a claim older than receiptStale is taken over: its holder died), 200 duplicate once
 //     done, and 409 idempotency_conflict for another payload under the key from a seller that

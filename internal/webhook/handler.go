@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -149,7 +150,9 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	// A delivery report may come authenticated by the Bearer credential of the buy's
 	// reporting_webhook, which is the operation's own token (only its seller was given it):
 	// checked against the operation's hash, constant-time. Anything else is verified the way
-	// the seller's registry settings say.
+	// the seller's registry settings say; an RFC 9421 request's nonce is recorded below
+	// (verified.Commit), before any answer but a 5xx of the verification itself.
+	var verified webhookauth.Verified
 	reportingBearer := false
 	if bearer, ok := strings.CutPrefix(httpapi.Header(req, "Authorization"), "Bearer "); ok && s.cfg.Reports != nil && tokenMatches(bearer, op.WebhookTokenHash) {
 		reportingBearer = true
@@ -168,60 +171,32 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		if v == nil {
 			return r.fail("seller_not_configured", errors.New("no webhook verifier for the operation's seller"))
 		}
-		if _, err := v.Verify(ctx, wreq); err != nil {
+		if verified, err = v.VerifyDeferred(ctx, wreq); err != nil {
 			return s.authFailure(r, err)
 		}
 	}
 
-	d, err := ParseDelivery(body)
-	if err != nil {
-		var de *DeliveryError
-		errors.As(err, &de)
-		return r.refuse(http.StatusBadRequest, "invalid_payload", de.Error())
-	}
-	r.status = d.Status
-	// A pushed delivery report travels the task webhooks' route, token and checks, but belongs
-	// to no task: its reporting_webhook carries no operation_id for the seller to echo, and its
-	// task_id is the seller's reporting stream.
-	var report *adcp.DeliveryReport
-	if d.TaskType == taskTypeDelivery && s.cfg.Reports != nil {
-		if report, err = adcp.DecodeDeliveryReport(d.Result); err != nil {
-			return r.refuse(http.StatusBadRequest, "invalid_payload", err.Error())
+	d, report, syncEcho, refusal := s.correlate(r, op, body, reportingBearer)
+	if refusal != nil || report != nil {
+		// The request is authentic: its nonce is recorded before it is answered, and a replay is
+		// answered as one.
+		if err := verified.Commit(ctx); err != nil {
+			return s.authFailure(r, err)
 		}
 	}
-	if reportingBearer && report == nil {
-		// The reporting credential authenticates delivery reports only: a task update must
-		// come as the seller's registered mode signs it.
-		return s.authFailure(r, webhookauth.ErrModeMismatch)
+	if refusal != nil {
+		return *refusal
 	}
-	// Correlation by what the signature covers: the operation is the URL path's; a body
-	// operation_id (3.1) must agree, and the task must be the operation's.
-	if d.OperationID != "" && d.OperationID != op.ID && report == nil {
-		return r.refuse(http.StatusBadRequest, "operation_mismatch", "the payload's operation_id is not the one in the URL")
-	}
-	syncEcho := isSyncEcho(op, d)
-	switch {
-	case op.WebhookTokenHash == "" && !syncEcho:
-		// The create registered a token, but its answer is not recorded yet (the seller was
-		// quicker than the create stage): the echo cannot be checked now, so the seller retries.
-		return r.fail("operation_not_ready", errors.New("the operation's webhook token is not recorded yet"))
-	case op.WebhookTokenHash != "" && !tokenMatches(d.Token, op.WebhookTokenHash):
-		return r.refuse(http.StatusForbidden, "token_mismatch", "the token does not echo the one registered for this operation")
-	case report == nil && !syncEcho && op.SellerTaskID != "" && d.TaskID != op.SellerTaskID,
-		report == nil && !syncEcho && op.SellerTaskID == "" && op.MediaBuyID != "":
-		return r.refuse(http.StatusBadRequest, "task_mismatch", "the payload's task_id is not the operation's seller task")
-	}
-
 	if report != nil {
 		// A delivery report needs no receipt: its snapshot is one (delivery.Reader.Push).
 		s.accepted(ctx, op.SellerID)
 		return s.recordReport(ctx, r, op, d, report)
 	}
-	// Claim the delivery before any side effect, so a redelivery cannot repeat one.
-	held, err := s.cfg.Ledger.ClaimReceipt(ctx, record.Receipt{SellerID: op.SellerID, IdempotencyKey: d.IdempotencyKey,
-		Tenant: op.Tenant, OperationID: op.ID, TaskID: d.TaskID, ReceivedAt: s.now(), PayloadHash: d.PayloadHash}, receiptStale)
-	if err != nil {
-		return r.fail("ledger_unavailable", err)
+	// Claim the delivery before any side effect, so a redelivery cannot repeat one; the nonce is
+	// recorded meanwhile (two conditional puts on items of their own, one round trip).
+	held, out := s.claim(ctx, r, op, d, verified)
+	if out != nil {
+		return *out
 	}
 	s.accepted(ctx, op.SellerID)
 	if held != nil {
@@ -252,6 +227,86 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	}
 	s.complete(ctx, r, op, d)
 	return r.ok(outcome)
+}
+
+// correlate reads an authenticated delivery and correlates it by what the signature covers:
+// the operation is the URL path's; a body operation_id (3.1) must agree, and the task must be
+// the operation's. report is set for a pushed delivery report, which travels the task
+// webhooks' route, token and checks but belongs to no task (its reporting_webhook carries no
+// operation_id for the seller to echo, and its task_id is the seller's reporting stream).
+// refusal, when set, is the answer; nothing was stored.
+func (s *Service) correlate(r *result, op *record.Operation, body []byte, reportingBearer bool) (d *Delivery, report *adcp.DeliveryReport, syncEcho bool, refusal *result) {
+	refuse := func(status int, code, message string) (*Delivery, *adcp.DeliveryReport, bool, *result) {
+		out := r.refuse(status, code, message)
+		return nil, nil, false, &out
+	}
+	d, err := ParseDelivery(body)
+	if err != nil {
+		var de *DeliveryError
+		errors.As(err, &de)
+		return refuse(http.StatusBadRequest, "invalid_payload", de.Error())
+	}
+	r.status = d.Status
+	if d.TaskType == taskTypeDelivery && s.cfg.Reports != nil {
+		if report, err = adcp.DecodeDeliveryReport(d.Result); err != nil {
+			return refuse(http.StatusBadRequest, "invalid_payload", err.Error())
+		}
+	}
+	if reportingBearer && report == nil {
+		// The reporting credential authenticates delivery reports only: a task update must
+		// come as the seller's registered mode signs it.
+		out := s.authFailure(r, webhookauth.ErrModeMismatch)
+		return nil, nil, false, &out
+	}
+	if d.OperationID != "" && d.OperationID != op.ID && report == nil {
+		return refuse(http.StatusBadRequest, "operation_mismatch", "the payload's operation_id is not the one in the URL")
+	}
+	syncEcho = isSyncEcho(op, d)
+	switch {
+	case op.WebhookTokenHash == "" && !syncEcho:
+		// The create registered a token, but its answer is not recorded yet (the seller was
+		// quicker than the create stage): the echo cannot be checked now, so the seller retries.
+		out := r.fail("operation_not_ready", errors.New("the operation's webhook token is not recorded yet"))
+		return nil, nil, false, &out
+	case op.WebhookTokenHash != "" && !tokenMatches(d.Token, op.WebhookTokenHash):
+		return refuse(http.StatusForbidden, "token_mismatch", "the token does not echo the one registered for this operation")
+	case report == nil && !syncEcho && op.SellerTaskID != "" && d.TaskID != op.SellerTaskID,
+		report == nil && !syncEcho && op.SellerTaskID == "" && op.MediaBuyID != "":
+		return refuse(http.StatusBadRequest, "task_mismatch", "the payload's task_id is not the operation's seller task")
+	}
+	return d, report, syncEcho, nil
+}
+
+// claim claims d's receipt (ClaimReceipt) while the request's nonce is recorded
+// (verified.Commit): nil and the receipt held, if any, when both went through; otherwise the
+// answer, with a receipt this claim made released again, so that a replay stores nothing.
+func (s *Service) claim(ctx context.Context, r *result, op *record.Operation, d *Delivery, verified webhookauth.Verified) (held *record.Receipt, answer *result) {
+	committed := make(chan error, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				committed <- fmt.Errorf("webhook: replay store panicked: %v", p)
+			}
+		}()
+		committed <- verified.Commit(ctx)
+	}()
+	held, err := s.cfg.Ledger.ClaimReceipt(ctx, record.Receipt{SellerID: op.SellerID, IdempotencyKey: d.IdempotencyKey,
+		Tenant: op.Tenant, OperationID: op.ID, TaskID: d.TaskID, ReceivedAt: s.now(), PayloadHash: d.PayloadHash}, receiptStale)
+	if cerr := <-committed; cerr != nil {
+		if err == nil && held == nil {
+			if rerr := s.cfg.Ledger.ReleaseReceipt(ctx, op.SellerID, d.IdempotencyKey); rerr != nil {
+				// Held in progress until receiptStale: the seller's retry meanwhile is a 503.
+				r.err = rerr
+			}
+		}
+		out := s.authFailure(r, cerr)
+		return nil, &out
+	}
+	if err != nil {
+		out := r.fail("ledger_unavailable", err)
+		return nil, &out
+	}
+	return held, nil
 }
 
 // taskTypeDelivery is the task type of a pushed delivery report.

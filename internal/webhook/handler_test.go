@@ -138,6 +138,64 @@ func TestReplayedNonceIsRefused(t *testing.T) {
 	}
 }
 
+// onceFailingLedger fails the first move, as a ledger outage after the receipt's claim would.
+type onceFailingLedger struct {
+	webhook.Ledger
+	failed bool
+}
+
+func (f *onceFailingLedger) Advance(ctx context.Context, op *record.Operation, to workflow.Status, ch record.Patch, take bool) (*record.Operation, error) {
+	if !f.failed {
+		f.failed = true
+		return nil, errors.New("dynamodb: service unavailable")
+	}
+	return f.Ledger.Advance(ctx, op, to, ch, take)
+}
+
+// The nonce is recorded while the receipt is claimed: a replay that found no receipt (its first
+// copy's was released after a ledger failure) releases the one it claimed, and is refused as a
+// replay with nothing stored.
+func TestReplayWhileClaimingLeavesNoReceipt(t *testing.T) {
+	e := newEnvWith(t, func(c *webhook.Config) { c.Ledger = &onceFailingLedger{Ledger: c.Ledger} })
+	e.op("op-1", seller9421, true)
+	req := e.request("op-1", seller9421, mustJSON(t, payload("op-1", "completed", key("a"))), signOpts{})
+	if resp := e.post(req); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("first delivery = %d %s, want 503", resp.StatusCode, resp.Body)
+	}
+	if e.hasReceipt(seller9421, key("a")) {
+		t.Fatal("the failed delivery's receipt was not released")
+	}
+	resp := e.post(req)
+	if resp.StatusCode != http.StatusUnauthorized || resp.Headers["WWW-Authenticate"] != `Signature error="webhook_signature_replayed"` {
+		t.Fatalf("replay = %d %q %s", resp.StatusCode, resp.Headers["WWW-Authenticate"], resp.Body)
+	}
+	assertNothingStored(t, e, "op-1", seller9421, key("a"))
+	// The seller's own retry (a fresh signature) is applied.
+	if resp := e.deliver("op-1", seller9421, payload("op-1", "completed", key("a")), signOpts{}); resp.StatusCode != http.StatusOK || outcome(t, resp) != webhook.OutcomeApplied {
+		t.Fatalf("retry = %d %s", resp.StatusCode, resp.Body)
+	}
+}
+
+// A refusal after verification records the nonce first: the same request again is a replay,
+// whatever it would otherwise be refused for.
+func TestRefusedAfterVerificationStillTakesTheNonce(t *testing.T) {
+	e := newEnv(t)
+	e.op("op-1", seller9421, true)
+	p := payload("op-1", "completed", key("a"))
+	p["token"] = "not-the-token-registered-for-op-1"
+	req := e.request("op-1", seller9421, mustJSON(t, p), signOpts{})
+	if resp := e.post(req); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("first = %d %s, want 403 token_mismatch", resp.StatusCode, resp.Body)
+	}
+	if n := e.count("NONCE#"); n != 1 {
+		t.Fatalf("%d nonces stored, want 1", n)
+	}
+	if resp := e.post(req); resp.StatusCode != http.StatusUnauthorized || resp.Headers["WWW-Authenticate"] != `Signature error="webhook_signature_replayed"` {
+		t.Fatalf("replay = %d %q", resp.StatusCode, resp.Headers["WWW-Authenticate"])
+	}
+	assertNothingStored(t, e, "op-1", seller9421, key("a"))
+}
+
 func TestCheapRefusalsComeBeforeVerification(t *testing.T) {
 	e := newEnv(t)
 	e.op("op-1", seller9421, true)

@@ -125,9 +125,9 @@ type registryVerifier struct {
 	v  *webhookauth.Verifier
 }
 
-func (r registryVerifier) Verify(ctx context.Context, req webhookauth.Request) (webhookauth.Result, error) {
+func (r registryVerifier) VerifyDeferred(ctx context.Context, req webhookauth.Request) (webhookauth.Verified, error) {
 	v := r.v
-	res, err := v.Verify(ctx, req)
+	res, err := v.VerifyDeferred(ctx, req)
 	if !errors.Is(err, webhookauth.ErrUnknownKey) || !r.rv.mayRefresh(r.id) {
 		return res, err
 	}
@@ -138,5 +138,5 @@ func (r registryVerifier) Verify(ctx context.Context, req webhookauth.Request) (
 	if nerr != nil || next == nil || next == v {
 		return res, err
 	}
-	return next.Verify(ctx, req)
+	return next.VerifyDeferred(ctx, req)
 }

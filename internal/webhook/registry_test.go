@@ -100,8 +100,11 @@ func TestRotatedInlineKeyIsPickedUpOnFirstUse(t *testing.T) {
 		if err := (&webhookauth.RFC9421Signer{KeyID: kid, Key: key, Now: clk.Now}).Sign(r, body); err != nil {
 			t.Fatal(err)
 		}
-		_, err = v.Verify(ctx, webhookauth.Request{Method: http.MethodPost, URL: r.URL.String(), Header: r.Header, Body: body})
-		return err
+		p, err := v.VerifyDeferred(ctx, webhookauth.Request{Method: http.MethodPost, URL: r.URL.String(), Header: r.Header, Body: body})
+		if err != nil {
+			return err
+		}
+		return p.Commit(ctx)
 	}
 	if err := verify("k-2026", oldKey); err != nil {
 		t.Fatalf("the configured key: %v", err)

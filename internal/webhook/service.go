@@ -42,9 +42,11 @@ type operations interface {
 	FindOperation(ctx context.Context, id string) (*record.Operation, error)
 }
 
-// Verifier authenticates a webhook for one seller; *webhookauth.Verifier satisfies it.
+// Verifier authenticates a webhook for one seller, all but the recording of its nonce, which
+// the receiver commits with its first write (webhookauth.Verifier.VerifyDeferred);
+// *webhookauth.Verifier satisfies it.
 type Verifier interface {
-	Verify(ctx context.Context, req webhookauth.Request) (webhookauth.Result, error)
+	VerifyDeferred(ctx context.Context, req webhookauth.Request) (webhookauth.Verified, error)
 }
 
 var _ Verifier = (*webhookauth.Verifier)(nil)
@@ -103,7 +105,7 @@ type Config struct {
 // Service receives seller webhooks. It is safe for concurrent use.
 type Service struct {
 	cfg   Config
-	decoy Verifier
+	decoy *webhookauth.Verifier
 	log   *slog.Logger
 }
 
@@ -138,7 +140,7 @@ func New(cfg Config) (*Service, error) {
 // newDecoy returns an RFC 9421 verifier whose only key nobody holds. A delivery for an unknown
 // operation is run through it, so the answer (a 401 with the code a 9421 seller's verifier
 // would give to the same headers) says nothing about which operations exist.
-func newDecoy(now func() time.Time) (Verifier, error) {
+func newDecoy(now func() time.Time) (*webhookauth.Verifier, error) {
 	_, key, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("webhook: decoy key: %w", err)

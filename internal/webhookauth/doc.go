@@ -35,7 +35,10 @@
 //     SHA-256 of the raw body) → replay commit of (keyid, nonce).
 //   - Nothing that fails a check consumes a replay entry: the (keyid, nonce)
 //     pair is recorded only after every other check passed, and it is kept
-//     until expires + 60 s but at least 360 s.
+//     until expires + 60 s but at least 360 s. VerifyDeferred leaves that
+//     last step to the caller (Verified.Commit), so that a receiver can
+//     record the pair while it makes its own first write, acting on the
+//     request only once both are in.
 //   - The signature base is built from the canonical target URI (lowercase
 //     scheme and host, Punycode host, default port and fragment stripped,
 //     dot segments removed, %xx uppercased and unreserved octets decoded,

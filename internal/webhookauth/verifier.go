@@ -188,47 +188,92 @@ func (v *Verifier) VerifyHTTP(ctx context.Context, r *http.Request, body []byte)
 }
 
 // Verify authenticates req under the seller's configured mode and then
-// checks that a non-empty body is JSON without duplicate object keys.
-// Errors wrap the package's sentinels; see Code and WWWAuthenticate.
+// checks that a non-empty body is JSON without duplicate object keys; an
+// RFC 9421 request's (keyid, nonce) pair is recorded last. Errors wrap the
+// package's sentinels; see Code and WWWAuthenticate.
 func (v *Verifier) Verify(ctx context.Context, req Request) (Result, error) {
+	p, err := v.VerifyDeferred(ctx, req)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := p.Commit(ctx); err != nil {
+		return Result{}, err
+	}
+	return p.Result, nil
+}
+
+// Verified is a request that passed every check of Verify but the last:
+// its RFC 9421 (keyid, nonce) pair is not recorded yet (VerifyDeferred).
+type Verified struct {
+	Result
+	replay ReplayStore
+	nonce  string
+	until  time.Time
+}
+
+// Commit records the request's (keyid, nonce) pair until the signature's
+// expiry, the replay check Verify makes last: nil when the pair is new, an
+// error matching ErrReplayed when it was recorded before, and a store
+// failure (whose Code is "") otherwise. A legacy-mode request carries no
+// nonce: nil. The request is authentic only once Commit returned nil.
+func (p Verified) Commit(ctx context.Context) error {
+	if p.replay == nil {
+		return nil
+	}
+	seen, err := p.replay.Seen(ctx, p.KeyID, p.nonce, p.until)
+	if err != nil {
+		return fmt.Errorf("webhookauth: replay store: %w", err)
+	}
+	if seen {
+		return fmt.Errorf("%w: key %q", ErrReplayed, p.KeyID)
+	}
+	return nil
+}
+
+// VerifyDeferred is Verify without its last step: the request's RFC 9421
+// (keyid, nonce) pair is checked and recorded only by the returned
+// Verified's Commit. A receiver can then record the pair at the same time
+// as its own first write, as long as it acts on the request only after
+// Commit returned nil, and undoes that write otherwise.
+func (v *Verifier) VerifyDeferred(ctx context.Context, req Request) (Verified, error) {
 	if len(req.Body) > MaxBodyBytes {
-		return Result{}, fmt.Errorf("%w: %d bytes", ErrBodyTooLarge, len(req.Body))
+		return Verified{}, fmt.Errorf("%w: %d bytes", ErrBodyTooLarge, len(req.Body))
 	}
 	h := canonicalHeader(req.Header)
 	has9421 := len(h.Values("Signature")) > 0 || len(h.Values("Signature-Input")) > 0
 	hasHMAC := len(h.Values("X-ADCP-Signature")) > 0 || len(h.Values("X-ADCP-Timestamp")) > 0
 	var (
-		res Result
+		res Verified
 		err error
 	)
 	switch v.mode {
 	case ModeRFC9421:
 		switch {
 		case hasHMAC:
-			return Result{}, fmt.Errorf("%w: legacy hmac headers sent to an rfc9421 endpoint", ErrModeMismatch)
+			return Verified{}, fmt.Errorf("%w: legacy hmac headers sent to an rfc9421 endpoint", ErrModeMismatch)
 		case !has9421:
 			if h.Get("Authorization") != "" {
-				return Result{}, fmt.Errorf("%w: bearer credentials sent to an rfc9421 endpoint", ErrModeMismatch)
+				return Verified{}, fmt.Errorf("%w: bearer credentials sent to an rfc9421 endpoint", ErrModeMismatch)
 			}
-			return Result{}, fmt.Errorf("%w: no Signature or Signature-Input header", ErrMissingSignature)
+			return Verified{}, fmt.Errorf("%w: no Signature or Signature-Input header", ErrMissingSignature)
 		}
 		res, err = v.verify9421(ctx, req.Method, req.URL, h, req.Body)
 	case ModeHMAC:
 		if has9421 {
-			return Result{}, fmt.Errorf("%w: rfc9421 signature sent to an hmac endpoint", ErrModeMismatch)
+			return Verified{}, fmt.Errorf("%w: rfc9421 signature sent to an hmac endpoint", ErrModeMismatch)
 		}
-		res, err = v.verifyHMAC(h, req.Body)
+		res.Result, err = v.verifyHMAC(h, req.Body)
 	case ModeBearer:
 		if has9421 || hasHMAC {
-			return Result{}, fmt.Errorf("%w: signature headers sent to a bearer endpoint", ErrModeMismatch)
+			return Verified{}, fmt.Errorf("%w: signature headers sent to a bearer endpoint", ErrModeMismatch)
 		}
-		res, err = v.verifyBearer(h)
+		res.Result, err = v.verifyBearer(h)
 	}
 	if err != nil {
-		return Result{}, err
+		return Verified{}, err
 	}
 	if err := checkDuplicateKeys(req.Body); err != nil {
-		return Result{}, err
+		return Verified{}, err
 	}
 	return res, nil
 }
@@ -255,39 +300,40 @@ func canonicalHeader(h http.Header) http.Header {
 
 // verify9421 follows the order of the profile's verifier checklist: cheap
 // structural checks, key resolution and purpose, revocation and rate
-// abuse, then cryptography, digest and finally the replay commit, so that
-// a request failing any earlier step never consumes a replay-cache entry.
-func (v *Verifier) verify9421(ctx context.Context, method, rawURL string, h http.Header, body []byte) (Result, error) {
+// abuse, then cryptography and digest. The replay commit, the last step,
+// is the returned Verified's Commit, so that a request failing any earlier
+// step never consumes a replay-cache entry.
+func (v *Verifier) verify9421(ctx context.Context, method, rawURL string, h http.Header, body []byte) (Verified, error) {
 	// Step 1: paired, parseable headers.
 	inHdr, sigHdr := h.Values("Signature-Input"), h.Values("Signature")
 	if len(inHdr) == 0 || len(sigHdr) == 0 {
-		return Result{}, fmt.Errorf("%w: Signature and Signature-Input must both be present", ErrMalformedHeader)
+		return Verified{}, fmt.Errorf("%w: Signature and Signature-Input must both be present", ErrMalformedHeader)
 	}
 	inputs, err := ParseSignatureInput(strings.Join(inHdr, ", "))
 	if err != nil {
-		return Result{}, err
+		return Verified{}, err
 	}
 	si := selectInput(inputs)
 	sigs, err := parseDictionary(strings.Join(sigHdr, ", "))
 	if err != nil {
-		return Result{}, fmt.Errorf("%w: signature: %w", ErrMalformedHeader, err)
+		return Verified{}, fmt.Errorf("%w: signature: %w", ErrMalformedHeader, err)
 	}
 	var sigRaw string
 	found := false
 	for _, m := range sigs {
 		if m.key == si.Label {
 			if m.isList || m.item.kind != sfBytes {
-				return Result{}, fmt.Errorf("%w: signature %q is not a byte sequence", ErrMalformedHeader, si.Label)
+				return Verified{}, fmt.Errorf("%w: signature %q is not a byte sequence", ErrMalformedHeader, si.Label)
 			}
 			sigRaw, found = m.item.text, true
 		}
 	}
 	if !found {
-		return Result{}, fmt.Errorf("%w: no signature for label %q", ErrMalformedHeader, si.Label)
+		return Verified{}, fmt.Errorf("%w: no signature for label %q", ErrMalformedHeader, si.Label)
 	}
 	sig, err := decodeBinary(sigRaw, true)
 	if err != nil {
-		return Result{}, fmt.Errorf("%w: signature: %w", ErrMalformedHeader, err)
+		return Verified{}, fmt.Errorf("%w: signature: %w", ErrMalformedHeader, err)
 	}
 
 	// Step 2: required parameters.
@@ -301,30 +347,30 @@ func (v *Verifier) verify9421(ctx context.Context, method, rawURL string, h http
 		}
 	}
 	if len(missing) > 0 {
-		return Result{}, fmt.Errorf("%w: missing %s", errParamsIncomplete, strings.Join(missing, ", "))
+		return Verified{}, fmt.Errorf("%w: missing %s", errParamsIncomplete, strings.Join(missing, ", "))
 	}
 	if n, err := decodeBinary(si.Nonce, false); err != nil || len(n) < minNonceBytes {
-		return Result{}, fmt.Errorf("%w: nonce must be base64url of at least %d bytes", ErrMalformedHeader, minNonceBytes)
+		return Verified{}, fmt.Errorf("%w: nonce must be base64url of at least %d bytes", ErrMalformedHeader, minNonceBytes)
 	}
 	// Step 3: tag. Step 4: alg.
 	if si.Tag != tag {
-		return Result{}, fmt.Errorf("%w: %q", errBadTag, si.Tag)
+		return Verified{}, fmt.Errorf("%w: %q", errBadTag, si.Tag)
 	}
 	if si.Alg != AlgEd25519 && si.Alg != AlgES256 {
-		return Result{}, fmt.Errorf("%w: %q", errAlgNotAllowed, si.Alg)
+		return Verified{}, fmt.Errorf("%w: %q", errAlgNotAllowed, si.Alg)
 	}
 	// Step 5: window.
 	now := v.now().Unix()
 	skew, maxWin := int64(ClockSkew/time.Second), int64(MaxWindow/time.Second)
 	switch {
 	case si.Expires <= si.Created:
-		return Result{}, fmt.Errorf("%w: expires not after created", ErrExpired)
+		return Verified{}, fmt.Errorf("%w: expires not after created", ErrExpired)
 	case si.Expires-si.Created > maxWin:
-		return Result{}, fmt.Errorf("%w: window longer than %d s", ErrExpired, maxWin)
+		return Verified{}, fmt.Errorf("%w: window longer than %d s", ErrExpired, maxWin)
 	case si.Created > now+skew:
-		return Result{}, fmt.Errorf("%w: created in the future", ErrExpired)
+		return Verified{}, fmt.Errorf("%w: created in the future", ErrExpired)
 	case si.Expires < now-skew:
-		return Result{}, fmt.Errorf("%w: expired", ErrExpired)
+		return Verified{}, fmt.Errorf("%w: expired", ErrExpired)
 	}
 	// Step 6: covered components.
 	for _, c := range coveredComponents {
@@ -336,72 +382,66 @@ func (v *Verifier) verify9421(ctx context.Context, method, rawURL string, h http
 			}
 		}
 		if !found {
-			return Result{}, fmt.Errorf("%w: %q not covered", errComponentsIncomplete, c)
+			return Verified{}, fmt.Errorf("%w: %q not covered", errComponentsIncomplete, c)
 		}
 	}
 	// Step 6a: target URI.
 	target, authority, err := CanonicalTargetURI(rawURL)
 	if err != nil {
-		return Result{}, err
+		return Verified{}, err
 	}
 	if !strings.HasPrefix(target, "https://") && !isLoopback(authority) && !v.allowHTTP {
-		return Result{}, fmt.Errorf("%w: webhook url must be https", ErrTargetURIMalformed)
+		return Verified{}, fmt.Errorf("%w: webhook url must be https", ErrTargetURIMalformed)
 	}
 	// Step 7: key. Step 8: purpose.
 	key, err := v.keys.lookup(ctx, si.KeyID)
 	if err != nil {
-		return Result{}, err
+		return Verified{}, err
 	}
 	if key.purposeErr != nil {
-		return Result{}, key.purposeErr
+		return Verified{}, key.purposeErr
 	}
 	if key.alg != si.Alg {
-		return Result{}, fmt.Errorf("%w: key %q is %s, signature says %s", ErrKeyPurpose, si.KeyID, key.alg, si.Alg)
+		return Verified{}, fmt.Errorf("%w: key %q is %s, signature says %s", ErrKeyPurpose, si.KeyID, key.alg, si.Alg)
 	}
 	// Step 9: revocation. Step 9a: rate abuse.
 	if v.revocations != nil {
 		revoked, err := v.revocations.Revoked(ctx, si.KeyID)
 		if err != nil {
-			return Result{}, err
+			return Verified{}, err
 		}
 		if revoked {
-			return Result{}, fmt.Errorf("%w: %q", ErrKeyRevoked, si.KeyID)
+			return Verified{}, fmt.Errorf("%w: %q", ErrKeyRevoked, si.KeyID)
 		}
 	}
 	if rc, ok := v.replay.(replayCapacity); ok {
 		full, err := rc.AtCapacity(ctx, si.KeyID, v.now())
 		if err != nil {
-			return Result{}, fmt.Errorf("webhookauth: replay capacity: %w", err)
+			return Verified{}, fmt.Errorf("webhookauth: replay capacity: %w", err)
 		}
 		if full {
-			return Result{}, fmt.Errorf("%w: key %q", ErrRateAbuse, si.KeyID)
+			return Verified{}, fmt.Errorf("%w: key %q", ErrRateAbuse, si.KeyID)
 		}
 	}
 	// Step 10: signature.
 	base, err := signatureBase(si, method, target, authority, h)
 	if err != nil {
-		return Result{}, err
+		return Verified{}, err
 	}
 	if !key.verify(si.Alg, base, sig) {
-		return Result{}, ErrBadSignature
+		return Verified{}, ErrBadSignature
 	}
 	// Step 11: content digest against the raw body.
 	if err := checkContentDigest(h, body); err != nil {
-		return Result{}, err
+		return Verified{}, err
 	}
-	// Step 12/13: replay, committed last.
+	// Step 12/13: replay, committed last (Verified.Commit).
 	until := time.Unix(si.Expires+skew, 0)
 	if floor := v.now().Add(MaxWindow + ClockSkew); until.Before(floor) {
 		until = floor
 	}
-	seen, err := v.replay.Seen(ctx, si.KeyID, si.Nonce, until)
-	if err != nil {
-		return Result{}, fmt.Errorf("webhookauth: replay store: %w", err)
-	}
-	if seen {
-		return Result{}, fmt.Errorf("%w: key %q", ErrReplayed, si.KeyID)
-	}
-	return Result{Mode: ModeRFC9421, KeyID: si.KeyID, Created: time.Unix(si.Created, 0), Expires: time.Unix(si.Expires, 0)}, nil
+	return Verified{Result: Result{Mode: ModeRFC9421, KeyID: si.KeyID, Created: time.Unix(si.Created, 0), Expires: time.Unix(si.Expires, 0)},
+		replay: v.replay, nonce: si.Nonce, until: until}, nil
 }
 
 // selectInput picks the member to verify: the first carrying the webhook

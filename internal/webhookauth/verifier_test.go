@@ -287,6 +287,53 @@ func TestVerifyRFC9421Cases(t *testing.T) {
 	}
 }
 
+// VerifyDeferred checks everything but records nothing: the nonce is taken only by Commit, once.
+func TestVerifyDeferredRecordsOnlyOnCommit(t *testing.T) {
+	s := testSigner(t, "ed")
+	store := NewMemoryReplayStore(0, clocktest.At(testNow).Now)
+	v := newVerifier(t, Config{JWKS: jwksOf(t, s), Now: clocktest.At(testNow).Now, Replay: store})
+	req := signed(t, s, testURL, testBody)
+	ctx := context.Background()
+	for range 2 {
+		p, err := v.VerifyDeferred(ctx, req)
+		if err != nil || p.KeyID == "" {
+			t.Fatalf("VerifyDeferred: %+v, %v", p, err)
+		}
+	}
+	p, _ := v.VerifyDeferred(ctx, req)
+	if err := p.Commit(ctx); err != nil {
+		t.Fatalf("first commit: %v", err)
+	}
+	if err := p.Commit(ctx); !errors.Is(err, ErrReplayed) {
+		t.Fatalf("second commit: %v, want ErrReplayed", err)
+	}
+	if _, err := v.Verify(ctx, req); !errors.Is(err, ErrReplayed) {
+		t.Fatalf("Verify after the commit: %v, want ErrReplayed", err)
+	}
+	// A bad signature is refused before any commit is possible.
+	bad := signed(t, s, testURL, testBody)
+	bad.Body = []byte(`{"other":1}`)
+	if _, err := v.VerifyDeferred(ctx, bad); err == nil {
+		t.Fatal("VerifyDeferred accepted a body its digest does not cover")
+	}
+	// Legacy modes carry no nonce: Commit is nil every time.
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	hv := newVerifier(t, Config{Mode: ModeHMAC, Secrets: [][]byte{secret}, Now: clocktest.At(testNow).Now, Replay: store})
+	hr, _ := http.NewRequest(http.MethodPost, testURL, nil)
+	if err := (&HMACSigner{Secret: secret, Now: clocktest.At(testNow).Now}).Sign(hr, testBody); err != nil {
+		t.Fatal(err)
+	}
+	hp, err := hv.VerifyDeferred(ctx, Request{Method: http.MethodPost, URL: testURL, Header: hr.Header, Body: testBody})
+	if err != nil || hp.Mode != ModeHMAC {
+		t.Fatalf("legacy VerifyDeferred: %+v, %v", hp, err)
+	}
+	for range 2 {
+		if err := hp.Commit(ctx); err != nil {
+			t.Fatalf("legacy commit: %v", err)
+		}
+	}
+}
+
 func TestReplay(t *testing.T) {
 	s := testSigner(t, "ed")
 	now := testNow
