@@ -127,10 +127,11 @@ cfn-lint: ## check that cfn-lint $(CFN_LINT_VERSION) is on PATH (pip install cfn
 
 .PHONY: test
 # The suites that start the local stack (e2e, stagepaths, the local stack's own test) run the
-# host bootstraps build-host makes once, instead of each linking all of them again.
+# host bootstraps build-host makes once, instead of each linking all of them again. The packages
+# that start the stack run in a go test of their own beside the rest (scripts/go-test.sh).
 test: deps build-host ## the whole suite: unit, adapter, contract, interop, workflow, browser and end-to-end tests, cfn-lint, fuzzing, build
 	@command -v cfn-lint >/dev/null || echo "make test: cfn-lint is not on PATH, so the template lint is skipped (pip install cfn-lint==$(CFN_LINT_VERSION); .ci/run requires it)"
-	BUYFLOW_NODE_TESTS=1 BUYFLOW_E2E=1 BUYFLOW_BROWSER_TESTS=1 BUYFLOW_E2E_BIN=$(CURDIR)/$(HOST_BIN) $(GO) test -race -count=1 -timeout 45m ./...
+	BUYFLOW_NODE_TESTS=1 BUYFLOW_E2E=1 BUYFLOW_BROWSER_TESTS=1 BUYFLOW_E2E_BIN=$(CURDIR)/$(HOST_BIN) GO=$(GO) scripts/go-test.sh -race -count=1 -timeout 45m
 	$(MAKE) --no-print-directory fuzz
 	$(MAKE) --no-print-directory build
 
