@@ -22,13 +22,17 @@ type deliveryItem struct {
 	PK string `dynamodbav:"pk"`
 	SK string `dynamodbav:"sk"`
 	record.DeliverySnapshot
+	// LastWrite is the random id of the put that wrote the snapshot: that put, sent again by
+	// the SDK after its response was lost, finds it and knows the snapshot is its own.
+	LastWrite string `dynamodbav:"last_write,omitempty"`
 }
 
 // PutDeliverySnapshot stores d, one snapshot per reported as-of, and reports whether it
 // wrote it. A snapshot already stored for that as-of with the same figures (impressions,
 // spend, pacing, approved budget) is kept as it was: a report sent again writes nothing. One
 // with other figures is the seller's correction of that as-of: d replaces it, and replaced is
-// the snapshot it replaced (nil for a new as-of).
+// the snapshot it replaced (nil for a new as-of). The put retried by the SDK after its response
+// was lost reports the store it made, but cannot say what that replaced (nil).
 func (s *Store) PutDeliverySnapshot(ctx context.Context, d record.DeliverySnapshot) (stored bool, replaced *record.DeliverySnapshot, err error) {
 	if err := checkOp(d.Tenant, d.OperationID); err != nil {
 		return false, nil, err
@@ -39,8 +43,8 @@ func (s *Store) PutDeliverySnapshot(ctx context.Context, d record.DeliverySnapsh
 	if d.ReadAt.IsZero() {
 		d.ReadAt = s.now()
 	}
-	pk := opPK(d.Tenant, d.OperationID)
-	av, err := attributevalue.MarshalMap(deliveryItem{PK: pk, SK: skDeliveryPfx + fmtTime(d.AsOf), DeliverySnapshot: d})
+	pk, sk, write := opPK(d.Tenant, d.OperationID), skDeliveryPfx+fmtTime(d.AsOf), s.NewID()
+	av, err := attributevalue.MarshalMap(deliveryItem{PK: pk, SK: sk, DeliverySnapshot: d, LastWrite: write})
 	if err != nil {
 		return false, nil, fmt.Errorf("ledger: encode delivery snapshot of %s: %w", d.OperationID, err)
 	}
@@ -57,8 +61,17 @@ func (s *Store) PutDeliverySnapshot(ctx context.Context, d record.DeliverySnapsh
 		return false, nil, err
 	}
 	out, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: av, ConditionExpression: e.Condition(),
-		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(), ReturnValues: types.ReturnValueAllOld})
-	if failed, _ := conditionFailed(err); failed {
+		ExpressionAttributeNames: e.Names(), ExpressionAttributeValues: e.Values(), ReturnValues: types.ReturnValueAllOld,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld})
+	if failed, old := conditionFailed(err); failed {
+		item, rerr := s.oldOrRead(ctx, old, key(pk, sk))
+		if rerr != nil {
+			return false, nil, fmt.Errorf("ledger: put delivery snapshot of %s: read the stored one: %w", d.OperationID, rerr)
+		}
+		var cur deliveryItem
+		if err := attributevalue.UnmarshalMap(item, &cur); err == nil && cur.LastWrite == write {
+			return true, nil, nil // this very put, sent again after its response was lost
+		}
 		return false, nil, nil
 	}
 	if err != nil {

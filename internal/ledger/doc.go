@@ -20,10 +20,12 @@
 //     stored as SHA-256 hex inside keys.
 //   - Every conditional write survives a retry of itself: the SDK sends a write again when its
 //     response was lost (a 200 whose body read failed), and the retry then fails its own
-//     condition. Each write leaves a random id the retry recognises (last_write on transitions
-//     and field updates, decision_id on decisions, writer on receipts and nonces,
-//     token_cleared_by on token clears and takes, the owner on claims, claimed_by on intent claims;
-//     events have random keys) and then reports the success it had.
+//     condition. Each write leaves a random id the retry recognises (last_write on transitions,
+//     field updates, breakers, intents and delivery snapshots, decision_id on decisions, writer
+//     on receipts and nonces, token_cleared_by on token clears and takes, the owner on claims,
+//     claimed_by on intent claims; events have random keys) and then reports the success it
+//     had. Creates (an operation, an approval, a campaign) answer their own retry with a
+//     conflict, which their callers take as "it exists".
 //   - A write that lost a race on its item is sent again before any caller sees it (conflict.go,
 //     through the dynamoretry package, which the agent registry shares):
 //     a TransactWriteItems cancelled only with TransactionConflict (another transaction was
@@ -149,7 +151,8 @@
 //	delivery         pk TENANT#<t>#OP#<id>  sk DELIVERY#<as of>
 //	  put            Put if attribute_not_exists(pk) OR its figures (impressions, spend,
 //	                 approved, pacing) differ, ReturnValues ALL_OLD: one snapshot per reported
-//	                 as-of, the same report again writes nothing, a correction replaces it
+//	                 as-of, the same report again writes nothing, a correction replaces it;
+//	                 last_write marks the put, so that its own retry reports the store
 //	  read           Query begins_with(sk, "DELIVERY#"), consistent, newest first
 //	  TTL            none (kept for finance)
 //

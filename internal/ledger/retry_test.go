@@ -182,6 +182,18 @@ func TestWritesSurviveARetryAfterALostResponse(t *testing.T) {
 		t.Fatalf("claim of a completed key: err = %v, want a conflict", err)
 	}
 
+	// A delivery snapshot's put: its retry must report the snapshot stored, or the read records
+	// no delivery event and counts no overspend for those figures.
+	snap := record.DeliverySnapshot{Tenant: "acme", OperationID: "op-r", MediaBuyID: "mb-r", AsOf: time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC),
+		Impressions: 10, Spend: "1.00", Currency: "USD", Approved: "1500.00"}
+	if stored, _, err := s.PutDeliverySnapshot(ctx, snap); err != nil || !stored {
+		t.Fatalf("put delivery snapshot: stored %v, %v; want stored", stored, err)
+	}
+	// The same figures put again by another read are still a duplicate.
+	if stored, _, err := s.PutDeliverySnapshot(ctx, snap); err != nil || stored {
+		t.Fatalf("the same figures again: stored %v, %v; want not stored", stored, err)
+	}
+
 	dup, err := s.RecordReceipt(ctx, record.Receipt{SellerID: "seller-1", IdempotencyKey: "wh-1"})
 	if err != nil || dup {
 		t.Fatalf("receipt: duplicate %v, %v", dup, err)
