@@ -192,9 +192,10 @@ type Recorded struct {
 // with adcp.DecodeMediaBuy, the seller task id recorded when the operation has none, a reason
 // for an ended, failed-on-completion or input-required task, and a legal step through working
 // when the transition table needs it. The move is the ledger's Advance from op: another
-// writer's change since op was read is read back from the refusal and the move tried again from
-// it while it stays legal. A transition the ledger refuses is Stale, never an error. When the task reached a terminal status, SellerTaskDuration is emitted (by
-// raw AdCP status) if deps.Metrics is set and u.CreatedAt parses.
+// writer's change since op was read is read back from the refusal and the move tried again
+// from it while it stays legal. A transition the ledger refuses is Stale, never an error. When
+// the task reached a terminal status, SellerTaskDuration is emitted (by raw AdCP status) if
+// deps.Metrics is set and u.CreatedAt parses.
 //
 // The only errors are the ledger's (wrapped, matching record.ErrNotFound, record.ErrContention
 // and the like) and ctx's. Waking the workflow is Wake's job.
