@@ -149,7 +149,7 @@ var costOf = map[string]unitCost{
 	callPollDeadline: {300 * time.Millisecond, consistentRead + breakerRead, smallWrite,
 		"poll.PollSeller past the deadline: load, breaker read, get_task_status, poll event"},
 	callWebhook: {durationDefault, 2 * consistentRead, smallWrite + smallWrite + transition + smallWrite,
-		"webhook: FindOperation (index+op), nonce put, receipt put, RecordTaskStatus move taking the token (txn), SendTaskSuccess, receipt done"},
+		"webhook: LocateOperation (index), op read ∥ nonce put ∥ receipt put, RecordTaskStatus move taking the token (txn), SendTaskSuccess, receipt done"},
 	string(workflow.ActionReport): {500 * time.Millisecond, consistentRead + breakerRead, smallWrite,
 		"governance.Report: load, breaker read, report_plan_outcome (500 ms), outcome event"},
 	string(workflow.ActionFail): {500 * time.Millisecond, consistentRead + breakerRead, transition,

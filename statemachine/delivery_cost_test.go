@@ -29,9 +29,9 @@ const (
 	// as once an hour (a cold start every 60 runs of the sweep), an assumption.
 	backfillRRU = consistentRead / 60
 	// A push (one report for one buy, authenticated by the reporting_webhook's Bearer
-	// credential, as the create registers it): the webhook's FindOperation (the id index
-	// item, then the operation: pushReceiverOps calls; a warm instance that has seen the buy
-	// remembers its tenant and reads the operation only, which the model does not count on:
+	// credential, as the create registers it): the webhook's LocateOperation and GetOperation
+	// (the id index item, then the operation: pushReceiverOps calls; a warm instance that has
+	// seen the buy remembers its owner and reads the operation only, which the model does not count on:
 	// a buy's reports come a day apart); the reader's GetBuyState and
 	// last-snapshot query (ListDeliverySnapshots, 1 item); the snapshot and event when it
 	// moved. Once per buy, MarkDeliveryPushed. A report signed RFC 9421 instead would add its

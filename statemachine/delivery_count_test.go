@@ -260,7 +260,7 @@ func TestDeliveryModelMatchesCountedCalls(t *testing.T) {
 	for at := time.Duration(0); at <= lifeFlight+delivery.DefaultFinalAfter; at += time.Hour {
 		if at >= pushedAfter && at <= lifeFlight && at%(24*time.Hour/reportsPerDay) == 0 { // the day's report, the last one at the end
 			// The day's report reaches a webhook instance that has not seen the buy, as the
-			// model assumes (a day apart): a fresh store, without the tenants FindOperation
+			// model assumes (a day apart): a fresh store, without the owners LocateOperation
 			// remembers, so the push reads the operation index as a cold instance does.
 			fresh := ledger.New(cdb, table)
 			fresh.Now = clk.Now

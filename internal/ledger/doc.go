@@ -79,10 +79,12 @@
 //	                 The token is only in Operation, never in View (the API projection).
 //	  TTL            none (kept for finance)
 //
-//	operation index  pk OPIDX#<id>  sk OPIDX   {tenant, operation_id}
+//	operation index  pk OPIDX#<id>  sk OPIDX   {tenant, operation_id, seller_id}
 //	  create         Put if attribute_not_exists(pk), in the operation's create transaction: ids are
-//	                 unique across tenants; FindOperation reads it (the public webhook route names
-//	                 only the operation) and then the tenant's operation
+//	                 unique across tenants; LocateOperation reads it (the public webhook route names
+//	                 only the operation), so the webhook can verify the seller's signature before
+//	                 it reads the tenant's operation. seller_id is absent on items written before
+//	                 it was kept.
 //	  TTL            none
 //
 //	idempotency      pk TENANT#<t>#IDEM#<sha256(Idempotency-Key)>  sk IDEM

@@ -49,8 +49,8 @@ type Store struct {
 	api   API
 	table string
 	seq   atomic.Int64
-	// opTenants spares FindOperation the index read for an operation it has found before.
-	opTenants opTenants
+	// opOwners spares LocateOperation the index read for an operation it has found before.
+	opOwners opOwners
 
 	// Now is the clock (UTC is applied on every use).
 	Now func() time.Time

@@ -106,7 +106,7 @@ func (s *Store) CreateOperation(ctx context.Context, op record.Operation) (*reco
 	if err != nil {
 		return nil, err
 	}
-	idx, err := attributevalue.MarshalMap(opIndexItem{PK: opIndexPK(op.ID), SK: skOpIndex, Tenant: op.Tenant, OperationID: op.ID})
+	idx, err := attributevalue.MarshalMap(opIndexItem{PK: opIndexPK(op.ID), SK: skOpIndex, Tenant: op.Tenant, OperationID: op.ID, SellerID: op.SellerID})
 	if err != nil {
 		return nil, fmt.Errorf("ledger: encode operation index %s: %w", op.ID, err)
 	}
@@ -189,39 +189,45 @@ func canceledAt(err error, i int) (failed bool, old map[string]types.AttributeVa
 }
 
 // opIndexItem maps an operation id, which is all a seller's webhook URL carries, to the one
-// tenant that owns it. CreateOperation writes it in the same transaction as the operation
-// (attribute_not_exists(pk)), so ids are unique across tenants; it is never updated.
+// tenant that owns it, and to its seller, so that a webhook can be authenticated before the
+// operation is read. CreateOperation writes it in the same transaction as the operation
+// (attribute_not_exists(pk)), so ids are unique across tenants; it is never updated. Items
+// written before the seller was kept have none.
 type opIndexItem struct {
 	PK          string `dynamodbav:"pk"`
 	SK          string `dynamodbav:"sk"`
 	Tenant      string `dynamodbav:"tenant"`
 	OperationID string `dynamodbav:"operation_id"`
+	SellerID    string `dynamodbav:"seller_id,omitempty"`
 }
 
 const skOpIndex = "OPIDX"
 
 func opIndexPK(id string) string { return "OPIDX#" + id }
 
-// FindOperation returns the operation id whatever its tenant, for callers that authenticate by
-// other means than the tenant (a seller's signed webhook names only the operation). Callers
-// must not reveal the operation to anyone but its tenant and its seller.
-func (s *Store) FindOperation(ctx context.Context, id string) (*record.Operation, error) {
+// LocateOperation returns who owns the operation id, whatever its tenant, for callers that
+// authenticate by other means than the tenant (a seller's signed webhook names only the
+// operation): an error matching record.ErrNotFound for an unknown id. Callers must not reveal
+// the operation to anyone but its tenant and its seller. An owner once read is remembered
+// (the index item never changes), so a buy's later webhooks skip the read.
+func (s *Store) LocateOperation(ctx context.Context, id string) (record.OperationOwner, error) {
 	if err := checkID("operation id", id); err != nil {
-		return nil, err
+		return record.OperationOwner{}, err
 	}
-	if tenant, ok := s.opTenants.get(id); ok {
-		return s.GetOperation(ctx, tenant, id)
+	if owner, ok := s.opOwners.get(id); ok {
+		return owner, nil
 	}
 	item, err := s.getItem(ctx, key(opIndexPK(id), skOpIndex))
 	if err != nil {
-		return nil, fmt.Errorf("ledger: find operation %s: %w", id, err)
+		return record.OperationOwner{}, fmt.Errorf("ledger: find operation %s: %w", id, err)
 	}
 	var idx opIndexItem
 	if err := attributevalue.UnmarshalMap(item, &idx); err != nil || idx.Tenant == "" {
-		return nil, fmt.Errorf("ledger: operation index %s is unreadable", id)
+		return record.OperationOwner{}, fmt.Errorf("ledger: operation index %s is unreadable", id)
 	}
-	s.opTenants.put(id, idx.Tenant)
-	return s.GetOperation(ctx, idx.Tenant, id)
+	owner := record.OperationOwner{Tenant: idx.Tenant, SellerID: idx.SellerID}
+	s.opOwners.put(id, owner)
+	return owner, nil
 }
 
 // GetOperation returns the tenant's operation id (consistent read). Another tenant's operation is

@@ -462,16 +462,22 @@ func TestUpdateFields(t *testing.T) {
 	}
 }
 
-func TestFindOperationByIDAlone(t *testing.T) {
+func TestLocateOperationByIDAlone(t *testing.T) {
 	t.Parallel()
-	s, _ := newStore(t)
+	client, table := dynamotest.Start(t)
+	s := ledger.New(client, table)
 	ctx := context.Background()
-	mustCreate(t, s, newOp("op-find"))
-	got, err := s.FindOperation(ctx, "op-find")
-	if err != nil || got.Tenant != "acme" || got.ID != "op-find" {
-		t.Fatalf("FindOperation = %+v, %v", got, err)
+	op := newOp("op-find")
+	mustCreate(t, s, op)
+	got, err := s.LocateOperation(ctx, "op-find")
+	if err != nil || got != (record.OperationOwner{Tenant: "acme", SellerID: op.SellerID}) || op.SellerID == "" {
+		t.Fatalf("LocateOperation = %+v, %v (seller %q)", got, err, op.SellerID)
 	}
-	if _, err := s.FindOperation(ctx, "op-missing"); !errors.Is(err, record.ErrNotFound) {
+	// A fresh store (another instance) reads the index; this one remembers it.
+	if again, err := ledger.New(client, table).LocateOperation(ctx, "op-find"); err != nil || again != got {
+		t.Fatalf("a fresh store's LocateOperation = %+v, %v", again, err)
+	}
+	if _, err := s.LocateOperation(ctx, "op-missing"); !errors.Is(err, record.ErrNotFound) {
 		t.Fatalf("missing: %v", err)
 	}
 	// The id is unique across tenants: another tenant cannot create it, and learns nothing of

@@ -284,3 +284,12 @@ type Page[T any] struct {
 	Items  []T
 	Cursor string
 }
+
+// OperationOwner is who owns an operation id, as the ledger's operation index says: what a
+// seller's webhook, whose URL names only the operation, needs before it reads the operation.
+type OperationOwner struct {
+	Tenant string
+	// SellerID is the operation's seller; "" where the index item was written before it was
+	// kept.
+	SellerID string
+}

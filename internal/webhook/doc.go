@@ -6,10 +6,12 @@
 //  1. Refusals that need no key and store nothing: a method other than POST (405), a
 //     Content-Type other than application/json (415), a body over 1 MB (413), measured on the
 //     raw bytes (base64-decoded when API Gateway encoded them).
-//  2. The operation is found by id alone (Operations; the route carries no tenant). An unknown
-//     or malformed id is answered by a decoy RFC 9421 verifier whose key nobody holds, so the
+//  2. The operation's owner, its tenant and seller, is found by id alone (Operations'
+//     LocateOperation: the operation index; the route carries no tenant). An unknown or
+//     malformed id is answered by a decoy RFC 9421 verifier whose key nobody holds, so the
 //     401 is the one a seller's verifier would give and says nothing about which operations
-//     exist.
+//     exist. The operation itself is read here only when step 3 needs it (a Bearer credential;
+//     an index item written before it named the seller); otherwise in step 4's round trip.
 //  3. The operation's seller's verifier (RFC 9421, HMAC or Bearer, never a fallback) checks the
 //     raw bytes against the exact target URI (BUYFLOW_PUBLIC_BASE_URL + the path from
 //     /v1/webhooks/adcp/ when configured, else https://<domainName><rawPath>, plus ?rawQuery).
@@ -17,20 +19,22 @@
 //     (keyid, nonce) pair is recorded only after every check passed: webhookauth's
 //     VerifyDeferred, then Verified.Commit before any answer of steps 4 and 5, and a replay is
 //     answered 401 webhook_signature_replayed whatever else the request would get).
-//  4. The payload (core/mcp-webhook-payload.json) is parsed and correlated by what the
-//     signature covers: the URL path names the operation; a body operation_id (3.1; 3.0
-//     sellers leave it out) must equal it; the token echo must hash to the operation's
-//     WebhookTokenHash (constant-time compare; 503 while the create's answer, which records the
-//     hash, is not stored yet); task_id must be the operation's seller task. A sync-… task id
-//     for an operation created synchronously (the completion webhook a 3.0 seller sends after
-//     an inline answer) is acknowledged with 2xx and an event, changing nothing. A refusal here
-//     stores nothing but the transport nonce of an authentic request. Every 4xx is counted in
-//     WebhookRejected (by Code, by Seller); every authenticated 2xx in WebhookAccepted.
-//  5. The receipt (authenticated seller id = the operation's seller, idempotency_key, the
-//     payload's canonical hash) is claimed with a conditional put before any side effect, in
-//     progress until the effects are recorded (then done). The nonce is recorded meanwhile: two
-//     conditional puts on items of their own, so one round trip on the path a wake waits for;
-//     a replay releases the receipt its claim made, and stores nothing. A key already held is answered by
+//  4. The payload (core/mcp-webhook-payload.json) is parsed. A task update's receipt
+//     (authenticated seller id = the operation's seller, idempotency_key, the payload's
+//     canonical hash) is claimed with a conditional put before any side effect, in progress
+//     until the effects are recorded (then done), while the nonce is recorded and the
+//     operation read: requests on items of their own, so one round trip on the path a wake
+//     waits for.
+//  5. The delivery is correlated by what the signature covers: the URL path names the
+//     operation; a body operation_id (3.1; 3.0 sellers leave it out) must equal it; the token
+//     echo must hash to the operation's WebhookTokenHash (constant-time compare; 503 while the
+//     create's answer, which records the hash, is not stored yet); task_id must be the
+//     operation's seller task. A sync-… task id for an operation created synchronously (the
+//     completion webhook a 3.0 seller sends after an inline answer) is acknowledged with 2xx
+//     and an event, changing nothing. A refusal here, or in step 4, and a replay release the
+//     receipt step 4 claimed: nothing stays stored but the transport nonce of an authentic
+//     request. Every 4xx is counted in WebhookRejected (by Code, by Seller); every
+//     authenticated 2xx in WebhookAccepted. A key already held is answered by
 //     AdCP 3.2's retry rules: 503 delivery_in_progress while its first copy is being processed
 //     (a claim older than receiptStale is taken over: its holder died), 200 duplicate once
 //     done, and 409 idempotency_conflict for another payload under the key from a seller that
@@ -48,8 +52,8 @@
 //     only 3.2, a duplicate otherwise; a new key for the same as-of is the seller's
 //     correction, as an "adjusted" report is.
 //  6. The update is applied forward only (workflow.FromTaskStatus; media_buy_id from the result
-//     via adcp.DecodeMediaBuy), in one write conditioned on the operation exactly as step 2
-//     read it (ledger.Advance: tried again from the item its refusal returns when another
+//     via adcp.DecodeMediaBuy), in one write conditioned on the operation exactly as it was
+//     read (ledger.Advance: tried again from the item its refusal returns when another
 //     writer came between). A transition the ledger refuses (an older or equal status) is
 //     "stale" and leaves an audit event; a delivery about another task type, or a
 //     status without lifecycle meaning, is "ignored" and leaves an audit event.

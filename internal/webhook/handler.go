@@ -128,40 +128,25 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	}
 	wreq := webhookauth.Request{Method: http.MethodPost, URL: s.targetURL(req), Header: headers(req), Body: body}
 
-	var op *record.Operation
-	if r.opID != "" {
-		found, err := s.cfg.Operations.FindOperation(ctx, r.opID)
-		switch {
-		case err == nil:
-			op = found
-		case !errors.Is(err, record.ErrNotFound):
-			return r.fail("ledger_unavailable", err)
-		}
+	owner, op, out := s.locate(ctx, r, req, wreq)
+	if out != nil {
+		return *out
 	}
-	if op == nil {
-		// Unknown operation: answer as a 9421 seller's verifier would, revealing nothing.
-		_, err := s.decoy.Verify(ctx, wreq)
-		if webhookauth.Code(err) == "" || errors.Is(err, webhookauth.ErrBodyMalformed) {
-			err = webhookauth.ErrUnknownKey
-		}
-		return s.authFailure(r, err)
-	}
-	r.seller = op.SellerID
+	r.seller = owner.SellerID
 	// A delivery report may come authenticated by the Bearer credential of the buy's
 	// reporting_webhook, which is the operation's own token (only its seller was given it):
 	// checked against the operation's hash, constant-time. Anything else is verified the way
 	// the seller's registry settings say; an RFC 9421 request's nonce is recorded below
-	// (verified.Commit), before any answer but a 5xx of the verification itself.
+	// (verified.Commit), before any answer but a 5xx of the verification or of the ledger's
+	// first read.
 	var verified webhookauth.Verified
-	reportingBearer := false
-	if bearer, ok := strings.CutPrefix(httpapi.Header(req, "Authorization"), "Bearer "); ok && s.cfg.Reports != nil && tokenMatches(bearer, op.WebhookTokenHash) {
-		reportingBearer = true
-	} else {
-		v, err := s.verifier(ctx, op.SellerID)
+	reportingBearer := s.reportingBearer(req, op)
+	if !reportingBearer {
+		v, err := s.verifier(ctx, owner.SellerID)
 		if errors.Is(err, ErrSecretInvalid) {
 			// Still a 503: once the operator fixes the secret, the seller's next retry is taken.
 			// Counted, so that an operator learns it from an alarm, not from the seller.
-			s.cfg.Metrics.Count(metrics.WebhookSecretInvalid, metrics.Dims{"Seller": op.SellerID}, 1)
+			s.cfg.Metrics.Count(metrics.WebhookSecretInvalid, metrics.Dims{"Seller": owner.SellerID}, 1)
 			s.cfg.Metrics.Count(metrics.WebhookSecretInvalid, nil, 1)
 			return r.failWith("webhook_secret_invalid", "buyflow's webhook secret for this seller is misconfigured (its operator is told); retry later", err)
 		}
@@ -176,27 +161,42 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		}
 	}
 
-	d, report, syncEcho, refusal := s.correlate(r, op, body, reportingBearer)
+	d, report, refusal := s.parse(r, body, reportingBearer)
 	if refusal != nil || report != nil {
+		if refusal == nil && op == nil {
+			if op, out = s.read(ctx, r, owner); out != nil {
+				return *out
+			}
+		}
+		if refusal == nil {
+			_, refusal = s.correlate(r, op, d, report)
+		}
 		// The request is authentic: its nonce is recorded before it is answered, and a replay is
 		// answered as one.
 		if err := verified.Commit(ctx); err != nil {
 			return s.authFailure(r, err)
 		}
-	}
-	if refusal != nil {
-		return *refusal
-	}
-	if report != nil {
+		if refusal != nil {
+			return *refusal
+		}
 		// A delivery report needs no receipt: its snapshot is one (delivery.Reader.Push).
 		s.accepted(ctx, op.SellerID)
 		return s.recordReport(ctx, r, op, d, report)
 	}
-	// Claim the delivery before any side effect, so a redelivery cannot repeat one; the nonce is
-	// recorded meanwhile (two conditional puts on items of their own, one round trip).
-	held, out := s.claim(ctx, r, op, d, verified)
+	// A task update. Its receipt is claimed before any side effect, so that a redelivery cannot
+	// repeat one, while its nonce is recorded and the operation is read (requests on items of
+	// their own, one round trip); its checks against the operation follow, and a refusal
+	// releases the receipt it claimed.
+	op, held, out := s.claim(ctx, r, owner, op, d, verified)
 	if out != nil {
 		return *out
+	}
+	syncEcho, refusal := s.correlate(r, op, d, nil)
+	if refusal != nil {
+		if held == nil {
+			s.release(ctx, refusal, op.SellerID, d)
+		}
+		return *refusal
 	}
 	s.accepted(ctx, op.SellerID)
 	if held != nil {
@@ -229,34 +229,123 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	return r.ok(outcome)
 }
 
-// correlate reads an authenticated delivery and correlates it by what the signature covers:
-// the operation is the URL path's; a body operation_id (3.1) must agree, and the task must be
-// the operation's. report is set for a pushed delivery report, which travels the task
-// webhooks' route, token and checks but belongs to no task (its reporting_webhook carries no
-// operation_id for the seller to echo, and its task_id is the seller's reporting stream).
-// refusal, when set, is the answer; nothing was stored.
-func (s *Service) correlate(r *result, op *record.Operation, body []byte, reportingBearer bool) (d *Delivery, report *adcp.DeliveryReport, syncEcho bool, refusal *result) {
-	refuse := func(status int, code, message string) (*Delivery, *adcp.DeliveryReport, bool, *result) {
-		out := r.refuse(status, code, message)
-		return nil, nil, false, &out
+// locate finds who owns the operation the URL names. It reads the operation itself only where
+// authenticating the request needs it: a reporting Bearer credential is checked against the
+// operation's hash, and an index item written before it kept the seller does not say whose
+// keys verify the signature. Otherwise a task update's operation is read while its receipt is
+// claimed (claim). An unknown operation is answered as a 9421 seller's verifier would,
+// revealing nothing.
+func (s *Service) locate(ctx context.Context, r *result, req events.APIGatewayV2HTTPRequest, wreq webhookauth.Request) (record.OperationOwner, *record.Operation, *result) {
+	if r.opID == "" {
+		out := s.unknown(ctx, r, wreq)
+		return record.OperationOwner{}, nil, &out
 	}
+	owner, err := s.cfg.Operations.LocateOperation(ctx, r.opID)
+	if err != nil {
+		out := s.lookupFailure(ctx, r, wreq, err)
+		return owner, nil, &out
+	}
+	if _, bearer := s.bearer(req); owner.SellerID != "" && !bearer {
+		return owner, nil, nil
+	}
+	op, err := s.cfg.Operations.GetOperation(ctx, owner.Tenant, r.opID)
+	if err != nil {
+		out := s.lookupFailure(ctx, r, wreq, err)
+		return owner, nil, &out
+	}
+	owner.SellerID = op.SellerID
+	return owner, op, nil
+}
+
+// lookupFailure answers a failed lookup of the operation the URL names: an unknown one as
+// unknown does, a ledger failure 503.
+func (s *Service) lookupFailure(ctx context.Context, r *result, wreq webhookauth.Request, err error) result {
+	if errors.Is(err, record.ErrNotFound) {
+		return s.unknown(ctx, r, wreq)
+	}
+	return r.fail("ledger_unavailable", err)
+}
+
+// unknown answers a delivery for an operation buyflow does not hold as a 9421 seller's
+// verifier would, revealing nothing.
+func (s *Service) unknown(ctx context.Context, r *result, wreq webhookauth.Request) result {
+	_, err := s.decoy.Verify(ctx, wreq)
+	if webhookauth.Code(err) == "" || errors.Is(err, webhookauth.ErrBodyMalformed) {
+		err = webhookauth.ErrUnknownKey
+	}
+	return s.authFailure(r, err)
+}
+
+// read reads the operation owner says holds the URL's id.
+func (s *Service) read(ctx context.Context, r *result, owner record.OperationOwner) (*record.Operation, *result) {
+	op, err := s.cfg.Operations.GetOperation(ctx, owner.Tenant, r.opID)
+	switch {
+	case errors.Is(err, record.ErrNotFound):
+		// The index and the operation are written together: this is a ledger fault.
+		out := r.fail("ledger_unavailable", fmt.Errorf("webhook: the operation index names %s, which is missing", r.opID))
+		return nil, &out
+	case err != nil:
+		out := r.fail("ledger_unavailable", err)
+		return nil, &out
+	case op.SellerID != owner.SellerID:
+		out := r.fail("ledger_unavailable", fmt.Errorf("webhook: the operation index names seller %q for %s, the operation %q", owner.SellerID, r.opID, op.SellerID))
+		return nil, &out
+	}
+	return op, nil
+}
+
+// bearer returns the request's Bearer credential when pushed delivery reports are taken (only
+// they may come so authenticated).
+func (s *Service) bearer(req events.APIGatewayV2HTTPRequest) (string, bool) {
+	if s.cfg.Reports == nil {
+		return "", false
+	}
+	return strings.CutPrefix(httpapi.Header(req, "Authorization"), "Bearer ")
+}
+
+// reportingBearer reports whether req carries op's reporting credential (locate read op
+// whenever req carries a Bearer one).
+func (s *Service) reportingBearer(req events.APIGatewayV2HTTPRequest, op *record.Operation) bool {
+	token, ok := s.bearer(req)
+	return ok && op != nil && tokenMatches(token, op.WebhookTokenHash)
+}
+
+// parse reads an authenticated delivery. report is set for a pushed delivery report, which
+// travels the task webhooks' route, token and checks but belongs to no task. refusal, when
+// set, is the answer; nothing was stored.
+func (s *Service) parse(r *result, body []byte, reportingBearer bool) (d *Delivery, report *adcp.DeliveryReport, refusal *result) {
 	d, err := ParseDelivery(body)
 	if err != nil {
 		var de *DeliveryError
 		errors.As(err, &de)
-		return refuse(http.StatusBadRequest, "invalid_payload", de.Error())
+		out := r.refuse(http.StatusBadRequest, "invalid_payload", de.Error())
+		return nil, nil, &out
 	}
 	r.status = d.Status
 	if d.TaskType == taskTypeDelivery && s.cfg.Reports != nil {
 		if report, err = adcp.DecodeDeliveryReport(d.Result); err != nil {
-			return refuse(http.StatusBadRequest, "invalid_payload", err.Error())
+			out := r.refuse(http.StatusBadRequest, "invalid_payload", err.Error())
+			return nil, nil, &out
 		}
 	}
 	if reportingBearer && report == nil {
 		// The reporting credential authenticates delivery reports only: a task update must
 		// come as the seller's registered mode signs it.
 		out := s.authFailure(r, webhookauth.ErrModeMismatch)
-		return nil, nil, false, &out
+		return nil, nil, &out
+	}
+	return d, report, nil
+}
+
+// correlate checks a delivery against its operation by what the signature covers: the
+// operation is the URL path's; a body operation_id (3.1) must agree, the token must echo the
+// operation's, and the task must be the operation's (a report's task_id is the seller's
+// reporting stream, and its reporting_webhook carries no operation_id for the seller to echo).
+// refusal, when set, is the answer.
+func (s *Service) correlate(r *result, op *record.Operation, d *Delivery, report *adcp.DeliveryReport) (syncEcho bool, refusal *result) {
+	refuse := func(status int, code, message string) (bool, *result) {
+		out := r.refuse(status, code, message)
+		return false, &out
 	}
 	if d.OperationID != "" && d.OperationID != op.ID && report == nil {
 		return refuse(http.StatusBadRequest, "operation_mismatch", "the payload's operation_id is not the one in the URL")
@@ -267,46 +356,74 @@ func (s *Service) correlate(r *result, op *record.Operation, body []byte, report
 		// The create registered a token, but its answer is not recorded yet (the seller was
 		// quicker than the create stage): the echo cannot be checked now, so the seller retries.
 		out := r.fail("operation_not_ready", errors.New("the operation's webhook token is not recorded yet"))
-		return nil, nil, false, &out
+		return false, &out
 	case op.WebhookTokenHash != "" && !tokenMatches(d.Token, op.WebhookTokenHash):
 		return refuse(http.StatusForbidden, "token_mismatch", "the token does not echo the one registered for this operation")
 	case report == nil && !syncEcho && op.SellerTaskID != "" && d.TaskID != op.SellerTaskID,
 		report == nil && !syncEcho && op.SellerTaskID == "" && op.MediaBuyID != "":
 		return refuse(http.StatusBadRequest, "task_mismatch", "the payload's task_id is not the operation's seller task")
 	}
-	return d, report, syncEcho, nil
+	return syncEcho, nil
 }
 
 // claim claims d's receipt (ClaimReceipt) while the request's nonce is recorded
-// (verified.Commit): nil and the receipt held, if any, when both went through; otherwise the
-// answer, with a receipt this claim made released again, so that a replay stores nothing.
-func (s *Service) claim(ctx context.Context, r *result, op *record.Operation, d *Delivery, verified webhookauth.Verified) (held *record.Receipt, answer *result) {
-	committed := make(chan error, 1)
+// (verified.Commit) and, when op is nil, the operation is read: requests on items of their
+// own, one round trip. It returns the operation and the receipt held, if any, when all went
+// through; otherwise the answer, with a receipt this claim made released again, so that a
+// replay stores nothing.
+func (s *Service) claim(ctx context.Context, r *result, owner record.OperationOwner, op *record.Operation, d *Delivery, verified webhookauth.Verified) (*record.Operation, *record.Receipt, *result) {
+	committed := goErr(func() error { return verified.Commit(ctx) })
+	var readOut *result
+	read := goErr(func() error {
+		if op == nil {
+			op, readOut = s.read(ctx, r, owner)
+		}
+		return nil
+	})
+	held, err := s.cfg.Ledger.ClaimReceipt(ctx, record.Receipt{SellerID: owner.SellerID, IdempotencyKey: d.IdempotencyKey,
+		Tenant: owner.Tenant, OperationID: r.opID, TaskID: d.TaskID, ReceivedAt: s.now(), PayloadHash: d.PayloadHash}, receiptStale)
+	cerr, rerr := <-committed, <-read
+	var answer result
+	switch {
+	case cerr != nil:
+		answer = s.authFailure(r, cerr)
+	case rerr != nil:
+		answer = r.fail("ledger_unavailable", rerr)
+	case readOut != nil:
+		answer = *readOut
+	case err != nil:
+		answer = r.fail("ledger_unavailable", err)
+	default:
+		return op, held, nil
+	}
+	if err == nil && held == nil {
+		s.release(ctx, &answer, owner.SellerID, d)
+	}
+	return nil, nil, &answer
+}
+
+// goErr runs f on its own goroutine: its error, or its panic as one, arrives on the channel
+// (a panic there would take the process down, out of the handler's recovery's reach).
+func goErr(f func() error) <-chan error {
+	done := make(chan error, 1)
 	go func() {
 		defer func() {
 			if p := recover(); p != nil {
-				committed <- fmt.Errorf("webhook: replay store panicked: %v", p)
+				done <- fmt.Errorf("webhook: panic: %v", p)
 			}
 		}()
-		committed <- verified.Commit(ctx)
+		done <- f()
 	}()
-	held, err := s.cfg.Ledger.ClaimReceipt(ctx, record.Receipt{SellerID: op.SellerID, IdempotencyKey: d.IdempotencyKey,
-		Tenant: op.Tenant, OperationID: op.ID, TaskID: d.TaskID, ReceivedAt: s.now(), PayloadHash: d.PayloadHash}, receiptStale)
-	if cerr := <-committed; cerr != nil {
-		if err == nil && held == nil {
-			if rerr := s.cfg.Ledger.ReleaseReceipt(ctx, op.SellerID, d.IdempotencyKey); rerr != nil {
-				// Held in progress until receiptStale: the seller's retry meanwhile is a 503.
-				r.err = rerr
-			}
-		}
-		out := s.authFailure(r, cerr)
-		return nil, &out
+	return done
+}
+
+// release deletes the receipt this delivery claimed, so that its retry is not taken for a
+// duplicate. A failure is added to the answer's log line: the receipt is held in progress
+// until receiptStale, and the seller's retry meanwhile is a 503.
+func (s *Service) release(ctx context.Context, answer *result, sellerID string, d *Delivery) {
+	if err := s.cfg.Ledger.ReleaseReceipt(ctx, sellerID, d.IdempotencyKey); err != nil {
+		answer.err = errors.Join(answer.err, err)
 	}
-	if err != nil {
-		out := r.fail("ledger_unavailable", err)
-		return nil, &out
-	}
-	return held, nil
 }
 
 // taskTypeDelivery is the task type of a pushed delivery report.

@@ -36,10 +36,12 @@ type Ledger interface {
 }
 
 // operations finds an operation by its id alone: the webhook route is public and carries no
-// tenant. It returns an error matching record.ErrNotFound for an unknown id; *ledger.Store
-// implements it through its operation-id index.
+// tenant. LocateOperation says who owns the id (its tenant and seller, from the operation-id
+// index), GetOperation reads it; both return an error matching record.ErrNotFound for an
+// unknown one. *ledger.Store implements it.
 type operations interface {
-	FindOperation(ctx context.Context, id string) (*record.Operation, error)
+	LocateOperation(ctx context.Context, id string) (record.OperationOwner, error)
+	GetOperation(ctx context.Context, tenant, id string) (*record.Operation, error)
 }
 
 // Verifier authenticates a webhook for one seller, all but the recording of its nonce, which

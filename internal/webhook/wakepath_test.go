@@ -3,14 +3,19 @@ package webhook_test
 import (
 	"context"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/stagetest"
 	"github.com/buyflow/buyflow/internal/webhook"
+	"github.com/buyflow/buyflow/internal/workflow"
 )
 
 // countingAPI counts the requests the service sends to the table.
@@ -57,11 +62,12 @@ func (w *wakeCounter) Succeed(ctx context.Context, token string, output any) err
 }
 
 // TestWakeWaitsOnlyForTheUpdate: the seller's terminal update reaches the workflow after the
-// requests that record it (find the operation, claim the receipt, move the operation taking the
-// parked token in the same write), not after the receipt's bookkeeping, which follows the
-// wake. Each table request is a round trip on the path the webhook-to-resume budget measures,
-// so their number is pinned: a seller's later webhook for the same buy (working, then
-// completed) finds the operation without its index (ledger's opTenants).
+// requests that record it (find the operation's owner, read it while the receipt is claimed,
+// move the operation taking the parked token in the same write), not after the receipt's
+// bookkeeping, which follows the wake. Each table request is on the path the webhook-to-resume
+// budget measures, so their number is pinned (TestOperationIsReadWhileTheReceiptIsClaimed
+// pins which of them share a round trip): a seller's later webhook for the same buy (working,
+// then completed) finds the owner without the index (ledger's opOwners).
 func TestWakeWaitsOnlyForTheUpdate(t *testing.T) {
 	var cfg webhook.Config
 	e := newEnvWith(t, func(c *webhook.Config) { cfg = *c })
@@ -76,8 +82,8 @@ func TestWakeWaitsOnlyForTheUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.svc = svc
-	// The index read, the operation, the receipt's claim, the transition that takes the token;
-	// the receipt's completion follows the wake.
+	// The index read, the operation and the receipt's claim together, the transition that takes
+	// the token; the receipt's completion follows the wake.
 	const firstBeforeWake = 4
 	e.op("op-1", sellerHMAC, true)
 	e.op("op-2", sellerHMAC, true)
@@ -112,6 +118,118 @@ func TestWakeWaitsOnlyForTheUpdate(t *testing.T) {
 		}
 		if tasks.atWake != c.beforeWake {
 			t.Errorf("%s %s: the wake came after %d table requests, want %d", c.id, c.status, tasks.atWake, c.beforeWake)
+		}
+	}
+}
+
+// overlapAPI notes whether each read of an operation came before any receipt's claim was
+// sent (readFirst). Armed to hold, it holds the read until a claim is sent, for at most
+// overlapWait: a read that only goes on after it came first, since the claim was not sent
+// meanwhile.
+type overlapAPI struct {
+	ledger.API
+	mu        sync.Mutex
+	claimed   chan struct{} // closed by a receipt's claim; a fresh one per delivery (arm)
+	hold      bool
+	readFirst atomic.Bool
+}
+
+// overlapWait only ends a read that nothing would release; it measures nothing.
+const overlapWait = 10 * time.Second
+
+func (o *overlapAPI) arm(hold bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.claimed, o.hold = make(chan struct{}), hold
+	o.readFirst.Store(false)
+}
+
+func (o *overlapAPI) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	if sortKey(in.Item) == "RECEIPT" {
+		o.mu.Lock()
+		select {
+		case <-o.claimed:
+		default:
+			close(o.claimed)
+		}
+		o.mu.Unlock()
+	}
+	return o.API.PutItem(ctx, in, opts...)
+}
+
+func (o *overlapAPI) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if sortKey(in.Key) == "OP" {
+		o.mu.Lock()
+		claimed, hold := o.claimed, o.hold
+		o.mu.Unlock()
+		select {
+		case <-claimed:
+		case <-o.holdFor(hold):
+			o.readFirst.Store(true)
+		}
+	}
+	return o.API.GetItem(ctx, in, opts...)
+}
+
+// holdFor is a channel that ends a read's hold: after overlapWait when held, at once otherwise.
+func (o *overlapAPI) holdFor(hold bool) <-chan time.Time {
+	if hold {
+		return time.After(overlapWait)
+	}
+	done := make(chan time.Time, 1)
+	done <- time.Time{}
+	return done
+}
+
+func sortKey(item map[string]types.AttributeValue) string {
+	if sk, ok := item["sk"].(*types.AttributeValueMemberS); ok {
+		return sk.Value
+	}
+	return ""
+}
+
+// TestOperationIsReadWhileTheReceiptIsClaimed: a task update's operation is read in the same
+// round trip as its receipt's claim (and its nonce's record), since the operation index names
+// the seller whose keys verify it. An index item written before it named the seller still
+// works, reading the operation first; so does a delivery report, whose checks need the
+// operation before anything is written.
+func TestOperationIsReadWhileTheReceiptIsClaimed(t *testing.T) {
+	var cfg webhook.Config
+	e := newEnvWith(t, func(c *webhook.Config) { cfg = *c })
+	api := &overlapAPI{API: e.api}
+	store := ledger.New(api, e.table)
+	store.Now = e.clock.Now
+	cfg.Ledger, cfg.Operations = store, store
+	svc, err := webhook.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.svc = svc
+	e.op("op-new", seller9421, true)
+	e.op("op-old", seller9421, true)
+	// op-old's index item as one written before the seller was kept.
+	if _, err := e.api.UpdateItem(e.ctx, &dynamodb.UpdateItemInput{TableName: aws.String(e.table),
+		Key: map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: "OPIDX#op-old"}, "sk": &types.AttributeValueMemberS{Value: "OPIDX"},
+		},
+		UpdateExpression: aws.String("REMOVE seller_id"), ConditionExpression: aws.String("attribute_exists(seller_id)"),
+	}); err != nil {
+		t.Fatalf("the index item names no seller to remove: %v", err)
+	}
+	for _, c := range []struct {
+		id          string
+		wantOverlap bool
+	}{{"op-new", true}, {"op-old", false}} {
+		api.arm(c.wantOverlap) // the old index's read comes first: nothing to hold it for
+		resp := e.deliver(c.id, seller9421, payload(c.id, "completed", key(c.id)), signOpts{})
+		if resp.StatusCode != http.StatusOK || outcome(t, resp) != webhook.OutcomeApplied {
+			t.Fatalf("%s: answer = %d %s", c.id, resp.StatusCode, resp.Body)
+		}
+		if overlapped := !api.readFirst.Load(); overlapped != c.wantOverlap {
+			t.Errorf("%s: the operation's read overlapped the receipt's claim: %v, want %v", c.id, overlapped, c.wantOverlap)
+		}
+		if op := e.get(c.id); op.Status != workflow.StatusCompleted || !e.hasReceipt(seller9421, key(c.id)) {
+			t.Errorf("%s: operation %s, receipt stored %v", c.id, op.Status, e.hasReceipt(seller9421, key(c.id)))
 		}
 	}
 }
