@@ -1,14 +1,19 @@
 package webhook_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/buyflow/buyflow/internal/delivery"
+	"github.com/buyflow/buyflow/internal/ledger"
 	"github.com/buyflow/buyflow/internal/webhook"
+	"github.com/buyflow/buyflow/internal/webhookauth"
 )
 
 // BenchmarkHandlerRFC9421 is the end-to-end handler cost of one RFC 9421 delivery against
@@ -81,4 +86,82 @@ func BenchmarkPushReport(b *testing.B) {
 			b.Fatalf("report: %d %s %v", resp.StatusCode, resp.Body, err)
 		}
 	}
+}
+
+// tableRTT stands for one DynamoDB request's round trip from a Lambda function in the table's
+// region (single-digit milliseconds; 2 ms here). On the local stack a table request is kumo's
+// CPU on the same two cores as the function, so requests sent together barely overlap there;
+// at AWS they are waits on the network, and the handler's time is its sequential round trips.
+const tableRTT = 2 * time.Millisecond
+
+// rttAPI delays every table request by tableRTT before kumo answers it.
+type rttAPI struct{ ledger.API }
+
+func (a rttAPI) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	time.Sleep(tableRTT)
+	return a.API.GetItem(ctx, in, o...)
+}
+
+func (a rttAPI) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	time.Sleep(tableRTT)
+	return a.API.PutItem(ctx, in, o...)
+}
+
+func (a rttAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	time.Sleep(tableRTT)
+	return a.API.UpdateItem(ctx, in, o...)
+}
+
+func (a rttAPI) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	time.Sleep(tableRTT)
+	return a.API.DeleteItem(ctx, in, o...)
+}
+
+func (a rttAPI) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	time.Sleep(tableRTT)
+	return a.API.Query(ctx, in, o...)
+}
+
+func (a rttAPI) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	time.Sleep(tableRTT)
+	return a.API.TransactWriteItems(ctx, in, o...)
+}
+
+// BenchmarkHandlerAtTableRTT is a seller's completed task, RFC 9421-signed, delivered to a
+// warm receiver that has not seen the buy, with every table request a tableRTT away: what the
+// handler's sequential round trips cost where the table is across a network. It reports
+// round-trips, the handler's time in tableRTTs (its CPU included, so a little above the
+// count of sequential requests: the index, the operation with the receipt's claim and the
+// nonce, the transition, the receipt's completion).
+func BenchmarkHandlerAtTableRTT(b *testing.B) {
+	var cfg webhook.Config
+	e := newEnvWith(b, func(c *webhook.Config) { cfg = *c })
+	slow := ledger.New(rttAPI{e.api}, e.table)
+	slow.Now = e.clock.Now
+	jwk, err := webhookauth.PublicJWK("kid-1", e.key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	v, err := webhookauth.New(webhookauth.Config{Mode: webhookauth.ModeRFC9421, JWKS: []byte(`{"keys":[` + string(jwk) + `]}`), Replay: slow, Now: e.clock.Now})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.Ledger, cfg.Operations, cfg.Verifiers = slow, slow, map[string]webhook.Verifier{seller9421: v}
+	if e.svc, err = webhook.New(cfg); err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for b.Loop() {
+		b.StopTimer()
+		id := fmt.Sprintf("op-rtt%d", n)
+		e.op(id, seller9421, true)
+		req := e.request(id, seller9421, mustJSON(b, payload(id, "completed", key(id))), signOpts{})
+		n++
+		b.StartTimer()
+		resp, err := e.svc.HandleHTTP(e.ctx, req)
+		if err != nil || resp.StatusCode != http.StatusOK || outcome(b, resp) != webhook.OutcomeApplied {
+			b.Fatalf("delivery: %d %s %v", resp.StatusCode, resp.Body, err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed())/float64(b.N)/float64(tableRTT), "round-trips")
 }
