@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -81,7 +82,9 @@ const (
 	maxConditions   = 5
 )
 
-var slackUserID = regexp.MustCompile(`^[UW][A-Z0-9]{2,20}$`)
+// slackUserID is the shape of a Slack user id (U…, W…), compiled on first use: its counted
+// repetition would cost every cold start of a function that links this package.
+var slackUserID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[UW][A-Z0-9]{2,20}$`) })
 
 // RequestMessage builds the approval request: what is bought, from which
 // seller, the amount, why approval is needed, who asked, the deadline and one
@@ -294,7 +297,7 @@ func bold(s string, max int) string {
 // person renders an approver or requester id: a Slack user id as a mention,
 // anything else as escaped text.
 func person(id string) string {
-	if slackUserID.MatchString(id) {
+	if slackUserID().MatchString(id) {
 		return "<@" + id + ">"
 	}
 	if id == "" {

@@ -22,6 +22,7 @@ import (
 	"io"
 	"regexp"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -113,14 +114,16 @@ type Notify struct {
 	Slack string `json:"slack,omitempty"`
 }
 
-// slackID is the shape of a Slack user (U, W) or conversation (C, G, D) id.
-var slackID = regexp.MustCompile(`^[UWCGD][A-Z0-9]{2,31}$`)
+// slackID is the shape of a Slack user (U, W) or conversation (C, G, D) id, compiled on first
+// use: the counted repetition compiles to some 300 allocations, which a package-level regexp
+// would spend at every cold start of every function that links this package.
+var slackID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[UWCGD][A-Z0-9]{2,31}$`) })
 
 // CheckSlackID checks that id is a Slack user id (U…, W…) or channel id (C…, G…, D…): the one
 // form chat.postMessage takes as its channel, which reaches a person or a channel and nothing
 // else (no mention, no link, no markup).
 func CheckSlackID(id string) error {
-	if !slackID.MatchString(id) {
+	if !slackID().MatchString(id) {
 		return fmt.Errorf("%q is not a Slack user id (U…, W…) or channel id (C…, G…, D…)", id)
 	}
 	return nil
