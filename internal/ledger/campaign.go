@@ -49,8 +49,16 @@ func (s *Store) CreateCampaign(ctx context.Context, c record.Campaign) (*record.
 	if err != nil {
 		return nil, fmt.Errorf("ledger: encode campaign %s: %w", c.ID, err)
 	}
+	// The put leaves its random id in last_write: its own retry after a lost response is still
+	// the put that created the campaign, not a conflict.
+	write := s.NewID()
+	av[attrLastWrite] = &types.AttributeValueMemberS{Value: write}
 	err = s.putIf(ctx, av, keyFree())
-	if failed, _ := conditionFailed(err); failed {
+	if failed, old := conditionFailed(err); failed {
+		cur, rerr := s.oldOrRead(ctx, old, key(campaignPK(c.Tenant, c.ID), skCampaign))
+		if rerr == nil && wroteLast(cur, write) {
+			return &c, nil
+		}
 		return nil, &record.ConflictError{What: "campaign " + c.ID}
 	}
 	if err != nil {

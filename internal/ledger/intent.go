@@ -76,10 +76,7 @@ func (s *Store) PutIntent(ctx context.Context, in record.Intent) (stored *record
 	if err != nil {
 		return nil, false, fmt.Errorf("ledger: put intent %s of operation %s: read existing: %w", in.Task, in.OperationID, err)
 	}
-	var mark struct {
-		LastWrite string `dynamodbav:"last_write"`
-	}
-	if attributevalue.UnmarshalMap(item, &mark) == nil && mark.LastWrite == write {
+	if wroteLast(item, write) {
 		// This very put, retried by the SDK after its response was lost. Taken for another
 		// attempt's, a put that was a first send's claim would be claimed again: a resend.
 		return &in, true, nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -154,6 +155,16 @@ func conditionFailed(err error) (bool, map[string]types.AttributeValue) {
 		return true, ccf.Item
 	}
 	return false, nil
+}
+
+// wroteLast reports whether item was last written by the write that left id in its last_write:
+// a conditional put refused by its own item is that put, retried by the SDK after its
+// response was lost, and succeeded.
+func wroteLast(item map[string]types.AttributeValue, id string) bool {
+	var mark struct {
+		LastWrite string `dynamodbav:"last_write"`
+	}
+	return attributevalue.UnmarshalMap(item, &mark) == nil && mark.LastWrite == id
 }
 
 // getItem reads one item with a consistent read; a missing item is ErrNotFound.

@@ -131,6 +131,15 @@ func TestWritesSurviveARetryAfterALostResponse(t *testing.T) {
 		t.Fatalf("second decider: err = %v, want a DecisionError", err)
 	}
 
+	// A campaign's create is its submit's own: its retry is still the create, and another
+	// create of the id is still a conflict.
+	if _, err := s.CreateCampaign(ctx, newCampaign("acme", "cp-r")); err != nil {
+		t.Fatalf("create campaign: %v; want its retry taken for the create", err)
+	}
+	if _, err := s.CreateCampaign(ctx, newCampaign("acme", "cp-r")); !errors.Is(err, record.ErrConflict) {
+		t.Fatalf("another create of the campaign: err = %v, want a conflict", err)
+	}
+
 	// An intent's put is a first send's claim (stage.FixIntent): its retry must still be the put
 	// that created it, or the stage would claim it again and resend.
 	intent := record.Intent{Tenant: "acme", OperationID: "op-r", Task: "update_media_buy", IdempotencyKey: "key-intent-r",
