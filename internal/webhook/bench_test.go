@@ -1,14 +1,12 @@
 package webhook_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/buyflow/buyflow/internal/delivery"
 	"github.com/buyflow/buyflow/internal/ledger"
@@ -94,39 +92,6 @@ func BenchmarkPushReport(b *testing.B) {
 // at AWS they are waits on the network, and the handler's time is its sequential round trips.
 const tableRTT = 2 * time.Millisecond
 
-// rttAPI delays every table request by tableRTT before kumo answers it.
-type rttAPI struct{ ledger.API }
-
-func (a rttAPI) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	time.Sleep(tableRTT)
-	return a.API.GetItem(ctx, in, o...)
-}
-
-func (a rttAPI) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	time.Sleep(tableRTT)
-	return a.API.PutItem(ctx, in, o...)
-}
-
-func (a rttAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	time.Sleep(tableRTT)
-	return a.API.UpdateItem(ctx, in, o...)
-}
-
-func (a rttAPI) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	time.Sleep(tableRTT)
-	return a.API.DeleteItem(ctx, in, o...)
-}
-
-func (a rttAPI) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	time.Sleep(tableRTT)
-	return a.API.Query(ctx, in, o...)
-}
-
-func (a rttAPI) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	time.Sleep(tableRTT)
-	return a.API.TransactWriteItems(ctx, in, o...)
-}
-
 // BenchmarkHandlerAtTableRTT is a seller's completed task, RFC 9421-signed, delivered to a
 // warm receiver that has not seen the buy, with every table request a tableRTT away: what the
 // handler's sequential round trips cost where the table is across a network. It reports
@@ -136,7 +101,7 @@ func (a rttAPI) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWri
 func BenchmarkHandlerAtTableRTT(b *testing.B) {
 	var cfg webhook.Config
 	e := newEnvWith(b, func(c *webhook.Config) { cfg = *c })
-	slow := ledger.New(rttAPI{e.api}, e.table)
+	slow := ledger.New(hookedAPI{API: e.api, before: func() { time.Sleep(tableRTT) }}, e.table)
 	slow.Now = e.clock.Now
 	jwk, err := webhookauth.PublicJWK("kid-1", e.key)
 	if err != nil {

@@ -162,15 +162,15 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	}
 
 	d, report, refusal := s.parse(r, body, reportingBearer)
-	if refusal != nil || report != nil {
-		if refusal == nil && op == nil {
+	if refusal == nil && report != nil {
+		if op == nil {
 			if op, out = s.read(ctx, r, owner); out != nil {
 				return *out
 			}
 		}
-		if refusal == nil {
-			_, refusal = s.correlate(r, op, d, report)
-		}
+		_, refusal = s.correlate(r, op, d, report)
+	}
+	if refusal != nil || report != nil {
 		// The request is authentic: its nonce is recorded before it is answered, and a replay is
 		// answered as one.
 		if err := verified.Commit(ctx); err != nil {

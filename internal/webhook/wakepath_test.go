@@ -18,35 +18,52 @@ import (
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
+// hookedAPI runs before ahead of every table request the service sends.
+type hookedAPI struct {
+	ledger.API
+	before func()
+}
+
+func (h hookedAPI) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	h.before()
+	return h.API.PutItem(ctx, in, o...)
+}
+
+func (h hookedAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	h.before()
+	return h.API.UpdateItem(ctx, in, o...)
+}
+
+func (h hookedAPI) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	h.before()
+	return h.API.DeleteItem(ctx, in, o...)
+}
+
+func (h hookedAPI) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	h.before()
+	return h.API.GetItem(ctx, in, o...)
+}
+
+func (h hookedAPI) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	h.before()
+	return h.API.Query(ctx, in, o...)
+}
+
+func (h hookedAPI) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	h.before()
+	return h.API.TransactWriteItems(ctx, in, o...)
+}
+
 // countingAPI counts the requests the service sends to the table.
 type countingAPI struct {
-	ledger.API
+	hookedAPI
 	n atomic.Int64
 }
 
-func (c *countingAPI) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	c.n.Add(1)
-	return c.API.PutItem(ctx, in, o...)
-}
-
-func (c *countingAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	c.n.Add(1)
-	return c.API.UpdateItem(ctx, in, o...)
-}
-
-func (c *countingAPI) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	c.n.Add(1)
-	return c.API.GetItem(ctx, in, o...)
-}
-
-func (c *countingAPI) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	c.n.Add(1)
-	return c.API.Query(ctx, in, o...)
-}
-
-func (c *countingAPI) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	c.n.Add(1)
-	return c.API.TransactWriteItems(ctx, in, o...)
+func newCountingAPI(api ledger.API) *countingAPI {
+	c := &countingAPI{}
+	c.hookedAPI = hookedAPI{API: api, before: func() { c.n.Add(1) }}
+	return c
 }
 
 // wakeCounter notes how many table requests the service had sent when it woke the workflow.
@@ -72,7 +89,7 @@ func TestWakeWaitsOnlyForTheUpdate(t *testing.T) {
 	var cfg webhook.Config
 	e := newEnvWith(t, func(c *webhook.Config) { cfg = *c })
 	// The same service over a table client that counts its requests.
-	api := &countingAPI{API: e.api}
+	api := newCountingAPI(e.api)
 	tasks := &wakeCounter{api: api}
 	counted := ledger.New(api, e.table)
 	counted.Now = e.clock.Now
