@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/httpapi"
+	"github.com/buyflow/buyflow/internal/iamarn"
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/registry"
@@ -102,24 +102,12 @@ func New(cfg Config) (*Service, error) {
 	return &Service{cfg: cfg}, nil
 }
 
-// Compiled on first use, not in the package's init (counted repetitions are costly to compile
-// and every cold start linking this package would pay): see internal/approvalpolicy.
-var (
-	userOrRoleARN = sync.OnceValue(func() *regexp.Regexp {
-		return regexp.MustCompile(`^arn:aws[a-z-]*:iam::[0-9]{12}:(user|role)/[\w+=,.@/-]{1,512}$`)
-	})
-	devPrincipal = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^dev:[A-Za-z0-9._-]{1,64}$`) })
-	assumedRole  = sync.OnceValue(func() *regexp.Regexp {
-		return regexp.MustCompile(`^arn:(aws[a-z-]*):sts::([0-9]{12}):assumed-role/([\w+=,.@-]{1,64})/[\w+=,.@-]{2,64}$`)
-	})
-)
-
 // CheckOperators refuses an operator list with anything but IAM user or role ARNs (or the
 // local stack's dev: principals).
 func CheckOperators(ops []string) error {
 	var errs []error
 	for i, op := range ops {
-		if !userOrRoleARN().MatchString(op) && !devPrincipal().MatchString(op) {
+		if !iamarn.IsUserOrRole(op) && !iamarn.IsDevPrincipal(op) {
 			errs = append(errs, fmt.Errorf("operators[%d] %q is not an IAM user or role ARN", i, op))
 		}
 	}
@@ -132,8 +120,8 @@ func (s *Service) isOperator(principal string) bool {
 	if principal != "" && slices.Contains(s.cfg.Operators, principal) {
 		return true
 	}
-	if m := assumedRole().FindStringSubmatch(principal); m != nil {
-		return slices.Contains(s.cfg.Operators, "arn:"+m[1]+":iam::"+m[2]+":role/"+m[3])
+	if role, ok := iamarn.RoleOfSession(principal); ok {
+		return slices.Contains(s.cfg.Operators, role)
 	}
 	return false
 }

@@ -3,7 +3,7 @@
 // document (BUYFLOW_APPROVAL_POLICY, the buyflow:approvalPolicy context value) and reports every
 // problem together; the policy's methods compare amounts and map principals without I/O.
 //
-// It imports only the standard library and internal/money, so internal/config (which parses the
+// It imports only the standard library, internal/money and internal/iamarn, so internal/config (which parses the
 // policy once per cold start for the functions that read it) and infra (which validates the
 // context value at synth) link no approval kernel, ledger or AWS SDK to parse it.
 package approvalpolicy
@@ -14,11 +14,10 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"regexp"
 	"slices"
 	"strings"
-	"sync"
 
+	"github.com/buyflow/buyflow/internal/iamarn"
 	"github.com/buyflow/buyflow/internal/money"
 )
 
@@ -66,10 +65,26 @@ type Policy struct {
 	threshold *big.Rat
 }
 
-// Compiled on first use, not in the package's init: counted repetitions compile to hundreds
-// of instructions (~1,000–3,000 allocations each), which every cold start linking this package
-// would pay.
-var decimalRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]{1,18}(\.[0-9]{1,6})?$`) })
+// isDecimal reports whether s is a non-negative decimal of 1–18 digits, then optionally '.' and
+// 1–6 digits ("10000.00"). It is matched by hand: the pattern's counted repetitions compile to
+// hundreds of instructions, which every cold start parsing the policy would pay.
+func isDecimal(s string) bool {
+	whole, frac, hasFrac := strings.Cut(s, ".")
+	return digits(whole, 18) && (!hasFrac || digits(frac, 6))
+}
+
+// digits reports whether s is 1 to maxLen ASCII digits.
+func digits(s string, maxLen int) bool {
+	if len(s) == 0 || len(s) > maxLen {
+		return false
+	}
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
 
 // Parse parses the policy JSON:
 //
@@ -115,10 +130,10 @@ func Parse(raw []byte) (Policy, error) {
 	}
 	var errs []error
 	if p.Threshold != "" {
-		if !decimalRE().MatchString(p.Threshold) {
+		if !isDecimal(p.Threshold) {
 			errs = append(errs, fmt.Errorf("threshold %q must be a non-negative decimal string such as \"10000.00\"", p.Threshold))
 		} else {
-			p.threshold, _ = new(big.Rat).SetString(p.Threshold) // the pattern guarantees it parses
+			p.threshold, _ = new(big.Rat).SetString(p.Threshold) // isDecimal guarantees it parses
 		}
 		if _, ok := money.MinorUnits(p.Currency); !ok {
 			errs = append(errs, fmt.Errorf("currency %q must be an ISO 4217 code such as USD", in.Currency))
@@ -129,7 +144,7 @@ func Parse(raw []byte) (Policy, error) {
 		if v == "" {
 			continue
 		}
-		if v != p.Threshold && !decimalRE().MatchString(v) {
+		if v != p.Threshold && !isDecimal(v) {
 			errs = append(errs, fmt.Errorf("%s %q must be a non-negative decimal string such as \"5000.00\"", name, v))
 			continue
 		}
@@ -172,7 +187,7 @@ func Parse(raw []byte) (Policy, error) {
 		errs = append(errs, errors.New("link_ttl_seconds must not be negative"))
 	}
 	for principal, id := range p.Identities {
-		if !identityRE().MatchString(principal) {
+		if !iamarn.IsUserOrRole(principal) && !iamarn.IsDevPrincipal(principal) {
 			errs = append(errs, fmt.Errorf("identities: %q must be an IAM user or role ARN such as arn:aws:iam::111122223333:role/ApproverAlice (or a dev: principal on the local stack)", principal))
 		}
 		if !slices.Contains(p.Approvers, id) && !slices.Contains(p.EscalationApprovers, id) {
@@ -185,16 +200,6 @@ func Parse(raw []byte) (Policy, error) {
 	return p, nil
 }
 
-// identityRE accepts the principals API Gateway reports for IAM callers, and the local stack's
-// dev: principals (its emulator carries no IAM identity; the CDK stack never enables them).
-var identityRE = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`^(arn:aws[a-z-]*:iam::[0-9]{12}:(user|role)/[A-Za-z0-9+=,.@_/-]{1,512}|dev:[A-Za-z0-9._-]{1,64})$`)
-})
-
-var assumedRoleRE = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`^arn:(aws[a-z-]*):sts::([0-9]{12}):assumed-role/([A-Za-z0-9+=,.@_-]{1,64})/[^/]+$`)
-})
-
 // ApproverFor returns the approver id of the IAM principal API Gateway verified for a request:
 // the identity configured for that exact user ARN, or, for an assumed-role session, the one
 // configured for the role (every session of the role is that approver, so each approver
@@ -203,8 +208,8 @@ func (p Policy) ApproverFor(principal string) (string, bool) {
 	if id, ok := p.Identities[principal]; ok && principal != "" {
 		return id, true
 	}
-	if m := assumedRoleRE().FindStringSubmatch(principal); m != nil {
-		id, ok := p.Identities["arn:"+m[1]+":iam::"+m[2]+":role/"+m[3]]
+	if role, ok := iamarn.RoleOfSession(principal); ok {
+		id, ok := p.Identities[role]
 		return id, ok
 	}
 	return "", false
@@ -248,13 +253,13 @@ func (p Policy) needs(what, amount, currency string) (bool, string) {
 	}
 	amount = strings.TrimSpace(amount)
 	cur := strings.ToUpper(strings.TrimSpace(currency))
-	if !decimalRE().MatchString(amount) {
+	if !isDecimal(amount) {
 		return true, fmt.Sprintf("%s %q cannot be compared with the approval threshold %s %s", what, amount, p.Threshold, p.Currency)
 	}
 	if cur != p.Currency {
 		return true, fmt.Sprintf("%s is in %s but the approval threshold is in %s", what, cur, p.Currency)
 	}
-	b, _ := new(big.Rat).SetString(amount) // the pattern guarantees it parses
+	b, _ := new(big.Rat).SetString(amount) // isDecimal guarantees it parses
 	if b.Cmp(p.threshold) >= 0 {
 		return true, fmt.Sprintf("%s %s %s is at or over the approval threshold %s %s", what, amount, cur, p.Threshold, p.Currency)
 	}

@@ -144,7 +144,8 @@ func TestLeafPackagesImportOnlyTheStandardLibrary(t *testing.T) {
 		"./internal/approvalcore": {module + "/internal/money"},
 		// The approval policy compares amounts in ISO 4217 currencies; config and infra parse it
 		// without linking the approval kernel.
-		"./internal/approvalpolicy": {module + "/internal/money"},
+		"./internal/approvalpolicy": {module + "/internal/iamarn", module + "/internal/money"},
+		"./internal/iamarn":         nil,
 		"./internal/webhookauth":    {"github.com/go-jose/go-jose/v4"},
 		"./internal/money":          {module + "/internal/jsonnum"},
 		"./internal/jsonnum":        nil,
