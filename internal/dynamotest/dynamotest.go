@@ -5,6 +5,7 @@ package dynamotest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/sivchari/kumo"
 
 	"github.com/buyflow/buyflow/internal/ledger"
@@ -54,9 +56,12 @@ func Start(t testing.TB) (*dynamodb.Client, string) {
 
 // CreateTable creates the ledger table name through client, from ledger.TableSchema and with
 // its time to live, as Start does: for a table its caller names and deletes (one made outside
-// a test, or one other processes are pointed at).
+// a test, or one other processes are pointed at). name must be new: a table of that name
+// already there is this call's own, created by an attempt whose response was lost (a loaded
+// moto answered the SDK's retry "Table already exists").
 func CreateTable(ctx context.Context, client *dynamodb.Client, name string) error {
-	if _, err := client.CreateTable(ctx, ledger.TableSchema(name)); err != nil {
+	var inUse *types.ResourceInUseException
+	if _, err := client.CreateTable(ctx, ledger.TableSchema(name)); err != nil && !errors.As(err, &inUse) {
 		return fmt.Errorf("dynamotest: create table %s: %w", name, err)
 	}
 	if _, err := client.UpdateTimeToLive(ctx, ledger.TimeToLive(name)); err != nil {
