@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"regexp"
 	"sort"
 	"strings"
-	"sync"
+
+	"github.com/buyflow/buyflow/internal/charclass"
 )
 
 // Role is what an agent does for buyflow.
@@ -126,9 +126,17 @@ type Registry struct {
 // ErrUnknownAgent is returned (wrapped) for an agent id that is not configured.
 var ErrUnknownAgent = errors.New("adcp: unknown agent")
 
-// Compiled on first use, not in the package's init (counted repetitions are costly to compile
-// and every cold start linking this package would pay): see internal/approvalpolicy.
-var agentIDPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`) })
+// agentIDPattern is what an agent's id must be: isAgentID checks it.
+const agentIDPattern = `^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`
+
+func isAgentID(id string) bool {
+	return id != "" && agentIDFirst.Has(id[0]) && agentIDChars.Span(id[1:], 0, 63)
+}
+
+var (
+	agentIDFirst = charclass.Of("A-Za-z0-9")
+	agentIDChars = charclass.Of("A-Za-z0-9_.-")
+)
 
 // ParseRegistry decodes and validates a registry configuration document.
 // Unknown fields are rejected, and every problem is reported at once (the
@@ -155,8 +163,8 @@ func NewRegistry(cfg RegistryConfig) (*Registry, error) {
 	}
 	r := &Registry{agents: map[string]Agent{}}
 	for i, a := range cfg.Agents {
-		if !agentIDPattern().MatchString(a.ID) {
-			bad(i, a.ID, "id must match %s", agentIDPattern())
+		if !isAgentID(a.ID) {
+			bad(i, a.ID, "id must match %s", agentIDPattern)
 		} else if _, dup := r.agents[a.ID]; dup {
 			bad(i, a.ID, "duplicate id")
 		}

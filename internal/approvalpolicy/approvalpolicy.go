@@ -3,7 +3,7 @@
 // document (BUYFLOW_APPROVAL_POLICY, the buyflow:approvalPolicy context value) and reports every
 // problem together; the policy's methods compare amounts and map principals without I/O.
 //
-// It imports only the standard library, internal/money and internal/iamarn, so internal/config (which parses the
+// It imports only the standard library, internal/money, internal/iamarn and internal/charclass, so internal/config (which parses the
 // policy once per cold start for the functions that read it) and infra (which validates the
 // context value at synth) link no approval kernel, ledger or AWS SDK to parse it.
 package approvalpolicy
@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/buyflow/buyflow/internal/charclass"
 	"github.com/buyflow/buyflow/internal/iamarn"
 	"github.com/buyflow/buyflow/internal/money"
 )
@@ -66,25 +67,13 @@ type Policy struct {
 }
 
 // isDecimal reports whether s is a non-negative decimal of 1–18 digits, then optionally '.' and
-// 1–6 digits ("10000.00"). It is matched by hand: the pattern's counted repetitions compile to
-// hundreds of instructions, which every cold start parsing the policy would pay.
+// 1–6 digits ("10000.00").
 func isDecimal(s string) bool {
 	whole, frac, hasFrac := strings.Cut(s, ".")
-	return digits(whole, 18) && (!hasFrac || digits(frac, 6))
+	return decimalDigits.Span(whole, 1, 18) && (!hasFrac || decimalDigits.Span(frac, 1, 6))
 }
 
-// digits reports whether s is 1 to maxLen ASCII digits.
-func digits(s string, maxLen int) bool {
-	if len(s) == 0 || len(s) > maxLen {
-		return false
-	}
-	for i := range len(s) {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
+var decimalDigits = charclass.Of("0-9")
 
 // Parse parses the policy JSON:
 //

@@ -144,13 +144,15 @@ func TestLeafPackagesImportOnlyTheStandardLibrary(t *testing.T) {
 		"./internal/approvalcore": {module + "/internal/money"},
 		// The approval policy compares amounts in ISO 4217 currencies; config and infra parse it
 		// without linking the approval kernel.
-		"./internal/approvalpolicy": {module + "/internal/iamarn", module + "/internal/money"},
-		"./internal/iamarn":         nil,
-		"./internal/webhookauth":    {"github.com/go-jose/go-jose/v4"},
-		"./internal/money":          {module + "/internal/jsonnum"},
-		"./internal/jsonnum":        nil,
+		"./internal/approvalpolicy": {module + "/internal/charclass", module + "/internal/iamarn", module + "/internal/money"},
+		// Principals and character classes, matched without compiling a regexp at a cold start.
+		"./internal/iamarn":      {module + "/internal/charclass"},
+		"./internal/charclass":   nil,
+		"./internal/webhookauth": {"github.com/go-jose/go-jose/v4"},
+		"./internal/money":       {module + "/internal/jsonnum"},
+		"./internal/jsonnum":     nil,
 		// The status events' contract, read by the publisher and by every consumer.
-		"./internal/statusevent": nil,
+		"./internal/statusevent": {module + "/internal/charclass"},
 		// The HTTP API's JSON, decoded by the CLI: it must not pull the server into it.
 		"./internal/api": {module + "/internal/record"},
 		// The retry of DynamoDB writes that lost a race, shared by the ledger and the registry.

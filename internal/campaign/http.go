@@ -3,10 +3,11 @@ package campaign
 import (
 	"context"
 	"log/slog"
-	"regexp"
+	"strings"
 
 	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/buy"
+	"github.com/buyflow/buyflow/internal/charclass"
 	"github.com/buyflow/buyflow/internal/httpapi"
 )
 
@@ -20,7 +21,13 @@ type campaigns interface {
 
 var _ campaigns = (*Service)(nil)
 
-var idRE = regexp.MustCompile(`^cp-[a-z2-7]{26}$`)
+// validID accepts a campaign's id as the API hands it out: cp- and 26 of base32's [a-z2-7].
+func validID(id string) bool {
+	rest, ok := strings.CutPrefix(id, "cp-")
+	return ok && idChars.Span(rest, 26, 26)
+}
+
+var idChars = charclass.Of("a-z2-7")
 
 // Routes are the campaign routes by API Gateway route key: POST/GET /v1/campaigns,
 // GET /v1/campaigns/{id} and GET /v1/campaigns/{id}/events (serve them with
@@ -28,7 +35,7 @@ var idRE = regexp.MustCompile(`^cp-[a-z2-7]{26}$`)
 // campaign's timeline is one page: its events route reads no query.
 func Routes(svc campaigns, devHeader string, log *slog.Logger) map[string]httpapi.Handler {
 	return httpapi.Resource[api.CampaignSubmitted, api.Page[api.Campaign], api.Campaign, api.Page[api.CampaignEvent]]{
-		Path: "/v1/campaigns", Noun: "campaign", ID: idRE.MatchString, NotFound: ErrNotFound,
+		Path: "/v1/campaigns", Noun: "campaign", ID: validID, NotFound: ErrNotFound,
 		Location: func(s api.CampaignSubmitted) string { return s.Links.Self },
 		Submit: func(ctx context.Context, who httpapi.Caller, key string, body []byte) (api.CampaignSubmitted, error) {
 			return svc.Submit(ctx, buy.Caller(who), key, body)

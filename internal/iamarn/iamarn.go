@@ -7,7 +7,11 @@
 // cold start of the functions that read them. That compile was about 1.7 ms of each such start.
 package iamarn
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/buyflow/buyflow/internal/charclass"
+)
 
 // IsUserOrRole reports whether s is an IAM user or role ARN, with or without a path:
 // arn:aws:iam::111122223333:role/ApproverAlice, arn:aws-cn:iam::111122223333:user/ops/bob.
@@ -23,14 +27,14 @@ func IsUserOrRole(s string) bool {
 	if !ok {
 		name, ok = strings.CutPrefix(rest, "role/")
 	}
-	return ok && spans(name, 1, 512, isPathChar)
+	return ok && pathChars.Span(name, 1, 512)
 }
 
 // IsDevPrincipal reports whether s is a local stack principal: "dev:" and 1–64 of
 // [A-Za-z0-9._-].
 func IsDevPrincipal(s string) bool {
 	id, ok := strings.CutPrefix(s, "dev:")
-	return ok && spans(id, 1, 64, func(c byte) bool { return isAlnum(c) || c == '.' || c == '_' || c == '-' })
+	return ok && devChars.Span(id, 1, 64)
 }
 
 // RoleOfSession returns the ARN of the role whose session s is, when s is an STS assumed-role
@@ -50,7 +54,7 @@ func RoleOfSession(s string) (string, bool) {
 		return "", false
 	}
 	role, session, ok := strings.Cut(rest, "/")
-	if !ok || !spans(role, 1, 64, isNameChar) || !spans(session, 2, 64, isNameChar) {
+	if !ok || !nameChars.Span(role, 1, 64) || !nameChars.Span(session, 2, 64) {
 		return "", false
 	}
 	return "arn:" + partition + ":iam::" + account + ":role/" + role, true
@@ -77,33 +81,17 @@ func cutAccount(s string) (account, rest string, ok bool) {
 	if len(s) < 13 || s[12] != ':' {
 		return "", "", false
 	}
-	for i := range 12 {
-		if s[i] < '0' || s[i] > '9' {
-			return "", "", false
-		}
+	if !digits.Span(s[:12], 12, 12) {
+		return "", "", false
 	}
 	return s[:12], s[13:], true
 }
 
-// spans reports whether s has min to max bytes, each accepted by ok.
-func spans(s string, minLen, maxLen int, ok func(byte) bool) bool {
-	if len(s) < minLen || len(s) > maxLen {
-		return false
-	}
-	for i := range len(s) {
-		if !ok(s[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func isAlnum(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-}
-
-// isNameChar accepts what IAM allows in a role, user or session name: [A-Za-z0-9_+=,.@-].
-func isNameChar(c byte) bool { return isAlnum(c) || strings.IndexByte("_+=,.@-", c) >= 0 }
-
-// isPathChar accepts a name's characters and the path's '/'.
-func isPathChar(c byte) bool { return isNameChar(c) || c == '/' }
+// The characters IAM allows in a role, user or session name; with '/', in a name's path; and
+// the local stack's principals'.
+var (
+	nameChars = charclass.Of("A-Za-z0-9_+=,.@-")
+	pathChars = charclass.Of("A-Za-z0-9_+=,.@/-")
+	devChars  = charclass.Of("A-Za-z0-9._-")
+	digits    = charclass.Of("0-9")
+)

@@ -17,14 +17,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/breaker"
+	"github.com/buyflow/buyflow/internal/charclass"
 	"github.com/buyflow/buyflow/internal/reqsign"
 )
 
@@ -87,9 +86,17 @@ func (r Record) RequiresSignedCreate() bool {
 // MaxSettingsBytes bounds an agent's settings object.
 const MaxSettingsBytes = 4096
 
-// Compiled on first use, not in the package's init (counted repetitions are costly to compile
-// and every cold start linking this package would pay): see internal/approvalpolicy.
-var settingKey = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`) })
+// settingKeyPattern is what a setting's name must be: isSettingKey checks it.
+const settingKeyPattern = `^[a-z][a-z0-9_]{0,63}$`
+
+func isSettingKey(k string) bool {
+	return k != "" && lowerChars.Has(k[0]) && settingKeyChars.Span(k[1:], 0, 63)
+}
+
+var (
+	lowerChars      = charclass.Of("a-z")
+	settingKeyChars = charclass.Of("a-z0-9_")
+)
 
 // Errors of the registry.
 var (
@@ -128,8 +135,8 @@ func Validate(r Record, secretPrefix string) error {
 			problems = append(problems, "settings must be a JSON object")
 		default:
 			for k := range obj {
-				if !settingKey().MatchString(k) {
-					problems = append(problems, fmt.Sprintf("setting %q must match %s", k, settingKey()))
+				if !isSettingKey(k) {
+					problems = append(problems, fmt.Sprintf("setting %q must match %s", k, settingKeyPattern))
 				}
 			}
 			if _, err := breaker.ParseSettings(r.Settings); err != nil {

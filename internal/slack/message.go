@@ -6,14 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/buyflow/buyflow/internal/approvalcore"
+	"github.com/buyflow/buyflow/internal/charclass"
 )
 
 // Message is a Slack message as chat.postMessage, chat.update and incoming
@@ -82,9 +81,13 @@ const (
 	maxConditions   = 5
 )
 
-// slackUserID is the shape of a Slack user id (U…, W…), compiled on first use: its counted
-// repetition would cost every cold start of a function that links this package.
-var slackUserID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[UW][A-Z0-9]{2,20}$`) })
+// isSlackUserID reports whether id has the shape of a Slack user id: U or W, then 2–20 of
+// [A-Z0-9].
+func isSlackUserID(id string) bool {
+	return id != "" && (id[0] == 'U' || id[0] == 'W') && slackIDChars.Span(id[1:], 2, 20)
+}
+
+var slackIDChars = charclass.Of("A-Z0-9")
 
 // RequestMessage builds the approval request: what is bought, from which
 // seller, the amount, why approval is needed, who asked, the deadline and one
@@ -297,7 +300,7 @@ func bold(s string, max int) string {
 // person renders an approver or requester id: a Slack user id as a mention,
 // anything else as escaped text.
 func person(id string) string {
-	if slackUserID().MatchString(id) {
+	if isSlackUserID(id) {
 		return "<@" + id + ">"
 	}
 	if id == "" {

@@ -43,7 +43,7 @@ func PostRequest(ctx context.Context, c Client, a approvalcore.Approval, reviews
 	var refs []Ref
 	var errs []error
 	for i, r := range reviews {
-		if !slackUserID().MatchString(r.Approver) {
+		if !isSlackUserID(r.Approver) {
 			errs = append(errs, fmt.Errorf("slack: approver %d is not a Slack user id", i+1))
 			continue
 		}

@@ -20,10 +20,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strconv"
-	"sync"
+	"strings"
 	"time"
+
+	"github.com/buyflow/buyflow/internal/charclass"
 )
 
 // Source is the EventBridge source of every status event.
@@ -114,16 +115,19 @@ type Notify struct {
 	Slack string `json:"slack,omitempty"`
 }
 
-// slackID is the shape of a Slack user (U, W) or conversation (C, G, D) id, compiled on first
-// use: the counted repetition compiles to some 300 allocations, which a package-level regexp
-// would spend at every cold start of every function that links this package.
-var slackID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[UWCGD][A-Z0-9]{2,31}$`) })
+// isSlackID reports whether id has the shape of a Slack user (U, W) or conversation (C, G, D)
+// id: the letter, then 2–31 of [A-Z0-9].
+func isSlackID(id string) bool {
+	return id != "" && strings.IndexByte("UWCGD", id[0]) >= 0 && slackIDChars.Span(id[1:], 2, 31)
+}
+
+var slackIDChars = charclass.Of("A-Z0-9")
 
 // CheckSlackID checks that id is a Slack user id (U…, W…) or channel id (C…, G…, D…): the one
 // form chat.postMessage takes as its channel, which reaches a person or a channel and nothing
 // else (no mention, no link, no markup).
 func CheckSlackID(id string) error {
-	if !slackID().MatchString(id) {
+	if !isSlackID(id) {
 		return fmt.Errorf("%q is not a Slack user id (U…, W…) or channel id (C…, G…, D…)", id)
 	}
 	return nil

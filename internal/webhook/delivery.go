@@ -7,11 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/buyflow/buyflow/internal/charclass"
 	"github.com/buyflow/buyflow/internal/webhookauth"
 )
 
@@ -61,14 +60,9 @@ func (e *DeliveryError) Error() string {
 // Is makes errors.Is(err, ErrInvalidDelivery) true.
 func (e *DeliveryError) Is(target error) bool { return target == ErrInvalidDelivery }
 
-// Compiled on first use, not in the package's init (counted repetitions are costly to compile
-// and every cold start linking this package would pay): see internal/approvalpolicy.
-var (
-	// keyPattern is the schema's pattern for idempotency_key (with its 16–255 length).
-	keyPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.:-]{16,255}$`) })
-	// operationIDPattern is push-notification-config's operation_id pattern.
-	operationIDPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,255}$`) })
-)
+// keyChars is the class of the schema's patterns for idempotency_key (16–255 of them) and for
+// push-notification-config's operation_id (1–255).
+var keyChars = charclass.Of("A-Za-z0-9_.:-")
 
 // Bounds on free-form fields before they reach the ledger.
 const (
@@ -80,7 +74,7 @@ const (
 
 // ValidOperationID reports whether id has the shape of an AdCP operation_id (and so can name a
 // ledger operation: it contains no '#').
-func ValidOperationID(id string) bool { return operationIDPattern().MatchString(id) }
+func ValidOperationID(id string) bool { return keyChars.Span(id, 1, 255) }
 
 // ParseDelivery decodes and validates a webhook body that already passed signature
 // verification. It first runs webhookauth.CheckJSON (at most MaxBodyBytes, one JSON object, no
@@ -109,9 +103,9 @@ func ParseDelivery(body []byte) (*Delivery, error) {
 	}
 	d := wire.Delivery
 	switch {
-	case !keyPattern().MatchString(d.IdempotencyKey):
+	case !keyChars.Span(d.IdempotencyKey, 16, 255):
 		return nil, &DeliveryError{Field: "idempotency_key", Reason: "must be 16-255 characters of [A-Za-z0-9_.:-]"}
-	case d.OperationID != "" && !operationIDPattern().MatchString(d.OperationID):
+	case d.OperationID != "" && !keyChars.Span(d.OperationID, 1, 255):
 		// Optional: AdCP 3.0 sellers (the official SDK's included) do not send it; the URL path,
 		// which the signature covers, names the operation.
 		return nil, &DeliveryError{Field: "operation_id", Reason: "must be 1-255 characters of [A-Za-z0-9_.:-] when present"}
