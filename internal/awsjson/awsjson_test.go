@@ -8,6 +8,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/aws/smithy-go"
 
 	"github.com/buyflow/buyflow/internal/awsjson"
 )
@@ -87,6 +90,60 @@ func TestCallReadsRefusals(t *testing.T) {
 }
 
 // FuzzCall: whatever a service (or whatever answers in its place) sends back, a call returns
+
+// A refusal reads as the SDK's clients report one (a smithy.APIError, server fault for a
+// 5xx); a throttled call is tried again, a denied one is not; an endpoint follows the
+// partition unless the configuration names one.
+func TestRefusalsRetriesAndEndpoints(t *testing.T) {
+	var api smithy.APIError
+	err := answering(t, 400, "", `{"__type":"com.amazonaws.kms#AccessDeniedException","message":"no"}`).Call(context.Background(), "Sign", nil, nil)
+	if !errors.As(err, &api) || api.ErrorCode() != "AccessDeniedException" || api.ErrorMessage() != "no" || api.ErrorFault() != smithy.FaultClient {
+		t.Errorf("refusal: %v", err)
+	}
+	if err := answering(t, 503, "", "busy").Call(context.Background(), "Sign", nil, nil); !errors.As(err, &api) || api.ErrorFault() != smithy.FaultServer {
+		t.Errorf("5xx: %v", err)
+	}
+	for _, tc := range []struct {
+		body        string
+		again       bool
+		wantTries   int
+		wantSuccess bool
+	}{
+		{`{"__type":"ThrottlingException"}`, true, 2, true},
+		{`{"__type":"ThrottlingException"}`, false, 1, false},
+		{`{"__type":"AccessDeniedException"}`, true, 1, false},
+	} {
+		tries := 0
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if tries++; tries == 1 || !tc.wantSuccess {
+				w.WriteHeader(400)
+				_, _ = io.WriteString(w, tc.body)
+				return
+			}
+			_, _ = io.WriteString(w, `{}`)
+		}))
+		svc := awsjson.Service{Name: "sqs", URL: srv.URL, TargetPrefix: "AmazonSQS", Version: "1.0", HTTP: srv.Client()}
+		retry := awsjson.Retry{Attempts: 3, Backoff: time.Millisecond}
+		if tc.again {
+			retry.Again = awsjson.Throttling
+		}
+		err := svc.CallRetrying(context.Background(), "SendMessage", nil, nil, retry)
+		srv.Close()
+		if tries != tc.wantTries || (err == nil) != tc.wantSuccess {
+			t.Errorf("%s (again: %v): %d tries, %v", tc.body, tc.again, tries, err)
+		}
+	}
+	for base, want := range map[[3]string]string{
+		{"", "states", "eu-west-1"}:                      "https://states.eu-west-1.amazonaws.com",
+		{"", "secretsmanager", "cn-north-1"}:             "https://secretsmanager.cn-north-1.amazonaws.com.cn",
+		{"http://127.0.0.1:4566", "states", "us-east-1"}: "http://127.0.0.1:4566",
+	} {
+		if got := awsjson.Endpoint(base[0], base[1], base[2]); got != want {
+			t.Errorf("Endpoint%q = %s, want %s", base, got, want)
+		}
+	}
+}
+
 // an answer or an error, never a panic.
 func FuzzCall(f *testing.F) {
 	f.Add(400, "", `{"__type":"com.amazonaws.sqs#RequestThrottled","message":"slow down"}`)

@@ -2,11 +2,8 @@ package signingkey
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -27,7 +24,7 @@ type KMSClient struct {
 // NewKMS returns the KMS client of cfg: its region and credentials, and its BaseEndpoint when
 // set (AWS_ENDPOINT_URL), else the region's public KMS endpoint.
 func NewKMS(cfg aws.Config) *KMSClient {
-	api := awsjson.Service{Name: "kms", URL: kmsEndpoint(cfg), TargetPrefix: "TrentService", Version: "1.1",
+	api := awsjson.Service{Name: "kms", URL: awsjson.Endpoint(aws.ToString(cfg.BaseEndpoint), "kms", cfg.Region), TargetPrefix: "TrentService", Version: "1.1",
 		HTTP: &http.Client{Timeout: kmsTryTimeout}}
 	if cfg.Credentials != nil {
 		api.Sign = sigv4.Signer(cfg.Credentials, "kms", cfg.Region)
@@ -59,30 +56,20 @@ func (c *KMSClient) Sign(ctx context.Context, keyID string, digest []byte) ([]by
 	return out.Signature, nil
 }
 
-// kmsEndpoint is the KMS endpoint of cfg's region (AWS and AWS China partitions), or its
-// BaseEndpoint when set.
-func kmsEndpoint(cfg aws.Config) string {
-	if cfg.BaseEndpoint != nil && *cfg.BaseEndpoint != "" {
-		return *cfg.BaseEndpoint
-	}
-	suffix := "amazonaws.com"
-	if strings.HasPrefix(cfg.Region, "cn-") {
-		suffix = "amazonaws.com.cn"
-	}
-	return "https://kms." + cfg.Region + "." + suffix
-}
-
 // KMS's answers that are worth another try: throttling (KMS's request quotas are per second,
 // shared by every function of the account and region) and its own transient failures. Any
 // other error (a key that does not exist, a denied call, a bad request) is the same on every
 // try.
-var retryable = map[string]bool{
-	"ThrottlingException": true, "KMSInternalException": true, "DependencyTimeoutException": true,
-}
+var kmsRetry = awsjson.Retry{Attempts: kmsAttempts, Backoff: kmsBackoff, Again: func(e *awsjson.Error) bool {
+	switch e.Type {
+	case "ThrottlingException", "KMSInternalException", "DependencyTimeoutException":
+		return true
+	}
+	return false
+}}
 
-// Retries of one call: at most kmsAttempts tries, waiting a random time up to kmsBackoff,
-// then twice that (full jitter, as the AWS SDKs do), so a burst of cold starts spreads out.
-// Both operations only read (GetPublicKey) or compute (Sign), so a retry changes nothing.
+// Retries of one call: at most kmsAttempts tries (awsjson.Retry). Both operations only read
+// (GetPublicKey) or compute (Sign), so a retry changes nothing.
 // The tries together take at most signTimeout, whatever the caller's context allows (a cold
 // start's GetPublicKey has no deadline of its own).
 // One try that hangs gets kmsTryTimeout (KMS answers a Sign in tens of milliseconds), so that
@@ -101,22 +88,5 @@ func (c *KMSClient) call(ctx context.Context, op string, in, out any) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, signTimeout)
 	defer cancel()
-	for attempt := 1; ; attempt++ {
-		err := c.api.Call(ctx, op, in, out)
-		var refused *awsjson.Error
-		again := errors.As(err, &refused) && (retryable[refused.Type] || refused.Status >= 500) ||
-			errors.Is(err, awsjson.ErrNoAnswer) && ctx.Err() == nil
-		if err == nil || !again || attempt == kmsAttempts {
-			if err != nil && again {
-				err = fmt.Errorf("%w (after %d tries)", err, attempt)
-			}
-			return err
-		}
-		wait := time.Duration(rand.Int64N(int64(kmsBackoff) << (attempt - 1)))
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (then %w)", err, ctx.Err())
-		case <-time.After(wait):
-		}
-	}
+	return c.api.CallRetrying(ctx, op, in, out, kmsRetry)
 }
