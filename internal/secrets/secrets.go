@@ -8,21 +8,17 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 )
 
 // ErrNotFound reports a secret that does not exist.
 var ErrNotFound = errors.New("secrets: no such secret")
 
-// api is the part of the Secrets Manager client used here.
+// api reads a secret's current value; *Client is the one that calls Secrets Manager.
 type api interface {
-	GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+	SecretValue(ctx context.Context, name string) ([]byte, error)
 }
 
-var _ api = (*secretsmanager.Client)(nil)
+var _ api = (*Client)(nil)
 
 // Store caches secret values by name. It is safe for concurrent use.
 type Store struct {
@@ -39,26 +35,17 @@ func New(api api) *Store { return &Store{api: api, values: map[string][]byte{}} 
 // binary), fetching it on first use.
 func (s *Store) Get(ctx context.Context, name string) ([]byte, error) {
 	s.mu.Lock()
-	v, ok := s.values[name]
+	cached, ok := s.values[name]
 	s.mu.Unlock()
 	if ok {
-		return v, nil
+		return cached, nil
 	}
-	out, err := s.api.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(name)})
-	var nf *smtypes.ResourceNotFoundException
+	v, err := s.api.SecretValue(ctx, name)
 	switch {
-	case errors.As(err, &nf):
+	case errors.Is(err, ErrNotFound):
 		return nil, fmt.Errorf("secrets: %s: %w", name, ErrNotFound)
 	case err != nil:
 		return nil, fmt.Errorf("secrets: read %s: %w", name, err)
-	}
-	switch {
-	case out.SecretString != nil:
-		v = []byte(*out.SecretString)
-	case out.SecretBinary != nil:
-		v = out.SecretBinary
-	default:
-		return nil, fmt.Errorf("secrets: %s has no value", name)
 	}
 	s.mu.Lock()
 	s.values[name] = v

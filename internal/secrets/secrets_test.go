@@ -5,31 +5,25 @@ import (
 	"errors"
 	"strings"
 	"testing"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 )
 
-type fakeAPI func(name string) (*secretsmanager.GetSecretValueOutput, error)
+type fakeAPI func(name string) ([]byte, error)
 
-func (f fakeAPI) GetSecretValue(_ context.Context, in *secretsmanager.GetSecretValueInput, _ ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error) {
-	return f(aws.ToString(in.SecretId))
-}
+func (f fakeAPI) SecretValue(_ context.Context, name string) ([]byte, error) { return f(name) }
 
 func TestGetCachesAndHidesValues(t *testing.T) {
 	calls := 0
-	s := New(fakeAPI(func(name string) (*secretsmanager.GetSecretValueOutput, error) {
+	s := New(fakeAPI(func(name string) ([]byte, error) {
 		calls++
 		switch name {
 		case "seller-token":
-			return &secretsmanager.GetSecretValueOutput{SecretString: aws.String("s3cr3t")}, nil
+			return []byte("s3cr3t"), nil
 		case "bin":
-			return &secretsmanager.GetSecretValueOutput{SecretBinary: []byte{1, 2}}, nil
+			return []byte{1, 2}, nil
 		case "broken":
 			return nil, errors.New("throttled")
 		}
-		return nil, &smtypes.ResourceNotFoundException{Message: aws.String("nope")}
+		return nil, ErrNotFound
 	}))
 	ctx := context.Background()
 	for range 3 {

@@ -11,7 +11,6 @@ import (
 	"net/http"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/buyflow/buyflow/functions/internal/awsenv"
 	"github.com/buyflow/buyflow/internal/sandbox"
@@ -31,7 +30,7 @@ func Start(ctx context.Context, getenv func(string) string, name string, build A
 	if err != nil {
 		return err
 	}
-	store := secrets.New(secretsmanager.NewFromConfig(cfg))
+	store := secrets.New(secrets.NewClient(cfg))
 	token, err := store.Token(ctx, getenv(topology.EnvSandboxTokenSecret))
 	if err != nil {
 		return fmt.Errorf("%s: token: %w", name, err)

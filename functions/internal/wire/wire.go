@@ -16,7 +16,6 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"github.com/buyflow/buyflow/functions/internal/awsenv"
@@ -110,5 +109,5 @@ func (c *Cold) Queues() *sqsjson.Client {
 
 // Secrets reads Secrets Manager once per secret and cold start.
 func (c *Cold) Secrets() *secrets.Store {
-	return secrets.New(secretsmanager.NewFromConfig(c.AWS))
+	return secrets.New(secrets.NewClient(c.AWS))
 }
