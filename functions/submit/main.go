@@ -10,8 +10,6 @@ import (
 	"context"
 	"log/slog"
 
-	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
-
 	"github.com/buyflow/buyflow/functions/internal/wire"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
 	"github.com/buyflow/buyflow/internal/adcpvalidate"
@@ -41,7 +39,7 @@ func run(_ context.Context, getenv func(string) string) error {
 	sellers, store := buy.RegistryLookup(reg, c.Env.SigningKey != ""), c.Ledger()
 	placer := buy.NewPlacer(store, buy.PlaceConfig{Run: c.Env.Run, StateMachineARN: c.Env.StateMachineARN})
 	buys := submit.New(store, c.Tasks(), placer, sellers, validator)
-	campaigns := campaign.New(store, placer, buys, sfn.New(sfnapi.NewFromConfig(c.AWS), c.Env.CampaignStateMachineARN), sellers, validator,
+	campaigns := campaign.New(store, placer, buys, sfn.New(sfn.Connect(c.AWS), c.Env.CampaignStateMachineARN), sellers, validator,
 		campaign.Config{Run: c.Env.Run, MediaBuyStateMachineARN: c.Env.StateMachineARN})
 	changes := modify.NewRequests(c.Ledger(), c.Tasks(), modify.RequestConfig{Run: c.Env.Run, StateMachineARN: c.Env.StateMachineARN})
 	api := httpapi.ByRouteKey(topology.App, submit.Routes(buys, c.Env.DevTenantHeader, slog.Default()),

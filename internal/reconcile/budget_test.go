@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
-	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
-
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcptest"
 	"github.com/buyflow/buyflow/internal/ledger"
@@ -164,9 +161,9 @@ func TestQuietExecutionIsDescribedOncePerStaleAfter(t *testing.T) {
 	e.newOp(workflow.StatusSubmitted, e.sellerTask("qa"), nil)
 	var calls atomic.Int64
 	cfg := e.cfg()
-	cfg.Executions = executions(func(context.Context, *sfnapi.DescribeExecutionInput, ...func(*sfnapi.Options)) (*sfnapi.DescribeExecutionOutput, error) {
+	cfg.Executions = executions(func(context.Context, string) (string, time.Time, error) {
 		calls.Add(1)
-		return &sfnapi.DescribeExecutionOutput{Status: sfntypes.ExecutionStatusRunning}, nil
+		return "RUNNING", time.Time{}, nil
 	})
 	e.clock.Advance(31 * time.Minute)
 	e.run(cfg)

@@ -15,7 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcpschemas"
@@ -40,24 +39,29 @@ const (
 
 var opSeq atomic.Int64
 
-// executionsFunc answers DescribeExecution as Step Functions would; executions wraps it in the
+// executionsFunc answers DescribeExecution of the execution executionARN as Step Functions
+// would: its status, when it stopped (zero: it runs), or a refusal; executions wraps it in the
 // real sfn.Client the sweep is given.
-type executionsFunc func(ctx context.Context, in *sfnapi.DescribeExecutionInput, optFns ...func(*sfnapi.Options)) (*sfnapi.DescribeExecutionOutput, error)
+type executionsFunc func(ctx context.Context, executionARN string) (status string, stopped time.Time, err error)
 
-func (f executionsFunc) DescribeExecution(ctx context.Context, in *sfnapi.DescribeExecutionInput, optFns ...func(*sfnapi.Options)) (*sfnapi.DescribeExecutionOutput, error) {
-	return f(ctx, in, optFns...)
-}
-
-func (executionsFunc) StartExecution(context.Context, *sfnapi.StartExecutionInput, ...func(*sfnapi.Options)) (*sfnapi.StartExecutionOutput, error) {
-	return nil, errors.New("the sweep starts no execution")
-}
-
-func (executionsFunc) SendTaskSuccess(context.Context, *sfnapi.SendTaskSuccessInput, ...func(*sfnapi.Options)) (*sfnapi.SendTaskSuccessOutput, error) {
-	return nil, errors.New("tasks are completed through Config.Tasks")
-}
-
-func (executionsFunc) SendTaskFailure(context.Context, *sfnapi.SendTaskFailureInput, ...func(*sfnapi.Options)) (*sfnapi.SendTaskFailureOutput, error) {
-	return nil, errors.New("the sweep fails no task")
+// Call answers the sweep's one action in Step Functions' JSON.
+func (f executionsFunc) Call(ctx context.Context, action string, in, out any) error {
+	if action != "DescribeExecution" {
+		return errors.New("the sweep only describes executions, not " + action)
+	}
+	status, stopped, err := f(ctx, in.(map[string]string)["executionArn"])
+	if err != nil {
+		return err
+	}
+	answer := map[string]any{"status": status}
+	if !stopped.IsZero() {
+		answer["stopDate"] = float64(stopped.UnixMilli()) / 1e3
+	}
+	raw, err := json.Marshal(answer)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(raw, out)
 }
 
 // executions is the sweep's view of the state machine smARN, answered by f.

@@ -12,10 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
-	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/buyflow/buyflow/internal/adcp"
@@ -190,21 +187,20 @@ func TestEndedExecutionIsMarked(t *testing.T) {
 	var mu sync.Mutex
 	var described []string
 	cfg := e.cfg()
-	cfg.Executions = executions(func(_ context.Context, in *sfnapi.DescribeExecutionInput, _ ...func(*sfnapi.Options)) (*sfnapi.DescribeExecutionOutput, error) {
-		arn := aws.ToString(in.ExecutionArn)
+	cfg.Executions = executions(func(_ context.Context, arn string) (string, time.Time, error) {
 		mu.Lock()
 		described = append(described, arn)
 		mu.Unlock()
 		name := arn[strings.LastIndex(arn, ":")+1:]
 		switch name {
 		case workflow.ExecutionName(op.ID, 0): // handed over to the next generation
-			return &sfnapi.DescribeExecutionOutput{Status: sfntypes.ExecutionStatusSucceeded}, nil
+			return "SUCCEEDED", time.Time{}, nil
 		case workflow.ExecutionName(op.ID, 1): // which failed
-			return &sfnapi.DescribeExecutionOutput{Status: sfntypes.ExecutionStatusFailed, StopDate: aws.Time(time.Now())}, nil
+			return "FAILED", time.Now(), nil
 		case workflow.ExecutionName(running.ID, 0):
-			return &sfnapi.DescribeExecutionOutput{Status: sfntypes.ExecutionStatusRunning}, nil
+			return "RUNNING", time.Time{}, nil
 		}
-		return nil, &sfntypes.ExecutionDoesNotExist{Message: aws.String("no " + name)}
+		return "", time.Time{}, &smithy.GenericAPIError{Code: "ExecutionDoesNotExist", Message: "no " + name}
 	})
 
 	// Recently updated operations are not described.
@@ -529,9 +525,9 @@ func TestDescribeExecutionDeniedTurnsTheCheckOffForTheRun(t *testing.T) {
 	e.newOp(workflow.StatusSubmitted, e.sellerTask("b"), nil)
 	var calls atomic.Int64
 	cfg := e.cfg()
-	cfg.Executions = executions(func(context.Context, *sfnapi.DescribeExecutionInput, ...func(*sfnapi.Options)) (*sfnapi.DescribeExecutionOutput, error) {
+	cfg.Executions = executions(func(context.Context, string) (string, time.Time, error) {
 		calls.Add(1)
-		return nil, &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized to perform states:DescribeExecution"}
+		return "", time.Time{}, &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized to perform states:DescribeExecution"}
 	})
 	cfg.PollConcurrency = 1 // with more, the operations compared together are each refused once
 	e.clock.Advance(31 * time.Minute)

@@ -10,36 +10,71 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"net/http"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sfn"
-	"github.com/aws/aws-sdk-go-v2/service/sfn/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/buyflow/buyflow/internal/awsjson"
+	"github.com/buyflow/buyflow/internal/sigv4"
 )
 
 // ErrTaskGone reports that a task token can no longer be completed: TaskTimedOut,
 // TaskDoesNotExist or InvalidToken.
 var ErrTaskGone = errors.New("sfn: task token is gone")
 
-// api is the part of the Step Functions client buyflow uses.
-type api interface {
-	StartExecution(ctx context.Context, in *sfn.StartExecutionInput, optFns ...func(*sfn.Options)) (*sfn.StartExecutionOutput, error)
-	DescribeExecution(ctx context.Context, in *sfn.DescribeExecutionInput, optFns ...func(*sfn.Options)) (*sfn.DescribeExecutionOutput, error)
-	SendTaskSuccess(ctx context.Context, in *sfn.SendTaskSuccessInput, optFns ...func(*sfn.Options)) (*sfn.SendTaskSuccessOutput, error)
-	SendTaskFailure(ctx context.Context, in *sfn.SendTaskFailureInput, optFns ...func(*sfn.Options)) (*sfn.SendTaskFailureOutput, error)
+// Caller sends one Step Functions action (AWS JSON 1.0, X-Amz-Target AWSStepFunctions.<action>)
+// with in as its JSON body and decodes the answer into out. A refusal is a smithy.APIError
+// carrying Step Functions' error code. Connect returns the one that calls AWS.
+type Caller interface {
+	Call(ctx context.Context, action string, in, out any) error
 }
 
-var _ api = (*sfn.Client)(nil)
+// Connect is Step Functions for cfg: its region and credentials (SigV4, service "states"),
+// its BaseEndpoint when set (AWS_ENDPOINT_URL), else the region's public endpoint. It speaks
+// the JSON protocol through internal/awsjson rather than the SDK's client, for four actions,
+// without the client's cold-start cost. A throttled, failed (5xx) or unanswered call is tried
+// again, three tries in all, as the SDK's client did: a start under the same name converges
+// (Start), and a completion whose first try was applied answers TaskDoesNotExist (ErrTaskGone).
+func Connect(cfg aws.Config) Caller {
+	svc := awsjson.Service{Name: "states", URL: awsjson.Endpoint(aws.ToString(cfg.BaseEndpoint), "states", cfg.Region),
+		TargetPrefix: "AWSStepFunctions", Version: "1.0", HTTP: &http.Client{Timeout: tryTimeout}}
+	if cfg.Credentials != nil {
+		svc.Sign = sigv4.Signer(cfg.Credentials, "states", cfg.Region)
+	}
+	return retrying{svc}
+}
+
+// One try that hangs gets tryTimeout: Step Functions answers these actions in milliseconds.
+const tryTimeout = 10 * time.Second
+
+type retrying struct{ svc awsjson.Service }
+
+func (r retrying) Call(ctx context.Context, action string, in, out any) error {
+	return r.svc.CallRetrying(ctx, action, in, out, awsjson.Retry{Attempts: 3, Backoff: 50 * time.Millisecond, Again: awsjson.Throttling})
+}
 
 // Client starts executions of one state machine and completes task tokens.
 type Client struct {
-	api             api
+	api             Caller
 	stateMachineARN string
 }
 
-// New returns a Client for the state machine stateMachineARN.
-func New(api api, stateMachineARN string) *Client {
+// New returns a Client for the state machine stateMachineARN, calling through api (Connect).
+func New(api Caller, stateMachineARN string) *Client {
 	return &Client{api: api, stateMachineARN: stateMachineARN}
+}
+
+// code is Step Functions' error code of a refusal ("ExecutionAlreadyExists"); "" for any other
+// error.
+func code(err error) string {
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		return api.ErrorCode()
+	}
+	return ""
 }
 
 // Start starts an execution named name with input marshalled to JSON and returns its ARN. A
@@ -51,19 +86,19 @@ func (c *Client) Start(ctx context.Context, name string, input any) (string, err
 	if err != nil {
 		return "", fmt.Errorf("sfn: marshal input of %s: %w", name, err)
 	}
-	out, err := c.api.StartExecution(ctx, &sfn.StartExecutionInput{
-		StateMachineArn: aws.String(c.stateMachineARN),
-		Name:            aws.String(name),
-		Input:           aws.String(string(body)),
-	})
-	var exists *types.ExecutionAlreadyExists
+	var out struct {
+		ExecutionArn string `json:"executionArn"`
+	}
+	err = c.api.Call(ctx, "StartExecution", map[string]string{"stateMachineArn": c.stateMachineARN, "name": name, "input": string(body)}, &out)
 	switch {
-	case errors.As(err, &exists):
+	case code(err) == "ExecutionAlreadyExists":
 		return executionARN(c.stateMachineARN, name), nil
 	case err != nil:
 		return "", fmt.Errorf("sfn: start execution %s: %w", name, err)
+	case out.ExecutionArn == "":
+		return "", fmt.Errorf("sfn: start execution %s: an answer without its executionArn", name)
 	}
-	return aws.ToString(out.ExecutionArn), nil
+	return out.ExecutionArn, nil
 }
 
 // executionARN derives an execution's ARN from its state machine's ARN and its name
@@ -90,7 +125,7 @@ type Execution struct {
 
 // Running reports whether the execution still runs or waits for a redrive.
 func (e Execution) Running() bool {
-	return e.Status == string(types.ExecutionStatusRunning) || e.Status == string(types.ExecutionStatusPendingRedrive)
+	return e.Status == "RUNNING" || e.Status == "PENDING_REDRIVE"
 }
 
 // ErrNoExecution reports that no execution of that name was ever started.
@@ -100,17 +135,23 @@ var ErrNoExecution = errors.New("sfn: no such execution")
 // is an error matching ErrNoExecution; a refused call keeps the service's error (an
 // AccessDeniedException is a smithy.APIError).
 func (c *Client) Describe(ctx context.Context, name string) (Execution, error) {
-	out, err := c.api.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: aws.String(executionARN(c.stateMachineARN, name))})
-	var missing *types.ExecutionDoesNotExist
+	var out struct {
+		Status   string   `json:"status"`
+		StopDate *float64 `json:"stopDate"` // seconds since the epoch, with a fraction
+	}
+	err := c.api.Call(ctx, "DescribeExecution", map[string]string{"executionArn": executionARN(c.stateMachineARN, name)}, &out)
 	switch {
-	case errors.As(err, &missing):
+	case code(err) == "ExecutionDoesNotExist":
 		return Execution{}, fmt.Errorf("sfn: describe execution %s: %w (%w)", name, ErrNoExecution, err)
 	case err != nil:
 		return Execution{}, fmt.Errorf("sfn: describe execution %s: %w", name, err)
+	case out.Status == "":
+		return Execution{}, fmt.Errorf("sfn: describe execution %s: an answer without its status", name)
 	}
-	e := Execution{Name: name, Status: string(out.Status)}
+	e := Execution{Name: name, Status: out.Status}
 	if out.StopDate != nil {
-		e.StoppedAt = out.StopDate.UTC()
+		sec, frac := math.Modf(*out.StopDate)
+		e.StoppedAt = time.Unix(int64(sec), int64(math.Round(frac*1e3))*int64(time.Millisecond)).UTC()
 	}
 	return e, nil
 }
@@ -121,7 +162,7 @@ func (c *Client) Succeed(ctx context.Context, token string, output any) error {
 	if err != nil {
 		return fmt.Errorf("sfn: marshal task output: %w", err)
 	}
-	_, err = c.api.SendTaskSuccess(ctx, &sfn.SendTaskSuccessInput{TaskToken: aws.String(token), Output: aws.String(string(body))})
+	err = c.api.Call(ctx, "SendTaskSuccess", map[string]string{"taskToken": token, "output": string(body)}, nil)
 	return taskErr("send task success", err)
 }
 
@@ -129,9 +170,7 @@ func (c *Client) Succeed(ctx context.Context, token string, output any) error {
 // and a cause a person can read. The cause must not contain secrets: it lands in the
 // execution history.
 func (c *Client) Fail(ctx context.Context, token, errName, cause string) error {
-	_, err := c.api.SendTaskFailure(ctx, &sfn.SendTaskFailureInput{
-		TaskToken: aws.String(token), Error: aws.String(errName), Cause: aws.String(cause),
-	})
+	err := c.api.Call(ctx, "SendTaskFailure", map[string]string{"taskToken": token, "error": errName, "cause": cause}, nil)
 	return taskErr("send task failure", err)
 }
 
@@ -139,12 +178,8 @@ func taskErr(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	var (
-		timedOut *types.TaskTimedOut
-		missing  *types.TaskDoesNotExist
-		invalid  *types.InvalidToken
-	)
-	if errors.As(err, &timedOut) || errors.As(err, &missing) || errors.As(err, &invalid) {
+	switch code(err) {
+	case "TaskTimedOut", "TaskDoesNotExist", "InvalidToken":
 		return fmt.Errorf("sfn: %s: %w (%w)", op, ErrTaskGone, err)
 	}
 	return fmt.Errorf("sfn: %s: %w", op, err)

@@ -16,7 +16,6 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	sfnapi "github.com/aws/aws-sdk-go-v2/service/sfn"
 
 	"github.com/buyflow/buyflow/functions/internal/awsenv"
 	"github.com/buyflow/buyflow/internal/config"
@@ -98,7 +97,7 @@ func (c *Cold) dynamoOptions() []func(*dynamodb.Options) {
 // Tasks is the Step Functions client: executions of the function's state machine (when it
 // declares one: starting, describing) and the parked task tokens it completes.
 func (c *Cold) Tasks() *sfn.Client {
-	return sfn.New(sfnapi.NewFromConfig(c.AWS), c.Env.StateMachineARN)
+	return sfn.New(sfn.Connect(c.AWS), c.Env.StateMachineARN)
 }
 
 // Queues is the SQS client (the sweep's shard queue): its JSON protocol signed with the
