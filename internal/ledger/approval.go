@@ -23,7 +23,7 @@ type approvalItem struct {
 }
 
 // CreateApproval stores a new pending approval (attribute_not_exists(pk)); a taken id is a
-// *ConflictError.
+// *ConflictError, but not the put's own retry after a lost response.
 func (s *Store) CreateApproval(ctx context.Context, a record.Approval) (*record.Approval, error) {
 	if err := checkID("approval id", a.ID); err != nil {
 		return nil, err
@@ -40,11 +40,19 @@ func (s *Store) CreateApproval(ctx context.Context, a record.Approval) (*record.
 	if err != nil {
 		return nil, fmt.Errorf("ledger: encode approval %s: %w", a.ID, err)
 	}
+	// The put leaves its random id in last_write: its own retry after a lost response is still
+	// the put that created the approval, not a conflict.
+	write := s.NewID()
+	av[attrLastWrite] = &types.AttributeValueMemberS{Value: write}
 	err = s.putIf(ctx, av, keyFree())
-	if err != nil {
-		if failed, _ := conditionFailed(err); failed {
-			return nil, &record.ConflictError{What: "approval " + a.ID}
+	if failed, old := conditionFailed(err); failed {
+		cur, rerr := s.oldOrRead(ctx, old, key(approvalPK(a.ID), skApproval))
+		if rerr == nil && wroteLast(cur, write) {
+			return &a, nil
 		}
+		return nil, &record.ConflictError{What: "approval " + a.ID}
+	}
+	if err != nil {
 		return nil, fmt.Errorf("ledger: put approval %s: %w", a.ID, err)
 	}
 	return &a, nil

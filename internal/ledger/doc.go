@@ -21,11 +21,12 @@
 //   - Every conditional write survives a retry of itself: the SDK sends a write again when its
 //     response was lost (a 200 whose body read failed), and the retry then fails its own
 //     condition. Each write leaves a random id the retry recognises (last_write on transitions,
-//     field updates, breakers, intents, delivery snapshots and campaign creates, decision_id on
-//     decisions, writer on receipts and nonces, token_cleared_by on token clears and takes, the
-//     owner on claims, claimed_by on intent claims; events have random keys) and then reports
-//     the success it had. The creates of an operation and of an approval answer their own retry
-//     with a conflict, which their callers take as "it exists".
+//     field updates, breakers, intents, delivery snapshots, campaign and approval creates,
+//     decision_id on decisions, writer on receipts and nonces, token_cleared_by on token clears
+//     and takes, the owner on claims, claimed_by on intent claims; events have random keys) and
+//     then reports the success it had. An operation's create is a transaction, which the SDK
+//     sends with a ClientRequestToken that DynamoDB answers idempotently on a retry; an emulator
+//     that does not may answer the retry with a conflict, which its callers take as "it exists".
 //   - A write that lost a race on its item is sent again before any caller sees it (conflict.go,
 //     through the dynamoretry package, which the agent registry shares):
 //     a TransactWriteItems cancelled only with TransactionConflict (another transaction was

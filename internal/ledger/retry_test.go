@@ -118,8 +118,11 @@ func TestWritesSurviveARetryAfterALostResponse(t *testing.T) {
 		t.Errorf("%d note events, want 1", notes)
 	}
 
-	if _, err := s.CreateApproval(ctx, newApproval("ap-r", time.Now().Add(time.Hour))); err != nil && !errors.Is(err, record.ErrConflict) {
-		t.Fatal(err)
+	if _, err := s.CreateApproval(ctx, newApproval("ap-r", time.Now().Add(time.Hour))); err != nil {
+		t.Fatalf("create approval: %v; want its retry taken for the create", err)
+	}
+	if _, err := s.CreateApproval(ctx, newApproval("ap-r", time.Now().Add(time.Hour))); !errors.Is(err, record.ErrConflict) {
+		t.Fatalf("another create of the approval: err = %v, want a conflict", err)
 	}
 	a, err := s.Decide(ctx, "ap-r", record.Decision{Outcome: record.ApprovalRejected, By: "U1", Comment: "no"})
 	if err != nil || a.Status != record.ApprovalRejected || a.Decider != "U1" {
