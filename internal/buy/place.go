@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/api"
+	"github.com/buyflow/buyflow/internal/charclass"
 	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
@@ -61,6 +62,12 @@ func OperationID(tenant, idempotencyKey string) string {
 	sum := sha256.Sum256([]byte(tenant + "\x00" + idempotencyKey))
 	return "mb-" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:])[:26])
 }
+
+// ValidOperationID accepts an operation id as the buy routes' paths name it: 1–64 of
+// [A-Za-z0-9_-], which OperationID's ids are. A path that is not one is refused before any read.
+func ValidOperationID(id string) bool { return operationIDChars.Span(id, 1, 64) }
+
+var operationIDChars = charclass.Of("A-Za-z0-9_-")
 
 // Placed is a buy whose operation exists, and the execution that is to run it.
 type Placed struct {

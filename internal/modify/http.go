@@ -10,7 +10,6 @@ import (
 
 	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/buy"
-	"github.com/buyflow/buyflow/internal/charclass"
 	"github.com/buyflow/buyflow/internal/httpapi"
 )
 
@@ -21,11 +20,6 @@ type changes interface {
 }
 
 var _ changes = (*Requests)(nil)
-
-// validID accepts a buy's id as the API hands it out: 1–64 of [A-Za-z0-9_-].
-func validID(id string) bool { return idChars.Span(id, 1, 64) }
-
-var idChars = charclass.Of("A-Za-z0-9_-")
 
 // Routes are the routes that change a placed buy and read what it delivered, by API Gateway
 // route key: PATCH /v1/media-buys/{id}, POST /v1/media-buys/{id}/cancel and
@@ -47,7 +41,7 @@ type routes struct {
 
 func (r routes) delivery(ctx context.Context, req events.APIGatewayV2HTTPRequest, who httpapi.Caller) (events.APIGatewayV2HTTPResponse, error) {
 	id := req.PathParameters["id"]
-	if !validID(id) {
+	if !buy.ValidOperationID(id) {
 		return notFound(), nil
 	}
 	d, err := r.svc.Delivery(ctx, who.Tenant, id, deliveryLimit)
@@ -61,7 +55,7 @@ func (r routes) delivery(ctx context.Context, req events.APIGatewayV2HTTPRequest
 func (r routes) change(parse func([]byte) (Change, error)) func(context.Context, events.APIGatewayV2HTTPRequest, httpapi.Caller) (events.APIGatewayV2HTTPResponse, error) {
 	return func(ctx context.Context, req events.APIGatewayV2HTTPRequest, who httpapi.Caller) (events.APIGatewayV2HTTPResponse, error) {
 		id := req.PathParameters["id"]
-		if !validID(id) {
+		if !buy.ValidOperationID(id) {
 			return notFound(), nil
 		}
 		key, body, refused := httpapi.Submission(req, "change")

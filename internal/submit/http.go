@@ -6,7 +6,6 @@ import (
 
 	"github.com/buyflow/buyflow/internal/api"
 	"github.com/buyflow/buyflow/internal/buy"
-	"github.com/buyflow/buyflow/internal/charclass"
 	"github.com/buyflow/buyflow/internal/httpapi"
 )
 
@@ -18,17 +17,12 @@ type mediaBuys interface {
 	Events(ctx context.Context, tenant, id, cursor string, limit int) (api.Page[api.Event], error)
 }
 
-// validID accepts a buy's id as the API hands it out: 1–64 of [A-Za-z0-9_-].
-func validID(id string) bool { return idChars.Span(id, 1, 64) }
-
-var idChars = charclass.Of("A-Za-z0-9_-")
-
 // Routes are the media-buy routes by API Gateway route key: POST/GET /v1/media-buys,
 // GET /v1/media-buys/{id} and GET /v1/media-buys/{id}/events (serve them with
 // httpapi.ByRouteKey). devHeader is the dev-only tenant header (see httpapi.Identify).
 func Routes(svc mediaBuys, devHeader string, log *slog.Logger) map[string]httpapi.Handler {
 	return httpapi.Resource[api.Submitted, api.Page[api.MediaBuy], api.MediaBuy, api.Page[api.Event]]{
-		Path: "/v1/media-buys", Noun: "media buy", ID: validID, NotFound: buy.ErrNotFound,
+		Path: "/v1/media-buys", Noun: "media buy", ID: buy.ValidOperationID, NotFound: buy.ErrNotFound,
 		Location: func(s api.Submitted) string { return s.Links.Self },
 		Submit: func(ctx context.Context, who httpapi.Caller, key string, body []byte) (api.Submitted, error) {
 			return svc.Submit(ctx, buy.Caller(who), key, body)
