@@ -38,6 +38,8 @@ const (
 		"function answers from the route table alone: it reads and changes nothing for such a request."
 	reasonLinkSeedRotation = "Read only by CloudFormation (dynamic reference) to build the first approval-link key; no function can " +
 		"read it. Rotating it would change nothing: keys rotate in <stack>/approval-link-keys."
+	reasonRouteKeyRotation = "Rotated by the operator with put-secret-value: a URL sealed under the old value does not open, and its " +
+		"webhooks find the operation's owner in the ledger, as before routes; a single-value rotation Lambda adds nothing to that."
 	reasonLinkKeysRotation = "Rotated by the operator with put-secret-value (add a kid, switch \"current\", keep the old kid until its " +
 		"links expire): links in flight must stay verifiable, which a single-value rotation Lambda would break."
 	reasonSigningKeyRotation = "An asymmetric KMS key has no automatic rotation (KMS rotates symmetric keys only). The request-signing " +

@@ -252,6 +252,17 @@ func (b *BuyflowStack) addSecrets(p *stackParts) {
 		RemovalPolicy:     removal,
 	})
 	suppress(b.Secrets[topology.EnvSlackSecret], "AwsSolutions-SMG4", reasonSlackRotation)
+	b.Secrets[topology.EnvRouteKeySecret] = awssecretsmanager.NewSecret(stack, jsii.String("WebhookRouteKey"), &awssecretsmanager.SecretProps{
+		SecretName: jsii.String(stackName + "/webhook-route-key"),
+		Description: jsii.String("Key material of the routes sealed into seller webhook URLs (the owner of the URL's operation). " +
+			"Rotate by replacing it with put-secret-value: URLs sealed under the old value keep working, their owner read from the ledger."),
+		// 64 characters of [A-Za-z0-9]: about 380 bits, from which the functions derive the key.
+		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
+			PasswordLength: jsii.Number(64), ExcludePunctuation: jsii.Bool(true), IncludeSpace: jsii.Bool(false),
+		},
+		RemovalPolicy: removal,
+	})
+	suppress(b.Secrets[topology.EnvRouteKeySecret], "AwsSolutions-SMG4", reasonRouteKeyRotation)
 	p.agentsPrefix = stackName + "/agents/"
 	p.agentsPrefixArn = stack.FormatArn(&awscdk.ArnComponents{
 		Service: jsii.String("secretsmanager"), Resource: jsii.String("secret"),
@@ -340,7 +351,7 @@ func (b *BuyflowStack) envValue(p *stackParts, name string) (*string, error) {
 		return jsii.String(cfg.Operators), nil
 	case topology.EnvAgentsSecretPrefix:
 		return jsii.String(p.agentsPrefix), nil
-	case topology.EnvLinkKeySecret, topology.EnvSlackSecret:
+	case topology.EnvLinkKeySecret, topology.EnvSlackSecret, topology.EnvRouteKeySecret:
 		return b.Secrets[name].SecretName(), nil
 	case topology.EnvPublicBaseURL:
 		return p.apiURL, nil
@@ -529,7 +540,7 @@ func (b *BuyflowStack) grantFunction(p *stackParts, f topology.Function, fn awsl
 	}
 	for _, s := range f.Secrets {
 		switch s {
-		case topology.EnvLinkKeySecret, topology.EnvSlackSecret:
+		case topology.EnvLinkKeySecret, topology.EnvSlackSecret, topology.EnvRouteKeySecret:
 			// GetSecretValue only: Secret.GrantRead adds DescribeSecret, which no code calls.
 			awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
 				Grantee: fn, Actions: jsii.Strings("secretsmanager:GetSecretValue"), ResourceArns: &[]*string{b.Secrets[s].SecretArn()},

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -62,11 +63,18 @@ func createsFor(r recorded, id string) int {
 	return n
 }
 
+// isWebhookURLOf reports whether u is buyflow's webhook URL for the operation id (its route in
+// the query aside).
+func isWebhookURLOf(u, id string) bool {
+	parsed, err := url.Parse(u)
+	return err == nil && strings.HasSuffix(parsed.Path, "/v1/webhooks/adcp/"+id)
+}
+
 // webhooksFor returns the seller's webhook attempts for the operation.
 func webhooksFor(r recorded, id string) []sentWebhook {
 	var out []sentWebhook
 	for _, w := range r.Webhooks {
-		if strings.HasSuffix(w.URL, "/v1/webhooks/adcp/"+id) {
+		if isWebhookURLOf(w.URL, id) {
 			out = append(out, w)
 		}
 	}
@@ -107,8 +115,13 @@ func TestSyncCreate(t *testing.T) {
 		t.Errorf("the seller ran %d creates", n)
 	}
 	i := slices.IndexFunc(rec.Creates, func(cr sellerCreate) bool { return cr.OperationID == id })
-	if i < 0 || rec.Creates[i].MediaBuyID != op.MediaBuyID || !strings.HasSuffix(rec.Creates[i].PushURL, "/v1/webhooks/adcp/"+id) {
-		t.Errorf("buyflow recorded media buy %q; the seller created %+v", op.MediaBuyID, rec.Creates)
+	if i < 0 || rec.Creates[i].MediaBuyID != op.MediaBuyID || !isWebhookURLOf(rec.Creates[i].PushURL, id) {
+		t.Fatalf("buyflow recorded media buy %q; the seller created %+v", op.MediaBuyID, rec.Creates)
+	}
+	// The URL carries the buy's route, and the SDK's signed webhook to it (its query covered
+	// by the signature's @target-uri) was taken.
+	if u, err := url.Parse(rec.Creates[i].PushURL); err != nil || u.Query().Get("route") == "" {
+		t.Errorf("the push URL %q carries no route", rec.Creates[i].PushURL)
 	}
 	evs := timeline(t, c, id)
 	ack := slices.IndexFunc(evs, func(e api.Event) bool {

@@ -27,7 +27,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	createStage := create.New(c.Ledger(), client, c.Env.CallerURI, c.Env.PublicBaseURL, stage.Options{Metrics: c.Metrics})
+	createStage := create.New(c.Ledger(), client, c.Env.CallerURI, c.Env.PublicBaseURL, stage.Options{Metrics: c.Metrics, Routes: c.Routes()})
 	wire.Start(c, createStage.Handle) // blocks
 	return nil
 }

@@ -32,7 +32,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	svc := modify.New(c.Ledger(), client, changes, modify.Config{CallerURI: c.Env.CallerURI, PublicBaseURL: c.Env.PublicBaseURL})
+	svc := modify.New(c.Ledger(), client, changes, modify.Config{CallerURI: c.Env.CallerURI, PublicBaseURL: c.Env.PublicBaseURL, Routes: c.Routes()})
 	wire.Start(c, svc.Handle) // blocks
 	return nil
 }

@@ -40,7 +40,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	// the scheduled read records pulled ones; recording a push calls no agent.
 	reports := delivery.New(store, nil, delivery.Config{Metrics: c.Metrics})
 	svc, err := webhook.New(webhook.Config{
-		Ledger: store, Operations: store, Sellers: verifiers, Registry: reg, Tasks: c.Tasks(), Reports: reports,
+		Ledger: store, Operations: store, Routes: c.Routes(), Sellers: verifiers, Registry: reg, Tasks: c.Tasks(), Reports: reports,
 		RunConfig: c.Env.Run, PublicBaseURL: c.Env.PublicBaseURL, Now: time.Now, Metrics: c.Metrics,
 	})
 	if err != nil {

@@ -149,8 +149,10 @@ func TestLeafPackagesImportOnlyTheStandardLibrary(t *testing.T) {
 		"./internal/iamarn":      {module + "/internal/charclass"},
 		"./internal/charclass":   nil,
 		"./internal/webhookauth": {"github.com/go-jose/go-jose/v4"},
-		"./internal/money":       {module + "/internal/jsonnum"},
-		"./internal/jsonnum":     nil,
+		// The routes of the webhook URLs: sealed by the stages, opened by the receiver.
+		"./internal/webhookroute": {module + "/internal/record", module + "/internal/topology"},
+		"./internal/money":        {module + "/internal/jsonnum"},
+		"./internal/jsonnum":      nil,
 		// The status events' contract, read by the publisher and by every consumer.
 		"./internal/statusevent": {module + "/internal/charclass"},
 		// The HTTP API's JSON, decoded by the CLI: it must not pull the server into it.

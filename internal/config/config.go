@@ -38,6 +38,9 @@ type Env struct {
 	LinkKeySecret string
 	// SlackSecret names the Slack bot token or webhook secret (BUYFLOW_SLACK_SECRET).
 	SlackSecret string
+	// RouteKeySecret names the secret of the routes in seller webhook URLs
+	// (BUYFLOW_ROUTE_KEY_SECRET; internal/webhookroute).
+	RouteKeySecret string
 	// PublicBaseURL is the HTTP API's root, without a trailing slash, for links and webhooks
 	// (BUYFLOW_PUBLIC_BASE_URL): an absolute http(s) URL without query, fragment or user info.
 	PublicBaseURL string
@@ -154,6 +157,7 @@ func (e *Env) plain(name string) *string {
 		topology.EnvAgentsSecretPrefix:   &e.AgentSecretPrefix,
 		topology.EnvLinkKeySecret:        &e.LinkKeySecret,
 		topology.EnvSlackSecret:          &e.SlackSecret,
+		topology.EnvRouteKeySecret:       &e.RouteKeySecret,
 		topology.EnvLocalTenantHeader:    &e.DevTenantHeader,
 		topology.EnvEventBusName:         &e.EventBusName,
 		topology.EnvSigningKey:           &e.SigningKey,

@@ -61,14 +61,14 @@ func TestLoadReadsOnlyWhatTopologyDeclares(t *testing.T) {
 		topology.EnvTableName: " ledger ", topology.EnvOperators: `["arn:aws:iam::111122223333:role/Ops"]`, topology.EnvAgentsSecretPrefix: "buyflow/agents/",
 		topology.EnvCallerURI: "https://buyflow.example/agent", topology.EnvPublicBaseURL: "https://api.example/",
 		topology.EnvStateMachineARN: "arn:aws:states:us-east-1:123456789012:stateMachine:MediaBuy",
-		topology.EnvRunConfig:       `{"poll_max_seconds":120}`, topology.EnvSlackSecret: "slack",
+		topology.EnvRunConfig:       `{"poll_max_seconds":120}`, topology.EnvSlackSecret: "slack", topology.EnvRouteKeySecret: "route-key",
 	}
 	got, err := Load("create", func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.TableName != "ledger" || got.PublicBaseURL != "https://api.example" || got.CallerURI != env[topology.EnvCallerURI] ||
-		got.Operators != nil || got.AgentSecretPrefix != "buyflow/agents/" {
+		got.Operators != nil || got.AgentSecretPrefix != "buyflow/agents/" || got.RouteKeySecret != "route-key" {
 		t.Errorf("create = %+v", got)
 	}
 	// Only the agents function reads the operators.

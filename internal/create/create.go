@@ -14,7 +14,7 @@ import (
 	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/sellertask"
 	"github.com/buyflow/buyflow/internal/stage"
-	"github.com/buyflow/buyflow/internal/topology"
+	"github.com/buyflow/buyflow/internal/webhookroute"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -23,13 +23,16 @@ type Service struct {
 	stage.Stage
 	callerURI     string
 	publicBaseURL string
+	routes        *webhookroute.Secret
 	rand          func() float64
 }
 
 // New returns the create stage. callerURI is the caller of the re-check of a lapsed approval
-// before spend; seller webhooks go to <publicBaseURL>/v1/webhooks/adcp/<operation id>.
+// before spend; seller webhooks go to <publicBaseURL>/v1/webhooks/adcp/<operation id>, with
+// the operation's route when o.Routes is set.
 func New(l stage.Ledger, a stage.AdCP, callerURI, publicBaseURL string, o stage.Options) *Service {
-	return &Service{Stage: stage.New(l, a, o), callerURI: callerURI, publicBaseURL: strings.TrimRight(publicBaseURL, "/"), rand: stage.OrMathRand(o.Rand)}
+	return &Service{Stage: stage.New(l, a, o), callerURI: callerURI, publicBaseURL: strings.TrimRight(publicBaseURL, "/"),
+		routes: o.Routes, rand: stage.OrMathRand(o.Rand)}
 }
 
 // Handle handles the create function's payload: actions create and cancel.
@@ -189,7 +192,11 @@ func (s *Service) createIntent(ctx context.Context, op *record.Operation, req *s
 	if s.publicBaseURL == "" {
 		return adcp.Intent{}, &workflow.TerminalError{Code: "no_public_base_url", Reason: "the webhook URL cannot be built: no public base URL configured"}
 	}
-	url := s.publicBaseURL + topology.WebhookPathPrefix + op.ID
+	url, err := s.routes.WebhookURL(ctx, s.publicBaseURL, op.ID, record.OperationOwner{Tenant: op.Tenant, SellerID: op.SellerID})
+	if err != nil {
+		// The URL without a route works: the receiver finds the owner in the ledger.
+		s.Log.WarnContext(ctx, "seller webhook URL registered without its route", "operationId", op.ID, "err", err)
+	}
 	m["push_notification_config"] = adcp.PushNotificationConfig{URL: url, OperationID: op.ID, Token: token}
 	// A seller that pushes delivery reports gets the buy's reporting_webhook: the same URL and
 	// token. AdCP 3.x requires its legacy authentication; its Bearer credential is that token

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/url"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -14,7 +15,9 @@ import (
 	"github.com/buyflow/buyflow/internal/adcp"
 	"github.com/buyflow/buyflow/internal/adcptest"
 	"github.com/buyflow/buyflow/internal/record"
+	"github.com/buyflow/buyflow/internal/stage"
 	"github.com/buyflow/buyflow/internal/stagetest"
+	"github.com/buyflow/buyflow/internal/webhookroute"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -478,5 +481,51 @@ func TestCreateAtASellerListingCompactLifecycleToolsUsesTheFacades(t *testing.T)
 	}
 	if a := stagetest.LastArgs(t, e.Seller.CallsTo("create_media_buy")); a["adcp_version"] != "3.2" {
 		t.Errorf("create spoke %v, want 3.2 (the seller lists only 3.2)", a["adcp_version"])
+	}
+}
+
+// routeSecret is the route secret TestCreateRegistersTheRoute reads.
+type routeSecret []byte
+
+func (r routeSecret) Get(context.Context, string) ([]byte, error) { return r, nil }
+
+// TestCreateRegistersTheRoute: with the route key readable, the webhook URL the seller is given
+// carries the operation's route, which opens, for that operation only, to its tenant and
+// seller; the reporting_webhook, the same URL, carries it too.
+func TestCreateRegistersTheRoute(t *testing.T) {
+	t.Parallel()
+	e := stagetest.NewEnv(t, stagetest.Options{})
+	routes := webhookroute.FromSecret(routeSecret("the create stage tests' route secret, 32 bytes+"), "routes")
+	e.Build(stage.Options{Routes: routes})
+	op := e.NewOp("approved,sync", false)
+	e.Check(op)
+	if out := e.Create(op); out.Status != workflow.StatusCompleted {
+		t.Fatalf("output = %+v", out)
+	}
+	li, err := e.Store.GetIntent(context.Background(), stagetest.Tenant, op.ID, "create_media_buy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args struct {
+		Push struct {
+			URL string `json:"url"`
+		} `json:"push_notification_config"`
+	}
+	if err := json.Unmarshal(li.Request, &args); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(args.Push.URL)
+	if err != nil || u.Scheme+"://"+u.Host+u.Path != stagetest.BaseURL+"/v1/webhooks/adcp/"+op.ID {
+		t.Fatalf("push URL %q", args.Push.URL)
+	}
+	route := u.Query().Get(webhookroute.Param)
+	if got, ok := routes.Open(context.Background(), op.ID, route); !ok || got != (record.OperationOwner{Tenant: stagetest.Tenant, SellerID: op.SellerID}) {
+		t.Errorf("the route opens to %+v, %v", got, ok)
+	}
+	if strings.Contains(args.Push.URL, stagetest.Tenant) {
+		t.Errorf("the URL %q shows the tenant", args.Push.URL)
+	}
+	if _, ok := routes.Open(context.Background(), "another-op", route); ok {
+		t.Error("the route opens for another operation")
 	}
 }

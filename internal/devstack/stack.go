@@ -238,7 +238,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	names := stackNames{
-		"buyflow-ledger-" + suffix, "buyflow/link-keys-" + suffix, "buyflow/slack-" + suffix,
+		"buyflow-ledger-" + suffix, "buyflow/link-keys-" + suffix, "buyflow/slack-" + suffix, "buyflow/webhook-route-key-" + suffix,
 		topology.App.StateMachineName + "-" + suffix, topology.App.CampaignStateMachineName + "-" + suffix, "buyflow-" + suffix,
 		"buyflow-status-events-" + suffix,
 	}
@@ -379,7 +379,7 @@ func (st *Stack) StreamFailures() int { return len(st.streamMapping.Failed()) }
 
 // stackNames are the names of what Start creates in the emulators, each with the stack's
 // random suffix.
-type stackNames struct{ table, linkKeys, slack, sm, campaigns, api, bus string }
+type stackNames struct{ table, linkKeys, slack, routeKey, sm, campaigns, api, bus string }
 
 // startEmulator starts kumo behind the emulator proxy on o.EmulatorAddr and returns kumo's own
 // URL. The emulator port comes first: if another stack owns it, nothing else is started.
@@ -543,7 +543,13 @@ func (st *Stack) createLedgerAndSecrets(ctx context.Context, ddb *dynamodb.Clien
 	}
 	linkKeys, _ := json.Marshal(map[string]any{"current": "k1", "keys": map[string]string{"k1": base64.StdEncoding.EncodeToString(linkKey)}})
 	slackCfg, _ := json.Marshal(map[string]string{"bot_token": "xoxb-local", "base_url": st.SlackURL + "/api/"})
-	secretValues := map[string]string{names.linkKeys: string(linkKeys), names.slack: string(slackCfg)}
+	// The route key's secret as the stack generates it: 64 characters of [A-Za-z0-9].
+	routeKey := make([]byte, 48)
+	if _, err := rand.Read(routeKey); err != nil {
+		return fmt.Errorf("devstack: route key: %w", err)
+	}
+	routeSecret := strings.NewReplacer("+", "A", "/", "B").Replace(base64.StdEncoding.EncodeToString(routeKey))
+	secretValues := map[string]string{names.linkKeys: string(linkKeys), names.slack: string(slackCfg), names.routeKey: routeSecret}
 	for k, v := range ag.credentials {
 		secretValues[k] = v
 	}
@@ -574,6 +580,7 @@ func (st *Stack) functionValues(ctx context.Context, o Options, names stackNames
 		topology.EnvAgentsSecretPrefix:   AgentSecretPrefix,
 		topology.EnvLinkKeySecret:        names.linkKeys,
 		topology.EnvSlackSecret:          names.slack,
+		topology.EnvRouteKeySecret:       names.routeKey,
 		topology.EnvPublicBaseURL:        st.APIURL,
 		topology.EnvApprovalPolicy:       o.ApprovalPolicy,
 		topology.EnvCallerURI:            st.APIURL,

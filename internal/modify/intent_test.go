@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/url"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/buyflow/buyflow/internal/modify"
 	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/stagetest"
+	"github.com/buyflow/buyflow/internal/webhookroute"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -416,5 +418,43 @@ func TestChangeRateLimitedWaitsRetryAfter(t *testing.T) {
 	calls := w.e.Seller.CallsTo(adcp.ToolUpdateMediaBuy)
 	if len(calls) != 2 || string(calls[0].Arguments) != string(calls[1].Arguments) || calls[1].Time.Sub(calls[0].Time) < 9*time.Second {
 		t.Fatalf("update_media_buy calls %d; want the same bytes again after 9 s", len(calls))
+	}
+}
+
+// routeSecret is the route secret TestAChangeRegistersItsRoute reads.
+type routeSecret []byte
+
+func (r routeSecret) Get(context.Context, string) ([]byte, error) { return r, nil }
+
+// TestAChangeRegistersItsRoute: the webhook URL an update_media_buy gives the seller carries
+// the change's route, as a buy's create does: it opens to the change's tenant and seller, for
+// the change only.
+func TestAChangeRegistersItsRoute(t *testing.T) {
+	w := newChangeWorld(t, stagetest.Options{})
+	routes := webhookroute.FromSecret(routeSecret("the modify stage tests' route secret, 32 bytes+"), "routes")
+	w.svc = modify.New(w.ledger, w.e.AdCP, modify.Policy{}, modify.Config{CallerURI: stagetest.CallerURI, PublicBaseURL: stagetest.BaseURL,
+		Routes: routes, Now: w.e.Clock.Now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	id := w.checked(t, "1600")
+	if out, err := w.update(id); err != nil || out.Status != workflow.StatusCompleted {
+		t.Fatalf("update: %+v, %v", out, err)
+	}
+	var args struct {
+		Push struct {
+			URL string `json:"url"`
+		} `json:"push_notification_config"`
+	}
+	if err := json.Unmarshal(w.intent(t, id, updateIntent).Request, &args); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(args.Push.URL)
+	if err != nil || u.Scheme+"://"+u.Host+u.Path != stagetest.BaseURL+"/v1/webhooks/adcp/"+id {
+		t.Fatalf("push URL %q", args.Push.URL)
+	}
+	route := u.Query().Get(webhookroute.Param)
+	if got, ok := routes.Open(context.Background(), id, route); !ok || got != (record.OperationOwner{Tenant: stagetest.Tenant, SellerID: w.buy.SellerID}) {
+		t.Errorf("the route opens to %+v, %v", got, ok)
+	}
+	if _, ok := routes.Open(context.Background(), w.buy.ID, route); ok {
+		t.Error("the change's route opens for its buy")
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/stage"
+	"github.com/buyflow/buyflow/internal/webhookroute"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -50,6 +51,9 @@ type Config struct {
 	// PublicBaseURL is the HTTP API's root: the seller's webhooks for a change go to
 	// <PublicBaseURL>/v1/webhooks/adcp/<change id>, as a buy's do.
 	PublicBaseURL string
+	// Routes seals the change's owner into that URL (internal/webhookroute); nil registers it
+	// without a route.
+	Routes *webhookroute.Secret
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// NewToken returns a fresh random webhook token (default 32 random bytes, hex).
@@ -84,9 +88,6 @@ func New(l ledger, a adCP, policy Policy, cfg Config) *Service {
 }
 
 func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
-
-// webhookPath is the seller webhook route; the change id follows it.
-const webhookPath = "/v1/webhooks/adcp/"
 
 // Intent names: the frozen plan (what governance checked), the update call, the push token
 // and the outcome report, each written before the call that uses it. The update and the

@@ -180,7 +180,12 @@ func (s *Service) Update(ctx context.Context, in workflow.StageInput) (workflow.
 		if s.cfg.PublicBaseURL == "" {
 			return adcp.Intent{}, &workflow.TerminalError{Code: "no_public_base_url", Reason: "the webhook URL cannot be built: no public base URL configured"}
 		}
-		args.PushNotificationConfig = &adcp.PushNotificationConfig{URL: s.cfg.PublicBaseURL + webhookPath + r.op.ID, OperationID: r.op.ID, Token: string(token)}
+		url, err := s.cfg.Routes.WebhookURL(ctx, s.cfg.PublicBaseURL, r.op.ID, record.OperationOwner{Tenant: r.op.Tenant, SellerID: r.op.SellerID})
+		if err != nil {
+			// The URL without a route works: the receiver finds the owner in the ledger.
+			s.log.WarnContext(ctx, "seller webhook URL registered without its route", "operationId", r.op.ID, "err", err)
+		}
+		args.PushNotificationConfig = &adcp.PushNotificationConfig{URL: url, OperationID: r.op.ID, Token: string(token)}
 		in, err := stage.BuildIntent(ctx, s.adcp, r.op.SellerID, adcp.ToolUpdateMediaBuy, args, now)
 		if err != nil {
 			return adcp.Intent{}, &workflow.TerminalError{Code: "bad_intent", Reason: err.Error()}

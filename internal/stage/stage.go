@@ -18,6 +18,7 @@ import (
 	"github.com/buyflow/buyflow/internal/metrics"
 	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/sellertask"
+	"github.com/buyflow/buyflow/internal/webhookroute"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -63,6 +64,9 @@ type Options struct {
 	Rand func() float64
 	// NewToken returns a fresh random webhook token (default 32 random bytes, hex).
 	NewToken func() (string, error)
+	// Routes seals each operation's owner into the webhook URL the create stage registers
+	// (internal/webhookroute); nil registers URLs without routes.
+	Routes *webhookroute.Secret
 	// MaxConditionRounds bounds check_governance rounds with conditions (default 3).
 	MaxConditionRounds int
 	// Metrics receives the stage's metrics (GovernanceDenied, AdcpErrors by Code, Timeouts by

@@ -18,6 +18,7 @@ const (
 	EnvOperators          = "BUYFLOW_OPERATORS"                  // JSON array: the IAM principals who manage the agent registry
 	EnvLinkKeySecret      = "BUYFLOW_LINK_KEY_SECRET"            // name of the approval-link signing keys secret
 	EnvSlackSecret        = "BUYFLOW_SLACK_SECRET"               // name of the Slack bot token / webhook secret
+	EnvRouteKeySecret     = "BUYFLOW_ROUTE_KEY_SECRET"           // name of the seller webhook URLs' route key secret (internal/webhookroute)
 	EnvPublicBaseURL      = "BUYFLOW_PUBLIC_BASE_URL"            // the HTTP API's base URL, for links and webhooks
 	EnvApprovalPolicy     = "BUYFLOW_APPROVAL_POLICY"            // JSON: thresholds, approvers, escalation
 	EnvCallerURI          = "BUYFLOW_CALLER_URI"                 // the `caller` URI sent to governance agents
@@ -285,12 +286,12 @@ var App = Application{
 		{
 			Name: "create", Description: "CreateMediaBuy (write-ahead intent) and Compensate (cancel)",
 			MemoryMB: 256, TimeoutSeconds: 60, LedgerActions: ledgerRW(LedgerConditionCheck), SignsRequests: true, Placeholder: "CreateFunctionArn",
-			Env: signing(EnvCallerURI, EnvPublicBaseURL), Secrets: []string{EnvAgentsSecretPrefix},
+			Env: signing(EnvCallerURI, EnvPublicBaseURL, EnvRouteKeySecret), Secrets: []string{EnvAgentsSecretPrefix, EnvRouteKeySecret},
 		},
 		{
 			Name: "modify", Description: "A change to a placed buy: governance (phase modification), update_media_buy, the buy's new state",
 			MemoryMB: 256, TimeoutSeconds: 60, LedgerActions: ledgerRW(), SignsRequests: true, Placeholder: "ModifyFunctionArn",
-			Env: signing(EnvCallerURI, EnvPublicBaseURL, EnvApprovalPolicy), Secrets: []string{EnvAgentsSecretPrefix},
+			Env: signing(EnvCallerURI, EnvPublicBaseURL, EnvApprovalPolicy, EnvRouteKeySecret), Secrets: []string{EnvAgentsSecretPrefix, EnvRouteKeySecret},
 		},
 		{
 			Name: "poll", Description: "AwaitSeller (parks the task token) and PollSeller",
@@ -300,8 +301,8 @@ var App = Application{
 		{
 			Name: "webhook", Description: "POST /v1/webhooks/adcp/{operation_id}: verify, dedupe, apply, wake; GET /v1/jwks.json: buyflow's request-signing keys",
 			MemoryMB: 256, TimeoutSeconds: 10, LedgerActions: ledgerRW(LedgerDelete), CompletesTasks: true, PublishesKeys: true,
-			Env:     with(EnvPublicBaseURL, EnvRunConfig, EnvSigningKey, EnvSigningKeysPublished),
-			Secrets: []string{EnvAgentsSecretPrefix},
+			Env:     with(EnvPublicBaseURL, EnvRunConfig, EnvSigningKey, EnvSigningKeysPublished, EnvRouteKeySecret),
+			Secrets: []string{EnvAgentsSecretPrefix, EnvRouteKeySecret},
 		},
 		{
 			Name: "reconcile", Description: "Scheduled sweep: plans one shard per seller onto the sweep queue and runs the queue's shards (pending operations vs the seller's list_tasks; wakes, fails, records orphans, marks stuck buys)",

@@ -10,8 +10,10 @@ import (
 
 	"github.com/buyflow/buyflow/internal/delivery"
 	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/webhook"
 	"github.com/buyflow/buyflow/internal/webhookauth"
+	"github.com/buyflow/buyflow/internal/webhookroute"
 )
 
 // BenchmarkHandlerRFC9421 is the end-to-end handler cost of one RFC 9421 delivery against
@@ -96,8 +98,8 @@ const tableRTT = 2 * time.Millisecond
 // warm receiver that has not seen the buy, with every table request a tableRTT away: what the
 // handler's sequential round trips cost where the table is across a network. It reports
 // round-trips, the handler's time in tableRTTs (its CPU included, so a little above the
-// count of sequential requests: the index, the operation with the receipt's claim and the
-// nonce, the transition, the receipt's completion).
+// count of sequential requests: the index, unless the URL's route names the owner; the
+// operation with the receipt's claim and the nonce; the transition; the receipt's completion).
 func BenchmarkHandlerAtTableRTT(b *testing.B) {
 	var cfg webhook.Config
 	e := newEnvWith(b, func(c *webhook.Config) { cfg = *c })
@@ -112,21 +114,44 @@ func BenchmarkHandlerAtTableRTT(b *testing.B) {
 		b.Fatal(err)
 	}
 	cfg.Ledger, cfg.Operations, cfg.Verifiers = slow, slow, map[string]webhook.Verifier{seller9421: v}
-	if e.svc, err = webhook.New(cfg); err != nil {
+	routes := webhookroute.FromSecret(routeSecret("route secret of the webhook benchmarks, 32 bytes+"), "routes")
+	routeKey, err := routes.Key(e.ctx)
+	if err != nil {
 		b.Fatal(err)
 	}
-	n := 0
-	for b.Loop() {
-		b.StopTimer()
-		id := fmt.Sprintf("op-rtt%d", n)
-		e.op(id, seller9421, true)
-		req := e.request(id, seller9421, mustJSON(b, payload(id, "completed", key(id))), signOpts{})
-		n++
-		b.StartTimer()
-		resp, err := e.svc.HandleHTTP(e.ctx, req)
-		if err != nil || resp.StatusCode != http.StatusOK || outcome(b, resp) != webhook.OutcomeApplied {
-			b.Fatalf("delivery: %d %s %v", resp.StatusCode, resp.Body, err)
-		}
+	// "index": a URL without a route (registered before routes), its owner read from the
+	// operation index; "routed": the URL the stages register now.
+	for _, routed := range []bool{false, true} {
+		b.Run(map[bool]string{false: "index", true: "routed"}[routed], func(b *testing.B) {
+			cfg.Routes = nil
+			if routed {
+				cfg.Routes = routes
+			}
+			if e.svc, err = webhook.New(cfg); err != nil {
+				b.Fatal(err)
+			}
+			n := 0
+			for b.Loop() {
+				b.StopTimer()
+				id := fmt.Sprintf("op-rtt%v%d", routed, n)
+				e.op(id, seller9421, true)
+				var o signOpts
+				if routed {
+					r, err := routeKey.Seal(id, record.OperationOwner{Tenant: tenant, SellerID: seller9421})
+					if err != nil {
+						b.Fatal(err)
+					}
+					o.query = webhookroute.Param + "=" + r
+				}
+				req := e.request(id, seller9421, mustJSON(b, payload(id, "completed", key(id))), o)
+				n++
+				b.StartTimer()
+				resp, err := e.svc.HandleHTTP(e.ctx, req)
+				if err != nil || resp.StatusCode != http.StatusOK || outcome(b, resp) != webhook.OutcomeApplied {
+					b.Fatalf("delivery: %d %s %v", resp.StatusCode, resp.Body, err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed())/float64(b.N)/float64(tableRTT), "round-trips")
+		})
 	}
-	b.ReportMetric(float64(b.Elapsed())/float64(b.N)/float64(tableRTT), "round-trips")
 }

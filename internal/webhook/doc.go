@@ -6,8 +6,10 @@
 //  1. Refusals that need no key and store nothing: a method other than POST (405), a
 //     Content-Type other than application/json (415), a body over 1 MB (413), measured on the
 //     raw bytes (base64-decoded when API Gateway encoded them).
-//  2. The operation's owner, its tenant and seller, is found by id alone (Operations'
-//     LocateOperation: the operation index; the route carries no tenant). An unknown or
+//  2. The operation's owner, its tenant and seller, comes from the URL's route when it opens
+//     for the URL's operation (internal/webhookroute: sealed by the create or modify stage, no
+//     table read), else it is found by id alone (Operations' LocateOperation: the operation
+//     index; the path carries no tenant). An unknown or
 //     malformed id is answered by a decoy RFC 9421 verifier whose key nobody holds, so the
 //     401 is the one a seller's verifier would give and says nothing about which operations
 //     exist. The operation itself is read here only when step 3 needs it (a Bearer credential;

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/topology"
 	"github.com/buyflow/buyflow/internal/webhookauth"
+	"github.com/buyflow/buyflow/internal/webhookroute"
 )
 
 // Outcome is what became of one delivery; it is logged and answered.
@@ -229,7 +231,8 @@ func (s *Service) handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	return r.ok(outcome)
 }
 
-// locate finds who owns the operation the URL names. It reads the operation itself only where
+// locate finds who owns the operation the URL names: from the URL's route when it opens
+// (routed), else from the operation index. It reads the operation itself only where
 // authenticating the request needs it: a reporting Bearer credential is checked against the
 // operation's hash, and an index item written before it kept the seller does not say whose
 // keys verify the signature. Otherwise a task update's operation is read while its receipt is
@@ -240,10 +243,13 @@ func (s *Service) locate(ctx context.Context, r *result, req events.APIGatewayV2
 		out := s.unknown(ctx, r, wreq)
 		return record.OperationOwner{}, nil, &out
 	}
-	owner, err := s.cfg.Operations.LocateOperation(ctx, r.opID)
-	if err != nil {
-		out := s.lookupFailure(ctx, r, wreq, err)
-		return owner, nil, &out
+	owner, routed := s.routed(ctx, req, r.opID)
+	if !routed {
+		var err error
+		if owner, err = s.cfg.Operations.LocateOperation(ctx, r.opID); err != nil {
+			out := s.lookupFailure(ctx, r, wreq, err)
+			return owner, nil, &out
+		}
 	}
 	if _, bearer := s.bearer(req); owner.SellerID != "" && !bearer {
 		return owner, nil, nil
@@ -255,6 +261,21 @@ func (s *Service) locate(ctx context.Context, r *result, req events.APIGatewayV2
 	}
 	owner.SellerID = op.SellerID
 	return owner, op, nil
+}
+
+// routed returns the owner the URL's route names, when it carries one that opens for the
+// URL's operation: sealed by buyflow for it, so the owner it names is the operation's (the
+// operation read under it confirms the seller). Otherwise (no route, a URL registered before
+// routes, a route sealed under a replaced secret) the owner is found in the index.
+func (s *Service) routed(ctx context.Context, req events.APIGatewayV2HTTPRequest, opID string) (record.OperationOwner, bool) {
+	if s.cfg.Routes == nil || req.RawQueryString == "" {
+		return record.OperationOwner{}, false
+	}
+	q, err := url.ParseQuery(req.RawQueryString)
+	if err != nil {
+		return record.OperationOwner{}, false
+	}
+	return s.cfg.Routes.Open(ctx, opID, q.Get(webhookroute.Param))
 }
 
 // lookupFailure answers a failed lookup of the operation the URL names: an unknown one as
@@ -281,14 +302,15 @@ func (s *Service) read(ctx context.Context, r *result, owner record.OperationOwn
 	op, err := s.cfg.Operations.GetOperation(ctx, owner.Tenant, r.opID)
 	switch {
 	case errors.Is(err, record.ErrNotFound):
-		// The index and the operation are written together: this is a ledger fault.
-		out := r.fail("ledger_unavailable", fmt.Errorf("webhook: the operation index names %s, which is missing", r.opID))
+		// The index and the operation are written together, and a route is sealed for an
+		// operation that exists: this is a ledger fault.
+		out := r.fail("ledger_unavailable", fmt.Errorf("webhook: tenant %s holds no operation %s", owner.Tenant, r.opID))
 		return nil, &out
 	case err != nil:
 		out := r.fail("ledger_unavailable", err)
 		return nil, &out
 	case op.SellerID != owner.SellerID:
-		out := r.fail("ledger_unavailable", fmt.Errorf("webhook: the operation index names seller %q for %s, the operation %q", owner.SellerID, r.opID, op.SellerID))
+		out := r.fail("ledger_unavailable", fmt.Errorf("webhook: the operation's index or route names seller %q for %s, the operation %q", owner.SellerID, r.opID, op.SellerID))
 		return nil, &out
 	}
 	return op, nil

@@ -173,6 +173,7 @@ type signOpts struct {
 	tamper      bool      // change the body after signing
 	badSig      bool      // 9421: corrupt the signature bytes
 	mode        string    // override the mode: "hmac" or "9421"
+	query       string    // the URL's query (a route: "route=..."), signed with it
 }
 
 // request builds the API Gateway event a seller's POST produces: lower-cased headers, the
@@ -180,6 +181,9 @@ type signOpts struct {
 func (e *env) request(id, seller string, body []byte, o signOpts) events.APIGatewayV2HTTPRequest {
 	e.t.Helper()
 	url := "https://" + domain + "/v1/webhooks/adcp/" + id
+	if o.query != "" {
+		url += "?" + o.query
+	}
 	hr, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		e.t.Fatal(err)
@@ -225,7 +229,7 @@ func (e *env) request(id, seller string, body []byte, o signOpts) events.APIGate
 	}
 	return events.APIGatewayV2HTTPRequest{
 		Version: "2.0", RouteKey: "POST /v1/webhooks/adcp/{operation_id}", RawPath: "/v1/webhooks/adcp/" + id,
-		Headers: h, PathParameters: map[string]string{"operation_id": id}, Body: string(body),
+		RawQueryString: o.query, Headers: h, PathParameters: map[string]string{"operation_id": id}, Body: string(body),
 		RequestContext: events.APIGatewayV2HTTPRequestContext{DomainName: domain, Stage: "$default",
 			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: http.MethodPost, Path: "/v1/webhooks/adcp/" + id}},
 	}

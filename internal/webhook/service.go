@@ -44,6 +44,13 @@ type operations interface {
 	GetOperation(ctx context.Context, tenant, id string) (*record.Operation, error)
 }
 
+// routes opens the route a webhook URL may carry (webhookroute.Param): the owner the create or
+// modify stage sealed into it for the URL's operation, false for anything else.
+// *webhookroute.Secret satisfies it.
+type routes interface {
+	Open(ctx context.Context, opID, route string) (record.OperationOwner, bool)
+}
+
 // Verifier authenticates a webhook for one seller, all but the recording of its nonce, which
 // the receiver commits with its first write (webhookauth.Verifier.VerifyDeferred);
 // *webhookauth.Verifier satisfies it.
@@ -74,6 +81,9 @@ type Reports interface {
 type Config struct {
 	Ledger     Ledger
 	Operations operations
+	// Routes, when set, opens the routes of the URLs the stages registered: a delivery whose
+	// route opens is verified and claimed without the operation index's read.
+	Routes routes
 	// Verifiers holds one verifier per configured agent id (the operation's seller is used);
 	// Sellers, when set instead, gives them from the agent registry (RegistryVerifiers).
 	Verifiers map[string]Verifier

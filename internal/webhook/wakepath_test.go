@@ -13,8 +13,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/buyflow/buyflow/internal/ledger"
+	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/stagetest"
 	"github.com/buyflow/buyflow/internal/webhook"
+	"github.com/buyflow/buyflow/internal/webhookroute"
 	"github.com/buyflow/buyflow/internal/workflow"
 )
 
@@ -78,6 +80,29 @@ func (w *wakeCounter) Succeed(ctx context.Context, token string, output any) err
 	return w.Completer.Succeed(ctx, token, output)
 }
 
+// newCountedEnv is newEnv with the service over a table client that counts its requests and a
+// task completer that notes how many were sent when it woke the workflow; routes opens the
+// URLs' routes (nil: none).
+func newCountedEnv(t *testing.T, routes *webhookroute.Secret) (*env, *countingAPI, *wakeCounter) {
+	t.Helper()
+	var cfg webhook.Config
+	e := newEnvWith(t, func(c *webhook.Config) { cfg = *c })
+	api := newCountingAPI(e.api)
+	tasks := &wakeCounter{api: api}
+	counted := ledger.New(api, e.table)
+	counted.Now = e.clock.Now
+	cfg.Ledger, cfg.Operations, cfg.Tasks = counted, counted, tasks
+	if routes != nil {
+		cfg.Routes = routes
+	}
+	svc, err := webhook.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.svc = svc
+	return e, api, tasks
+}
+
 // TestWakeWaitsOnlyForTheUpdate: the seller's terminal update reaches the workflow after the
 // requests that record it (find the operation's owner, read it while the receipt is claimed,
 // move the operation taking the parked token in the same write), not after the receipt's
@@ -86,19 +111,7 @@ func (w *wakeCounter) Succeed(ctx context.Context, token string, output any) err
 // pins which of them share a round trip): a seller's later webhook for the same buy (working,
 // then completed) finds the owner without the index (ledger's opOwners).
 func TestWakeWaitsOnlyForTheUpdate(t *testing.T) {
-	var cfg webhook.Config
-	e := newEnvWith(t, func(c *webhook.Config) { cfg = *c })
-	// The same service over a table client that counts its requests.
-	api := newCountingAPI(e.api)
-	tasks := &wakeCounter{api: api}
-	counted := ledger.New(api, e.table)
-	counted.Now = e.clock.Now
-	cfg.Ledger, cfg.Operations, cfg.Tasks = counted, counted, tasks
-	svc, err := webhook.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.svc = svc
+	e, api, tasks := newCountedEnv(t, nil)
 	// The index read, the operation and the receipt's claim together, the transition that takes
 	// the token; the receipt's completion follows the wake.
 	const firstBeforeWake = 4
@@ -135,6 +148,61 @@ func TestWakeWaitsOnlyForTheUpdate(t *testing.T) {
 		}
 		if tasks.atWake != c.beforeWake {
 			t.Errorf("%s %s: the wake came after %d table requests, want %d", c.id, c.status, tasks.atWake, c.beforeWake)
+		}
+	}
+}
+
+// routeSecret is the route secret of TestRouteSparesTheIndexRead.
+type routeSecret []byte
+
+func (r routeSecret) Get(context.Context, string) ([]byte, error) { return r, nil }
+
+// TestRouteSparesTheIndexRead: a URL the create stage registered carries the operation's
+// route, and its deliveries find the owner there: one table request fewer before the wake, in
+// sequence. A route that does not open for the URL's operation (garbage, another operation's,
+// one sealed under a replaced secret) is no refusal: the owner is read from the index.
+func TestRouteSparesTheIndexRead(t *testing.T) {
+	routes := webhookroute.FromSecret(routeSecret("route secret of the webhook tests, 32 bytes at least"), "routes")
+	e, api, tasks := newCountedEnv(t, routes)
+	replaced, err := webhookroute.NewKey([]byte("the route secret before it was replaced, 32 bytes+"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	route := func(k *webhookroute.Key, id, seller string) string {
+		t.Helper()
+		if k == nil {
+			if k, err = routes.Key(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r, err := k.Seal(id, record.OperationOwner{Tenant: tenant, SellerID: seller})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return webhookroute.Param + "=" + r
+	}
+	for _, c := range []struct {
+		name, id, seller, query string
+		beforeWake              int64
+	}{
+		{"routed, 9421", "op-r1", seller9421, route(nil, "op-r1", seller9421), 3},
+		{"routed, HMAC", "op-r2", sellerHMAC, route(nil, "op-r2", sellerHMAC), 3},
+		{"another operation's route", "op-r3", seller9421, route(nil, "op-r1", seller9421), 4},
+		{"a replaced secret's route", "op-r4", seller9421, route(replaced, "op-r4", seller9421), 4},
+		{"garbage", "op-r5", sellerHMAC, webhookroute.Param + "=%FF%FE", 4},
+		{"no route", "op-r6", sellerHMAC, "", 4},
+	} {
+		e.op(c.id, c.seller, true)
+		api.n.Store(0)
+		resp := e.deliver(c.id, c.seller, payload(c.id, "completed", key(c.id)), signOpts{query: c.query})
+		if resp.StatusCode != http.StatusOK || outcome(t, resp) != webhook.OutcomeApplied {
+			t.Fatalf("%s: answer = %d %s", c.name, resp.StatusCode, resp.Body)
+		}
+		if tasks.atWake != c.beforeWake {
+			t.Errorf("%s: the wake came after %d table requests, want %d", c.name, tasks.atWake, c.beforeWake)
+		}
+		if op := e.get(c.id); op.Status != workflow.StatusCompleted || !e.hasReceipt(c.seller, key(c.id)) {
+			t.Errorf("%s: operation %s, receipt stored %v", c.name, op.Status, e.hasReceipt(c.seller, key(c.id)))
 		}
 	}
 }

@@ -174,7 +174,10 @@ func start() (*system, error) {
 	_, _ = rand.Read(linkKey)
 	linkKeys, _ := json.Marshal(map[string]any{"current": "k1", "keys": map[string]string{"k1": base64.StdEncoding.EncodeToString(linkKey)}})
 	slackCfg, _ := json.Marshal(map[string]string{"bot_token": "xoxb-stagepaths", "base_url": s.slackURL + "/api/"})
-	secrets := map[string]string{"buyflow/link-keys-" + suffix: string(linkKeys), "buyflow/slack-" + suffix: string(slackCfg)}
+	routeKey := make([]byte, 48)
+	_, _ = rand.Read(routeKey)
+	secrets := map[string]string{"buyflow/link-keys-" + suffix: string(linkKeys), "buyflow/slack-" + suffix: string(slackCfg),
+		"buyflow/webhook-route-key-" + suffix: base64.RawURLEncoding.EncodeToString(routeKey)}
 	for k, v := range s.agents.Credentials {
 		secrets[k] = v // kumo's secrets are shared by the process; agent secrets carry random tokens
 	}
@@ -286,6 +289,7 @@ func start() (*system, error) {
 		topology.EnvAgentsSecretPrefix: devstack.AgentSecretPrefix,
 		topology.EnvLinkKeySecret:      "buyflow/link-keys-" + suffix,
 		topology.EnvSlackSecret:        "buyflow/slack-" + suffix,
+		topology.EnvRouteKeySecret:     "buyflow/webhook-route-key-" + suffix,
 		topology.EnvPublicBaseURL:      s.apiURL,
 		topology.EnvApprovalPolicy:     approvalPolicy,
 		topology.EnvCallerURI:          s.apiURL,

@@ -26,6 +26,7 @@ import (
 	"github.com/buyflow/buyflow/internal/sfn"
 	"github.com/buyflow/buyflow/internal/sigv4"
 	"github.com/buyflow/buyflow/internal/sqsjson"
+	"github.com/buyflow/buyflow/internal/webhookroute"
 )
 
 // Main is every Lambda's main: the JSON logger, then run with os.Getenv; run builds the
@@ -109,4 +110,10 @@ func (c *Cold) Queues() *sqsjson.Client {
 // Secrets reads Secrets Manager once per secret and cold start.
 func (c *Cold) Secrets() *secrets.Store {
 	return secrets.New(secrets.NewClient(c.AWS))
+}
+
+// Routes is the route key of the seller webhook URLs (internal/webhookroute), read from its
+// secret on first use, not at the cold start; nil for a function that declares none.
+func (c *Cold) Routes() *webhookroute.Secret {
+	return webhookroute.FromSecret(c.Secrets(), c.Env.RouteKeySecret)
 }
