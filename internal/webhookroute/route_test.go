@@ -145,7 +145,7 @@ func TestSecretReadsOnceAndWaitsAfterAFailure(t *testing.T) {
 }
 
 func TestNoSecretNoRoutes(t *testing.T) {
-	var s *Secret = FromSecret(&getter{value: secretA}, "")
+	s := FromSecret(&getter{value: secretA}, "") // no name: a nil *Secret
 	u, err := s.WebhookURL(context.Background(), "https://api.example", "op-1", owner)
 	if err != nil || u != "https://api.example/v1/webhooks/adcp/op-1" {
 		t.Errorf("WebhookURL = %q, %v", u, err)
