@@ -31,6 +31,10 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return err
 	}
 	store := c.Ledger()
+	// The route key is read in the background, so that a fresh instance's first delivery does
+	// not wait for Secrets Manager: one taken meanwhile reads its owner from the ledger.
+	routes := c.Routes()
+	routes.Prefetch()
 	// A seller's verifier is built on its first webhook (secrets read then, JWKS fetched and
 	// cached by internal/webhookauth) and again when the registry changes its settings; (keyid,
 	// nonce) replays are recorded in the ledger for every instance.
@@ -40,7 +44,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	// the scheduled read records pulled ones; recording a push calls no agent.
 	reports := delivery.New(store, nil, delivery.Config{Metrics: c.Metrics})
 	svc, err := webhook.New(webhook.Config{
-		Ledger: store, Operations: store, Routes: c.Routes(), Sellers: verifiers, Registry: reg, Tasks: c.Tasks(), Reports: reports,
+		Ledger: store, Operations: store, Routes: routes, Sellers: verifiers, Registry: reg, Tasks: c.Tasks(), Reports: reports,
 		RunConfig: c.Env.Run, PublicBaseURL: c.Env.PublicBaseURL, Now: time.Now, Metrics: c.Metrics,
 	})
 	if err != nil {

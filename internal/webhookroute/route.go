@@ -120,9 +120,10 @@ type secretGetter interface {
 // URLs go out without a route and deliveries are located in the ledger, as without routes.
 const retryAfter = time.Minute
 
-// Secret is the route key of a function, read from the secret name on first use, not at the
-// cold start: the create and modify stages seal routes, the webhook receiver opens them. It is
-// safe for concurrent use. A nil *Secret has no key: it seals nothing and opens nothing.
+// Secret is the route key of a function, read from the secret name once, in the background
+// from the cold start on (Prefetch) or on first use: the create and modify stages seal routes,
+// the webhook receiver opens them. It is safe for concurrent use. A nil *Secret has no key: it
+// seals nothing and opens nothing.
 type Secret struct {
 	get  secretGetter
 	name string
@@ -130,14 +131,16 @@ type Secret struct {
 
 	mu       sync.Mutex
 	key      *Key
-	reading  bool
-	failed   error // the last read's failure, until retryAfter has passed
+	reading  chan struct{} // closed when the read under way ends; nil while none is
+	failed   error         // the last read's failure, until retryAfter has passed
 	failedAt time.Time
 }
 
-// errReading is Key's answer while another caller reads the secret: a route is an
-// optimisation, not worth a wait.
+// errReading is what a caller that does not wait gets while the secret is being read.
 var errReading = errors.New("webhookroute: the route secret is being read")
+
+// prefetchTimeout bounds the background read (the secrets client tries three times, 5 s each).
+const prefetchTimeout = 30 * time.Second
 
 // FromSecret returns the route key held in the secret name; nil when name is "" (no routes).
 func FromSecret(get secretGetter, name string) *Secret {
@@ -147,43 +150,75 @@ func FromSecret(get secretGetter, name string) *Secret {
 	return &Secret{get: get, name: name, now: time.Now}
 }
 
-// Key returns the route key, reading the secret the first time, and again at most once per
-// retryAfter while reading it fails; a caller that comes while another reads it does not wait
-// (errReading). Errors name the secret, never its value.
-func (s *Secret) Key(ctx context.Context) (*Key, error) {
+// Prefetch starts reading the secret in the background, so that neither the cold start nor the
+// first request waits for it.
+func (s *Secret) Prefetch() {
+	if s == nil {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), prefetchTimeout)
+		defer cancel()
+		_, _ = s.load(ctx, true) // a failure is the next caller's to see
+	}()
+}
+
+// Key returns the route key, reading the secret the first time (or waiting for the read under
+// way), and again at most once per retryAfter while reading it fails. Errors name the secret,
+// never its value.
+func (s *Secret) Key(ctx context.Context) (*Key, error) { return s.load(ctx, true) }
+
+// load is Key; a caller that does not wait gets errReading at once while the secret is read.
+func (s *Secret) load(ctx context.Context, wait bool) (*Key, error) {
 	if s == nil {
 		return nil, errors.New("webhookroute: no route secret configured")
 	}
-	s.mu.Lock()
-	switch {
-	case s.key != nil:
-		defer s.mu.Unlock()
-		return s.key, nil
-	case s.reading:
+	for {
+		s.mu.Lock()
+		key, reading, failed := s.key, s.reading, s.failed
+		if failed != nil && s.now().Sub(s.failedAt) >= retryAfter {
+			failed = nil
+		}
+		switch {
+		case key != nil:
+			s.mu.Unlock()
+			return key, nil
+		case reading != nil:
+			s.mu.Unlock()
+			if !wait {
+				return nil, errReading
+			}
+			select {
+			case <-reading:
+				continue // its outcome is the state now
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		case failed != nil:
+			s.mu.Unlock()
+			return nil, failed
+		}
+		done := make(chan struct{})
+		s.reading = done
 		s.mu.Unlock()
-		return nil, errReading
-	case s.failed != nil && s.now().Sub(s.failedAt) < retryAfter:
-		defer s.mu.Unlock()
-		return nil, s.failed
-	}
-	s.reading = true
-	s.mu.Unlock()
 
-	raw, err := s.get.Get(ctx, s.name)
-	var key *Key
-	if err == nil {
-		key, err = NewKey(raw)
-	}
+		raw, err := s.get.Get(ctx, s.name)
+		if err == nil {
+			key, err = NewKey(raw)
+		}
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.reading = false
-	if err != nil {
-		s.failed, s.failedAt = fmt.Errorf("webhookroute: route secret %s: %w", s.name, err), s.now()
-		return nil, s.failed
+		s.mu.Lock()
+		s.reading = nil
+		close(done)
+		if err != nil {
+			s.failed, s.failedAt = fmt.Errorf("webhookroute: route secret %s: %w", s.name, err), s.now()
+			err = s.failed
+		} else {
+			s.key, s.failed = key, nil
+		}
+		s.mu.Unlock()
+		return key, err
 	}
-	s.key, s.failed = key, nil
-	return key, nil
 }
 
 // WebhookURL is the seller webhook URL of the operation opID, owned by o, under the HTTP API's
@@ -206,12 +241,14 @@ func (s *Secret) WebhookURL(ctx context.Context, base, opID string, o record.Ope
 	return url + "?" + Param + "=" + route, nil
 }
 
-// Open is Key(ctx).Open, false as well when the key cannot be read.
+// Open is Key(ctx).Open, without waiting for a read under way: false as well when the key
+// cannot be had now (the receiver then reads the owner from the ledger, as a wait would cost
+// about as much).
 func (s *Secret) Open(ctx context.Context, opID, route string) (record.OperationOwner, bool) {
 	if s == nil || route == "" {
 		return record.OperationOwner{}, false
 	}
-	k, err := s.Key(ctx)
+	k, err := s.load(ctx, false)
 	if err != nil {
 		return record.OperationOwner{}, false
 	}

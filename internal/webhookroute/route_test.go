@@ -190,27 +190,55 @@ func (g *blockingGetter) Get(context.Context, string) ([]byte, error) {
 	return secretA, nil
 }
 
-// TestSecretReadIsNotWaitedFor: while one caller reads the secret, another gets no key at once
-// (its URL goes without a route, its delivery is located in the ledger) rather than waiting
-// on a read that may take the secret client's retries.
-func TestSecretReadIsNotWaitedFor(t *testing.T) {
+// TestOpenDoesNotWaitForTheRead: while the secret is read (the cold start's Prefetch), a
+// delivery's Open gets no key at once (its owner is then read from the ledger), while a
+// stage's Key, sealing a URL the seller keeps for the buy's life, waits for the read.
+func TestOpenDoesNotWaitForTheRead(t *testing.T) {
 	ctx := context.Background()
 	g := &blockingGetter{started: make(chan struct{}), release: make(chan struct{})}
 	s := FromSecret(g, "routes")
-	first := make(chan error, 1)
+	s.Prefetch()
+	<-g.started
+	k := mustKey(t, secretA)
+	route, err := k.Seal("op-1", owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.Open(ctx, "op-1", route); ok {
+		t.Fatal("Open had the key before the read ended")
+	}
+	if _, err := s.load(ctx, false); !errors.Is(err, errReading) {
+		t.Fatalf("a caller that does not wait: %v, want errReading", err)
+	}
+	waited := make(chan error, 1)
 	go func() {
 		_, err := s.Key(ctx)
-		first <- err
+		waited <- err
 	}()
-	<-g.started
-	if _, err := s.Key(ctx); !errors.Is(err, errReading) {
-		t.Fatalf("a second caller during the read: %v, want errReading", err)
+	select {
+	case err := <-waited:
+		t.Fatalf("Key did not wait for the read: %v", err)
+	case <-time.After(50 * time.Millisecond):
 	}
 	close(g.release)
-	if err := <-first; err != nil {
-		t.Fatalf("the reading caller: %v", err)
+	if err := <-waited; err != nil {
+		t.Fatalf("Key after the read: %v", err)
 	}
-	if k, err := s.Key(ctx); err != nil || k == nil {
-		t.Fatalf("after the read: %v, %v", k, err)
+	if got, ok := s.Open(ctx, "op-1", route); !ok || got != owner {
+		t.Fatalf("Open after the read = %+v, %v", got, ok)
+	}
+}
+
+// TestKeyWaitGivesUpWithItsContext: a stage's wait ends with its request.
+func TestKeyWaitGivesUpWithItsContext(t *testing.T) {
+	g := &blockingGetter{started: make(chan struct{}), release: make(chan struct{})}
+	defer close(g.release)
+	s := FromSecret(g, "routes")
+	s.Prefetch()
+	<-g.started
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := s.Key(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Key = %v, want the context's deadline", err)
 	}
 }

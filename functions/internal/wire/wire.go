@@ -113,7 +113,8 @@ func (c *Cold) Secrets() *secrets.Store {
 }
 
 // Routes is the route key of the seller webhook URLs (internal/webhookroute), read from its
-// secret on first use, not at the cold start; nil for a function that declares none.
+// secret on first use or from Prefetch on, never by the cold start; nil for a function that
+// declares none.
 func (c *Cold) Routes() *webhookroute.Secret {
 	return webhookroute.FromSecret(c.Secrets(), c.Env.RouteKeySecret)
 }
