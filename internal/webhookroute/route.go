@@ -168,7 +168,8 @@ func (s *Secret) Prefetch() {
 // never its value.
 func (s *Secret) Key(ctx context.Context) (*Key, error) { return s.load(ctx, true) }
 
-// load is Key; a caller that does not wait gets errReading at once while the secret is read.
+// load is Key; a caller that does not wait gets errReading at once while the secret is read,
+// or, when no read is under way, once it has started one in the background.
 func (s *Secret) load(ctx context.Context, wait bool) (*Key, error) {
 	if s == nil {
 		return nil, errors.New("webhookroute: no route secret configured")
@@ -197,6 +198,12 @@ func (s *Secret) load(ctx context.Context, wait bool) (*Key, error) {
 		case failed != nil:
 			s.mu.Unlock()
 			return nil, failed
+		case !wait:
+			// A delivery never reads the secret on its own path: it starts the read and goes
+			// on without the key.
+			s.mu.Unlock()
+			s.Prefetch()
+			return nil, errReading
 		}
 		done := make(chan struct{})
 		s.reading = done

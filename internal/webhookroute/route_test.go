@@ -242,3 +242,44 @@ func TestKeyWaitGivesUpWithItsContext(t *testing.T) {
 		t.Fatalf("Key = %v, want the context's deadline", err)
 	}
 }
+
+// TestOpenNeverReadsOnItsPath: with no key and no read under way (after a failed read's
+// minute), Open starts the read in the background and answers at once.
+func TestOpenNeverReadsOnItsPath(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	failing := &getter{err: errors.New("AccessDenied")}
+	s := FromSecret(failing, "routes")
+	s.now = func() time.Time { return now }
+	if _, err := s.Key(ctx); err == nil {
+		t.Fatal("the failing read gave a key")
+	}
+	g := &blockingGetter{started: make(chan struct{}), release: make(chan struct{})}
+	s.get = g
+	now = now.Add(retryAfter)
+	route, err := mustKey(t, secretA).Seal("op-1", owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan bool, 1)
+	go func() {
+		_, ok := s.Open(ctx, "op-1", route)
+		answered <- ok
+	}()
+	select {
+	case ok := <-answered:
+		if ok {
+			t.Fatal("Open had a key nobody had read")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Open waited for the secret's read")
+	}
+	<-g.started // the read Open started
+	close(g.release)
+	if k, err := s.Key(ctx); err != nil || k == nil {
+		t.Fatalf("Key after the background read: %v, %v", k, err)
+	}
+	if got, ok := s.Open(ctx, "op-1", route); !ok || got != owner {
+		t.Errorf("Open after the read = %+v, %v", got, ok)
+	}
+}
