@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,11 +52,11 @@ func (r *buyRun) change(body string, cancel bool) string {
 	return acc.ChangeID
 }
 
-var changeSeq = 0
+// changeSeq numbers the changes' idempotency keys; the change tests run in parallel.
+var changeSeq atomic.Int64
 
 func (r *buyRun) try(body string, cancel bool) (api.ChangeAccepted, error) {
-	changeSeq++
-	return r.client.Change(context.Background(), r.op, fmt.Sprintf("chg-%s-%d", r.po, changeSeq), []byte(body), cancel)
+	return r.client.Change(context.Background(), r.op, fmt.Sprintf("chg-%s-%d", r.po, changeSeq.Add(1)), []byte(body), cancel)
 }
 
 // current is the buy after its changes, as GET /v1/media-buys/{id} shows it.
