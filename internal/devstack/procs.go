@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -65,6 +66,11 @@ func (p *procs) start(spec procSpec) (*instance, error) {
 		env[k] = v
 	}
 	env["AWS_LAMBDA_RUNTIME_API"] = spec.runtimeAddr + "/_runtime/" + key
+	if akid, ok := env["AWS_ACCESS_KEY_ID"]; ok {
+		// Numbered as the runtime API path is, so the proxy can tell which process made a
+		// call (callerProcess): two processes of a function may hold two invocations at once.
+		env["AWS_ACCESS_KEY_ID"] = akid + "~" + strconv.Itoa(p.n)
+	}
 	cmd := exec.Command(spec.bin)
 	cmd.Dir = spec.dir
 	cmd.Env = environ(env)

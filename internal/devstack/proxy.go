@@ -202,8 +202,9 @@ func (p *emulatorProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if cp := p.crash.Load(); cp != nil && r.Header.Get("X-Amz-Target") == cp.Target && callerFunction(r) == cp.Function && p.crashes(w, r, cp) {
 		return
 	}
-	if fn, target := callerFunction(r), r.Header.Get("X-Amz-Target"); fn != "" && target != "" {
-		ev := TraceEvent{Kind: TraceCall, Function: fn, Action: target, OperationID: p.heldOperation(fn), At: time.Now()}
+	if caller, target := callerProcess(r), r.Header.Get("X-Amz-Target"); caller != "" && target != "" {
+		fn, _, _ := strings.Cut(caller, "~")
+		ev := TraceEvent{Kind: TraceCall, Function: fn, Action: target, OperationID: p.heldOperation(caller), At: time.Now()}
 		defer func() { ev.Took = time.Since(ev.At); p.trace.add(ev) }()
 	}
 	if p.calls.handle(w, r) {
@@ -253,18 +254,27 @@ func (p *emulatorProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // callerFunction names the function that signed r: each function's processes sign with the
-// access key id "local-<function>" (lambdaEnv), as each Lambda has its own role on AWS.
+// access key id "local-<function>~<n>" (lambdaEnv, numbered by procs.start), as each Lambda
+// has its own role on AWS.
 func callerFunction(r *http.Request) string {
+	fn, _, _ := strings.Cut(callerProcess(r), "~")
+	return fn
+}
+
+// callerProcess names the process that signed r, "<function>~<n>" as its runtime API path
+// does (procs.start numbers each process's access key id so), or only the function when the
+// key id has no number.
+func callerProcess(r *http.Request) string {
 	_, rest, ok := strings.Cut(r.Header.Get("Authorization"), "Credential=")
 	if !ok {
 		return ""
 	}
 	akid, _, _ := strings.Cut(rest, "/")
-	fn, ok := strings.CutPrefix(akid, creds.AccessKeyID+"-")
+	caller, ok := strings.CutPrefix(akid, creds.AccessKeyID+"-")
 	if !ok {
 		return ""
 	}
-	return fn
+	return caller
 }
 
 // crashes fires cp if r's body matches it, and reports whether it did (r is then handled).
@@ -459,18 +469,24 @@ func (p *emulatorProxy) traceHandoff(key string, resp *http.Response) {
 }
 
 // traceTaskSuccess records a SendTaskSuccess, so a trace can tell the function's time from the
-// engine's: with the operation of the invocation its signer holds, when exactly one process
-// of the signing function holds one (a wake's output does not name its operation).
+// engine's: with the operation of the invocation its signer holds (heldOperation; a wake's
+// output does not name its operation).
 func (p *emulatorProxy) traceTaskSuccess(r *http.Request) {
-	fn := callerFunction(r)
-	p.trace.add(TraceEvent{Kind: TraceTaskSuccess, Function: fn, OperationID: p.heldOperation(fn)})
+	caller := callerProcess(r)
+	fn, _, _ := strings.Cut(caller, "~")
+	p.trace.add(TraceEvent{Kind: TraceTaskSuccess, Function: fn, OperationID: p.heldOperation(caller)})
 }
 
-// heldOperation is the operation of the invocation a process of fn holds, "" unless exactly
-// one of its processes holds one (a function's calls do not say which process made them).
-func (p *emulatorProxy) heldOperation(fn string) string {
+// heldOperation is the operation of the invocation the calling process holds (caller is
+// "<function>~<n>"), or, for a caller that names only its function, the one a process of
+// that function holds, "" unless exactly one of them holds one.
+func (p *emulatorProxy) heldOperation(caller string) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if _, _, numbered := strings.Cut(caller, "~"); numbered {
+		return p.inflightOp[caller]
+	}
+	fn := caller
 	held, op := 0, ""
 	for key, o := range p.inflightOp {
 		if f, _, _ := strings.Cut(key, "~"); f == fn && fn != "" {

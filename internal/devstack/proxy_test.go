@@ -249,3 +249,55 @@ func proxyTo(t *testing.T, upstream string) (*httptest.Server, *emulatorProxy, *
 	t.Cleanup(front.Close)
 	return front, p, trace
 }
+
+// Two processes of one function hold two invocations at once: each one's calls are traced
+// with its own invocation's operation (its access key id is numbered as its runtime path is),
+// and a call signed only with the function's key names no operation.
+func TestEmulatorProxyTracesACallWithItsProcesssOperation(t *testing.T) {
+	var mu sync.Mutex
+	next := []string{"op-a", "op-b"}
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/invocation/next") {
+			mu.Lock()
+			op := next[0]
+			next = next[1:]
+			mu.Unlock()
+			w.Header().Set("Lambda-Runtime-Aws-Request-Id", "req-"+op)
+			_, _ = io.WriteString(w, `{"operation_id":"`+op+`","action":"wake"}`)
+			return
+		}
+		_, _ = io.WriteString(w, `{}`)
+	}))
+	defer upstream.Close()
+	front, _, trace := proxyTo(t, upstream.URL)
+	do := func(method, path, akid string) {
+		t.Helper()
+		req, err := http.NewRequest(method, front.URL+path, strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if akid != "" {
+			req.Header.Set("X-Amz-Target", "DynamoDB_20120810.GetItem")
+			req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential="+akid+"/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=x")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		discard(resp)
+	}
+	do(http.MethodGet, "/_runtime/webhook~1/2018-06-01/runtime/invocation/next", "")
+	do(http.MethodGet, "/_runtime/webhook~2/2018-06-01/runtime/invocation/next", "")
+	do(http.MethodPost, "/", creds.AccessKeyID+"-webhook~2")
+	do(http.MethodPost, "/", creds.AccessKeyID+"-webhook~1")
+	do(http.MethodPost, "/", creds.AccessKeyID+"-webhook")
+	var got []string
+	for _, ev := range trace.Events() {
+		if ev.Kind == TraceCall {
+			got = append(got, ev.Function+":"+ev.OperationID)
+		}
+	}
+	if want := []string{"webhook:op-b", "webhook:op-a", "webhook:"}; !slices.Equal(got, want) {
+		t.Errorf("calls traced as %q, want %q", got, want)
+	}
+}
