@@ -11,7 +11,10 @@
 # 740 s run, one of them only waiting, and nothing else ran. Run apart, they take their turns
 # while the rest of the suite runs beside them.
 #
-# Both runs print go test's usual per-package lines; the exit status is the first failure's.
+# The other packages print go test's usual per-package lines as they finish. The local-stack
+# run's output is kept in a file and printed whole when it ends (or when this script is stopped):
+# a failing package's block can be long, and two runs writing to one terminal could otherwise
+# cut each other's blocks apart. The exit status is the first failure's.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 go=${GO:-go}
@@ -23,12 +26,25 @@ stack_patterns=(./cmd/buyflow-local ./e2e/... ./internal/devstack)
 stack=$("$go" list "${stack_patterns[@]}") || exit 1
 rest=$("$go" list ./... | grep -vxF "$stack") || exit 1
 
-"$go" test "$@" $stack &
+stack_log=$(mktemp "${TMPDIR:-/tmp}/go-test-stack.XXXXXX") || exit 1
+print_stack_log() {
+  if [ -n "$stack_log" ]; then
+    echo "go-test: the local-stack packages ($(echo $stack | wc -w)):"
+    cat "$stack_log"
+    rm -f "$stack_log"
+    stack_log=
+  fi
+}
+trap print_stack_log EXIT
+trap 'kill "${stack_pid:-}" 2>/dev/null; exit 130' INT TERM
+
+"$go" test "$@" $stack >"$stack_log" 2>&1 &
 stack_pid=$!
 "$go" test "$@" $rest
 rest_status=$?
 wait "$stack_pid"
 stack_status=$?
+print_stack_log
 if [ "$stack_status" != 0 ]; then
   echo "go-test: the local-stack packages failed" >&2
 fi
