@@ -275,7 +275,7 @@ var resumeHopNames = []struct{ name, what string }{
 	{"api", "front → kumo's API Gateway → its Lambda invoke reaching the proxy (emulation; API Gateway on AWS)"},
 	{"queue", "invoke → kumo's runtime API hands it to a webhook process's poll (emulation; the Lambda service on AWS)"},
 	{"function", "the webhook function from its handoff to its SendTaskSuccess (buyflow's code, its calls to kumo's DynamoDB)"},
-	{"  calls", "of function: its AWS calls before SendTaskSuccess, as the local stack answered them"},
+	{"  calls", "of function: the time its AWS calls before SendTaskSuccess were in flight (calls at once counted once), as the local stack answered them"},
 	{"  own", "of function: the rest (buyflow's code, the SDK, the process's scheduling)"},
 	{"engine", "SendTaskSuccess → the local Step Functions invokes ReportOutcome (emulation; Step Functions on AWS)"},
 }
@@ -286,13 +286,13 @@ var resumeHopNames = []struct{ name, what string }{
 // which operation a SendTaskSuccess woke).
 func resumeHops(evs []devstack.TraceEvent) map[string]time.Duration {
 	var webhook, invoke, handoff, success time.Time
-	var calls time.Duration
+	var calls []span
 	for _, e := range evs {
 		switch {
 		case e.Kind == devstack.TraceWebhook:
-			webhook, invoke, handoff, success, calls = e.At, time.Time{}, time.Time{}, time.Time{}, 0
+			webhook, invoke, handoff, success, calls = e.At, time.Time{}, time.Time{}, time.Time{}, nil
 		case e.Kind == devstack.TraceCall && e.Function == "webhook" && !handoff.IsZero() && success.IsZero():
-			calls += e.Took
+			calls = append(calls, span{e.At, e.At.Add(e.Took)})
 		case e.Kind == devstack.TraceInvoke && e.Function == "webhook" && invoke.IsZero():
 			invoke = e.At
 		case e.Kind == devstack.TraceHandoff && e.Function == "webhook" && handoff.IsZero():
@@ -307,12 +307,40 @@ func resumeHops(evs []devstack.TraceEvent) map[string]time.Duration {
 			out["api"], out["queue"] = invoke.Sub(webhook), handoff.Sub(invoke)
 			if !success.IsZero() {
 				out["function"], out["engine"] = success.Sub(handoff), e.At.Sub(success)
-				out["  calls"], out["  own"] = calls, success.Sub(handoff)-calls
+				inFlight := covered(calls, handoff, success)
+				out["  calls"], out["  own"] = inFlight, success.Sub(handoff)-inFlight
 			}
 			return out
 		}
 	}
 	return nil
+}
+
+// span is one call's time, from its start to its answer.
+type span struct{ from, to time.Time }
+
+// covered is how much of [from, to] at least one of spans covers: calls made at once (a
+// delivery's claim round sends three) count once, so the function's "own" time is what is
+// left when none was in flight.
+func covered(spans []span, from, to time.Time) time.Duration {
+	spans = slices.Clone(spans)
+	slices.SortFunc(spans, func(a, b span) int { return a.from.Compare(b.from) })
+	var total time.Duration
+	end := from
+	for _, s := range spans {
+		start, stop := s.from, s.to
+		if start.Before(end) {
+			start = end // end is never before from
+		}
+		if stop.After(to) {
+			stop = to
+		}
+		if stop.After(start) {
+			total += stop.Sub(start)
+			end = stop
+		}
+	}
+	return total
 }
 
 // webhookToResume is the time from the last webhook before the first ReportOutcome invocation
