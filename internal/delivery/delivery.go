@@ -126,8 +126,8 @@ type group struct {
 	flights map[string]flight
 }
 
-// flight is one buy's flight, as its request and its later changes set it, and its approved
-// budget now (both from the buy state read that also tells a canceled buy).
+// flight is one buy's flight, as its request and its later changes set it (a cancellation
+// ends it: canceledEnd), and its approved budget now (both from the buy state).
 type flight struct {
 	start, end time.Time
 	approved   string
@@ -174,13 +174,12 @@ func (r *Reader) Run(ctx context.Context) (Report, error) {
 		}
 		fl.end, _ = time.Parse(time.RFC3339, mb.EndTime)
 		if st, err := r.ledger.GetBuyState(ctx, op.Tenant, op.ID); err == nil {
-			if st.State == record.BuyStateCanceled {
-				r.retire(ctx, op, &rep)
-				continue
-			}
 			fl.approved = st.BudgetTotal
 			if t, err := time.Parse(time.RFC3339, st.EndTime); err == nil {
 				fl.end = t // a change moved the end
+			}
+			if st.State == record.BuyStateCanceled {
+				fl.end = canceledEnd(fl.end, st.UpdatedAt, now)
 			}
 		}
 		if op.DeliveryPushed {
@@ -231,6 +230,23 @@ func (r *Reader) watch(ctx context.Context, op *record.Operation, fl flight, now
 	if err := r.ledger.ScheduleLive(ctx, op, next, ""); err != nil && !errors.Is(err, record.ErrConflict) {
 		r.log.WarnContext(ctx, "next delivery watch not scheduled", "operationId", op.ID, "err", err)
 	}
+}
+
+// canceledEnd is the end of a canceled buy's flight: its cancellation (when the buy's state
+// recorded it; now for a state that kept no time), unless the flight had ended before. From
+// there the buy is read as any buy at its flight's end: at its due read (what it delivered up
+// to the cancellation) and a final time Cadence.FinalAfter later, when sellers have finalized
+// what it delivered (AdCP reports a canceled buy's delivery, is_final on the last report),
+// then it leaves the live list. Retired at once, a buy canceled mid-flight kept a snapshot up
+// to a day older than the cancellation, short of what the seller bills.
+func canceledEnd(end, canceledAt, now time.Time) time.Time {
+	if canceledAt.IsZero() {
+		canceledAt = now
+	}
+	if end.IsZero() || canceledAt.Before(end) {
+		return canceledAt
+	}
+	return end
 }
 
 func (r *Reader) retire(ctx context.Context, op *record.Operation, rep *Report) {
@@ -386,7 +402,7 @@ func mark(s record.DeliverySnapshot) string {
 // and, when the delivery carries the key of the one that wrote the buy's newest snapshot
 // (nothing was done), that snapshot (its PushHash is that delivery's payload hash, "" for one
 // stored before hashes were kept), for the receiver's retry rules. A report for an operation that delivers nothing (a change, a buy the
-// seller has not placed, a canceled buy) is an error matching record.ErrConflict.
+// seller has not placed) is an error matching record.ErrConflict.
 //
 // The snapshot is the report's receipt: it is stored once per (buy, as-of) with its figures
 // and the key of the delivery that wrote it, by a conditional put, so a redelivery (the
@@ -407,9 +423,9 @@ func (r *Reader) push(ctx context.Context, op *record.Operation, res *adcp.Deliv
 		return rep, nil, notLive
 	}
 	approved := op.BudgetTotal
+	// A canceled buy's reports are recorded too: what it delivered up to the cancellation is
+	// what the seller bills, and its final report may come days later (canceledEnd).
 	switch st, err := r.ledger.GetBuyState(ctx, op.Tenant, op.ID); {
-	case err == nil && st.State == record.BuyStateCanceled:
-		return rep, nil, notLive
 	case err == nil:
 		approved = st.BudgetTotal
 	case !errors.Is(err, record.ErrNotFound):

@@ -108,7 +108,8 @@ func startWith(t *testing.T, opts adcptest.SellerOptions) *fixture {
 // TestDeliveryReadsLiveBuysOnACadence places a buy at the simulated seller (a real MCP server),
 // records it completed in the ledger, and runs the reader against both: a snapshot and a
 // timeline entry per reported as-of, the next read an hour later, the over-budget metric when
-// the seller reports spend past the approved budget, and changes and canceled buys retired.
+// the seller reports spend past the approved budget, changes retired, and a canceled buy read
+// up to its cancellation and once more a day after it, then retired.
 func TestDeliveryReadsLiveBuysOnACadence(t *testing.T) {
 	f := start(t)
 	ctx, db, table, store, clk, seller, client, created, place := context.Background(), f.db, f.table, f.store, f.clk, f.seller, f.client, f.created, f.place
@@ -165,7 +166,9 @@ func TestDeliveryReadsLiveBuysOnACadence(t *testing.T) {
 		t.Fatalf("the timeline's delivery entries: %q", reasons)
 	}
 
-	// A buy canceled after placement delivers no more: it leaves the live list.
+	// A buy canceled after placement: its flight ended with the cancellation. It is read at its
+	// due read (what it delivered up to the cancellation) and a final time a day after, when
+	// the seller has finalized it, then it leaves the live list.
 	if _, err := store.BeginChange(ctx, record.BuyState{Tenant: "acme", OperationID: "op-buy", MediaBuyID: created.MediaBuyID, State: "active",
 		BudgetTotal: "3000.00", Currency: "USD"}, "chg-2", "cancel", clk.Now().Add(time.Hour), record.Event{Type: "modification_requested"}); err != nil {
 		t.Fatal(err)
@@ -175,11 +178,24 @@ func TestDeliveryReadsLiveBuysOnACadence(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Advance(time.Hour)
-	if rep, err := r.Run(ctx); err != nil || rep.Read != 0 || rep.Retired != 1 {
-		t.Fatalf("after the cancellation: %+v %v", rep, err)
+	seller.SetDelivered(created.MediaBuyID, 15400, "3000.01")
+	if rep, err := r.Run(ctx); err != nil || rep.Read != 1 || rep.Snapshots != 1 || rep.Retired != 0 {
+		t.Fatalf("the read after the cancellation: %+v %v; want the delivery up to it recorded", rep, err)
+	}
+	clk.Advance(22 * time.Hour) // the cancellation was an hour before that read
+	if rep, err := r.Run(ctx); err != nil || rep.Read != 0 {
+		t.Fatalf("a run before the final read: %+v %v", rep, err)
+	}
+	clk.Advance(time.Hour)
+	seller.SetDelivered(created.MediaBuyID, 15420, "3000.01")
+	if rep, err := r.Run(ctx); err != nil || rep.Read != 1 || rep.Snapshots != 1 || rep.Retired != 1 {
+		t.Fatalf("the final read, a day after the cancellation: %+v %v", rep, err)
 	}
 	if live, _ := store.ListLiveDue(ctx, clk.Now().Add(48*time.Hour), 10); len(live) != 0 {
 		t.Fatalf("still live: %d", len(live))
+	}
+	if snaps, err := store.ListDeliverySnapshots(ctx, "acme", "op-buy", 10); err != nil || len(snaps) != 4 || snaps[0].Impressions != 15420 {
+		t.Fatalf("snapshots after the final read: %+v %v", snaps, err)
 	}
 }
 

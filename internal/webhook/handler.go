@@ -456,8 +456,8 @@ const taskTypeDelivery = "media_buy_delivery"
 // redelivery of the newest one is recognised by its idempotency key on that snapshot
 // (delivery.Reader.Push), so the receipt's two writes a report would cost dedupe nothing more.
 // A ledger failure is answered 5xx, and the seller's retry records what is not recorded yet; a
-// report for an operation that delivers nothing (a change, a canceled buy) is "ignored" with an
-// event.
+// report for an operation that delivers nothing (a change, a buy the seller has not placed) is
+// "ignored" with an event; a canceled buy's reports are recorded (what it delivered is billed).
 func (s *Service) recordReport(ctx context.Context, r *result, op *record.Operation, d *Delivery, report *adcp.DeliveryReport) result {
 	_, prior, err := s.cfg.Reports.Push(ctx, op, report, d.IdempotencyKey, d.PayloadHash)
 	switch {

@@ -5,8 +5,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/buyflow/buyflow/internal/delivery"
+	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/webhook"
 )
 
@@ -72,6 +74,20 @@ func TestPushedDeliveryReports(t *testing.T) {
 	wrong := report("op-r", "mb-r", key("r6"), 6, "80", 1600)
 	wrong["token"] = "tok-of-someone-else-0123"
 	post("a wrong token", wrong, http.StatusForbidden, "", 2)
+
+	// A canceled buy's reports are recorded still: what it delivered up to the cancellation is
+	// what the seller bills, and its final report comes after it.
+	if _, err := e.store.BeginChange(e.ctx, record.BuyState{Tenant: tenant, OperationID: "op-r", MediaBuyID: "mb-r", State: record.BuyStateActive,
+		BudgetTotal: "100.00", Currency: "USD"}, "chg-cancel", "cancel", e.clock.Now().Add(time.Hour), record.Event{Type: record.EventModificationRequested}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.ApplyChange(e.ctx, record.BuyState{Tenant: tenant, OperationID: "op-r", MediaBuyID: "mb-r", Revision: 2,
+		State: record.BuyStateCanceled, BudgetTotal: "100.00", Currency: "USD"}, "chg-cancel", record.Event{Type: record.EventModificationApplied}); err != nil {
+		t.Fatal(err)
+	}
+	final := report("op-r", "mb-r", key("r7"), 7, "81", 1620)
+	final["result"].(map[string]any)["media_buy_deliveries"].([]any)[0].(map[string]any)["status"] = "canceled"
+	post("the canceled buy's final report", final, http.StatusOK, webhook.OutcomeReported, 3)
 }
 
 // A pushed report keeps AdCP 3.2's retry rules without a receipt: the same key with other
