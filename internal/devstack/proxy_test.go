@@ -253,7 +253,7 @@ func proxyTo(t *testing.T, upstream string) (*httptest.Server, *emulatorProxy, *
 // Two processes of one function hold two invocations at once: each one's calls are traced
 // with its own invocation's operation (its access key id is numbered as its runtime path is),
 // and a call signed only with the function's key names no operation.
-func TestEmulatorProxyTracesACallWithItsProcesssOperation(t *testing.T) {
+func TestEmulatorProxyTracesACallWithItsProcessOperation(t *testing.T) {
 	var mu sync.Mutex
 	next := []string{"op-a", "op-b"}
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
