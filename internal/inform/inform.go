@@ -10,7 +10,9 @@
 // while it holds a buy. Each event is told once, a wait on the seller once per wait: a receipt
 // keyed by the event id (or the wait) is written before the post (EventBridge delivers at
 // least once and Lambda retries an async invocation), and a post that fails releases it
-// again, so the retry posts.
+// again, so the retry posts. A "waiting for approval" event can overtake the notify stage that
+// records its approval (governance moves the buy first): it waits for the approval a little
+// (DefaultRequestWait), then fails so that Lambda invokes it again.
 package inform
 
 import (
@@ -21,6 +23,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/buyflow/buyflow/internal/approvalcore"
 	"github.com/buyflow/buyflow/internal/money"
@@ -49,14 +52,36 @@ type Service struct {
 	ledger Ledger
 	slack  slack.Client
 	log    *slog.Logger
+	// requestWait bounds how long a "waiting for approval" event waits for its approval to be
+	// recorded (awaitRequest); sleep pauses between looks (both replaced in tests).
+	requestWait time.Duration
+	sleep       func(context.Context, time.Duration) error
 }
+
+// DefaultRequestWait is how long the notifier waits for the approval a "waiting for approval"
+// event is about. Governance moves a buy to awaiting_approval and the notify stage records the
+// approval right after, in the next state of the workflow, while the event crosses the ledger
+// stream, the publisher and the bus: it usually finds the approval recorded, and when it
+// overtook the notify stage, the approval follows within a second or two.
+const DefaultRequestWait = 10 * time.Second
 
 // New returns a notifier that reads l and posts with c, a bot client: the message goes to the
 // requester's user or channel id. With a nil c (Slack configured as an incoming webhook, which
 // posts to its one channel only) every notification is dropped with a warning: a requester's
 // direct message must not land in the approvers' channel.
 func New(l Ledger, c slack.Client) *Service {
-	return &Service{ledger: l, slack: c, log: slog.Default()}
+	return &Service{ledger: l, slack: c, log: slog.Default(), requestWait: DefaultRequestWait, sleep: sleepCtx}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // Handle tells the requester about one status event. An event that is not a status event, or
@@ -82,6 +107,10 @@ func (n *Service) Handle(ctx context.Context, raw json.RawMessage) error {
 	}
 	if errors.Is(err, errStale) {
 		n.log.InfoContext(ctx, "the approval was decided before its request was told; not told", "operationId", d.OperationID, "eventId", d.EventID)
+		return nil
+	}
+	if errors.Is(err, errMovedOn) {
+		n.log.InfoContext(ctx, "not told", "operationId", d.OperationID, "eventId", d.EventID, "why", err.Error())
 		return nil
 	}
 	if err != nil {
@@ -254,6 +283,9 @@ func (n *Service) update(ctx context.Context, d statusevent.Detail, kind slack.R
 		return u, nil, nil
 	}
 	a, found, err := n.latestApproval(ctx, d.Tenant, d.OperationID)
+	if err == nil && !found && kind == slack.KindAwaitingApproval {
+		a, found, err = n.awaitRequest(ctx, d)
+	}
 	if err != nil || !found {
 		return u, nil, err
 	}
@@ -433,6 +465,41 @@ func (n *Service) eachEvent(ctx context.Context, tenant, opID string, f func(rec
 			return nil
 		}
 	}
+}
+
+// errNotRequested is a "waiting for approval" event whose approval the notify stage has not
+// recorded within the wait: an error, so that Lambda invokes the notifier again later (and the
+// failure queue keeps the event if it never comes).
+var errNotRequested = errors.New("inform: the operation waits for an approval that is not recorded yet")
+
+// errMovedOn is a "waiting for approval" event of an operation that left awaiting_approval
+// without an approval recorded: there is nothing to tell.
+var errMovedOn = errors.New("inform: the operation left awaiting_approval without an approval")
+
+// awaitRequest waits up to requestWait for the first approval of an operation that moved to
+// awaiting_approval before it had one (governance moves it there, the notify stage then records
+// the approval; the event may overtake the notify stage). found is false when the operation has
+// moved on meanwhile without one (errMovedOn): its next event tells the requester what became
+// of it.
+func (n *Service) awaitRequest(ctx context.Context, d statusevent.Detail) (a *record.Approval, found bool, err error) {
+	pause := 50 * time.Millisecond
+	for waited := time.Duration(0); waited < n.requestWait; waited += pause {
+		if err := n.sleep(ctx, pause); err != nil {
+			return nil, false, err
+		}
+		if a, found, err = n.latestApproval(ctx, d.Tenant, d.OperationID); err != nil || found {
+			return a, found, err
+		}
+		pause = min(2*pause, time.Second)
+	}
+	op, err := n.ledger.GetOperation(ctx, d.Tenant, d.OperationID)
+	if err != nil {
+		return nil, false, fmt.Errorf("inform: read operation %s: %w", d.OperationID, err)
+	}
+	if op.Status != workflow.StatusAwaitingApproval {
+		return nil, false, fmt.Errorf("%w: it is %s", errMovedOn, op.Status)
+	}
+	return nil, false, fmt.Errorf("%w (operation %s, after %s)", errNotRequested, d.OperationID, n.requestWait)
 }
 
 // latestApproval is the operation's most recent approval; found is false when it never asked

@@ -403,3 +403,51 @@ func TestRequesterHearsAboutTheirCampaign(t *testing.T) {
 		Amount: &statusevent.Amount{Value: "20000.00", Currency: "USD"}, Links: statusevent.Links{Self: "https://api.example.com/v1/campaigns/cp-2"}})
 	wantAll(t, f.handled(t, failed), "Failed: your campaign", why)
 }
+
+// Governance moves a buy to awaiting_approval and the notify stage records the approval after
+// it: a "waiting for approval" event that overtook the notify stage waits for the approval and
+// tells it; one whose approval never comes is an error (Lambda invokes the notifier again),
+// unless the buy has moved on, which its next event tells.
+func TestApprovalRequestThatOvertookTheNotifyStage(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	awaiting := func(id string) json.RawMessage {
+		return event(t, id, 3, workflow.StatusCheckingGovernance, workflow.StatusAwaitingApproval, nil)
+	}
+	looks := 0
+	f.n.requestWait = time.Second
+	f.n.sleep = func(context.Context, time.Duration) error {
+		looks++
+		if looks == 3 {
+			f.approval(t, "op-late", "ap-late") // the notify stage catches up
+		}
+		return nil
+	}
+	f.buy(t, "op-late")
+	if err := f.n.Handle(ctx, awaiting("op-late")); err != nil {
+		t.Fatal(err)
+	}
+	if msgs := f.messages(t); len(msgs) != 1 || !strings.Contains(string(msgs[0].Body), "<@U0APPROVER>") || looks != 3 {
+		t.Fatalf("after %d looks: %d messages %v; want the request told with its approvers", looks, len(msgs), msgs)
+	}
+
+	// Never recorded, the buy still waiting: an error, nothing posted, no receipt kept.
+	f.buy(t, "op-never")
+	if _, err := f.store.Transition(ctx, "acme", "op-never", workflow.StatusAwaitingApproval, record.AnyVersion, record.Patch{}); err != nil {
+		t.Fatal(err)
+	}
+	err := f.n.Handle(ctx, awaiting("op-never"))
+	if !errors.Is(err, errNotRequested) || len(f.messages(t)) != 1 {
+		t.Fatalf("an approval never recorded: %v, %d messages; want errNotRequested and nothing posted", err, len(f.messages(t)))
+	}
+	f.approval(t, "op-never", "ap-never")
+	if err := f.n.Handle(ctx, awaiting("op-never")); err != nil || len(f.messages(t)) != 2 {
+		t.Fatalf("the retry after the approval was recorded: %v, %d messages", err, len(f.messages(t)))
+	}
+
+	// Never recorded, the buy moved on: nothing to tell, no error.
+	f.buy(t, "op-gone")
+	if err := f.n.Handle(ctx, awaiting("op-gone")); err != nil || len(f.messages(t)) != 2 {
+		t.Fatalf("a buy that moved on: %v, %d messages", err, len(f.messages(t)))
+	}
+}
