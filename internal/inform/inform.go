@@ -478,15 +478,17 @@ var errMovedOn = errors.New("inform: the operation left awaiting_approval withou
 
 // awaitRequest waits up to requestWait for the first approval of an operation that moved to
 // awaiting_approval before it had one (governance moves it there, the notify stage then records
-// the approval; the event may overtake the notify stage). found is false when the operation has
-// moved on meanwhile without one (errMovedOn): its next event tells the requester what became
-// of it.
+// the approval; the event may overtake the notify stage). Still none after the wait, it is
+// errMovedOn when the operation has moved on meanwhile (its next event tells the requester what
+// became of it), else errNotRequested.
 func (n *Service) awaitRequest(ctx context.Context, d statusevent.Detail) (a *record.Approval, found bool, err error) {
 	pause := 50 * time.Millisecond
-	for waited := time.Duration(0); waited < n.requestWait; waited += pause {
+	for waited := time.Duration(0); waited < n.requestWait; {
+		pause = min(pause, n.requestWait-waited)
 		if err := n.sleep(ctx, pause); err != nil {
 			return nil, false, err
 		}
+		waited += pause
 		if a, found, err = n.latestApproval(ctx, d.Tenant, d.OperationID); err != nil || found {
 			return a, found, err
 		}

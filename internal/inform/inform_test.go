@@ -414,10 +414,10 @@ func TestApprovalRequestThatOvertookTheNotifyStage(t *testing.T) {
 	awaiting := func(id string) json.RawMessage {
 		return event(t, id, 3, workflow.StatusCheckingGovernance, workflow.StatusAwaitingApproval, nil)
 	}
-	looks := 0
+	looks, slept := 0, time.Duration(0)
 	f.n.requestWait = time.Second
-	f.n.sleep = func(context.Context, time.Duration) error {
-		looks++
+	f.n.sleep = func(_ context.Context, d time.Duration) error {
+		looks, slept = looks+1, slept+d
 		if looks == 3 {
 			f.approval(t, "op-late", "ap-late") // the notify stage catches up
 		}
@@ -436,9 +436,11 @@ func TestApprovalRequestThatOvertookTheNotifyStage(t *testing.T) {
 	if _, err := f.store.Transition(ctx, "acme", "op-never", workflow.StatusAwaitingApproval, record.AnyVersion, record.Patch{}); err != nil {
 		t.Fatal(err)
 	}
+	slept = 0
 	err := f.n.Handle(ctx, awaiting("op-never"))
-	if !errors.Is(err, errNotRequested) || len(f.messages(t)) != 1 {
-		t.Fatalf("an approval never recorded: %v, %d messages; want errNotRequested and nothing posted", err, len(f.messages(t)))
+	if !errors.Is(err, errNotRequested) || len(f.messages(t)) != 1 || slept != f.n.requestWait {
+		t.Fatalf("an approval never recorded: %v, %d messages after waiting %v; want errNotRequested after %v and nothing posted",
+			err, len(f.messages(t)), slept, f.n.requestWait)
 	}
 	f.approval(t, "op-never", "ap-never")
 	if err := f.n.Handle(ctx, awaiting("op-never")); err != nil || len(f.messages(t)) != 2 {
