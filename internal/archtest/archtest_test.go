@@ -158,7 +158,9 @@ func TestLeafPackagesImportOnlyTheStandardLibrary(t *testing.T) {
 		// The HTTP API's JSON, decoded by the CLI: it must not pull the server into it.
 		"./internal/api": {module + "/internal/record"},
 		// The retry of DynamoDB writes that lost a race, shared by the ledger and the registry.
-		"./internal/dynamoretry": {"github.com/aws/aws-sdk-go-v2"},
+		"./internal/dynamoretry": {"github.com/aws/aws-sdk-go-v2", module + "/internal/ctxwait"},
+		// Waiting a while or until a context is done: the retries' and the polls' pause.
+		"./internal/ctxwait": nil,
 		// The one dispatcher of the Lambdas that serve several ASL tasks.
 		"./internal/dispatch": {module + "/internal/workflow"},
 	}

@@ -28,6 +28,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/buyflow/buyflow/internal/ctxwait"
 )
 
 // The retry budget: at most Attempts sends, waiting a random time up to Backoff doubling per
@@ -90,7 +92,7 @@ type Retrier struct {
 func Do[T any](ctx context.Context, r Retrier, write func() (T, error)) (T, error) {
 	sleep := r.Sleep
 	if sleep == nil {
-		sleep = sleepCtx
+		sleep = ctxwait.Sleep
 	}
 	for attempt := 1; ; attempt++ {
 		out, err := write()
@@ -123,15 +125,4 @@ func TransactWriteItems(ctx context.Context, r Retrier, api transactWriter, in *
 		attempt.ClientRequestToken = nil
 		return api.TransactWriteItems(ctx, &attempt, opts...)
 	})
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

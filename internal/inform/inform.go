@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/buyflow/buyflow/internal/approvalcore"
+	"github.com/buyflow/buyflow/internal/ctxwait"
 	"github.com/buyflow/buyflow/internal/money"
 	"github.com/buyflow/buyflow/internal/record"
 	"github.com/buyflow/buyflow/internal/slack"
@@ -70,18 +71,7 @@ const DefaultRequestWait = 10 * time.Second
 // posts to its one channel only) every notification is dropped with a warning: a requester's
 // direct message must not land in the approvers' channel.
 func New(l Ledger, c slack.Client) *Service {
-	return &Service{ledger: l, slack: c, log: slog.Default(), requestWait: DefaultRequestWait, sleep: sleepCtx}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return &Service{ledger: l, slack: c, log: slog.Default(), requestWait: DefaultRequestWait, sleep: ctxwait.Sleep}
 }
 
 // Handle tells the requester about one status event. An event that is not a status event, or

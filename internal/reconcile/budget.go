@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/buyflow/buyflow/internal/ctxwait"
 )
 
 // pollBudget paces one seller's direct status reads within a run, so that reading every
@@ -43,15 +45,9 @@ func (b *pollBudget) acquire(ctx context.Context) bool {
 	}
 	b.next = at.Add(b.interval)
 	b.mu.Unlock()
-	if wait := at.Sub(b.now()); wait > 0 {
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			<-b.slots
-			return false
-		}
+	if wait := at.Sub(b.now()); wait > 0 && ctxwait.Sleep(ctx, wait) != nil {
+		<-b.slots
+		return false
 	}
 	return true
 }
